@@ -1,0 +1,67 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * conf-parser.h — table-driven parser for runwarden.conf (INI, via inih).
+ *
+ * Each daemon describes the keys it reads as a ConfItem table: section, key,
+ * type, offset of the field in its config struct, default (as text, parsed by
+ * the same code as the file), range and one line of help. One file holds the
+ * sections of all three daemons plus [runwarden] for shared keys; a daemon
+ * checks its own sections strictly and skips the sections of the others.
+ *
+ * Errors are reported as "FILE:LINE: KEY: reason" in the caller's buffer:
+ * unknown section, unknown key, bad value, out of range, duplicate key.
+ *
+ * Layering: conf_apply_defaults() then conf_load_file() once per file; a later
+ * file overrides an earlier one key by key (./dev up layers --config over the
+ * development defaults this way).
+ *
+ * String fields are `char *` owned by the struct; conf_free_strings() frees them.
+ */
+#pragma once
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+typedef enum ConfType {
+	CONF_STR,   /* char *; "" allowed */
+	CONF_BOOL,  /* bool; yes/no/true/false/on/off/1/0 */
+	CONF_INT,   /* int64_t; decimal; min..max */
+	CONF_SIZE,  /* int64_t bytes; suffix K, M, G (1024-based); min..max */
+	CONF_LEVEL, /* int log level; debug|info|notice|warning|error */
+} ConfType;
+
+typedef struct ConfItem {
+	const char *section;
+	const char *key;
+	ConfType type;
+	size_t offset;
+	const char *def; /* default, as it would be written in the file */
+	int64_t min, max; /* CONF_INT / CONF_SIZE range, inclusive */
+	const char *help;
+} ConfItem;
+
+/* Sections any daemon accepts without complaint (they belong to another daemon). */
+extern const char *const conf_known_sections[];
+
+/* Parse one value for item into target (the config struct). 0 or -EINVAL/-ERANGE,
+ * with a reason in why[]. Exposed for tests. */
+int conf_parse_value(const ConfItem *item, const char *value, void *target, const char **why);
+
+/* Apply every item's default. 0 or a negative errno (a bad default is a bug). */
+int conf_apply_defaults(const ConfItem *items, size_t n, void *target);
+
+/* Parse path over target. Returns 0, -ENOENT (file missing), or -EINVAL with
+ * "path:line: key: reason" in err. */
+int conf_load_file(const ConfItem *items, size_t n, void *target, const char *path, char *err,
+		   size_t errlen);
+
+/* Same, from a string (tests); name is used in messages. */
+int conf_load_string(const ConfItem *items, size_t n, void *target, const char *name,
+		     const char *text, char *err, size_t errlen);
+
+/* Free every CONF_STR field. */
+void conf_free_strings(const ConfItem *items, size_t n, void *target);
+
+/* Parse "1K", "16M", "3G", "100" into bytes. 0 or -EINVAL/-ERANGE. */
+int conf_parse_size(const char *s, int64_t *ret);

@@ -1,0 +1,46 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * daemon-util.h — what every daemon does the same way: command line, config
+ * layering, sd_notify, signals, the systemd watchdog.
+ *
+ * Without systemd (no NOTIFY_SOCKET, or built --enable-systemd=no) the notify
+ * calls do nothing, so the daemons run the same in a terminal.
+ */
+#pragma once
+
+#include <stdbool.h>
+#include <stddef.h>
+
+#include "conf-parser.h"
+
+struct event_base;
+
+typedef struct DaemonArgs {
+	const char *configs[16]; /* --config FILE, in order; empty = the default file */
+	size_t n_configs;
+	bool check_config; /* --check-config: parse, report, exit */
+} DaemonArgs;
+
+/* Parse the common command line. Returns 1 to continue, 0 when --help or
+ * --version was handled (exit 0), or -EINVAL after printing the usage error. */
+int daemon_parse_args(int argc, char **argv, const char *name, const char *summary,
+		      DaemonArgs *ret);
+
+/* Defaults, then each config file in order (the default file when none is
+ * given is optional; an explicit one must exist). Logs "file:line: key: reason"
+ * and returns a negative errno on error. */
+int daemon_load_config(const DaemonArgs *a, const ConfItem *items, size_t n, void *target);
+
+/* sd_notify wrappers: no-ops without NOTIFY_SOCKET. */
+void notify_ready(const char *status);
+void notify_status(const char *status);
+void notify_stopping(void);
+void notify_reloading(void);
+
+/* Install SIGTERM/SIGINT (→ on_term) and SIGHUP (→ on_hup, may be NULL)
+ * as events; SIGPIPE is ignored. Starts the WATCHDOG=1 timer when systemd asks
+ * for one (WATCHDOG_USEC). Returns 0 or a negative errno. */
+int daemon_setup_signals(struct event_base *base, void (*on_term)(void *), void (*on_hup)(void *),
+			 void *userdata);
+/* Free what daemon_setup_signals allocated. */
+void daemon_teardown_signals(void);

@@ -1,0 +1,168 @@
+/* SPDX-License-Identifier: MIT */
+#include "config.h"
+
+#include "frame.h"
+
+#include <arpa/inet.h>
+#include <errno.h>
+#include <event2/buffer.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "macro.h"
+
+/* [type, req_id] as a msgpack array header plus two uint64 */
+static size_t
+pack_head(char *out, int type, uint64_t req_id)
+{
+	msgpack_sbuffer sb;
+	msgpack_packer pk;
+	size_t n;
+
+	msgpack_sbuffer_init(&sb);
+	msgpack_packer_init(&pk, &sb, msgpack_sbuffer_write);
+	msgpack_pack_array(&pk, 3);
+	msgpack_pack_uint32(&pk, (uint32_t)type);
+	msgpack_pack_uint64(&pk, req_id);
+	n = sb.size;
+	memcpy(out, sb.data, n);
+	msgpack_sbuffer_destroy(&sb);
+	return n;
+}
+
+static const char empty_map = (char)0x80;
+
+int
+frame_write(struct evbuffer *out, int type, uint64_t req_id, const void *body, size_t body_len,
+	    size_t max)
+{
+	char head[32];
+	size_t hl = pack_head(head, type, req_id);
+
+	if (!body || body_len == 0) {
+		body = &empty_map;
+		body_len = 1;
+	}
+	size_t total = hl + body_len;
+	if (total > max || total > UINT32_MAX)
+		return -EMSGSIZE;
+	uint32_t be = htonl((uint32_t)total);
+	if (evbuffer_add(out, &be, 4) < 0 || evbuffer_add(out, head, hl) < 0 ||
+	    evbuffer_add(out, body, body_len) < 0)
+		return -ENOMEM;
+	return 0;
+}
+
+int
+frame_encode(int type, uint64_t req_id, const void *body, size_t body_len, size_t max, char **ret,
+	     size_t *ret_len)
+{
+	char head[32];
+	size_t hl = pack_head(head, type, req_id);
+
+	if (!body || body_len == 0) {
+		body = &empty_map;
+		body_len = 1;
+	}
+	size_t total = hl + body_len;
+	if (total > max || total > UINT32_MAX)
+		return -EMSGSIZE;
+	char *b = malloc(4 + total);
+	if (!b)
+		return -ENOMEM;
+	uint32_t be = htonl((uint32_t)total);
+	memcpy(b, &be, 4);
+	memcpy(b + 4, head, hl);
+	memcpy(b + 4 + hl, body, body_len);
+	*ret = b;
+	*ret_len = 4 + total;
+	return 0;
+}
+
+static int
+decode(Frame *f)
+{
+	size_t off = 0;
+	msgpack_unpack_return ur;
+
+	msgpack_unpacked_init(&f->un);
+	ur = msgpack_unpack_next(&f->un, f->buf, f->req_id /* stash: len */, &off);
+	if (ur != MSGPACK_UNPACK_SUCCESS || off != f->req_id)
+		return -EBADMSG;
+	const msgpack_object *o = &f->un.data;
+	if (o->type != MSGPACK_OBJECT_ARRAY || o->via.array.size != 3)
+		return -EBADMSG;
+	const msgpack_object *t = &o->via.array.ptr[0], *id = &o->via.array.ptr[1],
+			     *b = &o->via.array.ptr[2];
+	if (t->type != MSGPACK_OBJECT_POSITIVE_INTEGER || t->via.u64 > INT32_MAX ||
+	    id->type != MSGPACK_OBJECT_POSITIVE_INTEGER || b->type != MSGPACK_OBJECT_MAP)
+		return -EBADMSG;
+	f->type = (int)t->via.u64;
+	f->req_id = id->via.u64;
+	f->body = b;
+	return 0;
+}
+
+int
+frame_parse(const void *payload, size_t len, Frame *ret)
+{
+	Frame f = { 0 };
+
+	f.buf = malloc(len ? len : 1);
+	if (!f.buf)
+		return -ENOMEM;
+	memcpy(f.buf, payload, len);
+	f.req_id = len;
+	int r = decode(&f);
+	if (r < 0) {
+		frame_done(&f);
+		return r;
+	}
+	*ret = f;
+	return 0;
+}
+
+int
+frame_read(struct evbuffer *in, size_t max, Frame *ret)
+{
+	unsigned char hdr[4];
+	uint32_t len;
+
+	if (evbuffer_get_length(in) < 4)
+		return 0;
+	if (evbuffer_copyout(in, hdr, 4) != 4)
+		return -EIO;
+	len = (uint32_t)hdr[0] << 24 | (uint32_t)hdr[1] << 16 | (uint32_t)hdr[2] << 8 | hdr[3];
+	if (len > max)
+		return -EMSGSIZE;
+	if (len < 4) /* the smallest valid payload is [0,0,{}] = 4 bytes */
+		return -EBADMSG;
+	if (evbuffer_get_length(in) < 4 + (size_t)len)
+		return 0;
+
+	Frame f = { 0 };
+	f.buf = malloc(len);
+	if (!f.buf)
+		return -ENOMEM;
+	evbuffer_drain(in, 4);
+	evbuffer_remove(in, f.buf, len);
+	f.req_id = len;
+	int r = decode(&f);
+	if (r < 0) {
+		frame_done(&f);
+		return r;
+	}
+	*ret = f;
+	return 1;
+}
+
+void
+frame_done(Frame *f)
+{
+	if (f->buf) {
+		msgpack_unpacked_destroy(&f->un);
+		free(f->buf);
+	}
+	f->buf = NULL;
+	f->body = NULL;
+}

@@ -1,0 +1,486 @@
+/* SPDX-License-Identifier: MIT */
+#include "config.h"
+
+#include "peer.h"
+
+#include <errno.h>
+#include <event2/buffer.h>
+#include <event2/bufferevent.h>
+#include <event2/event.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/socket.h>
+#include <sys/stat.h>
+#include <sys/un.h>
+#include <unistd.h>
+
+#include "fd-util.h"
+#include "log.h"
+#include "macro.h"
+
+typedef struct Pending {
+	struct Pending *next;
+	Peer *peer;
+	uint64_t req_id;
+	PeerReplyFn cb;
+	void *userdata;
+	struct event *timer;
+} Pending;
+
+struct Peer {
+	struct event_base *base;
+	struct bufferevent *bev;
+	const PeerOps *ops;
+	void *userdata;
+	size_t max_frame;
+	uint64_t next_req_id;
+	Pending *pending;
+	bool ready;
+	bool closed;
+	int dispatching;
+	bool free_requested;
+	PeerRole remote_role;
+	pid_t remote_pid;
+};
+
+static void
+pending_free(Pending *e)
+{
+	if (e->timer)
+		event_free(e->timer);
+	free(e);
+}
+
+static Pending *
+pending_take(Peer *p, uint64_t req_id)
+{
+	for (Pending **pp = &p->pending; *pp; pp = &(*pp)->next)
+		if ((*pp)->req_id == req_id) {
+			Pending *e = *pp;
+			*pp = e->next;
+			return e;
+		}
+	return NULL;
+}
+
+static void
+really_free(Peer *p)
+{
+	while (p->pending) {
+		Pending *e = p->pending;
+		p->pending = e->next;
+		pending_free(e);
+	}
+	if (p->bev)
+		bufferevent_free(p->bev);
+	free(p);
+}
+
+Peer *
+peer_free(Peer *p)
+{
+	if (!p)
+		return NULL;
+	if (p->dispatching > 0) {
+		p->free_requested = true;
+		if (p->bev)
+			bufferevent_disable(p->bev, EV_READ | EV_WRITE);
+		return NULL;
+	}
+	really_free(p);
+	return NULL;
+}
+
+/* Fail everything pending and tell the owner; called once. */
+static void
+peer_close(Peer *p, int err)
+{
+	if (p->closed)
+		return;
+	p->closed = true;
+	bufferevent_disable(p->bev, EV_READ | EV_WRITE);
+	p->dispatching++;
+	while (p->pending) {
+		Pending *e = p->pending;
+		p->pending = e->next;
+		PeerReplyFn cb = e->cb;
+		void *ud = e->userdata;
+		pending_free(e);
+		if (cb)
+			cb(p, -ECONNRESET, NULL, ud);
+	}
+	if (p->ops->on_close)
+		p->ops->on_close(p, err, p->userdata);
+	p->dispatching--;
+}
+
+static int
+send_frame(Peer *p, int type, uint64_t req_id, const MpWriter *body)
+{
+	if (p->closed)
+		return -ECONNRESET;
+	return frame_write(bufferevent_get_output(p->bev), type, req_id,
+			   body ? body->sbuf.data : NULL, body ? body->sbuf.size : 0, p->max_frame);
+}
+
+int
+peer_reply(Peer *p, uint64_t req_id, const MpWriter *body)
+{
+	if (req_id == 0)
+		return 0;
+	return send_frame(p, MSG_REPLY, req_id, body);
+}
+
+int
+peer_reply_error(Peer *p, uint64_t req_id, int err, const char *message)
+{
+	MpWriter w;
+	int r;
+
+	if (req_id == 0)
+		return 0;
+	if (err > 0)
+		err = -err;
+	mp_writer_init(&w);
+	mp_w_map(&w, 2);
+	mp_w_int(&w, "code", err ? err : -EIO);
+	mp_w_str(&w, "message", message ? message : strerror(err ? -err : EIO));
+	r = send_frame(p, MSG_ERROR, req_id, &w);
+	mp_writer_done(&w);
+	return r;
+}
+
+int
+peer_push(Peer *p, int type, const MpWriter *body)
+{
+	return send_frame(p, type, 0, body);
+}
+
+static void
+pending_timeout(evutil_socket_t fd, short what, void *arg)
+{
+	Pending *e = arg;
+	Peer *p = e->peer;
+
+	e = pending_take(p, e->req_id);
+	if (!e)
+		return;
+	PeerReplyFn cb = e->cb;
+	void *ud = e->userdata;
+	pending_free(e);
+	p->dispatching++;
+	if (cb)
+		cb(p, -ETIMEDOUT, NULL, ud);
+	p->dispatching--;
+	if (p->dispatching == 0 && p->free_requested)
+		really_free(p);
+}
+
+int
+peer_call(Peer *p, int type, const MpWriter *body, usec_t timeout, PeerReplyFn cb, void *userdata)
+{
+	if (p->closed)
+		return -ECONNRESET;
+	Pending *e = calloc(1, sizeof(*e));
+	if (!e)
+		return -ENOMEM;
+	e->peer = p;
+	e->req_id = ++p->next_req_id;
+	e->cb = cb;
+	e->userdata = userdata;
+	int r = send_frame(p, type, e->req_id, body);
+	if (r < 0) {
+		free(e);
+		return r;
+	}
+	if (timeout > 0) {
+		struct timeval tv;
+		e->timer = evtimer_new(p->base, pending_timeout, e);
+		if (!e->timer) {
+			free(e);
+			return -ENOMEM;
+		}
+		evtimer_add(e->timer, timeval_from_usec(&tv, timeout));
+	}
+	e->next = p->pending;
+	p->pending = e;
+	return 0;
+}
+
+void
+peer_cancel_calls(Peer *p, void *userdata)
+{
+	if (!p)
+		return;
+	for (Pending **pp = &p->pending; *pp;) {
+		if ((*pp)->userdata == userdata) {
+			Pending *e = *pp;
+			*pp = e->next;
+			pending_free(e);
+		} else
+			pp = &(*pp)->next;
+	}
+}
+
+static int
+handle_hello(Peer *p, const Frame *f)
+{
+	MpReader r;
+	uint64_t version = 0, pid = 0;
+	const char *role = NULL;
+	int rl;
+
+	mp_reader_init(&r, f->body);
+	mp_read_uint(&r, "version", &version);
+	mp_read_str(&r, "role", &role);
+	mp_read_uint(&r, "pid", &pid);
+	if (r.err < 0) {
+		mp_reader_done(&r);
+		return -EBADMSG;
+	}
+	rl = peer_role_from_name(role);
+	mp_reader_done(&r);
+	if (version != RW_PROTO_VERSION || rl < 0) {
+		log_debug("peer HELLO refused: version %llu role %d", (unsigned long long)version, rl);
+		return -EPROTO;
+	}
+	p->remote_role = rl;
+	p->remote_pid = (pid_t)pid;
+	p->ready = true;
+	return 0;
+}
+
+static void
+dispatch(Peer *p, const Frame *f)
+{
+	if (!p->ready) {
+		int r = f->type == MSG_HELLO ? handle_hello(p, f) : -EPROTO;
+		if (r < 0) {
+			peer_reply_error(p, f->req_id, r, "HELLO with protocol version expected");
+			peer_close(p, r);
+			return;
+		}
+		if (p->ops->on_ready)
+			p->ops->on_ready(p, p->userdata);
+		return;
+	}
+	if (f->type == MSG_REPLY || f->type == MSG_ERROR) {
+		Pending *e = pending_take(p, f->req_id);
+		if (!e)
+			return; /* late reply after a timeout: ignore */
+		PeerReplyFn cb = e->cb;
+		void *ud = e->userdata;
+		pending_free(e);
+		if (!cb)
+			return;
+		if (f->type == MSG_REPLY) {
+			cb(p, 0, f->body, ud);
+		} else {
+			const msgpack_object *c = mp_map_get(f->body, "code");
+			int err = -EIO;
+			if (c && c->type == MSGPACK_OBJECT_NEGATIVE_INTEGER && c->via.i64 >= -4095)
+				err = (int)c->via.i64;
+			cb(p, err, f->body, ud);
+		}
+		return;
+	}
+	if (f->type == MSG_HELLO) {
+		peer_reply_error(p, f->req_id, -EPROTO, "HELLO sent twice");
+		return;
+	}
+	PeerHandler h = msg_type_valid(f->type) && msg_allowed(f->type, p->remote_role,
+								   p->ops->local_role)
+				? p->ops->handlers[f->type]
+				: NULL;
+	if (!h) {
+		peer_reply_error(p, f->req_id, -ENOMSG, "message type not handled here");
+		return;
+	}
+	int r = h(p, f, p->userdata);
+	if (r < 0)
+		peer_reply_error(p, f->req_id, r, NULL);
+}
+
+static void
+read_cb(struct bufferevent *bev, void *arg)
+{
+	Peer *p = arg;
+	struct evbuffer *in = bufferevent_get_input(bev);
+
+	p->dispatching++;
+	while (!p->closed && !p->free_requested) {
+		Frame f;
+		int r = frame_read(in, p->max_frame, &f);
+		if (r == 0)
+			break;
+		if (r < 0) {
+			log_debug_errno(r, "dropping %s peer after a framing error: %m",
+					peer_role_name(p->remote_role));
+			peer_close(p, r);
+			break;
+		}
+		dispatch(p, &f);
+		frame_done(&f);
+	}
+	p->dispatching--;
+	if (p->dispatching == 0 && p->free_requested)
+		really_free(p);
+}
+
+static void
+event_cb(struct bufferevent *bev, short what, void *arg)
+{
+	Peer *p = arg;
+
+	if (!(what & (BEV_EVENT_EOF | BEV_EVENT_ERROR)))
+		return;
+	int err = (what & BEV_EVENT_ERROR) && errno ? -errno : -ECONNRESET;
+	p->dispatching++;
+	peer_close(p, err);
+	p->dispatching--;
+	if (p->dispatching == 0 && p->free_requested)
+		really_free(p);
+}
+
+int
+peer_new(struct event_base *base, int fd, const PeerOps *ops, void *userdata, size_t max_frame,
+	 Peer **ret)
+{
+	Peer *p = calloc(1, sizeof(*p));
+	MpWriter w;
+	int r;
+
+	if (!p) {
+		safe_close(fd);
+		return -ENOMEM;
+	}
+	fd_nonblock(fd, 1);
+	p->base = base;
+	p->ops = ops;
+	p->userdata = userdata;
+	p->max_frame = max_frame < FRAME_MIN_MAX ? FRAME_MIN_MAX : max_frame;
+	p->remote_role = ROLE_CLIENT;
+	p->bev = bufferevent_socket_new(base, fd, BEV_OPT_CLOSE_ON_FREE);
+	if (!p->bev) {
+		safe_close(fd);
+		free(p);
+		return -ENOMEM;
+	}
+	bufferevent_setcb(p->bev, read_cb, NULL, event_cb, p);
+	bufferevent_enable(p->bev, EV_READ | EV_WRITE);
+
+	mp_writer_init(&w);
+	mp_w_map(&w, 3);
+	mp_w_uint(&w, "version", RW_PROTO_VERSION);
+	mp_w_str(&w, "role", peer_role_name(ops->local_role));
+	mp_w_uint(&w, "pid", (uint64_t)getpid());
+	r = peer_push(p, MSG_HELLO, &w);
+	mp_writer_done(&w);
+	if (r < 0) {
+		really_free(p);
+		return r;
+	}
+	*ret = p;
+	return 0;
+}
+
+void *
+peer_get_userdata(Peer *p)
+{
+	return p->userdata;
+}
+
+void
+peer_set_userdata(Peer *p, void *userdata)
+{
+	p->userdata = userdata;
+}
+
+bool
+peer_is_ready(Peer *p)
+{
+	return p && p->ready && !p->closed;
+}
+
+PeerRole
+peer_remote_role(Peer *p)
+{
+	return p->remote_role;
+}
+
+pid_t
+peer_remote_pid(Peer *p)
+{
+	return p->remote_pid;
+}
+
+size_t
+peer_output_pending(Peer *p)
+{
+	return evbuffer_get_length(bufferevent_get_output(p->bev));
+}
+
+static int
+sockaddr_un_set(struct sockaddr_un *sa, const char *path)
+{
+	size_t len = strlen(path);
+	if (len == 0 || len >= sizeof(sa->sun_path))
+		return -ENAMETOOLONG;
+	memset(sa, 0, sizeof(*sa));
+	sa->sun_family = AF_UNIX;
+	memcpy(sa->sun_path, path, len);
+	return 0;
+}
+
+int
+unix_listen(const char *path, unsigned mode)
+{
+	struct sockaddr_un sa;
+	int r = sockaddr_un_set(&sa, path);
+	if (r < 0)
+		return r;
+	_cleanup_close_ int fd = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC | SOCK_NONBLOCK, 0);
+	if (fd < 0)
+		return -errno;
+	(void)unlink(path);
+	/* bind under a tight umask so the socket never exists with looser bits */
+	mode_t old = umask(0777 & ~mode);
+	r = bind(fd, (struct sockaddr *)&sa, sizeof(sa));
+	umask(old);
+	if (r < 0)
+		return -errno;
+	if (chmod(path, mode) < 0)
+		return -errno;
+	if (listen(fd, SOMAXCONN) < 0)
+		return -errno;
+	return TAKE_FD(fd);
+}
+
+int
+unix_connect(const char *path)
+{
+	struct sockaddr_un sa;
+	int r = sockaddr_un_set(&sa, path);
+	if (r < 0)
+		return r;
+	_cleanup_close_ int fd = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
+	if (fd < 0)
+		return -errno;
+	if (connect(fd, (struct sockaddr *)&sa, sizeof(sa)) < 0)
+		return -errno;
+	return TAKE_FD(fd);
+}
+
+int
+unix_peer_uid(int fd, uid_t *ret_uid, pid_t *ret_pid)
+{
+	struct ucred uc;
+	socklen_t l = sizeof(uc);
+	if (getsockopt(fd, SOL_SOCKET, SO_PEERCRED, &uc, &l) < 0)
+		return -errno;
+	if (ret_uid)
+		*ret_uid = uc.uid;
+	if (ret_pid)
+		*ret_pid = uc.pid;
+	return 0;
+}

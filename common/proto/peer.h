@@ -1,0 +1,84 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * peer.h — one IPC connection between two daemons, on a libevent bufferevent.
+ *
+ * A Peer sends HELLO {version, role, pid} as soon as it is created and
+ * expects the same from the other side before any other frame; a version
+ * mismatch or a frame before HELLO closes the connection (-EPROTO).
+ *
+ * Incoming requests and pushes are dispatched through a handler table indexed
+ * by MsgType. A handler returns:
+ *   < 0  the peer answers an ERROR frame with that errno (if the frame was a
+ *        request) and keeps the connection;
+ *   >= 0 the handler answered itself (peer_reply / peer_reply_error), now or
+ *        later, keeping f->req_id.
+ * Types not in the table, or not allowed between the two roles, are answered
+ * with -ENOMSG. A framing error (oversize, garbage) drops the connection: the
+ * byte stream can no longer be trusted. Nothing a peer sends can abort the daemon.
+ *
+ * Outgoing requests: peer_call() registers a pending entry keyed by a fresh
+ * req_id; exactly one of these happens to it: the reply callback runs with
+ * err = 0 and the REPLY body, or with a negative errno (the ERROR code,
+ * -ETIMEDOUT at the deadline, -ECONNRESET when the connection is lost), or it
+ * is cancelled silently by peer_cancel_calls(userdata) when the caller's
+ * object goes away first.
+ *
+ * Lifetime: ops->on_close runs once, after all pending calls failed. The owner
+ * may call peer_free() from any callback, including on_close; the peer defers
+ * the release until its own dispatch loop unwinds.
+ */
+#pragma once
+
+#include <msgpack.h>
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <sys/types.h>
+
+#include "frame.h"
+#include "mp-cursor.h"
+#include "proto.h"
+#include "time-util.h"
+
+struct event_base;
+typedef struct Peer Peer;
+
+typedef int (*PeerHandler)(Peer *p, const Frame *f, void *userdata);
+typedef void (*PeerReplyFn)(Peer *p, int err, const msgpack_object *body, void *userdata);
+
+typedef struct PeerOps {
+	PeerRole local_role;
+	const PeerHandler *handlers; /* _MSG_TYPE_MAX entries, NULL = not handled */
+	void (*on_ready)(Peer *p, void *userdata);          /* the remote HELLO arrived */
+	void (*on_close)(Peer *p, int err, void *userdata); /* connection gone */
+} PeerOps;
+
+/* Wrap a connected stream socket (takes ownership of fd). */
+int peer_new(struct event_base *base, int fd, const PeerOps *ops, void *userdata,
+	     size_t max_frame, Peer **ret);
+/* NULL-safe; returns NULL. Pending calls are dropped without callbacks. */
+Peer *peer_free(Peer *p);
+
+void *peer_get_userdata(Peer *p);
+void peer_set_userdata(Peer *p, void *userdata);
+bool peer_is_ready(Peer *p);
+PeerRole peer_remote_role(Peer *p);
+pid_t peer_remote_pid(Peer *p);
+/* Bytes queued for sending (backpressure hint). */
+size_t peer_output_pending(Peer *p);
+
+/* body may be NULL (empty map). Returns 0 or a negative errno (then cb is not called). */
+int peer_call(Peer *p, int type, const MpWriter *body, usec_t timeout, PeerReplyFn cb,
+	      void *userdata);
+int peer_push(Peer *p, int type, const MpWriter *body);
+int peer_reply(Peer *p, uint64_t req_id, const MpWriter *body);
+int peer_reply_error(Peer *p, uint64_t req_id, int err, const char *message);
+/* Drop pending calls made with this userdata, without calling them. */
+void peer_cancel_calls(Peer *p, void *userdata);
+
+/* Unix socket helpers. unix_listen removes a stale socket file, binds with
+ * the given mode; both return a CLOEXEC non-blocking fd or a negative errno. */
+int unix_listen(const char *path, unsigned mode);
+int unix_connect(const char *path);
+/* SO_PEERCRED of a connected Unix socket. */
+int unix_peer_uid(int fd, uid_t *ret_uid, pid_t *ret_pid);
