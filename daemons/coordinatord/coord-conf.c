@@ -1,0 +1,25 @@
+/* SPDX-License-Identifier: MIT */
+#include "config.h"
+
+#include "coordinatord.h"
+
+#include <stddef.h>
+
+#include "macro.h"
+
+const ConfItem coord_conf_items[] = {
+	CONF_SHARED_ITEMS(CoordConf, shared),
+	{ "coordinatord", "map_size", CONF_SIZE, offsetof(CoordConf, map_size), "1G", 1 << 20,
+	  1LL << 40, "largest size of the run log (LMDB map); the file grows sparsely" },
+	{ "coordinatord", "sync", CONF_BOOL, offsetof(CoordConf, sync), "yes", 0, 0,
+	  "fsync every commit (durable); 'no' trades the last commits for speed" },
+	{ "coordinatord", "shell", CONF_STR, offsetof(CoordConf, shell), "/bin/sh", 0, 0,
+	  "interpreter of the shell harness, a path inside the sandbox" },
+	{ "coordinatord", "read_max", CONF_INT, offsetof(CoordConf, read_max), "256", 1, 65536,
+	  "most events returned by one RUN_READ" },
+	{ "coordinatord", "sandbox_wait_ms", CONF_INT, offsetof(CoordConf, sandbox_wait_ms),
+	  "30000", 100, 3600000, "how long a run waits for containerd-shim before it fails" },
+	{ "coordinatord", "output_chunk_max", CONF_SIZE, offsetof(CoordConf, output_chunk_max),
+	  "64K", 256, 16 << 20, "largest text of one process.stdout/stderr chunk" },
+};
+const size_t coord_conf_n_items = ELEMENTSOF(coord_conf_items);

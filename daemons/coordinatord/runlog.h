@@ -1,0 +1,99 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * runlog.h — the durable run log: run records and their events in LMDB.
+ *
+ * Layout (one LMDB environment, named databases):
+ *   runs         runId (36-byte uuid text)          → record JSON text (as served)
+ *   events       runId ‖ seq (u64 big-endian)       → chunk JSON text
+ *   thread_runs  threadId ‖ 0x00 ‖ startedAt (u64 BE) ‖ runId → ""
+ *   idempotency  threadId ‖ 0x00 ‖ key               → runId
+ *   meta         "schema"                           → "1"
+ *
+ * Contract (tanstack-protocol.md §2.3):
+ *  - seqs of a run start at 0 and grow by one with no gap: an append takes
+ *    seq = record.lastSeq + 1 and writes the event and the bumped record in
+ *    ONE transaction, so nobody can see a lastSeq pointing at a missing event;
+ *  - runlog_create is idempotent (an existing record is returned unchanged);
+ *  - appends to an unknown run give -ENOENT, to a terminal run -ESTALE;
+ *  - the first terminal status wins: finishing a terminal run changes nothing
+ *    and returns 0 (a no-op), and runlog_append_finish on a terminal run
+ *    returns -ESTALE without writing;
+ *  - a transaction is committed with the environment's durability (fsync on
+ *    commit by default) before any function returns success, and a failed
+ *    commit is reported as the error it was (-EIO, -ENOSPC, -ENOMEM for
+ *    MDB_MAP_FULL), never as success.
+ *
+ * Ownership: records are returned as new json_t references (caller decrefs);
+ * event texts from runlog_read are malloc'd (RunLogEvents, freed with
+ * runlog_events_done).
+ *
+ * Not thread-safe: one RunLog per process, used from the event loop thread.
+ */
+#pragma once
+
+#include <jansson.h>
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+typedef struct RunLog RunLog;
+
+#define RUN_ID_LEN 36
+#define THREAD_ID_MAX 256
+
+typedef struct RunLogOptions {
+	size_t map_size; /* bytes; the file grows sparsely up to this */
+	bool sync;       /* fsync on every commit (durable); false = MDB_NOSYNC */
+} RunLogOptions;
+
+int runlog_open(const char *dir, const RunLogOptions *opts, RunLog **ret);
+RunLog *runlog_free(RunLog *l);
+
+/* Create the record {runId, threadId, status:"running", lastSeq:-1, startedAt,
+ * updatedAt, harness} unless it exists. *ret_created tells which (may be NULL). */
+int runlog_create(RunLog *l, const char *run_id, const char *thread_id, const char *harness,
+		  int64_t now_ms, bool *ret_created);
+
+/* The record, or -ENOENT. */
+int runlog_get(RunLog *l, const char *run_id, json_t **ret_record);
+
+/* Append one chunk (JSON text of an object). On success *ret_seq is its seq and
+ * *ret_record (optional) the record after the commit. */
+int runlog_append(RunLog *l, const char *run_id, const char *chunk, size_t len, int64_t now_ms,
+		  int64_t *ret_seq, json_t **ret_record);
+
+/* Append a final chunk and make the run terminal in one transaction.
+ * status: "completed" | "failed" | "aborted". fields (may be NULL) is merged into
+ * the record (error, exitCode, …). -ESTALE if already terminal. */
+int runlog_append_finish(RunLog *l, const char *run_id, const char *chunk, size_t len,
+			 const char *status, const json_t *fields, int64_t now_ms,
+			 int64_t *ret_seq, json_t **ret_record);
+
+/* Merge fields into a non-terminal record (e.g. sandboxId) and bump updatedAt.
+ * A terminal record is left as it is (returns 0). */
+int runlog_update(RunLog *l, const char *run_id, const json_t *fields, int64_t now_ms,
+		  json_t **ret_record);
+
+typedef struct RunLogEvents {
+	int64_t first_seq; /* seq of texts[0] */
+	size_t n;
+	char **texts;
+	size_t *lens;
+} RunLogEvents;
+
+/* Up to max events with seq > from_seq (exclusive cursor, -1 = from the start),
+ * plus the record as of the same read snapshot. */
+int runlog_read(RunLog *l, const char *run_id, int64_t from_seq, size_t max,
+		RunLogEvents *ret_events, json_t **ret_record);
+void runlog_events_done(RunLogEvents *e);
+
+/* Idempotency keys: look up (→ run id copy in ret, or -ENOENT) and store. */
+int runlog_idem_get(RunLog *l, const char *thread_id, const char *key, char ret[RUN_ID_LEN + 1]);
+int runlog_idem_put(RunLog *l, const char *thread_id, const char *key, const char *run_id);
+
+/* Call fn for every run whose status is "running" (a read snapshot). */
+int runlog_foreach_running(RunLog *l, void (*fn)(const char *run_id, json_t *record, void *ud),
+			   void *ud);
+
+/* true for completed, failed, aborted */
+bool run_status_terminal(const char *status);
