@@ -1,0 +1,207 @@
+# SPDX-License-Identifier: MIT
+"""rwtest — start the real runwarden daemons on a private directory and drive
+them with real HTTP and WebSocket clients (Debian's python3-websockets).
+
+Suite.start() writes a config layered over nothing but the built-in defaults
+(runtime and state dirs under a fresh mkdtemp, a free loopback port), starts
+containerd-shim, coordinatord and routerd from the build tree, and waits until
+routerd answers /healthz. Suite.stop() sends SIGTERM, requires exit status 0,
+and checks hygiene: no daemon log line at error level or above that a test did
+not declare expected, no sanitizer report, no process left behind.
+"""
+import asyncio
+import http.client
+import json
+import os
+import re
+import shutil
+import signal
+import socket
+import subprocess
+import tempfile
+import time
+
+import websockets
+
+BUILD = os.environ.get("RW_BUILD_DIR", os.path.join(os.path.dirname(__file__), "..", "..", "build"))
+DAEMONS = ["containerd-shim", "coordinatord", "routerd"]
+
+
+def free_port():
+    s = socket.socket()
+    s.bind(("127.0.0.1", 0))
+    port = s.getsockname()[1]
+    s.close()
+    return port
+
+
+class Suite:
+    def __init__(self, extra_conf=""):
+        self.dir = tempfile.mkdtemp(prefix="rw-e2e-")
+        self.port = free_port()
+        self.extra_conf = extra_conf
+        self.procs = {}
+        self.expected_errors = []
+
+    @property
+    def conf_path(self):
+        return os.path.join(self.dir, "runwarden.conf")
+
+    def log_path(self, name):
+        return os.path.join(self.dir, name + ".log")
+
+    def start(self):
+        with open(self.conf_path, "w") as f:
+            f.write(f"""[runwarden]
+runtime_dir = {self.dir}/run
+state_dir = {self.dir}/state
+log_level = debug
+
+[routerd]
+listen = 127.0.0.1:{self.port}
+
+{self.extra_conf}
+""")
+        for name in DAEMONS:
+            self.start_daemon(name)
+        self.wait_ready()
+        return self
+
+    def start_daemon(self, name):
+        env = dict(os.environ)
+        env.pop("NOTIFY_SOCKET", None)
+        env.pop("JOURNAL_STREAM", None)
+        log = open(self.log_path(name), "a")
+        self.procs[name] = subprocess.Popen(
+            [os.path.join(BUILD, name), "--config", self.conf_path],
+            stdout=log, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL, env=env)
+        log.close()
+
+    def wait_ready(self, timeout=15.0):
+        deadline = time.time() + timeout
+        while time.time() < deadline:
+            for name, p in self.procs.items():
+                if p.poll() is not None:
+                    raise RuntimeError(f"{name} exited with {p.returncode}:\n" + self.log(name))
+            try:
+                st, _ = self.http("GET", "/healthz")
+                if st == 200 and "ready" in self.log("routerd"):
+                    return
+            except OSError:
+                pass
+            time.sleep(0.05)
+        raise RuntimeError("suite not ready:\n" + "\n".join(self.log(n) for n in DAEMONS))
+
+    def log(self, name):
+        try:
+            with open(self.log_path(name), errors="replace") as f:
+                return f.read()
+        except FileNotFoundError:
+            return ""
+
+    def kill(self, name, sig=signal.SIGKILL):
+        p = self.procs[name]
+        p.send_signal(sig)
+        return p.wait(timeout=10)
+
+    def stop(self):
+        """SIGTERM everything (routerd first); return a list of hygiene problems."""
+        problems = []
+        for name in reversed(DAEMONS):
+            p = self.procs.get(name)
+            if p is None or p.poll() is not None:
+                continue
+            p.send_signal(signal.SIGTERM)
+            try:
+                rc = p.wait(timeout=10)
+                if rc != 0:
+                    problems.append(f"{name} exited with status {rc} after SIGTERM")
+            except subprocess.TimeoutExpired:
+                p.kill()
+                p.wait()
+                problems.append(f"{name} did not exit within 10 s of SIGTERM")
+        for name in DAEMONS:
+            for line in self.log(name).splitlines():
+                if re.match(r"^<[0-3]>", line) or "Sanitizer" in line or "runtime error:" in line:
+                    if not any(re.search(e, line) for e in self.expected_errors):
+                        problems.append(f"{name}: unexpected: {line}")
+        return problems
+
+    def cleanup(self):
+        subprocess.run(["umount", "-R", "-l", self.dir], stderr=subprocess.DEVNULL)
+        shutil.rmtree(self.dir, ignore_errors=True)
+
+    # --- clients ---
+    def http(self, method, path, body=None, headers=None, raw_body=None):
+        c = http.client.HTTPConnection("127.0.0.1", self.port, timeout=10)
+        h = dict(headers or {})
+        data = raw_body
+        if body is not None:
+            data = json.dumps(body).encode()
+            h.setdefault("Content-Type", "application/json")
+        c.request(method, path, body=data, headers=h)
+        r = c.getresponse()
+        payload = r.read()
+        c.close()
+        try:
+            return r.status, json.loads(payload) if payload else None
+        except ValueError:
+            return r.status, payload
+
+    def start_run(self, command, thread="t1", **extra):
+        body = {"threadId": thread, "messages": [{"role": "user", "content": command}]}
+        body.update(extra)
+        st, js = self.http("POST", "/runs", body)
+        assert st == 202, (st, js)
+        assert re.fullmatch(r"[0-9a-f]{8}-[0-9a-f]{4}-4[0-9a-f]{3}-[89ab][0-9a-f]{3}-[0-9a-f]{12}",
+                            js["runId"]), js
+        return js["runId"]
+
+    def tail(self, run_id, thread="t1", last_seq=None, limit=None, timeout=30):
+        """Tail over WebSocket. Returns (events, status_record, close_code, close_reason).
+        With limit, stops (closing from the client side) after that many events."""
+        q = f"threadId={thread}" + ("" if last_seq is None else f"&lastSeq={last_seq}")
+        uri = f"ws://127.0.0.1:{self.port}/runs/{run_id}/stream?{q}"
+
+        async def go():
+            events, status = [], None
+            async with websockets.connect(uri, max_size=2**24) as ws:
+                try:
+                    while True:
+                        msg = json.loads(await ws.recv())
+                        if msg.get("type") == "status":
+                            assert status is None, "two status frames"
+                            status = msg["record"]
+                        else:
+                            assert status is None, "event after the status frame"
+                            events.append(msg)
+                            if limit is not None and len(events) >= limit:
+                                break
+                except websockets.ConnectionClosed:
+                    pass
+                if limit is not None and len(events) >= limit and status is None:
+                    await ws.close()
+                    return events, None, None, None
+                return events, status, ws.close_code, ws.close_reason
+
+        return asyncio.run(asyncio.wait_for(go(), timeout))
+
+    def wait_terminal(self, run_id, thread="t1", timeout=30):
+        deadline = time.time() + timeout
+        while time.time() < deadline:
+            st, rec = self.http("GET", f"/runs/{run_id}?threadId={thread}")
+            assert st == 200, (st, rec)
+            if rec["status"] in ("completed", "failed", "aborted"):
+                return rec
+            time.sleep(0.05)
+        raise AssertionError(f"run {run_id} not terminal after {timeout}s")
+
+
+def stdout_text(events, name="process.stdout"):
+    return "".join(e["chunk"]["value"]["text"] for e in events
+                   if e["chunk"].get("type") == "CUSTOM" and e["chunk"].get("name") == name)
+
+
+def assert_gapfree(events, start=0):
+    seqs = [e["seq"] for e in events]
+    assert seqs == list(range(start, start + len(seqs))), seqs
