@@ -1,0 +1,78 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * main.c — containerd-shim: command line, configuration, event loop.
+ * Everything else lives in libshim.a (shim.c, sandbox-linux.c, shim-conf.c).
+ */
+#include "config.h"
+
+#include <event2/event.h>
+#include <stdlib.h>
+
+#include "daemon-util.h"
+#include "log.h"
+#include "shim-conf.h"
+#include "shim.h"
+
+typedef struct Ctx {
+	struct event_base *base;
+	Shim *shim;
+} Ctx;
+
+static void
+on_term(void *userdata)
+{
+	Ctx *ctx = userdata;
+
+	notify_stopping();
+	shim_stop(ctx->shim); /* stop accepting, destroy every sandbox */
+	event_base_loopbreak(ctx->base);
+}
+
+static int
+run(int argc, char **argv)
+{
+	ShimConf conf = { 0 };
+	DaemonArgs args;
+	Ctx ctx = { 0 };
+	int r;
+
+	log_open("containerd-shim");
+	r = daemon_parse_args(argc, argv, "containerd-shim",
+			      "runs sandboxed processes for runwarden", &args);
+	if (r <= 0)
+		return r < 0 ? 1 : 0;
+	r = daemon_load_config(&args, shim_conf_items, shim_conf_n_items, &conf);
+	if (r >= 0)
+		r = shim_conf_finish(&conf);
+	if (r < 0 || args.check_config) {
+		shim_conf_done(&conf);
+		return r < 0 ? 1 : 0;
+	}
+	log_set_max_level(conf.shared.log_level);
+
+	ctx.base = event_base_new();
+	if (!ctx.base) {
+		log_error("Failed to create the event loop");
+		shim_conf_done(&conf);
+		return 1;
+	}
+	r = shim_new(ctx.base, &conf, &ctx.shim);
+	if (r >= 0)
+		r = daemon_setup_signals(ctx.base, on_term, NULL, &ctx);
+	if (r >= 0) {
+		notify_ready("serving");
+		log_info("containerd-shim ready, listening in '%s'", conf.shared.runtime_dir);
+		r = event_base_dispatch(ctx.base) < 0 ? -EIO : 0;
+	}
+	shim_free(ctx.shim);
+	daemon_teardown_signals();
+	event_base_free(ctx.base);
+	shim_conf_done(&conf);
+	return r < 0 ? 1 : 0;
+}
+
+int
+main(int argc, char **argv)
+{
+	return run(argc, argv);
+}

@@ -1,0 +1,732 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * sandbox-linux.c — clone3 into fresh namespaces, build the sandbox root,
+ * drop privileges, then serve as the sandbox's PID 1. See sandbox.h.
+ *
+ * Everything below init_main() runs in the forked child. It never returns
+ * into the shim's code: it _exit()s on any failure after telling the shim
+ * why (fail closed), and it never logs (the log backend belongs to the shim).
+ *
+ * Why the mount sequence looks the way it does: right after clone3 the child
+ * is host uid 0, which is *unmapped* in the new user namespace. That identity
+ * can still resolve host paths that only root may traverse (it owns them), so
+ * all host sources (ro_binds, the workspace, the /dev nodes) are captured
+ * first as detached mount trees with open_tree(OPEN_TREE_CLONE) and made
+ * read-only / nosuid / nodev with mount_setattr() while detached. Creating
+ * files in a tmpfs owned by the new user namespace, however, needs a mapped
+ * fsuid (else EOVERFLOW), so the child then switches to sandbox_uid (keeping
+ * its namespace capabilities), creates the mount points inside the new root
+ * and attaches the trees with move_mount().
+ */
+#include "config.h"
+
+#include "sandbox.h"
+
+#include <errno.h>
+#include <fcntl.h>
+#include <limits.h>
+#include <linux/capability.h>
+#include <linux/sched.h>
+#include <linux/securebits.h>
+#include <net/if.h>
+#include <poll.h>
+#include <signal.h>
+#include <stdarg.h>
+#include <stdbool.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/ioctl.h>
+#include <sys/mount.h>
+#include <sys/prctl.h>
+#include <sys/signalfd.h>
+#include <sys/socket.h>
+#include <sys/stat.h>
+#include <sys/syscall.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include "fd-util.h"
+#include "macro.h"
+
+#define INIT_SOCK_FD 3
+#define MAX_BINDS 32
+static const char *const dev_nodes[] = { "null", "zero", "full", "random", "urandom" };
+/* /proc entries made read-only (bind onto themselves) and masked with /dev/null. */
+static const char *const proc_ro[] = { "proc/sys", "proc/sysrq-trigger", "proc/irq", "proc/bus" };
+static const char *const proc_masked[] = { "proc/kcore", "proc/keys", "proc/timer_list",
+					   "proc/sched_debug" };
+
+extern char **environ;
+
+int
+sandbox_pidfd_kill(int pidfd, int sig)
+{
+	return RET_NERRNO(syscall(SYS_pidfd_send_signal, pidfd, sig, NULL, 0));
+}
+
+/* ---------------------------------------------------------------------------
+ * Child side: messages to the shim.
+ */
+
+static void
+init_send(int sock, const InitMsg *m, const char *payload, size_t len)
+{
+	char buf[sizeof(InitMsg) + 1024];
+
+	len = MIN(len, sizeof(buf) - sizeof(InitMsg));
+	memcpy(buf, m, sizeof(*m));
+	if (len > 0)
+		memcpy(buf + sizeof(*m), payload, len);
+	/* Blocking send: the shim reads promptly; if it is gone we die by PDEATHSIG. */
+	(void)fd_send(sock, buf, sizeof(*m) + len, NULL, 0);
+}
+
+/* Report a setup failure as "what: strerror(err)" and exit: fail closed. */
+static _noreturn_ _printf_(2, 3) void init_fail(int err, const char *fmt, ...)
+{
+	char msg[512];
+	InitMsg m = { .type = INIT_MSG_SETUP_FAILED, .err = err };
+	va_list ap;
+	int n;
+
+	va_start(ap, fmt);
+	n = vsnprintf(msg, sizeof(msg), fmt, ap);
+	va_end(ap);
+	if (n < 0)
+		n = 0;
+	snprintf(msg + MIN((size_t)n, sizeof(msg) - 1), sizeof(msg) - MIN((size_t)n, sizeof(msg) - 1),
+		 ": %s", strerror(err));
+	init_send(INIT_SOCK_FD, &m, msg, strlen(msg));
+	_exit(1);
+}
+
+#define CHECK(expr, ...)                                                                           \
+	do {                                                                                       \
+		if ((expr) < 0)                                                                    \
+			init_fail(errno, __VA_ARGS__);                                             \
+	} while (0)
+
+/* ---------------------------------------------------------------------------
+ * Child side: building the root.
+ */
+
+typedef struct Bind {
+	char path[PATH_MAX]; /* absolute path inside the sandbox (= host path) */
+	char link[PATH_MAX]; /* symlink target when is_link */
+	bool is_link;
+	bool is_dir;
+	int tree_fd; /* detached mount tree, or -1 */
+} Bind;
+
+/* A detached recursive clone of a host path with the given attributes set. */
+static int
+tree_clone(const char *path, uint64_t attrs, bool recursive)
+{
+	struct mount_attr a = { .attr_set = attrs };
+	int fd = open_tree(AT_FDCWD, path,
+			   OPEN_TREE_CLONE | OPEN_TREE_CLOEXEC | (recursive ? AT_RECURSIVE : 0));
+	if (fd < 0)
+		init_fail(errno, "open_tree %s", path);
+	if (mount_setattr(fd, "", AT_EMPTY_PATH | (recursive ? AT_RECURSIVE : 0), &a, sizeof(a)) < 0)
+		init_fail(errno, "mount_setattr %s", path);
+	return fd;
+}
+
+static void
+tree_attach(int fd, const char *rel)
+{
+	if (move_mount(fd, "", AT_FDCWD, rel, MOVE_MOUNT_F_EMPTY_PATH) < 0)
+		init_fail(errno, "move_mount /%s", rel);
+	safe_close(fd);
+}
+
+/* mkdir -p of a path relative to the cwd (the new root). */
+static void
+mkdir_rel(const char *rel, mode_t mode)
+{
+	char buf[PATH_MAX];
+
+	snprintf(buf, sizeof(buf), "%s", rel);
+	for (char *p = buf + 1; *p; p++) {
+		if (*p != '/')
+			continue;
+		*p = '\0';
+		if (mkdir(buf, 0755) < 0 && errno != EEXIST)
+			init_fail(errno, "mkdir /%s", buf);
+		*p = '/';
+	}
+	if (mkdir(buf, mode) < 0 && errno != EEXIST)
+		init_fail(errno, "mkdir /%s", buf);
+}
+
+static void
+touch_rel(const char *rel)
+{
+	int fd = open(rel, O_WRONLY | O_CREAT | O_CLOEXEC | O_NOFOLLOW, 0644);
+	if (fd < 0)
+		init_fail(errno, "create /%s", rel);
+	close(fd);
+}
+
+/* Parse ro_binds and capture each source while we are still host uid 0. */
+static size_t
+binds_capture(const char *list, Bind *binds)
+{
+	char buf[4096];
+	size_t n = 0;
+	char *save = NULL;
+
+	if (snprintf(buf, sizeof(buf), "%s", list) >= (int)sizeof(buf))
+		init_fail(ENAMETOOLONG, "ro_binds");
+	for (char *tok = strtok_r(buf, " \t", &save); tok; tok = strtok_r(NULL, " \t", &save)) {
+		struct stat st;
+		Bind *b;
+
+		/* Absolute, not "/", no "." or ".." components: checked by the shim at start-up
+		 * too, but this is the boundary, so check again. */
+		if (tok[0] != '/' || tok[1] == '\0' || strstr(tok, "/.") || strlen(tok) >= PATH_MAX)
+			init_fail(EINVAL, "ro_binds entry '%s'", tok);
+		if (n >= MAX_BINDS)
+			init_fail(E2BIG, "ro_binds");
+		if (lstat(tok, &st) < 0) {
+			if (errno == ENOENT)
+				continue; /* e.g. no /lib64 on this architecture */
+			init_fail(errno, "stat %s", tok);
+		}
+		b = &binds[n++];
+		memset(b, 0, sizeof(*b));
+		b->tree_fd = -1;
+		snprintf(b->path, sizeof(b->path), "%s", tok);
+		if (S_ISLNK(st.st_mode)) {
+			ssize_t l = readlink(tok, b->link, sizeof(b->link) - 1);
+			if (l < 0)
+				init_fail(errno, "readlink %s", tok);
+			b->link[l] = '\0';
+			b->is_link = true;
+			continue;
+		}
+		b->is_dir = S_ISDIR(st.st_mode);
+		b->tree_fd = tree_clone(tok,
+					MOUNT_ATTR_RDONLY | MOUNT_ATTR_NOSUID | MOUNT_ATTR_NODEV,
+					true);
+	}
+	return n;
+}
+
+/* Bind a path of the new /proc onto itself read-only. Missing entries are fine. */
+static void
+proc_bind_ro(const char *rel)
+{
+	if (access(rel, F_OK) < 0)
+		return;
+	CHECK(mount(rel, rel, NULL, MS_BIND | MS_REC, NULL), "bind /%s", rel);
+	CHECK(mount(NULL, rel, NULL,
+		    MS_REMOUNT | MS_BIND | MS_RDONLY | MS_NOSUID | MS_NODEV | MS_NOEXEC, NULL),
+	      "remount /%s read-only", rel);
+}
+
+static void
+proc_mask(const char *rel)
+{
+	if (access(rel, F_OK) < 0)
+		return;
+	CHECK(mount("dev/null", rel, NULL, MS_BIND, NULL), "mask /%s", rel);
+}
+
+/* Raise the effective set to the permitted one (setresuid may have cleared it). */
+static void
+caps_raise_effective(void)
+{
+	struct __user_cap_header_struct h = { .version = _LINUX_CAPABILITY_VERSION_3 };
+	struct __user_cap_data_struct d[2];
+
+	CHECK(syscall(SYS_capget, &h, d), "capget");
+	for (int i = 0; i < 2; i++)
+		d[i].effective = d[i].permitted;
+	CHECK(syscall(SYS_capset, &h, d), "capset");
+}
+
+/* Drop everything: securebits locked, bounding and ambient sets emptied, then
+ * permitted/effective/inheritable cleared. Order matters: PR_CAPBSET_DROP and
+ * PR_SET_SECUREBITS need CAP_SETPCAP, which the final capset removes. */
+static void
+caps_drop_all(void)
+{
+	struct __user_cap_header_struct h = { .version = _LINUX_CAPABILITY_VERSION_3 };
+	struct __user_cap_data_struct d[2] = { { 0 } };
+
+	CHECK(prctl(PR_SET_SECUREBITS,
+		    SECBIT_NOROOT | SECBIT_NOROOT_LOCKED | SECBIT_NO_SETUID_FIXUP |
+			    SECBIT_NO_SETUID_FIXUP_LOCKED | SECBIT_KEEP_CAPS_LOCKED |
+			    SECBIT_NO_CAP_AMBIENT_RAISE | SECBIT_NO_CAP_AMBIENT_RAISE_LOCKED,
+		    0, 0, 0),
+	      "set securebits");
+	for (int cap = 0; cap <= 63; cap++)
+		if (prctl(PR_CAPBSET_DROP, cap, 0, 0, 0) < 0 && errno != EINVAL)
+			init_fail(errno, "drop capability %d from the bounding set", cap);
+	CHECK(prctl(PR_CAP_AMBIENT, PR_CAP_AMBIENT_CLEAR_ALL, 0, 0, 0), "clear ambient caps");
+	CHECK(syscall(SYS_capset, &h, d), "capset (drop all)");
+	/* Verify rather than trust. */
+	CHECK(syscall(SYS_capget, &h, d), "capget");
+	if (d[0].effective | d[1].effective | d[0].permitted | d[1].permitted | d[0].inheritable |
+	    d[1].inheritable)
+		init_fail(EPERM, "capabilities still present after dropping");
+}
+
+static void
+loopback_up(void)
+{
+	struct ifreq ifr = { 0 };
+	int fd = socket(AF_INET, SOCK_DGRAM | SOCK_CLOEXEC, 0);
+
+	if (fd < 0)
+		init_fail(errno, "socket for lo");
+	snprintf(ifr.ifr_name, sizeof(ifr.ifr_name), "lo");
+	CHECK(ioctl(fd, SIOCGIFFLAGS, &ifr), "get lo flags");
+	ifr.ifr_flags |= IFF_UP;
+	CHECK(ioctl(fd, SIOCSIFFLAGS, &ifr), "bring lo up");
+	close(fd);
+}
+
+static void
+init_setup(const SandboxSpec *spec)
+{
+	Bind binds[MAX_BINDS];
+	int ws_fd, dev_fds[ELEMENTSOF(dev_nodes)];
+	char opts[128];
+	size_t n;
+	gid_t groups[1];
+	uid_t uid = spec->sandbox_uid;
+
+	/* Phase 1, still host uid 0 (unmapped) with full caps in the new user ns. */
+	CHECK(mount(NULL, "/", NULL, MS_REC | MS_PRIVATE, NULL), "make / private");
+	snprintf(opts, sizeof(opts), "mode=0755,size=1m,nr_inodes=4096,uid=%u,gid=%u", uid, uid);
+	CHECK(mount("tmpfs", spec->root_mnt, "tmpfs", MS_NOSUID | MS_NODEV, opts),
+	      "mount root tmpfs");
+	CHECK(chdir(spec->root_mnt), "chdir new root");
+
+	n = binds_capture(spec->ro_binds, binds);
+	ws_fd = tree_clone(spec->workspace, MOUNT_ATTR_NOSUID | MOUNT_ATTR_NODEV, false);
+	for (size_t i = 0; i < ELEMENTSOF(dev_nodes); i++) {
+		char p[64];
+		snprintf(p, sizeof(p), "/dev/%s", dev_nodes[i]);
+		dev_fds[i] = tree_clone(p, MOUNT_ATTR_NOSUID | MOUNT_ATTR_NOEXEC, false);
+	}
+
+	/* Phase 2: become the sandbox user (mapped), keeping the namespace caps. */
+	CHECK(prctl(PR_SET_KEEPCAPS, 1, 0, 0, 0), "keepcaps");
+	CHECK(setresgid(uid, uid, uid), "setresgid %u", uid);
+	CHECK(setresuid(uid, uid, uid), "setresuid %u", uid);
+	caps_raise_effective();
+	/* setgroups is denied in the namespace; the shim cleared its own groups so
+	 * that no host group (root!) rides along. Check instead of trusting it. */
+	if (getgroups(1, groups) != 0)
+		init_fail(EPERM, "supplementary groups present");
+
+	for (size_t i = 0; i < n; i++) {
+		const char *rel = binds[i].path + 1;
+		if (binds[i].is_link) {
+			CHECK(symlink(binds[i].link, rel), "symlink /%s", rel);
+			continue;
+		}
+		if (binds[i].is_dir)
+			mkdir_rel(rel, 0755);
+		else {
+			char dir[PATH_MAX], *slash;
+			snprintf(dir, sizeof(dir), "%s", rel);
+			slash = strrchr(dir, '/');
+			if (slash) {
+				*slash = '\0';
+				mkdir_rel(dir, 0755);
+			}
+			touch_rel(rel);
+		}
+		tree_attach(binds[i].tree_fd, rel);
+	}
+
+	mkdir_rel("workspace", 0755);
+	tree_attach(ws_fd, "workspace");
+
+	mkdir_rel("tmp", 01777);
+	snprintf(opts, sizeof(opts), "mode=1777,size=%lld,nr_inodes=65536",
+		 (long long)spec->tmp_size);
+	CHECK(mount("tmpfs", "tmp", "tmpfs", MS_NOSUID | MS_NODEV, opts), "mount /tmp");
+
+	mkdir_rel("dev", 0755);
+	CHECK(mount("tmpfs", "dev", "tmpfs", MS_NOSUID | MS_NOEXEC, "mode=0755,size=64k,nr_inodes=64"),
+	      "mount /dev");
+	for (size_t i = 0; i < ELEMENTSOF(dev_nodes); i++) {
+		char p[64];
+		snprintf(p, sizeof(p), "dev/%s", dev_nodes[i]);
+		touch_rel(p);
+		tree_attach(dev_fds[i], p);
+	}
+	CHECK(symlink("/proc/self/fd", "dev/fd"), "symlink /dev/fd");
+	CHECK(symlink("/proc/self/fd/0", "dev/stdin"), "symlink /dev/stdin");
+	CHECK(symlink("/proc/self/fd/1", "dev/stdout"), "symlink /dev/stdout");
+	CHECK(symlink("/proc/self/fd/2", "dev/stderr"), "symlink /dev/stderr");
+	mkdir_rel("dev/shm", 01777);
+	snprintf(opts, sizeof(opts), "mode=1777,size=%lld,nr_inodes=4096",
+		 (long long)spec->tmp_size);
+	CHECK(mount("tmpfs", "dev/shm", "tmpfs", MS_NOSUID | MS_NODEV | MS_NOEXEC, opts),
+	      "mount /dev/shm");
+	CHECK(mount(NULL, "dev", NULL, MS_REMOUNT | MS_BIND | MS_RDONLY | MS_NOSUID | MS_NOEXEC, NULL),
+	      "remount /dev read-only");
+
+	/* A fresh /proc for our pid namespace. The kernel only allows it while a fully
+	 * visible proc is in this mount namespace, i.e. before the old root goes. */
+	mkdir_rel("proc", 0555);
+	CHECK(mount("proc", "proc", "proc", MS_NOSUID | MS_NODEV | MS_NOEXEC, NULL), "mount /proc");
+	for (size_t i = 0; i < ELEMENTSOF(proc_ro); i++)
+		proc_bind_ro(proc_ro[i]);
+	for (size_t i = 0; i < ELEMENTSOF(proc_masked); i++)
+		proc_mask(proc_masked[i]);
+
+	/* pivot_root(".", ".") stacks the old root on top of the new one; detaching
+	 * the top of "." then leaves only the new root. No oldroot directory needed. */
+	CHECK(syscall(SYS_pivot_root, ".", "."), "pivot_root");
+	CHECK(umount2(".", MNT_DETACH), "detach the old root");
+	CHECK(chdir("/"), "chdir /");
+	CHECK(mount(NULL, "/", NULL, MS_REMOUNT | MS_BIND | MS_RDONLY | MS_NOSUID | MS_NODEV, NULL),
+	      "remount / read-only");
+
+	CHECK(sethostname("sandbox", STRLEN("sandbox")), "sethostname");
+	CHECK(setdomainname("sandbox", STRLEN("sandbox")), "setdomainname");
+	loopback_up();
+
+	/* Our stdio was the shim's: replace it so nothing of the host is reachable. */
+	int null_fd = open("/dev/null", O_RDWR | O_CLOEXEC);
+	if (null_fd < 0)
+		init_fail(errno, "open /dev/null");
+	for (int fd = 0; fd < 3; fd++)
+		CHECK(dup2(null_fd, fd), "dup2 /dev/null");
+	if (null_fd > 2)
+		close(null_fd);
+
+	caps_drop_all();
+	CHECK(prctl(PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0), "no_new_privs");
+	CHECK(prctl(PR_SET_DUMPABLE, 0, 0, 0, 0), "set non-dumpable");
+}
+
+/* ---------------------------------------------------------------------------
+ * Child side: serving execs as PID 1.
+ */
+
+typedef struct InitExec {
+	uint64_t id;
+	pid_t pid;
+} InitExec;
+
+typedef struct ExecStatus {
+	int err;
+	int stage; /* 0 chdir, 1 exec, 2 other */
+} ExecStatus;
+
+/* The forked exec child: never returns. */
+static _noreturn_ void
+exec_child(const int *fds, int status_fd, const char *cwd, char **argv, char **envp)
+{
+	ExecStatus es = { .stage = 2 };
+	sigset_t all;
+
+	sigemptyset(&all);
+	(void)sigprocmask(SIG_SETMASK, &all, NULL);
+	for (int sig = 1; sig < NSIG; sig++)
+		(void)signal(sig, SIG_DFL);
+	if (setsid() < 0 || prctl(PR_SET_PDEATHSIG, SIGKILL, 0, 0, 0) < 0)
+		goto fail;
+	for (int i = 0; i < 3; i++)
+		if (dup2(fds[i], i) < 0)
+			goto fail;
+	/* Everything else (the init socket, the status pipe, …) goes at execve. */
+	if (close_range(3, ~0U, CLOSE_RANGE_CLOEXEC) < 0)
+		goto fail;
+	umask(022);
+	es.stage = 0;
+	if (chdir(cwd) < 0)
+		goto fail;
+	es.stage = 1;
+	environ = envp; /* execvpe searches PATH from the environment we give the exec */
+	execvpe(argv[0], argv, envp);
+fail:
+	es.err = errno;
+	(void)!write(status_fd, &es, sizeof(es));
+	_exit(es.err == ENOENT ? 127 : 126);
+}
+
+static void
+init_start_exec(int sock, const InitMsg *m, char *payload, size_t len, int *fds, size_t nfds,
+		InitExec **execs, size_t *n_execs)
+{
+	InitMsg r = { .type = INIT_MSG_START_FAILED, .exec_id = m->exec_id };
+	char *p = payload, *end = payload + len, *cwd = NULL;
+	char **argv = NULL, **envp = NULL;
+	char msg[512];
+	int st[2] = { -1, -1 };
+	ExecStatus es;
+	ssize_t k;
+	pid_t pid;
+
+	if (nfds != 3 || m->argc == 0 || m->argc > len || m->envc > len) {
+		r.err = EBADMSG;
+		snprintf(msg, sizeof(msg), "malformed exec request");
+		goto fail;
+	}
+	argv = calloc(m->argc + 1, sizeof(char *));
+	envp = calloc(m->envc + 1, sizeof(char *));
+	if (!argv || !envp) {
+		r.err = ENOMEM;
+		snprintf(msg, sizeof(msg), "out of memory");
+		goto fail;
+	}
+	/* payload: cwd\0 argv[0]\0 … env[0]\0 …; every string must end inside it. */
+	for (uint32_t i = 0; i < 1 + m->argc + m->envc; i++) {
+		char *z = memchr(p, '\0', (size_t)(end - p));
+		if (p >= end || !z) {
+			r.err = EBADMSG;
+			snprintf(msg, sizeof(msg), "malformed exec request");
+			goto fail;
+		}
+		if (i == 0)
+			cwd = p;
+		else if (i <= m->argc)
+			argv[i - 1] = p;
+		else
+			envp[i - 1 - m->argc] = p;
+		p = z + 1;
+	}
+	if (pipe2(st, O_CLOEXEC) < 0) {
+		r.err = errno;
+		snprintf(msg, sizeof(msg), "pipe: %s", strerror(errno));
+		goto fail;
+	}
+	pid = fork();
+	if (pid < 0) {
+		r.err = errno;
+		snprintf(msg, sizeof(msg), "fork: %s", strerror(errno));
+		goto fail;
+	}
+	if (pid == 0)
+		exec_child(fds, st[1], cwd, argv, envp);
+	st[1] = safe_close(st[1]);
+	/* EOF = execve succeeded (the CLOEXEC write end went with it). */
+	do
+		k = read(st[0], &es, sizeof(es));
+	while (k < 0 && errno == EINTR);
+	if (k == (ssize_t)sizeof(es)) {
+		r.err = es.err;
+		snprintf(msg, sizeof(msg), "%s '%s': %s",
+			 es.stage == 0 ? "cannot change directory to"
+			 : es.stage == 1 ? "cannot execute"
+					 : "cannot set up",
+			 es.stage == 0 ? cwd : argv[0], strerror(es.err));
+		goto fail; /* the child exits; SIGCHLD reaps it */
+	}
+	InitExec *ne = realloc(*execs, (*n_execs + 1) * sizeof(InitExec));
+	if (!ne) {
+		kill(-pid, SIGKILL);
+		r.err = ENOMEM;
+		snprintf(msg, sizeof(msg), "out of memory");
+		goto fail;
+	}
+	*execs = ne;
+	ne[(*n_execs)++] = (InitExec){ .id = m->exec_id, .pid = pid };
+	r = (InitMsg){ .type = INIT_MSG_STARTED, .exec_id = m->exec_id, .pid = pid };
+	init_send(sock, &r, NULL, 0);
+	msg[0] = '\0';
+	goto out;
+fail:
+	init_send(sock, &r, msg, strlen(msg));
+out:
+	safe_close(st[0]);
+	safe_close(st[1]);
+	free(argv);
+	free(envp);
+}
+
+static void
+init_reap(int sock, InitExec *execs, size_t *n_execs)
+{
+	int status;
+	pid_t pid;
+
+	while ((pid = waitpid(-1, &status, WNOHANG)) > 0)
+		for (size_t i = 0; i < *n_execs; i++) {
+			if (execs[i].pid != pid)
+				continue;
+			InitMsg m = { .type = INIT_MSG_EXITED, .exec_id = execs[i].id,
+				      .pid = pid, .status = status };
+			init_send(sock, &m, NULL, 0);
+			execs[i] = execs[--*n_execs];
+			break;
+		}
+}
+
+static _noreturn_ void
+init_serve(int sock)
+{
+	InitExec *execs = NULL;
+	size_t n_execs = 0;
+	char *buf = malloc(sizeof(InitMsg) + INIT_PAYLOAD_MAX);
+	sigset_t mask;
+	int sfd;
+
+	/* PID 1 of the namespace: SIGCHLD through a signalfd, nothing else handled
+	 * (signals without a handler are not delivered to a namespace init from inside). */
+	sigemptyset(&mask);
+	sigaddset(&mask, SIGCHLD);
+	if (!buf || sigprocmask(SIG_BLOCK, &mask, NULL) < 0 ||
+	    (sfd = signalfd(-1, &mask, SFD_CLOEXEC | SFD_NONBLOCK)) < 0)
+		_exit(1);
+
+	for (;;) {
+		struct pollfd pfd[2] = { { .fd = sock, .events = POLLIN }, { .fd = sfd, .events = POLLIN } };
+		int fds[3];
+		size_t nfds = 0;
+		ssize_t n;
+
+		if (poll(pfd, 2, -1) < 0) {
+			if (errno == EINTR)
+				continue;
+			_exit(1);
+		}
+		if (pfd[1].revents) {
+			struct signalfd_siginfo si;
+			while (read(sfd, &si, sizeof(si)) > 0)
+				;
+			init_reap(sock, execs, &n_execs);
+		}
+		if (!pfd[0].revents)
+			continue;
+		n = fd_recv(sock, buf, sizeof(InitMsg) + INIT_PAYLOAD_MAX, fds, 3, &nfds);
+		if (n <= 0)
+			_exit(0); /* the shim is gone: so are we, and the namespace with us */
+		if ((size_t)n < sizeof(InitMsg)) {
+			for (size_t i = 0; i < nfds; i++)
+				close(fds[i]);
+			continue;
+		}
+		InitMsg m;
+		memcpy(&m, buf, sizeof(m));
+		switch (m.type) {
+		case INIT_MSG_EXEC:
+			init_start_exec(sock, &m, buf + sizeof(m), (size_t)n - sizeof(m), fds, nfds,
+					&execs, &n_execs);
+			break;
+		case INIT_MSG_KILL:
+			for (size_t i = 0; i < n_execs; i++)
+				if (execs[i].id == m.exec_id)
+					(void)kill(-execs[i].pid, m.status);
+			break;
+		default: break;
+		}
+		for (size_t i = 0; i < nfds; i++)
+			close(fds[i]);
+	}
+}
+
+static _noreturn_ void
+init_main(int sock, const SandboxSpec *spec)
+{
+	InitMsg m;
+	ssize_t n;
+
+	/* Die with the shim. The shim's end of the socketpair closing (read → 0)
+	 * catches the window before this prctl. */
+	if (prctl(PR_SET_PDEATHSIG, SIGKILL, 0, 0, 0) < 0)
+		_exit(1);
+	/* Keep only the socket (as fd 3) and stdio: the shim's listener, peers and other
+	 * sandboxes' sockets must not live on in here. */
+	if (sock != INIT_SOCK_FD && dup2(sock, INIT_SOCK_FD) < 0)
+		_exit(1);
+	if (close_range(INIT_SOCK_FD + 1, ~0U, 0) < 0)
+		_exit(1);
+	sock = INIT_SOCK_FD;
+
+	do
+		n = recv(sock, &m, sizeof(m), 0);
+	while (n < 0 && errno == EINTR);
+	if (n != (ssize_t)sizeof(m) || m.type != INIT_MSG_GO)
+		_exit(1);
+
+	init_setup(spec);
+	m = (InitMsg){ .type = INIT_MSG_READY };
+	init_send(sock, &m, NULL, 0);
+	init_serve(sock);
+}
+
+/* ---------------------------------------------------------------------------
+ * Shim side.
+ */
+
+static int
+write_file(pid_t pid, const char *name, const char *text)
+{
+	char path[64];
+	_cleanup_close_ int fd = -1;
+
+	snprintf(path, sizeof(path), "/proc/%d/%s", (int)pid, name);
+	fd = open(path, O_WRONLY | O_CLOEXEC);
+	if (fd < 0)
+		return -errno;
+	return loop_write(fd, text, strlen(text));
+}
+
+int
+sandbox_spawn(const SandboxSpec *spec, pid_t *ret_pid, int *ret_pidfd, int *ret_sock)
+{
+	_cleanup_close_ int s0 = -1, s1 = -1, pidfd = -1;
+	int sp[2], sndbuf = 2 * INIT_PAYLOAD_MAX, r;
+	char map[64];
+	InitMsg go = { .type = INIT_MSG_GO };
+	struct clone_args args = {
+		.flags = CLONE_NEWUSER | CLONE_NEWNS | CLONE_NEWPID | CLONE_NEWNET | CLONE_NEWIPC |
+			 CLONE_NEWUTS | CLONE_NEWCGROUP | CLONE_PIDFD,
+		.exit_signal = SIGCHLD,
+	};
+	pid_t pid;
+
+	if (spec->host_uid == 0)
+		return -EPERM; /* never map host root */
+	if (socketpair(AF_UNIX, SOCK_SEQPACKET | SOCK_CLOEXEC, 0, sp) < 0)
+		return -errno;
+	s0 = sp[0];
+	s1 = sp[1];
+	/* A SEQPACKET message must fit the sender's buffer in one piece. */
+	if (setsockopt(s0, SOL_SOCKET, SO_SNDBUFFORCE, &sndbuf, sizeof(sndbuf)) < 0 &&
+	    setsockopt(s0, SOL_SOCKET, SO_SNDBUF, &sndbuf, sizeof(sndbuf)) < 0)
+		return -errno;
+
+	args.pidfd = (uint64_t)(uintptr_t)&pidfd;
+	pid = (pid_t)syscall(SYS_clone3, &args, sizeof(args));
+	if (pid < 0)
+		return -errno;
+	if (pid == 0) {
+		safe_close(s0);
+		init_main(s1, spec);
+	}
+	s1 = safe_close(s1);
+
+	/* setgroups must be denied before an unprivileged gid_map may be written. */
+	r = write_file(pid, "setgroups", "deny");
+	if (r >= 0) {
+		snprintf(map, sizeof(map), "%u %u 1\n", spec->sandbox_uid, spec->host_uid);
+		r = write_file(pid, "uid_map", map);
+	}
+	if (r >= 0)
+		r = write_file(pid, "gid_map", map);
+	if (r >= 0)
+		r = (int)fd_send(s0, &go, sizeof(go), NULL, 0);
+	if (r >= 0)
+		r = fd_nonblock(s0, 1);
+	if (r < 0) {
+		(void)sandbox_pidfd_kill(pidfd, SIGKILL);
+		(void)waitpid(pid, NULL, 0);
+		return r;
+	}
+	*ret_pid = pid;
+	*ret_pidfd = TAKE_FD(pidfd);
+	*ret_sock = TAKE_FD(s0);
+	return 0;
+}

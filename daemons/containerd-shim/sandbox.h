@@ -1,0 +1,76 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * sandbox.h — the Linux sandbox backend: spawning one sandbox init, and the
+ * wire between the shim and that init.
+ *
+ * A sandbox is one process tree rooted at our own init (PID 1 of a fresh pid
+ * namespace), created by sandbox_spawn() with a single clone3() that asks for
+ * user, mount, pid, net, ipc, uts and cgroup namespaces and a pidfd. The init:
+ *   1. waits for INIT_MSG_GO (the shim writes setgroups=deny, uid_map and
+ *      gid_map first: inside sandbox_uid ↔ host host_uid, one id, nothing else);
+ *   2. builds a fresh root: tmpfs + pivot_root, read-only binds of ro_binds
+ *      (symlinks recreated as symlinks), /workspace (nosuid,nodev), a size-capped
+ *      /tmp, a minimal /dev, a fresh /proc with /proc/sys & co read-only; the old
+ *      root is detached; hostname "sandbox"; lo up;
+ *   3. drops every capability (bounding, ambient, permitted, effective,
+ *      inheritable), locks securebits, sets no_new_privs and non-dumpable;
+ *   4. answers INIT_MSG_READY, or INIT_MSG_SETUP_FAILED with "step: strerror"
+ *      and _exit()s — fail closed: a sandbox that could not be fully set up
+ *      never runs anything;
+ *   5. serves INIT_MSG_EXEC / INIT_MSG_KILL, reaps every zombie and reports the
+ *      exits of the execs it started.
+ * The init has PR_SET_PDEATHSIG(SIGKILL): when the shim dies, the init dies, and
+ * with it (PID 1 of the namespace) every process of the sandbox.
+ *
+ * Wire: a SOCK_SEQPACKET socketpair, one message per packet: an InitMsg header,
+ * then a payload (at most INIT_PAYLOAD_MAX bytes). INIT_MSG_EXEC carries the
+ * exec's stdin read end and stdout/stderr write ends by SCM_RIGHTS (fd_send).
+ */
+#pragma once
+
+#include <stdint.h>
+#include <sys/types.h>
+
+typedef enum InitMsgType {
+	INIT_MSG_GO = 1,       /* shim → init: id maps written, go on */
+	INIT_MSG_READY,        /* init → shim: sandbox set up, serving */
+	INIT_MSG_SETUP_FAILED, /* init → shim: err, payload = message; the init exits */
+	INIT_MSG_EXEC,         /* shim → init: exec_id, argc, envc; payload = cwd\0 argv…\0 env…\0;
+				* fds: stdin (read end), stdout, stderr (write ends) */
+	INIT_MSG_KILL,         /* shim → init: exec_id, status = signal; kills the process group */
+	INIT_MSG_STARTED,      /* init → shim: exec_id, pid (in the sandbox pid namespace) */
+	INIT_MSG_START_FAILED, /* init → shim: exec_id, err, payload = message (never exec'd) */
+	INIT_MSG_EXITED,       /* init → shim: exec_id, status = wait status of the leader */
+} InitMsgType;
+
+typedef struct InitMsg {
+	uint32_t type;
+	int32_t err; /* positive errno, for the *_FAILED messages */
+	uint64_t exec_id;
+	int32_t pid;
+	int32_t status;
+	uint32_t argc;
+	uint32_t envc;
+} InitMsg;
+
+/* Largest payload of one message (argv + env + cwd of an exec). */
+#define INIT_PAYLOAD_MAX (256 * 1024)
+
+typedef struct SandboxSpec {
+	const char *root_mnt;  /* an existing empty host directory, the tmpfs root's mount point */
+	const char *workspace; /* host path of the workspace directory (owned by host_uid) */
+	const char *ro_binds;  /* space-separated absolute host paths */
+	int64_t tmp_size;      /* bytes, for /tmp and /dev/shm */
+	uid_t sandbox_uid;     /* uid = gid inside */
+	uid_t host_uid;        /* uid = gid outside; never 0 */
+} SandboxSpec;
+
+/* Spawn one sandbox init and release it (maps written, GO sent). On success
+ * *ret_pid, *ret_pidfd (CLOEXEC) and *ret_sock (the shim's end, CLOEXEC,
+ * non-blocking) are set; the outcome of the setup (READY or SETUP_FAILED, then
+ * EOF) arrives later on *ret_sock. Returns 0 or a negative errno (nothing is
+ * left behind: a half-created child is killed and reaped). Does not log. */
+int sandbox_spawn(const SandboxSpec *spec, pid_t *ret_pid, int *ret_pidfd, int *ret_sock);
+
+/* pidfd helpers (raw syscalls: glibc 2.36 has no wrappers for all of them). */
+int sandbox_pidfd_kill(int pidfd, int sig);

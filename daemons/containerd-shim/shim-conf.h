@@ -1,0 +1,35 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * shim-conf.h — configuration of containerd-shim: the shared [runwarden]
+ * section plus [containerd-shim].
+ *
+ * shim_conf_items[] is the one table of keys (section, key, type, default,
+ * range, help); conf/runwarden.conf documents the same rows. Strings are owned
+ * by the struct: shim_conf_done() frees them.
+ */
+#pragma once
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "shared-conf.h"
+
+typedef struct ShimConf {
+	SharedConf shared;
+	char *sandbox_dir;     /* per-sandbox state; "" = <state_dir>/sandboxes */
+	char *ro_binds;        /* space-separated host paths bound read-only into the root */
+	int64_t tmp_size;      /* size= of the sandbox /tmp (and /dev/shm) tmpfs, bytes */
+	int64_t sandbox_uid;   /* uid and gid of the sandbox user, inside */
+	int64_t host_uid;      /* host uid and gid that sandbox_uid maps to; never 0 */
+	int64_t drain_timeout; /* ms to wait for pipe EOF after an exec's leader exited */
+	int64_t max_pending;   /* bytes queued to a peer before exec output reading pauses */
+} ShimConf;
+
+extern const ConfItem shim_conf_items[];
+extern const size_t shim_conf_n_items;
+
+/* Resolve derived values after loading (sandbox_dir default). 0 or -ENOMEM/-EINVAL
+ * (logged). */
+int shim_conf_finish(ShimConf *c);
+/* Free the strings. */
+void shim_conf_done(ShimConf *c);

@@ -1,0 +1,1267 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * shim.c — control socket, sandbox table, exec table, request handlers.
+ *
+ * Lifetimes. A Sandbox lives from SANDBOX_ENSURE until its init has been
+ * reaped (pidfd readable ⇒ the whole pid namespace is gone, the kernel zaps it
+ * before the init becomes a zombie). An Exec lives from EXEC_START until its
+ * EXEC_EXIT was pushed, which needs both (a) its end — an exit status from
+ * the init, or the sandbox's death — and (b) EOF on both output pipes, or the
+ * drain timeout after (a) (a background child may hold the pipes forever).
+ * Execs outlive the Conn that started them (output is then dropped, offsets
+ * still advance) and may outlive their Sandbox briefly while draining.
+ *
+ * Tables are plain linked lists: a host runs a handful of sandboxes.
+ */
+#include "config.h"
+
+#include "shim.h"
+
+#include <errno.h>
+#include <fcntl.h>
+#include <limits.h>
+#include <grp.h>
+#include <inttypes.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/socket.h>
+#include <sys/stat.h>
+#include <sys/syscall.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <event2/event.h>
+#include <openssl/evp.h>
+
+#include "fd-util.h"
+#include "log.h"
+#include "macro.h"
+#include "peer.h"
+#include "sandbox.h"
+
+#define SANDBOX_KEY_MAX 256
+#define EXEC_ARGV_MAX 4096 /* argv + env entries */
+#define OUTPUT_CHUNK (64 * 1024)
+#define BACKPRESSURE_RECHECK_USEC (20 * USEC_PER_MSEC)
+
+typedef struct Conn Conn;
+typedef struct Sandbox Sandbox;
+typedef struct Exec Exec;
+
+/* A request waiting for a sandbox state change. */
+typedef struct Waiter {
+	struct Waiter *next;
+	Conn *conn;
+	uint64_t req_id;
+} Waiter;
+
+struct Conn {
+	Conn *next;
+	Shim *shim;
+	Peer *peer;
+};
+
+typedef enum SandboxState {
+	SANDBOX_STARTING, /* init spawned, setup running */
+	SANDBOX_READY,    /* serving execs */
+	SANDBOX_DYING,    /* init exiting or killed; waiting for the pidfd */
+} SandboxState;
+
+struct Sandbox {
+	Sandbox *next;
+	Shim *shim;
+	char id[17];
+	char *key;
+	SandboxState state;
+	bool destroy_requested;
+	pid_t pid;
+	int pidfd;
+	int sock;
+	struct event *sock_ev, *pidfd_ev;
+	Waiter *ensure_waiters;   /* replied on READY or on death */
+	Waiter *destroy_waiters;  /* replied on death */
+	Waiter *reensure_waiters; /* ENSUREs that arrived while dying: a new sandbox after */
+	int fail_err;             /* setup failure, for the ensure waiters */
+	char *fail_msg;
+};
+
+enum { STREAM_STDIN = 0, STREAM_STDOUT = 1, STREAM_STDERR = 2 };
+
+struct Exec {
+	Exec *next;
+	Shim *shim;
+	uint64_t id;
+	Sandbox *sandbox; /* NULL once the sandbox is gone */
+	Conn *conn;       /* who started it; NULL once that connection closed */
+	uint64_t start_req_id; /* pending EXEC_START reply; 0 once answered */
+	pid_t pid;
+	bool ended;          /* exit status known, or lost with its sandbox */
+	bool kill_requested; /* EXEC_KILL or SANDBOX_DESTROY */
+	bool paused;         /* output reading paused for backpressure */
+	int status;          /* wait status when ended normally */
+	const char *end_reason; /* overrides "exit"/"signal": "killed", "lost", "failed" */
+	int fds[3];          /* stdin write end, stdout/stderr read ends; -1 when closed */
+	struct event *ev[3];
+	uint64_t offset[3];
+	char *stdin_data;
+	size_t stdin_len, stdin_off;
+	struct event *drain_timer, *bp_timer;
+};
+
+struct Shim {
+	struct event_base *base;
+	const ShimConf *conf;
+	char *sock_path;
+	char *root_mnt;
+	int listen_fd;
+	struct event *listen_ev;
+	Conn *conns;
+	Sandbox *sandboxes;
+	Exec *execs;
+	uint64_t next_exec_id;
+	bool stopped;
+};
+
+static void sandbox_sock_cb(evutil_socket_t fd, short what, void *arg);
+static void sandbox_pidfd_cb(evutil_socket_t fd, short what, void *arg);
+static void exec_maybe_finish(Exec *e);
+static void exec_read_cb(evutil_socket_t fd, short what, void *arg);
+
+/* ---------------------------------------------------------------------------
+ * Small helpers.
+ */
+
+int
+shim_sandbox_id(const char *key, size_t len, char ret_id[static 17])
+{
+	unsigned char md[EVP_MAX_MD_SIZE];
+	unsigned int mdlen = 0;
+
+	if (len == 0 || len > SANDBOX_KEY_MAX || memchr(key, '\0', len))
+		return -EINVAL;
+	if (!EVP_Digest(key, len, md, &mdlen, EVP_sha256(), NULL) || mdlen < 8)
+		return -EIO;
+	for (int i = 0; i < 8; i++)
+		snprintf(ret_id + 2 * i, 3, "%02x", md[i]);
+	return 0;
+}
+
+static void
+waiters_free(Waiter **l)
+{
+	while (*l) {
+		Waiter *w = *l;
+		*l = w->next;
+		free(w);
+	}
+}
+
+static int
+waiter_add(Waiter **l, Conn *c, uint64_t req_id)
+{
+	Waiter *w = calloc(1, sizeof(*w));
+	if (!w)
+		return -ENOMEM;
+	w->conn = c;
+	w->req_id = req_id;
+	/* append: replies go out in request order */
+	while (*l)
+		l = &(*l)->next;
+	*l = w;
+	return 0;
+}
+
+static void
+waiters_drop_conn(Waiter **l, Conn *c)
+{
+	while (*l) {
+		if ((*l)->conn == c) {
+			Waiter *w = *l;
+			*l = w->next;
+			free(w);
+		} else
+			l = &(*l)->next;
+	}
+}
+
+static void
+reply_ensure(Conn *c, uint64_t req_id, const char *id, bool created)
+{
+	MpWriter w;
+
+	mp_writer_init(&w);
+	mp_w_map(&w, 2);
+	mp_w_str(&w, "sandbox_id", id);
+	mp_w_bool(&w, "created", created);
+	(void)peer_reply(c->peer, req_id, &w);
+	mp_writer_done(&w);
+}
+
+static void
+reply_empty(Conn *c, uint64_t req_id)
+{
+	MpWriter w;
+
+	mp_writer_init(&w);
+	mp_w_map(&w, 0);
+	(void)peer_reply(c->peer, req_id, &w);
+	mp_writer_done(&w);
+}
+
+/* ---------------------------------------------------------------------------
+ * Execs.
+ */
+
+static Exec *
+exec_find(Shim *s, uint64_t id)
+{
+	for (Exec *e = s->execs; e; e = e->next)
+		if (e->id == id)
+			return e;
+	return NULL;
+}
+
+static void
+exec_close_stream(Exec *e, int i)
+{
+	if (e->ev[i]) {
+		event_free(e->ev[i]);
+		e->ev[i] = NULL;
+	}
+	e->fds[i] = safe_close(e->fds[i]);
+}
+
+static Exec *
+exec_free(Exec *e)
+{
+	if (!e)
+		return NULL;
+	for (int i = 0; i < 3; i++)
+		exec_close_stream(e, i);
+	if (e->drain_timer)
+		event_free(e->drain_timer);
+	if (e->bp_timer)
+		event_free(e->bp_timer);
+	free(e->stdin_data);
+	free(e);
+	return NULL;
+}
+
+static void
+exec_unlink(Exec *e)
+{
+	for (Exec **pp = &e->shim->execs; *pp; pp = &(*pp)->next)
+		if (*pp == e) {
+			*pp = e->next;
+			return;
+		}
+}
+
+static void
+exec_push_output(Exec *e, int stream, const void *data, size_t len)
+{
+	MpWriter w;
+
+	if (e->conn) {
+		mp_writer_init(&w);
+		mp_w_map(&w, 4);
+		mp_w_uint(&w, "exec_id", e->id);
+		mp_w_uint(&w, "stream", (uint64_t)stream);
+		mp_w_uint(&w, "offset", e->offset[stream]);
+		mp_w_bin(&w, "data", data, len);
+		(void)peer_push(e->conn->peer, MSG_EXEC_OUTPUT, &w);
+		mp_writer_done(&w);
+	}
+	/* Offsets advance even when nobody listens: a re-attach resumes from them. */
+	e->offset[stream] += len;
+}
+
+/* Read one chunk. Returns 1 when more may follow, 0 at EOF (stream closed). */
+static int
+exec_read_once(Exec *e, int stream)
+{
+	char buf[OUTPUT_CHUNK];
+	ssize_t n;
+
+	if (e->fds[stream] < 0)
+		return 0;
+	n = read(e->fds[stream], buf, sizeof(buf));
+	if (n < 0 && (errno == EAGAIN || errno == EINTR))
+		return 1;
+	if (n <= 0) {
+		exec_close_stream(e, stream);
+		return 0;
+	}
+	exec_push_output(e, stream, buf, (size_t)n);
+	return 2;
+}
+
+static bool
+exec_backpressured(Exec *e)
+{
+	return e->conn &&
+	       peer_output_pending(e->conn->peer) > (size_t)e->shim->conf->max_pending;
+}
+
+static void
+exec_bp_cb(evutil_socket_t fd, short what, void *arg)
+{
+	Exec *e = arg;
+	struct timeval tv;
+
+	if (exec_backpressured(e)) {
+		evtimer_add(e->bp_timer, timeval_from_usec(&tv, BACKPRESSURE_RECHECK_USEC));
+		return;
+	}
+	e->paused = false;
+	for (int i = STREAM_STDOUT; i <= STREAM_STDERR; i++)
+		if (e->ev[i])
+			event_add(e->ev[i], NULL);
+}
+
+static void
+exec_read_cb(evutil_socket_t fd, short what, void *arg)
+{
+	Exec *e = arg;
+	int stream = fd == e->fds[STREAM_STDOUT] ? STREAM_STDOUT : STREAM_STDERR;
+	struct timeval tv;
+
+	if (exec_read_once(e, stream) == 0) {
+		exec_maybe_finish(e); /* may free e */
+		return;
+	}
+	if (!e->paused && exec_backpressured(e)) {
+		/* Stop reading: the pipe fills, the process blocks — memory stays bounded. */
+		e->paused = true;
+		for (int i = STREAM_STDOUT; i <= STREAM_STDERR; i++)
+			if (e->ev[i])
+				event_del(e->ev[i]);
+		evtimer_add(e->bp_timer, timeval_from_usec(&tv, BACKPRESSURE_RECHECK_USEC));
+	}
+}
+
+static void
+exec_stdin_cb(evutil_socket_t fd, short what, void *arg)
+{
+	Exec *e = arg;
+
+	while (e->stdin_off < e->stdin_len) {
+		ssize_t n = write(e->fds[STREAM_STDIN], e->stdin_data + e->stdin_off,
+				  e->stdin_len - e->stdin_off);
+		if (n < 0 && errno == EINTR)
+			continue;
+		if (n < 0 && errno == EAGAIN)
+			return; /* wait for room */
+		if (n < 0)
+			break; /* EPIPE: the process closed stdin, fine */
+		e->stdin_off += (size_t)n;
+	}
+	exec_close_stream(e, STREAM_STDIN);
+	free(e->stdin_data);
+	e->stdin_data = NULL;
+}
+
+static void
+exec_push_exit(Exec *e)
+{
+	const char *reason = e->end_reason;
+	int64_t code = -1;
+	int sig = 0;
+	MpWriter w;
+
+	if (WIFEXITED(e->status)) {
+		code = WEXITSTATUS(e->status);
+		if (!reason)
+			reason = "exit";
+	} else if (WIFSIGNALED(e->status)) {
+		sig = WTERMSIG(e->status);
+		code = 128 + sig;
+		if (!reason)
+			reason = "signal";
+	}
+	if (!reason)
+		reason = "lost";
+	log_debug("exec %" PRIu64 " ended: %s, exit code %" PRId64 ", signal %d", e->id, reason,
+		  code, sig);
+	if (!e->conn)
+		return;
+	mp_writer_init(&w);
+	mp_w_map(&w, 4);
+	mp_w_uint(&w, "exec_id", e->id);
+	mp_w_int(&w, "exit_code", code);
+	mp_w_int(&w, "signal", sig);
+	mp_w_str(&w, "reason", reason);
+	(void)peer_push(e->conn->peer, MSG_EXEC_EXIT, &w);
+	mp_writer_done(&w);
+}
+
+/* The drain deadline after the end: take what is buffered, then give up on EOF. */
+static void
+exec_drain_cb(evutil_socket_t fd, short what, void *arg)
+{
+	Exec *e = arg;
+
+	for (int i = STREAM_STDOUT; i <= STREAM_STDERR; i++) {
+		int guard = 64; /* at most 4 MiB more per stream */
+		while (e->fds[i] >= 0 && guard-- > 0 && exec_read_once(e, i) == 2)
+			;
+		exec_close_stream(e, i);
+	}
+	exec_maybe_finish(e);
+}
+
+/* Push EXEC_EXIT and free e once it ended and its output is drained. */
+static void
+exec_maybe_finish(Exec *e)
+{
+	struct timeval tv;
+
+	if (!e->ended)
+		return;
+	if (e->fds[STREAM_STDOUT] >= 0 || e->fds[STREAM_STDERR] >= 0) {
+		if (!evtimer_pending(e->drain_timer, NULL))
+			evtimer_add(e->drain_timer,
+				    timeval_from_usec(&tv, (usec_t)e->shim->conf->drain_timeout *
+								   USEC_PER_MSEC));
+		return;
+	}
+	exec_push_exit(e);
+	exec_unlink(e);
+	exec_free(e);
+}
+
+/* The exec's process is gone (or will never run). status is a wait status. */
+static void
+exec_end(Exec *e, int status, const char *reason)
+{
+	if (e->ended)
+		return;
+	e->ended = true;
+	e->status = status;
+	e->end_reason = reason ? reason : e->kill_requested ? "killed" : NULL;
+	exec_maybe_finish(e); /* may free e */
+}
+
+/* ---------------------------------------------------------------------------
+ * Sandboxes.
+ */
+
+static Sandbox *
+sandbox_find(Shim *s, const char *id)
+{
+	for (Sandbox *sb = s->sandboxes; sb; sb = sb->next)
+		if (streq(sb->id, id))
+			return sb;
+	return NULL;
+}
+
+static Sandbox *
+sandbox_free(Sandbox *sb)
+{
+	if (!sb)
+		return NULL;
+	if (sb->sock_ev)
+		event_free(sb->sock_ev);
+	if (sb->pidfd_ev)
+		event_free(sb->pidfd_ev);
+	safe_close(sb->sock);
+	safe_close(sb->pidfd);
+	waiters_free(&sb->ensure_waiters);
+	waiters_free(&sb->destroy_waiters);
+	waiters_free(&sb->reensure_waiters);
+	free(sb->fail_msg);
+	free(sb->key);
+	free(sb);
+	return NULL;
+}
+DEFINE_TRIVIAL_CLEANUP_FUNC(Sandbox *, sandbox_free);
+
+/* Prepare <sandbox_dir>/<id>/workspace, owned by host_uid: it persists across
+ * re-creations of the sandbox for the same key. */
+static int
+sandbox_prepare_workspace(Shim *s, const char *id, char **ret_path)
+{
+	const ShimConf *c = s->conf;
+	_cleanup_free_ char *dir = NULL, *ws = NULL;
+	_cleanup_close_ int fd = -1;
+	int r;
+
+	if (asprintf(&dir, "%s/%s", c->sandbox_dir, id) < 0 ||
+	    asprintf(&ws, "%s/workspace", dir) < 0)
+		return -ENOMEM;
+	r = mkdir_p(dir, 0700);
+	if (r < 0)
+		return log_error_errno(r, "Failed to create '%s': %m", dir);
+	if (mkdir(ws, 0700) < 0 && errno != EEXIST)
+		return log_error_errno(errno, "Failed to create '%s': %m", ws);
+	/* O_NOFOLLOW + fchown: never chown through a planted symlink. */
+	fd = open(ws, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
+	if (fd < 0)
+		return log_error_errno(errno, "Failed to open '%s': %m", ws);
+	if (fchown(fd, (uid_t)c->host_uid, (gid_t)c->host_uid) < 0)
+		return log_error_errno(errno, "Failed to chown '%s': %m", ws);
+	*ret_path = TAKE_PTR(ws);
+	return 0;
+}
+
+static int
+sandbox_create(Shim *s, const char *key, const char *id, Sandbox **ret)
+{
+	_cleanup_(sandbox_freep) Sandbox *sb = NULL;
+	_cleanup_free_ char *ws = NULL;
+	const ShimConf *c = s->conf;
+	SandboxSpec spec;
+	LogCtx ctx = { .sandbox_id = id };
+	int r;
+
+	sb = calloc(1, sizeof(*sb));
+	if (!sb)
+		return -ENOMEM;
+	sb->shim = s;
+	sb->pidfd = sb->sock = -1;
+	memcpy(sb->id, id, sizeof(sb->id));
+	sb->key = strdup(key);
+	if (!sb->key)
+		return -ENOMEM;
+
+	r = sandbox_prepare_workspace(s, id, &ws);
+	if (r < 0)
+		return r;
+	spec = (SandboxSpec){
+		.root_mnt = s->root_mnt,
+		.workspace = ws,
+		.ro_binds = c->ro_binds,
+		.tmp_size = c->tmp_size,
+		.sandbox_uid = (uid_t)c->sandbox_uid,
+		.host_uid = (uid_t)c->host_uid,
+	};
+	r = sandbox_spawn(&spec, &sb->pid, &sb->pidfd, &sb->sock);
+	if (r < 0)
+		return log_ctx_errno(LOG_ERR, r, &ctx, "Failed to spawn the sandbox init: %m");
+	sb->sock_ev = event_new(s->base, sb->sock, EV_READ | EV_PERSIST, sandbox_sock_cb, sb);
+	sb->pidfd_ev = event_new(s->base, sb->pidfd, EV_READ, sandbox_pidfd_cb, sb);
+	if (!sb->sock_ev || !sb->pidfd_ev) {
+		(void)sandbox_pidfd_kill(sb->pidfd, SIGKILL);
+		(void)waitpid(sb->pid, NULL, 0);
+		return -ENOMEM;
+	}
+	event_add(sb->sock_ev, NULL);
+	event_add(sb->pidfd_ev, NULL);
+	sb->state = SANDBOX_STARTING;
+	sb->next = s->sandboxes;
+	s->sandboxes = sb;
+	log_ctx(LOG_DEBUG, &ctx, "Sandbox init spawned as pid %d", (int)sb->pid);
+	*ret = TAKE_PTR(sb);
+	return 0;
+}
+
+static void
+sandbox_kill(Sandbox *sb)
+{
+	if (sb->state != SANDBOX_DYING || !sb->destroy_requested) {
+		sb->destroy_requested = true;
+		sb->state = SANDBOX_DYING;
+	}
+	/* Every process of the namespace dies with its init. ESRCH: already gone. */
+	(void)sandbox_pidfd_kill(sb->pidfd, SIGKILL);
+	for (Exec *e = sb->shim->execs; e; e = e->next)
+		if (e->sandbox == sb)
+			e->kill_requested = true;
+}
+
+static void
+sandbox_fail_ensures(Sandbox *sb)
+{
+	char msg[600];
+
+	snprintf(msg, sizeof(msg), "sandbox setup failed: %s",
+		 sb->fail_msg ? sb->fail_msg
+		 : sb->destroy_requested ? "destroyed during setup"
+					 : "the sandbox init died");
+	while (sb->ensure_waiters) {
+		Waiter *w = sb->ensure_waiters;
+		sb->ensure_waiters = w->next;
+		(void)peer_reply_error(w->conn->peer, w->req_id, sb->fail_err ? sb->fail_err : -EIO,
+				       msg);
+		free(w);
+	}
+}
+
+static void
+sandbox_on_msg(Sandbox *sb, const InitMsg *m, const char *payload, size_t len)
+{
+	LogCtx ctx = { .sandbox_id = sb->id };
+	Exec *e;
+
+	switch (m->type) {
+	case INIT_MSG_READY:
+		if (sb->state != SANDBOX_STARTING)
+			break;
+		sb->state = SANDBOX_READY;
+		log_ctx_msgid(LOG_INFO, &ctx, RW_MESSAGE_SANDBOX_CREATED, "Sandbox %s created",
+			      sb->id);
+		while (sb->ensure_waiters) {
+			Waiter *w = sb->ensure_waiters;
+			sb->ensure_waiters = w->next;
+			reply_ensure(w->conn, w->req_id, sb->id, true);
+			free(w);
+		}
+		break;
+	case INIT_MSG_SETUP_FAILED:
+		free(sb->fail_msg);
+		sb->fail_msg = strndup(payload, len);
+		sb->fail_err = -(m->err > 0 ? m->err : EIO);
+		log_ctx(LOG_ERR, &ctx, "Sandbox %s setup failed: %s", sb->id,
+			sb->fail_msg ? sb->fail_msg : "?");
+		sb->state = SANDBOX_DYING;
+		sandbox_fail_ensures(sb);
+		break;
+	case INIT_MSG_STARTED:
+		e = exec_find(sb->shim, m->exec_id);
+		if (!e || e->sandbox != sb)
+			break;
+		e->pid = m->pid;
+		if (e->start_req_id && e->conn) {
+			MpWriter w;
+			mp_writer_init(&w);
+			mp_w_map(&w, 1);
+			mp_w_uint(&w, "exec_id", e->id);
+			(void)peer_reply(e->conn->peer, e->start_req_id, &w);
+			mp_writer_done(&w);
+		}
+		e->start_req_id = 0;
+		for (int i = STREAM_STDOUT; i <= STREAM_STDERR; i++)
+			if (e->ev[i] && !e->paused)
+				event_add(e->ev[i], NULL);
+		break;
+	case INIT_MSG_START_FAILED:
+		e = exec_find(sb->shim, m->exec_id);
+		if (!e || e->sandbox != sb)
+			break;
+		/* Answer like STARTED, then tell the story the way a shell would: the
+		 * message on stderr, and an EXEC_EXIT with reason "failed". */
+		if (e->start_req_id && e->conn) {
+			MpWriter w;
+			mp_writer_init(&w);
+			mp_w_map(&w, 1);
+			mp_w_uint(&w, "exec_id", e->id);
+			(void)peer_reply(e->conn->peer, e->start_req_id, &w);
+			mp_writer_done(&w);
+		}
+		e->start_req_id = 0;
+		{
+			char msg[600];
+			int n = snprintf(msg, sizeof(msg), "containerd-shim: %.*s\n", (int)MIN(len, 512),
+					 payload);
+			exec_push_output(e, STREAM_STDERR, msg, (size_t)MAX(n, 0));
+		}
+		/* The pipes' other ends were never used: close ours so the exit goes out now. */
+		for (int i = 0; i < 3; i++)
+			exec_close_stream(e, i);
+		exec_end(e, W_EXITCODE(m->err == ENOENT ? 127 : 126, 0), "failed");
+		break;
+	case INIT_MSG_EXITED:
+		e = exec_find(sb->shim, m->exec_id);
+		if (!e || e->sandbox != sb)
+			break;
+		exec_end(e, m->status, NULL);
+		break;
+	default: break;
+	}
+}
+
+static void
+sandbox_sock_cb(evutil_socket_t fd, short what, void *arg)
+{
+	Sandbox *sb = arg;
+	char buf[sizeof(InitMsg) + 1024];
+
+	for (;;) {
+		int fds[3];
+		size_t nfds = 0;
+		InitMsg m;
+		ssize_t n = fd_recv(sb->sock, buf, sizeof(buf), fds, ELEMENTSOF(fds), &nfds);
+
+		for (size_t i = 0; i < nfds; i++)
+			close(fds[i]); /* the init never sends fds */
+		if (n == -EAGAIN || n == -EINTR)
+			return;
+		if (n <= 0) {
+			/* The init is exiting; the pidfd tells when the namespace is gone. */
+			event_del(sb->sock_ev);
+			if (sb->state != SANDBOX_DYING)
+				sb->state = SANDBOX_DYING;
+			return;
+		}
+		if ((size_t)n < sizeof(InitMsg))
+			continue;
+		memcpy(&m, buf, sizeof(m));
+		sandbox_on_msg(sb, &m, buf + sizeof(m), (size_t)n - sizeof(m));
+	}
+}
+
+static void
+sandbox_unlink(Sandbox *sb)
+{
+	for (Sandbox **pp = &sb->shim->sandboxes; *pp; pp = &(*pp)->next)
+		if (*pp == sb) {
+			*pp = sb->next;
+			return;
+		}
+}
+
+/* The init is dead and so is every process of the sandbox. */
+static void
+sandbox_dead(Sandbox *sb)
+{
+	Shim *s = sb->shim;
+	LogCtx ctx = { .sandbox_id = sb->id };
+	Waiter *re;
+	Exec *next;
+
+	/* Drain the socket: an EXITED may still sit there before the EOF. */
+	sandbox_sock_cb(sb->sock, EV_READ, sb);
+	(void)waitpid(sb->pid, NULL, WNOHANG);
+	sandbox_unlink(sb);
+	if (sb->destroy_requested)
+		log_ctx_msgid(LOG_INFO, &ctx, RW_MESSAGE_SANDBOX_DESTROYED, "Sandbox %s destroyed",
+			      sb->id);
+	else if (!sb->fail_msg)
+		log_ctx(LOG_WARNING, &ctx, "Sandbox %s init died unexpectedly", sb->id);
+
+	for (Exec *e = s->execs; e; e = next) {
+		next = e->next;
+		if (e->sandbox != sb)
+			continue;
+		e->sandbox = NULL;
+		if (e->start_req_id && e->conn)
+			(void)peer_reply_error(e->conn->peer, e->start_req_id, -ESRCH,
+					       "the sandbox died before the exec started");
+		e->start_req_id = 0;
+		/* No exit status will come: SIGKILL from the namespace teardown. */
+		exec_end(e, W_EXITCODE(0, SIGKILL), e->kill_requested ? "killed" : "lost");
+	}
+	sandbox_fail_ensures(sb);
+	while (sb->destroy_waiters) {
+		Waiter *w = sb->destroy_waiters;
+		sb->destroy_waiters = w->next;
+		reply_empty(w->conn, w->req_id);
+		free(w);
+	}
+
+	/* ENSUREs that came in while it was dying get a fresh sandbox now. */
+	re = TAKE_PTR(sb->reensure_waiters);
+	if (re && !s->stopped) {
+		Sandbox *nsb = NULL;
+		int r = sandbox_create(s, sb->key, sb->id, &nsb);
+		if (r >= 0) {
+			nsb->ensure_waiters = re;
+			re = NULL;
+		} else
+			for (Waiter *w = re; w; w = w->next)
+				(void)peer_reply_error(w->conn->peer, w->req_id, r,
+						       "sandbox creation failed");
+	}
+	waiters_free(&re);
+	sandbox_free(sb);
+}
+
+static void
+sandbox_pidfd_cb(evutil_socket_t fd, short what, void *arg)
+{
+	sandbox_dead(arg);
+}
+
+/* ---------------------------------------------------------------------------
+ * Request handlers. Each returns < 0 for "answer ERROR with this errno".
+ */
+
+static int
+handle_sandbox_ensure(Peer *p, const Frame *f, void *userdata)
+{
+	Conn *c = userdata;
+	Shim *s = c->shim;
+	const char *key = NULL, *run_id = NULL, *thread_id = NULL;
+	char id[17];
+	MpReader r;
+	Sandbox *sb;
+	int k;
+
+	mp_reader_init(&r, f->body);
+	mp_read_str(&r, "key", &key);
+	mp_read_str_opt(&r, "run_id", &run_id, NULL);
+	mp_read_str_opt(&r, "thread_id", &thread_id, NULL);
+	if (r.err < 0) {
+		mp_reader_done(&r);
+		return -EBADMSG;
+	}
+	k = shim_sandbox_id(key, strlen(key), id);
+	if (k < 0) {
+		mp_reader_done(&r);
+		(void)peer_reply_error(p, f->req_id, k, "key must be 1..256 bytes without NUL");
+		return 0;
+	}
+	LogCtx ctx = { .run_id = run_id, .thread_id = thread_id, .sandbox_id = id };
+	sb = sandbox_find(s, id);
+	if (sb && !streq(sb->key, key)) {
+		mp_reader_done(&r);
+		return log_ctx_errno(LOG_ERR, -EEXIST, &ctx, "Sandbox id collision for '%s'",
+				     key);
+	}
+	if (sb && sb->state == SANDBOX_READY) {
+		siginfo_t si = { 0 };
+		/* Alive? (WNOWAIT: the pidfd callback still does the reaping.) */
+		if (waitid((idtype_t)P_PIDFD, (id_t)sb->pidfd, &si, WEXITED | WNOHANG | WNOWAIT) <
+			    0 ||
+		    si.si_pid != 0)
+			sb->state = SANDBOX_DYING;
+	}
+	if (sb) {
+		switch (sb->state) {
+		case SANDBOX_READY: reply_ensure(c, f->req_id, id, false); k = 0; break;
+		case SANDBOX_STARTING: k = waiter_add(&sb->ensure_waiters, c, f->req_id); break;
+		case SANDBOX_DYING: k = waiter_add(&sb->reensure_waiters, c, f->req_id); break;
+		}
+		mp_reader_done(&r);
+		return k;
+	}
+	k = sandbox_create(s, key, id, &sb);
+	if (k >= 0)
+		k = waiter_add(&sb->ensure_waiters, c, f->req_id);
+	if (k >= 0)
+		log_ctx(LOG_DEBUG, &ctx, "Creating sandbox %s", id);
+	mp_reader_done(&r);
+	return k;
+}
+
+static int
+handle_sandbox_destroy(Peer *p, const Frame *f, void *userdata)
+{
+	Conn *c = userdata;
+	const char *id = NULL;
+	MpReader r;
+	Sandbox *sb;
+	int k;
+
+	mp_reader_init(&r, f->body);
+	mp_read_str(&r, "sandbox_id", &id);
+	if (r.err < 0) {
+		mp_reader_done(&r);
+		return -EBADMSG;
+	}
+	sb = sandbox_find(c->shim, id);
+	mp_reader_done(&r);
+	if (!sb)
+		return -ENOENT;
+	k = waiter_add(&sb->destroy_waiters, c, f->req_id);
+	if (k < 0)
+		return k;
+	sandbox_kill(sb);
+	return 0;
+}
+
+/* Validate argv/env/cwd and pack them as the init wants them. */
+static int
+exec_pack(const char *cwd, char **argv, char **env, char **ret, size_t *ret_len, uint32_t *ret_argc,
+	  uint32_t *ret_envc)
+{
+	size_t len = strlen(cwd) + 1, argc = 0, envc = 0;
+	char *buf, *p;
+
+	if (cwd[0] != '/' || len > PATH_MAX)
+		return -EINVAL;
+	for (; argv[argc]; argc++)
+		len += strlen(argv[argc]) + 1;
+	for (; env[envc]; envc++) {
+		const char *eq = strchr(env[envc], '=');
+		if (!eq || eq == env[envc])
+			return -EINVAL; /* "K=V" with a non-empty K */
+		len += strlen(env[envc]) + 1;
+	}
+	if (argc == 0 || argv[0][0] == '\0' || argc + envc > EXEC_ARGV_MAX)
+		return -EINVAL;
+	if (len > INIT_PAYLOAD_MAX)
+		return -E2BIG;
+	buf = malloc(sizeof(InitMsg) + len);
+	if (!buf)
+		return -ENOMEM;
+	p = buf + sizeof(InitMsg);
+	p = stpcpy(p, cwd) + 1;
+	for (size_t i = 0; i < argc; i++)
+		p = stpcpy(p, argv[i]) + 1;
+	for (size_t i = 0; i < envc; i++)
+		p = stpcpy(p, env[i]) + 1;
+	*ret = buf;
+	*ret_len = sizeof(InitMsg) + len;
+	*ret_argc = (uint32_t)argc;
+	*ret_envc = (uint32_t)envc;
+	return 0;
+}
+
+static int
+handle_exec_start(Peer *p, const Frame *f, void *userdata)
+{
+	Conn *c = userdata;
+	Shim *s = c->shim;
+	const char *id = NULL, *cwd = NULL, *run_id = NULL;
+	char **argv = NULL, **env = NULL;
+	const void *in = NULL;
+	size_t in_len = 0, msg_len = 0;
+	_cleanup_free_ char *msg = NULL;
+	int child_fds[3] = { -1, -1, -1 };
+	Exec *e = NULL;
+	InitMsg m = { .type = INIT_MSG_EXEC };
+	MpReader r;
+	Sandbox *sb;
+	int k;
+
+	mp_reader_init(&r, f->body);
+	mp_read_str(&r, "sandbox_id", &id);
+	mp_read_strv(&r, "argv", &argv);
+	mp_read_strv(&r, "env", &env);
+	mp_read_str(&r, "cwd", &cwd);
+	mp_read_bin_opt(&r, "stdin", &in, &in_len);
+	mp_read_str_opt(&r, "run_id", &run_id, NULL);
+	if (r.err < 0) {
+		k = -EBADMSG;
+		goto out;
+	}
+	sb = sandbox_find(s, id);
+	if (!sb || sb->state == SANDBOX_DYING) {
+		k = -ENOENT;
+		goto out;
+	}
+	if (sb->state != SANDBOX_READY) {
+		k = -EAGAIN;
+		goto out;
+	}
+	k = exec_pack(cwd, argv, env, &msg, &msg_len, &m.argc, &m.envc);
+	if (k < 0) {
+		(void)peer_reply_error(p, f->req_id, k,
+				       k == -E2BIG ? "argv and env too large"
+						   : "bad argv, env (K=V) or cwd (absolute path)");
+		k = 0;
+		goto out;
+	}
+
+	e = calloc(1, sizeof(*e));
+	if (!e) {
+		k = -ENOMEM;
+		goto out;
+	}
+	e->shim = s;
+	e->sandbox = sb;
+	e->conn = c;
+	e->fds[0] = e->fds[1] = e->fds[2] = -1;
+	e->drain_timer = evtimer_new(s->base, exec_drain_cb, e);
+	e->bp_timer = evtimer_new(s->base, exec_bp_cb, e);
+	if (!e->drain_timer || !e->bp_timer) {
+		k = -ENOMEM;
+		goto out;
+	}
+	for (int i = 0; i < 3; i++) {
+		int pp[2];
+		if (pipe2(pp, O_CLOEXEC) < 0) {
+			k = -errno;
+			goto out;
+		}
+		/* stdin: the child reads pp[0]; stdout/stderr: the child writes pp[1]. */
+		child_fds[i] = i == STREAM_STDIN ? pp[0] : pp[1];
+		e->fds[i] = i == STREAM_STDIN ? pp[1] : pp[0];
+		(void)fd_nonblock(e->fds[i], 1);
+	}
+	e->id = ++s->next_exec_id;
+	m.exec_id = e->id;
+	memcpy(msg, &m, sizeof(m));
+	k = (int)fd_send(sb->sock, msg, msg_len, child_fds, 3);
+	if (k < 0) {
+		log_warning_errno(k, "Failed to send exec to sandbox %s: %m", sb->id);
+		goto out;
+	}
+	for (int i = 0; i < 3; i++)
+		child_fds[i] = safe_close(child_fds[i]);
+
+	for (int i = STREAM_STDOUT; i <= STREAM_STDERR; i++) {
+		e->ev[i] = event_new(s->base, e->fds[i], EV_READ | EV_PERSIST, exec_read_cb, e);
+		if (!e->ev[i]) {
+			k = -ENOMEM;
+			goto out;
+		}
+		/* Added on STARTED: no EXEC_OUTPUT may precede the EXEC_START reply. */
+	}
+	if (in_len > 0) {
+		e->stdin_data = malloc(in_len);
+		e->ev[STREAM_STDIN] =
+			event_new(s->base, e->fds[STREAM_STDIN], EV_WRITE | EV_PERSIST, exec_stdin_cb, e);
+		if (!e->stdin_data || !e->ev[STREAM_STDIN]) {
+			k = -ENOMEM;
+			goto out;
+		}
+		memcpy(e->stdin_data, in, in_len);
+		e->stdin_len = in_len;
+		event_add(e->ev[STREAM_STDIN], NULL);
+	} else
+		exec_close_stream(e, STREAM_STDIN); /* EOF right away */
+
+	e->start_req_id = f->req_id; /* answered on STARTED / START_FAILED */
+	e->next = s->execs;
+	s->execs = e;
+	{
+		LogCtx ctx = { .run_id = run_id, .sandbox_id = sb->id };
+		log_ctx(LOG_DEBUG, &ctx, "exec %" PRIu64 ": '%s'", e->id, argv[0]);
+	}
+	e = NULL;
+	k = 0;
+out:
+	if (e && e->id && k < 0)
+		/* The init never saw it (send failed): it cannot be running. */
+		log_debug("exec %" PRIu64 " not started", e->id);
+	exec_free(e);
+	for (int i = 0; i < 3; i++)
+		safe_close(child_fds[i]);
+	mp_strv_free(argv);
+	mp_strv_free(env);
+	mp_reader_done(&r);
+	return k;
+}
+
+static int
+handle_exec_kill(Peer *p, const Frame *f, void *userdata)
+{
+	Conn *c = userdata;
+	uint64_t id = 0;
+	int64_t sig = 0;
+	MpReader r;
+	Exec *e;
+
+	mp_reader_init(&r, f->body);
+	mp_read_uint(&r, "exec_id", &id);
+	mp_read_int(&r, "signal", &sig);
+	mp_reader_done(&r);
+	if (r.err < 0)
+		return -EBADMSG;
+	if (sig <= 0 || sig >= NSIG)
+		return -EINVAL;
+	e = exec_find(c->shim, id);
+	if (!e)
+		return -ENOENT;
+	if (!e->ended && e->sandbox && e->sandbox->state == SANDBOX_READY) {
+		InitMsg m = { .type = INIT_MSG_KILL, .exec_id = id, .status = (int32_t)sig };
+		ssize_t n = fd_send(e->sandbox->sock, &m, sizeof(m), NULL, 0);
+		if (n < 0)
+			return (int)n;
+		e->kill_requested = true;
+	}
+	reply_empty(c, f->req_id);
+	return 0;
+}
+
+static const PeerHandler shim_handlers[_MSG_TYPE_MAX] = {
+	[MSG_SANDBOX_ENSURE] = handle_sandbox_ensure,
+	[MSG_SANDBOX_DESTROY] = handle_sandbox_destroy,
+	[MSG_EXEC_START] = handle_exec_start,
+	[MSG_EXEC_KILL] = handle_exec_kill,
+};
+
+/* ---------------------------------------------------------------------------
+ * Connections.
+ */
+
+static void
+conn_on_close(Peer *p, int err, void *userdata)
+{
+	Conn *c = userdata;
+	Shim *s = c->shim;
+
+	log_debug_errno(err, "Connection from %s closed: %m", peer_role_name(peer_remote_role(p)));
+	/* Execs keep running; their output is dropped until re-attach exists. */
+	for (Exec *e = s->execs; e; e = e->next)
+		if (e->conn == c) {
+			e->conn = NULL;
+			e->start_req_id = 0;
+			if (e->paused)
+				exec_bp_cb(-1, 0, e);
+		}
+	for (Sandbox *sb = s->sandboxes; sb; sb = sb->next) {
+		waiters_drop_conn(&sb->ensure_waiters, c);
+		waiters_drop_conn(&sb->destroy_waiters, c);
+		waiters_drop_conn(&sb->reensure_waiters, c);
+	}
+	for (Conn **pp = &s->conns; *pp; pp = &(*pp)->next)
+		if (*pp == c) {
+			*pp = c->next;
+			break;
+		}
+	peer_free(p); /* deferred by the peer until its dispatch unwinds */
+	free(c);
+}
+
+static const PeerOps shim_peer_ops = {
+	.local_role = ROLE_SHIM,
+	.handlers = shim_handlers,
+	.on_close = conn_on_close,
+};
+
+static void
+listen_cb(evutil_socket_t fd, short what, void *arg)
+{
+	Shim *s = arg;
+
+	for (;;) {
+		int cfd = accept4(fd, NULL, NULL, SOCK_CLOEXEC | SOCK_NONBLOCK);
+		uid_t uid;
+		Conn *c;
+		int r;
+
+		if (cfd < 0) {
+			if (errno != EAGAIN && errno != EINTR)
+				log_warning_errno(errno, "accept() failed, ignoring: %m");
+			return;
+		}
+		r = unix_peer_uid(cfd, &uid, NULL);
+		if (r < 0 || (uid != 0 && uid != geteuid())) {
+			log_warning("Refusing a connection from uid %d", r < 0 ? -1 : (int)uid);
+			close(cfd);
+			continue;
+		}
+		c = calloc(1, sizeof(*c));
+		if (!c) {
+			close(cfd);
+			continue;
+		}
+		c->shim = s;
+		r = peer_new(s->base, cfd, &shim_peer_ops, c, (size_t)s->conf->shared.max_frame,
+			     &c->peer);
+		if (r < 0) {
+			log_warning_errno(r, "Failed to set up a connection, ignoring: %m");
+			free(c);
+			continue;
+		}
+		c->next = s->conns;
+		s->conns = c;
+	}
+}
+
+/* ---------------------------------------------------------------------------
+ * Lifecycle.
+ */
+
+static int
+check_ro_binds(const char *list)
+{
+	_cleanup_free_ char *buf = strdup(list);
+	char *save = NULL;
+
+	if (!buf)
+		return -ENOMEM;
+	for (char *t = strtok_r(buf, " \t", &save); t; t = strtok_r(NULL, " \t", &save))
+		if (t[0] != '/' || t[1] == '\0' || strstr(t, "/.") || streq(t, "/proc") ||
+		    streq(t, "/dev") || streq(t, "/tmp") || streq(t, "/workspace"))
+			return log_error_errno(SYNTHETIC_ERRNO(EINVAL),
+					       "ro_binds: '%s' is not an allowed path", t);
+	return 0;
+}
+
+int
+shim_new(struct event_base *base, const ShimConf *conf, Shim **ret)
+{
+	Shim *s;
+	int r;
+
+	r = check_ro_binds(conf->ro_binds);
+	if (r < 0)
+		return r;
+	/* The inits inherit our credentials: no host group (root!) may ride along into
+	 * a sandbox, and setgroups() is denied in there. */
+	if (setgroups(0, NULL) < 0 && getgroups(0, NULL) > 0)
+		return log_error_errno(errno, "Failed to drop supplementary groups: %m");
+
+	s = calloc(1, sizeof(*s));
+	if (!s)
+		return log_error_errno(SYNTHETIC_ERRNO(ENOMEM), "Out of memory");
+	s->base = base;
+	s->conf = conf;
+	s->listen_fd = -1;
+	if (asprintf(&s->sock_path, "%s/%s", conf->shared.runtime_dir, RW_SOCK_SHIM) < 0 ||
+	    asprintf(&s->root_mnt, "%s/sandbox-root", conf->shared.runtime_dir) < 0) {
+		s->sock_path = s->root_mnt = NULL;
+		shim_free(s);
+		return log_error_errno(SYNTHETIC_ERRNO(ENOMEM), "Out of memory");
+	}
+	r = mkdir_p(conf->shared.runtime_dir, 0755);
+	if (r >= 0)
+		r = mkdir_p(s->root_mnt, 0700);
+	if (r < 0) {
+		log_error_errno(r, "Failed to create '%s': %m", s->root_mnt);
+		shim_free(s);
+		return r;
+	}
+	r = mkdir_p(conf->sandbox_dir, 0700);
+	if (r < 0) {
+		log_error_errno(r, "Failed to create '%s': %m", conf->sandbox_dir);
+		shim_free(s);
+		return r;
+	}
+	s->listen_fd = unix_listen(s->sock_path, 0600);
+	if (s->listen_fd < 0) {
+		r = log_error_errno(s->listen_fd, "Failed to listen on '%s': %m", s->sock_path);
+		s->listen_fd = -1;
+		shim_free(s);
+		return r;
+	}
+	s->listen_ev = event_new(base, s->listen_fd, EV_READ | EV_PERSIST, listen_cb, s);
+	if (!s->listen_ev || event_add(s->listen_ev, NULL) < 0) {
+		shim_free(s);
+		return log_error_errno(SYNTHETIC_ERRNO(ENOMEM), "Failed to watch the socket");
+	}
+	*ret = s;
+	return 0;
+}
+
+void
+shim_stop(Shim *s)
+{
+	if (!s || s->stopped)
+		return;
+	s->stopped = true;
+	if (s->listen_ev) {
+		event_free(s->listen_ev);
+		s->listen_ev = NULL;
+	}
+	if (s->listen_fd >= 0) {
+		s->listen_fd = safe_close(s->listen_fd);
+		(void)unlink(s->sock_path);
+	}
+	/* Kill all first, then wait: the kernel tears the namespaces down in parallel. */
+	for (Sandbox *sb = s->sandboxes; sb; sb = sb->next)
+		sandbox_kill(sb);
+	while (s->sandboxes) {
+		(void)waitpid(s->sandboxes->pid, NULL, 0);
+		sandbox_dead(s->sandboxes);
+	}
+}
+
+Shim *
+shim_free(Shim *s)
+{
+	if (!s)
+		return NULL;
+	shim_stop(s);
+	while (s->execs) {
+		Exec *e = s->execs;
+		s->execs = e->next;
+		exec_free(e);
+	}
+	while (s->conns) {
+		Conn *c = s->conns;
+		s->conns = c->next;
+		peer_free(c->peer);
+		free(c);
+	}
+	free(s->sock_path);
+	free(s->root_mnt);
+	free(s);
+	return NULL;
+}

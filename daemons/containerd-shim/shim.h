@@ -1,0 +1,42 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * shim.h — the containerd-shim daemon object.
+ *
+ * A Shim owns the control socket (<runtime_dir>/containerd-shim.sock, 0600,
+ * SO_PEERCRED: uid 0 or our own euid only), one Peer per accepted connection,
+ * the table of live sandboxes (one per key; id = first 16 hex digits of
+ * SHA-256(key)) and the table of execs (shim-global increasing ids).
+ *
+ * Requests (handler table indexed by MsgType; see common/proto/messages.def):
+ *   SANDBOX_ENSURE  {key, run_id?, thread_id?} → {sandbox_id, created}
+ *   SANDBOX_DESTROY {sandbox_id}               → {} once every process is dead
+ *   EXEC_START      {sandbox_id, argv, env, cwd, stdin?, run_id?} → {exec_id}
+ *                   then pushes EXEC_OUTPUT… and exactly one EXEC_EXIT
+ *   EXEC_KILL       {exec_id, signal}          → {}
+ * A malformed request is answered with an ERROR frame and never takes the
+ * daemon down; a framing error drops only that connection.
+ *
+ * Single-threaded: everything runs from the event_base given to shim_new().
+ */
+#pragma once
+
+#include "shim-conf.h"
+
+struct event_base;
+typedef struct Shim Shim;
+
+/* Create the directories and the listening socket. *ret is the new Shim; it
+ * borrows conf and base, which must outlive it. Returns 0 or a negative errno
+ * (logged). */
+int shim_new(struct event_base *base, const ShimConf *conf, Shim **ret);
+
+/* Stop accepting, SIGKILL every sandbox and wait for them, remove the socket.
+ * Idempotent. Does not break the event loop. */
+void shim_stop(Shim *s);
+
+/* shim_stop(), then release everything. NULL-safe; returns NULL. */
+Shim *shim_free(Shim *s);
+
+/* Compute the sandbox id of a key into ret_id (17 bytes: 16 hex + NUL).
+ * Returns 0, or -EINVAL for an empty key, one over 256 bytes or with a NUL. */
+int shim_sandbox_id(const char *key, size_t len, char ret_id[static 17]);

@@ -1,0 +1,350 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * shimctl — a small blocking client of containerd-shim, for the e2e tests and
+ * for poking at a shim by hand.
+ *
+ *   shimctl SOCKET KEY [OPTIONS] -- ARGV...   ensure the sandbox of KEY, run ARGV
+ *                                             in it, stream its output, exit with
+ *                                             its exit code
+ *   shimctl SOCKET KEY --destroy              destroy the sandbox of KEY
+ *
+ * Options: --cwd DIR (default /workspace), --env K=V (repeatable; replaces the
+ * default PATH=/usr/local/bin:/usr/bin:/bin HOME=/workspace), --stdin (send
+ * our stdin), --kill-after MS (EXEC_KILL with SIGKILL after MS ms),
+ * --destroy-after (destroy the sandbox once the exec ended).
+ *
+ * The reason of the end goes to stderr as
+ *   "shimctl: exec N: REASON (exit_code C, signal S)".
+ * Exit status: the exec's exit code; 255 when it was lost; 2 for usage or
+ * protocol errors (the ERROR message is printed).
+ */
+#include "config.h"
+
+#include <errno.h>
+#include <inttypes.h>
+#include <poll.h>
+#include <signal.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "fd-util.h"
+#include "frame.h"
+#include "macro.h"
+#include "mp-cursor.h"
+#include "peer.h"
+#include "proto.h"
+#include "shim.h"
+#include "time-util.h"
+
+#define MAX_FRAME (16 * 1024 * 1024)
+
+static int sock = -1;
+static uint64_t next_req = 0;
+static uint64_t cur_exec = 0;
+
+static _noreturn_ _printf_(1, 2) void die(const char *fmt, ...)
+{
+	va_list ap;
+	fputs("shimctl: ", stderr);
+	va_start(ap, fmt);
+	vfprintf(stderr, fmt, ap);
+	va_end(ap);
+	fputc('\n', stderr);
+	exit(2);
+}
+
+static uint64_t
+send_msg(int type, const MpWriter *w)
+{
+	char *buf = NULL;
+	size_t len = 0;
+	uint64_t id = type == MSG_HELLO ? 0 : ++next_req;
+	int r = frame_encode(type, id, w ? w->sbuf.data : NULL, w ? w->sbuf.size : 0, MAX_FRAME,
+			     &buf, &len);
+	if (r < 0)
+		die("encode: %s", strerror(-r));
+	r = loop_write(sock, buf, len);
+	free(buf);
+	if (r < 0)
+		die("write: %s", strerror(-r));
+	return id;
+}
+
+static int
+read_full(void *buf, size_t len)
+{
+	char *p = buf;
+	while (len > 0) {
+		ssize_t n = read(sock, p, len);
+		if (n < 0 && errno == EINTR)
+			continue;
+		if (n <= 0)
+			return -1;
+		p += n;
+		len -= (size_t)n;
+	}
+	return 0;
+}
+
+/* Blocking read of one frame. */
+static void
+read_frame(Frame *f)
+{
+	unsigned char hdr[4];
+	uint32_t len;
+	char *buf;
+
+	if (read_full(hdr, 4) < 0)
+		die("connection closed by the shim");
+	len = (uint32_t)hdr[0] << 24 | (uint32_t)hdr[1] << 16 | (uint32_t)hdr[2] << 8 | hdr[3];
+	if (len > MAX_FRAME)
+		die("oversized frame (%u bytes)", len);
+	buf = malloc(len ? len : 1);
+	if (!buf || read_full(buf, len) < 0)
+		die("short frame");
+	if (frame_parse(buf, len, f) < 0)
+		die("malformed frame");
+	free(buf);
+}
+
+/* Returns the exit status of shimctl when the exec ended, -1 otherwise. */
+static int
+handle_push(const Frame *f)
+{
+	MpReader r;
+	uint64_t id = 0, stream = 0, off = 0;
+	const void *data = NULL;
+	size_t len = 0;
+	int ret = -1;
+
+	mp_reader_init(&r, f->body);
+	if (f->type == MSG_EXEC_OUTPUT) {
+		mp_read_uint(&r, "exec_id", &id);
+		mp_read_uint(&r, "stream", &stream);
+		mp_read_uint(&r, "offset", &off);
+		mp_read_bin(&r, "data", &data, &len);
+		if (r.err < 0)
+			die("bad EXEC_OUTPUT");
+		if (id == cur_exec)
+			(void)loop_write(stream == 2 ? STDERR_FILENO : STDOUT_FILENO, data, len);
+	} else if (f->type == MSG_EXEC_EXIT) {
+		int64_t code = 0, sig = 0;
+		const char *reason = NULL;
+		mp_read_uint(&r, "exec_id", &id);
+		mp_read_int(&r, "exit_code", &code);
+		mp_read_int(&r, "signal", &sig);
+		mp_read_str(&r, "reason", &reason);
+		if (r.err < 0)
+			die("bad EXEC_EXIT");
+		if (id == cur_exec) {
+			fprintf(stderr, "shimctl: exec %" PRIu64 ": %s (exit_code %" PRId64
+					", signal %" PRId64 ")\n",
+				id, reason, code, sig);
+			ret = streq(reason, "lost") ? 255 : (int)(code & 0xff);
+		}
+	}
+	mp_reader_done(&r);
+	return ret;
+}
+
+/* Send a request and wait for its REPLY (pushes in between are handled).
+ * On ERROR: print and exit 2. The reply frame is left in *ret. */
+static void
+call(int type, const MpWriter *w, Frame *ret)
+{
+	uint64_t id = send_msg(type, w);
+
+	for (;;) {
+		Frame f;
+		read_frame(&f);
+		if ((f.type == MSG_REPLY || f.type == MSG_ERROR) && f.req_id == id) {
+			if (f.type == MSG_ERROR) {
+				MpReader r;
+				const char *msg = "?";
+				int64_t code = 0;
+				mp_reader_init(&r, f.body);
+				mp_read_int(&r, "code", &code);
+				mp_read_str(&r, "message", &msg);
+				fprintf(stderr, "shimctl: %s failed: %s (%s)\n", msg_type_name(type),
+					msg, strerror((int)-code));
+				exit(2);
+			}
+			*ret = f;
+			return;
+		}
+		int st = handle_push(&f);
+		frame_done(&f);
+		if (st >= 0)
+			exit(st);
+	}
+}
+
+static char *
+read_all_stdin(size_t *ret_len)
+{
+	size_t cap = 65536, len = 0;
+	char *buf = malloc(cap);
+	ssize_t n;
+
+	while (buf && (n = read(STDIN_FILENO, buf + len, cap - len)) > 0) {
+		len += (size_t)n;
+		if (len == cap)
+			buf = realloc(buf, cap *= 2);
+	}
+	if (!buf)
+		die("out of memory");
+	*ret_len = len;
+	return buf;
+}
+
+int
+main(int argc, char **argv)
+{
+	const char *path, *key, *cwd = "/workspace";
+	const char *def_env[] = { "PATH=/usr/local/bin:/usr/bin:/bin", "HOME=/workspace", NULL };
+	char **env = NULL;
+	size_t n_env = 0;
+	bool destroy = false, destroy_after = false, want_stdin = false;
+	long kill_after = -1;
+	char id[17];
+	char **cmd = NULL;
+	char *in = NULL;
+	size_t in_len = 0;
+	MpWriter w;
+	Frame f;
+	int i, status = -1;
+
+	if (argc < 3)
+		die("usage: shimctl SOCKET KEY [--cwd DIR] [--env K=V]... [--stdin] "
+		    "[--kill-after MS] [--destroy-after] -- ARGV... | shimctl SOCKET KEY --destroy");
+	path = argv[1];
+	key = argv[2];
+	env = calloc((size_t)argc + 1, sizeof(char *));
+	for (i = 3; i < argc; i++) {
+		if (streq(argv[i], "--")) {
+			cmd = argv + i + 1;
+			break;
+		} else if (streq(argv[i], "--destroy"))
+			destroy = true;
+		else if (streq(argv[i], "--destroy-after"))
+			destroy_after = true;
+		else if (streq(argv[i], "--stdin"))
+			want_stdin = true;
+		else if (streq(argv[i], "--cwd") && i + 1 < argc)
+			cwd = argv[++i];
+		else if (streq(argv[i], "--env") && i + 1 < argc)
+			env[n_env++] = argv[++i];
+		else if (streq(argv[i], "--kill-after") && i + 1 < argc)
+			kill_after = atol(argv[++i]);
+		else
+			die("unknown option '%s'", argv[i]);
+	}
+	if (!destroy && (!cmd || !cmd[0]))
+		die("nothing to run (missing -- ARGV)");
+	if (shim_sandbox_id(key, strlen(key), id) < 0)
+		die("bad key");
+	if (want_stdin)
+		in = read_all_stdin(&in_len);
+
+	sock = unix_connect(path);
+	if (sock < 0)
+		die("connect '%s': %s", path, strerror(-sock));
+	mp_writer_init(&w);
+	mp_w_map(&w, 3);
+	mp_w_uint(&w, "version", RW_PROTO_VERSION);
+	mp_w_str(&w, "role", "client");
+	mp_w_uint(&w, "pid", (uint64_t)getpid());
+	send_msg(MSG_HELLO, &w);
+	mp_writer_done(&w);
+
+	if (destroy) {
+		mp_writer_init(&w);
+		mp_w_map(&w, 1);
+		mp_w_str(&w, "sandbox_id", id);
+		call(MSG_SANDBOX_DESTROY, &w, &f);
+		mp_writer_done(&w);
+		frame_done(&f);
+		fprintf(stderr, "shimctl: sandbox %s destroyed\n", id);
+		return 0;
+	}
+
+	mp_writer_init(&w);
+	mp_w_map(&w, 1);
+	mp_w_str(&w, "key", key);
+	call(MSG_SANDBOX_ENSURE, &w, &f);
+	mp_writer_done(&w);
+	{
+		MpReader r;
+		const char *sid = NULL;
+		bool created = false;
+		mp_reader_init(&r, f.body);
+		mp_read_str(&r, "sandbox_id", &sid);
+		mp_read_bool_opt(&r, "created", &created, false);
+		if (r.err < 0 || !streq(sid, id))
+			die("bad SANDBOX_ENSURE reply");
+		if (getenv("SHIMCTL_VERBOSE"))
+			fprintf(stderr, "shimctl: sandbox %s %s\n", sid,
+				created ? "created" : "reused");
+		mp_reader_done(&r);
+		frame_done(&f);
+	}
+
+	mp_writer_init(&w);
+	mp_w_map(&w, in ? 5 : 4);
+	mp_w_str(&w, "sandbox_id", id);
+	mp_w_str_array(&w, "argv", cmd);
+	mp_w_str_array(&w, "env", n_env ? env : (char *const *)def_env);
+	mp_w_str(&w, "cwd", cwd);
+	if (in)
+		mp_w_bin(&w, "stdin", in, in_len);
+	call(MSG_EXEC_START, &w, &f);
+	mp_writer_done(&w);
+	{
+		MpReader r;
+		mp_reader_init(&r, f.body);
+		mp_read_uint(&r, "exec_id", &cur_exec);
+		if (r.err < 0)
+			die("bad EXEC_START reply");
+		mp_reader_done(&r);
+		frame_done(&f);
+	}
+
+	usec_t deadline = kill_after >= 0 ? now_usec() + (usec_t)kill_after * USEC_PER_MSEC : 0;
+	while (status < 0) {
+		if (deadline) {
+			usec_t now = now_usec();
+			struct pollfd p = { .fd = sock, .events = POLLIN };
+			int t = now >= deadline ? 0 : (int)((deadline - now) / USEC_PER_MSEC) + 1;
+			if (poll(&p, 1, t) == 0) {
+				deadline = 0;
+				mp_writer_init(&w);
+				mp_w_map(&w, 2);
+				mp_w_uint(&w, "exec_id", cur_exec);
+				mp_w_int(&w, "signal", SIGKILL);
+				call(MSG_EXEC_KILL, &w, &f);
+				mp_writer_done(&w);
+				frame_done(&f);
+				continue;
+			}
+		}
+		read_frame(&f);
+		status = handle_push(&f);
+		frame_done(&f);
+	}
+
+	if (destroy_after) {
+		mp_writer_init(&w);
+		mp_w_map(&w, 1);
+		mp_w_str(&w, "sandbox_id", id);
+		call(MSG_SANDBOX_DESTROY, &w, &f);
+		mp_writer_done(&w);
+		frame_done(&f);
+	}
+	free(in);
+	free(env);
+	close(sock);
+	return status;
+}
