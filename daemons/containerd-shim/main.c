@@ -31,9 +31,9 @@ on_term(void *userdata)
 static int
 run(int argc, char **argv)
 {
-	ShimConf conf = { 0 };
+	ShimConf conf = {0};
 	DaemonArgs args;
-	Ctx ctx = { 0 };
+	Ctx ctx = {0};
 	int r;
 
 	log_open("containerd-shim");

@@ -51,11 +51,11 @@
 
 #define INIT_SOCK_FD 3
 #define MAX_BINDS 32
-static const char *const dev_nodes[] = { "null", "zero", "full", "random", "urandom" };
+static const char *const dev_nodes[] = {"null", "zero", "full", "random", "urandom"};
 /* /proc entries made read-only (bind onto themselves) and masked with /dev/null. */
-static const char *const proc_ro[] = { "proc/sys", "proc/sysrq-trigger", "proc/irq", "proc/bus" };
-static const char *const proc_masked[] = { "proc/kcore", "proc/keys", "proc/timer_list",
-					   "proc/sched_debug" };
+static const char *const proc_ro[] = {"proc/sys", "proc/sysrq-trigger", "proc/irq", "proc/bus"};
+static const char *const proc_masked[] = {"proc/kcore", "proc/keys", "proc/timer_list",
+					  "proc/sched_debug"};
 
 extern char **environ;
 
@@ -86,7 +86,7 @@ init_send(int sock, const InitMsg *m, const char *payload, size_t len)
 static _noreturn_ _printf_(2, 3) void init_fail(int err, const char *fmt, ...)
 {
 	char msg[512];
-	InitMsg m = { .type = INIT_MSG_SETUP_FAILED, .err = err };
+	InitMsg m = {.type = INIT_MSG_SETUP_FAILED, .err = err};
 	va_list ap;
 	int n;
 
@@ -95,8 +95,8 @@ static _noreturn_ _printf_(2, 3) void init_fail(int err, const char *fmt, ...)
 	va_end(ap);
 	if (n < 0)
 		n = 0;
-	snprintf(msg + MIN((size_t)n, sizeof(msg) - 1), sizeof(msg) - MIN((size_t)n, sizeof(msg) - 1),
-		 ": %s", strerror(err));
+	snprintf(msg + MIN((size_t)n, sizeof(msg) - 1),
+		 sizeof(msg) - MIN((size_t)n, sizeof(msg) - 1), ": %s", strerror(err));
 	init_send(INIT_SOCK_FD, &m, msg, strlen(msg));
 	_exit(1);
 }
@@ -123,12 +123,13 @@ typedef struct Bind {
 static int
 tree_clone(const char *path, uint64_t attrs, bool recursive)
 {
-	struct mount_attr a = { .attr_set = attrs };
+	struct mount_attr a = {.attr_set = attrs};
 	int fd = open_tree(AT_FDCWD, path,
 			   OPEN_TREE_CLONE | OPEN_TREE_CLOEXEC | (recursive ? AT_RECURSIVE : 0));
 	if (fd < 0)
 		init_fail(errno, "open_tree %s", path);
-	if (mount_setattr(fd, "", AT_EMPTY_PATH | (recursive ? AT_RECURSIVE : 0), &a, sizeof(a)) < 0)
+	if (mount_setattr(fd, "", AT_EMPTY_PATH | (recursive ? AT_RECURSIVE : 0), &a, sizeof(a)) <
+	    0)
 		init_fail(errno, "mount_setattr %s", path);
 	return fd;
 }
@@ -207,9 +208,8 @@ binds_capture(const char *list, Bind *binds)
 			continue;
 		}
 		b->is_dir = S_ISDIR(st.st_mode);
-		b->tree_fd = tree_clone(tok,
-					MOUNT_ATTR_RDONLY | MOUNT_ATTR_NOSUID | MOUNT_ATTR_NODEV,
-					true);
+		b->tree_fd =
+		    tree_clone(tok, MOUNT_ATTR_RDONLY | MOUNT_ATTR_NOSUID | MOUNT_ATTR_NODEV, true);
 	}
 	return n;
 }
@@ -238,7 +238,7 @@ proc_mask(const char *rel)
 static void
 caps_raise_effective(void)
 {
-	struct __user_cap_header_struct h = { .version = _LINUX_CAPABILITY_VERSION_3 };
+	struct __user_cap_header_struct h = {.version = _LINUX_CAPABILITY_VERSION_3};
 	struct __user_cap_data_struct d[2];
 
 	CHECK(syscall(SYS_capget, &h, d), "capget");
@@ -253,13 +253,13 @@ caps_raise_effective(void)
 static void
 caps_drop_all(void)
 {
-	struct __user_cap_header_struct h = { .version = _LINUX_CAPABILITY_VERSION_3 };
-	struct __user_cap_data_struct d[2] = { { 0 } };
+	struct __user_cap_header_struct h = {.version = _LINUX_CAPABILITY_VERSION_3};
+	struct __user_cap_data_struct d[2] = {{0}};
 
 	CHECK(prctl(PR_SET_SECUREBITS,
 		    SECBIT_NOROOT | SECBIT_NOROOT_LOCKED | SECBIT_NO_SETUID_FIXUP |
-			    SECBIT_NO_SETUID_FIXUP_LOCKED | SECBIT_KEEP_CAPS_LOCKED |
-			    SECBIT_NO_CAP_AMBIENT_RAISE | SECBIT_NO_CAP_AMBIENT_RAISE_LOCKED,
+			SECBIT_NO_SETUID_FIXUP_LOCKED | SECBIT_KEEP_CAPS_LOCKED |
+			SECBIT_NO_CAP_AMBIENT_RAISE | SECBIT_NO_CAP_AMBIENT_RAISE_LOCKED,
 		    0, 0, 0),
 	      "set securebits");
 	for (int cap = 0; cap <= 63; cap++)
@@ -277,7 +277,7 @@ caps_drop_all(void)
 static void
 loopback_up(void)
 {
-	struct ifreq ifr = { 0 };
+	struct ifreq ifr = {0};
 	int fd = socket(AF_INET, SOCK_DGRAM | SOCK_CLOEXEC, 0);
 
 	if (fd < 0)
@@ -354,7 +354,8 @@ init_setup(const SandboxSpec *spec)
 	CHECK(mount("tmpfs", "tmp", "tmpfs", MS_NOSUID | MS_NODEV, opts), "mount /tmp");
 
 	mkdir_rel("dev", 0755);
-	CHECK(mount("tmpfs", "dev", "tmpfs", MS_NOSUID | MS_NOEXEC, "mode=0755,size=64k,nr_inodes=64"),
+	CHECK(mount("tmpfs", "dev", "tmpfs", MS_NOSUID | MS_NOEXEC,
+		    "mode=0755,size=64k,nr_inodes=64"),
 	      "mount /dev");
 	for (size_t i = 0; i < ELEMENTSOF(dev_nodes); i++) {
 		char p[64];
@@ -371,7 +372,8 @@ init_setup(const SandboxSpec *spec)
 		 (long long)spec->tmp_size);
 	CHECK(mount("tmpfs", "dev/shm", "tmpfs", MS_NOSUID | MS_NODEV | MS_NOEXEC, opts),
 	      "mount /dev/shm");
-	CHECK(mount(NULL, "dev", NULL, MS_REMOUNT | MS_BIND | MS_RDONLY | MS_NOSUID | MS_NOEXEC, NULL),
+	CHECK(mount(NULL, "dev", NULL, MS_REMOUNT | MS_BIND | MS_RDONLY | MS_NOSUID | MS_NOEXEC,
+		    NULL),
 	      "remount /dev read-only");
 
 	/* A fresh /proc for our pid namespace. The kernel only allows it while a fully
@@ -427,7 +429,7 @@ typedef struct ExecStatus {
 static _noreturn_ void
 exec_child(const int *fds, int status_fd, const char *cwd, char **argv, char **envp)
 {
-	ExecStatus es = { .stage = 2 };
+	ExecStatus es = {.stage = 2};
 	sigset_t all;
 
 	sigemptyset(&all);
@@ -459,11 +461,11 @@ static void
 init_start_exec(int sock, const InitMsg *m, char *payload, size_t len, int *fds, size_t nfds,
 		InitExec **execs, size_t *n_execs)
 {
-	InitMsg r = { .type = INIT_MSG_START_FAILED, .exec_id = m->exec_id };
+	InitMsg r = {.type = INIT_MSG_START_FAILED, .exec_id = m->exec_id};
 	char *p = payload, *end = payload + len, *cwd = NULL;
 	char **argv = NULL, **envp = NULL;
 	char msg[512];
-	int st[2] = { -1, -1 };
+	int st[2] = {-1, -1};
 	ExecStatus es;
 	ssize_t k;
 	pid_t pid;
@@ -517,7 +519,7 @@ init_start_exec(int sock, const InitMsg *m, char *payload, size_t len, int *fds,
 	if (k == (ssize_t)sizeof(es)) {
 		r.err = es.err;
 		snprintf(msg, sizeof(msg), "%s '%s': %s",
-			 es.stage == 0 ? "cannot change directory to"
+			 es.stage == 0	 ? "cannot change directory to"
 			 : es.stage == 1 ? "cannot execute"
 					 : "cannot set up",
 			 es.stage == 0 ? cwd : argv[0], strerror(es.err));
@@ -531,8 +533,8 @@ init_start_exec(int sock, const InitMsg *m, char *payload, size_t len, int *fds,
 		goto fail;
 	}
 	*execs = ne;
-	ne[(*n_execs)++] = (InitExec){ .id = m->exec_id, .pid = pid };
-	r = (InitMsg){ .type = INIT_MSG_STARTED, .exec_id = m->exec_id, .pid = pid };
+	ne[(*n_execs)++] = (InitExec){.id = m->exec_id, .pid = pid};
+	r = (InitMsg){.type = INIT_MSG_STARTED, .exec_id = m->exec_id, .pid = pid};
 	init_send(sock, &r, NULL, 0);
 	msg[0] = '\0';
 	goto out;
@@ -555,8 +557,10 @@ init_reap(int sock, InitExec *execs, size_t *n_execs)
 		for (size_t i = 0; i < *n_execs; i++) {
 			if (execs[i].pid != pid)
 				continue;
-			InitMsg m = { .type = INIT_MSG_EXITED, .exec_id = execs[i].id,
-				      .pid = pid, .status = status };
+			InitMsg m = {.type = INIT_MSG_EXITED,
+				     .exec_id = execs[i].id,
+				     .pid = pid,
+				     .status = status};
 			init_send(sock, &m, NULL, 0);
 			execs[i] = execs[--*n_execs];
 			break;
@@ -581,7 +585,8 @@ init_serve(int sock)
 		_exit(1);
 
 	for (;;) {
-		struct pollfd pfd[2] = { { .fd = sock, .events = POLLIN }, { .fd = sfd, .events = POLLIN } };
+		struct pollfd pfd[2] = {{.fd = sock, .events = POLLIN},
+					{.fd = sfd, .events = POLLIN}};
 		int fds[3];
 		size_t nfds = 0;
 		ssize_t n;
@@ -626,6 +631,27 @@ init_serve(int sock)
 	}
 }
 
+/* The init is a fork of the shim, so /proc/1/cmdline inside would show the shim's
+ * command line (config paths). Overwrite our copy of the argv area. */
+static void
+init_scrub_cmdline(void)
+{
+	char buf[4096];
+	size_t total = 0;
+	ssize_t n;
+	int fd = open("/proc/self/cmdline", O_RDONLY | O_CLOEXEC);
+
+	if (fd < 0)
+		return;
+	while ((n = read(fd, buf, sizeof(buf))) > 0)
+		total += (size_t)n;
+	close(fd);
+	if (total > STRLEN("sandbox-init")) {
+		memset(program_invocation_name, 0, total);
+		strcpy(program_invocation_name, "sandbox-init");
+	}
+}
+
 static _noreturn_ void
 init_main(int sock, const SandboxSpec *spec)
 {
@@ -636,6 +662,8 @@ init_main(int sock, const SandboxSpec *spec)
 	 * catches the window before this prctl. */
 	if (prctl(PR_SET_PDEATHSIG, SIGKILL, 0, 0, 0) < 0)
 		_exit(1);
+	(void)prctl(PR_SET_NAME, "sandbox-init", 0, 0, 0); /* not "containerd-shim" in ps */
+	init_scrub_cmdline();
 	/* Keep only the socket (as fd 3) and stdio: the shim's listener, peers and other
 	 * sandboxes' sockets must not live on in here. */
 	if (sock != INIT_SOCK_FD && dup2(sock, INIT_SOCK_FD) < 0)
@@ -651,7 +679,7 @@ init_main(int sock, const SandboxSpec *spec)
 		_exit(1);
 
 	init_setup(spec);
-	m = (InitMsg){ .type = INIT_MSG_READY };
+	m = (InitMsg){.type = INIT_MSG_READY};
 	init_send(sock, &m, NULL, 0);
 	init_serve(sock);
 }
@@ -679,11 +707,11 @@ sandbox_spawn(const SandboxSpec *spec, pid_t *ret_pid, int *ret_pidfd, int *ret_
 	_cleanup_close_ int s0 = -1, s1 = -1, pidfd = -1;
 	int sp[2], sndbuf = 2 * INIT_PAYLOAD_MAX, r;
 	char map[64];
-	InitMsg go = { .type = INIT_MSG_GO };
+	InitMsg go = {.type = INIT_MSG_GO};
 	struct clone_args args = {
-		.flags = CLONE_NEWUSER | CLONE_NEWNS | CLONE_NEWPID | CLONE_NEWNET | CLONE_NEWIPC |
-			 CLONE_NEWUTS | CLONE_NEWCGROUP | CLONE_PIDFD,
-		.exit_signal = SIGCHLD,
+	    .flags = CLONE_NEWUSER | CLONE_NEWNS | CLONE_NEWPID | CLONE_NEWNET | CLONE_NEWIPC |
+		     CLONE_NEWUTS | CLONE_NEWCGROUP | CLONE_PIDFD,
+	    .exit_signal = SIGCHLD,
 	};
 	pid_t pid;
 

@@ -33,12 +33,12 @@
 
 typedef enum InitMsgType {
 	INIT_MSG_GO = 1,       /* shim → init: id maps written, go on */
-	INIT_MSG_READY,        /* init → shim: sandbox set up, serving */
+	INIT_MSG_READY,	       /* init → shim: sandbox set up, serving */
 	INIT_MSG_SETUP_FAILED, /* init → shim: err, payload = message; the init exits */
-	INIT_MSG_EXEC,         /* shim → init: exec_id, argc, envc; payload = cwd\0 argv…\0 env…\0;
-				* fds: stdin (read end), stdout, stderr (write ends) */
-	INIT_MSG_KILL,         /* shim → init: exec_id, status = signal; kills the process group */
-	INIT_MSG_STARTED,      /* init → shim: exec_id, pid (in the sandbox pid namespace) */
+	INIT_MSG_EXEC,	  /* shim → init: exec_id, argc, envc; payload = cwd\0 argv…\0 env…\0;
+			   * fds: stdin (read end), stdout, stderr (write ends) */
+	INIT_MSG_KILL,	  /* shim → init: exec_id, status = signal; kills the process group */
+	INIT_MSG_STARTED, /* init → shim: exec_id, pid (in the sandbox pid namespace) */
 	INIT_MSG_START_FAILED, /* init → shim: exec_id, err, payload = message (never exec'd) */
 	INIT_MSG_EXITED,       /* init → shim: exec_id, status = wait status of the leader */
 } InitMsgType;
@@ -62,7 +62,7 @@ typedef struct SandboxSpec {
 	const char *ro_binds;  /* space-separated absolute host paths */
 	int64_t tmp_size;      /* bytes, for /tmp and /dev/shm */
 	uid_t sandbox_uid;     /* uid = gid inside */
-	uid_t host_uid;        /* uid = gid outside; never 0 */
+	uid_t host_uid;	       /* uid = gid outside; never 0 */
 } SandboxSpec;
 
 /* Spawn one sandbox init and release it (maps written, GO sent). On success

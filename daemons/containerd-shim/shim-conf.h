@@ -17,7 +17,7 @@
 typedef struct ShimConf {
 	SharedConf shared;
 	char *sandbox_dir;     /* per-sandbox state; "" = <state_dir>/sandboxes */
-	char *ro_binds;        /* space-separated host paths bound read-only into the root */
+	char *ro_binds;	       /* space-separated host paths bound read-only into the root */
 	int64_t tmp_size;      /* size= of the sandbox /tmp (and /dev/shm) tmpfs, bytes */
 	int64_t sandbox_uid;   /* uid and gid of the sandbox user, inside */
 	int64_t host_uid;      /* host uid and gid that sandbox_uid maps to; never 0 */

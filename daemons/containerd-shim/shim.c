@@ -65,8 +65,8 @@ struct Conn {
 
 typedef enum SandboxState {
 	SANDBOX_STARTING, /* init spawned, setup running */
-	SANDBOX_READY,    /* serving execs */
-	SANDBOX_DYING,    /* init exiting or killed; waiting for the pidfd */
+	SANDBOX_READY,	  /* serving execs */
+	SANDBOX_DYING,	  /* init exiting or killed; waiting for the pidfd */
 } SandboxState;
 
 struct Sandbox {
@@ -80,10 +80,10 @@ struct Sandbox {
 	int pidfd;
 	int sock;
 	struct event *sock_ev, *pidfd_ev;
-	Waiter *ensure_waiters;   /* replied on READY or on death */
+	Waiter *ensure_waiters;	  /* replied on READY or on death */
 	Waiter *destroy_waiters;  /* replied on death */
 	Waiter *reensure_waiters; /* ENSUREs that arrived while dying: a new sandbox after */
-	int fail_err;             /* setup failure, for the ensure waiters */
+	int fail_err;		  /* setup failure, for the ensure waiters */
 	char *fail_msg;
 };
 
@@ -93,16 +93,16 @@ struct Exec {
 	Exec *next;
 	Shim *shim;
 	uint64_t id;
-	Sandbox *sandbox; /* NULL once the sandbox is gone */
-	Conn *conn;       /* who started it; NULL once that connection closed */
+	Sandbox *sandbox;      /* NULL once the sandbox is gone */
+	Conn *conn;	       /* who started it; NULL once that connection closed */
 	uint64_t start_req_id; /* pending EXEC_START reply; 0 once answered */
 	pid_t pid;
-	bool ended;          /* exit status known, or lost with its sandbox */
-	bool kill_requested; /* EXEC_KILL or SANDBOX_DESTROY */
-	bool paused;         /* output reading paused for backpressure */
-	int status;          /* wait status when ended normally */
+	bool ended;		/* exit status known, or lost with its sandbox */
+	bool kill_requested;	/* EXEC_KILL or SANDBOX_DESTROY */
+	bool paused;		/* output reading paused for backpressure */
+	int status;		/* wait status when ended normally */
 	const char *end_reason; /* overrides "exit"/"signal": "killed", "lost", "failed" */
-	int fds[3];          /* stdin write end, stdout/stderr read ends; -1 when closed */
+	int fds[3];		/* stdin write end, stdout/stderr read ends; -1 when closed */
 	struct event *ev[3];
 	uint64_t offset[3];
 	char *stdin_data;
@@ -301,8 +301,7 @@ exec_read_once(Exec *e, int stream)
 static bool
 exec_backpressured(Exec *e)
 {
-	return e->conn &&
-	       peer_output_pending(e->conn->peer) > (size_t)e->shim->conf->max_pending;
+	return e->conn && peer_output_pending(e->conn->peer) > (size_t)e->shim->conf->max_pending;
 }
 
 static void
@@ -424,7 +423,7 @@ exec_maybe_finish(Exec *e)
 		if (!evtimer_pending(e->drain_timer, NULL))
 			evtimer_add(e->drain_timer,
 				    timeval_from_usec(&tv, (usec_t)e->shim->conf->drain_timeout *
-								   USEC_PER_MSEC));
+							       USEC_PER_MSEC));
 		return;
 	}
 	exec_push_exit(e);
@@ -513,7 +512,7 @@ sandbox_create(Shim *s, const char *key, const char *id, Sandbox **ret)
 	_cleanup_free_ char *ws = NULL;
 	const ShimConf *c = s->conf;
 	SandboxSpec spec;
-	LogCtx ctx = { .sandbox_id = id };
+	LogCtx ctx = {.sandbox_id = id};
 	int r;
 
 	sb = calloc(1, sizeof(*sb));
@@ -530,12 +529,12 @@ sandbox_create(Shim *s, const char *key, const char *id, Sandbox **ret)
 	if (r < 0)
 		return r;
 	spec = (SandboxSpec){
-		.root_mnt = s->root_mnt,
-		.workspace = ws,
-		.ro_binds = c->ro_binds,
-		.tmp_size = c->tmp_size,
-		.sandbox_uid = (uid_t)c->sandbox_uid,
-		.host_uid = (uid_t)c->host_uid,
+	    .root_mnt = s->root_mnt,
+	    .workspace = ws,
+	    .ro_binds = c->ro_binds,
+	    .tmp_size = c->tmp_size,
+	    .sandbox_uid = (uid_t)c->sandbox_uid,
+	    .host_uid = (uid_t)c->host_uid,
 	};
 	r = sandbox_spawn(&spec, &sb->pid, &sb->pidfd, &sb->sock);
 	if (r < 0)
@@ -577,7 +576,7 @@ sandbox_fail_ensures(Sandbox *sb)
 	char msg[600];
 
 	snprintf(msg, sizeof(msg), "sandbox setup failed: %s",
-		 sb->fail_msg ? sb->fail_msg
+		 sb->fail_msg		 ? sb->fail_msg
 		 : sb->destroy_requested ? "destroyed during setup"
 					 : "the sandbox init died");
 	while (sb->ensure_waiters) {
@@ -592,7 +591,7 @@ sandbox_fail_ensures(Sandbox *sb)
 static void
 sandbox_on_msg(Sandbox *sb, const InitMsg *m, const char *payload, size_t len)
 {
-	LogCtx ctx = { .sandbox_id = sb->id };
+	LogCtx ctx = {.sandbox_id = sb->id};
 	Exec *e;
 
 	switch (m->type) {
@@ -653,8 +652,8 @@ sandbox_on_msg(Sandbox *sb, const InitMsg *m, const char *payload, size_t len)
 		e->start_req_id = 0;
 		{
 			char msg[600];
-			int n = snprintf(msg, sizeof(msg), "containerd-shim: %.*s\n", (int)MIN(len, 512),
-					 payload);
+			int n = snprintf(msg, sizeof(msg), "containerd-shim: %.*s\n",
+					 (int)MIN(len, 512), payload);
 			exec_push_output(e, STREAM_STDERR, msg, (size_t)MAX(n, 0));
 		}
 		/* The pipes' other ends were never used: close ours so the exit goes out now. */
@@ -717,7 +716,7 @@ static void
 sandbox_dead(Sandbox *sb)
 {
 	Shim *s = sb->shim;
-	LogCtx ctx = { .sandbox_id = sb->id };
+	LogCtx ctx = {.sandbox_id = sb->id};
 	Waiter *re;
 	Exec *next;
 
@@ -803,24 +802,26 @@ handle_sandbox_ensure(Peer *p, const Frame *f, void *userdata)
 		(void)peer_reply_error(p, f->req_id, k, "key must be 1..256 bytes without NUL");
 		return 0;
 	}
-	LogCtx ctx = { .run_id = run_id, .thread_id = thread_id, .sandbox_id = id };
+	LogCtx ctx = {.run_id = run_id, .thread_id = thread_id, .sandbox_id = id};
 	sb = sandbox_find(s, id);
 	if (sb && !streq(sb->key, key)) {
 		mp_reader_done(&r);
-		return log_ctx_errno(LOG_ERR, -EEXIST, &ctx, "Sandbox id collision for '%s'",
-				     key);
+		return log_ctx_errno(LOG_ERR, -EEXIST, &ctx, "Sandbox id collision for '%s'", key);
 	}
 	if (sb && sb->state == SANDBOX_READY) {
-		siginfo_t si = { 0 };
+		siginfo_t si = {0};
 		/* Alive? (WNOWAIT: the pidfd callback still does the reaping.) */
 		if (waitid((idtype_t)P_PIDFD, (id_t)sb->pidfd, &si, WEXITED | WNOHANG | WNOWAIT) <
-			    0 ||
+			0 ||
 		    si.si_pid != 0)
 			sb->state = SANDBOX_DYING;
 	}
 	if (sb) {
 		switch (sb->state) {
-		case SANDBOX_READY: reply_ensure(c, f->req_id, id, false); k = 0; break;
+		case SANDBOX_READY:
+			reply_ensure(c, f->req_id, id, false);
+			k = 0;
+			break;
 		case SANDBOX_STARTING: k = waiter_add(&sb->ensure_waiters, c, f->req_id); break;
 		case SANDBOX_DYING: k = waiter_add(&sb->reensure_waiters, c, f->req_id); break;
 		}
@@ -910,9 +911,9 @@ handle_exec_start(Peer *p, const Frame *f, void *userdata)
 	const void *in = NULL;
 	size_t in_len = 0, msg_len = 0;
 	_cleanup_free_ char *msg = NULL;
-	int child_fds[3] = { -1, -1, -1 };
+	int child_fds[3] = {-1, -1, -1};
 	Exec *e = NULL;
-	InitMsg m = { .type = INIT_MSG_EXEC };
+	InitMsg m = {.type = INIT_MSG_EXEC};
 	MpReader r;
 	Sandbox *sb;
 	int k;
@@ -993,8 +994,8 @@ handle_exec_start(Peer *p, const Frame *f, void *userdata)
 	}
 	if (in_len > 0) {
 		e->stdin_data = malloc(in_len);
-		e->ev[STREAM_STDIN] =
-			event_new(s->base, e->fds[STREAM_STDIN], EV_WRITE | EV_PERSIST, exec_stdin_cb, e);
+		e->ev[STREAM_STDIN] = event_new(s->base, e->fds[STREAM_STDIN],
+						EV_WRITE | EV_PERSIST, exec_stdin_cb, e);
 		if (!e->stdin_data || !e->ev[STREAM_STDIN]) {
 			k = -ENOMEM;
 			goto out;
@@ -1009,7 +1010,7 @@ handle_exec_start(Peer *p, const Frame *f, void *userdata)
 	e->next = s->execs;
 	s->execs = e;
 	{
-		LogCtx ctx = { .run_id = run_id, .sandbox_id = sb->id };
+		LogCtx ctx = {.run_id = run_id, .sandbox_id = sb->id};
 		log_ctx(LOG_DEBUG, &ctx, "exec %" PRIu64 ": '%s'", e->id, argv[0]);
 	}
 	e = NULL;
@@ -1048,7 +1049,7 @@ handle_exec_kill(Peer *p, const Frame *f, void *userdata)
 	if (!e)
 		return -ENOENT;
 	if (!e->ended && e->sandbox && e->sandbox->state == SANDBOX_READY) {
-		InitMsg m = { .type = INIT_MSG_KILL, .exec_id = id, .status = (int32_t)sig };
+		InitMsg m = {.type = INIT_MSG_KILL, .exec_id = id, .status = (int32_t)sig};
 		ssize_t n = fd_send(e->sandbox->sock, &m, sizeof(m), NULL, 0);
 		if (n < 0)
 			return (int)n;
@@ -1059,10 +1060,10 @@ handle_exec_kill(Peer *p, const Frame *f, void *userdata)
 }
 
 static const PeerHandler shim_handlers[_MSG_TYPE_MAX] = {
-	[MSG_SANDBOX_ENSURE] = handle_sandbox_ensure,
-	[MSG_SANDBOX_DESTROY] = handle_sandbox_destroy,
-	[MSG_EXEC_START] = handle_exec_start,
-	[MSG_EXEC_KILL] = handle_exec_kill,
+    [MSG_SANDBOX_ENSURE] = handle_sandbox_ensure,
+    [MSG_SANDBOX_DESTROY] = handle_sandbox_destroy,
+    [MSG_EXEC_START] = handle_exec_start,
+    [MSG_EXEC_KILL] = handle_exec_kill,
 };
 
 /* ---------------------------------------------------------------------------
@@ -1099,9 +1100,9 @@ conn_on_close(Peer *p, int err, void *userdata)
 }
 
 static const PeerOps shim_peer_ops = {
-	.local_role = ROLE_SHIM,
-	.handlers = shim_handlers,
-	.on_close = conn_on_close,
+    .local_role = ROLE_SHIM,
+    .handlers = shim_handlers,
+    .on_close = conn_on_close,
 };
 
 static void

@@ -140,8 +140,9 @@ handle_push(const Frame *f)
 		if (r.err < 0)
 			die("bad EXEC_EXIT");
 		if (id == cur_exec) {
-			fprintf(stderr, "shimctl: exec %" PRIu64 ": %s (exit_code %" PRId64
-					", signal %" PRId64 ")\n",
+			fprintf(stderr,
+				"shimctl: exec %" PRIu64 ": %s (exit_code %" PRId64
+				", signal %" PRId64 ")\n",
 				id, reason, code, sig);
 			ret = streq(reason, "lost") ? 255 : (int)(code & 0xff);
 		}
@@ -168,8 +169,8 @@ call(int type, const MpWriter *w, Frame *ret)
 				mp_reader_init(&r, f.body);
 				mp_read_int(&r, "code", &code);
 				mp_read_str(&r, "message", &msg);
-				fprintf(stderr, "shimctl: %s failed: %s (%s)\n", msg_type_name(type),
-					msg, strerror((int)-code));
+				fprintf(stderr, "shimctl: %s failed: %s (%s)\n",
+					msg_type_name(type), msg, strerror((int)-code));
 				exit(2);
 			}
 			*ret = f;
@@ -204,7 +205,7 @@ int
 main(int argc, char **argv)
 {
 	const char *path, *key, *cwd = "/workspace";
-	const char *def_env[] = { "PATH=/usr/local/bin:/usr/bin:/bin", "HOME=/workspace", NULL };
+	const char *def_env[] = {"PATH=/usr/local/bin:/usr/bin:/bin", "HOME=/workspace", NULL};
 	char **env = NULL;
 	size_t n_env = 0;
 	bool destroy = false, destroy_after = false, want_stdin = false;
@@ -219,7 +220,8 @@ main(int argc, char **argv)
 
 	if (argc < 3)
 		die("usage: shimctl SOCKET KEY [--cwd DIR] [--env K=V]... [--stdin] "
-		    "[--kill-after MS] [--destroy-after] -- ARGV... | shimctl SOCKET KEY --destroy");
+		    "[--kill-after MS] [--destroy-after] -- ARGV... | shimctl SOCKET KEY "
+		    "--destroy");
 	path = argv[1];
 	key = argv[2];
 	env = calloc((size_t)argc + 1, sizeof(char *));
@@ -316,7 +318,7 @@ main(int argc, char **argv)
 	while (status < 0) {
 		if (deadline) {
 			usec_t now = now_usec();
-			struct pollfd p = { .fd = sock, .events = POLLIN };
+			struct pollfd p = {.fd = sock, .events = POLLIN};
 			int t = now >= deadline ? 0 : (int)((deadline - now) / USEC_PER_MSEC) + 1;
 			if (poll(&p, 1, t) == 0) {
 				deadline = 0;
