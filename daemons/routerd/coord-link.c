@@ -1,0 +1,349 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * coord-link.c — routerd's one IPC link to coordinatord, and the watches.
+ *
+ * The link connects to <runtime_dir>/coordinatord.sock. While it is missing
+ * or after it drops, a retry runs after 100 ms, doubling up to 2 s; requests
+ * that need the coordinator get 503 meanwhile (routes.c checks coord_ready).
+ * A drop fails every pending call with -ECONNRESET (peer.c), then closes
+ * every tail with 1011: their watches died with the connection, and clients
+ * resume with lastSeq.
+ *
+ * Watches: coordinatord pushes RUN_EVENTS for a run to a routerd connection
+ * that sent RUN_WATCH for it. routerd keeps one watch per run, shared by all
+ * of that run's tails (a refcount by list); the last tail to leave sends
+ * RUN_UNWATCH. A tail starts reading only once RUN_WATCH was answered, so a
+ * commit is either in its first read or pushed after it.
+ */
+#include "config.h"
+
+#include "routerd.h"
+
+#include <errno.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include <event2/event.h>
+
+#include "log.h"
+#include "macro.h"
+
+#define COORD_BACKOFF_MIN (100 * USEC_PER_MSEC)
+#define COORD_BACKOFF_MAX (2 * USEC_PER_SEC)
+
+static unsigned
+watch_hash(const char *s)
+{
+	unsigned h = 2166136261u; /* FNV-1a */
+	for (; *s; s++)
+		h = (h ^ (unsigned char)*s) * 16777619u;
+	return h % ROUTER_WATCH_BUCKETS;
+}
+
+static Watch *
+watch_find(Router *r, const char *run_id)
+{
+	for (Watch *w = r->watches[watch_hash(run_id)]; w; w = w->next)
+		if (streq(w->run_id, run_id))
+			return w;
+	return NULL;
+}
+
+static void
+watch_unlink_free(Watch *w)
+{
+	Router *r = w->router;
+
+	for (Watch **pp = &r->watches[watch_hash(w->run_id)]; *pp; pp = &(*pp)->next)
+		if (*pp == w) {
+			*pp = w->next;
+			break;
+		}
+	coord_cancel(r, w);
+	free(w->run_id);
+	free(w);
+}
+
+/* Detach every tail from w (they keep running nothing) and free it. */
+static void
+watch_fail(Watch *w, const char *reason)
+{
+	for (Tail *t = w->tails; t;) {
+		Tail *next = t->watch_next;
+		t->watch = NULL;
+		t->watch_prev = t->watch_next = NULL;
+		tail_fail(t, 1011, reason);
+		t = next;
+	}
+	w->tails = NULL;
+	watch_unlink_free(w);
+}
+
+static void
+watch_reply(Peer *p, int err, const msgpack_object *body, void *userdata)
+{
+	Watch *w = userdata;
+
+	if (err < 0) {
+		log_warning_errno(err, "RUN_WATCH of run %s failed: %m", w->run_id);
+		watch_fail(w, err == -ECONNRESET ? "coordinator unavailable" : "watch failed");
+		return;
+	}
+	w->active = true;
+	for (Tail *t = w->tails; t; t = t->watch_next)
+		tail_pump(t);
+}
+
+int
+watch_attach(Router *r, Tail *t)
+{
+	Watch *w = watch_find(r, t->run_id);
+	MpWriter mw;
+	int rr;
+
+	if (!w) {
+		w = calloc(1, sizeof(*w));
+		if (!w)
+			return -ENOMEM;
+		w->router = r;
+		w->run_id = strdup(t->run_id);
+		if (!w->run_id) {
+			free(w);
+			return -ENOMEM;
+		}
+		mp_writer_init(&mw);
+		mp_w_map(&mw, 1);
+		mp_w_str(&mw, "run_id", w->run_id);
+		rr = coord_call(r, MSG_RUN_WATCH, &mw, watch_reply, w);
+		mp_writer_done(&mw);
+		if (rr < 0) {
+			free(w->run_id);
+			free(w);
+			return rr;
+		}
+		unsigned h = watch_hash(w->run_id);
+		w->next = r->watches[h];
+		r->watches[h] = w;
+	}
+	t->watch = w;
+	t->watch_prev = NULL;
+	t->watch_next = w->tails;
+	if (w->tails)
+		w->tails->watch_prev = t;
+	w->tails = t;
+	if (w->active)
+		tail_pump(t);
+	return 0;
+}
+
+void
+watch_detach(Tail *t)
+{
+	Watch *w = t->watch;
+	MpWriter mw;
+
+	if (!w)
+		return;
+	if (t->watch_prev)
+		t->watch_prev->watch_next = t->watch_next;
+	else
+		w->tails = t->watch_next;
+	if (t->watch_next)
+		t->watch_next->watch_prev = t->watch_prev;
+	t->watch = NULL;
+	t->watch_prev = t->watch_next = NULL;
+	if (w->tails)
+		return;
+	/* Last tail gone. Sent even while RUN_WATCH is in flight: the link is
+	 * ordered, so the coordinator sees WATCH then UNWATCH. */
+	if (coord_ready(w->router)) {
+		mp_writer_init(&mw);
+		mp_w_map(&mw, 1);
+		mp_w_str(&mw, "run_id", w->run_id);
+		(void)coord_call(w->router, MSG_RUN_UNWATCH, &mw, NULL, NULL);
+		mp_writer_done(&mw);
+	}
+	watch_unlink_free(w);
+}
+
+/* RUN_EVENTS push: fan out to every tail of the run. */
+static int
+coord_on_run_events(Peer *p, const Frame *f, void *userdata)
+{
+	Router *r = userdata;
+	const msgpack_object_array *events = NULL;
+	const char *run_id = NULL, *rec_text = NULL;
+	int64_t first_seq = 0;
+	TailRecord rec, *recp = NULL;
+	MpReader mr;
+	Watch *w;
+
+	mp_reader_init(&mr, f->body);
+	mp_read_str(&mr, "run_id", &run_id);
+	mp_read_int(&mr, "first_seq", &first_seq);
+	mp_read_array(&mr, "events", &events);
+	mp_read_str_opt(&mr, "record", &rec_text, NULL);
+	if (mr.err < 0) {
+		log_warning("Malformed RUN_EVENTS push (field '%s'), ignoring",
+			    mr.field ? mr.field : "?");
+		mp_reader_done(&mr);
+		return -EBADMSG;
+	}
+	if (rec_text) {
+		if (tail_record_parse(rec_text, strlen(rec_text), &rec) < 0)
+			log_warning("RUN_EVENTS for run %s carries a malformed record, ignoring "
+				    "the record",
+				    run_id);
+		else
+			recp = &rec;
+	}
+	w = watch_find(r, run_id);
+	if (w && w->active)
+		for (Tail *t = w->tails; t; t = t->watch_next)
+			tail_on_push(t, first_seq, events, recp);
+	mp_reader_done(&mr);
+	return 0;
+}
+
+static const PeerHandler coord_handlers[_MSG_TYPE_MAX] = {
+    [MSG_RUN_EVENTS] = coord_on_run_events,
+};
+
+static void
+coord_schedule_retry(Router *r)
+{
+	struct timeval tv;
+
+	if (r->stopping)
+		return;
+	evtimer_add(r->coord_retry, timeval_from_usec(&tv, r->coord_backoff));
+	r->coord_backoff = MIN(r->coord_backoff * 2, COORD_BACKOFF_MAX);
+}
+
+static void
+coord_on_ready(Peer *p, void *userdata)
+{
+	Router *r = userdata;
+
+	r->coord_backoff = COORD_BACKOFF_MIN;
+	if (r->coord_down_logged)
+		log_info("Connected to coordinatord at %s", r->coord_path);
+	else
+		log_debug("Connected to coordinatord at %s", r->coord_path);
+	r->coord_down_logged = false;
+	router_check_ready(r);
+}
+
+static void
+coord_on_close(Peer *p, int err, void *userdata)
+{
+	Router *r = userdata;
+
+	log_warning_errno(err, "Lost the connection to coordinatord: %m");
+	r->coord_down_logged = true;
+	for (size_t i = 0; i < ELEMENTSOF(r->watches); i++)
+		while (r->watches[i])
+			watch_fail(r->watches[i], "coordinator unavailable");
+	r->coord = peer_free(r->coord);
+	coord_schedule_retry(r);
+}
+
+static const PeerOps coord_ops = {
+    .local_role = ROLE_ROUTER,
+    .handlers = coord_handlers,
+    .on_ready = coord_on_ready,
+    .on_close = coord_on_close,
+};
+
+static void
+coord_connect(Router *r)
+{
+	int fd, rr;
+
+	fd = unix_connect(r->coord_path);
+	if (fd < 0) {
+		if (!r->coord_down_logged)
+			log_warning_errno(fd, "Cannot connect to coordinatord at %s (%m), retrying",
+					  r->coord_path);
+		else
+			log_debug_errno(fd, "Cannot connect to coordinatord at %s: %m",
+					r->coord_path);
+		r->coord_down_logged = true;
+		coord_schedule_retry(r);
+		return;
+	}
+	rr = peer_new(r->base, fd, &coord_ops, r, (size_t)r->conf->shared.max_frame, &r->coord);
+	if (rr < 0) {
+		log_warning_errno(rr, "Cannot set up the coordinatord link: %m");
+		coord_schedule_retry(r);
+	}
+}
+
+static void
+coord_retry_cb(evutil_socket_t fd, short what, void *arg)
+{
+	coord_connect(arg);
+}
+
+int
+coord_start(Router *r)
+{
+	if (!r->coord_retry)
+		r->coord_retry = evtimer_new(r->base, coord_retry_cb, r);
+	if (!r->coord_retry)
+		return log_error_errno(SYNTHETIC_ERRNO(ENOMEM), "Out of memory");
+	r->coord_backoff = COORD_BACKOFF_MIN;
+	coord_connect(r);
+	return 0;
+}
+
+void
+coord_stop(Router *r)
+{
+	for (size_t i = 0; i < ELEMENTSOF(r->watches); i++)
+		while (r->watches[i]) {
+			Watch *w = r->watches[i];
+			for (Tail *t = w->tails; t; t = t->watch_next)
+				t->watch = NULL;
+			w->tails = NULL;
+			watch_unlink_free(w);
+		}
+	r->coord = peer_free(r->coord);
+	if (r->coord_retry)
+		evtimer_del(r->coord_retry);
+}
+
+bool
+coord_ready(Router *r)
+{
+	return r->coord && peer_is_ready(r->coord);
+}
+
+int
+coord_call(Router *r, int type, const MpWriter *body, PeerReplyFn cb, void *userdata)
+{
+	if (!coord_ready(r))
+		return -ECONNRESET;
+	return peer_call(r->coord, type, body, (usec_t)r->conf->coord_timeout_ms * USEC_PER_MSEC,
+			 cb, userdata);
+}
+
+void
+coord_cancel(Router *r, void *userdata)
+{
+	if (r->coord)
+		peer_cancel_calls(r->coord, userdata);
+}
+
+const char *
+coord_error_message(const msgpack_object *body, size_t *ret_len)
+{
+	const msgpack_object *m = body ? mp_map_get(body, "message") : NULL;
+
+	if (!m || m->type != MSGPACK_OBJECT_STR || m->via.str.size == 0 ||
+	    memchr(m->via.str.ptr, '\0', m->via.str.size))
+		return NULL;
+	*ret_len = m->via.str.size;
+	return m->via.str.ptr;
+}

@@ -1,0 +1,597 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * http.c — client connections: HTTP/1.1 request parsing with http-parser on a
+ * raw bufferevent, responses, keep-alive, pipelining and limits.
+ *
+ * Why not evhttp: it cannot hand a connection over to a WebSocket, answers
+ * pipelined requests only after reading them all, and enforces no header
+ * byte limit while parsing.
+ *
+ * One request at a time per connection: on_message_complete pauses the
+ * parser, the request is dispatched, and reading stays disabled until its
+ * response is queued; then parsing resumes on the input already buffered.
+ * Responses are therefore queued in request order.
+ */
+#include "config.h"
+
+#include "routerd.h"
+
+#include <errno.h>
+#include <limits.h>
+#include <netinet/in.h>
+#include <netinet/tcp.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <strings.h>
+#include <sys/socket.h>
+
+#include <event2/buffer.h>
+#include <event2/bufferevent.h>
+#include <event2/event.h>
+#include <event2/util.h>
+#include <http_parser.h>
+
+#include "fd-util.h"
+#include "json-util.h"
+#include "log.h"
+#include "macro.h"
+
+#define LINGER_USEC (1 * USEC_PER_SEC)
+
+static void conn_process(HttpConn *c);
+
+static void
+req_reset(HttpRequest *q)
+{
+	free(q->url);
+	for (size_t i = 0; i < q->n_headers; i++) {
+		free(q->headers[i].name);
+		free(q->headers[i].value);
+	}
+	free(q->body);
+	free(q->path);
+	*q = (HttpRequest){0};
+}
+
+/* Append len bytes to a NUL-terminated heap string *s of length *n. */
+static int
+str_append(char **s, size_t *n, const char *at, size_t len)
+{
+	char *p = realloc(*s, *n + len + 1);
+	if (!p)
+		return -ENOMEM;
+	memcpy(p + *n, at, len);
+	*n += len;
+	p[*n] = '\0';
+	*s = p;
+	return 0;
+}
+
+static int
+header_budget(HttpConn *c, size_t len)
+{
+	c->req.header_bytes += len;
+	if (c->req.header_bytes > (size_t)c->router->conf->max_header_bytes) {
+		c->fail_status = 431;
+		return -1;
+	}
+	return 0;
+}
+
+static int
+on_message_begin(http_parser *p)
+{
+	HttpConn *c = p->data;
+	req_reset(&c->req);
+	c->req.started = now_usec();
+	return 0;
+}
+
+static int
+on_url(http_parser *p, const char *at, size_t len)
+{
+	HttpConn *c = p->data;
+	if (header_budget(c, len) < 0)
+		return -1;
+	if (str_append(&c->req.url, &c->req.url_len, at, len) < 0) {
+		c->fail_status = 500;
+		return -1;
+	}
+	return 0;
+}
+
+static int
+on_header_field(http_parser *p, const char *at, size_t len)
+{
+	HttpConn *c = p->data;
+	HttpRequest *q = &c->req;
+
+	if (header_budget(c, len) < 0)
+		return -1;
+	if (q->n_headers == 0 || q->in_value) {
+		if (q->n_headers >= ROUTER_MAX_HEADERS) {
+			c->fail_status = 431;
+			return -1;
+		}
+		q->n_headers++;
+		q->n_name = q->n_value = 0;
+		q->in_value = false;
+		q->header_bytes += 4; /* ": " and CRLF */
+	}
+	if (str_append(&q->headers[q->n_headers - 1].name, &q->n_name, at, len) < 0) {
+		c->fail_status = 500;
+		return -1;
+	}
+	return 0;
+}
+
+static int
+on_header_value(http_parser *p, const char *at, size_t len)
+{
+	HttpConn *c = p->data;
+	HttpRequest *q = &c->req;
+
+	if (header_budget(c, len) < 0)
+		return -1;
+	if (q->n_headers == 0)
+		return -1;
+	q->in_value = true;
+	if (str_append(&q->headers[q->n_headers - 1].value, &q->n_value, at, len) < 0) {
+		c->fail_status = 500;
+		return -1;
+	}
+	return 0;
+}
+
+static int
+on_headers_complete(http_parser *p)
+{
+	HttpConn *c = p->data;
+	HttpRequest *q = &c->req;
+
+	for (size_t i = 0; i < q->n_headers; i++) {
+		/* a field without value ("X-A:") still gets an empty string */
+		if (!q->headers[i].value && !(q->headers[i].value = strdup(""))) {
+			c->fail_status = 500;
+			return -1;
+		}
+		char *v = q->headers[i].value;
+		size_t n = strlen(v);
+		while (n > 0 && (v[n - 1] == ' ' || v[n - 1] == '\t'))
+			v[--n] = '\0';
+	}
+	/* Refuse an announced oversize body before reading a byte of it. */
+	if ((p->flags & F_CONTENTLENGTH) && p->content_length != ULLONG_MAX &&
+	    p->content_length > (uint64_t)c->router->conf->max_body) {
+		c->fail_status = 413;
+		return -1;
+	}
+	const char *expect = http_header(c, "Expect");
+	if (expect && strcasecmp(expect, "100-continue") == 0 && p->http_major == 1 &&
+	    p->http_minor >= 1)
+		evbuffer_add_printf(bufferevent_get_output(c->bev),
+				    "HTTP/1.1 100 Continue\r\n\r\n");
+	return 0;
+}
+
+static int
+on_body(http_parser *p, const char *at, size_t len)
+{
+	HttpConn *c = p->data;
+	HttpRequest *q = &c->req;
+
+	if (q->body_len + len > (size_t)c->router->conf->max_body) {
+		c->fail_status = 413;
+		return -1;
+	}
+	if (q->body_len + len + 1 > q->body_cap) {
+		size_t cap = MAX(q->body_cap * 2, q->body_len + len + 1);
+		cap = MAX(cap, (size_t)4096);
+		char *b = realloc(q->body, cap);
+		if (!b) {
+			c->fail_status = 500;
+			return -1;
+		}
+		q->body = b;
+		q->body_cap = cap;
+	}
+	memcpy(q->body + q->body_len, at, len);
+	q->body_len += len;
+	q->body[q->body_len] = '\0';
+	return 0;
+}
+
+static int
+on_message_complete(http_parser *p)
+{
+	HttpConn *c = p->data;
+	HttpRequest *q = &c->req;
+
+	q->method = p->method;
+	q->http_major = p->http_major;
+	q->http_minor = p->http_minor;
+	q->keep_alive = http_should_keep_alive(p);
+	q->upgrade = p->upgrade;
+	q->complete = true;
+	http_parser_pause(p, 1);
+	return 0;
+}
+
+static const http_parser_settings parser_settings = {
+    .on_message_begin = on_message_begin,
+    .on_url = on_url,
+    .on_header_field = on_header_field,
+    .on_header_value = on_header_value,
+    .on_headers_complete = on_headers_complete,
+    .on_body = on_body,
+    .on_message_complete = on_message_complete,
+};
+
+const char *
+http_header(const HttpConn *c, const char *name)
+{
+	for (size_t i = 0; i < c->req.n_headers; i++)
+		if (c->req.headers[i].name && strcasecmp(c->req.headers[i].name, name) == 0)
+			return c->req.headers[i].value;
+	return NULL;
+}
+
+bool
+http_header_has_token(const HttpConn *c, const char *name, const char *token)
+{
+	size_t tl = strlen(token);
+
+	for (size_t i = 0; i < c->req.n_headers; i++) {
+		const HttpHeader *h = &c->req.headers[i];
+		if (!h->name || !h->value || strcasecmp(h->name, name) != 0)
+			continue;
+		for (const char *s = h->value; *s;) {
+			s += strspn(s, " \t,");
+			size_t n = strcspn(s, ",");
+			size_t m = n;
+			while (m > 0 && (s[m - 1] == ' ' || s[m - 1] == '\t'))
+				m--;
+			if (m == tl && strncasecmp(s, token, tl) == 0)
+				return true;
+			s += n;
+		}
+	}
+	return false;
+}
+
+static void
+conn_timer_cb(evutil_socket_t fd, short what, void *arg)
+{
+	/* Every use of the connection timer ends the connection: deferred free,
+	 * lingering-close deadline, WebSocket close deadline. */
+	http_conn_free(arg);
+}
+
+static void
+conn_arm_timer(HttpConn *c, usec_t usec)
+{
+	struct timeval tv;
+	evtimer_add(c->timer, timeval_from_usec(&tv, usec));
+}
+
+void
+http_conn_abort(HttpConn *c)
+{
+	if (c->state == CONN_DEAD)
+		return;
+	c->state = CONN_DEAD;
+	bufferevent_disable(c->bev, EV_READ | EV_WRITE);
+	if (c->tail)
+		c->tail->finished = true;
+	conn_arm_timer(c, 0);
+}
+
+/* After the last response of the connection is queued: flush it, half-close,
+ * and read (discarding) for a moment, so a client still sending its body is
+ * not answered with a RST that would destroy the response it has not read. */
+/* Output flushed: send FIN and give the client at most LINGER_USEC to close. */
+static void
+conn_half_close(HttpConn *c)
+{
+	if (c->half_closed)
+		return;
+	c->half_closed = true;
+	shutdown(bufferevent_getfd(c->bev), SHUT_WR);
+	if (!evtimer_pending(c->timer, NULL))
+		conn_arm_timer(c, LINGER_USEC);
+}
+
+void
+http_conn_close(HttpConn *c)
+{
+	if (c->state == CONN_CLOSING || c->state == CONN_DEAD)
+		return;
+	c->state = CONN_CLOSING;
+	bufferevent_setwatermark(c->bev, EV_WRITE, 0, 0);
+	bufferevent_enable(c->bev, EV_READ | EV_WRITE);
+	evbuffer_drain(bufferevent_get_input(c->bev), SIZE_MAX);
+	if (evbuffer_get_length(bufferevent_get_output(c->bev)) == 0)
+		conn_half_close(c);
+}
+
+static void
+log_request(HttpConn *c, int status)
+{
+	const HttpRequest *q = &c->req;
+	const char *path = q->path;
+	size_t plen;
+
+	if (!path) {
+		path = q->url ? q->url : "";
+		plen = strcspn(path, "?");
+	} else
+		plen = strlen(path);
+	plen = MIN(plen, (size_t)256);
+	/* 503 while the coordinator is down is logged once, by the link */
+	log_full(status >= 500 && status != 503 ? LOG_WARNING : LOG_DEBUG, "%s: %s '%.*s' %d",
+		 c->addr, q->complete ? http_method_str(q->method) : "-", (int)plen, path, status);
+}
+
+static const char *
+status_reason(int status)
+{
+	switch (status) {
+	case 413: return "Content Too Large";
+	case 426: return "Upgrade Required";
+	case 431: return "Request Header Fields Too Large";
+	default: return http_status_str((enum http_status)status);
+	}
+}
+
+void
+http_respond(HttpConn *c, int status, const char *content_type, const char *body, size_t len,
+	     const char *extra_headers, bool close)
+{
+	struct evbuffer *out = bufferevent_get_output(c->bev);
+	HttpRequest *q = &c->req;
+	int r;
+
+	if (c->state != CONN_HTTP)
+		return;
+	if (!q->complete || !q->keep_alive || q->upgrade || c->router->stopping)
+		close = true;
+	r = evbuffer_add_printf(out, "HTTP/1.1 %d %s\r\n", status, status_reason(status));
+	if (r >= 0 && content_type)
+		r = evbuffer_add_printf(out, "Content-Type: %s\r\n", content_type);
+	if (r >= 0)
+		r = evbuffer_add_printf(out, "Content-Length: %zu\r\n%s%s\r\n", len,
+					close		     ? "Connection: close\r\n"
+					: q->http_minor == 0 ? "Connection: keep-alive\r\n"
+							     : "",
+					extra_headers ? extra_headers : "");
+	if (r >= 0 && len > 0)
+		r = evbuffer_add(out, body, len);
+	log_request(c, status);
+	if (r < 0) {
+		log_warning("%s: failed to queue a response, dropping the connection", c->addr);
+		http_conn_abort(c);
+		return;
+	}
+	req_reset(q);
+	c->busy = false;
+	if (close) {
+		http_conn_close(c);
+		return;
+	}
+	bufferevent_enable(c->bev, EV_READ);
+	conn_process(c);
+}
+
+void
+http_respond_json(HttpConn *c, int status, const json_t *j)
+{
+	_cleanup_free_ char *s = json_dump_compact(j);
+	if (!s) {
+		static const char oom[] = "{\"error\":\"out of memory\",\"code\":\"internal\"}";
+		http_respond(c, 500, "application/json; charset=utf-8", oom, STRLEN(oom), NULL,
+			     true);
+		return;
+	}
+	http_respond(c, status, "application/json; charset=utf-8", s, strlen(s), NULL, false);
+}
+
+static void
+respond_error(HttpConn *c, int status, const char *code, const char *message, const char *extra,
+	      bool close)
+{
+	json_auto_t *j = json_pack("{s:s, s:s}", "error", message, "code", code);
+	_cleanup_free_ char *s = j ? json_dump_compact(j) : NULL;
+
+	if (!s) {
+		static const char oom[] = "{\"error\":\"out of memory\",\"code\":\"internal\"}";
+		http_respond(c, 500, "application/json; charset=utf-8", oom, STRLEN(oom), NULL,
+			     true);
+		return;
+	}
+	http_respond(c, status, "application/json; charset=utf-8", s, strlen(s), extra, close);
+}
+
+void
+http_respond_error(HttpConn *c, int status, const char *code, const char *message)
+{
+	respond_error(c, status, code, message, NULL, false);
+}
+
+void
+http_respond_error_close(HttpConn *c, int status, const char *code, const char *message)
+{
+	respond_error(c, status, code, message, NULL, true);
+}
+
+void
+http_respond_405(HttpConn *c, const char *allow)
+{
+	char hdr[128];
+	snprintf(hdr, sizeof(hdr), "Allow: %s\r\n", allow);
+	respond_error(c, 405, "method_not_allowed", "method not allowed", hdr, false);
+}
+
+void
+http_conn_upgraded(HttpConn *c)
+{
+	log_request(c, 101);
+	req_reset(&c->req);
+	c->busy = false;
+	c->state = CONN_WS;
+}
+
+/* A parse failure: the stream cannot be trusted any more, answer and close. */
+static void
+conn_parse_failed(HttpConn *c, enum http_errno e)
+{
+	c->busy = true;
+	switch (c->fail_status) {
+	case 413:
+		http_respond_error_close(c, 413, "payload_too_large",
+					 "request body exceeds the configured limit");
+		break;
+	case 431:
+		http_respond_error_close(c, 431, "headers_too_large",
+					 "request headers exceed the configured limit");
+		break;
+	case 500: http_respond_error_close(c, 500, "internal", "out of memory"); break;
+	default:
+		if (e == HPE_HEADER_OVERFLOW)
+			http_respond_error_close(c, 431, "headers_too_large",
+						 "request headers exceed the configured limit");
+		else
+			http_respond_error_close(c, 400, "bad_request", http_errno_description(e));
+	}
+}
+
+static void
+conn_process(HttpConn *c)
+{
+	struct evbuffer *in = bufferevent_get_input(c->bev);
+
+	if (c->in_process)
+		return;
+	c->in_process = true;
+	while (c->state == CONN_HTTP && !c->busy) {
+		struct evbuffer_iovec v;
+		if (evbuffer_get_length(in) == 0 || evbuffer_peek(in, -1, NULL, &v, 1) < 1)
+			break;
+		size_t n = http_parser_execute(&c->parser, &parser_settings, v.iov_base, v.iov_len);
+		enum http_errno e = HTTP_PARSER_ERRNO(&c->parser);
+		evbuffer_drain(in, n);
+		if (e == HPE_PAUSED) {
+			http_parser_pause(&c->parser, 0);
+			c->busy = true;
+			bufferevent_disable(c->bev, EV_READ);
+			routes_dispatch(c);
+			continue;
+		}
+		if (e != HPE_OK) {
+			conn_parse_failed(c, e);
+			break;
+		}
+		if (n < v.iov_len) /* cannot happen without an error; do not spin */
+			break;
+	}
+	c->in_process = false;
+}
+
+static void
+read_cb(struct bufferevent *bev, void *arg)
+{
+	HttpConn *c = arg;
+
+	switch (c->state) {
+	case CONN_HTTP: conn_process(c); break;
+	case CONN_WS: ws_on_read(c); break;
+	case CONN_CLOSING: evbuffer_drain(bufferevent_get_input(bev), SIZE_MAX); break;
+	case CONN_DEAD: break;
+	}
+}
+
+static void
+write_cb(struct bufferevent *bev, void *arg)
+{
+	HttpConn *c = arg;
+
+	if (c->state == CONN_CLOSING && evbuffer_get_length(bufferevent_get_output(bev)) == 0)
+		conn_half_close(c);
+	else if (c->state == CONN_WS)
+		ws_on_drained(c);
+}
+
+static void
+event_cb(struct bufferevent *bev, short what, void *arg)
+{
+	HttpConn *c = arg;
+
+	if (what & BEV_EVENT_TIMEOUT)
+		log_debug("%s: connection timed out", c->addr);
+	else if (what & BEV_EVENT_ERROR)
+		log_debug_errno(errno, "%s: connection error: %m", c->addr);
+	http_conn_free(c);
+}
+
+int
+http_conn_new(Router *r, int fd, const struct sockaddr *sa, int salen)
+{
+	_cleanup_close_ int sfd = fd;
+	struct timeval tv;
+	HttpConn *c;
+	int one = 1;
+
+	c = calloc(1, sizeof(*c));
+	if (!c)
+		return -ENOMEM;
+	c->router = r;
+	c->state = CONN_HTTP;
+	if (sa->sa_family == AF_INET6) {
+		char a[INET6_ADDRSTRLEN] = "?";
+		const struct sockaddr_in6 *s6 = (const struct sockaddr_in6 *)sa;
+		evutil_inet_ntop(AF_INET6, &s6->sin6_addr, a, sizeof(a));
+		snprintf(c->addr, sizeof(c->addr), "[%s]:%u", a, ntohs(s6->sin6_port));
+	} else if (sa->sa_family == AF_INET) {
+		char a[INET_ADDRSTRLEN] = "?";
+		const struct sockaddr_in *s4 = (const struct sockaddr_in *)sa;
+		evutil_inet_ntop(AF_INET, &s4->sin_addr, a, sizeof(a));
+		snprintf(c->addr, sizeof(c->addr), "%s:%u", a, ntohs(s4->sin_port));
+	} else
+		snprintf(c->addr, sizeof(c->addr), "client");
+	(void)setsockopt(sfd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof(one));
+	c->timer = evtimer_new(r->base, conn_timer_cb, c);
+	c->bev = c->timer ? bufferevent_socket_new(r->base, sfd, BEV_OPT_CLOSE_ON_FREE) : NULL;
+	if (!c->bev) {
+		if (c->timer)
+			event_free(c->timer);
+		free(c);
+		return -ENOMEM;
+	}
+	TAKE_FD(sfd);
+	http_parser_init(&c->parser, HTTP_REQUEST);
+	c->parser.data = c;
+	timeval_from_usec(&tv, (usec_t)r->conf->idle_timeout_ms * USEC_PER_MSEC);
+	bufferevent_set_timeouts(c->bev, &tv, &tv);
+	bufferevent_setcb(c->bev, read_cb, write_cb, event_cb, c);
+	bufferevent_enable(c->bev, EV_READ | EV_WRITE);
+	router_conn_added(r, c);
+	return 0;
+}
+
+void
+http_conn_free(HttpConn *c)
+{
+	if (!c)
+		return;
+	coord_cancel(c->router, c);
+	routes_free_pending(c);
+	c->tail = tail_free(c->tail);
+	ws_done(c);
+	if (c->timer)
+		event_free(c->timer);
+	if (c->bev)
+		bufferevent_free(c->bev);
+	req_reset(&c->req);
+	router_conn_removed(c->router, c);
+	free(c);
+}

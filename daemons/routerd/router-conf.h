@@ -1,0 +1,44 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * router-conf.h — routerd's configuration: the [runwarden] shared keys plus
+ * the [routerd] section.
+ *
+ * router_conf_items[] is the one table of keys (section, key, type, offset,
+ * default, range, help); router_conf_load() applies the defaults, layers the
+ * files named on the command line and checks what the table cannot express
+ * (the listen address syntax). Sizes and durations are int64_t because the
+ * conf parser stores CONF_INT and CONF_SIZE that way; the *_ms keys are
+ * milliseconds.
+ */
+#pragma once
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "conf-parser.h"
+#include "daemon-util.h"
+#include "shared-conf.h"
+
+typedef struct RouterConf {
+	SharedConf shared;
+	char *listen;		     /* "host:port" or "[v6]:port"; numeric host */
+	int64_t max_body;	     /* request body limit → 413 */
+	int64_t max_header_bytes;    /* request line + headers limit → 431 */
+	int64_t max_connections;     /* accepting pauses at this many client sockets */
+	int64_t idle_timeout_ms;     /* keep-alive idle / stalled read / stalled write */
+	int64_t coord_timeout_ms;    /* deadline of each request to coordinatord */
+	int64_t ws_max_queue;	     /* per-tail unsent output cap → close 1008 */
+	int64_t ws_ping_interval_ms; /* server pings on WebSockets; 0 = off */
+	int64_t tail_read_batch;     /* max events per RUN_READ */
+} RouterConf;
+
+extern const ConfItem router_conf_items[];
+extern const size_t router_conf_n_items;
+
+/* Defaults, then the files of a (daemon_load_config), then semantic checks.
+ * Logs what is wrong; returns 0 or a negative errno. On failure the strings
+ * already parsed stay in *c: call router_conf_done() either way. */
+int router_conf_load(const DaemonArgs *a, RouterConf *c);
+
+/* Free the strings of c (NULL-safe fields). */
+void router_conf_done(RouterConf *c);

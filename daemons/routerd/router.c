@@ -1,0 +1,263 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * router.c — routerd's lifecycle: configuration, the TCP listener, the
+ * connection count, readiness and shutdown.
+ *
+ * Readiness (READY=1 and the "ready" log line) needs both the listener and a
+ * ready coordinator link; until the link is up routerd already serves, and
+ * answers what needs the coordinator with 503.
+ */
+#include "config.h"
+
+#include "routerd.h"
+
+#include <errno.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/socket.h>
+#include <unistd.h>
+
+#include <event2/event.h>
+#include <event2/listener.h>
+#include <event2/util.h>
+
+#include "daemon-util.h"
+#include "fd-util.h"
+#include "log.h"
+#include "macro.h"
+
+#define ACCEPT_RETRY_USEC (100 * USEC_PER_MSEC)
+#define STOP_DEADLINE_USEC (1500 * USEC_PER_MSEC)
+
+static void
+router_update_accepting(Router *r)
+{
+	bool full = r->n_conns >= (size_t)r->conf->max_connections;
+
+	if (!r->listener || r->stopping)
+		return;
+	if (full && !r->accept_paused) {
+		evconnlistener_disable(r->listener);
+		r->accept_paused = true;
+		log_warning("%zu client connections: not accepting more until some close",
+			    r->n_conns);
+	} else if (!full && r->accept_paused && !evtimer_pending(r->accept_retry, NULL)) {
+		evconnlistener_enable(r->listener);
+		r->accept_paused = false;
+	}
+}
+
+void
+router_conn_added(Router *r, HttpConn *c)
+{
+	c->prev = NULL;
+	c->next = r->conns;
+	if (r->conns)
+		r->conns->prev = c;
+	r->conns = c;
+	r->n_conns++;
+	router_update_accepting(r);
+}
+
+void
+router_conn_removed(Router *r, HttpConn *c)
+{
+	if (c->prev)
+		c->prev->next = c->next;
+	else
+		r->conns = c->next;
+	if (c->next)
+		c->next->prev = c->prev;
+	r->n_conns--;
+	router_update_accepting(r);
+	if (r->stopping && r->n_conns == 0)
+		event_base_loopbreak(r->base);
+}
+
+static void
+accept_cb(struct evconnlistener *l, evutil_socket_t fd, struct sockaddr *sa, int salen,
+	  void *userdata)
+{
+	Router *r = userdata;
+	int rr;
+
+	if (r->stopping) {
+		safe_close(fd);
+		return;
+	}
+	rr = http_conn_new(r, fd, sa, salen);
+	if (rr < 0)
+		log_warning_errno(rr, "Failed to set up a client connection: %m");
+}
+
+static void
+accept_error_cb(struct evconnlistener *l, void *userdata)
+{
+	Router *r = userdata;
+	struct timeval tv;
+	int err = EVUTIL_SOCKET_ERROR();
+
+	/* EMFILE & co: pause instead of spinning on a listener that stays readable. */
+	log_warning_errno(err, "accept() failed: %m; pausing for 100 ms");
+	evconnlistener_disable(l);
+	r->accept_paused = true;
+	evtimer_add(r->accept_retry, timeval_from_usec(&tv, ACCEPT_RETRY_USEC));
+}
+
+static void
+accept_retry_cb(evutil_socket_t fd, short what, void *arg)
+{
+	router_update_accepting(arg);
+}
+
+void
+router_check_ready(Router *r)
+{
+	char status[300];
+
+	if (r->ready_sent || !r->listener || r->stopping || !coord_ready(r))
+		return;
+	r->ready_sent = true;
+	snprintf(status, sizeof(status), "serving on http://%s", r->conf->listen);
+	notify_ready(status);
+	log_info("routerd ready on http://%s", r->conf->listen);
+}
+
+int
+router_new(struct event_base *base, RouterConf *conf, Router **ret)
+{
+	struct sockaddr_storage ss;
+	int sslen = sizeof(ss);
+	Router *r;
+
+	r = calloc(1, sizeof(*r));
+	if (!r)
+		return log_error_errno(SYNTHETIC_ERRNO(ENOMEM), "Out of memory");
+	r->conf = conf;
+	r->base = base;
+	if (asprintf(&r->coord_path, "%s/%s", conf->shared.runtime_dir, RW_SOCK_COORD) < 0) {
+		r->coord_path = NULL;
+		router_free(r);
+		return log_error_errno(SYNTHETIC_ERRNO(ENOMEM), "Out of memory");
+	}
+	r->accept_retry = evtimer_new(base, accept_retry_cb, r);
+	if (!r->accept_retry) {
+		router_free(r);
+		return log_error_errno(SYNTHETIC_ERRNO(ENOMEM), "Out of memory");
+	}
+	if (evutil_parse_sockaddr_port(conf->listen, (struct sockaddr *)&ss, &sslen) < 0) {
+		router_free(r);
+		return log_error_errno(SYNTHETIC_ERRNO(EINVAL), "Invalid listen address '%s'",
+				       conf->listen);
+	}
+	r->listener = evconnlistener_new_bind(
+	    base, accept_cb, r, LEV_OPT_REUSEABLE | LEV_OPT_CLOSE_ON_FREE | LEV_OPT_CLOSE_ON_EXEC,
+	    1024, (struct sockaddr *)&ss, sslen);
+	if (!r->listener) {
+		int err = errno;
+		router_free(r);
+		return log_error_errno(err ? err : EADDRNOTAVAIL, "Cannot listen on %s: %m",
+				       conf->listen);
+	}
+	evconnlistener_set_error_cb(r->listener, accept_error_cb);
+	*ret = r;
+	return 0;
+}
+
+int
+router_start(Router *r)
+{
+	log_debug("Listening on %s; coordinatord at %s", r->conf->listen, r->coord_path);
+	return coord_start(r);
+}
+
+void
+router_stop(Router *r)
+{
+	struct timeval tv;
+
+	if (r->stopping)
+		return;
+	r->stopping = true;
+	notify_stopping();
+	if (r->listener) {
+		evconnlistener_free(r->listener);
+		r->listener = NULL;
+	}
+	coord_stop(r);
+	for (HttpConn *c = r->conns; c; c = c->next) {
+		if (c->state == CONN_WS)
+			ws_close(c, 1001, "server shutting down");
+		else
+			http_conn_abort(c);
+	}
+	if (r->n_conns == 0)
+		event_base_loopbreak(r->base);
+	else
+		event_base_loopexit(r->base, timeval_from_usec(&tv, STOP_DEADLINE_USEC));
+}
+
+Router *
+router_free(Router *r)
+{
+	if (!r)
+		return NULL;
+	r->stopping = true;
+	while (r->conns)
+		http_conn_free(r->conns);
+	coord_stop(r);
+	if (r->listener)
+		evconnlistener_free(r->listener);
+	if (r->accept_retry)
+		event_free(r->accept_retry);
+	if (r->coord_retry)
+		event_free(r->coord_retry);
+	free(r->coord_path);
+	free(r);
+	return NULL;
+}
+
+static void
+on_term(void *userdata)
+{
+	router_stop(userdata);
+}
+
+int
+router_run(const DaemonArgs *args)
+{
+	_cleanup_(router_conf_done) RouterConf conf = {0};
+	struct event_base *base = NULL;
+	Router *r = NULL;
+	int rr;
+
+	rr = router_conf_load(args, &conf);
+	if (rr < 0)
+		return rr;
+	if (args->check_config) {
+		log_info("Configuration is valid");
+		return 0;
+	}
+	log_set_max_level(conf.shared.log_level);
+	base = event_base_new();
+	if (!base)
+		return log_error_errno(SYNTHETIC_ERRNO(ENOMEM), "Cannot create the event loop");
+	rr = router_new(base, &conf, &r);
+	if (rr >= 0)
+		rr = daemon_setup_signals(base, on_term, NULL, r);
+	if (rr >= 0)
+		rr = router_start(r);
+	if (rr >= 0) {
+		notify_status("waiting for coordinatord");
+		if (event_base_dispatch(base) < 0)
+			rr = log_error_errno(SYNTHETIC_ERRNO(EIO), "Event loop failed");
+		else
+			log_info("routerd stopped");
+	} else if (rr < 0 && r)
+		log_error_errno(rr, "Startup failed: %m");
+	router_free(r);
+	daemon_teardown_signals();
+	event_base_free(base);
+	return rr < 0 ? rr : 0;
+}

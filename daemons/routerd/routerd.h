@@ -1,0 +1,282 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * routerd.h — routerd's private types and cross-file API.
+ *
+ * routerd is the stateless public front: HTTP/1.1 with keep-alive and
+ * pipelining, plus WebSocket tails of run logs. It owns no durable state;
+ * every answer comes from coordinatord over one IPC link (a common/proto Peer).
+ * One thread, one event_base.
+ *
+ * Modules (each prefixed by its name):
+ *   router.c      Router: config, TCP listener, signals, lifecycle, ready
+ *   coord-link.c  coord_*: the link to coordinatord (connect, backoff, calls)
+ *                 and watch_*: one RUN_WATCH per run, shared by its tails
+ *   http.c        http_*: HttpConn, request parsing (http-parser), responses
+ *   routes.c      routes_*: the route table and the request handlers
+ *   ws.c          ws_*: RFC 6455 handshake and the wslay session on an HttpConn
+ *   tail.c        tail_*: the run-log tail protocol over a WebSocket
+ *
+ * Lifetime rules, because callbacks cross modules:
+ *   - An HttpConn is only released from the top of a libevent callback.
+ *     Code deep in a call chain calls http_conn_abort(), which disables I/O
+ *     at once and frees on a zero-delay timer. So lists (watch → tails) can
+ *     be walked while tails fail.
+ *   - Every peer_call() is made with the object that must outlive the reply
+ *     as userdata (HttpConn, Tail or Watch); freeing that object cancels its
+ *     calls with peer_cancel_calls(), so reply callbacks never see freed
+ *     memory. When the link drops, pending calls fail with -ECONNRESET first,
+ *     then coord_on_close() detaches every watch.
+ */
+#pragma once
+
+#include <http_parser.h>
+#include <jansson.h>
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include "peer.h"
+#include "router-conf.h"
+#include "time-util.h"
+
+struct bufferevent;
+struct event;
+struct event_base;
+struct evconnlistener;
+struct wslay_event_context;
+
+typedef struct Router Router;
+typedef struct HttpConn HttpConn;
+typedef struct Tail Tail;
+typedef struct Watch Watch;
+
+#define ROUTER_WATCH_BUCKETS 1024
+#define ROUTER_MAX_HEADERS 100
+#define ROUTER_MAX_ID 128 /* longest runId accepted in a path */
+
+struct Router {
+	RouterConf *conf;
+	struct event_base *base;
+	struct evconnlistener *listener;
+	struct event *accept_retry; /* re-enable accepting after EMFILE & co */
+	bool accept_paused;	    /* max_connections reached */
+	HttpConn *conns;	    /* all client connections */
+	size_t n_conns;
+	bool stopping;
+	bool ready_sent;
+	int exit_code;
+
+	/* coordinatord link (coord-link.c) */
+	char *coord_path;
+	Peer *coord;
+	struct event *coord_retry;
+	usec_t coord_backoff;
+	bool coord_down_logged;
+	Watch *watches[ROUTER_WATCH_BUCKETS];
+};
+
+/* ---- router.c ---- */
+
+/* The daemon: load the configuration (--check-config stops there), set up
+ * the loop, serve until SIGTERM/SIGINT. 0 on a clean stop, negative errno
+ * (logged) on a startup failure. */
+int router_run(const DaemonArgs *args);
+
+/* Build a router on base for conf (borrowed; must outlive it). Binds the
+ * listener (fails hard: returns the negative errno after logging). */
+int router_new(struct event_base *base, RouterConf *conf, Router **ret);
+/* Start the coordinator link; then the loop does the rest. */
+int router_start(Router *r);
+/* NULL-safe; closes every connection at once; returns NULL. */
+Router *router_free(Router *r);
+/* SIGTERM: stop accepting, close WebSockets with 1001, leave the loop once
+ * they are gone (bounded by a short deadline). */
+void router_stop(Router *r);
+/* The link became ready or the listener came up: announce readiness once. */
+void router_check_ready(Router *r);
+/* Connection accounting, called by http.c. */
+void router_conn_added(Router *r, HttpConn *c);
+void router_conn_removed(Router *r, HttpConn *c);
+
+/* ---- coord-link.c ---- */
+
+/* Connect now (or schedule a retry with backoff). 0 or -ENOMEM. */
+int coord_start(Router *r);
+/* Drop the link and its retry timer; detach every watch. */
+void coord_stop(Router *r);
+/* true when requests can be sent (HELLO exchanged, not closed). */
+bool coord_ready(Router *r);
+/* peer_call() on the link with the configured deadline; -ECONNRESET when
+ * down. On success cb runs exactly once unless coord_cancel(userdata). */
+int coord_call(Router *r, int type, const MpWriter *body, PeerReplyFn cb, void *userdata);
+void coord_cancel(Router *r, void *userdata);
+/* The message of an ERROR reply body, or NULL. Borrowed from the body. */
+const char *coord_error_message(const msgpack_object *body, size_t *ret_len);
+
+/* One upstream subscription per run, shared by the run's tails. */
+struct Watch {
+	Router *router;
+	Watch *next; /* hash chain in router->watches */
+	char *run_id;
+	bool active; /* RUN_WATCH answered */
+	Tail *tails; /* linked through Tail.watch_prev/next */
+};
+
+/* Attach t to the run's shared watch, creating it (RUN_WATCH) when it is
+ * the first; t is pumped once the watch is active. 0 or negative errno. */
+int watch_attach(Router *r, Tail *t);
+/* Detach t; the last tail leaving sends RUN_UNWATCH. NULL-safe on t->watch. */
+void watch_detach(Tail *t);
+
+/* ---- http.c ---- */
+
+typedef struct HttpHeader {
+	char *name;
+	char *value;
+} HttpHeader;
+
+typedef struct HttpRequest {
+	enum http_method method;
+	unsigned short http_major, http_minor;
+	char *url;
+	size_t url_len;
+	HttpHeader headers[ROUTER_MAX_HEADERS];
+	size_t n_headers;
+	size_t n_name, n_value; /* lengths of the header being parsed */
+	bool in_value;		/* the last header callback was a value */
+	size_t header_bytes;	/* request line + headers, against max_header_bytes */
+	char *body;
+	size_t body_len, body_cap;
+	bool keep_alive;
+	bool upgrade;  /* http-parser saw Upgrade + Connection: upgrade */
+	bool complete; /* on_message_complete ran */
+	usec_t started;
+	/* filled by routes.c */
+	char *path; /* the URL path, not decoded, for logs */
+} HttpRequest;
+
+typedef enum HttpConnState {
+	CONN_HTTP,    /* parsing and answering requests */
+	CONN_WS,      /* upgraded: a WebSocket tail */
+	CONN_CLOSING, /* flushing output, then lingering close */
+	CONN_DEAD,    /* I/O disabled, freed on the next loop turn */
+} HttpConnState;
+
+struct HttpConn {
+	Router *router;
+	HttpConn *prev, *next;
+	struct bufferevent *bev;
+	HttpConnState state;
+	char addr[64]; /* client address for logs */
+	http_parser parser;
+	HttpRequest req;
+	bool busy;	     /* a request is being answered; parsing paused */
+	bool in_process;     /* guard against re-entering the parse loop */
+	int fail_status;     /* 413/431 decided inside a parser callback */
+	bool half_closed;    /* CONN_CLOSING: FIN sent, waiting for the client's */
+	struct event *timer; /* linger / deferred free / ws close deadline */
+	/* WebSocket (ws.c, tail.c) */
+	struct wslay_event_context *ws;
+	struct event *ping_timer;
+	bool ws_close_queued;
+	Tail *tail;
+	struct StreamStart *stream_start; /* routes.c: a tail waiting for RUN_GET */
+};
+
+/* Accepted socket → new connection (takes the fd). 0 or negative errno. */
+int http_conn_new(Router *r, int fd, const struct sockaddr *sa, int salen);
+/* Release now: only from the top of a libevent callback or teardown. */
+void http_conn_free(HttpConn *c);
+/* Drop the connection from anywhere: I/O off now, freed next turn. */
+void http_conn_abort(HttpConn *c);
+
+/* Queue a complete response for the current request. body may be NULL/0.
+ * extra_headers: already formatted "Name: value\r\n" lines or NULL. Ends the
+ * request (logs it, resumes parsing pipelined input unless close). */
+void http_respond(HttpConn *c, int status, const char *content_type, const char *body, size_t len,
+		  const char *extra_headers, bool close);
+/* {"error": message, "code": code} with application/json. */
+void http_respond_error(HttpConn *c, int status, const char *code, const char *message);
+void http_respond_error_close(HttpConn *c, int status, const char *code, const char *message);
+/* A jansson value as the JSON body (steals nothing; j is borrowed). */
+void http_respond_json(HttpConn *c, int status, const json_t *j);
+/* 405 with an Allow header listing allow ("GET"). */
+void http_respond_405(HttpConn *c, const char *allow);
+/* End the connection gracefully: flush output, half-close, discard input for
+ * at most 1 s (or until the client closes), then free. */
+void http_conn_close(HttpConn *c);
+/* Value of a request header (case-insensitive name) or NULL. */
+const char *http_header(const HttpConn *c, const char *name);
+/* true when the comma-separated header list contains token (case-insensitive). */
+bool http_header_has_token(const HttpConn *c, const char *name, const char *token);
+/* Switch c to WebSocket after a 101 was queued: the request ends without a
+ * response line being logged as an error, parsing stops for good. */
+void http_conn_upgraded(HttpConn *c);
+
+/* ---- routes.c ---- */
+
+/* Answer c->req (complete). Eventually calls http_respond*() or upgrades. */
+void routes_dispatch(HttpConn *c);
+/* Free what a handler keeps on c while a coordinator call is in flight. */
+void routes_free_pending(HttpConn *c);
+
+/* ---- ws.c ---- */
+
+/* Validate the handshake headers of c->req. 0, or -EINVAL with a message
+ * for the 400 in *ret_msg (static string). */
+int ws_check_handshake(const HttpConn *c, const char **ret_msg);
+/* Queue the 101 response and set up the wslay session on c. Input already
+ * buffered after the request is processed as WebSocket data. 0 or -errno. */
+int ws_accept(HttpConn *c);
+/* Queue a text message and push it to the socket. 0 or negative errno. */
+int ws_send_text(HttpConn *c, const char *text, size_t len);
+/* Queue a close frame (once); the TCP connection is closed after the
+ * client's answer or after a 1 s deadline, whichever comes first. */
+void ws_close(HttpConn *c, uint16_t code, const char *reason);
+/* Bytes not yet written to the socket for c. */
+size_t ws_output_pending(const HttpConn *c);
+/* Bufferevent callbacks in CONN_WS (called by http.c). */
+void ws_on_read(HttpConn *c);
+void ws_on_drained(HttpConn *c);
+/* Free the wslay session and the ping timer. */
+void ws_done(HttpConn *c);
+
+/* ---- tail.c ---- */
+
+struct Tail {
+	Router *router;
+	HttpConn *conn;
+	Watch *watch;
+	Tail *watch_prev, *watch_next;
+	char *run_id;
+	char *thread_id; /* NULL when the request had none */
+	int64_t cursor;	 /* seq of the last event delivered (exclusive cursor) */
+	int64_t head;	 /* highest lastSeq known from any record */
+	bool terminal;	 /* the best record known is terminal */
+	char *record;	 /* that record's JSON text */
+	bool need_read;	 /* a RUN_READ is due (start, gap, output drained) */
+	bool reading;	 /* a RUN_READ is in flight */
+	bool finished;	 /* a close frame was queued; nothing more is sent */
+};
+
+typedef struct TailRecord {
+	const char *text; /* JSON text, NUL-terminated */
+	size_t len;
+	int64_t last_seq;
+	bool terminal;
+} TailRecord;
+
+/* A tail on c for run_id (copied) from cursor last_seq; record_json is the
+ * record RUN_GET returned (may be NULL). Attaches to the watch. */
+int tail_new(HttpConn *c, const char *run_id, const char *thread_id, int64_t last_seq,
+	     const char *record_json, Tail **ret);
+Tail *tail_free(Tail *t);
+/* Continue: read, deliver, or finish, as the state allows. */
+void tail_pump(Tail *t);
+/* A RUN_EVENTS push for the tail's run. events: msgpack strings. */
+void tail_on_push(Tail *t, int64_t first_seq, const msgpack_object_array *events,
+		  const TailRecord *rec);
+/* Close with code/reason and send nothing more. */
+void tail_fail(Tail *t, uint16_t code, const char *reason);
+/* Parse lastSeq and status out of a record JSON text. 0 or -EBADMSG. */
+int tail_record_parse(const char *text, size_t len, TailRecord *ret);

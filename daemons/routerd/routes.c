@@ -1,0 +1,585 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * routes.c — the public routes (docs: API.md) and their handlers.
+ *
+ * The path is split on '/', empty segments dropped, each segment
+ * percent-decoded; the route table matches on the segments. Handlers that
+ * need coordinatord send one request with the HttpConn as userdata and answer
+ * from the reply callback; a connection that goes away first cancels it.
+ *
+ * Coordinator errors map to statuses in one place (respond_coord_error):
+ * -EINVAL 400, -ENOENT 404, -ECONNRESET/-ETIMEDOUT 503, anything else 500.
+ */
+#include "config.h"
+
+#include "routerd.h"
+
+#include <errno.h>
+#include <inttypes.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "json-util.h"
+#include "log.h"
+#include "macro.h"
+
+#define ROUTE_MAX_SEGMENTS 8
+#define THREAD_ID_MAX 256
+#define IDEMPOTENCY_KEY_MAX 256
+
+typedef struct Route {
+	char *seg[ROUTE_MAX_SEGMENTS];
+	size_t n_seg;
+	char *query; /* raw, without '?', or NULL */
+} Route;
+
+static void
+route_done(Route *rt)
+{
+	for (size_t i = 0; i < rt->n_seg; i++)
+		free(rt->seg[i]);
+	free(rt->query);
+	*rt = (Route){0};
+}
+
+static int
+hexval(char c)
+{
+	if (c >= '0' && c <= '9')
+		return c - '0';
+	if (c >= 'a' && c <= 'f')
+		return c - 'a' + 10;
+	if (c >= 'A' && c <= 'F')
+		return c - 'A' + 10;
+	return -1;
+}
+
+/* Percent-decode s[0..len) into a new string; '+' is a space in queries.
+ * -EINVAL on a bad escape or a decoded NUL. */
+static int
+url_decode(const char *s, size_t len, bool plus_space, char **ret)
+{
+	char *d = malloc(len + 1), *o = d;
+
+	if (!d)
+		return -ENOMEM;
+	for (size_t i = 0; i < len; i++) {
+		if (s[i] == '%') {
+			int hi = i + 2 < len ? hexval(s[i + 1]) : -1;
+			int lo = i + 2 < len ? hexval(s[i + 2]) : -1;
+			if (hi < 0 || lo < 0 || (hi == 0 && lo == 0)) {
+				free(d);
+				return -EINVAL;
+			}
+			*o++ = (char)(hi * 16 + lo);
+			i += 2;
+		} else if (plus_space && s[i] == '+')
+			*o++ = ' ';
+		else
+			*o++ = s[i];
+	}
+	*o = '\0';
+	*ret = d;
+	return 0;
+}
+
+/* Split the request target into decoded path segments and the raw query. */
+static int
+route_parse(HttpConn *c, Route *rt)
+{
+	struct http_parser_url u;
+	const char *url = c->req.url;
+	int r;
+
+	if (!url)
+		return -EINVAL;
+	http_parser_url_init(&u);
+	if (http_parser_parse_url(url, c->req.url_len, 0, &u) != 0 ||
+	    !(u.field_set & (1 << UF_PATH)))
+		return -EINVAL;
+	const char *p = url + u.field_data[UF_PATH].off;
+	size_t plen = u.field_data[UF_PATH].len;
+	c->req.path = strndup(p, plen);
+	if (!c->req.path)
+		return -ENOMEM;
+	for (size_t i = 0; i < plen;) {
+		size_t n = 0;
+		while (i + n < plen && p[i + n] != '/')
+			n++;
+		if (n > 0) {
+			if (rt->n_seg >= ROUTE_MAX_SEGMENTS)
+				return -E2BIG;
+			r = url_decode(p + i, n, false, &rt->seg[rt->n_seg]);
+			if (r < 0)
+				return r;
+			rt->n_seg++;
+		}
+		i += n + 1;
+	}
+	if (u.field_set & (1 << UF_QUERY)) {
+		rt->query = strndup(url + u.field_data[UF_QUERY].off, u.field_data[UF_QUERY].len);
+		if (!rt->query)
+			return -ENOMEM;
+	}
+	return 0;
+}
+
+/* The decoded value of query parameter name (the first one), or NULL when it
+ * is absent. -EINVAL on a malformed escape. */
+static int
+route_query(const Route *rt, const char *name, char **ret)
+{
+	size_t nl = strlen(name);
+
+	*ret = NULL;
+	for (const char *s = rt->query; s && *s;) {
+		size_t n = strcspn(s, "&");
+		const char *eq = memchr(s, '=', n);
+		size_t kl = eq ? (size_t)(eq - s) : n;
+		_cleanup_free_ char *key = NULL;
+		int r = url_decode(s, kl, true, &key);
+		if (r < 0)
+			return r;
+		if (strlen(key) == nl && memcmp(key, name, nl) == 0)
+			return url_decode(eq ? eq + 1 : s + n, eq ? n - kl - 1 : 0, true, ret);
+		s += n;
+		if (*s == '&')
+			s++;
+	}
+	return 0;
+}
+
+/* Printable: no C0 control characters and no DEL (UTF-8 beyond is fine). */
+static bool
+string_printable(const char *s)
+{
+	for (; *s; s++)
+		if ((unsigned char)*s < 0x20 || *s == 0x7f)
+			return false;
+	return true;
+}
+
+static const char *
+thread_id_problem(const char *s)
+{
+	if (!s || !*s)
+		return "threadId must be a non-empty string";
+	if (strlen(s) > THREAD_ID_MAX)
+		return "threadId must be at most 256 bytes";
+	if (!string_printable(s))
+		return "threadId must not contain control characters";
+	return NULL;
+}
+
+static bool
+run_id_plausible(const char *s)
+{
+	return *s && strlen(s) <= ROUTER_MAX_ID && string_printable(s);
+}
+
+static void
+respond_unavailable(HttpConn *c)
+{
+	http_respond_error(c, 503, "unavailable", "coordinator unavailable");
+}
+
+static void
+respond_coord_error(HttpConn *c, int err, const msgpack_object *body, const char *not_found)
+{
+	size_t ml = 0;
+	const char *m = coord_error_message(body, &ml);
+	char msg[256];
+
+	switch (err) {
+	case -EINVAL:
+		snprintf(msg, sizeof(msg), "%.*s", (int)(m ? ml : 0), m ? m : "");
+		http_respond_error(c, 400, "bad_request", m ? msg : "bad request");
+		break;
+	case -ENOENT: http_respond_error(c, 404, "not_found", not_found); break;
+	case -ECONNRESET:
+	case -ETIMEDOUT:
+		log_warning_errno(err, "%s: coordinatord did not answer: %m", c->addr);
+		respond_unavailable(c);
+		break;
+	default:
+		log_warning_errno(err, "%s: coordinatord failed a request: %m", c->addr);
+		http_respond_error(c, 500, "internal", "internal error");
+	}
+}
+
+/* ---- GET /healthz ---- */
+
+static void
+route_healthz(HttpConn *c, Route *rt)
+{
+	static const char ok[] = "{\"status\":\"ok\"}";
+	http_respond(c, 200, "application/json; charset=utf-8", ok, STRLEN(ok), NULL, false);
+}
+
+/* ---- POST /runs ---- */
+
+static void
+run_start_reply(Peer *p, int err, const msgpack_object *body, void *userdata)
+{
+	HttpConn *c = userdata;
+	const char *run_id = NULL;
+	MpReader mr;
+
+	if (err < 0) {
+		respond_coord_error(c, err, body, "not found");
+		return;
+	}
+	mp_reader_init(&mr, body);
+	mp_read_str(&mr, "run_id", &run_id);
+	if (mr.err < 0) {
+		mp_reader_done(&mr);
+		log_warning("%s: RUN_START reply without run_id", c->addr);
+		http_respond_error(c, 500, "internal", "internal error");
+		return;
+	}
+	json_auto_t *j = json_pack("{s:s}", "runId", run_id);
+	mp_reader_done(&mr);
+	if (!j) {
+		http_respond_error(c, 500, "internal", "internal error");
+		return;
+	}
+	http_respond_json(c, 202, j);
+}
+
+/* The API.md checks on a POST /runs body; NULL when valid. */
+static const char *
+run_body_problem(json_t *body, char *buf, size_t bufsz)
+{
+	json_t *tid, *msgs, *meta, *m;
+	size_t i;
+
+	if (!json_is_object(body))
+		return "body must be a JSON object";
+	tid = json_object_get(body, "threadId");
+	if (!json_is_string(tid))
+		return "threadId must be a non-empty string";
+	if (strlen(json_string_value(tid)) != json_string_length(tid))
+		return "threadId must not contain control characters";
+	const char *why = thread_id_problem(json_string_value(tid));
+	if (why)
+		return why;
+	msgs = json_object_get(body, "messages");
+	if (!json_is_array(msgs) || json_array_size(msgs) == 0)
+		return "messages must be a non-empty array";
+	json_array_foreach(msgs, i, m)
+	{
+		if (!json_is_object(m)) {
+			snprintf(buf, bufsz, "messages[%zu] must be an object", i);
+			return buf;
+		}
+		if (!json_is_string(json_object_get(m, "role"))) {
+			snprintf(buf, bufsz, "messages[%zu].role must be a string", i);
+			return buf;
+		}
+	}
+	meta = json_object_get(body, "metadata");
+	if (meta && !json_is_object(meta))
+		return "metadata must be an object";
+	return NULL;
+}
+
+static void
+route_runs_post(HttpConn *c, Route *rt)
+{
+	const char *idem = http_header(c, "Idempotency-Key");
+	_cleanup_free_ char *msgs = NULL, *meta = NULL;
+	json_error_t jerr;
+	char buf[128];
+	MpWriter w;
+	int r;
+
+	if (idem && (!*idem || strlen(idem) > IDEMPOTENCY_KEY_MAX || !string_printable(idem))) {
+		http_respond_error(c, 400, "bad_request",
+				   "Idempotency-Key must be 1 to 256 printable bytes");
+		return;
+	}
+	json_auto_t *body = json_loadb(c->req.body ? c->req.body : "", c->req.body_len, 0, &jerr);
+	if (!body) {
+		http_respond_error(c, 400, "invalid_json", jerr.text);
+		return;
+	}
+	const char *why = run_body_problem(body, buf, sizeof(buf));
+	if (why) {
+		http_respond_error(c, 400, "bad_request", why);
+		return;
+	}
+	if (!coord_ready(c->router)) {
+		respond_unavailable(c);
+		return;
+	}
+	json_t *meta_j = json_object_get(body, "metadata");
+	msgs = json_dump_compact(json_object_get(body, "messages"));
+	meta = meta_j ? json_dump_compact(meta_j) : NULL;
+	if (!msgs || (meta_j && !meta)) {
+		http_respond_error(c, 500, "internal", "out of memory");
+		return;
+	}
+	mp_writer_init(&w);
+	mp_w_map(&w, 2 + !!meta + !!idem);
+	mp_w_str(&w, "thread_id", json_string_value(json_object_get(body, "threadId")));
+	mp_w_str(&w, "messages", msgs);
+	if (meta)
+		mp_w_str(&w, "metadata", meta);
+	if (idem)
+		mp_w_str(&w, "idempotency_key", idem);
+	r = coord_call(c->router, MSG_RUN_START, &w, run_start_reply, c);
+	mp_writer_done(&w);
+	if (r < 0)
+		respond_coord_error(c, r == -ECONNRESET ? r : -EIO, NULL, "not found");
+}
+
+/* ---- GET /runs/{runId} ---- */
+
+static int
+send_run_get(HttpConn *c, const char *run_id, const char *thread_id, PeerReplyFn cb)
+{
+	MpWriter w;
+	int r;
+
+	mp_writer_init(&w);
+	mp_w_map(&w, thread_id ? 2 : 1);
+	mp_w_str(&w, "run_id", run_id);
+	if (thread_id)
+		mp_w_str(&w, "thread_id", thread_id);
+	r = coord_call(c->router, MSG_RUN_GET, &w, cb, c);
+	mp_writer_done(&w);
+	return r;
+}
+
+static void
+run_get_reply(Peer *p, int err, const msgpack_object *body, void *userdata)
+{
+	HttpConn *c = userdata;
+	const msgpack_object *rec = body ? mp_map_get(body, "record") : NULL;
+
+	if (err < 0) {
+		respond_coord_error(c, err, body, "unknown run");
+		return;
+	}
+	if (!rec || rec->type != MSGPACK_OBJECT_STR) {
+		log_warning("%s: RUN_GET reply without record", c->addr);
+		http_respond_error(c, 500, "internal", "internal error");
+		return;
+	}
+	http_respond(c, 200, "application/json; charset=utf-8", rec->via.str.ptr, rec->via.str.size,
+		     NULL, false);
+}
+
+/* threadId from the query, validated; false after answering 400. */
+static bool
+get_thread_id(HttpConn *c, const Route *rt, char **ret)
+{
+	int r = route_query(rt, "threadId", ret);
+	const char *why;
+
+	if (r == -ENOMEM) {
+		http_respond_error(c, 500, "internal", "out of memory");
+		return false;
+	}
+	if (r < 0) {
+		http_respond_error(c, 400, "bad_request", "malformed query string");
+		return false;
+	}
+	if (*ret && (why = thread_id_problem(*ret))) {
+		http_respond_error(c, 400, "bad_request", why);
+		return false;
+	}
+	return true;
+}
+
+static void
+route_run_get(HttpConn *c, Route *rt)
+{
+	_cleanup_free_ char *thread_id = NULL;
+
+	if (!get_thread_id(c, rt, &thread_id))
+		return;
+	if (!run_id_plausible(rt->seg[1])) {
+		http_respond_error(c, 404, "not_found", "unknown run");
+		return;
+	}
+	if (send_run_get(c, rt->seg[1], thread_id, run_get_reply) < 0)
+		respond_unavailable(c);
+}
+
+/* ---- GET /runs/{runId}/stream ---- */
+
+/* What the stream handler keeps while RUN_GET is in flight. */
+typedef struct StreamStart {
+	char *run_id;
+	char *thread_id;
+	int64_t last_seq;
+} StreamStart;
+
+static StreamStart *
+stream_start_free(StreamStart *s)
+{
+	if (s) {
+		free(s->run_id);
+		free(s->thread_id);
+		free(s);
+	}
+	return NULL;
+}
+
+static void stream_get_reply(Peer *p, int err, const msgpack_object *body, void *userdata);
+
+static bool
+parse_last_seq(const char *s, int64_t *ret)
+{
+	char *end;
+
+	if (!s) {
+		*ret = -1;
+		return true;
+	}
+	if (!*s || !(*s == '-' || (*s >= '0' && *s <= '9')))
+		return false;
+	errno = 0;
+	long long v = strtoll(s, &end, 10);
+	if (errno != 0 || *end != '\0' || v < -1)
+		return false;
+	*ret = v;
+	return true;
+}
+
+static void
+route_run_stream(HttpConn *c, Route *rt)
+{
+	_cleanup_free_ char *thread_id = NULL, *last = NULL;
+	const char *msg;
+	int64_t last_seq;
+	int r;
+
+	if (!get_thread_id(c, rt, &thread_id))
+		return;
+	r = route_query(rt, "lastSeq", &last);
+	if (r < 0 || !parse_last_seq(last, &last_seq)) {
+		http_respond_error(c, 400, "bad_request", "lastSeq must be an integer >= -1");
+		return;
+	}
+	if (!http_header(c, "Upgrade")) {
+		http_respond_error(c, 426, "upgrade_required", "expected websocket upgrade");
+		return;
+	}
+	if (ws_check_handshake(c, &msg) < 0) {
+		http_respond_error_close(c, 400, "bad_request", msg);
+		return;
+	}
+	if (!run_id_plausible(rt->seg[1])) {
+		http_respond_error(c, 404, "not_found", "unknown run");
+		return;
+	}
+	StreamStart *s = calloc(1, sizeof(*s));
+	if (!s || !(s->run_id = strdup(rt->seg[1])) ||
+	    (thread_id && !(s->thread_id = strdup(thread_id)))) {
+		stream_start_free(s);
+		http_respond_error(c, 500, "internal", "out of memory");
+		return;
+	}
+	s->last_seq = last_seq;
+	if (send_run_get(c, rt->seg[1], thread_id, stream_get_reply) < 0) {
+		stream_start_free(s);
+		respond_unavailable(c);
+		return;
+	}
+	/* c is the call's userdata; the parameters wait on the connection (one
+	 * request at a time) and are freed with it if it goes away first. */
+	c->stream_start = s;
+}
+
+static void
+stream_get_reply(Peer *p, int err, const msgpack_object *body, void *userdata)
+{
+	HttpConn *c = userdata;
+	StreamStart *s = TAKE_PTR(c->stream_start);
+	const msgpack_object *rec = body ? mp_map_get(body, "record") : NULL;
+	_cleanup_free_ char *rec_text = NULL;
+	int r;
+
+	if (!s) {
+		http_respond_error(c, 500, "internal", "internal error");
+		return;
+	}
+	if (err < 0) {
+		respond_coord_error(c, err, body, "unknown run");
+		stream_start_free(s);
+		return;
+	}
+	if (rec && !(rec_text = mp_obj_strdup(rec))) {
+		stream_start_free(s);
+		http_respond_error(c, 500, "internal", "internal error");
+		return;
+	}
+	r = ws_accept(c);
+	if (r < 0) {
+		stream_start_free(s);
+		http_respond_error(c, 500, "internal", "internal error");
+		return;
+	}
+	r = tail_new(c, s->run_id, s->thread_id, s->last_seq, rec_text, &c->tail);
+	stream_start_free(s);
+	if (r < 0) {
+		ws_close(c, 1011, r == -ECONNRESET ? "coordinator unavailable" : "internal error");
+		return;
+	}
+	/* Frames the client sent right behind its handshake. */
+	ws_on_read(c);
+}
+
+void
+routes_free_pending(HttpConn *c)
+{
+	c->stream_start = stream_start_free(c->stream_start);
+}
+
+/* ---- dispatch ---- */
+
+void
+routes_dispatch(HttpConn *c)
+{
+	_cleanup_(route_done) Route rt = {0};
+	enum http_method m = c->req.method;
+	int r;
+
+	r = route_parse(c, &rt);
+	if (r == -ENOMEM) {
+		http_respond_error(c, 500, "internal", "out of memory");
+		return;
+	}
+	if (r < 0) {
+		/* a malformed path (or escape) names no resource */
+		if (r == -E2BIG)
+			http_respond_error(c, 404, "not_found", "not found");
+		else
+			http_respond_error(c, 400, "bad_request", "malformed request target");
+		return;
+	}
+	if (rt.n_seg == 1 && streq(rt.seg[0], "healthz")) {
+		if (m == HTTP_GET)
+			route_healthz(c, &rt);
+		else
+			http_respond_405(c, "GET");
+		return;
+	}
+	if (rt.n_seg >= 1 && rt.n_seg <= 3 && streq(rt.seg[0], "runs") &&
+	    (rt.n_seg < 3 || streq(rt.seg[2], "stream"))) {
+		const char *allow = rt.n_seg == 1 ? "POST" : "GET";
+		if (m != (rt.n_seg == 1 ? HTTP_POST : HTTP_GET))
+			http_respond_405(c, allow);
+		else if (rt.n_seg == 1)
+			route_runs_post(c, &rt);
+		else if (rt.n_seg == 2)
+			route_run_get(c, &rt);
+		else
+			route_run_stream(c, &rt);
+		return;
+	}
+	http_respond_error(c, 404, "not_found", "not found");
+}

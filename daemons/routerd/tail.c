@@ -1,0 +1,320 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * tail.c — one WebSocket tail of a run log.
+ *
+ * The tail keeps an exclusive cursor (the seq of the last event sent) and
+ * moves it forward only by exactly one per event, so the client sees no gap
+ * and no duplicate whatever order reads and pushes arrive in:
+ *   - backlog: RUN_READ {from_seq: cursor, max} until the cursor reaches the
+ *     highest lastSeq of any record seen (the watch is active before the
+ *     first read, so every later commit arrives as a push);
+ *   - live: a RUN_EVENTS push that starts at cursor+1 (or overlaps it) is
+ *     delivered directly; one that starts further on means a read is due;
+ *     while a read is in flight, pushes only raise the known head.
+ * Flow control: with more than ws_max_queue/4 bytes unsent, reads and direct
+ * deliveries wait (the write-drained callback pumps again); if a single batch
+ * still leaves more than ws_max_queue unsent, the client is dropped with 1008.
+ * Once the best record is terminal and the cursor has reached its lastSeq,
+ * the status frame and close 1000 "run complete" end the tail.
+ */
+#include "config.h"
+
+#include "routerd.h"
+
+#include <errno.h>
+#include <inttypes.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "json-util.h"
+#include "log.h"
+#include "macro.h"
+
+int
+tail_record_parse(const char *text, size_t len, TailRecord *ret)
+{
+	json_auto_t *j = json_loadb(text, len, 0, NULL);
+	json_t *seq, *status;
+	const char *s;
+
+	if (!j || !json_is_object(j))
+		return -EBADMSG;
+	seq = json_object_get(j, "lastSeq");
+	status = json_object_get(j, "status");
+	if (!json_is_integer(seq) || json_integer_value(seq) < -1 || !json_is_string(status))
+		return -EBADMSG;
+	s = json_string_value(status);
+	*ret = (TailRecord){
+	    .text = text,
+	    .len = len,
+	    .last_seq = json_integer_value(seq),
+	    .terminal = streq(s, "completed") || streq(s, "failed") || streq(s, "aborted"),
+	};
+	return 0;
+}
+
+/* Adopt rec when it is at least as new as what we hold: a terminal record is
+ * final; otherwise a higher (or equal, later-arrived) lastSeq wins. */
+static void
+tail_update_record(Tail *t, const TailRecord *rec)
+{
+	if (!rec || (t->record && t->terminal))
+		return;
+	if (t->record && !rec->terminal && rec->last_seq < t->head)
+		return;
+	char *copy = strndup(rec->text, rec->len);
+	if (!copy)
+		return; /* keep the older record; head still advances below */
+	free(t->record);
+	t->record = copy;
+	t->terminal = rec->terminal;
+	t->head = MAX(t->head, rec->last_seq);
+}
+
+static size_t
+tail_low_water(const Tail *t)
+{
+	return (size_t)t->router->conf->ws_max_queue / 4;
+}
+
+/* Send one event as {"seq":N,"chunk":<chunk>}; the chunk text is spliced in
+ * verbatim (it is the JSON the harness adapter produced). */
+static int
+tail_send_event(Tail *t, int64_t seq, const char *chunk, size_t len)
+{
+	char prefix[48];
+	int n = snprintf(prefix, sizeof(prefix), "{\"seq\":%" PRId64 ",\"chunk\":", seq);
+	_cleanup_free_ char *msg = malloc((size_t)n + len + 1);
+
+	if (!msg)
+		return -ENOMEM;
+	memcpy(msg, prefix, (size_t)n);
+	memcpy(msg + n, chunk, len);
+	msg[(size_t)n + len] = '}';
+	return ws_send_text(t->conn, msg, (size_t)n + len + 1);
+}
+
+/* Deliver events[] (seqs first_seq, first_seq+1, …) past the cursor. Returns
+ * the number sent, or a negative errno after failing the tail. */
+static int
+tail_deliver(Tail *t, int64_t first_seq, const msgpack_object_array *events)
+{
+	int sent = 0;
+
+	for (uint32_t i = 0; events && i < events->size; i++) {
+		const msgpack_object *o = &events->ptr[i];
+		int64_t seq = first_seq + (int64_t)i;
+		int r;
+
+		if (seq <= t->cursor)
+			continue; /* already delivered */
+		if (seq != t->cursor + 1) {
+			tail_fail(t, 1011, "event log gap");
+			return -EPROTO;
+		}
+		if (o->type != MSGPACK_OBJECT_STR && o->type != MSGPACK_OBJECT_BIN) {
+			tail_fail(t, 1011, "malformed event from coordinator");
+			return -EBADMSG;
+		}
+		r = tail_send_event(t, seq, o->via.str.ptr, o->via.str.size);
+		if (r < 0) {
+			if (!t->finished)
+				tail_fail(t, 1011, "internal error");
+			return r;
+		}
+		t->cursor = seq;
+		sent++;
+		if (ws_output_pending(t->conn) > (size_t)t->router->conf->ws_max_queue) {
+			log_debug("%s: tail of run %s exceeds its output queue, dropping",
+				  t->conn->addr, t->run_id);
+			tail_fail(t, 1008, "client too slow");
+			return -ENOBUFS;
+		}
+	}
+	return sent;
+}
+
+static void
+tail_finish(Tail *t)
+{
+	static const char pre[] = "{\"type\":\"status\",\"record\":";
+	size_t rl = strlen(t->record);
+	_cleanup_free_ char *msg = malloc(STRLEN(pre) + rl + 2);
+
+	if (!msg) {
+		tail_fail(t, 1011, "internal error");
+		return;
+	}
+	memcpy(msg, pre, STRLEN(pre));
+	memcpy(msg + STRLEN(pre), t->record, rl);
+	memcpy(msg + STRLEN(pre) + rl, "}", 2);
+	if (ws_send_text(t->conn, msg, STRLEN(pre) + rl + 1) < 0) {
+		tail_fail(t, 1011, "internal error");
+		return;
+	}
+	ws_close(t->conn, 1000, "run complete");
+}
+
+void
+tail_fail(Tail *t, uint16_t code, const char *reason)
+{
+	if (t->finished)
+		return;
+	t->finished = true;
+	ws_close(t->conn, code, reason);
+}
+
+static void
+tail_read_reply(Peer *p, int err, const msgpack_object *body, void *userdata)
+{
+	Tail *t = userdata;
+	const msgpack_object_array *events = NULL;
+	const char *rec_text = NULL;
+	int64_t first_seq = 0;
+	TailRecord rec;
+	MpReader mr;
+
+	t->reading = false;
+	if (t->finished)
+		return;
+	if (err < 0) {
+		char reason[121];
+		size_t ml = 0;
+		const char *m =
+		    err == -ECONNRESET || err == -ETIMEDOUT ? NULL : coord_error_message(body, &ml);
+		if (m)
+			snprintf(reason, sizeof(reason), "storage read failed: %.*s", (int)ml, m);
+		else
+			snprintf(reason, sizeof(reason), "%s",
+				 err == -ECONNRESET  ? "coordinator unavailable"
+				 : err == -ETIMEDOUT ? "coordinator timeout"
+						     : "storage read failed");
+		log_warning_errno(err, "RUN_READ of run %s failed: %m", t->run_id);
+		tail_fail(t, 1011, reason);
+		return;
+	}
+	mp_reader_init(&mr, body);
+	mp_read_int(&mr, "first_seq", &first_seq);
+	mp_read_array(&mr, "events", &events);
+	mp_read_str(&mr, "record", &rec_text);
+	if (mr.err < 0 || tail_record_parse(rec_text, strlen(rec_text), &rec) < 0) {
+		log_warning("Malformed RUN_READ reply for run %s (field '%s')", t->run_id,
+			    mr.field ? mr.field : "record");
+		mp_reader_done(&mr);
+		tail_fail(t, 1011, "malformed reply from coordinator");
+		return;
+	}
+	tail_update_record(t, &rec);
+	mp_reader_done(&mr);
+	t->need_read = false;
+	if (events && events->size > 0 && first_seq > t->cursor + 1) {
+		tail_fail(t, 1011, "event log gap");
+		return;
+	}
+	int n = tail_deliver(t, first_seq, events);
+	if (n < 0)
+		return;
+	if (n == 0 && t->cursor < t->head) {
+		/* The log claims events it does not return: never spin on it. */
+		tail_fail(t, 1011, "event log inconsistent");
+		return;
+	}
+	tail_pump(t);
+}
+
+static void
+tail_start_read(Tail *t)
+{
+	MpWriter w;
+	int r;
+
+	mp_writer_init(&w);
+	mp_w_map(&w, t->thread_id ? 4 : 3);
+	mp_w_str(&w, "run_id", t->run_id);
+	if (t->thread_id)
+		mp_w_str(&w, "thread_id", t->thread_id);
+	mp_w_int(&w, "from_seq", t->cursor);
+	mp_w_uint(&w, "max", (uint64_t)t->router->conf->tail_read_batch);
+	r = coord_call(t->router, MSG_RUN_READ, &w, tail_read_reply, t);
+	mp_writer_done(&w);
+	if (r < 0) {
+		tail_fail(t, 1011, "coordinator unavailable");
+		return;
+	}
+	t->reading = true;
+}
+
+void
+tail_pump(Tail *t)
+{
+	if (t->finished || t->reading || !t->watch || !t->watch->active)
+		return;
+	if (ws_output_pending(t->conn) > tail_low_water(t))
+		return; /* the write-drained callback pumps again */
+	if (t->need_read || t->cursor < t->head) {
+		tail_start_read(t);
+		return;
+	}
+	if (t->terminal && t->cursor >= t->head)
+		tail_finish(t);
+}
+
+void
+tail_on_push(Tail *t, int64_t first_seq, const msgpack_object_array *events, const TailRecord *rec)
+{
+	if (t->finished)
+		return;
+	tail_update_record(t, rec);
+	if (!t->reading && !t->need_read && first_seq <= t->cursor + 1 &&
+	    ws_output_pending(t->conn) <= tail_low_water(t) &&
+	    tail_deliver(t, first_seq, events) < 0)
+		return;
+	tail_pump(t);
+}
+
+int
+tail_new(HttpConn *c, const char *run_id, const char *thread_id, int64_t last_seq,
+	 const char *record_json, Tail **ret)
+{
+	Tail *t = calloc(1, sizeof(*t));
+	TailRecord rec;
+	int r;
+
+	if (!t)
+		return -ENOMEM;
+	t->router = c->router;
+	t->conn = c;
+	t->cursor = last_seq;
+	t->head = -1;
+	t->need_read = true; /* the RUN_GET record may predate the watch */
+	t->run_id = strdup(run_id);
+	t->thread_id = thread_id ? strdup(thread_id) : NULL;
+	if (!t->run_id || (thread_id && !t->thread_id)) {
+		tail_free(t);
+		return -ENOMEM;
+	}
+	if (record_json && tail_record_parse(record_json, strlen(record_json), &rec) == 0)
+		tail_update_record(t, &rec);
+	r = watch_attach(c->router, t);
+	if (r < 0) {
+		tail_free(t);
+		return r;
+	}
+	*ret = t;
+	return 0;
+}
+
+Tail *
+tail_free(Tail *t)
+{
+	if (!t)
+		return NULL;
+	coord_cancel(t->router, t);
+	watch_detach(t);
+	free(t->run_id);
+	free(t->thread_id);
+	free(t->record);
+	free(t);
+	return NULL;
+}

@@ -1,0 +1,284 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * ws.c — the RFC 6455 side of a tail: handshake checks, the 101 answer, and a
+ * wslay_event session whose I/O callbacks read and write the connection's
+ * bufferevent buffers.
+ *
+ * wslay never blocks here: its send callback appends to the bufferevent
+ * output (which libevent flushes), and its receive callback takes what the
+ * input holds. wslay answers pings and the client's close frame itself; a
+ * client message larger than WS_MAX_CLIENT_MSG is refused by wslay (1009).
+ */
+#include "config.h"
+
+#include "routerd.h"
+
+#include <errno.h>
+#include <stdio.h>
+#include <string.h>
+
+#include <event2/buffer.h>
+#include <event2/bufferevent.h>
+#include <event2/event.h>
+#include <openssl/evp.h>
+#include <wslay/wslay.h>
+
+#include "log.h"
+#include "macro.h"
+
+#define WS_GUID "258EAFA5-E914-47DA-95CA-C5AB0DC85B11"
+#define WS_MAX_CLIENT_MSG (64 * 1024) /* client messages are ignored anyway */
+#define WS_CLOSE_DEADLINE_USEC (1 * USEC_PER_SEC)
+
+/* A Sec-WebSocket-Key must be the base64 encoding of 16 bytes: 22 symbols and "==". */
+static bool
+ws_key_valid(const char *key)
+{
+	unsigned char raw[24];
+
+	if (strlen(key) != 24 || strcmp(key + 22, "==") != 0)
+		return false;
+	for (size_t i = 0; i < 22; i++)
+		if (!strchr("ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789+/",
+			    key[i]))
+			return false;
+	/* EVP_DecodeBlock counts the padding as zero bytes: 18 = 16 + 2. */
+	return EVP_DecodeBlock(raw, (const unsigned char *)key, 24) == 18;
+}
+
+int
+ws_check_handshake(const HttpConn *c, const char **ret_msg)
+{
+	const char *version = http_header(c, "Sec-WebSocket-Version");
+	const char *key = http_header(c, "Sec-WebSocket-Key");
+
+	if (!http_header_has_token(c, "Upgrade", "websocket")) {
+		*ret_msg = "Upgrade must name websocket";
+		return -EINVAL;
+	}
+	if (!http_header_has_token(c, "Connection", "upgrade")) {
+		*ret_msg = "Connection must contain the upgrade token";
+		return -EINVAL;
+	}
+	if (c->req.http_major != 1 || c->req.http_minor < 1) {
+		*ret_msg = "WebSocket needs HTTP/1.1";
+		return -EINVAL;
+	}
+	if (!version || strcmp(version, "13") != 0) {
+		*ret_msg = "Sec-WebSocket-Version must be 13";
+		return -EINVAL;
+	}
+	if (!key || !ws_key_valid(key)) {
+		*ret_msg = "Sec-WebSocket-Key must be the base64 encoding of 16 bytes";
+		return -EINVAL;
+	}
+	return 0;
+}
+
+static int
+ws_accept_key(const char *key, char ret[static 29])
+{
+	unsigned char md[EVP_MAX_MD_SIZE];
+	unsigned int mdlen = 0;
+	char buf[24 + sizeof(WS_GUID)];
+
+	snprintf(buf, sizeof(buf), "%s%s", key, WS_GUID);
+	if (EVP_Digest(buf, strlen(buf), md, &mdlen, EVP_sha1(), NULL) != 1 || mdlen != 20)
+		return -EIO;
+	EVP_EncodeBlock((unsigned char *)ret, md, 20); /* 28 chars + NUL */
+	return 0;
+}
+
+static ssize_t
+ws_recv_cb(wslay_event_context_ptr ctx, uint8_t *buf, size_t len, int flags, void *userdata)
+{
+	HttpConn *c = userdata;
+	int n = evbuffer_remove(bufferevent_get_input(c->bev), buf, len);
+
+	if (n <= 0) {
+		wslay_event_set_error(ctx, WSLAY_ERR_WOULDBLOCK);
+		return -1;
+	}
+	return n;
+}
+
+static ssize_t
+ws_send_cb(wslay_event_context_ptr ctx, const uint8_t *data, size_t len, int flags, void *userdata)
+{
+	HttpConn *c = userdata;
+
+	if (c->state == CONN_DEAD || evbuffer_add(bufferevent_get_output(c->bev), data, len) < 0) {
+		wslay_event_set_error(ctx, WSLAY_ERR_CALLBACK_FAILURE);
+		return -1;
+	}
+	return (ssize_t)len;
+}
+
+static void
+ws_msg_cb(wslay_event_context_ptr ctx, const struct wslay_event_on_msg_recv_arg *arg,
+	  void *userdata)
+{
+	/* Client data messages are ignored (the API allows them as nudges);
+	 * pings and close frames are answered by wslay. */
+}
+
+static const struct wslay_event_callbacks ws_callbacks = {
+    .recv_callback = ws_recv_cb,
+    .send_callback = ws_send_cb,
+    .on_msg_recv_callback = ws_msg_cb,
+};
+
+/* Push queued frames into the output; end the connection when the close
+ * handshake is over or wslay failed. */
+static void
+ws_flush(HttpConn *c)
+{
+	if (c->state != CONN_WS)
+		return;
+	if (wslay_event_want_write(c->ws) && wslay_event_send(c->ws) < 0) {
+		log_debug("%s: WebSocket send failed, dropping", c->addr);
+		http_conn_abort(c);
+		return;
+	}
+	if (!wslay_event_want_read(c->ws) && !wslay_event_want_write(c->ws)) {
+		if (c->tail)
+			c->tail->finished = true;
+		http_conn_close(c);
+	}
+}
+
+static void
+ws_ping_cb(evutil_socket_t fd, short what, void *arg)
+{
+	HttpConn *c = arg;
+	struct wslay_event_msg m = {.opcode = WSLAY_PING};
+
+	if (c->state != CONN_WS || c->ws_close_queued)
+		return;
+	if (wslay_event_queue_msg(c->ws, &m) == 0)
+		ws_flush(c);
+}
+
+int
+ws_accept(HttpConn *c)
+{
+	const RouterConf *conf = c->router->conf;
+	const char *key = http_header(c, "Sec-WebSocket-Key");
+	char accept[29];
+	struct timeval tv;
+	int r;
+
+	if (!key)
+		return -EINVAL;
+	r = ws_accept_key(key, accept);
+	if (r < 0)
+		return r;
+	if (wslay_event_context_server_init(&c->ws, &ws_callbacks, c) != 0)
+		return -ENOMEM;
+	wslay_event_config_set_max_recv_msg_length(c->ws, WS_MAX_CLIENT_MSG);
+	if (conf->ws_ping_interval_ms > 0) {
+		c->ping_timer = event_new(c->router->base, -1, EV_PERSIST, ws_ping_cb, c);
+		if (!c->ping_timer)
+			return -ENOMEM;
+	}
+	if (evbuffer_add_printf(bufferevent_get_output(c->bev),
+				"HTTP/1.1 101 Switching Protocols\r\n"
+				"Upgrade: websocket\r\n"
+				"Connection: Upgrade\r\n"
+				"Sec-WebSocket-Accept: %s\r\n\r\n",
+				accept) < 0)
+		return -ENOMEM;
+	http_conn_upgraded(c);
+	if (c->ping_timer)
+		event_add(c->ping_timer, timeval_from_usec(&tv, (usec_t)conf->ws_ping_interval_ms *
+								    USEC_PER_MSEC));
+	/* A tail may be silent for long: only a client that stops reading
+	 * (write timeout) or stops answering at TCP level is dropped. */
+	timeval_from_usec(&tv, (usec_t)conf->idle_timeout_ms * USEC_PER_MSEC);
+	bufferevent_set_timeouts(c->bev, NULL, &tv);
+	bufferevent_setwatermark(c->bev, EV_WRITE, (size_t)conf->ws_max_queue / 4, 0);
+	bufferevent_enable(c->bev, EV_READ | EV_WRITE);
+	return 0;
+}
+
+void
+ws_on_read(HttpConn *c)
+{
+	if (c->state != CONN_WS || !c->ws)
+		return;
+	if (evbuffer_get_length(bufferevent_get_input(c->bev)) == 0)
+		return;
+	if (wslay_event_recv(c->ws) < 0) {
+		log_debug("%s: WebSocket protocol error, dropping", c->addr);
+		http_conn_abort(c);
+		return;
+	}
+	ws_flush(c);
+}
+
+void
+ws_on_drained(HttpConn *c)
+{
+	if (c->tail && !c->tail->finished)
+		tail_pump(c->tail);
+}
+
+int
+ws_send_text(HttpConn *c, const char *text, size_t len)
+{
+	struct wslay_event_msg m = {
+	    .opcode = WSLAY_TEXT_FRAME,
+	    .msg = (const uint8_t *)text,
+	    .msg_length = len,
+	};
+
+	if (c->state != CONN_WS || c->ws_close_queued)
+		return -ECONNRESET;
+	if (wslay_event_queue_msg(c->ws, &m) != 0)
+		return -ENOMEM;
+	ws_flush(c);
+	return c->state == CONN_WS ? 0 : -ECONNRESET;
+}
+
+void
+ws_close(HttpConn *c, uint16_t code, const char *reason)
+{
+	size_t len = reason ? MIN(strlen(reason), (size_t)120) : 0;
+
+	if (c->tail)
+		c->tail->finished = true;
+	if (c->state != CONN_WS || c->ws_close_queued)
+		return;
+	c->ws_close_queued = true;
+	if (wslay_event_queue_close(c->ws, code, (const uint8_t *)reason, len) != 0) {
+		http_conn_abort(c);
+		return;
+	}
+	ws_flush(c);
+	if (c->state == CONN_WS) {
+		struct timeval tv;
+		evtimer_add(c->timer, timeval_from_usec(&tv, WS_CLOSE_DEADLINE_USEC));
+	}
+}
+
+size_t
+ws_output_pending(const HttpConn *c)
+{
+	size_t n = evbuffer_get_length(bufferevent_get_output(c->bev));
+	if (c->ws)
+		n += wslay_event_get_queued_msg_length(c->ws);
+	return n;
+}
+
+void
+ws_done(HttpConn *c)
+{
+	if (c->ping_timer) {
+		event_free(c->ping_timer);
+		c->ping_timer = NULL;
+	}
+	if (c->ws) {
+		wslay_event_context_free(c->ws);
+		c->ws = NULL;
+	}
+}
