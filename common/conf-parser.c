@@ -49,7 +49,8 @@ conf_parse_size(const char *s, int64_t *ret)
 		default: return -EINVAL;
 		}
 		end++;
-		if (*end == 'i' || *end == 'B')
+		/* optional "i" then optional "B": K, Ki, KB, KiB (not "KBB") */
+		if (*end == 'i')
 			end++;
 		if (*end == 'B')
 			end++;
@@ -161,6 +162,7 @@ typedef struct LoadState {
 	char *err;
 	size_t errlen;
 	int r;
+	int err_line; /* line of the error in r */
 	bool *seen; /* per item: set once in this file (duplicates are errors) */
 	/* line source */
 	FILE *f;
@@ -178,6 +180,7 @@ handler(void *user, const char *section, const char *key, const char *value)
 		snprintf(st->err, st->errlen, "%s:%d: [%s]: unknown section", st->name, st->line,
 			 section);
 		st->r = -EINVAL;
+		st->err_line = st->line;
 		return 0;
 	}
 	if (!key) /* inih calls with key == NULL for a section header when configured; ignore */
@@ -195,6 +198,7 @@ handler(void *user, const char *section, const char *key, const char *value)
 			snprintf(st->err, st->errlen, "%s:%d: %s: set twice in [%s]", st->name,
 				 st->line, key, section);
 			st->r = -EINVAL;
+			st->err_line = st->line;
 			return 0;
 		}
 		const char *why = NULL;
@@ -208,6 +212,7 @@ handler(void *user, const char *section, const char *key, const char *value)
 				snprintf(st->err, st->errlen, "%s:%d: %s: '%s': %s", st->name,
 					 st->line, key, value, why);
 			st->r = -EINVAL;
+			st->err_line = st->line;
 			return 0;
 		}
 		st->seen[i] = true;
@@ -220,6 +225,7 @@ handler(void *user, const char *section, const char *key, const char *value)
 		snprintf(st->err, st->errlen, "%s:%d: %s: unknown key in [%s]", st->name, st->line,
 			 key, section);
 		st->r = -EINVAL;
+		st->err_line = st->line;
 		return 0;
 	}
 	return 1;
@@ -257,7 +263,9 @@ load(LoadState *st)
 		return -ENOMEM;
 	st->seen = seen;
 	int r = ini_parse_stream(reader, st, handler, st);
-	if (st->r < 0)
+	/* inih goes on after a syntax error, so the handler may fail on a later
+	 * line: report whichever came first. */
+	if (st->r < 0 && !(r > 0 && r < st->err_line))
 		return st->r;
 	if (r > 0) {
 		snprintf(st->err, st->errlen, "%s:%d: syntax error (expected 'key = value' or '[section]')",

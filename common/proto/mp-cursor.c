@@ -156,7 +156,9 @@ mp_read_int(MpReader *r, const char *key, int64_t *ret)
 {
 	if (r->err < 0)
 		return;
-	if (!mp_map_get(r->map, key)) {
+	/* nil counts as missing, as for mp_read_str (the _opt readers map it to the default) */
+	const msgpack_object *o = mp_map_get(r->map, key);
+	if (!o || o->type == MSGPACK_OBJECT_NIL) {
 		fail(r, key);
 		return;
 	}
@@ -219,7 +221,8 @@ mp_read_bin(MpReader *r, const char *key, const void **ret, size_t *ret_len)
 {
 	if (r->err < 0)
 		return;
-	if (!mp_map_get(r->map, key)) {
+	const msgpack_object *o = mp_map_get(r->map, key);
+	if (!o || o->type == MSGPACK_OBJECT_NIL) {
 		fail(r, key);
 		return;
 	}
