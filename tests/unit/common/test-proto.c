@@ -1,0 +1,283 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * test-proto.c — common/proto/proto.c and messages.def against docs/PROTOCOL.md.
+ *
+ * The test expands messages.def itself, so a row added there is checked
+ * without touching this file: it must have a name, be valid, keep its
+ * direction, and be documented as a "### NAME" heading in docs/PROTOCOL.md.
+ * The document is found through $RW_PROTOCOL_MD, else TOP_SRCDIR (set by
+ * tests/unit/unit.am).
+ */
+#include "config.h"
+
+#include <ctype.h>
+#include <errno.h>
+#include <limits.h>
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include <cmocka.h>
+
+#include "macro.h"
+#include "proto.h"
+
+#ifndef TOP_SRCDIR
+#define TOP_SRCDIR "."
+#endif
+
+typedef struct Row {
+	const char *name;
+	int id;
+	MsgDir dir;
+	const char *fields;
+} Row;
+
+static const Row rows[] = {
+#define MSG(n, i, d, f) {#n, i, MSGDIR_##d, f},
+#include "messages.def"
+#undef MSG
+};
+
+static char *
+read_protocol_md(void)
+{
+	const char *env = getenv("RW_PROTOCOL_MD");
+	char path[PATH_MAX];
+	if (env && *env)
+		snprintf(path, sizeof(path), "%s", env);
+	else
+		snprintf(path, sizeof(path), "%s/docs/PROTOCOL.md", TOP_SRCDIR);
+
+	FILE *f = fopen(path, "re");
+	if (!f)
+		fail_msg("cannot open %s: %s", path, strerror(errno));
+	char *buf = NULL;
+	size_t len = 0, cap = 0;
+	char chunk[4096];
+	size_t n;
+	while ((n = fread(chunk, 1, sizeof(chunk), f)) > 0) {
+		if (len + n + 1 > cap) {
+			cap = (len + n + 1) * 2;
+			buf = realloc(buf, cap);
+			assert_non_null(buf);
+		}
+		memcpy(buf + len, chunk, n);
+		len += n;
+	}
+	fclose(f);
+	if (!buf)
+		buf = strdup("");
+	else
+		buf[len] = '\0';
+	return buf;
+}
+
+/* true when doc has a line "### name" (optionally followed by spaces or a
+ * non-identifier character, e.g. "### RUN_START (10)"). */
+static bool
+has_heading(const char *doc, const char *name)
+{
+	size_t nl = strlen(name);
+	for (const char *line = doc; line && *line;) {
+		if (strncmp(line, "### ", 4) == 0 && strncmp(line + 4, name, nl) == 0) {
+			char c = line[4 + nl];
+			if (c == '\0' || c == '\n' || c == '\r' || c == ' ' || c == '\t' ||
+			    c == '(' || c == '-' || c == ':')
+				return true;
+		}
+		line = strchr(line, '\n');
+		if (line)
+			line++;
+	}
+	return false;
+}
+
+static void
+test_proto_every_type_valid_and_named(void **state)
+{
+	assert_true(ELEMENTSOF(rows) > 0);
+	for (size_t i = 0; i < ELEMENTSOF(rows); i++) {
+		const Row *r = &rows[i];
+		if (!msg_type_valid(r->id))
+			fail_msg("%s (%d) is not msg_type_valid", r->name, r->id);
+		assert_non_null(msg_type_name(r->id));
+		assert_string_equal(msg_type_name(r->id), r->name);
+		assert_non_null(msg_type_fields(r->id));
+		assert_string_equal(msg_type_fields(r->id), r->fields);
+		assert_int_equal(msg_type_dir(r->id), r->dir);
+		assert_true(r->id < _MSG_TYPE_MAX);
+		/* names and ids are unique */
+		for (size_t j = 0; j < i; j++) {
+			assert_int_not_equal(rows[j].id, r->id);
+			assert_string_not_equal(rows[j].name, r->name);
+		}
+	}
+	/* every valid id is a row: no phantom entries */
+	size_t valid = 0;
+	for (int t = -5; t < _MSG_TYPE_MAX + 5; t++)
+		if (msg_type_valid(t))
+			valid++;
+	assert_int_equal(valid, ELEMENTSOF(rows));
+}
+
+static void
+test_proto_invalid_types(void **state)
+{
+	static const int bad[] = {0, -1, -22, 4, 9, 16, 19, 21, 29, 34, 39, 42, INT_MAX, INT_MIN};
+	for (size_t i = 0; i < ELEMENTSOF(bad); i++) {
+		int t = bad[i];
+		bool is_row = false;
+		for (size_t j = 0; j < ELEMENTSOF(rows); j++)
+			is_row = is_row || rows[j].id == t;
+		if (is_row)
+			continue; /* the table grew into this id; fine */
+		if (msg_type_valid(t))
+			fail_msg("type %d should be invalid", t);
+		assert_null(msg_type_name(t));
+		assert_null(msg_type_fields(t));
+		assert_int_equal(msg_type_dir(t), MSGDIR_ANY);
+		assert_false(msg_allowed(t, ROLE_CLIENT, ROLE_COORD));
+		assert_false(msg_allowed(t, ROLE_ROUTER, ROLE_COORD));
+	}
+	assert_false(msg_type_valid(_MSG_TYPE_MAX));
+	assert_false(msg_type_valid(_MSG_TYPE_INVALID));
+}
+
+static void
+test_proto_documented_in_protocol_md(void **state)
+{
+	char *doc = read_protocol_md();
+	int missing = 0;
+	for (size_t i = 0; i < ELEMENTSOF(rows); i++)
+		if (!has_heading(doc, rows[i].name)) {
+			print_error("docs/PROTOCOL.md: no \"### %s\" heading\n", rows[i].name);
+			missing++;
+		}
+	/* and the other way: a "### NAME" that looks like a message type must be one */
+	for (const char *line = doc; line && *line;) {
+		if (strncmp(line, "### ", 4) == 0) {
+			const char *p = line + 4;
+			size_t n = 0;
+			while (isupper((unsigned char)p[n]) || p[n] == '_' ||
+			       isdigit((unsigned char)p[n]))
+				n++;
+			bool whole = n > 0 && (p[n] == '\0' || p[n] == '\n' || p[n] == '\r' ||
+					       p[n] == ' ' || p[n] == '(');
+			if (whole && strchr(p, '_') && (size_t)(strchr(p, '_') - p) < n) {
+				bool known = false;
+				for (size_t i = 0; i < ELEMENTSOF(rows); i++)
+					known = known || (strlen(rows[i].name) == n &&
+							  strncmp(rows[i].name, p, n) == 0);
+				if (!known) {
+					print_error(
+					    "docs/PROTOCOL.md documents \"%.*s\", which is not "
+					    "in messages.def\n",
+					    (int)n, p);
+					missing++;
+				}
+			}
+		}
+		line = strchr(line, '\n');
+		if (line)
+			line++;
+	}
+	free(doc);
+	assert_int_equal(missing, 0);
+}
+
+static void
+test_proto_heading_matcher(void **state)
+{
+	/* the helper itself: whole names only, at the start of a line */
+	const char *doc = "# t\n### RUN_GETX\ntext ### RUN_GET\n#### RUN_GET\n### RUN_READ (12)\n";
+	assert_false(has_heading(doc, "RUN_GET"));
+	assert_true(has_heading(doc, "RUN_READ"));
+	assert_true(has_heading(doc, "RUN_GETX"));
+	assert_false(has_heading(doc, "RUN"));
+}
+
+static void
+test_proto_msg_allowed_directions(void **state)
+{
+	/* router → coord requests */
+	assert_true(msg_allowed(MSG_RUN_START, ROLE_ROUTER, ROLE_COORD));
+	assert_false(msg_allowed(MSG_RUN_START, ROLE_COORD, ROLE_ROUTER));
+	assert_false(msg_allowed(MSG_RUN_START, ROLE_SHIM, ROLE_COORD));
+	assert_false(msg_allowed(MSG_RUN_START, ROLE_ROUTER, ROLE_SHIM));
+	assert_true(msg_allowed(MSG_RUN_READ, ROLE_ROUTER, ROLE_COORD));
+	assert_true(msg_allowed(MSG_STATUS_GET, ROLE_ROUTER, ROLE_COORD));
+	/* coord → router push */
+	assert_true(msg_allowed(MSG_RUN_EVENTS, ROLE_COORD, ROLE_ROUTER));
+	assert_false(msg_allowed(MSG_RUN_EVENTS, ROLE_ROUTER, ROLE_COORD));
+	assert_false(msg_allowed(MSG_RUN_EVENTS, ROLE_COORD, ROLE_SHIM));
+	/* coord → shim */
+	assert_true(msg_allowed(MSG_SANDBOX_ENSURE, ROLE_COORD, ROLE_SHIM));
+	assert_true(msg_allowed(MSG_EXEC_START, ROLE_COORD, ROLE_SHIM));
+	assert_false(msg_allowed(MSG_EXEC_START, ROLE_SHIM, ROLE_COORD));
+	assert_false(msg_allowed(MSG_EXEC_KILL, ROLE_ROUTER, ROLE_SHIM));
+	assert_false(msg_allowed(MSG_SANDBOX_DESTROY, ROLE_ROUTER, ROLE_COORD));
+	/* shim → coord */
+	assert_true(msg_allowed(MSG_EXEC_OUTPUT, ROLE_SHIM, ROLE_COORD));
+	assert_true(msg_allowed(MSG_EXEC_EXIT, ROLE_SHIM, ROLE_COORD));
+	assert_false(msg_allowed(MSG_EXEC_OUTPUT, ROLE_COORD, ROLE_SHIM));
+	assert_false(msg_allowed(MSG_EXEC_EXIT, ROLE_ROUTER, ROLE_COORD));
+	/* any direction */
+	for (PeerRole a = 0; a < ROLE_CLIENT; a++)
+		for (PeerRole b = 0; b < ROLE_CLIENT; b++) {
+			assert_true(msg_allowed(MSG_HELLO, a, b));
+			assert_true(msg_allowed(MSG_REPLY, a, b));
+			assert_true(msg_allowed(MSG_ERROR, a, b));
+		}
+	/* a test client may speak either side of any valid type */
+	for (size_t i = 0; i < ELEMENTSOF(rows); i++) {
+		assert_true(msg_allowed(rows[i].id, ROLE_CLIENT, ROLE_COORD));
+		assert_true(msg_allowed(rows[i].id, ROLE_COORD, ROLE_CLIENT));
+	}
+	/* every directed row is allowed for exactly one (from, to) among daemons */
+	for (size_t i = 0; i < ELEMENTSOF(rows); i++) {
+		if (rows[i].dir == MSGDIR_ANY)
+			continue;
+		int n = 0;
+		for (PeerRole a = 0; a < ROLE_CLIENT; a++)
+			for (PeerRole b = 0; b < ROLE_CLIENT; b++)
+				n += msg_allowed(rows[i].id, a, b);
+		if (n != 1)
+			fail_msg("%s allowed for %d role pairs", rows[i].name, n);
+	}
+}
+
+static void
+test_proto_roles(void **state)
+{
+	for (PeerRole r = 0; r < _ROLE_MAX; r++) {
+		const char *n = peer_role_name(r);
+		assert_non_null(n);
+		assert_int_equal(peer_role_from_name(n), r);
+	}
+	assert_string_equal(peer_role_name(ROLE_ROUTER), "routerd");
+	assert_string_equal(peer_role_name(ROLE_SHIM), "containerd-shim");
+	assert_string_equal(peer_role_name(_ROLE_MAX), "unknown");
+	assert_string_equal(peer_role_name((PeerRole)-1), "unknown");
+	assert_int_equal(peer_role_from_name("nobody"), -EINVAL);
+	assert_int_equal(peer_role_from_name(""), -EINVAL);
+}
+
+int
+main(void)
+{
+	const struct CMUnitTest tests[] = {
+	    cmocka_unit_test(test_proto_every_type_valid_and_named),
+	    cmocka_unit_test(test_proto_invalid_types),
+	    cmocka_unit_test(test_proto_heading_matcher),
+	    cmocka_unit_test(test_proto_documented_in_protocol_md),
+	    cmocka_unit_test(test_proto_msg_allowed_directions),
+	    cmocka_unit_test(test_proto_roles),
+	};
+	return cmocka_run_group_tests_name("proto", tests, NULL, NULL);
+}

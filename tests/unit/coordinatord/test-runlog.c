@@ -1,0 +1,705 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * test-runlog.c — daemons/coordinatord/runlog.c on a real LMDB environment.
+ *
+ * Every test gets a fresh environment in a mkdtemp() directory (sync off, for
+ * speed, except where durability across reopen is the point). The contract
+ * under test is the one in runlog.h: gap-free seqs, one transaction per
+ * append, first terminal status wins, failures leave nothing half-written.
+ */
+#include "config.h"
+
+#include <dirent.h>
+#include <errno.h>
+#include <limits.h>
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include <cmocka.h>
+#include <jansson.h>
+
+#include "runlog.h"
+
+#define RUN_A "00000000-0000-4000-8000-00000000000a"
+#define RUN_B "00000000-0000-4000-8000-00000000000b"
+#define RUN_C "00000000-0000-4000-8000-00000000000c"
+#define RUN_X "00000000-0000-4000-8000-0000000000ff" /* never created */
+
+typedef struct Fix {
+	char dir[64];
+	RunLog *l;
+} Fix;
+
+static int
+open_log(Fix *f, size_t map_size, bool sync)
+{
+	RunLogOptions o = {.map_size = map_size, .sync = sync};
+	return runlog_open(f->dir, &o, &f->l);
+}
+
+static int
+setup(void **state)
+{
+	Fix *f = calloc(1, sizeof(*f));
+	if (!f)
+		return -1;
+	snprintf(f->dir, sizeof(f->dir), "/tmp/test-runlog-XXXXXX");
+	if (!mkdtemp(f->dir))
+		return -1;
+	if (open_log(f, 16 << 20, false) < 0)
+		return -1;
+	*state = f;
+	return 0;
+}
+
+static void
+rm_dir(const char *dir)
+{
+	DIR *d = opendir(dir);
+	struct dirent *de;
+	char p[PATH_MAX];
+
+	if (!d)
+		return;
+	while ((de = readdir(d))) {
+		if (de->d_name[0] == '.')
+			continue;
+		snprintf(p, sizeof(p), "%s/%s", dir, de->d_name);
+		unlink(p);
+	}
+	closedir(d);
+	rmdir(dir);
+}
+
+static int
+teardown(void **state)
+{
+	Fix *f = *state;
+	runlog_free(f->l);
+	rm_dir(f->dir);
+	free(f);
+	return 0;
+}
+
+static int64_t
+rec_int(const json_t *rec, const char *key)
+{
+	const json_t *v = json_object_get(rec, key);
+	if (!json_is_integer(v))
+		fail_msg("record field %s is not an integer", key);
+	return json_integer_value(v);
+}
+
+static const char *
+rec_str(const json_t *rec, const char *key)
+{
+	const char *s = json_string_value(json_object_get(rec, key));
+	if (!s)
+		fail_msg("record field %s is not a string", key);
+	return s;
+}
+
+static int64_t
+last_seq(RunLog *l, const char *run_id)
+{
+	json_t *rec = NULL;
+	assert_int_equal(runlog_get(l, run_id, &rec), 0);
+	int64_t v = rec_int(rec, "lastSeq");
+	json_decref(rec);
+	return v;
+}
+
+static void
+append_ok(RunLog *l, const char *run_id, const char *chunk, int64_t now, int64_t want_seq)
+{
+	int64_t seq = -99;
+	json_t *rec = NULL;
+	assert_int_equal(runlog_append(l, run_id, chunk, strlen(chunk), now, &seq, &rec), 0);
+	assert_int_equal(seq, want_seq);
+	assert_non_null(rec);
+	assert_int_equal(rec_int(rec, "lastSeq"), want_seq);
+	assert_int_equal(rec_int(rec, "updatedAt"), now);
+	json_decref(rec);
+}
+
+static void
+test_runlog_create_record(void **state)
+{
+	Fix *f = *state;
+	bool created = false;
+	json_t *rec = NULL;
+
+	assert_int_equal(runlog_create(f->l, RUN_A, "thread-1", "shell", 1000, &created), 0);
+	assert_true(created);
+	assert_int_equal(runlog_get(f->l, RUN_A, &rec), 0);
+	assert_string_equal(rec_str(rec, "runId"), RUN_A);
+	assert_string_equal(rec_str(rec, "threadId"), "thread-1");
+	assert_string_equal(rec_str(rec, "status"), "running");
+	assert_string_equal(rec_str(rec, "harness"), "shell");
+	assert_int_equal(rec_int(rec, "lastSeq"), -1);
+	assert_int_equal(rec_int(rec, "startedAt"), 1000);
+	assert_int_equal(rec_int(rec, "updatedAt"), 1000);
+	assert_null(json_object_get(rec, "finishedAt"));
+	json_decref(rec);
+
+	/* no harness: no key */
+	assert_int_equal(runlog_create(f->l, RUN_B, "thread-1", NULL, 5, NULL), 0);
+	assert_int_equal(runlog_get(f->l, RUN_B, &rec), 0);
+	assert_null(json_object_get(rec, "harness"));
+	json_decref(rec);
+
+	/* bad ids */
+	assert_int_equal(runlog_create(f->l, "short", "t", NULL, 1, NULL), -EINVAL);
+	assert_int_equal(runlog_create(f->l, RUN_A "x", "t", NULL, 1, NULL), -EINVAL);
+	assert_int_equal(runlog_create(f->l, RUN_C, NULL, NULL, 1, NULL), -EINVAL);
+	char long_thread[THREAD_ID_MAX + 2];
+	memset(long_thread, 't', sizeof(long_thread) - 1);
+	long_thread[sizeof(long_thread) - 1] = '\0';
+	assert_int_equal(runlog_create(f->l, RUN_C, long_thread, NULL, 1, NULL), -EINVAL);
+	long_thread[THREAD_ID_MAX] = '\0'; /* exactly the maximum is fine */
+	assert_int_equal(runlog_create(f->l, RUN_C, long_thread, NULL, 1, NULL), 0);
+
+	assert_int_equal(runlog_get(f->l, RUN_X, &rec), -ENOENT);
+	assert_int_equal(runlog_get(f->l, "nope", &rec), -ENOENT);
+}
+
+static void
+test_runlog_create_is_idempotent(void **state)
+{
+	Fix *f = *state;
+	bool created = true;
+	json_t *before = NULL, *after = NULL;
+
+	assert_int_equal(runlog_create(f->l, RUN_A, "thread-1", "shell", 1000, NULL), 0);
+	append_ok(f->l, RUN_A, "{\"type\":\"RUN_STARTED\"}", 1500, 0);
+	assert_int_equal(runlog_get(f->l, RUN_A, &before), 0);
+
+	assert_int_equal(runlog_create(f->l, RUN_A, "thread-2", "other", 9999, &created), 0);
+	assert_false(created);
+	assert_int_equal(runlog_get(f->l, RUN_A, &after), 0);
+	assert_true(json_equal(before, after));
+	assert_string_equal(rec_str(after, "threadId"), "thread-1");
+	assert_int_equal(rec_int(after, "lastSeq"), 0);
+	json_decref(before);
+	json_decref(after);
+}
+
+static void
+test_runlog_append_seqs_gap_free(void **state)
+{
+	Fix *f = *state;
+
+	assert_int_equal(runlog_create(f->l, RUN_A, "t", NULL, 100, NULL), 0);
+	assert_int_equal(runlog_create(f->l, RUN_B, "t", NULL, 100, NULL), 0);
+	append_ok(f->l, RUN_A, "{\"n\":0}", 101, 0);
+	append_ok(f->l, RUN_B, "{\"b\":0}", 102, 0); /* seqs are per run */
+	append_ok(f->l, RUN_A, "{\"n\":1}", 103, 1);
+	append_ok(f->l, RUN_A, "{\"n\":2}", 104, 2);
+	append_ok(f->l, RUN_B, "{\"b\":1}", 105, 1);
+
+	json_t *rec = NULL;
+	assert_int_equal(runlog_get(f->l, RUN_A, &rec), 0);
+	assert_int_equal(rec_int(rec, "lastSeq"), 2);
+	assert_int_equal(rec_int(rec, "updatedAt"), 104);
+	assert_int_equal(rec_int(rec, "startedAt"), 100);
+	assert_string_equal(rec_str(rec, "status"), "running");
+	json_decref(rec);
+
+	/* optional outputs may be NULL */
+	assert_int_equal(runlog_append(f->l, RUN_A, "{}", 2, 106, NULL, NULL), 0);
+	assert_int_equal(last_seq(f->l, RUN_A), 3);
+}
+
+static void
+assert_events(const RunLogEvents *ev, int64_t first, size_t n, const char *const *texts)
+{
+	assert_int_equal(ev->n, n);
+	if (n > 0)
+		assert_int_equal(ev->first_seq, first);
+	for (size_t i = 0; i < n; i++) {
+		assert_string_equal(ev->texts[i], texts[i]);
+		assert_int_equal(ev->lens[i], strlen(texts[i]));
+	}
+}
+
+static void
+test_runlog_read_cursor(void **state)
+{
+	Fix *f = *state;
+	static const char *const t[] = {"{\"n\":0}", "{\"n\":1}", "{\"n\":2}", "{\"n\":3}"};
+	RunLogEvents ev = {0};
+	json_t *rec = NULL;
+
+	assert_int_equal(runlog_create(f->l, RUN_A, "t", NULL, 1, NULL), 0);
+	/* a neighbouring run's events must not leak into A's reads */
+	assert_int_equal(runlog_create(f->l, RUN_B, "t", NULL, 1, NULL), 0);
+	append_ok(f->l, RUN_B, "{\"other\":0}", 2, 0);
+
+	/* empty run */
+	assert_int_equal(runlog_read(f->l, RUN_A, -1, 100, &ev, &rec), 0);
+	assert_int_equal(ev.n, 0);
+	assert_int_equal(rec_int(rec, "lastSeq"), -1);
+	json_decref(rec);
+	runlog_events_done(&ev);
+
+	for (int i = 0; i < 4; i++)
+		append_ok(f->l, RUN_A, t[i], 10 + i, i);
+	append_ok(f->l, RUN_B, "{\"other\":1}", 20, 1);
+
+	assert_int_equal(runlog_read(f->l, RUN_A, -1, 100, &ev, &rec), 0);
+	assert_events(&ev, 0, 4, t);
+	assert_int_equal(rec_int(rec, "lastSeq"), 3);
+	json_decref(rec);
+	runlog_events_done(&ev);
+	assert_int_equal(ev.n, 0);
+	assert_null(ev.texts);
+
+	/* exclusive cursor: from 1 gives 2, 3 */
+	assert_int_equal(runlog_read(f->l, RUN_A, 1, 100, &ev, NULL), 0);
+	assert_events(&ev, 2, 2, t + 2);
+	runlog_events_done(&ev);
+
+	/* max limits */
+	assert_int_equal(runlog_read(f->l, RUN_A, -1, 2, &ev, NULL), 0);
+	assert_events(&ev, 0, 2, t);
+	runlog_events_done(&ev);
+	assert_int_equal(runlog_read(f->l, RUN_A, -1, 3, &ev, NULL), 0); /* one short of all */
+	assert_events(&ev, 0, 3, t);
+	runlog_events_done(&ev);
+	assert_int_equal(runlog_read(f->l, RUN_A, 0, 1, &ev, NULL), 0);
+	assert_events(&ev, 1, 1, t + 1);
+	runlog_events_done(&ev);
+
+	/* at or past the end: nothing, not an error */
+	assert_int_equal(runlog_read(f->l, RUN_A, 3, 100, &ev, NULL), 0);
+	assert_int_equal(ev.n, 0);
+	runlog_events_done(&ev);
+	assert_int_equal(runlog_read(f->l, RUN_A, 50, 100, &ev, NULL), 0);
+	assert_int_equal(ev.n, 0);
+	runlog_events_done(&ev);
+	assert_int_equal(runlog_read(f->l, RUN_A, -1, 0, &ev, NULL), 0);
+	assert_int_equal(ev.n, 0);
+	runlog_events_done(&ev);
+
+	/* B is untouched by A */
+	static const char *const tb[] = {"{\"other\":0}", "{\"other\":1}"};
+	assert_int_equal(runlog_read(f->l, RUN_B, -1, 100, &ev, NULL), 0);
+	assert_events(&ev, 0, 2, tb);
+	runlog_events_done(&ev);
+
+	/* errors */
+	assert_int_equal(runlog_read(f->l, RUN_A, -2, 100, &ev, NULL), -EINVAL);
+	assert_int_equal(runlog_read(f->l, RUN_X, -1, 100, &ev, NULL), -ENOENT);
+	assert_int_equal(runlog_read(f->l, "short", -1, 100, &ev, NULL), -ENOENT);
+}
+
+static void
+test_runlog_append_unknown_run(void **state)
+{
+	Fix *f = *state;
+	int64_t seq = 77;
+
+	assert_int_equal(runlog_append(f->l, RUN_X, "{}", 2, 1, &seq, NULL), -ENOENT);
+	assert_int_equal(runlog_append(f->l, "not-a-uuid", "{}", 2, 1, &seq, NULL), -ENOENT);
+	assert_int_equal(runlog_append_finish(f->l, RUN_X, "{}", 2, "failed", NULL, 1, &seq, NULL),
+			 -ENOENT);
+	assert_int_equal(seq, 77);
+	/* and nothing was created on the way */
+	json_t *rec = NULL;
+	assert_int_equal(runlog_get(f->l, RUN_X, &rec), -ENOENT);
+}
+
+static void
+test_runlog_append_finish(void **state)
+{
+	Fix *f = *state;
+	int64_t seq = -1;
+	json_t *rec = NULL;
+	RunLogEvents ev = {0};
+	static const char fin[] = "{\"type\":\"RUN_ERROR\",\"message\":\"boom\"}";
+
+	assert_int_equal(runlog_create(f->l, RUN_A, "t", NULL, 10, NULL), 0);
+	append_ok(f->l, RUN_A, "{\"n\":0}", 11, 0);
+
+	/* not a terminal status */
+	assert_int_equal(
+	    runlog_append_finish(f->l, RUN_A, "{}", 2, "running", NULL, 12, &seq, NULL), -EINVAL);
+	assert_int_equal(runlog_append_finish(f->l, RUN_A, "{}", 2, NULL, NULL, 12, &seq, NULL),
+			 -EINVAL);
+	assert_int_equal(last_seq(f->l, RUN_A), 0);
+
+	json_t *fields = json_pack("{s:s, s:i}", "error", "boom", "exitCode", 3);
+	assert_int_equal(
+	    runlog_append_finish(f->l, RUN_A, fin, strlen(fin), "failed", fields, 20, &seq, &rec),
+	    0);
+	json_decref(fields);
+	assert_int_equal(seq, 1);
+	assert_string_equal(rec_str(rec, "status"), "failed");
+	assert_int_equal(rec_int(rec, "finishedAt"), 20);
+	assert_int_equal(rec_int(rec, "updatedAt"), 20);
+	assert_int_equal(rec_int(rec, "lastSeq"), 1);
+	assert_string_equal(rec_str(rec, "error"), "boom");
+	assert_int_equal(rec_int(rec, "exitCode"), 3);
+	json_decref(rec);
+
+	/* the final event is there, at the record's lastSeq, in the same snapshot */
+	assert_int_equal(runlog_read(f->l, RUN_A, -1, 10, &ev, &rec), 0);
+	assert_int_equal(ev.n, 2);
+	assert_string_equal(ev.texts[1], fin);
+	assert_int_equal(rec_int(rec, "lastSeq"), ev.first_seq + (int64_t)ev.n - 1);
+	assert_string_equal(rec_str(rec, "status"), "failed");
+	json_decref(rec);
+	runlog_events_done(&ev);
+
+	/* durable view through runlog_get too */
+	assert_int_equal(runlog_get(f->l, RUN_A, &rec), 0);
+	assert_string_equal(rec_str(rec, "status"), "failed");
+	json_decref(rec);
+
+	/* the other terminal statuses are accepted, NULL fields allowed */
+	assert_int_equal(runlog_create(f->l, RUN_B, "t", NULL, 10, NULL), 0);
+	assert_int_equal(
+	    runlog_append_finish(f->l, RUN_B, "{}", 2, "completed", NULL, 30, &seq, NULL), 0);
+	assert_int_equal(seq, 0);
+	assert_int_equal(runlog_create(f->l, RUN_C, "t", NULL, 10, NULL), 0);
+	assert_int_equal(
+	    runlog_append_finish(f->l, RUN_C, "{}", 2, "aborted", NULL, 30, NULL, NULL), 0);
+	assert_int_equal(runlog_get(f->l, RUN_C, &rec), 0);
+	assert_string_equal(rec_str(rec, "status"), "aborted");
+	json_decref(rec);
+}
+
+static void
+test_runlog_append_after_terminal_is_stale(void **state)
+{
+	Fix *f = *state;
+	int64_t seq = 55;
+	json_t *rec = NULL, *before = NULL;
+	RunLogEvents ev = {0};
+
+	assert_int_equal(runlog_create(f->l, RUN_A, "t", NULL, 10, NULL), 0);
+	append_ok(f->l, RUN_A, "{\"n\":0}", 11, 0);
+	json_t *fields = json_pack("{s:s}", "error", "first");
+	assert_int_equal(
+	    runlog_append_finish(f->l, RUN_A, "{\"fin\":1}", 9, "failed", fields, 12, NULL, NULL),
+	    0);
+	json_decref(fields);
+	assert_int_equal(runlog_get(f->l, RUN_A, &before), 0);
+
+	/* a plain append */
+	rec = (json_t *)0x1;
+	assert_int_equal(runlog_append(f->l, RUN_A, "{\"late\":1}", 10, 13, &seq, &rec), -ESTALE);
+	assert_int_equal(seq, 55);
+	assert_ptr_equal(rec, (json_t *)0x1);
+	assert_int_equal(last_seq(f->l, RUN_A), 1);
+
+	/* a second finish: the first status and error stay */
+	fields = json_pack("{s:s}", "error", "second");
+	assert_int_equal(runlog_append_finish(f->l, RUN_A, "{\"fin\":2}", 9, "completed", fields,
+					      14, &seq, NULL),
+			 -ESTALE);
+	json_decref(fields);
+	assert_int_equal(seq, 55);
+
+	assert_int_equal(runlog_get(f->l, RUN_A, &rec), 0);
+	assert_true(json_equal(rec, before));
+	assert_string_equal(rec_str(rec, "status"), "failed");
+	assert_string_equal(rec_str(rec, "error"), "first");
+	assert_int_equal(rec_int(rec, "lastSeq"), 1);
+	assert_int_equal(rec_int(rec, "updatedAt"), 12);
+	json_decref(rec);
+	json_decref(before);
+
+	/* nothing was written past the final event */
+	assert_int_equal(runlog_read(f->l, RUN_A, -1, 100, &ev, NULL), 0);
+	assert_int_equal(ev.n, 2);
+	assert_string_equal(ev.texts[1], "{\"fin\":1}");
+	runlog_events_done(&ev);
+}
+
+static void
+test_runlog_update(void **state)
+{
+	Fix *f = *state;
+	json_t *rec = NULL, *fields;
+
+	assert_int_equal(runlog_create(f->l, RUN_A, "t", "shell", 10, NULL), 0);
+	append_ok(f->l, RUN_A, "{}", 11, 0);
+
+	fields = json_pack("{s:s, s:i}", "sandboxId", "sb-1", "pid", 42);
+	assert_int_equal(runlog_update(f->l, RUN_A, fields, 20, &rec), 0);
+	json_decref(fields);
+	assert_string_equal(rec_str(rec, "sandboxId"), "sb-1");
+	assert_int_equal(rec_int(rec, "pid"), 42);
+	assert_int_equal(rec_int(rec, "updatedAt"), 20);
+	assert_int_equal(rec_int(rec, "lastSeq"), 0);
+	assert_string_equal(rec_str(rec, "harness"), "shell");
+	json_decref(rec);
+
+	/* merge, not replace: a second update keeps the first's keys */
+	fields = json_pack("{s:s}", "sandboxId", "sb-2");
+	assert_int_equal(runlog_update(f->l, RUN_A, fields, 21, NULL), 0);
+	json_decref(fields);
+	assert_int_equal(runlog_get(f->l, RUN_A, &rec), 0);
+	assert_string_equal(rec_str(rec, "sandboxId"), "sb-2");
+	assert_int_equal(rec_int(rec, "pid"), 42);
+	assert_int_equal(rec_int(rec, "updatedAt"), 21);
+	json_decref(rec);
+
+	/* terminal: a no-op that still succeeds and returns the record */
+	assert_int_equal(
+	    runlog_append_finish(f->l, RUN_A, "{}", 2, "completed", NULL, 30, NULL, NULL), 0);
+	json_t *before = NULL;
+	assert_int_equal(runlog_get(f->l, RUN_A, &before), 0);
+	fields = json_pack("{s:s, s:s}", "sandboxId", "sb-3", "status", "running");
+	rec = NULL;
+	assert_int_equal(runlog_update(f->l, RUN_A, fields, 40, &rec), 0);
+	json_decref(fields);
+	assert_non_null(rec);
+	assert_true(json_equal(rec, before));
+	json_decref(rec);
+	assert_int_equal(runlog_get(f->l, RUN_A, &rec), 0);
+	assert_true(json_equal(rec, before));
+	assert_string_equal(rec_str(rec, "status"), "completed");
+	assert_int_equal(rec_int(rec, "updatedAt"), 30);
+	json_decref(rec);
+	json_decref(before);
+
+	fields = json_object();
+	assert_int_equal(runlog_update(f->l, RUN_X, fields, 1, NULL), -ENOENT);
+	json_decref(fields);
+}
+
+static void
+test_runlog_survives_reopen(void **state)
+{
+	Fix *f = *state;
+	RunLogEvents ev = {0};
+	json_t *rec = NULL;
+	char id[RUN_ID_LEN + 1];
+
+	/* this one is about durability: reopen with sync on */
+	runlog_free(f->l);
+	assert_int_equal(open_log(f, 16 << 20, true), 0);
+
+	assert_int_equal(runlog_create(f->l, RUN_A, "thread-r", "shell", 10, NULL), 0);
+	append_ok(f->l, RUN_A, "{\"n\":0}", 11, 0);
+	append_ok(f->l, RUN_A, "{\"n\":1}", 12, 1);
+	assert_int_equal(runlog_create(f->l, RUN_B, "thread-r", NULL, 10, NULL), 0);
+	assert_int_equal(
+	    runlog_append_finish(f->l, RUN_B, "{\"end\":1}", 9, "completed", NULL, 13, NULL, NULL),
+	    0);
+	assert_int_equal(runlog_idem_put(f->l, "thread-r", "key-1", RUN_A), 0);
+
+	f->l = runlog_free(f->l);
+	assert_null(f->l);
+	assert_int_equal(open_log(f, 16 << 20, true), 0);
+
+	assert_int_equal(runlog_get(f->l, RUN_A, &rec), 0);
+	assert_int_equal(rec_int(rec, "lastSeq"), 1);
+	assert_string_equal(rec_str(rec, "threadId"), "thread-r");
+	json_decref(rec);
+	assert_int_equal(runlog_get(f->l, RUN_B, &rec), 0);
+	assert_string_equal(rec_str(rec, "status"), "completed");
+	json_decref(rec);
+	static const char *const t[] = {"{\"n\":0}", "{\"n\":1}"};
+	assert_int_equal(runlog_read(f->l, RUN_A, -1, 10, &ev, NULL), 0);
+	assert_events(&ev, 0, 2, t);
+	runlog_events_done(&ev);
+	assert_int_equal(runlog_idem_get(f->l, "thread-r", "key-1", id), 0);
+	assert_string_equal(id, RUN_A);
+
+	/* appends carry on from the stored lastSeq */
+	append_ok(f->l, RUN_A, "{\"n\":2}", 14, 2);
+	/* and the terminal state survived too */
+	assert_int_equal(runlog_append(f->l, RUN_B, "{}", 2, 15, NULL, NULL), -ESTALE);
+}
+
+static void
+test_runlog_idempotency(void **state)
+{
+	Fix *f = *state;
+	char id[RUN_ID_LEN + 1] = "unchanged";
+
+	assert_int_equal(runlog_idem_get(f->l, "thread-1", "k", id), -ENOENT);
+	assert_string_equal(id, "unchanged");
+	assert_int_equal(runlog_idem_put(f->l, "thread-1", "k", RUN_A), 0);
+	assert_int_equal(runlog_idem_get(f->l, "thread-1", "k", id), 0);
+	assert_string_equal(id, RUN_A);
+
+	/* keys are per thread, and the thread/key split is unambiguous */
+	assert_int_equal(runlog_idem_get(f->l, "thread-2", "k", id), -ENOENT);
+	assert_int_equal(runlog_idem_get(f->l, "thread-1", "k2", id), -ENOENT);
+	assert_int_equal(runlog_idem_get(f->l, "thread-1k", "", id), -ENOENT);
+	assert_int_equal(runlog_idem_put(f->l, "thread-2", "k", RUN_B), 0);
+	assert_int_equal(runlog_idem_get(f->l, "thread-2", "k", id), 0);
+	assert_string_equal(id, RUN_B);
+	assert_int_equal(runlog_idem_get(f->l, "thread-1", "k", id), 0);
+	assert_string_equal(id, RUN_A);
+
+	/* an oversized key is refused, not truncated */
+	char big[600];
+	memset(big, 'k', sizeof(big) - 1);
+	big[sizeof(big) - 1] = '\0';
+	assert_int_equal(runlog_idem_put(f->l, "thread-1", big, RUN_C), -E2BIG);
+	assert_int_equal(runlog_idem_get(f->l, "thread-1", big, id), -E2BIG);
+}
+
+typedef struct Seen {
+	int n;
+	char ids[8][RUN_ID_LEN + 1];
+	bool bad_record;
+} Seen;
+
+static void
+collect(const char *run_id, json_t *record, void *ud)
+{
+	Seen *s = ud;
+	if (s->n < 8)
+		snprintf(s->ids[s->n], sizeof(s->ids[0]), "%s", run_id);
+	s->n++;
+	const char *rid = json_string_value(json_object_get(record, "runId"));
+	const char *st = json_string_value(json_object_get(record, "status"));
+	if (!rid || strcmp(rid, run_id) != 0 || !st || run_status_terminal(st))
+		s->bad_record = true;
+}
+
+static bool
+seen_has(const Seen *s, const char *id)
+{
+	for (int i = 0; i < s->n && i < 8; i++)
+		if (strcmp(s->ids[i], id) == 0)
+			return true;
+	return false;
+}
+
+static void
+test_runlog_foreach_running(void **state)
+{
+	Fix *f = *state;
+	Seen s = {0};
+
+	assert_int_equal(runlog_foreach_running(f->l, collect, &s), 0);
+	assert_int_equal(s.n, 0);
+
+	assert_int_equal(runlog_create(f->l, RUN_A, "t", NULL, 1, NULL), 0);
+	assert_int_equal(runlog_create(f->l, RUN_B, "t", NULL, 2, NULL), 0);
+	assert_int_equal(runlog_create(f->l, RUN_C, "u", NULL, 3, NULL), 0);
+	assert_int_equal(runlog_create(f->l, RUN_X, "u", NULL, 3, NULL), 0);
+	assert_int_equal(
+	    runlog_append_finish(f->l, RUN_B, "{}", 2, "completed", NULL, 4, NULL, NULL), 0);
+	assert_int_equal(runlog_append_finish(f->l, RUN_X, "{}", 2, "aborted", NULL, 4, NULL, NULL),
+			 0);
+
+	assert_int_equal(runlog_foreach_running(f->l, collect, &s), 0);
+	assert_int_equal(s.n, 2);
+	assert_false(s.bad_record);
+	assert_true(seen_has(&s, RUN_A));
+	assert_true(seen_has(&s, RUN_C));
+	assert_false(seen_has(&s, RUN_B));
+
+	assert_true(run_status_terminal("completed"));
+	assert_true(run_status_terminal("failed"));
+	assert_true(run_status_terminal("aborted"));
+	assert_false(run_status_terminal("running"));
+	assert_false(run_status_terminal(NULL));
+	assert_false(run_status_terminal("Completed"));
+}
+
+/* A full map: the failing append reports -ENOSPC and leaves the record and the
+ * events exactly as they were after the last successful append. */
+static void
+test_runlog_map_full_is_enospc(void **state)
+{
+	Fix *f = *state;
+	static char chunk[6000];
+	int64_t seq = -1, good = -1;
+	int r = 0, i;
+
+	runlog_free(f->l);
+	f->l = NULL;
+	rm_dir(f->dir);
+	assert_non_null(mkdtemp(strcpy(f->dir, "/tmp/test-runlog-XXXXXX")));
+	assert_int_equal(open_log(f, 64 * 1024, false), 0);
+
+	memset(chunk, 'x', sizeof(chunk));
+	chunk[0] = '"';
+	chunk[sizeof(chunk) - 1] = '"';
+	assert_int_equal(runlog_create(f->l, RUN_A, "t", NULL, 1, NULL), 0);
+	for (i = 0; i < 64; i++) {
+		seq = -99;
+		r = runlog_append(f->l, RUN_A, chunk, sizeof(chunk), 10 + i, &seq, NULL);
+		if (r < 0)
+			break;
+		assert_int_equal(seq, i);
+		good = seq;
+	}
+	assert_int_equal(r, -ENOSPC);
+	assert_true(good >= 0); /* at least one fit: the failure is the map, not the setup */
+	assert_int_equal(seq, -99);
+
+	json_t *rec = NULL;
+	assert_int_equal(runlog_get(f->l, RUN_A, &rec), 0);
+	assert_int_equal(rec_int(rec, "lastSeq"), good);
+	assert_int_equal(rec_int(rec, "updatedAt"), 10 + good);
+	json_decref(rec);
+
+	/* reading still works and shows exactly the committed events */
+	RunLogEvents ev = {0};
+	assert_int_equal(runlog_read(f->l, RUN_A, -1, 1000, &ev, &rec), 0);
+	assert_int_equal(ev.n, (size_t)good + 1);
+	assert_int_equal(ev.first_seq, 0);
+	for (size_t k = 0; k < ev.n; k++) {
+		assert_int_equal(ev.lens[k], sizeof(chunk));
+		assert_memory_equal(ev.texts[k], chunk, sizeof(chunk));
+	}
+	assert_int_equal(rec_int(rec, "lastSeq"), good);
+	json_decref(rec);
+	runlog_events_done(&ev);
+	assert_int_equal(runlog_read(f->l, RUN_A, good, 1000, &ev, NULL), 0);
+	assert_int_equal(ev.n, 0);
+	runlog_events_done(&ev);
+
+	/* a finish that does not fit either is refused the same way and the run
+	 * stays running */
+	assert_int_equal(
+	    runlog_append_finish(f->l, RUN_A, chunk, sizeof(chunk), "failed", NULL, 99, NULL, NULL),
+	    -ENOSPC);
+	assert_int_equal(runlog_get(f->l, RUN_A, &rec), 0);
+	assert_string_equal(rec_str(rec, "status"), "running");
+	assert_int_equal(rec_int(rec, "lastSeq"), good);
+	json_decref(rec);
+
+	/* and the environment is still usable after reopen */
+	f->l = runlog_free(f->l);
+	assert_int_equal(open_log(f, 64 * 1024, false), 0);
+	assert_int_equal(last_seq(f->l, RUN_A), good);
+}
+
+int
+main(void)
+{
+	const struct CMUnitTest tests[] = {
+	    cmocka_unit_test_setup_teardown(test_runlog_create_record, setup, teardown),
+	    cmocka_unit_test_setup_teardown(test_runlog_create_is_idempotent, setup, teardown),
+	    cmocka_unit_test_setup_teardown(test_runlog_append_seqs_gap_free, setup, teardown),
+	    cmocka_unit_test_setup_teardown(test_runlog_read_cursor, setup, teardown),
+	    cmocka_unit_test_setup_teardown(test_runlog_append_unknown_run, setup, teardown),
+	    cmocka_unit_test_setup_teardown(test_runlog_append_finish, setup, teardown),
+	    cmocka_unit_test_setup_teardown(test_runlog_append_after_terminal_is_stale, setup,
+					    teardown),
+	    cmocka_unit_test_setup_teardown(test_runlog_update, setup, teardown),
+	    cmocka_unit_test_setup_teardown(test_runlog_survives_reopen, setup, teardown),
+	    cmocka_unit_test_setup_teardown(test_runlog_idempotency, setup, teardown),
+	    cmocka_unit_test_setup_teardown(test_runlog_foreach_running, setup, teardown),
+	    cmocka_unit_test_setup_teardown(test_runlog_map_full_is_enospc, setup, teardown),
+	};
+	return cmocka_run_group_tests_name("runlog", tests, NULL, NULL);
+}
