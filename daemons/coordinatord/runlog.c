@@ -279,14 +279,15 @@ append_txn(RunLog *l, const char *run_id, const char *chunk, size_t len, const c
 		r = -EUCLEAN;
 	if (r < 0)
 		goto fail;
+	/* caller fields first: the log's own fields must win over them */
+	if (fields)
+		json_object_update(rec, (json_t *)fields);
 	json_object_set_new(rec, "lastSeq", json_integer(seq));
 	json_object_set_new(rec, "updatedAt", json_integer(now_ms));
 	if (status) {
 		json_object_set_new(rec, "status", json_string(status));
 		json_object_set_new(rec, "finishedAt", json_integer(now_ms));
 	}
-	if (fields)
-		json_object_update(rec, (json_t *)fields);
 	r = put_record(txn, l, run_id, rec);
 	if (r < 0)
 		goto fail;
@@ -345,7 +346,14 @@ runlog_update(RunLog *l, const char *run_id, const json_t *fields, int64_t now_m
 		mdb_txn_abort(txn);
 		goto done;
 	}
-	json_object_update(rec, (json_t *)fields);
+	{
+		/* the status, seq and clock of a record belong to the log */
+		json_t *status = json_incref(json_object_get(rec, "status"));
+		json_t *last = json_incref(json_object_get(rec, "lastSeq"));
+		json_object_update(rec, (json_t *)fields);
+		json_object_set_new(rec, "status", status);
+		json_object_set_new(rec, "lastSeq", last);
+	}
 	json_object_set_new(rec, "updatedAt", json_integer(now_ms));
 	r = put_record(txn, l, run_id, rec);
 	if (r < 0)
