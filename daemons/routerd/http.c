@@ -38,6 +38,9 @@
 #include "macro.h"
 
 #define LINGER_USEC (1 * USEC_PER_SEC)
+/* A pipelining client that does not read its answers stops being parsed
+ * once this much output waits; the write-drained callback resumes it. */
+#define HTTP_OUTPUT_PAUSE (256 * 1024)
 
 static void conn_process(HttpConn *c);
 
@@ -475,6 +478,10 @@ conn_process(HttpConn *c)
 	c->in_process = true;
 	while (c->state == CONN_HTTP && !c->busy) {
 		struct evbuffer_iovec v;
+		if (evbuffer_get_length(bufferevent_get_output(c->bev)) > HTTP_OUTPUT_PAUSE) {
+			bufferevent_disable(c->bev, EV_READ);
+			break;
+		}
 		if (evbuffer_get_length(in) == 0 || evbuffer_peek(in, -1, NULL, &v, 1) < 1)
 			break;
 		size_t n = http_parser_execute(&c->parser, &parser_settings, v.iov_base, v.iov_len);
@@ -519,6 +526,10 @@ write_cb(struct bufferevent *bev, void *arg)
 		conn_half_close(c);
 	else if (c->state == CONN_WS)
 		ws_on_drained(c);
+	else if (c->state == CONN_HTTP && !c->busy) {
+		bufferevent_enable(bev, EV_READ);
+		conn_process(c);
+	}
 }
 
 static void
