@@ -317,3 +317,22 @@ conf_free_strings(const ConfItem *items, size_t n, void *target)
 			*f = NULL;
 		}
 }
+
+void
+conf_dump(FILE *f, const ConfItem *items, size_t n)
+{
+	const char *section = NULL;
+
+	for (size_t i = 0; i < n; i++) {
+		const ConfItem *it = &items[i];
+		if (!section || !streq(section, it->section)) {
+			fprintf(f, "%s[%s]\n", section ? "\n" : "", it->section);
+			section = it->section;
+		}
+		fprintf(f, "# %s", it->help);
+		if (it->type == CONF_INT || it->type == CONF_SIZE)
+			fprintf(f, " (%" PRId64 "..%" PRId64 "%s)", it->min, it->max,
+				it->type == CONF_SIZE ? " bytes; K, M, G suffixes" : "");
+		fprintf(f, "\n#%s = %s\n", it->key, it->def);
+	}
+}

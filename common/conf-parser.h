@@ -22,6 +22,7 @@
 #include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
+#include <stdio.h>
 
 typedef enum ConfType {
 	CONF_STR,   /* char *; "" allowed */
@@ -62,6 +63,11 @@ int conf_load_string(const ConfItem *items, size_t n, void *target, const char *
 
 /* Free every CONF_STR field. */
 void conf_free_strings(const ConfItem *items, size_t n, void *target);
+
+/* Print the table as runwarden.conf text: a [section] line whenever the
+ * section changes, then for each key its help as a comment, its range, and
+ * "#key = default". conf/runwarden.conf is made of these (a test checks it). */
+void conf_dump(FILE *f, const ConfItem *items, size_t n);
 
 /* Parse "1K", "16M", "3G", "100" into bytes. 0 or -EINVAL/-ERANGE. */
 int conf_parse_size(const char *s, int64_t *ret);

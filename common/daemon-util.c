@@ -26,6 +26,7 @@ daemon_parse_args(int argc, char **argv, const char *name, const char *summary, 
 	static const struct option opts[] = {
 		{ "config", required_argument, NULL, 'c' },
 		{ "check-config", no_argument, NULL, 'C' },
+		{ "dump-config", no_argument, NULL, 'D' },
 		{ "help", no_argument, NULL, 'h' },
 		{ "version", no_argument, NULL, 'V' },
 		{},
@@ -44,12 +45,14 @@ daemon_parse_args(int argc, char **argv, const char *name, const char *summary, 
 			a.configs[a.n_configs++] = optarg;
 			break;
 		case 'C': a.check_config = true; break;
+		case 'D': a.dump_config = a.check_config = true; break;
 		case 'h':
 			printf("%s — %s\n\n"
 			       "Usage: %s [--config FILE]... [--check-config]\n\n"
 			       "  -c, --config FILE   read FILE (repeatable; later files override\n"
 			       "                      earlier ones key by key; default %s)\n"
 			       "      --check-config  check the configuration and exit\n"
+			       "      --dump-config   print every key with its default and help\n"
 			       "  -h, --help          show this help\n"
 			       "  -V, --version       show the version\n",
 			       name, summary, name, RW_DEFAULT_CONF);
@@ -73,6 +76,10 @@ daemon_load_config(const DaemonArgs *a, const ConfItem *items, size_t n, void *t
 	int r = conf_apply_defaults(items, n, target);
 	if (r < 0)
 		return log_error_errno(r, "Built-in configuration defaults are invalid: %m");
+	if (a->dump_config) {
+		conf_dump(stdout, items, n);
+		return 0;
+	}
 	if (a->n_configs == 0) {
 		r = conf_load_file(items, n, target, RW_DEFAULT_CONF, err, sizeof(err));
 		if (r == -ENOENT)

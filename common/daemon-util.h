@@ -19,6 +19,8 @@ typedef struct DaemonArgs {
 	const char *configs[16]; /* --config FILE, in order; empty = the default file */
 	size_t n_configs;
 	bool check_config; /* --check-config: parse, report, exit */
+	bool dump_config;  /* --dump-config: print the key table as a commented
+			    * runwarden.conf section (implies check_config) */
 } DaemonArgs;
 
 /* Parse the common command line. Returns 1 to continue, 0 when --help or
@@ -28,7 +30,8 @@ int daemon_parse_args(int argc, char **argv, const char *name, const char *summa
 
 /* Defaults, then each config file in order (the default file when none is
  * given is optional; an explicit one must exist). Logs "file:line: key: reason"
- * and returns a negative errno on error. */
+ * and returns a negative errno on error. With --dump-config it prints the
+ * table (conf_dump) on stdout instead of reading any file. */
 int daemon_load_config(const DaemonArgs *a, const ConfItem *items, size_t n, void *target);
 
 /* sd_notify wrappers: no-ops without NOTIFY_SOCKET. */

@@ -1026,7 +1026,8 @@ coordinator_run(const DaemonArgs *args)
 		goto out;
 	log_set_max_level(c.conf.shared.log_level);
 	if (args->check_config) {
-		printf("configuration OK\n");
+		if (!args->dump_config)
+			log_info("Configuration is valid");
 		goto out;
 	}
 

@@ -236,7 +236,8 @@ router_run(const DaemonArgs *args)
 	if (rr < 0)
 		return rr;
 	if (args->check_config) {
-		log_info("Configuration is valid");
+		if (!args->dump_config)
+			log_info("Configuration is valid");
 		return 0;
 	}
 	log_set_max_level(conf.shared.log_level);

@@ -1,0 +1,84 @@
+# SPDX-License-Identifier: MIT
+"""Configuration: conf/runwarden.conf documents every key of every daemon with
+its default; each daemon accepts it; errors are "FILE:LINE: KEY: reason"."""
+import os
+import subprocess
+import tempfile
+
+from rwtest import BUILD, DAEMONS
+
+NO_SUITE = True
+TOP = os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "..")
+CONF = os.path.join(TOP, "conf", "runwarden.conf")
+
+
+def sections(text):
+    """{section: {key: default}} from '#key = value' lines."""
+    out, sec = {}, None
+    for line in text.splitlines():
+        line = line.strip()
+        if line.startswith("[") and line.endswith("]"):
+            sec = line[1:-1]
+            out.setdefault(sec, {})
+        elif sec and line.startswith("#") and " = " in line and not line.startswith("# "):
+            k, v = line[1:].split(" = ", 1)
+            out[sec][k.strip()] = v.strip()
+    return out
+
+
+def run(daemon, *args):
+    return subprocess.run([os.path.join(BUILD, daemon), *args], capture_output=True, text=True,
+                          timeout=10)
+
+
+def test_every_key_is_documented_with_its_default():
+    documented = sections(open(CONF).read())
+    for d in DAEMONS:
+        p = run(d, "--dump-config")
+        assert p.returncode == 0, p.stderr
+        for sec, keys in sections(p.stdout).items():
+            assert sec in documented, f"[{sec}] of {d} missing from conf/runwarden.conf"
+            for k, v in keys.items():
+                assert documented[sec].get(k) == v, f"{d}: [{sec}] {k} = {v} not documented as such"
+
+
+def test_shipped_file_is_accepted_by_every_daemon():
+    for d in DAEMONS:
+        p = run(d, "--check-config", "--config", CONF)
+        assert p.returncode == 0, (d, p.stderr)
+
+
+def check_error(text, expect):
+    with tempfile.NamedTemporaryFile("w", suffix=".conf", delete=False) as f:
+        f.write(text)
+    try:
+        for d in DAEMONS:
+            p = run(d, "--check-config", "--config", f.name)
+            assert p.returncode != 0, (d, text)
+            assert f"{f.name}:{expect}" in p.stderr, (d, p.stderr, expect)
+    finally:
+        os.unlink(f.name)
+
+
+def test_errors_name_file_line_and_key():
+    check_error("[runwarden]\nlog_level = info\nmax_frame = 12Q\n", "3: max_frame: '12Q'")
+    check_error("# comment\n[runwarden]\nnope = 1\n", "3: nope: unknown key in [runwarden]")
+    check_error("[runwarden]\nmax_frame = 1\n", "2: max_frame: '1' out of range")
+    check_error("[bogus]\nx = 1\n", "2: [bogus]: unknown section")
+    check_error("[runwarden]\nlog_level = info\nlog_level = debug\n", "3: log_level: set twice")
+
+
+def test_daemon_specific_errors():
+    for d, sec, key in (("routerd", "routerd", "max_body"), ("coordinatord", "coordinatord", "map_size"),
+                        ("containerd-shim", "containerd-shim", "tmp_size")):
+        with tempfile.NamedTemporaryFile("w", suffix=".conf", delete=False) as f:
+            f.write(f"[{sec}]\n{key} = lots\n")
+        p = run(d, "--check-config", "--config", f.name)
+        os.unlink(f.name)
+        assert p.returncode != 0 and f"{f.name}:2: {key}: 'lots'" in p.stderr, (d, p.stderr)
+
+
+def test_missing_explicit_config_is_an_error():
+    for d in DAEMONS:
+        p = run(d, "--check-config", "--config", "/nonexistent/runwarden.conf")
+        assert p.returncode != 0 and "/nonexistent/runwarden.conf" in p.stderr, (d, p.stderr)
