@@ -69,6 +69,8 @@ msg_allowed(int type, PeerRole from, PeerRole to)
 {
 	if (!msg_type_valid(type))
 		return false;
+	if (msg_rows[type].dir == MSGDIR_CLIENT_TO_COORD)
+		return from == ROLE_CLIENT && to == ROLE_COORD;
 	/* A test client may speak either daemon's side. */
 	if (from == ROLE_CLIENT || to == ROLE_CLIENT)
 		return true;
@@ -78,6 +80,7 @@ msg_allowed(int type, PeerRole from, PeerRole to)
 	case MSGDIR_COORD_TO_ROUTER: return from == ROLE_COORD && to == ROLE_ROUTER;
 	case MSGDIR_COORD_TO_SHIM: return from == ROLE_COORD && to == ROLE_SHIM;
 	case MSGDIR_SHIM_TO_COORD: return from == ROLE_SHIM && to == ROLE_COORD;
+	case MSGDIR_CLIENT_TO_COORD: return false; /* handled above */
 	}
 	return false;
 }

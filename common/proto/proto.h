@@ -28,6 +28,7 @@ typedef enum MsgDir {
 	MSGDIR_COORD_TO_ROUTER,
 	MSGDIR_COORD_TO_SHIM,
 	MSGDIR_SHIM_TO_COORD,
+	MSGDIR_CLIENT_TO_COORD,
 } MsgDir;
 
 typedef enum PeerRole {

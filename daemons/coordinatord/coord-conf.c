@@ -21,5 +21,15 @@ const ConfItem coord_conf_items[] = {
 	  "30000", 100, 3600000, "how long a run waits for containerd-shim before it fails" },
 	{ "coordinatord", "output_chunk_max", CONF_SIZE, offsetof(CoordConf, output_chunk_max),
 	  "64K", 256, 16 << 20, "largest text of one process.stdout/stderr chunk" },
+	{ "coordinatord", "stall_timeout_ms", CONF_INT, offsetof(CoordConf, stall_timeout_ms),
+	  "300000", 0, 86400000LL * 7,
+	  "stall watchdog: a run with no progress for this long fails; 0 turns it off" },
+	{ "coordinatord", "stall_action", CONF_STR, offsetof(CoordConf, stall_action), "fail", 0, 0,
+	  "what the watchdog does to a stale run: 'fail' it, or 'kill' (also destroy its processes)" },
+	{ "coordinatord", "retention_days", CONF_INT, offsetof(CoordConf, retention_days), "30", 0,
+	  36500, "terminal runs older than this are deleted with their events; 0 keeps them forever" },
+	{ "coordinatord", "retention_interval_ms", CONF_INT,
+	  offsetof(CoordConf, retention_interval_ms), "60000", 100, 86400000,
+	  "how often retention looks for runs to prune (in small batches)" },
 };
 const size_t coord_conf_n_items = ELEMENTSOF(coord_conf_items);

@@ -1,10 +1,8 @@
 /* SPDX-License-Identifier: MIT */
 /*
- * coordinator.c — the coordinatord event loop: router clients, the shim link,
- * and the run driver for the shell harness.
- *
- * Log-first: every chunk goes through run_append()/run_finish(), which commit
- * to LMDB and only then publish RUN_EVENTS to the routers watching the run.
+ * coordinator.c — the coordinatord event loop and the requests of routerd and
+ * of direct run-log clients. See coordinatord.h for how the files divide the
+ * work.
  */
 #include "config.h"
 
@@ -21,578 +19,9 @@
 #include <unistd.h>
 
 #include "fd-util.h"
-#include "harness.h"
 #include "json-util.h"
-#include "log.h"
 #include "macro.h"
 #include "mp-cursor.h"
-#include "peer.h"
-#include "runlog.h"
-#include "time-util.h"
-
-#define SHIM_CALL_TIMEOUT (60 * USEC_PER_SEC)
-#define SHIM_BACKOFF_MIN (100 * USEC_PER_MSEC)
-#define SHIM_BACKOFF_MAX (2 * USEC_PER_SEC)
-
-typedef struct Coordinator Coordinator;
-
-typedef struct Client {
-	struct Client *next;
-	Coordinator *c;
-	Peer *peer;
-} Client;
-
-typedef struct Watch {
-	struct Watch *next;
-	char run_id[RUN_ID_LEN + 1];
-	Client *client;
-} Watch;
-
-typedef enum RunState {
-	RUN_WAIT_SHIM, /* waiting for containerd-shim to be connected */
-	RUN_ENSURING,  /* SANDBOX_ENSURE in flight */
-	RUN_STARTING,  /* EXEC_START in flight */
-	RUN_EXECUTING, /* output streaming */
-	RUN_DONE,
-} RunState;
-
-typedef struct Run {
-	struct Run *next;
-	Coordinator *c;
-	char run_id[RUN_ID_LEN + 1];
-	char *thread_id;
-	char *command;
-	char *sandbox_id;
-	uint64_t exec_id;
-	RunState state;
-	OutBuf out[3]; /* [1] stdout, [2] stderr */
-	bool dirty;    /* output waiting for the end-of-turn flush */
-	char tool_call_id[48];
-	struct event *wait_timer;
-	LogCtx log;
-} Run;
-
-struct Coordinator {
-	struct event_base *base;
-	CoordConf conf;
-	RunLog *runlog;
-	int listen_fd;
-	struct event *listen_ev;
-	Client *clients;
-	Watch *watches;
-	Run *runs;
-	Peer *shim;
-	struct event *shim_timer;
-	usec_t shim_backoff;
-	struct event *flush_ev;
-	bool stopping;
-};
-
-static void run_fail(Run *run, const char *message, const char *code);
-static void run_drive(Run *run);
-
-/* ---------- chunks ---------- */
-
-static void
-chunk_stamp(json_t *chunk)
-{
-	json_object_set_new(chunk, "timestamp", json_integer(now_epoch_ms()));
-}
-
-/* ---------- publishing ---------- */
-
-static void
-publish(Coordinator *c, const char *run_id, int64_t first_seq, const char *const *texts,
-	const size_t *lens, size_t n, const json_t *record)
-{
-	_cleanup_free_ char *rec = NULL;
-	MpWriter w;
-	bool any = false;
-
-	for (Watch *wt = c->watches; wt; wt = wt->next)
-		if (streq(wt->run_id, run_id)) {
-			any = true;
-			break;
-		}
-	if (!any)
-		return;
-	rec = json_dump_compact(record);
-	if (!rec)
-		return;
-	mp_writer_init(&w);
-	mp_w_map(&w, 4);
-	mp_w_str(&w, "run_id", run_id);
-	mp_w_int(&w, "first_seq", first_seq);
-	mp_w_key(&w, "events");
-	msgpack_pack_array(&w.pk, n);
-	for (size_t i = 0; i < n; i++)
-		mp_w_strn(&w, texts[i], lens[i]);
-	mp_w_str(&w, "record", rec);
-	for (Watch *wt = c->watches; wt; wt = wt->next)
-		if (streq(wt->run_id, run_id))
-			(void)peer_push(wt->client->peer, MSG_RUN_EVENTS, &w);
-	mp_writer_done(&w);
-}
-
-/* ---------- runs ---------- */
-
-static Run *
-run_find_exec(Coordinator *c, uint64_t exec_id)
-{
-	for (Run *r = c->runs; r; r = r->next)
-		if (r->state == RUN_EXECUTING && r->exec_id == exec_id)
-			return r;
-	return NULL;
-}
-
-static void
-run_free(Run *run)
-{
-	Coordinator *c = run->c;
-
-	for (Run **pp = &c->runs; *pp; pp = &(*pp)->next)
-		if (*pp == run) {
-			*pp = run->next;
-			break;
-		}
-	if (c->shim)
-		peer_cancel_calls(c->shim, run);
-	if (run->wait_timer)
-		event_free(run->wait_timer);
-	for (int i = 0; i < 3; i++)
-		outbuf_done(&run->out[i]);
-	free(run->thread_id);
-	free(run->command);
-	free(run->sandbox_id);
-	free(run);
-}
-
-/* Commit one chunk, then publish it. On any error the run is over and has
- * been released: a storage failure fails it (when that can still be
- * written), -ESTALE means it was already terminal. Callers must not touch
- * run after a negative return. */
-static int
-run_append(Run *run, json_t *chunk)
-{
-	Coordinator *c = run->c;
-	json_t *rec = NULL;
-	int64_t seq;
-	int r;
-
-	chunk_stamp(chunk);
-	_cleanup_free_ char *text = json_dump_compact(chunk);
-	json_decref(chunk);
-	if (!text)
-		return -ENOMEM;
-	size_t len = strlen(text);
-	r = runlog_append(c->runlog, run->run_id, text, len, now_epoch_ms(), &seq, &rec);
-	if (r == -ESTALE) { /* terminal already: a late append is rejected, as it must be */
-		run->state = RUN_DONE;
-		run_free(run);
-		return r;
-	}
-	if (r < 0) {
-		log_ctx_errno(LOG_ERR, r, &run->log, "Failed to append to run log: %m");
-		run_fail(run, r == -ENOSPC ? "run log is full" : "run log write failed",
-			 r == -ENOSPC ? "storage_full" : "storage_error");
-		return r;
-	}
-	const char *t = text;
-	publish(c, run->run_id, seq, &t, &len, 1, rec);
-	json_decref(rec);
-	return 0;
-}
-
-/* Commit the final chunk with the terminal status and publish; the run is done. */
-static void
-run_finish(Run *run, json_t *chunk, const char *status, json_t *fields)
-{
-	Coordinator *c = run->c;
-	json_t *rec = NULL;
-	int64_t seq;
-	int r;
-
-	chunk_stamp(chunk);
-	char *text = json_dump_compact(chunk);
-	json_decref(chunk);
-	if (text) {
-		size_t len = strlen(text);
-		r = runlog_append_finish(c->runlog, run->run_id, text, len, status, fields,
-					 now_epoch_ms(), &seq, &rec);
-		if (r == 0) {
-			const char *t = text;
-			publish(c, run->run_id, seq, &t, &len, 1, rec);
-			json_decref(rec);
-			log_ctx_msgid(LOG_INFO, &run->log, RW_MESSAGE_RUN_FINISHED,
-				      "Run finished: %s", status);
-		} else if (r != -ESTALE)
-			log_ctx_errno(LOG_ERR, r, &run->log,
-				      "Failed to write the end of the run (%s): %m", status);
-		free(text);
-	}
-	json_decref(fields);
-	run->state = RUN_DONE;
-	run_free(run);
-}
-
-static void
-run_fail(Run *run, const char *message, const char *code)
-{
-	json_t *chunk = json_pack("{s:s, s:s, s:s}", "type", "RUN_ERROR", "message", message,
-				  "code", code);
-	json_t *fields = json_pack("{s:{s:s, s:s}}", "error", "message", message, "code", code);
-	log_ctx(LOG_WARNING, &run->log, "Run failed: %s (%s)", message, code);
-	run_finish(run, chunk, "failed", fields);
-}
-
-/* Turn buffered output into process.stdout/stderr chunks. */
-static int
-run_flush_output(Run *run, bool final)
-{
-	static const char *const names[3] = { NULL, "process.stdout", "process.stderr" };
-
-	for (int s = 1; s <= 2; s++) {
-		for (;;) {
-			size_t len;
-			char *text = outbuf_take(&run->out[s], (size_t)run->c->conf.output_chunk_max,
-						 final, &len);
-			if (!text)
-				break;
-			json_t *chunk = json_pack("{s:s, s:s, s:{s:s%}}", "type", "CUSTOM", "name",
-						  names[s], "value", "text", text, len);
-			free(text);
-			if (!chunk)
-				return -ENOMEM;
-			int r = run_append(run, chunk);
-			if (r < 0)
-				return r; /* the run may be gone */
-		}
-	}
-	run->dirty = false;
-	return 0;
-}
-
-static void
-flush_cb(evutil_socket_t fd, short what, void *arg)
-{
-	Coordinator *c = arg;
-
-	for (Run *run = c->runs, *next; run; run = next) {
-		next = run->next;
-		if (run->dirty)
-			(void)run_flush_output(run, false);
-	}
-}
-
-/* ---------- shim link ---------- */
-
-static void shim_connect_later(Coordinator *c);
-
-static void
-exec_started(Peer *p, int err, const msgpack_object *body, void *ud)
-{
-	Run *run = ud;
-	MpReader r;
-	uint64_t exec_id = 0;
-	const char *msg = NULL;
-
-	mp_reader_init(&r, body);
-	if (err < 0) {
-		mp_read_str_opt(&r, "message", &msg, NULL);
-		char m[512];
-		snprintf(m, sizeof(m), "sandbox: could not start the command: %s",
-			 msg ? msg : strerror(-err));
-		mp_reader_done(&r);
-		run_fail(run, m, err == -ECONNRESET ? "sandbox_lost" : "sandbox_error");
-		return;
-	}
-	mp_read_uint(&r, "exec_id", &exec_id);
-	mp_reader_done(&r);
-	if (r.err < 0) {
-		run_fail(run, "sandbox: malformed EXEC_START reply", "sandbox_error");
-		return;
-	}
-	run->exec_id = exec_id;
-	run->state = RUN_EXECUTING;
-}
-
-static void
-sandbox_ensured(Peer *p, int err, const msgpack_object *body, void *ud)
-{
-	Run *run = ud;
-	Coordinator *c = run->c;
-	MpReader r;
-	const char *sandbox_id = NULL, *msg = NULL;
-	bool created = false;
-
-	mp_reader_init(&r, body);
-	if (err < 0) {
-		char m[512];
-		mp_read_str_opt(&r, "message", &msg, NULL);
-		snprintf(m, sizeof(m), "sandbox: %s", msg ? msg : strerror(-err));
-		mp_reader_done(&r);
-		run_fail(run, m, err == -ECONNRESET ? "sandbox_lost" : "sandbox_error");
-		return;
-	}
-	mp_read_str(&r, "sandbox_id", &sandbox_id);
-	mp_read_bool_opt(&r, "created", &created, false);
-	if (r.err < 0 || !(run->sandbox_id = strdup(sandbox_id))) {
-		mp_reader_done(&r);
-		run_fail(run, "sandbox: malformed SANDBOX_ENSURE reply", "sandbox_error");
-		return;
-	}
-	mp_reader_done(&r);
-	run->log.sandbox_id = run->sandbox_id;
-
-	json_auto_t *fields = json_pack("{s:s}", "sandboxId", run->sandbox_id);
-	if (runlog_update(c->runlog, run->run_id, fields, now_epoch_ms(), NULL) < 0) {
-		run_fail(run, "run log write failed", "storage_error");
-		return;
-	}
-	json_t *chunk = json_pack("{s:s, s:s, s:{s:s, s:s}}", "type", "CUSTOM", "name",
-				  created ? "sandbox.created" : "sandbox.resumed", "value",
-				  "sandboxId", run->sandbox_id, "provider", "runwarden");
-	if (run_append(run, chunk) < 0)
-		return;
-
-	/* the command as one tool call */
-	snprintf(run->tool_call_id, sizeof(run->tool_call_id), "call_%.8s", run->run_id);
-	json_t *start = json_pack("{s:s, s:s, s:s}", "type", "TOOL_CALL_START", "toolCallId",
-				  run->tool_call_id, "toolCallName", "shell");
-	if (run_append(run, start) < 0)
-		return;
-	json_auto_t *args = json_pack("{s:s}", "command", run->command);
-	_cleanup_free_ char *args_text = json_dump_compact(args);
-	json_t *argc = json_pack("{s:s, s:s, s:s}", "type", "TOOL_CALL_ARGS", "toolCallId",
-				 run->tool_call_id, "delta", args_text ? args_text : "{}");
-	if (run_append(run, argc) < 0)
-		return;
-	json_t *end = json_pack("{s:s, s:s}", "type", "TOOL_CALL_END", "toolCallId",
-				run->tool_call_id);
-	if (run_append(run, end) < 0)
-		return;
-
-	char env_run[64];
-	snprintf(env_run, sizeof(env_run), "RUNWARDEN_RUN_ID=%s", run->run_id);
-	char *argv[] = { c->conf.shell, (char *)"-c", run->command, NULL };
-	char *env[] = { (char *)"PATH=/usr/local/bin:/usr/bin:/bin", (char *)"HOME=/workspace",
-			(char *)"LANG=C.UTF-8", (char *)"TERM=dumb", env_run, NULL };
-	MpWriter w;
-	mp_writer_init(&w);
-	mp_w_map(&w, 5);
-	mp_w_str(&w, "sandbox_id", run->sandbox_id);
-	mp_w_str_array(&w, "argv", argv);
-	mp_w_str_array(&w, "env", env);
-	mp_w_str(&w, "cwd", "/workspace");
-	mp_w_str(&w, "run_id", run->run_id);
-	int rr = peer_call(c->shim, MSG_EXEC_START, &w, SHIM_CALL_TIMEOUT, exec_started, run);
-	mp_writer_done(&w);
-	if (rr < 0) {
-		run_fail(run, "sandbox: containerd-shim connection lost", "sandbox_lost");
-		return;
-	}
-	run->state = RUN_STARTING;
-}
-
-static void
-run_drive(Run *run)
-{
-	Coordinator *c = run->c;
-	MpWriter w;
-
-	if (!peer_is_ready(c->shim)) {
-		run->state = RUN_WAIT_SHIM;
-		return; /* shim_ready() kicks it, the wait timer fails it */
-	}
-	if (run->wait_timer)
-		event_del(run->wait_timer);
-	mp_writer_init(&w);
-	mp_w_map(&w, 3);
-	mp_w_str(&w, "key", run->thread_id);
-	mp_w_str(&w, "run_id", run->run_id);
-	mp_w_str(&w, "thread_id", run->thread_id);
-	int r = peer_call(c->shim, MSG_SANDBOX_ENSURE, &w, SHIM_CALL_TIMEOUT, sandbox_ensured, run);
-	mp_writer_done(&w);
-	if (r < 0) {
-		run->state = RUN_WAIT_SHIM;
-		return;
-	}
-	run->state = RUN_ENSURING;
-}
-
-static void
-run_wait_timeout(evutil_socket_t fd, short what, void *arg)
-{
-	Run *run = arg;
-	if (run->state == RUN_WAIT_SHIM)
-		run_fail(run, "sandbox: containerd-shim is not available", "sandbox_unavailable");
-}
-
-static int
-shim_exec_output(Peer *p, const Frame *f, void *ud)
-{
-	Coordinator *c = ud;
-	MpReader r;
-	uint64_t exec_id = 0, stream = 0, offset = 0;
-	const void *data = NULL;
-	size_t len = 0;
-
-	mp_reader_init(&r, f->body);
-	mp_read_uint(&r, "exec_id", &exec_id);
-	mp_read_uint(&r, "stream", &stream);
-	mp_read_uint(&r, "offset", &offset);
-	mp_read_bin(&r, "data", &data, &len);
-	mp_reader_done(&r);
-	if (r.err < 0 || (stream != 1 && stream != 2))
-		return -EBADMSG;
-	Run *run = run_find_exec(c, exec_id);
-	if (!run)
-		return 0; /* not ours (any more) */
-	if (outbuf_add(&run->out[stream], data, len) < 0)
-		return -ENOMEM;
-	if (run->out[stream].len >= (size_t)c->conf.output_chunk_max) {
-		(void)run_flush_output(run, false);
-		return 0;
-	}
-	if (!run->dirty) {
-		run->dirty = true;
-		event_active(c->flush_ev, 0, 0);
-	}
-	return 0;
-}
-
-static int
-shim_exec_exit(Peer *p, const Frame *f, void *ud)
-{
-	Coordinator *c = ud;
-	MpReader r;
-	uint64_t exec_id = 0;
-	int64_t code = -1, sig = 0;
-	const char *reason = NULL;
-
-	mp_reader_init(&r, f->body);
-	mp_read_uint(&r, "exec_id", &exec_id);
-	mp_read_int(&r, "exit_code", &code);
-	mp_read_int_opt(&r, "signal", &sig, 0);
-	mp_read_str_opt(&r, "reason", &reason, "exit");
-	if (r.err < 0) {
-		mp_reader_done(&r);
-		return -EBADMSG;
-	}
-	Run *run = run_find_exec(c, exec_id);
-	if (!run) {
-		mp_reader_done(&r);
-		return 0;
-	}
-	char why[64];
-	snprintf(why, sizeof(why), "%s", reason);
-	mp_reader_done(&r);
-
-	if (run_flush_output(run, true) < 0)
-		return 0;
-	json_auto_t *content = json_pack("{s:I, s:s}", "exitCode", (json_int_t)code, "reason", why);
-	if (sig)
-		json_object_set_new(content, "signal", json_integer(sig));
-	_cleanup_free_ char *content_text = json_dump_compact(content);
-	json_t *result = json_pack("{s:s, s:s, s:s, s:s}", "type", "TOOL_CALL_RESULT", "toolCallId",
-				   run->tool_call_id, "role", "tool", "content",
-				   content_text ? content_text : "{}");
-	if (run_append(run, result) < 0)
-		return 0;
-
-	if (code == 0 && streq(why, "exit")) {
-		json_t *fin = json_pack("{s:s, s:s, s:s, s:{s:s}}", "type", "RUN_FINISHED",
-					"threadId", run->thread_id, "runId", run->run_id, "outcome",
-					"type", "success");
-		run_finish(run, fin, "completed", json_pack("{s:i}", "exitCode", 0));
-		return 0;
-	}
-	char m[160];
-	if (streq(why, "exit"))
-		snprintf(m, sizeof(m), "command exited with status %" PRId64, code);
-	else if (sig)
-		snprintf(m, sizeof(m), "command %s by signal %" PRId64, streq(why, "killed") ? "killed" : "terminated", sig);
-	else
-		snprintf(m, sizeof(m), "command ended: %s", why);
-	json_t *err = json_pack("{s:s, s:s, s:s}", "type", "RUN_ERROR", "message", m, "code",
-				"exit_status");
-	run_finish(run, err, "failed",
-		   json_pack("{s:I, s:{s:s, s:s}}", "exitCode", (json_int_t)code, "error",
-			     "message", m, "code", "exit_status"));
-	return 0;
-}
-
-static const PeerHandler shim_handlers[_MSG_TYPE_MAX] = {
-	[MSG_EXEC_OUTPUT] = shim_exec_output,
-	[MSG_EXEC_EXIT] = shim_exec_exit,
-};
-
-static void
-shim_ready(Peer *p, void *ud)
-{
-	Coordinator *c = ud;
-
-	log_info("Connected to containerd-shim (pid %d)", (int)peer_remote_pid(p));
-	c->shim_backoff = SHIM_BACKOFF_MIN;
-	for (Run *run = c->runs, *next; run; run = next) {
-		next = run->next;
-		if (run->state == RUN_WAIT_SHIM)
-			run_drive(run);
-	}
-}
-
-static void
-shim_closed(Peer *p, int err, void *ud)
-{
-	Coordinator *c = ud;
-
-	log_warning_errno(err, "Lost the connection to containerd-shim: %m");
-	/* Pending ENSURE/START calls already failed with -ECONNRESET (their runs
-	 * failed). Executing runs lose their output stream. */
-	for (Run *run = c->runs, *next; run; run = next) {
-		next = run->next;
-		if (run->state == RUN_EXECUTING && run_flush_output(run, true) == 0)
-			run_fail(run, "sandbox: containerd-shim connection lost", "sandbox_lost");
-	}
-	c->shim = peer_free(c->shim);
-	if (!c->stopping)
-		shim_connect_later(c);
-}
-
-static const PeerOps shim_ops = {
-	.local_role = ROLE_COORD,
-	.handlers = shim_handlers,
-	.on_ready = shim_ready,
-	.on_close = shim_closed,
-};
-
-static void
-shim_connect_cb(evutil_socket_t fd, short what, void *arg)
-{
-	Coordinator *c = arg;
-	char path[4096];
-
-	snprintf(path, sizeof(path), "%s/%s", c->conf.shared.runtime_dir, RW_SOCK_SHIM);
-	int sfd = unix_connect(path);
-	if (sfd < 0) {
-		log_debug_errno(sfd, "containerd-shim not reachable at '%s' yet: %m", path);
-		shim_connect_later(c);
-		return;
-	}
-	int r = peer_new(c->base, sfd, &shim_ops, c, (size_t)c->conf.shared.max_frame, &c->shim);
-	if (r < 0) {
-		log_warning_errno(r, "Failed to set up the containerd-shim connection: %m");
-		shim_connect_later(c);
-	}
-}
-
-static void
-shim_connect_later(Coordinator *c)
-{
-	struct timeval tv;
-	evtimer_add(c->shim_timer, timeval_from_usec(&tv, c->shim_backoff));
-	c->shim_backoff = MIN(c->shim_backoff * 2, SHIM_BACKOFF_MAX);
-}
 
 /* ---------- router requests ---------- */
 
@@ -674,33 +103,34 @@ handle_run_start(Peer *p, const Frame *f, void *ud)
 		ret = r.err;
 		goto out;
 	}
+	ret = 0;
 	if (!thread_id_valid(thread_id)) {
 		peer_reply_error(p, f->req_id, -EINVAL,
 				 "threadId must be a non-empty printable string of at most 256 bytes");
-		ret = 0;
 		goto out;
 	}
 	msgs = json_loads(messages, 0, NULL);
 	if (!json_is_array(msgs) || json_array_size(msgs) == 0) {
 		peer_reply_error(p, f->req_id, -EINVAL, "messages must be a non-empty array");
-		ret = 0;
 		goto out;
 	}
 	meta = metadata ? json_loads(metadata, 0, NULL) : NULL;
 	if (metadata && !json_is_object(meta)) {
 		peer_reply_error(p, f->req_id, -EINVAL, "metadata must be an object");
-		ret = 0;
 		goto out;
 	}
 	const char *harness = "shell";
 	const json_t *h = json_object_get(meta, "harness");
 	if (h && (!json_is_string(h) || !streq(json_string_value(h), "shell"))) {
 		peer_reply_error(p, f->req_id, -EINVAL, "unknown harness (configured: shell)");
-		ret = 0;
+		goto out;
+	}
+	if (idem && (!*idem || strlen(idem) > 256)) {
+		peer_reply_error(p, f->req_id, -EINVAL, "Idempotency-Key must be 1..256 bytes");
 		goto out;
 	}
 
-	if (idem && *idem) {
+	if (idem) {
 		ret = runlog_idem_get(c->runlog, thread_id, idem, run_id);
 		if (ret == 0) {
 			ret = reply_run_id(p, f->req_id, run_id);
@@ -711,45 +141,33 @@ handle_run_start(Peer *p, const Frame *f, void *ud)
 	}
 
 	uuid_v4(run_id);
+	/* durable before the 202: its own transaction, fsync'd */
 	ret = runlog_create(c->runlog, run_id, thread_id, harness, now_epoch_ms(), NULL);
+	if (ret == 0 && idem)
+		ret = runlog_idem_put(c->runlog, thread_id, idem, run_id);
 	if (ret < 0) {
 		log_error_errno(ret, "Failed to register a run: %m");
 		goto out;
 	}
-	if (idem && *idem)
-		(void)runlog_idem_put(c->runlog, thread_id, idem, run_id);
-
-	Run *run = calloc(1, sizeof(*run));
+	c->m.runs_started++;
+	Run *run = run_new(c, run_id, thread_id);
 	if (!run) {
 		ret = -ENOMEM;
 		goto out;
 	}
-	run->c = c;
-	memcpy(run->run_id, run_id, sizeof(run_id));
-	run->thread_id = strdup(thread_id);
-	run->log = (LogCtx){ .run_id = run->run_id, .thread_id = run->thread_id };
-	run->next = c->runs;
-	c->runs = run;
 	ret = reply_run_id(p, f->req_id, run_id);
 	log_ctx_msgid(LOG_INFO, &run->log, RW_MESSAGE_RUN_STARTED, "Run started (harness %s)",
 		      harness);
-
-	json_t *started = json_pack("{s:s, s:s, s:s}", "type", "RUN_STARTED", "threadId",
-				    thread_id, "runId", run_id);
-	if (!run->thread_id || run_append(run, started) < 0)
-		goto out;
-	int cr = shell_command_from_messages(msgs, &run->command);
-	if (cr < 0) {
+	run_emit(run,
+		 json_pack("{s:s, s:s, s:s}", "type", "RUN_STARTED", "threadId", thread_id, "runId",
+			   run_id),
+		 NULL);
+	if (shell_command_from_messages(msgs, &run->command) < 0) {
 		run_fail(run, "shell harness: the last user message has no text to run",
 			 "harness_error");
 		goto out;
 	}
-	struct timeval tv;
-	run->wait_timer = evtimer_new(c->base, run_wait_timeout, run);
-	if (run->wait_timer)
-		evtimer_add(run->wait_timer,
-			    timeval_from_usec(&tv, (usec_t)c->conf.sandbox_wait_ms * USEC_PER_MSEC));
-	run_drive(run);
+	run_start_driving(run);
 out:
 	json_decref(msgs);
 	json_decref(meta);
@@ -895,23 +313,328 @@ handle_status_get(Peer *p, const Frame *f, void *ud)
 {
 	Client *cl = ud;
 	Coordinator *c = cl->c;
+	const Metrics *m = &c->m;
 	MpWriter w;
-	size_t n = 0;
-	for (Run *run = c->runs; run; run = run->next)
-		n++;
+	size_t active = 0, queued = 0;
+	char *text = NULL;
+	size_t tlen = 0;
+	FILE *mf;
+
+	for (Run *run = c->runs; run; run = run->next) {
+		active++;
+		if (run->queued || run->state == RUN_WAIT_SHIM)
+			queued++;
+	}
+	mf = open_memstream(&text, &tlen);
+	if (!mf)
+		return -ENOMEM;
+	static const double le[7] = { 0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.1 };
+	fprintf(mf,
+		"# HELP runwarden_runs_started_total Runs registered by POST /runs.\n"
+		"# TYPE runwarden_runs_started_total counter\n"
+		"runwarden_runs_started_total %" PRIu64 "\n"
+		"# HELP runwarden_runs_finished_total Runs that reached a terminal status.\n"
+		"# TYPE runwarden_runs_finished_total counter\n"
+		"runwarden_runs_finished_total{status=\"completed\"} %" PRIu64 "\n"
+		"runwarden_runs_finished_total{status=\"failed\"} %" PRIu64 "\n"
+		"runwarden_runs_finished_total{status=\"aborted\"} %" PRIu64 "\n"
+		"# HELP runwarden_runs_active Runs driven by coordinatord right now.\n"
+		"# TYPE runwarden_runs_active gauge\n"
+		"runwarden_runs_active %zu\n"
+		"# HELP runwarden_sandboxes_queued Runs waiting for containerd-shim or a sandbox slot.\n"
+		"# TYPE runwarden_sandboxes_queued gauge\n"
+		"runwarden_sandboxes_queued %zu\n"
+		"# HELP runwarden_events_appended_total Events committed to the run log.\n"
+		"# TYPE runwarden_events_appended_total counter\n"
+		"runwarden_events_appended_total %" PRIu64 "\n"
+		"# HELP runwarden_commit_failures_total Run log transactions that failed.\n"
+		"# TYPE runwarden_commit_failures_total counter\n"
+		"runwarden_commit_failures_total %" PRIu64 "\n"
+		"# HELP runwarden_watchdog_kills_total Runs failed by the stall watchdog.\n"
+		"# TYPE runwarden_watchdog_kills_total counter\n"
+		"runwarden_watchdog_kills_total %" PRIu64 "\n"
+		"# HELP runwarden_runs_pruned_total Runs deleted by retention.\n"
+		"# TYPE runwarden_runs_pruned_total counter\n"
+		"runwarden_runs_pruned_total %" PRIu64 "\n"
+		"# HELP runwarden_commit_seconds Run log group-commit latency (write + fsync).\n"
+		"# TYPE runwarden_commit_seconds histogram\n",
+		m->runs_started, m->runs_finished[0], m->runs_finished[1], m->runs_finished[2],
+		active, queued, m->events_appended, m->commit_failures, m->watchdog_kills,
+		m->runs_pruned);
+	uint64_t cum = 0;
+	for (int i = 0; i < 7; i++) {
+		cum += m->commit_buckets[i];
+		fprintf(mf, "runwarden_commit_seconds_bucket{le=\"%g\"} %" PRIu64 "\n", le[i], cum);
+	}
+	cum += m->commit_buckets[7];
+	fprintf(mf,
+		"runwarden_commit_seconds_bucket{le=\"+Inf\"} %" PRIu64 "\n"
+		"runwarden_commit_seconds_sum %.6f\n"
+		"runwarden_commit_seconds_count %" PRIu64 "\n",
+		cum, (double)m->commit_usec_sum / 1e6, m->commits);
+	fclose(mf);
+
 	mp_writer_init(&w);
-	mp_w_map(&w, 2);
+	mp_w_map(&w, 4);
 	mp_w_bool(&w, "shim_connected", peer_is_ready(c->shim));
-	mp_w_uint(&w, "active_runs", n);
+	mp_w_bool(&w, "storage_ok", c->storage_ok);
+	mp_w_uint(&w, "active_runs", active);
+	mp_w_str(&w, "metrics", text ? text : "");
 	int r = peer_reply(p, f->req_id, &w);
 	mp_writer_done(&w);
+	free(text);
 	return r;
 }
 
+/* The record of run_id if thread_id (when given) owns it; -ENOENT otherwise. */
+static int
+owned_record(Coordinator *c, const char *run_id, const char *thread_id, json_t **ret)
+{
+	json_t *rec = NULL;
+	int r = runlog_get(c->runlog, run_id, &rec);
+	if (r == 0 && thread_id &&
+	    !streq(thread_id, json_string_value(json_object_get(rec, "threadId")) ?: "")) {
+		json_decref(rec);
+		return -ENOENT; /* do not reveal that the run exists */
+	}
+	if (r == 0)
+		*ret = rec;
+	return r;
+}
+
+static int
+handle_run_cancel(Peer *p, const Frame *f, void *ud)
+{
+	Client *cl = ud;
+	Coordinator *c = cl->c;
+	MpReader r;
+	const char *run_id = NULL, *thread_id = NULL;
+	json_t *rec = NULL;
+	int ret;
+
+	mp_reader_init(&r, f->body);
+	mp_read_str(&r, "run_id", &run_id);
+	mp_read_str_opt(&r, "thread_id", &thread_id, NULL);
+	ret = r.err;
+	if (ret == 0)
+		ret = owned_record(c, run_id, thread_id, &rec);
+	if (ret < 0)
+		goto out;
+	const char *status = json_string_value(json_object_get(rec, "status"));
+	Run *run = run_find(c, run_id);
+	if (run_status_terminal(status) || (run && (run->state == RUN_DONE ||
+						      run->state == RUN_CANCELLING))) {
+		/* idempotent: a terminal run is left as it is */
+		if (run && run->state != RUN_DONE) {
+			/* a cancel is already on its way: answer when it lands */
+			ret = reply_record(p, f->req_id, "record", rec);
+		} else {
+			commit_now(c);
+			json_decref(rec);
+			rec = NULL;
+			ret = runlog_get(c->runlog, run_id, &rec);
+			if (ret == 0)
+				ret = reply_record(p, f->req_id, "record", rec);
+		}
+		goto out;
+	}
+	if (run) {
+		ret = run_cancel(run, cl, f->req_id);
+		goto out;
+	}
+	/* not driven here (a direct-log client's run): end it in the log */
+	{
+		LogCtx lc = { .run_id = run_id,
+			      .thread_id = json_string_value(json_object_get(rec, "threadId")) };
+		log_ctx_msgid(LOG_NOTICE, &lc, RW_MESSAGE_RUN_CANCELLED, "Run cancelled");
+	}
+	op_queue_client(c, cl, f->req_id, run_id,
+			json_pack("{s:s, s:s, s:s}", "type", "RUN_ERROR", "message", "run cancelled",
+				  "code", "aborted"),
+			"aborted",
+			json_pack("{s:b, s:{s:s, s:s}}", "cancelRequested", 1, "error", "message",
+				  "run cancelled", "code", "aborted"));
+out:
+	json_decref(rec);
+	mp_reader_done(&r);
+	return ret;
+}
+
+static int
+handle_thread_runs(Peer *p, const Frame *f, void *ud)
+{
+	Client *cl = ud;
+	MpReader r;
+	const char *thread_id = NULL, *status = NULL;
+	json_t *list = NULL;
+	int ret;
+
+	mp_reader_init(&r, f->body);
+	mp_read_str(&r, "thread_id", &thread_id);
+	mp_read_str_opt(&r, "status", &status, NULL);
+	ret = r.err;
+	if (ret == 0 && !thread_id_valid(thread_id))
+		ret = -EINVAL;
+	if (ret == 0 && status && !streq(status, "running") && !run_status_terminal(status) &&
+	    !streq(status, "interrupted")) {
+		peer_reply_error(p, f->req_id, -EINVAL,
+				 "status must be running, completed, failed or aborted");
+		goto out;
+	}
+	if (ret == 0)
+		ret = runlog_thread_runs(cl->c->runlog, thread_id, status, &list);
+	if (ret == 0) {
+		MpWriter w;
+		size_t i;
+		json_t *rec;
+		mp_writer_init(&w);
+		mp_w_map(&w, 1);
+		mp_w_key(&w, "records");
+		msgpack_pack_array(&w.pk, json_array_size(list));
+		json_array_foreach (list, i, rec) {
+			_cleanup_free_ char *s = json_dump_compact(rec);
+			mp_w_strv(&w, s ? s : "{}");
+		}
+		ret = peer_reply(p, f->req_id, &w);
+		mp_writer_done(&w);
+	}
+out:
+	json_decref(list);
+	mp_reader_done(&r);
+	return ret;
+}
+
+static int
+handle_snapshot(Peer *p, const Frame *f, void *ud)
+{
+	/* snapshots need the shim's archive support; until then say so plainly */
+	peer_reply_error(p, f->req_id, -EOPNOTSUPP, "snapshots are not implemented yet");
+	return 0;
+}
+
+/* ---------- the direct run-log API (RUN_OPEN, RUN_APPEND, RUN_FINISH) ---------- */
+
+static int
+handle_run_open(Peer *p, const Frame *f, void *ud)
+{
+	Client *cl = ud;
+	Coordinator *c = cl->c;
+	MpReader r;
+	const char *thread_id = NULL, *want = NULL;
+	char run_id[RUN_ID_LEN + 1];
+	bool created = false;
+	int ret;
+
+	mp_reader_init(&r, f->body);
+	mp_read_str(&r, "thread_id", &thread_id);
+	mp_read_str_opt(&r, "run_id", &want, NULL);
+	ret = r.err;
+	if (ret == 0 && (!thread_id_valid(thread_id) || (want && strlen(want) != RUN_ID_LEN)))
+		ret = -EINVAL;
+	if (ret == 0) {
+		if (want)
+			memcpy(run_id, want, RUN_ID_LEN + 1);
+		else
+			uuid_v4(run_id);
+		ret = runlog_create(c->runlog, run_id, thread_id, NULL, now_epoch_ms(), &created);
+	}
+	if (ret == 0) {
+		MpWriter w;
+		mp_writer_init(&w);
+		mp_w_map(&w, 2);
+		mp_w_str(&w, "run_id", run_id);
+		mp_w_bool(&w, "created", created);
+		ret = peer_reply(p, f->req_id, &w);
+		mp_writer_done(&w);
+		if (created)
+			c->m.runs_started++;
+	}
+	mp_reader_done(&r);
+	return ret;
+}
+
+static int
+handle_run_append(Peer *p, const Frame *f, void *ud)
+{
+	Client *cl = ud;
+	MpReader r;
+	const char *run_id = NULL, *chunk = NULL;
+	int ret;
+
+	mp_reader_init(&r, f->body);
+	mp_read_str(&r, "run_id", &run_id);
+	mp_read_str(&r, "chunk", &chunk);
+	ret = r.err;
+	if (ret == 0) {
+		json_t *j = json_loads(chunk, 0, NULL);
+		if (!json_is_object(j) || !json_is_string(json_object_get(j, "type"))) {
+			json_decref(j);
+			peer_reply_error(p, f->req_id, -EINVAL,
+					 "chunk must be a JSON object with a string 'type'");
+		} else if (strlen(run_id) != RUN_ID_LEN) {
+			json_decref(j);
+			ret = -ENOENT;
+		} else
+			op_queue_client(cl->c, cl, f->req_id, run_id, j, NULL, NULL);
+	}
+	mp_reader_done(&r);
+	return ret;
+}
+
+static int
+handle_run_finish(Peer *p, const Frame *f, void *ud)
+{
+	Client *cl = ud;
+	MpReader r;
+	const char *run_id = NULL, *status = NULL, *error = NULL;
+	int ret;
+
+	mp_reader_init(&r, f->body);
+	mp_read_str(&r, "run_id", &run_id);
+	mp_read_str(&r, "status", &status);
+	mp_read_str_opt(&r, "error", &error, NULL);
+	ret = r.err;
+	if (ret == 0 && (!run_status_terminal(status) || strlen(run_id) != RUN_ID_LEN))
+		ret = -EINVAL;
+	if (ret == 0) {
+		json_t *err = error ? json_loads(error, 0, NULL) : NULL;
+		const char *msg = json_string_value(json_object_get(err, "message"));
+		const char *code = json_string_value(json_object_get(err, "code"));
+		json_t *chunk, *fields = NULL;
+		if (streq(status, "completed")) {
+			chunk = json_pack("{s:s, s:s}", "type", "RUN_FINISHED", "runId", run_id);
+		} else {
+			if (!msg)
+				msg = streq(status, "aborted") ? "run cancelled" : "run failed";
+			chunk = json_pack("{s:s, s:s}", "type", "RUN_ERROR", "message", msg);
+			fields = json_pack("{s:{s:s}}", "error", "message", msg);
+			if (code) {
+				json_object_set_new(chunk, "code", json_string(code));
+				json_object_set_new(json_object_get(fields, "error"), "code",
+						    json_string(code));
+			}
+		}
+		json_decref(err);
+		op_queue_client(cl->c, cl, f->req_id, run_id, chunk, status, fields);
+	}
+	mp_reader_done(&r);
+	return ret;
+}
+
 static const PeerHandler client_handlers[_MSG_TYPE_MAX] = {
-	[MSG_RUN_START] = handle_run_start,   [MSG_RUN_GET] = handle_run_get,
-	[MSG_RUN_READ] = handle_run_read,     [MSG_RUN_WATCH] = handle_run_watch,
-	[MSG_RUN_UNWATCH] = handle_run_unwatch, [MSG_STATUS_GET] = handle_status_get,
+	[MSG_RUN_START] = handle_run_start,
+	[MSG_RUN_GET] = handle_run_get,
+	[MSG_RUN_READ] = handle_run_read,
+	[MSG_RUN_WATCH] = handle_run_watch,
+	[MSG_RUN_UNWATCH] = handle_run_unwatch,
+	[MSG_STATUS_GET] = handle_status_get,
+	[MSG_RUN_CANCEL] = handle_run_cancel,
+	[MSG_THREAD_RUNS] = handle_thread_runs,
+	[MSG_SNAPSHOT_CREATE] = handle_snapshot,
+	[MSG_SNAPSHOT_RESTORE] = handle_snapshot,
+	[MSG_RUN_OPEN] = handle_run_open,
+	[MSG_RUN_APPEND] = handle_run_append,
+	[MSG_RUN_FINISH] = handle_run_finish,
 };
 
 static void
@@ -921,6 +644,7 @@ client_closed(Peer *p, int err, void *ud)
 	Coordinator *c = cl->c;
 
 	log_debug("routerd connection closed");
+	commit_forget_client(c, cl);
 	for (Watch **pp = &c->watches; *pp;) {
 		if ((*pp)->client == cl) {
 			Watch *w = *pp;
@@ -981,47 +705,29 @@ accept_cb(evutil_socket_t lfd, short what, void *arg)
 /* ---------- start-up and shutdown ---------- */
 
 static void
-recover_cb(const char *run_id, json_t *record, void *ud)
-{
-	Coordinator *c = ud;
-	LogCtx lc = { .run_id = run_id,
-		      .thread_id = json_string_value(json_object_get(record, "threadId")) };
-	const char *m = "coordinator restarted; the run's process was lost";
-	_cleanup_free_ char *chunk = NULL;
-	json_auto_t *j = json_pack("{s:s, s:s, s:s, s:I}", "type", "RUN_ERROR", "message", m,
-				   "code", "sandbox_lost", "timestamp", (json_int_t)now_epoch_ms());
-	chunk = json_dump_compact(j);
-	json_auto_t *fields = json_pack("{s:{s:s, s:s}}", "error", "message", m, "code",
-					"sandbox_lost");
-	if (!chunk)
-		return;
-	int r = runlog_append_finish(c->runlog, run_id, chunk, strlen(chunk), "failed", fields,
-				     now_epoch_ms(), NULL, NULL);
-	if (r < 0)
-		log_ctx_errno(LOG_ERR, r, &lc, "Failed to close a lost run: %m");
-	else
-		log_ctx(LOG_WARNING, &lc, "Run was active when coordinatord stopped; marked failed");
-}
-
-static void
 on_term(void *ud)
 {
 	Coordinator *c = ud;
 	c->stopping = true;
 	notify_stopping();
-	/* drain: whatever output arrived is committed before we go */
-	flush_cb(-1, 0, c);
+	/* drain: whatever arrived is committed before we go; live runs stay
+	 * 'running' in the log and are re-attached by the next start */
+	commit_now(c);
 	event_base_loopexit(c->base, NULL);
 }
 
 int
 coordinator_run(const DaemonArgs *args)
 {
-	Coordinator c = { .listen_fd = -1, .shim_backoff = SHIM_BACKOFF_MIN };
+	Coordinator c = { .listen_fd = -1 };
 	char path[4096];
 	int r;
 
 	r = daemon_load_config(args, coord_conf_items, coord_conf_n_items, &c.conf);
+	if (r == 0 && !streq(c.conf.stall_action, "fail") && !streq(c.conf.stall_action, "kill"))
+		r = log_error_errno(SYNTHETIC_ERRNO(EINVAL),
+				    "coordinatord.stall_action: '%s': expected 'fail' or 'kill'",
+				    c.conf.stall_action);
 	if (r < 0)
 		goto out;
 	log_set_max_level(c.conf.shared.log_level);
@@ -1038,17 +744,19 @@ coordinator_run(const DaemonArgs *args)
 		log_error_errno(r, "Failed to open the run log in '%s': %m", path);
 		goto out;
 	}
-	r = runlog_foreach_running(c.runlog, recover_cb, &c);
-	if (r < 0) {
-		log_error_errno(r, "Failed to scan the run log: %m");
-		goto out;
-	}
 
-	c.base = event_base_new();
-	if (!c.base) {
+	struct event_config *cfg = event_config_new();
+	if (cfg) {
+		c.base = event_base_new_with_config(cfg);
+		event_config_free(cfg);
+	}
+	if (!c.base || event_base_priority_init(c.base, 3) < 0) {
 		r = -ENOMEM;
 		goto out;
 	}
+	commit_setup(&c);
+	driver_setup(&c);
+	driver_recover(&c);
 	r = mkdir_p(c.conf.shared.runtime_dir, 0755);
 	if (r < 0) {
 		log_error_errno(r, "Failed to create '%s': %m", c.conf.shared.runtime_dir);
@@ -1061,9 +769,7 @@ coordinator_run(const DaemonArgs *args)
 		goto out;
 	}
 	c.listen_ev = event_new(c.base, c.listen_fd, EV_READ | EV_PERSIST, accept_cb, &c);
-	c.flush_ev = event_new(c.base, -1, 0, flush_cb, &c);
-	c.shim_timer = evtimer_new(c.base, shim_connect_cb, &c);
-	if (!c.listen_ev || !c.flush_ev || !c.shim_timer) {
+	if (!c.listen_ev || !c.flush_ev || !c.shim_timer || !c.commit_ev) {
 		r = -ENOMEM;
 		goto out;
 	}
@@ -1071,7 +777,8 @@ coordinator_run(const DaemonArgs *args)
 	r = daemon_setup_signals(c.base, on_term, NULL, &c);
 	if (r < 0)
 		goto out;
-	shim_connect_cb(-1, 0, &c);
+	watchdog_setup(&c);
+	shim_connect_now(&c);
 
 	notify_ready("serving");
 	log_info("coordinatord ready on %s (run log in %s/runlog)", path, c.conf.shared.state_dir);
@@ -1079,6 +786,8 @@ coordinator_run(const DaemonArgs *args)
 	log_info("coordinatord stopped");
 	r = 0;
 out:
+	if (c.base)
+		commit_now(&c);
 	while (c.runs)
 		run_free(c.runs);
 	while (c.clients) {
@@ -1092,7 +801,10 @@ out:
 		c.watches = w->next;
 		free(w);
 	}
+	c.stopping = true;
 	peer_free(c.shim);
+	watchdog_teardown(&c);
+	commit_teardown(&c);
 	daemon_teardown_signals();
 	if (c.listen_ev)
 		event_free(c.listen_ev);

@@ -4,30 +4,174 @@
  *
  * coordinatord owns the LMDB run log and drives runs: it accepts routerd
  * connections (RUN_* requests, RUN_EVENTS pushes), keeps one connection to the
- * shim (SANDBOX_*, EXEC_*), and turns harness output into AG-UI chunks. Every
- * chunk is committed to the log before it is published to any watcher.
+ * shim (SANDBOX_*, EXEC_*), and turns harness output into AG-UI chunks.
+ *
+ * Log-first with group commit (commit.c): every chunk is queued as an Op; all
+ * Ops queued during one event-loop turn are written in ONE LMDB transaction by
+ * the lowest-priority commit event, and only after that commit returned are
+ * they published to watchers (RUN_EVENTS) and acknowledged to clients. A run's
+ * in-memory driver (Run) ends when the Op that makes it terminal completed.
+ *
+ * Files: coordinator.c (loop, router and client requests), commit.c (ops,
+ * group commit, publishing), driver.c (shell harness driver, shim link,
+ * crash re-attach), watchdog.c (stall watchdog, retention).
  */
 #pragma once
 
+#include <jansson.h>
 #include <stdbool.h>
 #include <stdint.h>
 
 #include "conf-parser.h"
 #include "daemon-util.h"
+#include "harness.h"
+#include "log.h"
+#include "peer.h"
+#include "runlog.h"
 #include "shared-conf.h"
+#include "time-util.h"
 
 typedef struct CoordConf {
 	SharedConf shared;
-	int64_t map_size;        /* LMDB map size, bytes */
-	bool sync;               /* fsync on commit */
-	char *shell;             /* the shell harness interpreter inside the sandbox */
-	int64_t read_max;        /* largest RUN_READ batch */
-	int64_t sandbox_wait_ms; /* how long a run waits for the shim before failing */
+	int64_t map_size;         /* LMDB map size, bytes */
+	bool sync;                /* fsync on commit */
+	char *shell;              /* the shell harness interpreter inside the sandbox */
+	int64_t read_max;         /* largest RUN_READ batch */
+	int64_t sandbox_wait_ms;  /* how long a run waits for the shim before failing */
 	int64_t output_chunk_max; /* largest process.stdout/stderr text per chunk, bytes */
+	int64_t stall_timeout_ms; /* watchdog; 0 = off */
+	char *stall_action;       /* "fail" | "kill" */
+	int64_t retention_days;   /* 0 = keep forever */
+	int64_t retention_interval_ms;
 } CoordConf;
 
 extern const ConfItem coord_conf_items[];
 extern const size_t coord_conf_n_items;
 
-/* Run the daemon until SIGTERM. Returns 0 or a negative errno (already logged). */
+typedef struct Coordinator Coordinator;
+typedef struct Client Client;
+typedef struct Run Run;
+
+struct Client {
+	Client *next;
+	Coordinator *c;
+	Peer *peer;
+};
+
+typedef struct Watch {
+	struct Watch *next;
+	char run_id[RUN_ID_LEN + 1];
+	Client *client;
+} Watch;
+
+typedef enum RunState {
+	RUN_WAIT_SHIM, /* waiting for containerd-shim to be connected */
+	RUN_ENSURING,  /* SANDBOX_ENSURE in flight (maybe queued for a slot) */
+	RUN_STARTING,  /* EXEC_START in flight */
+	RUN_EXECUTING, /* output streaming */
+	RUN_REATTACH,  /* after a restart: waiting to EXEC_ATTACH */
+	RUN_CANCELLING, /* SANDBOX_DESTROY in flight for a cancel */
+	RUN_DONE,      /* its terminal Op is queued; freed when it completed */
+} RunState;
+
+struct Run {
+	Run *next;
+	Coordinator *c;
+	char run_id[RUN_ID_LEN + 1];
+	char *thread_id;
+	char *command;
+	char *sandbox_id;
+	uint64_t exec_id;
+	RunState state;
+	OutBuf out[3]; /* [1] stdout, [2] stderr */
+	bool dirty;    /* output waiting for the end-of-turn flush */
+	bool queued;   /* waiting for a sandbox slot (not stale) */
+	char tool_call_id[48];
+	struct event *wait_timer;
+	uint64_t cpu_usec; /* last SANDBOX_STATS reading */
+	bool cpu_known;
+	Client *cancel_client; /* a RUN_CANCEL waiting for the destroy */
+	uint64_t cancel_req_id;
+	LogCtx log;
+};
+
+typedef struct Metrics {
+	uint64_t runs_started;
+	uint64_t runs_finished[3]; /* completed, failed, aborted */
+	uint64_t events_appended;
+	uint64_t commits;
+	uint64_t commit_failures;
+	uint64_t commit_usec_sum;
+	uint64_t commit_buckets[8]; /* ≤ 0.5, 1, 2.5, 5, 10, 25, 100 ms, +Inf */
+	uint64_t watchdog_kills;
+	uint64_t runs_pruned;
+} Metrics;
+
+typedef struct Op Op;
+
+struct Coordinator {
+	struct event_base *base;
+	CoordConf conf;
+	RunLog *runlog;
+	int listen_fd;
+	struct event *listen_ev;
+	Client *clients;
+	Watch *watches;
+	Run *runs;
+	Peer *shim;
+	struct event *shim_timer;
+	usec_t shim_backoff;
+	struct event *flush_ev;
+	struct event *commit_ev;
+	Op *ops_head, *ops_tail;
+	struct event *watchdog_ev;
+	int watchdog_pending; /* SANDBOX_STATS replies still expected this round */
+	struct event *retention_ev;
+	char prune_cursor[RUN_ID_LEN + 1];
+	bool storage_ok;
+	bool stopping;
+	Metrics m;
+};
+
+/* coordinator.c */
 int coordinator_run(const DaemonArgs *args);
+
+/* commit.c — the op queue. All take ownership of chunk/fields/drive. */
+/* Queue an event of a driven run (no-op once the run is RUN_DONE). */
+void run_emit(Run *run, json_t *chunk, json_t *drive);
+/* Queue the run's last event with its terminal status; the Run is freed when it committed. */
+void run_end(Run *run, json_t *chunk, const char *status, json_t *fields);
+/* run_end with RUN_ERROR {message, code} and status failed. */
+void run_fail(Run *run, const char *message, const char *code);
+/* Queue a driver-state update alone (no event). */
+void run_save_drive(Run *run, json_t *drive);
+/* A client's RUN_APPEND / RUN_FINISH: acknowledged after the commit. */
+void op_queue_client(Coordinator *c, Client *cl, uint64_t req_id, const char *run_id,
+		     json_t *chunk, const char *status, json_t *fields);
+/* A client went away: its queued acknowledgements are dropped. */
+void commit_forget_client(Coordinator *c, Client *cl);
+/* Write everything queued now (before a watchdog decision, at shutdown). */
+void commit_now(Coordinator *c);
+void commit_setup(Coordinator *c);
+void commit_teardown(Coordinator *c);
+/* RUN_EVENTS to the watchers of run_id. */
+void publish(Coordinator *c, const char *run_id, int64_t first_seq, const char *const *texts,
+	     const size_t *lens, size_t n, const json_t *record);
+void metrics_count_finish(Coordinator *c, const char *status);
+
+/* driver.c */
+Run *run_new(Coordinator *c, const char *run_id, const char *thread_id);
+void run_free(Run *run);
+Run *run_find(Coordinator *c, const char *run_id);
+void run_start_driving(Run *run);
+int run_cancel(Run *run, Client *cl, uint64_t req_id);
+void driver_setup(Coordinator *c);
+void driver_recover(Coordinator *c);
+void shim_connect_now(Coordinator *c);
+extern const PeerHandler shim_handlers[];
+json_t *chunk_new(const char *type);
+void driver_flush_all(Coordinator *c);
+
+/* watchdog.c */
+void watchdog_setup(Coordinator *c);
+void watchdog_teardown(Coordinator *c);

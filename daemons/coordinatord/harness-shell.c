@@ -81,6 +81,7 @@ outbuf_add(OutBuf *b, const void *p, size_t n)
 	}
 	memcpy(b->data + b->len, p, n);
 	b->len += n;
+	b->added += n;
 	return 0;
 }
 
@@ -108,6 +109,7 @@ outbuf_take(OutBuf *b, size_t max, bool final, size_t *ret_len)
 		return NULL;
 	memmove(b->data, b->data + take, b->len - take);
 	b->len -= take;
+	b->taken += take;
 	return s;
 }
 
@@ -115,5 +117,6 @@ void
 outbuf_done(OutBuf *b)
 {
 	free(b->data);
-	*b = (OutBuf){ 0 };
+	b->data = NULL;
+	b->len = b->cap = 0;
 }

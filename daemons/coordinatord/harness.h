@@ -20,16 +20,21 @@
 #include <jansson.h>
 #include <stdbool.h>
 #include <stddef.h>
+#include <stdint.h>
 
 /* The command of the last user message: content as a string, or the
  * concatenated text parts ({type:"text", text|content}). -ENOENT when there
  * is none, -EINVAL when messages is not an array. *ret is malloc'd. */
 int shell_command_from_messages(const json_t *messages, char **ret);
 
-/* A growing byte buffer for one output stream of one exec. */
+/* A growing byte buffer for one output stream of one exec. `taken` counts
+ * the raw bytes handed out by outbuf_take() since the stream began (the
+ * stream offset coordinatord persists as "consumed"); `added` the bytes
+ * received (the offset the next EXEC_OUTPUT must start at). */
 typedef struct OutBuf {
 	char *data;
 	size_t len, cap;
+	uint64_t taken, added;
 } OutBuf;
 
 int outbuf_add(OutBuf *b, const void *p, size_t n);

@@ -16,7 +16,7 @@
 
 struct RunLog {
 	MDB_env *env;
-	MDB_dbi runs, events, thread_runs, idem, meta;
+	MDB_dbi runs, events, thread_runs, idem, meta, drive;
 };
 
 /* LMDB codes → negative errno. MDB_MAP_FULL becomes -ENOSPC: to the caller it
@@ -88,6 +88,8 @@ runlog_open(const char *dir, const RunLogOptions *opts, RunLog **ret)
 		rc = mdb_dbi_open(txn, "idempotency", MDB_CREATE, &l->idem);
 	if (rc == 0)
 		rc = mdb_dbi_open(txn, "meta", MDB_CREATE, &l->meta);
+	if (rc == 0)
+		rc = mdb_dbi_open(txn, "drive", MDB_CREATE, &l->drive);
 	if (rc == 0) {
 		MDB_val k = { 6, (void *)"schema" }, v;
 		rc = mdb_get(txn, l->meta, &k, &v);
@@ -247,65 +249,223 @@ runlog_get(RunLog *l, const char *run_id, json_t **ret_record)
 	return r;
 }
 
-/* The shared body of append and append_finish: one transaction. */
-static int
-append_txn(RunLog *l, const char *run_id, const char *chunk, size_t len, const char *status,
-	   const json_t *fields, int64_t now_ms, int64_t *ret_seq, json_t **ret_record)
-{
-	MDB_txn *txn;
-	json_t *rec = NULL;
-	int r;
+/* ---------- batches (group commit) ---------- */
 
-	if (!valid_run_id(run_id))
-		return -ENOENT;
-	r = mdb_errno(mdb_txn_begin(l->env, NULL, 0, &txn));
+typedef struct BatchRun {
+	char run_id[RUN_ID_LEN + 1];
+	json_t *rec; /* the record as this batch leaves it */
+	bool dirty;
+} BatchRun;
+
+struct RunLogBatch {
+	RunLog *l;
+	MDB_txn *txn;
+	BatchRun *runs;
+	size_t n_runs, cap_runs;
+	int err; /* sticky: a storage error poisons the whole transaction */
+};
+
+static void
+batch_free(RunLogBatch *b)
+{
+	for (size_t i = 0; i < b->n_runs; i++)
+		json_decref(b->runs[i].rec);
+	free(b->runs);
+	free(b);
+}
+
+int
+runlog_batch_begin(RunLog *l, RunLogBatch **ret)
+{
+	RunLogBatch *b = calloc(1, sizeof(*b));
+	if (!b)
+		return -ENOMEM;
+	b->l = l;
+	int r = mdb_errno(mdb_txn_begin(l->env, NULL, 0, &b->txn));
+	if (r < 0) {
+		free(b);
+		return r;
+	}
+	*ret = b;
+	return 0;
+}
+
+void
+runlog_batch_abort(RunLogBatch *b)
+{
+	if (!b)
+		return;
+	if (b->txn)
+		mdb_txn_abort(b->txn);
+	batch_free(b);
+}
+
+/* The batch's view of a record: cached after the first touch. */
+static int
+batch_record(RunLogBatch *b, const char *run_id, BatchRun **ret)
+{
+	for (size_t i = 0; i < b->n_runs; i++)
+		if (streq(b->runs[i].run_id, run_id)) {
+			*ret = &b->runs[i];
+			return 0;
+		}
+	json_t *rec;
+	int r = get_record(b->txn, b->l, run_id, &rec);
 	if (r < 0)
 		return r;
-	r = get_record(txn, l, run_id, &rec);
-	if (r < 0)
-		goto fail;
-	if (run_status_terminal(json_string_value(json_object_get(rec, "status")))) {
-		r = -ESTALE;
-		goto fail;
+	if (b->n_runs == b->cap_runs) {
+		size_t cap = b->cap_runs ? b->cap_runs * 2 : 8;
+		BatchRun *n = realloc(b->runs, cap * sizeof(*n));
+		if (!n) {
+			json_decref(rec);
+			return -ENOMEM;
+		}
+		b->runs = n;
+		b->cap_runs = cap;
 	}
-	int64_t seq = json_integer_value(json_object_get(rec, "lastSeq")) + 1;
+	BatchRun *br = &b->runs[b->n_runs++];
+	memcpy(br->run_id, run_id, RUN_ID_LEN + 1);
+	br->rec = rec;
+	br->dirty = false;
+	*ret = br;
+	return 0;
+}
+
+static bool
+rec_terminal(const json_t *rec)
+{
+	return run_status_terminal(json_string_value(json_object_get(rec, "status")));
+}
+
+int
+runlog_batch_append(RunLogBatch *b, const char *run_id, const char *chunk, size_t len,
+		    const char *status, const json_t *fields, int64_t now_ms, int64_t *ret_seq)
+{
+	BatchRun *br;
+	int r;
+
+	if (b->err < 0)
+		return b->err;
+	if (!valid_run_id(run_id))
+		return -ENOENT;
+	if (status && !run_status_terminal(status))
+		return -EINVAL;
+	r = batch_record(b, run_id, &br);
+	if (r == -ENOENT || r == -EUCLEAN)
+		return r; /* this op only */
+	if (r < 0)
+		return b->err = r;
+	if (rec_terminal(br->rec))
+		return -ESTALE;
+	int64_t seq = json_integer_value(json_object_get(br->rec, "lastSeq")) + 1;
 	char key[RUN_ID_LEN + 8];
 	event_key(key, run_id, (uint64_t)seq);
 	MDB_val k = { sizeof(key), key }, v = { len, (void *)chunk };
 	/* MDB_NOOVERWRITE: a seq is written once; finding one there means the
 	 * record and the events disagree, which must never be papered over. */
-	r = mdb_errno(mdb_put(txn, l->events, &k, &v, MDB_NOOVERWRITE));
+	r = mdb_errno(mdb_put(b->txn, b->l->events, &k, &v, MDB_NOOVERWRITE));
 	if (r == -EEXIST)
-		r = -EUCLEAN;
+		return b->err = -EUCLEAN;
 	if (r < 0)
-		goto fail;
+		return b->err = r;
 	/* caller fields first: the log's own fields must win over them */
 	if (fields)
-		json_object_update(rec, (json_t *)fields);
-	json_object_set_new(rec, "lastSeq", json_integer(seq));
-	json_object_set_new(rec, "updatedAt", json_integer(now_ms));
+		json_object_update(br->rec, (json_t *)fields);
+	json_object_set_new(br->rec, "lastSeq", json_integer(seq));
+	json_object_set_new(br->rec, "updatedAt", json_integer(now_ms));
 	if (status) {
-		json_object_set_new(rec, "status", json_string(status));
-		json_object_set_new(rec, "finishedAt", json_integer(now_ms));
+		json_object_set_new(br->rec, "status", json_string(status));
+		json_object_set_new(br->rec, "finishedAt", json_integer(now_ms));
 	}
-	r = put_record(txn, l, run_id, rec);
-	if (r < 0)
-		goto fail;
-	r = commit(txn);
-	if (r < 0) {
-		json_decref(rec);
-		return r;
-	}
+	br->dirty = true;
 	if (ret_seq)
 		*ret_seq = seq;
-	if (ret_record)
-		*ret_record = rec;
-	else
-		json_decref(rec);
 	return 0;
-fail:
-	json_decref(rec);
-	mdb_txn_abort(txn);
+}
+
+int
+runlog_batch_drive_put(RunLogBatch *b, const char *run_id, const json_t *state)
+{
+	if (b->err < 0)
+		return b->err;
+	_cleanup_free_ char *s = state ? json_dump_compact(state) : NULL;
+	MDB_val k = run_key(run_id);
+	int r;
+	if (!state) {
+		r = mdb_errno(mdb_del(b->txn, b->l->drive, &k, NULL));
+		if (r == -ENOENT)
+			r = 0;
+	} else if (!s) {
+		return -ENOMEM;
+	} else {
+		MDB_val v = { strlen(s), s };
+		r = mdb_errno(mdb_put(b->txn, b->l->drive, &k, &v, 0));
+	}
+	if (r < 0)
+		b->err = r;
+	return r;
+}
+
+json_t *
+runlog_batch_get_record(RunLogBatch *b, const char *run_id)
+{
+	for (size_t i = 0; i < b->n_runs; i++)
+		if (streq(b->runs[i].run_id, run_id))
+			return json_incref(b->runs[i].rec);
+	return NULL;
+}
+
+int
+runlog_batch_commit(RunLogBatch *b)
+{
+	int r = b->err;
+
+	for (size_t i = 0; r == 0 && i < b->n_runs; i++)
+		if (b->runs[i].dirty)
+			r = put_record(b->txn, b->l, b->runs[i].run_id, b->runs[i].rec);
+	if (r < 0) {
+		mdb_txn_abort(b->txn);
+		b->txn = NULL;
+		b->err = r;
+		return r;
+	}
+	r = commit(b->txn); /* frees the txn, also on failure */
+	b->txn = NULL;
+	if (r < 0)
+		b->err = r;
+	return r;
+}
+
+void
+runlog_batch_free(RunLogBatch *b)
+{
+	if (!b)
+		return;
+	if (b->txn)
+		mdb_txn_abort(b->txn);
+	batch_free(b);
+}
+
+/* One append (and maybe finish) in a batch of its own. */
+static int
+append_one(RunLog *l, const char *run_id, const char *chunk, size_t len, const char *status,
+	   const json_t *fields, int64_t now_ms, int64_t *ret_seq, json_t **ret_record)
+{
+	RunLogBatch *b;
+	int64_t seq;
+	int r = runlog_batch_begin(l, &b);
+	if (r < 0)
+		return r;
+	r = runlog_batch_append(b, run_id, chunk, len, status, fields, now_ms, &seq);
+	if (r == 0)
+		r = runlog_batch_commit(b);
+	if (r == 0) {
+		if (ret_seq)
+			*ret_seq = seq;
+		if (ret_record)
+			*ret_record = runlog_batch_get_record(b, run_id);
+	}
+	runlog_batch_free(b);
 	return r;
 }
 
@@ -313,7 +473,7 @@ int
 runlog_append(RunLog *l, const char *run_id, const char *chunk, size_t len, int64_t now_ms,
 	      int64_t *ret_seq, json_t **ret_record)
 {
-	return append_txn(l, run_id, chunk, len, NULL, NULL, now_ms, ret_seq, ret_record);
+	return append_one(l, run_id, chunk, len, NULL, NULL, now_ms, ret_seq, ret_record);
 }
 
 int
@@ -323,7 +483,64 @@ runlog_append_finish(RunLog *l, const char *run_id, const char *chunk, size_t le
 {
 	if (!run_status_terminal(status))
 		return -EINVAL;
-	return append_txn(l, run_id, chunk, len, status, fields, now_ms, ret_seq, ret_record);
+	return append_one(l, run_id, chunk, len, status, fields, now_ms, ret_seq, ret_record);
+}
+
+int
+runlog_finish_if_stale(RunLog *l, const char *run_id, int64_t cutoff_ms, const char *chunk,
+		       size_t len, const json_t *fields, int64_t now_ms, json_t **ret_record,
+		       int64_t *ret_seq)
+{
+	RunLogBatch *b;
+	BatchRun *br;
+	int64_t seq;
+	int r = runlog_batch_begin(l, &b);
+	if (r < 0)
+		return r;
+	r = batch_record(b, run_id, &br);
+	if (r == 0 && (rec_terminal(br->rec) ||
+		       json_integer_value(json_object_get(br->rec, "updatedAt")) >= cutoff_ms))
+		r = 1; /* fresh (or over): nothing to do */
+	if (r == 0)
+		r = runlog_batch_append(b, run_id, chunk, len, "failed", fields, now_ms, &seq);
+	if (r == 0)
+		r = runlog_batch_commit(b);
+	if (r == 0) {
+		if (ret_record)
+			*ret_record = runlog_batch_get_record(b, run_id);
+		if (ret_seq)
+			*ret_seq = seq;
+	}
+	runlog_batch_free(b);
+	return r;
+}
+
+int
+runlog_touch(RunLog *l, const char *run_id, int64_t now_ms)
+{
+	json_auto_t *none = json_object();
+	return runlog_update(l, run_id, none, now_ms, NULL);
+}
+
+int
+runlog_drive_get(RunLog *l, const char *run_id, json_t **ret)
+{
+	MDB_txn *txn;
+	MDB_val k = run_key(run_id), v;
+	int r = mdb_errno(mdb_txn_begin(l->env, NULL, MDB_RDONLY, &txn));
+	if (r < 0)
+		return r;
+	r = mdb_errno(mdb_get(txn, l->drive, &k, &v));
+	if (r == 0) {
+		json_t *j = json_loadb(v.mv_data, v.mv_size, 0, NULL);
+		if (!json_is_object(j)) {
+			json_decref(j);
+			r = -EUCLEAN;
+		} else
+			*ret = j;
+	}
+	mdb_txn_abort(txn);
+	return r;
 }
 
 int
@@ -511,6 +728,15 @@ runlog_idem_put(RunLog *l, const char *thread_id, const char *key, const char *r
 	if (r < 0)
 		return r;
 	r = mdb_errno(mdb_put(txn, l->idem, &k, &v, 0));
+	if (r == 0) {
+		/* reverse entry "\x01" runId → thread\0key, so pruning the run
+		 * can drop its key (thread ids never hold control bytes) */
+		char rk[1 + RUN_ID_LEN];
+		rk[0] = 1;
+		memcpy(rk + 1, run_id, RUN_ID_LEN);
+		MDB_val rkv = { sizeof(rk), rk };
+		r = mdb_errno(mdb_put(txn, l->idem, &rkv, &k, 0));
+	}
 	if (r < 0) {
 		mdb_txn_abort(txn);
 		return r;
@@ -561,4 +787,192 @@ runlog_foreach_running(RunLog *l, void (*fn)(const char *run_id, json_t *record,
 	}
 	json_decref(list);
 	return rc == MDB_NOTFOUND ? 0 : mdb_errno(rc);
+}
+
+int
+runlog_thread_runs(RunLog *l, const char *thread_id, const char *status, json_t **ret)
+{
+	size_t tl = strlen(thread_id);
+	char prefix[THREAD_ID_MAX + 1];
+	MDB_txn *txn;
+	MDB_cursor *cur;
+	MDB_val k, v;
+	int r, rc;
+
+	if (tl == 0 || tl > THREAD_ID_MAX)
+		return -EINVAL;
+	memcpy(prefix, thread_id, tl);
+	prefix[tl] = '\0';
+	json_t *out = json_array();
+	if (!out)
+		return -ENOMEM;
+	r = mdb_errno(mdb_txn_begin(l->env, NULL, MDB_RDONLY, &txn));
+	if (r < 0)
+		goto fail;
+	r = mdb_errno(mdb_cursor_open(txn, l->thread_runs, &cur));
+	if (r < 0) {
+		mdb_txn_abort(txn);
+		goto fail;
+	}
+	k = (MDB_val){ tl + 1, prefix };
+	for (rc = mdb_cursor_get(cur, &k, &v, MDB_SET_RANGE); rc == 0;
+	     rc = mdb_cursor_get(cur, &k, &v, MDB_NEXT)) {
+		if (k.mv_size != tl + 1 + 8 + RUN_ID_LEN || memcmp(k.mv_data, prefix, tl + 1) != 0)
+			break;
+		char id[RUN_ID_LEN + 1];
+		memcpy(id, (char *)k.mv_data + tl + 9, RUN_ID_LEN);
+		id[RUN_ID_LEN] = '\0';
+		json_t *rec;
+		if (get_record(txn, l, id, &rec) < 0)
+			continue; /* pruned under us: the index entry goes with the next prune */
+		if (status && !streq(status, json_string_value(json_object_get(rec, "status")) ?: "")) {
+			json_decref(rec);
+			continue;
+		}
+		json_array_insert_new(out, 0, rec); /* newest first */
+	}
+	mdb_cursor_close(cur);
+	mdb_txn_abort(txn);
+	if (rc != 0 && rc != MDB_NOTFOUND) {
+		r = mdb_errno(rc);
+		goto fail;
+	}
+	*ret = out;
+	return 0;
+fail:
+	json_decref(out);
+	return r;
+}
+
+static int
+prune_one(RunLog *l, MDB_txn *txn, const char *run_id, const json_t *rec)
+{
+	char key[RUN_ID_LEN + 8];
+	MDB_cursor *cur;
+	MDB_val k, v;
+	int r, rc;
+
+	/* events: the whole runId ‖ * range */
+	r = mdb_errno(mdb_cursor_open(txn, l->events, &cur));
+	if (r < 0)
+		return r;
+	event_key(key, run_id, 0);
+	k = (MDB_val){ sizeof(key), key };
+	for (rc = mdb_cursor_get(cur, &k, &v, MDB_SET_RANGE); rc == 0;
+	     rc = mdb_cursor_get(cur, &k, &v, MDB_NEXT)) {
+		if (k.mv_size != sizeof(key) || memcmp(k.mv_data, run_id, RUN_ID_LEN) != 0)
+			break;
+		rc = mdb_cursor_del(cur, 0);
+		if (rc != 0)
+			break;
+	}
+	mdb_cursor_close(cur);
+	if (rc != 0 && rc != MDB_NOTFOUND)
+		return mdb_errno(rc);
+
+	/* thread index */
+	const char *thread = json_string_value(json_object_get(rec, "threadId"));
+	if (thread) {
+		size_t tl = strlen(thread);
+		char tk[THREAD_ID_MAX + 1 + 8 + RUN_ID_LEN];
+		uint64_t started = (uint64_t)json_integer_value(json_object_get(rec, "startedAt"));
+		if (tl <= THREAD_ID_MAX) {
+			memcpy(tk, thread, tl);
+			tk[tl] = '\0';
+			for (int i = 0; i < 8; i++)
+				tk[tl + 1 + i] = (char)(started >> (56 - 8 * i));
+			memcpy(tk + tl + 9, run_id, RUN_ID_LEN);
+			MDB_val tkv = { tl + 9 + RUN_ID_LEN, tk };
+			rc = mdb_del(txn, l->thread_runs, &tkv, NULL);
+			if (rc != 0 && rc != MDB_NOTFOUND)
+				return mdb_errno(rc);
+		}
+	}
+	/* idempotency key, through its reverse entry */
+	char rk[1 + RUN_ID_LEN];
+	rk[0] = 1;
+	memcpy(rk + 1, run_id, RUN_ID_LEN);
+	MDB_val rkv = { sizeof(rk), rk }, fwd;
+	rc = mdb_get(txn, l->idem, &rkv, &fwd);
+	if (rc == 0) {
+		char fk[512];
+		size_t fl = MIN(fwd.mv_size, sizeof(fk));
+		memcpy(fk, fwd.mv_data, fl);
+		MDB_val fkv = { fl, fk };
+		rc = mdb_del(txn, l->idem, &fkv, NULL);
+		if (rc == 0 || rc == MDB_NOTFOUND)
+			rc = mdb_del(txn, l->idem, &rkv, NULL);
+	}
+	if (rc != 0 && rc != MDB_NOTFOUND)
+		return mdb_errno(rc);
+	MDB_val rid = run_key(run_id);
+	rc = mdb_del(txn, l->drive, &rid, NULL);
+	if (rc != 0 && rc != MDB_NOTFOUND)
+		return mdb_errno(rc);
+	return mdb_errno(mdb_del(txn, l->runs, &rid, NULL));
+}
+
+int
+runlog_prune(RunLog *l, int64_t cutoff_ms, size_t max_pruned, size_t max_scanned,
+	     char cursor[RUN_ID_LEN + 1], size_t *ret_pruned)
+{
+	MDB_txn *txn;
+	MDB_cursor *cur;
+	MDB_val k, v;
+	size_t scanned = 0, n = 0;
+	char ids[64][RUN_ID_LEN + 1];
+	json_t *recs[64];
+	int r, rc;
+
+	if (max_pruned > 64)
+		max_pruned = 64;
+	r = mdb_errno(mdb_txn_begin(l->env, NULL, 0, &txn));
+	if (r < 0)
+		return r;
+	r = mdb_errno(mdb_cursor_open(txn, l->runs, &cur));
+	if (r < 0) {
+		mdb_txn_abort(txn);
+		return r;
+	}
+	if (cursor[0]) {
+		k = run_key(cursor);
+		rc = mdb_cursor_get(cur, &k, &v, MDB_SET_RANGE);
+		if (rc == 0 && k.mv_size == RUN_ID_LEN && memcmp(k.mv_data, cursor, RUN_ID_LEN) == 0)
+			rc = mdb_cursor_get(cur, &k, &v, MDB_NEXT); /* exclusive */
+	} else
+		rc = mdb_cursor_get(cur, &k, &v, MDB_FIRST);
+	for (; rc == 0 && scanned < max_scanned && n < max_pruned;
+	     rc = mdb_cursor_get(cur, &k, &v, MDB_NEXT)) {
+		scanned++;
+		if (k.mv_size != RUN_ID_LEN)
+			continue;
+		memcpy(cursor, k.mv_data, RUN_ID_LEN);
+		cursor[RUN_ID_LEN] = '\0';
+		json_t *rec = json_loadb(v.mv_data, v.mv_size, 0, NULL);
+		if (!rec)
+			continue;
+		json_t *fin = json_object_get(rec, "finishedAt");
+		if (rec_terminal(rec) && json_is_integer(fin) && json_integer_value(fin) < cutoff_ms) {
+			memcpy(ids[n], cursor, RUN_ID_LEN + 1);
+			recs[n++] = rec;
+		} else
+			json_decref(rec);
+	}
+	if (rc == MDB_NOTFOUND)
+		cursor[0] = '\0'; /* wrapped: start over next time */
+	mdb_cursor_close(cur);
+	for (size_t i = 0; i < n && r == 0; i++)
+		r = prune_one(l, txn, ids[i], recs[i]);
+	for (size_t i = 0; i < n; i++)
+		json_decref(recs[i]);
+	if (r < 0) {
+		mdb_txn_abort(txn);
+		return r;
+	}
+	r = commit(txn);
+	if (r < 0)
+		return r;
+	if (ret_pruned)
+		*ret_pruned = n;
+	return 0;
 }

@@ -95,5 +95,50 @@ int runlog_idem_put(RunLog *l, const char *thread_id, const char *key, const cha
 int runlog_foreach_running(RunLog *l, void (*fn)(const char *run_id, json_t *record, void *ud),
 			   void *ud);
 
+/* ---------- group commit ----------
+ * A batch is one write transaction holding any number of appends across
+ * runs. Each append is checked against the batch's own view of its record
+ * (so two appends to one run in a batch get consecutive seqs); a logic
+ * refusal (-ENOENT unknown run, -ESTALE terminal, -EINVAL) concerns that op
+ * only, while a storage error (-EIO, -ENOSPC for MDB_MAP_FULL, …) poisons the
+ * batch: every later op and the commit return it. Nothing is durable, and
+ * nothing may be published or acknowledged, before runlog_batch_commit()
+ * returned 0. runlog_batch_free() releases the batch (aborting if needed). */
+typedef struct RunLogBatch RunLogBatch;
+
+int runlog_batch_begin(RunLog *l, RunLogBatch **ret);
+int runlog_batch_append(RunLogBatch *b, const char *run_id, const char *chunk, size_t len,
+			const char *status, const json_t *fields, int64_t now_ms, int64_t *ret_seq);
+/* Replace (or, with state NULL, delete) the run's driver state in the batch. */
+int runlog_batch_drive_put(RunLogBatch *b, const char *run_id, const json_t *state);
+/* The record as the batch leaves it (new reference), NULL if the batch never touched it. */
+json_t *runlog_batch_get_record(RunLogBatch *b, const char *run_id);
+int runlog_batch_commit(RunLogBatch *b);
+void runlog_batch_abort(RunLogBatch *b);
+void runlog_batch_free(RunLogBatch *b);
+
+/* The stall watchdog's transaction: if the run is non-terminal and its
+ * updatedAt < cutoff_ms, append chunk and finish it "failed" (merging fields),
+ * atomically. Returns 0 when it did, 1 when the run was fresh or terminal
+ * (an append that committed first wins), or a negative errno. */
+int runlog_finish_if_stale(RunLog *l, const char *run_id, int64_t cutoff_ms, const char *chunk,
+			   size_t len, const json_t *fields, int64_t now_ms, json_t **ret_record,
+			   int64_t *ret_seq);
+/* Bump updatedAt of a non-terminal run (activity without an event). */
+int runlog_touch(RunLog *l, const char *run_id, int64_t now_ms);
+/* The driver state stored beside the record (exec id, consumed output
+ * offsets, …), or -ENOENT. New reference. */
+int runlog_drive_get(RunLog *l, const char *run_id, json_t **ret);
+
+/* The thread's records, newest first; with status, only those in it. */
+int runlog_thread_runs(RunLog *l, const char *thread_id, const char *status, json_t **ret);
+
+/* Retention: scan up to max_scanned runs from *cursor (exclusive; "" = the
+ * start; left "" after a full pass) and delete, in one transaction, up to
+ * max_pruned terminal runs finished before cutoff_ms with their events, index
+ * entries, idempotency key and driver state. */
+int runlog_prune(RunLog *l, int64_t cutoff_ms, size_t max_pruned, size_t max_scanned,
+		 char cursor[RUN_ID_LEN + 1], size_t *ret_pruned);
+
 /* true for completed, failed, aborted */
 bool run_status_terminal(const char *status);

@@ -234,14 +234,30 @@ test_proto_msg_allowed_directions(void **state)
 			assert_true(msg_allowed(MSG_REPLY, a, b));
 			assert_true(msg_allowed(MSG_ERROR, a, b));
 		}
-	/* a test client may speak either side of any valid type */
+	/* a test client may speak either side of any valid daemon-to-daemon type */
 	for (size_t i = 0; i < ELEMENTSOF(rows); i++) {
+		if (rows[i].dir == MSGDIR_CLIENT_TO_COORD)
+			continue;
 		assert_true(msg_allowed(rows[i].id, ROLE_CLIENT, ROLE_COORD));
 		assert_true(msg_allowed(rows[i].id, ROLE_COORD, ROLE_CLIENT));
 	}
+	/* the direct run-log API: only from a client, only to coordinatord */
+	for (size_t i = 0; i < ELEMENTSOF(rows); i++) {
+		if (rows[i].dir != MSGDIR_CLIENT_TO_COORD)
+			continue;
+		assert_true(msg_allowed(rows[i].id, ROLE_CLIENT, ROLE_COORD));
+		assert_false(msg_allowed(rows[i].id, ROLE_COORD, ROLE_CLIENT));
+		for (PeerRole a = 0; a < ROLE_CLIENT; a++)
+			for (PeerRole b = 0; b < _ROLE_MAX; b++)
+				assert_false(msg_allowed(rows[i].id, a, b));
+	}
+	/* rows ascend, so _MSG_TYPE_MAX (last + 1) bounds every id */
+	for (size_t i = 1; i < ELEMENTSOF(rows); i++)
+		assert_true(rows[i - 1].id < rows[i].id);
+	assert_int_equal(_MSG_TYPE_MAX, rows[ELEMENTSOF(rows) - 1].id + 1);
 	/* every directed row is allowed for exactly one (from, to) among daemons */
 	for (size_t i = 0; i < ELEMENTSOF(rows); i++) {
-		if (rows[i].dir == MSGDIR_ANY)
+		if (rows[i].dir == MSGDIR_ANY || rows[i].dir == MSGDIR_CLIENT_TO_COORD)
 			continue;
 		int n = 0;
 		for (PeerRole a = 0; a < ROLE_CLIENT; a++)

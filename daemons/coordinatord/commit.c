@@ -1,0 +1,451 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * commit.c — the op queue and group commit.
+ *
+ * Every event (a harness chunk, a client's RUN_APPEND, a terminal RUN_ERROR)
+ * becomes an Op at the tail of one queue. Queuing activates commit_ev, which
+ * has the lowest priority of the event base: it runs once every other active
+ * callback of this loop turn ran, so all appends that arrived in one turn —
+ * across all runs and connections — share one write transaction and one fsync.
+ * Only after the commit returned are events published and clients answered.
+ * A failed commit is never reported as success nor retried as if it had
+ * succeeded: its runs are failed with storage_error/storage_full in a
+ * transaction of their own where that can still be written.
+ */
+#include "config.h"
+
+#include "coordinatord.h"
+
+#include <errno.h>
+#include <event2/event.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "json-util.h"
+#include "macro.h"
+#include "mp-cursor.h"
+
+struct Op {
+	Op *next;
+	char run_id[RUN_ID_LEN + 1];
+	char *text; /* chunk JSON; NULL for a drive-only op */
+	size_t len;
+	char status[16]; /* terminal status, or "" */
+	json_t *fields;
+	json_t *drive; /* driver state to store with the event; json_null() deletes */
+	Client *client; /* to acknowledge, or NULL */
+	uint64_t req_id;
+	bool is_run; /* queued by a Run driver */
+	/* results */
+	int err;
+	int64_t seq;
+};
+
+static void
+op_free(Op *op)
+{
+	free(op->text);
+	json_decref(op->fields);
+	json_decref(op->drive);
+	free(op);
+}
+
+static Op *
+op_new(const char *run_id, json_t *chunk, const char *status, json_t *fields, json_t *drive)
+{
+	Op *op = calloc(1, sizeof(*op));
+	if (!op) {
+		json_decref(chunk);
+		json_decref(fields);
+		json_decref(drive);
+		return NULL;
+	}
+	memcpy(op->run_id, run_id, RUN_ID_LEN + 1);
+	if (chunk) {
+		json_object_set_new(chunk, "timestamp", json_integer(now_epoch_ms()));
+		op->text = json_dump_compact(chunk);
+		json_decref(chunk);
+		if (!op->text) {
+			json_decref(fields);
+			json_decref(drive);
+			free(op);
+			return NULL;
+		}
+		op->len = strlen(op->text);
+	}
+	if (status)
+		snprintf(op->status, sizeof(op->status), "%s", status);
+	op->fields = fields;
+	op->drive = drive;
+	return op;
+}
+
+static void
+enqueue(Coordinator *c, Op *op)
+{
+	if (c->ops_tail)
+		c->ops_tail->next = op;
+	else
+		c->ops_head = op;
+	c->ops_tail = op;
+	event_active(c->commit_ev, 0, 0);
+}
+
+void
+run_emit(Run *run, json_t *chunk, json_t *drive)
+{
+	if (run->state == RUN_DONE) {
+		json_decref(chunk);
+		json_decref(drive);
+		return;
+	}
+	Op *op = op_new(run->run_id, chunk, NULL, NULL, drive);
+	if (!op) {
+		log_ctx(LOG_ERR, &run->log, "Out of memory queuing an event");
+		return;
+	}
+	op->is_run = true;
+	enqueue(run->c, op);
+}
+
+void
+run_save_drive(Run *run, json_t *drive)
+{
+	run_emit(run, NULL, drive);
+}
+
+void
+run_end(Run *run, json_t *chunk, const char *status, json_t *fields)
+{
+	if (run->state == RUN_DONE) {
+		json_decref(chunk);
+		json_decref(fields);
+		return;
+	}
+	run->state = RUN_DONE;
+	/* the driver state goes with the run's end: nothing to re-attach to */
+	Op *op = op_new(run->run_id, chunk, status, fields, json_null());
+	if (!op) {
+		log_ctx(LOG_ERR, &run->log, "Out of memory queuing the end of the run");
+		run_free(run);
+		return;
+	}
+	op->is_run = true;
+	enqueue(run->c, op);
+}
+
+void
+run_fail(Run *run, const char *message, const char *code)
+{
+	json_t *chunk = json_pack("{s:s, s:s, s:s}", "type", "RUN_ERROR", "message", message,
+				  "code", code);
+	json_t *fields = json_pack("{s:{s:s, s:s}}", "error", "message", message, "code", code);
+	if (run->state != RUN_DONE)
+		log_ctx(LOG_WARNING, &run->log, "Run failed: %s (%s)", message, code);
+	run_end(run, chunk, "failed", fields);
+}
+
+void
+op_queue_client(Coordinator *c, Client *cl, uint64_t req_id, const char *run_id, json_t *chunk,
+		const char *status, json_t *fields)
+{
+	Op *op = op_new(run_id, chunk, status, fields, NULL);
+	if (!op) {
+		peer_reply_error(cl->peer, req_id, -ENOMEM, NULL);
+		return;
+	}
+	op->client = cl;
+	op->req_id = req_id;
+	enqueue(c, op);
+}
+
+void
+publish(Coordinator *c, const char *run_id, int64_t first_seq, const char *const *texts,
+	const size_t *lens, size_t n, const json_t *record)
+{
+	_cleanup_free_ char *rec = NULL;
+	MpWriter w;
+	bool any = false;
+
+	for (Watch *wt = c->watches; wt; wt = wt->next)
+		if (streq(wt->run_id, run_id)) {
+			any = true;
+			break;
+		}
+	if (!any)
+		return;
+	rec = json_dump_compact(record);
+	if (!rec)
+		return;
+	mp_writer_init(&w);
+	mp_w_map(&w, 4);
+	mp_w_str(&w, "run_id", run_id);
+	mp_w_int(&w, "first_seq", first_seq);
+	mp_w_key(&w, "events");
+	msgpack_pack_array(&w.pk, n);
+	for (size_t i = 0; i < n; i++)
+		mp_w_strn(&w, texts[i], lens[i]);
+	mp_w_str(&w, "record", rec);
+	for (Watch *wt = c->watches; wt; wt = wt->next)
+		if (streq(wt->run_id, run_id))
+			(void)peer_push(wt->client->peer, MSG_RUN_EVENTS, &w);
+	mp_writer_done(&w);
+}
+
+void
+metrics_count_finish(Coordinator *c, const char *status)
+{
+	if (streq(status, "completed"))
+		c->m.runs_finished[0]++;
+	else if (streq(status, "failed"))
+		c->m.runs_finished[1]++;
+	else if (streq(status, "aborted"))
+		c->m.runs_finished[2]++;
+}
+
+static void
+commit_latency(Coordinator *c, usec_t us)
+{
+	static const usec_t bounds[7] = { 500, 1000, 2500, 5000, 10000, 25000, 100000 };
+	size_t i = 0;
+	while (i < 7 && us > bounds[i])
+		i++;
+	c->m.commit_buckets[i]++;
+	c->m.commit_usec_sum += us;
+	c->m.commits++;
+}
+
+/* Publish the committed ops of one run, in seq order, as one RUN_EVENTS. */
+static void
+publish_run(Coordinator *c, RunLogBatch *b, Op *ops, const char *run_id)
+{
+	size_t n = 0;
+	for (Op *op = ops; op; op = op->next)
+		if (op->err == 0 && op->text && streq(op->run_id, run_id))
+			n++;
+	json_t *rec = runlog_batch_get_record(b, run_id);
+	if (!rec)
+		return;
+	const char **texts = calloc(n ? n : 1, sizeof(char *));
+	size_t *lens = calloc(n ? n : 1, sizeof(size_t));
+	int64_t first = -1;
+	size_t i = 0;
+	if (texts && lens) {
+		for (Op *op = ops; op; op = op->next)
+			if (op->err == 0 && op->text && streq(op->run_id, run_id)) {
+				if (first < 0)
+					first = op->seq;
+				texts[i] = op->text;
+				lens[i++] = op->len;
+			}
+		if (first < 0)
+			first = json_integer_value(json_object_get(rec, "lastSeq")) + 1;
+		publish(c, run_id, first, texts, lens, n, rec);
+	}
+	free(texts);
+	free(lens);
+	json_decref(rec);
+}
+
+/* After a failed commit: fail each affected run in a transaction of its own
+ * (the error may be transient, or the run's RUN_ERROR small enough to fit). */
+static void
+fail_runs_after_storage_error(Coordinator *c, Op *ops, int err)
+{
+	const char *code = err == -ENOSPC ? "storage_full" : "storage_error";
+	const char *message = err == -ENOSPC ? "run log is full" : "run log write failed";
+
+	for (Op *op = ops; op; op = op->next) {
+		bool seen = false;
+		for (Op *p = ops; p != op; p = p->next)
+			if (streq(p->run_id, op->run_id))
+				seen = true;
+		if (seen)
+			continue;
+		Run *run = run_find(c, op->run_id);
+		LogCtx lc = { .run_id = op->run_id, .thread_id = run ? run->thread_id : NULL };
+		json_auto_t *chunk = json_pack("{s:s, s:s, s:s, s:I}", "type", "RUN_ERROR", "message",
+					       message, "code", code, "timestamp",
+					       (json_int_t)now_epoch_ms());
+		json_auto_t *fields = json_pack("{s:{s:s, s:s}}", "error", "message", message,
+						"code", code);
+		_cleanup_free_ char *text = json_dump_compact(chunk);
+		json_t *rec = NULL;
+		int64_t seq;
+		int r = text ? runlog_append_finish(c->runlog, op->run_id, text, strlen(text),
+						    "failed", fields, now_epoch_ms(), &seq, &rec)
+			     : -ENOMEM;
+		if (r == 0) {
+			const char *t = text;
+			size_t len = strlen(text);
+			publish(c, op->run_id, seq, &t, &len, 1, rec);
+			json_decref(rec);
+			metrics_count_finish(c, "failed");
+			log_ctx(LOG_ERR, &lc, "Run failed after a storage error (%s)", code);
+		} else if (r != -ESTALE && r != -ENOENT) {
+			log_ctx_errno(LOG_ERR, r, &lc,
+				      "Run could not be marked failed either: %m; it stays "
+				      "'running' in the log until the watchdog or a restart ends it");
+		}
+		if (run)
+			run_free(run);
+	}
+}
+
+static void
+commit_cb(evutil_socket_t fd, short what, void *arg)
+{
+	Coordinator *c = arg;
+	Op *ops = c->ops_head;
+	RunLogBatch *b = NULL;
+	int r;
+
+	if (!ops)
+		return;
+	c->ops_head = c->ops_tail = NULL;
+
+	usec_t t0 = now_usec();
+	int64_t now = now_epoch_ms();
+	r = runlog_batch_begin(c->runlog, &b);
+	for (Op *op = ops; r == 0 && op; op = op->next) {
+		if (op->text) {
+			op->err = runlog_batch_append(b, op->run_id, op->text, op->len,
+						      op->status[0] ? op->status : NULL, op->fields,
+						      now, &op->seq);
+		}
+		if (op->err == 0 && op->drive)
+			op->err = runlog_batch_drive_put(b, op->run_id,
+							 json_is_null(op->drive) ? NULL : op->drive);
+	}
+	if (r == 0)
+		r = runlog_batch_commit(b);
+	if (r == 0) {
+		commit_latency(c, now_usec() - t0);
+		c->storage_ok = true;
+	} else {
+		c->m.commit_failures++;
+		c->storage_ok = false;
+		log_error_errno(r, "Run log commit failed, nothing of it was acknowledged: %m");
+		for (Op *op = ops; op; op = op->next)
+			if (op->err == 0)
+				op->err = r;
+	}
+
+	/* publish: one RUN_EVENTS per run, after the commit */
+	if (r == 0)
+		for (Op *op = ops; op; op = op->next) {
+			bool seen = false;
+			for (Op *p = ops; p != op; p = p->next)
+				if (streq(p->run_id, op->run_id))
+					seen = true;
+			if (!seen && op->err == 0)
+				publish_run(c, b, ops, op->run_id);
+		}
+
+	/* acknowledge and settle */
+	for (Op *op = ops; op; op = op->next) {
+		if (op->err == 0 && op->text)
+			c->m.events_appended++;
+		if (op->client) {
+			MpWriter w;
+			mp_writer_init(&w);
+			if (op->err < 0 && op->err == -ESTALE && op->status[0]) {
+				/* RUN_FINISH on a terminal run: the first status won; answer the record */
+				json_t *rec = NULL;
+				if (runlog_get(c->runlog, op->run_id, &rec) == 0) {
+					_cleanup_free_ char *s = json_dump_compact(rec);
+					mp_w_map(&w, 1);
+					mp_w_str(&w, "record", s ? s : "{}");
+					peer_reply(op->client->peer, op->req_id, &w);
+				} else
+					peer_reply_error(op->client->peer, op->req_id, -ENOENT, NULL);
+				json_decref(rec);
+			} else if (op->err < 0) {
+				peer_reply_error(op->client->peer, op->req_id, op->err,
+						 op->err == -ESTALE ? "run is terminal" : NULL);
+			} else if (op->status[0]) {
+				json_t *rec = runlog_batch_get_record(b, op->run_id);
+				_cleanup_free_ char *s = rec ? json_dump_compact(rec) : NULL;
+				json_decref(rec);
+				mp_w_map(&w, 1);
+				mp_w_str(&w, "record", s ? s : "{}");
+				peer_reply(op->client->peer, op->req_id, &w);
+			} else {
+				mp_w_map(&w, 1);
+				mp_w_int(&w, "seq", op->seq);
+				peer_reply(op->client->peer, op->req_id, &w);
+			}
+			mp_writer_done(&w);
+		}
+		if (op->err == 0 && op->status[0]) {
+			metrics_count_finish(c, op->status);
+			Run *run = run_find(c, op->run_id);
+			LogCtx lc = { .run_id = op->run_id,
+				      .thread_id = run ? run->thread_id : NULL,
+				      .sandbox_id = run ? run->sandbox_id : NULL };
+			log_ctx_msgid(LOG_INFO, &lc, RW_MESSAGE_RUN_FINISHED, "Run finished: %s",
+				      op->status);
+			if (run && op->is_run)
+				run_free(run);
+		} else if (op->err < 0 && op->err != -ESTALE && op->err != -ENOENT &&
+			   op->err != -EINVAL && op->err != -EUCLEAN) {
+			/* storage: handled below for all runs at once */
+		} else if (op->err < 0 && op->is_run) {
+			/* terminal already (cancel or watchdog won) or gone: the driver ends */
+			Run *run = run_find(c, op->run_id);
+			if (run)
+				run_free(run);
+		}
+	}
+	if (r < 0)
+		fail_runs_after_storage_error(c, ops, r);
+
+	runlog_batch_free(b);
+	while (ops) {
+		Op *n = ops->next;
+		op_free(ops);
+		ops = n;
+	}
+}
+
+void
+commit_forget_client(Coordinator *c, Client *cl)
+{
+	for (Op *op = c->ops_head; op; op = op->next)
+		if (op->client == cl)
+			op->client = NULL;
+	for (Run *run = c->runs; run; run = run->next)
+		if (run->cancel_client == cl)
+			run->cancel_client = NULL;
+}
+
+void
+commit_now(Coordinator *c)
+{
+	driver_flush_all(c);
+	commit_cb(-1, 0, c);
+}
+
+void
+commit_setup(Coordinator *c)
+{
+	c->commit_ev = event_new(c->base, -1, 0, commit_cb, c);
+	/* the lowest priority: after every other callback of this loop turn */
+	if (c->commit_ev)
+		event_priority_set(c->commit_ev, 2);
+	c->storage_ok = true;
+}
+
+void
+commit_teardown(Coordinator *c)
+{
+	while (c->ops_head) {
+		Op *n = c->ops_head->next;
+		op_free(c->ops_head);
+		c->ops_head = n;
+	}
+	c->ops_tail = NULL;
+	if (c->commit_ev)
+		event_free(c->commit_ev);
+	c->commit_ev = NULL;
+}

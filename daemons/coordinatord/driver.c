@@ -1,0 +1,722 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * driver.c — drives runs of the shell harness through containerd-shim.
+ *
+ * A Run walks WAIT_SHIM → ENSURING → STARTING → EXECUTING → DONE. Its output
+ * arrives as EXEC_OUTPUT frames with stream byte offsets; each process.stdout
+ * or process.stderr chunk is committed together with the driver state (exec
+ * id and the offsets consumed so far), so that after a crash coordinatord can
+ * EXEC_ATTACH to the still running exec from exactly those offsets: no output
+ * lost, none repeated.
+ */
+#include "config.h"
+
+#include "coordinatord.h"
+
+#include <errno.h>
+#include <event2/event.h>
+#include <inttypes.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "json-util.h"
+#include "macro.h"
+#include "mp-cursor.h"
+
+#define SHIM_CALL_TIMEOUT (60 * USEC_PER_SEC)
+#define SHIM_BACKOFF_MIN (100 * USEC_PER_MSEC)
+#define SHIM_BACKOFF_MAX (2 * USEC_PER_SEC)
+
+json_t *
+chunk_new(const char *type)
+{
+	return json_pack("{s:s}", "type", type);
+}
+
+Run *
+run_find(Coordinator *c, const char *run_id)
+{
+	for (Run *r = c->runs; r; r = r->next)
+		if (streq(r->run_id, run_id))
+			return r;
+	return NULL;
+}
+
+static Run *
+run_find_exec(Coordinator *c, uint64_t exec_id)
+{
+	for (Run *r = c->runs; r; r = r->next)
+		if ((r->state == RUN_EXECUTING || r->state == RUN_CANCELLING) && r->exec_id == exec_id)
+			return r;
+	return NULL;
+}
+
+Run *
+run_new(Coordinator *c, const char *run_id, const char *thread_id)
+{
+	Run *run = calloc(1, sizeof(*run));
+	if (!run)
+		return NULL;
+	run->c = c;
+	memcpy(run->run_id, run_id, RUN_ID_LEN + 1);
+	run->thread_id = strdup(thread_id);
+	if (!run->thread_id) {
+		free(run);
+		return NULL;
+	}
+	snprintf(run->tool_call_id, sizeof(run->tool_call_id), "call_%.8s", run->run_id);
+	run->log = (LogCtx){ .run_id = run->run_id, .thread_id = run->thread_id };
+	run->next = c->runs;
+	c->runs = run;
+	return run;
+}
+
+void
+run_free(Run *run)
+{
+	Coordinator *c = run->c;
+
+	for (Run **pp = &c->runs; *pp; pp = &(*pp)->next)
+		if (*pp == run) {
+			*pp = run->next;
+			break;
+		}
+	if (c->shim)
+		peer_cancel_calls(c->shim, run);
+	if (run->wait_timer)
+		event_free(run->wait_timer);
+	if (run->cancel_client) /* the run ended another way first: answer the cancel */
+		peer_reply_error(run->cancel_client->peer, run->cancel_req_id, -ECANCELED,
+				 "run ended before the cancel completed");
+	for (int i = 0; i < 3; i++)
+		outbuf_done(&run->out[i]);
+	free(run->thread_id);
+	free(run->command);
+	free(run->sandbox_id);
+	free(run);
+}
+
+/* What a restarted coordinatord needs to re-attach: stored with every output chunk. */
+static json_t *
+drive_state(Run *run)
+{
+	return json_pack("{s:s, s:s, s:I, s:s, s:[I,I]}", "threadId", run->thread_id, "sandboxId",
+			 run->sandbox_id ? run->sandbox_id : "", "execId", (json_int_t)run->exec_id,
+			 "toolCallId", run->tool_call_id, "consumed", (json_int_t)run->out[1].taken,
+			 (json_int_t)run->out[2].taken);
+}
+
+/* Turn buffered output into process.stdout/stderr chunks. */
+static void
+run_flush_output(Run *run, bool final)
+{
+	static const char *const names[3] = { NULL, "process.stdout", "process.stderr" };
+
+	for (int s = 1; s <= 2; s++) {
+		for (;;) {
+			size_t len;
+			char *text = outbuf_take(&run->out[s],
+						 (size_t)run->c->conf.output_chunk_max, final, &len);
+			if (!text)
+				break;
+			json_t *chunk = json_pack("{s:s, s:s, s:{s:s%}}", "type", "CUSTOM", "name",
+						  names[s], "value", "text", text, len);
+			free(text);
+			run_emit(run, chunk, drive_state(run));
+		}
+	}
+	run->dirty = false;
+}
+
+static void
+flush_cb(evutil_socket_t fd, short what, void *arg)
+{
+	driver_flush_all(arg);
+}
+
+void
+driver_flush_all(Coordinator *c)
+{
+	for (Run *run = c->runs; run; run = run->next)
+		if (run->dirty && run->state != RUN_DONE)
+			run_flush_output(run, false);
+}
+
+/* ---------- the shell harness ---------- */
+
+static void
+exec_started(Peer *p, int err, const msgpack_object *body, void *ud)
+{
+	Run *run = ud;
+	MpReader r;
+	uint64_t exec_id = 0;
+	const char *msg = NULL;
+
+	mp_reader_init(&r, body);
+	if (err < 0) {
+		char m[512];
+		mp_read_str_opt(&r, "message", &msg, NULL);
+		snprintf(m, sizeof(m), "sandbox: could not start the command: %s",
+			 msg ? msg : strerror(-err));
+		mp_reader_done(&r);
+		run_fail(run, m, err == -ECONNRESET ? "sandbox_lost" : "sandbox_error");
+		return;
+	}
+	mp_read_uint(&r, "exec_id", &exec_id);
+	mp_reader_done(&r);
+	if (r.err < 0) {
+		run_fail(run, "sandbox: malformed EXEC_START reply", "sandbox_error");
+		return;
+	}
+	run->exec_id = exec_id;
+	run->state = RUN_EXECUTING;
+	run_save_drive(run, drive_state(run));
+}
+
+static void
+exec_start(Run *run)
+{
+	Coordinator *c = run->c;
+	char env_run[64];
+	MpWriter w;
+
+	snprintf(env_run, sizeof(env_run), "RUNWARDEN_RUN_ID=%s", run->run_id);
+	char *argv[] = { c->conf.shell, (char *)"-c", run->command, NULL };
+	char *env[] = { (char *)"PATH=/usr/local/bin:/usr/bin:/bin", (char *)"HOME=/workspace",
+			(char *)"LANG=C.UTF-8", (char *)"TERM=dumb", env_run, NULL };
+	mp_writer_init(&w);
+	mp_w_map(&w, 5);
+	mp_w_str(&w, "sandbox_id", run->sandbox_id);
+	mp_w_str_array(&w, "argv", argv);
+	mp_w_str_array(&w, "env", env);
+	mp_w_str(&w, "cwd", "/workspace");
+	mp_w_str(&w, "run_id", run->run_id);
+	int r = peer_call(c->shim, MSG_EXEC_START, &w, SHIM_CALL_TIMEOUT, exec_started, run);
+	mp_writer_done(&w);
+	if (r < 0) {
+		run_fail(run, "sandbox: containerd-shim connection lost", "sandbox_lost");
+		return;
+	}
+	run->state = RUN_STARTING;
+}
+
+static void
+sandbox_ensured(Peer *p, int err, const msgpack_object *body, void *ud)
+{
+	Run *run = ud;
+	MpReader r;
+	const char *sandbox_id = NULL, *msg = NULL;
+	bool created = false;
+
+	run->queued = false;
+	mp_reader_init(&r, body);
+	if (err < 0) {
+		char m[512];
+		mp_read_str_opt(&r, "message", &msg, NULL);
+		snprintf(m, sizeof(m), "sandbox: %s", msg ? msg : strerror(-err));
+		mp_reader_done(&r);
+		run_fail(run, m,
+			 err == -ECONNRESET ? "sandbox_lost"
+			 : err == -ETIMEDOUT ? "queue_timeout"
+					     : "sandbox_error");
+		return;
+	}
+	mp_read_str(&r, "sandbox_id", &sandbox_id);
+	mp_read_bool_opt(&r, "created", &created, false);
+	if (r.err < 0 || !(run->sandbox_id = strdup(sandbox_id))) {
+		mp_reader_done(&r);
+		run_fail(run, "sandbox: malformed SANDBOX_ENSURE reply", "sandbox_error");
+		return;
+	}
+	mp_reader_done(&r);
+	run->log.sandbox_id = run->sandbox_id;
+	log_ctx_msgid(LOG_INFO, &run->log, created ? RW_MESSAGE_SANDBOX_CREATED : NULL,
+		      "Sandbox %s", created ? "created" : "resumed");
+
+	json_t *chunk = json_pack("{s:s, s:s, s:{s:s, s:s}}", "type", "CUSTOM", "name",
+				  created ? "sandbox.created" : "sandbox.resumed", "value",
+				  "sandboxId", run->sandbox_id, "provider", "runwarden");
+	/* the record learns its sandbox with this event */
+	run_emit(run, chunk, drive_state(run));
+	json_t *start = json_pack("{s:s, s:s, s:s}", "type", "TOOL_CALL_START", "toolCallId",
+				  run->tool_call_id, "toolCallName", "shell");
+	run_emit(run, start, NULL);
+	json_auto_t *args = json_pack("{s:s}", "command", run->command);
+	_cleanup_free_ char *args_text = json_dump_compact(args);
+	run_emit(run,
+		 json_pack("{s:s, s:s, s:s}", "type", "TOOL_CALL_ARGS", "toolCallId",
+			   run->tool_call_id, "delta", args_text ? args_text : "{}"),
+		 NULL);
+	run_emit(run, json_pack("{s:s, s:s}", "type", "TOOL_CALL_END", "toolCallId", run->tool_call_id),
+		 NULL);
+	exec_start(run);
+}
+
+static void
+run_drive(Run *run)
+{
+	Coordinator *c = run->c;
+	MpWriter w;
+
+	if (!peer_is_ready(c->shim)) {
+		run->state = RUN_WAIT_SHIM;
+		return; /* shim_ready() kicks it, the wait timer fails it */
+	}
+	if (run->wait_timer)
+		event_del(run->wait_timer);
+	mp_writer_init(&w);
+	mp_w_map(&w, 3);
+	mp_w_str(&w, "key", run->thread_id);
+	mp_w_str(&w, "run_id", run->run_id);
+	mp_w_str(&w, "thread_id", run->thread_id);
+	/* no deadline: a queued ENSURE may wait for a slot; the shim's queue_timeout ends it */
+	int r = peer_call(c->shim, MSG_SANDBOX_ENSURE, &w, 0, sandbox_ensured, run);
+	mp_writer_done(&w);
+	if (r < 0) {
+		run->state = RUN_WAIT_SHIM;
+		return;
+	}
+	run->state = RUN_ENSURING;
+}
+
+static void
+run_wait_timeout(evutil_socket_t fd, short what, void *arg)
+{
+	Run *run = arg;
+	if (run->state == RUN_WAIT_SHIM)
+		run_fail(run, "sandbox: containerd-shim is not available", "sandbox_unavailable");
+}
+
+void
+run_start_driving(Run *run)
+{
+	Coordinator *c = run->c;
+	struct timeval tv;
+
+	/* the driver state marks the run as ours: a restart re-attaches or fails it */
+	run_save_drive(run, drive_state(run));
+	run->wait_timer = evtimer_new(c->base, run_wait_timeout, run);
+	if (run->wait_timer)
+		evtimer_add(run->wait_timer,
+			    timeval_from_usec(&tv, (usec_t)c->conf.sandbox_wait_ms * USEC_PER_MSEC));
+	run_drive(run);
+}
+
+/* ---------- cancel ---------- */
+
+static void
+cancel_finish(Run *run)
+{
+	Client *cl = run->cancel_client;
+	uint64_t req_id = run->cancel_req_id;
+	Coordinator *c = run->c;
+	char run_id[RUN_ID_LEN + 1];
+
+	memcpy(run_id, run->run_id, sizeof(run_id));
+	run->cancel_client = NULL;
+	driver_flush_all(c);
+	run->state = RUN_CANCELLING; /* flush may not end it; make sure run_end can */
+	log_ctx_msgid(LOG_NOTICE, &run->log, RW_MESSAGE_RUN_CANCELLED, "Run cancelled");
+	run_end(run,
+		json_pack("{s:s, s:s, s:s}", "type", "RUN_ERROR", "message", "run cancelled", "code",
+			  "aborted"),
+		"aborted",
+		json_pack("{s:b, s:{s:s, s:s}}", "cancelRequested", 1, "error", "message",
+			  "run cancelled", "code", "aborted"));
+	/* answer after the commit, with the record: commit right away */
+	commit_now(c);
+	if (cl) {
+		json_t *rec = NULL;
+		if (runlog_get(c->runlog, run_id, &rec) == 0) {
+			_cleanup_free_ char *s = json_dump_compact(rec);
+			MpWriter w;
+			mp_writer_init(&w);
+			mp_w_map(&w, 1);
+			mp_w_str(&w, "record", s ? s : "{}");
+			peer_reply(cl->peer, req_id, &w);
+			mp_writer_done(&w);
+		} else
+			peer_reply_error(cl->peer, req_id, -EIO, NULL);
+		json_decref(rec);
+	}
+}
+
+static void
+cancel_destroyed(Peer *p, int err, const msgpack_object *body, void *ud)
+{
+	Run *run = ud;
+	if (err < 0)
+		log_ctx_errno(LOG_WARNING, err, &run->log,
+			      "Destroying the sandbox for a cancel failed: %m; finishing the run anyway");
+	cancel_finish(run);
+}
+
+/* Cancel a run this coordinatord drives: destroy its sandbox's processes, then
+ * end it aborted. The reply (record) goes out once that is committed. */
+int
+run_cancel(Run *run, Client *cl, uint64_t req_id)
+{
+	Coordinator *c = run->c;
+
+	if (run->state == RUN_DONE || run->state == RUN_CANCELLING)
+		return -EALREADY;
+	run->cancel_client = cl;
+	run->cancel_req_id = req_id;
+	json_auto_t *flag = json_pack("{s:b}", "cancelRequested", 1);
+	(void)runlog_update(c->runlog, run->run_id, flag, now_epoch_ms(), NULL);
+	if (run->sandbox_id && peer_is_ready(c->shim)) {
+		MpWriter w;
+		mp_writer_init(&w);
+		mp_w_map(&w, 1);
+		mp_w_str(&w, "sandbox_id", run->sandbox_id);
+		int r = peer_call(c->shim, MSG_SANDBOX_DESTROY, &w, 10 * USEC_PER_SEC,
+				  cancel_destroyed, run);
+		mp_writer_done(&w);
+		if (r == 0) {
+			run->state = RUN_CANCELLING;
+			return 0;
+		}
+	}
+	/* not started in a sandbox yet (or the shim is gone): nothing to kill */
+	if (c->shim)
+		peer_cancel_calls(c->shim, run);
+	cancel_finish(run);
+	return 0;
+}
+
+/* ---------- shim pushes ---------- */
+
+static int
+shim_exec_output(Peer *p, const Frame *f, void *ud)
+{
+	Coordinator *c = ud;
+	MpReader r;
+	uint64_t exec_id = 0, stream = 0, offset = 0;
+	int64_t dropped = 0;
+	const void *data = NULL;
+	size_t len = 0;
+
+	mp_reader_init(&r, f->body);
+	mp_read_uint(&r, "exec_id", &exec_id);
+	mp_read_uint(&r, "stream", &stream);
+	mp_read_uint(&r, "offset", &offset);
+	mp_read_bin(&r, "data", &data, &len);
+	mp_read_int_opt(&r, "dropped", &dropped, 0);
+	mp_reader_done(&r);
+	if (r.err < 0 || (stream != 1 && stream != 2))
+		return -EBADMSG;
+	Run *run = run_find_exec(c, exec_id);
+	if (!run || run->state == RUN_DONE)
+		return 0; /* not ours (any more) */
+	OutBuf *b = &run->out[stream];
+	/* exactly once: skip what we already have (a replay after re-attach),
+	 * say so when the shim lost bytes we never saw */
+	if (offset > b->added) {
+		char note[96];
+		int n = snprintf(note, sizeof(note),
+				 "\n[runwarden: %" PRIu64 " bytes of output were lost]\n",
+				 offset - b->added);
+		if (outbuf_add(b, note, (size_t)n) < 0)
+			return -ENOMEM;
+		b->added = offset; /* the note stands for the lost bytes */
+	} else if (dropped > 0) {
+		/* the shim says so itself */
+	}
+	if (offset + len <= b->added)
+		return 0;
+	size_t skip = (size_t)(b->added - offset);
+	if (outbuf_add(b, (const char *)data + skip, len - skip) < 0)
+		return -ENOMEM;
+	if (b->len >= (size_t)c->conf.output_chunk_max) {
+		run_flush_output(run, false);
+		return 0;
+	}
+	if (!run->dirty) {
+		run->dirty = true;
+		event_active(c->flush_ev, 0, 0);
+	}
+	return 0;
+}
+
+static int
+shim_exec_exit(Peer *p, const Frame *f, void *ud)
+{
+	Coordinator *c = ud;
+	MpReader r;
+	uint64_t exec_id = 0;
+	int64_t code = -1, sig = 0;
+	const char *reason = NULL;
+	char why[32];
+
+	mp_reader_init(&r, f->body);
+	mp_read_uint(&r, "exec_id", &exec_id);
+	mp_read_int(&r, "exit_code", &code);
+	mp_read_int_opt(&r, "signal", &sig, 0);
+	mp_read_str_opt(&r, "reason", &reason, "exit");
+	if (r.err < 0) {
+		mp_reader_done(&r);
+		return -EBADMSG;
+	}
+	snprintf(why, sizeof(why), "%s", reason);
+	mp_reader_done(&r);
+	Run *run = run_find_exec(c, exec_id);
+	if (!run)
+		return 0;
+	run_flush_output(run, true);
+	if (run->state == RUN_CANCELLING)
+		return 0; /* the cancel ends the run */
+
+	json_auto_t *content = json_pack("{s:I, s:s}", "exitCode", (json_int_t)code, "reason", why);
+	if (sig)
+		json_object_set_new(content, "signal", json_integer(sig));
+	_cleanup_free_ char *content_text = json_dump_compact(content);
+	run_emit(run,
+		 json_pack("{s:s, s:s, s:s, s:s}", "type", "TOOL_CALL_RESULT", "toolCallId",
+			   run->tool_call_id, "role", "tool", "content",
+			   content_text ? content_text : "{}"),
+		 NULL);
+
+	if (code == 0 && streq(why, "exit")) {
+		run_end(run,
+			json_pack("{s:s, s:s, s:s, s:{s:s}}", "type", "RUN_FINISHED", "threadId",
+				  run->thread_id, "runId", run->run_id, "outcome", "type", "success"),
+			"completed", json_pack("{s:i}", "exitCode", 0));
+		return 0;
+	}
+	char m[160];
+	const char *errcode = "exit_status";
+	if (streq(why, "exit"))
+		snprintf(m, sizeof(m), "command exited with status %" PRId64, code);
+	else if (streq(why, "timeout") || streq(why, "oom") || streq(why, "pids_limit")) {
+		snprintf(m, sizeof(m), "command stopped: %s",
+			 streq(why, "oom")	   ? "out of memory (sandbox memory limit)"
+			 : streq(why, "timeout") ? "timed out"
+						 : "process limit reached");
+		errcode = why;
+	} else if (sig)
+		snprintf(m, sizeof(m), "command %s by signal %" PRId64,
+			 streq(why, "killed") ? "killed" : "terminated", sig);
+	else
+		snprintf(m, sizeof(m), "command ended: %s", why);
+	run_end(run, json_pack("{s:s, s:s, s:s}", "type", "RUN_ERROR", "message", m, "code", errcode),
+		"failed",
+		json_pack("{s:I, s:{s:s, s:s}}", "exitCode", (json_int_t)code, "error", "message", m,
+			  "code", errcode));
+	return 0;
+}
+
+static int
+shim_sandbox_queued(Peer *p, const Frame *f, void *ud)
+{
+	Coordinator *c = ud;
+	MpReader r;
+	const char *run_id = NULL;
+	uint64_t position = 0;
+
+	mp_reader_init(&r, f->body);
+	mp_read_str_opt(&r, "run_id", &run_id, NULL);
+	mp_read_uint(&r, "position", &position);
+	if (r.err == 0 && run_id) {
+		Run *run = run_find(c, run_id);
+		if (run && run->state == RUN_ENSURING) {
+			run->queued = true;
+			run_emit(run,
+				 json_pack("{s:s, s:s, s:{s:I}}", "type", "CUSTOM", "name", "run.queued",
+					   "value", "position", (json_int_t)position),
+				 NULL);
+		}
+	}
+	int err = r.err;
+	mp_reader_done(&r);
+	return err;
+}
+
+const PeerHandler shim_handlers[_MSG_TYPE_MAX] = {
+	[MSG_EXEC_OUTPUT] = shim_exec_output,
+	[MSG_EXEC_EXIT] = shim_exec_exit,
+	[MSG_SANDBOX_QUEUED] = shim_sandbox_queued,
+};
+
+/* ---------- re-attach after a restart ---------- */
+
+static void
+exec_attached(Peer *p, int err, const msgpack_object *body, void *ud)
+{
+	Run *run = ud;
+	if (err < 0) {
+		log_ctx_errno(LOG_WARNING, err, &run->log, "Cannot re-attach to exec %" PRIu64 ": %m",
+			      run->exec_id);
+		run_fail(run, "the run's sandbox process is gone (coordinatord restarted)",
+			 "sandbox_lost");
+		return;
+	}
+	log_ctx(LOG_NOTICE, &run->log, "Re-attached to exec %" PRIu64 " at offsets %" PRIu64
+		"/%" PRIu64, run->exec_id, run->out[1].taken, run->out[2].taken);
+	run->state = RUN_EXECUTING;
+}
+
+static void
+reattach(Run *run)
+{
+	MpWriter w;
+	mp_writer_init(&w);
+	mp_w_map(&w, 3);
+	mp_w_uint(&w, "exec_id", run->exec_id);
+	mp_w_uint(&w, "stdout_offset", run->out[1].taken);
+	mp_w_uint(&w, "stderr_offset", run->out[2].taken);
+	int r = peer_call(run->c->shim, MSG_EXEC_ATTACH, &w, SHIM_CALL_TIMEOUT, exec_attached, run);
+	mp_writer_done(&w);
+	if (r < 0)
+		run_fail(run, "the run's sandbox process is gone (coordinatord restarted)",
+			 "sandbox_lost");
+}
+
+typedef struct RecoverCtx {
+	Coordinator *c;
+	size_t n;
+} RecoverCtx;
+
+static void
+recover_cb(const char *run_id, json_t *record, void *ud)
+{
+	RecoverCtx *rc = ud;
+	Coordinator *c = rc->c;
+	json_t *drive = NULL;
+
+	if (runlog_drive_get(c->runlog, run_id, &drive) < 0)
+		return; /* not driven by us (a direct-log client's run): it goes on */
+	const char *thread = json_string_value(json_object_get(record, "threadId"));
+	Run *run = run_new(c, run_id, thread ? thread : "");
+	if (!run) {
+		json_decref(drive);
+		return;
+	}
+	rc->n++;
+	json_int_t exec_id = json_integer_value(json_object_get(drive, "execId"));
+	const char *sb = json_string_value(json_object_get(drive, "sandboxId"));
+	const char *tc = json_string_value(json_object_get(drive, "toolCallId"));
+	json_t *consumed = json_object_get(drive, "consumed");
+	if (tc)
+		snprintf(run->tool_call_id, sizeof(run->tool_call_id), "%s", tc);
+	if (sb && *sb) {
+		run->sandbox_id = strdup(sb);
+		run->log.sandbox_id = run->sandbox_id;
+	}
+	if (exec_id <= 0 || !run->sandbox_id) {
+		/* it never got as far as a running process we could find again */
+		run_fail(run, "coordinatord restarted before the run's process started",
+			 "sandbox_lost");
+		json_decref(drive);
+		return;
+	}
+	run->exec_id = (uint64_t)exec_id;
+	for (int s = 1; s <= 2; s++)
+		run->out[s].taken = run->out[s].added =
+			(uint64_t)json_integer_value(json_array_get(consumed, (size_t)s - 1));
+	run->state = RUN_REATTACH;
+	json_decref(drive);
+}
+
+void
+driver_recover(Coordinator *c)
+{
+	RecoverCtx rc = { .c = c };
+	int r = runlog_foreach_running(c->runlog, recover_cb, &rc);
+	if (r < 0)
+		log_error_errno(r, "Failed to scan the run log for active runs: %m");
+	if (rc.n)
+		log_notice("%zu run(s) were active when coordinatord stopped; re-attaching", rc.n);
+}
+
+/* ---------- shim link ---------- */
+
+static void shim_connect_later(Coordinator *c);
+
+static void
+shim_ready(Peer *p, void *ud)
+{
+	Coordinator *c = ud;
+
+	log_info("Connected to containerd-shim (pid %d)", (int)peer_remote_pid(p));
+	c->shim_backoff = SHIM_BACKOFF_MIN;
+	for (Run *run = c->runs, *next; run; run = next) {
+		next = run->next;
+		if (run->state == RUN_WAIT_SHIM)
+			run_drive(run);
+		else if (run->state == RUN_REATTACH)
+			reattach(run);
+	}
+}
+
+static void
+shim_closed(Peer *p, int err, void *ud)
+{
+	Coordinator *c = ud;
+
+	if (!c->stopping)
+		log_warning_errno(err, "Lost the connection to containerd-shim: %m");
+	/* Pending ENSURE/START calls already failed with -ECONNRESET (their runs
+	 * failed). Executing runs lose their output stream. */
+	for (Run *run = c->runs, *next; run; run = next) {
+		next = run->next;
+		if (run->state == RUN_EXECUTING) {
+			run_flush_output(run, true);
+			run_fail(run, "sandbox: containerd-shim connection lost", "sandbox_lost");
+		} else if (run->state == RUN_CANCELLING && !c->stopping) {
+			cancel_finish(run);
+		}
+	}
+	c->shim = peer_free(c->shim);
+	if (!c->stopping)
+		shim_connect_later(c);
+}
+
+static const PeerOps shim_ops = {
+	.local_role = ROLE_COORD,
+	.handlers = shim_handlers,
+	.on_ready = shim_ready,
+	.on_close = shim_closed,
+};
+
+static void
+shim_connect_cb(evutil_socket_t fd, short what, void *arg)
+{
+	Coordinator *c = arg;
+	char path[4096];
+
+	snprintf(path, sizeof(path), "%s/%s", c->conf.shared.runtime_dir, RW_SOCK_SHIM);
+	int sfd = unix_connect(path);
+	if (sfd < 0) {
+		log_debug_errno(sfd, "containerd-shim not reachable at '%s' yet: %m", path);
+		shim_connect_later(c);
+		return;
+	}
+	int r = peer_new(c->base, sfd, &shim_ops, c, (size_t)c->conf.shared.max_frame, &c->shim);
+	if (r < 0) {
+		log_warning_errno(r, "Failed to set up the containerd-shim connection: %m");
+		shim_connect_later(c);
+	}
+}
+
+static void
+shim_connect_later(Coordinator *c)
+{
+	struct timeval tv;
+	evtimer_add(c->shim_timer, timeval_from_usec(&tv, c->shim_backoff));
+	c->shim_backoff = MIN(c->shim_backoff * 2, SHIM_BACKOFF_MAX);
+}
+
+void
+shim_connect_now(Coordinator *c)
+{
+	shim_connect_cb(-1, 0, c);
+}
+
+void
+driver_setup(Coordinator *c)
+{
+	c->shim_backoff = SHIM_BACKOFF_MIN;
+	c->flush_ev = event_new(c->base, -1, 0, flush_cb, c);
+	c->shim_timer = evtimer_new(c->base, shim_connect_cb, c);
+}

@@ -1,0 +1,265 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * watchdog.c — the stall watchdog and retention.
+ *
+ * Every min(30 s, stall_timeout_ms) the watchdog first asks the shim how much
+ * CPU each executing run's sandbox used (SANDBOX_STATS): CPU used since the
+ * previous check is progress (a silent build), and bumps updatedAt. Then it
+ * commits everything queued (so an append that raced it wins) and fails, each
+ * in one transaction (runlog_finish_if_stale), every non-terminal run whose
+ * updatedAt is strictly older than now − timeout — except runs waiting for the
+ * shim or for a sandbox slot, being cancelled, or whose CPU use is not known
+ * yet (one round of grace while the baseline is taken).
+ *
+ * Retention deletes terminal runs finished more than retention_days ago in
+ * batches of a few runs per transaction, yielding to the event loop between
+ * batches so appends are never held up for long.
+ */
+#include "config.h"
+
+#include "coordinatord.h"
+
+#include <errno.h>
+#include <event2/event.h>
+#include <inttypes.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "json-util.h"
+#include "macro.h"
+#include "mp-cursor.h"
+
+#define WATCHDOG_MSG "run watchdog: no progress; orchestrator presumed dead"
+
+static struct event *watchdog_fallback;
+static struct event *prune_work;
+static bool round_scanned;
+static bool prune_running;
+
+static bool
+run_protected(const Run *run)
+{
+	return run->state == RUN_WAIT_SHIM || run->queued || run->state == RUN_CANCELLING ||
+	       run->state == RUN_DONE || run->state == RUN_REATTACH ||
+	       (run->state == RUN_EXECUTING && !run->cpu_known && run->c->shim);
+}
+
+typedef struct Stale {
+	char (*ids)[RUN_ID_LEN + 1];
+	size_t n, cap;
+} Stale;
+
+static void
+collect(const char *run_id, json_t *record, void *ud)
+{
+	Stale *s = ud;
+	if (s->n == s->cap) {
+		size_t cap = s->cap ? s->cap * 2 : 16;
+		void *p = realloc(s->ids, cap * sizeof(*s->ids));
+		if (!p)
+			return;
+		s->ids = p;
+		s->cap = cap;
+	}
+	snprintf(s->ids[s->n++], RUN_ID_LEN + 1, "%s", run_id);
+}
+
+static void
+kill_sandbox(Coordinator *c, const char *sandbox_id)
+{
+	MpWriter w;
+	if (!peer_is_ready(c->shim))
+		return;
+	mp_writer_init(&w);
+	mp_w_map(&w, 1);
+	mp_w_str(&w, "sandbox_id", sandbox_id);
+	(void)peer_call(c->shim, MSG_SANDBOX_DESTROY, &w, 10 * USEC_PER_SEC, NULL, NULL);
+	mp_writer_done(&w);
+}
+
+static void
+watchdog_scan(Coordinator *c)
+{
+	Stale s = { 0 };
+	int64_t now, cutoff;
+
+	round_scanned = true;
+	commit_now(c); /* appends that arrived first win */
+	now = now_epoch_ms();
+	cutoff = now - c->conf.stall_timeout_ms;
+	if (runlog_foreach_running(c->runlog, collect, &s) < 0) {
+		free(s.ids);
+		return;
+	}
+	json_auto_t *chunk = json_pack("{s:s, s:s, s:I}", "type", "RUN_ERROR", "message",
+				       WATCHDOG_MSG, "timestamp", (json_int_t)now);
+	json_auto_t *fields = json_pack("{s:{s:s}}", "error", "message", WATCHDOG_MSG);
+	_cleanup_free_ char *text = json_dump_compact(chunk);
+	for (size_t i = 0; text && i < s.n; i++) {
+		Run *run = run_find(c, s.ids[i]);
+		if (run && run_protected(run))
+			continue;
+		json_t *rec = NULL;
+		int64_t seq;
+		int r = runlog_finish_if_stale(c->runlog, s.ids[i], cutoff, text, strlen(text), fields,
+					       now, &rec, &seq);
+		if (r < 0) {
+			LogCtx lc = { .run_id = s.ids[i] };
+			log_ctx_errno(LOG_ERR, r, &lc, "Watchdog could not fail a stale run: %m");
+			continue;
+		}
+		if (r > 0)
+			continue;
+		size_t len = strlen(text);
+		const char *t = text;
+		publish(c, s.ids[i], seq, &t, &len, 1, rec);
+		c->m.watchdog_kills++;
+		metrics_count_finish(c, "failed");
+		LogCtx lc = { .run_id = s.ids[i],
+			      .thread_id = json_string_value(json_object_get(rec, "threadId")),
+			      .sandbox_id = run ? run->sandbox_id : NULL };
+		log_ctx_msgid(LOG_WARNING, &lc, RW_MESSAGE_RUN_WATCHDOG,
+			      "Run failed by the stall watchdog (no progress for %" PRId64 " ms)",
+			      c->conf.stall_timeout_ms);
+		json_decref(rec);
+		if (run) {
+			if (streq(c->conf.stall_action, "kill") && run->sandbox_id)
+				kill_sandbox(c, run->sandbox_id);
+			run_free(run);
+		}
+	}
+	free(s.ids);
+}
+
+static void
+stats_reply(Peer *p, int err, const msgpack_object *body, void *ud)
+{
+	Run *run = ud;
+	Coordinator *c = run->c;
+	MpReader r;
+	uint64_t cpu = 0;
+
+	mp_reader_init(&r, body);
+	if (err == 0) {
+		mp_read_uint(&r, "cpu_usec", &cpu);
+		if (r.err == 0) {
+			if (run->cpu_known && cpu > run->cpu_usec && run->state == RUN_EXECUTING)
+				(void)runlog_touch(c->runlog, run->run_id, now_epoch_ms());
+			run->cpu_usec = cpu;
+			run->cpu_known = true;
+		}
+	} else if (err == -ENOMSG) {
+		run->cpu_known = true; /* the shim cannot tell: judge by events alone */
+		run->cpu_usec = 0;
+	}
+	mp_reader_done(&r);
+	if (--c->watchdog_pending == 0 && !round_scanned)
+		watchdog_scan(c);
+}
+
+static void
+fallback_cb(evutil_socket_t fd, short what, void *arg)
+{
+	Coordinator *c = arg;
+	if (!round_scanned)
+		watchdog_scan(c);
+}
+
+static void
+watchdog_cb(evutil_socket_t fd, short what, void *arg)
+{
+	Coordinator *c = arg;
+	struct timeval tv;
+
+	if (c->conf.stall_timeout_ms <= 0)
+		return;
+	round_scanned = false;
+	c->watchdog_pending = 0;
+	for (Run *run = c->runs; run; run = run->next) {
+		if (run->state != RUN_EXECUTING || !run->sandbox_id || !peer_is_ready(c->shim))
+			continue;
+		MpWriter w;
+		mp_writer_init(&w);
+		mp_w_map(&w, 1);
+		mp_w_str(&w, "sandbox_id", run->sandbox_id);
+		if (peer_call(c->shim, MSG_SANDBOX_STATS, &w, 2 * USEC_PER_SEC, stats_reply, run) == 0)
+			c->watchdog_pending++;
+		mp_writer_done(&w);
+	}
+	if (c->watchdog_pending == 0)
+		watchdog_scan(c);
+	else /* a run freed meanwhile drops its reply: never wait forever */
+		evtimer_add(watchdog_fallback, timeval_from_usec(&tv, 2500 * USEC_PER_MSEC));
+}
+
+static void
+prune_cb(evutil_socket_t fd, short what, void *arg)
+{
+	Coordinator *c = arg;
+	size_t n = 0;
+	int64_t cutoff = now_epoch_ms() - c->conf.retention_days * 86400000LL;
+
+	int r = runlog_prune(c->runlog, cutoff, 16, 512, c->prune_cursor, &n);
+	if (r < 0) {
+		log_warning_errno(r, "Retention: pruning failed: %m; trying again later");
+		c->prune_cursor[0] = '\0';
+		return;
+	}
+	if (n) {
+		c->m.runs_pruned += n;
+		log_info("Retention: pruned %zu run(s) older than %" PRId64 " days", n,
+			 c->conf.retention_days);
+	}
+	prune_running = c->prune_cursor[0] != '\0';
+	if (prune_running) /* more to scan: next loop turn, after pending work */
+		event_active(prune_work, 0, 0);
+}
+
+static void
+retention_cb(evutil_socket_t fd, short what, void *arg)
+{
+	Coordinator *c = arg;
+	if (c->conf.retention_days > 0 && !prune_running) {
+		c->prune_cursor[0] = '\0';
+		prune_cb(-1, 0, c);
+	}
+}
+
+void
+watchdog_setup(Coordinator *c)
+{
+	struct timeval tv;
+
+	if (c->conf.stall_timeout_ms > 0) {
+		usec_t every = (usec_t)MIN(c->conf.stall_timeout_ms, 30000) * USEC_PER_MSEC;
+		c->watchdog_ev = event_new(c->base, -1, EV_PERSIST, watchdog_cb, c);
+		watchdog_fallback = evtimer_new(c->base, fallback_cb, c);
+		if (c->watchdog_ev)
+			event_add(c->watchdog_ev, timeval_from_usec(&tv, every));
+		log_info("Stall watchdog: timeout %" PRId64 " ms, action %s, check every %" PRIu64
+			 " ms", c->conf.stall_timeout_ms, c->conf.stall_action,
+			 (uint64_t)(every / USEC_PER_MSEC));
+	} else
+		log_info("Stall watchdog is off");
+	c->retention_ev = event_new(c->base, -1, EV_PERSIST, retention_cb, c);
+	prune_work = event_new(c->base, -1, 0, prune_cb, c);
+	if (prune_work)
+		event_priority_set(prune_work, 2); /* after appends */
+	if (c->retention_ev)
+		event_add(c->retention_ev,
+			  timeval_from_usec(&tv, (usec_t)c->conf.retention_interval_ms * USEC_PER_MSEC));
+}
+
+void
+watchdog_teardown(Coordinator *c)
+{
+	if (c->watchdog_ev)
+		event_free(c->watchdog_ev);
+	if (watchdog_fallback)
+		event_free(watchdog_fallback);
+	if (c->retention_ev)
+		event_free(c->retention_ev);
+	if (prune_work)
+		event_free(prune_work);
+	c->watchdog_ev = c->retention_ev = watchdog_fallback = prune_work = NULL;
+}
