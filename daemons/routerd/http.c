@@ -147,12 +147,51 @@ on_header_value(http_parser *p, const char *at, size_t len)
 	return 0;
 }
 
+/* RFC 9110 token characters (a header field name). */
+static bool
+is_token(const char *s)
+{
+	if (!*s)
+		return false;
+	for (; *s; s++)
+		if (!strchr("!#$%&'*+-.^_`|~", *s) && !(*s >= '0' && *s <= '9') &&
+		    !((*s | 0x20) >= 'a' && (*s | 0x20) <= 'z'))
+			return false;
+	return true;
+}
+
+static int
+fail_400(HttpConn *c, int status, const char *msg)
+{
+	c->fail_status = status;
+	c->fail_msg = msg;
+	return -1;
+}
+
 static int
 on_headers_complete(http_parser *p)
 {
 	HttpConn *c = p->data;
 	HttpRequest *q = &c->req;
+	size_t n_host = 0, n_te = 0;
 
+	c->in_body = true;
+	if (p->http_major != 1)
+		return fail_400(c, 505, "only HTTP/1.0 and HTTP/1.1 are served");
+	for (size_t i = 0; i < q->n_headers; i++) {
+		/* http-parser (built lenient) lets a space into a field name:
+		 * "Content-Length : 5" must be refused (RFC 9112 §5.1). */
+		if (!q->headers[i].name || !is_token(q->headers[i].name))
+			return fail_400(c, 400, "malformed header field name");
+		if (strcasecmp(q->headers[i].name, "Host") == 0)
+			n_host++;
+		else if (strcasecmp(q->headers[i].name, "Transfer-Encoding") == 0)
+			n_te++;
+	}
+	if (n_host > 1 || (n_host == 0 && p->http_minor >= 1))
+		return fail_400(c, 400, "an HTTP/1.1 request needs exactly one Host header");
+	if (n_te > 1)
+		return fail_400(c, 400, "repeated Transfer-Encoding header");
 	for (size_t i = 0; i < q->n_headers; i++) {
 		/* a field without value ("X-A:") still gets an empty string */
 		if (!q->headers[i].value && !(q->headers[i].value = strdup(""))) {
@@ -217,6 +256,8 @@ on_message_complete(http_parser *p)
 	q->keep_alive = http_should_keep_alive(p);
 	q->upgrade = p->upgrade;
 	q->complete = true;
+	c->in_body = false;
+	c->line_start = false;
 	http_parser_pause(p, 1);
 	return 0;
 }
@@ -450,6 +491,13 @@ conn_parse_failed(HttpConn *c, enum http_errno e)
 {
 	c->busy = true;
 	switch (c->fail_status) {
+	case 400:
+	case 505:
+		http_respond_error_close(c, c->fail_status,
+					 c->fail_status == 400 ? "bad_request"
+							       : "http_version_not_supported",
+					 c->fail_msg);
+		break;
 	case 413:
 		http_respond_error_close(c, 413, "payload_too_large",
 					 "request body exceeds the configured limit");
@@ -484,8 +532,34 @@ conn_process(HttpConn *c)
 		}
 		if (evbuffer_get_length(in) == 0 || evbuffer_peek(in, -1, NULL, &v, 1) < 1)
 			break;
-		size_t n = http_parser_execute(&c->parser, &parser_settings, v.iov_base, v.iov_len);
+		const char *at = v.iov_base;
+		size_t len = v.iov_len;
+		if (!c->in_body) {
+			/* In the head, feed one line at a time so that what the
+			 * lenient http-parser accepts can be refused: a bare LF
+			 * (request smuggling via line-ending disagreement) and
+			 * obs-fold continuation lines (RFC 9112 §2.2, §5.2). */
+			const char *lf = memchr(at, '\n', len);
+			if (c->line_start && (at[0] == ' ' || at[0] == '\t')) {
+				fail_400(c, 400, "obsolete line folding in the request head");
+				conn_parse_failed(c, HPE_UNKNOWN);
+				break;
+			}
+			if (lf) {
+				if (lf == at ? !c->prev_cr : lf[-1] != '\r') {
+					fail_400(c, 400, "bare LF in the request head");
+					conn_parse_failed(c, HPE_UNKNOWN);
+					break;
+				}
+				len = (size_t)(lf - at) + 1;
+			}
+		}
+		size_t n = http_parser_execute(&c->parser, &parser_settings, at, len);
 		enum http_errno e = HTTP_PARSER_ERRNO(&c->parser);
+		if (n > 0 && !c->in_body && e != HPE_PAUSED) {
+			c->prev_cr = at[n - 1] == '\r';
+			c->line_start = at[n - 1] == '\n';
+		}
 		evbuffer_drain(in, n);
 		if (e == HPE_PAUSED) {
 			http_parser_pause(&c->parser, 0);
@@ -498,7 +572,7 @@ conn_process(HttpConn *c)
 			conn_parse_failed(c, e);
 			break;
 		}
-		if (n < v.iov_len) /* cannot happen without an error; do not spin */
+		if (n < len) /* cannot happen without an error; do not spin */
 			break;
 	}
 	c->in_process = false;

@@ -172,13 +172,18 @@ struct HttpConn {
 	HttpRequest req;
 	bool busy;	     /* a request is being answered; parsing paused */
 	bool in_process;     /* guard against re-entering the parse loop */
-	int fail_status;     /* 413/431 decided inside a parser callback */
+	int fail_status;     /* 400/413/431/505 decided inside a parser callback */
+	const char *fail_msg; /* static message for fail_status 400/505 */
+	bool in_body;	      /* the head of the current request is parsed */
+	bool prev_cr;	      /* the last head byte fed to the parser was CR */
+	bool line_start;      /* ... was LF: the next byte starts a head line */
 	bool half_closed;    /* CONN_CLOSING: FIN sent, waiting for the client's */
 	struct event *timer; /* linger / deferred free / ws close deadline */
 	/* WebSocket (ws.c, tail.c) */
 	struct wslay_event_context *ws;
 	struct event *ping_timer;
 	bool ws_close_queued;
+	bool ws_io_failed; /* the send callback failed (not a protocol error) */
 	Tail *tail;
 	struct StreamStart *stream_start; /* routes.c: a tail waiting for RUN_GET */
 };

@@ -108,6 +108,7 @@ ws_send_cb(wslay_event_context_ptr ctx, const uint8_t *data, size_t len, int fla
 	HttpConn *c = userdata;
 
 	if (c->state == CONN_DEAD || evbuffer_add(bufferevent_get_output(c->bev), data, len) < 0) {
+		c->ws_io_failed = true;
 		wslay_event_set_error(ctx, WSLAY_ERR_CALLBACK_FAILURE);
 		return -1;
 	}
@@ -122,11 +123,46 @@ ws_msg_cb(wslay_event_context_ptr ctx, const struct wslay_event_on_msg_recv_arg 
 	 * pings and close frames are answered by wslay. */
 }
 
+/* wslay echoes a close frame with a 1-byte payload as an empty close; RFC
+ * 6455 §5.5.1 makes it a protocol error. Queued before wslay's own echo, our
+ * 1002 is the close frame that goes out. */
+static void
+ws_frame_start_cb(wslay_event_context_ptr ctx, const struct wslay_event_on_frame_recv_start_arg *arg,
+		  void *userdata)
+{
+	HttpConn *c = userdata;
+
+	if (arg->opcode == WSLAY_CONNECTION_CLOSE && arg->payload_length == 1 &&
+	    !c->ws_close_queued) {
+		c->ws_close_queued = true;
+		(void)wslay_event_queue_close(ctx, 1002, NULL, 0);
+	}
+}
+
 static const struct wslay_event_callbacks ws_callbacks = {
     .recv_callback = ws_recv_cb,
     .send_callback = ws_send_cb,
+    .on_frame_recv_start_callback = ws_frame_start_cb,
     .on_msg_recv_callback = ws_msg_cb,
 };
+
+/* A frame wslay's frame layer refuses (a control frame over 125 bytes or
+ * fragmented, a 64-bit length with the top bit set) makes wslay_event_recv
+ * fail after queueing a close without a status code. Answer 1002 as RFC 6455
+ * §7.4.1 asks: write the close frame by hand (every earlier frame was fully
+ * handed to the output, our send callback never blocks) and close. */
+static void
+ws_protocol_error(HttpConn *c)
+{
+	static const uint8_t close_1002[] = {0x88, 0x02, 0x03, 0xea};
+
+	if (c->tail)
+		c->tail->finished = true;
+	if (!c->ws_close_queued)
+		evbuffer_add(bufferevent_get_output(c->bev), close_1002, sizeof(close_1002));
+	c->ws_close_queued = true;
+	http_conn_close(c);
+}
 
 /* Push queued frames into the output; end the connection when the close
  * handshake is over or wslay failed. */
@@ -208,8 +244,14 @@ ws_on_read(HttpConn *c)
 		return;
 	if (evbuffer_get_length(bufferevent_get_input(c->bev)) == 0)
 		return;
-	if (wslay_event_recv(c->ws) < 0) {
-		log_debug("%s: WebSocket protocol error, dropping", c->addr);
+	int r = wslay_event_recv(c->ws);
+	if (r == WSLAY_ERR_CALLBACK_FAILURE && !c->ws_io_failed) {
+		log_debug("%s: WebSocket framing error, closing with 1002", c->addr);
+		ws_protocol_error(c);
+		return;
+	}
+	if (r < 0) {
+		log_debug("%s: WebSocket session failed, dropping", c->addr);
 		http_conn_abort(c);
 		return;
 	}
