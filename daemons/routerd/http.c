@@ -372,6 +372,8 @@ log_request(HttpConn *c, int status)
 	} else
 		plen = strlen(path);
 	plen = MIN(plen, (size_t)256);
+	if (status >= 100 && status < 600)
+		c->router->http_responses[status / 100]++;
 	/* 503 while the coordinator is down is logged once, by the link */
 	log_full(status >= 500 && status != 503 ? LOG_WARNING : LOG_DEBUG, "%s: %s '%.*s' %d",
 		 c->addr, q->complete ? http_method_str(q->method) : "-", (int)plen, path, status);

@@ -54,6 +54,18 @@ typedef struct Watch Watch;
 #define ROUTER_MAX_HEADERS 100
 #define ROUTER_MAX_ID 128 /* longest runId accepted in a path */
 
+/* Why routerd ended a WebSocket (the ws_drops_total metric). */
+typedef enum WsDrop {
+	WS_DROP_NONE, /* normal close: run complete, client's close */
+	WS_DROP_SLOW,	     /* output queue over ws_max_queue: 1008 */
+	WS_DROP_PROTOCOL,    /* the client broke RFC 6455: 1002/1007/1009 */
+	WS_DROP_PING,	     /* no pong within a ping interval */
+	WS_DROP_SHUTDOWN,    /* SIGTERM: 1001 */
+	WS_DROP_ERROR,	     /* coordinator or internal failure: 1011 */
+	WS_DROP_LOST,	     /* TCP ended without a close handshake */
+	_WS_DROP_MAX,
+} WsDrop;
+
 struct Router {
 	RouterConf *conf;
 	struct event_base *base;
@@ -73,6 +85,12 @@ struct Router {
 	usec_t coord_backoff;
 	bool coord_down_logged;
 	Watch *watches[ROUTER_WATCH_BUCKETS];
+
+	/* metrics (metrics.c formats them) */
+	uint64_t http_responses[6]; /* by status class: [2] = 2xx … */
+	uint64_t ws_drops[_WS_DROP_MAX];
+	size_t n_tails;
+	size_t n_sse;
 };
 
 /* ---- router.c ---- */
@@ -97,6 +115,13 @@ void router_check_ready(Router *r);
 /* Connection accounting, called by http.c. */
 void router_conn_added(Router *r, HttpConn *c);
 void router_conn_removed(Router *r, HttpConn *c);
+
+/* ---- metrics.c ---- */
+
+/* routerd's own part of /metrics in the Prometheus text format 0.0.4, into
+ * a new string (*ret, length *ret_len). coord_up: whether coordinatord
+ * answered STATUS_GET. 0 or -ENOMEM. */
+int metrics_format(const Router *r, bool coord_up, char **ret, size_t *ret_len);
 
 /* ---- coord-link.c ---- */
 
@@ -184,6 +209,7 @@ struct HttpConn {
 	struct event *ping_timer;
 	bool ws_close_queued;
 	bool ws_io_failed; /* the send callback failed (not a protocol error) */
+	WsDrop ws_drop;	   /* set when routerd decides to end the session */
 	Tail *tail;
 	struct StreamStart *stream_start; /* routes.c: a tail waiting for RUN_GET */
 };
@@ -262,6 +288,7 @@ struct Tail {
 	bool need_read;	 /* a RUN_READ is due (start, gap, output drained) */
 	bool reading;	 /* a RUN_READ is in flight */
 	bool finished;	 /* a close frame was queued; nothing more is sent */
+	bool counted;	 /* included in router->n_tails */
 };
 
 typedef struct TailRecord {

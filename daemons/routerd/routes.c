@@ -8,7 +8,9 @@
  * from the reply callback; a connection that goes away first cancels it.
  *
  * Coordinator errors map to statuses in one place (respond_coord_error):
- * -EINVAL 400, -ENOENT 404, -ECONNRESET/-ETIMEDOUT 503, anything else 500.
+ * -EINVAL 400 (code not_a_backup_record when the message says so), -ENOENT
+ * 404, -EBUSY 409, -ENOMSG (a coordinatord without that message) and
+ * -EOPNOTSUPP 501, -ECONNRESET/-ETIMEDOUT 503, anything else 500.
  */
 #include "config.h"
 
@@ -191,12 +193,20 @@ respond_coord_error(HttpConn *c, int err, const msgpack_object *body, const char
 	const char *m = coord_error_message(body, &ml);
 	char msg[256];
 
+	snprintf(msg, sizeof(msg), "%.*s", (int)(m ? ml : 0), m ? m : "");
 	switch (err) {
 	case -EINVAL:
-		snprintf(msg, sizeof(msg), "%.*s", (int)(m ? ml : 0), m ? m : "");
-		http_respond_error(c, 400, "bad_request", m ? msg : "bad request");
+		if (m && strstr(msg, "not_a_backup_record"))
+			http_respond_error(c, 400, "not_a_backup_record", msg);
+		else
+			http_respond_error(c, 400, "bad_request", m ? msg : "bad request");
 		break;
 	case -ENOENT: http_respond_error(c, 404, "not_found", not_found); break;
+	case -EBUSY: http_respond_error(c, 409, "conflict", m ? msg : "busy"); break;
+	case -ENOMSG:
+	case -EOPNOTSUPP:
+		http_respond_error(c, 501, "not_implemented", m ? msg : "not implemented");
+		break;
 	case -ECONNRESET:
 	case -ETIMEDOUT:
 		log_warning_errno(err, "%s: coordinatord did not answer: %m", c->addr);
@@ -533,6 +543,353 @@ stream_get_reply(Peer *p, int err, const msgpack_object *body, void *userdata)
 	ws_on_read(c);
 }
 
+/* ---- POST /runs/{runId}/cancel ---- */
+
+static void
+record_reply(Peer *p, int err, const msgpack_object *body, void *userdata, int status)
+{
+	HttpConn *c = userdata;
+	const msgpack_object *rec = body ? mp_map_get(body, "record") : NULL;
+
+	if (err < 0) {
+		respond_coord_error(c, err, body, "unknown run");
+		return;
+	}
+	if (!rec || rec->type != MSGPACK_OBJECT_STR) {
+		log_warning("%s: reply without record", c->addr);
+		http_respond_error(c, 500, "internal", "internal error");
+		return;
+	}
+	http_respond(c, status, "application/json; charset=utf-8", rec->via.str.ptr,
+		     rec->via.str.size, NULL, false);
+}
+
+static void
+run_cancel_reply(Peer *p, int err, const msgpack_object *body, void *userdata)
+{
+	record_reply(p, err, body, userdata, 202);
+}
+
+static void
+route_run_cancel(HttpConn *c, Route *rt)
+{
+	_cleanup_free_ char *thread_id = NULL;
+	MpWriter w;
+	int r;
+
+	if (!get_thread_id(c, rt, &thread_id))
+		return;
+	if (!run_id_plausible(rt->seg[1])) {
+		http_respond_error(c, 404, "not_found", "unknown run");
+		return;
+	}
+	mp_writer_init(&w);
+	mp_w_map(&w, thread_id ? 2 : 1);
+	mp_w_str(&w, "run_id", rt->seg[1]);
+	if (thread_id)
+		mp_w_str(&w, "thread_id", thread_id);
+	r = coord_call(c->router, MSG_RUN_CANCEL, &w, run_cancel_reply, c);
+	mp_writer_done(&w);
+	if (r < 0)
+		respond_unavailable(c);
+}
+
+/* ---- GET /threads/{threadId}/runs ---- */
+
+static void
+thread_runs_reply(Peer *p, int err, const msgpack_object *body, void *userdata)
+{
+	HttpConn *c = userdata;
+	const msgpack_object *recs = body ? mp_map_get(body, "records") : NULL;
+	size_t len = 2;
+
+	if (err < 0) {
+		respond_coord_error(c, err, body, "unknown thread");
+		return;
+	}
+	if (!recs || recs->type != MSGPACK_OBJECT_ARRAY) {
+		log_warning("%s: THREAD_RUNS reply without records", c->addr);
+		http_respond_error(c, 500, "internal", "internal error");
+		return;
+	}
+	for (uint32_t i = 0; i < recs->via.array.size; i++) {
+		const msgpack_object *o = &recs->via.array.ptr[i];
+		if (o->type != MSGPACK_OBJECT_STR) {
+			http_respond_error(c, 500, "internal", "internal error");
+			return;
+		}
+		len += o->via.str.size + 1;
+	}
+	/* The records are JSON texts already: splice them into an array. */
+	_cleanup_free_ char *out = malloc(len + 1);
+	if (!out) {
+		http_respond_error(c, 500, "internal", "out of memory");
+		return;
+	}
+	size_t n = 0;
+	out[n++] = '[';
+	for (uint32_t i = 0; i < recs->via.array.size; i++) {
+		const msgpack_object *o = &recs->via.array.ptr[i];
+		if (i > 0)
+			out[n++] = ',';
+		memcpy(out + n, o->via.str.ptr, o->via.str.size);
+		n += o->via.str.size;
+	}
+	out[n++] = ']';
+	http_respond(c, 200, "application/json; charset=utf-8", out, n, NULL, false);
+}
+
+/* threadId from the path segment; false after answering 400. */
+static bool
+path_thread_id(HttpConn *c, const char *tid)
+{
+	const char *why = thread_id_problem(tid);
+	if (why) {
+		http_respond_error(c, 400, "bad_request", why);
+		return false;
+	}
+	return true;
+}
+
+static void
+route_thread_runs(HttpConn *c, Route *rt)
+{
+	_cleanup_free_ char *status = NULL;
+	MpWriter w;
+	int r;
+
+	if (!path_thread_id(c, rt->seg[1]))
+		return;
+	r = route_query(rt, "status", &status);
+	if (r < 0 || (status && !streq(status, "running") && !streq(status, "completed") &&
+		      !streq(status, "failed") && !streq(status, "aborted"))) {
+		http_respond_error(c, 400, "bad_request",
+				   "status must be running, completed, failed or aborted");
+		return;
+	}
+	mp_writer_init(&w);
+	mp_w_map(&w, status ? 2 : 1);
+	mp_w_str(&w, "thread_id", rt->seg[1]);
+	if (status)
+		mp_w_str(&w, "status", status);
+	r = coord_call(c->router, MSG_THREAD_RUNS, &w, thread_runs_reply, c);
+	mp_writer_done(&w);
+	if (r < 0)
+		respond_unavailable(c);
+}
+
+/* ---- POST /threads/{threadId}/snapshots and /restore ---- */
+
+/* The request body as a JSON object; an empty body counts as {} when
+ * empty_ok. NULL after answering 400. */
+static json_t *
+body_object(HttpConn *c, bool empty_ok)
+{
+	json_error_t jerr;
+	json_t *j;
+
+	if (c->req.body_len == 0 && empty_ok)
+		return json_object();
+	j = json_loadb(c->req.body ? c->req.body : "", c->req.body_len, 0, &jerr);
+	if (!j) {
+		http_respond_error(c, 400, "invalid_json", jerr.text);
+		return NULL;
+	}
+	if (!json_is_object(j)) {
+		json_decref(j);
+		http_respond_error(c, 400, "bad_request", "body must be a JSON object");
+		return NULL;
+	}
+	return j;
+}
+
+static void
+snapshot_create_reply(Peer *p, int err, const msgpack_object *body, void *userdata)
+{
+	HttpConn *c = userdata;
+	const msgpack_object *id = body ? mp_map_get(body, "snapshot_id") : NULL;
+
+	if (err < 0) {
+		respond_coord_error(c, err, body, "unknown thread");
+		return;
+	}
+	_cleanup_free_ char *sid = id && id->type == MSGPACK_OBJECT_STR ? mp_obj_strdup(id) : NULL;
+	json_auto_t *j = sid ? json_pack("{s:s}", "snapshotId", sid) : NULL;
+	if (!j) {
+		http_respond_error(c, 500, "internal", "internal error");
+		return;
+	}
+	http_respond_json(c, 201, j);
+}
+
+static void
+route_snapshot_create(HttpConn *c, Route *rt)
+{
+	json_t *label;
+	MpWriter w;
+	int r;
+
+	if (!path_thread_id(c, rt->seg[1]))
+		return;
+	json_auto_t *body = body_object(c, true);
+	if (!body)
+		return;
+	label = json_object_get(body, "label");
+	if (label && (!json_is_string(label) || json_string_length(label) > 256 ||
+		      !string_printable(json_string_value(label)))) {
+		http_respond_error(c, 400, "bad_request", "label must be a printable string");
+		return;
+	}
+	mp_writer_init(&w);
+	mp_w_map(&w, label ? 2 : 1);
+	mp_w_str(&w, "thread_id", rt->seg[1]);
+	if (label)
+		mp_w_str(&w, "label", json_string_value(label));
+	r = coord_call(c->router, MSG_SNAPSHOT_CREATE, &w, snapshot_create_reply, c);
+	mp_writer_done(&w);
+	if (r < 0)
+		respond_unavailable(c);
+}
+
+static void
+snapshot_restore_reply(Peer *p, int err, const msgpack_object *body, void *userdata)
+{
+	HttpConn *c = userdata;
+	static const char ok[] = "{\"restored\":true}";
+
+	if (err < 0) {
+		respond_coord_error(c, err, body, "unknown thread");
+		return;
+	}
+	http_respond(c, 200, "application/json; charset=utf-8", ok, STRLEN(ok), NULL, false);
+}
+
+static void
+route_snapshot_restore(HttpConn *c, Route *rt)
+{
+	json_t *sid;
+	MpWriter w;
+	int r;
+
+	if (!path_thread_id(c, rt->seg[1]))
+		return;
+	json_auto_t *body = body_object(c, false);
+	if (!body)
+		return;
+	sid = json_object_get(body, "snapshotId");
+	if (!json_is_string(sid) || json_string_length(sid) == 0 ||
+	    strlen(json_string_value(sid)) != json_string_length(sid)) {
+		http_respond_error(c, 400, "bad_request", "snapshotId must be a non-empty string");
+		return;
+	}
+	mp_writer_init(&w);
+	mp_w_map(&w, 2);
+	mp_w_str(&w, "thread_id", rt->seg[1]);
+	mp_w_str(&w, "snapshot_id", json_string_value(sid));
+	r = coord_call(c->router, MSG_SNAPSHOT_RESTORE, &w, snapshot_restore_reply, c);
+	mp_writer_done(&w);
+	if (r < 0)
+		respond_unavailable(c);
+}
+
+/* ---- GET /readyz and /metrics ---- */
+
+static void
+readyz_reply(Peer *p, int err, const msgpack_object *body, void *userdata)
+{
+	HttpConn *c = userdata;
+	bool shim = false, storage = false;
+	uint64_t active = 0;
+	MpReader mr;
+
+	if (err < 0) {
+		if (err == -ENOMSG)
+			respond_coord_error(c, err, body, "");
+		else
+			http_respond_error(c, 503, "not_ready", "coordinator unavailable");
+		return;
+	}
+	mp_reader_init(&mr, body);
+	mp_read_bool_opt(&mr, "shim_connected", &shim, false);
+	mp_read_bool_opt(&mr, "storage_ok", &storage, false);
+	mp_read_uint(&mr, "active_runs", &active);
+	mp_reader_done(&mr);
+	if (!shim || !storage) {
+		http_respond_error(c, 503, "not_ready",
+				   !shim ? "containerd-shim not connected" : "storage not writable");
+		return;
+	}
+	json_auto_t *j = json_pack("{s:s, s:I}", "status", "ready", "activeRuns", (json_int_t)active);
+	if (!j) {
+		http_respond_error(c, 500, "internal", "out of memory");
+		return;
+	}
+	http_respond_json(c, 200, j);
+}
+
+static void
+route_readyz(HttpConn *c, Route *rt)
+{
+	MpWriter w;
+
+	mp_writer_init(&w);
+	mp_w_map(&w, 0);
+	int r = coord_call(c->router, MSG_STATUS_GET, &w, readyz_reply, c);
+	mp_writer_done(&w);
+	if (r < 0)
+		http_respond_error(c, 503, "not_ready", "coordinator unavailable");
+}
+
+static void
+metrics_respond(HttpConn *c, const char *coord_text, size_t coord_len)
+{
+	_cleanup_free_ char *own = NULL;
+	size_t own_len = 0;
+
+	if (metrics_format(c->router, coord_text != NULL, &own, &own_len) < 0) {
+		http_respond_error(c, 500, "internal", "out of memory");
+		return;
+	}
+	_cleanup_free_ char *all = malloc(own_len + coord_len + 2);
+	if (!all) {
+		http_respond_error(c, 500, "internal", "out of memory");
+		return;
+	}
+	memcpy(all, own, own_len);
+	if (coord_len > 0) {
+		memcpy(all + own_len, coord_text, coord_len);
+		if (coord_text[coord_len - 1] != '\n')
+			all[own_len + coord_len++] = '\n';
+	}
+	http_respond(c, 200, "text/plain; version=0.0.4; charset=utf-8", all, own_len + coord_len,
+		     NULL, false);
+}
+
+static void
+metrics_reply(Peer *p, int err, const msgpack_object *body, void *userdata)
+{
+	HttpConn *c = userdata;
+	const msgpack_object *m = err >= 0 && body ? mp_map_get(body, "metrics") : NULL;
+
+	if (m && m->type == MSGPACK_OBJECT_STR)
+		metrics_respond(c, m->via.str.ptr, m->via.str.size);
+	else
+		metrics_respond(c, err >= 0 || err == -ENOMSG ? "" : NULL, 0);
+}
+
+static void
+route_metrics(HttpConn *c, Route *rt)
+{
+	MpWriter w;
+
+	mp_writer_init(&w);
+	mp_w_map(&w, 0);
+	int r = coord_call(c->router, MSG_STATUS_GET, &w, metrics_reply, c);
+	mp_writer_done(&w);
+	if (r < 0)
+		metrics_respond(c, NULL, 0);
+}
+
 void
 routes_free_pending(HttpConn *c)
 {
@@ -566,6 +923,45 @@ routes_dispatch(HttpConn *c)
 			route_healthz(c, &rt);
 		else
 			http_respond_405(c, "GET");
+		return;
+	}
+	if (rt.n_seg == 1 && (streq(rt.seg[0], "readyz") || streq(rt.seg[0], "metrics"))) {
+		if (m != HTTP_GET)
+			http_respond_405(c, "GET");
+		else if (streq(rt.seg[0], "readyz"))
+			route_readyz(c, &rt);
+		else
+			route_metrics(c, &rt);
+		return;
+	}
+	if (rt.n_seg == 3 && streq(rt.seg[0], "runs") && streq(rt.seg[2], "cancel")) {
+		if (m != HTTP_POST)
+			http_respond_405(c, "POST");
+		else
+			route_run_cancel(c, &rt);
+		return;
+	}
+	if (rt.n_seg == 3 && streq(rt.seg[0], "threads")) {
+		bool get = streq(rt.seg[2], "runs");
+		if (!get && !streq(rt.seg[2], "snapshots") && !streq(rt.seg[2], "restore"))
+			http_respond_error(c, 404, "not_found", "not found");
+		else if (m != (get ? HTTP_GET : HTTP_POST))
+			http_respond_405(c, get ? "GET" : "POST");
+		else if (get)
+			route_thread_runs(c, &rt);
+		else if (streq(rt.seg[2], "snapshots"))
+			route_snapshot_create(c, &rt);
+		else
+			route_snapshot_restore(c, &rt);
+		return;
+	}
+	if (rt.n_seg == 2 && (streq(rt.seg[0], "_bridge") || streq(rt.seg[0], "tool-exec"))) {
+		/* No bridge message exists between routerd and coordinatord yet. */
+		if (m != HTTP_POST)
+			http_respond_405(c, "POST");
+		else
+			http_respond_error(c, 501, "not_implemented",
+					   "host tools are not implemented yet");
 		return;
 	}
 	if (rt.n_seg >= 1 && rt.n_seg <= 3 && streq(rt.seg[0], "runs") &&

@@ -296,6 +296,8 @@ tail_new(HttpConn *c, const char *run_id, const char *thread_id, int64_t last_se
 	}
 	if (record_json && tail_record_parse(record_json, strlen(record_json), &rec) == 0)
 		tail_update_record(t, &rec);
+	c->router->n_tails++;
+	t->counted = true;
 	r = watch_attach(c->router, t);
 	if (r < 0) {
 		tail_free(t);
@@ -312,6 +314,8 @@ tail_free(Tail *t)
 		return NULL;
 	coord_cancel(t->router, t);
 	watch_detach(t);
+	if (t->counted)
+		t->router->n_tails--;
 	free(t->run_id);
 	free(t->thread_id);
 	free(t->record);

@@ -158,6 +158,7 @@ ws_protocol_error(HttpConn *c)
 
 	if (c->tail)
 		c->tail->finished = true;
+	c->ws_drop = WS_DROP_PROTOCOL;
 	if (!c->ws_close_queued)
 		evbuffer_add(bufferevent_get_output(c->bev), close_1002, sizeof(close_1002));
 	c->ws_close_queued = true;
@@ -292,6 +293,11 @@ ws_close(HttpConn *c, uint16_t code, const char *reason)
 	if (c->state != CONN_WS || c->ws_close_queued)
 		return;
 	c->ws_close_queued = true;
+	if (!c->ws_drop)
+		c->ws_drop = code == 1008 || code == 1013 ? WS_DROP_SLOW
+			     : code == 1001		  ? WS_DROP_SHUTDOWN
+			     : code == 1000		  ? WS_DROP_NONE
+							  : WS_DROP_ERROR;
 	if (wslay_event_queue_close(c->ws, code, (const uint8_t *)reason, len) != 0) {
 		http_conn_abort(c);
 		return;
@@ -320,6 +326,16 @@ ws_done(HttpConn *c)
 		c->ping_timer = NULL;
 	}
 	if (c->ws) {
+		WsDrop d = c->ws_drop;
+		if (!d) {
+			uint16_t sent = wslay_event_get_status_code_sent(c->ws);
+			bool got = wslay_event_get_close_received(c->ws);
+			if (!got && (sent == 1002 || sent == 1007 || sent == 1009))
+				d = WS_DROP_PROTOCOL; /* wslay refused a frame */
+			else if (!got && !wslay_event_get_close_sent(c->ws))
+				d = WS_DROP_LOST;
+		}
+		c->router->ws_drops[d]++;
 		wslay_event_context_free(c->ws);
 		c->ws = NULL;
 	}
