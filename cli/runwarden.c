@@ -1,0 +1,954 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * runwarden — the command-line client of the public HTTP API (and `up`, the
+ * foreground development mode that starts the three daemons).
+ *
+ * Exit status: `run` exits with the run's own status (its exitCode; 1 when it
+ * failed or was aborted without one); every command exits 125 when the CLI
+ * itself fails (server down, HTTP error, bad reply) and 2 on a usage error.
+ */
+#include "config.h"
+
+#include <errno.h>
+#include <fcntl.h>
+#include <getopt.h>
+#include <jansson.h>
+#include <signal.h>
+#include <stdarg.h>
+#include <stdbool.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <sys/wait.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "client.h"
+#include "macro.h"
+
+#define EXIT_CLI 125 /* the CLI failed, not the run */
+#define EXIT_USAGE 2
+#define DEFAULT_URL "http://127.0.0.1:8787"
+#define DEFAULT_THREAD "cli"
+
+static struct {
+	bool json;
+	bool color;	/* on stdout */
+	bool color_err; /* on stderr */
+	const char *thread;
+	Client client;
+} g;
+
+static const char *
+col(bool on, const char *code)
+{
+	return on ? code : "";
+}
+#define RED(e) col(e, "\033[31m")
+#define GREEN(e) col(e, "\033[32m")
+#define YELLOW(e) col(e, "\033[33m")
+#define BOLD(e) col(e, "\033[1m")
+#define DIM(e) col(e, "\033[2m")
+#define RESET(e) col(e, "\033[0m")
+
+_printf_(1, 2) static int error(const char *fmt, ...)
+{
+	va_list ap;
+	fprintf(stderr, "%srunwarden:%s ", RED(g.color_err), RESET(g.color_err));
+	va_start(ap, fmt);
+	vfprintf(stderr, fmt, ap);
+	va_end(ap);
+	fputc('\n', stderr);
+	return EXIT_CLI;
+}
+
+_printf_(1, 2) static int usage_error(const char *fmt, ...)
+{
+	va_list ap;
+	fprintf(stderr, "runwarden: ");
+	va_start(ap, fmt);
+	vfprintf(stderr, fmt, ap);
+	va_end(ap);
+	fprintf(stderr, "\nTry 'runwarden --help'.\n");
+	return EXIT_USAGE;
+}
+
+/* Percent-encode a path segment or query value. */
+static char *
+urlenc(const char *s)
+{
+	static const char hex[] = "0123456789ABCDEF";
+	char *out = malloc(strlen(s) * 3 + 1), *o = out;
+	if (!out)
+		abort();
+	for (; *s; s++) {
+		unsigned char ch = (unsigned char)*s;
+		if ((ch >= 'a' && ch <= 'z') || (ch >= 'A' && ch <= 'Z') ||
+		    (ch >= '0' && ch <= '9') || ch == '-' || ch == '_' || ch == '.' || ch == '~')
+			*o++ = (char)ch;
+		else {
+			*o++ = '%';
+			*o++ = hex[ch >> 4];
+			*o++ = hex[ch & 15];
+		}
+	}
+	*o = '\0';
+	return out;
+}
+
+/* Report an HTTP error reply: '<message> (<status> <code>)'. */
+static int
+http_error(const Response *r, const char *what)
+{
+	json_t *j = json_loadb(r->body ? r->body : "", r->len, 0, NULL);
+	const char *msg = j ? json_string_value(json_object_get(j, "error")) : NULL;
+	const char *code = j ? json_string_value(json_object_get(j, "code")) : NULL;
+	if (r->status == 501 && !msg)
+		msg = "not implemented by this server";
+	if (msg)
+		error("%s: %s (HTTP %d%s%s)", what, msg, r->status, code ? " " : "",
+		      code ? code : "");
+	else
+		error("%s: HTTP %d from %s", what, r->status, g.client.url);
+	json_decref(j);
+	return EXIT_CLI;
+}
+
+/* Send a request; on success *ret holds the parsed JSON body of a 2xx reply. */
+static int
+call(const char *method, const char *path, json_t *body, const char *what, json_t **ret,
+     Response *raw)
+{
+	Response r;
+	char *b = body ? json_dumps(body, JSON_COMPACT) : NULL;
+	int rc = client_request(&g.client, method, path, b, &r);
+	free(b);
+	if (rc < 0)
+		return error("%s", g.client.err);
+	if (r.status < 200 || r.status > 299) {
+		rc = http_error(&r, what);
+		response_free(&r);
+		return rc;
+	}
+	if (ret) {
+		json_error_t je;
+		*ret = json_loadb(r.body, r.len, 0, &je);
+		if (!*ret) {
+			rc = error("%s: bad JSON from %s: %s", what, g.client.url, je.text);
+			response_free(&r);
+			return rc;
+		}
+	}
+	if (raw)
+		*raw = r;
+	else
+		response_free(&r);
+	return 0;
+}
+
+static void
+print_json(json_t *j)
+{
+	json_dumpf(j, stdout, JSON_INDENT(2) | JSON_PRESERVE_ORDER);
+	fputc('\n', stdout);
+}
+
+static const char *
+status_color(const char *s)
+{
+	if (!s)
+		return "";
+	if (strcmp(s, "completed") == 0)
+		return GREEN(g.color);
+	if (strcmp(s, "running") == 0)
+		return YELLOW(g.color);
+	return RED(g.color);
+}
+
+static void
+fmt_time(json_t *v, char *buf, size_t n)
+{
+	if (!json_is_integer(v)) {
+		snprintf(buf, n, "-");
+		return;
+	}
+	time_t t = (time_t)(json_integer_value(v) / 1000);
+	struct tm tm;
+	localtime_r(&t, &tm);
+	strftime(buf, n, "%Y-%m-%d %H:%M:%S", &tm);
+}
+
+/* ---------- tail ---------- */
+
+typedef struct Tail {
+	long long last_seq;
+	json_t *record; /* the status frame's record, once seen */
+	bool queued;	/* the latest chunk is run.queued */
+	bool spinner;	/* draw one on stderr (a TTY, not --json) */
+	int spin;
+	bool at_line_start_err;
+} Tail;
+
+static void
+spinner_clear(Tail *t)
+{
+	if (t->spinner && t->queued)
+		fputs("\r\033[K", stderr);
+}
+
+static void
+spinner_draw(Tail *t, json_t *value)
+{
+	static const char frames[] = "|/-\\";
+	if (!t->spinner)
+		return;
+	json_t *pos = json_object_get(value, "position");
+	fprintf(stderr, "\r\033[K%c queued%s%lld", frames[t->spin++ % 4],
+		json_is_integer(pos) ? ", position " : "",
+		json_is_integer(pos) ? (long long)json_integer_value(pos) : 0LL);
+	if (!json_is_integer(pos))
+		fputs("\b", stderr); /* no number: hide the placeholder */
+	fflush(stderr);
+}
+
+static int
+tail_text(const char *text, size_t len, void *userdata)
+{
+	Tail *t = userdata;
+	json_t *j = json_loadb(text, len, 0, NULL);
+	if (!j)
+		return 0; /* not ours to judge: skip it */
+	if (g.json) {
+		fwrite(text, 1, len, stdout);
+		fputc('\n', stdout);
+		fflush(stdout);
+	}
+	json_t *seq = json_object_get(j, "seq");
+	const char *type = json_string_value(json_object_get(j, "type"));
+	if (json_is_integer(seq)) {
+		long long s = json_integer_value(seq);
+		if (s <= t->last_seq) { /* a resent event: never print it twice */
+			json_decref(j);
+			return 0;
+		}
+		t->last_seq = s;
+		json_t *chunk = json_object_get(j, "chunk");
+		const char *ct = json_string_value(json_object_get(chunk, "type"));
+		const char *name = json_string_value(json_object_get(chunk, "name"));
+		json_t *value = json_object_get(chunk, "value");
+		bool q = ct && strcmp(ct, "CUSTOM") == 0 && name && strcmp(name, "run.queued") == 0;
+		if (!g.json) {
+			if (!q)
+				spinner_clear(t);
+			if (ct && strcmp(ct, "CUSTOM") == 0 && name && value) {
+				const char *txt = json_string_value(json_object_get(value, "text"));
+				if (strcmp(name, "process.stdout") == 0 && txt) {
+					fputs(txt, stdout);
+					fflush(stdout);
+				} else if (strcmp(name, "process.stderr") == 0 && txt) {
+					fputs(txt, stderr);
+					fflush(stderr);
+				}
+			} else if (ct && strcmp(ct, "TEXT_MESSAGE_CONTENT") == 0) {
+				const char *d = json_string_value(json_object_get(chunk, "delta"));
+				if (d) {
+					fputs(d, stdout);
+					fflush(stdout);
+				}
+			}
+			if (q)
+				spinner_draw(t, value);
+		}
+		t->queued = q;
+	} else if (type && strcmp(type, "status") == 0) {
+		json_decref(t->record);
+		t->record = json_incref(json_object_get(j, "record"));
+		json_decref(j);
+		return 1; /* the server closes next: done */
+	}
+	json_decref(j);
+	return 0;
+}
+
+/* Tail a run until its status frame, reconnecting with lastSeq after drops.
+ * Returns 0 with t->record set, or EXIT_CLI. */
+static int
+tail_run(const char *run_id, Tail *t)
+{
+	char *rid = urlenc(run_id), *tid = urlenc(g.thread);
+	unsigned delay_ms = 100;
+	int failures = 0, rc = EXIT_CLI;
+
+	t->spinner = !g.json && isatty(STDERR_FILENO);
+	for (;;) {
+		char path[1024], reason[128];
+		Response http;
+		snprintf(path, sizeof(path), "/runs/%s/stream?threadId=%s&lastSeq=%lld", rid, tid,
+			 t->last_seq);
+		int r = client_ws_run(&g.client, path, tail_text, t, &http, reason, sizeof(reason));
+		if (r == WS_STOPPED || (r == 1000 && t->record)) {
+			rc = 0;
+			break;
+		}
+		if (r < 0 && http.status > 0) { /* 404 unknown run, 400 … */
+			spinner_clear(t);
+			rc = http_error(&http, "tail");
+			response_free(&http);
+			break;
+		}
+		if (r > 1000) { /* 1011 storage error, 1008 too slow, 1001 going away */
+			spinner_clear(t);
+			if (r != 1001 && r != 1006)
+				fprintf(
+				    stderr,
+				    "runwarden: tail closed with %d%s%s; resuming after seq %lld\n",
+				    r, reason[0] ? ": " : "", reason, t->last_seq);
+		}
+		/* Dropped (routerd restarted, network blip): resume from last_seq.
+		 * Give up only after ~a minute of failing to connect at all. */
+		if (r < 0) {
+			if (++failures > 40) {
+				spinner_clear(t);
+				rc = error("%s", g.client.err);
+				break;
+			}
+		} else
+			failures = 0;
+		usleep(delay_ms * 1000);
+		delay_ms = delay_ms * 2 > 2000 ? 2000 : delay_ms * 2;
+	}
+	free(rid);
+	free(tid);
+	return rc;
+}
+
+static int
+exit_status_of(json_t *record)
+{
+	const char *st = json_string_value(json_object_get(record, "status"));
+	json_t *ec = json_object_get(record, "exitCode");
+	if (st && strcmp(st, "completed") == 0)
+		return json_is_integer(ec) ? (int)(json_integer_value(ec) & 255) : 0;
+	if (json_is_integer(ec) && json_integer_value(ec) != 0)
+		return (int)(json_integer_value(ec) & 255);
+	return 1;
+}
+
+static void
+report_end(json_t *record)
+{
+	if (g.json)
+		return;
+	const char *st = json_string_value(json_object_get(record, "status"));
+	if (st && strcmp(st, "completed") == 0)
+		return;
+	const char *msg =
+	    json_string_value(json_object_get(json_object_get(record, "error"), "message"));
+	fprintf(stderr, "%srunwarden: run %s%s%s%s\n", RED(g.color_err), st ? st : "ended",
+		msg ? ": " : "", msg ? msg : "", RESET(g.color_err));
+}
+
+/* ---------- commands ---------- */
+
+static int
+cmd_run(int argc, char **argv)
+{
+	static const struct option opts[] = {
+	    {"thread", required_argument, NULL, 't'},
+	    {"harness", required_argument, NULL, 'H'},
+	    {"json", no_argument, NULL, 'j'},
+	    {},
+	};
+	const char *harness = NULL;
+	int c;
+	optind = 0;
+	while ((c = getopt_long(argc, argv, "+t:H:j", opts, NULL)) >= 0) {
+		switch (c) {
+		case 't': g.thread = optarg; break;
+		case 'H': harness = optarg; break;
+		case 'j': g.json = true; break;
+		default: return EXIT_USAGE;
+		}
+	}
+	if (optind >= argc)
+		return usage_error("%s", "run: a COMMAND is required");
+
+	/* The command is one shell string: its words joined by spaces. */
+	size_t n = 0;
+	for (int i = optind; i < argc; i++)
+		n += strlen(argv[i]) + 1;
+	char *cmd = calloc(1, n + 1);
+	for (int i = optind; i < argc; i++) {
+		if (i > optind)
+			strcat(cmd, " ");
+		strcat(cmd, argv[i]);
+	}
+	json_t *body = json_pack("{s:s, s:[{s:s, s:s}]}", "threadId", g.thread, "messages", "role",
+				 "user", "content", cmd);
+	free(cmd);
+	if (harness)
+		json_object_set_new(body, "metadata", json_pack("{s:s}", "harness", harness));
+	json_t *reply = NULL;
+	int rc = call("POST", "/runs", body, "run", &reply, NULL);
+	json_decref(body);
+	if (rc)
+		return rc;
+	const char *run_id = json_string_value(json_object_get(reply, "runId"));
+	if (!run_id) {
+		json_decref(reply);
+		return error("run: no runId in the reply");
+	}
+	if (g.json) {
+		printf("{\"runId\":\"%s\",\"threadId\":", run_id);
+		json_t *t = json_string(g.thread);
+		json_dumpf(t, stdout, JSON_ENCODE_ANY);
+		json_decref(t);
+		printf("}\n");
+		fflush(stdout);
+	} else if (isatty(STDERR_FILENO))
+		fprintf(stderr, "%srun %s (thread %s)%s\n", DIM(g.color_err), run_id, g.thread,
+			RESET(g.color_err));
+	Tail t = {.last_seq = -1};
+	rc = tail_run(run_id, &t);
+	json_decref(reply);
+	if (rc)
+		return rc;
+	report_end(t.record);
+	rc = exit_status_of(t.record);
+	json_decref(t.record);
+	return rc;
+}
+
+static int
+cmd_tail(int argc, char **argv)
+{
+	static const struct option opts[] = {
+	    {"thread", required_argument, NULL, 't'},
+	    {"from", required_argument, NULL, 'f'},
+	    {"json", no_argument, NULL, 'j'},
+	    {},
+	};
+	long long from = -1;
+	int c;
+	optind = 0;
+	while ((c = getopt_long(argc, argv, "t:f:j", opts, NULL)) >= 0) {
+		char *end;
+		switch (c) {
+		case 't': g.thread = optarg; break;
+		case 'f':
+			errno = 0;
+			from = strtoll(optarg, &end, 10);
+			if (errno || *end || from < -1)
+				return usage_error("tail: --from wants a seq >= -1, not '%s'",
+						   optarg);
+			break;
+		case 'j': g.json = true; break;
+		default: return EXIT_USAGE;
+		}
+	}
+	if (optind != argc - 1)
+		return usage_error("%s", "tail: exactly one RUN is required");
+	/* --from SEQ: start after SEQ, like lastSeq (the cursor is exclusive). */
+	Tail t = {.last_seq = from};
+	int rc = tail_run(argv[optind], &t);
+	if (rc)
+		return rc;
+	report_end(t.record);
+	rc = exit_status_of(t.record);
+	json_decref(t.record);
+	return rc;
+}
+
+static void
+print_record(json_t *r)
+{
+	static const char *keys[] = {"runId",	  "threadId",  "status",    "lastSeq",
+				     "exitCode",  "harness",   "sandboxId", "startedAt",
+				     "updatedAt", "finishedAt"};
+	for (size_t i = 0; i < sizeof(keys) / sizeof(keys[0]); i++) {
+		json_t *v = json_object_get(r, keys[i]);
+		if (!v)
+			continue;
+		printf("%s%-11s%s ", BOLD(g.color), keys[i], RESET(g.color));
+		if (strstr(keys[i], "At")) {
+			char buf[64];
+			fmt_time(v, buf, sizeof(buf));
+			printf("%s\n", buf);
+		} else if (strcmp(keys[i], "status") == 0)
+			printf("%s%s%s\n", status_color(json_string_value(v)), json_string_value(v),
+			       RESET(g.color));
+		else if (json_is_string(v))
+			printf("%s\n", json_string_value(v));
+		else {
+			json_dumpf(v, stdout, JSON_ENCODE_ANY | JSON_COMPACT);
+			putchar('\n');
+		}
+	}
+	json_t *e = json_object_get(r, "error");
+	if (e) {
+		const char *m = json_string_value(json_object_get(e, "message"));
+		const char *code = json_string_value(json_object_get(e, "code"));
+		printf("%s%-11s%s %s%s%s%s\n", BOLD(g.color), "error", RESET(g.color), m ? m : "",
+		       code ? " (" : "", code ? code : "", code ? ")" : "");
+	}
+}
+
+/* Parse [--thread T] [--json] and exactly n positional arguments. */
+static int
+simple_args(int argc, char **argv, int n, const char *what)
+{
+	static const struct option opts[] = {
+	    {"thread", required_argument, NULL, 't'},
+	    {"json", no_argument, NULL, 'j'},
+	    {},
+	};
+	int c;
+	optind = 0;
+	while ((c = getopt_long(argc, argv, "t:j", opts, NULL)) >= 0) {
+		switch (c) {
+		case 't': g.thread = optarg; break;
+		case 'j': g.json = true; break;
+		default: return -1;
+		}
+	}
+	if (argc - optind != n) {
+		usage_error("%s", what);
+		return -1;
+	}
+	return optind;
+}
+
+static int
+cmd_show(int argc, char **argv)
+{
+	int i = simple_args(argc, argv, 1, "show: RUN is required (show RUN [--thread T])");
+	if (i < 0)
+		return EXIT_USAGE;
+	char *rid = urlenc(argv[i]), *tid = urlenc(g.thread), path[1024];
+	snprintf(path, sizeof(path), "/runs/%s?threadId=%s", rid, tid);
+	free(rid);
+	free(tid);
+	json_t *rec;
+	int rc = call("GET", path, NULL, "show", &rec, NULL);
+	if (rc)
+		return rc;
+	if (g.json)
+		print_json(rec);
+	else
+		print_record(rec);
+	json_decref(rec);
+	return 0;
+}
+
+static int
+cmd_cancel(int argc, char **argv)
+{
+	int i = simple_args(argc, argv, 1, "cancel: RUN is required (cancel RUN [--thread T])");
+	if (i < 0)
+		return EXIT_USAGE;
+	char *rid = urlenc(argv[i]), *tid = urlenc(g.thread), path[1024];
+	snprintf(path, sizeof(path), "/runs/%s/cancel?threadId=%s", rid, tid);
+	free(rid);
+	free(tid);
+	json_t *rec;
+	int rc = call("POST", path, NULL, "cancel", &rec, NULL);
+	if (rc)
+		return rc;
+	if (g.json)
+		print_json(rec);
+	else
+		print_record(rec);
+	json_decref(rec);
+	return 0;
+}
+
+static int
+cmd_ls(int argc, char **argv)
+{
+	static const struct option opts[] = {
+	    {"thread", required_argument, NULL, 't'},
+	    {"running", no_argument, NULL, 'r'},
+	    {"json", no_argument, NULL, 'j'},
+	    {},
+	};
+	bool running = false;
+	int c;
+	optind = 0;
+	while ((c = getopt_long(argc, argv, "t:rj", opts, NULL)) >= 0) {
+		switch (c) {
+		case 't': g.thread = optarg; break;
+		case 'r': running = true; break;
+		case 'j': g.json = true; break;
+		default: return EXIT_USAGE;
+		}
+	}
+	if (optind != argc)
+		return usage_error("ls: unexpected argument '%s'", argv[optind]);
+	char *tid = urlenc(g.thread), path[1024];
+	snprintf(path, sizeof(path), "/threads/%s/runs%s", tid, running ? "?status=running" : "");
+	free(tid);
+	json_t *list;
+	Response raw;
+	int rc = client_request(&g.client, "GET", path, NULL, &raw);
+	if (rc < 0)
+		return error("%s", g.client.err);
+	if (raw.status == 501 || raw.status == 404) {
+		/* Older servers: no such route (a thread without runs is an empty list). */
+		error("ls: this server cannot list runs (GET /threads/{threadId}/runs: HTTP %d); "
+		      "use 'runwarden show RUN'",
+		      raw.status);
+		response_free(&raw);
+		return EXIT_CLI;
+	}
+	if (raw.status < 200 || raw.status > 299) {
+		rc = http_error(&raw, "ls");
+		response_free(&raw);
+		return rc;
+	}
+	list = json_loadb(raw.body, raw.len, 0, NULL);
+	response_free(&raw);
+	if (!list)
+		return error("ls: bad JSON from %s", g.client.url);
+	if (g.json)
+		print_json(list);
+	else if (!json_is_array(list))
+		rc = error("ls: the server did not answer a list");
+	else {
+		size_t k;
+		json_t *r;
+		if (isatty(STDOUT_FILENO))
+			printf("%s%-36s  %-9s  %-19s  %s%s\n", BOLD(g.color), "RUN", "STATUS",
+			       "STARTED", "EXIT", RESET(g.color));
+		json_array_foreach(list, k, r)
+		{
+			char started[64];
+			const char *st = json_string_value(json_object_get(r, "status"));
+			json_t *ec = json_object_get(r, "exitCode");
+			fmt_time(json_object_get(r, "startedAt"), started, sizeof(started));
+			printf("%-36s  %s%-9s%s  %-19s  ",
+			       json_string_value(json_object_get(r, "runId")) ?: "?",
+			       status_color(st), st ? st : "?", RESET(g.color), started);
+			if (json_is_integer(ec))
+				printf("%lld\n", (long long)json_integer_value(ec));
+			else
+				printf("-\n");
+		}
+	}
+	json_decref(list);
+	return rc;
+}
+
+static int
+cmd_snapshot(int argc, char **argv)
+{
+	static const struct option opts[] = {{"json", no_argument, NULL, 'j'}, {}};
+	int c;
+	optind = 0;
+	while ((c = getopt_long(argc, argv, "j", opts, NULL)) >= 0)
+		if (c == 'j')
+			g.json = true;
+		else
+			return EXIT_USAGE;
+	if (argc - optind < 1 || argc - optind > 2)
+		return usage_error("%s", "snapshot: THREAD [LABEL] is required");
+	char *tid = urlenc(argv[optind]), path[1024];
+	snprintf(path, sizeof(path), "/threads/%s/snapshots", tid);
+	free(tid);
+	json_t *body = json_object(), *reply;
+	if (argc - optind == 2)
+		json_object_set_new(body, "label", json_string(argv[optind + 1]));
+	int rc = call("POST", path, body, "snapshot", &reply, NULL);
+	json_decref(body);
+	if (rc)
+		return rc;
+	if (g.json)
+		print_json(reply);
+	else {
+		const char *id = json_string_value(json_object_get(reply, "snapshotId"));
+		if (!id)
+			rc = error("snapshot: no snapshotId in the reply");
+		else
+			printf("%s\n", id);
+	}
+	json_decref(reply);
+	return rc;
+}
+
+static int
+cmd_restore(int argc, char **argv)
+{
+	static const struct option opts[] = {{"json", no_argument, NULL, 'j'}, {}};
+	int c;
+	optind = 0;
+	while ((c = getopt_long(argc, argv, "j", opts, NULL)) >= 0)
+		if (c == 'j')
+			g.json = true;
+		else
+			return EXIT_USAGE;
+	if (argc - optind != 2)
+		return usage_error("%s", "restore: THREAD SNAPSHOT-ID are required");
+	char *tid = urlenc(argv[optind]), path[1024];
+	snprintf(path, sizeof(path), "/threads/%s/restore", tid);
+	free(tid);
+	json_t *body = json_pack("{s:s}", "snapshotId", argv[optind + 1]), *reply = NULL;
+	Response raw;
+	int rc = call("POST", path, body, "restore", NULL, &raw);
+	json_decref(body);
+	if (rc)
+		return rc;
+	if (g.json)
+		printf("%s\n", raw.len ? raw.body : "{}");
+	else
+		printf("restored thread %s\n", argv[optind]);
+	response_free(&raw);
+	json_decref(reply);
+	return 0;
+}
+
+/* ---------- up: the three daemons in the foreground ---------- */
+
+static volatile sig_atomic_t up_stop;
+
+static void
+up_signal(int sig)
+{
+	up_stop = sig;
+}
+
+static int
+cmd_up(int argc, char **argv)
+{
+	static const struct option opts[] = {
+	    {"listen", required_argument, NULL, 'l'},
+	    {"state-dir", required_argument, NULL, 's'},
+	    {"config", required_argument, NULL, 'c'},
+	    {"build-dir", required_argument, NULL, 'b'},
+	    {},
+	};
+	static const char *daemons[] = {"containerd-shim", "coordinatord", "routerd"};
+	const char *listen = "127.0.0.1:8787", *state = ".run", *user_conf = NULL;
+	const char *dir = getenv("RUNWARDEN_LIBEXECDIR") ?: PKGLIBEXECDIR;
+	char state_abs[4096], conf_abs[4096] = "", dev_conf[4200], runtime[4200], url[300];
+	pid_t pids[3] = {0};
+	int c, rc = EXIT_CLI;
+
+	optind = 0;
+	while ((c = getopt_long(argc, argv, "l:s:c:b:", opts, NULL)) >= 0) {
+		switch (c) {
+		case 'l': listen = optarg; break;
+		case 's': state = optarg; break;
+		case 'c': user_conf = optarg; break;
+		case 'b': dir = optarg; break;
+		default: return EXIT_USAGE;
+		}
+	}
+	if (optind != argc)
+		return usage_error("up: unexpected argument '%s'", argv[optind]);
+	if (mkdir(state, 0755) < 0 && errno != EEXIST)
+		return error("up: cannot create '%s': %m", state);
+	if (!realpath(state, state_abs))
+		return error("up: '%s': %m", state);
+	if (user_conf && !realpath(user_conf, conf_abs))
+		return error("up: cannot read '%s': %m", user_conf);
+	snprintf(runtime, sizeof(runtime), "%s/runtime", state_abs);
+	if (strlen(runtime) > 80) /* Unix socket paths are limited to 107 bytes */
+		snprintf(runtime, sizeof(runtime), "%s/runwarden-up-%ld",
+			 getenv("XDG_RUNTIME_DIR") ?: "/tmp", (long)getpid());
+	snprintf(dev_conf, sizeof(dev_conf), "%s/dev.conf", state_abs);
+	FILE *f = fopen(dev_conf, "we");
+	if (!f)
+		return error("up: cannot write '%s': %m", dev_conf);
+	fprintf(f,
+		"# Written by runwarden up: the development defaults. --config FILE is layered on "
+		"top.\n"
+		"[runwarden]\nruntime_dir = %s\nstate_dir = %s/state\n\n[routerd]\nlisten = %s\n",
+		runtime, state_abs, listen);
+	fclose(f);
+	if (geteuid() != 0)
+		return error("up: containerd-shim needs root for its sandboxes (run with sudo)");
+
+	for (size_t i = 0; i < 3; i++) {
+		char bin[4400];
+		snprintf(bin, sizeof(bin), "%s/%s", dir, daemons[i]);
+		char *av[] = {bin,	"--config",	  dev_conf, conf_abs[0] ? "--config" : NULL,
+			      conf_abs, "--check-config", NULL};
+		if (!conf_abs[0])
+			av[3] = "--check-config", av[4] = NULL;
+		pid_t p = fork();
+		if (p == 0) {
+			int nul = open("/dev/null", O_WRONLY);
+			dup2(nul, STDOUT_FILENO);
+			execv(bin, av);
+			fprintf(stderr, "runwarden: up: cannot run '%s': %m\n", bin);
+			_exit(127);
+		}
+		int st;
+		waitpid(p, &st, 0);
+		if (!WIFEXITED(st) || WEXITSTATUS(st) != 0)
+			return error("up: %s rejects the configuration", daemons[i]);
+	}
+
+	struct sigaction sa = {.sa_handler = up_signal};
+	sigaction(SIGINT, &sa, NULL);
+	sigaction(SIGTERM, &sa, NULL);
+	signal(SIGPIPE, SIG_IGN);
+	for (size_t i = 0; i < 3; i++) {
+		char bin[4400];
+		snprintf(bin, sizeof(bin), "%s/%s", dir, daemons[i]);
+		char *av[] = {bin,	"--config", dev_conf, conf_abs[0] ? "--config" : NULL,
+			      conf_abs, NULL};
+		pids[i] = fork();
+		if (pids[i] == 0) {
+			signal(SIGINT, SIG_DFL);
+			signal(SIGTERM, SIG_DFL);
+			signal(SIGPIPE, SIG_DFL);
+			execv(bin, av);
+			fprintf(stderr, "runwarden: up: cannot run '%s': %m\n", bin);
+			_exit(127);
+		}
+	}
+	snprintf(url, sizeof(url), "http://%s", listen);
+	Client probe;
+	if (client_init(&probe, url, getenv("RUNWARDEN_TOKEN")) < 0) {
+		error("up: %s", probe.err);
+		goto stop;
+	}
+	bool ready = false;
+	for (int k = 0; k < 200 && !up_stop; k++) {
+		Response r;
+		if (client_request(&probe, "GET", "/healthz", NULL, &r) == 0) {
+			ready = r.status == 200;
+			response_free(&r);
+			if (ready)
+				break;
+		}
+		for (size_t i = 0; i < 3; i++)
+			if (waitpid(pids[i], NULL, WNOHANG) == pids[i]) {
+				pids[i] = 0;
+				error("up: %s failed to start", daemons[i]);
+				goto stop;
+			}
+		usleep(50 * 1000);
+	}
+	if (!ready) {
+		if (!up_stop)
+			error("up: not ready after 10 s");
+		goto stop;
+	}
+	fprintf(stderr, "%s==> runwarden ready on %s (state in %s; Ctrl-C stops)%s\n",
+		BOLD(g.color_err), url, state_abs, RESET(g.color_err));
+	printf("ready: %s\n", url);
+	fflush(stdout);
+	rc = 0;
+	for (;;) {
+		int st;
+		pid_t p = waitpid(-1, &st, 0);
+		if (p < 0 && errno == EINTR) {
+			if (up_stop)
+				break;
+			continue;
+		}
+		for (size_t i = 0; i < 3; i++)
+			if (p == pids[i]) {
+				pids[i] = 0;
+				error("up: %s exited; stopping", daemons[i]);
+				rc = 1;
+			}
+		if (rc || p < 0)
+			break;
+	}
+stop:
+	for (int i = 2; i >= 0; i--)
+		if (pids[i] > 0)
+			kill(pids[i], SIGTERM);
+	for (size_t i = 0; i < 3; i++)
+		if (pids[i] > 0)
+			waitpid(pids[i], NULL, 0);
+	return up_stop && rc == 0 ? 0 : rc;
+}
+
+/* ---------- main ---------- */
+
+static void
+help(void)
+{
+	printf("runwarden — client of the runwarden HTTP API\n\n"
+	       "Usage: runwarden [--url URL] [--json] COMMAND [ARG...]\n\n"
+	       "Commands:\n"
+	       "  run [--thread T] [--harness H] COMMAND...  start a run, stream its output,\n"
+	       "                                exit with its status\n"
+	       "  tail RUN [--thread T] [--from SEQ]   follow a run's events after SEQ\n"
+	       "  ls [--thread T] [--running]          the runs of a thread, newest first\n"
+	       "  show RUN [--thread T]                a run's record\n"
+	       "  cancel RUN [--thread T]              stop a run and its processes\n"
+	       "  snapshot THREAD [LABEL]              snapshot a thread's workspace\n"
+	       "  restore THREAD SNAPSHOT-ID           restore a thread's workspace\n"
+	       "  up [--listen ADDR:PORT] [--state-dir DIR] [--config FILE] [--build-dir DIR]\n"
+	       "                                       run the three daemons in the foreground\n\n"
+	       "Options:\n"
+	       "  -u, --url URL     the server (default $RUNWARDEN_URL or " DEFAULT_URL ")\n"
+	       "  -j, --json        print the server's JSON instead of text\n"
+	       "  -t, --thread T    thread id (default $RUNWARDEN_THREAD or '" DEFAULT_THREAD "')\n"
+	       "  -h, --help        this help\n"
+	       "  -V, --version     the version\n\n"
+	       "RUNWARDEN_TOKEN is sent as 'Authorization: Bearer'. Exit status: the run's for\n"
+	       "run and tail; 125 when the CLI fails (server down, HTTP error); 2 on usage.\n");
+}
+
+int
+main(int argc, char **argv)
+{
+	static const struct option opts[] = {
+	    {"url", required_argument, NULL, 'u'},    {"json", no_argument, NULL, 'j'},
+	    {"thread", required_argument, NULL, 't'}, {"help", no_argument, NULL, 'h'},
+	    {"version", no_argument, NULL, 'V'},      {},
+	};
+	static const struct {
+		const char *name;
+		int (*fn)(int, char **);
+		bool needs_client;
+	} cmds[] = {
+	    {"run", cmd_run, true},	    {"tail", cmd_tail, true},
+	    {"ls", cmd_ls, true},	    {"show", cmd_show, true},
+	    {"cancel", cmd_cancel, true},   {"snapshot", cmd_snapshot, true},
+	    {"restore", cmd_restore, true}, {"up", cmd_up, false},
+	};
+	const char *url = getenv("RUNWARDEN_URL");
+	int c;
+
+	g.thread = getenv("RUNWARDEN_THREAD");
+	if (!g.thread || !*g.thread)
+		g.thread = DEFAULT_THREAD;
+	bool no_color = getenv("NO_COLOR") && *getenv("NO_COLOR");
+	const char *term = getenv("TERM");
+	no_color = no_color || (term && strcmp(term, "dumb") == 0);
+	g.color = !no_color && isatty(STDOUT_FILENO);
+	g.color_err = !no_color && isatty(STDERR_FILENO);
+
+	while ((c = getopt_long(argc, argv, "+u:jt:hV", opts, NULL)) >= 0) {
+		switch (c) {
+		case 'u': url = optarg; break;
+		case 'j': g.json = true; break;
+		case 't': g.thread = optarg; break;
+		case 'h': help(); return 0;
+		case 'V': printf("runwarden %s\n", PACKAGE_VERSION); return 0;
+		default: fprintf(stderr, "Try 'runwarden --help'.\n"); return EXIT_USAGE;
+		}
+	}
+	if (!url || !*url)
+		url = DEFAULT_URL;
+	if (optind >= argc) {
+		help();
+		return EXIT_USAGE;
+	}
+	for (size_t i = 0; i < sizeof(cmds) / sizeof(cmds[0]); i++) {
+		if (strcmp(argv[optind], cmds[i].name) != 0)
+			continue;
+		if (cmds[i].needs_client &&
+		    client_init(&g.client, url, getenv("RUNWARDEN_TOKEN")) < 0)
+			return error("%s", g.client.err);
+		return cmds[i].fn(argc - optind, argv + optind);
+	}
+	return usage_error("unknown command '%s'", argv[optind]);
+}
