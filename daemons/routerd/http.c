@@ -54,6 +54,7 @@ req_reset(HttpRequest *q)
 	}
 	free(q->body);
 	free(q->path);
+	free(q->cors);
 	*q = (HttpRequest){0};
 }
 
@@ -406,11 +407,11 @@ http_respond(HttpConn *c, int status, const char *content_type, const char *body
 	if (r >= 0 && content_type)
 		r = evbuffer_add_printf(out, "Content-Type: %s\r\n", content_type);
 	if (r >= 0)
-		r = evbuffer_add_printf(out, "Content-Length: %zu\r\n%s%s\r\n", len,
+		r = evbuffer_add_printf(out, "Content-Length: %zu\r\n%s%s%s\r\n", len,
 					close		     ? "Connection: close\r\n"
 					: q->http_minor == 0 ? "Connection: keep-alive\r\n"
 							     : "",
-					extra_headers ? extra_headers : "");
+					q->cors ? q->cors : "", extra_headers ? extra_headers : "");
 	if (r >= 0 && len > 0)
 		r = evbuffer_add(out, body, len);
 	log_request(c, status);
@@ -479,12 +480,12 @@ http_respond_405(HttpConn *c, const char *allow)
 }
 
 void
-http_conn_upgraded(HttpConn *c)
+http_conn_upgraded(HttpConn *c, int status, HttpConnState state)
 {
-	log_request(c, 101);
+	log_request(c, status);
 	req_reset(&c->req);
 	c->busy = false;
-	c->state = CONN_WS;
+	c->state = state;
 }
 
 /* A parse failure: the stream cannot be trusted any more, answer and close. */
@@ -588,6 +589,7 @@ read_cb(struct bufferevent *bev, void *arg)
 	switch (c->state) {
 	case CONN_HTTP: conn_process(c); break;
 	case CONN_WS: ws_on_read(c); break;
+	case CONN_SSE: evbuffer_drain(bufferevent_get_input(bev), SIZE_MAX); break;
 	case CONN_CLOSING: evbuffer_drain(bufferevent_get_input(bev), SIZE_MAX); break;
 	case CONN_DEAD: break;
 	}
@@ -600,7 +602,7 @@ write_cb(struct bufferevent *bev, void *arg)
 
 	if (c->state == CONN_CLOSING && evbuffer_get_length(bufferevent_get_output(bev)) == 0)
 		conn_half_close(c);
-	else if (c->state == CONN_WS)
+	else if (c->state == CONN_WS || c->state == CONN_SSE)
 		ws_on_drained(c);
 	else if (c->state == CONN_HTTP && !c->busy) {
 		bufferevent_enable(bev, EV_READ);

@@ -189,6 +189,8 @@ router_stop(Router *r)
 	for (HttpConn *c = r->conns; c; c = c->next) {
 		if (c->state == CONN_WS)
 			ws_close(c, 1001, "server shutting down");
+		else if (c->state == CONN_SSE)
+			sse_close(c, 1001, "server shutting down");
 		else
 			http_conn_abort(c);
 	}

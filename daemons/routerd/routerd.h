@@ -90,7 +90,6 @@ struct Router {
 	uint64_t http_responses[6]; /* by status class: [2] = 2xx … */
 	uint64_t ws_drops[_WS_DROP_MAX];
 	size_t n_tails;
-	size_t n_sse;
 };
 
 /* ---- router.c ---- */
@@ -178,11 +177,13 @@ typedef struct HttpRequest {
 	usec_t started;
 	/* filled by routes.c */
 	char *path; /* the URL path, not decoded, for logs */
+	char *cors; /* Access-Control-* header lines for an allowed Origin, or NULL */
 } HttpRequest;
 
 typedef enum HttpConnState {
 	CONN_HTTP,    /* parsing and answering requests */
 	CONN_WS,      /* upgraded: a WebSocket tail */
+	CONN_SSE,     /* a Server-Sent Events tail: output only */
 	CONN_CLOSING, /* flushing output, then lingering close */
 	CONN_DEAD,    /* I/O disabled, freed on the next loop turn */
 } HttpConnState;
@@ -211,6 +212,7 @@ struct HttpConn {
 	bool ws_io_failed; /* the send callback failed (not a protocol error) */
 	WsDrop ws_drop;	   /* set when routerd decides to end the session */
 	Tail *tail;
+	bool ws_ping_outstanding; /* a server ping is unanswered */
 	struct StreamStart *stream_start; /* routes.c: a tail waiting for RUN_GET */
 };
 
@@ -240,9 +242,10 @@ void http_conn_close(HttpConn *c);
 const char *http_header(const HttpConn *c, const char *name);
 /* true when the comma-separated header list contains token (case-insensitive). */
 bool http_header_has_token(const HttpConn *c, const char *name, const char *token);
-/* Switch c to WebSocket after a 101 was queued: the request ends without a
- * response line being logged as an error, parsing stops for good. */
-void http_conn_upgraded(HttpConn *c);
+/* Switch c to a streaming state (CONN_WS after a 101, CONN_SSE after the
+ * 200 head) once its response head was queued: the request is logged with
+ * status, parsing stops for good. */
+void http_conn_upgraded(HttpConn *c, int status, HttpConnState state);
 
 /* ---- routes.c ---- */
 
@@ -271,6 +274,18 @@ void ws_on_read(HttpConn *c);
 void ws_on_drained(HttpConn *c);
 /* Free the wslay session and the ping timer. */
 void ws_done(HttpConn *c);
+
+/* ---- sse.c ---- */
+
+/* The request asks for text/event-stream. */
+bool sse_wanted(const HttpConn *c);
+/* Queue the 200 head of an event stream and switch c to CONN_SSE. */
+int sse_accept(HttpConn *c);
+/* One event: `id:` when id >= 0, `event:` when event, text as data lines. */
+int sse_send(HttpConn *c, int64_t id, const char *event, const char *text, size_t len);
+/* End the stream: an `event: error` for code != 1000, then close (abort
+ * for 1008: the reader is too slow to flush to). */
+void sse_close(HttpConn *c, uint16_t code, const char *reason);
 
 /* ---- tail.c ---- */
 

@@ -425,6 +425,7 @@ typedef struct StreamStart {
 	char *run_id;
 	char *thread_id;
 	int64_t last_seq;
+	bool sse;
 } StreamStart;
 
 static StreamStart *
@@ -474,11 +475,20 @@ route_run_stream(HttpConn *c, Route *rt)
 		http_respond_error(c, 400, "bad_request", "lastSeq must be an integer >= -1");
 		return;
 	}
-	if (!http_header(c, "Upgrade")) {
-		http_respond_error(c, 426, "upgrade_required", "expected websocket upgrade");
+	bool sse = !http_header(c, "Upgrade") && sse_wanted(c);
+	/* An EventSource reconnecting sends the id of the last event it got;
+	 * it is newer than the lastSeq of the URL it reuses. */
+	const char *leid = sse ? http_header(c, "Last-Event-ID") : NULL;
+	if (leid && *leid && !parse_last_seq(leid, &last_seq)) {
+		http_respond_error(c, 400, "bad_request", "Last-Event-ID must be an integer >= -1");
 		return;
 	}
-	if (ws_check_handshake(c, &msg) < 0) {
+	if (!sse && !http_header(c, "Upgrade")) {
+		http_respond_error(c, 426, "upgrade_required",
+				   "expected a websocket upgrade or Accept: text/event-stream");
+		return;
+	}
+	if (!sse && ws_check_handshake(c, &msg) < 0) {
 		http_respond_error_close(c, 400, "bad_request", msg);
 		return;
 	}
@@ -494,6 +504,7 @@ route_run_stream(HttpConn *c, Route *rt)
 		return;
 	}
 	s->last_seq = last_seq;
+	s->sse = sse;
 	if (send_run_get(c, rt->seg[1], thread_id, stream_get_reply) < 0) {
 		stream_start_free(s);
 		respond_unavailable(c);
@@ -527,7 +538,8 @@ stream_get_reply(Peer *p, int err, const msgpack_object *body, void *userdata)
 		http_respond_error(c, 500, "internal", "internal error");
 		return;
 	}
-	r = ws_accept(c);
+	bool sse = s->sse;
+	r = sse ? sse_accept(c) : ws_accept(c);
 	if (r < 0) {
 		stream_start_free(s);
 		http_respond_error(c, 500, "internal", "internal error");
@@ -536,11 +548,16 @@ stream_get_reply(Peer *p, int err, const msgpack_object *body, void *userdata)
 	r = tail_new(c, s->run_id, s->thread_id, s->last_seq, rec_text, &c->tail);
 	stream_start_free(s);
 	if (r < 0) {
-		ws_close(c, 1011, r == -ECONNRESET ? "coordinator unavailable" : "internal error");
+		const char *why = r == -ECONNRESET ? "coordinator unavailable" : "internal error";
+		if (sse)
+			sse_close(c, 1011, why);
+		else
+			ws_close(c, 1011, why);
 		return;
 	}
 	/* Frames the client sent right behind its handshake. */
-	ws_on_read(c);
+	if (!sse)
+		ws_on_read(c);
 }
 
 /* ---- POST /runs/{runId}/cancel ---- */

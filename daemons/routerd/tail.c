@@ -72,6 +72,24 @@ tail_update_record(Tail *t, const TailRecord *rec)
 	t->head = MAX(t->head, rec->last_seq);
 }
 
+/* The transport: WebSocket text frames or SSE events. seq < 0: the status. */
+static int
+tail_send(Tail *t, int64_t seq, const char *msg, size_t len)
+{
+	if (t->conn->state == CONN_SSE)
+		return sse_send(t->conn, seq, seq < 0 ? "status" : NULL, msg, len);
+	return ws_send_text(t->conn, msg, len);
+}
+
+static void
+tail_close(Tail *t, uint16_t code, const char *reason)
+{
+	if (t->conn->state == CONN_SSE)
+		sse_close(t->conn, code, reason);
+	else
+		ws_close(t->conn, code, reason);
+}
+
 static size_t
 tail_low_water(const Tail *t)
 {
@@ -92,7 +110,7 @@ tail_send_event(Tail *t, int64_t seq, const char *chunk, size_t len)
 	memcpy(msg, prefix, (size_t)n);
 	memcpy(msg + n, chunk, len);
 	msg[(size_t)n + len] = '}';
-	return ws_send_text(t->conn, msg, (size_t)n + len + 1);
+	return tail_send(t, seq, msg, (size_t)n + len + 1);
 }
 
 /* Deliver events[] (seqs first_seq, first_seq+1, …) past the cursor. Returns
@@ -149,11 +167,11 @@ tail_finish(Tail *t)
 	memcpy(msg, pre, STRLEN(pre));
 	memcpy(msg + STRLEN(pre), t->record, rl);
 	memcpy(msg + STRLEN(pre) + rl, "}", 2);
-	if (ws_send_text(t->conn, msg, STRLEN(pre) + rl + 1) < 0) {
+	if (tail_send(t, -1, msg, STRLEN(pre) + rl + 1) < 0) {
 		tail_fail(t, 1011, "internal error");
 		return;
 	}
-	ws_close(t->conn, 1000, "run complete");
+	tail_close(t, 1000, "run complete");
 }
 
 void
@@ -162,7 +180,7 @@ tail_fail(Tail *t, uint16_t code, const char *reason)
 	if (t->finished)
 		return;
 	t->finished = true;
-	ws_close(t->conn, code, reason);
+	tail_close(t, code, reason);
 }
 
 static void

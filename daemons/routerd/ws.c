@@ -119,8 +119,13 @@ static void
 ws_msg_cb(wslay_event_context_ptr ctx, const struct wslay_event_on_msg_recv_arg *arg,
 	  void *userdata)
 {
+	HttpConn *c = userdata;
+
 	/* Client data messages are ignored (the API allows them as nudges);
-	 * pings and close frames are answered by wslay. */
+	 * pings and close frames are answered by wslay. Any pong answers our
+	 * ping (RFC 6455 §5.5.3 allows an unsolicited one as a heartbeat). */
+	if (arg->opcode == WSLAY_PONG)
+		c->ws_ping_outstanding = false;
 }
 
 /* wslay echoes a close frame with a 1-byte payload as an empty close; RFC
@@ -192,8 +197,17 @@ ws_ping_cb(evutil_socket_t fd, short what, void *arg)
 
 	if (c->state != CONN_WS || c->ws_close_queued)
 		return;
-	if (wslay_event_queue_msg(c->ws, &m) == 0)
+	if (c->ws_ping_outstanding) {
+		/* A whole interval without the pong: the peer or the path is gone. */
+		log_debug("%s: no pong within the ping interval, closing", c->addr);
+		c->ws_drop = WS_DROP_PING;
+		ws_close(c, 1011, "pong timeout");
+		return;
+	}
+	if (wslay_event_queue_msg(c->ws, &m) == 0) {
+		c->ws_ping_outstanding = true;
 		ws_flush(c);
+	}
 }
 
 int
@@ -225,7 +239,7 @@ ws_accept(HttpConn *c)
 				"Sec-WebSocket-Accept: %s\r\n\r\n",
 				accept) < 0)
 		return -ENOMEM;
-	http_conn_upgraded(c);
+	http_conn_upgraded(c, 101, CONN_WS);
 	if (c->ping_timer)
 		event_add(c->ping_timer, timeval_from_usec(&tv, (usec_t)conf->ws_ping_interval_ms *
 								    USEC_PER_MSEC));

@@ -1,0 +1,137 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * sse.c — the Server-Sent Events transport of a tail (API.md extension): the
+ * same stream route with `Accept: text/event-stream`.
+ *
+ * The response has no Content-Length and `Connection: close`: the body ends
+ * when routerd closes the connection (a close-delimited HTTP/1.1 body, which
+ * every EventSource accepts, and no chunked framing to get wrong). Each event
+ * is `id: <seq>` plus `data:` lines; the end is `event: status`, a failure
+ * `event: error` — then the connection is closed. A comment line (`: ping`)
+ * every ws_ping_interval_ms keeps proxies from timing the stream out.
+ * Flow control is the tail's: the bufferevent output is the queue.
+ */
+#include "config.h"
+
+#include "routerd.h"
+
+#include <errno.h>
+#include <inttypes.h>
+#include <stdio.h>
+#include <string.h>
+
+#include <event2/buffer.h>
+#include <event2/bufferevent.h>
+#include <event2/event.h>
+
+#include "log.h"
+#include "macro.h"
+
+bool
+sse_wanted(const HttpConn *c)
+{
+	return http_header_has_token(c, "Accept", "text/event-stream") ||
+	       /* "text/event-stream;q=1" and friends */
+	       (http_header(c, "Accept") && strstr(http_header(c, "Accept"), "text/event-stream"));
+}
+
+static void
+sse_ping_cb(evutil_socket_t fd, short what, void *arg)
+{
+	HttpConn *c = arg;
+
+	if (c->state != CONN_SSE)
+		return;
+	evbuffer_add(bufferevent_get_output(c->bev), ": ping\n\n", 8);
+}
+
+int
+sse_accept(HttpConn *c)
+{
+	const RouterConf *conf = c->router->conf;
+	struct timeval tv;
+
+	if (conf->ws_ping_interval_ms > 0) {
+		c->ping_timer = event_new(c->router->base, -1, EV_PERSIST, sse_ping_cb, c);
+		if (!c->ping_timer)
+			return -ENOMEM;
+	}
+	if (evbuffer_add_printf(bufferevent_get_output(c->bev),
+				"HTTP/1.1 200 OK\r\n"
+				"Content-Type: text/event-stream; charset=utf-8\r\n"
+				"Cache-Control: no-cache\r\n"
+				"X-Accel-Buffering: no\r\n"
+				"%s"
+				"Connection: close\r\n\r\n"
+				/* the reconnection delay an EventSource uses */
+				"retry: 1000\n\n",
+				c->req.cors ? c->req.cors : "") < 0)
+		return -ENOMEM;
+	http_conn_upgraded(c, 200, CONN_SSE);
+	if (c->ping_timer)
+		event_add(c->ping_timer, timeval_from_usec(&tv, (usec_t)conf->ws_ping_interval_ms *
+								    USEC_PER_MSEC));
+	timeval_from_usec(&tv, (usec_t)conf->idle_timeout_ms * USEC_PER_MSEC);
+	bufferevent_set_timeouts(c->bev, NULL, &tv);
+	bufferevent_setwatermark(c->bev, EV_WRITE, (size_t)conf->ws_max_queue / 4, 0);
+	bufferevent_enable(c->bev, EV_READ | EV_WRITE);
+	return 0;
+}
+
+/* `data:` lines for text: one per line of it (a JSON text has no raw newline
+ * unless its producer pretty-printed it; split anyway, the client joins the
+ * lines with "\n" again). */
+static int
+sse_add_data(struct evbuffer *out, const char *text, size_t len)
+{
+	size_t i = 0;
+
+	do {
+		const char *nl = memchr(text + i, '\n', len - i);
+		size_t n = nl ? (size_t)(nl - (text + i)) : len - i;
+		if (n > 0 && text[i + n - 1] == '\r')
+			n--; /* CR is a line end to SSE as well */
+		if (evbuffer_add(out, "data: ", 6) < 0 || evbuffer_add(out, text + i, n) < 0 ||
+		    evbuffer_add(out, "\n", 1) < 0)
+			return -ENOMEM;
+		i += (nl ? (size_t)(nl - (text + i)) + 1 : len - i);
+	} while (i < len);
+	return evbuffer_add(out, "\n", 1) < 0 ? -ENOMEM : 0;
+}
+
+int
+sse_send(HttpConn *c, int64_t id, const char *event, const char *text, size_t len)
+{
+	struct evbuffer *out = bufferevent_get_output(c->bev);
+
+	if (c->state != CONN_SSE)
+		return -ECONNRESET;
+	if (id >= 0 && evbuffer_add_printf(out, "id: %" PRId64 "\n", id) < 0)
+		return -ENOMEM;
+	if (event && evbuffer_add_printf(out, "event: %s\n", event) < 0)
+		return -ENOMEM;
+	return sse_add_data(out, text, len);
+}
+
+void
+sse_close(HttpConn *c, uint16_t code, const char *reason)
+{
+	if (c->tail)
+		c->tail->finished = true;
+	if (c->state != CONN_SSE)
+		return;
+	if (code == 1008) {
+		/* over its queue: flushing would wait for the slow reader */
+		http_conn_abort(c);
+		return;
+	}
+	if (code != 1000) {
+		json_auto_t *j = json_pack("{s:s, s:s}", "error", reason ? reason : "error", "code",
+					   code == 1001 ? "shutting_down" : "stream_failed");
+		_cleanup_free_ char *s = j ? json_dumps(j, JSON_COMPACT) : NULL;
+		if (s)
+			(void)sse_send(c, -1, "error", s, strlen(s));
+	}
+	c->state = CONN_HTTP; /* http_conn_close moves on from a serving state */
+	http_conn_close(c);
+}
