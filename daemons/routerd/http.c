@@ -87,8 +87,15 @@ static int
 on_message_begin(http_parser *p)
 {
 	HttpConn *c = p->data;
+	struct timeval tv;
+
 	req_reset(&c->req);
 	c->req.started = now_usec();
+	/* The idle timeout restarts with every byte; this one bounds the whole
+	 * head, so a client trickling a header a byte at a time is cut off. */
+	evtimer_add(c->head_timer,
+		    timeval_from_usec(&tv, (usec_t)c->router->conf->header_timeout_ms *
+					       USEC_PER_MSEC));
 	return 0;
 }
 
@@ -177,6 +184,7 @@ on_headers_complete(http_parser *p)
 	size_t n_host = 0, n_te = 0;
 
 	c->in_body = true;
+	evtimer_del(c->head_timer);
 	if (p->http_major != 1)
 		return fail_400(c, 505, "only HTTP/1.0 and HTTP/1.1 are served");
 	for (size_t i = 0; i < q->n_headers; i++) {
@@ -314,6 +322,18 @@ conn_timer_cb(evutil_socket_t fd, short what, void *arg)
 }
 
 static void
+head_timer_cb(evutil_socket_t fd, short what, void *arg)
+{
+	HttpConn *c = arg;
+
+	if (c->state != CONN_HTTP || c->busy || c->in_body)
+		return;
+	log_debug("%s: request head not complete in time", c->addr);
+	c->busy = true;
+	http_respond_error_close(c, 408, "request_timeout", "request head not received in time");
+}
+
+static void
 conn_arm_timer(HttpConn *c, usec_t usec)
 {
 	struct timeval tv;
@@ -384,6 +404,7 @@ static const char *
 status_reason(int status)
 {
 	switch (status) {
+	case 408: return "Request Timeout";
 	case 413: return "Content Too Large";
 	case 426: return "Upgrade Required";
 	case 431: return "Request Header Fields Too Large";
@@ -649,10 +670,15 @@ http_conn_new(Router *r, int fd, const struct sockaddr *sa, int salen)
 		snprintf(c->addr, sizeof(c->addr), "client");
 	(void)setsockopt(sfd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof(one));
 	c->timer = evtimer_new(r->base, conn_timer_cb, c);
-	c->bev = c->timer ? bufferevent_socket_new(r->base, sfd, BEV_OPT_CLOSE_ON_FREE) : NULL;
+	c->head_timer = evtimer_new(r->base, head_timer_cb, c);
+	c->bev = c->timer && c->head_timer
+		     ? bufferevent_socket_new(r->base, sfd, BEV_OPT_CLOSE_ON_FREE)
+		     : NULL;
 	if (!c->bev) {
 		if (c->timer)
 			event_free(c->timer);
+		if (c->head_timer)
+			event_free(c->head_timer);
 		free(c);
 		return -ENOMEM;
 	}
@@ -678,6 +704,8 @@ http_conn_free(HttpConn *c)
 	ws_done(c);
 	if (c->timer)
 		event_free(c->timer);
+	if (c->head_timer)
+		event_free(c->head_timer);
 	if (c->bev)
 		bufferevent_free(c->bev);
 	req_reset(&c->req);

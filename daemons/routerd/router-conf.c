@@ -5,7 +5,12 @@
 
 #include <errno.h>
 #include <event2/util.h>
+#include <netinet/in.h>
+#include <openssl/evp.h>
 #include <stddef.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
 #include <sys/socket.h>
 
 #include "log.h"
@@ -40,8 +45,92 @@ const ConfItem router_conf_items[] = {
      0, 3600000, "ping interval on WebSocket tails; 0 disables server pings"},
     {"routerd", "tail_read_batch", CONF_INT, offsetof(RouterConf, tail_read_batch), "256", 1, 4096,
      "most events a tail asks coordinatord for in one RUN_READ"},
+    {"routerd", "header_timeout_ms", CONF_INT, offsetof(RouterConf, header_timeout_ms), "20000",
+     100, 3600000,
+     "a request line and headers not complete this long after their first byte get 408 and "
+     "the connection is closed (slowloris)"},
+    {"routerd", "tokens_file", CONF_STR, offsetof(RouterConf, tokens_file), "", 0, 0,
+     "file of bearer tokens, one a line ('#' comments); when set every route but /healthz "
+     "needs 'Authorization: Bearer <token>'; empty = no auth, which only a loopback listen "
+     "address allows"},
+    {"routerd", "cors_origins", CONF_STR, offsetof(RouterConf, cors_origins), "", 0, 0,
+     "origins (scheme://host:port, space-separated, or *) whose browser pages may call the "
+     "API cross-origin; empty = none"},
 };
 const size_t router_conf_n_items = ELEMENTSOF(router_conf_items);
+
+bool
+router_conf_listen_is_loopback(const RouterConf *c)
+{
+	struct sockaddr_storage ss;
+	int len = sizeof(ss);
+
+	if (!c->listen || evutil_parse_sockaddr_port(c->listen, (struct sockaddr *)&ss, &len) < 0)
+		return false;
+	if (ss.ss_family == AF_INET)
+		return (ntohl(((struct sockaddr_in *)&ss)->sin_addr.s_addr) >> 24) == 127;
+	if (ss.ss_family == AF_INET6) {
+		const struct in6_addr *a6 = &((struct sockaddr_in6 *)&ss)->sin6_addr;
+		if (IN6_IS_ADDR_LOOPBACK(a6))
+			return true;
+		return IN6_IS_ADDR_V4MAPPED(a6) && a6->s6_addr[12] == 127;
+	}
+	return false;
+}
+
+static void
+fclosep(FILE **f)
+{
+	if (*f)
+		fclose(*f);
+}
+
+/* Read the tokens file: one token a line, blank lines and '#' comments
+ * skipped, surrounding whitespace trimmed. Only SHA-256 digests are kept, so
+ * the comparison works on equal-length values and no token stays in memory.
+ * Never logs a token. */
+static int
+tokens_load(RouterConf *c)
+{
+	_cleanup_(fclosep) FILE *f = NULL;
+	_cleanup_free_ char *line = NULL;
+	size_t cap = 0, lineno = 0;
+	ssize_t n;
+
+	f = fopen(c->tokens_file, "re");
+	if (!f)
+		return log_error_errno(errno, "routerd.tokens_file: cannot read '%s': %m",
+				       c->tokens_file);
+	while ((n = getline(&line, &cap, f)) >= 0) {
+		char *t = line, *e = line + n;
+		lineno++;
+		while (t < e && strchr(" \t\r\n", *t))
+			t++;
+		while (e > t && strchr(" \t\r\n", e[-1]))
+			e--;
+		if (t == e || *t == '#')
+			continue;
+		for (char *p = t; p < e; p++)
+			if ((unsigned char)*p <= 0x20 || *p == 0x7f)
+				return log_error_errno(SYNTHETIC_ERRNO(EINVAL),
+						       "%s:%zu: a token must be one word of "
+						       "printable characters",
+						       c->tokens_file, lineno);
+		void *p = reallocarray(c->token_digests, c->n_tokens + 1, 32);
+		if (!p)
+			return log_error_errno(SYNTHETIC_ERRNO(ENOMEM), "Out of memory");
+		c->token_digests = p;
+		if (EVP_Digest(t, (size_t)(e - t), c->token_digests[c->n_tokens], NULL, EVP_sha256(),
+			       NULL) != 1)
+			return log_error_errno(SYNTHETIC_ERRNO(EIO), "SHA-256 failed");
+		c->n_tokens++;
+		OPENSSL_cleanse(t, (size_t)(e - t));
+	}
+	if (c->n_tokens == 0)
+		return log_error_errno(SYNTHETIC_ERRNO(EINVAL),
+				       "routerd.tokens_file: '%s' holds no token", c->tokens_file);
+	return 0;
+}
 
 int
 router_conf_load(const DaemonArgs *a, RouterConf *c)
@@ -61,6 +150,15 @@ router_conf_load(const DaemonArgs *a, RouterConf *c)
 	if (c->shared.runtime_dir == NULL || c->shared.runtime_dir[0] != '/')
 		return log_error_errno(SYNTHETIC_ERRNO(EINVAL),
 				       "runwarden.runtime_dir must be an absolute path");
+	if (c->tokens_file && *c->tokens_file) {
+		r = tokens_load(c);
+		if (r < 0)
+			return r;
+	} else if (!router_conf_listen_is_loopback(c))
+		return log_error_errno(SYNTHETIC_ERRNO(EPERM),
+				       "routerd.listen: refusing to serve %s without authentication: "
+				       "set routerd.tokens_file, or listen on a loopback address",
+				       c->listen);
 	return 0;
 }
 
@@ -68,4 +166,7 @@ void
 router_conf_done(RouterConf *c)
 {
 	conf_free_strings(router_conf_items, router_conf_n_items, c);
+	free(c->token_digests);
+	c->token_digests = NULL;
+	c->n_tokens = 0;
 }

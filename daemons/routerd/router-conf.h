@@ -12,6 +12,7 @@
  */
 #pragma once
 
+#include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
 
@@ -30,6 +31,13 @@ typedef struct RouterConf {
 	int64_t ws_max_queue;	     /* per-tail unsent output cap → close 1008 */
 	int64_t ws_ping_interval_ms; /* server pings on WebSockets; 0 = off */
 	int64_t tail_read_batch;     /* max events per RUN_READ */
+	int64_t header_timeout_ms;   /* whole request head must arrive within → 408 */
+	char *tokens_file;	     /* bearer tokens, one a line; "" = no auth */
+	char *cors_origins;	     /* origins allowed cross-origin ("*" = any); "" = none */
+
+	/* derived by router_conf_load() */
+	uint8_t (*token_digests)[32]; /* SHA-256 of each token */
+	size_t n_tokens;
 } RouterConf;
 
 extern const ConfItem router_conf_items[];
@@ -39,6 +47,9 @@ extern const size_t router_conf_n_items;
  * Logs what is wrong; returns 0 or a negative errno. On failure the strings
  * already parsed stay in *c: call router_conf_done() either way. */
 int router_conf_load(const DaemonArgs *a, RouterConf *c);
+
+/* Whether the listen address is a loopback one (127.0.0.0/8, ::1). */
+bool router_conf_listen_is_loopback(const RouterConf *c);
 
 /* Free the strings of c (NULL-safe fields). */
 void router_conf_done(RouterConf *c);

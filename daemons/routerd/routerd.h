@@ -205,6 +205,7 @@ struct HttpConn {
 	bool line_start;      /* ... was LF: the next byte starts a head line */
 	bool half_closed;    /* CONN_CLOSING: FIN sent, waiting for the client's */
 	struct event *timer; /* linger / deferred free / ws close deadline */
+	struct event *head_timer; /* header_timeout_ms of the request being read */
 	/* WebSocket (ws.c, tail.c) */
 	struct wslay_event_context *ws;
 	struct event *ping_timer;

@@ -22,6 +22,10 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include <openssl/crypto.h>
+#include <openssl/evp.h>
+#include <strings.h>
+
 #include "json-util.h"
 #include "log.h"
 #include "macro.h"
@@ -913,6 +917,79 @@ routes_free_pending(HttpConn *c)
 	c->stream_start = stream_start_free(c->stream_start);
 }
 
+/* ---- auth and CORS ---- */
+
+/* The bearer token of the request: the Authorization header, or for the
+ * stream route (browsers' WebSocket and EventSource cannot set headers) the
+ * RFC 6750 access_token query parameter. Compared as SHA-256 digests with
+ * CRYPTO_memcmp against every configured token, so neither the length nor
+ * the content of a token leaks through timing. Tokens are never logged. */
+static bool
+auth_ok(HttpConn *c, const Route *rt, bool stream)
+{
+	const RouterConf *conf = c->router->conf;
+	const char *h = http_header(c, "Authorization");
+	_cleanup_free_ char *qt = NULL;
+	const char *tok = NULL;
+	unsigned char d[32];
+	int ok = 0;
+
+	if (conf->n_tokens == 0)
+		return true;
+	if (h && strncasecmp(h, "Bearer ", 7) == 0) {
+		tok = h + 7;
+		tok += strspn(tok, " ");
+	} else if (!h && stream && route_query(rt, "access_token", &qt) == 0 && qt)
+		tok = qt;
+	if (!tok || !*tok)
+		return false;
+	if (EVP_Digest(tok, strlen(tok), d, NULL, EVP_sha256(), NULL) != 1)
+		return false;
+	for (size_t i = 0; i < conf->n_tokens; i++)
+		ok |= CRYPTO_memcmp(d, conf->token_digests[i], sizeof(d)) == 0;
+	OPENSSL_cleanse(d, sizeof(d));
+	return ok;
+}
+
+/* Access-Control-Allow-Origin for an Origin listed in cors_origins (or any,
+ * with "*"): kept on the request, added to every response head. */
+static void
+cors_prepare(HttpConn *c)
+{
+	const char *list = c->router->conf->cors_origins;
+	const char *origin = http_header(c, "Origin");
+	size_t ol;
+
+	if (!list || !*list || !origin || !*origin || !string_printable(origin))
+		return;
+	ol = strlen(origin);
+	for (const char *s = list; *s;) {
+		s += strspn(s, " ,");
+		size_t n = strcspn(s, " ,");
+		if ((n == 1 && *s == '*') || (n == ol && memcmp(s, origin, n) == 0)) {
+			if (asprintf(&c->req.cors,
+				     "Access-Control-Allow-Origin: %s\r\nVary: Origin\r\n",
+				     origin) < 0)
+				c->req.cors = NULL;
+			return;
+		}
+		s += n;
+	}
+}
+
+static void
+route_options(HttpConn *c)
+{
+	static const char hdr[] = "Allow: GET, POST, OPTIONS\r\n"
+				  "Access-Control-Allow-Methods: GET, POST, OPTIONS\r\n"
+				  "Access-Control-Allow-Headers: Authorization, Content-Type, "
+				  "Idempotency-Key, Last-Event-ID\r\n"
+				  "Access-Control-Max-Age: 600\r\n";
+	/* without an allowed Origin the CORS lines are inert: the browser
+	 * refuses the actual request for lack of Allow-Origin */
+	http_respond(c, 204, NULL, NULL, 0, hdr, false);
+}
+
 /* ---- dispatch ---- */
 
 void
@@ -935,7 +1012,24 @@ routes_dispatch(HttpConn *c)
 			http_respond_error(c, 400, "bad_request", "malformed request target");
 		return;
 	}
-	if (rt.n_seg == 1 && streq(rt.seg[0], "healthz")) {
+	cors_prepare(c);
+	if (m == HTTP_OPTIONS) {
+		route_options(c);
+		return;
+	}
+	bool bridge = rt.n_seg >= 1 && (streq(rt.seg[0], "_bridge") || streq(rt.seg[0], "tool-exec"));
+	bool healthz = rt.n_seg == 1 && streq(rt.seg[0], "healthz");
+	bool stream = rt.n_seg == 3 && streq(rt.seg[0], "runs") && streq(rt.seg[2], "stream");
+	/* /_bridge and /tool-exec carry a per-run token of their own */
+	if (!healthz && !bridge && !auth_ok(c, &rt, stream)) {
+		http_respond(c, 401, "application/json; charset=utf-8",
+			     "{\"error\":\"missing or invalid bearer token\",\"code\":\"unauthorized\"}",
+			     STRLEN("{\"error\":\"missing or invalid bearer token\",\"code\":"
+				    "\"unauthorized\"}"),
+			     "WWW-Authenticate: Bearer realm=\"runwarden\"\r\n", false);
+		return;
+	}
+	if (healthz) {
 		if (m == HTTP_GET)
 			route_healthz(c, &rt);
 		else
