@@ -62,7 +62,9 @@ op_new(const char *run_id, json_t *chunk, const char *status, json_t *fields, js
 	}
 	memcpy(op->run_id, run_id, RUN_ID_LEN + 1);
 	if (chunk) {
-		json_object_set_new(chunk, "timestamp", json_integer(now_epoch_ms()));
+		/* chunks runwarden makes get the time; a client's chunk keeps its own */
+		if (!json_object_get(chunk, "timestamp"))
+			json_object_set_new(chunk, "timestamp", json_integer(now_epoch_ms()));
 		op->text = json_dump_compact(chunk);
 		json_decref(chunk);
 		if (!op->text) {
@@ -143,6 +145,25 @@ run_fail(Run *run, const char *message, const char *code)
 	if (run->state != RUN_DONE)
 		log_ctx(LOG_WARNING, &run->log, "Run failed: %s (%s)", message, code);
 	run_end(run, chunk, "failed", fields);
+}
+
+void
+op_queue_client_text(Coordinator *c, Client *cl, uint64_t req_id, const char *run_id,
+		     const char *text)
+{
+	Op *op = op_new(run_id, NULL, NULL, NULL, NULL);
+	if (op && !(op->text = strdup(text))) {
+		op_free(op);
+		op = NULL;
+	}
+	if (!op) {
+		peer_reply_error(cl->peer, req_id, -ENOMEM, NULL);
+		return;
+	}
+	op->len = strlen(op->text);
+	op->client = cl;
+	op->req_id = req_id;
+	enqueue(c, op);
 }
 
 void

@@ -574,8 +574,10 @@ handle_run_append(Peer *p, const Frame *f, void *ud)
 		} else if (strlen(run_id) != RUN_ID_LEN) {
 			json_decref(j);
 			ret = -ENOENT;
-		} else
-			op_queue_client(cl->c, cl, f->req_id, run_id, j, NULL, NULL);
+		} else {
+			json_decref(j);
+			op_queue_client_text(cl->c, cl, f->req_id, run_id, chunk);
+		}
 	}
 	mp_reader_done(&r);
 	return ret;

@@ -148,6 +148,9 @@ void run_save_drive(Run *run, json_t *drive);
 /* A client's RUN_APPEND / RUN_FINISH: acknowledged after the commit. */
 void op_queue_client(Coordinator *c, Client *cl, uint64_t req_id, const char *run_id,
 		     json_t *chunk, const char *status, json_t *fields);
+/* A client's RUN_APPEND: the chunk text is stored exactly as the client sent it. */
+void op_queue_client_text(Coordinator *c, Client *cl, uint64_t req_id, const char *run_id,
+			  const char *text);
 /* A client went away: its queued acknowledgements are dropped. */
 void commit_forget_client(Coordinator *c, Client *cl);
 /* Write everything queued now (before a watchdog decision, at shutdown). */
