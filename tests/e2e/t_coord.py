@@ -55,15 +55,7 @@ def test_cancel_kills_and_aborts(s):
     assert host_procs("sleep 60.123"), "the command never started"
     t0 = time.time()
     st, rec = s.http("POST", f"/runs/{run}/cancel?threadId=t-cancel")
-    if st in (404, 501):
-        # routerd without the route yet: cancel through the protocol directly
-        c = ipc(s)
-        body = c.call("RUN_CANCEL", {"run_id": run, "thread_id": "t-cancel"})
-        c.close()
-        import json
-        rec = json.loads(body["record"])
-    else:
-        assert st == 202, (st, rec)
+    assert st == 202, (st, rec)
     assert rec["status"] == "aborted" and rec.get("cancelRequested") is True, rec
     assert time.time() - t0 < 1.0
     assert not host_procs("sleep 60.123"), "cancel left the process alive"
@@ -108,6 +100,11 @@ def test_thread_listing_newest_first_and_running_filter(s):
     assert [r["runId"] for r in running] == [b]
     assert c.call("THREAD_RUNS", {"thread_id": "t-none"})["records"] == []
     c.close()
+    # the same through the public API
+    st, body = s.http("GET", "/threads/t-list/runs")
+    assert st == 200 and [r["runId"] for r in body] == [b, a], (st, body)
+    st, body = s.http("GET", "/threads/t-list/runs?status=running")
+    assert st == 200 and [r["runId"] for r in body] == [b], (st, body)
     s.wait_terminal(b, thread="t-list")
 
 
