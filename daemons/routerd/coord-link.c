@@ -20,6 +20,7 @@
 #include "routerd.h"
 
 #include <errno.h>
+#include <inttypes.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -226,6 +227,8 @@ coord_on_ready(Peer *p, void *userdata)
 {
 	Router *r = userdata;
 
+	if (r->coord_hello)
+		evtimer_del(r->coord_hello);
 	r->coord_backoff = COORD_BACKOFF_MIN;
 	if (r->coord_down_logged)
 		log_info("Connected to coordinatord at %s", r->coord_path);
@@ -242,9 +245,27 @@ coord_on_close(Peer *p, int err, void *userdata)
 
 	log_warning_errno(err, "Lost the connection to coordinatord: %m");
 	r->coord_down_logged = true;
+	if (r->coord_hello)
+		evtimer_del(r->coord_hello);
 	for (size_t i = 0; i < ELEMENTSOF(r->watches); i++)
 		while (r->watches[i])
 			watch_fail(r->watches[i], "coordinator unavailable");
+	r->coord = peer_free(r->coord);
+	coord_schedule_retry(r);
+}
+
+/* A socket that accepts but never says HELLO (a hung coordinatord, a
+ * stranger on the path) must not hold the link forever: drop and retry. */
+static void
+coord_hello_cb(evutil_socket_t fd, short what, void *arg)
+{
+	Router *r = arg;
+
+	if (!r->coord || peer_is_ready(r->coord))
+		return;
+	log_warning("coordinatord at %s sent no HELLO within %" PRId64 " ms; reconnecting",
+		    r->coord_path, r->conf->coord_timeout_ms);
+	r->coord_down_logged = true;
 	r->coord = peer_free(r->coord);
 	coord_schedule_retry(r);
 }
@@ -277,6 +298,12 @@ coord_connect(Router *r)
 	if (rr < 0) {
 		log_warning_errno(rr, "Cannot set up the coordinatord link: %m");
 		coord_schedule_retry(r);
+		return;
+	}
+	if (r->coord_hello && !peer_is_ready(r->coord)) {
+		struct timeval tv;
+		evtimer_add(r->coord_hello,
+			    timeval_from_usec(&tv, (usec_t)r->conf->coord_timeout_ms * USEC_PER_MSEC));
 	}
 }
 
@@ -291,7 +318,9 @@ coord_start(Router *r)
 {
 	if (!r->coord_retry)
 		r->coord_retry = evtimer_new(r->base, coord_retry_cb, r);
-	if (!r->coord_retry)
+	if (!r->coord_hello)
+		r->coord_hello = evtimer_new(r->base, coord_hello_cb, r);
+	if (!r->coord_retry || !r->coord_hello)
 		return log_error_errno(SYNTHETIC_ERRNO(ENOMEM), "Out of memory");
 	r->coord_backoff = COORD_BACKOFF_MIN;
 	coord_connect(r);
@@ -312,6 +341,8 @@ coord_stop(Router *r)
 	r->coord = peer_free(r->coord);
 	if (r->coord_retry)
 		evtimer_del(r->coord_retry);
+	if (r->coord_hello)
+		evtimer_del(r->coord_hello);
 }
 
 bool

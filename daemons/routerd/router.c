@@ -15,6 +15,8 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <arpa/inet.h>
+#include <netinet/in.h>
 #include <sys/socket.h>
 #include <unistd.h>
 
@@ -27,6 +29,7 @@
 #include "log.h"
 #include "macro.h"
 
+#define SD_LISTEN_FDS_START 3
 #define ACCEPT_RETRY_USEC (100 * USEC_PER_MSEC)
 #define STOP_DEADLINE_USEC (1500 * USEC_PER_MSEC)
 
@@ -119,9 +122,68 @@ router_check_ready(Router *r)
 	if (r->ready_sent || !r->listener || r->stopping || !coord_ready(r))
 		return;
 	r->ready_sent = true;
-	snprintf(status, sizeof(status), "serving on http://%s", r->conf->listen);
+	snprintf(status, sizeof(status), "serving on http://%s", r->listen_desc);
 	notify_ready(status);
-	log_info("routerd ready on http://%s", r->conf->listen);
+	log_info("routerd ready on http://%s", r->listen_desc);
+}
+
+/* systemd socket activation (sd_listen_fds(3) semantics, parsed here so
+ * libsystemd stays optional): LISTEN_PID must be us, LISTEN_FDS the number
+ * of sockets from fd 3 on. routerd serves one: the first listening stream
+ * socket. The variables are removed so no child inherits them. Returns the
+ * fd, 0 when not activated, or a negative errno. */
+static int
+listen_fd_from_systemd(void)
+{
+	const char *pid = getenv("LISTEN_PID"), *n = getenv("LISTEN_FDS");
+	long want_pid, nfds;
+	char *end;
+	int fd = 0;
+
+	if (!pid || !n)
+		return 0;
+	errno = 0;
+	want_pid = strtol(pid, &end, 10);
+	if (errno || *end || want_pid != (long)getpid())
+		goto out;
+	nfds = strtol(n, &end, 10);
+	if (errno || *end || nfds < 1 || nfds > 64) {
+		fd = log_error_errno(SYNTHETIC_ERRNO(EINVAL), "LISTEN_FDS='%s' is not valid", n);
+		goto out;
+	}
+	for (int i = SD_LISTEN_FDS_START; i < SD_LISTEN_FDS_START + nfds; i++) {
+		int acc = 0, type = 0;
+		socklen_t l = sizeof(acc), tl = sizeof(type);
+		if (fd == 0 && getsockopt(i, SOL_SOCKET, SO_ACCEPTCONN, &acc, &l) == 0 && acc &&
+		    getsockopt(i, SOL_SOCKET, SO_TYPE, &type, &tl) == 0 && type == SOCK_STREAM) {
+			fd = i;
+			continue;
+		}
+		log_warning("Ignoring socket-activated fd %d: not the first listening stream "
+			    "socket",
+			    i);
+		safe_close(i);
+	}
+	if (fd == 0)
+		fd = log_error_errno(SYNTHETIC_ERRNO(ENOTSOCK),
+				     "LISTEN_FDS holds no listening stream socket");
+	else if (evutil_make_socket_nonblocking(fd) < 0 || evutil_make_socket_closeonexec(fd) < 0)
+		fd = log_error_errno(errno, "Cannot set up the activated socket: %m");
+out:
+	unsetenv("LISTEN_PID");
+	unsetenv("LISTEN_FDS");
+	unsetenv("LISTEN_FDNAMES");
+	return fd;
+}
+
+static bool
+sockaddr_is_loopback(const struct sockaddr_storage *ss)
+{
+	if (ss->ss_family == AF_INET)
+		return (ntohl(((const struct sockaddr_in *)ss)->sin_addr.s_addr) >> 24) == 127;
+	if (ss->ss_family == AF_INET6)
+		return IN6_IS_ADDR_LOOPBACK(&((const struct sockaddr_in6 *)ss)->sin6_addr);
+	return ss->ss_family == AF_UNIX;
 }
 
 int
@@ -146,6 +208,48 @@ router_new(struct event_base *base, RouterConf *conf, Router **ret)
 		router_free(r);
 		return log_error_errno(SYNTHETIC_ERRNO(ENOMEM), "Out of memory");
 	}
+	int afd = listen_fd_from_systemd();
+	if (afd < 0) {
+		router_free(r);
+		return afd;
+	}
+	if (afd > 0) {
+		socklen_t l = sizeof(ss);
+		char host[INET6_ADDRSTRLEN] = "?";
+		if (getsockname(afd, (struct sockaddr *)&ss, &l) < 0)
+			ss.ss_family = AF_UNSPEC;
+		/* the configuration check saw routerd.listen, not this socket */
+		if (conf->n_tokens == 0 && !sockaddr_is_loopback(&ss)) {
+			safe_close(afd);
+			router_free(r);
+			return log_error_errno(SYNTHETIC_ERRNO(EPERM),
+					       "Refusing to serve the socket-activated non-loopback "
+					       "socket without authentication: set "
+					       "routerd.tokens_file");
+		}
+		if (ss.ss_family == AF_INET)
+			evutil_inet_ntop(AF_INET, &((struct sockaddr_in *)&ss)->sin_addr, host,
+					 sizeof(host));
+		else if (ss.ss_family == AF_INET6)
+			evutil_inet_ntop(AF_INET6, &((struct sockaddr_in6 *)&ss)->sin6_addr, host,
+					 sizeof(host));
+		snprintf(r->listen_desc, sizeof(r->listen_desc),
+			 ss.ss_family == AF_INET6 ? "[%s]:%u" : "%s:%u", host,
+			 ntohs(((struct sockaddr_in *)&ss)->sin_port));
+		r->listener = evconnlistener_new(base, accept_cb, r,
+						 LEV_OPT_CLOSE_ON_FREE | LEV_OPT_CLOSE_ON_EXEC, 0,
+						 afd);
+		if (!r->listener) {
+			safe_close(afd);
+			router_free(r);
+			return log_error_errno(SYNTHETIC_ERRNO(ENOMEM), "Out of memory");
+		}
+		log_info("Using the socket-activated listener on %s", r->listen_desc);
+		evconnlistener_set_error_cb(r->listener, accept_error_cb);
+		*ret = r;
+		return 0;
+	}
+	snprintf(r->listen_desc, sizeof(r->listen_desc), "%s", conf->listen);
 	if (evutil_parse_sockaddr_port(conf->listen, (struct sockaddr *)&ss, &sslen) < 0) {
 		router_free(r);
 		return log_error_errno(SYNTHETIC_ERRNO(EINVAL), "Invalid listen address '%s'",
@@ -168,7 +272,7 @@ router_new(struct event_base *base, RouterConf *conf, Router **ret)
 int
 router_start(Router *r)
 {
-	log_debug("Listening on %s; coordinatord at %s", r->conf->listen, r->coord_path);
+	log_debug("Listening on %s; coordinatord at %s", r->listen_desc, r->coord_path);
 	return coord_start(r);
 }
 
@@ -215,6 +319,8 @@ router_free(Router *r)
 		event_free(r->accept_retry);
 	if (r->coord_retry)
 		event_free(r->coord_retry);
+	if (r->coord_hello)
+		event_free(r->coord_hello);
 	free(r->coord_path);
 	free(r);
 	return NULL;

@@ -72,6 +72,7 @@ struct Router {
 	struct evconnlistener *listener;
 	struct event *accept_retry; /* re-enable accepting after EMFILE & co */
 	bool accept_paused;	    /* max_connections reached */
+	char listen_desc[80];	    /* the address served, for logs */
 	HttpConn *conns;	    /* all client connections */
 	size_t n_conns;
 	bool stopping;
@@ -82,6 +83,7 @@ struct Router {
 	char *coord_path;
 	Peer *coord;
 	struct event *coord_retry;
+	struct event *coord_hello; /* HELLO deadline of a fresh link */
 	usec_t coord_backoff;
 	bool coord_down_logged;
 	Watch *watches[ROUTER_WATCH_BUCKETS];
