@@ -96,12 +96,19 @@ enqueue(Coordinator *c, Op *op)
 void
 run_emit(Run *run, json_t *chunk, json_t *drive)
 {
+	run_emit_fields(run, chunk, drive, NULL);
+}
+
+void
+run_emit_fields(Run *run, json_t *chunk, json_t *drive, json_t *fields)
+{
 	if (run->state == RUN_DONE) {
 		json_decref(chunk);
 		json_decref(drive);
+		json_decref(fields);
 		return;
 	}
-	Op *op = op_new(run->run_id, chunk, NULL, NULL, drive);
+	Op *op = op_new(run->run_id, chunk, NULL, fields, drive);
 	if (!op) {
 		log_ctx(LOG_ERR, &run->log, "Out of memory queuing an event");
 		return;

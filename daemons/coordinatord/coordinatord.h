@@ -139,6 +139,8 @@ int coordinator_run(const DaemonArgs *args);
 /* commit.c — the op queue. All take ownership of chunk/fields/drive. */
 /* Queue an event of a driven run (no-op once the run is RUN_DONE). */
 void run_emit(Run *run, json_t *chunk, json_t *drive);
+/* The same, merging fields into the record in the same transaction. */
+void run_emit_fields(Run *run, json_t *chunk, json_t *drive, json_t *fields);
 /* Queue the run's last event with its terminal status; the Run is freed when it committed. */
 void run_end(Run *run, json_t *chunk, const char *status, json_t *fields);
 /* run_end with RUN_ERROR {message, code} and status failed. */

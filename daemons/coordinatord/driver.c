@@ -238,7 +238,7 @@ sandbox_ensured(Peer *p, int err, const msgpack_object *body, void *ud)
 				  created ? "sandbox.created" : "sandbox.resumed", "value",
 				  "sandboxId", run->sandbox_id, "provider", "runwarden");
 	/* the record learns its sandbox with this event */
-	run_emit(run, chunk, drive_state(run));
+	run_emit_fields(run, chunk, drive_state(run), json_pack("{s:s}", "sandboxId", run->sandbox_id));
 	json_t *start = json_pack("{s:s, s:s, s:s}", "type", "TOOL_CALL_START", "toolCallId",
 				  run->tool_call_id, "toolCallName", "shell");
 	run_emit(run, start, NULL);

@@ -24,6 +24,8 @@ def test_echo_hello_streams_and_completes(s):
     assert status["lastSeq"] == events[-1]["seq"]
     assert status["runId"] == run and status["threadId"] == "t-echo"
     assert status["exitCode"] == 0
+    sandbox = next(e["chunk"]["value"] for e in events if e["chunk"].get("name") == "sandbox.created")
+    assert status["sandboxId"] == sandbox["sandboxId"] and sandbox["provider"] == "runwarden"
     assert code == 1000 and reason == "run complete", (code, reason)
 
 
