@@ -39,6 +39,7 @@
 #include <sys/ioctl.h>
 #include <sys/mount.h>
 #include <sys/prctl.h>
+#include <sys/resource.h>
 #include <sys/signalfd.h>
 #include <sys/socket.h>
 #include <sys/stat.h>
@@ -48,6 +49,7 @@
 
 #include "fd-util.h"
 #include "macro.h"
+#include "seccomp-policy.h"
 
 #define INIT_SOCK_FD 3
 #define MAX_BINDS 32
@@ -58,6 +60,9 @@ static const char *const proc_masked[] = {"proc/kcore", "proc/keys", "proc/timer
 					  "proc/sched_debug"};
 
 extern char **environ;
+
+/* The child's copy of the spec (set once in init_main; the init never returns). */
+static const SandboxSpec *init_spec;
 
 int
 sandbox_pidfd_kill(int pidfd, int sig)
@@ -290,6 +295,29 @@ loopback_up(void)
 }
 
 static void
+set_rlimit(int resource, const char *name, int64_t value)
+{
+	struct rlimit rl = {.rlim_cur = (rlim_t)value, .rlim_max = (rlim_t)value};
+
+	/* Only ever lowered: a limit above the current hard one is capped to it. */
+	struct rlimit cur;
+	CHECK(getrlimit(resource, &cur), "getrlimit %s", name);
+	if (cur.rlim_max != RLIM_INFINITY && rl.rlim_max > cur.rlim_max)
+		rl.rlim_cur = rl.rlim_max = cur.rlim_max;
+	CHECK(setrlimit(resource, &rl), "setrlimit %s", name);
+}
+
+static void
+init_rlimits(const SandboxSpec *spec)
+{
+	set_rlimit(RLIMIT_CORE, "CORE", 0);
+	set_rlimit(RLIMIT_RTPRIO, "RTPRIO", 0);
+	set_rlimit(RLIMIT_NOFILE, "NOFILE", spec->rlimit_nofile);
+	set_rlimit(RLIMIT_FSIZE, "FSIZE", spec->rlimit_fsize);
+	set_rlimit(RLIMIT_MEMLOCK, "MEMLOCK", spec->rlimit_memlock);
+}
+
+static void
 init_setup(const SandboxSpec *spec)
 {
 	Bind binds[MAX_BINDS];
@@ -406,6 +434,7 @@ init_setup(const SandboxSpec *spec)
 	if (null_fd > 2)
 		close(null_fd);
 
+	init_rlimits(spec);
 	caps_drop_all();
 	CHECK(prctl(PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0), "no_new_privs");
 	CHECK(prctl(PR_SET_DUMPABLE, 0, 0, 0, 0), "set non-dumpable");
@@ -422,7 +451,7 @@ typedef struct InitExec {
 
 typedef struct ExecStatus {
 	int err;
-	int stage; /* 0 chdir, 1 exec, 2 other */
+	int stage; /* 0 chdir, 1 exec, 2 other, 3 seccomp */
 } ExecStatus;
 
 /* The forked exec child: never returns. */
@@ -431,6 +460,7 @@ exec_child(const int *fds, int status_fd, const char *cwd, char **argv, char **e
 {
 	ExecStatus es = {.stage = 2};
 	sigset_t all;
+	int r;
 
 	sigemptyset(&all);
 	(void)sigprocmask(SIG_SETMASK, &all, NULL);
@@ -448,8 +478,19 @@ exec_child(const int *fds, int status_fd, const char *cwd, char **argv, char **e
 	es.stage = 0;
 	if (chdir(cwd) < 0)
 		goto fail;
-	es.stage = 1;
 	environ = envp; /* execvpe searches PATH from the environment we give the exec */
+	/* Last step before execve: from here on only allowlisted syscalls work. */
+	es.stage = 3;
+	if (!init_spec->seccomp) {
+		errno = EPERM;
+		goto fail;
+	}
+	r = seccomp_policy_load(init_spec->seccomp);
+	if (r < 0) {
+		errno = -r;
+		goto fail;
+	}
+	es.stage = 1;
 	execvpe(argv[0], argv, envp);
 fail:
 	es.err = errno;
@@ -521,6 +562,7 @@ init_start_exec(int sock, const InitMsg *m, char *payload, size_t len, int *fds,
 		snprintf(msg, sizeof(msg), "%s '%s': %s",
 			 es.stage == 0	 ? "cannot change directory to"
 			 : es.stage == 1 ? "cannot execute"
+			 : es.stage == 3 ? "cannot apply the seccomp filter for"
 					 : "cannot set up",
 			 es.stage == 0 ? cwd : argv[0], strerror(es.err));
 		goto fail; /* the child exits; SIGCHLD reaps it */
@@ -658,6 +700,7 @@ init_main(int sock, const SandboxSpec *spec)
 	InitMsg m;
 	ssize_t n;
 
+	init_spec = spec;
 	/* Die with the shim. The shim's end of the socketpair closing (read → 0)
 	 * catches the window before this prctl. */
 	if (prctl(PR_SET_PDEATHSIG, SIGKILL, 0, 0, 0) < 0)
@@ -727,6 +770,10 @@ sandbox_spawn(const SandboxSpec *spec, pid_t *ret_pid, int *ret_pidfd, int *ret_
 		return -errno;
 
 	args.pidfd = (uint64_t)(uintptr_t)&pidfd;
+	if (spec->cgroup_fd >= 0) {
+		args.flags |= CLONE_INTO_CGROUP;
+		args.cgroup = (uint64_t)spec->cgroup_fd;
+	}
 	pid = (pid_t)syscall(SYS_clone3, &args, sizeof(args));
 	if (pid < 0)
 		return -errno;
@@ -736,8 +783,18 @@ sandbox_spawn(const SandboxSpec *spec, pid_t *ret_pid, int *ret_pidfd, int *ret_
 	}
 	s1 = safe_close(s1);
 
+	/* v1 hierarchies: into the sandbox's cgroups before the init may run. */
+	r = 0;
+	for (size_t i = 0; r >= 0 && i < spec->n_procs_fds; i++) {
+		char buf[32];
+		int k = snprintf(buf, sizeof(buf), "%d\n", (int)pid);
+		ssize_t w = write(spec->procs_fds[i], buf, (size_t)k);
+		if (w != k)
+			r = w < 0 ? -errno : -EIO;
+	}
 	/* setgroups must be denied before an unprivileged gid_map may be written. */
-	r = write_file(pid, "setgroups", "deny");
+	if (r >= 0)
+		r = write_file(pid, "setgroups", "deny");
 	if (r >= 0) {
 		snprintf(map, sizeof(map), "%u %u 1\n", spec->sandbox_uid, spec->host_uid);
 		r = write_file(pid, "uid_map", map);

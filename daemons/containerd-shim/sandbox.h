@@ -14,11 +14,16 @@
  *      root is detached; hostname "sandbox"; lo up;
  *   3. drops every capability (bounding, ambient, permitted, effective,
  *      inheritable), locks securebits, sets no_new_privs and non-dumpable;
+ *      sets the resource limits (CORE 0, NOFILE, FSIZE, MEMLOCK, RTPRIO 0);
  *   4. answers INIT_MSG_READY, or INIT_MSG_SETUP_FAILED with "step: strerror"
  *      and _exit()s — fail closed: a sandbox that could not be fully set up
  *      never runs anything;
  *   5. serves INIT_MSG_EXEC / INIT_MSG_KILL, reaps every zombie and reports the
- *      exits of the execs it started.
+ *      exits of the execs it started. Each exec child gets its own session, only
+ *      fds 0-2, and loads the seccomp filter as its last step before execve.
+ * The shim puts the init into the sandbox's cgroup before it runs anything:
+ * CLONE_INTO_CGROUP for a cgroup2 directory, and for v1 hierarchies the pid is
+ * written to their cgroup.procs while the init still waits for INIT_MSG_GO.
  * The init has PR_SET_PDEATHSIG(SIGKILL): when the shim dies, the init dies, and
  * with it (PID 1 of the namespace) every process of the sandbox.
  *
@@ -56,6 +61,8 @@ typedef struct InitMsg {
 /* Largest payload of one message (argv + env + cwd of an exec). */
 #define INIT_PAYLOAD_MAX (256 * 1024)
 
+struct sock_fprog;
+
 typedef struct SandboxSpec {
 	const char *root_mnt;  /* an existing empty host directory, the tmpfs root's mount point */
 	const char *workspace; /* host path of the workspace directory (owned by host_uid) */
@@ -63,6 +70,18 @@ typedef struct SandboxSpec {
 	int64_t tmp_size;      /* bytes, for /tmp and /dev/shm */
 	uid_t sandbox_uid;     /* uid = gid inside */
 	uid_t host_uid;	       /* uid = gid outside; never 0 */
+	/* The seccomp BPF program every exec child loads right before execve
+	 * (seccomp-policy.h). Required: without it no exec starts (fail closed). */
+	const struct sock_fprog *seccomp;
+	/* Resource limits of the init, inherited by every exec (soft = hard).
+	 * RLIMIT_CORE and RLIMIT_RTPRIO are always 0. */
+	int64_t rlimit_nofile, rlimit_fsize, rlimit_memlock;
+	/* cgroups. cgroup_fd: a cgroup2 directory the init is cloned into
+	 * (CLONE_INTO_CGROUP), or -1. procs_fds: cgroup.procs files (v1
+	 * hierarchies) the init's pid is written to before it is released. */
+	int cgroup_fd;
+	const int *procs_fds;
+	size_t n_procs_fds;
 } SandboxSpec;
 
 /* Spawn one sandbox init and release it (maps written, GO sent). On success

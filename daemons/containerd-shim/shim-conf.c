@@ -31,6 +31,28 @@ const ConfItem shim_conf_items[] = {
      "(background children may hold them)"},
     {S, "max_pending_output", CONF_SIZE, offsetof(ShimConf, max_pending), "8M", 64 * 1024,
      1024LL * 1024 * 1024, "exec output queued to a peer beyond which reading pauses"},
+    {S, "rlimit_nofile", CONF_INT, offsetof(ShimConf, rlimit_nofile), "4096", 64, 1048576,
+     "RLIMIT_NOFILE (open files) of every sandboxed process"},
+    {S, "rlimit_fsize", CONF_SIZE, offsetof(ShimConf, rlimit_fsize), "16G", 1024 * 1024,
+     INT64_MAX / 2, "RLIMIT_FSIZE: largest file a sandboxed process may write"},
+    {S, "rlimit_memlock", CONF_SIZE, offsetof(ShimConf, rlimit_memlock), "64K", 0,
+     1024LL * 1024 * 1024, "RLIMIT_MEMLOCK of every sandboxed process (CORE and RTPRIO are 0)"},
+    {S, "exec_timeout_ms", CONF_INT, offsetof(ShimConf, exec_timeout), "0", 0,
+     7LL * 24 * 3600 * 1000,
+     "wall-clock timeout of an exec when EXEC_START gives none (0 = none); "
+     "the exec's process group is killed and it ends with reason 'timeout'"},
+    {S, "memory_max", CONF_SIZE, offsetof(ShimConf, memory_max), "2G", 16 * 1024 * 1024, 1LL << 50,
+     "memory limit of each sandbox (cgroup memory.max / memory.limit_in_bytes)"},
+    {S, "memory_swap_max", CONF_SIZE, offsetof(ShimConf, memory_swap_max), "0", 0, 1LL << 50,
+     "swap a sandbox may use on top of memory_max"},
+    {S, "pids_max", CONF_INT, offsetof(ShimConf, pids_max), "512", 8, 1 << 22,
+     "most processes and threads alive in one sandbox (cgroup pids.max)"},
+    {S, "cpu_max", CONF_STR, offsetof(ShimConf, cpu_max), "max", 0, 0,
+     "CPU bandwidth of each sandbox, cgroup v2 cpu.max syntax: 'max' or "
+     "'QUOTA_US [PERIOD_US]', e.g. '200000 100000' for 2 CPUs"},
+    {S, "cgroup_parent", CONF_STR, offsetof(ShimConf, cgroup_parent), "", 0, 0,
+     "cgroup under which sandboxes are created (in each hierarchy); empty means the "
+     "shim's own cgroup"},
 };
 const size_t shim_conf_n_items = ELEMENTSOF(shim_conf_items);
 
@@ -49,7 +71,38 @@ shim_conf_finish(ShimConf *c)
 	}
 	if (c->sandbox_dir[0] != '/')
 		return log_error_errno(SYNTHETIC_ERRNO(EINVAL), "sandbox_dir must be absolute");
+	if (c->cgroup_parent[0] != '\0' &&
+	    (c->cgroup_parent[0] != '/' || strstr(c->cgroup_parent, "/.") ||
+	     strlen(c->cgroup_parent) > 512))
+		return log_error_errno(SYNTHETIC_ERRNO(EINVAL),
+				       "cgroup_parent must be empty or an absolute cgroup path");
+	return shim_conf_parse_cpu_max(c->cpu_max, &c->cpu_quota_us, &c->cpu_period_us);
+}
+
+int
+shim_conf_parse_cpu_max(const char *s, int64_t *ret_quota, int64_t *ret_period)
+{
+	long long quota = -1, period = 100000;
+	char q[32] = "", extra[2];
+	int n = sscanf(s, "%31s %lld %1s", q, &period, extra);
+
+	if (n < 1 || n > 2 || period < 1000 || period > 1000000)
+		goto bad;
+	if (!streq(q, "max")) {
+		char *end;
+		errno = 0;
+		quota = strtoll(q, &end, 10);
+		if (errno || *end || quota < 1000 || quota > 1000LL * 1000 * 1000 * 1000)
+			goto bad;
+	}
+	*ret_quota = quota;
+	*ret_period = period;
 	return 0;
+bad:
+	return log_error_errno(SYNTHETIC_ERRNO(EINVAL),
+			       "cpu_max: '%s' is not 'max' or 'QUOTA_US [PERIOD_US]' "
+			       "(quota >= 1000, period 1000..1000000)",
+			       s);
 }
 
 void

@@ -16,13 +16,24 @@
 
 typedef struct ShimConf {
 	SharedConf shared;
-	char *sandbox_dir;     /* per-sandbox state; "" = <state_dir>/sandboxes */
-	char *ro_binds;	       /* space-separated host paths bound read-only into the root */
-	int64_t tmp_size;      /* size= of the sandbox /tmp (and /dev/shm) tmpfs, bytes */
-	int64_t sandbox_uid;   /* uid and gid of the sandbox user, inside */
-	int64_t host_uid;      /* host uid and gid that sandbox_uid maps to; never 0 */
-	int64_t drain_timeout; /* ms to wait for pipe EOF after an exec's leader exited */
-	int64_t max_pending;   /* bytes queued to a peer before exec output reading pauses */
+	char *sandbox_dir;	 /* per-sandbox state; "" = <state_dir>/sandboxes */
+	char *ro_binds;		 /* space-separated host paths bound read-only into the root */
+	int64_t tmp_size;	 /* size= of the sandbox /tmp (and /dev/shm) tmpfs, bytes */
+	int64_t sandbox_uid;	 /* uid and gid of the sandbox user, inside */
+	int64_t host_uid;	 /* host uid and gid that sandbox_uid maps to; never 0 */
+	int64_t drain_timeout;	 /* ms to wait for pipe EOF after an exec's leader exited */
+	int64_t max_pending;	 /* bytes queued to a peer before exec output reading pauses */
+	int64_t rlimit_nofile;	 /* RLIMIT_NOFILE of every sandbox process */
+	int64_t rlimit_fsize;	 /* RLIMIT_FSIZE, bytes */
+	int64_t rlimit_memlock;	 /* RLIMIT_MEMLOCK, bytes */
+	int64_t exec_timeout;	 /* ms; default wall timeout of an exec, 0 = none */
+	int64_t memory_max;	 /* bytes; memory.max / memory.limit_in_bytes per sandbox */
+	int64_t memory_swap_max; /* bytes of swap on top of memory_max */
+	int64_t pids_max;	 /* pids.max per sandbox */
+	char *cpu_max;		 /* "max" or "QUOTA [PERIOD]" in µs (cgroup v2 cpu.max syntax) */
+	char *cgroup_parent;	 /* "" = the shim's own cgroup; else an absolute cgroup path */
+	/* derived by shim_conf_finish() from cpu_max: quota -1 = unlimited */
+	int64_t cpu_quota_us, cpu_period_us;
 } ShimConf;
 
 extern const ConfItem shim_conf_items[];
@@ -31,5 +42,8 @@ extern const size_t shim_conf_n_items;
 /* Resolve derived values after loading (sandbox_dir default). 0 or -ENOMEM/-EINVAL
  * (logged). */
 int shim_conf_finish(ShimConf *c);
+/* Parse cpu_max ("max" or "QUOTA [PERIOD]", µs) into quota (-1 = max) and
+ * period. 0 or -EINVAL (logged). */
+int shim_conf_parse_cpu_max(const char *s, int64_t *ret_quota, int64_t *ret_period);
 /* Free the strings. */
 void shim_conf_done(ShimConf *c);

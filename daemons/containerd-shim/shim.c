@@ -22,6 +22,7 @@
 #include <limits.h>
 #include <grp.h>
 #include <inttypes.h>
+#include <linux/filter.h>
 #include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -30,21 +31,26 @@
 #include <sys/stat.h>
 #include <sys/syscall.h>
 #include <sys/wait.h>
+#include <time.h>
 #include <unistd.h>
 
 #include <event2/event.h>
 #include <openssl/evp.h>
 
+#include "cgroup.h"
 #include "fd-util.h"
 #include "log.h"
 #include "macro.h"
 #include "peer.h"
 #include "sandbox.h"
+#include "seccomp-policy.h"
 
 #define SANDBOX_KEY_MAX 256
 #define EXEC_ARGV_MAX 4096 /* argv + env entries */
 #define OUTPUT_CHUNK (64 * 1024)
 #define BACKPRESSURE_RECHECK_USEC (20 * USEC_PER_MSEC)
+#define GRAVE_RETRY_USEC (10 * USEC_PER_MSEC)
+#define GRAVE_MAX_TRIES 500 /* 5 s until a cgroup that does not empty is given up */
 
 typedef struct Conn Conn;
 typedef struct Sandbox Sandbox;
@@ -85,7 +91,15 @@ struct Sandbox {
 	Waiter *reensure_waiters; /* ENSUREs that arrived while dying: a new sandbox after */
 	int fail_err;		  /* setup failure, for the ensure waiters */
 	char *fail_msg;
+	Cgroup *cg; /* the sandbox's cgroup; removed after the init was reaped */
 };
+
+/* A dead sandbox's cgroup waiting to become removable (members still exiting). */
+typedef struct Grave {
+	struct Grave *next;
+	Cgroup *cg;
+	unsigned tries;
+} Grave;
 
 enum { STREAM_STDIN = 0, STREAM_STDOUT = 1, STREAM_STDERR = 2 };
 
@@ -108,6 +122,10 @@ struct Exec {
 	char *stdin_data;
 	size_t stdin_len, stdin_off;
 	struct event *drain_timer, *bp_timer;
+	struct event *timeout_timer; /* wall timeout (timeout_ms), or NULL */
+	bool timed_out;
+	bool have_base;		      /* oom_base/pids_base were read at start */
+	uint64_t oom_base, pids_base; /* cgroup event counters at start */
 };
 
 struct Shim {
@@ -122,6 +140,11 @@ struct Shim {
 	Exec *execs;
 	uint64_t next_exec_id;
 	bool stopped;
+	struct sock_fprog seccomp; /* compiled once; every exec loads it */
+	CgroupHost *cgroups;
+	Grave *graves;
+	struct event *grave_timer;
+	char create_err[320]; /* why the last sandbox_create failed, for the reply */
 };
 
 static void sandbox_sock_cb(evutil_socket_t fd, short what, void *arg);
@@ -244,6 +267,8 @@ exec_free(Exec *e)
 		event_free(e->drain_timer);
 	if (e->bp_timer)
 		event_free(e->bp_timer);
+	if (e->timeout_timer)
+		event_free(e->timeout_timer);
 	free(e->stdin_data);
 	free(e);
 	return NULL;
@@ -431,16 +456,62 @@ exec_maybe_finish(Exec *e)
 	exec_free(e);
 }
 
+/* "oom" or "pids_limit" when the sandbox's cgroup counted such an event since
+ * the exec started (whatever its exit status: a hit is never reported as a
+ * clean exit), else NULL. */
+static const char *
+exec_limit_reason(const Exec *e)
+{
+	uint64_t oom = 0, pids = 0;
+
+	if (!e->have_base || !e->sandbox || !e->sandbox->cg ||
+	    cgroup_counters(e->sandbox->cg, &oom, &pids) < 0)
+		return NULL;
+	if (oom > e->oom_base)
+		return "oom";
+	if (pids > e->pids_base)
+		return "pids_limit";
+	return NULL;
+}
+
 /* The exec's process is gone (or will never run). status is a wait status. */
 static void
 exec_end(Exec *e, int status, const char *reason)
 {
+	const char *limit;
+
 	if (e->ended)
 		return;
 	e->ended = true;
 	e->status = status;
-	e->end_reason = reason ? reason : e->kill_requested ? "killed" : NULL;
+	if (e->timeout_timer)
+		evtimer_del(e->timeout_timer);
+	limit = exec_limit_reason(e);
+	if (reason && streq(reason, "failed"))
+		e->end_reason = reason; /* never started */
+	else if (e->timed_out)
+		e->end_reason = "timeout";
+	else if (limit)
+		e->end_reason = limit;
+	else
+		e->end_reason = reason ? reason : e->kill_requested ? "killed" : NULL;
 	exec_maybe_finish(e); /* may free e */
+}
+
+/* The wall timeout passed: kill the exec's process group. Its EXEC_EXIT then
+ * carries reason "timeout". */
+static void
+exec_timeout_cb(evutil_socket_t fd, short what, void *arg)
+{
+	Exec *e = arg;
+	InitMsg m = {.type = INIT_MSG_KILL, .exec_id = e->id, .status = SIGKILL};
+
+	if (e->ended)
+		return;
+	e->timed_out = true;
+	log_debug("exec %" PRIu64 " timed out, killing it", e->id);
+	if (e->sandbox && e->sandbox->state == SANDBOX_READY)
+		(void)fd_send(e->sandbox->sock, &m, sizeof(m), NULL, 0);
 }
 
 /* ---------------------------------------------------------------------------
@@ -470,6 +541,7 @@ sandbox_free(Sandbox *sb)
 	waiters_free(&sb->ensure_waiters);
 	waiters_free(&sb->destroy_waiters);
 	waiters_free(&sb->reensure_waiters);
+	cgroup_free(sb->cg);
 	free(sb->fail_msg);
 	free(sb->key);
 	free(sb);
@@ -505,6 +577,75 @@ sandbox_prepare_workspace(Shim *s, const char *id, char **ret_path)
 	return 0;
 }
 
+/* Forget graves of this name: the cgroup directory is about to be reused. */
+static void
+graves_forget(Shim *s, const char *name)
+{
+	for (Grave **pp = &s->graves; *pp;) {
+		Grave *g = *pp;
+		if (streq(cgroup_name(g->cg), name)) {
+			*pp = g->next;
+			cgroup_free(g->cg);
+			free(g);
+		} else
+			pp = &g->next;
+	}
+}
+
+/* Retry removing the cgroups of dead sandboxes until they are empty. */
+static void
+graves_cb(evutil_socket_t fd, short what, void *arg)
+{
+	Shim *s = arg;
+	struct timeval tv;
+
+	for (Grave **pp = &s->graves; *pp;) {
+		Grave *g = *pp;
+		int r = cgroup_remove(g->cg);
+		if (r == -EBUSY && ++g->tries < GRAVE_MAX_TRIES) {
+			if (g->tries % 50 == 0)
+				(void)cgroup_kill(g->cg);
+			pp = &g->next;
+			continue;
+		}
+		if (r < 0)
+			log_warning_errno(r, "Failed to remove cgroup %s, leaving it: %m",
+					  cgroup_name(g->cg));
+		*pp = g->next;
+		cgroup_free(g->cg);
+		free(g);
+	}
+	if (s->graves && !evtimer_pending(s->grave_timer, NULL))
+		evtimer_add(s->grave_timer, timeval_from_usec(&tv, GRAVE_RETRY_USEC));
+}
+
+/* Take ownership of cg: remove it now or keep retrying. */
+static void
+graves_add(Shim *s, Cgroup *cg)
+{
+	Grave *g;
+	int r;
+
+	if (!cg)
+		return;
+	r = cgroup_remove(cg);
+	if (r != -EBUSY) {
+		if (r < 0)
+			log_warning_errno(r, "Failed to remove cgroup %s: %m", cgroup_name(cg));
+		cgroup_free(cg);
+		return;
+	}
+	g = calloc(1, sizeof(*g));
+	if (!g) {
+		cgroup_free(cg);
+		return;
+	}
+	g->cg = cg;
+	g->next = s->graves;
+	s->graves = g;
+	graves_cb(-1, 0, s);
+}
+
 static int
 sandbox_create(Shim *s, const char *key, const char *id, Sandbox **ret)
 {
@@ -525,9 +666,25 @@ sandbox_create(Shim *s, const char *key, const char *id, Sandbox **ret)
 	if (!sb->key)
 		return -ENOMEM;
 
+	s->create_err[0] = '\0';
 	r = sandbox_prepare_workspace(s, id, &ws);
-	if (r < 0)
+	if (r < 0) {
+		snprintf(s->create_err, sizeof(s->create_err), "workspace: %s", strerror(-r));
 		return r;
+	}
+	{
+		CgroupError cerr = {""};
+		char name[32];
+		snprintf(name, sizeof(name), "sb-%s", id);
+		graves_forget(s, name);
+		r = cgroup_create(s->cgroups, id, &sb->cg, &cerr);
+		if (r < 0) {
+			snprintf(s->create_err, sizeof(s->create_err), "cgroup: %s",
+				 cerr.msg[0] ? cerr.msg : strerror(-r));
+			return log_ctx_errno(LOG_ERR, r, &ctx, "Failed to set up the cgroup: %s",
+					     s->create_err);
+		}
+	}
 	spec = (SandboxSpec){
 	    .root_mnt = s->root_mnt,
 	    .workspace = ws,
@@ -535,10 +692,18 @@ sandbox_create(Shim *s, const char *key, const char *id, Sandbox **ret)
 	    .tmp_size = c->tmp_size,
 	    .sandbox_uid = (uid_t)c->sandbox_uid,
 	    .host_uid = (uid_t)c->host_uid,
+	    .seccomp = &s->seccomp,
+	    .rlimit_nofile = c->rlimit_nofile,
+	    .rlimit_fsize = c->rlimit_fsize,
+	    .rlimit_memlock = c->rlimit_memlock,
 	};
+	cgroup_spawn_fds(sb->cg, &spec.cgroup_fd, &spec.procs_fds, &spec.n_procs_fds);
 	r = sandbox_spawn(&spec, &sb->pid, &sb->pidfd, &sb->sock);
-	if (r < 0)
+	if (r < 0) {
+		snprintf(s->create_err, sizeof(s->create_err), "spawn: %s", strerror(-r));
+		graves_add(s, TAKE_PTR(sb->cg));
 		return log_ctx_errno(LOG_ERR, r, &ctx, "Failed to spawn the sandbox init: %m");
+	}
 	sb->sock_ev = event_new(s->base, sb->sock, EV_READ | EV_PERSIST, sandbox_sock_cb, sb);
 	sb->pidfd_ev = event_new(s->base, sb->pidfd, EV_READ, sandbox_pidfd_cb, sb);
 	if (!sb->sock_ev || !sb->pidfd_ev) {
@@ -563,8 +728,12 @@ sandbox_kill(Sandbox *sb)
 		sb->destroy_requested = true;
 		sb->state = SANDBOX_DYING;
 	}
-	/* Every process of the namespace dies with its init. ESRCH: already gone. */
+	/* Every process of the namespace dies with its init. ESRCH: already gone.
+	 * cgroup.kill (or freezer + SIGKILL) on top, for anything that escaped the
+	 * pid namespace's teardown. */
 	(void)sandbox_pidfd_kill(sb->pidfd, SIGKILL);
+	if (sb->cg)
+		(void)cgroup_kill(sb->cg);
 	for (Exec *e = sb->shim->execs; e; e = e->next)
 		if (e->sandbox == sb)
 			e->kill_requested = true;
@@ -731,17 +900,23 @@ sandbox_dead(Sandbox *sb)
 		log_ctx(LOG_WARNING, &ctx, "Sandbox %s init died unexpectedly", sb->id);
 
 	for (Exec *e = s->execs; e; e = next) {
+		const char *limit;
 		next = e->next;
 		if (e->sandbox != sb)
 			continue;
+		limit = exec_limit_reason(e); /* an OOM group kill takes the init too */
 		e->sandbox = NULL;
 		if (e->start_req_id && e->conn)
 			(void)peer_reply_error(e->conn->peer, e->start_req_id, -ESRCH,
 					       "the sandbox died before the exec started");
 		e->start_req_id = 0;
 		/* No exit status will come: SIGKILL from the namespace teardown. */
-		exec_end(e, W_EXITCODE(0, SIGKILL), e->kill_requested ? "killed" : "lost");
+		exec_end(e, W_EXITCODE(0, SIGKILL),
+			 limit		     ? limit
+			 : e->kill_requested ? "killed"
+					     : "lost");
 	}
+	graves_add(s, TAKE_PTR(sb->cg));
 	sandbox_fail_ensures(sb);
 	while (sb->destroy_waiters) {
 		Waiter *w = sb->destroy_waiters;
@@ -829,8 +1004,15 @@ handle_sandbox_ensure(Peer *p, const Frame *f, void *userdata)
 		return k;
 	}
 	k = sandbox_create(s, key, id, &sb);
-	if (k >= 0)
-		k = waiter_add(&sb->ensure_waiters, c, f->req_id);
+	if (k < 0) {
+		char msg[400];
+		snprintf(msg, sizeof(msg), "sandbox creation failed: %s",
+			 s->create_err[0] ? s->create_err : strerror(-k));
+		(void)peer_reply_error(p, f->req_id, k, msg);
+		mp_reader_done(&r);
+		return 0;
+	}
+	k = waiter_add(&sb->ensure_waiters, c, f->req_id);
 	if (k >= 0)
 		log_ctx(LOG_DEBUG, &ctx, "Creating sandbox %s", id);
 	mp_reader_done(&r);
@@ -916,6 +1098,7 @@ handle_exec_start(Peer *p, const Frame *f, void *userdata)
 	InitMsg m = {.type = INIT_MSG_EXEC};
 	MpReader r;
 	Sandbox *sb;
+	int64_t timeout_ms = -1;
 	int k;
 
 	mp_reader_init(&r, f->body);
@@ -925,10 +1108,18 @@ handle_exec_start(Peer *p, const Frame *f, void *userdata)
 	mp_read_str(&r, "cwd", &cwd);
 	mp_read_bin_opt(&r, "stdin", &in, &in_len);
 	mp_read_str_opt(&r, "run_id", &run_id, NULL);
+	mp_read_int_opt(&r, "timeout_ms", &timeout_ms, -1);
 	if (r.err < 0) {
 		k = -EBADMSG;
 		goto out;
 	}
+	if (timeout_ms < -1 || timeout_ms > INT32_MAX) {
+		(void)peer_reply_error(p, f->req_id, -EINVAL, "timeout_ms out of range");
+		k = 0;
+		goto out;
+	}
+	if (timeout_ms < 0)
+		timeout_ms = s->conf->exec_timeout;
 	sb = sandbox_find(s, id);
 	if (!sb || sb->state == SANDBOX_DYING) {
 		k = -ENOENT;
@@ -962,6 +1153,16 @@ handle_exec_start(Peer *p, const Frame *f, void *userdata)
 		k = -ENOMEM;
 		goto out;
 	}
+	if (timeout_ms > 0) {
+		e->timeout_timer = evtimer_new(s->base, exec_timeout_cb, e);
+		if (!e->timeout_timer) {
+			k = -ENOMEM;
+			goto out;
+		}
+	}
+	/* Baseline of the limit counters: a hit after this is this exec's. */
+	if (sb->cg && cgroup_counters(sb->cg, &e->oom_base, &e->pids_base) >= 0)
+		e->have_base = true;
 	for (int i = 0; i < 3; i++) {
 		int pp[2];
 		if (pipe2(pp, O_CLOEXEC) < 0) {
@@ -1009,6 +1210,11 @@ handle_exec_start(Peer *p, const Frame *f, void *userdata)
 	e->start_req_id = f->req_id; /* answered on STARTED / START_FAILED */
 	e->next = s->execs;
 	s->execs = e;
+	if (e->timeout_timer) {
+		struct timeval tv;
+		evtimer_add(e->timeout_timer,
+			    timeval_from_usec(&tv, (usec_t)timeout_ms * USEC_PER_MSEC));
+	}
 	{
 		LogCtx ctx = {.run_id = run_id, .sandbox_id = sb->id};
 		log_ctx(LOG_DEBUG, &ctx, "exec %" PRIu64 ": '%s'", e->id, argv[0]);
@@ -1059,11 +1265,43 @@ handle_exec_kill(Peer *p, const Frame *f, void *userdata)
 	return 0;
 }
 
+static int
+handle_sandbox_stats(Peer *p, const Frame *f, void *userdata)
+{
+	Conn *c = userdata;
+	const char *id = NULL;
+	uint64_t cpu = 0, procs = 0;
+	MpReader r;
+	MpWriter w;
+	Sandbox *sb;
+	int k;
+
+	mp_reader_init(&r, f->body);
+	mp_read_str(&r, "sandbox_id", &id);
+	if (r.err < 0) {
+		mp_reader_done(&r);
+		return -EBADMSG;
+	}
+	sb = sandbox_find(c->shim, id);
+	mp_reader_done(&r);
+	if (!sb || !sb->cg)
+		return -ENOENT;
+	k = cgroup_stats(sb->cg, &cpu, &procs);
+	if (k < 0)
+		return k;
+	mp_writer_init(&w);
+	mp_w_map(&w, 2);
+	mp_w_uint(&w, "cpu_usec", cpu);
+	mp_w_uint(&w, "procs", procs);
+	(void)peer_reply(p, f->req_id, &w);
+	mp_writer_done(&w);
+	return 0;
+}
+
 static const PeerHandler shim_handlers[_MSG_TYPE_MAX] = {
-    [MSG_SANDBOX_ENSURE] = handle_sandbox_ensure,
-    [MSG_SANDBOX_DESTROY] = handle_sandbox_destroy,
-    [MSG_EXEC_START] = handle_exec_start,
-    [MSG_EXEC_KILL] = handle_exec_kill,
+    [MSG_SANDBOX_ENSURE] = handle_sandbox_ensure, [MSG_SANDBOX_DESTROY] = handle_sandbox_destroy,
+    [MSG_EXEC_START] = handle_exec_start,	  [MSG_EXEC_KILL] = handle_exec_kill,
+    [MSG_SANDBOX_STATS] = handle_sandbox_stats,
 };
 
 /* ---------------------------------------------------------------------------
@@ -1185,6 +1423,32 @@ shim_new(struct event_base *base, const ShimConf *conf, Shim **ret)
 	s->base = base;
 	s->conf = conf;
 	s->listen_fd = -1;
+	s->grave_timer = evtimer_new(base, graves_cb, s);
+	if (!s->grave_timer) {
+		shim_free(s);
+		return log_error_errno(SYNTHETIC_ERRNO(ENOMEM), "Out of memory");
+	}
+	/* Fail closed: without the filter or the cgroups no sandbox may exist. */
+	r = seccomp_policy_compile(&s->seccomp);
+	if (r < 0) {
+		shim_free(s);
+		return log_error_errno(r, "Failed to compile the seccomp filter: %m");
+	}
+	{
+		CgroupError cerr = {""};
+		r = cgroup_host_new(conf, &s->cgroups, &cerr);
+		if (r < 0) {
+			log_error_errno(r, "Failed to set up cgroups: %s",
+					cerr.msg[0] ? cerr.msg : strerror(-r));
+			shim_free(s);
+			return r;
+		}
+		log_info("Using cgroup %s; seccomp filter of %u instructions",
+			 cgroup_host_describe(s->cgroups), (unsigned)s->seccomp.len);
+		r = cgroup_host_reap_stale(s->cgroups);
+		if (r > 0)
+			log_notice("Reaped %d sandbox(es) left by a previous instance", r);
+	}
 	if (asprintf(&s->sock_path, "%s/%s", conf->shared.runtime_dir, RW_SOCK_SHIM) < 0 ||
 	    asprintf(&s->root_mnt, "%s/sandbox-root", conf->shared.runtime_dir) < 0) {
 		s->sock_path = s->root_mnt = NULL;
@@ -1242,6 +1506,12 @@ shim_stop(Shim *s)
 		(void)waitpid(s->sandboxes->pid, NULL, 0);
 		sandbox_dead(s->sandboxes);
 	}
+	/* Their cgroups empty within milliseconds; wait (bounded) to remove them. */
+	for (int i = 0; s->graves && i < GRAVE_MAX_TRIES; i++) {
+		struct timespec ts = {.tv_nsec = 10 * 1000 * 1000};
+		(void)nanosleep(&ts, NULL);
+		graves_cb(-1, 0, s);
+	}
 }
 
 Shim *
@@ -1261,6 +1531,16 @@ shim_free(Shim *s)
 		peer_free(c->peer);
 		free(c);
 	}
+	while (s->graves) {
+		Grave *g = s->graves;
+		s->graves = g->next;
+		cgroup_free(g->cg);
+		free(g);
+	}
+	if (s->grave_timer)
+		event_free(s->grave_timer);
+	s->cgroups = cgroup_host_free(s->cgroups);
+	free(s->seccomp.filter);
 	free(s->sock_path);
 	free(s->root_mnt);
 	free(s);

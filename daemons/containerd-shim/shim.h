@@ -10,9 +10,18 @@
  * Requests (handler table indexed by MsgType; see common/proto/messages.def):
  *   SANDBOX_ENSURE  {key, run_id?, thread_id?} → {sandbox_id, created}
  *   SANDBOX_DESTROY {sandbox_id}               → {} once every process is dead
- *   EXEC_START      {sandbox_id, argv, env, cwd, stdin?, run_id?} → {exec_id}
- *                   then pushes EXEC_OUTPUT… and exactly one EXEC_EXIT
+ *   EXEC_START      {sandbox_id, argv, env, cwd, stdin?, run_id?, timeout_ms?}
+ *                   → {exec_id}, then pushes EXEC_OUTPUT… and exactly one
+ *                   EXEC_EXIT (reason exit, signal, killed, timeout, oom,
+ *                   pids_limit, lost or failed)
  *   EXEC_KILL       {exec_id, signal}          → {}
+ *   SANDBOX_STATS   {sandbox_id}               → {cpu_usec, procs}
+ *
+ * Every sandbox gets its own cgroup (cgroup.h) with the memory, pids and cpu
+ * limits of the config, and every exec the seccomp filter (seccomp-policy.h),
+ * compiled once here at start-up: if either cannot be set up, shim_new fails
+ * (fail closed). On start, sandbox cgroups left by a killed predecessor with the
+ * same state_dir are reaped.
  * A malformed request is answered with an ERROR frame and never takes the
  * daemon down; a framing error drops only that connection.
  *

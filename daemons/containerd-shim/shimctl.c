@@ -7,11 +7,14 @@
  *                                             in it, stream its output, exit with
  *                                             its exit code
  *   shimctl SOCKET KEY --destroy              destroy the sandbox of KEY
+ *   shimctl SOCKET KEY --stats                print "cpu_usec=N procs=N" of the
+ *                                             sandbox of KEY (SANDBOX_STATS)
  *
  * Options: --cwd DIR (default /workspace), --env K=V (repeatable; replaces the
  * default PATH=/usr/local/bin:/usr/bin:/bin HOME=/workspace), --stdin (send
  * our stdin), --kill-after MS (EXEC_KILL with SIGKILL after MS ms),
- * --destroy-after (destroy the sandbox once the exec ended).
+ * --timeout MS (EXEC_START timeout_ms), --destroy-after (destroy the sandbox
+ * once the exec ended).
  *
  * The reason of the end goes to stderr as
  *   "shimctl: exec N: REASON (exit_code C, signal S)".
@@ -208,8 +211,8 @@ main(int argc, char **argv)
 	const char *def_env[] = {"PATH=/usr/local/bin:/usr/bin:/bin", "HOME=/workspace", NULL};
 	char **env = NULL;
 	size_t n_env = 0;
-	bool destroy = false, destroy_after = false, want_stdin = false;
-	long kill_after = -1;
+	bool destroy = false, destroy_after = false, want_stdin = false, stats = false;
+	long kill_after = -1, timeout = -1;
 	char id[17];
 	char **cmd = NULL;
 	char *in = NULL;
@@ -220,8 +223,8 @@ main(int argc, char **argv)
 
 	if (argc < 3)
 		die("usage: shimctl SOCKET KEY [--cwd DIR] [--env K=V]... [--stdin] "
-		    "[--kill-after MS] [--destroy-after] -- ARGV... | shimctl SOCKET KEY "
-		    "--destroy");
+		    "[--kill-after MS] [--timeout MS] [--destroy-after] -- ARGV... | "
+		    "shimctl SOCKET KEY --destroy | shimctl SOCKET KEY --stats");
 	path = argv[1];
 	key = argv[2];
 	env = calloc((size_t)argc + 1, sizeof(char *));
@@ -231,6 +234,10 @@ main(int argc, char **argv)
 			break;
 		} else if (streq(argv[i], "--destroy"))
 			destroy = true;
+		else if (streq(argv[i], "--stats"))
+			stats = true;
+		else if (streq(argv[i], "--timeout") && i + 1 < argc)
+			timeout = atol(argv[++i]);
 		else if (streq(argv[i], "--destroy-after"))
 			destroy_after = true;
 		else if (streq(argv[i], "--stdin"))
@@ -244,7 +251,7 @@ main(int argc, char **argv)
 		else
 			die("unknown option '%s'", argv[i]);
 	}
-	if (!destroy && (!cmd || !cmd[0]))
+	if (!destroy && !stats && (!cmd || !cmd[0]))
 		die("nothing to run (missing -- ARGV)");
 	if (shim_sandbox_id(key, strlen(key), id) < 0)
 		die("bad key");
@@ -273,6 +280,25 @@ main(int argc, char **argv)
 		return 0;
 	}
 
+	if (stats) {
+		MpReader r;
+		uint64_t cpu = 0, procs = 0;
+		mp_writer_init(&w);
+		mp_w_map(&w, 1);
+		mp_w_str(&w, "sandbox_id", id);
+		call(MSG_SANDBOX_STATS, &w, &f);
+		mp_writer_done(&w);
+		mp_reader_init(&r, f.body);
+		mp_read_uint(&r, "cpu_usec", &cpu);
+		mp_read_uint(&r, "procs", &procs);
+		if (r.err < 0)
+			die("bad SANDBOX_STATS reply");
+		mp_reader_done(&r);
+		frame_done(&f);
+		printf("cpu_usec=%" PRIu64 " procs=%" PRIu64 "\n", cpu, procs);
+		return 0;
+	}
+
 	mp_writer_init(&w);
 	mp_w_map(&w, 1);
 	mp_w_str(&w, "key", key);
@@ -295,13 +321,15 @@ main(int argc, char **argv)
 	}
 
 	mp_writer_init(&w);
-	mp_w_map(&w, in ? 5 : 4);
+	mp_w_map(&w, 4 + (in ? 1 : 0) + (timeout >= 0 ? 1 : 0));
 	mp_w_str(&w, "sandbox_id", id);
 	mp_w_str_array(&w, "argv", cmd);
 	mp_w_str_array(&w, "env", n_env ? env : (char *const *)def_env);
 	mp_w_str(&w, "cwd", cwd);
 	if (in)
 		mp_w_bin(&w, "stdin", in, in_len);
+	if (timeout >= 0)
+		mp_w_uint(&w, "timeout_ms", (uint64_t)timeout);
 	call(MSG_EXEC_START, &w, &f);
 	mp_writer_done(&w);
 	{

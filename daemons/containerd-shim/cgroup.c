@@ -1,0 +1,771 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * cgroup.c — per-sandbox cgroups, v2 or hybrid v1 (see cgroup.h).
+ */
+#include "config.h"
+
+#include "cgroup.h"
+
+#include <dirent.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <inttypes.h>
+#include <linux/magic.h>
+#include <signal.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <sys/statfs.h>
+#include <time.h>
+#include <unistd.h>
+
+#include <openssl/evp.h>
+
+#include "fd-util.h"
+#include "log.h"
+#include "macro.h"
+
+#define CGROUP_ROOT "/sys/fs/cgroup"
+#define SB_PREFIX "sb-"
+
+/* Hierarchies. In v2 mode only H_UNIFIED is used (the cgroup2 tree, wherever). */
+enum { H_MEMORY, H_PIDS, H_CPU, H_CPUACCT, H_FREEZER, H_UNIFIED, _H_MAX };
+static const char *const h_names[_H_MAX] = {"memory",  "pids",	  "cpu",
+					    "cpuacct", "freezer", "unified"};
+
+struct CgroupHost {
+	const ShimConf *conf;
+	CgroupMode mode;
+	char *base[_H_MAX]; /* the instance directory per hierarchy, NULL when unused */
+	bool has_kill;	    /* cgroup.kill in the cgroup2 hierarchy */
+	char desc[256];
+};
+
+struct Cgroup {
+	CgroupHost *host;
+	char name[32];
+	char *dir[_H_MAX];
+	int dir2_fd; /* the cgroup2 directory (v2, or unified on hybrid), or -1 */
+	int procs_fds[_H_MAX];
+	size_t n_procs_fds;
+};
+
+static _printf_(2, 3) int seterr(CgroupError *err, const char *fmt, ...)
+{
+	va_list ap;
+
+	if (!err)
+		return 0;
+	va_start(ap, fmt);
+	vsnprintf(err->msg, sizeof(err->msg), fmt, ap);
+	va_end(ap);
+	return 0;
+}
+
+static int
+write_file(const char *dir, const char *file, const char *val)
+{
+	_cleanup_free_ char *p = NULL;
+	_cleanup_close_ int fd = -1;
+	size_t len = strlen(val);
+	ssize_t n;
+
+	if (asprintf(&p, "%s/%s", dir, file) < 0)
+		return -ENOMEM;
+	fd = open(p, O_WRONLY | O_CLOEXEC);
+	if (fd < 0)
+		return -errno;
+	n = write(fd, val, len);
+	if (n < 0)
+		return -errno;
+	return (size_t)n == len ? 0 : -EIO;
+}
+
+/* Read a small file into buf (NUL-terminated). */
+static int
+read_file(const char *dir, const char *file, char *buf, size_t size)
+{
+	_cleanup_free_ char *p = NULL;
+	_cleanup_close_ int fd = -1;
+	size_t len = 0;
+	ssize_t n;
+
+	if (asprintf(&p, "%s/%s", dir, file) < 0)
+		return -ENOMEM;
+	fd = open(p, O_RDONLY | O_CLOEXEC);
+	if (fd < 0)
+		return -errno;
+	while (len + 1 < size && (n = read(fd, buf + len, size - 1 - len)) > 0)
+		len += (size_t)n;
+	buf[len] = '\0';
+	return 0;
+}
+
+/* "key value" lines (memory.events, pids.events, cpu.stat, memory.oom_control). */
+static int
+read_key(const char *dir, const char *file, const char *key, uint64_t *ret)
+{
+	char buf[4096];
+	size_t klen = strlen(key);
+	int r = read_file(dir, file, buf, sizeof(buf));
+
+	if (r < 0)
+		return r;
+	for (char *line = buf; *line;) {
+		char *nl = strchr(line, '\n');
+		if (strncmp(line, key, klen) == 0 && line[klen] == ' ') {
+			*ret = strtoull(line + klen + 1, NULL, 10);
+			return 0;
+		}
+		if (!nl)
+			break;
+		line = nl + 1;
+	}
+	return -ENOENT;
+}
+
+static bool
+file_exists(const char *dir, const char *file)
+{
+	_cleanup_free_ char *p = NULL;
+	return asprintf(&p, "%s/%s", dir, file) >= 0 && access(p, F_OK) == 0;
+}
+
+static bool
+is_fs(const char *path, long magic)
+{
+	struct statfs sf;
+	return statfs(path, &sf) == 0 && (long)sf.f_type == magic;
+}
+
+/* The shim's own cgroup in a hierarchy: the path of the /proc/self/cgroup line
+ * whose controller list contains ctrl, or the "0::" line for NULL. */
+static int
+own_cgroup(const char *ctrl, char **ret)
+{
+	_cleanup_free_ char *line = NULL;
+	size_t cap = 0;
+	FILE *f = fopen("/proc/self/cgroup", "re");
+	int r = -ENOENT;
+
+	if (!f)
+		return -errno;
+	while (getline(&line, &cap, f) > 0) {
+		char *c1 = strchr(line, ':'), *c2 = c1 ? strchr(c1 + 1, ':') : NULL;
+		if (!c2)
+			continue;
+		*c1 = '\0';
+		*c2 = '\0';
+		c2[1 + strcspn(c2 + 1, "\n")] = '\0';
+		bool match = false;
+		if (!ctrl)
+			match = streq(line, "0") && c1 + 1 == c2;
+		else {
+			char *save = NULL;
+			for (char *t = strtok_r(c1 + 1, ",", &save); t;
+			     t = strtok_r(NULL, ",", &save))
+				match = match || streq(t, ctrl);
+		}
+		if (match) {
+			*ret = strdup(c2 + 1);
+			r = *ret ? 0 : -ENOMEM;
+			break;
+		}
+	}
+	fclose(f);
+	return r;
+}
+
+/* mount + parent + "/runwarden.<inst>", with duplicate slashes squeezed. */
+static char *
+join_base(const char *mnt, const char *parent, const char *inst)
+{
+	char *p, *w;
+
+	if (asprintf(&p, "%s/%s/runwarden.%s", mnt, parent, inst) < 0)
+		return NULL;
+	w = p;
+	for (char *r = p; *r; r++)
+		if (!(r[0] == '/' && r[1] == '/'))
+			*w++ = *r;
+	*w = '\0';
+	return p;
+}
+
+static int
+instance_id(const char *state_dir, char ret[static 13])
+{
+	unsigned char md[EVP_MAX_MD_SIZE];
+	unsigned int mdlen = 0;
+
+	if (!EVP_Digest(state_dir, strlen(state_dir), md, &mdlen, EVP_sha256(), NULL) || mdlen < 6)
+		return -EIO;
+	for (int i = 0; i < 6; i++)
+		snprintf(ret + 2 * i, 3, "%02x", md[i]);
+	return 0;
+}
+
+static int
+setup_v2(CgroupHost *h, const char *inst, CgroupError *err)
+{
+	const ShimConf *c = h->conf;
+	_cleanup_free_ char *own = NULL, *pdir = NULL;
+	const char *parent = c->cgroup_parent;
+	char ctrls[512];
+	int r;
+
+	if (parent[0] == '\0') {
+		r = own_cgroup(NULL, &own);
+		if (r < 0)
+			return seterr(err, "cannot find our own cgroup v2 path"), r;
+		parent = own;
+		if (!streq(own, "/")) {
+			/* "No internal processes": the shim leaves its own cgroup for a leaf
+			 * so that controllers can be enabled for the sandboxes beside it. */
+			_cleanup_free_ char *sup = NULL;
+			char pid[32];
+			if (asprintf(&sup, CGROUP_ROOT "%s/supervisor", own) < 0)
+				return -ENOMEM;
+			if (mkdir(sup, 0755) < 0 && errno != EEXIST)
+				return seterr(err, "mkdir %s: %s", sup, strerror(errno)), -errno;
+			snprintf(pid, sizeof(pid), "%d", (int)getpid());
+			r = write_file(sup, "cgroup.procs", pid);
+			if (r < 0)
+				return seterr(err, "cannot move the shim into %s: %s", sup,
+					      strerror(-r)),
+				       r;
+		}
+	}
+	if (asprintf(&pdir, CGROUP_ROOT "%s", parent) < 0)
+		return -ENOMEM;
+	r = read_file(pdir, "cgroup.controllers", ctrls, sizeof(ctrls));
+	if (r < 0)
+		return seterr(err, "cannot read %s/cgroup.controllers: %s", pdir, strerror(-r)), r;
+	for (int i = 0; i < 3; i++) {
+		static const char *const need[] = {"memory", "pids", "cpu"};
+		char pad[520];
+		snprintf(pad, sizeof(pad), " %s ", ctrls);
+		pad[strcspn(pad, "\n")] = ' ';
+		char word[16];
+		snprintf(word, sizeof(word), " %s ", need[i]);
+		if (!strstr(pad, word))
+			return seterr(err,
+				      "cgroup v2 controller '%s' is not available in %s "
+				      "(not delegated: set Delegate=yes or cgroup_parent)",
+				      need[i], pdir),
+			       -EOPNOTSUPP;
+	}
+	r = write_file(pdir, "cgroup.subtree_control", "+memory +pids +cpu");
+	if (r < 0)
+		return seterr(err,
+			      "cannot enable memory, pids, cpu in %s/cgroup.subtree_control: %s",
+			      pdir, strerror(-r)),
+		       r;
+	h->base[H_UNIFIED] = join_base(CGROUP_ROOT, parent, inst);
+	if (!h->base[H_UNIFIED])
+		return -ENOMEM;
+	if (mkdir(h->base[H_UNIFIED], 0755) < 0 && errno != EEXIST)
+		return seterr(err, "mkdir %s: %s", h->base[H_UNIFIED], strerror(errno)), -errno;
+	r = write_file(h->base[H_UNIFIED], "cgroup.subtree_control", "+memory +pids +cpu");
+	if (r < 0)
+		return seterr(err, "cannot enable controllers in %s: %s", h->base[H_UNIFIED],
+			      strerror(-r)),
+		       r;
+	h->has_kill = file_exists(h->base[H_UNIFIED], "cgroup.kill");
+	snprintf(h->desc, sizeof(h->desc), "v2 (%s, %s)", h->base[H_UNIFIED],
+		 h->has_kill ? "cgroup.kill" : "cgroup.freeze + SIGKILL");
+	return 0;
+}
+
+static int
+setup_v1(CgroupHost *h, const char *inst, CgroupError *err)
+{
+	const ShimConf *c = h->conf;
+	int r;
+
+	for (int i = 0; i < _H_MAX; i++) {
+		_cleanup_free_ char *mnt = NULL, *own = NULL;
+		bool unified = i == H_UNIFIED;
+
+		if (asprintf(&mnt, CGROUP_ROOT "/%s", h_names[i]) < 0)
+			return -ENOMEM;
+		if (!is_fs(mnt, unified ? CGROUP2_SUPER_MAGIC : CGROUP_SUPER_MAGIC)) {
+			if (unified || i == H_FREEZER)
+				continue; /* optional; checked below */
+			return seterr(err, "cgroup v1 controller '%s' is not mounted at %s",
+				      h_names[i], mnt),
+			       -EOPNOTSUPP;
+		}
+		if (c->cgroup_parent[0] == '\0') {
+			r = own_cgroup(unified ? NULL : h_names[i], &own);
+			if (r < 0)
+				return seterr(err, "cannot find our own '%s' cgroup", h_names[i]),
+				       r;
+		}
+		h->base[i] = join_base(mnt, own ? own : c->cgroup_parent, inst);
+		if (!h->base[i])
+			return -ENOMEM;
+		r = mkdir_p(h->base[i], 0755);
+		if (r < 0)
+			return seterr(err, "mkdir %s: %s", h->base[i], strerror(-r)), r;
+	}
+	h->has_kill = h->base[H_UNIFIED] && file_exists(h->base[H_UNIFIED], "cgroup.kill");
+	if (!h->has_kill && !h->base[H_FREEZER])
+		return seterr(err,
+			      "neither cgroup.kill (cgroup2 at %s/unified) nor the v1 "
+			      "freezer is available to kill sandboxes",
+			      CGROUP_ROOT),
+		       -EOPNOTSUPP;
+	snprintf(h->desc, sizeof(h->desc), "v1 (memory, pids, cpu, cpuacct%s under %s)%s",
+		 h->base[H_FREEZER] ? ", freezer" : "", h->base[H_MEMORY],
+		 h->has_kill	      ? " + unified cgroup2 for cgroup.kill"
+		 : h->base[H_UNIFIED] ? " + unified cgroup2"
+				      : "");
+	return 0;
+}
+
+int
+cgroup_host_new(const ShimConf *conf, CgroupHost **ret, CgroupError *err)
+{
+	CgroupHost *h = calloc(1, sizeof(*h));
+	char inst[13];
+	int r;
+
+	if (!h)
+		return -ENOMEM;
+	h->conf = conf;
+	r = instance_id(conf->shared.state_dir, inst);
+	if (r >= 0) {
+		if (is_fs(CGROUP_ROOT, CGROUP2_SUPER_MAGIC)) {
+			h->mode = CGROUP_MODE_V2;
+			r = setup_v2(h, inst, err);
+		} else if (is_fs(CGROUP_ROOT "/memory", CGROUP_SUPER_MAGIC)) {
+			h->mode = CGROUP_MODE_V1;
+			r = setup_v1(h, inst, err);
+		} else {
+			seterr(err, "no cgroup v2 at %s and no v1 memory controller", CGROUP_ROOT);
+			r = -EOPNOTSUPP;
+		}
+	}
+	if (r < 0) {
+		cgroup_host_free(h);
+		return r;
+	}
+	*ret = h;
+	return 0;
+}
+
+CgroupHost *
+cgroup_host_free(CgroupHost *h)
+{
+	if (!h)
+		return NULL;
+	for (int i = 0; i < _H_MAX; i++) {
+		if (h->base[i])
+			(void)rmdir(h->base[i]); /* only when empty; EBUSY otherwise */
+		free(h->base[i]);
+	}
+	free(h);
+	return NULL;
+}
+
+CgroupMode
+cgroup_host_mode(const CgroupHost *h)
+{
+	return h->mode;
+}
+
+const char *
+cgroup_host_describe(const CgroupHost *h)
+{
+	return h->desc;
+}
+
+bool
+cgroup_host_has_kill(const CgroupHost *h)
+{
+	return h->has_kill;
+}
+
+/* A Cgroup object for the name in every hierarchy (no mkdir, no fds). */
+static int
+cgroup_alloc(CgroupHost *h, const char *name, Cgroup **ret)
+{
+	Cgroup *cg = calloc(1, sizeof(*cg));
+
+	if (!cg)
+		return -ENOMEM;
+	cg->host = h;
+	cg->dir2_fd = -1;
+	snprintf(cg->name, sizeof(cg->name), "%s", name);
+	for (int i = 0; i < _H_MAX; i++)
+		if (h->base[i] && asprintf(&cg->dir[i], "%s/%s", h->base[i], name) < 0) {
+			cg->dir[i] = NULL;
+			cgroup_free(cg);
+			return -ENOMEM;
+		}
+	*ret = cg;
+	return 0;
+}
+
+Cgroup *
+cgroup_free(Cgroup *cg)
+{
+	if (!cg)
+		return NULL;
+	for (int i = 0; i < _H_MAX; i++)
+		free(cg->dir[i]);
+	for (size_t i = 0; i < cg->n_procs_fds; i++)
+		safe_close(cg->procs_fds[i]);
+	safe_close(cg->dir2_fd);
+	free(cg);
+	return NULL;
+}
+DEFINE_TRIVIAL_CLEANUP_FUNC(Cgroup *, cgroup_free);
+
+const char *
+cgroup_name(const Cgroup *cg)
+{
+	return cg->name;
+}
+
+/* The directory holding the memory files, pids files, cpu accounting. */
+static const char *
+dir_memory(const Cgroup *cg)
+{
+	return cg->host->mode == CGROUP_MODE_V2 ? cg->dir[H_UNIFIED] : cg->dir[H_MEMORY];
+}
+static const char *
+dir_pids(const Cgroup *cg)
+{
+	return cg->host->mode == CGROUP_MODE_V2 ? cg->dir[H_UNIFIED] : cg->dir[H_PIDS];
+}
+
+static int
+apply_limits(Cgroup *cg, CgroupError *err)
+{
+	const ShimConf *c = cg->host->conf;
+	char v[64];
+	int r;
+
+#define W(dir, file, ...)                                                                          \
+	do {                                                                                       \
+		snprintf(v, sizeof(v), __VA_ARGS__);                                               \
+		r = write_file((dir), (file), v);                                                  \
+		if (r < 0)                                                                         \
+			return seterr(err, "cannot set %s to %s: %s", (file), v, strerror(-r)), r; \
+	} while (0)
+
+	if (cg->host->mode == CGROUP_MODE_V2) {
+		const char *d = cg->dir[H_UNIFIED];
+		W(d, "memory.max", "%" PRId64, c->memory_max);
+		if (file_exists(d, "memory.swap.max"))
+			W(d, "memory.swap.max", "%" PRId64, c->memory_swap_max);
+		W(d, "memory.oom.group", "1");
+		W(d, "pids.max", "%" PRId64, c->pids_max);
+		if (c->cpu_quota_us < 0)
+			W(d, "cpu.max", "max %" PRId64, c->cpu_period_us);
+		else
+			W(d, "cpu.max", "%" PRId64 " %" PRId64, c->cpu_quota_us, c->cpu_period_us);
+		return 0;
+	}
+	W(cg->dir[H_MEMORY], "memory.limit_in_bytes", "%" PRId64, c->memory_max);
+	if (file_exists(cg->dir[H_MEMORY], "memory.memsw.limit_in_bytes"))
+		W(cg->dir[H_MEMORY], "memory.memsw.limit_in_bytes", "%" PRId64,
+		  c->memory_max + c->memory_swap_max);
+	else if (c->memory_swap_max == 0)
+		W(cg->dir[H_MEMORY], "memory.swappiness", "0");
+	W(cg->dir[H_PIDS], "pids.max", "%" PRId64, c->pids_max);
+	W(cg->dir[H_CPU], "cpu.cfs_period_us", "%" PRId64, c->cpu_period_us);
+	W(cg->dir[H_CPU], "cpu.cfs_quota_us", "%" PRId64, c->cpu_quota_us);
+#undef W
+	return 0;
+}
+
+int
+cgroup_create(CgroupHost *h, const char *sandbox_id, Cgroup **ret, CgroupError *err)
+{
+	_cleanup_(cgroup_freep) Cgroup *cg = NULL;
+	char name[32];
+	int r;
+
+	snprintf(name, sizeof(name), SB_PREFIX "%s", sandbox_id);
+	r = cgroup_alloc(h, name, &cg);
+	if (r < 0)
+		return r;
+	for (int i = 0; i < _H_MAX; i++) {
+		if (!cg->dir[i])
+			continue;
+		/* EEXIST: left by the previous sandbox of this id, already empty
+		 * (its pid namespace is gone); reuse it. */
+		if (mkdir(cg->dir[i], 0755) < 0 && errno != EEXIST) {
+			r = -errno;
+			seterr(err, "mkdir %s: %s", cg->dir[i], strerror(errno));
+			goto fail;
+		}
+	}
+	r = apply_limits(cg, err);
+	if (r < 0)
+		goto fail;
+	if (cg->dir[H_UNIFIED]) {
+		cg->dir2_fd = open(cg->dir[H_UNIFIED], O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+		if (cg->dir2_fd < 0) {
+			r = -errno;
+			seterr(err, "open %s: %s", cg->dir[H_UNIFIED], strerror(errno));
+			goto fail;
+		}
+	}
+	for (int i = 0; i < _H_MAX; i++) {
+		_cleanup_free_ char *p = NULL;
+		if (i == H_UNIFIED || !cg->dir[i])
+			continue;
+		if (asprintf(&p, "%s/cgroup.procs", cg->dir[i]) < 0) {
+			r = -ENOMEM;
+			goto fail;
+		}
+		int fd = open(p, O_WRONLY | O_CLOEXEC);
+		if (fd < 0) {
+			r = -errno;
+			seterr(err, "open %s: %s", p, strerror(errno));
+			goto fail;
+		}
+		cg->procs_fds[cg->n_procs_fds++] = fd;
+	}
+	*ret = TAKE_PTR(cg);
+	return 0;
+fail:
+	(void)cgroup_remove(cg);
+	return r;
+}
+
+void
+cgroup_spawn_fds(const Cgroup *cg, int *ret_cgroup_fd, const int **ret_procs_fds, size_t *ret_n)
+{
+	*ret_cgroup_fd = cg->dir2_fd;
+	*ret_procs_fds = cg->procs_fds;
+	*ret_n = cg->n_procs_fds;
+}
+
+int
+cgroup_counters(const Cgroup *cg, uint64_t *ret_oom_kills, uint64_t *ret_pids_max)
+{
+	uint64_t oom = 0, pids = 0;
+	int r;
+
+	if (cg->host->mode == CGROUP_MODE_V2)
+		r = read_key(dir_memory(cg), "memory.events", "oom_kill", &oom);
+	else
+		r = read_key(dir_memory(cg), "memory.oom_control", "oom_kill", &oom);
+	if (r >= 0)
+		r = read_key(dir_pids(cg), "pids.events", "max", &pids);
+	if (r < 0)
+		return r;
+	*ret_oom_kills = oom;
+	*ret_pids_max = pids;
+	return 0;
+}
+
+static int
+count_lines(const char *dir, const char *file, uint64_t *ret)
+{
+	_cleanup_free_ char *p = NULL;
+	char buf[4096];
+	uint64_t n = 0;
+	ssize_t k;
+	_cleanup_close_ int fd = -1;
+
+	if (asprintf(&p, "%s/%s", dir, file) < 0)
+		return -ENOMEM;
+	fd = open(p, O_RDONLY | O_CLOEXEC);
+	if (fd < 0)
+		return -errno;
+	while ((k = read(fd, buf, sizeof(buf))) > 0)
+		for (ssize_t i = 0; i < k; i++)
+			n += buf[i] == '\n';
+	if (k < 0)
+		return -errno;
+	*ret = n;
+	return 0;
+}
+
+int
+cgroup_count_procs(const Cgroup *cg, uint64_t *ret)
+{
+	uint64_t most = 0;
+
+	for (int i = 0; i < _H_MAX; i++) {
+		uint64_t n = 0;
+		if (!cg->dir[i])
+			continue;
+		int r = count_lines(cg->dir[i], "cgroup.procs", &n);
+		if (r == -ENOENT)
+			continue;
+		if (r < 0)
+			return r;
+		most = MAX(most, n);
+	}
+	*ret = most;
+	return 0;
+}
+
+int
+cgroup_stats(const Cgroup *cg, uint64_t *ret_cpu_usec, uint64_t *ret_procs)
+{
+	uint64_t cpu = 0;
+	char buf[64];
+	int r;
+
+	if (cg->host->mode == CGROUP_MODE_V2)
+		r = read_key(cg->dir[H_UNIFIED], "cpu.stat", "usage_usec", &cpu);
+	else {
+		r = read_file(cg->dir[H_CPUACCT], "cpuacct.usage", buf, sizeof(buf));
+		if (r >= 0)
+			cpu = strtoull(buf, NULL, 10) / 1000; /* ns */
+	}
+	if (r >= 0)
+		r = cgroup_count_procs(cg, ret_procs);
+	if (r < 0)
+		return r;
+	*ret_cpu_usec = cpu;
+	return 0;
+}
+
+static void
+sleep_ms(long ms)
+{
+	struct timespec ts = {.tv_sec = ms / 1000, .tv_nsec = (ms % 1000) * 1000000L};
+	(void)nanosleep(&ts, NULL);
+}
+
+/* SIGKILL every member of a frozen cgroup: frozen tasks cannot exit, so their
+ * pids cannot be recycled while we signal them. */
+static void
+kill_members(const char *dir)
+{
+	_cleanup_free_ char *p = NULL;
+	char *line = NULL;
+	size_t cap = 0;
+	FILE *f;
+
+	if (asprintf(&p, "%s/cgroup.procs", dir) < 0)
+		return;
+	f = fopen(p, "re");
+	if (!f)
+		return;
+	while (getline(&line, &cap, f) > 0) {
+		long pid = strtol(line, NULL, 10);
+		if (pid > 0)
+			(void)kill((pid_t)pid, SIGKILL);
+	}
+	free(line);
+	fclose(f);
+}
+
+int
+cgroup_kill(Cgroup *cg)
+{
+	char state[64];
+
+	if (cg->host->has_kill && cg->dir[H_UNIFIED]) {
+		int r = write_file(cg->dir[H_UNIFIED], "cgroup.kill", "1");
+		return r == -ENOENT ? 0 : r;
+	}
+	if (cg->host->mode == CGROUP_MODE_V2) {
+		const char *d = cg->dir[H_UNIFIED];
+		int r = write_file(d, "cgroup.freeze", "1");
+		if (r < 0)
+			return r == -ENOENT ? 0 : r;
+		for (int i = 0; i < 1000; i++) {
+			uint64_t frozen = 0;
+			if (read_key(d, "cgroup.events", "frozen", &frozen) >= 0 && frozen)
+				break;
+			sleep_ms(1);
+		}
+		kill_members(d);
+		return write_file(d, "cgroup.freeze", "0");
+	}
+	/* v1 freezer: FREEZING until every task is frozen, then FROZEN. */
+	const char *d = cg->dir[H_FREEZER];
+	int r = write_file(d, "freezer.state", "FROZEN");
+	if (r < 0)
+		return r == -ENOENT ? 0 : r;
+	for (int i = 0; i < 1000; i++) {
+		if (read_file(d, "freezer.state", state, sizeof(state)) >= 0 &&
+		    strncmp(state, "FROZEN", 6) == 0)
+			break;
+		sleep_ms(1);
+	}
+	kill_members(d);
+	return write_file(d, "freezer.state", "THAWED");
+}
+
+int
+cgroup_remove(Cgroup *cg)
+{
+	int ret = 0;
+
+	for (int i = 0; i < _H_MAX; i++) {
+		if (!cg->dir[i])
+			continue;
+		if (rmdir(cg->dir[i]) < 0 && errno != ENOENT && ret == 0)
+			ret = -errno;
+	}
+	return ret;
+}
+
+int
+cgroup_host_reap_stale(CgroupHost *h)
+{
+	char names[256][32];
+	size_t n = 0;
+	int reaped = 0;
+
+	/* Union of the sb-* names over the hierarchies. */
+	for (int i = 0; i < _H_MAX; i++) {
+		DIR *d;
+		struct dirent *de;
+		if (!h->base[i] || !(d = opendir(h->base[i])))
+			continue;
+		while ((de = readdir(d)) && n < ELEMENTSOF(names)) {
+			bool seen = false;
+			if (strncmp(de->d_name, SB_PREFIX, STRLEN(SB_PREFIX)) != 0 ||
+			    strlen(de->d_name) >= sizeof(names[0]))
+				continue;
+			for (size_t k = 0; k < n; k++)
+				seen = seen || streq(names[k], de->d_name);
+			if (!seen)
+				snprintf(names[n++], sizeof(names[0]), "%s", de->d_name);
+		}
+		closedir(d);
+	}
+	for (size_t k = 0; k < n; k++) {
+		_cleanup_(cgroup_freep) Cgroup *cg = NULL;
+		uint64_t procs = 0;
+		int r = cgroup_alloc(h, names[k], &cg);
+		if (r < 0)
+			return r;
+		(void)cgroup_count_procs(cg, &procs);
+		if (procs > 0)
+			(void)cgroup_kill(cg);
+		/* Wait (bounded) until the kernel released every member. */
+		for (int i = 0; i < 2000; i++) {
+			r = cgroup_remove(cg);
+			if (r != -EBUSY)
+				break;
+			if (i % 100 == 99)
+				(void)cgroup_kill(cg);
+			sleep_ms(1);
+		}
+		if (r < 0)
+			log_warning_errno(r, "Failed to remove the stale cgroup %s: %m", names[k]);
+		else {
+			log_notice("Reaped %s left by a previous instance (%" PRIu64
+				   " processes killed)",
+				   names[k], procs);
+			reaped++;
+		}
+	}
+	return reaped;
+}

@@ -1,0 +1,90 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * cgroup.h — one cgroup per sandbox, on cgroup v2 or on the v1 controllers of a
+ * hybrid host.
+ *
+ * Modes (detected once by cgroup_host_new, logged at start):
+ *   v2      /sys/fs/cgroup is cgroup2. Controllers memory, pids, cpu must be
+ *           available in the parent (delegated); limits: memory.max,
+ *           memory.swap.max, memory.oom.group=1, pids.max, cpu.max; kill with
+ *           cgroup.kill (or cgroup.freeze + SIGKILL of every member).
+ *   v1      hybrid: the memory, pids, cpu, cpuacct and freezer hierarchies under
+ *           /sys/fs/cgroup/<controller>; limits: memory.limit_in_bytes (+
+ *           memory.memsw.limit_in_bytes when swap accounting exists), pids.max,
+ *           cpu.cfs_quota_us/cfs_period_us. When a cgroup2 hierarchy is mounted
+ *           at /sys/fs/cgroup/unified the sandbox gets a cgroup there too: the
+ *           init is cloned into it (CLONE_INTO_CGROUP) and it provides
+ *           cgroup.kill and cgroup.events; else kill is freezer + SIGKILL.
+ *
+ * Naming scheme (used to find leftovers after a crash):
+ *   <hierarchy>/<parent>/runwarden.<instance>/sb-<sandbox id>
+ * where <parent> is [containerd-shim] cgroup_parent or the shim's own cgroup in
+ * that hierarchy, and <instance> is 12 hex digits of SHA-256(state_dir), so two
+ * shims with different state never touch each other's sandboxes. On v2 with a
+ * non-root own cgroup the shim first moves itself into <own>/supervisor (the
+ * "no internal processes" rule).
+ *
+ * Nothing here runs inside a sandbox. Functions return 0 or a negative errno
+ * and log nothing except where stated; error texts for the caller go into a
+ * CgroupError buffer so that the typed error names the failing step.
+ */
+#pragma once
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include "shim-conf.h"
+
+typedef struct CgroupHost CgroupHost;
+typedef struct Cgroup Cgroup;
+
+typedef struct CgroupError {
+	char msg[256];
+} CgroupError;
+
+typedef enum CgroupMode {
+	CGROUP_MODE_V2,
+	CGROUP_MODE_V1,
+} CgroupMode;
+
+/* Detect the mode, create the instance directory in every hierarchy, enable the
+ * controllers (v2). Logs which mode is used. On failure *err says why. */
+int cgroup_host_new(const ShimConf *conf, CgroupHost **ret, CgroupError *err);
+/* Remove the (empty) instance directories. NULL-safe; returns NULL. */
+CgroupHost *cgroup_host_free(CgroupHost *h);
+CgroupMode cgroup_host_mode(const CgroupHost *h);
+/* Human description: "v2 (/sys/fs/cgroup/…)" or "v1 memory,pids,cpu,cpuacct,freezer + unified". */
+const char *cgroup_host_describe(const CgroupHost *h);
+/* True when a cgroup2 directory with cgroup.kill exists for sandboxes. */
+bool cgroup_host_has_kill(const CgroupHost *h);
+
+/* Startup recovery: kill every process of every sb-* cgroup left under the
+ * instance directories, wait until they are empty and remove them. Returns the
+ * number of sandboxes reaped, or a negative errno. Logs each one. */
+int cgroup_host_reap_stale(CgroupHost *h);
+
+/* Create the cgroup of a sandbox (fails with -EEXIST-like errors if a stale one
+ * cannot be removed) and apply the limits of conf. */
+int cgroup_create(CgroupHost *h, const char *sandbox_id, Cgroup **ret, CgroupError *err);
+/* What sandbox_spawn needs: a cgroup2 directory fd for CLONE_INTO_CGROUP (or
+ * -1) and the open cgroup.procs files of the v1 hierarchies. Borrowed. */
+void cgroup_spawn_fds(const Cgroup *cg, int *ret_cgroup_fd, const int **ret_procs_fds,
+		      size_t *ret_n);
+
+/* Monotonic event counters: OOM kills (memory.events oom_kill / memory.oom_control
+ * oom_kill) and fork failures at pids.max (pids.events max). */
+int cgroup_counters(const Cgroup *cg, uint64_t *ret_oom_kills, uint64_t *ret_pids_max);
+/* CPU time used so far (µs) and processes alive. */
+int cgroup_stats(const Cgroup *cg, uint64_t *ret_cpu_usec, uint64_t *ret_procs);
+/* Number of processes in the cgroup (0 = empty). */
+int cgroup_count_procs(const Cgroup *cg, uint64_t *ret);
+
+/* SIGKILL every process: cgroup.kill, else freeze, SIGKILL each member, thaw.
+ * Works on forking, setsid'd and signal-ignoring processes. */
+int cgroup_kill(Cgroup *cg);
+/* rmdir in every hierarchy. -EBUSY while processes remain (retry later). */
+int cgroup_remove(Cgroup *cg);
+/* Close the fds. Does not remove anything. NULL-safe; returns NULL. */
+Cgroup *cgroup_free(Cgroup *cg);
+const char *cgroup_name(const Cgroup *cg); /* "sb-<id>" */

@@ -1,0 +1,72 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * seccomp-policy.h — the sandbox's seccomp filter: a default-deny allowlist
+ * generated from ONE table (seccomp-policy.c), compiled with libseccomp.
+ *
+ * Semantics of the compiled filter (native x86_64 only):
+ *   - foreign architecture (i386 `int 0x80`, anything but AUDIT_ARCH_X86_64) and
+ *     x32 syscall numbers (__X32_SYSCALL_BIT) → kill the process;
+ *   - a syscall not in the table (or unknown to libseccomp) → ENOSYS, so that
+ *     programs fall back the way they do on an older kernel;
+ *   - each table row: allow, EPERM, ENOSYS (clone3: glibc then uses clone) or
+ *     kill the process (module loading, reboot, kexec);
+ *   - POLICY_ARGS rows are decided by their arguments:
+ *       clone       EPERM when any namespace flag is set, else allowed;
+ *       socket      AF_UNIX (any type); AF_INET/AF_INET6 with SOCK_STREAM or
+ *                   SOCK_DGRAM; other types of those families (SOCK_RAW…) EPERM;
+ *                   every other family EAFNOSUPPORT;
+ *       ioctl       TIOCSTI and TIOCLINUX EPERM, compared on the low 32 bits of
+ *                   the command (the kernel truncates it: CVE-2019-10063); all
+ *                   other commands allowed;
+ *       personality 0 (PER_LINUX) and 0xffffffff (query) allowed, anything else
+ *                   EPERM.
+ * libseccomp cannot express "arg != X" on a masked value nor two comparisons of
+ * one argument in a rule, and an argument-less rule overrides argument rules of
+ * the same syscall, so the builder spells every ARGS row as a set of disjoint
+ * masked-equality rules that together cover every value (see the .c file).
+ *
+ * The shim compiles the filter once at start-up (seccomp_policy_compile) and the
+ * sandbox init applies the BPF program in each exec child, after no_new_privs
+ * and the capability drop, right before execve (seccomp_policy_load).
+ */
+#pragma once
+
+#include <stddef.h>
+
+struct sock_fprog;
+
+typedef enum SeccompPolicyAction {
+	POLICY_ALLOW,
+	POLICY_EPERM,
+	POLICY_ENOSYS,
+	POLICY_KILL, /* SCMP_ACT_KILL_PROCESS */
+	POLICY_ARGS, /* decided by the arguments, see above */
+	_POLICY_ACTION_MAX,
+} SeccompPolicyAction;
+
+typedef struct SeccompPolicyRow {
+	const char *name;  /* syscall name as libseccomp resolves it */
+	const char *group; /* what it is for: "io", "fs", "process", … (documentation) */
+	SeccompPolicyAction action;
+	const char *help; /* one line: why it is allowed or denied */
+} SeccompPolicyRow;
+
+extern const SeccompPolicyRow seccomp_policy_table[];
+extern const size_t seccomp_policy_n_rows;
+
+/* "allow", "EPERM", "ENOSYS", "kill", "args". */
+const char *seccomp_policy_action_name(SeccompPolicyAction a);
+
+/* Build the filter into a libseccomp context (*ret is a scmp_filter_ctx, release
+ * it with seccomp_release). Fails with -ENOENT if a row names a syscall that the
+ * native architecture does not know, -EOPNOTSUPP on a non-x86_64 build. */
+int seccomp_policy_build(void **ret_ctx);
+
+/* Build and export the BPF program: ret->filter is malloc'd (free it), ret->len
+ * its instruction count. 0 or a negative errno. */
+int seccomp_policy_compile(struct sock_fprog *ret);
+
+/* In a single-threaded child: seccomp(SECCOMP_SET_MODE_FILTER, TSYNC, prog).
+ * Requires no_new_privs (or CAP_SYS_ADMIN). Async-signal-safe, no allocation.
+ * 0 or a negative errno. */
+int seccomp_policy_load(const struct sock_fprog *prog);

@@ -1,0 +1,419 @@
+# SPDX-License-Identifier: MIT
+"""SANDBOX.md §7 against the real daemons: identity and privileges, the seccomp
+matrix (tests/e2e/helpers/try-syscall, copied into a sandbox's workspace),
+egress, resources (pids.max, OOM, timeout, rlimits), kill and lifecycle
+(destroy of a SIGTERM-ignoring double-forked daemon, orphans, kill -9 of the
+shim and the restart's recovery), SANDBOX_STATS.
+
+Runs go through routerd/coordinatord (`/bin/sh -c COMMAND`); what coordinatord
+does not expose (destroy, stats, exec timeout) is driven with shimctl on the
+shim's socket. Limits of this suite are below (SUITE_CONF) so that a balloon
+and a fork bomb hit them quickly."""
+import glob
+import hashlib
+import json
+import os
+import re
+import shutil
+import signal
+import subprocess
+import time
+
+from rwtest import BUILD, stdout_text
+
+SUITE_CONF = """[containerd-shim]
+memory_max = 256M
+pids_max = 256
+cpu_max = 50000 100000
+"""
+
+SHIMCTL = os.path.join(BUILD, "daemons", "containerd-shim", "shimctl")
+TRY_SYSCALL = os.path.join(BUILD, "tests", "e2e", "helpers", "try-syscall")
+HOST_UID = 100000  # [containerd-shim] host_uid default
+
+
+def sandbox_id(key):
+    return hashlib.sha256(key.encode()).hexdigest()[:16]
+
+
+def workspace(s, thread):
+    return os.path.join(s.dir, "state", "sandboxes", sandbox_id(thread), "workspace")
+
+
+def run(s, command, thread, timeout=30):
+    """Run COMMAND through POST /runs; (events, final record)."""
+    run_id = s.start_run(command, thread=thread)
+    events, status, _, _ = s.tail(run_id, thread=thread, timeout=timeout)
+    assert status is not None, events
+    return events, status
+
+
+def run_ok(s, command, thread, timeout=30):
+    events, status = run(s, command, thread, timeout)
+    assert status["status"] == "completed", (status, stdout_text(events),
+                                             stdout_text(events, "process.stderr"))
+    return stdout_text(events)
+
+
+def tool_result(events):
+    res = [e["chunk"] for e in events if e["chunk"]["type"] == "TOOL_CALL_RESULT"]
+    assert len(res) == 1, events
+    return json.loads(res[0]["content"])
+
+
+def shimctl(s, key, *args, timeout=30):
+    sock = os.path.join(s.dir, "run", "containerd-shim.sock")
+    return subprocess.run([SHIMCTL, sock, key, *args], capture_output=True, text=True,
+                          timeout=timeout)
+
+
+def host_pids(marker):
+    """Host pids of live (non-zombie) processes whose command line contains marker."""
+    out = []
+    for d in glob.glob("/proc/[0-9]*"):
+        try:
+            with open(d + "/cmdline", "rb") as f:
+                cmd = f.read()
+            with open(d + "/stat") as f:
+                state = f.read().rsplit(")", 1)[1].split()[0]
+        except OSError:
+            continue
+        if marker.encode() in cmd and state != "Z":
+            out.append(int(d[6:]))
+    return out
+
+
+def poll(cond, timeout=10.0, interval=0.02):
+    deadline = time.time() + timeout
+    while time.time() < deadline:
+        v = cond()
+        if v:
+            return v
+        time.sleep(interval)
+    return cond()
+
+
+def sandbox_cgroups(s, key):
+    """Existing cgroup directories of the sandbox of key, in every hierarchy.
+    Naming scheme (cgroup.h): <mount>/<parent>/runwarden.<sha256(state_dir)[:12]>/sb-<id>."""
+    inst = "runwarden." + hashlib.sha256(os.path.join(s.dir, "state").encode()).hexdigest()[:12]
+    name = "sb-" + sandbox_id(key)
+    found = set()
+    for mount in glob.glob("/sys/fs/cgroup/*/") + ["/sys/fs/cgroup/"]:
+        for base in glob.glob(mount + "**/" + inst, recursive=False) + \
+                glob.glob(mount + inst) + _own_bases(s, mount, inst):
+            if os.path.isdir(os.path.join(base, name)):
+                found.add(os.path.join(base, name))
+    return sorted(found)
+
+
+def _own_bases(s, mount, inst):
+    pid = s.procs["containerd-shim"].pid
+    out = []
+    try:
+        with open(f"/proc/{pid}/cgroup") as f:
+            for line in f:
+                path = line.rstrip("\n").split(":", 2)[2]
+                for p in (path, os.path.dirname(path)):
+                    out.append(os.path.normpath(mount + "/" + p + "/" + inst))
+    except OSError:
+        pass
+    return out
+
+
+# --- identity, privileges, namespaces -------------------------------------------------
+
+def test_identity_no_privileges(s):
+    out = run_ok(s, "grep -E '^(NoNewPrivs|Seccomp|Cap(Inh|Prm|Eff|Bnd|Amb)):' /proc/self/status;"
+                 " echo uid_map; cat /proc/self/uid_map; id -u; id -g", thread="t-id")
+    fields = dict(re.findall(r"^(\w+):\s+(\S+)$", out, re.M))
+    assert fields["NoNewPrivs"] == "1", out
+    assert fields["Seccomp"] == "2", out
+    for cap in ("CapInh", "CapPrm", "CapEff", "CapBnd", "CapAmb"):
+        assert fields[cap] == "0000000000000000", (cap, out)
+    maps = out.split("uid_map\n", 1)[1].splitlines()
+    assert len(maps) == 3, out  # one uid_map line, then id -u, id -g
+    assert maps[0].split() == ["1000", str(HOST_UID), "1"], maps
+    assert maps[1:] == ["1000", "1000"], maps
+
+
+def test_id_maps_and_setgroups_not_writable(s):
+    out = run_ok(s, "for f in uid_map gid_map setgroups; do"
+                 " (echo '0 0 1' > /proc/self/$f) 2>/dev/null && echo $f=written || echo $f=denied;"
+                 " done; cat /proc/self/setgroups", thread="t-id")
+    assert out == "uid_map=denied\ngid_map=denied\nsetgroups=denied\ndeny\n", out
+
+
+def test_unshare_fails(s):
+    out = run_ok(s, "for f in -U -n -m -p -i -u; do unshare $f true 2>/dev/null; echo \"$f=$?\";"
+                 " done; unshare -U true 2>&1 | tail -n1", thread="t-id")
+    lines = out.splitlines()
+    assert lines[:6] == ["-U=1", "-n=1", "-m=1", "-p=1", "-i=1", "-u=1"], out
+    assert "Operation not permitted" in lines[6], out
+
+
+# --- seccomp matrix --------------------------------------------------------------------
+
+MATRIX = {
+    # §6.D item 19, one by one: EPERM
+    **{n: "EPERM" for n in (
+        "ptrace process_vm_readv process_vm_writev bpf perf_event_open userfaultfd keyctl "
+        "add_key request_key io_uring_setup io_uring_enter io_uring_register open_by_handle_at "
+        "name_to_handle_at swapon swapoff syslog acct iopl ioperm quotactl fanotify_init vhangup "
+        "settimeofday clock_settime adjtimex mount umount2 pivot_root chroot fsopen fsconfig "
+        "fsmount fspick open_tree move_mount mount_setattr unshare_user unshare_net "
+        "unshare_files setns clone_newuser clone_newns").split()},
+    # kill for module loading, reboot, kexec, and foreign ABIs
+    **{n: "SIGSYS" for n in (
+        "reboot kexec_load kexec_file_load init_module finit_module delete_module "
+        "int80 x32").split()},
+    # clone3 → ENOSYS, yet fork and threads work through glibc's fallback
+    "clone3": "ENOSYS", "fork": "OK", "pthread_create": "OK",
+    # socket families and types
+    "socket_unix": "OK", "socket_inet": "OK", "socket_inet6_dgram": "OK",
+    "socket_netlink": "EAFNOSUPPORT", "socket_packet": "EAFNOSUPPORT",
+    "socket_vsock": "EAFNOSUPPORT", "socket_alg": "EAFNOSUPPORT",
+    "socket_raw": "EPERM", "socket_raw6": "EPERM",
+    # ioctl: TIOCSTI (also with the high 32 bits set), TIOCLINUX; others pass
+    "ioctl_tiocsti": "EPERM", "ioctl_tiocsti_high": "EPERM", "ioctl_tioclinux": "EPERM",
+    "ioctl_fionread": "OK",
+    # personality: only the default and the query
+    "personality_query": "OK", "personality_linux": "OK",
+    "personality_read_implies_exec": "EPERM", "personality_addr_no_randomize": "EPERM",
+    # not in the allowlist → ENOSYS
+    "modify_ldt": "ENOSYS", "uselib": "ENOSYS",
+    # device nodes need CAP_MKNOD (the kernel says no), FIFOs are fine
+    "mknod_char": "EPERM", "mknod_char_workspace": "EPERM", "mkfifo": "OK",
+    "getpid": "OK",
+}
+
+
+def install_try_syscall(s, thread):
+    run_ok(s, "true", thread=thread)  # creates the sandbox and its workspace
+    dst = os.path.join(workspace(s, thread), "try-syscall")
+    shutil.copyfile(TRY_SYSCALL, dst)
+    os.chown(dst, HOST_UID, HOST_UID)
+    os.chmod(dst, 0o755)
+
+
+def test_seccomp_matrix_exact_errnos(s):
+    install_try_syscall(s, "t-sec")
+    out = run_ok(s, "/workspace/try-syscall " + " ".join(MATRIX), thread="t-sec")
+    got = dict(line.split("=", 1) for line in out.splitlines())
+    wrong = {k: (got.get(k), v) for k, v in MATRIX.items() if got.get(k) != v}
+    assert not wrong, wrong
+    # the sandbox is still healthy after the kills
+    assert run_ok(s, "echo alive", thread="t-sec") == "alive\n"
+
+
+def test_build_tools_work_under_the_filter(s):
+    script = r"""set -e
+cd /workspace && rm -rf proj && mkdir proj && cd proj
+printf '#include <stdio.h>\n#include <pthread.h>\nstatic void *f(void *a){return a;}\nint main(void){pthread_t t;pthread_create(&t,0,f,0);pthread_join(t,0);puts("c ok");return 0;}\n' > m.c
+printf 'all: m\nm: m.c\n\tgcc -O2 -pthread -o m m.c\n' > Makefile
+make -s && ./m
+git init -q . && git add . && git -c user.email=a@b -c user.name=n commit -qm init && git log --format=%s
+python3 -c 'import subprocess, threading, multiprocessing as mp; print(subprocess.run(["echo", "py ok"], capture_output=True, text=True).stdout.strip()); p = mp.Pool(2); print(sum(p.map(abs, [-1, -2]))); p.close()'
+bash -c 'echo bash $((6*7))' | sort | tr a-z A-Z
+"""
+    want = "c ok\ninit\npy ok\n3\nBASH 42\n"
+    if os.path.exists("/usr/bin/node"):
+        script += "node -e 'require(\"child_process\").execFileSync(\"true\"); console.log(\"node ok\")'\n"
+        want += "node ok\n"
+    assert run_ok(s, script, thread="t-tools", timeout=60) == want
+
+
+# --- filesystem and fds ------------------------------------------------------------------
+
+def test_only_fds_0_1_2(s):
+    assert run_ok(s, "ls /proc/$$/fd", thread="t-fs") == "0\n1\n2\n"
+
+
+def test_system_dirs_read_only(s):
+    py = ("import errno, os\n"
+          "for p in ('/usr/rw-probe', '/etc/rw-probe', '/bin/rw-probe', '/proc/sysrq-trigger',"
+          " '/proc/sys/kernel/core_pattern'):\n"
+          "    try:\n"
+          "        fd = os.open(p, os.O_WRONLY | os.O_CREAT, 0o600); os.close(fd); print(p, 'OK')\n"
+          "    except OSError as e:\n"
+          "        print(p, errno.errorcode[e.errno])\n")
+    out = run_ok(s, f"python3 -c \"{py}\"", thread="t-fs")
+    # /proc/sys is bound read-only, but the permission check (files of the unmapped
+    # host root) fails first; /proc/sysrq-trigger exists only if the kernel has it
+    sysrq = "EACCES" if os.path.exists("/proc/sysrq-trigger") else "ENOENT"
+    assert out == ("/usr/rw-probe EROFS\n/etc/rw-probe EROFS\n/bin/rw-probe EROFS\n"
+                   f"/proc/sysrq-trigger {sysrq}\n/proc/sys/kernel/core_pattern EACCES\n"), out
+
+
+# --- network -----------------------------------------------------------------------------
+
+def test_only_lo_and_egress_fails_fast(s):
+    py = ("import socket, time, errno\n"
+          "t = time.monotonic()\n"
+          "s = socket.socket(); s.settimeout(10)\n"
+          "try:\n"
+          "    s.connect(('1.1.1.1', 80)); print('connected')\n"
+          "except OSError as e:\n"
+          "    print(errno.errorcode.get(e.errno, e))\n"
+          "print('fast' if time.monotonic() - t < 2 else 'slow')\n")
+    out = run_ok(s, "tail -n +3 /proc/net/dev | cut -d: -f1 | tr -d ' '; "
+                 f"python3 -c \"{py}\"", thread="t-net")
+    assert out == "lo\nENETUNREACH\nfast\n", out
+
+
+def test_two_sandboxes_cannot_reach_each_other(s):
+    server = ("import socket, time; s = socket.socket(); "
+              "s.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1); "
+              "s.bind(('127.0.0.1', 8080)); s.listen(); time.sleep(60)")
+    probe = ("import socket, errno\n"
+             "try:\n"
+             "    socket.create_connection(('127.0.0.1', 8080), 2).close(); print('reached')\n"
+             "except OSError as e:\n"
+             "    print(errno.errorcode.get(e.errno, e))\n")
+    # A's server lives on after the run (setsid, no pipes held); the run returns once it listens
+    out = run_ok(s, f"setsid python3 -c \"{server}\" </dev/null >/dev/null 2>&1 &\n"
+                 f"for i in $(seq 100); do python3 -c \"{probe}\" | grep -q reached && break;"
+                 " sleep 0.05; done; python3 -c \"" + probe + "\"", thread="t-net-a")
+    assert out == "reached\n", out
+    assert run_ok(s, f"python3 -c \"{probe}\"", thread="t-net-b") == "ECONNREFUSED\n"
+    assert run_ok(s, f"python3 -c \"{probe}\"", thread="t-net-a") == "reached\n"
+    r = shimctl(s, "t-net-a", "--destroy")
+    assert r.returncode == 0, r.stderr
+
+
+# --- resources and time ------------------------------------------------------------------
+
+def test_rlimits(s):
+    out = run_ok(s, "ulimit -c; ulimit -n; ulimit -l; ulimit -r; ulimit -f", thread="t-res")
+    # CORE 0, NOFILE 4096, MEMLOCK 64 KiB, RTPRIO 0, FSIZE 16G in 512-byte blocks
+    assert out == "0\n4096\n64\n0\n33554432\n", out
+
+
+def test_memory_balloon_is_reported_as_oom(s):
+    events, status = run(s, "python3 -c 'x = bytearray(1024 * 1024 * 1024); print(len(x))'",
+                         thread="t-oom")
+    res = tool_result(events)
+    assert res["reason"] == "oom", res
+    assert res["exitCode"] == 137, res
+    assert status["status"] == "failed", status
+    assert events[-1]["chunk"]["type"] == "RUN_ERROR", events[-1]
+    assert stdout_text(events) == ""
+    # the sandbox and its neighbours carry on
+    assert run_ok(s, "echo next", thread="t-oom") == "next\n"
+    assert run_ok(s, "echo neighbour", thread="t-res") == "neighbour\n"
+
+
+def test_fork_bomb_contained_shim_responsive(s):
+    bomb = "bash -c 'bomb() { bomb | bomb & }; bomb' 2>/dev/null; sleep 3; echo leader-done"
+    run_id = s.start_run(bomb, thread="t-bomb")
+    # meanwhile another sandbox works, promptly
+    t0 = time.time()
+    assert run_ok(s, "echo responsive", thread="t-res") == "responsive\n"
+    assert time.time() - t0 < 3, time.time() - t0
+    events, status, _, _ = s.tail(run_id, thread="t-bomb", timeout=30)
+    res = tool_result(events)
+    assert res["reason"] == "pids_limit", res
+    assert status["status"] == "failed", status
+    # the bomb is still raging in its sandbox; stats see it, destroy ends it
+    st = shimctl(s, "t-bomb", "--stats")
+    assert st.returncode == 0, st.stderr
+    procs = int(re.search(r"procs=(\d+)", st.stdout).group(1))
+    assert procs > 50, st.stdout
+    t0 = time.time()
+    r = shimctl(s, "t-bomb", "--destroy")
+    assert r.returncode == 0, r.stderr
+    assert time.time() - t0 < 5, time.time() - t0
+    assert poll(lambda: not sandbox_cgroups(s, "t-bomb"), 5), sandbox_cgroups(s, "t-bomb")
+
+
+def test_exec_timeout(s):
+    t0 = time.time()
+    r = shimctl(s, "t-timeout", "--timeout", "1000", "--", "sleep", "10000")
+    took = time.time() - t0
+    assert "timeout (exit_code 137, signal 9)" in r.stderr, r.stderr
+    assert r.returncode == 137, r.returncode
+    assert 0.9 < took < 4, took
+
+
+def test_sandbox_stats(s):
+    run_ok(s, "true", thread="t-stats")
+    st = shimctl(s, "t-stats", "--stats")
+    assert st.returncode == 0, st.stderr
+    m = re.fullmatch(r"cpu_usec=(\d+) procs=(\d+)\n", st.stdout)
+    assert m and m.group(2) == "1", st.stdout  # only the init is alive
+    before = int(m.group(1))
+    run_ok(s, "python3 -c 'import time; t = time.process_time()\n"
+              "while time.process_time() - t < 0.2: pass'", thread="t-stats")
+    after = int(re.search(r"cpu_usec=(\d+)", shimctl(s, "t-stats", "--stats").stdout).group(1))
+    assert after - before >= 150000, (before, after)
+    r = shimctl(s, "t-no-such-sandbox", "--stats")
+    assert r.returncode == 2 and "SANDBOX_STATS failed" in r.stderr, r.stderr
+
+
+# --- kill and lifecycle ------------------------------------------------------------------
+
+def start_daemon_in(s, thread, marker):
+    """A double-forked, setsid'd, SIGTERM/SIGHUP-ignoring daemon, named marker."""
+    run_ok(s, "setsid bash -c 'trap \"\" TERM HUP; (trap \"\" TERM HUP; "
+              f"exec -a {marker} sleep 9999) &' </dev/null >/dev/null 2>&1; echo started",
+           thread=thread)
+    pids = poll(lambda: host_pids(marker), 5)
+    assert len(pids) == 1, pids
+    return pids[0]
+
+
+def test_daemon_gone_after_destroy(s):
+    marker = f"rwmarker-destroy-{os.getpid()}"
+    pid = start_daemon_in(s, "t-daemon", marker)
+    os.kill(pid, signal.SIGTERM)  # ignored
+    assert host_pids(marker) == [pid]
+    assert sandbox_cgroups(s, "t-daemon"), "no cgroup for the sandbox"
+    r = shimctl(s, "t-daemon", "--destroy")
+    assert r.returncode == 0, r.stderr
+    assert host_pids(marker) == []  # SANDBOX_DESTROY answers once every process is dead
+    assert poll(lambda: not sandbox_cgroups(s, "t-daemon"), 5), sandbox_cgroups(s, "t-daemon")
+    # a later run gets a fresh sandbox, same workspace
+    assert run_ok(s, "echo again > /workspace/f; cat /workspace/f", thread="t-daemon") == "again\n"
+
+
+def test_no_zombies_after_1000_orphans(s):
+    py = ("import os, time\n"
+          "def zombies():\n"
+          "    n = 0\n"
+          "    for p in os.listdir('/proc'):\n"
+          "        if p.isdigit():\n"
+          "            try:\n"
+          "                n += open(f'/proc/{p}/stat').read().rsplit(')', 1)[1].split()[0] == 'Z'\n"
+          "            except OSError: pass\n"
+          "    return n\n"
+          "for i in range(1000):\n"
+          "    if os.fork() == 0:\n"
+          "        if os.fork() == 0: os._exit(0)\n"  # the orphan: its parent is gone
+          "        os._exit(0)\n"
+          "    os.waitpid(-1, 0)\n"
+          "deadline = time.monotonic() + 1\n"
+          "while zombies() and time.monotonic() < deadline: time.sleep(0.01)\n"
+          "print('zombies', zombies())\n")
+    assert run_ok(s, f"python3 -c \"{py}\"", thread="t-orphans") == "zombies 0\n"
+
+
+def test_kill_9_of_the_shim_leaves_nothing(s):
+    """Last test of the module: it kills and restarts the shim."""
+    marker = f"rwmarker-k9-{os.getpid()}"
+    run_ok(s, "echo kept > /workspace/kept", thread="t-k9")
+    start_daemon_in(s, "t-k9", marker)
+    assert sandbox_cgroups(s, "t-k9")
+    s.kill("containerd-shim")
+    # PDEATHSIG takes the init, the pid namespace takes the daemon
+    assert poll(lambda: not host_pids(marker), 5), host_pids(marker)
+    assert sandbox_cgroups(s, "t-k9"), "cgroup gone before the restart?"
+    s.start_daemon("containerd-shim")
+    assert poll(lambda: "Reaped sb-" + sandbox_id("t-k9") in s.log("containerd-shim"), 10), \
+        s.log("containerd-shim")[-2000:]
+    assert not sandbox_cgroups(s, "t-k9")
+    s.wait_ready()
+
+    def runs_again():
+        events, status = run(s, "cat /workspace/kept", thread="t-k9")
+        return status["status"] == "completed" and stdout_text(events) == "kept\n"
+    assert poll(runs_again, 15, 0.2)
