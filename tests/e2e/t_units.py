@@ -67,12 +67,16 @@ def test_every_service_is_notify_with_watchdog_and_hardening():
                 assert line in text, f"{name}: no {line}"
             assert re.search(r"^WatchdogSec=\d", text, re.M), f"{name}: no WatchdogSec="
             assert re.search(r"^ExecStartPre=.*--check-config$", text, re.M), name
-            assert re.search(r"^RestrictAddressFamilies=", text, re.M), name
             if "containerd-shim" in name:
                 assert "Delegate=yes" in text and "CapabilityBoundingSet=CAP_" in text
                 assert not re.search(r"^User=", text, re.M)
+                # seccomp-based settings would be inherited by every sandbox
+                for bad in ("SystemCallFilter", "RestrictAddressFamilies", "ProtectHostname",
+                            "MemoryDenyWriteExecute", "RestrictNamespaces"):
+                    assert not re.search(rf"^{bad}=", text, re.M), f"{name}: {bad}="
             else:
                 assert "SystemCallFilter=@system-service" in text and "User=runwarden" in text
+                assert re.search(r"^RestrictAddressFamilies=", text, re.M), name
 
 
 def test_exec_start_pre_checks_pass():
