@@ -31,6 +31,10 @@ const ConfItem shim_conf_items[] = {
      "(background children may hold them)"},
     {S, "max_pending_output", CONF_SIZE, offsetof(ShimConf, max_pending), "8M", 64 * 1024,
      1024LL * 1024 * 1024, "exec output queued to a peer beyond which reading pauses"},
+    {S, "exec_output_buffer", CONF_SIZE, offsetof(ShimConf, output_buffer), "1M", 4096,
+     256LL * 1024 * 1024,
+     "last bytes of each exec stream kept for a re-attach (EXEC_ATTACH) after the "
+     "coordinator's connection dropped; older output is dropped and counted"},
     {S, "rlimit_nofile", CONF_INT, offsetof(ShimConf, rlimit_nofile), "4096", 64, 1048576,
      "RLIMIT_NOFILE (open files) of every sandboxed process"},
     {S, "rlimit_fsize", CONF_SIZE, offsetof(ShimConf, rlimit_fsize), "16G", 1024 * 1024,

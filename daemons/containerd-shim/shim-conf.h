@@ -23,6 +23,7 @@ typedef struct ShimConf {
 	int64_t host_uid;	 /* host uid and gid that sandbox_uid maps to; never 0 */
 	int64_t drain_timeout;	 /* ms to wait for pipe EOF after an exec's leader exited */
 	int64_t max_pending;	 /* bytes queued to a peer before exec output reading pauses */
+	int64_t output_buffer;	 /* bytes of each exec stream kept for EXEC_ATTACH */
 	int64_t rlimit_nofile;	 /* RLIMIT_NOFILE of every sandbox process */
 	int64_t rlimit_fsize;	 /* RLIMIT_FSIZE, bytes */
 	int64_t rlimit_memlock;	 /* RLIMIT_MEMLOCK, bytes */

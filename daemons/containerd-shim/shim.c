@@ -8,8 +8,13 @@
  * EXEC_EXIT was pushed, which needs both (a) its end — an exit status from
  * the init, or the sandbox's death — and (b) EOF on both output pipes, or the
  * drain timeout after (a) (a background child may hold the pipes forever).
- * Execs outlive the Conn that started them (output is then dropped, offsets
- * still advance) and may outlive their Sandbox briefly while draining.
+ * Execs outlive the Conn that started them and may outlive their Sandbox
+ * briefly while draining. Every byte of output also goes into a bounded ring
+ * per stream (exec_output_buffer, output-ring.h): while no peer is attached
+ * the exec keeps running and only the oldest bytes are lost (counted by
+ * offsets); EXEC_ATTACH replays from a given offset and re-attaches. An exec
+ * that ended while detached is held (EXEC_LIST shows it) until a peer attaches
+ * and gets its EXEC_EXIT, or for EXEC_HOLD_USEC at most.
  *
  * Tables are plain linked lists: a host runs a handful of sandboxes.
  */
@@ -41,6 +46,7 @@
 #include "fd-util.h"
 #include "log.h"
 #include "macro.h"
+#include "output-ring.h"
 #include "peer.h"
 #include "sandbox.h"
 #include "seccomp-policy.h"
@@ -50,7 +56,8 @@
 #define OUTPUT_CHUNK (64 * 1024)
 #define BACKPRESSURE_RECHECK_USEC (20 * USEC_PER_MSEC)
 #define GRAVE_RETRY_USEC (10 * USEC_PER_MSEC)
-#define GRAVE_MAX_TRIES 500 /* 5 s until a cgroup that does not empty is given up */
+#define EXEC_HOLD_USEC (600 * USEC_PER_SEC) /* an ended exec nobody re-attached to */
+#define GRAVE_MAX_TRIES 500		    /* 5 s until a cgroup that does not empty is given up */
 
 typedef struct Conn Conn;
 typedef struct Sandbox Sandbox;
@@ -126,6 +133,10 @@ struct Exec {
 	bool timed_out;
 	bool have_base;		      /* oom_base/pids_base were read at start */
 	uint64_t oom_base, pids_base; /* cgroup event counters at start */
+	Ring out[3];		      /* the last output of stdout and stderr ([1], [2]) */
+	char sandbox_id[17];
+	char *run_id;		  /* for EXEC_LIST; may be NULL */
+	struct event *hold_timer; /* ended while detached: release after EXEC_HOLD_USEC */
 };
 
 struct Shim {
@@ -269,6 +280,11 @@ exec_free(Exec *e)
 		event_free(e->bp_timer);
 	if (e->timeout_timer)
 		event_free(e->timeout_timer);
+	if (e->hold_timer)
+		event_free(e->hold_timer);
+	for (int i = STREAM_STDOUT; i <= STREAM_STDERR; i++)
+		ring_done(&e->out[i]);
+	free(e->run_id);
 	free(e->stdin_data);
 	free(e);
 	return NULL;
@@ -285,21 +301,31 @@ exec_unlink(Exec *e)
 }
 
 static void
-exec_push_output(Exec *e, int stream, const void *data, size_t len)
+exec_send_output(Exec *e, int stream, uint64_t offset, const void *data, size_t len,
+		 uint64_t dropped)
 {
 	MpWriter w;
 
-	if (e->conn) {
-		mp_writer_init(&w);
-		mp_w_map(&w, 4);
-		mp_w_uint(&w, "exec_id", e->id);
-		mp_w_uint(&w, "stream", (uint64_t)stream);
-		mp_w_uint(&w, "offset", e->offset[stream]);
-		mp_w_bin(&w, "data", data, len);
-		(void)peer_push(e->conn->peer, MSG_EXEC_OUTPUT, &w);
-		mp_writer_done(&w);
-	}
-	/* Offsets advance even when nobody listens: a re-attach resumes from them. */
+	mp_writer_init(&w);
+	mp_w_map(&w, dropped ? 5 : 4);
+	mp_w_uint(&w, "exec_id", e->id);
+	mp_w_uint(&w, "stream", (uint64_t)stream);
+	mp_w_uint(&w, "offset", offset);
+	mp_w_bin(&w, "data", data, len);
+	if (dropped)
+		mp_w_uint(&w, "dropped", dropped);
+	(void)peer_push(e->conn->peer, MSG_EXEC_OUTPUT, &w);
+	mp_writer_done(&w);
+}
+
+static void
+exec_push_output(Exec *e, int stream, const void *data, size_t len)
+{
+	/* Kept for a re-attach whether or not anybody listens now (bounded: the
+	 * oldest bytes go; an allocation failure only loses more of them). */
+	(void)ring_append(&e->out[stream], data, len);
+	if (e->conn)
+		exec_send_output(e, stream, e->offset[stream], data, len, 0);
 	e->offset[stream] += len;
 }
 
@@ -409,8 +435,6 @@ exec_push_exit(Exec *e)
 		reason = "lost";
 	log_debug("exec %" PRIu64 " ended: %s, exit code %" PRId64 ", signal %d", e->id, reason,
 		  code, sig);
-	if (!e->conn)
-		return;
 	mp_writer_init(&w);
 	mp_w_map(&w, 4);
 	mp_w_uint(&w, "exec_id", e->id);
@@ -451,7 +475,25 @@ exec_maybe_finish(Exec *e)
 							       USEC_PER_MSEC));
 		return;
 	}
+	if (!e->conn) {
+		/* Nobody to tell: hold the exit (and the output) for a re-attach. */
+		if (!evtimer_pending(e->hold_timer, NULL)) {
+			log_debug("exec %" PRIu64 " ended while detached, holding it", e->id);
+			evtimer_add(e->hold_timer, timeval_from_usec(&tv, EXEC_HOLD_USEC));
+		}
+		return;
+	}
 	exec_push_exit(e);
+	exec_unlink(e);
+	exec_free(e);
+}
+
+static void
+exec_hold_cb(evutil_socket_t fd, short what, void *arg)
+{
+	Exec *e = arg;
+
+	log_debug("exec %" PRIu64 ": nobody re-attached, releasing it", e->id);
 	exec_unlink(e);
 	exec_free(e);
 }
@@ -1149,7 +1191,13 @@ handle_exec_start(Peer *p, const Frame *f, void *userdata)
 	e->fds[0] = e->fds[1] = e->fds[2] = -1;
 	e->drain_timer = evtimer_new(s->base, exec_drain_cb, e);
 	e->bp_timer = evtimer_new(s->base, exec_bp_cb, e);
-	if (!e->drain_timer || !e->bp_timer) {
+	e->hold_timer = evtimer_new(s->base, exec_hold_cb, e);
+	for (int i = STREAM_STDOUT; i <= STREAM_STDERR; i++)
+		ring_init(&e->out[i], (size_t)s->conf->output_buffer);
+	memcpy(e->sandbox_id, sb->id, sizeof(e->sandbox_id));
+	if (run_id)
+		e->run_id = strdup(run_id);
+	if (!e->drain_timer || !e->bp_timer || !e->hold_timer || (run_id && !e->run_id)) {
 		k = -ENOMEM;
 		goto out;
 	}
@@ -1265,6 +1313,98 @@ handle_exec_kill(Peer *p, const Frame *f, void *userdata)
 	return 0;
 }
 
+/* Replay one stream from offset off (<= the end) to the now attached peer. */
+static void
+exec_replay(Exec *e, int stream, uint64_t off)
+{
+	Ring *rg = &e->out[stream];
+	uint64_t dropped = 0;
+	char *buf;
+
+	if (off < ring_start(rg)) {
+		dropped = ring_start(rg) - off;
+		off = ring_start(rg);
+	}
+	if (off == ring_end(rg)) {
+		if (dropped) /* all of it is gone: say so with an empty chunk */
+			exec_send_output(e, stream, off, "", 0, dropped);
+		return;
+	}
+	buf = malloc(OUTPUT_CHUNK);
+	if (!buf)
+		return;
+	while (off < ring_end(rg)) {
+		long k = ring_read(rg, off, buf, OUTPUT_CHUNK);
+		if (k <= 0)
+			break;
+		exec_send_output(e, stream, off, buf, (size_t)k, dropped);
+		dropped = 0;
+		off += (uint64_t)k;
+	}
+	free(buf);
+}
+
+static int
+handle_exec_attach(Peer *p, const Frame *f, void *userdata)
+{
+	Conn *c = userdata;
+	uint64_t id = 0, off[3] = {0};
+	MpReader r;
+	Exec *e;
+
+	mp_reader_init(&r, f->body);
+	mp_read_uint(&r, "exec_id", &id);
+	mp_read_uint(&r, "stdout_offset", &off[STREAM_STDOUT]);
+	mp_read_uint(&r, "stderr_offset", &off[STREAM_STDERR]);
+	mp_reader_done(&r);
+	if (r.err < 0)
+		return -EBADMSG;
+	e = exec_find(c->shim, id);
+	if (!e)
+		return -ENOENT;
+	for (int i = STREAM_STDOUT; i <= STREAM_STDERR; i++)
+		if (off[i] > e->offset[i]) {
+			(void)peer_reply_error(p, f->req_id, -EINVAL,
+					       "offset beyond the end of the stream");
+			return 0;
+		}
+	if (e->conn && e->conn != c)
+		log_debug("exec %" PRIu64 " re-attached to another connection", id);
+	e->conn = c;
+	e->start_req_id = 0;
+	evtimer_del(e->hold_timer);
+	reply_empty(c, f->req_id);
+	for (int i = STREAM_STDOUT; i <= STREAM_STDERR; i++)
+		exec_replay(e, i, off[i]);
+	exec_maybe_finish(e); /* ended and drained: EXEC_EXIT now, and release */
+	return 0;
+}
+
+static int
+handle_exec_list(Peer *p, const Frame *f, void *userdata)
+{
+	Conn *c = userdata;
+	uint32_t n = 0;
+	MpWriter w;
+
+	for (Exec *e = c->shim->execs; e; e = e->next)
+		n++;
+	mp_writer_init(&w);
+	mp_w_map(&w, 1);
+	mp_w_key(&w, "execs");
+	msgpack_pack_array(&w.pk, n);
+	for (Exec *e = c->shim->execs; e; e = e->next) {
+		mp_w_map(&w, 4);
+		mp_w_uint(&w, "exec_id", e->id);
+		mp_w_str(&w, "sandbox_id", e->sandbox_id);
+		mp_w_str(&w, "run_id", e->run_id ? e->run_id : "");
+		mp_w_bool(&w, "running", !e->ended);
+	}
+	(void)peer_reply(p, f->req_id, &w);
+	mp_writer_done(&w);
+	return 0;
+}
+
 static int
 handle_sandbox_stats(Peer *p, const Frame *f, void *userdata)
 {
@@ -1301,7 +1441,8 @@ handle_sandbox_stats(Peer *p, const Frame *f, void *userdata)
 static const PeerHandler shim_handlers[_MSG_TYPE_MAX] = {
     [MSG_SANDBOX_ENSURE] = handle_sandbox_ensure, [MSG_SANDBOX_DESTROY] = handle_sandbox_destroy,
     [MSG_EXEC_START] = handle_exec_start,	  [MSG_EXEC_KILL] = handle_exec_kill,
-    [MSG_SANDBOX_STATS] = handle_sandbox_stats,
+    [MSG_SANDBOX_STATS] = handle_sandbox_stats,	  [MSG_EXEC_ATTACH] = handle_exec_attach,
+    [MSG_EXEC_LIST] = handle_exec_list,
 };
 
 /* ---------------------------------------------------------------------------
@@ -1315,7 +1456,7 @@ conn_on_close(Peer *p, int err, void *userdata)
 	Shim *s = c->shim;
 
 	log_debug_errno(err, "Connection from %s closed: %m", peer_role_name(peer_remote_role(p)));
-	/* Execs keep running; their output is dropped until re-attach exists. */
+	/* Execs keep running; their output is buffered (bounded) for EXEC_ATTACH. */
 	for (Exec *e = s->execs; e; e = e->next)
 		if (e->conn == c) {
 			e->conn = NULL;

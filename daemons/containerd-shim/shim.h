@@ -16,6 +16,11 @@
  *                   pids_limit, lost or failed)
  *   EXEC_KILL       {exec_id, signal}          → {}
  *   SANDBOX_STATS   {sandbox_id}               → {cpu_usec, procs}
+ *   EXEC_ATTACH     {exec_id, stdout_offset, stderr_offset} → {}, then replays
+ *                   the buffered output from those offsets (`dropped` when some
+ *                   is gone), streams live and ends with the EXEC_EXIT
+ *   EXEC_LIST       {}                          → {execs: [{exec_id, sandbox_id,
+ *                   run_id, running}]}: every exec still held
  *
  * Every sandbox gets its own cgroup (cgroup.h) with the memory, pids and cpu
  * limits of the config, and every exec the seccomp filter (seccomp-policy.h),

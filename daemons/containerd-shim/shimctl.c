@@ -9,12 +9,20 @@
  *   shimctl SOCKET KEY --destroy              destroy the sandbox of KEY
  *   shimctl SOCKET KEY --stats                print "cpu_usec=N procs=N" of the
  *                                             sandbox of KEY (SANDBOX_STATS)
+ *   shimctl SOCKET - --list                   print the execs the shim holds, one
+ *                                             "EXEC_ID SANDBOX_ID RUNNING" a line
+ *   shimctl SOCKET - --attach ID [--from OUT ERR]
+ *                                             re-attach to exec ID from the given
+ *                                             byte offsets (default 0 0) and stream
+ *                                             it like a run; "dropped N bytes of
+ *                                             stream S" goes to stderr
  *
  * Options: --cwd DIR (default /workspace), --env K=V (repeatable; replaces the
  * default PATH=/usr/local/bin:/usr/bin:/bin HOME=/workspace), --stdin (send
  * our stdin), --kill-after MS (EXEC_KILL with SIGKILL after MS ms),
  * --timeout MS (EXEC_START timeout_ms), --destroy-after (destroy the sandbox
- * once the exec ended).
+ * once the exec ended), --detach (print "exec_id=N" once it started and
+ * disconnect: the exec keeps running in the shim).
  *
  * The reason of the end goes to stderr as
  *   "shimctl: exec N: REASON (exit_code C, signal S)".
@@ -47,6 +55,7 @@
 static int sock = -1;
 static uint64_t next_req = 0;
 static uint64_t cur_exec = 0;
+static uint64_t next_off[3]; /* offsets expected next, to check replays are gap-free */
 
 static _noreturn_ _printf_(1, 2) void die(const char *fmt, ...)
 {
@@ -129,10 +138,25 @@ handle_push(const Frame *f)
 		mp_read_uint(&r, "stream", &stream);
 		mp_read_uint(&r, "offset", &off);
 		mp_read_bin(&r, "data", &data, &len);
-		if (r.err < 0)
+		uint64_t dropped = 0;
+		const msgpack_object *d = mp_map_get(f->body, "dropped");
+		if (d && d->type == MSGPACK_OBJECT_POSITIVE_INTEGER)
+			dropped = d->via.u64;
+		if (r.err < 0 || stream < 1 || stream > 2)
 			die("bad EXEC_OUTPUT");
-		if (id == cur_exec)
+		if (id == cur_exec) {
+			if (dropped)
+				fprintf(stderr,
+					"shimctl: dropped %" PRIu64 " bytes of stream %" PRIu64
+					"\n",
+					dropped, stream);
+			if (off != next_off[stream] + dropped)
+				die("gap in stream %" PRIu64 ": offset %" PRIu64
+				    ", expected %" PRIu64,
+				    stream, off, next_off[stream] + dropped);
+			next_off[stream] = off + len;
 			(void)loop_write(stream == 2 ? STDERR_FILENO : STDOUT_FILENO, data, len);
+		}
 	} else if (f->type == MSG_EXEC_EXIT) {
 		int64_t code = 0, sig = 0;
 		const char *reason = NULL;
@@ -212,7 +236,9 @@ main(int argc, char **argv)
 	char **env = NULL;
 	size_t n_env = 0;
 	bool destroy = false, destroy_after = false, want_stdin = false, stats = false;
+	bool detach = false, list = false;
 	long kill_after = -1, timeout = -1;
+	uint64_t attach = 0;
 	char id[17];
 	char **cmd = NULL;
 	char *in = NULL;
@@ -236,7 +262,16 @@ main(int argc, char **argv)
 			destroy = true;
 		else if (streq(argv[i], "--stats"))
 			stats = true;
-		else if (streq(argv[i], "--timeout") && i + 1 < argc)
+		else if (streq(argv[i], "--list"))
+			list = true;
+		else if (streq(argv[i], "--detach"))
+			detach = true;
+		else if (streq(argv[i], "--attach") && i + 1 < argc)
+			attach = strtoull(argv[++i], NULL, 10);
+		else if (streq(argv[i], "--from") && i + 2 < argc) {
+			next_off[1] = strtoull(argv[++i], NULL, 10);
+			next_off[2] = strtoull(argv[++i], NULL, 10);
+		} else if (streq(argv[i], "--timeout") && i + 1 < argc)
 			timeout = atol(argv[++i]);
 		else if (streq(argv[i], "--destroy-after"))
 			destroy_after = true;
@@ -251,9 +286,9 @@ main(int argc, char **argv)
 		else
 			die("unknown option '%s'", argv[i]);
 	}
-	if (!destroy && !stats && (!cmd || !cmd[0]))
+	if (!destroy && !stats && !list && !attach && (!cmd || !cmd[0]))
 		die("nothing to run (missing -- ARGV)");
-	if (shim_sandbox_id(key, strlen(key), id) < 0)
+	if (!list && !attach && shim_sandbox_id(key, strlen(key), id) < 0)
 		die("bad key");
 	if (want_stdin)
 		in = read_all_stdin(&in_len);
@@ -280,6 +315,50 @@ main(int argc, char **argv)
 		return 0;
 	}
 
+	if (list) {
+		const msgpack_object *a;
+		mp_writer_init(&w);
+		mp_w_map(&w, 0);
+		call(MSG_EXEC_LIST, &w, &f);
+		mp_writer_done(&w);
+		a = mp_map_get(f.body, "execs");
+		if (!a || a->type != MSGPACK_OBJECT_ARRAY)
+			die("bad EXEC_LIST reply");
+		for (uint32_t k = 0; k < a->via.array.size; k++) {
+			MpReader r;
+			uint64_t eid = 0;
+			const char *sid = NULL;
+			bool running = false;
+			mp_reader_init(&r, &a->via.array.ptr[k]);
+			mp_read_uint(&r, "exec_id", &eid);
+			mp_read_str(&r, "sandbox_id", &sid);
+			mp_read_bool_opt(&r, "running", &running, false);
+			if (r.err < 0)
+				die("bad EXEC_LIST entry");
+			printf("%" PRIu64 " %s %s\n", eid, sid, running ? "running" : "ended");
+			mp_reader_done(&r);
+		}
+		frame_done(&f);
+		return 0;
+	}
+	if (attach) {
+		cur_exec = attach;
+		mp_writer_init(&w);
+		mp_w_map(&w, 3);
+		mp_w_uint(&w, "exec_id", attach);
+		mp_w_uint(&w, "stdout_offset", next_off[1]);
+		mp_w_uint(&w, "stderr_offset", next_off[2]);
+		call(MSG_EXEC_ATTACH, &w, &f);
+		mp_writer_done(&w);
+		frame_done(&f);
+		for (;;) {
+			read_frame(&f);
+			status = handle_push(&f);
+			frame_done(&f);
+			if (status >= 0)
+				return status;
+		}
+	}
 	if (stats) {
 		MpReader r;
 		uint64_t cpu = 0, procs = 0;
@@ -340,6 +419,11 @@ main(int argc, char **argv)
 			die("bad EXEC_START reply");
 		mp_reader_done(&r);
 		frame_done(&f);
+	}
+	if (detach) {
+		printf("exec_id=%" PRIu64 "\n", cur_exec);
+		close(sock);
+		return 0;
 	}
 
 	usec_t deadline = kill_after >= 0 ? now_usec() + (usec_t)kill_after * USEC_PER_MSEC : 0;

@@ -22,6 +22,7 @@ import time
 from rwtest import BUILD, stdout_text
 
 SUITE_CONF = """[containerd-shim]
+exec_output_buffer = 64K
 memory_max = 256M
 pids_max = 256
 cpu_max = 50000 100000
@@ -348,6 +349,58 @@ def test_sandbox_stats(s):
     assert after - before >= 150000, (before, after)
     r = shimctl(s, "t-no-such-sandbox", "--stats")
     assert r.returncode == 2 and "SANDBOX_STATS failed" in r.stderr, r.stderr
+
+
+# --- exec output buffer and re-attach ------------------------------------------------
+
+def exec_list(s):
+    r = shimctl(s, "-", "--list")
+    assert r.returncode == 0, r.stderr
+    return {int(line.split()[0]): line.split()[2] for line in r.stdout.splitlines()}
+
+
+def detach_exec(s, key, *argv):
+    r = shimctl(s, key, "--detach", "--", *argv)
+    assert r.returncode == 0, r.stderr
+    return int(re.fullmatch(r"exec_id=(\d+)\n", r.stdout).group(1))
+
+
+def test_exec_reattach_replays_then_streams_live(s):
+    eid = detach_exec(s, "t-attach", "sh", "-c",
+                      "for i in 1 2 3 4 5 6 7 8; do echo out$i; echo err$i >&2; sleep 0.1; done;"
+                      " exit 3")
+    assert exec_list(s).get(eid) == "running"  # nobody attached, still running
+    time.sleep(0.25)  # let part of the output happen while detached
+    r = shimctl(s, "-", "--attach", str(eid))
+    # shimctl checks every offset is contiguous from 0 (no gap between replay and live)
+    assert r.returncode == 3, r.stderr
+    assert r.stdout == "".join(f"out{i}\n" for i in range(1, 9)), r.stdout
+    assert r.stderr.startswith("".join(f"err{i}\n" for i in range(1, 9))), r.stderr
+    assert f"exec {eid}: exit (exit_code 3, signal 0)" in r.stderr, r.stderr
+    assert eid not in exec_list(s)  # released once its EXEC_EXIT went out
+
+
+def test_exec_buffer_bounded_with_dropped_marker(s):
+    eid = detach_exec(s, "t-attach", "sh", "-c", "head -c 200000 /dev/zero | tr '\\0' a; printf END")
+    assert poll(lambda: exec_list(s).get(eid) == "ended", 10), exec_list(s)
+    r = shimctl(s, "-", "--from", "5", "0", "--attach", str(eid))
+    assert r.returncode == 0, r.stderr
+    # 200003 bytes written, 64 KiB kept: the first chunk says what was lost after offset 5
+    assert f"dropped {200003 - 65536 - 5} bytes of stream 1" in r.stderr, r.stderr
+    assert len(r.stdout) == 65536 and r.stdout.endswith("aaaEND"), len(r.stdout)
+    r = shimctl(s, "-", "--attach", str(eid))
+    assert r.returncode == 2 and "No such file" in r.stderr, r.stderr  # released
+
+
+def test_exec_reattach_from_an_offset(s):
+    eid = detach_exec(s, "t-attach", "sh", "-c", "printf abcdef; printf XYZ >&2")
+    assert poll(lambda: exec_list(s).get(eid) == "ended", 10), exec_list(s)
+    r = shimctl(s, "-", "--from", "9", "0", "--attach", str(eid))
+    assert r.returncode == 2 and "offset beyond the end" in r.stderr, r.stderr
+    r = shimctl(s, "-", "--from", "3", "1", "--attach", str(eid))
+    assert r.returncode == 0, r.stderr
+    assert r.stdout == "def", r.stdout
+    assert r.stderr.startswith("YZ"), r.stderr
 
 
 # --- kill and lifecycle ------------------------------------------------------------------
