@@ -40,7 +40,12 @@ const ConfItem router_conf_items[] = {
     {"routerd", "coord_timeout_ms", CONF_INT, offsetof(RouterConf, coord_timeout_ms), "10000", 100,
      600000, "deadline of each request to coordinatord (then 503)"},
     {"routerd", "ws_max_queue", CONF_SIZE, offsetof(RouterConf, ws_max_queue), "1M", 64 * KIB,
-     256 * MIB, "unsent output a WebSocket tail may hold before it is closed with 1008"},
+     256 * MIB,
+     "unsent output per tail (WebSocket or SSE): delivery pauses at half of it and resumes "
+     "at a quarter"},
+    {"routerd", "ws_stall_timeout_ms", CONF_INT, offsetof(RouterConf, ws_stall_timeout_ms),
+     "10000", 100, 3600000,
+     "a tail whose client leaves its output paused this long is closed (WebSocket 1008)"},
     {"routerd", "ws_ping_interval_ms", CONF_INT, offsetof(RouterConf, ws_ping_interval_ms), "30000",
      0, 3600000, "ping interval on WebSocket tails; 0 disables server pings"},
     {"routerd", "tail_read_batch", CONF_INT, offsetof(RouterConf, tail_read_batch), "256", 1, 4096,

@@ -307,6 +307,8 @@ struct Tail {
 	bool reading;	 /* a RUN_READ is in flight */
 	bool finished;	 /* a close frame was queued; nothing more is sent */
 	bool counted;	 /* included in router->n_tails */
+	bool paused;	 /* the last delivery stopped at the high mark */
+	struct event *stall_timer; /* armed while output stays backed up */
 };
 
 typedef struct TailRecord {

@@ -12,8 +12,12 @@
  *     delivered directly; one that starts further on means a read is due;
  *     while a read is in flight, pushes only raise the known head.
  * Flow control: with more than ws_max_queue/4 bytes unsent, reads and direct
- * deliveries wait (the write-drained callback pumps again); if a single batch
- * still leaves more than ws_max_queue unsent, the client is dropped with 1008.
+ * deliveries wait (the write-drained callback pumps again), and a delivery
+ * stops once ws_max_queue/2 bytes are unsent (the rest of a RUN_READ batch or
+ * a push is dropped and read again later: the log is the queue, so a burst
+ * never holds more than half the cap plus one event per tail). A tail that
+ * stays paused — output above the low mark — for ws_stall_timeout_ms is a
+ * client that stopped reading: it is closed with 1008.
  * Once the best record is terminal and the cursor has reached its lastSeq,
  * the status frame and close 1000 "run complete" end the tail.
  */
@@ -26,6 +30,11 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+
+#include <event2/bufferevent.h>
+#include <event2/event.h>
+#include <limits.h>
+#include <sys/socket.h>
 
 #include "json-util.h"
 #include "log.h"
@@ -96,6 +105,36 @@ tail_low_water(const Tail *t)
 	return (size_t)t->router->conf->ws_max_queue / 4;
 }
 
+static size_t
+tail_high_water(const Tail *t)
+{
+	return (size_t)t->router->conf->ws_max_queue / 2;
+}
+
+static void
+tail_stall_cb(evutil_socket_t fd, short what, void *arg)
+{
+	Tail *t = arg;
+
+	if (t->finished || ws_output_pending(t->conn) <= tail_low_water(t))
+		return;
+	log_debug("%s: tail of run %s has not drained its output in %" PRId64 " ms, dropping",
+		  t->conn->addr, t->run_id, t->router->conf->ws_stall_timeout_ms);
+	tail_fail(t, 1008, "client too slow");
+}
+
+/* Output backed up: the client has ws_stall_timeout_ms to drain it. */
+static void
+tail_stall_arm(Tail *t)
+{
+	struct timeval tv;
+
+	if (t->stall_timer && !evtimer_pending(t->stall_timer, NULL))
+		evtimer_add(t->stall_timer,
+			    timeval_from_usec(&tv, (usec_t)t->router->conf->ws_stall_timeout_ms *
+						       USEC_PER_MSEC));
+}
+
 /* Send one event as {"seq":N,"chunk":<chunk>}; the chunk text is spliced in
  * verbatim (it is the JSON the harness adapter produced). */
 static int
@@ -127,6 +166,13 @@ tail_deliver(Tail *t, int64_t first_seq, const msgpack_object_array *events)
 
 		if (seq <= t->cursor)
 			continue; /* already delivered */
+		if (ws_output_pending(t->conn) > tail_high_water(t)) {
+			/* backpressure: read the rest again once drained */
+			t->need_read = true;
+			t->paused = true;
+			tail_stall_arm(t);
+			break;
+		}
 		if (seq != t->cursor + 1) {
 			tail_fail(t, 1011, "event log gap");
 			return -EPROTO;
@@ -143,12 +189,6 @@ tail_deliver(Tail *t, int64_t first_seq, const msgpack_object_array *events)
 		}
 		t->cursor = seq;
 		sent++;
-		if (ws_output_pending(t->conn) > (size_t)t->router->conf->ws_max_queue) {
-			log_debug("%s: tail of run %s exceeds its output queue, dropping",
-				  t->conn->addr, t->run_id);
-			tail_fail(t, 1008, "client too slow");
-			return -ENOBUFS;
-		}
 	}
 	return sent;
 }
@@ -230,10 +270,11 @@ tail_read_reply(Peer *p, int err, const msgpack_object *body, void *userdata)
 		tail_fail(t, 1011, "event log gap");
 		return;
 	}
+	t->paused = false;
 	int n = tail_deliver(t, first_seq, events);
 	if (n < 0)
 		return;
-	if (n == 0 && t->cursor < t->head) {
+	if (n == 0 && t->cursor < t->head && !t->paused) {
 		/* The log claims events it does not return: never spin on it. */
 		tail_fail(t, 1011, "event log inconsistent");
 		return;
@@ -268,8 +309,13 @@ tail_pump(Tail *t)
 {
 	if (t->finished || t->reading || !t->watch || !t->watch->active)
 		return;
-	if (ws_output_pending(t->conn) > tail_low_water(t))
+	if (ws_output_pending(t->conn) > tail_low_water(t)) {
+		if (t->need_read || t->cursor < t->head)
+			tail_stall_arm(t);
 		return; /* the write-drained callback pumps again */
+	}
+	if (t->stall_timer)
+		evtimer_del(t->stall_timer);
 	if (t->need_read || t->cursor < t->head) {
 		tail_start_read(t);
 		return;
@@ -306,6 +352,16 @@ tail_new(HttpConn *c, const char *run_id, const char *thread_id, int64_t last_se
 	t->cursor = last_seq;
 	t->head = -1;
 	t->need_read = true; /* the RUN_GET record may predate the watch */
+	/* Bound the kernel's share of the queue too: without this, Linux grows
+	 * a loopback socket's send buffer to 4 MiB for a client that reads
+	 * nothing, and routerd never sees the backlog. (The kernel doubles it.) */
+	int sndbuf = (int)MIN(c->router->conf->ws_max_queue / 2, (int64_t)INT_MAX / 2);
+	(void)setsockopt(bufferevent_getfd(c->bev), SOL_SOCKET, SO_SNDBUF, &sndbuf, sizeof(sndbuf));
+	t->stall_timer = evtimer_new(c->router->base, tail_stall_cb, t);
+	if (!t->stall_timer) {
+		tail_free(t);
+		return -ENOMEM;
+	}
 	t->run_id = strdup(run_id);
 	t->thread_id = thread_id ? strdup(thread_id) : NULL;
 	if (!t->run_id || (thread_id && !t->thread_id)) {
@@ -332,6 +388,8 @@ tail_free(Tail *t)
 		return NULL;
 	coord_cancel(t->router, t);
 	watch_detach(t);
+	if (t->stall_timer)
+		event_free(t->stall_timer);
 	if (t->counted)
 		t->router->n_tails--;
 	free(t->run_id);
