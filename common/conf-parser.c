@@ -167,7 +167,29 @@ typedef struct LoadState {
 	/* line source */
 	FILE *f;
 	const char *text;
+	/* scan mode (conf_scan_file) */
+	const char *prefix;
+	ConfScanFn scan;
+	void *scan_ud;
 } LoadState;
+
+static int
+scan_handler(LoadState *st, const char *section, const char *key, const char *value)
+{
+	size_t pl = strlen(st->prefix);
+	if (!key || strncmp(section, st->prefix, pl) != 0)
+		return 1;
+	char why[256] = "";
+	int r = st->scan(section + pl, key, value, why, sizeof(why), st->scan_ud);
+	if (r < 0) {
+		snprintf(st->err, st->errlen, "%s:%d: %s: %s", st->name, st->line, key,
+			 why[0] ? why : "invalid value");
+		st->r = r;
+		st->err_line = st->line;
+		return 0;
+	}
+	return 1;
+}
 
 static int
 handler(void *user, const char *section, const char *key, const char *value)
@@ -176,6 +198,8 @@ handler(void *user, const char *section, const char *key, const char *value)
 
 	if (st->r < 0)
 		return 0;
+	if (st->scan)
+		return scan_handler(st, section, key, value);
 	if (!section_known(section)) {
 		snprintf(st->err, st->errlen, "%s:%d: [%s]: unknown section", st->name, st->line,
 			 section);
@@ -296,6 +320,34 @@ conf_load_file(const ConfItem *items, size_t n, void *target, const char *path, 
 	r = load(&st);
 	fclose(st.f);
 	return r;
+}
+
+int
+conf_scan_file(const char *path, const char *prefix, ConfScanFn fn, void *ud, char *err,
+	       size_t errlen)
+{
+	LoadState st = { .name = path, .err = err, .errlen = errlen, .prefix = prefix, .scan = fn,
+			 .scan_ud = ud };
+	int r;
+
+	st.f = fopen(path, "re");
+	if (!st.f) {
+		r = -errno;
+		snprintf(err, errlen, "%s: %s", path, strerror(-r));
+		return r;
+	}
+	r = load(&st);
+	fclose(st.f);
+	return r;
+}
+
+int
+conf_scan_string(const char *name, const char *text, const char *prefix, ConfScanFn fn, void *ud,
+		 char *err, size_t errlen)
+{
+	LoadState st = { .name = name, .text = text, .err = err, .errlen = errlen, .prefix = prefix,
+			 .scan = fn, .scan_ud = ud };
+	return load(&st);
 }
 
 int

@@ -61,6 +61,17 @@ int conf_load_file(const ConfItem *items, size_t n, void *target, const char *pa
 int conf_load_string(const ConfItem *items, size_t n, void *target, const char *name,
 		     const char *text, char *err, size_t errlen);
 
+/* Sections with a variable name ([harness.NAME], [tool.NAME]): call fn for
+ * every key of every section whose name starts with prefix, with the rest of
+ * the section name. fn returns 0, or a negative errno with a reason in
+ * why[]; the scan then stops with "path:line: key: why" in err. */
+typedef int (*ConfScanFn)(const char *name, const char *key, const char *value, char *why,
+			  size_t whylen, void *ud);
+int conf_scan_file(const char *path, const char *prefix, ConfScanFn fn, void *ud, char *err,
+		   size_t errlen);
+int conf_scan_string(const char *name, const char *text, const char *prefix, ConfScanFn fn,
+		     void *ud, char *err, size_t errlen);
+
 /* Free every CONF_STR field. */
 void conf_free_strings(const ConfItem *items, size_t n, void *target);
 

@@ -99,6 +99,32 @@ run_emit(Run *run, json_t *chunk, json_t *drive)
 	run_emit_fields(run, chunk, drive, NULL);
 }
 
+/* Replace every secret value of the run in the chunk text with [REDACTED].
+ * On the serialized JSON: secrets are API keys and tokens, whose JSON form is
+ * the value itself. */
+static void
+redact(Run *run, Op *op)
+{
+	for (size_t i = 0; op->text && run->secret_values && run->secret_values[i]; i++) {
+		const char *sv = run->secret_values[i];
+		size_t sl = strlen(sv);
+		char *hit;
+		while ((hit = strstr(op->text, sv))) {
+			static const char mark[] = "[REDACTED]";
+			size_t pre = (size_t)(hit - op->text), rest = op->len - pre - sl;
+			char *n = malloc(pre + sizeof(mark) - 1 + rest + 1);
+			if (!n)
+				return;
+			memcpy(n, op->text, pre);
+			memcpy(n + pre, mark, sizeof(mark) - 1);
+			memcpy(n + pre + sizeof(mark) - 1, hit + sl, rest + 1);
+			free(op->text);
+			op->text = n;
+			op->len = pre + sizeof(mark) - 1 + rest;
+		}
+	}
+}
+
 void
 run_emit_fields(Run *run, json_t *chunk, json_t *drive, json_t *fields)
 {
@@ -113,6 +139,7 @@ run_emit_fields(Run *run, json_t *chunk, json_t *drive, json_t *fields)
 		log_ctx(LOG_ERR, &run->log, "Out of memory queuing an event");
 		return;
 	}
+	redact(run, op);
 	op->is_run = true;
 	enqueue(run->c, op);
 }
@@ -139,6 +166,7 @@ run_end(Run *run, json_t *chunk, const char *status, json_t *fields)
 		run_free(run);
 		return;
 	}
+	redact(run, op);
 	op->is_run = true;
 	enqueue(run->c, op);
 }
@@ -248,9 +276,16 @@ static void
 publish_run(Coordinator *c, RunLogBatch *b, Op *ops, const char *run_id)
 {
 	size_t n = 0;
+	bool status_change = false;
 	for (Op *op = ops; op; op = op->next)
-		if (op->err == 0 && op->text && streq(op->run_id, run_id))
-			n++;
+		if (op->err == 0 && streq(op->run_id, run_id)) {
+			if (op->text)
+				n++;
+			else if (op->status[0])
+				status_change = true;
+		}
+	if (n == 0 && !status_change)
+		return; /* a driver-state update alone: nothing for the tails */
 	json_t *rec = runlog_batch_get_record(b, run_id);
 	if (!rec)
 		return;
@@ -340,6 +375,8 @@ commit_cb(evutil_socket_t fd, short what, void *arg)
 			op->err = runlog_batch_append(b, op->run_id, op->text, op->len,
 						      op->status[0] ? op->status : NULL, op->fields,
 						      now, &op->seq);
+		} else if (op->status[0]) {
+			op->err = runlog_batch_finish(b, op->run_id, op->status, op->fields, now);
 		}
 		if (op->err == 0 && op->drive)
 			op->err = runlog_batch_drive_put(b, op->run_id,

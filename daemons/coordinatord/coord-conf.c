@@ -31,5 +31,8 @@ const ConfItem coord_conf_items[] = {
 	{ "coordinatord", "retention_interval_ms", CONF_INT,
 	  offsetof(CoordConf, retention_interval_ms), "60000", 100, 86400000,
 	  "how often retention looks for runs to prune (in small batches)" },
+	{ "coordinatord", "default_harness", CONF_STR, offsetof(CoordConf, default_harness),
+	  "shell", 0, 0,
+	  "harness of a run whose metadata names none: 'shell' (built in) or a [harness.NAME]" },
 };
 const size_t coord_conf_n_items = ELEMENTSOF(coord_conf_items);

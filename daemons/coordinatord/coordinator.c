@@ -8,6 +8,8 @@
 
 #include "coordinatord.h"
 
+#include "adapter.h"
+
 #include <errno.h>
 #include <event2/event.h>
 #include <inttypes.h>
@@ -119,10 +121,13 @@ handle_run_start(Peer *p, const Frame *f, void *ud)
 		peer_reply_error(p, f->req_id, -EINVAL, "metadata must be an object");
 		goto out;
 	}
-	const char *harness = "shell";
 	const json_t *h = json_object_get(meta, "harness");
-	if (h && (!json_is_string(h) || !streq(json_string_value(h), "shell"))) {
-		peer_reply_error(p, f->req_id, -EINVAL, "unknown harness (configured: shell)");
+	const char *harness = h ? json_string_value(h) : c->conf.default_harness;
+	const Harness *hs = harness ? harness_find(c->harnesses, harness) : NULL;
+	if (!hs) {
+		char m[160];
+		snprintf(m, sizeof(m), "unknown harness '%.64s'", harness ? harness : "(not a string)");
+		peer_reply_error(p, f->req_id, -EINVAL, m);
 		goto out;
 	}
 	if (idem && (!*idem || strlen(idem) > 256)) {
@@ -158,16 +163,14 @@ handle_run_start(Peer *p, const Frame *f, void *ud)
 	ret = reply_run_id(p, f->req_id, run_id);
 	log_ctx_msgid(LOG_INFO, &run->log, RW_MESSAGE_RUN_STARTED, "Run started (harness %s)",
 		      harness);
-	run_emit(run,
-		 json_pack("{s:s, s:s, s:s}", "type", "RUN_STARTED", "threadId", thread_id, "runId",
-			   run_id),
-		 NULL);
-	if (shell_command_from_messages(msgs, &run->command) < 0) {
-		run_fail(run, "shell harness: the last user message has no text to run",
-			 "harness_error");
-		goto out;
-	}
-	run_start_driving(run);
+	run->harness = hs;
+	run->adapter = adapter_get(hs->adapter);
+	if (run->adapter->driver_run_started)
+		run_emit(run,
+			 json_pack("{s:s, s:s, s:s}", "type", "RUN_STARTED", "threadId", thread_id,
+				   "runId", run_id),
+			 NULL);
+	run_start_driving(run, msgs, meta);
 out:
 	json_decref(msgs);
 	json_decref(meta);
@@ -733,11 +736,25 @@ coordinator_run(const DaemonArgs *args)
 	if (r < 0)
 		goto out;
 	log_set_max_level(c.conf.shared.log_level);
+
+	HarnessSet harnesses = { 0 };
+	c.harnesses = &harnesses;
+	r = harness_load(args, &harnesses);
+	if (r == 0 && !harness_find(&harnesses, c.conf.default_harness))
+		r = log_error_errno(SYNTHETIC_ERRNO(EINVAL),
+				    "coordinatord.default_harness: '%s': no such harness",
+				    c.conf.default_harness);
+	if (r < 0)
+		goto out;
 	if (args->check_config) {
 		if (!args->dump_config)
 			log_info("Configuration is valid");
 		goto out;
 	}
+	for (size_t i = 0; i < harnesses.n; i++)
+		log_info("Harness '%s': adapter %s%s", harnesses.v[i].name,
+			 adapter_name(harnesses.v[i].adapter),
+			 streq(harnesses.v[i].name, c.conf.default_harness) ? " (default)" : "");
 
 	snprintf(path, sizeof(path), "%s/runlog", c.conf.shared.state_dir);
 	RunLogOptions o = { .map_size = (size_t)c.conf.map_size, .sync = c.conf.sync };
@@ -818,6 +835,7 @@ out:
 	if (c.base)
 		event_base_free(c.base);
 	runlog_free(c.runlog);
+	harness_set_done(&harnesses);
 	conf_free_strings(coord_conf_items, coord_conf_n_items, &c.conf);
 	return r;
 }

@@ -43,6 +43,7 @@ typedef struct CoordConf {
 	char *stall_action;       /* "fail" | "kill" */
 	int64_t retention_days;   /* 0 = keep forever */
 	int64_t retention_interval_ms;
+	char *default_harness;
 } CoordConf;
 
 extern const ConfItem coord_conf_items[];
@@ -51,6 +52,8 @@ extern const size_t coord_conf_n_items;
 typedef struct Coordinator Coordinator;
 typedef struct Client Client;
 typedef struct Run Run;
+typedef struct Harness Harness;
+typedef struct Adapter Adapter;
 
 struct Client {
 	Client *next;
@@ -93,6 +96,18 @@ struct Run {
 	Client *cancel_client; /* a RUN_CANCEL waiting for the destroy */
 	uint64_t cancel_req_id;
 	LogCtx log;
+	const Harness *harness;
+	const Adapter *adapter;
+	void *astate;      /* the adapter's own state */
+	unsigned id_counter; /* run-scoped ids */
+	char **secret_values; /* redacted from every chunk of the run */
+	char stderr_tail[2048];
+	size_t stderr_len;
+	json_t *messages;   /* the run request, for the adapter's begin() */
+	json_t *metadata;
+	bool post_exec;     /* an adapter's step after the main process (git diff) */
+	OutBuf post_out;
+	void (*post_done)(Run *run, int64_t code, const char *out, size_t len);
 };
 
 typedef struct Metrics {
@@ -108,6 +123,7 @@ typedef struct Metrics {
 } Metrics;
 
 typedef struct Op Op;
+typedef struct HarnessSet HarnessSet;
 
 struct Coordinator {
 	struct event_base *base;
@@ -128,6 +144,7 @@ struct Coordinator {
 	int watchdog_pending; /* SANDBOX_STATS replies still expected this round */
 	struct event *retention_ev;
 	char prune_cursor[RUN_ID_LEN + 1];
+	HarnessSet *harnesses;
 	bool storage_ok;
 	bool stopping;
 	Metrics m;
@@ -168,12 +185,17 @@ void metrics_count_finish(Coordinator *c, const char *status);
 Run *run_new(Coordinator *c, const char *run_id, const char *thread_id);
 void run_free(Run *run);
 Run *run_find(Coordinator *c, const char *run_id);
-void run_start_driving(Run *run);
+void run_start_driving(Run *run, const json_t *messages, const json_t *metadata);
+/* Start a second exec in the run's sandbox after the main one (argv fixed by
+ * the adapter, never built from input); done gets its stdout. */
+int run_post_exec(Run *run, char *const *argv,
+		  void (*done)(Run *run, int64_t code, const char *out, size_t len));
 int run_cancel(Run *run, Client *cl, uint64_t req_id);
 void driver_setup(Coordinator *c);
 void driver_recover(Coordinator *c);
 void shim_connect_now(Coordinator *c);
 extern const PeerHandler shim_handlers[];
+json_t *run_drive_state(Run *run);
 json_t *chunk_new(const char *type);
 void driver_flush_all(Coordinator *c);
 

@@ -13,6 +13,8 @@
 
 #include "coordinatord.h"
 
+#include "adapter.h"
+
 #include <errno.h>
 #include <event2/event.h>
 #include <inttypes.h>
@@ -91,6 +93,12 @@ run_free(Run *run)
 				 "run ended before the cancel completed");
 	for (int i = 0; i < 3; i++)
 		outbuf_done(&run->out[i]);
+	outbuf_done(&run->post_out);
+	if (run->adapter && run->adapter->free_state)
+		run->adapter->free_state(run);
+	mp_strv_free(run->secret_values);
+	json_decref(run->messages);
+	json_decref(run->metadata);
 	free(run->thread_id);
 	free(run->command);
 	free(run->sandbox_id);
@@ -101,32 +109,28 @@ run_free(Run *run)
 static json_t *
 drive_state(Run *run)
 {
-	return json_pack("{s:s, s:s, s:I, s:s, s:[I,I]}", "threadId", run->thread_id, "sandboxId",
+	return json_pack("{s:s, s:s, s:s, s:I, s:s, s:[I,I]}", "threadId", run->thread_id,
+			 "harness", run->harness ? run->harness->name : "shell", "sandboxId",
 			 run->sandbox_id ? run->sandbox_id : "", "execId", (json_int_t)run->exec_id,
 			 "toolCallId", run->tool_call_id, "consumed", (json_int_t)run->out[1].taken,
 			 (json_int_t)run->out[2].taken);
 }
 
-/* Turn buffered output into process.stdout/stderr chunks. */
+/* Let the adapter turn buffered output into chunks. */
 static void
 run_flush_output(Run *run, bool final)
 {
-	static const char *const names[3] = { NULL, "process.stdout", "process.stderr" };
-
-	for (int s = 1; s <= 2; s++) {
-		for (;;) {
-			size_t len;
-			char *text = outbuf_take(&run->out[s],
-						 (size_t)run->c->conf.output_chunk_max, final, &len);
-			if (!text)
-				break;
-			json_t *chunk = json_pack("{s:s, s:s, s:{s:s%}}", "type", "CUSTOM", "name",
-						  names[s], "value", "text", text, len);
-			free(text);
-			run_emit(run, chunk, drive_state(run));
-		}
-	}
 	run->dirty = false;
+	if (run->post_exec)
+		return; /* a post step's output is collected, not streamed */
+	if (run->adapter && run->state != RUN_DONE)
+		run->adapter->drain(run, final);
+}
+
+json_t *
+run_drive_state(Run *run)
+{
+	return drive_state(run);
 }
 
 static void
@@ -175,23 +179,23 @@ exec_started(Peer *p, int err, const msgpack_object *body, void *ud)
 }
 
 static void
-exec_start(Run *run)
+exec_start(Run *run, ExecSpec *spec)
 {
 	Coordinator *c = run->c;
-	char env_run[64];
 	MpWriter w;
+	int64_t timeout = run->harness ? run->harness->timeout_ms : 0;
 
-	snprintf(env_run, sizeof(env_run), "RUNWARDEN_RUN_ID=%s", run->run_id);
-	char *argv[] = { c->conf.shell, (char *)"-c", run->command, NULL };
-	char *env[] = { (char *)"PATH=/usr/local/bin:/usr/bin:/bin", (char *)"HOME=/workspace",
-			(char *)"LANG=C.UTF-8", (char *)"TERM=dumb", env_run, NULL };
 	mp_writer_init(&w);
-	mp_w_map(&w, 5);
+	mp_w_map(&w, 5 + (spec->stdin_data ? 1 : 0) + (timeout > 0 ? 1 : 0));
 	mp_w_str(&w, "sandbox_id", run->sandbox_id);
-	mp_w_str_array(&w, "argv", argv);
-	mp_w_str_array(&w, "env", env);
+	mp_w_str_array(&w, "argv", spec->argv);
+	mp_w_str_array(&w, "env", spec->env);
 	mp_w_str(&w, "cwd", "/workspace");
 	mp_w_str(&w, "run_id", run->run_id);
+	if (spec->stdin_data)
+		mp_w_bin(&w, "stdin", spec->stdin_data, spec->stdin_len);
+	if (timeout > 0)
+		mp_w_uint(&w, "timeout_ms", (uint64_t)timeout);
 	int r = peer_call(c->shim, MSG_EXEC_START, &w, SHIM_CALL_TIMEOUT, exec_started, run);
 	mp_writer_done(&w);
 	if (r < 0) {
@@ -239,18 +243,32 @@ sandbox_ensured(Peer *p, int err, const msgpack_object *body, void *ud)
 				  "sandboxId", run->sandbox_id, "provider", "runwarden");
 	/* the record learns its sandbox with this event */
 	run_emit_fields(run, chunk, drive_state(run), json_pack("{s:s}", "sandboxId", run->sandbox_id));
-	json_t *start = json_pack("{s:s, s:s, s:s}", "type", "TOOL_CALL_START", "toolCallId",
-				  run->tool_call_id, "toolCallName", "shell");
-	run_emit(run, start, NULL);
-	json_auto_t *args = json_pack("{s:s}", "command", run->command);
-	_cleanup_free_ char *args_text = json_dump_compact(args);
-	run_emit(run,
-		 json_pack("{s:s, s:s, s:s}", "type", "TOOL_CALL_ARGS", "toolCallId",
-			   run->tool_call_id, "delta", args_text ? args_text : "{}"),
-		 NULL);
-	run_emit(run, json_pack("{s:s, s:s}", "type", "TOOL_CALL_END", "toolCallId", run->tool_call_id),
-		 NULL);
-	exec_start(run);
+	ExecSpec spec = { 0 };
+	if (run->adapter->init && !run->astate && run->adapter->init(run) < 0) {
+		run_fail(run, "out of memory", "internal");
+		return;
+	}
+	if (run->adapter->begin(run, run->messages, run->metadata, &spec) < 0) {
+		exec_spec_done(&spec);
+		return; /* the adapter failed the run */
+	}
+	/* the harness's secrets reach the process through its environment only */
+	for (size_t i = 0; run->harness->secrets && run->harness->secrets[i]; i++) {
+		const char *v = getenv(run->harness->secrets[i]);
+		if (!v || !*v) {
+			char m[256];
+			snprintf(m, sizeof(m), "harness '%s': secret %s is not set for coordinatord",
+				 run->harness->name, run->harness->secrets[i]);
+			exec_spec_done(&spec);
+			run_fail(run, m, "harness_error");
+			return;
+		}
+		strv_pushf(&spec.env, "%s=%s", run->harness->secrets[i], v);
+	}
+	for (size_t i = 0; run->harness->env && run->harness->env[i]; i++)
+		strv_push(&spec.env, run->harness->env[i]);
+	exec_start(run, &spec);
+	exec_spec_done(&spec);
 }
 
 static void
@@ -289,10 +307,19 @@ run_wait_timeout(evutil_socket_t fd, short what, void *arg)
 }
 
 void
-run_start_driving(Run *run)
+run_start_driving(Run *run, const json_t *messages, const json_t *metadata)
 {
 	Coordinator *c = run->c;
 	struct timeval tv;
+
+	run->messages = json_deep_copy(messages);
+	run->metadata = metadata ? json_deep_copy(metadata) : NULL;
+	/* values of the harness's secrets: redacted from every chunk of the run */
+	for (size_t i = 0; run->harness->secrets && run->harness->secrets[i]; i++) {
+		const char *v = getenv(run->harness->secrets[i]);
+		if (v && strlen(v) >= 4)
+			strv_push(&run->secret_values, v);
+	}
 
 	/* the driver state marks the run as ours: a restart re-attaches or fails it */
 	run_save_drive(run, drive_state(run));
@@ -426,6 +453,13 @@ shim_exec_output(Peer *p, const Frame *f, void *ud)
 	if (offset + len <= b->added)
 		return 0;
 	size_t skip = (size_t)(b->added - offset);
+	if (run->post_exec) {
+		if (stream == 1 && run->post_out.len < (1u << 20))
+			(void)outbuf_add(&run->post_out, (const char *)data + skip, len - skip);
+		b->added += len - skip;
+		b->taken = b->added;
+		return 0;
+	}
 	if (outbuf_add(b, (const char *)data + skip, len - skip) < 0)
 		return -ENOMEM;
 	if (b->len >= (size_t)c->conf.output_chunk_max) {
@@ -463,46 +497,75 @@ shim_exec_exit(Peer *p, const Frame *f, void *ud)
 	Run *run = run_find_exec(c, exec_id);
 	if (!run)
 		return 0;
-	run_flush_output(run, true);
-	if (run->state == RUN_CANCELLING)
-		return 0; /* the cancel ends the run */
-
-	json_auto_t *content = json_pack("{s:I, s:s}", "exitCode", (json_int_t)code, "reason", why);
-	if (sig)
-		json_object_set_new(content, "signal", json_integer(sig));
-	_cleanup_free_ char *content_text = json_dump_compact(content);
-	run_emit(run,
-		 json_pack("{s:s, s:s, s:s, s:s}", "type", "TOOL_CALL_RESULT", "toolCallId",
-			   run->tool_call_id, "role", "tool", "content",
-			   content_text ? content_text : "{}"),
-		 NULL);
-
-	if (code == 0 && streq(why, "exit")) {
-		run_end(run,
-			json_pack("{s:s, s:s, s:s, s:{s:s}}", "type", "RUN_FINISHED", "threadId",
-				  run->thread_id, "runId", run->run_id, "outcome", "type", "success"),
-			"completed", json_pack("{s:i}", "exitCode", 0));
+	if (run->post_exec) {
+		run->post_exec = false;
+		void (*done)(Run *, int64_t, const char *, size_t) = run->post_done;
+		run->post_done = NULL;
+		if (done)
+			done(run, code, run->post_out.data ? run->post_out.data : "", run->post_out.len);
 		return 0;
 	}
-	char m[160];
-	const char *errcode = "exit_status";
-	if (streq(why, "exit"))
-		snprintf(m, sizeof(m), "command exited with status %" PRId64, code);
-	else if (streq(why, "timeout") || streq(why, "oom") || streq(why, "pids_limit")) {
-		snprintf(m, sizeof(m), "command stopped: %s",
-			 streq(why, "oom")	   ? "out of memory (sandbox memory limit)"
-			 : streq(why, "timeout") ? "timed out"
-						 : "process limit reached");
-		errcode = why;
-	} else if (sig)
-		snprintf(m, sizeof(m), "command %s by signal %" PRId64,
-			 streq(why, "killed") ? "killed" : "terminated", sig);
-	else
-		snprintf(m, sizeof(m), "command ended: %s", why);
-	run_end(run, json_pack("{s:s, s:s, s:s}", "type", "RUN_ERROR", "message", m, "code", errcode),
-		"failed",
-		json_pack("{s:I, s:{s:s, s:s}}", "exitCode", (json_int_t)code, "error", "message", m,
-			  "code", errcode));
+	run_flush_output(run, true);
+	if (run->state == RUN_CANCELLING || run->state == RUN_DONE)
+		return 0; /* the cancel (or the adapter) ended the run */
+	run->adapter->exit(run, code, sig, why);
+	return 0;
+}
+
+static void
+post_started(Peer *p, int err, const msgpack_object *body, void *ud)
+{
+	Run *run = ud;
+	MpReader r;
+	uint64_t exec_id = 0;
+
+	mp_reader_init(&r, body);
+	if (err == 0)
+		mp_read_uint(&r, "exec_id", &exec_id);
+	mp_reader_done(&r);
+	if (err < 0 || r.err < 0) {
+		void (*done)(Run *, int64_t, const char *, size_t) = run->post_done;
+		run->post_exec = false;
+		run->post_done = NULL;
+		if (done)
+			done(run, -1, "", 0);
+		return;
+	}
+	run->exec_id = exec_id;
+	for (int i = 1; i <= 2; i++) {
+		outbuf_done(&run->out[i]);
+		run->out[i] = (OutBuf){ 0 };
+	}
+	run->state = RUN_EXECUTING;
+}
+
+int
+run_post_exec(Run *run, char *const *argv,
+	      void (*done)(Run *run, int64_t code, const char *out, size_t len))
+{
+	Coordinator *c = run->c;
+	static char *const env[] = { (char *)"PATH=/usr/local/bin:/usr/bin:/bin",
+				     (char *)"HOME=/workspace", (char *)"LANG=C.UTF-8", NULL };
+	MpWriter w;
+
+	if (!peer_is_ready(c->shim) || !run->sandbox_id)
+		return -ENOTCONN;
+	outbuf_done(&run->post_out);
+	run->post_out = (OutBuf){ 0 };
+	mp_writer_init(&w);
+	mp_w_map(&w, 5);
+	mp_w_str(&w, "sandbox_id", run->sandbox_id);
+	mp_w_str_array(&w, "argv", (char **)argv);
+	mp_w_str_array(&w, "env", (char **)env);
+	mp_w_str(&w, "cwd", "/workspace");
+	mp_w_uint(&w, "timeout_ms", 30000);
+	int r = peer_call(c->shim, MSG_EXEC_START, &w, SHIM_CALL_TIMEOUT, post_started, run);
+	mp_writer_done(&w);
+	if (r < 0)
+		return r;
+	run->post_exec = true;
+	run->post_done = done;
+	run->state = RUN_STARTING;
 	return 0;
 }
 
@@ -593,6 +656,19 @@ recover_cb(const char *run_id, json_t *record, void *ud)
 		return;
 	}
 	rc->n++;
+	const char *hname = json_string_value(json_object_get(drive, "harness"));
+	run->harness = harness_find(c->harnesses, hname ? hname : "shell");
+	run->adapter = run->harness ? adapter_get(run->harness->adapter) : NULL;
+	if (!run->adapter || (run->adapter->init && run->adapter->init(run) < 0)) {
+		run_fail(run, "the run's harness is no longer configured", "harness_error");
+		json_decref(drive);
+		return;
+	}
+	for (size_t i = 0; run->harness->secrets && run->harness->secrets[i]; i++) {
+		const char *v = getenv(run->harness->secrets[i]);
+		if (v && strlen(v) >= 4)
+			strv_push(&run->secret_values, v);
+	}
 	json_int_t exec_id = json_integer_value(json_object_get(drive, "execId"));
 	const char *sb = json_string_value(json_object_get(drive, "sandboxId"));
 	const char *tc = json_string_value(json_object_get(drive, "toolCallId"));

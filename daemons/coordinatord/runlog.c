@@ -384,6 +384,35 @@ runlog_batch_append(RunLogBatch *b, const char *run_id, const char *chunk, size_
 }
 
 int
+runlog_batch_finish(RunLogBatch *b, const char *run_id, const char *status, const json_t *fields,
+		    int64_t now_ms)
+{
+	BatchRun *br;
+	int r;
+
+	if (b->err < 0)
+		return b->err;
+	if (!valid_run_id(run_id))
+		return -ENOENT;
+	if (!run_status_terminal(status))
+		return -EINVAL;
+	r = batch_record(b, run_id, &br);
+	if (r == -ENOENT || r == -EUCLEAN)
+		return r;
+	if (r < 0)
+		return b->err = r;
+	if (rec_terminal(br->rec))
+		return -ESTALE;
+	if (fields)
+		json_object_update(br->rec, (json_t *)fields);
+	json_object_set_new(br->rec, "status", json_string(status));
+	json_object_set_new(br->rec, "updatedAt", json_integer(now_ms));
+	json_object_set_new(br->rec, "finishedAt", json_integer(now_ms));
+	br->dirty = true;
+	return 0;
+}
+
+int
 runlog_batch_drive_put(RunLogBatch *b, const char *run_id, const json_t *state)
 {
 	if (b->err < 0)

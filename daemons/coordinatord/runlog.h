@@ -109,6 +109,10 @@ typedef struct RunLogBatch RunLogBatch;
 int runlog_batch_begin(RunLog *l, RunLogBatch **ret);
 int runlog_batch_append(RunLogBatch *b, const char *run_id, const char *chunk, size_t len,
 			const char *status, const json_t *fields, int64_t now_ms, int64_t *ret_seq);
+/* Make a run terminal without an event (a completed run's last event is
+ * whatever its harness emitted last). -ESTALE when it is terminal already. */
+int runlog_batch_finish(RunLogBatch *b, const char *run_id, const char *status,
+			const json_t *fields, int64_t now_ms);
 /* Replace (or, with state NULL, delete) the run's driver state in the batch. */
 int runlog_batch_drive_put(RunLogBatch *b, const char *run_id, const json_t *state);
 /* The record as the batch leaves it (new reference), NULL if the batch never touched it. */

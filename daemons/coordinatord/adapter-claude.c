@@ -1,0 +1,546 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * adapter-claude.c — Claude Code in its JSON streaming mode (tanstack-protocol.md §6.1):
+ *
+ *   claude -p --output-format stream-json --verbose --include-partial-messages
+ *          --permission-mode bypassPermissions [--resume <sessionId>]
+ *
+ * in /workspace, the prompt (the last user message) on stdin, IS_SANDBOX=1.
+ * stream-json lines map to chunks:
+ *   system/init            → RUN_STARTED + CUSTOM claude-code.session-id {sessionId, model, tools}
+ *   stream_event partials  → TEXT_MESSAGE_* / REASONING_* / TOOL_CALL_START, _ARGS, _END
+ *   assistant (whole)      → the same, for blocks the partials did not stream
+ *   user tool_result       → TOOL_CALL_RESULT {toolCallId, content, role:"tool"[, state]}
+ *   result success         → RUN_FINISHED (usage; finishReason stop, or length for error_max_turns)
+ *   result other subtypes  → RUN_ERROR {message: the errors, code: the subtype}
+ * Tool names lose the mcp__tanstack__ prefix; messages of sub-agents (a
+ * parent_tool_use_id) are skipped; non-JSON lines are only logged. Tool calls
+ * still open at the result get TOOL_CALL_RESULT {"status":"interrupted"}.
+ * Afterwards, when /workspace is a git repository, `git diff` becomes
+ * CUSTOM file.changed {path:".", diff}.
+ */
+#include "config.h"
+
+#include "adapter.h"
+
+#include <errno.h>
+#include <inttypes.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "json-util.h"
+#include "macro.h"
+
+#define MCP_PREFIX "mcp__tanstack__"
+#define MAX_BLOCKS 64
+
+typedef enum BlockKind { BLOCK_NONE, BLOCK_TEXT, BLOCK_THINKING, BLOCK_TOOL } BlockKind;
+
+typedef struct Block {
+	BlockKind kind;
+	char id[128]; /* message id (text/thinking) or tool call id */
+} Block;
+
+typedef struct ClaudeState {
+	char message_id[128]; /* Anthropic's message.id of the streaming message */
+	Block blocks[MAX_BLOCKS]; /* by content block index */
+	bool streamed;            /* partials streamed the current message */
+	json_t *open_tools;       /* toolCallId → true, until their result */
+	bool ended;               /* a result went by */
+	json_t *finish;           /* the RUN_FINISHED/RUN_ERROR to end with, after git diff */
+	char *final_status;
+	json_t *final_fields;
+} ClaudeState;
+
+static ClaudeState *
+st_of(Run *run)
+{
+	return run->astate;
+}
+
+static const char *
+strip_prefix(const char *name)
+{
+	if (name && strncmp(name, MCP_PREFIX, strlen(MCP_PREFIX)) == 0)
+		return name + strlen(MCP_PREFIX);
+	return name ? name : "";
+}
+
+static int
+claude_begin(Run *run, const json_t *messages, const json_t *metadata, ExecSpec *spec)
+{
+	_cleanup_free_ char *prompt = NULL;
+
+	if (shell_command_from_messages(messages, &prompt) < 0) {
+		run_fail(run, "claude-code harness: the last user message has no text",
+			 "harness_error");
+		return -EINVAL;
+	}
+	if (run->harness->argv)
+		for (size_t i = 0; run->harness->argv[i]; i++)
+			strv_push(&spec->argv, run->harness->argv[i]);
+	else
+		strv_push(&spec->argv, "claude");
+	static const char *const fixed[] = { "-p", "--output-format", "stream-json", "--verbose",
+					     "--include-partial-messages", "--permission-mode",
+					     "bypassPermissions", NULL };
+	for (size_t i = 0; fixed[i]; i++)
+		strv_push(&spec->argv, fixed[i]);
+	const char *session = json_string_value(json_object_get(metadata, "sessionId"));
+	if (session && *session) {
+		strv_push(&spec->argv, "--resume");
+		strv_push(&spec->argv, session);
+	}
+	strv_push(&spec->env, "PATH=/usr/local/bin:/usr/bin:/bin");
+	strv_push(&spec->env, "HOME=/workspace");
+	strv_push(&spec->env, "LANG=C.UTF-8");
+	strv_push(&spec->env, "IS_SANDBOX=1");
+	strv_push(&spec->env, "CLAUDE_CODE_SANDBOXED=1");
+	spec->stdin_len = strlen(prompt);
+	spec->stdin_data = TAKE_PTR(prompt);
+	return 0;
+}
+
+static void
+emit(Run *run, json_t *chunk)
+{
+	run_emit(run, chunk, run_drive_state(run));
+}
+
+static void
+tool_start(Run *run, const char *id, const char *name, const char *parent)
+{
+	json_t *c = json_pack("{s:s, s:s, s:s}", "type", "TOOL_CALL_START", "toolCallId", id,
+			      "toolCallName", strip_prefix(name));
+	if (parent && *parent)
+		json_object_set_new(c, "parentMessageId", json_string(parent));
+	emit(run, c);
+	json_object_set_new(st_of(run)->open_tools, id, json_true());
+}
+
+static void
+stream_event(Run *run, const json_t *ev)
+{
+	ClaudeState *st = st_of(run);
+	const char *type = json_string_value(json_object_get(ev, "type"));
+	json_int_t idx = json_integer_value(json_object_get(ev, "index"));
+
+	if (!type)
+		return;
+	if (streq(type, "message_start")) {
+		const char *id = json_string_value(
+			json_object_get(json_object_get(ev, "message"), "id"));
+		if (id)
+			snprintf(st->message_id, sizeof(st->message_id), "%s", id);
+		else
+			run_gen_id(run, st->message_id, sizeof(st->message_id));
+		st->streamed = true;
+		return;
+	}
+	if (idx < 0 || idx >= MAX_BLOCKS)
+		return;
+	Block *b = &st->blocks[idx];
+	if (streq(type, "content_block_start")) {
+		const json_t *cb = json_object_get(ev, "content_block");
+		const char *bt = json_string_value(json_object_get(cb, "type"));
+		if (!bt)
+			return;
+		if (streq(bt, "text")) {
+			b->kind = BLOCK_TEXT;
+			if (idx == 0 && st->message_id[0])
+				snprintf(b->id, sizeof(b->id), "%s", st->message_id);
+			else
+				run_gen_id(run, b->id, sizeof(b->id));
+			emit(run, json_pack("{s:s, s:s, s:s}", "type", "TEXT_MESSAGE_START",
+					    "messageId", b->id, "role", "assistant"));
+		} else if (streq(bt, "thinking")) {
+			b->kind = BLOCK_THINKING;
+			run_gen_id(run, b->id, sizeof(b->id));
+			emit(run, json_pack("{s:s, s:s}", "type", "REASONING_START", "messageId", b->id));
+			emit(run, json_pack("{s:s, s:s, s:s}", "type", "REASONING_MESSAGE_START",
+					    "messageId", b->id, "role", "reasoning"));
+		} else if (streq(bt, "tool_use")) {
+			b->kind = BLOCK_TOOL;
+			const char *id = json_string_value(json_object_get(cb, "id"));
+			if (id)
+				snprintf(b->id, sizeof(b->id), "%s", id);
+			else
+				run_gen_id(run, b->id, sizeof(b->id));
+			tool_start(run, b->id, json_string_value(json_object_get(cb, "name")),
+				   st->message_id);
+		}
+		return;
+	}
+	if (streq(type, "content_block_delta")) {
+		const json_t *d = json_object_get(ev, "delta");
+		const char *dt = json_string_value(json_object_get(d, "type"));
+		if (!dt)
+			return;
+		if (b->kind == BLOCK_TEXT && streq(dt, "text_delta"))
+			emit(run, json_pack("{s:s, s:s, s:s}", "type", "TEXT_MESSAGE_CONTENT",
+					    "messageId", b->id, "delta",
+					    json_string_value(json_object_get(d, "text")) ?: ""));
+		else if (b->kind == BLOCK_THINKING && streq(dt, "thinking_delta"))
+			emit(run, json_pack("{s:s, s:s, s:s}", "type", "REASONING_MESSAGE_CONTENT",
+					    "messageId", b->id, "delta",
+					    json_string_value(json_object_get(d, "thinking")) ?: ""));
+		else if (b->kind == BLOCK_TOOL && streq(dt, "input_json_delta"))
+			emit(run, json_pack("{s:s, s:s, s:s}", "type", "TOOL_CALL_ARGS", "toolCallId",
+					    b->id, "delta",
+					    json_string_value(json_object_get(d, "partial_json")) ?: ""));
+		return;
+	}
+	if (streq(type, "content_block_stop")) {
+		if (b->kind == BLOCK_TEXT)
+			emit(run, json_pack("{s:s, s:s}", "type", "TEXT_MESSAGE_END", "messageId", b->id));
+		else if (b->kind == BLOCK_THINKING) {
+			emit(run, json_pack("{s:s, s:s}", "type", "REASONING_MESSAGE_END", "messageId",
+					    b->id));
+			emit(run, json_pack("{s:s, s:s}", "type", "REASONING_END", "messageId", b->id));
+		} else if (b->kind == BLOCK_TOOL)
+			emit(run, json_pack("{s:s, s:s}", "type", "TOOL_CALL_END", "toolCallId", b->id));
+		b->kind = BLOCK_NONE;
+	}
+}
+
+/* A whole assistant message: what the partials did not already stream. */
+static void
+assistant_message(Run *run, const json_t *msg)
+{
+	ClaudeState *st = st_of(run);
+	const json_t *content = json_object_get(msg, "content");
+	const char *mid = json_string_value(json_object_get(msg, "id"));
+	bool streamed = st->streamed && mid && streq(mid, st->message_id);
+	size_t i;
+	json_t *blk;
+
+	if (streamed)
+		return;
+	json_array_foreach (content, i, blk) {
+		const char *bt = json_string_value(json_object_get(blk, "type"));
+		char id[128];
+		if (!bt)
+			continue;
+		if (streq(bt, "text")) {
+			if (i == 0 && mid)
+				snprintf(id, sizeof(id), "%s", mid);
+			else
+				run_gen_id(run, id, sizeof(id));
+			emit(run, json_pack("{s:s, s:s, s:s}", "type", "TEXT_MESSAGE_START",
+					    "messageId", id, "role", "assistant"));
+			emit(run, json_pack("{s:s, s:s, s:s}", "type", "TEXT_MESSAGE_CONTENT",
+					    "messageId", id, "delta",
+					    json_string_value(json_object_get(blk, "text")) ?: ""));
+			emit(run, json_pack("{s:s, s:s}", "type", "TEXT_MESSAGE_END", "messageId", id));
+		} else if (streq(bt, "thinking")) {
+			run_gen_id(run, id, sizeof(id));
+			emit(run, json_pack("{s:s, s:s}", "type", "REASONING_START", "messageId", id));
+			emit(run, json_pack("{s:s, s:s, s:s}", "type", "REASONING_MESSAGE_START",
+					    "messageId", id, "role", "reasoning"));
+			emit(run, json_pack("{s:s, s:s, s:s}", "type", "REASONING_MESSAGE_CONTENT",
+					    "messageId", id, "delta",
+					    json_string_value(json_object_get(blk, "thinking")) ?: ""));
+			emit(run, json_pack("{s:s, s:s}", "type", "REASONING_MESSAGE_END", "messageId", id));
+			emit(run, json_pack("{s:s, s:s}", "type", "REASONING_END", "messageId", id));
+		} else if (streq(bt, "tool_use")) {
+			const char *tid = json_string_value(json_object_get(blk, "id"));
+			if (tid)
+				snprintf(id, sizeof(id), "%s", tid);
+			else
+				run_gen_id(run, id, sizeof(id));
+			tool_start(run, id, json_string_value(json_object_get(blk, "name")), mid);
+			const json_t *in = json_object_get(blk, "input");
+			_cleanup_free_ char *input = in ? json_dump_compact(in) : strdup("{}");
+			emit(run, json_pack("{s:s, s:s, s:s}", "type", "TOOL_CALL_ARGS", "toolCallId", id,
+					    "delta", input ? input : "{}"));
+			emit(run, json_pack("{s:s, s:s}", "type", "TOOL_CALL_END", "toolCallId", id));
+		}
+	}
+}
+
+static char *
+result_text(const json_t *content)
+{
+	if (json_is_string(content))
+		return strdup(json_string_value(content));
+	if (json_is_array(content)) {
+		/* [{type:"text", text}, …]: the texts joined */
+		size_t i, len = 0;
+		json_t *p;
+		char *acc = strdup("");
+		json_array_foreach (content, i, p) {
+			const char *t = json_string_value(json_object_get(p, "text"));
+			if (!t || !acc)
+				continue;
+			size_t tl = strlen(t);
+			char *n = realloc(acc, len + tl + 1);
+			if (!n)
+				break;
+			acc = n;
+			memcpy(acc + len, t, tl + 1);
+			len += tl;
+		}
+		return acc;
+	}
+	return json_dump_compact(content ? content : json_null());
+}
+
+static void
+user_message(Run *run, const json_t *msg)
+{
+	ClaudeState *st = st_of(run);
+	size_t i;
+	json_t *blk;
+
+	json_array_foreach (json_object_get(msg, "content"), i, blk) {
+		const char *bt = json_string_value(json_object_get(blk, "type"));
+		const char *tid = json_string_value(json_object_get(blk, "tool_use_id"));
+		if (!bt || !streq(bt, "tool_result") || !tid)
+			continue;
+		char mid[64];
+		run_gen_id(run, mid, sizeof(mid));
+		_cleanup_free_ char *text = result_text(json_object_get(blk, "content"));
+		json_t *c = json_pack("{s:s, s:s, s:s, s:s, s:s}", "type", "TOOL_CALL_RESULT",
+				      "messageId", mid, "toolCallId", tid, "content", text ? text : "",
+				      "role", "tool");
+		if (json_is_true(json_object_get(blk, "is_error")))
+			json_object_set_new(c, "state", json_string("output-error"));
+		emit(run, c);
+		json_object_del(st->open_tools, tid);
+	}
+}
+
+static void
+interrupt_open_tools(Run *run)
+{
+	ClaudeState *st = st_of(run);
+	const char *tid;
+	json_t *v;
+	void *tmp;
+
+	json_object_foreach_safe (st->open_tools, tmp, tid, v) {
+		char mid[64];
+		run_gen_id(run, mid, sizeof(mid));
+		emit(run, json_pack("{s:s, s:s, s:s, s:s, s:s}", "type", "TOOL_CALL_RESULT", "messageId",
+				    mid, "toolCallId", tid, "content", "{\"status\":\"interrupted\"}",
+				    "role", "tool"));
+		json_object_del(st->open_tools, tid);
+	}
+}
+
+static json_t *
+usage_of(const json_t *result, const char *model)
+{
+	const json_t *u = json_object_get(result, "usage");
+	json_int_t in = json_integer_value(json_object_get(u, "input_tokens"));
+	json_int_t out = json_integer_value(json_object_get(u, "output_tokens"));
+	json_int_t cached = json_integer_value(json_object_get(u, "cache_read_input_tokens"));
+	json_t *e = json_pack("{s:I, s:I, s:I}", "inputTokens", in, "outputTokens", out,
+			      "totalTokens", in + out);
+	if (cached)
+		json_object_set_new(e, "cachedInputTokens", json_integer(cached));
+	if (model)
+		json_object_set_new(e, "model", json_string(model));
+	json_object_set_new(e, "provider", json_string("anthropic"));
+	return json_pack("[o]", e);
+}
+
+static void
+result_message(Run *run, const json_t *res)
+{
+	ClaudeState *st = st_of(run);
+	const char *subtype = json_string_value(json_object_get(res, "subtype")) ?: "unknown";
+
+	interrupt_open_tools(run);
+	st->ended = true;
+	if (streq(subtype, "success") || streq(subtype, "error_max_turns")) {
+		json_t *usage = usage_of(res, NULL);
+		json_t *fin = json_pack("{s:s, s:s, s:s, s:{s:s}, s:O, s:{s:{s:s}}}", "type",
+					"RUN_FINISHED", "threadId", run->thread_id, "runId",
+					run->run_id, "outcome", "type", "success", "usage", usage,
+					"metadata", "tanstack", "finishReason",
+					streq(subtype, "success") ? "stop" : "length");
+		const json_t *cost = json_object_get(res, "total_cost_usd");
+		if (json_is_number(cost))
+			json_object_set_new(json_object_get(json_object_get(fin, "metadata"), "tanstack"),
+					    "providerUsageDetails",
+					    json_pack("{s:O}", "totalCostUsd", cost));
+		st->finish = fin;
+		st->final_status = strdup("completed");
+		st->final_fields = json_pack("{s:o}", "usage", usage);
+		return;
+	}
+	/* error subtypes: the errors joined, the subtype as the code */
+	char msg[1024] = "";
+	size_t i, o = 0;
+	json_t *e;
+	json_array_foreach (json_object_get(res, "errors"), i, e) {
+		const char *t = json_is_string(e) ? json_string_value(e)
+						  : json_string_value(json_object_get(e, "message"));
+		if (t && o < sizeof(msg))
+			o += (size_t)snprintf(msg + o, sizeof(msg) - o, "%s%s", o ? "; " : "", t);
+	}
+	if (!o) {
+		const char *r = json_string_value(json_object_get(res, "result"));
+		snprintf(msg, sizeof(msg), "%s", r ? r : subtype);
+	}
+	st->finish = json_pack("{s:s, s:s, s:s}", "type", "RUN_ERROR", "message", msg, "code", subtype);
+	st->final_status = strdup("failed");
+	st->final_fields = json_pack("{s:{s:s, s:s}}", "error", "message", msg, "code", subtype);
+}
+
+static void
+claude_line(Run *run, const char *line, size_t len)
+{
+	json_t *j = json_loadb(line, len, 0, NULL);
+	if (!json_is_object(j)) {
+		if (len)
+			log_ctx(LOG_DEBUG, &run->log, "claude: non-JSON line: %.200s", line);
+		json_decref(j);
+		return;
+	}
+	const char *type = json_string_value(json_object_get(j, "type"));
+	const json_t *parent = json_object_get(j, "parent_tool_use_id");
+	if (!type || (parent && !json_is_null(parent))) {
+		json_decref(j); /* sub-agent traffic is not the run's */
+		return;
+	}
+	if (streq(type, "system")) {
+		const char *sub = json_string_value(json_object_get(j, "subtype"));
+		if (sub && streq(sub, "init")) {
+			emit(run, json_pack("{s:s, s:s, s:s}", "type", "RUN_STARTED", "threadId",
+					    run->thread_id, "runId", run->run_id));
+			json_t *v = json_pack("{s:s}", "sessionId",
+					      json_string_value(json_object_get(j, "session_id")) ?: "");
+			if (json_object_get(j, "model"))
+				json_object_set(v, "model", json_object_get(j, "model"));
+			if (json_object_get(j, "tools"))
+				json_object_set(v, "tools", json_object_get(j, "tools"));
+			emit(run, json_pack("{s:s, s:s, s:o}", "type", "CUSTOM", "name",
+					    "claude-code.session-id", "value", v));
+		}
+	} else if (streq(type, "stream_event")) {
+		stream_event(run, json_object_get(j, "event"));
+	} else if (streq(type, "assistant")) {
+		assistant_message(run, json_object_get(j, "message"));
+		st_of(run)->streamed = false;
+	} else if (streq(type, "user")) {
+		user_message(run, json_object_get(j, "message"));
+	} else if (streq(type, "result")) {
+		result_message(run, j);
+	}
+	json_decref(j);
+}
+
+static void
+claude_drain(Run *run, bool final)
+{
+	size_t len;
+	char *line;
+
+	run_keep_stderr(run);
+	while (run->state != RUN_DONE && (line = run_take_line(run, 1, &len))) {
+		claude_line(run, line, len);
+		free(line);
+	}
+	OutBuf *b = &run->out[1];
+	if (final && b->len) {
+		char *rest = strndup(b->data, b->len);
+		b->taken += b->len;
+		b->len = 0;
+		if (rest)
+			claude_line(run, rest, strlen(rest));
+		free(rest);
+	} else if (b->len > (size_t)run->harness->max_line) {
+		b->taken += b->len; /* an endless line: drop it, say so */
+		b->len = 0;
+		log_ctx(LOG_WARNING, &run->log, "claude: dropped a line longer than %" PRId64 " bytes",
+			run->harness->max_line);
+	}
+}
+
+static void
+finish_run(Run *run)
+{
+	ClaudeState *st = st_of(run);
+	json_t *chunk = TAKE_PTR(st->finish);
+	json_t *fields = TAKE_PTR(st->final_fields);
+	run_end(run, chunk, st->final_status, fields);
+}
+
+static void
+diff_done(Run *run, int64_t code, const char *out, size_t len)
+{
+	if (code == 0 && len > 0) {
+		_cleanup_free_ char *text = utf8_sanitize(out, len, &len);
+		if (text)
+			run_emit(run, json_pack("{s:s, s:s, s:{s:s, s:s%}}", "type", "CUSTOM", "name",
+						"file.changed", "value", "path", ".", "diff", text, len),
+				 NULL);
+	}
+	finish_run(run);
+}
+
+static void
+claude_exit(Run *run, int64_t code, int64_t sig, const char *why)
+{
+	ClaudeState *st = st_of(run);
+
+	if (!st->ended) {
+		interrupt_open_tools(run);
+		char m[1024];
+		const char *tail = run_stderr_tail(run);
+		snprintf(m, sizeof(m), "claude ended without a result (%s %" PRId64 ")%s%s", why, code,
+			 *tail ? ": " : "", tail);
+		st->finish = json_pack("{s:s, s:s, s:s}", "type", "RUN_ERROR", "message", m, "code",
+				       streq(why, "exit") ? "exit_status" : why);
+		st->final_status = strdup("failed");
+		st->final_fields = json_pack("{s:I, s:{s:s, s:s}}", "exitCode", (json_int_t)code,
+					     "error", "message", m, "code",
+					     streq(why, "exit") ? "exit_status" : why);
+	}
+	/* the whole change set, when the workspace is a git repository */
+	static char *const diff[] = { (char *)"/bin/sh", (char *)"-c",
+				      (char *)"git rev-parse --is-inside-work-tree >/dev/null 2>&1 "
+					      "&& exec git --no-pager diff",
+				      NULL };
+	if (run_post_exec(run, diff, diff_done) < 0)
+		finish_run(run);
+}
+
+static int
+claude_init(Run *run)
+{
+	ClaudeState *st = calloc(1, sizeof(*st));
+	if (!st || !(st->open_tools = json_object())) {
+		free(st);
+		return -ENOMEM;
+	}
+	run->astate = st;
+	return 0;
+}
+
+static void
+claude_free(Run *run)
+{
+	ClaudeState *st = st_of(run);
+	if (!st)
+		return;
+	json_decref(st->open_tools);
+	json_decref(st->finish);
+	json_decref(st->final_fields);
+	free(st->final_status);
+	free(st);
+	run->astate = NULL;
+}
+
+const Adapter adapter_claude = {
+	.kind = ADAPTER_CLAUDE,
+	.driver_run_started = false,
+	.init = claude_init,
+	.begin = claude_begin,
+	.drain = claude_drain,
+	.exit = claude_exit,
+	.free_state = claude_free,
+};

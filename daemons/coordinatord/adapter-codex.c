@@ -1,0 +1,329 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * adapter-codex.c — OpenAI Codex CLI (tanstack-protocol.md §6.2):
+ *
+ *   codex exec --experimental-json --skip-git-repo-check
+ *              --sandbox danger-full-access [resume <sessionId>]
+ *
+ * with the prompt on stdin (the runwarden sandbox is the sandbox: codex's own
+ * bubblewrap cannot nest in it). Events map to the same chunk families:
+ *   thread.started              → RUN_STARTED + CUSTOM codex.session-id {sessionId}
+ *   item.* agent_message        → TEXT_MESSAGE_START / CONTENT / END
+ *   item.* reasoning            → REASONING_* blocks
+ *   item.* command_execution    → TOOL_CALL_* "shell" + TOOL_CALL_RESULT (output, exit code)
+ *   item.* mcp_tool_call        → TOOL_CALL_* with the tool's name + TOOL_CALL_RESULT
+ *   item.* web_search           → TOOL_CALL_* "web_search"
+ *   item.* file_change          → CUSTOM file.changed {path, kind} per change
+ *   item.* todo_list            → CUSTOM codex.todo_list {items}
+ *   turn.completed              → RUN_FINISHED (usage)
+ *   turn.failed, error          → RUN_ERROR
+ * Text is streamed from item.updated as the growth of the item's text.
+ */
+#include "config.h"
+
+#include "adapter.h"
+
+#include <errno.h>
+#include <inttypes.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "json-util.h"
+#include "macro.h"
+
+typedef struct CodexState {
+	json_t *items; /* item id → {"sent": length of text already emitted, "kind": …} */
+	bool ended;
+	json_t *finish;
+	char *final_status;
+	json_t *final_fields;
+} CodexState;
+
+static int
+codex_begin(Run *run, const json_t *messages, const json_t *metadata, ExecSpec *spec)
+{
+	_cleanup_free_ char *prompt = NULL;
+
+	if (shell_command_from_messages(messages, &prompt) < 0) {
+		run_fail(run, "codex harness: the last user message has no text", "harness_error");
+		return -EINVAL;
+	}
+	if (run->harness->argv)
+		for (size_t i = 0; run->harness->argv[i]; i++)
+			strv_push(&spec->argv, run->harness->argv[i]);
+	else
+		strv_push(&spec->argv, "codex");
+	static const char *const fixed[] = { "exec", "--experimental-json", "--skip-git-repo-check",
+					     "--sandbox", "danger-full-access", NULL };
+	for (size_t i = 0; fixed[i]; i++)
+		strv_push(&spec->argv, fixed[i]);
+	const char *session = json_string_value(json_object_get(metadata, "sessionId"));
+	if (session && *session) {
+		strv_push(&spec->argv, "resume");
+		strv_push(&spec->argv, session);
+	}
+	strv_push(&spec->env, "PATH=/usr/local/bin:/usr/bin:/bin");
+	strv_push(&spec->env, "HOME=/workspace");
+	strv_push(&spec->env, "LANG=C.UTF-8");
+	spec->stdin_len = strlen(prompt);
+	spec->stdin_data = TAKE_PTR(prompt);
+	return 0;
+}
+
+static void
+emit(Run *run, json_t *chunk)
+{
+	run_emit(run, chunk, run_drive_state(run));
+}
+
+/* The state of an item, created on first sight. */
+static json_t *
+item_state(CodexState *st, const char *id, bool *ret_new)
+{
+	json_t *s = json_object_get(st->items, id);
+	*ret_new = !s;
+	if (!s) {
+		s = json_pack("{s:i}", "sent", 0);
+		json_object_set_new(st->items, id, s);
+	}
+	return s;
+}
+
+static void
+text_item(Run *run, const char *id, const json_t *item, bool completed, bool reasoning)
+{
+	CodexState *st = run->astate;
+	bool fresh;
+	json_t *s = item_state(st, id, &fresh);
+	const char *text = json_string_value(json_object_get(item, "text")) ?: "";
+	size_t sent = (size_t)json_integer_value(json_object_get(s, "sent"));
+	size_t len = strlen(text);
+
+	if (fresh) {
+		if (reasoning) {
+			emit(run, json_pack("{s:s, s:s}", "type", "REASONING_START", "messageId", id));
+			emit(run, json_pack("{s:s, s:s, s:s}", "type", "REASONING_MESSAGE_START",
+					    "messageId", id, "role", "reasoning"));
+		} else
+			emit(run, json_pack("{s:s, s:s, s:s}", "type", "TEXT_MESSAGE_START",
+					    "messageId", id, "role", "assistant"));
+	}
+	if (len > sent) {
+		emit(run, json_pack("{s:s, s:s, s:s}", "type",
+				    reasoning ? "REASONING_MESSAGE_CONTENT" : "TEXT_MESSAGE_CONTENT",
+				    "messageId", id, "delta", text + sent));
+		json_object_set_new(s, "sent", json_integer((json_int_t)len));
+	}
+	if (completed) {
+		if (reasoning) {
+			emit(run, json_pack("{s:s, s:s}", "type", "REASONING_MESSAGE_END", "messageId", id));
+			emit(run, json_pack("{s:s, s:s}", "type", "REASONING_END", "messageId", id));
+		} else
+			emit(run, json_pack("{s:s, s:s}", "type", "TEXT_MESSAGE_END", "messageId", id));
+	}
+}
+
+static void
+tool_item(Run *run, const char *id, const json_t *item, bool completed, const char *name,
+	  json_t *args, json_t *result)
+{
+	CodexState *st = run->astate;
+	bool fresh;
+	json_t *s = item_state(st, id, &fresh);
+
+	if (fresh) {
+		_cleanup_free_ char *a = json_dump_compact(args);
+		emit(run, json_pack("{s:s, s:s, s:s}", "type", "TOOL_CALL_START", "toolCallId", id,
+				    "toolCallName", name));
+		emit(run, json_pack("{s:s, s:s, s:s}", "type", "TOOL_CALL_ARGS", "toolCallId", id,
+				    "delta", a ? a : "{}"));
+		emit(run, json_pack("{s:s, s:s}", "type", "TOOL_CALL_END", "toolCallId", id));
+	}
+	if (completed && !json_is_true(json_object_get(s, "done"))) {
+		char mid[64];
+		_cleanup_free_ char *r = json_dump_compact(result);
+		run_gen_id(run, mid, sizeof(mid));
+		json_t *c = json_pack("{s:s, s:s, s:s, s:s, s:s}", "type", "TOOL_CALL_RESULT",
+				      "messageId", mid, "toolCallId", id, "content", r ? r : "{}",
+				      "role", "tool");
+		const char *status = json_string_value(json_object_get(item, "status"));
+		if (status && streq(status, "failed"))
+			json_object_set_new(c, "state", json_string("output-error"));
+		emit(run, c);
+		json_object_set_new(s, "done", json_true());
+	}
+	json_decref(args);
+	json_decref(result);
+}
+
+static void
+item_event(Run *run, const json_t *item, bool completed)
+{
+	const char *id = json_string_value(json_object_get(item, "id"));
+	const char *kind = json_string_value(json_object_get(item, "type"));
+	if (!id || !kind)
+		return;
+	if (streq(kind, "agent_message"))
+		text_item(run, id, item, completed, false);
+	else if (streq(kind, "reasoning"))
+		text_item(run, id, item, completed, true);
+	else if (streq(kind, "command_execution"))
+		tool_item(run, id, item, completed, "shell",
+			  json_pack("{s:O?}", "command", json_object_get(item, "command")),
+			  json_pack("{s:O?, s:O?}", "output", json_object_get(item, "aggregated_output"),
+				    "exitCode", json_object_get(item, "exit_code")));
+	else if (streq(kind, "mcp_tool_call")) {
+		const char *tool = json_string_value(json_object_get(item, "tool")) ?: "tool";
+		const json_t *res = json_object_get(item, "result");
+		const json_t *err = json_object_get(item, "error");
+		tool_item(run, id, item, completed, tool,
+			  json_incref(json_object_get(item, "arguments")) ?: json_object(),
+			  err && !json_is_null(err) ? json_pack("{s:O}", "error", err)
+						    : json_incref((json_t *)res) ?: json_null());
+	} else if (streq(kind, "web_search"))
+		tool_item(run, id, item, completed, "web_search",
+			  json_pack("{s:O?}", "query", json_object_get(item, "query")),
+			  json_pack("{s:s}", "status", "done"));
+	else if (streq(kind, "file_change") && completed) {
+		size_t i;
+		json_t *ch;
+		json_array_foreach (json_object_get(item, "changes"), i, ch)
+			emit(run, json_pack("{s:s, s:s, s:{s:O?, s:O?}}", "type", "CUSTOM", "name",
+					    "file.changed", "value", "path", json_object_get(ch, "path"),
+					    "kind", json_object_get(ch, "kind")));
+	} else if (streq(kind, "todo_list"))
+		emit(run, json_pack("{s:s, s:s, s:{s:O?}}", "type", "CUSTOM", "name", "codex.todo_list",
+				    "value", "items", json_object_get(item, "items")));
+}
+
+static void
+codex_line(Run *run, const char *line, size_t len)
+{
+	CodexState *st = run->astate;
+	json_t *j = json_loadb(line, len, 0, NULL);
+	const char *type = json_string_value(json_object_get(j, "type"));
+
+	if (!type) {
+		if (len)
+			log_ctx(LOG_DEBUG, &run->log, "codex: non-event line: %.200s", line);
+		json_decref(j);
+		return;
+	}
+	if (streq(type, "thread.started")) {
+		emit(run, json_pack("{s:s, s:s, s:s}", "type", "RUN_STARTED", "threadId",
+				    run->thread_id, "runId", run->run_id));
+		emit(run, json_pack("{s:s, s:s, s:{s:s}}", "type", "CUSTOM", "name", "codex.session-id",
+				    "value", "sessionId",
+				    json_string_value(json_object_get(j, "thread_id")) ?: ""));
+	} else if (streq(type, "item.started") || streq(type, "item.updated")) {
+		item_event(run, json_object_get(j, "item"), false);
+	} else if (streq(type, "item.completed")) {
+		item_event(run, json_object_get(j, "item"), true);
+	} else if (streq(type, "turn.completed") && !st->ended) {
+		const json_t *u = json_object_get(j, "usage");
+		json_int_t in = json_integer_value(json_object_get(u, "input_tokens"));
+		json_int_t out = json_integer_value(json_object_get(u, "output_tokens"));
+		json_int_t cached = json_integer_value(json_object_get(u, "cached_input_tokens"));
+		json_t *usage = json_pack("[{s:I, s:I, s:I, s:I, s:s}]", "inputTokens", in,
+					  "outputTokens", out, "totalTokens", in + out,
+					  "cachedInputTokens", cached, "provider", "openai");
+		st->finish = json_pack("{s:s, s:s, s:s, s:{s:s}, s:O, s:{s:{s:s}}}", "type",
+				       "RUN_FINISHED", "threadId", run->thread_id, "runId",
+				       run->run_id, "outcome", "type", "success", "usage", usage,
+				       "metadata", "tanstack", "finishReason", "stop");
+		st->final_status = strdup("completed");
+		st->final_fields = json_pack("{s:o}", "usage", usage);
+		st->ended = true;
+	} else if ((streq(type, "turn.failed") || streq(type, "error")) && !st->ended) {
+		const char *m = json_string_value(json_object_get(json_object_get(j, "error"), "message"));
+		if (!m)
+			m = json_string_value(json_object_get(j, "message"));
+		if (!m)
+			m = "codex turn failed";
+		const char *code = streq(type, "error") ? "codex_error" : "turn_failed";
+		st->finish = json_pack("{s:s, s:s, s:s}", "type", "RUN_ERROR", "message", m, "code", code);
+		st->final_status = strdup("failed");
+		st->final_fields = json_pack("{s:{s:s, s:s}}", "error", "message", m, "code", code);
+		st->ended = true;
+	}
+	json_decref(j);
+}
+
+static void
+codex_drain(Run *run, bool final)
+{
+	size_t len;
+	char *line;
+
+	run_keep_stderr(run);
+	while ((line = run_take_line(run, 1, &len))) {
+		codex_line(run, line, len);
+		free(line);
+	}
+	OutBuf *b = &run->out[1];
+	if ((final && b->len) || b->len > (size_t)run->harness->max_line) {
+		char *rest = final ? strndup(b->data, b->len) : NULL;
+		b->taken += b->len;
+		b->len = 0;
+		if (rest)
+			codex_line(run, rest, strlen(rest));
+		free(rest);
+	}
+}
+
+static void
+codex_exit(Run *run, int64_t code, int64_t sig, const char *why)
+{
+	CodexState *st = run->astate;
+
+	if (!st->finish) {
+		char m[1024];
+		const char *tail = run_stderr_tail(run);
+		snprintf(m, sizeof(m), "codex ended without completing its turn (%s %" PRId64 ")%s%s",
+			 why, code, *tail ? ": " : "", tail);
+		const char *c = streq(why, "exit") ? "exit_status" : why;
+		run_end(run, json_pack("{s:s, s:s, s:s}", "type", "RUN_ERROR", "message", m, "code", c),
+			"failed",
+			json_pack("{s:I, s:{s:s, s:s}}", "exitCode", (json_int_t)code, "error",
+				  "message", m, "code", c));
+		return;
+	}
+	run_end(run, TAKE_PTR(st->finish), st->final_status, TAKE_PTR(st->final_fields));
+}
+
+static int
+codex_init(Run *run)
+{
+	CodexState *st = calloc(1, sizeof(*st));
+	if (!st || !(st->items = json_object())) {
+		free(st);
+		return -ENOMEM;
+	}
+	run->astate = st;
+	return 0;
+}
+
+static void
+codex_free(Run *run)
+{
+	CodexState *st = run->astate;
+	if (!st)
+		return;
+	json_decref(st->items);
+	json_decref(st->finish);
+	json_decref(st->final_fields);
+	free(st->final_status);
+	free(st);
+	run->astate = NULL;
+}
+
+const Adapter adapter_codex = {
+	.kind = ADAPTER_CODEX,
+	.driver_run_started = false,
+	.init = codex_init,
+	.begin = codex_begin,
+	.drain = codex_drain,
+	.exit = codex_exit,
+	.free_state = codex_free,
+};

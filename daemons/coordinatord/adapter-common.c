@@ -1,0 +1,112 @@
+/* SPDX-License-Identifier: MIT */
+#include "config.h"
+
+#include "adapter.h"
+
+#include <errno.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "macro.h"
+#include "mp-cursor.h"
+
+void
+exec_spec_done(ExecSpec *s)
+{
+	mp_strv_free(s->argv);
+	mp_strv_free(s->env);
+	free(s->stdin_data);
+	*s = (ExecSpec){ 0 };
+}
+
+char *
+run_take_line(Run *run, int s, size_t *ret_len)
+{
+	OutBuf *b = &run->out[s];
+	char *nl = b->len ? memchr(b->data, '\n', b->len) : NULL;
+	if (!nl)
+		return NULL;
+	size_t n = (size_t)(nl - b->data);
+	char *line = malloc(n + 1);
+	if (!line)
+		return NULL;
+	memcpy(line, b->data, n);
+	line[n] = '\0';
+	memmove(b->data, nl + 1, b->len - n - 1);
+	b->len -= n + 1;
+	b->taken += n + 1;
+	if (n && line[n - 1] == '\r')
+		line[--n] = '\0';
+	*ret_len = n;
+	return line;
+}
+
+void
+run_keep_stderr(Run *run)
+{
+	OutBuf *b = &run->out[2];
+	size_t cap = sizeof(run->stderr_tail) - 1;
+	if (b->len >= cap) {
+		memcpy(run->stderr_tail, b->data + b->len - cap, cap);
+		run->stderr_len = cap;
+	} else {
+		size_t keep = MIN(run->stderr_len, cap - b->len);
+		memmove(run->stderr_tail, run->stderr_tail + run->stderr_len - keep, keep);
+		memcpy(run->stderr_tail + keep, b->data, b->len);
+		run->stderr_len = keep + b->len;
+	}
+	run->stderr_tail[run->stderr_len] = '\0';
+	b->taken += b->len;
+	b->len = 0;
+}
+
+const char *
+run_stderr_tail(Run *run)
+{
+	/* the last 5 lines at most */
+	const char *p = run->stderr_tail + run->stderr_len;
+	int lines = 0;
+	while (p > run->stderr_tail) {
+		p--;
+		if (*p == '\n' && p + 1 < run->stderr_tail + run->stderr_len && ++lines == 5) {
+			p++;
+			break;
+		}
+	}
+	return p;
+}
+
+void
+run_kill_exec(Run *run)
+{
+	MpWriter w;
+	if (!run->exec_id || !peer_is_ready(run->c->shim))
+		return;
+	mp_writer_init(&w);
+	mp_w_map(&w, 2);
+	mp_w_uint(&w, "exec_id", run->exec_id);
+	mp_w_int(&w, "signal", 9);
+	(void)peer_call(run->c->shim, MSG_EXEC_KILL, &w, 5 * USEC_PER_SEC, NULL, NULL);
+	mp_writer_done(&w);
+}
+
+void
+run_gen_id(Run *run, char *buf, size_t len)
+{
+	snprintf(buf, len, "%.8s-%u", run->run_id, run->id_counter++);
+}
+
+extern const Adapter adapter_shell, adapter_ndjson, adapter_claude, adapter_codex;
+
+const Adapter *
+adapter_get(AdapterKind k)
+{
+	switch (k) {
+	case ADAPTER_SHELL: return &adapter_shell;
+	case ADAPTER_NDJSON: return &adapter_ndjson;
+	case ADAPTER_CLAUDE: return &adapter_claude;
+	case ADAPTER_CODEX: return &adapter_codex;
+	default: return NULL;
+	}
+}

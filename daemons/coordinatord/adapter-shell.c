@@ -1,0 +1,142 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * adapter-shell.c — the built-in `shell` harness: the last user message run
+ * by the configured shell (`sh -c`) in /workspace, reported as one tool call:
+ *   TOOL_CALL_START / TOOL_CALL_ARGS {"command":…} / TOOL_CALL_END,
+ *   CUSTOM process.stdout|process.stderr {text} as output arrives (coalesced
+ *   per loop turn, never split inside a UTF-8 sequence),
+ *   TOOL_CALL_RESULT {exitCode, reason}, then RUN_FINISHED (exit 0) or
+ *   RUN_ERROR {message, code} (code exit_status, or timeout/oom/pids_limit).
+ */
+#include "config.h"
+
+#include "adapter.h"
+
+#include <errno.h>
+#include <inttypes.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "json-util.h"
+#include "macro.h"
+
+static int
+shell_begin(Run *run, const json_t *messages, const json_t *metadata, ExecSpec *spec)
+{
+	if (!run->command && shell_command_from_messages(messages, &run->command) < 0) {
+		run_fail(run, "shell harness: the last user message has no text to run",
+			 "harness_error");
+		return -EINVAL;
+	}
+	run_emit(run,
+		 json_pack("{s:s, s:s, s:s}", "type", "TOOL_CALL_START", "toolCallId",
+			   run->tool_call_id, "toolCallName", "shell"),
+		 NULL);
+	json_auto_t *args = json_pack("{s:s}", "command", run->command);
+	_cleanup_free_ char *args_text = json_dump_compact(args);
+	run_emit(run,
+		 json_pack("{s:s, s:s, s:s}", "type", "TOOL_CALL_ARGS", "toolCallId",
+			   run->tool_call_id, "delta", args_text ? args_text : "{}"),
+		 NULL);
+	run_emit(run,
+		 json_pack("{s:s, s:s}", "type", "TOOL_CALL_END", "toolCallId", run->tool_call_id),
+		 NULL);
+
+	const char *sh = run->harness->argv ? run->harness->argv[0] : run->c->conf.shell;
+	if (strv_push(&spec->argv, sh) < 0 || strv_push(&spec->argv, "-c") < 0 ||
+	    strv_push(&spec->argv, run->command) < 0 ||
+	    strv_push(&spec->env, "PATH=/usr/local/bin:/usr/bin:/bin") < 0 ||
+	    strv_push(&spec->env, "HOME=/workspace") < 0 ||
+	    strv_push(&spec->env, "LANG=C.UTF-8") < 0 || strv_push(&spec->env, "TERM=dumb") < 0 ||
+	    strv_pushf(&spec->env, "RUNWARDEN_RUN_ID=%s", run->run_id) < 0) {
+		run_fail(run, "out of memory", "internal");
+		return -ENOMEM;
+	}
+	return 0;
+}
+
+/* Longest secret minus one: bytes held back so a secret is never cut in two
+ * across chunks (and so escapes redaction). */
+static size_t
+holdback(Run *run)
+{
+	size_t m = 0;
+	for (size_t i = 0; run->secret_values && run->secret_values[i]; i++)
+		m = MAX(m, strlen(run->secret_values[i]));
+	return m ? m - 1 : 0;
+}
+
+static void
+shell_drain(Run *run, bool final)
+{
+	static const char *const names[3] = { NULL, "process.stdout", "process.stderr" };
+	size_t hold = final ? 0 : holdback(run);
+
+	for (int s = 1; s <= 2; s++) {
+		for (;;) {
+			OutBuf *b = &run->out[s];
+			if (b->len <= hold)
+				break;
+			size_t len;
+			/* take only what cannot be the first half of a secret */
+			size_t lim = MIN((size_t)run->c->conf.output_chunk_max, b->len - hold);
+			char *text = outbuf_take(b, lim, final, &len);
+			if (!text)
+				break;
+			json_t *chunk = json_pack("{s:s, s:s, s:{s:s%}}", "type", "CUSTOM", "name",
+						  names[s], "value", "text", text, len);
+			free(text);
+			run_emit(run, chunk, run_drive_state(run));
+		}
+	}
+}
+
+static void
+shell_exit(Run *run, int64_t code, int64_t sig, const char *why)
+{
+	json_auto_t *content = json_pack("{s:I, s:s}", "exitCode", (json_int_t)code, "reason", why);
+	if (sig)
+		json_object_set_new(content, "signal", json_integer(sig));
+	_cleanup_free_ char *content_text = json_dump_compact(content);
+	run_emit(run,
+		 json_pack("{s:s, s:s, s:s, s:s}", "type", "TOOL_CALL_RESULT", "toolCallId",
+			   run->tool_call_id, "role", "tool", "content",
+			   content_text ? content_text : "{}"),
+		 NULL);
+
+	if (code == 0 && streq(why, "exit")) {
+		run_end(run,
+			json_pack("{s:s, s:s, s:s, s:{s:s}}", "type", "RUN_FINISHED", "threadId",
+				  run->thread_id, "runId", run->run_id, "outcome", "type", "success"),
+			"completed", json_pack("{s:i}", "exitCode", 0));
+		return;
+	}
+	char m[160];
+	const char *errcode = "exit_status";
+	if (streq(why, "exit"))
+		snprintf(m, sizeof(m), "command exited with status %" PRId64, code);
+	else if (streq(why, "timeout") || streq(why, "oom") || streq(why, "pids_limit")) {
+		snprintf(m, sizeof(m), "command stopped: %s",
+			 streq(why, "oom")	   ? "out of memory (sandbox memory limit)"
+			 : streq(why, "timeout") ? "timed out"
+						 : "process limit reached");
+		errcode = why;
+	} else if (sig)
+		snprintf(m, sizeof(m), "command %s by signal %" PRId64,
+			 streq(why, "killed") ? "killed" : "terminated", sig);
+	else
+		snprintf(m, sizeof(m), "command ended: %s", why);
+	run_end(run, json_pack("{s:s, s:s, s:s}", "type", "RUN_ERROR", "message", m, "code", errcode),
+		"failed",
+		json_pack("{s:I, s:{s:s, s:s}}", "exitCode", (json_int_t)code, "error", "message", m,
+			  "code", errcode));
+}
+
+const Adapter adapter_shell = {
+	.kind = ADAPTER_SHELL,
+	.driver_run_started = true,
+	.begin = shell_begin,
+	.drain = shell_drain,
+	.exit = shell_exit,
+};

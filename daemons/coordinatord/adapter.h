@@ -1,0 +1,108 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * adapter.h — harnesses and their adapters.
+ *
+ * A harness ([harness.NAME] in runwarden.conf, or the built-in `shell`) names
+ * an adapter and what to run. The adapter turns the harness's process output
+ * into AG-UI chunks (tanstack-protocol.md §3, §6):
+ *
+ *   shell        the last user message run by `sh -c` (built in)
+ *   ndjson       TanStack's colocated runner protocol: the run request as JSON
+ *                on stdin, one chunk per stdout line (§1.6)
+ *   claude-code  `claude -p --output-format stream-json --verbose` (§6.1)
+ *   codex        `codex exec --experimental-json` (§6.2)
+ *
+ * The driver (driver.c) owns the process: it starts the exec the adapter
+ * describes, feeds it the bytes of each stream in order exactly once (after a
+ * re-attach too), calls drain() at the end of every loop turn and exit() when
+ * the process ended. Adapters emit with run_emit()/run_end() (commit.c).
+ */
+#pragma once
+
+#include <jansson.h>
+#include <stdbool.h>
+#include <stdint.h>
+
+#include "coordinatord.h"
+
+typedef enum AdapterKind {
+	ADAPTER_SHELL,
+	ADAPTER_NDJSON,
+	ADAPTER_CLAUDE,
+	ADAPTER_CODEX,
+	_ADAPTER_MAX,
+} AdapterKind;
+
+struct Harness {
+	char *name;
+	AdapterKind adapter;
+	char **argv;    /* the command; NULL = the adapter's default */
+	char **env;     /* extra environment, "K=V" */
+	char **secrets; /* names of coordinatord's environment variables handed over */
+	char **egress;  /* host[:port] the harness may reach through the proxy */
+	int64_t timeout_ms;
+	int64_t max_line;
+};
+
+typedef struct HarnessSet {
+	Harness *v;
+	size_t n;
+} HarnessSet;
+
+/* Read every [harness.NAME] section of the configuration files (the same
+ * files, in the same order, as the daemon's keys); the built-in `shell` is
+ * always there. Errors are logged as "file:line: key: reason". */
+int harness_load(const DaemonArgs *a, HarnessSet *ret);
+int harness_load_string(const char *name, const char *text, HarnessSet *ret, char *err,
+			size_t errlen);
+const Harness *harness_find(const HarnessSet *set, const char *name);
+void harness_set_done(HarnessSet *set);
+const char *adapter_name(AdapterKind k);
+
+/* What to exec, filled by the adapter's begin(). */
+typedef struct ExecSpec {
+	char **argv;    /* malloc'd vector */
+	char **env;     /* malloc'd vector, "K=V" */
+	char *stdin_data;
+	size_t stdin_len;
+} ExecSpec;
+
+void exec_spec_done(ExecSpec *s);
+/* Append "K=V" to a NULL-terminated malloc'd vector. */
+int strv_push(char ***v, const char *s);
+int strv_pushf(char ***v, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+
+typedef struct Adapter {
+	AdapterKind kind;
+	/* Does the driver emit RUN_STARTED when the run starts? (claude, codex
+	 * and ndjson runners announce their own.) */
+	bool driver_run_started;
+	/* Allocate run->astate (also for a run re-attached after a restart:
+	 * its adapter state starts afresh). May be NULL. */
+	int (*init)(Run *run);
+	/* Emit the opening chunks and describe the exec. 0 or a negative errno
+	 * with the run failed (harness_error). */
+	int (*begin)(Run *run, const json_t *messages, const json_t *metadata, ExecSpec *spec);
+	/* Turn what is buffered in run->out[1..2] into chunks; final at the end. */
+	void (*drain)(Run *run, bool final);
+	/* The process ended (after a final drain). Must end the run (run_end/run_fail)
+	 * or start a post step. */
+	void (*exit)(Run *run, int64_t code, int64_t sig, const char *reason);
+	/* Release run->astate. */
+	void (*free_state)(Run *run);
+} Adapter;
+
+const Adapter *adapter_get(AdapterKind k);
+
+/* Shared helpers for line-based adapters. */
+/* Take the next complete line of stream s (without its newline); NULL when
+ * none. *ret_len is its length. The bytes count as consumed. */
+char *run_take_line(Run *run, int s, size_t *ret_len);
+/* Keep the last bytes of stderr for error messages (consumed). */
+void run_keep_stderr(Run *run);
+/* The last lines of stderr kept, for a RUN_ERROR message. */
+const char *run_stderr_tail(Run *run);
+/* Ask the shim to kill the run's exec (the stream is over for us). */
+void run_kill_exec(Run *run);
+/* A run-scoped id: "<runId8>-<n>". */
+void run_gen_id(Run *run, char *buf, size_t len);
