@@ -46,12 +46,15 @@ typedef struct ClaudeState {
 	char message_id[128]; /* Anthropic's message.id of the streaming message */
 	Block blocks[MAX_BLOCKS]; /* by content block index */
 	bool streamed;            /* partials streamed the current message */
+	bool mid_used;            /* the message id named a text block already */
 	json_t *open_tools;       /* toolCallId → true, until their result */
 	bool ended;               /* a result went by */
 	json_t *finish;           /* the RUN_FINISHED/RUN_ERROR to end with, after git diff */
 	char *final_status;
 	json_t *final_fields;
 } ClaudeState;
+
+static void close_open_blocks(Run *run);
 
 static ClaudeState *
 st_of(Run *run)
@@ -136,6 +139,7 @@ stream_event(Run *run, const json_t *ev)
 		else
 			run_gen_id(run, st->message_id, sizeof(st->message_id));
 		st->streamed = true;
+		st->mid_used = false;
 		return;
 	}
 	if (idx < 0 || idx >= MAX_BLOCKS)
@@ -148,9 +152,11 @@ stream_event(Run *run, const json_t *ev)
 			return;
 		if (streq(bt, "text")) {
 			b->kind = BLOCK_TEXT;
-			if (idx == 0 && st->message_id[0])
-				snprintf(b->id, sizeof(b->id), "%s", st->message_id);
-			else
+			/* the first text block of a message is named by Anthropic's message id */
+			if (!st->mid_used && st->message_id[0]) {
+				memcpy(b->id, st->message_id, sizeof(b->id));
+				st->mid_used = true;
+			} else
 				run_gen_id(run, b->id, sizeof(b->id));
 			emit(run, json_pack("{s:s, s:s, s:s}", "type", "TEXT_MESSAGE_START",
 					    "messageId", b->id, "role", "assistant"));
@@ -212,6 +218,7 @@ assistant_message(Run *run, const json_t *msg)
 	const json_t *content = json_object_get(msg, "content");
 	const char *mid = json_string_value(json_object_get(msg, "id"));
 	bool streamed = st->streamed && mid && streq(mid, st->message_id);
+	bool mid_used = false;
 	size_t i;
 	json_t *blk;
 
@@ -223,9 +230,10 @@ assistant_message(Run *run, const json_t *msg)
 		if (!bt)
 			continue;
 		if (streq(bt, "text")) {
-			if (i == 0 && mid)
+			if (!mid_used && mid) {
 				snprintf(id, sizeof(id), "%s", mid);
-			else
+				mid_used = true;
+			} else
 				run_gen_id(run, id, sizeof(id));
 			emit(run, json_pack("{s:s, s:s, s:s}", "type", "TEXT_MESSAGE_START",
 					    "messageId", id, "role", "assistant"));
@@ -352,6 +360,7 @@ result_message(Run *run, const json_t *res)
 	ClaudeState *st = st_of(run);
 	const char *subtype = json_string_value(json_object_get(res, "subtype")) ?: "unknown";
 
+	close_open_blocks(run);
 	interrupt_open_tools(run);
 	st->ended = true;
 	if (streq(subtype, "success") || streq(subtype, "error_max_turns")) {
@@ -482,12 +491,32 @@ diff_done(Run *run, int64_t code, const char *out, size_t len)
 	finish_run(run);
 }
 
+/* A stream cut short: end the blocks it opened, so a client's view is whole. */
+static void
+close_open_blocks(Run *run)
+{
+	ClaudeState *st = st_of(run);
+	for (int i = 0; i < MAX_BLOCKS; i++) {
+		Block *b = &st->blocks[i];
+		if (b->kind == BLOCK_TEXT)
+			emit(run, json_pack("{s:s, s:s}", "type", "TEXT_MESSAGE_END", "messageId", b->id));
+		else if (b->kind == BLOCK_THINKING) {
+			emit(run, json_pack("{s:s, s:s}", "type", "REASONING_MESSAGE_END", "messageId",
+					    b->id));
+			emit(run, json_pack("{s:s, s:s}", "type", "REASONING_END", "messageId", b->id));
+		} else if (b->kind == BLOCK_TOOL)
+			emit(run, json_pack("{s:s, s:s}", "type", "TOOL_CALL_END", "toolCallId", b->id));
+		b->kind = BLOCK_NONE;
+	}
+}
+
 static void
 claude_exit(Run *run, int64_t code, int64_t sig, const char *why)
 {
 	ClaudeState *st = st_of(run);
 
 	if (!st->ended) {
+		close_open_blocks(run);
 		interrupt_open_tools(run);
 		char m[1024];
 		const char *tail = run_stderr_tail(run);

@@ -64,6 +64,10 @@ run_keep_stderr(Run *run)
 const char *
 run_stderr_tail(Run *run)
 {
+	while (run->stderr_len > 0 && (run->stderr_tail[run->stderr_len - 1] == '\n' ||
+				       run->stderr_tail[run->stderr_len - 1] == '\r' ||
+				       run->stderr_tail[run->stderr_len - 1] == ' '))
+		run->stderr_tail[--run->stderr_len] = '\0';
 	/* the last 5 lines at most */
 	const char *p = run->stderr_tail + run->stderr_len;
 	int lines = 0;

@@ -95,7 +95,9 @@ nd_line(Run *run, char *line, size_t len)
 	}
 	if (streq(type, "RUN_FINISHED"))
 		st->finished = true;
-	run_emit(run, j, run_drive_state(run));
+	json_decref(j);
+	/* stored as the runner wrote it (leading blanks aside) */
+	run_emit_text(run, line + i, len - i, run_drive_state(run));
 }
 
 static void
@@ -105,20 +107,19 @@ nd_drain(Run *run, bool final)
 	char *line;
 
 	run_keep_stderr(run);
+	OutBuf *b = &run->out[1];
 	while (run->state != RUN_DONE && (line = run_take_line(run, 1, &len))) {
+		if (len > (size_t)run->harness->max_line) {
+			free(line);
+			goto too_long;
+		}
 		nd_line(run, line, len);
 		free(line);
 	}
 	if (run->state == RUN_DONE)
 		return;
-	OutBuf *b = &run->out[1];
-	if (b->len > (size_t)run->harness->max_line) {
-		char m[128];
-		snprintf(m, sizeof(m), "runner sent a line longer than %" PRId64 " bytes",
-			 run->harness->max_line);
-		nd_error(run, m, "harness_error");
-		return;
-	}
+	if (b->len > (size_t)run->harness->max_line)
+		goto too_long;
 	if (final && b->len) { /* a last line without its newline */
 		char *rest = strndup(b->data, b->len);
 		b->taken += b->len;
@@ -127,6 +128,12 @@ nd_drain(Run *run, bool final)
 			nd_line(run, rest, strlen(rest));
 		free(rest);
 	}
+	return;
+too_long:;
+	char m[128];
+	snprintf(m, sizeof(m), "runner sent a line longer than %" PRId64 " bytes",
+		 run->harness->max_line);
+	nd_error(run, m, "harness_error");
 }
 
 static void

@@ -56,31 +56,43 @@ shell_begin(Run *run, const json_t *messages, const json_t *metadata, ExecSpec *
 	return 0;
 }
 
-/* Longest secret minus one: bytes held back so a secret is never cut in two
- * across chunks (and so escapes redaction). */
+/* Where output may be cut into a chunk without cutting a secret in two (a
+ * secret split across chunks would escape redaction, which works per chunk):
+ * not inside a complete occurrence in the buffer, and — unless this is the
+ * end — not before a tail that could be the start of a secret still arriving. */
 static size_t
-holdback(Run *run)
+safe_cut(Run *run, const OutBuf *b, size_t lim, bool final)
 {
-	size_t m = 0;
-	for (size_t i = 0; run->secret_values && run->secret_values[i]; i++)
-		m = MAX(m, strlen(run->secret_values[i]));
-	return m ? m - 1 : 0;
+	size_t cut = MIN(lim, b->len);
+
+	for (size_t i = 0; run->secret_values && run->secret_values[i]; i++) {
+		const char *sv = run->secret_values[i];
+		size_t sl = strlen(sv);
+		if (!final)
+			for (size_t k = MIN(sl - 1, b->len); k > 0; k--)
+				if (memcmp(b->data + b->len - k, sv, k) == 0) {
+					cut = MIN(cut, b->len - k);
+					break;
+				}
+		for (size_t at = 0; at + sl <= b->len; at++)
+			if (memcmp(b->data + at, sv, sl) == 0 && at < cut && cut < at + sl)
+				cut = at > 0 ? at : at + sl;
+	}
+	return cut;
 }
 
 static void
 shell_drain(Run *run, bool final)
 {
 	static const char *const names[3] = { NULL, "process.stdout", "process.stderr" };
-	size_t hold = final ? 0 : holdback(run);
 
 	for (int s = 1; s <= 2; s++) {
 		for (;;) {
 			OutBuf *b = &run->out[s];
-			if (b->len <= hold)
-				break;
 			size_t len;
-			/* take only what cannot be the first half of a secret */
-			size_t lim = MIN((size_t)run->c->conf.output_chunk_max, b->len - hold);
+			size_t lim = safe_cut(run, b, (size_t)run->c->conf.output_chunk_max, final);
+			if (lim == 0)
+				break;
 			char *text = outbuf_take(b, lim, final, &len);
 			if (!text)
 				break;

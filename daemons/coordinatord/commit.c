@@ -145,6 +145,28 @@ run_emit_fields(Run *run, json_t *chunk, json_t *drive, json_t *fields)
 }
 
 void
+run_emit_text(Run *run, const char *text, size_t len, json_t *drive)
+{
+	if (run->state == RUN_DONE) {
+		json_decref(drive);
+		return;
+	}
+	Op *op = op_new(run->run_id, NULL, NULL, NULL, drive);
+	if (op && !(op->text = strndup(text, len))) {
+		op_free(op);
+		op = NULL;
+	}
+	if (!op) {
+		log_ctx(LOG_ERR, &run->log, "Out of memory queuing an event");
+		return;
+	}
+	op->len = strlen(op->text);
+	redact(run, op);
+	op->is_run = true;
+	enqueue(run->c, op);
+}
+
+void
 run_save_drive(Run *run, json_t *drive)
 {
 	run_emit(run, NULL, drive);

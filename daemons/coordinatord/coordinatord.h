@@ -158,6 +158,8 @@ int coordinator_run(const DaemonArgs *args);
 void run_emit(Run *run, json_t *chunk, json_t *drive);
 /* The same, merging fields into the record in the same transaction. */
 void run_emit_fields(Run *run, json_t *chunk, json_t *drive, json_t *fields);
+/* An event given as JSON text, stored as it is (an NDJSON runner's line). */
+void run_emit_text(Run *run, const char *text, size_t len, json_t *drive);
 /* Queue the run's last event with its terminal status; the Run is freed when it committed. */
 void run_end(Run *run, json_t *chunk, const char *status, json_t *fields);
 /* run_end with RUN_ERROR {message, code} and status failed. */
