@@ -49,12 +49,12 @@ def test_every_other_route_needs_a_token(s):
 
 def test_valid_tokens_pass(s):
     for tok in TOKENS:
-        st, body = s.http("GET", "/readyz", headers=auth(tok))
+        st, body = s.http("GET", "/metrics", headers=auth(tok))
         assert st == 200, (st, body)
         st, body = s.http("GET", "/threads/t-auth/runs", headers={"authorization": "bearer " + tok})
         assert st == 200 and body == [], (st, body)
     # the commented-out line is not a token
-    st, _ = s.http("GET", "/readyz", headers=auth("commented-out"))
+    st, _ = s.http("GET", "/metrics", headers=auth("commented-out"))
     assert st == 401
 
 
@@ -126,7 +126,7 @@ def test_cors_preflight_and_allow_origin(s):
     assert r.header("Access-Control-Allow-Origin") == "http://good.example:8080"
     assert "POST" in r.header("Access-Control-Allow-Methods")
     assert "Authorization" in r.header("Access-Control-Allow-Headers")
-    r = raw(b"GET /readyz HTTP/1.1\r\nHost: x\r\nOrigin: http://other.example\r\n"
+    r = raw(b"GET /metrics HTTP/1.1\r\nHost: x\r\nOrigin: http://other.example\r\n"
             b"Authorization: Bearer " + TOKENS[0].encode() + b"\r\n\r\n")
     assert r.status == 200 and r.header("Access-Control-Allow-Origin") == "http://other.example"
     # 401s carry it too, so the page can read the error
