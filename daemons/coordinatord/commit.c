@@ -413,6 +413,11 @@ commit_cb(evutil_socket_t fd, short what, void *arg)
 		c->m.commit_failures++;
 		c->storage_ok = false;
 		log_error_errno(r, "Run log commit failed, nothing of it was acknowledged: %m");
+		int rr = runlog_recover(c->runlog);
+		if (rr > 0)
+			log_warning("Run log environment was in doubt after the failure; reopened");
+		else if (rr < 0)
+			log_error_errno(rr, "Run log cannot be reopened: %m; serving reads only");
 		for (Op *op = ops; op; op = op->next)
 			if (op->err == 0)
 				op->err = r;

@@ -17,6 +17,8 @@
 struct RunLog {
 	MDB_env *env;
 	MDB_dbi runs, events, thread_runs, idem, meta, drive;
+	char *dir;
+	RunLogOptions opts;
 };
 
 /* LMDB codes → negative errno. MDB_MAP_FULL becomes -ENOSPC: to the caller it
@@ -53,29 +55,24 @@ runlog_free(RunLog *l)
 		return NULL;
 	if (l->env)
 		mdb_env_close(l->env);
+	free(l->dir);
 	free(l);
 	return NULL;
 }
 
-int
-runlog_open(const char *dir, const RunLogOptions *opts, RunLog **ret)
+static int
+env_open(RunLog *l)
 {
-	RunLog *l = calloc(1, sizeof(*l));
 	MDB_txn *txn = NULL;
-	int rc, r;
+	int rc;
 
-	if (!l)
-		return -ENOMEM;
-	r = mkdir_p(dir, 0700);
-	if (r < 0)
-		goto fail;
 	rc = mdb_env_create(&l->env);
 	if (rc == 0)
 		rc = mdb_env_set_maxdbs(l->env, 8);
 	if (rc == 0)
-		rc = mdb_env_set_mapsize(l->env, opts->map_size);
+		rc = mdb_env_set_mapsize(l->env, l->opts.map_size);
 	if (rc == 0)
-		rc = mdb_env_open(l->env, dir, MDB_NOTLS | (opts->sync ? 0 : MDB_NOSYNC), 0600);
+		rc = mdb_env_open(l->env, l->dir, MDB_NOTLS | (l->opts.sync ? 0 : MDB_NOSYNC), 0600);
 	if (rc == 0)
 		rc = mdb_txn_begin(l->env, NULL, 0, &txn);
 	if (rc == 0)
@@ -104,17 +101,54 @@ runlog_open(const char *dir, const RunLogOptions *opts, RunLog **ret)
 		rc = mdb_txn_commit(txn);
 		txn = NULL;
 	}
-	if (rc != 0) {
-		r = mdb_errno(rc);
-		goto fail;
+	if (txn)
+		mdb_txn_abort(txn);
+	if (rc != 0 && l->env) {
+		mdb_env_close(l->env);
+		l->env = NULL;
+	}
+	return mdb_errno(rc);
+}
+
+int
+runlog_open(const char *dir, const RunLogOptions *opts, RunLog **ret)
+{
+	RunLog *l = calloc(1, sizeof(*l));
+	int r;
+
+	if (!l)
+		return -ENOMEM;
+	l->opts = *opts;
+	l->dir = strdup(dir);
+	r = l->dir ? mkdir_p(dir, 0700) : -ENOMEM;
+	if (r == 0)
+		r = env_open(l);
+	if (r < 0) {
+		runlog_free(l);
+		return r;
 	}
 	*ret = l;
 	return 0;
-fail:
-	if (txn)
+}
+
+int
+runlog_recover(RunLog *l)
+{
+	MDB_txn *txn;
+	int rc = mdb_txn_begin(l->env, NULL, 0, &txn);
+
+	if (rc == 0) {
 		mdb_txn_abort(txn);
-	runlog_free(l);
-	return r;
+		return 0; /* the environment is sound: the failed commit left nothing */
+	}
+	if (rc != MDB_PANIC)
+		return mdb_errno(rc);
+	/* A failed meta-page write leaves LMDB in doubt (MDB_PANIC). Reopen: what
+	 * is on disk is the last commit that fully succeeded. */
+	mdb_env_close(l->env);
+	l->env = NULL;
+	int r = env_open(l);
+	return r < 0 ? r : 1;
 }
 
 static MDB_val

@@ -47,6 +47,11 @@ typedef struct RunLogOptions {
 } RunLogOptions;
 
 int runlog_open(const char *dir, const RunLogOptions *opts, RunLog **ret);
+/* After a failed commit: 0 when the environment is sound (the transaction
+ * left nothing behind), 1 when it was in doubt (MDB_PANIC after a failed
+ * meta-page write) and has been reopened from what is on disk, or a negative
+ * errno when it cannot be reopened. A failed commit is never retried. */
+int runlog_recover(RunLog *l);
 RunLog *runlog_free(RunLog *l);
 
 /* Create the record {runId, threadId, status:"running", lastSeq:-1, startedAt,

@@ -39,7 +39,7 @@ for fn in sorted(os.listdir(here)):
                 traceback.print_exc()
                 failed += 1
         continue
-    suite = rwtest.Suite(getattr(mod, "SUITE_CONF", ""))
+    suite = rwtest.Suite(getattr(mod, "SUITE_CONF", ""), getattr(mod, "WRAP", None))
     try:
         suite.start()
     except Exception as e:  # the whole module fails

@@ -36,10 +36,11 @@ def free_port():
 
 
 class Suite:
-    def __init__(self, extra_conf=""):
+    def __init__(self, extra_conf="", wrap=None):
         self.dir = tempfile.mkdtemp(prefix="rw-e2e-")
         self.port = free_port()
         self.extra_conf = extra_conf
+        self.wrap = wrap or {}  # daemon → argv prefix (e.g. fiu-run for fault injection)
         self.procs = {}
         self.expected_errors = []
 
@@ -73,7 +74,7 @@ listen = 127.0.0.1:{self.port}
         env.pop("JOURNAL_STREAM", None)
         log = open(self.log_path(name), "a")
         self.procs[name] = subprocess.Popen(
-            [os.path.join(BUILD, name), "--config", self.conf_path],
+            self.wrap.get(name, []) + [os.path.join(BUILD, name), "--config", self.conf_path],
             stdout=log, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL, env=env)
         log.close()
 
