@@ -38,7 +38,7 @@ def test_watchdog_fails_a_silent_run(s):
     assert code == 1000
 
 
-def pending_test_watchdog_spares_a_busy_silent_run(s):
+def test_watchdog_spares_a_busy_silent_run(s):
     # 3 s of CPU with no output: progress by CPU use, not by events
     run = s.start_run("end=$(($(date +%s)+3)); while [ $(date +%s) -lt $end ]; do :; done; echo done",
                       thread="t-busy")

@@ -182,15 +182,19 @@ def test_kill9_loop_loses_nothing_acknowledged(s):
           f"{tail.connects} times, slowest restart {max(restarts) * 1000:.0f} ms")
 
 
-def pending_test_live_shell_run_is_reattached_after_kill9(s):
+def test_live_shell_run_is_reattached_after_kill9(s):
     wait_router_linked(s)
     s.expected_errors += [r"coordinat", r"Lost", r"lost", r"unavailable"]
-    run = s.start_run("for i in $(seq 1 30); do echo line$i; sleep 0.05; done", thread="t-reattach")
-    time.sleep(0.5)
-    restart_coordinator(s, wait_router=True)
+    run = s.start_run("for i in $(seq 1 60); do echo line$i; echo err$i >&2; sleep 0.03; done",
+                      thread="t-reattach")
+    for _ in range(3):  # three crashes while the process keeps writing
+        time.sleep(0.4)
+        restart_coordinator(s, wait_router=True)
     events, status, _, _ = s.tail(run, thread="t-reattach", timeout=30)
     assert status["status"] == "completed", (status, events[-3:])
-    assert stdout_text(events) == "".join(f"line{i}\n" for i in range(1, 31)), stdout_text(events)
+    assert stdout_text(events) == "".join(f"line{i}\n" for i in range(1, 61)), stdout_text(events)
+    assert stdout_text(events, "process.stderr") == "".join(f"err{i}\n" for i in range(1, 61))
+    assert [e["seq"] for e in events] == list(range(len(events)))
 
 
 def test_run_whose_sandbox_is_gone_fails_sandbox_lost(s):
