@@ -207,12 +207,58 @@ instance_id(const char *state_dir, char ret[static 13])
 	return 0;
 }
 
+static bool
+has_controllers(const char *ctrls, const char **ret_missing)
+{
+	static const char *const need[] = {"memory", "pids", "cpu"};
+	char pad[520];
+
+	snprintf(pad, sizeof(pad), " %s ", ctrls);
+	pad[strcspn(pad, "\n")] = ' ';
+	for (size_t i = 0; i < ELEMENTSOF(need); i++) {
+		char word[16];
+		snprintf(word, sizeof(word), " %s ", need[i]);
+		if (!strstr(pad, word)) {
+			*ret_missing = need[i];
+			return false;
+		}
+	}
+	return true;
+}
+
+/* --doctor on v2 below a non-root own cgroup: what would be delegated to us. */
 static int
-setup_v2(CgroupHost *h, const char *inst, CgroupError *err)
+probe_v2(CgroupHost *h, const char *own, const char *inst, CgroupError *err)
+{
+	_cleanup_free_ char *dir = NULL;
+	const char *missing = NULL;
+	char ctrls[512];
+	int r;
+
+	if (asprintf(&dir, CGROUP_ROOT "%s", own) < 0)
+		return -ENOMEM;
+	r = read_file(dir, "cgroup.controllers", ctrls, sizeof(ctrls));
+	if (r < 0)
+		return seterr(err, "cannot read %s/cgroup.controllers: %s", dir, strerror(-r)), r;
+	if (!has_controllers(ctrls, &missing))
+		return seterr(err,
+			      "cgroup v2 controller '%s' is not delegated to %s (Delegate=yes, or "
+			      "set cgroup_parent)",
+			      missing, dir),
+		       -EOPNOTSUPP;
+	h->has_kill = file_exists(dir, "cgroup.kill");
+	snprintf(h->desc, sizeof(h->desc),
+		 "v2, delegated (%s/runwarden.%s; the shim moves itself into %s/supervisor)", dir,
+		 inst, dir);
+	return 0;
+}
+
+static int
+setup_v2(CgroupHost *h, const char *inst, CgroupError *err, bool probe)
 {
 	const ShimConf *c = h->conf;
 	_cleanup_free_ char *own = NULL, *pdir = NULL;
-	const char *parent = c->cgroup_parent;
+	const char *parent = c->cgroup_parent, *missing = NULL;
 	char ctrls[512];
 	int r;
 
@@ -221,6 +267,8 @@ setup_v2(CgroupHost *h, const char *inst, CgroupError *err)
 		if (r < 0)
 			return seterr(err, "cannot find our own cgroup v2 path"), r;
 		parent = own;
+		if (!streq(own, "/") && probe)
+			return probe_v2(h, own, inst, err);
 		if (!streq(own, "/")) {
 			/* "No internal processes": the shim leaves its own cgroup for a leaf
 			 * so that controllers can be enabled for the sandboxes beside it. */
@@ -243,20 +291,12 @@ setup_v2(CgroupHost *h, const char *inst, CgroupError *err)
 	r = read_file(pdir, "cgroup.controllers", ctrls, sizeof(ctrls));
 	if (r < 0)
 		return seterr(err, "cannot read %s/cgroup.controllers: %s", pdir, strerror(-r)), r;
-	for (int i = 0; i < 3; i++) {
-		static const char *const need[] = {"memory", "pids", "cpu"};
-		char pad[520];
-		snprintf(pad, sizeof(pad), " %s ", ctrls);
-		pad[strcspn(pad, "\n")] = ' ';
-		char word[16];
-		snprintf(word, sizeof(word), " %s ", need[i]);
-		if (!strstr(pad, word))
-			return seterr(err,
-				      "cgroup v2 controller '%s' is not available in %s "
-				      "(not delegated: set Delegate=yes or cgroup_parent)",
-				      need[i], pdir),
-			       -EOPNOTSUPP;
-	}
+	if (!has_controllers(ctrls, &missing))
+		return seterr(err,
+			      "cgroup v2 controller '%s' is not available in %s "
+			      "(not delegated: set Delegate=yes or cgroup_parent)",
+			      missing, pdir),
+		       -EOPNOTSUPP;
 	r = write_file(pdir, "cgroup.subtree_control", "+memory +pids +cpu");
 	if (r < 0)
 		return seterr(err,
@@ -327,7 +367,7 @@ setup_v1(CgroupHost *h, const char *inst, CgroupError *err)
 }
 
 int
-cgroup_host_new(const ShimConf *conf, CgroupHost **ret, CgroupError *err)
+cgroup_host_new(const ShimConf *conf, CgroupHost **ret, CgroupError *err, bool probe)
 {
 	CgroupHost *h = calloc(1, sizeof(*h));
 	char inst[13];
@@ -340,7 +380,7 @@ cgroup_host_new(const ShimConf *conf, CgroupHost **ret, CgroupError *err)
 	if (r >= 0) {
 		if (is_fs(CGROUP_ROOT, CGROUP2_SUPER_MAGIC)) {
 			h->mode = CGROUP_MODE_V2;
-			r = setup_v2(h, inst, err);
+			r = setup_v2(h, inst, err, probe);
 		} else if (is_fs(CGROUP_ROOT "/memory", CGROUP_SUPER_MAGIC)) {
 			h->mode = CGROUP_MODE_V1;
 			r = setup_v1(h, inst, err);

@@ -49,8 +49,10 @@ typedef enum CgroupMode {
 } CgroupMode;
 
 /* Detect the mode, create the instance directory in every hierarchy, enable the
- * controllers (v2). Logs which mode is used. On failure *err says why. */
-int cgroup_host_new(const ShimConf *conf, CgroupHost **ret, CgroupError *err);
+ * controllers (v2). On failure *err says why. probe (for --doctor): never move
+ * the calling process; on v2 below a non-root own cgroup only check what is
+ * delegated there, and create nothing. */
+int cgroup_host_new(const ShimConf *conf, CgroupHost **ret, CgroupError *err, bool probe);
 /* Remove the (empty) instance directories. NULL-safe; returns NULL. */
 CgroupHost *cgroup_host_free(CgroupHost *h);
 CgroupMode cgroup_host_mode(const CgroupHost *h);

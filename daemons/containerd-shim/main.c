@@ -1,14 +1,19 @@
 /* SPDX-License-Identifier: MIT */
 /*
  * main.c — containerd-shim: command line, configuration, event loop.
+ * `--doctor` (with the usual --config options) checks the host instead of
+ * serving: see doctor.h.
  * Everything else lives in libshim.a (shim.c, sandbox-linux.c, shim-conf.c).
  */
 #include "config.h"
 
 #include <event2/event.h>
+#include <stdbool.h>
 #include <stdlib.h>
+#include <string.h>
 
 #include "daemon-util.h"
+#include "doctor.h"
 #include "log.h"
 #include "shim-conf.h"
 #include "shim.h"
@@ -34,11 +39,21 @@ run(int argc, char **argv)
 	ShimConf conf = {0};
 	DaemonArgs args;
 	Ctx ctx = {0};
+	bool doctor = false;
 	int r;
 
 	log_open("containerd-shim");
+	/* --doctor is ours alone: take it out before the common parser sees it. */
+	for (int i = 1; i < argc; i++)
+		if (streq(argv[i], "--doctor")) {
+			doctor = true;
+			memmove(argv + i, argv + i + 1, (size_t)(argc - i) * sizeof(char *));
+			argc--;
+			i--;
+		}
 	r = daemon_parse_args(argc, argv, "containerd-shim",
-			      "runs sandboxed processes for runwarden", &args);
+			      "runs sandboxed processes for runwarden (--doctor: check the host)",
+			      &args);
 	if (r <= 0)
 		return r < 0 ? 1 : 0;
 	r = daemon_load_config(&args, shim_conf_items, shim_conf_n_items, &conf);
@@ -47,6 +62,11 @@ run(int argc, char **argv)
 	if (r < 0 || args.check_config) {
 		shim_conf_done(&conf);
 		return r < 0 ? 1 : 0;
+	}
+	if (doctor) {
+		r = shim_doctor(&conf);
+		shim_conf_done(&conf);
+		return r;
 	}
 	log_set_max_level(conf.shared.log_level);
 

@@ -1569,27 +1569,6 @@ shim_new(struct event_base *base, const ShimConf *conf, Shim **ret)
 		shim_free(s);
 		return log_error_errno(SYNTHETIC_ERRNO(ENOMEM), "Out of memory");
 	}
-	/* Fail closed: without the filter or the cgroups no sandbox may exist. */
-	r = seccomp_policy_compile(&s->seccomp);
-	if (r < 0) {
-		shim_free(s);
-		return log_error_errno(r, "Failed to compile the seccomp filter: %m");
-	}
-	{
-		CgroupError cerr = {""};
-		r = cgroup_host_new(conf, &s->cgroups, &cerr);
-		if (r < 0) {
-			log_error_errno(r, "Failed to set up cgroups: %s",
-					cerr.msg[0] ? cerr.msg : strerror(-r));
-			shim_free(s);
-			return r;
-		}
-		log_info("Using cgroup %s; seccomp filter of %u instructions",
-			 cgroup_host_describe(s->cgroups), (unsigned)s->seccomp.len);
-		r = cgroup_host_reap_stale(s->cgroups);
-		if (r > 0)
-			log_notice("Reaped %d sandbox(es) left by a previous instance", r);
-	}
 	if (asprintf(&s->sock_path, "%s/%s", conf->shared.runtime_dir, RW_SOCK_SHIM) < 0 ||
 	    asprintf(&s->root_mnt, "%s/sandbox-root", conf->shared.runtime_dir) < 0) {
 		s->sock_path = s->root_mnt = NULL;
@@ -1621,6 +1600,28 @@ shim_new(struct event_base *base, const ShimConf *conf, Shim **ret)
 	if (!s->listen_ev || event_add(s->listen_ev, NULL) < 0) {
 		shim_free(s);
 		return log_error_errno(SYNTHETIC_ERRNO(ENOMEM), "Failed to watch the socket");
+	}
+	/* Fail closed: without the filter or the cgroups no sandbox may exist. (After
+	 * listen(): clients may connect already, they are served once we run.) */
+	r = seccomp_policy_compile(&s->seccomp);
+	if (r < 0) {
+		shim_free(s);
+		return log_error_errno(r, "Failed to compile the seccomp filter: %m");
+	}
+	{
+		CgroupError cerr = {""};
+		r = cgroup_host_new(conf, &s->cgroups, &cerr, false);
+		if (r < 0) {
+			log_error_errno(r, "Failed to set up cgroups: %s",
+					cerr.msg[0] ? cerr.msg : strerror(-r));
+			shim_free(s);
+			return r;
+		}
+		log_info("Using cgroup %s; seccomp filter of %u instructions",
+			 cgroup_host_describe(s->cgroups), (unsigned)s->seccomp.len);
+		r = cgroup_host_reap_stale(s->cgroups);
+		if (r > 0)
+			log_notice("Reaped %d sandbox(es) left by a previous instance", r);
 	}
 	*ret = s;
 	return 0;

@@ -365,6 +365,17 @@ def detach_exec(s, key, *argv):
     return int(re.fullmatch(r"exec_id=(\d+)\n", r.stdout).group(1))
 
 
+def detach_gated(s, key, script):
+    """Start sh -c SCRIPT detached, but let it run only once shimctl is gone: an
+    exec that ends while its starter is still connected is delivered there."""
+    gate = f"gate-{time.monotonic_ns()}"
+    eid = detach_exec(s, key, "sh", "-c",
+                      f"while [ ! -e /workspace/{gate} ]; do sleep 0.01; done; {script}")
+    with open(os.path.join(workspace(s, key), gate), "w"):
+        pass
+    return eid
+
+
 def test_exec_reattach_replays_then_streams_live(s):
     eid = detach_exec(s, "t-attach", "sh", "-c",
                       "for i in 1 2 3 4 5 6 7 8; do echo out$i; echo err$i >&2; sleep 0.1; done;"
@@ -381,7 +392,7 @@ def test_exec_reattach_replays_then_streams_live(s):
 
 
 def test_exec_buffer_bounded_with_dropped_marker(s):
-    eid = detach_exec(s, "t-attach", "sh", "-c", "head -c 200000 /dev/zero | tr '\\0' a; printf END")
+    eid = detach_gated(s, "t-attach", "head -c 200000 /dev/zero | tr '\\0' a; printf END")
     assert poll(lambda: exec_list(s).get(eid) == "ended", 10), exec_list(s)
     r = shimctl(s, "-", "--from", "5", "0", "--attach", str(eid))
     assert r.returncode == 0, r.stderr
@@ -393,7 +404,7 @@ def test_exec_buffer_bounded_with_dropped_marker(s):
 
 
 def test_exec_reattach_from_an_offset(s):
-    eid = detach_exec(s, "t-attach", "sh", "-c", "printf abcdef; printf XYZ >&2")
+    eid = detach_gated(s, "t-attach", "printf abcdef; printf XYZ >&2")
     assert poll(lambda: exec_list(s).get(eid) == "ended", 10), exec_list(s)
     r = shimctl(s, "-", "--from", "9", "0", "--attach", str(eid))
     assert r.returncode == 2 and "offset beyond the end" in r.stderr, r.stderr
