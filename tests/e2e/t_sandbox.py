@@ -224,6 +224,55 @@ bash -c 'echo bash $((6*7))' | sort | tr a-z A-Z
     assert run_ok(s, script, thread="t-tools", timeout=60) == want
 
 
+def test_setuid_binary_gains_nothing(s):
+    run_ok(s, "true", thread="t-suid")
+    dst = os.path.join(workspace(s, "t-suid"), "suid-id")
+    shutil.copyfile("/usr/bin/id", dst)
+    os.chown(dst, 0, 0)
+    os.chmod(dst, 0o4755)
+    out = run_ok(s, "ls -ln /workspace/suid-id | cut -c1-10; /workspace/suid-id -u", thread="t-suid")
+    assert out == "-rwsr-xr-x\n1000\n", out  # the bit is there, nosuid + no_new_privs ignore it
+
+
+def test_host_processes_invisible_and_init_not_dumpable(s):
+    host_pid = s.procs["containerd-shim"].pid
+    out = run_ok(s, f"kill -0 {host_pid} 2>&1; echo kill=$?; "
+                 "ls /proc | grep -c '^[0-9]'; "
+                 "cat /proc/1/environ >/dev/null 2>&1; echo environ=$?; "
+                 "ls /proc/1/fd >/dev/null 2>&1; echo fd=$?; "
+                 "(echo x >> /proc/1/exe) 2>/dev/null; echo exe=$?; "
+                 "hostname; hostname evil 2>/dev/null; echo sethostname=$?", thread="t-proc")
+    lines = [line for line in out.splitlines() if line]
+    assert "No such process" in lines[0] and lines[1] == "kill=1", out
+    # init, sh, ls, grep at most: nothing of the host
+    assert 2 <= int(lines[2]) <= 5, out
+    # cat: 1 (EACCES); ls and the shell's redirection: 2 (cannot open)
+    assert lines[3:] == ["environ=1", "fd=2", "exe=2", "sandbox", "sethostname=1"], out
+
+
+def test_exit_codes_signals_and_binary_output_exact(s):
+    for code in (0, 1, 255):
+        r = shimctl(s, "t-codes", "--", "sh", "-c", f"exit {code}")
+        assert r.returncode == code and f"exit (exit_code {code}, signal 0)" in r.stderr, r.stderr
+    r = shimctl(s, "t-codes", "--", "sh", "-c", "kill -SEGV $$")
+    assert "signal (exit_code 139, signal 11)" in r.stderr, r.stderr
+    sock = os.path.join(s.dir, "run", "containerd-shim.sock")
+    data = bytes(range(256)) * 64 + b"no newline"
+    r = subprocess.run([SHIMCTL, sock, "t-codes", "--stdin", "--", "sh", "-c",
+                        "cat; printf 'e\\001rr' >&2"], input=data, capture_output=True,
+                       timeout=30)
+    assert r.returncode == 0 and r.stdout == data, (r.returncode, len(r.stdout))
+    assert r.stderr.startswith(b"e\x01rr"), r.stderr
+
+
+def test_tmp_is_size_capped(s):
+    out = run_ok(s, "dd if=/dev/zero of=/tmp/fill bs=1M count=100 2>&1 | grep -o 'No space left on device' "
+                 "| head -1; du -m /tmp/fill | cut -f1; rm /tmp/fill", thread="t-tmp")
+    lines = out.splitlines()
+    assert lines[0] == "No space left on device", out
+    assert 60 <= int(lines[1]) <= 64, out  # tmp_size default 64M
+
+
 # --- filesystem and fds ------------------------------------------------------------------
 
 def test_only_fds_0_1_2(s):
@@ -325,6 +374,22 @@ def test_fork_bomb_contained_shim_responsive(s):
     assert r.returncode == 0, r.stderr
     assert time.time() - t0 < 5, time.time() - t0
     assert poll(lambda: not sandbox_cgroups(s, "t-bomb"), 5), sandbox_cgroups(s, "t-bomb")
+
+
+def test_cpu_max_throttles(s):
+    # cpu_max = 50000 100000 in this suite: half a CPU for a busy loop of 4 threads
+    run_ok(s, "true", thread="t-cpu")
+    st0 = shimctl(s, "t-cpu", "--stats").stdout
+    t0 = time.monotonic()
+    run_ok(s, "python3 -c 'import multiprocessing as mp, time\n"
+              "def spin(_):\n"
+              "    t = time.monotonic()\n"
+              "    while time.monotonic() - t < 1.0: pass\n"
+              "mp.Pool(4).map(spin, range(4))'", thread="t-cpu")
+    wall = time.monotonic() - t0
+    used = (int(re.search(r"cpu_usec=(\d+)", shimctl(s, "t-cpu", "--stats").stdout).group(1))
+            - int(re.search(r"cpu_usec=(\d+)", st0).group(1))) / 1e6
+    assert 0.25 < used / wall < 0.7, (used, wall)
 
 
 def test_exec_timeout(s):
@@ -459,6 +524,52 @@ def test_no_zombies_after_1000_orphans(s):
           "while zombies() and time.monotonic() < deadline: time.sleep(0.01)\n"
           "print('zombies', zombies())\n")
     assert run_ok(s, f"python3 -c \"{py}\"", thread="t-orphans") == "zombies 0\n"
+
+
+def shim_children(s):
+    """(pid, netns) of the shim's children: the sandbox inits. A netns lives as long
+    as a process in it (the shim pins none), so none left = no stray netns."""
+    shim = s.procs["containerd-shim"].pid
+    out = set()
+    for d in glob.glob("/proc/[0-9]*"):
+        try:
+            with open(d + "/stat") as f:
+                if int(f.read().rsplit(")", 1)[1].split()[1]) == shim:
+                    out.add((int(d[6:]), os.readlink(d + "/ns/net")))
+        except (OSError, ValueError):
+            pass
+    return out
+
+
+def our_mounts(s):
+    with open("/proc/self/mountinfo") as f:
+        return [line for line in f if s.dir in line]
+
+
+def test_100_create_destroy_cycles_leak_nothing(s):
+    mounts = our_mounts(s)
+    inits = shim_children(s)
+    lat = []
+    for i in range(100):
+        t0 = time.monotonic()
+        r = shimctl(s, f"t-cycle-{i % 4}", "--destroy-after", "--", "true")
+        lat.append(time.monotonic() - t0)
+        assert r.returncode == 0, r.stderr
+        assert poll(lambda: not sandbox_cgroups(s, f"t-cycle-{i % 4}"), 5)
+    assert our_mounts(s) == mounts
+    assert shim_children(s) == inits
+    lat.sort()
+    print(f"  create+exec+destroy via shimctl: p50 {lat[50] * 1000:.1f} ms, "
+          f"p99 {lat[98] * 1000:.1f} ms")
+
+
+def test_control_socket_refuses_other_users(s):
+    sock = os.path.join(s.dir, "run", "containerd-shim.sock")
+    assert os.stat(sock).st_mode & 0o777 == 0o600
+    r = subprocess.run(["setpriv", "--reuid", "65534", "--regid", "65534", "--clear-groups",
+                        SHIMCTL, sock, "t-x", "--", "true"], capture_output=True, text=True,
+                       timeout=10)
+    assert r.returncode == 2 and "Permission denied" in r.stderr, r.stderr
 
 
 def test_kill_9_of_the_shim_leaves_nothing(s):
