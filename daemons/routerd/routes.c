@@ -253,6 +253,13 @@ run_start_reply(Peer *p, int err, const msgpack_object *body, void *userdata)
 		return;
 	}
 	json_auto_t *j = json_pack("{s:s}", "runId", run_id);
+	{
+		/* the run's story in the journal starts here (RUN_ID=, THREAD_ID=) */
+		json_auto_t *req = json_loadb(c->req.body ? c->req.body : "", c->req.body_len, 0, NULL);
+		LogCtx lc = { .run_id = run_id,
+			      .thread_id = json_string_value(json_object_get(req, "threadId")) };
+		log_ctx(LOG_INFO, &lc, "Run accepted from %s", c->addr);
+	}
 	mp_reader_done(&mr);
 	if (!j) {
 		http_respond_error(c, 500, "internal", "internal error");
