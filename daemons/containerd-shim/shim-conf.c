@@ -54,6 +54,17 @@ const ConfItem shim_conf_items[] = {
     {S, "cpu_max", CONF_STR, offsetof(ShimConf, cpu_max), "max", 0, 0,
      "CPU bandwidth of each sandbox, cgroup v2 cpu.max syntax: 'max' or "
      "'QUOTA_US [PERIOD_US]', e.g. '200000 100000' for 2 CPUs"},
+    {S, "max_instances", CONF_INT, offsetof(ShimConf, max_instances), "5", 1, 4096,
+     "most sandboxes alive at once; further requests wait in FIFO order (SANDBOX_QUEUED), "
+     "and an idle sandbox is stopped to make room"},
+    {S, "queue_timeout_ms", CONF_INT, offsetof(ShimConf, queue_timeout), "600000", 0,
+     7LL * 24 * 3600 * 1000,
+     "how long a request waits for a sandbox slot before it fails (run error "
+     "queue_timeout); 0 = no limit"},
+    {S, "sleep_after_ms", CONF_INT, offsetof(ShimConf, sleep_after), "900000", 0,
+     30LL * 24 * 3600 * 1000,
+     "stop a sandbox's processes after it was idle this long (no exec and no process but "
+     "its init); the workspace is kept; 0 = never"},
     {S, "cgroup_parent", CONF_STR, offsetof(ShimConf, cgroup_parent), "", 0, 0,
      "cgroup under which sandboxes are created (in each hierarchy); empty means the "
      "shim's own cgroup"},

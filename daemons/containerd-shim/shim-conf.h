@@ -33,6 +33,9 @@ typedef struct ShimConf {
 	int64_t pids_max;	 /* pids.max per sandbox */
 	char *cpu_max;		 /* "max" or "QUOTA [PERIOD]" in µs (cgroup v2 cpu.max syntax) */
 	char *cgroup_parent;	 /* "" = the shim's own cgroup; else an absolute cgroup path */
+	int64_t max_instances;	 /* most live sandboxes; further ENSUREs wait in FIFO order */
+	int64_t queue_timeout;	 /* ms a queued ENSURE waits before -ETIMEDOUT; 0 = forever */
+	int64_t sleep_after; /* ms idle after which a sandbox's processes are stopped; 0 = never */
 	/* derived by shim_conf_finish() from cpu_max: quota -1 = unlimited */
 	int64_t cpu_quota_us, cpu_period_us;
 } ShimConf;

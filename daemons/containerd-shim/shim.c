@@ -57,7 +57,8 @@
 #define BACKPRESSURE_RECHECK_USEC (20 * USEC_PER_MSEC)
 #define GRAVE_RETRY_USEC (10 * USEC_PER_MSEC)
 #define EXEC_HOLD_USEC (600 * USEC_PER_SEC) /* an ended exec nobody re-attached to */
-#define GRAVE_MAX_TRIES 500		    /* 5 s until a cgroup that does not empty is given up */
+#define IDLE_SCAN_USEC (200 * USEC_PER_MSEC)
+#define GRAVE_MAX_TRIES 500 /* 5 s until a cgroup that does not empty is given up */
 
 typedef struct Conn Conn;
 typedef struct Sandbox Sandbox;
@@ -98,8 +99,21 @@ struct Sandbox {
 	Waiter *reensure_waiters; /* ENSUREs that arrived while dying: a new sandbox after */
 	int fail_err;		  /* setup failure, for the ensure waiters */
 	char *fail_msg;
-	Cgroup *cg; /* the sandbox's cgroup; removed after the init was reaped */
+	Cgroup *cg;	   /* the sandbox's cgroup; removed after the init was reaped */
+	usec_t idle_since; /* when it was first seen idle (no exec, only the init); 0 = busy */
+	bool stopping;	   /* stopped by the shim (idle, or for a queued request) */
 };
+
+/* An ENSURE waiting for a free slot (max_instances), in FIFO order. */
+typedef struct Queued {
+	struct Queued *next;
+	Shim *shim;
+	Conn *conn;
+	uint64_t req_id;
+	char *key, *run_id, *thread_id;
+	struct event *timer; /* queue_timeout_ms */
+	uint64_t position;   /* last one pushed in SANDBOX_QUEUED */
+} Queued;
 
 /* A dead sandbox's cgroup waiting to become removable (members still exiting). */
 typedef struct Grave {
@@ -156,9 +170,14 @@ struct Shim {
 	Grave *graves;
 	struct event *grave_timer;
 	char create_err[320]; /* why the last sandbox_create failed, for the reply */
+	Queued *queue;
+	struct event *idle_timer; /* periodic: sleep_after and evictions for the queue */
 };
 
 static void sandbox_sock_cb(evutil_socket_t fd, short what, void *arg);
+static int ensure_key(Shim *s, Conn *c, uint64_t req_id, const char *key, const char *run_id,
+		      const char *thread_id, bool may_queue);
+static void queue_kick(Shim *s);
 static void sandbox_pidfd_cb(evutil_socket_t fd, short what, void *arg);
 static void exec_maybe_finish(Exec *e);
 static void exec_read_cb(evutil_socket_t fd, short what, void *arg);
@@ -781,6 +800,197 @@ sandbox_kill(Sandbox *sb)
 			e->kill_requested = true;
 }
 
+static size_t
+sandbox_count(Shim *s)
+{
+	size_t n = 0;
+	for (Sandbox *sb = s->sandboxes; sb; sb = sb->next)
+		n++;
+	return n;
+}
+
+/* Idle: serving, no exec running or draining, and nothing alive but the init. */
+static bool
+sandbox_idle(Sandbox *sb)
+{
+	uint64_t procs = 0;
+
+	if (sb->state != SANDBOX_READY || sb->ensure_waiters)
+		return false;
+	for (Exec *e = sb->shim->execs; e; e = e->next)
+		if (e->sandbox == sb && !e->ended)
+			return false;
+	return sb->cg && cgroup_count_procs(sb->cg, &procs) >= 0 && procs <= 1;
+}
+
+/* Stop a sandbox's processes (idle, or to make room): the workspace stays. */
+static void
+sandbox_stop(Sandbox *sb, const char *why)
+{
+	LogCtx ctx = {.sandbox_id = sb->id};
+
+	log_ctx(LOG_INFO, &ctx, "Stopping sandbox %s (%s)", sb->id, why);
+	sb->stopping = true;
+	sb->state = SANDBOX_DYING;
+	(void)sandbox_pidfd_kill(sb->pidfd, SIGKILL);
+	if (sb->cg)
+		(void)cgroup_kill(sb->cg);
+}
+
+static Queued *
+queued_free(Queued *q)
+{
+	if (!q)
+		return NULL;
+	if (q->timer)
+		event_free(q->timer);
+	free(q->key);
+	free(q->run_id);
+	free(q->thread_id);
+	free(q);
+	return NULL;
+}
+
+static void
+queue_unlink(Shim *s, Queued *q)
+{
+	for (Queued **pp = &s->queue; *pp; pp = &(*pp)->next)
+		if (*pp == q) {
+			*pp = q->next;
+			return;
+		}
+}
+
+/* Tell each waiting requester its place when it changed (1 = next). */
+static void
+queue_push_positions(Shim *s)
+{
+	uint64_t pos = 0;
+
+	for (Queued *q = s->queue; q; q = q->next) {
+		MpWriter w;
+		if (++pos == q->position)
+			continue;
+		q->position = pos;
+		mp_writer_init(&w);
+		mp_w_map(&w, q->run_id ? 3 : 2);
+		mp_w_str(&w, "key", q->key);
+		if (q->run_id)
+			mp_w_str(&w, "run_id", q->run_id);
+		mp_w_uint(&w, "position", pos);
+		(void)peer_push(q->conn->peer, MSG_SANDBOX_QUEUED, &w);
+		mp_writer_done(&w);
+	}
+}
+
+static void
+queue_timeout_cb(evutil_socket_t fd, short what, void *arg)
+{
+	Queued *q = arg;
+	Shim *s = q->shim;
+	char msg[160];
+
+	snprintf(msg, sizeof(msg),
+		 "no sandbox slot within queue_timeout_ms=%" PRId64 " (max_instances=%" PRId64 ")",
+		 s->conf->queue_timeout, s->conf->max_instances);
+	log_info("Queued request for '%s' timed out", q->key);
+	(void)peer_reply_error(q->conn->peer, q->req_id, -ETIMEDOUT, msg);
+	queue_unlink(s, q);
+	queued_free(q);
+	queue_push_positions(s);
+}
+
+static int
+queue_add(Shim *s, Conn *c, uint64_t req_id, const char *key, const char *run_id,
+	  const char *thread_id)
+{
+	Queued *q = calloc(1, sizeof(*q)), **pp;
+	struct timeval tv;
+
+	if (!q)
+		return -ENOMEM;
+	q->shim = s;
+	q->conn = c;
+	q->req_id = req_id;
+	q->key = strdup(key);
+	q->run_id = run_id ? strdup(run_id) : NULL;
+	q->thread_id = thread_id ? strdup(thread_id) : NULL;
+	q->timer = evtimer_new(s->base, queue_timeout_cb, q);
+	if (!q->key || (run_id && !q->run_id) || (thread_id && !q->thread_id) || !q->timer) {
+		queued_free(q);
+		return -ENOMEM;
+	}
+	if (s->conf->queue_timeout > 0)
+		evtimer_add(q->timer,
+			    timeval_from_usec(&tv, (usec_t)s->conf->queue_timeout * USEC_PER_MSEC));
+	for (pp = &s->queue; *pp; pp = &(*pp)->next)
+		;
+	*pp = q;
+	log_debug("Request for '%s' queued: %zu sandboxes live, max_instances %" PRId64, key,
+		  sandbox_count(s), s->conf->max_instances);
+	queue_push_positions(s);
+	queue_kick(s);
+	return 0;
+}
+
+/* Serve queued requests while there are slots; if there are none, stop the
+ * least recently used idle sandbox to make one (never one with a live process). */
+static void
+queue_kick(Shim *s)
+{
+	while (s->queue && !s->stopped) {
+		if (sandbox_count(s) < (size_t)s->conf->max_instances) {
+			Queued *q = s->queue;
+			int k;
+			s->queue = q->next;
+			k = ensure_key(s, q->conn, q->req_id, q->key, q->run_id, q->thread_id,
+				       false);
+			if (k < 0)
+				(void)peer_reply_error(q->conn->peer, q->req_id, k,
+						       "sandbox creation failed");
+			queued_free(q);
+			continue;
+		}
+		Sandbox *victim = NULL;
+		for (Sandbox *sb = s->sandboxes; sb; sb = sb->next) {
+			if (sb->state == SANDBOX_DYING)
+				return; /* a slot is being freed already */
+			if (sandbox_idle(sb) &&
+			    (!victim || !victim->idle_since ||
+			     (sb->idle_since && sb->idle_since < victim->idle_since)))
+				victim = sb;
+		}
+		if (victim)
+			sandbox_stop(victim, "idle, its slot is needed by a queued request");
+		break;
+	}
+	queue_push_positions(s);
+}
+
+/* Periodic: stop sandboxes idle for sleep_after_ms; make room for the queue. */
+static void
+idle_cb(evutil_socket_t fd, short what, void *arg)
+{
+	Shim *s = arg;
+	usec_t now = now_usec();
+	struct timeval tv;
+
+	for (Sandbox *sb = s->sandboxes, *next; sb; sb = next) {
+		next = sb->next;
+		if (!sandbox_idle(sb)) {
+			sb->idle_since = 0;
+			continue;
+		}
+		if (!sb->idle_since)
+			sb->idle_since = now;
+		else if (s->conf->sleep_after > 0 &&
+			 now - sb->idle_since >= (usec_t)s->conf->sleep_after * USEC_PER_MSEC)
+			sandbox_stop(sb, "idle for sleep_after_ms");
+	}
+	queue_kick(s);
+	evtimer_add(s->idle_timer, timeval_from_usec(&tv, IDLE_SCAN_USEC));
+}
+
 static void
 sandbox_fail_ensures(Sandbox *sb)
 {
@@ -938,6 +1148,8 @@ sandbox_dead(Sandbox *sb)
 	if (sb->destroy_requested)
 		log_ctx_msgid(LOG_INFO, &ctx, RW_MESSAGE_SANDBOX_DESTROYED, "Sandbox %s destroyed",
 			      sb->id);
+	else if (sb->stopping)
+		log_ctx(LOG_INFO, &ctx, "Sandbox %s stopped", sb->id);
 	else if (!sb->fail_msg)
 		log_ctx(LOG_WARNING, &ctx, "Sandbox %s init died unexpectedly", sb->id);
 
@@ -982,6 +1194,7 @@ sandbox_dead(Sandbox *sb)
 	}
 	waiters_free(&re);
 	sandbox_free(sb);
+	queue_kick(s); /* a slot is free */
 }
 
 static void
@@ -994,37 +1207,26 @@ sandbox_pidfd_cb(evutil_socket_t fd, short what, void *arg)
  * Request handlers. Each returns < 0 for "answer ERROR with this errno".
  */
 
+/* Serve an ENSURE for key now: reuse, wait for a starting one, or create. With
+ * may_queue, a new sandbox beyond max_instances waits in the FIFO queue
+ * instead. Replies (or registers a waiter) itself; < 0 = reply ERROR. */
 static int
-handle_sandbox_ensure(Peer *p, const Frame *f, void *userdata)
+ensure_key(Shim *s, Conn *c, uint64_t req_id, const char *key, const char *run_id,
+	   const char *thread_id, bool may_queue)
 {
-	Conn *c = userdata;
-	Shim *s = c->shim;
-	const char *key = NULL, *run_id = NULL, *thread_id = NULL;
 	char id[17];
-	MpReader r;
 	Sandbox *sb;
 	int k;
 
-	mp_reader_init(&r, f->body);
-	mp_read_str(&r, "key", &key);
-	mp_read_str_opt(&r, "run_id", &run_id, NULL);
-	mp_read_str_opt(&r, "thread_id", &thread_id, NULL);
-	if (r.err < 0) {
-		mp_reader_done(&r);
-		return -EBADMSG;
-	}
 	k = shim_sandbox_id(key, strlen(key), id);
 	if (k < 0) {
-		mp_reader_done(&r);
-		(void)peer_reply_error(p, f->req_id, k, "key must be 1..256 bytes without NUL");
+		(void)peer_reply_error(c->peer, req_id, k, "key must be 1..256 bytes without NUL");
 		return 0;
 	}
 	LogCtx ctx = {.run_id = run_id, .thread_id = thread_id, .sandbox_id = id};
 	sb = sandbox_find(s, id);
-	if (sb && !streq(sb->key, key)) {
-		mp_reader_done(&r);
+	if (sb && !streq(sb->key, key))
 		return log_ctx_errno(LOG_ERR, -EEXIST, &ctx, "Sandbox id collision for '%s'", key);
-	}
 	if (sb && sb->state == SANDBOX_READY) {
 		siginfo_t si = {0};
 		/* Alive? (WNOWAIT: the pidfd callback still does the reaping.) */
@@ -1034,29 +1236,42 @@ handle_sandbox_ensure(Peer *p, const Frame *f, void *userdata)
 			sb->state = SANDBOX_DYING;
 	}
 	if (sb) {
+		sb->idle_since = 0; /* in use */
 		switch (sb->state) {
-		case SANDBOX_READY:
-			reply_ensure(c, f->req_id, id, false);
-			k = 0;
-			break;
-		case SANDBOX_STARTING: k = waiter_add(&sb->ensure_waiters, c, f->req_id); break;
-		case SANDBOX_DYING: k = waiter_add(&sb->reensure_waiters, c, f->req_id); break;
+		case SANDBOX_READY: reply_ensure(c, req_id, id, false); return 0;
+		case SANDBOX_STARTING: return waiter_add(&sb->ensure_waiters, c, req_id);
+		case SANDBOX_DYING: return waiter_add(&sb->reensure_waiters, c, req_id);
 		}
-		mp_reader_done(&r);
-		return k;
 	}
+	if (may_queue && (s->queue || sandbox_count(s) >= (size_t)s->conf->max_instances))
+		return queue_add(s, c, req_id, key, run_id, thread_id);
 	k = sandbox_create(s, key, id, &sb);
 	if (k < 0) {
 		char msg[400];
 		snprintf(msg, sizeof(msg), "sandbox creation failed: %s",
 			 s->create_err[0] ? s->create_err : strerror(-k));
-		(void)peer_reply_error(p, f->req_id, k, msg);
-		mp_reader_done(&r);
+		(void)peer_reply_error(c->peer, req_id, k, msg);
 		return 0;
 	}
-	k = waiter_add(&sb->ensure_waiters, c, f->req_id);
+	k = waiter_add(&sb->ensure_waiters, c, req_id);
 	if (k >= 0)
 		log_ctx(LOG_DEBUG, &ctx, "Creating sandbox %s", id);
+	return k;
+}
+
+static int
+handle_sandbox_ensure(Peer *p, const Frame *f, void *userdata)
+{
+	Conn *c = userdata;
+	const char *key = NULL, *run_id = NULL, *thread_id = NULL;
+	MpReader r;
+	int k;
+
+	mp_reader_init(&r, f->body);
+	mp_read_str(&r, "key", &key);
+	mp_read_str_opt(&r, "run_id", &run_id, NULL);
+	mp_read_str_opt(&r, "thread_id", &thread_id, NULL);
+	k = r.err < 0 ? -EBADMSG : ensure_key(c->shim, c, f->req_id, key, run_id, thread_id, true);
 	mp_reader_done(&r);
 	return k;
 }
@@ -1188,6 +1403,7 @@ handle_exec_start(Peer *p, const Frame *f, void *userdata)
 	e->shim = s;
 	e->sandbox = sb;
 	e->conn = c;
+	sb->idle_since = 0;
 	e->fds[0] = e->fds[1] = e->fds[2] = -1;
 	e->drain_timer = evtimer_new(s->base, exec_drain_cb, e);
 	e->bp_timer = evtimer_new(s->base, exec_bp_cb, e);
@@ -1464,6 +1680,14 @@ conn_on_close(Peer *p, int err, void *userdata)
 			if (e->paused)
 				exec_bp_cb(-1, 0, e);
 		}
+	for (Queued *q = s->queue, *next; q; q = next) {
+		next = q->next;
+		if (q->conn == c) {
+			queue_unlink(s, q);
+			queued_free(q);
+		}
+	}
+	queue_push_positions(s);
 	for (Sandbox *sb = s->sandboxes; sb; sb = sb->next) {
 		waiters_drop_conn(&sb->ensure_waiters, c);
 		waiters_drop_conn(&sb->destroy_waiters, c);
@@ -1565,7 +1789,8 @@ shim_new(struct event_base *base, const ShimConf *conf, Shim **ret)
 	s->conf = conf;
 	s->listen_fd = -1;
 	s->grave_timer = evtimer_new(base, graves_cb, s);
-	if (!s->grave_timer) {
+	s->idle_timer = evtimer_new(base, idle_cb, s);
+	if (!s->grave_timer || !s->idle_timer) {
 		shim_free(s);
 		return log_error_errno(SYNTHETIC_ERRNO(ENOMEM), "Out of memory");
 	}
@@ -1623,6 +1848,10 @@ shim_new(struct event_base *base, const ShimConf *conf, Shim **ret)
 		if (r > 0)
 			log_notice("Reaped %d sandbox(es) left by a previous instance", r);
 	}
+	{
+		struct timeval tv;
+		evtimer_add(s->idle_timer, timeval_from_usec(&tv, IDLE_SCAN_USEC));
+	}
 	*ret = s;
 	return 0;
 }
@@ -1640,6 +1869,15 @@ shim_stop(Shim *s)
 	if (s->listen_fd >= 0) {
 		s->listen_fd = safe_close(s->listen_fd);
 		(void)unlink(s->sock_path);
+	}
+	if (s->idle_timer)
+		evtimer_del(s->idle_timer);
+	while (s->queue) {
+		Queued *q = s->queue;
+		s->queue = q->next;
+		(void)peer_reply_error(q->conn->peer, q->req_id, -ESHUTDOWN,
+				       "containerd-shim is stopping");
+		queued_free(q);
 	}
 	/* Kill all first, then wait: the kernel tears the namespaces down in parallel. */
 	for (Sandbox *sb = s->sandboxes; sb; sb = sb->next)
@@ -1681,6 +1919,8 @@ shim_free(Shim *s)
 	}
 	if (s->grave_timer)
 		event_free(s->grave_timer);
+	if (s->idle_timer)
+		event_free(s->idle_timer);
 	s->cgroups = cgroup_host_free(s->cgroups);
 	free(s->seccomp.filter);
 	free(s->sock_path);

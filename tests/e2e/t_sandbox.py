@@ -557,7 +557,9 @@ def test_100_create_destroy_cycles_leak_nothing(s):
         assert r.returncode == 0, r.stderr
         assert poll(lambda: not sandbox_cgroups(s, f"t-cycle-{i % 4}"), 5)
     assert our_mounts(s) == mounts
-    assert shim_children(s) == inits
+    # no init of a cycle is left (idle sandboxes of earlier tests may have been
+    # stopped to make room: max_instances)
+    assert shim_children(s) <= inits, (shim_children(s), inits)
     lat.sort()
     print(f"  create+exec+destroy via shimctl: p50 {lat[50] * 1000:.1f} ms, "
           f"p99 {lat[98] * 1000:.1f} ms")
