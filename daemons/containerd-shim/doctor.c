@@ -207,7 +207,10 @@ check_kernel_apis(Doctor *d)
 
 	abi = syscall(SYS_landlock_create_ruleset, NULL, 0, LANDLOCK_CREATE_RULESET_VERSION);
 	if (abi > 0)
-		report(d, -1, "Landlock", "ABI %ld (not applied by this version)", abi);
+		report(d, -1, "Landlock",
+		       "ABI %ld: applied (writes only to /workspace, /tmp, /dev/shm and the /dev "
+		       "nodes%s)",
+		       abi, abi >= 6 ? "; abstract sockets and signals scoped" : "");
 	else
 		report(d, -1, "Landlock", "unavailable: %s", strerror(errno));
 }

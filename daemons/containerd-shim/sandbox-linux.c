@@ -26,6 +26,7 @@
 #include <fcntl.h>
 #include <limits.h>
 #include <linux/capability.h>
+#include <linux/landlock.h>
 #include <linux/sched.h>
 #include <linux/securebits.h>
 #include <net/if.h>
@@ -60,6 +61,23 @@ static const char *const proc_masked[] = {"proc/kcore", "proc/keys", "proc/timer
 					  "proc/sched_debug"};
 
 extern char **environ;
+
+/* Landlock constants newer than Debian 12's kernel headers (6.1). */
+#ifndef LANDLOCK_ACCESS_FS_REFER
+#define LANDLOCK_ACCESS_FS_REFER (1ULL << 13)
+#endif
+#ifndef LANDLOCK_ACCESS_FS_TRUNCATE
+#define LANDLOCK_ACCESS_FS_TRUNCATE (1ULL << 14)
+#endif
+#ifndef LANDLOCK_ACCESS_FS_IOCTL_DEV
+#define LANDLOCK_ACCESS_FS_IOCTL_DEV (1ULL << 15)
+#endif
+#define LL_SCOPE_ABSTRACT_UNIX_SOCKET (1ULL << 0)
+#define LL_SCOPE_SIGNAL (1ULL << 1)
+/* Where sandboxed processes may write (SANDBOX.md §6.E item 21). */
+static const char *const ll_write_dirs[] = {"/workspace", "/tmp", "/dev/shm"};
+static const char *const ll_write_files[] = {"/dev/null", "/dev/zero", "/dev/full", "/dev/random",
+					     "/dev/urandom"};
 
 /* The child's copy of the spec (set once in init_main; the init never returns). */
 static const SandboxSpec *init_spec;
@@ -317,7 +335,10 @@ init_rlimits(const SandboxSpec *spec)
 	set_rlimit(RLIMIT_MEMLOCK, "MEMLOCK", spec->rlimit_memlock);
 }
 
-static void
+static int init_landlock(void);
+
+/* Returns the Landlock ABI applied (0 = none). */
+static int
 init_setup(const SandboxSpec *spec)
 {
 	Bind binds[MAX_BINDS];
@@ -438,6 +459,65 @@ init_setup(const SandboxSpec *spec)
 	caps_drop_all();
 	CHECK(prctl(PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0), "no_new_privs");
 	CHECK(prctl(PR_SET_DUMPABLE, 0, 0, 0, 0), "set non-dumpable");
+	return init_landlock();
+}
+
+/* Landlock, when the kernel has it (defence in depth under the read-only
+ * mounts): every write-type access is handled and allowed only beneath
+ * ll_write_dirs and on ll_write_files; from ABI 6 on, abstract unix sockets and
+ * signals are scoped to the sandbox. The init restricts itself, so every exec
+ * shares one domain (an exec may still signal what an earlier one started).
+ * Returns the ABI applied, 0 when Landlock is unavailable. */
+static int
+init_landlock(void)
+{
+	struct {
+		uint64_t fs, net, scoped; /* struct landlock_ruleset_attr, ABI 6 layout */
+	} attr = {0};
+	uint64_t write = LANDLOCK_ACCESS_FS_WRITE_FILE | LANDLOCK_ACCESS_FS_REMOVE_DIR |
+			 LANDLOCK_ACCESS_FS_REMOVE_FILE | LANDLOCK_ACCESS_FS_MAKE_CHAR |
+			 LANDLOCK_ACCESS_FS_MAKE_DIR | LANDLOCK_ACCESS_FS_MAKE_REG |
+			 LANDLOCK_ACCESS_FS_MAKE_SOCK | LANDLOCK_ACCESS_FS_MAKE_FIFO |
+			 LANDLOCK_ACCESS_FS_MAKE_BLOCK | LANDLOCK_ACCESS_FS_MAKE_SYM;
+	uint64_t file_rights = LANDLOCK_ACCESS_FS_WRITE_FILE;
+	long abi = syscall(SYS_landlock_create_ruleset, NULL, 0, LANDLOCK_CREATE_RULESET_VERSION);
+	int rs;
+
+	if (abi <= 0)
+		return 0; /* ENOSYS / EOPNOTSUPP: not built or disabled */
+	if (abi >= 2)
+		write |= LANDLOCK_ACCESS_FS_REFER; /* else renames across directories fail */
+	if (abi >= 3) {
+		write |= LANDLOCK_ACCESS_FS_TRUNCATE;
+		file_rights |= LANDLOCK_ACCESS_FS_TRUNCATE;
+	}
+	if (abi >= 5) {
+		write |= LANDLOCK_ACCESS_FS_IOCTL_DEV;
+		file_rights |= LANDLOCK_ACCESS_FS_IOCTL_DEV;
+	}
+	attr.fs = write;
+	if (abi >= 6)
+		attr.scoped = LL_SCOPE_ABSTRACT_UNIX_SOCKET | LL_SCOPE_SIGNAL;
+	rs = (int)syscall(SYS_landlock_create_ruleset, &attr, sizeof(attr), 0);
+	if (rs < 0)
+		init_fail(errno, "landlock_create_ruleset (ABI %ld)", abi);
+	for (size_t i = 0; i < ELEMENTSOF(ll_write_dirs) + ELEMENTSOF(ll_write_files); i++) {
+		bool dir = i < ELEMENTSOF(ll_write_dirs);
+		const char *path =
+		    dir ? ll_write_dirs[i] : ll_write_files[i - ELEMENTSOF(ll_write_dirs)];
+		struct landlock_path_beneath_attr rule = {.allowed_access =
+							      dir ? write : file_rights};
+		rule.parent_fd = open(path, O_PATH | O_CLOEXEC);
+		if (rule.parent_fd < 0)
+			init_fail(errno, "open %s for Landlock", path);
+		if (syscall(SYS_landlock_add_rule, rs, LANDLOCK_RULE_PATH_BENEATH, &rule, 0) < 0)
+			init_fail(errno, "landlock_add_rule %s", path);
+		close(rule.parent_fd);
+	}
+	if (syscall(SYS_landlock_restrict_self, rs, 0) < 0)
+		init_fail(errno, "landlock_restrict_self");
+	close(rs);
+	return (int)abi;
 }
 
 /* ---------------------------------------------------------------------------
@@ -721,8 +801,8 @@ init_main(int sock, const SandboxSpec *spec)
 	if (n != (ssize_t)sizeof(m) || m.type != INIT_MSG_GO)
 		_exit(1);
 
-	init_setup(spec);
 	m = (InitMsg){.type = INIT_MSG_READY};
+	m.status = init_setup(spec); /* the Landlock ABI applied */
 	init_send(sock, &m, NULL, 0);
 	init_serve(sock);
 }

@@ -13,7 +13,10 @@
  *      /tmp, a minimal /dev, a fresh /proc with /proc/sys & co read-only; the old
  *      root is detached; hostname "sandbox"; lo up;
  *   3. drops every capability (bounding, ambient, permitted, effective,
- *      inheritable), locks securebits, sets no_new_privs and non-dumpable;
+ *      inheritable), locks securebits, sets no_new_privs and non-dumpable,
+ *      and when the kernel has Landlock restricts writes to /workspace, /tmp,
+ *      /dev/shm and the /dev nodes (ABI >= 6: abstract sockets and signals
+ *      scoped to the sandbox);
  *      sets the resource limits (CORE 0, NOFILE, FSIZE, MEMLOCK, RTPRIO 0);
  *   4. answers INIT_MSG_READY, or INIT_MSG_SETUP_FAILED with "step: strerror"
  *      and _exit()s — fail closed: a sandbox that could not be fully set up
@@ -38,7 +41,7 @@
 
 typedef enum InitMsgType {
 	INIT_MSG_GO = 1,       /* shim → init: id maps written, go on */
-	INIT_MSG_READY,	       /* init → shim: sandbox set up, serving */
+	INIT_MSG_READY,	       /* init → shim: sandbox set up, serving; status = Landlock ABI */
 	INIT_MSG_SETUP_FAILED, /* init → shim: err, payload = message; the init exits */
 	INIT_MSG_EXEC,	  /* shim → init: exec_id, argc, envc; payload = cwd\0 argv…\0 env…\0;
 			   * fds: stdin (read end), stdout, stderr (write ends) */

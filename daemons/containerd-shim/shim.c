@@ -1020,8 +1020,13 @@ sandbox_on_msg(Sandbox *sb, const InitMsg *m, const char *payload, size_t len)
 		if (sb->state != SANDBOX_STARTING)
 			break;
 		sb->state = SANDBOX_READY;
-		log_ctx_msgid(LOG_INFO, &ctx, RW_MESSAGE_SANDBOX_CREATED, "Sandbox %s created",
-			      sb->id);
+		if (m->status > 0)
+			log_ctx_msgid(LOG_INFO, &ctx, RW_MESSAGE_SANDBOX_CREATED,
+				      "Sandbox %s created (Landlock ABI %d)", sb->id,
+				      (int)m->status);
+		else
+			log_ctx_msgid(LOG_INFO, &ctx, RW_MESSAGE_SANDBOX_CREATED,
+				      "Sandbox %s created (no Landlock)", sb->id);
 		while (sb->ensure_waiters) {
 			Waiter *w = sb->ensure_waiters;
 			sb->ensure_waiters = w->next;

@@ -22,7 +22,9 @@
  * our stdin), --kill-after MS (EXEC_KILL with SIGKILL after MS ms),
  * --timeout MS (EXEC_START timeout_ms), --destroy-after (destroy the sandbox
  * once the exec ended), --detach (print "exec_id=N" once it started and
- * disconnect: the exec keeps running in the shim).
+ * disconnect: the exec keeps running in the shim), --repeat N (run ARGV N times
+ * in a row in the live sandbox and print the p50/p99 latency of an exec, from
+ * EXEC_START to EXEC_EXIT).
  *
  * The reason of the end goes to stderr as
  *   "shimctl: exec N: REASON (exit_code C, signal S)".
@@ -56,6 +58,14 @@ static int sock = -1;
 static uint64_t next_req = 0;
 static uint64_t cur_exec = 0;
 static uint64_t next_off[3]; /* offsets expected next, to check replays are gap-free */
+static bool quiet;	     /* --repeat: only the first exec's end is reported */
+
+static int
+cmp_usec(const void *a, const void *b)
+{
+	usec_t x = *(const usec_t *)a, y = *(const usec_t *)b;
+	return x < y ? -1 : x > y;
+}
 
 static _noreturn_ _printf_(1, 2) void die(const char *fmt, ...)
 {
@@ -167,10 +177,11 @@ handle_push(const Frame *f)
 		if (r.err < 0)
 			die("bad EXEC_EXIT");
 		if (id == cur_exec) {
-			fprintf(stderr,
-				"shimctl: exec %" PRIu64 ": %s (exit_code %" PRId64
-				", signal %" PRId64 ")\n",
-				id, reason, code, sig);
+			if (!quiet)
+				fprintf(stderr,
+					"shimctl: exec %" PRIu64 ": %s (exit_code %" PRId64
+					", signal %" PRId64 ")\n",
+					id, reason, code, sig);
 			ret = streq(reason, "lost") ? 255 : (int)(code & 0xff);
 		}
 	}
@@ -237,7 +248,7 @@ main(int argc, char **argv)
 	size_t n_env = 0;
 	bool destroy = false, destroy_after = false, want_stdin = false, stats = false;
 	bool detach = false, list = false;
-	long kill_after = -1, timeout = -1;
+	long kill_after = -1, timeout = -1, repeat = 1;
 	uint64_t attach = 0;
 	char id[17];
 	char **cmd = NULL;
@@ -262,6 +273,8 @@ main(int argc, char **argv)
 			destroy = true;
 		else if (streq(argv[i], "--stats"))
 			stats = true;
+		else if (streq(argv[i], "--repeat") && i + 1 < argc)
+			repeat = atol(argv[++i]);
 		else if (streq(argv[i], "--list"))
 			list = true;
 		else if (streq(argv[i], "--detach"))
@@ -286,6 +299,8 @@ main(int argc, char **argv)
 		else
 			die("unknown option '%s'", argv[i]);
 	}
+	if (repeat < 1)
+		die("--repeat wants a count >= 1");
 	if (!destroy && !stats && !list && !attach && (!cmd || !cmd[0]))
 		die("nothing to run (missing -- ARGV)");
 	if (!list && !attach && shim_sandbox_id(key, strlen(key), id) < 0)
@@ -399,55 +414,75 @@ main(int argc, char **argv)
 		frame_done(&f);
 	}
 
-	mp_writer_init(&w);
-	mp_w_map(&w, 4 + (in ? 1 : 0) + (timeout >= 0 ? 1 : 0));
-	mp_w_str(&w, "sandbox_id", id);
-	mp_w_str_array(&w, "argv", cmd);
-	mp_w_str_array(&w, "env", n_env ? env : (char *const *)def_env);
-	mp_w_str(&w, "cwd", cwd);
-	if (in)
-		mp_w_bin(&w, "stdin", in, in_len);
-	if (timeout >= 0)
-		mp_w_uint(&w, "timeout_ms", (uint64_t)timeout);
-	call(MSG_EXEC_START, &w, &f);
-	mp_writer_done(&w);
-	{
-		MpReader r;
-		mp_reader_init(&r, f.body);
-		mp_read_uint(&r, "exec_id", &cur_exec);
-		if (r.err < 0)
-			die("bad EXEC_START reply");
-		mp_reader_done(&r);
-		frame_done(&f);
-	}
-	if (detach) {
-		printf("exec_id=%" PRIu64 "\n", cur_exec);
-		close(sock);
-		return 0;
-	}
-
-	usec_t deadline = kill_after >= 0 ? now_usec() + (usec_t)kill_after * USEC_PER_MSEC : 0;
-	while (status < 0) {
-		if (deadline) {
-			usec_t now = now_usec();
-			struct pollfd p = {.fd = sock, .events = POLLIN};
-			int t = now >= deadline ? 0 : (int)((deadline - now) / USEC_PER_MSEC) + 1;
-			if (poll(&p, 1, t) == 0) {
-				deadline = 0;
-				mp_writer_init(&w);
-				mp_w_map(&w, 2);
-				mp_w_uint(&w, "exec_id", cur_exec);
-				mp_w_int(&w, "signal", SIGKILL);
-				call(MSG_EXEC_KILL, &w, &f);
-				mp_writer_done(&w);
-				frame_done(&f);
-				continue;
-			}
+	usec_t *lat = calloc((size_t)repeat, sizeof(usec_t));
+	if (!lat)
+		die("out of memory");
+	for (long it = 0; it < repeat; it++) {
+		usec_t t0 = now_usec();
+		status = -1;
+		next_off[1] = next_off[2] = 0;
+		mp_writer_init(&w);
+		mp_w_map(&w, 4 + (in ? 1 : 0) + (timeout >= 0 ? 1 : 0));
+		mp_w_str(&w, "sandbox_id", id);
+		mp_w_str_array(&w, "argv", cmd);
+		mp_w_str_array(&w, "env", n_env ? env : (char *const *)def_env);
+		mp_w_str(&w, "cwd", cwd);
+		if (in)
+			mp_w_bin(&w, "stdin", in, in_len);
+		if (timeout >= 0)
+			mp_w_uint(&w, "timeout_ms", (uint64_t)timeout);
+		call(MSG_EXEC_START, &w, &f);
+		mp_writer_done(&w);
+		{
+			MpReader r;
+			mp_reader_init(&r, f.body);
+			mp_read_uint(&r, "exec_id", &cur_exec);
+			if (r.err < 0)
+				die("bad EXEC_START reply");
+			mp_reader_done(&r);
+			frame_done(&f);
 		}
-		read_frame(&f);
-		status = handle_push(&f);
-		frame_done(&f);
+		if (detach) {
+			printf("exec_id=%" PRIu64 "\n", cur_exec);
+			close(sock);
+			return 0;
+		}
+
+		usec_t deadline =
+		    kill_after >= 0 ? now_usec() + (usec_t)kill_after * USEC_PER_MSEC : 0;
+		while (status < 0) {
+			if (deadline) {
+				usec_t now = now_usec();
+				struct pollfd p = {.fd = sock, .events = POLLIN};
+				int t = now >= deadline
+					    ? 0
+					    : (int)((deadline - now) / USEC_PER_MSEC) + 1;
+				if (poll(&p, 1, t) == 0) {
+					deadline = 0;
+					mp_writer_init(&w);
+					mp_w_map(&w, 2);
+					mp_w_uint(&w, "exec_id", cur_exec);
+					mp_w_int(&w, "signal", SIGKILL);
+					call(MSG_EXEC_KILL, &w, &f);
+					mp_writer_done(&w);
+					frame_done(&f);
+					continue;
+				}
+			}
+			read_frame(&f);
+			status = handle_push(&f);
+			frame_done(&f);
+		}
+		lat[it] = now_usec() - t0;
+		quiet = true;
 	}
+	if (repeat > 1) {
+		qsort(lat, (size_t)repeat, sizeof(usec_t), cmp_usec);
+		fprintf(stderr, "shimctl: %ld execs: p50 %.2f ms, p99 %.2f ms\n", repeat,
+			(double)lat[repeat / 2] / 1000.0,
+			(double)lat[(repeat * 99) / 100] / 1000.0);
+	}
+	free(lat);
 
 	if (destroy_after) {
 		mp_writer_init(&w);
