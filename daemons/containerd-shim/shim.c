@@ -1375,7 +1375,10 @@ handle_exec_start(Peer *p, const Frame *f, void *userdata)
 		k = -EBADMSG;
 		goto out;
 	}
-	if (timeout_ms < -1 || timeout_ms > INT32_MAX) {
+	/* present but negative is an error; absent (or nil) means the default */
+	if ((timeout_ms < 0 && mp_map_get(f->body, "timeout_ms") &&
+	     mp_map_get(f->body, "timeout_ms")->type != MSGPACK_OBJECT_NIL) ||
+	    timeout_ms > INT32_MAX) {
 		(void)peer_reply_error(p, f->req_id, -EINVAL, "timeout_ms out of range");
 		k = 0;
 		goto out;

@@ -16,9 +16,11 @@ import os
 import re
 import shutil
 import signal
+import struct
 import subprocess
 import time
 
+from helpers.mpack import ERROR, REPLY, Client, pack
 from rwtest import BUILD, stdout_text
 
 SUITE_CONF = """[containerd-shim]
@@ -464,6 +466,36 @@ def detach_gated(s, key, script):
     return eid
 
 
+def shim_rss_kib(s):
+    with open(f"/proc/{s.procs['containerd-shim'].pid}/status") as f:
+        return int(re.search(r"^VmRSS:\s+(\d+) kB", f.read(), re.M).group(1))
+
+
+def test_flood_of_output_keeps_shim_memory_bounded(s):
+    # attached: backpressure (max_pending_output) bounds what is queued to the peer
+    sock = os.path.join(s.dir, "run", "containerd-shim.sock")
+    with subprocess.Popen([SHIMCTL, sock, "t-flood", "--", "head", "-c", "300M", "/dev/zero"],
+                          stdout=subprocess.PIPE, stderr=subprocess.PIPE) as p:
+        total, peak = 0, 0
+        while True:
+            chunk = p.stdout.read(1 << 20)
+            if not chunk:
+                break
+            total += len(chunk)
+            peak = max(peak, shim_rss_kib(s))
+        p.wait(timeout=30)
+    assert total == 300 << 20, total
+    # detached: nobody reads, the exec runs on, the ring keeps 64 KiB per stream
+    eid = detach_exec(s, "t-flood", "head", "-c", "300M", "/dev/zero")
+    assert poll(lambda: exec_list(s).get(eid) == "ended", 30), exec_list(s)
+    peak = max(peak, shim_rss_kib(s))
+    r = shimctl(s, "-", "--attach", str(eid))
+    assert r.returncode == 0 and len(r.stdout) == 65536, (r.returncode, len(r.stdout))
+    assert f"dropped {(300 << 20) - 65536} bytes of stream 1" in r.stderr, r.stderr
+    print(f"  shim RSS peak while streaming 2 x 300 MiB: {peak // 1024} MiB")
+    assert peak < 64 * 1024, peak
+
+
 def test_exec_reattach_replays_then_streams_live(s):
     eid = detach_exec(s, "t-attach", "sh", "-c",
                       "for i in 1 2 3 4 5 6 7 8; do echo out$i; echo err$i >&2; sleep 0.1; done;"
@@ -500,6 +532,86 @@ def test_exec_reattach_from_an_offset(s):
     assert r.returncode == 0, r.stderr
     assert r.stdout == "def", r.stdout
     assert r.stderr.startswith("YZ"), r.stderr
+
+
+# --- protocol robustness ---------------------------------------------------------------
+
+EINVAL, EBADMSG, ENOENT, ENOMSG = 22, 74, 2, 42
+
+
+def client(s):
+    return Client(os.path.join(s.dir, "run", "containerd-shim.sock"))
+
+
+def test_malformed_requests_are_rejected_cleanly(s):
+    c = client(s)
+    t, b = c.call("SANDBOX_ENSURE", {"key": "t-mal", "unknown_field": [1, {"x": None}]})
+    assert t == REPLY and b["sandbox_id"] == sandbox_id("t-mal"), b
+    good = {"sandbox_id": b["sandbox_id"], "argv": ["true"], "env": ["PATH=/usr/bin:/bin"],
+            "cwd": "/workspace"}
+    cases = [
+        ("SANDBOX_ENSURE", {"key": ""}, -EINVAL),
+        ("SANDBOX_ENSURE", {"key": "k" * 300}, -EINVAL),
+        ("SANDBOX_ENSURE", {"key": "a\0b"}, -EBADMSG),
+        ("SANDBOX_ENSURE", {"key": 5}, -EBADMSG),
+        ("SANDBOX_ENSURE", {}, -EBADMSG),
+        ("EXEC_START", {**good, "env": ["=x"]}, -EINVAL),
+        ("EXEC_START", {**good, "env": ["NOEQUALS"]}, -EINVAL),
+        ("EXEC_START", {**good, "argv": ["a\0b"]}, -EBADMSG),
+        ("EXEC_START", {**good, "argv": []}, -EINVAL),
+        ("EXEC_START", {**good, "argv": [""]}, -EINVAL),
+        ("EXEC_START", {**good, "argv": ["x"] * 100000}, -EINVAL),
+        ("EXEC_START", {**good, "argv": ["x" * 300000]}, -7),  # E2BIG
+        ("EXEC_START", {**good, "cwd": "relative"}, -EINVAL),
+        ("EXEC_START", {**good, "timeout_ms": -5}, -EINVAL),
+        ("EXEC_START", {**good, "argv": "true"}, -EBADMSG),
+        ("EXEC_START", {**good, "sandbox_id": "0000000000000000"}, -ENOENT),
+        ("EXEC_KILL", {"exec_id": 1, "signal": 0}, -EINVAL),
+        ("EXEC_KILL", {"exec_id": 1, "signal": 999}, -EINVAL),
+        ("EXEC_KILL", {"exec_id": 10**12, "signal": 9}, -ENOENT),
+        ("EXEC_ATTACH", {"exec_id": 10**12, "stdout_offset": 0, "stderr_offset": 0}, -ENOENT),
+        ("EXEC_ATTACH", {"exec_id": -1, "stdout_offset": 0, "stderr_offset": 0}, -EBADMSG),
+        ("SANDBOX_STATS", {"sandbox_id": "nope"}, -ENOENT),
+        ("SANDBOX_DESTROY", {"sandbox_id": "nope"}, -ENOENT),
+    ]
+    wrong = []
+    for name, body, code in cases:
+        t, b = c.call(name, body)
+        if t != ERROR or b.get("code") != code or not b.get("message"):
+            wrong.append((name, {k: (v if len(repr(v)) < 40 else "…") for k, v in body.items()},
+                          t, b))
+    assert not wrong, wrong
+    # the same connection still works, unknown fields are ignored
+    t, b = c.call("EXEC_START", {**good, "argv": ["sh", "-c", "echo ok"], "extra": {"a": [1]}})
+    assert t == REPLY, b
+    out = b""
+    while True:
+        f = c.pushes.pop(0) if c.pushes else c.read()
+        if f[0] == 40 and f[2]["exec_id"] == b["exec_id"]:
+            out += f[2]["data"]
+        if f[0] == 41 and f[2]["exec_id"] == b["exec_id"]:
+            assert (f[2]["reason"], f[2]["exit_code"]) == ("exit", 0), f
+            break
+    assert out == b"ok\n"
+    c.close()
+
+
+def test_framing_errors_drop_only_that_connection(s):
+    for data in (struct.pack(">I", 0x7fffffff),             # over max_frame
+                 struct.pack(">I", 3) + b"\xc1\xc1\xc1",  # not msgpack
+                 struct.pack(">I", 1) + b"\x90",            # too short
+                 (lambda p: struct.pack(">I", len(p)) + p)(pack([32, 1]))):  # not [t, id, body]
+        c = client(s)
+        c.raw(data)
+        assert c.closed(), data
+    c = client(s)
+    c.send(99, 7, {})  # unknown message type: an ERROR, the connection stays
+    t, rid, b = c.read()
+    assert (t, rid, b["code"]) == (ERROR, 7, -ENOMSG), (t, rid, b)
+    t, b = c.call("EXEC_LIST", {})
+    assert t == REPLY and isinstance(b["execs"], list), b
+    c.close()
+    assert run_ok(s, "echo alive", thread="t-mal") == "alive\n"
 
 
 # --- kill and lifecycle ------------------------------------------------------------------
