@@ -95,6 +95,10 @@ claude_begin(Run *run, const json_t *messages, const json_t *metadata, ExecSpec 
 		strv_push(&spec->argv, "--resume");
 		strv_push(&spec->argv, session);
 	}
+	if (run->bridge_live) { /* host tools: the file holds the URL and the token */
+		strv_push(&spec->argv, "--mcp-config");
+		strv_pushf(&spec->argv, "/tmp/runwarden-mcp-%s.json", run->run_id);
+	}
 	strv_push(&spec->env, "PATH=/usr/local/bin:/usr/bin:/bin");
 	strv_push(&spec->env, "HOME=/workspace");
 	strv_push(&spec->env, "LANG=C.UTF-8");

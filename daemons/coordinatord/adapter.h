@@ -42,12 +42,28 @@ struct Harness {
 	char **egress;  /* host[:port] the harness may reach through the proxy */
 	int64_t timeout_ms;
 	int64_t max_line;
+	char **tools;   /* names of [tool.NAME] host tools offered over the MCP bridge */
 };
+
+/* A host tool ([tool.NAME]): a command run on the host, outside every sandbox,
+ * with the call's JSON arguments on stdin; its stdout (JSON, or text) is the
+ * result. */
+typedef struct Tool {
+	char *name;
+	char *description;
+	json_t *schema; /* JSON Schema of the arguments (an object) */
+	char **argv;
+	int64_t timeout_ms;
+} Tool;
 
 typedef struct HarnessSet {
 	Harness *v;
 	size_t n;
+	Tool *tools;
+	size_t n_tools;
 } HarnessSet;
+
+const Tool *tool_find(const HarnessSet *set, const char *name);
 
 /* Read every [harness.NAME] section of the configuration files (the same
  * files, in the same order, as the daemon's keys); the built-in `shell` is

@@ -506,9 +506,11 @@ commit_forget_client(Coordinator *c, Client *cl)
 	for (Op *op = c->ops_head; op; op = op->next)
 		if (op->client == cl)
 			op->client = NULL;
-	for (Run *run = c->runs; run; run = run->next)
+	for (Run *run = c->runs; run; run = run->next) {
 		if (run->cancel_client == cl)
 			run->cancel_client = NULL;
+		bridge_forget_client(run, cl);
+	}
 }
 
 void

@@ -640,6 +640,7 @@ static const PeerHandler client_handlers[_MSG_TYPE_MAX] = {
 	[MSG_RUN_OPEN] = handle_run_open,
 	[MSG_RUN_APPEND] = handle_run_append,
 	[MSG_RUN_FINISH] = handle_run_finish,
+	[MSG_BRIDGE_CALL] = handle_bridge_call,
 };
 
 static void

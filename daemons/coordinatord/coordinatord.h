@@ -44,6 +44,7 @@ typedef struct CoordConf {
 	int64_t retention_days;   /* 0 = keep forever */
 	int64_t retention_interval_ms;
 	char *default_harness;
+	char *bridge_url; /* where a sandbox reaches routerd, for the MCP bridge */
 } CoordConf;
 
 extern const ConfItem coord_conf_items[];
@@ -105,6 +106,10 @@ struct Run {
 	size_t stderr_len;
 	json_t *messages;   /* the run request, for the adapter's begin() */
 	json_t *metadata;
+	char bridge_token[80]; /* the MCP bridge's bearer token (memory only) */
+	bool bridge_live;
+	int bridge_inflight;  /* host tool calls running: the run is not stale */
+	void *bridge_calls;
 	bool post_exec;     /* an adapter's step after the main process (git diff) */
 	OutBuf post_out;
 	void (*post_done)(Run *run, int64_t code, const char *out, size_t len);
@@ -200,6 +205,12 @@ extern const PeerHandler shim_handlers[];
 json_t *run_drive_state(Run *run);
 json_t *chunk_new(const char *type);
 void driver_flush_all(Coordinator *c);
+
+/* bridge.c */
+void bridge_open(Run *run);
+void bridge_close(Run *run);
+void bridge_forget_client(Run *run, Client *cl);
+int handle_bridge_call(Peer *p, const Frame *f, void *ud);
 
 /* watchdog.c */
 void watchdog_setup(Coordinator *c);

@@ -17,6 +17,7 @@
 
 #include <errno.h>
 #include <event2/event.h>
+#include <event2/http.h>
 #include <inttypes.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -29,6 +30,11 @@
 #define SHIM_CALL_TIMEOUT (60 * USEC_PER_SEC)
 #define SHIM_BACKOFF_MIN (100 * USEC_PER_MSEC)
 #define SHIM_BACKOFF_MAX (2 * USEC_PER_SEC)
+
+static void start_main(Run *run);
+static void write_mcp_config(Run *run);
+int run_aux_exec(Run *run, char *const *argv, char *const *env, const char *stdin_data,
+		 size_t stdin_len, void (*done)(Run *run, int64_t code, const char *out, size_t len));
 
 json_t *
 chunk_new(const char *type)
@@ -88,6 +94,7 @@ run_free(Run *run)
 		peer_cancel_calls(c->shim, run);
 	if (run->wait_timer)
 		event_free(run->wait_timer);
+	bridge_close(run); /* later calls 404; tools still running are killed */
 	if (run->cancel_client) /* the run ended another way first: answer the cancel */
 		peer_reply_error(run->cancel_client->peer, run->cancel_req_id, -ECANCELED,
 				 "run ended before the cancel completed");
@@ -243,6 +250,17 @@ sandbox_ensured(Peer *p, int err, const msgpack_object *body, void *ud)
 				  "sandboxId", run->sandbox_id, "provider", "runwarden");
 	/* the record learns its sandbox with this event */
 	run_emit_fields(run, chunk, drive_state(run), json_pack("{s:s}", "sandboxId", run->sandbox_id));
+	if (run->bridge_live) {
+		write_mcp_config(run);
+		return; /* start_main() follows once the file is in place */
+	}
+	start_main(run);
+}
+
+/* The harness's process, after the sandbox (and the bridge's file) are ready. */
+static void
+start_main(Run *run)
+{
 	ExecSpec spec = { 0 };
 	if (run->adapter->init && !run->astate && run->adapter->init(run) < 0) {
 		run_fail(run, "out of memory", "internal");
@@ -267,8 +285,48 @@ sandbox_ensured(Peer *p, int err, const msgpack_object *body, void *ud)
 	}
 	for (size_t i = 0; run->harness->env && run->harness->env[i]; i++)
 		strv_push(&spec.env, run->harness->env[i]);
+	if (run->bridge_live)
+		strv_pushf(&spec.env, "RUNWARDEN_MCP_CONFIG=/tmp/runwarden-mcp-%s.json", run->run_id);
 	exec_start(run, &spec);
 	exec_spec_done(&spec);
+}
+
+static void
+mcp_config_written(Run *run, int64_t code, const char *out, size_t len)
+{
+	if (code != 0) {
+		run_fail(run, "sandbox: could not hand the MCP bridge configuration to the harness",
+			 "sandbox_error");
+		return;
+	}
+	start_main(run);
+}
+
+/* The bridge's URL and token reach the harness in a file in the sandbox's
+ * private /tmp (mode 0600), never through argv or the log: written by a
+ * fixed command with the content on stdin. */
+static void
+write_mcp_config(Run *run)
+{
+	Coordinator *c = run->c;
+	static char *const argv[] = { (char *)"/bin/sh", (char *)"-c",
+				      (char *)"umask 077 && cat > \"$RUNWARDEN_MCP_CONFIG\"", NULL };
+	char url[1024], *tq = evhttp_encode_uri(run->thread_id);
+	snprintf(url, sizeof(url), "%s/_bridge/%s?threadId=%s", c->conf.bridge_url, run->run_id,
+		 tq ? tq : "");
+	free(tq);
+	char auth[128];
+	snprintf(auth, sizeof(auth), "Bearer %s", run->bridge_token);
+	json_auto_t *cfg = json_pack("{s:{s:{s:s, s:s, s:{s:s}}}}", "mcpServers", "tanstack", "type",
+				     "http", "url", url, "headers", "Authorization", auth);
+	_cleanup_free_ char *text = cfg ? json_dump_compact(cfg) : NULL;
+	char env_path[128];
+	snprintf(env_path, sizeof(env_path), "RUNWARDEN_MCP_CONFIG=/tmp/runwarden-mcp-%s.json",
+		 run->run_id);
+	char *env[] = { (char *)"PATH=/usr/bin:/bin", env_path, NULL };
+	if (!text || run_aux_exec(run, argv, env, text, strlen(text), mcp_config_written) < 0)
+		run_fail(run, "sandbox: could not hand the MCP bridge configuration to the harness",
+			 "sandbox_error");
 }
 
 static void
@@ -321,6 +379,9 @@ run_start_driving(Run *run, const json_t *messages, const json_t *metadata)
 			strv_push(&run->secret_values, v);
 	}
 
+	bridge_open(run);
+	if (run->bridge_live) /* the token is as secret as any */
+		strv_push(&run->secret_values, run->bridge_token);
 	/* the driver state marks the run as ours: a restart re-attaches or fails it */
 	run_save_drive(run, drive_state(run));
 	run->wait_timer = evtimer_new(c->base, run_wait_timeout, run);
@@ -540,12 +601,10 @@ post_started(Peer *p, int err, const msgpack_object *body, void *ud)
 }
 
 int
-run_post_exec(Run *run, char *const *argv,
-	      void (*done)(Run *run, int64_t code, const char *out, size_t len))
+run_aux_exec(Run *run, char *const *argv, char *const *env, const char *stdin_data,
+	     size_t stdin_len, void (*done)(Run *run, int64_t code, const char *out, size_t len))
 {
 	Coordinator *c = run->c;
-	static char *const env[] = { (char *)"PATH=/usr/local/bin:/usr/bin:/bin",
-				     (char *)"HOME=/workspace", (char *)"LANG=C.UTF-8", NULL };
 	MpWriter w;
 
 	if (!peer_is_ready(c->shim) || !run->sandbox_id)
@@ -553,12 +612,14 @@ run_post_exec(Run *run, char *const *argv,
 	outbuf_done(&run->post_out);
 	run->post_out = (OutBuf){ 0 };
 	mp_writer_init(&w);
-	mp_w_map(&w, 5);
+	mp_w_map(&w, 5 + (stdin_data ? 1 : 0));
 	mp_w_str(&w, "sandbox_id", run->sandbox_id);
 	mp_w_str_array(&w, "argv", (char **)argv);
 	mp_w_str_array(&w, "env", (char **)env);
 	mp_w_str(&w, "cwd", "/workspace");
 	mp_w_uint(&w, "timeout_ms", 30000);
+	if (stdin_data)
+		mp_w_bin(&w, "stdin", stdin_data, stdin_len);
 	int r = peer_call(c->shim, MSG_EXEC_START, &w, SHIM_CALL_TIMEOUT, post_started, run);
 	mp_writer_done(&w);
 	if (r < 0)
@@ -567,6 +628,15 @@ run_post_exec(Run *run, char *const *argv,
 	run->post_done = done;
 	run->state = RUN_STARTING;
 	return 0;
+}
+
+int
+run_post_exec(Run *run, char *const *argv,
+	      void (*done)(Run *run, int64_t code, const char *out, size_t len))
+{
+	static char *const env[] = { (char *)"PATH=/usr/local/bin:/usr/bin:/bin",
+				     (char *)"HOME=/workspace", (char *)"LANG=C.UTF-8", NULL };
+	return run_aux_exec(run, argv, env, NULL, 0, done);
 }
 
 static int

@@ -10,6 +10,13 @@
  *   egress = api.anthropic.com            # host[:port] reachable through the proxy
  *   timeout_ms = 3600000                  # 0 = none
  *   max_line = 1M                         # longest stdout line (ndjson, claude, codex)
+ *   tools = search deploy                 # [tool.NAME] host tools over the MCP bridge
+ *
+ *   [tool.search]
+ *   command = ["/usr/local/bin/search-tool"]   # runs on the host, JSON args on stdin
+ *   description = Search the project's issue tracker
+ *   schema = {"type":"object","properties":{"q":{"type":"string"}}}
+ *   timeout_ms = 60000
  */
 #include "config.h"
 
@@ -72,6 +79,16 @@ strv_pushf(char ***v, const char *fmt, ...)
 }
 
 static void
+tool_done(Tool *t)
+{
+	free(t->name);
+	free(t->description);
+	json_decref(t->schema);
+	mp_strv_free(t->argv);
+	*t = (Tool){ 0 };
+}
+
+static void
 harness_done(Harness *h)
 {
 	free(h->name);
@@ -79,6 +96,7 @@ harness_done(Harness *h)
 	mp_strv_free(h->env);
 	mp_strv_free(h->secrets);
 	mp_strv_free(h->egress);
+	mp_strv_free(h->tools);
 	*h = (Harness){ 0 };
 }
 
@@ -88,6 +106,9 @@ harness_set_done(HarnessSet *set)
 	for (size_t i = 0; i < set->n; i++)
 		harness_done(&set->v[i]);
 	free(set->v);
+	for (size_t i = 0; i < set->n_tools; i++)
+		tool_done(&set->tools[i]);
+	free(set->tools);
 	*set = (HarnessSet){ 0 };
 }
 
@@ -98,6 +119,33 @@ harness_find(const HarnessSet *set, const char *name)
 		if (streq(set->v[i].name, name))
 			return &set->v[i];
 	return NULL;
+}
+
+const Tool *
+tool_find(const HarnessSet *set, const char *name)
+{
+	for (size_t i = 0; i < set->n_tools; i++)
+		if (streq(set->tools[i].name, name))
+			return &set->tools[i];
+	return NULL;
+}
+
+static Tool *
+tool_get(HarnessSet *set, const char *name)
+{
+	for (size_t i = 0; i < set->n_tools; i++)
+		if (streq(set->tools[i].name, name))
+			return &set->tools[i];
+	Tool *v = realloc(set->tools, (set->n_tools + 1) * sizeof(Tool));
+	if (!v)
+		return NULL;
+	set->tools = v;
+	Tool *t = &v[set->n_tools];
+	*t = (Tool){ .name = strdup(name), .timeout_ms = 60000 };
+	if (!t->name)
+		return NULL;
+	set->n_tools++;
+	return t;
 }
 
 static Harness *
@@ -192,6 +240,86 @@ valid_host(const char *s)
 	return true;
 }
 
+static bool
+valid_tool_name(const char *s)
+{
+	return valid_name(s, 64);
+}
+
+static int
+parse_argv(const char *value, char ***ret, char *why, size_t whylen)
+{
+	json_auto_t *j = json_loads(value, 0, NULL);
+	size_t i;
+	json_t *a;
+	char **v = NULL;
+	if (!json_is_array(j) || json_array_size(j) == 0) {
+		snprintf(why, whylen, "'%s': expected a JSON array of strings, e.g. [\"claude\"]",
+			 value);
+		return -EINVAL;
+	}
+	json_array_foreach (j, i, a) {
+		if (!json_is_string(a) || !*json_string_value(a) ||
+		    strv_push(&v, json_string_value(a)) < 0) {
+			mp_strv_free(v);
+			snprintf(why, whylen, "argument %zu is not a non-empty string", i);
+			return -EINVAL;
+		}
+	}
+	mp_strv_free(*ret);
+	*ret = v;
+	return 0;
+}
+
+static int
+scan_tool(const char *name, const char *key, const char *value, char *why, size_t whylen,
+	  void *ud)
+{
+	HarnessSet *set = ud;
+	Tool *t;
+
+	if (!valid_name(name, 64)) {
+		snprintf(why, whylen, "tool name '%s': use 1..64 of [A-Za-z0-9._-]", name);
+		return -EINVAL;
+	}
+	t = tool_get(set, name);
+	if (!t)
+		return -ENOMEM;
+	if (streq(key, "command"))
+		return parse_argv(value, &t->argv, why, whylen);
+	if (streq(key, "description")) {
+		char *d = strdup(value);
+		if (!d)
+			return -ENOMEM;
+		free(t->description);
+		t->description = d;
+		return 0;
+	}
+	if (streq(key, "schema")) {
+		json_t *j = json_loads(value, 0, NULL);
+		if (!json_is_object(j)) {
+			json_decref(j);
+			snprintf(why, whylen, "'%s': expected a JSON Schema object", value);
+			return -EINVAL;
+		}
+		json_decref(t->schema);
+		t->schema = j;
+		return 0;
+	}
+	if (streq(key, "timeout_ms")) {
+		char *end;
+		long long v = strtoll(value, &end, 10);
+		if (!*value || *end || v < 1 || v > 86400000LL) {
+			snprintf(why, whylen, "'%s': expected milliseconds (1..86400000)", value);
+			return -EINVAL;
+		}
+		t->timeout_ms = v;
+		return 0;
+	}
+	snprintf(why, whylen, "unknown key in [tool.%s]", name);
+	return -EINVAL;
+}
+
 static int
 scan(const char *name, const char *key, const char *value, char *why, size_t whylen, void *ud)
 {
@@ -216,29 +344,8 @@ scan(const char *name, const char *key, const char *value, char *why, size_t why
 		snprintf(why, whylen, "'%s': expected shell, ndjson, claude-code or codex", value);
 		return -EINVAL;
 	}
-	if (streq(key, "command")) {
-		json_error_t e;
-		json_auto_t *j = json_loads(value, 0, &e);
-		size_t i;
-		json_t *a;
-		char **v = NULL;
-		if (!json_is_array(j) || json_array_size(j) == 0) {
-			snprintf(why, whylen, "'%s': expected a JSON array of strings, e.g. [\"claude\"]",
-				 value);
-			return -EINVAL;
-		}
-		json_array_foreach (j, i, a) {
-			if (!json_is_string(a) || !*json_string_value(a) ||
-			    strv_push(&v, json_string_value(a)) < 0) {
-				mp_strv_free(v);
-				snprintf(why, whylen, "argument %zu is not a non-empty string", i);
-				return -EINVAL;
-			}
-		}
-		mp_strv_free(h->argv);
-		h->argv = v;
-		return 0;
-	}
+	if (streq(key, "command"))
+		return parse_argv(value, &h->argv, why, whylen);
 	if (streq(key, "env")) {
 		json_auto_t *j = json_loads(value, 0, NULL);
 		const char *k;
@@ -264,6 +371,12 @@ scan(const char *name, const char *key, const char *value, char *why, size_t why
 		r = words(value, valid_env_name, &h->secrets, &bad);
 		if (r == -EINVAL)
 			snprintf(why, whylen, "'%s': expected environment variable names", value);
+		return r;
+	}
+	if (streq(key, "tools")) {
+		r = words(value, valid_tool_name, &h->tools, &bad);
+		if (r == -EINVAL)
+			snprintf(why, whylen, "'%s': expected tool names", value);
 		return r;
 	}
 	if (streq(key, "egress")) {
@@ -300,6 +413,18 @@ scan(const char *name, const char *key, const char *value, char *why, size_t why
 static int
 finish(HarnessSet *set, char *err, size_t errlen)
 {
+	for (size_t i = 0; i < set->n_tools; i++)
+		if (!set->tools[i].argv) {
+			snprintf(err, errlen, "[tool.%s]: command: missing", set->tools[i].name);
+			return -EINVAL;
+		}
+	for (size_t i = 0; i < set->n; i++)
+		for (size_t k = 0; set->v[i].tools && set->v[i].tools[k]; k++)
+			if (!tool_find(set, set->v[i].tools[k])) {
+				snprintf(err, errlen, "[harness.%s]: tools: no [tool.%s] section",
+					 set->v[i].name, set->v[i].tools[k]);
+				return -EINVAL;
+			}
 	Harness *sh = harness_get(set, "shell");
 	if (!sh)
 		return -ENOMEM;
@@ -324,6 +449,8 @@ harness_load_string(const char *name, const char *text, HarnessSet *ret, char *e
 	HarnessSet set = { 0 };
 	int r = conf_scan_string(name, text, "harness.", scan, &set, err, errlen);
 	if (r == 0)
+		r = conf_scan_string(name, text, "tool.", scan_tool, &set, err, errlen);
+	if (r == 0)
 		r = finish(&set, err, errlen);
 	if (r < 0) {
 		harness_set_done(&set);
@@ -341,11 +468,19 @@ harness_load(const DaemonArgs *a, HarnessSet *ret)
 	int r = 0;
 
 	if (a->n_configs == 0) {
-		if (access(RW_DEFAULT_CONF, F_OK) == 0)
+		if (access(RW_DEFAULT_CONF, F_OK) == 0) {
 			r = conf_scan_file(RW_DEFAULT_CONF, "harness.", scan, &set, err, sizeof(err));
+			if (r == 0)
+				r = conf_scan_file(RW_DEFAULT_CONF, "tool.", scan_tool, &set, err,
+						   sizeof(err));
+		}
 	} else
-		for (size_t i = 0; r == 0 && i < a->n_configs; i++)
+		for (size_t i = 0; r == 0 && i < a->n_configs; i++) {
 			r = conf_scan_file(a->configs[i], "harness.", scan, &set, err, sizeof(err));
+			if (r == 0)
+				r = conf_scan_file(a->configs[i], "tool.", scan_tool, &set, err,
+						   sizeof(err));
+		}
 	if (r == 0)
 		r = finish(&set, err, sizeof(err));
 	if (r < 0) {

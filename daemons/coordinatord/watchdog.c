@@ -40,6 +40,7 @@ static bool
 run_protected(const Run *run)
 {
 	return run->state == RUN_WAIT_SHIM || run->queued || run->state == RUN_CANCELLING ||
+	       run->bridge_inflight > 0 ||
 	       run->state == RUN_DONE || run->state == RUN_REATTACH ||
 	       (run->state == RUN_EXECUTING && !run->cpu_known && run->c->shim);
 }

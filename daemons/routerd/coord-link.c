@@ -360,6 +360,15 @@ coord_call(Router *r, int type, const MpWriter *body, PeerReplyFn cb, void *user
 			 cb, userdata);
 }
 
+int
+coord_call_timeout(Router *r, int type, const MpWriter *body, PeerReplyFn cb, void *userdata,
+		   usec_t timeout)
+{
+	if (!coord_ready(r))
+		return -ECONNRESET;
+	return peer_call(r->coord, type, body, timeout, cb, userdata);
+}
+
 void
 coord_cancel(Router *r, void *userdata)
 {

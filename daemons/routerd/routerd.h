@@ -135,6 +135,11 @@ bool coord_ready(Router *r);
 /* peer_call() on the link with the configured deadline; -ECONNRESET when
  * down. On success cb runs exactly once unless coord_cancel(userdata). */
 int coord_call(Router *r, int type, const MpWriter *body, PeerReplyFn cb, void *userdata);
+/* The same with its own deadline (host tools may run for minutes). */
+int coord_call_timeout(Router *r, int type, const MpWriter *body, PeerReplyFn cb, void *userdata,
+		       usec_t timeout);
+/* A host tool may run this long before routerd gives up on the answer. */
+#define BRIDGE_TIMEOUT_USEC (15 * 60 * USEC_PER_SEC)
 void coord_cancel(Router *r, void *userdata);
 /* The message of an ERROR reply body, or NULL. Borrowed from the body. */
 const char *coord_error_message(const msgpack_object *body, size_t *ret_len);

@@ -222,6 +222,67 @@ respond_coord_error(HttpConn *c, int err, const msgpack_object *body, const char
 	}
 }
 
+/* ---- /_bridge/{runId} and /tool-exec/{runId}: host tools ---- */
+
+static void
+bridge_reply(Peer *p, int err, const msgpack_object *body, void *userdata)
+{
+	HttpConn *c = userdata;
+	MpReader r;
+	uint64_t status = 0;
+	const char *ctype = NULL;
+	const void *data = NULL;
+	size_t len = 0;
+
+	if (err < 0) {
+		respond_coord_error(c, err, body, "no active bridge for run");
+		return;
+	}
+	mp_reader_init(&r, body);
+	mp_read_uint(&r, "status", &status);
+	mp_read_str_opt(&r, "content_type", &ctype, "application/json; charset=utf-8");
+	mp_read_bin(&r, "body", &data, &len);
+	if (r.err < 0 || status < 200 || status > 599) {
+		mp_reader_done(&r);
+		http_respond_error(c, 500, "internal", "internal error");
+		return;
+	}
+	http_respond(c, (int)status, ctype, data, len, NULL, false);
+	mp_reader_done(&r);
+}
+
+static void
+route_bridge(HttpConn *c, Route *rt, const char *kind)
+{
+	_cleanup_free_ char *thread_id = NULL;
+	const char *auth = http_header(c, "Authorization");
+	MpWriter w;
+
+	if (route_query(rt, "threadId", &thread_id) < 0) {
+		http_respond_error(c, 400, "bad_request", "malformed threadId");
+		return;
+	}
+	if (!coord_ready(c->router)) {
+		respond_unavailable(c);
+		return;
+	}
+	mp_writer_init(&w);
+	mp_w_map(&w, 3 + !!thread_id + !!auth);
+	mp_w_str(&w, "run_id", rt->seg[1]);
+	mp_w_str(&w, "kind", kind);
+	if (thread_id)
+		mp_w_str(&w, "thread_id", thread_id);
+	if (auth) /* passed on, never logged */
+		mp_w_str(&w, "authorization", auth);
+	mp_w_key(&w, "body");
+	mp_w_strn(&w, c->req.body ? c->req.body : "", c->req.body_len);
+	int r = coord_call_timeout(c->router, MSG_BRIDGE_CALL, &w, bridge_reply, c,
+				   BRIDGE_TIMEOUT_USEC);
+	mp_writer_done(&w);
+	if (r < 0)
+		respond_coord_error(c, r == -ECONNRESET ? r : -EIO, NULL, "not found");
+}
+
 /* ---- GET /healthz ---- */
 
 static void
@@ -1074,12 +1135,10 @@ routes_dispatch(HttpConn *c)
 		return;
 	}
 	if (rt.n_seg == 2 && (streq(rt.seg[0], "_bridge") || streq(rt.seg[0], "tool-exec"))) {
-		/* No bridge message exists between routerd and coordinatord yet. */
 		if (m != HTTP_POST)
 			http_respond_405(c, "POST");
 		else
-			http_respond_error(c, 501, "not_implemented",
-					   "host tools are not implemented yet");
+			route_bridge(c, &rt, streq(rt.seg[0], "_bridge") ? "bridge" : "tool_exec");
 		return;
 	}
 	if (rt.n_seg >= 1 && rt.n_seg <= 3 && streq(rt.seg[0], "runs") &&

@@ -1,0 +1,545 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * bridge.c — host tools for harnesses: the MCP bridge (`/_bridge/{runId}`,
+ * stateless JSON-RPC: initialize, notifications/initialized, tools/list,
+ * tools/call) and `/tool-exec/{runId}` (tanstack-protocol.md §1.4, §1.5),
+ * both reached through routerd as BRIDGE_CALL.
+ *
+ * A run whose harness lists tools gets a bridge when it starts: a bearer
+ * token of 68 characters (two random UUIDs, the second without dashes) that
+ * lives in memory only and is compared in constant time. Every authenticated
+ * call touches the run on arrival (a call whose touch fails is not executed)
+ * and on completion, and a call in flight protects the run from the stall
+ * watchdog. A tool is its [tool.NAME] command, run on the host with the call's
+ * JSON arguments on stdin and a minimal environment; its stdout, as JSON when
+ * it parses and as text otherwise, is the result. When the run ends its bridge
+ * goes (later calls 404) and tools still running are killed.
+ */
+#include "config.h"
+
+#include "adapter.h"
+
+#include <errno.h>
+#include <event2/buffer.h>
+#include <event2/bufferevent.h>
+#include <event2/event.h>
+#include <fcntl.h>
+#include <openssl/crypto.h>
+#include <openssl/rand.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/syscall.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include "fd-util.h"
+#include "json-util.h"
+#include "macro.h"
+#include "mp-cursor.h"
+
+#define TOOL_OUTPUT_MAX (1 << 20)
+
+typedef struct ToolCall {
+	struct ToolCall *next;
+	Run *run;
+	Client *client;
+	uint64_t req_id;
+	bool mcp;      /* JSON-RPC (else /tool-exec) */
+	json_t *rpc_id;
+	const Tool *tool;
+	pid_t pid;
+	int pidfd;
+	struct event *pid_ev, *timer;
+	struct bufferevent *in, *out;
+	OutBuf buf;
+	bool exited, eof, too_big, timed_out;
+	int status;
+} ToolCall;
+
+static void
+reply(Client *cl, uint64_t req_id, int status, const char *ctype, const char *body, size_t len)
+{
+	MpWriter w;
+	if (!cl)
+		return;
+	mp_writer_init(&w);
+	mp_w_map(&w, 3);
+	mp_w_uint(&w, "status", (uint64_t)status);
+	mp_w_str(&w, "content_type", ctype);
+	mp_w_bin(&w, "body", body, len);
+	peer_reply(cl->peer, req_id, &w);
+	mp_writer_done(&w);
+}
+
+static void
+reply_json(Client *cl, uint64_t req_id, int status, json_t *j)
+{
+	_cleanup_free_ char *s = json_dump_compact(j);
+	json_decref(j);
+	reply(cl, req_id, status, "application/json; charset=utf-8", s ? s : "{}", s ? strlen(s) : 2);
+}
+
+static void
+reply_error(Client *cl, uint64_t req_id, int status, const char *code, const char *message)
+{
+	reply_json(cl, req_id, status, json_pack("{s:s, s:s}", "error", message, "code", code));
+}
+
+static json_t *
+rpc_result(json_t *id, json_t *result)
+{
+	return json_pack("{s:s, s:O, s:o}", "jsonrpc", "2.0", "id", id ? id : json_null(), "result",
+			 result);
+}
+
+static json_t *
+rpc_error(json_t *id, int code, const char *message)
+{
+	return json_pack("{s:s, s:O, s:{s:i, s:s}}", "jsonrpc", "2.0", "id", id ? id : json_null(),
+			 "error", "code", code, "message", message);
+}
+
+void
+bridge_open(Run *run)
+{
+	unsigned char b[32];
+	char *t = run->bridge_token;
+
+	if (!run->harness || !run->harness->tools || !run->harness->tools[0])
+		return;
+	if (RAND_bytes(b, sizeof(b)) != 1)
+		return; /* no bridge rather than a guessable token */
+	/* a v4 UUID, then the hex of a second one without its dashes: 36 + 32 */
+	b[6] = (b[6] & 0x0F) | 0x40;
+	b[8] = (b[8] & 0x3F) | 0x80;
+	b[22] = (b[22] & 0x0F) | 0x40;
+	b[24] = (b[24] & 0x3F) | 0x80;
+	snprintf(t, sizeof(run->bridge_token),
+		 "%02x%02x%02x%02x-%02x%02x-%02x%02x-%02x%02x-%02x%02x%02x%02x%02x%02x", b[0], b[1],
+		 b[2], b[3], b[4], b[5], b[6], b[7], b[8], b[9], b[10], b[11], b[12], b[13], b[14],
+		 b[15]);
+	for (int i = 16; i < 32; i++)
+		snprintf(t + 36 + 2 * (i - 16), 3, "%02x", b[i]);
+	run->bridge_live = true;
+}
+
+static void call_free(ToolCall *tc);
+
+static void
+call_unlink(ToolCall *tc)
+{
+	for (ToolCall **pp = (ToolCall **)&tc->run->bridge_calls; *pp; pp = &(*pp)->next)
+		if (*pp == tc) {
+			*pp = tc->next;
+			break;
+		}
+}
+
+static void
+call_free(ToolCall *tc)
+{
+	if (tc->pid > 0 && !tc->exited) {
+		if (tc->pidfd >= 0)
+			(void)syscall(SYS_pidfd_send_signal, tc->pidfd, SIGKILL, NULL, 0);
+		(void)waitpid(tc->pid, NULL, 0);
+	}
+	if (tc->pid_ev)
+		event_free(tc->pid_ev);
+	if (tc->timer)
+		event_free(tc->timer);
+	if (tc->in)
+		bufferevent_free(tc->in);
+	if (tc->out)
+		bufferevent_free(tc->out);
+	safe_close(tc->pidfd);
+	json_decref(tc->rpc_id);
+	outbuf_done(&tc->buf);
+	free(tc);
+}
+
+void
+bridge_close(Run *run)
+{
+	run->bridge_live = false;
+	while (run->bridge_calls) {
+		ToolCall *tc = run->bridge_calls;
+		run->bridge_calls = tc->next;
+		/* the run settled: the tool is cancelled and its caller told */
+		if (tc->mcp)
+			reply_json(tc->client, tc->req_id, 200,
+				   rpc_result(tc->rpc_id,
+					      json_pack("{s:[{s:s, s:s}], s:b}", "content", "type", "text",
+							"text", "Tool execution failed: run ended",
+							"isError", 1)));
+		else
+			reply_error(tc->client, tc->req_id, 500, "internal", "run ended");
+		call_free(tc);
+	}
+	run->bridge_inflight = 0;
+}
+
+void
+bridge_forget_client(Run *run, Client *cl)
+{
+	for (ToolCall *tc = run->bridge_calls; tc; tc = tc->next)
+		if (tc->client == cl)
+			tc->client = NULL;
+}
+
+/* The tool ended and its output is all in: answer, touch, release. */
+static void
+call_finish(ToolCall *tc)
+{
+	Run *run = tc->run;
+	char msg[160];
+	bool failed = tc->timed_out || tc->too_big || !WIFEXITED(tc->status) ||
+		      WEXITSTATUS(tc->status) != 0;
+	json_t *result = NULL;
+
+	if (tc->timed_out)
+		snprintf(msg, sizeof(msg), "tool '%s' timed out", tc->tool->name);
+	else if (tc->too_big)
+		snprintf(msg, sizeof(msg), "tool '%s' output is over %d bytes", tc->tool->name,
+			 TOOL_OUTPUT_MAX);
+	else if (failed)
+		snprintf(msg, sizeof(msg), "tool '%s' exited with status %d", tc->tool->name,
+			 WIFEXITED(tc->status) ? WEXITSTATUS(tc->status) : 128 + WTERMSIG(tc->status));
+	if (!failed) {
+		size_t len;
+		_cleanup_free_ char *text = utf8_sanitize(tc->buf.data ? tc->buf.data : "", tc->buf.len,
+							  &len);
+		result = text ? json_loadb(text, len, JSON_DECODE_ANY, NULL) : NULL;
+		if (!result && text)
+			result = json_stringn(text, len); /* plain text is a string result */
+	}
+	if (tc->mcp) {
+		json_t *content;
+		if (failed) {
+			char t[200];
+			snprintf(t, sizeof(t), "Tool execution failed: %s", msg);
+			content = json_pack("{s:[{s:s, s:s}], s:b}", "content", "type", "text", "text", t,
+					    "isError", 1);
+		} else {
+			_cleanup_free_ char *s = json_is_string(result)
+							 ? strdup(json_string_value(result))
+							 : json_dump_compact(result);
+			content = json_pack("{s:[{s:s, s:s}]}", "content", "type", "text", "text",
+					    s ? s : "");
+		}
+		reply_json(tc->client, tc->req_id, 200, rpc_result(tc->rpc_id, content));
+	} else if (failed) {
+		reply_error(tc->client, tc->req_id, 500, "tool_failed", msg);
+	} else {
+		reply_json(tc->client, tc->req_id, 200, json_pack("{s:O}", "result", result));
+	}
+	json_decref(result);
+	LogCtx lc = run->log;
+	log_ctx(failed ? LOG_NOTICE : LOG_INFO, &lc, "Host tool '%s' %s", tc->tool->name,
+		failed ? msg : "finished");
+	(void)runlog_touch(run->c->runlog, run->run_id, now_epoch_ms());
+	run->bridge_inflight--;
+	call_unlink(tc);
+	call_free(tc);
+}
+
+static void
+maybe_finish(ToolCall *tc)
+{
+	if (tc->exited && tc->eof)
+		call_finish(tc);
+}
+
+static void
+out_read(struct bufferevent *bev, void *arg)
+{
+	ToolCall *tc = arg;
+	struct evbuffer *in = bufferevent_get_input(bev);
+	size_t n = evbuffer_get_length(in);
+
+	if (tc->buf.len + n > TOOL_OUTPUT_MAX) {
+		tc->too_big = true;
+		evbuffer_drain(in, n);
+		return;
+	}
+	char *p = (char *)evbuffer_pullup(in, -1);
+	if (p)
+		(void)outbuf_add(&tc->buf, p, n);
+	evbuffer_drain(in, n);
+}
+
+static void
+out_event(struct bufferevent *bev, short what, void *arg)
+{
+	ToolCall *tc = arg;
+	if (what & (BEV_EVENT_EOF | BEV_EVENT_ERROR)) {
+		out_read(bev, arg);
+		tc->eof = true;
+		maybe_finish(tc);
+	}
+}
+
+static void
+in_drained(struct bufferevent *bev, void *arg)
+{
+	ToolCall *tc = arg;
+	/* all of stdin written: close it so the tool sees EOF */
+	bufferevent_free(tc->in);
+	tc->in = NULL;
+}
+
+static void
+in_event(struct bufferevent *bev, short what, void *arg)
+{
+	in_drained(bev, arg); /* EPIPE: the tool does not read its input */
+}
+
+static void
+pid_exited(evutil_socket_t fd, short what, void *arg)
+{
+	ToolCall *tc = arg;
+	if (waitpid(tc->pid, &tc->status, WNOHANG) != tc->pid)
+		return;
+	tc->exited = true;
+	event_del(tc->pid_ev);
+	maybe_finish(tc);
+}
+
+static void
+call_timeout(evutil_socket_t fd, short what, void *arg)
+{
+	ToolCall *tc = arg;
+	tc->timed_out = true;
+	(void)syscall(SYS_pidfd_send_signal, tc->pidfd, SIGKILL, NULL, 0);
+}
+
+/* Start the tool; the answer goes out from call_finish(). */
+static int
+call_start(Run *run, Client *cl, uint64_t req_id, bool mcp, json_t *rpc_id, const Tool *tool,
+	   const json_t *args)
+{
+	Coordinator *c = run->c;
+	int in[2] = { -1, -1 }, out[2] = { -1, -1 };
+	_cleanup_free_ char *input = json_dump_compact(args ? args : json_object());
+	char env_run[64], env_thread[300];
+	ToolCall *tc = calloc(1, sizeof(*tc));
+
+	if (!tc || !input || pipe2(in, O_CLOEXEC) < 0 || pipe2(out, O_CLOEXEC) < 0) {
+		free(tc);
+		safe_close(in[0]), safe_close(in[1]), safe_close(out[0]), safe_close(out[1]);
+		return -ENOMEM;
+	}
+	snprintf(env_run, sizeof(env_run), "RUNWARDEN_RUN_ID=%s", run->run_id);
+	snprintf(env_thread, sizeof(env_thread), "RUNWARDEN_THREAD_ID=%s", run->thread_id);
+	char *env[] = { (char *)"PATH=/usr/local/bin:/usr/bin:/bin", (char *)"LANG=C.UTF-8",
+			env_run, env_thread, NULL };
+	pid_t pid = fork();
+	if (pid < 0) {
+		free(tc);
+		safe_close(in[0]), safe_close(in[1]), safe_close(out[0]), safe_close(out[1]);
+		return -errno;
+	}
+	if (pid == 0) {
+		/* the child: stdin and stdout are the pipes, stderr goes to ours (the journal) */
+		if (dup2(in[0], 0) < 0 || dup2(out[1], 1) < 0)
+			_exit(127);
+		(void)syscall(SYS_close_range, 3, ~0U, 0);
+		signal(SIGPIPE, SIG_DFL);
+		execve(tool->argv[0], tool->argv, env);
+		_exit(127);
+	}
+	safe_close(in[0]);
+	safe_close(out[1]);
+	tc->run = run;
+	tc->client = cl;
+	tc->req_id = req_id;
+	tc->mcp = mcp;
+	tc->rpc_id = json_incref(rpc_id);
+	tc->tool = tool;
+	tc->pid = pid;
+	tc->pidfd = (int)syscall(SYS_pidfd_open, pid, 0);
+	fd_nonblock(in[1], 1);
+	fd_nonblock(out[0], 1);
+	tc->in = bufferevent_socket_new(c->base, in[1], BEV_OPT_CLOSE_ON_FREE);
+	tc->out = bufferevent_socket_new(c->base, out[0], BEV_OPT_CLOSE_ON_FREE);
+	tc->pid_ev = tc->pidfd >= 0 ? event_new(c->base, tc->pidfd, EV_READ | EV_PERSIST, pid_exited, tc)
+				    : NULL;
+	tc->timer = evtimer_new(c->base, call_timeout, tc);
+	/* linked first, so that any failure below is released by call_free */
+	tc->next = run->bridge_calls;
+	run->bridge_calls = tc;
+	run->bridge_inflight++;
+	if (!tc->in || !tc->out || !tc->pid_ev || !tc->timer) {
+		run->bridge_inflight--;
+		call_unlink(tc);
+		call_free(tc);
+		return -ENOMEM;
+	}
+	bufferevent_setcb(tc->in, NULL, in_drained, in_event, tc);
+	bufferevent_setcb(tc->out, out_read, NULL, out_event, tc);
+	bufferevent_enable(tc->out, EV_READ);
+	bufferevent_enable(tc->in, EV_WRITE);
+	bufferevent_write(tc->in, input, strlen(input));
+	event_add(tc->pid_ev, NULL);
+	struct timeval tv;
+	evtimer_add(tc->timer, timeval_from_usec(&tv, (usec_t)tool->timeout_ms * USEC_PER_MSEC));
+	log_ctx(LOG_INFO, &run->log, "Host tool '%s' called", tool->name);
+	return 0;
+}
+
+static bool
+tool_offered(const Run *run, const char *name)
+{
+	for (size_t i = 0; run->harness->tools && run->harness->tools[i]; i++)
+		if (streq(run->harness->tools[i], name))
+			return true;
+	return false;
+}
+
+static void
+handle_rpc(Run *run, Client *cl, uint64_t req_id, const char *body)
+{
+	Coordinator *c = run->c;
+	json_t *msg = json_loads(body, 0, NULL);
+
+	if (!msg) {
+		reply_json(cl, req_id, 200, rpc_error(NULL, -32700, "Parse error"));
+		return;
+	}
+	if (!json_is_object(msg)) {
+		json_decref(msg);
+		reply_json(cl, req_id, 200, rpc_error(NULL, -32600, "Invalid Request"));
+		return;
+	}
+	json_t *id = json_object_get(msg, "id");
+	const char *method = json_string_value(json_object_get(msg, "method"));
+	const json_t *params = json_object_get(msg, "params");
+	if (!id || json_is_null(id)) {
+		/* a notification (notifications/initialized, …): no answer */
+		json_decref(msg);
+		reply(cl, req_id, 202, "application/json; charset=utf-8", "", 0);
+		return;
+	}
+	if (!method) {
+		reply_json(cl, req_id, 200, rpc_error(id, -32600, "Invalid Request"));
+	} else if (streq(method, "initialize")) {
+		reply_json(cl, req_id, 200,
+			   rpc_result(id, json_pack("{s:s, s:{s:{}}, s:{s:s, s:s}}", "protocolVersion",
+						    "2024-11-05", "capabilities", "tools",
+						    "serverInfo", "name", "tanstack", "version",
+						    "1.0.0")));
+	} else if (streq(method, "tools/list")) {
+		json_t *tools = json_array();
+		for (size_t i = 0; run->harness->tools && run->harness->tools[i]; i++) {
+			const Tool *t = tool_find(c->harnesses, run->harness->tools[i]);
+			if (!t)
+				continue;
+			json_t *schema = json_is_object(t->schema)
+						 ? json_incref(t->schema)
+						 : json_pack("{s:s, s:{}}", "type", "object", "properties");
+			json_array_append_new(tools, json_pack("{s:s, s:s, s:o}", "name", t->name,
+							       "description",
+							       t->description ? t->description : "",
+							       "inputSchema", schema));
+		}
+		reply_json(cl, req_id, 200, rpc_result(id, json_pack("{s:o}", "tools", tools)));
+	} else if (streq(method, "tools/call")) {
+		const char *name = json_string_value(json_object_get(params, "name"));
+		const Tool *t = name && tool_offered(run, name) ? tool_find(c->harnesses, name) : NULL;
+		if (!name)
+			reply_json(cl, req_id, 200, rpc_error(id, -32602, "Invalid params: name"));
+		else if (!t) {
+			char m[160];
+			snprintf(m, sizeof(m), "Tool execution failed: Unknown tool: %.64s", name);
+			reply_json(cl, req_id, 200,
+				   rpc_result(id, json_pack("{s:[{s:s, s:s}], s:b}", "content", "type",
+							    "text", "text", m, "isError", 1)));
+		} else if (call_start(run, cl, req_id, true, id, t,
+				      json_object_get(params, "arguments")) < 0)
+			reply_json(cl, req_id, 200,
+				   rpc_result(id, json_pack("{s:[{s:s, s:s}], s:b}", "content", "type",
+							    "text", "text",
+							    "Tool execution failed: cannot start it",
+							    "isError", 1)));
+	} else {
+		reply_json(cl, req_id, 200, rpc_error(id, -32601, "Method not found"));
+	}
+	json_decref(msg);
+}
+
+static void
+handle_tool_exec(Run *run, Client *cl, uint64_t req_id, const char *body)
+{
+	Coordinator *c = run->c;
+	json_t *msg = json_loads(body, 0, NULL);
+
+	if (!msg) {
+		reply_json(cl, req_id, 400, json_pack("{s:s, s:s}", "error", "body must be valid JSON",
+						      "code", "bad_request"));
+		return;
+	}
+	const char *name = json_string_value(json_object_get(msg, "name"));
+	if (!json_is_object(msg) || !name) {
+		json_decref(msg);
+		reply_json(cl, req_id, 400, json_pack("{s:s, s:s}", "error", "body must be { name, args }",
+						      "code", "bad_request"));
+		return;
+	}
+	const Tool *t = tool_offered(run, name) ? tool_find(c->harnesses, name) : NULL;
+	if (!t) {
+		char m[160];
+		snprintf(m, sizeof(m), "Unknown tool: %.64s", name);
+		reply_error(cl, req_id, 500, "unknown_tool", m);
+	} else if (call_start(run, cl, req_id, false, NULL, t, json_object_get(msg, "args")) < 0)
+		reply_error(cl, req_id, 500, "tool_failed", "cannot start the tool");
+	json_decref(msg);
+}
+
+int
+handle_bridge_call(Peer *p, const Frame *f, void *ud)
+{
+	Client *cl = ud;
+	Coordinator *c = cl->c;
+	MpReader r;
+	const char *run_id = NULL, *thread_id = NULL, *kind = NULL, *auth = NULL, *body = NULL;
+
+	mp_reader_init(&r, f->body);
+	mp_read_str(&r, "run_id", &run_id);
+	mp_read_str_opt(&r, "thread_id", &thread_id, NULL);
+	mp_read_str(&r, "kind", &kind);
+	mp_read_str_opt(&r, "authorization", &auth, NULL);
+	mp_read_str(&r, "body", &body);
+	if (r.err < 0) {
+		int e = r.err;
+		mp_reader_done(&r);
+		return e;
+	}
+	Run *run = run_find(c, run_id);
+	if (!run || !run->bridge_live || run->state == RUN_DONE ||
+	    (thread_id && !streq(thread_id, run->thread_id))) {
+		reply_error(cl, f->req_id, 404, "not_found", "no active bridge for run");
+		goto out;
+	}
+	/* "Bearer <token>", compared in constant time; a length mismatch fails fast */
+	size_t tl = strlen(run->bridge_token);
+	if (!auth || strncmp(auth, "Bearer ", 7) != 0 || strlen(auth + 7) != tl ||
+	    CRYPTO_memcmp(auth + 7, run->bridge_token, tl) != 0) {
+		reply_error(cl, f->req_id, 401, "unauthorized", "unauthorized");
+		goto out;
+	}
+	/* arrival is activity; a call whose touch fails is not executed */
+	if (runlog_touch(c->runlog, run->run_id, now_epoch_ms()) < 0) {
+		reply_error(cl, f->req_id, 503, "storage_error", "run log unavailable");
+		goto out;
+	}
+	if (streq(kind, "bridge"))
+		handle_rpc(run, cl, f->req_id, body);
+	else if (streq(kind, "tool_exec"))
+		handle_tool_exec(run, cl, f->req_id, body);
+	else
+		reply_error(cl, f->req_id, 404, "not_found", "not found");
+out:
+	mp_reader_done(&r);
+	return 0;
+}
