@@ -48,10 +48,7 @@ typedef struct ClaudeState {
 	bool streamed;            /* partials streamed the current message */
 	bool mid_used;            /* the message id named a text block already */
 	json_t *open_tools;       /* toolCallId → true, until their result */
-	bool ended;               /* a result went by */
-	json_t *finish;           /* the RUN_FINISHED/RUN_ERROR to end with, after git diff */
-	char *final_status;
-	json_t *final_fields;
+	RunEnding ending;         /* from the result line, applied after git diff */
 } ClaudeState;
 
 static void close_open_blocks(Run *run);
@@ -366,7 +363,6 @@ result_message(Run *run, const json_t *res)
 
 	close_open_blocks(run);
 	interrupt_open_tools(run);
-	st->ended = true;
 	if (streq(subtype, "success") || streq(subtype, "error_max_turns")) {
 		json_t *usage = usage_of(res, NULL);
 		json_t *fin = json_pack("{s:s, s:s, s:s, s:{s:s}, s:O, s:{s:{s:s}}}", "type",
@@ -379,9 +375,7 @@ result_message(Run *run, const json_t *res)
 			json_object_set_new(json_object_get(json_object_get(fin, "metadata"), "tanstack"),
 					    "providerUsageDetails",
 					    json_pack("{s:O}", "totalCostUsd", cost));
-		st->finish = fin;
-		st->final_status = strdup("completed");
-		st->final_fields = json_pack("{s:o}", "usage", usage);
+		ending_complete(&st->ending, fin, usage);
 		return;
 	}
 	/* error subtypes: the errors joined, the subtype as the code */
@@ -398,9 +392,7 @@ result_message(Run *run, const json_t *res)
 		const char *r = json_string_value(json_object_get(res, "result"));
 		snprintf(msg, sizeof(msg), "%s", r ? r : subtype);
 	}
-	st->finish = json_pack("{s:s, s:s, s:s}", "type", "RUN_ERROR", "message", msg, "code", subtype);
-	st->final_status = strdup("failed");
-	st->final_fields = json_pack("{s:{s:s, s:s}}", "error", "message", msg, "code", subtype);
+	ending_fail(&st->ending, msg, subtype, -1);
 }
 
 static void
@@ -476,10 +468,7 @@ claude_drain(Run *run, bool final)
 static void
 finish_run(Run *run)
 {
-	ClaudeState *st = st_of(run);
-	json_t *chunk = TAKE_PTR(st->finish);
-	json_t *fields = TAKE_PTR(st->final_fields);
-	run_end(run, chunk, st->final_status, fields);
+	ending_apply(run, &st_of(run)->ending);
 }
 
 static void
@@ -519,19 +508,10 @@ claude_exit(Run *run, int64_t code, int64_t sig, const char *why)
 {
 	ClaudeState *st = st_of(run);
 
-	if (!st->ended) {
+	if (!st->ending.chunk) {
 		close_open_blocks(run);
 		interrupt_open_tools(run);
-		char m[1024];
-		const char *tail = run_stderr_tail(run);
-		snprintf(m, sizeof(m), "claude ended without a result (%s %" PRId64 ")%s%s", why, code,
-			 *tail ? ": " : "", tail);
-		st->finish = json_pack("{s:s, s:s, s:s}", "type", "RUN_ERROR", "message", m, "code",
-				       streq(why, "exit") ? "exit_status" : why);
-		st->final_status = strdup("failed");
-		st->final_fields = json_pack("{s:I, s:{s:s, s:s}}", "exitCode", (json_int_t)code,
-					     "error", "message", m, "code",
-					     streq(why, "exit") ? "exit_status" : why);
+		ending_fail_exit(run, &st->ending, "claude ended without a result", code, why);
 	}
 	/* the whole change set, when the workspace is a git repository */
 	static char *const diff[] = { (char *)"/bin/sh", (char *)"-c",
@@ -561,9 +541,7 @@ claude_free(Run *run)
 	if (!st)
 		return;
 	json_decref(st->open_tools);
-	json_decref(st->finish);
-	json_decref(st->final_fields);
-	free(st->final_status);
+	ending_done(&st->ending);
 	free(st);
 	run->astate = NULL;
 }

@@ -34,10 +34,7 @@
 
 typedef struct CodexState {
 	json_t *items; /* item id → {"sent": length of text already emitted, "kind": …} */
-	bool ended;
-	json_t *finish;
-	char *final_status;
-	json_t *final_fields;
+	RunEnding ending; /* from turn.completed / turn.failed */
 } CodexState;
 
 static int
@@ -220,7 +217,7 @@ codex_line(Run *run, const char *line, size_t len)
 		item_event(run, json_object_get(j, "item"), false);
 	} else if (streq(type, "item.completed")) {
 		item_event(run, json_object_get(j, "item"), true);
-	} else if (streq(type, "turn.completed") && !st->ended) {
+	} else if (streq(type, "turn.completed") && !st->ending.chunk) {
 		const json_t *u = json_object_get(j, "usage");
 		json_int_t in = json_integer_value(json_object_get(u, "input_tokens"));
 		json_int_t out = json_integer_value(json_object_get(u, "output_tokens"));
@@ -228,24 +225,18 @@ codex_line(Run *run, const char *line, size_t len)
 		json_t *usage = json_pack("[{s:I, s:I, s:I, s:I, s:s}]", "inputTokens", in,
 					  "outputTokens", out, "totalTokens", in + out,
 					  "cachedInputTokens", cached, "provider", "openai");
-		st->finish = json_pack("{s:s, s:s, s:s, s:{s:s}, s:O, s:{s:{s:s}}}", "type",
-				       "RUN_FINISHED", "threadId", run->thread_id, "runId",
-				       run->run_id, "outcome", "type", "success", "usage", usage,
-				       "metadata", "tanstack", "finishReason", "stop");
-		st->final_status = strdup("completed");
-		st->final_fields = json_pack("{s:o}", "usage", usage);
-		st->ended = true;
-	} else if ((streq(type, "turn.failed") || streq(type, "error")) && !st->ended) {
+		ending_complete(&st->ending,
+				json_pack("{s:s, s:s, s:s, s:{s:s}, s:O, s:{s:{s:s}}}", "type",
+					  "RUN_FINISHED", "threadId", run->thread_id, "runId",
+					  run->run_id, "outcome", "type", "success", "usage", usage,
+					  "metadata", "tanstack", "finishReason", "stop"),
+				usage);
+	} else if ((streq(type, "turn.failed") || streq(type, "error")) && !st->ending.chunk) {
 		const char *m = json_string_value(json_object_get(json_object_get(j, "error"), "message"));
 		if (!m)
 			m = json_string_value(json_object_get(j, "message"));
-		if (!m)
-			m = "codex turn failed";
-		const char *code = streq(type, "error") ? "codex_error" : "turn_failed";
-		st->finish = json_pack("{s:s, s:s, s:s}", "type", "RUN_ERROR", "message", m, "code", code);
-		st->final_status = strdup("failed");
-		st->final_fields = json_pack("{s:{s:s, s:s}}", "error", "message", m, "code", code);
-		st->ended = true;
+		ending_fail(&st->ending, m ? m : "codex turn failed",
+			    streq(type, "error") ? "codex_error" : "turn_failed", -1);
 	}
 	json_decref(j);
 }
@@ -277,19 +268,9 @@ codex_exit(Run *run, int64_t code, int64_t sig, const char *why)
 {
 	CodexState *st = run->astate;
 
-	if (!st->finish) {
-		char m[1024];
-		const char *tail = run_stderr_tail(run);
-		snprintf(m, sizeof(m), "codex ended without completing its turn (%s %" PRId64 ")%s%s",
-			 why, code, *tail ? ": " : "", tail);
-		const char *c = streq(why, "exit") ? "exit_status" : why;
-		run_end(run, json_pack("{s:s, s:s, s:s}", "type", "RUN_ERROR", "message", m, "code", c),
-			"failed",
-			json_pack("{s:I, s:{s:s, s:s}}", "exitCode", (json_int_t)code, "error",
-				  "message", m, "code", c));
-		return;
-	}
-	run_end(run, TAKE_PTR(st->finish), st->final_status, TAKE_PTR(st->final_fields));
+	if (!st->ending.chunk)
+		ending_fail_exit(run, &st->ending, "codex ended without completing its turn", code, why);
+	ending_apply(run, &st->ending);
 }
 
 static int
@@ -311,9 +292,7 @@ codex_free(Run *run)
 	if (!st)
 		return;
 	json_decref(st->items);
-	json_decref(st->finish);
-	json_decref(st->final_fields);
-	free(st->final_status);
+	ending_done(&st->ending);
 	free(st);
 	run->astate = NULL;
 }

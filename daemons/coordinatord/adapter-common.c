@@ -4,6 +4,7 @@
 #include "adapter.h"
 
 #include <errno.h>
+#include <inttypes.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -93,6 +94,51 @@ run_kill_exec(Run *run)
 	mp_w_int(&w, "signal", 9);
 	(void)peer_call(run->c->shim, MSG_EXEC_KILL, &w, 5 * USEC_PER_SEC, NULL, NULL);
 	mp_writer_done(&w);
+}
+
+void
+ending_complete(RunEnding *e, json_t *chunk, json_t *usage)
+{
+	ending_done(e);
+	e->chunk = chunk;
+	e->fields = usage ? json_pack("{s:o}", "usage", usage) : NULL;
+	snprintf(e->status, sizeof(e->status), "completed");
+}
+
+void
+ending_fail(RunEnding *e, const char *message, const char *code, int64_t exit_code)
+{
+	ending_done(e);
+	e->chunk = json_pack("{s:s, s:s, s:s}", "type", "RUN_ERROR", "message", message, "code",
+			     code);
+	e->fields = json_pack("{s:{s:s, s:s}}", "error", "message", message, "code", code);
+	if (exit_code >= 0 && e->fields)
+		json_object_set_new(e->fields, "exitCode", json_integer(exit_code));
+	snprintf(e->status, sizeof(e->status), "failed");
+}
+
+void
+ending_fail_exit(Run *run, RunEnding *e, const char *what, int64_t code, const char *why)
+{
+	char m[1024];
+	const char *tail = run_stderr_tail(run);
+	snprintf(m, sizeof(m), "%s (%s %" PRId64 ")%s%s", what, why, code, *tail ? ": " : "", tail);
+	ending_fail(e, m, streq(why, "exit") ? "exit_status" : why, code);
+}
+
+void
+ending_apply(Run *run, RunEnding *e)
+{
+	json_t *chunk = TAKE_PTR(e->chunk), *fields = TAKE_PTR(e->fields);
+	run_end(run, chunk, e->status[0] ? e->status : "failed", fields);
+}
+
+void
+ending_done(RunEnding *e)
+{
+	json_decref(e->chunk);
+	json_decref(e->fields);
+	*e = (RunEnding){ 0 };
 }
 
 void

@@ -120,5 +120,23 @@ void run_keep_stderr(Run *run);
 const char *run_stderr_tail(Run *run);
 /* Ask the shim to kill the run's exec (the stream is over for us). */
 void run_kill_exec(Run *run);
+/* How an agent's run will end: decided when the agent says so (its result
+ * line), applied when its process has exited (and any post step ran). */
+typedef struct RunEnding {
+	json_t *chunk;  /* RUN_FINISHED or RUN_ERROR; NULL while undecided */
+	json_t *fields; /* merged into the record */
+	char status[16];
+} RunEnding;
+
+/* completed with this RUN_FINISHED chunk (taken) and usage (taken, may be NULL) */
+void ending_complete(RunEnding *e, json_t *chunk, json_t *usage);
+/* failed with RUN_ERROR {message, code}; exit_code >= 0 goes into the record */
+void ending_fail(RunEnding *e, const char *message, const char *code, int64_t exit_code);
+/* failed because the process ended first: "<what> (<why> <code>)[: stderr tail]" */
+void ending_fail_exit(Run *run, RunEnding *e, const char *what, int64_t code, const char *why);
+/* run_end() with what was decided */
+void ending_apply(Run *run, RunEnding *e);
+void ending_done(RunEnding *e);
+
 /* A run-scoped id: "<runId8>-<n>". */
 void run_gen_id(Run *run, char *buf, size_t len);

@@ -178,6 +178,22 @@ out:
 	return ret;
 }
 
+/* The record of run_id if thread_id (when given) owns it; -ENOENT otherwise. */
+static int
+owned_record(Coordinator *c, const char *run_id, const char *thread_id, json_t **ret)
+{
+	json_t *rec = NULL;
+	int r = runlog_get(c->runlog, run_id, &rec);
+	if (r == 0 && thread_id &&
+	    !streq(thread_id, json_string_value(json_object_get(rec, "threadId")) ?: "")) {
+		json_decref(rec);
+		return -ENOENT; /* do not reveal that the run exists */
+	}
+	if (r == 0)
+		*ret = rec;
+	return r;
+}
+
 static int
 handle_run_get(Peer *p, const Frame *f, void *ud)
 {
@@ -192,10 +208,7 @@ handle_run_get(Peer *p, const Frame *f, void *ud)
 	mp_read_str_opt(&r, "thread_id", &thread_id, NULL);
 	ret = r.err;
 	if (ret == 0)
-		ret = runlog_get(cl->c->runlog, run_id, &rec);
-	if (ret == 0 && thread_id &&
-	    !streq(thread_id, json_string_value(json_object_get(rec, "threadId")) ?: ""))
-		ret = -ENOENT; /* do not reveal that the run exists */
+		ret = owned_record(cl->c, run_id, thread_id, &rec);
 	if (ret == 0)
 		ret = reply_record(p, f->req_id, "record", rec);
 	json_decref(rec);
@@ -386,22 +399,6 @@ handle_status_get(Peer *p, const Frame *f, void *ud)
 	int r = peer_reply(p, f->req_id, &w);
 	mp_writer_done(&w);
 	free(text);
-	return r;
-}
-
-/* The record of run_id if thread_id (when given) owns it; -ENOENT otherwise. */
-static int
-owned_record(Coordinator *c, const char *run_id, const char *thread_id, json_t **ret)
-{
-	json_t *rec = NULL;
-	int r = runlog_get(c->runlog, run_id, &rec);
-	if (r == 0 && thread_id &&
-	    !streq(thread_id, json_string_value(json_object_get(rec, "threadId")) ?: "")) {
-		json_decref(rec);
-		return -ENOENT; /* do not reveal that the run exists */
-	}
-	if (r == 0)
-		*ret = rec;
 	return r;
 }
 
