@@ -372,6 +372,7 @@ def test_memory_balloon_is_reported_as_oom(s):
     assert res["exitCode"] == 137, res
     assert status["status"] == "failed", status
     assert events[-1]["chunk"]["type"] == "RUN_ERROR", events[-1]
+    assert events[-1]["chunk"]["code"] == "oom" and "out of memory" in events[-1]["chunk"]["message"]
     assert stdout_text(events) == ""
     # the sandbox and its neighbours carry on
     assert run_ok(s, "echo next", thread="t-oom") == "next\n"
@@ -389,6 +390,7 @@ def test_fork_bomb_contained_shim_responsive(s):
     res = tool_result(events)
     assert res["reason"] == "pids_limit", res
     assert status["status"] == "failed", status
+    assert events[-1]["chunk"]["code"] == "pids_limit", events[-1]
     # the bomb is still raging in its sandbox; stats see it, destroy ends it
     st = shimctl(s, "t-bomb", "--stats")
     assert st.returncode == 0, st.stderr
