@@ -12,4 +12,5 @@ build=${1:-$top/build}
 		echo
 		"$build/$d" --dump-config 2>/dev/null | sed '1,/^$/d'
 	done
+	cat "$top/conf/runwarden.conf.tail"
 } >"$top/conf/runwarden.conf"

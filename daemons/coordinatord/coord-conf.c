@@ -34,8 +34,9 @@ const ConfItem coord_conf_items[] = {
 	{ "coordinatord", "default_harness", CONF_STR, offsetof(CoordConf, default_harness),
 	  "shell", 0, 0,
 	  "harness of a run whose metadata names none: 'shell' (built in) or a [harness.NAME]" },
-	{ "coordinatord", "bridge_url", CONF_STR, offsetof(CoordConf, bridge_url),
-	  "http://127.0.0.1:8787", 0, 0,
-	  "base URL at which a harness reaches routerd's /_bridge (host tools over MCP)" },
+	{ "coordinatord", "bridge_target", CONF_STR, offsetof(CoordConf, bridge_target),
+	  "127.0.0.1:8787", 0, 0,
+	  "routerd's address on the host (host:port), where a harness's loopback forward to "
+	  "/_bridge leads" },
 };
 const size_t coord_conf_n_items = ELEMENTSOF(coord_conf_items);

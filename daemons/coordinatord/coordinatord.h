@@ -44,7 +44,7 @@ typedef struct CoordConf {
 	int64_t retention_days;   /* 0 = keep forever */
 	int64_t retention_interval_ms;
 	char *default_harness;
-	char *bridge_url; /* where a sandbox reaches routerd, for the MCP bridge */
+	char *bridge_target; /* routerd's host:port, where the sandbox's bridge forward leads */
 } CoordConf;
 
 extern const ConfItem coord_conf_items[];
@@ -110,6 +110,9 @@ struct Run {
 	bool bridge_live;
 	int bridge_inflight;  /* host tool calls running: the run is not stale */
 	void *bridge_calls;
+	uint64_t bridge_port; /* the forward to routerd inside the sandbox, 0 = none */
+	uint64_t proxy_port;  /* the egress proxy inside the sandbox, 0 = none */
+	int prep;             /* the preparation step before the harness starts */
 	bool post_exec;     /* an adapter's step after the main process (git diff) */
 	OutBuf post_out;
 	void (*post_done)(Run *run, int64_t code, const char *out, size_t len);

@@ -33,6 +33,7 @@
 
 static void start_main(Run *run);
 static void write_mcp_config(Run *run);
+static void prep_next(Run *run);
 int run_aux_exec(Run *run, char *const *argv, char *const *env, const char *stdin_data,
 		 size_t stdin_len, void (*done)(Run *run, int64_t code, const char *out, size_t len));
 
@@ -95,6 +96,15 @@ run_free(Run *run)
 	if (run->wait_timer)
 		event_free(run->wait_timer);
 	bridge_close(run); /* later calls 404; tools still running are killed */
+	if ((run->bridge_port || run->proxy_port) && run->sandbox_id && peer_is_ready(c->shim)) {
+		MpWriter w;
+		mp_writer_init(&w);
+		mp_w_map(&w, 2);
+		mp_w_str(&w, "sandbox_id", run->sandbox_id);
+		mp_w_str(&w, "run_id", run->run_id);
+		(void)peer_call(c->shim, MSG_SANDBOX_UNLISTEN, &w, 10 * USEC_PER_SEC, NULL, NULL);
+		mp_writer_done(&w);
+	}
 	if (run->cancel_client) /* the run ended another way first: answer the cancel */
 		peer_reply_error(run->cancel_client->peer, run->cancel_req_id, -ECANCELED,
 				 "run ended before the cancel completed");
@@ -250,11 +260,93 @@ sandbox_ensured(Peer *p, int err, const msgpack_object *body, void *ud)
 				  "sandboxId", run->sandbox_id, "provider", "runwarden");
 	/* the record learns its sandbox with this event */
 	run_emit_fields(run, chunk, drive_state(run), json_pack("{s:s}", "sandboxId", run->sandbox_id));
-	if (run->bridge_live) {
-		write_mcp_config(run);
-		return; /* start_main() follows once the file is in place */
+	run->prep = 0;
+	prep_next(run);
+}
+
+/* ---------- before the harness starts: forward, proxy, bridge file ---------- */
+
+static void
+prep_reply(Peer *p, int err, const msgpack_object *body, void *ud)
+{
+	Run *run = ud;
+	MpReader r;
+	uint64_t port = 0;
+
+	mp_reader_init(&r, body);
+	if (err == 0)
+		mp_read_uint(&r, "port", &port);
+	mp_reader_done(&r);
+	if (err == 0 && r.err == 0 && port > 0 && port < 65536) {
+		if (run->prep == 1)
+			run->bridge_port = port;
+		else
+			run->proxy_port = port;
+	} else if (err == -ENOMSG) {
+		/* a shim without it: the harness just has no way out (fail closed) */
+		log_ctx(LOG_WARNING, &run->log, "containerd-shim cannot %s, continuing without",
+			run->prep == 1 ? "forward the bridge" : "proxy egress");
+	} else {
+		char m[160];
+		snprintf(m, sizeof(m), "sandbox: could not set up the %s",
+			 run->prep == 1 ? "bridge forward" : "egress proxy");
+		run_fail(run, m, err == -ECONNRESET ? "sandbox_lost" : "sandbox_error");
+		return;
 	}
-	start_main(run);
+	prep_next(run);
+}
+
+static int
+prep_call(Run *run, int type, bool proxy)
+{
+	MpWriter w;
+	mp_writer_init(&w);
+	mp_w_map(&w, 3);
+	mp_w_str(&w, "sandbox_id", run->sandbox_id);
+	mp_w_str(&w, "run_id", run->run_id);
+	if (proxy)
+		mp_w_str_array(&w, "allow", run->harness->egress);
+	else
+		mp_w_str(&w, "target", run->c->conf.bridge_target);
+	int r = peer_call(run->c->shim, type, &w, SHIM_CALL_TIMEOUT, prep_reply, run);
+	mp_writer_done(&w);
+	return r;
+}
+
+/* Step 1: a loopback forward to routerd for the MCP bridge; step 2: the egress
+ * proxy; step 3: the bridge's file; then the harness. */
+static void
+prep_next(Run *run)
+{
+	int r = 0;
+	switch (++run->prep) {
+	case 1:
+		if (!run->bridge_live) {
+			prep_next(run);
+			return;
+		}
+		r = prep_call(run, MSG_SANDBOX_FORWARD, false);
+		break;
+	case 2:
+		if (!run->harness->egress || !run->harness->egress[0]) {
+			prep_next(run);
+			return;
+		}
+		r = prep_call(run, MSG_SANDBOX_PROXY, true);
+		break;
+	case 3:
+		if (!run->bridge_live) {
+			prep_next(run);
+			return;
+		}
+		write_mcp_config(run); /* start_main() follows once the file is in place */
+		return;
+	default:
+		start_main(run);
+		return;
+	}
+	if (r < 0)
+		run_fail(run, "sandbox: containerd-shim connection lost", "sandbox_lost");
 }
 
 /* The harness's process, after the sandbox (and the bridge's file) are ready. */
@@ -287,6 +379,12 @@ start_main(Run *run)
 		strv_push(&spec.env, run->harness->env[i]);
 	if (run->bridge_live)
 		strv_pushf(&spec.env, "RUNWARDEN_MCP_CONFIG=/tmp/runwarden-mcp-%s.json", run->run_id);
+	if (run->proxy_port) {
+		strv_pushf(&spec.env, "HTTPS_PROXY=http://127.0.0.1:%" PRIu64, run->proxy_port);
+		strv_pushf(&spec.env, "https_proxy=http://127.0.0.1:%" PRIu64, run->proxy_port);
+		strv_push(&spec.env, "NO_PROXY=127.0.0.1,localhost");
+		strv_push(&spec.env, "no_proxy=127.0.0.1,localhost");
+	}
 	exec_start(run, &spec);
 	exec_spec_done(&spec);
 }
@@ -311,9 +409,12 @@ write_mcp_config(Run *run)
 	Coordinator *c = run->c;
 	static char *const argv[] = { (char *)"/bin/sh", (char *)"-c",
 				      (char *)"umask 077 && cat > \"$RUNWARDEN_MCP_CONFIG\"", NULL };
-	char url[1024], *tq = evhttp_encode_uri(run->thread_id);
-	snprintf(url, sizeof(url), "%s/_bridge/%s?threadId=%s", c->conf.bridge_url, run->run_id,
-		 tq ? tq : "");
+	char url[1024], base[300], *tq = evhttp_encode_uri(run->thread_id);
+	if (run->bridge_port) /* the forward inside the sandbox */
+		snprintf(base, sizeof(base), "http://127.0.0.1:%" PRIu64, run->bridge_port);
+	else /* no forward (an older shim): what routerd's address says */
+		snprintf(base, sizeof(base), "http://%s", c->conf.bridge_target);
+	snprintf(url, sizeof(url), "%s/_bridge/%s?threadId=%s", base, run->run_id, tq ? tq : "");
 	free(tq);
 	char auth[128];
 	snprintf(auth, sizeof(auth), "Bearer %s", run->bridge_token);
