@@ -817,7 +817,7 @@ cmd_up(int argc, char **argv)
 	bool ready = false;
 	for (int k = 0; k < 200 && !up_stop; k++) {
 		Response r;
-		if (client_request(&probe, "GET", "/healthz", NULL, &r) == 0) {
+		if (client_request(&probe, "GET", "/readyz", NULL, &r) == 0) {
 			ready = r.status == 200;
 			response_free(&r);
 			if (ready)
