@@ -68,6 +68,9 @@ const ConfItem shim_conf_items[] = {
     {S, "cgroup_parent", CONF_STR, offsetof(ShimConf, cgroup_parent), "", 0, 0,
      "cgroup under which sandboxes are created (in each hierarchy); empty means the "
      "shim's own cgroup"},
+    {S, "socket_group", CONF_STR, offsetof(ShimConf, socket_group), "", 0, 0,
+     "control socket group: set, the socket is root:GROUP 0660 and peers in GROUP are "
+     "accepted too; empty, it is 0600 for root and the shim's uid only"},
 };
 const size_t shim_conf_n_items = ELEMENTSOF(shim_conf_items);
 

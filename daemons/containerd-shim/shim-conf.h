@@ -33,6 +33,7 @@ typedef struct ShimConf {
 	int64_t pids_max;	 /* pids.max per sandbox */
 	char *cpu_max;		 /* "max" or "QUOTA [PERIOD]" in µs (cgroup v2 cpu.max syntax) */
 	char *cgroup_parent;	 /* "" = the shim's own cgroup; else an absolute cgroup path */
+	char *socket_group;	 /* "" = socket 0600, root/our uid only; else its group (0660) */
 	int64_t max_instances;	 /* most live sandboxes; further ENSUREs wait in FIFO order */
 	int64_t queue_timeout;	 /* ms a queued ENSURE waits before -ETIMEDOUT; 0 = forever */
 	int64_t sleep_after; /* ms idle after which a sandbox's processes are stopped; 0 = never */
@@ -44,7 +45,8 @@ extern const ConfItem shim_conf_items[];
 extern const size_t shim_conf_n_items;
 
 /* Resolve derived values after loading (sandbox_dir default). 0 or -ENOMEM/-EINVAL
- * (logged). */
+ * (logged). socket_group is looked up by shim_new(), at start: --check-config
+ * runs before systemd-sysusers may have created the group. */
 int shim_conf_finish(ShimConf *c);
 /* Parse cpu_max ("max" or "QUOTA [PERIOD]", µs) into quota (-1 = max) and
  * period. 0 or -EINVAL (logged). */

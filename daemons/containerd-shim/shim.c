@@ -34,7 +34,9 @@
 #include <string.h>
 #include <sys/socket.h>
 #include <sys/stat.h>
+#include <sys/fsuid.h>
 #include <sys/syscall.h>
+#include <sys/un.h>
 #include <sys/wait.h>
 #include <time.h>
 #include <unistd.h>
@@ -46,6 +48,7 @@
 #include "fd-util.h"
 #include "log.h"
 #include "macro.h"
+#include "netfwd.h"
 #include "output-ring.h"
 #include "peer.h"
 #include "sandbox.h"
@@ -102,6 +105,11 @@ struct Sandbox {
 	Cgroup *cg;	   /* the sandbox's cgroup; removed after the init was reaped */
 	usec_t idle_since; /* when it was first seen idle (no exec, only the init); 0 = busy */
 	bool stopping;	   /* stopped by the shim (idle, or for a queued request) */
+	/* The run it serves now (the last SANDBOX_ENSURE's run_id/thread_id), for
+	 * the journald fields of every log line about it; may be NULL. next_*: the
+	 * run of ENSUREs that wait for a dying one, for its successor. */
+	char *run_id, *thread_id;
+	char *next_run_id, *next_thread_id;
 };
 
 /* An ENSURE waiting for a free slot (max_instances), in FIFO order. */
@@ -149,7 +157,8 @@ struct Exec {
 	uint64_t oom_base, pids_base; /* cgroup event counters at start */
 	Ring out[3];		      /* the last output of stdout and stderr ([1], [2]) */
 	char sandbox_id[17];
-	char *run_id;		  /* for EXEC_LIST; may be NULL */
+	char *run_id;		  /* for EXEC_LIST and the logs; may be NULL */
+	char *thread_id;	  /* the sandbox's thread, for the logs; may be NULL */
 	struct event *hold_timer; /* ended while detached: release after EXEC_HOLD_USEC */
 };
 
@@ -159,6 +168,7 @@ struct Shim {
 	char *sock_path;
 	char *root_mnt;
 	int listen_fd;
+	int64_t socket_gid; /* socket_group's gid, or -1 */
 	struct event *listen_ev;
 	Conn *conns;
 	Sandbox *sandboxes;
@@ -172,6 +182,7 @@ struct Shim {
 	char create_err[320]; /* why the last sandbox_create failed, for the reply */
 	Queued *queue;
 	struct event *idle_timer; /* periodic: sleep_after and evictions for the queue */
+	NetFwd *net;		  /* SANDBOX_FORWARD/PROXY listeners */
 };
 
 static void sandbox_sock_cb(evutil_socket_t fd, short what, void *arg);
@@ -185,6 +196,34 @@ static void exec_read_cb(evutil_socket_t fd, short what, void *arg);
 /* ---------------------------------------------------------------------------
  * Small helpers.
  */
+
+/* Replace *p with a copy of v (NULL clears). On ENOMEM the old value stays: a
+ * log line with a stale run id beats none. */
+static void
+set_str(char **p, const char *v)
+{
+	char *n = NULL;
+
+	if (v == *p || (v && *p && streq(v, *p)))
+		return;
+	if (v && !(n = strdup(v)))
+		return;
+	free(*p);
+	*p = n;
+}
+
+static LogCtx
+sandbox_ctx(const Sandbox *sb)
+{
+	return (LogCtx){.run_id = sb->run_id, .thread_id = sb->thread_id, .sandbox_id = sb->id};
+}
+
+static LogCtx
+exec_ctx(const Exec *e)
+{
+	return (LogCtx){
+	    .run_id = e->run_id, .thread_id = e->thread_id, .sandbox_id = e->sandbox_id};
+}
 
 int
 shim_sandbox_id(const char *key, size_t len, char ret_id[static 17])
@@ -304,6 +343,7 @@ exec_free(Exec *e)
 	for (int i = STREAM_STDOUT; i <= STREAM_STDERR; i++)
 		ring_done(&e->out[i]);
 	free(e->run_id);
+	free(e->thread_id);
 	free(e->stdin_data);
 	free(e);
 	return NULL;
@@ -452,8 +492,12 @@ exec_push_exit(Exec *e)
 	}
 	if (!reason)
 		reason = "lost";
-	log_debug("exec %" PRIu64 " ended: %s, exit code %" PRId64 ", signal %d", e->id, reason,
-		  code, sig);
+	{
+		LogCtx ctx = exec_ctx(e);
+		log_ctx(LOG_DEBUG, &ctx,
+			"exec %" PRIu64 " ended: %s, exit code %" PRId64 ", signal %d", e->id,
+			reason, code, sig);
+	}
 	mp_writer_init(&w);
 	mp_w_map(&w, 4);
 	mp_w_uint(&w, "exec_id", e->id);
@@ -497,7 +541,9 @@ exec_maybe_finish(Exec *e)
 	if (!e->conn) {
 		/* Nobody to tell: hold the exit (and the output) for a re-attach. */
 		if (!evtimer_pending(e->hold_timer, NULL)) {
-			log_debug("exec %" PRIu64 " ended while detached, holding it", e->id);
+			LogCtx ctx = exec_ctx(e);
+			log_ctx(LOG_DEBUG, &ctx,
+				"exec %" PRIu64 " ended while detached, holding it", e->id);
 			evtimer_add(e->hold_timer, timeval_from_usec(&tv, EXEC_HOLD_USEC));
 		}
 		return;
@@ -512,7 +558,9 @@ exec_hold_cb(evutil_socket_t fd, short what, void *arg)
 {
 	Exec *e = arg;
 
-	log_debug("exec %" PRIu64 ": nobody re-attached, releasing it", e->id);
+	LogCtx ctx = exec_ctx(e);
+
+	log_ctx(LOG_DEBUG, &ctx, "exec %" PRIu64 ": nobody re-attached, releasing it", e->id);
 	exec_unlink(e);
 	exec_free(e);
 }
@@ -570,7 +618,10 @@ exec_timeout_cb(evutil_socket_t fd, short what, void *arg)
 	if (e->ended)
 		return;
 	e->timed_out = true;
-	log_debug("exec %" PRIu64 " timed out, killing it", e->id);
+	{
+		LogCtx ctx = exec_ctx(e);
+		log_ctx(LOG_INFO, &ctx, "exec %" PRIu64 " timed out, killing it", e->id);
+	}
 	if (e->sandbox && e->sandbox->state == SANDBOX_READY)
 		(void)fd_send(e->sandbox->sock, &m, sizeof(m), NULL, 0);
 }
@@ -605,6 +656,10 @@ sandbox_free(Sandbox *sb)
 	cgroup_free(sb->cg);
 	free(sb->fail_msg);
 	free(sb->key);
+	free(sb->run_id);
+	free(sb->thread_id);
+	free(sb->next_run_id);
+	free(sb->next_thread_id);
 	free(sb);
 	return NULL;
 }
@@ -708,13 +763,14 @@ graves_add(Shim *s, Cgroup *cg)
 }
 
 static int
-sandbox_create(Shim *s, const char *key, const char *id, Sandbox **ret)
+sandbox_create(Shim *s, const char *key, const char *id, const char *run_id, const char *thread_id,
+	       Sandbox **ret)
 {
 	_cleanup_(sandbox_freep) Sandbox *sb = NULL;
 	_cleanup_free_ char *ws = NULL;
 	const ShimConf *c = s->conf;
 	SandboxSpec spec;
-	LogCtx ctx = {.sandbox_id = id};
+	LogCtx ctx = {.run_id = run_id, .thread_id = thread_id, .sandbox_id = id};
 	int r;
 
 	sb = calloc(1, sizeof(*sb));
@@ -726,6 +782,8 @@ sandbox_create(Shim *s, const char *key, const char *id, Sandbox **ret)
 	sb->key = strdup(key);
 	if (!sb->key)
 		return -ENOMEM;
+	set_str(&sb->run_id, run_id);
+	set_str(&sb->thread_id, thread_id);
 
 	s->create_err[0] = '\0';
 	r = sandbox_prepare_workspace(s, id, &ws);
@@ -827,7 +885,7 @@ sandbox_idle(Sandbox *sb)
 static void
 sandbox_stop(Sandbox *sb, const char *why)
 {
-	LogCtx ctx = {.sandbox_id = sb->id};
+	LogCtx ctx = sandbox_ctx(sb);
 
 	log_ctx(LOG_INFO, &ctx, "Stopping sandbox %s (%s)", sb->id, why);
 	sb->stopping = true;
@@ -893,7 +951,10 @@ queue_timeout_cb(evutil_socket_t fd, short what, void *arg)
 	snprintf(msg, sizeof(msg),
 		 "no sandbox slot within queue_timeout_ms=%" PRId64 " (max_instances=%" PRId64 ")",
 		 s->conf->queue_timeout, s->conf->max_instances);
-	log_info("Queued request for '%s' timed out", q->key);
+	{
+		LogCtx ctx = {.run_id = q->run_id, .thread_id = q->thread_id};
+		log_ctx(LOG_INFO, &ctx, "Queued request for '%s' timed out", q->key);
+	}
 	(void)peer_reply_error(q->conn->peer, q->req_id, -ETIMEDOUT, msg);
 	queue_unlink(s, q);
 	queued_free(q);
@@ -926,8 +987,12 @@ queue_add(Shim *s, Conn *c, uint64_t req_id, const char *key, const char *run_id
 	for (pp = &s->queue; *pp; pp = &(*pp)->next)
 		;
 	*pp = q;
-	log_debug("Request for '%s' queued: %zu sandboxes live, max_instances %" PRId64, key,
-		  sandbox_count(s), s->conf->max_instances);
+	{
+		LogCtx ctx = {.run_id = run_id, .thread_id = thread_id};
+		log_ctx(LOG_INFO, &ctx,
+			"Request for '%s' queued: %zu sandboxes live, max_instances %" PRId64, key,
+			sandbox_count(s), s->conf->max_instances);
+	}
 	queue_push_positions(s);
 	queue_kick(s);
 	return 0;
@@ -1012,7 +1077,7 @@ sandbox_fail_ensures(Sandbox *sb)
 static void
 sandbox_on_msg(Sandbox *sb, const InitMsg *m, const char *payload, size_t len)
 {
-	LogCtx ctx = {.sandbox_id = sb->id};
+	LogCtx ctx = sandbox_ctx(sb);
 	Exec *e;
 
 	switch (m->type) {
@@ -1142,7 +1207,7 @@ static void
 sandbox_dead(Sandbox *sb)
 {
 	Shim *s = sb->shim;
-	LogCtx ctx = {.sandbox_id = sb->id};
+	LogCtx ctx = sandbox_ctx(sb);
 	Waiter *re;
 	Exec *next;
 
@@ -1176,6 +1241,7 @@ sandbox_dead(Sandbox *sb)
 					     : "lost");
 	}
 	graves_add(s, TAKE_PTR(sb->cg));
+	netfwd_sandbox_gone(s->net, sb->id);
 	sandbox_fail_ensures(sb);
 	while (sb->destroy_waiters) {
 		Waiter *w = sb->destroy_waiters;
@@ -1188,7 +1254,8 @@ sandbox_dead(Sandbox *sb)
 	re = TAKE_PTR(sb->reensure_waiters);
 	if (re && !s->stopped) {
 		Sandbox *nsb = NULL;
-		int r = sandbox_create(s, sb->key, sb->id, &nsb);
+		int r =
+		    sandbox_create(s, sb->key, sb->id, sb->next_run_id, sb->next_thread_id, &nsb);
 		if (r >= 0) {
 			nsb->ensure_waiters = re;
 			re = NULL;
@@ -1243,14 +1310,26 @@ ensure_key(Shim *s, Conn *c, uint64_t req_id, const char *key, const char *run_i
 	if (sb) {
 		sb->idle_since = 0; /* in use */
 		switch (sb->state) {
-		case SANDBOX_READY: reply_ensure(c, req_id, id, false); return 0;
-		case SANDBOX_STARTING: return waiter_add(&sb->ensure_waiters, c, req_id);
-		case SANDBOX_DYING: return waiter_add(&sb->reensure_waiters, c, req_id);
+		case SANDBOX_READY:
+			if (run_id && (!sb->run_id || !streq(run_id, sb->run_id)))
+				log_ctx(LOG_INFO, &ctx, "Sandbox %s resumed", id);
+			set_str(&sb->run_id, run_id);
+			set_str(&sb->thread_id, thread_id);
+			reply_ensure(c, req_id, id, false);
+			return 0;
+		case SANDBOX_STARTING:
+			set_str(&sb->run_id, run_id);
+			set_str(&sb->thread_id, thread_id);
+			return waiter_add(&sb->ensure_waiters, c, req_id);
+		case SANDBOX_DYING:
+			set_str(&sb->next_run_id, run_id);
+			set_str(&sb->next_thread_id, thread_id);
+			return waiter_add(&sb->reensure_waiters, c, req_id);
 		}
 	}
 	if (may_queue && (s->queue || sandbox_count(s) >= (size_t)s->conf->max_instances))
 		return queue_add(s, c, req_id, key, run_id, thread_id);
-	k = sandbox_create(s, key, id, &sb);
+	k = sandbox_create(s, key, id, run_id, thread_id, &sb);
 	if (k < 0) {
 		char msg[400];
 		snprintf(msg, sizeof(msg), "sandbox creation failed: %s",
@@ -1419,9 +1498,14 @@ handle_exec_start(Peer *p, const Frame *f, void *userdata)
 	for (int i = STREAM_STDOUT; i <= STREAM_STDERR; i++)
 		ring_init(&e->out[i], (size_t)s->conf->output_buffer);
 	memcpy(e->sandbox_id, sb->id, sizeof(e->sandbox_id));
+	if (!run_id)
+		run_id = sb->run_id; /* the run the sandbox serves */
 	if (run_id)
 		e->run_id = strdup(run_id);
-	if (!e->drain_timer || !e->bp_timer || !e->hold_timer || (run_id && !e->run_id)) {
+	if (sb->thread_id)
+		e->thread_id = strdup(sb->thread_id);
+	if (!e->drain_timer || !e->bp_timer || !e->hold_timer || (run_id && !e->run_id) ||
+	    (sb->thread_id && !e->thread_id)) {
 		k = -ENOMEM;
 		goto out;
 	}
@@ -1451,7 +1535,9 @@ handle_exec_start(Peer *p, const Frame *f, void *userdata)
 	memcpy(msg, &m, sizeof(m));
 	k = (int)fd_send(sb->sock, msg, msg_len, child_fds, 3);
 	if (k < 0) {
-		log_warning_errno(k, "Failed to send exec to sandbox %s: %m", sb->id);
+		LogCtx ctx = exec_ctx(e);
+		log_ctx_errno(LOG_WARNING, k, &ctx, "Failed to send exec to sandbox %s: %m",
+			      sb->id);
 		goto out;
 	}
 	for (int i = 0; i < 3; i++)
@@ -1488,15 +1574,18 @@ handle_exec_start(Peer *p, const Frame *f, void *userdata)
 			    timeval_from_usec(&tv, (usec_t)timeout_ms * USEC_PER_MSEC));
 	}
 	{
-		LogCtx ctx = {.run_id = run_id, .sandbox_id = sb->id};
+		LogCtx ctx = exec_ctx(e);
 		log_ctx(LOG_DEBUG, &ctx, "exec %" PRIu64 ": '%s'", e->id, argv[0]);
 	}
 	e = NULL;
 	k = 0;
 out:
 	if (e && e->id && k < 0)
-		/* The init never saw it (send failed): it cannot be running. */
-		log_debug("exec %" PRIu64 " not started", e->id);
+	/* The init never saw it (send failed): it cannot be running. */
+	{
+		LogCtx ctx = exec_ctx(e);
+		log_ctx(LOG_DEBUG, &ctx, "exec %" PRIu64 " not started", e->id);
+	}
 	exec_free(e);
 	for (int i = 0; i < 3; i++)
 		safe_close(child_fds[i]);
@@ -1662,11 +1751,115 @@ handle_sandbox_stats(Peer *p, const Frame *f, void *userdata)
 	return 0;
 }
 
+/* SANDBOX_FORWARD and SANDBOX_PROXY: the common part. */
+static int
+handle_listen(Peer *p, const Frame *f, void *userdata, bool proxy)
+{
+	Conn *c = userdata;
+	const char *id = NULL, *run_id = NULL, *target = NULL;
+	char **allow = NULL, err[256] = "";
+	uint16_t port = 0;
+	size_t n_allow = 0;
+	MpReader r;
+	MpWriter w;
+	Sandbox *sb;
+	int k;
+
+	mp_reader_init(&r, f->body);
+	mp_read_str(&r, "sandbox_id", &id);
+	mp_read_str(&r, "run_id", &run_id);
+	if (proxy)
+		mp_read_strv(&r, "allow", &allow);
+	else
+		mp_read_str(&r, "target", &target);
+	if (r.err < 0) {
+		k = -EBADMSG;
+		goto out;
+	}
+	if (run_id[0] == '\0' || strlen(run_id) > 128) {
+		(void)peer_reply_error(p, f->req_id, -EINVAL, "run_id must be 1..128 bytes");
+		k = 0;
+		goto out;
+	}
+	sb = sandbox_find(c->shim, id);
+	if (!sb || sb->state != SANDBOX_READY) {
+		k = -ENOENT;
+		goto out;
+	}
+	LogCtx ctx = {.run_id = run_id, .thread_id = sb->thread_id, .sandbox_id = sb->id};
+	if (proxy) {
+		while (allow[n_allow])
+			n_allow++;
+		k = netfwd_proxy(c->shim->net, sb->pidfd, &ctx, allow, n_allow, &port, err,
+				 sizeof(err));
+	} else
+		k = netfwd_forward(c->shim->net, sb->pidfd, &ctx, target, &port, err, sizeof(err));
+	if (k < 0) {
+		if (k != -EINVAL)
+			log_ctx_errno(LOG_WARNING, k, &ctx, "Cannot open a %s listener: %s",
+				      proxy ? "proxy" : "forward", err);
+		(void)peer_reply_error(p, f->req_id, k, err[0] ? err : strerror(-k));
+		k = 0;
+		goto out;
+	}
+	mp_writer_init(&w);
+	mp_w_map(&w, 1);
+	mp_w_uint(&w, "port", port);
+	(void)peer_reply(p, f->req_id, &w);
+	mp_writer_done(&w);
+	k = 0;
+out:
+	mp_strv_free(allow);
+	mp_reader_done(&r);
+	return k;
+}
+
+static int
+handle_sandbox_forward(Peer *p, const Frame *f, void *userdata)
+{
+	return handle_listen(p, f, userdata, false);
+}
+
+static int
+handle_sandbox_proxy(Peer *p, const Frame *f, void *userdata)
+{
+	return handle_listen(p, f, userdata, true);
+}
+
+static int
+handle_sandbox_unlisten(Peer *p, const Frame *f, void *userdata)
+{
+	Conn *c = userdata;
+	const char *id = NULL, *run_id = NULL;
+	uint64_t out = 0, in = 0;
+	MpReader r;
+	MpWriter w;
+
+	mp_reader_init(&r, f->body);
+	mp_read_str(&r, "sandbox_id", &id);
+	mp_read_str(&r, "run_id", &run_id);
+	if (r.err < 0) {
+		mp_reader_done(&r);
+		return -EBADMSG;
+	}
+	/* No sandbox check: it may be gone already; its counters are still here. */
+	(void)netfwd_unlisten(c->shim->net, id, run_id, &out, &in);
+	mp_reader_done(&r);
+	mp_writer_init(&w);
+	mp_w_map(&w, 2);
+	mp_w_uint(&w, "bytes_out", out);
+	mp_w_uint(&w, "bytes_in", in);
+	(void)peer_reply(p, f->req_id, &w);
+	mp_writer_done(&w);
+	return 0;
+}
+
 static const PeerHandler shim_handlers[_MSG_TYPE_MAX] = {
     [MSG_SANDBOX_ENSURE] = handle_sandbox_ensure, [MSG_SANDBOX_DESTROY] = handle_sandbox_destroy,
     [MSG_EXEC_START] = handle_exec_start,	  [MSG_EXEC_KILL] = handle_exec_kill,
     [MSG_SANDBOX_STATS] = handle_sandbox_stats,	  [MSG_EXEC_ATTACH] = handle_exec_attach,
-    [MSG_EXEC_LIST] = handle_exec_list,
+    [MSG_EXEC_LIST] = handle_exec_list,		  [MSG_SANDBOX_FORWARD] = handle_sandbox_forward,
+    [MSG_SANDBOX_PROXY] = handle_sandbox_proxy,	  [MSG_SANDBOX_UNLISTEN] = handle_sandbox_unlisten,
 };
 
 /* ---------------------------------------------------------------------------
@@ -1716,6 +1909,87 @@ static const PeerOps shim_peer_ops = {
     .on_close = conn_on_close,
 };
 
+/* SO_PEERCRED (+ SO_PEERGROUPS) check: root, our own uid, or — with
+ * socket_group — a peer whose primary or supplementary groups include it. The
+ * credentials are the ones of connect() time, so there is no /proc race.
+ * Returns 1 (accept), 0 (refuse) or a negative errno. */
+static int
+peer_allowed(Shim *s, int fd, uid_t *ret_uid)
+{
+	struct ucred uc;
+	socklen_t l = sizeof(uc);
+	gid_t gid, small[64];
+	_cleanup_free_ gid_t *big = NULL;
+	gid_t *groups = small;
+
+	if (getsockopt(fd, SOL_SOCKET, SO_PEERCRED, &uc, &l) < 0)
+		return -errno;
+	*ret_uid = uc.uid;
+	if (uc.uid == 0 || uc.uid == geteuid())
+		return 1;
+	if (s->socket_gid < 0)
+		return 0;
+	gid = (gid_t)s->socket_gid;
+	if (uc.gid == gid)
+		return 1;
+	l = sizeof(small);
+	if (getsockopt(fd, SOL_SOCKET, SO_PEERGROUPS, small, &l) < 0) {
+		if (errno != ERANGE || l == 0 || l > 65536 * sizeof(gid_t))
+			return -errno;
+		big = malloc(l);
+		if (!big)
+			return -ENOMEM;
+		if (getsockopt(fd, SOL_SOCKET, SO_PEERGROUPS, big, &l) < 0)
+			return -errno;
+		groups = big;
+	}
+	for (size_t i = 0; i < l / sizeof(gid_t); i++)
+		if (groups[i] == gid)
+			return 1;
+	return 0;
+}
+
+/* Bind the control socket: mode 0600 (root:root), or 0660 root:<gid> when
+ * gid >= 0. The runtime directory may belong to another user (the shared
+ * /run/runwarden), so nothing here follows a path after bind(): the group and
+ * the mode are given at creation (fsgid and umask), never by chown/chmod of a
+ * name that could have been swapped for a symlink meanwhile. */
+static int
+control_listen(const char *path, int64_t gid)
+{
+	struct sockaddr_un sa = {.sun_family = AF_UNIX};
+	_cleanup_close_ int fd = -1;
+	gid_t old_fsgid = 0;
+	mode_t old_umask;
+	int r;
+
+	if (strlen(path) >= sizeof(sa.sun_path))
+		return -ENAMETOOLONG;
+	strcpy(sa.sun_path, path);
+	fd = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC | SOCK_NONBLOCK, 0);
+	if (fd < 0)
+		return -errno;
+	if (unlink(path) < 0 && errno != ENOENT)
+		return -errno;
+	if (gid >= 0) {
+		old_fsgid = (gid_t)setfsgid((gid_t)gid);
+		if ((gid_t)setfsgid((gid_t)gid) != (gid_t)gid) {
+			(void)setfsgid(old_fsgid);
+			return -EPERM;
+		}
+	}
+	old_umask = umask(gid >= 0 ? 0117 : 0177);
+	r = bind(fd, (struct sockaddr *)&sa, sizeof(sa)) < 0 ? -errno : 0;
+	umask(old_umask);
+	if (gid >= 0)
+		(void)setfsgid(old_fsgid);
+	if (r < 0)
+		return r;
+	if (listen(fd, SOMAXCONN) < 0)
+		return -errno;
+	return TAKE_FD(fd);
+}
+
 static void
 listen_cb(evutil_socket_t fd, short what, void *arg)
 {
@@ -1723,7 +1997,7 @@ listen_cb(evutil_socket_t fd, short what, void *arg)
 
 	for (;;) {
 		int cfd = accept4(fd, NULL, NULL, SOCK_CLOEXEC | SOCK_NONBLOCK);
-		uid_t uid;
+		uid_t uid = (uid_t)-1;
 		Conn *c;
 		int r;
 
@@ -1732,8 +2006,8 @@ listen_cb(evutil_socket_t fd, short what, void *arg)
 				log_warning_errno(errno, "accept() failed, ignoring: %m");
 			return;
 		}
-		r = unix_peer_uid(cfd, &uid, NULL);
-		if (r < 0 || (uid != 0 && uid != geteuid())) {
+		r = peer_allowed(s, cfd, &uid);
+		if (r <= 0) {
 			log_warning("Refusing a connection from uid %d", r < 0 ? -1 : (int)uid);
 			close(cfd);
 			continue;
@@ -1798,17 +2072,26 @@ shim_new(struct event_base *base, const ShimConf *conf, Shim **ret)
 	s->listen_fd = -1;
 	s->grave_timer = evtimer_new(base, graves_cb, s);
 	s->idle_timer = evtimer_new(base, idle_cb, s);
-	if (!s->grave_timer || !s->idle_timer) {
+	if (!s->grave_timer || !s->idle_timer || netfwd_new(base, &s->net) < 0) {
 		shim_free(s);
 		return log_error_errno(SYNTHETIC_ERRNO(ENOMEM), "Out of memory");
 	}
 	if (asprintf(&s->sock_path, "%s/%s", conf->shared.runtime_dir, RW_SOCK_SHIM) < 0 ||
-	    asprintf(&s->root_mnt, "%s/sandbox-root", conf->shared.runtime_dir) < 0) {
+	    /* The mount point of each sandbox's root tmpfs, in the shim's own 0700
+	     * sandbox_dir: runtime_dir may be shared with (and owned by) the
+	     * unprivileged daemons' user. */
+	    asprintf(&s->root_mnt, "%s/.sandbox-root", conf->sandbox_dir) < 0) {
 		s->sock_path = s->root_mnt = NULL;
 		shim_free(s);
 		return log_error_errno(SYNTHETIC_ERRNO(ENOMEM), "Out of memory");
 	}
 	r = mkdir_p(conf->shared.runtime_dir, 0755);
+	if (r < 0) {
+		log_error_errno(r, "Failed to create '%s': %m", conf->shared.runtime_dir);
+		shim_free(s);
+		return r;
+	}
+	r = mkdir_p(conf->sandbox_dir, 0700);
 	if (r >= 0)
 		r = mkdir_p(s->root_mnt, 0700);
 	if (r < 0) {
@@ -1816,13 +2099,20 @@ shim_new(struct event_base *base, const ShimConf *conf, Shim **ret)
 		shim_free(s);
 		return r;
 	}
-	r = mkdir_p(conf->sandbox_dir, 0700);
-	if (r < 0) {
-		log_error_errno(r, "Failed to create '%s': %m", conf->sandbox_dir);
-		shim_free(s);
-		return r;
+	s->socket_gid = -1;
+	if (conf->socket_group[0] != '\0') {
+		struct group gr, *res = NULL;
+		char buf[4096];
+		r = getgrnam_r(conf->socket_group, &gr, buf, sizeof(buf), &res);
+		if (r != 0 || !res || gr.gr_gid == 0) {
+			shim_free(s);
+			return log_error_errno(r ? r : SYNTHETIC_ERRNO(ENOENT),
+					       "socket_group: no group '%s' (or it is gid 0)",
+					       conf->socket_group);
+		}
+		s->socket_gid = (int64_t)gr.gr_gid;
 	}
-	s->listen_fd = unix_listen(s->sock_path, 0600);
+	s->listen_fd = control_listen(s->sock_path, s->socket_gid);
 	if (s->listen_fd < 0) {
 		r = log_error_errno(s->listen_fd, "Failed to listen on '%s': %m", s->sock_path);
 		s->listen_fd = -1;
@@ -1894,6 +2184,7 @@ shim_stop(Shim *s)
 		(void)waitpid(s->sandboxes->pid, NULL, 0);
 		sandbox_dead(s->sandboxes);
 	}
+	s->net = netfwd_free(s->net); /* after sandbox_dead(), which closes listeners */
 	/* Their cgroups empty within milliseconds; wait (bounded) to remove them. */
 	for (int i = 0; s->graves && i < GRAVE_MAX_TRIES; i++) {
 		struct timespec ts = {.tv_nsec = 10 * 1000 * 1000};

@@ -3,7 +3,8 @@
  * shim.h — the containerd-shim daemon object.
  *
  * A Shim owns the control socket (<runtime_dir>/containerd-shim.sock, 0600,
- * SO_PEERCRED: uid 0 or our own euid only), one Peer per accepted connection,
+ * SO_PEERCRED: uid 0 or our own euid only; with socket_group root:GROUP 0660
+ * and peers in GROUP, primary or supplementary, accepted too), one Peer per accepted connection,
  * the table of live sandboxes (one per key; id = first 16 hex digits of
  * SHA-256(key)) and the table of execs (shim-global increasing ids).
  *
@@ -21,6 +22,15 @@
  *                   is gone), streams live and ends with the EXEC_EXIT
  *   EXEC_LIST       {}                          → {execs: [{exec_id, sandbox_id,
  *                   run_id, running}]}: every exec still held
+ *   SANDBOX_FORWARD {sandbox_id, run_id, target} → {port}: 127.0.0.1:port inside
+ *                   the sandbox joined to the numeric host:port target (netfwd.h)
+ *   SANDBOX_PROXY   {sandbox_id, run_id, allow} → {port}: the CONNECT egress proxy
+ *   SANDBOX_UNLISTEN {sandbox_id, run_id}       → {bytes_out, bytes_in}: closes the
+ *                   run's listeners; the proxy's byte counts (zeros when none)
+ *
+ * Logging: every line about a sandbox or an exec carries SANDBOX_ID= and the
+ * RUN_ID=/THREAD_ID= of the run it serves (the last SANDBOX_ENSURE's run_id and
+ * thread_id; an exec's own run_id when EXEC_START gives one).
  *
  * Every sandbox gets its own cgroup (cgroup.h) with the memory, pids and cpu
  * limits of the config, and every exec the seccomp filter (seccomp-policy.h),

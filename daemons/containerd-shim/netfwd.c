@@ -1,0 +1,825 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * netfwd.c — listeners in a sandbox netns, the forward and the CONNECT proxy.
+ *
+ * A connection (NetConn) has two bufferevents: down (the sandbox side, the
+ * accepted socket) and up (the host side, connected by us). Life:
+ *   HEAD       proxy only: reading the CONNECT head from down
+ *   RESOLVING  proxy only: evdns_getaddrinfo in flight
+ *   CONNECTING up's non-blocking connect in flight (next address on failure)
+ *   OPEN       splicing
+ *   CLOSING    one side ended: flushing what is queued to the other, then free
+ * A DNS answer is always handled from a zero-timeout event, never inside
+ * evdns_getaddrinfo() (which may answer synchronously from /etc/hosts), and a
+ * connection closed while its lookup is in flight stays allocated (detached,
+ * "zombie") until evdns reports the cancellation.
+ */
+#include "config.h"
+
+#include "netfwd.h"
+
+#include <arpa/inet.h>
+#include <errno.h>
+#include <inttypes.h>
+#include <netinet/in.h>
+#include <pthread.h>
+#include <sched.h>
+#include <stdbool.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/socket.h>
+#include <unistd.h>
+
+#include <event2/buffer.h>
+#include <event2/bufferevent.h>
+#include <event2/dns.h>
+#include <event2/event.h>
+#include <event2/listener.h>
+#include <event2/util.h>
+
+#include "connect-parse.h"
+#include "fd-util.h"
+#include "macro.h"
+
+#define HEAD_TIMEOUT_SEC 10
+#define CONNECT_TIMEOUT_SEC 10
+
+typedef struct NetRun NetRun;
+typedef struct NetConn NetConn;
+typedef struct Listener Listener;
+
+typedef enum ListenKind { LISTEN_FORWARD, LISTEN_PROXY } ListenKind;
+typedef enum ConnState { C_HEAD, C_RESOLVING, C_CONNECTING, C_OPEN, C_CLOSING } ConnState;
+
+struct Listener {
+	Listener *next;
+	NetRun *run;
+	ListenKind kind;
+	struct evconnlistener *lev;
+	uint16_t port;
+	struct sockaddr_storage target; /* forward */
+	int target_len;
+	ConnectTarget *allow; /* proxy */
+	size_t n_allow;
+};
+
+struct NetConn {
+	NetConn *next;
+	NetFwd *fwd;
+	NetRun *run;	    /* NULL once detached (a zombie waiting for its DNS cancel) */
+	Listener *listener; /* lives as long as the run's connections */
+	ListenKind kind;
+	ConnState state;
+	struct bufferevent *down, *up;
+	ConnectTarget t;
+	struct evdns_getaddrinfo_request *dns;
+	bool dns_done;
+	int dns_err;
+	struct evutil_addrinfo *ai, *ai_next;
+	struct event *step; /* the deferred DNS answer */
+};
+
+struct NetRun {
+	NetRun *next;
+	NetFwd *fwd;
+	char sandbox_id[17];
+	char *run_id, *thread_id;
+	uint64_t bytes_out, bytes_in;
+	Listener *listeners;
+	NetConn *conns;
+	size_t n_conns;
+};
+
+struct NetFwd {
+	struct event_base *base;
+	struct evdns_base *dns; /* created on the first proxy connection */
+	NetRun *runs;
+};
+
+static void conn_close(NetConn *c);
+
+static LogCtx
+run_ctx(const NetRun *r)
+{
+	return (LogCtx){
+	    .run_id = r->run_id, .thread_id = r->thread_id, .sandbox_id = r->sandbox_id};
+}
+
+/* ---------------------------------------------------------------------------
+ * The listening socket, made inside the sandbox netns by a helper thread.
+ */
+
+typedef struct NsListen {
+	int pidfd;
+	int fd;
+	uint16_t port;
+	int err;
+} NsListen;
+
+static void *
+ns_listen_thread(void *arg)
+{
+	NsListen *a = arg;
+	struct sockaddr_in sa = {.sin_family = AF_INET, .sin_addr.s_addr = htonl(INADDR_LOOPBACK)};
+	socklen_t l = sizeof(sa);
+	int fd;
+
+	/* This thread alone enters the netns; it ends right after. */
+	if (setns(a->pidfd, CLONE_NEWNET) < 0) {
+		a->err = -errno;
+		return NULL;
+	}
+	fd = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC | SOCK_NONBLOCK, 0);
+	if (fd < 0) {
+		a->err = -errno;
+		return NULL;
+	}
+	if (bind(fd, (struct sockaddr *)&sa, sizeof(sa)) < 0 || listen(fd, 64) < 0 ||
+	    getsockname(fd, (struct sockaddr *)&sa, &l) < 0) {
+		a->err = -errno;
+		close(fd);
+		return NULL;
+	}
+	a->fd = fd;
+	a->port = ntohs(sa.sin_port);
+	return NULL;
+}
+
+int
+netfwd_listen_in_netns(int pidfd, int *ret_fd, uint16_t *ret_port)
+{
+	NsListen a = {.pidfd = pidfd, .fd = -1};
+	pthread_t t;
+	int r;
+
+	r = pthread_create(&t, NULL, ns_listen_thread, &a);
+	if (r != 0)
+		return -r;
+	r = pthread_join(t, NULL);
+	if (r != 0)
+		return -r; /* cannot happen: the thread is ours and joinable */
+	if (a.fd < 0)
+		return a.err < 0 ? a.err : -EIO;
+	*ret_fd = a.fd;
+	*ret_port = a.port;
+	return 0;
+}
+
+/* ---------------------------------------------------------------------------
+ * Runs.
+ */
+
+static NetRun *
+run_find(NetFwd *n, const char *sandbox_id, const char *run_id)
+{
+	for (NetRun *r = n->runs; r; r = r->next)
+		if (streq(r->sandbox_id, sandbox_id) && streq(r->run_id, run_id))
+			return r;
+	return NULL;
+}
+
+static NetRun *
+run_get(NetFwd *n, const LogCtx *ctx)
+{
+	NetRun *r = run_find(n, ctx->sandbox_id, ctx->run_id);
+
+	if (r)
+		return r;
+	if (strlen(ctx->sandbox_id) >= sizeof(r->sandbox_id))
+		return NULL;
+	r = calloc(1, sizeof(*r));
+	if (!r)
+		return NULL;
+	strcpy(r->sandbox_id, ctx->sandbox_id);
+	r->fwd = n;
+	r->run_id = strdup(ctx->run_id);
+	r->thread_id = ctx->thread_id ? strdup(ctx->thread_id) : NULL;
+	if (!r->run_id || (ctx->thread_id && !r->thread_id)) {
+		free(r->run_id);
+		free(r->thread_id);
+		free(r);
+		return NULL;
+	}
+	r->next = n->runs;
+	n->runs = r;
+	return r;
+}
+
+static void
+listener_free(Listener *l)
+{
+	if (l->lev)
+		evconnlistener_free(l->lev); /* closes the fd */
+	free(l->allow);
+	free(l);
+}
+
+/* Close the run's listeners and connections; the counters stay. */
+static void
+run_close_all(NetRun *r)
+{
+	while (r->listeners) {
+		Listener *l = r->listeners;
+		r->listeners = l->next;
+		listener_free(l);
+	}
+	while (r->conns)
+		conn_close(r->conns); /* unlinks itself */
+}
+
+static void
+run_free(NetFwd *n, NetRun *r)
+{
+	run_close_all(r);
+	for (NetRun **pp = &n->runs; *pp; pp = &(*pp)->next)
+		if (*pp == r) {
+			*pp = r->next;
+			break;
+		}
+	free(r->run_id);
+	free(r->thread_id);
+	free(r);
+}
+
+/* ---------------------------------------------------------------------------
+ * Connections.
+ */
+
+static void
+conn_unlink(NetConn *c)
+{
+	if (!c->run)
+		return;
+	for (NetConn **pp = &c->run->conns; *pp; pp = &(*pp)->next)
+		if (*pp == c) {
+			*pp = c->next;
+			break;
+		}
+	c->run->n_conns--;
+	c->run = NULL;
+}
+
+static void
+conn_free(NetConn *c)
+{
+	conn_unlink(c);
+	if (c->down)
+		bufferevent_free(c->down);
+	if (c->up)
+		bufferevent_free(c->up);
+	if (c->ai)
+		evutil_freeaddrinfo(c->ai);
+	if (c->step)
+		event_free(c->step);
+	free(c);
+}
+
+/* Free now, or — with a lookup in flight — once evdns reported its end. */
+static void
+conn_close(NetConn *c)
+{
+	if (c->dns) {
+		struct evdns_getaddrinfo_request *req = c->dns;
+		conn_unlink(c);
+		if (c->down) {
+			bufferevent_free(c->down);
+			c->down = NULL;
+		}
+		evdns_getaddrinfo_cancel(req); /* its callback frees c, maybe right now */
+		return;
+	}
+	conn_free(c);
+}
+
+static void
+close_when_flushed_cb(struct bufferevent *bev, void *arg)
+{
+	NetConn *c = arg;
+
+	if (evbuffer_get_length(bufferevent_get_output(bev)) == 0)
+		conn_close(c);
+}
+
+static void
+close_event_cb(struct bufferevent *bev, short what, void *arg)
+{
+	conn_close(arg);
+}
+
+/* One side is done: let the other flush what it has queued, then close. */
+static void
+conn_finish(NetConn *c, struct bufferevent *other)
+{
+	c->state = C_CLOSING;
+	if (!other || evbuffer_get_length(bufferevent_get_output(other)) == 0) {
+		conn_close(c);
+		return;
+	}
+	if (other == c->down && c->up) {
+		bufferevent_free(c->up);
+		c->up = NULL;
+	} else if (other == c->up && c->down) {
+		bufferevent_free(c->down);
+		c->down = NULL;
+	}
+	bufferevent_disable(other, EV_READ);
+	bufferevent_setwatermark(other, EV_WRITE, 0, 0);
+	bufferevent_setcb(other, NULL, close_when_flushed_cb, close_event_cb, c);
+	bufferevent_enable(other, EV_WRITE);
+}
+
+/* An HTTP answer from the proxy itself, then close. */
+static void
+conn_answer(NetConn *c, const char *status, const char *extra)
+{
+	if (c->up) {
+		bufferevent_free(c->up);
+		c->up = NULL;
+	}
+	evbuffer_add_printf(bufferevent_get_output(c->down),
+			    "HTTP/1.1 %s\r\n%sContent-Length: 0\r\nConnection: close\r\n\r\n",
+			    status, extra ? extra : "");
+	conn_finish(c, c->down);
+}
+
+static void splice_read_cb(struct bufferevent *bev, void *arg);
+static void splice_write_cb(struct bufferevent *bev, void *arg);
+static void splice_event_cb(struct bufferevent *bev, short what, void *arg);
+
+static void
+splice_read_cb(struct bufferevent *bev, void *arg)
+{
+	NetConn *c = arg;
+	struct bufferevent *other = bev == c->down ? c->up : c->down;
+	struct evbuffer *in = bufferevent_get_input(bev), *out;
+	size_t len = evbuffer_get_length(in);
+
+	if (!other || c->state != C_OPEN) {
+		evbuffer_drain(in, len);
+		return;
+	}
+	if (c->kind == LISTEN_PROXY && c->run) {
+		if (bev == c->down)
+			c->run->bytes_out += len;
+		else
+			c->run->bytes_in += len;
+	}
+	out = bufferevent_get_output(other);
+	evbuffer_add_buffer(out, in);
+	if (evbuffer_get_length(out) >= NETFWD_HIGH_WATER) {
+		/* Backpressure: stop reading here until the other side drained. */
+		bufferevent_disable(bev, EV_READ);
+		bufferevent_setwatermark(other, EV_WRITE, NETFWD_HIGH_WATER / 2, 0);
+	}
+}
+
+static void
+splice_write_cb(struct bufferevent *bev, void *arg)
+{
+	NetConn *c = arg;
+	struct bufferevent *other = bev == c->down ? c->up : c->down;
+
+	/* Below the low watermark again: resume the side that feeds us. */
+	bufferevent_setwatermark(bev, EV_WRITE, 0, 0);
+	if (other)
+		bufferevent_enable(other, EV_READ);
+}
+
+static void
+splice_event_cb(struct bufferevent *bev, short what, void *arg)
+{
+	NetConn *c = arg;
+	struct bufferevent *other = bev == c->down ? c->up : c->down;
+
+	if (what & (BEV_EVENT_EOF | BEV_EVENT_ERROR | BEV_EVENT_TIMEOUT)) {
+		/* Pass on what was read before the end, then flush and close. */
+		if (other && evbuffer_get_length(bufferevent_get_input(bev)) > 0)
+			splice_read_cb(bev, c);
+		conn_finish(c, other);
+	}
+}
+
+static void
+conn_open(NetConn *c)
+{
+	c->state = C_OPEN;
+	bufferevent_set_timeouts(c->down, NULL, NULL);
+	bufferevent_set_timeouts(c->up, NULL, NULL);
+	bufferevent_setcb(c->down, splice_read_cb, splice_write_cb, splice_event_cb, c);
+	bufferevent_setcb(c->up, splice_read_cb, splice_write_cb, splice_event_cb, c);
+	bufferevent_enable(c->down, EV_READ | EV_WRITE);
+	bufferevent_enable(c->up, EV_READ | EV_WRITE);
+	/* Bytes the client sent right behind its CONNECT head go first. */
+	if (evbuffer_get_length(bufferevent_get_input(c->down)) > 0)
+		splice_read_cb(c->down, c);
+}
+
+static void up_event_cb(struct bufferevent *bev, short what, void *arg);
+
+/* Connect up to the next address (proxy) or the target (forward). */
+static int
+conn_connect(NetConn *c, const struct sockaddr *sa, int salen)
+{
+	struct timeval tv = {.tv_sec = CONNECT_TIMEOUT_SEC};
+
+	if (c->up)
+		bufferevent_free(c->up);
+	c->up = bufferevent_socket_new(bufferevent_get_base(c->down), -1,
+				       BEV_OPT_CLOSE_ON_FREE | BEV_OPT_DEFER_CALLBACKS);
+	if (!c->up)
+		return -ENOMEM;
+	c->state = C_CONNECTING;
+	bufferevent_setcb(c->up, NULL, NULL, up_event_cb, c);
+	bufferevent_set_timeouts(c->up, NULL, &tv);
+	if (bufferevent_socket_connect(c->up, sa, salen) < 0) {
+		bufferevent_free(c->up);
+		c->up = NULL;
+		return -ECONNREFUSED;
+	}
+	return 0;
+}
+
+static bool
+conn_try_next(NetConn *c)
+{
+	while (c->ai_next) {
+		struct evutil_addrinfo *a = c->ai_next;
+		c->ai_next = a->ai_next;
+		if (conn_connect(c, a->ai_addr, (int)a->ai_addrlen) >= 0)
+			return true;
+	}
+	return false;
+}
+
+static void
+up_event_cb(struct bufferevent *bev, short what, void *arg)
+{
+	NetConn *c = arg;
+
+	if (what & BEV_EVENT_CONNECTED) {
+		if (c->kind == LISTEN_PROXY) {
+			LogCtx ctx = c->run ? run_ctx(c->run) : (LogCtx){0};
+			log_ctx(LOG_INFO, &ctx, "Proxy: CONNECT %s:%u established", c->t.host,
+				c->t.port);
+			evbuffer_add_printf(bufferevent_get_output(c->down),
+					    "HTTP/1.1 200 Connection Established\r\n\r\n");
+		}
+		conn_open(c);
+		return;
+	}
+	/* connect failed or timed out */
+	if (c->kind == LISTEN_PROXY && conn_try_next(c))
+		return;
+	if (c->kind == LISTEN_PROXY) {
+		LogCtx ctx = c->run ? run_ctx(c->run) : (LogCtx){0};
+		log_ctx(LOG_WARNING, &ctx, "Proxy: cannot connect to %s:%u", c->t.host, c->t.port);
+		conn_answer(c, "502 Bad Gateway", NULL);
+	} else {
+		LogCtx ctx = c->run ? run_ctx(c->run) : (LogCtx){0};
+		log_ctx(LOG_NOTICE, &ctx, "Forward: cannot connect to the target: %s",
+			evutil_socket_error_to_string(EVUTIL_SOCKET_ERROR()));
+		conn_close(c);
+	}
+}
+
+/* The deferred DNS answer. */
+static void
+dns_step_cb(evutil_socket_t fd, short what, void *arg)
+{
+	NetConn *c = arg;
+	LogCtx ctx = c->run ? run_ctx(c->run) : (LogCtx){0};
+
+	if (c->dns_err != 0 || !c->ai) {
+		log_ctx(LOG_WARNING, &ctx, "Proxy: refused CONNECT %s:%u: cannot resolve it: %s",
+			c->t.host, c->t.port, evutil_gai_strerror(c->dns_err));
+		conn_answer(c, "502 Bad Gateway", NULL);
+		return;
+	}
+	c->ai_next = c->ai;
+	if (!conn_try_next(c))
+		conn_answer(c, "502 Bad Gateway", NULL);
+}
+
+static void
+dns_cb(int err, struct evutil_addrinfo *ai, void *arg)
+{
+	NetConn *c = arg;
+	struct timeval tv = {0};
+
+	c->dns = NULL;
+	c->dns_done = true;
+	if (!c->run) { /* closed meanwhile (err is EVUTIL_EAI_CANCEL) */
+		if (ai)
+			evutil_freeaddrinfo(ai);
+		conn_free(c);
+		return;
+	}
+	c->dns_err = err;
+	c->ai = ai;
+	evtimer_add(c->step, &tv);
+}
+
+static void
+conn_resolve(NetConn *c)
+{
+	NetFwd *n = c->fwd;
+	struct evutil_addrinfo hints = {
+	    .ai_family = AF_UNSPEC, .ai_socktype = SOCK_STREAM, .ai_protocol = IPPROTO_TCP};
+	struct evdns_getaddrinfo_request *req;
+	char port[8];
+
+	if (!n->dns)
+		n->dns = evdns_base_new(n->base, EVDNS_BASE_INITIALIZE_NAMESERVERS |
+						     EVDNS_BASE_DISABLE_WHEN_INACTIVE);
+	c->step = evtimer_new(n->base, dns_step_cb, c);
+	if (!n->dns || !c->step) {
+		LogCtx ctx = run_ctx(c->run);
+		log_ctx(LOG_WARNING, &ctx, "Proxy: no resolver for CONNECT %s:%u", c->t.host,
+			c->t.port);
+		conn_answer(c, "502 Bad Gateway", NULL);
+		return;
+	}
+	c->state = C_RESOLVING;
+	bufferevent_disable(c->down, EV_READ);
+	snprintf(port, sizeof(port), "%u", c->t.port);
+	req = evdns_getaddrinfo(n->dns, c->t.host, port, &hints, dns_cb, c);
+	if (!c->dns_done)
+		c->dns = req;
+}
+
+static void
+head_read_cb(struct bufferevent *bev, void *arg)
+{
+	NetConn *c = arg;
+	struct evbuffer *in = bufferevent_get_input(bev);
+	size_t avail = evbuffer_get_length(in);
+	size_t look = MIN(avail, (size_t)CONNECT_HEAD_MAX);
+	const char *buf = (const char *)evbuffer_pullup(in, (ev_ssize_t)look);
+	LogCtx ctx = run_ctx(c->run);
+	long end;
+	int r;
+
+	end = connect_head_end(buf, look);
+	if (end == 0)
+		return; /* more to come */
+	if (end < 0) {
+		log_ctx(LOG_WARNING, &ctx, "Proxy: refused a request: head over %d bytes",
+			CONNECT_HEAD_MAX);
+		conn_answer(c, "431 Request Header Fields Too Large", NULL);
+		return;
+	}
+	r = connect_parse_head(buf, (size_t)end, &c->t);
+	evbuffer_drain(in, (size_t)end);
+	switch (r) {
+	case 0: break;
+	case -EOPNOTSUPP:
+		log_ctx(LOG_WARNING, &ctx, "Proxy: refused a request that is not CONNECT");
+		conn_answer(c, "405 Method Not Allowed", "Allow: CONNECT\r\n");
+		return;
+	case -EPERM:
+		log_ctx(LOG_WARNING, &ctx, "Proxy: refused CONNECT to an IP literal");
+		conn_answer(c, "403 Forbidden", NULL);
+		return;
+	default:
+		log_ctx(LOG_WARNING, &ctx, "Proxy: refused a malformed request");
+		conn_answer(c, "400 Bad Request", NULL);
+		return;
+	}
+	{
+		if (!connect_allowed(c->listener->allow, c->listener->n_allow, &c->t)) {
+			log_ctx(LOG_WARNING, &ctx,
+				"Proxy: refused CONNECT '%s:%u': not on the allowlist", c->t.host,
+				c->t.port);
+			conn_answer(c, "403 Forbidden", NULL);
+			return;
+		}
+	}
+	log_ctx(LOG_DEBUG, &ctx, "Proxy: CONNECT %s:%u allowed, resolving", c->t.host, c->t.port);
+	conn_resolve(c);
+}
+
+static void
+head_event_cb(struct bufferevent *bev, short what, void *arg)
+{
+	NetConn *c = arg;
+
+	if (what & BEV_EVENT_TIMEOUT) {
+		LogCtx ctx = run_ctx(c->run);
+		log_ctx(LOG_NOTICE, &ctx, "Proxy: no complete request within %d s",
+			HEAD_TIMEOUT_SEC);
+	}
+	conn_close(c);
+}
+
+static void
+accept_cb(struct evconnlistener *lev, evutil_socket_t fd, struct sockaddr *sa, int salen, void *arg)
+{
+	Listener *l = arg;
+	NetRun *run = l->run;
+	NetConn *c;
+
+	if (run->n_conns >= NETFWD_MAX_CONNS) {
+		LogCtx ctx = run_ctx(run);
+		log_ctx(LOG_WARNING, &ctx, "Refusing a connection on port %u: %d open already",
+			l->port, NETFWD_MAX_CONNS);
+		close(fd);
+		return;
+	}
+	c = calloc(1, sizeof(*c));
+	if (!c) {
+		close(fd);
+		return;
+	}
+	c->kind = l->kind;
+	c->listener = l;
+	c->down = bufferevent_socket_new(evconnlistener_get_base(lev), fd,
+					 BEV_OPT_CLOSE_ON_FREE | BEV_OPT_DEFER_CALLBACKS);
+	if (!c->down) {
+		close(fd);
+		free(c);
+		return;
+	}
+	c->run = run;
+	c->next = run->conns;
+	run->conns = c;
+	run->n_conns++;
+	c->fwd = run->fwd;
+	if (l->kind == LISTEN_FORWARD) {
+		if (conn_connect(c, (struct sockaddr *)&l->target, l->target_len) < 0)
+			conn_close(c);
+		return;
+	}
+	{
+		struct timeval tv = {.tv_sec = HEAD_TIMEOUT_SEC};
+		c->state = C_HEAD;
+		bufferevent_setwatermark(c->down, EV_READ, 0, CONNECT_HEAD_MAX);
+		bufferevent_setcb(c->down, head_read_cb, NULL, head_event_cb, c);
+		bufferevent_set_timeouts(c->down, &tv, NULL);
+		bufferevent_enable(c->down, EV_READ | EV_WRITE);
+	}
+}
+
+/* ---------------------------------------------------------------------------
+ * The public side.
+ */
+
+int
+netfwd_new(struct event_base *base, NetFwd **ret)
+{
+	NetFwd *n = calloc(1, sizeof(*n));
+
+	if (!n)
+		return -ENOMEM;
+	n->base = base;
+	*ret = n;
+	return 0;
+}
+
+NetFwd *
+netfwd_free(NetFwd *n)
+{
+	if (!n)
+		return NULL;
+	while (n->runs)
+		run_free(n, n->runs);
+	if (n->dns)
+		/* Fails the lookups still in flight: their callbacks free the zombies. */
+		evdns_base_free(n->dns, 1);
+	free(n);
+	return NULL;
+}
+
+/* Make the listener in the netns and register it with the run. */
+static int
+listener_add(NetFwd *n, int pidfd, const LogCtx *ctx, Listener *l, uint16_t *ret_port)
+{
+	NetRun *run;
+	size_t count = 0;
+	int fd = -1, r;
+
+	run = run_get(n, ctx);
+	if (!run)
+		return -ENOMEM;
+	for (Listener *x = run->listeners; x; x = x->next)
+		count++;
+	if (count >= NETFWD_MAX_LISTENERS)
+		return -EMFILE;
+	r = netfwd_listen_in_netns(pidfd, &fd, &l->port);
+	if (r < 0)
+		return r;
+	l->run = run;
+	l->lev = evconnlistener_new(n->base, accept_cb, l, LEV_OPT_CLOSE_ON_FREE, -1, fd);
+	if (!l->lev) {
+		close(fd);
+		return -ENOMEM;
+	}
+	l->next = run->listeners;
+	run->listeners = l;
+	*ret_port = l->port;
+	return 0;
+}
+
+int
+netfwd_forward(NetFwd *n, int pidfd, const LogCtx *ctx, const char *target, uint16_t *ret_port,
+	       char *err, size_t errlen)
+{
+	Listener *l;
+	int r;
+
+	l = calloc(1, sizeof(*l));
+	if (!l)
+		return -ENOMEM;
+	l->kind = LISTEN_FORWARD;
+	l->target_len = (int)sizeof(l->target);
+	/* numeric only ("127.0.0.1:8787", "[::1]:8787"): resolved nowhere */
+	if (!strchr(target, ':') ||
+	    evutil_parse_sockaddr_port(target, (struct sockaddr *)&l->target, &l->target_len) < 0 ||
+	    (l->target.ss_family == AF_INET && ((struct sockaddr_in *)&l->target)->sin_port == 0) ||
+	    (l->target.ss_family == AF_INET6 &&
+	     ((struct sockaddr_in6 *)&l->target)->sin6_port == 0)) {
+		snprintf(err, errlen, "target '%.100s' is not a numeric host:port", target);
+		free(l);
+		return -EINVAL;
+	}
+	r = listener_add(n, pidfd, ctx, l, ret_port);
+	if (r < 0) {
+		snprintf(err, errlen, "listen in the sandbox: %s", strerror(-r));
+		free(l);
+		return r;
+	}
+	log_ctx(LOG_INFO, ctx, "Forwarding sandbox port %u to %s", *ret_port, target);
+	return 0;
+}
+
+int
+netfwd_proxy(NetFwd *n, int pidfd, const LogCtx *ctx, char *const *allow, size_t n_allow,
+	     uint16_t *ret_port, char *err, size_t errlen)
+{
+	Listener *l;
+	int r;
+
+	if (n_allow > 256) {
+		snprintf(err, errlen, "allow: more than 256 entries");
+		return -EINVAL;
+	}
+	l = calloc(1, sizeof(*l));
+	if (!l)
+		return -ENOMEM;
+	l->kind = LISTEN_PROXY;
+	l->allow = calloc(n_allow ? n_allow : 1, sizeof(*l->allow));
+	if (!l->allow) {
+		free(l);
+		return -ENOMEM;
+	}
+	for (size_t i = 0; i < n_allow; i++) {
+		r = connect_parse_authority(allow[i], strlen(allow[i]), 443, &l->allow[i]);
+		if (r < 0) {
+			snprintf(err, errlen, "allow: '%.100s' is %s", allow[i],
+				 r == -EPERM ? "an IP literal (names only)" : "not host[:port]");
+			free(l->allow);
+			free(l);
+			return -EINVAL;
+		}
+	}
+	l->n_allow = n_allow;
+	r = listener_add(n, pidfd, ctx, l, ret_port);
+	if (r < 0) {
+		snprintf(err, errlen, "listen in the sandbox: %s", strerror(-r));
+		free(l->allow);
+		free(l);
+		return r;
+	}
+	log_ctx(LOG_INFO, ctx, "Egress proxy on sandbox port %u for %zu allowed name(s)", *ret_port,
+		n_allow);
+	return 0;
+}
+
+int
+netfwd_unlisten(NetFwd *n, const char *sandbox_id, const char *run_id, uint64_t *ret_out,
+		uint64_t *ret_in)
+{
+	NetRun *r = run_find(n, sandbox_id, run_id);
+
+	*ret_out = r ? r->bytes_out : 0;
+	*ret_in = r ? r->bytes_in : 0;
+	if (r) {
+		LogCtx ctx = run_ctx(r);
+		log_ctx(LOG_INFO, &ctx,
+			"Closed the run's listeners: proxy carried %" PRIu64 " bytes out, %" PRIu64
+			" in",
+			r->bytes_out, r->bytes_in);
+		run_free(n, r);
+	}
+	return 0;
+}
+
+void
+netfwd_sandbox_gone(NetFwd *n, const char *sandbox_id)
+{
+	if (!n)
+		return;
+	for (NetRun *r = n->runs; r; r = r->next)
+		if (streq(r->sandbox_id, sandbox_id))
+			run_close_all(r);
+}

@@ -1,0 +1,206 @@
+# SPDX-License-Identifier: MIT
+"""The sandbox's ways out (issue 6 items 4 and 5), driven on the shim's socket
+with the raw client: SANDBOX_FORWARD (a loopback port inside the sandbox joined
+to a host address), SANDBOX_PROXY (the HTTP CONNECT egress proxy with its
+allowlist), SANDBOX_UNLISTEN (closes them, reports the proxy's byte counts);
+and socket_group (a peer of that group, primary or supplementary, may connect;
+nobody else but root)."""
+import hashlib
+import http.server
+import os
+import ssl
+import subprocess
+import tempfile
+import threading
+
+from helpers.mpack import ERROR, REPLY, Client
+from rwtest import BUILD
+
+SUITE_CONF = """[containerd-shim]
+socket_group = nogroup
+"""
+
+SHIMCTL = os.path.join(BUILD, "daemons", "containerd-shim", "shimctl")
+
+
+def sock_path(s):
+    return os.path.join(s.dir, "run", "containerd-shim.sock")
+
+
+def sandbox_id(key):
+    return hashlib.sha256(key.encode()).hexdigest()[:16]
+
+
+def sh(s, key, script, timeout=30):
+    """Run script in the sandbox of key (created when needed): (exit code, stdout)."""
+    r = subprocess.run([SHIMCTL, sock_path(s), key, "--", "/bin/sh", "-c", script],
+                       capture_output=True, text=True, timeout=timeout)
+    return r.returncode, r.stdout
+
+
+def call(s, name, body):
+    c = Client(sock_path(s))
+    try:
+        return c.call(name, body)
+    finally:
+        c.close()
+
+
+class Quiet(http.server.SimpleHTTPRequestHandler):
+    def log_message(self, *a):
+        pass
+
+
+def serve(server):
+    t = threading.Thread(target=server.serve_forever, daemon=True)
+    t.start()
+    return server
+
+
+FETCH = ("import sys, urllib.request\n"
+         "try:\n"
+         "    print(urllib.request.urlopen(sys.argv[1], timeout=5).read().decode().strip())\n"
+         "except Exception as e:\n"
+         "    print('failed:', type(e).__name__)\n")
+
+
+def test_forward_reaches_the_host_until_unlisten(s):
+    d = tempfile.mkdtemp(dir=s.dir)
+    with open(os.path.join(d, "hello.txt"), "w") as f:
+        f.write("hello-from-the-host\n")
+    httpd = serve(http.server.ThreadingHTTPServer(
+        ("127.0.0.1", 0), lambda *a: Quiet(*a, directory=d)))
+    try:
+        assert sh(s, "net-fwd", "true")[0] == 0
+        sb = sandbox_id("net-fwd")
+        t, b = call(s, "SANDBOX_FORWARD", {"sandbox_id": sb, "run_id": "run-fwd",
+                                           "target": f"127.0.0.1:{httpd.server_port}"})
+        assert t == REPLY and 0 < b["port"] < 65536, b
+        port = b["port"]
+        url = f"http://127.0.0.1:{port}/hello.txt"
+        rc, out = sh(s, "net-fwd", f"python3 -c \"{FETCH}\" {url}")
+        assert out == "hello-from-the-host\n", out
+        # a few in parallel, and a bigger body through the splice
+        with open(os.path.join(d, "big.bin"), "wb") as f:
+            f.write(os.urandom(3 * 1024 * 1024))
+        rc, out = sh(s, "net-fwd", f"for i in 1 2 3; do python3 -c \"import urllib.request, "
+                     f"hashlib; print(hashlib.sha256(urllib.request.urlopen("
+                     f"'http://127.0.0.1:{port}/big.bin').read()).hexdigest())\" & done; wait")
+        want = hashlib.sha256(open(os.path.join(d, "big.bin"), "rb").read()).hexdigest()
+        assert out.split() == [want] * 3, out
+        # another sandbox has its own loopback: the port is not there
+        rc, out = sh(s, "net-fwd-other", f"python3 -c \"{FETCH}\" {url}")
+        assert out.startswith("failed"), out
+        t, b = call(s, "SANDBOX_UNLISTEN", {"sandbox_id": sb, "run_id": "run-fwd"})
+        assert t == REPLY and b == {"bytes_out": 0, "bytes_in": 0}, b
+        rc, out = sh(s, "net-fwd", f"python3 -c \"{FETCH}\" {url}")
+        assert out.startswith("failed"), out
+        # UNLISTEN of a run without listeners: zeros, not an error
+        t, b = call(s, "SANDBOX_UNLISTEN", {"sandbox_id": sb, "run_id": "run-fwd"})
+        assert t == REPLY and b == {"bytes_out": 0, "bytes_in": 0}, b
+    finally:
+        httpd.shutdown()
+
+
+def test_forward_rejects_bad_requests(s):
+    assert sh(s, "net-fwd", "true")[0] == 0
+    sb = sandbox_id("net-fwd")
+    for target in ("localhost:80", "127.0.0.1", "127.0.0.1:0", "1.2.3.4:99999", ""):
+        t, b = call(s, "SANDBOX_FORWARD", {"sandbox_id": sb, "run_id": "r", "target": target})
+        assert t == ERROR and b["code"] == -22, (target, b)
+    t, b = call(s, "SANDBOX_FORWARD", {"sandbox_id": "0" * 16, "run_id": "r",
+                                       "target": "127.0.0.1:1"})
+    assert t == ERROR and b["code"] == -2, b
+    t, b = call(s, "SANDBOX_PROXY", {"sandbox_id": sb, "run_id": "r", "allow": ["10.0.0.1"]})
+    assert t == ERROR and b["code"] == -22 and "IP literal" in b["message"], b
+    t, b = call(s, "SANDBOX_PROXY", {"sandbox_id": sb, "run_id": "r", "allow": "x"})
+    assert t == ERROR and b["code"] == -74, b  # EBADMSG
+
+
+def tls_server(d):
+    cert, key = os.path.join(d, "cert.pem"), os.path.join(d, "key.pem")
+    subprocess.run(["openssl", "req", "-x509", "-newkey", "rsa:2048", "-nodes", "-subj",
+                    "/CN=localhost", "-days", "1", "-keyout", key, "-out", cert],
+                   check=True, capture_output=True, timeout=60)
+    with open(os.path.join(d, "index.html"), "w") as f:
+        f.write("hello-over-tls\n")
+    httpd = http.server.ThreadingHTTPServer(("127.0.0.1", 0),
+                                            lambda *a: Quiet(*a, directory=d))
+    ctx = ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER)
+    ctx.load_cert_chain(cert, key)
+    httpd.socket = ctx.wrap_socket(httpd.socket, server_side=True)
+    return serve(httpd)
+
+
+def test_proxy_allows_only_listed_names(s):
+    d = tempfile.mkdtemp(dir=s.dir)
+    httpd = tls_server(d)
+    tport = httpd.server_port
+    try:
+        assert sh(s, "net-proxy", "true")[0] == 0
+        sb = sandbox_id("net-proxy")
+        t, b = call(s, "SANDBOX_PROXY", {"sandbox_id": sb, "run_id": "run-proxy",
+                                         "allow": [f"LocalHost:{tport}", "example.org"]})
+        assert t == REPLY, b
+        proxy = f"http://127.0.0.1:{b['port']}"
+        curl = f"curl -sk --max-time 10 --proxy {proxy}"
+        rc, out = sh(s, "net-proxy", f"{curl} https://localhost:{tport}/")
+        assert (rc, out) == (0, "hello-over-tls\n"), (rc, out)
+        # an IP literal, a name not on the list, the right name on another port
+        for url in (f"https://127.0.0.1:{tport}/", "https://example.invalid/",
+                    f"https://[::1]:{tport}/", "https://localhost/"):
+            rc, out = sh(s, "net-proxy", f"{curl} {url}; echo rc=$?")
+            assert out.endswith("rc=56\n"), (url, out)
+        rc, out = sh(s, "net-proxy", f"{curl} -o /dev/null -w '%{{http_code}}' "
+                     f"http://localhost:{tport}/")  # plain GET through the proxy
+        assert out == "405", out
+        # direct, without the proxy: no route out of the sandbox's netns
+        rc, out = sh(s, "net-proxy", f"curl -sk --max-time 5 https://localhost:{tport}/; "
+                     "echo rc=$?")
+        assert out == "rc=7\n", out
+        t, b = call(s, "SANDBOX_UNLISTEN", {"sandbox_id": sb, "run_id": "run-proxy"})
+        assert t == REPLY and b["bytes_out"] > 200 and b["bytes_in"] > 500, b
+        rc, out = sh(s, "net-proxy", f"{curl} https://localhost:{tport}/; echo rc=$?")
+        assert out == "rc=7\n", out
+    finally:
+        httpd.shutdown()
+    log = s.log("containerd-shim")
+    assert "not on the allowlist" in log and "IP literal" in log, log[-2000:]
+
+
+def _connect_as(path, uid, gid, groups):
+    """Fork a child with these credentials that connects; True when the shim talks."""
+    pid = os.fork()
+    if pid == 0:
+        ok = False
+        try:
+            os.setgroups(groups)
+            os.setgid(gid)
+            os.setuid(uid)
+            c = Client(path, timeout=3)
+            t, _ = c.call("EXEC_LIST", {})
+            ok = t == REPLY
+        except Exception:
+            ok = False
+        os._exit(0 if ok else 1)
+    _, st = os.waitpid(pid, 0)
+    return os.WEXITSTATUS(st) == 0
+
+
+def test_socket_group_admits_members_only(s):
+    path = sock_path(s)
+    st = os.stat(path)
+    assert (st.st_mode & 0o777, st.st_uid, st.st_gid) == (0o660, 0, 65534), oct(st.st_mode)
+    # the directories on the way must let the test users through
+    for p in (s.dir, os.path.dirname(path)):
+        os.chmod(p, os.stat(p).st_mode | 0o011)
+    assert _connect_as(path, 65534, 65534, [])          # primary group
+    assert _connect_as(path, 65534, 4242, [65534])      # supplementary group
+    assert not _connect_as(path, 65534, 4242, [4243])   # neither: the file mode stops it
+    # and were the file mode looser, SO_PEERCRED/SO_PEERGROUPS would
+    os.chmod(path, 0o666)
+    try:
+        assert not _connect_as(path, 65534, 4242, [4243])
+    finally:
+        os.chmod(path, 0o660)
+    assert "Refusing a connection from uid 65534" in s.log("containerd-shim")
