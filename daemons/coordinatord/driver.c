@@ -382,8 +382,6 @@ start_main(Run *run)
 	if (run->proxy_port) {
 		strv_pushf(&spec.env, "HTTPS_PROXY=http://127.0.0.1:%" PRIu64, run->proxy_port);
 		strv_pushf(&spec.env, "https_proxy=http://127.0.0.1:%" PRIu64, run->proxy_port);
-		strv_push(&spec.env, "NO_PROXY=127.0.0.1,localhost");
-		strv_push(&spec.env, "no_proxy=127.0.0.1,localhost");
 	}
 	exec_start(run, &spec);
 	exec_spec_done(&spec);

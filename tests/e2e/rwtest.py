@@ -61,7 +61,7 @@ log_level = debug
 [routerd]
 listen = 127.0.0.1:{self.port}
 
-{self.extra_conf}
+{self.extra_conf.replace("@PORT@", str(self.port))}
 """)
         for name in DAEMONS:
             self.start_daemon(name)
