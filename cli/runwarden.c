@@ -291,12 +291,14 @@ tail_run(const char *run_id, Tail *t)
 			rc = 0;
 			break;
 		}
-		if (r < 0 && http.status > 0) { /* 404 unknown run, 400 … */
+		if (r < 0 && http.status > 0 && http.status != 503) { /* 404 unknown run, 400 … */
 			spinner_clear(t);
 			rc = http_error(&http, "tail");
 			response_free(&http);
 			break;
 		}
+		if (r < 0 && http.status == 503) /* coordinatord restarting: like a drop */
+			response_free(&http);
 		if (r > 1000) { /* 1011 storage error, 1008 too slow, 1001 going away */
 			spinner_clear(t);
 			if (r != 1001 && r != 1006)

@@ -449,8 +449,8 @@ unix_listen(const char *path, unsigned mode)
 	umask(old);
 	if (r < 0)
 		return -errno;
-	if (chmod(path, mode) < 0)
-		return -errno;
+	/* the mode came from the umask at bind(): no chmod(path) afterwards,
+	 * which would follow a symlink someone swapped in meanwhile */
 	if (listen(fd, SOMAXCONN) < 0)
 		return -errno;
 	return TAKE_FD(fd);
