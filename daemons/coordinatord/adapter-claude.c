@@ -123,6 +123,20 @@ tool_start(Run *run, const char *id, const char *name, const char *parent)
 	json_object_set_new(st_of(run)->open_tools, id, json_true());
 }
 
+/* The END chunks of an open block (nothing for a closed one). */
+static void
+block_end(Run *run, Block *b)
+{
+	if (b->kind == BLOCK_TEXT)
+		emit(run, json_pack("{s:s, s:s}", "type", "TEXT_MESSAGE_END", "messageId", b->id));
+	else if (b->kind == BLOCK_THINKING) {
+		emit(run, json_pack("{s:s, s:s}", "type", "REASONING_MESSAGE_END", "messageId", b->id));
+		emit(run, json_pack("{s:s, s:s}", "type", "REASONING_END", "messageId", b->id));
+	} else if (b->kind == BLOCK_TOOL)
+		emit(run, json_pack("{s:s, s:s}", "type", "TOOL_CALL_END", "toolCallId", b->id));
+	b->kind = BLOCK_NONE;
+}
+
 static void
 stream_event(Run *run, const json_t *ev)
 {
@@ -198,17 +212,8 @@ stream_event(Run *run, const json_t *ev)
 					    json_string_value(json_object_get(d, "partial_json")) ?: ""));
 		return;
 	}
-	if (streq(type, "content_block_stop")) {
-		if (b->kind == BLOCK_TEXT)
-			emit(run, json_pack("{s:s, s:s}", "type", "TEXT_MESSAGE_END", "messageId", b->id));
-		else if (b->kind == BLOCK_THINKING) {
-			emit(run, json_pack("{s:s, s:s}", "type", "REASONING_MESSAGE_END", "messageId",
-					    b->id));
-			emit(run, json_pack("{s:s, s:s}", "type", "REASONING_END", "messageId", b->id));
-		} else if (b->kind == BLOCK_TOOL)
-			emit(run, json_pack("{s:s, s:s}", "type", "TOOL_CALL_END", "toolCallId", b->id));
-		b->kind = BLOCK_NONE;
-	}
+	if (streq(type, "content_block_stop"))
+		block_end(run, b);
 }
 
 /* A whole assistant message: what the partials did not already stream. */
@@ -489,18 +494,8 @@ static void
 close_open_blocks(Run *run)
 {
 	ClaudeState *st = st_of(run);
-	for (int i = 0; i < MAX_BLOCKS; i++) {
-		Block *b = &st->blocks[i];
-		if (b->kind == BLOCK_TEXT)
-			emit(run, json_pack("{s:s, s:s}", "type", "TEXT_MESSAGE_END", "messageId", b->id));
-		else if (b->kind == BLOCK_THINKING) {
-			emit(run, json_pack("{s:s, s:s}", "type", "REASONING_MESSAGE_END", "messageId",
-					    b->id));
-			emit(run, json_pack("{s:s, s:s}", "type", "REASONING_END", "messageId", b->id));
-		} else if (b->kind == BLOCK_TOOL)
-			emit(run, json_pack("{s:s, s:s}", "type", "TOOL_CALL_END", "toolCallId", b->id));
-		b->kind = BLOCK_NONE;
-	}
+	for (int i = 0; i < MAX_BLOCKS; i++)
+		block_end(run, &st->blocks[i]);
 }
 
 static void
