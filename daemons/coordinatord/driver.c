@@ -463,6 +463,18 @@ run_wait_timeout(evutil_socket_t fd, short what, void *arg)
 		run_fail(run, "sandbox: containerd-shim is not available", "sandbox_unavailable");
 }
 
+/* The values of the harness's secrets, redacted from every chunk of the run
+ * (values shorter than 4 bytes would redact ordinary text, and are not). */
+static void
+collect_secrets(Run *run)
+{
+	for (size_t i = 0; run->harness->secrets && run->harness->secrets[i]; i++) {
+		const char *v = getenv(run->harness->secrets[i]);
+		if (v && strlen(v) >= 4)
+			strv_push(&run->secret_values, v);
+	}
+}
+
 void
 run_start_driving(Run *run, const json_t *messages, const json_t *metadata)
 {
@@ -471,12 +483,7 @@ run_start_driving(Run *run, const json_t *messages, const json_t *metadata)
 
 	run->messages = json_deep_copy(messages);
 	run->metadata = metadata ? json_deep_copy(metadata) : NULL;
-	/* values of the harness's secrets: redacted from every chunk of the run */
-	for (size_t i = 0; run->harness->secrets && run->harness->secrets[i]; i++) {
-		const char *v = getenv(run->harness->secrets[i]);
-		if (v && strlen(v) >= 4)
-			strv_push(&run->secret_values, v);
-	}
+	collect_secrets(run);
 
 	bridge_open(run);
 	if (run->bridge_live) /* the token is as secret as any */
@@ -833,11 +840,7 @@ recover_cb(const char *run_id, json_t *record, void *ud)
 		json_decref(drive);
 		return;
 	}
-	for (size_t i = 0; run->harness->secrets && run->harness->secrets[i]; i++) {
-		const char *v = getenv(run->harness->secrets[i]);
-		if (v && strlen(v) >= 4)
-			strv_push(&run->secret_values, v);
-	}
+	collect_secrets(run);
 	json_int_t exec_id = json_integer_value(json_object_get(drive, "execId"));
 	const char *sb = json_string_value(json_object_get(drive, "sandboxId"));
 	const char *tc = json_string_value(json_object_get(drive, "toolCallId"));
