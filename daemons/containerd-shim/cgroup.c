@@ -742,6 +742,41 @@ cgroup_kill(Cgroup *cg)
 }
 
 int
+cgroup_freeze(Cgroup *cg, bool freeze)
+{
+	char state[64];
+	const char *d;
+	int r;
+
+	if (cg->dir[H_UNIFIED]) {
+		d = cg->dir[H_UNIFIED];
+		r = write_file(d, "cgroup.freeze", freeze ? "1" : "0");
+		if (r < 0 || !freeze)
+			return r;
+		for (int i = 0; i < 2000; i++) {
+			uint64_t frozen = 0;
+			if (read_key(d, "cgroup.events", "frozen", &frozen) >= 0 && frozen)
+				return 0;
+			sleep_ms(1);
+		}
+		return -ETIMEDOUT;
+	}
+	d = cg->dir[H_FREEZER];
+	if (!d)
+		return -EOPNOTSUPP;
+	r = write_file(d, "freezer.state", freeze ? "FROZEN" : "THAWED");
+	if (r < 0 || !freeze)
+		return r;
+	for (int i = 0; i < 2000; i++) {
+		if (read_file(d, "freezer.state", state, sizeof(state)) >= 0 &&
+		    strncmp(state, "FROZEN", 6) == 0)
+			return 0;
+		sleep_ms(1);
+	}
+	return -ETIMEDOUT;
+}
+
+int
 cgroup_remove(Cgroup *cg)
 {
 	int ret = 0;

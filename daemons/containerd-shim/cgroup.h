@@ -85,6 +85,11 @@ int cgroup_count_procs(const Cgroup *cg, uint64_t *ret);
 /* SIGKILL every process: cgroup.kill, else freeze, SIGKILL each member, thaw.
  * Works on forking, setsid'd and signal-ignoring processes. */
 int cgroup_kill(Cgroup *cg);
+/* Freeze (true) or thaw (false) every process: cgroup.freeze in the cgroup2
+ * directory (v2, or unified on a hybrid host), else the v1 freezer. Freezing
+ * waits (bounded, 2 s) until the kernel reports the cgroup frozen: -ETIMEDOUT
+ * when it did not (the caller thaws). -EOPNOTSUPP without any freezer. */
+int cgroup_freeze(Cgroup *cg, bool freeze);
 /* rmdir in every hierarchy. -EBUSY while processes remain (retry later). */
 int cgroup_remove(Cgroup *cg);
 /* Close the fds. Does not remove anything. NULL-safe; returns NULL. */

@@ -65,6 +65,13 @@ const ConfItem shim_conf_items[] = {
      30LL * 24 * 3600 * 1000,
      "stop a sandbox's processes after it was idle this long (no exec and no process but "
      "its init); the workspace is kept; 0 = never"},
+    {S, "restore_max_bytes", CONF_SIZE, offsetof(ShimConf, restore_max_bytes), "4G", 0,
+     INT64_MAX / 2,
+     "most bytes of file content a snapshot restore may unpack; a larger archive is "
+     "rejected (400 not_a_backup_record) and the workspace is left as it was"},
+    {S, "restore_max_entries", CONF_INT, offsetof(ShimConf, restore_max_entries), "1000000", 1,
+     100000000,
+     "most archive entries (files, directories, symlinks) a snapshot restore may unpack"},
     {S, "cgroup_parent", CONF_STR, offsetof(ShimConf, cgroup_parent), "", 0, 0,
      "cgroup under which sandboxes are created (in each hierarchy); empty means the "
      "shim's own cgroup"},

@@ -37,6 +37,8 @@ typedef struct ShimConf {
 	int64_t max_instances;	 /* most live sandboxes; further ENSUREs wait in FIFO order */
 	int64_t queue_timeout;	 /* ms a queued ENSURE waits before -ETIMEDOUT; 0 = forever */
 	int64_t sleep_after; /* ms idle after which a sandbox's processes are stopped; 0 = never */
+	int64_t restore_max_bytes;   /* file content bytes one restore may unpack */
+	int64_t restore_max_entries; /* archive entries one restore may unpack */
 	/* derived by shim_conf_finish() from cpu_max: quota -1 = unlimited */
 	int64_t cpu_quota_us, cpu_period_us;
 } ShimConf;

@@ -35,6 +35,7 @@
 #include <sys/socket.h>
 #include <sys/stat.h>
 #include <sys/fsuid.h>
+#include <sys/random.h>
 #include <sys/syscall.h>
 #include <sys/un.h>
 #include <sys/wait.h>
@@ -53,6 +54,7 @@
 #include "peer.h"
 #include "sandbox.h"
 #include "seccomp-policy.h"
+#include "snapshot.h"
 
 #define SANDBOX_KEY_MAX 256
 #define EXEC_ARGV_MAX 4096 /* argv + env entries */
@@ -1854,12 +1856,244 @@ handle_sandbox_unlisten(Peer *p, const Frame *f, void *userdata)
 	return 0;
 }
 
+/* ---------------------------------------------------------------------------
+ * Snapshots (snapshot.h). Both run synchronously on the loop: no exec can
+ * start and no ENSURE can create the sandbox while the workspace is archived
+ * or swapped.
+ */
+
+static char *
+backups_dir(Shim *s)
+{
+	char *p = NULL;
+	return asprintf(&p, "%s/backups", s->conf->shared.state_dir) < 0 ? NULL : p;
+}
+
+static bool
+label_ok(const char *l)
+{
+	if (strlen(l) > SNAPSHOT_LABEL_MAX)
+		return false;
+	for (const unsigned char *p = (const unsigned char *)l; *p; p++)
+		if (*p < 0x20 || *p == 0x7f)
+			return false;
+	return true;
+}
+
+static int
+handle_sandbox_snapshot(Peer *p, const Frame *f, void *userdata)
+{
+	Conn *c = userdata;
+	Shim *s = c->shim;
+	const char *key = NULL, *label = NULL;
+	_cleanup_free_ char *ws = NULL, *bdir = NULL, *rec = NULL;
+	_cleanup_close_ int ws_fd = -1;
+	SnapshotErr err = {""};
+	Sandbox *sb;
+	bool frozen = false;
+	char id[17];
+	MpReader r;
+	MpWriter w;
+	int k;
+
+	mp_reader_init(&r, f->body);
+	mp_read_str(&r, "key", &key);
+	mp_read_str_opt(&r, "label", &label, NULL);
+	if (r.err < 0) {
+		k = -EBADMSG;
+		goto out;
+	}
+	if (shim_sandbox_id(key, strlen(key), id) < 0 || (label && !label_ok(label))) {
+		(void)peer_reply_error(
+		    p, f->req_id, -EINVAL,
+		    "key must be 1..256 bytes, label printable and at most 256 bytes");
+		k = 0;
+		goto out;
+	}
+	LogCtx ctx = {.thread_id = key, .sandbox_id = id};
+	if (asprintf(&ws, "%s/%s/workspace", s->conf->sandbox_dir, id) < 0 ||
+	    !(bdir = backups_dir(s))) {
+		k = -ENOMEM;
+		goto out;
+	}
+	/* A key that never had a sandbox has an empty workspace: an empty archive. */
+	ws_fd = open(ws, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
+	if (ws_fd < 0 && errno != ENOENT) {
+		k = -errno;
+		log_ctx_errno(LOG_WARNING, k, &ctx, "Cannot open the workspace of %s: %m", id);
+		(void)peer_reply_error(p, f->req_id, k, "cannot open the workspace");
+		k = 0;
+		goto out;
+	}
+	sb = sandbox_find(s, id);
+	if (sb && sb->cg && sb->state != SANDBOX_DYING) {
+		k = cgroup_freeze(sb->cg, true);
+		frozen = true; /* thaw even after a partial freeze */
+		if (k < 0) {
+			log_ctx_errno(LOG_WARNING, k, &ctx, "Cannot freeze sandbox %s: %m", id);
+			(void)cgroup_freeze(sb->cg, false);
+			(void)peer_reply_error(
+			    p, f->req_id, -EIO,
+			    "cannot freeze the sandbox for a consistent snapshot");
+			k = 0;
+			goto out;
+		}
+	}
+	k = snapshot_create(bdir, id, ws_fd, label, &rec, &err);
+	if (frozen) {
+		int t = cgroup_freeze(sb->cg, false);
+		if (t < 0)
+			log_ctx_errno(LOG_ERR, t, &ctx, "Cannot thaw sandbox %s: %m", id);
+	}
+	if (k < 0) {
+		char msg[320];
+		log_ctx_errno(LOG_WARNING, k, &ctx, "Snapshot of %s failed: %s: %m", id,
+			      err.msg[0] ? err.msg : "error");
+		snprintf(msg, sizeof(msg), "snapshot failed: %s",
+			 err.msg[0] ? err.msg : strerror(-k));
+		(void)peer_reply_error(p, f->req_id, k == -ENOMEM ? k : -EIO, msg);
+		k = 0;
+		goto out;
+	}
+	log_ctx(LOG_INFO, &ctx, "Snapshot of sandbox %s: %s", id, rec);
+	mp_writer_init(&w);
+	mp_w_map(&w, 1);
+	mp_w_str(&w, "record", rec);
+	(void)peer_reply(p, f->req_id, &w);
+	mp_writer_done(&w);
+	k = 0;
+out:
+	mp_reader_done(&r);
+	return k;
+}
+
+/* Kill the sandbox's processes and wait for them, now (the pid namespace is
+ * gone once its init can be reaped). The caller then calls sandbox_dead(). */
+static void
+sandbox_kill_wait(Sandbox *sb)
+{
+	sandbox_kill(sb);
+	while (waitpid(sb->pid, NULL, 0) < 0 && errno == EINTR)
+		;
+}
+
+static int
+handle_sandbox_restore(Peer *p, const Frame *f, void *userdata)
+{
+	Conn *c = userdata;
+	Shim *s = c->shim;
+	const ShimConf *conf = s->conf;
+	const char *key = NULL, *record = NULL;
+	_cleanup_free_ char *dir = NULL, *bdir = NULL;
+	_cleanup_close_ int dfd = -1, afd = -1;
+	SnapshotErr err = {""};
+	char id[17], staging[48], rnd[9];
+	unsigned char b[4];
+	char msg[400];
+	Sandbox *sb;
+	MpReader r;
+	int k;
+
+	mp_reader_init(&r, f->body);
+	mp_read_str(&r, "key", &key);
+	mp_read_str(&r, "record", &record);
+	if (r.err < 0) {
+		k = -EBADMSG;
+		goto out;
+	}
+	if (shim_sandbox_id(key, strlen(key), id) < 0) {
+		(void)peer_reply_error(p, f->req_id, -EINVAL, "key must be 1..256 bytes");
+		k = 0;
+		goto out;
+	}
+	LogCtx ctx = {.thread_id = key, .sandbox_id = id};
+	if (!(bdir = backups_dir(s)) || asprintf(&dir, "%s/%s", conf->sandbox_dir, id) < 0) {
+		k = -ENOMEM;
+		goto out;
+	}
+	k = snapshot_verify(bdir, id, record, strlen(record), &afd, &err);
+	if (k < 0) {
+		log_ctx(LOG_INFO, &ctx, "Restore of %s refused: %s", id, err.msg);
+		snprintf(msg, sizeof(msg), "not_a_backup_record: %s", err.msg);
+		(void)peer_reply_error(p, f->req_id, k == -EINVAL ? -EINVAL : k, msg);
+		k = 0;
+		goto out;
+	}
+	k = mkdir_p(dir, 0700);
+	if (k < 0)
+		goto out;
+	dfd = open(dir, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
+	if (dfd < 0) {
+		k = -errno;
+		goto out;
+	}
+	if (getrandom(b, sizeof(b), 0) != sizeof(b)) {
+		k = -EIO;
+		goto out;
+	}
+	for (int i = 0; i < 4; i++)
+		snprintf(rnd + 2 * i, 3, "%02x", b[i]);
+	snprintf(staging, sizeof(staging), ".restore-%s", rnd);
+	/* Unpack first: a refused archive leaves the sandbox and its workspace alone. */
+	k = snapshot_unpack(afd, dfd, staging, (uid_t)conf->host_uid, (gid_t)conf->host_uid,
+			    (uint64_t)conf->restore_max_bytes, (uint64_t)conf->restore_max_entries,
+			    &err);
+	if (k < 0) {
+		if (k == -EINVAL) {
+			log_ctx(LOG_WARNING, &ctx, "Restore of %s refused: %s", id, err.msg);
+			snprintf(msg, sizeof(msg), "not_a_backup_record: %s", err.msg);
+		} else {
+			log_ctx_errno(LOG_ERR, k, &ctx, "Restore of %s failed: %s", id, err.msg);
+			snprintf(msg, sizeof(msg), "restore failed: %s", err.msg);
+		}
+		(void)peer_reply_error(p, f->req_id, k, msg);
+		k = 0;
+		goto out;
+	}
+	/* The live sandbox binds the old directory: its processes go first. */
+	sb = sandbox_find(s, id);
+	if (sb) {
+		log_ctx(LOG_INFO, &ctx, "Destroying sandbox %s for a restore", id);
+		sandbox_kill_wait(sb);
+	}
+	k = 0;
+	if (renameat2(dfd, staging, dfd, "workspace", RENAME_EXCHANGE) < 0 &&
+	    (errno != ENOENT || renameat2(dfd, staging, dfd, "workspace", RENAME_NOREPLACE) < 0))
+		k = -errno;
+	/* After the swap: an ENSURE that waited for the dying sandbox gets its
+	 * successor on the restored workspace. */
+	if (sb)
+		sandbox_dead(sb);
+	if (k < 0) {
+		log_ctx_errno(LOG_ERR, k, &ctx, "Cannot swap in the restored workspace: %m");
+		(void)snapshot_rm_rf(dfd, staging);
+		goto out;
+	}
+	(void)fsync(dfd);
+	k = snapshot_rm_rf(dfd, staging); /* the old workspace now */
+	if (k < 0)
+		log_ctx_errno(LOG_WARNING, k, &ctx, "Cannot remove the old workspace: %m");
+	log_ctx(LOG_INFO, &ctx, "Workspace of sandbox %s restored", id);
+	reply_empty(c, f->req_id);
+	k = 0;
+out:
+	mp_reader_done(&r);
+	return k;
+}
+
 static const PeerHandler shim_handlers[_MSG_TYPE_MAX] = {
-    [MSG_SANDBOX_ENSURE] = handle_sandbox_ensure, [MSG_SANDBOX_DESTROY] = handle_sandbox_destroy,
-    [MSG_EXEC_START] = handle_exec_start,	  [MSG_EXEC_KILL] = handle_exec_kill,
-    [MSG_SANDBOX_STATS] = handle_sandbox_stats,	  [MSG_EXEC_ATTACH] = handle_exec_attach,
-    [MSG_EXEC_LIST] = handle_exec_list,		  [MSG_SANDBOX_FORWARD] = handle_sandbox_forward,
-    [MSG_SANDBOX_PROXY] = handle_sandbox_proxy,	  [MSG_SANDBOX_UNLISTEN] = handle_sandbox_unlisten,
+    [MSG_SANDBOX_ENSURE] = handle_sandbox_ensure,
+    [MSG_SANDBOX_DESTROY] = handle_sandbox_destroy,
+    [MSG_EXEC_START] = handle_exec_start,
+    [MSG_EXEC_KILL] = handle_exec_kill,
+    [MSG_SANDBOX_STATS] = handle_sandbox_stats,
+    [MSG_EXEC_ATTACH] = handle_exec_attach,
+    [MSG_EXEC_LIST] = handle_exec_list,
+    [MSG_SANDBOX_FORWARD] = handle_sandbox_forward,
+    [MSG_SANDBOX_PROXY] = handle_sandbox_proxy,
+    [MSG_SANDBOX_UNLISTEN] = handle_sandbox_unlisten,
+    [MSG_SANDBOX_SNAPSHOT] = handle_sandbox_snapshot,
+    [MSG_SANDBOX_RESTORE] = handle_sandbox_restore,
 };
 
 /* ---------------------------------------------------------------------------

@@ -27,6 +27,11 @@
  *   SANDBOX_PROXY   {sandbox_id, run_id, allow} → {port}: the CONNECT egress proxy
  *   SANDBOX_UNLISTEN {sandbox_id, run_id}       → {bytes_out, bytes_in}: closes the
  *                   run's listeners; the proxy's byte counts (zeros when none)
+ *   SANDBOX_SNAPSHOT {key, label?}             → {record}: the workspace archived
+ *                   (sandbox frozen while live) under <state_dir>/backups (snapshot.h)
+ *   SANDBOX_RESTORE  {key, record}             → {}: a record of ours only (else
+ *                   -EINVAL "not_a_backup_record: …"), unpacked into staging,
+ *                   the sandbox destroyed, then swapped in with RENAME_EXCHANGE
  *
  * Logging: every line about a sandbox or an exec carries SANDBOX_ID= and the
  * RUN_ID=/THREAD_ID= of the run it serves (the last SANDBOX_ENSURE's run_id and

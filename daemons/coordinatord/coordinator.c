@@ -504,12 +504,149 @@ out:
 	return ret;
 }
 
+/* SNAPSHOT_CREATE and SNAPSHOT_RESTORE: passed to the shim (SANDBOX_SNAPSHOT,
+ * SANDBOX_RESTORE, keyed by the thread id like SANDBOX_ENSURE); a restore is
+ * refused (-EBUSY) while a run of the thread is active. The shim serves both
+ * synchronously, so a RUN_START that comes in meanwhile has its ENSURE served
+ * after the restore, on the restored workspace. */
+typedef struct SnapshotCall {
+	Coordinator *c;
+	Client *cl; /* checked against c->clients on reply: it may be gone */
+	uint64_t req_id;
+	bool restore;
+} SnapshotCall;
+
+#define SNAPSHOT_CALL_TIMEOUT (300 * USEC_PER_SEC)
+
+static void
+snapshot_replied(Peer *shim, int err, const msgpack_object *body, void *ud)
+{
+	SnapshotCall *sc = ud;
+	Client *cl = sc->c->clients;
+
+	while (cl && cl != sc->cl)
+		cl = cl->next;
+	if (!cl)
+		goto out;
+	if (err < 0) {
+		const msgpack_object *m = body ? mp_map_get(body, "message") : NULL;
+		_cleanup_free_ char *msg = m && m->type == MSGPACK_OBJECT_STR ? mp_obj_strdup(m) : NULL;
+		if (err == -ECONNRESET || err == -ETIMEDOUT)
+			peer_reply_error(cl->peer, sc->req_id, err, "containerd-shim unavailable");
+		else
+			peer_reply_error(cl->peer, sc->req_id, err,
+					 msg ? msg : sc->restore ? "restore failed" : "snapshot failed");
+		goto out;
+	}
+	if (sc->restore) {
+		MpWriter w;
+		mp_writer_init(&w);
+		mp_w_map(&w, 0);
+		peer_reply(cl->peer, sc->req_id, &w);
+		mp_writer_done(&w);
+	} else {
+		const msgpack_object *rec = body ? mp_map_get(body, "record") : NULL;
+		_cleanup_free_ char *s = rec && rec->type == MSGPACK_OBJECT_STR ? mp_obj_strdup(rec)
+									      : NULL;
+		MpWriter w;
+		if (!s) {
+			peer_reply_error(cl->peer, sc->req_id, -EIO, "bad reply from containerd-shim");
+			goto out;
+		}
+		mp_writer_init(&w);
+		mp_w_map(&w, 1);
+		mp_w_str(&w, "snapshot_id", s);
+		peer_reply(cl->peer, sc->req_id, &w);
+		mp_writer_done(&w);
+	}
+out:
+	free(sc);
+}
+
+/* Is a run of the thread active (running in the log, or driven here)? */
+static int
+thread_busy(Coordinator *c, const char *thread_id)
+{
+	json_t *list = NULL;
+	int r;
+
+	for (Run *run = c->runs; run; run = run->next)
+		if (run->state != RUN_DONE && streq(run->thread_id, thread_id))
+			return 1;
+	r = runlog_thread_runs(c->runlog, thread_id, "running", &list);
+	if (r < 0)
+		return r;
+	r = json_array_size(list) > 0;
+	json_decref(list);
+	return r;
+}
+
 static int
 handle_snapshot(Peer *p, const Frame *f, void *ud)
 {
-	/* snapshots need the shim's archive support; until then say so plainly */
-	peer_reply_error(p, f->req_id, -EOPNOTSUPP, "snapshots are not implemented yet");
-	return 0;
+	Client *cl = ud;
+	Coordinator *c = cl->c;
+	bool restore = f->type == MSG_SNAPSHOT_RESTORE;
+	const char *thread_id = NULL, *label = NULL, *sid = NULL;
+	SnapshotCall *sc;
+	MpReader r;
+	MpWriter w;
+	int ret;
+
+	mp_reader_init(&r, f->body);
+	mp_read_str(&r, "thread_id", &thread_id);
+	if (restore)
+		mp_read_str(&r, "snapshot_id", &sid);
+	else
+		mp_read_str_opt(&r, "label", &label, NULL);
+	ret = r.err;
+	if (ret < 0)
+		goto out;
+	if (!thread_id_valid(thread_id)) {
+		peer_reply_error(p, f->req_id, -EINVAL,
+				 "threadId must be a non-empty printable string of at most 256 bytes");
+		goto out;
+	}
+	if (restore) {
+		ret = thread_busy(c, thread_id);
+		if (ret < 0)
+			goto out;
+		if (ret > 0) {
+			peer_reply_error(p, f->req_id, -EBUSY, "a run is active on this thread");
+			ret = 0;
+			goto out;
+		}
+	}
+	if (!peer_is_ready(c->shim)) {
+		peer_reply_error(p, f->req_id, -ECONNRESET, "containerd-shim unavailable");
+		ret = 0;
+		goto out;
+	}
+	sc = calloc(1, sizeof(*sc));
+	if (!sc) {
+		ret = -ENOMEM;
+		goto out;
+	}
+	*sc = (SnapshotCall){ .c = c, .cl = cl, .req_id = f->req_id, .restore = restore };
+	mp_writer_init(&w);
+	mp_w_map(&w, 1 + (restore || label ? 1 : 0));
+	mp_w_str(&w, "key", thread_id);
+	if (restore)
+		mp_w_str(&w, "record", sid);
+	else if (label)
+		mp_w_str(&w, "label", label);
+	ret = peer_call(c->shim, restore ? MSG_SANDBOX_RESTORE : MSG_SANDBOX_SNAPSHOT, &w,
+			SNAPSHOT_CALL_TIMEOUT, snapshot_replied, sc);
+	mp_writer_done(&w);
+	if (ret < 0)
+		free(sc);
+	else {
+		LogCtx lc = { .thread_id = thread_id };
+		log_ctx(LOG_INFO, &lc, "%s requested", restore ? "Restore" : "Snapshot");
+	}
+out:
+	mp_reader_done(&r);
+	return ret;
 }
 
 /* ---------- the direct run-log API (RUN_OPEN, RUN_APPEND, RUN_FINISH) ---------- */

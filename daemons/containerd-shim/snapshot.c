@@ -1,0 +1,852 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * snapshot.c — archive a workspace, verify a record, unpack into staging.
+ * See snapshot.h for the rules.
+ */
+#include "config.h"
+
+#include "snapshot.h"
+
+#include <archive.h>
+#include <archive_entry.h>
+#include <dirent.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <jansson.h>
+#include <limits.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <openssl/evp.h>
+#include <openssl/rand.h>
+
+#include "fd-util.h"
+#include "json-util.h"
+#include "macro.h"
+#include "time-util.h"
+#include "wsfs.h"
+
+#define IO_CHUNK (128 * 1024)
+#define DEPTH_MAX WSFS_COMPONENTS_MAX
+
+static _printf_(2, 3) int seterr(SnapshotErr *err, const char *fmt, ...)
+{
+	va_list ap;
+
+	if (!err)
+		return 0;
+	va_start(ap, fmt);
+	vsnprintf(err->msg, sizeof(err->msg), fmt, ap);
+	va_end(ap);
+	return 0;
+}
+
+static void
+hex(const unsigned char *b, size_t n, char *out)
+{
+	for (size_t i = 0; i < n; i++)
+		snprintf(out + 2 * i, 3, "%02x", b[i]);
+}
+
+bool
+snapshot_uuid_ok(const char *s)
+{
+	if (!s || strlen(s) != 36)
+		return false;
+	for (int i = 0; i < 36; i++) {
+		if (i == 8 || i == 13 || i == 18 || i == 23) {
+			if (s[i] != '-')
+				return false;
+		} else if (!((s[i] >= '0' && s[i] <= '9') || (s[i] >= 'a' && s[i] <= 'f')))
+			return false;
+	}
+	return true;
+}
+
+static int
+uuid_v4(char out[static 37])
+{
+	unsigned char b[16];
+
+	if (RAND_bytes(b, sizeof(b)) != 1)
+		return -EIO;
+	b[6] = (b[6] & 0x0F) | 0x40;
+	b[8] = (b[8] & 0x3F) | 0x80;
+	snprintf(out, 37, "%02x%02x%02x%02x-%02x%02x-%02x%02x-%02x%02x-%02x%02x%02x%02x%02x%02x",
+		 b[0], b[1], b[2], b[3], b[4], b[5], b[6], b[7], b[8], b[9], b[10], b[11], b[12],
+		 b[13], b[14], b[15]);
+	return 0;
+}
+
+/* ---------------------------------------------------------------------------
+ * Create.
+ */
+
+typedef struct Writer {
+	int fd;
+	EVP_MD_CTX *md;
+	uint64_t bytes;
+	int err;
+	struct archive *a;
+	uint64_t files;
+	char path[WSFS_PATH_MAX + 1];
+	SnapshotErr *e;
+} Writer;
+
+static la_ssize_t
+writer_cb(struct archive *a, void *ud, const void *buf, size_t len)
+{
+	Writer *w = ud;
+	int r = loop_write(w->fd, buf, len);
+
+	if (r < 0) {
+		w->err = r;
+		archive_set_error(a, -r, "write failed");
+		return -1;
+	}
+	if (!EVP_DigestUpdate(w->md, buf, len)) {
+		w->err = -EIO;
+		return -1;
+	}
+	w->bytes += len;
+	return (la_ssize_t)len;
+}
+
+static int
+ar_fail(Writer *w, const char *what)
+{
+	seterr(w->e, "%s: %s", what, archive_error_string(w->a) ?: "archive error");
+	return w->err < 0 ? w->err : -EIO;
+}
+
+static int
+write_header(Writer *w, const char *path, mode_t type, mode_t perm, int64_t size,
+	     const struct timespec *mtime, const char *link)
+{
+	struct archive_entry *e = archive_entry_new();
+	int r;
+
+	if (!e)
+		return -ENOMEM;
+	archive_entry_set_pathname(e, path);
+	archive_entry_set_filetype(e, type);
+	archive_entry_set_perm(e, perm & 0777);
+	archive_entry_set_size(e, type == AE_IFREG ? size : 0);
+	archive_entry_set_mtime(e, mtime->tv_sec, mtime->tv_nsec);
+	archive_entry_set_uid(e, 0);
+	archive_entry_set_gid(e, 0);
+	if (link)
+		archive_entry_set_symlink(e, link);
+	r = archive_write_header(w->a, e);
+	archive_entry_free(e);
+	if (r < ARCHIVE_WARN)
+		return ar_fail(w, "archive header");
+	return 0;
+}
+
+static int
+name_cmp(const void *a, const void *b)
+{
+	return strcmp(*(char *const *)a, *(char *const *)b);
+}
+
+/* Names of a directory (without . and ..), sorted. */
+static int
+list_dir(int dfd, char ***ret, size_t *ret_n)
+{
+	int fd = dup(dfd);
+	char **v = NULL;
+	size_t n = 0, cap = 0;
+	struct dirent *de;
+	DIR *d;
+
+	if (fd < 0)
+		return -errno;
+	d = fdopendir(fd);
+	if (!d) {
+		close(fd);
+		return -errno;
+	}
+	rewinddir(d);
+	while ((errno = 0, de = readdir(d))) {
+		if (streq(de->d_name, ".") || streq(de->d_name, ".."))
+			continue;
+		if (n == cap) {
+			char **nv = realloc(v, (cap = cap ? cap * 2 : 16) * sizeof(*v));
+			if (!nv)
+				goto oom;
+			v = nv;
+		}
+		if (!(v[n] = strdup(de->d_name)))
+			goto oom;
+		n++;
+	}
+	closedir(d);
+	if (n > 1)
+		qsort(v, n, sizeof(*v), name_cmp);
+	*ret = v;
+	*ret_n = n;
+	return 0;
+oom:
+	closedir(d);
+	for (size_t i = 0; i < n; i++)
+		free(v[i]);
+	free(v);
+	return -ENOMEM;
+}
+
+static int
+archive_file(Writer *w, int dfd, const char *name, const struct stat *lst)
+{
+	_cleanup_close_ int fd = -1;
+	struct stat st;
+	char buf[IO_CHUNK];
+	int64_t left;
+	int r;
+
+	fd = openat(dfd, name, O_RDONLY | O_NOFOLLOW | O_NONBLOCK | O_NOCTTY | O_CLOEXEC);
+	if (fd < 0)
+		return errno == ENOENT || errno == ELOOP ? 0 : -errno; /* gone or swapped */
+	if (fstat(fd, &st) < 0)
+		return -errno;
+	if (!S_ISREG(st.st_mode) || st.st_ino != lst->st_ino || st.st_dev != lst->st_dev)
+		return 0; /* changed type under us: skip */
+	r = write_header(w, w->path, AE_IFREG, st.st_mode, st.st_size, &st.st_mtim, NULL);
+	if (r < 0)
+		return r;
+	/* Exactly st_size bytes: a file that shrank is padded with zeros by
+	 * libarchive at the end of the entry, one that grew is cut. */
+	for (left = st.st_size; left > 0;) {
+		ssize_t n = read(fd, buf, (size_t)MIN((int64_t)sizeof(buf), left));
+		if (n < 0 && errno == EINTR)
+			continue;
+		if (n < 0)
+			return -errno;
+		if (n == 0)
+			break;
+		if (archive_write_data(w->a, buf, (size_t)n) < 0)
+			return ar_fail(w, "archive data");
+		left -= n;
+	}
+	if (archive_write_finish_entry(w->a) < ARCHIVE_WARN)
+		return ar_fail(w, "archive entry");
+	w->files++;
+	return 0;
+}
+
+static int
+archive_dir(Writer *w, int dfd, size_t plen, unsigned depth, dev_t dev)
+{
+	char **names = NULL;
+	size_t n = 0;
+	int r;
+
+	if (depth > DEPTH_MAX) {
+		seterr(w->e, "directory tree deeper than %d levels", DEPTH_MAX);
+		return -ELOOP;
+	}
+	r = list_dir(dfd, &names, &n);
+	if (r < 0) {
+		seterr(w->e, "cannot list '%s': %s", plen ? w->path : ".", strerror(-r));
+		return r;
+	}
+	for (size_t i = 0; i < n && r >= 0; i++) {
+		const char *name = names[i];
+		size_t nlen = strlen(name);
+		struct stat st;
+
+		if (plen + (plen ? 1 : 0) + nlen > WSFS_PATH_MAX) {
+			seterr(w->e, "path longer than %d bytes", WSFS_PATH_MAX);
+			r = -ENAMETOOLONG;
+			break;
+		}
+		if (plen)
+			w->path[plen] = '/';
+		memcpy(w->path + plen + (plen ? 1 : 0), name, nlen + 1);
+		if (fstatat(dfd, name, &st, AT_SYMLINK_NOFOLLOW) < 0) {
+			if (errno == ENOENT)
+				continue;
+			r = -errno;
+			seterr(w->e, "cannot stat '%s': %s", w->path, strerror(errno));
+			break;
+		}
+		if (S_ISREG(st.st_mode))
+			r = archive_file(w, dfd, name, &st);
+		else if (S_ISLNK(st.st_mode)) {
+			char target[PATH_MAX + 1];
+			ssize_t l = readlinkat(dfd, name, target, PATH_MAX);
+			if (l < 0)
+				continue; /* swapped under us */
+			target[l] = '\0';
+			r = write_header(w, w->path, AE_IFLNK, 0777, 0, &st.st_mtim, target);
+		} else if (S_ISDIR(st.st_mode) && st.st_dev == dev) {
+			_cleanup_close_ int cfd =
+			    openat(dfd, name, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
+			struct stat cst;
+			if (cfd < 0 || fstat(cfd, &cst) < 0 || cst.st_ino != st.st_ino)
+				continue; /* swapped under us */
+			r = write_header(w, w->path, AE_IFDIR, cst.st_mode, 0, &cst.st_mtim, NULL);
+			if (r >= 0)
+				r = archive_dir(w, cfd, plen + (plen ? 1 : 0) + nlen, depth + 1,
+						dev);
+		}
+		/* sockets, FIFOs, devices, other mounts: not archived */
+		w->path[plen] = '\0';
+	}
+	for (size_t i = 0; i < n; i++)
+		free(names[i]);
+	free(names);
+	return r;
+}
+
+int
+snapshot_create(const char *backups_dir, const char *key_id, int ws_fd, const char *label,
+		char **ret_record, SnapshotErr *err)
+{
+	_cleanup_free_ char *dir = NULL, *tmp = NULL, *final = NULL, *rec = NULL;
+	_cleanup_close_ int dfd = -1;
+	unsigned char md[EVP_MAX_MD_SIZE];
+	unsigned int mdlen = 0;
+	char id[37], sha[2 * 32 + 1];
+	Writer w = {.fd = -1, .e = err};
+	struct stat st;
+	json_t *j;
+	int r;
+
+	if (ws_fd >= 0 && fstat(ws_fd, &st) < 0)
+		return -errno;
+	r = uuid_v4(id);
+	if (r < 0)
+		return r;
+	if (asprintf(&dir, "%s/%s", backups_dir, key_id) < 0 ||
+	    asprintf(&tmp, ".%s.tar.zst.tmp", id) < 0 || asprintf(&final, "%s.tar.zst", id) < 0)
+		return -ENOMEM;
+	r = mkdir_p(dir, 0700);
+	if (r < 0) {
+		seterr(err, "cannot create the backup directory: %s", strerror(-r));
+		return r;
+	}
+	dfd = open(dir, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
+	if (dfd < 0)
+		return -errno;
+	w.fd = openat(dfd, tmp, O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0600);
+	if (w.fd < 0) {
+		r = -errno;
+		seterr(err, "cannot create the archive: %s", strerror(errno));
+		return r;
+	}
+	w.md = EVP_MD_CTX_new();
+	w.a = archive_write_new();
+	if (!w.md || !w.a || !EVP_DigestInit_ex(w.md, EVP_sha256(), NULL)) {
+		r = -ENOMEM;
+		goto fail;
+	}
+	if (archive_write_set_format_pax_restricted(w.a) != ARCHIVE_OK ||
+	    (archive_write_add_filter_zstd(w.a) != ARCHIVE_OK &&
+	     archive_write_add_filter_gzip(w.a) != ARCHIVE_OK) ||
+	    archive_write_set_bytes_in_last_block(w.a, 1) != ARCHIVE_OK ||
+	    archive_write_open(w.a, &w, NULL, writer_cb, NULL) != ARCHIVE_OK) {
+		r = ar_fail(&w, "archive setup");
+		goto fail;
+	}
+	r = ws_fd >= 0 ? archive_dir(&w, ws_fd, 0, 0, st.st_dev) : 0;
+	if (r < 0)
+		goto fail;
+	if (archive_write_close(w.a) != ARCHIVE_OK) {
+		r = ar_fail(&w, "archive close");
+		goto fail;
+	}
+	if (!EVP_DigestFinal_ex(w.md, md, &mdlen) || mdlen != 32) {
+		r = -EIO;
+		goto fail;
+	}
+	hex(md, 32, sha);
+	if (fsync(w.fd) < 0 || renameat(dfd, tmp, dfd, final) < 0) {
+		r = -errno;
+		seterr(err, "cannot store the archive: %s", strerror(errno));
+		goto fail;
+	}
+	(void)fsync(dfd);
+	j = json_pack("{s:i, s:s, s:s, s:s?, s:I, s:I, s:s, s:I}", "v", 1, "id", id, "key", key_id,
+		      "label", label, "createdAt", (json_int_t)now_epoch_ms(), "bytes",
+		      (json_int_t)w.bytes, "sha256", sha, "files", (json_int_t)w.files);
+	if (j && !label)
+		json_object_set_new(j, "label", json_null());
+	rec = j ? json_dump_compact(j) : NULL;
+	json_decref(j);
+	if (!rec) {
+		(void)unlinkat(dfd, final, 0);
+		r = -ENOMEM;
+		goto out;
+	}
+	*ret_record = TAKE_PTR(rec);
+	r = 0;
+	goto out;
+fail:
+	(void)unlinkat(dfd, tmp, 0);
+out:
+	if (w.a)
+		archive_write_free(w.a);
+	EVP_MD_CTX_free(w.md);
+	safe_close(w.fd);
+	return r;
+}
+
+/* ---------------------------------------------------------------------------
+ * Verify.
+ */
+
+static bool
+is_hex64(const char *s)
+{
+	if (!s || strlen(s) != 64)
+		return false;
+	for (; *s; s++)
+		if (!((*s >= '0' && *s <= '9') || (*s >= 'a' && *s <= 'f')))
+			return false;
+	return true;
+}
+
+static bool
+nonneg_int(const json_t *v)
+{
+	return json_is_integer(v) && json_integer_value(v) >= 0;
+}
+
+int
+snapshot_verify(const char *backups_dir, const char *key_id, const char *record, size_t len,
+		int *ret_fd, SnapshotErr *err)
+{
+	static const char *const keys[] = {"v",		"id",	 "key",	   "label",
+					   "createdAt", "bytes", "sha256", "files"};
+	_cleanup_free_ char *path = NULL;
+	_cleanup_close_ int fd = -1;
+	unsigned char md[EVP_MAX_MD_SIZE], buf[IO_CHUNK];
+	unsigned int mdlen = 0;
+	char sha[65];
+	EVP_MD_CTX *ctx = NULL;
+	const char *k, *id, *key, *want;
+	json_t *j, *v, *label;
+	struct stat st;
+	off_t off = 0;
+	int r = -EINVAL;
+
+	if (len == 0 || len > SNAPSHOT_RECORD_MAX || memchr(record, '\0', len)) {
+		seterr(err, "not a record of ours");
+		return -EINVAL;
+	}
+	j = json_loadb(record, len, JSON_REJECT_DUPLICATES, NULL);
+	if (!json_is_object(j)) {
+		seterr(err, "not a JSON object");
+		goto out;
+	}
+	json_object_foreach(j, k, v)
+	{
+		bool known = false;
+		for (size_t i = 0; i < ELEMENTSOF(keys); i++)
+			known = known || streq(k, keys[i]);
+		if (!known) {
+			seterr(err, "unknown field");
+			goto out;
+		}
+	}
+	id = json_string_value(json_object_get(j, "id"));
+	key = json_string_value(json_object_get(j, "key"));
+	want = json_string_value(json_object_get(j, "sha256"));
+	label = json_object_get(j, "label");
+	v = json_object_get(j, "v");
+	if (!json_is_integer(v) || json_integer_value(v) != 1 || !snapshot_uuid_ok(id) || !key ||
+	    !is_hex64(want) || !label || (!json_is_null(label) && !json_is_string(label)) ||
+	    !nonneg_int(json_object_get(j, "createdAt")) ||
+	    !nonneg_int(json_object_get(j, "bytes")) || !nonneg_int(json_object_get(j, "files"))) {
+		seterr(err, "malformed record");
+		goto out;
+	}
+	if (!streq(key, key_id)) {
+		seterr(err, "the record belongs to another thread");
+		goto out;
+	}
+	if (asprintf(&path, "%s/%s/%s.tar.zst", backups_dir, key_id, id) < 0) {
+		r = -ENOMEM;
+		goto out;
+	}
+	fd = open(path, O_RDONLY | O_NOFOLLOW | O_NONBLOCK | O_CLOEXEC);
+	if (fd < 0 || fstat(fd, &st) < 0 || !S_ISREG(st.st_mode) ||
+	    (uint64_t)st.st_size != (uint64_t)json_integer_value(json_object_get(j, "bytes"))) {
+		seterr(err, "no such backup");
+		goto out;
+	}
+	ctx = EVP_MD_CTX_new();
+	if (!ctx || !EVP_DigestInit_ex(ctx, EVP_sha256(), NULL)) {
+		r = -ENOMEM;
+		goto out;
+	}
+	for (;;) {
+		ssize_t n = pread(fd, buf, sizeof(buf), off);
+		if (n < 0 && errno == EINTR)
+			continue;
+		if (n < 0) {
+			r = -errno;
+			goto out;
+		}
+		if (n == 0)
+			break;
+		EVP_DigestUpdate(ctx, buf, (size_t)n);
+		off += n;
+	}
+	if (!EVP_DigestFinal_ex(ctx, md, &mdlen) || mdlen != 32) {
+		r = -EIO;
+		goto out;
+	}
+	hex(md, 32, sha);
+	if (off != st.st_size || !streq(sha, want)) {
+		seterr(err, "checksum mismatch");
+		r = -EINVAL;
+		goto out;
+	}
+	*ret_fd = TAKE_FD(fd);
+	r = 0;
+out:
+	EVP_MD_CTX_free(ctx);
+	json_decref(j);
+	return r;
+}
+
+/* ---------------------------------------------------------------------------
+ * Unpack.
+ */
+
+bool
+snapshot_link_target_ok(const char *t, unsigned depth)
+{
+	size_t len = strlen(t);
+	bool descended = false;
+	long d = depth;
+
+	if (len == 0 || len > PATH_MAX || t[0] == '/')
+		return false;
+	for (const char *p = t; *p;) {
+		const char *s = strchr(p, '/');
+		size_t n = s ? (size_t)(s - p) : strlen(p);
+		if (n == 2 && p[0] == '.' && p[1] == '.') {
+			/* '..' only before any name: a climb after a name could go
+			 * through a symlink and end outside the tree */
+			if (descended || --d < 0)
+				return false;
+		} else if (n > 0 && !(n == 1 && p[0] == '.'))
+			descended = true;
+		p += n;
+		while (*p == '/')
+			p++;
+	}
+	return true;
+}
+
+typedef struct Unpacker {
+	struct archive *a;
+	int root_fd;
+	uid_t uid;
+	gid_t gid;
+	uint64_t bytes, entries, max_bytes, max_entries;
+	SnapshotErr *e;
+} Unpacker;
+
+static int
+reject(Unpacker *u, const char *path, const char *why)
+{
+	seterr(u->e, "archive rejected: '%.128s': %s", path ? path : "?", why);
+	return -EINVAL;
+}
+
+/* Open the parent directory of path (creating missing components 0700),
+ * never through a symlink or a non-directory. *ret_name points into path. */
+static int
+open_parent(Unpacker *u, char *path, int *ret_fd, const char **ret_name, unsigned *ret_depth)
+{
+	int fd = dup(u->root_fd);
+	unsigned depth = 0;
+	char *p = path, *s;
+
+	if (fd < 0)
+		return -errno;
+	while ((s = strchr(p, '/'))) {
+		int nfd;
+		*s = '\0';
+		nfd = openat(fd, p, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
+		if (nfd < 0 && errno == ENOENT) {
+			if (mkdirat(fd, p, 0700) < 0 && errno != EEXIST) {
+				int r = -errno;
+				*s = '/';
+				close(fd);
+				return r;
+			}
+			nfd = openat(fd, p, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
+			if (nfd >= 0 && fchown(nfd, u->uid, u->gid) < 0) {
+				int r = -errno;
+				*s = '/';
+				close(nfd);
+				close(fd);
+				return r;
+			}
+		}
+		*s = '/';
+		if (nfd < 0) {
+			int r = errno;
+			close(fd);
+			if (r == ELOOP || r == ENOTDIR)
+				return reject(u, path, "a parent is a symlink or not a directory");
+			return -r;
+		}
+		close(fd);
+		fd = nfd;
+		p = s + 1;
+		depth++;
+	}
+	*ret_fd = fd;
+	*ret_name = p;
+	*ret_depth = depth;
+	return 0;
+}
+
+static int
+unpack_file(Unpacker *u, int pfd, const char *name, const char *path, struct archive_entry *e)
+{
+	_cleanup_close_ int fd = -1;
+	int64_t size = archive_entry_size(e);
+	struct timespec ts[2];
+
+	if (size < 0 || (uint64_t)size > u->max_bytes - u->bytes)
+		return reject(u, path, "over restore_max_bytes");
+	u->bytes += (uint64_t)size;
+	fd = openat(pfd, name, O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0600);
+	if (fd < 0)
+		return errno == EEXIST ? reject(u, path, "duplicate entry") : -errno;
+	for (;;) {
+		const void *buf;
+		size_t len;
+		la_int64_t off;
+		int r = archive_read_data_block(u->a, &buf, &len, &off);
+		if (r == ARCHIVE_EOF)
+			break;
+		if (r < ARCHIVE_WARN) {
+			seterr(u->e, "archive rejected: '%.128s': %s", path,
+			       archive_error_string(u->a) ?: "read error");
+			return -EINVAL;
+		}
+		if (off < 0 || (uint64_t)off + len > (uint64_t)size)
+			return reject(u, path, "data beyond the entry's size");
+		for (size_t done = 0; done < len;) {
+			ssize_t n = pwrite(fd, (const char *)buf + done, len - done,
+					   (off_t)((uint64_t)off + done));
+			if (n < 0 && errno == EINTR)
+				continue;
+			if (n < 0)
+				return -errno;
+			done += (size_t)n;
+		}
+	}
+	if (ftruncate(fd, (off_t)size) < 0 || fchown(fd, u->uid, u->gid) < 0 ||
+	    fchmod(fd, archive_entry_perm(e) & 0777) < 0)
+		return -errno;
+	ts[0].tv_sec = ts[1].tv_sec = archive_entry_mtime(e);
+	ts[0].tv_nsec = ts[1].tv_nsec = archive_entry_mtime_nsec(e);
+	(void)futimens(fd, ts);
+	return 0;
+}
+
+static int
+unpack_entry(Unpacker *u, struct archive_entry *e)
+{
+	const char *raw = archive_entry_pathname(e), *name = NULL;
+	_cleanup_free_ char *path = NULL;
+	_cleanup_close_ int pfd = -1;
+	mode_t type = archive_entry_filetype(e);
+	size_t len;
+	unsigned depth = 0;
+	int r;
+
+	if (++u->entries > u->max_entries)
+		return reject(u, raw, "over restore_max_entries");
+	if (!raw || !(path = strdup(raw)))
+		return raw ? -ENOMEM : reject(u, raw, "no path");
+	len = strlen(path);
+	if (type == AE_IFDIR && len > 1 && path[len - 1] == '/')
+		path[--len] = '\0';
+	if (path[0] == '/')
+		return reject(u, raw, "absolute path");
+	if (wsfs_check_path(path, len) < 0)
+		return reject(u, raw, "'..', '.', empty or overlong path");
+	if (archive_entry_hardlink(e))
+		return reject(u, raw, "hardlink");
+	if (type != AE_IFREG && type != AE_IFDIR && type != AE_IFLNK)
+		return reject(u, raw, "not a file, a directory or a symlink");
+	if (archive_entry_mode(e) & (S_ISUID | S_ISGID | S_ISVTX))
+		return reject(u, raw, "setuid, setgid or sticky bit");
+	if (archive_entry_xattr_count(e) > 0)
+		return reject(u, raw, "extended attributes");
+	r = open_parent(u, path, &pfd, &name, &depth);
+	if (r < 0)
+		return r;
+	switch (type) {
+	case AE_IFDIR: {
+		_cleanup_close_ int fd = -1;
+		struct stat st;
+		if (mkdirat(pfd, name, 0700) < 0 && errno != EEXIST)
+			return -errno;
+		fd = openat(pfd, name, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
+		if (fd < 0)
+			return errno == ELOOP || errno == ENOTDIR
+				   ? reject(u, raw, "duplicate entry of another type")
+				   : -errno;
+		if (fstat(fd, &st) < 0 || fchown(fd, u->uid, u->gid) < 0 ||
+		    fchmod(fd, (archive_entry_perm(e) & 0777) | 0700) < 0)
+			return -errno;
+		return 0;
+	}
+	case AE_IFLNK: {
+		const char *t = archive_entry_symlink(e);
+		struct timespec ts[2];
+		if (!t || !snapshot_link_target_ok(t, depth))
+			return reject(u, raw, "symlink target absolute or outside the tree");
+		if (symlinkat(t, pfd, name) < 0)
+			return errno == EEXIST ? reject(u, raw, "duplicate entry") : -errno;
+		if (fchownat(pfd, name, u->uid, u->gid, AT_SYMLINK_NOFOLLOW) < 0)
+			return -errno;
+		ts[0].tv_sec = ts[1].tv_sec = archive_entry_mtime(e);
+		ts[0].tv_nsec = ts[1].tv_nsec = archive_entry_mtime_nsec(e);
+		(void)utimensat(pfd, name, ts, AT_SYMLINK_NOFOLLOW);
+		return 0;
+	}
+	default: return unpack_file(u, pfd, name, raw, e);
+	}
+}
+
+int
+snapshot_unpack(int archive_fd, int parent_fd, const char *name, uid_t uid, gid_t gid,
+		uint64_t max_bytes, uint64_t max_entries, SnapshotErr *err)
+{
+	Unpacker u = {.uid = uid,
+		      .gid = gid,
+		      .max_bytes = max_bytes,
+		      .max_entries = max_entries,
+		      .root_fd = -1,
+		      .e = err};
+	struct archive_entry *e;
+	int r;
+
+	if (mkdirat(parent_fd, name, 0700) < 0)
+		return -errno;
+	u.root_fd = openat(parent_fd, name, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
+	if (u.root_fd < 0) {
+		r = -errno;
+		goto fail;
+	}
+	if (lseek(archive_fd, 0, SEEK_SET) < 0) {
+		r = -errno;
+		goto fail;
+	}
+	u.a = archive_read_new();
+	if (!u.a) {
+		r = -ENOMEM;
+		goto fail;
+	}
+	/* Our archives are zstd (or gzip) pax tars; nothing else is read. */
+	archive_read_support_filter_zstd(u.a);
+	archive_read_support_filter_gzip(u.a);
+	archive_read_support_filter_none(u.a);
+	archive_read_support_format_tar(u.a);
+	if (archive_read_open_fd(u.a, archive_fd, IO_CHUNK) != ARCHIVE_OK) {
+		seterr(err, "archive rejected: %s", archive_error_string(u.a) ?: "unreadable");
+		r = -EINVAL;
+		goto fail;
+	}
+	for (;;) {
+		int k = archive_read_next_header(u.a, &e);
+		if (k == ARCHIVE_EOF)
+			break;
+		if (k < ARCHIVE_WARN) {
+			seterr(err, "archive rejected: %s", archive_error_string(u.a) ?: "corrupt");
+			r = -EINVAL;
+			goto fail;
+		}
+		r = unpack_entry(&u, e);
+		if (r < 0) {
+			if (r != -EINVAL)
+				seterr(err, "restore failed: %s", strerror(-r));
+			goto fail;
+		}
+	}
+	if (fchown(u.root_fd, uid, gid) < 0 || fchmod(u.root_fd, 0700) < 0 ||
+	    syncfs(u.root_fd) < 0) {
+		r = -errno;
+		goto fail;
+	}
+	archive_read_free(u.a);
+	safe_close(u.root_fd);
+	return 0;
+fail:
+	if (u.a)
+		archive_read_free(u.a);
+	safe_close(u.root_fd);
+	(void)snapshot_rm_rf(parent_fd, name);
+	return r;
+}
+
+/* ---------------------------------------------------------------------------
+ * Remove a tree.
+ */
+
+static int
+rm_children(int dfd, unsigned depth)
+{
+	char **names = NULL;
+	size_t n = 0;
+	int r;
+
+	if (depth > 4 * DEPTH_MAX)
+		return -ELOOP;
+	r = list_dir(dfd, &names, &n);
+	if (r < 0)
+		return r;
+	for (size_t i = 0; i < n; i++) {
+		if (unlinkat(dfd, names[i], 0) < 0 && errno == EISDIR) {
+			int cfd =
+			    openat(dfd, names[i], O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
+			if (cfd >= 0) {
+				(void)fchmod(cfd, 0700);
+				int k = rm_children(cfd, depth + 1);
+				close(cfd);
+				if (k < 0 && r >= 0)
+					r = k;
+			}
+			if (unlinkat(dfd, names[i], AT_REMOVEDIR) < 0 && errno != ENOENT && r >= 0)
+				r = -errno;
+		}
+		free(names[i]);
+	}
+	free(names);
+	return r;
+}
+
+int
+snapshot_rm_rf(int dir_fd, const char *name)
+{
+	int fd, r;
+
+	if (unlinkat(dir_fd, name, 0) >= 0 || errno == ENOENT)
+		return 0;
+	if (errno != EISDIR)
+		return -errno;
+	fd = openat(dir_fd, name, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
+	if (fd < 0)
+		return errno == ENOENT ? 0 : -errno;
+	r = rm_children(fd, 0);
+	close(fd);
+	if (unlinkat(dir_fd, name, AT_REMOVEDIR) < 0 && errno != ENOENT)
+		return r < 0 ? r : -errno;
+	return r;
+}

@@ -1,0 +1,164 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * test-snapshot.c — daemons/containerd-shim/snapshot.c: the pure checks
+ * (symlink targets, uuids) and a create → verify → unpack round trip in a
+ * temporary directory, with the records snapshot_verify must refuse.
+ */
+#include "config.h"
+
+#include <errno.h>
+#include <fcntl.h>
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <cmocka.h>
+#include <jansson.h>
+
+#include "snapshot.h"
+
+static void
+test_link_targets(void **state)
+{
+	(void)state;
+	assert_true(snapshot_link_target_ok("a", 0));
+	assert_true(snapshot_link_target_ok("a/b/./c", 0));
+	assert_true(snapshot_link_target_ok("../x", 1));
+	assert_true(snapshot_link_target_ok("../../x/y", 2));
+	assert_true(snapshot_link_target_ok("..", 1));
+	assert_false(snapshot_link_target_ok("", 3));
+	assert_false(snapshot_link_target_ok("/etc", 3));
+	assert_false(snapshot_link_target_ok("..", 0));
+	assert_false(snapshot_link_target_ok("../../x", 1));
+	/* a climb after a name could go through a symlink: refused */
+	assert_false(snapshot_link_target_ok("a/../b", 3));
+	assert_false(snapshot_link_target_ok("./a/..", 3));
+}
+
+static void
+test_uuids(void **state)
+{
+	(void)state;
+	assert_true(snapshot_uuid_ok("0f8fad5b-d9cb-469f-a165-70867728950e"));
+	assert_false(snapshot_uuid_ok("0F8FAD5B-D9CB-469F-A165-70867728950E"));
+	assert_false(snapshot_uuid_ok("../../../../../../etc/passwd-0000000"));
+	assert_false(snapshot_uuid_ok("0f8fad5b-d9cb-469f-a165-70867728950"));
+	assert_false(snapshot_uuid_ok(NULL));
+}
+
+static void
+put(const char *dir, const char *name, const char *data)
+{
+	char p[512];
+	FILE *f;
+	snprintf(p, sizeof(p), "%s/%s", dir, name);
+	f = fopen(p, "we");
+	assert_non_null(f);
+	fputs(data, f);
+	fclose(f);
+}
+
+static void
+test_round_trip_and_refusals(void **state)
+{
+	char top[] = "/tmp/test-snapshot-XXXXXX", ws[128], bk[128], p[256], buf[64];
+	char *rec = NULL, *bad = NULL;
+	SnapshotErr err = {""};
+	int wfd, afd = -1, pfd, r;
+	json_t *j;
+	ssize_t n;
+
+	(void)state;
+	assert_non_null(mkdtemp(top));
+	snprintf(ws, sizeof(ws), "%s/ws", top);
+	snprintf(bk, sizeof(bk), "%s/backups", top);
+	assert_int_equal(mkdir(ws, 0700), 0);
+	snprintf(p, sizeof(p), "%s/sub", ws);
+	assert_int_equal(mkdir(p, 0755), 0);
+	put(ws, "a", "alpha");
+	put(ws, "sub/b", "beta");
+	snprintf(p, sizeof(p), "%s/l", ws);
+	assert_int_equal(symlink("sub/b", p), 0);
+	snprintf(p, sizeof(p), "%s/fifo", ws);
+	assert_int_equal(mkfifo(p, 0600), 0);
+	snprintf(p, sizeof(p), "%s/a", ws);
+	assert_int_equal(chmod(p, 04755), 0); /* stored without the setuid bit */
+
+	wfd = open(ws, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+	assert_true(wfd >= 0);
+	r = snapshot_create(bk, "0123456789abcdef", wfd, "lbl", &rec, &err);
+	assert_int_equal(r, 0);
+	j = json_loads(rec, 0, NULL);
+	assert_non_null(j);
+	assert_int_equal(json_integer_value(json_object_get(j, "files")), 2);
+	assert_string_equal(json_string_value(json_object_get(j, "label")), "lbl");
+
+	/* ours, for this key only */
+	r = snapshot_verify(bk, "0123456789abcdef", rec, strlen(rec), &afd, &err);
+	assert_int_equal(r, 0);
+	assert_int_equal(
+	    snapshot_verify(bk, "fedcba9876543210", rec, strlen(rec), &(int){-1}, &err), -EINVAL);
+	json_object_set_new(j, "sha256",
+			    json_string("0000000000000000000000000000000000000000000000"
+					"000000000000000000"));
+	bad = json_dumps(j, JSON_COMPACT);
+	assert_int_equal(
+	    snapshot_verify(bk, "0123456789abcdef", bad, strlen(bad), &(int){-1}, &err), -EINVAL);
+	assert_int_equal(snapshot_verify(bk, "0123456789abcdef", "nope", 4, &(int){-1}, &err),
+			 -EINVAL);
+
+	/* unpack next to the workspace, into an empty staging directory */
+	pfd = open(top, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+	r = snapshot_unpack(afd, pfd, "staging", getuid(), getgid(), 1 << 20, 100, &err);
+	assert_int_equal(r, 0);
+	snprintf(p, sizeof(p), "%s/staging/l", top);
+	n = readlink(p, buf, sizeof(buf) - 1);
+	assert_int_equal(n, 5);
+	buf[n] = '\0';
+	assert_string_equal(buf, "sub/b");
+	snprintf(p, sizeof(p), "%s/staging/a", top);
+	{
+		struct stat st;
+		assert_int_equal(stat(p, &st), 0);
+		assert_int_equal(st.st_mode & 07777, 0755);
+	}
+	snprintf(p, sizeof(p), "%s/staging/fifo", top);
+	assert_int_equal(access(p, F_OK), -1);
+
+	/* caps: the staging directory goes away again */
+	assert_int_equal(
+	    snapshot_unpack(afd, pfd, "staging2", getuid(), getgid(), 1 << 20, 2, &err), -EINVAL);
+	assert_non_null(strstr(err.msg, "restore_max_entries"));
+	assert_int_equal(snapshot_unpack(afd, pfd, "staging2", getuid(), getgid(), 4, 100, &err),
+			 -EINVAL);
+	snprintf(p, sizeof(p), "%s/staging2", top);
+	assert_int_equal(access(p, F_OK), -1);
+
+	assert_int_equal(snapshot_rm_rf(pfd, "staging"), 0);
+	assert_int_equal(snapshot_rm_rf(pfd, "ws"), 0);
+	assert_int_equal(snapshot_rm_rf(pfd, "backups"), 0);
+	assert_int_equal(rmdir(top), 0);
+	close(pfd);
+	close(afd);
+	close(wfd);
+	json_decref(j);
+	free(bad);
+	free(rec);
+}
+
+int
+main(void)
+{
+	const struct CMUnitTest tests[] = {
+	    cmocka_unit_test(test_link_targets),
+	    cmocka_unit_test(test_uuids),
+	    cmocka_unit_test(test_round_trip_and_refusals),
+	};
+	return cmocka_run_group_tests(tests, NULL, NULL);
+}
