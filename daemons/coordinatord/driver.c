@@ -461,6 +461,9 @@ run_wait_timeout(evutil_socket_t fd, short what, void *arg)
 	Run *run = arg;
 	if (run->state == RUN_WAIT_SHIM)
 		run_fail(run, "sandbox: containerd-shim is not available", "sandbox_unavailable");
+	else if (run->state == RUN_REATTACH) /* the shim never came back to re-attach to */
+		run_fail(run, "the run's sandbox process is gone (coordinatord restarted)",
+			 "sandbox_lost");
 }
 
 /* The values of the harness's secrets, redacted from every chunk of the run
@@ -792,6 +795,8 @@ exec_attached(Peer *p, int err, const msgpack_object *body, void *ud)
 	}
 	log_ctx(LOG_NOTICE, &run->log, "Re-attached to exec %" PRIu64 " at offsets %" PRIu64
 		"/%" PRIu64, run->exec_id, run->out[1].taken, run->out[2].taken);
+	if (run->wait_timer)
+		event_del(run->wait_timer);
 	run->state = RUN_EXECUTING;
 }
 
@@ -863,6 +868,12 @@ recover_cb(const char *run_id, json_t *record, void *ud)
 		run->out[s].taken = run->out[s].added =
 			(uint64_t)json_integer_value(json_array_get(consumed, (size_t)s - 1));
 	run->state = RUN_REATTACH;
+	/* re-attaching waits for the shim at most sandbox_wait_ms (the watchdog spares it) */
+	struct timeval tv;
+	run->wait_timer = evtimer_new(c->base, run_wait_timeout, run);
+	if (run->wait_timer)
+		evtimer_add(run->wait_timer,
+			    timeval_from_usec(&tv, (usec_t)c->conf.sandbox_wait_ms * USEC_PER_MSEC));
 	json_decref(drive);
 }
 

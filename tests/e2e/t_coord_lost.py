@@ -1,0 +1,39 @@
+# SPDX-License-Identifier: MIT
+"""Issue 3: a run that was active when coordinatord died, whose shim never
+comes back, fails with sandbox_lost after sandbox_wait_ms instead of waiting
+to be re-attached forever (the watchdog spares runs waiting to re-attach)."""
+import signal
+import time
+
+SUITE_CONF = """[coordinatord]
+sandbox_wait_ms = 800
+"""
+
+
+def test_reattach_gives_up_when_the_shim_stays_away(s):
+    s.expected_errors += [r"coordinat", r"Lost", r"lost", r"unavailable", r"shim"]
+    run = s.start_run("sleep 30.04", thread="t-away")
+    deadline = time.time() + 5
+    while time.time() < deadline:
+        st, rec = s.http("GET", f"/runs/{run}?threadId=t-away")
+        if st == 200 and rec["lastSeq"] >= 4:
+            break
+        time.sleep(0.02)
+    time.sleep(0.2)
+    s.kill("coordinatord", signal.SIGKILL)
+    s.kill("containerd-shim", signal.SIGKILL)
+    s.start_daemon("coordinatord")  # and no shim
+    t0 = time.time()
+    rec = None
+    while time.time() - t0 < 10:
+        st, rec = s.http("GET", f"/runs/{run}?threadId=t-away")
+        if st == 200 and rec["status"] != "running":
+            break
+        time.sleep(0.05)
+    assert rec["status"] == "failed" and rec["error"]["code"] == "sandbox_lost", rec
+    assert time.time() - t0 < 5
+    s.start_daemon("containerd-shim")  # back for a clean teardown
+    deadline = time.time() + 10
+    while time.time() < deadline and s.http("GET", "/readyz")[0] != 200:
+        time.sleep(0.05)
+    assert s.http("GET", "/readyz")[0] == 200
