@@ -1,0 +1,306 @@
+#!/usr/bin/python3
+# SPDX-License-Identifier: MIT
+"""BENCH-RELIABILITY B6 — start a sandboxed run, containerd-shim beside bwrap
+and unshare, all timed by the same C harness (bench/sandbox/spawn-time.c,
+built here with cc: fork + execvp + waitpid per iteration).
+
+Per repetition, in an order that rotates between repetitions:
+  shim      `shimctl SOCK KEY -- /bin/true` with a fresh KEY (SANDBOX_ENSURE
+            creates the sandbox, EXEC_START/EXEC_EXIT), then, timed apart,
+            `shimctl SOCK KEY --destroy`
+  bwrap     `bwrap --unshare-all --ro-bind / / --dev /dev --proc /proc true`
+  unshare   `unshare -Urnpfmiu --mount-proc true`
+  spawn     `/bin/true` (the fork+exec+wait floor of the harness)
+  floor     `shimctl SOCK - --list` (start shimctl — 26 shared libraries —,
+            connect, HELLO, EXEC_LIST: the client's own cost, subtracted for
+            the shim-side figure)
+each serial (N iterations) and 8 in parallel (8 worker processes);
+  live      `shimctl SOCK KEY --repeat M -- /bin/true` into one live sandbox
+            (shimctl's own EXEC_START → EXEC_EXIT p50/p99);
+  e2e       POST /runs {"true"} on a fresh thread, then the WebSocket tail:
+            time to the POST reply, the first frame, the first frame from the
+            sandbox (sandbox.created), TOOL_CALL_RESULT and the status frame;
+            serial and 8 concurrent clients. Each thread's sandbox is destroyed
+            after its status frame (untimed) so they do not pile up.
+
+The three daemons are pinned to CPU 0 (taskset -c 0; sandboxes inherit it),
+this script and everything it spawns (harness, shimctl, bwrap, unshare) to
+CPU 1; one more repetition unpinned. Warm-up: a few iterations of everything
+before the first repetition. Raw JSON: bench/results/sandbox-b6-<time>.json.
+
+usage: RW_BUILD_DIR=build bench/sandbox/b6.py [--reps 3] [--n 100] [--live 500]
+       [--e2e 50] [--no-unpinned]"""
+import argparse
+import asyncio
+import datetime
+import http.client
+import json
+import os
+import re
+import statistics
+import subprocess
+import sys
+import time
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+TOP = os.path.abspath(os.path.join(HERE, "..", ".."))
+sys.path.insert(0, os.path.join(TOP, "tests", "e2e"))
+import rwtest  # noqa: E402
+import websockets  # noqa: E402
+
+ap = argparse.ArgumentParser()
+ap.add_argument("--reps", type=int, default=3)
+ap.add_argument("--n", type=int, default=100, help="iterations per serial/parallel measurement")
+ap.add_argument("--par", type=int, default=8)
+ap.add_argument("--live", type=int, default=500, help="execs into the live sandbox")
+ap.add_argument("--e2e", type=int, default=50, help="runs per e2e measurement")
+ap.add_argument("--no-unpinned", action="store_true")
+A = ap.parse_args()
+
+EXE = "/tmp/rw-b6-spawn-time"
+SHIMCTL = os.path.join(rwtest.BUILD, "daemons", "containerd-shim", "shimctl")
+BWRAP = ["bwrap", "--unshare-all", "--ro-bind", "/", "/", "--dev", "/dev", "--proc", "/proc",
+         "true"]
+UNSHARE = ["unshare", "-Urnpfmiu", "--mount-proc", "true"]
+# max_instances above the default 5 so 8 parallel creates are not queued by the cap
+CONF = "[containerd-shim]\nmax_instances = 64\n"
+
+
+def pct(xs, p):
+    xs = sorted(xs)
+    return xs[min(len(xs) - 1, int(len(xs) * p / 100))] if xs else None
+
+
+def summ(lat_us, wall_us=None):
+    ms = [x / 1000 for x in lat_us]
+    d = {"n": len(ms), "p50_ms": round(pct(ms, 50), 3), "p99_ms": round(pct(ms, 99), 3),
+         "max_ms": round(max(ms), 3), "mean_ms": round(statistics.mean(ms), 3)}
+    if wall_us:
+        d["per_s"] = round(len(ms) / (wall_us / 1e6), 1)
+    return d
+
+
+def harness(n, par, tag, cmd, then=None):
+    args = [EXE, str(n), str(par), tag, "--"] + cmd + (["--then"] + then if then else [])
+    p = subprocess.run(args, capture_output=True, text=True, timeout=600)
+    if p.returncode != 0:
+        raise RuntimeError(f"spawn-time failed: {p.stderr}")
+    d = json.loads(p.stdout)
+    if d["bad"]:
+        raise RuntimeError(f"{cmd[0]}: {d['bad']} iterations exited non-zero")
+    return d
+
+
+class Bench:
+    def __init__(self, pinned):
+        self.pinned = pinned
+        wrap = {d: ["taskset", "-c", "0"] for d in rwtest.DAEMONS} if pinned else {}
+        os.sched_setaffinity(0, {1} if pinned else {0, 1})
+        self.s = rwtest.Suite(CONF, wrap=wrap).start()
+        self.sock = os.path.join(self.s.dir, "run", "containerd-shim.sock")
+        self.seq = 0
+
+    def tag(self, what):
+        self.seq += 1
+        return f"b6{'p' if self.pinned else 'u'}{what}{self.seq}"
+
+    def contender(self, name, n, par):
+        if name == "shim":
+            d = harness(n, par, self.tag("s"), [SHIMCTL, self.sock, "%K", "--", "/bin/true"],
+                        [SHIMCTL, self.sock, "%K", "--destroy"])
+            tot = [a + b for a, b in zip(d["a"], d["b"])]
+            return {"create_exec": summ(d["a"], d["wall_us"]), "destroy": summ(d["b"]),
+                    "create_exec_destroy": summ(tot, d["wall_us"]), "raw": d}
+        cmd = {"bwrap": BWRAP, "unshare": UNSHARE, "spawn": ["/bin/true"],
+               "floor": [SHIMCTL, self.sock, "-", "--list"]}[name]
+        d = harness(n, par, self.tag(name[0]), cmd)
+        return {"total": summ(d["a"], d["wall_us"]), "raw": d}
+
+    def live(self, m):
+        key = self.tag("live")
+        p = subprocess.run([SHIMCTL, self.sock, key, "--repeat", str(m), "--", "/bin/true"],
+                           capture_output=True, text=True, timeout=600)
+        mm = re.search(r"p50 ([\d.]+) ms, p99 ([\d.]+) ms", p.stderr)
+        if p.returncode != 0 or not mm:
+            raise RuntimeError(f"shimctl --repeat: {p.stderr}")
+        # the same through the harness: one shimctl process per exec (connect, hello, ensure
+        # of the live sandbox, exec) — what a client pays without a kept connection
+        d = harness(min(m, A.n), 1, key, [SHIMCTL, self.sock, key, "--", "/bin/true"])
+        subprocess.run([SHIMCTL, self.sock, key, "--destroy"], capture_output=True)
+        return {"repeat": {"n": m, "p50_ms": float(mm.group(1)), "p99_ms": float(mm.group(2))},
+                "shimctl_process": summ(d["a"]), "raw_process": d}
+
+    async def one_run(self, thread):
+        loop = asyncio.get_running_loop()
+        body = json.dumps({"threadId": thread, "messages": [{"role": "user", "content": "true"}]})
+
+        def post():
+            c = http.client.HTTPConnection("127.0.0.1", self.s.port, timeout=30)
+            c.request("POST", "/runs", body=body, headers={"Content-Type": "application/json"})
+            r = c.getresponse()
+            js = json.loads(r.read())
+            c.close()
+            assert r.status == 202, (r.status, js)
+            return js["runId"]
+
+        t0 = time.perf_counter()
+        run_id = await loop.run_in_executor(None, post)
+        t = {"post": time.perf_counter() - t0}
+        uri = f"ws://127.0.0.1:{self.s.port}/runs/{run_id}/stream?threadId={thread}"
+        async with websockets.connect(uri) as ws:
+            async for raw in ws:
+                now = time.perf_counter() - t0
+                msg = json.loads(raw)
+                t.setdefault("first", now)
+                if msg.get("type") == "status":
+                    t["status"] = now
+                    assert msg["record"]["status"] == "completed", msg
+                    break
+                ch = msg["chunk"]
+                if ch.get("name") == "sandbox.created":
+                    t.setdefault("sandbox", now)
+                if ch["type"] == "TOOL_CALL_RESULT":
+                    t["result"] = now
+        p = await asyncio.create_subprocess_exec(SHIMCTL, self.sock, thread, "--destroy",
+                                                 stdout=asyncio.subprocess.DEVNULL,
+                                                 stderr=asyncio.subprocess.DEVNULL)
+        await p.wait()
+        return {k: v * 1e6 for k, v in t.items()}
+
+    def e2e(self, n, par):
+        tag = self.tag("e")
+
+        async def go():
+            res = []
+
+            async def worker(w):
+                for i in range(w, n, par):
+                    res.append(await self.one_run(f"{tag}-{w}-{i}"))
+            t0 = time.perf_counter()
+            await asyncio.gather(*(worker(w) for w in range(par)))
+            return res, (time.perf_counter() - t0) * 1e6
+        res, wall = asyncio.run(go())
+        out = {k: summ([r[k] for r in res if k in r])
+               for k in ("post", "first", "sandbox", "result", "status")}
+        out["status"]["per_s"] = round(n / (wall / 1e6), 1)
+        out["raw"] = res
+        return out
+
+    def rep(self, order):
+        r = {}
+        for name in order:
+            r[name] = {"serial": self.contender(name, A.n, 1),
+                       "par": self.contender(name, A.n, A.par)}
+        r["live"] = self.live(A.live)
+        r["e2e"] = {"serial": self.e2e(A.e2e, 1), "par": self.e2e(A.e2e, A.par)}
+        return r
+
+    def warm(self):
+        for name in ("shim", "bwrap", "unshare", "spawn", "floor"):
+            self.contender(name, 10, 2)
+        self.live(20)
+        self.e2e(5, 1)
+
+    def close(self):
+        problems = self.s.stop()
+        self.s.cleanup()
+        return problems
+
+
+def ratio(r, e2e_key="first"):
+    bw = r["bwrap"]["serial"]["total"]["p50_ms"]
+    bwp = r["bwrap"]["par"]["total"]["p50_ms"]
+    return {
+        "create_exec_over_bwrap": r["shim"]["serial"]["create_exec"]["p50_ms"] / bw,
+        "shim_side_create_exec_over_bwrap": (r["shim"]["serial"]["create_exec"]["p50_ms"]
+                                             - r["floor"]["serial"]["total"]["p50_ms"]) / bw,
+        "create_exec_destroy_over_bwrap": r["shim"]["serial"]["create_exec_destroy"]["p50_ms"] / bw,
+        "create_exec_over_bwrap_par8": r["shim"]["par"]["create_exec"]["p50_ms"] / bwp,
+        "shim_per_s_over_bwrap_par8": r["shim"]["par"]["create_exec_destroy"]["per_s"]
+        / r["bwrap"]["par"]["total"]["per_s"],
+        "create_exec_over_unshare": r["shim"]["serial"]["create_exec"]["p50_ms"]
+        / r["unshare"]["serial"]["total"]["p50_ms"],
+        "e2e_first_over_bwrap": r["e2e"]["serial"]["first"]["p50_ms"] / bw,
+        "e2e_status_over_bwrap": r["e2e"]["serial"]["status"]["p50_ms"] / bw,
+        "e2e_status_over_bwrap_par8": r["e2e"]["par"]["status"]["p50_ms"] / bwp,
+        "live_exec_p50_ms": r["live"]["repeat"]["p50_ms"],
+    }
+
+
+def main():
+    if subprocess.run(["cc", "-O2", "-Wall", "-o", EXE, os.path.join(HERE, "spawn-time.c")]).returncode:
+        sys.exit("cc failed")
+    bw = subprocess.run(["bwrap", "--version"], capture_output=True, text=True).stdout.strip()
+    out = {"bench": "B6", "date": datetime.datetime.now(datetime.timezone.utc).isoformat(),
+           "kernel": os.uname().release, "bwrap": bw, "conf": CONF,
+           "pinning": "daemons taskset -c 0 (sandboxes inherit); b6.py, spawn-time, shimctl, "
+                      "bwrap, unshare and the e2e client on CPU 1 (sched_setaffinity)",
+           "n": A.n, "par": A.par, "live": A.live, "e2e": A.e2e, "reps": [], "unpinned": None}
+    names = ["shim", "bwrap", "unshare", "spawn", "floor"]
+    orders = [names[i:] + names[:i] for i in range(len(names))]
+    b = Bench(True)
+    try:
+        b.warm()
+        for i in range(A.reps):
+            r = b.rep(orders[i % len(orders)])
+            r["order"] = orders[i % len(orders)]
+            r["ratios"] = ratio(r)
+            out["reps"].append(r)
+            print(f"rep {i}: " + json.dumps({k: round(v, 3) for k, v in r["ratios"].items()}),
+                  flush=True)
+    finally:
+        out["hygiene_pinned"] = b.close()
+    if not A.no_unpinned:
+        b = Bench(False)
+        try:
+            b.warm()
+            r = b.rep(orders[0])
+            r["ratios"] = ratio(r)
+            out["unpinned"] = r
+            print("unpinned: " + json.dumps({k: round(v, 3) for k, v in r["ratios"].items()}),
+                  flush=True)
+        finally:
+            out["hygiene_unpinned"] = b.close()
+    keys = out["reps"][0]["ratios"].keys()
+    out["ratio_median_min_max"] = {
+        k: [round(statistics.median(x), 3), round(min(x), 3), round(max(x), 3)]
+        for k in keys for x in [[r["ratios"][k] for r in out["reps"]]]}
+    stamp = datetime.datetime.now(datetime.timezone.utc).strftime("%Y%m%dT%H%M%SZ")
+    path = os.path.join(TOP, "bench", "results", f"sandbox-b6-{stamp}.json")
+    with open(path, "w") as f:
+        json.dump(out, f, indent=1)
+    print(path)
+    print(json.dumps(out["ratio_median_min_max"], indent=1))
+    # table: median over pinned reps of each p50/p99
+    def med(f):
+        return round(statistics.median(f(r) for r in out["reps"]), 2)
+    rows = [("spawn /bin/true", lambda r, m: r["spawn"][m]["total"]),
+            ("unshare -Urnpfmiu", lambda r, m: r["unshare"][m]["total"]),
+            ("bwrap --unshare-all", lambda r, m: r["bwrap"][m]["total"]),
+            ("shimctl floor (--list)", lambda r, m: r["floor"][m]["total"]),
+            ("shim create+exec", lambda r, m: r["shim"][m]["create_exec"]),
+            ("shim destroy", lambda r, m: r["shim"][m]["destroy"]),
+            ("shim create+exec+destroy", lambda r, m: r["shim"][m]["create_exec_destroy"]),
+            ("e2e POST reply", lambda r, m: r["e2e"][m]["post"]),
+            ("e2e first frame", lambda r, m: r["e2e"][m]["first"]),
+            ("e2e sandbox.created", lambda r, m: r["e2e"][m]["sandbox"]),
+            ("e2e TOOL_CALL_RESULT", lambda r, m: r["e2e"][m]["result"]),
+            ("e2e status frame", lambda r, m: r["e2e"][m]["status"])]
+    for name, f in rows:
+        cells = []
+        for m in ("serial", "par"):
+            cells.append(f"{med(lambda r: f(r, m)['p50_ms'])} / {med(lambda r: f(r, m)['p99_ms'])}")
+            ps = [f(r, m).get("per_s") for r in out["reps"]]
+            cells.append(str(round(statistics.median(ps))) if None not in ps else "")
+        print(f"| {name} | " + " | ".join(cells) + " |")
+    print(f"| live exec (--repeat) | {med(lambda r: r['live']['repeat']['p50_ms'])} / "
+          f"{med(lambda r: r['live']['repeat']['p99_ms'])} | | | |")
+    print(f"| live exec (shimctl process) | {med(lambda r: r['live']['shimctl_process']['p50_ms'])}"
+          f" / {med(lambda r: r['live']['shimctl_process']['p99_ms'])} | | | |")
+    for k in ("hygiene_pinned", "hygiene_unpinned"):
+        if out.get(k):
+            print(k, out[k][:5])
+
+
+if __name__ == "__main__":
+    main()
