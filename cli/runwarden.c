@@ -521,18 +521,20 @@ simple_args(int argc, char **argv, int n, const char *what)
 	return optind;
 }
 
+/* `show` and `cancel`: one request on a run, the record it answers printed. */
 static int
-cmd_show(int argc, char **argv)
+record_command(int argc, char **argv, const char *method, const char *suffix, const char *name,
+	       const char *usage)
 {
-	int i = simple_args(argc, argv, 1, "show: RUN is required (show RUN [--thread T])");
+	int i = simple_args(argc, argv, 1, usage);
 	if (i < 0)
 		return EXIT_USAGE;
 	char *rid = urlenc(argv[i]), *tid = urlenc(g.thread), path[1024];
-	snprintf(path, sizeof(path), "/runs/%s?threadId=%s", rid, tid);
+	snprintf(path, sizeof(path), "/runs/%s%s?threadId=%s", rid, suffix, tid);
 	free(rid);
 	free(tid);
 	json_t *rec;
-	int rc = call("GET", path, NULL, "show", &rec, NULL);
+	int rc = call(method, path, NULL, name, &rec, NULL);
 	if (rc)
 		return rc;
 	if (g.json)
@@ -544,25 +546,17 @@ cmd_show(int argc, char **argv)
 }
 
 static int
+cmd_show(int argc, char **argv)
+{
+	return record_command(argc, argv, "GET", "", "show",
+			      "show: RUN is required (show RUN [--thread T])");
+}
+
+static int
 cmd_cancel(int argc, char **argv)
 {
-	int i = simple_args(argc, argv, 1, "cancel: RUN is required (cancel RUN [--thread T])");
-	if (i < 0)
-		return EXIT_USAGE;
-	char *rid = urlenc(argv[i]), *tid = urlenc(g.thread), path[1024];
-	snprintf(path, sizeof(path), "/runs/%s/cancel?threadId=%s", rid, tid);
-	free(rid);
-	free(tid);
-	json_t *rec;
-	int rc = call("POST", path, NULL, "cancel", &rec, NULL);
-	if (rc)
-		return rc;
-	if (g.json)
-		print_json(rec);
-	else
-		print_record(rec);
-	json_decref(rec);
-	return 0;
+	return record_command(argc, argv, "POST", "/cancel", "cancel",
+			      "cancel: RUN is required (cancel RUN [--thread T])");
 }
 
 static int
