@@ -71,6 +71,10 @@ run(int argc, char **argv)
 	log_set_max_level(conf.shared.log_level);
 
 	ctx.base = event_base_new();
+	/* Three priorities: 1 is the default; 2 is background work (the pool refill)
+	 * that runs only when nothing else is ready. */
+	if (ctx.base && event_base_priority_init(ctx.base, 3) < 0)
+		ctx.base = (event_base_free(ctx.base), NULL);
 	if (!ctx.base) {
 		log_error("Failed to create the event loop");
 		shim_conf_done(&conf);

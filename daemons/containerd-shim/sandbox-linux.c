@@ -336,6 +336,7 @@ init_rlimits(const SandboxSpec *spec)
 }
 
 static int init_landlock(void);
+static bool landlock_pending; /* pooled: restrict at the first exec */
 
 /* Returns the Landlock ABI applied (0 = none). */
 static int
@@ -348,7 +349,14 @@ init_setup(const SandboxSpec *spec)
 	gid_t groups[1];
 	uid_t uid = spec->sandbox_uid;
 
-	/* Phase 1, still host uid 0 (unmapped) with full caps in the new user ns. */
+	/* Phase 1, still host uid 0 (unmapped) with full caps in the new user ns.
+	 * A pooled sandbox's workspace is cloned before / turns private: the clone
+	 * stays a slave of the shim's shared mount point, so that the shim can bind
+	 * the thread's workspace there when the sandbox is claimed (sandbox.h).
+	 * Everything else, including any other workspace, is private. */
+	ws_fd = spec->workspace_slave
+		    ? tree_clone(spec->workspace, MOUNT_ATTR_NOSUID | MOUNT_ATTR_NODEV, false)
+		    : -1;
 	CHECK(mount(NULL, "/", NULL, MS_REC | MS_PRIVATE, NULL), "make / private");
 	snprintf(opts, sizeof(opts), "mode=0755,size=1m,nr_inodes=4096,uid=%u,gid=%u", uid, uid);
 	CHECK(mount("tmpfs", spec->root_mnt, "tmpfs", MS_NOSUID | MS_NODEV, opts),
@@ -356,7 +364,8 @@ init_setup(const SandboxSpec *spec)
 	CHECK(chdir(spec->root_mnt), "chdir new root");
 
 	n = binds_capture(spec->ro_binds, binds);
-	ws_fd = tree_clone(spec->workspace, MOUNT_ATTR_NOSUID | MOUNT_ATTR_NODEV, false);
+	if (ws_fd < 0)
+		ws_fd = tree_clone(spec->workspace, MOUNT_ATTR_NOSUID | MOUNT_ATTR_NODEV, false);
 	for (size_t i = 0; i < ELEMENTSOF(dev_nodes); i++) {
 		char p[64];
 		snprintf(p, sizeof(p), "/dev/%s", dev_nodes[i]);
@@ -459,6 +468,15 @@ init_setup(const SandboxSpec *spec)
 	caps_drop_all();
 	CHECK(prctl(PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0), "no_new_privs");
 	CHECK(prctl(PR_SET_DUMPABLE, 0, 0, 0, 0), "set non-dumpable");
+	/* A pooled sandbox restricts itself when it is claimed (the first exec):
+	 * Landlock's rule for /workspace must name the workspace mounted there then,
+	 * and a rule on a mount point hidden under another mount is not seen. */
+	if (spec->workspace_slave) {
+		long abi = syscall(SYS_landlock_create_ruleset, NULL, 0,
+				   LANDLOCK_CREATE_RULESET_VERSION);
+		landlock_pending = abi > 0;
+		return abi > 0 ? (int)abi : 0;
+	}
 	return init_landlock();
 }
 
@@ -738,6 +756,10 @@ init_serve(int sock)
 		memcpy(&m, buf, sizeof(m));
 		switch (m.type) {
 		case INIT_MSG_EXEC:
+			if (landlock_pending) {
+				landlock_pending = false;
+				(void)init_landlock(); /* _exit()s on failure: fail closed */
+			}
 			init_start_exec(sock, &m, buf + sizeof(m), (size_t)n - sizeof(m), fds, nfds,
 					&execs, &n_execs);
 			break;
@@ -780,7 +802,17 @@ init_main(int sock, const SandboxSpec *spec)
 	InitMsg m;
 	ssize_t n;
 
+	int cg_err = 0;
+
 	init_spec = spec;
+	/* v1 hierarchies: join the sandbox's cgroups ourselves ("0" = the writer),
+	 * first thing and before anything of the sandbox runs. The write waits for
+	 * cgroup_threadgroup_rwsem (an RCU grace period, milliseconds): done here it
+	 * blocks only this child, not the shim's event loop. The open files carry
+	 * the shim's credentials, which is what the kernel checks. */
+	for (size_t i = 0; !cg_err && i < spec->n_procs_fds; i++)
+		if (write(spec->procs_fds[i], "0\n", 2) != 2)
+			cg_err = errno ? errno : EIO;
 	/* Die with the shim. The shim's end of the socketpair closing (read → 0)
 	 * catches the window before this prctl. */
 	if (prctl(PR_SET_PDEATHSIG, SIGKILL, 0, 0, 0) < 0)
@@ -800,6 +832,8 @@ init_main(int sock, const SandboxSpec *spec)
 	while (n < 0 && errno == EINTR);
 	if (n != (ssize_t)sizeof(m) || m.type != INIT_MSG_GO)
 		_exit(1);
+	if (cg_err)
+		init_fail(cg_err, "join the sandbox's v1 cgroups"); /* fail closed */
 
 	m = (InitMsg){.type = INIT_MSG_READY};
 	m.status = init_setup(spec); /* the Landlock ABI applied */
@@ -863,18 +897,9 @@ sandbox_spawn(const SandboxSpec *spec, pid_t *ret_pid, int *ret_pidfd, int *ret_
 	}
 	s1 = safe_close(s1);
 
-	/* v1 hierarchies: into the sandbox's cgroups before the init may run. */
-	r = 0;
-	for (size_t i = 0; r >= 0 && i < spec->n_procs_fds; i++) {
-		char buf[32];
-		int k = snprintf(buf, sizeof(buf), "%d\n", (int)pid);
-		ssize_t w = write(spec->procs_fds[i], buf, (size_t)k);
-		if (w != k)
-			r = w < 0 ? -errno : -EIO;
-	}
-	/* setgroups must be denied before an unprivileged gid_map may be written. */
-	if (r >= 0)
-		r = write_file(pid, "setgroups", "deny");
+	/* (The v1 cgroups: the child joins them itself, see init_main.) setgroups
+	 * must be denied before an unprivileged gid_map may be written. */
+	r = write_file(pid, "setgroups", "deny");
 	if (r >= 0) {
 		snprintf(map, sizeof(map), "%u %u 1\n", spec->sandbox_uid, spec->host_uid);
 		r = write_file(pid, "uid_map", map);

@@ -24,9 +24,10 @@
  *   5. serves INIT_MSG_EXEC / INIT_MSG_KILL, reaps every zombie and reports the
  *      exits of the execs it started. Each exec child gets its own session, only
  *      fds 0-2, and loads the seccomp filter as its last step before execve.
- * The shim puts the init into the sandbox's cgroup before it runs anything:
- * CLONE_INTO_CGROUP for a cgroup2 directory, and for v1 hierarchies the pid is
- * written to their cgroup.procs while the init still waits for INIT_MSG_GO.
+ * The init is in the sandbox's cgroups before it runs anything: cloned into
+ * the cgroup2 directory (CLONE_INTO_CGROUP), and for v1 hierarchies it writes
+ * itself into their cgroup.procs (files the shim opened) as its very first step;
+ * a failure there is a setup failure.
  * The init has PR_SET_PDEATHSIG(SIGKILL): when the shim dies, the init dies, and
  * with it (PID 1 of the namespace) every process of the sandbox.
  *
@@ -36,6 +37,7 @@
  */
 #pragma once
 
+#include <stdbool.h>
 #include <stdint.h>
 #include <sys/types.h>
 
@@ -69,6 +71,10 @@ struct sock_fprog;
 typedef struct SandboxSpec {
 	const char *root_mnt;  /* an existing empty host directory, the tmpfs root's mount point */
 	const char *workspace; /* host path of the workspace directory (owned by host_uid) */
+	/* A pooled sandbox: workspace is the shim's (shared) pool mount point and
+	 * /workspace stays its slave, so that a bind the shim places on it later
+	 * appears inside; every other mount of the sandbox is private. */
+	bool workspace_slave;
 	const char *ro_binds;  /* space-separated absolute host paths */
 	int64_t tmp_size;      /* bytes, for /tmp and /dev/shm */
 	uid_t sandbox_uid;     /* uid = gid inside */

@@ -34,6 +34,7 @@ typedef struct ShimConf {
 	char *cpu_max;		 /* "max" or "QUOTA [PERIOD]" in µs (cgroup v2 cpu.max syntax) */
 	char *cgroup_parent;	 /* "" = the shim's own cgroup; else an absolute cgroup path */
 	char *socket_group;	 /* "" = socket 0600, root/our uid only; else its group (0660) */
+	int64_t pool_size;	 /* pre-started sandboxes waiting to be claimed; 0 = none */
 	int64_t max_instances;	 /* most live sandboxes; further ENSUREs wait in FIFO order */
 	int64_t queue_timeout;	 /* ms a queued ENSURE waits before -ETIMEDOUT; 0 = forever */
 	int64_t sleep_after; /* ms idle after which a sandbox's processes are stopped; 0 = never */

@@ -35,6 +35,8 @@
 #include <sys/socket.h>
 #include <sys/stat.h>
 #include <sys/fsuid.h>
+#include <sys/mount.h>
+#include <dirent.h>
 #include <sys/random.h>
 #include <sys/syscall.h>
 #include <sys/un.h>
@@ -112,6 +114,13 @@ struct Sandbox {
 	 * run of ENSUREs that wait for a dying one, for its successor. */
 	char *run_id, *thread_id;
 	char *next_run_id, *next_thread_id;
+	/* Pool (see "The pool" below): pooled = started ahead, bound to no key yet;
+	 * pool_dir = its workspace mount point, kept (and released on free) after
+	 * it was claimed. */
+	bool pooled;
+	char *pool_dir;
+	char cg_id[17];	 /* its cgroup is sb-<cg_id>: the id, or the pooled one's own */
+	int landlock_abi; /* from READY */
 };
 
 /* An ENSURE waiting for a free slot (max_instances), in FIFO order. */
@@ -185,9 +194,20 @@ struct Shim {
 	Queued *queue;
 	struct event *idle_timer; /* periodic: sleep_after and evictions for the queue */
 	NetFwd *net;		  /* SANDBOX_FORWARD/PROXY listeners */
+	Sandbox *pool;		  /* started ahead, not yet claimed */
+	uint64_t pool_seq;	  /* names of the pool mount points */
+	struct event *pool_ev;	  /* refill, at background priority */
+	unsigned pool_failures;	  /* consecutive pool sandboxes that failed */
+	usec_t pool_retry_at;	  /* no refill before (backoff after failures) */
+	char *pool_root;	  /* <sandbox_dir>/.pool */
 };
 
 static void sandbox_sock_cb(evutil_socket_t fd, short what, void *arg);
+static void pool_dir_release(const char *dir);
+static void pool_kick(Shim *s);
+static void pool_dead(Sandbox *sb);
+static void sandbox_kill(Sandbox *sb);
+static void sandbox_log_created(Sandbox *sb);
 static int ensure_key(Shim *s, Conn *c, uint64_t req_id, const char *key, const char *run_id,
 		      const char *thread_id, bool may_queue);
 static void queue_kick(Shim *s);
@@ -662,6 +682,10 @@ sandbox_free(Sandbox *sb)
 	free(sb->thread_id);
 	free(sb->next_run_id);
 	free(sb->next_thread_id);
+	if (sb->pool_dir) {
+		pool_dir_release(sb->pool_dir);
+		free(sb->pool_dir);
+	}
 	free(sb);
 	return NULL;
 }
@@ -764,51 +788,33 @@ graves_add(Shim *s, Cgroup *cg)
 	graves_cb(-1, 0, s);
 }
 
+/* Create the cgroup (named sb-<cg_id>) and spawn the init of sb with the
+ * workspace ws (slave: a pool mount point, see below). Does not link sb. */
 static int
-sandbox_create(Shim *s, const char *key, const char *id, const char *run_id, const char *thread_id,
-	       Sandbox **ret)
+sandbox_start(Shim *s, Sandbox *sb, const char *ws, bool slave, const char *cg_id,
+	      const LogCtx *ctx)
 {
-	_cleanup_(sandbox_freep) Sandbox *sb = NULL;
-	_cleanup_free_ char *ws = NULL;
 	const ShimConf *c = s->conf;
 	SandboxSpec spec;
-	LogCtx ctx = {.run_id = run_id, .thread_id = thread_id, .sandbox_id = id};
 	int r;
 
-	sb = calloc(1, sizeof(*sb));
-	if (!sb)
-		return -ENOMEM;
-	sb->shim = s;
-	sb->pidfd = sb->sock = -1;
-	memcpy(sb->id, id, sizeof(sb->id));
-	sb->key = strdup(key);
-	if (!sb->key)
-		return -ENOMEM;
-	set_str(&sb->run_id, run_id);
-	set_str(&sb->thread_id, thread_id);
-
-	s->create_err[0] = '\0';
-	r = sandbox_prepare_workspace(s, id, &ws);
-	if (r < 0) {
-		snprintf(s->create_err, sizeof(s->create_err), "workspace: %s", strerror(-r));
-		return r;
-	}
 	{
 		CgroupError cerr = {""};
 		char name[32];
-		snprintf(name, sizeof(name), "sb-%s", id);
+		snprintf(name, sizeof(name), "sb-%s", cg_id);
 		graves_forget(s, name);
-		r = cgroup_create(s->cgroups, id, &sb->cg, &cerr);
+		r = cgroup_create(s->cgroups, cg_id, &sb->cg, &cerr);
 		if (r < 0) {
 			snprintf(s->create_err, sizeof(s->create_err), "cgroup: %s",
 				 cerr.msg[0] ? cerr.msg : strerror(-r));
-			return log_ctx_errno(LOG_ERR, r, &ctx, "Failed to set up the cgroup: %s",
+			return log_ctx_errno(LOG_ERR, r, ctx, "Failed to set up the cgroup: %s",
 					     s->create_err);
 		}
 	}
 	spec = (SandboxSpec){
 	    .root_mnt = s->root_mnt,
 	    .workspace = ws,
+	    .workspace_slave = slave,
 	    .ro_binds = c->ro_binds,
 	    .tmp_size = c->tmp_size,
 	    .sandbox_uid = (uid_t)c->sandbox_uid,
@@ -823,23 +829,303 @@ sandbox_create(Shim *s, const char *key, const char *id, const char *run_id, con
 	if (r < 0) {
 		snprintf(s->create_err, sizeof(s->create_err), "spawn: %s", strerror(-r));
 		graves_add(s, TAKE_PTR(sb->cg));
-		return log_ctx_errno(LOG_ERR, r, &ctx, "Failed to spawn the sandbox init: %m");
+		return log_ctx_errno(LOG_ERR, r, ctx, "Failed to spawn the sandbox init: %m");
 	}
 	sb->sock_ev = event_new(s->base, sb->sock, EV_READ | EV_PERSIST, sandbox_sock_cb, sb);
 	sb->pidfd_ev = event_new(s->base, sb->pidfd, EV_READ, sandbox_pidfd_cb, sb);
 	if (!sb->sock_ev || !sb->pidfd_ev) {
 		(void)sandbox_pidfd_kill(sb->pidfd, SIGKILL);
 		(void)waitpid(sb->pid, NULL, 0);
+		graves_add(s, TAKE_PTR(sb->cg));
 		return -ENOMEM;
 	}
 	event_add(sb->sock_ev, NULL);
 	event_add(sb->pidfd_ev, NULL);
 	sb->state = SANDBOX_STARTING;
+	return 0;
+}
+
+static Sandbox *
+sandbox_alloc(Shim *s)
+{
+	Sandbox *sb = calloc(1, sizeof(*sb));
+	if (!sb)
+		return NULL;
+	sb->shim = s;
+	sb->pidfd = sb->sock = -1;
+	return sb;
+}
+
+static int
+sandbox_create(Shim *s, const char *key, const char *id, const char *run_id, const char *thread_id,
+	       Sandbox **ret)
+{
+	_cleanup_(sandbox_freep) Sandbox *sb = NULL;
+	_cleanup_free_ char *ws = NULL;
+	LogCtx ctx = {.run_id = run_id, .thread_id = thread_id, .sandbox_id = id};
+	int r;
+
+	sb = sandbox_alloc(s);
+	if (!sb)
+		return -ENOMEM;
+	memcpy(sb->id, id, sizeof(sb->id));
+	sb->key = strdup(key);
+	if (!sb->key)
+		return -ENOMEM;
+	set_str(&sb->run_id, run_id);
+	set_str(&sb->thread_id, thread_id);
+
+	s->create_err[0] = '\0';
+	r = sandbox_prepare_workspace(s, id, &ws);
+	if (r < 0) {
+		snprintf(s->create_err, sizeof(s->create_err), "workspace: %s", strerror(-r));
+		return r;
+	}
+	memcpy(sb->cg_id, id, sizeof(sb->cg_id));
+	r = sandbox_start(s, sb, ws, false, id, &ctx);
+	if (r < 0)
+		return r;
 	sb->next = s->sandboxes;
 	s->sandboxes = sb;
 	log_ctx(LOG_DEBUG, &ctx, "Sandbox init spawned as pid %d", (int)sb->pid);
 	*ret = TAKE_PTR(sb);
 	return 0;
+}
+
+/* ---------------------------------------------------------------------------
+ * The pool: pool_size sandboxes started ahead and bound to no key, so that a
+ * thread's sandbox is ready in the time it takes to bind its workspace (the
+ * namespaces, mounts, cgroups and init cost tens of milliseconds; see
+ * docs/DESIGN.md "The sandbox pool"). Never shared: a pooled sandbox has run
+ * nothing, and once claimed it is an ordinary sandbox of one key.
+ *
+ * The shim runs in a mount namespace of its own (shim_new), a slave of the
+ * host's. There each pooled sandbox has a mount point <sandbox_dir>/.pool/<n>,
+ * a bind of the directory onto itself made private and then shared (its own
+ * peer group), and the sandbox's /workspace is a slave clone of it
+ * (SandboxSpec.workspace_slave). Claiming binds the thread's workspace onto
+ * the mount point (nosuid, nodev): the mount propagates into that sandbox only
+ * — to the host nothing propagates at all. Its cgroup keeps the random name it
+ * was created with (cgroup2 has no rename); the reaper knows every sb-* name.
+ */
+
+/* Unmount whatever is stacked on dir, then remove it. */
+static void
+pool_dir_release(const char *dir)
+{
+	for (int i = 0; i < 8 && umount2(dir, MNT_DETACH | UMOUNT_NOFOLLOW) == 0; i++)
+		;
+	if (rmdir(dir) < 0 && errno != ENOENT)
+		log_warning_errno(errno, "Failed to remove pool mount point '%s': %m", dir);
+}
+
+static int
+pool_dir_make(Shim *s, char **ret)
+{
+	_cleanup_free_ char *dir = NULL;
+
+	if (asprintf(&dir, "%s/%" PRIu64, s->pool_root, ++s->pool_seq) < 0)
+		return -ENOMEM;
+	if (mkdir(dir, 0755) < 0 && errno != EEXIST)
+		return log_error_errno(errno, "Failed to create '%s': %m", dir);
+	if (mount(dir, dir, NULL, MS_BIND, NULL) < 0 ||
+	    mount(NULL, dir, NULL, MS_PRIVATE, NULL) < 0 ||
+	    mount(NULL, dir, NULL, MS_SHARED, NULL) < 0) {
+		int r = -errno;
+		pool_dir_release(dir);
+		return log_error_errno(r, "Failed to make '%s' a shared mount point: %m", dir);
+	}
+	*ret = TAKE_PTR(dir);
+	return 0;
+}
+
+static size_t
+pool_count(Shim *s)
+{
+	size_t n = 0;
+	for (Sandbox *sb = s->pool; sb; sb = sb->next)
+		n++;
+	return n;
+}
+
+static void
+pool_unlink(Sandbox *sb)
+{
+	for (Sandbox **pp = &sb->shim->pool; *pp; pp = &(*pp)->next)
+		if (*pp == sb) {
+			*pp = sb->next;
+			return;
+		}
+}
+
+static int
+pool_spawn(Shim *s)
+{
+	_cleanup_(sandbox_freep) Sandbox *sb = NULL;
+	uint8_t rnd[8];
+	LogCtx ctx = {0};
+	int r;
+
+	sb = sandbox_alloc(s);
+	if (!sb)
+		return -ENOMEM;
+	sb->pooled = true;
+	if (getrandom(rnd, sizeof(rnd), 0) != sizeof(rnd))
+		return -errno;
+	for (size_t i = 0; i < sizeof(rnd); i++)
+		snprintf(sb->id + 2 * i, 3, "%02x", rnd[i]);
+	ctx.sandbox_id = sb->id;
+	memcpy(sb->cg_id, sb->id, sizeof(sb->cg_id));
+	r = pool_dir_make(s, &sb->pool_dir);
+	if (r < 0)
+		return r;
+	r = sandbox_start(s, sb, sb->pool_dir, true, sb->id, &ctx);
+	if (r < 0)
+		return r;
+	sb->next = s->pool;
+	s->pool = TAKE_PTR(sb);
+	return 0;
+}
+
+static void
+pool_refill_cb(evutil_socket_t fd, short what, void *arg)
+{
+	Shim *s = arg;
+	usec_t now = now_usec();
+
+	if (s->stopped || pool_count(s) >= (size_t)s->conf->pool_size)
+		return;
+	if (now < s->pool_retry_at) {
+		struct timeval tv;
+		event_add(s->pool_ev, timeval_from_usec(&tv, s->pool_retry_at - now));
+		return;
+	}
+	if (pool_spawn(s) < 0) {
+		s->pool_failures++;
+		s->pool_retry_at = now + MIN((usec_t)1 << MIN(s->pool_failures, 6U), 60U) *
+					     USEC_PER_SEC;
+	}
+	pool_kick(s); /* one per loop turn: the loop stays responsive */
+}
+
+static void
+pool_kick(Shim *s)
+{
+	if (s->stopped || !s->pool_ev || pool_count(s) >= (size_t)s->conf->pool_size)
+		return;
+	if (!event_pending(s->pool_ev, EV_TIMEOUT, NULL))
+		event_active(s->pool_ev, EV_TIMEOUT, 0);
+}
+
+/* Bind the workspace ws onto the pool mount point dir (nosuid, nodev). */
+static int
+pool_bind_workspace(const char *dir, const char *ws)
+{
+	struct mount_attr a = {.attr_set = MOUNT_ATTR_NOSUID | MOUNT_ATTR_NODEV};
+	_cleanup_close_ int fd =
+	    open_tree(AT_FDCWD, ws, OPEN_TREE_CLONE | OPEN_TREE_CLOEXEC | AT_SYMLINK_NOFOLLOW);
+
+	if (fd < 0)
+		return -errno;
+	if (mount_setattr(fd, "", AT_EMPTY_PATH, &a, sizeof(a)) < 0 ||
+	    move_mount(fd, "", AT_FDCWD, dir, MOVE_MOUNT_F_EMPTY_PATH) < 0)
+		return -errno;
+	return 0;
+}
+
+/* Take a pooled sandbox for key (a ready one first, else one still starting):
+ * bind the key's workspace in and move it to the sandbox table. Returns 1 and
+ * *ret, 0 when the pool has none (or binding failed: the caller creates one),
+ * or a negative errno for the workspace (s->create_err says why). */
+static int
+pool_claim(Shim *s, const char *key, const char *id, const char *run_id, const char *thread_id,
+	   Sandbox **ret)
+{
+	_cleanup_free_ char *ws = NULL;
+	Sandbox *sb = NULL;
+	LogCtx ctx = {.run_id = run_id, .thread_id = thread_id, .sandbox_id = id};
+	int r;
+
+	for (Sandbox *p = s->pool; p && !sb; p = p->next)
+		if (p->state == SANDBOX_READY)
+			sb = p;
+	for (Sandbox *p = s->pool; p && !sb; p = p->next)
+		if (p->state == SANDBOX_STARTING)
+			sb = p;
+	if (!sb)
+		return 0;
+	s->create_err[0] = '\0';
+	r = sandbox_prepare_workspace(s, id, &ws);
+	if (r < 0) {
+		snprintf(s->create_err, sizeof(s->create_err), "workspace: %s", strerror(-r));
+		return r;
+	}
+	sb->key = strdup(key);
+	if (!sb->key)
+		return -ENOMEM;
+	r = pool_bind_workspace(sb->pool_dir, ws);
+	if (r < 0) {
+		log_ctx_errno(LOG_WARNING, r, &ctx,
+			      "Failed to bind the workspace into pooled sandbox %s, "
+			      "creating one instead: %m",
+			      sb->id);
+		free(sb->key);
+		sb->key = NULL;
+		sandbox_kill(sb);
+		return 0;
+	}
+	pool_unlink(sb);
+	sb->pooled = false;
+	memcpy(sb->id, id, sizeof(sb->id));
+	set_str(&sb->run_id, run_id);
+	set_str(&sb->thread_id, thread_id);
+	sb->next = s->sandboxes;
+	s->sandboxes = sb;
+	log_ctx(LOG_DEBUG, &ctx, "Sandbox %s taken from the pool (init pid %d)", id, (int)sb->pid);
+	pool_kick(s);
+	*ret = sb;
+	return 1;
+}
+
+/* A pooled sandbox died (setup failed, killed, or the shim stops). */
+static void
+pool_dead(Sandbox *sb)
+{
+	Shim *s = sb->shim;
+
+	sandbox_sock_cb(sb->sock, EV_READ, sb);
+	(void)waitpid(sb->pid, NULL, WNOHANG);
+	pool_unlink(sb);
+	if (!s->stopped && !sb->destroy_requested) {
+		if (!sb->fail_msg)
+			log_warning("Pooled sandbox %s died unexpectedly", sb->id);
+		s->pool_failures++;
+		s->pool_retry_at =
+		    now_usec() + MIN((usec_t)1 << MIN(s->pool_failures, 6U), 60U) * USEC_PER_SEC;
+	}
+	graves_add(s, TAKE_PTR(sb->cg));
+	sandbox_free(sb);
+	pool_kick(s);
+}
+
+/* Obtain a sandbox for key: from the pool, else a new one. *ret_ready: it is
+ * serving already (the caller replies now rather than waiting for READY). */
+static int
+sandbox_obtain(Shim *s, const char *key, const char *id, const char *run_id,
+	       const char *thread_id, Sandbox **ret, bool *ret_ready)
+{
+	int r = pool_claim(s, key, id, run_id, thread_id, ret);
+
+	if (r < 0)
+		return r;
+	if (r > 0) {
+		*ret_ready = (*ret)->state == SANDBOX_READY;
+		if (*ret_ready)
+			sandbox_log_created(*ret);
+		return 0;
+	}
+	*ret_ready = false;
+	return sandbox_create(s, key, id, run_id, thread_id, ret);
 }
 
 static void
@@ -1077,6 +1363,23 @@ sandbox_fail_ensures(Sandbox *sb)
 }
 
 static void
+sandbox_log_created(Sandbox *sb)
+{
+	LogCtx ctx = sandbox_ctx(sb);
+	char ll[32] = "no Landlock";
+
+	if (sb->landlock_abi > 0)
+		snprintf(ll, sizeof(ll), "Landlock ABI %d", sb->landlock_abi);
+	if (sb->pool_dir)
+		log_ctx_msgid(LOG_INFO, &ctx, RW_MESSAGE_SANDBOX_CREATED,
+			      "Sandbox %s created (%s; from the pool, cgroup sb-%s)", sb->id, ll,
+			      sb->cg_id);
+	else
+		log_ctx_msgid(LOG_INFO, &ctx, RW_MESSAGE_SANDBOX_CREATED, "Sandbox %s created (%s)",
+			      sb->id, ll);
+}
+
+static void
 sandbox_on_msg(Sandbox *sb, const InitMsg *m, const char *payload, size_t len)
 {
 	LogCtx ctx = sandbox_ctx(sb);
@@ -1087,13 +1390,13 @@ sandbox_on_msg(Sandbox *sb, const InitMsg *m, const char *payload, size_t len)
 		if (sb->state != SANDBOX_STARTING)
 			break;
 		sb->state = SANDBOX_READY;
-		if (m->status > 0)
-			log_ctx_msgid(LOG_INFO, &ctx, RW_MESSAGE_SANDBOX_CREATED,
-				      "Sandbox %s created (Landlock ABI %d)", sb->id,
-				      (int)m->status);
-		else
-			log_ctx_msgid(LOG_INFO, &ctx, RW_MESSAGE_SANDBOX_CREATED,
-				      "Sandbox %s created (no Landlock)", sb->id);
+		sb->landlock_abi = MAX(m->status, 0);
+		if (sb->pooled) {
+			sb->shim->pool_failures = 0;
+			log_debug("Pooled sandbox %s ready", sb->id);
+			break;
+		}
+		sandbox_log_created(sb);
 		while (sb->ensure_waiters) {
 			Waiter *w = sb->ensure_waiters;
 			sb->ensure_waiters = w->next;
@@ -1213,6 +1516,10 @@ sandbox_dead(Sandbox *sb)
 	Waiter *re;
 	Exec *next;
 
+	if (sb->pooled) {
+		pool_dead(sb);
+		return;
+	}
 	/* Drain the socket: an EXITED may still sit there before the EOF. */
 	sandbox_sock_cb(sb->sock, EV_READ, sb);
 	(void)waitpid(sb->pid, NULL, WNOHANG);
@@ -1256,9 +1563,13 @@ sandbox_dead(Sandbox *sb)
 	re = TAKE_PTR(sb->reensure_waiters);
 	if (re && !s->stopped) {
 		Sandbox *nsb = NULL;
-		int r =
-		    sandbox_create(s, sb->key, sb->id, sb->next_run_id, sb->next_thread_id, &nsb);
-		if (r >= 0) {
+		bool ready = false;
+		int r = sandbox_obtain(s, sb->key, sb->id, sb->next_run_id, sb->next_thread_id,
+				       &nsb, &ready);
+		if (r >= 0 && ready) {
+			for (Waiter *w = re; w; w = w->next)
+				reply_ensure(w->conn, w->req_id, nsb->id, true);
+		} else if (r >= 0) {
 			nsb->ensure_waiters = re;
 			re = NULL;
 		} else
@@ -1331,7 +1642,12 @@ ensure_key(Shim *s, Conn *c, uint64_t req_id, const char *key, const char *run_i
 	}
 	if (may_queue && (s->queue || sandbox_count(s) >= (size_t)s->conf->max_instances))
 		return queue_add(s, c, req_id, key, run_id, thread_id);
-	k = sandbox_create(s, key, id, run_id, thread_id, &sb);
+	bool ready = false;
+	k = sandbox_obtain(s, key, id, run_id, thread_id, &sb, &ready);
+	if (k >= 0 && ready) {
+		reply_ensure(c, req_id, id, true);
+		return 0;
+	}
 	if (k < 0) {
 		char msg[400];
 		snprintf(msg, sizeof(msg), "sandbox creation failed: %s",
@@ -2298,6 +2614,12 @@ shim_new(struct event_base *base, const ShimConf *conf, Shim **ret)
 	if (setgroups(0, NULL) < 0 && getgroups(0, NULL) > 0)
 		return log_error_errno(errno, "Failed to drop supplementary groups: %m");
 
+	/* A mount namespace of our own, a slave of the host's: the pool's mount
+	 * points (and anything else we mount) never show on the host, and they go
+	 * away with us however we end. */
+	if (unshare(CLONE_NEWNS) < 0 || mount(NULL, "/", NULL, MS_REC | MS_SLAVE, NULL) < 0)
+		return log_error_errno(errno, "Failed to enter a mount namespace of our own: %m");
+
 	s = calloc(1, sizeof(*s));
 	if (!s)
 		return log_error_errno(SYNTHETIC_ERRNO(ENOMEM), "Out of memory");
@@ -2306,7 +2628,10 @@ shim_new(struct event_base *base, const ShimConf *conf, Shim **ret)
 	s->listen_fd = -1;
 	s->grave_timer = evtimer_new(base, graves_cb, s);
 	s->idle_timer = evtimer_new(base, idle_cb, s);
-	if (!s->grave_timer || !s->idle_timer || netfwd_new(base, &s->net) < 0) {
+	s->pool_ev = evtimer_new(base, pool_refill_cb, s);
+	if (s->pool_ev)
+		(void)event_priority_set(s->pool_ev, 2); /* background (main.c) */
+	if (!s->grave_timer || !s->idle_timer || !s->pool_ev || netfwd_new(base, &s->net) < 0) {
 		shim_free(s);
 		return log_error_errno(SYNTHETIC_ERRNO(ENOMEM), "Out of memory");
 	}
@@ -2314,8 +2639,9 @@ shim_new(struct event_base *base, const ShimConf *conf, Shim **ret)
 	    /* The mount point of each sandbox's root tmpfs, in the shim's own 0700
 	     * sandbox_dir: runtime_dir may be shared with (and owned by) the
 	     * unprivileged daemons' user. */
-	    asprintf(&s->root_mnt, "%s/.sandbox-root", conf->sandbox_dir) < 0) {
-		s->sock_path = s->root_mnt = NULL;
+	    asprintf(&s->root_mnt, "%s/.sandbox-root", conf->sandbox_dir) < 0 ||
+	    asprintf(&s->pool_root, "%s/.pool", conf->sandbox_dir) < 0) {
+		s->sock_path = s->root_mnt = s->pool_root = NULL;
 		shim_free(s);
 		return log_error_errno(SYNTHETIC_ERRNO(ENOMEM), "Out of memory");
 	}
@@ -2328,6 +2654,17 @@ shim_new(struct event_base *base, const ShimConf *conf, Shim **ret)
 	r = mkdir_p(conf->sandbox_dir, 0700);
 	if (r >= 0)
 		r = mkdir_p(s->root_mnt, 0700);
+	if (r >= 0) {
+		/* Mount points of a previous instance: their mounts died with its
+		 * namespace, the directories are left. */
+		DIR *d = opendir(s->pool_root);
+		for (struct dirent *de; d && (de = readdir(d));)
+			if (de->d_name[0] != '.')
+				(void)unlinkat(dirfd(d), de->d_name, AT_REMOVEDIR);
+		if (d)
+			closedir(d);
+		r = mkdir_p(s->pool_root, 0700);
+	}
 	if (r < 0) {
 		log_error_errno(r, "Failed to create '%s': %m", s->root_mnt);
 		shim_free(s);
@@ -2380,6 +2717,7 @@ shim_new(struct event_base *base, const ShimConf *conf, Shim **ret)
 		if (r > 0)
 			log_notice("Reaped %d sandbox(es) left by a previous instance", r);
 	}
+	pool_kick(s);
 	{
 		struct timeval tv;
 		evtimer_add(s->idle_timer, timeval_from_usec(&tv, IDLE_SCAN_USEC));
@@ -2411,12 +2749,20 @@ shim_stop(Shim *s)
 				       "containerd-shim is stopping");
 		queued_free(q);
 	}
+	if (s->pool_ev)
+		event_del(s->pool_ev);
 	/* Kill all first, then wait: the kernel tears the namespaces down in parallel. */
 	for (Sandbox *sb = s->sandboxes; sb; sb = sb->next)
+		sandbox_kill(sb);
+	for (Sandbox *sb = s->pool; sb; sb = sb->next)
 		sandbox_kill(sb);
 	while (s->sandboxes) {
 		(void)waitpid(s->sandboxes->pid, NULL, 0);
 		sandbox_dead(s->sandboxes);
+	}
+	while (s->pool) {
+		(void)waitpid(s->pool->pid, NULL, 0);
+		sandbox_dead(s->pool);
 	}
 	s->net = netfwd_free(s->net); /* after sandbox_dead(), which closes listeners */
 	/* Their cgroups empty within milliseconds; wait (bounded) to remove them. */
@@ -2454,6 +2800,9 @@ shim_free(Shim *s)
 		event_free(s->grave_timer);
 	if (s->idle_timer)
 		event_free(s->idle_timer);
+	if (s->pool_ev)
+		event_free(s->pool_ev);
+	free(s->pool_root);
 	s->cgroups = cgroup_host_free(s->cgroups);
 	free(s->seccomp.filter);
 	free(s->sock_path);
