@@ -381,10 +381,23 @@ conf_dump(FILE *f, const ConfItem *items, size_t n)
 			fprintf(f, "%s[%s]\n", section ? "\n" : "", it->section);
 			section = it->section;
 		}
-		fprintf(f, "# %s", it->help);
+		char text[1024], *p, *save = NULL;
+		size_t col = 0;
 		if (it->type == CONF_INT || it->type == CONF_SIZE)
-			fprintf(f, " (%" PRId64 "..%" PRId64 "%s)", it->min, it->max,
-				it->type == CONF_SIZE ? " bytes; K, M, G suffixes" : "");
+			snprintf(text, sizeof(text), "%s (%" PRId64 "..%" PRId64 "%s)", it->help,
+				 it->min, it->max,
+				 it->type == CONF_SIZE ? " bytes; K, M, G suffixes" : "");
+		else
+			snprintf(text, sizeof(text), "%s", it->help);
+		/* Word-wrapped at 80 columns: parsers have line limits (inih: 200). */
+		for (p = strtok_r(text, " ", &save); p; p = strtok_r(NULL, " ", &save)) {
+			size_t l = strlen(p);
+			if (col > 0 && col + 1 + l > 78) {
+				fputc('\n', f);
+				col = 0;
+			}
+			col += (size_t)fprintf(f, "%s%s", col == 0 ? "# " : " ", p);
+		}
 		fprintf(f, "\n#%s = %s\n", it->key, it->def);
 	}
 }

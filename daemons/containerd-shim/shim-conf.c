@@ -55,9 +55,8 @@ const ConfItem shim_conf_items[] = {
      "CPU bandwidth of each sandbox, cgroup v2 cpu.max syntax: 'max' or "
      "'QUOTA_US [PERIOD_US]', e.g. '200000 100000' for 2 CPUs"},
     {S, "pool_size", CONF_INT, offsetof(ShimConf, pool_size), "2", 0, 64,
-     "sandboxes kept started ahead, not yet bound to a thread: creating a thread's sandbox "
-     "takes one (its workspace is bound in) instead of building one, and a new one is "
-     "started in the background; they do not count toward max_instances; 0 = none"},
+     "sandboxes started ahead for no thread yet: a new sandbox is one of these with its "
+     "workspace bound in; not counted in max_instances; 0 = none"},
     {S, "max_instances", CONF_INT, offsetof(ShimConf, max_instances), "5", 1, 4096,
      "most sandboxes alive at once; further requests wait in FIFO order (SANDBOX_QUEUED), "
      "and an idle sandbox is stopped to make room"},

@@ -65,6 +65,7 @@
 #define GRAVE_RETRY_USEC (10 * USEC_PER_MSEC)
 #define EXEC_HOLD_USEC (600 * USEC_PER_SEC) /* an ended exec nobody re-attached to */
 #define IDLE_SCAN_USEC (200 * USEC_PER_MSEC)
+#define POOL_REFILL_DELAY_USEC (100 * USEC_PER_MSEC) /* after a claim */
 #define GRAVE_MAX_TRIES 500 /* 5 s until a cgroup that does not empty is given up */
 
 typedef struct Conn Conn;
@@ -120,6 +121,7 @@ struct Sandbox {
 	bool pooled;
 	char *pool_dir;
 	char cg_id[17];	 /* its cgroup is sb-<cg_id>: the id, or the pooled one's own */
+	bool purge;	 /* SANDBOX_DESTROY purge: remove its directory once dead */
 	int landlock_abi; /* from READY */
 };
 
@@ -208,6 +210,7 @@ static void pool_kick(Shim *s);
 static void pool_dead(Sandbox *sb);
 static void sandbox_kill(Sandbox *sb);
 static void sandbox_log_created(Sandbox *sb);
+static int sandbox_purge(Shim *s, const char *id);
 static int ensure_key(Shim *s, Conn *c, uint64_t req_id, const char *key, const char *run_id,
 		      const char *thread_id, bool may_queue);
 static void queue_kick(Shim *s);
@@ -719,6 +722,23 @@ sandbox_prepare_workspace(Shim *s, const char *id, char **ret_path)
 	return 0;
 }
 
+/* Remove <sandbox_dir>/<id> (the workspace of a key whose sandbox is gone)
+ * without following anything the sandbox may have planted. */
+static int
+sandbox_purge(Shim *s, const char *id)
+{
+	_cleanup_close_ int dfd = open(s->conf->sandbox_dir, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+	int r;
+
+	if (dfd < 0)
+		return log_error_errno(errno, "Failed to open '%s': %m", s->conf->sandbox_dir);
+	r = snapshot_rm_rf(dfd, id);
+	if (r < 0 && r != -ENOENT)
+		return log_error_errno(r, "Failed to remove the directory of sandbox %s: %m", id);
+	log_debug("Sandbox %s: directory removed", id);
+	return 0;
+}
+
 /* Forget graves of this name: the cgroup directory is about to be reused. */
 static void
 graves_forget(Shim *s, const char *name)
@@ -1011,9 +1031,14 @@ pool_refill_cb(evutil_socket_t fd, short what, void *arg)
 static void
 pool_kick(Shim *s)
 {
+	usec_t now = now_usec();
+	struct timeval tv;
+
 	if (s->stopped || !s->pool_ev || pool_count(s) >= (size_t)s->conf->pool_size)
 		return;
-	if (!event_pending(s->pool_ev, EV_TIMEOUT, NULL))
+	if (now < s->pool_retry_at)
+		event_add(s->pool_ev, timeval_from_usec(&tv, s->pool_retry_at - now));
+	else if (!event_pending(s->pool_ev, EV_TIMEOUT, NULL))
 		event_active(s->pool_ev, EV_TIMEOUT, 0);
 }
 
@@ -1082,6 +1107,9 @@ pool_claim(Shim *s, const char *key, const char *id, const char *run_id, const c
 	sb->next = s->sandboxes;
 	s->sandboxes = sb;
 	log_ctx(LOG_DEBUG, &ctx, "Sandbox %s taken from the pool (init pid %d)", id, (int)sb->pid);
+	/* Refill a little later: building a sandbox keeps this loop busy for a few
+	 * milliseconds, and the exec that follows a claim should not wait for it. */
+	s->pool_retry_at = MAX(s->pool_retry_at, now_usec() + POOL_REFILL_DELAY_USEC);
 	pool_kick(s);
 	*ret = sb;
 	return 1;
@@ -1551,6 +1579,14 @@ sandbox_dead(Sandbox *sb)
 	}
 	graves_add(s, TAKE_PTR(sb->cg));
 	netfwd_sandbox_gone(s->net, sb->id);
+	if (sb->purge) {
+		if (sb->pool_dir) { /* its workspace is still bound there: let go first */
+			pool_dir_release(sb->pool_dir);
+			free(sb->pool_dir);
+			sb->pool_dir = NULL;
+		}
+		(void)sandbox_purge(s, sb->id);
+	}
 	sandbox_fail_ensures(sb);
 	while (sb->destroy_waiters) {
 		Waiter *w = sb->destroy_waiters;
@@ -1683,23 +1719,35 @@ handle_sandbox_destroy(Peer *p, const Frame *f, void *userdata)
 {
 	Conn *c = userdata;
 	const char *id = NULL;
+	bool purge = false;
+	char idbuf[17];
 	MpReader r;
 	Sandbox *sb;
 	int k;
 
 	mp_reader_init(&r, f->body);
 	mp_read_str(&r, "sandbox_id", &id);
-	if (r.err < 0) {
+	mp_read_bool_opt(&r, "purge", &purge, false);
+	if (r.err < 0 || !id || strlen(id) != 16 || strspn(id, "0123456789abcdef") != 16) {
 		mp_reader_done(&r);
 		return -EBADMSG;
 	}
-	sb = sandbox_find(c->shim, id);
+	memcpy(idbuf, id, sizeof(idbuf));
+	sb = sandbox_find(c->shim, idbuf);
 	mp_reader_done(&r);
+	if (!sb && purge) {
+		k = sandbox_purge(c->shim, idbuf);
+		if (k < 0)
+			return k;
+		reply_empty(c, f->req_id);
+		return 0;
+	}
 	if (!sb)
 		return -ENOENT;
 	k = waiter_add(&sb->destroy_waiters, c, f->req_id);
 	if (k < 0)
 		return k;
+	sb->purge = sb->purge || purge;
 	sandbox_kill(sb);
 	return 0;
 }

@@ -26,6 +26,9 @@ const ConfItem coord_conf_items[] = {
 	  "stall watchdog: a run with no progress for this long fails; 0 turns it off" },
 	{ "coordinatord", "stall_action", CONF_STR, offsetof(CoordConf, stall_action), "fail", 0, 0,
 	  "what the watchdog does to a stale run: 'fail' it, or 'kill' (also destroy its processes)" },
+	{ "coordinatord", "reuse", CONF_STR, offsetof(CoordConf, reuse), "thread", 0, 0,
+	  "'thread': a thread's runs share a sandbox and /workspace; 'none': each run gets a "
+	  "fresh one, removed with its files when the run ends" },
 	{ "coordinatord", "retention_days", CONF_INT, offsetof(CoordConf, retention_days), "30", 0,
 	  36500, "terminal runs older than this are deleted with their events; 0 keeps them forever" },
 	{ "coordinatord", "retention_interval_ms", CONF_INT,

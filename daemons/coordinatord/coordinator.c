@@ -868,6 +868,10 @@ coordinator_run(const DaemonArgs *args)
 		r = log_error_errno(SYNTHETIC_ERRNO(EINVAL),
 				    "coordinatord.stall_action: '%s': expected 'fail' or 'kill'",
 				    c.conf.stall_action);
+	if (r == 0 && !streq(c.conf.reuse, "thread") && !streq(c.conf.reuse, "none"))
+		r = log_error_errno(SYNTHETIC_ERRNO(EINVAL),
+				    "coordinatord.reuse: '%s': expected 'thread' or 'none'",
+				    c.conf.reuse);
 	if (r < 0)
 		goto out;
 	log_set_max_level(c.conf.shared.log_level);

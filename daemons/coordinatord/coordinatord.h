@@ -41,6 +41,7 @@ typedef struct CoordConf {
 	int64_t output_chunk_max; /* largest process.stdout/stderr text per chunk, bytes */
 	int64_t stall_timeout_ms; /* watchdog; 0 = off */
 	char *stall_action;       /* "fail" | "kill" */
+	char *reuse;              /* "thread" | "none": a sandbox per thread, or per run */
 	int64_t retention_days;   /* 0 = keep forever */
 	int64_t retention_interval_ms;
 	char *default_harness;

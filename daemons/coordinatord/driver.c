@@ -96,6 +96,18 @@ run_free(Run *run)
 	if (run->wait_timer)
 		event_free(run->wait_timer);
 	bridge_close(run); /* later calls 404; tools still running are killed */
+	/* reuse = none: the run's own sandbox and workspace go with its end (not
+	 * when we stop: a restarted coordinatord re-attaches to the run). */
+	if (!c->stopping && streq(c->conf.reuse, "none") &&
+	    run->sandbox_id && peer_is_ready(c->shim)) {
+		MpWriter w;
+		mp_writer_init(&w);
+		mp_w_map(&w, 2);
+		mp_w_str(&w, "sandbox_id", run->sandbox_id);
+		mp_w_bool(&w, "purge", true);
+		(void)peer_call(c->shim, MSG_SANDBOX_DESTROY, &w, 30 * USEC_PER_SEC, NULL, NULL);
+		mp_writer_done(&w);
+	}
 	if ((run->bridge_port || run->proxy_port) && run->sandbox_id && peer_is_ready(c->shim)) {
 		MpWriter w;
 		mp_writer_init(&w);
@@ -428,10 +440,22 @@ write_mcp_config(Run *run)
 			 "sandbox_error");
 }
 
+/* The shim's key of the run's sandbox: its thread's (reuse = thread), or its
+ * own (reuse = none; "run:<runId>", a fresh sandbox and workspace). */
+static const char *
+run_sandbox_key(Run *run, char buf[static RUN_ID_LEN + 5])
+{
+	if (!streq(run->c->conf.reuse, "none"))
+		return run->thread_id;
+	snprintf(buf, RUN_ID_LEN + 5, "run:%s", run->run_id);
+	return buf;
+}
+
 static void
 run_drive(Run *run)
 {
 	Coordinator *c = run->c;
+	char keybuf[RUN_ID_LEN + 5];
 	MpWriter w;
 
 	if (!peer_is_ready(c->shim)) {
@@ -442,7 +466,7 @@ run_drive(Run *run)
 		event_del(run->wait_timer);
 	mp_writer_init(&w);
 	mp_w_map(&w, 3);
-	mp_w_str(&w, "key", run->thread_id);
+	mp_w_str(&w, "key", run_sandbox_key(run, keybuf));
 	mp_w_str(&w, "run_id", run->run_id);
 	mp_w_str(&w, "thread_id", run->thread_id);
 	/* no deadline: a queued ENSURE may wait for a slot; the shim's queue_timeout ends it */

@@ -7,6 +7,12 @@ import time
 
 from rwtest import assert_gapfree, stdout_text
 
+# No pool here: this module's sandboxes are built on demand (the cold path);
+# t_sandbox and the others use the default pool.
+SUITE_CONF = """[containerd-shim]
+pool_size = 0
+"""
+
 
 def test_echo_hello_streams_and_completes(s):
     run = s.start_run("echo hello", thread="t-echo")

@@ -1,0 +1,111 @@
+# SPDX-License-Identifier: MIT
+"""reuse = none (ARCHITECTURE.md "Sandboxes", issue 5): every run gets a fresh
+sandbox with an empty /workspace (keyed "run:<runId>", as TanStack keys
+threadId:runId), and the sandbox and its directory are gone when the run
+ends. Also: a pooled sandbox (pool_size, the default) serves such runs."""
+import os
+import subprocess
+import time
+
+from rwtest import BUILD, stdout_text
+
+SUITE_CONF = """[coordinatord]
+reuse = none
+"""
+
+
+def poll(cond, timeout=10.0, interval=0.02):
+    deadline = time.time() + timeout
+    while time.time() < deadline:
+        v = cond()
+        if v:
+            return v
+        time.sleep(interval)
+    return cond()
+
+
+def created(events):
+    return [e["chunk"]["value"]["sandboxId"] for e in events
+            if e["chunk"]["type"] == "CUSTOM" and e["chunk"]["name"] == "sandbox.created"]
+
+
+def sandbox_dirs(s):
+    d = os.path.join(s.dir, "state", "sandboxes")
+    return sorted(n for n in os.listdir(d) if not n.startswith("."))
+
+
+def test_each_run_gets_a_fresh_sandbox_and_workspace(s):
+    r1 = s.start_run("echo one > /workspace/note; ls /workspace", thread="t-none")
+    ev1, st1, _, _ = s.tail(r1, thread="t-none")
+    assert st1["status"] == "completed" and stdout_text(ev1) == "note\n", ev1
+    r2 = s.start_run("ls -A /workspace | wc -l; cat /workspace/note", thread="t-none")
+    ev2, st2, _, _ = s.tail(r2, thread="t-none")
+    # an empty workspace: the first run's file is not there
+    assert st2["status"] == "failed", st2
+    assert stdout_text(ev2) == "0\n", ev2
+    (a,), (b,) = created(ev1), created(ev2)
+    assert a != b, (a, b)
+
+
+def test_the_sandbox_and_its_files_go_when_the_run_ends(s):
+    r = s.start_run("dd if=/dev/zero of=/workspace/blob bs=1k count=64 2>/dev/null; echo ok",
+                    thread="t-gone")
+    ev, st, _, _ = s.tail(r, thread="t-gone")
+    assert st["status"] == "completed" and stdout_text(ev) == "ok\n", ev
+    (sid,) = created(ev)
+    # the directory <state>/sandboxes/<id> (its workspace) is removed, and the
+    # shim no longer knows the sandbox
+    assert poll(lambda: sid not in sandbox_dirs(s), 10), sandbox_dirs(s)
+    sock = os.path.join(s.dir, "run", "containerd-shim.sock")
+    shimctl = os.path.join(BUILD, "daemons", "containerd-shim", "shimctl")
+    out = subprocess.run([shimctl, sock, "run:" + r, "--stats"], capture_output=True, text=True,
+                         timeout=10)
+    assert out.returncode != 0, out.stdout
+
+
+def test_concurrent_runs_of_a_thread_do_not_share(s):
+    runs = [s.start_run(f"echo {i} > /workspace/mine; sleep 1; ls /workspace; cat /workspace/mine",
+                        thread="t-par") for i in range(2)]
+    outs = []
+    sids = set()
+    for r in runs:
+        ev, st, _, _ = s.tail(r, thread="t-par")
+        assert st["status"] == "completed", ev
+        outs.append(stdout_text(ev))
+        sids.update(created(ev))
+    assert sorted(outs) == ["mine\n0\n", "mine\n1\n"], outs
+    assert len(sids) == 2, sids
+
+
+def test_a_cancelled_run_leaves_no_directory(s):
+    r = s.start_run("echo x > /workspace/f; sleep 60", thread="t-cancel")
+    assert poll(lambda: len(sandbox_dirs(s)) > 0 and any(
+        os.path.exists(os.path.join(s.dir, "state", "sandboxes", d, "workspace", "f"))
+        for d in sandbox_dirs(s)), 10)
+    st, _ = s.http("POST", f"/runs/{r}/cancel?threadId=t-cancel", body={})
+    assert st in (200, 202), st
+    assert s.wait_terminal(r, thread="t-cancel")["status"] == "aborted"
+    assert poll(lambda: sandbox_dirs(s) == [], 10), sandbox_dirs(s)
+
+
+def test_runs_are_served_from_the_pool_and_it_refills(s):
+    """pool_size = 2 (the default): a run's sandbox is a pre-started one (the
+    "created" line names its cgroup), and the shim starts another in its place."""
+    import re
+    shim_pid = s.procs["containerd-shim"].pid
+
+    def inits():
+        with open(f"/proc/{shim_pid}/task/{shim_pid}/children") as f:
+            return set(f.read().split())
+    before = poll(lambda: inits() if len(inits()) == 2 else None, 10)
+    assert before, inits()
+    r = s.start_run("echo pooled", thread="t-pool")
+    ev, st, _, _ = s.tail(r, thread="t-pool")
+    assert st["status"] == "completed" and stdout_text(ev) == "pooled\n", ev
+    (sid,) = created(ev)
+    assert re.search(r"Sandbox " + sid + r" created \([^)]*from the pool, cgroup sb-[0-9a-f]{16}\)",
+                     s.log("containerd-shim")), s.log("containerd-shim")[-2000:]
+    # its init was one of the pool's; the pool is back to two new ones
+    after = poll(lambda: inits() if len(inits()) == 2 and not (inits() & before) == before
+                 else None, 10)
+    assert after and len(after - before) >= 1, (before, inits())
