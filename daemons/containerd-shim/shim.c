@@ -1728,9 +1728,13 @@ handle_sandbox_destroy(Peer *p, const Frame *f, void *userdata)
 	mp_reader_init(&r, f->body);
 	mp_read_str(&r, "sandbox_id", &id);
 	mp_read_bool_opt(&r, "purge", &purge, false);
-	if (r.err < 0 || !id || strlen(id) != 16 || strspn(id, "0123456789abcdef") != 16) {
+	if (r.err < 0) {
 		mp_reader_done(&r);
 		return -EBADMSG;
+	}
+	if (strlen(id) != 16 || strspn(id, "0123456789abcdef") != 16) {
+		mp_reader_done(&r);
+		return purge ? -EINVAL : -ENOENT; /* no sandbox has such an id */
 	}
 	memcpy(idbuf, id, sizeof(idbuf));
 	sb = sandbox_find(c->shim, idbuf);
