@@ -342,7 +342,7 @@ shim_files_handle(Shim *s, const ShimConf *conf, ShimPrepareWorkspace prepare, P
 		goto out;
 	}
 	ws_fd = open(ws, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
-	if (ws_fd < 0 && errno == ENOENT && op_writes(op)) {
+	if (ws_fd < 0 && errno == ENOENT && (op == OP_WRITE || op == OP_MKDIR)) {
 		free(ws);
 		ws = NULL;
 		k = prepare(s, id, &ws);
@@ -353,6 +353,10 @@ shim_files_handle(Shim *s, const ShimConf *conf, ShimPrepareWorkspace prepare, P
 	if (ws_fd < 0 && errno != ENOENT) {
 		k = -errno;
 		log_ctx_errno(LOG_WARNING, k, &ctx, "Cannot open the workspace of %s: %m", id);
+		goto fail;
+	}
+	if (ws_fd < 0 && op_writes(op)) { /* remove or rename in no workspace */
+		k = -ENOENT;
 		goto fail;
 	}
 

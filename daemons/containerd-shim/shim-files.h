@@ -16,7 +16,7 @@
  *
  * It works on <sandbox_dir>/<id>/workspace whether or not the sandbox is live;
  * a key that never had one reads as empty (the root lists no entries, any other
- * path is not found) and a write-type op creates it like sandbox creation does.
+ * path is not found) and a write or mkdir creates it like sandbox creation does.
  * Every operation runs with fsuid/fsgid = host_uid and no umask. Errors are
  * ERROR frames whose message starts with a code, "CODE: text": invalid_path,
  * escape, not_found, is_directory, not_a_regular_file, too_large, exists,
