@@ -409,3 +409,28 @@ def test_symlink_flip_race(s):
         else "d.twin"
     assert found - {"seed", "d", "d.twin"} <= {f"{real}/f", f"{real}/sub"}, found
     assert f"{real}/f" in found, found
+
+
+def test_shim_down_is_503_then_recovers(s):
+    t = "t-files-down"
+    assert jreq(s, "PUT", files(t, "kept"), b"kept")[0] == 201
+    s.expected_errors += [r"containerd-shim", r"shim"]
+    s.kill("containerd-shim")
+    deadline = time.time() + 10
+    while time.time() < deadline:
+        st, js = jreq(s, "GET", files(t, "kept"))
+        if st == 503:
+            break
+        time.sleep(0.05)
+    assert (st, js) == (503, {"error": "containerd-shim unavailable", "code": "unavailable"}), (st, js)
+    st, js = jreq(s, "PUT", files(t, "new"), b"x")
+    assert st == 503 and js["code"] == "unavailable", (st, js)
+    s.start_daemon("containerd-shim")
+    deadline = time.time() + 15
+    while time.time() < deadline:
+        st, h, data = req(s, "GET", files(t, "kept"))
+        if st == 200:
+            break
+        time.sleep(0.1)
+    assert (st, data) == (200, b"kept"), (st, data)
+    assert not os.path.exists(os.path.join(workspace(s, t), "new"))
