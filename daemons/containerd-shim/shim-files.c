@@ -36,7 +36,7 @@ typedef enum FileOp {
 } FileOp;
 
 static const char *const op_names[_OP_MAX] = {
-    [OP_GET] = "get",	  [OP_READ] = "read",	  [OP_LIST] = "list",	  [OP_LSTAT] = "lstat",
+    [OP_GET] = "get",	  [OP_READ] = "read",	[OP_LIST] = "list",	[OP_LSTAT] = "lstat",
     [OP_WRITE] = "write", [OP_MKDIR] = "mkdir", [OP_REMOVE] = "remove", [OP_RENAME] = "rename",
 };
 

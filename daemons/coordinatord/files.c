@@ -40,12 +40,14 @@ file_replied(Peer *shim, int err, const msgpack_object *body, void *ud)
 		goto out;
 	if (err < 0) {
 		const msgpack_object *m = body ? mp_map_get(body, "message") : NULL;
-		_cleanup_free_ char *msg = m && m->type == MSGPACK_OBJECT_STR ? mp_obj_strdup(m) : NULL;
+		_cleanup_free_ char *msg =
+		    m && m->type == MSGPACK_OBJECT_STR ? mp_obj_strdup(m) : NULL;
 		if (err == -ECONNRESET || err == -ETIMEDOUT)
 			peer_reply_error(cl->peer, fc->req_id, -ECONNRESET,
 					 "containerd-shim unavailable");
 		else
-			peer_reply_error(cl->peer, fc->req_id, err, msg ? msg : "file operation failed");
+			peer_reply_error(cl->peer, fc->req_id, err,
+					 msg ? msg : "file operation failed");
 		goto out;
 	}
 	/* Re-pack the body as it is: the shim's reply is the answer. */

@@ -33,10 +33,18 @@ static const struct {
 	const char *code;
 	int status;
 } file_codes[] = {
-    {"invalid_path", 400},	 {"escape", 400},	      {"bad_request", 400},
-    {"permission_denied", 403}, {"not_found", 404},	      {"is_directory", 409},
-    {"exists", 409},		 {"not_empty", 409},	      {"busy", 409},
-    {"too_large", 413},		 {"not_a_regular_file", 415}, {"no_space", 507},
+    {"invalid_path", 400},
+    {"escape", 400},
+    {"bad_request", 400},
+    {"permission_denied", 403},
+    {"not_found", 404},
+    {"is_directory", 409},
+    {"exists", 409},
+    {"not_empty", 409},
+    {"busy", 409},
+    {"too_large", 413},
+    {"not_a_regular_file", 415},
+    {"no_space", 507},
 };
 
 static void
@@ -49,7 +57,8 @@ files_error(HttpConn *c, int err, const msgpack_object *body)
 	if (err == -ECONNRESET || err == -ETIMEDOUT) {
 		bool shim = m && ml >= 15 && memcmp(m, "containerd-shim", 15) == 0;
 		http_respond_error(c, 503, "unavailable",
-				   shim ? "containerd-shim unavailable" : "coordinator unavailable");
+				   shim ? "containerd-shim unavailable"
+					: "coordinator unavailable");
 		return;
 	}
 	if (err == -ENOMSG) {
@@ -95,9 +104,9 @@ stat_json(const msgpack_object *m, bool with_name)
 {
 	char type[32], mode[8];
 	const msgpack_object *mt = mp_map_get(m, "mtime_ns");
-	int64_t mtime = mt && mt->type == MSGPACK_OBJECT_POSITIVE_INTEGER ? (int64_t)mt->via.u64
+	int64_t mtime = mt && mt->type == MSGPACK_OBJECT_POSITIVE_INTEGER   ? (int64_t)mt->via.u64
 			: mt && mt->type == MSGPACK_OBJECT_NEGATIVE_INTEGER ? mt->via.i64
-									     : 0;
+									    : 0;
 	json_t *j;
 
 	snprintf(mode, sizeof(mode), "%04llo",
@@ -108,7 +117,8 @@ stat_json(const msgpack_object *m, bool with_name)
 		      (json_int_t)mtime);
 	if (j && with_name) {
 		_cleanup_free_ char *name = mp_obj_strdup(mp_map_get(m, "name"));
-		if (!name || json_object_set_new(j, "name", json_stringn_nocheck(name, strlen(name))) < 0) {
+		if (!name ||
+		    json_object_set_new(j, "name", json_stringn_nocheck(name, strlen(name))) < 0) {
 			json_decref(j);
 			return NULL;
 		}
@@ -142,7 +152,8 @@ file_get_reply(Peer *peer, int err, const msgpack_object *body, void *userdata)
 	if (str_of(type, t, sizeof(t)) && streq(t, "file")) {
 		static const char hdr[] = "X-Content-Type-Options: nosniff\r\n";
 		data = mp_map_get(body, "data");
-		if (!data || (data->type != MSGPACK_OBJECT_BIN && data->type != MSGPACK_OBJECT_STR)) {
+		if (!data ||
+		    (data->type != MSGPACK_OBJECT_BIN && data->type != MSGPACK_OBJECT_STR)) {
 			http_respond_error(c, 500, "internal", "bad reply from containerd-shim");
 			return;
 		}
@@ -161,8 +172,8 @@ file_get_reply(Peer *peer, int err, const msgpack_object *body, void *userdata)
 			json_decref(arr);
 			arr = NULL;
 		}
-	respond_json_or_500(c, 200,
-			    arr ? json_pack("{s:s, s:o}", "type", "directory", "entries", arr) : NULL);
+	respond_json_or_500(
+	    c, 200, arr ? json_pack("{s:s, s:o}", "type", "directory", "entries", arr) : NULL);
 }
 
 static void
@@ -313,7 +324,8 @@ route_files(HttpConn *c, const char *thread_id, const char *raw, const char *que
 	default: http_respond_405(c, "GET, PUT, DELETE, POST"); return;
 	}
 	if ((m == HTTP_PUT || (op && streq(op, "mkdir"))) && parse_mode(query, &mode) < 0) {
-		http_respond_error(c, 400, "bad_request", "mode must be octal permission bits, e.g. 0644");
+		http_respond_error(c, 400, "bad_request",
+				   "mode must be octal permission bits, e.g. 0644");
 		return;
 	}
 	mp_writer_init(&w);
@@ -330,7 +342,8 @@ route_files(HttpConn *c, const char *thread_id, const char *raw, const char *que
 	r = coord_call(c->router, MSG_THREAD_FILE, &w, cb, c);
 	mp_writer_done(&w);
 	if (r == -EMSGSIZE)
-		http_respond_error(c, 413, "too_large", "the file does not fit in one frame (max_frame)");
+		http_respond_error(c, 413, "too_large",
+				   "the file does not fit in one frame (max_frame)");
 	else if (r < 0)
 		http_respond_error(c, 503, "unavailable", "coordinator unavailable");
 }

@@ -11,9 +11,10 @@ import hashlib
 import http.client
 import json
 import os
+import subprocess
 import time
 
-from rwtest import stdout_text
+from rwtest import BUILD, stdout_text
 
 # 1 MiB cap for the API; routerd takes bodies beyond it, so the shim's cap is
 # what a too large PUT meets.
@@ -409,6 +410,49 @@ def test_symlink_flip_race(s):
         else "d.twin"
     assert found - {"seed", "d", "d.twin"} <= {f"{real}/f", f"{real}/sub"}, found
     assert f"{real}/f" in found, found
+
+
+def cli(s, *args, stdin=None):
+    env = dict(os.environ)
+    env.pop("RUNWARDEN_TOKEN", None)
+    env["RUNWARDEN_URL"] = f"http://127.0.0.1:{s.port}"
+    return subprocess.run([os.path.join(BUILD, "runwarden"), *args], input=stdin,
+                          capture_output=True, timeout=30, env=env)
+
+
+def test_cli_files(s):
+    t = "t-files-cli"
+    blob = bytes(range(256)) * 4
+    p = cli(s, "files", "mkdir", t, "dir x")
+    assert p.returncode == 0, p.stderr
+    p = cli(s, "files", "put", t, "dir x/b.bin", "--mode", "0600", stdin=blob)
+    assert p.returncode == 0 and p.stdout == b"", p
+    src = os.path.join(s.dir, "cli-src.txt")
+    with open(src, "wb") as f:
+        f.write(b"from a file\n")
+    assert cli(s, "files", "put", t, "a.txt", src).returncode == 0
+    p = cli(s, "files", "get", t, "dir x/b.bin")
+    assert (p.returncode, p.stdout) == (0, blob), p.stderr
+    assert cli(s, "files", "get", t, "a.txt").stdout == b"from a file\n"
+    p = cli(s, "files", "ls", t)
+    assert p.returncode == 0, p.stderr
+    lines = p.stdout.decode().splitlines()
+    assert [l.split()[:3] + [l.split("  ")[-1]] for l in lines] == [
+        ["file", "0644", "12", "a.txt"], ["directory", "0755", lines[1].split()[2], "dir x/"]], lines
+    p = cli(s, "--json", "files", "ls", t, "dir x")
+    js = json.loads(p.stdout)
+    assert [(e["name"], e["mode"], e["size"]) for e in js["entries"]] == [("b.bin", "0600", 1024)], js
+    assert os.lstat(os.path.join(workspace(s, t), "dir x", "b.bin")).st_uid == HOST_UID
+    p = cli(s, "files", "get", t, "../etc/passwd")
+    assert p.returncode == 125 and b"(HTTP 400 invalid_path)" in p.stderr, p.stderr
+    p = cli(s, "files", "ls", t, "a.txt")
+    assert p.returncode == 125 and b"not a directory" in p.stderr, p.stderr
+    assert cli(s, "files", "rm", t, "dir x/b.bin").returncode == 0
+    assert cli(s, "files", "rm", t, "dir x").returncode == 0
+    p = cli(s, "files", "get", t, "dir x")
+    assert p.returncode == 125 and b"(HTTP 404 not_found)" in p.stderr, p.stderr
+    assert cli(s, "files", "frob", t, "x").returncode == 2
+    assert cli(s, "files", "get", t).returncode == 2
 
 
 def test_shim_down_is_503_then_recovers(s):
