@@ -67,7 +67,7 @@ files_error(HttpConn *c, int err, const msgpack_object *body)
 	}
 	/* "code: text" */
 	const char *colon = m ? memchr(m, ':', ml) : NULL;
-	if (colon && (size_t)(colon - m) < sizeof(code) && colon + 1 < m + ml) {
+	if (colon && (size_t)(colon - m) < sizeof(code) && colon + 1 < m + ml && colon[1] == ' ') {
 		memcpy(code, m, (size_t)(colon - m));
 		code[colon - m] = '\0';
 		snprintf(text, sizeof(text), "%.*s", (int)(ml - (size_t)(colon - m) - 2),
@@ -116,9 +116,14 @@ stat_json(const msgpack_object *m, bool with_name)
 		      "size", (json_int_t)uint_of(mp_map_get(m, "size")), "mtimeNs",
 		      (json_int_t)mtime);
 	if (j && with_name) {
-		_cleanup_free_ char *name = mp_obj_strdup(mp_map_get(m, "name"));
-		if (!name ||
-		    json_object_set_new(j, "name", json_stringn_nocheck(name, strlen(name))) < 0) {
+		/* a name a run made need not be UTF-8: invalid bytes become U+FFFD */
+		const msgpack_object *n = mp_map_get(m, "name");
+		size_t len = 0;
+		_cleanup_free_ char *name =
+		    n && n->type == MSGPACK_OBJECT_STR
+			? utf8_sanitize(n->via.str.ptr, n->via.str.size, &len)
+			: NULL;
+		if (!name || json_object_set_new(j, "name", json_stringn_nocheck(name, len)) < 0) {
 			json_decref(j);
 			return NULL;
 		}

@@ -180,6 +180,10 @@ def test_api_and_runs_share_files(s):
     assert req(s, "GET", files(t, "in/api.txt"))[2] == b"from the API\nappended\n"
     assert req(s, "GET", files(t, "run.txt"))[2] == b"from a run"
     assert req(s, "GET", files(t, "made/deep/f"))[2] == b"deep\n"
+    # a name that is not UTF-8 (made by a run) is listed with U+FFFD
+    run_ok(s, t, "touch \"/workspace/bad$(printf '\\377')name\"")
+    names = [e["name"] for e in jreq(s, "GET", files(t))[1]["entries"]]
+    assert names == ["bad\ufffdname", "in", "made", "run.txt"], names
     # written by the API while the sandbox is live, seen by the next exec
     assert jreq(s, "PUT", files(t, "run.txt"), b"replaced")[0] == 200
     assert run_ok(s, t, "cat /workspace/run.txt; stat -c %u /workspace/run.txt") == \
@@ -317,6 +321,16 @@ def test_hardlink_to_outside_is_replaced_not_written(s):
     assert os.stat(outside).st_nlink == 1
     assert os.stat(os.path.join(ws, "hl")).st_ino != os.stat(outside).st_ino
     assert req(s, "GET", files(t, "hl"))[2] == b"overwritten\n"
+    # the API has the sandbox user's rights, not root's
+    secret = os.path.join(ws, "root-only")
+    with open(secret, "wb") as f:
+        f.write(b"root\n")
+    os.chmod(secret, 0o600)
+    st, js = jreq(s, "GET", files(t, "root-only"))
+    assert st == 403 and js["code"] == "permission_denied", (st, js)
+    os.mkdir(os.path.join(ws, "root-dir"), 0o755)
+    st, js = jreq(s, "PUT", files(t, "root-dir/f"), b"x")
+    assert st == 403 and js["code"] == "permission_denied", (st, js)
     # a remove unlinks the name only
     os.link(outside, os.path.join(ws, "hl2"))
     assert req(s, "DELETE", files(t, "hl2"))[0] == 204
