@@ -128,7 +128,7 @@ write_all(int fd, const char *buf, size_t len)
 /* The request head; extra headers (CRLF-terminated) may be NULL. */
 static char *
 build_head(Client *c, const char *method, const char *path, const char *extra, size_t body_len,
-	   bool has_body)
+	   const char *content_type)
 {
 	char *head = NULL;
 	char auth[600] = "";
@@ -136,9 +136,9 @@ build_head(Client *c, const char *method, const char *path, const char *extra, s
 
 	if (c->token)
 		snprintf(auth, sizeof(auth), "Authorization: Bearer %s\r\n", c->token);
-	if (has_body)
-		snprintf(clen, sizeof(clen),
-			 "Content-Type: application/json\r\nContent-Length: %zu\r\n", body_len);
+	if (content_type)
+		snprintf(clen, sizeof(clen), "Content-Type: %s\r\nContent-Length: %zu\r\n",
+			 content_type, body_len);
 	if (asprintf(&head,
 		     "%s %s%s HTTP/1.1\r\nHost: %s\r\nUser-Agent: runwarden/%s\r\n%s%s%s\r\n",
 		     method, c->prefix, path, c->hosthdr, PACKAGE_VERSION, auth, clen,
@@ -239,6 +239,14 @@ int
 client_request(Client *c, const char *method, const char *path, const char *json_body,
 	       Response *ret)
 {
+	return client_request_raw(c, method, path, json_body ? "application/json" : NULL, json_body,
+				  json_body ? strlen(json_body) : 0, ret);
+}
+
+int
+client_request_raw(Client *c, const char *method, const char *path, const char *content_type,
+		   const void *req_body, size_t body_len, Response *ret)
+{
 	Buf b = {0};
 	size_t head_len = 0;
 	char tmp[16384];
@@ -249,15 +257,14 @@ client_request(Client *c, const char *method, const char *path, const char *json
 	fd = do_connect(c);
 	if (fd < 0)
 		return fd;
-	head = build_head(c, method, path, "Connection: close\r\n",
-			  json_body ? strlen(json_body) : 0, json_body != NULL);
+	head = build_head(c, method, path, "Connection: close\r\n", body_len, content_type);
 	if (!head) {
 		close(fd);
 		return fail(c, -ENOMEM, "out of memory");
 	}
 	r = write_all(fd, head, strlen(head));
-	if (r >= 0 && json_body)
-		r = write_all(fd, json_body, strlen(json_body));
+	if (r >= 0 && body_len > 0)
+		r = write_all(fd, req_body, body_len);
 	free(head);
 	if (r >= 0)
 		r = read_head(fd, &b, &head_len);
@@ -456,7 +463,7 @@ client_ws_run(Client *c, const char *path, ws_text_cb on_text, void *userdata, R
 	w.fd = do_connect(c);
 	if (w.fd < 0)
 		return w.fd;
-	head = build_head(c, "GET", path, extra, 0, false);
+	head = build_head(c, "GET", path, extra, 0, NULL);
 	if (!head) {
 		close(w.fd);
 		return fail(c, -ENOMEM, "out of memory");

@@ -35,6 +35,9 @@ int client_init(Client *c, const char *url, const char *token);
  * *ret for any HTTP status; negative errno only for transport failures. */
 int client_request(Client *c, const char *method, const char *path, const char *json_body,
 		   Response *ret);
+/* The same with any body (content_type NULL: none). */
+int client_request_raw(Client *c, const char *method, const char *path, const char *content_type,
+		       const void *body, size_t body_len, Response *ret);
 void response_free(Response *r);
 
 /* A WebSocket tail. on_text gets every text message (NUL-terminated). It

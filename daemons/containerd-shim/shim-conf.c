@@ -75,6 +75,10 @@ const ConfItem shim_conf_items[] = {
     {S, "restore_max_entries", CONF_INT, offsetof(ShimConf, restore_max_entries), "1000000", 1,
      100000000,
      "most archive entries (files, directories, symlinks) a snapshot restore may unpack"},
+    {S, "file_api_max_bytes", CONF_SIZE, offsetof(ShimConf, file_api_max_bytes), "8M", 1,
+     1024LL * 1024 * 1024,
+     "largest file the file API (/threads/{id}/files) reads or writes; larger ones are "
+     "refused (413 too_large); also bounded by max_frame less 64 KiB"},
     {S, "cgroup_parent", CONF_STR, offsetof(ShimConf, cgroup_parent), "", 0, 0,
      "cgroup under which sandboxes are created (in each hierarchy); empty means the "
      "shim's own cgroup"},

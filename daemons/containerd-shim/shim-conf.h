@@ -40,6 +40,7 @@ typedef struct ShimConf {
 	int64_t sleep_after; /* ms idle after which a sandbox's processes are stopped; 0 = never */
 	int64_t restore_max_bytes;   /* file content bytes one restore may unpack */
 	int64_t restore_max_entries; /* archive entries one restore may unpack */
+	int64_t file_api_max_bytes;  /* largest file read or written by SANDBOX_FILE */
 	/* derived by shim_conf_finish() from cpu_max: quota -1 = unlimited */
 	int64_t cpu_quota_us, cpu_period_us;
 } ShimConf;

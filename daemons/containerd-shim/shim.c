@@ -56,6 +56,7 @@
 #include "peer.h"
 #include "sandbox.h"
 #include "seccomp-policy.h"
+#include "shim-files.h"
 #include "snapshot.h"
 
 #define SANDBOX_KEY_MAX 256
@@ -2449,6 +2450,14 @@ out:
 	return k;
 }
 
+/* SANDBOX_FILE: the workspace file API (shim-files.c). */
+static int
+handle_sandbox_file(Peer *p, const Frame *f, void *userdata)
+{
+	Conn *c = userdata;
+	return shim_files_handle(c->shim, c->shim->conf, sandbox_prepare_workspace, p, f);
+}
+
 static const PeerHandler shim_handlers[_MSG_TYPE_MAX] = {
     [MSG_SANDBOX_ENSURE] = handle_sandbox_ensure,
     [MSG_SANDBOX_DESTROY] = handle_sandbox_destroy,
@@ -2462,6 +2471,7 @@ static const PeerHandler shim_handlers[_MSG_TYPE_MAX] = {
     [MSG_SANDBOX_UNLISTEN] = handle_sandbox_unlisten,
     [MSG_SANDBOX_SNAPSHOT] = handle_sandbox_snapshot,
     [MSG_SANDBOX_RESTORE] = handle_sandbox_restore,
+    [MSG_SANDBOX_FILE] = handle_sandbox_file,
 };
 
 /* ---------------------------------------------------------------------------

@@ -32,6 +32,8 @@
  *   SANDBOX_RESTORE  {key, record}             → {}: a record of ours only (else
  *                   -EINVAL "not_a_backup_record: …"), unpacked into staging,
  *                   the sandbox destroyed, then swapped in with RENAME_EXCHANGE
+ *   SANDBOX_FILE     {key, op, path, to?, data?, mode?} → per op: the workspace
+ *                   file API, live sandbox or not (shim-files.h)
  *
  * Logging: every line about a sandbox or an exec carries SANDBOX_ID= and the
  * RUN_ID=/THREAD_ID= of the run it serves (the last SANDBOX_ENSURE's run_id and

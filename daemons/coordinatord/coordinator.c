@@ -775,6 +775,7 @@ static const PeerHandler client_handlers[_MSG_TYPE_MAX] = {
 	[MSG_RUN_APPEND] = handle_run_append,
 	[MSG_RUN_FINISH] = handle_run_finish,
 	[MSG_BRIDGE_CALL] = handle_bridge_call,
+	[MSG_THREAD_FILE] = handle_thread_file,
 };
 
 static void

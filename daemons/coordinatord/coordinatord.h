@@ -14,7 +14,8 @@
  *
  * Files: coordinator.c (loop, router and client requests), commit.c (ops,
  * group commit, publishing), driver.c (shell harness driver, shim link,
- * crash re-attach), watchdog.c (stall watchdog, retention).
+ * crash re-attach), watchdog.c (stall watchdog, retention), files.c (THREAD_FILE
+ * passed to the shim).
  */
 #pragma once
 
@@ -215,6 +216,9 @@ void bridge_open(Run *run);
 void bridge_close(Run *run);
 void bridge_forget_client(Run *run, Client *cl);
 int handle_bridge_call(Peer *p, const Frame *f, void *ud);
+
+/* files.c */
+int handle_thread_file(Peer *p, const Frame *f, void *ud);
 
 /* watchdog.c */
 void watchdog_setup(Coordinator *c);

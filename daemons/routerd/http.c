@@ -176,6 +176,19 @@ fail_400(HttpConn *c, int status, const char *msg)
 	return -1;
 }
 
+/* The body limit of the request being parsed: max_body, or max_file_body for
+ * a file written through the file API (routes-files.c). */
+static uint64_t
+body_limit(const HttpConn *c, const http_parser *p)
+{
+	const RouterConf *conf = c->router->conf;
+	const char *u = c->req.url;
+
+	if (p->method == HTTP_PUT && u && strncmp(u, "/threads/", 9) == 0 && strstr(u, "/files"))
+		return (uint64_t)MAX(conf->max_body, conf->max_file_body);
+	return (uint64_t)conf->max_body;
+}
+
 static int
 on_headers_complete(http_parser *p)
 {
@@ -214,7 +227,7 @@ on_headers_complete(http_parser *p)
 	}
 	/* Refuse an announced oversize body before reading a byte of it. */
 	if ((p->flags & F_CONTENTLENGTH) && p->content_length != ULLONG_MAX &&
-	    p->content_length > (uint64_t)c->router->conf->max_body) {
+	    p->content_length > body_limit(c, p)) {
 		c->fail_status = 413;
 		return -1;
 	}
@@ -232,7 +245,7 @@ on_body(http_parser *p, const char *at, size_t len)
 	HttpConn *c = p->data;
 	HttpRequest *q = &c->req;
 
-	if (q->body_len + len > (size_t)c->router->conf->max_body) {
+	if (q->body_len + len > body_limit(c, p)) {
 		c->fail_status = 413;
 		return -1;
 	}

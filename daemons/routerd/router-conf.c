@@ -27,6 +27,10 @@ const ConfItem router_conf_items[] = {
      "TCP address of the HTTP/WebSocket front: IPv4:port or [IPv6]:port (numeric)"},
     {"routerd", "max_body", CONF_SIZE, offsetof(RouterConf, max_body), "1M", 1 * KIB, 1 * GIB,
      "largest request body accepted; larger ones get 413 and the connection is closed"},
+    {"routerd", "max_file_body", CONF_SIZE, offsetof(RouterConf, max_file_body), "8M", 1 * KIB,
+     1 * GIB,
+     "largest body of a PUT /threads/{id}/files/... (a file written through the file API), "
+     "instead of max_body; the shim's file_api_max_bytes caps the file too"},
     {"routerd", "max_header_bytes", CONF_SIZE, offsetof(RouterConf, max_header_bytes), "16K",
      1 * KIB, 64 * KIB, "largest request line plus headers; larger ones get 431"},
     {"routerd", "max_connections", CONF_INT, offsetof(RouterConf, max_connections), "10000", 1,

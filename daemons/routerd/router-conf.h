@@ -24,6 +24,7 @@ typedef struct RouterConf {
 	SharedConf shared;
 	char *listen;		     /* "host:port" or "[v6]:port"; numeric host */
 	int64_t max_body;	     /* request body limit → 413 */
+	int64_t max_file_body;	     /* the same for PUT /threads/{id}/files/… */
 	int64_t max_header_bytes;    /* request line + headers limit → 431 */
 	int64_t max_connections;     /* accepting pauses at this many client sockets */
 	int64_t idle_timeout_ms;     /* keep-alive idle / stalled read / stalled write */

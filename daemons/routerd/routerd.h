@@ -13,6 +13,7 @@
  *                 and watch_*: one RUN_WATCH per run, shared by its tails
  *   http.c        http_*: HttpConn, request parsing (http-parser), responses
  *   routes.c      routes_*: the route table and the request handlers
+ *   routes-files.c route_files: /threads/{id}/files, the workspace file API
  *   ws.c          ws_*: RFC 6455 handshake and the wslay session on an HttpConn
  *   tail.c        tail_*: the run-log tail protocol over a WebSocket
  *
@@ -261,6 +262,17 @@ void http_conn_upgraded(HttpConn *c, int status, HttpConnState state);
 void routes_dispatch(HttpConn *c);
 /* Free what a handler keeps on c while a coordinator call is in flight. */
 void routes_free_pending(HttpConn *c);
+/* Percent-decode s[0..len) ('+' a space when plus_space); -EINVAL on a bad
+ * escape or %00. */
+int routes_url_decode(const char *s, size_t len, bool plus_space, char **ret);
+/* The decoded value of a query parameter of the raw query (NULL when absent). */
+int routes_query(const char *query, const char *name, char **ret);
+
+/* ---- routes-files.c ---- */
+
+/* /threads/{thread_id}/files{raw}: raw is the undecoded rest of the path
+ * ("" or starting with '/'), query the raw query or NULL. */
+void route_files(HttpConn *c, const char *thread_id, const char *raw, const char *query);
 
 /* ---- ws.c ---- */
 

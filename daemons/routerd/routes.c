@@ -38,6 +38,7 @@ typedef struct Route {
 	char *seg[ROUTE_MAX_SEGMENTS];
 	size_t n_seg;
 	char *query; /* raw, without '?', or NULL */
+	char *rest;  /* /threads/{id}/files: the raw path after "files", or NULL */
 } Route;
 
 static void
@@ -46,6 +47,7 @@ route_done(Route *rt)
 	for (size_t i = 0; i < rt->n_seg; i++)
 		free(rt->seg[i]);
 	free(rt->query);
+	free(rt->rest);
 	*rt = (Route){0};
 }
 
@@ -120,6 +122,14 @@ route_parse(HttpConn *c, Route *rt)
 			if (r < 0)
 				return r;
 			rt->n_seg++;
+			/* a file path is taken whole (routes-files.c) */
+			if (rt->n_seg == 3 && streq(rt->seg[0], "threads") &&
+			    streq(rt->seg[2], "files")) {
+				rt->rest = strndup(p + i + n, plen - i - n);
+				if (!rt->rest)
+					return -ENOMEM;
+				break;
+			}
 		}
 		i += n + 1;
 	}
@@ -979,6 +989,19 @@ route_metrics(HttpConn *c, Route *rt)
 		metrics_respond(c, NULL, 0);
 }
 
+int
+routes_url_decode(const char *s, size_t len, bool plus_space, char **ret)
+{
+	return url_decode(s, len, plus_space, ret);
+}
+
+int
+routes_query(const char *query, const char *name, char **ret)
+{
+	const Route rt = {.query = (char *)query};
+	return route_query(&rt, name, ret);
+}
+
 void
 routes_free_pending(HttpConn *c)
 {
@@ -1048,8 +1071,8 @@ cors_prepare(HttpConn *c)
 static void
 route_options(HttpConn *c)
 {
-	static const char hdr[] = "Allow: GET, POST, OPTIONS\r\n"
-				  "Access-Control-Allow-Methods: GET, POST, OPTIONS\r\n"
+	static const char hdr[] = "Allow: GET, PUT, POST, DELETE, OPTIONS\r\n"
+				  "Access-Control-Allow-Methods: GET, PUT, POST, DELETE, OPTIONS\r\n"
 				  "Access-Control-Allow-Headers: Authorization, Content-Type, "
 				  "Idempotency-Key, Last-Event-ID\r\n"
 				  "Access-Control-Max-Age: 600\r\n";
@@ -1118,6 +1141,11 @@ routes_dispatch(HttpConn *c)
 			http_respond_405(c, "POST");
 		else
 			route_run_cancel(c, &rt);
+		return;
+	}
+	if (rt.rest) {
+		if (path_thread_id(c, rt.seg[1]))
+			route_files(c, rt.seg[1], rt.rest, rt.query);
 		return;
 	}
 	if (rt.n_seg == 3 && streq(rt.seg[0], "threads")) {

@@ -38,7 +38,9 @@ def test_every_other_route_needs_a_token(s):
     for m, p in (("GET", "/readyz"), ("GET", "/metrics"), ("POST", "/runs"),
                  ("GET", "/runs/x?threadId=t"), ("GET", "/runs/x/stream?threadId=t"),
                  ("POST", "/runs/x/cancel?threadId=t"), ("GET", "/threads/t/runs"),
-                 ("POST", "/threads/t/snapshots"), ("GET", "/nope")):
+                 ("POST", "/threads/t/snapshots"), ("GET", "/threads/t/files/a"),
+                 ("PUT", "/threads/t/files/a"), ("DELETE", "/threads/t/files/a"),
+                 ("POST", "/threads/t/files/a?op=mkdir"), ("GET", "/nope")):
         for h in ({}, auth("wrong"), auth(""), {"Authorization": "Basic " + TOKENS[0]},
                   auth(TOKENS[0] + "x"), auth(TOKENS[0][:-1]),
                   {"Authorization": "Bearer"}):
@@ -53,6 +55,8 @@ def test_valid_tokens_pass(s):
         assert st == 200, (st, body)
         st, body = s.http("GET", "/threads/t-auth/runs", headers={"authorization": "bearer " + tok})
         assert st == 200 and body == [], (st, body)
+        st, body = s.http("GET", "/threads/t-auth/files/", headers=auth(tok))
+        assert st == 200 and body == {"type": "directory", "entries": []}, (st, body)
     # the commented-out line is not a token
     st, _ = s.http("GET", "/metrics", headers=auth("commented-out"))
     assert st == 401

@@ -1,0 +1,398 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * shim-files.c — SANDBOX_FILE: workspace file operations for the harness and
+ * tools (see shim-files.h; the safety rules are wsfs.h's).
+ */
+#include "config.h"
+
+#include "shim-files.h"
+
+#include <errno.h>
+#include <fcntl.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include "fd-util.h"
+#include "log.h"
+#include "macro.h"
+#include "wsfs.h"
+
+/* Room for the reply's framing and keys around a file's bytes. */
+#define FRAME_OVERHEAD (64 * 1024)
+
+typedef enum FileOp {
+	OP_GET,
+	OP_READ,
+	OP_LIST,
+	OP_LSTAT,
+	OP_WRITE,
+	OP_MKDIR,
+	OP_REMOVE,
+	OP_RENAME,
+	_OP_MAX,
+} FileOp;
+
+static const char *const op_names[_OP_MAX] = {
+    [OP_GET] = "get",	  [OP_READ] = "read",	[OP_LIST] = "list",	[OP_LSTAT] = "lstat",
+    [OP_WRITE] = "write", [OP_MKDIR] = "mkdir", [OP_REMOVE] = "remove", [OP_RENAME] = "rename",
+};
+
+static bool
+op_writes(FileOp op)
+{
+	return op >= OP_WRITE;
+}
+
+/* The largest file read or written: the config, bounded by the frame. */
+static size_t
+file_cap(const ShimConf *conf)
+{
+	size_t frame = (size_t)conf->shared.max_frame;
+	size_t room = frame > 2 * FRAME_OVERHEAD ? frame - FRAME_OVERHEAD : frame / 2;
+
+	return MIN((size_t)conf->file_api_max_bytes, room);
+}
+
+static const char *
+type_name(mode_t m)
+{
+	switch (m & S_IFMT) {
+	case S_IFREG: return "file";
+	case S_IFDIR: return "directory";
+	case S_IFLNK: return "symlink";
+	case S_IFIFO: return "fifo";
+	case S_IFSOCK: return "socket";
+	case S_IFCHR: return "char_device";
+	case S_IFBLK: return "block_device";
+	default: return "unknown";
+	}
+}
+
+/* The error code (the message prefix routerd maps to a status) of an errno. */
+static const char *
+err_code(int err)
+{
+	switch (err) {
+	case -EINVAL:
+	case -ENAMETOOLONG:
+	case -EILSEQ: return "invalid_path";
+	case -EXDEV:
+	case -ELOOP: return "escape";
+	case -ENOENT:
+	case -ENOTDIR: return "not_found";
+	case -EISDIR: return "is_directory";
+	case -ENOTSUP: return "not_a_regular_file";
+	case -EFBIG:
+	case -E2BIG: return "too_large";
+	case -EEXIST: return "exists";
+	case -ENOTEMPTY: return "not_empty";
+	case -EACCES:
+	case -EPERM:
+	case -EROFS: return "permission_denied";
+	case -ENOSPC:
+	case -EDQUOT: return "no_space";
+	case -ESTALE:
+	case -EBUSY: return "busy";
+	default: return "internal";
+	}
+}
+
+static const char *
+err_text(int err, FileOp op, size_t cap)
+{
+	static char buf[96];
+
+	switch (err) {
+	case -EINVAL:
+		return "the path must be relative, without '.', '..', empty components or a "
+		       "trailing slash";
+	case -ENAMETOOLONG:
+		return "the path is too long (at most 4096 bytes, 256 components of 255 bytes)";
+	case -EILSEQ: return "the path is not valid UTF-8";
+	case -EXDEV:
+	case -ELOOP: return "the path leaves the workspace (symlink, magic link or mount)";
+	case -ENOENT: return "no such file or directory";
+	case -ENOTDIR: return "a component of the path is not a directory";
+	case -EISDIR: return "is a directory";
+	case -ENOTSUP:
+		return op == OP_WRITE ? "the target is a FIFO, socket or device"
+				      : "not a regular file or directory";
+	case -EFBIG:
+		snprintf(buf, sizeof(buf), "the file is larger than the cap of %zu bytes", cap);
+		return buf;
+	case -E2BIG:
+		snprintf(buf, sizeof(buf), "the directory has more than %d entries",
+			 SHIM_FILES_LIST_MAX);
+		return buf;
+	case -EEXIST: return "the target exists";
+	case -ENOTEMPTY: return "the directory is not empty";
+	case -ESTALE: return "the file changed while it was opened; retry";
+	default: return strerror(-err);
+	}
+}
+
+static void
+reply_err(Peer *p, uint64_t req_id, int err, const char *code, const char *text)
+{
+	char msg[320];
+
+	snprintf(msg, sizeof(msg), "%s: %s", code, text);
+	(void)peer_reply_error(p, req_id, err, msg);
+}
+
+static void
+pack_stat(MpWriter *w, const char *name, mode_t mode, uint64_t size, int64_t mtime_ns)
+{
+	mp_w_map(w, name ? 5 : 4);
+	if (name)
+		mp_w_str(w, "name", name);
+	mp_w_str(w, "type", type_name(mode));
+	mp_w_uint(w, "mode", mode & 07777);
+	mp_w_uint(w, "size", size);
+	mp_w_int(w, "mtime_ns", mtime_ns);
+}
+
+/* A list reply ({entries} or {type:"directory", entries}). */
+static int
+do_list(Peer *p, uint64_t req_id, int ws_fd, const char *path, bool typed)
+{
+	WsfsEntry *v = NULL;
+	size_t n = 0;
+	MpWriter w;
+	int r = 0;
+
+	if (ws_fd >= 0)
+		r = wsfs_list(ws_fd, path, SHIM_FILES_LIST_MAX, &v, &n);
+	else if (path[0] != '\0')
+		r = -ENOENT;
+	if (r < 0)
+		return r;
+	mp_writer_init(&w);
+	mp_w_map(&w, typed ? 2 : 1);
+	if (typed)
+		mp_w_str(&w, "type", "directory");
+	mp_w_key(&w, "entries");
+	msgpack_pack_array(&w.pk, n);
+	for (size_t i = 0; i < n; i++)
+		pack_stat(&w, v[i].name, v[i].mode, v[i].size, v[i].mtime_ns);
+	r = peer_reply(p, req_id, &w);
+	mp_writer_done(&w);
+	wsfs_entries_free(v, n);
+	return r < 0 ? r : 0;
+}
+
+static int
+do_read(Peer *p, uint64_t req_id, int ws_fd, const char *path, size_t cap, bool typed)
+{
+	_cleanup_free_ char *data = NULL;
+	size_t len = 0;
+	MpWriter w;
+	int r;
+
+	if (path[0] == '\0')
+		return typed ? do_list(p, req_id, ws_fd, path, true) : -EISDIR;
+	if (ws_fd < 0)
+		return -ENOENT;
+	r = wsfs_read(ws_fd, path, cap, &data, &len);
+	if (r == -EISDIR && typed)
+		return do_list(p, req_id, ws_fd, path, true);
+	if (r < 0)
+		return r;
+	mp_writer_init(&w);
+	mp_w_map(&w, typed ? 2 : 1);
+	if (typed)
+		mp_w_str(&w, "type", "file");
+	mp_w_bin(&w, "data", data, len);
+	r = peer_reply(p, req_id, &w);
+	mp_writer_done(&w);
+	return r < 0 ? r : 0;
+}
+
+static int
+do_lstat(Peer *p, uint64_t req_id, int ws_fd, const char *path)
+{
+	struct stat st;
+	MpWriter w;
+	int r = 0;
+
+	if (ws_fd < 0 && path[0] != '\0')
+		return -ENOENT;
+	if (ws_fd < 0) /* the root of a workspace not made yet: an empty directory */
+		st = (struct stat){.st_mode = S_IFDIR | 0700};
+	else if (path[0] == '\0')
+		r = RET_NERRNO(fstat(ws_fd, &st));
+	else
+		r = wsfs_stat(ws_fd, path, &st);
+	if (r < 0)
+		return r;
+	mp_writer_init(&w);
+	pack_stat(&w, NULL, st.st_mode, (uint64_t)st.st_size,
+		  (int64_t)st.st_mtim.tv_sec * 1000000000 + st.st_mtim.tv_nsec);
+	r = peer_reply(p, req_id, &w);
+	mp_writer_done(&w);
+	return r < 0 ? r : 0;
+}
+
+static int
+do_write(Peer *p, uint64_t req_id, int ws_fd, const char *path, const void *data, size_t len,
+	 int64_t mode)
+{
+	struct stat st;
+	bool created;
+	MpWriter w;
+	int r;
+
+	r = wsfs_stat(ws_fd, path, &st);
+	if (r < 0 && r != -ENOENT)
+		return r;
+	created = r == -ENOENT;
+	/* wsfs_write would replace a FIFO, socket or device by a file; refusing
+	 * is clearer (and a race that plants one meanwhile is still replaced, never
+	 * written through). */
+	if (!created && !S_ISREG(st.st_mode) && !S_ISLNK(st.st_mode))
+		return S_ISDIR(st.st_mode) ? -EISDIR : -ENOTSUP;
+	if (mode < 0)
+		mode = !created && S_ISREG(st.st_mode) ? (int64_t)(st.st_mode & 0777) : 0644;
+	r = wsfs_write(ws_fd, path, data, len, (mode_t)mode);
+	if (r < 0)
+		return r;
+	mp_writer_init(&w);
+	mp_w_map(&w, 1);
+	mp_w_bool(&w, "created", created);
+	r = peer_reply(p, req_id, &w);
+	mp_writer_done(&w);
+	return r < 0 ? r : 0;
+}
+
+/* Copy a path field (str or bin, so that a NUL is a typed error, not a
+ * malformed frame) after wsfs's checks; "" allowed when root_ok. */
+static int
+take_path(const void *v, size_t len, bool root_ok, char **ret)
+{
+	int r = len == 0 && root_ok ? 0 : wsfs_check_path(v, len);
+
+	if (r < 0)
+		return r;
+	*ret = strndup(v, len);
+	return *ret ? 0 : -ENOMEM;
+}
+
+int
+shim_files_handle(Shim *s, const ShimConf *conf, ShimPrepareWorkspace prepare, Peer *p,
+		  const Frame *f)
+{
+	const char *key = NULL, *opname = NULL;
+	const void *pv = NULL, *tv = NULL, *data = NULL;
+	size_t plen = 0, tlen = 0, dlen = 0;
+	_cleanup_free_ char *path = NULL, *to = NULL, *ws = NULL;
+	_cleanup_close_ int ws_fd = -1;
+	size_t cap = file_cap(conf);
+	int64_t mode = -1;
+	FileOp op = _OP_MAX;
+	char id[17];
+	MpReader r;
+	int k;
+
+	mp_reader_init(&r, f->body);
+	mp_read_str(&r, "key", &key);
+	mp_read_str(&r, "op", &opname);
+	mp_read_bin(&r, "path", &pv, &plen);
+	mp_read_bin_opt(&r, "to", &tv, &tlen);
+	mp_read_bin_opt(&r, "data", &data, &dlen);
+	mp_read_int_opt(&r, "mode", &mode, -1);
+	if (r.err < 0) {
+		k = r.err;
+		goto out;
+	}
+	for (int i = 0; i < _OP_MAX; i++)
+		if (streq(opname, op_names[i]))
+			op = (FileOp)i;
+	if (shim_sandbox_id(key, strlen(key), id) < 0 || op == _OP_MAX ||
+	    (op == OP_RENAME) != (tv != NULL) || (op == OP_WRITE) != (data != NULL) ||
+	    (mode != -1 && (op != OP_WRITE && op != OP_MKDIR)) || mode < -1 || mode > 07777) {
+		reply_err(p, f->req_id, -EINVAL, "bad_request",
+			  "key must be 1..256 bytes, op one of get, read, list, lstat, write, "
+			  "mkdir, remove, rename (rename needs to, write data), mode 0..07777 "
+			  "for write and mkdir only");
+		k = 0;
+		goto out;
+	}
+	if (mode > 0777) {
+		reply_err(p, f->req_id, -EINVAL, "bad_request",
+			  "mode must be permission bits (at most 0777)");
+		k = 0;
+		goto out;
+	}
+	if (op == OP_WRITE && dlen > cap) {
+		k = -EFBIG;
+		goto fail;
+	}
+	k = take_path(pv, plen, op <= OP_LSTAT, &path);
+	if (k == 0 && op == OP_RENAME)
+		k = take_path(tv, tlen, false, &to);
+	if (k < 0)
+		goto fail;
+
+	LogCtx ctx = {.thread_id = key, .sandbox_id = id};
+	if (asprintf(&ws, "%s/%s/workspace", conf->sandbox_dir, id) < 0) {
+		k = -ENOMEM;
+		goto out;
+	}
+	ws_fd = open(ws, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
+	if (ws_fd < 0 && errno == ENOENT && (op == OP_WRITE || op == OP_MKDIR)) {
+		free(ws);
+		ws = NULL;
+		k = prepare(s, id, &ws);
+		if (k < 0)
+			goto fail;
+		ws_fd = open(ws, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
+	}
+	if (ws_fd < 0 && errno != ENOENT) {
+		k = -errno;
+		log_ctx_errno(LOG_WARNING, k, &ctx, "Cannot open the workspace of %s: %m", id);
+		goto fail;
+	}
+	if (ws_fd < 0 && op_writes(op)) { /* remove or rename in no workspace */
+		k = -ENOENT;
+		goto fail;
+	}
+
+	/* As the sandbox user, with the modes given exactly. */
+	uid_t prev = wsfs_as_user((uid_t)conf->host_uid);
+	mode_t mask = umask(0);
+	switch (op) {
+	case OP_GET: k = do_read(p, f->req_id, ws_fd, path, cap, true); break;
+	case OP_READ: k = do_read(p, f->req_id, ws_fd, path, cap, false); break;
+	case OP_LIST: k = do_list(p, f->req_id, ws_fd, path, false); break;
+	case OP_LSTAT: k = do_lstat(p, f->req_id, ws_fd, path); break;
+	case OP_WRITE: k = do_write(p, f->req_id, ws_fd, path, data, dlen, mode); break;
+	case OP_MKDIR: k = wsfs_mkdir(ws_fd, path, mode < 0 ? 0755 : (mode_t)mode); break;
+	case OP_REMOVE: k = wsfs_remove(ws_fd, path); break;
+	case OP_RENAME: k = wsfs_rename(ws_fd, path, to); break;
+	default: k = -EINVAL;
+	}
+	(void)umask(mask);
+	(void)wsfs_as_user(prev);
+	if (k == 0 && (op == OP_MKDIR || op == OP_REMOVE || op == OP_RENAME)) {
+		MpWriter w;
+		mp_writer_init(&w);
+		mp_w_map(&w, 0);
+		(void)peer_reply(p, f->req_id, &w);
+		mp_writer_done(&w);
+	}
+	if (k == 0 && op_writes(op))
+		log_ctx(LOG_DEBUG, &ctx, "File API %s in the workspace of %s", opname, id);
+	if (k >= 0 || k == -ENOMEM)
+		goto out;
+fail:
+	if (streq(err_code(k), "internal"))
+		log_warning_errno(k, "File API %s on sandbox %s failed: %m", opname, id);
+	reply_err(p, f->req_id, k, err_code(k), err_text(k, op, cap));
+	k = 0;
+out:
+	mp_reader_done(&r);
+	return k;
+}

@@ -1,0 +1,134 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * files.c — THREAD_FILE: routerd's /threads/{id}/files requests, passed to the
+ * shim as SANDBOX_FILE keyed by the thread id (the key of SANDBOX_ENSURE), and
+ * the shim's reply passed back as it is.
+ *
+ * A thread needs no run for this: a harness may seed files before the first
+ * run, and a thread that never had one reads as an empty workspace (the shim
+ * decides). Nothing here touches the run log.
+ */
+#include "config.h"
+
+#include "coordinatord.h"
+
+#include <errno.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "macro.h"
+#include "mp-cursor.h"
+
+/* The shim serves a file synchronously; a cap-sized file takes well under this. */
+#define FILE_CALL_TIMEOUT (60 * USEC_PER_SEC)
+
+typedef struct FileCall {
+	Coordinator *c;
+	Client *cl; /* checked against c->clients on reply: it may be gone */
+	uint64_t req_id;
+} FileCall;
+
+static void
+file_replied(Peer *shim, int err, const msgpack_object *body, void *ud)
+{
+	FileCall *fc = ud;
+	Client *cl = fc->c->clients;
+
+	while (cl && cl != fc->cl)
+		cl = cl->next;
+	if (!cl)
+		goto out;
+	if (err < 0) {
+		const msgpack_object *m = body ? mp_map_get(body, "message") : NULL;
+		_cleanup_free_ char *msg =
+		    m && m->type == MSGPACK_OBJECT_STR ? mp_obj_strdup(m) : NULL;
+		if (err == -ECONNRESET || err == -ETIMEDOUT)
+			peer_reply_error(cl->peer, fc->req_id, -ECONNRESET,
+					 "containerd-shim unavailable");
+		else
+			peer_reply_error(cl->peer, fc->req_id, err,
+					 msg ? msg : "file operation failed");
+		goto out;
+	}
+	/* Re-pack the body as it is: the shim's reply is the answer. */
+	MpWriter w;
+	mp_writer_init(&w);
+	if (body)
+		msgpack_pack_object(&w.pk, *body);
+	else
+		mp_w_map(&w, 0);
+	if (peer_reply(cl->peer, fc->req_id, &w) < 0)
+		peer_reply_error(cl->peer, fc->req_id, -EIO, "internal: reply too large");
+	mp_writer_done(&w);
+out:
+	free(fc);
+}
+
+static bool
+printable(const char *t)
+{
+	for (const unsigned char *p = (const unsigned char *)t; *p; p++)
+		if (*p < 0x20 || *p == 0x7f)
+			return false;
+	return true;
+}
+
+int
+handle_thread_file(Peer *p, const Frame *f, void *ud)
+{
+	Client *cl = ud;
+	Coordinator *c = cl->c;
+	const char *thread_id = NULL, *op = NULL;
+	const void *path = NULL, *to = NULL, *data = NULL;
+	size_t plen = 0, tlen = 0, dlen = 0;
+	int64_t mode = -1;
+	FileCall *fc;
+	MpReader r;
+	MpWriter w;
+	int ret;
+
+	mp_reader_init(&r, f->body);
+	mp_read_str(&r, "thread_id", &thread_id);
+	mp_read_str(&r, "op", &op);
+	mp_read_bin(&r, "path", &path, &plen);
+	mp_read_bin_opt(&r, "to", &to, &tlen);
+	mp_read_bin_opt(&r, "data", &data, &dlen);
+	mp_read_int_opt(&r, "mode", &mode, -1);
+	ret = r.err;
+	if (ret < 0)
+		goto out;
+	if (strlen(thread_id) == 0 || strlen(thread_id) > THREAD_ID_MAX || !printable(thread_id)) {
+		peer_reply_error(p, f->req_id, -EINVAL,
+				 "bad_request: threadId must be a non-empty printable string of at "
+				 "most 256 bytes");
+		goto out;
+	}
+	if (!peer_is_ready(c->shim)) {
+		peer_reply_error(p, f->req_id, -ECONNRESET, "containerd-shim unavailable");
+		goto out;
+	}
+	fc = calloc(1, sizeof(*fc));
+	if (!fc) {
+		ret = -ENOMEM;
+		goto out;
+	}
+	*fc = (FileCall){.c = c, .cl = cl, .req_id = f->req_id};
+	mp_writer_init(&w);
+	mp_w_map(&w, 3 + (to ? 1 : 0) + (data ? 1 : 0) + (mode >= 0 ? 1 : 0));
+	mp_w_str(&w, "key", thread_id);
+	mp_w_str(&w, "op", op);
+	mp_w_bin(&w, "path", path, plen);
+	if (to)
+		mp_w_bin(&w, "to", to, tlen);
+	if (data)
+		mp_w_bin(&w, "data", data, dlen);
+	if (mode >= 0)
+		mp_w_uint(&w, "mode", (uint64_t)mode);
+	ret = peer_call(c->shim, MSG_SANDBOX_FILE, &w, FILE_CALL_TIMEOUT, file_replied, fc);
+	mp_writer_done(&w);
+	if (ret < 0)
+		free(fc);
+out:
+	mp_reader_done(&r);
+	return ret;
+}
