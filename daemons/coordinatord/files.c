@@ -103,6 +103,12 @@ handle_thread_file(Peer *p, const Frame *f, void *ud)
 				 "most 256 bytes");
 		goto out;
 	}
+	if (streq(c->conf.reuse, "none")) {
+		peer_reply_error(p, f->req_id, -EBUSY,
+				 "reuse_none: with reuse = none each run has its own workspace and a "
+				 "thread has none");
+		goto out;
+	}
 	if (!peer_is_ready(c->shim)) {
 		peer_reply_error(p, f->req_id, -ECONNRESET, "containerd-shim unavailable");
 		goto out;

@@ -42,6 +42,7 @@ static const struct {
     {"exists", 409},
     {"not_empty", 409},
     {"busy", 409},
+    {"reuse_none", 409},
     {"too_large", 413},
     {"not_a_regular_file", 415},
     {"no_space", 507},

@@ -109,3 +109,12 @@ def test_runs_are_served_from_the_pool_and_it_refills(s):
     after = poll(lambda: inits() if len(inits()) == 2 and not (inits() & before) == before
                  else None, 10)
     assert after and len(after - before) >= 1, (before, inits())
+
+
+def test_thread_files_and_snapshots_are_refused(s):
+    """A thread has no workspace of its own under reuse = none: its file API and
+    snapshots answer 409 rather than act on a directory no run sees."""
+    st, body = s.http("GET", "/threads/t-none/files/note")
+    assert st == 409 and body["code"] == "reuse_none", (st, body)
+    st, body = s.http("POST", "/threads/t-none/snapshots", body={})
+    assert st == 409 and body["code"] == "conflict", (st, body)
