@@ -7,7 +7,10 @@ built here with cc: fork + execvp + waitpid per iteration).
 Per repetition, in an order that rotates between repetitions:
   shim      `shimctl SOCK KEY -- /bin/true` with a fresh KEY (SANDBOX_ENSURE
             creates the sandbox, EXEC_START/EXEC_EXIT), then, timed apart,
-            `shimctl SOCK KEY --destroy`
+            `shimctl SOCK KEY --destroy`; the shim's pool_size = 2 (the default:
+            a create takes a pre-started sandbox and binds its workspace in)
+  shim_cold the same against a second shim with pool_size = 0 (every create
+            builds a sandbox), running beside the first
   bwrap     `bwrap --unshare-all --ro-bind / / --dev /dev --proc /proc true`
   unshare   `unshare -Urnpfmiu --mount-proc true`
   spawn     `/bin/true` (the fork+exec+wait floor of the harness)
@@ -62,8 +65,11 @@ SHIMCTL = os.path.join(rwtest.BUILD, "daemons", "containerd-shim", "shimctl")
 BWRAP = ["bwrap", "--unshare-all", "--ro-bind", "/", "/", "--dev", "/dev", "--proc", "/proc",
          "true"]
 UNSHARE = ["unshare", "-Urnpfmiu", "--mount-proc", "true"]
-# max_instances above the default 5 so 8 parallel creates are not queued by the cap
-CONF = "[containerd-shim]\nmax_instances = 64\n"
+# max_instances above the default 5 so 8 parallel creates are not queued by the cap.
+# The shim runs twice side by side: with its default pool of pre-started
+# sandboxes ("shim") and without one ("shim_cold": every create builds one).
+CONF = "[containerd-shim]\nmax_instances = 64\npool_size = 2\n"
+CONF_COLD = "[containerd-shim]\nmax_instances = 64\npool_size = 0\n"
 
 
 def pct(xs, p):
@@ -98,6 +104,8 @@ class Bench:
         os.sched_setaffinity(0, {1} if pinned else {0, 1})
         self.s = rwtest.Suite(CONF, wrap=wrap).start()
         self.sock = os.path.join(self.s.dir, "run", "containerd-shim.sock")
+        self.cold = rwtest.Suite(CONF_COLD, wrap=wrap).start()
+        self.cold_sock = os.path.join(self.cold.dir, "run", "containerd-shim.sock")
         self.seq = 0
 
     def tag(self, what):
@@ -105,9 +113,10 @@ class Bench:
         return f"b6{'p' if self.pinned else 'u'}{what}{self.seq}"
 
     def contender(self, name, n, par):
-        if name == "shim":
-            d = harness(n, par, self.tag("s"), [SHIMCTL, self.sock, "%K", "--", "/bin/true"],
-                        [SHIMCTL, self.sock, "%K", "--destroy"])
+        if name in ("shim", "shim_cold"):
+            sock = self.sock if name == "shim" else self.cold_sock
+            d = harness(n, par, self.tag("s"), [SHIMCTL, sock, "%K", "--", "/bin/true"],
+                        [SHIMCTL, sock, "%K", "--destroy"])
             tot = [a + b for a, b in zip(d["a"], d["b"])]
             return {"create_exec": summ(d["a"], d["wall_us"]), "destroy": summ(d["b"]),
                     "create_exec_destroy": summ(tot, d["wall_us"]), "raw": d}
@@ -196,14 +205,15 @@ class Bench:
         return r
 
     def warm(self):
-        for name in ("shim", "bwrap", "unshare", "spawn", "floor"):
+        for name in ("shim", "shim_cold", "bwrap", "unshare", "spawn", "floor"):
             self.contender(name, 10, 2)
         self.live(20)
         self.e2e(5, 1)
 
     def close(self):
-        problems = self.s.stop()
+        problems = self.s.stop() + self.cold.stop()
         self.s.cleanup()
+        self.cold.cleanup()
         return problems
 
 
@@ -212,6 +222,11 @@ def ratio(r, e2e_key="first"):
     bwp = r["bwrap"]["par"]["total"]["p50_ms"]
     return {
         "create_exec_over_bwrap": r["shim"]["serial"]["create_exec"]["p50_ms"] / bw,
+        "cold_create_exec_over_bwrap": r["shim_cold"]["serial"]["create_exec"]["p50_ms"] / bw,
+        "cold_shim_side_create_exec_over_bwrap": (
+            r["shim_cold"]["serial"]["create_exec"]["p50_ms"]
+            - r["floor"]["serial"]["total"]["p50_ms"]) / bw,
+        "cold_create_exec_over_bwrap_par8": r["shim_cold"]["par"]["create_exec"]["p50_ms"] / bwp,
         "shim_side_create_exec_over_bwrap": (r["shim"]["serial"]["create_exec"]["p50_ms"]
                                              - r["floor"]["serial"]["total"]["p50_ms"]) / bw,
         "create_exec_destroy_over_bwrap": r["shim"]["serial"]["create_exec_destroy"]["p50_ms"] / bw,
@@ -232,11 +247,11 @@ def main():
         sys.exit("cc failed")
     bw = subprocess.run(["bwrap", "--version"], capture_output=True, text=True).stdout.strip()
     out = {"bench": "B6", "date": datetime.datetime.now(datetime.timezone.utc).isoformat(),
-           "kernel": os.uname().release, "bwrap": bw, "conf": CONF,
+           "kernel": os.uname().release, "bwrap": bw, "conf": CONF, "conf_cold": CONF_COLD,
            "pinning": "daemons taskset -c 0 (sandboxes inherit); b6.py, spawn-time, shimctl, "
                       "bwrap, unshare and the e2e client on CPU 1 (sched_setaffinity)",
            "n": A.n, "par": A.par, "live": A.live, "e2e": A.e2e, "reps": [], "unpinned": None}
-    names = ["shim", "bwrap", "unshare", "spawn", "floor"]
+    names = ["shim", "shim_cold", "bwrap", "unshare", "spawn", "floor"]
     orders = [names[i:] + names[:i] for i in range(len(names))]
     b = Bench(True)
     try:
@@ -281,6 +296,8 @@ def main():
             ("shim create+exec", lambda r, m: r["shim"][m]["create_exec"]),
             ("shim destroy", lambda r, m: r["shim"][m]["destroy"]),
             ("shim create+exec+destroy", lambda r, m: r["shim"][m]["create_exec_destroy"]),
+            ("shim pool_size=0 create+exec", lambda r, m: r["shim_cold"][m]["create_exec"]),
+            ("shim pool_size=0 destroy", lambda r, m: r["shim_cold"][m]["destroy"]),
             ("e2e POST reply", lambda r, m: r["e2e"][m]["post"]),
             ("e2e first frame", lambda r, m: r["e2e"][m]["first"]),
             ("e2e sandbox.created", lambda r, m: r["e2e"][m]["sandbox"]),

@@ -66,7 +66,7 @@
 #define GRAVE_RETRY_USEC (10 * USEC_PER_MSEC)
 #define EXEC_HOLD_USEC (600 * USEC_PER_SEC) /* an ended exec nobody re-attached to */
 #define IDLE_SCAN_USEC (200 * USEC_PER_MSEC)
-#define POOL_REFILL_DELAY_USEC (100 * USEC_PER_MSEC) /* after a claim */
+#define POOL_REFILL_DELAY_USEC (20 * USEC_PER_MSEC) /* after a claim */
 #define GRAVE_MAX_TRIES 500 /* 5 s until a cgroup that does not empty is given up */
 
 typedef struct Conn Conn;
