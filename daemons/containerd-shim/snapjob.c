@@ -213,8 +213,10 @@ job_reap(SnapJob *j, bool block)
 			   WEXITED | (block ? 0 : WNOHANG))) < 0 &&
 	       errno == EINTR)
 		;
-	if (r >= 0 && si.si_pid == 0)
-		return; /* spurious: not dead yet */
+	if (r >= 0 && si.si_pid == 0) {
+		(void)event_add(j->exit_ev, NULL); /* spurious: not dead yet */
+		return;
+	}
 	/* The child wrote at most sizeof(buf) - 1 bytes into a pipe of 64 KiB and
 	 * has exited: everything it wrote is there. */
 	for (;;) {
@@ -229,8 +231,9 @@ job_reap(SnapJob *j, bool block)
 	}
 	if (got >= sizeof(h)) {
 		memcpy(&h, buf, sizeof(h));
-		if (h.len <= RESULT_MAX && got == sizeof(h) + h.len && h.err <= 0 &&
-		    si.si_code == CLD_EXITED) {
+		/* Complete: the job's last act, so its work is done even if a
+		 * kill (timeout) raced with its _exit. */
+		if (h.len <= RESULT_MAX && got == sizeof(h) + h.len && h.err <= 0) {
 			buf[got] = '\0';
 			job_finish(j, h.err, buf + sizeof(h));
 			return;

@@ -11,7 +11,8 @@
  * -EINVAL 400 (code not_a_backup_record when the message says so), -ENOENT
  * 404 (code backup_not_found when the message says so), -EBUSY 409, -ETIME
  * 504 job_timeout and -ECANCELED 500 job_killed (a snapshot/restore job),
- * -ENOMSG (a coordinatord without that message) and -EOPNOTSUPP 501, -ECONNRESET/-ETIMEDOUT 503, anything else 500.
+ * -ENOMSG (a coordinatord without that message) and -EOPNOTSUPP 501,
+ * -ECONNRESET/-ETIMEDOUT 503, anything else 500.
  */
 #include "config.h"
 
