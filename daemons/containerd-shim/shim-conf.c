@@ -74,12 +74,11 @@ const ConfItem shim_conf_items[] = {
      "most archive entries (files, directories, symlinks) a snapshot restore may unpack"},
     {S, "snapshot_timeout_ms", CONF_INT, offsetof(ShimConf, snapshot_timeout), "240000", 0,
      7LL * 24 * 3600 * 1000,
-     "how long one snapshot or restore job (a child process archiving or unpacking) may "
-     "run before it is killed and the request fails (job_timeout); 0 = no limit. Keep it "
-     "under coordinatord's 300 s wait for the shim"},
+     "how long a snapshot or restore job (a child process) may run before it is killed "
+     "(504 job_timeout); 0 = none; keep it under coordinatord's 300 s"},
     {S, "backups_keep", CONF_INT, offsetof(ShimConf, backups_keep), "10", 0, 1000000,
-     "newest snapshots kept per thread; after a snapshot the older ones are deleted and "
-     "restoring them fails 404 backup_not_found; 0 = keep all"},
+     "newest snapshots kept per thread; older ones are deleted after a snapshot "
+     "(restore: 404 backup_not_found); 0 = keep all"},
     {S, "cgroup_parent", CONF_STR, offsetof(ShimConf, cgroup_parent), "", 0, 0,
      "cgroup under which sandboxes are created (in each hierarchy); empty means the "
      "shim's own cgroup"},
