@@ -2189,7 +2189,9 @@ cleanup_done(SnapJob *j, int err, const char *text, void *userdata)
 {
 	Cleanup *cl = userdata;
 
-	if (err < 0 && err != -ESHUTDOWN)
+	if (err == -ESHUTDOWN) /* killed by shim_stop(): finish here, not leave half a tree */
+		err = snapshot_rm_rf(cl->dfd, cl->name);
+	if (err < 0)
 		log_warning_errno(err, "Cannot remove %s: %s: %m", cl->name, text);
 	safe_close(cl->dfd);
 	free(cl);
