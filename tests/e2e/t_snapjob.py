@@ -1,8 +1,8 @@
 # SPDX-License-Identifier: MIT
 """Snapshot and restore jobs off the shim's event loop (snapjob.c): the archive
 and the unpack run in a child process of the shim ("rw-snapshot",
-"rw-restore") while the shim keeps serving other sandboxes; a second job of a
-key is 409 busy; ENSUREs of a key being restored wait for it and EXEC_STARTs
+"rw-restore") while the shim keeps serving other sandboxes, the snapshotted
+sandbox frozen until the job ends; a second job of a key is 409 busy; ENSUREs of a key being restored wait for it and EXEC_STARTs
 into it are refused; a killed job fails typed and thaws the sandbox;
 backups_keep prunes the oldest backups, whose restore is then 404
 backup_not_found.
@@ -132,6 +132,16 @@ def wait_gone(pid):
     raise AssertionError(f"job child {pid} still there")
 
 
+def grows(path, size):
+    """Wait until the file at path is larger than size."""
+    deadline = time.time() + 30
+    while time.time() < deadline:
+        if os.path.exists(path) and os.path.getsize(path) > size:
+            return
+        time.sleep(0.01)
+    raise AssertionError(f"{path} did not grow past {size}")
+
+
 def wait_log(s, needle, start):
     deadline = time.time() + 30
     while time.time() < deadline:
@@ -190,9 +200,16 @@ def test_big_snapshot_runs_while_other_sandboxes_are_served(s):
     out = run_ok(s, t, f"head -c {BIG} /dev/urandom > /workspace/big.bin && "
                        "sha256sum /workspace/big.bin | cut -c1-64")
     digest = out.strip()
+    ticks = os.path.join(workspace_parent(s, t), "workspace", "ticks")
+    ticker = s.start_run("while :; do echo x >> /workspace/ticks; sleep 0.02; done", thread=t)
+    grows(ticks, 0)
     bg = Background(s, "POST", f"/threads/{t}/snapshots", {"label": "big"})
     child = job_child(s, "rw-snapshot", bg)
     try:
+        # the sandbox stays frozen while its job runs: nothing it writes moves
+        n = os.path.getsize(ticks)
+        time.sleep(0.3)
+        assert os.path.getsize(ticks) == n
         # the job is in flight (stopped): the shim serves everybody else
         assert run_ok(s, other, "echo other-ran; echo err >&2") == "other-ran\n"
         ipc = shim_ipc(s)
@@ -201,14 +218,15 @@ def test_big_snapshot_runs_while_other_sandboxes_are_served(s):
         # a second job of the same key is busy, through routerd as 409
         st, js = s.http("POST", f"/threads/{t}/snapshots", {})
         assert st == 409 and js["code"] == "conflict" and "busy" in js["error"], (st, js)
-        st, js = restore(s, t, "{}")
-        assert st == 409 and js["code"] == "conflict" and "busy" in js["error"], (st, js)
-        # ... and directly on the shim's socket
-        try:
-            ipc.call("SANDBOX_SNAPSHOT", {"key": t})
-            raise AssertionError("second snapshot accepted")
-        except IpcError as e:
-            assert e.code == -16 and e.message.startswith("busy:"), (e.code, e.message)
+        # ... and directly on the shim's socket (a restore through routerd is
+        # 409 already in coordinatord: the ticker run is active)
+        for name, body in (("SANDBOX_SNAPSHOT", {"key": t}),
+                           ("SANDBOX_RESTORE", {"key": t, "record": "{}"})):
+            try:
+                ipc.call(name, body)
+                raise AssertionError(f"second job accepted: {name}")
+            except IpcError as e:
+                assert e.code == -16 and e.message.startswith("busy:"), (name, e.code, e.message)
         ipc.close()
         assert not bg.done.is_set(), bg.result  # ordering: all of that came first
     finally:
@@ -216,8 +234,11 @@ def test_big_snapshot_runs_while_other_sandboxes_are_served(s):
     st, js = bg.wait()
     assert st == 201, (st, js)
     rec = json.loads(js["snapshotId"])
-    assert rec["label"] == "big" and rec["files"] == 1 and rec["bytes"] > BIG, rec
+    assert rec["label"] == "big" and rec["files"] == 2 and rec["bytes"] > BIG, rec
     wait_gone(child)
+    grows(ticks, os.path.getsize(ticks))  # thawed after the job
+    assert s.http("POST", f"/runs/{ticker}/cancel?threadId={t}")[0] == 202
+    s.wait_terminal(ticker, thread=t)
     path = os.path.join(backups(s, t), rec["id"] + ".tar.zst")
     assert archive_member_sha(path, "big.bin") == (digest, BIG)
     # thawed; the big snapshot restores (in a child too)
@@ -225,7 +246,7 @@ def test_big_snapshot_runs_while_other_sandboxes_are_served(s):
     st, js = restore(s, t, js["snapshotId"])
     assert st == 200, (st, js)
     assert run_ok(s, t, "ls /workspace; sha256sum /workspace/big.bin | cut -c1-64") == \
-        f"big.bin\n{digest}\n"
+        f"big.bin\nticks\n{digest}\n"
     no_leftovers(s, t)
 
 
@@ -263,6 +284,9 @@ def test_killed_snapshot_fails_typed_and_thaws(s):
     run_ok(s, t, f"head -c {BIG // 2} /dev/urandom > /workspace/b && echo 1 > /workspace/n")
     bg = Background(s, "POST", f"/threads/{t}/snapshots", {})
     child = job_child(s, "rw-snapshot", bg)
+    # no run is active: the shim's busy comes through coordinatord and routerd
+    st, js = restore(s, t, "{}")
+    assert st == 409 and js["code"] == "conflict" and js["error"].startswith("busy:"), (st, js)
     os.kill(child, signal.SIGKILL)
     st, js = bg.wait()
     assert st == 500 and js["code"] == "job_killed", (st, js)
