@@ -79,6 +79,13 @@ const ConfItem shim_conf_items[] = {
      1024LL * 1024 * 1024,
      "largest file the file API (/threads/{id}/files) reads or writes; larger ones are "
      "refused (413 too_large); also bounded by max_frame less 64 KiB"},
+    {S, "snapshot_timeout_ms", CONF_INT, offsetof(ShimConf, snapshot_timeout), "240000", 0,
+     7LL * 24 * 3600 * 1000,
+     "how long a snapshot or restore job (a child process) may run before it is killed "
+     "(504 job_timeout); 0 = none; keep it under coordinatord's 300 s"},
+    {S, "backups_keep", CONF_INT, offsetof(ShimConf, backups_keep), "10", 0, 1000000,
+     "newest snapshots kept per thread; older ones are deleted after a snapshot "
+     "(restore: 404 backup_not_found); 0 = keep all"},
     {S, "cgroup_parent", CONF_STR, offsetof(ShimConf, cgroup_parent), "", 0, 0,
      "cgroup under which sandboxes are created (in each hierarchy); empty means the "
      "shim's own cgroup"},

@@ -57,6 +57,7 @@
 #include "sandbox.h"
 #include "seccomp-policy.h"
 #include "shim-files.h"
+#include "snapjob.h"
 #include "snapshot.h"
 
 #define SANDBOX_KEY_MAX 256
@@ -203,6 +204,7 @@ struct Shim {
 	unsigned pool_failures;	  /* consecutive pool sandboxes that failed */
 	usec_t pool_retry_at;	  /* no refill before (backoff after failures) */
 	char *pool_root;	  /* <sandbox_dir>/.pool */
+	SnapJobs *jobs;		  /* snapshot/restore children (snapjob.h) */
 };
 
 static void sandbox_sock_cb(evutil_socket_t fd, short what, void *arg);
@@ -1657,6 +1659,17 @@ ensure_key(Shim *s, Conn *c, uint64_t req_id, const char *key, const char *run_i
 		    si.si_pid != 0)
 			sb->state = SANDBOX_DYING;
 	}
+	{
+		/* A restore of the key, or a snapshot of it with no serving sandbox:
+		 * wait for its end (snapshot section). */
+		SnapJob *j = snapjob_find(s->jobs, id);
+		if (j &&
+		    (snapjob_kind(j) == SNAPJOB_RESTORE || !sb || sb->state != SANDBOX_READY)) {
+			log_ctx(LOG_INFO, &ctx, "Request for '%s' waits for its snapshot/restore",
+				key);
+			return snapjob_hold(j, c, req_id, key, run_id, thread_id);
+		}
+	}
 	if (sb) {
 		sb->idle_since = 0; /* in use */
 		switch (sb->state) {
@@ -1842,6 +1855,13 @@ handle_exec_start(Peer *p, const Frame *f, void *userdata)
 	}
 	if (sb->state != SANDBOX_READY) {
 		k = -EAGAIN;
+		goto out;
+	}
+	if (snapjob_find(s->jobs, id) &&
+	    snapjob_kind(snapjob_find(s->jobs, id)) == SNAPJOB_RESTORE) {
+		(void)peer_reply_error(p, f->req_id, -EBUSY,
+				       "busy: the workspace of this sandbox is being restored");
+		k = 0;
 		goto out;
 	}
 	k = exec_pack(cwd, argv, env, &msg, &msg_len, &m.argc, &m.envc);
@@ -2226,10 +2246,43 @@ handle_sandbox_unlisten(Peer *p, const Frame *f, void *userdata)
 }
 
 /* ---------------------------------------------------------------------------
- * Snapshots (snapshot.h). Both run synchronously on the loop: no exec can
- * start and no ENSURE can create the sandbox while the workspace is archived
- * or swapped.
+ * Snapshots (snapshot.h), run as jobs (snapjob.h): the archive and the unpack
+ * (with the record's check) happen in a child process and the loop keeps
+ * serving. While a job of a key runs, another SNAPSHOT/RESTORE of it is
+ * -EBUSY; its ENSUREs are held (ensure_key) until the job ended — for a
+ * snapshot only when the sandbox is not serving, for a restore always, so that
+ * a run started meanwhile gets the restored workspace — and an EXEC_START into
+ * a sandbox being restored is -EBUSY. A live sandbox stays frozen for the
+ * whole archive and is thawed when the job ends, however it ends. The swap
+ * (RENAME_EXCHANGE), the pruning (backups_keep) and the replies happen here.
  */
+
+typedef struct SnapOp {
+	Shim *s;
+	char id[17];
+	char *key, *label, *bdir, *record;
+	int ws_fd;   /* snapshot: the workspace (-1: none); closed once the child has it */
+	bool frozen; /* snapshot: the live sandbox was frozen for it */
+	int dfd;     /* restore: <sandbox_dir>/<id>; the staging directory is made in it */
+	char staging[48];
+	uid_t uid;
+	uint64_t max_bytes, max_entries;
+} SnapOp;
+
+static SnapOp *
+snapop_free(SnapOp *o)
+{
+	if (!o)
+		return NULL;
+	safe_close(o->ws_fd);
+	safe_close(o->dfd);
+	free(o->key);
+	free(o->label);
+	free(o->bdir);
+	free(o->record);
+	free(o);
+	return NULL;
+}
 
 static char *
 backups_dir(Shim *s)
@@ -2249,20 +2302,123 @@ label_ok(const char *l)
 	return true;
 }
 
+/* ENSUREs held during a job: served now (or refused when stopping). */
+static void
+snap_release_held(Shim *s, SnapJob *j)
+{
+	SnapHeld *held = snapjob_take_held(j);
+
+	for (SnapHeld *h = held; h; h = h->next) {
+		Conn *c = h->conn;
+		int k = s->stopped
+			    ? -ESHUTDOWN
+			    : ensure_key(s, c, h->req_id, h->key, h->run_id, h->thread_id, true);
+		if (k < 0)
+			(void)peer_reply_error(c->peer, h->req_id, k,
+					       k == -ESHUTDOWN ? "containerd-shim is stopping"
+							       : "sandbox creation failed");
+	}
+	snapheld_free_all(held);
+}
+
+static void
+snap_reply_error(SnapJob *j, int err, const char *text)
+{
+	Conn *c = snapjob_conn(j);
+
+	if (c)
+		(void)peer_reply_error(c->peer, snapjob_req_id(j), err, text);
+}
+
+/* Child: archive the workspace. */
+static int
+snapshot_child(void *arg, char **ret_text)
+{
+	SnapOp *o = arg;
+	SnapshotErr err = {""};
+	int k = snapshot_create(o->bdir, o->id, o->ws_fd, o->label, ret_text, &err);
+
+	if (k < 0) {
+		if (asprintf(ret_text, "snapshot failed: %s", err.msg[0] ? err.msg : strerror(-k)) <
+		    0)
+			*ret_text = NULL;
+		return k == -ENOMEM ? k : -EIO;
+	}
+	return 0;
+}
+
+/* The uuid in a record we made ("id":"…"), for snapshot_prune's spare. */
+static void
+record_uuid(const char *rec, char out[static 37])
+{
+	const char *p = strstr(rec, "\"id\":\"");
+
+	out[0] = '\0';
+	if (p && strlen(p + 6) > 36) {
+		memcpy(out, p + 6, 36);
+		out[36] = '\0';
+		if (!snapshot_uuid_ok(out))
+			out[0] = '\0';
+	}
+}
+
+static void
+snapshot_done(SnapJob *j, int err, const char *text, void *userdata)
+{
+	SnapOp *o = userdata;
+	Shim *s = o->s;
+	LogCtx ctx = {.thread_id = o->key, .sandbox_id = o->id};
+	Sandbox *sb = o->frozen ? sandbox_find(s, o->id) : NULL;
+	unsigned pruned = 0;
+	char spare[37] = "";
+	int k;
+
+	if (sb && sb->cg) {
+		k = cgroup_freeze(sb->cg, false);
+		if (k < 0)
+			log_ctx_errno(LOG_ERR, k, &ctx, "Cannot thaw sandbox %s: %m", o->id);
+	}
+	if (err >= 0)
+		record_uuid(text, spare);
+	/* Always: the temporary of a killed job; after a success: backups_keep. */
+	k = snapshot_prune(o->bdir, o->id, err < 0 ? 0 : (unsigned)s->conf->backups_keep,
+			   spare[0] ? spare : NULL, &pruned);
+	if (k < 0)
+		log_ctx_errno(LOG_WARNING, k, &ctx, "Cannot prune the backups of %s: %m", o->id);
+	else if (pruned)
+		log_ctx(LOG_INFO, &ctx, "Pruned %u old backup(s) of %s (backups_keep=%" PRId64 ")",
+			pruned, o->id, s->conf->backups_keep);
+	if (err < 0) {
+		log_ctx_errno(LOG_WARNING, err, &ctx, "Snapshot of %s failed: %s: %m", o->id, text);
+		snap_reply_error(j, err, text[0] ? text : "snapshot failed");
+	} else {
+		Conn *c = snapjob_conn(j);
+		log_ctx(LOG_INFO, &ctx, "Snapshot of sandbox %s: %s", o->id, text);
+		if (c) {
+			MpWriter w;
+			mp_writer_init(&w);
+			mp_w_map(&w, 1);
+			mp_w_str(&w, "record", text);
+			(void)peer_reply(c->peer, snapjob_req_id(j), &w);
+			mp_writer_done(&w);
+		}
+	}
+	snap_release_held(s, j);
+	snapop_free(o);
+}
+
 static int
 handle_sandbox_snapshot(Peer *p, const Frame *f, void *userdata)
 {
 	Conn *c = userdata;
 	Shim *s = c->shim;
 	const char *key = NULL, *label = NULL;
-	_cleanup_free_ char *ws = NULL, *bdir = NULL, *rec = NULL;
-	_cleanup_close_ int ws_fd = -1;
-	SnapshotErr err = {""};
+	_cleanup_free_ char *ws = NULL;
+	SnapOp *o = NULL;
+	SnapJob *j = NULL;
 	Sandbox *sb;
-	bool frozen = false;
 	char id[17];
 	MpReader r;
-	MpWriter w;
 	int k;
 
 	mp_reader_init(&r, f->body);
@@ -2280,14 +2436,28 @@ handle_sandbox_snapshot(Peer *p, const Frame *f, void *userdata)
 		goto out;
 	}
 	LogCtx ctx = {.thread_id = key, .sandbox_id = id};
-	if (asprintf(&ws, "%s/%s/workspace", s->conf->sandbox_dir, id) < 0 ||
-	    !(bdir = backups_dir(s))) {
+	if (snapjob_find(s->jobs, id)) {
+		(void)peer_reply_error(p, f->req_id, -EBUSY,
+				       "busy: a snapshot or restore of this thread is in progress");
+		k = 0;
+		goto out;
+	}
+	o = calloc(1, sizeof(*o));
+	if (!o || asprintf(&ws, "%s/%s/workspace", s->conf->sandbox_dir, id) < 0) {
+		ws = NULL;
+		k = -ENOMEM;
+		goto out;
+	}
+	*o = (SnapOp){.s = s, .ws_fd = -1, .dfd = -1};
+	memcpy(o->id, id, sizeof(id));
+	if (!(o->key = strdup(key)) || (label && !(o->label = strdup(label))) ||
+	    !(o->bdir = backups_dir(s))) {
 		k = -ENOMEM;
 		goto out;
 	}
 	/* A key that never had a sandbox has an empty workspace: an empty archive. */
-	ws_fd = open(ws, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
-	if (ws_fd < 0 && errno != ENOENT) {
+	o->ws_fd = open(ws, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
+	if (o->ws_fd < 0 && errno != ENOENT) {
 		k = -errno;
 		log_ctx_errno(LOG_WARNING, k, &ctx, "Cannot open the workspace of %s: %m", id);
 		(void)peer_reply_error(p, f->req_id, k, "cannot open the workspace");
@@ -2297,7 +2467,7 @@ handle_sandbox_snapshot(Peer *p, const Frame *f, void *userdata)
 	sb = sandbox_find(s, id);
 	if (sb && sb->cg && sb->state != SANDBOX_DYING) {
 		k = cgroup_freeze(sb->cg, true);
-		frozen = true; /* thaw even after a partial freeze */
+		o->frozen = true; /* thaw even after a partial freeze */
 		if (k < 0) {
 			log_ctx_errno(LOG_WARNING, k, &ctx, "Cannot freeze sandbox %s: %m", id);
 			(void)cgroup_freeze(sb->cg, false);
@@ -2308,30 +2478,33 @@ handle_sandbox_snapshot(Peer *p, const Frame *f, void *userdata)
 			goto out;
 		}
 	}
-	k = snapshot_create(bdir, id, ws_fd, label, &rec, &err);
-	if (frozen) {
-		int t = cgroup_freeze(sb->cg, false);
-		if (t < 0)
-			log_ctx_errno(LOG_ERR, t, &ctx, "Cannot thaw sandbox %s: %m", id);
-	}
+	k = snapjob_start(s->jobs,
+			  &(SnapJobSpec){.kind = SNAPJOB_SNAPSHOT,
+					 .id = id,
+					 .timeout_ms = s->conf->snapshot_timeout,
+					 .keep_fds = &o->ws_fd,
+					 .n_keep_fds = o->ws_fd >= 0 ? 1 : 0,
+					 .fn = snapshot_child,
+					 .arg = o,
+					 .done = snapshot_done,
+					 .userdata = o,
+					 .conn = c,
+					 .req_id = f->req_id},
+			  &j);
 	if (k < 0) {
-		char msg[320];
-		log_ctx_errno(LOG_WARNING, k, &ctx, "Snapshot of %s failed: %s: %m", id,
-			      err.msg[0] ? err.msg : "error");
-		snprintf(msg, sizeof(msg), "snapshot failed: %s",
-			 err.msg[0] ? err.msg : strerror(-k));
-		(void)peer_reply_error(p, f->req_id, k == -ENOMEM ? k : -EIO, msg);
+		log_ctx_errno(LOG_WARNING, k, &ctx, "Cannot start the snapshot job of %s: %m", id);
+		if (o->frozen && sb->cg)
+			(void)cgroup_freeze(sb->cg, false);
+		(void)peer_reply_error(p, f->req_id, k, "snapshot failed: cannot start the job");
 		k = 0;
 		goto out;
 	}
-	log_ctx(LOG_INFO, &ctx, "Snapshot of sandbox %s: %s", id, rec);
-	mp_writer_init(&w);
-	mp_w_map(&w, 1);
-	mp_w_str(&w, "record", rec);
-	(void)peer_reply(p, f->req_id, &w);
-	mp_writer_done(&w);
+	o->ws_fd = safe_close(o->ws_fd); /* the child has it */
+	log_ctx(LOG_DEBUG, &ctx, "Snapshot of %s running as pid %d", id, snapjob_pid(j));
+	o = NULL; /* snapshot_done() frees it */
 	k = 0;
 out:
+	snapop_free(o);
 	mp_reader_done(&r);
 	return k;
 }
@@ -2346,6 +2519,139 @@ sandbox_kill_wait(Sandbox *sb)
 		;
 }
 
+/* Child: check the record, unpack the archive into the staging directory. */
+static int
+restore_child(void *arg, char **ret_text)
+{
+	SnapOp *o = arg;
+	SnapshotErr err = {""};
+	_cleanup_close_ int afd = -1;
+	int k;
+
+	k = snapshot_verify(o->bdir, o->id, o->record, strlen(o->record), &afd, &err);
+	if (k >= 0)
+		k = snapshot_unpack(afd, o->dfd, o->staging, o->uid, o->uid, o->max_bytes,
+				    o->max_entries, &err);
+	if (k < 0 && asprintf(ret_text, "%s%s",
+			      k == -EINVAL   ? "not_a_backup_record: "
+			      : k == -ENOENT ? ""
+					     : "restore failed: ",
+			      err.msg[0] ? err.msg : strerror(-k)) < 0)
+		*ret_text = NULL;
+	return k;
+}
+
+typedef struct Cleanup {
+	int dfd;
+	char name[48];
+} Cleanup;
+
+static int
+cleanup_child(void *arg, char **ret_text)
+{
+	Cleanup *cl = arg;
+	return snapshot_rm_rf(cl->dfd, cl->name);
+}
+
+static void
+cleanup_done(SnapJob *j, int err, const char *text, void *userdata)
+{
+	Cleanup *cl = userdata;
+
+	if (err == -ESHUTDOWN) /* killed by shim_stop(): finish here, not leave half a tree */
+		err = snapshot_rm_rf(cl->dfd, cl->name);
+	if (err < 0)
+		log_warning_errno(err, "Cannot remove %s: %s: %m", cl->name, text);
+	safe_close(cl->dfd);
+	free(cl);
+}
+
+/* Remove name (a staging or old workspace tree) below dfd in a child: a large
+ * tree takes a while. Synchronously when no job can start (stopping). */
+static void
+snap_remove_tree(Shim *s, int dfd, const char *name)
+{
+	Cleanup *cl = calloc(1, sizeof(*cl));
+	int k = -ENOMEM;
+
+	if (cl && (cl->dfd = fcntl(dfd, F_DUPFD_CLOEXEC, 3)) >= 0) {
+		snprintf(cl->name, sizeof(cl->name), "%s", name);
+		k = snapjob_start(s->jobs,
+				  &(SnapJobSpec){.kind = SNAPJOB_CLEANUP,
+						 .keep_fds = &cl->dfd,
+						 .n_keep_fds = 1,
+						 .fn = cleanup_child,
+						 .arg = cl,
+						 .done = cleanup_done,
+						 .userdata = cl},
+				  NULL);
+	}
+	if (k >= 0)
+		return;
+	if (cl)
+		safe_close(cl->dfd);
+	free(cl);
+	k = snapshot_rm_rf(dfd, name);
+	if (k < 0)
+		log_warning_errno(k, "Cannot remove %s: %m", name);
+}
+
+static void
+restore_done(SnapJob *j, int err, const char *text, void *userdata)
+{
+	SnapOp *o = userdata;
+	Shim *s = o->s;
+	LogCtx ctx = {.thread_id = o->key, .sandbox_id = o->id};
+	Sandbox *sb;
+	int k;
+
+	if (err < 0) {
+		if (err == -EINVAL)
+			log_ctx(LOG_WARNING, &ctx, "Restore of %s refused: %s", o->id, text);
+		else if (err == -ENOENT)
+			log_ctx(LOG_INFO, &ctx, "Restore of %s refused: %s", o->id, text);
+		else
+			log_ctx_errno(err == -ETIME || err == -ECANCELED || err == -ESHUTDOWN
+					  ? LOG_WARNING
+					  : LOG_ERR,
+				      err, &ctx, "Restore of %s failed: %s", o->id, text);
+		snap_reply_error(j, err, text[0] ? text : "restore failed");
+		/* A killed job leaves its partial staging directory. */
+		if (err != -EINVAL && err != -ENOENT)
+			snap_remove_tree(s, o->dfd, o->staging);
+		goto out;
+	}
+	/* The live sandbox binds the old directory: its processes go first. */
+	sb = sandbox_find(s, o->id);
+	if (sb) {
+		log_ctx(LOG_INFO, &ctx, "Destroying sandbox %s for a restore", o->id);
+		sandbox_kill_wait(sb);
+	}
+	k = 0;
+	if (renameat2(o->dfd, o->staging, o->dfd, "workspace", RENAME_EXCHANGE) < 0 &&
+	    (errno != ENOENT ||
+	     renameat2(o->dfd, o->staging, o->dfd, "workspace", RENAME_NOREPLACE) < 0))
+		k = -errno;
+	/* After the swap: an ENSURE that waited for the dying sandbox gets its
+	 * successor on the restored workspace. */
+	if (sb)
+		sandbox_dead(sb);
+	if (k < 0) {
+		log_ctx_errno(LOG_ERR, k, &ctx, "Cannot swap in the restored workspace: %m");
+		snap_reply_error(j, k, "restore failed: cannot swap in the restored workspace");
+		snap_remove_tree(s, o->dfd, o->staging);
+		goto out;
+	}
+	(void)fsync(o->dfd);
+	log_ctx(LOG_INFO, &ctx, "Workspace of sandbox %s restored", o->id);
+	if (snapjob_conn(j))
+		reply_empty(snapjob_conn(j), snapjob_req_id(j));
+	snap_remove_tree(s, o->dfd, o->staging); /* the old workspace now */
+out:
+	snap_release_held(s, j);
+	snapop_free(o);
+}
+
 static int
 handle_sandbox_restore(Peer *p, const Frame *f, void *userdata)
 {
@@ -2353,13 +2659,11 @@ handle_sandbox_restore(Peer *p, const Frame *f, void *userdata)
 	Shim *s = c->shim;
 	const ShimConf *conf = s->conf;
 	const char *key = NULL, *record = NULL;
-	_cleanup_free_ char *dir = NULL, *bdir = NULL;
-	_cleanup_close_ int dfd = -1, afd = -1;
-	SnapshotErr err = {""};
-	char id[17], staging[48], rnd[9];
+	_cleanup_free_ char *dir = NULL;
+	SnapOp *o = NULL;
+	SnapJob *j = NULL;
+	char id[17];
 	unsigned char b[4];
-	char msg[400];
-	Sandbox *sb;
 	MpReader r;
 	int k;
 
@@ -2376,23 +2680,35 @@ handle_sandbox_restore(Peer *p, const Frame *f, void *userdata)
 		goto out;
 	}
 	LogCtx ctx = {.thread_id = key, .sandbox_id = id};
-	if (!(bdir = backups_dir(s)) || asprintf(&dir, "%s/%s", conf->sandbox_dir, id) < 0) {
+	if (snapjob_find(s->jobs, id)) {
+		(void)peer_reply_error(p, f->req_id, -EBUSY,
+				       "busy: a snapshot or restore of this thread is in progress");
+		k = 0;
+		goto out;
+	}
+	o = calloc(1, sizeof(*o));
+	if (!o || asprintf(&dir, "%s/%s", conf->sandbox_dir, id) < 0) {
+		dir = NULL;
 		k = -ENOMEM;
 		goto out;
 	}
-	k = snapshot_verify(bdir, id, record, strlen(record), &afd, &err);
-	if (k < 0) {
-		log_ctx(LOG_INFO, &ctx, "Restore of %s refused: %s", id, err.msg);
-		snprintf(msg, sizeof(msg), "not_a_backup_record: %s", err.msg);
-		(void)peer_reply_error(p, f->req_id, k == -EINVAL ? -EINVAL : k, msg);
-		k = 0;
+	*o = (SnapOp){.s = s,
+		      .ws_fd = -1,
+		      .dfd = -1,
+		      .uid = (uid_t)conf->host_uid,
+		      .max_bytes = (uint64_t)conf->restore_max_bytes,
+		      .max_entries = (uint64_t)conf->restore_max_entries};
+	memcpy(o->id, id, sizeof(id));
+	if (!(o->key = strdup(key)) || !(o->record = strdup(record)) ||
+	    !(o->bdir = backups_dir(s))) {
+		k = -ENOMEM;
 		goto out;
 	}
 	k = mkdir_p(dir, 0700);
 	if (k < 0)
 		goto out;
-	dfd = open(dir, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
-	if (dfd < 0) {
+	o->dfd = open(dir, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
+	if (o->dfd < 0) {
 		k = -errno;
 		goto out;
 	}
@@ -2400,52 +2716,33 @@ handle_sandbox_restore(Peer *p, const Frame *f, void *userdata)
 		k = -EIO;
 		goto out;
 	}
-	for (int i = 0; i < 4; i++)
-		snprintf(rnd + 2 * i, 3, "%02x", b[i]);
-	snprintf(staging, sizeof(staging), ".restore-%s", rnd);
+	snprintf(o->staging, sizeof(o->staging), ".restore-%02x%02x%02x%02x", b[0], b[1], b[2],
+		 b[3]);
 	/* Unpack first: a refused archive leaves the sandbox and its workspace alone. */
-	k = snapshot_unpack(afd, dfd, staging, (uid_t)conf->host_uid, (gid_t)conf->host_uid,
-			    (uint64_t)conf->restore_max_bytes, (uint64_t)conf->restore_max_entries,
-			    &err);
+	k = snapjob_start(s->jobs,
+			  &(SnapJobSpec){.kind = SNAPJOB_RESTORE,
+					 .id = id,
+					 .timeout_ms = conf->snapshot_timeout,
+					 .keep_fds = &o->dfd,
+					 .n_keep_fds = 1,
+					 .fn = restore_child,
+					 .arg = o,
+					 .done = restore_done,
+					 .userdata = o,
+					 .conn = c,
+					 .req_id = f->req_id},
+			  &j);
 	if (k < 0) {
-		if (k == -EINVAL) {
-			log_ctx(LOG_WARNING, &ctx, "Restore of %s refused: %s", id, err.msg);
-			snprintf(msg, sizeof(msg), "not_a_backup_record: %s", err.msg);
-		} else {
-			log_ctx_errno(LOG_ERR, k, &ctx, "Restore of %s failed: %s", id, err.msg);
-			snprintf(msg, sizeof(msg), "restore failed: %s", err.msg);
-		}
-		(void)peer_reply_error(p, f->req_id, k, msg);
+		log_ctx_errno(LOG_WARNING, k, &ctx, "Cannot start the restore job of %s: %m", id);
+		(void)peer_reply_error(p, f->req_id, k, "restore failed: cannot start the job");
 		k = 0;
 		goto out;
 	}
-	/* The live sandbox binds the old directory: its processes go first. */
-	sb = sandbox_find(s, id);
-	if (sb) {
-		log_ctx(LOG_INFO, &ctx, "Destroying sandbox %s for a restore", id);
-		sandbox_kill_wait(sb);
-	}
-	k = 0;
-	if (renameat2(dfd, staging, dfd, "workspace", RENAME_EXCHANGE) < 0 &&
-	    (errno != ENOENT || renameat2(dfd, staging, dfd, "workspace", RENAME_NOREPLACE) < 0))
-		k = -errno;
-	/* After the swap: an ENSURE that waited for the dying sandbox gets its
-	 * successor on the restored workspace. */
-	if (sb)
-		sandbox_dead(sb);
-	if (k < 0) {
-		log_ctx_errno(LOG_ERR, k, &ctx, "Cannot swap in the restored workspace: %m");
-		(void)snapshot_rm_rf(dfd, staging);
-		goto out;
-	}
-	(void)fsync(dfd);
-	k = snapshot_rm_rf(dfd, staging); /* the old workspace now */
-	if (k < 0)
-		log_ctx_errno(LOG_WARNING, k, &ctx, "Cannot remove the old workspace: %m");
-	log_ctx(LOG_INFO, &ctx, "Workspace of sandbox %s restored", id);
-	reply_empty(c, f->req_id);
+	log_ctx(LOG_DEBUG, &ctx, "Restore of %s running as pid %d", id, snapjob_pid(j));
+	o = NULL; /* restore_done() frees it */
 	k = 0;
 out:
+	snapop_free(o);
 	mp_reader_done(&r);
 	return k;
 }
@@ -2455,6 +2752,26 @@ static int
 handle_sandbox_file(Peer *p, const Frame *f, void *userdata)
 {
 	Conn *c = userdata;
+	const char *key = NULL, *op = NULL;
+	char id[17];
+	bool busy = false;
+	MpReader r;
+
+	/* A change while a snapshot archives the workspace (or a restore replaces
+	 * it) would be half in the archive, or lost with the old tree: refused. */
+	mp_reader_init(&r, f->body);
+	mp_read_str_opt(&r, "key", &key, NULL);
+	mp_read_str_opt(&r, "op", &op, NULL);
+	if (r.err >= 0 && key && op && !streq(op, "read") && !streq(op, "get") &&
+	    !streq(op, "list") && !streq(op, "lstat") &&
+	    shim_sandbox_id(key, strlen(key), id) >= 0 && snapjob_find(c->shim->jobs, id))
+		busy = true;
+	mp_reader_done(&r);
+	if (busy) {
+		(void)peer_reply_error(p, f->req_id, -EBUSY,
+				       "busy: a snapshot or restore of this workspace is running");
+		return 0;
+	}
 	return shim_files_handle(c->shim, c->shim->conf, sandbox_prepare_workspace, p, f);
 }
 
@@ -2501,6 +2818,7 @@ conn_on_close(Peer *p, int err, void *userdata)
 		}
 	}
 	queue_push_positions(s);
+	snapjobs_forget_conn(s->jobs, c);
 	for (Sandbox *sb = s->sandboxes; sb; sb = sb->next) {
 		waiters_drop_conn(&sb->ensure_waiters, c);
 		waiters_drop_conn(&sb->destroy_waiters, c);
@@ -2693,7 +3011,9 @@ shim_new(struct event_base *base, const ShimConf *conf, Shim **ret)
 	s->pool_ev = evtimer_new(base, pool_refill_cb, s);
 	if (s->pool_ev)
 		(void)event_priority_set(s->pool_ev, 2); /* background (main.c) */
-	if (!s->grave_timer || !s->idle_timer || !s->pool_ev || netfwd_new(base, &s->net) < 0) {
+	s->jobs = snapjobs_new(base);
+	if (!s->grave_timer || !s->idle_timer || !s->pool_ev || !s->jobs ||
+	    netfwd_new(base, &s->net) < 0) {
 		shim_free(s);
 		return log_error_errno(SYNTHETIC_ERRNO(ENOMEM), "Out of memory");
 	}
@@ -2813,6 +3133,8 @@ shim_stop(Shim *s)
 	}
 	if (s->pool_ev)
 		event_del(s->pool_ev);
+	/* Snapshot jobs first: their done() thaws the sandboxes they froze. */
+	snapjobs_stop(s->jobs);
 	/* Kill all first, then wait: the kernel tears the namespaces down in parallel. */
 	for (Sandbox *sb = s->sandboxes; sb; sb = sb->next)
 		sandbox_kill(sb);
@@ -2865,6 +3187,7 @@ shim_free(Shim *s)
 	if (s->pool_ev)
 		event_free(s->pool_ev);
 	free(s->pool_root);
+	s->jobs = snapjobs_free(s->jobs);
 	s->cgroups = cgroup_host_free(s->cgroups);
 	free(s->seccomp.filter);
 	free(s->sock_path);

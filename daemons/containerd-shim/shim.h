@@ -29,9 +29,13 @@
  *                   run's listeners; the proxy's byte counts (zeros when none)
  *   SANDBOX_SNAPSHOT {key, label?}             → {record}: the workspace archived
  *                   (sandbox frozen while live) under <state_dir>/backups (snapshot.h)
+ *                   by a child process (snapjob.h); then backups_keep prunes
  *   SANDBOX_RESTORE  {key, record}             → {}: a record of ours only (else
- *                   -EINVAL "not_a_backup_record: …"), unpacked into staging,
+ *                   -EINVAL "not_a_backup_record: …"; pruned: -ENOENT
+ *                   "backup_not_found: …"), unpacked into staging by a child,
  *                   the sandbox destroyed, then swapped in with RENAME_EXCHANGE
+ *                   (one job per key: -EBUSY "busy: …"; -ETIME at
+ *                   snapshot_timeout_ms; -ECANCELED when the child was killed)
  *   SANDBOX_FILE     {key, op, path, to?, data?, mode?} → per op: the workspace
  *                   file API, live sandbox or not (shim-files.h)
  *
@@ -47,7 +51,8 @@
  * A malformed request is answered with an ERROR frame and never takes the
  * daemon down; a framing error drops only that connection.
  *
- * Single-threaded: everything runs from the event_base given to shim_new().
+ * Single-threaded: everything runs from the event_base given to shim_new()
+ * (snapshot and restore jobs are forked children, see snapjob.h).
  */
 #pragma once
 

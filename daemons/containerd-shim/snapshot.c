@@ -475,6 +475,19 @@ snapshot_verify(const char *backups_dir, const char *key_id, const char *record,
 		goto out;
 	}
 	fd = open(path, O_RDONLY | O_NOFOLLOW | O_NONBLOCK | O_CLOEXEC);
+	if (fd < 0 && errno == ENOENT) {
+		/* Pruned (backups_keep)? Its tombstone says it was ours. */
+		_cleanup_free_ char *tomb = NULL;
+		if (asprintf(&tomb, "%s/%s/%s.pruned", backups_dir, key_id, id) < 0) {
+			r = -ENOMEM;
+			goto out;
+		}
+		if (access(tomb, F_OK) == 0) {
+			seterr(err, "backup_not_found: the backup was pruned (backups_keep)");
+			r = -ENOENT;
+			goto out;
+		}
+	}
 	if (fd < 0 || fstat(fd, &st) < 0 || !S_ISREG(st.st_mode) ||
 	    (uint64_t)st.st_size != (uint64_t)json_integer_value(json_object_get(j, "bytes"))) {
 		seterr(err, "no such backup");
@@ -849,4 +862,136 @@ snapshot_rm_rf(int dir_fd, const char *name)
 	if (unlinkat(dir_fd, name, AT_REMOVEDIR) < 0 && errno != ENOENT)
 		return r < 0 ? r : -errno;
 	return r;
+}
+
+/* ---------------------------------------------------------------------------
+ * Prune.
+ */
+
+typedef struct Aged {
+	char *name;
+	struct timespec mtime;
+} Aged;
+
+/* Oldest first; ties by name. */
+static int
+aged_cmp(const void *a, const void *b)
+{
+	const Aged *x = a, *y = b;
+
+	if (x->mtime.tv_sec != y->mtime.tv_sec)
+		return x->mtime.tv_sec < y->mtime.tv_sec ? -1 : 1;
+	if (x->mtime.tv_nsec != y->mtime.tv_nsec)
+		return x->mtime.tv_nsec < y->mtime.tv_nsec ? -1 : 1;
+	return strcmp(x->name, y->name);
+}
+
+static bool
+has_suffix(const char *s, const char *suffix, size_t *ret_stem)
+{
+	size_t n = strlen(s), m = strlen(suffix);
+
+	if (n <= m || !streq(s + n - m, suffix))
+		return false;
+	*ret_stem = n - m;
+	return true;
+}
+
+/* The regular files of dfd named <uuid><suffix>, oldest first. */
+static int
+list_aged(int dfd, char **names, size_t n, const char *suffix, Aged **ret, size_t *ret_n)
+{
+	Aged *v = calloc(n ? n : 1, sizeof(*v));
+	size_t k = 0;
+
+	if (!v)
+		return -ENOMEM;
+	for (size_t i = 0; i < n; i++) {
+		char stem[37];
+		size_t sl;
+		struct stat st;
+		if (!has_suffix(names[i], suffix, &sl) || sl != 36)
+			continue;
+		memcpy(stem, names[i], 36);
+		stem[36] = '\0';
+		if (!snapshot_uuid_ok(stem) ||
+		    fstatat(dfd, names[i], &st, AT_SYMLINK_NOFOLLOW) < 0 || !S_ISREG(st.st_mode))
+			continue;
+		v[k].name = names[i];
+		v[k].mtime = st.st_mtim;
+		k++;
+	}
+	if (k > 1)
+		qsort(v, k, sizeof(*v), aged_cmp);
+	*ret = v;
+	*ret_n = k;
+	return 0;
+}
+
+int
+snapshot_prune(const char *backups_dir, const char *key_id, unsigned keep, const char *spare,
+	       unsigned *ret_pruned)
+{
+	_cleanup_free_ char *dir = NULL, *arch = NULL, *tombs = NULL;
+	_cleanup_close_ int dfd = -1;
+	Aged *a = NULL, *t = NULL;
+	size_t n = 0, na = 0, nt = 0;
+	char **names = NULL;
+	unsigned pruned = 0;
+	int r;
+
+	if (ret_pruned)
+		*ret_pruned = 0;
+	if (asprintf(&dir, "%s/%s", backups_dir, key_id) < 0)
+		return -ENOMEM;
+	dfd = open(dir, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
+	if (dfd < 0)
+		return errno == ENOENT ? 0 : -errno;
+	r = list_dir(dfd, &names, &n);
+	if (r < 0)
+		return r;
+	/* Temporaries of a job that was killed (the key's jobs are serialised:
+	 * none is being written now). */
+	for (size_t i = 0; i < n; i++) {
+		size_t sl;
+		if (names[i][0] == '.' && has_suffix(names[i], ".tar.zst.tmp", &sl))
+			(void)unlinkat(dfd, names[i], 0);
+	}
+	r = list_aged(dfd, names, n, ".tar.zst", &a, &na);
+	if (r >= 0)
+		r = list_aged(dfd, names, n, ".pruned", &t, &nt);
+	for (size_t i = 0; r >= 0 && keep > 0 && na > keep && i < na - keep; i++) {
+		char tomb[64];
+		int fd;
+		if (spare && strncmp(a[i].name, spare, 36) == 0)
+			continue;
+		/* The tombstone first: a restore of the record then says "pruned"
+		 * and not "not ours", even if we die in between. */
+		snprintf(tomb, sizeof(tomb), "%.36s.pruned", a[i].name);
+		fd = openat(dfd, tomb, O_WRONLY | O_CREAT | O_NOFOLLOW | O_CLOEXEC, 0600);
+		if (fd < 0) {
+			r = -errno;
+			break;
+		}
+		close(fd);
+		if (unlinkat(dfd, a[i].name, 0) < 0 && errno != ENOENT) {
+			r = -errno;
+			break;
+		}
+		pruned++;
+	}
+	/* Tombstones are empty files; keep the newest SNAPSHOT_TOMBSTONES_MAX. */
+	for (size_t i = 0;
+	     r >= 0 && nt > SNAPSHOT_TOMBSTONES_MAX && i < nt - SNAPSHOT_TOMBSTONES_MAX; i++)
+		(void)unlinkat(dfd, t[i].name, 0);
+	if (pruned)
+		(void)fsync(dfd);
+	free(a);
+	free(t);
+	for (size_t i = 0; i < n; i++)
+		free(names[i]);
+	free(names);
+	if (ret_pruned)
+		*ret_pruned = pruned;
+	return r < 0 ? r : 0;
 }

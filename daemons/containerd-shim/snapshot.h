@@ -19,7 +19,8 @@
  *
  * Restore accepts only one of our records (snapshot_verify: strict JSON, v 1,
  * a uuid, the sandbox id of this key, the archive present with the record's
- * size and SHA-256) and unpacks into an empty staging directory, rejecting:
+ * size and SHA-256; a record whose archive was pruned by snapshot_prune() is
+ * -ENOENT "backup_not_found: …") and unpacks into an empty staging directory, rejecting:
  * absolute paths, "." and ".." components, entries whose parent is a symlink
  * or a file (every parent component is opened with O_NOFOLLOW), symlinks whose
  * target is absolute or climbs out of the tree ('..' only as leading
@@ -42,6 +43,7 @@
 
 #define SNAPSHOT_LABEL_MAX 256
 #define SNAPSHOT_RECORD_MAX 2048
+#define SNAPSHOT_TOMBSTONES_MAX 1024
 
 typedef struct SnapshotErr {
 	char msg[256];
@@ -54,10 +56,21 @@ int snapshot_create(const char *backups_dir, const char *key_id, int ws_fd, cons
 		    char **ret_record, SnapshotErr *err);
 
 /* Check that record is one of ours for key_id; returns an open fd of the
- * archive (positioned at 0) whose size and SHA-256 matched. Any failure is
- * -EINVAL with err set. */
+ * archive (positioned at 0) whose size and SHA-256 matched. A record of ours
+ * whose archive was pruned is -ENOENT; any other failure is -EINVAL with err
+ * set. */
 int snapshot_verify(const char *backups_dir, const char *key_id, const char *record, size_t len,
 		    int *ret_fd, SnapshotErr *err);
+
+/* Remove the temporaries a killed snapshot left in <backups_dir>/<key_id>/,
+ * and with keep > 0 the oldest archives (by mtime, then name) beyond keep,
+ * never the one named by the uuid spare (may be NULL). Each pruned archive
+ * leaves a tombstone <uuid>.pruned (empty; the newest SNAPSHOT_TOMBSTONES_MAX
+ * are kept) so that snapshot_verify() can tell a pruned record (-ENOENT,
+ * "backup_not_found: …") from one that never was ours (-EINVAL). *ret_pruned
+ * (may be NULL) gets the number removed. */
+int snapshot_prune(const char *backups_dir, const char *key_id, unsigned keep, const char *spare,
+		   unsigned *ret_pruned);
 
 /* Unpack the archive fd into a new, empty directory `name` created in
  * parent_fd (mode 0700, owned by uid:gid). On failure the staging directory

@@ -506,9 +506,9 @@ out:
 
 /* SNAPSHOT_CREATE and SNAPSHOT_RESTORE: passed to the shim (SANDBOX_SNAPSHOT,
  * SANDBOX_RESTORE, keyed by the thread id like SANDBOX_ENSURE); a restore is
- * refused (-EBUSY) while a run of the thread is active. The shim serves both
- * synchronously, so a RUN_START that comes in meanwhile has its ENSURE served
- * after the restore, on the restored workspace. */
+ * refused (-EBUSY) while a run of the thread is active. The shim holds the
+ * ENSUREs of a key while its restore runs, so a RUN_START that comes in
+ * meanwhile has its ENSURE served after the restore, on the restored workspace. */
 typedef struct SnapshotCall {
 	Coordinator *c;
 	Client *cl; /* checked against c->clients on reply: it may be gone */

@@ -9,8 +9,10 @@
  *
  * Coordinator errors map to statuses in one place (respond_coord_error):
  * -EINVAL 400 (code not_a_backup_record when the message says so), -ENOENT
- * 404, -EBUSY 409, -ENOMSG (a coordinatord without that message) and
- * -EOPNOTSUPP 501, -ECONNRESET/-ETIMEDOUT 503, anything else 500.
+ * 404 (code backup_not_found when the message says so), -EBUSY 409, -ETIME
+ * 504 job_timeout and -ECANCELED 500 job_killed (a snapshot/restore job),
+ * -ENOMSG (a coordinatord without that message) and -EOPNOTSUPP 501,
+ * -ECONNRESET/-ETIMEDOUT 503, anything else 500.
  */
 #include "config.h"
 
@@ -215,7 +217,14 @@ respond_coord_error(HttpConn *c, int err, const msgpack_object *body, const char
 		else
 			http_respond_error(c, 400, "bad_request", m ? msg : "bad request");
 		break;
-	case -ENOENT: http_respond_error(c, 404, "not_found", not_found); break;
+	case -ENOENT:
+		if (m && strstr(msg, "backup_not_found"))
+			http_respond_error(c, 404, "backup_not_found", msg);
+		else
+			http_respond_error(c, 404, "not_found", not_found);
+		break;
+	case -ETIME: http_respond_error(c, 504, "job_timeout", m ? msg : "timed out"); break;
+	case -ECANCELED: http_respond_error(c, 500, "job_killed", m ? msg : "killed"); break;
 	case -EBUSY: http_respond_error(c, 409, "conflict", m ? msg : "busy"); break;
 	case -ENOMSG:
 	case -EOPNOTSUPP:

@@ -6,6 +6,7 @@
  */
 #include "config.h"
 
+#include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
 #include <setjmp.h>
@@ -16,6 +17,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
+#include <time.h>
 #include <unistd.h>
 
 #include <cmocka.h>
@@ -152,6 +154,76 @@ test_round_trip_and_refusals(void **state)
 	free(rec);
 }
 
+/* backups_keep: the oldest go (tombstone left), the newest and the spare stay,
+ * temporaries of a killed job go; a pruned record is -ENOENT, not -EINVAL. */
+static void
+test_prune(void **state)
+{
+	char top[] = "/tmp/test-snapshot-XXXXXX", bk[128], dir[160], p[256];
+	char *rec[5] = {NULL};
+	SnapshotErr err = {""};
+	unsigned pruned = 99;
+	int fd = -1, n = 0;
+	DIR *d;
+	struct dirent *de;
+
+	(void)state;
+	assert_non_null(mkdtemp(top));
+	snprintf(bk, sizeof(bk), "%s/backups", top);
+	snprintf(dir, sizeof(dir), "%s/0123456789abcdef", bk);
+	/* nothing there yet: nothing to do */
+	assert_int_equal(snapshot_prune(bk, "0123456789abcdef", 2, NULL, &pruned), 0);
+	assert_int_equal(pruned, 0);
+	for (int i = 0; i < 5; i++) {
+		struct timespec ts = {.tv_nsec = 5 * 1000 * 1000};
+		assert_int_equal(snapshot_create(bk, "0123456789abcdef", -1, NULL, &rec[i], &err),
+				 0);
+		nanosleep(&ts, NULL); /* distinct mtimes */
+	}
+	put(dir, ".00000000-0000-4000-8000-000000000000.tar.zst.tmp", "partial");
+	put(dir, "not-a-uuid.tar.zst", "kept: not ours by name");
+
+	/* keep 0: only the temporary goes */
+	assert_int_equal(snapshot_prune(bk, "0123456789abcdef", 0, NULL, &pruned), 0);
+	assert_int_equal(pruned, 0);
+	snprintf(p, sizeof(p), "%s/.00000000-0000-4000-8000-000000000000.tar.zst.tmp", dir);
+	assert_int_equal(access(p, F_OK), -1);
+
+	/* keep 2, sparing the oldest by uuid: 1, 2 go; 0, 3, 4 stay */
+	{
+		json_t *j0 = json_loads(rec[0], 0, NULL);
+		assert_int_equal(snapshot_prune(bk, "0123456789abcdef", 2,
+						json_string_value(json_object_get(j0, "id")),
+						&pruned),
+				 0);
+		json_decref(j0);
+	}
+	assert_int_equal(pruned, 2);
+	for (int i = 0; i < 5; i++) {
+		int r = snapshot_verify(bk, "0123456789abcdef", rec[i], strlen(rec[i]), &fd, &err);
+		if (i == 1 || i == 2) {
+			assert_int_equal(r, -ENOENT);
+			assert_non_null(strstr(err.msg, "backup_not_found"));
+		} else {
+			assert_int_equal(r, 0);
+			close(fd);
+		}
+	}
+	d = opendir(dir);
+	assert_non_null(d);
+	while ((de = readdir(d)))
+		n += de->d_name[0] != '.';
+	closedir(d);
+	assert_int_equal(n, 3 + 2 + 1); /* archives, tombstones, the odd name */
+
+	fd = open(top, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+	assert_int_equal(snapshot_rm_rf(fd, "backups"), 0);
+	close(fd);
+	assert_int_equal(rmdir(top), 0);
+	for (int i = 0; i < 5; i++)
+		free(rec[i]);
+}
+
 int
 main(void)
 {
@@ -159,6 +231,7 @@ main(void)
 	    cmocka_unit_test(test_link_targets),
 	    cmocka_unit_test(test_uuids),
 	    cmocka_unit_test(test_round_trip_and_refusals),
+	    cmocka_unit_test(test_prune),
 	};
 	return cmocka_run_group_tests(tests, NULL, NULL);
 }
