@@ -18,6 +18,10 @@ Per repetition, in an order that rotates between repetitions:
             connect, HELLO, EXEC_LIST: the client's own cost, subtracted for
             the shim-side figure)
 each serial (N iterations) and 8 in parallel (8 worker processes);
+  fresh     `shimctl SOCK KEY --fresh N -- /bin/true` against each shim: N new
+            sandboxes on one kept connection, ENSURE → EXEC_EXIT timed in the
+            shim's client (no process start per sample), serial back to back,
+            paced (50 ms apart, arrivals with gaps) and 8 such clients at once
   live      `shimctl SOCK KEY --repeat M -- /bin/true` into one live sandbox
             (shimctl's own EXEC_START → EXEC_EXIT p50/p99);
   e2e       POST /runs {"true"} on a fresh thread, then the WebSocket tail:
@@ -139,6 +143,26 @@ class Bench:
         return {"repeat": {"n": m, "p50_ms": float(mm.group(1)), "p99_ms": float(mm.group(2))},
                 "shimctl_process": summ(d["a"]), "raw_process": d}
 
+    def fresh(self, sock, n, par, gap_ms):
+        """shimctl --fresh: ENSURE of a new key → EXEC_EXIT of /bin/true on one kept
+        connection (the shim's own create + exec latency, no client start per
+        sample); par processes at once, each n // par creates."""
+        key = self.tag("f")
+        ps = [subprocess.Popen([SHIMCTL, sock, f"{key}w{w}", "--fresh", str(max(1, n // par)),
+                                "--gap", str(gap_ms), "--", "/bin/true"],
+                               stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
+              for w in range(par)]
+        p50s, p99s = [], []
+        for p in ps:
+            _, err = p.communicate(timeout=600)
+            mm = re.search(r"creates: p50 ([\d.]+) ms, p99 ([\d.]+) ms", err)
+            if p.returncode != 0 or not mm:
+                raise RuntimeError(f"shimctl --fresh: {err}")
+            p50s.append(float(mm.group(1)))
+            p99s.append(float(mm.group(2)))
+        return {"p50_ms": round(statistics.median(p50s), 3), "p99_ms": round(max(p99s), 3),
+                "n": n, "par": par, "gap_ms": gap_ms}
+
     async def one_run(self, thread):
         loop = asyncio.get_running_loop()
         body = json.dumps({"threadId": thread, "messages": [{"role": "user", "content": "true"}]})
@@ -201,6 +225,11 @@ class Bench:
             r[name] = {"serial": self.contender(name, A.n, 1),
                        "par": self.contender(name, A.n, A.par)}
         r["live"] = self.live(A.live)
+        r["fresh"] = {
+            name: {"serial": self.fresh(sock, A.n, 1, 0),
+                   "paced": self.fresh(sock, A.n, 1, 50),
+                   "par": self.fresh(sock, A.n, A.par, 0)}
+            for name, sock in (("pool", self.sock), ("cold", self.cold_sock))}
         r["e2e"] = {"serial": self.e2e(A.e2e, 1), "par": self.e2e(A.e2e, A.par)}
         return r
 
@@ -239,6 +268,11 @@ def ratio(r, e2e_key="first"):
         "e2e_status_over_bwrap": r["e2e"]["serial"]["status"]["p50_ms"] / bw,
         "e2e_status_over_bwrap_par8": r["e2e"]["par"]["status"]["p50_ms"] / bwp,
         "live_exec_p50_ms": r["live"]["repeat"]["p50_ms"],
+        "fresh_create_exec_over_bwrap": r["fresh"]["pool"]["serial"]["p50_ms"] / bw,
+        "fresh_paced_create_exec_over_bwrap": r["fresh"]["pool"]["paced"]["p50_ms"] / bw,
+        "fresh_create_exec_over_bwrap_par8": r["fresh"]["pool"]["par"]["p50_ms"] / bwp,
+        "cold_fresh_create_exec_over_bwrap": r["fresh"]["cold"]["serial"]["p50_ms"] / bw,
+        "cold_fresh_create_exec_over_bwrap_par8": r["fresh"]["cold"]["par"]["p50_ms"] / bwp,
     }
 
 
@@ -312,6 +346,11 @@ def main():
         print(f"| {name} | " + " | ".join(cells) + " |")
     print(f"| live exec (--repeat) | {med(lambda r: r['live']['repeat']['p50_ms'])} / "
           f"{med(lambda r: r['live']['repeat']['p99_ms'])} | | | |")
+    for pc in ("pool", "cold"):
+        for mode in ("serial", "paced", "par"):
+            print(f"| fresh create+exec, {pc}, {mode} | "
+                  f"{med(lambda r: r['fresh'][pc][mode]['p50_ms'])} / "
+                  f"{med(lambda r: r['fresh'][pc][mode]['p99_ms'])} | | | |")
     print(f"| live exec (shimctl process) | {med(lambda r: r['live']['shimctl_process']['p50_ms'])}"
           f" / {med(lambda r: r['live']['shimctl_process']['p99_ms'])} | | | |")
     for k in ("hygiene_pinned", "hygiene_unpinned"):

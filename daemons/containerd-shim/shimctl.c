@@ -22,7 +22,9 @@
  * our stdin), --kill-after MS (EXEC_KILL with SIGKILL after MS ms),
  * --timeout MS (EXEC_START timeout_ms), --destroy-after (destroy the sandbox
  * once the exec ended), --detach (print "exec_id=N" once it started and
- * disconnect: the exec keeps running in the shim), --repeat N (run ARGV N times
+ * disconnect: the exec keeps running in the shim), --fresh N [--gap MS] (create
+ * N new sandboxes KEY-0… one after the other, time ENSURE → EXIT of ARGV in each,
+ * destroy it; prints p50/p99), --repeat N (run ARGV N times
  * in a row in the live sandbox and print the p50/p99 latency of an exec, from
  * EXEC_START to EXEC_EXIT).
  *
@@ -248,7 +250,7 @@ main(int argc, char **argv)
 	size_t n_env = 0;
 	bool destroy = false, destroy_after = false, want_stdin = false, stats = false;
 	bool detach = false, list = false;
-	long kill_after = -1, timeout = -1, repeat = 1;
+	long kill_after = -1, timeout = -1, repeat = 1, fresh = 0, gap_ms = 0;
 	uint64_t attach = 0;
 	char id[17];
 	char **cmd = NULL;
@@ -275,6 +277,10 @@ main(int argc, char **argv)
 			stats = true;
 		else if (streq(argv[i], "--repeat") && i + 1 < argc)
 			repeat = atol(argv[++i]);
+		else if (streq(argv[i], "--fresh") && i + 1 < argc)
+			fresh = atol(argv[++i]);
+		else if (streq(argv[i], "--gap") && i + 1 < argc)
+			gap_ms = atol(argv[++i]);
 		else if (streq(argv[i], "--list"))
 			list = true;
 		else if (streq(argv[i], "--detach"))
@@ -390,6 +396,68 @@ main(int argc, char **argv)
 		mp_reader_done(&r);
 		frame_done(&f);
 		printf("cpu_usec=%" PRIu64 " procs=%" PRIu64 "\n", cpu, procs);
+		return 0;
+	}
+
+	if (fresh > 0) {
+		/* --fresh N: N new sandboxes (keys KEY-0 … KEY-N-1) on this one
+		 * connection, each timed from SANDBOX_ENSURE to the EXEC_EXIT of ARGV,
+		 * then destroyed (not timed), --gap MS apart: the shim's own create +
+		 * exec latency, without a client process start per sample. */
+		usec_t *fl = calloc((size_t)fresh, sizeof(usec_t));
+		if (!fl)
+			die("out of memory");
+		for (long it = 0; it < fresh; it++) {
+			char k[300], fid[17];
+			snprintf(k, sizeof(k), "%s-%ld", key, it);
+			if (shim_sandbox_id(k, strlen(k), fid) < 0)
+				die("bad key");
+			if (gap_ms > 0)
+				(void)poll(NULL, 0, (int)gap_ms);
+			usec_t t0 = now_usec();
+			mp_writer_init(&w);
+			mp_w_map(&w, 1);
+			mp_w_str(&w, "key", k);
+			call(MSG_SANDBOX_ENSURE, &w, &f);
+			mp_writer_done(&w);
+			frame_done(&f);
+			mp_writer_init(&w);
+			mp_w_map(&w, 4);
+			mp_w_str(&w, "sandbox_id", fid);
+			mp_w_str_array(&w, "argv", cmd);
+			mp_w_str_array(&w, "env", (char *const *)def_env);
+			mp_w_str(&w, "cwd", cwd);
+			call(MSG_EXEC_START, &w, &f);
+			mp_writer_done(&w);
+			{
+				MpReader r;
+				mp_reader_init(&r, f.body);
+				mp_read_uint(&r, "exec_id", &cur_exec);
+				if (r.err < 0)
+					die("bad EXEC_START reply");
+				mp_reader_done(&r);
+				frame_done(&f);
+			}
+			for (status = -1; status < 0;) {
+				read_frame(&f);
+				status = handle_push(&f);
+				frame_done(&f);
+			}
+			if (status != 0)
+				die("%s exited with %d", cmd[0], status);
+			fl[it] = now_usec() - t0;
+			quiet = true;
+			mp_writer_init(&w);
+			mp_w_map(&w, 1);
+			mp_w_str(&w, "sandbox_id", fid);
+			call(MSG_SANDBOX_DESTROY, &w, &f);
+			mp_writer_done(&w);
+			frame_done(&f);
+		}
+		qsort(fl, (size_t)fresh, sizeof(usec_t), cmp_usec);
+		fprintf(stderr, "shimctl: %ld creates: p50 %.2f ms, p99 %.2f ms\n", fresh,
+			(double)fl[fresh / 2] / 1000.0, (double)fl[(fresh * 99) / 100] / 1000.0);
+		free(fl);
 		return 0;
 	}
 
