@@ -963,18 +963,18 @@ pool_dir_make(Shim *s, char **ret)
 }
 
 static size_t
-pool_count(Shim *s)
+list_count(const Sandbox *head)
 {
 	size_t n = 0;
-	for (Sandbox *sb = s->pool; sb; sb = sb->next)
+	for (; head; head = head->next)
 		n++;
 	return n;
 }
 
 static void
-pool_unlink(Sandbox *sb)
+list_unlink(Sandbox **head, Sandbox *sb)
 {
-	for (Sandbox **pp = &sb->shim->pool; *pp; pp = &(*pp)->next)
+	for (Sandbox **pp = head; *pp; pp = &(*pp)->next)
 		if (*pp == sb) {
 			*pp = sb->next;
 			return;
@@ -1016,7 +1016,7 @@ pool_refill_cb(evutil_socket_t fd, short what, void *arg)
 	Shim *s = arg;
 	usec_t now = now_usec();
 
-	if (s->stopped || pool_count(s) >= (size_t)s->conf->pool_size)
+	if (s->stopped || list_count(s->pool) >= (size_t)s->conf->pool_size)
 		return;
 	if (now < s->pool_retry_at) {
 		struct timeval tv;
@@ -1037,7 +1037,7 @@ pool_kick(Shim *s)
 	usec_t now = now_usec();
 	struct timeval tv;
 
-	if (s->stopped || !s->pool_ev || pool_count(s) >= (size_t)s->conf->pool_size)
+	if (s->stopped || !s->pool_ev || list_count(s->pool) >= (size_t)s->conf->pool_size)
 		return;
 	if (now < s->pool_retry_at)
 		event_add(s->pool_ev, timeval_from_usec(&tv, s->pool_retry_at - now));
@@ -1102,7 +1102,7 @@ pool_claim(Shim *s, const char *key, const char *id, const char *run_id, const c
 		sandbox_kill(sb);
 		return 0;
 	}
-	pool_unlink(sb);
+	list_unlink(&s->pool, sb);
 	sb->pooled = false;
 	memcpy(sb->id, id, sizeof(sb->id));
 	set_str(&sb->run_id, run_id);
@@ -1126,7 +1126,7 @@ pool_dead(Sandbox *sb)
 
 	sandbox_sock_cb(sb->sock, EV_READ, sb);
 	(void)waitpid(sb->pid, NULL, WNOHANG);
-	pool_unlink(sb);
+	list_unlink(&s->pool, sb);
 	if (!s->stopped && !sb->destroy_requested) {
 		if (!sb->fail_msg)
 			log_warning("Pooled sandbox %s died unexpectedly", sb->id);
@@ -1175,15 +1175,6 @@ sandbox_kill(Sandbox *sb)
 	for (Exec *e = sb->shim->execs; e; e = e->next)
 		if (e->sandbox == sb)
 			e->kill_requested = true;
-}
-
-static size_t
-sandbox_count(Shim *s)
-{
-	size_t n = 0;
-	for (Sandbox *sb = s->sandboxes; sb; sb = sb->next)
-		n++;
-	return n;
 }
 
 /* Idle: serving, no exec running or draining, and nothing alive but the init. */
@@ -1310,7 +1301,7 @@ queue_add(Shim *s, Conn *c, uint64_t req_id, const char *key, const char *run_id
 		LogCtx ctx = {.run_id = run_id, .thread_id = thread_id};
 		log_ctx(LOG_INFO, &ctx,
 			"Request for '%s' queued: %zu sandboxes live, max_instances %" PRId64, key,
-			sandbox_count(s), s->conf->max_instances);
+			list_count(s->sandboxes), s->conf->max_instances);
 	}
 	queue_push_positions(s);
 	queue_kick(s);
@@ -1323,7 +1314,7 @@ static void
 queue_kick(Shim *s)
 {
 	while (s->queue && !s->stopped) {
-		if (sandbox_count(s) < (size_t)s->conf->max_instances) {
+		if (list_count(s->sandboxes) < (size_t)s->conf->max_instances) {
 			Queued *q = s->queue;
 			int k;
 			s->queue = q->next;
@@ -1528,16 +1519,6 @@ sandbox_sock_cb(evutil_socket_t fd, short what, void *arg)
 	}
 }
 
-static void
-sandbox_unlink(Sandbox *sb)
-{
-	for (Sandbox **pp = &sb->shim->sandboxes; *pp; pp = &(*pp)->next)
-		if (*pp == sb) {
-			*pp = sb->next;
-			return;
-		}
-}
-
 /* The init is dead and so is every process of the sandbox. */
 static void
 sandbox_dead(Sandbox *sb)
@@ -1554,7 +1535,7 @@ sandbox_dead(Sandbox *sb)
 	/* Drain the socket: an EXITED may still sit there before the EOF. */
 	sandbox_sock_cb(sb->sock, EV_READ, sb);
 	(void)waitpid(sb->pid, NULL, WNOHANG);
-	sandbox_unlink(sb);
+	list_unlink(&s->sandboxes, sb);
 	if (sb->destroy_requested)
 		log_ctx_msgid(LOG_INFO, &ctx, RW_MESSAGE_SANDBOX_DESTROYED, "Sandbox %s destroyed",
 			      sb->id);
@@ -1690,7 +1671,7 @@ ensure_key(Shim *s, Conn *c, uint64_t req_id, const char *key, const char *run_i
 			return waiter_add(&sb->reensure_waiters, c, req_id);
 		}
 	}
-	if (may_queue && (s->queue || sandbox_count(s) >= (size_t)s->conf->max_instances))
+	if (may_queue && (s->queue || list_count(s->sandboxes) >= (size_t)s->conf->max_instances))
 		return queue_add(s, c, req_id, key, run_id, thread_id);
 	bool ready = false;
 	k = sandbox_obtain(s, key, id, run_id, thread_id, &sb, &ready);

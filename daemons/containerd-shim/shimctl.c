@@ -241,6 +241,37 @@ read_all_stdin(size_t *ret_len)
 	return buf;
 }
 
+/* EXEC_START of cmd in sandbox sid; returns the exec id (dies on error). */
+static uint64_t
+start_exec(const char *sid, char **cmd, char *const *env, const char *cwd, const char *in,
+	   size_t in_len, long timeout)
+{
+	uint64_t eid = 0;
+	MpWriter w;
+	MpReader r;
+	Frame f;
+
+	mp_writer_init(&w);
+	mp_w_map(&w, 4 + (in ? 1 : 0) + (timeout >= 0 ? 1 : 0));
+	mp_w_str(&w, "sandbox_id", sid);
+	mp_w_str_array(&w, "argv", cmd);
+	mp_w_str_array(&w, "env", env);
+	mp_w_str(&w, "cwd", cwd);
+	if (in)
+		mp_w_bin(&w, "stdin", in, in_len);
+	if (timeout >= 0)
+		mp_w_uint(&w, "timeout_ms", (uint64_t)timeout);
+	call(MSG_EXEC_START, &w, &f);
+	mp_writer_done(&w);
+	mp_reader_init(&r, f.body);
+	mp_read_uint(&r, "exec_id", &eid);
+	if (r.err < 0)
+		die("bad EXEC_START reply");
+	mp_reader_done(&r);
+	frame_done(&f);
+	return eid;
+}
+
 int
 main(int argc, char **argv)
 {
@@ -421,23 +452,7 @@ main(int argc, char **argv)
 			call(MSG_SANDBOX_ENSURE, &w, &f);
 			mp_writer_done(&w);
 			frame_done(&f);
-			mp_writer_init(&w);
-			mp_w_map(&w, 4);
-			mp_w_str(&w, "sandbox_id", fid);
-			mp_w_str_array(&w, "argv", cmd);
-			mp_w_str_array(&w, "env", (char *const *)def_env);
-			mp_w_str(&w, "cwd", cwd);
-			call(MSG_EXEC_START, &w, &f);
-			mp_writer_done(&w);
-			{
-				MpReader r;
-				mp_reader_init(&r, f.body);
-				mp_read_uint(&r, "exec_id", &cur_exec);
-				if (r.err < 0)
-					die("bad EXEC_START reply");
-				mp_reader_done(&r);
-				frame_done(&f);
-			}
+			cur_exec = start_exec(fid, cmd, (char *const *)def_env, cwd, NULL, 0, -1);
 			for (status = -1; status < 0;) {
 				read_frame(&f);
 				status = handle_push(&f);
@@ -489,27 +504,8 @@ main(int argc, char **argv)
 		usec_t t0 = now_usec();
 		status = -1;
 		next_off[1] = next_off[2] = 0;
-		mp_writer_init(&w);
-		mp_w_map(&w, 4 + (in ? 1 : 0) + (timeout >= 0 ? 1 : 0));
-		mp_w_str(&w, "sandbox_id", id);
-		mp_w_str_array(&w, "argv", cmd);
-		mp_w_str_array(&w, "env", n_env ? env : (char *const *)def_env);
-		mp_w_str(&w, "cwd", cwd);
-		if (in)
-			mp_w_bin(&w, "stdin", in, in_len);
-		if (timeout >= 0)
-			mp_w_uint(&w, "timeout_ms", (uint64_t)timeout);
-		call(MSG_EXEC_START, &w, &f);
-		mp_writer_done(&w);
-		{
-			MpReader r;
-			mp_reader_init(&r, f.body);
-			mp_read_uint(&r, "exec_id", &cur_exec);
-			if (r.err < 0)
-				die("bad EXEC_START reply");
-			mp_reader_done(&r);
-			frame_done(&f);
-		}
+		cur_exec = start_exec(id, cmd, n_env ? env : (char *const *)def_env, cwd, in, in_len,
+				      timeout);
 		if (detach) {
 			printf("exec_id=%" PRIu64 "\n", cur_exec);
 			close(sock);

@@ -198,6 +198,17 @@ listen = 127.0.0.1:{self.port}
         raise AssertionError(f"run {run_id} not terminal after {timeout}s")
 
 
+def poll(cond, timeout=10.0, interval=0.02):
+    """cond() until it is truthy or timeout seconds passed; its last value."""
+    deadline = time.time() + timeout
+    while time.time() < deadline:
+        v = cond()
+        if v:
+            return v
+        time.sleep(interval)
+    return cond()
+
+
 def stdout_text(events, name="process.stdout"):
     return "".join(e["chunk"]["value"]["text"] for e in events
                    if e["chunk"].get("type") == "CUSTOM" and e["chunk"].get("name") == name)

@@ -21,7 +21,7 @@ import subprocess
 import time
 
 from helpers.mpack import ERROR, REPLY, Client, pack
-from rwtest import BUILD, stdout_text
+from rwtest import BUILD, stdout_text, poll
 
 SUITE_CONF = """[containerd-shim]
 exec_output_buffer = 64K
@@ -85,15 +85,6 @@ def host_pids(marker):
             out.append(int(d[6:]))
     return out
 
-
-def poll(cond, timeout=10.0, interval=0.02):
-    deadline = time.time() + timeout
-    while time.time() < deadline:
-        v = cond()
-        if v:
-            return v
-        time.sleep(interval)
-    return cond()
 
 
 def cgroup_id(s, key):

@@ -7,7 +7,7 @@ import os
 import subprocess
 import time
 
-from rwtest import BUILD, stdout_text
+from rwtest import BUILD, stdout_text, poll
 
 SUITE_CONF = """[containerd-shim]
 max_instances = 2
@@ -23,15 +23,6 @@ def shimctl(s, key, *args):
     return subprocess.run([SHIMCTL, sock, key, *args], capture_output=True, text=True,
                           timeout=30)
 
-
-def poll(cond, timeout=10.0, interval=0.02):
-    deadline = time.time() + timeout
-    while time.time() < deadline:
-        v = cond()
-        if v:
-            return v
-        time.sleep(interval)
-    return cond()
 
 
 def has_sandbox(s, run_id, thread):

@@ -7,21 +7,12 @@ import os
 import subprocess
 import time
 
-from rwtest import BUILD, stdout_text
+from rwtest import BUILD, stdout_text, poll
 
 SUITE_CONF = """[coordinatord]
 reuse = none
 """
 
-
-def poll(cond, timeout=10.0, interval=0.02):
-    deadline = time.time() + timeout
-    while time.time() < deadline:
-        v = cond()
-        if v:
-            return v
-        time.sleep(interval)
-    return cond()
 
 
 def created(events):
