@@ -27,6 +27,7 @@
 #include "cgroup.h"
 #include "fd-util.h"
 #include "macro.h"
+#include "quota.h"
 #include "seccomp-policy.h"
 
 typedef struct Doctor {
@@ -215,6 +216,25 @@ check_kernel_apis(Doctor *d)
 		report(d, -1, "Landlock", "unavailable: %s", strerror(errno));
 }
 
+static void
+check_quota(Doctor *d, const ShimConf *conf)
+{
+	bool wanted = conf->workspace_quota > 0 || conf->workspace_inodes > 0;
+	char fstype[32], msg[256];
+	int r = quota_probe(conf->sandbox_dir, fstype, sizeof(fstype), msg, sizeof(msg));
+
+	if (r >= 0)
+		report(d, 1, "project quotas", "%s (workspace_quota=%lld, workspace_inodes=%lld)",
+		       msg, (long long)conf->workspace_quota, (long long)conf->workspace_inodes);
+	else if (wanted)
+		report(d, 0, "project quotas",
+		       "%s; workspace_quota/workspace_inodes are set, so every sandbox creation "
+		       "fails",
+		       msg);
+	else
+		report(d, -1, "project quotas", "%s (workspace_quota is off)", msg);
+}
+
 int
 shim_doctor(const ShimConf *conf)
 {
@@ -229,6 +249,7 @@ shim_doctor(const ShimConf *conf)
 	check_cgroup(&d, conf);
 	check_seccomp(&d);
 	check_kernel_apis(&d);
+	check_quota(&d, conf);
 	if (d.failures == 0)
 		printf("default profile: OK\n");
 	else

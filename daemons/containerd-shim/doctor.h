@@ -15,6 +15,9 @@
  *                     denied syscall (EPERM) and allows an allowed one
  *   mount API, clone3, pidfd, openat2   the kernel interfaces the sandbox uses
  *   Landlock          the ABI version (information: not applied yet)
+ *   project quotas    whether the filesystem of sandbox_dir enforces project
+ *                     quotas (quota.h); FAIL only when workspace_quota or
+ *                     workspace_inodes is set, else information
  * then "default profile: OK" or "default profile: CANNOT be met (N failures)".
  * Changes nothing on the host except creating and removing the shim's cgroup
  * instance directory (and never moves the calling process).

@@ -407,8 +407,8 @@ init_setup(const SandboxSpec *spec)
 	tree_attach(ws_fd, "workspace");
 
 	mkdir_rel("tmp", 01777);
-	snprintf(opts, sizeof(opts), "mode=1777,size=%lld,nr_inodes=65536",
-		 (long long)spec->tmp_size);
+	snprintf(opts, sizeof(opts), "mode=1777,size=%lld,nr_inodes=%lld",
+		 (long long)spec->tmp_size, (long long)spec->tmp_inodes);
 	CHECK(mount("tmpfs", "tmp", "tmpfs", MS_NOSUID | MS_NODEV, opts), "mount /tmp");
 
 	mkdir_rel("dev", 0755);
@@ -426,8 +426,8 @@ init_setup(const SandboxSpec *spec)
 	CHECK(symlink("/proc/self/fd/1", "dev/stdout"), "symlink /dev/stdout");
 	CHECK(symlink("/proc/self/fd/2", "dev/stderr"), "symlink /dev/stderr");
 	mkdir_rel("dev/shm", 01777);
-	snprintf(opts, sizeof(opts), "mode=1777,size=%lld,nr_inodes=4096",
-		 (long long)spec->tmp_size);
+	snprintf(opts, sizeof(opts), "mode=1777,size=%lld,nr_inodes=%lld",
+		 (long long)spec->tmp_size, (long long)spec->tmp_inodes);
 	CHECK(mount("tmpfs", "dev/shm", "tmpfs", MS_NOSUID | MS_NODEV | MS_NOEXEC, opts),
 	      "mount /dev/shm");
 	CHECK(mount(NULL, "dev", NULL, MS_REMOUNT | MS_BIND | MS_RDONLY | MS_NOSUID | MS_NOEXEC,

@@ -77,6 +77,7 @@ typedef struct SandboxSpec {
 	bool workspace_slave;
 	const char *ro_binds;  /* space-separated absolute host paths */
 	int64_t tmp_size;      /* bytes, for /tmp and /dev/shm */
+	int64_t tmp_inodes;    /* nr_inodes of /tmp and of /dev/shm */
 	uid_t sandbox_uid;     /* uid = gid inside */
 	uid_t host_uid;	       /* uid = gid outside; never 0 */
 	/* The seccomp BPF program every exec child loads right before execve

@@ -21,6 +21,21 @@ const ConfItem shim_conf_items[] = {
      0, "host paths bound read-only into each sandbox root (symlinks are recreated)"},
     {S, "tmp_size", CONF_SIZE, offsetof(ShimConf, tmp_size), "64M", 1024 * 1024,
      64LL * 1024 * 1024 * 1024, "size cap of the sandbox /tmp and /dev/shm tmpfs"},
+    {S, "tmp_inodes", CONF_INT, offsetof(ShimConf, tmp_inodes), "65536", 64, 1 << 24,
+     "inode cap of the sandbox /tmp and of its /dev/shm (each); more files fail with ENOSPC"},
+    {S, "workspace_quota", CONF_SIZE, offsetof(ShimConf, workspace_quota), "0", 0,
+     INT64_MAX / 2,
+     "project quota on each workspace, bytes (0 = none); writes past it fail with EDQUOT. "
+     "Needs the sandbox_dir on ext4 mounted -o prjquota or XFS -o pquota: elsewhere "
+     "sandbox creation fails"},
+    {S, "workspace_inodes", CONF_INT, offsetof(ShimConf, workspace_inodes), "0", 0,
+     4294967295LL,
+     "project quota on each workspace, inodes (files and directories, the workspace "
+     "itself included; 0 = none); same filesystem requirement as workspace_quota"},
+    {S, "workspace_projid_base", CONF_INT, offsetof(ShimConf, ws_projid_base), "1000000", 1,
+     4000000000LL, "first filesystem project id given to workspaces"},
+    {S, "workspace_projid_count", CONF_INT, offsetof(ShimConf, ws_projid_count), "1000000", 1,
+     100000000, "how many project ids from workspace_projid_base workspaces may use"},
     {S, "sandbox_uid", CONF_INT, offsetof(ShimConf, sandbox_uid), "1000", 1, 65534,
      "uid and gid the sandboxed processes run as, inside the sandbox"},
     {S, "host_uid", CONF_INT, offsetof(ShimConf, host_uid), "100000", 1, 4294967294LL,
@@ -115,6 +130,10 @@ shim_conf_finish(ShimConf *c)
 	     strlen(c->cgroup_parent) > 512))
 		return log_error_errno(SYNTHETIC_ERRNO(EINVAL),
 				       "cgroup_parent must be empty or an absolute cgroup path");
+	if (c->ws_projid_base + c->ws_projid_count > 4294967295LL)
+		return log_error_errno(SYNTHETIC_ERRNO(EINVAL),
+				       "workspace_projid_base + workspace_projid_count must not "
+				       "exceed 4294967295 (project ids are 32 bits)");
 	return shim_conf_parse_cpu_max(c->cpu_max, &c->cpu_quota_us, &c->cpu_period_us);
 }
 

@@ -54,6 +54,7 @@
 #include "netfwd.h"
 #include "output-ring.h"
 #include "peer.h"
+#include "quota.h"
 #include "sandbox.h"
 #include "seccomp-policy.h"
 #include "shim-files.h"
@@ -705,6 +706,7 @@ sandbox_prepare_workspace(Shim *s, const char *id, char **ret_path)
 	const ShimConf *c = s->conf;
 	_cleanup_free_ char *dir = NULL, *ws = NULL;
 	_cleanup_close_ int fd = -1;
+	uint32_t projid;
 	int r;
 
 	if (asprintf(&dir, "%s/%s", c->sandbox_dir, id) < 0 ||
@@ -721,6 +723,9 @@ sandbox_prepare_workspace(Shim *s, const char *id, char **ret_path)
 		return log_error_errno(errno, "Failed to open '%s': %m", ws);
 	if (fchown(fd, (uid_t)c->host_uid, (gid_t)c->host_uid) < 0)
 		return log_error_errno(errno, "Failed to chown '%s': %m", ws);
+	r = quota_workspace_apply(c, id, fd, ws, &projid, s->create_err, sizeof(s->create_err));
+	if (r < 0)
+		return r;
 	*ret_path = TAKE_PTR(ws);
 	return 0;
 }
@@ -840,6 +845,7 @@ sandbox_start(Shim *s, Sandbox *sb, const char *ws, bool slave, const char *cg_i
 	    .workspace_slave = slave,
 	    .ro_binds = c->ro_binds,
 	    .tmp_size = c->tmp_size,
+	    .tmp_inodes = c->tmp_inodes,
 	    .sandbox_uid = (uid_t)c->sandbox_uid,
 	    .host_uid = (uid_t)c->host_uid,
 	    .seccomp = &s->seccomp,
@@ -901,7 +907,8 @@ sandbox_create(Shim *s, const char *key, const char *id, const char *run_id, con
 	s->create_err[0] = '\0';
 	r = sandbox_prepare_workspace(s, id, &ws);
 	if (r < 0) {
-		snprintf(s->create_err, sizeof(s->create_err), "workspace: %s", strerror(-r));
+		if (!s->create_err[0])
+			snprintf(s->create_err, sizeof(s->create_err), "workspace: %s", strerror(-r));
 		return r;
 	}
 	memcpy(sb->cg_id, id, sizeof(sb->cg_id));
@@ -1085,7 +1092,8 @@ pool_claim(Shim *s, const char *key, const char *id, const char *run_id, const c
 	s->create_err[0] = '\0';
 	r = sandbox_prepare_workspace(s, id, &ws);
 	if (r < 0) {
-		snprintf(s->create_err, sizeof(s->create_err), "workspace: %s", strerror(-r));
+		if (!s->create_err[0])
+			snprintf(s->create_err, sizeof(s->create_err), "workspace: %s", strerror(-r));
 		return r;
 	}
 	sb->key = strdup(key);
