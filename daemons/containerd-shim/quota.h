@@ -7,7 +7,8 @@
  * FS_XFLAG_PROJINHERIT so that everything created beneath it inherits it) and
  * that project gets hard limits: workspace_quota bytes and workspace_inodes
  * inodes (quotactl Q_SETQUOTA on PRJQUOTA; ext4 mounted with prjquota, XFS with
- * pquota). A write past the limit fails with EDQUOT in the sandbox.
+ * pquota). A write past the limit fails in the sandbox with EDQUOT on ext4,
+ * ENOSPC on XFS (which reports project quotas as a full filesystem).
  *
  * Project ids: the first free id from workspace_projid_base + (hash of the
  * sandbox id mod workspace_projid_count), probing linearly; "free" means no

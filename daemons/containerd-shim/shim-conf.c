@@ -25,7 +25,8 @@ const ConfItem shim_conf_items[] = {
      "inode cap of the sandbox /tmp and of its /dev/shm (each); more files fail with ENOSPC"},
     {S, "workspace_quota", CONF_SIZE, offsetof(ShimConf, workspace_quota), "0", 0,
      INT64_MAX / 2,
-     "project quota on each workspace, bytes (0 = none); writes past it fail with EDQUOT. "
+     "project quota on each workspace, bytes (0 = none); writes past it fail with EDQUOT "
+     "(ext4) or ENOSPC (XFS). "
      "Needs the sandbox_dir on ext4 mounted -o prjquota or XFS -o pquota: elsewhere "
      "sandbox creation fails"},
     {S, "workspace_inodes", CONF_INT, offsetof(ShimConf, workspace_inodes), "0", 0,

@@ -1,26 +1,31 @@
 # SPDX-License-Identifier: MIT
 """Disk quotas of a sandbox (SANDBOX.md §7 "Filling the workspace and /tmp
 gives ENOSPC at the quota; a million empty files give an inode cap";
-docs/DESIGN.md "Workspace quotas").
+docs/DESIGN.md "Workspace quotas are filesystem project quotas").
 
 - /tmp and /dev/shm: tmpfs with size= and nr_inodes= (tmp_inodes): creating
-  files until the error stops at the cap with ENOSPC.
+  files until the error stops at the cap (the root directory takes one) with
+  ENOSPC.
 - The workspace: project quotas (workspace_quota, workspace_inodes). The real
-  daemons run with their state_dir on an ext4 image made here (truncate,
-  mkfs.ext4 -O quota,project, a loop device, mount -o prjquota); a dd past the
-  quota fails with EDQUOT ("Disk quota exceeded"), file creation stops at
-  workspace_inodes, and a second sandbox has its own project and quota.
+  daemons run with their state_dir on a filesystem image made here on a loop
+  device: ext4 (mkfs.ext4 -O quota,project, mount -o prjquota) and XFS (mount
+  -o pquota). A dd past the quota fails with EDQUOT on ext4 and ENOSPC on XFS,
+  its file ends within 3 blocks of the quota, file creation stops at
+  workspace_inodes, a second sandbox has its own project and quota, a
+  re-created sandbox keeps its project id, and a workspace made before the
+  quota was turned on is relabelled recursively.
 - Fail closed: a quota configured where the filesystem cannot enforce it (the
   default state dir, on an ext4 / without prjquota; an ext4 image without the
   quota features) fails the run with the typed workspace_quota error, and
-  nothing ran.
+  nothing ran. The doctor reports it.
 
 Each test starts its own suite (NO_SUITE), since the state_dir differs. Loop
-devices are required: without them the tests FAIL. The project-quota tests
-print a SKIP line only when the running kernel's own config
-(/proc/config.gz) says it cannot mount ext4 with project quotas (no
-CONFIG_QFMT_V2): that is a kernel, not a runwarden, property, and the
-fail-closed tests still run on such a kernel."""
+devices are required: without them the tests FAIL. A project-quota test prints
+a SKIP line only when the running kernel's own config (/proc/config.gz) says
+it cannot enforce that filesystem's project quotas (no CONFIG_QFMT_V2, no
+CONFIG_XFS_QUOTA): a kernel property, not runwarden's; the fail-closed tests
+still run on such a kernel, and tests/vm/run-e2e runs the module under
+Debian's stock kernel in QEMU."""
 import contextlib
 import fcntl
 import gzip
@@ -34,6 +39,7 @@ import rwtest
 from rwtest import stdout_text
 
 NO_SUITE = True
+SHIMCTL = os.path.join(rwtest.BUILD, "daemons", "containerd-shim", "shimctl")
 
 FS_IOC_FSGETXATTR = 0x801C581F
 FS_XFLAG_PROJINHERIT = 0x200
@@ -61,16 +67,20 @@ def py(script, *args):
             + script.encode().hex() + "".join(" " + a for a in args))
 
 
-def kernel_lacks_ext4_quota():
-    """A reason when the running kernel's config says it cannot mount ext4
-    with the quota feature read-write, else None. Without /proc/config.gz we
-    cannot tell, and the tests run (and fail if the mount fails)."""
+# what each filesystem needs of the kernel to enforce project quotas
+KERNEL_NEEDS = {"ext4": ("CONFIG_QUOTA", "CONFIG_QFMT_V2"), "xfs": ("CONFIG_XFS_QUOTA",)}
+
+
+def kernel_lacks_project_quota(fstype):
+    """A reason when the running kernel's config says it cannot mount fstype
+    with project quotas, else None. Without /proc/config.gz we cannot tell, and
+    the tests run (and fail if the mount fails)."""
     try:
         with gzip.open("/proc/config.gz", "rt") as f:
             cfg = f.read()
     except OSError:
         return None
-    for opt in ("CONFIG_QUOTA", "CONFIG_QFMT_V2"):
+    for opt in KERNEL_NEEDS[fstype]:
         if f"\n{opt}=y" not in cfg and f"\n{opt}=m" not in cfg:
             return f"this kernel ({os.uname().release}) is built without {opt}"
     return None
@@ -83,9 +93,9 @@ def sh(*argv):
 
 
 @contextlib.contextmanager
-def ext4_image(mnt, size="64M", features=None, opts=None):
-    """An ext4 image on a loop device mounted at mnt; unmounted and detached
-    afterwards, also when the body fails."""
+def fs_image(mnt, fstype="ext4", mkfs_args=(), opts=None, size="64M"):
+    """A filesystem image on a loop device mounted at mnt; unmounted and
+    detached afterwards, also when the body fails."""
     if not os.path.exists("/dev/loop-control"):
         raise AssertionError("loop devices are unavailable (/dev/loop-control missing): "
                              "this test needs them (modprobe loop, or run on the host)")
@@ -95,13 +105,13 @@ def ext4_image(mnt, size="64M", features=None, opts=None):
     mounted = False
     try:
         sh("truncate", "-s", size, img)
-        sh("mkfs.ext4", "-q", *(["-O", features] if features else []), img)
+        sh("mkfs." + fstype, "-q", *mkfs_args, img)
         r = subprocess.run(["losetup", "--find", "--show", img], capture_output=True, text=True)
         assert r.returncode == 0, ("loop devices are unavailable: losetup failed: "
                                    + r.stderr.strip())
         dev = r.stdout.strip()
         os.makedirs(mnt, exist_ok=True)
-        sh("mount", "-t", "ext4", *(["-o", opts] if opts else []), dev, mnt)
+        sh("mount", "-t", fstype, *(["-o", opts] if opts else []), dev, mnt)
         mounted = True
         yield dev
     finally:
@@ -114,13 +124,13 @@ def ext4_image(mnt, size="64M", features=None, opts=None):
 
 @contextlib.contextmanager
 def suite(conf, image=None):
-    """A suite of real daemons with conf; image: (features, opts) of an ext4
-    image mounted as its state_dir. Fails on any hygiene problem."""
+    """A suite of real daemons with conf; image: fs_image() keyword arguments
+    of an image mounted as its state_dir. Fails on any hygiene problem."""
     s = rwtest.Suite(conf)
     try:
         with contextlib.ExitStack() as stack:
-            if image:
-                stack.enter_context(ext4_image(os.path.join(s.dir, "state"), "64M", *image))
+            if image is not None:
+                stack.enter_context(fs_image(os.path.join(s.dir, "state"), **image))
             try:
                 s.start()
                 yield s
@@ -145,6 +155,12 @@ def run_ok(s, command, thread):
     return stdout_text(events), stdout_text(events, "process.stderr")
 
 
+def shimctl(s, key, *args):
+    sock = os.path.join(s.dir, "run", "containerd-shim.sock")
+    return subprocess.run([SHIMCTL, sock, key, *args], capture_output=True, text=True,
+                          timeout=60)
+
+
 def workspace(s, thread):
     return os.path.join(s.dir, "state", "sandboxes", sandbox_id(thread), "workspace")
 
@@ -155,8 +171,8 @@ def sandbox_id(key):
 
 
 def fsxattr(path):
-    """(xflags, projid) of path."""
-    fd = os.open(path, os.O_RDONLY | os.O_DIRECTORY)
+    """(xflags, projid) of path (a directory or a regular file)."""
+    fd = os.open(path, os.O_RDONLY | os.O_NOFOLLOW)
     try:
         buf = fcntl.ioctl(fd, FS_IOC_FSGETXATTR, bytes(28))
     finally:
@@ -212,7 +228,7 @@ def test_quota_on_root_fs_without_prjquota_fails_closed():
 
 
 def test_inode_quota_on_ext4_without_quota_features_fails_closed():
-    with suite("[containerd-shim]\nworkspace_inodes = 100\n", image=(None, None)) as s:
+    with suite("[containerd-shim]\nworkspace_inodes = 100\n", image={}) as s:
         assert sh("findmnt", "-no", "FSTYPE", os.path.join(s.dir, "state")) == "ext4"
         assert_fails_closed(s, "closed-img")
 
@@ -240,16 +256,26 @@ def test_doctor_reports_project_quota_support():
 WS_QUOTA = 4 * 1024 * 1024
 WS_INODES = 120
 QUOTA_CONF = f"[containerd-shim]\nworkspace_quota = 4M\nworkspace_inodes = {WS_INODES}\n"
-PRJ_IMAGE = ("quota,project", "prjquota")
+IMAGES = {
+    "ext4": {"fstype": "ext4", "mkfs_args": ("-O", "quota,project"), "opts": "prjquota"},
+    # mkfs.xfs refuses images under 300 MiB; the file is sparse
+    "xfs": {"fstype": "xfs", "mkfs_args": ("-f",), "opts": "pquota", "size": "320M"},
+}
+# what a write past the project quota fails with: ext4 charges it like a user
+# quota (dquot_alloc_block: EDQUOT); XFS reports a project quota as a full
+# filesystem (xfs_trans_dqresv: ENOSPC for project dquots)
+QUOTA_ERRNO = {"ext4": ("EDQUOT", "Disk quota exceeded"),
+               "xfs": ("ENOSPC", "No space left on device")}
 
 
-def prjquota_suite():
-    why = kernel_lacks_ext4_quota()
+def prjquota_suite(fstype):
+    why = kernel_lacks_project_quota(fstype)
     if why:
-        print(f"SKIP workspace project quotas: {why}, so ext4 with project quotas cannot "
-              "be mounted read-write here (the fail-closed tests above cover this kernel)")
+        print(f"SKIP workspace project quotas on {fstype}: {why}, so {fstype} with project "
+              "quotas cannot be mounted read-write here (the fail-closed tests cover this "
+              "kernel)")
         return None
-    return suite(QUOTA_CONF, image=PRJ_IMAGE)
+    return suite(QUOTA_CONF, image=IMAGES[fstype])
 
 
 def dd_past_quota(s, thread):
@@ -262,16 +288,17 @@ def dd_past_quota(s, thread):
             os.stat(os.path.join(workspace(s, thread), "big")).st_size)
 
 
-def test_workspace_byte_and_inode_quota():
-    cm = prjquota_suite()
+def byte_and_inode_quota(fstype):
+    cm = prjquota_suite(fstype)
     if cm is None:
         return
+    errname, strerror = QUOTA_ERRNO[fstype]
     with cm as s:
         err, size = dd_past_quota(s, "prj-a")
-        # ext4 project quota: EDQUOT (dquot_alloc_block), not ENOSPC
-        assert "dd: error writing '/workspace/big': Disk quota exceeded" in err, err
-        # the workspace directory's own block counts; ± one 4 KiB block
+        assert f"dd: error writing '/workspace/big': {strerror}" in err, err
+        # the directory's own blocks count too; within 3 blocks of 4 KiB
         assert WS_QUOTA - 3 * 4096 <= size <= WS_QUOTA, size
+        print(f"   {fstype}: dd stopped at {size} of {WS_QUOTA} bytes")
 
         xflags, projid = fsxattr(workspace(s, "prj-a"))
         assert xflags & FS_XFLAG_PROJINHERIT, hex(xflags)
@@ -279,7 +306,7 @@ def test_workspace_byte_and_inode_quota():
 
         # another sandbox: its own project, its own full quota
         err_b, size_b = dd_past_quota(s, "prj-b")
-        assert "Disk quota exceeded" in err_b, err_b
+        assert f"dd: error writing '/workspace/big': {strerror}" in err_b, err_b
         assert WS_QUOTA - 3 * 4096 <= size_b <= WS_QUOTA, size_b
         _, projid_b = fsxattr(workspace(s, "prj-b"))
         assert projid_b != projid and PROJID_BASE <= projid_b < PROJID_BASE + PROJID_COUNT
@@ -287,32 +314,45 @@ def test_workspace_byte_and_inode_quota():
         # inodes: a fresh sandbox; the workspace directory itself is one of them
         out, _ = run_ok(s, py(FILL_FILES, "/workspace"), "prj-c")
         n, e = out.split()
-        assert e == "EDQUOT", out
+        assert e == errname, out
         assert int(n) == WS_INODES - 1, out
+        print(f"   {fstype}: {n} files created with workspace_inodes = {WS_INODES}")
 
-        # the first sandbox is still capped after a re-creation (id kept)
+        # a re-created sandbox keeps its project id and its cap
+        r = shimctl(s, "prj-a", "--destroy")
+        assert r.returncode == 0, (r.stdout, r.stderr)
         out, _ = run_ok(s, "rm /workspace/big; echo ok", "prj-a")
         assert out == "ok\n"
         assert fsxattr(workspace(s, "prj-a"))[1] == projid
+        err, size = dd_past_quota(s, "prj-a")
+        assert strerror in err and WS_QUOTA - 3 * 4096 <= size <= WS_QUOTA, size
+
+
+def test_workspace_byte_and_inode_quota_ext4():
+    byte_and_inode_quota("ext4")
+
+
+def test_workspace_byte_and_inode_quota_xfs():
+    byte_and_inode_quota("xfs")
 
 
 def test_existing_workspace_is_labelled_when_the_quota_is_turned_on():
     """A workspace made without a quota gets the project id recursively at the
     next creation: its existing bytes count against the new quota."""
-    why = kernel_lacks_ext4_quota()
+    why = kernel_lacks_project_quota("ext4")
     if why:
         print(f"SKIP existing workspace relabel: {why}")
         return
     s = rwtest.Suite("")
-    state = os.path.join(s.dir, "state")
+    ws = workspace(s, "relabel")
     try:
-        with ext4_image(state, "64M", *PRJ_IMAGE):
+        with fs_image(os.path.join(s.dir, "state"), **IMAGES["ext4"]):
             s.start()
             run_ok(s, "mkdir -p /workspace/d/e && head -c 3000000 /dev/zero > "
                    "/workspace/d/e/old && echo ok", "relabel")
             problems = s.stop()
             assert not problems, problems
-            assert fsxattr(workspace(s, "relabel"))[1] == 0
+            assert fsxattr(ws)[1] == 0
             s.extra_conf = QUOTA_CONF
             s.procs = {}
             s.start()
@@ -321,10 +361,13 @@ def test_existing_workspace_is_labelled_when_the_quota_is_turned_on():
             assert status["status"] == "completed", status
             assert stdout_text(events) == "rc=1\n", events
             assert "Disk quota exceeded" in stdout_text(events, "process.stderr"), events
-            new = os.stat(os.path.join(workspace(s, "relabel"), "new")).st_size
+            projid = fsxattr(ws)[1]
+            assert PROJID_BASE <= projid < PROJID_BASE + PROJID_COUNT, projid
+            for p in ("d", "d/e", "d/e/old", "new"):
+                assert fsxattr(os.path.join(ws, p))[1] == projid, p
+            new = os.stat(os.path.join(ws, "new")).st_size
             assert new <= WS_QUOTA - 3000000, new
             problems = s.stop()
             assert not problems, problems
     finally:
         s.cleanup()
-
