@@ -107,18 +107,12 @@ static const char *
 fs_name(long type)
 {
 	switch (type) {
-	case EXT4_SUPER_MAGIC:
-		return "ext4";
-	case XFS_SUPER_MAGIC:
-		return "xfs";
-	case BTRFS_SUPER_MAGIC:
-		return "btrfs";
-	case TMPFS_MAGIC:
-		return "tmpfs";
-	case OVERLAYFS_SUPER_MAGIC:
-		return "overlayfs";
-	default:
-		return NULL;
+	case EXT4_SUPER_MAGIC: return "ext4";
+	case XFS_SUPER_MAGIC: return "xfs";
+	case BTRFS_SUPER_MAGIC: return "btrfs";
+	case TMPFS_MAGIC: return "tmpfs";
+	case OVERLAYFS_SUPER_MAGIC: return "overlayfs";
+	default: return NULL;
 	}
 }
 
@@ -165,10 +159,11 @@ probe_fd(int fd, const char *dir, char *fstype, size_t fstype_size, char *msg, s
 		snprintf(fstype, fstype_size, "fs type 0x%lx", (unsigned long)sfs.f_type);
 	ext4 = sfs.f_type == EXT4_SUPER_MAGIC;
 	if (!ext4 && sfs.f_type != XFS_SUPER_MAGIC) {
-		snprintf(msg, msg_size,
-			 "%s is on %s, which has no project quotas the shim can use; put it on ext4 "
-			 "mounted with -o prjquota or XFS mounted with -o pquota",
-			 dir, fstype);
+		snprintf(
+		    msg, msg_size,
+		    "%s is on %s, which has no project quotas the shim can use; put it on ext4 "
+		    "mounted with -o prjquota or XFS mounted with -o pquota",
+		    dir, fstype);
 		return -EOPNOTSUPP;
 	}
 	r = qctl(fd, QCMD(Q_XGETQSTATV, PRJQUOTA), 0, &sv);
@@ -381,8 +376,10 @@ quota_workspace_apply(const ShimConf *c, const char *id, int ws_fd, const char *
 
 	r = probe_fd(ws_fd, c->sandbox_dir, fstype, sizeof(fstype), msg, sizeof(msg));
 	if (r < 0) {
-		snprintf(err, err_size, "workspace_quota: %s, or set workspace_quota=0 and "
-			 "workspace_inodes=0", msg);
+		snprintf(err, err_size,
+			 "workspace_quota: %s, or set workspace_quota=0 and "
+			 "workspace_inodes=0",
+			 msg);
 		return log_error_errno(r, "%s", err);
 	}
 	if (fstat(ws_fd, &st) < 0 || ioctl(ws_fd, FS_IOC_FSGETXATTR, &fa) < 0) {
@@ -410,7 +407,8 @@ quota_workspace_apply(const ShimConf *c, const char *id, int ws_fd, const char *
 	/* Limits before the label: the usage moves into a project already capped. */
 	r = set_limits(ws_fd, p, c->workspace_quota, c->workspace_inodes);
 	if (r < 0) {
-		snprintf(err, err_size, "workspace_quota: cannot set the limits of project %u on %s: %s",
+		snprintf(err, err_size,
+			 "workspace_quota: cannot set the limits of project %u on %s: %s",
 			 (unsigned)p, fstype, strerror(-r));
 		return log_error_errno(r, "%s", err);
 	}
@@ -419,8 +417,9 @@ quota_workspace_apply(const ShimConf *c, const char *id, int ws_fd, const char *
 		if (r >= 0)
 			r = label_tree(ws_fd, p, st.st_uid, st.st_dev, 0, &skipped);
 		if (r < 0) {
-			snprintf(err, err_size, "workspace_quota: cannot set project id %u on %s: %s",
-				 (unsigned)p, ws, strerror(-r));
+			snprintf(err, err_size,
+				 "workspace_quota: cannot set project id %u on %s: %s", (unsigned)p,
+				 ws, strerror(-r));
 			return log_error_errno(r, "%s", err);
 		}
 		log_info("Workspace %s: project id %u (was %u)%s", ws, (unsigned)p,
