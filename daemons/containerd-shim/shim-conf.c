@@ -25,14 +25,12 @@ const ConfItem shim_conf_items[] = {
      "inode cap of the sandbox /tmp and of its /dev/shm (each); more files fail with ENOSPC"},
     {S, "workspace_quota", CONF_SIZE, offsetof(ShimConf, workspace_quota), "0", 0,
      INT64_MAX / 2,
-     "project quota on each workspace, bytes (0 = none); writes past it fail with EDQUOT "
-     "(ext4) or ENOSPC (XFS). "
-     "Needs the sandbox_dir on ext4 mounted -o prjquota or XFS -o pquota: elsewhere "
-     "sandbox creation fails"},
+     "bytes each workspace may hold (project quota; 0 = none): needs sandbox_dir on "
+     "ext4 -o prjquota or XFS -o pquota, else sandbox creation fails"},
     {S, "workspace_inodes", CONF_INT, offsetof(ShimConf, workspace_inodes), "0", 0,
      4294967295LL,
-     "project quota on each workspace, inodes (files and directories, the workspace "
-     "itself included; 0 = none); same filesystem requirement as workspace_quota"},
+     "project quota of each workspace, inodes (the workspace itself included; "
+     "0 = none); needs project quotas like workspace_quota"},
     {S, "workspace_projid_base", CONF_INT, offsetof(ShimConf, ws_projid_base), "1000000", 1,
      4000000000LL, "first filesystem project id given to workspaces"},
     {S, "workspace_projid_count", CONF_INT, offsetof(ShimConf, ws_projid_count), "1000000", 1,
