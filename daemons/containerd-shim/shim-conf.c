@@ -25,8 +25,9 @@ const ConfItem shim_conf_items[] = {
      "inode cap of the sandbox /tmp and of its /dev/shm (each); more files fail with ENOSPC"},
     {S, "workspace_quota", CONF_SIZE, offsetof(ShimConf, workspace_quota), "0", 0,
      INT64_MAX / 2,
-     "bytes each workspace may hold (project quota; 0 = none): needs sandbox_dir on "
-     "ext4 -o prjquota or XFS -o pquota, else sandbox creation fails"},
+     "bytes each workspace may hold (project quota; 0 = none; past it writes fail with "
+     "EDQUOT on ext4, ENOSPC on XFS): needs sandbox_dir on ext4 -o prjquota or XFS "
+     "-o pquota, else sandbox creation fails"},
     {S, "workspace_inodes", CONF_INT, offsetof(ShimConf, workspace_inodes), "0", 0,
      4294967295LL,
      "project quota of each workspace, inodes (the workspace itself included; "
