@@ -348,6 +348,7 @@ def test_existing_workspace_is_labelled_when_the_quota_is_turned_on():
     try:
         with fs_image(os.path.join(s.dir, "state"), **IMAGES["ext4"]):
             s.start()
+            assert rwtest.poll(lambda: s.http("GET", "/readyz")[0] == 200), "not ready"
             run_ok(s, "mkdir -p /workspace/d/e && head -c 3000000 /dev/zero > "
                    "/workspace/d/e/old && echo ok", "relabel")
             problems = s.stop()
@@ -355,7 +356,10 @@ def test_existing_workspace_is_labelled_when_the_quota_is_turned_on():
             assert fsxattr(ws)[1] == 0
             s.extra_conf = QUOTA_CONF
             s.procs = {}
+            for d in rwtest.DAEMONS:  # wait_ready looks for a fresh "ready"
+                os.rename(s.log_path(d), s.log_path(d) + ".1")
             s.start()
+            assert rwtest.poll(lambda: s.http("GET", "/readyz")[0] == 200), "not ready"
             events, status = run(s, "head -c 2000000 /dev/zero > /workspace/new; echo rc=$?",
                                  "relabel")
             assert status["status"] == "completed", status
