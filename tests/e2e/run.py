@@ -3,7 +3,9 @@
 """Run the end-to-end tests: every test_* function of every t_*.py module in
 this directory, against one suite of real daemons per module (a module may
 declare SUITE_CONF for extra config). Prints one line per test and ends with
-'e2e: N passed, N failed'. Exit status 1 on any failure."""
+'e2e: N passed, N failed' (and '(N skipped)' when a test raised rwtest.Skip:
+it cannot run on this host; tests/run-all reruns those it can elsewhere).
+Exit status 1 on any failure."""
 import importlib.util
 import os
 import sys
@@ -15,7 +17,7 @@ import rwtest  # noqa: E402
 
 here = os.path.dirname(os.path.abspath(__file__))
 only = sys.argv[1:]
-passed = failed = 0
+passed = failed = skipped = 0
 for fn in sorted(os.listdir(here)):
     if not (fn.startswith("t_") and fn.endswith(".py")):
         continue
@@ -34,6 +36,9 @@ for fn in sorted(os.listdir(here)):
                 t()
                 print(f"PASS {fn}:{name}", flush=True)
                 passed += 1
+            except rwtest.Skip as e:
+                print(f"SKIP {fn}:{name}: {e}", flush=True)
+                skipped += 1
             except Exception:
                 print(f"FAIL {fn}:{name}", flush=True)
                 traceback.print_exc()
@@ -54,6 +59,9 @@ for fn in sorted(os.listdir(here)):
             t(suite)
             print(f"PASS {fn}:{name} ({time.time() - t0:.2f}s)", flush=True)
             passed += 1
+        except rwtest.Skip as e:
+            print(f"SKIP {fn}:{name}: {e}", flush=True)
+            skipped += 1
         except Exception:
             print(f"FAIL {fn}:{name} ({time.time() - t0:.2f}s)", flush=True)
             traceback.print_exc()
@@ -71,5 +79,5 @@ for fn in sorted(os.listdir(here)):
         print(f"PASS {fn}:teardown hygiene")
         passed += 1
     suite.cleanup()
-print(f"e2e: {passed} passed, {failed} failed")
+print(f"e2e: {passed} passed, {failed} failed" + (f" ({skipped} skipped)" if skipped else ""))
 sys.exit(1 if failed else 0)

@@ -198,6 +198,11 @@ listen = 127.0.0.1:{self.port}
         raise AssertionError(f"run {run_id} not terminal after {timeout}s")
 
 
+class Skip(Exception):
+    """Raised by a test that cannot run on this host (run.py counts it apart,
+    as "skipped", never as passed)."""
+
+
 def poll(cond, timeout=10.0, interval=0.02):
     """cond() until it is truthy or timeout seconds passed; its last value."""
     deadline = time.time() + timeout
