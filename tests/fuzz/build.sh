@@ -18,7 +18,15 @@ flags=(-g -O1 -fsanitize=fuzzer-no-link,address,undefined -fno-sanitize-recover=
 libs=(-levent -lwslay -lhttp_parser -ljansson -lmsgpackc -linih -lcrypto)
 pkg-config --exists libsystemd 2>/dev/null && libs+=(-lsystemd)
 objdir="$out/obj"
+# No header dependency tracking here: when any header (or config.h) is newer
+# than the last build, rebuild everything (a stale object once broke a run).
+stamp="$objdir/.stamp"
+if [ -e "$stamp" ] && [ -n "$(find "$top/common" "$top/daemons/routerd" "$top/tests/fuzz" \
+	"$build/config.h" -name '*.h' -newer "$stamp" -print -quit 2>/dev/null)" ]; then
+	rm -rf "$objdir"
+fi
 mkdir -p "$objdir"
+touch "$stamp"
 objs=()
 for f in "${srcs[@]}" "$top/tests/fuzz/fuzz-common.c"; do
 	o="$objdir/$(echo "${f#"$top"/}" | tr / _).o"
