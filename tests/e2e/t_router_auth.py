@@ -10,7 +10,7 @@ import time
 
 import websockets
 
-from rwtest import BUILD
+from rwtest import BUILD, poll
 from t_router_lib import connect, read_all, parse_responses
 
 TOKENS = ["s3cret-token-one", "another.token_2"]
@@ -50,6 +50,8 @@ def test_every_other_route_needs_a_token(s):
 
 
 def test_valid_tokens_pass(s):
+    # the file API needs containerd-shim: wait until routerd says all is up
+    assert poll(lambda: s.http("GET", "/readyz", headers=auth(TOKENS[0]))[0] == 200, 10)
     for tok in TOKENS:
         st, body = s.http("GET", "/metrics", headers=auth(tok))
         assert st == 200, (st, body)

@@ -21,7 +21,7 @@ objdir="$out/obj"
 # No header dependency tracking here: when any header (or config.h) is newer
 # than the last build, rebuild everything (a stale object once broke a run).
 stamp="$objdir/.stamp"
-if [ -e "$stamp" ] && [ -n "$(find "$top/common" "$top/daemons/routerd" "$top/tests/fuzz" \
+if [ ! -e "$stamp" ] || [ -n "$(find "$top/common" "$top/daemons/routerd" "$top/tests/fuzz" \
 	"$build/config.h" -name '*.h' -newer "$stamp" -print -quit 2>/dev/null)" ]; then
 	rm -rf "$objdir"
 fi
