@@ -104,8 +104,7 @@ adopt_listen(int dfd, const char *id, int *ret_fd)
 	umask(old);
 	if (r < 0)
 		return r;
-	if (listen(fd, 4) < 0)
-		return -errno;
+	/* The init calls listen(): SO_PEERCRED then names it, not us. */
 	*ret_fd = TAKE_FD(fd);
 	return 0;
 }
@@ -337,6 +336,14 @@ adopt_one(int dfd, const char *id, Adopted *a)
 		return r;
 	if (!a->key || !*a->key)
 		return -EBADMSG;
+	if (a->run_id && !*a->run_id) {
+		free(a->run_id);
+		a->run_id = NULL;
+	}
+	if (a->thread_id && !*a->thread_id) {
+		free(a->thread_id);
+		a->thread_id = NULL;
+	}
 	r = sun_at(sub, "init.sock", &sa);
 	if (r < 0)
 		return r;

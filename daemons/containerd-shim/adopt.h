@@ -48,7 +48,8 @@ typedef struct Adopted {
 /* Create (0700) and open <runtime_dir>/sandboxes. */
 int adopt_dir_open(const char *runtime_dir, int *ret_dfd);
 
-/* Create <id>/ and bind + listen on <id>/init.sock; *ret_fd is CLOEXEC. */
+/* Create <id>/ and bind <id>/init.sock (the init calls listen(), so that
+ * SO_PEERCRED of a connection names the init); *ret_fd is CLOEXEC. */
 int adopt_listen(int dfd, const char *id, int *ret_fd);
 int adopt_save_sandbox(int dfd, const char *id, const char *key, const char *run_id,
 		       const char *thread_id);

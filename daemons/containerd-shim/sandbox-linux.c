@@ -932,6 +932,9 @@ init_serve(int sock, int listen_fd)
 	if (!buf || sigprocmask(SIG_BLOCK, &mask, NULL) < 0 ||
 	    (sfd = signalfd(-1, &mask, SFD_CLOEXEC | SFD_NONBLOCK)) < 0)
 		_exit(1);
+	/* We listen (the shim only bound it): a new shim's SO_PEERCRED names us. */
+	if (st.listen >= 0 && listen(st.listen, 4) < 0)
+		st.listen = safe_close(st.listen);
 
 	for (;;) {
 		size_t np = 3, n_alloc = 3 + 2 * st.n_execs;
