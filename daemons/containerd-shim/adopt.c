@@ -44,6 +44,7 @@ int
 adopt_dir_open(const char *runtime_dir, int *ret_dfd)
 {
 	_cleanup_free_ char *p = NULL;
+	struct stat st = {0};
 	int fd, r;
 
 	if (asprintf(&p, "%s/sandboxes", runtime_dir) < 0)
@@ -54,9 +55,11 @@ adopt_dir_open(const char *runtime_dir, int *ret_dfd)
 	fd = open(p, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
 	if (fd < 0)
 		return -errno;
-	/* Root only: whoever may connect to an init.sock may steer a sandbox. */
-	if (fchmod(fd, 0700) < 0) {
-		r = -errno;
+	/* Ours only: runtime_dir may belong to the unprivileged daemons' user, who
+	 * must not be able to plant a directory here, and whoever may connect to
+	 * an init.sock may steer a sandbox. */
+	if (fstat(fd, &st) < 0 || st.st_uid != geteuid() || fchmod(fd, 0700) < 0) {
+		r = errno && st.st_uid == geteuid() ? -errno : -EPERM;
 		close(fd);
 		return r;
 	}

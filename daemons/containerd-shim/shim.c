@@ -2608,7 +2608,7 @@ shim_adopt(Shim *s)
 
 	r = adopt_dir_open(s->conf->shared.runtime_dir, &s->rt_dfd);
 	if (r < 0)
-		return log_error_errno(r, "Failed to create '%s/sandboxes': %m",
+		return log_error_errno(r, "Failed to set up '%s/sandboxes' (a directory of ours, 0700): %m",
 				       s->conf->shared.runtime_dir);
 	r = adopt_counter_open(s->conf->sandbox_dir, &s->counter_fd, &last);
 	if (r < 0)
