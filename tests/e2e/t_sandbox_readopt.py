@@ -182,6 +182,31 @@ def test_output_beyond_the_buffer_while_away_is_counted_dropped(s):
     assert eid not in exec_list(s)  # released once its EXEC_EXIT went out
 
 
+def test_run_output_lost_while_away_is_noted_with_the_exact_count(s):
+    """The same through coordinatord: the record says how many bytes are gone."""
+    s.expected_errors += [r"containerd-shim"]
+    thread = "t-ro-drop-run"
+    run_ok(s, "rm -f /workspace/gate", thread=thread)
+    script = ("echo start; while [ ! -e /workspace/gate ]; do sleep 0.01; done; "
+              "head -c 200000 /dev/zero | tr '\\0' a; echo END")
+    run_id = s.start_run(script, thread=thread)
+    # coordinatord committed "start\n" (its consumed offset is 6) before the crash
+    last, seen = -1, ""
+    while "start\n" not in seen:
+        ev = s.tail(run_id, thread=thread, last_seq=last, limit=1, timeout=15)[0]
+        last, seen = ev[0]["seq"], seen + stdout_text(ev)
+    kill9_shim(s)
+    with open(ws_file(s, thread, "gate"), "w"):
+        pass
+    s.start_daemon("containerd-shim")
+    events, status, _, _ = s.tail(run_id, thread=thread, last_seq=0, timeout=60)
+    assert status is not None and status["status"] == "completed", status
+    # 6 bytes consumed before the crash, 200004 written after; 64 KiB kept
+    lost = (6 + 200004 - 65536) - 6
+    assert stdout_text(events) == ("start\n" f"\n[runwarden: {lost} bytes of output were lost]\n"
+                                   + "a" * (65536 - 4) + "END\n"), stdout_text(events)[:200]
+
+
 def test_shim_that_never_returns_leaves_nothing_after_orphan_ms(s):
     """Last test of the module: restarts the shim with sandbox_orphan_ms = 1000."""
     s.expected_errors += [r"containerd-shim", r"sandbox_lost", r"lost"]
