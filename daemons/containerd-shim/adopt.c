@@ -451,8 +451,9 @@ adopt_scan(int dfd, int (*cb)(Adopted *a, void *ud), void *ud)
 		memcpy(a.id, names[i], sizeof(a.id));
 		r = adopt_one(dfd, names[i], &a);
 		if (r < 0)
-			log_debug_errno(r, "Sandbox %s left by a previous instance: no init to adopt: %m",
-					names[i]);
+			log_debug_errno(
+			    r, "Sandbox %s left by a previous instance: no init to adopt: %m",
+			    names[i]);
 		else if (cb(&a, ud) > 0) {
 			n++;
 			adopted_done(&a);

@@ -26,8 +26,8 @@ typedef struct AdoptedExec {
 	uint64_t id;
 	pid_t pid; /* in the sandbox's pid namespace */
 	bool exited;
-	int status;	 /* wait status when exited */
-	int mem[3];	 /* [1] stdout, [2] stderr memfds (O_RDWR, CLOEXEC) */
+	int status;	  /* wait status when exited */
+	int mem[3];	  /* [1] stdout, [2] stderr memfds (O_RDWR, CLOEXEC) */
 	uint64_t size[3]; /* their sizes = where reading goes on */
 	bool eof[3];
 	char *run_id, *thread_id; /* from exec-<N>; may be NULL */

@@ -827,7 +827,8 @@ cgroup_host_reap_stale(CgroupHost *h, bool (*keep)(const char *name, void *ud), 
 		while ((de = readdir(d)) && n < ELEMENTSOF(names)) {
 			bool seen = false;
 			if (strncmp(de->d_name, SB_PREFIX, STRLEN(SB_PREFIX)) != 0 ||
-			    strlen(de->d_name) >= sizeof(names[0]) || (keep && keep(de->d_name, ud)))
+			    strlen(de->d_name) >= sizeof(names[0]) ||
+			    (keep && keep(de->d_name, ud)))
 				continue;
 			for (size_t k = 0; k < n; k++)
 				seen = seen || streq(names[k], de->d_name);

@@ -762,7 +762,8 @@ static void
 stream_notify(InitState *st, InitExec *x, int i)
 {
 	InitStream *s = &x->s[i];
-	InitMsg m = {.type = INIT_MSG_DATA, .exec_id = x->id, .stream = (uint32_t)i, .off = s->size};
+	InitMsg m = {
+	    .type = INIT_MSG_DATA, .exec_id = x->id, .stream = (uint32_t)i, .off = s->size};
 
 	if (st->sock < 0 || s->notified || s->size <= s->consumed)
 		return;
@@ -896,8 +897,8 @@ init_on_msg(InitState *st, const InitMsg *m, char *payload, size_t len, int *fds
 		x = init_find(st, m->exec_id);
 		if (!x || (m->stream != 1 && m->stream != 2))
 			break;
-		x->s[m->stream].consumed = MIN(MAX(m->off, x->s[m->stream].consumed),
-					       x->s[m->stream].size);
+		x->s[m->stream].consumed =
+		    MIN(MAX(m->off, x->s[m->stream].consumed), x->s[m->stream].size);
 		x->s[m->stream].notified = false;
 		stream_punch(st, &x->s[m->stream]);
 		stream_notify(st, x, (int)m->stream);
@@ -959,11 +960,11 @@ init_serve(int sock, int listen_fd)
 		pfd[2] = (struct pollfd){.fd = sfd, .events = POLLIN};
 		for (size_t i = 0; i < st.n_execs; i++)
 			for (int k = 1; k <= 2; k++)
-				pfd[np++] = (struct pollfd){
-				    .fd = stream_wants_input(&st, &st.execs[i].s[k])
-					      ? st.execs[i].s[k].pipe
-					      : -1,
-				    .events = POLLIN};
+				pfd[np++] =
+				    (struct pollfd){.fd = stream_wants_input(&st, &st.execs[i].s[k])
+							      ? st.execs[i].s[k].pipe
+							      : -1,
+						    .events = POLLIN};
 		if (poll(pfd, np, timeout) < 0) {
 			if (errno == EINTR)
 				continue;

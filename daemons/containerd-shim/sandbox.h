@@ -70,10 +70,10 @@ typedef enum InitMsgType {
 	INIT_MSG_EOF,	       /* init → shim: exec_id, stream, off = final size */
 	INIT_MSG_CONSUMED,     /* shim → init: exec_id, stream, off = read up to here */
 	INIT_MSG_FORGET,       /* shim → init: exec_id released: close its pipes and memfds */
-	INIT_MSG_HELLO,	 /* init → a new shim: off = output_window, pid = its pid (1) */
-	INIT_MSG_ADOPT,	 /* init → a new shim: exec_id, pid, flags, status, off/off2 =
-			  * stdout/stderr sizes (= consumed from now on); fds: the memfds */
-	INIT_MSG_ADOPT_END, /* init → a new shim: the list is complete */
+	INIT_MSG_HELLO,	       /* init → a new shim: off = output_window, pid = its pid (1) */
+	INIT_MSG_ADOPT,	       /* init → a new shim: exec_id, pid, flags, status, off/off2 =
+				* stdout/stderr sizes (= consumed from now on); fds: the memfds */
+	INIT_MSG_ADOPT_END,    /* init → a new shim: the list is complete */
 } InitMsgType;
 
 /* INIT_MSG_ADOPT flags */

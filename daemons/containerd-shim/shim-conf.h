@@ -39,7 +39,7 @@ typedef struct ShimConf {
 	int64_t sleep_after; /* ms idle after which a sandbox's processes are stopped; 0 = never */
 	int64_t restore_max_bytes;   /* file content bytes one restore may unpack */
 	int64_t restore_max_entries; /* archive entries one restore may unpack */
-	int64_t orphan_ms; /* how long an init waits for a shim that died (adopt.h) */
+	int64_t orphan_ms;	     /* how long an init waits for a shim that died (adopt.h) */
 	/* derived by shim_conf_finish() from cpu_max: quota -1 = unlimited */
 	int64_t cpu_quota_us, cpu_period_us;
 } ShimConf;

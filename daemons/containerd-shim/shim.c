@@ -165,7 +165,7 @@ struct Exec {
 	bool done[3];		/* stdout/stderr: read to the end (the memfd stays) */
 	bool eof[3];		/* the init saw EOF on the pipe at eof_at */
 	uint64_t eof_at[3];
-	uint64_t window;	/* the memfd's intact tail (the init's output_window) */
+	uint64_t window; /* the memfd's intact tail (the init's output_window) */
 	char *stdin_data;
 	size_t stdin_len, stdin_off;
 	struct event *drain_timer, *bp_timer;
@@ -1736,8 +1736,7 @@ handle_exec_start(Peer *p, const Frame *f, void *userdata)
 	m.exec_id = e->id;
 	memcpy(msg, &m, sizeof(m));
 	k = adopt_save_exec(s->rt_dfd, sb->id, e->id, e->run_id, e->thread_id,
-			    timeout_ms > 0 ? realtime_ms() + timeout_ms
-					   : 0);
+			    timeout_ms > 0 ? realtime_ms() + timeout_ms : 0);
 	if (k < 0) {
 		LogCtx ctx = exec_ctx(e);
 		log_ctx_errno(LOG_WARNING, k, &ctx, "Failed to record exec %" PRIu64 ": %m", e->id);
@@ -2586,8 +2585,9 @@ adopt_cb(Adopted *a, void *ud)
 	}
 	{
 		LogCtx ctx = sandbox_ctx(sb);
-		log_ctx(LOG_NOTICE, &ctx, "Re-adopted sandbox %s (init pid %d, %zu exec(s) running)",
-			sb->id, (int)sb->pid, live);
+		log_ctx(LOG_NOTICE, &ctx,
+			"Re-adopted sandbox %s (init pid %d, %zu exec(s) running)", sb->id,
+			(int)sb->pid, live);
 	}
 	return 1;
 }
@@ -2608,8 +2608,9 @@ shim_adopt(Shim *s)
 
 	r = adopt_dir_open(s->conf->shared.runtime_dir, &s->rt_dfd);
 	if (r < 0)
-		return log_error_errno(r, "Failed to set up '%s/sandboxes' (a directory of ours, 0700): %m",
-				       s->conf->shared.runtime_dir);
+		return log_error_errno(
+		    r, "Failed to set up '%s/sandboxes' (a directory of ours, 0700): %m",
+		    s->conf->shared.runtime_dir);
 	r = adopt_counter_open(s->conf->sandbox_dir, &s->counter_fd, &last);
 	if (r < 0)
 		return log_error_errno(r, "Failed to open the exec id counter in '%s': %m",
