@@ -1852,6 +1852,8 @@ exec_replay(Exec *e, int stream, uint64_t off)
 		ssize_t k = exec_pread(e, stream, &at, buf, (size_t)MIN(OUTPUT_CHUNK, end - off));
 		if (k < 0)
 			break;
+		if (k == 0 && at == off)
+			break; /* cannot happen (sealed against shrinking): never spin */
 		dropped += at - off; /* punched meanwhile */
 		off = at;
 		if (k == 0) {
