@@ -8,6 +8,8 @@ then fails."""
 import signal
 import time
 
+from rwtest import stdout_text
+
 SUITE_CONF = """[coordinatord]
 sandbox_wait_ms = 800
 """
@@ -46,12 +48,11 @@ def test_shim_alone_dies_run_waits_then_fails(s):
     s.expected_errors += [r"coordinat", r"Lost", r"lost", r"unavailable", r"shim"]
     s.wait_ready()
     run = s.start_run("echo started; sleep 30.05", thread="t-shim-away")
-    deadline = time.time() + 10
-    while time.time() < deadline:
-        st, rec = s.http("GET", f"/runs/{run}?threadId=t-shim-away")
-        if st == 200 and rec["lastSeq"] >= 4:
-            break
-        time.sleep(0.02)
+    # executing (its first output is in), not still starting
+    last, seen = -1, ""
+    while "started\n" not in seen:
+        ev = s.tail(run, thread="t-shim-away", last_seq=last, limit=1, timeout=15)[0]
+        last, seen = ev[0]["seq"], seen + stdout_text(ev)
     s.kill("containerd-shim", signal.SIGKILL)
     t0 = time.time()
     rec = None

@@ -54,6 +54,14 @@ def mounts_of(s, thread):
         return [line for line in f if sandbox_id(thread) in line]
 
 
+def wait_stdout(s, run_id, thread, text):
+    """Until coordinatord committed text on the run's stdout (it is executing)."""
+    last, seen = -1, ""
+    while text not in seen:
+        ev = s.tail(run_id, thread=thread, last_seq=last, limit=1, timeout=15)[0]
+        last, seen = ev[0]["seq"], seen + stdout_text(ev)
+
+
 def test_run_survives_kill9_of_the_shim_exactly_once(s):
     s.expected_errors += [r"containerd-shim"]
     thread = "t-ro-lines"
@@ -62,6 +70,7 @@ def test_run_survives_kill9_of_the_shim_exactly_once(s):
     run_ok(s, "rm -f /workspace/mark8", thread=thread)
     run_id = s.start_run(cmd, thread=thread)
     assert poll(lambda: os.path.exists(ws_file(s, thread, "mark8")), 15)
+    wait_stdout(s, run_id, thread, "line1\n")
     mark = len(s.log("containerd-shim"))
     kill9_shim(s)
     # the sandbox outlived the shim: its lines go on into the memfd meanwhile
@@ -88,6 +97,7 @@ def test_exit_while_the_shim_is_away_is_delivered(s):
     script = ("echo first; touch /workspace/started; "
               "while [ ! -e /workspace/gate ]; do sleep 0.02; done; echo second; exit 7")
     run_id = s.start_run(f"sh -c '{script}' {marker}", thread=thread)
+    wait_stdout(s, run_id, thread, "first\n")
     assert poll(lambda: os.path.exists(ws_file(s, thread, "started")), 15)
     assert host_pids(marker)
     mark = len(s.log("containerd-shim"))
@@ -191,10 +201,7 @@ def test_run_output_lost_while_away_is_noted_with_the_exact_count(s):
               "head -c 200000 /dev/zero | tr '\\0' a; echo END")
     run_id = s.start_run(script, thread=thread)
     # coordinatord committed "start\n" (its consumed offset is 6) before the crash
-    last, seen = -1, ""
-    while "start\n" not in seen:
-        ev = s.tail(run_id, thread=thread, last_seq=last, limit=1, timeout=15)[0]
-        last, seen = ev[0]["seq"], seen + stdout_text(ev)
+    wait_stdout(s, run_id, thread, "start\n")
     kill9_shim(s)
     with open(ws_file(s, thread, "gate"), "w"):
         pass
