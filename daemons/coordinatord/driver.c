@@ -789,6 +789,12 @@ static void
 exec_attached(Peer *p, int err, const msgpack_object *body, void *ud)
 {
 	Run *run = ud;
+	if (err == -ECONNRESET && !run->c->stopping && run->wait_timer &&
+	    evtimer_pending(run->wait_timer, NULL)) {
+		/* the shim went away again: wait for the next one (still bounded) */
+		run->shim_lost = true;
+		return;
+	}
 	if (err < 0) {
 		log_ctx_errno(LOG_WARNING, err, &run->log, "Cannot re-attach to exec %" PRIu64 ": %m",
 			      run->exec_id);

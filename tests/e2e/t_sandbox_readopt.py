@@ -54,12 +54,17 @@ def mounts_of(s, thread):
         return [line for line in f if sandbox_id(thread) in line]
 
 
-def wait_stdout(s, run_id, thread, text):
+def wait_stdout(s, run_id, thread, text, timeout=30):
     """Until coordinatord committed text on the run's stdout (it is executing)."""
-    last, seen = -1, ""
-    while text not in seen:
-        ev = s.tail(run_id, thread=thread, last_seq=last, limit=1, timeout=15)[0]
-        last, seen = ev[0]["seq"], seen + stdout_text(ev)
+    deadline = time.time() + timeout
+    while time.time() < deadline:
+        st, rec = s.http("GET", f"/runs/{run_id}?threadId={thread}")
+        assert st == 200, rec
+        ev = s.tail(run_id, thread=thread, last_seq=-1, limit=rec["lastSeq"] + 1, timeout=15)[0]
+        if text in stdout_text(ev):
+            return
+        time.sleep(0.02)
+    raise AssertionError(f"no {text!r} on the stdout of {run_id}")
 
 
 def test_run_survives_kill9_of_the_shim_exactly_once(s):
@@ -87,6 +92,26 @@ def test_run_survives_kill9_of_the_shim_exactly_once(s):
     log = shim_log_since(s, mark)
     assert "Re-adopted sandbox " + sandbox_id(thread) in log, log[-2000:]
     assert "Re-adopted exec" in log and "(running)" in log, log[-2000:]
+
+
+def test_repeated_kill9_during_one_run_keeps_both_streams_exact(s):
+    s.expected_errors += [r"containerd-shim"]
+    thread = "t-ro-repeat"
+    cmd = ("for i in $(seq 1 200); do echo out$i; echo err$i >&2; sleep 0.01; done; exit 3")
+    run_id = s.start_run(cmd, thread=thread)
+    mark = len(s.log("containerd-shim"))
+    for k in (20, 70, 120):
+        wait_stdout(s, run_id, thread, f"out{k}\n")
+        kill9_shim(s)
+        s.start_daemon("containerd-shim")
+    events, status, _, _ = s.tail(run_id, thread=thread, last_seq=-1, timeout=60)
+    assert status is not None and status["status"] == "failed", status
+    assert status["error"]["code"] == "exit_status", status
+    assert stdout_text(events) == "".join(f"out{i}\n" for i in range(1, 201))
+    assert stdout_text(events, "process.stderr") == "".join(f"err{i}\n" for i in range(1, 201))
+    res = [e["chunk"] for e in events if e["chunk"]["type"] == "TOOL_CALL_RESULT"]
+    assert len(res) == 1 and json.loads(res[0]["content"])["exitCode"] == 3, res
+    assert shim_log_since(s, mark).count("Re-adopted sandbox " + sandbox_id(thread)) == 3
 
 
 def test_exit_while_the_shim_is_away_is_delivered(s):
