@@ -791,7 +791,28 @@ cgroup_remove(Cgroup *cg)
 }
 
 int
-cgroup_host_reap_stale(CgroupHost *h)
+cgroup_open(CgroupHost *h, const char *sandbox_id, Cgroup **ret)
+{
+	_cleanup_(cgroup_freep) Cgroup *cg = NULL;
+	char name[32];
+	bool any = false;
+	int r;
+
+	snprintf(name, sizeof(name), SB_PREFIX "%s", sandbox_id);
+	r = cgroup_alloc(h, name, &cg);
+	if (r < 0)
+		return r;
+	for (int i = 0; i < _H_MAX; i++)
+		if (cg->dir[i] && access(cg->dir[i], F_OK) == 0)
+			any = true;
+	if (!any)
+		return -ENOENT;
+	*ret = TAKE_PTR(cg);
+	return 0;
+}
+
+int
+cgroup_host_reap_stale(CgroupHost *h, bool (*keep)(const char *name, void *ud), void *ud)
 {
 	char names[256][32];
 	size_t n = 0;
@@ -806,7 +827,8 @@ cgroup_host_reap_stale(CgroupHost *h)
 		while ((de = readdir(d)) && n < ELEMENTSOF(names)) {
 			bool seen = false;
 			if (strncmp(de->d_name, SB_PREFIX, STRLEN(SB_PREFIX)) != 0 ||
-			    strlen(de->d_name) >= sizeof(names[0]))
+			    strlen(de->d_name) >= sizeof(names[0]) ||
+			    (keep && keep(de->d_name, ud)))
 				continue;
 			for (size_t k = 0; k < n; k++)
 				seen = seen || streq(names[k], de->d_name);

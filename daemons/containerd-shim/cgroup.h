@@ -62,9 +62,13 @@ const char *cgroup_host_describe(const CgroupHost *h);
 bool cgroup_host_has_kill(const CgroupHost *h);
 
 /* Startup recovery: kill every process of every sb-* cgroup left under the
- * instance directories, wait until they are empty and remove them. Returns the
- * number of sandboxes reaped, or a negative errno. Logs each one. */
-int cgroup_host_reap_stale(CgroupHost *h);
+ * instance directories, wait until they are empty and remove them, except those
+ * keep() says are re-adopted ("sb-<id>"). Returns the number of sandboxes
+ * reaped, or a negative errno. Logs each one. */
+int cgroup_host_reap_stale(CgroupHost *h, bool (*keep)(const char *name, void *ud), void *ud);
+/* The existing cgroup of a sandbox left by a previous instance (re-adopted):
+ * -ENOENT when it has none. No cgroup_spawn_fds() for it. */
+int cgroup_open(CgroupHost *h, const char *sandbox_id, Cgroup **ret);
 
 /* Create the cgroup of a sandbox (fails with -EEXIST-like errors if a stale one
  * cannot be removed) and apply the limits of conf. */

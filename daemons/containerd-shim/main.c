@@ -7,6 +7,8 @@
  */
 #include "config.h"
 
+#include <signal.h>
+
 #include <event2/event.h>
 #include <stdbool.h>
 #include <stdlib.h>
@@ -80,9 +82,17 @@ run(int argc, char **argv)
 		shim_conf_done(&conf);
 		return 1;
 	}
+	/* Start-up re-adopts or reaps what a killed predecessor left (adopt.h): a
+	 * SIGTERM meanwhile waits for the loop instead of cutting that short. */
+	sigset_t term, old_mask;
+	sigemptyset(&term);
+	sigaddset(&term, SIGTERM);
+	sigaddset(&term, SIGINT);
+	(void)sigprocmask(SIG_BLOCK, &term, &old_mask);
 	r = shim_new(ctx.base, &conf, &ctx.shim);
 	if (r >= 0)
 		r = daemon_setup_signals(ctx.base, on_term, NULL, &ctx);
+	(void)sigprocmask(SIG_SETMASK, &old_mask, NULL);
 	if (r >= 0) {
 		notify_ready("serving");
 		log_info("containerd-shim ready, listening in '%s'", conf.shared.runtime_dir);

@@ -46,6 +46,7 @@
 #include <sys/stat.h>
 #include <sys/syscall.h>
 #include <sys/wait.h>
+#include <time.h>
 #include <unistd.h>
 
 #include "fd-util.h"
@@ -101,7 +102,7 @@ init_send(int sock, const InitMsg *m, const char *payload, size_t len)
 	memcpy(buf, m, sizeof(*m));
 	if (len > 0)
 		memcpy(buf + sizeof(*m), payload, len);
-	/* Blocking send: the shim reads promptly; if it is gone we die by PDEATHSIG. */
+	/* Blocking send: the shim reads promptly; if it is gone, EPIPE (MSG_NOSIGNAL). */
 	(void)fd_send(sock, buf, sizeof(*m) + len, NULL, 0);
 }
 
@@ -542,15 +543,49 @@ init_landlock(void)
  * Child side: serving execs as PID 1.
  */
 
+#define INIT_LISTEN_FD 4
+#define INIT_CHUNK (64 * 1024)
+#define PUNCH_STEP (64 * 1024) /* punch holes in steps of at least this */
+
+/* One output stream of an exec: the pipe the init reads and the memfd it fills. */
+typedef struct InitStream {
+	int pipe;	   /* read end, non-blocking; -1 at EOF */
+	int mem;	   /* the memfd (stream offset = file offset) */
+	uint64_t size;	   /* bytes appended so far */
+	uint64_t consumed; /* what the shim read (all of it while orphaned) */
+	uint64_t punched;  /* holes punched below this */
+	bool notified;	   /* a DATA is out and no CONSUMED came back yet */
+} InitStream;
+
 typedef struct InitExec {
 	uint64_t id;
 	pid_t pid;
+	bool exited;
+	int status;
+	InitStream s[3]; /* [1] stdout, [2] stderr */
 } InitExec;
+
+typedef struct InitState {
+	int sock;   /* the control connection, -1 while orphaned */
+	int listen; /* INIT_LISTEN_FD or -1 */
+	uint64_t window;
+	int64_t orphan_ms;
+	struct timespec orphan_since;
+	InitExec *execs;
+	size_t n_execs;
+} InitState;
 
 typedef struct ExecStatus {
 	int err;
 	int stage; /* 0 chdir, 1 exec, 2 other, 3 seccomp */
 } ExecStatus;
+
+static void
+st_send(InitState *st, const InitMsg *m)
+{
+	if (st->sock >= 0)
+		init_send(st->sock, m, NULL, 0);
+}
 
 /* The forked exec child: never returns. */
 static _noreturn_ void
@@ -597,14 +632,25 @@ fail:
 }
 
 static void
-init_start_exec(int sock, const InitMsg *m, char *payload, size_t len, int *fds, size_t nfds,
-		InitExec **execs, size_t *n_execs)
+exec_release(InitExec *x)
+{
+	for (int i = 1; i <= 2; i++) {
+		safe_close(x->s[i].pipe);
+		safe_close(x->s[i].mem);
+		x->s[i].pipe = x->s[i].mem = -1;
+	}
+}
+
+/* fds[0] stdin read end, fds[1]/fds[2] the stdout/stderr memfds; the ones kept
+ * are set to -1 (the caller closes the rest). */
+static void
+init_start_exec(InitState *st, const InitMsg *m, char *payload, size_t len, int *fds, size_t nfds)
 {
 	InitMsg r = {.type = INIT_MSG_START_FAILED, .exec_id = m->exec_id};
 	char *p = payload, *end = payload + len, *cwd = NULL;
 	char **argv = NULL, **envp = NULL;
 	char msg[512];
-	int st[2] = {-1, -1};
+	int sp[2] = {-1, -1}, po[2] = {-1, -1}, pe[2] = {-1, -1};
 	ExecStatus es;
 	ssize_t k;
 	pid_t pid;
@@ -637,23 +683,34 @@ init_start_exec(int sock, const InitMsg *m, char *payload, size_t len, int *fds,
 			envp[i - 1 - m->argc] = p;
 		p = z + 1;
 	}
-	if (pipe2(st, O_CLOEXEC) < 0) {
+	if (pipe2(sp, O_CLOEXEC) < 0 || pipe2(po, O_CLOEXEC) < 0 || pipe2(pe, O_CLOEXEC) < 0) {
 		r.err = errno;
 		snprintf(msg, sizeof(msg), "pipe: %s", strerror(errno));
 		goto fail;
 	}
+	InitExec *ne = realloc(st->execs, (st->n_execs + 1) * sizeof(InitExec));
+	if (!ne) {
+		r.err = ENOMEM;
+		snprintf(msg, sizeof(msg), "out of memory");
+		goto fail;
+	}
+	st->execs = ne;
 	pid = fork();
 	if (pid < 0) {
 		r.err = errno;
 		snprintf(msg, sizeof(msg), "fork: %s", strerror(errno));
 		goto fail;
 	}
-	if (pid == 0)
-		exec_child(fds, st[1], cwd, argv, envp);
-	st[1] = safe_close(st[1]);
+	if (pid == 0) {
+		int child_fds[3] = {fds[0], po[1], pe[1]};
+		exec_child(child_fds, sp[1], cwd, argv, envp);
+	}
+	sp[1] = safe_close(sp[1]);
+	po[1] = safe_close(po[1]);
+	pe[1] = safe_close(pe[1]);
 	/* EOF = execve succeeded (the CLOEXEC write end went with it). */
 	do
-		k = read(st[0], &es, sizeof(es));
+		k = read(sp[0], &es, sizeof(es));
 	while (k < 0 && errno == EINTR);
 	if (k == (ssize_t)sizeof(es)) {
 		r.err = es.err;
@@ -665,54 +722,231 @@ init_start_exec(int sock, const InitMsg *m, char *payload, size_t len, int *fds,
 			 es.stage == 0 ? cwd : argv[0], strerror(es.err));
 		goto fail; /* the child exits; SIGCHLD reaps it */
 	}
-	InitExec *ne = realloc(*execs, (*n_execs + 1) * sizeof(InitExec));
-	if (!ne) {
-		kill(-pid, SIGKILL);
-		r.err = ENOMEM;
-		snprintf(msg, sizeof(msg), "out of memory");
-		goto fail;
-	}
-	*execs = ne;
-	ne[(*n_execs)++] = (InitExec){.id = m->exec_id, .pid = pid};
+	(void)fd_nonblock(po[0], 1);
+	(void)fd_nonblock(pe[0], 1);
+	ne[st->n_execs++] = (InitExec){
+	    .id = m->exec_id,
+	    .pid = pid,
+	    .s = {{.pipe = -1, .mem = -1},
+		  {.pipe = TAKE_FD(po[0]), .mem = fds[1]},
+		  {.pipe = TAKE_FD(pe[0]), .mem = fds[2]}},
+	};
+	fds[1] = fds[2] = -1;
 	r = (InitMsg){.type = INIT_MSG_STARTED, .exec_id = m->exec_id, .pid = pid};
-	init_send(sock, &r, NULL, 0);
-	msg[0] = '\0';
+	st_send(st, &r);
 	goto out;
 fail:
-	init_send(sock, &r, msg, strlen(msg));
+	if (st->sock >= 0)
+		init_send(st->sock, &r, msg, strlen(msg));
 out:
-	safe_close(st[0]);
-	safe_close(st[1]);
+	safe_close(sp[0]);
+	safe_close(sp[1]);
+	safe_close(po[0]);
+	safe_close(po[1]);
+	safe_close(pe[0]);
+	safe_close(pe[1]);
 	free(argv);
 	free(envp);
 }
 
+static InitExec *
+init_find(InitState *st, uint64_t id)
+{
+	for (size_t i = 0; i < st->n_execs; i++)
+		if (st->execs[i].id == id)
+			return &st->execs[i];
+	return NULL;
+}
+
+/* Punch away what may go: below size - window, and (with a shim) below what it read. */
 static void
-init_reap(int sock, InitExec *execs, size_t *n_execs)
+stream_punch(InitState *st, InitStream *s)
+{
+	uint64_t lim;
+
+	if (s->mem < 0 || s->size <= st->window)
+		return;
+	lim = s->size - st->window;
+	if (st->sock >= 0)
+		lim = MIN(lim, s->consumed);
+	if (lim < s->punched + PUNCH_STEP)
+		return;
+	if (fallocate(s->mem, FALLOC_FL_PUNCH_HOLE | FALLOC_FL_KEEP_SIZE, (off_t)s->punched,
+		      (off_t)(lim - s->punched)) == 0)
+		s->punched = lim;
+}
+
+static void
+stream_notify(InitState *st, InitExec *x, int i)
+{
+	InitStream *s = &x->s[i];
+	InitMsg m = {
+	    .type = INIT_MSG_DATA, .exec_id = x->id, .stream = (uint32_t)i, .off = s->size};
+
+	if (st->sock < 0 || s->notified || s->size <= s->consumed)
+		return;
+	s->notified = true;
+	init_send(st->sock, &m, NULL, 0);
+}
+
+/* Whether the init reads the pipe now: always while orphaned (the oldest bytes
+ * are punched), else while the shim is less than a window behind. */
+static bool
+stream_wants_input(InitState *st, InitStream *s)
+{
+	return s->pipe >= 0 && (st->sock < 0 || s->size - s->consumed < st->window);
+}
+
+static void
+stream_read(InitState *st, InitExec *x, int i)
+{
+	static char buf[INIT_CHUNK];
+	InitStream *s = &x->s[i];
+	ssize_t n;
+
+	for (int guard = 0; guard < 16 && stream_wants_input(st, s); guard++) {
+		size_t want = sizeof(buf);
+		if (st->sock >= 0)
+			want = (size_t)MIN((uint64_t)want, st->window - (s->size - s->consumed));
+		n = read(s->pipe, buf, want);
+		if (n < 0 && errno == EINTR)
+			continue;
+		if (n < 0 && errno == EAGAIN)
+			break;
+		if (n <= 0) {
+			InitMsg m = {.type = INIT_MSG_EOF,
+				     .exec_id = x->id,
+				     .stream = (uint32_t)i,
+				     .off = s->size};
+			s->pipe = safe_close(s->pipe);
+			st_send(st, &m);
+			break;
+		}
+		/* The memfd cannot fail short of memory: then the bytes are counted as
+		 * written (offsets stay exact) and read back as zeros. */
+		(void)pwrite(s->mem, buf, (size_t)n, (off_t)s->size);
+		s->size += (uint64_t)n;
+		if (st->sock < 0)
+			s->consumed = s->size;
+		stream_punch(st, s);
+	}
+	stream_notify(st, x, i);
+}
+
+static void
+init_reap(InitState *st)
 {
 	int status;
 	pid_t pid;
 
 	while ((pid = waitpid(-1, &status, WNOHANG)) > 0)
-		for (size_t i = 0; i < *n_execs; i++) {
-			if (execs[i].pid != pid)
+		for (size_t i = 0; i < st->n_execs; i++) {
+			InitExec *x = &st->execs[i];
+			if (x->pid != pid || x->exited)
 				continue;
 			InitMsg m = {.type = INIT_MSG_EXITED,
-				     .exec_id = execs[i].id,
+				     .exec_id = x->id,
 				     .pid = pid,
 				     .status = status};
-			init_send(sock, &m, NULL, 0);
-			execs[i] = execs[--*n_execs];
+			x->exited = true;
+			x->status = status;
+			st_send(st, &m);
 			break;
 		}
 }
 
-static _noreturn_ void
-init_serve(int sock)
+/* A new shim connected: tell it everything it needs to take the execs over. */
+static void
+init_adopted(InitState *st, int sock)
 {
-	InitExec *execs = NULL;
-	size_t n_execs = 0;
+	InitMsg m = {.type = INIT_MSG_HELLO, .pid = getpid(), .off = st->window};
+
+	if (st->sock >= 0)
+		safe_close(st->sock);
+	st->sock = sock;
+	init_send(sock, &m, NULL, 0);
+	for (size_t i = 0; i < st->n_execs; i++) {
+		InitExec *x = &st->execs[i];
+		int fds[2] = {x->s[1].mem, x->s[2].mem};
+		m = (InitMsg){.type = INIT_MSG_ADOPT,
+			      .exec_id = x->id,
+			      .pid = x->pid,
+			      .status = x->status,
+			      .off = x->s[1].size,
+			      .off2 = x->s[2].size};
+		if (x->exited)
+			m.flags |= INIT_ADOPT_EXITED;
+		if (x->s[1].pipe < 0)
+			m.flags |= INIT_ADOPT_EOF1;
+		if (x->s[2].pipe < 0)
+			m.flags |= INIT_ADOPT_EOF2;
+		for (int k = 1; k <= 2; k++) {
+			x->s[k].consumed = x->s[k].size; /* where the new shim starts reading */
+			x->s[k].notified = false;
+		}
+		(void)fd_send(sock, &m, sizeof(m), fds, 2);
+	}
+	m = (InitMsg){.type = INIT_MSG_ADOPT_END};
+	init_send(sock, &m, NULL, 0);
+}
+
+static int64_t
+ms_since(const struct timespec *t)
+{
+	struct timespec now;
+
+	clock_gettime(CLOCK_MONOTONIC, &now);
+	return (int64_t)(now.tv_sec - t->tv_sec) * 1000 + (now.tv_nsec - t->tv_nsec) / 1000000;
+}
+
+static void
+init_on_msg(InitState *st, const InitMsg *m, char *payload, size_t len, int *fds, size_t nfds)
+{
+	InitExec *x;
+
+	switch (m->type) {
+	case INIT_MSG_EXEC:
+		if (landlock_pending) {
+			landlock_pending = false;
+			(void)init_landlock(); /* _exit()s on failure: fail closed */
+		}
+		init_start_exec(st, m, payload, len, fds, nfds);
+		break;
+	case INIT_MSG_KILL:
+		x = init_find(st, m->exec_id);
+		if (x && !x->exited)
+			(void)kill(-x->pid, m->status);
+		break;
+	case INIT_MSG_CONSUMED:
+		x = init_find(st, m->exec_id);
+		if (!x || (m->stream != 1 && m->stream != 2))
+			break;
+		x->s[m->stream].consumed =
+		    MIN(MAX(m->off, x->s[m->stream].consumed), x->s[m->stream].size);
+		x->s[m->stream].notified = false;
+		stream_punch(st, &x->s[m->stream]);
+		stream_notify(st, x, (int)m->stream);
+		break;
+	case INIT_MSG_FORGET:
+		x = init_find(st, m->exec_id);
+		if (!x)
+			break;
+		exec_release(x);
+		*x = st->execs[--st->n_execs];
+		break;
+	default: break;
+	}
+}
+
+static _noreturn_ void
+init_serve(int sock, int listen_fd)
+{
+	InitState st = {.sock = sock,
+			.listen = listen_fd,
+			.window = init_spec->output_window ? init_spec->output_window : 1 << 20,
+			.orphan_ms = init_spec->orphan_ms};
 	char *buf = malloc(sizeof(InitMsg) + INIT_PAYLOAD_MAX);
+	struct pollfd *pfd = NULL;
 	sigset_t mask;
 	int sfd;
 
@@ -723,55 +957,87 @@ init_serve(int sock)
 	if (!buf || sigprocmask(SIG_BLOCK, &mask, NULL) < 0 ||
 	    (sfd = signalfd(-1, &mask, SFD_CLOEXEC | SFD_NONBLOCK)) < 0)
 		_exit(1);
+	/* We listen (the shim only bound it): a new shim's SO_PEERCRED names us. */
+	if (st.listen >= 0 && listen(st.listen, 4) < 0)
+		st.listen = safe_close(st.listen);
 
 	for (;;) {
-		struct pollfd pfd[2] = {{.fd = sock, .events = POLLIN},
-					{.fd = sfd, .events = POLLIN}};
-		int fds[3];
+		size_t np = 3, n_alloc = 3 + 2 * st.n_execs;
+		int timeout = -1, fds[3];
 		size_t nfds = 0;
 		ssize_t n;
 
-		if (poll(pfd, 2, -1) < 0) {
+		if (st.sock < 0) {
+			/* Orphaned: a shim has orphan_ms to come back, then we go, and the
+			 * kernel kills every process of the namespace with us. */
+			int64_t left = st.orphan_ms - ms_since(&st.orphan_since);
+			if (left <= 0)
+				_exit(0);
+			timeout = (int)MIN(left, (int64_t)INT32_MAX);
+		}
+		struct pollfd *np_ = realloc(pfd, n_alloc * sizeof(*pfd));
+		if (!np_)
+			_exit(1);
+		pfd = np_;
+		pfd[0] = (struct pollfd){.fd = st.sock, .events = POLLIN};
+		pfd[1] = (struct pollfd){.fd = st.sock < 0 ? st.listen : -1, .events = POLLIN};
+		pfd[2] = (struct pollfd){.fd = sfd, .events = POLLIN};
+		for (size_t i = 0; i < st.n_execs; i++)
+			for (int k = 1; k <= 2; k++)
+				pfd[np++] =
+				    (struct pollfd){.fd = stream_wants_input(&st, &st.execs[i].s[k])
+							      ? st.execs[i].s[k].pipe
+							      : -1,
+						    .events = POLLIN};
+		if (poll(pfd, np, timeout) < 0) {
 			if (errno == EINTR)
 				continue;
 			_exit(1);
 		}
-		if (pfd[1].revents) {
+		if (pfd[2].revents) {
 			struct signalfd_siginfo si;
 			while (read(sfd, &si, sizeof(si)) > 0)
 				;
-			init_reap(sock, execs, &n_execs);
+			init_reap(&st);
 		}
-		if (!pfd[0].revents)
-			continue;
-		n = fd_recv(sock, buf, sizeof(InitMsg) + INIT_PAYLOAD_MAX, fds, 3, &nfds);
-		if (n <= 0)
-			_exit(0); /* the shim is gone: so are we, and the namespace with us */
-		if ((size_t)n < sizeof(InitMsg)) {
-			for (size_t i = 0; i < nfds; i++)
-				close(fds[i]);
-			continue;
-		}
-		InitMsg m;
-		memcpy(&m, buf, sizeof(m));
-		switch (m.type) {
-		case INIT_MSG_EXEC:
-			if (landlock_pending) {
-				landlock_pending = false;
-				(void)init_landlock(); /* _exit()s on failure: fail closed */
+		/* Output before messages: the execs table may change below. */
+		for (size_t i = 0, q = 3; i < st.n_execs && q < np; i++)
+			for (int k = 1; k <= 2; k++, q++)
+				if (pfd[q].revents && pfd[q].fd >= 0)
+					stream_read(&st, &st.execs[i], k);
+		if (pfd[1].revents) {
+			int c = accept4(st.listen, NULL, NULL, SOCK_CLOEXEC);
+			if (c >= 0) {
+				init_adopted(&st, c);
+				for (size_t i = 0; i < st.n_execs; i++)
+					for (int k = 1; k <= 2; k++)
+						stream_notify(&st, &st.execs[i], k);
 			}
-			init_start_exec(sock, &m, buf + sizeof(m), (size_t)n - sizeof(m), fds, nfds,
-					&execs, &n_execs);
-			break;
-		case INIT_MSG_KILL:
-			for (size_t i = 0; i < n_execs; i++)
-				if (execs[i].id == m.exec_id)
-					(void)kill(-execs[i].pid, m.status);
-			break;
-		default: break;
+			continue;
+		}
+		if (!pfd[0].revents || st.sock < 0)
+			continue;
+		n = fd_recv(st.sock, buf, sizeof(InitMsg) + INIT_PAYLOAD_MAX, fds, 3, &nfds);
+		if (n == -EINTR || n == -EAGAIN)
+			continue;
+		if (n <= 0) {
+			/* The shim is gone: wait for the next one (orphan_ms). */
+			st.sock = safe_close(st.sock);
+			clock_gettime(CLOCK_MONOTONIC, &st.orphan_since);
+			if (st.listen < 0 || st.orphan_ms <= 0)
+				_exit(0);
+			for (size_t i = 0; i < st.n_execs; i++)
+				for (int k = 1; k <= 2; k++)
+					st.execs[i].s[k].consumed = st.execs[i].s[k].size;
+			continue;
+		}
+		if ((size_t)n >= sizeof(InitMsg)) {
+			InitMsg m;
+			memcpy(&m, buf, sizeof(m));
+			init_on_msg(&st, &m, buf + sizeof(m), (size_t)n - sizeof(m), fds, nfds);
 		}
 		for (size_t i = 0; i < nfds; i++)
-			close(fds[i]);
+			safe_close(fds[i]);
 	}
 }
 
@@ -813,18 +1079,22 @@ init_main(int sock, const SandboxSpec *spec)
 	for (size_t i = 0; !cg_err && i < spec->n_procs_fds; i++)
 		if (write(spec->procs_fds[i], "0\n", 2) != 2)
 			cg_err = errno ? errno : EIO;
-	/* Die with the shim. The shim's end of the socketpair closing (read → 0)
-	 * catches the window before this prctl. */
-	if (prctl(PR_SET_PDEATHSIG, SIGKILL, 0, 0, 0) < 0)
-		_exit(1);
+	/* No PDEATHSIG: the init outlives a crashed shim (orphan_ms, sandbox.h). The
+	 * shim's end of the socketpair closing (read → 0) ends it before GO. */
 	(void)prctl(PR_SET_NAME, "sandbox-init", 0, 0, 0); /* not "containerd-shim" in ps */
 	init_scrub_cmdline();
-	/* Keep only the socket (as fd 3) and stdio: the shim's listener, peers and other
-	 * sandboxes' sockets must not live on in here. */
-	if (sock != INIT_SOCK_FD && dup2(sock, INIT_SOCK_FD) < 0)
-		_exit(1);
-	if (close_range(INIT_SOCK_FD + 1, ~0U, 0) < 0)
-		_exit(1);
+	/* Keep only the socket (as fd 3), our listener (fd 4) and stdio: the shim's
+	 * listener, peers and other sandboxes' sockets must not live on in here. */
+	{
+		int a = fcntl(sock, F_DUPFD_CLOEXEC, 16);
+		int b = spec->listen_fd >= 0 ? fcntl(spec->listen_fd, F_DUPFD_CLOEXEC, 16) : -1;
+		if (a < 0 || (spec->listen_fd >= 0 && b < 0) ||
+		    dup3(a, INIT_SOCK_FD, O_CLOEXEC) < 0 ||
+		    (b >= 0 && dup3(b, INIT_LISTEN_FD, O_CLOEXEC) < 0))
+			_exit(1);
+		if (close_range(b >= 0 ? INIT_LISTEN_FD + 1 : INIT_SOCK_FD + 1, ~0U, 0) < 0)
+			_exit(1);
+	}
 	sock = INIT_SOCK_FD;
 
 	do
@@ -838,7 +1108,7 @@ init_main(int sock, const SandboxSpec *spec)
 	m = (InitMsg){.type = INIT_MSG_READY};
 	m.status = init_setup(spec); /* the Landlock ABI applied */
 	init_send(sock, &m, NULL, 0);
-	init_serve(sock);
+	init_serve(sock, spec->listen_fd >= 0 ? INIT_LISTEN_FD : -1);
 }
 
 /* ---------------------------------------------------------------------------

@@ -28,12 +28,29 @@
  * the cgroup2 directory (CLONE_INTO_CGROUP), and for v1 hierarchies it writes
  * itself into their cgroup.procs (files the shim opened) as its very first step;
  * a failure there is a setup failure.
- * The init has PR_SET_PDEATHSIG(SIGKILL): when the shim dies, the init dies, and
- * with it (PID 1 of the namespace) every process of the sandbox.
+ * The init outlives a crash of the shim (no PDEATHSIG; see docs/DESIGN.md,
+ * "Re-adopting sandboxes"): it also holds a listening SOCK_SEQPACKET socket the
+ * shim bound on the host side (<runtime_dir>/sandboxes/<id>/init.sock, adopt.h).
+ * When its control connection reaches EOF it is orphaned: it keeps the execs
+ * running and their output flowing into the memfds (the oldest bytes beyond
+ * output_window punched away), keeps the exit statuses, and accepts the next
+ * shim on that socket (HELLO, one ADOPT per exec with its memfds, ADOPT_END).
+ * When no shim connects within orphan_ms it exits, and with it (PID 1 of the
+ * namespace) every process of the sandbox.
  *
- * Wire: a SOCK_SEQPACKET socketpair, one message per packet: an InitMsg header,
+ * Output: the init creates each exec's stdout/stderr pipes and is their only
+ * reader; it appends what it reads to the exec's two memfds (created by the
+ * shim, F_SEAL_SHRINK) so that a stream's byte offset is the memfd's file
+ * offset. It tells the shim with INIT_MSG_DATA (once per INIT_MSG_CONSUMED),
+ * keeps at most output_window bytes the shim has not consumed (it stops
+ * reading the pipe: the writer blocks, as with a plain pipe), punches holes
+ * below min(size - output_window, consumed), and sends INIT_MSG_EOF with the
+ * final size when every writer closed the pipe. Whatever happens, the bytes
+ * [size - output_window, size) of a memfd are intact.
+ *
+ * Wire: a SOCK_SEQPACKET socket, one message per packet: an InitMsg header,
  * then a payload (at most INIT_PAYLOAD_MAX bytes). INIT_MSG_EXEC carries the
- * exec's stdin read end and stdout/stderr write ends by SCM_RIGHTS (fd_send).
+ * exec's stdin read end and the stdout/stderr memfds by SCM_RIGHTS (fd_send).
  */
 #pragma once
 
@@ -51,7 +68,20 @@ typedef enum InitMsgType {
 	INIT_MSG_STARTED, /* init → shim: exec_id, pid (in the sandbox pid namespace) */
 	INIT_MSG_START_FAILED, /* init → shim: exec_id, err, payload = message (never exec'd) */
 	INIT_MSG_EXITED,       /* init → shim: exec_id, status = wait status of the leader */
+	INIT_MSG_DATA,	       /* init → shim: exec_id, stream, off = memfd size now */
+	INIT_MSG_EOF,	       /* init → shim: exec_id, stream, off = final size */
+	INIT_MSG_CONSUMED,     /* shim → init: exec_id, stream, off = read up to here */
+	INIT_MSG_FORGET,       /* shim → init: exec_id released: close its pipes and memfds */
+	INIT_MSG_HELLO,	       /* init → a new shim: off = output_window, pid = its pid (1) */
+	INIT_MSG_ADOPT,	       /* init → a new shim: exec_id, pid, flags, status, off/off2 =
+				* stdout/stderr sizes (= consumed from now on); fds: the memfds */
+	INIT_MSG_ADOPT_END,    /* init → a new shim: the list is complete */
 } InitMsgType;
+
+/* INIT_MSG_ADOPT flags */
+#define INIT_ADOPT_EXITED (1u << 0) /* status is the leader's wait status */
+#define INIT_ADOPT_EOF1 (1u << 1)   /* stdout reached EOF at off */
+#define INIT_ADOPT_EOF2 (1u << 2)   /* stderr reached EOF at off2 */
 
 typedef struct InitMsg {
 	uint32_t type;
@@ -61,6 +91,9 @@ typedef struct InitMsg {
 	int32_t status;
 	uint32_t argc;
 	uint32_t envc;
+	uint64_t off, off2; /* stream offsets (DATA, EOF, CONSUMED, HELLO, ADOPT) */
+	uint32_t stream;    /* 1 stdout, 2 stderr */
+	uint32_t flags;	    /* INIT_ADOPT_* */
 } InitMsg;
 
 /* Largest payload of one message (argv + env + cwd of an exec). */
@@ -92,6 +125,12 @@ typedef struct SandboxSpec {
 	int cgroup_fd;
 	const int *procs_fds;
 	size_t n_procs_fds;
+	/* Re-adoption (adopt.h): the listening socket the init keeps (or -1), how
+	 * long it waits for a shim after losing its own (ms), and the bytes of each
+	 * stream it keeps for a re-attach (exec_output_buffer). */
+	int listen_fd;
+	int64_t orphan_ms;
+	uint64_t output_window;
 } SandboxSpec;
 
 /* Spawn one sandbox init and release it (maps written, GO sent). On success

@@ -101,6 +101,10 @@ const ConfItem shim_conf_items[] = {
     {S, "backups_keep", CONF_INT, offsetof(ShimConf, backups_keep), "10", 0, 1000000,
      "newest snapshots kept per thread; older ones are deleted after a snapshot "
      "(restore: 404 backup_not_found); 0 = keep all"},
+    {S, "sandbox_orphan_ms", CONF_INT, offsetof(ShimConf, orphan_ms), "60000", 100,
+     7LL * 24 * 3600 * 1000,
+     "after containerd-shim died (kill -9, crash), how long each sandbox waits for a new "
+     "instance to re-adopt it before it kills all of its processes and exits"},
     {S, "cgroup_parent", CONF_STR, offsetof(ShimConf, cgroup_parent), "", 0, 0,
      "cgroup under which sandboxes are created (in each hierarchy); empty means the "
      "shim's own cgroup"},

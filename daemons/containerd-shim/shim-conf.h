@@ -47,6 +47,7 @@ typedef struct ShimConf {
 	int64_t file_api_max_bytes;  /* largest file read or written by SANDBOX_FILE */
 	int64_t snapshot_timeout;    /* ms a snapshot/restore job may run; 0 = no limit */
 	int64_t backups_keep;	     /* newest backups kept per key; 0 = all */
+	int64_t orphan_ms;	     /* how long an init waits for a shim that died (adopt.h) */
 	/* derived by shim_conf_finish() from cpu_max: quota -1 = unlimited */
 	int64_t cpu_quota_us, cpu_period_us;
 } ShimConf;

@@ -9,12 +9,19 @@
  * the init, or the sandbox's death — and (b) EOF on both output pipes, or the
  * drain timeout after (a) (a background child may hold the pipes forever).
  * Execs outlive the Conn that started them and may outlive their Sandbox
- * briefly while draining. Every byte of output also goes into a bounded ring
- * per stream (exec_output_buffer, output-ring.h): while no peer is attached
- * the exec keeps running and only the oldest bytes are lost (counted by
- * offsets); EXEC_ATTACH replays from a given offset and re-attaches. An exec
- * that ended while detached is held (EXEC_LIST shows it) until a peer attaches
- * and gets its EXEC_EXIT, or for EXEC_HOLD_USEC at most.
+ * briefly while draining. Output: the init reads the exec's pipes into one
+ * memfd per stream (sandbox.h), so a stream offset is a file offset; we pread
+ * it on INIT_MSG_DATA and answer INIT_MSG_CONSUMED. The memfd keeps the last
+ * exec_output_buffer bytes: while no peer is attached the exec keeps running
+ * and only the oldest bytes are lost (counted by offsets); EXEC_ATTACH replays
+ * from a given offset and re-attaches. An exec that ended while detached is
+ * held (EXEC_LIST shows it) until a peer attaches and gets its EXEC_EXIT, or
+ * for EXEC_HOLD_USEC at most.
+ *
+ * Re-adoption (adopt.h): the inits survive a crash of the shim; on start the
+ * sandboxes left behind with execs not yet released are taken over (the
+ * Sandbox is READY again, the Execs come back with their ids and offsets),
+ * the others are reaped.
  *
  * Tables are plain linked lists: a host runs a handful of sandboxes.
  */
@@ -28,6 +35,7 @@
 #include <grp.h>
 #include <inttypes.h>
 #include <linux/filter.h>
+#include <poll.h>
 #include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -37,6 +45,7 @@
 #include <sys/fsuid.h>
 #include <sys/mount.h>
 #include <dirent.h>
+#include <sys/mman.h>
 #include <sys/random.h>
 #include <sys/syscall.h>
 #include <sys/un.h>
@@ -47,6 +56,7 @@
 #include <event2/event.h>
 #include <openssl/evp.h>
 
+#include "adopt.h"
 #include "cgroup.h"
 #include "fd-util.h"
 #include "log.h"
@@ -113,6 +123,7 @@ struct Sandbox {
 	Cgroup *cg;	   /* the sandbox's cgroup; removed after the init was reaped */
 	usec_t idle_since; /* when it was first seen idle (no exec, only the init); 0 = busy */
 	bool stopping;	   /* stopped by the shim (idle, or for a queued request) */
+	bool adopted;	   /* taken over from a previous instance: not our child */
 	/* The run it serves now (the last SANDBOX_ENSURE's run_id/thread_id), for
 	 * the journald fields of every log line about it; may be NULL. next_*: the
 	 * run of ENSUREs that wait for a dying one, for its successor. */
@@ -161,9 +172,14 @@ struct Exec {
 	bool paused;		/* output reading paused for backpressure */
 	int status;		/* wait status when ended normally */
 	const char *end_reason; /* overrides "exit"/"signal": "killed", "lost", "failed" */
-	int fds[3];		/* stdin write end, stdout/stderr read ends; -1 when closed */
-	struct event *ev[3];
-	uint64_t offset[3];
+	int fds[3];		/* stdin write end, stdout/stderr memfds; -1 when closed */
+	struct event *ev[3];	/* [0] only: stdin */
+	uint64_t offset[3];	/* stdout/stderr: read up to here (= memfd offset) */
+	bool started;		/* STARTED seen (or adopted): output may be pushed */
+	bool done[3];		/* stdout/stderr: read to the end (the memfd stays) */
+	bool eof[3];		/* the init saw EOF on the pipe at eof_at */
+	uint64_t eof_at[3];
+	uint64_t window; /* the memfd's intact tail (the init's output_window) */
 	char *stdin_data;
 	size_t stdin_len, stdin_off;
 	struct event *drain_timer, *bp_timer;
@@ -171,7 +187,6 @@ struct Exec {
 	bool timed_out;
 	bool have_base;		      /* oom_base/pids_base were read at start */
 	uint64_t oom_base, pids_base; /* cgroup event counters at start */
-	Ring out[3];		      /* the last output of stdout and stderr ([1], [2]) */
 	char sandbox_id[17];
 	char *run_id;		  /* for EXEC_LIST and the logs; may be NULL */
 	char *thread_id;	  /* the sandbox's thread, for the logs; may be NULL */
@@ -206,6 +221,8 @@ struct Shim {
 	usec_t pool_retry_at;	  /* no refill before (backoff after failures) */
 	char *pool_root;	  /* <sandbox_dir>/.pool */
 	SnapJobs *jobs;		  /* snapshot/restore children (snapjob.h) */
+	int rt_dfd;		  /* <runtime_dir>/sandboxes (adopt.h) */
+	int counter_fd;		  /* <sandbox_dir>/.exec-id */
 };
 
 static void sandbox_sock_cb(evutil_socket_t fd, short what, void *arg);
@@ -220,7 +237,7 @@ static int ensure_key(Shim *s, Conn *c, uint64_t req_id, const char *key, const 
 static void queue_kick(Shim *s);
 static void sandbox_pidfd_cb(evutil_socket_t fd, short what, void *arg);
 static void exec_maybe_finish(Exec *e);
-static void exec_read_cb(evutil_socket_t fd, short what, void *arg);
+static void exec_release(Exec *e);
 
 /* ---------------------------------------------------------------------------
  * Small helpers.
@@ -239,6 +256,15 @@ set_str(char **p, const char *v)
 		return;
 	free(*p);
 	*p = n;
+}
+
+static int64_t
+realtime_ms(void)
+{
+	struct timespec ts;
+
+	clock_gettime(CLOCK_REALTIME, &ts);
+	return (int64_t)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
 }
 
 static LogCtx
@@ -344,9 +370,15 @@ exec_find(Shim *s, uint64_t id)
 	return NULL;
 }
 
+/* stdin: close the pipe. stdout/stderr: nothing more will be read (the memfd
+ * stays until exec_free, for a replay). */
 static void
 exec_close_stream(Exec *e, int i)
 {
+	if (i != STREAM_STDIN) {
+		e->done[i] = true;
+		return;
+	}
 	if (e->ev[i]) {
 		event_free(e->ev[i]);
 		e->ev[i] = NULL;
@@ -359,8 +391,9 @@ exec_free(Exec *e)
 {
 	if (!e)
 		return NULL;
-	for (int i = 0; i < 3; i++)
-		exec_close_stream(e, i);
+	exec_close_stream(e, STREAM_STDIN);
+	for (int i = STREAM_STDOUT; i <= STREAM_STDERR; i++)
+		safe_close(e->fds[i]);
 	if (e->drain_timer)
 		event_free(e->drain_timer);
 	if (e->bp_timer)
@@ -369,8 +402,6 @@ exec_free(Exec *e)
 		event_free(e->timeout_timer);
 	if (e->hold_timer)
 		event_free(e->hold_timer);
-	for (int i = STREAM_STDOUT; i <= STREAM_STDERR; i++)
-		ring_done(&e->out[i]);
 	free(e->run_id);
 	free(e->thread_id);
 	free(e->stdin_data);
@@ -409,38 +440,138 @@ exec_send_output(Exec *e, int stream, uint64_t offset, const void *data, size_t 
 static void
 exec_push_output(Exec *e, int stream, const void *data, size_t len)
 {
-	/* Kept for a re-attach whether or not anybody listens now (bounded: the
-	 * oldest bytes go; an allocation failure only loses more of them). */
-	(void)ring_append(&e->out[stream], data, len);
+	/* The memfd keeps it for a re-attach whether or not anybody listens now. */
 	if (e->conn)
 		exec_send_output(e, stream, e->offset[stream], data, len, 0);
 	e->offset[stream] += len;
 }
 
-/* Read one chunk. Returns 1 when more may follow, 0 at EOF (stream closed). */
+/* The lowest offset of a stream still held, given its size now: the init keeps
+ * [size - window, size) intact whatever else it punched (sandbox.h). */
+static uint64_t
+exec_held_from(const Exec *e, int stream)
+{
+	struct stat st;
+
+	if (e->fds[stream] < 0 || fstat(e->fds[stream], &st) < 0)
+		return e->offset[stream];
+	return (uint64_t)st.st_size > e->window ? (uint64_t)st.st_size - e->window : 0;
+}
+
+/* pread [off, off + n) of a stream and trim what may have been punched
+ * meanwhile: returns the bytes valid from *off (moved up past a hole), or a
+ * negative errno. */
+static ssize_t
+exec_pread(Exec *e, int stream, uint64_t *off, char *buf, size_t n)
+{
+	ssize_t k;
+	uint64_t lo;
+
+	do
+		k = pread(e->fds[stream], buf, n, (off_t)*off);
+	while (k < 0 && errno == EINTR);
+	if (k <= 0)
+		return k < 0 ? -errno : 0;
+	lo = exec_held_from(e, stream);
+	if (lo > *off) {
+		uint64_t skip = lo - *off;
+		if (skip >= (uint64_t)k) {
+			*off += (uint64_t)k;
+			return 0;
+		}
+		memmove(buf, buf + skip, (size_t)((uint64_t)k - skip));
+		k -= (ssize_t)skip;
+		*off = lo;
+	}
+	return k;
+}
+
+/* Tell the init how far we read (it punches and reads the pipe on). */
+static void
+exec_send_consumed(Exec *e, int stream)
+{
+	InitMsg m = {.type = INIT_MSG_CONSUMED,
+		     .exec_id = e->id,
+		     .stream = (uint32_t)stream,
+		     .off = e->offset[stream]};
+	struct timeval tv;
+
+	if (!e->sandbox || e->sandbox->state == SANDBOX_DYING)
+		return;
+	if (fd_send(e->sandbox->sock, &m, sizeof(m), NULL, 0) < 0 &&
+	    !evtimer_pending(e->bp_timer, NULL)) /* full: try again (exec_bp_cb reads) */
+		evtimer_add(e->bp_timer, timeval_from_usec(&tv, BACKPRESSURE_RECHECK_USEC));
+}
+
+/* Read one chunk. Returns 2 after data, 1 when more may follow later, 0 when
+ * the stream is closed (EOF reached and read). */
 static int
 exec_read_once(Exec *e, int stream)
 {
 	char buf[OUTPUT_CHUNK];
+	uint64_t off;
+	bool gap;
 	ssize_t n;
 
-	if (e->fds[stream] < 0)
+	if (e->fds[stream] < 0 || e->done[stream])
 		return 0;
-	n = read(e->fds[stream], buf, sizeof(buf));
-	if (n < 0 && (errno == EAGAIN || errno == EINTR))
-		return 1;
-	if (n <= 0) {
+	off = e->offset[stream];
+	n = exec_pread(e, stream, &off, buf, sizeof(buf));
+	gap = off > e->offset[stream];
+	if (gap)
+		e->offset[stream] = off; /* the peer sees the offset jump */
+	if (n > 0) {
+		exec_push_output(e, stream, buf, (size_t)n);
+		return 2;
+	}
+	if (n == 0 && gap)
+		return 2;
+	if (n < 0 || (e->eof[stream] && e->offset[stream] >= e->eof_at[stream])) {
 		exec_close_stream(e, stream);
 		return 0;
 	}
-	exec_push_output(e, stream, buf, (size_t)n);
-	return 2;
+	return 1;
 }
 
 static bool
 exec_backpressured(Exec *e)
 {
 	return e->conn && peer_output_pending(e->conn->peer) > (size_t)e->shim->conf->max_pending;
+}
+
+/* Read what the memfds hold now (bounded per call), unless paused; tell the init.
+ * May free e (through exec_maybe_finish). */
+static void
+exec_read_streams(Exec *e)
+{
+	struct timeval tv;
+	bool closed = false;
+
+	if (!e->started)
+		return;
+	for (int i = STREAM_STDOUT; i <= STREAM_STDERR; i++) {
+		int k = 1;
+		if (e->fds[i] < 0 || e->done[i])
+			continue;
+		for (int guard = 0; guard < 16 && !e->paused; guard++) {
+			k = exec_read_once(e, i);
+			if (k != 2)
+				break;
+			if (exec_backpressured(e)) {
+				/* Stop reading: the init stops reading the pipe a window later,
+				 * the process blocks — memory stays bounded. */
+				e->paused = true;
+				evtimer_add(e->bp_timer,
+					    timeval_from_usec(&tv, BACKPRESSURE_RECHECK_USEC));
+			}
+		}
+		if (k == 0)
+			closed = true;
+		else
+			exec_send_consumed(e, i);
+	}
+	if (closed)
+		exec_maybe_finish(e); /* may free e */
 }
 
 static void
@@ -454,30 +585,7 @@ exec_bp_cb(evutil_socket_t fd, short what, void *arg)
 		return;
 	}
 	e->paused = false;
-	for (int i = STREAM_STDOUT; i <= STREAM_STDERR; i++)
-		if (e->ev[i])
-			event_add(e->ev[i], NULL);
-}
-
-static void
-exec_read_cb(evutil_socket_t fd, short what, void *arg)
-{
-	Exec *e = arg;
-	int stream = fd == e->fds[STREAM_STDOUT] ? STREAM_STDOUT : STREAM_STDERR;
-	struct timeval tv;
-
-	if (exec_read_once(e, stream) == 0) {
-		exec_maybe_finish(e); /* may free e */
-		return;
-	}
-	if (!e->paused && exec_backpressured(e)) {
-		/* Stop reading: the pipe fills, the process blocks — memory stays bounded. */
-		e->paused = true;
-		for (int i = STREAM_STDOUT; i <= STREAM_STDERR; i++)
-			if (e->ev[i])
-				event_del(e->ev[i]);
-		evtimer_add(e->bp_timer, timeval_from_usec(&tv, BACKPRESSURE_RECHECK_USEC));
-	}
+	exec_read_streams(e); /* may free e */
 }
 
 static void
@@ -543,9 +651,10 @@ exec_drain_cb(evutil_socket_t fd, short what, void *arg)
 {
 	Exec *e = arg;
 
+	e->started = true;
 	for (int i = STREAM_STDOUT; i <= STREAM_STDERR; i++) {
 		int guard = 64; /* at most 4 MiB more per stream */
-		while (e->fds[i] >= 0 && guard-- > 0 && exec_read_once(e, i) == 2)
+		while (!e->done[i] && guard-- > 0 && exec_read_once(e, i) == 2)
 			;
 		exec_close_stream(e, i);
 	}
@@ -560,7 +669,7 @@ exec_maybe_finish(Exec *e)
 
 	if (!e->ended)
 		return;
-	if (e->fds[STREAM_STDOUT] >= 0 || e->fds[STREAM_STDERR] >= 0) {
+	if (!e->done[STREAM_STDOUT] || !e->done[STREAM_STDERR]) {
 		if (!evtimer_pending(e->drain_timer, NULL))
 			evtimer_add(e->drain_timer,
 				    timeval_from_usec(&tv, (usec_t)e->shim->conf->drain_timeout *
@@ -578,8 +687,7 @@ exec_maybe_finish(Exec *e)
 		return;
 	}
 	exec_push_exit(e);
-	exec_unlink(e);
-	exec_free(e);
+	exec_release(e);
 }
 
 static void
@@ -590,6 +698,18 @@ exec_hold_cb(evutil_socket_t fd, short what, void *arg)
 	LogCtx ctx = exec_ctx(e);
 
 	log_ctx(LOG_DEBUG, &ctx, "exec %" PRIu64 ": nobody re-attached, releasing it", e->id);
+	exec_release(e);
+}
+
+/* Done with e for good: its record (adopt.h) and the init's copy go, then e. */
+static void
+exec_release(Exec *e)
+{
+	adopt_forget_exec(e->shim->rt_dfd, e->sandbox_id, e->id);
+	if (e->sandbox && e->sandbox->state != SANDBOX_DYING) {
+		InitMsg m = {.type = INIT_MSG_FORGET, .exec_id = e->id};
+		(void)fd_send(e->sandbox->sock, &m, sizeof(m), NULL, 0);
+	}
 	exec_unlink(e);
 	exec_free(e);
 }
@@ -816,6 +936,26 @@ graves_add(Shim *s, Cgroup *cg)
 	graves_cb(-1, 0, s);
 }
 
+/* Re-adoption (adopt.h): the init's listening socket and the sandbox's record. */
+static int
+adopt_prepare_spec(Shim *s, Sandbox *sb, SandboxSpec *spec)
+{
+	LogCtx ctx = sandbox_ctx(sb);
+	int r;
+
+	spec->orphan_ms = s->conf->orphan_ms;
+	spec->output_window = (uint64_t)s->conf->output_buffer;
+	r = adopt_listen(s->rt_dfd, sb->id, &spec->listen_fd);
+	if (r >= 0)
+		r = adopt_save_sandbox(s->rt_dfd, sb->id, sb->key, sb->run_id, sb->thread_id,
+				       sb->cg_id);
+	if (r < 0) {
+		snprintf(s->create_err, sizeof(s->create_err), "runtime state: %s", strerror(-r));
+		log_ctx_errno(LOG_ERR, r, &ctx, "Failed to prepare the re-adoption state: %m");
+	}
+	return r;
+}
+
 /* Create the cgroup (named sb-<cg_id>) and spawn the init of sb with the
  * workspace ws (slave: a pool mount point, see below). Does not link sb. */
 static int
@@ -852,10 +992,15 @@ sandbox_start(Shim *s, Sandbox *sb, const char *ws, bool slave, const char *cg_i
 	    .rlimit_nofile = c->rlimit_nofile,
 	    .rlimit_fsize = c->rlimit_fsize,
 	    .rlimit_memlock = c->rlimit_memlock,
+	    .listen_fd = -1,
 	};
 	cgroup_spawn_fds(sb->cg, &spec.cgroup_fd, &spec.procs_fds, &spec.n_procs_fds);
-	r = sandbox_spawn(&spec, &sb->pid, &sb->pidfd, &sb->sock);
+	r = adopt_prepare_spec(s, sb, &spec);
+	if (r >= 0)
+		r = sandbox_spawn(&spec, &sb->pid, &sb->pidfd, &sb->sock);
+	safe_close(spec.listen_fd); /* the init has its copy */
 	if (r < 0) {
+		adopt_forget_sandbox(s->rt_dfd, sb->id);
 		snprintf(s->create_err, sizeof(s->create_err), "spawn: %s", strerror(-r));
 		graves_add(s, TAKE_PTR(sb->cg));
 		return log_ctx_errno(LOG_ERR, r, ctx, "Failed to spawn the sandbox init: %m");
@@ -1100,10 +1245,17 @@ pool_claim(Shim *s, const char *key, const char *id, const char *run_id, const c
 	if (!sb->key)
 		return -ENOMEM;
 	r = pool_bind_workspace(sb->pool_dir, ws);
+	if (r >= 0) /* its re-adoption state follows it to its new id */
+		r = adopt_rename_sandbox(s->rt_dfd, sb->id, id);
+	if (r >= 0) {
+		r = adopt_save_sandbox(s->rt_dfd, id, key, run_id, thread_id, sb->cg_id);
+		if (r < 0)
+			(void)adopt_rename_sandbox(s->rt_dfd, id, sb->id);
+	}
 	if (r < 0) {
 		log_ctx_errno(LOG_WARNING, r, &ctx,
-			      "Failed to bind the workspace into pooled sandbox %s, "
-			      "creating one instead: %m",
+			      "Failed to hand pooled sandbox %s over (workspace bind, runtime "
+			      "state), creating one instead: %m",
 			      sb->id);
 		free(sb->key);
 		sb->key = NULL;
@@ -1135,6 +1287,7 @@ pool_dead(Sandbox *sb)
 	sandbox_sock_cb(sb->sock, EV_READ, sb);
 	(void)waitpid(sb->pid, NULL, WNOHANG);
 	list_unlink(&s->pool, sb);
+	adopt_forget_sandbox(s->rt_dfd, sb->id);
 	if (!s->stopped && !sb->destroy_requested) {
 		if (!sb->fail_msg)
 			log_warning("Pooled sandbox %s died unexpectedly", sb->id);
@@ -1165,6 +1318,29 @@ sandbox_obtain(Shim *s, const char *key, const char *id, const char *run_id,
 	}
 	*ret_ready = false;
 	return sandbox_create(s, key, id, run_id, thread_id, ret);
+}
+
+/* Whether the init still runs (a pidfd polls readable once it exited; that
+ * works for an adopted init too, which is not our child). */
+static bool
+sandbox_alive(Sandbox *sb)
+{
+	struct pollfd p = {.fd = sb->pidfd, .events = POLLIN};
+
+	return poll(&p, 1, 0) == 0;
+}
+
+/* Wait until the init exited (and reap it when it is our child). */
+static void
+sandbox_wait_exit(Sandbox *sb)
+{
+	struct pollfd p = {.fd = sb->pidfd, .events = POLLIN};
+
+	while (poll(&p, 1, -1) < 0 && errno == EINTR)
+		;
+	if (!sb->adopted)
+		while (waitpid(sb->pid, NULL, 0) < 0 && errno == EINTR)
+			;
 }
 
 static void
@@ -1457,9 +1633,21 @@ sandbox_on_msg(Sandbox *sb, const InitMsg *m, const char *payload, size_t len)
 			mp_writer_done(&w);
 		}
 		e->start_req_id = 0;
-		for (int i = STREAM_STDOUT; i <= STREAM_STDERR; i++)
-			if (e->ev[i] && !e->paused)
-				event_add(e->ev[i], NULL);
+		e->started = true;
+		exec_read_streams(e); /* may free e */
+		break;
+	case INIT_MSG_DATA:
+		e = exec_find(sb->shim, m->exec_id);
+		if (e && e->sandbox == sb)
+			exec_read_streams(e); /* may free e */
+		break;
+	case INIT_MSG_EOF:
+		e = exec_find(sb->shim, m->exec_id);
+		if (!e || e->sandbox != sb || (m->stream != 1 && m->stream != 2))
+			break;
+		e->eof[m->stream] = true;
+		e->eof_at[m->stream] = m->off;
+		exec_read_streams(e); /* may free e */
 		break;
 	case INIT_MSG_START_FAILED:
 		e = exec_find(sb->shim, m->exec_id);
@@ -1480,9 +1668,14 @@ sandbox_on_msg(Sandbox *sb, const InitMsg *m, const char *payload, size_t len)
 			char msg[600];
 			int n = snprintf(msg, sizeof(msg), "containerd-shim: %.*s\n",
 					 (int)MIN(len, 512), payload);
-			exec_push_output(e, STREAM_STDERR, msg, (size_t)MAX(n, 0));
+			/* Into the (never used) stderr memfd: a re-attach replays it too. */
+			if (n > 0 && pwrite(e->fds[STREAM_STDERR], msg, (size_t)n,
+					    (off_t)e->offset[STREAM_STDERR]) == n) {
+				e->started = true;
+				(void)exec_read_once(e, STREAM_STDERR);
+			}
 		}
-		/* The pipes' other ends were never used: close ours so the exit goes out now. */
+		/* Nothing else will be written: close ours so the exit goes out now. */
 		for (int i = 0; i < 3; i++)
 			exec_close_stream(e, i);
 		exec_end(e, W_EXITCODE(m->err == ENOENT ? 127 : 126, 0), "failed");
@@ -1542,8 +1735,10 @@ sandbox_dead(Sandbox *sb)
 	}
 	/* Drain the socket: an EXITED may still sit there before the EOF. */
 	sandbox_sock_cb(sb->sock, EV_READ, sb);
-	(void)waitpid(sb->pid, NULL, WNOHANG);
+	if (!sb->adopted) /* else not our child: its parent now reaps it */
+		(void)waitpid(sb->pid, NULL, WNOHANG);
 	list_unlink(&s->sandboxes, sb);
+	adopt_forget_sandbox(s->rt_dfd, sb->id);
 	if (sb->destroy_requested)
 		log_ctx_msgid(LOG_INFO, &ctx, RW_MESSAGE_SANDBOX_DESTROYED, "Sandbox %s destroyed",
 			      sb->id);
@@ -1563,6 +1758,14 @@ sandbox_dead(Sandbox *sb)
 			(void)peer_reply_error(e->conn->peer, e->start_req_id, -ESRCH,
 					       "the sandbox died before the exec started");
 		e->start_req_id = 0;
+		/* Nothing writes any more: what the memfds hold is all there is. */
+		e->started = true;
+		for (int i = STREAM_STDOUT; i <= STREAM_STDERR; i++) {
+			int guard = 64;
+			while (!e->done[i] && guard-- > 0 && exec_read_once(e, i) == 2)
+				;
+			exec_close_stream(e, i);
+		}
 		/* No exit status will come: SIGKILL from the namespace teardown. */
 		exec_end(e, W_EXITCODE(0, SIGKILL),
 			 limit		     ? limit
@@ -1640,14 +1843,8 @@ ensure_key(Shim *s, Conn *c, uint64_t req_id, const char *key, const char *run_i
 	sb = sandbox_find(s, id);
 	if (sb && !streq(sb->key, key))
 		return log_ctx_errno(LOG_ERR, -EEXIST, &ctx, "Sandbox id collision for '%s'", key);
-	if (sb && sb->state == SANDBOX_READY) {
-		siginfo_t si = {0};
-		/* Alive? (WNOWAIT: the pidfd callback still does the reaping.) */
-		if (waitid((idtype_t)P_PIDFD, (id_t)sb->pidfd, &si, WEXITED | WNOHANG | WNOWAIT) <
-			0 ||
-		    si.si_pid != 0)
-			sb->state = SANDBOX_DYING;
-	}
+	if (sb && sb->state == SANDBOX_READY && !sandbox_alive(sb))
+		sb->state = SANDBOX_DYING;
 	{
 		/* A restore of the key, or a snapshot of it with no serving sandbox:
 		 * wait for its end (snapshot section). */
@@ -1875,8 +2072,7 @@ handle_exec_start(Peer *p, const Frame *f, void *userdata)
 	e->drain_timer = evtimer_new(s->base, exec_drain_cb, e);
 	e->bp_timer = evtimer_new(s->base, exec_bp_cb, e);
 	e->hold_timer = evtimer_new(s->base, exec_hold_cb, e);
-	for (int i = STREAM_STDOUT; i <= STREAM_STDERR; i++)
-		ring_init(&e->out[i], (size_t)s->conf->output_buffer);
+	e->window = (uint64_t)s->conf->output_buffer;
 	memcpy(e->sandbox_id, sb->id, sizeof(e->sandbox_id));
 	if (!run_id)
 		run_id = sb->run_id; /* the run the sandbox serves */
@@ -1899,38 +2095,51 @@ handle_exec_start(Peer *p, const Frame *f, void *userdata)
 	/* Baseline of the limit counters: a hit after this is this exec's. */
 	if (sb->cg && cgroup_counters(sb->cg, &e->oom_base, &e->pids_base) >= 0)
 		e->have_base = true;
-	for (int i = 0; i < 3; i++) {
+	{
 		int pp[2];
+		/* stdin: a pipe, the child reads pp[0]. */
 		if (pipe2(pp, O_CLOEXEC) < 0) {
 			k = -errno;
 			goto out;
 		}
-		/* stdin: the child reads pp[0]; stdout/stderr: the child writes pp[1]. */
-		child_fds[i] = i == STREAM_STDIN ? pp[0] : pp[1];
-		e->fds[i] = i == STREAM_STDIN ? pp[1] : pp[0];
-		(void)fd_nonblock(e->fds[i], 1);
+		child_fds[STREAM_STDIN] = pp[0];
+		e->fds[STREAM_STDIN] = pp[1];
+		(void)fd_nonblock(pp[1], 1);
+	}
+	/* stdout/stderr: memfds the init fills from the pipes it gives the child;
+	 * no sandbox process ever holds them. F_SEAL_SHRINK: offsets only grow. */
+	for (int i = STREAM_STDOUT; i <= STREAM_STDERR; i++) {
+		e->fds[i] = memfd_create(i == STREAM_STDOUT ? "exec-stdout" : "exec-stderr",
+					 MFD_CLOEXEC | MFD_ALLOW_SEALING);
+		if (e->fds[i] < 0 ||
+		    fcntl(e->fds[i], F_ADD_SEALS, F_SEAL_SHRINK | F_SEAL_SEAL) < 0) {
+			k = -errno;
+			goto out;
+		}
+		child_fds[i] = e->fds[i]; /* sent, not closed: the same open file */
 	}
 	e->id = ++s->next_exec_id;
+	adopt_counter_store(s->counter_fd, e->id);
 	m.exec_id = e->id;
 	memcpy(msg, &m, sizeof(m));
+	k = adopt_save_exec(s->rt_dfd, sb->id, e->id, e->run_id, e->thread_id,
+			    timeout_ms > 0 ? realtime_ms() + timeout_ms : 0);
+	if (k < 0) {
+		LogCtx ctx = exec_ctx(e);
+		log_ctx_errno(LOG_WARNING, k, &ctx, "Failed to record exec %" PRIu64 ": %m", e->id);
+		goto out;
+	}
 	k = (int)fd_send(sb->sock, msg, msg_len, child_fds, 3);
 	if (k < 0) {
 		LogCtx ctx = exec_ctx(e);
 		log_ctx_errno(LOG_WARNING, k, &ctx, "Failed to send exec to sandbox %s: %m",
 			      sb->id);
+		adopt_forget_exec(s->rt_dfd, sb->id, e->id);
 		goto out;
 	}
-	for (int i = 0; i < 3; i++)
-		child_fds[i] = safe_close(child_fds[i]);
-
-	for (int i = STREAM_STDOUT; i <= STREAM_STDERR; i++) {
-		e->ev[i] = event_new(s->base, e->fds[i], EV_READ | EV_PERSIST, exec_read_cb, e);
-		if (!e->ev[i]) {
-			k = -ENOMEM;
-			goto out;
-		}
-		/* Added on STARTED: no EXEC_OUTPUT may precede the EXEC_START reply. */
-	}
+	child_fds[STREAM_STDIN] = safe_close(child_fds[STREAM_STDIN]);
+	child_fds[STREAM_STDOUT] = child_fds[STREAM_STDERR] = -1; /* e->fds */
+	/* Output is read from STARTED on: no EXEC_OUTPUT may precede the reply. */
 	if (in_len > 0) {
 		e->stdin_data = malloc(in_len);
 		e->ev[STREAM_STDIN] = event_new(s->base, e->fds[STREAM_STDIN],
@@ -1967,8 +2176,7 @@ out:
 		log_ctx(LOG_DEBUG, &ctx, "exec %" PRIu64 " not started", e->id);
 	}
 	exec_free(e);
-	for (int i = 0; i < 3; i++)
-		safe_close(child_fds[i]);
+	safe_close(child_fds[STREAM_STDIN]);
 	mp_strv_free(argv);
 	mp_strv_free(env);
 	mp_reader_done(&r);
@@ -2006,19 +2214,19 @@ handle_exec_kill(Peer *p, const Frame *f, void *userdata)
 	return 0;
 }
 
-/* Replay one stream from offset off (<= the end) to the now attached peer. */
+/* Replay one stream from offset off (<= what was read) to the now attached peer. */
 static void
 exec_replay(Exec *e, int stream, uint64_t off)
 {
-	Ring *rg = &e->out[stream];
-	uint64_t dropped = 0;
+	uint64_t dropped = 0, lo = exec_held_from(e, stream), end = e->offset[stream];
 	char *buf;
 
-	if (off < ring_start(rg)) {
-		dropped = ring_start(rg) - off;
-		off = ring_start(rg);
+	lo = MIN(lo, end);
+	if (off < lo) {
+		dropped = lo - off;
+		off = lo;
 	}
-	if (off == ring_end(rg)) {
+	if (off == end) {
 		if (dropped) /* all of it is gone: say so with an empty chunk */
 			exec_send_output(e, stream, off, "", 0, dropped);
 		return;
@@ -2026,10 +2234,21 @@ exec_replay(Exec *e, int stream, uint64_t off)
 	buf = malloc(OUTPUT_CHUNK);
 	if (!buf)
 		return;
-	while (off < ring_end(rg)) {
-		long k = ring_read(rg, off, buf, OUTPUT_CHUNK);
-		if (k <= 0)
+	while (off < end) {
+		uint64_t at = off;
+		ssize_t k = exec_pread(e, stream, &at, buf, (size_t)MIN(OUTPUT_CHUNK, end - off));
+		if (k < 0)
 			break;
+		if (k == 0 && at == off)
+			break; /* cannot happen (sealed against shrinking): never spin */
+		dropped += at - off; /* punched meanwhile */
+		off = at;
+		if (k == 0) {
+			if (off >= end && dropped)
+				exec_send_output(e, stream, off, "", 0, dropped);
+			continue;
+		}
+		k = (ssize_t)MIN((uint64_t)k, end - off);
 		exec_send_output(e, stream, off, buf, (size_t)k, dropped);
 		dropped = 0;
 		off += (uint64_t)k;
@@ -2504,8 +2723,7 @@ static void
 sandbox_kill_wait(Sandbox *sb)
 {
 	sandbox_kill(sb);
-	while (waitpid(sb->pid, NULL, 0) < 0 && errno == EINTR)
-		;
+	sandbox_wait_exit(sb);
 }
 
 /* Child: check the record, unpack the archive into the staging directory. */
@@ -2950,6 +3168,163 @@ listen_cb(evutil_socket_t fd, short what, void *arg)
 }
 
 /* ---------------------------------------------------------------------------
+ * Re-adoption of the sandboxes a killed predecessor left (adopt.h).
+ */
+
+static Exec *
+exec_adopt(Shim *s, Sandbox *sb, AdoptedExec *x, uint64_t window)
+{
+	Exec *e = calloc(1, sizeof(*e));
+	struct timeval tv;
+
+	if (!e)
+		return NULL;
+	e->shim = s;
+	e->id = x->id;
+	e->sandbox = sb;
+	e->pid = x->pid;
+	e->started = true;
+	e->window = window;
+	e->fds[STREAM_STDIN] = -1; /* stdin went with the old shim: EOF */
+	for (int i = STREAM_STDOUT; i <= STREAM_STDERR; i++) {
+		e->fds[i] = TAKE_FD(x->mem[i]);
+		e->offset[i] = x->size[i];
+		e->eof[i] = x->eof[i];
+		e->eof_at[i] = x->size[i];
+	}
+	memcpy(e->sandbox_id, sb->id, sizeof(e->sandbox_id));
+	e->run_id = TAKE_PTR(x->run_id);
+	e->thread_id = TAKE_PTR(x->thread_id);
+	e->drain_timer = evtimer_new(s->base, exec_drain_cb, e);
+	e->bp_timer = evtimer_new(s->base, exec_bp_cb, e);
+	e->hold_timer = evtimer_new(s->base, exec_hold_cb, e);
+	if (x->deadline_ms > 0)
+		e->timeout_timer = evtimer_new(s->base, exec_timeout_cb, e);
+	if (!e->drain_timer || !e->bp_timer || !e->hold_timer ||
+	    (x->deadline_ms > 0 && !e->timeout_timer))
+		return exec_free(e);
+	if (sb->cg && cgroup_counters(sb->cg, &e->oom_base, &e->pids_base) >= 0)
+		e->have_base = true;
+	if (e->timeout_timer) {
+		int64_t left = MAX(x->deadline_ms - realtime_ms(), (int64_t)0);
+		evtimer_add(e->timeout_timer, timeval_from_usec(&tv, (usec_t)left * USEC_PER_MSEC));
+	}
+	return e;
+}
+
+static int
+adopt_cb(Adopted *a, void *ud)
+{
+	Shim *s = ud;
+	Sandbox *sb;
+	char id[17];
+	size_t live = 0;
+
+	if (a->n_execs == 0) {
+		log_info("Sandbox %s left by a previous instance has no exec to re-attach to",
+			 a->id);
+		return 0;
+	}
+	if (shim_sandbox_id(a->key, strlen(a->key), id) < 0 || !streq(id, a->id) ||
+	    sandbox_find(s, a->id))
+		return 0;
+	sb = calloc(1, sizeof(*sb));
+	if (!sb || !(sb->key = strdup(a->key))) {
+		free(sb);
+		return 0;
+	}
+	sb->shim = s;
+	memcpy(sb->id, a->id, sizeof(sb->id));
+	memcpy(sb->cg_id, a->cg_id, sizeof(sb->cg_id));
+	set_str(&sb->run_id, a->run_id);
+	set_str(&sb->thread_id, a->thread_id);
+	sb->state = SANDBOX_READY;
+	sb->adopted = true;
+	sb->pid = a->pid;
+	sb->pidfd = TAKE_FD(a->pidfd);
+	sb->sock = TAKE_FD(a->sock);
+	if (cgroup_open(s->cgroups, sb->cg_id, &sb->cg) < 0)
+		sb->cg = NULL; /* no stats; the namespace still dies with its init */
+	sb->sock_ev = event_new(s->base, sb->sock, EV_READ | EV_PERSIST, sandbox_sock_cb, sb);
+	sb->pidfd_ev = event_new(s->base, sb->pidfd, EV_READ, sandbox_pidfd_cb, sb);
+	if (!sb->sock_ev || !sb->pidfd_ev) {
+		a->pidfd = TAKE_FD(sb->pidfd); /* adopt_scan kills it */
+		sandbox_free(sb);
+		return 0;
+	}
+	event_add(sb->sock_ev, NULL);
+	event_add(sb->pidfd_ev, NULL);
+	sb->next = s->sandboxes;
+	s->sandboxes = sb;
+	for (size_t i = 0; i < a->n_execs; i++) {
+		AdoptedExec *x = &a->execs[i];
+		Exec *e = exec_adopt(s, sb, x, a->window);
+		if (!e) {
+			InitMsg m = {.type = INIT_MSG_KILL, .exec_id = x->id, .status = SIGKILL};
+			(void)fd_send(sb->sock, &m, sizeof(m), NULL, 0);
+			continue;
+		}
+		e->next = s->execs;
+		s->execs = e;
+		s->next_exec_id = MAX(s->next_exec_id, e->id);
+		if (!x->exited)
+			live++;
+		{
+			LogCtx ctx = exec_ctx(e);
+			log_ctx(LOG_INFO, &ctx,
+				"Re-adopted exec %" PRIu64 " (%s) at offsets %" PRIu64 "/%" PRIu64,
+				e->id, x->exited ? "ended while the shim was away" : "running",
+				e->offset[STREAM_STDOUT], e->offset[STREAM_STDERR]);
+		}
+		exec_read_streams(e); /* EOF already? (may not free e: not ended yet) */
+		if (x->exited)
+			exec_end(e, x->status, NULL); /* held for a re-attach */
+	}
+	{
+		LogCtx ctx = sandbox_ctx(sb);
+		log_ctx(LOG_NOTICE, &ctx,
+			"Re-adopted sandbox %s (init pid %d, %zu exec(s) running)", sb->id,
+			(int)sb->pid, live);
+	}
+	return 1;
+}
+
+static bool
+adopt_keep_cgroup(const char *name, void *ud)
+{
+	Shim *s = ud;
+	if (strlen(name) <= 3)
+		return false;
+	for (Sandbox *sb = s->sandboxes; sb; sb = sb->next)
+		if (streq(sb->cg_id, name + 3))
+			return true;
+	return false;
+}
+
+/* Open the runtime state, then adopt or reap what a predecessor left. */
+static int
+shim_adopt(Shim *s)
+{
+	uint64_t last = 0;
+	int r;
+
+	r = adopt_dir_open(s->conf->shared.runtime_dir, &s->rt_dfd);
+	if (r < 0)
+		return log_error_errno(
+		    r, "Failed to set up '%s/sandboxes' (a directory of ours, 0700): %m",
+		    s->conf->shared.runtime_dir);
+	r = adopt_counter_open(s->conf->sandbox_dir, &s->counter_fd, &last);
+	if (r < 0)
+		return log_error_errno(r, "Failed to open the exec id counter in '%s': %m",
+				       s->conf->sandbox_dir);
+	s->next_exec_id = last;
+	r = adopt_scan(s->rt_dfd, adopt_cb, s);
+	if (r > 0)
+		log_notice("Re-adopted %d sandbox(es) left by a previous instance", r);
+	return 0;
+}
+
+/* ---------------------------------------------------------------------------
  * Lifecycle.
  */
 
@@ -2995,6 +3370,7 @@ shim_new(struct event_base *base, const ShimConf *conf, Shim **ret)
 	s->base = base;
 	s->conf = conf;
 	s->listen_fd = -1;
+	s->rt_dfd = s->counter_fd = -1;
 	s->grave_timer = evtimer_new(base, graves_cb, s);
 	s->idle_timer = evtimer_new(base, idle_cb, s);
 	s->pool_ev = evtimer_new(base, pool_refill_cb, s);
@@ -3084,7 +3460,12 @@ shim_new(struct event_base *base, const ShimConf *conf, Shim **ret)
 		}
 		log_info("Using cgroup %s; seccomp filter of %u instructions",
 			 cgroup_host_describe(s->cgroups), (unsigned)s->seccomp.len);
-		r = cgroup_host_reap_stale(s->cgroups);
+		r = shim_adopt(s);
+		if (r < 0) {
+			shim_free(s);
+			return r;
+		}
+		r = cgroup_host_reap_stale(s->cgroups, adopt_keep_cgroup, s);
 		if (r > 0)
 			log_notice("Reaped %d sandbox(es) left by a previous instance", r);
 	}
@@ -3130,7 +3511,7 @@ shim_stop(Shim *s)
 	for (Sandbox *sb = s->pool; sb; sb = sb->next)
 		sandbox_kill(sb);
 	while (s->sandboxes) {
-		(void)waitpid(s->sandboxes->pid, NULL, 0);
+		sandbox_wait_exit(s->sandboxes);
 		sandbox_dead(s->sandboxes);
 	}
 	while (s->pool) {
@@ -3178,6 +3559,8 @@ shim_free(Shim *s)
 	free(s->pool_root);
 	s->jobs = snapjobs_free(s->jobs);
 	s->cgroups = cgroup_host_free(s->cgroups);
+	safe_close(s->rt_dfd);
+	safe_close(s->counter_fd);
 	free(s->seccomp.filter);
 	free(s->sock_path);
 	free(s->root_mnt);

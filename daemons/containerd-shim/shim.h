@@ -46,8 +46,10 @@
  * Every sandbox gets its own cgroup (cgroup.h) with the memory, pids and cpu
  * limits of the config, and every exec the seccomp filter (seccomp-policy.h),
  * compiled once here at start-up: if either cannot be set up, shim_new fails
- * (fail closed). On start, sandbox cgroups left by a killed predecessor with the
- * same state_dir are reaped.
+ * (fail closed). On start, the sandboxes a killed predecessor with the same
+ * runtime_dir left behind are re-adopted when they have an exec not yet
+ * released (adopt.h: EXEC_LIST, EXEC_ATTACH, SANDBOX_STATS and destroy work on
+ * them again); the others, and sandbox cgroups without a live init, are reaped.
  * A malformed request is answered with an ERROR frame and never takes the
  * daemon down; a framing error drops only that connection.
  *

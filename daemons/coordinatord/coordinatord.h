@@ -94,6 +94,7 @@ struct Run {
 	bool queued;   /* waiting for a sandbox slot (not stale) */
 	char tool_call_id[48];
 	struct event *wait_timer;
+	bool shim_lost; /* RUN_REATTACH after the shim's connection dropped (not a restart) */
 	uint64_t cpu_usec; /* last SANDBOX_STATS reading */
 	bool cpu_known;
 	Client *cancel_client; /* a RUN_CANCEL waiting for the destroy */

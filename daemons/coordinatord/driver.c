@@ -486,7 +486,10 @@ run_wait_timeout(evutil_socket_t fd, short what, void *arg)
 	if (run->state == RUN_WAIT_SHIM)
 		run_fail(run, "sandbox: containerd-shim is not available", "sandbox_unavailable");
 	else if (run->state == RUN_REATTACH) /* the shim never came back to re-attach to */
-		run_fail(run, "the run's sandbox process is gone (coordinatord restarted)",
+		run_fail(run,
+			 run->shim_lost ? "sandbox: containerd-shim did not come back within "
+					  "sandbox_wait_ms"
+					: "the run's sandbox process is gone (coordinatord restarted)",
 			 "sandbox_lost");
 }
 
@@ -810,10 +813,19 @@ static void
 exec_attached(Peer *p, int err, const msgpack_object *body, void *ud)
 {
 	Run *run = ud;
+	if (err == -ECONNRESET && !run->c->stopping && run->wait_timer &&
+	    evtimer_pending(run->wait_timer, NULL)) {
+		/* the shim went away again: wait for the next one (still bounded) */
+		run->shim_lost = true;
+		return;
+	}
 	if (err < 0) {
 		log_ctx_errno(LOG_WARNING, err, &run->log, "Cannot re-attach to exec %" PRIu64 ": %m",
 			      run->exec_id);
-		run_fail(run, "the run's sandbox process is gone (coordinatord restarted)",
+		run_fail(run,
+			 run->shim_lost
+				 ? "the run's sandbox process is gone (containerd-shim restarted)"
+				 : "the run's sandbox process is gone (coordinatord restarted)",
 			 "sandbox_lost");
 		return;
 	}
@@ -836,7 +848,10 @@ reattach(Run *run)
 	int r = peer_call(run->c->shim, MSG_EXEC_ATTACH, &w, SHIM_CALL_TIMEOUT, exec_attached, run);
 	mp_writer_done(&w);
 	if (r < 0)
-		run_fail(run, "the run's sandbox process is gone (coordinatord restarted)",
+		run_fail(run,
+			 run->shim_lost
+				 ? "the run's sandbox process is gone (containerd-shim restarted)"
+				 : "the run's sandbox process is gone (coordinatord restarted)",
 			 "sandbox_lost");
 }
 
@@ -936,14 +951,27 @@ static void
 shim_closed(Peer *p, int err, void *ud)
 {
 	Coordinator *c = ud;
+	struct timeval tv;
 
 	if (!c->stopping)
 		log_warning_errno(err, "Lost the connection to containerd-shim: %m");
 	/* Pending ENSURE/START calls already failed with -ECONNRESET (their runs
-	 * failed). Executing runs lose their output stream. */
+	 * failed). Executing runs wait sandbox_wait_ms for a shim to re-attach to
+	 * (it re-adopts its sandboxes after a crash, docs/DESIGN.md); a post step's
+	 * exec is not re-attached. */
 	for (Run *run = c->runs, *next; run; run = next) {
 		next = run->next;
-		if (run->state == RUN_EXECUTING) {
+		if (run->state == RUN_EXECUTING && !run->post_exec && !c->stopping &&
+		    run->wait_timer) {
+			run->state = RUN_REATTACH;
+			run->shim_lost = true;
+			evtimer_add(run->wait_timer,
+				    timeval_from_usec(&tv, (usec_t)c->conf.sandbox_wait_ms *
+							       USEC_PER_MSEC));
+			log_ctx(LOG_NOTICE, &run->log,
+				"Waiting for containerd-shim to re-attach to exec %" PRIu64,
+				run->exec_id);
+		} else if (run->state == RUN_EXECUTING) {
 			run_flush_output(run, true);
 			run_fail(run, "sandbox: containerd-shim connection lost", "sandbox_lost");
 		} else if (run->state == RUN_CANCELLING && !c->stopping) {

@@ -8,6 +8,7 @@ absent or whole, restarts are quick, and the tail sees every seq exactly once.
 A shell run whose process outlives the crash is re-attached with no lost and
 no repeated output; one whose sandbox is gone fails with sandbox_lost."""
 import asyncio
+import hashlib
 import json
 import os
 import random
@@ -209,7 +210,31 @@ def test_run_whose_sandbox_is_gone_fails_sandbox_lost(s):
         time.sleep(0.02)
     time.sleep(0.2)
     s.kill("coordinatord", signal.SIGKILL)
-    s.kill("containerd-shim", signal.SIGKILL)  # takes the sandbox with it
+    s.kill("containerd-shim", signal.SIGKILL)
+    # the sandbox outlives the shim (a restarted shim would re-adopt it): kill its
+    # init, an ancestor of the run's process, and with it the whole sandbox
+    def ppid_comm(pid):
+        with open(f"/proc/{pid}/stat") as f:
+            st = f.read()
+        return int(st.rsplit(")", 1)[1].split()[1]), st[st.index("(") + 1:st.rindex(")")]
+    inst = "runwarden." + hashlib.sha256(os.path.join(s.dir, "state").encode()).hexdigest()[:12]
+    inits = set()
+    for d in os.listdir("/proc"):
+        try:
+            with open(f"/proc/{d}/cmdline", "rb") as f:
+                if f.read().split(b"\0")[:2] != [b"sleep", b"30.02"]:
+                    continue
+            with open(f"/proc/{d}/cgroup") as f:
+                if inst not in f.read():
+                    continue  # another suite's (cgroup naming scheme, cgroup.h)
+            pid = int(d)
+            while pid > 1 and ppid_comm(pid)[1] != "sandbox-init":
+                pid = ppid_comm(pid)[0]
+            inits.add(pid)
+        except (OSError, ValueError):
+            continue
+    assert len(inits) == 1 and min(inits) > 1, inits
+    os.kill(inits.pop(), signal.SIGKILL)
     s.start_daemon("containerd-shim")
     s.start_daemon("coordinatord")
     s.wait_ready()

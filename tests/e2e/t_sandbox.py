@@ -3,7 +3,7 @@
 matrix (tests/e2e/helpers/try-syscall, copied into a sandbox's workspace),
 egress, resources (pids.max, OOM, timeout, rlimits), kill and lifecycle
 (destroy of a SIGTERM-ignoring double-forked daemon, orphans, kill -9 of the
-shim and the restart's recovery), SANDBOX_STATS.
+shim and the restart's reaping; re-adoption is t_sandbox_readopt.py), SANDBOX_STATS.
 
 Runs go through routerd/coordinatord (`/bin/sh -c COMMAND`); what coordinatord
 does not expose (destroy, stats, exec timeout) is driven with shimctl on the
@@ -728,13 +728,16 @@ def test_kill_9_of_the_shim_leaves_nothing(s):
     run_ok(s, "echo kept > /workspace/kept", thread="t-k9")
     start_daemon_in(s, "t-k9", marker)
     assert sandbox_cgroups(s, "t-k9")
+    pids = host_pids(marker)
     s.kill("containerd-shim")
-    # PDEATHSIG takes the init, the pid namespace takes the daemon
-    assert poll(lambda: not host_pids(marker), 5), host_pids(marker)
+    # the init outlives the shim (it waits sandbox_orphan_ms for a new one):
+    # nothing runs in the sandbox but the daemon, so the restart reaps it
+    assert host_pids(marker) == pids
     assert sandbox_cgroups(s, "t-k9"), "cgroup gone before the restart?"
     s.start_daemon("containerd-shim")
     assert poll(lambda: "Reaped sb-" + cgroup_id(s, "t-k9") in s.log("containerd-shim"), 10), \
         s.log("containerd-shim")[-2000:]
+    assert poll(lambda: not host_pids(marker), 5), host_pids(marker)
     assert not sandbox_cgroups(s, "t-k9")
     s.wait_ready()
 
