@@ -29,6 +29,7 @@
 
 #define CGROUP_ROOT "/sys/fs/cgroup"
 #define SB_PREFIX "sb-"
+#define EXEC_PREFIX "e" /* exec leaves: e<exec id> */
 
 /* Hierarchies. In v2 mode only H_UNIFIED is used (the cgroup2 tree, wherever). */
 enum { H_MEMORY, H_PIDS, H_CPU, H_CPUACCT, H_FREEZER, H_UNIFIED, _H_MAX };
@@ -630,6 +631,47 @@ count_lines(const char *dir, const char *file, uint64_t *ret)
 	return 0;
 }
 
+/* Call fn(dir, leaf name, ud) for every exec leaf (EXEC_PREFIX<digits>) below
+ * the cgroup2 directory dir. Returns the first negative return of fn, or 0. */
+static int
+foreach_leaf(const char *dir, int (*fn)(const char *dir, const char *leaf, void *ud), void *ud)
+{
+	DIR *d = dir ? opendir(dir) : NULL;
+	struct dirent *de;
+	int ret = 0;
+
+	if (!d)
+		return 0;
+	while ((de = readdir(d))) {
+		if (de->d_name[0] != EXEC_PREFIX[0] || !de->d_name[1] ||
+		    strspn(de->d_name + 1, "0123456789") != strlen(de->d_name + 1))
+			continue;
+		int r = fn(dir, de->d_name, ud);
+		if (r < 0 && ret == 0)
+			ret = r;
+	}
+	closedir(d);
+	return ret;
+}
+
+static int
+leaf_count(const char *dir, const char *leaf, void *ud)
+{
+	_cleanup_free_ char *p = NULL;
+	uint64_t n = 0;
+	int r;
+
+	if (asprintf(&p, "%s/%s", dir, leaf) < 0)
+		return -ENOMEM;
+	r = count_lines(p, "cgroup.procs", &n);
+	if (r == -ENOENT)
+		return 0; /* removed meanwhile */
+	if (r < 0)
+		return r;
+	*(uint64_t *)ud += n;
+	return 0;
+}
+
 int
 cgroup_count_procs(const Cgroup *cg, uint64_t *ret)
 {
@@ -642,6 +684,9 @@ cgroup_count_procs(const Cgroup *cg, uint64_t *ret)
 		int r = count_lines(cg->dir[i], "cgroup.procs", &n);
 		if (r == -ENOENT)
 			continue;
+		/* cgroup2 lists only direct members: add the exec leaves. */
+		if (r >= 0 && i == H_UNIFIED)
+			r = foreach_leaf(cg->dir[i], leaf_count, &n);
 		if (r < 0)
 			return r;
 		most = MAX(most, n);
@@ -703,6 +748,17 @@ kill_members(const char *dir)
 	fclose(f);
 }
 
+static int
+leaf_kill_members(const char *dir, const char *leaf, void *ud)
+{
+	_cleanup_free_ char *p = NULL;
+
+	if (asprintf(&p, "%s/%s", dir, leaf) < 0)
+		return -ENOMEM;
+	kill_members(p);
+	return 0;
+}
+
 int
 cgroup_kill(Cgroup *cg)
 {
@@ -724,6 +780,7 @@ cgroup_kill(Cgroup *cg)
 			sleep_ms(1);
 		}
 		kill_members(d);
+		(void)foreach_leaf(d, leaf_kill_members, NULL);
 		return write_file(d, "cgroup.freeze", "0");
 	}
 	/* v1 freezer: FREEZING until every task is frozen, then FROZEN. */
@@ -776,6 +833,18 @@ cgroup_freeze(Cgroup *cg, bool freeze)
 	return -ETIMEDOUT;
 }
 
+static int
+leaf_rmdir(const char *dir, const char *leaf, void *ud)
+{
+	_cleanup_free_ char *p = NULL;
+
+	if (asprintf(&p, "%s/%s", dir, leaf) < 0)
+		return -ENOMEM;
+	if (rmdir(p) < 0 && errno != ENOENT)
+		return -errno;
+	return 0;
+}
+
 int
 cgroup_remove(Cgroup *cg)
 {
@@ -784,6 +853,12 @@ cgroup_remove(Cgroup *cg)
 	for (int i = 0; i < _H_MAX; i++) {
 		if (!cg->dir[i])
 			continue;
+		/* The exec leaves first: a cgroup with children cannot go. */
+		if (i == H_UNIFIED) {
+			int r = foreach_leaf(cg->dir[i], leaf_rmdir, NULL);
+			if (r < 0 && ret == 0)
+				ret = r;
+		}
 		if (rmdir(cg->dir[i]) < 0 && errno != ENOENT && ret == 0)
 			ret = -errno;
 	}
@@ -865,4 +940,158 @@ cgroup_host_reap_stale(CgroupHost *h, bool (*keep)(const char *name, void *ud), 
 		}
 	}
 	return reaped;
+}
+
+/* ---------------------------------------------------------------------------
+ * Exec leaves.
+ */
+
+bool
+cgroup_has_leaves(const Cgroup *cg)
+{
+	return cg->dir[H_UNIFIED] != NULL;
+}
+
+static int
+leaf_path(const Cgroup *cg, uint64_t exec_id, char **ret)
+{
+	if (!cg->dir[H_UNIFIED])
+		return -EOPNOTSUPP;
+	if (asprintf(ret, "%s/" EXEC_PREFIX "%" PRIu64, cg->dir[H_UNIFIED], exec_id) < 0)
+		return -ENOMEM;
+	return 0;
+}
+
+int
+cgroup_leaf_create(Cgroup *cg, uint64_t exec_id, int *ret_fd, CgroupError *err)
+{
+	const ShimConf *c = cg->host->conf;
+	_cleanup_free_ char *p = NULL, *parent_procs = NULL;
+	_cleanup_close_ int fd = -1;
+	uid_t uid = (uid_t)c->host_uid;
+	int r = leaf_path(cg, exec_id, &p);
+
+	if (r < 0)
+		return seterr(err, "no cgroup2 directory for exec cgroups"), r;
+	if (mkdir(p, 0755) < 0 && errno != EEXIST)
+		return seterr(err, "mkdir %s: %s", p, strerror(errno)), -errno;
+	fd = open(p, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+	if (fd < 0) {
+		r = -errno;
+		seterr(err, "open %s: %s", p, strerror(errno));
+		goto fail;
+	}
+	/* Delegation for CLONE_INTO_CGROUP by the init (whose credentials are
+	 * host_uid's, without capabilities): the kernel wants write access to
+	 * cgroup.procs of the destination and of the common ancestor of source and
+	 * destination, i.e. the sandbox cgroup. Only those two files; nothing in
+	 * the sandbox can reach the cgroupfs (it is not mounted there). */
+	if (asprintf(&parent_procs, "%s/cgroup.procs", cg->dir[H_UNIFIED]) < 0) {
+		r = -ENOMEM;
+		goto fail;
+	}
+	if (fchownat(fd, "cgroup.procs", uid, uid, 0) < 0 ||
+	    fchownat(AT_FDCWD, parent_procs, uid, uid, AT_SYMLINK_NOFOLLOW) < 0) {
+		r = -errno;
+		seterr(err, "cannot delegate cgroup.procs of %s to uid %u: %s", p, (unsigned)uid,
+		       strerror(errno));
+		goto fail;
+	}
+	*ret_fd = TAKE_FD(fd);
+	return 0;
+fail:
+	(void)rmdir(p);
+	return r;
+}
+
+int
+cgroup_leaf_kill(Cgroup *cg, uint64_t exec_id)
+{
+	_cleanup_free_ char *p = NULL;
+	int r = leaf_path(cg, exec_id, &p);
+
+	if (r < 0)
+		return r;
+	if (cg->host->has_kill) {
+		r = write_file(p, "cgroup.kill", "1");
+		return r == -ENOENT ? 0 : r;
+	}
+	/* cgroup2 without cgroup.kill (< 5.14): freeze, SIGKILL each member, thaw. */
+	r = write_file(p, "cgroup.freeze", "1");
+	if (r < 0)
+		return r == -ENOENT ? 0 : r;
+	for (int i = 0; i < 1000; i++) {
+		uint64_t frozen = 0;
+		if (read_key(p, "cgroup.events", "frozen", &frozen) >= 0 && frozen)
+			break;
+		sleep_ms(1);
+	}
+	kill_members(p);
+	return write_file(p, "cgroup.freeze", "0");
+}
+
+int
+cgroup_leaf_remove(Cgroup *cg, uint64_t exec_id)
+{
+	_cleanup_free_ char *p = NULL;
+	int r = leaf_path(cg, exec_id, &p);
+
+	if (r < 0)
+		return r;
+	if (rmdir(p) < 0 && errno != ENOENT)
+		return -errno;
+	return 0;
+}
+
+bool
+cgroup_leaf_exists(const Cgroup *cg, uint64_t exec_id)
+{
+	_cleanup_free_ char *p = NULL;
+
+	return leaf_path(cg, exec_id, &p) >= 0 && access(p, F_OK) == 0;
+}
+
+char *
+cgroup_leaf_path(const Cgroup *cg, uint64_t exec_id)
+{
+	char *p = NULL;
+
+	return leaf_path(cg, exec_id, &p) >= 0 ? p : NULL;
+}
+
+bool
+cgroup_host_has_leaves(const CgroupHost *h)
+{
+	return h->base[H_UNIFIED] != NULL;
+}
+
+typedef struct PruneCtx {
+	bool (*busy)(uint64_t exec_id, void *ud);
+	void *ud;
+	int left;
+} PruneCtx;
+
+static int
+leaf_prune(const char *dir, const char *leaf, void *ud)
+{
+	PruneCtx *pc = ud;
+	_cleanup_free_ char *p = NULL;
+	uint64_t id = strtoull(leaf + 1, NULL, 10);
+
+	if (pc->busy && pc->busy(id, pc->ud))
+		return 0;
+	if (asprintf(&p, "%s/%s", dir, leaf) < 0)
+		return -ENOMEM;
+	if (rmdir(p) < 0 && errno != ENOENT)
+		pc->left++;
+	return 0;
+}
+
+int
+cgroup_prune_leaves(Cgroup *cg, bool (*busy)(uint64_t exec_id, void *ud), void *ud)
+{
+	PruneCtx pc = {.busy = busy, .ud = ud};
+	int r = foreach_leaf(cg->dir[H_UNIFIED], leaf_prune, &pc);
+
+	return r < 0 ? r : pc.left;
 }

@@ -24,6 +24,14 @@
  * non-root own cgroup the shim first moves itself into <own>/supervisor (the
  * "no internal processes" rule).
  *
+ * Exec leaves (cgroup2 only: v2, or the unified hierarchy of a hybrid host):
+ *   <cgroup2 dir of the sandbox>/e<exec id>
+ * one per exec, created before the exec starts; the init clones the exec child
+ * into it (CLONE_INTO_CGROUP with the directory fd). No controller is enabled
+ * for them: the limits stay on the sandbox cgroup and count the leaves. Killing
+ * a leaf (cgroup.kill) kills everything that exec started and nothing else.
+ * Counting, killing and removing the sandbox cgroup include its leaves.
+ *
  * Nothing here runs inside a sandbox. Functions return 0 or a negative errno
  * and log nothing except where stated; error texts for the caller go into a
  * CgroupError buffer so that the typed error names the failing step.
@@ -99,3 +107,24 @@ int cgroup_remove(Cgroup *cg);
 /* Close the fds. Does not remove anything. NULL-safe; returns NULL. */
 Cgroup *cgroup_free(Cgroup *cg);
 const char *cgroup_name(const Cgroup *cg); /* "sb-<id>" */
+
+/* True when the sandbox has a cgroup2 directory, i.e. its execs get leaves. */
+bool cgroup_has_leaves(const Cgroup *cg);
+/* Create e<exec_id> under the sandbox's cgroup2 directory, delegate what
+ * CLONE_INTO_CGROUP needs to host_uid (cgroup.procs of the leaf and of the
+ * sandbox cgroup) and open it: *ret_fd is an O_DIRECTORY fd (CLOEXEC). */
+int cgroup_leaf_create(Cgroup *cg, uint64_t exec_id, int *ret_fd, CgroupError *err);
+/* SIGKILL every process of the leaf (cgroup.kill, else freeze + kill + thaw).
+ * 0 when the leaf is gone. */
+int cgroup_leaf_kill(Cgroup *cg, uint64_t exec_id);
+/* rmdir the leaf: -EBUSY while processes remain; 0 when gone. */
+int cgroup_leaf_remove(Cgroup *cg, uint64_t exec_id);
+bool cgroup_leaf_exists(const Cgroup *cg, uint64_t exec_id);
+/* Its path (malloc'd), or NULL. */
+char *cgroup_leaf_path(const Cgroup *cg, uint64_t exec_id);
+/* True when the host has a cgroup2 hierarchy for sandboxes (then every exec
+ * must get a leaf: there is no fallback to the process group). */
+bool cgroup_host_has_leaves(const CgroupHost *h);
+/* rmdir every leaf whose exec busy() does not claim (NULL: all). Returns how
+ * many could not be removed yet (members still exiting), or a negative errno. */
+int cgroup_prune_leaves(Cgroup *cg, bool (*busy)(uint64_t exec_id, void *ud), void *ud);

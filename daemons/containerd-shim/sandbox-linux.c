@@ -641,8 +641,9 @@ exec_release(InitExec *x)
 	}
 }
 
-/* fds[0] stdin read end, fds[1]/fds[2] the stdout/stderr memfds; the ones kept
- * are set to -1 (the caller closes the rest). */
+/* fds[0] stdin read end, fds[1]/fds[2] the stdout/stderr memfds, fds[3] (when
+ * nfds is 4) the exec's cgroup2 leaf directory; the ones kept are set to -1
+ * (the caller closes the rest). */
 static void
 init_start_exec(InitState *st, const InitMsg *m, char *payload, size_t len, int *fds, size_t nfds)
 {
@@ -655,7 +656,7 @@ init_start_exec(InitState *st, const InitMsg *m, char *payload, size_t len, int 
 	ssize_t k;
 	pid_t pid;
 
-	if (nfds != 3 || m->argc == 0 || m->argc > len || m->envc > len) {
+	if ((nfds != 3 && nfds != 4) || m->argc == 0 || m->argc > len || m->envc > len) {
 		r.err = EBADMSG;
 		snprintf(msg, sizeof(msg), "malformed exec request");
 		goto fail;
@@ -695,11 +696,28 @@ init_start_exec(InitState *st, const InitMsg *m, char *payload, size_t len, int 
 		goto fail;
 	}
 	st->execs = ne;
-	pid = fork();
-	if (pid < 0) {
-		r.err = errno;
-		snprintf(msg, sizeof(msg), "fork: %s", strerror(errno));
-		goto fail;
+	if (nfds == 4) {
+		/* Born in the exec's own cgroup (fds[3], its leaf): no instant in
+		 * which it or a child could escape it. Never a plain fork instead. */
+		struct clone_args ca = {
+		    .flags = CLONE_INTO_CGROUP,
+		    .exit_signal = SIGCHLD,
+		    .cgroup = (uint64_t)fds[3],
+		};
+		pid = (pid_t)syscall(SYS_clone3, &ca, sizeof(ca));
+		if (pid < 0) {
+			r.err = errno;
+			snprintf(msg, sizeof(msg), "cannot start in the exec's cgroup: %s",
+				 strerror(errno));
+			goto fail;
+		}
+	} else {
+		pid = fork();
+		if (pid < 0) {
+			r.err = errno;
+			snprintf(msg, sizeof(msg), "fork: %s", strerror(errno));
+			goto fail;
+		}
 	}
 	if (pid == 0) {
 		int child_fds[3] = {fds[0], po[1], pe[1]};
@@ -963,7 +981,7 @@ init_serve(int sock, int listen_fd)
 
 	for (;;) {
 		size_t np = 3, n_alloc = 3 + 2 * st.n_execs;
-		int timeout = -1, fds[3];
+		int timeout = -1, fds[4];
 		size_t nfds = 0;
 		ssize_t n;
 
@@ -1017,7 +1035,7 @@ init_serve(int sock, int listen_fd)
 		}
 		if (!pfd[0].revents || st.sock < 0)
 			continue;
-		n = fd_recv(st.sock, buf, sizeof(InitMsg) + INIT_PAYLOAD_MAX, fds, 3, &nfds);
+		n = fd_recv(st.sock, buf, sizeof(InitMsg) + INIT_PAYLOAD_MAX, fds, 4, &nfds);
 		if (n == -EINTR || n == -EAGAIN)
 			continue;
 		if (n <= 0) {

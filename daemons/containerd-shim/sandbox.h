@@ -22,7 +22,10 @@
  *      and _exit()s — fail closed: a sandbox that could not be fully set up
  *      never runs anything;
  *   5. serves INIT_MSG_EXEC / INIT_MSG_KILL, reaps every zombie and reports the
- *      exits of the execs it started. Each exec child gets its own session, only
+ *      exits of the execs it started. An exec child is born in the exec's own
+ *      cgroup2 leaf when the shim sends one (clone3 CLONE_INTO_CGROUP; the
+ *      shim delegated the leaf's and the sandbox cgroup's cgroup.procs to
+ *      host_uid for that), so that the shim can kill all it started. Each exec child gets its own session, only
  *      fds 0-2, and loads the seccomp filter as its last step before execve.
  * The init is in the sandbox's cgroups before it runs anything: cloned into
  * the cgroup2 directory (CLONE_INTO_CGROUP), and for v1 hierarchies it writes
@@ -63,7 +66,9 @@ typedef enum InitMsgType {
 	INIT_MSG_READY,	       /* init → shim: sandbox set up, serving; status = Landlock ABI */
 	INIT_MSG_SETUP_FAILED, /* init → shim: err, payload = message; the init exits */
 	INIT_MSG_EXEC,	  /* shim → init: exec_id, argc, envc; payload = cwd\0 argv…\0 env…\0;
-			   * fds: stdin (read end), stdout, stderr (write ends) */
+			   * fds: stdin (read end), stdout, stderr (write ends), and
+			   * the exec's cgroup2 leaf directory when it has one: the
+			   * child is cloned into it (CLONE_INTO_CGROUP), else it fails */
 	INIT_MSG_KILL,	  /* shim → init: exec_id, status = signal; kills the process group */
 	INIT_MSG_STARTED, /* init → shim: exec_id, pid (in the sandbox pid namespace) */
 	INIT_MSG_START_FAILED, /* init → shim: exec_id, err, payload = message (never exec'd) */

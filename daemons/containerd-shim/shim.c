@@ -137,6 +137,7 @@ struct Sandbox {
 	char cg_id[17];	 /* its cgroup is sb-<cg_id>: the id, or the pooled one's own */
 	bool purge;	 /* SANDBOX_DESTROY purge: remove its directory once dead */
 	int landlock_abi; /* from READY */
+	bool leaves_pending; /* exec cgroup leaves left to remove (idle_cb prunes) */
 };
 
 /* An ENSURE waiting for a free slot (max_instances), in FIFO order. */
@@ -191,6 +192,11 @@ struct Exec {
 	char *run_id;		  /* for EXEC_LIST and the logs; may be NULL */
 	char *thread_id;	  /* the sandbox's thread, for the logs; may be NULL */
 	struct event *hold_timer; /* ended while detached: release after EXEC_HOLD_USEC */
+	/* Its cgroup2 leaf <sandbox cgroup>/e<id> (execcg.c): every process it
+	 * started; SIGKILL and the wall timeout kill the leaf. kill_pending: a kill
+	 * came before STARTED (the child may not be in the leaf yet). */
+	bool leaf;
+	bool leaf_kill_pending;
 };
 
 struct Shim {
@@ -238,6 +244,11 @@ static void queue_kick(Shim *s);
 static void sandbox_pidfd_cb(evutil_socket_t fd, short what, void *arg);
 static void exec_maybe_finish(Exec *e);
 static void exec_release(Exec *e);
+static int exec_leaf_create(Exec *e, int *ret_fd);
+static void exec_leaf_done(Exec *e);
+static void exec_leaf_kill(Exec *e);
+static int exec_signal(Exec *e, int sig);
+static void exec_leaves_prune(Sandbox *sb);
 
 /* ---------------------------------------------------------------------------
  * Small helpers.
@@ -744,6 +755,7 @@ exec_end(Exec *e, int status, const char *reason)
 	e->status = status;
 	if (e->timeout_timer)
 		evtimer_del(e->timeout_timer);
+	exec_leaf_done(e);
 	limit = exec_limit_reason(e);
 	if (reason && streq(reason, "failed"))
 		e->end_reason = reason; /* never started */
@@ -756,13 +768,12 @@ exec_end(Exec *e, int status, const char *reason)
 	exec_maybe_finish(e); /* may free e */
 }
 
-/* The wall timeout passed: kill the exec's process group. Its EXEC_EXIT then
- * carries reason "timeout". */
+/* The wall timeout passed: kill everything the exec started (its leaf). Its
+ * EXEC_EXIT then carries reason "timeout". */
 static void
 exec_timeout_cb(evutil_socket_t fd, short what, void *arg)
 {
 	Exec *e = arg;
-	InitMsg m = {.type = INIT_MSG_KILL, .exec_id = e->id, .status = SIGKILL};
 
 	if (e->ended)
 		return;
@@ -772,7 +783,7 @@ exec_timeout_cb(evutil_socket_t fd, short what, void *arg)
 		log_ctx(LOG_INFO, &ctx, "exec %" PRIu64 " timed out, killing it", e->id);
 	}
 	if (e->sandbox && e->sandbox->state == SANDBOX_READY)
-		(void)fd_send(e->sandbox->sock, &m, sizeof(m), NULL, 0);
+		(void)exec_signal(e, SIGKILL);
 }
 
 /* ---------------------------------------------------------------------------
@@ -1536,6 +1547,8 @@ idle_cb(evutil_socket_t fd, short what, void *arg)
 
 	for (Sandbox *sb = s->sandboxes, *next; sb; sb = next) {
 		next = sb->next;
+		if (sb->leaves_pending)
+			exec_leaves_prune(sb);
 		if (!sandbox_idle(sb)) {
 			sb->idle_since = 0;
 			continue;
@@ -1634,6 +1647,8 @@ sandbox_on_msg(Sandbox *sb, const InitMsg *m, const char *payload, size_t len)
 		}
 		e->start_req_id = 0;
 		e->started = true;
+		if (e->leaf_kill_pending)
+			exec_leaf_kill(e);
 		exec_read_streams(e); /* may free e */
 		break;
 	case INIT_MSG_DATA:
@@ -2004,7 +2019,7 @@ handle_exec_start(Peer *p, const Frame *f, void *userdata)
 	const void *in = NULL;
 	size_t in_len = 0, msg_len = 0;
 	_cleanup_free_ char *msg = NULL;
-	int child_fds[3] = {-1, -1, -1};
+	int child_fds[4] = {-1, -1, -1, -1}; /* [3]: the exec's cgroup leaf */
 	Exec *e = NULL;
 	InitMsg m = {.type = INIT_MSG_EXEC};
 	MpReader r;
@@ -2122,6 +2137,14 @@ handle_exec_start(Peer *p, const Frame *f, void *userdata)
 	adopt_counter_store(s->counter_fd, e->id);
 	m.exec_id = e->id;
 	memcpy(msg, &m, sizeof(m));
+	k = exec_leaf_create(e, &child_fds[3]);
+	if (k < 0) {
+		char em[400];
+		snprintf(em, sizeof(em), "exec_cgroup: %s", s->create_err);
+		(void)peer_reply_error(p, f->req_id, k, em);
+		k = 0;
+		goto out;
+	}
 	k = adopt_save_exec(s->rt_dfd, sb->id, e->id, e->run_id, e->thread_id,
 			    timeout_ms > 0 ? realtime_ms() + timeout_ms : 0);
 	if (k < 0) {
@@ -2129,7 +2152,7 @@ handle_exec_start(Peer *p, const Frame *f, void *userdata)
 		log_ctx_errno(LOG_WARNING, k, &ctx, "Failed to record exec %" PRIu64 ": %m", e->id);
 		goto out;
 	}
-	k = (int)fd_send(sb->sock, msg, msg_len, child_fds, 3);
+	k = (int)fd_send(sb->sock, msg, msg_len, child_fds, child_fds[3] >= 0 ? 4 : 3);
 	if (k < 0) {
 		LogCtx ctx = exec_ctx(e);
 		log_ctx_errno(LOG_WARNING, k, &ctx, "Failed to send exec to sandbox %s: %m",
@@ -2175,8 +2198,11 @@ out:
 		LogCtx ctx = exec_ctx(e);
 		log_ctx(LOG_DEBUG, &ctx, "exec %" PRIu64 " not started", e->id);
 	}
+	if (e && e->leaf)
+		exec_leaf_done(e); /* never started: remove it again */
 	exec_free(e);
 	safe_close(child_fds[STREAM_STDIN]);
+	safe_close(child_fds[3]);
 	mp_strv_free(argv);
 	mp_strv_free(env);
 	mp_reader_done(&r);
@@ -2204,10 +2230,9 @@ handle_exec_kill(Peer *p, const Frame *f, void *userdata)
 	if (!e)
 		return -ENOENT;
 	if (!e->ended && e->sandbox && e->sandbox->state == SANDBOX_READY) {
-		InitMsg m = {.type = INIT_MSG_KILL, .exec_id = id, .status = (int32_t)sig};
-		ssize_t n = fd_send(e->sandbox->sock, &m, sizeof(m), NULL, 0);
-		if (n < 0)
-			return (int)n;
+		int k = exec_signal(e, (int)sig);
+		if (k < 0)
+			return k;
 		e->kill_requested = true;
 	}
 	reply_empty(c, f->req_id);
@@ -3205,6 +3230,7 @@ exec_adopt(Shim *s, Sandbox *sb, AdoptedExec *x, uint64_t window)
 		return exec_free(e);
 	if (sb->cg && cgroup_counters(sb->cg, &e->oom_base, &e->pids_base) >= 0)
 		e->have_base = true;
+	e->leaf = sb->cg && cgroup_leaf_exists(sb->cg, e->id); /* found again by name */
 	if (e->timeout_timer) {
 		int64_t left = MAX(x->deadline_ms - realtime_ms(), (int64_t)0);
 		evtimer_add(e->timeout_timer, timeval_from_usec(&tv, (usec_t)left * USEC_PER_MSEC));
@@ -3245,6 +3271,7 @@ adopt_cb(Adopted *a, void *ud)
 	sb->sock = TAKE_FD(a->sock);
 	if (cgroup_open(s->cgroups, sb->cg_id, &sb->cg) < 0)
 		sb->cg = NULL; /* no stats; the namespace still dies with its init */
+	sb->leaves_pending = sb->cg != NULL; /* leaves of released execs: pruned */
 	sb->sock_ev = event_new(s->base, sb->sock, EV_READ | EV_PERSIST, sandbox_sock_cb, sb);
 	sb->pidfd_ev = event_new(s->base, sb->pidfd, EV_READ, sandbox_pidfd_cb, sb);
 	if (!sb->sock_ev || !sb->pidfd_ev) {
@@ -3460,6 +3487,10 @@ shim_new(struct event_base *base, const ShimConf *conf, Shim **ret)
 		}
 		log_info("Using cgroup %s; seccomp filter of %u instructions",
 			 cgroup_host_describe(s->cgroups), (unsigned)s->seccomp.len);
+		if (!cgroup_host_has_leaves(s->cgroups))
+			log_warning("No cgroup2 hierarchy: execs get no cgroup of their own, "
+				    "EXEC_KILL and exec timeouts kill the process group only "
+				    "(a setsid'd descendant survives them)");
 		r = shim_adopt(s);
 		if (r < 0) {
 			shim_free(s);
@@ -3566,4 +3597,116 @@ shim_free(Shim *s)
 	free(s->root_mnt);
 	free(s);
 	return NULL;
+}
+
+/* ---------------------------------------------------------------------------
+ * Per-exec cgroups (cgroup.h "Exec leaves"; docs/DESIGN.md "Cancel kills the
+ * run's exec cgroup").
+ */
+
+/* Create e's leaf before INIT_MSG_EXEC: *ret_fd (its directory) goes with the
+ * exec's other fds. Fail closed: on a host with cgroup2 an exec without its
+ * leaf never starts (s->create_err says why). */
+static int
+exec_leaf_create(Exec *e, int *ret_fd)
+{
+	Shim *s = e->shim;
+	Sandbox *sb = e->sandbox;
+	CgroupError cerr = {""};
+	int r;
+
+	*ret_fd = -1;
+	if (!cgroup_host_has_leaves(s->cgroups))
+		return 0; /* no cgroup2 at all: the process group it is (logged at start) */
+	if (!sb->cg || !cgroup_has_leaves(sb->cg)) {
+		snprintf(s->create_err, sizeof(s->create_err),
+			 "the sandbox has no cgroup2 directory for the exec");
+		return -EOPNOTSUPP;
+	}
+	r = cgroup_leaf_create(sb->cg, e->id, ret_fd, &cerr);
+	if (r < 0) {
+		LogCtx ctx = exec_ctx(e);
+		snprintf(s->create_err, sizeof(s->create_err), "%s",
+			 cerr.msg[0] ? cerr.msg : strerror(-r));
+		log_ctx_errno(LOG_ERR, r, &ctx, "Failed to create the cgroup of exec %" PRIu64 ": %s",
+			      e->id, s->create_err);
+		return r;
+	}
+	e->leaf = true;
+	return 0;
+}
+
+/* The exec ended (or never started): remove its leaf, now or once the rest of
+ * its processes are gone (idle_cb). */
+static void
+exec_leaf_done(Exec *e)
+{
+	Sandbox *sb = e->sandbox;
+	int r;
+
+	if (!e->leaf || !sb || !sb->cg)
+		return;
+	r = cgroup_leaf_remove(sb->cg, e->id);
+	if (r == -EBUSY)
+		sb->leaves_pending = true;
+	else if (r < 0) {
+		LogCtx ctx = exec_ctx(e);
+		log_ctx_errno(LOG_WARNING, r, &ctx, "Failed to remove the cgroup of exec %" PRIu64 ": %m",
+			      e->id);
+	}
+}
+
+static void
+exec_leaf_kill(Exec *e)
+{
+	int r;
+
+	e->leaf_kill_pending = !e->started; /* again at STARTED */
+	if (!e->sandbox || !e->sandbox->cg)
+		return;
+	r = cgroup_leaf_kill(e->sandbox->cg, e->id);
+	if (r < 0) {
+		LogCtx ctx = exec_ctx(e);
+		log_ctx_errno(LOG_ERR, r, &ctx, "Failed to kill the cgroup of exec %" PRIu64 ": %m",
+			      e->id);
+	}
+}
+
+/* EXEC_KILL and the wall timeout: SIGKILL kills the exec's leaf (everything it
+ * started, setsid'd or not); other signals go to its process group through
+ * the init. */
+static int
+exec_signal(Exec *e, int sig)
+{
+	InitMsg m = {.type = INIT_MSG_KILL, .exec_id = e->id, .status = sig};
+	ssize_t n;
+
+	if (sig == SIGKILL && e->leaf) {
+		exec_leaf_kill(e);
+		return 0;
+	}
+	n = fd_send(e->sandbox->sock, &m, sizeof(m), NULL, 0);
+	return n < 0 ? (int)n : 0;
+}
+
+static bool
+leaf_busy(uint64_t exec_id, void *ud)
+{
+	Sandbox *sb = ud;
+
+	for (Exec *e = sb->shim->execs; e; e = e->next)
+		if (e->id == exec_id && e->sandbox == sb && !e->ended)
+			return true;
+	return false;
+}
+
+/* Remove the leaves of ended execs whose last processes have exited since. */
+static void
+exec_leaves_prune(Sandbox *sb)
+{
+	if (!sb->cg || sb->state == SANDBOX_DYING) {
+		sb->leaves_pending = false; /* they go with the sandbox cgroup */
+		return;
+	}
+	sb->leaves_pending = cgroup_prune_leaves(sb->cg, leaf_busy, sb) != 0;
 }
