@@ -197,6 +197,11 @@ struct Exec {
 	 * came before STARTED (the child may not be in the leaf yet). */
 	bool leaf;
 	bool leaf_kill_pending;
+	/* Killed: EXEC_EXIT waits (bounded) until the leaf is empty and removed,
+	 * so that whoever killed it sees all of its processes gone. */
+	bool leaf_gone;
+	unsigned leaf_tries;
+	struct event *leaf_timer;
 };
 
 struct Shim {
@@ -249,6 +254,7 @@ static void exec_leaf_done(Exec *e);
 static void exec_leaf_kill(Exec *e);
 static int exec_signal(Exec *e, int sig);
 static void exec_leaves_prune(Sandbox *sb);
+static bool exec_leaf_wait(Exec *e);
 
 /* ---------------------------------------------------------------------------
  * Small helpers.
@@ -413,6 +419,8 @@ exec_free(Exec *e)
 		event_free(e->timeout_timer);
 	if (e->hold_timer)
 		event_free(e->hold_timer);
+	if (e->leaf_timer)
+		event_free(e->leaf_timer);
 	free(e->run_id);
 	free(e->thread_id);
 	free(e->stdin_data);
@@ -680,6 +688,8 @@ exec_maybe_finish(Exec *e)
 
 	if (!e->ended)
 		return;
+	if (exec_leaf_wait(e))
+		return; /* again from leaf_timer */
 	if (!e->done[STREAM_STDOUT] || !e->done[STREAM_STDERR]) {
 		if (!evtimer_pending(e->drain_timer, NULL))
 			evtimer_add(e->drain_timer,
@@ -2234,7 +2244,9 @@ handle_exec_kill(Peer *p, const Frame *f, void *userdata)
 		if (k < 0)
 			return k;
 		e->kill_requested = true;
-	}
+	} else if (e->ended && sig == SIGKILL && e->leaf && !e->leaf_gone && e->sandbox &&
+		   e->sandbox->state == SANDBOX_READY)
+		exec_leaf_kill(e); /* the leader is gone; what it left (draining) is not */
 	reply_empty(c, f->req_id);
 	return 0;
 }
@@ -3709,4 +3721,38 @@ exec_leaves_prune(Sandbox *sb)
 		return;
 	}
 	sb->leaves_pending = cgroup_prune_leaves(sb->cg, leaf_busy, sb) != 0;
+}
+
+static void
+exec_leaf_timer_cb(evutil_socket_t fd, short what, void *arg)
+{
+	exec_maybe_finish(arg); /* may free it */
+}
+
+/* A killed exec's EXEC_EXIT goes out once its leaf is empty (removed), at most
+ * GRAVE_MAX_TRIES * GRAVE_RETRY_USEC later. True: wait (leaf_timer is set). */
+static bool
+exec_leaf_wait(Exec *e)
+{
+	struct timeval tv;
+	int r;
+
+	if (!e->leaf || e->leaf_gone || !(e->kill_requested || e->timed_out) || !e->sandbox ||
+	    !e->sandbox->cg)
+		return false;
+	r = cgroup_leaf_remove(e->sandbox->cg, e->id);
+	if (r != -EBUSY || ++e->leaf_tries >= GRAVE_MAX_TRIES) {
+		e->leaf_gone = true;
+		if (r == -EBUSY)
+			e->sandbox->leaves_pending = true;
+		return false;
+	}
+	if (!e->leaf_timer)
+		e->leaf_timer = evtimer_new(e->shim->base, exec_leaf_timer_cb, e);
+	if (!e->leaf_timer)
+		return false;
+	if (e->leaf_tries % 50 == 0)
+		exec_leaf_kill(e); /* forked while being killed (no cgroup.kill) */
+	evtimer_add(e->leaf_timer, timeval_from_usec(&tv, GRAVE_RETRY_USEC));
+	return true;
 }

@@ -76,7 +76,7 @@ typedef enum RunState {
 	RUN_STARTING,  /* EXEC_START in flight */
 	RUN_EXECUTING, /* output streaming */
 	RUN_REATTACH,  /* after a restart: waiting to EXEC_ATTACH */
-	RUN_CANCELLING, /* SANDBOX_DESTROY in flight for a cancel */
+	RUN_CANCELLING, /* a cancel: EXEC_KILL of its exec in flight, or its EXEC_EXIT awaited */
 	RUN_DONE,      /* its terminal Op is queued; freed when it completed */
 } RunState;
 
@@ -117,6 +117,7 @@ struct Run {
 	uint64_t proxy_port;  /* the egress proxy inside the sandbox, 0 = none */
 	int prep;             /* the preparation step before the harness starts */
 	bool post_exec;     /* an adapter's step after the main process (git diff) */
+	bool cancel_wait_exit; /* cancel: finish on the killed exec's EXEC_EXIT */
 	OutBuf post_out;
 	void (*post_done)(Run *run, int64_t code, const char *out, size_t len);
 };

@@ -34,6 +34,8 @@
 static void start_main(Run *run);
 static void write_mcp_config(Run *run);
 static void prep_next(Run *run);
+static void cancel_finish(Run *run);
+static void cancel_on_start(Run *run, int err, uint64_t exec_id);
 int run_aux_exec(Run *run, char *const *argv, char *const *env, const char *stdin_data,
 		 size_t stdin_len, void (*done)(Run *run, int64_t code, const char *out, size_t len));
 
@@ -187,6 +189,13 @@ exec_started(Peer *p, int err, const msgpack_object *body, void *ud)
 	const char *msg = NULL;
 
 	mp_reader_init(&r, body);
+	if (run->state == RUN_CANCELLING) {
+		if (err == 0)
+			mp_read_uint(&r, "exec_id", &exec_id);
+		mp_reader_done(&r);
+		cancel_on_start(run, r.err < 0 ? -EBADMSG : err, exec_id);
+		return;
+	}
 	if (err < 0) {
 		char m[512];
 		mp_read_str_opt(&r, "message", &msg, NULL);
@@ -567,17 +576,55 @@ cancel_finish(Run *run)
 }
 
 static void
-cancel_destroyed(Peer *p, int err, const msgpack_object *body, void *ud)
+cancel_killed(Peer *p, int err, const msgpack_object *body, void *ud)
 {
 	Run *run = ud;
-	if (err < 0)
+
+	if (err < 0 && err != -ENOENT)
 		log_ctx_errno(LOG_WARNING, err, &run->log,
-			      "Destroying the sandbox for a cancel failed: %m; finishing the run anyway");
-	cancel_finish(run);
+			      "Killing exec %" PRIu64 " for a cancel failed: %m; finishing the run anyway",
+			      run->exec_id);
+	/* -ENOENT: the exec is gone already. Else its EXEC_EXIT finishes the
+	 * cancel (shim_exec_exit), unless we are not attached to it. */
+	if (err < 0 || !run->cancel_wait_exit)
+		cancel_finish(run);
 }
 
-/* Cancel a run this coordinatord drives: destroy its sandbox's processes, then
- * end it aborted. The reply (record) goes out once that is committed. */
+/* EXEC_KILL SIGKILL of the run's exec: the shim kills the exec's cgroup, i.e.
+ * everything it started and nothing of the sandbox's other execs. */
+static int
+cancel_kill_exec(Run *run, bool wait_exit)
+{
+	MpWriter w;
+	int r;
+
+	run->cancel_wait_exit = wait_exit;
+	mp_writer_init(&w);
+	mp_w_map(&w, 2);
+	mp_w_uint(&w, "exec_id", run->exec_id);
+	mp_w_int(&w, "signal", 9);
+	r = peer_call(run->c->shim, MSG_EXEC_KILL, &w, 10 * USEC_PER_SEC, cancel_killed, run);
+	mp_writer_done(&w);
+	return r;
+}
+
+/* A cancel came while the EXEC_START was in flight: kill what it started. */
+static void
+cancel_on_start(Run *run, int err, uint64_t exec_id)
+{
+	if (err < 0 || exec_id == 0) {
+		cancel_finish(run);
+		return;
+	}
+	run->exec_id = exec_id;
+	if (cancel_kill_exec(run, true) < 0)
+		cancel_finish(run);
+}
+
+/* Cancel a run this coordinatord drives: kill its exec (EXEC_KILL SIGKILL, its
+ * exec cgroup: setsid'd and double-forked descendants included, another run's
+ * exec in the same sandbox untouched), then end it aborted once the exec's
+ * EXEC_EXIT came. The reply (record) goes out once that is committed. */
 int
 run_cancel(Run *run, Client *cl, uint64_t req_id)
 {
@@ -590,19 +637,22 @@ run_cancel(Run *run, Client *cl, uint64_t req_id)
 	json_auto_t *flag = json_pack("{s:b}", "cancelRequested", 1);
 	(void)runlog_update(c->runlog, run->run_id, flag, now_epoch_ms(), NULL);
 	if (run->sandbox_id && peer_is_ready(c->shim)) {
-		MpWriter w;
-		mp_writer_init(&w);
-		mp_w_map(&w, 1);
-		mp_w_str(&w, "sandbox_id", run->sandbox_id);
-		int r = peer_call(c->shim, MSG_SANDBOX_DESTROY, &w, 10 * USEC_PER_SEC,
-				  cancel_destroyed, run);
-		mp_writer_done(&w);
-		if (r == 0) {
+		if (run->state == RUN_STARTING) {
+			/* exec_started / post_started kill it once its id is known */
 			run->state = RUN_CANCELLING;
 			return 0;
 		}
+		if ((run->state == RUN_EXECUTING || run->state == RUN_REATTACH) && run->exec_id) {
+			bool attached = run->state == RUN_EXECUTING;
+			if (!attached)
+				peer_cancel_calls(c->shim, run); /* the EXEC_ATTACH */
+			if (cancel_kill_exec(run, attached) == 0) {
+				run->state = RUN_CANCELLING;
+				return 0;
+			}
+		}
 	}
-	/* not started in a sandbox yet (or the shim is gone): nothing to kill */
+	/* no exec started yet (or the shim is gone): nothing to kill */
 	if (c->shim)
 		peer_cancel_calls(c->shim, run);
 	cancel_finish(run);
@@ -694,6 +744,16 @@ shim_exec_exit(Peer *p, const Frame *f, void *ud)
 	Run *run = run_find_exec(c, exec_id);
 	if (!run)
 		return 0;
+	if (run->state == RUN_CANCELLING) {
+		/* the exec a cancel killed: now the run ends aborted */
+		bool post = run->post_exec;
+		run->post_exec = false;
+		run->post_done = NULL;
+		if (!post)
+			run_flush_output(run, true);
+		cancel_finish(run);
+		return 0;
+	}
 	if (run->post_exec) {
 		run->post_exec = false;
 		void (*done)(Run *, int64_t, const char *, size_t) = run->post_done;
@@ -703,8 +763,8 @@ shim_exec_exit(Peer *p, const Frame *f, void *ud)
 		return 0;
 	}
 	run_flush_output(run, true);
-	if (run->state == RUN_CANCELLING || run->state == RUN_DONE)
-		return 0; /* the cancel (or the adapter) ended the run */
+	if (run->state == RUN_DONE)
+		return 0; /* the adapter ended the run */
 	run->adapter->exit(run, code, sig, why);
 	return 0;
 }
@@ -720,6 +780,12 @@ post_started(Peer *p, int err, const msgpack_object *body, void *ud)
 	if (err == 0)
 		mp_read_uint(&r, "exec_id", &exec_id);
 	mp_reader_done(&r);
+	if (run->state == RUN_CANCELLING) {
+		run->post_exec = false;
+		run->post_done = NULL;
+		cancel_on_start(run, r.err < 0 ? -EBADMSG : err, exec_id);
+		return;
+	}
 	if (err < 0 || r.err < 0) {
 		void (*done)(Run *, int64_t, const char *, size_t) = run->post_done;
 		run->post_exec = false;

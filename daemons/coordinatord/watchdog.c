@@ -19,6 +19,8 @@
 
 #include "coordinatord.h"
 
+#include "adapter.h"
+
 #include <errno.h>
 #include <event2/event.h>
 #include <inttypes.h>
@@ -124,7 +126,13 @@ watchdog_scan(Coordinator *c)
 			      c->conf.stall_timeout_ms);
 		json_decref(rec);
 		if (run) {
-			if (streq(c->conf.stall_action, "kill") && run->sandbox_id)
+			/* kill: the run's exec cgroup (everything it started, not the
+			 * sandbox's other runs); the whole sandbox only when no exec
+			 * of it is known yet (its start is in flight). */
+			if (streq(c->conf.stall_action, "kill") && run->exec_id &&
+			    (run->state == RUN_EXECUTING || run->state == RUN_REATTACH))
+				run_kill_exec(run);
+			else if (streq(c->conf.stall_action, "kill") && run->sandbox_id)
 				kill_sandbox(c, run->sandbox_id);
 			run_free(run);
 		}
