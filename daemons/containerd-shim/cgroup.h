@@ -91,7 +91,7 @@ void cgroup_spawn_fds(const Cgroup *cg, int *ret_cgroup_fd, const int **ret_proc
 int cgroup_counters(const Cgroup *cg, uint64_t *ret_oom_kills, uint64_t *ret_pids_max);
 /* CPU time used so far (µs) and processes alive. */
 int cgroup_stats(const Cgroup *cg, uint64_t *ret_cpu_usec, uint64_t *ret_procs);
-/* Number of processes in the cgroup (0 = empty). */
+/* Number of processes in the cgroup and its exec leaves (0 = empty). */
 int cgroup_count_procs(const Cgroup *cg, uint64_t *ret);
 
 /* SIGKILL every process: cgroup.kill, else freeze, SIGKILL each member, thaw.

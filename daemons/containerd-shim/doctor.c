@@ -134,6 +134,14 @@ check_cgroup(Doctor *d, const ShimConf *conf)
 	else
 		report(d, 1, "cgroup.kill",
 		       "missing (kernel < 5.14?): destroy falls back to freeze + SIGKILL");
+	if (cgroup_host_mode(h) == CGROUP_MODE_V2 || cgroup_host_has_leaves(h))
+		report(d, 1, "exec cgroups",
+		       "each exec is cloned into its own cgroup2 leaf: EXEC_KILL, timeouts "
+		       "and cancel kill all it started");
+	else
+		report(d, 1, "exec cgroups",
+		       "no cgroup2 hierarchy: EXEC_KILL, timeouts and cancel kill the exec's "
+		       "process group only (a setsid'd descendant survives)");
 	cgroup_host_free(h);
 }
 

@@ -15,7 +15,8 @@
  *                   → {exec_id}, then pushes EXEC_OUTPUT… and exactly one
  *                   EXEC_EXIT (reason exit, signal, killed, timeout, oom,
  *                   pids_limit, lost or failed)
- *   EXEC_KILL       {exec_id, signal}          → {}
+ *   EXEC_KILL       {exec_id, signal}          → {}: SIGKILL kills the exec's cgroup
+ *                   leaf (everything it started), other signals its process group
  *   SANDBOX_STATS   {sandbox_id}               → {cpu_usec, procs}
  *   EXEC_ATTACH     {exec_id, stdout_offset, stderr_offset} → {}, then replays
  *                   the buffered output from those offsets (`dropped` when some
@@ -44,7 +45,9 @@
  * thread_id; an exec's own run_id when EXEC_START gives one).
  *
  * Every sandbox gets its own cgroup (cgroup.h) with the memory, pids and cpu
- * limits of the config, and every exec the seccomp filter (seccomp-policy.h),
+ * limits of the config, every exec a leaf of it (cgroup2: it is cloned into
+ * <sandbox cgroup>/e<exec id>; fail closed, docs/DESIGN.md "Cancel kills the
+ * run's exec cgroup"), and every exec the seccomp filter (seccomp-policy.h),
  * compiled once here at start-up: if either cannot be set up, shim_new fails
  * (fail closed). On start, the sandboxes a killed predecessor with the same
  * runtime_dir left behind are re-adopted when they have an exec not yet

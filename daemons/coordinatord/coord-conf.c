@@ -25,7 +25,8 @@ const ConfItem coord_conf_items[] = {
 	  "300000", 0, 86400000LL * 7,
 	  "stall watchdog: a run with no progress for this long fails; 0 turns it off" },
 	{ "coordinatord", "stall_action", CONF_STR, offsetof(CoordConf, stall_action), "fail", 0, 0,
-	  "what the watchdog does to a stale run: 'fail' it, or 'kill' (also destroy its processes)" },
+	  "what the watchdog does to a stale run: 'fail' it, or 'kill' (also kill its exec and all "
+	  "it started)" },
 	{ "coordinatord", "reuse", CONF_STR, offsetof(CoordConf, reuse), "thread", 0, 0,
 	  "'thread': a thread's runs share a sandbox and /workspace; 'none': each run gets a "
 	  "fresh one, removed with its files when the run ends" },
