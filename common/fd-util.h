@@ -4,6 +4,8 @@
  */
 #pragma once
 
+#include <stdio.h>
+
 #include <stddef.h>
 #include "macro.h"
 
@@ -16,6 +18,14 @@ closep(int *fd)
 	safe_close(*fd);
 }
 #define _cleanup_close_ _cleanup_(closep)
+
+static inline void
+fclosep(FILE **f)
+{
+	if (*f)
+		(void)fclose(*f);
+}
+#define _cleanup_fclose_ _cleanup_(fclosep)
 
 /* Set or clear O_NONBLOCK. Returns 0 or a negative errno. */
 int fd_nonblock(int fd, int nonblock);

@@ -337,6 +337,20 @@ init_rlimits(const SandboxSpec *spec)
 }
 
 static int init_landlock(void);
+
+/* Last step of the setup: the init and everything it will start run under the
+ * policy from here on (sandbox.h). */
+static void
+init_seccomp(void)
+{
+	int r;
+
+	if (!init_spec->seccomp || !init_spec->seccomp_exec)
+		init_fail(EPERM, "no seccomp filter");
+	r = seccomp_policy_load(init_spec->seccomp);
+	if (r < 0)
+		init_fail(-r, "load the seccomp filter");
+}
 static bool landlock_pending; /* pooled: restrict at the first exec */
 
 /* Returns the Landlock ABI applied (0 = none). */
@@ -349,6 +363,7 @@ init_setup(const SandboxSpec *spec)
 	size_t n;
 	gid_t groups[1];
 	uid_t uid = spec->sandbox_uid;
+	int abi_applied;
 
 	/* Phase 1, still host uid 0 (unmapped) with full caps in the new user ns.
 	 * A pooled sandbox's workspace is cloned before / turns private: the clone
@@ -476,9 +491,12 @@ init_setup(const SandboxSpec *spec)
 		long abi = syscall(SYS_landlock_create_ruleset, NULL, 0,
 				   LANDLOCK_CREATE_RULESET_VERSION);
 		landlock_pending = abi > 0;
+		init_seccomp();
 		return abi > 0 ? (int)abi : 0;
 	}
-	return init_landlock();
+	abi_applied = init_landlock();
+	init_seccomp();
+	return abi_applied;
 }
 
 /* Landlock, when the kernel has it (defence in depth under the read-only
@@ -614,11 +632,11 @@ exec_child(const int *fds, int status_fd, const char *cwd, char **argv, char **e
 	environ = envp; /* execvpe searches PATH from the environment we give the exec */
 	/* Last step before execve: from here on only allowlisted syscalls work. */
 	es.stage = 3;
-	if (!init_spec->seccomp) {
+	if (!init_spec->seccomp_exec) {
 		errno = EPERM;
 		goto fail;
 	}
-	r = seccomp_policy_load(init_spec->seccomp);
+	r = seccomp_policy_load(init_spec->seccomp_exec);
 	if (r < 0) {
 		errno = -r;
 		goto fail;

@@ -18,6 +18,8 @@
  *      /dev/shm and the /dev nodes (ABI >= 6: abstract sockets and signals
  *      scoped to the sandbox);
  *      sets the resource limits (CORE 0, NOFILE, FSIZE, MEMLOCK, RTPRIO 0);
+ *      and, last, loads the seccomp policy on itself (seccomp-policy.h, the
+ *      INIT variant: every exec inherits it);
  *   4. answers INIT_MSG_READY, or INIT_MSG_SETUP_FAILED with "step: strerror"
  *      and _exit()s — fail closed: a sandbox that could not be fully set up
  *      never runs anything;
@@ -25,8 +27,9 @@
  *      exits of the execs it started. An exec child is born in the exec's own
  *      cgroup2 leaf when the shim sends one (clone3 CLONE_INTO_CGROUP; the
  *      shim delegated the leaf's and the sandbox cgroup's cgroup.procs to
- *      host_uid for that), so that the shim can kill all it started. Each exec child gets its own session, only
- *      fds 0-2, and loads the seccomp filter as its last step before execve.
+ *      host_uid for that), so that the shim can kill all it started. Each
+ *      exec child gets its own session, only fds 0-2, and adds the seccomp
+ *      EXEC_LAYER as its last step before execve.
  * The init is in the sandbox's cgroups before it runs anything: cloned into
  * the cgroup2 directory (CLONE_INTO_CGROUP), and for v1 hierarchies it writes
  * itself into their cgroup.procs (files the shim opened) as its very first step;
@@ -118,9 +121,11 @@ typedef struct SandboxSpec {
 	int64_t tmp_inodes;    /* nr_inodes of /tmp and of /dev/shm */
 	uid_t sandbox_uid;     /* uid = gid inside */
 	uid_t host_uid;	       /* uid = gid outside; never 0 */
-	/* The seccomp BPF program every exec child loads right before execve
-	 * (seccomp-policy.h). Required: without it no exec starts (fail closed). */
+	/* seccomp (seccomp-policy.h): the INIT variant the init loads on itself at
+	 * the end of its setup, and the EXEC_LAYER every exec child adds right
+	 * before execve. Both required: without them nothing starts (fail closed). */
 	const struct sock_fprog *seccomp;
+	const struct sock_fprog *seccomp_exec;
 	/* Resource limits of the init, inherited by every exec (soft = hard).
 	 * RLIMIT_CORE and RLIMIT_RTPRIO are always 0. */
 	int64_t rlimit_nofile, rlimit_fsize, rlimit_memlock;

@@ -631,12 +631,33 @@ build_args(scmp_filter_ctx ctx, const char *name, int nr)
 int
 seccomp_policy_build(void **ret_ctx)
 {
+	return seccomp_policy_build_variant(SECCOMP_POLICY_AGENT, ret_ctx);
+}
+
+int
+seccomp_policy_build_variant(SeccompPolicyVariant v, void **ret_ctx)
+{
 #if !defined(__x86_64__)
 	return -EOPNOTSUPP; /* the arch handling below is written for x86_64 only */
 #else
 	scmp_filter_ctx ctx;
 	int r;
 
+	if (v == SECCOMP_POLICY_EXEC_LAYER) {
+		/* The layer each exec adds on top of the init's: clone3 → ENOSYS. */
+		ctx = seccomp_init(SCMP_ACT_ALLOW);
+		if (!ctx)
+			return -ENOMEM;
+		r = seccomp_attr_set(ctx, SCMP_FLTATR_ACT_BADARCH, SCMP_ACT_KILL_PROCESS);
+		if (r >= 0)
+			r = add(ctx, SCMP_ACT_ERRNO(ENOSYS), __NR_clone3, 0, NULL);
+		if (r < 0) {
+			seccomp_release(ctx);
+			return r;
+		}
+		*ret_ctx = ctx;
+		return 0;
+	}
 	ctx = seccomp_init(SCMP_ACT_ERRNO(ENOSYS));
 	if (!ctx)
 		return -ENOMEM;
@@ -660,7 +681,11 @@ seccomp_policy_build(void **ret_ctx)
 		case POLICY_EPERM: r = add(ctx, SCMP_ACT_ERRNO(EPERM), nr, 0, NULL); break;
 		case POLICY_ENOSYS:
 			/* The default action already; libseccomp refuses a rule equal to
-			 * it (-EACCES). The row documents the choice, the test checks it. */
+			 * it (-EACCES). The row documents the choice, the test checks it.
+			 * The init's own variant allows clone3 (it creates the execs);
+			 * each exec adds the EXEC_LAYER, which gives the row back. */
+			if (v == SECCOMP_POLICY_INIT && nr == __NR_clone3)
+				r = add(ctx, SCMP_ACT_ALLOW, nr, 0, NULL);
 			break;
 		case POLICY_KILL: r = add(ctx, SCMP_ACT_KILL_PROCESS, nr, 0, NULL); break;
 		case POLICY_ARGS: r = build_args(ctx, row->name, nr); break;
@@ -679,6 +704,12 @@ seccomp_policy_build(void **ret_ctx)
 int
 seccomp_policy_compile(struct sock_fprog *ret)
 {
+	return seccomp_policy_compile_variant(SECCOMP_POLICY_AGENT, ret);
+}
+
+int
+seccomp_policy_compile_variant(SeccompPolicyVariant v, struct sock_fprog *ret)
+{
 	_cleanup_close_ int fd = -1;
 	struct sock_filter *insns = NULL;
 	scmp_filter_ctx ctx = NULL;
@@ -686,7 +717,7 @@ seccomp_policy_compile(struct sock_fprog *ret)
 	ssize_t n;
 	int r;
 
-	r = seccomp_policy_build(&ctx);
+	r = seccomp_policy_build_variant(v, &ctx);
 	if (r < 0)
 		return r;
 	/* libseccomp 2.5 exports BPF only to a file descriptor. */

@@ -78,6 +78,7 @@
 #define GRAVE_RETRY_USEC (10 * USEC_PER_MSEC)
 #define EXEC_HOLD_USEC (600 * USEC_PER_SEC) /* an ended exec nobody re-attached to */
 #define IDLE_SCAN_USEC (200 * USEC_PER_MSEC)
+#define ENSURE_RESERVE_USEC (10 * USEC_PER_SEC) /* an ENSURE'd sandbox awaits its exec */
 #define POOL_REFILL_DELAY_USEC (20 * USEC_PER_MSEC) /* after a claim */
 #define GRAVE_MAX_TRIES 500 /* 5 s until a cgroup that does not empty is given up */
 
@@ -135,6 +136,9 @@ struct Sandbox {
 	bool pooled;
 	char *pool_dir;
 	char cg_id[17];	 /* its cgroup is sb-<cg_id>: the id, or the pooled one's own */
+	/* An ENSURE was answered (or is pending) and no EXEC_START came yet: the
+	 * sandbox is about to be used, never "idle" (evicted for the queue). */
+	usec_t reserved_until;
 	bool purge;	 /* SANDBOX_DESTROY purge: remove its directory once dead */
 	int landlock_abi; /* from READY */
 	bool leaves_pending; /* exec cgroup leaves left to remove (idle_cb prunes) */
@@ -217,7 +221,8 @@ struct Shim {
 	Exec *execs;
 	uint64_t next_exec_id;
 	bool stopped;
-	struct sock_fprog seccomp; /* compiled once; every exec loads it */
+	struct sock_fprog seccomp;      /* the init's variant (seccomp-policy.h) */
+	struct sock_fprog seccomp_exec; /* the layer each exec adds */
 	CgroupHost *cgroups;
 	Grave *graves;
 	struct event *grave_timer;
@@ -1010,6 +1015,7 @@ sandbox_start(Shim *s, Sandbox *sb, const char *ws, bool slave, const char *cg_i
 	    .sandbox_uid = (uid_t)c->sandbox_uid,
 	    .host_uid = (uid_t)c->host_uid,
 	    .seccomp = &s->seccomp,
+	    .seccomp_exec = &s->seccomp_exec,
 	    .rlimit_nofile = c->rlimit_nofile,
 	    .rlimit_fsize = c->rlimit_fsize,
 	    .rlimit_memlock = c->rlimit_memlock,
@@ -1234,7 +1240,35 @@ pool_bind_workspace(const char *dir, const char *ws)
 	return 0;
 }
 
-/* Take a pooled sandbox for key (a ready one first, else one still starting):
+/* Whether the top mount on /workspace in the mount namespace of pid is the
+ * workspace of sandbox id (mountinfo's root field ends with "/<id>/workspace").
+ * 0, or -ENOENT when it is not (the bind did not propagate). */
+static int
+pool_check_workspace(pid_t pid, const char *id)
+{
+	_cleanup_fclose_ FILE *f = NULL;
+	char path[64], want[64], line[4096];
+	bool ok = false;
+
+	snprintf(path, sizeof(path), "/proc/%d/mountinfo", (int)pid);
+	snprintf(want, sizeof(want), "/%s/workspace", id);
+	f = fopen(path, "re");
+	if (!f)
+		return -errno;
+	while (fgets(line, sizeof(line), f)) {
+		char root[4096], mnt[4096];
+		size_t rl;
+		if (sscanf(line, "%*s %*s %*s %4095s %4095s", root, mnt) != 2 ||
+		    !streq(mnt, "/workspace"))
+			continue;
+		rl = strlen(root);
+		/* the last one listed is the top of the stack */
+		ok = rl >= strlen(want) && streq(root + rl - strlen(want), want);
+	}
+	return ok ? 0 : -ENOENT;
+}
+
+/* Take a pooled sandbox for key (a ready one):
  * bind the key's workspace in and move it to the sandbox table. Returns 1 and
  * *ret, 0 when the pool has none (or binding failed: the caller creates one),
  * or a negative errno for the workspace (s->create_err says why). */
@@ -1247,11 +1281,10 @@ pool_claim(Shim *s, const char *key, const char *id, const char *run_id, const c
 	LogCtx ctx = {.run_id = run_id, .thread_id = thread_id, .sandbox_id = id};
 	int r;
 
+	/* Only a ready one: while its init still builds its root, the clone of the
+	 * mount point may be detached, and a bind does not propagate into it. */
 	for (Sandbox *p = s->pool; p && !sb; p = p->next)
 		if (p->state == SANDBOX_READY)
-			sb = p;
-	for (Sandbox *p = s->pool; p && !sb; p = p->next)
-		if (p->state == SANDBOX_STARTING)
 			sb = p;
 	if (!sb)
 		return 0;
@@ -1266,6 +1299,8 @@ pool_claim(Shim *s, const char *key, const char *id, const char *run_id, const c
 	if (!sb->key)
 		return -ENOMEM;
 	r = pool_bind_workspace(sb->pool_dir, ws);
+	if (r >= 0) /* fail closed: the sandbox must see it, not the empty mount point */
+		r = pool_check_workspace(sb->pid, id);
 	if (r >= 0) /* its re-adoption state follows it to its new id */
 		r = adopt_rename_sandbox(s->rt_dfd, sb->id, id);
 	if (r >= 0) {
@@ -1388,7 +1423,7 @@ sandbox_idle(Sandbox *sb)
 {
 	uint64_t procs = 0;
 
-	if (sb->state != SANDBOX_READY || sb->ensure_waiters)
+	if (sb->state != SANDBOX_READY || sb->ensure_waiters || now_usec() < sb->reserved_until)
 		return false;
 	for (Exec *e = sb->shim->execs; e; e = e->next)
 		if (e->sandbox == sb && !e->ended)
@@ -1822,6 +1857,8 @@ sandbox_dead(Sandbox *sb)
 		bool ready = false;
 		int r = sandbox_obtain(s, sb->key, sb->id, sb->next_run_id, sb->next_thread_id,
 				       &nsb, &ready);
+		if (r >= 0)
+			nsb->reserved_until = now_usec() + ENSURE_RESERVE_USEC;
 		if (r >= 0 && ready) {
 			for (Waiter *w = re; w; w = w->next)
 				reply_ensure(w->conn, w->req_id, nsb->id, true);
@@ -1883,6 +1920,7 @@ ensure_key(Shim *s, Conn *c, uint64_t req_id, const char *key, const char *run_i
 	}
 	if (sb) {
 		sb->idle_since = 0; /* in use */
+		sb->reserved_until = now_usec() + ENSURE_RESERVE_USEC;
 		switch (sb->state) {
 		case SANDBOX_READY:
 			if (run_id && (!sb->run_id || !streq(run_id, sb->run_id)))
@@ -1905,6 +1943,8 @@ ensure_key(Shim *s, Conn *c, uint64_t req_id, const char *key, const char *run_i
 		return queue_add(s, c, req_id, key, run_id, thread_id);
 	bool ready = false;
 	k = sandbox_obtain(s, key, id, run_id, thread_id, &sb, &ready);
+	if (k >= 0)
+		sb->reserved_until = now_usec() + ENSURE_RESERVE_USEC;
 	if (k >= 0 && ready) {
 		reply_ensure(c, req_id, id, true);
 		return 0;
@@ -1971,8 +2011,12 @@ handle_sandbox_destroy(Peer *p, const Frame *f, void *userdata)
 		reply_empty(c, f->req_id);
 		return 0;
 	}
-	if (!sb)
-		return -ENOENT;
+	if (!sb) {
+		/* Gone already (stopped when idle, or its init died): what was asked
+		 * holds. Only an id no sandbox can have is an error (above). */
+		reply_empty(c, f->req_id);
+		return 0;
+	}
 	k = waiter_add(&sb->destroy_waiters, c, f->req_id);
 	if (k < 0)
 		return k;
@@ -2064,6 +2108,7 @@ handle_exec_start(Peer *p, const Frame *f, void *userdata)
 		k = -ENOENT;
 		goto out;
 	}
+	sb->reserved_until = 0; /* its exec came: idle again once it ends */
 	if (sb->state != SANDBOX_READY) {
 		k = -EAGAIN;
 		goto out;
@@ -3483,7 +3528,9 @@ shim_new(struct event_base *base, const ShimConf *conf, Shim **ret)
 	}
 	/* Fail closed: without the filter or the cgroups no sandbox may exist. (After
 	 * listen(): clients may connect already, they are served once we run.) */
-	r = seccomp_policy_compile(&s->seccomp);
+	r = seccomp_policy_compile_variant(SECCOMP_POLICY_INIT, &s->seccomp);
+	if (r >= 0)
+		r = seccomp_policy_compile_variant(SECCOMP_POLICY_EXEC_LAYER, &s->seccomp_exec);
 	if (r < 0) {
 		shim_free(s);
 		return log_error_errno(r, "Failed to compile the seccomp filter: %m");
@@ -3605,6 +3652,7 @@ shim_free(Shim *s)
 	safe_close(s->rt_dfd);
 	safe_close(s->counter_fd);
 	free(s->seccomp.filter);
+	free(s->seccomp_exec.filter);
 	free(s->sock_path);
 	free(s->root_mnt);
 	free(s);

@@ -109,3 +109,21 @@ def test_thread_files_and_snapshots_are_refused(s):
     assert st == 409 and body["code"] == "reuse_none", (st, body)
     st, body = s.http("POST", "/threads/t-none/snapshots", body={})
     assert st == 409 and body["code"] == "conflict", (st, body)
+
+
+def test_every_new_sandbox_sees_its_own_workspace_under_load(s):
+    """Pooled and freshly built sandboxes, created back to back from 8 clients:
+    each one's first exec writes into /workspace and reads it back (a claim
+    never hands over a sandbox that shows the empty pool mount point)."""
+    sock = os.path.join(s.dir, "run", "containerd-shim.sock")
+    shimctl = os.path.join(BUILD, "daemons", "containerd-shim", "shimctl")
+    ps = [subprocess.Popen([shimctl, sock, f"t-load-{w}", "--fresh", "12", "--", "/bin/sh", "-c",
+                            "echo $$ > /workspace/me && test -s /workspace/me && "
+                            "test $(stat -c %u /workspace) = $(id -u)"],
+                           stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
+          for w in range(8)]
+    for p in ps:
+        _, err = p.communicate(timeout=120)
+        assert p.returncode == 0, err
+    log = s.log("containerd-shim")
+    assert "from the pool" in log

@@ -10,7 +10,9 @@
  *   - every syscall number 0..1023 that no row names gets ENOSYS;
  *   - the argument rows (clone, socket, ioctl, personality) on the values that
  *     matter, including the 64-bit ioctl command with high bits set;
- *   - i386 and x32 calls, and any foreign architecture, kill the process.
+ *   - i386 and x32 calls, and any foreign architecture, kill the process;
+ *   - the two layers an exec really runs under (the init's variant and the
+ *     per-exec layer, stacked as the kernel stacks them) equal that program.
  * A row changed without the compiler following (or the other way round) fails.
  */
 #include "config.h"
@@ -48,13 +50,13 @@ static struct sock_fprog prog;
 /* Classic BPF as the kernel's seccomp runs it. Fails the test on any opcode
  * the interpreter does not know or on a jump out of the program. */
 static uint32_t
-run_bpf(const struct seccomp_data *d)
+run_prog(const struct sock_fprog *p, const struct seccomp_data *d)
 {
 	uint32_t A = 0, X = 0, mem[BPF_MEMWORDS] = {0};
 	const unsigned char *data = (const unsigned char *)d;
 
-	for (unsigned pc = 0; pc < prog.len; pc++) {
-		const struct sock_filter *f = &prog.filter[pc];
+	for (unsigned pc = 0; pc < p->len; pc++) {
+		const struct sock_filter *f = &p->filter[pc];
 		switch (f->code) {
 		case BPF_LD | BPF_W | BPF_ABS:
 			assert_true(f->k + 4 <= sizeof(*d));
@@ -84,6 +86,12 @@ run_bpf(const struct seccomp_data *d)
 	}
 	fail_msg("fell off the end of the program");
 	return 0;
+}
+
+static uint32_t
+run_bpf(const struct seccomp_data *d)
+{
+	return run_prog(&prog, d);
 }
 
 static uint32_t
@@ -348,6 +356,56 @@ test_explicit_deny_set(void **state)
 			fail_msg("%s does not kill", kill[i]);
 }
 
+/* The kernel runs every stacked filter and keeps the action of highest
+ * precedence (the lowest as a signed action; a tie keeps the newest). */
+static uint32_t
+stacked(uint32_t older, uint32_t newer)
+{
+	return (int32_t)(newer & SECCOMP_RET_ACTION_FULL) <= (int32_t)(older & SECCOMP_RET_ACTION_FULL)
+		   ? newer
+		   : older;
+}
+
+/* What an exec runs under — the init's variant (clone3 allowed) with the exec
+ * layer on top — is exactly the table's filter, syscall by syscall. */
+static void
+test_init_plus_exec_layer_is_the_policy(void **state)
+{
+	struct sock_fprog init = {0}, layer = {0};
+	const uint64_t args[][3] = {{0, 0, 0},
+				    {CLONE_NEWUSER, 0, 0},
+				    {AF_INET, SOCK_RAW, 0},
+				    {AF_NETLINK, SOCK_DGRAM, 0},
+				    {0, TIOCSTI, 0},
+				    {0, 0xffffffff00000000ULL | TIOCSTI, 0},
+				    {READ_IMPLIES_EXEC, 0, 0}};
+	const uint32_t arches[] = {AUDIT_ARCH_X86_64, AUDIT_ARCH_I386};
+
+	(void)state;
+	assert_int_equal(seccomp_policy_compile_variant(SECCOMP_POLICY_INIT, &init), 0);
+	assert_int_equal(seccomp_policy_compile_variant(SECCOMP_POLICY_EXEC_LAYER, &layer), 0);
+	assert_true(layer.len < 16); /* cheap to load in every exec */
+	for (size_t a = 0; a < ELEMENTSOF(arches); a++)
+		for (int nr = 0; nr < 1024; nr++)
+			for (size_t k = 0; k < ELEMENTSOF(args); k++) {
+				struct seccomp_data d = {.nr = nr, .arch = arches[a]};
+				memcpy(d.args, args[k], sizeof(args[k]));
+				uint32_t want = run_prog(&prog, &d);
+				uint32_t got = stacked(run_prog(&init, &d), run_prog(&layer, &d));
+				if (got != want)
+					fail_msg("syscall %d (arch 0x%x, args #%zu): init+layer 0x%x, "
+						 "policy 0x%x",
+						 nr, arches[a], k, got, want);
+			}
+	/* and the init alone may clone3 (it creates the execs) */
+	{
+		struct seccomp_data d = {.nr = nr_of("clone3"), .arch = AUDIT_ARCH_X86_64};
+		assert_int_equal(run_prog(&init, &d), SECCOMP_RET_ALLOW);
+	}
+	free(init.filter);
+	free(layer.filter);
+}
+
 int
 main(void)
 {
@@ -360,6 +418,7 @@ main(void)
 	    cmocka_unit_test(test_ioctl_tiocsti_tioclinux),
 	    cmocka_unit_test(test_personality),
 	    cmocka_unit_test(test_explicit_deny_set),
+	    cmocka_unit_test(test_init_plus_exec_layer_is_the_policy),
 	};
 	return cmocka_run_group_tests(tests, setup, teardown);
 }
