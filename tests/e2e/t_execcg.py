@@ -168,6 +168,24 @@ def test_kill_takes_every_descendant_of_one_exec_only(s):
     c.close()
 
 
+def test_the_sandbox_cannot_reach_the_cgroupfs(s):
+    """The delegated cgroup.procs files are usable only through the cgroupfs,
+    which is not mounted inside; the exec sees itself at the root of its own
+    leaf's namespace view."""
+    key = "t-ecg-view"
+    c = client(s)
+    sid = ensure(c, key)
+    m = f"rwmark-ecg-view-{os.getpid()}"
+    e = start(c, sid, "grep -c cgroup /proc/self/mountinfo; ls /sys/fs/cgroup 2>&1 | wc -l; "
+              "grep '^0::' /proc/self/cgroup", m)
+    ex, out = wait_exit(c, e)
+    assert ex["exit_code"] == 0, (ex, out)
+    lines = out.decode().splitlines()
+    assert lines[0] == "0", out  # no cgroup or cgroup2 mount
+    assert lines[2] == f"0::/e{e}", out  # its leaf, relative to the sandbox cgroup
+    c.close()
+
+
 def test_kill_via_shimctl_kill_after(s):
     key = "t-ecg-shimctl"
     m = f"rwmark-ecg-sc-{os.getpid()}"
