@@ -15,7 +15,7 @@ import time
 
 from rwtest import stdout_text
 from t_sandbox import (cgroup_id, host_pids, poll, run_ok, sandbox_cgroups, sandbox_id,
-                       shimctl, workspace)
+                       shimctl, start_daemon_in, workspace)
 
 SUITE_CONF = """[containerd-shim]
 exec_output_buffer = 64K
@@ -143,15 +143,6 @@ def test_exit_while_the_shim_is_away_is_delivered(s):
     log = shim_log_since(s, mark)
     assert "ended while the shim was away" in log, log[-2000:]
 
-
-def start_daemon_in(s, thread, marker):
-    """A double-forked, setsid'd, SIGTERM-ignoring daemon named marker; its run ends."""
-    run_ok(s, "setsid bash -c 'trap \"\" TERM HUP; (trap \"\" TERM HUP; "
-              f"exec -a {marker} sleep 9999) &' </dev/null >/dev/null 2>&1; echo started",
-           thread=thread)
-    pids = poll(lambda: host_pids(marker), 5)
-    assert len(pids) == 1, pids
-    return pids[0]
 
 
 def test_sandbox_without_live_exec_is_reaped_on_restart(s):
