@@ -67,7 +67,7 @@ main(int argc, char **argv)
 	memcpy(chunk + sizeof(chunk) - 3, "\"}", 3);
 
 	BenchConn *c = calloc((size_t)conns, sizeof(*c));
-	char (*runs)[37] = calloc((size_t)nruns, 37);
+	char(*runs)[37] = calloc((size_t)nruns, 37);
 	struct pollfd *pfd = calloc((size_t)conns, sizeof(*pfd));
 	double *sent_at = calloc((size_t)conns, sizeof(double));
 	double *lat = calloc((size_t)n, sizeof(double));
@@ -91,7 +91,7 @@ main(int argc, char **argv)
 	}
 	while (done < n) {
 		for (int i = 0; i < conns; i++)
-			pfd[i] = (struct pollfd){ .fd = c[i].fd, .events = POLLIN };
+			pfd[i] = (struct pollfd){.fd = c[i].fd, .events = POLLIN};
 		if (poll(pfd, (nfds_t)conns, 10000) <= 0)
 			return 1;
 		for (int i = 0; i < conns; i++) {

@@ -22,7 +22,7 @@ bench_connect(BenchConn *c, const char *path)
 	Frame f;
 	int r;
 
-	*c = (BenchConn){ .fd = unix_connect(path) };
+	*c = (BenchConn){.fd = unix_connect(path)};
 	if (c->fd < 0)
 		return c->fd;
 	mp_writer_init(&w);
@@ -53,7 +53,7 @@ bench_close(BenchConn *c)
 {
 	safe_close(c->fd);
 	free(c->buf);
-	*c = (BenchConn){ .fd = -1 };
+	*c = (BenchConn){.fd = -1};
 }
 
 int64_t

@@ -135,7 +135,7 @@ scan(const char *dir, const char *run, long n)
 		return 1;
 	memcpy(key, run, 36);
 	memset(key + 36, 0, 8);
-	MDB_val k = { sizeof(key), key }, v;
+	MDB_val k = {sizeof(key), key}, v;
 	long got = 0;
 	size_t bytes = 0;
 	/* copy into 4 KiB writes: the loopback reference of B5 */

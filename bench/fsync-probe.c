@@ -31,7 +31,8 @@ main(int argc, char **argv)
 	double *lat = calloc((size_t)n, sizeof(double));
 	for (long i = 0; i < n; i++) {
 		double s = bench_now();
-		if (pwrite(fd, buf, sizeof(buf), (off_t)(i % 4096) * 4096) != (ssize_t)sizeof(buf) ||
+		if (pwrite(fd, buf, sizeof(buf), (off_t)(i % 4096) * 4096) !=
+			(ssize_t)sizeof(buf) ||
 		    fdatasync(fd) < 0)
 			return 1;
 		lat[i] = bench_now() - s;

@@ -65,7 +65,7 @@ main(int argc, char **argv)
 				 (unsigned long)(run * 2654435761UL) & 0xffffffffUL);
 			for (int k = 0; k < 8; k++)
 				key[36 + k] = (char)((uint64_t)rseq >> (56 - 8 * k));
-			MDB_val kv = { sizeof(key), key }, vv = { sizeof(val), val };
+			MDB_val kv = {sizeof(key), key}, vv = {sizeof(val), val};
 			if (mdb_put(txn, dbi, &kv, &vv, nruns == 1 ? MDB_APPEND : 0))
 				return 1;
 		}
@@ -77,7 +77,8 @@ main(int argc, char **argv)
 	printf("{\"events\":%ld,\"runs\":%ld,\"batch\":%ld,\"seconds\":%.6f,\"commits_per_s\":%.1f,"
 	       "\"events_per_s\":%.1f,\"p50\":%.6f,\"p99\":%.6f}\n",
 	       n, nruns, batch, el, (double)commits / el, (double)n / el,
-	       bench_percentile(lat, (size_t)commits, 50), bench_percentile(lat, (size_t)commits, 99));
+	       bench_percentile(lat, (size_t)commits, 50),
+	       bench_percentile(lat, (size_t)commits, 99));
 	mdb_env_close(env);
 	free(lat);
 	return 0;

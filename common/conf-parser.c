@@ -15,7 +15,7 @@
 #include "macro.h"
 
 const char *const conf_known_sections[] = {
-	"runwarden", "routerd", "coordinatord", "containerd-shim", NULL,
+    "runwarden", "routerd", "coordinatord", "containerd-shim", NULL,
 };
 
 /* Sections named "harness.NAME" and "tool.NAME" are opened by later features;
@@ -66,8 +66,8 @@ conf_parse_size(const char *s, int64_t *ret)
 static int
 parse_bool(const char *s)
 {
-	static const char *const yes[] = { "1", "yes", "true", "on" };
-	static const char *const no[] = { "0", "no", "false", "off" };
+	static const char *const yes[] = {"1", "yes", "true", "on"};
+	static const char *const no[] = {"0", "no", "false", "off"};
 	for (size_t i = 0; i < ELEMENTSOF(yes); i++) {
 		if (strcasecmp(s, yes[i]) == 0)
 			return 1;
@@ -129,9 +129,7 @@ conf_parse_value(const ConfItem *item, const char *value, void *target, const ch
 			return -EINVAL;
 		}
 		break;
-	default:
-		*why = "internal: unknown type";
-		return -EINVAL;
+	default: *why = "internal: unknown type"; return -EINVAL;
 	}
 	if (v < item->min || v > item->max) {
 		*why = "out of range";
@@ -163,7 +161,7 @@ typedef struct LoadState {
 	size_t errlen;
 	int r;
 	int err_line; /* line of the error in r */
-	bool *seen; /* per item: set once in this file (duplicates are errors) */
+	bool *seen;   /* per item: set once in this file (duplicates are errors) */
 	/* line source */
 	FILE *f;
 	const char *text;
@@ -292,8 +290,9 @@ load(LoadState *st)
 	if (st->r < 0 && !(r > 0 && r < st->err_line))
 		return st->r;
 	if (r > 0) {
-		snprintf(st->err, st->errlen, "%s:%d: syntax error (expected 'key = value' or '[section]')",
-			 st->name, r);
+		snprintf(st->err, st->errlen,
+			 "%s:%d: syntax error (expected 'key = value' or '[section]')", st->name,
+			 r);
 		return -EINVAL;
 	}
 	if (r < 0) {
@@ -307,8 +306,8 @@ int
 conf_load_file(const ConfItem *items, size_t n, void *target, const char *path, char *err,
 	       size_t errlen)
 {
-	LoadState st = { .items = items, .n = n, .target = target, .name = path, .err = err,
-			 .errlen = errlen };
+	LoadState st = {
+	    .items = items, .n = n, .target = target, .name = path, .err = err, .errlen = errlen};
 	int r;
 
 	st.f = fopen(path, "re");
@@ -326,8 +325,12 @@ int
 conf_scan_file(const char *path, const char *prefix, ConfScanFn fn, void *ud, char *err,
 	       size_t errlen)
 {
-	LoadState st = { .name = path, .err = err, .errlen = errlen, .prefix = prefix, .scan = fn,
-			 .scan_ud = ud };
+	LoadState st = {.name = path,
+			.err = err,
+			.errlen = errlen,
+			.prefix = prefix,
+			.scan = fn,
+			.scan_ud = ud};
 	int r;
 
 	st.f = fopen(path, "re");
@@ -345,17 +348,27 @@ int
 conf_scan_string(const char *name, const char *text, const char *prefix, ConfScanFn fn, void *ud,
 		 char *err, size_t errlen)
 {
-	LoadState st = { .name = name, .text = text, .err = err, .errlen = errlen, .prefix = prefix,
-			 .scan = fn, .scan_ud = ud };
+	LoadState st = {.name = name,
+			.text = text,
+			.err = err,
+			.errlen = errlen,
+			.prefix = prefix,
+			.scan = fn,
+			.scan_ud = ud};
 	return load(&st);
 }
 
 int
-conf_load_string(const ConfItem *items, size_t n, void *target, const char *name,
-		 const char *text, char *err, size_t errlen)
+conf_load_string(const ConfItem *items, size_t n, void *target, const char *name, const char *text,
+		 char *err, size_t errlen)
 {
-	LoadState st = { .items = items, .n = n, .target = target, .name = name, .err = err,
-			 .errlen = errlen, .text = text };
+	LoadState st = {.items = items,
+			.n = n,
+			.target = target,
+			.name = name,
+			.err = err,
+			.errlen = errlen,
+			.text = text};
 	return load(&st);
 }
 

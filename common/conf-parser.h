@@ -37,7 +37,7 @@ typedef struct ConfItem {
 	const char *key;
 	ConfType type;
 	size_t offset;
-	const char *def; /* default, as it would be written in the file */
+	const char *def;  /* default, as it would be written in the file */
 	int64_t min, max; /* CONF_INT / CONF_SIZE range, inclusive */
 	const char *help;
 } ConfItem;

@@ -24,14 +24,11 @@ int
 daemon_parse_args(int argc, char **argv, const char *name, const char *summary, DaemonArgs *ret)
 {
 	static const struct option opts[] = {
-		{ "config", required_argument, NULL, 'c' },
-		{ "check-config", no_argument, NULL, 'C' },
-		{ "dump-config", no_argument, NULL, 'D' },
-		{ "help", no_argument, NULL, 'h' },
-		{ "version", no_argument, NULL, 'V' },
-		{},
+	    {"config", required_argument, NULL, 'c'}, {"check-config", no_argument, NULL, 'C'},
+	    {"dump-config", no_argument, NULL, 'D'},  {"help", no_argument, NULL, 'h'},
+	    {"version", no_argument, NULL, 'V'},      {},
 	};
-	DaemonArgs a = { 0 };
+	DaemonArgs a = {0};
 	int c;
 
 	optind = 1;
@@ -163,10 +160,10 @@ int
 daemon_setup_signals(struct event_base *base, void (*on_term)(void *), void (*on_hup)(void *),
 		     void *userdata)
 {
-	static const int sigs[] = { SIGTERM, SIGINT, SIGHUP };
+	static const int sigs[] = {SIGTERM, SIGINT, SIGHUP};
 
 	signal(SIGPIPE, SIG_IGN);
-	sig_ctx = (SigCtx){ on_term, on_hup, userdata };
+	sig_ctx = (SigCtx){on_term, on_hup, userdata};
 	for (size_t i = 0; i < ELEMENTSOF(sigs); i++) {
 		sig_events[i] = evsignal_new(base, sigs[i], signal_cb, NULL);
 		if (!sig_events[i] || evsignal_add(sig_events[i], NULL) < 0)

@@ -37,8 +37,8 @@ fd_nonblock(int fd, int nonblock)
 ssize_t
 fd_send(int sock, const void *buf, size_t len, const int *fds, size_t nfds)
 {
-	struct iovec iov = { .iov_base = (void *)buf, .iov_len = len };
-	struct msghdr mh = { .msg_iov = &iov, .msg_iovlen = 1 };
+	struct iovec iov = {.iov_base = (void *)buf, .iov_len = len};
+	struct msghdr mh = {.msg_iov = &iov, .msg_iovlen = 1};
 	char ctl[CMSG_SPACE(sizeof(int) * 16)];
 
 	if (nfds > 16)
@@ -63,10 +63,10 @@ fd_send(int sock, const void *buf, size_t len, const int *fds, size_t nfds)
 ssize_t
 fd_recv(int sock, void *buf, size_t len, int *fds, size_t max_fds, size_t *ret_nfds)
 {
-	struct iovec iov = { .iov_base = buf, .iov_len = len };
+	struct iovec iov = {.iov_base = buf, .iov_len = len};
 	char ctl[CMSG_SPACE(sizeof(int) * 16)];
-	struct msghdr mh = { .msg_iov = &iov, .msg_iovlen = 1, .msg_control = ctl,
-			     .msg_controllen = sizeof(ctl) };
+	struct msghdr mh = {
+	    .msg_iov = &iov, .msg_iovlen = 1, .msg_control = ctl, .msg_controllen = sizeof(ctl)};
 	size_t got = 0;
 	ssize_t n;
 

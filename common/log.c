@@ -21,9 +21,8 @@ static int log_use_journal = 0;
 static int log_tty = 0;
 
 static const char *const level_names[] = {
-	[LOG_EMERG] = "emerg", [LOG_ALERT] = "alert",	[LOG_CRIT] = "crit",
-	[LOG_ERR] = "error",   [LOG_WARNING] = "warning", [LOG_NOTICE] = "notice",
-	[LOG_INFO] = "info",   [LOG_DEBUG] = "debug",
+    [LOG_EMERG] = "emerg",     [LOG_ALERT] = "alert",	[LOG_CRIT] = "crit", [LOG_ERR] = "error",
+    [LOG_WARNING] = "warning", [LOG_NOTICE] = "notice", [LOG_INFO] = "info", [LOG_DEBUG] = "debug",
 };
 
 /* systemd sets JOURNAL_STREAM=dev:ino for the stream it connected to stderr;
@@ -103,7 +102,7 @@ log_journal(int level, int err, const LogCtx *ctx, const char *message_id, const
 	    int line, const char *func, const char *msg)
 {
 	char f_msg[4200], f_prio[32], f_ident[128], f_file[512], f_line[32], f_func[256],
-		f_errno[32], f_run[128], f_thread[400], f_sandbox[128], f_msgid[64];
+	    f_errno[32], f_run[128], f_thread[400], f_sandbox[128], f_msgid[64];
 	struct iovec iov[12];
 	int n = 0;
 
@@ -166,7 +165,8 @@ log_internal(int level, int err, const LogCtx *ctx, const char *message_id, cons
 	if (ctx) {
 		size_t o = 0;
 		if (ctx->run_id)
-			o += (size_t)snprintf(extra + o, sizeof(extra) - o, " RUN_ID=%s", ctx->run_id);
+			o += (size_t)snprintf(extra + o, sizeof(extra) - o, " RUN_ID=%s",
+					      ctx->run_id);
 		if (ctx->thread_id && o < sizeof(extra))
 			o += (size_t)snprintf(extra + o, sizeof(extra) - o, " THREAD_ID='%s'",
 					      ctx->thread_id);

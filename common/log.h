@@ -32,8 +32,8 @@
 #include "macro.h"
 
 typedef struct LogCtx {
-	const char *run_id;     /* may be NULL */
-	const char *thread_id;  /* may be NULL */
+	const char *run_id;	/* may be NULL */
+	const char *thread_id;	/* may be NULL */
 	const char *sandbox_id; /* may be NULL */
 } LogCtx;
 
@@ -56,9 +56,8 @@ int log_level_from_string(const char *s);
 void log_force_stderr(int on);
 
 /* The one implementation. err may be 0. Returns -abs(err) (0 when err == 0). */
-int log_internal(int level, int err, const LogCtx *ctx, const char *message_id,
-		 const char *file, int line, const char *func, const char *fmt, ...)
-	_printf_(8, 9);
+int log_internal(int level, int err, const LogCtx *ctx, const char *message_id, const char *file,
+		 int line, const char *func, const char *fmt, ...) _printf_(8, 9);
 
 #define log_full_errno(level, err, ...)                                                            \
 	log_internal((level), (err), NULL, NULL, __FILE__, __LINE__, __func__, __VA_ARGS__)

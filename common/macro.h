@@ -68,7 +68,7 @@ freep(void *p)
 	({                                                                                         \
 		int _ok_ = !!(expr);                                                               \
 		if (!_ok_)                                                                         \
-			log_crit("Assertion '%s' failed at %s:%d", #expr, __FILE__, __LINE__);    \
+			log_crit("Assertion '%s' failed at %s:%d", #expr, __FILE__, __LINE__);     \
 		!_ok_;                                                                             \
 	})
 

@@ -21,14 +21,28 @@ typedef struct SharedConf {
 #define RW_DEFAULT_CONF SYSCONFDIR "/runwarden/runwarden.conf"
 
 #define CONF_SHARED_ITEMS(T, m)                                                                    \
-	{ "runwarden", "runtime_dir", CONF_STR, offsetof(T, m.runtime_dir), "/run/runwarden", 0,   \
-	  0, "directory of the daemons' Unix sockets" },                                           \
-	{ "runwarden", "state_dir", CONF_STR, offsetof(T, m.state_dir), "/var/lib/runwarden", 0,  \
-	  0, "durable state: run log (LMDB) and sandbox workspaces" },                             \
-	{ "runwarden", "log_level", CONF_LEVEL, offsetof(T, m.log_level), "info", 0, 0,            \
-	  "debug, info, notice, warning or error" },                                               \
-	{ "runwarden", "max_frame", CONF_SIZE, offsetof(T, m.max_frame), "16M", 4096,              \
-	  1024LL * 1024 * 1024, "largest frame accepted between daemons" }
+	{"runwarden",                                                                              \
+	 "runtime_dir",                                                                            \
+	 CONF_STR,                                                                                 \
+	 offsetof(T, m.runtime_dir),                                                               \
+	 "/run/runwarden",                                                                         \
+	 0,                                                                                        \
+	 0,                                                                                        \
+	 "directory of the daemons' Unix sockets"},                                                \
+	    {"runwarden",                                                                          \
+	     "state_dir",                                                                          \
+	     CONF_STR,                                                                             \
+	     offsetof(T, m.state_dir),                                                             \
+	     "/var/lib/runwarden",                                                                 \
+	     0,                                                                                    \
+	     0,                                                                                    \
+	     "durable state: run log (LMDB) and sandbox workspaces"},                              \
+	    {"runwarden", "log_level", CONF_LEVEL, offsetof(T, m.log_level),                       \
+	     "info",	  0,	       0,	   "debug, info, notice, warning or error"},       \
+	{                                                                                          \
+		"runwarden", "max_frame", CONF_SIZE, offsetof(T, m.max_frame), "16M", 4096,        \
+		    1024LL * 1024 * 1024, "largest frame accepted between daemons"                 \
+	}
 
 /* Socket paths inside runtime_dir. */
 #define RW_SOCK_COORD "coordinatord.sock"

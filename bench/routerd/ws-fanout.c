@@ -123,7 +123,7 @@ write_all(int fd, const void *p, size_t n)
 		if (w < 0 && errno == EAGAIN) {
 			/* the producer is one small message at a time; a full socket
 			 * buffer means the server stopped reading: wait for it */
-			struct timespec ts = { 0, 50000 };
+			struct timespec ts = {0, 50000};
 			nanosleep(&ts, NULL);
 			continue;
 		}
@@ -163,7 +163,7 @@ static int
 tcp_connect(void)
 {
 	int fd = socket(AF_INET, SOCK_STREAM, 0);
-	struct sockaddr_in a = { .sin_family = AF_INET, .sin_port = htons((uint16_t)port) };
+	struct sockaddr_in a = {.sin_family = AF_INET, .sin_port = htons((uint16_t)port)};
 	a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
 	if (fd < 0 || connect(fd, (struct sockaddr *)&a, sizeof(a)) < 0)
 		die("connect");
@@ -279,7 +279,11 @@ typedef struct {
 	size_t n;
 } Mp;
 
-static void mp_byte(Mp *m, unsigned v) { m->b[m->n++] = (unsigned char)v; }
+static void
+mp_byte(Mp *m, unsigned v)
+{
+	m->b[m->n++] = (unsigned char)v;
+}
 
 static void
 mp_str(Mp *m, const char *s)
@@ -357,7 +361,8 @@ ipc_consume(Conn *c, uint64_t now)
 			else if (q[0] == 0xcd)
 				id = ((uint64_t)q[1] << 8) | q[2];
 			else if (q[0] == 0xce)
-				id = ((uint64_t)q[1] << 24) | ((uint64_t)q[2] << 16) | ((uint64_t)q[3] << 8) | q[4];
+				id = ((uint64_t)q[1] << 24) | ((uint64_t)q[2] << 16) |
+				     ((uint64_t)q[3] << 8) | q[4];
 			if (f[1] == 2 && measuring && ack_sent[id % ACK_RING]) {
 				hist_add(ack_hist, now - ack_sent[id % ACK_RING]);
 				ack_n++;
@@ -372,7 +377,7 @@ ipc_consume(Conn *c, uint64_t now)
 static void
 ipc_send(int fd, Mp *body, int type)
 {
-	Mp f = { .n = 4 };
+	Mp f = {.n = 4};
 	mp_byte(&f, 0x93);
 	mp_byte(&f, (unsigned)type); /* < 128: positive fixint */
 	mp_u32(&f, ipc_req++);
@@ -388,7 +393,8 @@ static char chunk[CHUNK_BYTES + 64];
 static size_t
 make_chunk(uint64_t t)
 {
-	int n = snprintf(chunk, sizeof(chunk), "{\"type\":\"CUSTOM\",\"name\":\"b4\",\"value\":{\"t\":%llu,\"pad\":\"",
+	int n = snprintf(chunk, sizeof(chunk),
+			 "{\"type\":\"CUSTOM\",\"name\":\"b4\",\"value\":{\"t\":%llu,\"pad\":\"",
 			 (unsigned long long)t);
 	while (n < CHUNK_BYTES - 3)
 		chunk[n++] = 'x';
@@ -431,11 +437,11 @@ main(int argc, char **argv)
 	if (rw) {
 		prod->role = R_IPC;
 		prod->fd = socket(AF_UNIX, SOCK_STREAM, 0);
-		struct sockaddr_un a = { .sun_family = AF_UNIX };
+		struct sockaddr_un a = {.sun_family = AF_UNIX};
 		snprintf(a.sun_path, sizeof(a.sun_path), "%s", argv[8]);
 		if (connect(prod->fd, (struct sockaddr *)&a, sizeof(a)) < 0)
 			die("connect coordinatord");
-		Mp h = { 0 };
+		Mp h = {0};
 		mp_byte(&h, 0x83);
 		mp_str(&h, "version");
 		mp_byte(&h, 1);
@@ -450,20 +456,21 @@ main(int argc, char **argv)
 	}
 	for (int i = 0; i <= k; i++) {
 		fcntl(cs[i].fd, F_SETFL, fcntl(cs[i].fd, F_GETFL) | O_NONBLOCK);
-		struct epoll_event ev = { .events = EPOLLIN, .data.ptr = &cs[i] };
+		struct epoll_event ev = {.events = EPOLLIN, .data.ptr = &cs[i]};
 		if (epoll_ctl(ep, EPOLL_CTL_ADD, cs[i].fd, &ev) < 0)
 			die("epoll_ctl");
 	}
 	int tfd = timerfd_create(CLOCK_MONOTONIC, TFD_NONBLOCK);
 	long period = (long)(1e9 / rate);
-	struct itimerspec its = { .it_interval = { period / 1000000000, period % 1000000000 },
-				  .it_value = { 0, 1 } };
+	struct itimerspec its = {.it_interval = {period / 1000000000, period % 1000000000},
+				 .it_value = {0, 1}};
 	uint64_t t0 = now_ns();
 	timerfd_settime(tfd, 0, &its, NULL);
-	struct epoll_event tev = { .events = EPOLLIN, .data.ptr = NULL };
+	struct epoll_event tev = {.events = EPOLLIN, .data.ptr = NULL};
 	epoll_ctl(ep, EPOLL_CTL_ADD, tfd, &tev);
 
-	uint64_t warm_end = t0 + (uint64_t)(warm * 1e9), meas_end = warm_end + (uint64_t)(meas * 1e9);
+	uint64_t warm_end = t0 + (uint64_t)(warm * 1e9),
+		 meas_end = warm_end + (uint64_t)(meas * 1e9);
 	uint64_t drain_end = meas_end + 500000000ull;
 	double srv0 = 0, srv1 = 0, me0 = 0, me1 = 0;
 	uint64_t mt0 = 0, mt1 = 0;
@@ -505,7 +512,7 @@ main(int argc, char **argv)
 					uint64_t due = t0 + (uint64_t)sent_total * (uint64_t)period;
 					size_t cl = make_chunk(due);
 					if (rw) {
-						Mp b = { 0 };
+						Mp b = {0};
 						mp_byte(&b, 0x82);
 						mp_str(&b, "run_id");
 						mp_str(&b, argv[9]);
@@ -547,18 +554,20 @@ main(int argc, char **argv)
 	}
 	double m = (double)(mt1 - mt0) / 1e9;
 	double srv = srv1 - srv0, me = me1 - me0;
-	double val[3] = { hist_pct(hist, lat_n, 50), hist_pct(hist, lat_n, 99),
-			  hist_pct(hist, lat_n, 99.9) };
-	printf("{\"server\":\"%s\",\"k\":%d,\"rate\":%.0f,\"warm_s\":%.1f,\"meas_s\":%.3f,"
-	       "\"connect_s\":%.3f,\"sent\":%ld,\"sent_meas\":%ld,\"expected\":%ld,\"delivered\":%ld,"
-	       "\"delivered_per_s\":%.1f,\"server_cpu_s\":%.3f,\"server_cpu_frac\":%.3f,"
-	       "\"msgs_per_cpu_s\":%.1f,\"client_cpu_frac\":%.3f,\"p50\":%.6f,\"p99\":%.6f,"
-	       "\"p999\":%.6f,\"max\":%.6f,\"late_ticks\":%ld,\"closes\":%ld,\"nondata\":%ld,\"continuations\":%ld,"
-	       "\"append_ack_p50\":%.6f,\"append_ack_p99\":%.6f}\n",
-	       rw ? "routerd" : "lws", k, rate, warm, m, connect_s, sent_total, sent_meas,
-	       sent_meas * k, delivered, (double)delivered / m, srv, srv / m,
-	       srv > 0 ? (double)delivered / srv : 0.0, me / m, val[0], val[1], val[2],
-	       (double)lat_max / 1e9, late_ticks, closes, nondata, continuations, hist_pct(ack_hist, ack_n, 50),
-	       hist_pct(ack_hist, ack_n, 99));
+	double val[3] = {hist_pct(hist, lat_n, 50), hist_pct(hist, lat_n, 99),
+			 hist_pct(hist, lat_n, 99.9)};
+	printf(
+	    "{\"server\":\"%s\",\"k\":%d,\"rate\":%.0f,\"warm_s\":%.1f,\"meas_s\":%.3f,"
+	    "\"connect_s\":%.3f,\"sent\":%ld,\"sent_meas\":%ld,\"expected\":%ld,\"delivered\":%ld,"
+	    "\"delivered_per_s\":%.1f,\"server_cpu_s\":%.3f,\"server_cpu_frac\":%.3f,"
+	    "\"msgs_per_cpu_s\":%.1f,\"client_cpu_frac\":%.3f,\"p50\":%.6f,\"p99\":%.6f,"
+	    "\"p999\":%.6f,\"max\":%.6f,\"late_ticks\":%ld,\"closes\":%ld,\"nondata\":%ld,"
+	    "\"continuations\":%ld,"
+	    "\"append_ack_p50\":%.6f,\"append_ack_p99\":%.6f}\n",
+	    rw ? "routerd" : "lws", k, rate, warm, m, connect_s, sent_total, sent_meas,
+	    sent_meas * k, delivered, (double)delivered / m, srv, srv / m,
+	    srv > 0 ? (double)delivered / srv : 0.0, me / m, val[0], val[1], val[2],
+	    (double)lat_max / 1e9, late_ticks, closes, nondata, continuations,
+	    hist_pct(ack_hist, ack_n, 50), hist_pct(ack_hist, ack_n, 99));
 	return 0;
 }

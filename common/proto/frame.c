@@ -106,7 +106,7 @@ decode(Frame *f)
 int
 frame_parse(const void *payload, size_t len, Frame *ret)
 {
-	Frame f = { 0 };
+	Frame f = {0};
 
 	f.buf = malloc(len ? len : 1);
 	if (!f.buf)
@@ -140,7 +140,7 @@ frame_read(struct evbuffer *in, size_t max, Frame *ret)
 	if (evbuffer_get_length(in) < 4 + (size_t)len)
 		return 0;
 
-	Frame f = { 0 };
+	Frame f = {0};
 	f.buf = malloc(len);
 	if (!f.buf)
 		return -ENOMEM;

@@ -32,8 +32,8 @@ typedef struct Frame {
 
 /* Append one frame to out. body/body_len is an already packed msgpack map
  * (NULL/0 for an empty map). -EMSGSIZE when the frame would exceed max. */
-int frame_write(struct evbuffer *out, int type, uint64_t req_id, const void *body,
-		size_t body_len, size_t max);
+int frame_write(struct evbuffer *out, int type, uint64_t req_id, const void *body, size_t body_len,
+		size_t max);
 
 /* Encode one frame into a malloc'd buffer (*ret, *ret_len). For blocking users and tests. */
 int frame_encode(int type, uint64_t req_id, const void *body, size_t body_len, size_t max,

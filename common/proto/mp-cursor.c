@@ -12,7 +12,7 @@
 void
 mp_reader_init(MpReader *r, const msgpack_object *map)
 {
-	*r = (MpReader){ .map = map };
+	*r = (MpReader){.map = map};
 	if (!map || map->type != MSGPACK_OBJECT_MAP) {
 		r->err = -EBADMSG;
 		r->field = "(body)";

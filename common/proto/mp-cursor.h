@@ -27,9 +27,9 @@
 
 typedef struct MpReader {
 	const msgpack_object *map;
-	int err;           /* 0 or the first negative errno */
+	int err;	   /* 0 or the first negative errno */
 	const char *field; /* the field the first error was about */
-	char **strs;       /* arena of copied strings */
+	char **strs;	   /* arena of copied strings */
 	size_t n_strs;
 } MpReader;
 

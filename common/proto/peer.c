@@ -241,7 +241,8 @@ handle_hello(Peer *p, const Frame *f)
 	rl = peer_role_from_name(role);
 	mp_reader_done(&r);
 	if (version != RW_PROTO_VERSION || rl < 0) {
-		log_debug("peer HELLO refused: version %llu role %d", (unsigned long long)version, rl);
+		log_debug("peer HELLO refused: version %llu role %d", (unsigned long long)version,
+			  rl);
 		return -EPROTO;
 	}
 	p->remote_role = rl;
@@ -288,10 +289,10 @@ dispatch(Peer *p, const Frame *f)
 		peer_reply_error(p, f->req_id, -EPROTO, "HELLO sent twice");
 		return;
 	}
-	PeerHandler h = msg_type_valid(f->type) && msg_allowed(f->type, p->remote_role,
-								   p->ops->local_role)
-				? p->ops->handlers[f->type]
-				: NULL;
+	PeerHandler h =
+	    msg_type_valid(f->type) && msg_allowed(f->type, p->remote_role, p->ops->local_role)
+		? p->ops->handlers[f->type]
+		: NULL;
 	if (!h) {
 		peer_reply_error(p, f->req_id, -ENOMSG, "message type not handled here");
 		return;

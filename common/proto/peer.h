@@ -48,14 +48,14 @@ typedef void (*PeerReplyFn)(Peer *p, int err, const msgpack_object *body, void *
 
 typedef struct PeerOps {
 	PeerRole local_role;
-	const PeerHandler *handlers; /* _MSG_TYPE_MAX entries, NULL = not handled */
-	void (*on_ready)(Peer *p, void *userdata);          /* the remote HELLO arrived */
+	const PeerHandler *handlers;		   /* _MSG_TYPE_MAX entries, NULL = not handled */
+	void (*on_ready)(Peer *p, void *userdata); /* the remote HELLO arrived */
 	void (*on_close)(Peer *p, int err, void *userdata); /* connection gone */
 } PeerOps;
 
 /* Wrap a connected stream socket (takes ownership of fd). */
-int peer_new(struct event_base *base, int fd, const PeerOps *ops, void *userdata,
-	     size_t max_frame, Peer **ret);
+int peer_new(struct event_base *base, int fd, const PeerOps *ops, void *userdata, size_t max_frame,
+	     Peer **ret);
 /* NULL-safe; returns NULL. Pending calls are dropped without callbacks. */
 Peer *peer_free(Peer *p);
 

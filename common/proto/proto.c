@@ -13,7 +13,7 @@ typedef struct MsgRow {
 } MsgRow;
 
 static const MsgRow msg_rows[_MSG_TYPE_MAX] = {
-#define MSG(n, id, d, f) [id] = { #n, f, MSGDIR_##d },
+#define MSG(n, id, d, f) [id] = {#n, f, MSGDIR_##d},
 #include "messages.def"
 #undef MSG
 };
@@ -43,10 +43,10 @@ msg_type_dir(int type)
 }
 
 static const char *const role_names[_ROLE_MAX] = {
-	[ROLE_ROUTER] = "routerd",
-	[ROLE_COORD] = "coordinatord",
-	[ROLE_SHIM] = "containerd-shim",
-	[ROLE_CLIENT] = "client",
+    [ROLE_ROUTER] = "routerd",
+    [ROLE_COORD] = "coordinatord",
+    [ROLE_SHIM] = "containerd-shim",
+    [ROLE_CLIENT] = "client",
 };
 
 const char *

@@ -40,8 +40,8 @@ typedef struct Adopted {
 	char id[17];
 	char *key, *run_id, *thread_id;
 	char cg_id[17]; /* its cgroup is sb-<cg_id> */
-	int sock;  /* connected to the init, non-blocking */
-	pid_t pid; /* host pid of the init (SO_PEERCRED) */
+	int sock;	/* connected to the init, non-blocking */
+	pid_t pid;	/* host pid of the init (SO_PEERCRED) */
 	int pidfd;
 	uint64_t window; /* the init's output_window */
 	AdoptedExec *execs;

@@ -488,8 +488,8 @@ init_setup(const SandboxSpec *spec)
 	 * Landlock's rule for /workspace must name the workspace mounted there then,
 	 * and a rule on a mount point hidden under another mount is not seen. */
 	if (spec->workspace_slave) {
-		long abi = syscall(SYS_landlock_create_ruleset, NULL, 0,
-				   LANDLOCK_CREATE_RULESET_VERSION);
+		long abi =
+		    syscall(SYS_landlock_create_ruleset, NULL, 0, LANDLOCK_CREATE_RULESET_VERSION);
 		landlock_pending = abi > 0;
 		init_seccomp();
 		return abi > 0 ? (int)abi : 0;

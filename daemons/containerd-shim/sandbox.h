@@ -116,11 +116,11 @@ typedef struct SandboxSpec {
 	 * /workspace stays its slave, so that a bind the shim places on it later
 	 * appears inside; every other mount of the sandbox is private. */
 	bool workspace_slave;
-	const char *ro_binds;  /* space-separated absolute host paths */
-	int64_t tmp_size;      /* bytes, for /tmp and /dev/shm */
-	int64_t tmp_inodes;    /* nr_inodes of /tmp and of /dev/shm */
-	uid_t sandbox_uid;     /* uid = gid inside */
-	uid_t host_uid;	       /* uid = gid outside; never 0 */
+	const char *ro_binds; /* space-separated absolute host paths */
+	int64_t tmp_size;     /* bytes, for /tmp and /dev/shm */
+	int64_t tmp_inodes;   /* nr_inodes of /tmp and of /dev/shm */
+	uid_t sandbox_uid;    /* uid = gid inside */
+	uid_t host_uid;	      /* uid = gid outside; never 0 */
 	/* seccomp (seccomp-policy.h): the INIT variant the init loads on itself at
 	 * the end of its setup, and the EXEC_LAYER every exec child adds right
 	 * before execve. Both required: without them nothing starts (fail closed). */

@@ -504,8 +504,8 @@ main(int argc, char **argv)
 		usec_t t0 = now_usec();
 		status = -1;
 		next_off[1] = next_off[2] = 0;
-		cur_exec = start_exec(id, cmd, n_env ? env : (char *const *)def_env, cwd, in, in_len,
-				      timeout);
+		cur_exec = start_exec(id, cmd, n_env ? env : (char *const *)def_env, cwd, in,
+				      in_len, timeout);
 		if (detach) {
 			printf("exec_id=%" PRIu64 "\n", cur_exec);
 			close(sock);

@@ -43,12 +43,12 @@ typedef struct Block {
 } Block;
 
 typedef struct ClaudeState {
-	char message_id[128]; /* Anthropic's message.id of the streaming message */
+	char message_id[128];	  /* Anthropic's message.id of the streaming message */
 	Block blocks[MAX_BLOCKS]; /* by content block index */
-	bool streamed;            /* partials streamed the current message */
-	bool mid_used;            /* the message id named a text block already */
-	json_t *open_tools;       /* toolCallId → true, until their result */
-	RunEnding ending;         /* from the result line, applied after git diff */
+	bool streamed;		  /* partials streamed the current message */
+	bool mid_used;		  /* the message id named a text block already */
+	json_t *open_tools;	  /* toolCallId → true, until their result */
+	RunEnding ending;	  /* from the result line, applied after git diff */
 } ClaudeState;
 
 static void close_open_blocks(Run *run);
@@ -82,9 +82,14 @@ claude_begin(Run *run, const json_t *messages, const json_t *metadata, ExecSpec 
 			strv_push(&spec->argv, run->harness->argv[i]);
 	else
 		strv_push(&spec->argv, "claude");
-	static const char *const fixed[] = { "-p", "--output-format", "stream-json", "--verbose",
-					     "--include-partial-messages", "--permission-mode",
-					     "bypassPermissions", NULL };
+	static const char *const fixed[] = {"-p",
+					    "--output-format",
+					    "stream-json",
+					    "--verbose",
+					    "--include-partial-messages",
+					    "--permission-mode",
+					    "bypassPermissions",
+					    NULL};
 	for (size_t i = 0; fixed[i]; i++)
 		strv_push(&spec->argv, fixed[i]);
 	const char *session = json_string_value(json_object_get(metadata, "sessionId"));
@@ -130,7 +135,8 @@ block_end(Run *run, Block *b)
 	if (b->kind == BLOCK_TEXT)
 		emit(run, json_pack("{s:s, s:s}", "type", "TEXT_MESSAGE_END", "messageId", b->id));
 	else if (b->kind == BLOCK_THINKING) {
-		emit(run, json_pack("{s:s, s:s}", "type", "REASONING_MESSAGE_END", "messageId", b->id));
+		emit(run,
+		     json_pack("{s:s, s:s}", "type", "REASONING_MESSAGE_END", "messageId", b->id));
 		emit(run, json_pack("{s:s, s:s}", "type", "REASONING_END", "messageId", b->id));
 	} else if (b->kind == BLOCK_TOOL)
 		emit(run, json_pack("{s:s, s:s}", "type", "TOOL_CALL_END", "toolCallId", b->id));
@@ -147,8 +153,8 @@ stream_event(Run *run, const json_t *ev)
 	if (!type)
 		return;
 	if (streq(type, "message_start")) {
-		const char *id = json_string_value(
-			json_object_get(json_object_get(ev, "message"), "id"));
+		const char *id =
+		    json_string_value(json_object_get(json_object_get(ev, "message"), "id"));
 		if (id)
 			snprintf(st->message_id, sizeof(st->message_id), "%s", id);
 		else
@@ -178,7 +184,8 @@ stream_event(Run *run, const json_t *ev)
 		} else if (streq(bt, "thinking")) {
 			b->kind = BLOCK_THINKING;
 			run_gen_id(run, b->id, sizeof(b->id));
-			emit(run, json_pack("{s:s, s:s}", "type", "REASONING_START", "messageId", b->id));
+			emit(run, json_pack("{s:s, s:s}", "type", "REASONING_START", "messageId",
+					    b->id));
 			emit(run, json_pack("{s:s, s:s, s:s}", "type", "REASONING_MESSAGE_START",
 					    "messageId", b->id, "role", "reasoning"));
 		} else if (streq(bt, "tool_use")) {
@@ -203,13 +210,15 @@ stream_event(Run *run, const json_t *ev)
 					    "messageId", b->id, "delta",
 					    json_string_value(json_object_get(d, "text")) ?: ""));
 		else if (b->kind == BLOCK_THINKING && streq(dt, "thinking_delta"))
-			emit(run, json_pack("{s:s, s:s, s:s}", "type", "REASONING_MESSAGE_CONTENT",
-					    "messageId", b->id, "delta",
-					    json_string_value(json_object_get(d, "thinking")) ?: ""));
+			emit(run,
+			     json_pack("{s:s, s:s, s:s}", "type", "REASONING_MESSAGE_CONTENT",
+				       "messageId", b->id, "delta",
+				       json_string_value(json_object_get(d, "thinking")) ?: ""));
 		else if (b->kind == BLOCK_TOOL && streq(dt, "input_json_delta"))
-			emit(run, json_pack("{s:s, s:s, s:s}", "type", "TOOL_CALL_ARGS", "toolCallId",
-					    b->id, "delta",
-					    json_string_value(json_object_get(d, "partial_json")) ?: ""));
+			emit(run, json_pack("{s:s, s:s, s:s}", "type", "TOOL_CALL_ARGS",
+					    "toolCallId", b->id, "delta",
+					    json_string_value(json_object_get(d, "partial_json"))
+						?: ""));
 		return;
 	}
 	if (streq(type, "content_block_stop"))
@@ -230,7 +239,8 @@ assistant_message(Run *run, const json_t *msg)
 
 	if (streamed)
 		return;
-	json_array_foreach (content, i, blk) {
+	json_array_foreach(content, i, blk)
+	{
 		const char *bt = json_string_value(json_object_get(blk, "type"));
 		char id[128];
 		if (!bt)
@@ -246,17 +256,22 @@ assistant_message(Run *run, const json_t *msg)
 			emit(run, json_pack("{s:s, s:s, s:s}", "type", "TEXT_MESSAGE_CONTENT",
 					    "messageId", id, "delta",
 					    json_string_value(json_object_get(blk, "text")) ?: ""));
-			emit(run, json_pack("{s:s, s:s}", "type", "TEXT_MESSAGE_END", "messageId", id));
+			emit(run,
+			     json_pack("{s:s, s:s}", "type", "TEXT_MESSAGE_END", "messageId", id));
 		} else if (streq(bt, "thinking")) {
 			run_gen_id(run, id, sizeof(id));
-			emit(run, json_pack("{s:s, s:s}", "type", "REASONING_START", "messageId", id));
+			emit(run,
+			     json_pack("{s:s, s:s}", "type", "REASONING_START", "messageId", id));
 			emit(run, json_pack("{s:s, s:s, s:s}", "type", "REASONING_MESSAGE_START",
 					    "messageId", id, "role", "reasoning"));
-			emit(run, json_pack("{s:s, s:s, s:s}", "type", "REASONING_MESSAGE_CONTENT",
-					    "messageId", id, "delta",
-					    json_string_value(json_object_get(blk, "thinking")) ?: ""));
-			emit(run, json_pack("{s:s, s:s}", "type", "REASONING_MESSAGE_END", "messageId", id));
-			emit(run, json_pack("{s:s, s:s}", "type", "REASONING_END", "messageId", id));
+			emit(run,
+			     json_pack("{s:s, s:s, s:s}", "type", "REASONING_MESSAGE_CONTENT",
+				       "messageId", id, "delta",
+				       json_string_value(json_object_get(blk, "thinking")) ?: ""));
+			emit(run, json_pack("{s:s, s:s}", "type", "REASONING_MESSAGE_END",
+					    "messageId", id));
+			emit(run,
+			     json_pack("{s:s, s:s}", "type", "REASONING_END", "messageId", id));
 		} else if (streq(bt, "tool_use")) {
 			const char *tid = json_string_value(json_object_get(blk, "id"));
 			if (tid)
@@ -266,9 +281,10 @@ assistant_message(Run *run, const json_t *msg)
 			tool_start(run, id, json_string_value(json_object_get(blk, "name")), mid);
 			const json_t *in = json_object_get(blk, "input");
 			_cleanup_free_ char *input = in ? json_dump_compact(in) : strdup("{}");
-			emit(run, json_pack("{s:s, s:s, s:s}", "type", "TOOL_CALL_ARGS", "toolCallId", id,
-					    "delta", input ? input : "{}"));
-			emit(run, json_pack("{s:s, s:s}", "type", "TOOL_CALL_END", "toolCallId", id));
+			emit(run, json_pack("{s:s, s:s, s:s}", "type", "TOOL_CALL_ARGS",
+					    "toolCallId", id, "delta", input ? input : "{}"));
+			emit(run,
+			     json_pack("{s:s, s:s}", "type", "TOOL_CALL_END", "toolCallId", id));
 		}
 	}
 }
@@ -283,7 +299,8 @@ result_text(const json_t *content)
 		size_t i, len = 0;
 		json_t *p;
 		char *acc = strdup("");
-		json_array_foreach (content, i, p) {
+		json_array_foreach(content, i, p)
+		{
 			const char *t = json_string_value(json_object_get(p, "text"));
 			if (!t || !acc)
 				continue;
@@ -307,7 +324,8 @@ user_message(Run *run, const json_t *msg)
 	size_t i;
 	json_t *blk;
 
-	json_array_foreach (json_object_get(msg, "content"), i, blk) {
+	json_array_foreach(json_object_get(msg, "content"), i, blk)
+	{
 		const char *bt = json_string_value(json_object_get(blk, "type"));
 		const char *tid = json_string_value(json_object_get(blk, "tool_use_id"));
 		if (!bt || !streq(bt, "tool_result") || !tid)
@@ -315,9 +333,9 @@ user_message(Run *run, const json_t *msg)
 		char mid[64];
 		run_gen_id(run, mid, sizeof(mid));
 		_cleanup_free_ char *text = result_text(json_object_get(blk, "content"));
-		json_t *c = json_pack("{s:s, s:s, s:s, s:s, s:s}", "type", "TOOL_CALL_RESULT",
-				      "messageId", mid, "toolCallId", tid, "content", text ? text : "",
-				      "role", "tool");
+		json_t *c =
+		    json_pack("{s:s, s:s, s:s, s:s, s:s}", "type", "TOOL_CALL_RESULT", "messageId",
+			      mid, "toolCallId", tid, "content", text ? text : "", "role", "tool");
 		if (json_is_true(json_object_get(blk, "is_error")))
 			json_object_set_new(c, "state", json_string("output-error"));
 		emit(run, c);
@@ -333,12 +351,13 @@ interrupt_open_tools(Run *run)
 	json_t *v;
 	void *tmp;
 
-	json_object_foreach_safe (st->open_tools, tmp, tid, v) {
+	json_object_foreach_safe(st->open_tools, tmp, tid, v)
+	{
 		char mid[64];
 		run_gen_id(run, mid, sizeof(mid));
-		emit(run, json_pack("{s:s, s:s, s:s, s:s, s:s}", "type", "TOOL_CALL_RESULT", "messageId",
-				    mid, "toolCallId", tid, "content", "{\"status\":\"interrupted\"}",
-				    "role", "tool"));
+		emit(run, json_pack("{s:s, s:s, s:s, s:s, s:s}", "type", "TOOL_CALL_RESULT",
+				    "messageId", mid, "toolCallId", tid, "content",
+				    "{\"status\":\"interrupted\"}", "role", "tool"));
 		json_object_del(st->open_tools, tid);
 	}
 }
@@ -370,16 +389,16 @@ result_message(Run *run, const json_t *res)
 	interrupt_open_tools(run);
 	if (streq(subtype, "success") || streq(subtype, "error_max_turns")) {
 		json_t *usage = usage_of(res, NULL);
-		json_t *fin = json_pack("{s:s, s:s, s:s, s:{s:s}, s:O, s:{s:{s:s}}}", "type",
-					"RUN_FINISHED", "threadId", run->thread_id, "runId",
-					run->run_id, "outcome", "type", "success", "usage", usage,
-					"metadata", "tanstack", "finishReason",
-					streq(subtype, "success") ? "stop" : "length");
+		json_t *fin =
+		    json_pack("{s:s, s:s, s:s, s:{s:s}, s:O, s:{s:{s:s}}}", "type", "RUN_FINISHED",
+			      "threadId", run->thread_id, "runId", run->run_id, "outcome", "type",
+			      "success", "usage", usage, "metadata", "tanstack", "finishReason",
+			      streq(subtype, "success") ? "stop" : "length");
 		const json_t *cost = json_object_get(res, "total_cost_usd");
 		if (json_is_number(cost))
-			json_object_set_new(json_object_get(json_object_get(fin, "metadata"), "tanstack"),
-					    "providerUsageDetails",
-					    json_pack("{s:O}", "totalCostUsd", cost));
+			json_object_set_new(
+			    json_object_get(json_object_get(fin, "metadata"), "tanstack"),
+			    "providerUsageDetails", json_pack("{s:O}", "totalCostUsd", cost));
 		ending_complete(&st->ending, fin, usage);
 		return;
 	}
@@ -387,9 +406,11 @@ result_message(Run *run, const json_t *res)
 	char msg[1024] = "";
 	size_t i, o = 0;
 	json_t *e;
-	json_array_foreach (json_object_get(res, "errors"), i, e) {
-		const char *t = json_is_string(e) ? json_string_value(e)
-						  : json_string_value(json_object_get(e, "message"));
+	json_array_foreach(json_object_get(res, "errors"), i, e)
+	{
+		const char *t = json_is_string(e)
+				    ? json_string_value(e)
+				    : json_string_value(json_object_get(e, "message"));
 		if (t && o < sizeof(msg))
 			o += (size_t)snprintf(msg + o, sizeof(msg) - o, "%s%s", o ? "; " : "", t);
 	}
@@ -421,8 +442,9 @@ claude_line(Run *run, const char *line, size_t len)
 		if (sub && streq(sub, "init")) {
 			emit(run, json_pack("{s:s, s:s, s:s}", "type", "RUN_STARTED", "threadId",
 					    run->thread_id, "runId", run->run_id));
-			json_t *v = json_pack("{s:s}", "sessionId",
-					      json_string_value(json_object_get(j, "session_id")) ?: "");
+			json_t *v =
+			    json_pack("{s:s}", "sessionId",
+				      json_string_value(json_object_get(j, "session_id")) ?: "");
 			if (json_object_get(j, "model"))
 				json_object_set(v, "model", json_object_get(j, "model"));
 			if (json_object_get(j, "tools"))
@@ -465,7 +487,8 @@ claude_drain(Run *run, bool final)
 	} else if (b->len > (size_t)run->harness->max_line) {
 		b->taken += b->len; /* an endless line: drop it, say so */
 		b->len = 0;
-		log_ctx(LOG_WARNING, &run->log, "claude: dropped a line longer than %" PRId64 " bytes",
+		log_ctx(LOG_WARNING, &run->log,
+			"claude: dropped a line longer than %" PRId64 " bytes",
 			run->harness->max_line);
 	}
 }
@@ -482,8 +505,9 @@ diff_done(Run *run, int64_t code, const char *out, size_t len)
 	if (code == 0 && len > 0) {
 		_cleanup_free_ char *text = utf8_sanitize(out, len, &len);
 		if (text)
-			run_emit(run, json_pack("{s:s, s:s, s:{s:s, s:s%}}", "type", "CUSTOM", "name",
-						"file.changed", "value", "path", ".", "diff", text, len),
+			run_emit(run,
+				 json_pack("{s:s, s:s, s:{s:s, s:s%}}", "type", "CUSTOM", "name",
+					   "file.changed", "value", "path", ".", "diff", text, len),
 				 NULL);
 	}
 	finish_run(run);
@@ -509,10 +533,10 @@ claude_exit(Run *run, int64_t code, int64_t sig, const char *why)
 		ending_fail_exit(run, &st->ending, "claude ended without a result", code, why);
 	}
 	/* the whole change set, when the workspace is a git repository */
-	static char *const diff[] = { (char *)"/bin/sh", (char *)"-c",
-				      (char *)"git rev-parse --is-inside-work-tree >/dev/null 2>&1 "
-					      "&& exec git --no-pager diff",
-				      NULL };
+	static char *const diff[] = {(char *)"/bin/sh", (char *)"-c",
+				     (char *)"git rev-parse --is-inside-work-tree >/dev/null 2>&1 "
+					     "&& exec git --no-pager diff",
+				     NULL};
 	if (run_post_exec(run, diff, diff_done) < 0)
 		finish_run(run);
 }
@@ -542,11 +566,11 @@ claude_free(Run *run)
 }
 
 const Adapter adapter_claude = {
-	.kind = ADAPTER_CLAUDE,
-	.driver_run_started = false,
-	.init = claude_init,
-	.begin = claude_begin,
-	.drain = claude_drain,
-	.exit = claude_exit,
-	.free_state = claude_free,
+    .kind = ADAPTER_CLAUDE,
+    .driver_run_started = false,
+    .init = claude_init,
+    .begin = claude_begin,
+    .drain = claude_drain,
+    .exit = claude_exit,
+    .free_state = claude_free,
 };

@@ -33,7 +33,7 @@
 #include "macro.h"
 
 typedef struct CodexState {
-	json_t *items; /* item id → {"sent": length of text already emitted, "kind": …} */
+	json_t *items;	  /* item id → {"sent": length of text already emitted, "kind": …} */
 	RunEnding ending; /* from turn.completed / turn.failed */
 } CodexState;
 
@@ -51,8 +51,9 @@ codex_begin(Run *run, const json_t *messages, const json_t *metadata, ExecSpec *
 			strv_push(&spec->argv, run->harness->argv[i]);
 	else
 		strv_push(&spec->argv, "codex");
-	static const char *const fixed[] = { "exec", "--experimental-json", "--skip-git-repo-check",
-					     "--sandbox", "danger-full-access", NULL };
+	static const char *const fixed[] = {
+	    "exec",	 "--experimental-json", "--skip-git-repo-check",
+	    "--sandbox", "danger-full-access",	NULL};
 	for (size_t i = 0; fixed[i]; i++)
 		strv_push(&spec->argv, fixed[i]);
 	const char *session = json_string_value(json_object_get(metadata, "sessionId"));
@@ -99,7 +100,8 @@ text_item(Run *run, const char *id, const json_t *item, bool completed, bool rea
 
 	if (fresh) {
 		if (reasoning) {
-			emit(run, json_pack("{s:s, s:s}", "type", "REASONING_START", "messageId", id));
+			emit(run,
+			     json_pack("{s:s, s:s}", "type", "REASONING_START", "messageId", id));
 			emit(run, json_pack("{s:s, s:s, s:s}", "type", "REASONING_MESSAGE_START",
 					    "messageId", id, "role", "reasoning"));
 		} else
@@ -107,17 +109,21 @@ text_item(Run *run, const char *id, const json_t *item, bool completed, bool rea
 					    "messageId", id, "role", "assistant"));
 	}
 	if (len > sent) {
-		emit(run, json_pack("{s:s, s:s, s:s}", "type",
-				    reasoning ? "REASONING_MESSAGE_CONTENT" : "TEXT_MESSAGE_CONTENT",
-				    "messageId", id, "delta", text + sent));
+		emit(run,
+		     json_pack("{s:s, s:s, s:s}", "type",
+			       reasoning ? "REASONING_MESSAGE_CONTENT" : "TEXT_MESSAGE_CONTENT",
+			       "messageId", id, "delta", text + sent));
 		json_object_set_new(s, "sent", json_integer((json_int_t)len));
 	}
 	if (completed) {
 		if (reasoning) {
-			emit(run, json_pack("{s:s, s:s}", "type", "REASONING_MESSAGE_END", "messageId", id));
-			emit(run, json_pack("{s:s, s:s}", "type", "REASONING_END", "messageId", id));
+			emit(run, json_pack("{s:s, s:s}", "type", "REASONING_MESSAGE_END",
+					    "messageId", id));
+			emit(run,
+			     json_pack("{s:s, s:s}", "type", "REASONING_END", "messageId", id));
 		} else
-			emit(run, json_pack("{s:s, s:s}", "type", "TEXT_MESSAGE_END", "messageId", id));
+			emit(run,
+			     json_pack("{s:s, s:s}", "type", "TEXT_MESSAGE_END", "messageId", id));
 	}
 }
 
@@ -141,9 +147,9 @@ tool_item(Run *run, const char *id, const json_t *item, bool completed, const ch
 		char mid[64];
 		_cleanup_free_ char *r = json_dump_compact(result);
 		run_gen_id(run, mid, sizeof(mid));
-		json_t *c = json_pack("{s:s, s:s, s:s, s:s, s:s}", "type", "TOOL_CALL_RESULT",
-				      "messageId", mid, "toolCallId", id, "content", r ? r : "{}",
-				      "role", "tool");
+		json_t *c =
+		    json_pack("{s:s, s:s, s:s, s:s, s:s}", "type", "TOOL_CALL_RESULT", "messageId",
+			      mid, "toolCallId", id, "content", r ? r : "{}", "role", "tool");
 		const char *status = json_string_value(json_object_get(item, "status"));
 		if (status && streq(status, "failed"))
 			json_object_set_new(c, "state", json_string("output-error"));
@@ -168,8 +174,9 @@ item_event(Run *run, const json_t *item, bool completed)
 	else if (streq(kind, "command_execution"))
 		tool_item(run, id, item, completed, "shell",
 			  json_pack("{s:O?}", "command", json_object_get(item, "command")),
-			  json_pack("{s:O?, s:O?}", "output", json_object_get(item, "aggregated_output"),
-				    "exitCode", json_object_get(item, "exit_code")));
+			  json_pack("{s:O?, s:O?}", "output",
+				    json_object_get(item, "aggregated_output"), "exitCode",
+				    json_object_get(item, "exit_code")));
 	else if (streq(kind, "mcp_tool_call")) {
 		const char *tool = json_string_value(json_object_get(item, "tool")) ?: "tool";
 		const json_t *res = json_object_get(item, "result");
@@ -185,13 +192,14 @@ item_event(Run *run, const json_t *item, bool completed)
 	else if (streq(kind, "file_change") && completed) {
 		size_t i;
 		json_t *ch;
-		json_array_foreach (json_object_get(item, "changes"), i, ch)
-			emit(run, json_pack("{s:s, s:s, s:{s:O?, s:O?}}", "type", "CUSTOM", "name",
-					    "file.changed", "value", "path", json_object_get(ch, "path"),
-					    "kind", json_object_get(ch, "kind")));
+		json_array_foreach(json_object_get(item, "changes"), i, ch) emit(
+		    run, json_pack("{s:s, s:s, s:{s:O?, s:O?}}", "type", "CUSTOM", "name",
+				   "file.changed", "value", "path", json_object_get(ch, "path"),
+				   "kind", json_object_get(ch, "kind")));
 	} else if (streq(kind, "todo_list"))
-		emit(run, json_pack("{s:s, s:s, s:{s:O?}}", "type", "CUSTOM", "name", "codex.todo_list",
-				    "value", "items", json_object_get(item, "items")));
+		emit(run,
+		     json_pack("{s:s, s:s, s:{s:O?}}", "type", "CUSTOM", "name", "codex.todo_list",
+			       "value", "items", json_object_get(item, "items")));
 }
 
 static void
@@ -210,8 +218,8 @@ codex_line(Run *run, const char *line, size_t len)
 	if (streq(type, "thread.started")) {
 		emit(run, json_pack("{s:s, s:s, s:s}", "type", "RUN_STARTED", "threadId",
 				    run->thread_id, "runId", run->run_id));
-		emit(run, json_pack("{s:s, s:s, s:{s:s}}", "type", "CUSTOM", "name", "codex.session-id",
-				    "value", "sessionId",
+		emit(run, json_pack("{s:s, s:s, s:{s:s}}", "type", "CUSTOM", "name",
+				    "codex.session-id", "value", "sessionId",
 				    json_string_value(json_object_get(j, "thread_id")) ?: ""));
 	} else if (streq(type, "item.started") || streq(type, "item.updated")) {
 		item_event(run, json_object_get(j, "item"), false);
@@ -232,7 +240,8 @@ codex_line(Run *run, const char *line, size_t len)
 					  "metadata", "tanstack", "finishReason", "stop"),
 				usage);
 	} else if ((streq(type, "turn.failed") || streq(type, "error")) && !st->ending.chunk) {
-		const char *m = json_string_value(json_object_get(json_object_get(j, "error"), "message"));
+		const char *m =
+		    json_string_value(json_object_get(json_object_get(j, "error"), "message"));
 		if (!m)
 			m = json_string_value(json_object_get(j, "message"));
 		ending_fail(&st->ending, m ? m : "codex turn failed",
@@ -269,7 +278,8 @@ codex_exit(Run *run, int64_t code, int64_t sig, const char *why)
 	CodexState *st = run->astate;
 
 	if (!st->ending.chunk)
-		ending_fail_exit(run, &st->ending, "codex ended without completing its turn", code, why);
+		ending_fail_exit(run, &st->ending, "codex ended without completing its turn", code,
+				 why);
 	ending_apply(run, &st->ending);
 }
 
@@ -298,11 +308,11 @@ codex_free(Run *run)
 }
 
 const Adapter adapter_codex = {
-	.kind = ADAPTER_CODEX,
-	.driver_run_started = false,
-	.init = codex_init,
-	.begin = codex_begin,
-	.drain = codex_drain,
-	.exit = codex_exit,
-	.free_state = codex_free,
+    .kind = ADAPTER_CODEX,
+    .driver_run_started = false,
+    .init = codex_init,
+    .begin = codex_begin,
+    .drain = codex_drain,
+    .exit = codex_exit,
+    .free_state = codex_free,
 };

@@ -18,7 +18,7 @@ exec_spec_done(ExecSpec *s)
 	mp_strv_free(s->argv);
 	mp_strv_free(s->env);
 	free(s->stdin_data);
-	*s = (ExecSpec){ 0 };
+	*s = (ExecSpec){0};
 }
 
 char *
@@ -109,8 +109,8 @@ void
 ending_fail(RunEnding *e, const char *message, const char *code, int64_t exit_code)
 {
 	ending_done(e);
-	e->chunk = json_pack("{s:s, s:s, s:s}", "type", "RUN_ERROR", "message", message, "code",
-			     code);
+	e->chunk =
+	    json_pack("{s:s, s:s, s:s}", "type", "RUN_ERROR", "message", message, "code", code);
 	e->fields = json_pack("{s:{s:s, s:s}}", "error", "message", message, "code", code);
 	if (exit_code >= 0 && e->fields)
 		json_object_set_new(e->fields, "exitCode", json_integer(exit_code));
@@ -138,7 +138,7 @@ ending_done(RunEnding *e)
 {
 	json_decref(e->chunk);
 	json_decref(e->fields);
-	*e = (RunEnding){ 0 };
+	*e = (RunEnding){0};
 }
 
 void

@@ -29,9 +29,9 @@ typedef struct NdState {
 static int
 nd_begin(Run *run, const json_t *messages, const json_t *metadata, ExecSpec *spec)
 {
-	json_auto_t *req = json_pack("{s:s, s:s, s:O, s:[], s:s}", "runId", run->run_id,
-				     "threadId", run->thread_id, "messages", messages,
-				     "toolDescriptors", "toolExecUrl", "");
+	json_auto_t *req =
+	    json_pack("{s:s, s:s, s:O, s:[], s:s}", "runId", run->run_id, "threadId",
+		      run->thread_id, "messages", messages, "toolDescriptors", "toolExecUrl", "");
 	if (req && metadata)
 		json_object_set(req, "metadata", (json_t *)metadata);
 	char *text = req ? json_dump_compact(req) : NULL;
@@ -86,9 +86,11 @@ nd_line(Run *run, char *line, size_t len)
 		/* the runner's own error ends the run, as it wrote it */
 		const char *msg = json_string_value(json_object_get(j, "message"));
 		const char *code = json_string_value(json_object_get(j, "code"));
-		json_t *fields = json_pack("{s:{s:s}}", "error", "message", msg ? msg : "runner error");
+		json_t *fields =
+		    json_pack("{s:{s:s}}", "error", "message", msg ? msg : "runner error");
 		if (code)
-			json_object_set_new(json_object_get(fields, "error"), "code", json_string(code));
+			json_object_set_new(json_object_get(fields, "error"), "code",
+					    json_string(code));
 		run_kill_exec(run);
 		run_end(run, j, "failed", fields);
 		return;
@@ -154,11 +156,12 @@ nd_exit(Run *run, int64_t code, int64_t sig, const char *why)
 			 *tail ? ": " : "", tail);
 	else
 		snprintf(m, sizeof(m), "runner ended: %s%s%s", why, *tail ? ": " : "", tail);
-	run_end(run, json_pack("{s:s, s:s, s:s}", "type", "RUN_ERROR", "message", m, "code",
-			       streq(why, "exit") ? "exit_status" : why),
+	run_end(run,
+		json_pack("{s:s, s:s, s:s}", "type", "RUN_ERROR", "message", m, "code",
+			  streq(why, "exit") ? "exit_status" : why),
 		"failed",
-		json_pack("{s:I, s:{s:s, s:s}}", "exitCode", (json_int_t)code, "error", "message", m,
-			  "code", streq(why, "exit") ? "exit_status" : why));
+		json_pack("{s:I, s:{s:s, s:s}}", "exitCode", (json_int_t)code, "error", "message",
+			  m, "code", streq(why, "exit") ? "exit_status" : why));
 }
 
 static int
@@ -176,11 +179,11 @@ nd_free(Run *run)
 }
 
 const Adapter adapter_ndjson = {
-	.kind = ADAPTER_NDJSON,
-	.driver_run_started = false,
-	.init = nd_init,
-	.begin = nd_begin,
-	.drain = nd_drain,
-	.exit = nd_exit,
-	.free_state = nd_free,
+    .kind = ADAPTER_NDJSON,
+    .driver_run_started = false,
+    .init = nd_init,
+    .begin = nd_begin,
+    .drain = nd_drain,
+    .exit = nd_exit,
+    .free_state = nd_free,
 };

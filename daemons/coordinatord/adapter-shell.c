@@ -84,7 +84,7 @@ safe_cut(Run *run, const OutBuf *b, size_t lim, bool final)
 static void
 shell_drain(Run *run, bool final)
 {
-	static const char *const names[3] = { NULL, "process.stdout", "process.stderr" };
+	static const char *const names[3] = {NULL, "process.stdout", "process.stderr"};
 
 	for (int s = 1; s <= 2; s++) {
 		for (;;) {
@@ -120,7 +120,8 @@ shell_exit(Run *run, int64_t code, int64_t sig, const char *why)
 	if (code == 0 && streq(why, "exit")) {
 		run_end(run,
 			json_pack("{s:s, s:s, s:s, s:{s:s}}", "type", "RUN_FINISHED", "threadId",
-				  run->thread_id, "runId", run->run_id, "outcome", "type", "success"),
+				  run->thread_id, "runId", run->run_id, "outcome", "type",
+				  "success"),
 			"completed", json_pack("{s:i}", "exitCode", 0));
 		return;
 	}
@@ -130,7 +131,7 @@ shell_exit(Run *run, int64_t code, int64_t sig, const char *why)
 		snprintf(m, sizeof(m), "command exited with status %" PRId64, code);
 	else if (streq(why, "timeout") || streq(why, "oom") || streq(why, "pids_limit")) {
 		snprintf(m, sizeof(m), "command stopped: %s",
-			 streq(why, "oom")	   ? "out of memory (sandbox memory limit)"
+			 streq(why, "oom")	 ? "out of memory (sandbox memory limit)"
 			 : streq(why, "timeout") ? "timed out"
 						 : "process limit reached");
 		errcode = why;
@@ -139,16 +140,17 @@ shell_exit(Run *run, int64_t code, int64_t sig, const char *why)
 			 streq(why, "killed") ? "killed" : "terminated", sig);
 	else
 		snprintf(m, sizeof(m), "command ended: %s", why);
-	run_end(run, json_pack("{s:s, s:s, s:s}", "type", "RUN_ERROR", "message", m, "code", errcode),
+	run_end(run,
+		json_pack("{s:s, s:s, s:s}", "type", "RUN_ERROR", "message", m, "code", errcode),
 		"failed",
-		json_pack("{s:I, s:{s:s, s:s}}", "exitCode", (json_int_t)code, "error", "message", m,
-			  "code", errcode));
+		json_pack("{s:I, s:{s:s, s:s}}", "exitCode", (json_int_t)code, "error", "message",
+			  m, "code", errcode));
 }
 
 const Adapter adapter_shell = {
-	.kind = ADAPTER_SHELL,
-	.driver_run_started = true,
-	.begin = shell_begin,
-	.drain = shell_drain,
-	.exit = shell_exit,
+    .kind = ADAPTER_SHELL,
+    .driver_run_started = true,
+    .begin = shell_begin,
+    .drain = shell_drain,
+    .exit = shell_exit,
 };

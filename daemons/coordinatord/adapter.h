@@ -36,13 +36,13 @@ typedef enum AdapterKind {
 struct Harness {
 	char *name;
 	AdapterKind adapter;
-	char **argv;    /* the command; NULL = the adapter's default */
-	char **env;     /* extra environment, "K=V" */
+	char **argv;	/* the command; NULL = the adapter's default */
+	char **env;	/* extra environment, "K=V" */
 	char **secrets; /* names of coordinatord's environment variables handed over */
-	char **egress;  /* host[:port] the harness may reach through the proxy */
+	char **egress;	/* host[:port] the harness may reach through the proxy */
 	int64_t timeout_ms;
 	int64_t max_line;
-	char **tools;   /* names of [tool.NAME] host tools offered over the MCP bridge */
+	char **tools; /* names of [tool.NAME] host tools offered over the MCP bridge */
 };
 
 /* A host tool ([tool.NAME]): a command run on the host, outside every sandbox,
@@ -77,8 +77,8 @@ const char *adapter_name(AdapterKind k);
 
 /* What to exec, filled by the adapter's begin(). */
 typedef struct ExecSpec {
-	char **argv;    /* malloc'd vector */
-	char **env;     /* malloc'd vector, "K=V" */
+	char **argv; /* malloc'd vector */
+	char **env;  /* malloc'd vector, "K=V" */
 	char *stdin_data;
 	size_t stdin_len;
 } ExecSpec;
@@ -123,7 +123,7 @@ void run_kill_exec(Run *run);
 /* How an agent's run will end: decided when the agent says so (its result
  * line), applied when its process has exited (and any post step ran). */
 typedef struct RunEnding {
-	json_t *chunk;  /* RUN_FINISHED or RUN_ERROR; NULL while undecided */
+	json_t *chunk;	/* RUN_FINISHED or RUN_ERROR; NULL while undecided */
 	json_t *fields; /* merged into the record */
 	char status[16];
 } RunEnding;

@@ -46,7 +46,7 @@ typedef struct ToolCall {
 	Run *run;
 	Client *client;
 	uint64_t req_id;
-	bool mcp;      /* JSON-RPC (else /tool-exec) */
+	bool mcp; /* JSON-RPC (else /tool-exec) */
 	json_t *rpc_id;
 	const Tool *tool;
 	pid_t pid;
@@ -78,7 +78,8 @@ reply_json(Client *cl, uint64_t req_id, int status, json_t *j)
 {
 	_cleanup_free_ char *s = json_dump_compact(j);
 	json_decref(j);
-	reply(cl, req_id, status, "application/json; charset=utf-8", s ? s : "{}", s ? strlen(s) : 2);
+	reply(cl, req_id, status, "application/json; charset=utf-8", s ? s : "{}",
+	      s ? strlen(s) : 2);
 }
 
 static void
@@ -168,11 +169,12 @@ bridge_close(Run *run)
 		run->bridge_calls = tc->next;
 		/* the run settled: the tool is cancelled and its caller told */
 		if (tc->mcp)
-			reply_json(tc->client, tc->req_id, 200,
-				   rpc_result(tc->rpc_id,
-					      json_pack("{s:[{s:s, s:s}], s:b}", "content", "type", "text",
-							"text", "Tool execution failed: run ended",
-							"isError", 1)));
+			reply_json(
+			    tc->client, tc->req_id, 200,
+			    rpc_result(tc->rpc_id,
+				       json_pack("{s:[{s:s, s:s}], s:b}", "content", "type", "text",
+						 "text", "Tool execution failed: run ended",
+						 "isError", 1)));
 		else
 			reply_error(tc->client, tc->req_id, 500, "internal", "run ended");
 		call_free(tc);
@@ -194,8 +196,8 @@ call_finish(ToolCall *tc)
 {
 	Run *run = tc->run;
 	char msg[160];
-	bool failed = tc->timed_out || tc->too_big || !WIFEXITED(tc->status) ||
-		      WEXITSTATUS(tc->status) != 0;
+	bool failed =
+	    tc->timed_out || tc->too_big || !WIFEXITED(tc->status) || WEXITSTATUS(tc->status) != 0;
 	json_t *result = NULL;
 
 	if (tc->timed_out)
@@ -205,11 +207,12 @@ call_finish(ToolCall *tc)
 			 TOOL_OUTPUT_MAX);
 	else if (failed)
 		snprintf(msg, sizeof(msg), "tool '%s' exited with status %d", tc->tool->name,
-			 WIFEXITED(tc->status) ? WEXITSTATUS(tc->status) : 128 + WTERMSIG(tc->status));
+			 WIFEXITED(tc->status) ? WEXITSTATUS(tc->status)
+					       : 128 + WTERMSIG(tc->status));
 	if (!failed) {
 		size_t len;
-		_cleanup_free_ char *text = utf8_sanitize(tc->buf.data ? tc->buf.data : "", tc->buf.len,
-							  &len);
+		_cleanup_free_ char *text =
+		    utf8_sanitize(tc->buf.data ? tc->buf.data : "", tc->buf.len, &len);
 		result = text ? json_loadb(text, len, JSON_DECODE_ANY, NULL) : NULL;
 		if (!result && text)
 			result = json_stringn(text, len); /* plain text is a string result */
@@ -219,12 +222,12 @@ call_finish(ToolCall *tc)
 		if (failed) {
 			char t[200];
 			snprintf(t, sizeof(t), "Tool execution failed: %s", msg);
-			content = json_pack("{s:[{s:s, s:s}], s:b}", "content", "type", "text", "text", t,
-					    "isError", 1);
+			content = json_pack("{s:[{s:s, s:s}], s:b}", "content", "type", "text",
+					    "text", t, "isError", 1);
 		} else {
 			_cleanup_free_ char *s = json_is_string(result)
-							 ? strdup(json_string_value(result))
-							 : json_dump_compact(result);
+						     ? strdup(json_string_value(result))
+						     : json_dump_compact(result);
 			content = json_pack("{s:[{s:s, s:s}]}", "content", "type", "text", "text",
 					    s ? s : "");
 		}
@@ -320,7 +323,7 @@ call_start(Run *run, Client *cl, uint64_t req_id, bool mcp, json_t *rpc_id, cons
 	   const json_t *args)
 {
 	Coordinator *c = run->c;
-	int in[2] = { -1, -1 }, out[2] = { -1, -1 };
+	int in[2] = {-1, -1}, out[2] = {-1, -1};
 	_cleanup_free_ char *input = json_dump_compact(args ? args : json_object());
 	char env_run[64], env_thread[300];
 	ToolCall *tc = calloc(1, sizeof(*tc));
@@ -332,8 +335,8 @@ call_start(Run *run, Client *cl, uint64_t req_id, bool mcp, json_t *rpc_id, cons
 	}
 	snprintf(env_run, sizeof(env_run), "RUNWARDEN_RUN_ID=%s", run->run_id);
 	snprintf(env_thread, sizeof(env_thread), "RUNWARDEN_THREAD_ID=%s", run->thread_id);
-	char *env[] = { (char *)"PATH=/usr/local/bin:/usr/bin:/bin", (char *)"LANG=C.UTF-8",
-			env_run, env_thread, NULL };
+	char *env[] = {(char *)"PATH=/usr/local/bin:/usr/bin:/bin", (char *)"LANG=C.UTF-8", env_run,
+		       env_thread, NULL};
 	pid_t pid = fork();
 	if (pid < 0) {
 		free(tc);
@@ -363,8 +366,9 @@ call_start(Run *run, Client *cl, uint64_t req_id, bool mcp, json_t *rpc_id, cons
 	fd_nonblock(out[0], 1);
 	tc->in = bufferevent_socket_new(c->base, in[1], BEV_OPT_CLOSE_ON_FREE);
 	tc->out = bufferevent_socket_new(c->base, out[0], BEV_OPT_CLOSE_ON_FREE);
-	tc->pid_ev = tc->pidfd >= 0 ? event_new(c->base, tc->pidfd, EV_READ | EV_PERSIST, pid_exited, tc)
-				    : NULL;
+	tc->pid_ev = tc->pidfd >= 0
+			 ? event_new(c->base, tc->pidfd, EV_READ | EV_PERSIST, pid_exited, tc)
+			 : NULL;
 	tc->timer = evtimer_new(c->base, call_timeout, tc);
 	/* linked first, so that any failure below is released by call_free */
 	tc->next = run->bridge_calls;
@@ -424,20 +428,21 @@ handle_rpc(Run *run, Client *cl, uint64_t req_id, const char *body)
 	if (!method) {
 		reply_json(cl, req_id, 200, rpc_error(id, -32600, "Invalid Request"));
 	} else if (streq(method, "initialize")) {
-		reply_json(cl, req_id, 200,
-			   rpc_result(id, json_pack("{s:s, s:{s:{}}, s:{s:s, s:s}}", "protocolVersion",
-						    "2024-11-05", "capabilities", "tools",
-						    "serverInfo", "name", "tanstack", "version",
-						    "1.0.0")));
+		reply_json(
+		    cl, req_id, 200,
+		    rpc_result(id, json_pack("{s:s, s:{s:{}}, s:{s:s, s:s}}", "protocolVersion",
+					     "2024-11-05", "capabilities", "tools", "serverInfo",
+					     "name", "tanstack", "version", "1.0.0")));
 	} else if (streq(method, "tools/list")) {
 		json_t *tools = json_array();
 		for (size_t i = 0; run->harness->tools && run->harness->tools[i]; i++) {
 			const Tool *t = tool_find(c->harnesses, run->harness->tools[i]);
 			if (!t)
 				continue;
-			json_t *schema = json_is_object(t->schema)
-						 ? json_incref(t->schema)
-						 : json_pack("{s:s, s:{}}", "type", "object", "properties");
+			json_t *schema =
+			    json_is_object(t->schema)
+				? json_incref(t->schema)
+				: json_pack("{s:s, s:{}}", "type", "object", "properties");
 			json_array_append_new(tools, json_pack("{s:s, s:s, s:o}", "name", t->name,
 							       "description",
 							       t->description ? t->description : "",
@@ -446,22 +451,25 @@ handle_rpc(Run *run, Client *cl, uint64_t req_id, const char *body)
 		reply_json(cl, req_id, 200, rpc_result(id, json_pack("{s:o}", "tools", tools)));
 	} else if (streq(method, "tools/call")) {
 		const char *name = json_string_value(json_object_get(params, "name"));
-		const Tool *t = name && tool_offered(run, name) ? tool_find(c->harnesses, name) : NULL;
+		const Tool *t =
+		    name && tool_offered(run, name) ? tool_find(c->harnesses, name) : NULL;
 		if (!name)
 			reply_json(cl, req_id, 200, rpc_error(id, -32602, "Invalid params: name"));
 		else if (!t) {
 			char m[160];
 			snprintf(m, sizeof(m), "Tool execution failed: Unknown tool: %.64s", name);
-			reply_json(cl, req_id, 200,
-				   rpc_result(id, json_pack("{s:[{s:s, s:s}], s:b}", "content", "type",
-							    "text", "text", m, "isError", 1)));
+			reply_json(
+			    cl, req_id, 200,
+			    rpc_result(id, json_pack("{s:[{s:s, s:s}], s:b}", "content", "type",
+						     "text", "text", m, "isError", 1)));
 		} else if (call_start(run, cl, req_id, true, id, t,
 				      json_object_get(params, "arguments")) < 0)
-			reply_json(cl, req_id, 200,
-				   rpc_result(id, json_pack("{s:[{s:s, s:s}], s:b}", "content", "type",
-							    "text", "text",
-							    "Tool execution failed: cannot start it",
-							    "isError", 1)));
+			reply_json(
+			    cl, req_id, 200,
+			    rpc_result(id,
+				       json_pack("{s:[{s:s, s:s}], s:b}", "content", "type", "text",
+						 "text", "Tool execution failed: cannot start it",
+						 "isError", 1)));
 	} else {
 		reply_json(cl, req_id, 200, rpc_error(id, -32601, "Method not found"));
 	}
@@ -475,15 +483,17 @@ handle_tool_exec(Run *run, Client *cl, uint64_t req_id, const char *body)
 	json_t *msg = json_loads(body, 0, NULL);
 
 	if (!msg) {
-		reply_json(cl, req_id, 400, json_pack("{s:s, s:s}", "error", "body must be valid JSON",
-						      "code", "bad_request"));
+		reply_json(cl, req_id, 400,
+			   json_pack("{s:s, s:s}", "error", "body must be valid JSON", "code",
+				     "bad_request"));
 		return;
 	}
 	const char *name = json_string_value(json_object_get(msg, "name"));
 	if (!json_is_object(msg) || !name) {
 		json_decref(msg);
-		reply_json(cl, req_id, 400, json_pack("{s:s, s:s}", "error", "body must be { name, args }",
-						      "code", "bad_request"));
+		reply_json(cl, req_id, 400,
+			   json_pack("{s:s, s:s}", "error", "body must be { name, args }", "code",
+				     "bad_request"));
 		return;
 	}
 	const Tool *t = tool_offered(run, name) ? tool_find(c->harnesses, name) : NULL;

@@ -32,7 +32,7 @@ struct Op {
 	size_t len;
 	char status[16]; /* terminal status, or "" */
 	json_t *fields;
-	json_t *drive; /* driver state to store with the event; json_null() deletes */
+	json_t *drive;	/* driver state to store with the event; json_null() deletes */
 	Client *client; /* to acknowledge, or NULL */
 	uint64_t req_id;
 	bool is_run; /* queued by a Run driver */
@@ -196,8 +196,8 @@ run_end(Run *run, json_t *chunk, const char *status, json_t *fields)
 void
 run_fail(Run *run, const char *message, const char *code)
 {
-	json_t *chunk = json_pack("{s:s, s:s, s:s}", "type", "RUN_ERROR", "message", message,
-				  "code", code);
+	json_t *chunk =
+	    json_pack("{s:s, s:s, s:s}", "type", "RUN_ERROR", "message", message, "code", code);
 	json_t *fields = json_pack("{s:{s:s, s:s}}", "error", "message", message, "code", code);
 	if (run->state != RUN_DONE)
 		log_ctx(LOG_WARNING, &run->log, "Run failed: %s (%s)", message, code);
@@ -284,7 +284,7 @@ metrics_count_finish(Coordinator *c, const char *status)
 static void
 commit_latency(Coordinator *c, usec_t us)
 {
-	static const usec_t bounds[7] = { 500, 1000, 2500, 5000, 10000, 25000, 100000 };
+	static const usec_t bounds[7] = {500, 1000, 2500, 5000, 10000, 25000, 100000};
 	size_t i = 0;
 	while (i < 7 && us > bounds[i])
 		i++;
@@ -348,12 +348,12 @@ fail_runs_after_storage_error(Coordinator *c, Op *ops, int err)
 		if (seen)
 			continue;
 		Run *run = run_find(c, op->run_id);
-		LogCtx lc = { .run_id = op->run_id, .thread_id = run ? run->thread_id : NULL };
-		json_auto_t *chunk = json_pack("{s:s, s:s, s:s, s:I}", "type", "RUN_ERROR", "message",
-					       message, "code", code, "timestamp",
-					       (json_int_t)now_epoch_ms());
-		json_auto_t *fields = json_pack("{s:{s:s, s:s}}", "error", "message", message,
-						"code", code);
+		LogCtx lc = {.run_id = op->run_id, .thread_id = run ? run->thread_id : NULL};
+		json_auto_t *chunk =
+		    json_pack("{s:s, s:s, s:s, s:I}", "type", "RUN_ERROR", "message", message,
+			      "code", code, "timestamp", (json_int_t)now_epoch_ms());
+		json_auto_t *fields =
+		    json_pack("{s:{s:s, s:s}}", "error", "message", message, "code", code);
 		_cleanup_free_ char *text = json_dump_compact(chunk);
 		json_t *rec = NULL;
 		int64_t seq;
@@ -368,9 +368,10 @@ fail_runs_after_storage_error(Coordinator *c, Op *ops, int err)
 			metrics_count_finish(c, "failed");
 			log_ctx(LOG_ERR, &lc, "Run failed after a storage error (%s)", code);
 		} else if (r != -ESTALE && r != -ENOENT) {
-			log_ctx_errno(LOG_ERR, r, &lc,
-				      "Run could not be marked failed either: %m; it stays "
-				      "'running' in the log until the watchdog or a restart ends it");
+			log_ctx_errno(
+			    LOG_ERR, r, &lc,
+			    "Run could not be marked failed either: %m; it stays "
+			    "'running' in the log until the watchdog or a restart ends it");
 		}
 		if (run)
 			run_free(run);
@@ -401,8 +402,8 @@ commit_cb(evutil_socket_t fd, short what, void *arg)
 			op->err = runlog_batch_finish(b, op->run_id, op->status, op->fields, now);
 		}
 		if (op->err == 0 && op->drive)
-			op->err = runlog_batch_drive_put(b, op->run_id,
-							 json_is_null(op->drive) ? NULL : op->drive);
+			op->err = runlog_batch_drive_put(
+			    b, op->run_id, json_is_null(op->drive) ? NULL : op->drive);
 	}
 	if (r == 0)
 		r = runlog_batch_commit(b);
@@ -442,7 +443,8 @@ commit_cb(evutil_socket_t fd, short what, void *arg)
 			MpWriter w;
 			mp_writer_init(&w);
 			if (op->err < 0 && op->err == -ESTALE && op->status[0]) {
-				/* RUN_FINISH on a terminal run: the first status won; answer the record */
+				/* RUN_FINISH on a terminal run: the first status won; answer the
+				 * record */
 				json_t *rec = NULL;
 				if (runlog_get(c->runlog, op->run_id, &rec) == 0) {
 					_cleanup_free_ char *s = json_dump_compact(rec);
@@ -450,7 +452,8 @@ commit_cb(evutil_socket_t fd, short what, void *arg)
 					mp_w_str(&w, "record", s ? s : "{}");
 					peer_reply(op->client->peer, op->req_id, &w);
 				} else
-					peer_reply_error(op->client->peer, op->req_id, -ENOENT, NULL);
+					peer_reply_error(op->client->peer, op->req_id, -ENOENT,
+							 NULL);
 				json_decref(rec);
 			} else if (op->err < 0) {
 				peer_reply_error(op->client->peer, op->req_id, op->err,
@@ -472,9 +475,9 @@ commit_cb(evutil_socket_t fd, short what, void *arg)
 		if (op->err == 0 && op->status[0]) {
 			metrics_count_finish(c, op->status);
 			Run *run = run_find(c, op->run_id);
-			LogCtx lc = { .run_id = op->run_id,
-				      .thread_id = run ? run->thread_id : NULL,
-				      .sandbox_id = run ? run->sandbox_id : NULL };
+			LogCtx lc = {.run_id = op->run_id,
+				     .thread_id = run ? run->thread_id : NULL,
+				     .sandbox_id = run ? run->sandbox_id : NULL};
 			log_ctx_msgid(LOG_INFO, &lc, RW_MESSAGE_RUN_FINISHED, "Run finished: %s",
 				      op->status);
 			if (run && op->is_run)

@@ -107,8 +107,9 @@ handle_run_start(Peer *p, const Frame *f, void *ud)
 	}
 	ret = 0;
 	if (!thread_id_valid(thread_id)) {
-		peer_reply_error(p, f->req_id, -EINVAL,
-				 "threadId must be a non-empty printable string of at most 256 bytes");
+		peer_reply_error(
+		    p, f->req_id, -EINVAL,
+		    "threadId must be a non-empty printable string of at most 256 bytes");
 		goto out;
 	}
 	msgs = json_loads(messages, 0, NULL);
@@ -126,7 +127,8 @@ handle_run_start(Peer *p, const Frame *f, void *ud)
 	const Harness *hs = harness ? harness_find(c->harnesses, harness) : NULL;
 	if (!hs) {
 		char m[160];
-		snprintf(m, sizeof(m), "unknown harness '%.64s'", harness ? harness : "(not a string)");
+		snprintf(m, sizeof(m), "unknown harness '%.64s'",
+			 harness ? harness : "(not a string)");
 		peer_reply_error(p, f->req_id, -EINVAL, m);
 		goto out;
 	}
@@ -225,7 +227,7 @@ handle_run_read(Peer *p, const Frame *f, void *ud)
 	int64_t from = -1;
 	uint64_t max = 0;
 	json_t *rec = NULL;
-	RunLogEvents ev = { 0 };
+	RunLogEvents ev = {0};
 	int ret;
 
 	mp_reader_init(&r, f->body);
@@ -344,7 +346,7 @@ handle_status_get(Peer *p, const Frame *f, void *ud)
 	mf = open_memstream(&text, &tlen);
 	if (!mf)
 		return -ENOMEM;
-	static const double le[7] = { 0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.1 };
+	static const double le[7] = {0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.1};
 	fprintf(mf,
 		"# HELP runwarden_runs_started_total Runs registered by POST /runs.\n"
 		"# TYPE runwarden_runs_started_total counter\n"
@@ -357,7 +359,8 @@ handle_status_get(Peer *p, const Frame *f, void *ud)
 		"# HELP runwarden_runs_active Runs driven by coordinatord right now.\n"
 		"# TYPE runwarden_runs_active gauge\n"
 		"runwarden_runs_active %zu\n"
-		"# HELP runwarden_sandboxes_queued Runs waiting for containerd-shim or a sandbox slot.\n"
+		"# HELP runwarden_sandboxes_queued Runs waiting for containerd-shim or a sandbox "
+		"slot.\n"
 		"# TYPE runwarden_sandboxes_queued gauge\n"
 		"runwarden_sandboxes_queued %zu\n"
 		"# HELP runwarden_events_appended_total Events committed to the run log.\n"
@@ -422,8 +425,8 @@ handle_run_cancel(Peer *p, const Frame *f, void *ud)
 		goto out;
 	const char *status = json_string_value(json_object_get(rec, "status"));
 	Run *run = run_find(c, run_id);
-	if (run_status_terminal(status) || (run && (run->state == RUN_DONE ||
-						      run->state == RUN_CANCELLING))) {
+	if (run_status_terminal(status) ||
+	    (run && (run->state == RUN_DONE || run->state == RUN_CANCELLING))) {
 		/* idempotent: a terminal run is left as it is */
 		if (run && run->state != RUN_DONE) {
 			/* a cancel is already on its way: answer when it lands */
@@ -444,13 +447,13 @@ handle_run_cancel(Peer *p, const Frame *f, void *ud)
 	}
 	/* not driven here (a direct-log client's run): end it in the log */
 	{
-		LogCtx lc = { .run_id = run_id,
-			      .thread_id = json_string_value(json_object_get(rec, "threadId")) };
+		LogCtx lc = {.run_id = run_id,
+			     .thread_id = json_string_value(json_object_get(rec, "threadId"))};
 		log_ctx_msgid(LOG_NOTICE, &lc, RW_MESSAGE_RUN_CANCELLED, "Run cancelled");
 	}
 	op_queue_client(c, cl, f->req_id, run_id,
-			json_pack("{s:s, s:s, s:s}", "type", "RUN_ERROR", "message", "run cancelled",
-				  "code", "aborted"),
+			json_pack("{s:s, s:s, s:s}", "type", "RUN_ERROR", "message",
+				  "run cancelled", "code", "aborted"),
 			"aborted",
 			json_pack("{s:b, s:{s:s, s:s}}", "cancelRequested", 1, "error", "message",
 				  "run cancelled", "code", "aborted"));
@@ -491,7 +494,8 @@ handle_thread_runs(Peer *p, const Frame *f, void *ud)
 		mp_w_map(&w, 1);
 		mp_w_key(&w, "records");
 		msgpack_pack_array(&w.pk, json_array_size(list));
-		json_array_foreach (list, i, rec) {
+		json_array_foreach(list, i, rec)
+		{
 			_cleanup_free_ char *s = json_dump_compact(rec);
 			mp_w_strv(&w, s ? s : "{}");
 		}
@@ -530,12 +534,15 @@ snapshot_replied(Peer *shim, int err, const msgpack_object *body, void *ud)
 		goto out;
 	if (err < 0) {
 		const msgpack_object *m = body ? mp_map_get(body, "message") : NULL;
-		_cleanup_free_ char *msg = m && m->type == MSGPACK_OBJECT_STR ? mp_obj_strdup(m) : NULL;
+		_cleanup_free_ char *msg =
+		    m && m->type == MSGPACK_OBJECT_STR ? mp_obj_strdup(m) : NULL;
 		if (err == -ECONNRESET || err == -ETIMEDOUT)
 			peer_reply_error(cl->peer, sc->req_id, err, "containerd-shim unavailable");
 		else
 			peer_reply_error(cl->peer, sc->req_id, err,
-					 msg ? msg : sc->restore ? "restore failed" : "snapshot failed");
+					 msg	       ? msg
+					 : sc->restore ? "restore failed"
+						       : "snapshot failed");
 		goto out;
 	}
 	if (sc->restore) {
@@ -546,11 +553,12 @@ snapshot_replied(Peer *shim, int err, const msgpack_object *body, void *ud)
 		mp_writer_done(&w);
 	} else {
 		const msgpack_object *rec = body ? mp_map_get(body, "record") : NULL;
-		_cleanup_free_ char *s = rec && rec->type == MSGPACK_OBJECT_STR ? mp_obj_strdup(rec)
-									      : NULL;
+		_cleanup_free_ char *s =
+		    rec && rec->type == MSGPACK_OBJECT_STR ? mp_obj_strdup(rec) : NULL;
 		MpWriter w;
 		if (!s) {
-			peer_reply_error(cl->peer, sc->req_id, -EIO, "bad reply from containerd-shim");
+			peer_reply_error(cl->peer, sc->req_id, -EIO,
+					 "bad reply from containerd-shim");
 			goto out;
 		}
 		mp_writer_init(&w);
@@ -603,8 +611,9 @@ handle_snapshot(Peer *p, const Frame *f, void *ud)
 	if (ret < 0)
 		goto out;
 	if (!thread_id_valid(thread_id)) {
-		peer_reply_error(p, f->req_id, -EINVAL,
-				 "threadId must be a non-empty printable string of at most 256 bytes");
+		peer_reply_error(
+		    p, f->req_id, -EINVAL,
+		    "threadId must be a non-empty printable string of at most 256 bytes");
 		goto out;
 	}
 	if (streq(c->conf.reuse, "none")) {
@@ -633,7 +642,7 @@ handle_snapshot(Peer *p, const Frame *f, void *ud)
 		ret = -ENOMEM;
 		goto out;
 	}
-	*sc = (SnapshotCall){ .c = c, .cl = cl, .req_id = f->req_id, .restore = restore };
+	*sc = (SnapshotCall){.c = c, .cl = cl, .req_id = f->req_id, .restore = restore};
 	mp_writer_init(&w);
 	mp_w_map(&w, 1 + (restore || label ? 1 : 0));
 	mp_w_str(&w, "key", thread_id);
@@ -647,7 +656,7 @@ handle_snapshot(Peer *p, const Frame *f, void *ud)
 	if (ret < 0)
 		free(sc);
 	else {
-		LogCtx lc = { .thread_id = thread_id };
+		LogCtx lc = {.thread_id = thread_id};
 		log_ctx(LOG_INFO, &lc, "%s requested", restore ? "Restore" : "Snapshot");
 	}
 out:
@@ -767,21 +776,14 @@ handle_run_finish(Peer *p, const Frame *f, void *ud)
 }
 
 static const PeerHandler client_handlers[_MSG_TYPE_MAX] = {
-	[MSG_RUN_START] = handle_run_start,
-	[MSG_RUN_GET] = handle_run_get,
-	[MSG_RUN_READ] = handle_run_read,
-	[MSG_RUN_WATCH] = handle_run_watch,
-	[MSG_RUN_UNWATCH] = handle_run_unwatch,
-	[MSG_STATUS_GET] = handle_status_get,
-	[MSG_RUN_CANCEL] = handle_run_cancel,
-	[MSG_THREAD_RUNS] = handle_thread_runs,
-	[MSG_SNAPSHOT_CREATE] = handle_snapshot,
-	[MSG_SNAPSHOT_RESTORE] = handle_snapshot,
-	[MSG_RUN_OPEN] = handle_run_open,
-	[MSG_RUN_APPEND] = handle_run_append,
-	[MSG_RUN_FINISH] = handle_run_finish,
-	[MSG_BRIDGE_CALL] = handle_bridge_call,
-	[MSG_THREAD_FILE] = handle_thread_file,
+    [MSG_RUN_START] = handle_run_start,	     [MSG_RUN_GET] = handle_run_get,
+    [MSG_RUN_READ] = handle_run_read,	     [MSG_RUN_WATCH] = handle_run_watch,
+    [MSG_RUN_UNWATCH] = handle_run_unwatch,  [MSG_STATUS_GET] = handle_status_get,
+    [MSG_RUN_CANCEL] = handle_run_cancel,    [MSG_THREAD_RUNS] = handle_thread_runs,
+    [MSG_SNAPSHOT_CREATE] = handle_snapshot, [MSG_SNAPSHOT_RESTORE] = handle_snapshot,
+    [MSG_RUN_OPEN] = handle_run_open,	     [MSG_RUN_APPEND] = handle_run_append,
+    [MSG_RUN_FINISH] = handle_run_finish,    [MSG_BRIDGE_CALL] = handle_bridge_call,
+    [MSG_THREAD_FILE] = handle_thread_file,
 };
 
 static void
@@ -810,9 +812,9 @@ client_closed(Peer *p, int err, void *ud)
 }
 
 static const PeerOps client_ops = {
-	.local_role = ROLE_COORD,
-	.handlers = client_handlers,
-	.on_close = client_closed,
+    .local_role = ROLE_COORD,
+    .handlers = client_handlers,
+    .on_close = client_closed,
 };
 
 static void
@@ -866,7 +868,7 @@ on_term(void *ud)
 int
 coordinator_run(const DaemonArgs *args)
 {
-	Coordinator c = { .listen_fd = -1 };
+	Coordinator c = {.listen_fd = -1};
 	char path[4096];
 	int r;
 
@@ -883,7 +885,7 @@ coordinator_run(const DaemonArgs *args)
 		goto out;
 	log_set_max_level(c.conf.shared.log_level);
 
-	HarnessSet harnesses = { 0 };
+	HarnessSet harnesses = {0};
 	c.harnesses = &harnesses;
 	r = harness_load(args, &harnesses);
 	if (r == 0 && !harness_find(&harnesses, c.conf.default_harness))
@@ -903,7 +905,7 @@ coordinator_run(const DaemonArgs *args)
 			 streq(harnesses.v[i].name, c.conf.default_harness) ? " (default)" : "");
 
 	snprintf(path, sizeof(path), "%s/runlog", c.conf.shared.state_dir);
-	RunLogOptions o = { .map_size = (size_t)c.conf.map_size, .sync = c.conf.sync };
+	RunLogOptions o = {.map_size = (size_t)c.conf.map_size, .sync = c.conf.sync};
 	r = runlog_open(path, &o, &c.runlog);
 	if (r < 0) {
 		log_error_errno(r, "Failed to open the run log in '%s': %m", path);

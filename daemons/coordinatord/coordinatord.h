@@ -34,16 +34,16 @@
 
 typedef struct CoordConf {
 	SharedConf shared;
-	int64_t map_size;         /* LMDB map size, bytes */
-	bool sync;                /* fsync on commit */
-	char *shell;              /* the shell harness interpreter inside the sandbox */
-	int64_t read_max;         /* largest RUN_READ batch */
+	int64_t map_size;	  /* LMDB map size, bytes */
+	bool sync;		  /* fsync on commit */
+	char *shell;		  /* the shell harness interpreter inside the sandbox */
+	int64_t read_max;	  /* largest RUN_READ batch */
 	int64_t sandbox_wait_ms;  /* how long a run waits for the shim before failing */
 	int64_t output_chunk_max; /* largest process.stdout/stderr text per chunk, bytes */
 	int64_t stall_timeout_ms; /* watchdog; 0 = off */
-	char *stall_action;       /* "fail" | "kill" */
-	char *reuse;              /* "thread" | "none": a sandbox per thread, or per run */
-	int64_t retention_days;   /* 0 = keep forever */
+	char *stall_action;	  /* "fail" | "kill" */
+	char *reuse;		  /* "thread" | "none": a sandbox per thread, or per run */
+	int64_t retention_days;	  /* 0 = keep forever */
 	int64_t retention_interval_ms;
 	char *default_harness;
 	char *bridge_target; /* routerd's host:port, where the sandbox's bridge forward leads */
@@ -71,13 +71,13 @@ typedef struct Watch {
 } Watch;
 
 typedef enum RunState {
-	RUN_WAIT_SHIM, /* waiting for containerd-shim to be connected */
-	RUN_ENSURING,  /* SANDBOX_ENSURE in flight (maybe queued for a slot) */
-	RUN_STARTING,  /* EXEC_START in flight */
-	RUN_EXECUTING, /* output streaming */
-	RUN_REATTACH,  /* after a restart: waiting to EXEC_ATTACH */
+	RUN_WAIT_SHIM,	/* waiting for containerd-shim to be connected */
+	RUN_ENSURING,	/* SANDBOX_ENSURE in flight (maybe queued for a slot) */
+	RUN_STARTING,	/* EXEC_START in flight */
+	RUN_EXECUTING,	/* output streaming */
+	RUN_REATTACH,	/* after a restart: waiting to EXEC_ATTACH */
 	RUN_CANCELLING, /* a cancel: EXEC_KILL of its exec in flight, or its EXEC_EXIT awaited */
-	RUN_DONE,      /* its terminal Op is queued; freed when it completed */
+	RUN_DONE,	/* its terminal Op is queued; freed when it completed */
 } RunState;
 
 struct Run {
@@ -94,7 +94,7 @@ struct Run {
 	bool queued;   /* waiting for a sandbox slot (not stale) */
 	char tool_call_id[48];
 	struct event *wait_timer;
-	bool shim_lost; /* RUN_REATTACH after the shim's connection dropped (not a restart) */
+	bool shim_lost;	   /* RUN_REATTACH after the shim's connection dropped (not a restart) */
 	uint64_t cpu_usec; /* last SANDBOX_STATS reading */
 	bool cpu_known;
 	Client *cancel_client; /* a RUN_CANCEL waiting for the destroy */
@@ -102,21 +102,21 @@ struct Run {
 	LogCtx log;
 	const Harness *harness;
 	const Adapter *adapter;
-	void *astate;      /* the adapter's own state */
-	unsigned id_counter; /* run-scoped ids */
+	void *astate;	      /* the adapter's own state */
+	unsigned id_counter;  /* run-scoped ids */
 	char **secret_values; /* redacted from every chunk of the run */
 	char stderr_tail[2048];
 	size_t stderr_len;
-	json_t *messages;   /* the run request, for the adapter's begin() */
+	json_t *messages; /* the run request, for the adapter's begin() */
 	json_t *metadata;
 	char bridge_token[80]; /* the MCP bridge's bearer token (memory only) */
 	bool bridge_live;
-	int bridge_inflight;  /* host tool calls running: the run is not stale */
+	int bridge_inflight; /* host tool calls running: the run is not stale */
 	void *bridge_calls;
-	uint64_t bridge_port; /* the forward to routerd inside the sandbox, 0 = none */
-	uint64_t proxy_port;  /* the egress proxy inside the sandbox, 0 = none */
-	int prep;             /* the preparation step before the harness starts */
-	bool post_exec;     /* an adapter's step after the main process (git diff) */
+	uint64_t bridge_port;  /* the forward to routerd inside the sandbox, 0 = none */
+	uint64_t proxy_port;   /* the egress proxy inside the sandbox, 0 = none */
+	int prep;	       /* the preparation step before the harness starts */
+	bool post_exec;	       /* an adapter's step after the main process (git diff) */
 	bool cancel_wait_exit; /* cancel: finish on the killed exec's EXEC_EXIT */
 	OutBuf post_out;
 	void (*post_done)(Run *run, int64_t code, const char *out, size_t len);
@@ -179,8 +179,8 @@ void run_fail(Run *run, const char *message, const char *code);
 /* Queue a driver-state update alone (no event). */
 void run_save_drive(Run *run, json_t *drive);
 /* A client's RUN_APPEND / RUN_FINISH: acknowledged after the commit. */
-void op_queue_client(Coordinator *c, Client *cl, uint64_t req_id, const char *run_id,
-		     json_t *chunk, const char *status, json_t *fields);
+void op_queue_client(Coordinator *c, Client *cl, uint64_t req_id, const char *run_id, json_t *chunk,
+		     const char *status, json_t *fields);
 /* A client's RUN_APPEND: the chunk text is stored exactly as the client sent it. */
 void op_queue_client_text(Coordinator *c, Client *cl, uint64_t req_id, const char *run_id,
 			  const char *text);

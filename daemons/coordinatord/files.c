@@ -104,9 +104,10 @@ handle_thread_file(Peer *p, const Frame *f, void *ud)
 		goto out;
 	}
 	if (streq(c->conf.reuse, "none")) {
-		peer_reply_error(p, f->req_id, -EBUSY,
-				 "reuse_none: with reuse = none each run has its own workspace and a "
-				 "thread has none");
+		peer_reply_error(
+		    p, f->req_id, -EBUSY,
+		    "reuse_none: with reuse = none each run has its own workspace and a "
+		    "thread has none");
 		goto out;
 	}
 	if (!peer_is_ready(c->shim)) {

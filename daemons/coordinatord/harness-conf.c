@@ -36,10 +36,10 @@
 #include "shared-conf.h"
 
 static const char *const adapter_names[_ADAPTER_MAX] = {
-	[ADAPTER_SHELL] = "shell",
-	[ADAPTER_NDJSON] = "ndjson",
-	[ADAPTER_CLAUDE] = "claude-code",
-	[ADAPTER_CODEX] = "codex",
+    [ADAPTER_SHELL] = "shell",
+    [ADAPTER_NDJSON] = "ndjson",
+    [ADAPTER_CLAUDE] = "claude-code",
+    [ADAPTER_CODEX] = "codex",
 };
 
 const char *
@@ -85,7 +85,7 @@ tool_done(Tool *t)
 	free(t->description);
 	json_decref(t->schema);
 	mp_strv_free(t->argv);
-	*t = (Tool){ 0 };
+	*t = (Tool){0};
 }
 
 static void
@@ -97,7 +97,7 @@ harness_done(Harness *h)
 	mp_strv_free(h->secrets);
 	mp_strv_free(h->egress);
 	mp_strv_free(h->tools);
-	*h = (Harness){ 0 };
+	*h = (Harness){0};
 }
 
 void
@@ -109,7 +109,7 @@ harness_set_done(HarnessSet *set)
 	for (size_t i = 0; i < set->n_tools; i++)
 		tool_done(&set->tools[i]);
 	free(set->tools);
-	*set = (HarnessSet){ 0 };
+	*set = (HarnessSet){0};
 }
 
 const Harness *
@@ -141,7 +141,7 @@ tool_get(HarnessSet *set, const char *name)
 		return NULL;
 	set->tools = v;
 	Tool *t = &v[set->n_tools];
-	*t = (Tool){ .name = strdup(name), .timeout_ms = 60000 };
+	*t = (Tool){.name = strdup(name), .timeout_ms = 60000};
 	if (!t->name)
 		return NULL;
 	set->n_tools++;
@@ -159,7 +159,7 @@ harness_get(HarnessSet *set, const char *name)
 		return NULL;
 	set->v = v;
 	Harness *h = &v[set->n];
-	*h = (Harness){ .name = strdup(name), .adapter = _ADAPTER_MAX, .max_line = 1 << 20 };
+	*h = (Harness){.name = strdup(name), .adapter = _ADAPTER_MAX, .max_line = 1 << 20};
 	if (!h->name)
 		return NULL;
 	set->n++;
@@ -258,7 +258,8 @@ parse_argv(const char *value, char ***ret, char *why, size_t whylen)
 			 value);
 		return -EINVAL;
 	}
-	json_array_foreach (j, i, a) {
+	json_array_foreach(j, i, a)
+	{
 		if (!json_is_string(a) || !*json_string_value(a) ||
 		    strv_push(&v, json_string_value(a)) < 0) {
 			mp_strv_free(v);
@@ -272,8 +273,7 @@ parse_argv(const char *value, char ***ret, char *why, size_t whylen)
 }
 
 static int
-scan_tool(const char *name, const char *key, const char *value, char *why, size_t whylen,
-	  void *ud)
+scan_tool(const char *name, const char *key, const char *value, char *why, size_t whylen, void *ud)
 {
 	HarnessSet *set = ud;
 	Tool *t;
@@ -355,7 +355,8 @@ scan(const char *name, const char *key, const char *value, char *why, size_t why
 			snprintf(why, whylen, "'%s': expected a JSON object of strings", value);
 			return -EINVAL;
 		}
-		json_object_foreach (j, k, v) {
+		json_object_foreach(j, k, v)
+		{
 			if (!valid_env_name(k) || !json_is_string(v) ||
 			    strv_pushf(&env, "%s=%s", k, json_string_value(v)) < 0) {
 				mp_strv_free(env);
@@ -382,7 +383,8 @@ scan(const char *name, const char *key, const char *value, char *why, size_t why
 	if (streq(key, "egress")) {
 		r = words(value, valid_host, &h->egress, &bad);
 		if (r == -EINVAL)
-			snprintf(why, whylen, "'%s': expected host names (host or host:port, no IP literals)",
+			snprintf(why, whylen,
+				 "'%s': expected host names (host or host:port, no IP literals)",
 				 value);
 		return r;
 	}
@@ -392,14 +394,16 @@ scan(const char *name, const char *key, const char *value, char *why, size_t why
 		if (streq(key, "max_line")) {
 			r = conf_parse_size(value, &v);
 			if (r < 0 || v < 256 || v > (64 << 20)) {
-				snprintf(why, whylen, "'%s': expected a size from 256 to 64M", value);
+				snprintf(why, whylen, "'%s': expected a size from 256 to 64M",
+					 value);
 				return -EINVAL;
 			}
 			h->max_line = v;
 		} else {
 			v = strtoll(value, &end, 10);
 			if (!*value || *end || v < 0 || v > 86400000LL * 7) {
-				snprintf(why, whylen, "'%s': expected milliseconds (0 = none)", value);
+				snprintf(why, whylen, "'%s': expected milliseconds (0 = none)",
+					 value);
 				return -EINVAL;
 			}
 			h->timeout_ms = v;
@@ -432,11 +436,14 @@ finish(HarnessSet *set, char *err, size_t errlen)
 		sh->adapter = ADAPTER_SHELL;
 	for (size_t i = 0; i < set->n; i++)
 		if (set->v[i].adapter == _ADAPTER_MAX) {
-			snprintf(err, errlen, "[harness.%s]: adapter: missing (shell, ndjson, claude-code or codex)",
-				 set->v[i].name);
+			snprintf(
+			    err, errlen,
+			    "[harness.%s]: adapter: missing (shell, ndjson, claude-code or codex)",
+			    set->v[i].name);
 			return -EINVAL;
 		} else if (set->v[i].adapter == ADAPTER_NDJSON && !set->v[i].argv) {
-			snprintf(err, errlen, "[harness.%s]: command: an ndjson harness needs its command",
+			snprintf(err, errlen,
+				 "[harness.%s]: command: an ndjson harness needs its command",
 				 set->v[i].name);
 			return -EINVAL;
 		}
@@ -446,7 +453,7 @@ finish(HarnessSet *set, char *err, size_t errlen)
 int
 harness_load_string(const char *name, const char *text, HarnessSet *ret, char *err, size_t errlen)
 {
-	HarnessSet set = { 0 };
+	HarnessSet set = {0};
 	int r = conf_scan_string(name, text, "harness.", scan, &set, err, errlen);
 	if (r == 0)
 		r = conf_scan_string(name, text, "tool.", scan_tool, &set, err, errlen);
@@ -463,13 +470,14 @@ harness_load_string(const char *name, const char *text, HarnessSet *ret, char *e
 int
 harness_load(const DaemonArgs *a, HarnessSet *ret)
 {
-	HarnessSet set = { 0 };
+	HarnessSet set = {0};
 	char err[1024];
 	int r = 0;
 
 	if (a->n_configs == 0) {
 		if (access(RW_DEFAULT_CONF, F_OK) == 0) {
-			r = conf_scan_file(RW_DEFAULT_CONF, "harness.", scan, &set, err, sizeof(err));
+			r = conf_scan_file(RW_DEFAULT_CONF, "harness.", scan, &set, err,
+					   sizeof(err));
 			if (r == 0)
 				r = conf_scan_file(RW_DEFAULT_CONF, "tool.", scan_tool, &set, err,
 						   sizeof(err));

@@ -46,7 +46,8 @@ shell_command_from_messages(const json_t *messages, char **ret)
 		char *acc = NULL;
 		size_t len = 0, j;
 		const json_t *part;
-		json_array_foreach (content, j, part) {
+		json_array_foreach(content, j, part)
+		{
 			const char *type = json_string_value(json_object_get(part, "type"));
 			if (!type || !streq(type, "text"))
 				continue;

@@ -14,8 +14,8 @@ main(int argc, char **argv)
 	int r;
 
 	log_open("coordinatord");
-	r = daemon_parse_args(argc, argv, "coordinatord",
-			      "runwarden run log owner and run driver", &args);
+	r = daemon_parse_args(argc, argv, "coordinatord", "runwarden run log owner and run driver",
+			      &args);
 	if (r <= 0)
 		return r < 0 ? EXIT_FAILURE : EXIT_SUCCESS;
 	r = coordinator_run(&args);

@@ -72,7 +72,8 @@ env_open(RunLog *l)
 	if (rc == 0)
 		rc = mdb_env_set_mapsize(l->env, l->opts.map_size);
 	if (rc == 0)
-		rc = mdb_env_open(l->env, l->dir, MDB_NOTLS | (l->opts.sync ? 0 : MDB_NOSYNC), 0600);
+		rc =
+		    mdb_env_open(l->env, l->dir, MDB_NOTLS | (l->opts.sync ? 0 : MDB_NOSYNC), 0600);
 	if (rc == 0)
 		rc = mdb_txn_begin(l->env, NULL, 0, &txn);
 	if (rc == 0)
@@ -88,10 +89,10 @@ env_open(RunLog *l)
 	if (rc == 0)
 		rc = mdb_dbi_open(txn, "drive", MDB_CREATE, &l->drive);
 	if (rc == 0) {
-		MDB_val k = { 6, (void *)"schema" }, v;
+		MDB_val k = {6, (void *)"schema"}, v;
 		rc = mdb_get(txn, l->meta, &k, &v);
 		if (rc == MDB_NOTFOUND) {
-			v = (MDB_val){ 1, (void *)"1" };
+			v = (MDB_val){1, (void *)"1"};
 			rc = mdb_put(txn, l->meta, &k, &v, 0);
 		} else if (rc == 0 && !(v.mv_size == 1 && *(char *)v.mv_data == '1')) {
 			rc = MDB_VERSION_MISMATCH;
@@ -154,7 +155,7 @@ runlog_recover(RunLog *l)
 static MDB_val
 run_key(const char *run_id)
 {
-	return (MDB_val){ strlen(run_id), (void *)run_id };
+	return (MDB_val){strlen(run_id), (void *)run_id};
 }
 
 static void
@@ -193,7 +194,7 @@ put_record(MDB_txn *txn, RunLog *l, const char *run_id, const json_t *rec)
 	_cleanup_free_ char *s = json_dump_compact(rec);
 	if (!s)
 		return -ENOMEM;
-	MDB_val k = run_key(run_id), v = { strlen(s), s };
+	MDB_val k = run_key(run_id), v = {strlen(s), s};
 	return mdb_errno(mdb_put(txn, l->runs, &k, &v, 0));
 }
 
@@ -228,10 +229,9 @@ runlog_create(RunLog *l, const char *run_id, const char *thread_id, const char *
 	if (r != -ENOENT)
 		goto fail;
 
-	rec = json_pack("{s:s, s:s, s:s, s:I, s:I, s:I}", "runId", run_id,
-				     "threadId", thread_id, "status", "running", "lastSeq",
-				     (json_int_t)-1, "startedAt", (json_int_t)now_ms, "updatedAt",
-				     (json_int_t)now_ms);
+	rec = json_pack("{s:s, s:s, s:s, s:I, s:I, s:I}", "runId", run_id, "threadId", thread_id,
+			"status", "running", "lastSeq", (json_int_t)-1, "startedAt",
+			(json_int_t)now_ms, "updatedAt", (json_int_t)now_ms);
 	if (!rec) {
 		r = -ENOMEM;
 		goto fail;
@@ -250,7 +250,7 @@ runlog_create(RunLog *l, const char *run_id, const char *thread_id, const char *
 	for (int i = 0; i < 8; i++)
 		key[tl + 1 + i] = (char)((uint64_t)now_ms >> (56 - 8 * i));
 	memcpy(key + tl + 9, run_id, RUN_ID_LEN);
-	MDB_val k = { tl + 9 + RUN_ID_LEN, key }, v = { 0, (void *)"" };
+	MDB_val k = {tl + 9 + RUN_ID_LEN, key}, v = {0, (void *)""};
 	r = mdb_errno(mdb_put(txn, l->thread_runs, &k, &v, 0));
 	if (r < 0)
 		goto fail;
@@ -394,7 +394,7 @@ runlog_batch_append(RunLogBatch *b, const char *run_id, const char *chunk, size_
 	int64_t seq = json_integer_value(json_object_get(br->rec, "lastSeq")) + 1;
 	char key[RUN_ID_LEN + 8];
 	event_key(key, run_id, (uint64_t)seq);
-	MDB_val k = { sizeof(key), key }, v = { len, (void *)chunk };
+	MDB_val k = {sizeof(key), key}, v = {len, (void *)chunk};
 	/* MDB_NOOVERWRITE: a seq is written once; finding one there means the
 	 * record and the events disagree, which must never be papered over. */
 	r = mdb_errno(mdb_put(b->txn, b->l->events, &k, &v, MDB_NOOVERWRITE));
@@ -461,7 +461,7 @@ runlog_batch_drive_put(RunLogBatch *b, const char *run_id, const json_t *state)
 	} else if (!s) {
 		return -ENOMEM;
 	} else {
-		MDB_val v = { strlen(s), s };
+		MDB_val v = {strlen(s), s};
 		r = mdb_errno(mdb_put(b->txn, b->l->drive, &k, &v, 0));
 	}
 	if (r < 0)
@@ -662,7 +662,7 @@ runlog_events_done(RunLogEvents *e)
 		free(e->texts[i]);
 	free(e->texts);
 	free(e->lens);
-	*e = (RunLogEvents){ 0 };
+	*e = (RunLogEvents){0};
 }
 
 int
@@ -671,7 +671,7 @@ runlog_read(RunLog *l, const char *run_id, int64_t from_seq, size_t max, RunLogE
 {
 	MDB_txn *txn;
 	MDB_cursor *cur = NULL;
-	RunLogEvents ev = { .first_seq = from_seq + 1 };
+	RunLogEvents ev = {.first_seq = from_seq + 1};
 	json_t *rec = NULL;
 	int r;
 
@@ -702,7 +702,7 @@ runlog_read(RunLog *l, const char *run_id, int64_t from_seq, size_t max, RunLogE
 		goto out;
 	char key[RUN_ID_LEN + 8];
 	event_key(key, run_id, (uint64_t)(from_seq + 1));
-	MDB_val k = { sizeof(key), key }, v;
+	MDB_val k = {sizeof(key), key}, v;
 	int rc = mdb_cursor_get(cur, &k, &v, MDB_SET_RANGE);
 	while (rc == 0 && ev.n < want) {
 		int64_t expect = from_seq + 1 + (int64_t)ev.n;
@@ -752,7 +752,7 @@ idem_key(char *buf, size_t bufsz, const char *thread_id, const char *key, MDB_va
 	memcpy(buf, thread_id, tl);
 	buf[tl] = '\0';
 	memcpy(buf + tl + 1, key, kl);
-	*ret = (MDB_val){ tl + 1 + kl, buf };
+	*ret = (MDB_val){tl + 1 + kl, buf};
 	return 0;
 }
 
@@ -782,7 +782,7 @@ int
 runlog_idem_put(RunLog *l, const char *thread_id, const char *key, const char *run_id)
 {
 	char buf[512];
-	MDB_val k, v = { RUN_ID_LEN, (void *)run_id };
+	MDB_val k, v = {RUN_ID_LEN, (void *)run_id};
 	MDB_txn *txn;
 	int r = idem_key(buf, sizeof(buf), thread_id, key, &k);
 	if (r < 0)
@@ -797,7 +797,7 @@ runlog_idem_put(RunLog *l, const char *thread_id, const char *key, const char *r
 		char rk[1 + RUN_ID_LEN];
 		rk[0] = 1;
 		memcpy(rk + 1, run_id, RUN_ID_LEN);
-		MDB_val rkv = { sizeof(rk), rk };
+		MDB_val rkv = {sizeof(rk), rk};
 		r = mdb_errno(mdb_put(txn, l->idem, &rkv, &k, 0));
 	}
 	if (r < 0) {
@@ -843,7 +843,8 @@ runlog_foreach_running(RunLog *l, void (*fn)(const char *run_id, json_t *record,
 	mdb_txn_abort(txn);
 	size_t i;
 	json_t *rec;
-	json_array_foreach (list, i, rec) {
+	json_array_foreach(list, i, rec)
+	{
 		const char *id = json_string_value(json_object_get(rec, "runId"));
 		if (id)
 			fn(id, rec, ud);
@@ -877,7 +878,7 @@ runlog_thread_runs(RunLog *l, const char *thread_id, const char *status, json_t 
 		mdb_txn_abort(txn);
 		goto fail;
 	}
-	k = (MDB_val){ tl + 1, prefix };
+	k = (MDB_val){tl + 1, prefix};
 	for (rc = mdb_cursor_get(cur, &k, &v, MDB_SET_RANGE); rc == 0;
 	     rc = mdb_cursor_get(cur, &k, &v, MDB_NEXT)) {
 		if (k.mv_size != tl + 1 + 8 + RUN_ID_LEN || memcmp(k.mv_data, prefix, tl + 1) != 0)
@@ -888,7 +889,8 @@ runlog_thread_runs(RunLog *l, const char *thread_id, const char *status, json_t 
 		json_t *rec;
 		if (get_record(txn, l, id, &rec) < 0)
 			continue; /* pruned under us: the index entry goes with the next prune */
-		if (status && !streq(status, json_string_value(json_object_get(rec, "status")) ?: "")) {
+		if (status &&
+		    !streq(status, json_string_value(json_object_get(rec, "status")) ?: "")) {
 			json_decref(rec);
 			continue;
 		}
@@ -920,7 +922,7 @@ prune_one(RunLog *l, MDB_txn *txn, const char *run_id, const json_t *rec)
 	if (r < 0)
 		return r;
 	event_key(key, run_id, 0);
-	k = (MDB_val){ sizeof(key), key };
+	k = (MDB_val){sizeof(key), key};
 	for (rc = mdb_cursor_get(cur, &k, &v, MDB_SET_RANGE); rc == 0;
 	     rc = mdb_cursor_get(cur, &k, &v, MDB_NEXT)) {
 		if (k.mv_size != sizeof(key) || memcmp(k.mv_data, run_id, RUN_ID_LEN) != 0)
@@ -945,7 +947,7 @@ prune_one(RunLog *l, MDB_txn *txn, const char *run_id, const json_t *rec)
 			for (int i = 0; i < 8; i++)
 				tk[tl + 1 + i] = (char)(started >> (56 - 8 * i));
 			memcpy(tk + tl + 9, run_id, RUN_ID_LEN);
-			MDB_val tkv = { tl + 9 + RUN_ID_LEN, tk };
+			MDB_val tkv = {tl + 9 + RUN_ID_LEN, tk};
 			rc = mdb_del(txn, l->thread_runs, &tkv, NULL);
 			if (rc != 0 && rc != MDB_NOTFOUND)
 				return mdb_errno(rc);
@@ -955,13 +957,13 @@ prune_one(RunLog *l, MDB_txn *txn, const char *run_id, const json_t *rec)
 	char rk[1 + RUN_ID_LEN];
 	rk[0] = 1;
 	memcpy(rk + 1, run_id, RUN_ID_LEN);
-	MDB_val rkv = { sizeof(rk), rk }, fwd;
+	MDB_val rkv = {sizeof(rk), rk}, fwd;
 	rc = mdb_get(txn, l->idem, &rkv, &fwd);
 	if (rc == 0) {
 		char fk[512];
 		size_t fl = MIN(fwd.mv_size, sizeof(fk));
 		memcpy(fk, fwd.mv_data, fl);
-		MDB_val fkv = { fl, fk };
+		MDB_val fkv = {fl, fk};
 		rc = mdb_del(txn, l->idem, &fkv, NULL);
 		if (rc == 0 || rc == MDB_NOTFOUND)
 			rc = mdb_del(txn, l->idem, &rkv, NULL);
@@ -1000,7 +1002,8 @@ runlog_prune(RunLog *l, int64_t cutoff_ms, size_t max_pruned, size_t max_scanned
 	if (cursor[0]) {
 		k = run_key(cursor);
 		rc = mdb_cursor_get(cur, &k, &v, MDB_SET_RANGE);
-		if (rc == 0 && k.mv_size == RUN_ID_LEN && memcmp(k.mv_data, cursor, RUN_ID_LEN) == 0)
+		if (rc == 0 && k.mv_size == RUN_ID_LEN &&
+		    memcmp(k.mv_data, cursor, RUN_ID_LEN) == 0)
 			rc = mdb_cursor_get(cur, &k, &v, MDB_NEXT); /* exclusive */
 	} else
 		rc = mdb_cursor_get(cur, &k, &v, MDB_FIRST);
@@ -1015,7 +1018,8 @@ runlog_prune(RunLog *l, int64_t cutoff_ms, size_t max_pruned, size_t max_scanned
 		if (!rec)
 			continue;
 		json_t *fin = json_object_get(rec, "finishedAt");
-		if (rec_terminal(rec) && json_is_integer(fin) && json_integer_value(fin) < cutoff_ms) {
+		if (rec_terminal(rec) && json_is_integer(fin) &&
+		    json_integer_value(fin) < cutoff_ms) {
 			memcpy(ids[n], cursor, RUN_ID_LEN + 1);
 			recs[n++] = rec;
 		} else

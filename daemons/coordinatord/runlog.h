@@ -43,7 +43,7 @@ typedef struct RunLog RunLog;
 
 typedef struct RunLogOptions {
 	size_t map_size; /* bytes; the file grows sparsely up to this */
-	bool sync;       /* fsync on every commit (durable); false = MDB_NOSYNC */
+	bool sync;	 /* fsync on every commit (durable); false = MDB_NOSYNC */
 } RunLogOptions;
 
 int runlog_open(const char *dir, const RunLogOptions *opts, RunLog **ret);
@@ -71,8 +71,8 @@ int runlog_append(RunLog *l, const char *run_id, const char *chunk, size_t len, 
  * status: "completed" | "failed" | "aborted". fields (may be NULL) is merged into
  * the record (error, exitCode, …). -ESTALE if already terminal. */
 int runlog_append_finish(RunLog *l, const char *run_id, const char *chunk, size_t len,
-			 const char *status, const json_t *fields, int64_t now_ms,
-			 int64_t *ret_seq, json_t **ret_record);
+			 const char *status, const json_t *fields, int64_t now_ms, int64_t *ret_seq,
+			 json_t **ret_record);
 
 /* Merge fields into a non-terminal record (e.g. sandboxId) and bump updatedAt.
  * A terminal record is left as it is (returns 0). */

@@ -42,8 +42,7 @@ static bool
 run_protected(const Run *run)
 {
 	return run->state == RUN_WAIT_SHIM || run->queued || run->state == RUN_CANCELLING ||
-	       run->bridge_inflight > 0 ||
-	       run->state == RUN_DONE || run->state == RUN_REATTACH ||
+	       run->bridge_inflight > 0 || run->state == RUN_DONE || run->state == RUN_REATTACH ||
 	       (run->state == RUN_EXECUTING && !run->cpu_known && run->c->shim);
 }
 
@@ -83,7 +82,7 @@ kill_sandbox(Coordinator *c, const char *sandbox_id)
 static void
 watchdog_scan(Coordinator *c)
 {
-	Stale s = { 0 };
+	Stale s = {0};
 	int64_t now, cutoff;
 
 	round_scanned = true;
@@ -104,10 +103,10 @@ watchdog_scan(Coordinator *c)
 			continue;
 		json_t *rec = NULL;
 		int64_t seq;
-		int r = runlog_finish_if_stale(c->runlog, s.ids[i], cutoff, text, strlen(text), fields,
-					       now, &rec, &seq);
+		int r = runlog_finish_if_stale(c->runlog, s.ids[i], cutoff, text, strlen(text),
+					       fields, now, &rec, &seq);
 		if (r < 0) {
-			LogCtx lc = { .run_id = s.ids[i] };
+			LogCtx lc = {.run_id = s.ids[i]};
 			log_ctx_errno(LOG_ERR, r, &lc, "Watchdog could not fail a stale run: %m");
 			continue;
 		}
@@ -118,9 +117,9 @@ watchdog_scan(Coordinator *c)
 		publish(c, s.ids[i], seq, &t, &len, 1, rec);
 		c->m.watchdog_kills++;
 		metrics_count_finish(c, "failed");
-		LogCtx lc = { .run_id = s.ids[i],
-			      .thread_id = json_string_value(json_object_get(rec, "threadId")),
-			      .sandbox_id = run ? run->sandbox_id : NULL };
+		LogCtx lc = {.run_id = s.ids[i],
+			     .thread_id = json_string_value(json_object_get(rec, "threadId")),
+			     .sandbox_id = run ? run->sandbox_id : NULL};
 		log_ctx_msgid(LOG_WARNING, &lc, RW_MESSAGE_RUN_WATCHDOG,
 			      "Run failed by the stall watchdog (no progress for %" PRId64 " ms)",
 			      c->conf.stall_timeout_ms);
@@ -191,7 +190,8 @@ watchdog_cb(evutil_socket_t fd, short what, void *arg)
 		mp_writer_init(&w);
 		mp_w_map(&w, 1);
 		mp_w_str(&w, "sandbox_id", run->sandbox_id);
-		if (peer_call(c->shim, MSG_SANDBOX_STATS, &w, 2 * USEC_PER_SEC, stats_reply, run) == 0)
+		if (peer_call(c->shim, MSG_SANDBOX_STATS, &w, 2 * USEC_PER_SEC, stats_reply, run) ==
+		    0)
 			c->watchdog_pending++;
 		mp_writer_done(&w);
 	}
@@ -246,7 +246,8 @@ watchdog_setup(Coordinator *c)
 		if (c->watchdog_ev)
 			event_add(c->watchdog_ev, timeval_from_usec(&tv, every));
 		log_info("Stall watchdog: timeout %" PRId64 " ms, action %s, check every %" PRIu64
-			 " ms", c->conf.stall_timeout_ms, c->conf.stall_action,
+			 " ms",
+			 c->conf.stall_timeout_ms, c->conf.stall_action,
 			 (uint64_t)(every / USEC_PER_MSEC));
 	} else
 		log_info("Stall watchdog is off");
@@ -255,8 +256,9 @@ watchdog_setup(Coordinator *c)
 	if (prune_work)
 		event_priority_set(prune_work, 2); /* after appends */
 	if (c->retention_ev)
-		event_add(c->retention_ev,
-			  timeval_from_usec(&tv, (usec_t)c->conf.retention_interval_ms * USEC_PER_MSEC));
+		event_add(
+		    c->retention_ev,
+		    timeval_from_usec(&tv, (usec_t)c->conf.retention_interval_ms * USEC_PER_MSEC));
 }
 
 void

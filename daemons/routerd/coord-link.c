@@ -302,8 +302,9 @@ coord_connect(Router *r)
 	}
 	if (r->coord_hello && !peer_is_ready(r->coord)) {
 		struct timeval tv;
-		evtimer_add(r->coord_hello,
-			    timeval_from_usec(&tv, (usec_t)r->conf->coord_timeout_ms * USEC_PER_MSEC));
+		evtimer_add(
+		    r->coord_hello,
+		    timeval_from_usec(&tv, (usec_t)r->conf->coord_timeout_ms * USEC_PER_MSEC));
 	}
 }
 

@@ -93,9 +93,9 @@ on_message_begin(http_parser *p)
 	c->req.started = now_usec();
 	/* The idle timeout restarts with every byte; this one bounds the whole
 	 * head, so a client trickling a header a byte at a time is cut off. */
-	evtimer_add(c->head_timer,
-		    timeval_from_usec(&tv, (usec_t)c->router->conf->header_timeout_ms *
-					       USEC_PER_MSEC));
+	evtimer_add(
+	    c->head_timer,
+	    timeval_from_usec(&tv, (usec_t)c->router->conf->header_timeout_ms * USEC_PER_MSEC));
 	return 0;
 }
 

@@ -14,9 +14,12 @@
 #include <stdlib.h>
 
 static const char *const drop_names[_WS_DROP_MAX] = {
-    [WS_DROP_NONE] = "normal",		[WS_DROP_SLOW] = "slow_consumer",
-    [WS_DROP_PROTOCOL] = "protocol_error", [WS_DROP_PING] = "ping_timeout",
-    [WS_DROP_SHUTDOWN] = "shutdown",	[WS_DROP_ERROR] = "internal_error",
+    [WS_DROP_NONE] = "normal",
+    [WS_DROP_SLOW] = "slow_consumer",
+    [WS_DROP_PROTOCOL] = "protocol_error",
+    [WS_DROP_PING] = "ping_timeout",
+    [WS_DROP_SHUTDOWN] = "shutdown",
+    [WS_DROP_ERROR] = "internal_error",
     [WS_DROP_LOST] = "connection_lost",
 };
 

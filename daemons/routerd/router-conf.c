@@ -47,8 +47,8 @@ const ConfItem router_conf_items[] = {
      256 * MIB,
      "unsent output per tail (WebSocket or SSE): delivery pauses at half of it and resumes "
      "at a quarter"},
-    {"routerd", "ws_stall_timeout_ms", CONF_INT, offsetof(RouterConf, ws_stall_timeout_ms),
-     "10000", 100, 3600000,
+    {"routerd", "ws_stall_timeout_ms", CONF_INT, offsetof(RouterConf, ws_stall_timeout_ms), "10000",
+     100, 3600000,
      "a tail whose client leaves its output paused this long is closed (WebSocket 1008)"},
     {"routerd", "ws_ping_interval_ms", CONF_INT, offsetof(RouterConf, ws_ping_interval_ms), "30000",
      0, 3600000, "ping interval on WebSocket tails; 0 disables server pings"},
@@ -129,8 +129,8 @@ tokens_load(RouterConf *c)
 		if (!p)
 			return log_error_errno(SYNTHETIC_ERRNO(ENOMEM), "Out of memory");
 		c->token_digests = p;
-		if (EVP_Digest(t, (size_t)(e - t), c->token_digests[c->n_tokens], NULL, EVP_sha256(),
-			       NULL) != 1)
+		if (EVP_Digest(t, (size_t)(e - t), c->token_digests[c->n_tokens], NULL,
+			       EVP_sha256(), NULL) != 1)
 			return log_error_errno(SYNTHETIC_ERRNO(EIO), "SHA-256 failed");
 		c->n_tokens++;
 		OPENSSL_cleanse(t, (size_t)(e - t));
@@ -164,10 +164,11 @@ router_conf_load(const DaemonArgs *a, RouterConf *c)
 		if (r < 0)
 			return r;
 	} else if (!router_conf_listen_is_loopback(c))
-		return log_error_errno(SYNTHETIC_ERRNO(EPERM),
-				       "routerd.listen: refusing to serve %s without authentication: "
-				       "set routerd.tokens_file, or listen on a loopback address",
-				       c->listen);
+		return log_error_errno(
+		    SYNTHETIC_ERRNO(EPERM),
+		    "routerd.listen: refusing to serve %s without authentication: "
+		    "set routerd.tokens_file, or listen on a loopback address",
+		    c->listen);
 	return 0;
 }
 

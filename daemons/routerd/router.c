@@ -222,10 +222,11 @@ router_new(struct event_base *base, RouterConf *conf, Router **ret)
 		if (conf->n_tokens == 0 && !sockaddr_is_loopback(&ss)) {
 			safe_close(afd);
 			router_free(r);
-			return log_error_errno(SYNTHETIC_ERRNO(EPERM),
-					       "Refusing to serve the socket-activated non-loopback "
-					       "socket without authentication: set "
-					       "routerd.tokens_file");
+			return log_error_errno(
+			    SYNTHETIC_ERRNO(EPERM),
+			    "Refusing to serve the socket-activated non-loopback "
+			    "socket without authentication: set "
+			    "routerd.tokens_file");
 		}
 		if (ss.ss_family == AF_INET)
 			evutil_inet_ntop(AF_INET, &((struct sockaddr_in *)&ss)->sin_addr, host,
@@ -236,9 +237,8 @@ router_new(struct event_base *base, RouterConf *conf, Router **ret)
 		snprintf(r->listen_desc, sizeof(r->listen_desc),
 			 ss.ss_family == AF_INET6 ? "[%s]:%u" : "%s:%u", host,
 			 ntohs(((struct sockaddr_in *)&ss)->sin_port));
-		r->listener = evconnlistener_new(base, accept_cb, r,
-						 LEV_OPT_CLOSE_ON_FREE | LEV_OPT_CLOSE_ON_EXEC, 0,
-						 afd);
+		r->listener = evconnlistener_new(
+		    base, accept_cb, r, LEV_OPT_CLOSE_ON_FREE | LEV_OPT_CLOSE_ON_EXEC, 0, afd);
 		if (!r->listener) {
 			safe_close(afd);
 			router_free(r);

@@ -57,13 +57,13 @@ typedef struct Watch Watch;
 
 /* Why routerd ended a WebSocket (the ws_drops_total metric). */
 typedef enum WsDrop {
-	WS_DROP_NONE, /* normal close: run complete, client's close */
-	WS_DROP_SLOW,	     /* output queue over ws_max_queue: 1008 */
-	WS_DROP_PROTOCOL,    /* the client broke RFC 6455: 1002/1007/1009 */
-	WS_DROP_PING,	     /* no pong within a ping interval */
-	WS_DROP_SHUTDOWN,    /* SIGTERM: 1001 */
-	WS_DROP_ERROR,	     /* coordinator or internal failure: 1011 */
-	WS_DROP_LOST,	     /* TCP ended without a close handshake */
+	WS_DROP_NONE,	  /* normal close: run complete, client's close */
+	WS_DROP_SLOW,	  /* output queue over ws_max_queue: 1008 */
+	WS_DROP_PROTOCOL, /* the client broke RFC 6455: 1002/1007/1009 */
+	WS_DROP_PING,	  /* no pong within a ping interval */
+	WS_DROP_SHUTDOWN, /* SIGTERM: 1001 */
+	WS_DROP_ERROR,	  /* coordinator or internal failure: 1011 */
+	WS_DROP_LOST,	  /* TCP ended without a close handshake */
 	_WS_DROP_MAX,
 } WsDrop;
 
@@ -204,15 +204,15 @@ struct HttpConn {
 	char addr[64]; /* client address for logs */
 	http_parser parser;
 	HttpRequest req;
-	bool busy;	     /* a request is being answered; parsing paused */
-	bool in_process;     /* guard against re-entering the parse loop */
-	int fail_status;     /* 400/413/431/505 decided inside a parser callback */
-	const char *fail_msg; /* static message for fail_status 400/505 */
-	bool in_body;	      /* the head of the current request is parsed */
-	bool prev_cr;	      /* the last head byte fed to the parser was CR */
-	bool line_start;      /* ... was LF: the next byte starts a head line */
-	bool half_closed;    /* CONN_CLOSING: FIN sent, waiting for the client's */
-	struct event *timer; /* linger / deferred free / ws close deadline */
+	bool busy;		  /* a request is being answered; parsing paused */
+	bool in_process;	  /* guard against re-entering the parse loop */
+	int fail_status;	  /* 400/413/431/505 decided inside a parser callback */
+	const char *fail_msg;	  /* static message for fail_status 400/505 */
+	bool in_body;		  /* the head of the current request is parsed */
+	bool prev_cr;		  /* the last head byte fed to the parser was CR */
+	bool line_start;	  /* ... was LF: the next byte starts a head line */
+	bool half_closed;	  /* CONN_CLOSING: FIN sent, waiting for the client's */
+	struct event *timer;	  /* linger / deferred free / ws close deadline */
 	struct event *head_timer; /* header_timeout_ms of the request being read */
 	/* WebSocket (ws.c, tail.c) */
 	struct wslay_event_context *ws;
@@ -221,7 +221,7 @@ struct HttpConn {
 	bool ws_io_failed; /* the send callback failed (not a protocol error) */
 	WsDrop ws_drop;	   /* set when routerd decides to end the session */
 	Tail *tail;
-	bool ws_ping_outstanding; /* a server ping is unanswered */
+	bool ws_ping_outstanding;	  /* a server ping is unanswered */
 	struct StreamStart *stream_start; /* routes.c: a tail waiting for RUN_GET */
 };
 
@@ -315,16 +315,16 @@ struct Tail {
 	Watch *watch;
 	Tail *watch_prev, *watch_next;
 	char *run_id;
-	char *thread_id; /* NULL when the request had none */
-	int64_t cursor;	 /* seq of the last event delivered (exclusive cursor) */
-	int64_t head;	 /* highest lastSeq known from any record */
-	bool terminal;	 /* the best record known is terminal */
-	char *record;	 /* that record's JSON text */
-	bool need_read;	 /* a RUN_READ is due (start, gap, output drained) */
-	bool reading;	 /* a RUN_READ is in flight */
-	bool finished;	 /* a close frame was queued; nothing more is sent */
-	bool counted;	 /* included in router->n_tails */
-	bool paused;	 /* the last delivery stopped at the high mark */
+	char *thread_id;	   /* NULL when the request had none */
+	int64_t cursor;		   /* seq of the last event delivered (exclusive cursor) */
+	int64_t head;		   /* highest lastSeq known from any record */
+	bool terminal;		   /* the best record known is terminal */
+	char *record;		   /* that record's JSON text */
+	bool need_read;		   /* a RUN_READ is due (start, gap, output drained) */
+	bool reading;		   /* a RUN_READ is in flight */
+	bool finished;		   /* a close frame was queued; nothing more is sent */
+	bool counted;		   /* included in router->n_tails */
+	bool paused;		   /* the last delivery stopped at the high mark */
 	struct event *stall_timer; /* armed while output stays backed up */
 };
 

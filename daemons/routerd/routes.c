@@ -335,9 +335,10 @@ run_start_reply(Peer *p, int err, const msgpack_object *body, void *userdata)
 	json_auto_t *j = json_pack("{s:s}", "runId", run_id);
 	{
 		/* the run's story in the journal starts here (RUN_ID=, THREAD_ID=) */
-		json_auto_t *req = json_loadb(c->req.body ? c->req.body : "", c->req.body_len, 0, NULL);
-		LogCtx lc = { .run_id = run_id,
-			      .thread_id = json_string_value(json_object_get(req, "threadId")) };
+		json_auto_t *req =
+		    json_loadb(c->req.body ? c->req.body : "", c->req.body_len, 0, NULL);
+		LogCtx lc = {.run_id = run_id,
+			     .thread_id = json_string_value(json_object_get(req, "threadId"))};
 		log_ctx(LOG_INFO, &lc, "Run accepted from %s", c->addr);
 	}
 	mp_reader_done(&mr);
@@ -924,10 +925,12 @@ readyz_reply(Peer *p, int err, const msgpack_object *body, void *userdata)
 	mp_reader_done(&mr);
 	if (!shim || !storage) {
 		http_respond_error(c, 503, "not_ready",
-				   !shim ? "containerd-shim not connected" : "storage not writable");
+				   !shim ? "containerd-shim not connected"
+					 : "storage not writable");
 		return;
 	}
-	json_auto_t *j = json_pack("{s:s, s:I}", "status", "ready", "activeRuns", (json_int_t)active);
+	json_auto_t *j =
+	    json_pack("{s:s, s:I}", "status", "ready", "activeRuns", (json_int_t)active);
 	if (!j) {
 		http_respond_error(c, 500, "internal", "out of memory");
 		return;
@@ -1080,11 +1083,12 @@ cors_prepare(HttpConn *c)
 static void
 route_options(HttpConn *c)
 {
-	static const char hdr[] = "Allow: GET, PUT, POST, DELETE, OPTIONS\r\n"
-				  "Access-Control-Allow-Methods: GET, PUT, POST, DELETE, OPTIONS\r\n"
-				  "Access-Control-Allow-Headers: Authorization, Content-Type, "
-				  "Idempotency-Key, Last-Event-ID\r\n"
-				  "Access-Control-Max-Age: 600\r\n";
+	static const char hdr[] =
+	    "Allow: GET, PUT, POST, DELETE, OPTIONS\r\n"
+	    "Access-Control-Allow-Methods: GET, PUT, POST, DELETE, OPTIONS\r\n"
+	    "Access-Control-Allow-Headers: Authorization, Content-Type, "
+	    "Idempotency-Key, Last-Event-ID\r\n"
+	    "Access-Control-Max-Age: 600\r\n";
 	/* without an allowed Origin the CORS lines are inert: the browser
 	 * refuses the actual request for lack of Allow-Origin */
 	http_respond(c, 204, NULL, NULL, 0, hdr, false);
@@ -1117,16 +1121,18 @@ routes_dispatch(HttpConn *c)
 		route_options(c);
 		return;
 	}
-	bool bridge = rt.n_seg >= 1 && (streq(rt.seg[0], "_bridge") || streq(rt.seg[0], "tool-exec"));
+	bool bridge =
+	    rt.n_seg >= 1 && (streq(rt.seg[0], "_bridge") || streq(rt.seg[0], "tool-exec"));
 	bool healthz = rt.n_seg == 1 && streq(rt.seg[0], "healthz");
 	bool stream = rt.n_seg == 3 && streq(rt.seg[0], "runs") && streq(rt.seg[2], "stream");
 	/* /_bridge and /tool-exec carry a per-run token of their own */
 	if (!healthz && !bridge && !auth_ok(c, &rt, stream)) {
-		http_respond(c, 401, "application/json; charset=utf-8",
-			     "{\"error\":\"missing or invalid bearer token\",\"code\":\"unauthorized\"}",
-			     STRLEN("{\"error\":\"missing or invalid bearer token\",\"code\":"
-				    "\"unauthorized\"}"),
-			     "WWW-Authenticate: Bearer realm=\"runwarden\"\r\n", false);
+		http_respond(
+		    c, 401, "application/json; charset=utf-8",
+		    "{\"error\":\"missing or invalid bearer token\",\"code\":\"unauthorized\"}",
+		    STRLEN("{\"error\":\"missing or invalid bearer token\",\"code\":"
+			   "\"unauthorized\"}"),
+		    "WWW-Authenticate: Bearer realm=\"runwarden\"\r\n", false);
 		return;
 	}
 	if (healthz) {

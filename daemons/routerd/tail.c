@@ -372,7 +372,7 @@ tail_new(HttpConn *c, const char *run_id, const char *thread_id, int64_t last_se
 		tail_update_record(t, &rec);
 	c->router->n_tails++;
 	t->counted = true;
-	LogCtx lc = { .run_id = t->run_id, .thread_id = t->thread_id };
+	LogCtx lc = {.run_id = t->run_id, .thread_id = t->thread_id};
 	log_ctx(LOG_INFO, &lc, "Tail opened by %s after seq %" PRId64, c->addr, last_seq);
 	r = watch_attach(c->router, t);
 	if (r < 0) {
@@ -389,7 +389,7 @@ tail_free(Tail *t)
 	if (!t)
 		return NULL;
 	if (t->counted) {
-		LogCtx lc = { .run_id = t->run_id, .thread_id = t->thread_id };
+		LogCtx lc = {.run_id = t->run_id, .thread_id = t->thread_id};
 		log_ctx(LOG_INFO, &lc, "Tail closed at seq %" PRId64 "%s", t->cursor,
 			t->terminal && t->cursor >= t->head ? " (run complete)" : "");
 	}

@@ -132,8 +132,8 @@ ws_msg_cb(wslay_event_context_ptr ctx, const struct wslay_event_on_msg_recv_arg 
  * 6455 §5.5.1 makes it a protocol error. Queued before wslay's own echo, our
  * 1002 is the close frame that goes out. */
 static void
-ws_frame_start_cb(wslay_event_context_ptr ctx, const struct wslay_event_on_frame_recv_start_arg *arg,
-		  void *userdata)
+ws_frame_start_cb(wslay_event_context_ptr ctx,
+		  const struct wslay_event_on_frame_recv_start_arg *arg, void *userdata)
 {
 	HttpConn *c = userdata;
 

@@ -76,8 +76,8 @@ on_run_get(Peer *p, const Frame *f, void *ud)
 	return err;
 }
 
-static const PeerHandler coord_handlers[_MSG_TYPE_MAX] = { [MSG_RUN_GET] = on_run_get };
-static const PeerHandler router_handlers[_MSG_TYPE_MAX] = { 0 };
+static const PeerHandler coord_handlers[_MSG_TYPE_MAX] = {[MSG_RUN_GET] = on_run_get};
+static const PeerHandler router_handlers[_MSG_TYPE_MAX] = {0};
 
 static void
 on_ready(Peer *p, void *ud)
@@ -93,8 +93,8 @@ on_close(Peer *p, int err, void *ud)
 	s->close_err = err;
 }
 
-static const PeerOps coord_ops = { ROLE_COORD, coord_handlers, on_ready, on_close };
-static const PeerOps router_ops = { ROLE_ROUTER, router_handlers, on_ready, on_close };
+static const PeerOps coord_ops = {ROLE_COORD, coord_handlers, on_ready, on_close};
+static const PeerOps router_ops = {ROLE_ROUTER, router_handlers, on_ready, on_close};
 
 static void
 reply_cb(Peer *p, int err, const msgpack_object *body, void *ud)
@@ -168,8 +168,8 @@ call_get(Side *s, const char *id, usec_t timeout, Call *c)
 static void
 test_peer_request_reply_matching(void **state)
 {
-	Side router = { 0 }, coord = { 0 };
-	Call a = { 0 }, b = { 0 };
+	Side router = {0}, coord = {0};
+	Call a = {0}, b = {0};
 
 	pair(&router, &coord);
 	assert_int_equal(call_get(&router, "run-a", 5 * USEC_PER_SEC, &a), 0);
@@ -187,13 +187,14 @@ test_peer_request_reply_matching(void **state)
 static void
 test_peer_error_reply_carries_the_errno(void **state)
 {
-	Side router = { 0 }, coord = { 0 };
-	Call a = { 0 }, bad = { 0 };
+	Side router = {0}, coord = {0};
+	Call a = {0}, bad = {0};
 
 	pair(&router, &coord);
 	assert_int_equal(call_get(&router, "missing", 5 * USEC_PER_SEC, &a), 0);
 	/* a body without its field: -EBADMSG, and the connection stays */
-	assert_int_equal(peer_call(router.p, MSG_RUN_GET, NULL, 5 * USEC_PER_SEC, reply_cb, &bad), 0);
+	assert_int_equal(peer_call(router.p, MSG_RUN_GET, NULL, 5 * USEC_PER_SEC, reply_cb, &bad),
+			 0);
 	spin_until(&bad.done, 1);
 	assert_int_equal(a.err, -ENOENT);
 	assert_int_equal(bad.err, -EBADMSG);
@@ -205,14 +206,16 @@ test_peer_error_reply_carries_the_errno(void **state)
 static void
 test_peer_unhandled_type_is_enomsg(void **state)
 {
-	Side router = { 0 }, coord = { 0 };
-	Call a = { 0 }, b = { 0 };
+	Side router = {0}, coord = {0};
+	Call a = {0}, b = {0};
 
 	pair(&router, &coord);
 	/* coordinatord's table has no RUN_READ handler here */
-	assert_int_equal(peer_call(router.p, MSG_RUN_READ, NULL, 5 * USEC_PER_SEC, reply_cb, &a), 0);
+	assert_int_equal(peer_call(router.p, MSG_RUN_READ, NULL, 5 * USEC_PER_SEC, reply_cb, &a),
+			 0);
 	/* and a shim-bound message from a router is refused by direction */
-	assert_int_equal(peer_call(router.p, MSG_EXEC_START, NULL, 5 * USEC_PER_SEC, reply_cb, &b), 0);
+	assert_int_equal(peer_call(router.p, MSG_EXEC_START, NULL, 5 * USEC_PER_SEC, reply_cb, &b),
+			 0);
 	spin_until(&b.done, 1);
 	assert_int_equal(a.err, -ENOMSG);
 	assert_int_equal(b.err, -ENOMSG);
@@ -223,8 +226,8 @@ test_peer_unhandled_type_is_enomsg(void **state)
 static void
 test_peer_deadline_is_etimedout(void **state)
 {
-	Side router = { 0 }, coord = { 0 };
-	Call a = { 0 };
+	Side router = {0}, coord = {0};
+	Call a = {0};
 
 	pair(&router, &coord);
 	assert_int_equal(call_get(&router, "late", 20 * USEC_PER_MSEC, &a), 0);
@@ -249,8 +252,8 @@ test_peer_deadline_is_etimedout(void **state)
 static void
 test_peer_close_fails_pending_calls(void **state)
 {
-	Side router = { 0 }, coord = { 0 };
-	Call a = { 0 }, b = { 0 };
+	Side router = {0}, coord = {0};
+	Call a = {0}, b = {0};
 
 	pair(&router, &coord);
 	assert_int_equal(call_get(&router, "late", 0, &a), 0);
@@ -263,7 +266,7 @@ test_peer_close_fails_pending_calls(void **state)
 	assert_int_equal(a.done + b.done, 2);
 	assert_int_equal(router.closed, 1);
 	/* nothing can be sent on a closed peer */
-	Call c = { 0 };
+	Call c = {0};
 	assert_int_equal(call_get(&router, "x", 0, &c), -ECONNRESET);
 	peer_free(router.p);
 }
@@ -271,8 +274,8 @@ test_peer_close_fails_pending_calls(void **state)
 static void
 test_peer_cancel_calls_drops_without_callback(void **state)
 {
-	Side router = { 0 }, coord = { 0 };
-	Call a = { 0 };
+	Side router = {0}, coord = {0};
+	Call a = {0};
 
 	pair(&router, &coord);
 	assert_int_equal(call_get(&router, "run-a", 5 * USEC_PER_SEC, &a), 0);
@@ -287,7 +290,7 @@ test_peer_cancel_calls_drops_without_callback(void **state)
 static void
 test_peer_refuses_frames_before_hello_and_bad_versions(void **state)
 {
-	Side coord = { 0 };
+	Side coord = {0};
 	int sv[2];
 	char *buf;
 	size_t len;
@@ -310,7 +313,7 @@ test_peer_refuses_frames_before_hello_and_bad_versions(void **state)
 	peer_free(coord.p);
 
 	/* a HELLO with another protocol version */
-	Side c2 = { 0 };
+	Side c2 = {0};
 	assert_int_equal(socketpair(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0, sv), 0);
 	assert_int_equal(peer_new(base, sv[1], &coord_ops, &c2, 1 << 20, &c2.p), 0);
 	MpWriter w;
@@ -319,7 +322,8 @@ test_peer_refuses_frames_before_hello_and_bad_versions(void **state)
 	mp_w_uint(&w, "version", RW_PROTO_VERSION + 1);
 	mp_w_str(&w, "role", "routerd");
 	mp_w_uint(&w, "pid", 1);
-	assert_int_equal(frame_encode(MSG_HELLO, 0, w.sbuf.data, w.sbuf.size, 1 << 20, &buf, &len), 0);
+	assert_int_equal(frame_encode(MSG_HELLO, 0, w.sbuf.data, w.sbuf.size, 1 << 20, &buf, &len),
+			 0);
 	mp_writer_done(&w);
 	assert_int_equal(write(sv[0], buf, len), (ssize_t)len);
 	free(buf);
@@ -332,9 +336,9 @@ test_peer_refuses_frames_before_hello_and_bad_versions(void **state)
 static void
 test_peer_oversize_frame_drops_the_connection(void **state)
 {
-	Side coord = { 0 };
+	Side coord = {0};
 	int sv[2];
-	unsigned char hdr[4] = { 0x7f, 0xff, 0xff, 0xff };
+	unsigned char hdr[4] = {0x7f, 0xff, 0xff, 0xff};
 
 	assert_int_equal(socketpair(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0, sv), 0);
 	assert_int_equal(peer_new(base, sv[1], &coord_ops, &coord, 4096, &coord.p), 0);
@@ -350,17 +354,18 @@ int
 main(void)
 {
 	const struct CMUnitTest tests[] = {
-		cmocka_unit_test_setup_teardown(test_peer_request_reply_matching, setup, teardown),
-		cmocka_unit_test_setup_teardown(test_peer_error_reply_carries_the_errno, setup, teardown),
-		cmocka_unit_test_setup_teardown(test_peer_unhandled_type_is_enomsg, setup, teardown),
-		cmocka_unit_test_setup_teardown(test_peer_deadline_is_etimedout, setup, teardown),
-		cmocka_unit_test_setup_teardown(test_peer_close_fails_pending_calls, setup, teardown),
-		cmocka_unit_test_setup_teardown(test_peer_cancel_calls_drops_without_callback, setup,
-						teardown),
-		cmocka_unit_test_setup_teardown(test_peer_refuses_frames_before_hello_and_bad_versions,
-						setup, teardown),
-		cmocka_unit_test_setup_teardown(test_peer_oversize_frame_drops_the_connection, setup,
-						teardown),
+	    cmocka_unit_test_setup_teardown(test_peer_request_reply_matching, setup, teardown),
+	    cmocka_unit_test_setup_teardown(test_peer_error_reply_carries_the_errno, setup,
+					    teardown),
+	    cmocka_unit_test_setup_teardown(test_peer_unhandled_type_is_enomsg, setup, teardown),
+	    cmocka_unit_test_setup_teardown(test_peer_deadline_is_etimedout, setup, teardown),
+	    cmocka_unit_test_setup_teardown(test_peer_close_fails_pending_calls, setup, teardown),
+	    cmocka_unit_test_setup_teardown(test_peer_cancel_calls_drops_without_callback, setup,
+					    teardown),
+	    cmocka_unit_test_setup_teardown(test_peer_refuses_frames_before_hello_and_bad_versions,
+					    setup, teardown),
+	    cmocka_unit_test_setup_teardown(test_peer_oversize_frame_drops_the_connection, setup,
+					    teardown),
 	};
 	return cmocka_run_group_tests_name("peer", tests, NULL, NULL);
 }

@@ -701,16 +701,20 @@ test_runlog_batch_spans_runs_and_refuses_per_op(void **state)
 	create(f->l, RUN_A, "t", 1);
 	create(f->l, RUN_B, "t", 2);
 	assert_int_equal(runlog_batch_begin(f->l, &b), 0);
-	assert_int_equal(runlog_batch_append(b, RUN_A, "{\"type\":\"A\"}", 12, NULL, NULL, 5, &seq), 0);
+	assert_int_equal(runlog_batch_append(b, RUN_A, "{\"type\":\"A\"}", 12, NULL, NULL, 5, &seq),
+			 0);
 	assert_int_equal(seq, 0);
-	assert_int_equal(runlog_batch_append(b, RUN_B, "{\"type\":\"B\"}", 12, NULL, NULL, 5, &seq), 0);
+	assert_int_equal(runlog_batch_append(b, RUN_B, "{\"type\":\"B\"}", 12, NULL, NULL, 5, &seq),
+			 0);
 	assert_int_equal(seq, 0);
-	assert_int_equal(runlog_batch_append(b, RUN_A, "{\"type\":\"A\"}", 12, NULL, NULL, 6, &seq), 0);
+	assert_int_equal(runlog_batch_append(b, RUN_A, "{\"type\":\"A\"}", 12, NULL, NULL, 6, &seq),
+			 0);
 	assert_int_equal(seq, 1); /* the batch's own view: consecutive within one txn */
 	/* an unknown run is refused for that op only */
 	assert_int_equal(runlog_batch_append(b, RUN_X, "{}", 2, NULL, NULL, 6, &seq), -ENOENT);
 	/* a finish in the batch makes later appends to that run stale */
-	assert_int_equal(runlog_batch_append(b, RUN_B, "{\"type\":\"E\"}", 12, "failed", NULL, 7, &seq), 0);
+	assert_int_equal(
+	    runlog_batch_append(b, RUN_B, "{\"type\":\"E\"}", 12, "failed", NULL, 7, &seq), 0);
 	assert_int_equal(runlog_batch_append(b, RUN_B, "{}", 2, NULL, NULL, 8, &seq), -ESTALE);
 	/* nothing is visible before the commit */
 	assert_int_equal(last_seq(f->l, RUN_A), -1);
@@ -778,27 +782,30 @@ test_runlog_finish_if_stale_is_strict_and_atomic(void **state)
 
 	create(f->l, RUN_A, "t", 1000); /* updatedAt = 1000 */
 	/* updatedAt == cutoff is not stale: strictly older only */
-	assert_int_equal(runlog_finish_if_stale(f->l, RUN_A, 1000, err, strlen(err), NULL, 2000, NULL,
-						NULL), 1);
+	assert_int_equal(
+	    runlog_finish_if_stale(f->l, RUN_A, 1000, err, strlen(err), NULL, 2000, NULL, NULL), 1);
 	assert_int_equal(last_seq(f->l, RUN_A), -1);
 	/* a racing append that committed first moves updatedAt: it wins */
 	assert_int_equal(runlog_append(f->l, RUN_A, "{}", 2, 1500, NULL, NULL), 0);
-	assert_int_equal(runlog_finish_if_stale(f->l, RUN_A, 1200, err, strlen(err), NULL, 2000, NULL,
-						NULL), 1);
+	assert_int_equal(
+	    runlog_finish_if_stale(f->l, RUN_A, 1200, err, strlen(err), NULL, 2000, NULL, NULL), 1);
 	/* stale: event and terminal status in one transaction */
 	json_auto_t *fields = json_pack("{s:{s:s}}", "error", "message", "stale");
-	assert_int_equal(runlog_finish_if_stale(f->l, RUN_A, 1501, err, strlen(err), fields, 2000,
-						&rec, &seq), 0);
+	assert_int_equal(
+	    runlog_finish_if_stale(f->l, RUN_A, 1501, err, strlen(err), fields, 2000, &rec, &seq),
+	    0);
 	assert_int_equal(seq, 1);
 	assert_string_equal(json_string_value(json_object_get(rec, "status")), "failed");
 	assert_int_equal(json_integer_value(json_object_get(rec, "finishedAt")), 2000);
 	json_decref(rec);
 	/* a terminal run is never finished twice */
-	assert_int_equal(runlog_finish_if_stale(f->l, RUN_A, 99999, err, strlen(err), NULL, 3000, NULL,
-						NULL), 1);
+	assert_int_equal(
+	    runlog_finish_if_stale(f->l, RUN_A, 99999, err, strlen(err), NULL, 3000, NULL, NULL),
+	    1);
 	assert_int_equal(last_seq(f->l, RUN_A), 1);
-	assert_int_equal(runlog_finish_if_stale(f->l, RUN_X, 99999, err, strlen(err), NULL, 3000, NULL,
-						NULL), -ENOENT);
+	assert_int_equal(
+	    runlog_finish_if_stale(f->l, RUN_X, 99999, err, strlen(err), NULL, 3000, NULL, NULL),
+	    -ENOENT);
 }
 
 static void
@@ -813,7 +820,8 @@ test_runlog_touch_moves_updated_at_only_while_running(void **state)
 	assert_int_equal(json_integer_value(json_object_get(rec, "updatedAt")), 1700);
 	assert_int_equal(json_integer_value(json_object_get(rec, "lastSeq")), -1);
 	json_decref(rec);
-	assert_int_equal(runlog_append_finish(f->l, RUN_A, "{}", 2, "completed", NULL, 1800, NULL, NULL), 0);
+	assert_int_equal(
+	    runlog_append_finish(f->l, RUN_A, "{}", 2, "completed", NULL, 1800, NULL, NULL), 0);
 	assert_int_equal(runlog_touch(f->l, RUN_A, 9999), 0);
 	assert_int_equal(runlog_get(f->l, RUN_A, &rec), 0);
 	assert_int_equal(json_integer_value(json_object_get(rec, "updatedAt")), 1800);
@@ -829,15 +837,19 @@ test_runlog_thread_runs_newest_first(void **state)
 	create(f->l, RUN_A, "t1", 100);
 	create(f->l, RUN_B, "t1", 300);
 	create(f->l, RUN_C, "t2", 200);
-	assert_int_equal(runlog_append_finish(f->l, RUN_A, "{}", 2, "completed", NULL, 400, NULL, NULL), 0);
+	assert_int_equal(
+	    runlog_append_finish(f->l, RUN_A, "{}", 2, "completed", NULL, 400, NULL, NULL), 0);
 	assert_int_equal(runlog_thread_runs(f->l, "t1", NULL, &list), 0);
 	assert_int_equal(json_array_size(list), 2);
-	assert_string_equal(json_string_value(json_object_get(json_array_get(list, 0), "runId")), RUN_B);
-	assert_string_equal(json_string_value(json_object_get(json_array_get(list, 1), "runId")), RUN_A);
+	assert_string_equal(json_string_value(json_object_get(json_array_get(list, 0), "runId")),
+			    RUN_B);
+	assert_string_equal(json_string_value(json_object_get(json_array_get(list, 1), "runId")),
+			    RUN_A);
 	json_decref(list);
 	assert_int_equal(runlog_thread_runs(f->l, "t1", "running", &list), 0);
 	assert_int_equal(json_array_size(list), 1);
-	assert_string_equal(json_string_value(json_object_get(json_array_get(list, 0), "runId")), RUN_B);
+	assert_string_equal(json_string_value(json_object_get(json_array_get(list, 0), "runId")),
+			    RUN_B);
 	json_decref(list);
 	/* a thread that is a prefix of another must not see its runs */
 	assert_int_equal(runlog_thread_runs(f->l, "t", NULL, &list), 0);
@@ -859,8 +871,10 @@ test_runlog_prune_old_terminal_runs_only(void **state)
 	create(f->l, RUN_B, "t1", 100);
 	create(f->l, RUN_C, "t1", 100);
 	assert_int_equal(runlog_append(f->l, RUN_A, "{}", 2, 150, NULL, NULL), 0);
-	assert_int_equal(runlog_append_finish(f->l, RUN_A, "{}", 2, "completed", NULL, 200, NULL, NULL), 0);
-	assert_int_equal(runlog_append_finish(f->l, RUN_B, "{}", 2, "failed", NULL, 900, NULL, NULL), 0);
+	assert_int_equal(
+	    runlog_append_finish(f->l, RUN_A, "{}", 2, "completed", NULL, 200, NULL, NULL), 0);
+	assert_int_equal(
+	    runlog_append_finish(f->l, RUN_B, "{}", 2, "failed", NULL, 900, NULL, NULL), 0);
 	assert_int_equal(runlog_idem_put(f->l, "t1", "key", RUN_A), 0);
 	/* A finished before the cutoff; B after; C is still running */
 	assert_int_equal(runlog_prune(f->l, 500, 16, 100, cursor, &n), 0);
@@ -894,7 +908,8 @@ test_runlog_prune_in_small_batches(void **state)
 		char id[RUN_ID_LEN + 1];
 		snprintf(id, sizeof(id), "00000000-0000-4000-8000-0000000001%02d", i);
 		create(f->l, id, "t", 1);
-		assert_int_equal(runlog_append_finish(f->l, id, "{}", 2, "completed", NULL, 2, NULL, NULL), 0);
+		assert_int_equal(
+		    runlog_append_finish(f->l, id, "{}", 2, "completed", NULL, 2, NULL, NULL), 0);
 	}
 	do {
 		assert_int_equal(runlog_prune(f->l, 100, 3, 100, cursor, &n), 0);
@@ -927,13 +942,19 @@ main(void)
 	    cmocka_unit_test_setup_teardown(test_runlog_idempotency, setup, teardown),
 	    cmocka_unit_test_setup_teardown(test_runlog_foreach_running, setup, teardown),
 	    cmocka_unit_test_setup_teardown(test_runlog_map_full_is_enospc, setup, teardown),
-	    cmocka_unit_test_setup_teardown(test_runlog_batch_spans_runs_and_refuses_per_op, setup, teardown),
-	    cmocka_unit_test_setup_teardown(test_runlog_batch_abort_writes_nothing, setup, teardown),
-	    cmocka_unit_test_setup_teardown(test_runlog_drive_state_commits_with_the_event, setup, teardown),
-	    cmocka_unit_test_setup_teardown(test_runlog_finish_if_stale_is_strict_and_atomic, setup, teardown),
-	    cmocka_unit_test_setup_teardown(test_runlog_touch_moves_updated_at_only_while_running, setup, teardown),
+	    cmocka_unit_test_setup_teardown(test_runlog_batch_spans_runs_and_refuses_per_op, setup,
+					    teardown),
+	    cmocka_unit_test_setup_teardown(test_runlog_batch_abort_writes_nothing, setup,
+					    teardown),
+	    cmocka_unit_test_setup_teardown(test_runlog_drive_state_commits_with_the_event, setup,
+					    teardown),
+	    cmocka_unit_test_setup_teardown(test_runlog_finish_if_stale_is_strict_and_atomic, setup,
+					    teardown),
+	    cmocka_unit_test_setup_teardown(test_runlog_touch_moves_updated_at_only_while_running,
+					    setup, teardown),
 	    cmocka_unit_test_setup_teardown(test_runlog_thread_runs_newest_first, setup, teardown),
-	    cmocka_unit_test_setup_teardown(test_runlog_prune_old_terminal_runs_only, setup, teardown),
+	    cmocka_unit_test_setup_teardown(test_runlog_prune_old_terminal_runs_only, setup,
+					    teardown),
 	    cmocka_unit_test_setup_teardown(test_runlog_prune_in_small_batches, setup, teardown),
 	};
 	return cmocka_run_group_tests_name("runlog", tests, NULL, NULL);

@@ -361,7 +361,8 @@ test_explicit_deny_set(void **state)
 static uint32_t
 stacked(uint32_t older, uint32_t newer)
 {
-	return (int32_t)(newer & SECCOMP_RET_ACTION_FULL) <= (int32_t)(older & SECCOMP_RET_ACTION_FULL)
+	return (int32_t)(newer & SECCOMP_RET_ACTION_FULL) <=
+		       (int32_t)(older & SECCOMP_RET_ACTION_FULL)
 		   ? newer
 		   : older;
 }
@@ -393,9 +394,10 @@ test_init_plus_exec_layer_is_the_policy(void **state)
 				uint32_t want = run_prog(&prog, &d);
 				uint32_t got = stacked(run_prog(&init, &d), run_prog(&layer, &d));
 				if (got != want)
-					fail_msg("syscall %d (arch 0x%x, args #%zu): init+layer 0x%x, "
-						 "policy 0x%x",
-						 nr, arches[a], k, got, want);
+					fail_msg(
+					    "syscall %d (arch 0x%x, args #%zu): init+layer 0x%x, "
+					    "policy 0x%x",
+					    nr, arches[a], k, got, want);
 			}
 	/* and the init alone may clone3 (it creates the execs) */
 	{
