@@ -231,7 +231,6 @@ struct Shim {
 	struct event *idle_timer; /* periodic: sleep_after and evictions for the queue */
 	NetFwd *net;		  /* SANDBOX_FORWARD/PROXY listeners */
 	Sandbox *pool;		  /* started ahead, not yet claimed */
-	uint64_t pool_seq;	  /* names of the pool mount points */
 	struct event *pool_ev;	  /* refill, at background priority */
 	unsigned pool_failures;	  /* consecutive pool sandboxes that failed */
 	usec_t pool_retry_at;	  /* no refill before (backoff after failures) */
@@ -1121,12 +1120,16 @@ pool_dir_release(const char *dir)
 		log_warning_errno(errno, "Failed to remove pool mount point '%s': %m", dir);
 }
 
+/* <sandbox_dir>/.pool/<cg_id>: named by the sandbox's own random id, never
+ * reused. It must outlive us while its sandbox lives: removing a directory
+ * detaches every mount on it in every namespace (vfs_rmdir), and the bind of the
+ * workspace in the sandbox sits on this directory. */
 static int
-pool_dir_make(Shim *s, char **ret)
+pool_dir_make(Shim *s, const char *cg_id, char **ret)
 {
 	_cleanup_free_ char *dir = NULL;
 
-	if (asprintf(&dir, "%s/%" PRIu64, s->pool_root, ++s->pool_seq) < 0)
+	if (asprintf(&dir, "%s/%s", s->pool_root, cg_id) < 0)
 		return -ENOMEM;
 	if (mkdir(dir, 0755) < 0 && errno != EEXIST)
 		return log_error_errno(errno, "Failed to create '%s': %m", dir);
@@ -1178,7 +1181,7 @@ pool_spawn(Shim *s)
 		snprintf(sb->id + 2 * i, 3, "%02x", rnd[i]);
 	ctx.sandbox_id = sb->id;
 	memcpy(sb->cg_id, sb->id, sizeof(sb->cg_id));
-	r = pool_dir_make(s, &sb->pool_dir);
+	r = pool_dir_make(s, sb->cg_id, &sb->pool_dir);
 	if (r < 0)
 		return r;
 	r = sandbox_start(s, sb, sb->pool_dir, true, sb->id, &ctx);
@@ -3326,6 +3329,17 @@ adopt_cb(Adopted *a, void *ud)
 	sb->pid = a->pid;
 	sb->pidfd = TAKE_FD(a->pidfd);
 	sb->sock = TAKE_FD(a->sock);
+	{
+		/* Taken from a predecessor's pool: its workspace bind sits on this
+		 * directory, removed (with the bind) only when the sandbox is gone. */
+		char *dir = NULL;
+		struct stat st;
+		if (asprintf(&dir, "%s/%s", s->pool_root, sb->cg_id) >= 0 &&
+		    lstat(dir, &st) == 0 && S_ISDIR(st.st_mode))
+			sb->pool_dir = dir;
+		else
+			free(dir);
+	}
 	if (cgroup_open(s->cgroups, sb->cg_id, &sb->cg) < 0)
 		sb->cg = NULL; /* no stats; the namespace still dies with its init */
 	sb->leaves_pending = sb->cg != NULL; /* leaves of released execs: pruned */
@@ -3383,6 +3397,25 @@ adopt_keep_cgroup(const char *name, void *ud)
 		if (streq(sb->cg_id, name + 3))
 			return true;
 	return false;
+}
+
+/* Pool mount points a predecessor left: keep those of the sandboxes we
+ * re-adopted (see pool_dir_make), remove the rest. */
+static void
+pool_dirs_clean(Shim *s)
+{
+	DIR *d = opendir(s->pool_root);
+
+	for (struct dirent *de; d && (de = readdir(d));) {
+		bool keep = de->d_name[0] == '.';
+		for (Sandbox *sb = s->sandboxes; sb && !keep; sb = sb->next)
+			keep = streq(sb->cg_id, de->d_name);
+		if (!keep && unlinkat(dirfd(d), de->d_name, AT_REMOVEDIR) < 0 && errno != ENOENT)
+			log_warning_errno(errno, "Failed to remove '%s/%s': %m", s->pool_root,
+					  de->d_name);
+	}
+	if (d)
+		closedir(d);
 }
 
 /* Open the runtime state, then adopt or reap what a predecessor left. */
@@ -3485,17 +3518,8 @@ shim_new(struct event_base *base, const ShimConf *conf, Shim **ret)
 	r = mkdir_p(conf->sandbox_dir, 0700);
 	if (r >= 0)
 		r = mkdir_p(s->root_mnt, 0700);
-	if (r >= 0) {
-		/* Mount points of a previous instance: their mounts died with its
-		 * namespace, the directories are left. */
-		DIR *d = opendir(s->pool_root);
-		for (struct dirent *de; d && (de = readdir(d));)
-			if (de->d_name[0] != '.')
-				(void)unlinkat(dirfd(d), de->d_name, AT_REMOVEDIR);
-		if (d)
-			closedir(d);
+	if (r >= 0) /* what a predecessor left there is cleaned after re-adoption */
 		r = mkdir_p(s->pool_root, 0700);
-	}
 	if (r < 0) {
 		log_error_errno(r, "Failed to create '%s': %m", s->root_mnt);
 		shim_free(s);
@@ -3558,6 +3582,7 @@ shim_new(struct event_base *base, const ShimConf *conf, Shim **ret)
 		r = cgroup_host_reap_stale(s->cgroups, adopt_keep_cgroup, s);
 		if (r > 0)
 			log_notice("Reaped %d sandbox(es) left by a previous instance", r);
+		pool_dirs_clean(s);
 	}
 	pool_kick(s);
 	{

@@ -260,3 +260,34 @@ def test_shim_that_never_returns_leaves_nothing_after_orphan_ms(s):
     assert not os.path.exists(rt_dir(s, thread))
     rec = s.wait_terminal(run_id, thread=thread, timeout=30)
     assert rec["status"] == "failed" and rec["error"]["code"] == "sandbox_lost", rec
+
+
+def test_workspace_is_intact_inside_after_the_restart(s):
+    """A sandbox taken from the pool has its workspace bound onto a mount point
+    of the shim's; the restarted shim must not take that away from it (a
+    removed directory loses the mounts on it in every namespace)."""
+    s.expected_errors += [r"containerd-shim"]
+    thread = "t-ro-ws"
+    pat = r"Sandbox " + sandbox_id(thread) + r" created \([^)]*from the pool"
+    for _ in range(10):  # the pool may be refilling after an earlier test's restart
+        run_ok(s, "echo before > /workspace/kept", thread=thread)
+        if re.search(pat, s.log("containerd-shim")):
+            break
+        assert shimctl(s, thread, "--destroy").returncode == 0
+        time.sleep(0.5)
+    assert re.search(pat, s.log("containerd-shim")), "the sandbox did not come from the pool"
+    cmd = ("echo started; while [ ! -e /workspace/go ]; do sleep 0.05; done; "
+           "ls /workspace | tr '\\n' ' '; echo; cat /workspace/kept; echo inside > /workspace/new")
+    run_id = s.start_run(cmd, thread=thread)
+    wait_stdout(s, run_id, thread, "started\n")
+    kill9_shim(s)
+    time.sleep(0.3)
+    s.start_daemon("containerd-shim")
+    assert poll(lambda: "Re-adopted sandbox " + sandbox_id(thread) in s.log("containerd-shim"), 15)
+    with open(ws_file(s, thread, "go"), "w") as f:  # the host writes, the sandbox sees it
+        f.write("1")
+    events, status, _, _ = s.tail(run_id, thread=thread, last_seq=0, timeout=60)
+    assert status is not None and status["status"] == "completed", (status, events[-3:])
+    assert stdout_text(events) == "started\ngo kept \nbefore\n", stdout_text(events)
+    with open(ws_file(s, thread, "new")) as f:
+        assert f.read() == "inside\n"
