@@ -121,9 +121,11 @@ static void *
 ns_listen_thread(void *arg)
 {
 	NsListen *a = arg;
-	struct sockaddr_in sa = {.sin_family = AF_INET, .sin_addr.s_addr = htonl(INADDR_LOOPBACK)};
+	struct sockaddr_in sa = {.sin_family = AF_INET,
+				 .sin_addr.s_addr = htonl(INADDR_LOOPBACK),
+				 .sin_port = htons(a->port)};
 	socklen_t l = sizeof(sa);
-	int fd;
+	int fd, one = 1;
 
 	/* This thread alone enters the netns; it ends right after. */
 	if (setns(a->pidfd, CLONE_NEWNET) < 0) {
@@ -135,7 +137,12 @@ ns_listen_thread(void *arg)
 		a->err = -errno;
 		return NULL;
 	}
-	if (bind(fd, (struct sockaddr *)&sa, sizeof(sa)) < 0 || listen(fd, 64) < 0 ||
+	/* A fixed port (re-listen after a shim restart): the dead shim's
+	 * connections may linger on it (FIN_WAIT, TIME_WAIT); they inherit the
+	 * listener's SO_REUSEADDR, so every listener sets it. It still refuses a
+	 * port someone listens on (EADDRINUSE). */
+	if (setsockopt(fd, SOL_SOCKET, SO_REUSEADDR, &one, sizeof(one)) < 0 ||
+	    bind(fd, (struct sockaddr *)&sa, sizeof(sa)) < 0 || listen(fd, 64) < 0 ||
 	    getsockname(fd, (struct sockaddr *)&sa, &l) < 0) {
 		a->err = -errno;
 		close(fd);
@@ -149,7 +156,7 @@ ns_listen_thread(void *arg)
 int
 netfwd_listen_in_netns(int pidfd, int *ret_fd, uint16_t *ret_port)
 {
-	NsListen a = {.pidfd = pidfd, .fd = -1};
+	NsListen a = {.pidfd = pidfd, .fd = -1, .port = *ret_port};
 	pthread_t t;
 	int r;
 
@@ -705,6 +712,7 @@ listener_add(NetFwd *n, int pidfd, const LogCtx *ctx, Listener *l, uint16_t *ret
 		count++;
 	if (count >= NETFWD_MAX_LISTENERS)
 		return -EMFILE;
+	l->port = *ret_port; /* 0: the kernel chooses */
 	r = netfwd_listen_in_netns(pidfd, &fd, &l->port);
 	if (r < 0)
 		return r;

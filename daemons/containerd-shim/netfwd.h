@@ -53,11 +53,15 @@ int netfwd_new(struct event_base *base, NetFwd **ret);
 /* Close everything. NULL-safe; returns NULL. */
 NetFwd *netfwd_free(NetFwd *n);
 
-/* Open a listening socket on 127.0.0.1:0 in the network namespace of the
- * process behind pidfd. *ret_fd is CLOEXEC and non-blocking. */
+/* Open a listening socket on 127.0.0.1:*ret_port (0: the kernel chooses) in
+ * the network namespace of the process behind pidfd; *ret_port is set to the
+ * port bound. A port in use is -EADDRINUSE, never another port. *ret_fd is
+ * CLOEXEC and non-blocking. */
 int netfwd_listen_in_netns(int pidfd, int *ret_fd, uint16_t *ret_port);
 
 /* ctx: run_id (required), thread_id and sandbox_id (required); copied.
+ * *ret_port: in, the port to bind (0: any; see netfwd_listen_in_netns); out,
+ * the port bound.
  * target: "host:port", numeric. Returns 0 and the port, -EINVAL for a bad
  * target (err says why), or another negative errno. */
 int netfwd_forward(NetFwd *n, int pidfd, const LogCtx *ctx, const char *target, uint16_t *ret_port,

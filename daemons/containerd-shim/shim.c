@@ -2443,6 +2443,7 @@ handle_listen(Peer *p, const Frame *f, void *userdata, bool proxy)
 	const char *id = NULL, *run_id = NULL, *target = NULL;
 	char **allow = NULL, err[256] = "";
 	uint16_t port = 0;
+	int64_t want = 0;
 	size_t n_allow = 0;
 	MpReader r;
 	MpWriter w;
@@ -2456,10 +2457,17 @@ handle_listen(Peer *p, const Frame *f, void *userdata, bool proxy)
 		mp_read_strv(&r, "allow", &allow);
 	else
 		mp_read_str(&r, "target", &target);
+	mp_read_int_opt(&r, "port", &want, 0); /* re-listen on exactly this port */
 	if (r.err < 0) {
 		k = -EBADMSG;
 		goto out;
 	}
+	if (want < 0 || want > UINT16_MAX) {
+		(void)peer_reply_error(p, f->req_id, -EINVAL, "port out of range");
+		k = 0;
+		goto out;
+	}
+	port = (uint16_t)want;
 	if (run_id[0] == '\0' || strlen(run_id) > 128) {
 		(void)peer_reply_error(p, f->req_id, -EINVAL, "run_id must be 1..128 bytes");
 		k = 0;

@@ -23,9 +23,10 @@
  *                   is gone), streams live and ends with the EXEC_EXIT
  *   EXEC_LIST       {}                          → {execs: [{exec_id, sandbox_id,
  *                   run_id, running}]}: every exec still held
- *   SANDBOX_FORWARD {sandbox_id, run_id, target} → {port}: 127.0.0.1:port inside
- *                   the sandbox joined to the numeric host:port target (netfwd.h)
- *   SANDBOX_PROXY   {sandbox_id, run_id, allow} → {port}: the CONNECT egress proxy
+ *   SANDBOX_FORWARD {sandbox_id, run_id, target, port?} → {port}: 127.0.0.1:port
+ *                   inside the sandbox joined to the numeric host:port target
+ *                   (netfwd.h); with port exactly that one (else EADDRINUSE)
+ *   SANDBOX_PROXY   {sandbox_id, run_id, allow, port?} → {port}: the CONNECT egress proxy
  *   SANDBOX_UNLISTEN {sandbox_id, run_id}       → {bytes_out, bytes_in}: closes the
  *                   run's listeners; the proxy's byte counts (zeros when none)
  *   SANDBOX_SNAPSHOT {key, label?}             → {record}: the workspace archived

@@ -317,21 +317,31 @@ prep_reply(Peer *p, int err, const msgpack_object *body, void *ud)
 	prep_next(run);
 }
 
+/* port: 0 for a new listener (the shim picks one), else exactly that port. */
 static int
-prep_call(Run *run, int type, bool proxy)
+listen_call(Run *run, bool proxy, uint64_t port, PeerReplyFn cb)
 {
 	MpWriter w;
 	mp_writer_init(&w);
-	mp_w_map(&w, 3);
+	mp_w_map(&w, port ? 4 : 3);
 	mp_w_str(&w, "sandbox_id", run->sandbox_id);
 	mp_w_str(&w, "run_id", run->run_id);
 	if (proxy)
 		mp_w_str_array(&w, "allow", run->harness->egress);
 	else
 		mp_w_str(&w, "target", run->c->conf.bridge_target);
-	int r = peer_call(run->c->shim, type, &w, SHIM_CALL_TIMEOUT, prep_reply, run);
+	if (port)
+		mp_w_uint(&w, "port", port);
+	int r = peer_call(run->c->shim, proxy ? MSG_SANDBOX_PROXY : MSG_SANDBOX_FORWARD, &w,
+			  SHIM_CALL_TIMEOUT, cb, run);
 	mp_writer_done(&w);
 	return r;
+}
+
+static int
+prep_call(Run *run, int type, bool proxy)
+{
+	return listen_call(run, proxy, 0, prep_reply);
 }
 
 /* Step 1: a loopback forward to routerd for the MCP bridge; step 2: the egress
@@ -875,6 +885,48 @@ const PeerHandler shim_handlers[_MSG_TYPE_MAX] = {
 
 /* ---------- re-attach after a restart ---------- */
 
+/* The run's forward and proxy listeners died with the shim; the harness's
+ * environment names their ports, so they come back on exactly those ports or
+ * not at all (fail closed: the run goes on without). Known only while this
+ * coordinatord stayed up (bridge_port/proxy_port are memory only). */
+static void
+relisten_reply(Run *run, int err, bool proxy)
+{
+	uint64_t port = proxy ? run->proxy_port : run->bridge_port;
+	const char *what = proxy ? "egress proxy" : "bridge forward";
+
+	if (err == 0)
+		log_ctx(LOG_INFO, &run->log, "Re-opened the %s on sandbox port %" PRIu64, what,
+			port);
+	else
+		log_ctx_errno(LOG_WARNING, err, &run->log,
+			      "Cannot re-open the %s on sandbox port %" PRIu64
+			      " after the containerd-shim restart, continuing without: %m",
+			      what, port);
+}
+
+static void
+relisten_fwd_reply(Peer *p, int err, const msgpack_object *body, void *ud)
+{
+	relisten_reply(ud, err, false);
+}
+
+static void
+relisten_proxy_reply(Peer *p, int err, const msgpack_object *body, void *ud)
+{
+	relisten_reply(ud, err, true);
+}
+
+static void
+relisten(Run *run)
+{
+	if (run->bridge_port && listen_call(run, false, run->bridge_port, relisten_fwd_reply) < 0)
+		relisten_reply(run, -ECONNRESET, false);
+	if (run->proxy_port && run->harness && run->harness->egress &&
+	    listen_call(run, true, run->proxy_port, relisten_proxy_reply) < 0)
+		relisten_reply(run, -ECONNRESET, true);
+}
+
 static void
 exec_attached(Peer *p, int err, const msgpack_object *body, void *ud)
 {
@@ -900,6 +952,8 @@ exec_attached(Peer *p, int err, const msgpack_object *body, void *ud)
 	if (run->wait_timer)
 		event_del(run->wait_timer);
 	run->state = RUN_EXECUTING;
+	if (run->shim_lost)
+		relisten(run);
 }
 
 static void

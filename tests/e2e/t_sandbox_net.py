@@ -168,6 +168,63 @@ def test_proxy_allows_only_listed_names(s):
     assert "not on the allowlist" in log and "IP literal" in log, log[-2000:]
 
 
+def test_explicit_port_binds_exactly_that_port_or_fails(s):
+    """port: the re-listen after a shim restart (coordinatord asks for the port
+    the harness's environment names): exactly that port, or EADDRINUSE."""
+    d = tempfile.mkdtemp(dir=s.dir)
+    with open(os.path.join(d, "hello.txt"), "w") as f:
+        f.write("hello-fixed-port\n")
+    httpd = serve(http.server.ThreadingHTTPServer(
+        ("127.0.0.1", 0), lambda *a: Quiet(*a, directory=d)))
+    try:
+        assert sh(s, "net-port", "true")[0] == 0
+        sb = sandbox_id("net-port")
+        target = f"127.0.0.1:{httpd.server_port}"
+        t, b = call(s, "SANDBOX_FORWARD", {"sandbox_id": sb, "run_id": "run-p1",
+                                           "target": target, "port": 41234})
+        assert (t, b) == (REPLY, {"port": 41234}), b
+        rc, out = sh(s, "net-port", f"python3 -c \"{FETCH}\" http://127.0.0.1:41234/hello.txt")
+        assert out == "hello-fixed-port\n", out
+        # taken (by this run's forward, or another run's): an error, never another port
+        for run_id in ("run-p1", "run-p2"):
+            t, b = call(s, "SANDBOX_FORWARD", {"sandbox_id": sb, "run_id": run_id,
+                                               "target": target, "port": 41234})
+            assert t == ERROR and b["code"] == -98, b  # EADDRINUSE
+            t, b = call(s, "SANDBOX_PROXY", {"sandbox_id": sb, "run_id": run_id,
+                                             "allow": ["localhost:1"], "port": 41234})
+            assert t == ERROR and b["code"] == -98, b
+        # taken by a process inside the sandbox
+        rc, _ = sh(s, "net-port", "python3 -c 'import socket,os,time\n"
+                   "s=socket.socket(); s.bind((\"127.0.0.1\",41235)); s.listen()\n"
+                   "open(\"/workspace/held\",\"w\").close(); time.sleep(30)' "
+                   ">/dev/null 2>&1 & "
+                   "while [ ! -e /workspace/held ]; do sleep 0.02; done")
+        assert rc == 0
+        t, b = call(s, "SANDBOX_PROXY", {"sandbox_id": sb, "run_id": "run-p2",
+                                         "allow": ["localhost:1"], "port": 41235})
+        assert t == ERROR and b["code"] == -98 and "Address already in use" in b["message"], b
+        # a free one: the proxy is there, on that port
+        t, b = call(s, "SANDBOX_PROXY", {"sandbox_id": sb, "run_id": "run-p2",
+                                         "allow": ["localhost:1"], "port": 41236})
+        assert (t, b) == (REPLY, {"port": 41236}), b
+        rc, out = sh(s, "net-port", "curl -s -o /dev/null -w '%{http_code}' --max-time 5 "
+                     "--proxy http://127.0.0.1:41236 http://localhost:1/")
+        assert out == "405", out
+        # port 0 is the kernel's choice; out of range is EINVAL
+        t, b = call(s, "SANDBOX_FORWARD", {"sandbox_id": sb, "run_id": "run-p2",
+                                           "target": target, "port": 0})
+        assert t == REPLY and b["port"] not in (0, 41234, 41235, 41236), b
+        t, b = call(s, "SANDBOX_FORWARD", {"sandbox_id": sb, "run_id": "run-p2",
+                                           "target": target, "port": 65536})
+        assert t == ERROR and b["code"] == -22, b
+        for run_id in ("run-p1", "run-p2"):
+            t, b = call(s, "SANDBOX_UNLISTEN", {"sandbox_id": sb, "run_id": run_id})
+            assert t == REPLY, b
+    finally:
+        httpd.shutdown()
+    assert "Cannot open a forward listener" in s.log("containerd-shim")
+
+
 def _connect_as(path, uid, gid, groups):
     """Fork a child with these credentials that connects; True when the shim talks."""
     pid = os.fork()
