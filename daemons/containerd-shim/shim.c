@@ -78,7 +78,7 @@
 #define GRAVE_RETRY_USEC (10 * USEC_PER_MSEC)
 #define EXEC_HOLD_USEC (600 * USEC_PER_SEC) /* an ended exec nobody re-attached to */
 #define IDLE_SCAN_USEC (200 * USEC_PER_MSEC)
-#define ENSURE_RESERVE_USEC (10 * USEC_PER_SEC) /* an ENSURE'd sandbox awaits its exec */
+#define ENSURE_RESERVE_USEC (10 * USEC_PER_SEC)	    /* an ENSURE'd sandbox awaits its exec */
 #define POOL_REFILL_DELAY_USEC (20 * USEC_PER_MSEC) /* after a claim */
 #define GRAVE_MAX_TRIES 500 /* 5 s until a cgroup that does not empty is given up */
 
@@ -135,12 +135,12 @@ struct Sandbox {
 	 * it was claimed. */
 	bool pooled;
 	char *pool_dir;
-	char cg_id[17];	 /* its cgroup is sb-<cg_id>: the id, or the pooled one's own */
+	char cg_id[17]; /* its cgroup is sb-<cg_id>: the id, or the pooled one's own */
 	/* An ENSURE was answered (or is pending) and no EXEC_START came yet: the
 	 * sandbox is about to be used, never "idle" (evicted for the queue). */
 	usec_t reserved_until;
-	bool purge;	 /* SANDBOX_DESTROY purge: remove its directory once dead */
-	int landlock_abi; /* from READY */
+	bool purge;	     /* SANDBOX_DESTROY purge: remove its directory once dead */
+	int landlock_abi;    /* from READY */
 	bool leaves_pending; /* exec cgroup leaves left to remove (idle_cb prunes) */
 };
 
@@ -221,7 +221,7 @@ struct Shim {
 	Exec *execs;
 	uint64_t next_exec_id;
 	bool stopped;
-	struct sock_fprog seccomp;      /* the init's variant (seccomp-policy.h) */
+	struct sock_fprog seccomp;	/* the init's variant (seccomp-policy.h) */
 	struct sock_fprog seccomp_exec; /* the layer each exec adds */
 	CgroupHost *cgroups;
 	Grave *graves;
@@ -1079,7 +1079,8 @@ sandbox_create(Shim *s, const char *key, const char *id, const char *run_id, con
 	r = sandbox_prepare_workspace(s, id, &ws);
 	if (r < 0) {
 		if (!s->create_err[0])
-			snprintf(s->create_err, sizeof(s->create_err), "workspace: %s", strerror(-r));
+			snprintf(s->create_err, sizeof(s->create_err), "workspace: %s",
+				 strerror(-r));
 		return r;
 	}
 	memcpy(sb->cg_id, id, sizeof(sb->cg_id));
@@ -1207,8 +1208,8 @@ pool_refill_cb(evutil_socket_t fd, short what, void *arg)
 	}
 	if (pool_spawn(s) < 0) {
 		s->pool_failures++;
-		s->pool_retry_at = now + MIN((usec_t)1 << MIN(s->pool_failures, 6U), 60U) *
-					     USEC_PER_SEC;
+		s->pool_retry_at =
+		    now + MIN((usec_t)1 << MIN(s->pool_failures, 6U), 60U) * USEC_PER_SEC;
 	}
 	pool_kick(s); /* one per loop turn: the loop stays responsive */
 }
@@ -1295,7 +1296,8 @@ pool_claim(Shim *s, const char *key, const char *id, const char *run_id, const c
 	r = sandbox_prepare_workspace(s, id, &ws);
 	if (r < 0) {
 		if (!s->create_err[0])
-			snprintf(s->create_err, sizeof(s->create_err), "workspace: %s", strerror(-r));
+			snprintf(s->create_err, sizeof(s->create_err), "workspace: %s",
+				 strerror(-r));
 		return r;
 	}
 	sb->key = strdup(key);
@@ -1362,8 +1364,8 @@ pool_dead(Sandbox *sb)
 /* Obtain a sandbox for key: from the pool, else a new one. *ret_ready: it is
  * serving already (the caller replies now rather than waiting for READY). */
 static int
-sandbox_obtain(Shim *s, const char *key, const char *id, const char *run_id,
-	       const char *thread_id, Sandbox **ret, bool *ret_ready)
+sandbox_obtain(Shim *s, const char *key, const char *id, const char *run_id, const char *thread_id,
+	       Sandbox **ret, bool *ret_ready)
 {
 	int r = pool_claim(s, key, id, run_id, thread_id, ret);
 
@@ -2325,7 +2327,7 @@ exec_replay(Exec *e, int stream, uint64_t off)
 		if (k < 0)
 			break;
 		if (k == 0 && at == off)
-			break; /* cannot happen (sealed against shrinking): never spin */
+			break;	     /* cannot happen (sealed against shrinking): never spin */
 		dropped += at - off; /* punched meanwhile */
 		off = at;
 		if (k == 0) {
@@ -3342,14 +3344,14 @@ adopt_cb(Adopted *a, void *ud)
 		 * directory, removed (with the bind) only when the sandbox is gone. */
 		char *dir = NULL;
 		struct stat st;
-		if (asprintf(&dir, "%s/%s", s->pool_root, sb->cg_id) >= 0 &&
-		    lstat(dir, &st) == 0 && S_ISDIR(st.st_mode))
+		if (asprintf(&dir, "%s/%s", s->pool_root, sb->cg_id) >= 0 && lstat(dir, &st) == 0 &&
+		    S_ISDIR(st.st_mode))
 			sb->pool_dir = dir;
 		else
 			free(dir);
 	}
 	if (cgroup_open(s->cgroups, sb->cg_id, &sb->cg) < 0)
-		sb->cg = NULL; /* no stats; the namespace still dies with its init */
+		sb->cg = NULL;		     /* no stats; the namespace still dies with its init */
 	sb->leaves_pending = sb->cg != NULL; /* leaves of released execs: pruned */
 	sb->sock_ev = event_new(s->base, sb->sock, EV_READ | EV_PERSIST, sandbox_sock_cb, sb);
 	sb->pidfd_ev = event_new(s->base, sb->pidfd, EV_READ, sandbox_pidfd_cb, sb);
@@ -3721,8 +3723,9 @@ exec_leaf_create(Exec *e, int *ret_fd)
 		LogCtx ctx = exec_ctx(e);
 		snprintf(s->create_err, sizeof(s->create_err), "%s",
 			 cerr.msg[0] ? cerr.msg : strerror(-r));
-		log_ctx_errno(LOG_ERR, r, &ctx, "Failed to create the cgroup of exec %" PRIu64 ": %s",
-			      e->id, s->create_err);
+		log_ctx_errno(LOG_ERR, r, &ctx,
+			      "Failed to create the cgroup of exec %" PRIu64 ": %s", e->id,
+			      s->create_err);
 		return r;
 	}
 	e->leaf = true;
@@ -3744,8 +3747,8 @@ exec_leaf_done(Exec *e)
 		sb->leaves_pending = true;
 	else if (r < 0) {
 		LogCtx ctx = exec_ctx(e);
-		log_ctx_errno(LOG_WARNING, r, &ctx, "Failed to remove the cgroup of exec %" PRIu64 ": %m",
-			      e->id);
+		log_ctx_errno(LOG_WARNING, r, &ctx,
+			      "Failed to remove the cgroup of exec %" PRIu64 ": %m", e->id);
 	}
 }
 

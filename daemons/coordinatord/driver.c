@@ -37,7 +37,8 @@ static void prep_next(Run *run);
 static void cancel_finish(Run *run);
 static void cancel_on_start(Run *run, int err, uint64_t exec_id);
 int run_aux_exec(Run *run, char *const *argv, char *const *env, const char *stdin_data,
-		 size_t stdin_len, void (*done)(Run *run, int64_t code, const char *out, size_t len));
+		 size_t stdin_len,
+		 void (*done)(Run *run, int64_t code, const char *out, size_t len));
 
 json_t *
 chunk_new(const char *type)
@@ -58,7 +59,8 @@ static Run *
 run_find_exec(Coordinator *c, uint64_t exec_id)
 {
 	for (Run *r = c->runs; r; r = r->next)
-		if ((r->state == RUN_EXECUTING || r->state == RUN_CANCELLING) && r->exec_id == exec_id)
+		if ((r->state == RUN_EXECUTING || r->state == RUN_CANCELLING) &&
+		    r->exec_id == exec_id)
 			return r;
 	return NULL;
 }
@@ -77,7 +79,7 @@ run_new(Coordinator *c, const char *run_id, const char *thread_id)
 		return NULL;
 	}
 	snprintf(run->tool_call_id, sizeof(run->tool_call_id), "call_%.8s", run->run_id);
-	run->log = (LogCtx){ .run_id = run->run_id, .thread_id = run->thread_id };
+	run->log = (LogCtx){.run_id = run->run_id, .thread_id = run->thread_id};
 	run->next = c->runs;
 	c->runs = run;
 	return run;
@@ -100,8 +102,8 @@ run_free(Run *run)
 	bridge_close(run); /* later calls 404; tools still running are killed */
 	/* reuse = none: the run's own sandbox and workspace go with its end (not
 	 * when we stop: a restarted coordinatord re-attaches to the run). */
-	if (!c->stopping && streq(c->conf.reuse, "none") &&
-	    run->sandbox_id && peer_is_ready(c->shim)) {
+	if (!c->stopping && streq(c->conf.reuse, "none") && run->sandbox_id &&
+	    peer_is_ready(c->shim)) {
 		MpWriter w;
 		mp_writer_init(&w);
 		mp_w_map(&w, 2);
@@ -259,7 +261,7 @@ sandbox_ensured(Peer *p, int err, const msgpack_object *body, void *ud)
 		snprintf(m, sizeof(m), "sandbox: %s", msg ? msg : strerror(-err));
 		mp_reader_done(&r);
 		run_fail(run, m,
-			 err == -ECONNRESET ? "sandbox_lost"
+			 err == -ECONNRESET  ? "sandbox_lost"
 			 : err == -ETIMEDOUT ? "queue_timeout"
 					     : "sandbox_error");
 		return;
@@ -280,7 +282,8 @@ sandbox_ensured(Peer *p, int err, const msgpack_object *body, void *ud)
 				  created ? "sandbox.created" : "sandbox.resumed", "value",
 				  "sandboxId", run->sandbox_id, "provider", "runwarden");
 	/* the record learns its sandbox with this event */
-	run_emit_fields(run, chunk, drive_state(run), json_pack("{s:s}", "sandboxId", run->sandbox_id));
+	run_emit_fields(run, chunk, drive_state(run),
+			json_pack("{s:s}", "sandboxId", run->sandbox_id));
 	run->prep = 0;
 	prep_next(run);
 }
@@ -372,9 +375,7 @@ prep_next(Run *run)
 		}
 		write_mcp_config(run); /* start_main() follows once the file is in place */
 		return;
-	default:
-		start_main(run);
-		return;
+	default: start_main(run); return;
 	}
 	if (r < 0)
 		run_fail(run, "sandbox: containerd-shim connection lost", "sandbox_lost");
@@ -384,7 +385,7 @@ prep_next(Run *run)
 static void
 start_main(Run *run)
 {
-	ExecSpec spec = { 0 };
+	ExecSpec spec = {0};
 	if (run->adapter->init && !run->astate && run->adapter->init(run) < 0) {
 		run_fail(run, "out of memory", "internal");
 		return;
@@ -398,7 +399,8 @@ start_main(Run *run)
 		const char *v = getenv(run->harness->secrets[i]);
 		if (!v || !*v) {
 			char m[256];
-			snprintf(m, sizeof(m), "harness '%s': secret %s is not set for coordinatord",
+			snprintf(m, sizeof(m),
+				 "harness '%s': secret %s is not set for coordinatord",
 				 run->harness->name, run->harness->secrets[i]);
 			exec_spec_done(&spec);
 			run_fail(run, m, "harness_error");
@@ -409,7 +411,8 @@ start_main(Run *run)
 	for (size_t i = 0; run->harness->env && run->harness->env[i]; i++)
 		strv_push(&spec.env, run->harness->env[i]);
 	if (run->bridge_live)
-		strv_pushf(&spec.env, "RUNWARDEN_MCP_CONFIG=/tmp/runwarden-mcp-%s.json", run->run_id);
+		strv_pushf(&spec.env, "RUNWARDEN_MCP_CONFIG=/tmp/runwarden-mcp-%s.json",
+			   run->run_id);
 	if (run->proxy_port) {
 		strv_pushf(&spec.env, "HTTPS_PROXY=http://127.0.0.1:%" PRIu64, run->proxy_port);
 		strv_pushf(&spec.env, "https_proxy=http://127.0.0.1:%" PRIu64, run->proxy_port);
@@ -436,8 +439,8 @@ static void
 write_mcp_config(Run *run)
 {
 	Coordinator *c = run->c;
-	static char *const argv[] = { (char *)"/bin/sh", (char *)"-c",
-				      (char *)"umask 077 && cat > \"$RUNWARDEN_MCP_CONFIG\"", NULL };
+	static char *const argv[] = {(char *)"/bin/sh", (char *)"-c",
+				     (char *)"umask 077 && cat > \"$RUNWARDEN_MCP_CONFIG\"", NULL};
 	char url[1024], base[300], *tq = evhttp_encode_uri(run->thread_id);
 	if (run->bridge_port) /* the forward inside the sandbox */
 		snprintf(base, sizeof(base), "http://127.0.0.1:%" PRIu64, run->bridge_port);
@@ -447,13 +450,13 @@ write_mcp_config(Run *run)
 	free(tq);
 	char auth[128];
 	snprintf(auth, sizeof(auth), "Bearer %s", run->bridge_token);
-	json_auto_t *cfg = json_pack("{s:{s:{s:s, s:s, s:{s:s}}}}", "mcpServers", "tanstack", "type",
-				     "http", "url", url, "headers", "Authorization", auth);
+	json_auto_t *cfg = json_pack("{s:{s:{s:s, s:s, s:{s:s}}}}", "mcpServers", "tanstack",
+				     "type", "http", "url", url, "headers", "Authorization", auth);
 	_cleanup_free_ char *text = cfg ? json_dump_compact(cfg) : NULL;
 	char env_path[128];
 	snprintf(env_path, sizeof(env_path), "RUNWARDEN_MCP_CONFIG=/tmp/runwarden-mcp-%s.json",
 		 run->run_id);
-	char *env[] = { (char *)"PATH=/usr/bin:/bin", env_path, NULL };
+	char *env[] = {(char *)"PATH=/usr/bin:/bin", env_path, NULL};
 	if (!text || run_aux_exec(run, argv, env, text, strlen(text), mcp_config_written) < 0)
 		run_fail(run, "sandbox: could not hand the MCP bridge configuration to the harness",
 			 "sandbox_error");
@@ -506,9 +509,10 @@ run_wait_timeout(evutil_socket_t fd, short what, void *arg)
 		run_fail(run, "sandbox: containerd-shim is not available", "sandbox_unavailable");
 	else if (run->state == RUN_REATTACH) /* the shim never came back to re-attach to */
 		run_fail(run,
-			 run->shim_lost ? "sandbox: containerd-shim did not come back within "
-					  "sandbox_wait_ms"
-					: "the run's sandbox process is gone (coordinatord restarted)",
+			 run->shim_lost
+			     ? "sandbox: containerd-shim did not come back within "
+			       "sandbox_wait_ms"
+			     : "the run's sandbox process is gone (coordinatord restarted)",
 			 "sandbox_lost");
 }
 
@@ -541,8 +545,9 @@ run_start_driving(Run *run, const json_t *messages, const json_t *metadata)
 	run_save_drive(run, drive_state(run));
 	run->wait_timer = evtimer_new(c->base, run_wait_timeout, run);
 	if (run->wait_timer)
-		evtimer_add(run->wait_timer,
-			    timeval_from_usec(&tv, (usec_t)c->conf.sandbox_wait_ms * USEC_PER_MSEC));
+		evtimer_add(
+		    run->wait_timer,
+		    timeval_from_usec(&tv, (usec_t)c->conf.sandbox_wait_ms * USEC_PER_MSEC));
 	run_drive(run);
 }
 
@@ -562,8 +567,8 @@ cancel_finish(Run *run)
 	run->state = RUN_CANCELLING; /* flush may not end it; make sure run_end can */
 	log_ctx_msgid(LOG_NOTICE, &run->log, RW_MESSAGE_RUN_CANCELLED, "Run cancelled");
 	run_end(run,
-		json_pack("{s:s, s:s, s:s}", "type", "RUN_ERROR", "message", "run cancelled", "code",
-			  "aborted"),
+		json_pack("{s:s, s:s, s:s}", "type", "RUN_ERROR", "message", "run cancelled",
+			  "code", "aborted"),
 		"aborted",
 		json_pack("{s:b, s:{s:s, s:s}}", "cancelRequested", 1, "error", "message",
 			  "run cancelled", "code", "aborted"));
@@ -592,7 +597,8 @@ cancel_killed(Peer *p, int err, const msgpack_object *body, void *ud)
 
 	if (err < 0 && err != -ENOENT)
 		log_ctx_errno(LOG_WARNING, err, &run->log,
-			      "Killing exec %" PRIu64 " for a cancel failed: %m; finishing the run anyway",
+			      "Killing exec %" PRIu64
+			      " for a cancel failed: %m; finishing the run anyway",
 			      run->exec_id);
 	/* -ENOENT: the exec is gone already. Else its EXEC_EXIT finishes the
 	 * cancel (shim_exec_exit), unless we are not attached to it. */
@@ -769,7 +775,8 @@ shim_exec_exit(Peer *p, const Frame *f, void *ud)
 		void (*done)(Run *, int64_t, const char *, size_t) = run->post_done;
 		run->post_done = NULL;
 		if (done)
-			done(run, code, run->post_out.data ? run->post_out.data : "", run->post_out.len);
+			done(run, code, run->post_out.data ? run->post_out.data : "",
+			     run->post_out.len);
 		return 0;
 	}
 	run_flush_output(run, true);
@@ -807,7 +814,7 @@ post_started(Peer *p, int err, const msgpack_object *body, void *ud)
 	run->exec_id = exec_id;
 	for (int i = 1; i <= 2; i++) {
 		outbuf_done(&run->out[i]);
-		run->out[i] = (OutBuf){ 0 };
+		run->out[i] = (OutBuf){0};
 	}
 	run->state = RUN_EXECUTING;
 }
@@ -822,7 +829,7 @@ run_aux_exec(Run *run, char *const *argv, char *const *env, const char *stdin_da
 	if (!peer_is_ready(c->shim) || !run->sandbox_id)
 		return -ENOTCONN;
 	outbuf_done(&run->post_out);
-	run->post_out = (OutBuf){ 0 };
+	run->post_out = (OutBuf){0};
 	mp_writer_init(&w);
 	mp_w_map(&w, 5 + (stdin_data ? 1 : 0));
 	mp_w_str(&w, "sandbox_id", run->sandbox_id);
@@ -846,8 +853,8 @@ int
 run_post_exec(Run *run, char *const *argv,
 	      void (*done)(Run *run, int64_t code, const char *out, size_t len))
 {
-	static char *const env[] = { (char *)"PATH=/usr/local/bin:/usr/bin:/bin",
-				     (char *)"HOME=/workspace", (char *)"LANG=C.UTF-8", NULL };
+	static char *const env[] = {(char *)"PATH=/usr/local/bin:/usr/bin:/bin",
+				    (char *)"HOME=/workspace", (char *)"LANG=C.UTF-8", NULL};
 	return run_aux_exec(run, argv, env, NULL, 0, done);
 }
 
@@ -867,8 +874,8 @@ shim_sandbox_queued(Peer *p, const Frame *f, void *ud)
 		if (run && run->state == RUN_ENSURING) {
 			run->queued = true;
 			run_emit(run,
-				 json_pack("{s:s, s:s, s:{s:I}}", "type", "CUSTOM", "name", "run.queued",
-					   "value", "position", (json_int_t)position),
+				 json_pack("{s:s, s:s, s:{s:I}}", "type", "CUSTOM", "name",
+					   "run.queued", "value", "position", (json_int_t)position),
 				 NULL);
 		}
 	}
@@ -878,9 +885,9 @@ shim_sandbox_queued(Peer *p, const Frame *f, void *ud)
 }
 
 const PeerHandler shim_handlers[_MSG_TYPE_MAX] = {
-	[MSG_EXEC_OUTPUT] = shim_exec_output,
-	[MSG_EXEC_EXIT] = shim_exec_exit,
-	[MSG_SANDBOX_QUEUED] = shim_sandbox_queued,
+    [MSG_EXEC_OUTPUT] = shim_exec_output,
+    [MSG_EXEC_EXIT] = shim_exec_exit,
+    [MSG_SANDBOX_QUEUED] = shim_sandbox_queued,
 };
 
 /* ---------- re-attach after a restart ---------- */
@@ -938,17 +945,18 @@ exec_attached(Peer *p, int err, const msgpack_object *body, void *ud)
 		return;
 	}
 	if (err < 0) {
-		log_ctx_errno(LOG_WARNING, err, &run->log, "Cannot re-attach to exec %" PRIu64 ": %m",
-			      run->exec_id);
+		log_ctx_errno(LOG_WARNING, err, &run->log,
+			      "Cannot re-attach to exec %" PRIu64 ": %m", run->exec_id);
 		run_fail(run,
 			 run->shim_lost
-				 ? "the run's sandbox process is gone (containerd-shim restarted)"
-				 : "the run's sandbox process is gone (coordinatord restarted)",
+			     ? "the run's sandbox process is gone (containerd-shim restarted)"
+			     : "the run's sandbox process is gone (coordinatord restarted)",
 			 "sandbox_lost");
 		return;
 	}
-	log_ctx(LOG_NOTICE, &run->log, "Re-attached to exec %" PRIu64 " at offsets %" PRIu64
-		"/%" PRIu64, run->exec_id, run->out[1].taken, run->out[2].taken);
+	log_ctx(LOG_NOTICE, &run->log,
+		"Re-attached to exec %" PRIu64 " at offsets %" PRIu64 "/%" PRIu64, run->exec_id,
+		run->out[1].taken, run->out[2].taken);
 	if (run->wait_timer)
 		event_del(run->wait_timer);
 	run->state = RUN_EXECUTING;
@@ -970,8 +978,8 @@ reattach(Run *run)
 	if (r < 0)
 		run_fail(run,
 			 run->shim_lost
-				 ? "the run's sandbox process is gone (containerd-shim restarted)"
-				 : "the run's sandbox process is gone (coordinatord restarted)",
+			     ? "the run's sandbox process is gone (containerd-shim restarted)"
+			     : "the run's sandbox process is gone (coordinatord restarted)",
 			 "sandbox_lost");
 }
 
@@ -1025,21 +1033,22 @@ recover_cb(const char *run_id, json_t *record, void *ud)
 	run->exec_id = (uint64_t)exec_id;
 	for (int s = 1; s <= 2; s++)
 		run->out[s].taken = run->out[s].added =
-			(uint64_t)json_integer_value(json_array_get(consumed, (size_t)s - 1));
+		    (uint64_t)json_integer_value(json_array_get(consumed, (size_t)s - 1));
 	run->state = RUN_REATTACH;
 	/* re-attaching waits for the shim at most sandbox_wait_ms (the watchdog spares it) */
 	struct timeval tv;
 	run->wait_timer = evtimer_new(c->base, run_wait_timeout, run);
 	if (run->wait_timer)
-		evtimer_add(run->wait_timer,
-			    timeval_from_usec(&tv, (usec_t)c->conf.sandbox_wait_ms * USEC_PER_MSEC));
+		evtimer_add(
+		    run->wait_timer,
+		    timeval_from_usec(&tv, (usec_t)c->conf.sandbox_wait_ms * USEC_PER_MSEC));
 	json_decref(drive);
 }
 
 void
 driver_recover(Coordinator *c)
 {
-	RecoverCtx rc = { .c = c };
+	RecoverCtx rc = {.c = c};
 	int r = runlog_foreach_running(c->runlog, recover_cb, &rc);
 	if (r < 0)
 		log_error_errno(r, "Failed to scan the run log for active runs: %m");
@@ -1104,10 +1113,10 @@ shim_closed(Peer *p, int err, void *ud)
 }
 
 static const PeerOps shim_ops = {
-	.local_role = ROLE_COORD,
-	.handlers = shim_handlers,
-	.on_ready = shim_ready,
-	.on_close = shim_closed,
+    .local_role = ROLE_COORD,
+    .handlers = shim_handlers,
+    .on_ready = shim_ready,
+    .on_close = shim_closed,
 };
 
 static void
