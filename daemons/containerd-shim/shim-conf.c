@@ -23,13 +23,11 @@ const ConfItem shim_conf_items[] = {
      64LL * 1024 * 1024 * 1024, "size cap of the sandbox /tmp and /dev/shm tmpfs"},
     {S, "tmp_inodes", CONF_INT, offsetof(ShimConf, tmp_inodes), "65536", 64, 1 << 24,
      "inode cap of the sandbox /tmp and of its /dev/shm (each); more files fail with ENOSPC"},
-    {S, "workspace_quota", CONF_SIZE, offsetof(ShimConf, workspace_quota), "0", 0,
-     INT64_MAX / 2,
+    {S, "workspace_quota", CONF_SIZE, offsetof(ShimConf, workspace_quota), "0", 0, INT64_MAX / 2,
      "bytes each workspace may hold (project quota; 0 = none; past it writes fail with "
      "EDQUOT on ext4, ENOSPC on XFS): needs sandbox_dir on ext4 -o prjquota or XFS "
      "-o pquota, else sandbox creation fails"},
-    {S, "workspace_inodes", CONF_INT, offsetof(ShimConf, workspace_inodes), "0", 0,
-     4294967295LL,
+    {S, "workspace_inodes", CONF_INT, offsetof(ShimConf, workspace_inodes), "0", 0, 4294967295LL,
      "project quota of each workspace, inodes (the workspace itself included; "
      "0 = none); needs project quotas like workspace_quota"},
     {S, "workspace_projid_base", CONF_INT, offsetof(ShimConf, ws_projid_base), "1000000", 1,

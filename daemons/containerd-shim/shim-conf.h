@@ -16,14 +16,14 @@
 
 typedef struct ShimConf {
 	SharedConf shared;
-	char *sandbox_dir;	 /* per-sandbox state; "" = <state_dir>/sandboxes */
-	char *ro_binds;		 /* space-separated host paths bound read-only into the root */
-	int64_t tmp_size;	 /* size= of the sandbox /tmp (and /dev/shm) tmpfs, bytes */
-	int64_t tmp_inodes;	 /* nr_inodes= of the sandbox /tmp and /dev/shm tmpfs, each */
+	char *sandbox_dir;	  /* per-sandbox state; "" = <state_dir>/sandboxes */
+	char *ro_binds;		  /* space-separated host paths bound read-only into the root */
+	int64_t tmp_size;	  /* size= of the sandbox /tmp (and /dev/shm) tmpfs, bytes */
+	int64_t tmp_inodes;	  /* nr_inodes= of the sandbox /tmp and /dev/shm tmpfs, each */
 	int64_t workspace_quota;  /* project quota on each workspace, bytes; 0 = none */
 	int64_t workspace_inodes; /* project quota on each workspace, inodes; 0 = none */
 	int64_t ws_projid_base, ws_projid_count; /* project ids the workspaces get */
-	int64_t sandbox_uid;	 /* uid and gid of the sandbox user, inside */
+	int64_t sandbox_uid;			 /* uid and gid of the sandbox user, inside */
 	int64_t host_uid;	 /* host uid and gid that sandbox_uid maps to; never 0 */
 	int64_t drain_timeout;	 /* ms to wait for pipe EOF after an exec's leader exited */
 	int64_t max_pending;	 /* bytes queued to a peer before exec output reading pauses */
