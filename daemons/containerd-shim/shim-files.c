@@ -281,8 +281,8 @@ take_path(const void *v, size_t len, bool root_ok, char **ret)
 }
 
 int
-shim_files_handle(Shim *s, const ShimConf *conf, ShimPrepareWorkspace prepare, Peer *p,
-		  const Frame *f)
+shim_files_handle(Shim *s, const ShimConf *conf, ShimPrepareWorkspace prepare,
+		  ShimWorkspaceBusy busy, Peer *p, const Frame *f)
 {
 	const char *key = NULL, *opname = NULL;
 	const void *pv = NULL, *tv = NULL, *data = NULL;
@@ -323,6 +323,13 @@ shim_files_handle(Shim *s, const ShimConf *conf, ShimPrepareWorkspace prepare, P
 	if (mode > 0777) {
 		reply_err(p, f->req_id, -EINVAL, "bad_request",
 			  "mode must be permission bits (at most 0777)");
+		k = 0;
+		goto out;
+	}
+	if (op_writes(op) && busy(s, id)) {
+		/* A change would be half in the archive, or lost with the old tree. */
+		reply_err(p, f->req_id, -EBUSY, "busy",
+			  "a snapshot or restore of this workspace is running");
 		k = 0;
 		goto out;
 	}

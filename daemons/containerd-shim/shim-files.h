@@ -36,6 +36,10 @@ typedef int (*ShimPrepareWorkspace)(Shim *s, const char *id, char **ret_path);
 /* Most entries one list returns (beyond: too_large). */
 #define SHIM_FILES_LIST_MAX 10000
 
+/* shim.c's "a snapshot or restore job runs on this sandbox id": changes are
+ * refused then (busy), reads go on. */
+typedef bool (*ShimWorkspaceBusy)(Shim *s, const char *id);
+
 /* The handler; answers itself (0) or returns a negative errno (-EBADMSG). */
-int shim_files_handle(Shim *s, const ShimConf *conf, ShimPrepareWorkspace prepare, Peer *p,
-		      const Frame *f);
+int shim_files_handle(Shim *s, const ShimConf *conf, ShimPrepareWorkspace prepare,
+		      ShimWorkspaceBusy busy, Peer *p, const Frame *f);

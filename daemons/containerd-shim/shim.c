@@ -3050,31 +3050,18 @@ out:
 }
 
 /* SANDBOX_FILE: the workspace file API (shim-files.c). */
+static bool
+workspace_busy(Shim *s, const char *id)
+{
+	return snapjob_find(s->jobs, id) != NULL;
+}
+
 static int
 handle_sandbox_file(Peer *p, const Frame *f, void *userdata)
 {
 	Conn *c = userdata;
-	const char *key = NULL, *op = NULL;
-	char id[17];
-	bool busy = false;
-	MpReader r;
-
-	/* A change while a snapshot archives the workspace (or a restore replaces
-	 * it) would be half in the archive, or lost with the old tree: refused. */
-	mp_reader_init(&r, f->body);
-	mp_read_str_opt(&r, "key", &key, NULL);
-	mp_read_str_opt(&r, "op", &op, NULL);
-	if (r.err >= 0 && key && op && !streq(op, "read") && !streq(op, "get") &&
-	    !streq(op, "list") && !streq(op, "lstat") &&
-	    shim_sandbox_id(key, strlen(key), id) >= 0 && snapjob_find(c->shim->jobs, id))
-		busy = true;
-	mp_reader_done(&r);
-	if (busy) {
-		(void)peer_reply_error(p, f->req_id, -EBUSY,
-				       "busy: a snapshot or restore of this workspace is running");
-		return 0;
-	}
-	return shim_files_handle(c->shim, c->shim->conf, sandbox_prepare_workspace, p, f);
+	return shim_files_handle(c->shim, c->shim->conf, sandbox_prepare_workspace, workspace_busy,
+				 p, f);
 }
 
 static const PeerHandler shim_handlers[_MSG_TYPE_MAX] = {

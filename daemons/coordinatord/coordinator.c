@@ -513,6 +513,15 @@ out:
  * refused (-EBUSY) while a run of the thread is active. The shim holds the
  * ENSUREs of a key while its restore runs, so a RUN_START that comes in
  * meanwhile has its ENSURE served after the restore, on the restored workspace. */
+Client *
+coordinator_client_live(Coordinator *c, Client *cl)
+{
+	for (Client *i = c->clients; i; i = i->next)
+		if (i == cl)
+			return cl;
+	return NULL;
+}
+
 typedef struct SnapshotCall {
 	Coordinator *c;
 	Client *cl; /* checked against c->clients on reply: it may be gone */
@@ -526,10 +535,8 @@ static void
 snapshot_replied(Peer *shim, int err, const msgpack_object *body, void *ud)
 {
 	SnapshotCall *sc = ud;
-	Client *cl = sc->c->clients;
+	Client *cl = coordinator_client_live(sc->c, sc->cl);
 
-	while (cl && cl != sc->cl)
-		cl = cl->next;
 	if (!cl)
 		goto out;
 	if (err < 0) {

@@ -32,10 +32,8 @@ static void
 file_replied(Peer *shim, int err, const msgpack_object *body, void *ud)
 {
 	FileCall *fc = ud;
-	Client *cl = fc->c->clients;
+	Client *cl = coordinator_client_live(fc->c, fc->cl);
 
-	while (cl && cl != fc->cl)
-		cl = cl->next;
 	if (!cl)
 		goto out;
 	if (err < 0) {
