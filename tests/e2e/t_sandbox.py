@@ -199,11 +199,22 @@ def install_try_syscall(s, thread):
     os.chmod(dst, 0o755)
 
 
+def host_refuses_int80():
+    """Some hypervisors (PVM guests) cannot run a 32-bit int 0x80 from a 64-bit
+    process at all: the unconfined host gets SIGSEGV, so the sandbox can only
+    get that too (the filter's SIGSYS never gets a chance)."""
+    out = subprocess.run([TRY_SYSCALL, "int80"], capture_output=True, text=True).stdout
+    return out.strip() == "int80=SIGSEGV"
+
+
 def test_seccomp_matrix_exact_errnos(s):
     install_try_syscall(s, "t-sec")
     out = run_ok(s, "/workspace/try-syscall " + " ".join(MATRIX), thread="t-sec")
     got = dict(line.split("=", 1) for line in out.splitlines())
-    wrong = {k: (got.get(k), v) for k, v in MATRIX.items() if got.get(k) != v}
+    want = dict(MATRIX)
+    if host_refuses_int80():
+        want["int80"] = "SIGSEGV"
+    wrong = {k: (got.get(k), v) for k, v in want.items() if got.get(k) != v}
     assert not wrong, wrong
     # the sandbox is still healthy after the kills
     assert run_ok(s, "echo alive", thread="t-sec") == "alive\n"
