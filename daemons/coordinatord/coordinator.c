@@ -137,23 +137,17 @@ handle_run_start(Peer *p, const Frame *f, void *ud)
 		goto out;
 	}
 
-	if (idem) {
-		ret = runlog_idem_get(c->runlog, thread_id, idem, run_id);
-		if (ret == 0) {
-			ret = reply_run_id(p, f->req_id, run_id);
-			goto out;
-		}
-		if (ret != -ENOENT)
-			goto out;
-	}
-
 	uuid_v4(run_id);
-	/* durable before the 202: its own transaction, fsync'd */
-	ret = runlog_create(c->runlog, run_id, thread_id, harness, now_epoch_ms(), NULL);
-	if (ret == 0 && idem)
-		ret = runlog_idem_put(c->runlog, thread_id, idem, run_id);
+	/* durable before the 202: one transaction with its idempotency key, fsync'd */
+	bool created = false;
+	ret = runlog_create_keyed(c->runlog, run_id, thread_id, harness, now_epoch_ms(), idem,
+				  &created);
 	if (ret < 0) {
 		log_error_errno(ret, "Failed to register a run: %m");
+		goto out;
+	}
+	if (!created) { /* the key named an earlier run: that is the answer */
+		ret = reply_run_id(p, f->req_id, run_id);
 		goto out;
 	}
 	c->m.runs_started++;

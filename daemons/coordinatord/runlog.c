@@ -209,15 +209,55 @@ int
 runlog_create(RunLog *l, const char *run_id, const char *thread_id, const char *harness,
 	      int64_t now_ms, bool *ret_created)
 {
+	char id[RUN_ID_LEN + 1];
+
+	if (!valid_run_id(run_id))
+		return -EINVAL;
+	memcpy(id, run_id, RUN_ID_LEN + 1);
+	return runlog_create_keyed(l, id, thread_id, harness, now_ms, NULL, ret_created);
+}
+
+static int idem_key(char *buf, size_t bufsz, const char *thread_id, const char *key, MDB_val *ret);
+static int idem_put_txn(MDB_txn *txn, RunLog *l, const MDB_val *k, const char *run_id);
+
+int
+runlog_create_keyed(RunLog *l, char run_id[RUN_ID_LEN + 1], const char *thread_id,
+		    const char *harness, int64_t now_ms, const char *idem, bool *ret_created)
+{
 	MDB_txn *txn;
 	json_t *existing = NULL, *rec = NULL;
+	char ibuf[512];
+	MDB_val ik, iv;
 	int r;
 
 	if (!valid_run_id(run_id) || !thread_id || strlen(thread_id) > THREAD_ID_MAX)
 		return -EINVAL;
+	if (idem) {
+		r = idem_key(ibuf, sizeof(ibuf), thread_id, idem, &ik);
+		if (r < 0)
+			return r;
+	}
 	r = mdb_errno(mdb_txn_begin(l->env, NULL, 0, &txn));
 	if (r < 0)
 		return r;
+	/* Write transactions are serialised: the key's look-up and its store
+	 * below are one atomic step, and the key is durable exactly when the
+	 * run is. */
+	if (idem) {
+		r = mdb_errno(mdb_get(txn, l->idem, &ik, &iv));
+		if (r == 0) {
+			mdb_txn_abort(txn);
+			if (iv.mv_size != RUN_ID_LEN)
+				return -EUCLEAN;
+			memcpy(run_id, iv.mv_data, RUN_ID_LEN);
+			run_id[RUN_ID_LEN] = '\0';
+			if (ret_created)
+				*ret_created = false;
+			return 0;
+		}
+		if (r != -ENOENT)
+			goto fail;
+	}
 	r = get_record(txn, l, run_id, &existing);
 	if (r == 0) {
 		json_decref(existing);
@@ -252,6 +292,8 @@ runlog_create(RunLog *l, const char *run_id, const char *thread_id, const char *
 	memcpy(key + tl + 9, run_id, RUN_ID_LEN);
 	MDB_val k = {tl + 9 + RUN_ID_LEN, key}, v = {0, (void *)""};
 	r = mdb_errno(mdb_put(txn, l->thread_runs, &k, &v, 0));
+	if (r == 0 && idem)
+		r = idem_put_txn(txn, l, &ik, run_id);
 	if (r < 0)
 		goto fail;
 	json_decref(rec);
@@ -778,19 +820,11 @@ runlog_idem_get(RunLog *l, const char *thread_id, const char *key, char ret[RUN_
 	return r;
 }
 
-int
-runlog_idem_put(RunLog *l, const char *thread_id, const char *key, const char *run_id)
+static int
+idem_put_txn(MDB_txn *txn, RunLog *l, const MDB_val *k, const char *run_id)
 {
-	char buf[512];
-	MDB_val k, v = {RUN_ID_LEN, (void *)run_id};
-	MDB_txn *txn;
-	int r = idem_key(buf, sizeof(buf), thread_id, key, &k);
-	if (r < 0)
-		return r;
-	r = mdb_errno(mdb_txn_begin(l->env, NULL, 0, &txn));
-	if (r < 0)
-		return r;
-	r = mdb_errno(mdb_put(txn, l->idem, &k, &v, 0));
+	MDB_val v = {RUN_ID_LEN, (void *)run_id};
+	int r = mdb_errno(mdb_put(txn, l->idem, (MDB_val *)k, &v, 0));
 	if (r == 0) {
 		/* reverse entry "\x01" runId → thread\0key, so pruning the run
 		 * can drop its key (thread ids never hold control bytes) */
@@ -798,8 +832,24 @@ runlog_idem_put(RunLog *l, const char *thread_id, const char *key, const char *r
 		rk[0] = 1;
 		memcpy(rk + 1, run_id, RUN_ID_LEN);
 		MDB_val rkv = {sizeof(rk), rk};
-		r = mdb_errno(mdb_put(txn, l->idem, &rkv, &k, 0));
+		r = mdb_errno(mdb_put(txn, l->idem, &rkv, (MDB_val *)k, 0));
 	}
+	return r;
+}
+
+int
+runlog_idem_put(RunLog *l, const char *thread_id, const char *key, const char *run_id)
+{
+	char buf[512];
+	MDB_val k;
+	MDB_txn *txn;
+	int r = idem_key(buf, sizeof(buf), thread_id, key, &k);
+	if (r < 0)
+		return r;
+	r = mdb_errno(mdb_txn_begin(l->env, NULL, 0, &txn));
+	if (r < 0)
+		return r;
+	r = idem_put_txn(txn, l, &k, run_id);
 	if (r < 0) {
 		mdb_txn_abort(txn);
 		return r;

@@ -92,6 +92,14 @@ int runlog_read(RunLog *l, const char *run_id, int64_t from_seq, size_t max,
 		RunLogEvents *ret_events, json_t **ret_record);
 void runlog_events_done(RunLogEvents *e);
 
+/* runlog_create with an idempotency key, in one transaction: when the key
+ * (per thread) is already stored, run_id is overwritten with its run and
+ * *ret_created is false; otherwise the record, its thread index entry and the
+ * key are committed together (a crash can never leave a run without its key,
+ * which would let a retry start a second one). idem may be NULL. */
+int runlog_create_keyed(RunLog *l, char run_id[RUN_ID_LEN + 1], const char *thread_id,
+			const char *harness, int64_t now_ms, const char *idem, bool *ret_created);
+
 /* Idempotency keys: look up (→ run id copy in ret, or -ENOENT) and store. */
 int runlog_idem_get(RunLog *l, const char *thread_id, const char *key, char ret[RUN_ID_LEN + 1]);
 int runlog_idem_put(RunLog *l, const char *thread_id, const char *key, const char *run_id);

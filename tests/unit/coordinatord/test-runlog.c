@@ -683,6 +683,67 @@ test_runlog_map_full_is_enospc(void **state)
 	assert_int_equal(last_seq(f->l, RUN_A), good);
 }
 
+/* POST /runs with an Idempotency-Key: the run and its key commit in one
+ * transaction. A retry finds the first run; a start that cannot commit leaves
+ * neither the run nor the key (issue 12: a crash between two transactions let
+ * a retry start a second run). */
+static void
+test_runlog_create_keyed_is_one_transaction(void **state)
+{
+	Fix *f = *state;
+	char id[RUN_ID_LEN + 1], key[400];
+	bool created = false;
+	json_t *list = NULL;
+	int r = 0, i;
+
+	strcpy(id, RUN_A);
+	assert_int_equal(runlog_create_keyed(f->l, id, "t1", "shell", 1, "k", &created), 0);
+	assert_true(created);
+	strcpy(id, RUN_B);
+	assert_int_equal(runlog_create_keyed(f->l, id, "t1", "shell", 2, "k", &created), 0);
+	assert_false(created);
+	assert_string_equal(id, RUN_A);
+	assert_int_equal(runlog_get(f->l, RUN_B, &list), -ENOENT);
+	assert_int_equal(runlog_thread_runs(f->l, "t1", NULL, &list), 0);
+	assert_int_equal(json_array_size(list), 1);
+	json_decref(list);
+	/* the same key in another thread is another run */
+	strcpy(id, RUN_C);
+	assert_int_equal(runlog_create_keyed(f->l, id, "t2", NULL, 3, "k", &created), 0);
+	assert_true(created);
+	assert_string_equal(id, RUN_C);
+
+	/* a map too small for the next start: the failing start stores nothing */
+	runlog_free(f->l);
+	f->l = NULL;
+	rm_dir(f->dir);
+	assert_non_null(mkdtemp(strcpy(f->dir, "/tmp/test-runlog-XXXXXX")));
+	assert_int_equal(open_log(f, 64 * 1024, false), 0);
+	memset(key, 'k', sizeof(key) - 1);
+	key[sizeof(key) - 1] = '\0';
+	for (i = 0; i < 4096; i++) {
+		snprintf(id, sizeof(id), "00000000-0000-4000-8000-%012x", i);
+		snprintf(key, 16, "%08x-", i);
+		key[9] = 'k';
+		r = runlog_create_keyed(f->l, id, "thread-with-a-long-name", NULL, i, key,
+					&created);
+		if (r < 0)
+			break;
+		assert_true(created);
+	}
+	assert_int_equal(r, -ENOSPC);
+	assert_true(i > 0);
+	char got[RUN_ID_LEN + 1];
+	assert_int_equal(runlog_idem_get(f->l, "thread-with-a-long-name", key, got), -ENOENT);
+	assert_int_equal(runlog_get(f->l, id, &list), -ENOENT);
+	/* the one before it has both */
+	snprintf(id, sizeof(id), "00000000-0000-4000-8000-%012x", i - 1);
+	snprintf(key, 16, "%08x-", i - 1);
+	key[9] = 'k';
+	assert_int_equal(runlog_idem_get(f->l, "thread-with-a-long-name", key, got), 0);
+	assert_string_equal(got, id);
+}
+
 /* ---- group commit, watchdog transaction, threads, retention (issue 3) ---- */
 
 static void
@@ -940,6 +1001,8 @@ main(void)
 	    cmocka_unit_test_setup_teardown(test_runlog_update, setup, teardown),
 	    cmocka_unit_test_setup_teardown(test_runlog_survives_reopen, setup, teardown),
 	    cmocka_unit_test_setup_teardown(test_runlog_idempotency, setup, teardown),
+	    cmocka_unit_test_setup_teardown(test_runlog_create_keyed_is_one_transaction, setup,
+					    teardown),
 	    cmocka_unit_test_setup_teardown(test_runlog_foreach_running, setup, teardown),
 	    cmocka_unit_test_setup_teardown(test_runlog_map_full_is_enospc, setup, teardown),
 	    cmocka_unit_test_setup_teardown(test_runlog_batch_spans_runs_and_refuses_per_op, setup,
