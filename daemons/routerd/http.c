@@ -92,10 +92,17 @@ on_message_begin(http_parser *p)
 	req_reset(&c->req);
 	c->req.started = now_usec();
 	/* The idle timeout restarts with every byte; this one bounds the whole
-	 * head, so a client trickling a header a byte at a time is cut off. */
-	evtimer_add(
-	    c->head_timer,
-	    timeval_from_usec(&tv, (usec_t)c->router->conf->header_timeout_ms * USEC_PER_MSEC));
+	 * head, so a client trickling a header a byte at a time is cut off. The
+	 * first request keeps the deadline set at accept (first_request_timeout_ms)
+	 * when that comes sooner. */
+	usec_t head = (usec_t)c->router->conf->header_timeout_ms * USEC_PER_MSEC;
+	if (c->unserved) {
+		usec_t first = c->accepted_at +
+			       (usec_t)c->router->conf->first_request_timeout_ms * USEC_PER_MSEC;
+		if (first < c->req.started + head)
+			head = first > c->req.started ? first - c->req.started : 1;
+	}
+	evtimer_add(c->head_timer, timeval_from_usec(&tv, head));
 	return 0;
 }
 
@@ -198,6 +205,7 @@ on_headers_complete(http_parser *p)
 
 	c->in_body = true;
 	evtimer_del(c->head_timer);
+	c->unserved = addr_unserved_release(c->router->unserved, c->unserved);
 	if (p->http_major != 1)
 		return fail_400(c, 505, "only HTTP/1.0 and HTTP/1.1 are served");
 	for (size_t i = 0; i < q->n_headers; i++) {
@@ -661,14 +669,43 @@ http_conn_new(Router *r, int fd, const struct sockaddr *sa, int salen)
 {
 	_cleanup_close_ int sfd = fd;
 	struct timeval tv;
+	AddrSlot *slot = NULL;
 	HttpConn *c;
-	int one = 1;
+	int one = 1, rr;
 
+	/* The per-address cap holds once half of max_connections is in use: a
+	 * burst of tails from one client is fine, a flood cannot take the rest. */
+	rr = addr_unserved_take(r->unserved, sa,
+				r->n_conns * 2 >= (size_t)r->conf->max_connections
+				    ? (size_t)r->conf->max_unserved_per_address
+				    : 0,
+				&slot);
+	if (rr < 0) {
+		c = NULL;
+		if (rr == -EBUSY) {
+			char a[INET6_ADDRSTRLEN] = "?";
+			if (sa->sa_family == AF_INET)
+				evutil_inet_ntop(AF_INET,
+						 &((const struct sockaddr_in *)sa)->sin_addr, a,
+						 sizeof(a));
+			else if (sa->sa_family == AF_INET6)
+				evutil_inet_ntop(AF_INET6,
+						 &((const struct sockaddr_in6 *)sa)->sin6_addr, a,
+						 sizeof(a));
+			router_conn_refused(r, a);
+			return 0; /* closed: not an error of routerd's */
+		}
+		return rr;
+	}
 	c = calloc(1, sizeof(*c));
-	if (!c)
+	if (!c) {
+		addr_unserved_release(r->unserved, slot);
 		return -ENOMEM;
+	}
 	c->router = r;
 	c->state = CONN_HTTP;
+	c->unserved = slot;
+	c->accepted_at = now_usec();
 	if (sa->sa_family == AF_INET6) {
 		char a[INET6_ADDRSTRLEN] = "?";
 		const struct sockaddr_in6 *s6 = (const struct sockaddr_in6 *)sa;
@@ -692,6 +729,7 @@ http_conn_new(Router *r, int fd, const struct sockaddr *sa, int salen)
 			event_free(c->timer);
 		if (c->head_timer)
 			event_free(c->head_timer);
+		addr_unserved_release(r->unserved, c->unserved);
 		free(c);
 		return -ENOMEM;
 	}
@@ -702,6 +740,10 @@ http_conn_new(Router *r, int fd, const struct sockaddr *sa, int salen)
 	bufferevent_set_timeouts(c->bev, &tv, &tv);
 	bufferevent_setcb(c->bev, read_cb, write_cb, event_cb, c);
 	bufferevent_enable(c->bev, EV_READ | EV_WRITE);
+	/* the first head must be complete by then, however it trickles in */
+	evtimer_add(
+	    c->head_timer,
+	    timeval_from_usec(&tv, (usec_t)r->conf->first_request_timeout_ms * USEC_PER_MSEC));
 	router_conn_added(r, c);
 	return 0;
 }
@@ -722,6 +764,7 @@ http_conn_free(HttpConn *c)
 	if (c->bev)
 		bufferevent_free(c->bev);
 	req_reset(&c->req);
+	c->unserved = addr_unserved_release(c->router->unserved, c->unserved);
 	router_conn_removed(c->router, c);
 	free(c);
 }

@@ -56,11 +56,16 @@ metrics_format(const Router *r, bool coord_up, char **ret, size_t *ret_len)
 		fprintf(f, "runwarden_router_ws_closes_total{reason=\"%s\"} %" PRIu64 "\n",
 			drop_names[d], r->ws_drops[d]);
 	fprintf(f,
+		"# HELP runwarden_router_connections_refused_total Connections closed at accept "
+		"because their address held max_unserved_per_address connections without a "
+		"request head.\n"
+		"# TYPE runwarden_router_connections_refused_total counter\n"
+		"runwarden_router_connections_refused_total %" PRIu64 "\n"
 		"# HELP runwarden_router_coordinator_up Whether coordinatord answered routerd's "
 		"status request.\n"
 		"# TYPE runwarden_router_coordinator_up gauge\n"
 		"runwarden_router_coordinator_up %d\n",
-		coord_up ? 1 : 0);
+		r->conns_refused, coord_up ? 1 : 0);
 	if (fclose(f) != 0) {
 		free(buf);
 		return -ENOMEM;

@@ -37,6 +37,16 @@ const ConfItem router_conf_items[] = {
      1000000,
      "client connections (HTTP and WebSocket) served at once; accepting pauses "
      "beyond"},
+    {"routerd", "max_unserved_per_address", CONF_INT,
+     offsetof(RouterConf, max_unserved_per_address), "64", 0, 1000000,
+     "once half of max_connections is in use: connections one client address (an IPv6 /64) "
+     "may hold open before their first request head is complete; a further one is closed at "
+     "once, so a flood of half-open connections cannot fill max_connections for everyone "
+     "(tails and keep-alive connections do not count); 0 = no limit"},
+    {"routerd", "first_request_timeout_ms", CONF_INT,
+     offsetof(RouterConf, first_request_timeout_ms), "10000", 100, 3600000,
+     "a new connection whose first request head is not complete this long after it was "
+     "accepted gets 408 and is closed (later requests on it have header_timeout_ms)"},
     {"routerd", "idle_timeout_ms", CONF_INT, offsetof(RouterConf, idle_timeout_ms), "60000", 100,
      3600000,
      "an idle keep-alive connection, a stalled request or a client not reading is closed "

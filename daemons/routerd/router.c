@@ -12,6 +12,7 @@
 #include "routerd.h"
 
 #include <errno.h>
+#include <inttypes.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -76,6 +77,25 @@ router_conn_removed(Router *r, HttpConn *c)
 	router_update_accepting(r);
 	if (r->stopping && r->n_conns == 0)
 		event_base_loopbreak(r->base);
+}
+
+/* A connection closed at accept (max_unserved_per_address): counted, and
+ * logged at most once per REFUSED_LOG_USEC with the number since the last. */
+#define REFUSED_LOG_USEC (10 * USEC_PER_SEC)
+void
+router_conn_refused(Router *r, const char *addr)
+{
+	usec_t now = now_usec();
+
+	r->conns_refused++;
+	r->refused_unlogged++;
+	if (r->refused_logged_at && now - r->refused_logged_at < REFUSED_LOG_USEC)
+		return;
+	log_warning("Closed %" PRIu64 " connection(s) at accept: too many without a request "
+		    "head from one address (latest %s; max_unserved_per_address=%" PRId64 ")",
+		    r->refused_unlogged, addr, r->conf->max_unserved_per_address);
+	r->refused_unlogged = 0;
+	r->refused_logged_at = now;
 }
 
 static void
@@ -204,7 +224,8 @@ router_new(struct event_base *base, RouterConf *conf, Router **ret)
 		return log_error_errno(SYNTHETIC_ERRNO(ENOMEM), "Out of memory");
 	}
 	r->accept_retry = evtimer_new(base, accept_retry_cb, r);
-	if (!r->accept_retry) {
+	r->unserved = addr_table_new();
+	if (!r->accept_retry || !r->unserved) {
 		router_free(r);
 		return log_error_errno(SYNTHETIC_ERRNO(ENOMEM), "Out of memory");
 	}
@@ -321,6 +342,7 @@ router_free(Router *r)
 		event_free(r->coord_retry);
 	if (r->coord_hello)
 		event_free(r->coord_hello);
+	r->unserved = addr_table_free(r->unserved);
 	free(r->coord_path);
 	free(r);
 	return NULL;

@@ -36,6 +36,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include "conn-limit.h"
 #include "peer.h"
 #include "router-conf.h"
 #include "time-util.h"
@@ -76,6 +77,10 @@ struct Router {
 	char listen_desc[80];	    /* the address served, for logs */
 	HttpConn *conns;	    /* all client connections */
 	size_t n_conns;
+	AddrTable *unserved;	   /* per address: connections without a request head yet */
+	uint64_t conns_refused;	   /* closed at accept: max_unserved_per_address */
+	uint64_t refused_unlogged; /* ... since the last (rate-limited) warning */
+	usec_t refused_logged_at;
 	bool stopping;
 	bool ready_sent;
 	int exit_code;
@@ -115,6 +120,7 @@ void router_stop(Router *r);
 /* The link became ready or the listener came up: announce readiness once. */
 void router_check_ready(Router *r);
 /* Connection accounting, called by http.c. */
+void router_conn_refused(Router *r, const char *addr);
 void router_conn_added(Router *r, HttpConn *c);
 void router_conn_removed(Router *r, HttpConn *c);
 
@@ -214,6 +220,8 @@ struct HttpConn {
 	bool half_closed;	  /* CONN_CLOSING: FIN sent, waiting for the client's */
 	struct event *timer;	  /* linger / deferred free / ws close deadline */
 	struct event *head_timer; /* header_timeout_ms of the request being read */
+	AddrSlot *unserved;	  /* counted until its first request head is complete */
+	usec_t accepted_at;	  /* for first_request_timeout_ms */
 	/* WebSocket (ws.c, tail.c) */
 	struct wslay_event_context *ws;
 	struct event *ping_timer;

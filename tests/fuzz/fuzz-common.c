@@ -31,7 +31,7 @@ fuzz_router(void)
 		abort();
 	base = event_base_new();
 	router = calloc(1, sizeof(*router));
-	if (!base || !router)
+	if (!base || !router || !(router->unserved = addr_table_new()))
 		abort();
 	router->conf = &conf;
 	router->base = base;
