@@ -14,6 +14,7 @@ import os
 import re
 import socket
 import stat
+import threading
 import time
 
 from rwtest import poll
@@ -261,3 +262,51 @@ def test_the_bridge_socket_is_private_and_needs_the_shims_first_line(s):
     heads = re.findall(rb"HTTP/1.1 (\d+)", data)
     assert heads == [b"404", b"404"], data  # /healthz does not exist; some-run has no bridge
     assert b'"no active bridge for run"' in data, data
+
+
+def test_the_shim_opens_each_socket_forward_with_its_run(s):
+    """SANDBOX_FORWARD to a Unix socket, on the shim's socket with the raw
+    client: the shim's line, then exactly the sandbox's bytes."""
+    from helpers.mpack import ERROR, REPLY
+    from t_sandbox_net import call, sandbox_id, sh
+    assert sh(s, "bridge-fwd", "true")[0] == 0
+    sb = sandbox_id("bridge-fwd")
+    path = os.path.join(s.dir, "fwd-test.sock")
+    srv = socket.socket(socket.AF_UNIX)
+    srv.bind(path)
+    srv.listen()
+    srv.settimeout(30)
+    got = []
+
+    def serve_one():
+        c, _ = srv.accept()
+        data = b""
+        while not data.endswith(b"ping"):
+            b = c.recv(4096)
+            if not b:
+                break
+            data += b
+        got.append(data)
+        c.sendall(b"pong")
+        c.close()
+
+    t = threading.Thread(target=serve_one, daemon=True)
+    t.start()
+    try:
+        typ, b = call(s, "SANDBOX_FORWARD", {"sandbox_id": sb, "run_id": "run-unix_1", "target": path})
+        assert typ == REPLY and 0 < b["port"] < 65536, b
+        rc, out = sh(s, "bridge-fwd", "python3 -c 'import socket; c = socket.create_connection("
+                     f"(\"127.0.0.1\", {b['port']})); c.sendall(b\"ping\"); print(c.recv(10).decode())'")
+        t.join(30)
+        assert out == "pong\n", out
+        assert got == [b"RUNWARDEN-BRIDGE run-unix_1\r\nping"], got
+    finally:
+        srv.close()
+        call(s, "SANDBOX_UNLISTEN", {"sandbox_id": sb, "run_id": "run-unix_1"})
+    # the run id goes on that line: one plain word, or no forward at all
+    for run_id in ("a b", "x/y", "r\r\nGET / HTTP/1.1", "é", "a" * 129):
+        typ, b = call(s, "SANDBOX_FORWARD", {"sandbox_id": sb, "run_id": run_id, "target": path})
+        assert typ == ERROR and b["code"] == -22, (run_id, b)
+    for target in ("/" + "a" * 120, "bridge.sock"):
+        typ, b = call(s, "SANDBOX_FORWARD", {"sandbox_id": sb, "run_id": "r", "target": target})
+        assert typ == ERROR and b["code"] == -22, (target, b)
