@@ -108,7 +108,8 @@ accept_error_cb(struct evconnlistener *l, void *userdata)
 
 	/* EMFILE & co: pause instead of spinning on a listener that stays readable. */
 	log_warning_errno(err, "accept() failed: %m; pausing for 100 ms");
-	evconnlistener_disable(r->listener);
+	if (r->listener)
+		evconnlistener_disable(r->listener);
 	if (r->bridge_listener)
 		evconnlistener_disable(r->bridge_listener);
 	r->accept_paused = true;
