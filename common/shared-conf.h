@@ -47,3 +47,5 @@ typedef struct SharedConf {
 /* Socket paths inside runtime_dir. */
 #define RW_SOCK_COORD "coordinatord.sock"
 #define RW_SOCK_SHIM "containerd-shim.sock"
+/* routerd's bridge-only socket: where the shim's bridge forwards lead */
+#define RW_SOCK_BRIDGE "bridge.sock"

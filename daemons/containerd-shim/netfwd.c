@@ -29,6 +29,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/socket.h>
+#include <sys/un.h>
 #include <unistd.h>
 
 #include <event2/buffer.h>
@@ -60,6 +61,7 @@ struct Listener {
 	uint16_t port;
 	struct sockaddr_storage target; /* forward */
 	int target_len;
+	bool hello;	      /* forward to a Unix socket: "RUNWARDEN-BRIDGE <runId>\r\n" first */
 	ConnectTarget *allow; /* proxy */
 	size_t n_allow;
 };
@@ -465,6 +467,10 @@ up_event_cb(struct bufferevent *bev, short what, void *arg)
 	NetConn *c = arg;
 
 	if (what & BEV_EVENT_CONNECTED) {
+		/* before any byte of the sandbox's: the run the connection belongs to */
+		if (c->kind == LISTEN_FORWARD && c->listener->hello && c->run)
+			evbuffer_add_printf(bufferevent_get_output(c->up),
+					    "RUNWARDEN-BRIDGE %s\r\n", c->run->run_id);
 		if (c->kind == LISTEN_PROXY) {
 			LogCtx ctx = c->run ? run_ctx(c->run) : (LogCtx){0};
 			log_ctx(LOG_INFO, &ctx, "Proxy: CONNECT %s:%u established", c->t.host,
@@ -740,12 +746,36 @@ netfwd_forward(NetFwd *n, int pidfd, const LogCtx *ctx, const char *target, uint
 		return -ENOMEM;
 	l->kind = LISTEN_FORWARD;
 	l->target_len = (int)sizeof(l->target);
-	/* numeric only ("127.0.0.1:8787", "[::1]:8787"): resolved nowhere */
-	if (!strchr(target, ':') ||
-	    evutil_parse_sockaddr_port(target, (struct sockaddr *)&l->target, &l->target_len) < 0 ||
-	    (l->target.ss_family == AF_INET && ((struct sockaddr_in *)&l->target)->sin_port == 0) ||
-	    (l->target.ss_family == AF_INET6 &&
-	     ((struct sockaddr_in6 *)&l->target)->sin6_port == 0)) {
+	if (target[0] == '/') {
+		/* routerd's bridge socket: each connection opens with the run's id,
+		 * which therefore must be one plain word */
+		struct sockaddr_un *su = (struct sockaddr_un *)&l->target;
+		size_t tl = strlen(target), rl = strlen(ctx->run_id);
+		if (tl >= sizeof(su->sun_path) || rl == 0 || rl > 128 ||
+		    strspn(ctx->run_id, "abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ"
+					"0123456789-_") != rl) {
+			snprintf(
+			    err, errlen,
+			    tl >= sizeof(su->sun_path)
+				? "target '%.100s' is too long a socket path"
+				: "target '%.100s': run_id must be letters, digits, '-' or '_'",
+			    target);
+			free(l);
+			return -EINVAL;
+		}
+		memset(su, 0, sizeof(*su));
+		su->sun_family = AF_UNIX;
+		memcpy(su->sun_path, target, tl);
+		l->target_len = (int)sizeof(*su);
+		l->hello = true;
+	} else if (!strchr(target, ':') ||
+		   /* numeric only ("127.0.0.1:8787", "[::1]:8787"): resolved nowhere */
+		   evutil_parse_sockaddr_port(target, (struct sockaddr *)&l->target,
+					      &l->target_len) < 0 ||
+		   (l->target.ss_family == AF_INET &&
+		    ((struct sockaddr_in *)&l->target)->sin_port == 0) ||
+		   (l->target.ss_family == AF_INET6 &&
+		    ((struct sockaddr_in6 *)&l->target)->sin6_port == 0)) {
 		snprintf(err, errlen, "target '%.100s' is not a numeric host:port", target);
 		free(l);
 		return -EINVAL;

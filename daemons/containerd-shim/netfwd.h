@@ -62,8 +62,11 @@ int netfwd_listen_in_netns(int pidfd, int *ret_fd, uint16_t *ret_port);
 /* ctx: run_id (required), thread_id and sandbox_id (required); copied.
  * *ret_port: in, the port to bind (0: any; see netfwd_listen_in_netns); out,
  * the port bound.
- * target: "host:port", numeric. Returns 0 and the port, -EINVAL for a bad
- * target (err says why), or another negative errno. */
+ * target: "host:port", numeric (the bytes are spliced as they are), or the
+ * absolute path of a Unix socket (routerd's bridge socket: each connection
+ * first sends "RUNWARDEN-BRIDGE <run_id>\r\n", then the sandbox's bytes; the
+ * run_id must then be [A-Za-z0-9_-]{1,128}). Returns 0 and the port, -EINVAL
+ * for a bad target (err says why), or another negative errno. */
 int netfwd_forward(NetFwd *n, int pidfd, const LogCtx *ctx, const char *target, uint16_t *ret_port,
 		   char *err, size_t errlen);
 /* allow: n_allow entries "host[:port]" (port 443 by default); -EINVAL with err

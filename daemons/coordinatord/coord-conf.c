@@ -36,9 +36,5 @@ const ConfItem coord_conf_items[] = {
      "60000", 100, 86400000, "how often retention looks for runs to prune (in small batches)"},
     {"coordinatord", "default_harness", CONF_STR, offsetof(CoordConf, default_harness), "shell", 0,
      0, "harness of a run whose metadata names none: 'shell' (built in) or a [harness.NAME]"},
-    {"coordinatord", "bridge_target", CONF_STR, offsetof(CoordConf, bridge_target),
-     "127.0.0.1:8787", 0, 0,
-     "routerd's address on the host (host:port), where a harness's loopback forward to "
-     "/_bridge leads"},
 };
 const size_t coord_conf_n_items = ELEMENTSOF(coord_conf_items);

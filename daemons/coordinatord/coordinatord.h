@@ -46,7 +46,6 @@ typedef struct CoordConf {
 	int64_t retention_days;	  /* 0 = keep forever */
 	int64_t retention_interval_ms;
 	char *default_harness;
-	char *bridge_target; /* routerd's host:port, where the sandbox's bridge forward leads */
 } CoordConf;
 
 extern const ConfItem coord_conf_items[];

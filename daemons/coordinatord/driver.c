@@ -19,6 +19,7 @@
 #include <event2/event.h>
 #include <event2/http.h>
 #include <inttypes.h>
+#include <limits.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -310,6 +311,8 @@ prep_reply(Peer *p, int err, const msgpack_object *body, void *ud)
 		/* a shim without it: the harness just has no way out (fail closed) */
 		log_ctx(LOG_WARNING, &run->log, "containerd-shim cannot %s, continuing without",
 			run->prep == 1 ? "forward the bridge" : "proxy egress");
+		if (run->prep == 1)
+			bridge_close(run); /* no way to reach it: no token handed out */
 	} else {
 		char m[160];
 		snprintf(m, sizeof(m), "sandbox: could not set up the %s",
@@ -331,8 +334,13 @@ listen_call(Run *run, bool proxy, uint64_t port, PeerReplyFn cb)
 	mp_w_str(&w, "run_id", run->run_id);
 	if (proxy)
 		mp_w_str_array(&w, "allow", run->harness->egress);
-	else
-		mp_w_str(&w, "target", run->c->conf.bridge_target);
+	else {
+		/* routerd's bridge-only socket, never its public listener */
+		char target[PATH_MAX];
+		snprintf(target, sizeof(target), "%s/%s", run->c->conf.shared.runtime_dir,
+			 RW_SOCK_BRIDGE);
+		mp_w_str(&w, "target", target);
+	}
 	if (port)
 		mp_w_uint(&w, "port", port);
 	int r = peer_call(run->c->shim, proxy ? MSG_SANDBOX_PROXY : MSG_SANDBOX_FORWARD, &w,
@@ -438,15 +446,12 @@ mcp_config_written(Run *run, int64_t code, const char *out, size_t len)
 static void
 write_mcp_config(Run *run)
 {
-	Coordinator *c = run->c;
 	static char *const argv[] = {(char *)"/bin/sh", (char *)"-c",
 				     (char *)"umask 077 && cat > \"$RUNWARDEN_MCP_CONFIG\"", NULL};
-	char url[1024], base[300], *tq = evhttp_encode_uri(run->thread_id);
-	if (run->bridge_port) /* the forward inside the sandbox */
-		snprintf(base, sizeof(base), "http://127.0.0.1:%" PRIu64, run->bridge_port);
-	else /* no forward (an older shim): what routerd's address says */
-		snprintf(base, sizeof(base), "http://%s", c->conf.bridge_target);
-	snprintf(url, sizeof(url), "%s/_bridge/%s?threadId=%s", base, run->run_id, tq ? tq : "");
+	char url[1024], *tq = evhttp_encode_uri(run->thread_id);
+	/* the forward inside the sandbox, to routerd's bridge socket */
+	snprintf(url, sizeof(url), "http://127.0.0.1:%" PRIu64 "/_bridge/%s?threadId=%s",
+		 run->bridge_port, run->run_id, tq ? tq : "");
 	free(tq);
 	char auth[128];
 	snprintf(auth, sizeof(auth), "Bearer %s", run->bridge_token);

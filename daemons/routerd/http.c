@@ -561,6 +561,37 @@ conn_parse_failed(HttpConn *c, enum http_errno e)
 	}
 }
 
+/* A bridge connection's first line, from the shim (never from the sandbox,
+ * whose bytes follow it): which run's forward the connection came through.
+ * 1 when read, 0 when more bytes are needed, negative errno when it is not
+ * such a line (the connection is dropped: only the shim connects here). */
+static int
+bridge_hello(HttpConn *c)
+{
+	struct evbuffer *in = bufferevent_get_input(c->bev);
+	const size_t max = STRLEN(BRIDGE_HELLO) + BRIDGE_RUN_MAX + 2;
+	size_t len = evbuffer_get_length(in), n = len < max ? len : max;
+	char *p = (char *)evbuffer_pullup(in, (ssize_t)n);
+	char *lf = p ? memchr(p, '\n', n) : NULL;
+
+	if (!lf)
+		return n < max ? 0 : -EBADMSG;
+	size_t idl = (size_t)(lf - p) - STRLEN(BRIDGE_HELLO) - 1;
+	if ((size_t)(lf - p) < STRLEN(BRIDGE_HELLO) + 2 || lf[-1] != '\r' ||
+	    memcmp(p, BRIDGE_HELLO, STRLEN(BRIDGE_HELLO)) != 0)
+		return -EBADMSG;
+	const char *id = p + STRLEN(BRIDGE_HELLO);
+	for (size_t i = 0; i < idl; i++)
+		if (!strchr("abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789-_",
+			    id[i]) ||
+		    !id[i])
+			return -EBADMSG;
+	memcpy(c->bridge_run, id, idl);
+	c->bridge_run[idl] = '\0';
+	evbuffer_drain(in, (size_t)(lf - p) + 1);
+	return 1;
+}
+
 static void
 conn_process(HttpConn *c)
 {
@@ -568,6 +599,17 @@ conn_process(HttpConn *c)
 
 	if (c->in_process)
 		return;
+	if (c->bridge && !c->bridge_run[0] && c->state == CONN_HTTP) {
+		int r = bridge_hello(c);
+		if (r == 0)
+			return;
+		if (r < 0) {
+			log_warning("%s: not a bridge forward's first line, closing", c->addr);
+			http_conn_abort(c);
+			return;
+		}
+		snprintf(c->addr, sizeof(c->addr), "bridge:%.40s", c->bridge_run);
+	}
 	c->in_process = true;
 	while (c->state == CONN_HTTP && !c->busy) {
 		struct evbuffer_iovec v;
@@ -665,7 +707,7 @@ event_cb(struct bufferevent *bev, short what, void *arg)
 }
 
 int
-http_conn_new(Router *r, int fd, const struct sockaddr *sa, int salen)
+http_conn_new(Router *r, int fd, const struct sockaddr *sa, int salen, bool bridge)
 {
 	_cleanup_close_ int sfd = fd;
 	struct timeval tv;
@@ -675,11 +717,12 @@ http_conn_new(Router *r, int fd, const struct sockaddr *sa, int salen)
 
 	/* The per-address cap holds once half of max_connections is in use: a
 	 * burst of tails from one client is fine, a flood cannot take the rest. */
-	rr = addr_unserved_take(r->unserved, sa,
-				r->n_conns * 2 >= (size_t)r->conf->max_connections
-				    ? (size_t)r->conf->max_unserved_per_address
-				    : 0,
-				&slot);
+	rr = bridge ? 0 /* the shim's, on bridge.sock: not a client address */
+		    : addr_unserved_take(r->unserved, sa,
+					 r->n_conns * 2 >= (size_t)r->conf->max_connections
+					     ? (size_t)r->conf->max_unserved_per_address
+					     : 0,
+					 &slot);
 	if (rr < 0) {
 		c = NULL;
 		if (rr == -EBUSY) {
@@ -706,6 +749,7 @@ http_conn_new(Router *r, int fd, const struct sockaddr *sa, int salen)
 	c->state = CONN_HTTP;
 	c->unserved = slot;
 	c->accepted_at = now_usec();
+	c->bridge = bridge;
 	if (sa->sa_family == AF_INET6) {
 		char a[INET6_ADDRSTRLEN] = "?";
 		const struct sockaddr_in6 *s6 = (const struct sockaddr_in6 *)sa;
@@ -717,8 +761,9 @@ http_conn_new(Router *r, int fd, const struct sockaddr *sa, int salen)
 		evutil_inet_ntop(AF_INET, &s4->sin_addr, a, sizeof(a));
 		snprintf(c->addr, sizeof(c->addr), "%s:%u", a, ntohs(s4->sin_port));
 	} else
-		snprintf(c->addr, sizeof(c->addr), "client");
-	(void)setsockopt(sfd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof(one));
+		snprintf(c->addr, sizeof(c->addr), bridge ? "bridge" : "client");
+	if (sa->sa_family != AF_UNIX)
+		(void)setsockopt(sfd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof(one));
 	c->timer = evtimer_new(r->base, conn_timer_cb, c);
 	c->head_timer = evtimer_new(r->base, head_timer_cb, c);
 	c->bev = c->timer && c->head_timer

@@ -1,7 +1,7 @@
 /* SPDX-License-Identifier: MIT */
 /*
  * router.c — routerd's lifecycle: configuration, the TCP listener, the
- * connection count, readiness and shutdown.
+ * bridge-only Unix socket, the connection count, readiness and shutdown.
  *
  * Readiness (READY=1 and the "ready" log line) needs both the listener and a
  * ready coordinator link; until the link is up routerd already serves, and
@@ -29,6 +29,7 @@
 #include "fd-util.h"
 #include "log.h"
 #include "macro.h"
+#include "peer.h"
 
 #define SD_LISTEN_FDS_START 3
 #define ACCEPT_RETRY_USEC (100 * USEC_PER_MSEC)
@@ -43,11 +44,15 @@ router_update_accepting(Router *r)
 		return;
 	if (full && !r->accept_paused) {
 		evconnlistener_disable(r->listener);
+		if (r->bridge_listener)
+			evconnlistener_disable(r->bridge_listener);
 		r->accept_paused = true;
 		log_warning("%zu client connections: not accepting more until some close",
 			    r->n_conns);
 	} else if (!full && r->accept_paused && !evtimer_pending(r->accept_retry, NULL)) {
 		evconnlistener_enable(r->listener);
+		if (r->bridge_listener)
+			evconnlistener_enable(r->bridge_listener);
 		r->accept_paused = false;
 	}
 }
@@ -109,7 +114,7 @@ accept_cb(struct evconnlistener *l, evutil_socket_t fd, struct sockaddr *sa, int
 		safe_close(fd);
 		return;
 	}
-	rr = http_conn_new(r, fd, sa, salen);
+	rr = http_conn_new(r, fd, sa, salen, l == r->bridge_listener);
 	if (rr < 0)
 		log_warning_errno(rr, "Failed to set up a client connection: %m");
 }
@@ -123,7 +128,10 @@ accept_error_cb(struct evconnlistener *l, void *userdata)
 
 	/* EMFILE & co: pause instead of spinning on a listener that stays readable. */
 	log_warning_errno(err, "accept() failed: %m; pausing for 100 ms");
-	evconnlistener_disable(l);
+	if (r->listener)
+		evconnlistener_disable(r->listener);
+	if (r->bridge_listener)
+		evconnlistener_disable(r->bridge_listener);
 	r->accept_paused = true;
 	evtimer_add(r->accept_retry, timeval_from_usec(&tv, ACCEPT_RETRY_USEC));
 }
@@ -206,6 +214,44 @@ sockaddr_is_loopback(const struct sockaddr_storage *ss)
 	return ss->ss_family == AF_UNIX;
 }
 
+/* The bridge-only socket, $runtime_dir/bridge.sock, where the shim's bridge
+ * forwards lead (never to the public listener): mode 0600, so that only our
+ * user and root (the shim) connect. What is served there: routes_dispatch(). */
+static int
+bridge_listen(Router *r)
+{
+	if (asprintf(&r->bridge_path, "%s/%s", r->conf->shared.runtime_dir, RW_SOCK_BRIDGE) < 0) {
+		r->bridge_path = NULL;
+		return log_error_errno(SYNTHETIC_ERRNO(ENOMEM), "Out of memory");
+	}
+	/* coordinatord makes the directory too: whoever starts first */
+	int fd = mkdir_p(r->conf->shared.runtime_dir, 0755);
+	if (fd < 0)
+		return log_error_errno(fd, "Failed to create '%s': %m",
+				       r->conf->shared.runtime_dir);
+	fd = unix_listen(r->bridge_path, 0600);
+	if (fd < 0)
+		return log_error_errno(fd, "Cannot listen on %s: %m", r->bridge_path);
+	r->bridge_listener = evconnlistener_new(
+	    r->base, accept_cb, r, LEV_OPT_CLOSE_ON_FREE | LEV_OPT_CLOSE_ON_EXEC, 0, fd);
+	if (!r->bridge_listener) {
+		safe_close(fd);
+		return log_error_errno(SYNTHETIC_ERRNO(ENOMEM), "Out of memory");
+	}
+	evconnlistener_set_error_cb(r->bridge_listener, accept_error_cb);
+	return 0;
+}
+
+static void
+bridge_unlisten(Router *r)
+{
+	if (r->bridge_listener) {
+		evconnlistener_free(r->bridge_listener);
+		r->bridge_listener = NULL;
+		(void)unlink(r->bridge_path);
+	}
+}
+
 int
 router_new(struct event_base *base, RouterConf *conf, Router **ret)
 {
@@ -228,6 +274,11 @@ router_new(struct event_base *base, RouterConf *conf, Router **ret)
 	if (!r->accept_retry || !r->unserved) {
 		router_free(r);
 		return log_error_errno(SYNTHETIC_ERRNO(ENOMEM), "Out of memory");
+	}
+	int rr = bridge_listen(r);
+	if (rr < 0) {
+		router_free(r);
+		return rr;
 	}
 	int afd = listen_fd_from_systemd();
 	if (afd < 0) {
@@ -310,6 +361,7 @@ router_stop(Router *r)
 		evconnlistener_free(r->listener);
 		r->listener = NULL;
 	}
+	bridge_unlisten(r);
 	coord_stop(r);
 	for (HttpConn *c = r->conns; c; c = c->next) {
 		if (c->state == CONN_WS)
@@ -336,6 +388,8 @@ router_free(Router *r)
 	coord_stop(r);
 	if (r->listener)
 		evconnlistener_free(r->listener);
+	bridge_unlisten(r);
+	free(r->bridge_path);
 	if (r->accept_retry)
 		event_free(r->accept_retry);
 	if (r->coord_retry)

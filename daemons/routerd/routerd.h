@@ -8,7 +8,8 @@
  * One thread, one event_base.
  *
  * Modules (each prefixed by its name):
- *   router.c      Router: config, TCP listener, signals, lifecycle, ready
+ *   router.c      Router: config, TCP listener, the bridge-only Unix socket,
+ *                 signals, lifecycle, ready
  *   coord-link.c  coord_*: the link to coordinatord (connect, backoff, calls)
  *                 and watch_*: one RUN_WATCH per run, shared by its tails
  *   http.c        http_*: HttpConn, request parsing (http-parser), responses
@@ -54,6 +55,10 @@ typedef struct Watch Watch;
 
 #define ROUTER_WATCH_BUCKETS 1024
 #define ROUTER_MAX_HEADERS 100
+/* The line the shim sends first on each connection of a bridge forward, then
+ * the sandbox's bytes: "RUNWARDEN-BRIDGE <runId>\r\n" (docs/PROTOCOL.md). */
+#define BRIDGE_HELLO "RUNWARDEN-BRIDGE "
+#define BRIDGE_RUN_MAX 128
 #define ROUTER_MAX_ID 128 /* longest runId accepted in a path */
 
 /* Why routerd ended a WebSocket (the ws_drops_total metric). */
@@ -72,6 +77,9 @@ struct Router {
 	RouterConf *conf;
 	struct event_base *base;
 	struct evconnlistener *listener;
+	/* $runtime_dir/bridge.sock: the sandboxes' bridge forwards, host tools only */
+	struct evconnlistener *bridge_listener;
+	char *bridge_path;
 	struct event *accept_retry; /* re-enable accepting after EMFILE & co */
 	bool accept_paused;	    /* max_connections reached */
 	char listen_desc[80];	    /* the address served, for logs */
@@ -231,10 +239,15 @@ struct HttpConn {
 	Tail *tail;
 	bool ws_ping_outstanding;	  /* a server ping is unanswered */
 	struct StreamStart *stream_start; /* routes.c: a tail waiting for RUN_GET */
+	/* accepted on the bridge socket: serves only the host tools of bridge_run,
+	 * the run named by the shim's first line (empty until it arrived) */
+	bool bridge;
+	char bridge_run[BRIDGE_RUN_MAX + 1];
 };
 
-/* Accepted socket → new connection (takes the fd). 0 or negative errno. */
-int http_conn_new(Router *r, int fd, const struct sockaddr *sa, int salen);
+/* Accepted socket → new connection (takes the fd). bridge: accepted on the
+ * bridge socket (see HttpConn.bridge). 0 or negative errno. */
+int http_conn_new(Router *r, int fd, const struct sockaddr *sa, int salen, bool bridge);
 /* Release now: only from the top of a libevent callback or teardown. */
 void http_conn_free(HttpConn *c);
 /* Drop the connection from anywhere: I/O off now, freed next turn. */

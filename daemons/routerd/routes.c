@@ -302,6 +302,33 @@ route_bridge(HttpConn *c, Route *rt, const char *kind)
 		respond_coord_error(c, r == -ECONNRESET ? r : -EIO, NULL, "not found");
 }
 
+/* The bridge socket (a sandbox's forward, through the shim): the host tools
+ * of the run the connection came from, nothing else. Every other route, and
+ * another run's bridge, is 404 as if it did not exist; the run's own token is
+ * still required (coordinatord checks it against exactly that run). */
+static void
+route_bridge_only(HttpConn *c, Route *rt)
+{
+	if (rt->n_seg != 2 || rt->rest ||
+	    (!streq(rt->seg[0], "_bridge") && !streq(rt->seg[0], "tool-exec")) ||
+	    !streq(rt->seg[1], c->bridge_run)) {
+		http_respond_error(c, 404, "not_found", "not found");
+		return;
+	}
+	if (c->req.method != HTTP_POST) {
+		http_respond_405(c, "POST");
+		return;
+	}
+	if (!http_header(c, "Authorization")) {
+		http_respond(c, 401, "application/json; charset=utf-8",
+			     "{\"error\":\"unauthorized\",\"code\":\"unauthorized\"}",
+			     STRLEN("{\"error\":\"unauthorized\",\"code\":\"unauthorized\"}"),
+			     "WWW-Authenticate: Bearer realm=\"runwarden\"\r\n", false);
+		return;
+	}
+	route_bridge(c, rt, streq(rt->seg[0], "_bridge") ? "bridge" : "tool_exec");
+}
+
 /* ---- GET /healthz ---- */
 
 static void
@@ -1114,6 +1141,10 @@ routes_dispatch(HttpConn *c)
 			http_respond_error(c, 404, "not_found", "not found");
 		else
 			http_respond_error(c, 400, "bad_request", "malformed request target");
+		return;
+	}
+	if (c->bridge) {
+		route_bridge_only(c, &rt);
 		return;
 	}
 	cors_prepare(c);

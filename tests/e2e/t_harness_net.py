@@ -75,10 +75,7 @@ def free_port():
 
 TLS_PORT = free_port()
 
-SUITE_CONF = f"""[coordinatord]
-bridge_target = 127.0.0.1:@PORT@
-
-[harness.egressy]
+SUITE_CONF = f"""[harness.egressy]
 adapter = shell
 egress = localhost:{TLS_PORT}
 

@@ -52,7 +52,7 @@ fuzz_conn(int *ret_peer)
 	int sz = 1 << 20;
 	setsockopt(sv[1], SOL_SOCKET, SO_SNDBUF, &sz, sizeof(sz));
 	setsockopt(sv[0], SOL_SOCKET, SO_RCVBUF, &sz, sizeof(sz));
-	if (http_conn_new(r, sv[0], (struct sockaddr *)&sa, sizeof(sa)) < 0)
+	if (http_conn_new(r, sv[0], (struct sockaddr *)&sa, sizeof(sa), false) < 0)
 		abort();
 	*ret_peer = sv[1];
 	return r->conns;
