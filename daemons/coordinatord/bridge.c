@@ -55,6 +55,7 @@ typedef struct ToolCall {
 	struct bufferevent *in, *out;
 	OutBuf buf;
 	bool exited, eof, too_big, timed_out;
+	bool counted; /* in coordinator->tool_calls */
 	int status;
 } ToolCall;
 
@@ -155,6 +156,8 @@ call_free(ToolCall *tc)
 	if (tc->out)
 		bufferevent_free(tc->out);
 	safe_close(tc->pidfd);
+	if (tc->counted)
+		tc->run->c->tool_calls--;
 	json_decref(tc->rpc_id);
 	outbuf_done(&tc->buf);
 	free(tc);
@@ -326,8 +329,18 @@ call_start(Run *run, Client *cl, uint64_t req_id, bool mcp, json_t *rpc_id, cons
 	int in[2] = {-1, -1}, out[2] = {-1, -1};
 	_cleanup_free_ char *input = json_dump_compact(args ? args : json_object());
 	char env_run[64], env_thread[300];
-	ToolCall *tc = calloc(1, sizeof(*tc));
+	ToolCall *tc;
 
+	/* one run cannot hog the host's tool processes, nor all runs the host */
+	if (run->bridge_inflight >= c->conf.max_tool_calls_per_run ||
+	    c->tool_calls >= c->conf.max_tool_calls) {
+		c->m.tool_calls_refused++;
+		log_ctx(LOG_DEBUG, &run->log,
+			"Host tool call refused: %d running in this run, %d in all",
+			run->bridge_inflight, c->tool_calls);
+		return -EBUSY;
+	}
+	tc = calloc(1, sizeof(*tc));
 	if (!tc || !input || pipe2(in, O_CLOEXEC) < 0 || pipe2(out, O_CLOEXEC) < 0) {
 		free(tc);
 		safe_close(in[0]), safe_close(in[1]), safe_close(out[0]), safe_close(out[1]);
@@ -374,6 +387,8 @@ call_start(Run *run, Client *cl, uint64_t req_id, bool mcp, json_t *rpc_id, cons
 	tc->next = run->bridge_calls;
 	run->bridge_calls = tc;
 	run->bridge_inflight++;
+	tc->counted = true;
+	c->tool_calls++;
 	if (!tc->in || !tc->out || !tc->pid_ev || !tc->timer) {
 		run->bridge_inflight--;
 		call_unlink(tc);
@@ -402,10 +417,19 @@ tool_offered(const Run *run, const char *name)
 }
 
 static void
+reply_too_many(Client *cl, uint64_t req_id)
+{
+	reply_error(cl, req_id, 429, "too_many_tool_calls",
+		    "too many host tool calls running (max_tool_calls_per_run, max_tool_calls); "
+		    "retry when one has finished");
+}
+
+static void
 handle_rpc(Run *run, Client *cl, uint64_t req_id, const char *body)
 {
 	Coordinator *c = run->c;
 	json_t *msg = json_loads(body, 0, NULL);
+	int r;
 
 	if (!msg) {
 		reply_json(cl, req_id, 200, rpc_error(NULL, -32700, "Parse error"));
@@ -462,8 +486,10 @@ handle_rpc(Run *run, Client *cl, uint64_t req_id, const char *body)
 			    cl, req_id, 200,
 			    rpc_result(id, json_pack("{s:[{s:s, s:s}], s:b}", "content", "type",
 						     "text", "text", m, "isError", 1)));
-		} else if (call_start(run, cl, req_id, true, id, t,
-				      json_object_get(params, "arguments")) < 0)
+		} else if ((r = call_start(run, cl, req_id, true, id, t,
+					   json_object_get(params, "arguments"))) == -EBUSY)
+			reply_too_many(cl, req_id);
+		else if (r < 0)
 			reply_json(
 			    cl, req_id, 200,
 			    rpc_result(id,
@@ -481,6 +507,7 @@ handle_tool_exec(Run *run, Client *cl, uint64_t req_id, const char *body)
 {
 	Coordinator *c = run->c;
 	json_t *msg = json_loads(body, 0, NULL);
+	int r;
 
 	if (!msg) {
 		reply_json(cl, req_id, 400,
@@ -501,7 +528,10 @@ handle_tool_exec(Run *run, Client *cl, uint64_t req_id, const char *body)
 		char m[160];
 		snprintf(m, sizeof(m), "Unknown tool: %.64s", name);
 		reply_error(cl, req_id, 500, "unknown_tool", m);
-	} else if (call_start(run, cl, req_id, false, NULL, t, json_object_get(msg, "args")) < 0)
+	} else if ((r = call_start(run, cl, req_id, false, NULL, t,
+				   json_object_get(msg, "args"))) == -EBUSY)
+		reply_too_many(cl, req_id);
+	else if (r < 0)
 		reply_error(cl, req_id, 500, "tool_failed", "cannot start the tool");
 	json_decref(msg);
 }

@@ -36,5 +36,11 @@ const ConfItem coord_conf_items[] = {
      "60000", 100, 86400000, "how often retention looks for runs to prune (in small batches)"},
     {"coordinatord", "default_harness", CONF_STR, offsetof(CoordConf, default_harness), "shell", 0,
      0, "harness of a run whose metadata names none: 'shell' (built in) or a [harness.NAME]"},
+    {"coordinatord", "max_tool_calls_per_run", CONF_INT,
+     offsetof(CoordConf, max_tool_calls_per_run), "4", 1, 4096,
+     "host tool calls one run may have running at once; a further call gets 429 "
+     "too_many_tool_calls"},
+    {"coordinatord", "max_tool_calls", CONF_INT, offsetof(CoordConf, max_tool_calls), "32", 1,
+     65536, "host tool calls running at once on this host, all runs together (then 429)"},
 };
 const size_t coord_conf_n_items = ELEMENTSOF(coord_conf_items);

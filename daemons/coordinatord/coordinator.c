@@ -366,6 +366,10 @@ handle_status_get(Peer *p, const Frame *f, void *ud)
 		"# HELP runwarden_watchdog_kills_total Runs failed by the stall watchdog.\n"
 		"# TYPE runwarden_watchdog_kills_total counter\n"
 		"runwarden_watchdog_kills_total %" PRIu64 "\n"
+		"# HELP runwarden_tool_calls_refused_total Host tool calls refused with 429 "
+		"(max_tool_calls_per_run, max_tool_calls).\n"
+		"# TYPE runwarden_tool_calls_refused_total counter\n"
+		"runwarden_tool_calls_refused_total %" PRIu64 "\n"
 		"# HELP runwarden_runs_pruned_total Runs deleted by retention.\n"
 		"# TYPE runwarden_runs_pruned_total counter\n"
 		"runwarden_runs_pruned_total %" PRIu64 "\n"
@@ -373,7 +377,7 @@ handle_status_get(Peer *p, const Frame *f, void *ud)
 		"# TYPE runwarden_commit_seconds histogram\n",
 		m->runs_started, m->runs_finished[0], m->runs_finished[1], m->runs_finished[2],
 		active, queued, m->events_appended, m->commit_failures, m->watchdog_kills,
-		m->runs_pruned);
+		m->tool_calls_refused, m->runs_pruned);
 	uint64_t cum = 0;
 	for (int i = 0; i < 7; i++) {
 		cum += m->commit_buckets[i];

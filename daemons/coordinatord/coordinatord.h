@@ -46,6 +46,8 @@ typedef struct CoordConf {
 	int64_t retention_days;	  /* 0 = keep forever */
 	int64_t retention_interval_ms;
 	char *default_harness;
+	int64_t max_tool_calls_per_run; /* host tool processes at once, per run */
+	int64_t max_tool_calls;		/* ... and in all */
 } CoordConf;
 
 extern const ConfItem coord_conf_items[];
@@ -131,6 +133,7 @@ typedef struct Metrics {
 	uint64_t commit_buckets[8]; /* ≤ 0.5, 1, 2.5, 5, 10, 25, 100 ms, +Inf */
 	uint64_t watchdog_kills;
 	uint64_t runs_pruned;
+	uint64_t tool_calls_refused; /* 429: max_tool_calls(_per_run) */
 } Metrics;
 
 typedef struct Op Op;
@@ -159,6 +162,7 @@ struct Coordinator {
 	bool storage_ok;
 	bool stopping;
 	Metrics m;
+	int tool_calls; /* host tool processes running, all runs */
 };
 
 /* coordinator.c */
