@@ -190,3 +190,29 @@ def test_bad_scope_lines_are_refused_with_file_and_line(s):
         assert "secret-x" not in out, out
     rc, out, _ = check_config("ok-token threads=a-*,b harnesses=shell,x.y-z_1\nplain-token\n")
     assert rc == 0, out
+
+
+def test_cli_reads_its_token_from_a_file_and_keeps_to_its_threads(s):
+    cli = os.path.join(BUILD, "runwarden")
+    d = tempfile.mkdtemp(prefix="rw-cli-tok-")
+    tok = os.path.join(d, "token")
+    with open(tok, "w") as f:  # a tokens_file line works as it is
+        f.write(f"# tenant a\n\n{TA} threads=a-*\n")
+    env = {k: v for k, v in os.environ.items() if not k.startswith("RUNWARDEN_")}
+    env["RUNWARDEN_URL"] = f"http://127.0.0.1:{s.port}"
+
+    def run(*args, **extra):
+        return subprocess.run([cli, *args], capture_output=True, text=True, timeout=60,
+                              env={**env, **extra})
+    p = run("--token-file", tok, "run", "--thread", "a-cli", "echo from-cli")
+    assert p.returncode == 0 and p.stdout == "from-cli\n", (p.returncode, p.stdout, p.stderr)
+    p = run("run", "--thread", "a-cli", "echo via-env", RUNWARDEN_TOKEN_FILE=tok)
+    assert p.returncode == 0 and p.stdout == "via-env\n", (p.returncode, p.stdout, p.stderr)
+    p = run("--token-file", tok, "run", "--thread", "b-cli", "echo no")
+    assert p.returncode == 125 and "thread_forbidden" in p.stderr, (p.returncode, p.stderr)
+    assert runs_of(s, "b-cli") == []
+    p = run("run", "--thread", "a-cli", "echo no")  # no token at all
+    assert p.returncode == 125 and "unauthorized" in p.stderr, p.stderr
+    p = run("--token-file", os.path.join(d, "missing"), "ls")
+    assert p.returncode == 125 and "cannot read the token file" in p.stderr, p.stderr
+    assert TA not in p.stderr + p.stdout
