@@ -7,6 +7,12 @@
  * need coordinatord send one request with the HttpConn as userdata and answer
  * from the reply callback; a connection that goes away first cancels it.
  *
+ * Before any route: Host must name this server (421), an Origin must be
+ * ours or in cors_origins (403), then the bearer token (401). Per route: the
+ * token's thread scope (403 thread_forbidden), the run's threadId on every
+ * /runs/{id} route (400 thread_required) and, for JSON bodies, Content-Type
+ * application/json (415). docs/SECURITY.md says why.
+ *
  * Coordinator errors map to statuses in one place (respond_coord_error):
  * -EINVAL 400 (code not_a_backup_record when the message says so), -EPERM
  * 403 harness_forbidden (RUN_START with a harness the token may not use), -ENOENT
