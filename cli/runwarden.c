@@ -37,6 +37,7 @@ static struct {
 	bool color;	/* on stdout */
 	bool color_err; /* on stderr */
 	const char *thread;
+	const char *token; /* --token-file, $RUNWARDEN_TOKEN_FILE or $RUNWARDEN_TOKEN */
 	Client client;
 } g;
 
@@ -111,6 +112,15 @@ http_error(const Response *r, const char *what)
 		      code ? code : "");
 	else
 		error("%s: HTTP %d from %s", what, r->status, g.client.url);
+	/* A run is found only through its own thread (the owner check). */
+	if (r->status == 404 &&
+	    (streq(what, "show") || streq(what, "cancel") || streq(what, "tail")))
+		fprintf(stderr,
+			"runwarden: no such run in thread '%s'; a run is looked up in the thread "
+			"that started it: pass --thread THREAD (or set RUNWARDEN_THREAD)\n",
+			g.thread);
+	else if (code && streq(code, "thread_forbidden"))
+		fprintf(stderr, "runwarden: the token may not use thread '%s'\n", g.thread);
 	json_decref(j);
 	return EXIT_CLI;
 }
@@ -947,9 +957,16 @@ cmd_up(int argc, char **argv)
 			_exit(127);
 		}
 	}
-	snprintf(url, sizeof(url), "http://%s", listen);
+	/* a wildcard address is reached (and named in Host, which routerd
+	 * checks) as loopback */
+	if (strncmp(listen, "0.0.0.0:", 8) == 0)
+		snprintf(url, sizeof(url), "http://127.0.0.1:%s", listen + 8);
+	else if (strncmp(listen, "[::]:", 5) == 0)
+		snprintf(url, sizeof(url), "http://[::1]:%s", listen + 5);
+	else
+		snprintf(url, sizeof(url), "http://%s", listen);
 	Client probe;
-	if (client_init(&probe, url, getenv("RUNWARDEN_TOKEN")) < 0) {
+	if (client_init(&probe, url, g.token) < 0) {
 		error("up: %s", probe.err);
 		goto stop;
 	}
@@ -1009,42 +1026,79 @@ stop:
 
 /* ---------- main ---------- */
 
+/* The token of a token file: the first word of its first line that is not
+ * blank or a '#' comment, so routerd's tokens_file works as it is (its first
+ * line's token, the scope words after it ignored). Never printed. */
+static int
+read_token_file(const char *path, const char **ret)
+{
+	static char tok[1024];
+	char line[1024];
+	FILE *f = fopen(path, "re");
+
+	if (!f)
+		return error("cannot read the token file '%s': %m", path), -1;
+	while (fgets(line, sizeof(line), f)) {
+		char *t = line + strspn(line, " \t\r\n");
+		size_t n = strcspn(t, " \t\r\n");
+		if (n == 0 || *t == '#')
+			continue;
+		memcpy(tok, t, n);
+		tok[n] = '\0';
+		explicit_bzero(line, sizeof(line));
+		fclose(f);
+		*ret = tok;
+		return 0;
+	}
+	fclose(f);
+	return error("the token file '%s' holds no token", path), -1;
+}
+
 static void
 help(void)
 {
-	printf("runwarden — client of the runwarden HTTP API\n\n"
-	       "Usage: runwarden [--url URL] [--json] COMMAND [ARG...]\n\n"
-	       "Commands:\n"
-	       "  run [--thread T] [--harness H] COMMAND...  start a run, stream its output,\n"
-	       "                                exit with its status\n"
-	       "  tail RUN [--thread T] [--from SEQ]   follow a run's events after SEQ\n"
-	       "  ls [--thread T] [--running]          the runs of a thread, newest first\n"
-	       "  show RUN [--thread T]                a run's record\n"
-	       "  cancel RUN [--thread T]              stop a run and its processes\n"
-	       "  snapshot THREAD [LABEL]              snapshot a thread's workspace\n"
-	       "  restore THREAD SNAPSHOT-ID           restore a thread's workspace\n"
-	       "  files get|ls|rm|mkdir THREAD PATH    a workspace file's bytes, a directory's\n"
-	       "                                       entries, remove, make a directory\n"
-	       "  files put THREAD PATH [FILE] [--mode 0644]  write FILE (or stdin) as PATH\n"
-	       "  up [--listen ADDR:PORT] [--state-dir DIR] [--config FILE] [--build-dir DIR]\n"
-	       "                                       run the three daemons in the foreground\n\n"
-	       "Options:\n"
-	       "  -u, --url URL     the server (default $RUNWARDEN_URL or " DEFAULT_URL ")\n"
-	       "  -j, --json        print the server's JSON instead of text\n"
-	       "  -t, --thread T    thread id (default $RUNWARDEN_THREAD or '" DEFAULT_THREAD "')\n"
-	       "  -h, --help        this help\n"
-	       "  -V, --version     the version\n\n"
-	       "RUNWARDEN_TOKEN is sent as 'Authorization: Bearer'. Exit status: the run's for\n"
-	       "run and tail; 125 when the CLI fails (server down, HTTP error); 2 on usage.\n");
+	printf(
+	    "runwarden — client of the runwarden HTTP API\n\n"
+	    "Usage: runwarden [--url URL] [--json] COMMAND [ARG...]\n\n"
+	    "Commands:\n"
+	    "  run [--thread T] [--harness H] COMMAND...  start a run, stream its output,\n"
+	    "                                exit with its status\n"
+	    "  tail RUN [--thread T] [--from SEQ]   follow a run's events after SEQ\n"
+	    "  ls [--thread T] [--running]          the runs of a thread, newest first\n"
+	    "  show RUN [--thread T]                a run's record\n"
+	    "  cancel RUN [--thread T]              stop a run and its processes\n"
+	    "  snapshot THREAD [LABEL]              snapshot a thread's workspace\n"
+	    "  restore THREAD SNAPSHOT-ID           restore a thread's workspace\n"
+	    "  files get|ls|rm|mkdir THREAD PATH    a workspace file's bytes, a directory's\n"
+	    "                                       entries, remove, make a directory\n"
+	    "  files put THREAD PATH [FILE] [--mode 0644]  write FILE (or stdin) as PATH\n"
+	    "  up [--listen ADDR:PORT] [--state-dir DIR] [--config FILE] [--build-dir DIR]\n"
+	    "                                       run the three daemons in the foreground\n\n"
+	    "Options:\n"
+	    "  -u, --url URL     the server (default $RUNWARDEN_URL or " DEFAULT_URL ")\n"
+	    "  -j, --json        print the server's JSON instead of text\n"
+	    "  -t, --thread T    thread id (default $RUNWARDEN_THREAD or '" DEFAULT_THREAD "');\n"
+	    "                    a run is found only in its own thread (show, tail, cancel)\n"
+	    "  -T, --token-file F  read the bearer token from F (default $RUNWARDEN_TOKEN_FILE;\n"
+	    "                    its first token; routerd's tokens_file works as it is)\n"
+	    "  -h, --help        this help\n"
+	    "  -V, --version     the version\n\n"
+	    "The token (--token-file, else RUNWARDEN_TOKEN) is sent as 'Authorization: Bearer'.\n"
+	    "Exit status: the run's for\n"
+	    "run and tail; 125 when the CLI fails (server down, HTTP error); 2 on usage.\n");
 }
 
 int
 main(int argc, char **argv)
 {
 	static const struct option opts[] = {
-	    {"url", required_argument, NULL, 'u'},    {"json", no_argument, NULL, 'j'},
-	    {"thread", required_argument, NULL, 't'}, {"help", no_argument, NULL, 'h'},
-	    {"version", no_argument, NULL, 'V'},      {},
+	    {"url", required_argument, NULL, 'u'},
+	    {"json", no_argument, NULL, 'j'},
+	    {"thread", required_argument, NULL, 't'},
+	    {"help", no_argument, NULL, 'h'},
+	    {"version", no_argument, NULL, 'V'},
+	    {"token-file", required_argument, NULL, 'T'},
+	    {},
 	};
 	static const struct {
 		const char *name;
@@ -1058,6 +1112,7 @@ main(int argc, char **argv)
 	    {"up", cmd_up, false},
 	};
 	const char *url = getenv("RUNWARDEN_URL");
+	const char *token_file = getenv("RUNWARDEN_TOKEN_FILE");
 	int c;
 
 	g.thread = getenv("RUNWARDEN_THREAD");
@@ -1069,11 +1124,12 @@ main(int argc, char **argv)
 	g.color = !no_color && isatty(STDOUT_FILENO);
 	g.color_err = !no_color && isatty(STDERR_FILENO);
 
-	while ((c = getopt_long(argc, argv, "+u:jt:hV", opts, NULL)) >= 0) {
+	while ((c = getopt_long(argc, argv, "+u:jt:T:hV", opts, NULL)) >= 0) {
 		switch (c) {
 		case 'u': url = optarg; break;
 		case 'j': g.json = true; break;
 		case 't': g.thread = optarg; break;
+		case 'T': token_file = optarg; break;
 		case 'h': help(); return 0;
 		case 'V': printf("runwarden %s\n", PACKAGE_VERSION); return 0;
 		default: fprintf(stderr, "Try 'runwarden --help'.\n"); return EXIT_USAGE;
@@ -1081,6 +1137,9 @@ main(int argc, char **argv)
 	}
 	if (!url || !*url)
 		url = DEFAULT_URL;
+	g.token = getenv("RUNWARDEN_TOKEN");
+	if (token_file && *token_file && read_token_file(token_file, &g.token) < 0)
+		return EXIT_CLI;
 	if (optind >= argc) {
 		help();
 		return EXIT_USAGE;
@@ -1088,8 +1147,7 @@ main(int argc, char **argv)
 	for (size_t i = 0; i < sizeof(cmds) / sizeof(cmds[0]); i++) {
 		if (strcmp(argv[optind], cmds[i].name) != 0)
 			continue;
-		if (cmds[i].needs_client &&
-		    client_init(&g.client, url, getenv("RUNWARDEN_TOKEN")) < 0)
+		if (cmds[i].needs_client && client_init(&g.client, url, g.token) < 0)
 			return error("%s", g.client.err);
 		return cmds[i].fn(argc - optind, argv + optind);
 	}

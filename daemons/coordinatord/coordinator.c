@@ -85,6 +85,35 @@ reply_run_id(Peer *p, uint64_t req_id, const char *run_id)
 	return r;
 }
 
+/* Whether name is an item of the comma-separated list. */
+static bool
+name_listed(const char *list, const char *name)
+{
+	size_t nl = strlen(name);
+
+	for (const char *s = list; *s;) {
+		size_t n = strcspn(s, ",");
+		if (n == nl && memcmp(s, name, n) == 0)
+			return true;
+		s += n;
+		s += *s == ',';
+	}
+	return false;
+}
+
+/* A run read, watch or cancel from routerd must name the run's thread: the
+ * thread is the owner check (routerd answers 400 thread_required before
+ * asking, this is the second line). Test and tool clients may omit it.
+ * false after replying -EINVAL. */
+static bool
+thread_named(Peer *p, const Frame *f, const char *thread_id)
+{
+	if (thread_id || peer_remote_role(p) != ROLE_ROUTER)
+		return true;
+	peer_reply_error(p, f->req_id, -EINVAL, "thread_required: thread_id is required");
+	return false;
+}
+
 static int
 handle_run_start(Peer *p, const Frame *f, void *ud)
 {
@@ -92,6 +121,7 @@ handle_run_start(Peer *p, const Frame *f, void *ud)
 	Coordinator *c = cl->c;
 	MpReader r;
 	const char *thread_id = NULL, *messages = NULL, *metadata = NULL, *idem = NULL;
+	const char *allowed = NULL;
 	char run_id[RUN_ID_LEN + 1];
 	json_t *msgs = NULL, *meta = NULL;
 	int ret;
@@ -101,6 +131,7 @@ handle_run_start(Peer *p, const Frame *f, void *ud)
 	mp_read_str(&r, "messages", &messages);
 	mp_read_str_opt(&r, "metadata", &metadata, NULL);
 	mp_read_str_opt(&r, "idempotency_key", &idem, NULL);
+	mp_read_str_opt(&r, "harnesses", &allowed, NULL);
 	if (r.err < 0) {
 		ret = r.err;
 		goto out;
@@ -130,6 +161,12 @@ handle_run_start(Peer *p, const Frame *f, void *ud)
 		snprintf(m, sizeof(m), "unknown harness '%.64s'",
 			 harness ? harness : "(not a string)");
 		peer_reply_error(p, f->req_id, -EINVAL, m);
+		goto out;
+	}
+	if (allowed && !name_listed(allowed, hs->name)) {
+		char m[160];
+		snprintf(m, sizeof(m), "this token may not use harness '%.64s'", hs->name);
+		peer_reply_error(p, f->req_id, -EPERM, m);
 		goto out;
 	}
 	if (idem && (!*idem || strlen(idem) > 256)) {
@@ -203,10 +240,13 @@ handle_run_get(Peer *p, const Frame *f, void *ud)
 	mp_read_str(&r, "run_id", &run_id);
 	mp_read_str_opt(&r, "thread_id", &thread_id, NULL);
 	ret = r.err;
+	if (ret == 0 && !thread_named(p, f, thread_id))
+		goto out;
 	if (ret == 0)
 		ret = owned_record(cl->c, run_id, thread_id, &rec);
 	if (ret == 0)
 		ret = reply_record(p, f->req_id, "record", rec);
+out:
 	json_decref(rec);
 	mp_reader_done(&r);
 	return ret;
@@ -230,6 +270,8 @@ handle_run_read(Peer *p, const Frame *f, void *ud)
 	mp_read_int(&r, "from_seq", &from);
 	mp_read_uint(&r, "max", &max);
 	ret = r.err;
+	if (ret == 0 && !thread_named(p, f, thread_id))
+		goto out;
 	if (ret == 0 && from < -1)
 		ret = -EINVAL;
 	if (ret == 0) {
@@ -256,6 +298,7 @@ handle_run_read(Peer *p, const Frame *f, void *ud)
 	} else if (ret != -ENOENT && ret != -EINVAL && ret != -EBADMSG) {
 		log_error_errno(ret, "Failed to read run '%s': %m", run_id ? run_id : "?");
 	}
+out:
 	runlog_events_done(&ev);
 	json_decref(rec);
 	mp_reader_done(&r);
@@ -268,14 +311,21 @@ handle_watch(Peer *p, const Frame *f, void *ud, bool watch)
 	Client *cl = ud;
 	Coordinator *c = cl->c;
 	MpReader r;
-	const char *run_id = NULL;
+	const char *run_id = NULL, *thread_id = NULL;
+	json_t *rec = NULL;
 	int ret;
 
 	mp_reader_init(&r, f->body);
 	mp_read_str(&r, "run_id", &run_id);
+	mp_read_str_opt(&r, "thread_id", &thread_id, NULL);
 	ret = r.err;
+	if (ret == 0 && watch && !thread_named(p, f, thread_id))
+		goto out;
 	if (ret == 0 && strlen(run_id) != RUN_ID_LEN)
 		ret = -ENOENT;
+	/* a watch delivers the run's events: only to its thread */
+	if (ret == 0 && watch && thread_id)
+		ret = owned_record(c, run_id, thread_id, &rec);
 	if (ret == 0 && watch) {
 		bool have = false;
 		for (Watch *w = c->watches; w; w = w->next)
@@ -304,6 +354,8 @@ handle_watch(Peer *p, const Frame *f, void *ud, bool watch)
 	}
 	if (ret == 0)
 		ret = peer_reply(p, f->req_id, NULL);
+out:
+	json_decref(rec);
 	mp_reader_done(&r);
 	return ret;
 }
@@ -417,6 +469,8 @@ handle_run_cancel(Peer *p, const Frame *f, void *ud)
 	mp_read_str(&r, "run_id", &run_id);
 	mp_read_str_opt(&r, "thread_id", &thread_id, NULL);
 	ret = r.err;
+	if (ret == 0 && !thread_named(p, f, thread_id))
+		goto out;
 	if (ret == 0)
 		ret = owned_record(c, run_id, thread_id, &rec);
 	if (ret < 0)

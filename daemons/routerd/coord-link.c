@@ -113,9 +113,12 @@ watch_attach(Router *r, Tail *t)
 			free(w);
 			return -ENOMEM;
 		}
+		/* the thread the tail was checked against (RUN_GET) is the run's
+		 * owner: coordinatord checks it again */
 		mp_writer_init(&mw);
-		mp_w_map(&mw, 1);
+		mp_w_map(&mw, 2);
 		mp_w_str(&mw, "run_id", w->run_id);
+		mp_w_str(&mw, "thread_id", t->thread_id ? t->thread_id : "");
 		rr = coord_call(r, MSG_RUN_WATCH, &mw, watch_reply, w);
 		mp_writer_done(&mw);
 		if (rr < 0) {

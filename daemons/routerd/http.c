@@ -706,6 +706,37 @@ event_cb(struct bufferevent *bev, short what, void *arg)
 	http_conn_free(c);
 }
 
+/* The local address of the connection, as a Host header names it: the
+ * Host check (routes.c) compares against it, so a wildcard listen address
+ * accepts the address each client actually reached. */
+static void
+conn_local_address(HttpConn *c, int fd)
+{
+	struct sockaddr_storage ss;
+	socklen_t l = sizeof(ss);
+	char a[INET6_ADDRSTRLEN] = "";
+
+	if (getsockname(fd, (struct sockaddr *)&ss, &l) < 0)
+		return;
+	if (ss.ss_family == AF_INET) {
+		const struct sockaddr_in *s4 = (const struct sockaddr_in *)&ss;
+		evutil_inet_ntop(AF_INET, &s4->sin_addr, a, sizeof(a));
+		snprintf(c->local, sizeof(c->local), "%s:%u", a, ntohs(s4->sin_port));
+		c->local_loopback = (ntohl(s4->sin_addr.s_addr) >> 24) == 127;
+	} else if (ss.ss_family == AF_INET6) {
+		const struct sockaddr_in6 *s6 = (const struct sockaddr_in6 *)&ss;
+		if (IN6_IS_ADDR_V4MAPPED(&s6->sin6_addr)) {
+			evutil_inet_ntop(AF_INET, &s6->sin6_addr.s6_addr[12], a, sizeof(a));
+			c->local_loopback = s6->sin6_addr.s6_addr[12] == 127;
+			snprintf(c->local, sizeof(c->local), "%s:%u", a, ntohs(s6->sin6_port));
+		} else {
+			evutil_inet_ntop(AF_INET6, &s6->sin6_addr, a, sizeof(a));
+			c->local_loopback = IN6_IS_ADDR_LOOPBACK(&s6->sin6_addr);
+			snprintf(c->local, sizeof(c->local), "[%s]:%u", a, ntohs(s6->sin6_port));
+		}
+	}
+}
+
 int
 http_conn_new(Router *r, int fd, const struct sockaddr *sa, int salen, bool bridge)
 {
@@ -762,6 +793,7 @@ http_conn_new(Router *r, int fd, const struct sockaddr *sa, int salen, bool brid
 		snprintf(c->addr, sizeof(c->addr), "%s:%u", a, ntohs(s4->sin_port));
 	} else
 		snprintf(c->addr, sizeof(c->addr), bridge ? "bridge" : "client");
+	conn_local_address(c, sfd);
 	if (sa->sa_family != AF_UNIX)
 		(void)setsockopt(sfd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof(one));
 	c->timer = evtimer_new(r->base, conn_timer_cb, c);

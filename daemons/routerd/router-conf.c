@@ -69,12 +69,20 @@ const ConfItem router_conf_items[] = {
      "a request line and headers not complete this long after their first byte get 408 and "
      "the connection is closed (slowloris)"},
     {"routerd", "tokens_file", CONF_STR, offsetof(RouterConf, tokens_file), "", 0, 0,
-     "file of bearer tokens, one a line ('#' comments); when set every route but /healthz "
-     "needs 'Authorization: Bearer <token>'; empty = no auth, which only a loopback listen "
+     "file of bearer tokens, one a line ('#' comments), each optionally followed by "
+     "threads=ID,PREFIX*,... (the threads it may touch) and harnesses=NAME,... (the "
+     "harnesses its runs may use); when set every route but /healthz needs "
+     "'Authorization: Bearer <token>'; empty = no auth, which only a loopback listen "
      "address allows"},
     {"routerd", "cors_origins", CONF_STR, offsetof(RouterConf, cors_origins), "", 0, 0,
      "origins (scheme://host:port, space-separated, or *) whose browser pages may call the "
-     "API cross-origin; empty = none"},
+     "API cross-origin; a request with any other Origin (but routerd's own) gets 403 "
+     "origin_forbidden; empty = none"},
+    {"routerd", "server_names", CONF_STR, offsetof(RouterConf, server_names), "", 0, 0,
+     "Host header values accepted besides the listen address (and localhost:PORT on "
+     "loopback): names or name:port, space-separated (a bare name also matches name:PORT "
+     "of the listen port); * = any Host (gives up the DNS-rebinding check); others get "
+     "421"},
 };
 const size_t router_conf_n_items = ELEMENTSOF(router_conf_items);
 
@@ -104,10 +112,119 @@ fclosep(FILE **f)
 		fclose(*f);
 }
 
+static void
+strv_free(char **v)
+{
+	for (char **p = v; p && *p; p++)
+		free(*p);
+	free(v);
+}
+
+static bool
+startswith(const char *s, const char *prefix)
+{
+	return strncmp(s, prefix, strlen(prefix)) == 0;
+}
+
+static bool
+scope_char_ok(char ch)
+{
+	return (unsigned char)ch > 0x20 && ch != 0x7f && ch != ',';
+}
+
+/* Split v (a comma-separated list) into a NULL-terminated array. Every item
+ * non-empty; a '*' only as the last byte of a thread pattern; harness names
+ * of [A-Za-z0-9_.-]. -EINVAL with *why set. */
+static int
+scope_list(const char *v, bool threads, char ***ret, const char **why)
+{
+	char **out = NULL;
+	size_t n = 0;
+
+	for (const char *s = v;;) {
+		size_t l = strcspn(s, ",");
+		if (l == 0 || (threads && l > 256)) {
+			*why = "an empty or overlong item";
+			goto fail;
+		}
+		for (size_t i = 0; i < l; i++) {
+			char ch = s[i];
+			bool ok = threads ? scope_char_ok(ch) && (ch != '*' || i == l - 1)
+					  : (ch >= 'a' && ch <= 'z') || (ch >= 'A' && ch <= 'Z') ||
+						(ch >= '0' && ch <= '9') || strchr("_.-", ch);
+			if (!ok) {
+				*why = threads ? "a thread pattern may hold '*' only at its end"
+					       : "a harness name is letters, digits, '_', '.', '-'";
+				goto fail;
+			}
+		}
+		char **p = reallocarray(out, n + 2, sizeof(*out));
+		if (!p)
+			goto oom;
+		out = p;
+		out[n] = strndup(s, l);
+		if (!out[n])
+			goto oom;
+		out[++n] = NULL;
+		s += l;
+		if (!*s)
+			break;
+		s++;
+		if (!*s) {
+			*why = "an empty item";
+			goto fail;
+		}
+	}
+	*ret = out;
+	return 0;
+oom:
+	*why = "out of memory";
+fail:
+	strv_free(out);
+	return -EINVAL;
+}
+
+/* The words after the token: threads=… and harnesses=…, each at most once. */
+static int
+token_scope(RouterConf *c, RouterToken *t, char *words, size_t lineno)
+{
+	for (char *w = words; *w;) {
+		size_t l = strcspn(w, " \t");
+		char save = w[l];
+		const char *why = NULL;
+		w[l] = '\0';
+		if (startswith(w, "threads=") && !t->threads) {
+			if (scope_list(w + 8, true, &t->threads, &why) < 0)
+				return log_error_errno(SYNTHETIC_ERRNO(EINVAL),
+						       "%s:%zu: threads=: %s", c->tokens_file,
+						       lineno, why);
+		} else if (startswith(w, "harnesses=") && !t->harnesses) {
+			char **names = NULL;
+			if (scope_list(w + 10, false, &names, &why) < 0)
+				return log_error_errno(SYNTHETIC_ERRNO(EINVAL),
+						       "%s:%zu: harnesses=: %s", c->tokens_file,
+						       lineno, why);
+			strv_free(names);
+			t->harnesses = strdup(w + 10);
+			if (!t->harnesses)
+				return log_error_errno(SYNTHETIC_ERRNO(ENOMEM), "Out of memory");
+		} else
+			return log_error_errno(SYNTHETIC_ERRNO(EINVAL),
+					       "%s:%zu: after the token only threads=LIST and "
+					       "harnesses=LIST may follow, each once",
+					       c->tokens_file, lineno);
+		w[l] = save;
+		w += l;
+		w += strspn(w, " \t");
+	}
+	return 0;
+}
+
 /* Read the tokens file: one token a line, blank lines and '#' comments
- * skipped, surrounding whitespace trimmed. Only SHA-256 digests are kept, so
- * the comparison works on equal-length values and no token stays in memory.
- * Never logs a token. */
+ * skipped, surrounding whitespace trimmed; after the token, optionally
+ * `threads=P,P…` and `harnesses=H,H…` (RouterToken). Only SHA-256 digests
+ * are kept, so the comparison works on equal-length values and no token stays
+ * in memory. Never logs a token. */
 static int
 tokens_load(RouterConf *c)
 {
@@ -115,6 +232,7 @@ tokens_load(RouterConf *c)
 	_cleanup_free_ char *line = NULL;
 	size_t cap = 0, lineno = 0;
 	ssize_t n;
+	int r;
 
 	f = fopen(c->tokens_file, "re");
 	if (!f)
@@ -129,25 +247,74 @@ tokens_load(RouterConf *c)
 			e--;
 		if (t == e || *t == '#')
 			continue;
+		*e = '\0';
 		for (char *p = t; p < e; p++)
-			if ((unsigned char)*p <= 0x20 || *p == 0x7f)
+			if (((unsigned char)*p < 0x20 && *p != '\t') || *p == 0x7f) {
+				OPENSSL_cleanse(line, (size_t)n);
 				return log_error_errno(SYNTHETIC_ERRNO(EINVAL),
-						       "%s:%zu: a token must be one word of "
-						       "printable characters",
+						       "%s:%zu: a token line must be printable "
+						       "characters",
 						       c->tokens_file, lineno);
-		void *p = reallocarray(c->token_digests, c->n_tokens + 1, 32);
+			}
+		size_t tl = strcspn(t, " \t");
+		void *p = reallocarray(c->tokens, c->n_tokens + 1, sizeof(RouterToken));
 		if (!p)
 			return log_error_errno(SYNTHETIC_ERRNO(ENOMEM), "Out of memory");
-		c->token_digests = p;
-		if (EVP_Digest(t, (size_t)(e - t), c->token_digests[c->n_tokens], NULL,
-			       EVP_sha256(), NULL) != 1)
+		c->tokens = p;
+		RouterToken *tok = &c->tokens[c->n_tokens++];
+		*tok = (RouterToken){0};
+		if (EVP_Digest(t, tl, tok->digest, NULL, EVP_sha256(), NULL) != 1)
 			return log_error_errno(SYNTHETIC_ERRNO(EIO), "SHA-256 failed");
-		c->n_tokens++;
-		OPENSSL_cleanse(t, (size_t)(e - t));
+		OPENSSL_cleanse(t, tl);
+		r = token_scope(c, tok, t + tl + strspn(t + tl, " \t"), lineno);
+		if (r < 0)
+			return r;
 	}
 	if (c->n_tokens == 0)
 		return log_error_errno(SYNTHETIC_ERRNO(EINVAL),
 				       "routerd.tokens_file: '%s' holds no token", c->tokens_file);
+	return 0;
+}
+
+bool
+router_token_allows_thread(const RouterToken *t, const char *thread_id)
+{
+	if (!t || !t->threads)
+		return true;
+	if (!thread_id)
+		return false;
+	for (char **p = t->threads; *p; p++) {
+		size_t l = strlen(*p);
+		if (l > 0 && (*p)[l - 1] == '*') {
+			if (strncmp(thread_id, *p, l - 1) == 0)
+				return true;
+		} else if (streq(thread_id, *p))
+			return true;
+	}
+	return false;
+}
+
+/* server_names: space- or comma-separated host names (or host:port), or "*". */
+static int
+server_names_check(const RouterConf *c)
+{
+	const char *s = c->server_names;
+
+	for (s = s ? s : ""; *s;) {
+		s += strspn(s, " ,");
+		size_t n = strcspn(s, " ,");
+		for (size_t i = 0; i < n; i++) {
+			char ch = s[i];
+			if (!((ch >= 'a' && ch <= 'z') || (ch >= 'A' && ch <= 'Z') ||
+			      (ch >= '0' && ch <= '9') || strchr("-.:[]_", ch) ||
+			      (ch == '*' && n == 1)))
+				return log_error_errno(SYNTHETIC_ERRNO(EINVAL),
+						       "routerd.server_names: '%.*s' is not a host "
+						       "name, host:port or *",
+						       (int)n, s);
+		}
+		s += n;
+	}
 	return 0;
 }
 
@@ -169,6 +336,9 @@ router_conf_load(const DaemonArgs *a, RouterConf *c)
 	if (c->shared.runtime_dir == NULL || c->shared.runtime_dir[0] != '/')
 		return log_error_errno(SYNTHETIC_ERRNO(EINVAL),
 				       "runwarden.runtime_dir must be an absolute path");
+	r = server_names_check(c);
+	if (r < 0)
+		return r;
 	if (c->tokens_file && *c->tokens_file) {
 		r = tokens_load(c);
 		if (r < 0)
@@ -186,7 +356,13 @@ void
 router_conf_done(RouterConf *c)
 {
 	conf_free_strings(router_conf_items, router_conf_n_items, c);
-	free(c->token_digests);
-	c->token_digests = NULL;
+	for (size_t i = 0; i < c->n_tokens; i++) {
+		strv_free(c->tokens[i].threads);
+		free(c->tokens[i].harnesses);
+	}
+	if (c->tokens)
+		OPENSSL_cleanse(c->tokens, c->n_tokens * sizeof(RouterToken));
+	free(c->tokens);
+	c->tokens = NULL;
 	c->n_tokens = 0;
 }

@@ -20,6 +20,16 @@
 #include "daemon-util.h"
 #include "shared-conf.h"
 
+/* One tokens_file line: `TOKEN [threads=P,P…] [harnesses=H,H…]`. Only the
+ * SHA-256 of the token is kept. threads: exact thread ids, or prefixes when
+ * a pattern ends in '*'; NULL = any thread. harnesses: a comma-separated list
+ * of harness names the token's runs may use; NULL = any. */
+typedef struct RouterToken {
+	uint8_t digest[32];
+	char **threads; /* NULL-terminated */
+	char *harnesses;
+} RouterToken;
+
 typedef struct RouterConf {
 	SharedConf shared;
 	char *listen;			  /* "host:port" or "[v6]:port"; numeric host */
@@ -39,9 +49,10 @@ typedef struct RouterConf {
 	int64_t header_timeout_ms;    /* whole request head must arrive within → 408 */
 	char *tokens_file;	      /* bearer tokens, one a line; "" = no auth */
 	char *cors_origins;	      /* origins allowed cross-origin ("*" = any); "" = none */
+	char *server_names;	      /* extra Host names accepted (besides the listen address) */
 
 	/* derived by router_conf_load() */
-	uint8_t (*token_digests)[32]; /* SHA-256 of each token */
+	RouterToken *tokens; /* one per tokens_file line */
 	size_t n_tokens;
 } RouterConf;
 
@@ -55,6 +66,9 @@ int router_conf_load(const DaemonArgs *a, RouterConf *c);
 
 /* Whether the listen address is a loopback one (127.0.0.0/8, ::1). */
 bool router_conf_listen_is_loopback(const RouterConf *c);
+
+/* Whether the token's thread scope admits thread_id (NULL token: any). */
+bool router_token_allows_thread(const RouterToken *t, const char *thread_id);
 
 /* Free the strings of c (NULL-safe fields). */
 void router_conf_done(RouterConf *c);

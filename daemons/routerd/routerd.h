@@ -198,8 +198,9 @@ typedef struct HttpRequest {
 	bool complete; /* on_message_complete ran */
 	usec_t started;
 	/* filled by routes.c */
-	char *path; /* the URL path, not decoded, for logs */
-	char *cors; /* Access-Control-* header lines for an allowed Origin, or NULL */
+	char *path;		  /* the URL path, not decoded, for logs */
+	char *cors;		  /* Access-Control-* header lines for an allowed Origin, or NULL */
+	const RouterToken *token; /* the bearer token that matched (conf-owned), or NULL */
 } HttpRequest;
 
 typedef enum HttpConnState {
@@ -215,7 +216,9 @@ struct HttpConn {
 	HttpConn *prev, *next;
 	struct bufferevent *bev;
 	HttpConnState state;
-	char addr[64]; /* client address for logs */
+	char addr[64];	/* client address for logs */
+	char local[64]; /* the address the client connected to, "ip:port" / "[v6]:port" */
+	bool local_loopback;
 	http_parser parser;
 	HttpRequest req;
 	bool busy;		  /* a request is being answered; parsing paused */

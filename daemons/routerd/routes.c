@@ -7,8 +7,15 @@
  * need coordinatord send one request with the HttpConn as userdata and answer
  * from the reply callback; a connection that goes away first cancels it.
  *
+ * Before any route: Host must name this server (421), an Origin must be
+ * ours or in cors_origins (403), then the bearer token (401). Per route: the
+ * token's thread scope (403 thread_forbidden), the run's threadId on every
+ * /runs/{id} route (400 thread_required) and, for JSON bodies, Content-Type
+ * application/json (415). docs/SECURITY.md says why.
+ *
  * Coordinator errors map to statuses in one place (respond_coord_error):
- * -EINVAL 400 (code not_a_backup_record when the message says so), -ENOENT
+ * -EINVAL 400 (code not_a_backup_record when the message says so), -EPERM
+ * 403 harness_forbidden (RUN_START with a harness the token may not use), -ENOENT
  * 404 (code backup_not_found when the message says so), -EBUSY 409, -ETIME
  * 504 job_timeout and -ECANCELED 500 job_killed (a snapshot/restore job),
  * -ENOMSG (a coordinatord without that message) and -EOPNOTSUPP 501,
@@ -223,6 +230,7 @@ respond_coord_error(HttpConn *c, int err, const msgpack_object *body, const char
 		else
 			http_respond_error(c, 404, "not_found", not_found);
 		break;
+	case -EPERM: http_respond_error(c, 403, "harness_forbidden", m ? msg : "forbidden"); break;
 	case -ETIME: http_respond_error(c, 504, "job_timeout", m ? msg : "timed out"); break;
 	case -ECANCELED: http_respond_error(c, 500, "job_killed", m ? msg : "killed"); break;
 	case -EBUSY: http_respond_error(c, 409, "conflict", m ? msg : "busy"); break;
@@ -338,6 +346,42 @@ route_healthz(HttpConn *c, Route *rt)
 	http_respond(c, 200, "application/json; charset=utf-8", ok, STRLEN(ok), NULL, false);
 }
 
+/* ---- request bodies ---- */
+
+/* A JSON body must come as Content-Type: application/json (parameters such
+ * as charset allowed). A browser sends text/plain, multipart/form-data or
+ * application/x-www-form-urlencoded cross-site without a CORS preflight;
+ * refusing every other type keeps such a "simple" request from acting. An
+ * empty body without Content-Type passes when empty_ok. false after 415. */
+static bool
+json_content_type(HttpConn *c, bool empty_ok)
+{
+	const char *ct = http_header(c, "Content-Type");
+
+	if (!ct && empty_ok && c->req.body_len == 0)
+		return true;
+	if (ct) {
+		ct += strspn(ct, " \t");
+		size_t n = strcspn(ct, "; \t");
+		if (n == STRLEN("application/json") && strncasecmp(ct, "application/json", n) == 0)
+			return true;
+	}
+	http_respond_error(c, 415, "unsupported_media_type",
+			   "the body must be JSON sent as Content-Type: application/json");
+	return false;
+}
+
+/* Whether the request's token may touch thread_id; false after answering
+ * 403 thread_forbidden. */
+static bool
+thread_allowed(HttpConn *c, const char *thread_id)
+{
+	if (router_token_allows_thread(c->req.token, thread_id))
+		return true;
+	http_respond_error(c, 403, "thread_forbidden", "this token may not use this thread");
+	return false;
+}
+
 /* ---- POST /runs ---- */
 
 static void
@@ -428,6 +472,8 @@ route_runs_post(HttpConn *c, Route *rt)
 				   "Idempotency-Key must be 1 to 256 printable bytes");
 		return;
 	}
+	if (!json_content_type(c, false))
+		return;
 	json_auto_t *body = json_loadb(c->req.body ? c->req.body : "", c->req.body_len, 0, &jerr);
 	if (!body) {
 		http_respond_error(c, 400, "invalid_json", jerr.text);
@@ -438,6 +484,11 @@ route_runs_post(HttpConn *c, Route *rt)
 		http_respond_error(c, 400, "bad_request", why);
 		return;
 	}
+	if (!thread_allowed(c, json_string_value(json_object_get(body, "threadId"))))
+		return;
+	/* the harness is resolved by coordinatord (metadata.harness or its
+	 * default_harness): it gets the token's list and refuses the others */
+	const char *harnesses = c->req.token ? c->req.token->harnesses : NULL;
 	if (!coord_ready(c->router)) {
 		respond_unavailable(c);
 		return;
@@ -450,9 +501,11 @@ route_runs_post(HttpConn *c, Route *rt)
 		return;
 	}
 	mp_writer_init(&w);
-	mp_w_map(&w, 2 + !!meta + !!idem);
+	mp_w_map(&w, 2 + !!meta + !!idem + !!harnesses);
 	mp_w_str(&w, "thread_id", json_string_value(json_object_get(body, "threadId")));
 	mp_w_str(&w, "messages", msgs);
+	if (harnesses)
+		mp_w_str(&w, "harnesses", harnesses);
 	if (meta)
 		mp_w_str(&w, "metadata", meta);
 	if (idem)
@@ -472,10 +525,9 @@ send_run_get(HttpConn *c, const char *run_id, const char *thread_id, PeerReplyFn
 	int r;
 
 	mp_writer_init(&w);
-	mp_w_map(&w, thread_id ? 2 : 1);
+	mp_w_map(&w, 2);
 	mp_w_str(&w, "run_id", run_id);
-	if (thread_id)
-		mp_w_str(&w, "thread_id", thread_id);
+	mp_w_str(&w, "thread_id", thread_id);
 	r = coord_call(c->router, MSG_RUN_GET, &w, cb, c);
 	mp_writer_done(&w);
 	return r;
@@ -500,7 +552,8 @@ run_get_reply(Peer *p, int err, const msgpack_object *body, void *userdata)
 		     NULL, false);
 }
 
-/* threadId from the query, validated; false after answering 400. */
+/* threadId from the query (required), validated and within the token's
+ * threads; false after answering 400 or 403. */
 static bool
 get_thread_id(HttpConn *c, const Route *rt, char **ret)
 {
@@ -515,11 +568,18 @@ get_thread_id(HttpConn *c, const Route *rt, char **ret)
 		http_respond_error(c, 400, "bad_request", "malformed query string");
 		return false;
 	}
-	if (*ret && (why = thread_id_problem(*ret))) {
+	if (!*ret) {
+		/* the run's thread is its owner: without it any run would be
+		 * readable by whoever learns its id */
+		http_respond_error(c, 400, "thread_required",
+				   "threadId is required: add ?threadId=<the run's thread>");
+		return false;
+	}
+	if ((why = thread_id_problem(*ret))) {
 		http_respond_error(c, 400, "bad_request", why);
 		return false;
 	}
-	return true;
+	return thread_allowed(c, *ret);
 }
 
 static void
@@ -616,8 +676,7 @@ route_run_stream(HttpConn *c, Route *rt)
 		return;
 	}
 	StreamStart *s = calloc(1, sizeof(*s));
-	if (!s || !(s->run_id = strdup(rt->seg[1])) ||
-	    (thread_id && !(s->thread_id = strdup(thread_id)))) {
+	if (!s || !(s->run_id = strdup(rt->seg[1])) || !(s->thread_id = strdup(thread_id))) {
 		stream_start_free(s);
 		http_respond_error(c, 500, "internal", "out of memory");
 		return;
@@ -713,17 +772,16 @@ route_run_cancel(HttpConn *c, Route *rt)
 	MpWriter w;
 	int r;
 
-	if (!get_thread_id(c, rt, &thread_id))
+	if (!get_thread_id(c, rt, &thread_id) || !json_content_type(c, true))
 		return;
 	if (!run_id_plausible(rt->seg[1])) {
 		http_respond_error(c, 404, "not_found", "unknown run");
 		return;
 	}
 	mp_writer_init(&w);
-	mp_w_map(&w, thread_id ? 2 : 1);
+	mp_w_map(&w, 2);
 	mp_w_str(&w, "run_id", rt->seg[1]);
-	if (thread_id)
-		mp_w_str(&w, "thread_id", thread_id);
+	mp_w_str(&w, "thread_id", thread_id);
 	r = coord_call(c->router, MSG_RUN_CANCEL, &w, run_cancel_reply, c);
 	mp_writer_done(&w);
 	if (r < 0)
@@ -775,7 +833,8 @@ thread_runs_reply(Peer *p, int err, const msgpack_object *body, void *userdata)
 	http_respond(c, 200, "application/json; charset=utf-8", out, n, NULL, false);
 }
 
-/* threadId from the path segment; false after answering 400. */
+/* threadId from the path segment, within the token's threads; false after
+ * answering 400 or 403. */
 static bool
 path_thread_id(HttpConn *c, const char *tid)
 {
@@ -784,7 +843,7 @@ path_thread_id(HttpConn *c, const char *tid)
 		http_respond_error(c, 400, "bad_request", why);
 		return false;
 	}
-	return true;
+	return thread_allowed(c, tid);
 }
 
 static void
@@ -865,7 +924,7 @@ route_snapshot_create(HttpConn *c, Route *rt)
 	MpWriter w;
 	int r;
 
-	if (!path_thread_id(c, rt->seg[1]))
+	if (!path_thread_id(c, rt->seg[1]) || !json_content_type(c, true))
 		return;
 	json_auto_t *body = body_object(c, true);
 	if (!body)
@@ -907,7 +966,7 @@ route_snapshot_restore(HttpConn *c, Route *rt)
 	MpWriter w;
 	int r;
 
-	if (!path_thread_id(c, rt->seg[1]))
+	if (!path_thread_id(c, rt->seg[1]) || !json_content_type(c, false))
 		return;
 	json_auto_t *body = body_object(c, false);
 	if (!body)
@@ -1062,6 +1121,7 @@ auth_ok(HttpConn *c, const Route *rt, bool stream)
 	_cleanup_free_ char *qt = NULL;
 	const char *tok = NULL;
 	unsigned char d[32];
+	size_t match = 0;
 	int ok = 0;
 
 	if (conf->n_tokens == 0)
@@ -1075,10 +1135,126 @@ auth_ok(HttpConn *c, const Route *rt, bool stream)
 		return false;
 	if (EVP_Digest(tok, strlen(tok), d, NULL, EVP_sha256(), NULL) != 1)
 		return false;
-	for (size_t i = 0; i < conf->n_tokens; i++)
-		ok |= CRYPTO_memcmp(d, conf->token_digests[i], sizeof(d)) == 0;
+	/* every token is compared, the match picked without a branch on it */
+	for (size_t i = 0; i < conf->n_tokens; i++) {
+		int eq = CRYPTO_memcmp(d, conf->tokens[i].digest, sizeof(d)) == 0;
+		size_t mask = (size_t)0 - (size_t)(eq & !ok);
+		match = (match & ~mask) | (i & mask);
+		ok |= eq;
+	}
 	OPENSSL_cleanse(d, sizeof(d));
+	if (ok)
+		c->req.token = &conf->tokens[match];
 	return ok;
+}
+
+/* ---- Host and Origin: DNS rebinding and cross-site requests ---- */
+
+/* The port of an "ip:port" / "[v6]:port" local address. */
+static const char *
+local_port(const HttpConn *c)
+{
+	const char *p = strrchr(c->local, ':');
+	return p ? p + 1 : "";
+}
+
+static bool
+strn_case_eq(const char *a, size_t al, const char *b)
+{
+	return al == strlen(b) && strncasecmp(a, b, al) == 0;
+}
+
+/* Whether host[0..hl) names this server: the address the client connected
+ * to, localhost:PORT when that is a loopback one, or a server_names entry (a
+ * bare name also as name:PORT). A page whose DNS name was rebound to this
+ * address sends its own name as Host and gets 421. */
+static bool
+host_known(const HttpConn *c, const char *host, size_t hl)
+{
+	const char *list = c->router->conf->server_names;
+	const char *port = local_port(c);
+	char buf[300];
+
+	if (strn_case_eq(host, hl, c->local))
+		return true;
+	if (c->local_loopback) {
+		snprintf(buf, sizeof(buf), "localhost:%s", port);
+		if (strn_case_eq(host, hl, buf))
+			return true;
+	}
+	for (const char *s = list ? list : ""; *s;) {
+		s += strspn(s, " ,");
+		size_t n = strcspn(s, " ,");
+		if (n == 0)
+			break;
+		if (n == 1 && *s == '*')
+			return true;
+		if (n == hl && strncasecmp(s, host, n) == 0)
+			return true;
+		snprintf(buf, sizeof(buf), "%.*s:%s", (int)MIN(n, (size_t)256), s, port);
+		if (!memchr(s, ':', n) && strn_case_eq(host, hl, buf))
+			return true;
+		s += n;
+	}
+	return false;
+}
+
+/* The Host header: exactly one, naming this server (host_known). An
+ * HTTP/1.0 request may leave it out (browsers always send it). false after
+ * answering 400 or 421. */
+static bool
+host_ok(HttpConn *c)
+{
+	const char *host = NULL;
+	size_t n = 0;
+
+	for (size_t i = 0; i < c->req.n_headers; i++)
+		if (strcasecmp(c->req.headers[i].name, "Host") == 0) {
+			host = c->req.headers[i].value;
+			n++;
+		}
+	if (n > 1 || (n == 0 && (c->req.http_major > 1 || c->req.http_minor > 0))) {
+		http_respond_error(c, 400, "bad_request", "exactly one Host header is required");
+		return false;
+	}
+	if (!host)
+		return true;
+	host += strspn(host, " \t");
+	size_t hl = strcspn(host, " \t");
+	if (host_known(c, host, hl))
+		return true;
+	http_respond_error(c, 421, "misdirected_request",
+			   "the Host header does not name this server (routerd.server_names)");
+	return false;
+}
+
+/* An Origin header, when present, must be this server's own origin
+ * (http:// or https:// and the Host, already checked) or one of
+ * cors_origins (cors_prepare set the CORS lines). A page of any other origin
+ * gets 403 on every route, simple request, preflight, WebSocket or SSE
+ * alike. false after answering 403. */
+static bool
+origin_ok(HttpConn *c)
+{
+	const char *origin = http_header(c, "Origin");
+	const char *host = http_header(c, "Host");
+	char own[300];
+
+	if (!origin || c->req.cors)
+		return true;
+	if (!host)
+		host = c->local;
+	host += strspn(host, " \t");
+	size_t hl = strcspn(host, " \t");
+	for (int i = 0; i < 2; i++) {
+		snprintf(own, sizeof(own), "%s://%.*s", i ? "https" : "http",
+			 (int)MIN(hl, (size_t)256), host);
+		if (strcasecmp(origin, own) == 0)
+			return true;
+	}
+	http_respond_error(c, 403, "origin_forbidden",
+			   "requests from this Origin are not allowed (routerd.cors_origins)");
+	return false;
 }
 
 /* Access-Control-Allow-Origin for an Origin listed in cors_origins (or any,
@@ -1147,13 +1323,19 @@ routes_dispatch(HttpConn *c)
 		route_bridge_only(c, &rt);
 		return;
 	}
+	bool bridge =
+	    rt.n_seg >= 1 && (streq(rt.seg[0], "_bridge") || streq(rt.seg[0], "tool-exec"));
+	/* Sandboxes reach their bridge through bridge.sock (above), so the public
+	 * listener checks Host on every route, /_bridge included. */
+	if (!host_ok(c))
+		return;
 	cors_prepare(c);
+	if (!origin_ok(c))
+		return;
 	if (m == HTTP_OPTIONS) {
 		route_options(c);
 		return;
 	}
-	bool bridge =
-	    rt.n_seg >= 1 && (streq(rt.seg[0], "_bridge") || streq(rt.seg[0], "tool-exec"));
 	bool healthz = rt.n_seg == 1 && streq(rt.seg[0], "healthz");
 	bool stream = rt.n_seg == 3 && streq(rt.seg[0], "runs") && streq(rt.seg[2], "stream");
 	/* /_bridge and /tool-exec carry a per-run token of their own */

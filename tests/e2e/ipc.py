@@ -1,7 +1,7 @@
 # SPDX-License-Identifier: MIT
 """A blocking client of the internal protocol (docs/PROTOCOL.md), for tests:
 length-prefixed msgpack frames [type, req_id, body] over a Unix socket, HELLO
-as role 'client'. Message type ids are read from common/proto/messages.def."""
+as role 'client' (or another role, to test what a daemon accepts from it). Message type ids are read from common/proto/messages.def."""
 import os
 import re
 import socket
@@ -23,14 +23,14 @@ class IpcError(Exception):
 
 
 class Ipc:
-    def __init__(self, path, timeout=10):
+    def __init__(self, path, timeout=10, role="client"):
         self.sock = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
         self.sock.settimeout(timeout)
         self.sock.connect(path)
         self.buf = b""
         self.next_id = 0
         self.pushes = []
-        self.send(MSG["HELLO"], 0, {"version": 1, "role": "client", "pid": os.getpid()})
+        self.send(MSG["HELLO"], 0, {"version": 1, "role": role, "pid": os.getpid()})
         t, _, body = self.recv()
         assert t == MSG["HELLO"], t
 

@@ -106,6 +106,18 @@ def test_http_error_prints_the_json_error(s):
     assert "unknown run" in p.stderr and "404" in p.stderr, p.stderr
 
 
+def test_a_run_of_another_thread_says_which_thread_to_pass(s):
+    run = s.start_run("true", thread="cli-owner")
+    s.wait_terminal(run, thread="cli-owner")
+    for cmd in ("show", "cancel", "tail"):
+        p = cli(s, cmd, run, "--thread", "cli-someone-else")
+        assert p.returncode == 125, (cmd, p.returncode, p.stderr)
+        assert "not_found" in p.stderr and "--thread" in p.stderr, (cmd, p.stderr)
+        assert "cli-someone-else" in p.stderr, p.stderr
+    p = cli(s, "show", run, "--thread", "cli-owner")
+    assert p.returncode == 0, p.stderr
+
+
 def test_server_down_is_a_clear_error(s):
     url = f"http://127.0.0.1:{free_port()}"
     p = cli(s, "run", "echo", "x", url=url)

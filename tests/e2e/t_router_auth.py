@@ -21,6 +21,7 @@ with os.fdopen(_fd, "w") as f:
 SUITE_CONF = f"""[routerd]
 tokens_file = {TOKENS_FILE}
 cors_origins = http://good.example:8080 http://other.example
+server_names = x
 header_timeout_ms = 500
 """
 
@@ -138,11 +139,13 @@ def test_cors_preflight_and_allow_origin(s):
     # 401s carry it too, so the page can read the error
     r = raw(b"GET /readyz HTTP/1.1\r\nHost: x\r\nOrigin: http://other.example\r\n\r\n")
     assert r.status == 401 and r.header("Access-Control-Allow-Origin") == "http://other.example"
+    # any other Origin is refused outright (t_security_front has the rest)
     r = raw(b"GET /healthz HTTP/1.1\r\nHost: x\r\nOrigin: http://evil.example\r\n\r\n")
-    assert r.status == 200 and r.header("Access-Control-Allow-Origin") is None
+    assert r.status == 403 and r.header("Access-Control-Allow-Origin") is None
+    assert r.json()["code"] == "origin_forbidden"
     r = raw(b"OPTIONS /runs HTTP/1.1\r\nHost: x\r\nOrigin: http://evil.example\r\n"
             b"Access-Control-Request-Method: POST\r\n\r\n")
-    assert r.header("Access-Control-Allow-Origin") is None
+    assert r.status == 403 and r.header("Access-Control-Allow-Origin") is None
 
 
 def test_slow_request_head_gets_408(s):
@@ -194,7 +197,8 @@ def test_bad_tokens_files_are_refused(s):
     spaced = os.path.join(d, "spaced")
     with open(spaced, "w") as f:
         f.write("two words\n")
-    for path, what in ((empty, "no token"), (spaced, "one word"), (d + "/missing", "cannot read")):
+    for path, what in ((empty, "no token"), (spaced, "only threads=LIST and harnesses=LIST"),
+                       (d + "/missing", "cannot read")):
         rc, out = run_routerd(f"[routerd]\nlisten = 127.0.0.1:8799\ntokens_file = {path}\n", True)
         assert rc != 0 and what in out, (path, out)
         assert "two words" not in out

@@ -9,11 +9,17 @@ import time
 
 from t_router_lib import connect, exchange, parse_responses, read_all
 
+# the raw requests below name the server "x"
+SUITE_CONF = """[routerd]
+server_names = x
+"""
+
 HEALTH = b"GET /healthz HTTP/1.1\r\nHost: x\r\n\r\n"
 
 
 def post(body_headers, body=b""):
-    return b"POST /runs HTTP/1.1\r\nHost: x\r\n" + body_headers + b"\r\n" + body
+    return (b"POST /runs HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\n" +
+            body_headers + b"\r\n" + body)
 
 
 # (name, raw request, status, code). Each is followed on the same socket by a
@@ -177,7 +183,8 @@ def test_http10_closes_unless_keep_alive(s):
 
 def test_expect_100_continue(s):
     c = connect(s.port)
-    c.sendall(b"POST /runs HTTP/1.1\r\nHost: x\r\nContent-Length: 2\r\nExpect: 100-continue\r\n\r\n")
+    c.sendall(b"POST /runs HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\n"
+              b"Content-Length: 2\r\nExpect: 100-continue\r\n\r\n")
     c.settimeout(5)
     first = c.recv(65536)
     assert first.startswith(b"HTTP/1.1 100 Continue\r\n\r\n"), first

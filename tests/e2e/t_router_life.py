@@ -12,6 +12,11 @@ import time
 from rwtest import BUILD
 from t_router_lib import OP_CLOSE, WsClient, connect
 
+# the raw requests below name the server "x"
+SUITE_CONF = """[routerd]
+server_names = x
+"""
+
 
 def activated_routerd(s, extra_env=None, conf=None):
     """routerd on a listening socket passed as fd 3 (LISTEN_PID=$$ from the

@@ -15,6 +15,7 @@ from rwtest import assert_gapfree
 from t_router_lib import WS_KEY, connect
 
 SUITE_CONF = """[routerd]
+server_names = x
 ws_max_queue = 64K
 ws_stall_timeout_ms = 1000
 """

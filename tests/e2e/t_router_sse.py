@@ -11,6 +11,7 @@ from rwtest import assert_gapfree, stdout_text
 from t_router_lib import OP_PING, OP_PONG, OP_TEXT, WsClient, connect, frame
 
 SUITE_CONF = """[routerd]
+server_names = x
 ws_ping_interval_ms = 300
 """
 

@@ -253,7 +253,7 @@ def test_64bit_length_with_top_bit_set_is_1002(s):
 
 def test_handshake_requirements(s):
     path = tail_path(s)
-    base = {"Host": "x", "Upgrade": "websocket", "Connection": "Upgrade",
+    base = {"Host": f"127.0.0.1:{s.port}", "Upgrade": "websocket", "Connection": "Upgrade",
             "Sec-WebSocket-Version": "13", "Sec-WebSocket-Key": "dGhlIHNhbXBsZSBub25jZQ=="}
 
     def req(hdrs, version=b"HTTP/1.1"):

@@ -14,7 +14,8 @@ const timeout = Number(timeoutArg || 60000);
     executablePath: process.env.CHROMIUM || '/usr/bin/chromium',
     headless: true,
     args: ['--no-sandbox', '--disable-dev-shm-usage', '--disable-gpu', '--headless',
-           '--disable-background-networking', '--disable-component-update', '--no-first-run'],
+           '--disable-background-networking', '--disable-component-update', '--no-first-run',
+           '--disable-sync'],
   });
   try {
     const page = await browser.newPage();

@@ -21,9 +21,8 @@ function tail(lastSeq, limit) {
     let dropped = false;
     ws.on('ping', () => { pingsSeen++; });  // ws answers with a pong itself
     ws.on('message', (data, isBinary) => {
-      // ws still delivers the frames of a read that held more than the limit
-      // (a late start finds the whole run in one segment): a dropped client
-      // has not seen them
+      // terminate() does not stop the frames already read in the same chunk
+      // from being emitted; after a real drop they would never arrive
       if (dropped) return;
       if (isBinary) return reject(new Error('binary frame from the server'));
       const msg = JSON.parse(data.toString('utf8'));
@@ -35,9 +34,9 @@ function tail(lastSeq, limit) {
       if (status) return reject(new Error('event after status'));
       events.push(msg);
       got++;
-      if (limit && got >= limit) {
+      if (limit && got >= limit) {  // a drop, not a clean close
         dropped = true;
-        ws.terminate();  // a drop, not a clean close
+        ws.terminate();
       }
     });
     ws.on('close', (code, reason) => {
