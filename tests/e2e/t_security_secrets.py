@@ -137,7 +137,7 @@ def test_bad_session_ids_are_refused(s):
                 "sess\n123", 5, ["sess"]):
         st, body = start(s, "t-sec-sess", "claude", "hi", {"sessionId": bad})
         assert st == 400 and "sessionId" in body["error"], (bad, st, body)
-        assert body["code"], body
+        assert body["code"] == "bad_request", body
     assert metric(s, "runwarden_runs_started_total") == before
     # a well-formed id still starts a run
     st, body = start(s, "t-sec-sess", "claude", "hi", {"sessionId": "0f9c2b7e-1a2b:3c.4_d"})
