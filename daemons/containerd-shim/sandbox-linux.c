@@ -604,9 +604,11 @@ typedef struct ExecStatus {
  * processes of its own domain or of domains nested in it, so no exec can open
  * /proc/PID/{environ,mem,fd,maps,root,…} of another exec's processes (their
  * environment carries the harness's secrets), while each exec keeps full
- * access to its own descendants. It handles only MAKE_BLOCK (denied anyway:
- * no process of the sandbox holds CAP_MKNOD), so it restricts nothing else;
- * no scopes, so signals between execs stay as the sandbox's layer allows. */
+ * access to its own descendants. The ruleset allows everything it handles
+ * beneath / — MAKE_BLOCK, and REFER from ABI 2 on (a layer that does not
+ * handle REFER forbids every rename across directories) — so it restricts
+ * nothing: the sandbox's layer still decides every access, with the same
+ * errnos. No scopes: signals between execs stay as the sandbox allows. */
 static int exec_ll_fd = -1;
 
 static int
@@ -615,15 +617,30 @@ exec_ll_prepare(void)
 	struct {
 		uint64_t fs;
 	} attr = {.fs = LANDLOCK_ACCESS_FS_MAKE_BLOCK};
+	struct landlock_path_beneath_attr rule;
+	int fd, r;
 
 	if (exec_ll_fd >= 0)
 		return 0;
 	long abi = syscall(SYS_landlock_create_ruleset, NULL, 0, LANDLOCK_CREATE_RULESET_VERSION);
 	if (abi <= 0)
-		return 0; /* no Landlock: the sandbox's docs say what that costs */
-	int fd = (int)syscall(SYS_landlock_create_ruleset, &attr, sizeof(attr), 0);
+		return 0; /* no Landlock: docs/SECURITY.md says what that costs */
+	if (abi >= 2)
+		attr.fs |= LANDLOCK_ACCESS_FS_REFER;
+	fd = (int)syscall(SYS_landlock_create_ruleset, &attr, sizeof(attr), 0);
 	if (fd < 0)
 		return -errno;
+	rule = (struct landlock_path_beneath_attr){.allowed_access = attr.fs};
+	rule.parent_fd = open("/", O_PATH | O_DIRECTORY | O_CLOEXEC);
+	r = rule.parent_fd < 0 ||
+		    syscall(SYS_landlock_add_rule, fd, LANDLOCK_RULE_PATH_BENEATH, &rule, 0) < 0
+		? -errno
+		: 0;
+	safe_close(rule.parent_fd);
+	if (r < 0) {
+		close(fd);
+		return r;
+	}
 	exec_ll_fd = fd; /* close-on-exec: no exec inherits it */
 	return 0;
 }

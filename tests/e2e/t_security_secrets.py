@@ -37,6 +37,11 @@ secrets = RW_SEC_B
 adapter = ndjson
 command = ["/bin/sh", "-c", "cat >&2; exit 1"]
 
+[harness.longline]
+adapter = ndjson
+secrets = RW_SEC_B
+command = ["/bin/sh", "-c", "printf %s \\"$RW_SEC_B\\" >&2; head -c 2040 /dev/zero | tr '\\\\0' x >&2; exit 1"]
+
 [harness.claude]
 adapter = claude-code
 command = ["/bin/true"]
@@ -116,6 +121,13 @@ def test_secrets_of_other_harnesses_are_redacted_everywhere(s):
         assert st == 200
         for text in (json.dumps(evs), json.dumps(rec)):
             assert SECRET_A not in text and SECRET_B not in text, text
+    # the stderr tail keeps the last 2 KiB: one long line cut inside the
+    # secret must not leave the secret's end in error.message
+    st, js3 = start(s, thread, "longline", "x")
+    assert st == 202, (st, js3)
+    rec3 = s.wait_terminal(js3["runId"], thread=thread)
+    assert rec3["status"] == "failed" and "xxxxxxxx" in rec3["error"]["message"], rec3
+    assert SECRET_B[-7:] not in rec3["error"]["message"], rec3["error"]["message"][:80]
     st, page = s.http("GET", f"/runs/{js['runId']}/events?threadId={thread}")
     assert SECRET_A not in json.dumps(page)
     for name in ("containerd-shim", "coordinatord", "routerd"):
