@@ -503,7 +503,9 @@ init_setup(const SandboxSpec *spec)
  * mounts): every write-type access is handled and allowed only beneath
  * ll_write_dirs and on ll_write_files; from ABI 6 on, abstract unix sockets and
  * signals are scoped to the sandbox. The init restricts itself, so every exec
- * shares one domain (an exec may still signal what an earlier one started).
+ * is under this domain (an exec may still signal what an earlier one started);
+ * each exec then adds a layer of its own (exec_ll_fd) that restricts no
+ * access but keeps execs out of each other's /proc/PID entries.
  * Returns the ABI applied, 0 when Landlock is unavailable. */
 static int
 init_landlock(void)
