@@ -503,7 +503,9 @@ init_setup(const SandboxSpec *spec)
  * mounts): every write-type access is handled and allowed only beneath
  * ll_write_dirs and on ll_write_files; from ABI 6 on, abstract unix sockets and
  * signals are scoped to the sandbox. The init restricts itself, so every exec
- * shares one domain (an exec may still signal what an earlier one started).
+ * is under this domain (an exec may still signal what an earlier one started);
+ * each exec then adds a layer of its own (exec_ll_fd) that restricts no
+ * access but keeps execs out of each other's /proc/PID entries.
  * Returns the ABI applied, 0 when Landlock is unavailable. */
 static int
 init_landlock(void)
@@ -595,8 +597,55 @@ typedef struct InitState {
 
 typedef struct ExecStatus {
 	int err;
-	int stage; /* 0 chdir, 1 exec, 2 other, 3 seccomp */
+	int stage; /* 0 chdir, 1 exec, 2 other, 3 seccomp, 4 Landlock */
 } ExecStatus;
+
+/* The ruleset of every exec's own Landlock domain, -1 while none (no
+ * Landlock). Each landlock_restrict_self() with it makes a new domain nested
+ * in the sandbox's: Landlock lets a process pass ptrace_may_access() only on
+ * processes of its own domain or of domains nested in it, so no exec can open
+ * /proc/PID/{environ,mem,fd,maps,root,…} of another exec's processes (their
+ * environment carries the harness's secrets), while each exec keeps full
+ * access to its own descendants. The ruleset allows everything it handles
+ * beneath / — MAKE_BLOCK, and REFER from ABI 2 on (a layer that does not
+ * handle REFER forbids every rename across directories) — so it restricts
+ * nothing: the sandbox's layer still decides every access, with the same
+ * errnos. No scopes: signals between execs stay as the sandbox allows. */
+static int exec_ll_fd = -1;
+
+static int
+exec_ll_prepare(void)
+{
+	struct {
+		uint64_t fs;
+	} attr = {.fs = LANDLOCK_ACCESS_FS_MAKE_BLOCK};
+	struct landlock_path_beneath_attr rule;
+	int fd, r;
+
+	if (exec_ll_fd >= 0)
+		return 0;
+	long abi = syscall(SYS_landlock_create_ruleset, NULL, 0, LANDLOCK_CREATE_RULESET_VERSION);
+	if (abi <= 0)
+		return 0; /* no Landlock: docs/SECURITY.md says what that costs */
+	if (abi >= 2)
+		attr.fs |= LANDLOCK_ACCESS_FS_REFER;
+	fd = (int)syscall(SYS_landlock_create_ruleset, &attr, sizeof(attr), 0);
+	if (fd < 0)
+		return -errno;
+	rule = (struct landlock_path_beneath_attr){.allowed_access = attr.fs};
+	rule.parent_fd = open("/", O_PATH | O_DIRECTORY | O_CLOEXEC);
+	r = rule.parent_fd < 0 ||
+		    syscall(SYS_landlock_add_rule, fd, LANDLOCK_RULE_PATH_BENEATH, &rule, 0) < 0
+		? -errno
+		: 0;
+	safe_close(rule.parent_fd);
+	if (r < 0) {
+		close(fd);
+		return r;
+	}
+	exec_ll_fd = fd; /* close-on-exec: no exec inherits it */
+	return 0;
+}
 
 static void
 st_send(InitState *st, const InitMsg *m)
@@ -630,6 +679,11 @@ exec_child(const int *fds, int status_fd, const char *cwd, char **argv, char **e
 	if (chdir(cwd) < 0)
 		goto fail;
 	environ = envp; /* execvpe searches PATH from the environment we give the exec */
+	/* The exec's own Landlock domain (exec_ll_fd): other execs cannot look
+	 * into its processes, nor it into theirs. */
+	es.stage = 4;
+	if (exec_ll_fd >= 0 && syscall(SYS_landlock_restrict_self, exec_ll_fd, 0) < 0)
+		goto fail;
 	/* Last step before execve: from here on only allowlisted syscalls work. */
 	es.stage = 3;
 	if (!init_spec->seccomp_exec) {
@@ -714,6 +768,13 @@ init_start_exec(InitState *st, const InitMsg *m, char *payload, size_t len, int 
 		goto fail;
 	}
 	st->execs = ne;
+	k = exec_ll_prepare();
+	if (k < 0) {
+		r.err = (int)-k;
+		snprintf(msg, sizeof(msg), "cannot create the exec's Landlock ruleset: %s",
+			 strerror(r.err));
+		goto fail;
+	}
 	if (nfds == 4) {
 		/* Born in the exec's own cgroup (fds[3], its leaf): no instant in
 		 * which it or a child could escape it. Never a plain fork instead. */
@@ -754,6 +815,7 @@ init_start_exec(InitState *st, const InitMsg *m, char *payload, size_t len, int 
 			 es.stage == 0	 ? "cannot change directory to"
 			 : es.stage == 1 ? "cannot execute"
 			 : es.stage == 3 ? "cannot apply the seccomp filter for"
+			 : es.stage == 4 ? "cannot give its own Landlock domain to"
 					 : "cannot set up",
 			 es.stage == 0 ? cwd : argv[0], strerror(es.err));
 		goto fail; /* the child exits; SIGCHLD reaps it */

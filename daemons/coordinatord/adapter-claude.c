@@ -3,7 +3,7 @@
  * adapter-claude.c — Claude Code in its JSON streaming mode (tanstack-protocol.md §6.1):
  *
  *   claude -p --output-format stream-json --verbose --include-partial-messages
- *          --permission-mode bypassPermissions [--resume <sessionId>]
+ *          --permission-mode bypassPermissions [--resume=<sessionId>]
  *
  * in /workspace, the prompt (the last user message) on stdin, IS_SANDBOX=1.
  * stream-json lines map to chunks:
@@ -94,12 +94,18 @@ claude_begin(Run *run, const json_t *messages, const json_t *metadata, ExecSpec 
 		strv_push(&spec->argv, fixed[i]);
 	const char *session = json_string_value(json_object_get(metadata, "sessionId"));
 	if (session && *session) {
-		strv_push(&spec->argv, "--resume");
-		strv_push(&spec->argv, session);
+		/* coordinator.c admitted only an identifier; one glued to its
+		 * option is never read as an option of its own either way */
+		if (session[0] == '-') {
+			run_fail(run, "metadata.sessionId must not start with '-'",
+				 "harness_error");
+			return -EINVAL;
+		}
+		strv_pushf(&spec->argv, "--resume=%s", session);
 	}
 	if (run->bridge_live) { /* host tools: the file holds the URL and the token */
 		strv_push(&spec->argv, "--mcp-config");
-		strv_pushf(&spec->argv, "/tmp/runwarden-mcp-%s.json", run->run_id);
+		strv_push(&spec->argv, "/dev/fd/3"); /* driver.c's wrapper */
 	}
 	strv_push(&spec->env, "PATH=/usr/local/bin:/usr/bin:/bin");
 	strv_push(&spec->env, "HOME=/workspace");

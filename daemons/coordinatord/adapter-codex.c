@@ -58,6 +58,12 @@ codex_begin(Run *run, const json_t *messages, const json_t *metadata, ExecSpec *
 		strv_push(&spec->argv, fixed[i]);
 	const char *session = json_string_value(json_object_get(metadata, "sessionId"));
 	if (session && *session) {
+		/* a positional: coordinator.c admitted only an identifier */
+		if (session[0] == '-') {
+			run_fail(run, "metadata.sessionId must not start with '-'",
+				 "harness_error");
+			return -EINVAL;
+		}
 		strv_push(&spec->argv, "resume");
 		strv_push(&spec->argv, session);
 	}

@@ -79,7 +79,27 @@ run_stderr_tail(Run *run)
 			break;
 		}
 	}
-	return p;
+	/* The kept bytes may begin inside a line cut by the buffer's size, and
+	 * so with the end of a secret that redaction cannot recognize: drop that
+	 * partial line (or, one long line, as many bytes as the longest secret). */
+	size_t cap = sizeof(run->stderr_tail) - 1;
+	if (p == run->stderr_tail && run->stderr_len == cap) {
+		const char *nl = memchr(p, '\n', run->stderr_len);
+		size_t longest = 0;
+		for (size_t i = 0; run->secret_values && run->secret_values[i]; i++)
+			longest = MAX(longest, strlen(run->secret_values[i]));
+		p = nl ? nl + 1 : p + MIN(longest, run->stderr_len);
+	}
+	/* Redacted here already, before a caller's snprintf may cut a secret at
+	 * the end of its message (the record and the log get it redacted again). */
+	size_t len = strlen(p);
+	_cleanup_free_ char *t = strndup(p, len);
+	if (!t || redact_text(run->secret_values, &t, &len) < 0)
+		return "";
+	const char *src = len > cap ? t + (len - cap) : t;
+	run->stderr_len = strlen(src);
+	memmove(run->stderr_tail, src, run->stderr_len + 1);
+	return run->stderr_tail;
 }
 
 void

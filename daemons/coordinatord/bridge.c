@@ -219,6 +219,11 @@ call_finish(ToolCall *tc)
 		result = text ? json_loadb(text, len, JSON_DECODE_ANY, NULL) : NULL;
 		if (!result && text)
 			result = json_stringn(text, len); /* plain text is a string result */
+		/* a host tool's output goes back to a sandbox: no configured secret in it */
+		if (result && redact_json(run->secret_values, result) < 0) {
+			json_decref(result);
+			result = json_string("[REDACTED]");
+		}
 	}
 	if (tc->mcp) {
 		json_t *content;

@@ -99,30 +99,116 @@ run_emit(Run *run, json_t *chunk, json_t *drive)
 	run_emit_fields(run, chunk, drive, NULL);
 }
 
-/* Replace every secret value of the run in the chunk text with [REDACTED].
- * On the serialized JSON: secrets are API keys and tokens, whose JSON form is
- * the value itself. */
+int
+redact_text(char *const *values, char **text, size_t *len)
+{
+	for (size_t i = 0; *text && values && values[i]; i++) {
+		const char *sv = values[i];
+		size_t sl = strlen(sv);
+		char *hit;
+		if (sl == 0)
+			continue;
+		while ((hit = strstr(*text, sv))) {
+			static const char mark[] = "[REDACTED]";
+			size_t pre = (size_t)(hit - *text), rest = *len - pre - sl;
+			char *n = malloc(pre + sizeof(mark) - 1 + rest + 1);
+			if (!n)
+				return -ENOMEM;
+			memcpy(n, *text, pre);
+			memcpy(n + pre, mark, sizeof(mark) - 1);
+			memcpy(n + pre + sizeof(mark) - 1, hit + sl, rest + 1);
+			free(*text);
+			*text = n;
+			*len = pre + sizeof(mark) - 1 + rest;
+		}
+	}
+	return 0;
+}
+
+int
+redact_json(char *const *values, json_t *j)
+{
+	int r = 0;
+	if (!values || !values[0] || !j)
+		return 0;
+	if (json_is_string(j)) {
+		size_t len = json_string_length(j);
+		char *t = strndup(json_string_value(j), len);
+		if (!t)
+			return -ENOMEM;
+		if (memchr(json_string_value(j), '\0', len)) {
+			/* an embedded NUL hides what follows from strstr: drop it all */
+			free(t);
+			return json_string_set(j, "[REDACTED]") < 0 ? -ENOMEM : 0;
+		}
+		len = strlen(t);
+		r = redact_text(values, &t, &len);
+		if (r == 0 && !streq(t, json_string_value(j)) && json_string_set(j, t) < 0)
+			r = -ENOMEM;
+		free(t);
+		return r;
+	}
+	if (json_is_array(j)) {
+		for (size_t i = 0; r == 0 && i < json_array_size(j); i++)
+			r = redact_json(values, json_array_get(j, i));
+		return r;
+	}
+	if (json_is_object(j)) {
+		const char *k;
+		json_t *v;
+		void *tmp;
+		json_object_foreach_safe(j, tmp, k, v)
+		{
+			size_t kl = strlen(k);
+			char *nk = strdup(k);
+			if (!nk)
+				return -ENOMEM;
+			r = redact_text(values, &nk, &kl);
+			if (r == 0)
+				r = redact_json(values, v);
+			if (r == 0 && !streq(nk, k)) {
+				json_incref(v);
+				json_object_del(j, k);
+				if (json_object_set_new(j, nk, v) < 0)
+					r = -ENOMEM;
+			}
+			free(nk);
+			if (r < 0)
+				return r;
+		}
+	}
+	return r;
+}
+
+/* Every text the op stores or returns — the chunk (redacted on its
+ * serialized JSON: secrets are API keys and tokens, whose JSON form is the
+ * value itself) and the record fields (error.message from a stderr tail, …) —
+ * loses each secret value. Fails closed: what cannot be redacted (out of
+ * memory) is replaced whole. */
+static void
+redact_op(char *const *values, Op *op)
+{
+	if (op->text && redact_text(values, &op->text, &op->len) < 0) {
+		static const char gone[] = "{\"type\":\"RUN_ERROR\",\"message\":\"[REDACTED]\","
+					   "\"code\":\"internal\"}";
+		char *t = strdup(gone);
+		if (t) {
+			free(op->text);
+			op->text = t;
+			op->len = strlen(t);
+		} else
+			op->len = 0, op->text[0] = '\0';
+	}
+	if (op->fields && redact_json(values, op->fields) < 0) {
+		json_decref(op->fields);
+		op->fields = NULL;
+	}
+}
+
 static void
 redact(Run *run, Op *op)
 {
-	for (size_t i = 0; op->text && run->secret_values && run->secret_values[i]; i++) {
-		const char *sv = run->secret_values[i];
-		size_t sl = strlen(sv);
-		char *hit;
-		while ((hit = strstr(op->text, sv))) {
-			static const char mark[] = "[REDACTED]";
-			size_t pre = (size_t)(hit - op->text), rest = op->len - pre - sl;
-			char *n = malloc(pre + sizeof(mark) - 1 + rest + 1);
-			if (!n)
-				return;
-			memcpy(n, op->text, pre);
-			memcpy(n + pre, mark, sizeof(mark) - 1);
-			memcpy(n + pre + sizeof(mark) - 1, hit + sl, rest + 1);
-			free(op->text);
-			op->text = n;
-			op->len = pre + sizeof(mark) - 1 + rest;
-		}
-	}
+	redact_op(run->secret_values, op);
 }
 
 void
@@ -196,12 +282,35 @@ run_end(Run *run, json_t *chunk, const char *status, json_t *fields)
 void
 run_fail(Run *run, const char *message, const char *code)
 {
+	/* a stderr tail may hold a secret: the log gets what the record gets */
+	size_t len = strlen(message);
+	_cleanup_free_ char *own = strdup(message);
+	if (own && redact_text(run->secret_values, &own, &len) == 0)
+		message = own;
+	else
+		message = "[REDACTED]";
 	json_t *chunk =
 	    json_pack("{s:s, s:s, s:s}", "type", "RUN_ERROR", "message", message, "code", code);
 	json_t *fields = json_pack("{s:{s:s, s:s}}", "error", "message", message, "code", code);
 	if (run->state != RUN_DONE)
 		log_ctx(LOG_WARNING, &run->log, "Run failed: %s (%s)", message, code);
 	run_end(run, chunk, "failed", fields);
+}
+
+/* A client's event (RUN_APPEND, a direct-log client's end): the driven run's
+ * values when it is ours, else every configured secret. */
+static void
+redact_client(Coordinator *c, Op *op)
+{
+	Run *run = run_find(c, op->run_id);
+	if (run) {
+		redact_op(run->secret_values, op);
+		return;
+	}
+	char **values = NULL;
+	secrets_collect(c, &values);
+	redact_op(values, op);
+	mp_strv_free(values);
 }
 
 void
@@ -220,6 +329,7 @@ op_queue_client_text(Coordinator *c, Client *cl, uint64_t req_id, const char *ru
 	op->len = strlen(op->text);
 	op->client = cl;
 	op->req_id = req_id;
+	redact_client(c, op);
 	enqueue(c, op);
 }
 
@@ -234,6 +344,7 @@ op_queue_client(Coordinator *c, Client *cl, uint64_t req_id, const char *run_id,
 	}
 	op->client = cl;
 	op->req_id = req_id;
+	redact_client(c, op);
 	enqueue(c, op);
 }
 

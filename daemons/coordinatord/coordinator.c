@@ -10,6 +10,7 @@
 
 #include "adapter.h"
 
+#include <ctype.h>
 #include <errno.h>
 #include <event2/event.h>
 #include <inttypes.h>
@@ -114,6 +115,29 @@ thread_named(Peer *p, const Frame *f, const char *thread_id)
 	return false;
 }
 
+/* metadata.sessionId goes into the agent CLI's argv (claude --resume=ID,
+ * codex exec resume ID): only an identifier is taken — 1..128 bytes of
+ * [A-Za-z0-9._:-], not starting with '-' — so that it can never be read as
+ * an option. NULL when acceptable (or absent), else why not. */
+static const char *
+session_id_check(const json_t *v)
+{
+	if (!v || json_is_null(v))
+		return NULL;
+	const char *s = json_string_value(v);
+	if (!s)
+		return "metadata.sessionId must be a string";
+	size_t n = strlen(s);
+	if (n == 0 || n > 128 || n != json_string_length(v))
+		return "metadata.sessionId must be 1..128 bytes";
+	if (s[0] == '-')
+		return "metadata.sessionId must not start with '-'";
+	for (size_t i = 0; i < n; i++)
+		if (!isalnum((unsigned char)s[i]) && !strchr("._:-", s[i]))
+			return "metadata.sessionId may contain only letters, digits and . _ : -";
+	return NULL;
+}
+
 static int
 handle_run_start(Peer *p, const Frame *f, void *ud)
 {
@@ -167,6 +191,11 @@ handle_run_start(Peer *p, const Frame *f, void *ud)
 		char m[160];
 		snprintf(m, sizeof(m), "this token may not use harness '%.64s'", hs->name);
 		peer_reply_error(p, f->req_id, -EPERM, m);
+		goto out;
+	}
+	const char *bad = session_id_check(json_object_get(meta, "sessionId"));
+	if (bad) {
+		peer_reply_error(p, f->req_id, -EINVAL, bad);
 		goto out;
 	}
 	if (idem && (!*idem || strlen(idem) > 256)) {

@@ -105,7 +105,7 @@ struct Run {
 	const Adapter *adapter;
 	void *astate;	      /* the adapter's own state */
 	unsigned id_counter;  /* run-scoped ids */
-	char **secret_values; /* redacted from every chunk of the run */
+	char **secret_values; /* every configured secret and the bridge token: redacted */
 	char stderr_tail[2048];
 	size_t stderr_len;
 	json_t *messages; /* the run request, for the adapter's begin() */
@@ -167,6 +167,15 @@ struct Coordinator {
 
 /* coordinator.c */
 int coordinator_run(const DaemonArgs *args);
+
+/* driver.c: append the value of every secret of every harness (≥ 4 bytes,
+ * each once) to the NULL-terminated malloc'd vector *values. */
+void secrets_collect(Coordinator *c, char ***values);
+/* commit.c: replace every occurrence of each value in *text (length *len,
+ * NUL-terminated, malloc'd) with [REDACTED]; -ENOMEM leaves it as it was. */
+int redact_text(char *const *values, char **text, size_t *len);
+/* ... in every string (keys too) of a JSON value, in place. */
+int redact_json(char *const *values, json_t *j);
 
 /* commit.c — the op queue. All take ownership of chunk/fields/drive. */
 /* Queue an event of a driven run (no-op once the run is RUN_DONE). */

@@ -33,7 +33,6 @@
 #define SHIM_BACKOFF_MAX (2 * USEC_PER_SEC)
 
 static void start_main(Run *run);
-static void write_mcp_config(Run *run);
 static void prep_next(Run *run);
 static void cancel_finish(Run *run);
 static void cancel_on_start(Run *run, int err, uint64_t exec_id);
@@ -356,7 +355,7 @@ prep_call(Run *run, int type, bool proxy)
 }
 
 /* Step 1: a loopback forward to routerd for the MCP bridge; step 2: the egress
- * proxy; step 3: the bridge's file; then the harness. */
+ * proxy; then the harness. */
 static void
 prep_next(Run *run)
 {
@@ -376,20 +375,65 @@ prep_next(Run *run)
 		}
 		r = prep_call(run, MSG_SANDBOX_PROXY, true);
 		break;
-	case 3:
-		if (!run->bridge_live) {
-			prep_next(run);
-			return;
-		}
-		write_mcp_config(run); /* start_main() follows once the file is in place */
-		return;
 	default: start_main(run); return;
 	}
 	if (r < 0)
 		run_fail(run, "sandbox: containerd-shim connection lost", "sandbox_lost");
 }
 
-/* The harness's process, after the sandbox (and the bridge's file) are ready. */
+/* The bridge's URL and token reach the harness on its fd 3, never through
+ * argv, a file or the log: the harness's exec starts as a fixed /bin/sh
+ * wrapper that turns RUNWARDEN_MCP_JSON (its environment, which only its own
+ * exec can read — the shim gives every exec its own Landlock domain) into a
+ * here-document on fd 3 (a pipe), unsets it and execs the harness's argv with
+ * RUNWARDEN_MCP_CONFIG=/dev/fd/3. No other run of the thread sees either. */
+static const char mcp_wrapper[] = "exec 3<<RUNWARDEN_MCP_EOF\n"
+				  "$RUNWARDEN_MCP_JSON\n"
+				  "RUNWARDEN_MCP_EOF\n"
+				  "unset RUNWARDEN_MCP_JSON\n"
+				  "exec \"$@\"";
+
+static int
+mcp_wrap(Run *run, ExecSpec *spec)
+{
+	char url[1024], base[300], *tq = evhttp_encode_uri(run->thread_id);
+	if (!run->bridge_port) /* no forward, no bridge (bridge_close'd in prep_reply) */
+		return -ENOENT;
+	/* the forward inside the sandbox, to routerd's bridge socket */
+	snprintf(base, sizeof(base), "http://127.0.0.1:%" PRIu64, run->bridge_port);
+	snprintf(url, sizeof(url), "%s/_bridge/%s?threadId=%s", base, run->run_id, tq ? tq : "");
+	free(tq);
+	char auth[128];
+	snprintf(auth, sizeof(auth), "Bearer %s", run->bridge_token);
+	json_auto_t *cfg = json_pack("{s:{s:{s:s, s:s, s:{s:s}}}}", "mcpServers", "tanstack",
+				     "type", "http", "url", url, "headers", "Authorization", auth);
+	_cleanup_free_ char *text = cfg ? json_dump_compact(cfg) : NULL;
+	/* one line: the here-document ends at the first line equal to its word */
+	if (!text || strchr(text, '\n'))
+		return -ENOMEM;
+	char **argv = NULL;
+	if (strv_push(&argv, "/bin/sh") < 0 || strv_push(&argv, "-c") < 0 ||
+	    strv_push(&argv, mcp_wrapper) < 0 || strv_push(&argv, "runwarden-mcp") < 0)
+		goto oom;
+	for (size_t i = 0; spec->argv && spec->argv[i]; i++)
+		if (strv_push(&argv, spec->argv[i]) < 0)
+			goto oom;
+	if (strv_pushf(&spec->env, "RUNWARDEN_MCP_JSON=%s", text) < 0 ||
+	    strv_push(&spec->env, "RUNWARDEN_MCP_CONFIG=/dev/fd/3") < 0)
+		goto oom;
+	for (size_t i = 0; spec->argv && spec->argv[i]; i++)
+		free(spec->argv[i]);
+	free(spec->argv);
+	spec->argv = argv;
+	return 0;
+oom:
+	for (size_t i = 0; argv && argv[i]; i++)
+		free(argv[i]);
+	free(argv);
+	return -ENOMEM;
+}
+
+/* The harness's process, after the sandbox (and the bridge's forward) are ready. */
 static void
 start_main(Run *run)
 {
@@ -418,53 +462,18 @@ start_main(Run *run)
 	}
 	for (size_t i = 0; run->harness->env && run->harness->env[i]; i++)
 		strv_push(&spec.env, run->harness->env[i]);
-	if (run->bridge_live)
-		strv_pushf(&spec.env, "RUNWARDEN_MCP_CONFIG=/tmp/runwarden-mcp-%s.json",
-			   run->run_id);
+	if (run->bridge_live && mcp_wrap(run, &spec) < 0) {
+		exec_spec_done(&spec);
+		run_fail(run, "sandbox: could not hand the MCP bridge configuration to the harness",
+			 "sandbox_error");
+		return;
+	}
 	if (run->proxy_port) {
 		strv_pushf(&spec.env, "HTTPS_PROXY=http://127.0.0.1:%" PRIu64, run->proxy_port);
 		strv_pushf(&spec.env, "https_proxy=http://127.0.0.1:%" PRIu64, run->proxy_port);
 	}
 	exec_start(run, &spec);
 	exec_spec_done(&spec);
-}
-
-static void
-mcp_config_written(Run *run, int64_t code, const char *out, size_t len)
-{
-	if (code != 0) {
-		run_fail(run, "sandbox: could not hand the MCP bridge configuration to the harness",
-			 "sandbox_error");
-		return;
-	}
-	start_main(run);
-}
-
-/* The bridge's URL and token reach the harness in a file in the sandbox's
- * private /tmp (mode 0600), never through argv or the log: written by a
- * fixed command with the content on stdin. */
-static void
-write_mcp_config(Run *run)
-{
-	static char *const argv[] = {(char *)"/bin/sh", (char *)"-c",
-				     (char *)"umask 077 && cat > \"$RUNWARDEN_MCP_CONFIG\"", NULL};
-	char url[1024], *tq = evhttp_encode_uri(run->thread_id);
-	/* the forward inside the sandbox, to routerd's bridge socket */
-	snprintf(url, sizeof(url), "http://127.0.0.1:%" PRIu64 "/_bridge/%s?threadId=%s",
-		 run->bridge_port, run->run_id, tq ? tq : "");
-	free(tq);
-	char auth[128];
-	snprintf(auth, sizeof(auth), "Bearer %s", run->bridge_token);
-	json_auto_t *cfg = json_pack("{s:{s:{s:s, s:s, s:{s:s}}}}", "mcpServers", "tanstack",
-				     "type", "http", "url", url, "headers", "Authorization", auth);
-	_cleanup_free_ char *text = cfg ? json_dump_compact(cfg) : NULL;
-	char env_path[128];
-	snprintf(env_path, sizeof(env_path), "RUNWARDEN_MCP_CONFIG=/tmp/runwarden-mcp-%s.json",
-		 run->run_id);
-	char *env[] = {(char *)"PATH=/usr/bin:/bin", env_path, NULL};
-	if (!text || run_aux_exec(run, argv, env, text, strlen(text), mcp_config_written) < 0)
-		run_fail(run, "sandbox: could not hand the MCP bridge configuration to the harness",
-			 "sandbox_error");
 }
 
 /* The shim's key of the run's sandbox: its thread's (reuse = thread), or its
@@ -521,16 +530,30 @@ run_wait_timeout(evutil_socket_t fd, short what, void *arg)
 			 "sandbox_lost");
 }
 
-/* The values of the harness's secrets, redacted from every chunk of the run
+/* The values of every configured secret — of all harnesses, not just one
+ * run's own: a shell run that prints another harness's key is redacted too
  * (values shorter than 4 bytes would redact ordinary text, and are not). */
+void
+secrets_collect(Coordinator *c, char ***values)
+{
+	const HarnessSet *set = c->harnesses;
+	for (size_t h = 0; set && h < set->n; h++)
+		for (size_t i = 0; set->v[h].secrets && set->v[h].secrets[i]; i++) {
+			const char *v = getenv(set->v[h].secrets[i]);
+			bool seen = false;
+			if (!v || strlen(v) < 4)
+				continue;
+			for (size_t k = 0; *values && (*values)[k]; k++)
+				seen = seen || streq((*values)[k], v);
+			if (!seen)
+				strv_push(values, v);
+		}
+}
+
 static void
 collect_secrets(Run *run)
 {
-	for (size_t i = 0; run->harness->secrets && run->harness->secrets[i]; i++) {
-		const char *v = getenv(run->harness->secrets[i]);
-		if (v && strlen(v) >= 4)
-			strv_push(&run->secret_values, v);
-	}
+	secrets_collect(run->c, &run->secret_values);
 }
 
 void

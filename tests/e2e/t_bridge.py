@@ -1,8 +1,9 @@
 # SPDX-License-Identifier: MIT
 """Issue 6: host tools over the MCP bridge and /tool-exec, through routerd.
 A run whose harness lists tools gets a bridge: its token is handed to the
-harness in a 0600 file in the sandbox's /tmp (read here by a second run on the
-same thread, which shares the sandbox), checked in constant time, and gone
+harness on its fd 3 (RUNWARDEN_MCP_CONFIG=/dev/fd/3; the run copies it out
+here, a second run on the same thread finds it nowhere), checked in constant
+time, and gone
 when the run ends. A tool call in flight keeps the run alive past the stall
 timeout."""
 import hashlib
@@ -42,23 +43,31 @@ def start_tool_run(s, thread, command):
     return js["runId"]
 
 
+EXPORT = ('echo "$RUNWARDEN_MCP_CONFIG" > /workspace/mcp.path; '
+          'cat "$RUNWARDEN_MCP_CONFIG" > /workspace/mcp.tmp && mv /workspace/mcp.tmp /workspace/mcp.json; ')
+
+
 def bridge_config(s, thread, run):
-    """What the harness got: read from the shared sandbox by another run."""
+    """What the harness got on its fd 3 (RUNWARDEN_MCP_CONFIG), copied by the
+    run itself (EXPORT) into the workspace; and that no other run of the
+    thread can find it in the shared /tmp."""
+    ws = os.path.dirname(gate_path(s, thread))
     deadline = time.time() + 10
-    while time.time() < deadline:
-        other = s.start_run(f"cat /tmp/runwarden-mcp-{run}.json 2>/dev/null && echo; "
-                            f"stat -c %a /tmp/runwarden-mcp-{run}.json 2>/dev/null", thread=thread)
-        events, status, _, _ = s.tail(other, thread=thread)
-        out = "".join(e["chunk"]["value"]["text"] for e in events
-                      if e["chunk"].get("name") == "process.stdout")
-        if out.strip().count("\n") == 1:
-            text, mode = out.strip().rsplit("\n", 1)
-            try:
-                return json.loads(text), mode
-            except ValueError:
-                pass  # read while it was being written: look again
+    while time.time() < deadline and not os.path.exists(os.path.join(ws, "mcp.json")):
         time.sleep(0.1)
-    raise AssertionError("the MCP config never appeared in the sandbox")
+    with open(os.path.join(ws, "mcp.json")) as f:
+        cfg = json.load(f)
+    with open(os.path.join(ws, "mcp.path")) as f:
+        path = f.read().strip()
+    token = cfg["mcpServers"]["tanstack"]["headers"]["Authorization"].split(" ", 1)[1]
+    os.unlink(os.path.join(ws, "mcp.json"))
+    other = s.start_run(f"ls -a /tmp; grep -rs {token} /tmp /dev/shm /proc/*/environ; true",
+                        thread=thread)
+    events, status, _, _ = s.tail(other, thread=thread)
+    out = "".join(e["chunk"]["value"]["text"] for e in events
+                  if e["chunk"].get("name") in ("process.stdout", "process.stderr"))
+    assert "runwarden-mcp" not in out and "[REDACTED]" not in out and token not in out, out
+    return cfg, path
 
 
 def rpc(s, run, thread, token, msg):
@@ -75,10 +84,10 @@ def test_bridge_lifecycle(s):
     # the run blocks on a FIFO (no CPU, no output) until the test opens it
     prep = s.start_run("rm -f /workspace/gate && mkfifo /workspace/gate", thread="t-br")
     assert s.wait_terminal(prep, thread="t-br")["status"] == "completed"
-    run = start_tool_run(s, "t-br", "read x < /workspace/gate; echo over")
-    cfg, mode = bridge_config(s, "t-br", run)
+    run = start_tool_run(s, "t-br", EXPORT + "read x < /workspace/gate; echo over")
+    cfg, path = bridge_config(s, "t-br", run)
     server = cfg["mcpServers"]["tanstack"]
-    assert server["type"] == "http" and mode == "600", (cfg, mode)
+    assert server["type"] == "http" and path == "/dev/fd/3", (cfg, path)
     assert server["url"].endswith(f"/_bridge/{run}?threadId=t-br")
     token = server["headers"]["Authorization"].split(" ", 1)[1]
     assert len(token) == 68, token

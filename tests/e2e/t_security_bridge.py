@@ -160,19 +160,12 @@ def read_file(s, thread, path, timeout=30):
 
 
 def victim_token(s, thread, run):
-    """What the victim's harness got, read in its shared sandbox by another
-    run (as an agent could not: it sits in another thread's sandbox)."""
-    deadline = time.time() + 30
-    while time.time() < deadline:
-        r = start(s, thread, f"cp /tmp/runwarden-mcp-{run}.json /workspace/.cfg 2>/dev/null; true",
-                  harness="shell")
-        wait_terminal(s, r, thread)
-        st, body = api(s, "GET", f"/threads/{thread}/files/.cfg")
-        if st == 200 and isinstance(body, dict):
-            api(s, "DELETE", f"/threads/{thread}/files/.cfg")
-            return body["mcpServers"]["tanstack"]["headers"]["Authorization"].split(" ", 1)[1]
-        time.sleep(0.2)
-    raise AssertionError("the victim's MCP config never appeared")
+    """What the victim's harness got: the victim run itself copies its MCP
+    config (its fd 3) into its workspace, read here through the file API (an
+    agent could not: it sits in another thread's sandbox)."""
+    body = json.loads(read_file(s, thread, ".cfg"))
+    api(s, "DELETE", f"/threads/{thread}/files/.cfg")
+    return body["mcpServers"]["tanstack"]["headers"]["Authorization"].split(" ", 1)[1]
 
 
 def test_the_bridge_port_reaches_only_its_own_runs_tools(s):
@@ -184,7 +177,7 @@ def test_the_bridge_port_reaches_only_its_own_runs_tools(s):
                    headers={"Content-Type": "application/octet-stream"})
     assert st in (200, 201, 204), (st, body)
     # the victim: a live run with a live bridge of its own
-    vrun = start(s, victim, "sleep 300")
+    vrun = start(s, victim, 'cat "$RUNWARDEN_MCP_CONFIG" > /workspace/.cfg; sleep 300')
     vtok = victim_token(s, victim, vrun)
     st, before = api(s, "GET", f"/threads/{victim}/runs")
     assert st == 200, before
