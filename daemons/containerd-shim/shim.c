@@ -2443,7 +2443,7 @@ handle_listen(Peer *p, const Frame *f, void *userdata, bool proxy)
 {
 	Conn *c = userdata;
 	const char *id = NULL, *run_id = NULL, *target = NULL;
-	char **allow = NULL, err[256] = "";
+	char **allow = NULL, **allow_private = NULL, err[256] = "";
 	uint16_t port = 0;
 	int64_t want = 0;
 	size_t n_allow = 0;
@@ -2455,9 +2455,10 @@ handle_listen(Peer *p, const Frame *f, void *userdata, bool proxy)
 	mp_reader_init(&r, f->body);
 	mp_read_str(&r, "sandbox_id", &id);
 	mp_read_str(&r, "run_id", &run_id);
-	if (proxy)
+	if (proxy) {
 		mp_read_strv(&r, "allow", &allow);
-	else
+		mp_read_strv_opt(&r, "allow_private", &allow_private);
+	} else
 		mp_read_str(&r, "target", &target);
 	mp_read_int_opt(&r, "port", &want, 0); /* re-listen on exactly this port */
 	if (r.err < 0) {
@@ -2482,10 +2483,13 @@ handle_listen(Peer *p, const Frame *f, void *userdata, bool proxy)
 	}
 	LogCtx ctx = {.run_id = run_id, .thread_id = sb->thread_id, .sandbox_id = sb->id};
 	if (proxy) {
+		size_t n_private = 0;
 		while (allow[n_allow])
 			n_allow++;
-		k = netfwd_proxy(c->shim->net, sb->pidfd, &ctx, allow, n_allow, &port, err,
-				 sizeof(err));
+		while (allow_private && allow_private[n_private])
+			n_private++;
+		k = netfwd_proxy(c->shim->net, sb->pidfd, &ctx, allow, n_allow, allow_private,
+				 n_private, &port, err, sizeof(err));
 	} else
 		k = netfwd_forward(c->shim->net, sb->pidfd, &ctx, target, &port, err, sizeof(err));
 	if (k < 0) {
@@ -2504,6 +2508,7 @@ handle_listen(Peer *p, const Frame *f, void *userdata, bool proxy)
 	k = 0;
 out:
 	mp_strv_free(allow);
+	mp_strv_free(allow_private);
 	mp_reader_done(&r);
 	return k;
 }
