@@ -59,9 +59,9 @@ static const Range4 ranges4[] = {
     {{127, 0, 0, 0}, 8, NET_ADDR_LOOPBACK},
     {{169, 254, 0, 0}, 16, NET_ADDR_LINK_LOCAL},
     {{172, 16, 0, 0}, 12, NET_ADDR_PRIVATE},
-    {{192, 0, 0, 0}, 24, NET_ADDR_RESERVED},	/* IETF protocol assignments */
-    {{192, 0, 2, 0}, 24, NET_ADDR_RESERVED},	/* TEST-NET-1 */
-    {{192, 88, 99, 0}, 24, NET_ADDR_RESERVED},	/* 6to4 relay anycast (deprecated) */
+    {{192, 0, 0, 0}, 24, NET_ADDR_RESERVED},   /* IETF protocol assignments */
+    {{192, 0, 2, 0}, 24, NET_ADDR_RESERVED},   /* TEST-NET-1 */
+    {{192, 88, 99, 0}, 24, NET_ADDR_RESERVED}, /* 6to4 relay anycast (deprecated) */
     {{192, 168, 0, 0}, 16, NET_ADDR_PRIVATE},
     {{198, 18, 0, 0}, 15, NET_ADDR_RESERVED},	/* benchmarking */
     {{198, 51, 100, 0}, 24, NET_ADDR_RESERVED}, /* TEST-NET-2 */

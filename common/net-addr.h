@@ -20,17 +20,17 @@
 #include <sys/socket.h>
 
 typedef enum NetAddrClass {
-	NET_ADDR_PUBLIC = 0,	  /* none of the below: allowed */
-	NET_ADDR_UNSPECIFIED,	  /* 0.0.0.0/8 ("this network"), :: */
-	NET_ADDR_LOOPBACK,	  /* 127.0.0.0/8, ::1 */
-	NET_ADDR_LINK_LOCAL,	  /* 169.254.0.0/16 (cloud metadata), fe80::/10 */
-	NET_ADDR_PRIVATE,	  /* 10/8, 172.16/12, 192.168/16, fec0::/10 (site-local) */
-	NET_ADDR_SHARED,	  /* 100.64.0.0/10 (carrier-grade NAT) */
-	NET_ADDR_UNIQUE_LOCAL,	  /* fc00::/7 */
-	NET_ADDR_MULTICAST,	  /* 224.0.0.0/4, ff00::/8 */
-	NET_ADDR_RESERVED,	  /* 192.0.0/24, documentation, benchmarking, 240/4, broadcast,
-				   * the rest of ::/96, 64:ff9b:1::/48, 100::/64, 2001:db8::/32 */
-	NET_ADDR_NOT_IP,	  /* neither AF_INET nor AF_INET6 */
+	NET_ADDR_PUBLIC = 0,   /* none of the below: allowed */
+	NET_ADDR_UNSPECIFIED,  /* 0.0.0.0/8 ("this network"), :: */
+	NET_ADDR_LOOPBACK,     /* 127.0.0.0/8, ::1 */
+	NET_ADDR_LINK_LOCAL,   /* 169.254.0.0/16 (cloud metadata), fe80::/10 */
+	NET_ADDR_PRIVATE,      /* 10/8, 172.16/12, 192.168/16, fec0::/10 (site-local) */
+	NET_ADDR_SHARED,       /* 100.64.0.0/10 (carrier-grade NAT) */
+	NET_ADDR_UNIQUE_LOCAL, /* fc00::/7 */
+	NET_ADDR_MULTICAST,    /* 224.0.0.0/4, ff00::/8 */
+	NET_ADDR_RESERVED,     /* 192.0.0/24, documentation, benchmarking, 240/4, broadcast,
+				* the rest of ::/96, 64:ff9b:1::/48, 100::/64, 2001:db8::/32 */
+	NET_ADDR_NOT_IP,       /* neither AF_INET nor AF_INET6 */
 	_NET_ADDR_CLASS_MAX,
 } NetAddrClass;
 

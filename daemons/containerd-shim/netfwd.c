@@ -404,8 +404,8 @@ conn_answer_body(NetConn *c, const char *status, const char *extra, const char *
 	evbuffer_add_printf(out, "HTTP/1.1 %s\r\n%s", status, extra ? extra : "");
 	if (body[0])
 		evbuffer_add_printf(out, "Content-Type: text/plain; charset=utf-8\r\n");
-	evbuffer_add_printf(out, "Content-Length: %zu\r\nConnection: close\r\n\r\n%s",
-			    strlen(body), body);
+	evbuffer_add_printf(out, "Content-Length: %zu\r\nConnection: close\r\n\r\n%s", strlen(body),
+			    body);
 	conn_finish(c, c->down);
 }
 
@@ -522,7 +522,7 @@ addr_verdict(const Listener *l, const struct sockaddr *sa)
 	if (cls == NET_ADDR_PUBLIC || cls == NET_ADDR_NOT_IP)
 		return cls;
 	return net_cidr_list_match(l->allow_private, l->n_allow_private, sa) ? NET_ADDR_PUBLIC
-									      : cls;
+									     : cls;
 }
 
 /* Connect to the next address the check let through: exactly the sockaddr
@@ -636,8 +636,8 @@ dns_step_cb(evutil_socket_t fd, short what, void *arg)
 		const struct sockaddr *first_sa = NULL;
 		bool any = false;
 		for (struct evutil_addrinfo *a = c->ai; a; a = a->ai_next) {
-			NetAddrClass v = a->ai_addr ? addr_verdict(c->listener, a->ai_addr)
-						    : NET_ADDR_NOT_IP;
+			NetAddrClass v =
+			    a->ai_addr ? addr_verdict(c->listener, a->ai_addr) : NET_ADDR_NOT_IP;
 			if (v == NET_ADDR_PUBLIC) {
 				any = true;
 				break;

@@ -75,8 +75,8 @@ int netfwd_forward(NetFwd *n, int pidfd, const LogCtx *ctx, const char *target, 
  * proxy may connect to although they are not public unicast; -EINVAL with err
  * for a bad one. */
 int netfwd_proxy(NetFwd *n, int pidfd, const LogCtx *ctx, char *const *allow, size_t n_allow,
-		 char *const *allow_private, size_t n_allow_private, uint16_t *ret_port,
-		 char *err, size_t errlen);
+		 char *const *allow_private, size_t n_allow_private, uint16_t *ret_port, char *err,
+		 size_t errlen);
 /* Close the run's listeners and connections; the proxy's byte counters
  * (sandbox → host, host → sandbox). 0 (zeros when the run had none). */
 int netfwd_unlisten(NetFwd *n, const char *sandbox_id, const char *run_id, uint64_t *ret_out,

@@ -82,7 +82,7 @@ test_net_addr_ipv6_classes(void **state)
 	assert_int_equal(cls("ff02::1"), NET_ADDR_MULTICAST);
 	assert_int_equal(cls("2001:db8::1"), NET_ADDR_RESERVED);
 	assert_int_equal(cls("100::1"), NET_ADDR_RESERVED);
-	assert_int_equal(cls("::2"), NET_ADDR_RESERVED);	  /* IPv4-compatible */
+	assert_int_equal(cls("::2"), NET_ADDR_RESERVED);      /* IPv4-compatible */
 	assert_int_equal(cls("::7f00:1"), NET_ADDR_RESERVED); /* ::127.0.0.1 */
 	assert_int_equal(cls("64:ff9b:1::1"), NET_ADDR_RESERVED);
 	assert_int_equal(cls("2606:4700::1111"), NET_ADDR_PUBLIC);
