@@ -65,13 +65,13 @@
 #include "output-ring.h"
 #include "peer.h"
 #include "quota.h"
+#include "sandbox-key.h"
 #include "sandbox.h"
 #include "seccomp-policy.h"
 #include "shim-files.h"
 #include "snapjob.h"
 #include "snapshot.h"
 
-#define SANDBOX_KEY_MAX 256
 #define EXEC_ARGV_MAX 4096 /* argv + env entries */
 #define OUTPUT_CHUNK (64 * 1024)
 #define BACKPRESSURE_RECHECK_USEC (20 * USEC_PER_MSEC)
@@ -872,6 +872,28 @@ sandbox_prepare_workspace(Shim *s, const char *id, char **ret_path)
 	if (r < 0)
 		return r;
 	*ret_path = TAKE_PTR(ws);
+	return 0;
+}
+
+/* <sandbox_dir>/<id> belongs to key (sandbox-key.h), else -EEXIST (logged:
+ * two keys with one id). create: make and claim the directory when absent. */
+static int
+sandbox_key_check(Shim *s, const LogCtx *ctx, const char *id, const char *key, bool create)
+{
+	_cleanup_close_ int dfd = open(s->conf->sandbox_dir, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+	int r;
+
+	if (dfd < 0)
+		return log_ctx_errno(LOG_ERR, -errno, ctx, "Failed to open '%s': %m",
+				     s->conf->sandbox_dir);
+	r = sandbox_key_claim(dfd, id, key, strlen(key), SANDBOX_KEY_MAX, create);
+	if (r == -EEXIST)
+		return log_ctx_errno(LOG_ERR, r, ctx,
+				     "Sandbox id collision: the directory of %s belongs to another "
+				     "key than '%s'",
+				     id, key);
+	if (r < 0)
+		return log_ctx_errno(LOG_ERR, r, ctx, "Cannot check the key of sandbox %s: %m", id);
 	return 0;
 }
 
@@ -1910,6 +1932,17 @@ ensure_key(Shim *s, Conn *c, uint64_t req_id, const char *key, const char *run_i
 	sb = sandbox_find(s, id);
 	if (sb && !streq(sb->key, key))
 		return log_ctx_errno(LOG_ERR, -EEXIST, &ctx, "Sandbox id collision for '%s'", key);
+	if (!sb) {
+		/* No live one: the directory on disk must be this key's too. */
+		k = sandbox_key_check(s, &ctx, id, key, true);
+		if (k < 0) {
+			(void)peer_reply_error(c->peer, req_id, k,
+					       k == -EEXIST ? "sandbox id collision: the workspace "
+							      "belongs to another key"
+							    : "cannot check the sandbox's key");
+			return 0;
+		}
+	}
 	if (sb && sb->state == SANDBOX_READY && !sandbox_alive(sb))
 		sb->state = SANDBOX_DYING;
 	{
@@ -2750,6 +2783,15 @@ handle_sandbox_snapshot(Peer *p, const Frame *f, void *userdata)
 		k = 0;
 		goto out;
 	}
+	k = sandbox_key_check(s, &ctx, id, key, false);
+	if (k < 0) {
+		(void)peer_reply_error(p, f->req_id, k,
+				       k == -EEXIST ? "sandbox id collision: the workspace belongs "
+						      "to another key"
+						    : "cannot check the sandbox's key");
+		k = 0;
+		goto out;
+	}
 	o = calloc(1, sizeof(*o));
 	if (!o || asprintf(&ws, "%s/%s/workspace", s->conf->sandbox_dir, id) < 0) {
 		ws = NULL;
@@ -2990,6 +3032,15 @@ handle_sandbox_restore(Peer *p, const Frame *f, void *userdata)
 	if (snapjob_find(s->jobs, id)) {
 		(void)peer_reply_error(p, f->req_id, -EBUSY,
 				       "busy: a snapshot or restore of this thread is in progress");
+		k = 0;
+		goto out;
+	}
+	k = sandbox_key_check(s, &ctx, id, key, true);
+	if (k < 0) {
+		(void)peer_reply_error(p, f->req_id, k,
+				       k == -EEXIST ? "sandbox id collision: the workspace belongs "
+						      "to another key"
+						    : "cannot check the sandbox's key");
 		k = 0;
 		goto out;
 	}
