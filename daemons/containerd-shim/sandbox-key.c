@@ -70,8 +70,7 @@ write_all(int fd, const char *p, size_t len)
 }
 
 int
-sandbox_key_claim(int dfd, const char *id, const char *key, size_t len, size_t max_len,
-		  bool create)
+sandbox_key_claim(int dfd, const char *id, const char *key, size_t len, size_t max_len, bool create)
 {
 	_cleanup_close_ int dir = -1, fd = -1;
 	int r;

@@ -6,7 +6,8 @@
  * SO_PEERCRED: uid 0 or our own euid only; with socket_group root:GROUP 0660
  * and peers in GROUP, primary or supplementary, accepted too), one Peer per accepted connection,
  * the table of live sandboxes (one per key; id = first 16 hex digits of
- * SHA-256(key)) and the table of execs (shim-global increasing ids).
+ * SHA-256(key), the full key compared wherever a key reaches a sandbox or its
+ * directory: sandbox-key.h) and the table of execs (shim-global increasing ids).
  *
  * Requests (handler table indexed by MsgType; see common/proto/messages.def):
  *   SANDBOX_ENSURE  {key, run_id?, thread_id?} → {sandbox_id, created}

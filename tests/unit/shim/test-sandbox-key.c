@@ -193,9 +193,8 @@ test_sandbox_key_planted_files(void **state)
 	/* bad keys */
 	assert_int_equal(sandbox_key_claim(dfd, "0000000000000022", "", 0, SANDBOX_KEY_MAX, true),
 			 -EINVAL);
-	assert_int_equal(sandbox_key_claim(dfd, "0000000000000022", "a\0b", 3, SANDBOX_KEY_MAX,
-					   true),
-			 -EINVAL);
+	assert_int_equal(
+	    sandbox_key_claim(dfd, "0000000000000022", "a\0b", 3, SANDBOX_KEY_MAX, true), -EINVAL);
 }
 
 int
