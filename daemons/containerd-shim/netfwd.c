@@ -13,6 +13,22 @@
  * evdns_getaddrinfo() (which may answer synchronously from /etc/hosts), and a
  * connection closed while its lookup is in flight stays allocated (detached,
  * "zombie") until evdns reports the cancellation.
+ *
+ * The answer is checked, address by address, before anything is connected
+ * (net-addr.h): an address that is not public unicast (loopback, private,
+ * link-local, CGNAT, unique-local, multicast, unspecified, reserved, and
+ * IPv4-mapped/NAT64/6to4 forms of them) is skipped unless it lies in the
+ * listener's allow_private networks. The sockaddr connected is the one
+ * checked: a name is resolved once per CONNECT, never again for the connect.
+ * When no address is left the client gets 403 with the reason in the body and
+ * a Proxy-Status header (RFC 9209, destination_ip_prohibited); the log line is
+ * rate-limited per run and per address class (REFUSE_LOG_SEC), with a count.
+ *
+ * evdns reads /etc/hosts when its base is made and not again by itself: the
+ * file is re-read before a lookup when its inode, size or mtime changed, so an
+ * administrator's edit applies without a restart (a stat() and, rarely, a
+ * read of a small local file on the loop; the name service itself is never
+ * waited for on the loop).
  */
 #include "config.h"
 
@@ -29,6 +45,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/socket.h>
+#include <sys/stat.h>
 #include <sys/un.h>
 #include <unistd.h>
 
@@ -42,13 +59,26 @@
 #include "connect-parse.h"
 #include "fd-util.h"
 #include "macro.h"
+#include "net-addr.h"
+#include "time-util.h"
 
 #define HEAD_TIMEOUT_SEC 10
 #define CONNECT_TIMEOUT_SEC 10
+/* At most one log line per run and address class in this many seconds for
+ * CONNECTs refused after resolution; the ones held back are counted. */
+#define REFUSE_LOG_SEC 60
+#define HOSTS_FILE "/etc/hosts"
 
 typedef struct NetRun NetRun;
 typedef struct NetConn NetConn;
 typedef struct Listener Listener;
+
+/* The rate limit of one kind of refusal: when it was last logged, and how
+ * many were held back since. */
+typedef struct RefuseLog {
+	usec_t logged_at;
+	unsigned held;
+} RefuseLog;
 
 typedef enum ListenKind { LISTEN_FORWARD, LISTEN_PROXY } ListenKind;
 typedef enum ConnState { C_HEAD, C_RESOLVING, C_CONNECTING, C_OPEN, C_CLOSING } ConnState;
@@ -64,6 +94,8 @@ struct Listener {
 	bool hello;	      /* forward to a Unix socket: "RUNWARDEN-BRIDGE <runId>\r\n" first */
 	ConnectTarget *allow; /* proxy */
 	size_t n_allow;
+	NetCidr *allow_private; /* proxy: special addresses that may be reached anyway */
+	size_t n_allow_private;
 };
 
 struct NetConn {
@@ -91,11 +123,14 @@ struct NetRun {
 	Listener *listeners;
 	NetConn *conns;
 	size_t n_conns;
+	/* Refusals after resolution, per address class. */
+	RefuseLog refused[_NET_ADDR_CLASS_MAX];
 };
 
 struct NetFwd {
 	struct event_base *base;
 	struct evdns_base *dns; /* created on the first proxy connection */
+	struct stat hosts_st;	/* /etc/hosts as evdns last read it */
 	NetRun *runs;
 };
 
@@ -221,6 +256,7 @@ listener_free(Listener *l)
 	if (l->lev)
 		evconnlistener_free(l->lev); /* closes the fd */
 	free(l->allow);
+	free(l->allow_private);
 	free(l);
 }
 
@@ -237,9 +273,26 @@ run_close_all(NetRun *r)
 		conn_close(r->conns); /* unlinks itself */
 }
 
+/* The refusals held back by the rate limit, when the run ends. */
+static void
+run_flush_refusals(NetRun *r)
+{
+	LogCtx ctx = run_ctx(r);
+
+	for (int i = 0; i < _NET_ADDR_CLASS_MAX; i++)
+		if (r->refused[i].held > 0) {
+			log_ctx(LOG_WARNING, &ctx,
+				"Proxy: %u more CONNECT(s) refused for resolving to %s addresses "
+				"since the last report",
+				r->refused[i].held, net_addr_class_name((NetAddrClass)i));
+			r->refused[i].held = 0;
+		}
+}
+
 static void
 run_free(NetFwd *n, NetRun *r)
 {
+	run_flush_refusals(r);
 	run_close_all(r);
 	for (NetRun **pp = &n->runs; *pp; pp = &(*pp)->next)
 		if (*pp == r) {
@@ -338,18 +391,30 @@ conn_finish(NetConn *c, struct bufferevent *other)
 	bufferevent_enable(other, EV_WRITE);
 }
 
-/* An HTTP answer from the proxy itself, then close. */
+/* An HTTP answer from the proxy itself, with an optional text body, then
+ * close. */
 static void
-conn_answer(NetConn *c, const char *status, const char *extra)
+conn_answer_body(NetConn *c, const char *status, const char *extra, const char *body)
 {
+	struct evbuffer *out = bufferevent_get_output(c->down);
+
 	if (c->up) {
 		bufferevent_free(c->up);
 		c->up = NULL;
 	}
-	evbuffer_add_printf(bufferevent_get_output(c->down),
-			    "HTTP/1.1 %s\r\n%sContent-Length: 0\r\nConnection: close\r\n\r\n",
-			    status, extra ? extra : "");
+	body = body ? body : "";
+	evbuffer_add_printf(out, "HTTP/1.1 %s\r\n%s", status, extra ? extra : "");
+	if (body[0])
+		evbuffer_add_printf(out, "Content-Type: text/plain; charset=utf-8\r\n");
+	evbuffer_add_printf(out, "Content-Length: %zu\r\nConnection: close\r\n\r\n%s", strlen(body),
+			    body);
 	conn_finish(c, c->down);
+}
+
+static void
+conn_answer(NetConn *c, const char *status, const char *extra)
+{
+	conn_answer_body(c, status, extra, NULL);
 }
 
 static void splice_read_cb(struct bufferevent *bev, void *arg);
@@ -449,16 +514,78 @@ conn_connect(NetConn *c, const struct sockaddr *sa, int salen)
 	return 0;
 }
 
+/* NET_ADDR_PUBLIC when the proxy may connect to sa, else the class that
+ * forbids it. */
+static NetAddrClass
+addr_verdict(const Listener *l, const struct sockaddr *sa)
+{
+	NetAddrClass cls = net_addr_classify(sa);
+
+	if (cls == NET_ADDR_PUBLIC || cls == NET_ADDR_NOT_IP)
+		return cls;
+	return net_cidr_list_match(l->allow_private, l->n_allow_private, sa) ? NET_ADDR_PUBLIC
+									     : cls;
+}
+
+/* Connect to the next address the check let through: exactly the sockaddr
+ * checked, never a name again. */
 static bool
 conn_try_next(NetConn *c)
 {
 	while (c->ai_next) {
 		struct evutil_addrinfo *a = c->ai_next;
 		c->ai_next = a->ai_next;
+		if (!a->ai_addr || addr_verdict(c->listener, a->ai_addr) != NET_ADDR_PUBLIC)
+			continue;
 		if (conn_connect(c, a->ai_addr, (int)a->ai_addrlen) >= 0)
 			return true;
 	}
 	return false;
+}
+
+/* Every address of the answer was refused: 403, and a rate-limited log line. */
+static void
+conn_refuse_addr(NetConn *c, NetAddrClass cls, const struct sockaddr *sa)
+{
+	char addr[INET6_ADDRSTRLEN] = "?", body[512];
+	const void *p = NULL;
+
+	if (sa && sa->sa_family == AF_INET)
+		p = &((const struct sockaddr_in *)sa)->sin_addr;
+	else if (sa && sa->sa_family == AF_INET6)
+		p = &((const struct sockaddr_in6 *)sa)->sin6_addr;
+	if (p)
+		(void)inet_ntop(sa->sa_family, p, addr, sizeof(addr));
+	if (c->run) {
+		NetRun *r = c->run;
+		LogCtx ctx = run_ctx(r);
+		usec_t now = now_usec();
+		RefuseLog *rl = &r->refused[cls];
+
+		if (rl->logged_at == 0 || now - rl->logged_at >= REFUSE_LOG_SEC * USEC_PER_SEC) {
+			if (rl->held > 0)
+				log_ctx(LOG_WARNING, &ctx,
+					"Proxy: refused CONNECT %s:%u: it resolves to %s, a %s "
+					"address (not in egress_allow_private); %u more refused "
+					"for %s addresses in the last %d s",
+					c->t.host, c->t.port, addr, net_addr_class_name(cls),
+					rl->held, net_addr_class_name(cls), REFUSE_LOG_SEC);
+			else
+				log_ctx(LOG_WARNING, &ctx,
+					"Proxy: refused CONNECT %s:%u: it resolves to %s, a %s "
+					"address (not in egress_allow_private)",
+					c->t.host, c->t.port, addr, net_addr_class_name(cls));
+			rl->logged_at = now;
+			rl->held = 0;
+		} else
+			rl->held++;
+	}
+	snprintf(body, sizeof(body),
+		 "runwarden egress proxy: %s resolves to %s, a %s address; the proxy "
+		 "reaches public addresses only (egress_allow_private)\n",
+		 c->t.host, addr, net_addr_class_name(cls));
+	conn_answer_body(c, "403 Forbidden",
+			 "Proxy-Status: runwarden; error=destination_ip_prohibited\r\n", body);
 }
 
 static void
@@ -509,6 +636,28 @@ dns_step_cb(evutil_socket_t fd, short what, void *arg)
 		conn_answer(c, "502 Bad Gateway", NULL);
 		return;
 	}
+	{
+		/* Refused when no address of the answer passes the check. */
+		NetAddrClass first = NET_ADDR_PUBLIC;
+		const struct sockaddr *first_sa = NULL;
+		bool any = false;
+		for (struct evutil_addrinfo *a = c->ai; a; a = a->ai_next) {
+			NetAddrClass v =
+			    a->ai_addr ? addr_verdict(c->listener, a->ai_addr) : NET_ADDR_NOT_IP;
+			if (v == NET_ADDR_PUBLIC) {
+				any = true;
+				break;
+			}
+			if (!first_sa) {
+				first = v;
+				first_sa = a->ai_addr;
+			}
+		}
+		if (!any) {
+			conn_refuse_addr(c, first, first_sa);
+			return;
+		}
+	}
 	c->ai_next = c->ai;
 	if (!conn_try_next(c))
 		conn_answer(c, "502 Bad Gateway", NULL);
@@ -542,9 +691,22 @@ conn_resolve(NetConn *c)
 	struct evdns_getaddrinfo_request *req;
 	char port[8];
 
-	if (!n->dns)
+	if (!n->dns) {
+		(void)stat(HOSTS_FILE, &n->hosts_st);
 		n->dns = evdns_base_new(n->base, EVDNS_BASE_INITIALIZE_NAMESERVERS |
 						     EVDNS_BASE_DISABLE_WHEN_INACTIVE);
+	} else {
+		struct stat st = {0};
+		(void)stat(HOSTS_FILE, &st);
+		if (st.st_ino != n->hosts_st.st_ino || st.st_size != n->hosts_st.st_size ||
+		    st.st_mtim.tv_sec != n->hosts_st.st_mtim.tv_sec ||
+		    st.st_mtim.tv_nsec != n->hosts_st.st_mtim.tv_nsec) {
+			evdns_base_clear_host_addresses(n->dns);
+			/* gone or unreadable: no entries, as evdns does at start */
+			(void)evdns_base_load_hosts(n->dns, HOSTS_FILE);
+			n->hosts_st = st;
+		}
+	}
 	c->step = evtimer_new(n->base, dns_step_cb, c);
 	if (!n->dns || !c->step) {
 		LogCtx ctx = run_ctx(c->run);
@@ -792,13 +954,15 @@ netfwd_forward(NetFwd *n, int pidfd, const LogCtx *ctx, const char *target, uint
 
 int
 netfwd_proxy(NetFwd *n, int pidfd, const LogCtx *ctx, char *const *allow, size_t n_allow,
-	     uint16_t *ret_port, char *err, size_t errlen)
+	     char *const *allow_private, size_t n_allow_private, uint16_t *ret_port, char *err,
+	     size_t errlen)
 {
 	Listener *l;
 	int r;
 
-	if (n_allow > 256) {
-		snprintf(err, errlen, "allow: more than 256 entries");
+	if (n_allow > 256 || n_allow_private > 256) {
+		snprintf(err, errlen, "%s: more than 256 entries",
+			 n_allow > 256 ? "allow" : "allow_private");
 		return -EINVAL;
 	}
 	l = calloc(1, sizeof(*l));
@@ -821,15 +985,31 @@ netfwd_proxy(NetFwd *n, int pidfd, const LogCtx *ctx, char *const *allow, size_t
 		}
 	}
 	l->n_allow = n_allow;
+	l->allow_private = calloc(n_allow_private ? n_allow_private : 1, sizeof(*l->allow_private));
+	if (!l->allow_private) {
+		listener_free(l);
+		return -ENOMEM;
+	}
+	for (size_t i = 0; i < n_allow_private; i++)
+		if (net_cidr_parse(allow_private[i], &l->allow_private[i]) < 0) {
+			snprintf(err, errlen,
+				 "allow_private: '%.100s' is not an IPv4 or IPv6 network "
+				 "(address/prefix, host bits zero)",
+				 allow_private[i]);
+			listener_free(l);
+			return -EINVAL;
+		}
+	l->n_allow_private = n_allow_private;
 	r = listener_add(n, pidfd, ctx, l, ret_port);
 	if (r < 0) {
 		snprintf(err, errlen, "listen in the sandbox: %s", strerror(-r));
-		free(l->allow);
-		free(l);
+		listener_free(l);
 		return r;
 	}
-	log_ctx(LOG_INFO, ctx, "Egress proxy on sandbox port %u for %zu allowed name(s)", *ret_port,
-		n_allow);
+	log_ctx(LOG_INFO, ctx,
+		"Egress proxy on sandbox port %u for %zu allowed name(s), %zu private network(s) "
+		"allowed",
+		*ret_port, n_allow, n_allow_private);
 	return 0;
 }
 

@@ -18,10 +18,13 @@
  *     host:port on the host.
  *   - proxy: each accepted connection must send one `CONNECT host:port` head
  *     (connect-parse.h); an allowlisted name is resolved on the host with
- *     evdns (non-blocking; every address tried in turn), connected, answered
- *     `200 Connection Established` and spliced. Anything else is answered
- *     403/405/400/431/502 and closed, the reason logged with the run's
- *     RUN_ID/THREAD_ID/SANDBOX_ID.
+ *     evdns (non-blocking), its addresses checked (net-addr.h: no loopback,
+ *     private, link-local, … unless in allow_private), the ones that pass
+ *     tried in turn (exactly the sockaddrs checked: no second resolution),
+ *     answered `200 Connection Established` and spliced. Anything else is
+ *     answered 403/405/400/431/502 and closed, the reason logged with the
+ *     run's RUN_ID/THREAD_ID/SANDBOX_ID (refusals after resolution at most
+ *     once a minute per run and address class, with a count).
  * Splicing uses bufferevents with a bounded queue per direction: when the
  * receiving side holds NETFWD_HIGH_WATER bytes unsent, reading from the
  * sending side stops until it drained to half of it (backpressure, memory
@@ -70,9 +73,13 @@ int netfwd_listen_in_netns(int pidfd, int *ret_fd, uint16_t *ret_port);
 int netfwd_forward(NetFwd *n, int pidfd, const LogCtx *ctx, const char *target, uint16_t *ret_port,
 		   char *err, size_t errlen);
 /* allow: n_allow entries "host[:port]" (port 443 by default); -EINVAL with err
- * for a bad entry or an IP literal. */
+ * for a bad entry or an IP literal. allow_private: n_allow_private networks
+ * ("10.0.0.0/8", "127.0.0.1", "fd00::/8"; net-addr.h) whose addresses the
+ * proxy may connect to although they are not public unicast; -EINVAL with err
+ * for a bad one. */
 int netfwd_proxy(NetFwd *n, int pidfd, const LogCtx *ctx, char *const *allow, size_t n_allow,
-		 uint16_t *ret_port, char *err, size_t errlen);
+		 char *const *allow_private, size_t n_allow_private, uint16_t *ret_port, char *err,
+		 size_t errlen);
 /* Close the run's listeners and connections; the proxy's byte counters
  * (sandbox → host, host → sandbox). 0 (zeros when the run had none). */
 int netfwd_unlisten(NetFwd *n, const char *sandbox_id, const char *run_id, uint64_t *ret_out,

@@ -18,6 +18,7 @@
 #include "fd-util.h"
 #include "log.h"
 #include "macro.h"
+#include "sandbox-key.h"
 #include "wsfs.h"
 
 /* Room for the reply's framing and keys around a file's bytes. */
@@ -325,6 +326,34 @@ shim_files_handle(Shim *s, const ShimConf *conf, ShimPrepareWorkspace prepare,
 			  "mode must be permission bits (at most 0777)");
 		k = 0;
 		goto out;
+	}
+	{
+		/* The id is 64 bits of a hash: the directory must be this key's
+		 * (sandbox-key.h). A write or mkdir makes and claims it. */
+		LogCtx kctx = {.thread_id = key, .sandbox_id = id};
+		_cleanup_close_ int dfd =
+		    open(conf->sandbox_dir, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+		k = dfd < 0 ? -errno
+			    : sandbox_key_claim(dfd, id, key, strlen(key), SANDBOX_KEY_MAX,
+						op == OP_WRITE || op == OP_MKDIR);
+		if (k == -ENOENT && dfd < 0 && !op_writes(op))
+			k = 0; /* no sandbox_dir yet: nothing to read */
+		if (k < 0) {
+			if (k == -EEXIST)
+				log_ctx(LOG_ERR, &kctx,
+					"Sandbox id collision: the directory of %s belongs to "
+					"another key than '%s'",
+					id, key);
+			else
+				log_ctx_errno(LOG_WARNING, k, &kctx,
+					      "Cannot check the key of sandbox %s: %m", id);
+			reply_err(p, f->req_id, -EIO, "internal",
+				  k == -EEXIST ? "sandbox id collision: the workspace belongs to "
+						 "another key"
+					       : "cannot check the workspace's key");
+			k = 0;
+			goto out;
+		}
 	}
 	if (op_writes(op) && busy(s, id)) {
 		/* A change would be half in the archive, or lost with the old tree. */

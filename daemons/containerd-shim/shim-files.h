@@ -14,7 +14,9 @@
  *     op remove  → {}
  *     op rename  → {}               (to required; never replaces)
  *
- * It works on <sandbox_dir>/<id>/workspace whether or not the sandbox is live;
+ * It works on <sandbox_dir>/<id>/workspace whether or not the sandbox is live,
+ * once <sandbox_dir>/<id>/key named this very key (sandbox-key.h; another key
+ * of the same id is "internal: sandbox id collision…", never its files);
  * a key that never had one reads as empty (the root lists no entries, any other
  * path is not found) and a write or mkdir creates it like sandbox creation does.
  * Every operation runs with fsuid/fsgid = host_uid and no umask. Errors are

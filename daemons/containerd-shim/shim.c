@@ -65,13 +65,13 @@
 #include "output-ring.h"
 #include "peer.h"
 #include "quota.h"
+#include "sandbox-key.h"
 #include "sandbox.h"
 #include "seccomp-policy.h"
 #include "shim-files.h"
 #include "snapjob.h"
 #include "snapshot.h"
 
-#define SANDBOX_KEY_MAX 256
 #define EXEC_ARGV_MAX 4096 /* argv + env entries */
 #define OUTPUT_CHUNK (64 * 1024)
 #define BACKPRESSURE_RECHECK_USEC (20 * USEC_PER_MSEC)
@@ -872,6 +872,28 @@ sandbox_prepare_workspace(Shim *s, const char *id, char **ret_path)
 	if (r < 0)
 		return r;
 	*ret_path = TAKE_PTR(ws);
+	return 0;
+}
+
+/* <sandbox_dir>/<id> belongs to key (sandbox-key.h), else -EEXIST (logged:
+ * two keys with one id). create: make and claim the directory when absent. */
+static int
+sandbox_key_check(Shim *s, const LogCtx *ctx, const char *id, const char *key, bool create)
+{
+	_cleanup_close_ int dfd = open(s->conf->sandbox_dir, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+	int r;
+
+	if (dfd < 0)
+		return log_ctx_errno(LOG_ERR, -errno, ctx, "Failed to open '%s': %m",
+				     s->conf->sandbox_dir);
+	r = sandbox_key_claim(dfd, id, key, strlen(key), SANDBOX_KEY_MAX, create);
+	if (r == -EEXIST)
+		return log_ctx_errno(LOG_ERR, r, ctx,
+				     "Sandbox id collision: the directory of %s belongs to another "
+				     "key than '%s'",
+				     id, key);
+	if (r < 0)
+		return log_ctx_errno(LOG_ERR, r, ctx, "Cannot check the key of sandbox %s: %m", id);
 	return 0;
 }
 
@@ -1910,6 +1932,17 @@ ensure_key(Shim *s, Conn *c, uint64_t req_id, const char *key, const char *run_i
 	sb = sandbox_find(s, id);
 	if (sb && !streq(sb->key, key))
 		return log_ctx_errno(LOG_ERR, -EEXIST, &ctx, "Sandbox id collision for '%s'", key);
+	if (!sb) {
+		/* No live one: the directory on disk must be this key's too. */
+		k = sandbox_key_check(s, &ctx, id, key, true);
+		if (k < 0) {
+			(void)peer_reply_error(c->peer, req_id, k,
+					       k == -EEXIST ? "sandbox id collision: the workspace "
+							      "belongs to another key"
+							    : "cannot check the sandbox's key");
+			return 0;
+		}
+	}
 	if (sb && sb->state == SANDBOX_READY && !sandbox_alive(sb))
 		sb->state = SANDBOX_DYING;
 	{
@@ -2443,7 +2476,7 @@ handle_listen(Peer *p, const Frame *f, void *userdata, bool proxy)
 {
 	Conn *c = userdata;
 	const char *id = NULL, *run_id = NULL, *target = NULL;
-	char **allow = NULL, err[256] = "";
+	char **allow = NULL, **allow_private = NULL, err[256] = "";
 	uint16_t port = 0;
 	int64_t want = 0;
 	size_t n_allow = 0;
@@ -2455,9 +2488,10 @@ handle_listen(Peer *p, const Frame *f, void *userdata, bool proxy)
 	mp_reader_init(&r, f->body);
 	mp_read_str(&r, "sandbox_id", &id);
 	mp_read_str(&r, "run_id", &run_id);
-	if (proxy)
+	if (proxy) {
 		mp_read_strv(&r, "allow", &allow);
-	else
+		mp_read_strv_opt(&r, "allow_private", &allow_private);
+	} else
 		mp_read_str(&r, "target", &target);
 	mp_read_int_opt(&r, "port", &want, 0); /* re-listen on exactly this port */
 	if (r.err < 0) {
@@ -2482,10 +2516,13 @@ handle_listen(Peer *p, const Frame *f, void *userdata, bool proxy)
 	}
 	LogCtx ctx = {.run_id = run_id, .thread_id = sb->thread_id, .sandbox_id = sb->id};
 	if (proxy) {
+		size_t n_private = 0;
 		while (allow[n_allow])
 			n_allow++;
-		k = netfwd_proxy(c->shim->net, sb->pidfd, &ctx, allow, n_allow, &port, err,
-				 sizeof(err));
+		while (allow_private && allow_private[n_private])
+			n_private++;
+		k = netfwd_proxy(c->shim->net, sb->pidfd, &ctx, allow, n_allow, allow_private,
+				 n_private, &port, err, sizeof(err));
 	} else
 		k = netfwd_forward(c->shim->net, sb->pidfd, &ctx, target, &port, err, sizeof(err));
 	if (k < 0) {
@@ -2504,6 +2541,7 @@ handle_listen(Peer *p, const Frame *f, void *userdata, bool proxy)
 	k = 0;
 out:
 	mp_strv_free(allow);
+	mp_strv_free(allow_private);
 	mp_reader_done(&r);
 	return k;
 }
@@ -2742,6 +2780,15 @@ handle_sandbox_snapshot(Peer *p, const Frame *f, void *userdata)
 	if (snapjob_find(s->jobs, id)) {
 		(void)peer_reply_error(p, f->req_id, -EBUSY,
 				       "busy: a snapshot or restore of this thread is in progress");
+		k = 0;
+		goto out;
+	}
+	k = sandbox_key_check(s, &ctx, id, key, false);
+	if (k < 0) {
+		(void)peer_reply_error(p, f->req_id, k,
+				       k == -EEXIST ? "sandbox id collision: the workspace belongs "
+						      "to another key"
+						    : "cannot check the sandbox's key");
 		k = 0;
 		goto out;
 	}
@@ -2985,6 +3032,15 @@ handle_sandbox_restore(Peer *p, const Frame *f, void *userdata)
 	if (snapjob_find(s->jobs, id)) {
 		(void)peer_reply_error(p, f->req_id, -EBUSY,
 				       "busy: a snapshot or restore of this thread is in progress");
+		k = 0;
+		goto out;
+	}
+	k = sandbox_key_check(s, &ctx, id, key, true);
+	if (k < 0) {
+		(void)peer_reply_error(p, f->req_id, k,
+				       k == -EEXIST ? "sandbox id collision: the workspace belongs "
+						      "to another key"
+						    : "cannot check the sandbox's key");
 		k = 0;
 		goto out;
 	}

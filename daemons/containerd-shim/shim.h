@@ -6,7 +6,8 @@
  * SO_PEERCRED: uid 0 or our own euid only; with socket_group root:GROUP 0660
  * and peers in GROUP, primary or supplementary, accepted too), one Peer per accepted connection,
  * the table of live sandboxes (one per key; id = first 16 hex digits of
- * SHA-256(key)) and the table of execs (shim-global increasing ids).
+ * SHA-256(key), the full key compared wherever a key reaches a sandbox or its
+ * directory: sandbox-key.h) and the table of execs (shim-global increasing ids).
  *
  * Requests (handler table indexed by MsgType; see common/proto/messages.def):
  *   SANDBOX_ENSURE  {key, run_id?, thread_id?} → {sandbox_id, created}
@@ -79,6 +80,12 @@ void shim_stop(Shim *s);
 /* shim_stop(), then release everything. NULL-safe; returns NULL. */
 Shim *shim_free(Shim *s);
 
+/* Longest sandbox key (a thread id, "run:<runId>"), bytes. */
+#define SANDBOX_KEY_MAX 256
+
 /* Compute the sandbox id of a key into ret_id (17 bytes: 16 hex + NUL).
- * Returns 0, or -EINVAL for an empty key, one over 256 bytes or with a NUL. */
+ * Returns 0, or -EINVAL for an empty key, one over 256 bytes or with a NUL.
+ * 64 bits of SHA-256: two keys may share an id, so whatever is reached by
+ * key also compares the key itself (Sandbox.key for a live sandbox,
+ * <sandbox_dir>/<id>/key on disk: sandbox-key.h). */
 int shim_sandbox_id(const char *key, size_t len, char ret_id[static 17]);

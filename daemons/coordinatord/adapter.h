@@ -40,6 +40,8 @@ struct Harness {
 	char **env;	/* extra environment, "K=V" */
 	char **secrets; /* names of coordinatord's environment variables handed over */
 	char **egress;	/* host[:port] the harness may reach through the proxy */
+	/* egress_allow_private: networks the proxy may reach although not public */
+	char **egress_allow_private;
 	int64_t timeout_ms;
 	int64_t max_line;
 	char **tools; /* names of [tool.NAME] host tools offered over the MCP bridge */

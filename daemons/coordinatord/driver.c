@@ -326,14 +326,18 @@ prep_reply(Peer *p, int err, const msgpack_object *body, void *ud)
 static int
 listen_call(Run *run, bool proxy, uint64_t port, PeerReplyFn cb)
 {
+	char **priv = proxy ? run->harness->egress_allow_private : NULL;
+	bool has_priv = priv && priv[0];
 	MpWriter w;
 	mp_writer_init(&w);
-	mp_w_map(&w, port ? 4 : 3);
+	mp_w_map(&w, (port ? 4 : 3) + (has_priv ? 1 : 0));
 	mp_w_str(&w, "sandbox_id", run->sandbox_id);
 	mp_w_str(&w, "run_id", run->run_id);
-	if (proxy)
+	if (proxy) {
 		mp_w_str_array(&w, "allow", run->harness->egress);
-	else {
+		if (has_priv)
+			mp_w_str_array(&w, "allow_private", priv);
+	} else {
 		/* routerd's bridge-only socket, never its public listener */
 		char target[PATH_MAX];
 		snprintf(target, sizeof(target), "%s/%s", run->c->conf.shared.runtime_dir,

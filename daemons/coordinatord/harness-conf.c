@@ -8,6 +8,8 @@
  *   env = {"CLAUDE_CODE_MAX_OUTPUT_TOKENS": "8000"}
  *   secrets = ANTHROPIC_API_KEY           # names in coordinatord's environment
  *   egress = api.anthropic.com            # host[:port] reachable through the proxy
+ *   egress_allow_private = 10.1.2.0/24    # networks (CIDR) the proxy may reach although
+ *                                         # not public (loopback, private, link-local…)
  *   timeout_ms = 3600000                  # 0 = none
  *   max_line = 1M                         # longest stdout line (ndjson, claude, codex)
  *   tools = search deploy                 # [tool.NAME] host tools over the MCP bridge
@@ -33,6 +35,7 @@
 #include "json-util.h"
 #include "macro.h"
 #include "mp-cursor.h"
+#include "net-addr.h"
 #include "shared-conf.h"
 
 static const char *const adapter_names[_ADAPTER_MAX] = {
@@ -96,6 +99,7 @@ harness_done(Harness *h)
 	mp_strv_free(h->env);
 	mp_strv_free(h->secrets);
 	mp_strv_free(h->egress);
+	mp_strv_free(h->egress_allow_private);
 	mp_strv_free(h->tools);
 	*h = (Harness){0};
 }
@@ -212,6 +216,13 @@ words(const char *value, bool (*ok)(const char *), char ***ret, const char **bad
 	mp_strv_free(*ret);
 	*ret = v;
 	return 0;
+}
+
+static bool
+valid_cidr(const char *s)
+{
+	NetCidr c;
+	return net_cidr_parse(s, &c) == 0;
 }
 
 static bool
@@ -385,6 +396,15 @@ scan(const char *name, const char *key, const char *value, char *why, size_t why
 		if (r == -EINVAL)
 			snprintf(why, whylen,
 				 "'%s': expected host names (host or host:port, no IP literals)",
+				 value);
+		return r;
+	}
+	if (streq(key, "egress_allow_private")) {
+		r = words(value, valid_cidr, &h->egress_allow_private, &bad);
+		if (r == -EINVAL)
+			snprintf(why, whylen,
+				 "'%s': expected IPv4/IPv6 networks (address/prefix with the host "
+				 "bits zero, e.g. 10.0.0.0/8 127.0.0.1/32 fd00::/8)",
 				 value);
 		return r;
 	}

@@ -78,6 +78,26 @@ def test_daemon_specific_errors():
         assert p.returncode != 0 and f"{f.name}:2: {key}: 'lots'" in p.stderr, (d, p.stderr)
 
 
+def test_harness_egress_allow_private():
+    """[harness.X] egress_allow_private: networks only (host bits zero, no
+    inet_aton forms, no mapped IPv6); an error names file:line and the key."""
+    def check(value):
+        with tempfile.NamedTemporaryFile("w", suffix=".conf", delete=False) as f:
+            f.write(f"[harness.h]\nadapter = shell\negress = api.example.com\n"
+                    f"egress_allow_private = {value}\n")
+        p = run("coordinatord", "--check-config", "--config", f.name)
+        os.unlink(f.name)
+        return p, f.name
+    for good in ("10.0.0.0/8", "10.0.0.0/8, 127.0.0.1 fd00::/8", "::1", "169.254.169.254/32", ""):
+        p, _ = check(good)
+        assert p.returncode == 0, (good, p.stderr)
+    for bad in ("10.0.0.1/8", "127.1", "localhost", "::ffff:127.0.0.1", "10.0.0.0/33",
+                "10.0.0.0/8 nope"):
+        p, name = check(bad)
+        assert p.returncode != 0 and f"{name}:4: egress_allow_private: '{bad}'" in p.stderr, \
+            (bad, p.stderr)
+
+
 def test_missing_explicit_config_is_an_error():
     for d in DAEMONS:
         p = run(d, "--check-config", "--config", "/nonexistent/runwarden.conf")

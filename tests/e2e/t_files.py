@@ -497,6 +497,64 @@ def test_cli_files(s):
     assert cli(s, "files", "get", t).returncode == 2
 
 
+def _plant(s, thread, owner_key, content):
+    """A sandbox directory for thread's id as an earlier shim left it: a
+    workspace with one file, and (owner_key not None) the key it belongs to."""
+    d = os.path.join(s.dir, "state", "sandboxes", sandbox_id(thread))
+    ws = os.path.join(d, "workspace")
+    os.makedirs(ws, mode=0o700)
+    os.chmod(d, 0o700)
+    with open(os.path.join(ws, "secret.txt"), "wb") as f:
+        f.write(content)
+    for p in (ws, os.path.join(ws, "secret.txt")):
+        os.chown(p, HOST_UID, HOST_UID)
+    if owner_key is not None:
+        with open(os.path.join(d, "key"), "w") as f:
+            f.write(owner_key)
+        os.chmod(os.path.join(d, "key"), 0o600)
+    return d
+
+
+def test_sandbox_id_collision_is_refused(s):
+    """Issue 11 item 8: the sandbox id is 64 bits of a hash; a directory that
+    records another key (what a collision looks like to the second key) is
+    refused to the file API and to a run, not handed over."""
+    ready(s)
+    t = "t-collide"
+    s.expected_errors += [r"Sandbox id collision", r"sandbox id collision"]
+    d = _plant(s, t, "another-thread-with-the-same-id", b"not yours\n")
+    st, js = jreq(s, "GET", files(t, "secret.txt"))
+    assert st == 500 and js["code"] == "internal", (st, js)
+    assert "not yours" not in json.dumps(js)
+    st, js = jreq(s, "GET", files(t))
+    assert st == 500, (st, js)
+    st, js = jreq(s, "PUT", files(t, "planted"), b"x")
+    assert st == 500, (st, js)
+    run = s.start_run("cat /workspace/secret.txt", thread=t)
+    events, status, _, _ = s.tail(run, thread=t)
+    assert status["status"] == "failed", status
+    assert "not yours" not in stdout_text(events)
+    assert sorted(os.listdir(d)) == ["key", "workspace"]
+    assert os.listdir(os.path.join(d, "workspace")) == ["secret.txt"]
+    with open(os.path.join(d, "key")) as f:
+        assert f.read() == "another-thread-with-the-same-id"
+    assert "Sandbox id collision" in s.log("containerd-shim")
+
+
+def test_old_sandbox_directory_is_claimed_by_its_key(s):
+    """A directory from before the key file: the first key that reaches it
+    (its own, as the id alone decided before) claims it, and keeps it."""
+    ready(s)
+    t = "t-old-dir"
+    d = _plant(s, t, None, b"mine\n")
+    st, h, data = req(s, "GET", files(t, "secret.txt"))
+    assert (st, data) == (200, b"mine\n"), (st, data)
+    with open(os.path.join(d, "key")) as f:
+        assert f.read() == t
+    assert oct(os.stat(os.path.join(d, "key")).st_mode & 0o777) == "0o600"
+    assert run_ok(s, t, "cat /workspace/secret.txt") == "mine\n"
+
+
 def test_shim_down_is_503_then_recovers(s):
     ready(s)
     t = "t-files-down"

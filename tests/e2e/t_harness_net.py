@@ -78,6 +78,11 @@ TLS_PORT = free_port()
 SUITE_CONF = f"""[harness.egressy]
 adapter = shell
 egress = localhost:{TLS_PORT}
+egress_allow_private = 127.0.0.1/32
+
+[harness.strict]
+adapter = shell
+egress = localhost:{TLS_PORT}
 
 [harness.tooly]
 adapter = shell
@@ -86,6 +91,7 @@ tools = echo
 [harness.both]
 adapter = shell
 egress = localhost:{TLS_PORT}
+egress_allow_private = 127.0.0.0/8, ::1
 tools = echo
 
 [tool.echo]
@@ -155,6 +161,16 @@ def test_egress_goes_only_through_the_allowlist(s):
         assert "rc=0" in lines
         assert "ip=0" not in out and "other=0" not in out and "direct=0" not in out, out
         assert status["status"] == "completed", status
+        # the same name without egress_allow_private: localhost is loopback, refused
+        out, status = run(s, "strict",
+                          f"curl -sk --max-time 5 https://localhost:{TLS_PORT}/ >/dev/null; echo rc=$?; "
+                          "python3 -c 'import os, socket; p = int(os.environ[\"HTTPS_PROXY\"].rsplit(\":\", 1)[1]); "
+                          "c = socket.create_connection((\"127.0.0.1\", p)); "
+                          f"c.sendall(b\"CONNECT localhost:{TLS_PORT} HTTP/1.1\\r\\n\\r\\n\"); "
+                          "print(c.recv(4096).decode().splitlines()[0])'",
+                          "t-egress")
+        assert out.split("\n")[:2] == ["rc=56", "HTTP/1.1 403 Forbidden"], out
+        assert "a loopback address" in s.log("containerd-shim")
         # a harness without an allowlist has no proxy and no way out
         out, _ = run(s, "shell", f"echo \"[$HTTPS_PROXY]\"; curl -sk --max-time 5 https://localhost:{TLS_PORT}/ >/dev/null; echo rc=$?",
                      "t-egress")

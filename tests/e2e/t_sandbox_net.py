@@ -4,10 +4,18 @@ with the raw client: SANDBOX_FORWARD (a loopback port inside the sandbox joined
 to a host address), SANDBOX_PROXY (the HTTP CONNECT egress proxy with its
 allowlist), SANDBOX_UNLISTEN (closes them, reports the proxy's byte counts);
 and socket_group (a peer of that group, primary or supplementary, may connect;
-nobody else but root)."""
+nobody else but root). Issue 11 item 6: an allowlisted name that resolves to a
+loopback, link-local, private… address is refused after resolution unless its
+network is in allow_private (names resolve through /etc/hosts entries the test
+adds and removes: nothing queries a DNS server)."""
+import contextlib
+import fcntl
 import hashlib
 import http.server
 import os
+import re
+import secrets
+import socket
 import ssl
 import subprocess
 import tempfile
@@ -139,8 +147,10 @@ def test_proxy_allows_only_listed_names(s):
     try:
         assert sh(s, "net-proxy", "true")[0] == 0
         sb = sandbox_id("net-proxy")
+        # localhost is loopback: allowed only with its network in allow_private
         t, b = call(s, "SANDBOX_PROXY", {"sandbox_id": sb, "run_id": "run-proxy",
-                                         "allow": [f"LocalHost:{tport}", "example.org"]})
+                                         "allow": [f"LocalHost:{tport}", "example.org"],
+                                         "allow_private": ["127.0.0.1/32"]})
         assert t == REPLY, b
         proxy = f"http://127.0.0.1:{b['port']}"
         curl = f"curl -sk --max-time 10 --proxy {proxy}"
@@ -166,6 +176,179 @@ def test_proxy_allows_only_listed_names(s):
         httpd.shutdown()
     log = s.log("containerd-shim")
     assert "not on the allowlist" in log and "IP literal" in log, log[-2000:]
+
+
+HOSTS = "/etc/hosts"
+
+
+@contextlib.contextmanager
+def hosts_entries(entries):
+    """Add "address name" lines to /etc/hosts (appended under flock: other
+    users of the file keep theirs) and remove exactly them afterwards."""
+    lines = [f"{addr} {name}\n" for addr, name in entries]
+    with open(HOSTS, "a+") as f:
+        fcntl.flock(f, fcntl.LOCK_EX)
+        f.seek(0)
+        old = f.read()
+        f.write(("" if old.endswith("\n") or not old else "\n") + "".join(lines))
+        f.flush()
+        fcntl.flock(f, fcntl.LOCK_UN)
+    try:
+        yield
+    finally:
+        with open(HOSTS, "r+") as f:
+            fcntl.flock(f, fcntl.LOCK_EX)
+            keep = [l for l in f.read().splitlines(True) if l not in lines]
+            f.seek(0)
+            f.write("".join(keep))
+            f.truncate()
+            fcntl.flock(f, fcntl.LOCK_UN)
+
+
+class CountingServer:
+    """A TCP server on 127.0.0.1 that counts the connections it accepted and
+    answers each with one HTTP response."""
+
+    def __init__(self):
+        self.sock = socket.socket()
+        self.sock.bind(("127.0.0.1", 0))
+        self.sock.listen(16)
+        self.port = self.sock.getsockname()[1]
+        self.accepted = 0
+        self.stop = False
+        self.thread = threading.Thread(target=self.loop, daemon=True)
+        self.thread.start()
+
+    def loop(self):
+        while not self.stop:
+            try:
+                c, _ = self.sock.accept()
+            except OSError:
+                return
+            if self.stop:
+                c.close()
+                return
+            self.accepted += 1
+            with c:
+                c.settimeout(5)
+                try:
+                    c.recv(4096)
+                    c.sendall(b"HTTP/1.0 200 OK\r\nContent-Length: 15\r\n\r\nhello-private\n")
+                except OSError:
+                    pass
+
+    def close(self):
+        self.stop = True
+        try:
+            socket.create_connection(("127.0.0.1", self.port), timeout=2).close()
+        except OSError:
+            pass
+        self.sock.close()
+        self.thread.join(5)
+
+
+# In the sandbox: CONNECT through the proxy; prints the status line, then the
+# tunnel's answer (a GET through it) or the proxy's body.
+CONNECT = r"""
+import socket, sys
+proxy, target = int(sys.argv[1]), sys.argv[2]
+s = socket.create_connection(("127.0.0.1", proxy), timeout=10)
+s.sendall(("CONNECT %s HTTP/1.1\r\nHost: %s\r\n\r\n" % (target, target)).encode())
+data = b""
+while b"\r\n\r\n" not in data:
+    chunk = s.recv(4096)
+    if not chunk:
+        break
+    data += chunk
+head, _, rest = data.partition(b"\r\n\r\n")
+lines = head.decode().split("\r\n")
+print(lines[0])
+if lines[0].split()[1:2] == ["200"]:
+    s.sendall(b"GET / HTTP/1.0\r\n\r\n")
+else:
+    print([l for l in lines[1:] if l.startswith("Proxy-Status")])
+while True:
+    chunk = s.recv(4096)
+    if not chunk:
+        break
+    rest += chunk
+print(rest.decode(errors="replace").split("\r\n\r\n")[-1].strip())
+"""
+
+
+def connect_in(s, key, proxy_port, target):
+    r = subprocess.run([SHIMCTL, sock_path(s), key, "--", "python3", "-c", CONNECT,
+                        str(proxy_port), target],
+                       capture_output=True, text=True, timeout=60)
+    return r.stdout.splitlines()
+
+
+def test_proxy_refuses_names_that_resolve_to_special_addresses(s):
+    tag = secrets.token_hex(6)
+    lo, meta, mapped, zero = (f"rw-egress-{w}-{tag}.invalid"
+                              for w in ("lo", "meta", "mapped", "zero"))
+    srv = CountingServer()
+    p = srv.port
+    try:
+        with hosts_entries([("127.0.0.1", lo), ("169.254.169.254", meta),
+                            ("::ffff:127.0.0.1", mapped), ("0.0.0.0", zero)]):
+            assert sh(s, "net-private", "true")[0] == 0
+            sb = sandbox_id("net-private")
+            allow = [f"{n}:{p}" for n in (lo, meta, mapped, zero)]
+            t, b = call(s, "SANDBOX_PROXY", {"sandbox_id": sb, "run_id": "run-strict",
+                                             "allow": allow})
+            assert t == REPLY, b
+            strict = b["port"]
+            for name, cls, addr in ((lo, "loopback", "127.0.0.1"),
+                                    (lo, "loopback", "127.0.0.1"),
+                                    (mapped, "loopback", "::ffff:127.0.0.1"),
+                                    (meta, "link-local", "169.254.169.254"),
+                                    (zero, "unspecified", "0.0.0.0")):
+                out = connect_in(s, "net-private", strict, f"{name}:{p}")
+                assert out[0] == "HTTP/1.1 403 Forbidden", (name, out)
+                assert out[1] == "['Proxy-Status: runwarden; error=destination_ip_prohibited']", out
+                assert f"{name} resolves to {addr}, a {cls} address" in out[2], out
+            # an IPv4-mapped literal never gets as far as resolution
+            out = connect_in(s, "net-private", strict, f"[::ffff:127.0.0.1]:{p}")
+            assert out[0] == "HTTP/1.1 403 Forbidden", out
+            assert srv.accepted == 0, "the server saw a connection"
+
+            # the same names with loopback allowed for this run: the tunnel works,
+            # also to the mapped form (the IPv4 network covers it); the metadata
+            # address is still refused
+            t, b = call(s, "SANDBOX_PROXY", {"sandbox_id": sb, "run_id": "run-lo",
+                                             "allow": allow,
+                                             "allow_private": ["127.0.0.1/32"]})
+            assert t == REPLY, b
+            loose = b["port"]
+            for name in (lo, mapped):
+                out = connect_in(s, "net-private", loose, f"{name}:{p}")
+                assert out == ["HTTP/1.1 200 Connection Established", "hello-private"], out
+            assert srv.accepted == 2, srv.accepted
+            out = connect_in(s, "net-private", loose, f"{meta}:{p}")
+            assert out[0] == "HTTP/1.1 403 Forbidden", out
+            out = connect_in(s, "net-private", loose, f"{zero}:{p}")
+            assert out[0] == "HTTP/1.1 403 Forbidden", out
+            assert srv.accepted == 2, srv.accepted
+
+            # a bad network is refused with the reason
+            t, b = call(s, "SANDBOX_PROXY", {"sandbox_id": sb, "run_id": "run-bad",
+                                             "allow": allow, "allow_private": ["10.0.0.1/8"]})
+            assert t == ERROR and b["code"] == -22 and "allow_private" in b["message"], b
+            # the log: one line per run and class within the minute, the rest counted
+            log = s.log("containerd-shim")
+            strict_lines = [l for l in log.splitlines()
+                            if "RUN_ID=run-strict" in l or "run-strict" in l]
+            lo_lines = [l for l in strict_lines if "a loopback address" in l]
+            assert len(lo_lines) == 1, lo_lines
+            for run_id in ("run-strict", "run-lo"):
+                t, b = call(s, "SANDBOX_UNLISTEN", {"sandbox_id": sb, "run_id": run_id})
+                assert t == REPLY, b
+            log = s.log("containerd-shim")
+            assert "2 more CONNECT(s) refused for resolving to loopback addresses" in log, \
+                log[-3000:]
+    finally:
+        srv.close()
 
 
 def test_explicit_port_binds_exactly_that_port_or_fails(s):

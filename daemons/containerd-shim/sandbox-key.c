@@ -1,0 +1,110 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * sandbox-key.c — <sandbox_dir>/<id>/key (see sandbox-key.h).
+ */
+#include "config.h"
+
+#include "sandbox-key.h"
+
+#include <errno.h>
+#include <fcntl.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include "fd-util.h"
+#include "macro.h"
+
+#define KEY_TMP SANDBOX_KEY_FILE ".tmp"
+
+/* 0 when the file holds exactly key, -EEXIST when not, -errno on I/O error,
+ * -ENOENT when there is no file. */
+static int
+compare(int dir, const char *key, size_t len, size_t max_len)
+{
+	_cleanup_close_ int fd = -1;
+	_cleanup_free_ char *buf = NULL;
+	struct stat st;
+	size_t got = 0;
+
+	fd = openat(dir, SANDBOX_KEY_FILE, O_RDONLY | O_NOFOLLOW | O_NONBLOCK | O_CLOEXEC);
+	if (fd < 0)
+		return errno == ELOOP ? -EEXIST : -errno;
+	if (fstat(fd, &st) < 0)
+		return -errno;
+	if (!S_ISREG(st.st_mode) || (size_t)st.st_size > max_len)
+		return -EEXIST;
+	buf = malloc(max_len + 1);
+	if (!buf)
+		return -ENOMEM;
+	for (;;) {
+		ssize_t n = read(fd, buf + got, max_len + 1 - got);
+		if (n < 0 && errno == EINTR)
+			continue;
+		if (n < 0)
+			return -errno;
+		if (n == 0)
+			break;
+		got += (size_t)n;
+		if (got > max_len)
+			return -EEXIST;
+	}
+	return got == len && memcmp(buf, key, len) == 0 ? 0 : -EEXIST;
+}
+
+static int
+write_all(int fd, const char *p, size_t len)
+{
+	while (len > 0) {
+		ssize_t n = write(fd, p, len);
+		if (n < 0 && errno == EINTR)
+			continue;
+		if (n < 0)
+			return -errno;
+		p += n;
+		len -= (size_t)n;
+	}
+	return 0;
+}
+
+int
+sandbox_key_claim(int dfd, const char *id, const char *key, size_t len, size_t max_len, bool create)
+{
+	_cleanup_close_ int dir = -1, fd = -1;
+	int r;
+
+	if (len == 0 || len > max_len || memchr(key, '\0', len))
+		return -EINVAL;
+	dir = openat(dfd, id, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
+	if (dir < 0 && errno == ENOENT) {
+		if (!create)
+			return 0;
+		if (mkdirat(dfd, id, 0700) < 0 && errno != EEXIST)
+			return -errno;
+		dir = openat(dfd, id, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
+	}
+	if (dir < 0)
+		return -errno;
+	r = compare(dir, key, len, max_len);
+	if (r != -ENOENT)
+		return r;
+	/* No claim yet (a new directory, or one made before the key file). */
+	(void)unlinkat(dir, KEY_TMP, 0);
+	fd = openat(dir, KEY_TMP, O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0600);
+	if (fd < 0)
+		return -errno;
+	r = write_all(fd, key, len);
+	if (r == 0 && fsync(fd) < 0)
+		r = -errno;
+	if (r == 0 && renameat2(dir, KEY_TMP, dir, SANDBOX_KEY_FILE, RENAME_NOREPLACE) < 0)
+		r = -errno;
+	if (r < 0) {
+		(void)unlinkat(dir, KEY_TMP, 0);
+		/* claimed meanwhile (a forked job of ours): compare with that */
+		return r == -EEXIST ? compare(dir, key, len, max_len) : r;
+	}
+	(void)fsync(dir);
+	return 0;
+}
