@@ -2468,7 +2468,8 @@ handle_sandbox_stats(Peer *p, const Frame *f, void *userdata)
 {
 	Conn *c = userdata;
 	const char *id = NULL;
-	uint64_t cpu = 0, procs = 0;
+	uint64_t cpu = 0, procs = 0, exec_id = 0, exec_cpu = 0;
+	bool have_exec_cpu = false;
 	MpReader r;
 	MpWriter w;
 	Sandbox *sb;
@@ -2476,6 +2477,8 @@ handle_sandbox_stats(Peer *p, const Frame *f, void *userdata)
 
 	mp_reader_init(&r, f->body);
 	mp_read_str(&r, "sandbox_id", &id);
+	if (mp_map_get(f->body, "exec_id"))
+		mp_read_uint(&r, "exec_id", &exec_id);
 	if (r.err < 0) {
 		mp_reader_done(&r);
 		return -EBADMSG;
@@ -2487,10 +2490,19 @@ handle_sandbox_stats(Peer *p, const Frame *f, void *userdata)
 	k = cgroup_stats(sb->cg, &cpu, &procs);
 	if (k < 0)
 		return k;
+	/* the exec's own CPU (its leaf): what other execs, or processes an ended
+	 * one left behind, use is no progress of this one */
+	if (exec_id) {
+		Exec *e = exec_find(c->shim, exec_id);
+		have_exec_cpu = e && e->sandbox == sb && e->leaf &&
+				cgroup_leaf_cpu(sb->cg, exec_id, &exec_cpu) >= 0;
+	}
 	mp_writer_init(&w);
-	mp_w_map(&w, 2);
+	mp_w_map(&w, have_exec_cpu ? 3 : 2);
 	mp_w_uint(&w, "cpu_usec", cpu);
 	mp_w_uint(&w, "procs", procs);
+	if (have_exec_cpu)
+		mp_w_uint(&w, "exec_cpu_usec", exec_cpu);
 	(void)peer_reply(p, f->req_id, &w);
 	mp_writer_done(&w);
 	return 0;
