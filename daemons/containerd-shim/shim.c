@@ -3876,6 +3876,8 @@ exec_leftovers_kill(Exec *e)
 
 	if (!e->kill_leftovers || !e->leaf || !sb || !sb->cg || sb->state != SANDBOX_READY)
 		return false;
+	if (e->kill_requested || e->timed_out)
+		return false; /* killed already: exec_leaf_wait holds EXEC_EXIT */
 	r = cgroup_leaf_remove(sb->cg, e->id);
 	if (r != -EBUSY) {
 		e->leaf_gone = r >= 0;
