@@ -2265,7 +2265,7 @@ handle_exec_start(Peer *p, const Frame *f, void *userdata)
 		goto out;
 	}
 	k = adopt_save_exec(s->rt_dfd, sb->id, e->id, e->run_id, e->thread_id,
-			    timeout_ms > 0 ? realtime_ms() + timeout_ms : 0);
+			    timeout_ms > 0 ? realtime_ms() + timeout_ms : 0, e->kill_leftovers);
 	if (k < 0) {
 		LogCtx ctx = exec_ctx(e);
 		log_ctx_errno(LOG_WARNING, k, &ctx, "Failed to record exec %" PRIu64 ": %m", e->id);
@@ -3348,6 +3348,7 @@ exec_adopt(Shim *s, Sandbox *sb, AdoptedExec *x, uint64_t window)
 	memcpy(e->sandbox_id, sb->id, sizeof(e->sandbox_id));
 	e->run_id = TAKE_PTR(x->run_id);
 	e->thread_id = TAKE_PTR(x->thread_id);
+	e->kill_leftovers = x->kill_leftovers;
 	e->drain_timer = evtimer_new(s->base, exec_drain_cb, e);
 	e->bp_timer = evtimer_new(s->base, exec_bp_cb, e);
 	e->hold_timer = evtimer_new(s->base, exec_hold_cb, e);

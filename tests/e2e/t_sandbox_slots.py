@@ -10,11 +10,12 @@ Left-behind processes are `sleep 1000.<unique>`: found on the host by that
 argument (t_sandbox.host_pids), so no other test's sleep is mistaken for one."""
 import os
 import random
+import signal
 import subprocess
 
 from helpers.mpack import MSG, REPLY, Client
 from rwtest import BUILD, poll, stdout_text
-from t_sandbox import host_pids
+from t_sandbox import host_pids, workspace
 
 SUITE_CONF = """[containerd-shim]
 max_instances = 5
@@ -155,6 +156,8 @@ def test_queue_is_round_robin_over_threads(s):
             assert t == REPLY, b
             t, rid, b = read_until(c, served)
             assert t == REPLY and want.pop(rid) == expect, (t, rid, b, expect)
+        for eid in execs:  # the slots go back for the tests after this one
+            c.call("EXEC_KILL", {"exec_id": eid, "signal": 9})
     finally:
         c.close()
 
@@ -168,3 +171,21 @@ def test_bad_keep_processes_is_a_config_error(s):
                        timeout=30)
     assert p.returncode != 0, p.stderr
     assert f"{path}:3" in p.stderr and "keep_processes" in p.stderr, p.stderr
+
+
+def test_a_readopted_exec_still_kills_what_it_left(s):
+    # kill_leftovers is in the shim's adoption record: after a kill -9 and
+    # restart of the shim, the run's end still kills its exec cgroup
+    s.expected_errors += [r"containerd-shim"]
+    thread, arg = f"ro-{TAG}", sleeper_arg()
+    run = s.start_run(f"setsid sleep {arg} </dev/null >/dev/null 2>&1 & "
+                      "while [ ! -e /workspace/go ]; do sleep 0.05; done; echo done",
+                      thread=thread)
+    assert poll(lambda: host_pids(arg), 60), arg
+    s.kill("containerd-shim", signal.SIGKILL)
+    s.start_daemon("containerd-shim")
+    with open(os.path.join(workspace(s, thread), "go"), "w"):
+        pass
+    rec = s.wait_terminal(run, thread=thread, timeout=90)
+    assert rec["status"] == "completed", rec
+    assert host_pids(arg) == [], arg
