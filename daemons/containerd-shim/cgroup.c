@@ -1005,6 +1005,17 @@ fail:
 }
 
 int
+cgroup_leaf_cpu(const Cgroup *cg, uint64_t exec_id, uint64_t *ret_usec)
+{
+	_cleanup_free_ char *p = NULL;
+	int r = leaf_path(cg, exec_id, &p);
+
+	if (r < 0)
+		return r;
+	return read_key(p, "cpu.stat", "usage_usec", ret_usec);
+}
+
+int
 cgroup_leaf_kill(Cgroup *cg, uint64_t exec_id)
 {
 	_cleanup_free_ char *p = NULL;

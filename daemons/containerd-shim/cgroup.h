@@ -117,6 +117,9 @@ int cgroup_leaf_create(Cgroup *cg, uint64_t exec_id, int *ret_fd, CgroupError *e
 /* SIGKILL every process of the leaf (cgroup.kill, else freeze + kill + thaw).
  * 0 when the leaf is gone. */
 int cgroup_leaf_kill(Cgroup *cg, uint64_t exec_id);
+/* CPU time (µs) used so far by the leaf's processes (cgroup2 cpu.stat, which
+ * every cgroup2 directory has, controllers or not). -ENOENT when it is gone. */
+int cgroup_leaf_cpu(const Cgroup *cg, uint64_t exec_id, uint64_t *ret_usec);
 /* rmdir the leaf: -EBUSY while processes remain; 0 when gone. */
 int cgroup_leaf_remove(Cgroup *cg, uint64_t exec_id);
 bool cgroup_leaf_exists(const Cgroup *cg, uint64_t exec_id);

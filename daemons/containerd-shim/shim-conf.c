@@ -64,23 +64,25 @@ const ConfItem shim_conf_items[] = {
      "swap a sandbox may use on top of memory_max"},
     {S, "pids_max", CONF_INT, offsetof(ShimConf, pids_max), "512", 8, 1 << 22,
      "most processes and threads alive in one sandbox (cgroup pids.max)"},
-    {S, "cpu_max", CONF_STR, offsetof(ShimConf, cpu_max), "max", 0, 0,
-     "CPU bandwidth of each sandbox, cgroup v2 cpu.max syntax: 'max' or "
-     "'QUOTA_US [PERIOD_US]', e.g. '200000 100000' for 2 CPUs"},
+    {S, "cpu_max", CONF_STR, offsetof(ShimConf, cpu_max), "100000 100000", 0, 0,
+     "CPU bandwidth of each sandbox, cgroup v2 cpu.max syntax: 'max' (unlimited) or "
+     "'QUOTA_US [PERIOD_US]', e.g. '200000 100000' for 2 CPUs; the default is one CPU "
+     "(on cgroup v1: cpu.cfs_quota_us / cpu.cfs_period_us)"},
     {S, "pool_size", CONF_INT, offsetof(ShimConf, pool_size), "2", 0, 64,
      "sandboxes started ahead for no thread yet: a new sandbox is one of these with its "
      "workspace bound in; not counted in max_instances; 0 = none"},
     {S, "max_instances", CONF_INT, offsetof(ShimConf, max_instances), "5", 1, 4096,
-     "most sandboxes alive at once; further requests wait in FIFO order (SANDBOX_QUEUED), "
-     "and an idle sandbox is stopped to make room"},
+     "most sandboxes alive at once; further requests wait (SANDBOX_QUEUED), served "
+     "round-robin over threads, and an idle sandbox (no exec running, whatever processes "
+     "linger) is stopped to make room"},
     {S, "queue_timeout_ms", CONF_INT, offsetof(ShimConf, queue_timeout), "600000", 0,
      7LL * 24 * 3600 * 1000,
      "how long a request waits for a sandbox slot before it fails (run error "
      "queue_timeout); 0 = no limit"},
     {S, "sleep_after_ms", CONF_INT, offsetof(ShimConf, sleep_after), "900000", 0,
      30LL * 24 * 3600 * 1000,
-     "stop a sandbox's processes after it was idle this long (no exec and no process but "
-     "its init); the workspace is kept; 0 = never"},
+     "stop a sandbox's processes after it was idle this long (no exec running; processes "
+     "an ended exec left behind do not count); the workspace is kept; 0 = never"},
     {S, "restore_max_bytes", CONF_SIZE, offsetof(ShimConf, restore_max_bytes), "4G", 0,
      INT64_MAX / 2,
      "most bytes of file content a snapshot restore may unpack; a larger archive is "

@@ -206,6 +206,11 @@ struct Exec {
 	bool leaf_gone;
 	unsigned leaf_tries;
 	struct event *leaf_timer;
+	/* EXEC_START kill_leftovers: when the leader exits, what it left running
+	 * in its leaf (`cmd &`, nohup, setsid) is killed, and EXEC_EXIT (with the
+	 * leader's status) waits until the leaf is empty. leftovers_killed: done. */
+	bool kill_leftovers;
+	bool leftovers_killed;
 };
 
 struct Shim {
@@ -259,6 +264,7 @@ static void exec_leaf_kill(Exec *e);
 static int exec_signal(Exec *e, int sig);
 static void exec_leaves_prune(Sandbox *sb);
 static bool exec_leaf_wait(Exec *e);
+static bool exec_leftovers_kill(Exec *e);
 
 /* ---------------------------------------------------------------------------
  * Small helpers.
@@ -769,7 +775,8 @@ exec_end(Exec *e, int status, const char *reason)
 	e->status = status;
 	if (e->timeout_timer)
 		evtimer_del(e->timeout_timer);
-	exec_leaf_done(e);
+	if (!exec_leftovers_kill(e))
+		exec_leaf_done(e);
 	limit = exec_limit_reason(e);
 	if (reason && streq(reason, "failed"))
 		e->end_reason = reason; /* never started */
@@ -1444,18 +1451,21 @@ sandbox_kill(Sandbox *sb)
 			e->kill_requested = true;
 }
 
-/* Idle: serving, no exec running or draining, and nothing alive but the init. */
+/* Idle: serving, no exec running and none about to come (an ENSURE waiting or
+ * answered without its EXEC_START yet). Only live execs are activity: what an
+ * ended exec left running (a harness with keep_processes, or a client that
+ * did not ask for kill_leftovers) never keeps a sandbox, or its slot, busy —
+ * it is stopped with the sandbox (sleep_after_ms, or for a queued request). */
 static bool
 sandbox_idle(Sandbox *sb)
 {
-	uint64_t procs = 0;
-
-	if (sb->state != SANDBOX_READY || sb->ensure_waiters || now_usec() < sb->reserved_until)
+	if (sb->state != SANDBOX_READY || sb->ensure_waiters || now_usec() < sb->reserved_until ||
+	    snapjob_find(sb->shim->jobs, sb->id))
 		return false;
 	for (Exec *e = sb->shim->execs; e; e = e->next)
 		if (e->sandbox == sb && !e->ended)
 			return false;
-	return sb->cg && cgroup_count_procs(sb->cg, &procs) >= 0 && procs <= 1;
+	return true;
 }
 
 /* Stop a sandbox's processes (idle, or to make room): the workspace stays. */
@@ -1575,16 +1585,62 @@ queue_add(Shim *s, Conn *c, uint64_t req_id, const char *key, const char *run_id
 	return 0;
 }
 
-/* Serve queued requests while there are slots; if there are none, stop the
- * least recently used idle sandbox to make one (never one with a live process). */
+/* How many sandboxes (live or being created) serve thread_id. */
+static size_t
+thread_sandboxes(Shim *s, const char *thread_id)
+{
+	size_t n = 0;
+
+	if (!thread_id)
+		return 0;
+	for (Sandbox *sb = s->sandboxes; sb; sb = sb->next)
+		if (sb->state != SANDBOX_DYING && sb->thread_id && streq(sb->thread_id, thread_id))
+			n++;
+	return n;
+}
+
+/* The queued request to serve next. One whose key has a serving sandbox by now
+ * needs no slot (the first of a thread's queued runs created it): it goes
+ * first, whatever its place. Otherwise, when a slot is free, round-robin over
+ * threads: the oldest request of the thread holding the fewest sandboxes, so
+ * that one thread's many runs never hold back another thread's. */
+static Queued *
+queue_next(Shim *s, bool slot_free)
+{
+	Queued *best = NULL;
+	size_t best_n = SIZE_MAX;
+
+	for (Queued *q = s->queue; q; q = q->next) {
+		char id[17];
+		Sandbox *sb;
+		if (shim_sandbox_id(q->key, strlen(q->key), id) >= 0 &&
+		    (sb = sandbox_find(s, id)) && sb->state != SANDBOX_DYING)
+			return q;
+	}
+	if (!slot_free)
+		return NULL;
+	for (Queued *q = s->queue; q; q = q->next) {
+		size_t n = thread_sandboxes(s, q->thread_id);
+		if (n < best_n) {
+			best = q;
+			best_n = n;
+		}
+	}
+	return best;
+}
+
+/* Serve queued requests while they can be; if there is no slot, stop the
+ * least recently used idle sandbox to make one (never one with a live exec;
+ * processes an ended exec left behind do not count, see sandbox_idle). */
 static void
 queue_kick(Shim *s)
 {
 	while (s->queue && !s->stopped) {
-		if (list_count(s->sandboxes) < (size_t)s->conf->max_instances) {
-			Queued *q = s->queue;
+		Queued *q =
+		    queue_next(s, list_count(s->sandboxes) < (size_t)s->conf->max_instances);
+		if (q) {
 			int k;
-			s->queue = q->next;
+			queue_unlink(s, q);
 			k = ensure_key(s, q->conn, q->req_id, q->key, q->run_id, q->thread_id,
 				       false);
 			if (k < 0)
@@ -2117,6 +2173,7 @@ handle_exec_start(Peer *p, const Frame *f, void *userdata)
 	MpReader r;
 	Sandbox *sb;
 	int64_t timeout_ms = -1;
+	bool kill_leftovers = false;
 	int k;
 
 	mp_reader_init(&r, f->body);
@@ -2127,6 +2184,7 @@ handle_exec_start(Peer *p, const Frame *f, void *userdata)
 	mp_read_bin_opt(&r, "stdin", &in, &in_len);
 	mp_read_str_opt(&r, "run_id", &run_id, NULL);
 	mp_read_int_opt(&r, "timeout_ms", &timeout_ms, -1);
+	mp_read_bool_opt(&r, "kill_leftovers", &kill_leftovers, false);
 	if (r.err < 0) {
 		k = -EBADMSG;
 		goto out;
@@ -2175,6 +2233,7 @@ handle_exec_start(Peer *p, const Frame *f, void *userdata)
 	e->shim = s;
 	e->sandbox = sb;
 	e->conn = c;
+	e->kill_leftovers = kill_leftovers;
 	sb->idle_since = 0;
 	e->fds[0] = e->fds[1] = e->fds[2] = -1;
 	e->drain_timer = evtimer_new(s->base, exec_drain_cb, e);
@@ -2239,7 +2298,7 @@ handle_exec_start(Peer *p, const Frame *f, void *userdata)
 		goto out;
 	}
 	k = adopt_save_exec(s->rt_dfd, sb->id, e->id, e->run_id, e->thread_id,
-			    timeout_ms > 0 ? realtime_ms() + timeout_ms : 0);
+			    timeout_ms > 0 ? realtime_ms() + timeout_ms : 0, e->kill_leftovers);
 	if (k < 0) {
 		LogCtx ctx = exec_ctx(e);
 		log_ctx_errno(LOG_WARNING, k, &ctx, "Failed to record exec %" PRIu64 ": %m", e->id);
@@ -2442,7 +2501,8 @@ handle_sandbox_stats(Peer *p, const Frame *f, void *userdata)
 {
 	Conn *c = userdata;
 	const char *id = NULL;
-	uint64_t cpu = 0, procs = 0;
+	uint64_t cpu = 0, procs = 0, exec_id = 0, exec_cpu = 0;
+	bool have_exec_cpu = false;
 	MpReader r;
 	MpWriter w;
 	Sandbox *sb;
@@ -2450,6 +2510,8 @@ handle_sandbox_stats(Peer *p, const Frame *f, void *userdata)
 
 	mp_reader_init(&r, f->body);
 	mp_read_str(&r, "sandbox_id", &id);
+	if (mp_map_get(f->body, "exec_id"))
+		mp_read_uint(&r, "exec_id", &exec_id);
 	if (r.err < 0) {
 		mp_reader_done(&r);
 		return -EBADMSG;
@@ -2461,10 +2523,19 @@ handle_sandbox_stats(Peer *p, const Frame *f, void *userdata)
 	k = cgroup_stats(sb->cg, &cpu, &procs);
 	if (k < 0)
 		return k;
+	/* the exec's own CPU (its leaf): what other execs, or processes an ended
+	 * one left behind, use is no progress of this one */
+	if (exec_id) {
+		Exec *e = exec_find(c->shim, exec_id);
+		have_exec_cpu = e && e->sandbox == sb && e->leaf &&
+				cgroup_leaf_cpu(sb->cg, exec_id, &exec_cpu) >= 0;
+	}
 	mp_writer_init(&w);
-	mp_w_map(&w, 2);
+	mp_w_map(&w, have_exec_cpu ? 3 : 2);
 	mp_w_uint(&w, "cpu_usec", cpu);
 	mp_w_uint(&w, "procs", procs);
+	if (have_exec_cpu)
+		mp_w_uint(&w, "exec_cpu_usec", exec_cpu);
 	(void)peer_reply(p, f->req_id, &w);
 	mp_writer_done(&w);
 	return 0;
@@ -3333,6 +3404,7 @@ exec_adopt(Shim *s, Sandbox *sb, AdoptedExec *x, uint64_t window)
 	memcpy(e->sandbox_id, sb->id, sizeof(e->sandbox_id));
 	e->run_id = TAKE_PTR(x->run_id);
 	e->thread_id = TAKE_PTR(x->thread_id);
+	e->kill_leftovers = x->kill_leftovers;
 	e->drain_timer = evtimer_new(s->base, exec_drain_cb, e);
 	e->bp_timer = evtimer_new(s->base, exec_bp_cb, e);
 	e->hold_timer = evtimer_new(s->base, exec_hold_cb, e);
@@ -3850,6 +3922,39 @@ exec_leaves_prune(Sandbox *sb)
 	sb->leaves_pending = cgroup_prune_leaves(sb->cg, leaf_busy, sb) != 0;
 }
 
+/* The leader of a kill_leftovers exec exited: remove its leaf, or — when
+ * processes it left behind are still in it — kill them (the leaf) and let
+ * exec_leaf_wait hold EXEC_EXIT until they are gone. True: they were killed. */
+static bool
+exec_leftovers_kill(Exec *e)
+{
+	Sandbox *sb = e->sandbox;
+	int r;
+
+	if (!e->kill_leftovers || !e->leaf || !sb || !sb->cg || sb->state != SANDBOX_READY)
+		return false;
+	if (e->kill_requested || e->timed_out)
+		return false; /* killed already: exec_leaf_wait holds EXEC_EXIT */
+	r = cgroup_leaf_remove(sb->cg, e->id);
+	if (r != -EBUSY) {
+		e->leaf_gone = r >= 0;
+		if (r < 0) {
+			LogCtx ctx = exec_ctx(e);
+			log_ctx_errno(LOG_WARNING, r, &ctx,
+				      "Failed to remove the cgroup of exec %" PRIu64 ": %m", e->id);
+		}
+		return false;
+	}
+	{
+		LogCtx ctx = exec_ctx(e);
+		log_ctx(LOG_INFO, &ctx,
+			"exec %" PRIu64 " ended; killing the processes it left running", e->id);
+	}
+	e->leftovers_killed = true;
+	exec_leaf_kill(e);
+	return true;
+}
+
 static void
 exec_leaf_timer_cb(evutil_socket_t fd, short what, void *arg)
 {
@@ -3864,7 +3969,8 @@ exec_leaf_wait(Exec *e)
 	struct timeval tv;
 	int r;
 
-	if (!e->leaf || e->leaf_gone || !(e->kill_requested || e->timed_out) || !e->sandbox ||
+	if (!e->leaf || e->leaf_gone ||
+	    !(e->kill_requested || e->timed_out || e->leftovers_killed) || !e->sandbox ||
 	    !e->sandbox->cg)
 		return false;
 	r = cgroup_leaf_remove(e->sandbox->cg, e->id);

@@ -24,6 +24,10 @@ const ConfItem coord_conf_items[] = {
     {"coordinatord", "stall_timeout_ms", CONF_INT, offsetof(CoordConf, stall_timeout_ms), "300000",
      0, 86400000LL * 7,
      "stall watchdog: a run with no progress for this long fails; 0 turns it off"},
+    {"coordinatord", "max_run_ms", CONF_INT, offsetof(CoordConf, max_run_ms), "7200000", 0,
+     86400000LL * 30,
+     "longest a run may take, from its start (waiting for a sandbox included): then its "
+     "exec cgroup is killed and it fails with code run_timeout; 0 = no limit"},
     {"coordinatord", "stall_action", CONF_STR, offsetof(CoordConf, stall_action), "fail", 0, 0,
      "what the watchdog does to a stale run: 'fail' it, or 'kill' (also kill its exec and all "
      "it started)"},

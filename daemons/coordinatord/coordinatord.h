@@ -41,6 +41,7 @@ typedef struct CoordConf {
 	int64_t sandbox_wait_ms;  /* how long a run waits for the shim before failing */
 	int64_t output_chunk_max; /* largest process.stdout/stderr text per chunk, bytes */
 	int64_t stall_timeout_ms; /* watchdog; 0 = off */
+	int64_t max_run_ms;	  /* a driven run ends run_timeout after this long; 0 = never */
 	char *stall_action;	  /* "fail" | "kill" */
 	char *reuse;		  /* "thread" | "none": a sandbox per thread, or per run */
 	int64_t retention_days;	  /* 0 = keep forever */
@@ -95,6 +96,8 @@ struct Run {
 	bool queued;   /* waiting for a sandbox slot (not stale) */
 	char tool_call_id[48];
 	struct event *wait_timer;
+	struct event *max_timer; /* max_run_ms after its start */
+	bool run_timed_out;	 /* max_run_ms: the cancel path ends it run_timeout */
 	bool shim_lost;	   /* RUN_REATTACH after the shim's connection dropped (not a restart) */
 	uint64_t cpu_usec; /* last SANDBOX_STATS reading */
 	bool cpu_known;

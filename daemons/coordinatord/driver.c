@@ -36,6 +36,8 @@ static void start_main(Run *run);
 static void prep_next(Run *run);
 static void cancel_finish(Run *run);
 static void cancel_on_start(Run *run, int err, uint64_t exec_id);
+static void run_stop(Run *run);
+static void run_max_arm(Run *run, int64_t started_ms);
 int run_aux_exec(Run *run, char *const *argv, char *const *env, const char *stdin_data,
 		 size_t stdin_len,
 		 void (*done)(Run *run, int64_t code, const char *out, size_t len));
@@ -99,6 +101,8 @@ run_free(Run *run)
 		peer_cancel_calls(c->shim, run);
 	if (run->wait_timer)
 		event_free(run->wait_timer);
+	if (run->max_timer)
+		event_free(run->max_timer);
 	bridge_close(run); /* later calls 404; tools still running are killed */
 	/* reuse = none: the run's own sandbox and workspace go with its end (not
 	 * when we stop: a restarted coordinatord re-attaches to the run). */
@@ -218,15 +222,27 @@ exec_started(Peer *p, int err, const msgpack_object *body, void *ud)
 	run_save_drive(run, drive_state(run));
 }
 
+/* The end of a run's exec ends what it left running (`cmd &`, nohup, setsid:
+ * its exec cgroup is killed), unless the harness keeps them (keep_processes).
+ * A sandbox with no exec running can always be stopped for a queued request,
+ * so what is kept never holds a slot. */
+static bool
+run_kills_leftovers(const Run *run)
+{
+	return !run->harness || !run->harness->keep_processes;
+}
+
 static void
 exec_start(Run *run, ExecSpec *spec)
 {
 	Coordinator *c = run->c;
 	MpWriter w;
 	int64_t timeout = run->harness ? run->harness->timeout_ms : 0;
+	bool kill_leftovers = run_kills_leftovers(run);
 
 	mp_writer_init(&w);
-	mp_w_map(&w, 5 + (spec->stdin_data ? 1 : 0) + (timeout > 0 ? 1 : 0));
+	mp_w_map(&w,
+		 5 + (spec->stdin_data ? 1 : 0) + (timeout > 0 ? 1 : 0) + (kill_leftovers ? 1 : 0));
 	mp_w_str(&w, "sandbox_id", run->sandbox_id);
 	mp_w_str_array(&w, "argv", spec->argv);
 	mp_w_str_array(&w, "env", spec->env);
@@ -236,6 +252,8 @@ exec_start(Run *run, ExecSpec *spec)
 		mp_w_bin(&w, "stdin", spec->stdin_data, spec->stdin_len);
 	if (timeout > 0)
 		mp_w_uint(&w, "timeout_ms", (uint64_t)timeout);
+	if (kill_leftovers)
+		mp_w_bool(&w, "kill_leftovers", true);
 	int r = peer_call(c->shim, MSG_EXEC_START, &w, SHIM_CALL_TIMEOUT, exec_started, run);
 	mp_writer_done(&w);
 	if (r < 0) {
@@ -580,7 +598,43 @@ run_start_driving(Run *run, const json_t *messages, const json_t *metadata)
 		evtimer_add(
 		    run->wait_timer,
 		    timeval_from_usec(&tv, (usec_t)c->conf.sandbox_wait_ms * USEC_PER_MSEC));
+	run_max_arm(run, now_epoch_ms());
 	run_drive(run);
+}
+
+/* max_run_ms passed: kill the run's exec cgroup as a cancel does, then end it
+ * failed with code run_timeout (cancel_finish). */
+static void
+run_max_cb(evutil_socket_t fd, short what, void *arg)
+{
+	Run *run = arg;
+
+	if (run->state == RUN_DONE || run->state == RUN_CANCELLING)
+		return; /* a cancel is ending it already */
+	log_ctx(LOG_WARNING, &run->log,
+		"Run exceeded max_run_ms=%" PRId64 "; killing its processes",
+		run->c->conf.max_run_ms);
+	run->run_timed_out = true;
+	run_stop(run);
+}
+
+/* Arm max_run_ms for a run started at started_ms (epoch ms; a re-attached run
+ * keeps its original start). */
+static void
+run_max_arm(Run *run, int64_t started_ms)
+{
+	Coordinator *c = run->c;
+	struct timeval tv;
+	int64_t left;
+
+	if (c->conf.max_run_ms <= 0)
+		return;
+	left = started_ms + c->conf.max_run_ms - now_epoch_ms();
+	if (!run->max_timer)
+		run->max_timer = evtimer_new(c->base, run_max_cb, run);
+	if (run->max_timer)
+		evtimer_add(run->max_timer,
+			    timeval_from_usec(&tv, (usec_t)MAX(left, 0) * USEC_PER_MSEC));
 }
 
 /* ---------- cancel ---------- */
@@ -597,6 +651,13 @@ cancel_finish(Run *run)
 	run->cancel_client = NULL;
 	driver_flush_all(c);
 	run->state = RUN_CANCELLING; /* flush may not end it; make sure run_end can */
+	if (run->run_timed_out && !cl) {
+		char msg[96];
+		snprintf(msg, sizeof(msg), "run exceeded max_run_ms (%" PRId64 " ms)",
+			 c->conf.max_run_ms);
+		run_fail(run, msg, "run_timeout");
+		return;
+	}
 	log_ctx_msgid(LOG_NOTICE, &run->log, RW_MESSAGE_RUN_CANCELLED, "Run cancelled");
 	run_end(run,
 		json_pack("{s:s, s:s, s:s}", "type", "RUN_ERROR", "message", "run cancelled",
@@ -684,11 +745,22 @@ run_cancel(Run *run, Client *cl, uint64_t req_id)
 	run->cancel_req_id = req_id;
 	json_auto_t *flag = json_pack("{s:b}", "cancelRequested", 1);
 	(void)runlog_update(c->runlog, run->run_id, flag, now_epoch_ms(), NULL);
+	run_stop(run);
+	return 0;
+}
+
+/* Kill what the run started (if anything) and end it in cancel_finish: aborted
+ * for a cancel, run_timeout for max_run_ms. */
+static void
+run_stop(Run *run)
+{
+	Coordinator *c = run->c;
+
 	if (run->sandbox_id && peer_is_ready(c->shim)) {
 		if (run->state == RUN_STARTING) {
 			/* exec_started / post_started kill it once its id is known */
 			run->state = RUN_CANCELLING;
-			return 0;
+			return;
 		}
 		if ((run->state == RUN_EXECUTING || run->state == RUN_REATTACH) && run->exec_id) {
 			bool attached = run->state == RUN_EXECUTING;
@@ -696,7 +768,7 @@ run_cancel(Run *run, Client *cl, uint64_t req_id)
 				peer_cancel_calls(c->shim, run); /* the EXEC_ATTACH */
 			if (cancel_kill_exec(run, attached) == 0) {
 				run->state = RUN_CANCELLING;
-				return 0;
+				return;
 			}
 		}
 	}
@@ -704,7 +776,6 @@ run_cancel(Run *run, Client *cl, uint64_t req_id)
 	if (c->shim)
 		peer_cancel_calls(c->shim, run);
 	cancel_finish(run);
-	return 0;
 }
 
 /* ---------- shim pushes ---------- */
@@ -863,12 +934,14 @@ run_aux_exec(Run *run, char *const *argv, char *const *env, const char *stdin_da
 	outbuf_done(&run->post_out);
 	run->post_out = (OutBuf){0};
 	mp_writer_init(&w);
-	mp_w_map(&w, 5 + (stdin_data ? 1 : 0));
+	mp_w_map(&w, 5 + (stdin_data ? 1 : 0) + (run_kills_leftovers(run) ? 1 : 0));
 	mp_w_str(&w, "sandbox_id", run->sandbox_id);
 	mp_w_str_array(&w, "argv", (char **)argv);
 	mp_w_str_array(&w, "env", (char **)env);
 	mp_w_str(&w, "cwd", "/workspace");
 	mp_w_uint(&w, "timeout_ms", 30000);
+	if (run_kills_leftovers(run))
+		mp_w_bool(&w, "kill_leftovers", true);
 	if (stdin_data)
 		mp_w_bin(&w, "stdin", stdin_data, stdin_len);
 	int r = peer_call(c->shim, MSG_EXEC_START, &w, SHIM_CALL_TIMEOUT, post_started, run);
@@ -1067,6 +1140,10 @@ recover_cb(const char *run_id, json_t *record, void *ud)
 		run->out[s].taken = run->out[s].added =
 		    (uint64_t)json_integer_value(json_array_get(consumed, (size_t)s - 1));
 	run->state = RUN_REATTACH;
+	{
+		json_int_t started = json_integer_value(json_object_get(record, "startedAt"));
+		run_max_arm(run, started > 0 ? (int64_t)started : now_epoch_ms());
+	}
 	/* re-attaching waits for the shim at most sandbox_wait_ms (the watchdog spares it) */
 	struct timeval tv;
 	run->wait_timer = evtimer_new(c->base, run_wait_timeout, run);

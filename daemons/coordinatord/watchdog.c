@@ -3,8 +3,10 @@
  * watchdog.c — the stall watchdog and retention.
  *
  * Every min(30 s, stall_timeout_ms) the watchdog first asks the shim how much
- * CPU each executing run's sandbox used (SANDBOX_STATS): CPU used since the
- * previous check is progress (a silent build), and bumps updatedAt. Then it
+ * CPU each executing run's exec used (SANDBOX_STATS with its exec_id: its exec
+ * cgroup; the sandbox's as a whole when the shim cannot tell): CPU used since
+ * the previous check is progress (a silent build), and bumps updatedAt.
+ * Processes another exec left running are not this run's progress. Then it
  * commits everything queued (so an append that raced it wins) and fails, each
  * in one transaction (runlog_finish_if_stale), every non-terminal run whose
  * updatedAt is strictly older than now − timeout — except runs waiting for the
@@ -150,6 +152,9 @@ stats_reply(Peer *p, int err, const msgpack_object *body, void *ud)
 	mp_reader_init(&r, body);
 	if (err == 0) {
 		mp_read_uint(&r, "cpu_usec", &cpu);
+		/* the run's own exec, when the shim can tell (its exec cgroup) */
+		if (mp_map_get(body, "exec_cpu_usec"))
+			mp_read_uint(&r, "exec_cpu_usec", &cpu);
 		if (r.err == 0) {
 			if (run->cpu_known && cpu > run->cpu_usec && run->state == RUN_EXECUTING)
 				(void)runlog_touch(c->runlog, run->run_id, now_epoch_ms());
@@ -188,8 +193,10 @@ watchdog_cb(evutil_socket_t fd, short what, void *arg)
 			continue;
 		MpWriter w;
 		mp_writer_init(&w);
-		mp_w_map(&w, 1);
+		mp_w_map(&w, run->exec_id ? 2 : 1);
 		mp_w_str(&w, "sandbox_id", run->sandbox_id);
+		if (run->exec_id)
+			mp_w_uint(&w, "exec_id", run->exec_id);
 		if (peer_call(c->shim, MSG_SANDBOX_STATS, &w, 2 * USEC_PER_SEC, stats_reply, run) ==
 		    0)
 			c->watchdog_pending++;
