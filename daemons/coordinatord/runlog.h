@@ -90,6 +90,10 @@ typedef struct RunLogEvents {
  * plus the record as of the same read snapshot. */
 int runlog_read(RunLog *l, const char *run_id, int64_t from_seq, size_t max,
 		RunLogEvents *ret_events, json_t **ret_record);
+/* The same, stopping before the event that would take the texts past
+ * max_bytes — but always returning at least one event when there is one. */
+int runlog_read_bytes(RunLog *l, const char *run_id, int64_t from_seq, size_t max, size_t max_bytes,
+		      RunLogEvents *ret_events, json_t **ret_record);
 void runlog_events_done(RunLogEvents *e);
 
 /* Idempotency keys: look up (→ run id copy in ret, or -ENOENT) and store. */
@@ -148,6 +152,16 @@ int runlog_thread_runs(RunLog *l, const char *thread_id, const char *status, jso
  * entries, idempotency key and driver state. */
 int runlog_prune(RunLog *l, int64_t cutoff_ms, size_t max_pruned, size_t max_scanned,
 		 char cursor[RUN_ID_LEN + 1], size_t *ret_pruned);
+
+/* Size retention: delete, in one transaction, the (up to 16) max_pruned
+ * terminal runs that finished first, with everything runlog_prune deletes. */
+int runlog_prune_oldest(RunLog *l, size_t max_pruned, size_t *ret_pruned);
+
+/* Bytes of live data in the map (every database's pages; free pages, which
+ * LMDB reuses, not counted), and the map size. The batch variant sees the
+ * batch's own uncommitted writes. */
+int runlog_usage(RunLog *l, uint64_t *ret_used, uint64_t *ret_map);
+int runlog_batch_usage(RunLogBatch *b, uint64_t *ret_used);
 
 /* true for completed, failed, aborted */
 bool run_status_terminal(const char *status);
