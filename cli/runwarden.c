@@ -273,8 +273,9 @@ tail_text(const char *text, size_t len, void *userdata)
 	return 0;
 }
 
-/* Identical closes (code, reason, seq) in a row before the CLI gives up. */
-#define TAIL_SAME_FAILURES_MAX 4
+/* Identical closes (code, reason, seq) in a row before the CLI gives up
+ * (a coordinatord restart's "coordinator unavailable" is never counted). */
+#define TAIL_SAME_FAILURES_MAX 5
 
 /* Tail a run until its status frame, reconnecting with lastSeq after drops.
  * Returns 0 with t->record set, or EXIT_CLI. */
@@ -316,7 +317,10 @@ tail_run(const char *run_id, Tail *t)
 				    r, reason[0] ? ": " : "", reason, t->last_seq);
 			/* the same close at the same seq again and again will not heal
 			 * by retrying: give up after a few */
-			if (r == last_code && t->last_seq == last_at &&
+			bool transient = r == 1001 || r == 1006 ||
+					 strstr(reason, "coordinator unavailable") ||
+					 strstr(reason, "coordinator timeout");
+			if (!transient && r == last_code && t->last_seq == last_at &&
 			    strcmp(reason, last_reason) == 0) {
 				if (++same >= TAIL_SAME_FAILURES_MAX) {
 					rc = error("tail: closed %d times with %d%s%s at seq %lld; "
