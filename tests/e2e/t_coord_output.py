@@ -93,7 +93,9 @@ def test_flood_ends_output_limit_and_another_thread_still_runs(s):
     assert m["runwarden_runlog_used_bytes"] < m["runwarden_runlog_map_bytes"] * 0.8, m
     print(f"  [measure] echo hi after the flood: {took:.2f}s; run log "
           f"{m['runwarden_runlog_used_bytes'] / 2**20:.1f} MiB of "
-          f"{m['runwarden_runlog_map_bytes'] / 2**20:.0f} MiB")
+          f"{m['runwarden_runlog_map_bytes'] / 2**20:.0f} MiB; flood stored "
+          f"{len(text) >> 20} MiB of stdout, marker says {marks[0]['value']['droppedBytes']} "
+          f"bytes dropped, {m['runwarden_output_dropped_bytes_total']:.0f} dropped in all")
     # the flood's exec was killed, not left writing into nothing
     assert poll(lambda: not host_procs(MARK), timeout=15), host_procs(MARK)
 

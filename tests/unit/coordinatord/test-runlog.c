@@ -925,6 +925,78 @@ test_runlog_prune_in_small_batches(void **state)
 	assert_true(rounds >= 4);
 }
 
+static void
+test_runlog_read_bounded_by_bytes_never_empty(void **state)
+{
+	Fix *f = *state;
+	RunLogEvents ev;
+	char big[1000];
+
+	memset(big, 'x', sizeof(big));
+	big[0] = '"';
+	big[sizeof(big) - 1] = '"';
+	create(f->l, RUN_A, "t1", 100);
+	for (int i = 0; i < 10; i++)
+		assert_int_equal(runlog_append(f->l, RUN_A, big, sizeof(big), 100, NULL, NULL), 0);
+	/* 2500 bytes: two events, the third would pass the cap */
+	assert_int_equal(runlog_read_bytes(f->l, RUN_A, -1, 100, 2500, &ev, NULL), 0);
+	assert_int_equal(ev.n, 2);
+	assert_int_equal(ev.first_seq, 0);
+	runlog_events_done(&ev);
+	/* a cap below one event still returns one: a reader always moves on */
+	assert_int_equal(runlog_read_bytes(f->l, RUN_A, 4, 100, 10, &ev, NULL), 0);
+	assert_int_equal(ev.n, 1);
+	assert_int_equal(ev.first_seq, 5);
+	runlog_events_done(&ev);
+	/* the count still applies */
+	assert_int_equal(runlog_read_bytes(f->l, RUN_A, -1, 3, 1 << 20, &ev, NULL), 0);
+	assert_int_equal(ev.n, 3);
+	runlog_events_done(&ev);
+	/* at the head: nothing, no error */
+	assert_int_equal(runlog_read_bytes(f->l, RUN_A, 9, 100, 10, &ev, NULL), 0);
+	assert_int_equal(ev.n, 0);
+	runlog_events_done(&ev);
+}
+
+static void
+test_runlog_prune_oldest_takes_first_finished_terminal_runs(void **state)
+{
+	Fix *f = *state;
+	json_t *rec = NULL;
+	size_t n = 0;
+	uint64_t used0 = 0, used1 = 0, map = 0;
+
+	create(f->l, RUN_A, "t1", 100);
+	create(f->l, RUN_B, "t1", 100);
+	create(f->l, RUN_C, "t1", 100);
+	char *blob = malloc(200000);
+	assert_non_null(blob);
+	memset(blob, 'y', 200000);
+	blob[0] = blob[199999] = '"';
+	assert_int_equal(runlog_append(f->l, RUN_B, blob, 200000, 150, NULL, NULL), 0);
+	free(blob);
+	/* B finished first (at 300), A later (at 900); C still runs */
+	assert_int_equal(
+	    runlog_append_finish(f->l, RUN_A, "{}", 2, "completed", NULL, 900, NULL, NULL), 0);
+	assert_int_equal(
+	    runlog_append_finish(f->l, RUN_B, "{}", 2, "failed", NULL, 300, NULL, NULL), 0);
+	assert_int_equal(runlog_usage(f->l, &used0, &map), 0);
+	assert_true(used0 > 200000 && used0 < map);
+	assert_int_equal(runlog_prune_oldest(f->l, 1, &n), 0);
+	assert_int_equal(n, 1);
+	assert_int_equal(runlog_get(f->l, RUN_B, &rec), -ENOENT);
+	assert_int_equal(runlog_get(f->l, RUN_A, &rec), 0);
+	json_decref(rec);
+	assert_int_equal(runlog_usage(f->l, &used1, NULL), 0);
+	assert_true(used1 + 190000 < used0); /* freed pages are not counted */
+	assert_int_equal(runlog_prune_oldest(f->l, 16, &n), 0);
+	assert_int_equal(n, 1); /* A; never the running C */
+	assert_int_equal(runlog_get(f->l, RUN_C, &rec), 0);
+	json_decref(rec);
+	assert_int_equal(runlog_prune_oldest(f->l, 16, &n), 0);
+	assert_int_equal(n, 0);
+}
+
 int
 main(void)
 {
@@ -956,6 +1028,10 @@ main(void)
 	    cmocka_unit_test_setup_teardown(test_runlog_prune_old_terminal_runs_only, setup,
 					    teardown),
 	    cmocka_unit_test_setup_teardown(test_runlog_prune_in_small_batches, setup, teardown),
+	    cmocka_unit_test_setup_teardown(test_runlog_read_bounded_by_bytes_never_empty, setup,
+					    teardown),
+	    cmocka_unit_test_setup_teardown(
+		test_runlog_prune_oldest_takes_first_finished_terminal_runs, setup, teardown),
 	};
 	return cmocka_run_group_tests_name("runlog", tests, NULL, NULL);
 }
