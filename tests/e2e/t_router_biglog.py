@@ -46,6 +46,7 @@ class Count:
             self.status = msg["record"]
             return
         assert self.status is None, "event after the status frame"
+        assert "seq" in msg, ("not an event", msg, "at seq", self.next - 1)
         assert msg["seq"] == self.next, ("gap or duplicate", msg["seq"], self.next)
         self.next += 1
         ch = msg["chunk"]
@@ -112,8 +113,8 @@ def sse_tail(s, run, last_seq):
     return cnt, eof
 
 
-def check(cnt, start, last):
-    assert cnt.status is not None, f"no status frame; stopped at seq {cnt.next - 1}"
+def check(cnt, start, last, why=None):
+    assert cnt.status is not None, f"no status frame; stopped at seq {cnt.next - 1} ({why})"
     assert cnt.next == last + 1, (cnt.next, last)
     assert cnt.status["status"] == "completed" and cnt.status["lastSeq"] == last
     if start == 0:
@@ -124,7 +125,7 @@ def test_ws_tails_a_200mb_log_from_the_start(s):
     run, last = big_run(s)
     t0 = time.time()
     cnt, code, reason = ws_tail(s, run, -1)
-    check(cnt, 0, last)
+    check(cnt, 0, last, (code, reason))
     assert code == 1000, (code, reason)
     print(f"  [measure] WS tail of {last + 1} events: {time.time() - t0:.1f}s")
 
@@ -133,7 +134,7 @@ def test_ws_tails_a_200mb_log_from_the_middle(s):
     run, last = big_run(s)
     mid = last // 2
     cnt, code, reason = ws_tail(s, run, mid)
-    check(cnt, mid + 1, last)
+    check(cnt, mid + 1, last, (code, reason))
     assert code == 1000, (code, reason)
 
 
