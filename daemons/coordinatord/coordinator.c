@@ -226,6 +226,7 @@ handle_run_read(Peer *p, const Frame *f, void *ud)
 	const char *run_id = NULL, *thread_id = NULL;
 	int64_t from = -1;
 	uint64_t max = 0;
+	int64_t max_bytes = 0;
 	json_t *rec = NULL;
 	RunLogEvents ev = {0};
 	int ret;
@@ -235,14 +236,17 @@ handle_run_read(Peer *p, const Frame *f, void *ud)
 	mp_read_str_opt(&r, "thread_id", &thread_id, NULL);
 	mp_read_int(&r, "from_seq", &from);
 	mp_read_uint(&r, "max", &max);
+	mp_read_int_opt(&r, "max_bytes", &max_bytes, 0);
 	ret = r.err;
 	if (ret == 0 && from < -1)
 		ret = -EINVAL;
 	if (ret == 0) {
 		if (max == 0 || max > (uint64_t)cl->c->conf.read_max)
 			max = (uint64_t)cl->c->conf.read_max;
-		ret = runlog_read_bytes(cl->c->runlog, run_id, from, max,
-					(size_t)cl->c->conf.read_max_bytes, &ev, &rec);
+		if (max_bytes <= 0 || max_bytes > cl->c->conf.read_max_bytes)
+			max_bytes = cl->c->conf.read_max_bytes;
+		ret = runlog_read_bytes(cl->c->runlog, run_id, from, max, (size_t)max_bytes, &ev,
+					&rec);
 	}
 	if (ret == 0 && thread_id &&
 	    !streq(thread_id, json_string_value(json_object_get(rec, "threadId")) ?: ""))
