@@ -437,7 +437,15 @@ commit_cb(evutil_socket_t fd, short what, void *arg)
 				continue;
 			}
 		}
-		if (op->text) {
+		if (op->text && !op->status[0]) {
+			op->err = runlog_batch_append_soft(b, op->run_id, op->text, op->len,
+							   op->fields, now, &op->seq);
+			if (op->err == -ENOSPC) { /* no room for it in the map after all */
+				op->refused_full = true;
+				c->m.events_refused_full++;
+				continue;
+			}
+		} else if (op->text) {
 			op->err = runlog_batch_append(b, op->run_id, op->text, op->len,
 						      op->status[0] ? op->status : NULL, op->fields,
 						      now, &op->seq);

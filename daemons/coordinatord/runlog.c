@@ -372,9 +372,27 @@ rec_terminal(const json_t *rec)
 	return run_status_terminal(json_string_value(json_object_get(rec, "status")));
 }
 
+static int batch_append(RunLogBatch *b, const char *run_id, const char *chunk, size_t len,
+			const char *status, const json_t *fields, int64_t now_ms, int64_t *ret_seq,
+			bool soft);
+
 int
 runlog_batch_append(RunLogBatch *b, const char *run_id, const char *chunk, size_t len,
 		    const char *status, const json_t *fields, int64_t now_ms, int64_t *ret_seq)
+{
+	return batch_append(b, run_id, chunk, len, status, fields, now_ms, ret_seq, false);
+}
+
+int
+runlog_batch_append_soft(RunLogBatch *b, const char *run_id, const char *chunk, size_t len,
+			 const json_t *fields, int64_t now_ms, int64_t *ret_seq)
+{
+	return batch_append(b, run_id, chunk, len, NULL, fields, now_ms, ret_seq, true);
+}
+
+static int
+batch_append(RunLogBatch *b, const char *run_id, const char *chunk, size_t len, const char *status,
+	     const json_t *fields, int64_t now_ms, int64_t *ret_seq, bool soft)
 {
 	BatchRun *br;
 	int r;
@@ -396,9 +414,28 @@ runlog_batch_append(RunLogBatch *b, const char *run_id, const char *chunk, size_
 	char key[RUN_ID_LEN + 8];
 	event_key(key, run_id, (uint64_t)seq);
 	MDB_val k = {sizeof(key), key}, v = {len, (void *)chunk};
+	/* soft: in a nested transaction, so that a full map (MDB_MAP_FULL: no
+	 * room at the map's end nor a long enough run of free pages for this
+	 * value) refuses this event alone and leaves the batch usable */
+	MDB_txn *txn = b->txn, *child = NULL;
+	if (soft) {
+		r = mdb_errno(mdb_txn_begin(b->l->env, b->txn, 0, &child));
+		if (r < 0)
+			return b->err = r;
+		txn = child;
+	}
 	/* MDB_NOOVERWRITE: a seq is written once; finding one there means the
 	 * record and the events disagree, which must never be papered over. */
-	r = mdb_errno(mdb_put(b->txn, b->l->events, &k, &v, MDB_NOOVERWRITE));
+	int rc = mdb_put(txn, b->l->events, &k, &v, MDB_NOOVERWRITE);
+	if (child && (rc == MDB_MAP_FULL || rc == MDB_TXN_FULL)) {
+		mdb_txn_abort(child);
+		return -ENOSPC; /* this op only */
+	}
+	if (child && rc == 0)
+		rc = mdb_txn_commit(child); /* into the batch: no I/O */
+	else if (child)
+		mdb_txn_abort(child);
+	r = mdb_errno(rc);
 	if (r == -EEXIST)
 		return b->err = -EUCLEAN;
 	if (r < 0)

@@ -118,6 +118,11 @@ typedef struct RunLogBatch RunLogBatch;
 int runlog_batch_begin(RunLog *l, RunLogBatch **ret);
 int runlog_batch_append(RunLogBatch *b, const char *run_id, const char *chunk, size_t len,
 			const char *status, const json_t *fields, int64_t now_ms, int64_t *ret_seq);
+/* Append an event of a running run (no status) in a nested transaction: when
+ * the map has no room for it (MDB_MAP_FULL) -ENOSPC concerns this op only and
+ * the batch goes on; other errors poison the batch as above. */
+int runlog_batch_append_soft(RunLogBatch *b, const char *run_id, const char *chunk, size_t len,
+			     const json_t *fields, int64_t now_ms, int64_t *ret_seq);
 /* Make a run terminal without an event (a completed run's last event is
  * whatever its harness emitted last). -ESTALE when it is terminal already. */
 int runlog_batch_finish(RunLogBatch *b, const char *run_id, const char *status,

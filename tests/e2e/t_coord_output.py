@@ -145,3 +145,30 @@ def test_high_water_refuses_events_but_starts_and_ends_commit(s):
     evs, status, _, _ = s.tail(run, thread="t-after", timeout=60)
     assert status["status"] == "completed" and stdout_text(evs) == "again\n"
     c.close()
+
+
+def test_driven_runs_past_high_water_fail_storage_full_and_the_log_stays_usable(s):
+    # four runs at once, each under its budget (15 of 16 MiB), together
+    # 60 MiB of output (≈ 90 MiB of JSON) into a 64 MiB map
+    runs = [(s.start_run("yes | head -c 15M; sleep 60", thread=f"t-hw{i}"), f"t-hw{i}")
+            for i in range(4)]
+
+    def full_failures():
+        return len(re.findall(r"Run failed: run log is full \(storage_full\)", journal(s)))
+    assert poll(full_failures, timeout=240), "no run was stopped at the high-water mark"
+    m = metrics(s)
+    assert m["runwarden_events_refused_full_total"] > 0
+    assert m["runwarden_commit_failures_total"] == 0, m  # never MDB_MAP_FULL
+    # the others are cancelled (they would sleep on); every run ends
+    for rid, th in runs:
+        st, rec = s.http("GET", f"/runs/{rid}?threadId={th}")
+        if st == 200 and rec["status"] == "running":
+            st, _ = s.http("POST", f"/runs/{rid}/cancel?threadId={th}")
+            assert st in (200, 202, 404, 409), st
+    # a run still starts and completes
+    run = s.start_run("echo ok", thread="t-hw-after")
+    evs, status, _, _ = s.tail(run, thread="t-hw-after", timeout=60)
+    assert status["status"] == "completed" and stdout_text(evs) == "ok\n", status
+    st, _ = s.http("GET", "/readyz")
+    assert st == 200
+    assert metrics(s)["runwarden_commit_failures_total"] == 0
