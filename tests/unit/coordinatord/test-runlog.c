@@ -997,6 +997,46 @@ test_runlog_prune_oldest_takes_first_finished_terminal_runs(void **state)
 	assert_int_equal(n, 0);
 }
 
+static void
+test_runlog_soft_append_refuses_one_op_not_the_batch(void **state)
+{
+	Fix *f = *state;
+	static char chunk[100000];
+	RunLogBatch *b;
+	int64_t seq = -1, last_ok = -1;
+	json_t *rec = NULL;
+	int r = 0;
+
+	runlog_free(f->l);
+	f->l = NULL;
+	rm_dir(f->dir);
+	assert_non_null(mkdtemp(strcpy(f->dir, "/tmp/test-runlog-XXXXXX")));
+	/* 256 KiB: two 100 KB values fit, a third finds no 25 free pages in a
+	 * row, and the small terminal write still fits in what is left */
+	assert_int_equal(open_log(f, 256 * 1024, false), 0);
+	memset(chunk, 'x', sizeof(chunk));
+	chunk[0] = chunk[sizeof(chunk) - 1] = '"';
+	assert_int_equal(runlog_create(f->l, RUN_A, "t", NULL, 1, NULL), 0);
+	/* one batch: soft appends until the map has no room for another */
+	assert_int_equal(runlog_batch_begin(f->l, &b), 0);
+	for (int i = 0; i < 64; i++) {
+		r = runlog_batch_append_soft(b, RUN_A, chunk, sizeof(chunk), NULL, 10, &seq);
+		if (r < 0)
+			break;
+		last_ok = seq;
+	}
+	assert_int_equal(r, -ENOSPC);
+	assert_true(last_ok >= 1);
+	/* the batch is not poisoned: a small terminal write and the commit work */
+	assert_int_equal(runlog_batch_finish(b, RUN_A, "failed", NULL, 20), 0);
+	assert_int_equal(runlog_batch_commit(b), 0);
+	runlog_batch_free(b);
+	assert_int_equal(runlog_get(f->l, RUN_A, &rec), 0);
+	assert_string_equal(rec_str(rec, "status"), "failed");
+	assert_int_equal(rec_int(rec, "lastSeq"), last_ok);
+	json_decref(rec);
+}
+
 int
 main(void)
 {
@@ -1030,6 +1070,8 @@ main(void)
 	    cmocka_unit_test_setup_teardown(test_runlog_prune_in_small_batches, setup, teardown),
 	    cmocka_unit_test_setup_teardown(test_runlog_read_bounded_by_bytes_never_empty, setup,
 					    teardown),
+	    cmocka_unit_test_setup_teardown(test_runlog_soft_append_refuses_one_op_not_the_batch,
+					    setup, teardown),
 	    cmocka_unit_test_setup_teardown(
 		test_runlog_prune_oldest_takes_first_finished_terminal_runs, setup, teardown),
 	};
