@@ -47,8 +47,16 @@ typedef struct CoordConf {
 	int64_t retention_days;	  /* 0 = keep forever */
 	int64_t retention_interval_ms;
 	char *default_harness;
-	int64_t max_tool_calls_per_run; /* host tool processes at once, per run */
-	int64_t max_tool_calls;		/* ... and in all */
+	int64_t max_tool_calls_per_run;	 /* host tool processes at once, per run */
+	int64_t max_tool_calls;		 /* ... and in all */
+	int64_t read_max_bytes;		 /* largest RUN_READ batch in bytes (≥ one event) */
+	int64_t max_run_output_bytes;	 /* per-run output budget; 0 = none */
+	char *output_limit_action;	 /* "fail" | "drop" */
+	int64_t max_thread_output_bytes; /* per-thread budget in a window; 0 = none */
+	int64_t thread_output_window_ms;
+	int64_t chunk_high_water;	   /* % of the map: running runs' events stop here */
+	int64_t size_retention_high_water; /* % of the map: prune oldest terminal runs; 0 = off */
+	int64_t map_warn_percent;	   /* % of the map: warn once per crossing */
 } CoordConf;
 
 extern const ConfItem coord_conf_items[];
@@ -124,7 +132,17 @@ struct Run {
 	bool cancel_wait_exit; /* cancel: finish on the killed exec's EXEC_EXIT */
 	OutBuf post_out;
 	void (*post_done)(Run *run, int64_t code, const char *out, size_t len);
+	bool output_limited; /* over its output budget (drop mode: output is dropped) */
+	uint64_t dropped;    /* output bytes dropped since then (this process's view) */
 };
+
+/* Output of one thread's runs in the current window (max_thread_output_bytes). */
+typedef struct ThreadOutput {
+	struct ThreadOutput *next;
+	int64_t window_start_ms;
+	uint64_t bytes;
+	char thread_id[];
+} ThreadOutput;
 
 typedef struct Metrics {
 	uint64_t runs_started;
@@ -136,7 +154,11 @@ typedef struct Metrics {
 	uint64_t commit_buckets[8]; /* ≤ 0.5, 1, 2.5, 5, 10, 25, 100 ms, +Inf */
 	uint64_t watchdog_kills;
 	uint64_t runs_pruned;
-	uint64_t tool_calls_refused; /* 429: max_tool_calls(_per_run) */
+	uint64_t tool_calls_refused;   /* 429: max_tool_calls(_per_run) */
+	uint64_t runs_pruned_size;     /* by size retention */
+	uint64_t output_dropped_bytes; /* over an output budget */
+	uint64_t runs_output_limited;  /* runs that went over an output budget */
+	uint64_t events_refused_full;  /* events of running runs refused past chunk_high_water */
 } Metrics;
 
 typedef struct Op Op;
@@ -166,6 +188,10 @@ struct Coordinator {
 	bool stopping;
 	Metrics m;
 	int tool_calls; /* host tool processes running, all runs */
+	ThreadOutput *thread_output;
+	uint64_t log_used, log_map; /* live bytes of the run log after the last commit, map size */
+	bool log_warned;	    /* over map_warn_percent (warned once) */
+	size_t event_max;	    /* largest event text: a quarter of max_frame */
 };
 
 /* coordinator.c */
@@ -229,6 +255,7 @@ extern const PeerHandler shim_handlers[];
 json_t *run_drive_state(Run *run);
 json_t *chunk_new(const char *type);
 void driver_flush_all(Coordinator *c);
+void driver_thread_output_free(Coordinator *c);
 
 /* bridge.c */
 void bridge_open(Run *run);
@@ -240,5 +267,7 @@ int handle_bridge_call(Peer *p, const Frame *f, void *ud);
 int handle_thread_file(Peer *p, const Frame *f, void *ud);
 
 /* watchdog.c */
+/* After a commit: warn on crossing map_warn_percent, start size retention past its mark. */
+void watchdog_log_usage(Coordinator *c, uint64_t used);
 void watchdog_setup(Coordinator *c);
 void watchdog_teardown(Coordinator *c);

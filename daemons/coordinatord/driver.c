@@ -778,6 +778,125 @@ run_stop(Run *run)
 	cancel_finish(run);
 }
 
+/* ---------- output budgets ---------- */
+
+static ThreadOutput *
+thread_output(Coordinator *c, const char *thread_id, int64_t now)
+{
+	ThreadOutput **pp = &c->thread_output, *t;
+
+	while ((t = *pp)) {
+		if (streq(t->thread_id, thread_id))
+			break;
+		if (now - t->window_start_ms >= c->conf.thread_output_window_ms) {
+			*pp = t->next; /* an idle thread's window is over: forget it */
+			free(t);
+			continue;
+		}
+		pp = &t->next;
+	}
+	if (!t) {
+		size_t l = strlen(thread_id);
+		t = calloc(1, sizeof(*t) + l + 1);
+		if (!t)
+			return NULL;
+		memcpy(t->thread_id, thread_id, l + 1);
+		t->window_start_ms = now;
+		t->next = c->thread_output;
+		c->thread_output = t;
+	} else if (now - t->window_start_ms >= c->conf.thread_output_window_ms) {
+		t->window_start_ms = now;
+		t->bytes = 0;
+	}
+	return t;
+}
+
+void
+driver_thread_output_free(Coordinator *c)
+{
+	while (c->thread_output) {
+		ThreadOutput *n = c->thread_output->next;
+		free(c->thread_output);
+		c->thread_output = n;
+	}
+}
+
+/* How many of n new output bytes fit the run's and its thread's budgets
+ * (counting them against the thread's window). The run's count is the
+ * stream offsets, which survive a restart with the driver state. */
+static size_t
+output_budget(Run *run, size_t n)
+{
+	Coordinator *c = run->c;
+	uint64_t keep = n;
+
+	if (run->output_limited)
+		return 0;
+	if (c->conf.max_run_output_bytes > 0) {
+		/* n is already counted in neither added */
+		uint64_t total = run->out[1].added + run->out[2].added;
+		uint64_t max = (uint64_t)c->conf.max_run_output_bytes;
+		keep = MIN(keep, total >= max ? 0 : max - total);
+	}
+	if (c->conf.max_thread_output_bytes > 0) {
+		ThreadOutput *t = thread_output(c, run->thread_id, now_epoch_ms());
+		uint64_t max = (uint64_t)c->conf.max_thread_output_bytes;
+		if (t) {
+			keep = MIN(keep, t->bytes >= max ? 0 : max - t->bytes);
+			t->bytes += keep;
+		}
+	}
+	return (size_t)keep;
+}
+
+/* n bytes of b's stream went over a budget: they are consumed (never read
+ * again after a restart) but not stored. The first time, a marker event says
+ * so, and output_limit_action applies: 'fail' kills the exec and ends the run
+ * output_limit; 'drop' keeps it running (shell harness only: dropping bytes
+ * of an NDJSON stream would cut its lines, so other harnesses always fail). */
+static void
+output_over_budget(Run *run, OutBuf *b, size_t n)
+{
+	Coordinator *c = run->c;
+	bool drop = streq(c->conf.output_limit_action, "drop") && run->adapter &&
+		    run->adapter->kind == ADAPTER_SHELL;
+
+	b->added += n;
+	b->taken += n;
+	run->dropped += n;
+	c->m.output_dropped_bytes += n;
+	if (run->output_limited)
+		return;
+	run->output_limited = true;
+	c->m.runs_output_limited++;
+	bool thread =
+	    c->conf.max_run_output_bytes <= 0 ||
+	    run->out[1].added + run->out[2].added - n < (uint64_t)c->conf.max_run_output_bytes;
+	int64_t budget = thread ? c->conf.max_thread_output_bytes : c->conf.max_run_output_bytes;
+	char m[200];
+	snprintf(m, sizeof(m),
+		 "[runwarden: output over the %s budget of %" PRId64 " bytes; dropped %zu bytes%s]",
+		 thread ? "thread's" : "run's", budget, n,
+		 drop ? "; further output is dropped" : "");
+	log_ctx(LOG_WARNING, &run->log, "Run output over the %s budget (%" PRId64 " bytes): %s",
+		thread ? "thread" : "run", budget, drop ? "dropping the rest" : "failing the run");
+	run_flush_output(run, !drop);
+	if (run->state == RUN_DONE)
+		return; /* the adapter ended it meanwhile */
+	run_emit(run,
+		 json_pack("{s:s, s:s, s:{s:I, s:s, s:I, s:s}}", "type", "CUSTOM", "name",
+			   "runwarden.output_dropped", "value", "droppedBytes", (json_int_t)n,
+			   "budget", thread ? "thread" : "run", "budgetBytes", (json_int_t)budget,
+			   "text", m),
+		 run_drive_state(run));
+	if (drop)
+		return;
+	run_kill_exec(run);
+	snprintf(m, sizeof(m), "output over the %s budget of %" PRId64 " bytes",
+		 thread ? "thread's" : "run's", budget);
+	run_fail(run, m, "output_limit");
+}
+
 /* ---------- shim pushes ---------- */
 
 static int
@@ -826,8 +945,13 @@ shim_exec_output(Peer *p, const Frame *f, void *ud)
 		b->taken = b->added;
 		return 0;
 	}
-	if (outbuf_add(b, (const char *)data + skip, len - skip) < 0)
+	size_t n = len - skip, keep = output_budget(run, n);
+	if (keep > 0 && outbuf_add(b, (const char *)data + skip, keep) < 0)
 		return -ENOMEM;
+	if (keep < n) {
+		output_over_budget(run, b, n - keep);
+		return 0;
+	}
 	if (b->len >= (size_t)c->conf.output_chunk_max) {
 		run_flush_output(run, false);
 		return 0;
@@ -885,6 +1009,17 @@ shim_exec_exit(Peer *p, const Frame *f, void *ud)
 	run_flush_output(run, true);
 	if (run->state == RUN_DONE)
 		return 0; /* the adapter ended the run */
+	if (run->output_limited && run->dropped > 0) {
+		/* drop mode: the total, before the run's end */
+		char m[160];
+		snprintf(m, sizeof(m), "[runwarden: dropped %" PRIu64 " bytes of output in all]",
+			 run->dropped);
+		run_emit(run,
+			 json_pack("{s:s, s:s, s:{s:I, s:b, s:s}}", "type", "CUSTOM", "name",
+				   "runwarden.output_dropped", "value", "droppedBytes",
+				   (json_int_t)run->dropped, "total", 1, "text", m),
+			 NULL);
+	}
 	run->adapter->exit(run, code, sig, why);
 	return 0;
 }

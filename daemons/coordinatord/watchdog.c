@@ -15,7 +15,11 @@
  *
  * Retention deletes terminal runs finished more than retention_days ago in
  * batches of a few runs per transaction, yielding to the event loop between
- * batches so appends are never held up for long.
+ * batches so appends are never held up for long. Size retention deletes the
+ * terminal runs that finished first, whatever their age, while the log's live
+ * data is past size_retention_high_water percent of the map (checked after
+ * every commit and at every retention tick); the journal warns once when the
+ * log crosses map_warn_percent.
  */
 #include "config.h"
 
@@ -37,6 +41,7 @@
 
 static struct event *watchdog_fallback;
 static struct event *prune_work;
+static struct event *prune_size_work;
 static bool round_scanned;
 static bool prune_running;
 
@@ -231,10 +236,66 @@ prune_cb(evutil_socket_t fd, short what, void *arg)
 		event_active(prune_work, 0, 0);
 }
 
+/* Size retention: while the log's live data is past
+ * size_retention_high_water, delete the terminal runs that finished first,
+ * a few per transaction and one transaction per loop turn. */
+static void
+prune_size_cb(evutil_socket_t fd, short what, void *arg)
+{
+	Coordinator *c = arg;
+	uint64_t used = 0, map = 0;
+	size_t n = 0;
+
+	if (c->conf.size_retention_high_water <= 0 || runlog_usage(c->runlog, &used, &map) < 0)
+		return;
+	c->log_used = used;
+	if (used <= map / 100 * (uint64_t)c->conf.size_retention_high_water)
+		return;
+	int r = runlog_prune_oldest(c->runlog, 8, &n);
+	if (r < 0) {
+		log_warning_errno(r, "Retention: pruning by size failed: %m; trying again later");
+		return;
+	}
+	if (n == 0) {
+		log_debug("Retention: run log at %" PRIu64 "%% of its map, no terminal run left "
+			  "to prune",
+			  used * 100 / (map ? map : 1));
+		return;
+	}
+	c->m.runs_pruned += n;
+	c->m.runs_pruned_size += n;
+	log_info("Retention: pruned the %zu oldest terminal run(s): the run log was at %" PRIu64
+		 "%% of its map",
+		 n, used * 100 / (map ? map : 1));
+	event_active(prune_size_work, 0, 0);
+}
+
+void
+watchdog_log_usage(Coordinator *c, uint64_t used)
+{
+	uint64_t map = c->log_map ? c->log_map : 1;
+	uint64_t pct = used * 100 / map;
+
+	c->log_used = used;
+	if (!c->log_warned && pct >= (uint64_t)c->conf.map_warn_percent) {
+		c->log_warned = true;
+		log_warning("Run log at %" PRIu64 "%% of its map (%" PRIu64 " of %" PRIu64
+			    " bytes); events of running runs stop at %" PRId64 "%%",
+			    pct, used, c->log_map, c->conf.chunk_high_water);
+	} else if (c->log_warned && pct + 5 < (uint64_t)c->conf.map_warn_percent) {
+		c->log_warned = false; /* some hysteresis: one warning per crossing */
+		log_notice("Run log back at %" PRIu64 "%% of its map", pct);
+	}
+	if (c->conf.size_retention_high_water > 0 && prune_size_work &&
+	    used > c->log_map / 100 * (uint64_t)c->conf.size_retention_high_water)
+		event_active(prune_size_work, 0, 0);
+}
+
 static void
 retention_cb(evutil_socket_t fd, short what, void *arg)
 {
 	Coordinator *c = arg;
+	prune_size_cb(-1, 0, c);
 	if (c->conf.retention_days > 0 && !prune_running) {
 		c->prune_cursor[0] = '\0';
 		prune_cb(-1, 0, c);
@@ -262,6 +323,9 @@ watchdog_setup(Coordinator *c)
 	prune_work = event_new(c->base, -1, 0, prune_cb, c);
 	if (prune_work)
 		event_priority_set(prune_work, 2); /* after appends */
+	prune_size_work = event_new(c->base, -1, 0, prune_size_cb, c);
+	if (prune_size_work)
+		event_priority_set(prune_size_work, 2);
 	if (c->retention_ev)
 		event_add(
 		    c->retention_ev,
@@ -279,5 +343,8 @@ watchdog_teardown(Coordinator *c)
 		event_free(c->retention_ev);
 	if (prune_work)
 		event_free(prune_work);
+	if (prune_size_work)
+		event_free(prune_size_work);
+	prune_size_work = NULL;
 	c->watchdog_ev = c->retention_ev = watchdog_fallback = prune_work = NULL;
 }
