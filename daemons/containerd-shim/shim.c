@@ -2950,6 +2950,42 @@ snap_remove_tree(Shim *s, int dfd, const char *name)
 		log_warning_errno(k, "Cannot remove %s: %m", name);
 }
 
+/* Start-up: the staging trees (.restore-*) of restores killed with a previous
+ * instance, partial or holding the swapped-out workspace, are removed (by
+ * cleanup children: a tree may be large). */
+static void
+staging_clean(Shim *s)
+{
+	DIR *d = opendir(s->conf->sandbox_dir);
+	struct dirent *de;
+
+	if (!d)
+		return;
+	while ((de = readdir(d))) {
+		_cleanup_close_ int dfd = -1;
+		struct dirent *e;
+		DIR *sd;
+		int fd;
+		if (strlen(de->d_name) != 16 || strspn(de->d_name, "0123456789abcdef") != 16)
+			continue;
+		dfd = openat(dirfd(d), de->d_name, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
+		fd = dfd >= 0 ? fcntl(dfd, F_DUPFD_CLOEXEC, 3) : -1;
+		sd = fd >= 0 ? fdopendir(fd) : NULL;
+		if (!sd) {
+			safe_close(fd);
+			continue;
+		}
+		while ((e = readdir(sd)))
+			if (strncmp(e->d_name, ".restore-", 9) == 0 && strlen(e->d_name) == 17) {
+				log_notice("Removing %s/%s, left by a restore that was killed",
+					   de->d_name, e->d_name);
+				snap_remove_tree(s, dfd, e->d_name);
+			}
+		closedir(sd);
+	}
+	closedir(d);
+}
+
 static void
 restore_done(SnapJob *j, int err, const char *text, void *userdata)
 {
@@ -3666,6 +3702,7 @@ shim_new(struct event_base *base, const ShimConf *conf, Shim **ret)
 			log_warning("No io controller delegated: snapshot/restore jobs get no "
 				    "io.weight (snapshot_io_weight), only nice 10 and cpu.max");
 		backups_clean_tmp(s);
+		staging_clean(s);
 	}
 	pool_kick(s);
 	{

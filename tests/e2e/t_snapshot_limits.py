@@ -180,8 +180,8 @@ def test_a_slow_snapshot_still_answers_its_id(s):
 
 def test_shim_killed_during_a_job_leaves_no_tmp(s):
     """Last: kills the shim (-9) while a snapshot job writes its temporary;
-    the job dies with it and the restarted shim removes the temporary and
-    thaws the sandbox the job had frozen."""
+    the job dies with it and the restarted shim removes the temporary (and a
+    killed restore's staging tree) and thaws the sandbox the job had frozen."""
     s.expected_errors += [r"shim", r"lost", r"Lost", r"unavailable"]
     t = "t-lim-crash"
     run_ok(s, t, "head -c 134217728 /dev/urandom > /workspace/b && echo 1 > /workspace/n")
@@ -202,10 +202,15 @@ def test_shim_killed_during_a_job_leaves_no_tmp(s):
     assert [n for n in ls(backups(s, t)) if n.endswith(".tmp")], ls(backups(s, t))
     st, _ = bg.wait()
     assert st in (500, 503), st
+    # what a restore killed with the shim leaves: its staging tree
+    staging = os.path.join(workspace_parent(s, t), ".restore-0badc0de")
+    os.makedirs(os.path.join(staging, "d"))
+    with open(os.path.join(staging, "d", "f"), "w") as f:
+        f.write("partial")
     s.start_daemon("containerd-shim")
     deadline = time.time() + 30
-    while [n for n in ls(backups(s, t)) if n.endswith(".tmp")]:
-        assert time.time() < deadline, ls(backups(s, t))
+    while [n for n in ls(backups(s, t)) if n.endswith(".tmp")] or os.path.exists(staging):
+        assert time.time() < deadline, (ls(backups(s, t)), os.path.exists(staging))
         time.sleep(0.05)
     # the re-adopted sandbox is thawed and serves; snapshots work again
     assert run_ok(s, t, "cat /workspace/n") == "1\n"
