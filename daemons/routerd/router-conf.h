@@ -37,16 +37,18 @@ typedef struct RouterConf {
 	    first_request_timeout_ms; /* a new connection's first head must be complete by then */
 	int64_t idle_timeout_ms;      /* keep-alive idle / stalled read / stalled write */
 	int64_t coord_timeout_ms;     /* deadline of each request to coordinatord */
-	/* deadline of a snapshot/restore request (not a key): the shim's
-	 * snapshot_timeout_ms + ROUTER_SNAPSHOT_MARGIN_MS; 0 = none */
+	int64_t ws_max_queue;	      /* per-tail unsent output: pause at 1/2, resume at 1/4 */
+	int64_t ws_stall_timeout_ms;  /* paused this long → close 1008 */
+	int64_t ws_ping_interval_ms;  /* server pings on WebSockets; 0 = off */
+	int64_t tail_read_batch;      /* max events per RUN_READ */
+	int64_t header_timeout_ms;    /* whole request head must arrive within → 408 */
+	char *tokens_file;	      /* bearer tokens, one a line; "" = no auth */
+	char *cors_origins;	      /* origins allowed cross-origin ("*" = any); "" = none */
+
+	/* derived by router_conf_load(), not keys: the deadline of a
+	 * snapshot/restore request, the shim's snapshot_timeout_ms +
+	 * ROUTER_SNAPSHOT_MARGIN_MS; 0 = none */
 	int64_t snapshot_wait_ms;
-	int64_t ws_max_queue;	     /* per-tail unsent output: pause at 1/2, resume at 1/4 */
-	int64_t ws_stall_timeout_ms; /* paused this long → close 1008 */
-	int64_t ws_ping_interval_ms; /* server pings on WebSockets; 0 = off */
-	int64_t tail_read_batch;     /* max events per RUN_READ */
-	int64_t header_timeout_ms;   /* whole request head must arrive within → 408 */
-	char *tokens_file;	     /* bearer tokens, one a line; "" = no auth */
-	char *cors_origins;	     /* origins allowed cross-origin ("*" = any); "" = none */
 
 	/* derived by router_conf_load() */
 	uint8_t (*token_digests)[32]; /* SHA-256 of each token */
