@@ -142,6 +142,18 @@ check_cgroup(Doctor *d, const ShimConf *conf)
 		report(d, 1, "exec cgroups",
 		       "no cgroup2 hierarchy: EXEC_KILL, timeouts and cancel kill the exec's "
 		       "process group only (a setsid'd descendant survives)");
+	if (cgroup_host_mode(h) != CGROUP_MODE_V2)
+		report(d, 1, "snapshot jobs",
+		       "cgroup 'jobs' in the cpu hierarchy (snapshot_cpu_max as cpu.cfs_quota_us); "
+		       "no io weight on cgroup v1 (nice 10 only)");
+	else if (cgroup_host_has_io(h))
+		report(d, 1, "snapshot jobs",
+		       "cgroup 'jobs' with cpu.max (snapshot_cpu_max) and io.weight "
+		       "(snapshot_io_weight)");
+	else
+		report(d, -1, "snapshot jobs",
+		       "io controller not delegated: snapshot/restore jobs get cpu.max "
+		       "(snapshot_cpu_max) and nice 10 but no io.weight");
 	cgroup_host_free(h);
 }
 

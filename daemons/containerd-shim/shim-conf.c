@@ -85,11 +85,14 @@ const ConfItem shim_conf_items[] = {
      "an ended exec left behind do not count); the workspace is kept; 0 = never"},
     {S, "restore_max_bytes", CONF_SIZE, offsetof(ShimConf, restore_max_bytes), "4G", 0,
      INT64_MAX / 2,
-     "most bytes of file content a snapshot restore may unpack; a larger archive is "
-     "rejected (400 not_a_backup_record) and the workspace is left as it was"},
+     "most bytes of file content (apparent sizes: a sparse file counts whole) a snapshot "
+     "restore may unpack; a workspace holding more is refused at snapshot time (422 "
+     "not_restorable), a larger archive at restore (422 restore_rejected, the workspace "
+     "left as it was)"},
     {S, "restore_max_entries", CONF_INT, offsetof(ShimConf, restore_max_entries), "1000000", 1,
      100000000,
-     "most archive entries (files, directories, symlinks) a snapshot restore may unpack"},
+     "most archive entries (files, directories, symlinks, hardlinks) a snapshot restore "
+     "may unpack; a workspace with more is refused at snapshot time (422 not_restorable)"},
     {S, "file_api_max_bytes", CONF_SIZE, offsetof(ShimConf, file_api_max_bytes), "8M", 1,
      1024LL * 1024 * 1024,
      "largest file the file API (/threads/{id}/files) reads or writes; larger ones are "
@@ -97,7 +100,17 @@ const ConfItem shim_conf_items[] = {
     {S, "snapshot_timeout_ms", CONF_INT, offsetof(ShimConf, snapshot_timeout), "240000", 0,
      7LL * 24 * 3600 * 1000,
      "how long a snapshot or restore job (a child process) may run before it is killed "
-     "(504 job_timeout); 0 = none; keep it under coordinatord's 300 s"},
+     "(504 job_timeout); 0 = none. coordinatord and routerd read this key too (from the "
+     "same files) and wait that long plus a margin for a snapshot or restore reply"},
+    {S, "snapshot_max_jobs", CONF_INT, offsetof(ShimConf, snapshot_max_jobs), "2", 1, 64,
+     "most snapshot and restore jobs running at once (all threads); one more is refused "
+     "at once with 429 too_many_jobs (retry later), never queued"},
+    {S, "snapshot_cpu_max", CONF_STR, offsetof(ShimConf, snapshot_cpu_max), "100000 100000", 0, 0,
+     "CPU bandwidth of all snapshot/restore jobs together (their cgroup 'jobs' under the "
+     "shim's instance cgroup), cpu.max syntax like cpu_max; default one CPU"},
+    {S, "snapshot_io_weight", CONF_INT, offsetof(ShimConf, snapshot_io_weight), "50", 1, 10000,
+     "io.weight of the jobs' cgroup (cgroup v2 with the io controller delegated; 100 is "
+     "the kernel's default share); without it jobs run unweighted (--doctor says so)"},
     {S, "backups_keep", CONF_INT, offsetof(ShimConf, backups_keep), "10", 0, 1000000,
      "newest snapshots kept per thread; older ones are deleted after a snapshot "
      "(restore: 404 backup_not_found); 0 = keep all"},
@@ -138,7 +151,13 @@ shim_conf_finish(ShimConf *c)
 		return log_error_errno(SYNTHETIC_ERRNO(EINVAL),
 				       "workspace_projid_base + workspace_projid_count must not "
 				       "exceed 4294967295 (project ids are 32 bits)");
-	return shim_conf_parse_cpu_max(c->cpu_max, &c->cpu_quota_us, &c->cpu_period_us);
+	if (shim_conf_parse_cpu_max(c->cpu_max, &c->cpu_quota_us, &c->cpu_period_us) < 0)
+		return -EINVAL;
+	if (shim_conf_parse_cpu_max(c->snapshot_cpu_max, &c->job_cpu_quota_us,
+				    &c->job_cpu_period_us) < 0)
+		return log_error_errno(SYNTHETIC_ERRNO(EINVAL),
+				       "snapshot_cpu_max: not 'max' or 'QUOTA_US [PERIOD_US]'");
+	return 0;
 }
 
 int

@@ -47,9 +47,14 @@ typedef struct ShimConf {
 	int64_t file_api_max_bytes;  /* largest file read or written by SANDBOX_FILE */
 	int64_t snapshot_timeout;    /* ms a snapshot/restore job may run; 0 = no limit */
 	int64_t backups_keep;	     /* newest backups kept per key; 0 = all */
+	int64_t snapshot_max_jobs;   /* snapshot/restore jobs at once; more: -EAGAIN */
+	char *snapshot_cpu_max;	     /* cpu.max of the job cgroup */
+	int64_t snapshot_io_weight;  /* io.weight of the job cgroup (when io is there) */
 	int64_t orphan_ms;	     /* how long an init waits for a shim that died (adopt.h) */
 	/* derived by shim_conf_finish() from cpu_max: quota -1 = unlimited */
 	int64_t cpu_quota_us, cpu_period_us;
+	/* the same from snapshot_cpu_max */
+	int64_t job_cpu_quota_us, job_cpu_period_us;
 } ShimConf;
 
 extern const ConfItem shim_conf_items[];

@@ -241,6 +241,7 @@ struct Shim {
 	usec_t pool_retry_at;	  /* no refill before (backoff after failures) */
 	char *pool_root;	  /* <sandbox_dir>/.pool */
 	SnapJobs *jobs;		  /* snapshot/restore children (snapjob.h) */
+	Cgroup *jobs_cg;	  /* their cgroup (cpu.max, io.weight) */
 	int rt_dfd;		  /* <runtime_dir>/sandboxes (adopt.h) */
 	int counter_fd;		  /* <sandbox_dir>/.exec-id */
 };
@@ -2714,6 +2715,29 @@ label_ok(const char *l)
 	return true;
 }
 
+/* Start-up: the temporaries (.<uuid>.tar.zst.tmp) of snapshot jobs killed with
+ * a previous instance (kill -9, crash, power loss) are removed; the jobs of a
+ * key are serialised and none runs yet. */
+static void
+backups_clean_tmp(Shim *s)
+{
+	_cleanup_free_ char *bdir = backups_dir(s);
+	DIR *d = bdir ? opendir(bdir) : NULL;
+	struct dirent *de;
+
+	if (!d)
+		return;
+	while ((de = readdir(d))) {
+		/* sandbox ids: 16 lowercase hex digits */
+		if (strlen(de->d_name) != 16 || strspn(de->d_name, "0123456789abcdef") != 16)
+			continue;
+		int k = snapshot_prune(bdir, de->d_name, 0, NULL, NULL);
+		if (k < 0)
+			log_warning_errno(k, "Cannot clean the backups of %s: %m", de->d_name);
+	}
+	closedir(d);
+}
+
 /* ENSUREs held during a job: served now (or refused when stopping). */
 static void
 snap_release_held(Shim *s, SnapJob *j)
@@ -2748,8 +2772,16 @@ snapshot_child(void *arg, char **ret_text)
 {
 	SnapOp *o = arg;
 	SnapshotErr err = {""};
-	int k = snapshot_create(o->bdir, o->id, o->ws_fd, o->label, ret_text, &err);
+	int k;
 
+	k = snapshot_create_limited(o->bdir, o->id, o->ws_fd, o->label, o->max_bytes,
+				    o->max_entries, ret_text, &err);
+	if (k == -SNAPSHOT_NOT_RESTORABLE) {
+		/* What the restore would refuse is refused now, not at restore time. */
+		if (asprintf(ret_text, "not_restorable: %s", err.msg) < 0)
+			*ret_text = NULL;
+		return -EINVAL;
+	}
 	if (k < 0) {
 		if (asprintf(ret_text, "snapshot failed: %s", err.msg[0] ? err.msg : strerror(-k)) <
 		    0)
@@ -2863,13 +2895,24 @@ handle_sandbox_snapshot(Peer *p, const Frame *f, void *userdata)
 		k = 0;
 		goto out;
 	}
+	if (snapjobs_count(s->jobs) >= (size_t)s->conf->snapshot_max_jobs) {
+		(void)peer_reply_error(p, f->req_id, -EAGAIN,
+				       "too_many_jobs: snapshot_max_jobs snapshot/restore jobs are "
+				       "running; retry later");
+		k = 0;
+		goto out;
+	}
 	o = calloc(1, sizeof(*o));
 	if (!o || asprintf(&ws, "%s/%s/workspace", s->conf->sandbox_dir, id) < 0) {
 		ws = NULL;
 		k = -ENOMEM;
 		goto out;
 	}
-	*o = (SnapOp){.s = s, .ws_fd = -1, .dfd = -1};
+	*o = (SnapOp){.s = s,
+		      .ws_fd = -1,
+		      .dfd = -1,
+		      .max_bytes = (uint64_t)s->conf->restore_max_bytes,
+		      .max_entries = (uint64_t)s->conf->restore_max_entries};
 	memcpy(o->id, id, sizeof(id));
 	if (!(o->key = strdup(key)) || (label && !(o->label = strdup(label))) ||
 	    !(o->bdir = backups_dir(s))) {
@@ -2948,15 +2991,24 @@ restore_child(void *arg, char **ret_text)
 	_cleanup_close_ int afd = -1;
 	int k;
 
+	const char *code;
+
+	/* not_a_backup_record: the id is not one of ours for this thread;
+	 * restore_rejected: it is, but its archive is damaged or holds what the
+	 * restorer refuses; "backup_not_found: …" (pruned) says so itself. */
 	k = snapshot_verify(o->bdir, o->id, o->record, strlen(o->record), &afd, &err);
-	if (k >= 0)
+	code = k == -EINVAL    ? "not_a_backup_record: "
+	       : k == -EBADMSG ? "restore_rejected: "
+	       : k == -ENOENT  ? ""
+			       : "restore failed: ";
+	if (k >= 0) {
 		k = snapshot_unpack(afd, o->dfd, o->staging, o->uid, o->uid, o->max_bytes,
 				    o->max_entries, &err);
-	if (k < 0 && asprintf(ret_text, "%s%s",
-			      k == -EINVAL   ? "not_a_backup_record: "
-			      : k == -ENOENT ? ""
-					     : "restore failed: ",
-			      err.msg[0] ? err.msg : strerror(-k)) < 0)
+		code = k == -EINVAL ? "restore_rejected: " : "restore failed: ";
+	}
+	if (k == -EBADMSG)
+		k = -EINVAL;
+	if (k < 0 && asprintf(ret_text, "%s%s", code, err.msg[0] ? err.msg : strerror(-k)) < 0)
 		*ret_text = NULL;
 	return k;
 }
@@ -3014,6 +3066,42 @@ snap_remove_tree(Shim *s, int dfd, const char *name)
 	k = snapshot_rm_rf(dfd, name);
 	if (k < 0)
 		log_warning_errno(k, "Cannot remove %s: %m", name);
+}
+
+/* Start-up: the staging trees (.restore-*) of restores killed with a previous
+ * instance, partial or holding the swapped-out workspace, are removed (by
+ * cleanup children: a tree may be large). */
+static void
+staging_clean(Shim *s)
+{
+	DIR *d = opendir(s->conf->sandbox_dir);
+	struct dirent *de;
+
+	if (!d)
+		return;
+	while ((de = readdir(d))) {
+		_cleanup_close_ int dfd = -1;
+		struct dirent *e;
+		DIR *sd;
+		int fd;
+		if (strlen(de->d_name) != 16 || strspn(de->d_name, "0123456789abcdef") != 16)
+			continue;
+		dfd = openat(dirfd(d), de->d_name, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
+		fd = dfd >= 0 ? fcntl(dfd, F_DUPFD_CLOEXEC, 3) : -1;
+		sd = fd >= 0 ? fdopendir(fd) : NULL;
+		if (!sd) {
+			safe_close(fd);
+			continue;
+		}
+		while ((e = readdir(sd)))
+			if (strncmp(e->d_name, ".restore-", 9) == 0 && strlen(e->d_name) == 17) {
+				log_notice("Removing %s/%s, left by a restore that was killed",
+					   de->d_name, e->d_name);
+				snap_remove_tree(s, dfd, e->d_name);
+			}
+		closedir(sd);
+	}
+	closedir(d);
 }
 
 static void
@@ -3112,6 +3200,13 @@ handle_sandbox_restore(Peer *p, const Frame *f, void *userdata)
 				       k == -EEXIST ? "sandbox id collision: the workspace belongs "
 						      "to another key"
 						    : "cannot check the sandbox's key");
+		k = 0;
+		goto out;
+	}
+	if (snapjobs_count(s->jobs) >= (size_t)s->conf->snapshot_max_jobs) {
+		(void)peer_reply_error(p, f->req_id, -EAGAIN,
+				       "too_many_jobs: snapshot_max_jobs snapshot/restore jobs are "
+				       "running; retry later");
 		k = 0;
 		goto out;
 	}
@@ -3466,7 +3561,14 @@ adopt_cb(Adopted *a, void *ud)
 			free(dir);
 	}
 	if (cgroup_open(s->cgroups, sb->cg_id, &sb->cg) < 0)
-		sb->cg = NULL;		     /* no stats; the namespace still dies with its init */
+		sb->cg = NULL; /* no stats; the namespace still dies with its init */
+	/* A previous instance that died during a snapshot job left it frozen;
+	 * no job of ours runs yet. */
+	if (sb->cg) {
+		int k = cgroup_freeze(sb->cg, false);
+		if (k < 0 && k != -EOPNOTSUPP)
+			log_warning_errno(k, "Cannot thaw re-adopted sandbox %s: %m", sb->id);
+	}
 	sb->leaves_pending = sb->cg != NULL; /* leaves of released execs: pruned */
 	sb->sock_ev = event_new(s->base, sb->sock, EV_READ | EV_PERSIST, sandbox_sock_cb, sb);
 	sb->pidfd_ev = event_new(s->base, sb->pidfd, EV_READ, sandbox_pidfd_cb, sb);
@@ -3708,6 +3810,27 @@ shim_new(struct event_base *base, const ShimConf *conf, Shim **ret)
 		if (r > 0)
 			log_notice("Reaped %d sandbox(es) left by a previous instance", r);
 		pool_dirs_clean(s);
+		/* Snapshot/restore jobs run in a cgroup of their own: fail closed. */
+		r = cgroup_jobs_create(s->cgroups, &s->jobs_cg, &cerr);
+		if (r < 0) {
+			log_error_errno(r, "Failed to set up the snapshot jobs' cgroup: %s",
+					cerr.msg[0] ? cerr.msg : strerror(-r));
+			shim_free(s);
+			return r;
+		}
+		{
+			int cgfd;
+			const int *fds;
+			size_t n;
+			cgroup_spawn_fds(s->jobs_cg, &cgfd, &fds, &n);
+			snapjobs_set_cgroup(s->jobs, fds, n);
+		}
+		if (cgroup_host_mode(s->cgroups) == CGROUP_MODE_V2 &&
+		    !cgroup_host_has_io(s->cgroups))
+			log_warning("No io controller delegated: snapshot/restore jobs get no "
+				    "io.weight (snapshot_io_weight), only nice 10 and cpu.max");
+		backups_clean_tmp(s);
+		staging_clean(s);
 	}
 	pool_kick(s);
 	{
@@ -3798,6 +3921,10 @@ shim_free(Shim *s)
 		event_free(s->pool_ev);
 	free(s->pool_root);
 	s->jobs = snapjobs_free(s->jobs);
+	if (s->jobs_cg) {
+		(void)cgroup_remove(s->jobs_cg); /* empty: every job was reaped */
+		s->jobs_cg = cgroup_free(s->jobs_cg);
+	}
 	s->cgroups = cgroup_host_free(s->cgroups);
 	safe_close(s->rt_dfd);
 	safe_close(s->counter_fd);

@@ -639,7 +639,10 @@ typedef struct SnapshotCall {
 	bool restore;
 } SnapshotCall;
 
-#define SNAPSHOT_CALL_TIMEOUT (300 * USEC_PER_SEC)
+/* The shim answers when its job ends, at most snapshot_timeout_ms after it
+ * started (read from the shim's section of the same files): wait that long
+ * plus this, and routerd waits 30 s more than we do (ROUTER_SNAPSHOT_MARGIN_MS). */
+#define COORD_SNAPSHOT_MARGIN_MS 30000
 
 static void
 snapshot_replied(Peer *shim, int err, const msgpack_object *body, void *ud)
@@ -768,7 +771,7 @@ handle_snapshot(Peer *p, const Frame *f, void *ud)
 	else if (label)
 		mp_w_str(&w, "label", label);
 	ret = peer_call(c->shim, restore ? MSG_SANDBOX_RESTORE : MSG_SANDBOX_SNAPSHOT, &w,
-			SNAPSHOT_CALL_TIMEOUT, snapshot_replied, sc);
+			(usec_t)c->snapshot_wait_ms * USEC_PER_MSEC, snapshot_replied, sc);
 	mp_writer_done(&w);
 	if (ret < 0)
 		free(sc);
@@ -1025,6 +1028,8 @@ coordinator_run(const DaemonArgs *args)
 				    "coordinatord.size_retention_high_water: %" PRId64
 				    " must be below chunk_high_water (%" PRId64 ")",
 				    c.conf.size_retention_high_water, c.conf.chunk_high_water);
+	if (r == 0)
+		r = daemon_snapshot_wait_ms(args, COORD_SNAPSHOT_MARGIN_MS, &c.snapshot_wait_ms);
 	if (r < 0)
 		goto out;
 	log_set_max_level(c.conf.shared.log_level);

@@ -167,6 +167,9 @@ typedef struct HarnessSet HarnessSet;
 struct Coordinator {
 	struct event_base *base;
 	CoordConf conf;
+	/* deadline of SANDBOX_SNAPSHOT/RESTORE calls: the shim's
+	 * snapshot_timeout_ms + COORD_SNAPSHOT_MARGIN_MS (0 = none) */
+	int64_t snapshot_wait_ms;
 	RunLog *runlog;
 	int listen_fd;
 	struct event *listen_ev;
