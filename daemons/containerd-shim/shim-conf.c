@@ -24,7 +24,7 @@ const ConfItem shim_conf_items[] = {
     {S, "etc_entries", CONF_STR, offsetof(ShimConf, etc_entries),
      "ssl ca-certificates ca-certificates.conf ld.so.conf ld.so.conf.d ld.so.cache "
      "nsswitch.conf alternatives localtime timezone mime.types protocols services "
-     "gai.conf host.conf os-release debian_version",
+     "gai.conf host.conf os-release",
      0, 0,
      "names under the host's /etc carried read-only into each sandbox's /etc (missing ones "
      "are skipped); passwd, group, hosts and hostname are generated, nothing else of the "
