@@ -109,3 +109,21 @@ def test_no_host_paths_in_mountinfo_or_cgroup(s):
         if state in f[3]:
             assert mount_point == "/workspace", line
         assert s.dir not in mount_point + opts + post, line
+
+
+def test_bad_etc_keys_are_config_errors(s):
+    import subprocess
+    import tempfile
+    from rwtest import BUILD
+    for text, expect in (("etc_entries = ssl ../shadow\n", "etc_entries: '../shadow'"),
+                         ("etc_entries = passwd\n", "etc_entries: 'passwd'"),
+                         ("etc_entries = ssl/certs\n", "etc_entries: 'ssl/certs'"),
+                         ("sandbox_user = Root:x\n", "sandbox_user: 'Root:x'")):
+        with tempfile.NamedTemporaryFile("w", suffix=".conf", delete=False) as f:
+            f.write("[containerd-shim]\n" + text)
+        try:
+            p = subprocess.run([os.path.join(BUILD, "containerd-shim"), "--check-config",
+                                "--config", f.name], capture_output=True, text=True, timeout=30)
+        finally:
+            os.unlink(f.name)
+        assert p.returncode != 0 and expect in p.stderr, (text, p.stderr)
