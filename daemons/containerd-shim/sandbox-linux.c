@@ -440,16 +440,16 @@ etc_build(const SandboxSpec *spec, Bind *etc, size_t n)
 {
 	char text[512];
 	uid_t u = spec->sandbox_uid;
+	const char *name = spec->sandbox_user ? spec->sandbox_user : "sandbox";
 
 	mkdir_rel("etc", 0755);
 	snprintf(text, sizeof(text),
 		 "root:x:0:0:root:/root:/usr/sbin/nologin\n"
 		 "%s:x:%u:%u:%s:/workspace:/bin/sh\n"
 		 "nobody:x:65534:65534:nobody:/nonexistent:/usr/sbin/nologin\n",
-		 spec->sandbox_user, u, u, spec->sandbox_user);
+		 name, u, u, name);
 	write_rel("etc/passwd", text);
-	snprintf(text, sizeof(text), "root:x:0:\n%s:x:%u:\nnogroup:x:65534:\n", spec->sandbox_user,
-		 u);
+	snprintf(text, sizeof(text), "root:x:0:\n%s:x:%u:\nnogroup:x:65534:\n", name, u);
 	write_rel("etc/group", text);
 	write_rel("etc/hosts", "127.0.0.1\tlocalhost sandbox\n"
 			       "::1\tlocalhost ip6-localhost ip6-loopback\n");
