@@ -78,13 +78,13 @@ static const char *const proc_masked[] = {
 static const char *const proc_masked_dirs[] = {"proc/acpi", "proc/scsi", "proc/asound",
 					       "proc/driver", "proc/tty/driver"};
 /* Per-user-namespace limits the init sets in its own user namespace
- * (/proc/sys/user/…): every namespace count to 0 (seccomp denies creating
- * namespaces anyway), fanotify to 0 (fanotify_init is denied); the inotify
- * ones come from the spec. */
-static const char *const userns_zero[] = {
+ * (/proc/sys/user/…): each namespace count to the spec's budget (seccomp
+ * denies creating namespaces to the execs; the init's own may need some),
+ * fanotify to 0 (fanotify_init is denied); the inotify ones from the spec. */
+static const char *const userns_ns_counts[] = {
     "max_user_namespaces", "max_mnt_namespaces", "max_pid_namespaces",	  "max_net_namespaces",
-    "max_ipc_namespaces",  "max_uts_namespaces", "max_cgroup_namespaces", "max_time_namespaces",
-    "max_fanotify_groups", "max_fanotify_marks"};
+    "max_ipc_namespaces",  "max_uts_namespaces", "max_cgroup_namespaces", "max_time_namespaces"};
+static const char *const userns_zero[] = {"max_fanotify_groups", "max_fanotify_marks"};
 /* /etc files the init writes for each sandbox (never carried over from the host). */
 static const char *const etc_generated[] = {"passwd", "group", "hosts", "hostname"};
 
@@ -684,6 +684,8 @@ init_setup(const SandboxSpec *spec)
 	CHECK(mount("proc", "proc", "proc", MS_NOSUID | MS_NODEV | MS_NOEXEC, NULL), "mount /proc");
 	/* The user namespace's own limits, while /proc/sys is writable and we
 	 * still hold CAP_SYS_RESOURCE in it (docs/SECURITY.md). */
+	for (size_t i = 0; i < ELEMENTSOF(userns_ns_counts); i++)
+		userns_limit(userns_ns_counts[i], spec->userns_namespaces);
 	for (size_t i = 0; i < ELEMENTSOF(userns_zero); i++)
 		userns_limit(userns_zero[i], 0);
 	userns_limit("max_inotify_instances", spec->userns_inotify_instances);

@@ -134,10 +134,11 @@ typedef struct SandboxSpec {
 	const char *sandbox_user; /* the name of sandbox_uid in /etc/passwd and /etc/group */
 	/* Limits set in the sandbox's own user namespace (/proc/sys/user). */
 	int64_t userns_inotify_instances, userns_inotify_watches;
-	int64_t tmp_size;   /* bytes, for /tmp and /dev/shm */
-	int64_t tmp_inodes; /* nr_inodes of /tmp and of /dev/shm */
-	uid_t sandbox_uid;  /* uid = gid inside */
-	uid_t host_uid;	    /* uid = gid outside; never 0 */
+	int64_t userns_namespaces; /* each max_*_namespaces (its own included) */
+	int64_t tmp_size;	   /* bytes, for /tmp and /dev/shm */
+	int64_t tmp_inodes;	   /* nr_inodes of /tmp and of /dev/shm */
+	uid_t sandbox_uid;	   /* uid = gid inside */
+	uid_t host_uid;		   /* uid = gid outside; never 0 */
 	/* seccomp (seccomp-policy.h): the INIT variant the init loads on itself at
 	 * the end of its setup, and the EXEC_LAYER every exec child adds right
 	 * before execve. Both required: without them nothing starts (fail closed). */

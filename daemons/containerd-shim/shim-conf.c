@@ -40,6 +40,10 @@ const ConfItem shim_conf_items[] = {
      0, 1 << 24,
      "inotify watches all processes of one sandbox may hold (max_inotify_watches of its "
      "user namespace); sandboxes together also count against fs.inotify.max_user_watches"},
+    {S, "userns_max_namespaces", CONF_INT, offsetof(ShimConf, userns_namespaces), "32", 0, 65536,
+     "namespaces of each kind (user, mount, pid, net, …) one sandbox may hold, its own "
+     "included (max_*_namespaces of its user namespace); the execs cannot create any "
+     "(seccomp), this bounds the rest"},
     {S, "tmp_size", CONF_SIZE, offsetof(ShimConf, tmp_size), "64M", 1024 * 1024,
      64LL * 1024 * 1024 * 1024, "size cap of the sandbox /tmp and /dev/shm tmpfs"},
     {S, "tmp_inodes", CONF_INT, offsetof(ShimConf, tmp_inodes), "65536", 64, 1 << 24,

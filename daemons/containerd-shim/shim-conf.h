@@ -23,6 +23,7 @@ typedef struct ShimConf {
 	char *sandbox_user; /* name of sandbox_uid inside */
 	int64_t userns_inotify_instances; /* per-sandbox user namespace limits */
 	int64_t userns_inotify_watches;
+	int64_t userns_namespaces;
 	int64_t tmp_size;	  /* size= of the sandbox /tmp (and /dev/shm) tmpfs, bytes */
 	int64_t tmp_inodes;	  /* nr_inodes= of the sandbox /tmp and /dev/shm tmpfs, each */
 	int64_t workspace_quota;  /* project quota on each workspace, bytes; 0 = none */

@@ -1013,6 +1013,7 @@ sandbox_start(Shim *s, Sandbox *sb, const char *ws, bool slave, const char *cg_i
 	    .sandbox_user = c->sandbox_user,
 	    .userns_inotify_instances = c->userns_inotify_instances,
 	    .userns_inotify_watches = c->userns_inotify_watches,
+	    .userns_namespaces = c->userns_namespaces,
 	    .tmp_size = c->tmp_size,
 	    .tmp_inodes = c->tmp_inodes,
 	    .sandbox_uid = (uid_t)c->sandbox_uid,

@@ -16,6 +16,7 @@ from t_sandbox import HOST_UID, run_ok, workspace
 LIMIT = 12
 SUITE_CONF = f"""[containerd-shim]
 userns_max_inotify_instances = {LIMIT}
+userns_max_namespaces = 5
 """
 NS_GET_OWNER_UID = 0xB704  # _IO(0xb7, 0x4)
 
@@ -68,7 +69,7 @@ def test_limits_set_in_the_sandbox_namespace(s):
                  " max_user_namespaces max_net_namespaces; do echo $f=$(cat $f); done;"
                  " echo 99 > max_inotify_instances 2>/dev/null || echo ro", thread="t-uc-owner")
     assert out == (f"max_inotify_instances={LIMIT}\nmax_inotify_watches=8192\n"
-                   "max_user_namespaces=0\nmax_net_namespaces=0\nro\n"), out
+                   "max_user_namespaces=5\nmax_net_namespaces=5\nro\n"), out
 
 
 def test_inotify_exhaustion_stays_in_the_sandbox(s):
