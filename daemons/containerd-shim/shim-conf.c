@@ -10,6 +10,7 @@
 
 #include "log.h"
 #include "macro.h"
+#include "sandbox.h"
 
 #define S "containerd-shim"
 
@@ -17,8 +18,32 @@ const ConfItem shim_conf_items[] = {
     CONF_SHARED_ITEMS(ShimConf, shared),
     {S, "sandbox_dir", CONF_STR, offsetof(ShimConf, sandbox_dir), "", 0, 0,
      "per-sandbox state (workspaces); empty means <state_dir>/sandboxes"},
-    {S, "ro_binds", CONF_STR, offsetof(ShimConf, ro_binds), "/usr /bin /sbin /lib /lib64 /etc", 0,
-     0, "host paths bound read-only into each sandbox root (symlinks are recreated)"},
+    {S, "ro_binds", CONF_STR, offsetof(ShimConf, ro_binds), "/usr /bin /sbin /lib /lib64", 0, 0,
+     "host paths bound read-only into each sandbox root (symlinks are recreated); not /etc "
+     "or below it: see etc_entries"},
+    {S, "etc_entries", CONF_STR, offsetof(ShimConf, etc_entries),
+     "ssl ca-certificates ca-certificates.conf ld.so.conf ld.so.conf.d ld.so.cache "
+     "nsswitch.conf alternatives localtime timezone mime.types protocols services "
+     "gai.conf host.conf os-release",
+     0, 0,
+     "names under the host's /etc carried read-only into each sandbox's /etc (missing ones "
+     "are skipped); passwd, group, hosts and hostname are generated, nothing else of the "
+     "host's /etc is there"},
+    {S, "sandbox_user", CONF_STR, offsetof(ShimConf, sandbox_user), "sandbox", 0, 0,
+     "name of sandbox_uid (user and group) in the sandbox's /etc/passwd and /etc/group"},
+    {S, "userns_max_inotify_instances", CONF_INT, offsetof(ShimConf, userns_inotify_instances),
+     "16", 0, 1 << 20,
+     "inotify instances all processes of one sandbox may hold (its user namespace's "
+     "max_inotify_instances); sandboxes together also count against the host's "
+     "fs.inotify.max_user_instances of host_uid"},
+    {S, "userns_max_inotify_watches", CONF_INT, offsetof(ShimConf, userns_inotify_watches), "8192",
+     0, 1 << 24,
+     "inotify watches all processes of one sandbox may hold (max_inotify_watches of its "
+     "user namespace); sandboxes together also count against fs.inotify.max_user_watches"},
+    {S, "userns_max_namespaces", CONF_INT, offsetof(ShimConf, userns_namespaces), "32", 0, 65536,
+     "namespaces of each kind (user, mount, pid, net, …) one sandbox may hold, its own "
+     "included (max_*_namespaces of its user namespace); the execs cannot create any "
+     "(seccomp), this bounds the rest"},
     {S, "tmp_size", CONF_SIZE, offsetof(ShimConf, tmp_size), "64M", 1024 * 1024,
      64LL * 1024 * 1024 * 1024, "size cap of the sandbox /tmp and /dev/shm tmpfs"},
     {S, "tmp_inodes", CONF_INT, offsetof(ShimConf, tmp_inodes), "65536", 64, 1 << 24,
@@ -147,6 +172,27 @@ shim_conf_finish(ShimConf *c)
 	     strlen(c->cgroup_parent) > 512))
 		return log_error_errno(SYNTHETIC_ERRNO(EINVAL),
 				       "cgroup_parent must be empty or an absolute cgroup path");
+	if (c->sandbox_user[0] == '\0' || strlen(c->sandbox_user) > 32 ||
+	    strspn(c->sandbox_user, "abcdefghijklmnopqrstuvwxyz0123456789_-") !=
+		strlen(c->sandbox_user) ||
+	    c->sandbox_user[0] == '-')
+		return log_error_errno(SYNTHETIC_ERRNO(EINVAL),
+				       "sandbox_user: '%s' is not a user name ([a-z0-9_-], at most "
+				       "32, not starting with '-')",
+				       c->sandbox_user);
+	{
+		_cleanup_free_ char *buf = strdup(c->etc_entries);
+		char *save = NULL;
+		if (!buf)
+			return log_error_errno(SYNTHETIC_ERRNO(ENOMEM), "Out of memory");
+		for (char *t = strtok_r(buf, " \t", &save); t; t = strtok_r(NULL, " \t", &save))
+			if (!sandbox_etc_name_ok(t))
+				return log_error_errno(
+				    SYNTHETIC_ERRNO(EINVAL),
+				    "etc_entries: '%s' is not a name directly under /etc, or is "
+				    "one of the generated passwd, group, hosts, hostname",
+				    t);
+	}
 	if (c->ws_projid_base + c->ws_projid_count > 4294967295LL)
 		return log_error_errno(SYNTHETIC_ERRNO(EINVAL),
 				       "workspace_projid_base + workspace_projid_count must not "
@@ -190,4 +236,56 @@ void
 shim_conf_done(ShimConf *c)
 {
 	conf_free_strings(shim_conf_items, shim_conf_n_items, c);
+}
+
+/* The host's per-user limit a sysctl names (-1 when unreadable). */
+static long
+host_limit(const char *path)
+{
+	FILE *f = fopen(path, "re");
+	long v = -1;
+
+	if (!f)
+		return -1;
+	if (fscanf(f, "%ld", &v) != 1)
+		v = -1;
+	fclose(f);
+	return v;
+}
+
+bool
+shim_conf_userns_budget(const ShimConf *c, char *msg, size_t len)
+{
+	static const struct {
+		const char *sysctl, *key;
+		size_t off;
+	} lim[] = {
+	    {"/proc/sys/fs/inotify/max_user_instances", "userns_max_inotify_instances",
+	     offsetof(ShimConf, userns_inotify_instances)},
+	    {"/proc/sys/fs/inotify/max_user_watches", "userns_max_inotify_watches",
+	     offsetof(ShimConf, userns_inotify_watches)},
+	};
+	int64_t n = c->max_instances + c->pool_size;
+	bool ok = true;
+	size_t used = 0;
+
+	if (len)
+		msg[0] = '\0';
+	for (size_t i = 0; i < ELEMENTSOF(lim); i++) {
+		int64_t each = *(const int64_t *)(const void *)((const char *)c + lim[i].off);
+		long host = host_limit(lim[i].sysctl);
+		int k;
+
+		if (host < 0)
+			continue;
+		k = snprintf(msg + used, used < len ? len - used : 0,
+			     "%s%s: %lld sandboxes x %lld %s %ld (%s of host_uid)",
+			     used ? "; " : "", lim[i].key, (long long)n, (long long)each,
+			     n * each <= host ? "<=" : ">", host, lim[i].sysctl + 10);
+		if (k > 0)
+			used = MIN(used + (size_t)k, len);
+		if (n * each > host)
+			ok = false;
+	}
+	return ok;
 }

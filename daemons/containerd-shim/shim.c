@@ -1039,6 +1039,11 @@ sandbox_start(Shim *s, Sandbox *sb, const char *ws, bool slave, const char *cg_i
 	    .workspace = ws,
 	    .workspace_slave = slave,
 	    .ro_binds = c->ro_binds,
+	    .etc_entries = c->etc_entries,
+	    .sandbox_user = c->sandbox_user,
+	    .userns_inotify_instances = c->userns_inotify_instances,
+	    .userns_inotify_watches = c->userns_inotify_watches,
+	    .userns_namespaces = c->userns_namespaces,
 	    .tmp_size = c->tmp_size,
 	    .tmp_inodes = c->tmp_inodes,
 	    .sandbox_uid = (uid_t)c->sandbox_uid,
@@ -3685,6 +3690,12 @@ check_ro_binds(const char *list)
 		    streq(t, "/dev") || streq(t, "/tmp") || streq(t, "/workspace"))
 			return log_error_errno(SYNTHETIC_ERRNO(EINVAL),
 					       "ro_binds: '%s' is not an allowed path", t);
+		else if (streq(t, "/etc") || strncmp(t, "/etc/", 5) == 0)
+			return log_error_errno(
+			    SYNTHETIC_ERRNO(EINVAL),
+			    "ro_binds: '%s': the sandbox's /etc is generated; name "
+			    "what to carry over from the host's in etc_entries",
+			    t);
 	return 0;
 }
 
@@ -3697,6 +3708,14 @@ shim_new(struct event_base *base, const ShimConf *conf, Shim **ret)
 	r = check_ro_binds(conf->ro_binds);
 	if (r < 0)
 		return r;
+	{
+		char msg[512];
+		if (!shim_conf_userns_budget(conf, msg, sizeof(msg)))
+			log_warning("Sandboxes at their own limits could exhaust host_uid's: %s; "
+				    "one sandbox could then starve the others (lower the "
+				    "userns_max_* keys or raise the host's)",
+				    msg);
+	}
 	/* The inits inherit our credentials: no host group (root!) may ride along into
 	 * a sandbox, and setgroups() is denied in there. */
 	if (setgroups(0, NULL) < 0 && getgroups(0, NULL) > 0)
