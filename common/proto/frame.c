@@ -79,6 +79,94 @@ frame_encode(int type, uint64_t req_id, const void *body, size_t body_len, size_
 	return 0;
 }
 
+/* Walk the msgpack text without decoding it: 0 when buf[0..len) holds whole
+ * objects whose containers announce no more elements than there are bytes
+ * left (every element takes at least one). msgpack-c allocates a container's
+ * elements from its announced count before reading them: without this a
+ * 10-byte frame announcing a map of 2^32 pairs asks for 100 GB. */
+static int
+precheck(const unsigned char *b, size_t len)
+{
+	size_t off = 0, pending = 1;
+
+	while (pending > 0) {
+		if (off >= len)
+			return -EBADMSG;
+		unsigned char c = b[off++];
+		size_t head = 0, skip = 0, n = 0;
+		pending--;
+		if (c <= 0x7f || c >= 0xe0 || (c >= 0xc0 && c <= 0xc3))
+			continue; /* fixint, nil, bool (0xc1 is refused by msgpack-c) */
+		if (c >= 0x80 && c <= 0x8f)
+			n = 2 * (size_t)(c & 0x0f);
+		else if (c >= 0x90 && c <= 0x9f)
+			n = c & 0x0f;
+		else if (c >= 0xa0 && c <= 0xbf)
+			skip = c & 0x1f;
+		else {
+			switch (c) {
+			case 0xc4:
+			case 0xd9: head = 1; break; /* bin8, str8 */
+			case 0xc5:
+			case 0xda:
+			case 0xdc:
+			case 0xde: head = 2; break;
+			case 0xc6:
+			case 0xdb:
+			case 0xdd:
+			case 0xdf: head = 4; break;
+			case 0xc7:
+				head = 1;
+				skip = 1;
+				break; /* ext8: + type */
+			case 0xc8:
+				head = 2;
+				skip = 1;
+				break;
+			case 0xc9:
+				head = 4;
+				skip = 1;
+				break;
+			case 0xca:
+			case 0xce:
+			case 0xd2: skip = 4; break;
+			case 0xcb:
+			case 0xcf:
+			case 0xd3: skip = 8; break;
+			case 0xcc:
+			case 0xd0: skip = 1; break;
+			case 0xcd:
+			case 0xd1: skip = 2; break;
+			case 0xd4: skip = 2; break; /* fixext: type + data */
+			case 0xd5: skip = 3; break;
+			case 0xd6: skip = 5; break;
+			case 0xd7: skip = 9; break;
+			case 0xd8: skip = 17; break;
+			default: return -EBADMSG;
+			}
+			if (head) {
+				uint64_t v = 0;
+				if (len - off < head)
+					return -EBADMSG;
+				for (size_t i = 0; i < head; i++)
+					v = v << 8 | b[off + i];
+				off += head;
+				if (c == 0xdc || c == 0xdd)
+					n = (size_t)v;
+				else if (c == 0xde || c == 0xdf)
+					n = 2 * (size_t)v;
+				else
+					skip += (size_t)v;
+			}
+		}
+		if (len - off < skip || n > len - off - skip || pending > len - off - skip - n)
+			return -EBADMSG;
+		off += skip;
+		pending += n;
+	}
+	return 0;
+}
+
 static int
 decode(Frame *f)
 {
@@ -86,6 +174,8 @@ decode(Frame *f)
 	msgpack_unpack_return ur;
 
 	msgpack_unpacked_init(&f->un);
+	if (precheck((const unsigned char *)f->buf, f->req_id /* stash: len */) < 0)
+		return -EBADMSG;
 	ur = msgpack_unpack_next(&f->un, f->buf, f->req_id /* stash: len */, &off);
 	if (ur != MSGPACK_UNPACK_SUCCESS || off != f->req_id)
 		return -EBADMSG;

@@ -93,7 +93,11 @@ connect_parse_authority(const char *s, size_t len, uint16_t default_port, Connec
 				v6[l2] = '\0';
 				if (inet_pton(AF_INET6, v6, &a6) == 1)
 					return -EPERM;
+				/* the port cut off ("v6:port"); a colon beyond the copy
+				 * leaves none in it, and that is no IPv6 literal */
 				char *lc = strrchr(v6, ':');
+				if (!lc)
+					return -EBADMSG;
 				*lc = '\0';
 				return inet_pton(AF_INET6, v6, &a6) == 1 ? -EPERM : -EBADMSG;
 			}

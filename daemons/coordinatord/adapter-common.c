@@ -54,7 +54,8 @@ run_keep_stderr(Run *run)
 	} else {
 		size_t keep = MIN(run->stderr_len, cap - b->len);
 		memmove(run->stderr_tail, run->stderr_tail + run->stderr_len - keep, keep);
-		memcpy(run->stderr_tail + keep, b->data, b->len);
+		if (b->len) /* b->data is NULL before the first byte */
+			memcpy(run->stderr_tail + keep, b->data, b->len);
 		run->stderr_len = keep + b->len;
 	}
 	run->stderr_tail[run->stderr_len] = '\0';

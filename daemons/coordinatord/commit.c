@@ -103,6 +103,141 @@ run_emit(Run *run, json_t *chunk, json_t *drive)
 	run_emit_fields(run, chunk, drive, NULL);
 }
 
+static bool
+holds_secret(char *const *values, const char *s, size_t len)
+{
+	for (size_t i = 0; values[i]; i++)
+		if (memmem(s, len, values[i], strlen(values[i])))
+			return true;
+	return false;
+}
+
+/* s[0..len) with every secret value replaced by [REDACTED] (malloc'd). */
+static char *
+redact_string(char *const *values, const char *s, size_t len, size_t *ret_len)
+{
+	static const char mark[] = "[REDACTED]";
+	char *t = strndup(s, len);
+
+	for (size_t i = 0; t && values[i]; i++) {
+		const char *sv = values[i];
+		size_t sl = strlen(sv);
+		char *hit;
+		size_t from = 0; /* past the last mark: a secret inside "[REDACTED]" ends */
+		while (t && (hit = memmem(t + from, len - from, sv, sl))) {
+			size_t pre = (size_t)(hit - t), rest = len - pre - sl;
+			char *n = malloc(pre + sizeof(mark) - 1 + rest + 1);
+			if (n) {
+				memcpy(n, t, pre);
+				memcpy(n + pre, mark, sizeof(mark) - 1);
+				memcpy(n + pre + sizeof(mark) - 1, hit + sl, rest + 1);
+				len = pre + sizeof(mark) - 1 + rest;
+				from = pre + sizeof(mark) - 1;
+			}
+			free(t);
+			t = n;
+		}
+	}
+	if (t && ret_len)
+		*ret_len = len;
+	return t;
+}
+
+/* A redacted copy of a string or number holding a secret; NULL to keep j. */
+static json_t *
+redact_scalar(char *const *values, const json_t *j)
+{
+	if (json_is_string(j)) {
+		if (!holds_secret(values, json_string_value(j), json_string_length(j)))
+			return NULL;
+		size_t n;
+		_cleanup_free_ char *t =
+		    redact_string(values, json_string_value(j), json_string_length(j), &n);
+		return t ? json_stringn(t, n) : json_string("[REDACTED]");
+	}
+	if (json_is_number(j)) {
+		_cleanup_free_ char *t = json_dumps(j, JSON_ENCODE_ANY);
+		return t && holds_secret(values, t, strlen(t)) ? json_string("[REDACTED]") : NULL;
+	}
+	return NULL;
+}
+
+/* Redact every decoded string, key and number of j in place. */
+static bool
+redact_tree(char *const *values, json_t *j)
+{
+	bool changed = false;
+	const char *k;
+	json_t *v, *n;
+	void *tmp;
+	size_t i;
+
+	if (json_is_array(j)) {
+		json_array_foreach(j, i, v)
+		{
+			if ((n = redact_scalar(values, v))) {
+				json_array_set_new(j, i, n);
+				changed = true;
+			} else
+				changed |= redact_tree(values, v);
+		}
+	} else if (json_is_object(j)) {
+		json_auto_t *renamed = NULL;
+		json_object_foreach_safe(j, tmp, k, v)
+		{
+			if ((n = redact_scalar(values, v))) {
+				json_object_set_new(j, k, n);
+				v = n;
+				changed = true;
+			} else
+				changed |= redact_tree(values, v);
+			if (holds_secret(values, k, strlen(k))) {
+				_cleanup_free_ char *nk = redact_string(values, k, strlen(k), NULL);
+				if (!renamed)
+					renamed = json_object();
+				if (renamed)
+					json_object_set(renamed, nk ? nk : "[REDACTED]", v);
+				json_object_del(j, k);
+				changed = true;
+			}
+		}
+		if (renamed)
+			json_object_update(j, renamed);
+	}
+	return changed;
+}
+
+/* Replace every secret value of the run with [REDACTED], in the chunk and in
+ * the fields merged into the run's record (an error message quoting stderr).
+ * A secret is looked for in the decoded strings, keys and numbers: a runner's
+ * line is stored as it wrote it, and JSON can spell a secret with escapes
+ * ("\u0073k-…", "\/") that no search of the text finds. A text without a
+ * backslash decodes to itself, so when none of the secrets shows in it there
+ * is nothing to do (the common case: no parse). A text redacted is stored
+ * re-serialized (compact, key order kept). */
+static void
+redact_decoded(char *const *values, Op *op)
+{
+	if (!values || !values[0])
+		return;
+	if (op->fields)
+		redact_tree(values, op->fields);
+	if (!op->text || (!strchr(op->text, '\\') && !holds_secret(values, op->text, op->len)))
+		return;
+	json_t *j = json_loadb(op->text, op->len, 0, NULL);
+	char *t = NULL;
+	if (!j) /* not JSON (never stored as a chunk): the text itself */
+		t = redact_string(values, op->text, op->len, NULL);
+	else if (redact_tree(values, j))
+		t = json_dump_compact(j);
+	json_decref(j);
+	if (t) {
+		free(op->text);
+		op->text = t;
+		op->len = strlen(t);
+	}
+}
+
 int
 redact_text(char *const *values, char **text, size_t *len)
 {
@@ -184,35 +319,15 @@ redact_json(char *const *values, json_t *j)
 	return r;
 }
 
-/* Every text the op stores or returns — the chunk (redacted on its
- * serialized JSON: secrets are API keys and tokens, whose JSON form is the
- * value itself) and the record fields (error.message from a stderr tail, …) —
- * loses each secret value. Fails closed: what cannot be redacted (out of
- * memory) is replaced whole. */
-static void
-redact_op(char *const *values, Op *op)
-{
-	if (op->text && redact_text(values, &op->text, &op->len) < 0) {
-		static const char gone[] = "{\"type\":\"RUN_ERROR\",\"message\":\"[REDACTED]\","
-					   "\"code\":\"internal\"}";
-		char *t = strdup(gone);
-		if (t) {
-			free(op->text);
-			op->text = t;
-			op->len = strlen(t);
-		} else
-			op->len = 0, op->text[0] = '\0';
-	}
-	if (op->fields && redact_json(values, op->fields) < 0) {
-		json_decref(op->fields);
-		op->fields = NULL;
-	}
-}
-
+/* Every text the op stores or returns — the chunk and the record fields
+ * (error.message from a stderr tail, …) — loses each secret value of every
+ * configured harness (run->secret_values), in the decoded JSON
+ * (redact_decoded): a byte-for-byte replacement in the serialized text would
+ * miss escaped spellings and could break an escape ("\\[REDACTED]"). */
 static void
 redact(Run *run, Op *op)
 {
-	redact_op(run->secret_values, op);
+	redact_decoded(run->secret_values, op);
 }
 
 void
@@ -308,12 +423,12 @@ redact_client(Coordinator *c, Op *op)
 {
 	Run *run = run_find(c, op->run_id);
 	if (run) {
-		redact_op(run->secret_values, op);
+		redact_decoded(run->secret_values, op);
 		return;
 	}
 	char **values = NULL;
 	secrets_collect(c, &values);
-	redact_op(values, op);
+	redact_decoded(values, op);
 	mp_strv_free(values);
 }
 

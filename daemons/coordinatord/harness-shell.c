@@ -70,6 +70,8 @@ shell_command_from_messages(const json_t *messages, char **ret)
 int
 outbuf_add(OutBuf *b, const void *p, size_t n)
 {
+	if (n == 0) /* b->data may still be NULL */
+		return 0;
 	if (b->len + n > b->cap) {
 		size_t cap = MAX(b->cap * 2, b->len + n);
 		if (cap < 4096)

@@ -28,6 +28,11 @@ adapter = ndjson
 command = ["/usr/bin/python3", "/workspace/.bin/runner"]
 max_line = 4K
 
+[harness.leaky]
+adapter = ndjson
+command = ["/usr/bin/python3", "/workspace/.bin/runner"]
+secrets = RW_TEST_SECRET
+
 [harness.secretive]
 adapter = shell
 secrets = RW_TEST_SECRET
@@ -166,6 +171,21 @@ def test_ndjson_error_rules(s):
     run, chunks, status = run_harness(s, "t-nd", "runner", "crash")
     assert status["status"] == "failed" and chunks[-1]["type"] == "RUN_ERROR"
     assert "status 7" in chunks[-1]["message"] and "Traceback: something broke" in chunks[-1]["message"]
+
+
+def test_secrets_escaped_or_on_stderr_are_redacted(s):
+    # Found by tests/fuzz/fuzz-adapter-ndjson: an NDJSON line is stored as the
+    # runner wrote it, and "\u0073…" hid the secret from a search of the text;
+    # the stderr tail quoted in the record's error message was not redacted.
+    prepare(s, "t-leak")
+    run, chunks, status = run_harness(s, "t-leak", "leaky", "leak")
+    leak = [c for c in chunks if c.get("name") == "leak"]
+    assert leak and leak[0]["value"] == "[REDACTED]", chunks
+    assert status["status"] == "failed", status
+    assert "token [REDACTED]" in status["error"]["message"], status
+    assert "s3cr3t" not in json.dumps(chunks) and "s3cr3t" not in json.dumps(status)
+    st, rec = s.http("GET", f"/runs/{run}?threadId=t-leak")
+    assert "s3cr3t" not in json.dumps(rec), rec
 
 
 def test_unknown_harness_is_400(s):

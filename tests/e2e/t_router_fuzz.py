@@ -1,8 +1,12 @@
 # SPDX-License-Identifier: MIT
-"""A short libFuzzer pass over routerd's request parsing and WebSocket frame
-handling (tests/fuzz/): build with clang (ASan + UBSan), replay every seed,
-then fuzz each target for RW_FUZZ_SECONDS (default 10) on a scratch copy of
-the corpus. Skips, with the reason, only when clang's libFuzzer is missing."""
+"""A short libFuzzer pass over every parser an agent or a client can feed
+(tests/fuzz/README.md): routerd's request parsing and WebSocket frames, the
+ndjson / Claude Code / Codex adapters, the egress proxy's CONNECT head, the
+files API path, the snapshot archive reader and coordinatord's frames. Build
+with clang (ASan + UBSan), replay every seed (the regression inputs), then
+fuzz each target for RW_FUZZ_SECONDS (default 10) on a scratch copy of the
+corpus. Skips, with the reason, only when clang's libFuzzer is missing.
+tests/fuzz/campaign runs the same targets for longer and writes the figures."""
 import os
 import shutil
 import subprocess
@@ -44,6 +48,17 @@ def build():
     return _built["why"]
 
 
+def target_options(name):
+    """-max_len and the dictionary of a target (tests/fuzz/options)."""
+    opts = ["-max_len=8192"]
+    with open(os.path.join(FUZZ, "options")) as f:
+        for line in f:
+            w = line.split()
+            if w and w[0] == name:
+                opts = [o.replace("@DIR@", FUZZ) for o in w[1:]]
+    return opts
+
+
 def run_target(name):
     why = build()
     if why:
@@ -51,6 +66,7 @@ def run_target(name):
         return
     exe = os.path.join(OUT, f"fuzz-{name}")
     seeds = os.path.join(FUZZ, "corpus", name)
+    opts = target_options(name)
     env = dict(os.environ, ASAN_OPTIONS="detect_leaks=1:abort_on_error=1",
                UBSAN_OPTIONS="halt_on_error=1:print_stacktrace=1")
     # every seed once (regressions), then a timed run from a scratch corpus
@@ -60,7 +76,7 @@ def run_target(name):
     work = tempfile.mkdtemp(prefix=f"rw-fuzz-{name}-")
     art = tempfile.mkdtemp(prefix=f"rw-fuzz-art-{name}-")
     try:
-        p = subprocess.run([exe, f"-max_total_time={SECONDS}", "-max_len=8192", "-timeout=10",
+        p = subprocess.run([exe, f"-max_total_time={SECONDS}", *opts, "-timeout=10",
                             f"-artifact_prefix={art}/", "-print_final_stats=1", work, seeds],
                            capture_output=True, text=True, env=env, timeout=SECONDS + 300)
         stats = [l for l in p.stderr.splitlines() if l.startswith("stat::number_of_executed_units")]
@@ -79,3 +95,31 @@ def test_fuzz_http_request_parsing():
 
 def test_fuzz_websocket_frames():
     run_target("ws")
+
+
+def test_fuzz_ndjson_adapter():
+    run_target("adapter-ndjson")
+
+
+def test_fuzz_claude_adapter():
+    run_target("adapter-claude")
+
+
+def test_fuzz_codex_adapter():
+    run_target("adapter-codex")
+
+
+def test_fuzz_proxy_connect_head():
+    run_target("connect")
+
+
+def test_fuzz_files_api_paths():
+    run_target("files")
+
+
+def test_fuzz_snapshot_archive_restore():
+    run_target("snapshot")
+
+
+def test_fuzz_coordinatord_frames():
+    run_target("coord-frames")

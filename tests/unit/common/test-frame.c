@@ -324,6 +324,34 @@ test_frame_rejects_garbage(void **state)
 }
 
 static void
+test_frame_rejects_huge_counts(void **state)
+{
+	/* Found by tests/fuzz/fuzz-coord-frames: msgpack-c allocates a container
+	 * from its announced count; more elements than bytes left is refused first */
+	expect_bad_payload("\x93\x01\x02\xdf\xff\xff\xff\xff", 8);		 /* map32 */
+	expect_bad_payload("\x93\x01\x02\x81\xa1k\xdd\x10\x00\x00\x00\x01", 12); /* array32 */
+	expect_bad_payload("\x93\x01\x02\xde\x00\x02\xa1k\x01", 9);		 /* map16 short */
+	expect_bad_payload("\x93\x01\x02\x81\xa1k\xdb\x7f\xff\xff\xff", 11);	 /* str32 */
+	expect_bad_payload("\x93\x01\x02\x81\xa1k\xc6\xff\xff\xff\xff", 11);	 /* bin32 */
+	expect_bad_payload("\x93\x01\x02\x81\xa1k\xc9\xff\xff\xff\xff\x01", 12); /* ext32 */
+}
+
+static void
+test_frame_parse_every_type(void **state)
+{
+	/* {f: 1.5, b: bin "xy", s: str8 "abc", a: [nil, true, -1, -100, 70000, 2.0f],
+	 *  m: {}, e: fixext1} passes the count check */
+	Frame f = {0};
+	static const char p[] =
+	    "\x93\x0a\x01\x86\xa1\x66\xcb\x3f\xf8\x00\x00\x00\x00\x00\x00\xa1\x62\xc4\x02\x78\x79"
+	    "\xa1\x73\xd9\x03\x61\x62\x63\xa1\x61\x96\xc0\xc3\xff\xd0\x9c\xce\x00\x01\x11\x70\xca"
+	    "\x40\x00\x00\x00\xa1\x6d\x80\xa1\x65\xd4\x01\x02";
+	assert_int_equal(frame_parse(p, sizeof(p) - 1, &f), 0);
+	assert_int_equal(f.body->via.map.size, 6);
+	frame_done(&f);
+}
+
+static void
 test_frame_parse_ok(void **state)
 {
 	Frame f = {0};
@@ -455,6 +483,8 @@ main(void)
 	    cmocka_unit_test(test_frame_rejects_short_length),
 	    cmocka_unit_test(test_frame_rejects_garbage),
 	    cmocka_unit_test(test_frame_parse_ok),
+	    cmocka_unit_test(test_frame_rejects_huge_counts),
+	    cmocka_unit_test(test_frame_parse_every_type),
 	    cmocka_unit_test(test_frame_write_rejects_oversize),
 	    cmocka_unit_test(test_frame_socketpair_fork),
 	};
