@@ -553,6 +553,10 @@ handle_run_cancel(Peer *p, const Frame *f, void *ud)
 	}
 	if (run) {
 		ret = run_cancel(run, cl, f->req_id);
+		/* already being stopped (an output or time limit, the watchdog): the
+		 * run is ending; answer as for a cancel on its way, not an error */
+		if (ret == -EALREADY)
+			ret = reply_record(p, f->req_id, "record", rec);
 		goto out;
 	}
 	/* not driven here (a direct-log client's run): end it in the log */

@@ -163,8 +163,8 @@ def test_driven_runs_past_high_water_fail_storage_full_and_the_log_stays_usable(
     for rid, th in runs:
         st, rec = s.http("GET", f"/runs/{rid}?threadId={th}")
         if st == 200 and rec["status"] == "running":
-            st, _ = s.http("POST", f"/runs/{rid}/cancel?threadId={th}")
-            assert st in (200, 202, 404, 409), st
+            st, body = s.http("POST", f"/runs/{rid}/cancel?threadId={th}")
+            assert st in (200, 202, 404, 409), (st, body)
     # a run still starts and completes
     run = s.start_run("echo ok", thread="t-hw-after")
     evs, status, _, _ = s.tail(run, thread="t-hw-after", timeout=60)

@@ -684,7 +684,8 @@ def test_no_zombies_after_1000_orphans(s):
           "deadline = time.monotonic() + 1\n"
           "while zombies() and time.monotonic() < deadline: time.sleep(0.01)\n"
           "print('zombies', zombies())\n")
-    assert run_ok(s, f"python3 -c \"{py}\"", thread="t-orphans") == "zombies 0\n"
+    # 2000 forks: a correctness test, given time on a loaded host
+    assert run_ok(s, f"python3 -c \"{py}\"", thread="t-orphans", timeout=180) == "zombies 0\n"
 
 
 def shim_children(s):
