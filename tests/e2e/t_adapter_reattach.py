@@ -186,3 +186,35 @@ def test_shell_stream_survives_a_kill9_at_every_line(s):
                     "".join(c["value"]["text"] for c in b if c.get("name") == name)), (k, a)
         assert ([c for c in a if c.get("type") != "CUSTOM"] ==
                 [c for c in b if c.get("type") != "CUSTOM"]), (k, a, b)
+
+
+def test_state_of_another_adapter_fails_the_run(s):
+    """[harness.claude] switched to the codex adapter across the restart: the
+    saved claude-code state is not fed to codex, the run fails harness_error."""
+    wait_router_linked(s)
+    s.expected_errors += EXPECTED_ERRORS
+    prepare(s, "t-claude")
+    g = reset_gate(s, "t-claude")
+    run = start(s, "t-claude", "claude", "fixture:basic:gate=6")
+    deadline = time.time() + 30
+    while not os.path.exists(os.path.join(g, "6.ready")):
+        assert time.time() < deadline, "the stand-in never reached its gate"
+        time.sleep(0.01)
+    settle(s, run, "t-claude")
+    conf = open(s.conf_path).read()
+    try:
+        with open(s.conf_path, "w") as f:
+            f.write(conf.replace("adapter = claude-code", "adapter = codex"))
+        restart_coordinator(s, wait_router=True)
+    finally:
+        with open(s.conf_path, "w") as f:
+            f.write(conf)
+    open(os.path.join(g, "6.go"), "w").close()
+    chunks, status = finish(s, run, "t-claude")
+    assert status["status"] == "failed", status
+    assert status["error"]["code"] == "harness_error", status
+    assert "changed its adapter" in status["error"]["message"], status
+    # the claude-code chunks before the crash are there, nothing after them
+    assert [c["type"] for c in chunks][-1] == "RUN_ERROR"
+    assert "TEXT_MESSAGE_START" in [c["type"] for c in chunks], chunks
+    restart_coordinator(s, wait_router=True)  # back to the suite's configuration
