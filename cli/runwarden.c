@@ -256,6 +256,8 @@ tail_text(const char *text, size_t len, void *userdata)
 				if (strcmp(name, "process.stdout") == 0 && txt) {
 					fputs(txt, stdout);
 					fflush(stdout);
+				} else if (strcmp(name, "runwarden.output_dropped") == 0 && txt) {
+					fprintf(stderr, "\n%s\n", txt);
 				} else if (strcmp(name, "process.stderr") == 0 && txt) {
 					fputs(txt, stderr);
 					fflush(stderr);
@@ -281,6 +283,10 @@ tail_text(const char *text, size_t len, void *userdata)
 	return 0;
 }
 
+/* Identical closes (code, reason, seq) in a row before the CLI gives up
+ * (a coordinatord restart's "coordinator unavailable" is never counted). */
+#define TAIL_SAME_FAILURES_MAX 5
+
 /* Tail a run until its status frame, reconnecting with lastSeq after drops.
  * Returns 0 with t->record set, or EXIT_CLI. */
 static int
@@ -288,7 +294,10 @@ tail_run(const char *run_id, Tail *t)
 {
 	char *rid = urlenc(run_id), *tid = urlenc(g.thread);
 	unsigned delay_ms = 100;
-	int failures = 0, rc = EXIT_CLI;
+	int failures = 0, same = 0, rc = EXIT_CLI;
+	int last_code = 0;
+	long long last_at = -2;
+	char last_reason[128] = "";
 
 	t->spinner = !g.json && isatty(STDERR_FILENO);
 	for (;;) {
@@ -316,6 +325,25 @@ tail_run(const char *run_id, Tail *t)
 				    stderr,
 				    "runwarden: tail closed with %d%s%s; resuming after seq %lld\n",
 				    r, reason[0] ? ": " : "", reason, t->last_seq);
+			/* the same close at the same seq again and again will not heal
+			 * by retrying: give up after a few */
+			bool transient = r == 1001 || r == 1006 ||
+					 strstr(reason, "coordinator unavailable") ||
+					 strstr(reason, "coordinator timeout");
+			if (!transient && r == last_code && t->last_seq == last_at &&
+			    strcmp(reason, last_reason) == 0) {
+				if (++same >= TAIL_SAME_FAILURES_MAX) {
+					rc = error("tail: closed %d times with %d%s%s at seq %lld; "
+						   "giving up",
+						   same + 1, r, reason[0] ? ": " : "", reason,
+						   t->last_seq);
+					break;
+				}
+			} else
+				same = 0;
+			last_code = r;
+			last_at = t->last_seq;
+			snprintf(last_reason, sizeof(last_reason), "%s", reason);
 		}
 		/* Dropped (routerd restarted, network blip): resume from last_seq.
 		 * Give up only after ~a minute of failing to connect at all. */

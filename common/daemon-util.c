@@ -10,6 +10,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 #ifdef HAVE_SYSTEMD
 #include <systemd/sd-daemon.h>
@@ -94,6 +95,51 @@ daemon_load_config(const DaemonArgs *a, const ConfItem *items, size_t n, void *t
 			return r;
 		}
 	}
+	return 0;
+}
+
+#define SHIM_SNAPSHOT_TIMEOUT_DEFAULT 240000 /* containerd-shim's default */
+
+static int
+peek_snapshot_timeout(const char *name, const char *key, const char *value, char *why,
+		      size_t whylen, void *ud)
+{
+	int64_t *ret = ud;
+	char *end;
+	long long v;
+
+	if (name[0] != '\0' || !streq(key, "snapshot_timeout_ms"))
+		return 0; /* [containerd-shim…] of another name, or another key */
+	errno = 0;
+	v = strtoll(value, &end, 10);
+	if (errno || end == value || *end || v < 0) {
+		snprintf(why, whylen, "not a non-negative integer");
+		return -EINVAL;
+	}
+	*ret = v;
+	return 0;
+}
+
+int
+daemon_snapshot_wait_ms(const DaemonArgs *a, int64_t margin_ms, int64_t *ret)
+{
+	int64_t v = SHIM_SNAPSHOT_TIMEOUT_DEFAULT;
+	char err[1024];
+	int r = 0;
+
+	if (a->n_configs == 0) {
+		if (access(RW_DEFAULT_CONF, F_OK) == 0)
+			r = conf_scan_file(RW_DEFAULT_CONF, "containerd-shim",
+					   peek_snapshot_timeout, &v, err, sizeof(err));
+	} else
+		for (size_t i = 0; r == 0 && i < a->n_configs; i++)
+			r = conf_scan_file(a->configs[i], "containerd-shim", peek_snapshot_timeout,
+					   &v, err, sizeof(err));
+	if (r < 0) {
+		log_error("%s", err);
+		return r;
+	}
+	*ret = v == 0 ? 0 : v + margin_ms;
 	return 0;
 }
 

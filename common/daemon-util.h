@@ -10,6 +10,7 @@
 
 #include <stdbool.h>
 #include <stddef.h>
+#include <stdint.h>
 
 #include "conf-parser.h"
 
@@ -33,6 +34,13 @@ int daemon_parse_args(int argc, char **argv, const char *name, const char *summa
  * and returns a negative errno on error. With --dump-config it prints the
  * table (conf_dump) on stdout instead of reading any file. */
 int daemon_load_config(const DaemonArgs *a, const ConfItem *items, size_t n, void *target);
+
+/* How long coordinatord and routerd wait for a snapshot or restore reply:
+ * [containerd-shim] snapshot_timeout_ms, read from the same files as
+ * daemon_load_config() (the last one wins; the shim checks its range;
+ * default 240000), plus margin_ms; 0 when it is 0 (no limit: no deadline).
+ * -EINVAL (logged) when the value is not a non-negative integer. */
+int daemon_snapshot_wait_ms(const DaemonArgs *a, int64_t margin_ms, int64_t *ret);
 
 /* sd_notify wrappers: no-ops without NOTIFY_SOCKET. */
 void notify_ready(const char *status);

@@ -191,10 +191,10 @@ adopt_rename_sandbox(int dfd, const char *from, const char *to)
 
 int
 adopt_save_exec(int dfd, const char *id, uint64_t exec_id, const char *run_id,
-		const char *thread_id, int64_t deadline_ms)
+		const char *thread_id, int64_t deadline_ms, bool kill_leftovers)
 {
 	char name[40], dl[24];
-	const char *f[] = {run_id, thread_id, dl};
+	const char *f[] = {run_id, thread_id, dl, kill_leftovers ? "1" : "0"};
 
 	snprintf(name, sizeof(name), "exec-%" PRIu64, exec_id);
 	snprintf(dl, sizeof(dl), "%" PRId64, deadline_ms);
@@ -377,7 +377,7 @@ adopt_one(int dfd, const char *id, Adopted *a)
 	a->window = m.off;
 	for (;;) {
 		AdoptedExec x = {.mem = {-1, -1, -1}};
-		char name[40], *ef[3] = {NULL, NULL, NULL};
+		char name[40], *ef[4] = {NULL, NULL, NULL, NULL};
 
 		r = (int)recv_msg(a->sock, &m, fds, &nfds);
 		if (r < 0)
@@ -401,11 +401,11 @@ adopt_one(int dfd, const char *id, Adopted *a)
 		x.eof[2] = m.flags & INIT_ADOPT_EOF2;
 		snprintf(name, sizeof(name), "exec-%" PRIu64, x.id);
 		if (memfd_check(x.mem[1]) < 0 || memfd_check(x.mem[2]) < 0 ||
-		    meta_read(sub, name, ef, 3) < 0) {
+		    meta_read(sub, name, ef, 4) < 0) {
 			/* Released by the old shim (or not ours): the init may drop it. */
 			InitMsg fm = {.type = INIT_MSG_FORGET, .exec_id = x.id};
 			(void)fd_send(a->sock, &fm, sizeof(fm), NULL, 0);
-			for (int k = 0; k < 3; k++)
+			for (int k = 0; k < 4; k++)
 				free(ef[k]);
 			safe_close(x.mem[1]);
 			safe_close(x.mem[2]);
@@ -419,6 +419,8 @@ adopt_one(int dfd, const char *id, Adopted *a)
 			free(ef[1]);
 		x.deadline_ms = ef[2] ? strtoll(ef[2], NULL, 10) : 0;
 		free(ef[2]);
+		x.kill_leftovers = ef[3] && streq(ef[3], "1");
+		free(ef[3]);
 		AdoptedExec *ne = realloc(a->execs, (a->n_execs + 1) * sizeof(*ne));
 		if (!ne) {
 			safe_close(x.mem[1]);

@@ -10,6 +10,7 @@
  *                      is sb-<cgroup id>: the id, or a pooled sandbox's own;
  *                      the key is empty while a pooled sandbox is unclaimed)
  *   <id>/exec-<N>      run_id \0 thread_id \0 deadline (epoch ms, 0 = none) \0
+ *                      kill_leftovers ("1" or "0"; absent = "0") \0
  *                      from EXEC_START until the exec is released (its
  *                      EXEC_EXIT delivered, or held too long)
  * and <sandbox_dir>/.exec-id: the last exec id handed out, so that ids never
@@ -34,6 +35,7 @@ typedef struct AdoptedExec {
 	bool eof[3];
 	char *run_id, *thread_id; /* from exec-<N>; may be NULL */
 	int64_t deadline_ms;	  /* CLOCK_REALTIME ms, 0 = none */
+	bool kill_leftovers;	  /* EXEC_START kill_leftovers */
 } AdoptedExec;
 
 typedef struct Adopted {
@@ -60,7 +62,7 @@ int adopt_save_sandbox(int dfd, const char *id, const char *key, const char *run
  * with its directory). -EEXIST when <to>/ exists. */
 int adopt_rename_sandbox(int dfd, const char *from, const char *to);
 int adopt_save_exec(int dfd, const char *id, uint64_t exec_id, const char *run_id,
-		    const char *thread_id, int64_t deadline_ms);
+		    const char *thread_id, int64_t deadline_ms, bool kill_leftovers);
 void adopt_forget_exec(int dfd, const char *id, uint64_t exec_id);
 /* Remove <id>/ and everything in it. */
 void adopt_forget_sandbox(int dfd, const char *id);

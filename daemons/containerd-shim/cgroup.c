@@ -41,6 +41,7 @@ struct CgroupHost {
 	CgroupMode mode;
 	char *base[_H_MAX]; /* the instance directory per hierarchy, NULL when unused */
 	bool has_kill;	    /* cgroup.kill in the cgroup2 hierarchy */
+	bool has_io;	    /* the io controller enabled for the instance (v2) */
 	char desc[256];
 };
 
@@ -208,6 +209,18 @@ instance_id(const char *state_dir, char ret[static 13])
 	return 0;
 }
 
+/* Is ctrl a word of the space-separated list ctrls? */
+static bool
+controller_listed(const char *ctrls, const char *ctrl)
+{
+	size_t n = strlen(ctrl);
+
+	for (const char *p = ctrls; (p = strstr(p, ctrl)); p += n)
+		if ((p == ctrls || p[-1] == ' ') && (p[n] == '\0' || p[n] == ' ' || p[n] == '\n'))
+			return true;
+	return false;
+}
+
 static bool
 has_controllers(const char *ctrls, const char **ret_missing)
 {
@@ -248,6 +261,7 @@ probe_v2(CgroupHost *h, const char *own, const char *inst, CgroupError *err)
 			      missing, dir),
 		       -EOPNOTSUPP;
 	h->has_kill = file_exists(dir, "cgroup.kill");
+	h->has_io = controller_listed(ctrls, "io");
 	snprintf(h->desc, sizeof(h->desc),
 		 "v2, delegated (%s/runwarden.%s; the shim moves itself into %s/supervisor)", dir,
 		 inst, dir);
@@ -315,6 +329,10 @@ setup_v2(CgroupHost *h, const char *inst, CgroupError *err, bool probe)
 			      strerror(-r)),
 		       r;
 	h->has_kill = file_exists(h->base[H_UNIFIED], "cgroup.kill");
+	/* io (for the jobs' io.weight) is optional: without it jobs run unweighted. */
+	h->has_io = controller_listed(ctrls, "io") &&
+		    write_file(pdir, "cgroup.subtree_control", "+io") >= 0 &&
+		    write_file(h->base[H_UNIFIED], "cgroup.subtree_control", "+io") >= 0;
 	snprintf(h->desc, sizeof(h->desc), "v2 (%s, %s)", h->base[H_UNIFIED],
 		 h->has_kill ? "cgroup.kill" : "cgroup.freeze + SIGKILL");
 	return 0;
@@ -522,6 +540,74 @@ apply_limits(Cgroup *cg, CgroupError *err)
 	W(cg->dir[H_CPU], "cpu.cfs_period_us", "%" PRId64, c->cpu_period_us);
 	W(cg->dir[H_CPU], "cpu.cfs_quota_us", "%" PRId64, c->cpu_quota_us);
 #undef W
+	return 0;
+}
+
+bool
+cgroup_host_has_io(const CgroupHost *h)
+{
+	return h->has_io;
+}
+
+int
+cgroup_jobs_create(CgroupHost *h, Cgroup **ret, CgroupError *err)
+{
+	_cleanup_(cgroup_freep) Cgroup *cg = NULL;
+	const ShimConf *c = h->conf;
+	bool v2 = h->mode == CGROUP_MODE_V2;
+	int use = v2 ? H_UNIFIED : H_CPU, r;
+	_cleanup_free_ char *procs = NULL;
+	char v[64];
+
+	r = cgroup_alloc(h, "jobs", &cg);
+	if (r < 0)
+		return r;
+	/* Only the hierarchy that limits: the others' dirs are not made. */
+	for (int i = 0; i < _H_MAX; i++)
+		if (i != use) {
+			free(cg->dir[i]);
+			cg->dir[i] = NULL;
+		}
+	if (!cg->dir[use])
+		return seterr(err, "no %s hierarchy for the jobs' cgroup", h_names[use]), -ENOENT;
+	if (mkdir(cg->dir[use], 0755) < 0 && errno != EEXIST)
+		return seterr(err, "mkdir %s: %s", cg->dir[use], strerror(errno)), -errno;
+	if (v2) {
+		if (c->job_cpu_quota_us < 0)
+			snprintf(v, sizeof(v), "max %" PRId64, c->job_cpu_period_us);
+		else
+			snprintf(v, sizeof(v), "%" PRId64 " %" PRId64, c->job_cpu_quota_us,
+				 c->job_cpu_period_us);
+		r = write_file(cg->dir[use], "cpu.max", v);
+		if (r < 0)
+			return seterr(err, "cannot set cpu.max to %s: %s", v, strerror(-r)), r;
+		if (h->has_io) {
+			snprintf(v, sizeof(v), "default %" PRId64, c->snapshot_io_weight);
+			r = write_file(cg->dir[use], "io.weight", v);
+			if (r < 0)
+				return seterr(err, "cannot set io.weight to %s: %s", v,
+					      strerror(-r)),
+				       r;
+		}
+	} else {
+		snprintf(v, sizeof(v), "%" PRId64, c->job_cpu_period_us);
+		r = write_file(cg->dir[use], "cpu.cfs_period_us", v);
+		if (r >= 0) {
+			snprintf(v, sizeof(v), "%" PRId64, c->job_cpu_quota_us);
+			r = write_file(cg->dir[use], "cpu.cfs_quota_us", v);
+		}
+		if (r < 0)
+			return seterr(err, "cannot set the cpu limit of %s: %s", cg->dir[use],
+				      strerror(-r)),
+			       r;
+	}
+	if (asprintf(&procs, "%s/cgroup.procs", cg->dir[use]) < 0)
+		return -ENOMEM;
+	cg->procs_fds[0] = open(procs, O_WRONLY | O_CLOEXEC);
+	if (cg->procs_fds[0] < 0)
+		return seterr(err, "open %s: %s", procs, strerror(errno)), -errno;
+	cg->n_procs_fds = 1;
+	*ret = TAKE_PTR(cg);
 	return 0;
 }
 
@@ -1002,6 +1088,17 @@ cgroup_leaf_create(Cgroup *cg, uint64_t exec_id, int *ret_fd, CgroupError *err)
 fail:
 	(void)rmdir(p);
 	return r;
+}
+
+int
+cgroup_leaf_cpu(const Cgroup *cg, uint64_t exec_id, uint64_t *ret_usec)
+{
+	_cleanup_free_ char *p = NULL;
+	int r = leaf_path(cg, exec_id, &p);
+
+	if (r < 0)
+		return r;
+	return read_key(p, "cpu.stat", "usage_usec", ret_usec);
 }
 
 int

@@ -66,6 +66,15 @@ CgroupHost *cgroup_host_free(CgroupHost *h);
 CgroupMode cgroup_host_mode(const CgroupHost *h);
 /* Human description: "v2 (/sys/fs/cgroup/…)" or "v1 memory,pids,cpu,cpuacct,freezer + unified". */
 const char *cgroup_host_describe(const CgroupHost *h);
+/* True when the io controller is enabled for the instance (cgroup v2): the
+ * jobs' cgroup then gets io.weight. */
+bool cgroup_host_has_io(const CgroupHost *h);
+/* The cgroup of snapshot/restore jobs, <instance>/jobs (v2: the cgroup2
+ * directory, with cpu.max and io.weight when has_io; v1: the cpu hierarchy,
+ * cpu.cfs_*), created or reused with conf's job_cpu_* and snapshot_io_weight.
+ * A job joins it by writing "0" to each fd of cgroup_spawn_fds()'s
+ * procs list (v2: its cgroup.procs too). cgroup_remove() it when done. */
+int cgroup_jobs_create(CgroupHost *h, Cgroup **ret, CgroupError *err);
 /* True when a cgroup2 directory with cgroup.kill exists for sandboxes. */
 bool cgroup_host_has_kill(const CgroupHost *h);
 
@@ -117,6 +126,9 @@ int cgroup_leaf_create(Cgroup *cg, uint64_t exec_id, int *ret_fd, CgroupError *e
 /* SIGKILL every process of the leaf (cgroup.kill, else freeze + kill + thaw).
  * 0 when the leaf is gone. */
 int cgroup_leaf_kill(Cgroup *cg, uint64_t exec_id);
+/* CPU time (µs) used so far by the leaf's processes (cgroup2 cpu.stat, which
+ * every cgroup2 directory has, controllers or not). -ENOENT when it is gone. */
+int cgroup_leaf_cpu(const Cgroup *cg, uint64_t exec_id, uint64_t *ret_usec);
 /* rmdir the leaf: -EBUSY while processes remain; 0 when gone. */
 int cgroup_leaf_remove(Cgroup *cg, uint64_t exec_id);
 bool cgroup_leaf_exists(const Cgroup *cg, uint64_t exec_id);

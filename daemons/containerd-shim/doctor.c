@@ -19,6 +19,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <grp.h>
 #include <sys/prctl.h>
 #include <sys/syscall.h>
 #include <sys/wait.h>
@@ -78,9 +79,15 @@ in_child(int (*fn)(void))
 	return WIFEXITED(st) ? WEXITSTATUS(st) : -EIO;
 }
 
+static uid_t probe_uid;
+
+/* As the sandbox user namespaces are created: by host_uid, not root. */
 static int
 probe_userns(void)
 {
+	if (setgroups(0, NULL) < 0 || setresgid(probe_uid, probe_uid, probe_uid) < 0 ||
+	    setresuid(probe_uid, probe_uid, probe_uid) < 0)
+		return errno & 0xff;
 	if (unshare(CLONE_NEWUSER | CLONE_NEWNS | CLONE_NEWPID | CLONE_NEWNET | CLONE_NEWIPC |
 		    CLONE_NEWUTS | CLONE_NEWCGROUP) < 0)
 		return errno & 0xff;
@@ -88,10 +95,13 @@ probe_userns(void)
 }
 
 static void
-check_userns(Doctor *d)
+check_userns(Doctor *d, const ShimConf *conf)
 {
 	long max = -1, restrict_ = -1, clone_ = -1;
+	char msg[512];
 	int r;
+
+	probe_uid = (uid_t)conf->host_uid;
 
 	(void)read_int_file("/proc/sys/user/max_user_namespaces", &max);
 	if (read_int_file("/proc/sys/kernel/apparmor_restrict_unprivileged_userns", &restrict_) >=
@@ -106,14 +116,16 @@ check_userns(Doctor *d)
 	if (r == 0 && max != 0)
 		report(d, 1, "user namespaces",
 		       "user, mount, pid, net, ipc, uts and cgroup namespaces can be created "
-		       "(max_user_namespaces=%ld)",
-		       max);
+		       "by host_uid %lld, which owns them (max_user_namespaces=%ld)",
+		       (long long)conf->host_uid, max);
 	else
-		report(
-		    d, 0, "user namespaces",
-		    "cannot create the sandbox namespaces: %s (max_user_namespaces=%ld; inside a "
-		    "container? AppArmor or a seccomp profile denying unshare/clone?)",
-		    r > 0 ? strerror(r) : "the probe died", max);
+		report(d, 0, "user namespaces",
+		       "host_uid %lld cannot create the sandbox namespaces: %s "
+		       "(max_user_namespaces=%ld; unprivileged user namespaces disabled "
+		       "(kernel.unprivileged_userns_clone, AppArmor)? inside a container?)",
+		       (long long)conf->host_uid, r > 0 ? strerror(r) : "the probe died", max);
+	report(d, shim_conf_userns_budget(conf, msg, sizeof(msg)) ? 1 : 0, "kernel quotas", "%s",
+	       msg);
 }
 
 static void
@@ -142,6 +154,18 @@ check_cgroup(Doctor *d, const ShimConf *conf)
 		report(d, 1, "exec cgroups",
 		       "no cgroup2 hierarchy: EXEC_KILL, timeouts and cancel kill the exec's "
 		       "process group only (a setsid'd descendant survives)");
+	if (cgroup_host_mode(h) != CGROUP_MODE_V2)
+		report(d, 1, "snapshot jobs",
+		       "cgroup 'jobs' in the cpu hierarchy (snapshot_cpu_max as cpu.cfs_quota_us); "
+		       "no io weight on cgroup v1 (nice 10 only)");
+	else if (cgroup_host_has_io(h))
+		report(d, 1, "snapshot jobs",
+		       "cgroup 'jobs' with cpu.max (snapshot_cpu_max) and io.weight "
+		       "(snapshot_io_weight)");
+	else
+		report(d, -1, "snapshot jobs",
+		       "io controller not delegated: snapshot/restore jobs get cpu.max "
+		       "(snapshot_cpu_max) and nice 10 but no io.weight");
 	cgroup_host_free(h);
 }
 
@@ -253,7 +277,7 @@ shim_doctor(const ShimConf *conf)
 		report(&d, 0, "privileges",
 		       "not root: the shim needs root for namespaces, id maps "
 		       "and cgroups");
-	check_userns(&d);
+	check_userns(&d, conf);
 	check_cgroup(&d, conf);
 	check_seccomp(&d);
 	check_kernel_apis(&d);

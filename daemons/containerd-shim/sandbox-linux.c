@@ -7,16 +7,21 @@
  * into the shim's code: it _exit()s on any failure after telling the shim
  * why (fail closed), and it never logs (the log backend belongs to the shim).
  *
- * Why the mount sequence looks the way it does: right after clone3 the child
- * is host uid 0, which is *unmapped* in the new user namespace. That identity
- * can still resolve host paths that only root may traverse (it owns them), so
- * all host sources (ro_binds, the workspace, the /dev nodes) are captured
- * first as detached mount trees with open_tree(OPEN_TREE_CLONE) and made
- * read-only / nosuid / nodev with mount_setattr() while detached. Creating
- * files in a tmpfs owned by the new user namespace, however, needs a mapped
- * fsuid (else EOVERFLOW), so the child then switches to sandbox_uid (keeping
- * its namespace capabilities), creates the mount points inside the new root
- * and attaches the trees with move_mount().
+ * Why the sequence looks the way it does: the user namespace must be owned
+ * by host_uid, not root (the kernel charges per-user counts up the chain of
+ * owners: docs/SECURITY.md), so it is created by a *spawner* — a child of the
+ * shim that has dropped to host_uid — and the init is the spawner's
+ * CLONE_PARENT child. The init, host_uid with the namespace's capabilities,
+ * cannot resolve host paths that only root may traverse, so the spawner
+ * captures every host source first, still root: the ro_binds, the workspace,
+ * the carried /etc entries and the /dev nodes become detached mount trees
+ * (open_tree(OPEN_TREE_CLONE)) made read-only / nosuid / nodev and private (or
+ * a slave) with mount_setattr() while detached, and it chdir()s into the
+ * root's mount point. The init mounts its root tmpfs there (fsmount + an
+ * empty-path move_mount: no lookup), then, as sandbox_uid (a mapped fsuid is
+ * needed to create files in a tmpfs of the new namespace, else EOVERFLOW),
+ * creates the mount points inside the new root and attaches the trees with
+ * move_mount().
  */
 #include "config.h"
 
@@ -31,6 +36,8 @@
 #include <linux/securebits.h>
 #include <net/if.h>
 #include <poll.h>
+#include <sched.h>
+#include <setjmp.h>
 #include <signal.h>
 #include <stdarg.h>
 #include <stdbool.h>
@@ -55,11 +62,31 @@
 
 #define INIT_SOCK_FD 3
 #define MAX_BINDS 32
+#define MAX_ETC 64
+#define MAX_PROCS_FDS 8
 static const char *const dev_nodes[] = {"null", "zero", "full", "random", "urandom"};
-/* /proc entries made read-only (bind onto themselves) and masked with /dev/null. */
-static const char *const proc_ro[] = {"proc/sys", "proc/sysrq-trigger", "proc/irq", "proc/bus"};
-static const char *const proc_masked[] = {"proc/kcore", "proc/keys", "proc/timer_list",
-					  "proc/sched_debug"};
+/* /proc entries made read-only (bind onto themselves), files masked with an
+ * unreadable empty file, and directories masked with an empty read-only tmpfs
+ * (what runc and bubblewrap mask, plus /proc/cmdline: the host's boot line). */
+static const char *const proc_ro[] = {"proc/sys", "proc/sysrq-trigger", "proc/irq", "proc/bus",
+				      "proc/fs"};
+static const char *const proc_masked[] = {
+    "proc/kcore",	"proc/keys",	     "proc/key-users",	   "proc/timer_list",
+    "proc/sched_debug", "proc/cmdline",	     "proc/latency_stats", "proc/timer_stats",
+    "proc/bootconfig",	"proc/config.gz",    "proc/kallsyms",	   "proc/modules",
+    "proc/vmallocinfo", "proc/pagetypeinfo", "proc/slabinfo"};
+static const char *const proc_masked_dirs[] = {"proc/acpi", "proc/scsi", "proc/asound",
+					       "proc/driver", "proc/tty/driver"};
+/* Per-user-namespace limits the init sets in its own user namespace
+ * (/proc/sys/user/…): each namespace count to the spec's budget (seccomp
+ * denies creating namespaces to the execs; the init's own may need some),
+ * fanotify to 0 (fanotify_init is denied); the inotify ones from the spec. */
+static const char *const userns_ns_counts[] = {
+    "max_user_namespaces", "max_mnt_namespaces", "max_pid_namespaces",	  "max_net_namespaces",
+    "max_ipc_namespaces",  "max_uts_namespaces", "max_cgroup_namespaces", "max_time_namespaces"};
+static const char *const userns_zero[] = {"max_fanotify_groups", "max_fanotify_marks"};
+/* /etc files the init writes for each sandbox (never carried over from the host). */
+static const char *const etc_generated[] = {"passwd", "group", "hosts", "hostname"};
 
 extern char **environ;
 
@@ -106,6 +133,14 @@ init_send(int sock, const InitMsg *m, const char *payload, size_t len)
 	(void)fd_send(sock, buf, sizeof(*m) + len, NULL, 0);
 }
 
+/* While the spawner captures the host sources (spawner_main), a failure is
+ * kept here and reported by the init once it is released (GO), so that it
+ * reaches the shim the way every other setup failure does. */
+static bool capturing;
+static sigjmp_buf capture_jmp;
+static int capture_err;
+static char capture_msg[512];
+
 /* Report a setup failure as "what: strerror(err)" and exit: fail closed. */
 static _noreturn_ _printf_(2, 3) void init_fail(int err, const char *fmt, ...)
 {
@@ -121,6 +156,12 @@ static _noreturn_ _printf_(2, 3) void init_fail(int err, const char *fmt, ...)
 		n = 0;
 	snprintf(msg + MIN((size_t)n, sizeof(msg) - 1),
 		 sizeof(msg) - MIN((size_t)n, sizeof(msg) - 1), ": %s", strerror(err));
+	if (capturing) {
+		capturing = false;
+		capture_err = err ? err : EIO;
+		memcpy(capture_msg, msg, sizeof(capture_msg));
+		siglongjmp(capture_jmp, 1);
+	}
 	init_send(INIT_SOCK_FD, &m, msg, strlen(msg));
 	_exit(1);
 }
@@ -143,11 +184,14 @@ typedef struct Bind {
 	int tree_fd; /* detached mount tree, or -1 */
 } Bind;
 
-/* A detached recursive clone of a host path with the given attributes set. */
+/* A detached (recursive) clone of a host path with the given attributes set.
+ * It is cloned in the shim's mount namespace (by the spawner), so it is made
+ * private (or a slave: the pool's workspace) before it goes anywhere: no mount
+ * event may propagate between it and the host. */
 static int
-tree_clone(const char *path, uint64_t attrs, bool recursive)
+tree_clone(const char *path, uint64_t attrs, bool recursive, uint64_t propagation)
 {
-	struct mount_attr a = {.attr_set = attrs};
+	struct mount_attr a = {.attr_set = attrs, .propagation = propagation};
 	int fd = open_tree(AT_FDCWD, path,
 			   OPEN_TREE_CLONE | OPEN_TREE_CLOEXEC | (recursive ? AT_RECURSIVE : 0));
 	if (fd < 0)
@@ -195,6 +239,37 @@ touch_rel(const char *rel)
 }
 
 /* Parse ro_binds and capture each source while we are still host uid 0. */
+/* Capture one host path into *b: a symlink is remembered (recreated as a
+ * symlink inside), anything else is cloned read-only. Returns false when the
+ * path does not exist. */
+static bool
+bind_capture(const char *path, Bind *b)
+{
+	struct stat st;
+
+	if (lstat(path, &st) < 0) {
+		if (errno == ENOENT)
+			return false;
+		init_fail(errno, "stat %s", path);
+	}
+	memset(b, 0, sizeof(*b));
+	b->tree_fd = -1;
+	snprintf(b->path, sizeof(b->path), "%s", path);
+	if (S_ISLNK(st.st_mode)) {
+		ssize_t l = readlink(path, b->link, sizeof(b->link) - 1);
+		if (l < 0)
+			init_fail(errno, "readlink %s", path);
+		b->link[l] = '\0';
+		b->is_link = true;
+		return true;
+	}
+	b->is_dir = S_ISDIR(st.st_mode);
+	b->tree_fd = tree_clone(path, MOUNT_ATTR_RDONLY | MOUNT_ATTR_NOSUID | MOUNT_ATTR_NODEV,
+				true, MS_PRIVATE);
+	return true;
+}
+
+/* Parse ro_binds and capture each source while we are still host uid 0. */
 static size_t
 binds_capture(const char *list, Bind *binds)
 {
@@ -205,35 +280,51 @@ binds_capture(const char *list, Bind *binds)
 	if (snprintf(buf, sizeof(buf), "%s", list) >= (int)sizeof(buf))
 		init_fail(ENAMETOOLONG, "ro_binds");
 	for (char *tok = strtok_r(buf, " \t", &save); tok; tok = strtok_r(NULL, " \t", &save)) {
-		struct stat st;
-		Bind *b;
-
 		/* Absolute, not "/", no "." or ".." components: checked by the shim at start-up
 		 * too, but this is the boundary, so check again. */
 		if (tok[0] != '/' || tok[1] == '\0' || strstr(tok, "/.") || strlen(tok) >= PATH_MAX)
 			init_fail(EINVAL, "ro_binds entry '%s'", tok);
 		if (n >= MAX_BINDS)
 			init_fail(E2BIG, "ro_binds");
-		if (lstat(tok, &st) < 0) {
-			if (errno == ENOENT)
-				continue; /* e.g. no /lib64 on this architecture */
-			init_fail(errno, "stat %s", tok);
-		}
-		b = &binds[n++];
-		memset(b, 0, sizeof(*b));
-		b->tree_fd = -1;
-		snprintf(b->path, sizeof(b->path), "%s", tok);
-		if (S_ISLNK(st.st_mode)) {
-			ssize_t l = readlink(tok, b->link, sizeof(b->link) - 1);
-			if (l < 0)
-				init_fail(errno, "readlink %s", tok);
-			b->link[l] = '\0';
-			b->is_link = true;
-			continue;
-		}
-		b->is_dir = S_ISDIR(st.st_mode);
-		b->tree_fd =
-		    tree_clone(tok, MOUNT_ATTR_RDONLY | MOUNT_ATTR_NOSUID | MOUNT_ATTR_NODEV, true);
+		if (bind_capture(tok, &binds[n])) /* missing: e.g. no /lib64 here */
+			n++;
+	}
+	return n;
+}
+
+bool
+sandbox_etc_name_ok(const char *name)
+{
+	if (!name[0] || strchr(name, '/') || streq(name, ".") || streq(name, "..") ||
+	    strlen(name) > NAME_MAX)
+		return false;
+	for (size_t i = 0; i < ELEMENTSOF(etc_generated); i++)
+		if (streq(name, etc_generated[i]))
+			return false;
+	return true;
+}
+
+/* Parse etc_entries (names directly under /etc) and capture each host
+ * /etc/<name> that exists. */
+static size_t
+etc_capture(const char *list, Bind *binds)
+{
+	char buf[4096];
+	size_t n = 0;
+	char *save = NULL;
+
+	if (snprintf(buf, sizeof(buf), "%s", list) >= (int)sizeof(buf))
+		init_fail(ENAMETOOLONG, "etc_entries");
+	for (char *tok = strtok_r(buf, " \t", &save); tok; tok = strtok_r(NULL, " \t", &save)) {
+		char path[PATH_MAX];
+
+		if (!sandbox_etc_name_ok(tok))
+			init_fail(EINVAL, "etc_entries entry '%s'", tok);
+		if (n >= MAX_ETC)
+			init_fail(E2BIG, "etc_entries");
+		snprintf(path, sizeof(path), "/etc/%s", tok);
+		if (bind_capture(path, &binds[n]))
+			n++;
 	}
 	return n;
 }
@@ -250,12 +341,120 @@ proc_bind_ro(const char *rel)
 	      "remount /%s read-only", rel);
 }
 
+/* Mask a /proc file with mask (an empty file of mode 0 that the sandbox user
+ * cannot read: reading fails with EACCES), bound read-only. Missing entries
+ * are fine. */
 static void
-proc_mask(const char *rel)
+proc_mask(const char *mask, const char *rel)
 {
-	if (access(rel, F_OK) < 0)
+	struct stat st;
+
+	if (lstat(rel, &st) < 0 || !S_ISREG(st.st_mode))
 		return;
-	CHECK(mount("dev/null", rel, NULL, MS_BIND, NULL), "mask /%s", rel);
+	CHECK(mount(mask, rel, NULL, MS_BIND, NULL), "mask /%s", rel);
+	CHECK(mount(NULL, rel, NULL,
+		    MS_REMOUNT | MS_BIND | MS_RDONLY | MS_NOSUID | MS_NODEV | MS_NOEXEC, NULL),
+	      "remount the mask of /%s read-only", rel);
+}
+
+/* Mask a /proc directory with an empty read-only tmpfs (as runc does). */
+static void
+proc_mask_dir(const char *rel)
+{
+	struct stat st;
+
+	if (lstat(rel, &st) < 0 || !S_ISDIR(st.st_mode))
+		return;
+	CHECK(mount("tmpfs", rel, "tmpfs", MS_RDONLY | MS_NOSUID | MS_NODEV | MS_NOEXEC,
+		    "mode=0555,size=4k,nr_inodes=1"),
+	      "mask /%s", rel);
+}
+
+/* Set one limit of the sandbox's own user namespace (/proc/sys/user). The
+ * kernel checks a count against these limits in this namespace and in every
+ * one above it, up to the host's limit for the namespace's owner (host_uid). */
+static void
+userns_limit(const char *name, int64_t value)
+{
+	char path[128], text[32];
+	int fd;
+
+	snprintf(path, sizeof(path), "proc/sys/user/%s", name);
+	fd = open(path, O_WRONLY | O_CLOEXEC);
+	if (fd < 0) {
+		if (errno == ENOENT)
+			return; /* a kernel without this count */
+		init_fail(errno, "open /%s", path);
+	}
+	snprintf(text, sizeof(text), "%lld\n", (long long)value);
+	int r = loop_write(fd, text, strlen(text));
+	if (r < 0)
+		init_fail(-r, "write /%s", path);
+	close(fd);
+}
+
+/* Write a small file of the new root (before it turns read-only). */
+static void
+write_rel(const char *rel, const char *text)
+{
+	int fd = open(rel, O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC | O_NOFOLLOW, 0644);
+
+	if (fd < 0)
+		init_fail(errno, "create /%s", rel);
+	int r = loop_write(fd, text, strlen(text));
+	if (r < 0)
+		init_fail(-r, "write /%s", rel);
+	close(fd);
+}
+
+/* Attach the captured binds below the new root (cwd). */
+static void
+binds_attach(Bind *binds, size_t n)
+{
+	for (size_t i = 0; i < n; i++) {
+		const char *rel = binds[i].path + 1;
+		if (binds[i].is_link) {
+			CHECK(symlink(binds[i].link, rel), "symlink /%s", rel);
+			continue;
+		}
+		if (binds[i].is_dir)
+			mkdir_rel(rel, 0755);
+		else {
+			char dir[PATH_MAX], *slash;
+			snprintf(dir, sizeof(dir), "%s", rel);
+			slash = strrchr(dir, '/');
+			if (slash) {
+				*slash = '\0';
+				mkdir_rel(dir, 0755);
+			}
+			touch_rel(rel);
+		}
+		tree_attach(binds[i].tree_fd, rel);
+		binds[i].tree_fd = -1;
+	}
+}
+
+/* The curated /etc: stubs naming the sandbox user, then the carried-over entries. */
+static void
+etc_build(const SandboxSpec *spec, Bind *etc, size_t n)
+{
+	char text[512];
+	uid_t u = spec->sandbox_uid;
+	const char *name = spec->sandbox_user ? spec->sandbox_user : "sandbox";
+
+	mkdir_rel("etc", 0755);
+	snprintf(text, sizeof(text),
+		 "root:x:0:0:root:/root:/usr/sbin/nologin\n"
+		 "%s:x:%u:%u:%s:/workspace:/bin/sh\n"
+		 "nobody:x:65534:65534:nobody:/nonexistent:/usr/sbin/nologin\n",
+		 name, u, u, name);
+	write_rel("etc/passwd", text);
+	snprintf(text, sizeof(text), "root:x:0:\n%s:x:%u:\nnogroup:x:65534:\n", name, u);
+	write_rel("etc/group", text);
+	write_rel("etc/hosts", "127.0.0.1\tlocalhost sandbox\n"
+			       "::1\tlocalhost ip6-localhost ip6-loopback\n");
+	write_rel("etc/hostname", "sandbox\n");
+	binds_attach(etc, n);
 }
 
 /* Raise the effective set to the permitted one (setresuid may have cleared it). */
@@ -353,40 +552,85 @@ init_seccomp(void)
 }
 static bool landlock_pending; /* pooled: restrict at the first exec */
 
+/* What the spawner captured as host root for the init (inherited memory and
+ * fds). */
+static struct {
+	Bind binds[MAX_BINDS];
+	size_t n_binds;
+	Bind etc[MAX_ETC];
+	size_t n_etc;
+	int ws_fd;
+	int dev_fds[ELEMENTSOF(dev_nodes)];
+} cap = {.ws_fd = -1};
+
+/* The spawner's phase, as host uid 0 in the shim's namespaces: capture every
+ * host source as a detached mount tree (the workspace, ro_binds, the carried
+ * /etc entries, the /dev nodes) and enter the root's mount point, so that the
+ * init, which runs as host_uid, needs no access to host paths only root may
+ * traverse. */
+static void
+capture_sources(const SandboxSpec *spec)
+{
+	for (size_t i = 0; i < ELEMENTSOF(cap.dev_fds); i++)
+		cap.dev_fds[i] = -1;
+	/* A pooled sandbox's workspace stays a slave of the shim's (shared) pool
+	 * mount point, so that the shim can bind the thread's workspace there when
+	 * the sandbox is claimed (sandbox.h). Everything else is private. */
+	cap.ws_fd = tree_clone(spec->workspace, MOUNT_ATTR_NOSUID | MOUNT_ATTR_NODEV, false,
+			       spec->workspace_slave ? MS_SLAVE : MS_PRIVATE);
+	cap.n_binds = binds_capture(spec->ro_binds, cap.binds);
+	cap.n_etc = etc_capture(spec->etc_entries ? spec->etc_entries : "", cap.etc);
+	for (size_t i = 0; i < ELEMENTSOF(dev_nodes); i++) {
+		char p[64];
+		snprintf(p, sizeof(p), "/dev/%s", dev_nodes[i]);
+		cap.dev_fds[i] =
+		    tree_clone(p, MOUNT_ATTR_NOSUID | MOUNT_ATTR_NOEXEC, false, MS_PRIVATE);
+	}
+	CHECK(chdir(spec->root_mnt), "chdir %s", spec->root_mnt);
+}
+
+/* Mount the root tmpfs on the cwd (root_mnt, entered by the spawner: the path
+ * to it is root's only) and enter it. The empty-path target needs no lookup
+ * permission on the way there. */
+static void
+root_mount(uid_t uid)
+{
+	char num[16];
+	int fs, mnt;
+
+	fs = fsopen("tmpfs", FSOPEN_CLOEXEC);
+	if (fs < 0)
+		init_fail(errno, "fsopen tmpfs");
+	snprintf(num, sizeof(num), "%u", uid);
+	CHECK(fsconfig(fs, FSCONFIG_SET_STRING, "mode", "0755", 0), "root tmpfs mode");
+	CHECK(fsconfig(fs, FSCONFIG_SET_STRING, "size", "1m", 0), "root tmpfs size");
+	CHECK(fsconfig(fs, FSCONFIG_SET_STRING, "nr_inodes", "4096", 0), "root tmpfs nr_inodes");
+	CHECK(fsconfig(fs, FSCONFIG_SET_STRING, "uid", num, 0), "root tmpfs uid");
+	CHECK(fsconfig(fs, FSCONFIG_SET_STRING, "gid", num, 0), "root tmpfs gid");
+	CHECK(fsconfig(fs, FSCONFIG_CMD_CREATE, NULL, NULL, 0), "create the root tmpfs");
+	mnt = fsmount(fs, FSMOUNT_CLOEXEC, MOUNT_ATTR_NOSUID | MOUNT_ATTR_NODEV);
+	if (mnt < 0)
+		init_fail(errno, "fsmount the root tmpfs");
+	CHECK(move_mount(mnt, "", AT_FDCWD, "", MOVE_MOUNT_F_EMPTY_PATH | MOVE_MOUNT_T_EMPTY_PATH),
+	      "mount the root tmpfs");
+	CHECK(fchdir(mnt), "enter the new root");
+	close(mnt);
+	close(fs);
+}
+
 /* Returns the Landlock ABI applied (0 = none). */
 static int
 init_setup(const SandboxSpec *spec)
 {
-	Bind binds[MAX_BINDS];
-	int ws_fd, dev_fds[ELEMENTSOF(dev_nodes)];
 	char opts[128];
-	size_t n;
 	gid_t groups[1];
 	uid_t uid = spec->sandbox_uid;
 	int abi_applied;
 
-	/* Phase 1, still host uid 0 (unmapped) with full caps in the new user ns.
-	 * A pooled sandbox's workspace is cloned before / turns private: the clone
-	 * stays a slave of the shim's shared mount point, so that the shim can bind
-	 * the thread's workspace there when the sandbox is claimed (sandbox.h).
-	 * Everything else, including any other workspace, is private. */
-	ws_fd = spec->workspace_slave
-		    ? tree_clone(spec->workspace, MOUNT_ATTR_NOSUID | MOUNT_ATTR_NODEV, false)
-		    : -1;
+	/* Phase 1: full caps in the new user ns (owned by host_uid), the host
+	 * sources already captured (cap). */
 	CHECK(mount(NULL, "/", NULL, MS_REC | MS_PRIVATE, NULL), "make / private");
-	snprintf(opts, sizeof(opts), "mode=0755,size=1m,nr_inodes=4096,uid=%u,gid=%u", uid, uid);
-	CHECK(mount("tmpfs", spec->root_mnt, "tmpfs", MS_NOSUID | MS_NODEV, opts),
-	      "mount root tmpfs");
-	CHECK(chdir(spec->root_mnt), "chdir new root");
-
-	n = binds_capture(spec->ro_binds, binds);
-	if (ws_fd < 0)
-		ws_fd = tree_clone(spec->workspace, MOUNT_ATTR_NOSUID | MOUNT_ATTR_NODEV, false);
-	for (size_t i = 0; i < ELEMENTSOF(dev_nodes); i++) {
-		char p[64];
-		snprintf(p, sizeof(p), "/dev/%s", dev_nodes[i]);
-		dev_fds[i] = tree_clone(p, MOUNT_ATTR_NOSUID | MOUNT_ATTR_NOEXEC, false);
-	}
+	root_mount(uid);
 
 	/* Phase 2: become the sandbox user (mapped), keeping the namespace caps. */
 	CHECK(prctl(PR_SET_KEEPCAPS, 1, 0, 0, 0), "keepcaps");
@@ -398,29 +642,12 @@ init_setup(const SandboxSpec *spec)
 	if (getgroups(1, groups) != 0)
 		init_fail(EPERM, "supplementary groups present");
 
-	for (size_t i = 0; i < n; i++) {
-		const char *rel = binds[i].path + 1;
-		if (binds[i].is_link) {
-			CHECK(symlink(binds[i].link, rel), "symlink /%s", rel);
-			continue;
-		}
-		if (binds[i].is_dir)
-			mkdir_rel(rel, 0755);
-		else {
-			char dir[PATH_MAX], *slash;
-			snprintf(dir, sizeof(dir), "%s", rel);
-			slash = strrchr(dir, '/');
-			if (slash) {
-				*slash = '\0';
-				mkdir_rel(dir, 0755);
-			}
-			touch_rel(rel);
-		}
-		tree_attach(binds[i].tree_fd, rel);
-	}
+	binds_attach(cap.binds, cap.n_binds);
+	etc_build(spec, cap.etc, cap.n_etc);
 
 	mkdir_rel("workspace", 0755);
-	tree_attach(ws_fd, "workspace");
+	tree_attach(cap.ws_fd, "workspace");
+	cap.ws_fd = -1;
 
 	mkdir_rel("tmp", 01777);
 	snprintf(opts, sizeof(opts), "mode=1777,size=%lld,nr_inodes=%lld",
@@ -435,7 +662,8 @@ init_setup(const SandboxSpec *spec)
 		char p[64];
 		snprintf(p, sizeof(p), "dev/%s", dev_nodes[i]);
 		touch_rel(p);
-		tree_attach(dev_fds[i], p);
+		tree_attach(cap.dev_fds[i], p);
+		cap.dev_fds[i] = -1;
 	}
 	CHECK(symlink("/proc/self/fd", "dev/fd"), "symlink /dev/fd");
 	CHECK(symlink("/proc/self/fd/0", "dev/stdin"), "symlink /dev/stdin");
@@ -454,10 +682,31 @@ init_setup(const SandboxSpec *spec)
 	 * visible proc is in this mount namespace, i.e. before the old root goes. */
 	mkdir_rel("proc", 0555);
 	CHECK(mount("proc", "proc", "proc", MS_NOSUID | MS_NODEV | MS_NOEXEC, NULL), "mount /proc");
+	/* The user namespace's own limits, while /proc/sys is writable and we
+	 * still hold CAP_SYS_RESOURCE in it (docs/SECURITY.md). */
+	for (size_t i = 0; i < ELEMENTSOF(userns_ns_counts); i++)
+		userns_limit(userns_ns_counts[i], spec->userns_namespaces);
+	for (size_t i = 0; i < ELEMENTSOF(userns_zero); i++)
+		userns_limit(userns_zero[i], 0);
+	userns_limit("max_inotify_instances", spec->userns_inotify_instances);
+	userns_limit("max_inotify_watches", spec->userns_inotify_watches);
 	for (size_t i = 0; i < ELEMENTSOF(proc_ro); i++)
 		proc_bind_ro(proc_ro[i]);
-	for (size_t i = 0; i < ELEMENTSOF(proc_masked); i++)
-		proc_mask(proc_masked[i]);
+	/* The file mask: created here, bound over each entry, then unlinked (the
+	 * binds keep it); mode 0 and read-only, so reading a masked file fails. */
+	{
+		int fd = open(".mask", O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC | O_NOFOLLOW, 0);
+		struct stat st;
+		if (fd < 0 || fstat(fd, &st) < 0 || !S_ISREG(st.st_mode) || st.st_size != 0 ||
+		    fchmod(fd, 0) < 0)
+			init_fail(errno ? errno : EIO, "create the /proc mask");
+		close(fd);
+		for (size_t i = 0; i < ELEMENTSOF(proc_masked); i++)
+			proc_mask(".mask", proc_masked[i]);
+		CHECK(unlink(".mask"), "remove the /proc mask's name");
+	}
+	for (size_t i = 0; i < ELEMENTSOF(proc_masked_dirs); i++)
+		proc_mask_dir(proc_masked_dirs[i]);
 
 	/* pivot_root(".", ".") stacks the old root on top of the new one; detaching
 	 * the top of "." then leaves only the new root. No oldroot directory needed. */
@@ -1160,53 +1409,127 @@ init_scrub_cmdline(void)
 	}
 }
 
+/* The v1 cgroup.procs files the init writes itself into, renumbered by the
+ * spawner (fds 5…). */
+static int child_procs_fds[MAX_PROCS_FDS];
+
+/* The sandbox's PID 1: a child of the shim (CLONE_PARENT), cloned by the
+ * spawner as host_uid into fresh namespaces. */
 static _noreturn_ void
-init_main(int sock, const SandboxSpec *spec)
+init_main(const SandboxSpec *spec)
 {
 	InitMsg m;
 	ssize_t n;
-
 	int cg_err = 0;
 
-	init_spec = spec;
 	/* v1 hierarchies: join the sandbox's cgroups ourselves ("0" = the writer),
 	 * first thing and before anything of the sandbox runs. The write waits for
 	 * cgroup_threadgroup_rwsem (an RCU grace period, milliseconds): done here it
 	 * blocks only this child, not the shim's event loop. The open files carry
 	 * the shim's credentials, which is what the kernel checks. */
-	for (size_t i = 0; !cg_err && i < spec->n_procs_fds; i++)
-		if (write(spec->procs_fds[i], "0\n", 2) != 2)
+	for (size_t i = 0; i < spec->n_procs_fds; i++) {
+		if (!cg_err && write(child_procs_fds[i], "0\n", 2) != 2)
 			cg_err = errno ? errno : EIO;
+		close(child_procs_fds[i]);
+	}
 	/* No PDEATHSIG: the init outlives a crashed shim (orphan_ms, sandbox.h). The
 	 * shim's end of the socketpair closing (read → 0) ends it before GO. */
 	(void)prctl(PR_SET_NAME, "sandbox-init", 0, 0, 0); /* not "containerd-shim" in ps */
 	init_scrub_cmdline();
-	/* Keep only the socket (as fd 3), our listener (fd 4) and stdio: the shim's
-	 * listener, peers and other sandboxes' sockets must not live on in here. */
-	{
-		int a = fcntl(sock, F_DUPFD_CLOEXEC, 16);
-		int b = spec->listen_fd >= 0 ? fcntl(spec->listen_fd, F_DUPFD_CLOEXEC, 16) : -1;
-		if (a < 0 || (spec->listen_fd >= 0 && b < 0) ||
-		    dup3(a, INIT_SOCK_FD, O_CLOEXEC) < 0 ||
-		    (b >= 0 && dup3(b, INIT_LISTEN_FD, O_CLOEXEC) < 0))
-			_exit(1);
-		if (close_range(b >= 0 ? INIT_LISTEN_FD + 1 : INIT_SOCK_FD + 1, ~0U, 0) < 0)
-			_exit(1);
-	}
-	sock = INIT_SOCK_FD;
 
 	do
-		n = recv(sock, &m, sizeof(m), 0);
+		n = recv(INIT_SOCK_FD, &m, sizeof(m), 0);
 	while (n < 0 && errno == EINTR);
 	if (n != (ssize_t)sizeof(m) || m.type != INIT_MSG_GO)
 		_exit(1);
 	if (cg_err)
 		init_fail(cg_err, "join the sandbox's v1 cgroups"); /* fail closed */
+	if (capture_err) {
+		/* Reported now, with the message the spawner kept. */
+		InitMsg f = {.type = INIT_MSG_SETUP_FAILED, .err = capture_err};
+		init_send(INIT_SOCK_FD, &f, capture_msg, strlen(capture_msg));
+		_exit(1);
+	}
+	/* A cgroup namespace rooted where we are now, in every hierarchy: the one
+	 * clone3 made is rooted at the cgroup2 leaf but at the shim's v1 cgroups
+	 * (the v1 joins came after it), and /proc/self/cgroup must name no host
+	 * cgroup. */
+	CHECK(unshare(CLONE_NEWCGROUP), "unshare the cgroup namespace");
 
 	m = (InitMsg){.type = INIT_MSG_READY};
 	m.status = init_setup(spec); /* the Landlock ABI applied */
-	init_send(sock, &m, NULL, 0);
-	init_serve(sock, spec->listen_fd >= 0 ? INIT_LISTEN_FD : -1);
+	init_send(INIT_SOCK_FD, &m, NULL, 0);
+	init_serve(INIT_SOCK_FD, spec->listen_fd >= 0 ? INIT_LISTEN_FD : -1);
+}
+
+/* The spawner: a child of the shim, cloned into the sandbox's cgroup2
+ * directory, still host root. It keeps only the socket (fd 3), the init's
+ * listener (fd 4) and the v1 cgroup.procs files (5…), captures the host sources
+ * (capture_sources), drops to host_uid and clones the init with CLONE_NEWUSER
+ * and the other namespaces — so the user namespace is owned by host_uid, and
+ * the kernel's per-user counts of everything inside are charged to host_uid,
+ * never to root (docs/SECURITY.md) — as a child of the shim (CLONE_PARENT).
+ * It sends the shim INIT_MSG_SPAWNED with the init's pid and pidfd and exits;
+ * a failure before the clone is INIT_MSG_SETUP_FAILED instead. */
+static _noreturn_ void
+spawner_main(int sock, const SandboxSpec *spec)
+{
+	int pidfd = -1, procs[MAX_PROCS_FDS];
+	struct clone_args args = {
+	    .flags = CLONE_NEWUSER | CLONE_NEWNS | CLONE_NEWPID | CLONE_NEWNET | CLONE_NEWIPC |
+		     CLONE_NEWUTS | CLONE_NEWCGROUP | CLONE_PIDFD | CLONE_PARENT,
+	    .pidfd = (uint64_t)(uintptr_t)&pidfd,
+	    .exit_signal = 0, /* CLONE_PARENT: the shim gets our exit signal, SIGCHLD */
+	};
+	InitMsg m;
+	pid_t pid;
+
+	init_spec = spec;
+	/* Keep only the socket (as fd 3), the listener (fd 4), the v1 procs files
+	 * and stdio: the shim's listener, peers and other sandboxes' sockets must
+	 * not live on in here. Duplicates first go above 16, out of the way. */
+	{
+		int a = fcntl(sock, F_DUPFD_CLOEXEC, 16);
+		int b = spec->listen_fd >= 0 ? fcntl(spec->listen_fd, F_DUPFD_CLOEXEC, 16) : -1;
+		int next = INIT_LISTEN_FD + 1;
+		if (a < 0 || (spec->listen_fd >= 0 && b < 0) || spec->n_procs_fds > MAX_PROCS_FDS)
+			_exit(1);
+		for (size_t i = 0; i < spec->n_procs_fds; i++)
+			if ((procs[i] = fcntl(spec->procs_fds[i], F_DUPFD_CLOEXEC, 16)) < 0)
+				_exit(1);
+		if (dup3(a, INIT_SOCK_FD, O_CLOEXEC) < 0 ||
+		    (b >= 0 && dup3(b, INIT_LISTEN_FD, O_CLOEXEC) < 0))
+			_exit(1);
+		for (size_t i = 0; i < spec->n_procs_fds; i++, next++)
+			if (dup3(procs[i], next, O_CLOEXEC) < 0)
+				_exit(1);
+			else
+				child_procs_fds[i] = next;
+		if (close_range((unsigned)next, ~0U, 0) < 0)
+			_exit(1);
+		if (b < 0)
+			(void)close(INIT_LISTEN_FD);
+	}
+	if (sigsetjmp(capture_jmp, 0) == 0) {
+		capturing = true;
+		capture_sources(spec);
+	}
+	capturing = false;
+	CHECK(setresgid(spec->host_uid, spec->host_uid, spec->host_uid), "setresgid %u",
+	      spec->host_uid);
+	CHECK(setresuid(spec->host_uid, spec->host_uid, spec->host_uid), "setresuid %u",
+	      spec->host_uid);
+	pid = (pid_t)syscall(SYS_clone3, &args, sizeof(args));
+	if (pid < 0)
+		init_fail(errno, "clone3 (user namespace as uid %u)", spec->host_uid);
+	if (pid == 0)
+		init_main(spec);
+	m = (InitMsg){.type = INIT_MSG_SPAWNED, .pid = pid};
+	if (fd_send(INIT_SOCK_FD, &m, sizeof(m), &pidfd, 1) < 0) {
+		(void)sandbox_pidfd_kill(pidfd, SIGKILL);
+		_exit(1);
+	}
+	_exit(0);
 }
 
 /* ---------------------------------------------------------------------------
@@ -1230,18 +1553,16 @@ int
 sandbox_spawn(const SandboxSpec *spec, pid_t *ret_pid, int *ret_pidfd, int *ret_sock)
 {
 	_cleanup_close_ int s0 = -1, s1 = -1, pidfd = -1;
-	int sp[2], sndbuf = 2 * INIT_PAYLOAD_MAX, r;
+	int sp[2], sndbuf = 2 * INIT_PAYLOAD_MAX, r, fds[1];
 	char map[64];
-	InitMsg go = {.type = INIT_MSG_GO};
-	struct clone_args args = {
-	    .flags = CLONE_NEWUSER | CLONE_NEWNS | CLONE_NEWPID | CLONE_NEWNET | CLONE_NEWIPC |
-		     CLONE_NEWUTS | CLONE_NEWCGROUP | CLONE_PIDFD,
-	    .exit_signal = SIGCHLD,
-	};
-	pid_t pid;
+	InitMsg go = {.type = INIT_MSG_GO}, m = {0};
+	struct clone_args args = {.exit_signal = SIGCHLD};
+	size_t nfds = 0;
+	ssize_t n;
+	pid_t spawner, pid;
 
 	if (spec->host_uid == 0)
-		return -EPERM; /* never map host root */
+		return -EPERM; /* never map host root, never own a namespace as root */
 	if (socketpair(AF_UNIX, SOCK_SEQPACKET | SOCK_CLOEXEC, 0, sp) < 0)
 		return -errno;
 	s0 = sp[0];
@@ -1251,22 +1572,38 @@ sandbox_spawn(const SandboxSpec *spec, pid_t *ret_pid, int *ret_pidfd, int *ret_
 	    setsockopt(s0, SOL_SOCKET, SO_SNDBUF, &sndbuf, sizeof(sndbuf)) < 0)
 		return -errno;
 
-	args.pidfd = (uint64_t)(uintptr_t)&pidfd;
+	/* The spawner is born in the sandbox's cgroup2 directory, so the init it
+	 * clones is never outside it (and its cgroup namespace is rooted there). */
 	if (spec->cgroup_fd >= 0) {
 		args.flags |= CLONE_INTO_CGROUP;
 		args.cgroup = (uint64_t)spec->cgroup_fd;
 	}
-	pid = (pid_t)syscall(SYS_clone3, &args, sizeof(args));
-	if (pid < 0)
+	spawner = (pid_t)syscall(SYS_clone3, &args, sizeof(args));
+	if (spawner < 0)
 		return -errno;
-	if (pid == 0) {
+	if (spawner == 0) {
 		safe_close(s0);
-		init_main(s1, spec);
+		spawner_main(s1, spec);
 	}
 	s1 = safe_close(s1);
+	n = fd_recv(s0, &m, sizeof(m), fds, 1, &nfds);
+	while (waitpid(spawner, NULL, 0) < 0 && errno == EINTR)
+		;
+	if (n >= (ssize_t)sizeof(m) && m.type == INIT_MSG_SPAWNED && nfds == 1 && m.pid > 0) {
+		pidfd = fds[0];
+		pid = m.pid;
+	} else {
+		for (size_t i = 0; i < nfds; i++)
+			safe_close(fds[i]);
+		if (n < 0)
+			return (int)n;
+		return m.type == INIT_MSG_SETUP_FAILED && m.err > 0 ? -m.err : -EIO;
+	}
 
 	/* (The v1 cgroups: the child joins them itself, see init_main.) setgroups
-	 * must be denied before an unprivileged gid_map may be written. */
+	 * must be denied before an unprivileged gid_map may be written. We are
+	 * root in the parent namespace: the namespace's owner (host_uid) could not
+	 * map anything but itself, but needs to map nothing else either. */
 	r = write_file(pid, "setgroups", "deny");
 	if (r >= 0) {
 		snprintf(map, sizeof(map), "%u %u 1\n", spec->sandbox_uid, spec->host_uid);

@@ -4,14 +4,23 @@
  * wire between the shim and that init.
  *
  * A sandbox is one process tree rooted at our own init (PID 1 of a fresh pid
- * namespace), created by sandbox_spawn() with a single clone3() that asks for
- * user, mount, pid, net, ipc, uts and cgroup namespaces and a pidfd. The init:
+ * namespace), created by sandbox_spawn() through a spawner: a child of the
+ * shim (cloned into the sandbox's cgroup2 directory) that captures the host
+ * sources as root, drops to host_uid and makes a single clone3() that asks
+ * for user, mount, pid, net, ipc, uts and cgroup namespaces, a pidfd and
+ * CLONE_PARENT — so the user namespace is owned by host_uid, never root, and
+ * the init is the shim's child. The spawner sends INIT_MSG_SPAWNED (pid,
+ * pidfd) and exits. The init:
  *   1. waits for INIT_MSG_GO (the shim writes setgroups=deny, uid_map and
  *      gid_map first: inside sandbox_uid ↔ host host_uid, one id, nothing else);
- *   2. builds a fresh root: tmpfs + pivot_root, read-only binds of ro_binds
- *      (symlinks recreated as symlinks), /workspace (nosuid,nodev), a size-capped
- *      /tmp, a minimal /dev, a fresh /proc with /proc/sys & co read-only; the old
- *      root is detached; hostname "sandbox"; lo up;
+ *   2. unshares a cgroup namespace rooted at its cgroups (after the v1 joins);
+ *      builds a fresh root: tmpfs + pivot_root, read-only binds of ro_binds
+ *      (symlinks recreated as symlinks), a generated /etc (passwd, group,
+ *      hosts, hostname) with the etc_entries bound read-only, /workspace
+ *      (nosuid,nodev), a size-capped /tmp, a minimal /dev, a fresh /proc with
+ *      /proc/sys & co read-only and /proc/cmdline & co masked, the user
+ *      namespace's limits set (/proc/sys/user); the old root is detached;
+ *      hostname "sandbox"; lo up;
  *   3. drops every capability (bounding, ambient, permitted, effective,
  *      inheritable), locks securebits, sets no_new_privs and non-dumpable,
  *      and when the kernel has Landlock restricts writes to /workspace, /tmp,
@@ -84,6 +93,7 @@ typedef enum InitMsgType {
 	INIT_MSG_ADOPT,	       /* init → a new shim: exec_id, pid, flags, status, off/off2 =
 				* stdout/stderr sizes (= consumed from now on); fds: the memfds */
 	INIT_MSG_ADOPT_END,    /* init → a new shim: the list is complete */
+	INIT_MSG_SPAWNED,      /* spawner → shim: pid of the init; fd: its pidfd */
 } InitMsgType;
 
 /* INIT_MSG_ADOPT flags */
@@ -117,10 +127,18 @@ typedef struct SandboxSpec {
 	 * appears inside; every other mount of the sandbox is private. */
 	bool workspace_slave;
 	const char *ro_binds; /* space-separated absolute host paths */
-	int64_t tmp_size;     /* bytes, for /tmp and /dev/shm */
-	int64_t tmp_inodes;   /* nr_inodes of /tmp and of /dev/shm */
-	uid_t sandbox_uid;    /* uid = gid inside */
-	uid_t host_uid;	      /* uid = gid outside; never 0 */
+	/* Space-separated names under the host's /etc carried into the sandbox's
+	 * /etc (read-only binds, symlinks recreated); passwd, group, hosts and
+	 * hostname are always generated (sandbox_user, "sandbox"). */
+	const char *etc_entries;
+	const char *sandbox_user; /* the name of sandbox_uid in /etc/passwd and /etc/group */
+	/* Limits set in the sandbox's own user namespace (/proc/sys/user). */
+	int64_t userns_inotify_instances, userns_inotify_watches;
+	int64_t userns_namespaces; /* each max_*_namespaces (its own included) */
+	int64_t tmp_size;	   /* bytes, for /tmp and /dev/shm */
+	int64_t tmp_inodes;	   /* nr_inodes of /tmp and of /dev/shm */
+	uid_t sandbox_uid;	   /* uid = gid inside */
+	uid_t host_uid;		   /* uid = gid outside; never 0 */
 	/* seccomp (seccomp-policy.h): the INIT variant the init loads on itself at
 	 * the end of its setup, and the EXEC_LAYER every exec child adds right
 	 * before execve. Both required: without them nothing starts (fail closed). */
@@ -149,6 +167,10 @@ typedef struct SandboxSpec {
  * EOF) arrives later on *ret_sock. Returns 0 or a negative errno (nothing is
  * left behind: a half-created child is killed and reaped). Does not log. */
 int sandbox_spawn(const SandboxSpec *spec, pid_t *ret_pid, int *ret_pidfd, int *ret_sock);
+
+/* Whether name may be an etc_entries entry: one component, not one of the
+ * generated files. */
+bool sandbox_etc_name_ok(const char *name);
 
 /* pidfd helpers (raw syscalls: glibc 2.36 has no wrappers for all of them). */
 int sandbox_pidfd_kill(int pidfd, int sig);

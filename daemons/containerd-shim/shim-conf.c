@@ -10,6 +10,7 @@
 
 #include "log.h"
 #include "macro.h"
+#include "sandbox.h"
 
 #define S "containerd-shim"
 
@@ -17,8 +18,32 @@ const ConfItem shim_conf_items[] = {
     CONF_SHARED_ITEMS(ShimConf, shared),
     {S, "sandbox_dir", CONF_STR, offsetof(ShimConf, sandbox_dir), "", 0, 0,
      "per-sandbox state (workspaces); empty means <state_dir>/sandboxes"},
-    {S, "ro_binds", CONF_STR, offsetof(ShimConf, ro_binds), "/usr /bin /sbin /lib /lib64 /etc", 0,
-     0, "host paths bound read-only into each sandbox root (symlinks are recreated)"},
+    {S, "ro_binds", CONF_STR, offsetof(ShimConf, ro_binds), "/usr /bin /sbin /lib /lib64", 0, 0,
+     "host paths bound read-only into each sandbox root (symlinks are recreated); not /etc "
+     "or below it: see etc_entries"},
+    {S, "etc_entries", CONF_STR, offsetof(ShimConf, etc_entries),
+     "ssl ca-certificates ca-certificates.conf ld.so.conf ld.so.conf.d ld.so.cache "
+     "nsswitch.conf alternatives localtime timezone mime.types protocols services "
+     "gai.conf host.conf os-release",
+     0, 0,
+     "names under the host's /etc carried read-only into each sandbox's /etc (missing ones "
+     "are skipped); passwd, group, hosts and hostname are generated, nothing else of the "
+     "host's /etc is there"},
+    {S, "sandbox_user", CONF_STR, offsetof(ShimConf, sandbox_user), "sandbox", 0, 0,
+     "name of sandbox_uid (user and group) in the sandbox's /etc/passwd and /etc/group"},
+    {S, "userns_max_inotify_instances", CONF_INT, offsetof(ShimConf, userns_inotify_instances),
+     "16", 0, 1 << 20,
+     "inotify instances all processes of one sandbox may hold (its user namespace's "
+     "max_inotify_instances); sandboxes together also count against the host's "
+     "fs.inotify.max_user_instances of host_uid"},
+    {S, "userns_max_inotify_watches", CONF_INT, offsetof(ShimConf, userns_inotify_watches), "8192",
+     0, 1 << 24,
+     "inotify watches all processes of one sandbox may hold (max_inotify_watches of its "
+     "user namespace); sandboxes together also count against fs.inotify.max_user_watches"},
+    {S, "userns_max_namespaces", CONF_INT, offsetof(ShimConf, userns_namespaces), "32", 0, 65536,
+     "namespaces of each kind (user, mount, pid, net, …) one sandbox may hold, its own "
+     "included (max_*_namespaces of its user namespace); the execs cannot create any "
+     "(seccomp), this bounds the rest"},
     {S, "tmp_size", CONF_SIZE, offsetof(ShimConf, tmp_size), "64M", 1024 * 1024,
      64LL * 1024 * 1024 * 1024, "size cap of the sandbox /tmp and /dev/shm tmpfs"},
     {S, "tmp_inodes", CONF_INT, offsetof(ShimConf, tmp_inodes), "65536", 64, 1 << 24,
@@ -64,30 +89,35 @@ const ConfItem shim_conf_items[] = {
      "swap a sandbox may use on top of memory_max"},
     {S, "pids_max", CONF_INT, offsetof(ShimConf, pids_max), "512", 8, 1 << 22,
      "most processes and threads alive in one sandbox (cgroup pids.max)"},
-    {S, "cpu_max", CONF_STR, offsetof(ShimConf, cpu_max), "max", 0, 0,
-     "CPU bandwidth of each sandbox, cgroup v2 cpu.max syntax: 'max' or "
-     "'QUOTA_US [PERIOD_US]', e.g. '200000 100000' for 2 CPUs"},
+    {S, "cpu_max", CONF_STR, offsetof(ShimConf, cpu_max), "100000 100000", 0, 0,
+     "CPU bandwidth of each sandbox, cgroup v2 cpu.max syntax: 'max' (unlimited) or "
+     "'QUOTA_US [PERIOD_US]', e.g. '200000 100000' for 2 CPUs; the default is one CPU "
+     "(on cgroup v1: cpu.cfs_quota_us / cpu.cfs_period_us)"},
     {S, "pool_size", CONF_INT, offsetof(ShimConf, pool_size), "2", 0, 64,
      "sandboxes started ahead for no thread yet: a new sandbox is one of these with its "
      "workspace bound in; not counted in max_instances; 0 = none"},
     {S, "max_instances", CONF_INT, offsetof(ShimConf, max_instances), "5", 1, 4096,
-     "most sandboxes alive at once; further requests wait in FIFO order (SANDBOX_QUEUED), "
-     "and an idle sandbox is stopped to make room"},
+     "most sandboxes alive at once; further requests wait (SANDBOX_QUEUED), served "
+     "round-robin over threads, and an idle sandbox (no exec running, whatever processes "
+     "linger) is stopped to make room"},
     {S, "queue_timeout_ms", CONF_INT, offsetof(ShimConf, queue_timeout), "600000", 0,
      7LL * 24 * 3600 * 1000,
      "how long a request waits for a sandbox slot before it fails (run error "
      "queue_timeout); 0 = no limit"},
     {S, "sleep_after_ms", CONF_INT, offsetof(ShimConf, sleep_after), "900000", 0,
      30LL * 24 * 3600 * 1000,
-     "stop a sandbox's processes after it was idle this long (no exec and no process but "
-     "its init); the workspace is kept; 0 = never"},
+     "stop a sandbox's processes after it was idle this long (no exec running; processes "
+     "an ended exec left behind do not count); the workspace is kept; 0 = never"},
     {S, "restore_max_bytes", CONF_SIZE, offsetof(ShimConf, restore_max_bytes), "4G", 0,
      INT64_MAX / 2,
-     "most bytes of file content a snapshot restore may unpack; a larger archive is "
-     "rejected (400 not_a_backup_record) and the workspace is left as it was"},
+     "most bytes of file content (apparent sizes: a sparse file counts whole) a snapshot "
+     "restore may unpack; a workspace holding more is refused at snapshot time (422 "
+     "not_restorable), a larger archive at restore (422 restore_rejected, the workspace "
+     "left as it was)"},
     {S, "restore_max_entries", CONF_INT, offsetof(ShimConf, restore_max_entries), "1000000", 1,
      100000000,
-     "most archive entries (files, directories, symlinks) a snapshot restore may unpack"},
+     "most archive entries (files, directories, symlinks, hardlinks) a snapshot restore "
+     "may unpack; a workspace with more is refused at snapshot time (422 not_restorable)"},
     {S, "file_api_max_bytes", CONF_SIZE, offsetof(ShimConf, file_api_max_bytes), "8M", 1,
      1024LL * 1024 * 1024,
      "largest file the file API (/threads/{id}/files) reads or writes; larger ones are "
@@ -95,7 +125,17 @@ const ConfItem shim_conf_items[] = {
     {S, "snapshot_timeout_ms", CONF_INT, offsetof(ShimConf, snapshot_timeout), "240000", 0,
      7LL * 24 * 3600 * 1000,
      "how long a snapshot or restore job (a child process) may run before it is killed "
-     "(504 job_timeout); 0 = none; keep it under coordinatord's 300 s"},
+     "(504 job_timeout); 0 = none. coordinatord and routerd read this key too (from the "
+     "same files) and wait that long plus a margin for a snapshot or restore reply"},
+    {S, "snapshot_max_jobs", CONF_INT, offsetof(ShimConf, snapshot_max_jobs), "2", 1, 64,
+     "most snapshot and restore jobs running at once (all threads); one more is refused "
+     "at once with 429 too_many_jobs (retry later), never queued"},
+    {S, "snapshot_cpu_max", CONF_STR, offsetof(ShimConf, snapshot_cpu_max), "100000 100000", 0, 0,
+     "CPU bandwidth of all snapshot/restore jobs together (their cgroup 'jobs' under the "
+     "shim's instance cgroup), cpu.max syntax like cpu_max; default one CPU"},
+    {S, "snapshot_io_weight", CONF_INT, offsetof(ShimConf, snapshot_io_weight), "50", 1, 10000,
+     "io.weight of the jobs' cgroup (cgroup v2 with the io controller delegated; 100 is "
+     "the kernel's default share); without it jobs run unweighted (--doctor says so)"},
     {S, "backups_keep", CONF_INT, offsetof(ShimConf, backups_keep), "10", 0, 1000000,
      "newest snapshots kept per thread; older ones are deleted after a snapshot "
      "(restore: 404 backup_not_found); 0 = keep all"},
@@ -132,11 +172,38 @@ shim_conf_finish(ShimConf *c)
 	     strlen(c->cgroup_parent) > 512))
 		return log_error_errno(SYNTHETIC_ERRNO(EINVAL),
 				       "cgroup_parent must be empty or an absolute cgroup path");
+	if (c->sandbox_user[0] == '\0' || strlen(c->sandbox_user) > 32 ||
+	    strspn(c->sandbox_user, "abcdefghijklmnopqrstuvwxyz0123456789_-") !=
+		strlen(c->sandbox_user) ||
+	    c->sandbox_user[0] == '-')
+		return log_error_errno(SYNTHETIC_ERRNO(EINVAL),
+				       "sandbox_user: '%s' is not a user name ([a-z0-9_-], at most "
+				       "32, not starting with '-')",
+				       c->sandbox_user);
+	{
+		_cleanup_free_ char *buf = strdup(c->etc_entries);
+		char *save = NULL;
+		if (!buf)
+			return log_error_errno(SYNTHETIC_ERRNO(ENOMEM), "Out of memory");
+		for (char *t = strtok_r(buf, " \t", &save); t; t = strtok_r(NULL, " \t", &save))
+			if (!sandbox_etc_name_ok(t))
+				return log_error_errno(
+				    SYNTHETIC_ERRNO(EINVAL),
+				    "etc_entries: '%s' is not a name directly under /etc, or is "
+				    "one of the generated passwd, group, hosts, hostname",
+				    t);
+	}
 	if (c->ws_projid_base + c->ws_projid_count > 4294967295LL)
 		return log_error_errno(SYNTHETIC_ERRNO(EINVAL),
 				       "workspace_projid_base + workspace_projid_count must not "
 				       "exceed 4294967295 (project ids are 32 bits)");
-	return shim_conf_parse_cpu_max(c->cpu_max, &c->cpu_quota_us, &c->cpu_period_us);
+	if (shim_conf_parse_cpu_max(c->cpu_max, &c->cpu_quota_us, &c->cpu_period_us) < 0)
+		return -EINVAL;
+	if (shim_conf_parse_cpu_max(c->snapshot_cpu_max, &c->job_cpu_quota_us,
+				    &c->job_cpu_period_us) < 0)
+		return log_error_errno(SYNTHETIC_ERRNO(EINVAL),
+				       "snapshot_cpu_max: not 'max' or 'QUOTA_US [PERIOD_US]'");
+	return 0;
 }
 
 int
@@ -169,4 +236,56 @@ void
 shim_conf_done(ShimConf *c)
 {
 	conf_free_strings(shim_conf_items, shim_conf_n_items, c);
+}
+
+/* The host's per-user limit a sysctl names (-1 when unreadable). */
+static long
+host_limit(const char *path)
+{
+	FILE *f = fopen(path, "re");
+	long v = -1;
+
+	if (!f)
+		return -1;
+	if (fscanf(f, "%ld", &v) != 1)
+		v = -1;
+	fclose(f);
+	return v;
+}
+
+bool
+shim_conf_userns_budget(const ShimConf *c, char *msg, size_t len)
+{
+	static const struct {
+		const char *sysctl, *key;
+		size_t off;
+	} lim[] = {
+	    {"/proc/sys/fs/inotify/max_user_instances", "userns_max_inotify_instances",
+	     offsetof(ShimConf, userns_inotify_instances)},
+	    {"/proc/sys/fs/inotify/max_user_watches", "userns_max_inotify_watches",
+	     offsetof(ShimConf, userns_inotify_watches)},
+	};
+	int64_t n = c->max_instances + c->pool_size;
+	bool ok = true;
+	size_t used = 0;
+
+	if (len)
+		msg[0] = '\0';
+	for (size_t i = 0; i < ELEMENTSOF(lim); i++) {
+		int64_t each = *(const int64_t *)(const void *)((const char *)c + lim[i].off);
+		long host = host_limit(lim[i].sysctl);
+		int k;
+
+		if (host < 0)
+			continue;
+		k = snprintf(msg + used, used < len ? len - used : 0,
+			     "%s%s: %lld sandboxes x %lld %s %ld (%s of host_uid)",
+			     used ? "; " : "", lim[i].key, (long long)n, (long long)each,
+			     n * each <= host ? "<=" : ">", host, lim[i].sysctl + 10);
+		if (k > 0)
+			used = MIN(used + (size_t)k, len);
+		if (n * each > host)
+			ok = false;
+	}
+	return ok;
 }

@@ -9,6 +9,7 @@
  */
 #pragma once
 
+#include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
 
@@ -16,8 +17,13 @@
 
 typedef struct ShimConf {
 	SharedConf shared;
-	char *sandbox_dir;	  /* per-sandbox state; "" = <state_dir>/sandboxes */
-	char *ro_binds;		  /* space-separated host paths bound read-only into the root */
+	char *sandbox_dir;  /* per-sandbox state; "" = <state_dir>/sandboxes */
+	char *ro_binds;	    /* space-separated host paths bound read-only into the root */
+	char *etc_entries;  /* names under /etc carried into the sandbox /etc */
+	char *sandbox_user; /* name of sandbox_uid inside */
+	int64_t userns_inotify_instances; /* per-sandbox user namespace limits */
+	int64_t userns_inotify_watches;
+	int64_t userns_namespaces;
 	int64_t tmp_size;	  /* size= of the sandbox /tmp (and /dev/shm) tmpfs, bytes */
 	int64_t tmp_inodes;	  /* nr_inodes= of the sandbox /tmp and /dev/shm tmpfs, each */
 	int64_t workspace_quota;  /* project quota on each workspace, bytes; 0 = none */
@@ -47,9 +53,14 @@ typedef struct ShimConf {
 	int64_t file_api_max_bytes;  /* largest file read or written by SANDBOX_FILE */
 	int64_t snapshot_timeout;    /* ms a snapshot/restore job may run; 0 = no limit */
 	int64_t backups_keep;	     /* newest backups kept per key; 0 = all */
+	int64_t snapshot_max_jobs;   /* snapshot/restore jobs at once; more: -EAGAIN */
+	char *snapshot_cpu_max;	     /* cpu.max of the job cgroup */
+	int64_t snapshot_io_weight;  /* io.weight of the job cgroup (when io is there) */
 	int64_t orphan_ms;	     /* how long an init waits for a shim that died (adopt.h) */
 	/* derived by shim_conf_finish() from cpu_max: quota -1 = unlimited */
 	int64_t cpu_quota_us, cpu_period_us;
+	/* the same from snapshot_cpu_max */
+	int64_t job_cpu_quota_us, job_cpu_period_us;
 } ShimConf;
 
 extern const ConfItem shim_conf_items[];
@@ -64,3 +75,8 @@ int shim_conf_finish(ShimConf *c);
 int shim_conf_parse_cpu_max(const char *s, int64_t *ret_quota, int64_t *ret_period);
 /* Free the strings. */
 void shim_conf_done(ShimConf *c);
+
+/* Whether (max_instances + pool_size) sandboxes, each at its own
+ * userns_max_inotify_* limit, stay within the host's per-user limits of
+ * host_uid, which they share (docs/SECURITY.md); msg says the sums. */
+bool shim_conf_userns_budget(const ShimConf *c, char *msg, size_t len);

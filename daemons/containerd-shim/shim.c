@@ -206,6 +206,11 @@ struct Exec {
 	bool leaf_gone;
 	unsigned leaf_tries;
 	struct event *leaf_timer;
+	/* EXEC_START kill_leftovers: when the leader exits, what it left running
+	 * in its leaf (`cmd &`, nohup, setsid) is killed, and EXEC_EXIT (with the
+	 * leader's status) waits until the leaf is empty. leftovers_killed: done. */
+	bool kill_leftovers;
+	bool leftovers_killed;
 };
 
 struct Shim {
@@ -236,6 +241,7 @@ struct Shim {
 	usec_t pool_retry_at;	  /* no refill before (backoff after failures) */
 	char *pool_root;	  /* <sandbox_dir>/.pool */
 	SnapJobs *jobs;		  /* snapshot/restore children (snapjob.h) */
+	Cgroup *jobs_cg;	  /* their cgroup (cpu.max, io.weight) */
 	int rt_dfd;		  /* <runtime_dir>/sandboxes (adopt.h) */
 	int counter_fd;		  /* <sandbox_dir>/.exec-id */
 };
@@ -259,6 +265,7 @@ static void exec_leaf_kill(Exec *e);
 static int exec_signal(Exec *e, int sig);
 static void exec_leaves_prune(Sandbox *sb);
 static bool exec_leaf_wait(Exec *e);
+static bool exec_leftovers_kill(Exec *e);
 
 /* ---------------------------------------------------------------------------
  * Small helpers.
@@ -769,7 +776,8 @@ exec_end(Exec *e, int status, const char *reason)
 	e->status = status;
 	if (e->timeout_timer)
 		evtimer_del(e->timeout_timer);
-	exec_leaf_done(e);
+	if (!exec_leftovers_kill(e))
+		exec_leaf_done(e);
 	limit = exec_limit_reason(e);
 	if (reason && streq(reason, "failed"))
 		e->end_reason = reason; /* never started */
@@ -1031,6 +1039,11 @@ sandbox_start(Shim *s, Sandbox *sb, const char *ws, bool slave, const char *cg_i
 	    .workspace = ws,
 	    .workspace_slave = slave,
 	    .ro_binds = c->ro_binds,
+	    .etc_entries = c->etc_entries,
+	    .sandbox_user = c->sandbox_user,
+	    .userns_inotify_instances = c->userns_inotify_instances,
+	    .userns_inotify_watches = c->userns_inotify_watches,
+	    .userns_namespaces = c->userns_namespaces,
 	    .tmp_size = c->tmp_size,
 	    .tmp_inodes = c->tmp_inodes,
 	    .sandbox_uid = (uid_t)c->sandbox_uid,
@@ -1444,18 +1457,21 @@ sandbox_kill(Sandbox *sb)
 			e->kill_requested = true;
 }
 
-/* Idle: serving, no exec running or draining, and nothing alive but the init. */
+/* Idle: serving, no exec running and none about to come (an ENSURE waiting or
+ * answered without its EXEC_START yet). Only live execs are activity: what an
+ * ended exec left running (a harness with keep_processes, or a client that
+ * did not ask for kill_leftovers) never keeps a sandbox, or its slot, busy —
+ * it is stopped with the sandbox (sleep_after_ms, or for a queued request). */
 static bool
 sandbox_idle(Sandbox *sb)
 {
-	uint64_t procs = 0;
-
-	if (sb->state != SANDBOX_READY || sb->ensure_waiters || now_usec() < sb->reserved_until)
+	if (sb->state != SANDBOX_READY || sb->ensure_waiters || now_usec() < sb->reserved_until ||
+	    snapjob_find(sb->shim->jobs, sb->id))
 		return false;
 	for (Exec *e = sb->shim->execs; e; e = e->next)
 		if (e->sandbox == sb && !e->ended)
 			return false;
-	return sb->cg && cgroup_count_procs(sb->cg, &procs) >= 0 && procs <= 1;
+	return true;
 }
 
 /* Stop a sandbox's processes (idle, or to make room): the workspace stays. */
@@ -1575,16 +1591,62 @@ queue_add(Shim *s, Conn *c, uint64_t req_id, const char *key, const char *run_id
 	return 0;
 }
 
-/* Serve queued requests while there are slots; if there are none, stop the
- * least recently used idle sandbox to make one (never one with a live process). */
+/* How many sandboxes (live or being created) serve thread_id. */
+static size_t
+thread_sandboxes(Shim *s, const char *thread_id)
+{
+	size_t n = 0;
+
+	if (!thread_id)
+		return 0;
+	for (Sandbox *sb = s->sandboxes; sb; sb = sb->next)
+		if (sb->state != SANDBOX_DYING && sb->thread_id && streq(sb->thread_id, thread_id))
+			n++;
+	return n;
+}
+
+/* The queued request to serve next. One whose key has a serving sandbox by now
+ * needs no slot (the first of a thread's queued runs created it): it goes
+ * first, whatever its place. Otherwise, when a slot is free, round-robin over
+ * threads: the oldest request of the thread holding the fewest sandboxes, so
+ * that one thread's many runs never hold back another thread's. */
+static Queued *
+queue_next(Shim *s, bool slot_free)
+{
+	Queued *best = NULL;
+	size_t best_n = SIZE_MAX;
+
+	for (Queued *q = s->queue; q; q = q->next) {
+		char id[17];
+		Sandbox *sb;
+		if (shim_sandbox_id(q->key, strlen(q->key), id) >= 0 &&
+		    (sb = sandbox_find(s, id)) && sb->state != SANDBOX_DYING)
+			return q;
+	}
+	if (!slot_free)
+		return NULL;
+	for (Queued *q = s->queue; q; q = q->next) {
+		size_t n = thread_sandboxes(s, q->thread_id);
+		if (n < best_n) {
+			best = q;
+			best_n = n;
+		}
+	}
+	return best;
+}
+
+/* Serve queued requests while they can be; if there is no slot, stop the
+ * least recently used idle sandbox to make one (never one with a live exec;
+ * processes an ended exec left behind do not count, see sandbox_idle). */
 static void
 queue_kick(Shim *s)
 {
 	while (s->queue && !s->stopped) {
-		if (list_count(s->sandboxes) < (size_t)s->conf->max_instances) {
-			Queued *q = s->queue;
+		Queued *q =
+		    queue_next(s, list_count(s->sandboxes) < (size_t)s->conf->max_instances);
+		if (q) {
 			int k;
-			s->queue = q->next;
+			queue_unlink(s, q);
 			k = ensure_key(s, q->conn, q->req_id, q->key, q->run_id, q->thread_id,
 				       false);
 			if (k < 0)
@@ -2117,6 +2179,7 @@ handle_exec_start(Peer *p, const Frame *f, void *userdata)
 	MpReader r;
 	Sandbox *sb;
 	int64_t timeout_ms = -1;
+	bool kill_leftovers = false;
 	int k;
 
 	mp_reader_init(&r, f->body);
@@ -2127,6 +2190,7 @@ handle_exec_start(Peer *p, const Frame *f, void *userdata)
 	mp_read_bin_opt(&r, "stdin", &in, &in_len);
 	mp_read_str_opt(&r, "run_id", &run_id, NULL);
 	mp_read_int_opt(&r, "timeout_ms", &timeout_ms, -1);
+	mp_read_bool_opt(&r, "kill_leftovers", &kill_leftovers, false);
 	if (r.err < 0) {
 		k = -EBADMSG;
 		goto out;
@@ -2175,6 +2239,7 @@ handle_exec_start(Peer *p, const Frame *f, void *userdata)
 	e->shim = s;
 	e->sandbox = sb;
 	e->conn = c;
+	e->kill_leftovers = kill_leftovers;
 	sb->idle_since = 0;
 	e->fds[0] = e->fds[1] = e->fds[2] = -1;
 	e->drain_timer = evtimer_new(s->base, exec_drain_cb, e);
@@ -2239,7 +2304,7 @@ handle_exec_start(Peer *p, const Frame *f, void *userdata)
 		goto out;
 	}
 	k = adopt_save_exec(s->rt_dfd, sb->id, e->id, e->run_id, e->thread_id,
-			    timeout_ms > 0 ? realtime_ms() + timeout_ms : 0);
+			    timeout_ms > 0 ? realtime_ms() + timeout_ms : 0, e->kill_leftovers);
 	if (k < 0) {
 		LogCtx ctx = exec_ctx(e);
 		log_ctx_errno(LOG_WARNING, k, &ctx, "Failed to record exec %" PRIu64 ": %m", e->id);
@@ -2442,7 +2507,8 @@ handle_sandbox_stats(Peer *p, const Frame *f, void *userdata)
 {
 	Conn *c = userdata;
 	const char *id = NULL;
-	uint64_t cpu = 0, procs = 0;
+	uint64_t cpu = 0, procs = 0, exec_id = 0, exec_cpu = 0;
+	bool have_exec_cpu = false;
 	MpReader r;
 	MpWriter w;
 	Sandbox *sb;
@@ -2450,6 +2516,8 @@ handle_sandbox_stats(Peer *p, const Frame *f, void *userdata)
 
 	mp_reader_init(&r, f->body);
 	mp_read_str(&r, "sandbox_id", &id);
+	if (mp_map_get(f->body, "exec_id"))
+		mp_read_uint(&r, "exec_id", &exec_id);
 	if (r.err < 0) {
 		mp_reader_done(&r);
 		return -EBADMSG;
@@ -2461,10 +2529,19 @@ handle_sandbox_stats(Peer *p, const Frame *f, void *userdata)
 	k = cgroup_stats(sb->cg, &cpu, &procs);
 	if (k < 0)
 		return k;
+	/* the exec's own CPU (its leaf): what other execs, or processes an ended
+	 * one left behind, use is no progress of this one */
+	if (exec_id) {
+		Exec *e = exec_find(c->shim, exec_id);
+		have_exec_cpu = e && e->sandbox == sb && e->leaf &&
+				cgroup_leaf_cpu(sb->cg, exec_id, &exec_cpu) >= 0;
+	}
 	mp_writer_init(&w);
-	mp_w_map(&w, 2);
+	mp_w_map(&w, have_exec_cpu ? 3 : 2);
 	mp_w_uint(&w, "cpu_usec", cpu);
 	mp_w_uint(&w, "procs", procs);
+	if (have_exec_cpu)
+		mp_w_uint(&w, "exec_cpu_usec", exec_cpu);
 	(void)peer_reply(p, f->req_id, &w);
 	mp_writer_done(&w);
 	return 0;
@@ -2643,6 +2720,29 @@ label_ok(const char *l)
 	return true;
 }
 
+/* Start-up: the temporaries (.<uuid>.tar.zst.tmp) of snapshot jobs killed with
+ * a previous instance (kill -9, crash, power loss) are removed; the jobs of a
+ * key are serialised and none runs yet. */
+static void
+backups_clean_tmp(Shim *s)
+{
+	_cleanup_free_ char *bdir = backups_dir(s);
+	DIR *d = bdir ? opendir(bdir) : NULL;
+	struct dirent *de;
+
+	if (!d)
+		return;
+	while ((de = readdir(d))) {
+		/* sandbox ids: 16 lowercase hex digits */
+		if (strlen(de->d_name) != 16 || strspn(de->d_name, "0123456789abcdef") != 16)
+			continue;
+		int k = snapshot_prune(bdir, de->d_name, 0, NULL, NULL);
+		if (k < 0)
+			log_warning_errno(k, "Cannot clean the backups of %s: %m", de->d_name);
+	}
+	closedir(d);
+}
+
 /* ENSUREs held during a job: served now (or refused when stopping). */
 static void
 snap_release_held(Shim *s, SnapJob *j)
@@ -2677,8 +2777,16 @@ snapshot_child(void *arg, char **ret_text)
 {
 	SnapOp *o = arg;
 	SnapshotErr err = {""};
-	int k = snapshot_create(o->bdir, o->id, o->ws_fd, o->label, ret_text, &err);
+	int k;
 
+	k = snapshot_create_limited(o->bdir, o->id, o->ws_fd, o->label, o->max_bytes,
+				    o->max_entries, ret_text, &err);
+	if (k == -SNAPSHOT_NOT_RESTORABLE) {
+		/* What the restore would refuse is refused now, not at restore time. */
+		if (asprintf(ret_text, "not_restorable: %s", err.msg) < 0)
+			*ret_text = NULL;
+		return -EINVAL;
+	}
 	if (k < 0) {
 		if (asprintf(ret_text, "snapshot failed: %s", err.msg[0] ? err.msg : strerror(-k)) <
 		    0)
@@ -2792,13 +2900,24 @@ handle_sandbox_snapshot(Peer *p, const Frame *f, void *userdata)
 		k = 0;
 		goto out;
 	}
+	if (snapjobs_count(s->jobs) >= (size_t)s->conf->snapshot_max_jobs) {
+		(void)peer_reply_error(p, f->req_id, -EAGAIN,
+				       "too_many_jobs: snapshot_max_jobs snapshot/restore jobs are "
+				       "running; retry later");
+		k = 0;
+		goto out;
+	}
 	o = calloc(1, sizeof(*o));
 	if (!o || asprintf(&ws, "%s/%s/workspace", s->conf->sandbox_dir, id) < 0) {
 		ws = NULL;
 		k = -ENOMEM;
 		goto out;
 	}
-	*o = (SnapOp){.s = s, .ws_fd = -1, .dfd = -1};
+	*o = (SnapOp){.s = s,
+		      .ws_fd = -1,
+		      .dfd = -1,
+		      .max_bytes = (uint64_t)s->conf->restore_max_bytes,
+		      .max_entries = (uint64_t)s->conf->restore_max_entries};
 	memcpy(o->id, id, sizeof(id));
 	if (!(o->key = strdup(key)) || (label && !(o->label = strdup(label))) ||
 	    !(o->bdir = backups_dir(s))) {
@@ -2877,15 +2996,24 @@ restore_child(void *arg, char **ret_text)
 	_cleanup_close_ int afd = -1;
 	int k;
 
+	const char *code;
+
+	/* not_a_backup_record: the id is not one of ours for this thread;
+	 * restore_rejected: it is, but its archive is damaged or holds what the
+	 * restorer refuses; "backup_not_found: …" (pruned) says so itself. */
 	k = snapshot_verify(o->bdir, o->id, o->record, strlen(o->record), &afd, &err);
-	if (k >= 0)
+	code = k == -EINVAL    ? "not_a_backup_record: "
+	       : k == -EBADMSG ? "restore_rejected: "
+	       : k == -ENOENT  ? ""
+			       : "restore failed: ";
+	if (k >= 0) {
 		k = snapshot_unpack(afd, o->dfd, o->staging, o->uid, o->uid, o->max_bytes,
 				    o->max_entries, &err);
-	if (k < 0 && asprintf(ret_text, "%s%s",
-			      k == -EINVAL   ? "not_a_backup_record: "
-			      : k == -ENOENT ? ""
-					     : "restore failed: ",
-			      err.msg[0] ? err.msg : strerror(-k)) < 0)
+		code = k == -EINVAL ? "restore_rejected: " : "restore failed: ";
+	}
+	if (k == -EBADMSG)
+		k = -EINVAL;
+	if (k < 0 && asprintf(ret_text, "%s%s", code, err.msg[0] ? err.msg : strerror(-k)) < 0)
 		*ret_text = NULL;
 	return k;
 }
@@ -2943,6 +3071,42 @@ snap_remove_tree(Shim *s, int dfd, const char *name)
 	k = snapshot_rm_rf(dfd, name);
 	if (k < 0)
 		log_warning_errno(k, "Cannot remove %s: %m", name);
+}
+
+/* Start-up: the staging trees (.restore-*) of restores killed with a previous
+ * instance, partial or holding the swapped-out workspace, are removed (by
+ * cleanup children: a tree may be large). */
+static void
+staging_clean(Shim *s)
+{
+	DIR *d = opendir(s->conf->sandbox_dir);
+	struct dirent *de;
+
+	if (!d)
+		return;
+	while ((de = readdir(d))) {
+		_cleanup_close_ int dfd = -1;
+		struct dirent *e;
+		DIR *sd;
+		int fd;
+		if (strlen(de->d_name) != 16 || strspn(de->d_name, "0123456789abcdef") != 16)
+			continue;
+		dfd = openat(dirfd(d), de->d_name, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
+		fd = dfd >= 0 ? fcntl(dfd, F_DUPFD_CLOEXEC, 3) : -1;
+		sd = fd >= 0 ? fdopendir(fd) : NULL;
+		if (!sd) {
+			safe_close(fd);
+			continue;
+		}
+		while ((e = readdir(sd)))
+			if (strncmp(e->d_name, ".restore-", 9) == 0 && strlen(e->d_name) == 17) {
+				log_notice("Removing %s/%s, left by a restore that was killed",
+					   de->d_name, e->d_name);
+				snap_remove_tree(s, dfd, e->d_name);
+			}
+		closedir(sd);
+	}
+	closedir(d);
 }
 
 static void
@@ -3041,6 +3205,13 @@ handle_sandbox_restore(Peer *p, const Frame *f, void *userdata)
 				       k == -EEXIST ? "sandbox id collision: the workspace belongs "
 						      "to another key"
 						    : "cannot check the sandbox's key");
+		k = 0;
+		goto out;
+	}
+	if (snapjobs_count(s->jobs) >= (size_t)s->conf->snapshot_max_jobs) {
+		(void)peer_reply_error(p, f->req_id, -EAGAIN,
+				       "too_many_jobs: snapshot_max_jobs snapshot/restore jobs are "
+				       "running; retry later");
 		k = 0;
 		goto out;
 	}
@@ -3333,6 +3504,7 @@ exec_adopt(Shim *s, Sandbox *sb, AdoptedExec *x, uint64_t window)
 	memcpy(e->sandbox_id, sb->id, sizeof(e->sandbox_id));
 	e->run_id = TAKE_PTR(x->run_id);
 	e->thread_id = TAKE_PTR(x->thread_id);
+	e->kill_leftovers = x->kill_leftovers;
 	e->drain_timer = evtimer_new(s->base, exec_drain_cb, e);
 	e->bp_timer = evtimer_new(s->base, exec_bp_cb, e);
 	e->hold_timer = evtimer_new(s->base, exec_hold_cb, e);
@@ -3394,7 +3566,14 @@ adopt_cb(Adopted *a, void *ud)
 			free(dir);
 	}
 	if (cgroup_open(s->cgroups, sb->cg_id, &sb->cg) < 0)
-		sb->cg = NULL;		     /* no stats; the namespace still dies with its init */
+		sb->cg = NULL; /* no stats; the namespace still dies with its init */
+	/* A previous instance that died during a snapshot job left it frozen;
+	 * no job of ours runs yet. */
+	if (sb->cg) {
+		int k = cgroup_freeze(sb->cg, false);
+		if (k < 0 && k != -EOPNOTSUPP)
+			log_warning_errno(k, "Cannot thaw re-adopted sandbox %s: %m", sb->id);
+	}
 	sb->leaves_pending = sb->cg != NULL; /* leaves of released execs: pruned */
 	sb->sock_ev = event_new(s->base, sb->sock, EV_READ | EV_PERSIST, sandbox_sock_cb, sb);
 	sb->pidfd_ev = event_new(s->base, sb->pidfd, EV_READ, sandbox_pidfd_cb, sb);
@@ -3511,6 +3690,12 @@ check_ro_binds(const char *list)
 		    streq(t, "/dev") || streq(t, "/tmp") || streq(t, "/workspace"))
 			return log_error_errno(SYNTHETIC_ERRNO(EINVAL),
 					       "ro_binds: '%s' is not an allowed path", t);
+		else if (streq(t, "/etc") || strncmp(t, "/etc/", 5) == 0)
+			return log_error_errno(
+			    SYNTHETIC_ERRNO(EINVAL),
+			    "ro_binds: '%s': the sandbox's /etc is generated; name "
+			    "what to carry over from the host's in etc_entries",
+			    t);
 	return 0;
 }
 
@@ -3523,6 +3708,14 @@ shim_new(struct event_base *base, const ShimConf *conf, Shim **ret)
 	r = check_ro_binds(conf->ro_binds);
 	if (r < 0)
 		return r;
+	{
+		char msg[512];
+		if (!shim_conf_userns_budget(conf, msg, sizeof(msg)))
+			log_warning("Sandboxes at their own limits could exhaust host_uid's: %s; "
+				    "one sandbox could then starve the others (lower the "
+				    "userns_max_* keys or raise the host's)",
+				    msg);
+	}
 	/* The inits inherit our credentials: no host group (root!) may ride along into
 	 * a sandbox, and setgroups() is denied in there. */
 	if (setgroups(0, NULL) < 0 && getgroups(0, NULL) > 0)
@@ -3636,6 +3829,27 @@ shim_new(struct event_base *base, const ShimConf *conf, Shim **ret)
 		if (r > 0)
 			log_notice("Reaped %d sandbox(es) left by a previous instance", r);
 		pool_dirs_clean(s);
+		/* Snapshot/restore jobs run in a cgroup of their own: fail closed. */
+		r = cgroup_jobs_create(s->cgroups, &s->jobs_cg, &cerr);
+		if (r < 0) {
+			log_error_errno(r, "Failed to set up the snapshot jobs' cgroup: %s",
+					cerr.msg[0] ? cerr.msg : strerror(-r));
+			shim_free(s);
+			return r;
+		}
+		{
+			int cgfd;
+			const int *fds;
+			size_t n;
+			cgroup_spawn_fds(s->jobs_cg, &cgfd, &fds, &n);
+			snapjobs_set_cgroup(s->jobs, fds, n);
+		}
+		if (cgroup_host_mode(s->cgroups) == CGROUP_MODE_V2 &&
+		    !cgroup_host_has_io(s->cgroups))
+			log_warning("No io controller delegated: snapshot/restore jobs get no "
+				    "io.weight (snapshot_io_weight), only nice 10 and cpu.max");
+		backups_clean_tmp(s);
+		staging_clean(s);
 	}
 	pool_kick(s);
 	{
@@ -3726,6 +3940,10 @@ shim_free(Shim *s)
 		event_free(s->pool_ev);
 	free(s->pool_root);
 	s->jobs = snapjobs_free(s->jobs);
+	if (s->jobs_cg) {
+		(void)cgroup_remove(s->jobs_cg); /* empty: every job was reaped */
+		s->jobs_cg = cgroup_free(s->jobs_cg);
+	}
 	s->cgroups = cgroup_host_free(s->cgroups);
 	safe_close(s->rt_dfd);
 	safe_close(s->counter_fd);
@@ -3850,6 +4068,39 @@ exec_leaves_prune(Sandbox *sb)
 	sb->leaves_pending = cgroup_prune_leaves(sb->cg, leaf_busy, sb) != 0;
 }
 
+/* The leader of a kill_leftovers exec exited: remove its leaf, or — when
+ * processes it left behind are still in it — kill them (the leaf) and let
+ * exec_leaf_wait hold EXEC_EXIT until they are gone. True: they were killed. */
+static bool
+exec_leftovers_kill(Exec *e)
+{
+	Sandbox *sb = e->sandbox;
+	int r;
+
+	if (!e->kill_leftovers || !e->leaf || !sb || !sb->cg || sb->state != SANDBOX_READY)
+		return false;
+	if (e->kill_requested || e->timed_out)
+		return false; /* killed already: exec_leaf_wait holds EXEC_EXIT */
+	r = cgroup_leaf_remove(sb->cg, e->id);
+	if (r != -EBUSY) {
+		e->leaf_gone = r >= 0;
+		if (r < 0) {
+			LogCtx ctx = exec_ctx(e);
+			log_ctx_errno(LOG_WARNING, r, &ctx,
+				      "Failed to remove the cgroup of exec %" PRIu64 ": %m", e->id);
+		}
+		return false;
+	}
+	{
+		LogCtx ctx = exec_ctx(e);
+		log_ctx(LOG_INFO, &ctx,
+			"exec %" PRIu64 " ended; killing the processes it left running", e->id);
+	}
+	e->leftovers_killed = true;
+	exec_leaf_kill(e);
+	return true;
+}
+
 static void
 exec_leaf_timer_cb(evutil_socket_t fd, short what, void *arg)
 {
@@ -3864,7 +4115,8 @@ exec_leaf_wait(Exec *e)
 	struct timeval tv;
 	int r;
 
-	if (!e->leaf || e->leaf_gone || !(e->kill_requested || e->timed_out) || !e->sandbox ||
+	if (!e->leaf || e->leaf_gone ||
+	    !(e->kill_requested || e->timed_out || e->leftovers_killed) || !e->sandbox ||
 	    !e->sandbox->cg)
 		return false;
 	r = cgroup_leaf_remove(e->sandbox->cg, e->id);

@@ -32,13 +32,16 @@
  *                   run's listeners; the proxy's byte counts (zeros when none)
  *   SANDBOX_SNAPSHOT {key, label?}             → {record}: the workspace archived
  *                   (sandbox frozen while live) under <state_dir>/backups (snapshot.h)
- *                   by a child process (snapjob.h); then backups_keep prunes
+ *                   by a child process (snapjob.h); then backups_keep prunes;
+ *                   what restore would refuse: -EINVAL "not_restorable: …"
  *   SANDBOX_RESTORE  {key, record}             → {}: a record of ours only (else
  *                   -EINVAL "not_a_backup_record: …"; pruned: -ENOENT
- *                   "backup_not_found: …"), unpacked into staging by a child,
+ *                   "backup_not_found: …"; damaged or refused archive: -EINVAL
+ *                   "restore_rejected: …"), unpacked into staging by a child,
  *                   the sandbox destroyed, then swapped in with RENAME_EXCHANGE
  *                   (one job per key: -EBUSY "busy: …"; -ETIME at
- *                   snapshot_timeout_ms; -ECANCELED when the child was killed)
+ *                   snapshot_timeout_ms; -ECANCELED when the child was killed;
+ *                   -EAGAIN "too_many_jobs: …" beyond snapshot_max_jobs)
  *   SANDBOX_FILE     {key, op, path, to?, data?, mode?} → per op: the workspace
  *                   file API, live sandbox or not (shim-files.h)
  *

@@ -50,10 +50,14 @@ struct SnapJob {
 	SnapHeld *held;
 };
 
+#define CGROUP_FDS_MAX 4
+
 struct SnapJobs {
 	struct event_base *base;
 	SnapJob *jobs;
 	bool stopped;
+	int cg_fds[CGROUP_FDS_MAX];
+	size_t n_cg_fds;
 };
 
 static const char *const job_names[] = {
@@ -152,13 +156,21 @@ child_result(int fd, int err, const char *text)
 }
 
 static _noreturn_ void
-child_main(const SnapJobSpec *spec, pid_t parent, int result_fd)
+child_main(SnapJobs *t, const SnapJobSpec *spec, pid_t parent, int result_fd)
 {
 	int keep[KEEP_FDS_MAX + 1];
 	char *text = NULL;
 	sigset_t all;
 	int null_fd, r;
 
+	/* Into the jobs' cgroup before anything else (before it has its name:
+	 * a job seen by name is in it): fail closed. */
+	for (size_t i = 0; i < t->n_cg_fds; i++)
+		if (write(t->cg_fds[i], "0", 1) < 0) {
+			child_result(result_fd, -errno,
+				     "job_failed: cannot enter the jobs' cgroup");
+			_exit(1);
+		}
 	/* Dies with the shim; the parent may already be gone. */
 	if (prctl(PR_SET_PDEATHSIG, SIGKILL) < 0 || getppid() != parent)
 		_exit(127);
@@ -169,6 +181,13 @@ child_main(const SnapJobSpec *spec, pid_t parent, int result_fd)
 	(void)sigprocmask(SIG_SETMASK, &all, NULL);
 	(void)prctl(PR_SET_NAME, job_names[spec->kind]);
 	(void)setpriority(PRIO_PROCESS, 0, 10);
+	/* Into the jobs' cgroup before any work: fail closed. */
+	for (size_t i = 0; i < t->n_cg_fds; i++)
+		if (write(t->cg_fds[i], "0", 1) < 0) {
+			child_result(result_fd, -errno,
+				     "job_failed: cannot enter the jobs' cgroup");
+			_exit(1);
+		}
 
 	for (size_t i = 0; i < spec->n_keep_fds; i++)
 		keep[i] = spec->keep_fds[i];
@@ -315,7 +334,7 @@ snapjob_start(SnapJobs *t, const SnapJobSpec *spec, SnapJob **ret)
 	}
 	if (j->pid == 0) {
 		close(p[0]);
-		child_main(spec, parent, p[1]);
+		child_main(t, spec, parent, p[1]);
 	}
 	close(p[1]);
 	/* Nobody else reaps our children (no SIGCHLD handler, no waitpid(-1)):
@@ -367,6 +386,24 @@ snapjobs_free(SnapJobs *t)
 	snapjobs_stop(t);
 	free(t);
 	return NULL;
+}
+
+void
+snapjobs_set_cgroup(SnapJobs *t, const int *procs_fds, size_t n)
+{
+	t->n_cg_fds = MIN(n, (size_t)CGROUP_FDS_MAX);
+	for (size_t i = 0; i < t->n_cg_fds; i++)
+		t->cg_fds[i] = procs_fds[i];
+}
+
+size_t
+snapjobs_count(const SnapJobs *t)
+{
+	size_t n = 0;
+
+	for (const SnapJob *j = t ? t->jobs : NULL; j; j = j->next)
+		n += j->id[0] != '\0';
+	return n;
 }
 
 SnapJob *

@@ -4,6 +4,8 @@
  * shim's event loop (docs/DESIGN.md "Snapshot jobs").
  *
  * snapjob_start() forks the (single-threaded) shim. The child:
+ *   - joins the jobs' cgroup (snapjobs_set_cgroup: cpu.max, io.weight), or
+ *     fails;
  *   - gets PR_SET_PDEATHSIG(SIGKILL) (it dies with the shim), every signal
  *     back to SIG_DFL and unblocked (libevent's handlers are the parent's),
  *     nice 10, a name ("rw-snapshot", "rw-restore", "rw-cleanup");
@@ -79,6 +81,13 @@ SnapJobs *snapjobs_new(struct event_base *base);
 void snapjobs_stop(SnapJobs *t);
 /* snapjobs_stop(), then free. NULL-safe; returns NULL. */
 SnapJobs *snapjobs_free(SnapJobs *t);
+
+/* The cgroup.procs fds of the jobs' cgroup (borrowed; n 0 = none): each
+ * child writes "0" to every one before anything else and fails
+ * ("job_failed: cannot enter the jobs' cgroup") when it cannot. */
+void snapjobs_set_cgroup(SnapJobs *t, const int *procs_fds, size_t n);
+/* Keyed jobs (snapshots and restores) running now, for snapshot_max_jobs. */
+size_t snapjobs_count(const SnapJobs *t);
 
 /* Fork the child. -EBUSY when a keyed job of spec->id runs already. */
 int snapjob_start(SnapJobs *t, const SnapJobSpec *spec, SnapJob **ret);

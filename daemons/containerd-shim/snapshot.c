@@ -14,6 +14,7 @@
 #include <fcntl.h>
 #include <jansson.h>
 #include <limits.h>
+#include <search.h>
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -86,6 +87,14 @@ uuid_v4(char out[static 37])
  * Create.
  */
 
+/* A regular file with more than one link, by the path it was archived at
+ * first: its other names become hardlink entries to that path. */
+typedef struct Linked {
+	dev_t dev;
+	ino_t ino;
+	char path[];
+} Linked;
+
 typedef struct Writer {
 	int fd;
 	EVP_MD_CTX *md;
@@ -93,9 +102,59 @@ typedef struct Writer {
 	int err;
 	struct archive *a;
 	uint64_t files;
+	/* what restore would count: entries and bytes of file content */
+	uint64_t entries, content, max_entries, max_content;
+	void *linked; /* tsearch tree of Linked */
 	char path[WSFS_PATH_MAX + 1];
 	SnapshotErr *e;
 } Writer;
+
+static int
+linked_cmp(const void *a, const void *b)
+{
+	const Linked *x = a, *y = b;
+
+	if (x->dev != y->dev)
+		return x->dev < y->dev ? -1 : 1;
+	return x->ino < y->ino ? -1 : x->ino > y->ino;
+}
+
+/* What the restorer would refuse, refused now (not_restorable, path named). */
+static int
+not_restorable(Writer *w, const char *fmt, ...)
+{
+	char why[160];
+	va_list ap;
+
+	va_start(ap, fmt);
+	vsnprintf(why, sizeof(why), fmt, ap);
+	va_end(ap);
+	seterr(w->e, "'%.200s': %s", w->path, why);
+	return -SNAPSHOT_NOT_RESTORABLE;
+}
+
+/* One more entry at w->path, with size bytes of file content. */
+static int
+count_entry(Writer *w, uint64_t size)
+{
+	int k = wsfs_check_path(w->path, strlen(w->path));
+
+	if (k < 0)
+		return not_restorable(w,
+				      "a name restore refuses (invalid UTF-8, a component over "
+				      "255 bytes or more than %d components)",
+				      WSFS_COMPONENTS_MAX);
+	if (++w->entries > w->max_entries)
+		return not_restorable(w, "more than restore_max_entries=%" PRIu64 " entries",
+				      w->max_entries);
+	if (size > w->max_content - w->content)
+		return not_restorable(w,
+				      "more than restore_max_bytes=%" PRIu64
+				      " bytes of file content (this file: %" PRIu64 ")",
+				      w->max_content, size);
+	w->content += size;
+	return 0;
+}
 
 static la_ssize_t
 writer_cb(struct archive *a, void *ud, const void *buf, size_t len)
@@ -123,15 +182,13 @@ ar_fail(Writer *w, const char *what)
 	return w->err < 0 ? w->err : -EIO;
 }
 
-static int
-write_header(Writer *w, const char *path, mode_t type, mode_t perm, int64_t size,
-	     const struct timespec *mtime, const char *link)
+static struct archive_entry *
+new_entry(const char *path, mode_t type, mode_t perm, int64_t size, const struct timespec *mtime)
 {
 	struct archive_entry *e = archive_entry_new();
-	int r;
 
 	if (!e)
-		return -ENOMEM;
+		return NULL;
 	archive_entry_set_pathname(e, path);
 	archive_entry_set_filetype(e, type);
 	archive_entry_set_perm(e, perm & 0777);
@@ -139,6 +196,18 @@ write_header(Writer *w, const char *path, mode_t type, mode_t perm, int64_t size
 	archive_entry_set_mtime(e, mtime->tv_sec, mtime->tv_nsec);
 	archive_entry_set_uid(e, 0);
 	archive_entry_set_gid(e, 0);
+	return e;
+}
+
+static int
+write_header(Writer *w, const char *path, mode_t type, mode_t perm, int64_t size,
+	     const struct timespec *mtime, const char *link)
+{
+	struct archive_entry *e = new_entry(path, type, perm, size, mtime);
+	int r;
+
+	if (!e)
+		return -ENOMEM;
 	if (link)
 		archive_entry_set_symlink(e, link);
 	r = archive_write_header(w->a, e);
@@ -199,13 +268,94 @@ oom:
 	return -ENOMEM;
 }
 
+/* Write len bytes of fd from off as entry data; a file that shrank under us
+ * is padded with zeros, and fd -1 is all zeros (a hole: libarchive's sparse
+ * writer takes the whole file and drops the holes of the entry's map). */
+static int
+copy_region(Writer *w, int fd, int64_t off, int64_t len)
+{
+	static const char zeros[IO_CHUNK];
+	char buf[IO_CHUNK];
+	bool eof = fd < 0;
+
+	while (len > 0) {
+		size_t want = (size_t)MIN((int64_t)sizeof(buf), len);
+		ssize_t n = 0;
+		if (!eof) {
+			n = pread(fd, buf, want, off);
+			if (n < 0 && errno == EINTR)
+				continue;
+			if (n < 0)
+				return -errno;
+			eof = n == 0;
+		}
+		if (eof)
+			n = (ssize_t)want;
+		if (archive_write_data(w->a, eof ? zeros : buf, (size_t)n) < 0)
+			return ar_fail(w, "archive data");
+		off += n;
+		len -= n;
+	}
+	return 0;
+}
+
+/* The data regions of fd (SEEK_DATA/SEEK_HOLE), added to e as its sparse map
+ * when the file has a hole; *ret_sparse says so. A filesystem without
+ * SEEK_DATA reads as one region. */
+static int
+map_sparse(int fd, int64_t size, struct archive_entry *e, bool *ret_sparse)
+{
+	int64_t off = 0, data = 0;
+
+	*ret_sparse = false;
+	/* Pass 1: any hole at all? */
+	while (off < size) {
+		off_t d = lseek(fd, off, SEEK_DATA), h;
+		if (d < 0) {
+			if (errno == ENXIO) /* no data from off to the end */
+				break;
+			return errno == EINVAL || errno == EOPNOTSUPP ? 0 : -errno;
+		}
+		h = lseek(fd, d, SEEK_HOLE);
+		if (h < 0)
+			return errno == EINVAL || errno == EOPNOTSUPP ? 0 : -errno;
+		if (h > size)
+			h = size;
+		if (d >= size)
+			break;
+		data += h - d;
+		off = h;
+	}
+	if (data >= size)
+		return 0;
+	/* Pass 2: the map (a file with no data at all gets one empty region at
+	 * its end, so that it still reads as sparse). */
+	for (off = 0; off < size;) {
+		off_t d = lseek(fd, off, SEEK_DATA), h;
+		if (d < 0 || d >= size)
+			break;
+		h = lseek(fd, d, SEEK_HOLE);
+		if (h < 0)
+			return -errno;
+		if (h > size)
+			h = size;
+		archive_entry_sparse_add_entry(e, d, h - d);
+		off = h;
+	}
+	if (archive_entry_sparse_count(e) == 0)
+		archive_entry_sparse_add_entry(e, size, 0);
+	*ret_sparse = true;
+	return 0;
+}
+
 static int
 archive_file(Writer *w, int dfd, const char *name, const struct stat *lst)
 {
 	_cleanup_close_ int fd = -1;
+	struct archive_entry *e = NULL;
+	Linked key = {.dev = lst->st_dev, .ino = lst->st_ino}, **found;
+	bool sparse = false;
 	struct stat st;
-	char buf[IO_CHUNK];
-	int64_t left;
 	int r;
 
 	fd = openat(dfd, name, O_RDONLY | O_NOFOLLOW | O_NONBLOCK | O_NOCTTY | O_CLOEXEC);
@@ -215,26 +365,63 @@ archive_file(Writer *w, int dfd, const char *name, const struct stat *lst)
 		return -errno;
 	if (!S_ISREG(st.st_mode) || st.st_ino != lst->st_ino || st.st_dev != lst->st_dev)
 		return 0; /* changed type under us: skip */
-	r = write_header(w, w->path, AE_IFREG, st.st_mode, st.st_size, &st.st_mtim, NULL);
+	/* Another name of a file archived already: a hardlink entry to it. */
+	if (st.st_nlink > 1 && (found = tfind(&key, &w->linked, linked_cmp))) {
+		r = count_entry(w, 0);
+		if (r < 0)
+			return r;
+		e = new_entry(w->path, AE_IFREG, st.st_mode, 0, &st.st_mtim);
+		if (!e)
+			return -ENOMEM;
+		archive_entry_set_hardlink(e, (*found)->path);
+		r = archive_write_header(w->a, e);
+		archive_entry_free(e);
+		if (r < ARCHIVE_WARN)
+			return ar_fail(w, "archive header");
+		return 0;
+	}
+	r = count_entry(w, (uint64_t)st.st_size);
 	if (r < 0)
 		return r;
-	/* Exactly st_size bytes: a file that shrank is padded with zeros by
-	 * libarchive at the end of the entry, one that grew is cut. */
-	for (left = st.st_size; left > 0;) {
-		ssize_t n = read(fd, buf, (size_t)MIN((int64_t)sizeof(buf), left));
-		if (n < 0 && errno == EINTR)
-			continue;
-		if (n < 0)
-			return -errno;
-		if (n == 0)
-			break;
-		if (archive_write_data(w->a, buf, (size_t)n) < 0)
-			return ar_fail(w, "archive data");
-		left -= n;
-	}
+	e = new_entry(w->path, AE_IFREG, st.st_mode, st.st_size, &st.st_mtim);
+	if (!e)
+		return -ENOMEM;
+	r = map_sparse(fd, st.st_size, e, &sparse);
+	if (r >= 0 && archive_write_header(w->a, e) < ARCHIVE_WARN)
+		r = ar_fail(w, "archive header");
+	/* Exactly st_size bytes (or the sparse map's regions): a file that shrank
+	 * is padded with zeros, one that grew is cut. */
+	if (r >= 0 && sparse) {
+		int64_t off, len, at = 0;
+		archive_entry_sparse_reset(e);
+		while (r >= 0 && archive_entry_sparse_next(e, &off, &len) == ARCHIVE_OK) {
+			r = copy_region(w, -1, at, off - at);
+			if (r >= 0)
+				r = copy_region(w, fd, off, len);
+			at = off + len;
+		}
+		if (r >= 0 && at < st.st_size)
+			r = copy_region(w, -1, at, st.st_size - at);
+	} else if (r >= 0)
+		r = copy_region(w, fd, 0, st.st_size);
+	archive_entry_free(e);
+	if (r < 0)
+		return r;
 	if (archive_write_finish_entry(w->a) < ARCHIVE_WARN)
 		return ar_fail(w, "archive entry");
 	w->files++;
+	if (st.st_nlink > 1) {
+		size_t pl = strlen(w->path);
+		Linked *l = malloc(sizeof(*l) + pl + 1);
+		if (!l)
+			return -ENOMEM;
+		*l = key;
+		memcpy(l->path, w->path, pl + 1);
+		if (!tsearch(l, &w->linked, linked_cmp)) {
+			free(l);
+			return -ENOMEM;
+		}
+	}
 	return 0;
 }
 
@@ -245,10 +432,8 @@ archive_dir(Writer *w, int dfd, size_t plen, unsigned depth, dev_t dev)
 	size_t n = 0;
 	int r;
 
-	if (depth > DEPTH_MAX) {
-		seterr(w->e, "directory tree deeper than %d levels", DEPTH_MAX);
-		return -ELOOP;
-	}
+	if (depth > DEPTH_MAX)
+		return not_restorable(w, "a directory tree deeper than %d levels", DEPTH_MAX);
 	r = list_dir(dfd, &names, &n);
 	if (r < 0) {
 		seterr(w->e, "cannot list '%s': %s", plen ? w->path : ".", strerror(-r));
@@ -260,8 +445,8 @@ archive_dir(Writer *w, int dfd, size_t plen, unsigned depth, dev_t dev)
 		struct stat st;
 
 		if (plen + (plen ? 1 : 0) + nlen > WSFS_PATH_MAX) {
-			seterr(w->e, "path longer than %d bytes", WSFS_PATH_MAX);
-			r = -ENAMETOOLONG;
+			r = not_restorable(w, "a name in it makes a path longer than %d bytes",
+					   WSFS_PATH_MAX);
 			break;
 		}
 		if (plen)
@@ -282,14 +467,20 @@ archive_dir(Writer *w, int dfd, size_t plen, unsigned depth, dev_t dev)
 			if (l < 0)
 				continue; /* swapped under us */
 			target[l] = '\0';
-			r = write_header(w, w->path, AE_IFLNK, 0777, 0, &st.st_mtim, target);
+			r = count_entry(w, 0);
+			if (r >= 0)
+				r = write_header(w, w->path, AE_IFLNK, 0777, 0, &st.st_mtim,
+						 target);
 		} else if (S_ISDIR(st.st_mode) && st.st_dev == dev) {
 			_cleanup_close_ int cfd =
 			    openat(dfd, name, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
 			struct stat cst;
 			if (cfd < 0 || fstat(cfd, &cst) < 0 || cst.st_ino != st.st_ino)
 				continue; /* swapped under us */
-			r = write_header(w, w->path, AE_IFDIR, cst.st_mode, 0, &cst.st_mtim, NULL);
+			r = count_entry(w, 0);
+			if (r >= 0)
+				r = write_header(w, w->path, AE_IFDIR, cst.st_mode, 0, &cst.st_mtim,
+						 NULL);
 			if (r >= 0)
 				r = archive_dir(w, cfd, plen + (plen ? 1 : 0) + nlen, depth + 1,
 						dev);
@@ -307,12 +498,21 @@ int
 snapshot_create(const char *backups_dir, const char *key_id, int ws_fd, const char *label,
 		char **ret_record, SnapshotErr *err)
 {
+	return snapshot_create_limited(backups_dir, key_id, ws_fd, label, UINT64_MAX, UINT64_MAX,
+				       ret_record, err);
+}
+
+int
+snapshot_create_limited(const char *backups_dir, const char *key_id, int ws_fd, const char *label,
+			uint64_t max_bytes, uint64_t max_entries, char **ret_record,
+			SnapshotErr *err)
+{
 	_cleanup_free_ char *dir = NULL, *tmp = NULL, *final = NULL, *rec = NULL;
 	_cleanup_close_ int dfd = -1;
 	unsigned char md[EVP_MAX_MD_SIZE];
 	unsigned int mdlen = 0;
 	char id[37], sha[2 * 32 + 1];
-	Writer w = {.fd = -1, .e = err};
+	Writer w = {.fd = -1, .e = err, .max_content = max_bytes, .max_entries = max_entries};
 	struct stat st;
 	json_t *j;
 	int r;
@@ -391,6 +591,7 @@ fail:
 out:
 	if (w.a)
 		archive_write_free(w.a);
+	tdestroy(w.linked, free);
 	EVP_MD_CTX_free(w.md);
 	safe_close(w.fd);
 	return r;
@@ -517,8 +718,9 @@ snapshot_verify(const char *backups_dir, const char *key_id, const char *record,
 	}
 	hex(md, 32, sha);
 	if (off != st.st_size || !streq(sha, want)) {
-		seterr(err, "checksum mismatch");
-		r = -EINVAL;
+		seterr(err, "the archive does not match its record (checksum mismatch): it was "
+			    "changed or damaged");
+		r = -EBADMSG;
 		goto out;
 	}
 	*ret_fd = TAKE_FD(fd);
@@ -533,30 +735,20 @@ out:
  * Unpack.
  */
 
+/* Any target is allowed: a symlink is restored as the entry it is and nothing
+ * here (nor any other host-side reader of a workspace) resolves through one:
+ * every component is opened O_NOFOLLOW, files are created O_EXCL|O_NOFOLLOW,
+ * hardlinks are made without AT_SYMLINK_FOLLOW to a regular file checked
+ * with AT_SYMLINK_NOFOLLOW. A link pointing outside the tree (a venv's
+ * /usr/bin/python3) is inert on the host and resolves inside the sandbox's
+ * own root there, like any link the sandbox could make itself. */
 bool
 snapshot_link_target_ok(const char *t, unsigned depth)
 {
 	size_t len = strlen(t);
-	bool descended = false;
-	long d = depth;
 
-	if (len == 0 || len > PATH_MAX || t[0] == '/')
-		return false;
-	for (const char *p = t; *p;) {
-		const char *s = strchr(p, '/');
-		size_t n = s ? (size_t)(s - p) : strlen(p);
-		if (n == 2 && p[0] == '.' && p[1] == '.') {
-			/* '..' only before any name: a climb after a name could go
-			 * through a symlink and end outside the tree */
-			if (descended || --d < 0)
-				return false;
-		} else if (n > 0 && !(n == 1 && p[0] == '.'))
-			descended = true;
-		p += n;
-		while (*p == '/')
-			p++;
-	}
-	return true;
+	(void)depth;
+	return len > 0 && len <= PATH_MAX;
 }
 
 typedef struct Unpacker {
@@ -578,7 +770,8 @@ reject(Unpacker *u, const char *path, const char *why)
 /* Open the parent directory of path (creating missing components 0700),
  * never through a symlink or a non-directory. *ret_name points into path. */
 static int
-open_parent(Unpacker *u, char *path, int *ret_fd, const char **ret_name, unsigned *ret_depth)
+open_parent(Unpacker *u, char *path, bool create, int *ret_fd, const char **ret_name,
+	    unsigned *ret_depth)
 {
 	int fd = dup(u->root_fd);
 	unsigned depth = 0;
@@ -590,7 +783,7 @@ open_parent(Unpacker *u, char *path, int *ret_fd, const char **ret_name, unsigne
 		int nfd;
 		*s = '\0';
 		nfd = openat(fd, p, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
-		if (nfd < 0 && errno == ENOENT) {
+		if (nfd < 0 && errno == ENOENT && create) {
 			if (mkdirat(fd, p, 0700) < 0 && errno != EEXIST) {
 				int r = -errno;
 				*s = '/';
@@ -612,6 +805,8 @@ open_parent(Unpacker *u, char *path, int *ret_fd, const char **ret_name, unsigne
 			close(fd);
 			if (r == ELOOP || r == ENOTDIR)
 				return reject(u, path, "a parent is a symlink or not a directory");
+			if (r == ENOENT && !create)
+				return reject(u, path, "no such directory in the archive");
 			return -r;
 		}
 		close(fd);
@@ -671,6 +866,45 @@ unpack_file(Unpacker *u, int pfd, const char *name, const char *path, struct arc
 	return 0;
 }
 
+/* A hardlink entry: another name of a regular file unpacked before, inside
+ * the tree (both paths resolved from the root with O_NOFOLLOW, the target
+ * checked to be a regular file, never a symlink or anything outside). */
+static int
+unpack_hardlink(Unpacker *u, struct archive_entry *e, char *path, const char *raw)
+{
+	const char *traw = archive_entry_hardlink(e), *tname = NULL, *name = NULL;
+	_cleanup_close_ int tpfd = -1, pfd = -1;
+	_cleanup_free_ char *target = NULL;
+	unsigned depth = 0;
+	struct stat st;
+	size_t tlen;
+	int r;
+
+	if (archive_entry_size_is_set(e) && archive_entry_size(e) > 0)
+		return reject(u, raw, "hardlink with data");
+	if (!(target = strdup(traw)))
+		return -ENOMEM;
+	tlen = strlen(target);
+	if (target[0] == '/' || wsfs_check_path(target, tlen) < 0)
+		return reject(u, raw, "hardlink target absolute, '..', '.' or overlong");
+	r = open_parent(u, target, false, &tpfd, &tname, &depth);
+	if (r < 0)
+		return r;
+	if (fstatat(tpfd, tname, &st, AT_SYMLINK_NOFOLLOW) < 0) {
+		if (errno == ENOENT)
+			return reject(u, raw, "hardlink to a file not in the archive before it");
+		return -errno;
+	}
+	if (!S_ISREG(st.st_mode))
+		return reject(u, raw, "hardlink to something not a regular file");
+	r = open_parent(u, path, true, &pfd, &name, &depth);
+	if (r < 0)
+		return r;
+	if (linkat(tpfd, tname, pfd, name, 0) < 0)
+		return errno == EEXIST ? reject(u, raw, "duplicate entry") : -errno;
+	return 0;
+}
+
 static int
 unpack_entry(Unpacker *u, struct archive_entry *e)
 {
@@ -694,14 +928,14 @@ unpack_entry(Unpacker *u, struct archive_entry *e)
 	if (wsfs_check_path(path, len) < 0)
 		return reject(u, raw, "'..', '.', empty or overlong path");
 	if (archive_entry_hardlink(e))
-		return reject(u, raw, "hardlink");
+		return unpack_hardlink(u, e, path, raw);
 	if (type != AE_IFREG && type != AE_IFDIR && type != AE_IFLNK)
 		return reject(u, raw, "not a file, a directory or a symlink");
 	if (archive_entry_mode(e) & (S_ISUID | S_ISGID | S_ISVTX))
 		return reject(u, raw, "setuid, setgid or sticky bit");
 	if (archive_entry_xattr_count(e) > 0)
 		return reject(u, raw, "extended attributes");
-	r = open_parent(u, path, &pfd, &name, &depth);
+	r = open_parent(u, path, true, &pfd, &name, &depth);
 	if (r < 0)
 		return r;
 	switch (type) {
@@ -724,7 +958,7 @@ unpack_entry(Unpacker *u, struct archive_entry *e)
 		const char *t = archive_entry_symlink(e);
 		struct timespec ts[2];
 		if (!t || !snapshot_link_target_ok(t, depth))
-			return reject(u, raw, "symlink target absolute or outside the tree");
+			return reject(u, raw, "empty or overlong symlink target");
 		if (symlinkat(t, pfd, name) < 0)
 			return errno == EEXIST ? reject(u, raw, "duplicate entry") : -errno;
 		if (fchownat(pfd, name, u->uid, u->gid, AT_SYMLINK_NOFOLLOW) < 0)

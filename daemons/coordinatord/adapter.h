@@ -52,7 +52,8 @@ struct Harness {
 	char **egress_allow_private;
 	int64_t timeout_ms;
 	int64_t max_line;
-	char **tools; /* names of [tool.NAME] host tools offered over the MCP bridge */
+	bool keep_processes; /* what its process leaves running outlives the run */
+	char **tools;	     /* names of [tool.NAME] host tools offered over the MCP bridge */
 };
 
 /* A host tool ([tool.NAME]): a command run on the host, outside every sandbox,

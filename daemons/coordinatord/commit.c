@@ -16,7 +16,10 @@
 
 #include "coordinatord.h"
 
+#include "adapter.h"
+
 #include <errno.h>
+#include <stdio.h>
 #include <event2/event.h>
 #include <stdlib.h>
 #include <string.h>
@@ -35,7 +38,8 @@ struct Op {
 	json_t *drive;	/* driver state to store with the event; json_null() deletes */
 	Client *client; /* to acknowledge, or NULL */
 	uint64_t req_id;
-	bool is_run; /* queued by a Run driver */
+	bool is_run;	   /* queued by a Run driver */
+	bool refused_full; /* refused past chunk_high_water */
 	/* results */
 	int err;
 	int64_t seq;
@@ -436,7 +440,17 @@ publish_run(Coordinator *c, RunLogBatch *b, Op *ops, const char *run_id)
 			}
 		if (first < 0)
 			first = json_integer_value(json_object_get(rec, "lastSeq")) + 1;
-		publish(c, run_id, first, texts, lens, n, rec);
+		/* one push per slice of at most read_max_bytes (and at least one
+		 * event): a flood's batch never makes a frame over max_frame */
+		size_t at = 0;
+		do {
+			size_t k = 0, bytes = 0;
+			while (at + k < n &&
+			       (k == 0 || bytes + lens[at + k] <= (size_t)c->conf.read_max_bytes))
+				bytes += lens[at + k++];
+			publish(c, run_id, first + (int64_t)at, texts + at, lens + at, k, rec);
+			at += k;
+		} while (at < n);
 	}
 	free(texts);
 	free(lens);
@@ -503,9 +517,46 @@ commit_cb(evutil_socket_t fd, short what, void *arg)
 
 	usec_t t0 = now_usec();
 	int64_t now = now_epoch_ms();
+	uint64_t used = 0, high = c->log_map / 100 * (uint64_t)c->conf.chunk_high_water;
 	r = runlog_batch_begin(c->runlog, &b);
 	for (Op *op = ops; r == 0 && op; op = op->next) {
-		if (op->text) {
+		if (op->text && op->len > c->event_max) {
+			if (!op->is_run) {
+				op->err = -EMSGSIZE;
+				continue;
+			}
+			/* a runner's line too big for any frame: say so instead */
+			_cleanup_free_ char *m = NULL;
+			if (asprintf(&m,
+				     "{\"type\":\"CUSTOM\",\"name\":\"runwarden.event_dropped\","
+				     "\"value\":{\"bytes\":%zu,\"eventMax\":%zu}}",
+				     op->len, c->event_max) < 0) {
+				op->err = -ENOMEM;
+				continue;
+			}
+			free(op->text);
+			op->text = TAKE_PTR(m);
+			op->len = strlen(op->text);
+		}
+		if (op->text && !op->status[0]) {
+			/* events of running runs stop at the high-water mark; what
+			 * is above it is kept for run starts and terminal records */
+			if (runlog_batch_usage(b, &used) == 0 && used > high) {
+				op->err = -ENOSPC;
+				op->refused_full = true;
+				c->m.events_refused_full++;
+				continue;
+			}
+		}
+		if (op->text && !op->status[0]) {
+			op->err = runlog_batch_append_soft(b, op->run_id, op->text, op->len,
+							   op->fields, now, &op->seq);
+			if (op->err == -ENOSPC) { /* no room for it in the map after all */
+				op->refused_full = true;
+				c->m.events_refused_full++;
+				continue;
+			}
+		} else if (op->text) {
 			op->err = runlog_batch_append(b, op->run_id, op->text, op->len,
 						      op->status[0] ? op->status : NULL, op->fields,
 						      now, &op->seq);
@@ -516,11 +567,14 @@ commit_cb(evutil_socket_t fd, short what, void *arg)
 			op->err = runlog_batch_drive_put(
 			    b, op->run_id, json_is_null(op->drive) ? NULL : op->drive);
 	}
+	if (r == 0 && runlog_batch_usage(b, &used) < 0)
+		used = c->log_used;
 	if (r == 0)
 		r = runlog_batch_commit(b);
 	if (r == 0) {
 		commit_latency(c, now_usec() - t0);
 		c->storage_ok = true;
+		watchdog_log_usage(c, used);
 	} else {
 		c->m.commit_failures++;
 		c->storage_ok = false;
@@ -593,8 +647,15 @@ commit_cb(evutil_socket_t fd, short what, void *arg)
 				      op->status);
 			if (run && op->is_run)
 				run_free(run);
+		} else if (op->refused_full && op->is_run) {
+			/* the reserve above the mark lets its end commit */
+			Run *run = run_find(c, op->run_id);
+			if (run && run->state != RUN_DONE) {
+				run_kill_exec(run);
+				run_fail(run, "run log is full", "storage_full");
+			}
 		} else if (op->err < 0 && op->err != -ESTALE && op->err != -ENOENT &&
-			   op->err != -EINVAL && op->err != -EUCLEAN) {
+			   op->err != -EINVAL && op->err != -EUCLEAN && op->err != -EMSGSIZE) {
 			/* storage: handled below for all runs at once */
 		} else if (op->err < 0 && op->is_run) {
 			/* terminal already (cancel or watchdog won) or gone: the driver ends */

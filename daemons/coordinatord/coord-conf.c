@@ -17,13 +17,49 @@ const ConfItem coord_conf_items[] = {
      "interpreter of the shell harness, a path inside the sandbox"},
     {"coordinatord", "read_max", CONF_INT, offsetof(CoordConf, read_max), "256", 1, 65536,
      "most events returned by one RUN_READ"},
+    {"coordinatord", "read_max_bytes", CONF_SIZE, offsetof(CoordConf, read_max_bytes), "4M", 4096,
+     1LL << 30,
+     "most bytes of event text returned by one RUN_READ (always at least one event); at most "
+     "half of max_frame"},
     {"coordinatord", "sandbox_wait_ms", CONF_INT, offsetof(CoordConf, sandbox_wait_ms), "30000",
      100, 3600000, "how long a run waits for containerd-shim before it fails"},
     {"coordinatord", "output_chunk_max", CONF_SIZE, offsetof(CoordConf, output_chunk_max), "64K",
      256, 16 << 20, "largest text of one process.stdout/stderr chunk"},
+    {"coordinatord", "max_run_output_bytes", CONF_SIZE, offsetof(CoordConf, max_run_output_bytes),
+     "64M", 0, 1LL << 40,
+     "output budget of one run (stdout + stderr bytes); past it the run gets a 'dropped N "
+     "bytes' marker and output_limit_action applies; 0 = no budget"},
+    {"coordinatord", "output_limit_action", CONF_STR, offsetof(CoordConf, output_limit_action),
+     "fail", 0, 0,
+     "a run over its output budget: 'fail' kills its exec and ends it with code output_limit; "
+     "'drop' keeps it running and drops the rest of its output"},
+    {"coordinatord", "max_thread_output_bytes", CONF_SIZE,
+     offsetof(CoordConf, max_thread_output_bytes), "256M", 0, 1LL << 40,
+     "output budget of all runs of one thread within thread_output_window_ms; past it "
+     "output_limit_action applies to the run that crossed it; 0 = no budget"},
+    {"coordinatord", "thread_output_window_ms", CONF_INT,
+     offsetof(CoordConf, thread_output_window_ms), "3600000", 1000, 86400000LL * 7,
+     "the window of max_thread_output_bytes (a fixed window starting at a thread's first "
+     "output)"},
+    {"coordinatord", "chunk_high_water", CONF_INT, offsetof(CoordConf, chunk_high_water), "90", 10,
+     99,
+     "percent of map_size past which events of running runs are refused (the run fails "
+     "storage_full); the rest is reserved so run starts and ends always commit"},
+    {"coordinatord", "size_retention_high_water", CONF_INT,
+     offsetof(CoordConf, size_retention_high_water), "75", 0, 99,
+     "percent of map_size past which retention deletes the oldest terminal runs, whatever "
+     "their age, until the log is below it; 0 turns size retention off"},
+    {"coordinatord", "map_warn_percent", CONF_INT, offsetof(CoordConf, map_warn_percent), "80", 1,
+     99,
+     "percent of map_size at which the journal warns (once per crossing) and /metrics "
+     "reports runwarden_runlog_over_warn 1"},
     {"coordinatord", "stall_timeout_ms", CONF_INT, offsetof(CoordConf, stall_timeout_ms), "300000",
      0, 86400000LL * 7,
      "stall watchdog: a run with no progress for this long fails; 0 turns it off"},
+    {"coordinatord", "max_run_ms", CONF_INT, offsetof(CoordConf, max_run_ms), "7200000", 0,
+     86400000LL * 30,
+     "longest a run may take, from its start (waiting for a sandbox included): then its "
+     "exec cgroup is killed and it fails with code run_timeout; 0 = no limit"},
     {"coordinatord", "stall_action", CONF_STR, offsetof(CoordConf, stall_action), "fail", 0, 0,
      "what the watchdog does to a stale run: 'fail' it, or 'kill' (also kill its exec and all "
      "it started)"},

@@ -289,6 +289,7 @@ handle_run_read(Peer *p, const Frame *f, void *ud)
 	const char *run_id = NULL, *thread_id = NULL;
 	int64_t from = -1;
 	uint64_t max = 0;
+	int64_t max_bytes = 0;
 	json_t *rec = NULL;
 	RunLogEvents ev = {0};
 	int ret;
@@ -298,6 +299,7 @@ handle_run_read(Peer *p, const Frame *f, void *ud)
 	mp_read_str_opt(&r, "thread_id", &thread_id, NULL);
 	mp_read_int(&r, "from_seq", &from);
 	mp_read_uint(&r, "max", &max);
+	mp_read_int_opt(&r, "max_bytes", &max_bytes, 0);
 	ret = r.err;
 	if (ret == 0 && !thread_named(p, f, thread_id))
 		goto out;
@@ -306,7 +308,10 @@ handle_run_read(Peer *p, const Frame *f, void *ud)
 	if (ret == 0) {
 		if (max == 0 || max > (uint64_t)cl->c->conf.read_max)
 			max = (uint64_t)cl->c->conf.read_max;
-		ret = runlog_read(cl->c->runlog, run_id, from, max, &ev, &rec);
+		if (max_bytes <= 0 || max_bytes > cl->c->conf.read_max_bytes)
+			max_bytes = cl->c->conf.read_max_bytes;
+		ret = runlog_read_bytes(cl->c->runlog, run_id, from, max, (size_t)max_bytes, &ev,
+					&rec);
 	}
 	if (ret == 0 && thread_id &&
 	    !streq(thread_id, json_string_value(json_object_get(rec, "threadId")) ?: ""))
@@ -470,6 +475,30 @@ handle_status_get(Peer *p, const Frame *f, void *ud)
 		"runwarden_commit_seconds_sum %.6f\n"
 		"runwarden_commit_seconds_count %" PRIu64 "\n",
 		cum, (double)m->commit_usec_sum / 1e6, m->commits);
+	fprintf(mf,
+		"# HELP runwarden_runlog_used_bytes Live data in the run log (LMDB pages in use).\n"
+		"# TYPE runwarden_runlog_used_bytes gauge\n"
+		"runwarden_runlog_used_bytes %" PRIu64 "\n"
+		"# HELP runwarden_runlog_map_bytes Size of the run log's map (map_size).\n"
+		"# TYPE runwarden_runlog_map_bytes gauge\n"
+		"runwarden_runlog_map_bytes %" PRIu64 "\n"
+		"# HELP runwarden_runlog_over_warn 1 while the run log is past map_warn_percent.\n"
+		"# TYPE runwarden_runlog_over_warn gauge\n"
+		"runwarden_runlog_over_warn %d\n"
+		"# HELP runwarden_output_dropped_bytes_total Output bytes dropped over a budget.\n"
+		"# TYPE runwarden_output_dropped_bytes_total counter\n"
+		"runwarden_output_dropped_bytes_total %" PRIu64 "\n"
+		"# HELP runwarden_runs_output_limited_total Runs that went over an output budget.\n"
+		"# TYPE runwarden_runs_output_limited_total counter\n"
+		"runwarden_runs_output_limited_total %" PRIu64 "\n"
+		"# HELP runwarden_events_refused_full_total Events refused past chunk_high_water.\n"
+		"# TYPE runwarden_events_refused_full_total counter\n"
+		"runwarden_events_refused_full_total %" PRIu64 "\n"
+		"# HELP runwarden_runs_pruned_size_total Runs deleted by size retention.\n"
+		"# TYPE runwarden_runs_pruned_size_total counter\n"
+		"runwarden_runs_pruned_size_total %" PRIu64 "\n",
+		c->log_used, c->log_map, c->log_warned ? 1 : 0, m->output_dropped_bytes,
+		m->runs_output_limited, m->events_refused_full, m->runs_pruned_size);
 	fclose(mf);
 
 	mp_writer_init(&w);
@@ -610,7 +639,10 @@ typedef struct SnapshotCall {
 	bool restore;
 } SnapshotCall;
 
-#define SNAPSHOT_CALL_TIMEOUT (300 * USEC_PER_SEC)
+/* The shim answers when its job ends, at most snapshot_timeout_ms after it
+ * started (read from the shim's section of the same files): wait that long
+ * plus this, and routerd waits 30 s more than we do (ROUTER_SNAPSHOT_MARGIN_MS). */
+#define COORD_SNAPSHOT_MARGIN_MS 30000
 
 static void
 snapshot_replied(Peer *shim, int err, const msgpack_object *body, void *ud)
@@ -739,7 +771,7 @@ handle_snapshot(Peer *p, const Frame *f, void *ud)
 	else if (label)
 		mp_w_str(&w, "label", label);
 	ret = peer_call(c->shim, restore ? MSG_SANDBOX_RESTORE : MSG_SANDBOX_SNAPSHOT, &w,
-			SNAPSHOT_CALL_TIMEOUT, snapshot_replied, sc);
+			(usec_t)c->snapshot_wait_ms * USEC_PER_MSEC, snapshot_replied, sc);
 	mp_writer_done(&w);
 	if (ret < 0)
 		free(sc);
@@ -969,6 +1001,35 @@ coordinator_run(const DaemonArgs *args)
 		r = log_error_errno(SYNTHETIC_ERRNO(EINVAL),
 				    "coordinatord.reuse: '%s': expected 'thread' or 'none'",
 				    c.conf.reuse);
+	if (r == 0 && !streq(c.conf.output_limit_action, "fail") &&
+	    !streq(c.conf.output_limit_action, "drop"))
+		r = log_error_errno(
+		    SYNTHETIC_ERRNO(EINVAL),
+		    "coordinatord.output_limit_action: '%s': expected 'fail' or 'drop'",
+		    c.conf.output_limit_action);
+	/* a RUN_READ reply is at most max(read_max_bytes, one event) of texts, and
+	 * an event at most a quarter of max_frame: a reply always fits a frame */
+	c.event_max = (size_t)c.conf.shared.max_frame / 4;
+	if (r == 0 && c.conf.read_max_bytes > c.conf.shared.max_frame / 2)
+		r = log_error_errno(SYNTHETIC_ERRNO(EINVAL),
+				    "coordinatord.read_max_bytes: %" PRId64
+				    " is over half of runwarden.max_frame (%" PRId64 ")",
+				    c.conf.read_max_bytes, c.conf.shared.max_frame);
+	/* an output chunk JSON-escapes to at most 6 bytes per byte (\u00XX) */
+	if (r == 0 && (uint64_t)c.conf.output_chunk_max * 6 + 1024 > c.event_max)
+		r = log_error_errno(
+		    SYNTHETIC_ERRNO(EINVAL),
+		    "coordinatord.output_chunk_max: %" PRId64
+		    " escapes to more than a quarter of runwarden.max_frame (%" PRId64
+		    "); at most %zu",
+		    c.conf.output_chunk_max, c.conf.shared.max_frame, (c.event_max - 1024) / 6);
+	if (r == 0 && c.conf.size_retention_high_water >= c.conf.chunk_high_water)
+		r = log_error_errno(SYNTHETIC_ERRNO(EINVAL),
+				    "coordinatord.size_retention_high_water: %" PRId64
+				    " must be below chunk_high_water (%" PRId64 ")",
+				    c.conf.size_retention_high_water, c.conf.chunk_high_water);
+	if (r == 0)
+		r = daemon_snapshot_wait_ms(args, COORD_SNAPSHOT_MARGIN_MS, &c.snapshot_wait_ms);
 	if (r < 0)
 		goto out;
 	log_set_max_level(c.conf.shared.log_level);
@@ -999,6 +1060,8 @@ coordinator_run(const DaemonArgs *args)
 		log_error_errno(r, "Failed to open the run log in '%s': %m", path);
 		goto out;
 	}
+	(void)runlog_usage(c.runlog, &c.log_used, &c.log_map);
+	c.log_map = (uint64_t)c.conf.map_size;
 
 	struct event_config *cfg = event_config_new();
 	if (cfg) {
@@ -1033,6 +1096,7 @@ coordinator_run(const DaemonArgs *args)
 	if (r < 0)
 		goto out;
 	watchdog_setup(&c);
+	watchdog_log_usage(&c, c.log_used); /* a log past its marks since the last start */
 	shim_connect_now(&c);
 
 	notify_ready("serving");
@@ -1060,6 +1124,7 @@ out:
 	peer_free(c.shim);
 	watchdog_teardown(&c);
 	commit_teardown(&c);
+	driver_thread_output_free(&c);
 	daemon_teardown_signals();
 	if (c.listen_ev)
 		event_free(c.listen_ev);

@@ -41,13 +41,22 @@ typedef struct CoordConf {
 	int64_t sandbox_wait_ms;  /* how long a run waits for the shim before failing */
 	int64_t output_chunk_max; /* largest process.stdout/stderr text per chunk, bytes */
 	int64_t stall_timeout_ms; /* watchdog; 0 = off */
+	int64_t max_run_ms;	  /* a driven run ends run_timeout after this long; 0 = never */
 	char *stall_action;	  /* "fail" | "kill" */
 	char *reuse;		  /* "thread" | "none": a sandbox per thread, or per run */
 	int64_t retention_days;	  /* 0 = keep forever */
 	int64_t retention_interval_ms;
 	char *default_harness;
-	int64_t max_tool_calls_per_run; /* host tool processes at once, per run */
-	int64_t max_tool_calls;		/* ... and in all */
+	int64_t max_tool_calls_per_run;	 /* host tool processes at once, per run */
+	int64_t max_tool_calls;		 /* ... and in all */
+	int64_t read_max_bytes;		 /* largest RUN_READ batch in bytes (≥ one event) */
+	int64_t max_run_output_bytes;	 /* per-run output budget; 0 = none */
+	char *output_limit_action;	 /* "fail" | "drop" */
+	int64_t max_thread_output_bytes; /* per-thread budget in a window; 0 = none */
+	int64_t thread_output_window_ms;
+	int64_t chunk_high_water;	   /* % of the map: running runs' events stop here */
+	int64_t size_retention_high_water; /* % of the map: prune oldest terminal runs; 0 = off */
+	int64_t map_warn_percent;	   /* % of the map: warn once per crossing */
 } CoordConf;
 
 extern const ConfItem coord_conf_items[];
@@ -96,6 +105,8 @@ struct Run {
 	bool queued;		 /* waiting for a sandbox slot (not stale) */
 	char tool_call_id[48];
 	struct event *wait_timer;
+	struct event *max_timer; /* max_run_ms after its start */
+	bool run_timed_out;	 /* max_run_ms: the cancel path ends it run_timeout */
 	bool shim_lost;	   /* RUN_REATTACH after the shim's connection dropped (not a restart) */
 	uint64_t cpu_usec; /* last SANDBOX_STATS reading */
 	bool cpu_known;
@@ -122,7 +133,17 @@ struct Run {
 	bool cancel_wait_exit; /* cancel: finish on the killed exec's EXEC_EXIT */
 	OutBuf post_out;
 	void (*post_done)(Run *run, int64_t code, const char *out, size_t len);
+	bool output_limited; /* over its output budget (drop mode: output is dropped) */
+	uint64_t dropped;    /* output bytes dropped since then (this process's view) */
 };
+
+/* Output of one thread's runs in the current window (max_thread_output_bytes). */
+typedef struct ThreadOutput {
+	struct ThreadOutput *next;
+	int64_t window_start_ms;
+	uint64_t bytes;
+	char thread_id[];
+} ThreadOutput;
 
 typedef struct Metrics {
 	uint64_t runs_started;
@@ -134,7 +155,11 @@ typedef struct Metrics {
 	uint64_t commit_buckets[8]; /* ≤ 0.5, 1, 2.5, 5, 10, 25, 100 ms, +Inf */
 	uint64_t watchdog_kills;
 	uint64_t runs_pruned;
-	uint64_t tool_calls_refused; /* 429: max_tool_calls(_per_run) */
+	uint64_t tool_calls_refused;   /* 429: max_tool_calls(_per_run) */
+	uint64_t runs_pruned_size;     /* by size retention */
+	uint64_t output_dropped_bytes; /* over an output budget */
+	uint64_t runs_output_limited;  /* runs that went over an output budget */
+	uint64_t events_refused_full;  /* events of running runs refused past chunk_high_water */
 } Metrics;
 
 typedef struct Op Op;
@@ -143,6 +168,9 @@ typedef struct HarnessSet HarnessSet;
 struct Coordinator {
 	struct event_base *base;
 	CoordConf conf;
+	/* deadline of SANDBOX_SNAPSHOT/RESTORE calls: the shim's
+	 * snapshot_timeout_ms + COORD_SNAPSHOT_MARGIN_MS (0 = none) */
+	int64_t snapshot_wait_ms;
 	RunLog *runlog;
 	int listen_fd;
 	struct event *listen_ev;
@@ -164,6 +192,10 @@ struct Coordinator {
 	bool stopping;
 	Metrics m;
 	int tool_calls; /* host tool processes running, all runs */
+	ThreadOutput *thread_output;
+	uint64_t log_used, log_map; /* live bytes of the run log after the last commit, map size */
+	bool log_warned;	    /* over map_warn_percent (warned once) */
+	size_t event_max;	    /* largest event text: a quarter of max_frame */
 };
 
 /* coordinator.c */
@@ -226,6 +258,7 @@ void shim_connect_now(Coordinator *c);
 extern const PeerHandler shim_handlers[];
 json_t *chunk_new(const char *type);
 void driver_flush_all(Coordinator *c);
+void driver_thread_output_free(Coordinator *c);
 
 /* bridge.c */
 void bridge_open(Run *run);
@@ -237,5 +270,7 @@ int handle_bridge_call(Peer *p, const Frame *f, void *ud);
 int handle_thread_file(Peer *p, const Frame *f, void *ud);
 
 /* watchdog.c */
+/* After a commit: warn on crossing map_warn_percent, start size retention past its mark. */
+void watchdog_log_usage(Coordinator *c, uint64_t used);
 void watchdog_setup(Coordinator *c);
 void watchdog_teardown(Coordinator *c);

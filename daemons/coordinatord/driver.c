@@ -36,6 +36,8 @@ static void start_main(Run *run);
 static void prep_next(Run *run);
 static void cancel_finish(Run *run);
 static void cancel_on_start(Run *run, int err, uint64_t exec_id);
+static void run_stop(Run *run);
+static void run_max_arm(Run *run, int64_t started_ms);
 int run_aux_exec(Run *run, char *const *argv, char *const *env, const char *stdin_data,
 		 size_t stdin_len,
 		 void (*done)(Run *run, int64_t code, const char *out, size_t len));
@@ -99,6 +101,8 @@ run_free(Run *run)
 		peer_cancel_calls(c->shim, run);
 	if (run->wait_timer)
 		event_free(run->wait_timer);
+	if (run->max_timer)
+		event_free(run->max_timer);
 	bridge_close(run); /* later calls 404; tools still running are killed */
 	/* reuse = none: the run's own sandbox and workspace go with its end (not
 	 * when we stop: a restarted coordinatord re-attaches to the run). */
@@ -254,15 +258,27 @@ exec_started(Peer *p, int err, const msgpack_object *body, void *ud)
 	run_save_drive(run, drive_state(run));
 }
 
+/* The end of a run's exec ends what it left running (`cmd &`, nohup, setsid:
+ * its exec cgroup is killed), unless the harness keeps them (keep_processes).
+ * A sandbox with no exec running can always be stopped for a queued request,
+ * so what is kept never holds a slot. */
+static bool
+run_kills_leftovers(const Run *run)
+{
+	return !run->harness || !run->harness->keep_processes;
+}
+
 static void
 exec_start(Run *run, ExecSpec *spec)
 {
 	Coordinator *c = run->c;
 	MpWriter w;
 	int64_t timeout = run->harness ? run->harness->timeout_ms : 0;
+	bool kill_leftovers = run_kills_leftovers(run);
 
 	mp_writer_init(&w);
-	mp_w_map(&w, 5 + (spec->stdin_data ? 1 : 0) + (timeout > 0 ? 1 : 0));
+	mp_w_map(&w,
+		 5 + (spec->stdin_data ? 1 : 0) + (timeout > 0 ? 1 : 0) + (kill_leftovers ? 1 : 0));
 	mp_w_str(&w, "sandbox_id", run->sandbox_id);
 	mp_w_str_array(&w, "argv", spec->argv);
 	mp_w_str_array(&w, "env", spec->env);
@@ -272,6 +288,8 @@ exec_start(Run *run, ExecSpec *spec)
 		mp_w_bin(&w, "stdin", spec->stdin_data, spec->stdin_len);
 	if (timeout > 0)
 		mp_w_uint(&w, "timeout_ms", (uint64_t)timeout);
+	if (kill_leftovers)
+		mp_w_bool(&w, "kill_leftovers", true);
 	int r = peer_call(c->shim, MSG_EXEC_START, &w, SHIM_CALL_TIMEOUT, exec_started, run);
 	mp_writer_done(&w);
 	if (r < 0) {
@@ -616,7 +634,43 @@ run_start_driving(Run *run, const json_t *messages, const json_t *metadata)
 		evtimer_add(
 		    run->wait_timer,
 		    timeval_from_usec(&tv, (usec_t)c->conf.sandbox_wait_ms * USEC_PER_MSEC));
+	run_max_arm(run, now_epoch_ms());
 	run_drive(run);
+}
+
+/* max_run_ms passed: kill the run's exec cgroup as a cancel does, then end it
+ * failed with code run_timeout (cancel_finish). */
+static void
+run_max_cb(evutil_socket_t fd, short what, void *arg)
+{
+	Run *run = arg;
+
+	if (run->state == RUN_DONE || run->state == RUN_CANCELLING)
+		return; /* a cancel is ending it already */
+	log_ctx(LOG_WARNING, &run->log,
+		"Run exceeded max_run_ms=%" PRId64 "; killing its processes",
+		run->c->conf.max_run_ms);
+	run->run_timed_out = true;
+	run_stop(run);
+}
+
+/* Arm max_run_ms for a run started at started_ms (epoch ms; a re-attached run
+ * keeps its original start). */
+static void
+run_max_arm(Run *run, int64_t started_ms)
+{
+	Coordinator *c = run->c;
+	struct timeval tv;
+	int64_t left;
+
+	if (c->conf.max_run_ms <= 0)
+		return;
+	left = started_ms + c->conf.max_run_ms - now_epoch_ms();
+	if (!run->max_timer)
+		run->max_timer = evtimer_new(c->base, run_max_cb, run);
+	if (run->max_timer)
+		evtimer_add(run->max_timer,
+			    timeval_from_usec(&tv, (usec_t)MAX(left, 0) * USEC_PER_MSEC));
 }
 
 /* ---------- cancel ---------- */
@@ -633,6 +687,13 @@ cancel_finish(Run *run)
 	run->cancel_client = NULL;
 	driver_flush_all(c);
 	run->state = RUN_CANCELLING; /* flush may not end it; make sure run_end can */
+	if (run->run_timed_out && !cl) {
+		char msg[96];
+		snprintf(msg, sizeof(msg), "run exceeded max_run_ms (%" PRId64 " ms)",
+			 c->conf.max_run_ms);
+		run_fail(run, msg, "run_timeout");
+		return;
+	}
 	log_ctx_msgid(LOG_NOTICE, &run->log, RW_MESSAGE_RUN_CANCELLED, "Run cancelled");
 	run_end(run,
 		json_pack("{s:s, s:s, s:s}", "type", "RUN_ERROR", "message", "run cancelled",
@@ -720,11 +781,22 @@ run_cancel(Run *run, Client *cl, uint64_t req_id)
 	run->cancel_req_id = req_id;
 	json_auto_t *flag = json_pack("{s:b}", "cancelRequested", 1);
 	(void)runlog_update(c->runlog, run->run_id, flag, now_epoch_ms(), NULL);
+	run_stop(run);
+	return 0;
+}
+
+/* Kill what the run started (if anything) and end it in cancel_finish: aborted
+ * for a cancel, run_timeout for max_run_ms. */
+static void
+run_stop(Run *run)
+{
+	Coordinator *c = run->c;
+
 	if (run->sandbox_id && peer_is_ready(c->shim)) {
 		if (run->state == RUN_STARTING) {
 			/* exec_started / post_started kill it once its id is known */
 			run->state = RUN_CANCELLING;
-			return 0;
+			return;
 		}
 		if ((run->state == RUN_EXECUTING || run->state == RUN_REATTACH) && run->exec_id) {
 			bool attached = run->state == RUN_EXECUTING;
@@ -732,7 +804,7 @@ run_cancel(Run *run, Client *cl, uint64_t req_id)
 				peer_cancel_calls(c->shim, run); /* the EXEC_ATTACH */
 			if (cancel_kill_exec(run, attached) == 0) {
 				run->state = RUN_CANCELLING;
-				return 0;
+				return;
 			}
 		}
 	}
@@ -740,7 +812,125 @@ run_cancel(Run *run, Client *cl, uint64_t req_id)
 	if (c->shim)
 		peer_cancel_calls(c->shim, run);
 	cancel_finish(run);
-	return 0;
+}
+
+/* ---------- output budgets ---------- */
+
+static ThreadOutput *
+thread_output(Coordinator *c, const char *thread_id, int64_t now)
+{
+	ThreadOutput **pp = &c->thread_output, *t;
+
+	while ((t = *pp)) {
+		if (streq(t->thread_id, thread_id))
+			break;
+		if (now - t->window_start_ms >= c->conf.thread_output_window_ms) {
+			*pp = t->next; /* an idle thread's window is over: forget it */
+			free(t);
+			continue;
+		}
+		pp = &t->next;
+	}
+	if (!t) {
+		size_t l = strlen(thread_id);
+		t = calloc(1, sizeof(*t) + l + 1);
+		if (!t)
+			return NULL;
+		memcpy(t->thread_id, thread_id, l + 1);
+		t->window_start_ms = now;
+		t->next = c->thread_output;
+		c->thread_output = t;
+	} else if (now - t->window_start_ms >= c->conf.thread_output_window_ms) {
+		t->window_start_ms = now;
+		t->bytes = 0;
+	}
+	return t;
+}
+
+void
+driver_thread_output_free(Coordinator *c)
+{
+	while (c->thread_output) {
+		ThreadOutput *n = c->thread_output->next;
+		free(c->thread_output);
+		c->thread_output = n;
+	}
+}
+
+/* How many of n new output bytes fit the run's and its thread's budgets
+ * (counting them against the thread's window). The run's count is the
+ * stream offsets, which survive a restart with the driver state. */
+static size_t
+output_budget(Run *run, size_t n)
+{
+	Coordinator *c = run->c;
+	uint64_t keep = n;
+
+	if (run->output_limited)
+		return 0;
+	if (c->conf.max_run_output_bytes > 0) {
+		/* n is already counted in neither added */
+		uint64_t total = run->out[1].added + run->out[2].added;
+		uint64_t max = (uint64_t)c->conf.max_run_output_bytes;
+		keep = MIN(keep, total >= max ? 0 : max - total);
+	}
+	if (c->conf.max_thread_output_bytes > 0) {
+		ThreadOutput *t = thread_output(c, run->thread_id, now_epoch_ms());
+		uint64_t max = (uint64_t)c->conf.max_thread_output_bytes;
+		if (t) {
+			keep = MIN(keep, t->bytes >= max ? 0 : max - t->bytes);
+			t->bytes += keep;
+		}
+	}
+	return (size_t)keep;
+}
+
+/* n bytes of b's stream went over a budget: they are consumed (never read
+ * again after a restart) but not stored. The first time, a marker event says
+ * so, and output_limit_action applies: 'fail' kills the exec and ends the run
+ * output_limit; 'drop' keeps it running (shell harness only: dropping bytes
+ * of an NDJSON stream would cut its lines, so other harnesses always fail). */
+static void
+output_over_budget(Run *run, OutBuf *b, size_t n)
+{
+	Coordinator *c = run->c;
+	bool drop = streq(c->conf.output_limit_action, "drop") && run->adapter &&
+		    run->adapter->kind == ADAPTER_SHELL;
+
+	b->added += n;
+	b->taken += n;
+	run->dropped += n;
+	c->m.output_dropped_bytes += n;
+	if (run->output_limited)
+		return;
+	run->output_limited = true;
+	c->m.runs_output_limited++;
+	bool thread =
+	    c->conf.max_run_output_bytes <= 0 ||
+	    run->out[1].added + run->out[2].added - n < (uint64_t)c->conf.max_run_output_bytes;
+	int64_t budget = thread ? c->conf.max_thread_output_bytes : c->conf.max_run_output_bytes;
+	char m[200];
+	snprintf(m, sizeof(m),
+		 "[runwarden: output over the %s budget of %" PRId64 " bytes; dropped %zu bytes%s]",
+		 thread ? "thread's" : "run's", budget, n,
+		 drop ? "; further output is dropped" : "");
+	log_ctx(LOG_WARNING, &run->log, "Run output over the %s budget (%" PRId64 " bytes): %s",
+		thread ? "thread" : "run", budget, drop ? "dropping the rest" : "failing the run");
+	run_flush_output(run, !drop);
+	if (run->state == RUN_DONE)
+		return; /* the adapter ended it meanwhile */
+	run_emit(run,
+		 json_pack("{s:s, s:s, s:{s:I, s:s, s:I, s:s}}", "type", "CUSTOM", "name",
+			   "runwarden.output_dropped", "value", "droppedBytes", (json_int_t)n,
+			   "budget", thread ? "thread" : "run", "budgetBytes", (json_int_t)budget,
+			   "text", m),
+		 run_drive_state(run));
+	if (drop)
+		return;
+	run_kill_exec(run);
+	snprintf(m, sizeof(m), "output over the %s budget of %" PRId64 " bytes",
+		 thread ? "thread's" : "run's", budget);
+	run_fail(run, m, "output_limit");
 }
 
 /* ---------- shim pushes ---------- */
@@ -791,8 +981,13 @@ shim_exec_output(Peer *p, const Frame *f, void *ud)
 		b->taken = b->added;
 		return 0;
 	}
-	if (outbuf_add(b, (const char *)data + skip, len - skip) < 0)
+	size_t n = len - skip, keep = output_budget(run, n);
+	if (keep > 0 && outbuf_add(b, (const char *)data + skip, keep) < 0)
 		return -ENOMEM;
+	if (keep < n) {
+		output_over_budget(run, b, n - keep);
+		return 0;
+	}
 	if (b->len >= (size_t)c->conf.output_chunk_max) {
 		run_flush_output(run, false);
 		return 0;
@@ -850,6 +1045,17 @@ shim_exec_exit(Peer *p, const Frame *f, void *ud)
 	run_flush_output(run, true);
 	if (run->state == RUN_DONE)
 		return 0; /* the adapter ended the run */
+	if (run->output_limited && run->dropped > 0) {
+		/* drop mode: the total, before the run's end */
+		char m[160];
+		snprintf(m, sizeof(m), "[runwarden: dropped %" PRIu64 " bytes of output in all]",
+			 run->dropped);
+		run_emit(run,
+			 json_pack("{s:s, s:s, s:{s:I, s:b, s:s}}", "type", "CUSTOM", "name",
+				   "runwarden.output_dropped", "value", "droppedBytes",
+				   (json_int_t)run->dropped, "total", 1, "text", m),
+			 NULL);
+	}
 	run->adapter->exit(run, code, sig, why);
 	return 0;
 }
@@ -899,12 +1105,14 @@ run_aux_exec(Run *run, char *const *argv, char *const *env, const char *stdin_da
 	outbuf_done(&run->post_out);
 	run->post_out = (OutBuf){0};
 	mp_writer_init(&w);
-	mp_w_map(&w, 5 + (stdin_data ? 1 : 0));
+	mp_w_map(&w, 5 + (stdin_data ? 1 : 0) + (run_kills_leftovers(run) ? 1 : 0));
 	mp_w_str(&w, "sandbox_id", run->sandbox_id);
 	mp_w_str_array(&w, "argv", (char **)argv);
 	mp_w_str_array(&w, "env", (char **)env);
 	mp_w_str(&w, "cwd", "/workspace");
 	mp_w_uint(&w, "timeout_ms", 30000);
+	if (run_kills_leftovers(run))
+		mp_w_bool(&w, "kill_leftovers", true);
 	if (stdin_data)
 		mp_w_bin(&w, "stdin", stdin_data, stdin_len);
 	int r = peer_call(c->shim, MSG_EXEC_START, &w, SHIM_CALL_TIMEOUT, post_started, run);
@@ -1138,6 +1346,10 @@ recover_cb(const char *run_id, json_t *record, void *ud)
 		run->out[s].taken = run->out[s].added = run->saved_taken[s] =
 		    (uint64_t)json_integer_value(json_array_get(consumed, (size_t)s - 1));
 	run->state = RUN_REATTACH;
+	{
+		json_int_t started = json_integer_value(json_object_get(record, "startedAt"));
+		run_max_arm(run, started > 0 ? (int64_t)started : now_epoch_ms());
+	}
 	/* re-attaching waits for the shim at most sandbox_wait_ms (the watchdog spares it) */
 	struct timeval tv;
 	run->wait_timer = evtimer_new(c->base, run_wait_timeout, run);

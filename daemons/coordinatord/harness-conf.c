@@ -12,6 +12,7 @@
  *                                         # not public (loopback, private, link-local…)
  *   timeout_ms = 3600000                  # 0 = none
  *   max_line = 1M                         # longest stdout line (ndjson, claude, codex)
+ *   keep_processes = false                # true: what the run leaves running outlives it
  *   tools = search deploy                 # [tool.NAME] host tools over the MCP bridge
  *
  *   [tool.search]
@@ -30,6 +31,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <strings.h>
 #include <unistd.h>
 
 #include "json-util.h"
@@ -429,6 +431,18 @@ scan(const char *name, const char *key, const char *value, char *why, size_t why
 			h->timeout_ms = v;
 		}
 		return 0;
+	}
+	if (streq(key, "keep_processes")) {
+		static const char *const yes[] = {"1", "yes", "true", "on"};
+		static const char *const no[] = {"0", "no", "false", "off"};
+		for (size_t i = 0; i < ELEMENTSOF(yes); i++) {
+			if (strcasecmp(value, yes[i]) == 0 || strcasecmp(value, no[i]) == 0) {
+				h->keep_processes = strcasecmp(value, yes[i]) == 0;
+				return 0;
+			}
+		}
+		snprintf(why, whylen, "'%s': expected true or false", value);
+		return -EINVAL;
 	}
 	snprintf(why, whylen, "unknown key in [harness.%s]", name);
 	return -EINVAL;

@@ -5,6 +5,7 @@
 
 #include <errno.h>
 #include <lmdb.h>
+#include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
@@ -413,9 +414,27 @@ rec_terminal(const json_t *rec)
 	return run_status_terminal(json_string_value(json_object_get(rec, "status")));
 }
 
+static int batch_append(RunLogBatch *b, const char *run_id, const char *chunk, size_t len,
+			const char *status, const json_t *fields, int64_t now_ms, int64_t *ret_seq,
+			bool soft);
+
 int
 runlog_batch_append(RunLogBatch *b, const char *run_id, const char *chunk, size_t len,
 		    const char *status, const json_t *fields, int64_t now_ms, int64_t *ret_seq)
+{
+	return batch_append(b, run_id, chunk, len, status, fields, now_ms, ret_seq, false);
+}
+
+int
+runlog_batch_append_soft(RunLogBatch *b, const char *run_id, const char *chunk, size_t len,
+			 const json_t *fields, int64_t now_ms, int64_t *ret_seq)
+{
+	return batch_append(b, run_id, chunk, len, NULL, fields, now_ms, ret_seq, true);
+}
+
+static int
+batch_append(RunLogBatch *b, const char *run_id, const char *chunk, size_t len, const char *status,
+	     const json_t *fields, int64_t now_ms, int64_t *ret_seq, bool soft)
 {
 	BatchRun *br;
 	int r;
@@ -437,9 +456,28 @@ runlog_batch_append(RunLogBatch *b, const char *run_id, const char *chunk, size_
 	char key[RUN_ID_LEN + 8];
 	event_key(key, run_id, (uint64_t)seq);
 	MDB_val k = {sizeof(key), key}, v = {len, (void *)chunk};
+	/* soft: in a nested transaction, so that a full map (MDB_MAP_FULL: no
+	 * room at the map's end nor a long enough run of free pages for this
+	 * value) refuses this event alone and leaves the batch usable */
+	MDB_txn *txn = b->txn, *child = NULL;
+	if (soft) {
+		r = mdb_errno(mdb_txn_begin(b->l->env, b->txn, 0, &child));
+		if (r < 0)
+			return b->err = r;
+		txn = child;
+	}
 	/* MDB_NOOVERWRITE: a seq is written once; finding one there means the
 	 * record and the events disagree, which must never be papered over. */
-	r = mdb_errno(mdb_put(b->txn, b->l->events, &k, &v, MDB_NOOVERWRITE));
+	int rc = mdb_put(txn, b->l->events, &k, &v, MDB_NOOVERWRITE);
+	if (child && (rc == MDB_MAP_FULL || rc == MDB_TXN_FULL)) {
+		mdb_txn_abort(child);
+		return -ENOSPC; /* this op only */
+	}
+	if (child && rc == 0)
+		rc = mdb_txn_commit(child); /* into the batch: no I/O */
+	else if (child)
+		mdb_txn_abort(child);
+	r = mdb_errno(rc);
 	if (r == -EEXIST)
 		return b->err = -EUCLEAN;
 	if (r < 0)
@@ -711,6 +749,15 @@ int
 runlog_read(RunLog *l, const char *run_id, int64_t from_seq, size_t max, RunLogEvents *ret_events,
 	    json_t **ret_record)
 {
+	return runlog_read_bytes(l, run_id, from_seq, max, SIZE_MAX, ret_events, ret_record);
+}
+
+int
+runlog_read_bytes(RunLog *l, const char *run_id, int64_t from_seq, size_t max, size_t max_bytes,
+		  RunLogEvents *ret_events, json_t **ret_record)
+{
+	size_t bytes = 0;
+	bool capped = false;
 	MDB_txn *txn;
 	MDB_cursor *cur = NULL;
 	RunLogEvents ev = {.first_seq = from_seq + 1};
@@ -755,6 +802,12 @@ runlog_read(RunLog *l, const char *run_id, int64_t from_seq, size_t max, RunLogE
 			r = -EUCLEAN;
 			goto out;
 		}
+		/* bounded by bytes as well as by count, but never empty */
+		if (ev.n > 0 && bytes + v.mv_size > max_bytes) {
+			capped = true;
+			break;
+		}
+		bytes += v.mv_size;
 		ev.texts[ev.n] = malloc(v.mv_size + 1);
 		if (!ev.texts[ev.n]) {
 			r = -ENOMEM;
@@ -766,7 +819,7 @@ runlog_read(RunLog *l, const char *run_id, int64_t from_seq, size_t max, RunLogE
 		ev.n++;
 		rc = mdb_cursor_get(cur, &k, &v, MDB_NEXT);
 	}
-	if (ev.n < want)
+	if (ev.n < want && !capped)
 		r = rc == MDB_NOTFOUND || rc == 0 ? -EUCLEAN : mdb_errno(rc);
 out:
 	if (cur)
@@ -1091,5 +1144,122 @@ runlog_prune(RunLog *l, int64_t cutoff_ms, size_t max_pruned, size_t max_scanned
 		return r;
 	if (ret_pruned)
 		*ret_pruned = n;
+	return 0;
+}
+
+/* Pages of live data: every database's branch, leaf and overflow pages, the
+ * free list's own pages and the two meta pages. Pages on the free list are
+ * reusable and not counted. */
+static int
+txn_usage(RunLog *l, MDB_txn *txn, uint64_t *ret_used)
+{
+	const MDB_dbi dbis[] = {0 /* FREE_DBI */, 1 /* MAIN_DBI */, l->runs, l->events,
+				l->thread_runs,	  l->idem,	    l->meta, l->drive};
+	uint64_t pages = 2, psize = 4096;
+
+	for (size_t i = 0; i < ELEMENTSOF(dbis); i++) {
+		MDB_stat st;
+		int rc = mdb_stat(txn, dbis[i], &st);
+		if (rc != 0)
+			return mdb_errno(rc);
+		pages += st.ms_branch_pages + st.ms_leaf_pages + st.ms_overflow_pages;
+		psize = st.ms_psize;
+	}
+	*ret_used = pages * psize;
+	return 0;
+}
+
+int
+runlog_usage(RunLog *l, uint64_t *ret_used, uint64_t *ret_map)
+{
+	MDB_txn *txn;
+	int r = mdb_errno(mdb_txn_begin(l->env, NULL, MDB_RDONLY, &txn));
+	if (r < 0)
+		return r;
+	r = txn_usage(l, txn, ret_used);
+	mdb_txn_abort(txn);
+	if (ret_map)
+		*ret_map = l->opts.map_size;
+	return r;
+}
+
+int
+runlog_batch_usage(RunLogBatch *b, uint64_t *ret_used)
+{
+	return txn_usage(b->l, b->txn, ret_used);
+}
+
+int
+runlog_prune_oldest(RunLog *l, size_t max_pruned, size_t *ret_pruned)
+{
+	MDB_txn *txn;
+	MDB_cursor *cur;
+	MDB_val k, v;
+	char ids[16][RUN_ID_LEN + 1];
+	json_t *recs[16];
+	int64_t fins[16];
+	size_t n = 0;
+	int r, rc;
+
+	if (max_pruned > 16)
+		max_pruned = 16;
+	if (max_pruned == 0) {
+		*ret_pruned = 0;
+		return 0;
+	}
+	r = mdb_errno(mdb_txn_begin(l->env, NULL, 0, &txn));
+	if (r < 0)
+		return r;
+	r = mdb_errno(mdb_cursor_open(txn, l->runs, &cur));
+	if (r < 0) {
+		mdb_txn_abort(txn);
+		return r;
+	}
+	/* one pass over the records (small) keeping the max_pruned oldest
+	 * terminal runs by finishedAt, sorted ascending */
+	for (rc = mdb_cursor_get(cur, &k, &v, MDB_FIRST); rc == 0;
+	     rc = mdb_cursor_get(cur, &k, &v, MDB_NEXT)) {
+		if (k.mv_size != RUN_ID_LEN)
+			continue;
+		json_t *rec = json_loadb(v.mv_data, v.mv_size, 0, NULL);
+		json_t *fin = json_object_get(rec, "finishedAt");
+		if (!rec || !rec_terminal(rec) || !json_is_integer(fin)) {
+			json_decref(rec);
+			continue;
+		}
+		int64_t f = json_integer_value(fin);
+		if (n == max_pruned && f >= fins[n - 1]) {
+			json_decref(rec);
+			continue;
+		}
+		if (n == max_pruned)
+			json_decref(recs[--n]);
+		size_t at = n;
+		while (at > 0 && fins[at - 1] > f)
+			at--;
+		memmove(&ids[at + 1], &ids[at], (n - at) * sizeof(ids[0]));
+		memmove(&recs[at + 1], &recs[at], (n - at) * sizeof(recs[0]));
+		memmove(&fins[at + 1], &fins[at], (n - at) * sizeof(fins[0]));
+		memcpy(ids[at], k.mv_data, RUN_ID_LEN);
+		ids[at][RUN_ID_LEN] = '\0';
+		recs[at] = rec;
+		fins[at] = f;
+		n++;
+	}
+	mdb_cursor_close(cur);
+	if (rc != MDB_NOTFOUND)
+		r = mdb_errno(rc);
+	for (size_t i = 0; i < n && r == 0; i++)
+		r = prune_one(l, txn, ids[i], recs[i]);
+	for (size_t i = 0; i < n; i++)
+		json_decref(recs[i]);
+	if (r < 0) {
+		mdb_txn_abort(txn);
+		return r;
+	}
+	r = commit(txn);
+	if (r < 0)
+		return r;
+	*ret_pruned = n;
 	return 0;
 }

@@ -90,6 +90,10 @@ typedef struct RunLogEvents {
  * plus the record as of the same read snapshot. */
 int runlog_read(RunLog *l, const char *run_id, int64_t from_seq, size_t max,
 		RunLogEvents *ret_events, json_t **ret_record);
+/* The same, stopping before the event that would take the texts past
+ * max_bytes — but always returning at least one event when there is one. */
+int runlog_read_bytes(RunLog *l, const char *run_id, int64_t from_seq, size_t max, size_t max_bytes,
+		      RunLogEvents *ret_events, json_t **ret_record);
 void runlog_events_done(RunLogEvents *e);
 
 /* runlog_create with an idempotency key, in one transaction: when the key
@@ -122,6 +126,11 @@ typedef struct RunLogBatch RunLogBatch;
 int runlog_batch_begin(RunLog *l, RunLogBatch **ret);
 int runlog_batch_append(RunLogBatch *b, const char *run_id, const char *chunk, size_t len,
 			const char *status, const json_t *fields, int64_t now_ms, int64_t *ret_seq);
+/* Append an event of a running run (no status) in a nested transaction: when
+ * the map has no room for it (MDB_MAP_FULL) -ENOSPC concerns this op only and
+ * the batch goes on; other errors poison the batch as above. */
+int runlog_batch_append_soft(RunLogBatch *b, const char *run_id, const char *chunk, size_t len,
+			     const json_t *fields, int64_t now_ms, int64_t *ret_seq);
 /* Make a run terminal without an event (a completed run's last event is
  * whatever its harness emitted last). -ESTALE when it is terminal already. */
 int runlog_batch_finish(RunLogBatch *b, const char *run_id, const char *status,
@@ -156,6 +165,16 @@ int runlog_thread_runs(RunLog *l, const char *thread_id, const char *status, jso
  * entries, idempotency key and driver state. */
 int runlog_prune(RunLog *l, int64_t cutoff_ms, size_t max_pruned, size_t max_scanned,
 		 char cursor[RUN_ID_LEN + 1], size_t *ret_pruned);
+
+/* Size retention: delete, in one transaction, the (up to 16) max_pruned
+ * terminal runs that finished first, with everything runlog_prune deletes. */
+int runlog_prune_oldest(RunLog *l, size_t max_pruned, size_t *ret_pruned);
+
+/* Bytes of live data in the map (every database's pages; free pages, which
+ * LMDB reuses, not counted), and the map size. The batch variant sees the
+ * batch's own uncommitted writes. */
+int runlog_usage(RunLog *l, uint64_t *ret_used, uint64_t *ret_map);
+int runlog_batch_usage(RunLogBatch *b, uint64_t *ret_used);
 
 /* true for completed, failed, aborted */
 bool run_status_terminal(const char *status);

@@ -3,8 +3,10 @@
  * watchdog.c — the stall watchdog and retention.
  *
  * Every min(30 s, stall_timeout_ms) the watchdog first asks the shim how much
- * CPU each executing run's sandbox used (SANDBOX_STATS): CPU used since the
- * previous check is progress (a silent build), and bumps updatedAt. Then it
+ * CPU each executing run's exec used (SANDBOX_STATS with its exec_id: its exec
+ * cgroup; the sandbox's as a whole when the shim cannot tell): CPU used since
+ * the previous check is progress (a silent build), and bumps updatedAt.
+ * Processes another exec left running are not this run's progress. Then it
  * commits everything queued (so an append that raced it wins) and fails, each
  * in one transaction (runlog_finish_if_stale), every non-terminal run whose
  * updatedAt is strictly older than now − timeout — except runs waiting for the
@@ -13,7 +15,11 @@
  *
  * Retention deletes terminal runs finished more than retention_days ago in
  * batches of a few runs per transaction, yielding to the event loop between
- * batches so appends are never held up for long.
+ * batches so appends are never held up for long. Size retention deletes the
+ * terminal runs that finished first, whatever their age, while the log's live
+ * data is past size_retention_high_water percent of the map (checked after
+ * every commit and at every retention tick); the journal warns once when the
+ * log crosses map_warn_percent.
  */
 #include "config.h"
 
@@ -35,6 +41,7 @@
 
 static struct event *watchdog_fallback;
 static struct event *prune_work;
+static struct event *prune_size_work;
 static bool round_scanned;
 static bool prune_running;
 
@@ -150,6 +157,9 @@ stats_reply(Peer *p, int err, const msgpack_object *body, void *ud)
 	mp_reader_init(&r, body);
 	if (err == 0) {
 		mp_read_uint(&r, "cpu_usec", &cpu);
+		/* the run's own exec, when the shim can tell (its exec cgroup) */
+		if (mp_map_get(body, "exec_cpu_usec"))
+			mp_read_uint(&r, "exec_cpu_usec", &cpu);
 		if (r.err == 0) {
 			if (run->cpu_known && cpu > run->cpu_usec && run->state == RUN_EXECUTING)
 				(void)runlog_touch(c->runlog, run->run_id, now_epoch_ms());
@@ -188,8 +198,10 @@ watchdog_cb(evutil_socket_t fd, short what, void *arg)
 			continue;
 		MpWriter w;
 		mp_writer_init(&w);
-		mp_w_map(&w, 1);
+		mp_w_map(&w, run->exec_id ? 2 : 1);
 		mp_w_str(&w, "sandbox_id", run->sandbox_id);
+		if (run->exec_id)
+			mp_w_uint(&w, "exec_id", run->exec_id);
 		if (peer_call(c->shim, MSG_SANDBOX_STATS, &w, 2 * USEC_PER_SEC, stats_reply, run) ==
 		    0)
 			c->watchdog_pending++;
@@ -224,10 +236,66 @@ prune_cb(evutil_socket_t fd, short what, void *arg)
 		event_active(prune_work, 0, 0);
 }
 
+/* Size retention: while the log's live data is past
+ * size_retention_high_water, delete the terminal runs that finished first,
+ * a few per transaction and one transaction per loop turn. */
+static void
+prune_size_cb(evutil_socket_t fd, short what, void *arg)
+{
+	Coordinator *c = arg;
+	uint64_t used = 0, map = 0;
+	size_t n = 0;
+
+	if (c->conf.size_retention_high_water <= 0 || runlog_usage(c->runlog, &used, &map) < 0)
+		return;
+	c->log_used = used;
+	if (used <= map / 100 * (uint64_t)c->conf.size_retention_high_water)
+		return;
+	int r = runlog_prune_oldest(c->runlog, 8, &n);
+	if (r < 0) {
+		log_warning_errno(r, "Retention: pruning by size failed: %m; trying again later");
+		return;
+	}
+	if (n == 0) {
+		log_debug("Retention: run log at %" PRIu64 "%% of its map, no terminal run left "
+			  "to prune",
+			  used * 100 / (map ? map : 1));
+		return;
+	}
+	c->m.runs_pruned += n;
+	c->m.runs_pruned_size += n;
+	log_info("Retention: pruned the %zu oldest terminal run(s): the run log was at %" PRIu64
+		 "%% of its map",
+		 n, used * 100 / (map ? map : 1));
+	event_active(prune_size_work, 0, 0);
+}
+
+void
+watchdog_log_usage(Coordinator *c, uint64_t used)
+{
+	uint64_t map = c->log_map ? c->log_map : 1;
+	uint64_t pct = used * 100 / map;
+
+	c->log_used = used;
+	if (!c->log_warned && pct >= (uint64_t)c->conf.map_warn_percent) {
+		c->log_warned = true;
+		log_warning("Run log at %" PRIu64 "%% of its map (%" PRIu64 " of %" PRIu64
+			    " bytes); events of running runs stop at %" PRId64 "%%",
+			    pct, used, c->log_map, c->conf.chunk_high_water);
+	} else if (c->log_warned && pct + 5 < (uint64_t)c->conf.map_warn_percent) {
+		c->log_warned = false; /* some hysteresis: one warning per crossing */
+		log_notice("Run log back at %" PRIu64 "%% of its map", pct);
+	}
+	if (c->conf.size_retention_high_water > 0 && prune_size_work &&
+	    used > c->log_map / 100 * (uint64_t)c->conf.size_retention_high_water)
+		event_active(prune_size_work, 0, 0);
+}
+
 static void
 retention_cb(evutil_socket_t fd, short what, void *arg)
 {
 	Coordinator *c = arg;
+	prune_size_cb(-1, 0, c);
 	if (c->conf.retention_days > 0 && !prune_running) {
 		c->prune_cursor[0] = '\0';
 		prune_cb(-1, 0, c);
@@ -255,6 +323,9 @@ watchdog_setup(Coordinator *c)
 	prune_work = event_new(c->base, -1, 0, prune_cb, c);
 	if (prune_work)
 		event_priority_set(prune_work, 2); /* after appends */
+	prune_size_work = event_new(c->base, -1, 0, prune_size_cb, c);
+	if (prune_size_work)
+		event_priority_set(prune_size_work, 2);
 	if (c->retention_ev)
 		event_add(
 		    c->retention_ev,
@@ -272,5 +343,8 @@ watchdog_teardown(Coordinator *c)
 		event_free(c->retention_ev);
 	if (prune_work)
 		event_free(prune_work);
+	if (prune_size_work)
+		event_free(prune_size_work);
+	prune_size_work = NULL;
 	c->watchdog_ev = c->retention_ev = watchdog_fallback = prune_work = NULL;
 }

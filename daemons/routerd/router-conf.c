@@ -328,6 +328,11 @@ router_conf_load(const DaemonArgs *a, RouterConf *c)
 	r = daemon_load_config(a, router_conf_items, router_conf_n_items, c);
 	if (r < 0)
 		return r;
+	/* Snapshot/restore replies come when the shim's job ends (at most its
+	 * snapshot_timeout_ms): wait that long, past coordinatord's own margin. */
+	r = daemon_snapshot_wait_ms(a, ROUTER_SNAPSHOT_MARGIN_MS, &c->snapshot_wait_ms);
+	if (r < 0)
+		return r;
 	if (!c->listen || evutil_parse_sockaddr_port(c->listen, (struct sockaddr *)&ss, &len) < 0)
 		return log_error_errno(SYNTHETIC_ERRNO(EINVAL),
 				       "routerd.listen: '%s' is not a numeric host:port or "

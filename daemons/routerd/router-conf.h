@@ -30,6 +30,11 @@ typedef struct RouterToken {
 	char *harnesses;
 } RouterToken;
 
+/* routerd waits this much longer for a snapshot/restore reply than the shim's
+ * job may run; coordinatord waits COORD_SNAPSHOT_MARGIN_MS (30 s) longer, so
+ * its answer (the job's result or its own timeout) always arrives first. */
+#define ROUTER_SNAPSHOT_MARGIN_MS 60000
+
 typedef struct RouterConf {
 	SharedConf shared;
 	char *listen;			  /* "host:port" or "[v6]:port"; numeric host */
@@ -50,6 +55,11 @@ typedef struct RouterConf {
 	char *tokens_file;	      /* bearer tokens, one a line; "" = no auth */
 	char *cors_origins;	      /* origins allowed cross-origin ("*" = any); "" = none */
 	char *server_names;	      /* extra Host names accepted (besides the listen address) */
+
+	/* derived by router_conf_load(), not keys: the deadline of a
+	 * snapshot/restore request, the shim's snapshot_timeout_ms +
+	 * ROUTER_SNAPSHOT_MARGIN_MS; 0 = none */
+	int64_t snapshot_wait_ms;
 
 	/* derived by router_conf_load() */
 	RouterToken *tokens; /* one per tokens_file line */

@@ -898,6 +898,46 @@ body_object(HttpConn *c, bool empty_ok)
 	return j;
 }
 
+/* The typed snapshot/restore refusals, named by the code the shim puts first
+ * in its message: 422 not_restorable (the snapshot is refused because the
+ * restore would refuse it), 422 restore_rejected (an archive of ours the
+ * restorer refuses: damaged, or holding what it never unpacks), 429
+ * too_many_jobs (snapshot_max_jobs). Anything else: respond_coord_error. */
+static void
+respond_snapshot_error(HttpConn *c, int err, const msgpack_object *body)
+{
+	static const struct {
+		const char *code;
+		int status;
+	} coded[] = {
+	    {"not_restorable", 422},
+	    {"restore_rejected", 422},
+	    {"too_many_jobs", 429},
+	};
+	size_t ml = 0;
+	const char *m = coord_error_message(body, &ml);
+	char msg[512];
+
+	snprintf(msg, sizeof(msg), "%.*s", (int)(m ? ml : 0), m ? m : "");
+	for (size_t i = 0; m && i < ELEMENTSOF(coded); i++) {
+		size_t n = strlen(coded[i].code);
+		if (strncmp(msg, coded[i].code, n) == 0 && msg[n] == ':') {
+			http_respond_error(c, coded[i].status, coded[i].code, msg);
+			return;
+		}
+	}
+	respond_coord_error(c, err, body, "unknown thread");
+}
+
+/* Wait as long as the shim's job may run (snapshot_wait_ms), not
+ * coord_timeout_ms: a long snapshot still tells the client its id. */
+static int
+snapshot_call(HttpConn *c, int type, const MpWriter *w, PeerReplyFn cb)
+{
+	return coord_call_timeout(c->router, type, w, cb, c,
+				  (usec_t)c->router->conf->snapshot_wait_ms * USEC_PER_MSEC);
+}
+
 static void
 snapshot_create_reply(Peer *p, int err, const msgpack_object *body, void *userdata)
 {
@@ -905,7 +945,7 @@ snapshot_create_reply(Peer *p, int err, const msgpack_object *body, void *userda
 	const msgpack_object *id = body ? mp_map_get(body, "snapshot_id") : NULL;
 
 	if (err < 0) {
-		respond_coord_error(c, err, body, "unknown thread");
+		respond_snapshot_error(c, err, body);
 		return;
 	}
 	_cleanup_free_ char *sid = id && id->type == MSGPACK_OBJECT_STR ? mp_obj_strdup(id) : NULL;
@@ -940,7 +980,7 @@ route_snapshot_create(HttpConn *c, Route *rt)
 	mp_w_str(&w, "thread_id", rt->seg[1]);
 	if (label)
 		mp_w_str(&w, "label", json_string_value(label));
-	r = coord_call(c->router, MSG_SNAPSHOT_CREATE, &w, snapshot_create_reply, c);
+	r = snapshot_call(c, MSG_SNAPSHOT_CREATE, &w, snapshot_create_reply);
 	mp_writer_done(&w);
 	if (r < 0)
 		respond_unavailable(c);
@@ -953,7 +993,7 @@ snapshot_restore_reply(Peer *p, int err, const msgpack_object *body, void *userd
 	static const char ok[] = "{\"restored\":true}";
 
 	if (err < 0) {
-		respond_coord_error(c, err, body, "unknown thread");
+		respond_snapshot_error(c, err, body);
 		return;
 	}
 	http_respond(c, 200, "application/json; charset=utf-8", ok, STRLEN(ok), NULL, false);
@@ -981,7 +1021,7 @@ route_snapshot_restore(HttpConn *c, Route *rt)
 	mp_w_map(&w, 2);
 	mp_w_str(&w, "thread_id", rt->seg[1]);
 	mp_w_str(&w, "snapshot_id", json_string_value(sid));
-	r = coord_call(c->router, MSG_SNAPSHOT_RESTORE, &w, snapshot_restore_reply, c);
+	r = snapshot_call(c, MSG_SNAPSHOT_RESTORE, &w, snapshot_restore_reply);
 	mp_writer_done(&w);
 	if (r < 0)
 		respond_unavailable(c);

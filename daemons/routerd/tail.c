@@ -11,6 +11,9 @@
  *   - live: a RUN_EVENTS push that starts at cursor+1 (or overlaps it) is
  *     delivered directly; one that starts further on means a read is due;
  *     while a read is in flight, pushes only raise the known head.
+ * A RUN_READ asks for at most tail_read_batch events and ws_max_queue/2 bytes
+ * (coordinatord also caps it by read_max_bytes, and always returns at least
+ * one event), so a batch of big events never outgrows a frame or the queue.
  * Flow control: with more than ws_max_queue/4 bytes unsent, reads and direct
  * deliveries wait (the write-drained callback pumps again), and a delivery
  * stops once ws_max_queue/2 bytes are unsent (the rest of a RUN_READ batch or
@@ -289,12 +292,15 @@ tail_start_read(Tail *t)
 	int r;
 
 	mp_writer_init(&w);
-	mp_w_map(&w, t->thread_id ? 4 : 3);
+	mp_w_map(&w, t->thread_id ? 5 : 4);
 	mp_w_str(&w, "run_id", t->run_id);
 	if (t->thread_id)
 		mp_w_str(&w, "thread_id", t->thread_id);
 	mp_w_int(&w, "from_seq", t->cursor);
 	mp_w_uint(&w, "max", (uint64_t)t->router->conf->tail_read_batch);
+	/* no more than a delivery can take before it pauses (half the queue):
+	 * the rest of a bigger batch would be dropped and read again */
+	mp_w_int(&w, "max_bytes", (int64_t)tail_high_water(t));
 	r = coord_call(t->router, MSG_RUN_READ, &w, tail_read_reply, t);
 	mp_writer_done(&w);
 	if (r < 0) {

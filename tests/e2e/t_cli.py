@@ -137,3 +137,62 @@ def test_usage_errors_exit_2(s):
     assert cli(s, "frobnicate").returncode == 2
     assert cli(s, "run").returncode == 2
     assert cli(s, "tail", "x", "--from", "-5").returncode == 2
+
+
+def test_tail_gives_up_after_identical_failures(s):
+    """A stand-in server that closes every tail 1011 at the same seq, for good
+    (what issue 12's too-big RUN_READ did): the CLI stops retrying and says
+    why, instead of looping forever."""
+    import base64
+    import hashlib
+    import socket
+    import struct
+    reason = b"storage read failed: Message too long"
+    srv = socket.socket()
+    srv.bind(("127.0.0.1", 0))
+    srv.listen(8)
+    srv.settimeout(0.2)
+    accepted = []
+    stop = threading.Event()
+
+    def serve():
+        while not stop.is_set():
+            try:
+                c, _ = srv.accept()
+            except socket.timeout:
+                continue
+            accepted.append(1)
+            c.settimeout(5)
+            buf = b""
+            while b"\r\n\r\n" not in buf:
+                b = c.recv(4096)
+                if not b:
+                    break
+                buf += b
+            key = [ln.split(b":", 1)[1].strip() for ln in buf.split(b"\r\n")
+                   if ln.lower().startswith(b"sec-websocket-key:")]
+            acc = base64.b64encode(hashlib.sha1(
+                key[0] + b"258EAFA5-E914-47DA-95CA-C5AB0DC85B11").digest()) if key else b""
+            c.sendall(b"HTTP/1.1 101 Switching Protocols\r\nUpgrade: websocket\r\n"
+                      b"Connection: Upgrade\r\nSec-WebSocket-Accept: " + acc + b"\r\n\r\n")
+            payload = struct.pack("!H", 1011) + reason
+            c.sendall(bytes([0x88, len(payload)]) + payload)
+            try:
+                c.recv(4096)  # the client's close
+            except OSError:
+                pass
+            c.close()
+
+    th = threading.Thread(target=serve, daemon=True)
+    th.start()
+    try:
+        url = f"http://127.0.0.1:{srv.getsockname()[1]}"
+        p = cli(s, "tail", "--thread", "t-gone", "0d6f3c3e-9a43-4c55-9d0e-4b7f2f0c1f53",
+                url=url, timeout=60)
+    finally:
+        stop.set()
+        th.join()
+        srv.close()
+    assert p.returncode == 125, (p.returncode, p.stderr)
+    assert "giving up" in p.stderr and "Message too long" in p.stderr, p.stderr
+    assert len(accepted) == 6, len(accepted)  # the first close and 5 identical ones

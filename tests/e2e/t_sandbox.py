@@ -23,12 +23,20 @@ import time
 from helpers.mpack import ERROR, REPLY, Client, pack
 from rwtest import BUILD, stdout_text, poll
 
+# What a run leaves running is killed at its end (t_sandbox_slots.py); the
+# tests of what a sandbox does to such processes (destroy, kill -9 of the shim,
+# isolation from another sandbox) run them with this harness, which keeps them.
+KEEP_HARNESS = """[harness.keep]
+adapter = shell
+keep_processes = true
+"""
+
 SUITE_CONF = """[containerd-shim]
 exec_output_buffer = 64K
 memory_max = 256M
 pids_max = 256
 cpu_max = 50000 100000
-"""
+""" + KEEP_HARNESS
 
 SHIMCTL = os.path.join(BUILD, "daemons", "containerd-shim", "shimctl")
 TRY_SYSCALL = os.path.join(BUILD, "tests", "e2e", "helpers", "try-syscall")
@@ -43,16 +51,17 @@ def workspace(s, thread):
     return os.path.join(s.dir, "state", "sandboxes", sandbox_id(thread), "workspace")
 
 
-def run(s, command, thread, timeout=30):
+def run(s, command, thread, timeout=30, harness=None):
     """Run COMMAND through POST /runs; (events, final record)."""
-    run_id = s.start_run(command, thread=thread)
+    extra = {"metadata": {"harness": harness}} if harness else {}
+    run_id = s.start_run(command, thread=thread, **extra)
     events, status, _, _ = s.tail(run_id, thread=thread, timeout=timeout)
     assert status is not None, events
     return events, status
 
 
-def run_ok(s, command, thread, timeout=30):
-    events, status = run(s, command, thread, timeout)
+def run_ok(s, command, thread, timeout=30, harness=None):
+    events, status = run(s, command, thread, timeout, harness)
     assert status["status"] == "completed", (status, stdout_text(events),
                                              stdout_text(events, "process.stderr"))
     return stdout_text(events)
@@ -356,10 +365,12 @@ def test_two_sandboxes_cannot_reach_each_other(s):
              "    socket.create_connection(('127.0.0.1', 8080), 2).close(); print('reached')\n"
              "except OSError as e:\n"
              "    print(errno.errorcode.get(e.errno, e))\n")
-    # A's server lives on after the run (setsid, no pipes held); the run returns once it listens
+    # A's server lives on after the run (setsid, no pipes held, a keep_processes
+    # harness); the run returns once it listens
     out = run_ok(s, f"setsid python3 -c \"{server}\" </dev/null >/dev/null 2>&1 &\n"
                  f"for i in $(seq 100); do python3 -c \"{probe}\" | grep -q reached && break;"
-                 " sleep 0.05; done; python3 -c \"" + probe + "\"", thread="t-net-a")
+                 " sleep 0.05; done; python3 -c \"" + probe + "\"", thread="t-net-a",
+                 harness="keep")
     assert out == "reached\n", out
     assert run_ok(s, f"python3 -c \"{probe}\"", thread="t-net-b") == "ECONNREFUSED\n"
     assert run_ok(s, f"python3 -c \"{probe}\"", thread="t-net-a") == "reached\n"
@@ -392,7 +403,8 @@ def test_memory_balloon_is_reported_as_oom(s):
 
 def test_fork_bomb_contained_shim_responsive(s):
     bomb = "bash -c 'bomb() { bomb | bomb & }; bomb' 2>/dev/null; sleep 3; echo leader-done"
-    run_id = s.start_run(bomb, thread="t-bomb")
+    # kept past the run's end (keep_processes), to show destroy ends it
+    run_id = s.start_run(bomb, thread="t-bomb", metadata={"harness": "keep"})
     # meanwhile another sandbox works, promptly
     t0 = time.time()
     assert run_ok(s, "echo responsive", thread="t-res") == "responsive\n"
@@ -630,10 +642,11 @@ def test_framing_errors_drop_only_that_connection(s):
 # --- kill and lifecycle ------------------------------------------------------------------
 
 def start_daemon_in(s, thread, marker):
-    """A double-forked, setsid'd, SIGTERM/SIGHUP-ignoring daemon, named marker."""
+    """A double-forked, setsid'd, SIGTERM/SIGHUP-ignoring daemon, named marker
+    (left running by a run of the keep_processes harness: KEEP_HARNESS)."""
     run_ok(s, "setsid bash -c 'trap \"\" TERM HUP; (trap \"\" TERM HUP; "
               f"exec -a {marker} sleep 9999) &' </dev/null >/dev/null 2>&1; echo started",
-           thread=thread)
+           thread=thread, harness="keep")
     pids = poll(lambda: host_pids(marker), 5)
     assert len(pids) == 1, pids
     return pids[0]

@@ -14,15 +14,15 @@ import signal
 import time
 
 from rwtest import stdout_text
-from t_sandbox import (cgroup_id, host_pids, poll, run_ok, sandbox_cgroups, sandbox_id,
-                       shimctl, start_daemon_in, workspace)
+from t_sandbox import (KEEP_HARNESS, cgroup_id, host_pids, poll, run_ok, sandbox_cgroups,
+                       sandbox_id, shimctl, start_daemon_in, workspace)
 
 SUITE_CONF = """[containerd-shim]
 exec_output_buffer = 64K
 
 [coordinatord]
 sandbox_wait_ms = 30000
-"""
+""" + KEEP_HARNESS  # start_daemon_in
 
 
 def kill9_shim(s):

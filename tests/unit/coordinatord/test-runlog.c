@@ -986,6 +986,118 @@ test_runlog_prune_in_small_batches(void **state)
 	assert_true(rounds >= 4);
 }
 
+static void
+test_runlog_read_bounded_by_bytes_never_empty(void **state)
+{
+	Fix *f = *state;
+	RunLogEvents ev;
+	char big[1000];
+
+	memset(big, 'x', sizeof(big));
+	big[0] = '"';
+	big[sizeof(big) - 1] = '"';
+	create(f->l, RUN_A, "t1", 100);
+	for (int i = 0; i < 10; i++)
+		assert_int_equal(runlog_append(f->l, RUN_A, big, sizeof(big), 100, NULL, NULL), 0);
+	/* 2500 bytes: two events, the third would pass the cap */
+	assert_int_equal(runlog_read_bytes(f->l, RUN_A, -1, 100, 2500, &ev, NULL), 0);
+	assert_int_equal(ev.n, 2);
+	assert_int_equal(ev.first_seq, 0);
+	runlog_events_done(&ev);
+	/* a cap below one event still returns one: a reader always moves on */
+	assert_int_equal(runlog_read_bytes(f->l, RUN_A, 4, 100, 10, &ev, NULL), 0);
+	assert_int_equal(ev.n, 1);
+	assert_int_equal(ev.first_seq, 5);
+	runlog_events_done(&ev);
+	/* the count still applies */
+	assert_int_equal(runlog_read_bytes(f->l, RUN_A, -1, 3, 1 << 20, &ev, NULL), 0);
+	assert_int_equal(ev.n, 3);
+	runlog_events_done(&ev);
+	/* at the head: nothing, no error */
+	assert_int_equal(runlog_read_bytes(f->l, RUN_A, 9, 100, 10, &ev, NULL), 0);
+	assert_int_equal(ev.n, 0);
+	runlog_events_done(&ev);
+}
+
+static void
+test_runlog_prune_oldest_takes_first_finished_terminal_runs(void **state)
+{
+	Fix *f = *state;
+	json_t *rec = NULL;
+	size_t n = 0;
+	uint64_t used0 = 0, used1 = 0, map = 0;
+
+	create(f->l, RUN_A, "t1", 100);
+	create(f->l, RUN_B, "t1", 100);
+	create(f->l, RUN_C, "t1", 100);
+	char *blob = malloc(200000);
+	assert_non_null(blob);
+	memset(blob, 'y', 200000);
+	blob[0] = blob[199999] = '"';
+	assert_int_equal(runlog_append(f->l, RUN_B, blob, 200000, 150, NULL, NULL), 0);
+	free(blob);
+	/* B finished first (at 300), A later (at 900); C still runs */
+	assert_int_equal(
+	    runlog_append_finish(f->l, RUN_A, "{}", 2, "completed", NULL, 900, NULL, NULL), 0);
+	assert_int_equal(
+	    runlog_append_finish(f->l, RUN_B, "{}", 2, "failed", NULL, 300, NULL, NULL), 0);
+	assert_int_equal(runlog_usage(f->l, &used0, &map), 0);
+	assert_true(used0 > 200000 && used0 < map);
+	assert_int_equal(runlog_prune_oldest(f->l, 1, &n), 0);
+	assert_int_equal(n, 1);
+	assert_int_equal(runlog_get(f->l, RUN_B, &rec), -ENOENT);
+	assert_int_equal(runlog_get(f->l, RUN_A, &rec), 0);
+	json_decref(rec);
+	assert_int_equal(runlog_usage(f->l, &used1, NULL), 0);
+	assert_true(used1 + 190000 < used0); /* freed pages are not counted */
+	assert_int_equal(runlog_prune_oldest(f->l, 16, &n), 0);
+	assert_int_equal(n, 1); /* A; never the running C */
+	assert_int_equal(runlog_get(f->l, RUN_C, &rec), 0);
+	json_decref(rec);
+	assert_int_equal(runlog_prune_oldest(f->l, 16, &n), 0);
+	assert_int_equal(n, 0);
+}
+
+static void
+test_runlog_soft_append_refuses_one_op_not_the_batch(void **state)
+{
+	Fix *f = *state;
+	static char chunk[100000];
+	RunLogBatch *b;
+	int64_t seq = -1, last_ok = -1;
+	json_t *rec = NULL;
+	int r = 0;
+
+	runlog_free(f->l);
+	f->l = NULL;
+	rm_dir(f->dir);
+	assert_non_null(mkdtemp(strcpy(f->dir, "/tmp/test-runlog-XXXXXX")));
+	/* 256 KiB: two 100 KB values fit, a third finds no 25 free pages in a
+	 * row, and the small terminal write still fits in what is left */
+	assert_int_equal(open_log(f, 256 * 1024, false), 0);
+	memset(chunk, 'x', sizeof(chunk));
+	chunk[0] = chunk[sizeof(chunk) - 1] = '"';
+	assert_int_equal(runlog_create(f->l, RUN_A, "t", NULL, 1, NULL), 0);
+	/* one batch: soft appends until the map has no room for another */
+	assert_int_equal(runlog_batch_begin(f->l, &b), 0);
+	for (int i = 0; i < 64; i++) {
+		r = runlog_batch_append_soft(b, RUN_A, chunk, sizeof(chunk), NULL, 10, &seq);
+		if (r < 0)
+			break;
+		last_ok = seq;
+	}
+	assert_int_equal(r, -ENOSPC);
+	assert_true(last_ok >= 1);
+	/* the batch is not poisoned: a small terminal write and the commit work */
+	assert_int_equal(runlog_batch_finish(b, RUN_A, "failed", NULL, 20), 0);
+	assert_int_equal(runlog_batch_commit(b), 0);
+	runlog_batch_free(b);
+	assert_int_equal(runlog_get(f->l, RUN_A, &rec), 0);
+	assert_string_equal(rec_str(rec, "status"), "failed");
+	assert_int_equal(rec_int(rec, "lastSeq"), last_ok);
+	json_decref(rec);
+}
+
 int
 main(void)
 {
@@ -1019,6 +1131,12 @@ main(void)
 	    cmocka_unit_test_setup_teardown(test_runlog_prune_old_terminal_runs_only, setup,
 					    teardown),
 	    cmocka_unit_test_setup_teardown(test_runlog_prune_in_small_batches, setup, teardown),
+	    cmocka_unit_test_setup_teardown(test_runlog_read_bounded_by_bytes_never_empty, setup,
+					    teardown),
+	    cmocka_unit_test_setup_teardown(test_runlog_soft_append_refuses_one_op_not_the_batch,
+					    setup, teardown),
+	    cmocka_unit_test_setup_teardown(
+		test_runlog_prune_oldest_takes_first_finished_terminal_runs, setup, teardown),
 	};
 	return cmocka_run_group_tests_name("runlog", tests, NULL, NULL);
 }
