@@ -924,7 +924,7 @@ output_over_budget(Run *run, OutBuf *b, size_t n)
 			   "runwarden.output_dropped", "value", "droppedBytes", (json_int_t)n,
 			   "budget", thread ? "thread" : "run", "budgetBytes", (json_int_t)budget,
 			   "text", m),
-		 run_drive_state(run));
+		 drive_state(run));
 	if (drop)
 		return;
 	run_kill_exec(run);
