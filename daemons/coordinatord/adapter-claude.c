@@ -117,10 +117,11 @@ claude_begin(Run *run, const json_t *messages, const json_t *metadata, ExecSpec 
 	return 0;
 }
 
+/* driver.c saves the state (ours included) after the drain */
 static void
 emit(Run *run, json_t *chunk)
 {
-	run_emit(run, chunk, run_drive_state(run));
+	run_emit(run, chunk, NULL);
 }
 
 static void
@@ -571,6 +572,71 @@ claude_free(Run *run)
 	run->astate = NULL;
 }
 
+static const char *const block_names[] = {[BLOCK_NONE] = "none",
+					  [BLOCK_TEXT] = "text",
+					  [BLOCK_THINKING] = "thinking",
+					  [BLOCK_TOOL] = "tool"};
+
+/* {messageId, streamed, midUsed, blocks: [[index, kind, id]…] (the open
+ * ones), openTools: {id: true} (in order), ending} */
+static json_t *
+claude_save(Run *run)
+{
+	ClaudeState *st = st_of(run);
+	json_t *blocks = json_array();
+	for (int i = 0; blocks && i < MAX_BLOCKS; i++)
+		if (st->blocks[i].kind != BLOCK_NONE &&
+		    json_array_append_new(blocks,
+					  json_pack("[i, s, s]", i, block_names[st->blocks[i].kind],
+						    st->blocks[i].id)) < 0) {
+			json_decref(blocks);
+			return NULL;
+		}
+	return json_pack("{s:s, s:b, s:b, s:o, s:O, s:o}", "messageId", st->message_id, "streamed",
+			 st->streamed, "midUsed", st->mid_used, "blocks", blocks, "openTools",
+			 st->open_tools, "ending", ending_save(&st->ending));
+}
+
+static int
+claude_load(Run *run, const json_t *state)
+{
+	ClaudeState *st = st_of(run);
+	const char *mid = json_string_value(json_object_get(state, "messageId"));
+	const json_t *blocks = json_object_get(state, "blocks");
+	const json_t *tools = json_object_get(state, "openTools");
+	size_t i;
+	json_t *b;
+
+	if (!mid || strlen(mid) >= sizeof(st->message_id) || !json_is_array(blocks) ||
+	    !json_is_object(tools) || !json_is_boolean(json_object_get(state, "streamed")) ||
+	    !json_is_boolean(json_object_get(state, "midUsed")))
+		return -EBADMSG;
+	snprintf(st->message_id, sizeof(st->message_id), "%s", mid);
+	st->streamed = json_is_true(json_object_get(state, "streamed"));
+	st->mid_used = json_is_true(json_object_get(state, "midUsed"));
+	json_array_foreach(blocks, i, b)
+	{
+		json_int_t idx = json_integer_value(json_array_get(b, 0));
+		const char *kind = json_string_value(json_array_get(b, 1));
+		const char *id = json_string_value(json_array_get(b, 2));
+		BlockKind k = BLOCK_NONE;
+		for (size_t n = 1; kind && n < ELEMENTSOF(block_names); n++)
+			if (streq(kind, block_names[n]))
+				k = (BlockKind)n;
+		if (!json_is_integer(json_array_get(b, 0)) || idx < 0 || idx >= MAX_BLOCKS ||
+		    k == BLOCK_NONE || !id || strlen(id) >= sizeof(st->blocks[idx].id))
+			return -EBADMSG;
+		st->blocks[idx].kind = k;
+		snprintf(st->blocks[idx].id, sizeof(st->blocks[idx].id), "%s", id);
+	}
+	json_t *copy = json_deep_copy(tools);
+	if (!copy)
+		return -ENOMEM;
+	json_decref(st->open_tools);
+	st->open_tools = copy;
+	return ending_load(&st->ending, json_object_get(state, "ending"));
+}
+
 const Adapter adapter_claude = {
     .kind = ADAPTER_CLAUDE,
     .driver_run_started = false,
@@ -579,4 +645,6 @@ const Adapter adapter_claude = {
     .drain = claude_drain,
     .exit = claude_exit,
     .free_state = claude_free,
+    .save = claude_save,
+    .load = claude_load,
 };

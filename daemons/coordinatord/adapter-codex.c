@@ -75,10 +75,11 @@ codex_begin(Run *run, const json_t *messages, const json_t *metadata, ExecSpec *
 	return 0;
 }
 
+/* driver.c saves the state (ours included) after the drain */
 static void
 emit(Run *run, json_t *chunk)
 {
-	run_emit(run, chunk, run_drive_state(run));
+	run_emit(run, chunk, NULL);
 }
 
 /* The state of an item, created on first sight. */
@@ -313,6 +314,36 @@ codex_free(Run *run)
 	run->astate = NULL;
 }
 
+static json_t *
+codex_save(Run *run)
+{
+	CodexState *st = run->astate;
+	return json_pack("{s:O, s:o}", "items", st->items, "ending", ending_save(&st->ending));
+}
+
+static int
+codex_load(Run *run, const json_t *state)
+{
+	CodexState *st = run->astate;
+	const json_t *items = json_object_get(state, "items");
+	const char *id;
+	const json_t *v;
+
+	if (!json_is_object(items))
+		return -EBADMSG;
+	json_object_foreach((json_t *)items, id, v)
+	{
+		if (!json_is_object(v) || !json_is_integer(json_object_get(v, "sent")))
+			return -EBADMSG;
+	}
+	json_t *copy = json_deep_copy(items);
+	if (!copy)
+		return -ENOMEM;
+	json_decref(st->items);
+	st->items = copy;
+	return ending_load(&st->ending, json_object_get(state, "ending"));
+}
+
 const Adapter adapter_codex = {
     .kind = ADAPTER_CODEX,
     .driver_run_started = false,
@@ -321,4 +352,6 @@ const Adapter adapter_codex = {
     .drain = codex_drain,
     .exit = codex_exit,
     .free_state = codex_free,
+    .save = codex_save,
+    .load = codex_load,
 };

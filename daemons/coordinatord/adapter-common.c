@@ -162,6 +162,34 @@ ending_done(RunEnding *e)
 	*e = (RunEnding){0};
 }
 
+json_t *
+ending_save(const RunEnding *e)
+{
+	if (!e->chunk && !e->status[0])
+		return json_null();
+	return json_pack("{s:O?, s:O?, s:s}", "chunk", e->chunk, "fields", e->fields, "status",
+			 e->status);
+}
+
+int
+ending_load(RunEnding *e, const json_t *j)
+{
+	ending_done(e);
+	if (!j || json_is_null(j))
+		return 0;
+	const json_t *chunk = json_object_get(j, "chunk");
+	const json_t *fields = json_object_get(j, "fields");
+	const char *status = json_string_value(json_object_get(j, "status"));
+	if (!json_is_object(j) || !status || strlen(status) >= sizeof(e->status) ||
+	    (chunk && !json_is_object(chunk) && !json_is_null(chunk)) ||
+	    (fields && !json_is_object(fields) && !json_is_null(fields)))
+		return -EBADMSG;
+	e->chunk = json_is_object(chunk) ? json_deep_copy(chunk) : NULL;
+	e->fields = json_is_object(fields) ? json_deep_copy(fields) : NULL;
+	snprintf(e->status, sizeof(e->status), "%s", status);
+	return 0;
+}
+
 void
 run_gen_id(Run *run, char *buf, size_t len)
 {

@@ -99,7 +99,7 @@ nd_line(Run *run, char *line, size_t len)
 		st->finished = true;
 	json_decref(j);
 	/* stored as the runner wrote it (leading blanks aside) */
-	run_emit_text(run, line + i, len - i, run_drive_state(run));
+	run_emit_text(run, line + i, len - i, NULL); /* driver.c saves the state */
 }
 
 static void
@@ -178,6 +178,24 @@ nd_free(Run *run)
 	run->astate = NULL;
 }
 
+static json_t *
+nd_save(Run *run)
+{
+	NdState *st = run->astate;
+	return json_pack("{s:b}", "finished", st->finished);
+}
+
+static int
+nd_load(Run *run, const json_t *state)
+{
+	NdState *st = run->astate;
+	const json_t *f = json_object_get(state, "finished");
+	if (!json_is_boolean(f))
+		return -EBADMSG;
+	st->finished = json_is_true(f);
+	return 0;
+}
+
 const Adapter adapter_ndjson = {
     .kind = ADAPTER_NDJSON,
     .driver_run_started = false,
@@ -186,4 +204,6 @@ const Adapter adapter_ndjson = {
     .drain = nd_drain,
     .exit = nd_exit,
     .free_state = nd_free,
+    .save = nd_save,
+    .load = nd_load,
 };

@@ -7,6 +7,7 @@
  *   per loop turn, never split inside a UTF-8 sequence),
  *   TOOL_CALL_RESULT {exitCode, reason}, then RUN_FINISHED (exit 0) or
  *   RUN_ERROR {message, code} (code exit_status, or timeout/oom/pids_limit).
+ * No state of its own: the tool call's id is in the driver state.
  */
 #include "config.h"
 
@@ -99,7 +100,7 @@ shell_drain(Run *run, bool final)
 			json_t *chunk = json_pack("{s:s, s:s, s:{s:s%}}", "type", "CUSTOM", "name",
 						  names[s], "value", "text", text, len);
 			free(text);
-			run_emit(run, chunk, run_drive_state(run));
+			run_emit(run, chunk, NULL); /* driver.c saves the state after the drain */
 		}
 	}
 }

@@ -16,6 +16,14 @@
  * describes, feeds it the bytes of each stream in order exactly once (after a
  * re-attach too), calls drain() at the end of every loop turn and exit() when
  * the process ended. Adapters emit with run_emit()/run_end() (commit.c).
+ *
+ * After every drain that consumed bytes, the driver stores its state with
+ * the adapter's save() in the same transaction as the chunks the drain
+ * queued (docs/DESIGN.md "Driver state beside the record"); a restarted
+ * coordinatord hands it to load() and re-attaches at the saved offsets, so
+ * the stream goes on exactly as if nothing had happened. Bytes a drain did
+ * not consume (a partial line) are not counted in the offsets: the shim
+ * sends them again.
  */
 #pragma once
 
@@ -96,8 +104,8 @@ typedef struct Adapter {
 	/* Does the driver emit RUN_STARTED when the run starts? (claude, codex
 	 * and ndjson runners announce their own.) */
 	bool driver_run_started;
-	/* Allocate run->astate (also for a run re-attached after a restart:
-	 * its adapter state starts afresh). May be NULL. */
+	/* Allocate run->astate (also for a run re-attached after a restart,
+	 * before load()). May be NULL. */
 	int (*init)(Run *run);
 	/* Emit the opening chunks and describe the exec. 0 or a negative errno
 	 * with the run failed (harness_error). */
@@ -109,6 +117,14 @@ typedef struct Adapter {
 	void (*exit)(Run *run, int64_t code, int64_t sig, const char *reason);
 	/* Release run->astate. */
 	void (*free_state)(Run *run);
+	/* The parse state as JSON (open messages and tool calls, the ending
+	 * decided, …: everything drain() left behind), stored with the driver
+	 * state. NULL = nothing to keep (or out of memory: the caller fails
+	 * closed). May be NULL for a stateless adapter. */
+	json_t *(*save)(Run *run);
+	/* Restore, after init(), what save() returned before a restart. 0, or
+	 * -EBADMSG for a state this adapter cannot have written. */
+	int (*load)(Run *run, const json_t *state);
 } Adapter;
 
 const Adapter *adapter_get(AdapterKind k);
@@ -140,6 +156,10 @@ void ending_fail_exit(Run *run, RunEnding *e, const char *what, int64_t code, co
 /* run_end() with what was decided */
 void ending_apply(Run *run, RunEnding *e);
 void ending_done(RunEnding *e);
+/* An ending as JSON for an adapter's save() (null while undecided), and back. */
+json_t *ending_save(const RunEnding *e);
+int ending_load(RunEnding *e, const json_t *j);
 
-/* A run-scoped id: "<runId8>-<n>". */
+/* A run-scoped id: "<runId8>-<n>" (n, run->id_counter, is kept in the
+ * driver state: an id is never handed out twice, after a restart neither). */
 void run_gen_id(Run *run, char *buf, size_t len);

@@ -99,9 +99,10 @@ struct Run {
 	char *sandbox_id;
 	uint64_t exec_id;
 	RunState state;
-	OutBuf out[3]; /* [1] stdout, [2] stderr */
-	bool dirty;    /* output waiting for the end-of-turn flush */
-	bool queued;   /* waiting for a sandbox slot (not stale) */
+	OutBuf out[3];		 /* [1] stdout, [2] stderr */
+	uint64_t saved_taken[3]; /* out[].taken in the driver state last queued */
+	bool dirty;		 /* output waiting for the end-of-turn flush */
+	bool queued;		 /* waiting for a sandbox slot (not stale) */
 	char tool_call_id[48];
 	struct event *wait_timer;
 	struct event *max_timer; /* max_run_ms after its start */
@@ -255,7 +256,6 @@ void driver_setup(Coordinator *c);
 void driver_recover(Coordinator *c);
 void shim_connect_now(Coordinator *c);
 extern const PeerHandler shim_handlers[];
-json_t *run_drive_state(Run *run);
 json_t *chunk_new(const char *type);
 void driver_flush_all(Coordinator *c);
 void driver_thread_output_free(Coordinator *c);

@@ -142,32 +142,68 @@ run_free(Run *run)
 	free(run);
 }
 
-/* What a restarted coordinatord needs to re-attach: stored with every output chunk. */
+/* What a restarted coordinatord needs to re-attach and go on exactly where it
+ * stopped: the exec, the offsets consumed, and everything the adapter made of
+ * them that is not in the record yet (its parse state, the id counter, the
+ * stderr tail kept for an error message). Stored after every drain, in the
+ * transaction of the chunks that drain queued. NULL when out of memory. */
 static json_t *
 drive_state(Run *run)
 {
-	return json_pack("{s:s, s:s, s:s, s:I, s:s, s:[I,I]}", "threadId", run->thread_id,
-			 "harness", run->harness ? run->harness->name : "shell", "sandboxId",
-			 run->sandbox_id ? run->sandbox_id : "", "execId", (json_int_t)run->exec_id,
-			 "toolCallId", run->tool_call_id, "consumed", (json_int_t)run->out[1].taken,
-			 (json_int_t)run->out[2].taken);
+	json_t *d =
+	    json_pack("{s:s, s:s, s:s, s:I, s:s, s:[I,I], s:I}", "threadId", run->thread_id,
+		      "harness", run->harness ? run->harness->name : "shell", "sandboxId",
+		      run->sandbox_id ? run->sandbox_id : "", "execId", (json_int_t)run->exec_id,
+		      "toolCallId", run->tool_call_id, "consumed", (json_int_t)run->out[1].taken,
+		      (json_int_t)run->out[2].taken, "ids", (json_int_t)run->id_counter);
+	if (!d)
+		return NULL;
+	if (run->stderr_len) {
+		/* as the record would get it: valid UTF-8, secrets redacted */
+		size_t len;
+		_cleanup_free_ char *t = utf8_sanitize(run->stderr_tail, run->stderr_len, &len);
+		if (!t || redact_text(run->secret_values, &t, &len) < 0 ||
+		    json_object_set_new(d, "stderrTail", json_stringn(t, len)) < 0) {
+			json_decref(d);
+			return NULL;
+		}
+	}
+	if (run->adapter && run->adapter->save && run->astate) {
+		json_t *a = run->adapter->save(run);
+		if (!a || json_object_set_new(d, "adapter", a) < 0 ||
+		    json_object_set_new(d, "adapterKind",
+					json_string(adapter_name(run->adapter->kind))) < 0) {
+			json_decref(d);
+			return NULL;
+		}
+	}
+	return d;
 }
 
-/* Let the adapter turn buffered output into chunks. */
+/* Let the adapter turn buffered output into chunks, then queue the state it
+ * left behind: the same commit stores both, so after a crash the offsets, the
+ * adapter's state and the events always agree. */
 static void
 run_flush_output(Run *run, bool final)
 {
 	run->dirty = false;
 	if (run->post_exec)
 		return; /* a post step's output is collected, not streamed */
-	if (run->adapter && run->state != RUN_DONE)
-		run->adapter->drain(run, final);
-}
-
-json_t *
-run_drive_state(Run *run)
-{
-	return drive_state(run);
+	if (!run->adapter || run->state == RUN_DONE)
+		return;
+	run->adapter->drain(run, final);
+	if (run->state == RUN_DONE ||
+	    (run->out[1].taken == run->saved_taken[1] && run->out[2].taken == run->saved_taken[2]))
+		return;
+	json_t *d = drive_state(run);
+	if (!d) {
+		run_kill_exec(run);
+		run_fail(run, "out of memory saving the driver state", "internal");
+		return;
+	}
+	run->saved_taken[1] = run->out[1].taken;
+	run->saved_taken[2] = run->out[2].taken;
+	run_save_drive(run, d);
 }
 
 static void
@@ -888,7 +924,7 @@ output_over_budget(Run *run, OutBuf *b, size_t n)
 			   "runwarden.output_dropped", "value", "droppedBytes", (json_int_t)n,
 			   "budget", thread ? "thread" : "run", "budgetBytes", (json_int_t)budget,
 			   "text", m),
-		 run_drive_state(run));
+		 drive_state(run));
 	if (drop)
 		return;
 	run_kill_exec(run);
@@ -1223,6 +1259,37 @@ reattach(Run *run)
 			 "sandbox_lost");
 }
 
+/* What the adapter had made of the output consumed (a driver state written
+ * before adapters saved theirs has none: they start afresh, as they did). */
+static int
+restore_adapter(Run *run, const json_t *drive)
+{
+	const json_t *state = json_object_get(drive, "adapter");
+	const char *kind = json_string_value(json_object_get(drive, "adapterKind"));
+	const char *tail = json_string_value(json_object_get(drive, "stderrTail"));
+	int r = 0;
+
+	run->id_counter = (unsigned)json_integer_value(json_object_get(drive, "ids"));
+	if (tail) {
+		size_t len = MIN(strlen(tail), sizeof(run->stderr_tail) - 1);
+		memcpy(run->stderr_tail, tail + strlen(tail) - len, len);
+		run->stderr_tail[len] = '\0';
+		run->stderr_len = len;
+	}
+	if (state && (!kind || !streq(kind, adapter_name(run->adapter->kind)))) {
+		run_fail(run, "the run's harness changed its adapter across the restart",
+			 "harness_error");
+		return -EINVAL;
+	}
+	if (state && run->adapter->load)
+		r = run->adapter->load(run, state);
+	if (r < 0) {
+		log_ctx_errno(LOG_ERR, r, &run->log, "Cannot restore the adapter's state: %m");
+		run_fail(run, "coordinatord could not restore the run's adapter state", "internal");
+	}
+	return r;
+}
+
 typedef struct RecoverCtx {
 	Coordinator *c;
 	size_t n;
@@ -1253,6 +1320,10 @@ recover_cb(const char *run_id, json_t *record, void *ud)
 		return;
 	}
 	collect_secrets(run);
+	if (restore_adapter(run, drive) < 0) {
+		json_decref(drive);
+		return;
+	}
 	json_int_t exec_id = json_integer_value(json_object_get(drive, "execId"));
 	const char *sb = json_string_value(json_object_get(drive, "sandboxId"));
 	const char *tc = json_string_value(json_object_get(drive, "toolCallId"));
@@ -1272,7 +1343,7 @@ recover_cb(const char *run_id, json_t *record, void *ud)
 	}
 	run->exec_id = (uint64_t)exec_id;
 	for (int s = 1; s <= 2; s++)
-		run->out[s].taken = run->out[s].added =
+		run->out[s].taken = run->out[s].added = run->saved_taken[s] =
 		    (uint64_t)json_integer_value(json_array_get(consumed, (size_t)s - 1));
 	run->state = RUN_REATTACH;
 	{
