@@ -11,6 +11,10 @@ const ConfItem coord_conf_items[] = {
     CONF_SHARED_ITEMS(CoordConf, shared),
     {"coordinatord", "map_size", CONF_SIZE, offsetof(CoordConf, map_size), "1G", 1 << 20, 1LL << 40,
      "largest size of the run log (LMDB map); the file grows sparsely"},
+    {"coordinatord", "preallocate", CONF_BOOL, offsetof(CoordConf, preallocate), "yes", 0, 0,
+     "reserve map_size of disk blocks for the run log at start, so that workspaces or "
+     "backups filling the disk never make a commit fail (start fails if the disk cannot "
+     "hold it)"},
     {"coordinatord", "sync", CONF_BOOL, offsetof(CoordConf, sync), "yes", 0, 0,
      "fsync every commit (durable); 'no' trades the last commits for speed"},
     {"coordinatord", "shell", CONF_STR, offsetof(CoordConf, shell), "/bin/sh", 0, 0,

@@ -1058,12 +1058,29 @@ coordinator_run(const DaemonArgs *args)
 			 streq(harnesses.v[i].name, c.conf.default_harness) ? " (default)" : "");
 
 	snprintf(path, sizeof(path), "%s/runlog", c.conf.shared.state_dir);
-	RunLogOptions o = {.map_size = (size_t)c.conf.map_size, .sync = c.conf.sync};
+	RunLogOptions o = {.map_size = (size_t)c.conf.map_size,
+			   .sync = c.conf.sync,
+			   .preallocate = c.conf.preallocate};
 	r = runlog_open(path, &o, &c.runlog);
+	if (r == -ENOSPC) {
+		log_error_errno(r,
+				"Cannot reserve coordinatord.map_size (%" PRId64
+				" bytes) for the run "
+				"log in '%s': %m; free disk space, lower map_size, or set "
+				"coordinatord.preallocate = no",
+				c.conf.map_size, path);
+		goto out;
+	}
 	if (r < 0) {
 		log_error_errno(r, "Failed to open the run log in '%s': %m", path);
 		goto out;
 	}
+	if (c.conf.preallocate && !runlog_preallocated(c.runlog))
+		log_warning(
+		    "The filesystem of '%s' cannot preallocate: a disk filled by workspaces "
+		    "or backups can make run log commits fail; put the state directory on "
+		    "its own filesystem",
+		    path);
 	(void)runlog_usage(c.runlog, &c.log_used, &c.log_map);
 	c.log_map = (uint64_t)c.conf.map_size;
 

@@ -36,6 +36,7 @@ typedef struct CoordConf {
 	SharedConf shared;
 	int64_t map_size;	  /* LMDB map size, bytes */
 	bool sync;		  /* fsync on commit */
+	bool preallocate;	  /* reserve map_size on disk at start */
 	char *shell;		  /* the shell harness interpreter inside the sandbox */
 	int64_t read_max;	  /* largest RUN_READ batch */
 	int64_t sandbox_wait_ms;  /* how long a run waits for the shim before failing */

@@ -4,6 +4,7 @@
 #include "runlog.h"
 
 #include <errno.h>
+#include <fcntl.h>
 #include <lmdb.h>
 #include <stdint.h>
 #include <stdlib.h>
@@ -20,6 +21,7 @@ struct RunLog {
 	MDB_dbi runs, events, thread_runs, idem, meta, drive;
 	char *dir;
 	RunLogOptions opts;
+	bool preallocated;
 };
 
 /* LMDB codes → negative errno. MDB_MAP_FULL becomes -ENOSPC: to the caller it
@@ -75,6 +77,17 @@ env_open(RunLog *l)
 	if (rc == 0)
 		rc =
 		    mdb_env_open(l->env, l->dir, MDB_NOTLS | (l->opts.sync ? 0 : MDB_NOSYNC), 0600);
+	if (rc == 0 && l->opts.preallocate) {
+		mdb_filehandle_t fd;
+		rc = mdb_env_get_fd(l->env, &fd);
+		if (rc == 0 && fallocate(fd, FALLOC_FL_KEEP_SIZE, 0, (off_t)l->opts.map_size) < 0) {
+			if (errno == EOPNOTSUPP || errno == ENOSYS)
+				l->preallocated = false; /* e.g. a filesystem without it */
+			else
+				rc = errno;
+		} else if (rc == 0)
+			l->preallocated = true;
+	}
 	if (rc == 0)
 		rc = mdb_txn_begin(l->env, NULL, 0, &txn);
 	if (rc == 0)
@@ -110,6 +123,12 @@ env_open(RunLog *l)
 		l->env = NULL;
 	}
 	return mdb_errno(rc);
+}
+
+bool
+runlog_preallocated(const RunLog *l)
+{
+	return l->preallocated;
 }
 
 int

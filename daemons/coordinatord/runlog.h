@@ -42,11 +42,19 @@ typedef struct RunLog RunLog;
 #define THREAD_ID_MAX 256
 
 typedef struct RunLogOptions {
-	size_t map_size; /* bytes; the file grows sparsely up to this */
-	bool sync;	 /* fsync on every commit (durable); false = MDB_NOSYNC */
+	size_t map_size;  /* bytes; the file grows sparsely up to this */
+	bool sync;	  /* fsync on every commit (durable); false = MDB_NOSYNC */
+	bool preallocate; /* reserve map_size of disk blocks for the data file at open */
 } RunLogOptions;
 
+/* With opts->preallocate, the data file's blocks up to map_size are allocated
+ * at open (fallocate, FALLOC_FL_KEEP_SIZE: LMDB sees the same file size), so
+ * that a disk filled by something else (workspaces, backups) never makes a
+ * commit fail ENOSPC: -ENOSPC when the disk cannot hold map_size now; a
+ * filesystem without fallocate is not an error (*ret's runlog_preallocated()
+ * says false). */
 int runlog_open(const char *dir, const RunLogOptions *opts, RunLog **ret);
+bool runlog_preallocated(const RunLog *l);
 /* After a failed commit: 0 when the environment is sound (the transaction
  * left nothing behind), 1 when it was in doubt (MDB_PANIC after a failed
  * meta-page write) and has been reopened from what is on disk, or a negative

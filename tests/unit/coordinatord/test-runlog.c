@@ -20,6 +20,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include <cmocka.h>
@@ -744,6 +745,32 @@ test_runlog_create_keyed_is_one_transaction(void **state)
 	assert_string_equal(got, id);
 }
 
+/* preallocate: the data file's blocks up to map_size are allocated at open
+ * (so that a disk filled by workspaces cannot fail a commit), and LMDB still
+ * sees the file it wrote. */
+static void
+test_runlog_preallocate_reserves_the_map(void **state)
+{
+	Fix *f = *state;
+	RunLogOptions o = {.map_size = 8 << 20, .sync = false, .preallocate = true};
+	char p[PATH_MAX];
+	struct stat st;
+
+	runlog_free(f->l);
+	f->l = NULL;
+	rm_dir(f->dir);
+	assert_non_null(mkdtemp(strcpy(f->dir, "/tmp/test-runlog-XXXXXX")));
+	assert_int_equal(runlog_open(f->dir, &o, &f->l), 0);
+	if (!runlog_preallocated(f->l))
+		skip(); /* a filesystem without fallocate (tmpfs has it) */
+	snprintf(p, sizeof(p), "%s/data.mdb", f->dir);
+	assert_int_equal(stat(p, &st), 0);
+	assert_true((uint64_t)st.st_blocks * 512 >= (uint64_t)o.map_size);
+	assert_true((uint64_t)st.st_size < (uint64_t)o.map_size); /* KEEP_SIZE */
+	assert_int_equal(runlog_create(f->l, RUN_A, "t", NULL, 1, NULL), 0);
+	assert_int_equal(last_seq(f->l, RUN_A), -1);
+}
+
 /* ---- group commit, watchdog transaction, threads, retention (issue 3) ---- */
 
 static void
@@ -1113,6 +1140,8 @@ main(void)
 	    cmocka_unit_test_setup_teardown(test_runlog_update, setup, teardown),
 	    cmocka_unit_test_setup_teardown(test_runlog_survives_reopen, setup, teardown),
 	    cmocka_unit_test_setup_teardown(test_runlog_idempotency, setup, teardown),
+	    cmocka_unit_test_setup_teardown(test_runlog_preallocate_reserves_the_map, setup,
+					    teardown),
 	    cmocka_unit_test_setup_teardown(test_runlog_create_keyed_is_one_transaction, setup,
 					    teardown),
 	    cmocka_unit_test_setup_teardown(test_runlog_foreach_running, setup, teardown),
