@@ -3655,6 +3655,30 @@ shim_stop(Shim *s)
 	}
 }
 
+void
+shim_handover(Shim *s)
+{
+	if (!s || s->stopped)
+		return;
+	s->stopped = true;
+	if (s->listen_ev) {
+		event_free(s->listen_ev);
+		s->listen_ev = NULL;
+	}
+	s->listen_fd = safe_close(s->listen_fd); /* the next shim binds it anew */
+	while (s->queue) {
+		Queued *q = s->queue;
+		s->queue = q->next;
+		(void)peer_reply_error(q->conn->peer, q->req_id, -ESHUTDOWN,
+				       "containerd-shim is stopping");
+		queued_free(q);
+	}
+	snapjobs_stop(s->jobs);
+	s->files = shim_files_free(s->files);
+	log_notice("Exiting for an upgrade: the sandboxes and their execs are left running for "
+		   "the next containerd-shim to re-adopt");
+}
+
 Shim *
 shim_free(Shim *s)
 {
