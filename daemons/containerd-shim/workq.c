@@ -14,6 +14,7 @@
 #include <stdint.h>
 #include <stdlib.h>
 #include <sys/eventfd.h>
+#include <sys/resource.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
@@ -21,6 +22,8 @@
 
 #include "fd-util.h"
 #include "macro.h"
+
+#define WORKQ_NICE 10
 
 struct WorkQ {
 	pthread_mutex_t lock;
@@ -42,6 +45,9 @@ worker_main(void *arg)
 	/* Private umask and cwd: umask(0) here leaves the loop's alone. */
 	if (unshare(CLONE_FS) == 0)
 		(void)umask(0);
+	/* Background work: on a busy host the loop that starts execs gets the CPU
+	 * first (the nice value is per thread on Linux). */
+	(void)setpriority(PRIO_PROCESS, (id_t)gettid(), WORKQ_NICE);
 	pthread_mutex_lock(&q->lock);
 	for (;;) {
 		while (!q->head && !q->stop)

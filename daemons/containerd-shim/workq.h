@@ -18,8 +18,9 @@
  * done(), on the loop.
  *
  * Each worker has its own fs attributes (unshare(CLONE_FS)) with umask 0, so
- * that exact modes can be given without touching the loop's umask, and all
- * signals blocked.
+ * that exact modes can be given without touching the loop's umask, all
+ * signals blocked, and nice 10: copying megabytes into the page cache must not
+ * take the CPU from the loop on a small host.
  */
 #pragma once
 
