@@ -372,8 +372,11 @@ adopt_one(int dfd, const char *id, Adopted *a)
 	a->pidfd = (int)syscall(SYS_pidfd_open, uc.pid, 0);
 	if (a->pidfd < 0)
 		return -errno;
-	if (recv_msg(a->sock, &m, fds, &nfds) < 0 || m.type != INIT_MSG_HELLO || nfds != 0)
+	if (recv_msg(a->sock, &m, fds, &nfds) < 0 || nfds != 0)
 		return -EPROTO;
+	r = adopt_hello_check(&m, &a->version);
+	if (r < 0)
+		return r;
 	a->window = m.off;
 	for (;;) {
 		AdoptedExec x = {.mem = {-1, -1, -1}};
@@ -436,6 +439,20 @@ adopt_one(int dfd, const char *id, Adopted *a)
 }
 
 int
+adopt_hello_check(const InitMsg *m, uint32_t *ret_version)
+{
+	uint32_t v = (uint32_t)m->status;
+
+	if (m->type != INIT_MSG_HELLO)
+		return -EPROTO;
+	*ret_version = v;
+	/* 0: an init from before the version field, same wire as version 1. */
+	if (v > INIT_PROTO_VERSION)
+		return -EPROTONOSUPPORT;
+	return 0;
+}
+
+int
 adopt_scan(int dfd, int (*cb)(Adopted *a, void *ud), void *ud)
 {
 	int dup_fd, n = 0;
@@ -463,7 +480,15 @@ adopt_scan(int dfd, int (*cb)(Adopted *a, void *ud), void *ud)
 
 		memcpy(a.id, names[i], sizeof(a.id));
 		r = adopt_one(dfd, names[i], &a);
-		if (r < 0)
+		if (r == -EPROTONOSUPPORT)
+			/* Killed below: no shim of ours will ever speak to it, and
+			 * left alone its processes would run unsupervised until its
+			 * orphan timeout. Its runs fail as sandbox_lost. */
+			log_warning_errno(r,
+					  "Sandbox %s: its init speaks wire version %" PRIu32
+					  ", this containerd-shim %u; not adopted, killed: %m",
+					  names[i], a.version, INIT_PROTO_VERSION);
+		else if (r < 0)
 			log_debug_errno(
 			    r, "Sandbox %s left by a previous instance: no init to adopt: %m",
 			    names[i]);

@@ -25,6 +25,8 @@
 #include <stdint.h>
 #include <sys/types.h>
 
+#include "sandbox.h"
+
 typedef struct AdoptedExec {
 	uint64_t id;
 	pid_t pid; /* in the sandbox's pid namespace */
@@ -45,7 +47,8 @@ typedef struct Adopted {
 	int sock;	/* connected to the init, non-blocking */
 	pid_t pid;	/* host pid of the init (SO_PEERCRED) */
 	int pidfd;
-	uint64_t window; /* the init's output_window */
+	uint64_t window;  /* the init's output_window */
+	uint32_t version; /* the init's wire version (sandbox.h INIT_PROTO_VERSION) */
 	AdoptedExec *execs;
 	size_t n_execs;
 } Adopted;
@@ -76,4 +79,9 @@ void adopt_counter_store(int fd, uint64_t id);
  * pidfd and the memfds then: set them to -1), 0 to have it reaped (the init is
  * SIGKILLed; its cgroup is left for cgroup_host_reap_stale). A directory whose
  * init does not answer is removed. Returns the number adopted. */
+/* The init's HELLO: -EPROTO if it is not one, -EPROTONOSUPPORT for a wire
+ * version this shim does not speak (newer than INIT_PROTO_VERSION; 0, from an
+ * init older than the version field, is version 1's wire). *ret_version is
+ * the init's version either way. */
+int adopt_hello_check(const InitMsg *m, uint32_t *ret_version);
 int adopt_scan(int dfd, int (*cb)(Adopted *a, void *ud), void *ud);

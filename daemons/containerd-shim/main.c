@@ -7,7 +7,9 @@
  */
 #include "config.h"
 
+#include <errno.h>
 #include <signal.h>
+#include <unistd.h>
 
 #include <event2/event.h>
 #include <stdbool.h>
@@ -35,12 +37,29 @@ on_term(void *userdata)
 	event_base_loopbreak(ctx->base);
 }
 
+/* SIGUSR2: exit leaving the sandboxes to the next shim (a package upgrade:
+ * docs/SYSTEMD.md). Nothing is torn down after shim_handover(): the state is
+ * the one a crash leaves, which the next shim re-adopts. */
+static void
+on_handover(evutil_socket_t fd, short what, void *userdata)
+{
+	Ctx *ctx = userdata;
+
+	(void)fd;
+	(void)what;
+	notify_stopping();
+	shim_handover(ctx->shim);
+	fflush(NULL);
+	_exit(0);
+}
+
 static int
 run(int argc, char **argv)
 {
 	ShimConf conf = {0};
 	DaemonArgs args;
 	Ctx ctx = {0};
+	struct event *handover_ev = NULL;
 	bool doctor = false;
 	int r;
 
@@ -92,12 +111,19 @@ run(int argc, char **argv)
 	r = shim_new(ctx.base, &conf, &ctx.shim);
 	if (r >= 0)
 		r = daemon_setup_signals(ctx.base, on_term, NULL, &ctx);
+	if (r >= 0) {
+		handover_ev = evsignal_new(ctx.base, SIGUSR2, on_handover, &ctx);
+		if (!handover_ev || evsignal_add(handover_ev, NULL) < 0)
+			r = -ENOMEM;
+	}
 	(void)sigprocmask(SIG_SETMASK, &old_mask, NULL);
 	if (r >= 0) {
 		notify_ready("serving");
 		log_info("containerd-shim ready, listening in '%s'", conf.shared.runtime_dir);
 		r = event_base_dispatch(ctx.base) < 0 ? -EIO : 0;
 	}
+	if (handover_ev)
+		event_free(handover_ev);
 	shim_free(ctx.shim);
 	daemon_teardown_signals();
 	event_base_free(ctx.base);

@@ -1206,7 +1206,10 @@ init_reap(InitState *st)
 static void
 init_adopted(InitState *st, int sock)
 {
-	InitMsg m = {.type = INIT_MSG_HELLO, .pid = getpid(), .off = st->window};
+	InitMsg m = {.type = INIT_MSG_HELLO,
+		     .pid = getpid(),
+		     .status = (int32_t)INIT_PROTO_VERSION,
+		     .off = st->window};
 
 	if (st->sock >= 0)
 		safe_close(st->sock);

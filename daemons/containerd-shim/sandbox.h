@@ -89,12 +89,22 @@ typedef enum InitMsgType {
 	INIT_MSG_EOF,	       /* init → shim: exec_id, stream, off = final size */
 	INIT_MSG_CONSUMED,     /* shim → init: exec_id, stream, off = read up to here */
 	INIT_MSG_FORGET,       /* shim → init: exec_id released: close its pipes and memfds */
-	INIT_MSG_HELLO,	       /* init → a new shim: off = output_window, pid = its pid (1) */
+	INIT_MSG_HELLO,	       /* init → a new shim: off = output_window, pid = its pid (1),
+				* status = INIT_PROTO_VERSION (0 before it was sent) */
 	INIT_MSG_ADOPT,	       /* init → a new shim: exec_id, pid, flags, status, off/off2 =
 				* stdout/stderr sizes (= consumed from now on); fds: the memfds */
 	INIT_MSG_ADOPT_END,    /* init → a new shim: the list is complete */
 	INIT_MSG_SPAWNED,      /* spawner → shim: pid of the init; fd: its pidfd */
 } InitMsgType;
+
+/* The version of this wire, in the HELLO an init sends a new shim (its status
+ * field): a shim adopts only inits whose version it speaks (adopt_hello_check;
+ * docs/DESIGN.md, "The init wire version"). Bump it with any change to InitMsg
+ * or to the meaning of a message. Whatever a version changes, the HELLO keeps
+ * type at offset 0 and the version in status, at their offsets of today, so
+ * that every shim can read the version of every init. 0: an init older than
+ * the version field, whose wire is version 1's. */
+#define INIT_PROTO_VERSION 1u
 
 /* INIT_MSG_ADOPT flags */
 #define INIT_ADOPT_EXITED (1u << 0) /* status is the leader's wait status */

@@ -1,7 +1,8 @@
 /* SPDX-License-Identifier: MIT */
 /*
  * shim-files.c — SANDBOX_FILE: workspace file operations for the harness and
- * tools (see shim-files.h; the safety rules are wsfs.h's).
+ * tools (see shim-files.h; the safety rules are wsfs.h's). The checks run on
+ * the loop, the I/O on a worker thread (workq.h), the reply on the loop.
  */
 #include "config.h"
 
@@ -19,6 +20,7 @@
 #include "log.h"
 #include "macro.h"
 #include "sandbox-key.h"
+#include "workq.h"
 #include "wsfs.h"
 
 /* Room for the reply's framing and keys around a file's bytes. */
@@ -144,6 +146,36 @@ reply_err(Peer *p, uint64_t req_id, int err, const char *code, const char *text)
 	(void)peer_reply_error(p, req_id, err, msg);
 }
 
+/* ---------------------------------------------------------------------------
+ * The operations, on a worker thread (workq.h): they fill the job's reply
+ * body or return a negative errno, and touch nothing but the job.
+ */
+
+typedef struct FileJob FileJob;
+struct FileJob {
+	WorkItem w; /* first */
+	ShimFiles *owner;
+	FileJob *next, *prev; /* owner->jobs, the loop's */
+	Peer *peer;	      /* NULL once its connection closed */
+	void *conn;
+	uint64_t req_id;
+	FileOp op;
+	char id[17];
+	char *key, *ws, *path, *to, *data; /* the loop's allocations */
+	size_t dlen, cap;
+	int64_t mode;
+	uid_t uid;
+	/* Results. */
+	int err;
+	bool has_body;
+	MpWriter body;
+};
+
+struct ShimFiles {
+	WorkQ *q;
+	FileJob *jobs;
+};
+
 static void
 pack_stat(MpWriter *w, const char *name, mode_t mode, uint64_t size, int64_t mtime_ns)
 {
@@ -158,11 +190,10 @@ pack_stat(MpWriter *w, const char *name, mode_t mode, uint64_t size, int64_t mti
 
 /* A list reply ({entries} or {type:"directory", entries}). */
 static int
-do_list(Peer *p, uint64_t req_id, int ws_fd, const char *path, bool typed)
+do_list(MpWriter *w, int ws_fd, const char *path, bool typed)
 {
 	WsfsEntry *v = NULL;
 	size_t n = 0;
-	MpWriter w;
 	int r = 0;
 
 	if (ws_fd >= 0)
@@ -171,52 +202,44 @@ do_list(Peer *p, uint64_t req_id, int ws_fd, const char *path, bool typed)
 		r = -ENOENT;
 	if (r < 0)
 		return r;
-	mp_writer_init(&w);
-	mp_w_map(&w, typed ? 2 : 1);
+	mp_w_map(w, typed ? 2 : 1);
 	if (typed)
-		mp_w_str(&w, "type", "directory");
-	mp_w_key(&w, "entries");
-	msgpack_pack_array(&w.pk, n);
+		mp_w_str(w, "type", "directory");
+	mp_w_key(w, "entries");
+	msgpack_pack_array(&w->pk, n);
 	for (size_t i = 0; i < n; i++)
-		pack_stat(&w, v[i].name, v[i].mode, v[i].size, v[i].mtime_ns);
-	r = peer_reply(p, req_id, &w);
-	mp_writer_done(&w);
+		pack_stat(w, v[i].name, v[i].mode, v[i].size, v[i].mtime_ns);
 	wsfs_entries_free(v, n);
-	return r < 0 ? r : 0;
+	return 0;
 }
 
 static int
-do_read(Peer *p, uint64_t req_id, int ws_fd, const char *path, size_t cap, bool typed)
+do_read(MpWriter *w, int ws_fd, const char *path, size_t cap, bool typed)
 {
 	_cleanup_free_ char *data = NULL;
 	size_t len = 0;
-	MpWriter w;
 	int r;
 
 	if (path[0] == '\0')
-		return typed ? do_list(p, req_id, ws_fd, path, true) : -EISDIR;
+		return typed ? do_list(w, ws_fd, path, true) : -EISDIR;
 	if (ws_fd < 0)
 		return -ENOENT;
 	r = wsfs_read(ws_fd, path, cap, &data, &len);
 	if (r == -EISDIR && typed)
-		return do_list(p, req_id, ws_fd, path, true);
+		return do_list(w, ws_fd, path, true);
 	if (r < 0)
 		return r;
-	mp_writer_init(&w);
-	mp_w_map(&w, typed ? 2 : 1);
+	mp_w_map(w, typed ? 2 : 1);
 	if (typed)
-		mp_w_str(&w, "type", "file");
-	mp_w_bin(&w, "data", data, len);
-	r = peer_reply(p, req_id, &w);
-	mp_writer_done(&w);
-	return r < 0 ? r : 0;
+		mp_w_str(w, "type", "file");
+	mp_w_bin(w, "data", data, len);
+	return 0;
 }
 
 static int
-do_lstat(Peer *p, uint64_t req_id, int ws_fd, const char *path)
+do_lstat(MpWriter *w, int ws_fd, const char *path)
 {
 	struct stat st;
-	MpWriter w;
 	int r = 0;
 
 	if (ws_fd < 0 && path[0] != '\0')
@@ -229,21 +252,16 @@ do_lstat(Peer *p, uint64_t req_id, int ws_fd, const char *path)
 		r = wsfs_stat(ws_fd, path, &st);
 	if (r < 0)
 		return r;
-	mp_writer_init(&w);
-	pack_stat(&w, NULL, st.st_mode, (uint64_t)st.st_size,
+	pack_stat(w, NULL, st.st_mode, (uint64_t)st.st_size,
 		  (int64_t)st.st_mtim.tv_sec * 1000000000 + st.st_mtim.tv_nsec);
-	r = peer_reply(p, req_id, &w);
-	mp_writer_done(&w);
-	return r < 0 ? r : 0;
+	return 0;
 }
 
 static int
-do_write(Peer *p, uint64_t req_id, int ws_fd, const char *path, const void *data, size_t len,
-	 int64_t mode)
+do_write(MpWriter *w, int ws_fd, const char *path, const void *data, size_t len, int64_t mode)
 {
 	struct stat st;
 	bool created;
-	MpWriter w;
 	int r;
 
 	r = wsfs_stat(ws_fd, path, &st);
@@ -260,12 +278,156 @@ do_write(Peer *p, uint64_t req_id, int ws_fd, const char *path, const void *data
 	r = wsfs_write(ws_fd, path, data, len, (mode_t)mode);
 	if (r < 0)
 		return r;
-	mp_writer_init(&w);
-	mp_w_map(&w, 1);
-	mp_w_bool(&w, "created", created);
-	r = peer_reply(p, req_id, &w);
-	mp_writer_done(&w);
-	return r < 0 ? r : 0;
+	mp_w_map(w, 1);
+	mp_w_bool(w, "created", created);
+	return 0;
+}
+
+static int
+job_op(FileJob *j, int ws_fd, MpWriter *w)
+{
+	switch (j->op) {
+	case OP_GET: return do_read(w, ws_fd, j->path, j->cap, true);
+	case OP_READ: return do_read(w, ws_fd, j->path, j->cap, false);
+	case OP_LIST: return do_list(w, ws_fd, j->path, false);
+	case OP_LSTAT: return do_lstat(w, ws_fd, j->path);
+	case OP_WRITE: return do_write(w, ws_fd, j->path, j->data, j->dlen, j->mode);
+	case OP_MKDIR:
+	case OP_REMOVE:
+	case OP_RENAME: {
+		int r = j->op == OP_MKDIR
+			    ? wsfs_mkdir(ws_fd, j->path, j->mode < 0 ? 0755 : (mode_t)j->mode)
+			: j->op == OP_REMOVE ? wsfs_remove(ws_fd, j->path)
+					     : wsfs_rename(ws_fd, j->path, j->to);
+		if (r == 0)
+			mp_w_map(w, 0);
+		return r;
+	}
+	default: return -EINVAL;
+	}
+}
+
+/* WorkItem.run: open the workspace (a fd of the job's own, valid until it
+ * ends), switch to the sandbox user (this thread only: fsuid is per thread;
+ * the worker's umask is 0) and do the operation. */
+static void
+job_run(WorkItem *item)
+{
+	FileJob *j = (FileJob *)item;
+	_cleanup_close_ int ws_fd = -1;
+	uid_t prev;
+
+	ws_fd = open(j->ws, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
+	if (ws_fd < 0 && (errno != ENOENT || op_writes(j->op))) {
+		j->err = -errno;
+		return;
+	}
+	prev = wsfs_as_user(j->uid);
+	mp_writer_init(&j->body);
+	j->has_body = true;
+	j->err = job_op(j, ws_fd, &j->body);
+	(void)wsfs_as_user(prev);
+}
+
+static void
+job_free(FileJob *j)
+{
+	if (!j)
+		return;
+	if (j->has_body)
+		mp_writer_done(&j->body);
+	free(j->key);
+	free(j->ws);
+	free(j->path);
+	free(j->to);
+	free(j->data);
+	free(j);
+}
+
+/* WorkItem.done, on the loop: answer (if the connection is still there). */
+static void
+job_done(WorkItem *item, bool cancelled)
+{
+	FileJob *j = (FileJob *)item;
+	ShimFiles *fs = j->owner;
+	int k = cancelled ? -ECANCELED : j->err;
+
+	if (j->prev)
+		j->prev->next = j->next;
+	else
+		fs->jobs = j->next;
+	if (j->next)
+		j->next->prev = j->prev;
+	if (k == 0 && op_writes(j->op)) {
+		LogCtx ctx = {.thread_id = j->key, .sandbox_id = j->id};
+		log_ctx(LOG_DEBUG, &ctx, "File API %s in the workspace of %s", op_names[j->op],
+			j->id);
+	}
+	if (j->peer) {
+		if (k == 0)
+			(void)peer_reply(j->peer, j->req_id, &j->body);
+		else if (k == -ECANCELED)
+			reply_err(j->peer, j->req_id, -EBUSY, "unavailable",
+				  "containerd-shim is stopping");
+		else {
+			if (streq(err_code(k), "internal"))
+				log_warning_errno(k, "File API %s on sandbox %s failed: %m",
+						  op_names[j->op], j->id);
+			reply_err(j->peer, j->req_id, k, err_code(k), err_text(k, j->op, j->cap));
+		}
+	}
+	job_free(j);
+}
+
+int
+shim_files_new(struct event_base *base, ShimFiles **ret)
+{
+	ShimFiles *fs = calloc(1, sizeof(*fs));
+	int r;
+
+	if (!fs)
+		return -ENOMEM;
+	r = workq_new(base, SHIM_FILES_THREADS, SHIM_FILES_MAX_JOBS, &fs->q);
+	if (r < 0) {
+		free(fs);
+		return r;
+	}
+	*ret = fs;
+	return 0;
+}
+
+ShimFiles *
+shim_files_free(ShimFiles *fs)
+{
+	if (!fs)
+		return NULL;
+	/* Answers the jobs (the connections may already be gone: forget_conn). */
+	workq_free(fs->q);
+	free(fs);
+	return NULL;
+}
+
+void
+shim_files_forget_conn(ShimFiles *fs, void *conn)
+{
+	for (FileJob *j = fs ? fs->jobs : NULL; j; j = j->next)
+		if (j->conn == conn)
+			j->peer = NULL;
+}
+
+bool
+shim_files_changing(ShimFiles *fs, const char *id)
+{
+	for (FileJob *j = fs ? fs->jobs : NULL; j; j = j->next)
+		if (op_writes(j->op) && streq(j->id, id))
+			return true;
+	return false;
+}
+
+unsigned
+shim_files_in_flight(ShimFiles *fs)
+{
+	return fs ? workq_in_flight(fs->q) : 0;
 }
 
 /* Copy a path field (str or bin, so that a NUL is a typed error, not a
@@ -282,15 +444,15 @@ take_path(const void *v, size_t len, bool root_ok, char **ret)
 }
 
 int
-shim_files_handle(Shim *s, const ShimConf *conf, ShimPrepareWorkspace prepare,
-		  ShimWorkspaceBusy busy, Peer *p, const Frame *f)
+shim_files_handle(ShimFiles *fs, Shim *s, const ShimConf *conf, ShimPrepareWorkspace prepare,
+		  ShimWorkspaceBusy busy, Peer *p, const Frame *f, void *conn)
 {
 	const char *key = NULL, *opname = NULL;
 	const void *pv = NULL, *tv = NULL, *data = NULL;
 	size_t plen = 0, tlen = 0, dlen = 0;
 	_cleanup_free_ char *path = NULL, *to = NULL, *ws = NULL;
-	_cleanup_close_ int ws_fd = -1;
 	size_t cap = file_cap(conf);
+	FileJob *j = NULL;
 	int64_t mode = -1;
 	FileOp op = _OP_MAX;
 	char id[17];
@@ -371,58 +533,67 @@ shim_files_handle(Shim *s, const ShimConf *conf, ShimPrepareWorkspace prepare,
 		k = take_path(tv, tlen, false, &to);
 	if (k < 0)
 		goto fail;
+	if (workq_in_flight(fs->q) >= SHIM_FILES_MAX_JOBS) {
+		reply_err(p, f->req_id, -EBUSY, "overloaded",
+			  "too many file operations in progress; retry later");
+		k = 0;
+		goto out;
+	}
 
 	LogCtx ctx = {.thread_id = key, .sandbox_id = id};
 	if (asprintf(&ws, "%s/%s/workspace", conf->sandbox_dir, id) < 0) {
+		ws = NULL;
 		k = -ENOMEM;
 		goto out;
 	}
-	ws_fd = open(ws, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
-	if (ws_fd < 0 && errno == ENOENT && (op == OP_WRITE || op == OP_MKDIR)) {
+	/* A write or mkdir makes the workspace like sandbox creation does (one
+	 * lookup on the loop; the rare creation too: it is shim state). */
+	if ((op == OP_WRITE || op == OP_MKDIR) &&
+	    faccessat(AT_FDCWD, ws, F_OK, AT_SYMLINK_NOFOLLOW) < 0 && errno == ENOENT) {
 		free(ws);
 		ws = NULL;
 		k = prepare(s, id, &ws);
-		if (k < 0)
+		if (k < 0) {
+			log_ctx_errno(LOG_WARNING, k, &ctx,
+				      "Cannot prepare the workspace of %s: %m", id);
 			goto fail;
-		ws_fd = open(ws, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
-	}
-	if (ws_fd < 0 && errno != ENOENT) {
-		k = -errno;
-		log_ctx_errno(LOG_WARNING, k, &ctx, "Cannot open the workspace of %s: %m", id);
-		goto fail;
-	}
-	if (ws_fd < 0 && op_writes(op)) { /* remove or rename in no workspace */
-		k = -ENOENT;
-		goto fail;
+		}
 	}
 
-	/* As the sandbox user, with the modes given exactly. */
-	uid_t prev = wsfs_as_user((uid_t)conf->host_uid);
-	mode_t mask = umask(0);
-	switch (op) {
-	case OP_GET: k = do_read(p, f->req_id, ws_fd, path, cap, true); break;
-	case OP_READ: k = do_read(p, f->req_id, ws_fd, path, cap, false); break;
-	case OP_LIST: k = do_list(p, f->req_id, ws_fd, path, false); break;
-	case OP_LSTAT: k = do_lstat(p, f->req_id, ws_fd, path); break;
-	case OP_WRITE: k = do_write(p, f->req_id, ws_fd, path, data, dlen, mode); break;
-	case OP_MKDIR: k = wsfs_mkdir(ws_fd, path, mode < 0 ? 0755 : (mode_t)mode); break;
-	case OP_REMOVE: k = wsfs_remove(ws_fd, path); break;
-	case OP_RENAME: k = wsfs_rename(ws_fd, path, to); break;
-	default: k = -EINVAL;
-	}
-	(void)umask(mask);
-	(void)wsfs_as_user(prev);
-	if (k == 0 && (op == OP_MKDIR || op == OP_REMOVE || op == OP_RENAME)) {
-		MpWriter w;
-		mp_writer_init(&w);
-		mp_w_map(&w, 0);
-		(void)peer_reply(p, f->req_id, &w);
-		mp_writer_done(&w);
-	}
-	if (k == 0 && op_writes(op))
-		log_ctx(LOG_DEBUG, &ctx, "File API %s in the workspace of %s", opname, id);
-	if (k >= 0 || k == -ENOMEM)
+	j = calloc(1, sizeof(*j));
+	if (!j || !(j->key = strdup(key)) || (dlen > 0 && !(j->data = malloc(dlen)))) {
+		job_free(j);
+		k = -ENOMEM;
 		goto out;
+	}
+	if (dlen > 0)
+		memcpy(j->data, data, dlen);
+	j->w.run = job_run;
+	j->w.done = job_done;
+	j->owner = fs;
+	j->peer = p;
+	j->conn = conn;
+	j->req_id = f->req_id;
+	j->op = op;
+	memcpy(j->id, id, sizeof(id));
+	j->ws = TAKE_PTR(ws);
+	j->path = TAKE_PTR(path);
+	j->to = TAKE_PTR(to);
+	j->dlen = dlen;
+	j->cap = cap;
+	j->mode = mode;
+	j->uid = (uid_t)conf->host_uid;
+	k = workq_submit(fs->q, &j->w);
+	if (k < 0) { /* cannot be full: checked above */
+		job_free(j);
+		goto fail;
+	}
+	j->next = fs->jobs;
+	if (fs->jobs)
+		fs->jobs->prev = j;
+	fs->jobs = j;
+	k = 0;
+	goto out;
 fail:
 	if (streq(err_code(k), "internal"))
 		log_warning_errno(k, "File API %s on sandbox %s failed: %m", opname, id);

@@ -22,9 +22,18 @@
  * Every operation runs with fsuid/fsgid = host_uid and no umask. Errors are
  * ERROR frames whose message starts with a code, "CODE: text": invalid_path,
  * escape, not_found, is_directory, not_a_regular_file, too_large, exists,
- * not_empty, permission_denied, no_space, busy, bad_request, internal.
- * Synchronous on the loop, like SANDBOX_SNAPSHOT and SANDBOX_RESTORE: no
- * snapshot or restore of the key can be in progress meanwhile.
+ * not_empty, permission_denied, no_space, busy, overloaded, bad_request,
+ * internal.
+ *
+ * The request is checked on the loop (fields, path syntax, size cap, the
+ * snapshot/restore busy check), then the I/O — opening the workspace, every
+ * openat2 beneath it, read, write + fsync + rename, list, stat, mkdir, remove —
+ * runs on one of SHIM_FILES_THREADS worker threads (workq.h) with a workspace
+ * fd of its own, and the reply goes out from the loop: a slow disk never
+ * delays an exec. At most SHIM_FILES_MAX_JOBS operations are in flight; beyond,
+ * "overloaded" (routerd: 503). While a change (write, mkdir, remove, rename)
+ * of a key is in flight, a snapshot or restore of it is refused (busy), as a
+ * change is while one runs.
  */
 #pragma once
 
@@ -42,6 +51,24 @@ typedef int (*ShimPrepareWorkspace)(Shim *s, const char *id, char **ret_path);
  * refused then (busy), reads go on. */
 typedef bool (*ShimWorkspaceBusy)(Shim *s, const char *id);
 
-/* The handler; answers itself (0) or returns a negative errno (-EBADMSG). */
-int shim_files_handle(Shim *s, const ShimConf *conf, ShimPrepareWorkspace prepare,
-		      ShimWorkspaceBusy busy, Peer *p, const Frame *f);
+#define SHIM_FILES_THREADS 3
+/* Queued or running; an 8 MiB write holds its data meanwhile. */
+#define SHIM_FILES_MAX_JOBS 64
+
+typedef struct ShimFiles ShimFiles;
+struct event_base;
+
+int shim_files_new(struct event_base *base, ShimFiles **ret);
+/* Waits for the running operations and answers every job still held (call
+ * shim_files_forget_conn for the connections already gone). NULL-safe. */
+ShimFiles *shim_files_free(ShimFiles *fs);
+
+/* The handler; answers itself, now or when the worker is done (0), or returns
+ * a negative errno (-EBADMSG). conn identifies p for shim_files_forget_conn. */
+int shim_files_handle(ShimFiles *fs, Shim *s, const ShimConf *conf, ShimPrepareWorkspace prepare,
+		      ShimWorkspaceBusy busy, Peer *p, const Frame *f, void *conn);
+/* The connection closed: its jobs finish without a reply. */
+void shim_files_forget_conn(ShimFiles *fs, void *conn);
+/* A change (write, mkdir, remove, rename) of sandbox id is in flight. */
+bool shim_files_changing(ShimFiles *fs, const char *id);
+unsigned shim_files_in_flight(ShimFiles *fs);

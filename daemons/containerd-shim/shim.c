@@ -242,6 +242,7 @@ struct Shim {
 	char *pool_root;	  /* <sandbox_dir>/.pool */
 	SnapJobs *jobs;		  /* snapshot/restore children (snapjob.h) */
 	Cgroup *jobs_cg;	  /* their cgroup (cpu.max, io.weight) */
+	ShimFiles *files;	  /* the file API's worker threads (shim-files.h) */
 	int rt_dfd;		  /* <runtime_dir>/sandboxes (adopt.h) */
 	int counter_fd;		  /* <sandbox_dir>/.exec-id */
 };
@@ -2907,6 +2908,12 @@ handle_sandbox_snapshot(Peer *p, const Frame *f, void *userdata)
 		k = 0;
 		goto out;
 	}
+	if (shim_files_changing(s->files, id)) {
+		(void)peer_reply_error(p, f->req_id, -EBUSY,
+				       "busy: a file API change of this thread is in progress");
+		k = 0;
+		goto out;
+	}
 	o = calloc(1, sizeof(*o));
 	if (!o || asprintf(&ws, "%s/%s/workspace", s->conf->sandbox_dir, id) < 0) {
 		ws = NULL;
@@ -3215,6 +3222,12 @@ handle_sandbox_restore(Peer *p, const Frame *f, void *userdata)
 		k = 0;
 		goto out;
 	}
+	if (shim_files_changing(s->files, id)) {
+		(void)peer_reply_error(p, f->req_id, -EBUSY,
+				       "busy: a file API change of this thread is in progress");
+		k = 0;
+		goto out;
+	}
 	o = calloc(1, sizeof(*o));
 	if (!o || asprintf(&dir, "%s/%s", conf->sandbox_dir, id) < 0) {
 		dir = NULL;
@@ -3287,8 +3300,8 @@ static int
 handle_sandbox_file(Peer *p, const Frame *f, void *userdata)
 {
 	Conn *c = userdata;
-	return shim_files_handle(c->shim, c->shim->conf, sandbox_prepare_workspace, workspace_busy,
-				 p, f);
+	return shim_files_handle(c->shim->files, c->shim, c->shim->conf, sandbox_prepare_workspace,
+				 workspace_busy, p, f, c);
 }
 
 static const PeerHandler shim_handlers[_MSG_TYPE_MAX] = {
@@ -3335,6 +3348,7 @@ conn_on_close(Peer *p, int err, void *userdata)
 	}
 	queue_push_positions(s);
 	snapjobs_forget_conn(s->jobs, c);
+	shim_files_forget_conn(s->files, c);
 	for (Sandbox *sb = s->sandboxes; sb; sb = sb->next) {
 		waiters_drop_conn(&sb->ensure_waiters, c);
 		waiters_drop_conn(&sb->destroy_waiters, c);
@@ -3741,7 +3755,7 @@ shim_new(struct event_base *base, const ShimConf *conf, Shim **ret)
 		(void)event_priority_set(s->pool_ev, 2); /* background (main.c) */
 	s->jobs = snapjobs_new(base);
 	if (!s->grave_timer || !s->idle_timer || !s->pool_ev || !s->jobs ||
-	    netfwd_new(base, &s->net) < 0) {
+	    netfwd_new(base, &s->net) < 0 || shim_files_new(base, &s->files) < 0) {
 		shim_free(s);
 		return log_error_errno(SYNTHETIC_ERRNO(ENOMEM), "Out of memory");
 	}
@@ -3887,6 +3901,8 @@ shim_stop(Shim *s)
 		event_del(s->pool_ev);
 	/* Snapshot jobs first: their done() thaws the sandboxes they froze. */
 	snapjobs_stop(s->jobs);
+	/* File operations: the running ones finish, the queued ones are refused. */
+	s->files = shim_files_free(s->files);
 	/* Kill all first, then wait: the kernel tears the namespaces down in parallel. */
 	for (Sandbox *sb = s->sandboxes; sb; sb = sb->next)
 		sandbox_kill(sb);
@@ -3907,6 +3923,30 @@ shim_stop(Shim *s)
 		(void)nanosleep(&ts, NULL);
 		graves_cb(-1, 0, s);
 	}
+}
+
+void
+shim_handover(Shim *s)
+{
+	if (!s || s->stopped)
+		return;
+	s->stopped = true;
+	if (s->listen_ev) {
+		event_free(s->listen_ev);
+		s->listen_ev = NULL;
+	}
+	s->listen_fd = safe_close(s->listen_fd); /* the next shim binds it anew */
+	while (s->queue) {
+		Queued *q = s->queue;
+		s->queue = q->next;
+		(void)peer_reply_error(q->conn->peer, q->req_id, -ESHUTDOWN,
+				       "containerd-shim is stopping");
+		queued_free(q);
+	}
+	snapjobs_stop(s->jobs);
+	s->files = shim_files_free(s->files);
+	log_notice("Exiting for an upgrade: the sandboxes and their execs are left running for "
+		   "the next containerd-shim to re-adopt");
 }
 
 Shim *

@@ -62,7 +62,8 @@
  * daemon down; a framing error drops only that connection.
  *
  * Single-threaded: everything runs from the event_base given to shim_new()
- * (snapshot and restore jobs are forked children, see snapjob.h).
+ * (snapshot and restore jobs are forked children, see snapjob.h), except the
+ * file API's I/O, which runs on worker threads (shim-files.h, workq.h).
  */
 #pragma once
 
@@ -79,6 +80,12 @@ int shim_new(struct event_base *base, const ShimConf *conf, Shim **ret);
 /* Stop accepting, SIGKILL every sandbox and wait for them, remove the socket.
  * Idempotent. Does not break the event loop. */
 void shim_stop(Shim *s);
+
+/* SIGUSR2 (a package upgrade, docs/SYSTEMD.md): stop accepting, finish the
+ * file operations in flight, stop the snapshot jobs (thawing what they froze),
+ * and leave every sandbox running for the next shim to re-adopt, as after a
+ * crash: the caller then exits without shim_free(). */
+void shim_handover(Shim *s);
 
 /* shim_stop(), then release everything. NULL-safe; returns NULL. */
 Shim *shim_free(Shim *s);

@@ -67,5 +67,6 @@ int wsfs_remove(int ws_fd, const char *path);
 int wsfs_rename(int ws_fd, const char *from, const char *to);
 
 /* Switch fsuid/fsgid to uid (and back to 0 with uid 0). Returns the previous
- * fsuid. Needs a single-threaded caller (the shim is). */
+ * fsuid. The calling thread only: fsuid is per thread (the shim's file API
+ * calls it on its worker threads). */
 uid_t wsfs_as_user(uid_t uid);

@@ -36,7 +36,7 @@ static const struct {
     {"invalid_path", 400}, {"escape", 400},	  {"bad_request", 400}, {"permission_denied", 403},
     {"not_found", 404},	   {"is_directory", 409}, {"exists", 409},	{"not_empty", 409},
     {"busy", 409},	   {"reuse_none", 409},	  {"too_large", 413},	{"not_a_regular_file", 415},
-    {"no_space", 507},
+    {"no_space", 507},	   {"overloaded", 503},
 };
 
 static void

@@ -94,6 +94,28 @@ def test_run_survives_kill9_of_the_shim_exactly_once(s):
     assert "Re-adopted exec" in log and "(running)" in log, log[-2000:]
 
 
+def test_sigusr2_hands_the_sandboxes_over(s):
+    """SIGUSR2 (the package upgrade's restart, docs/SYSTEMD.md): the shim exits
+    0 leaving its sandboxes running; the next one re-adopts them and the run
+    completes with all its lines, gap-free. A SIGTERM would have killed it."""
+    s.expected_errors += [r"containerd-shim"]
+    thread = "t-ro-usr2"
+    cmd = "for i in $(seq 1 30); do echo n$i; sleep 0.05; done"
+    run_id = s.start_run(cmd, thread=thread)
+    wait_stdout(s, run_id, thread, "n2\n")
+    mark = len(s.log("containerd-shim"))
+    assert s.kill("containerd-shim", signal.SIGUSR2) == 0
+    assert "Exiting for an upgrade" in shim_log_since(s, mark)
+    time.sleep(0.3)
+    s.start_daemon("containerd-shim")
+    events, status, _, _ = s.tail(run_id, thread=thread, last_seq=0, timeout=60)
+    assert status is not None and status["status"] == "completed", (status, events[-3:])
+    seqs = [e["seq"] for e in events]
+    assert seqs == list(range(seqs[0], seqs[0] + len(seqs))), seqs
+    assert stdout_text(events) == "".join(f"n{i}\n" for i in range(1, 31)), stdout_text(events)
+    assert "Re-adopted sandbox " + sandbox_id(thread) in shim_log_since(s, mark)
+
+
 def test_repeated_kill9_during_one_run_keeps_both_streams_exact(s):
     s.expected_errors += [r"containerd-shim"]
     thread = "t-ro-repeat"
