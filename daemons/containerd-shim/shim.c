@@ -1656,14 +1656,21 @@ queue_kick(Shim *s)
 			queued_free(q);
 			continue;
 		}
+		/* the sandbox idle the longest; one whose idleness the periodic scan
+		 * has not yet stamped went idle just now (it used to be picked as
+		 * readily as any, so a sandbox idle for a moment could go first) */
 		Sandbox *victim = NULL;
+		usec_t now = now_usec(), best = 0;
 		for (Sandbox *sb = s->sandboxes; sb; sb = sb->next) {
 			if (sb->state == SANDBOX_DYING)
 				return; /* a slot is being freed already */
-			if (sandbox_idle(sb) &&
-			    (!victim || !victim->idle_since ||
-			     (sb->idle_since && sb->idle_since < victim->idle_since)))
+			if (!sandbox_idle(sb))
+				continue;
+			usec_t since = sb->idle_since ? sb->idle_since : now;
+			if (!victim || since < best) {
 				victim = sb;
+				best = since;
+			}
 		}
 		if (victim)
 			sandbox_stop(victim, "idle, its slot is needed by a queued request");

@@ -235,14 +235,18 @@ def test_run_output_lost_while_away_is_noted_with_the_exact_count(s):
     s.expected_errors += [r"containerd-shim"]
     thread = "t-ro-drop-run"
     run_ok(s, "rm -f /workspace/gate", thread=thread)
-    script = ("echo start; while [ ! -e /workspace/gate ]; do sleep 0.01; done; "
-              "head -c 200000 /dev/zero | tr '\\0' a; echo END")
+    script = ("rm -f /workspace/done; echo start; "
+              "while [ ! -e /workspace/gate ]; do sleep 0.01; done; "
+              "head -c 200000 /dev/zero | tr '\\0' a; echo END; : > /workspace/done; sleep 0.5")
     run_id = s.start_run(script, thread=thread)
     # coordinatord committed "start\n" (its consumed offset is 6) before the crash
     wait_stdout(s, run_id, thread, "start\n")
     kill9_shim(s)
     with open(ws_file(s, thread, "gate"), "w"):
         pass
+    # all the output is written while no shim reads it (a shim back earlier
+    # would read some of it, and fewer bytes would be lost)
+    assert poll(lambda: os.path.exists(ws_file(s, thread, "done")), 30)
     s.start_daemon("containerd-shim")
     events, status, _, _ = s.tail(run_id, thread=thread, last_seq=0, timeout=60)
     assert status is not None and status["status"] == "completed", status
