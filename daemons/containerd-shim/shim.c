@@ -2864,6 +2864,43 @@ snapshot_done(SnapJob *j, int err, const char *text, void *userdata)
 	snapop_free(o);
 }
 
+/* What a snapshot or restore of key must pass before its job starts: none of
+ * the key's running, its directory is the key's own (sandbox-key.h),
+ * snapshot_max_jobs not reached, no file API change of the key in flight.
+ * false after replying the error. */
+static bool
+job_may_start(Shim *s, Peer *p, const Frame *f, LogCtx *ctx, const char *id, const char *key,
+	      bool restore)
+{
+	int k;
+
+	if (snapjob_find(s->jobs, id)) {
+		(void)peer_reply_error(p, f->req_id, -EBUSY,
+				       "busy: a snapshot or restore of this thread is in progress");
+		return false;
+	}
+	k = sandbox_key_check(s, ctx, id, key, restore);
+	if (k < 0) {
+		(void)peer_reply_error(p, f->req_id, k,
+				       k == -EEXIST ? "sandbox id collision: the workspace belongs "
+						      "to another key"
+						    : "cannot check the sandbox's key");
+		return false;
+	}
+	if (snapjobs_count(s->jobs) >= (size_t)s->conf->snapshot_max_jobs) {
+		(void)peer_reply_error(p, f->req_id, -EAGAIN,
+				       "too_many_jobs: snapshot_max_jobs snapshot/restore jobs are "
+				       "running; retry later");
+		return false;
+	}
+	if (shim_files_changing(s->files, id)) {
+		(void)peer_reply_error(p, f->req_id, -EBUSY,
+				       "busy: a file API change of this thread is in progress");
+		return false;
+	}
+	return true;
+}
+
 static int
 handle_sandbox_snapshot(Peer *p, const Frame *f, void *userdata)
 {
@@ -2893,31 +2930,7 @@ handle_sandbox_snapshot(Peer *p, const Frame *f, void *userdata)
 		goto out;
 	}
 	LogCtx ctx = {.thread_id = key, .sandbox_id = id};
-	if (snapjob_find(s->jobs, id)) {
-		(void)peer_reply_error(p, f->req_id, -EBUSY,
-				       "busy: a snapshot or restore of this thread is in progress");
-		k = 0;
-		goto out;
-	}
-	k = sandbox_key_check(s, &ctx, id, key, false);
-	if (k < 0) {
-		(void)peer_reply_error(p, f->req_id, k,
-				       k == -EEXIST ? "sandbox id collision: the workspace belongs "
-						      "to another key"
-						    : "cannot check the sandbox's key");
-		k = 0;
-		goto out;
-	}
-	if (snapjobs_count(s->jobs) >= (size_t)s->conf->snapshot_max_jobs) {
-		(void)peer_reply_error(p, f->req_id, -EAGAIN,
-				       "too_many_jobs: snapshot_max_jobs snapshot/restore jobs are "
-				       "running; retry later");
-		k = 0;
-		goto out;
-	}
-	if (shim_files_changing(s->files, id)) {
-		(void)peer_reply_error(p, f->req_id, -EBUSY,
-				       "busy: a file API change of this thread is in progress");
+	if (!job_may_start(s, p, f, &ctx, id, key, false)) {
 		k = 0;
 		goto out;
 	}
@@ -3207,31 +3220,7 @@ handle_sandbox_restore(Peer *p, const Frame *f, void *userdata)
 		goto out;
 	}
 	LogCtx ctx = {.thread_id = key, .sandbox_id = id};
-	if (snapjob_find(s->jobs, id)) {
-		(void)peer_reply_error(p, f->req_id, -EBUSY,
-				       "busy: a snapshot or restore of this thread is in progress");
-		k = 0;
-		goto out;
-	}
-	k = sandbox_key_check(s, &ctx, id, key, true);
-	if (k < 0) {
-		(void)peer_reply_error(p, f->req_id, k,
-				       k == -EEXIST ? "sandbox id collision: the workspace belongs "
-						      "to another key"
-						    : "cannot check the sandbox's key");
-		k = 0;
-		goto out;
-	}
-	if (snapjobs_count(s->jobs) >= (size_t)s->conf->snapshot_max_jobs) {
-		(void)peer_reply_error(p, f->req_id, -EAGAIN,
-				       "too_many_jobs: snapshot_max_jobs snapshot/restore jobs are "
-				       "running; retry later");
-		k = 0;
-		goto out;
-	}
-	if (shim_files_changing(s->files, id)) {
-		(void)peer_reply_error(p, f->req_id, -EBUSY,
-				       "busy: a file API change of this thread is in progress");
+	if (!job_may_start(s, p, f, &ctx, id, key, true)) {
 		k = 0;
 		goto out;
 	}
