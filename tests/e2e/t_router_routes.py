@@ -6,7 +6,7 @@ checks print a SKIP line and return instead of failing."""
 import re
 import time
 
-from rwtest import stdout_text
+from rwtest import poll, stdout_text
 
 
 def skip_if_501(st, body, what):
@@ -106,6 +106,8 @@ def test_thread_runs_bad_requests(s):
 
 
 def test_snapshots_and_restore(s):
+    # snapshots need containerd-shim: until routerd says all three are up
+    assert poll(lambda: s.http("GET", "/readyz")[0] == 200, 15)
     st, body = s.http("POST", "/threads/t-snap/snapshots", {"label": "after-tests"})
     if st == 501:
         assert body == {"error": body["error"], "code": "not_implemented"}, body
