@@ -295,7 +295,8 @@ wsfs_list(int ws_fd, const char *path, size_t max, WsfsEntry **ret, size_t *ret_
 		wsfs_entries_free(v, n);
 		return r;
 	}
-	qsort(v, n, sizeof(*v), entry_cmp);
+	if (n > 1) /* qsort(NULL, 0, …) is undefined: an empty directory has no v */
+		qsort(v, n, sizeof(*v), entry_cmp);
 	*ret = v;
 	*ret_n = n;
 	return 0;
