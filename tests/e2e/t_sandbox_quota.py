@@ -126,6 +126,9 @@ def fs_image(mnt, fstype="ext4", mkfs_args=(), opts=None, size="64M"):
 def suite(conf, image=None):
     """A suite of real daemons with conf; image: fs_image() keyword arguments
     of an image mounted as its state_dir. Fails on any hygiene problem."""
+    # the run log reserves its map on the state filesystem (a small image
+    # here, or the QEMU VM's tmpfs of tests/vm/run-e2e): keep it small
+    conf += "\n[coordinatord]\nmap_size = 8M\n"
     s = rwtest.Suite(conf)
     try:
         with contextlib.ExitStack() as stack:
