@@ -123,6 +123,7 @@ struct Sandbox {
 	char *fail_msg;
 	Cgroup *cg;	   /* the sandbox's cgroup; removed after the init was reaped */
 	usec_t idle_since; /* when it was first seen idle (no exec, only the init); 0 = busy */
+	usec_t last_used;  /* its last exec ended or started, or an ENSURE named it */
 	bool stopping;	   /* stopped by the shim (idle, or for a queued request) */
 	bool adopted;	   /* taken over from a previous instance: not our child */
 	/* The run it serves now (the last SANDBOX_ENSURE's run_id/thread_id), for
@@ -774,6 +775,8 @@ exec_end(Exec *e, int status, const char *reason)
 	if (e->ended)
 		return;
 	e->ended = true;
+	if (e->sandbox)
+		e->sandbox->last_used = now_usec();
 	e->status = status;
 	if (e->timeout_timer)
 		evtimer_del(e->timeout_timer);
@@ -1656,17 +1659,17 @@ queue_kick(Shim *s)
 			queued_free(q);
 			continue;
 		}
-		/* the sandbox idle the longest; one whose idleness the periodic scan
-		 * has not yet stamped went idle just now (it used to be picked as
-		 * readily as any, so a sandbox idle for a moment could go first) */
+		/* the idle sandbox used longest ago (last_used, stamped when its
+		 * exec ends: the periodic scan's idle_since has a 200 ms grain, and
+		 * a tie went to whichever came first in the list) */
 		Sandbox *victim = NULL;
-		usec_t now = now_usec(), best = 0;
+		usec_t best = 0;
 		for (Sandbox *sb = s->sandboxes; sb; sb = sb->next) {
 			if (sb->state == SANDBOX_DYING)
 				return; /* a slot is being freed already */
 			if (!sandbox_idle(sb))
 				continue;
-			usec_t since = sb->idle_since ? sb->idle_since : now;
+			usec_t since = sb->last_used;
 			if (!victim || since < best) {
 				victim = sb;
 				best = since;
@@ -2028,6 +2031,7 @@ ensure_key(Shim *s, Conn *c, uint64_t req_id, const char *key, const char *run_i
 	}
 	if (sb) {
 		sb->idle_since = 0; /* in use */
+		sb->last_used = now_usec();
 		sb->reserved_until = now_usec() + ENSURE_RESERVE_USEC;
 		switch (sb->state) {
 		case SANDBOX_READY:
@@ -2219,6 +2223,7 @@ handle_exec_start(Peer *p, const Frame *f, void *userdata)
 		goto out;
 	}
 	sb->reserved_until = 0; /* its exec came: idle again once it ends */
+	sb->last_used = now_usec();
 	if (sb->state != SANDBOX_READY) {
 		k = -EAGAIN;
 		goto out;
