@@ -343,7 +343,7 @@ def test_existing_workspace_is_labelled_when_the_quota_is_turned_on():
     if why:
         raise rwtest.Skip(f"existing workspace relabel: {why} (tests/run-all reruns it in a "
                           "VM: tests/vm/run-e2e)")
-    s = rwtest.Suite("")
+    s = rwtest.Suite("[coordinatord]\nmap_size = 8M\n")  # the log's reserve fits the image
     ws = workspace(s, "relabel")
     try:
         with fs_image(os.path.join(s.dir, "state"), **IMAGES["ext4"]):
@@ -354,7 +354,7 @@ def test_existing_workspace_is_labelled_when_the_quota_is_turned_on():
             problems = s.stop()
             assert not problems, problems
             assert fsxattr(ws)[1] == 0
-            s.extra_conf = QUOTA_CONF
+            s.extra_conf = QUOTA_CONF + "\n[coordinatord]\nmap_size = 8M\n"
             s.procs = {}
             for d in rwtest.DAEMONS:  # wait_ready looks for a fresh "ready"
                 os.rename(s.log_path(d), s.log_path(d) + ".1")
