@@ -3875,6 +3875,19 @@ shim_new(struct event_base *base, const ShimConf *conf, Shim **ret)
 	return 0;
 }
 
+/* Stopping or handing over: every queued SANDBOX_ENSURE gets -ESHUTDOWN. */
+static void
+queue_refuse_all(Shim *s)
+{
+	while (s->queue) {
+		Queued *q = s->queue;
+		s->queue = q->next;
+		(void)peer_reply_error(q->conn->peer, q->req_id, -ESHUTDOWN,
+				       "containerd-shim is stopping");
+		queued_free(q);
+	}
+}
+
 void
 shim_stop(Shim *s)
 {
@@ -3891,13 +3904,7 @@ shim_stop(Shim *s)
 	}
 	if (s->idle_timer)
 		evtimer_del(s->idle_timer);
-	while (s->queue) {
-		Queued *q = s->queue;
-		s->queue = q->next;
-		(void)peer_reply_error(q->conn->peer, q->req_id, -ESHUTDOWN,
-				       "containerd-shim is stopping");
-		queued_free(q);
-	}
+	queue_refuse_all(s);
 	if (s->pool_ev)
 		event_del(s->pool_ev);
 	/* Snapshot jobs first: their done() thaws the sandboxes they froze. */
@@ -3937,13 +3944,7 @@ shim_handover(Shim *s)
 		s->listen_ev = NULL;
 	}
 	s->listen_fd = safe_close(s->listen_fd); /* the next shim binds it anew */
-	while (s->queue) {
-		Queued *q = s->queue;
-		s->queue = q->next;
-		(void)peer_reply_error(q->conn->peer, q->req_id, -ESHUTDOWN,
-				       "containerd-shim is stopping");
-		queued_free(q);
-	}
+	queue_refuse_all(s);
 	snapjobs_stop(s->jobs);
 	s->files = shim_files_free(s->files);
 	log_notice("Exiting for an upgrade: the sandboxes and their execs are left running for "

@@ -1099,6 +1099,23 @@ prune_one(RunLog *l, MDB_txn *txn, const char *run_id, const json_t *rec)
 	return mdb_errno(mdb_del(txn, l->runs, &rid, NULL));
 }
 
+/* The end of a pruning pass: delete the n runs chosen (ids, recs: their
+ * records, released here) in txn and commit it, or abort it when r (the
+ * choosing's result) or a deletion failed. */
+static int
+prune_batch(RunLog *l, MDB_txn *txn, char (*ids)[RUN_ID_LEN + 1], json_t **recs, size_t n, int r)
+{
+	for (size_t i = 0; i < n && r == 0; i++)
+		r = prune_one(l, txn, ids[i], recs[i]);
+	for (size_t i = 0; i < n; i++)
+		json_decref(recs[i]);
+	if (r < 0) {
+		mdb_txn_abort(txn);
+		return r;
+	}
+	return commit(txn);
+}
+
 int
 runlog_prune(RunLog *l, int64_t cutoff_ms, size_t max_pruned, size_t max_scanned,
 	     char cursor[RUN_ID_LEN + 1], size_t *ret_pruned)
@@ -1150,20 +1167,10 @@ runlog_prune(RunLog *l, int64_t cutoff_ms, size_t max_pruned, size_t max_scanned
 	if (rc == MDB_NOTFOUND)
 		cursor[0] = '\0'; /* wrapped: start over next time */
 	mdb_cursor_close(cur);
-	for (size_t i = 0; i < n && r == 0; i++)
-		r = prune_one(l, txn, ids[i], recs[i]);
-	for (size_t i = 0; i < n; i++)
-		json_decref(recs[i]);
-	if (r < 0) {
-		mdb_txn_abort(txn);
-		return r;
-	}
-	r = commit(txn);
-	if (r < 0)
-		return r;
-	if (ret_pruned)
+	r = prune_batch(l, txn, ids, recs, n, r);
+	if (r == 0 && ret_pruned)
 		*ret_pruned = n;
-	return 0;
+	return r;
 }
 
 /* Pages of live data: every database's branch, leaf and overflow pages, the
@@ -1268,17 +1275,8 @@ runlog_prune_oldest(RunLog *l, size_t max_pruned, size_t *ret_pruned)
 	mdb_cursor_close(cur);
 	if (rc != MDB_NOTFOUND)
 		r = mdb_errno(rc);
-	for (size_t i = 0; i < n && r == 0; i++)
-		r = prune_one(l, txn, ids[i], recs[i]);
-	for (size_t i = 0; i < n; i++)
-		json_decref(recs[i]);
-	if (r < 0) {
-		mdb_txn_abort(txn);
-		return r;
-	}
-	r = commit(txn);
-	if (r < 0)
-		return r;
-	*ret_pruned = n;
-	return 0;
+	r = prune_batch(l, txn, ids, recs, n, r);
+	if (r == 0)
+		*ret_pruned = n;
+	return r;
 }
