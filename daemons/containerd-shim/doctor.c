@@ -32,21 +32,30 @@
 #include "seccomp-policy.h"
 
 typedef struct Doctor {
-	unsigned failures;
+	unsigned failures, warnings;
 } Doctor;
+
+#define WARN (-2)
 
 static _printf_(4, 5) void report(Doctor *d, int status, const char *what, const char *fmt, ...)
 {
-	/* status: 1 ok, 0 FAIL, -1 info */
+	/* status: 1 ok, 0 FAIL, -1 info, WARN (works, but not as it should) */
 	va_list ap;
 
-	printf("%-4s %-16s ", status > 0 ? "ok" : status == 0 ? "FAIL" : "info", what);
+	printf("%-4s %-16s ",
+	       status > 0	? "ok"
+	       : status == 0	? "FAIL"
+	       : status == WARN ? "WARN"
+				: "info",
+	       what);
 	va_start(ap, fmt);
 	vprintf(fmt, ap);
 	va_end(ap);
 	putchar('\n');
 	if (status == 0)
 		d->failures++;
+	if (status == WARN)
+		d->warnings++;
 }
 
 static int
@@ -258,11 +267,14 @@ check_quota(Doctor *d, const ShimConf *conf)
 	if (r >= 0)
 		report(d, 1, "project quotas", "%s (workspace_quota=%lld, workspace_inodes=%lld)",
 		       msg, (long long)conf->workspace_quota, (long long)conf->workspace_inodes);
-	else if (wanted)
+	else if (wanted && conf->workspace_quota_required)
 		report(d, 0, "project quotas",
-		       "%s; workspace_quota/workspace_inodes are set, so every sandbox creation "
-		       "fails",
-		       msg);
+		       "%s; workspace_quota_required=yes, so every sandbox creation fails", msg);
+	else if (wanted)
+		report(d, WARN, "project quotas",
+		       "%s; workspaces get NO quota (workspace_quota=%lld, workspace_inodes=%lld "
+		       "cannot be enforced): one sandbox can fill this filesystem",
+		       msg, (long long)conf->workspace_quota, (long long)conf->workspace_inodes);
 	else
 		report(d, -1, "project quotas", "%s (workspace_quota is off)", msg);
 }
@@ -282,7 +294,10 @@ shim_doctor(const ShimConf *conf)
 	check_seccomp(&d);
 	check_kernel_apis(&d);
 	check_quota(&d, conf);
-	if (d.failures == 0)
+	if (d.failures == 0 && d.warnings > 0)
+		printf("default profile: OK, with %u warning%s (WARN above)\n", d.warnings,
+		       d.warnings == 1 ? "" : "s");
+	else if (d.failures == 0)
 		printf("default profile: OK\n");
 	else
 		printf("default profile: CANNOT be met (%u failure%s)\n", d.failures,

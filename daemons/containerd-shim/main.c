@@ -18,6 +18,7 @@
 
 #include "daemon-util.h"
 #include "doctor.h"
+#include "quota.h"
 #include "log.h"
 #include "shim-conf.h"
 #include "shim.h"
@@ -118,6 +119,7 @@ run(int argc, char **argv)
 	}
 	(void)sigprocmask(SIG_SETMASK, &old_mask, NULL);
 	if (r >= 0) {
+		(void)quota_log_support(&conf);
 		notify_ready("serving");
 		log_info("containerd-shim ready, listening in '%s'", conf.shared.runtime_dir);
 		r = event_base_dispatch(ctx.base) < 0 ? -EIO : 0;

@@ -375,10 +375,15 @@ quota_workspace_apply(const ShimConf *c, const char *id, int ws_fd, const char *
 	}
 
 	r = probe_fd(ws_fd, c->sandbox_dir, fstype, sizeof(fstype), msg, sizeof(msg));
+	if (r < 0 && !c->workspace_quota_required) {
+		/* Warned at start-up (quota_log_support); the workspace has no quota. */
+		log_debug("No quota on %s: %s", ws, msg);
+		return 0;
+	}
 	if (r < 0) {
 		snprintf(err, err_size,
-			 "workspace_quota: %s, or set workspace_quota=0 and "
-			 "workspace_inodes=0",
+			 "workspace_quota: %s, or set workspace_quota_required=no (no quota "
+			 "there) or workspace_quota=0 and workspace_inodes=0",
 			 msg);
 		return log_error_errno(r, "%s", err);
 	}
@@ -428,4 +433,38 @@ quota_workspace_apply(const ShimConf *c, const char *id, int ws_fd, const char *
 	}
 	*ret_projid = p;
 	return 0;
+}
+
+int
+quota_log_support(const ShimConf *c)
+{
+	char fstype[32], msg[256];
+	int r;
+
+	if (c->workspace_quota == 0 && c->workspace_inodes == 0) {
+		log_notice("Workspace quotas are off (workspace_quota=0, workspace_inodes=0): "
+			   "one sandbox can fill the filesystem of %s",
+			   c->sandbox_dir);
+		return 0;
+	}
+	r = quota_probe(c->sandbox_dir, fstype, sizeof(fstype), msg, sizeof(msg));
+	if (r >= 0) {
+		log_info("Workspace quotas enforced: %s (workspace_quota=%lld bytes, "
+			 "workspace_inodes=%lld)",
+			 msg, (long long)c->workspace_quota, (long long)c->workspace_inodes);
+		return 0;
+	}
+	if (c->workspace_quota_required)
+		log_error(
+		    "WORKSPACE QUOTAS CANNOT BE ENFORCED: %s. workspace_quota_required=yes, so "
+		    "every sandbox creation will fail until this is fixed",
+		    msg);
+	else
+		log_warning(
+		    "WORKSPACE QUOTAS ARE NOT ENFORCED: %s. Sandboxes get no quota: one "
+		    "tenant can fill this filesystem for every other (and for the run log "
+		    "if it shares it). Set workspace_quota_required=yes to refuse sandboxes "
+		    "instead",
+		    msg);
+	return r;
 }

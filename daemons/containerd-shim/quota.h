@@ -19,9 +19,11 @@
  * regular files owned by host_uid on the same filesystem; symlinks and special
  * files cannot be opened for the ioctl and stay uncharged.
  *
- * Fail closed: with a limit configured on a filesystem that cannot enforce
- * project quotas, quota_workspace_apply() fails with a message that names the
- * key, the directory, the filesystem and the fix.
+ * The limits are on by default (10G, 1M inodes). On a filesystem that cannot
+ * enforce project quotas the workspaces get none, and the start-up log and
+ * --doctor say so loudly; with workspace_quota_required=yes (fail closed)
+ * quota_workspace_apply() fails instead, with a message that names the key,
+ * the directory, the filesystem and the fix.
  */
 #pragma once
 
@@ -36,6 +38,12 @@
  * msg says why and what to do. fstype gets a short name ("ext4", "xfs", …).
  * Does not log. */
 int quota_probe(const char *dir, char *fstype, size_t fstype_size, char *msg, size_t msg_size);
+
+/* Log, once at start-up, whether the workspaces get their quotas: info when
+ * enforced, a loud warning when the filesystem cannot (an error when
+ * workspace_quota_required makes that fatal for every sandbox), a notice when
+ * the quotas are off. Returns quota_probe()'s result (0 when off). */
+int quota_log_support(const ShimConf *c);
 
 /* Apply the configured limits to the workspace directory ws_fd (path ws, for
  * messages) of sandbox id. Both limits 0: nothing is set up, and limits that an

@@ -48,13 +48,19 @@ const ConfItem shim_conf_items[] = {
      64LL * 1024 * 1024 * 1024, "size cap of the sandbox /tmp and /dev/shm tmpfs"},
     {S, "tmp_inodes", CONF_INT, offsetof(ShimConf, tmp_inodes), "65536", 64, 1 << 24,
      "inode cap of the sandbox /tmp and of its /dev/shm (each); more files fail with ENOSPC"},
-    {S, "workspace_quota", CONF_SIZE, offsetof(ShimConf, workspace_quota), "0", 0, INT64_MAX / 2,
+    {S, "workspace_quota", CONF_SIZE, offsetof(ShimConf, workspace_quota), "10G", 0, INT64_MAX / 2,
      "bytes each workspace may hold (project quota; 0 = none; past it writes fail with "
-     "EDQUOT on ext4, ENOSPC on XFS): needs sandbox_dir on ext4 -o prjquota or XFS "
-     "-o pquota, else sandbox creation fails"},
-    {S, "workspace_inodes", CONF_INT, offsetof(ShimConf, workspace_inodes), "0", 0, 4294967295LL,
+     "EDQUOT on ext4, ENOSPC on XFS); enforced where sandbox_dir is on ext4 -o prjquota or "
+     "XFS -o pquota (see workspace_quota_required for other filesystems)"},
+    {S, "workspace_inodes", CONF_INT, offsetof(ShimConf, workspace_inodes), "1000000", 0,
+     4294967295LL,
      "project quota of each workspace, inodes (the workspace itself included; "
      "0 = none); needs project quotas like workspace_quota"},
+    {S, "workspace_quota_required", CONF_BOOL, offsetof(ShimConf, workspace_quota_required), "no",
+     0, 0,
+     "yes: a sandbox_dir whose filesystem cannot enforce workspace_quota/workspace_inodes "
+     "makes every sandbox creation fail (fail closed); no: sandboxes are created there "
+     "without a quota, and the shim warns at start-up and in --doctor"},
     {S, "workspace_projid_base", CONF_INT, offsetof(ShimConf, ws_projid_base), "1000000", 1,
      4000000000LL, "first filesystem project id given to workspaces"},
     {S, "workspace_projid_count", CONF_INT, offsetof(ShimConf, ws_projid_count), "1000000", 1,

@@ -24,10 +24,11 @@ typedef struct ShimConf {
 	int64_t userns_inotify_instances; /* per-sandbox user namespace limits */
 	int64_t userns_inotify_watches;
 	int64_t userns_namespaces;
-	int64_t tmp_size;	  /* size= of the sandbox /tmp (and /dev/shm) tmpfs, bytes */
-	int64_t tmp_inodes;	  /* nr_inodes= of the sandbox /tmp and /dev/shm tmpfs, each */
-	int64_t workspace_quota;  /* project quota on each workspace, bytes; 0 = none */
-	int64_t workspace_inodes; /* project quota on each workspace, inodes; 0 = none */
+	int64_t tmp_size;	       /* size= of the sandbox /tmp (and /dev/shm) tmpfs, bytes */
+	int64_t tmp_inodes;	       /* nr_inodes= of the sandbox /tmp and /dev/shm tmpfs, each */
+	int64_t workspace_quota;       /* project quota on each workspace, bytes; 0 = none */
+	int64_t workspace_inodes;      /* project quota on each workspace, inodes; 0 = none */
+	bool workspace_quota_required; /* no project quotas on sandbox_dir: fail, not warn */
 	int64_t ws_projid_base, ws_projid_count; /* project ids the workspaces get */
 	int64_t sandbox_uid;			 /* uid and gid of the sandbox user, inside */
 	int64_t host_uid;	 /* host uid and gid that sandbox_uid maps to; never 0 */

@@ -30,6 +30,7 @@ import contextlib
 import fcntl
 import gzip
 import os
+import re
 import shutil
 import struct
 import subprocess
@@ -203,12 +204,14 @@ def test_tmp_and_shm_inode_cap():
 
 QUOTA_ERR = ("sandbox: sandbox creation failed: workspace_quota: {dir} is on ext4 without "
              "project quotas; mount it with -o prjquota (the filesystem needs the quota and "
-             "project features: tune2fs -O quota,project), or set workspace_quota=0 and "
-             "workspace_inodes=0")
+             "project features: tune2fs -O quota,project), or set workspace_quota_required=no "
+             "(no quota there) or workspace_quota=0 and workspace_inodes=0")
+REQUIRED = "workspace_quota_required = yes\n"
 
 
 def assert_fails_closed(s, thread):
     s.expected_errors.append(r"workspace_quota: .* without project quotas")
+    s.expected_errors.append(r"WORKSPACE QUOTAS CANNOT BE ENFORCED: .* without project quotas")
     marker = "/workspace/ran"
     events, status = run(s, f"echo ran > {marker}; echo ran", thread)
     assert status["status"] == "failed", status
@@ -224,14 +227,14 @@ def assert_fails_closed(s, thread):
 
 
 def test_quota_on_root_fs_without_prjquota_fails_closed():
-    with suite("[containerd-shim]\nworkspace_quota = 8M\n") as s:
+    with suite("[containerd-shim]\nworkspace_quota = 8M\n" + REQUIRED) as s:
         fstype = sh("findmnt", "-no", "FSTYPE", "--target", s.dir)
         assert fstype == "ext4", f"this test expects {s.dir} on ext4, not {fstype}"
         assert_fails_closed(s, "closed-root")
 
 
 def test_inode_quota_on_ext4_without_quota_features_fails_closed():
-    with suite("[containerd-shim]\nworkspace_inodes = 100\n", image={}) as s:
+    with suite("[containerd-shim]\nworkspace_inodes = 100\n" + REQUIRED, image={}) as s:
         assert sh("findmnt", "-no", "FSTYPE", os.path.join(s.dir, "state")) == "ext4"
         assert_fails_closed(s, "closed-img")
 
@@ -240,7 +243,8 @@ def test_doctor_reports_project_quota_support():
     binary = os.path.join(rwtest.BUILD, "containerd-shim")
     with tempfile.TemporaryDirectory(prefix="rw-quota-doc-") as d:
         conf = os.path.join(d, "rw.conf")
-        for extra, status in (("", "info"), ("workspace_quota = 1G\n", "FAIL")):
+        for extra, status in (("", "WARN"), ("workspace_quota_required = yes\n", "FAIL"),
+                              ("workspace_quota = 0\nworkspace_inodes = 0\n", "info")):
             with open(conf, "w") as f:
                 f.write(f"[runwarden]\nstate_dir = {d}/state\nruntime_dir = {d}/run\n"
                         f"[containerd-shim]\n{extra}")
@@ -252,6 +256,23 @@ def test_doctor_reports_project_quota_support():
             assert f"{d}/state/sandboxes is on ext4 without project quotas" in line[0], line
             if status == "FAIL":
                 assert r.returncode == 1, r.stdout
+            if status == "WARN":  # a warning alone never fails the doctor
+                assert "FAIL" in r.stdout or r.returncode == 0, r.stdout
+                assert "workspaces get NO quota" in line[0], line
+
+
+def test_default_quota_where_unsupported_warns_loudly_and_runs():
+    """Quotas are on by default; on a filesystem without project quotas the
+    sandboxes run without one and the shim's start-up log says so loudly."""
+    with suite("") as s:
+        assert sh("findmnt", "-no", "FSTYPE", "--target", s.dir) == "ext4"
+        out, _ = run_ok(s, "echo ran > /workspace/ran; echo ran", "default-unsup")
+        assert out == "ran\n"
+        assert fsxattr(workspace(s, "default-unsup"))[1] == 0  # no project: no quota
+        log = s.log("containerd-shim")
+        assert re.search(r"<4>.*WORKSPACE QUOTAS ARE NOT ENFORCED: "
+                         + re.escape(os.path.join(s.dir, "state", "sandboxes"))
+                         + r" is on ext4 without project quotas", log), log[-2000:]
 
 
 # ---------------------------------------------------------------- project quotas
@@ -336,6 +357,37 @@ def test_workspace_byte_and_inode_quota_xfs():
     byte_and_inode_quota("xfs")
 
 
+def project_limits(path, projid):
+    """(byte hard limit, inode hard limit) of project projid on the filesystem
+    holding path: quotactl(Q_GETQUOTA, PRJQUOTA) on its block device."""
+    import ctypes
+    dev = sh("findmnt", "-no", "SOURCE", "--target", path)
+    buf = ctypes.create_string_buffer(72)  # struct if_dqblk
+    libc = ctypes.CDLL(None, use_errno=True)
+    cmd = (0x800007 << 8) | 2  # QCMD(Q_GETQUOTA, PRJQUOTA)
+    if libc.quotactl(cmd, dev.encode(), projid, buf) < 0:
+        raise OSError(ctypes.get_errno(), f"quotactl {dev}")
+    bhard, _bsoft, _cur, ihard = struct.unpack("=QQQQ", buf.raw[:32])
+    return bhard * 1024, ihard
+
+
+def test_default_quota_applies_where_supported():
+    """With no quota key in the configuration, a workspace on a filesystem with
+    project quotas gets the defaults: 10G and 1,000,000 inodes."""
+    why = kernel_lacks_project_quota("ext4")
+    if why:
+        raise rwtest.Skip(f"default workspace quota: {why} (tests/run-all reruns it in a "
+                          "VM: tests/vm/run-e2e)")
+    with suite("", image=IMAGES["ext4"]) as s:
+        out, _ = run_ok(s, "echo ok", "default-q")
+        assert out == "ok\n"
+        ws = workspace(s, "default-q")
+        projid = fsxattr(ws)[1]
+        assert PROJID_BASE <= projid < PROJID_BASE + PROJID_COUNT, projid
+        assert project_limits(ws, projid) == (10 << 30, 1000000)
+        assert "Workspace quotas enforced" in s.log("containerd-shim")
+
+
 def test_existing_workspace_is_labelled_when_the_quota_is_turned_on():
     """A workspace made without a quota gets the project id recursively at the
     next creation: its existing bytes count against the new quota."""
@@ -343,7 +395,9 @@ def test_existing_workspace_is_labelled_when_the_quota_is_turned_on():
     if why:
         raise rwtest.Skip(f"existing workspace relabel: {why} (tests/run-all reruns it in a "
                           "VM: tests/vm/run-e2e)")
-    s = rwtest.Suite("[coordinatord]\nmap_size = 8M\n")  # the log's reserve fits the image
+    # quotas off at first (they are on by default); the log's reserve fits the image
+    s = rwtest.Suite("[containerd-shim]\nworkspace_quota = 0\nworkspace_inodes = 0\n"
+                     "[coordinatord]\nmap_size = 8M\n")
     ws = workspace(s, "relabel")
     try:
         with fs_image(os.path.join(s.dir, "state"), **IMAGES["ext4"]):
