@@ -62,7 +62,6 @@
 #include "log.h"
 #include "macro.h"
 #include "netfwd.h"
-#include "output-ring.h"
 #include "peer.h"
 #include "quota.h"
 #include "sandbox-key.h"
