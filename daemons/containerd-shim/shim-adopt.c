@@ -1,7 +1,7 @@
 /* SPDX-License-Identifier: MIT */
 /*
  * shim-adopt.c — start-up: adopt or reap what a killed predecessor left
- * (shim-int.h, top layer beside shim.c).
+ * (shim-int.h, under shim.c: only shim_new calls it).
  *
  * adopt.h reads the records under <runtime_dir>/sandboxes and speaks to the
  * surviving inits; this file turns what it finds into Sandboxes (READY,

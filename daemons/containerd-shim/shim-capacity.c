@@ -13,7 +13,9 @@
  * waits for a slot, the idle sandbox used longest ago (never one with a live
  * exec).
  *
- * Calls down into shim-exec.c and shim-sandbox.c.
+ * Calls down into shim-exec.c and shim-sandbox.c; the sandbox layer reaches
+ * this file through SandboxHooks.pooled_dead (pool_dead), .reensure
+ * (capacity_reensure) and .slot_freed (queue_kick).
  */
 #include "config.h"
 
@@ -508,6 +510,32 @@ queue_kick(Shim *s)
 		break;
 	}
 	queue_push_positions(s);
+}
+
+/* SandboxHooks.reensure: the ENSUREs that came in while sb was dying (*re) get
+ * a fresh sandbox now; those answered or handed to it leave *re. */
+void
+capacity_reensure(Sandbox *sb, Waiter **ret_re)
+{
+	Shim *s = sb->shim;
+	Waiter *re = *ret_re;
+	Sandbox *nsb = NULL;
+	bool ready = false;
+	int r =
+	    sandbox_obtain(s, sb->key, sb->id, sb->next_run_id, sb->next_thread_id, &nsb, &ready);
+	if (r >= 0)
+		nsb->reserved_until = now_usec() + ENSURE_RESERVE_USEC;
+	if (r >= 0 && ready) {
+		for (Waiter *w = re; w; w = w->next)
+			reply_ensure(w->conn, w->req_id, nsb->id, true);
+	} else if (r >= 0) {
+		nsb->ensure_waiters = re;
+		re = NULL;
+	} else
+		for (Waiter *w = re; w; w = w->next)
+			(void)peer_reply_error(w->conn->peer, w->req_id, r,
+					       "sandbox creation failed");
+	*ret_re = re;
 }
 
 /* Periodic: stop sandboxes idle for sleep_after_ms; make room for the queue. */

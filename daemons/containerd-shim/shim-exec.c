@@ -22,7 +22,9 @@
  * <sandbox cgroup>/e<id>; SIGKILL and the wall timeout kill the leaf, and a
  * killed exec's EXEC_EXIT waits (bounded) until the leaf is empty.
  *
- * Calls down into shim-sandbox.c only.
+ * Calls down into shim-sandbox.c only; the sandbox layer reaches this file
+ * through SandboxHooks.exec_msg (exec_on_init_msg) and .execs_lost
+ * (exec_sandbox_lost).
  */
 #include "config.h"
 
@@ -863,6 +865,121 @@ handle_exec_list(Peer *p, const Frame *f, void *userdata)
 	(void)peer_reply(p, f->req_id, &w);
 	mp_writer_done(&w);
 	return 0;
+}
+
+/* SandboxHooks.exec_msg: an init message about one of sb's execs. */
+void
+exec_on_init_msg(Sandbox *sb, const InitMsg *m, const char *payload, size_t len)
+{
+	Exec *e;
+
+	switch (m->type) {
+	case INIT_MSG_STARTED:
+		e = exec_find(sb->shim, m->exec_id);
+		if (!e || e->sandbox != sb)
+			break;
+		e->pid = m->pid;
+		if (e->start_req_id && e->conn) {
+			MpWriter w;
+			mp_writer_init(&w);
+			mp_w_map(&w, 1);
+			mp_w_uint(&w, "exec_id", e->id);
+			(void)peer_reply(e->conn->peer, e->start_req_id, &w);
+			mp_writer_done(&w);
+		}
+		e->start_req_id = 0;
+		e->started = true;
+		if (e->leaf_kill_pending)
+			exec_leaf_kill(e);
+		exec_read_streams(e); /* may free e */
+		break;
+	case INIT_MSG_DATA:
+		e = exec_find(sb->shim, m->exec_id);
+		if (e && e->sandbox == sb)
+			exec_read_streams(e); /* may free e */
+		break;
+	case INIT_MSG_EOF:
+		e = exec_find(sb->shim, m->exec_id);
+		if (!e || e->sandbox != sb || (m->stream != 1 && m->stream != 2))
+			break;
+		e->eof[m->stream] = true;
+		e->eof_at[m->stream] = m->off;
+		exec_read_streams(e); /* may free e */
+		break;
+	case INIT_MSG_START_FAILED:
+		e = exec_find(sb->shim, m->exec_id);
+		if (!e || e->sandbox != sb)
+			break;
+		/* Answer like STARTED, then tell the story the way a shell would: the
+		 * message on stderr, and an EXEC_EXIT with reason "failed". */
+		if (e->start_req_id && e->conn) {
+			MpWriter w;
+			mp_writer_init(&w);
+			mp_w_map(&w, 1);
+			mp_w_uint(&w, "exec_id", e->id);
+			(void)peer_reply(e->conn->peer, e->start_req_id, &w);
+			mp_writer_done(&w);
+		}
+		e->start_req_id = 0;
+		{
+			char msg[600];
+			int n = snprintf(msg, sizeof(msg), "containerd-shim: %.*s\n",
+					 (int)MIN(len, 512), payload);
+			/* Into the (never used) stderr memfd: a re-attach replays it too. */
+			if (n > 0 && pwrite(e->fds[STREAM_STDERR], msg, (size_t)n,
+					    (off_t)e->offset[STREAM_STDERR]) == n) {
+				e->started = true;
+				(void)exec_read_once(e, STREAM_STDERR);
+			}
+		}
+		/* Nothing else will be written: close ours so the exit goes out now. */
+		for (int i = 0; i < 3; i++)
+			exec_close_stream(e, i);
+		exec_end(e, W_EXITCODE(m->err == ENOENT ? 127 : 126, 0), "failed");
+		break;
+	case INIT_MSG_EXITED:
+		e = exec_find(sb->shim, m->exec_id);
+		if (!e || e->sandbox != sb)
+			break;
+		exec_end(e, m->status, NULL);
+		break;
+	default: break;
+	}
+}
+
+/* SandboxHooks.execs_lost: sb's init is dead, and every process with it: each
+ * of its execs ends with what its memfds hold. */
+void
+exec_sandbox_lost(Sandbox *sb)
+{
+	Shim *s = sb->shim;
+	Exec *next;
+
+	for (Exec *e = s->execs; e; e = next) {
+		const char *limit;
+		next = e->next;
+		if (e->sandbox != sb)
+			continue;
+		limit = exec_limit_reason(e); /* an OOM group kill takes the init too */
+		e->sandbox = NULL;
+		if (e->start_req_id && e->conn)
+			(void)peer_reply_error(e->conn->peer, e->start_req_id, -ESRCH,
+					       "the sandbox died before the exec started");
+		e->start_req_id = 0;
+		/* Nothing writes any more: what the memfds hold is all there is. */
+		e->started = true;
+		for (int i = STREAM_STDOUT; i <= STREAM_STDERR; i++) {
+			int guard = 64;
+			while (!e->done[i] && guard-- > 0 && exec_read_once(e, i) == 2)
+				;
+			exec_close_stream(e, i);
+		}
+		/* No exit status will come: SIGKILL from the namespace teardown. */
+		exec_end(e, W_EXITCODE(0, SIGKILL),
+			 limit		     ? limit
+			 : e->kill_requested ? "killed"
+					     : "lost");
+	}
 }
 
 /* ---------------------------------------------------------------------------

@@ -7,7 +7,8 @@
  *
  *   shim.c           requests (the frame handler table; ensure, destroy, stats,
  *                    forward/proxy/unlisten, file), connections, lifecycle
- *   shim-adopt.c     re-adoption of what a killed predecessor left (start-up)
+ *   shim-adopt.c     re-adoption of what a killed predecessor left (start-up,
+ *                    called by shim_new only)
  *   shim-snap.c      SANDBOX_SNAPSHOT/RESTORE, run as jobs (snapjob.h)
  *   shim-capacity.c  which sandbox serves an ENSURE: the pool, the FIFO queue
  *                    (max_instances), idle stops and evictions, ensure_key
@@ -17,9 +18,12 @@
  *                    wire, death, cgroup graves; the small helpers below
  *
  * A file calls functions of the layers below it by name, never one above it
- * (shim.c and shim-adopt.c are one layer; neither calls the other). The leaf
- * modules (sandbox.h, cgroup.h, snapjob.h, netfwd.h, adopt.h, shim-files.h …)
- * know nothing of these types.
+ * (shim-adopt.c sits between shim-snap.c and shim.c: only shim_new calls it).
+ * The one way up is SandboxHooks (below): the sandbox layer reports an init
+ * message for an exec, a sandbox's death and a freed slot through Shim.hooks,
+ * which shim.c fills in with the handlers of shim-exec.c and shim-capacity.c.
+ * The leaf modules (sandbox.h, cgroup.h, snapjob.h, netfwd.h, adopt.h,
+ * shim-files.h …) know nothing of these types.
  *
  * Lifetimes. A Sandbox lives from SANDBOX_ENSURE (or a pool refill) until its
  * init has been reaped (pidfd readable ⇒ the whole pid namespace is gone, the
@@ -95,6 +99,7 @@
 typedef struct Conn Conn;
 typedef struct Sandbox Sandbox;
 typedef struct Exec Exec;
+typedef struct SandboxHooks SandboxHooks;
 
 /* A request waiting for a sandbox state change. */
 typedef struct Waiter {
@@ -224,6 +229,28 @@ struct Exec {
 	bool leftovers_killed;
 };
 
+/* The events of the sandbox layer that the layers above it handle: the only
+ * way shim-sandbox.c reaches them (shim.c fills it in, shim_hooks). Each hook
+ * is called from the event loop, never re-entered for one sandbox, and may
+ * free execs (never sb itself). */
+struct SandboxHooks {
+	/* An init message about one of sb's execs (STARTED, DATA, EOF,
+	 * START_FAILED, EXITED; sandbox.h): shim-exec.c. */
+	void (*exec_msg)(Sandbox *sb, const InitMsg *m, const char *payload, size_t len);
+	/* sb's init died and every process with it: end each of its execs with
+	 * what their memfds hold (shim-exec.c). */
+	void (*execs_lost)(Sandbox *sb);
+	/* A pooled sandbox (bound to no key yet) died: the pool forgets it and
+	 * frees it (shim-capacity.c). */
+	void (*pooled_dead)(Sandbox *sb);
+	/* sb is dead; *waiters are the ENSUREs that came in while it was dying:
+	 * serve them with a new sandbox for sb->key. What is left in *waiters
+	 * afterwards the caller frees (shim-capacity.c). */
+	void (*reensure)(Sandbox *sb, Waiter **waiters);
+	/* A sandbox was freed: its slot may serve the queue (shim-capacity.c). */
+	void (*slot_freed)(Shim *s);
+};
+
 struct Shim {
 	struct event_base *base;
 	const ShimConf *conf;
@@ -244,18 +271,19 @@ struct Shim {
 	struct event *grave_timer;
 	char create_err[320]; /* why the last sandbox_create failed, for the reply */
 	Queued *queue;
-	struct event *idle_timer; /* periodic: sleep_after and evictions for the queue */
-	NetFwd *net;		  /* SANDBOX_FORWARD/PROXY listeners */
-	Sandbox *pool;		  /* started ahead, not yet claimed */
-	struct event *pool_ev;	  /* refill, at background priority */
-	unsigned pool_failures;	  /* consecutive pool sandboxes that failed */
-	usec_t pool_retry_at;	  /* no refill before (backoff after failures) */
-	char *pool_root;	  /* <sandbox_dir>/.pool */
-	SnapJobs *jobs;		  /* snapshot/restore children (snapjob.h) */
-	Cgroup *jobs_cg;	  /* their cgroup (cpu.max, io.weight) */
-	ShimFiles *files;	  /* the file API's worker threads (shim-files.h) */
-	int rt_dfd;		  /* <runtime_dir>/sandboxes (adopt.h) */
-	int counter_fd;		  /* <sandbox_dir>/.exec-id */
+	struct event *idle_timer;  /* periodic: sleep_after and evictions for the queue */
+	NetFwd *net;		   /* SANDBOX_FORWARD/PROXY listeners */
+	Sandbox *pool;		   /* started ahead, not yet claimed */
+	struct event *pool_ev;	   /* refill, at background priority */
+	unsigned pool_failures;	   /* consecutive pool sandboxes that failed */
+	usec_t pool_retry_at;	   /* no refill before (backoff after failures) */
+	char *pool_root;	   /* <sandbox_dir>/.pool */
+	SnapJobs *jobs;		   /* snapshot/restore children (snapjob.h) */
+	Cgroup *jobs_cg;	   /* their cgroup (cpu.max, io.weight) */
+	ShimFiles *files;	   /* the file API's worker threads (shim-files.h) */
+	int rt_dfd;		   /* <runtime_dir>/sandboxes (adopt.h) */
+	int counter_fd;		   /* <sandbox_dir>/.exec-id */
+	const SandboxHooks *hooks; /* set by shim_new (shim.c) before anything runs */
 };
 
 /* shim-sandbox.c */
@@ -310,6 +338,8 @@ int handle_exec_attach(Peer *p, const Frame *f, void *userdata);
 int handle_exec_list(Peer *p, const Frame *f, void *userdata);
 void exec_leaf_kill(Exec *e);
 void exec_leaves_prune(Sandbox *sb);
+void exec_on_init_msg(Sandbox *sb, const InitMsg *m, const char *payload, size_t len);
+void exec_sandbox_lost(Sandbox *sb);
 
 /* shim-capacity.c */
 void pool_refill_cb(evutil_socket_t fd, short what, void *arg);
@@ -325,6 +355,7 @@ void idle_cb(evutil_socket_t fd, short what, void *arg);
 int ensure_key(Shim *s, Conn *c, uint64_t req_id, const char *key, const char *run_id,
 	       const char *thread_id, bool may_queue);
 void queue_refuse_all(Shim *s);
+void capacity_reensure(Sandbox *sb, Waiter **ret_re);
 
 /* shim-snap.c */
 void backups_clean_tmp(Shim *s);

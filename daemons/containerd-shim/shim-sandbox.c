@@ -13,7 +13,10 @@
  * into a grave, retried until it is empty.
  *
  * The init wire (InitMsg, sandbox.h): READY and SETUP_FAILED are the
- * sandbox's own and answer its ensure waiters.
+ * sandbox's own and answer its ensure waiters; the messages about execs, and
+ * the consequences of a death for execs, the pool and the queue, go up
+ * through Shim.hooks (SandboxHooks, shim-int.h): this file names no function
+ * of another layer.
  *
  * Also the small helpers every layer uses: set_str, realtime_ms, the LogCtx
  * builders, waiter lists (a request answered later), reply_ensure/reply_empty,
@@ -613,7 +616,6 @@ static void
 sandbox_on_msg(Sandbox *sb, const InitMsg *m, const char *payload, size_t len)
 {
 	LogCtx ctx = sandbox_ctx(sb);
-	Exec *e;
 
 	switch (m->type) {
 	case INIT_MSG_READY:
@@ -643,76 +645,10 @@ sandbox_on_msg(Sandbox *sb, const InitMsg *m, const char *payload, size_t len)
 		sb->state = SANDBOX_DYING;
 		sandbox_fail_ensures(sb);
 		break;
-	case INIT_MSG_STARTED:
-		e = exec_find(sb->shim, m->exec_id);
-		if (!e || e->sandbox != sb)
-			break;
-		e->pid = m->pid;
-		if (e->start_req_id && e->conn) {
-			MpWriter w;
-			mp_writer_init(&w);
-			mp_w_map(&w, 1);
-			mp_w_uint(&w, "exec_id", e->id);
-			(void)peer_reply(e->conn->peer, e->start_req_id, &w);
-			mp_writer_done(&w);
-		}
-		e->start_req_id = 0;
-		e->started = true;
-		if (e->leaf_kill_pending)
-			exec_leaf_kill(e);
-		exec_read_streams(e); /* may free e */
+	default:
+		/* STARTED, DATA, EOF, START_FAILED, EXITED: an exec's */
+		sb->shim->hooks->exec_msg(sb, m, payload, len);
 		break;
-	case INIT_MSG_DATA:
-		e = exec_find(sb->shim, m->exec_id);
-		if (e && e->sandbox == sb)
-			exec_read_streams(e); /* may free e */
-		break;
-	case INIT_MSG_EOF:
-		e = exec_find(sb->shim, m->exec_id);
-		if (!e || e->sandbox != sb || (m->stream != 1 && m->stream != 2))
-			break;
-		e->eof[m->stream] = true;
-		e->eof_at[m->stream] = m->off;
-		exec_read_streams(e); /* may free e */
-		break;
-	case INIT_MSG_START_FAILED:
-		e = exec_find(sb->shim, m->exec_id);
-		if (!e || e->sandbox != sb)
-			break;
-		/* Answer like STARTED, then tell the story the way a shell would: the
-		 * message on stderr, and an EXEC_EXIT with reason "failed". */
-		if (e->start_req_id && e->conn) {
-			MpWriter w;
-			mp_writer_init(&w);
-			mp_w_map(&w, 1);
-			mp_w_uint(&w, "exec_id", e->id);
-			(void)peer_reply(e->conn->peer, e->start_req_id, &w);
-			mp_writer_done(&w);
-		}
-		e->start_req_id = 0;
-		{
-			char msg[600];
-			int n = snprintf(msg, sizeof(msg), "containerd-shim: %.*s\n",
-					 (int)MIN(len, 512), payload);
-			/* Into the (never used) stderr memfd: a re-attach replays it too. */
-			if (n > 0 && pwrite(e->fds[STREAM_STDERR], msg, (size_t)n,
-					    (off_t)e->offset[STREAM_STDERR]) == n) {
-				e->started = true;
-				(void)exec_read_once(e, STREAM_STDERR);
-			}
-		}
-		/* Nothing else will be written: close ours so the exit goes out now. */
-		for (int i = 0; i < 3; i++)
-			exec_close_stream(e, i);
-		exec_end(e, W_EXITCODE(m->err == ENOENT ? 127 : 126, 0), "failed");
-		break;
-	case INIT_MSG_EXITED:
-		e = exec_find(sb->shim, m->exec_id);
-		if (!e || e->sandbox != sb)
-			break;
-		exec_end(e, m->status, NULL);
-		break;
-	default: break;
 	}
 }
 
@@ -753,10 +689,9 @@ sandbox_dead(Sandbox *sb)
 	Shim *s = sb->shim;
 	LogCtx ctx = sandbox_ctx(sb);
 	Waiter *re;
-	Exec *next;
 
 	if (sb->pooled) {
-		pool_dead(sb);
+		s->hooks->pooled_dead(sb);
 		return;
 	}
 	/* Drain the socket: an EXITED may still sit there before the EOF. */
@@ -773,31 +708,7 @@ sandbox_dead(Sandbox *sb)
 	else if (!sb->fail_msg)
 		log_ctx(LOG_WARNING, &ctx, "Sandbox %s init died unexpectedly", sb->id);
 
-	for (Exec *e = s->execs; e; e = next) {
-		const char *limit;
-		next = e->next;
-		if (e->sandbox != sb)
-			continue;
-		limit = exec_limit_reason(e); /* an OOM group kill takes the init too */
-		e->sandbox = NULL;
-		if (e->start_req_id && e->conn)
-			(void)peer_reply_error(e->conn->peer, e->start_req_id, -ESRCH,
-					       "the sandbox died before the exec started");
-		e->start_req_id = 0;
-		/* Nothing writes any more: what the memfds hold is all there is. */
-		e->started = true;
-		for (int i = STREAM_STDOUT; i <= STREAM_STDERR; i++) {
-			int guard = 64;
-			while (!e->done[i] && guard-- > 0 && exec_read_once(e, i) == 2)
-				;
-			exec_close_stream(e, i);
-		}
-		/* No exit status will come: SIGKILL from the namespace teardown. */
-		exec_end(e, W_EXITCODE(0, SIGKILL),
-			 limit		     ? limit
-			 : e->kill_requested ? "killed"
-					     : "lost");
-	}
+	s->hooks->execs_lost(sb);
 	graves_add(s, TAKE_PTR(sb->cg));
 	netfwd_sandbox_gone(s->net, sb->id);
 	if (sb->purge) {
@@ -818,27 +729,11 @@ sandbox_dead(Sandbox *sb)
 
 	/* ENSUREs that came in while it was dying get a fresh sandbox now. */
 	re = TAKE_PTR(sb->reensure_waiters);
-	if (re && !s->stopped) {
-		Sandbox *nsb = NULL;
-		bool ready = false;
-		int r = sandbox_obtain(s, sb->key, sb->id, sb->next_run_id, sb->next_thread_id,
-				       &nsb, &ready);
-		if (r >= 0)
-			nsb->reserved_until = now_usec() + ENSURE_RESERVE_USEC;
-		if (r >= 0 && ready) {
-			for (Waiter *w = re; w; w = w->next)
-				reply_ensure(w->conn, w->req_id, nsb->id, true);
-		} else if (r >= 0) {
-			nsb->ensure_waiters = re;
-			re = NULL;
-		} else
-			for (Waiter *w = re; w; w = w->next)
-				(void)peer_reply_error(w->conn->peer, w->req_id, r,
-						       "sandbox creation failed");
-	}
+	if (re && !s->stopped)
+		s->hooks->reensure(sb, &re);
 	waiters_free(&re);
 	sandbox_free(sb);
-	queue_kick(s); /* a slot is free */
+	s->hooks->slot_freed(s); /* a slot is free */
 }
 
 void

@@ -287,6 +287,15 @@ handle_sandbox_file(Peer *p, const Frame *f, void *userdata)
 				 workspace_busy, p, f, c);
 }
 
+/* The sandbox layer's way up (shim-int.h). */
+static const SandboxHooks shim_hooks = {
+    .exec_msg = exec_on_init_msg,
+    .execs_lost = exec_sandbox_lost,
+    .pooled_dead = pool_dead,
+    .reensure = capacity_reensure,
+    .slot_freed = queue_kick,
+};
+
 static const PeerHandler shim_handlers[_MSG_TYPE_MAX] = {
     [MSG_SANDBOX_ENSURE] = handle_sandbox_ensure,
     [MSG_SANDBOX_DESTROY] = handle_sandbox_destroy,
@@ -531,6 +540,7 @@ shim_new(struct event_base *base, const ShimConf *conf, Shim **ret)
 	if (!s)
 		return log_error_errno(SYNTHETIC_ERRNO(ENOMEM), "Out of memory");
 	s->base = base;
+	s->hooks = &shim_hooks;
 	s->conf = conf;
 	s->listen_fd = -1;
 	s->rt_dfd = s->counter_fd = -1;
