@@ -527,6 +527,74 @@ exec_pack(const char *cwd, char **argv, char **env, char **ret, size_t *ret_len,
 	return 0;
 }
 
+/* A new Exec for sb, started by c (not linked, no id yet): its timers, the
+ * run it serves and the baseline of the sandbox's limit counters. */
+static int
+exec_new(Shim *s, Sandbox *sb, Conn *c, const char *run_id, bool kill_leftovers, int64_t timeout_ms,
+	 Exec **ret)
+{
+	_cleanup_(exec_freep) Exec *e = NULL;
+
+	e = calloc(1, sizeof(*e));
+	if (!e)
+		return -ENOMEM;
+	e->shim = s;
+	e->sandbox = sb;
+	e->conn = c;
+	e->kill_leftovers = kill_leftovers;
+	sb->idle_since = 0;
+	e->fds[0] = e->fds[1] = e->fds[2] = -1;
+	e->drain_timer = evtimer_new(s->base, exec_drain_cb, e);
+	e->bp_timer = evtimer_new(s->base, exec_bp_cb, e);
+	e->hold_timer = evtimer_new(s->base, exec_hold_cb, e);
+	e->window = (uint64_t)s->conf->output_buffer;
+	memcpy(e->sandbox_id, sb->id, sizeof(e->sandbox_id));
+	if (!run_id)
+		run_id = sb->run_id; /* the run the sandbox serves */
+	if (run_id)
+		e->run_id = strdup(run_id);
+	if (sb->thread_id)
+		e->thread_id = strdup(sb->thread_id);
+	if (!e->drain_timer || !e->bp_timer || !e->hold_timer || (run_id && !e->run_id) ||
+	    (sb->thread_id && !e->thread_id))
+		return -ENOMEM;
+	if (timeout_ms > 0) {
+		e->timeout_timer = evtimer_new(s->base, exec_timeout_cb, e);
+		if (!e->timeout_timer)
+			return -ENOMEM;
+	}
+	/* Baseline of the limit counters: a hit after this is this exec's. */
+	if (sb->cg && cgroup_counters(sb->cg, &e->oom_base, &e->pids_base) >= 0)
+		e->have_base = true;
+	*ret = TAKE_PTR(e);
+	return 0;
+}
+
+/* The exec's stdin pipe and its stdout/stderr memfds: e->fds[] keeps our
+ * ends, child_fds[0..2] what goes to the init with INIT_MSG_EXEC. */
+static int
+exec_open_streams(Exec *e, int child_fds[static 3])
+{
+	int pp[2];
+
+	/* stdin: a pipe, the child reads pp[0]. */
+	if (pipe2(pp, O_CLOEXEC) < 0)
+		return -errno;
+	child_fds[STREAM_STDIN] = pp[0];
+	e->fds[STREAM_STDIN] = pp[1];
+	(void)fd_nonblock(pp[1], 1);
+	/* stdout/stderr: memfds the init fills from the pipes it gives the child;
+	 * no sandbox process ever holds them. F_SEAL_SHRINK: offsets only grow. */
+	for (int i = STREAM_STDOUT; i <= STREAM_STDERR; i++) {
+		e->fds[i] = memfd_create(i == STREAM_STDOUT ? "exec-stdout" : "exec-stderr",
+					 MFD_CLOEXEC | MFD_ALLOW_SEALING);
+		if (e->fds[i] < 0 || fcntl(e->fds[i], F_ADD_SEALS, F_SEAL_SHRINK | F_SEAL_SEAL) < 0)
+			return -errno;
+		child_fds[i] = e->fds[i]; /* sent, not closed: the same open file */
+	}
+	return 0;
+}
+
 int
 handle_exec_start(Peer *p, const Frame *f, void *userdata)
 {
@@ -596,66 +664,12 @@ handle_exec_start(Peer *p, const Frame *f, void *userdata)
 		goto out;
 	}
 
-	e = calloc(1, sizeof(*e));
-	if (!e) {
-		k = -ENOMEM;
+	k = exec_new(s, sb, c, run_id, kill_leftovers, timeout_ms, &e);
+	if (k < 0)
 		goto out;
-	}
-	e->shim = s;
-	e->sandbox = sb;
-	e->conn = c;
-	e->kill_leftovers = kill_leftovers;
-	sb->idle_since = 0;
-	e->fds[0] = e->fds[1] = e->fds[2] = -1;
-	e->drain_timer = evtimer_new(s->base, exec_drain_cb, e);
-	e->bp_timer = evtimer_new(s->base, exec_bp_cb, e);
-	e->hold_timer = evtimer_new(s->base, exec_hold_cb, e);
-	e->window = (uint64_t)s->conf->output_buffer;
-	memcpy(e->sandbox_id, sb->id, sizeof(e->sandbox_id));
-	if (!run_id)
-		run_id = sb->run_id; /* the run the sandbox serves */
-	if (run_id)
-		e->run_id = strdup(run_id);
-	if (sb->thread_id)
-		e->thread_id = strdup(sb->thread_id);
-	if (!e->drain_timer || !e->bp_timer || !e->hold_timer || (run_id && !e->run_id) ||
-	    (sb->thread_id && !e->thread_id)) {
-		k = -ENOMEM;
+	k = exec_open_streams(e, child_fds);
+	if (k < 0)
 		goto out;
-	}
-	if (timeout_ms > 0) {
-		e->timeout_timer = evtimer_new(s->base, exec_timeout_cb, e);
-		if (!e->timeout_timer) {
-			k = -ENOMEM;
-			goto out;
-		}
-	}
-	/* Baseline of the limit counters: a hit after this is this exec's. */
-	if (sb->cg && cgroup_counters(sb->cg, &e->oom_base, &e->pids_base) >= 0)
-		e->have_base = true;
-	{
-		int pp[2];
-		/* stdin: a pipe, the child reads pp[0]. */
-		if (pipe2(pp, O_CLOEXEC) < 0) {
-			k = -errno;
-			goto out;
-		}
-		child_fds[STREAM_STDIN] = pp[0];
-		e->fds[STREAM_STDIN] = pp[1];
-		(void)fd_nonblock(pp[1], 1);
-	}
-	/* stdout/stderr: memfds the init fills from the pipes it gives the child;
-	 * no sandbox process ever holds them. F_SEAL_SHRINK: offsets only grow. */
-	for (int i = STREAM_STDOUT; i <= STREAM_STDERR; i++) {
-		e->fds[i] = memfd_create(i == STREAM_STDOUT ? "exec-stdout" : "exec-stderr",
-					 MFD_CLOEXEC | MFD_ALLOW_SEALING);
-		if (e->fds[i] < 0 ||
-		    fcntl(e->fds[i], F_ADD_SEALS, F_SEAL_SHRINK | F_SEAL_SEAL) < 0) {
-			k = -errno;
-			goto out;
-		}
-		child_fds[i] = e->fds[i]; /* sent, not closed: the same open file */
-	}
 	e->id = ++s->next_exec_id;
 	adopt_counter_store(s->counter_fd, e->id);
 	m.exec_id = e->id;

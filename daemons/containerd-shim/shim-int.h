@@ -324,6 +324,7 @@ DEFINE_TRIVIAL_CLEANUP_FUNC(Sandbox *, sandbox_free);
 Exec *exec_find(Shim *s, uint64_t id);
 void exec_close_stream(Exec *e, int i);
 Exec *exec_free(Exec *e);
+DEFINE_TRIVIAL_CLEANUP_FUNC(Exec *, exec_free);
 int exec_read_once(Exec *e, int stream);
 void exec_read_streams(Exec *e);
 void exec_bp_cb(evutil_socket_t fd, short what, void *arg);

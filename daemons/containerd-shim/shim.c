@@ -508,10 +508,11 @@ check_ro_binds(const char *list)
 	return 0;
 }
 
-int
-shim_new(struct event_base *base, const ShimConf *conf, Shim **ret)
+/* Process-wide set-up, before the Shim exists: checks of the config, no
+ * supplementary groups, and a mount namespace of our own. */
+static int
+shim_setup_process(const ShimConf *conf)
 {
-	Shim *s;
 	int r;
 
 	r = check_ro_binds(conf->ro_binds);
@@ -535,6 +536,119 @@ shim_new(struct event_base *base, const ShimConf *conf, Shim **ret)
 	 * away with us however we end. */
 	if (unshare(CLONE_NEWNS) < 0 || mount(NULL, "/", NULL, MS_REC | MS_SLAVE, NULL) < 0)
 		return log_error_errno(errno, "Failed to enter a mount namespace of our own: %m");
+	return 0;
+}
+
+/* The paths, the directories, the socket group and the listening socket. */
+static int
+shim_listen(Shim *s)
+{
+	const ShimConf *conf = s->conf;
+	int r;
+
+	if (asprintf(&s->sock_path, "%s/%s", conf->shared.runtime_dir, RW_SOCK_SHIM) < 0 ||
+	    /* The mount point of each sandbox's root tmpfs, in the shim's own 0700
+	     * sandbox_dir: runtime_dir may be shared with (and owned by) the
+	     * unprivileged daemons' user. */
+	    asprintf(&s->root_mnt, "%s/.sandbox-root", conf->sandbox_dir) < 0 ||
+	    asprintf(&s->pool_root, "%s/.pool", conf->sandbox_dir) < 0) {
+		s->sock_path = s->root_mnt = s->pool_root = NULL;
+		return log_error_errno(SYNTHETIC_ERRNO(ENOMEM), "Out of memory");
+	}
+	r = mkdir_p(conf->shared.runtime_dir, 0755);
+	if (r < 0)
+		return log_error_errno(r, "Failed to create '%s': %m", conf->shared.runtime_dir);
+	r = mkdir_p(conf->sandbox_dir, 0700);
+	if (r >= 0)
+		r = mkdir_p(s->root_mnt, 0700);
+	if (r >= 0) /* what a predecessor left there is cleaned after re-adoption */
+		r = mkdir_p(s->pool_root, 0700);
+	if (r < 0)
+		return log_error_errno(r, "Failed to create '%s': %m", s->root_mnt);
+	s->socket_gid = -1;
+	if (conf->socket_group[0] != '\0') {
+		struct group gr, *res = NULL;
+		char buf[4096];
+		r = getgrnam_r(conf->socket_group, &gr, buf, sizeof(buf), &res);
+		if (r != 0 || !res || gr.gr_gid == 0)
+			return log_error_errno(r ? r : SYNTHETIC_ERRNO(ENOENT),
+					       "socket_group: no group '%s' (or it is gid 0)",
+					       conf->socket_group);
+		s->socket_gid = (int64_t)gr.gr_gid;
+	}
+	s->listen_fd = control_listen(s->sock_path, s->socket_gid);
+	if (s->listen_fd < 0) {
+		r = log_error_errno(s->listen_fd, "Failed to listen on '%s': %m", s->sock_path);
+		s->listen_fd = -1;
+		return r;
+	}
+	s->listen_ev = event_new(s->base, s->listen_fd, EV_READ | EV_PERSIST, listen_cb, s);
+	if (!s->listen_ev || event_add(s->listen_ev, NULL) < 0)
+		return log_error_errno(SYNTHETIC_ERRNO(ENOMEM), "Failed to watch the socket");
+	return 0;
+}
+
+/* Fail closed: without the seccomp programs and the cgroups no sandbox may
+ * exist (after listen(): clients may connect already, they are served once we
+ * run). Then adopt what a predecessor left, reap the rest and clean what its
+ * snapshot jobs left half done. */
+static int
+shim_setup_sandboxing(Shim *s)
+{
+	CgroupError cerr = {""};
+	int r;
+
+	r = seccomp_policy_compile_variant(SECCOMP_POLICY_INIT, &s->seccomp);
+	if (r >= 0)
+		r = seccomp_policy_compile_variant(SECCOMP_POLICY_EXEC_LAYER, &s->seccomp_exec);
+	if (r < 0)
+		return log_error_errno(r, "Failed to compile the seccomp filter: %m");
+	r = cgroup_host_new(s->conf, &s->cgroups, &cerr, false);
+	if (r < 0)
+		return log_error_errno(r, "Failed to set up cgroups: %s",
+				       cerr.msg[0] ? cerr.msg : strerror(-r));
+	log_info("Using cgroup %s; seccomp filter of %u instructions",
+		 cgroup_host_describe(s->cgroups), (unsigned)s->seccomp.len);
+	if (!cgroup_host_has_leaves(s->cgroups))
+		log_warning("No cgroup2 hierarchy: execs get no cgroup of their own, "
+			    "EXEC_KILL and exec timeouts kill the process group only "
+			    "(a setsid'd descendant survives them)");
+	r = shim_adopt(s);
+	if (r < 0)
+		return r;
+	r = cgroup_host_reap_stale(s->cgroups, adopt_keep_cgroup, s);
+	if (r > 0)
+		log_notice("Reaped %d sandbox(es) left by a previous instance", r);
+	pool_dirs_clean(s);
+	/* Snapshot/restore jobs run in a cgroup of their own: fail closed. */
+	r = cgroup_jobs_create(s->cgroups, &s->jobs_cg, &cerr);
+	if (r < 0)
+		return log_error_errno(r, "Failed to set up the snapshot jobs' cgroup: %s",
+				       cerr.msg[0] ? cerr.msg : strerror(-r));
+	{
+		int cgfd;
+		const int *fds;
+		size_t n;
+		cgroup_spawn_fds(s->jobs_cg, &cgfd, &fds, &n);
+		snapjobs_set_cgroup(s->jobs, fds, n);
+	}
+	if (cgroup_host_mode(s->cgroups) == CGROUP_MODE_V2 && !cgroup_host_has_io(s->cgroups))
+		log_warning("No io controller delegated: snapshot/restore jobs get no "
+			    "io.weight (snapshot_io_weight), only nice 10 and cpu.max");
+	backups_clean_tmp(s);
+	staging_clean(s);
+	return 0;
+}
+
+int
+shim_new(struct event_base *base, const ShimConf *conf, Shim **ret)
+{
+	Shim *s;
+	int r;
+
+	r = shim_setup_process(conf);
+	if (r < 0)
+		return r;
 
 	s = calloc(1, sizeof(*s));
 	if (!s)
@@ -555,111 +669,12 @@ shim_new(struct event_base *base, const ShimConf *conf, Shim **ret)
 		shim_free(s);
 		return log_error_errno(SYNTHETIC_ERRNO(ENOMEM), "Out of memory");
 	}
-	if (asprintf(&s->sock_path, "%s/%s", conf->shared.runtime_dir, RW_SOCK_SHIM) < 0 ||
-	    /* The mount point of each sandbox's root tmpfs, in the shim's own 0700
-	     * sandbox_dir: runtime_dir may be shared with (and owned by) the
-	     * unprivileged daemons' user. */
-	    asprintf(&s->root_mnt, "%s/.sandbox-root", conf->sandbox_dir) < 0 ||
-	    asprintf(&s->pool_root, "%s/.pool", conf->sandbox_dir) < 0) {
-		s->sock_path = s->root_mnt = s->pool_root = NULL;
-		shim_free(s);
-		return log_error_errno(SYNTHETIC_ERRNO(ENOMEM), "Out of memory");
-	}
-	r = mkdir_p(conf->shared.runtime_dir, 0755);
-	if (r < 0) {
-		log_error_errno(r, "Failed to create '%s': %m", conf->shared.runtime_dir);
-		shim_free(s);
-		return r;
-	}
-	r = mkdir_p(conf->sandbox_dir, 0700);
+	r = shim_listen(s);
 	if (r >= 0)
-		r = mkdir_p(s->root_mnt, 0700);
-	if (r >= 0) /* what a predecessor left there is cleaned after re-adoption */
-		r = mkdir_p(s->pool_root, 0700);
-	if (r < 0) {
-		log_error_errno(r, "Failed to create '%s': %m", s->root_mnt);
-		shim_free(s);
-		return r;
-	}
-	s->socket_gid = -1;
-	if (conf->socket_group[0] != '\0') {
-		struct group gr, *res = NULL;
-		char buf[4096];
-		r = getgrnam_r(conf->socket_group, &gr, buf, sizeof(buf), &res);
-		if (r != 0 || !res || gr.gr_gid == 0) {
-			shim_free(s);
-			return log_error_errno(r ? r : SYNTHETIC_ERRNO(ENOENT),
-					       "socket_group: no group '%s' (or it is gid 0)",
-					       conf->socket_group);
-		}
-		s->socket_gid = (int64_t)gr.gr_gid;
-	}
-	s->listen_fd = control_listen(s->sock_path, s->socket_gid);
-	if (s->listen_fd < 0) {
-		r = log_error_errno(s->listen_fd, "Failed to listen on '%s': %m", s->sock_path);
-		s->listen_fd = -1;
-		shim_free(s);
-		return r;
-	}
-	s->listen_ev = event_new(base, s->listen_fd, EV_READ | EV_PERSIST, listen_cb, s);
-	if (!s->listen_ev || event_add(s->listen_ev, NULL) < 0) {
-		shim_free(s);
-		return log_error_errno(SYNTHETIC_ERRNO(ENOMEM), "Failed to watch the socket");
-	}
-	/* Fail closed: without the filter or the cgroups no sandbox may exist. (After
-	 * listen(): clients may connect already, they are served once we run.) */
-	r = seccomp_policy_compile_variant(SECCOMP_POLICY_INIT, &s->seccomp);
-	if (r >= 0)
-		r = seccomp_policy_compile_variant(SECCOMP_POLICY_EXEC_LAYER, &s->seccomp_exec);
+		r = shim_setup_sandboxing(s);
 	if (r < 0) {
 		shim_free(s);
-		return log_error_errno(r, "Failed to compile the seccomp filter: %m");
-	}
-	{
-		CgroupError cerr = {""};
-		r = cgroup_host_new(conf, &s->cgroups, &cerr, false);
-		if (r < 0) {
-			log_error_errno(r, "Failed to set up cgroups: %s",
-					cerr.msg[0] ? cerr.msg : strerror(-r));
-			shim_free(s);
-			return r;
-		}
-		log_info("Using cgroup %s; seccomp filter of %u instructions",
-			 cgroup_host_describe(s->cgroups), (unsigned)s->seccomp.len);
-		if (!cgroup_host_has_leaves(s->cgroups))
-			log_warning("No cgroup2 hierarchy: execs get no cgroup of their own, "
-				    "EXEC_KILL and exec timeouts kill the process group only "
-				    "(a setsid'd descendant survives them)");
-		r = shim_adopt(s);
-		if (r < 0) {
-			shim_free(s);
-			return r;
-		}
-		r = cgroup_host_reap_stale(s->cgroups, adopt_keep_cgroup, s);
-		if (r > 0)
-			log_notice("Reaped %d sandbox(es) left by a previous instance", r);
-		pool_dirs_clean(s);
-		/* Snapshot/restore jobs run in a cgroup of their own: fail closed. */
-		r = cgroup_jobs_create(s->cgroups, &s->jobs_cg, &cerr);
-		if (r < 0) {
-			log_error_errno(r, "Failed to set up the snapshot jobs' cgroup: %s",
-					cerr.msg[0] ? cerr.msg : strerror(-r));
-			shim_free(s);
-			return r;
-		}
-		{
-			int cgfd;
-			const int *fds;
-			size_t n;
-			cgroup_spawn_fds(s->jobs_cg, &cgfd, &fds, &n);
-			snapjobs_set_cgroup(s->jobs, fds, n);
-		}
-		if (cgroup_host_mode(s->cgroups) == CGROUP_MODE_V2 &&
-		    !cgroup_host_has_io(s->cgroups))
-			log_warning("No io controller delegated: snapshot/restore jobs get no "
-				    "io.weight (snapshot_io_weight), only nice 10 and cpu.max");
-		backups_clean_tmp(s);
-		staging_clean(s);
+		return r;
 	}
 	pool_kick(s);
 	{
