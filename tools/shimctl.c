@@ -32,6 +32,11 @@
  *   "shimctl: exec N: REASON (exit_code C, signal S)".
  * Exit status: the exec's exit code; 255 when it was lost; 2 for usage or
  * protocol errors (the ERROR message is printed).
+ *
+ * Layout: the options are a table (options[]: name, kind, field of Opts) and
+ * so are the commands (commands[]: which options select one, whether it needs
+ * a key and an ARGV); each command is one cmd_* function. A new option is a
+ * row and a field; a new command a row and a function.
  */
 #include "config.h"
 
@@ -40,6 +45,7 @@
 #include <poll.h>
 #include <signal.h>
 #include <stdarg.h>
+#include <stddef.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -272,82 +278,406 @@ start_exec(const char *sid, char **cmd, char *const *env, const char *cwd, const
 	return eid;
 }
 
+/* What the command line asked for (filled from the option table). */
+typedef struct Opts {
+	const char *path, *key, *cwd;
+	char **env; /* --env entries; def_env when none */
+	size_t n_env;
+	bool destroy, destroy_after, want_stdin, stats, detach, list;
+	long kill_after, timeout, repeat, fresh, gap_ms;
+	uint64_t attach;
+	char **cmd; /* after "--" */
+	char id[17];
+	char *in;
+	size_t in_len;
+} Opts;
+
+static const char *const def_env[] = {"PATH=/usr/local/bin:/usr/bin:/bin", "HOME=/workspace", NULL};
+
+typedef enum OptKind { OPT_FLAG, OPT_LONG, OPT_U64, OPT_STR, OPT_ENV, OPT_FROM } OptKind;
+
+/* The options: name, what its arguments are, and where they go. */
+static const struct Option {
+	const char *name;
+	OptKind kind;
+	size_t off; /* into Opts (unused for OPT_ENV, OPT_FROM) */
+} options[] = {
+    {"--destroy", OPT_FLAG, offsetof(Opts, destroy)},
+    {"--stats", OPT_FLAG, offsetof(Opts, stats)},
+    {"--repeat", OPT_LONG, offsetof(Opts, repeat)},
+    {"--fresh", OPT_LONG, offsetof(Opts, fresh)},
+    {"--gap", OPT_LONG, offsetof(Opts, gap_ms)},
+    {"--list", OPT_FLAG, offsetof(Opts, list)},
+    {"--detach", OPT_FLAG, offsetof(Opts, detach)},
+    {"--attach", OPT_U64, offsetof(Opts, attach)},
+    {"--from", OPT_FROM, 0},
+    {"--timeout", OPT_LONG, offsetof(Opts, timeout)},
+    {"--destroy-after", OPT_FLAG, offsetof(Opts, destroy_after)},
+    {"--stdin", OPT_FLAG, offsetof(Opts, want_stdin)},
+    {"--cwd", OPT_STR, offsetof(Opts, cwd)},
+    {"--env", OPT_ENV, 0},
+    {"--kill-after", OPT_LONG, offsetof(Opts, kill_after)},
+};
+
+static size_t
+opt_nargs(OptKind k)
+{
+	return k == OPT_FLAG ? 0 : k == OPT_FROM ? 2 : 1;
+}
+
+/* argv[3…]: the options, up to "--" (the command). */
+static void
+parse_options(Opts *o, int argc, char **argv)
+{
+	for (int i = 3; i < argc; i++) {
+		const struct Option *opt = NULL;
+		char *base = (char *)o;
+
+		if (streq(argv[i], "--")) {
+			o->cmd = argv + i + 1;
+			break;
+		}
+		for (size_t j = 0; j < ELEMENTSOF(options); j++)
+			if (streq(argv[i], options[j].name) &&
+			    (size_t)(argc - i - 1) >= opt_nargs(options[j].kind))
+				opt = &options[j];
+		if (!opt)
+			die("unknown option '%s'", argv[i]);
+		switch (opt->kind) {
+		case OPT_FLAG: *(bool *)(base + opt->off) = true; break;
+		case OPT_LONG: *(long *)(base + opt->off) = atol(argv[++i]); break;
+		case OPT_U64: *(uint64_t *)(base + opt->off) = strtoull(argv[++i], NULL, 10); break;
+		case OPT_STR: *(const char **)(base + opt->off) = argv[++i]; break;
+		case OPT_ENV: o->env[o->n_env++] = argv[++i]; break;
+		case OPT_FROM:
+			next_off[1] = strtoull(argv[++i], NULL, 10);
+			next_off[2] = strtoull(argv[++i], NULL, 10);
+			break;
+		}
+	}
+}
+
+/* Ask for nothing but an empty reply (DESTROY and the like). */
+static void
+call_sandbox(int type, const char *sid)
+{
+	MpWriter w;
+	Frame f;
+
+	mp_writer_init(&w);
+	mp_w_map(&w, 1);
+	mp_w_str(&w, "sandbox_id", sid);
+	call(type, &w, &f);
+	mp_writer_done(&w);
+	frame_done(&f);
+}
+
+/* Read pushes until the current exec's EXEC_EXIT; returns shimctl's status. */
+static int
+wait_exit(void)
+{
+	int status = -1;
+	Frame f;
+
+	while (status < 0) {
+		read_frame(&f);
+		status = handle_push(&f);
+		frame_done(&f);
+	}
+	return status;
+}
+
+static void
+print_latency(const char *what, usec_t *lat, long n)
+{
+	qsort(lat, (size_t)n, sizeof(usec_t), cmp_usec);
+	fprintf(stderr, "shimctl: %ld %s: p50 %.2f ms, p99 %.2f ms\n", n, what,
+		(double)lat[n / 2] / 1000.0, (double)lat[(n * 99) / 100] / 1000.0);
+}
+
+static int
+cmd_destroy(Opts *o)
+{
+	call_sandbox(MSG_SANDBOX_DESTROY, o->id);
+	fprintf(stderr, "shimctl: sandbox %s destroyed\n", o->id);
+	return 0;
+}
+
+static int
+cmd_list(Opts *o)
+{
+	const msgpack_object *a;
+	MpWriter w;
+	Frame f;
+
+	mp_writer_init(&w);
+	mp_w_map(&w, 0);
+	call(MSG_EXEC_LIST, &w, &f);
+	mp_writer_done(&w);
+	a = mp_map_get(f.body, "execs");
+	if (!a || a->type != MSGPACK_OBJECT_ARRAY)
+		die("bad EXEC_LIST reply");
+	for (uint32_t k = 0; k < a->via.array.size; k++) {
+		MpReader r;
+		uint64_t eid = 0;
+		const char *sid = NULL;
+		bool running = false;
+		mp_reader_init(&r, &a->via.array.ptr[k]);
+		mp_read_uint(&r, "exec_id", &eid);
+		mp_read_str(&r, "sandbox_id", &sid);
+		mp_read_bool_opt(&r, "running", &running, false);
+		if (r.err < 0)
+			die("bad EXEC_LIST entry");
+		printf("%" PRIu64 " %s %s\n", eid, sid, running ? "running" : "ended");
+		mp_reader_done(&r);
+	}
+	frame_done(&f);
+	return 0;
+}
+
+static int
+cmd_attach(Opts *o)
+{
+	MpWriter w;
+	Frame f;
+
+	cur_exec = o->attach;
+	mp_writer_init(&w);
+	mp_w_map(&w, 3);
+	mp_w_uint(&w, "exec_id", o->attach);
+	mp_w_uint(&w, "stdout_offset", next_off[1]);
+	mp_w_uint(&w, "stderr_offset", next_off[2]);
+	call(MSG_EXEC_ATTACH, &w, &f);
+	mp_writer_done(&w);
+	frame_done(&f);
+	return wait_exit();
+}
+
+static int
+cmd_stats(Opts *o)
+{
+	MpReader r;
+	uint64_t cpu = 0, procs = 0;
+	MpWriter w;
+	Frame f;
+
+	mp_writer_init(&w);
+	mp_w_map(&w, 1);
+	mp_w_str(&w, "sandbox_id", o->id);
+	call(MSG_SANDBOX_STATS, &w, &f);
+	mp_writer_done(&w);
+	mp_reader_init(&r, f.body);
+	mp_read_uint(&r, "cpu_usec", &cpu);
+	mp_read_uint(&r, "procs", &procs);
+	if (r.err < 0)
+		die("bad SANDBOX_STATS reply");
+	mp_reader_done(&r);
+	frame_done(&f);
+	printf("cpu_usec=%" PRIu64 " procs=%" PRIu64 "\n", cpu, procs);
+	return 0;
+}
+
+/* --fresh N: N new sandboxes (keys KEY-0 … KEY-N-1) on this one connection,
+ * each timed from SANDBOX_ENSURE to the EXEC_EXIT of ARGV, then destroyed
+ * (not timed), --gap MS apart: the shim's own create + exec latency, without
+ * a client process start per sample. */
+static int
+cmd_fresh(Opts *o)
+{
+	usec_t *fl = calloc((size_t)o->fresh, sizeof(usec_t));
+	MpWriter w;
+	Frame f;
+
+	if (!fl)
+		die("out of memory");
+	for (long it = 0; it < o->fresh; it++) {
+		char k[300], fid[17];
+		int status;
+		snprintf(k, sizeof(k), "%s-%ld", o->key, it);
+		if (shim_sandbox_id(k, strlen(k), fid) < 0)
+			die("bad key");
+		if (o->gap_ms > 0)
+			(void)poll(NULL, 0, (int)o->gap_ms);
+		usec_t t0 = now_usec();
+		mp_writer_init(&w);
+		mp_w_map(&w, 1);
+		mp_w_str(&w, "key", k);
+		call(MSG_SANDBOX_ENSURE, &w, &f);
+		mp_writer_done(&w);
+		frame_done(&f);
+		cur_exec = start_exec(fid, o->cmd, (char *const *)def_env, o->cwd, NULL, 0, -1);
+		status = wait_exit();
+		if (status != 0)
+			die("%s exited with %d", o->cmd[0], status);
+		fl[it] = now_usec() - t0;
+		quiet = true;
+		call_sandbox(MSG_SANDBOX_DESTROY, fid);
+	}
+	print_latency("creates", fl, o->fresh);
+	free(fl);
+	return 0;
+}
+
+/* SANDBOX_ENSURE of the key: its sandbox must have the id we computed. */
+static void
+ensure_sandbox(Opts *o)
+{
+	MpReader r;
+	const char *sid = NULL;
+	bool created = false;
+	MpWriter w;
+	Frame f;
+
+	mp_writer_init(&w);
+	mp_w_map(&w, 1);
+	mp_w_str(&w, "key", o->key);
+	call(MSG_SANDBOX_ENSURE, &w, &f);
+	mp_writer_done(&w);
+	mp_reader_init(&r, f.body);
+	mp_read_str(&r, "sandbox_id", &sid);
+	mp_read_bool_opt(&r, "created", &created, false);
+	if (r.err < 0 || !streq(sid, o->id))
+		die("bad SANDBOX_ENSURE reply");
+	if (getenv("SHIMCTL_VERBOSE"))
+		fprintf(stderr, "shimctl: sandbox %s %s\n", sid, created ? "created" : "reused");
+	mp_reader_done(&r);
+	frame_done(&f);
+}
+
+/* Wait for the current exec's end; with --kill-after, EXEC_KILL it (SIGKILL)
+ * once that much time passed. */
+static int
+wait_exit_or_kill(long kill_after)
+{
+	usec_t deadline = kill_after >= 0 ? now_usec() + (usec_t)kill_after * USEC_PER_MSEC : 0;
+	int status = -1;
+	MpWriter w;
+	Frame f;
+
+	while (status < 0) {
+		if (deadline) {
+			usec_t now = now_usec();
+			struct pollfd p = {.fd = sock, .events = POLLIN};
+			int t = now >= deadline ? 0 : (int)((deadline - now) / USEC_PER_MSEC) + 1;
+			if (poll(&p, 1, t) == 0) {
+				deadline = 0;
+				mp_writer_init(&w);
+				mp_w_map(&w, 2);
+				mp_w_uint(&w, "exec_id", cur_exec);
+				mp_w_int(&w, "signal", SIGKILL);
+				call(MSG_EXEC_KILL, &w, &f);
+				mp_writer_done(&w);
+				frame_done(&f);
+				continue;
+			}
+		}
+		read_frame(&f);
+		status = handle_push(&f);
+		frame_done(&f);
+	}
+	return status;
+}
+
+/* The default: ensure the sandbox, run ARGV (--repeat times), stream it. */
+static int
+cmd_run(Opts *o)
+{
+	int status = -1;
+	usec_t *lat;
+
+	ensure_sandbox(o);
+	lat = calloc((size_t)o->repeat, sizeof(usec_t));
+	if (!lat)
+		die("out of memory");
+	for (long it = 0; it < o->repeat; it++) {
+		usec_t t0 = now_usec();
+		next_off[1] = next_off[2] = 0;
+		cur_exec = start_exec(o->id, o->cmd, o->n_env ? o->env : (char *const *)def_env,
+				      o->cwd, o->in, o->in_len, o->timeout);
+		if (o->detach) {
+			printf("exec_id=%" PRIu64 "\n", cur_exec);
+			return 0;
+		}
+		status = wait_exit_or_kill(o->kill_after);
+		lat[it] = now_usec() - t0;
+		quiet = true;
+	}
+	if (o->repeat > 1)
+		print_latency("execs", lat, o->repeat);
+	free(lat);
+	if (o->destroy_after)
+		call_sandbox(MSG_SANDBOX_DESTROY, o->id);
+	return status;
+}
+
+static bool
+want_destroy(const Opts *o)
+{
+	return o->destroy;
+}
+static bool
+want_list(const Opts *o)
+{
+	return o->list;
+}
+static bool
+want_attach(const Opts *o)
+{
+	return o->attach != 0;
+}
+static bool
+want_stats(const Opts *o)
+{
+	return o->stats;
+}
+static bool
+want_fresh(const Opts *o)
+{
+	return o->fresh > 0;
+}
+
+/* The commands, first match wins; the last one (run) is the default. key: KEY
+ * must be a valid sandbox key (else "-"); argv: needs "-- ARGV". */
+static const struct Command {
+	bool (*wanted)(const Opts *o);
+	int (*run)(Opts *o);
+	bool key, argv;
+} commands[] = {
+    {want_destroy, cmd_destroy, true, false}, {want_list, cmd_list, false, false},
+    {want_attach, cmd_attach, false, false},  {want_stats, cmd_stats, true, false},
+    {want_fresh, cmd_fresh, true, true},      {NULL, cmd_run, true, true},
+};
+
 int
 main(int argc, char **argv)
 {
-	const char *path, *key, *cwd = "/workspace";
-	const char *def_env[] = {"PATH=/usr/local/bin:/usr/bin:/bin", "HOME=/workspace", NULL};
-	char **env = NULL;
-	size_t n_env = 0;
-	bool destroy = false, destroy_after = false, want_stdin = false, stats = false;
-	bool detach = false, list = false;
-	long kill_after = -1, timeout = -1, repeat = 1, fresh = 0, gap_ms = 0;
-	uint64_t attach = 0;
-	char id[17];
-	char **cmd = NULL;
-	char *in = NULL;
-	size_t in_len = 0;
+	Opts o = {.cwd = "/workspace", .kill_after = -1, .timeout = -1, .repeat = 1};
+	const struct Command *c = commands;
 	MpWriter w;
-	Frame f;
-	int i, status = -1;
+	int status;
 
 	if (argc < 3)
 		die("usage: shimctl SOCKET KEY [--cwd DIR] [--env K=V]... [--stdin] "
 		    "[--kill-after MS] [--timeout MS] [--destroy-after] -- ARGV... | "
 		    "shimctl SOCKET KEY --destroy | shimctl SOCKET KEY --stats");
-	path = argv[1];
-	key = argv[2];
-	env = calloc((size_t)argc + 1, sizeof(char *));
-	for (i = 3; i < argc; i++) {
-		if (streq(argv[i], "--")) {
-			cmd = argv + i + 1;
-			break;
-		} else if (streq(argv[i], "--destroy"))
-			destroy = true;
-		else if (streq(argv[i], "--stats"))
-			stats = true;
-		else if (streq(argv[i], "--repeat") && i + 1 < argc)
-			repeat = atol(argv[++i]);
-		else if (streq(argv[i], "--fresh") && i + 1 < argc)
-			fresh = atol(argv[++i]);
-		else if (streq(argv[i], "--gap") && i + 1 < argc)
-			gap_ms = atol(argv[++i]);
-		else if (streq(argv[i], "--list"))
-			list = true;
-		else if (streq(argv[i], "--detach"))
-			detach = true;
-		else if (streq(argv[i], "--attach") && i + 1 < argc)
-			attach = strtoull(argv[++i], NULL, 10);
-		else if (streq(argv[i], "--from") && i + 2 < argc) {
-			next_off[1] = strtoull(argv[++i], NULL, 10);
-			next_off[2] = strtoull(argv[++i], NULL, 10);
-		} else if (streq(argv[i], "--timeout") && i + 1 < argc)
-			timeout = atol(argv[++i]);
-		else if (streq(argv[i], "--destroy-after"))
-			destroy_after = true;
-		else if (streq(argv[i], "--stdin"))
-			want_stdin = true;
-		else if (streq(argv[i], "--cwd") && i + 1 < argc)
-			cwd = argv[++i];
-		else if (streq(argv[i], "--env") && i + 1 < argc)
-			env[n_env++] = argv[++i];
-		else if (streq(argv[i], "--kill-after") && i + 1 < argc)
-			kill_after = atol(argv[++i]);
-		else
-			die("unknown option '%s'", argv[i]);
-	}
-	if (repeat < 1)
+	o.path = argv[1];
+	o.key = argv[2];
+	o.env = calloc((size_t)argc + 1, sizeof(char *));
+	parse_options(&o, argc, argv);
+	while (c->wanted && !c->wanted(&o))
+		c++;
+	if (o.repeat < 1)
 		die("--repeat wants a count >= 1");
-	if (!destroy && !stats && !list && !attach && (!cmd || !cmd[0]))
+	if (c->argv && (!o.cmd || !o.cmd[0]))
 		die("nothing to run (missing -- ARGV)");
-	if (!list && !attach && shim_sandbox_id(key, strlen(key), id) < 0)
+	if (c->key && shim_sandbox_id(o.key, strlen(o.key), o.id) < 0)
 		die("bad key");
-	if (want_stdin)
-		in = read_all_stdin(&in_len);
+	if (o.want_stdin)
+		o.in = read_all_stdin(&o.in_len);
 
-	sock = unix_connect(path);
+	sock = unix_connect(o.path);
 	if (sock < 0)
-		die("connect '%s': %s", path, strerror(-sock));
+		die("connect '%s': %s", o.path, strerror(-sock));
 	mp_writer_init(&w);
 	mp_w_map(&w, 3);
 	mp_w_uint(&w, "version", RW_PROTO_VERSION);
@@ -356,208 +686,9 @@ main(int argc, char **argv)
 	send_msg(MSG_HELLO, &w);
 	mp_writer_done(&w);
 
-	if (destroy) {
-		mp_writer_init(&w);
-		mp_w_map(&w, 1);
-		mp_w_str(&w, "sandbox_id", id);
-		call(MSG_SANDBOX_DESTROY, &w, &f);
-		mp_writer_done(&w);
-		frame_done(&f);
-		fprintf(stderr, "shimctl: sandbox %s destroyed\n", id);
-		return 0;
-	}
-
-	if (list) {
-		const msgpack_object *a;
-		mp_writer_init(&w);
-		mp_w_map(&w, 0);
-		call(MSG_EXEC_LIST, &w, &f);
-		mp_writer_done(&w);
-		a = mp_map_get(f.body, "execs");
-		if (!a || a->type != MSGPACK_OBJECT_ARRAY)
-			die("bad EXEC_LIST reply");
-		for (uint32_t k = 0; k < a->via.array.size; k++) {
-			MpReader r;
-			uint64_t eid = 0;
-			const char *sid = NULL;
-			bool running = false;
-			mp_reader_init(&r, &a->via.array.ptr[k]);
-			mp_read_uint(&r, "exec_id", &eid);
-			mp_read_str(&r, "sandbox_id", &sid);
-			mp_read_bool_opt(&r, "running", &running, false);
-			if (r.err < 0)
-				die("bad EXEC_LIST entry");
-			printf("%" PRIu64 " %s %s\n", eid, sid, running ? "running" : "ended");
-			mp_reader_done(&r);
-		}
-		frame_done(&f);
-		return 0;
-	}
-	if (attach) {
-		cur_exec = attach;
-		mp_writer_init(&w);
-		mp_w_map(&w, 3);
-		mp_w_uint(&w, "exec_id", attach);
-		mp_w_uint(&w, "stdout_offset", next_off[1]);
-		mp_w_uint(&w, "stderr_offset", next_off[2]);
-		call(MSG_EXEC_ATTACH, &w, &f);
-		mp_writer_done(&w);
-		frame_done(&f);
-		for (;;) {
-			read_frame(&f);
-			status = handle_push(&f);
-			frame_done(&f);
-			if (status >= 0)
-				return status;
-		}
-	}
-	if (stats) {
-		MpReader r;
-		uint64_t cpu = 0, procs = 0;
-		mp_writer_init(&w);
-		mp_w_map(&w, 1);
-		mp_w_str(&w, "sandbox_id", id);
-		call(MSG_SANDBOX_STATS, &w, &f);
-		mp_writer_done(&w);
-		mp_reader_init(&r, f.body);
-		mp_read_uint(&r, "cpu_usec", &cpu);
-		mp_read_uint(&r, "procs", &procs);
-		if (r.err < 0)
-			die("bad SANDBOX_STATS reply");
-		mp_reader_done(&r);
-		frame_done(&f);
-		printf("cpu_usec=%" PRIu64 " procs=%" PRIu64 "\n", cpu, procs);
-		return 0;
-	}
-
-	if (fresh > 0) {
-		/* --fresh N: N new sandboxes (keys KEY-0 … KEY-N-1) on this one
-		 * connection, each timed from SANDBOX_ENSURE to the EXEC_EXIT of ARGV,
-		 * then destroyed (not timed), --gap MS apart: the shim's own create +
-		 * exec latency, without a client process start per sample. */
-		usec_t *fl = calloc((size_t)fresh, sizeof(usec_t));
-		if (!fl)
-			die("out of memory");
-		for (long it = 0; it < fresh; it++) {
-			char k[300], fid[17];
-			snprintf(k, sizeof(k), "%s-%ld", key, it);
-			if (shim_sandbox_id(k, strlen(k), fid) < 0)
-				die("bad key");
-			if (gap_ms > 0)
-				(void)poll(NULL, 0, (int)gap_ms);
-			usec_t t0 = now_usec();
-			mp_writer_init(&w);
-			mp_w_map(&w, 1);
-			mp_w_str(&w, "key", k);
-			call(MSG_SANDBOX_ENSURE, &w, &f);
-			mp_writer_done(&w);
-			frame_done(&f);
-			cur_exec = start_exec(fid, cmd, (char *const *)def_env, cwd, NULL, 0, -1);
-			for (status = -1; status < 0;) {
-				read_frame(&f);
-				status = handle_push(&f);
-				frame_done(&f);
-			}
-			if (status != 0)
-				die("%s exited with %d", cmd[0], status);
-			fl[it] = now_usec() - t0;
-			quiet = true;
-			mp_writer_init(&w);
-			mp_w_map(&w, 1);
-			mp_w_str(&w, "sandbox_id", fid);
-			call(MSG_SANDBOX_DESTROY, &w, &f);
-			mp_writer_done(&w);
-			frame_done(&f);
-		}
-		qsort(fl, (size_t)fresh, sizeof(usec_t), cmp_usec);
-		fprintf(stderr, "shimctl: %ld creates: p50 %.2f ms, p99 %.2f ms\n", fresh,
-			(double)fl[fresh / 2] / 1000.0, (double)fl[(fresh * 99) / 100] / 1000.0);
-		free(fl);
-		return 0;
-	}
-
-	mp_writer_init(&w);
-	mp_w_map(&w, 1);
-	mp_w_str(&w, "key", key);
-	call(MSG_SANDBOX_ENSURE, &w, &f);
-	mp_writer_done(&w);
-	{
-		MpReader r;
-		const char *sid = NULL;
-		bool created = false;
-		mp_reader_init(&r, f.body);
-		mp_read_str(&r, "sandbox_id", &sid);
-		mp_read_bool_opt(&r, "created", &created, false);
-		if (r.err < 0 || !streq(sid, id))
-			die("bad SANDBOX_ENSURE reply");
-		if (getenv("SHIMCTL_VERBOSE"))
-			fprintf(stderr, "shimctl: sandbox %s %s\n", sid,
-				created ? "created" : "reused");
-		mp_reader_done(&r);
-		frame_done(&f);
-	}
-
-	usec_t *lat = calloc((size_t)repeat, sizeof(usec_t));
-	if (!lat)
-		die("out of memory");
-	for (long it = 0; it < repeat; it++) {
-		usec_t t0 = now_usec();
-		status = -1;
-		next_off[1] = next_off[2] = 0;
-		cur_exec = start_exec(id, cmd, n_env ? env : (char *const *)def_env, cwd, in,
-				      in_len, timeout);
-		if (detach) {
-			printf("exec_id=%" PRIu64 "\n", cur_exec);
-			close(sock);
-			return 0;
-		}
-
-		usec_t deadline =
-		    kill_after >= 0 ? now_usec() + (usec_t)kill_after * USEC_PER_MSEC : 0;
-		while (status < 0) {
-			if (deadline) {
-				usec_t now = now_usec();
-				struct pollfd p = {.fd = sock, .events = POLLIN};
-				int t = now >= deadline
-					    ? 0
-					    : (int)((deadline - now) / USEC_PER_MSEC) + 1;
-				if (poll(&p, 1, t) == 0) {
-					deadline = 0;
-					mp_writer_init(&w);
-					mp_w_map(&w, 2);
-					mp_w_uint(&w, "exec_id", cur_exec);
-					mp_w_int(&w, "signal", SIGKILL);
-					call(MSG_EXEC_KILL, &w, &f);
-					mp_writer_done(&w);
-					frame_done(&f);
-					continue;
-				}
-			}
-			read_frame(&f);
-			status = handle_push(&f);
-			frame_done(&f);
-		}
-		lat[it] = now_usec() - t0;
-		quiet = true;
-	}
-	if (repeat > 1) {
-		qsort(lat, (size_t)repeat, sizeof(usec_t), cmp_usec);
-		fprintf(stderr, "shimctl: %ld execs: p50 %.2f ms, p99 %.2f ms\n", repeat,
-			(double)lat[repeat / 2] / 1000.0,
-			(double)lat[(repeat * 99) / 100] / 1000.0);
-	}
-	free(lat);
-
-	if (destroy_after) {
-		mp_writer_init(&w);
-		mp_w_map(&w, 1);
-		mp_w_str(&w, "sandbox_id", id);
-		call(MSG_SANDBOX_DESTROY, &w, &f);
-		mp_writer_done(&w);
-		frame_done(&f);
-	}
-	free(in);
-	free(env);
+	status = c->run(&o);
+	free(o.in);
+	free(o.env);
 	close(sock);
 	return status;
 }
