@@ -287,7 +287,7 @@ pool_dead(Sandbox *sb)
 
 /* Obtain a sandbox for key: from the pool, else a new one. *ret_ready: it is
  * serving already (the caller replies now rather than waiting for READY). */
-int
+static int
 sandbox_obtain(Shim *s, const char *key, const char *id, const char *run_id, const char *thread_id,
 	       Sandbox **ret, bool *ret_ready)
 {

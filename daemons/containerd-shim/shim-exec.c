@@ -63,6 +63,7 @@ static void exec_leaf_done(Exec *e);
 static int exec_signal(Exec *e, int sig);
 static bool exec_leftovers_kill(Exec *e);
 static bool exec_leaf_wait(Exec *e);
+static void exec_leaf_kill(Exec *e);
 
 /* ---------------------------------------------------------------------------
  * Execs.
@@ -79,7 +80,7 @@ exec_find(Shim *s, uint64_t id)
 
 /* stdin: close the pipe. stdout/stderr: nothing more will be read (the memfd
  * stays until exec_free, for a replay). */
-void
+static void
 exec_close_stream(Exec *e, int i)
 {
 	if (i != STREAM_STDIN) {
@@ -214,7 +215,7 @@ exec_send_consumed(Exec *e, int stream)
 
 /* Read one chunk. Returns 2 after data, 1 when more may follow later, 0 when
  * the stream is closed (EOF reached and read). */
-int
+static int
 exec_read_once(Exec *e, int stream)
 {
 	char buf[OUTPUT_CHUNK];
@@ -428,7 +429,7 @@ exec_release(Exec *e)
 /* "oom" or "pids_limit" when the sandbox's cgroup counted such an event since
  * the exec started (whatever its exit status: a hit is never reported as a
  * clean exit), else NULL. */
-const char *
+static const char *
 exec_limit_reason(const Exec *e)
 {
 	uint64_t oom = 0, pids = 0;
@@ -1054,7 +1055,7 @@ exec_leaf_done(Exec *e)
 	}
 }
 
-void
+static void
 exec_leaf_kill(Exec *e)
 {
 	int r;

@@ -424,12 +424,6 @@ shim_files_changing(ShimFiles *fs, const char *id)
 	return false;
 }
 
-unsigned
-shim_files_in_flight(ShimFiles *fs)
-{
-	return fs ? workq_in_flight(fs->q) : 0;
-}
-
 /* Copy a path field (str or bin, so that a NUL is a typed error, not a
  * malformed frame) after wsfs's checks; "" allowed when root_ok. */
 static int

@@ -322,22 +322,18 @@ DEFINE_TRIVIAL_CLEANUP_FUNC(Sandbox *, sandbox_free);
 
 /* shim-exec.c */
 Exec *exec_find(Shim *s, uint64_t id);
-void exec_close_stream(Exec *e, int i);
 Exec *exec_free(Exec *e);
 DEFINE_TRIVIAL_CLEANUP_FUNC(Exec *, exec_free);
-int exec_read_once(Exec *e, int stream);
 void exec_read_streams(Exec *e);
 void exec_bp_cb(evutil_socket_t fd, short what, void *arg);
 void exec_drain_cb(evutil_socket_t fd, short what, void *arg);
 void exec_hold_cb(evutil_socket_t fd, short what, void *arg);
-const char *exec_limit_reason(const Exec *e);
 void exec_end(Exec *e, int status, const char *reason);
 void exec_timeout_cb(evutil_socket_t fd, short what, void *arg);
 int handle_exec_start(Peer *p, const Frame *f, void *userdata);
 int handle_exec_kill(Peer *p, const Frame *f, void *userdata);
 int handle_exec_attach(Peer *p, const Frame *f, void *userdata);
 int handle_exec_list(Peer *p, const Frame *f, void *userdata);
-void exec_leaf_kill(Exec *e);
 void exec_leaves_prune(Sandbox *sb);
 void exec_on_init_msg(Sandbox *sb, const InitMsg *m, const char *payload, size_t len);
 void exec_sandbox_lost(Sandbox *sb);
@@ -346,8 +342,6 @@ void exec_sandbox_lost(Sandbox *sb);
 void pool_refill_cb(evutil_socket_t fd, short what, void *arg);
 void pool_kick(Shim *s);
 void pool_dead(Sandbox *sb);
-int sandbox_obtain(Shim *s, const char *key, const char *id, const char *run_id,
-		   const char *thread_id, Sandbox **ret, bool *ret_ready);
 Queued *queued_free(Queued *q);
 void queue_unlink(Shim *s, Queued *q);
 void queue_push_positions(Shim *s);
