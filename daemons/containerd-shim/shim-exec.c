@@ -882,6 +882,22 @@ handle_exec_list(Peer *p, const Frame *f, void *userdata)
 	return 0;
 }
 
+/* Answer the pending EXEC_START {exec_id} (STARTED, or START_FAILED: the exec
+ * exists and will end with an EXEC_EXIT either way). */
+static void
+exec_reply_started(Exec *e)
+{
+	if (e->start_req_id && e->conn) {
+		MpWriter w;
+		mp_writer_init(&w);
+		mp_w_map(&w, 1);
+		mp_w_uint(&w, "exec_id", e->id);
+		(void)peer_reply(e->conn->peer, e->start_req_id, &w);
+		mp_writer_done(&w);
+	}
+	e->start_req_id = 0;
+}
+
 /* SandboxHooks.exec_msg: an init message about one of sb's execs. */
 void
 exec_on_init_msg(Sandbox *sb, const InitMsg *m, const char *payload, size_t len)
@@ -894,15 +910,7 @@ exec_on_init_msg(Sandbox *sb, const InitMsg *m, const char *payload, size_t len)
 		if (!e || e->sandbox != sb)
 			break;
 		e->pid = m->pid;
-		if (e->start_req_id && e->conn) {
-			MpWriter w;
-			mp_writer_init(&w);
-			mp_w_map(&w, 1);
-			mp_w_uint(&w, "exec_id", e->id);
-			(void)peer_reply(e->conn->peer, e->start_req_id, &w);
-			mp_writer_done(&w);
-		}
-		e->start_req_id = 0;
+		exec_reply_started(e);
 		e->started = true;
 		if (e->leaf_kill_pending)
 			exec_leaf_kill(e);
@@ -927,15 +935,7 @@ exec_on_init_msg(Sandbox *sb, const InitMsg *m, const char *payload, size_t len)
 			break;
 		/* Answer like STARTED, then tell the story the way a shell would: the
 		 * message on stderr, and an EXEC_EXIT with reason "failed". */
-		if (e->start_req_id && e->conn) {
-			MpWriter w;
-			mp_writer_init(&w);
-			mp_w_map(&w, 1);
-			mp_w_uint(&w, "exec_id", e->id);
-			(void)peer_reply(e->conn->peer, e->start_req_id, &w);
-			mp_writer_done(&w);
-		}
-		e->start_req_id = 0;
+		exec_reply_started(e);
 		{
 			char msg[600];
 			int n = snprintf(msg, sizeof(msg), "containerd-shim: %.*s\n",

@@ -98,6 +98,26 @@ label_ok(const char *l)
 	return true;
 }
 
+/* A SnapOp for the sandbox id of key: its copy of the key, the backups
+ * directory and the restore caps. NULL when out of memory. */
+static SnapOp *
+snapop_new(Shim *s, const char id[static 17], const char *key)
+{
+	SnapOp *o = calloc(1, sizeof(*o));
+
+	if (!o)
+		return NULL;
+	*o = (SnapOp){.s = s,
+		      .ws_fd = -1,
+		      .dfd = -1,
+		      .max_bytes = (uint64_t)s->conf->restore_max_bytes,
+		      .max_entries = (uint64_t)s->conf->restore_max_entries};
+	memcpy(o->id, id, sizeof(o->id));
+	if (!(o->key = strdup(key)) || !(o->bdir = backups_dir(s)))
+		return snapop_free(o);
+	return o;
+}
+
 /* Start-up: the temporaries (.<uuid>.tar.zst.tmp) of snapshot jobs killed with
  * a previous instance (kill -9, crash, power loss) are removed; the jobs of a
  * key are serialised and none runs yet. */
@@ -304,20 +324,13 @@ handle_sandbox_snapshot(Peer *p, const Frame *f, void *userdata)
 		k = 0;
 		goto out;
 	}
-	o = calloc(1, sizeof(*o));
-	if (!o || asprintf(&ws, "%s/%s/workspace", s->conf->sandbox_dir, id) < 0) {
-		ws = NULL;
+	o = snapop_new(s, id, key);
+	if (!o || (label && !(o->label = strdup(label)))) {
 		k = -ENOMEM;
 		goto out;
 	}
-	*o = (SnapOp){.s = s,
-		      .ws_fd = -1,
-		      .dfd = -1,
-		      .max_bytes = (uint64_t)s->conf->restore_max_bytes,
-		      .max_entries = (uint64_t)s->conf->restore_max_entries};
-	memcpy(o->id, id, sizeof(id));
-	if (!(o->key = strdup(key)) || (label && !(o->label = strdup(label))) ||
-	    !(o->bdir = backups_dir(s))) {
+	if (asprintf(&ws, "%s/%s/workspace", s->conf->sandbox_dir, id) < 0) {
+		ws = NULL;
 		k = -ENOMEM;
 		goto out;
 	}
@@ -594,21 +607,14 @@ handle_sandbox_restore(Peer *p, const Frame *f, void *userdata)
 		k = 0;
 		goto out;
 	}
-	o = calloc(1, sizeof(*o));
-	if (!o || asprintf(&dir, "%s/%s", conf->sandbox_dir, id) < 0) {
-		dir = NULL;
+	o = snapop_new(s, id, key);
+	if (!o || !(o->record = strdup(record))) {
 		k = -ENOMEM;
 		goto out;
 	}
-	*o = (SnapOp){.s = s,
-		      .ws_fd = -1,
-		      .dfd = -1,
-		      .uid = (uid_t)conf->host_uid,
-		      .max_bytes = (uint64_t)conf->restore_max_bytes,
-		      .max_entries = (uint64_t)conf->restore_max_entries};
-	memcpy(o->id, id, sizeof(id));
-	if (!(o->key = strdup(key)) || !(o->record = strdup(record)) ||
-	    !(o->bdir = backups_dir(s))) {
+	o->uid = (uid_t)conf->host_uid;
+	if (asprintf(&dir, "%s/%s", conf->sandbox_dir, id) < 0) {
+		dir = NULL;
 		k = -ENOMEM;
 		goto out;
 	}
