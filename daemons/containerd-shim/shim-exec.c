@@ -596,6 +596,26 @@ exec_open_streams(Exec *e, int child_fds[static 3])
 	return 0;
 }
 
+/* Feed the EXEC_START's stdin bytes to the exec (exec_stdin_cb), or close
+ * its stdin right away when there are none. */
+static int
+exec_stdin_start(Exec *e, const void *in, size_t in_len)
+{
+	if (in_len == 0) {
+		exec_close_stream(e, STREAM_STDIN); /* EOF right away */
+		return 0;
+	}
+	e->stdin_data = malloc(in_len);
+	e->ev[STREAM_STDIN] =
+	    event_new(e->shim->base, e->fds[STREAM_STDIN], EV_WRITE | EV_PERSIST, exec_stdin_cb, e);
+	if (!e->stdin_data || !e->ev[STREAM_STDIN])
+		return -ENOMEM;
+	memcpy(e->stdin_data, in, in_len);
+	e->stdin_len = in_len;
+	event_add(e->ev[STREAM_STDIN], NULL);
+	return 0;
+}
+
 int
 handle_exec_start(Peer *p, const Frame *f, void *userdata)
 {
@@ -701,19 +721,9 @@ handle_exec_start(Peer *p, const Frame *f, void *userdata)
 	child_fds[STREAM_STDIN] = safe_close(child_fds[STREAM_STDIN]);
 	child_fds[STREAM_STDOUT] = child_fds[STREAM_STDERR] = -1; /* e->fds */
 	/* Output is read from STARTED on: no EXEC_OUTPUT may precede the reply. */
-	if (in_len > 0) {
-		e->stdin_data = malloc(in_len);
-		e->ev[STREAM_STDIN] = event_new(s->base, e->fds[STREAM_STDIN],
-						EV_WRITE | EV_PERSIST, exec_stdin_cb, e);
-		if (!e->stdin_data || !e->ev[STREAM_STDIN]) {
-			k = -ENOMEM;
-			goto out;
-		}
-		memcpy(e->stdin_data, in, in_len);
-		e->stdin_len = in_len;
-		event_add(e->ev[STREAM_STDIN], NULL);
-	} else
-		exec_close_stream(e, STREAM_STDIN); /* EOF right away */
+	k = exec_stdin_start(e, in, in_len);
+	if (k < 0)
+		goto out;
 
 	e->start_req_id = f->req_id; /* answered on STARTED / START_FAILED */
 	e->next = s->execs;
