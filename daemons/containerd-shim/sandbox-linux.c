@@ -156,6 +156,26 @@ static _noreturn_ _printf_(2, 3) void init_fail(int err, const char *fmt, ...)
 	_exit(1);
 }
 
+/* setresgid/setresuid for the spawner and the init, which are raw clone3
+ * children of the shim: glibc's wrappers apply a credential change to every
+ * thread of the process (__nptl_setxid), and the child inherits the list of
+ * the shim's threads (the file API's workers) without the threads. When a
+ * worker was being created or was exiting at the clone, the wrapper waits for
+ * it forever (the spawner hangs in setxid_mark_thread, and the shim with it,
+ * blocked on the spawner's reply). The children have one thread: the raw
+ * system call is the whole job. */
+static int
+raw_setresgid(gid_t g)
+{
+	return (int)syscall(SYS_setresgid, g, g, g);
+}
+
+static int
+raw_setresuid(uid_t u)
+{
+	return (int)syscall(SYS_setresuid, u, u, u);
+}
+
 #define CHECK(expr, ...)                                                                           \
 	do {                                                                                       \
 		if ((expr) < 0)                                                                    \
@@ -622,8 +642,8 @@ init_setup(const SandboxSpec *spec)
 
 	/* Phase 2: become the sandbox user (mapped), keeping the namespace caps. */
 	CHECK(prctl(PR_SET_KEEPCAPS, 1, 0, 0, 0), "keepcaps");
-	CHECK(setresgid(uid, uid, uid), "setresgid %u", uid);
-	CHECK(setresuid(uid, uid, uid), "setresuid %u", uid);
+	CHECK(raw_setresgid(uid), "setresgid %u", uid);
+	CHECK(raw_setresuid(uid), "setresuid %u", uid);
 	caps_raise_effective();
 	/* setgroups is denied in the namespace; the shim cleared its own groups so
 	 * that no host group (root!) rides along. Check instead of trusting it. */
@@ -923,10 +943,8 @@ spawner_main(int sock, const SandboxSpec *spec)
 		capture_sources(spec);
 	}
 	capturing = false;
-	CHECK(setresgid(spec->host_uid, spec->host_uid, spec->host_uid), "setresgid %u",
-	      spec->host_uid);
-	CHECK(setresuid(spec->host_uid, spec->host_uid, spec->host_uid), "setresuid %u",
-	      spec->host_uid);
+	CHECK(raw_setresgid(spec->host_uid), "setresgid %u", spec->host_uid);
+	CHECK(raw_setresuid(spec->host_uid), "setresuid %u", spec->host_uid);
 	pid = (pid_t)syscall(SYS_clone3, &args, sizeof(args));
 	if (pid < 0)
 		init_fail(errno, "clone3 (user namespace as uid %u)", spec->host_uid);
