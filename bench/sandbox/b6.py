@@ -65,7 +65,7 @@ ap.add_argument("--no-unpinned", action="store_true")
 A = ap.parse_args()
 
 EXE = "/tmp/rw-b6-spawn-time"
-SHIMCTL = os.path.join(rwtest.BUILD, "daemons", "containerd-shim", "shimctl")
+SHIMCTL = os.path.join(rwtest.BUILD, "tools", "shimctl")
 BWRAP = ["bwrap", "--unshare-all", "--ro-bind", "/", "/", "--dev", "/dev", "--proc", "/proc",
          "true"]
 UNSHARE = ["unshare", "-Urnpfmiu", "--mount-proc", "true"]

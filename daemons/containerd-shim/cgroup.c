@@ -1148,14 +1148,6 @@ cgroup_leaf_exists(const Cgroup *cg, uint64_t exec_id)
 	return leaf_path(cg, exec_id, &p) >= 0 && access(p, F_OK) == 0;
 }
 
-char *
-cgroup_leaf_path(const Cgroup *cg, uint64_t exec_id)
-{
-	char *p = NULL;
-
-	return leaf_path(cg, exec_id, &p) >= 0 ? p : NULL;
-}
-
 bool
 cgroup_host_has_leaves(const CgroupHost *h)
 {

@@ -132,8 +132,6 @@ int cgroup_leaf_cpu(const Cgroup *cg, uint64_t exec_id, uint64_t *ret_usec);
 /* rmdir the leaf: -EBUSY while processes remain; 0 when gone. */
 int cgroup_leaf_remove(Cgroup *cg, uint64_t exec_id);
 bool cgroup_leaf_exists(const Cgroup *cg, uint64_t exec_id);
-/* Its path (malloc'd), or NULL. */
-char *cgroup_leaf_path(const Cgroup *cg, uint64_t exec_id);
 /* True when the host has a cgroup2 hierarchy for sandboxes (then every exec
  * must get a leaf: there is no fallback to the process group). */
 bool cgroup_host_has_leaves(const CgroupHost *h);

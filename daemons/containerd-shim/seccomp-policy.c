@@ -629,12 +629,6 @@ build_args(scmp_filter_ctx ctx, const char *name, int nr)
 }
 
 int
-seccomp_policy_build(void **ret_ctx)
-{
-	return seccomp_policy_build_variant(SECCOMP_POLICY_AGENT, ret_ctx);
-}
-
-int
 seccomp_policy_build_variant(SeccompPolicyVariant v, void **ret_ctx)
 {
 #if !defined(__x86_64__)

@@ -73,9 +73,7 @@ typedef enum SeccompPolicyVariant {
 
 /* Build the filter into a libseccomp context (*ret is a scmp_filter_ctx, release
  * it with seccomp_release). Fails with -ENOENT if a row names a syscall that the
- * native architecture does not know, -EOPNOTSUPP on a non-x86_64 build.
- * seccomp_policy_build = the AGENT variant. */
-int seccomp_policy_build(void **ret_ctx);
+ * native architecture does not know, -EOPNOTSUPP on a non-x86_64 build. */
 int seccomp_policy_build_variant(SeccompPolicyVariant v, void **ret_ctx);
 
 /* Build and export the BPF program: ret->filter is malloc'd (free it), ret->len

@@ -424,12 +424,6 @@ shim_files_changing(ShimFiles *fs, const char *id)
 	return false;
 }
 
-unsigned
-shim_files_in_flight(ShimFiles *fs)
-{
-	return fs ? workq_in_flight(fs->q) : 0;
-}
-
 /* Copy a path field (str or bin, so that a NUL is a typed error, not a
  * malformed frame) after wsfs's checks; "" allowed when root_ok. */
 static int
@@ -441,6 +435,40 @@ take_path(const void *v, size_t len, bool root_ok, char **ret)
 		return r;
 	*ret = strndup(v, len);
 	return *ret ? 0 : -ENOMEM;
+}
+
+/* The id is 64 bits of a hash: the directory must be this key's
+ * (sandbox-key.h). A write or mkdir makes and claims it. False: it is not (or
+ * cannot be checked), and the request was answered. */
+static bool
+key_owns_dir(const ShimConf *conf, Peer *p, uint64_t req_id, const char *key, const char *id,
+	     FileOp op)
+{
+	LogCtx kctx = {.thread_id = key, .sandbox_id = id};
+	_cleanup_close_ int dfd = open(conf->sandbox_dir, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+	int k;
+
+	k = dfd < 0 ? -errno
+		    : sandbox_key_claim(dfd, id, key, strlen(key), SANDBOX_KEY_MAX,
+					op == OP_WRITE || op == OP_MKDIR);
+	if (k == -ENOENT && dfd < 0 && !op_writes(op))
+		k = 0; /* no sandbox_dir yet: nothing to read */
+	if (k < 0) {
+		if (k == -EEXIST)
+			log_ctx(LOG_ERR, &kctx,
+				"Sandbox id collision: the directory of %s belongs to "
+				"another key than '%s'",
+				id, key);
+		else
+			log_ctx_errno(LOG_WARNING, k, &kctx,
+				      "Cannot check the key of sandbox %s: %m", id);
+		reply_err(p, req_id, -EIO, "internal",
+			  k == -EEXIST ? "sandbox id collision: the workspace belongs to "
+					 "another key"
+				       : "cannot check the workspace's key");
+		return false;
+	}
+	return true;
 }
 
 int
@@ -489,33 +517,9 @@ shim_files_handle(ShimFiles *fs, Shim *s, const ShimConf *conf, ShimPrepareWorks
 		k = 0;
 		goto out;
 	}
-	{
-		/* The id is 64 bits of a hash: the directory must be this key's
-		 * (sandbox-key.h). A write or mkdir makes and claims it. */
-		LogCtx kctx = {.thread_id = key, .sandbox_id = id};
-		_cleanup_close_ int dfd =
-		    open(conf->sandbox_dir, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
-		k = dfd < 0 ? -errno
-			    : sandbox_key_claim(dfd, id, key, strlen(key), SANDBOX_KEY_MAX,
-						op == OP_WRITE || op == OP_MKDIR);
-		if (k == -ENOENT && dfd < 0 && !op_writes(op))
-			k = 0; /* no sandbox_dir yet: nothing to read */
-		if (k < 0) {
-			if (k == -EEXIST)
-				log_ctx(LOG_ERR, &kctx,
-					"Sandbox id collision: the directory of %s belongs to "
-					"another key than '%s'",
-					id, key);
-			else
-				log_ctx_errno(LOG_WARNING, k, &kctx,
-					      "Cannot check the key of sandbox %s: %m", id);
-			reply_err(p, f->req_id, -EIO, "internal",
-				  k == -EEXIST ? "sandbox id collision: the workspace belongs to "
-						 "another key"
-					       : "cannot check the workspace's key");
-			k = 0;
-			goto out;
-		}
+	if (!key_owns_dir(conf, p, f->req_id, key, id, op)) {
+		k = 0;
+		goto out;
 	}
 	if (op_writes(op) && busy(s, id)) {
 		/* A change would be half in the archive, or lost with the old tree. */

@@ -71,4 +71,3 @@ int shim_files_handle(ShimFiles *fs, Shim *s, const ShimConf *conf, ShimPrepareW
 void shim_files_forget_conn(ShimFiles *fs, void *conn);
 /* A change (write, mkdir, remove, rename) of sandbox id is in flight. */
 bool shim_files_changing(ShimFiles *fs, const char *id);
-unsigned shim_files_in_flight(ShimFiles *fs);

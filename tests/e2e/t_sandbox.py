@@ -38,7 +38,7 @@ pids_max = 256
 cpu_max = 50000 100000
 """ + KEEP_HARNESS
 
-SHIMCTL = os.path.join(BUILD, "daemons", "containerd-shim", "shimctl")
+SHIMCTL = os.path.join(BUILD, "tools", "shimctl")
 TRY_SYSCALL = os.path.join(BUILD, "tests", "e2e", "helpers", "try-syscall")
 HOST_UID = 100000  # [containerd-shim] host_uid default
 

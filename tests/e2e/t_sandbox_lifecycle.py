@@ -16,7 +16,7 @@ queue_timeout_ms = 2000
 sleep_after_ms = 1000
 """
 
-SHIMCTL = os.path.join(BUILD, "daemons", "containerd-shim", "shimctl")
+SHIMCTL = os.path.join(BUILD, "tools", "shimctl")
 
 
 def shimctl(s, key, *args):

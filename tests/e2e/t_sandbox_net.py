@@ -28,7 +28,7 @@ SUITE_CONF = """[containerd-shim]
 socket_group = nogroup
 """
 
-SHIMCTL = os.path.join(BUILD, "daemons", "containerd-shim", "shimctl")
+SHIMCTL = os.path.join(BUILD, "tools", "shimctl")
 
 
 def sock_path(s):

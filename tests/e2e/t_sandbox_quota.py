@@ -40,7 +40,7 @@ import rwtest
 from rwtest import stdout_text
 
 NO_SUITE = True
-SHIMCTL = os.path.join(rwtest.BUILD, "daemons", "containerd-shim", "shimctl")
+SHIMCTL = os.path.join(rwtest.BUILD, "tools", "shimctl")
 
 FS_IOC_FSGETXATTR = 0x801C581F
 FS_XFLAG_PROJINHERIT = 0x200

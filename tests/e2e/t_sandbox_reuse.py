@@ -48,7 +48,7 @@ def test_the_sandbox_and_its_files_go_when_the_run_ends(s):
     # shim no longer knows the sandbox
     assert poll(lambda: sid not in sandbox_dirs(s), 10), sandbox_dirs(s)
     sock = os.path.join(s.dir, "run", "containerd-shim.sock")
-    shimctl = os.path.join(BUILD, "daemons", "containerd-shim", "shimctl")
+    shimctl = os.path.join(BUILD, "tools", "shimctl")
     out = subprocess.run([shimctl, sock, "run:" + r, "--stats"], capture_output=True, text=True,
                          timeout=10)
     assert out.returncode != 0, out.stdout
@@ -116,7 +116,7 @@ def test_every_new_sandbox_sees_its_own_workspace_under_load(s):
     each one's first exec writes into /workspace and reads it back (a claim
     never hands over a sandbox that shows the empty pool mount point)."""
     sock = os.path.join(s.dir, "run", "containerd-shim.sock")
-    shimctl = os.path.join(BUILD, "daemons", "containerd-shim", "shimctl")
+    shimctl = os.path.join(BUILD, "tools", "shimctl")
     ps = [subprocess.Popen([shimctl, sock, f"t-load-{w}", "--fresh", "12", "--", "/bin/sh", "-c",
                             "echo $$ > /workspace/me && test -s /workspace/me && "
                             "test $(stat -c %u /workspace) = $(id -u)"],

@@ -51,7 +51,7 @@ objs() {
 }
 
 mapfile -t common < <(objs common; objs common/proto)
-mapfile -t router < <(objs daemons/routerd main.c fake-coord.c)
+mapfile -t router < <(objs daemons/routerd main.c)
 router+=("$(obj "$top/tests/fuzz/fuzz-common.c" -I"$top/daemons/routerd")")
 # coordinatord without main.c; commit.c and coordinator.c are included by the
 # targets that look at their static state (the op queue, the handler table)

@@ -1,0 +1,743 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * shim-sandbox.c — the sandbox table: the lowest layer of the shim (shim-int.h).
+ *
+ * Owns Shim.sandboxes and Shim.graves. sandbox_create makes a sandbox for a
+ * key: its workspace <sandbox_dir>/<id>/workspace (owned by host_uid, quota:
+ * quota.h), its cgroup sb-<cg_id> and its init (sandbox_spawn, sandbox.h),
+ * linked as STARTING; sandbox_start is the cgroup + init part alone (the pool
+ * uses it for sandboxes of no key yet). sandbox_kill (destroy) and
+ * sandbox_stop (idle or evicted: the workspace stays) SIGKILL the init and the
+ * cgroup; the pidfd then reports the death and sandbox_dead answers whoever
+ * waits (ensure, destroy) and frees the Sandbox. A dead sandbox's cgroup goes
+ * into a grave, retried until it is empty.
+ *
+ * The init wire (InitMsg, sandbox.h): READY and SETUP_FAILED are the
+ * sandbox's own and answer its ensure waiters; the messages about execs, and
+ * the consequences of a death for execs, the pool and the queue, go up
+ * through Shim.hooks (SandboxHooks, shim-int.h): this file names no function
+ * of another layer.
+ *
+ * Also the small helpers every layer uses: set_str, realtime_ms, the LogCtx
+ * builders, waiter lists (a request answered later), reply_ensure/reply_empty,
+ * list_count/list_unlink.
+ *
+ * Errors: negative errno, logged where they happen; why a creation failed is
+ * left in Shim.create_err for the ENSURE's ERROR reply.
+ */
+#include "config.h"
+
+#include <errno.h>
+#include <fcntl.h>
+#include <limits.h>
+#include <grp.h>
+#include <inttypes.h>
+#include <linux/filter.h>
+#include <poll.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/socket.h>
+#include <sys/stat.h>
+#include <sys/fsuid.h>
+#include <sys/mount.h>
+#include <dirent.h>
+#include <sys/mman.h>
+#include <sys/random.h>
+#include <sys/syscall.h>
+#include <sys/un.h>
+#include <sys/wait.h>
+#include <time.h>
+#include <unistd.h>
+#include <event2/event.h>
+#include <openssl/evp.h>
+
+#include "shim-int.h"
+
+/* ---------------------------------------------------------------------------
+ * Small helpers.
+ */
+
+/* Replace *p with a copy of v (NULL clears). On ENOMEM the old value stays: a
+ * log line with a stale run id beats none. */
+void
+set_str(char **p, const char *v)
+{
+	char *n = NULL;
+
+	if (v == *p || (v && *p && streq(v, *p)))
+		return;
+	if (v && !(n = strdup(v)))
+		return;
+	free(*p);
+	*p = n;
+}
+
+int64_t
+realtime_ms(void)
+{
+	struct timespec ts;
+
+	clock_gettime(CLOCK_REALTIME, &ts);
+	return (int64_t)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
+}
+
+LogCtx
+sandbox_ctx(const Sandbox *sb)
+{
+	return (LogCtx){.run_id = sb->run_id, .thread_id = sb->thread_id, .sandbox_id = sb->id};
+}
+
+LogCtx
+exec_ctx(const Exec *e)
+{
+	return (LogCtx){
+	    .run_id = e->run_id, .thread_id = e->thread_id, .sandbox_id = e->sandbox_id};
+}
+
+int
+shim_sandbox_id(const char *key, size_t len, char ret_id[static 17])
+{
+	unsigned char md[EVP_MAX_MD_SIZE];
+	unsigned int mdlen = 0;
+
+	if (len == 0 || len > SANDBOX_KEY_MAX || memchr(key, '\0', len))
+		return -EINVAL;
+	if (!EVP_Digest(key, len, md, &mdlen, EVP_sha256(), NULL) || mdlen < 8)
+		return -EIO;
+	for (int i = 0; i < 8; i++)
+		snprintf(ret_id + 2 * i, 3, "%02x", md[i]);
+	return 0;
+}
+
+static void
+waiters_free(Waiter **l)
+{
+	while (*l) {
+		Waiter *w = *l;
+		*l = w->next;
+		free(w);
+	}
+}
+
+int
+waiter_add(Waiter **l, Conn *c, uint64_t req_id)
+{
+	Waiter *w = calloc(1, sizeof(*w));
+	if (!w)
+		return -ENOMEM;
+	w->conn = c;
+	w->req_id = req_id;
+	/* append: replies go out in request order */
+	while (*l)
+		l = &(*l)->next;
+	*l = w;
+	return 0;
+}
+
+void
+waiters_drop_conn(Waiter **l, Conn *c)
+{
+	while (*l) {
+		if ((*l)->conn == c) {
+			Waiter *w = *l;
+			*l = w->next;
+			free(w);
+		} else
+			l = &(*l)->next;
+	}
+}
+
+void
+reply_ensure(Conn *c, uint64_t req_id, const char *id, bool created)
+{
+	MpWriter w;
+
+	mp_writer_init(&w);
+	mp_w_map(&w, 2);
+	mp_w_str(&w, "sandbox_id", id);
+	mp_w_bool(&w, "created", created);
+	(void)peer_reply(c->peer, req_id, &w);
+	mp_writer_done(&w);
+}
+
+void
+reply_empty(Conn *c, uint64_t req_id)
+{
+	MpWriter w;
+
+	mp_writer_init(&w);
+	mp_w_map(&w, 0);
+	(void)peer_reply(c->peer, req_id, &w);
+	mp_writer_done(&w);
+}
+
+/* ---------------------------------------------------------------------------
+ * Sandboxes.
+ */
+
+Sandbox *
+sandbox_find(Shim *s, const char *id)
+{
+	for (Sandbox *sb = s->sandboxes; sb; sb = sb->next)
+		if (streq(sb->id, id))
+			return sb;
+	return NULL;
+}
+
+Sandbox *
+sandbox_free(Sandbox *sb)
+{
+	if (!sb)
+		return NULL;
+	if (sb->sock_ev)
+		event_free(sb->sock_ev);
+	if (sb->pidfd_ev)
+		event_free(sb->pidfd_ev);
+	safe_close(sb->sock);
+	safe_close(sb->pidfd);
+	waiters_free(&sb->ensure_waiters);
+	waiters_free(&sb->destroy_waiters);
+	waiters_free(&sb->reensure_waiters);
+	cgroup_free(sb->cg);
+	free(sb->fail_msg);
+	free(sb->key);
+	free(sb->run_id);
+	free(sb->thread_id);
+	free(sb->next_run_id);
+	free(sb->next_thread_id);
+	if (sb->pool_dir) {
+		pool_dir_release(sb->pool_dir);
+		free(sb->pool_dir);
+	}
+	free(sb);
+	return NULL;
+}
+
+/* Prepare <sandbox_dir>/<id>/workspace, owned by host_uid: it persists across
+ * re-creations of the sandbox for the same key. */
+int
+sandbox_prepare_workspace(Shim *s, const char *id, char **ret_path)
+{
+	const ShimConf *c = s->conf;
+	_cleanup_free_ char *dir = NULL, *ws = NULL;
+	_cleanup_close_ int fd = -1;
+	uint32_t projid;
+	int r;
+
+	if (asprintf(&dir, "%s/%s", c->sandbox_dir, id) < 0 ||
+	    asprintf(&ws, "%s/workspace", dir) < 0)
+		return -ENOMEM;
+	r = mkdir_p(dir, 0700);
+	if (r < 0)
+		return log_error_errno(r, "Failed to create '%s': %m", dir);
+	if (mkdir(ws, 0700) < 0 && errno != EEXIST)
+		return log_error_errno(errno, "Failed to create '%s': %m", ws);
+	/* O_NOFOLLOW + fchown: never chown through a planted symlink. */
+	fd = open(ws, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
+	if (fd < 0)
+		return log_error_errno(errno, "Failed to open '%s': %m", ws);
+	if (fchown(fd, (uid_t)c->host_uid, (gid_t)c->host_uid) < 0)
+		return log_error_errno(errno, "Failed to chown '%s': %m", ws);
+	r = quota_workspace_apply(c, id, fd, ws, &projid, s->create_err, sizeof(s->create_err));
+	if (r < 0)
+		return r;
+	*ret_path = TAKE_PTR(ws);
+	return 0;
+}
+
+/* <sandbox_dir>/<id> belongs to key (sandbox-key.h), else -EEXIST (logged:
+ * two keys with one id). create: make and claim the directory when absent. */
+int
+sandbox_key_check(Shim *s, const LogCtx *ctx, const char *id, const char *key, bool create)
+{
+	_cleanup_close_ int dfd = open(s->conf->sandbox_dir, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+	int r;
+
+	if (dfd < 0)
+		return log_ctx_errno(LOG_ERR, -errno, ctx, "Failed to open '%s': %m",
+				     s->conf->sandbox_dir);
+	r = sandbox_key_claim(dfd, id, key, strlen(key), SANDBOX_KEY_MAX, create);
+	if (r == -EEXIST)
+		return log_ctx_errno(LOG_ERR, r, ctx,
+				     "Sandbox id collision: the directory of %s belongs to another "
+				     "key than '%s'",
+				     id, key);
+	if (r < 0)
+		return log_ctx_errno(LOG_ERR, r, ctx, "Cannot check the key of sandbox %s: %m", id);
+	return 0;
+}
+
+/* Remove <sandbox_dir>/<id> (the workspace of a key whose sandbox is gone)
+ * without following anything the sandbox may have planted. */
+int
+sandbox_purge(Shim *s, const char *id)
+{
+	_cleanup_close_ int dfd = open(s->conf->sandbox_dir, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+	int r;
+
+	if (dfd < 0)
+		return log_error_errno(errno, "Failed to open '%s': %m", s->conf->sandbox_dir);
+	r = snapshot_rm_rf(dfd, id);
+	if (r < 0 && r != -ENOENT)
+		return log_error_errno(r, "Failed to remove the directory of sandbox %s: %m", id);
+	log_debug("Sandbox %s: directory removed", id);
+	return 0;
+}
+
+/* Forget graves of this name: the cgroup directory is about to be reused. */
+static void
+graves_forget(Shim *s, const char *name)
+{
+	for (Grave **pp = &s->graves; *pp;) {
+		Grave *g = *pp;
+		if (streq(cgroup_name(g->cg), name)) {
+			*pp = g->next;
+			cgroup_free(g->cg);
+			free(g);
+		} else
+			pp = &g->next;
+	}
+}
+
+/* Retry removing the cgroups of dead sandboxes until they are empty. */
+void
+graves_cb(evutil_socket_t fd, short what, void *arg)
+{
+	Shim *s = arg;
+	struct timeval tv;
+
+	for (Grave **pp = &s->graves; *pp;) {
+		Grave *g = *pp;
+		int r = cgroup_remove(g->cg);
+		if (r == -EBUSY && ++g->tries < GRAVE_MAX_TRIES) {
+			if (g->tries % 50 == 0)
+				(void)cgroup_kill(g->cg);
+			pp = &g->next;
+			continue;
+		}
+		if (r < 0)
+			log_warning_errno(r, "Failed to remove cgroup %s, leaving it: %m",
+					  cgroup_name(g->cg));
+		*pp = g->next;
+		cgroup_free(g->cg);
+		free(g);
+	}
+	if (s->graves && !evtimer_pending(s->grave_timer, NULL))
+		evtimer_add(s->grave_timer, timeval_from_usec(&tv, GRAVE_RETRY_USEC));
+}
+
+/* Take ownership of cg: remove it now or keep retrying. */
+void
+graves_add(Shim *s, Cgroup *cg)
+{
+	Grave *g;
+	int r;
+
+	if (!cg)
+		return;
+	r = cgroup_remove(cg);
+	if (r != -EBUSY) {
+		if (r < 0)
+			log_warning_errno(r, "Failed to remove cgroup %s: %m", cgroup_name(cg));
+		cgroup_free(cg);
+		return;
+	}
+	g = calloc(1, sizeof(*g));
+	if (!g) {
+		cgroup_free(cg);
+		return;
+	}
+	g->cg = cg;
+	g->next = s->graves;
+	s->graves = g;
+	graves_cb(-1, 0, s);
+}
+
+/* Re-adoption (adopt.h): the init's listening socket and the sandbox's record. */
+static int
+adopt_prepare_spec(Shim *s, Sandbox *sb, SandboxSpec *spec)
+{
+	LogCtx ctx = sandbox_ctx(sb);
+	int r;
+
+	spec->orphan_ms = s->conf->orphan_ms;
+	spec->output_window = (uint64_t)s->conf->output_buffer;
+	r = adopt_listen(s->rt_dfd, sb->id, &spec->listen_fd);
+	if (r >= 0)
+		r = adopt_save_sandbox(s->rt_dfd, sb->id, sb->key, sb->run_id, sb->thread_id,
+				       sb->cg_id);
+	if (r < 0) {
+		snprintf(s->create_err, sizeof(s->create_err), "runtime state: %s", strerror(-r));
+		log_ctx_errno(LOG_ERR, r, &ctx, "Failed to prepare the re-adoption state: %m");
+	}
+	return r;
+}
+
+/* Create the cgroup (named sb-<cg_id>) and spawn the init of sb with the
+ * workspace ws (slave: a pool mount point, see below). Does not link sb. */
+int
+sandbox_start(Shim *s, Sandbox *sb, const char *ws, bool slave, const char *cg_id,
+	      const LogCtx *ctx)
+{
+	const ShimConf *c = s->conf;
+	SandboxSpec spec;
+	int r;
+
+	{
+		CgroupError cerr = {""};
+		char name[32];
+		snprintf(name, sizeof(name), "sb-%s", cg_id);
+		graves_forget(s, name);
+		r = cgroup_create(s->cgroups, cg_id, &sb->cg, &cerr);
+		if (r < 0) {
+			snprintf(s->create_err, sizeof(s->create_err), "cgroup: %s",
+				 cerr.msg[0] ? cerr.msg : strerror(-r));
+			return log_ctx_errno(LOG_ERR, r, ctx, "Failed to set up the cgroup: %s",
+					     s->create_err);
+		}
+	}
+	spec = (SandboxSpec){
+	    .root_mnt = s->root_mnt,
+	    .workspace = ws,
+	    .workspace_slave = slave,
+	    .ro_binds = c->ro_binds,
+	    .etc_entries = c->etc_entries,
+	    .sandbox_user = c->sandbox_user,
+	    .userns_inotify_instances = c->userns_inotify_instances,
+	    .userns_inotify_watches = c->userns_inotify_watches,
+	    .userns_namespaces = c->userns_namespaces,
+	    .tmp_size = c->tmp_size,
+	    .tmp_inodes = c->tmp_inodes,
+	    .sandbox_uid = (uid_t)c->sandbox_uid,
+	    .host_uid = (uid_t)c->host_uid,
+	    .seccomp = &s->seccomp,
+	    .seccomp_exec = &s->seccomp_exec,
+	    .rlimit_nofile = c->rlimit_nofile,
+	    .rlimit_fsize = c->rlimit_fsize,
+	    .rlimit_memlock = c->rlimit_memlock,
+	    .listen_fd = -1,
+	};
+	cgroup_spawn_fds(sb->cg, &spec.cgroup_fd, &spec.procs_fds, &spec.n_procs_fds);
+	r = adopt_prepare_spec(s, sb, &spec);
+	if (r >= 0)
+		r = sandbox_spawn(&spec, &sb->pid, &sb->pidfd, &sb->sock);
+	safe_close(spec.listen_fd); /* the init has its copy */
+	if (r < 0) {
+		adopt_forget_sandbox(s->rt_dfd, sb->id);
+		snprintf(s->create_err, sizeof(s->create_err), "spawn: %s", strerror(-r));
+		graves_add(s, TAKE_PTR(sb->cg));
+		return log_ctx_errno(LOG_ERR, r, ctx, "Failed to spawn the sandbox init: %m");
+	}
+	sb->sock_ev = event_new(s->base, sb->sock, EV_READ | EV_PERSIST, sandbox_sock_cb, sb);
+	sb->pidfd_ev = event_new(s->base, sb->pidfd, EV_READ, sandbox_pidfd_cb, sb);
+	if (!sb->sock_ev || !sb->pidfd_ev) {
+		(void)sandbox_pidfd_kill(sb->pidfd, SIGKILL);
+		(void)waitpid(sb->pid, NULL, 0);
+		graves_add(s, TAKE_PTR(sb->cg));
+		return -ENOMEM;
+	}
+	event_add(sb->sock_ev, NULL);
+	event_add(sb->pidfd_ev, NULL);
+	sb->state = SANDBOX_STARTING;
+	return 0;
+}
+
+Sandbox *
+sandbox_alloc(Shim *s)
+{
+	Sandbox *sb = calloc(1, sizeof(*sb));
+	if (!sb)
+		return NULL;
+	sb->shim = s;
+	sb->pidfd = sb->sock = -1;
+	return sb;
+}
+
+int
+sandbox_create(Shim *s, const char *key, const char *id, const char *run_id, const char *thread_id,
+	       Sandbox **ret)
+{
+	_cleanup_(sandbox_freep) Sandbox *sb = NULL;
+	_cleanup_free_ char *ws = NULL;
+	LogCtx ctx = {.run_id = run_id, .thread_id = thread_id, .sandbox_id = id};
+	int r;
+
+	sb = sandbox_alloc(s);
+	if (!sb)
+		return -ENOMEM;
+	memcpy(sb->id, id, sizeof(sb->id));
+	sb->key = strdup(key);
+	if (!sb->key)
+		return -ENOMEM;
+	set_str(&sb->run_id, run_id);
+	set_str(&sb->thread_id, thread_id);
+
+	s->create_err[0] = '\0';
+	r = sandbox_prepare_workspace(s, id, &ws);
+	if (r < 0) {
+		if (!s->create_err[0])
+			snprintf(s->create_err, sizeof(s->create_err), "workspace: %s",
+				 strerror(-r));
+		return r;
+	}
+	memcpy(sb->cg_id, id, sizeof(sb->cg_id));
+	r = sandbox_start(s, sb, ws, false, id, &ctx);
+	if (r < 0)
+		return r;
+	sb->next = s->sandboxes;
+	s->sandboxes = sb;
+	log_ctx(LOG_DEBUG, &ctx, "Sandbox init spawned as pid %d", (int)sb->pid);
+	*ret = TAKE_PTR(sb);
+	return 0;
+}
+
+/* Unmount whatever is stacked on dir, then remove it. */
+void
+pool_dir_release(const char *dir)
+{
+	for (int i = 0; i < 8 && umount2(dir, MNT_DETACH | UMOUNT_NOFOLLOW) == 0; i++)
+		;
+	if (rmdir(dir) < 0 && errno != ENOENT)
+		log_warning_errno(errno, "Failed to remove pool mount point '%s': %m", dir);
+}
+
+size_t
+list_count(const Sandbox *head)
+{
+	size_t n = 0;
+	for (; head; head = head->next)
+		n++;
+	return n;
+}
+
+void
+list_unlink(Sandbox **head, Sandbox *sb)
+{
+	for (Sandbox **pp = head; *pp; pp = &(*pp)->next)
+		if (*pp == sb) {
+			*pp = sb->next;
+			return;
+		}
+}
+
+/* Whether the init still runs (a pidfd polls readable once it exited; that
+ * works for an adopted init too, which is not our child). */
+bool
+sandbox_alive(Sandbox *sb)
+{
+	struct pollfd p = {.fd = sb->pidfd, .events = POLLIN};
+
+	return poll(&p, 1, 0) == 0;
+}
+
+/* Wait until the init exited (and reap it when it is our child). */
+void
+sandbox_wait_exit(Sandbox *sb)
+{
+	struct pollfd p = {.fd = sb->pidfd, .events = POLLIN};
+
+	while (poll(&p, 1, -1) < 0 && errno == EINTR)
+		;
+	if (!sb->adopted)
+		while (waitpid(sb->pid, NULL, 0) < 0 && errno == EINTR)
+			;
+}
+
+void
+sandbox_kill(Sandbox *sb)
+{
+	if (sb->state != SANDBOX_DYING || !sb->destroy_requested) {
+		sb->destroy_requested = true;
+		sb->state = SANDBOX_DYING;
+	}
+	/* Every process of the namespace dies with its init. ESRCH: already gone.
+	 * cgroup.kill (or freezer + SIGKILL) on top, for anything that escaped the
+	 * pid namespace's teardown. */
+	(void)sandbox_pidfd_kill(sb->pidfd, SIGKILL);
+	if (sb->cg)
+		(void)cgroup_kill(sb->cg);
+	for (Exec *e = sb->shim->execs; e; e = e->next)
+		if (e->sandbox == sb)
+			e->kill_requested = true;
+}
+
+/* Stop a sandbox's processes (idle, or to make room): the workspace stays. */
+void
+sandbox_stop(Sandbox *sb, const char *why)
+{
+	LogCtx ctx = sandbox_ctx(sb);
+
+	log_ctx(LOG_INFO, &ctx, "Stopping sandbox %s (%s)", sb->id, why);
+	sb->stopping = true;
+	sb->state = SANDBOX_DYING;
+	(void)sandbox_pidfd_kill(sb->pidfd, SIGKILL);
+	if (sb->cg)
+		(void)cgroup_kill(sb->cg);
+}
+
+static void
+sandbox_fail_ensures(Sandbox *sb)
+{
+	char msg[600];
+
+	snprintf(msg, sizeof(msg), "sandbox setup failed: %s",
+		 sb->fail_msg		 ? sb->fail_msg
+		 : sb->destroy_requested ? "destroyed during setup"
+					 : "the sandbox init died");
+	while (sb->ensure_waiters) {
+		Waiter *w = sb->ensure_waiters;
+		sb->ensure_waiters = w->next;
+		(void)peer_reply_error(w->conn->peer, w->req_id, sb->fail_err ? sb->fail_err : -EIO,
+				       msg);
+		free(w);
+	}
+}
+
+void
+sandbox_log_created(Sandbox *sb)
+{
+	LogCtx ctx = sandbox_ctx(sb);
+	char ll[32] = "no Landlock";
+
+	if (sb->landlock_abi > 0)
+		snprintf(ll, sizeof(ll), "Landlock ABI %d", sb->landlock_abi);
+	if (sb->pool_dir)
+		log_ctx_msgid(LOG_INFO, &ctx, RW_MESSAGE_SANDBOX_CREATED,
+			      "Sandbox %s created (%s; from the pool, cgroup sb-%s)", sb->id, ll,
+			      sb->cg_id);
+	else
+		log_ctx_msgid(LOG_INFO, &ctx, RW_MESSAGE_SANDBOX_CREATED, "Sandbox %s created (%s)",
+			      sb->id, ll);
+}
+
+static void
+sandbox_on_msg(Sandbox *sb, const InitMsg *m, const char *payload, size_t len)
+{
+	LogCtx ctx = sandbox_ctx(sb);
+
+	switch (m->type) {
+	case INIT_MSG_READY:
+		if (sb->state != SANDBOX_STARTING)
+			break;
+		sb->state = SANDBOX_READY;
+		sb->landlock_abi = MAX(m->status, 0);
+		if (sb->pooled) {
+			sb->shim->pool_failures = 0;
+			log_debug("Pooled sandbox %s ready", sb->id);
+			break;
+		}
+		sandbox_log_created(sb);
+		while (sb->ensure_waiters) {
+			Waiter *w = sb->ensure_waiters;
+			sb->ensure_waiters = w->next;
+			reply_ensure(w->conn, w->req_id, sb->id, true);
+			free(w);
+		}
+		break;
+	case INIT_MSG_SETUP_FAILED:
+		free(sb->fail_msg);
+		sb->fail_msg = strndup(payload, len);
+		sb->fail_err = -(m->err > 0 ? m->err : EIO);
+		log_ctx(LOG_ERR, &ctx, "Sandbox %s setup failed: %s", sb->id,
+			sb->fail_msg ? sb->fail_msg : "?");
+		sb->state = SANDBOX_DYING;
+		sandbox_fail_ensures(sb);
+		break;
+	default:
+		/* STARTED, DATA, EOF, START_FAILED, EXITED: an exec's */
+		sb->shim->hooks->exec_msg(sb, m, payload, len);
+		break;
+	}
+}
+
+void
+sandbox_sock_cb(evutil_socket_t fd, short what, void *arg)
+{
+	Sandbox *sb = arg;
+	char buf[sizeof(InitMsg) + 1024];
+
+	for (;;) {
+		int fds[3];
+		size_t nfds = 0;
+		InitMsg m;
+		ssize_t n = fd_recv(sb->sock, buf, sizeof(buf), fds, ELEMENTSOF(fds), &nfds);
+
+		for (size_t i = 0; i < nfds; i++)
+			close(fds[i]); /* the init never sends fds */
+		if (n == -EAGAIN || n == -EINTR)
+			return;
+		if (n <= 0) {
+			/* The init is exiting; the pidfd tells when the namespace is gone. */
+			event_del(sb->sock_ev);
+			if (sb->state != SANDBOX_DYING)
+				sb->state = SANDBOX_DYING;
+			return;
+		}
+		if ((size_t)n < sizeof(InitMsg))
+			continue;
+		memcpy(&m, buf, sizeof(m));
+		sandbox_on_msg(sb, &m, buf + sizeof(m), (size_t)n - sizeof(m));
+	}
+}
+
+/* The init is dead and so is every process of the sandbox. */
+void
+sandbox_dead(Sandbox *sb)
+{
+	Shim *s = sb->shim;
+	LogCtx ctx = sandbox_ctx(sb);
+	Waiter *re;
+
+	if (sb->pooled) {
+		s->hooks->pooled_dead(sb);
+		return;
+	}
+	/* Drain the socket: an EXITED may still sit there before the EOF. */
+	sandbox_sock_cb(sb->sock, EV_READ, sb);
+	if (!sb->adopted) /* else not our child: its parent now reaps it */
+		(void)waitpid(sb->pid, NULL, WNOHANG);
+	list_unlink(&s->sandboxes, sb);
+	adopt_forget_sandbox(s->rt_dfd, sb->id);
+	if (sb->destroy_requested)
+		log_ctx_msgid(LOG_INFO, &ctx, RW_MESSAGE_SANDBOX_DESTROYED, "Sandbox %s destroyed",
+			      sb->id);
+	else if (sb->stopping)
+		log_ctx(LOG_INFO, &ctx, "Sandbox %s stopped", sb->id);
+	else if (!sb->fail_msg)
+		log_ctx(LOG_WARNING, &ctx, "Sandbox %s init died unexpectedly", sb->id);
+
+	s->hooks->execs_lost(sb);
+	graves_add(s, TAKE_PTR(sb->cg));
+	netfwd_sandbox_gone(s->net, sb->id);
+	if (sb->purge) {
+		if (sb->pool_dir) { /* its workspace is still bound there: let go first */
+			pool_dir_release(sb->pool_dir);
+			free(sb->pool_dir);
+			sb->pool_dir = NULL;
+		}
+		(void)sandbox_purge(s, sb->id);
+	}
+	sandbox_fail_ensures(sb);
+	while (sb->destroy_waiters) {
+		Waiter *w = sb->destroy_waiters;
+		sb->destroy_waiters = w->next;
+		reply_empty(w->conn, w->req_id);
+		free(w);
+	}
+
+	/* ENSUREs that came in while it was dying get a fresh sandbox now. */
+	re = TAKE_PTR(sb->reensure_waiters);
+	if (re && !s->stopped)
+		s->hooks->reensure(sb, &re);
+	waiters_free(&re);
+	sandbox_free(sb);
+	s->hooks->slot_freed(s); /* a slot is free */
+}
+
+void
+sandbox_pidfd_cb(evutil_socket_t fd, short what, void *arg)
+{
+	sandbox_dead(arg);
+}
