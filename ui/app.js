@@ -827,6 +827,7 @@ function runView(v, tid, rid) {
       err.replaceChildren(errorBox(e));
       if (e.status === 404 || e.status === 403 || e.status === 400) return;
     }
+    if (state.rec && state.rec.startedAt && m.t0 === null) m.t0 = state.rec.startedAt; // time from the run's start
     renderHead();
     connect();
   })();

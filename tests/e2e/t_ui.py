@@ -235,6 +235,43 @@ def test_websocket_token_in_subprotocol(s):
 
 # ---- the page in headless Chromium ----
 
+BIG = 100_000
+
+
+def big_run(s):
+    """A run of BIG events appended straight to the run log (RUN_OPEN /
+    RUN_APPEND, pipelined): assistant text, tool calls, terminal output."""
+    from ipc import Ipc
+    c = Ipc(os.path.join(s.dir, "run", "coordinatord.sock"), timeout=60)
+    try:
+        run = c.call("RUN_OPEN", {"thread_id": "ui-big"})["run_id"]
+        chunks = []
+        for i in range(BIG - 1):
+            k = i % 10
+            if k < 5:
+                ch = {"type": "CUSTOM", "name": "process.stdout",
+                      "value": {"text": f"\x1b[3{k}mline {i}\x1b[0m\n"}}
+            elif k == 5:
+                ch = {"type": "TEXT_MESSAGE_CONTENT", "messageId": f"m{i}", "delta": f"thinking about {i} "}
+            elif k == 6:
+                ch = {"type": "TOOL_CALL_START", "toolCallId": f"c{i}", "toolCallName": "grep"}
+            elif k == 7:
+                ch = {"type": "TOOL_CALL_ARGS", "toolCallId": f"c{i - 1}", "delta": '{"pattern":"x"}'}
+            elif k == 8:
+                ch = {"type": "TOOL_CALL_END", "toolCallId": f"c{i - 2}"}
+            else:
+                ch = {"type": "TOOL_CALL_RESULT", "toolCallId": f"c{i - 3}", "content": f"result {i}"}
+            chunks.append(json.dumps(ch))
+        for j in range(0, len(chunks), 2000):
+            ids = [c.call_async("RUN_APPEND", {"run_id": run, "chunk": ch}) for ch in chunks[j:j + 2000]]
+            for rid in ids:
+                c.wait(rid)
+        c.call("RUN_FINISH", {"run_id": run, "status": "completed"})
+        return run
+    finally:
+        c.close()
+
+
 def test_browser(s):
     js = os.path.join(TOP, "tests", "js")
     if not os.path.isdir(os.path.join(js, "node_modules", "playwright-core")):
@@ -242,7 +279,7 @@ def test_browser(s):
     out = os.path.join(ARTIFACTS, "t_ui")
     os.makedirs(out, exist_ok=True)
     env = dict(os.environ, RW_URL=f"http://127.0.0.1:{s.port}", RW_TOKEN=ADMIN,
-               RW_ARTIFACTS=out)
+               RW_ARTIFACTS=out, RW_BIG_RUN=big_run(s), RW_BIG_EVENTS=str(BIG))
     p = subprocess.run(["node", os.path.join(js, "ui-e2e.mjs")], cwd=js, env=env,
                        capture_output=True, text=True, timeout=600)
     print(p.stdout[-4000:])
@@ -250,5 +287,6 @@ def test_browser(s):
     res = json.loads(p.stdout.strip().splitlines()[-1])
     assert res["ok"], res
     assert not res["foreign"], res["foreign"]
-    for shot in ("runs.png", "run.png", "files.png"):
+    assert res["bigDom"] < 2000, res["bigDom"]  # only what is visible is in the DOM
+    for shot in ("runs.png", "run.png", "files.png", "big.png"):
         assert os.path.getsize(os.path.join(out, shot)) > 1000, shot

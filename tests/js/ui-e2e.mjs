@@ -124,6 +124,24 @@ try {
   await page.waitForFunction(() => [...document.querySelectorAll('#conversation .term')].some((e) => e.textContent.includes('third-line')), null, { timeout: T });
   await page.screenshot({ path: path.join(out, 'run-phone.png') });
 
+  // 7. a run of 100k events: everything arrives, only what is visible is in the DOM
+  const big = process.env.RW_BIG_RUN, bigN = Number(process.env.RW_BIG_EVENTS || 0);
+  if (big) {
+    await page.setViewportSize({ width: 1200, height: 800 });
+    await page.goto(`${base}/ui/threads/ui-big/runs/${big}`);
+    await page.waitForFunction((n) => window.__rw?.state.lastSeq === n - 1 && window.__rw.state.done, bigN, { timeout: 300000 });
+    await page.waitForFunction(() => [...document.querySelectorAll('#conversation .term')].length > 0, null, { timeout: T });
+    const dom = await page.evaluate(() => document.querySelectorAll('#conversation *, #timeline *').length);
+    check(await page.evaluate(() => window.__rw.model.events.length) === bigN, 'every event held');
+    // scroll the timeline to the middle: the rows there are rendered
+    await page.click('#tab-timeline');
+    await page.evaluate(() => { const t = document.querySelector('#timeline'); t.scrollTop = t.scrollHeight / 2; });
+    await page.waitForFunction((n) => [...document.querySelectorAll('#timeline .tl .seq')].some((e) => Math.abs(Number(e.textContent.slice(1)) - n / 2) < 200), bigN, { timeout: T });
+    const dom2 = await page.evaluate(() => document.querySelectorAll('#conversation *, #timeline *').length);
+    result.bigDom = Math.max(dom, dom2);
+    await page.screenshot({ path: path.join(out, 'big.png') });
+  }
+
   check(!logs.some((l) => l.startsWith('pageerror') || /Content Security Policy/.test(l)), `no page error or CSP violation: ${logs.join(' | ')}`);
   result.ok = true;
 } catch (e) {
