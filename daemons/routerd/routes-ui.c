@@ -41,13 +41,13 @@
 #define THREADS_LIMIT_DEFAULT 50
 #define THREADS_LIMIT_MAX 200
 
-#define UI_HEADERS                                                                            \
-	"Content-Security-Policy: default-src 'none'; script-src 'self'; style-src 'self'; "  \
-	"img-src 'self' data:; connect-src 'self'; base-uri 'none'; form-action 'none'; "      \
-	"frame-ancestors 'none'\r\n"                                                          \
-	"X-Content-Type-Options: nosniff\r\n"                                                 \
-	"X-Frame-Options: DENY\r\n"                                                           \
-	"Referrer-Policy: no-referrer\r\n"                                                    \
+#define UI_HEADERS                                                                                 \
+	"Content-Security-Policy: default-src 'none'; script-src 'self'; style-src 'self'; "       \
+	"img-src 'self' data:; connect-src 'self'; base-uri 'none'; form-action 'none'; "          \
+	"frame-ancestors 'none'\r\n"                                                               \
+	"X-Content-Type-Options: nosniff\r\n"                                                      \
+	"X-Frame-Options: DENY\r\n"                                                                \
+	"Referrer-Policy: no-referrer\r\n"                                                         \
 	"Cache-Control: no-cache\r\n"
 
 static const struct {
@@ -90,7 +90,8 @@ ui_rel_path(char *const *seg, size_t n, char *buf, size_t size)
 {
 	size_t o = 0;
 
-	if (n == 0 || streq(seg[0], "threads") || streq(seg[0], "runs") || streq(seg[0], "health")) {
+	if (n == 0 || streq(seg[0], "threads") || streq(seg[0], "runs") ||
+	    streq(seg[0], "health")) {
 		snprintf(buf, size, "index.html");
 		return 0;
 	}
@@ -120,8 +121,8 @@ route_ui(HttpConn *c, char *const *seg, size_t n, bool trailing_slash)
 		return;
 	}
 	if (n == 0 && !trailing_slash) {
-		http_respond(c, 308, "text/plain; charset=utf-8", "/ui/\n", 5,
-			     "Location: /ui/\r\n", false);
+		http_respond(c, 308, "text/plain; charset=utf-8", "/ui/\n", 5, "Location: /ui/\r\n",
+			     false);
 		return;
 	}
 	if (ui_rel_path(seg, n, rel, sizeof(rel)) < 0) {
@@ -130,14 +131,14 @@ route_ui(HttpConn *c, char *const *seg, size_t n, bool trailing_slash)
 	}
 	root = open(routes_ui_dir(c->router), O_PATH | O_DIRECTORY | O_CLOEXEC);
 	if (root < 0) {
-		log_warning_errno(-errno, "%s: the UI directory '%s' cannot be opened: %m",
-				  c->addr, routes_ui_dir(c->router));
+		log_warning_errno(-errno, "%s: the UI directory '%s' cannot be opened: %m", c->addr,
+				  routes_ui_dir(c->router));
 		http_respond_error(c, 404, "not_found", "the web UI is not installed (ui_dir)");
 		return;
 	}
 	struct open_how how = {.flags = O_RDONLY | O_CLOEXEC | O_NOCTTY | O_NONBLOCK,
-			       .resolve = RESOLVE_BENEATH | RESOLVE_NO_SYMLINKS |
-					  RESOLVE_NO_MAGICLINKS};
+			       .resolve =
+				   RESOLVE_BENEATH | RESOLVE_NO_SYMLINKS | RESOLVE_NO_MAGICLINKS};
 	fd = (int)syscall(SYS_openat2, root, rel, &how, sizeof(how));
 	if (fd < 0 || fstat(fd, &st) < 0 || !S_ISREG(st.st_mode)) {
 		http_respond_error(c, 404, "not_found", "not found");
@@ -249,7 +250,8 @@ route_threads(HttpConn *c, const char *query)
 		http_respond_405(c, "GET");
 		return;
 	}
-	if (routes_query(query, "limit", &limit_s) < 0 || routes_query(query, "prefix", &prefix) < 0 ||
+	if (routes_query(query, "limit", &limit_s) < 0 ||
+	    routes_query(query, "prefix", &prefix) < 0 ||
 	    routes_query(query, "status", &status) < 0 ||
 	    routes_query(query, "cursor", &cursor) < 0) {
 		http_respond_error(c, 400, "bad_request", "malformed query");
