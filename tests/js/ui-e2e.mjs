@@ -46,7 +46,8 @@ try {
   page.on('pageerror', (e) => logs.push(`pageerror: ${e.message}`));
   page.on('request', (r) => { if (!r.url().startsWith(`${origin}/`) && !r.url().startsWith('blob:')) foreign.push(r.url()); });
   page.on('websocket', (w) => { if (!w.url().startsWith(`${wsOrigin}/`)) foreign.push(w.url()); });
-  page.on('dialog', (d) => d.accept());
+  const dialogs = [];
+  page.on('dialog', (d) => { dialogs.push(d.type()); d.accept(); });
   result.logs = logs;
 
   // a run that waits for files the test writes, so "live" needs no timing
@@ -103,6 +104,16 @@ try {
   await page.waitForFunction(() => document.querySelector('#file-view')?.textContent.includes('hello-from-run'), null, { timeout: T });
   await page.screenshot({ path: path.join(out, 'files.png'), fullPage: true });
 
+  // 4b. snapshots: take one, then restore it (the confirmation is accepted)
+  await page.click('#snap-take');
+  await page.waitForFunction(() => /Snapshot taken|error/i.test(document.querySelector('#snapshots')?.textContent || ''), null, { timeout: T });
+  check((await page.textContent('#snapshots')).includes('Snapshot taken'), `snapshot taken: ${await page.textContent('#snapshots')}`);
+  dialogs.length = 0;
+  await page.click('#snapshots li button');
+  await page.waitForFunction(() => /Restored\.|\(\w+\)/.test(document.querySelector('#snapshots')?.textContent || ''), null, { timeout: T });
+  check((await page.textContent('#snapshots')).includes('Restored.'), `restored: ${await page.textContent('#snapshots')}`);
+  check(dialogs.length === 1 && dialogs[0] === 'confirm', `restore asked for a confirmation: ${dialogs}`);
+
   // 5. Cancel stops a running run
   const long = await startRun('ui-cancel', 'echo waiting-forever; sleep 600');
   await page.goto(`${base}/ui/threads/ui-cancel/runs/${long}`);
@@ -123,6 +134,9 @@ try {
   await page.goto(`${base}/ui/threads/ui-live/runs/${live}`);
   await page.waitForFunction(() => [...document.querySelectorAll('#conversation .term')].some((e) => e.textContent.includes('third-line')), null, { timeout: T });
   await page.screenshot({ path: path.join(out, 'run-phone.png') });
+  await page.emulateMedia({ colorScheme: 'dark' });
+  await page.screenshot({ path: path.join(out, 'run-phone-dark.png') });
+  await page.emulateMedia({ colorScheme: 'light' });
 
   // 7. a run of 100k events: everything arrives, only what is visible is in the DOM
   const big = process.env.RW_BIG_RUN, bigN = Number(process.env.RW_BIG_EVENTS || 0);
