@@ -359,12 +359,12 @@ function snapshots(tid) {
 const METRICS = [
   ['runwarden_router_coordinator_up', 'coordinator up'],
   ['runwarden_runs_active', 'runs active'],
-  ['runwarden_sandboxes_live', 'sandboxes live'],
   ['runwarden_sandboxes_queued', 'sandboxes queued'],
   ['runwarden_router_live_tails', 'live tails'],
   ['runwarden_runlog_used_bytes', 'run log used (bytes)'],
   ['runwarden_runlog_map_bytes', 'run log limit (bytes)'],
   ['runwarden_events_appended_total', 'events appended'],
+  ['runwarden_runlog_over_warn', 'run log over its warning level'],
   ['runwarden_watchdog_kills_total', 'watchdog kills'],
 ];
 
@@ -405,6 +405,12 @@ function healthView(v) {
       all.textContent = text;
       const m = parseMetrics(text);
       const cards = [];
+      const used = m.get('runwarden_runlog_used_bytes'), map = m.get('runwarden_runlog_map_bytes');
+      if (used !== undefined && map) {
+        cards.push(el('div', { class: 'card', id: 'storage' }, el('div', { class: 'muted', text: 'run log storage' }),
+          el('div', { class: 'v', text: `${(100 * used / map).toFixed(1)} %` }),
+          el('div', { class: 'muted', text: `${(used / 2 ** 20).toFixed(1)} MiB of ${(map / 2 ** 20).toFixed(0)} MiB` })));
+      }
       for (const [name, label] of METRICS) {
         const hits = [...m].filter(([k]) => k === name || k.startsWith(`${name}{`));
         for (const [k, val] of hits) cards.push(el('div', { class: 'card' }, el('div', { class: 'muted', text: k === name ? label : `${label} ${k.slice(name.length)}` }), el('div', { class: 'v', text: String(val) })));

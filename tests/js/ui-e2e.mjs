@@ -128,7 +128,7 @@ try {
   await page.goto(`${base}/ui/health`);
   await page.waitForFunction(() => /^\d{3} /.test(document.querySelector('#readyz')?.textContent || ''), null, { timeout: T });
   result.readyz = await page.textContent('#readyz');
-  await page.waitForSelector('#metrics .card', { timeout: T });
+  await page.waitForSelector('#metrics #storage', { timeout: T });
   await page.screenshot({ path: path.join(out, 'health.png') });
   await page.setViewportSize({ width: 390, height: 800 });
   await page.goto(`${base}/ui/threads/ui-live/runs/${live}`);
