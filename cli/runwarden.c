@@ -941,6 +941,9 @@ cmd_up(int argc, char **argv)
 		"top.\n"
 		"[runwarden]\nruntime_dir = %s\nstate_dir = %s/state\n\n[routerd]\nlisten = %s\n",
 		runtime, state_abs, listen);
+	/* ./dev up: the web UI straight from the source tree */
+	if (getenv("RUNWARDEN_UI_DIR"))
+		fprintf(f, "ui_dir = %s\n", getenv("RUNWARDEN_UI_DIR"));
 	fclose(f);
 	if (geteuid() != 0)
 		return error("up: containerd-shim needs root for its sandboxes (run with sudo)");

@@ -47,6 +47,8 @@ uuid_v4(char out[RUN_ID_LEN + 1])
 		 b[15]);
 }
 
+#define THREAD_LIST_MAX 1000
+
 static bool
 thread_id_valid(const char *t)
 {
@@ -622,6 +624,67 @@ out:
 	return ret;
 }
 
+/* THREAD_LIST: the host's threads, newest activity first, one page. */
+static int
+handle_thread_list(Peer *p, const Frame *f, void *ud)
+{
+	Client *cl = ud;
+	MpReader r;
+	RunLogThreadQuery q = {0};
+	char **scope = NULL;
+	uint64_t limit = 0;
+	json_t *list = NULL;
+	bool more = false;
+	int ret;
+
+	mp_reader_init(&r, f->body);
+	mp_read_uint(&r, "limit", &limit);
+	mp_read_str_opt(&r, "prefix", &q.prefix, NULL);
+	mp_read_str_opt(&r, "status", &q.status, NULL);
+	mp_read_strv_opt(&r, "scope", &scope);
+	mp_read_int_opt(&r, "after_ms", &q.after_ms, 0);
+	mp_read_str_opt(&r, "after_thread", &q.after_thread, NULL);
+	ret = r.err;
+	if (ret == 0 && (limit == 0 || limit > THREAD_LIST_MAX ||
+			 (q.prefix && strlen(q.prefix) > THREAD_ID_MAX) ||
+			 (q.after_thread && !thread_id_valid(q.after_thread)))) {
+		peer_reply_error(p, f->req_id, -EINVAL,
+				 "limit must be 1..1000, ids at most 256 bytes");
+		goto out;
+	}
+	if (ret == 0 && q.status && !streq(q.status, "running") && !run_status_terminal(q.status)) {
+		peer_reply_error(p, f->req_id, -EINVAL,
+				 "status must be running, completed, failed or aborted");
+		goto out;
+	}
+	q.scope = scope;
+	q.limit = limit;
+	if (ret == 0)
+		ret = runlog_threads(cl->c->runlog, &q, &list, &more);
+	if (ret == 0) {
+		MpWriter w;
+		size_t i;
+		json_t *item;
+		mp_writer_init(&w);
+		mp_w_map(&w, 2);
+		mp_w_bool(&w, "more", more);
+		mp_w_key(&w, "threads");
+		msgpack_pack_array(&w.pk, json_array_size(list));
+		json_array_foreach(list, i, item)
+		{
+			_cleanup_free_ char *s = json_dump_compact(item);
+			mp_w_strv(&w, s ? s : "{}");
+		}
+		ret = peer_reply(p, f->req_id, &w);
+		mp_writer_done(&w);
+	}
+out:
+	json_decref(list);
+	mp_strv_free(scope);
+	mp_reader_done(&r);
+	return ret;
+}
+
 /* SNAPSHOT_CREATE and SNAPSHOT_RESTORE: passed to the shim (SANDBOX_SNAPSHOT,
  * SANDBOX_RESTORE, keyed by the thread id like SANDBOX_ENSURE); a restore is
  * refused (-EBUSY) while a run of the thread is active. The shim holds the
@@ -907,7 +970,7 @@ static const PeerHandler client_handlers[_MSG_TYPE_MAX] = {
     [MSG_SNAPSHOT_CREATE] = handle_snapshot, [MSG_SNAPSHOT_RESTORE] = handle_snapshot,
     [MSG_RUN_OPEN] = handle_run_open,	     [MSG_RUN_APPEND] = handle_run_append,
     [MSG_RUN_FINISH] = handle_run_finish,    [MSG_BRIDGE_CALL] = handle_bridge_call,
-    [MSG_THREAD_FILE] = handle_thread_file,
+    [MSG_THREAD_FILE] = handle_thread_file,  [MSG_THREAD_LIST] = handle_thread_list,
 };
 
 static void

@@ -167,6 +167,24 @@ int runlog_drive_get(RunLog *l, const char *run_id, json_t **ret);
 /* The thread's records, newest first; with status, only those in it. */
 int runlog_thread_runs(RunLog *l, const char *thread_id, const char *status, json_t **ret);
 
+/* The host's threads, newest activity first (activity = the startedAt of a
+ * thread's newest run; ties by threadId): items {threadId, lastRunAt,
+ * latestRun (the record)}. prefix keeps the thread ids starting with it,
+ * scope (NULL-terminated ID / PREFIX* patterns, NULL = all) those a token may
+ * see, status those whose newest run is in it; the page starts after the item
+ * (after_ms, after_thread) when after_thread is set. *ret_more tells whether
+ * another matching item follows the limit. One read transaction; the walk
+ * costs two index lookups per thread (no per-event bookkeeping). */
+typedef struct RunLogThreadQuery {
+	const char *prefix;
+	char *const *scope;
+	const char *status;
+	int64_t after_ms;
+	const char *after_thread;
+	size_t limit;
+} RunLogThreadQuery;
+int runlog_threads(RunLog *l, const RunLogThreadQuery *q, json_t **ret, bool *ret_more);
+
 /* Retention: scan up to max_scanned runs from *cursor (exclusive; "" = the
  * start; left "" after a full pass) and delete, in one transaction, up to
  * max_pruned terminal runs finished before cutoff_ms with their events, index

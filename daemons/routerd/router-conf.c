@@ -83,6 +83,9 @@ const ConfItem router_conf_items[] = {
      "loopback): names or name:port, space-separated (a bare name also matches name:PORT "
      "of the listen port); * = any Host (gives up the DNS-rebinding check); others get "
      "421"},
+    {"routerd", "ui_dir", CONF_STR, offsetof(RouterConf, ui_dir), "", 0, 0,
+     "directory of the web UI's files served under /ui/ (index.html, app.js, ...); empty = "
+     "the installed ones ($(datadir)/runwarden/ui)"},
 };
 const size_t router_conf_n_items = ELEMENTSOF(router_conf_items);
 

@@ -62,6 +62,7 @@ typedef struct RouterConf {
 	int64_t snapshot_wait_ms;
 
 	/* derived by router_conf_load() */
+	char *ui_dir;	     /* the web UI's files; "" = UIDIR */
 	RouterToken *tokens; /* one per tokens_file line */
 	size_t n_tokens;
 } RouterConf;

@@ -15,6 +15,7 @@
  *   http.c        http_*: HttpConn, request parsing (http-parser), responses
  *   routes.c      routes_*: the route table and the request handlers
  *   routes-files.c route_files: /threads/{id}/files, the workspace file API
+ *   routes-ui.c   route_ui, route_threads: the web UI's files, GET /threads
  *   ws.c          ws_*: RFC 6455 handshake and the wslay session on an HttpConn
  *   tail.c        tail_*: the run-log tail protocol over a WebSocket
  *
@@ -298,6 +299,16 @@ int routes_query(const char *query, const char *name, char **ret);
  * ("" or starting with '/'), query the raw query or NULL. */
 void route_files(HttpConn *c, const char *thread_id, const char *raw, const char *query);
 
+/* ---- routes-ui.c ---- */
+
+/* GET /ui[/…]: seg are the segments after "ui"; trailing_slash: the path
+ * ended with '/'. Needs no token. */
+void route_ui(HttpConn *c, char *const *seg, size_t n, bool trailing_slash);
+/* GET /threads (query: the raw query or NULL). */
+void route_threads(HttpConn *c, const char *query);
+/* ui_dir, or the installed default when it is empty. */
+const char *routes_ui_dir(const Router *r);
+
 /* ---- ws.c ---- */
 
 /* Validate the handshake headers of c->req. 0, or -EINVAL with a message
@@ -306,6 +317,12 @@ int ws_check_handshake(const HttpConn *c, const char **ret_msg);
 /* Queue the 101 response and set up the wslay session on c. Input already
  * buffered after the request is processed as WebSocket data. 0 or -errno. */
 int ws_accept(HttpConn *c);
+/* The bearer token a browser sends as the WebSocket subprotocol item
+ * "bearer.<base64url of the token>" beside "runwarden" (a page cannot set
+ * Authorization on a WebSocket, and a token in the URL would land in logs and
+ * history): a new string in *ret, NULL when there is none; -EINVAL when the
+ * item is malformed. */
+int ws_protocol_token(const HttpConn *c, char **ret);
 /* Queue a text message and push it to the socket. 0 or negative errno. */
 int ws_send_text(HttpConn *c, const char *text, size_t len);
 /* Queue a close frame (once); the TCP connection is closed after the

@@ -1171,6 +1171,8 @@ auth_ok(HttpConn *c, const Route *rt, bool stream)
 		tok += strspn(tok, " ");
 	} else if (!h && stream && route_query(rt, "access_token", &qt) == 0 && qt)
 		tok = qt;
+	else if (!h && stream && ws_protocol_token(c, &qt) == 0 && qt)
+		tok = qt; /* a browser's WebSocket cannot send Authorization */
 	if (!tok || !*tok)
 		return false;
 	if (EVP_Digest(tok, strlen(tok), d, NULL, EVP_sha256(), NULL) != 1)
@@ -1376,6 +1378,12 @@ routes_dispatch(HttpConn *c)
 		route_options(c);
 		return;
 	}
+	if (rt.n_seg >= 1 && streq(rt.seg[0], "ui")) {
+		/* the page's files hold no data: no token (routes-ui.c) */
+		size_t pl = c->req.path ? strlen(c->req.path) : 0;
+		route_ui(c, rt.seg + 1, rt.n_seg - 1, pl > 0 && c->req.path[pl - 1] == '/');
+		return;
+	}
 	bool healthz = rt.n_seg == 1 && streq(rt.seg[0], "healthz");
 	bool stream = rt.n_seg == 3 && streq(rt.seg[0], "runs") && streq(rt.seg[2], "stream");
 	/* /_bridge and /tool-exec carry a per-run token of their own */
@@ -1402,6 +1410,10 @@ routes_dispatch(HttpConn *c)
 			route_readyz(c, &rt);
 		else
 			route_metrics(c, &rt);
+		return;
+	}
+	if (rt.n_seg == 1 && streq(rt.seg[0], "threads")) {
+		route_threads(c, rt.query);
 		return;
 	}
 	if (rt.n_seg == 3 && streq(rt.seg[0], "runs") && streq(rt.seg[2], "cancel")) {

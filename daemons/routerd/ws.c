@@ -15,6 +15,7 @@
 
 #include <errno.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 
 #include <event2/buffer.h>
@@ -211,6 +212,44 @@ ws_ping_cb(evutil_socket_t fd, short what, void *arg)
 }
 
 int
+ws_protocol_token(const HttpConn *c, char **ret)
+{
+	const char *h = http_header(c, "Sec-WebSocket-Protocol");
+
+	*ret = NULL;
+	for (const char *s = h; s && *s;) {
+		s += strspn(s, " \t,");
+		size_t n = strcspn(s, " \t,");
+		if (n > 7 && strncmp(s, "bearer.", 7) == 0) {
+			size_t bl = n - 7, pl = (bl + 3) / 4 * 4;
+			if (bl > 4096)
+				return -EINVAL;
+			_cleanup_free_ unsigned char *b64 = malloc(pl + 1), *out = malloc(pl + 1);
+			if (!b64 || !out)
+				return -ENOMEM;
+			for (size_t i = 0; i < bl; i++) {
+				char ch = s[7 + i];
+				b64[i] = ch == '-' ? '+' : ch == '_' ? '/' : ch;
+			}
+			for (size_t i = bl; i < pl; i++)
+				b64[i] = '=';
+			b64[pl] = '\0';
+			int k = EVP_DecodeBlock(out, b64, (int)pl);
+			if (k < 0)
+				return -EINVAL;
+			k -= (int)(pl - bl); /* the padding decoded as zero bytes */
+			if (k <= 0 || memchr(out, '\0', (size_t)k))
+				return -EINVAL;
+			out[k] = '\0';
+			*ret = (char *)TAKE_PTR(out);
+			return 0;
+		}
+		s += n;
+	}
+	return 0;
+}
+
+int
 ws_accept(HttpConn *c)
 {
 	const RouterConf *conf = c->router->conf;
@@ -236,8 +275,11 @@ ws_accept(HttpConn *c)
 				"HTTP/1.1 101 Switching Protocols\r\n"
 				"Upgrade: websocket\r\n"
 				"Connection: Upgrade\r\n"
-				"Sec-WebSocket-Accept: %s\r\n\r\n",
-				accept) < 0)
+				"Sec-WebSocket-Accept: %s\r\n%s\r\n",
+				accept,
+				http_header_has_token(c, "Sec-WebSocket-Protocol", "runwarden")
+				    ? "Sec-WebSocket-Protocol: runwarden\r\n"
+				    : "") < 0)
 		return -ENOMEM;
 	http_conn_upgraded(c, 101, CONN_WS);
 	if (c->ping_timer)

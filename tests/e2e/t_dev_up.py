@@ -63,6 +63,10 @@ def test_dev_up_serves_and_stops():
         assert os.path.isdir(os.path.join(state, "state", "runlog"))
         dev_conf = open(os.path.join(state, "dev.conf")).read()
         assert f"listen = 127.0.0.1:{port}" in dev_conf
+        # the web UI comes straight from the source tree
+        assert f"ui_dir = {os.path.realpath(os.path.join(TOP, 'ui'))}" in dev_conf, dev_conf
+        with urllib.request.urlopen(base + "/ui/", timeout=10) as r:
+            assert r.status == 200 and b"/ui/app.js" in r.read()
     finally:
         p.send_signal(signal.SIGINT)
         rc = p.wait(timeout=20)

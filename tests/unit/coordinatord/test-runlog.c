@@ -614,6 +614,90 @@ test_runlog_foreach_running(void **state)
 	assert_false(run_status_terminal("Completed"));
 }
 
+static const char *
+item_thread(json_t *list, size_t i)
+{
+	return json_string_value(json_object_get(json_array_get(list, i), "threadId"));
+}
+
+/* THREAD_LIST: one item per thread (its newest run), newest first, ties by
+ * id; prefix, scope and status filters; the cursor pages without overlap. */
+static void
+test_runlog_threads(void **state)
+{
+	Fix *f = *state;
+	json_t *list = NULL;
+	bool more = true;
+
+	RunLogThreadQuery q = {.limit = 10};
+	assert_int_equal(runlog_threads(f->l, &q, &list, &more), 0);
+	assert_int_equal(json_array_size(list), 0);
+	assert_false(more);
+	json_decref(list);
+
+	/* "a" has two runs (the newer one counts), "ab" shares its prefix, "b" is
+	 * newest, "c" ties with "ab" */
+	assert_int_equal(runlog_create(f->l, RUN_A, "a", "shell", 10, NULL), 0);
+	assert_int_equal(runlog_create(f->l, RUN_B, "ab", "shell", 20, NULL), 0);
+	assert_int_equal(runlog_create(f->l, RUN_C, "a", "shell", 30, NULL), 0);
+	assert_int_equal(runlog_create(f->l, RUN_X, "b", "shell", 40, NULL), 0);
+	assert_int_equal(
+	    runlog_create(f->l, "00000000-0000-4000-8000-0000000000cc", "c", "shell", 20, NULL), 0);
+	assert_int_equal(
+	    runlog_append_finish(f->l, RUN_X, "{}", 2, "completed", NULL, 50, NULL, NULL), 0);
+
+	assert_int_equal(runlog_threads(f->l, &q, &list, &more), 0);
+	assert_int_equal(json_array_size(list), 4);
+	assert_string_equal(item_thread(list, 0), "b");
+	assert_string_equal(item_thread(list, 1), "a");
+	assert_string_equal(item_thread(list, 2), "ab");
+	assert_string_equal(item_thread(list, 3), "c");
+	assert_string_equal(json_string_value(json_object_get(
+				json_object_get(json_array_get(list, 1), "latestRun"), "runId")),
+			    RUN_C);
+	assert_int_equal(json_integer_value(json_object_get(json_array_get(list, 1), "lastRunAt")),
+			 30);
+	assert_false(more);
+	json_decref(list);
+
+	/* pages of one, each starting after the last item of the previous */
+	const char *want[] = {"b", "a", "ab", "c"};
+	RunLogThreadQuery p = {.limit = 1};
+	char after[THREAD_ID_MAX + 1];
+	for (size_t i = 0; i < 4; i++) {
+		assert_int_equal(runlog_threads(f->l, &p, &list, &more), 0);
+		assert_int_equal(json_array_size(list), 1);
+		assert_string_equal(item_thread(list, 0), want[i]);
+		assert_int_equal(more, i < 3);
+		snprintf(after, sizeof(after), "%s", item_thread(list, 0));
+		p.after_ms =
+		    json_integer_value(json_object_get(json_array_get(list, 0), "lastRunAt"));
+		p.after_thread = after;
+		json_decref(list);
+	}
+
+	RunLogThreadQuery pre = {.limit = 10, .prefix = "a"};
+	assert_int_equal(runlog_threads(f->l, &pre, &list, &more), 0);
+	assert_int_equal(json_array_size(list), 2);
+	assert_string_equal(item_thread(list, 0), "a");
+	assert_string_equal(item_thread(list, 1), "ab");
+	json_decref(list);
+
+	char *scope[] = {"a", "c*", NULL};
+	RunLogThreadQuery sc = {.limit = 10, .scope = scope};
+	assert_int_equal(runlog_threads(f->l, &sc, &list, &more), 0);
+	assert_int_equal(json_array_size(list), 2);
+	assert_string_equal(item_thread(list, 0), "a");
+	assert_string_equal(item_thread(list, 1), "c");
+	json_decref(list);
+
+	RunLogThreadQuery st = {.limit = 10, .status = "completed"};
+	assert_int_equal(runlog_threads(f->l, &st, &list, &more), 0);
+	assert_int_equal(json_array_size(list), 1);
+	assert_string_equal(item_thread(list, 0), "b");
+	json_decref(list);
+}
+
 /* A full map: the failing append reports -ENOSPC and leaves the record and the
  * events exactly as they were after the last successful append. */
 static void
@@ -1145,6 +1229,7 @@ main(void)
 	    cmocka_unit_test_setup_teardown(test_runlog_create_keyed_is_one_transaction, setup,
 					    teardown),
 	    cmocka_unit_test_setup_teardown(test_runlog_foreach_running, setup, teardown),
+	    cmocka_unit_test_setup_teardown(test_runlog_threads, setup, teardown),
 	    cmocka_unit_test_setup_teardown(test_runlog_map_full_is_enospc, setup, teardown),
 	    cmocka_unit_test_setup_teardown(test_runlog_batch_spans_runs_and_refuses_per_op, setup,
 					    teardown),
