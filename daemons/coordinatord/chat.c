@@ -91,8 +91,8 @@ add_user_messages(json_t *out, const char *run_id, const char *input)
 			snprintf(fallback, sizeof(fallback), "%s-user-%zu", run_id, i);
 			id = fallback;
 		}
-		json_t *um = json_pack("{s:s, s:s, s:[{s:s, s:s}]}", "id", id, "role", "user", "parts",
-				       "type", "text", "content", text);
+		json_t *um = json_pack("{s:s, s:s, s:[{s:s, s:s}]}", "id", id, "role", "user",
+				       "parts", "type", "text", "content", text);
 		if (!um || json_array_append_new(out, um) < 0)
 			return -ENOMEM;
 	}
@@ -151,14 +151,13 @@ apply_chunk(json_t *msg, const json_t *ch)
 		if (last && streq(json_string_value(json_object_get(last, "type")) ?: "", "text"))
 			append_string(last, "content", delta);
 		else
-			json_array_append_new(parts, json_pack("{s:s, s:s}", "type", "text", "content",
-							       delta));
+			json_array_append_new(
+			    parts, json_pack("{s:s, s:s}", "type", "text", "content", delta));
 	} else if (streq(type, "TOOL_CALL_START") && call && !find_call(parts, call)) {
 		const char *name = json_string_value(json_object_get(ch, "toolCallName")) ?: "";
-		json_array_append_new(parts,
-				      json_pack("{s:s, s:s, s:s, s:s, s:s}", "type", "tool-call", "id",
-						call, "name", name, "arguments", "", "state",
-						"awaiting-input"));
+		json_array_append_new(parts, json_pack("{s:s, s:s, s:s, s:s, s:s}", "type",
+						       "tool-call", "id", call, "name", name,
+						       "arguments", "", "state", "awaiting-input"));
 	} else if (streq(type, "TOOL_CALL_ARGS") && call && (p = find_call(parts, call))) {
 		const char *delta = json_string_value(json_object_get(ch, "delta"));
 		if (delta && *delta) {
@@ -184,8 +183,8 @@ apply_chunk(json_t *msg, const json_t *ch)
 			const char *e = json_string_value(json_object_get(out, "error"));
 			if (!e && json_is_string(out))
 				e = json_string_value(out);
-			json_object_set_new(p, "output",
-					    json_pack("{s:s}", "error", e ?: "Tool execution failed"));
+			json_object_set_new(
+			    p, "output", json_pack("{s:s}", "error", e ?: "Tool execution failed"));
 			json_decref(out);
 		} else
 			json_object_set_new(p, "output", out);
@@ -199,9 +198,10 @@ apply_chunk(json_t *msg, const json_t *ch)
 				break;
 			}
 		}
-		json_array_append_new(parts, json_pack("{s:s, s:s, s:s, s:s}", "type",
-						       "tool-result", "toolCallId", call, "content",
-						       content, "state", err ? "error" : "complete"));
+		json_array_append_new(parts,
+				      json_pack("{s:s, s:s, s:s, s:s}", "type", "tool-result",
+						"toolCallId", call, "content", content, "state",
+						err ? "error" : "complete"));
 	} else if (streq(type, "RUN_FINISHED")) {
 		json_array_foreach(parts, i, p)
 		{
@@ -282,9 +282,9 @@ chat_hydrate(Coordinator *c, const char *thread_id, char **ret_json)
 		if (r < 0 && r != -ENOENT)
 			return r;
 	}
-	json_auto_t *body = json_pack("{s:O, s:o, s:n}", "messages", messages, "activeRun",
-				      active ? json_pack("{s:s}", "runId", active) : json_null(),
-				      "interrupts");
+	json_auto_t *body =
+	    json_pack("{s:O, s:o, s:n}", "messages", messages, "activeRun",
+		      active ? json_pack("{s:s}", "runId", active) : json_null(), "interrupts");
 	char *s = body ? json_dump_compact(body) : NULL;
 	if (!s)
 		return -ENOMEM;

@@ -579,8 +579,12 @@ handle_run_cancel(Peer *p, const Frame *f, void *ud)
 		ret = owned_record(c, run_id, thread_id, &rec);
 	if (ret < 0)
 		goto out;
-	/* the record's own id: run_id may be a /chat client's alias */
-	run_id = json_string_value(json_object_get(rec, "runId")) ?: run_id;
+	/* the record's own id: run_id may be a /chat client's alias (copied:
+	 * rec may be replaced below) */
+	char real_id[RUN_ID_LEN + 1];
+	snprintf(real_id, sizeof(real_id), "%s",
+		 json_string_value(json_object_get(rec, "runId")) ?: run_id);
+	run_id = real_id;
 	const char *status = json_string_value(json_object_get(rec, "status"));
 	Run *run = run_find(c, run_id);
 	if (run_status_terminal(status) ||

@@ -111,9 +111,9 @@ static void
 chat_ws_error(HttpConn *c, const char *thread_id, const char *run_id, const char *code,
 	      const char *message, bool flush)
 {
-	json_auto_t *j = json_pack("{s:{s:s, s:s, s:s, s:s, s:s}}", "chunk", "type", "RUN_ERROR",
-				   "threadId", thread_id ?: "", "runId", run_id ?: "", "message",
-				   message, "code", code);
+	json_auto_t *j =
+	    json_pack("{s:{s:s, s:s, s:s, s:s, s:s}}", "chunk", "type", "RUN_ERROR", "threadId",
+		      thread_id ?: "", "runId", run_id ?: "", "message", message, "code", code);
 	_cleanup_free_ char *s = j ? json_dump_compact(j) : NULL;
 	struct wslay_event_msg m;
 
@@ -192,7 +192,8 @@ chat_run_reply(Peer *p, int err, const msgpack_object *body, void *userdata)
 			snprintf(msg, sizeof(msg), "%.*s", (int)(m ? ml : 0),
 				 m ? m : "the run could not be started");
 			chat_ws_error(c, s->thread_id, NULL,
-				      err == -EPERM ? "harness_forbidden" : "run_refused", msg, true);
+				      err == -EPERM ? "harness_forbidden" : "run_refused", msg,
+				      true);
 		} else if (err == -EBADMSG) {
 			http_respond_error(c, 500, "internal", "internal error");
 		} else
@@ -246,8 +247,9 @@ chat_body_problem(json_t *body, const char *header_run_id, char *buf, size_t buf
 	if (why)
 		return why;
 	rid = json_object_get(body, "runId");
-	if (rid && (!json_is_string(rid) || strlen(json_string_value(rid)) != json_string_length(rid) ||
-		    !client_run_id_ok(json_string_value(rid))))
+	if (rid &&
+	    (!json_is_string(rid) || strlen(json_string_value(rid)) != json_string_length(rid) ||
+	     !client_run_id_ok(json_string_value(rid))))
 		return "runId must be 1 to 128 printable bytes";
 	if (header_run_id && !client_run_id_ok(header_run_id))
 		return "X-Run-Id must be 1 to 128 printable bytes";
@@ -261,7 +263,8 @@ chat_body_problem(json_t *body, const char *header_run_id, char *buf, size_t buf
 	json_array_foreach(msgs, i, m)
 	{
 		if (!json_is_object(m) || !json_is_string(json_object_get(m, "role"))) {
-			snprintf(buf, bufsz, "messages[%zu] must be an object with a string role", i);
+			snprintf(buf, bufsz, "messages[%zu] must be an object with a string role",
+				 i);
 			return buf;
 		}
 	}
@@ -437,8 +440,9 @@ chat_join(HttpConn *c, const char *query, const char *run_id, const char *thread
 	int r;
 
 	if (!offset && !(leid && *leid)) {
-		http_respond_error(c, 400, "bad_request",
-				   "offset is required: -1 for the whole run, or the last seq seen");
+		http_respond_error(
+		    c, 400, "bad_request",
+		    "offset is required: -1 for the whole run, or the last seq seen");
 		return;
 	}
 	if ((offset && !routes_parse_last_seq(offset, &last_seq)) ||
@@ -475,7 +479,9 @@ chat_join(HttpConn *c, const char *query, const char *run_id, const char *thread
 		http_respond_error(c, 400, "bad_request", "format must be sse or ndjson");
 		return;
 	}
-	ChatMode mode = upgrade ? CHAT_WS : format && streq(format, "ndjson") ? CHAT_NDJSON : CHAT_SSE;
+	ChatMode mode = upgrade				    ? CHAT_WS
+			: format && streq(format, "ndjson") ? CHAT_NDJSON
+							    : CHAT_SSE;
 	if (chat_set_start(c, thread_id, last_seq, mode) < 0) {
 		http_respond_error(c, 500, "internal", "out of memory");
 		return;
@@ -559,7 +565,8 @@ chat_ws_message(HttpConn *c, const char *text, size_t len)
 	const char *type = json_string_value(json_object_get(j, "type"));
 
 	if (!json_is_object(j)) {
-		chat_ws_error(c, NULL, NULL, "invalid_json", "a frame must be a JSON object", false);
+		chat_ws_error(c, NULL, NULL, "invalid_json", "a frame must be a JSON object",
+			      false);
 		return;
 	}
 	if (type && streq(type, "ping"))

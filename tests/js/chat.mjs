@@ -65,7 +65,8 @@ function cuttingProxy(target, cutAfter) {
       if (/^(GET|POST) /.test(line)) stats.requests.push(line);
       const lei = /\r\nLast-Event-ID: *([^\r]*)/i.exec(d.toString("latin1"));
       if (lei) stats.requests.push(`Last-Event-ID ${lei[1]}`);
-      up.write(d);
+      // routerd checks Host: name itself, not the proxy
+      up.write(Buffer.from(d.toString("latin1").replace(/\r\nHost: [^\r]*/i, `\r\nHost: ${t.host}`), "latin1"));
     });
     up.on("data", (d) => {
       down.write(d);
@@ -155,7 +156,7 @@ async function main() {
   } else if (scenario === "stop") {
     // the stock Stop on the webSocket() adapter cancels the agent
     const { c, chunks, errors } = client(arg || "ws");
-    const sent = c.sendMessage("echo started; sleep 300");
+    const sent = c.sendMessage("echo started; sleep 301.37");
     await until(
       () => chunks.some((ch) => ch.type === "CUSTOM" && ch.name === "process.stdout"),
       "the command's output",
