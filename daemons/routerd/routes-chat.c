@@ -104,16 +104,18 @@ chat_set_start(HttpConn *c, const char *thread_id, int64_t last_seq, ChatMode mo
 
 /* ---- errors on a conversation socket ---- */
 
-/* A refused frame on the conversation socket: a RUN_ERROR chunk the stock
- * client shows. Inside wslay's receive (flush false) it is only queued; the
+/* A refused frame on the conversation socket: a bare RUN_ERROR chunk the
+ * stock client shows. Inside wslay's receive (flush false) it is only queued; the
  * receive loop sends it. */
 static void
 chat_ws_error(HttpConn *c, const char *thread_id, const char *run_id, const char *code,
 	      const char *message, bool flush)
 {
 	json_auto_t *j =
-	    json_pack("{s:{s:s, s:s, s:s, s:s, s:s}}", "chunk", "type", "RUN_ERROR", "threadId",
-		      thread_id ?: "", "runId", run_id ?: "", "message", message, "code", code);
+	    /* a bare chunk: it has no seq (nothing was logged), and the stock
+	     * client takes a frame without the {id, chunk} envelope as the chunk */
+	    json_pack("{s:s, s:s, s:s, s:s, s:s}", "type", "RUN_ERROR", "threadId", thread_id ?: "",
+		      "runId", run_id ?: "", "message", message, "code", code);
 	_cleanup_free_ char *s = j ? json_dump_compact(j) : NULL;
 	struct wslay_event_msg m;
 

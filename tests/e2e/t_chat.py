@@ -270,8 +270,8 @@ def test_bad_inputs(s):
     w.send(frame(1, b"[1,2"))
     fin, rsv, op, p = w.recv_frame(10)
     j = json.loads(p)
-    assert op == 1 and j["chunk"]["type"] == "RUN_ERROR" and j["chunk"]["code"] == "invalid_json", j
+    assert op == 1 and j["type"] == "RUN_ERROR" and j["code"] == "invalid_json", j
     w.send(frame(1, json.dumps(body_for("t", "r1", "x") | {"messages": []}).encode()))
     fin, rsv, op, p = w.recv_frame(10)
-    assert json.loads(p)["chunk"]["code"] == "bad_request", p
+    assert json.loads(p)["code"] == "bad_request", p
     assert runs_of(s, "t") == []
