@@ -70,20 +70,24 @@ def test_stock_adapters_run_to_completion(s):
 def test_cut_connection_resumes_the_same_run(s):
     # a proxy cuts the first response mid-line after some events: the stock
     # engine re-POSTs the same body with Last-Event-ID
-    out = node(s, "cut", "t-chat-cut", "600")
-    px = out["proxy"]
-    assert px["cut"], px
-    assert [r for r in px["requests"] if r.startswith("POST")] == ["POST /chat HTTP/1.1"] * 2, px
-    assert any(r.startswith("Last-Event-ID ") for r in px["requests"]), px
-    assert out["errors"] == [], out["errors"]
-    t = out["types"]
-    for once in ("RUN_STARTED", "TOOL_CALL_START", "TOOL_CALL_END", "TOOL_CALL_RESULT",
-                 "RUN_FINISHED"):
-        assert t.count(once) == 1, t
-    lines = "".join(json.loads(x)["text"] for x in out["stdout"].replace("}{", "}\n{").split("\n"))
-    assert lines == "".join(f"line{i}\n" for i in range(1, 7)), lines
-    runs = runs_of(s, "t-chat-cut")
-    assert len(runs) == 1 and runs[0]["status"] == "completed", runs
+    for kind, post in (("sse", "POST /chat HTTP/1.1"),
+                       ("ndjson", "POST /chat?format=ndjson HTTP/1.1")):
+        thread = f"t-chat-cut-{kind}"
+        out = node(s, "cut", thread, kind)
+        px = out["proxy"]
+        assert px["cut"], px
+        assert [r for r in px["requests"] if r.startswith("POST")] == [post] * 2, px
+        assert any(r.startswith("Last-Event-ID ") for r in px["requests"]), px
+        assert out["errors"] == [], out["errors"]
+        t = out["types"]
+        for once in ("RUN_STARTED", "TOOL_CALL_START", "TOOL_CALL_END", "TOOL_CALL_RESULT",
+                     "RUN_FINISHED"):
+            assert t.count(once) == 1, t
+        lines = "".join(json.loads(x)["text"]
+                        for x in out["stdout"].replace("}{", "}\n{").split("\n"))
+        assert lines == "".join(f"line{i}\n" for i in range(1, 7)), lines
+        runs = runs_of(s, thread)
+        assert len(runs) == 1 and runs[0]["status"] == "completed", runs
 
 
 def without_assistant_ids(messages):
@@ -250,6 +254,10 @@ def test_bad_inputs(s):
                                                forwardedProps={"metadata": {"harness": "nope"}}))
     err(st, js, 400, "bad_request")
     assert "harness" in js["error"]
+    st, js = s.http("POST", "/chat", body=dict(body_for("t", "r1", "x"),
+                                               forwardedProps={"sessionId": "--evil"}))
+    err(st, js, 400, "bad_request")
+    assert "sessionId" in js["error"]
     st, js = s.http("POST", "/chat", raw_body=json.dumps(body_for("t", "r1", "x")).encode(),
                     headers={"Content-Type": "text/plain"})
     err(st, js, 415, "unsupported_media_type")

@@ -72,10 +72,10 @@ function cuttingProxy(target, cutAfter) {
       down.write(d);
       seen += d.length;
       const body = d.toString("latin1");
-      if (n === 1 && !stats.cut && seen >= cutAfter && body.includes("id: ")) {
+      if (n === 1 && !stats.cut && seen >= cutAfter && /id: |"id":"/.test(body)) {
         stats.cut = true;
         // mid-line: the stock reader sees unterminated data
-        down.write("data: {\"type\":\"TEXT_MES");
+        down.write("{\"partial");
         down.destroy();
         up.destroy();
       }
@@ -111,8 +111,9 @@ async function main() {
     out.messages2 = strip(c.getMessages());
     c.dispose?.();
   } else if (scenario === "cut") {
-    const proxy = await cuttingProxy(base, Number(arg || 600));
-    const { c, chunks, errors } = client("sse", {}, `${proxy.url}/chat`);
+    // arg: adapter kind (sse, ndjson)
+    const proxy = await cuttingProxy(base, 600);
+    const { c, chunks, errors } = client(arg || "sse", {}, `${proxy.url}/chat`);
     await c.sendMessage("for i in 1 2 3 4 5 6; do echo line$i; sleep 0.2; done");
     out.types = chunks.map((ch) => ch.type);
     out.stdout = chunks
