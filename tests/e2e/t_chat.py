@@ -17,8 +17,11 @@ import time
 from rwtest import Skip, poll
 from t_router_lib import WsClient, connect
 
+# short keepalives: the stock clients must skip every kind (SSE comments,
+# NDJSON blank lines, {"type":"ping"} frames)
 SUITE_CONF = """[routerd]
 server_names = x
+ws_ping_interval_ms = 300
 """
 
 JS = os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "js")
@@ -207,7 +210,7 @@ def test_client_run_id_is_a_durable_alias(s):
     assert runs_of(s, "t-chat-other") == []
 
 
-def test_websocket_join_and_ping(s):
+def test_websocket_join_and_keepalive(s):
     head, raw = post_chat(s, body_for("t-chat-wsjoin", "run-wsjoin", "echo w"))
     n = len(sse_events(raw))
     w = WsClient(s.port, "/chat?runId=run-wsjoin&offset=-1")
@@ -221,6 +224,16 @@ def test_websocket_join_and_ping(s):
             break
     assert [g["id"] for g in got] == [str(i) for i in range(n)], got
     assert got[-1]["chunk"]["type"] == "RUN_FINISHED"
+    # the conversation socket: a protocol ping and the stock {"type":"ping"}
+    w = WsClient(s.port, "/chat")
+    seen = set()
+    while len(seen) < 2:
+        fin, rsv, op, p = w.recv_frame(5)
+        if op == 9:
+            seen.add("ping")
+        elif op == 1:
+            assert json.loads(p) == {"type": "ping"}, p
+            seen.add("text")
 
 
 def err(st, js, status, code):
