@@ -2,8 +2,8 @@
 """/chat, the AG-UI endpoint: the stock @tanstack/ai-client (tests/js/chat.mjs,
 real npm packages) with each stock adapter — fetchServerSentEvents,
 fetchHttpStream, webSocket — runs shell commands to completion; a connection
-cut mid-run is resumed by the stock engine on the same run with no
-duplicate; a second tab joins; a reload hydrates; the stock Stop cancels the
+cut mid-run (by a TCP proxy) is resumed by the stock engine of each adapter on
+the same run with no duplicate; a second tab joins; a reload hydrates; the stock Stop cancels the
 agent. And the raw protocol: the client's run id is a durable alias (a
 re-POST after a coordinatord crash resumes, never restarts), bad input gets a
 JSON error, the hardening of the other routes applies."""
@@ -74,13 +74,20 @@ def test_cut_connection_resumes_the_same_run(s):
     # a proxy cuts the first response mid-line after some events: the stock
     # engine re-POSTs the same body with Last-Event-ID
     for kind, post in (("sse", "POST /chat HTTP/1.1"),
-                       ("ndjson", "POST /chat?format=ndjson HTTP/1.1")):
+                       ("ndjson", "POST /chat?format=ndjson HTTP/1.1"), ("ws", None)):
         thread = f"t-chat-cut-{kind}"
         out = node(s, "cut", thread, kind)
         px = out["proxy"]
         assert px["cut"], px
-        assert [r for r in px["requests"] if r.startswith("POST")] == [post] * 2, px
-        assert any(r.startswith("Last-Event-ID ") for r in px["requests"]), px
+        if post:
+            assert [r for r in px["requests"] if r.startswith("POST")] == [post] * 2, px
+            assert any(r.startswith("Last-Event-ID ") for r in px["requests"]), px
+        else:
+            # the conversation socket, then the adapter's resume socket on
+            # the client's run id
+            first, again = px["requests"]
+            assert first.startswith("GET /chat?runId=run-"), px
+            assert again.startswith(f"GET {first.split(' ')[1]}&offset="), px
         assert out["errors"] == [], out["errors"]
         t = out["types"]
         for once in ("RUN_STARTED", "TOOL_CALL_START", "TOOL_CALL_END", "TOOL_CALL_RESULT",
