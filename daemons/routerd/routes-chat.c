@@ -60,6 +60,7 @@ typedef struct ChatStart {
 	char *thread_id; /* NULL for a join by run id alone */
 	int64_t last_seq;
 	ChatMode mode;
+	bool abort; /* the conversation socket's abort came before RUN_START's reply */
 } ChatStart;
 
 void
@@ -129,6 +130,8 @@ chat_ws_error(HttpConn *c, const char *thread_id, const char *run_id, const char
 	    .opcode = WSLAY_TEXT_FRAME, .msg = (const uint8_t *)s, .msg_length = strlen(s)};
 	(void)wslay_event_queue_msg(c->ws, &m);
 }
+
+static void chat_cancel(HttpConn *c, const char *run_id, const char *thread_id);
 
 /* ---- starting the tail ---- */
 
@@ -209,6 +212,8 @@ chat_run_reply(Peer *p, int err, const msgpack_object *body, void *userdata)
 	LogCtx lc = {.run_id = run_id, .thread_id = s->thread_id};
 	log_ctx(LOG_INFO, &lc, "Chat run accepted from %s", c->addr);
 	chat_tail_start(c, run_id, s->thread_id, s->last_seq, s->mode, NULL);
+	if (s->abort && c->state == CONN_WS)
+		chat_cancel(c, run_id, s->thread_id);
 	mp_reader_done(&mr);
 	free(s->thread_id);
 	free(s);
@@ -560,6 +565,20 @@ chat_cancel_reply(Peer *p, int err, const msgpack_object *body, void *userdata)
 		log_debug("%s: /chat abort refused: %d", c->addr, err);
 }
 
+static void
+chat_cancel(HttpConn *c, const char *run_id, const char *thread_id)
+{
+	MpWriter w;
+
+	mp_writer_init(&w);
+	mp_w_map(&w, 2);
+	mp_w_str(&w, "run_id", run_id);
+	mp_w_str(&w, "thread_id", thread_id);
+	if (coord_call(c->router, MSG_RUN_CANCEL, &w, chat_cancel_reply, c) < 0)
+		log_debug("%s: /chat abort: coordinator unavailable", c->addr);
+	mp_writer_done(&w);
+}
+
 void
 chat_ws_message(HttpConn *c, const char *text, size_t len)
 {
@@ -577,17 +596,13 @@ chat_ws_message(HttpConn *c, const char *text, size_t len)
 		/* the stock Stop: cancel the run of this socket (by the client's id
 		 * or ours, within the tail's thread) */
 		const char *rid = json_string_value(json_object_get(j, "runId"));
-		Tail *t = c->tail;
-		MpWriter w;
-		if (!t || !rid || !client_run_id_ok(rid))
+		if (c->chat_start) {
+			/* Stop right after send: cancel once the run exists */
+			c->chat_start->abort = true;
 			return;
-		mp_writer_init(&w);
-		mp_w_map(&w, 2);
-		mp_w_str(&w, "run_id", rid);
-		mp_w_str(&w, "thread_id", t->thread_id ? t->thread_id : "");
-		if (coord_call(c->router, MSG_RUN_CANCEL, &w, chat_cancel_reply, c) < 0)
-			log_debug("%s: /chat abort: coordinator unavailable", c->addr);
-		mp_writer_done(&w);
+		}
+		if (c->tail && c->tail->thread_id && rid && client_run_id_ok(rid))
+			chat_cancel(c, rid, c->tail->thread_id);
 		return;
 	}
 	if (c->chat_start) {
