@@ -22,18 +22,46 @@ from t_router_lib import WsClient, connect
 SUITE_CONF = """[routerd]
 server_names = x
 ws_ping_interval_ms = 300
+
+[harness.runner]
+adapter = ndjson
+command = ["/usr/bin/python3", "/workspace/.bin/runner"]
+"""
+
+# An agent that talks: text, a tool call with streamed arguments and a result,
+# more text in the same message.
+RUNNER = """import json, sys
+r = json.load(sys.stdin)
+m, c = "m-" + r["runId"], "c-" + r["runId"]
+def e(**k):
+    print(json.dumps(k), flush=True)
+e(type="RUN_STARTED", threadId=r["threadId"], runId=r["runId"])
+e(type="TEXT_MESSAGE_START", messageId=m, role="assistant")
+e(type="TEXT_MESSAGE_CONTENT", messageId=m, delta="Hello ")
+e(type="TEXT_MESSAGE_CONTENT", messageId=m, delta="world")
+e(type="TEXT_MESSAGE_END", messageId=m)
+e(type="TOOL_CALL_START", toolCallId=c, toolCallName="search", parentMessageId=m)
+e(type="TOOL_CALL_ARGS", toolCallId=c, delta='{"q":')
+e(type="TOOL_CALL_ARGS", toolCallId=c, delta='"x"}')
+e(type="TOOL_CALL_END", toolCallId=c)
+e(type="TOOL_CALL_RESULT", toolCallId=c, messageId="r-" + r["runId"], content='{"hits":1}')
+e(type="TEXT_MESSAGE_START", messageId=m, role="assistant")
+e(type="TEXT_MESSAGE_CONTENT", messageId=m, delta="done")
+e(type="TEXT_MESSAGE_END", messageId=m)
+e(type="RUN_FINISHED", threadId=r["threadId"], runId=r["runId"])
 """
 
 JS = os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "js")
 
 
-def node(s, scenario, thread, arg="", timeout=120):
+def node(s, scenario, thread, arg="", timeout=120, harness=None):
     if not shutil.which("node") or not os.path.isdir(os.path.join(JS, "node_modules",
                                                                   "@tanstack", "ai-client")):
         raise Skip("node or tests/js/node_modules missing (./dev test installs them)")
     p = subprocess.run(["node", os.path.join(JS, "chat.mjs"), scenario,
                         f"http://127.0.0.1:{s.port}", thread, arg],
-                       capture_output=True, text=True, timeout=timeout, cwd=JS)
+                       capture_output=True, text=True, timeout=timeout, cwd=JS,
+                       env=dict(os.environ, **({"CHAT_HARNESS": harness} if harness else {})))
     assert p.returncode == 0, f"chat.mjs {scenario} failed:\n{p.stderr}\n{p.stdout}"
     return json.loads(p.stdout.strip().splitlines()[-1])
 
@@ -120,6 +148,16 @@ def test_hydrate_after_reload(s):
     # the same messages as the live client built (the assistant message's id
     # is the client's own there)
     assert without_assistant_ids(out["b"]) == without_assistant_ids(out["a"]), out
+    # an agent's text and tool calls: the rebuild must be the StreamProcessor's
+    st, _ = s.http("POST", "/threads/t-chat-talk/files/.bin?op=mkdir")
+    assert st == 201, st
+    st, _ = s.http("PUT", "/threads/t-chat-talk/files/.bin/runner", raw_body=RUNNER.encode())
+    assert st in (200, 201), st
+    out = node(s, "hydrate", "t-chat-talk", "sse", harness="runner")
+    assert out["errors"] == [], out["errors"]
+    texts = [p["content"] for m in out["a"] for p in m["parts"] if p["type"] == "text"]
+    assert "Hello world" in texts and "done" in texts, out["a"]
+    assert out["b"] == out["a"], out
     st, h = s.http("GET", "/chat?threadId=t-chat-hydrate")
     assert st == 200 and h["activeRun"] is None and h["interrupts"] is None, h
     st, h = s.http("GET", "/chat?threadId=t-chat-never-used")

@@ -16,10 +16,14 @@ import WebSocket from "ws";
 const [scenario, base, threadId, arg] = process.argv.slice(2);
 const url = `${base}/chat`;
 
+// CHAT_HARNESS picks the run's harness the stock way: the adapter's body
+// option, which the client sends as forwardedProps
+const opts = process.env.CHAT_HARNESS ? { body: { metadata: { harness: process.env.CHAT_HARNESS } } } : {};
+
 function adapter(kind, u = url) {
-  if (kind === "sse") return fetchServerSentEvents(u);
-  if (kind === "ndjson") return fetchHttpStream(`${u}?format=ndjson`);
-  if (kind === "ws") return webSocket(u.replace(/^http/, "ws"), { WebSocketImpl: WebSocket });
+  if (kind === "sse") return fetchServerSentEvents(u, opts);
+  if (kind === "ndjson") return fetchHttpStream(`${u}?format=ndjson`, opts);
+  if (kind === "ws") return webSocket(u.replace(/^http/, "ws"), { WebSocketImpl: WebSocket, ...opts });
   throw new Error(`unknown adapter ${kind}`);
 }
 
