@@ -147,7 +147,7 @@ handle_run_start(Peer *p, const Frame *f, void *ud)
 	Coordinator *c = cl->c;
 	MpReader r;
 	const char *thread_id = NULL, *messages = NULL, *metadata = NULL, *idem = NULL;
-	const char *allowed = NULL;
+	const char *allowed = NULL, *alias = NULL, *input = NULL;
 	char run_id[RUN_ID_LEN + 1];
 	json_t *msgs = NULL, *meta = NULL;
 	int ret;
@@ -158,6 +158,8 @@ handle_run_start(Peer *p, const Frame *f, void *ud)
 	mp_read_str_opt(&r, "metadata", &metadata, NULL);
 	mp_read_str_opt(&r, "idempotency_key", &idem, NULL);
 	mp_read_str_opt(&r, "harnesses", &allowed, NULL);
+	mp_read_str_opt(&r, "client_run_id", &alias, NULL);
+	mp_read_str_opt(&r, "input", &input, NULL);
 	if (r.err < 0) {
 		ret = r.err;
 		goto out;
@@ -205,14 +207,50 @@ handle_run_start(Peer *p, const Frame *f, void *ud)
 		goto out;
 	}
 
+	if (alias && (!*alias || strlen(alias) > 128 || idem)) {
+		peer_reply_error(p, f->req_id, -EINVAL,
+				 "client_run_id must be 1..128 bytes, without an idempotency key");
+		goto out;
+	}
+	if (input) {
+		json_auto_t *in = json_loads(input, 0, NULL);
+		if (!json_is_array(in)) {
+			peer_reply_error(p, f->req_id, -EINVAL, "input must be a JSON array");
+			goto out;
+		}
+	}
+
 	uuid_v4(run_id);
-	/* durable before the 202: one transaction with its idempotency key, fsync'd */
+	/* durable before the 202: one transaction with its idempotency key (or
+	 * the /chat client's run id and input), fsync'd */
 	bool created = false;
-	ret = runlog_create_keyed(c->runlog, run_id, thread_id, harness, now_epoch_ms(), idem,
-				  &created);
+	if (alias)
+		ret = runlog_create_aliased(c->runlog, run_id, thread_id, harness, now_epoch_ms(),
+					    alias, input, &created);
+	else
+		ret = runlog_create_keyed(c->runlog, run_id, thread_id, harness, now_epoch_ms(),
+					  idem, &created);
 	if (ret < 0) {
 		log_error_errno(ret, "Failed to register a run: %m");
 		goto out;
+	}
+	if (!created && alias) {
+		/* a client run id is global: another thread's run is not this
+		 * request's to resume */
+		json_t *rec = NULL;
+		ret = runlog_get(c->runlog, run_id, &rec);
+		bool mine =
+		    ret == 0 &&
+		    streq(json_string_value(json_object_get(rec, "threadId")) ?: "", thread_id);
+		json_decref(rec);
+		if (ret < 0 && ret != -ENOENT)
+			goto out;
+		if (!mine) {
+			ret = 0;
+			peer_reply_error(p, f->req_id, -EBUSY,
+					 "runId is already the id of a run of another thread");
+			goto out;
+		}
 	}
 	if (!created) { /* the key named an earlier run: that is the answer */
 		ret = reply_run_id(p, f->req_id, run_id);
@@ -247,7 +285,11 @@ static int
 owned_record(Coordinator *c, const char *run_id, const char *thread_id, json_t **ret)
 {
 	json_t *rec = NULL;
+	char real[RUN_ID_LEN + 1];
 	int r = runlog_get(c->runlog, run_id, &rec);
+	/* a /chat client's run id names its run too (RUN_START client_run_id) */
+	if (r == -ENOENT && runlog_alias_get(c->runlog, run_id, real) == 0)
+		r = runlog_get(c->runlog, real, &rec);
 	if (r == 0 && thread_id &&
 	    !streq(thread_id, json_string_value(json_object_get(rec, "threadId")) ?: "")) {
 		json_decref(rec);
@@ -268,10 +310,14 @@ handle_run_get(Peer *p, const Frame *f, void *ud)
 	int ret;
 
 	mp_reader_init(&r, f->body);
+	bool any_thread = false;
 	mp_read_str(&r, "run_id", &run_id);
 	mp_read_str_opt(&r, "thread_id", &thread_id, NULL);
+	mp_read_bool_opt(&r, "any_thread", &any_thread, false);
 	ret = r.err;
-	if (ret == 0 && !thread_named(p, f, thread_id))
+	/* any_thread: routerd's /chat join by run id alone checks the token's
+	 * thread scope against the record it gets (docs/SECURITY.md) */
+	if (ret == 0 && !any_thread && !thread_named(p, f, thread_id))
 		goto out;
 	if (ret == 0)
 		ret = owned_record(cl->c, run_id, thread_id, &rec);
@@ -535,6 +581,12 @@ handle_run_cancel(Peer *p, const Frame *f, void *ud)
 		ret = owned_record(c, run_id, thread_id, &rec);
 	if (ret < 0)
 		goto out;
+	/* the record's own id: run_id may be a /chat client's alias (copied:
+	 * rec may be replaced below) */
+	char real_id[RUN_ID_LEN + 1];
+	snprintf(real_id, sizeof(real_id), "%s",
+		 json_string_value(json_object_get(rec, "runId")) ?: run_id);
+	run_id = real_id;
 	const char *status = json_string_value(json_object_get(rec, "status"));
 	Run *run = run_find(c, run_id);
 	if (run_status_terminal(status) ||
@@ -575,6 +627,44 @@ handle_run_cancel(Peer *p, const Frame *f, void *ud)
 				  "run cancelled", "code", "aborted"));
 out:
 	json_decref(rec);
+	mp_reader_done(&r);
+	return ret;
+}
+
+static int
+handle_chat_hydrate(Peer *p, const Frame *f, void *ud)
+{
+	Client *cl = ud;
+	MpReader r;
+	const char *thread_id = NULL;
+	_cleanup_free_ char *body = NULL;
+	int ret;
+
+	mp_reader_init(&r, f->body);
+	mp_read_str(&r, "thread_id", &thread_id);
+	ret = r.err;
+	if (ret == 0 && !thread_id_valid(thread_id))
+		ret = -EINVAL;
+	if (ret == 0) {
+		ret = chat_hydrate(cl->c, thread_id, &body);
+		if (ret == -EFBIG) {
+			peer_reply_error(p, f->req_id, -EFBIG,
+					 "the thread's messages exceed read_max_bytes");
+			ret = 0;
+			goto out;
+		}
+		if (ret < 0)
+			log_error_errno(ret, "Failed to rebuild thread '%s': %m", thread_id);
+	}
+	if (ret == 0) {
+		MpWriter w;
+		mp_writer_init(&w);
+		mp_w_map(&w, 1);
+		mp_w_str(&w, "body", body);
+		ret = peer_reply(p, f->req_id, &w);
+		mp_writer_done(&w);
+	}
+out:
 	mp_reader_done(&r);
 	return ret;
 }
@@ -963,14 +1053,15 @@ handle_run_finish(Peer *p, const Frame *f, void *ud)
 }
 
 static const PeerHandler client_handlers[_MSG_TYPE_MAX] = {
-    [MSG_RUN_START] = handle_run_start,	     [MSG_RUN_GET] = handle_run_get,
-    [MSG_RUN_READ] = handle_run_read,	     [MSG_RUN_WATCH] = handle_run_watch,
-    [MSG_RUN_UNWATCH] = handle_run_unwatch,  [MSG_STATUS_GET] = handle_status_get,
-    [MSG_RUN_CANCEL] = handle_run_cancel,    [MSG_THREAD_RUNS] = handle_thread_runs,
-    [MSG_SNAPSHOT_CREATE] = handle_snapshot, [MSG_SNAPSHOT_RESTORE] = handle_snapshot,
-    [MSG_RUN_OPEN] = handle_run_open,	     [MSG_RUN_APPEND] = handle_run_append,
-    [MSG_RUN_FINISH] = handle_run_finish,    [MSG_BRIDGE_CALL] = handle_bridge_call,
-    [MSG_THREAD_FILE] = handle_thread_file,  [MSG_THREAD_LIST] = handle_thread_list,
+    [MSG_RUN_START] = handle_run_start,	      [MSG_RUN_GET] = handle_run_get,
+    [MSG_RUN_READ] = handle_run_read,	      [MSG_RUN_WATCH] = handle_run_watch,
+    [MSG_RUN_UNWATCH] = handle_run_unwatch,   [MSG_STATUS_GET] = handle_status_get,
+    [MSG_CHAT_HYDRATE] = handle_chat_hydrate, [MSG_RUN_CANCEL] = handle_run_cancel,
+    [MSG_THREAD_RUNS] = handle_thread_runs,   [MSG_SNAPSHOT_CREATE] = handle_snapshot,
+    [MSG_SNAPSHOT_RESTORE] = handle_snapshot, [MSG_RUN_OPEN] = handle_run_open,
+    [MSG_RUN_APPEND] = handle_run_append,     [MSG_RUN_FINISH] = handle_run_finish,
+    [MSG_BRIDGE_CALL] = handle_bridge_call,   [MSG_THREAD_FILE] = handle_thread_file,
+    [MSG_THREAD_LIST] = handle_thread_list,
 };
 
 static void

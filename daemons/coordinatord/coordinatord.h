@@ -270,6 +270,11 @@ int handle_bridge_call(Peer *p, const Frame *f, void *ud);
 /* files.c */
 int handle_thread_file(Peer *p, const Frame *f, void *ud);
 
+/* ---- chat.c ---- */
+/* GET /chat?threadId= (CHAT_HYDRATE): {messages: UIMessage[], activeRun, interrupts:
+ * null} as a new JSON text. -EFBIG past read_max_bytes. */
+int chat_hydrate(Coordinator *c, const char *thread_id, char **ret_json);
+
 /* watchdog.c */
 /* After a commit: warn on crossing map_warn_percent, start size retention past its mark. */
 void watchdog_log_usage(Coordinator *c, uint64_t used);

@@ -18,7 +18,7 @@
 
 struct RunLog {
 	MDB_env *env;
-	MDB_dbi runs, events, thread_runs, idem, meta, drive;
+	MDB_dbi runs, events, thread_runs, idem, meta, drive, inputs;
 	char *dir;
 	RunLogOptions opts;
 	bool preallocated;
@@ -102,6 +102,8 @@ env_open(RunLog *l)
 		rc = mdb_dbi_open(txn, "meta", MDB_CREATE, &l->meta);
 	if (rc == 0)
 		rc = mdb_dbi_open(txn, "drive", MDB_CREATE, &l->drive);
+	if (rc == 0)
+		rc = mdb_dbi_open(txn, "inputs", MDB_CREATE, &l->inputs);
 	if (rc == 0) {
 		MDB_val k = {6, (void *)"schema"}, v;
 		rc = mdb_get(txn, l->meta, &k, &v);
@@ -240,9 +242,12 @@ runlog_create(RunLog *l, const char *run_id, const char *thread_id, const char *
 static int idem_key(char *buf, size_t bufsz, const char *thread_id, const char *key, MDB_val *ret);
 static int idem_put_txn(MDB_txn *txn, RunLog *l, const MDB_val *k, const char *run_id);
 
-int
-runlog_create_keyed(RunLog *l, char run_id[RUN_ID_LEN + 1], const char *thread_id,
-		    const char *harness, int64_t now_ms, const char *idem, bool *ret_created)
+/* The run, its thread index entry, the key idem of idem_thread (the run's
+ * thread, or "" for a /chat alias) and its input, in one transaction. */
+static int
+create_txn(RunLog *l, char run_id[RUN_ID_LEN + 1], const char *thread_id, const char *harness,
+	   int64_t now_ms, const char *idem_thread, const char *idem, const char *input,
+	   bool *ret_created)
 {
 	MDB_txn *txn;
 	json_t *existing = NULL, *rec = NULL;
@@ -253,7 +258,7 @@ runlog_create_keyed(RunLog *l, char run_id[RUN_ID_LEN + 1], const char *thread_i
 	if (!valid_run_id(run_id) || !thread_id || strlen(thread_id) > THREAD_ID_MAX)
 		return -EINVAL;
 	if (idem) {
-		r = idem_key(ibuf, sizeof(ibuf), thread_id, idem, &ik);
+		r = idem_key(ibuf, sizeof(ibuf), idem_thread, idem, &ik);
 		if (r < 0)
 			return r;
 	}
@@ -314,6 +319,10 @@ runlog_create_keyed(RunLog *l, char run_id[RUN_ID_LEN + 1], const char *thread_i
 	r = mdb_errno(mdb_put(txn, l->thread_runs, &k, &v, 0));
 	if (r == 0 && idem)
 		r = idem_put_txn(txn, l, &ik, run_id);
+	if (r == 0 && input) {
+		MDB_val rk = run_key(run_id), in = {strlen(input), (void *)input};
+		r = mdb_errno(mdb_put(txn, l->inputs, &rk, &in, 0));
+	}
 	if (r < 0)
 		goto fail;
 	json_decref(rec);
@@ -325,6 +334,55 @@ runlog_create_keyed(RunLog *l, char run_id[RUN_ID_LEN + 1], const char *thread_i
 	return 0;
 fail:
 	json_decref(rec);
+	mdb_txn_abort(txn);
+	return r;
+}
+
+int
+runlog_create_keyed(RunLog *l, char run_id[RUN_ID_LEN + 1], const char *thread_id,
+		    const char *harness, int64_t now_ms, const char *idem, bool *ret_created)
+{
+	return create_txn(l, run_id, thread_id, harness, now_ms, thread_id, idem, NULL,
+			  ret_created);
+}
+
+int
+runlog_create_aliased(RunLog *l, char run_id[RUN_ID_LEN + 1], const char *thread_id,
+		      const char *harness, int64_t now_ms, const char *alias, const char *input,
+		      bool *ret_created)
+{
+	if (!alias || !*alias)
+		return -EINVAL;
+	return create_txn(l, run_id, thread_id, harness, now_ms, "", alias, input, ret_created);
+}
+
+int
+runlog_alias_get(RunLog *l, const char *alias, char ret[RUN_ID_LEN + 1])
+{
+	if (!alias || !*alias)
+		return -ENOENT;
+	return runlog_idem_get(l, "", alias, ret);
+}
+
+int
+runlog_input_get(RunLog *l, const char *run_id, char **ret)
+{
+	MDB_txn *txn;
+	MDB_val k, v;
+	int r;
+
+	if (!valid_run_id(run_id))
+		return -ENOENT;
+	k = run_key(run_id);
+	r = mdb_errno(mdb_txn_begin(l->env, NULL, MDB_RDONLY, &txn));
+	if (r < 0)
+		return r;
+	r = mdb_errno(mdb_get(txn, l->inputs, &k, &v));
+	if (r == 0) {
+		*ret = strndup(v.mv_data, v.mv_size);
+		if (!*ret)
+			r = -ENOMEM;
+	}
 	mdb_txn_abort(txn);
 	return r;
 }
@@ -1096,6 +1154,9 @@ prune_one(RunLog *l, MDB_txn *txn, const char *run_id, const json_t *rec)
 	rc = mdb_del(txn, l->drive, &rid, NULL);
 	if (rc != 0 && rc != MDB_NOTFOUND)
 		return mdb_errno(rc);
+	rc = mdb_del(txn, l->inputs, &rid, NULL);
+	if (rc != 0 && rc != MDB_NOTFOUND)
+		return mdb_errno(rc);
 	return mdb_errno(mdb_del(txn, l->runs, &rid, NULL));
 }
 
@@ -1179,8 +1240,9 @@ runlog_prune(RunLog *l, int64_t cutoff_ms, size_t max_pruned, size_t max_scanned
 static int
 txn_usage(RunLog *l, MDB_txn *txn, uint64_t *ret_used)
 {
-	const MDB_dbi dbis[] = {0 /* FREE_DBI */, 1 /* MAIN_DBI */, l->runs, l->events,
-				l->thread_runs,	  l->idem,	    l->meta, l->drive};
+	const MDB_dbi dbis[] = {0 /* FREE_DBI */, 1 /* MAIN_DBI */, l->runs,
+				l->events,	  l->thread_runs,   l->idem,
+				l->meta,	  l->drive,	    l->inputs};
 	uint64_t pages = 2, psize = 4096;
 
 	for (size_t i = 0; i < ELEMENTSOF(dbis); i++) {

@@ -7,6 +7,10 @@
  *   events       runId ‖ seq (u64 big-endian)       → chunk JSON text
  *   thread_runs  threadId ‖ 0x00 ‖ startedAt (u64 BE) ‖ runId → ""
  *   idempotency  threadId ‖ 0x00 ‖ key               → runId
+ *                0x00 ‖ clientRunId                  → runId (a /chat alias: the
+ *                                                      empty thread, global)
+ *   inputs       runId                              → JSON text: the run's new
+ *                                                      user messages (/chat hydrate)
  *   meta         "schema"                           → "1"
  *
  * Contract (tanstack-protocol.md §2.3):
@@ -111,6 +115,19 @@ void runlog_events_done(RunLogEvents *e);
  * which would let a retry start a second one). idem may be NULL. */
 int runlog_create_keyed(RunLog *l, char run_id[RUN_ID_LEN + 1], const char *thread_id,
 			const char *harness, int64_t now_ms, const char *idem, bool *ret_created);
+
+/* POST /chat: runlog_create_keyed with the client's run id as a global alias
+ * (the key of the empty thread, which no real thread id can be) and input (a
+ * JSON text, may be NULL) stored beside the record, all in one transaction. A
+ * known alias overwrites run_id with its run (*ret_created false), whatever
+ * thread that run is in: the caller checks the owner. */
+int runlog_create_aliased(RunLog *l, char run_id[RUN_ID_LEN + 1], const char *thread_id,
+			  const char *harness, int64_t now_ms, const char *alias, const char *input,
+			  bool *ret_created);
+/* The run an alias names, or -ENOENT. */
+int runlog_alias_get(RunLog *l, const char *alias, char ret[RUN_ID_LEN + 1]);
+/* The input stored with the run (malloc'd JSON text), or -ENOENT. */
+int runlog_input_get(RunLog *l, const char *run_id, char **ret);
 
 /* Idempotency keys: look up (→ run id copy in ret, or -ENOENT) and store. */
 int runlog_idem_get(RunLog *l, const char *thread_id, const char *key, char ret[RUN_ID_LEN + 1]);

@@ -16,6 +16,8 @@
  *   routes.c      routes_*: the route table and the request handlers
  *   routes-files.c route_files: /threads/{id}/files, the workspace file API
  *   routes-ui.c   route_ui, route_threads: the web UI's files, GET /threads
+ *   routes-chat.c route_chat: /chat, the AG-UI endpoint of TanStack AI's
+ *                 stock connection adapters (SSE, NDJSON, WebSocket, hydrate)
  *   ws.c          ws_*: RFC 6455 handshake and the wslay session on an HttpConn
  *   tail.c        tail_*: the run-log tail protocol over a WebSocket
  *
@@ -243,6 +245,10 @@ struct HttpConn {
 	Tail *tail;
 	bool ws_ping_outstanding;	  /* a server ping is unanswered */
 	struct StreamStart *stream_start; /* routes.c: a tail waiting for RUN_GET */
+	struct ChatStart *chat_start;	  /* routes-chat.c: a /chat run or join on its way */
+	bool ndjson;			  /* CONN_SSE carries NDJSON lines (/chat?format=ndjson) */
+	bool chat_ws; /* a /chat conversation WebSocket (RunAgentInput frames in) */
+	const RouterToken *chat_token; /* ... and the token it was opened with (conf-owned) */
 	/* accepted on the bridge socket: serves only the host tools of bridge_run,
 	 * the run named by the shim's first line (empty until it arrived) */
 	bool bridge;
@@ -309,6 +315,23 @@ void route_threads(HttpConn *c, const char *query);
 /* ui_dir, or the installed default when it is empty. */
 const char *routes_ui_dir(const Router *r);
 
+/* ---- routes-chat.c ---- */
+
+/* /chat (the query raw or NULL): POST a run, GET a join or the hydrate, or the
+ * WebSocket of the stock webSocket() adapter. Auth and Host/Origin are done. */
+void route_chat(HttpConn *c, const char *query);
+/* A text message on a /chat conversation WebSocket (inside wslay's receive:
+ * it only queues frames and makes coordinator calls). */
+void chat_ws_message(HttpConn *c, const char *text, size_t len);
+void chat_start_free(HttpConn *c);
+
+/* Helpers routes.c shares with routes-chat.c (see their definitions there). */
+bool routes_json_content_type(HttpConn *c, bool empty_ok);
+bool routes_thread_allowed(HttpConn *c, const char *thread_id);
+const char *routes_thread_id_problem(const char *s);
+void routes_coord_error(HttpConn *c, int err, const msgpack_object *body, const char *not_found);
+bool routes_parse_last_seq(const char *s, int64_t *ret);
+
 /* ---- ws.c ---- */
 
 /* Validate the handshake headers of c->req. 0, or -EINVAL with a message
@@ -344,6 +367,8 @@ bool sse_wanted(const HttpConn *c);
 int sse_accept(HttpConn *c);
 /* One event: `id:` when id >= 0, `event:` when event, text as data lines. */
 int sse_send(HttpConn *c, int64_t id, const char *event, const char *text, size_t len);
+/* One line of a /chat?format=ndjson body: text and "\n". */
+int sse_send_line(HttpConn *c, const char *text, size_t len);
 /* End the stream: an `event: error` for code != 1000, then close (abort
  * for 1008: the reader is too slow to flush to). */
 void sse_close(HttpConn *c, uint16_t code, const char *reason);
@@ -356,16 +381,18 @@ struct Tail {
 	Watch *watch;
 	Tail *watch_prev, *watch_next;
 	char *run_id;
-	char *thread_id;	   /* NULL when the request had none */
-	int64_t cursor;		   /* seq of the last event delivered (exclusive cursor) */
-	int64_t head;		   /* highest lastSeq known from any record */
-	bool terminal;		   /* the best record known is terminal */
-	char *record;		   /* that record's JSON text */
-	bool need_read;		   /* a RUN_READ is due (start, gap, output drained) */
-	bool reading;		   /* a RUN_READ is in flight */
-	bool finished;		   /* a close frame was queued; nothing more is sent */
-	bool counted;		   /* included in router->n_tails */
-	bool paused;		   /* the last delivery stopped at the high mark */
+	char *thread_id; /* NULL when the request had none */
+	int64_t cursor;	 /* seq of the last event delivered (exclusive cursor) */
+	int64_t head;	 /* highest lastSeq known from any record */
+	bool terminal;	 /* the best record known is terminal */
+	char *record;	 /* that record's JSON text */
+	bool need_read;	 /* a RUN_READ is due (start, gap, output drained) */
+	bool reading;	 /* a RUN_READ is in flight */
+	bool finished;	 /* a close frame was queued; nothing more is sent */
+	bool counted;	 /* included in router->n_tails */
+	bool paused;	 /* the last delivery stopped at the high mark */
+	bool chat;	 /* /chat: bare chunks (SSE) or {id,chunk} (NDJSON, WS), no status */
+	bool keep_open;	 /* /chat conversation WebSocket: stays open after the run */
 	struct event *stall_timer; /* armed while output stays backed up */
 };
 

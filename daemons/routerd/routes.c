@@ -1144,6 +1144,37 @@ void
 routes_free_pending(HttpConn *c)
 {
 	c->stream_start = stream_start_free(c->stream_start);
+	chat_start_free(c);
+}
+
+bool
+routes_json_content_type(HttpConn *c, bool empty_ok)
+{
+	return json_content_type(c, empty_ok);
+}
+
+bool
+routes_thread_allowed(HttpConn *c, const char *thread_id)
+{
+	return thread_allowed(c, thread_id);
+}
+
+const char *
+routes_thread_id_problem(const char *s)
+{
+	return thread_id_problem(s);
+}
+
+void
+routes_coord_error(HttpConn *c, int err, const msgpack_object *body, const char *not_found)
+{
+	respond_coord_error(c, err, body, not_found);
+}
+
+bool
+routes_parse_last_seq(const char *s, int64_t *ret)
+{
+	return parse_last_seq(s, ret);
 }
 
 /* ---- auth and CORS ---- */
@@ -1332,7 +1363,7 @@ route_options(HttpConn *c)
 	    "Allow: GET, PUT, POST, DELETE, OPTIONS\r\n"
 	    "Access-Control-Allow-Methods: GET, PUT, POST, DELETE, OPTIONS\r\n"
 	    "Access-Control-Allow-Headers: Authorization, Content-Type, "
-	    "Idempotency-Key, Last-Event-ID\r\n"
+	    "Idempotency-Key, Last-Event-ID, X-Run-Id\r\n"
 	    "Access-Control-Max-Age: 600\r\n";
 	/* without an allowed Origin the CORS lines are inert: the browser
 	 * refuses the actual request for lack of Allow-Origin */
@@ -1385,7 +1416,11 @@ routes_dispatch(HttpConn *c)
 		return;
 	}
 	bool healthz = rt.n_seg == 1 && streq(rt.seg[0], "healthz");
-	bool stream = rt.n_seg == 3 && streq(rt.seg[0], "runs") && streq(rt.seg[2], "stream");
+	bool chat = rt.n_seg == 1 && streq(rt.seg[0], "chat");
+	/* the stream route and /chat's WebSocket: a browser's WebSocket (or
+	 * EventSource) cannot set Authorization */
+	bool stream = (rt.n_seg == 3 && streq(rt.seg[0], "runs") && streq(rt.seg[2], "stream")) ||
+		      (chat && m == HTTP_GET && http_header(c, "Upgrade"));
 	/* /_bridge and /tool-exec carry a per-run token of their own */
 	if (!healthz && !bridge && !auth_ok(c, &rt, stream)) {
 		http_respond(
@@ -1414,6 +1449,10 @@ routes_dispatch(HttpConn *c)
 	}
 	if (rt.n_seg == 1 && streq(rt.seg[0], "threads")) {
 		route_threads(c, rt.query);
+		return;
+	}
+	if (chat) {
+		route_chat(c, rt.query);
 		return;
 	}
 	if (rt.n_seg == 3 && streq(rt.seg[0], "runs") && streq(rt.seg[2], "cancel")) {

@@ -42,7 +42,11 @@ sse_ping_cb(evutil_socket_t fd, short what, void *arg)
 
 	if (c->state != CONN_SSE)
 		return;
-	evbuffer_add(bufferevent_get_output(c->bev), ": ping\n\n", 8);
+	/* NDJSON readers skip blank lines */
+	if (c->ndjson)
+		evbuffer_add(bufferevent_get_output(c->bev), "\n", 1);
+	else
+		evbuffer_add(bufferevent_get_output(c->bev), ": ping\n\n", 8);
 }
 
 int
@@ -58,14 +62,16 @@ sse_accept(HttpConn *c)
 	}
 	if (evbuffer_add_printf(bufferevent_get_output(c->bev),
 				"HTTP/1.1 200 OK\r\n"
-				"Content-Type: text/event-stream; charset=utf-8\r\n"
+				"Content-Type: %s; charset=utf-8\r\n"
 				"Cache-Control: no-cache\r\n"
 				"X-Accel-Buffering: no\r\n"
 				"%s"
 				"Connection: close\r\n\r\n"
 				/* the reconnection delay an EventSource uses */
-				"retry: 1000\n\n",
-				c->req.cors ? c->req.cors : "") < 0)
+				"%s",
+				c->ndjson ? "application/x-ndjson" : "text/event-stream",
+				c->req.cors ? c->req.cors : "",
+				c->ndjson ? "" : "retry: 1000\n\n") < 0)
 		return -ENOMEM;
 	http_conn_upgraded(c, 200, CONN_SSE);
 	if (c->ping_timer)
@@ -113,9 +119,23 @@ sse_send(HttpConn *c, int64_t id, const char *event, const char *text, size_t le
 	return sse_add_data(out, text, len);
 }
 
+int
+sse_send_line(HttpConn *c, const char *text, size_t len)
+{
+	struct evbuffer *out = bufferevent_get_output(c->bev);
+
+	if (c->state != CONN_SSE)
+		return -ECONNRESET;
+	if (evbuffer_add(out, text, len) < 0 || evbuffer_add(out, "\n", 1) < 0)
+		return -ENOMEM;
+	return 0;
+}
+
 void
 sse_close(HttpConn *c, uint16_t code, const char *reason)
 {
+	bool chat = c->tail && c->tail->chat;
+
 	if (c->tail)
 		c->tail->finished = true;
 	if (c->state != CONN_SSE)
@@ -125,7 +145,9 @@ sse_close(HttpConn *c, uint16_t code, const char *reason)
 		http_conn_abort(c);
 		return;
 	}
-	if (code != 1000) {
+	/* /chat: no event the stock client would take for a chunk; it resumes
+	 * with Last-Event-ID */
+	if (code != 1000 && !chat) {
 		json_auto_t *j = json_pack("{s:s, s:s}", "error", reason ? reason : "error", "code",
 					   code == 1001 ? "shutting_down" : "stream_failed");
 		_cleanup_free_ char *s = j ? json_dumps(j, JSON_COMPACT) : NULL;

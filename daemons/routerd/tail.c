@@ -144,7 +144,13 @@ static int
 tail_send_event(Tail *t, int64_t seq, const char *chunk, size_t len)
 {
 	char prefix[48];
-	int n = snprintf(prefix, sizeof(prefix), "{\"seq\":%" PRId64 ",\"chunk\":", seq);
+	/* /chat: the bare chunk as an SSE event with its seq as id; elsewhere
+	 * the stock clients' durable envelope {"id":"<seq>","chunk":…} */
+	if (t->chat && t->conn->state == CONN_SSE && !t->conn->ndjson)
+		return sse_send(t->conn, seq, NULL, chunk, len);
+	int n = t->chat
+		    ? snprintf(prefix, sizeof(prefix), "{\"id\":\"%" PRId64 "\",\"chunk\":", seq)
+		    : snprintf(prefix, sizeof(prefix), "{\"seq\":%" PRId64 ",\"chunk\":", seq);
 	_cleanup_free_ char *msg = malloc((size_t)n + len + 1);
 
 	if (!msg)
@@ -152,6 +158,8 @@ tail_send_event(Tail *t, int64_t seq, const char *chunk, size_t len)
 	memcpy(msg, prefix, (size_t)n);
 	memcpy(msg + n, chunk, len);
 	msg[(size_t)n + len] = '}';
+	if (t->conn->state == CONN_SSE && t->conn->ndjson)
+		return sse_send_line(t->conn, msg, (size_t)n + len + 1);
 	return tail_send(t, seq, msg, (size_t)n + len + 1);
 }
 
@@ -200,7 +208,18 @@ static void
 tail_finish(Tail *t)
 {
 	static const char pre[] = "{\"type\":\"status\",\"record\":";
-	size_t rl = strlen(t->record);
+	size_t rl;
+
+	if (t->chat) {
+		/* no status event: the terminal chunk was the last word. A
+		 * conversation socket stays open for the next run. */
+		if (t->keep_open)
+			t->finished = true;
+		else
+			tail_close(t, 1000, "run complete");
+		return;
+	}
+	rl = strlen(t->record);
 	_cleanup_free_ char *msg = malloc(STRLEN(pre) + rl + 2);
 
 	if (!msg) {

@@ -127,6 +127,9 @@ ws_msg_cb(wslay_event_context_ptr ctx, const struct wslay_event_on_msg_recv_arg 
 	 * ping (RFC 6455 §5.5.3 allows an unsolicited one as a heartbeat). */
 	if (arg->opcode == WSLAY_PONG)
 		c->ws_ping_outstanding = false;
+	/* /chat's conversation socket takes RunAgentInput and abort frames */
+	else if (arg->opcode == WSLAY_TEXT_FRAME && c->chat_ws)
+		chat_ws_message(c, (const char *)arg->msg, arg->msg_length);
 }
 
 /* wslay echoes a close frame with a 1-byte payload as an empty close; RFC
@@ -207,6 +210,14 @@ ws_ping_cb(evutil_socket_t fd, short what, void *arg)
 	}
 	if (wslay_event_queue_msg(c->ws, &m) == 0) {
 		c->ws_ping_outstanding = true;
+		/* the stock webSocket() adapter's own keepalive frame */
+		if (c->chat_ws) {
+			static const char ping[] = "{\"type\":\"ping\"}";
+			struct wslay_event_msg t = {.opcode = WSLAY_TEXT_FRAME,
+						    .msg = (const uint8_t *)ping,
+						    .msg_length = STRLEN(ping)};
+			(void)wslay_event_queue_msg(c->ws, &t);
+		}
 		ws_flush(c);
 	}
 }
@@ -265,7 +276,11 @@ ws_accept(HttpConn *c)
 		return r;
 	if (wslay_event_context_server_init(&c->ws, &ws_callbacks, c) != 0)
 		return -ENOMEM;
-	wslay_event_config_set_max_recv_msg_length(c->ws, WS_MAX_CLIENT_MSG);
+	/* a /chat conversation's RunAgentInput frames carry the whole
+	 * conversation: as much as a POST body may */
+	wslay_event_config_set_max_recv_msg_length(
+	    c->ws, c->chat_ws ? (uint64_t)MAX(conf->max_body, (int64_t)WS_MAX_CLIENT_MSG)
+			      : WS_MAX_CLIENT_MSG);
 	if (conf->ws_ping_interval_ms > 0) {
 		c->ping_timer = event_new(c->router->base, -1, EV_PERSIST, ws_ping_cb, c);
 		if (!c->ping_timer)

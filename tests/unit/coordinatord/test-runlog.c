@@ -553,6 +553,53 @@ test_runlog_idempotency(void **state)
 	assert_int_equal(runlog_idem_get(f->l, "thread-1", big, id), -E2BIG);
 }
 
+/* POST /chat: the client's run id is a global alias and the input sits beside
+ * the record, both committed with the run and pruned with it. */
+static void
+test_runlog_alias_and_input_commit_and_prune_with_the_run(void **state)
+{
+	Fix *f = *state;
+	char id[RUN_ID_LEN + 1] = RUN_A, got[RUN_ID_LEN + 1];
+	char cursor[RUN_ID_LEN + 1] = "";
+	char *input = NULL;
+	bool created = false;
+	size_t n = 0;
+
+	assert_int_equal(runlog_alias_get(f->l, "run-client-1", got), -ENOENT);
+	assert_int_equal(runlog_create_aliased(f->l, id, "t1", "shell", 100, "run-client-1",
+					       "[{\"role\":\"user\",\"content\":\"hi\"}]",
+					       &created),
+			 0);
+	assert_true(created);
+	assert_int_equal(runlog_alias_get(f->l, "run-client-1", got), 0);
+	assert_string_equal(got, RUN_A);
+	assert_int_equal(runlog_input_get(f->l, RUN_A, &input), 0);
+	assert_string_equal(input, "[{\"role\":\"user\",\"content\":\"hi\"}]");
+	free(input);
+	input = NULL;
+	/* the retry: the alias names the run, nothing new is created, whatever
+	 * thread asks (the caller checks the owner) */
+	snprintf(id, sizeof(id), "%s", RUN_B);
+	assert_int_equal(
+	    runlog_create_aliased(f->l, id, "t2", "shell", 200, "run-client-1", NULL, &created), 0);
+	assert_false(created);
+	assert_string_equal(id, RUN_A);
+	json_t *rec = NULL;
+	assert_int_equal(runlog_get(f->l, RUN_B, &rec), -ENOENT);
+	/* the alias is global, not a key of thread t1: an Idempotency-Key of
+	 * the same text is another thing */
+	assert_int_equal(runlog_idem_get(f->l, "t1", "run-client-1", got), -ENOENT);
+	assert_int_equal(runlog_create_aliased(f->l, id, "t1", NULL, 1, "", NULL, &created),
+			 -EINVAL);
+	/* pruned with the run */
+	assert_int_equal(
+	    runlog_append_finish(f->l, RUN_A, "{}", 2, "completed", NULL, 300, NULL, NULL), 0);
+	assert_int_equal(runlog_prune(f->l, 500, 16, 100, cursor, &n), 0);
+	assert_int_equal(n, 1);
+	assert_int_equal(runlog_alias_get(f->l, "run-client-1", got), -ENOENT);
+	assert_int_equal(runlog_input_get(f->l, RUN_A, &input), -ENOENT);
+}
+
 typedef struct Seen {
 	int n;
 	char ids[8][RUN_ID_LEN + 1];
@@ -1224,6 +1271,8 @@ main(void)
 	    cmocka_unit_test_setup_teardown(test_runlog_update, setup, teardown),
 	    cmocka_unit_test_setup_teardown(test_runlog_survives_reopen, setup, teardown),
 	    cmocka_unit_test_setup_teardown(test_runlog_idempotency, setup, teardown),
+	    cmocka_unit_test_setup_teardown(
+		test_runlog_alias_and_input_commit_and_prune_with_the_run, setup, teardown),
 	    cmocka_unit_test_setup_teardown(test_runlog_preallocate_reserves_the_map, setup,
 					    teardown),
 	    cmocka_unit_test_setup_teardown(test_runlog_create_keyed_is_one_transaction, setup,
