@@ -122,15 +122,14 @@ agui_guard_closers(Run *run, const char *why)
 
 	if (!out || !guard(run))
 		return out;
-	json_object_foreach(set_of(run, "texts"), k, v)
-	    json_array_append_new(out, json_pack("{s:s, s:s}", "type", "TEXT_MESSAGE_END",
-						 "messageId", k));
+	json_object_foreach(set_of(run, "texts"), k, v) json_array_append_new(
+	    out, json_pack("{s:s, s:s}", "type", "TEXT_MESSAGE_END", "messageId", k));
 	json_object_foreach(set_of(run, "reasoning"), k, v)
 	{
 		if (json_is_true(json_object_get(v, "msg")))
-			json_array_append_new(out, json_pack("{s:s, s:s}", "type",
-							     "REASONING_MESSAGE_END", "messageId",
-							     k));
+			json_array_append_new(out,
+					      json_pack("{s:s, s:s}", "type",
+							"REASONING_MESSAGE_END", "messageId", k));
 		if (json_is_true(json_object_get(v, "span")))
 			json_array_append_new(
 			    out, json_pack("{s:s, s:s}", "type", "REASONING_END", "messageId", k));
@@ -138,18 +137,20 @@ agui_guard_closers(Run *run, const char *why)
 	json_object_foreach(set_of(run, "tools"), k, v)
 	{
 		if (!json_is_true(v))
-			json_array_append_new(out, json_pack("{s:s, s:s}", "type", "TOOL_CALL_END",
-							     "toolCallId", k));
+			json_array_append_new(
+			    out, json_pack("{s:s, s:s}", "type", "TOOL_CALL_END", "toolCallId", k));
 	}
 	json_object_foreach(set_of(run, "tools"), k, v)
 	{
 		char mid[128], err[512];
 		snprintf(mid, sizeof(mid), "%s-result", k);
-		snprintf(err, sizeof(err), "interrupted: the run ended before the tool call did%s%s",
+		snprintf(err, sizeof(err),
+			 "interrupted: the run ended before the tool call did%s%s",
 			 why && *why ? " (" : "", why && *why ? why : "");
 		if (why && *why)
 			strncat(err, ")", sizeof(err) - strlen(err) - 1);
-		json_auto_t *content = json_pack("{s:s, s:s}", "status", "interrupted", "error", err);
+		json_auto_t *content =
+		    json_pack("{s:s, s:s}", "status", "interrupted", "error", err);
 		_cleanup_free_ char *text = content ? json_dump_compact(content) : NULL;
 		json_array_append_new(
 		    out, json_pack("{s:s, s:s, s:s, s:s, s:s, s:{s:{s:s}}}", "type",
@@ -157,9 +158,8 @@ agui_guard_closers(Run *run, const char *why)
 				   "tool", "content", text ? text : "{\"status\":\"interrupted\"}",
 				   "metadata", "tanstack", "state", "output-error"));
 	}
-	json_object_foreach(set_of(run, "steps"), k, v)
-	    json_array_append_new(out, json_pack("{s:s, s:s}", "type", "STEP_FINISHED",
-						 "stepName", k));
+	json_object_foreach(set_of(run, "steps"), k, v) json_array_append_new(
+	    out, json_pack("{s:s, s:s}", "type", "STEP_FINISHED", "stepName", k));
 	return out;
 }
 
@@ -244,9 +244,10 @@ agui_guard_end(Run *run, json_t **chunk, const char *status)
 					   "threadId", run->thread_id, "runId", run->run_id,
 					   "outcome", "type", "success");
 		else
-			*chunk = json_pack("{s:s, s:s, s:s}", "type", "RUN_ERROR", "message",
-					   streq(status, "aborted") ? "run cancelled" : "run failed",
-					   "code", status);
+			*chunk =
+			    json_pack("{s:s, s:s, s:s}", "type", "RUN_ERROR", "message",
+				      streq(status, "aborted") ? "run cancelled" : "run failed",
+				      "code", status);
 		type = str_of(*chunk, "type");
 		if (!type)
 			return json_array();
@@ -271,7 +272,8 @@ agui_guard_end(Run *run, json_t **chunk, const char *status)
 	if (streq(type, "RUN_ERROR") || streq(type, "RUN_FINISHED")) {
 		if (streq(type, "RUN_FINISHED")) {
 			if (!json_object_get(*chunk, "threadId"))
-				json_object_set_new(*chunk, "threadId", json_string(run->thread_id));
+				json_object_set_new(*chunk, "threadId",
+						    json_string(run->thread_id));
 			if (!json_object_get(*chunk, "runId"))
 				json_object_set_new(*chunk, "runId", json_string(run->run_id));
 		} else
