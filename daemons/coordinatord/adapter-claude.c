@@ -363,9 +363,13 @@ interrupt_open_tools(Run *run)
 	{
 		char mid[64];
 		run_gen_id(run, mid, sizeof(mid));
-		emit(run, json_pack("{s:s, s:s, s:s, s:s, s:s}", "type", "TOOL_CALL_RESULT",
-				    "messageId", mid, "toolCallId", tid, "content",
-				    "{\"status\":\"interrupted\"}", "role", "tool"));
+		/* as agui-guard.c closes one: a failed result, with why */
+		emit(run,
+		     json_pack("{s:s, s:s, s:s, s:s, s:s, s:{s:{s:s}}}", "type", "TOOL_CALL_RESULT",
+			       "messageId", mid, "toolCallId", tid, "content",
+			       "{\"status\":\"interrupted\",\"error\":\"interrupted: the "
+			       "agent ended its turn before the tool call finished\"}",
+			       "role", "tool", "metadata", "tanstack", "state", "output-error"));
 		json_object_del(st->open_tools, tid);
 	}
 }

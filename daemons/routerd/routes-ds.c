@@ -264,8 +264,8 @@ ds_read_reply(Peer *p, int err, const msgpack_object *body, void *userdata)
 		http_respond(c, 304, NULL, NULL, 0, h, false);
 	} else {
 		ds_headers(h, sizeof(h), d->cursor + 1, up_to_date, closed, etag);
-		http_respond(c, 200, "application/json", d->head ? NULL : btext,
-			     d->head ? 0 : blen, h, false);
+		http_respond(c, 200, "application/json", d->head ? NULL : btext, d->head ? 0 : blen,
+			     h, false);
 	}
 	evbuffer_free(arr);
 }
