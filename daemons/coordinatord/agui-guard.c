@@ -234,7 +234,8 @@ agui_guard_end(Run *run, json_t **chunk, const char *status)
 		if (type && streq(type, "RUN_FINISHED")) {
 			json_decref(*chunk);
 			*chunk = NULL;
-		}
+		} else if (type && streq(type, "RUN_ERROR")) /* allowed after it */
+			agui_error_ids(*chunk, run->thread_id, run->run_id);
 		return json_array();
 	}
 	if (!*chunk || !type) {

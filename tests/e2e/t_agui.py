@@ -54,6 +54,7 @@ def check(chunks, run_id):
     assert chunks[0]["type"] == "RUN_STARTED" and chunks[0]["runId"] == run_id, chunks[:2]
     last = chunks[-1]
     assert last["type"] in ("RUN_FINISHED", "RUN_ERROR"), last
+    assert [c["type"] for c in chunks].count("RUN_STARTED") == 1, chunks
     if last["type"] == "RUN_ERROR":
         assert last["runId"] == run_id, last
         assert last["metadata"]["tanstack"]["runId"] == run_id, last
@@ -166,6 +167,13 @@ def test_ndjson_bad_chunk_ends_the_run_with_a_clear_error(s):
     assert chunks[-1]["message"] == ("runner sent an invalid AG-UI chunk: TOOL_CALL_START: "
                                      "\"toolCallName\" is missing or of the wrong type"), chunks[-1]
     assert not any(c.get("toolCallId") == "t1" or c.get("messageId") == "never" for c in chunks)
+    check(chunks, run)
+    # a chunk after the runner's own RUN_FINISHED: not stored, the run fails
+    run, chunks, status = run_harness(s, "t-agui-nd", "runner", "afterfinish")
+    assert status["status"] == "failed", status
+    assert [c["type"] for c in chunks][-2:] == ["RUN_FINISHED", "RUN_ERROR"], chunks
+    assert chunks[-1]["message"] == "runner sent a chunk after RUN_FINISHED", chunks[-1]
+    assert not any(c.get("messageId") == "late" for c in chunks)
     check(chunks, run)
 
 
