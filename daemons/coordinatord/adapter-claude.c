@@ -17,7 +17,8 @@
  * parent_tool_use_id) are skipped; non-JSON lines are only logged. Tool calls
  * still open at the result get TOOL_CALL_RESULT {"status":"interrupted"}.
  * Afterwards, when /workspace is a git repository, `git diff` becomes
- * CUSTOM file.changed {path:".", diff}.
+ * CUSTOM file.changed {type:"change", path:".", diff, timestamp} (@tanstack/ai's
+ * typed shape).
  */
 #include "config.h"
 
@@ -362,9 +363,13 @@ interrupt_open_tools(Run *run)
 	{
 		char mid[64];
 		run_gen_id(run, mid, sizeof(mid));
-		emit(run, json_pack("{s:s, s:s, s:s, s:s, s:s}", "type", "TOOL_CALL_RESULT",
-				    "messageId", mid, "toolCallId", tid, "content",
-				    "{\"status\":\"interrupted\"}", "role", "tool"));
+		/* as agui-guard.c closes one: a failed result, with why */
+		emit(run,
+		     json_pack("{s:s, s:s, s:s, s:s, s:s, s:{s:{s:s}}}", "type", "TOOL_CALL_RESULT",
+			       "messageId", mid, "toolCallId", tid, "content",
+			       "{\"status\":\"interrupted\",\"error\":\"interrupted: the "
+			       "agent ended its turn before the tool call finished\"}",
+			       "role", "tool", "metadata", "tanstack", "state", "output-error"));
 		json_object_del(st->open_tools, tid);
 	}
 }
@@ -513,8 +518,10 @@ diff_done(Run *run, int64_t code, const char *out, size_t len)
 		_cleanup_free_ char *text = utf8_sanitize(out, len, &len);
 		if (text)
 			run_emit(run,
-				 json_pack("{s:s, s:s, s:{s:s, s:s%}}", "type", "CUSTOM", "name",
-					   "file.changed", "value", "path", ".", "diff", text, len),
+				 json_pack("{s:s, s:s, s:{s:s, s:s, s:s%, s:I}}", "type", "CUSTOM",
+					   "name", "file.changed", "value", "type", "change",
+					   "path", ".", "diff", text, len, "timestamp",
+					   (json_int_t)now_epoch_ms()),
 				 NULL);
 	}
 	finish_run(run);

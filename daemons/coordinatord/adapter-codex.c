@@ -10,11 +10,17 @@
  *   thread.started              → RUN_STARTED + CUSTOM codex.session-id {sessionId}
  *   item.* agent_message        → TEXT_MESSAGE_START / CONTENT / END
  *   item.* reasoning            → REASONING_* blocks
- *   item.* command_execution    → TOOL_CALL_* "shell" + TOOL_CALL_RESULT (output, exit code)
- *   item.* mcp_tool_call        → TOOL_CALL_* with the tool's name + TOOL_CALL_RESULT
- *   item.* web_search           → TOOL_CALL_* "web_search"
- *   item.* file_change          → CUSTOM file.changed {path, kind} per change
- *   item.* todo_list            → CUSTOM codex.todo_list {items}
+ *   item.* command_execution    → TOOL_CALL_* "command_execution" {command} + RESULT
+ *                                 {aggregated_output, exit_code, status}
+ *   item.* mcp_tool_call        → TOOL_CALL_* <tool> (mcp__<server>__<tool> unless the
+ *                                 bridged "tanstack" server) + RESULT (text or error)
+ *   item.* web_search           → TOOL_CALL_* "web_search" {query}
+ *   item.* file_change          → TOOL_CALL_* "file_change" {changes} + RESULT
+ *                                 {changes, status}, and CUSTOM file.changed
+ *                                 {type, path, timestamp} per change
+ *   item.* todo_list            → TOOL_CALL_* "todo_list" + RESULT {items}
+ * (tool names and result shapes as @tanstack/ai-codex's; a failed item's
+ * result has metadata.tanstack.state "output-error").
  *   turn.completed              → RUN_FINISHED (usage)
  *   turn.failed, error          → RUN_ERROR
  * Text is streamed from item.updated as the growth of the item's text.
@@ -152,19 +158,57 @@ tool_item(Run *run, const char *id, const json_t *item, bool completed, const ch
 	}
 	if (completed && !json_is_true(json_object_get(s, "done"))) {
 		char mid[64];
-		_cleanup_free_ char *r = json_dump_compact(result);
+		_cleanup_free_ char *r = json_is_string(result) ? NULL : json_dump_compact(result);
+		const char *content = json_is_string(result) ? json_string_value(result) : r;
 		run_gen_id(run, mid, sizeof(mid));
-		json_t *c =
-		    json_pack("{s:s, s:s, s:s, s:s, s:s}", "type", "TOOL_CALL_RESULT", "messageId",
-			      mid, "toolCallId", id, "content", r ? r : "{}", "role", "tool");
+		json_t *c = json_pack("{s:s, s:s, s:s, s:s, s:s}", "type", "TOOL_CALL_RESULT",
+				      "messageId", mid, "toolCallId", id, "content",
+				      content ? content : "{}", "role", "tool");
 		const char *status = json_string_value(json_object_get(item, "status"));
-		if (status && streq(status, "failed"))
-			json_object_set_new(c, "state", json_string("output-error"));
+		const json_t *err = json_object_get(item, "error");
+		if ((status && streq(status, "failed")) || (err && !json_is_null(err)))
+			json_object_set_new(
+			    c, "metadata",
+			    json_pack("{s:{s:s}}", "tanstack", "state", "output-error"));
 		emit(run, c);
 		json_object_set_new(s, "done", json_true());
 	}
 	json_decref(args);
 	json_decref(result);
+}
+
+/* An MCP tool call's result as @tanstack/ai-codex gives it: the error's
+ * message, the text blocks joined, the structured content, or {status}. */
+static json_t *
+mcp_result(const json_t *item)
+{
+	const json_t *err = json_object_get(item, "error");
+	if (err && !json_is_null(err)) {
+		const char *m = json_string_value(json_object_get(err, "message"));
+		return json_string(m ? m : "tool call failed");
+	}
+	const json_t *res = json_object_get(item, "result");
+	_cleanup_free_ char *text = NULL;
+	size_t len = 0, i;
+	json_t *b;
+	json_array_foreach(json_object_get(res, "content"), i, b)
+	{
+		const char *t = json_string_value(json_object_get(b, "text"));
+		if (!t)
+			continue;
+		size_t n = strlen(t);
+		char *p = realloc(text, len + n + 1);
+		if (!p)
+			break;
+		memcpy(p + len, t, n + 1);
+		text = p;
+		len += n;
+	}
+	if (text && len)
+		return json_string(text);
+	if (json_object_get(res, "structured_content"))
+		return json_incref(json_object_get(res, "structured_content"));
+	return json_pack("{s:O?}", "status", json_object_get(item, "status"));
 }
 
 static void
@@ -178,35 +222,64 @@ item_event(Run *run, const json_t *item, bool completed)
 		text_item(run, id, item, completed, false);
 	else if (streq(kind, "reasoning"))
 		text_item(run, id, item, completed, true);
-	else if (streq(kind, "command_execution"))
-		tool_item(run, id, item, completed, "shell",
-			  json_pack("{s:O?}", "command", json_object_get(item, "command")),
-			  json_pack("{s:O?, s:O?}", "output",
-				    json_object_get(item, "aggregated_output"), "exitCode",
-				    json_object_get(item, "exit_code")));
-	else if (streq(kind, "mcp_tool_call")) {
+	else if (streq(kind, "command_execution")) {
+		const json_t *code = json_object_get(item, "exit_code");
+		json_t *res =
+		    json_pack("{s:s, s:O?}", "aggregated_output",
+			      json_string_value(json_object_get(item, "aggregated_output")) ?: "",
+			      "exit_code", code);
+		if (res && json_is_null(code))
+			json_object_del(res, "exit_code");
+		if (res && json_object_get(item, "status"))
+			json_object_set(res, "status", json_object_get(item, "status"));
+		tool_item(run, id, item, completed, "command_execution",
+			  json_pack("{s:O?}", "command", json_object_get(item, "command")), res);
+	} else if (streq(kind, "mcp_tool_call")) {
+		/* as @tanstack/ai-codex names it: the bridged server's tools by
+		 * their name, another server's as mcp__<server>__<tool> */
 		const char *tool = json_string_value(json_object_get(item, "tool")) ?: "tool";
-		const json_t *res = json_object_get(item, "result");
-		const json_t *err = json_object_get(item, "error");
-		tool_item(run, id, item, completed, tool,
+		const char *server = json_string_value(json_object_get(item, "server")) ?: "";
+		char name[256];
+		if (streq(server, "tanstack") || !*server)
+			snprintf(name, sizeof(name), "%s", tool);
+		else
+			snprintf(name, sizeof(name), "mcp__%s__%s", server, tool);
+		tool_item(run, id, item, completed, name,
 			  json_incref(json_object_get(item, "arguments")) ?: json_object(),
-			  err && !json_is_null(err) ? json_pack("{s:O}", "error", err)
-						    : json_incref((json_t *)res) ?: json_null());
+			  mcp_result(item));
 	} else if (streq(kind, "web_search"))
 		tool_item(run, id, item, completed, "web_search",
 			  json_pack("{s:O?}", "query", json_object_get(item, "query")),
-			  json_pack("{s:s}", "status", "done"));
-	else if (streq(kind, "file_change") && completed) {
+			  json_pack("{s:s}", "status", "completed"));
+	else if (streq(kind, "file_change")) {
+		tool_item(run, id, item, completed, "file_change",
+			  json_pack("{s:O?}", "changes", json_object_get(item, "changes")),
+			  json_pack("{s:O?, s:O?}", "changes", json_object_get(item, "changes"),
+				    "status", json_object_get(item, "status")));
+		/* and CUSTOM file.changed in @tanstack/ai's typed shape
+		 * {type: create|change|delete, path, timestamp} per change */
 		size_t i;
 		json_t *ch;
-		json_array_foreach(json_object_get(item, "changes"), i, ch) emit(
-		    run, json_pack("{s:s, s:s, s:{s:O?, s:O?}}", "type", "CUSTOM", "name",
-				   "file.changed", "value", "path", json_object_get(ch, "path"),
-				   "kind", json_object_get(ch, "kind")));
+		if (completed)
+			json_array_foreach(json_object_get(item, "changes"), i, ch)
+			{
+				const char *k =
+				    json_string_value(json_object_get(ch, "kind")) ?: "";
+				const char *path = json_string_value(json_object_get(ch, "path"));
+				if (!path)
+					continue;
+				emit(run,
+				     json_pack("{s:s, s:s, s:{s:s, s:s, s:I}}", "type", "CUSTOM",
+					       "name", "file.changed", "value", "type",
+					       streq(k, "add")	    ? "create"
+					       : streq(k, "delete") ? "delete"
+								    : "change",
+					       "path", path, "timestamp",
+					       (json_int_t)now_epoch_ms()));
+			}
 	} else if (streq(kind, "todo_list"))
-		emit(run,
-		     json_pack("{s:s, s:s, s:{s:O?}}", "type", "CUSTOM", "name", "codex.todo_list",
-			       "value", "items", json_object_get(item, "items")));
+		tool_item(run, id, item, completed, "todo_list", json_object(),
+			  json_pack("{s:O?}", "items", json_object_get(item, "items")));
 }
 
 static void

@@ -4,8 +4,11 @@
  * §1.6): the run request {runId, threadId, messages, metadata, toolDescriptors,
  * toolExecUrl} as JSON on stdin; each stdout line is one chunk, stored as the
  * runner wrote it. Blank lines are skipped. An unparseable line, a line that
- * is not a chunk (no string "type"), or one longer than max_line ends the run
- * with a RUN_ERROR, and the stream stops after the first RUN_ERROR. A non-zero
+ * is not a chunk (no string "type"), a chunk @ag-ui/core's EventSchemas would
+ * refuse (agui_chunk_check: unknown type, a required field missing or of the
+ * wrong type), a chunk after RUN_FINISHED, or a line longer than max_line
+ * ends the run with a RUN_ERROR, and the stream stops after the first
+ * RUN_ERROR. A non-zero
  * exit without one becomes RUN_ERROR with the exit status and the last stderr
  * lines.
  */
@@ -80,6 +83,19 @@ nd_line(Run *run, char *line, size_t len)
 	if (!json_is_object(j) || !type) {
 		json_decref(j);
 		nd_error(run, "runner sent a non-chunk line", "harness_error");
+		return;
+	}
+	char why[160];
+	if (agui_chunk_check(j, why, sizeof(why)) < 0) {
+		char m[300];
+		snprintf(m, sizeof(m), "runner sent an invalid AG-UI chunk: %s", why);
+		json_decref(j);
+		nd_error(run, m, "harness_error");
+		return;
+	}
+	if (st->finished) {
+		json_decref(j);
+		nd_error(run, "runner sent a chunk after RUN_FINISHED", "harness_error");
 		return;
 	}
 	if (streq(type, "RUN_ERROR")) {

@@ -330,6 +330,26 @@ redact(Run *run, Op *op)
 	redact_decoded(run->secret_values, op);
 }
 
+/* Queue chunks the guard put before another (each with its own timestamp). */
+static void
+queue_before(Run *run, json_t *before)
+{
+	size_t i;
+	json_t *c;
+	json_array_foreach(before, i, c)
+	{
+		Op *op = op_new(run->run_id, json_incref(c), NULL, NULL, NULL);
+		if (!op) {
+			log_ctx(LOG_ERR, &run->log, "Out of memory queuing an event");
+			continue;
+		}
+		redact(run, op);
+		op->is_run = true;
+		enqueue(run->c, op);
+	}
+	json_decref(before);
+}
+
 void
 run_emit_fields(Run *run, json_t *chunk, json_t *drive, json_t *fields)
 {
@@ -338,6 +358,16 @@ run_emit_fields(Run *run, json_t *chunk, json_t *drive, json_t *fields)
 		json_decref(drive);
 		json_decref(fields);
 		return;
+	}
+	if (chunk) {
+		json_t *before = NULL;
+		if (agui_guard_chunk(run, chunk, &before) == AGUI_DROP) {
+			json_decref(chunk);
+			chunk = NULL;
+		}
+		queue_before(run, before);
+		if (!chunk && !drive && !fields)
+			return;
 	}
 	Op *op = op_new(run->run_id, chunk, NULL, fields, drive);
 	if (!op) {
@@ -355,6 +385,23 @@ run_emit_text(Run *run, const char *text, size_t len, json_t *drive)
 	if (run->state == RUN_DONE) {
 		json_decref(drive);
 		return;
+	}
+	/* stored as written unless the guard amends it (then re-serialized) */
+	json_auto_t *j = json_loadb(text, len, 0, NULL);
+	_cleanup_free_ char *amended = NULL;
+	if (j) {
+		json_t *before = NULL;
+		AguiVerdict v = agui_guard_chunk(run, j, &before);
+		queue_before(run, before);
+		if (v == AGUI_DROP) {
+			if (drive)
+				run_save_drive(run, drive);
+			return;
+		}
+		if (v == AGUI_CHANGED && (amended = json_dump_compact(j))) {
+			text = amended;
+			len = strlen(amended);
+		}
 	}
 	Op *op = op_new(run->run_id, NULL, NULL, NULL, drive);
 	if (op && !(op->text = strndup(text, len))) {
@@ -385,6 +432,8 @@ run_end(Run *run, json_t *chunk, const char *status, json_t *fields)
 		json_decref(fields);
 		return;
 	}
+	/* close what the stream left open; a terminal chunk it lacks */
+	queue_before(run, agui_guard_end(run, &chunk, status));
 	run->state = RUN_DONE;
 	/* the driver state goes with the run's end: nothing to re-attach to */
 	Op *op = op_new(run->run_id, chunk, status, fields, json_null());
@@ -592,6 +641,8 @@ fail_runs_after_storage_error(Coordinator *c, Op *ops, int err)
 		json_auto_t *chunk =
 		    json_pack("{s:s, s:s, s:s, s:I}", "type", "RUN_ERROR", "message", message,
 			      "code", code, "timestamp", (json_int_t)now_epoch_ms());
+		if (chunk)
+			agui_error_ids(chunk, run ? run->thread_id : NULL, op->run_id);
 		json_auto_t *fields =
 		    json_pack("{s:{s:s, s:s}}", "error", "message", message, "code", code);
 		_cleanup_free_ char *text = json_dump_compact(chunk);

@@ -267,11 +267,12 @@ handle_run_start(Peer *p, const Frame *f, void *ud)
 		      harness);
 	run->harness = hs;
 	run->adapter = adapter_get(hs->adapter);
-	if (run->adapter->driver_run_started)
-		run_emit(run,
-			 json_pack("{s:s, s:s, s:s}", "type", "RUN_STARTED", "threadId", thread_id,
-				   "runId", run_id),
-			 NULL);
+	/* RUN_STARTED first, whatever the harness (agui-guard.c drops an
+	 * agent's own later one) */
+	run_emit(run,
+		 json_pack("{s:s, s:s, s:s}", "type", "RUN_STARTED", "threadId", thread_id, "runId",
+			   run_id),
+		 NULL);
 	run_start_driving(run, msgs, meta);
 out:
 	json_decref(msgs);
@@ -619,10 +620,12 @@ handle_run_cancel(Peer *p, const Frame *f, void *ud)
 			     .thread_id = json_string_value(json_object_get(rec, "threadId"))};
 		log_ctx_msgid(LOG_NOTICE, &lc, RW_MESSAGE_RUN_CANCELLED, "Run cancelled");
 	}
-	op_queue_client(c, cl, f->req_id, run_id,
-			json_pack("{s:s, s:s, s:s}", "type", "RUN_ERROR", "message",
-				  "run cancelled", "code", "aborted"),
-			"aborted",
+	json_t *cancel_chunk = json_pack("{s:s, s:s, s:s}", "type", "RUN_ERROR", "message",
+					 "run cancelled", "code", "aborted");
+	if (cancel_chunk)
+		agui_error_ids(cancel_chunk, json_string_value(json_object_get(rec, "threadId")),
+			       run_id);
+	op_queue_client(c, cl, f->req_id, run_id, cancel_chunk, "aborted",
 			json_pack("{s:b, s:{s:s, s:s}}", "cancelRequested", 1, "error", "message",
 				  "run cancelled", "code", "aborted"));
 out:
@@ -1046,6 +1049,17 @@ handle_run_finish(Peer *p, const Frame *f, void *ud)
 			}
 		}
 		json_decref(err);
+		/* the terminal chunk names its thread and run (RUN_FINISHED
+		 * requires both; RUN_ERROR gets them in metadata.tanstack too) */
+		json_t *rec = NULL;
+		const char *thread = NULL;
+		if (runlog_get(cl->c->runlog, run_id, &rec) == 0)
+			thread = json_string_value(json_object_get(rec, "threadId"));
+		if (chunk && streq(status, "completed"))
+			json_object_set_new(chunk, "threadId", json_string(thread ? thread : ""));
+		else if (chunk)
+			agui_error_ids(chunk, thread, run_id);
+		json_decref(rec);
 		op_queue_client(cl->c, cl, f->req_id, run_id, chunk, status, fields);
 	}
 	mp_reader_done(&r);

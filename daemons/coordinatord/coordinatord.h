@@ -136,6 +136,7 @@ struct Run {
 	void (*post_done)(Run *run, int64_t code, const char *out, size_t len);
 	bool output_limited; /* over its output budget (drop mode: output is dropped) */
 	uint64_t dropped;    /* output bytes dropped since then (this process's view) */
+	json_t *agui;	     /* what the stored stream has open (agui-guard.c) */
 };
 
 /* Output of one thread's runs in the current window (max_thread_output_bytes). */
@@ -222,6 +223,24 @@ void run_emit_text(Run *run, const char *text, size_t len, json_t *drive);
 void run_end(Run *run, json_t *chunk, const char *status, json_t *fields);
 /* run_end with RUN_ERROR {message, code} and status failed. */
 void run_fail(Run *run, const char *message, const char *code);
+
+/* agui-guard.c: every stored stream a valid AG-UI stream */
+typedef enum AguiVerdict { AGUI_KEEP, AGUI_CHANGED, AGUI_DROP } AguiVerdict;
+/* Look at a chunk about to be queued: *ret_before = chunks to queue first
+ * (or NULL); AGUI_CHANGED when the chunk was amended, AGUI_DROP to drop it. */
+AguiVerdict agui_guard_chunk(Run *run, json_t *chunk, json_t **ret_before);
+/* Before the terminal chunk: *chunk may be replaced (NULL → a RUN_FINISHED
+ * for "completed"); returns the closing chunks to queue before it. */
+json_t *agui_guard_end(Run *run, json_t **chunk, const char *status);
+/* The chunks closing what is open (tool calls get an interrupted result). */
+json_t *agui_guard_closers(Run *run, const char *why);
+/* threadId/runId onto a RUN_ERROR (runId, metadata.tanstack.{threadId,runId}). */
+void agui_error_ids(json_t *chunk, const char *thread_id, const char *run_id);
+/* After a restart: the state from the run's stored chunks. */
+int agui_guard_rebuild(Run *run);
+/* Is chunk an event @ag-ui/core's EventSchemas accepts (its type known, its
+ * required fields there with their types)? 0, or -EBADMSG with why. */
+int agui_chunk_check(const json_t *chunk, char *why, size_t len);
 /* Queue a driver-state update alone (no event). */
 void run_save_drive(Run *run, json_t *drive);
 /* A client's RUN_APPEND / RUN_FINISH: acknowledged after the commit. */

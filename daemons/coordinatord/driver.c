@@ -139,6 +139,7 @@ run_free(Run *run)
 	free(run->thread_id);
 	free(run->command);
 	free(run->sandbox_id);
+	json_decref(run->agui);
 	free(run);
 }
 
@@ -1311,6 +1312,9 @@ recover_cb(const char *run_id, json_t *record, void *ud)
 		return;
 	}
 	rc->n++;
+	/* what the stored stream has open, so it ends valid (agui-guard.c) */
+	if (agui_guard_rebuild(run) < 0)
+		log_ctx(LOG_WARNING, &run->log, "Cannot read the run's events back");
 	const char *hname = json_string_value(json_object_get(drive, "harness"));
 	run->harness = harness_find(c->harnesses, hname ? hname : "shell");
 	run->adapter = run->harness ? adapter_get(run->harness->adapter) : NULL;

@@ -711,9 +711,21 @@ runlog_finish_if_stale(RunLog *l, const char *run_id, int64_t cutoff_ms, const c
 		       size_t len, const json_t *fields, int64_t now_ms, json_t **ret_record,
 		       int64_t *ret_seq)
 {
+	return runlog_finish_if_stale_n(l, run_id, cutoff_ms, &chunk, &len, 1, fields, now_ms,
+					ret_record, ret_seq);
+}
+
+int
+runlog_finish_if_stale_n(RunLog *l, const char *run_id, int64_t cutoff_ms,
+			 const char *const *chunks, const size_t *lens, size_t n,
+			 const json_t *fields, int64_t now_ms, json_t **ret_record,
+			 int64_t *ret_first_seq)
+{
 	RunLogBatch *b;
 	BatchRun *br;
-	int64_t seq;
+	int64_t seq, first = -1;
+	if (n == 0)
+		return -EINVAL;
 	int r = runlog_batch_begin(l, &b);
 	if (r < 0)
 		return r;
@@ -721,15 +733,19 @@ runlog_finish_if_stale(RunLog *l, const char *run_id, int64_t cutoff_ms, const c
 	if (r == 0 && (rec_terminal(br->rec) ||
 		       json_integer_value(json_object_get(br->rec, "updatedAt")) >= cutoff_ms))
 		r = 1; /* fresh (or over): nothing to do */
-	if (r == 0)
-		r = runlog_batch_append(b, run_id, chunk, len, "failed", fields, now_ms, &seq);
+	for (size_t i = 0; r == 0 && i < n; i++) {
+		r = runlog_batch_append(b, run_id, chunks[i], lens[i], i + 1 == n ? "failed" : NULL,
+					i + 1 == n ? fields : NULL, now_ms, &seq);
+		if (i == 0)
+			first = seq;
+	}
 	if (r == 0)
 		r = runlog_batch_commit(b);
 	if (r == 0) {
 		if (ret_record)
 			*ret_record = runlog_batch_get_record(b, run_id);
-		if (ret_seq)
-			*ret_seq = seq;
+		if (ret_first_seq)
+			*ret_first_seq = first;
 	}
 	runlog_batch_free(b);
 	return r;

@@ -175,6 +175,13 @@ void runlog_batch_free(RunLogBatch *b);
 int runlog_finish_if_stale(RunLog *l, const char *run_id, int64_t cutoff_ms, const char *chunk,
 			   size_t len, const json_t *fields, int64_t now_ms, json_t **ret_record,
 			   int64_t *ret_seq);
+/* The same with chunks[0..n-1] appended in order, the last one terminal
+ * (the guard's closing chunks before the RUN_ERROR); *ret_first_seq is the
+ * seq of chunks[0]. */
+int runlog_finish_if_stale_n(RunLog *l, const char *run_id, int64_t cutoff_ms,
+			     const char *const *chunks, const size_t *lens, size_t n,
+			     const json_t *fields, int64_t now_ms, json_t **ret_record,
+			     int64_t *ret_first_seq);
 /* Bump updatedAt of a non-terminal run (activity without an event). */
 int runlog_touch(RunLog *l, const char *run_id, int64_t now_ms);
 /* The driver state stored beside the record (exec id, consumed output

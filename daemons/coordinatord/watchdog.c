@@ -100,18 +100,46 @@ watchdog_scan(Coordinator *c)
 		free(s.ids);
 		return;
 	}
-	json_auto_t *chunk = json_pack("{s:s, s:s, s:I}", "type", "RUN_ERROR", "message",
-				       WATCHDOG_MSG, "timestamp", (json_int_t)now);
 	json_auto_t *fields = json_pack("{s:{s:s}}", "error", "message", WATCHDOG_MSG);
-	_cleanup_free_ char *text = json_dump_compact(chunk);
-	for (size_t i = 0; text && i < s.n; i++) {
+	for (size_t i = 0; i < s.n; i++) {
 		Run *run = run_find(c, s.ids[i]);
 		if (run && run_protected(run))
 			continue;
+		/* the RUN_ERROR names its run; a driven run's open messages and
+		 * tool calls are closed before it (agui-guard.c), all in the
+		 * one transaction that checks the run is still stale */
+		json_auto_t *chunk =
+		    json_pack("{s:s, s:s, s:s, s:I}", "type", "RUN_ERROR", "message", WATCHDOG_MSG,
+			      "code", "stalled", "timestamp", (json_int_t)now);
+		if (chunk)
+			agui_error_ids(chunk, run ? run->thread_id : NULL, s.ids[i]);
+		json_auto_t *all = run ? agui_guard_closers(run, WATCHDOG_MSG) : json_array();
+		if (!chunk || !all || json_array_append(all, chunk) < 0)
+			continue;
+		size_t n = json_array_size(all);
+		char **texts = calloc(n, sizeof(char *));
+		size_t *lens = calloc(n, sizeof(size_t));
+		bool ok = texts && lens;
+		for (size_t k = 0; ok && k < n; k++) {
+			json_t *e = json_array_get(all, k);
+			if (!json_object_get(e, "timestamp"))
+				json_object_set_new(e, "timestamp", json_integer(now));
+			ok = (texts[k] = json_dump_compact(e)) != NULL;
+			if (ok)
+				lens[k] = strlen(texts[k]);
+		}
 		json_t *rec = NULL;
 		int64_t seq;
-		int r = runlog_finish_if_stale(c->runlog, s.ids[i], cutoff, text, strlen(text),
-					       fields, now, &rec, &seq);
+		int r = ok ? runlog_finish_if_stale_n(c->runlog, s.ids[i], cutoff,
+						      (const char *const *)texts, lens, n, fields,
+						      now, &rec, &seq)
+			   : -ENOMEM;
+		if (r == 0)
+			publish(c, s.ids[i], seq, (const char *const *)texts, lens, n, rec);
+		for (size_t k = 0; texts && k < n; k++)
+			free(texts[k]);
+		free(texts);
+		free(lens);
 		if (r < 0) {
 			LogCtx lc = {.run_id = s.ids[i]};
 			log_ctx_errno(LOG_ERR, r, &lc, "Watchdog could not fail a stale run: %m");
@@ -119,9 +147,6 @@ watchdog_scan(Coordinator *c)
 		}
 		if (r > 0)
 			continue;
-		size_t len = strlen(text);
-		const char *t = text;
-		publish(c, s.ids[i], seq, &t, &len, 1, rec);
 		c->m.watchdog_kills++;
 		metrics_count_finish(c, "failed");
 		LogCtx lc = {.run_id = s.ids[i],

@@ -249,6 +249,7 @@ struct HttpConn {
 	bool ndjson;			  /* CONN_SSE carries NDJSON lines (/chat?format=ndjson) */
 	bool chat_ws; /* a /chat conversation WebSocket (RunAgentInput frames in) */
 	const RouterToken *chat_token; /* ... and the token it was opened with (conf-owned) */
+	struct DsRead *ds;		  /* routes-ds.c: a Durable Streams read */
 	/* accepted on the bridge socket: serves only the host tools of bridge_run,
 	 * the run named by the shim's first line (empty until it arrived) */
 	bool bridge;
@@ -298,6 +299,13 @@ void routes_free_pending(HttpConn *c);
 int routes_url_decode(const char *s, size_t len, bool plus_space, char **ret);
 /* The decoded value of a query parameter of the raw query (NULL when absent). */
 int routes_query(const char *query, const char *name, char **ret);
+
+/* ---- routes-ds.c ---- */
+typedef struct DsRead DsRead;
+/* GET (head: HEAD) /ds/v1/threads/{thread_id}/runs/{run_id}, the thread
+ * already checked against the token. */
+void route_ds(HttpConn *c, bool head, const char *thread_id, const char *run_id, const char *query);
+void ds_read_free(HttpConn *c);
 
 /* ---- routes-files.c ---- */
 

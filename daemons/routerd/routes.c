@@ -1145,6 +1145,7 @@ routes_free_pending(HttpConn *c)
 {
 	c->stream_start = stream_start_free(c->stream_start);
 	chat_start_free(c);
+	ds_read_free(c);
 }
 
 bool
@@ -1486,6 +1487,19 @@ routes_dispatch(HttpConn *c)
 			http_respond_405(c, "POST");
 		else
 			route_bridge(c, &rt, streq(rt.seg[0], "_bridge") ? "bridge" : "tool_exec");
+		return;
+	}
+	if (rt.n_seg == 6 && streq(rt.seg[0], "ds") && streq(rt.seg[1], "v1") &&
+	    streq(rt.seg[2], "threads") && streq(rt.seg[4], "runs")) {
+		/* Durable Streams reads of a run (routes-ds.c) */
+		if (m != HTTP_GET && m != HTTP_HEAD)
+			http_respond_405(c, "GET, HEAD");
+		else if (!path_thread_id(c, rt.seg[3]))
+			;
+		else if (!run_id_plausible(rt.seg[5]))
+			http_respond_error(c, 404, "not_found", "no such run");
+		else
+			route_ds(c, m == HTTP_HEAD, rt.seg[3], rt.seg[5], rt.query);
 		return;
 	}
 	if (rt.n_seg >= 1 && rt.n_seg <= 3 && streq(rt.seg[0], "runs") &&

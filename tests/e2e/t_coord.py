@@ -61,8 +61,13 @@ def test_cancel_kills_and_aborts(s):
     assert not host_procs("sleep 60.123"), "cancel left the process alive"
     events, status, code, _ = s.tail(run, thread="t-cancel")
     last = events[-1]["chunk"]
+    # the RUN_ERROR names its run (docs/DESIGN.md "Every chunk valid"), after
+    # the interrupted result of the shell's open tool call
     assert last == {"type": "RUN_ERROR", "message": "run cancelled", "code": "aborted",
+                    "runId": run, "metadata": {"tanstack": {"threadId": "t-cancel", "runId": run}},
                     "timestamp": last["timestamp"]}, last
+    res = events[-2]["chunk"]
+    assert res["type"] == "TOOL_CALL_RESULT" and "interrupted" in res["content"], res
     assert status["status"] == "aborted" and code == 1000
     # idempotent: a second cancel changes nothing
     c = ipc(s)

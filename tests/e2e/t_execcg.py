@@ -298,6 +298,7 @@ def test_cancel_kills_only_the_cancelled_run(s):
     events, status, _, _ = s.tail(ra, thread=thread)
     last = events[-1]["chunk"]
     assert last == {"type": "RUN_ERROR", "message": "run cancelled", "code": "aborted",
+                    "runId": ra, "metadata": {"tanstack": {"threadId": thread, "runId": ra}},
                     "timestamp": last["timestamp"]}, last
     assert procs(mb), "the other run's exec was killed too"
     open(os.path.join(workspace(s, thread), "gate-b"), "w").close()
