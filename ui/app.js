@@ -359,6 +359,7 @@ function snapshots(tid) {
 const METRICS = [
   ['runwarden_router_coordinator_up', 'coordinator up'],
   ['runwarden_runs_active', 'runs active'],
+  ['runwarden_sandboxes_busy', 'sandboxes running a run'],
   ['runwarden_sandboxes_queued', 'sandboxes queued'],
   ['runwarden_router_live_tails', 'live tails'],
   ['runwarden_runlog_used_bytes', 'run log used (bytes)'],

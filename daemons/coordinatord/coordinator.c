@@ -462,7 +462,7 @@ handle_status_get(Peer *p, const Frame *f, void *ud)
 	Coordinator *c = cl->c;
 	const Metrics *m = &c->m;
 	MpWriter w;
-	size_t active = 0, queued = 0;
+	size_t active = 0, queued = 0, busy = 0;
 	char *text = NULL;
 	size_t tlen = 0;
 	FILE *mf;
@@ -471,6 +471,9 @@ handle_status_get(Peer *p, const Frame *f, void *ud)
 		active++;
 		if (run->queued || run->state == RUN_WAIT_SHIM)
 			queued++;
+		else if (run->state == RUN_STARTING || run->state == RUN_EXECUTING ||
+			 run->state == RUN_REATTACH || run->state == RUN_CANCELLING)
+			busy++;
 	}
 	mf = open_memstream(&text, &tlen);
 	if (!mf)
@@ -492,6 +495,9 @@ handle_status_get(Peer *p, const Frame *f, void *ud)
 		"slot.\n"
 		"# TYPE runwarden_sandboxes_queued gauge\n"
 		"runwarden_sandboxes_queued %zu\n"
+		"# HELP runwarden_sandboxes_busy Sandboxes running a run's exec right now.\n"
+		"# TYPE runwarden_sandboxes_busy gauge\n"
+		"runwarden_sandboxes_busy %zu\n"
 		"# HELP runwarden_events_appended_total Events committed to the run log.\n"
 		"# TYPE runwarden_events_appended_total counter\n"
 		"runwarden_events_appended_total %" PRIu64 "\n"
@@ -511,7 +517,7 @@ handle_status_get(Peer *p, const Frame *f, void *ud)
 		"# HELP runwarden_commit_seconds Run log group-commit latency (write + fsync).\n"
 		"# TYPE runwarden_commit_seconds histogram\n",
 		m->runs_started, m->runs_finished[0], m->runs_finished[1], m->runs_finished[2],
-		active, queued, m->events_appended, m->commit_failures, m->watchdog_kills,
+		active, queued, busy, m->events_appended, m->commit_failures, m->watchdog_kills,
 		m->tool_calls_refused, m->runs_pruned);
 	uint64_t cum = 0;
 	for (int i = 0; i < 7; i++) {

@@ -223,6 +223,12 @@ def test_metrics_count_live_tails(s):
     _, samples = parse_prometheus(text)
     val = {(n, l): v for n, l, v in samples}
     assert val[("runwarden_router_live_tails", "")] >= 5, text
+
+    def busy():
+        _, samples = parse_prometheus(s.http("GET", "/metrics")[1].decode())
+        return {n: v for n, _, v in samples}.get("runwarden_sandboxes_busy", 0)
+    # the sleep holds its sandbox until cancelled
+    assert poll(lambda: busy() >= 1), "runwarden_sandboxes_busy never counted the sleep"
     s.http("POST", f"/runs/{run}/cancel?threadId=t-met")
 
 
