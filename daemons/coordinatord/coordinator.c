@@ -678,6 +678,21 @@ out:
 	return ret;
 }
 
+/* A JSON array as a msgpack array of its elements' compact JSON texts. */
+static void
+pack_json_texts(MpWriter *w, const json_t *list)
+{
+	size_t i;
+	json_t *item;
+
+	msgpack_pack_array(&w->pk, json_array_size(list));
+	json_array_foreach(list, i, item)
+	{
+		_cleanup_free_ char *s = json_dump_compact(item);
+		mp_w_strv(w, s ? s : "{}");
+	}
+}
+
 static int
 handle_thread_runs(Peer *p, const Frame *f, void *ud)
 {
@@ -703,17 +718,10 @@ handle_thread_runs(Peer *p, const Frame *f, void *ud)
 		ret = runlog_thread_runs(cl->c->runlog, thread_id, status, &list);
 	if (ret == 0) {
 		MpWriter w;
-		size_t i;
-		json_t *rec;
 		mp_writer_init(&w);
 		mp_w_map(&w, 1);
 		mp_w_key(&w, "records");
-		msgpack_pack_array(&w.pk, json_array_size(list));
-		json_array_foreach(list, i, rec)
-		{
-			_cleanup_free_ char *s = json_dump_compact(rec);
-			mp_w_strv(&w, s ? s : "{}");
-		}
+		pack_json_texts(&w, list);
 		ret = peer_reply(p, f->req_id, &w);
 		mp_writer_done(&w);
 	}
@@ -762,18 +770,11 @@ handle_thread_list(Peer *p, const Frame *f, void *ud)
 		ret = runlog_threads(cl->c->runlog, &q, &list, &more);
 	if (ret == 0) {
 		MpWriter w;
-		size_t i;
-		json_t *item;
 		mp_writer_init(&w);
 		mp_w_map(&w, 2);
 		mp_w_bool(&w, "more", more);
 		mp_w_key(&w, "threads");
-		msgpack_pack_array(&w.pk, json_array_size(list));
-		json_array_foreach(list, i, item)
-		{
-			_cleanup_free_ char *s = json_dump_compact(item);
-			mp_w_strv(&w, s ? s : "{}");
-		}
+		pack_json_texts(&w, list);
 		ret = peer_reply(p, f->req_id, &w);
 		mp_writer_done(&w);
 	}

@@ -87,6 +87,25 @@ run_new(Coordinator *c, const char *run_id, const char *thread_id)
 	return run;
 }
 
+/* Answer a RUN_CANCEL with the run's record as committed. */
+static void
+cancel_reply_record(Coordinator *c, Client *cl, uint64_t req_id, const char *run_id)
+{
+	json_t *rec = NULL;
+
+	if (runlog_get(c->runlog, run_id, &rec) == 0) {
+		_cleanup_free_ char *s = json_dump_compact(rec);
+		MpWriter w;
+		mp_writer_init(&w);
+		mp_w_map(&w, 1);
+		mp_w_str(&w, "record", s ? s : "{}");
+		peer_reply(cl->peer, req_id, &w);
+		mp_writer_done(&w);
+	} else
+		peer_reply_error(cl->peer, req_id, -EIO, NULL);
+	json_decref(rec);
+}
+
 void
 run_free(Run *run)
 {
@@ -125,9 +144,11 @@ run_free(Run *run)
 		(void)peer_call(c->shim, MSG_SANDBOX_UNLISTEN, &w, 10 * USEC_PER_SEC, NULL, NULL);
 		mp_writer_done(&w);
 	}
-	if (run->cancel_client) /* the run ended another way first: answer the cancel */
-		peer_reply_error(run->cancel_client->peer, run->cancel_req_id, -ECANCELED,
-				 "run ended before the cancel completed");
+	/* the run ended another way first (an output limit, storage_full, the
+	 * watchdog): the cancel is answered as for a run already terminal, with
+	 * the record of that end */
+	if (run->cancel_client)
+		cancel_reply_record(c, run->cancel_client, run->cancel_req_id, run->run_id);
 	for (int i = 0; i < 3; i++)
 		outbuf_done(&run->out[i]);
 	outbuf_done(&run->post_out);
@@ -704,20 +725,8 @@ cancel_finish(Run *run)
 			  "run cancelled", "code", "aborted"));
 	/* answer after the commit, with the record: commit right away */
 	commit_now(c);
-	if (cl) {
-		json_t *rec = NULL;
-		if (runlog_get(c->runlog, run_id, &rec) == 0) {
-			_cleanup_free_ char *s = json_dump_compact(rec);
-			MpWriter w;
-			mp_writer_init(&w);
-			mp_w_map(&w, 1);
-			mp_w_str(&w, "record", s ? s : "{}");
-			peer_reply(cl->peer, req_id, &w);
-			mp_writer_done(&w);
-		} else
-			peer_reply_error(cl->peer, req_id, -EIO, NULL);
-		json_decref(rec);
-	}
+	if (cl)
+		cancel_reply_record(c, cl, req_id, run_id);
 }
 
 static void

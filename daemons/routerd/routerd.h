@@ -249,7 +249,7 @@ struct HttpConn {
 	bool ndjson;			  /* CONN_SSE carries NDJSON lines (/chat?format=ndjson) */
 	bool chat_ws; /* a /chat conversation WebSocket (RunAgentInput frames in) */
 	const RouterToken *chat_token; /* ... and the token it was opened with (conf-owned) */
-	struct DsRead *ds;		  /* routes-ds.c: a Durable Streams read */
+	struct DsRead *ds;	       /* routes-ds.c: a Durable Streams read */
 	/* accepted on the bridge socket: serves only the host tools of bridge_run,
 	 * the run named by the shim's first line (empty until it arrived) */
 	bool bridge;
