@@ -13,7 +13,7 @@ mkdir -p "$out"
 flags=(-g -O1 -fsanitize=fuzzer-no-link,address,undefined -fno-sanitize-recover=undefined
 	-I"$build" -I"$top/common" -I"$top/common/proto" -I"$top/tests/fuzz"
 	-D_GNU_SOURCE -DSYSCONFDIR=\"/etc\" -DLOCALSTATEDIR=\"/var\" -DRUNSTATEDIR=\"/run\"
-	-DPKGLIBEXECDIR=\"/usr/lib/runwarden\" -w)
+	-DPKGLIBEXECDIR=\"/usr/lib/runwarden\" -DUIDIR=\"/usr/share/runwarden/ui\" -w)
 libs=(-levent -lwslay -lhttp_parser -ljansson -lmsgpackc -linih -lcrypto)
 pkg-config --exists libsystemd 2>/dev/null && libs+=(-lsystemd)
 objdir="$out/obj"
