@@ -627,7 +627,7 @@ class RunModel {
         this.add({ kind: 'error', text: chunk.message || 'error', code: chunk.code });
         break;
       case ty === 'RUN_STARTED' || ty === 'RUN_FINISHED':
-        this.add({ kind: 'marker', text: ty === 'RUN_STARTED' ? 'run started' : `run finished${chunk.outcome ? ` (${typeof chunk.outcome === 'string' ? chunk.outcome : chunk.outcome.type || JSON.stringify(chunk.outcome)})` : ''}` });
+        this.add({ kind: 'marker', text: ty === 'RUN_STARTED' ? 'run started' : `run finished${chunk.outcome ? ` (${typeof chunk.outcome === 'string' ? chunk.outcome : (typeof chunk.outcome.type === 'string' ? chunk.outcome.type : JSON.stringify(chunk.outcome))})` : ''}` });
         break;
       default:
         this.add({ kind: 'other', text: `${ty}${chunk.name ? ` ${chunk.name}` : ''}`, json: chunk });
