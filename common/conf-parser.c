@@ -86,6 +86,24 @@ conf_parse_value(const ConfItem *item, const char *value, void *target, const ch
 
 	switch (item->type) {
 	case CONF_STR: {
+		if (item->choices) {
+			static char expected[256];
+			size_t i, len = 0;
+			for (i = 0; item->choices[i] && !streq(item->choices[i], value); i++)
+				;
+			if (!item->choices[i]) {
+				len = (size_t)snprintf(expected, sizeof(expected), "expected");
+				for (i = 0; item->choices[i] && len < sizeof(expected); i++)
+					len += (size_t)snprintf(expected + len,
+								sizeof(expected) - len, "%s '%s'",
+								i == 0		       ? ""
+								: item->choices[i + 1] ? ","
+										       : " or",
+								item->choices[i]);
+				*why = expected;
+				return -EINVAL;
+			}
+		}
 		char *copy = strdup(value);
 		if (!copy) {
 			*why = "out of memory";

@@ -40,6 +40,7 @@ typedef struct ConfItem {
 	const char *def;  /* default, as it would be written in the file */
 	int64_t min, max; /* CONF_INT / CONF_SIZE range, inclusive */
 	const char *help;
+	const char *const *choices; /* CONF_STR: the values allowed (NULL-terminated), or NULL */
 } ConfItem;
 
 /* Sections any daemon accepts without complaint (they belong to another daemon). */

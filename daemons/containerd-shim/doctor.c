@@ -142,9 +142,11 @@ check_cgroup(Doctor *d, const ShimConf *conf)
 {
 	CgroupHost *h = NULL;
 	CgroupError err = {""};
+	CgroupConf cc;
 	int r;
 
-	r = cgroup_host_new(conf, &h, &err, true);
+	shim_conf_cgroup(conf, &cc);
+	r = cgroup_host_new(&cc, &h, &err, true);
 	if (r < 0) {
 		report(d, 0, "cgroup", "%s", err.msg[0] ? err.msg : strerror(-r));
 		return;

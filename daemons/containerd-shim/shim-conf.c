@@ -173,9 +173,7 @@ shim_conf_finish(ShimConf *c)
 	}
 	if (c->sandbox_dir[0] != '/')
 		return log_error_errno(SYNTHETIC_ERRNO(EINVAL), "sandbox_dir must be absolute");
-	if (c->cgroup_parent[0] != '\0' &&
-	    (c->cgroup_parent[0] != '/' || strstr(c->cgroup_parent, "/.") ||
-	     strlen(c->cgroup_parent) > 512))
+	if (!cgroup_parent_valid(c->cgroup_parent))
 		return log_error_errno(SYNTHETIC_ERRNO(EINVAL),
 				       "cgroup_parent must be empty or an absolute cgroup path");
 	if (c->sandbox_user[0] == '\0' || strlen(c->sandbox_user) > 32 ||
@@ -203,39 +201,32 @@ shim_conf_finish(ShimConf *c)
 		return log_error_errno(SYNTHETIC_ERRNO(EINVAL),
 				       "workspace_projid_base + workspace_projid_count must not "
 				       "exceed 4294967295 (project ids are 32 bits)");
-	if (shim_conf_parse_cpu_max(c->cpu_max, &c->cpu_quota_us, &c->cpu_period_us) < 0)
+	if (cgroup_parse_cpu_max("cpu_max", c->cpu_max, &c->cpu_quota_us, &c->cpu_period_us) < 0 ||
+	    cgroup_parse_cpu_max("snapshot_cpu_max", c->snapshot_cpu_max, &c->job_cpu_quota_us,
+				 &c->job_cpu_period_us) < 0)
 		return -EINVAL;
-	if (shim_conf_parse_cpu_max(c->snapshot_cpu_max, &c->job_cpu_quota_us,
-				    &c->job_cpu_period_us) < 0)
-		return log_error_errno(SYNTHETIC_ERRNO(EINVAL),
-				       "snapshot_cpu_max: not 'max' or 'QUOTA_US [PERIOD_US]'");
 	return 0;
 }
 
-int
-shim_conf_parse_cpu_max(const char *s, int64_t *ret_quota, int64_t *ret_period)
+void
+shim_conf_cgroup(const ShimConf *c, CgroupConf *ret)
 {
-	long long quota = -1, period = 100000;
-	char q[32] = "", extra[2];
-	int n = sscanf(s, "%31s %lld %1s", q, &period, extra);
-
-	if (n < 1 || n > 2 || period < 1000 || period > 1000000)
-		goto bad;
-	if (!streq(q, "max")) {
-		char *end;
-		errno = 0;
-		quota = strtoll(q, &end, 10);
-		if (errno || *end || quota < 1000 || quota > 1000LL * 1000 * 1000 * 1000)
-			goto bad;
-	}
-	*ret_quota = quota;
-	*ret_period = period;
-	return 0;
-bad:
-	return log_error_errno(SYNTHETIC_ERRNO(EINVAL),
-			       "cpu_max: '%s' is not 'max' or 'QUOTA_US [PERIOD_US]' "
-			       "(quota >= 1000, period 1000..1000000)",
-			       s);
+	*ret = (CgroupConf){
+	    .who = "the shim",
+	    .parent = c->cgroup_parent,
+	    .state_dir = c->shared.state_dir,
+	    .base_name = "runwarden",
+	    .group_prefix = "sb-",
+	    .memory_max = c->memory_max,
+	    .memory_swap_max = c->memory_swap_max,
+	    .pids_max = c->pids_max,
+	    .cpu_quota_us = c->cpu_quota_us,
+	    .cpu_period_us = c->cpu_period_us,
+	    .job_cpu_quota_us = c->job_cpu_quota_us,
+	    .job_cpu_period_us = c->job_cpu_period_us,
+	    .job_io_weight = c->snapshot_io_weight,
+	    .leaf_uid = c->host_uid,
+	};
 }
 
 void

@@ -13,6 +13,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include "cgroup.h"
 #include "shared-conf.h"
 
 typedef struct ShimConf {
@@ -71,9 +72,8 @@ extern const size_t shim_conf_n_items;
  * (logged). socket_group is looked up by shim_new(), at start: --check-config
  * runs before systemd-sysusers may have created the group. */
 int shim_conf_finish(ShimConf *c);
-/* Parse cpu_max ("max" or "QUOTA [PERIOD]", µs) into quota (-1 = max) and
- * period. 0 or -EINVAL (logged). */
-int shim_conf_parse_cpu_max(const char *s, int64_t *ret_quota, int64_t *ret_period);
+/* The cgroup description of the shim's sandboxes and jobs (strings borrowed). */
+void shim_conf_cgroup(const ShimConf *c, CgroupConf *ret);
 /* Free the strings. */
 void shim_conf_done(ShimConf *c);
 

@@ -596,6 +596,7 @@ static int
 shim_setup_sandboxing(Shim *s)
 {
 	CgroupError cerr = {""};
+	CgroupConf cc;
 	int r;
 
 	r = seccomp_policy_compile_variant(SECCOMP_POLICY_INIT, &s->seccomp);
@@ -603,7 +604,8 @@ shim_setup_sandboxing(Shim *s)
 		r = seccomp_policy_compile_variant(SECCOMP_POLICY_EXEC_LAYER, &s->seccomp_exec);
 	if (r < 0)
 		return log_error_errno(r, "Failed to compile the seccomp filter: %m");
-	r = cgroup_host_new(s->conf, &s->cgroups, &cerr, false);
+	shim_conf_cgroup(s->conf, &cc);
+	r = cgroup_host_new(&cc, &s->cgroups, &cerr, false);
 	if (r < 0)
 		return log_error_errno(r, "Failed to set up cgroups: %s",
 				       cerr.msg[0] ? cerr.msg : strerror(-r));

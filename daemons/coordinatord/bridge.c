@@ -14,6 +14,16 @@
  * JSON arguments on stdin and a minimal environment; its stdout, as JSON when
  * it parses and as text otherwise, is the result. When the run ends its bridge
  * goes (later calls 404) and tools still running are killed.
+ *
+ * The tools' cgroup (tool_cgroup): every call runs in a leaf e<seq> of one
+ * group, <parent>/runwarden-tools.<instance>/tools, which carries the limits
+ * of all host tools together (tool_memory_max, tool_pids_max, tool_cpu_max).
+ * The child joins it before execve (the v1 groups of a hybrid host, then the
+ * cgroup2 leaf), so nothing the tool starts is ever outside it. When the tool
+ * exits, times out or its run ends, the leaf is killed: a process it left in
+ * the background (`cmd &`, nohup, setsid) dies with the call instead of
+ * holding its stdout open or outliving the run. A coordinatord that starts
+ * kills what a previous one left in the group.
  */
 #include "config.h"
 
@@ -24,6 +34,7 @@
 #include <event2/bufferevent.h>
 #include <event2/event.h>
 #include <fcntl.h>
+#include <inttypes.h>
 #include <openssl/crypto.h>
 #include <openssl/rand.h>
 #include <signal.h>
@@ -55,7 +66,8 @@ typedef struct ToolCall {
 	struct bufferevent *in, *out;
 	OutBuf buf;
 	bool exited, eof, too_big, timed_out;
-	bool counted; /* in coordinator->tool_calls */
+	bool counted;	  /* in coordinator->tool_calls */
+	uint64_t leaf_id; /* its leaf in the tools' cgroup, 0 = none */
 	int status;
 } ToolCall;
 
@@ -129,6 +141,154 @@ bridge_open(Run *run)
 
 static void call_free(ToolCall *tc);
 
+/* ---------- the tools' cgroup ---------- */
+
+/* Make the tools' cgroup as cc says, after killing what a previous instance
+ * left in it. 0, or a negative errno with *err saying why (nothing kept). */
+static int
+tools_cgroup_open(Coordinator *c, const CgroupConf *cc, CgroupError *err)
+{
+	Cgroup *old = NULL;
+	uint64_t n = 0;
+	int r;
+
+	err->msg[0] = '\0';
+	r = cgroup_host_new(cc, &c->tool_cgh, err, false);
+	if (r < 0)
+		return r;
+	if (cgroup_open(c->tool_cgh, "", &old) >= 0 && cgroup_count_procs(old, &n) >= 0 && n > 0)
+		log_notice("Killing %" PRIu64 " host tool processes a previous coordinatord left",
+			   n);
+	cgroup_free(old);
+	/* killed; a group whose last members are still exiting is reused */
+	(void)cgroup_host_reap_stale(c->tool_cgh, NULL, NULL);
+	r = cgroup_create(c->tool_cgh, "", &c->tool_cg, err);
+	if (r < 0)
+		c->tool_cgh = cgroup_host_free(c->tool_cgh);
+	return r;
+}
+
+int
+bridge_setup(Coordinator *c)
+{
+	const CoordConf *k = &c->conf;
+	CgroupConf cc = {
+	    .who = "coordinatord",
+	    .parent = k->tool_cgroup_parent,
+	    .state_dir = k->shared.state_dir,
+	    .base_name = "runwarden-tools",
+	    .group_prefix = "tools",
+	    .memory_max = k->tool_memory_max,
+	    .memory_swap_max = 0,
+	    .pids_max = k->tool_pids_max,
+	    .cpu_quota_us = k->tool_cpu_quota_us,
+	    .cpu_period_us = k->tool_cpu_period_us,
+	    .job_cpu_quota_us = -1,
+	    .job_cpu_period_us = 100000,
+	    .leaf_uid = -1, /* the leaves are joined by our own children */
+	};
+	CgroupError err;
+	char why[sizeof(err.msg)];
+	int r;
+
+	/* leaves are never named twice, not even across restarts */
+	c->tool_call_seq = (uint64_t)now_epoch_ms();
+	if (streq(k->tool_cgroup, "off")) {
+		log_info("Host tool calls run without a cgroup (tool_cgroup = off)");
+		return 0;
+	}
+	r = tools_cgroup_open(c, &cc, &err);
+	if (r >= 0) {
+		log_info("Host tool calls run in the cgroup 'tools' of %s: memory.max %" PRId64
+			 ", pids.max %" PRId64 ", cpu.max %s",
+			 cgroup_host_describe(c->tool_cgh), k->tool_memory_max, k->tool_pids_max,
+			 k->tool_cpu_max);
+		if (!cgroup_has_leaves(c->tool_cg))
+			log_warning("No cgroup2 hierarchy: host tool calls share the limits of "
+				    "the tools' cgroup, but a tool's background processes are not "
+				    "killed when its call ends");
+		return 0;
+	}
+	snprintf(why, sizeof(why), "%s", err.msg[0] ? err.msg : strerror(-r));
+	if (streq(k->tool_cgroup, "required"))
+		return log_error_errno(r,
+				       "Cannot set up the host tools' cgroup "
+				       "(coordinatord.tool_cgroup = required): %s",
+				       why);
+	/* a hybrid host's v1 controllers are never delegated to an unprivileged
+	 * service: its unified hierarchy still gives each call a leaf that dies
+	 * with the call */
+	cc.unified_only = true;
+	if (tools_cgroup_open(c, &cc, &err) >= 0) {
+		log_warning("Host tool calls get no memory, pids or CPU limits: %s. Each call "
+			    "still runs in a leaf of %s, killed with all it started when the "
+			    "call ends",
+			    why, cgroup_host_describe(c->tool_cgh));
+		return 0;
+	}
+	log_warning("Host tool calls run without a cgroup: %s. A tool's background processes "
+		    "can outlive its call and nothing limits their memory or processes (give "
+		    "coordinatord a delegated cgroup: Delegate=yes; or set "
+		    "coordinatord.tool_cgroup = off)",
+		    why);
+	return 0;
+}
+
+/* Remove the leaves of calls that ended whose members have all exited. */
+static void
+tool_graves_prune(Coordinator *c)
+{
+	size_t w = 0;
+
+	for (size_t i = 0; i < c->n_tool_leaf_graves; i++) {
+		uint64_t id = c->tool_leaf_graves[i];
+		if (cgroup_leaf_remove(c->tool_cg, id) == -EBUSY)
+			c->tool_leaf_graves[w++] = id;
+	}
+	c->n_tool_leaf_graves = w;
+}
+
+void
+bridge_teardown(Coordinator *c)
+{
+	if (c->tool_cg) {
+		(void)cgroup_kill(c->tool_cg);
+		for (int i = 0; i < 200 && c->n_tool_leaf_graves > 0; i++) {
+			tool_graves_prune(c);
+			if (c->n_tool_leaf_graves > 0)
+				(void)usleep(5000);
+		}
+		/* still busy: the next start reaps it */
+		(void)cgroup_remove(c->tool_cg);
+	}
+	free(c->tool_leaf_graves);
+	c->tool_leaf_graves = NULL;
+	c->n_tool_leaf_graves = 0;
+	c->tool_cg = cgroup_free(c->tool_cg);
+	c->tool_cgh = cgroup_host_free(c->tool_cgh);
+}
+
+/* The call is over: kill all its leaf holds, remove it (or keep it to remove
+ * when its members are gone). */
+static void
+call_leaf_release(ToolCall *tc)
+{
+	Coordinator *c = tc->run->c;
+
+	if (!tc->leaf_id)
+		return;
+	(void)cgroup_leaf_kill(c->tool_cg, tc->leaf_id);
+	if (cgroup_leaf_remove(c->tool_cg, tc->leaf_id) == -EBUSY) {
+		uint64_t *v =
+		    reallocarray(c->tool_leaf_graves, c->n_tool_leaf_graves + 1, sizeof(*v));
+		if (v) {
+			v[c->n_tool_leaf_graves++] = tc->leaf_id;
+			c->tool_leaf_graves = v;
+		}
+	}
+	tc->leaf_id = 0;
+}
+
 static void
 call_unlink(ToolCall *tc)
 {
@@ -147,6 +307,7 @@ call_free(ToolCall *tc)
 			(void)syscall(SYS_pidfd_send_signal, tc->pidfd, SIGKILL, NULL, 0);
 		(void)waitpid(tc->pid, NULL, 0);
 	}
+	call_leaf_release(tc);
 	if (tc->pid_ev)
 		event_free(tc->pid_ev);
 	if (tc->timer)
@@ -247,8 +408,10 @@ call_finish(ToolCall *tc)
 	}
 	json_decref(result);
 	LogCtx lc = run->log;
-	log_ctx(failed ? LOG_NOTICE : LOG_INFO, &lc, "Host tool '%s' %s", tc->tool->name,
-		failed ? msg : "finished");
+	if (failed)
+		log_ctx(LOG_NOTICE, &lc, "Host tool call failed: %s", msg);
+	else
+		log_ctx(LOG_INFO, &lc, "Host tool '%s' finished", tc->tool->name);
 	(void)runlog_touch(run->c->runlog, run->run_id, now_epoch_ms());
 	run->bridge_inflight--;
 	call_unlink(tc);
@@ -314,6 +477,9 @@ pid_exited(evutil_socket_t fd, short what, void *arg)
 		return;
 	tc->exited = true;
 	event_del(tc->pid_ev);
+	/* what the tool left running dies with it, and its stdout reaches EOF */
+	if (tc->leaf_id)
+		(void)cgroup_leaf_kill(tc->run->c->tool_cg, tc->leaf_id);
 	maybe_finish(tc);
 }
 
@@ -323,6 +489,57 @@ call_timeout(evutil_socket_t fd, short what, void *arg)
 	ToolCall *tc = arg;
 	tc->timed_out = true;
 	(void)syscall(SYS_pidfd_send_signal, tc->pidfd, SIGKILL, NULL, 0);
+	if (tc->leaf_id)
+		(void)cgroup_leaf_kill(tc->run->c->tool_cg, tc->leaf_id);
+}
+
+/* The cgroup a call's process joins: a new leaf (cgroup2) and the v1 groups
+ * (hybrid host). *ret_procs is the leaf's cgroup.procs, or -1. */
+static int
+call_cgroup(Run *run, uint64_t *ret_leaf, int *ret_procs, const int **ret_v1, size_t *ret_n_v1)
+{
+	Coordinator *c = run->c;
+	CgroupError err = {""};
+	_cleanup_close_ int dfd = -1;
+	int cg2fd, r = 0;
+
+	*ret_leaf = 0;
+	*ret_procs = -1;
+	*ret_v1 = NULL;
+	*ret_n_v1 = 0;
+	if (!c->tool_cg)
+		return 0;
+	tool_graves_prune(c);
+	cgroup_spawn_fds(c->tool_cg, &cg2fd, ret_v1, ret_n_v1);
+	if (!cgroup_has_leaves(c->tool_cg))
+		return 0;
+	uint64_t id = ++c->tool_call_seq;
+	r = cgroup_leaf_create(c->tool_cg, id, &dfd, &err);
+	if (r >= 0) {
+		*ret_procs = openat(dfd, "cgroup.procs", O_WRONLY | O_CLOEXEC);
+		if (*ret_procs < 0) {
+			r = -errno;
+			snprintf(err.msg, sizeof(err.msg), "open cgroup.procs: %s",
+				 strerror(errno));
+			(void)cgroup_leaf_remove(c->tool_cg, id);
+		}
+	}
+	if (r < 0)
+		return log_ctx_errno(LOG_ERR, r, &run->log,
+				     "Cannot create the cgroup of a host tool call: %s",
+				     err.msg[0] ? err.msg : strerror(-r));
+	*ret_leaf = id;
+	return 0;
+}
+
+/* In the forked child: join the call's cgroup. Async-signal-safe. */
+static bool
+child_join_cgroup(int leaf_procs, const int *v1, size_t n_v1)
+{
+	for (size_t i = 0; i < n_v1; i++)
+		if (write(v1[i], "0", 1) != 1)
+			return false;
+	return leaf_procs < 0 || write(leaf_procs, "0", 1) == 1;
 }
 
 /* Start the tool; the answer goes out from call_finish(). */
@@ -335,6 +552,11 @@ call_start(Run *run, Client *cl, uint64_t req_id, bool mcp, json_t *rpc_id, cons
 	_cleanup_free_ char *input = json_dump_compact(args ? args : json_object());
 	char env_run[64], env_thread[300];
 	ToolCall *tc;
+	_cleanup_close_ int leaf_procs = -1;
+	const int *v1_procs;
+	size_t n_v1_procs;
+	uint64_t leaf_id;
+	int r;
 
 	/* one run cannot hog the host's tool processes, nor all runs the host */
 	if (run->bridge_inflight >= c->conf.max_tool_calls_per_run ||
@@ -345,10 +567,15 @@ call_start(Run *run, Client *cl, uint64_t req_id, bool mcp, json_t *rpc_id, cons
 			run->bridge_inflight, c->tool_calls);
 		return -EBUSY;
 	}
+	r = call_cgroup(run, &leaf_id, &leaf_procs, &v1_procs, &n_v1_procs);
+	if (r < 0)
+		return r;
 	tc = calloc(1, sizeof(*tc));
 	if (!tc || !input || pipe2(in, O_CLOEXEC) < 0 || pipe2(out, O_CLOEXEC) < 0) {
 		free(tc);
 		safe_close(in[0]), safe_close(in[1]), safe_close(out[0]), safe_close(out[1]);
+		if (leaf_id)
+			(void)cgroup_leaf_remove(c->tool_cg, leaf_id);
 		return -ENOMEM;
 	}
 	snprintf(env_run, sizeof(env_run), "RUNWARDEN_RUN_ID=%s", run->run_id);
@@ -357,12 +584,23 @@ call_start(Run *run, Client *cl, uint64_t req_id, bool mcp, json_t *rpc_id, cons
 		       env_thread, NULL};
 	pid_t pid = fork();
 	if (pid < 0) {
+		r = -errno;
 		free(tc);
 		safe_close(in[0]), safe_close(in[1]), safe_close(out[0]), safe_close(out[1]);
-		return -errno;
+		if (leaf_id)
+			(void)cgroup_leaf_remove(c->tool_cg, leaf_id);
+		return r;
 	}
 	if (pid == 0) {
-		/* the child: stdin and stdout are the pipes, stderr goes to ours (the journal) */
+		/* the child: into the call's cgroup before anything of the tool runs
+		 * (fail closed), then stdin and stdout are the pipes, stderr goes to
+		 * ours (the journal) */
+		if (!child_join_cgroup(leaf_procs, v1_procs, n_v1_procs)) {
+			static const char m[] = "coordinatord: cannot move a host tool into "
+						"its cgroup; not running it\n";
+			(void)!write(2, m, sizeof(m) - 1);
+			_exit(126);
+		}
 		if (dup2(in[0], 0) < 0 || dup2(out[1], 1) < 0)
 			_exit(127);
 		(void)syscall(SYS_close_range, 3, ~0U, 0);
@@ -378,6 +616,7 @@ call_start(Run *run, Client *cl, uint64_t req_id, bool mcp, json_t *rpc_id, cons
 	tc->mcp = mcp;
 	tc->rpc_id = json_incref(rpc_id);
 	tc->tool = tool;
+	tc->leaf_id = leaf_id;
 	tc->pid = pid;
 	tc->pidfd = (int)syscall(SYS_pidfd_open, pid, 0);
 	fd_nonblock(in[1], 1);

@@ -7,6 +7,11 @@
 
 #include "macro.h"
 
+static const char *const fail_drop[] = {"fail", "drop", NULL};
+static const char *const fail_kill[] = {"fail", "kill", NULL};
+static const char *const thread_none[] = {"thread", "none", NULL};
+static const char *const required_auto_off[] = {"required", "auto", "off", NULL};
+
 const ConfItem coord_conf_items[] = {
     CONF_SHARED_ITEMS(CoordConf, shared),
     {"coordinatord", "map_size", CONF_SIZE, offsetof(CoordConf, map_size), "1G", 1 << 20, 1LL << 40,
@@ -36,7 +41,8 @@ const ConfItem coord_conf_items[] = {
     {"coordinatord", "output_limit_action", CONF_STR, offsetof(CoordConf, output_limit_action),
      "fail", 0, 0,
      "a run over its output budget: 'fail' kills its exec and ends it with code output_limit; "
-     "'drop' keeps it running and drops the rest of its output"},
+     "'drop' keeps it running and drops the rest of its output",
+     fail_drop},
     {"coordinatord", "max_thread_output_bytes", CONF_SIZE,
      offsetof(CoordConf, max_thread_output_bytes), "256M", 0, 1LL << 40,
      "output budget of all runs of one thread within thread_output_window_ms; past it "
@@ -66,10 +72,12 @@ const ConfItem coord_conf_items[] = {
      "exec cgroup is killed and it fails with code run_timeout; 0 = no limit"},
     {"coordinatord", "stall_action", CONF_STR, offsetof(CoordConf, stall_action), "fail", 0, 0,
      "what the watchdog does to a stale run: 'fail' it, or 'kill' (also kill its exec and all "
-     "it started)"},
+     "it started)",
+     fail_kill},
     {"coordinatord", "reuse", CONF_STR, offsetof(CoordConf, reuse), "thread", 0, 0,
      "'thread': a thread's runs share a sandbox and /workspace; 'none': each run gets a "
-     "fresh one, removed with its files when the run ends"},
+     "fresh one, removed with its files when the run ends",
+     thread_none},
     {"coordinatord", "retention_days", CONF_INT, offsetof(CoordConf, retention_days), "30", 0,
      36500, "terminal runs older than this are deleted with their events; 0 keeps them forever"},
     {"coordinatord", "retention_interval_ms", CONF_INT, offsetof(CoordConf, retention_interval_ms),
@@ -82,5 +90,22 @@ const ConfItem coord_conf_items[] = {
      "too_many_tool_calls"},
     {"coordinatord", "max_tool_calls", CONF_INT, offsetof(CoordConf, max_tool_calls), "32", 1,
      65536, "host tool calls running at once on this host, all runs together (then 429)"},
+    {"coordinatord", "tool_cgroup", CONF_STR, offsetof(CoordConf, tool_cgroup), "auto", 0, 0,
+     "host tool calls run in a cgroup of their own (one leaf per call, killed with all the "
+     "call started when it ends): 'required' (coordinatord does not start without it), "
+     "'auto' (used when the cgroups can be created, else a warning), 'off'",
+     required_auto_off},
+    {"coordinatord", "tool_cgroup_parent", CONF_STR, offsetof(CoordConf, tool_cgroup_parent), "", 0,
+     0, "cgroup under which the tools' cgroup is made; empty = coordinatord's own"},
+    {"coordinatord", "tool_memory_max", CONF_SIZE, offsetof(CoordConf, tool_memory_max), "1G",
+     16 << 20, 1LL << 50,
+     "memory of all host tool processes together (memory.max; no swap); past it the kernel's "
+     "OOM killer ends tool calls"},
+    {"coordinatord", "tool_pids_max", CONF_INT, offsetof(CoordConf, tool_pids_max), "512", 8,
+     4194304, "processes and threads of all host tool calls together (pids.max)"},
+    {"coordinatord", "tool_cpu_max", CONF_STR, offsetof(CoordConf, tool_cpu_max), "100000 100000",
+     0, 0,
+     "CPU of all host tool calls together, as cpu.max: 'QUOTA_US PERIOD_US' (the default is "
+     "one CPU) or 'max'"},
 };
 const size_t coord_conf_n_items = ELEMENTSOF(coord_conf_items);

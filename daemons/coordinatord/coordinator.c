@@ -1171,21 +1171,17 @@ coordinator_run(const DaemonArgs *args)
 	char path[4096];
 	int r;
 
+	/* stall_action, reuse, output_limit_action, tool_cgroup: checked by the
+	 * parser against their choices, with file:line */
 	r = daemon_load_config(args, coord_conf_items, coord_conf_n_items, &c.conf);
-	if (r == 0 && !streq(c.conf.stall_action, "fail") && !streq(c.conf.stall_action, "kill"))
+	if (r == 0 &&
+	    cgroup_parse_cpu_max("coordinatord.tool_cpu_max", c.conf.tool_cpu_max,
+				 &c.conf.tool_cpu_quota_us, &c.conf.tool_cpu_period_us) < 0)
+		r = -EINVAL;
+	if (r == 0 && !cgroup_parent_valid(c.conf.tool_cgroup_parent))
 		r = log_error_errno(SYNTHETIC_ERRNO(EINVAL),
-				    "coordinatord.stall_action: '%s': expected 'fail' or 'kill'",
-				    c.conf.stall_action);
-	if (r == 0 && !streq(c.conf.reuse, "thread") && !streq(c.conf.reuse, "none"))
-		r = log_error_errno(SYNTHETIC_ERRNO(EINVAL),
-				    "coordinatord.reuse: '%s': expected 'thread' or 'none'",
-				    c.conf.reuse);
-	if (r == 0 && !streq(c.conf.output_limit_action, "fail") &&
-	    !streq(c.conf.output_limit_action, "drop"))
-		r = log_error_errno(
-		    SYNTHETIC_ERRNO(EINVAL),
-		    "coordinatord.output_limit_action: '%s': expected 'fail' or 'drop'",
-		    c.conf.output_limit_action);
+				    "coordinatord.tool_cgroup_parent must be empty or an absolute "
+				    "cgroup path");
 	/* a RUN_READ reply is at most max(read_max_bytes, one event) of texts, and
 	 * an event at most a quarter of max_frame: a reply always fits a frame */
 	c.event_max = (size_t)c.conf.shared.max_frame / 4;
@@ -1268,6 +1264,9 @@ coordinator_run(const DaemonArgs *args)
 		r = -ENOMEM;
 		goto out;
 	}
+	r = bridge_setup(&c);
+	if (r < 0)
+		goto out;
 	commit_setup(&c);
 	driver_setup(&c);
 	driver_recover(&c);
@@ -1317,6 +1316,7 @@ out:
 		free(w);
 	}
 	c.stopping = true;
+	bridge_teardown(&c);
 	peer_free(c.shim);
 	watchdog_teardown(&c);
 	commit_teardown(&c);

@@ -23,6 +23,7 @@
 #include <stdbool.h>
 #include <stdint.h>
 
+#include "cgroup.h"
 #include "conf-parser.h"
 #include "daemon-util.h"
 #include "harness.h"
@@ -58,6 +59,11 @@ typedef struct CoordConf {
 	int64_t chunk_high_water;	   /* % of the map: running runs' events stop here */
 	int64_t size_retention_high_water; /* % of the map: prune oldest terminal runs; 0 = off */
 	int64_t map_warn_percent;	   /* % of the map: warn once per crossing */
+	char *tool_cgroup;		   /* "required" | "auto" | "off" */
+	char *tool_cgroup_parent;	   /* "" = our own cgroup */
+	int64_t tool_memory_max, tool_pids_max;
+	char *tool_cpu_max;			       /* cpu.max of the tools' cgroup */
+	int64_t tool_cpu_quota_us, tool_cpu_period_us; /* parsed from tool_cpu_max */
 } CoordConf;
 
 extern const ConfItem coord_conf_items[];
@@ -194,6 +200,12 @@ struct Coordinator {
 	bool stopping;
 	Metrics m;
 	int tool_calls; /* host tool processes running, all runs */
+	/* the tools' cgroup (bridge.c), NULL when tool_cgroup is off or unavailable */
+	CgroupHost *tool_cgh;
+	Cgroup *tool_cg;
+	uint64_t tool_call_seq;	    /* names the leaves: e<seq> */
+	uint64_t *tool_leaf_graves; /* leaves killed but not yet removable */
+	size_t n_tool_leaf_graves;
 	ThreadOutput *thread_output;
 	uint64_t log_used, log_map; /* live bytes of the run log after the last commit, map size */
 	bool log_warned;	    /* over map_warn_percent (warned once) */
@@ -281,6 +293,11 @@ void driver_flush_all(Coordinator *c);
 void driver_thread_output_free(Coordinator *c);
 
 /* bridge.c */
+/* The tools' cgroup per tool_cgroup: reap what a previous instance left, create
+ * it. 0, or a negative errno (logged) when it is required and cannot be made. */
+int bridge_setup(Coordinator *c);
+/* Kill and remove it (after every run is freed). */
+void bridge_teardown(Coordinator *c);
 void bridge_open(Run *run);
 void bridge_close(Run *run);
 void bridge_forget_client(Run *run, Client *cl);

@@ -102,3 +102,26 @@ def test_missing_explicit_config_is_an_error():
     for d in DAEMONS:
         p = run(d, "--check-config", "--config", "/nonexistent/runwarden.conf")
         assert p.returncode != 0 and "/nonexistent/runwarden.conf" in p.stderr, (d, p.stderr)
+
+
+def test_choice_keys_name_file_line_and_the_choices():
+    """Keys with a fixed set of values (stall_action, reuse, output_limit_action,
+    tool_cgroup) are refused by the parser, with file:line, the key and the
+    values allowed; a bad cpu.max or cgroup path is refused at start."""
+    for key, bad, expect in (("tool_cgroup", "maybe", "expected 'required', 'auto' or 'off'"),
+                             ("stall_action", "explode", "expected 'fail' or 'kill'"),
+                             ("reuse", "never", "expected 'thread' or 'none'"),
+                             ("output_limit_action", "ignore", "expected 'fail' or 'drop'")):
+        with tempfile.NamedTemporaryFile("w", suffix=".conf", delete=False) as f:
+            f.write(f"# x\n[coordinatord]\n{key} = {bad}\n")
+        p = run("coordinatord", "--check-config", "--config", f.name)
+        os.unlink(f.name)
+        assert p.returncode != 0 and f"{f.name}:3: {key}: '{bad}': {expect}" in p.stderr, \
+            (key, p.stderr)
+    for key, bad, expect in (("tool_cpu_max", "lots", "tool_cpu_max: 'lots' is not 'max'"),
+                             ("tool_cgroup_parent", "/a/../b", "tool_cgroup_parent must be")):
+        with tempfile.NamedTemporaryFile("w", suffix=".conf", delete=False) as f:
+            f.write(f"[coordinatord]\n{key} = {bad}\n")
+        p = run("coordinatord", "--check-config", "--config", f.name)
+        os.unlink(f.name)
+        assert p.returncode != 0 and expect in p.stderr, (key, p.stderr)

@@ -411,6 +411,40 @@ test_conf_parser_bad_default(void **state)
 	assert_int_equal(conf_apply_defaults(bad, 1, &c), -ERANGE);
 }
 
+/* A CONF_STR with choices takes one of them, and refuses anything else with
+ * the file, the line, the key and every value allowed. */
+static void
+test_conf_parser_choices(void **state)
+{
+	static const char *const two[] = {"fail", "kill", NULL};
+	static const char *const three[] = {"required", "auto", "off", NULL};
+	static const ConfItem ch[] = {
+	    {"coordinatord", "name", CONF_STR, offsetof(TConf, name), "fail", 0, 0, "", two},
+	    {"coordinatord", "state_dir", CONF_STR, offsetof(TConf, state_dir), "auto", 0, 0, "",
+	     three},
+	};
+	TConf c = {0};
+	char err[256] = "";
+
+	assert_int_equal(conf_apply_defaults(ch, 2, &c), 0);
+	assert_int_equal(conf_load_string(ch, 2, &c, "t.conf",
+					  "[coordinatord]\nname = kill\nstate_dir = off\n", err,
+					  sizeof(err)),
+			 0);
+	assert_string_equal(c.name, "kill");
+	assert_string_equal(c.state_dir, "off");
+	assert_int_equal(conf_load_string(ch, 2, &c, "t.conf", "[coordinatord]\n\nname = Kill\n",
+					  err, sizeof(err)),
+			 -EINVAL);
+	assert_string_equal(err, "t.conf:3: name: 'Kill': expected 'fail' or 'kill'");
+	assert_int_equal(conf_load_string(ch, 2, &c, "t.conf", "[coordinatord]\nstate_dir = \n",
+					  err, sizeof(err)),
+			 -EINVAL);
+	assert_string_equal(err, "t.conf:2: state_dir: '': expected 'required', 'auto' or 'off'");
+	assert_string_equal(c.name, "kill"); /* a refused value changes nothing */
+	conf_free_strings(ch, 2, &c);
+}
+
 int
 main(void)
 {
@@ -429,6 +463,7 @@ main(void)
 	    cmocka_unit_test_setup_teardown(test_conf_parser_free_strings, setup, teardown),
 	    cmocka_unit_test_setup_teardown(test_conf_parser_parse_value, setup, teardown),
 	    cmocka_unit_test(test_conf_parser_bad_default),
+	    cmocka_unit_test(test_conf_parser_choices),
 	};
 	return cmocka_run_group_tests_name("conf-parser", tests, NULL, NULL);
 }

@@ -1,7 +1,10 @@
 /* SPDX-License-Identifier: MIT */
 /*
- * cgroup.h — one cgroup per sandbox, on cgroup v2 or on the v1 controllers of a
- * hybrid host.
+ * cgroup.h — cgroups of what a daemon starts, on cgroup v2 or on the v1
+ * controllers of a hybrid host: the shim's sandboxes (one group per sandbox,
+ * a leaf per exec, and the snapshot jobs' group) and coordinatord's host tool
+ * calls (one group with the tools' aggregate limits, a leaf per call). The
+ * daemon describes itself in a CgroupConf; nothing here reads a config file.
  *
  * Modes (detected once by cgroup_host_new, logged at start):
  *   v2      /sys/fs/cgroup is cgroup2. Controllers memory, pids, cpu must be
@@ -17,12 +20,14 @@
  *           cgroup.kill and cgroup.events; else kill is freezer + SIGKILL.
  *
  * Naming scheme (used to find leftovers after a crash):
- *   <hierarchy>/<parent>/runwarden.<instance>/sb-<sandbox id>
- * where <parent> is [containerd-shim] cgroup_parent or the shim's own cgroup in
- * that hierarchy, and <instance> is 12 hex digits of SHA-256(state_dir), so two
- * shims with different state never touch each other's sandboxes. On v2 with a
- * non-root own cgroup the shim first moves itself into <own>/supervisor (the
- * "no internal processes" rule).
+ *   <hierarchy>/<parent>/<base_name>.<instance>/<group_prefix><id>
+ * e.g. .../runwarden.<instance>/sb-<sandbox id> (the shim) and
+ * .../runwarden-tools.<instance>/tools (coordinatord), where <parent> is the
+ * configured cgroup parent or the daemon's own cgroup in that hierarchy, and
+ * <instance> is 12 hex digits of SHA-256(state_dir), so two instances with
+ * different state never touch each other's groups. On v2 with a non-root own
+ * cgroup the daemon first moves itself into <own>/supervisor (the "no internal
+ * processes" rule).
  *
  * Exec leaves (cgroup2 only: v2, or the unified hierarchy of a hybrid host):
  *   <cgroup2 dir of the sandbox>/e<exec id>
@@ -42,7 +47,24 @@
 #include <stddef.h>
 #include <stdint.h>
 
-#include "shim-conf.h"
+typedef struct CgroupConf {
+	const char *who;	  /* "the shim": names the daemon in error texts */
+	const char *parent;	  /* "" = our own cgroup; else an absolute cgroup path */
+	const char *state_dir;	  /* hashed into <instance> */
+	const char *base_name;	  /* "runwarden": <parent>/<base_name>.<instance> */
+	const char *group_prefix; /* "sb-": what cgroup_create names and reap_stale reaps */
+	/* Limits of every group cgroup_create makes. cpu_quota_us < 0 = no quota. */
+	int64_t memory_max, memory_swap_max, pids_max, cpu_quota_us, cpu_period_us;
+	/* cgroup_jobs_create's group (the shim's snapshot jobs). */
+	int64_t job_cpu_quota_us, job_cpu_period_us, job_io_weight;
+	/* Owner given the leaves' cgroup.procs (CLONE_INTO_CGROUP by an
+	 * unprivileged process); < 0: leave them as they are created. */
+	int64_t leaf_uid;
+	/* Hybrid host only: use the controller-less unified cgroup2 hierarchy
+	 * alone (cgroup.kill, leaves; no limits). For an unprivileged daemon, to
+	 * which systemd cannot delegate v1 controllers. Needs cgroup.kill. */
+	bool unified_only;
+} CgroupConf;
 
 typedef struct CgroupHost CgroupHost;
 typedef struct Cgroup Cgroup;
@@ -60,7 +82,7 @@ typedef enum CgroupMode {
  * controllers (v2). On failure *err says why. probe (for --doctor): never move
  * the calling process; on v2 below a non-root own cgroup only check what is
  * delegated there, and create nothing. */
-int cgroup_host_new(const ShimConf *conf, CgroupHost **ret, CgroupError *err, bool probe);
+int cgroup_host_new(const CgroupConf *conf, CgroupHost **ret, CgroupError *err, bool probe);
 /* Remove the (empty) instance directories. NULL-safe; returns NULL. */
 CgroupHost *cgroup_host_free(CgroupHost *h);
 CgroupMode cgroup_host_mode(const CgroupHost *h);
@@ -78,18 +100,18 @@ int cgroup_jobs_create(CgroupHost *h, Cgroup **ret, CgroupError *err);
 /* True when a cgroup2 directory with cgroup.kill exists for sandboxes. */
 bool cgroup_host_has_kill(const CgroupHost *h);
 
-/* Startup recovery: kill every process of every sb-* cgroup left under the
- * instance directories, wait until they are empty and remove them, except those
- * keep() says are re-adopted ("sb-<id>"). Returns the number of sandboxes
- * reaped, or a negative errno. Logs each one. */
+/* Startup recovery: kill every process of every <group_prefix>* cgroup left
+ * under the instance directories, wait until they are empty and remove them,
+ * except those keep() says are re-adopted ("sb-<id>"; keep may be NULL).
+ * Returns the number of groups reaped, or a negative errno. Logs each one. */
 int cgroup_host_reap_stale(CgroupHost *h, bool (*keep)(const char *name, void *ud), void *ud);
 /* The existing cgroup of a sandbox left by a previous instance (re-adopted):
  * -ENOENT when it has none. No cgroup_spawn_fds() for it. */
-int cgroup_open(CgroupHost *h, const char *sandbox_id, Cgroup **ret);
+int cgroup_open(CgroupHost *h, const char *id, Cgroup **ret);
 
-/* Create the cgroup of a sandbox (fails with -EEXIST-like errors if a stale one
- * cannot be removed) and apply the limits of conf. */
-int cgroup_create(CgroupHost *h, const char *sandbox_id, Cgroup **ret, CgroupError *err);
+/* Create the cgroup <group_prefix><id> (a sandbox's, or the tools'; an empty
+ * one left behind is reused) and apply the limits of conf. */
+int cgroup_create(CgroupHost *h, const char *id, Cgroup **ret, CgroupError *err);
 /* What sandbox_spawn needs: a cgroup2 directory fd for CLONE_INTO_CGROUP (or
  * -1) and the open cgroup.procs files of the v1 hierarchies. Borrowed. */
 void cgroup_spawn_fds(const Cgroup *cg, int *ret_cgroup_fd, const int **ret_procs_fds,
@@ -115,12 +137,12 @@ int cgroup_freeze(Cgroup *cg, bool freeze);
 int cgroup_remove(Cgroup *cg);
 /* Close the fds. Does not remove anything. NULL-safe; returns NULL. */
 Cgroup *cgroup_free(Cgroup *cg);
-const char *cgroup_name(const Cgroup *cg); /* "sb-<id>" */
+const char *cgroup_name(const Cgroup *cg); /* "<group_prefix><id>" */
 
 /* True when the sandbox has a cgroup2 directory, i.e. its execs get leaves. */
 bool cgroup_has_leaves(const Cgroup *cg);
 /* Create e<exec_id> under the sandbox's cgroup2 directory, delegate what
- * CLONE_INTO_CGROUP needs to host_uid (cgroup.procs of the leaf and of the
+ * CLONE_INTO_CGROUP needs to leaf_uid (cgroup.procs of the leaf and of the
  * sandbox cgroup) and open it: *ret_fd is an O_DIRECTORY fd (CLOEXEC). */
 int cgroup_leaf_create(Cgroup *cg, uint64_t exec_id, int *ret_fd, CgroupError *err);
 /* SIGKILL every process of the leaf (cgroup.kill, else freeze + kill + thaw).
@@ -138,3 +160,10 @@ bool cgroup_host_has_leaves(const CgroupHost *h);
 /* rmdir every leaf whose exec busy() does not claim (NULL: all). Returns how
  * many could not be removed yet (members still exiting), or a negative errno. */
 int cgroup_prune_leaves(Cgroup *cg, bool (*busy)(uint64_t exec_id, void *ud), void *ud);
+
+/* Parse a cpu.max value ("max" or "QUOTA_US [PERIOD_US]") given for the
+ * config key key into quota (-1 = max) and period. 0 or -EINVAL (logged). */
+int cgroup_parse_cpu_max(const char *key, const char *s, int64_t *ret_quota, int64_t *ret_period);
+/* A configured cgroup parent: empty, or an absolute path of at most 512
+ * characters with no component starting with a dot. */
+bool cgroup_parent_valid(const char *parent);

@@ -1,6 +1,7 @@
 /* SPDX-License-Identifier: MIT */
 /*
- * cgroup.c — per-sandbox cgroups, v2 or hybrid v1 (see cgroup.h).
+ * cgroup.c — cgroups for sandboxes (the shim) and host tool calls
+ * (coordinatord), v2 or hybrid v1 (see cgroup.h).
  */
 #include "config.h"
 
@@ -28,7 +29,6 @@
 #include "macro.h"
 
 #define CGROUP_ROOT "/sys/fs/cgroup"
-#define SB_PREFIX "sb-"
 #define EXEC_PREFIX "e" /* exec leaves: e<exec id> */
 
 /* Hierarchies. In v2 mode only H_UNIFIED is used (the cgroup2 tree, wherever). */
@@ -37,7 +37,7 @@ static const char *const h_names[_H_MAX] = {"memory",  "pids",	  "cpu",
 					    "cpuacct", "freezer", "unified"};
 
 struct CgroupHost {
-	const ShimConf *conf;
+	CgroupConf conf; /* strings borrowed from the caller */
 	CgroupMode mode;
 	char *base[_H_MAX]; /* the instance directory per hierarchy, NULL when unused */
 	bool has_kill;	    /* cgroup.kill in the cgroup2 hierarchy */
@@ -142,7 +142,7 @@ is_fs(const char *path, long magic)
 	return statfs(path, &sf) == 0 && (long)sf.f_type == magic;
 }
 
-/* The shim's own cgroup in a hierarchy: the path of the /proc/self/cgroup line
+/* Our own cgroup in a hierarchy: the path of the /proc/self/cgroup line
  * whose controller list contains ctrl, or the "0::" line for NULL. */
 static int
 own_cgroup(const char *ctrl, char **ret)
@@ -180,13 +180,13 @@ own_cgroup(const char *ctrl, char **ret)
 	return r;
 }
 
-/* mount + parent + "/runwarden.<inst>", with duplicate slashes squeezed. */
+/* mount + parent + "/<base_name>.<inst>", with duplicate slashes squeezed. */
 static char *
-join_base(const char *mnt, const char *parent, const char *inst)
+join_base(const CgroupHost *h, const char *mnt, const char *parent, const char *inst)
 {
 	char *p, *w;
 
-	if (asprintf(&p, "%s/%s/runwarden.%s", mnt, parent, inst) < 0)
+	if (asprintf(&p, "%s/%s/%s.%s", mnt, parent, h->conf.base_name, inst) < 0)
 		return NULL;
 	w = p;
 	for (char *r = p; *r; r++)
@@ -263,17 +263,17 @@ probe_v2(CgroupHost *h, const char *own, const char *inst, CgroupError *err)
 	h->has_kill = file_exists(dir, "cgroup.kill");
 	h->has_io = controller_listed(ctrls, "io");
 	snprintf(h->desc, sizeof(h->desc),
-		 "v2, delegated (%s/runwarden.%s; the shim moves itself into %s/supervisor)", dir,
-		 inst, dir);
+		 "v2, delegated (%s/%s.%s; %s moves itself into %s/supervisor)", dir,
+		 h->conf.base_name, inst, h->conf.who, dir);
 	return 0;
 }
 
 static int
 setup_v2(CgroupHost *h, const char *inst, CgroupError *err, bool probe)
 {
-	const ShimConf *c = h->conf;
+	const CgroupConf *c = &h->conf;
 	_cleanup_free_ char *own = NULL, *pdir = NULL;
-	const char *parent = c->cgroup_parent, *missing = NULL;
+	const char *parent = c->parent, *missing = NULL;
 	char ctrls[512];
 	int r;
 
@@ -285,8 +285,8 @@ setup_v2(CgroupHost *h, const char *inst, CgroupError *err, bool probe)
 		if (!streq(own, "/") && probe)
 			return probe_v2(h, own, inst, err);
 		if (!streq(own, "/")) {
-			/* "No internal processes": the shim leaves its own cgroup for a leaf
-			 * so that controllers can be enabled for the sandboxes beside it. */
+			/* "No internal processes": the daemon leaves its own cgroup for a
+			 * leaf so that controllers can be enabled for the groups beside it. */
 			_cleanup_free_ char *sup = NULL;
 			char pid[32];
 			if (asprintf(&sup, CGROUP_ROOT "%s/supervisor", own) < 0)
@@ -296,7 +296,7 @@ setup_v2(CgroupHost *h, const char *inst, CgroupError *err, bool probe)
 			snprintf(pid, sizeof(pid), "%d", (int)getpid());
 			r = write_file(sup, "cgroup.procs", pid);
 			if (r < 0)
-				return seterr(err, "cannot move the shim into %s: %s", sup,
+				return seterr(err, "cannot move %s into %s: %s", c->who, sup,
 					      strerror(-r)),
 				       r;
 		}
@@ -318,7 +318,7 @@ setup_v2(CgroupHost *h, const char *inst, CgroupError *err, bool probe)
 			      "cannot enable memory, pids, cpu in %s/cgroup.subtree_control: %s",
 			      pdir, strerror(-r)),
 		       r;
-	h->base[H_UNIFIED] = join_base(CGROUP_ROOT, parent, inst);
+	h->base[H_UNIFIED] = join_base(h, CGROUP_ROOT, parent, inst);
 	if (!h->base[H_UNIFIED])
 		return -ENOMEM;
 	if (mkdir(h->base[H_UNIFIED], 0755) < 0 && errno != EEXIST)
@@ -341,13 +341,15 @@ setup_v2(CgroupHost *h, const char *inst, CgroupError *err, bool probe)
 static int
 setup_v1(CgroupHost *h, const char *inst, CgroupError *err)
 {
-	const ShimConf *c = h->conf;
+	const CgroupConf *c = &h->conf;
 	int r;
 
 	for (int i = 0; i < _H_MAX; i++) {
 		_cleanup_free_ char *mnt = NULL, *own = NULL;
 		bool unified = i == H_UNIFIED;
 
+		if (c->unified_only && !unified)
+			continue;
 		if (asprintf(&mnt, CGROUP_ROOT "/%s", h_names[i]) < 0)
 			return -ENOMEM;
 		if (!is_fs(mnt, unified ? CGROUP2_SUPER_MAGIC : CGROUP_SUPER_MAGIC)) {
@@ -357,13 +359,13 @@ setup_v1(CgroupHost *h, const char *inst, CgroupError *err)
 				      h_names[i], mnt),
 			       -EOPNOTSUPP;
 		}
-		if (c->cgroup_parent[0] == '\0') {
+		if (c->parent[0] == '\0') {
 			r = own_cgroup(unified ? NULL : h_names[i], &own);
 			if (r < 0)
 				return seterr(err, "cannot find our own '%s' cgroup", h_names[i]),
 				       r;
 		}
-		h->base[i] = join_base(mnt, own ? own : c->cgroup_parent, inst);
+		h->base[i] = join_base(h, mnt, own ? own : c->parent, inst);
 		if (!h->base[i])
 			return -ENOMEM;
 		r = mkdir_p(h->base[i], 0755);
@@ -371,10 +373,19 @@ setup_v1(CgroupHost *h, const char *inst, CgroupError *err)
 			return seterr(err, "mkdir %s: %s", h->base[i], strerror(-r)), r;
 	}
 	h->has_kill = h->base[H_UNIFIED] && file_exists(h->base[H_UNIFIED], "cgroup.kill");
+	if (c->unified_only) {
+		if (!h->has_kill)
+			return seterr(err, "no cgroup2 with cgroup.kill at %s/unified",
+				      CGROUP_ROOT),
+			       -EOPNOTSUPP;
+		snprintf(h->desc, sizeof(h->desc), "unified cgroup2 only (%s; no limits)",
+			 h->base[H_UNIFIED]);
+		return 0;
+	}
 	if (!h->has_kill && !h->base[H_FREEZER])
 		return seterr(err,
 			      "neither cgroup.kill (cgroup2 at %s/unified) nor the v1 "
-			      "freezer is available to kill sandboxes",
+			      "freezer is available to kill what we start",
 			      CGROUP_ROOT),
 		       -EOPNOTSUPP;
 	snprintf(h->desc, sizeof(h->desc), "v1 (memory, pids, cpu, cpuacct%s under %s)%s",
@@ -386,7 +397,7 @@ setup_v1(CgroupHost *h, const char *inst, CgroupError *err)
 }
 
 int
-cgroup_host_new(const ShimConf *conf, CgroupHost **ret, CgroupError *err, bool probe)
+cgroup_host_new(const CgroupConf *conf, CgroupHost **ret, CgroupError *err, bool probe)
 {
 	CgroupHost *h = calloc(1, sizeof(*h));
 	char inst[13];
@@ -394,8 +405,8 @@ cgroup_host_new(const ShimConf *conf, CgroupHost **ret, CgroupError *err, bool p
 
 	if (!h)
 		return -ENOMEM;
-	h->conf = conf;
-	r = instance_id(conf->shared.state_dir, inst);
+	h->conf = *conf;
+	r = instance_id(conf->state_dir, inst);
 	if (r >= 0) {
 		if (is_fs(CGROUP_ROOT, CGROUP2_SUPER_MAGIC)) {
 			h->mode = CGROUP_MODE_V2;
@@ -505,7 +516,7 @@ dir_pids(const Cgroup *cg)
 static int
 apply_limits(Cgroup *cg, CgroupError *err)
 {
-	const ShimConf *c = cg->host->conf;
+	const CgroupConf *c = &cg->host->conf;
 	char v[64];
 	int r;
 
@@ -530,6 +541,8 @@ apply_limits(Cgroup *cg, CgroupError *err)
 			W(d, "cpu.max", "%" PRId64 " %" PRId64, c->cpu_quota_us, c->cpu_period_us);
 		return 0;
 	}
+	if (!cg->dir[H_MEMORY])
+		return 0; /* unified_only: no limits */
 	W(cg->dir[H_MEMORY], "memory.limit_in_bytes", "%" PRId64, c->memory_max);
 	if (file_exists(cg->dir[H_MEMORY], "memory.memsw.limit_in_bytes"))
 		W(cg->dir[H_MEMORY], "memory.memsw.limit_in_bytes", "%" PRId64,
@@ -553,7 +566,7 @@ int
 cgroup_jobs_create(CgroupHost *h, Cgroup **ret, CgroupError *err)
 {
 	_cleanup_(cgroup_freep) Cgroup *cg = NULL;
-	const ShimConf *c = h->conf;
+	const CgroupConf *c = &h->conf;
 	bool v2 = h->mode == CGROUP_MODE_V2;
 	int use = v2 ? H_UNIFIED : H_CPU, r;
 	_cleanup_free_ char *procs = NULL;
@@ -582,7 +595,7 @@ cgroup_jobs_create(CgroupHost *h, Cgroup **ret, CgroupError *err)
 		if (r < 0)
 			return seterr(err, "cannot set cpu.max to %s: %s", v, strerror(-r)), r;
 		if (h->has_io) {
-			snprintf(v, sizeof(v), "default %" PRId64, c->snapshot_io_weight);
+			snprintf(v, sizeof(v), "default %" PRId64, c->job_io_weight);
 			r = write_file(cg->dir[use], "io.weight", v);
 			if (r < 0)
 				return seterr(err, "cannot set io.weight to %s: %s", v,
@@ -612,13 +625,13 @@ cgroup_jobs_create(CgroupHost *h, Cgroup **ret, CgroupError *err)
 }
 
 int
-cgroup_create(CgroupHost *h, const char *sandbox_id, Cgroup **ret, CgroupError *err)
+cgroup_create(CgroupHost *h, const char *id, Cgroup **ret, CgroupError *err)
 {
 	_cleanup_(cgroup_freep) Cgroup *cg = NULL;
 	char name[32];
 	int r;
 
-	snprintf(name, sizeof(name), SB_PREFIX "%s", sandbox_id);
+	snprintf(name, sizeof(name), "%s%s", h->conf.group_prefix, id);
 	r = cgroup_alloc(h, name, &cg);
 	if (r < 0)
 		return r;
@@ -952,14 +965,14 @@ cgroup_remove(Cgroup *cg)
 }
 
 int
-cgroup_open(CgroupHost *h, const char *sandbox_id, Cgroup **ret)
+cgroup_open(CgroupHost *h, const char *id, Cgroup **ret)
 {
 	_cleanup_(cgroup_freep) Cgroup *cg = NULL;
 	char name[32];
 	bool any = false;
 	int r;
 
-	snprintf(name, sizeof(name), SB_PREFIX "%s", sandbox_id);
+	snprintf(name, sizeof(name), "%s%s", h->conf.group_prefix, id);
 	r = cgroup_alloc(h, name, &cg);
 	if (r < 0)
 		return r;
@@ -979,7 +992,7 @@ cgroup_host_reap_stale(CgroupHost *h, bool (*keep)(const char *name, void *ud), 
 	size_t n = 0;
 	int reaped = 0;
 
-	/* Union of the sb-* names over the hierarchies. */
+	/* Union of the <group_prefix>* names over the hierarchies. */
 	for (int i = 0; i < _H_MAX; i++) {
 		DIR *d;
 		struct dirent *de;
@@ -987,7 +1000,8 @@ cgroup_host_reap_stale(CgroupHost *h, bool (*keep)(const char *name, void *ud), 
 			continue;
 		while ((de = readdir(d)) && n < ELEMENTSOF(names)) {
 			bool seen = false;
-			if (strncmp(de->d_name, SB_PREFIX, STRLEN(SB_PREFIX)) != 0 ||
+			if (strncmp(de->d_name, h->conf.group_prefix,
+				    strlen(h->conf.group_prefix)) != 0 ||
 			    strlen(de->d_name) >= sizeof(names[0]) ||
 			    (keep && keep(de->d_name, ud)))
 				continue;
@@ -1051,10 +1065,10 @@ leaf_path(const Cgroup *cg, uint64_t exec_id, char **ret)
 int
 cgroup_leaf_create(Cgroup *cg, uint64_t exec_id, int *ret_fd, CgroupError *err)
 {
-	const ShimConf *c = cg->host->conf;
+	const CgroupConf *c = &cg->host->conf;
 	_cleanup_free_ char *p = NULL, *parent_procs = NULL;
 	_cleanup_close_ int fd = -1;
-	uid_t uid = (uid_t)c->host_uid;
+	uid_t uid = (uid_t)c->leaf_uid;
 	int r = leaf_path(cg, exec_id, &p);
 
 	if (r < 0)
@@ -1076,8 +1090,9 @@ cgroup_leaf_create(Cgroup *cg, uint64_t exec_id, int *ret_fd, CgroupError *err)
 		r = -ENOMEM;
 		goto fail;
 	}
-	if (fchownat(fd, "cgroup.procs", uid, uid, 0) < 0 ||
-	    fchownat(AT_FDCWD, parent_procs, uid, uid, AT_SYMLINK_NOFOLLOW) < 0) {
+	if (c->leaf_uid >= 0 &&
+	    (fchownat(fd, "cgroup.procs", uid, uid, 0) < 0 ||
+	     fchownat(AT_FDCWD, parent_procs, uid, uid, AT_SYMLINK_NOFOLLOW) < 0)) {
 		r = -errno;
 		seterr(err, "cannot delegate cgroup.procs of %s to uid %u: %s", p, (unsigned)uid,
 		       strerror(errno));
@@ -1183,4 +1198,37 @@ cgroup_prune_leaves(Cgroup *cg, bool (*busy)(uint64_t exec_id, void *ud), void *
 	int r = foreach_leaf(cg->dir[H_UNIFIED], leaf_prune, &pc);
 
 	return r < 0 ? r : pc.left;
+}
+
+int
+cgroup_parse_cpu_max(const char *key, const char *s, int64_t *ret_quota, int64_t *ret_period)
+{
+	long long quota = -1, period = 100000;
+	char q[32] = "", extra[2];
+	int n = sscanf(s, "%31s %lld %1s", q, &period, extra);
+
+	if (n < 1 || n > 2 || period < 1000 || period > 1000000)
+		goto bad;
+	if (!streq(q, "max")) {
+		char *end;
+		errno = 0;
+		quota = strtoll(q, &end, 10);
+		if (errno || *end || quota < 1000 || quota > 1000LL * 1000 * 1000 * 1000)
+			goto bad;
+	}
+	*ret_quota = quota;
+	*ret_period = period;
+	return 0;
+bad:
+	return log_error_errno(SYNTHETIC_ERRNO(EINVAL),
+			       "%s: '%s' is not 'max' or 'QUOTA_US [PERIOD_US]' "
+			       "(quota >= 1000, period 1000..1000000)",
+			       key, s);
+}
+
+bool
+cgroup_parent_valid(const char *parent)
+{
+	return parent[0] == '\0' ||
+	       (parent[0] == '/' && !strstr(parent, "/.") && strlen(parent) <= 512);
 }
