@@ -694,6 +694,8 @@ cgroup_counters(const Cgroup *cg, uint64_t *ret_oom_kills, uint64_t *ret_pids_ma
 	uint64_t oom = 0, pids = 0;
 	int r;
 
+	if (!dir_memory(cg) || !dir_pids(cg))
+		return -EOPNOTSUPP; /* unified_only: no controllers */
 	if (cg->host->mode == CGROUP_MODE_V2)
 		r = read_key(dir_memory(cg), "memory.events", "oom_kill", &oom);
 	else

@@ -234,6 +234,30 @@ bridge_setup(Coordinator *c)
 	return 0;
 }
 
+void
+bridge_metrics(Coordinator *c, FILE *f)
+{
+	uint64_t oom = 0, pids = 0;
+
+	fprintf(f,
+		"# HELP runwarden_tool_calls_running Host tool calls running now.\n"
+		"# TYPE runwarden_tool_calls_running gauge\n"
+		"runwarden_tool_calls_running %d\n",
+		c->tool_calls);
+	if (!c->tool_cg || cgroup_counters(c->tool_cg, &oom, &pids) < 0)
+		return; /* no limits, nothing to count */
+	fprintf(f,
+		"# HELP runwarden_tool_oom_kills_total Host tool processes killed by the OOM "
+		"killer at tool_memory_max.\n"
+		"# TYPE runwarden_tool_oom_kills_total counter\n"
+		"runwarden_tool_oom_kills_total %" PRIu64 "\n"
+		"# HELP runwarden_tool_pids_max_total Forks of host tools refused at "
+		"tool_pids_max.\n"
+		"# TYPE runwarden_tool_pids_max_total counter\n"
+		"runwarden_tool_pids_max_total %" PRIu64 "\n",
+		oom, pids);
+}
+
 /* Remove the leaves of calls that ended whose members have all exited. */
 static void
 tool_graves_prune(Coordinator *c)

@@ -554,6 +554,7 @@ handle_status_get(Peer *p, const Frame *f, void *ud)
 		"runwarden_runs_pruned_size_total %" PRIu64 "\n",
 		c->log_used, c->log_map, c->log_warned ? 1 : 0, m->output_dropped_bytes,
 		m->runs_output_limited, m->events_refused_full, m->runs_pruned_size);
+	bridge_metrics(c, mf);
 	fclose(mf);
 
 	mp_writer_init(&w);

@@ -22,6 +22,7 @@
 #include <jansson.h>
 #include <stdbool.h>
 #include <stdint.h>
+#include <stdio.h>
 
 #include "cgroup.h"
 #include "conf-parser.h"
@@ -298,6 +299,9 @@ void driver_thread_output_free(Coordinator *c);
 int bridge_setup(Coordinator *c);
 /* Kill and remove it (after every run is freed). */
 void bridge_teardown(Coordinator *c);
+/* The host tools' lines of /metrics: calls running; with limits, the group's
+ * OOM kills and refused forks. */
+void bridge_metrics(Coordinator *c, FILE *f);
 void bridge_open(Run *run);
 void bridge_close(Run *run);
 void bridge_forget_client(Run *run, Client *cl);
