@@ -1,0 +1,372 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * test-http.c — routerd's front without coordinatord: http.c, the checks of
+ * routes.c that come before any route (Host, Origin, media type, limits), the
+ * route table's answers that need no coordinator, and the RFC 6455 handshake
+ * of ws.c.
+ *
+ * A real Router (router_new) listens on a free loopback port and the test talks to it
+ * over TCP, running the event loop until the answer is complete; nothing is
+ * mocked. Without coordinatord every route that needs it answers 503
+ * "unavailable", which is itself one of the answers checked.
+ */
+#include "config.h"
+
+#include <arpa/inet.h>
+#include <errno.h>
+#include <netinet/in.h>
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/socket.h>
+#include <sys/un.h>
+#include <syslog.h>
+#include <unistd.h>
+
+#include <cmocka.h>
+#include <event2/event.h>
+#include <event2/listener.h>
+
+#include "log.h"
+#include "routerd.h"
+
+static struct {
+	struct event_base *base;
+	RouterConf conf;
+	Router *r;
+	char dir[64];
+	int port;
+} T;
+
+static int
+setup(void **state)
+{
+	struct sockaddr_in sa;
+	socklen_t len = sizeof(sa);
+
+	log_open("test-http");
+	log_set_max_level(LOG_CRIT);
+	assert_int_equal(conf_apply_defaults(router_conf_items, router_conf_n_items, &T.conf), 0);
+	snprintf(T.dir, sizeof(T.dir), "/tmp/rw-test-http.XXXXXX");
+	assert_non_null(mkdtemp(T.dir));
+	free(T.conf.shared.runtime_dir);
+	T.conf.shared.runtime_dir = strdup(T.dir);
+	/* a free port (libevent's parser refuses port 0) */
+	int probe = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
+	sa = (struct sockaddr_in){.sin_family = AF_INET, .sin_addr.s_addr = htonl(INADDR_LOOPBACK)};
+	assert_int_equal(bind(probe, (struct sockaddr *)&sa, sizeof(sa)), 0);
+	assert_int_equal(getsockname(probe, (struct sockaddr *)&sa, &len), 0);
+	close(probe);
+	free(T.conf.listen);
+	assert_true(asprintf(&T.conf.listen, "127.0.0.1:%u", ntohs(sa.sin_port)) > 0);
+	T.base = event_base_new();
+	assert_non_null(T.base);
+	assert_int_equal(router_new(T.base, &T.conf, &T.r), 0);
+	assert_int_equal(
+	    getsockname(evconnlistener_get_fd(T.r->listener), (struct sockaddr *)&sa, &len), 0);
+	T.port = ntohs(sa.sin_port);
+	*state = &T;
+	return 0;
+}
+
+static int
+teardown(void **state)
+{
+	char path[128];
+
+	router_free(T.r);
+	event_base_free(T.base);
+	router_conf_done(&T.conf);
+	snprintf(path, sizeof(path), "%s/bridge.sock", T.dir);
+	(void)unlink(path);
+	(void)rmdir(T.dir);
+	return 0;
+}
+
+/* Send req (printf-style; "@HOST@" is not expanded: callers pass the Host
+ * line themselves) and run the loop until routerd has answered and closed,
+ * or the answer has its head and Content-Length body. Returns the answer. */
+static char *
+exchange(const char *req, size_t req_len)
+{
+	struct sockaddr_in sa = {.sin_family = AF_INET, .sin_port = htons((uint16_t)T.port)};
+	static char out[65536];
+	size_t got = 0;
+	int fd = socket(AF_INET, SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0);
+
+	assert_true(fd >= 0);
+	sa.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+	if (connect(fd, (struct sockaddr *)&sa, sizeof(sa)) < 0)
+		assert_int_equal(errno, EINPROGRESS);
+	size_t off = 0;
+	for (int round = 0; round < 4000; round++) {
+		event_base_loop(T.base, EVLOOP_NONBLOCK);
+		if (off < req_len) {
+			ssize_t n = write(fd, req + off, req_len - off);
+			if (n > 0)
+				off += (size_t)n;
+		}
+		ssize_t n = read(fd, out + got, sizeof(out) - 1 - got);
+		if (n == 0)
+			break; /* routerd closed */
+		if (n > 0) {
+			got += (size_t)n;
+			out[got] = '\0';
+			const char *end = strstr(out, "\r\n\r\n");
+			const char *cl = strcasestr(out, "\r\nContent-Length: ");
+			if (end && strncmp(out, "HTTP/1.1 101", 12) == 0)
+				break;
+			if (end && cl && cl < end &&
+			    got >= (size_t)(end + 4 - out) + strtoul(cl + 18, NULL, 10))
+				break;
+		}
+		usleep(200);
+	}
+	out[got] = '\0';
+	close(fd);
+	/* let routerd see the close and free the connection */
+	for (int i = 0; i < 2000 && T.r->n_conns > 0; i++) {
+		event_base_loop(T.base, EVLOOP_NONBLOCK);
+		usleep(500);
+	}
+	return out;
+}
+
+static char *
+request(const char *fmt, ...)
+{
+	char buf[16384];
+	va_list ap;
+	int n;
+
+	va_start(ap, fmt);
+	n = vsnprintf(buf, sizeof(buf), fmt, ap);
+	va_end(ap);
+	assert_true(n > 0 && (size_t)n < sizeof(buf));
+	return exchange(buf, (size_t)n);
+}
+
+/* The answer's status line is status, and its JSON body names code. */
+static void
+assert_answer(const char *ans, int status, const char *code)
+{
+	char line[32], c[128];
+
+	snprintf(line, sizeof(line), "HTTP/1.1 %d ", status);
+	if (strncmp(ans, line, strlen(line)) != 0)
+		fail_msg("expected %d, got: %.300s", status, ans);
+	if (code) {
+		snprintf(c, sizeof(c), "\"code\":\"%s\"", code);
+		if (!strstr(ans, c))
+			fail_msg("expected code %s in: %.600s", code, ans);
+		assert_non_null(strcasestr(ans, "\r\nContent-Type: application/json"));
+	}
+}
+
+static void
+test_http_healthz_without_coordinatord(void **state)
+{
+	/* the process is alive: 200 even with coordinatord down; /readyz is not */
+	assert_answer(request("GET /healthz HTTP/1.1\r\nHost: 127.0.0.1:%d\r\n\r\n", T.port), 200,
+		      NULL);
+	assert_answer(request("GET /readyz HTTP/1.1\r\nHost: 127.0.0.1:%d\r\n\r\n", T.port), 503,
+		      NULL);
+}
+
+static void
+test_http_route_table(void **state)
+{
+	/* no such route; a known path with another method names what is allowed */
+	assert_answer(request("GET /nope HTTP/1.1\r\nHost: 127.0.0.1:%d\r\n\r\n", T.port), 404,
+		      "not_found");
+	char *ans = request("DELETE /runs HTTP/1.1\r\nHost: 127.0.0.1:%d\r\n\r\n", T.port);
+	assert_answer(ans, 405, "method_not_allowed");
+	assert_non_null(strcasestr(ans, "\r\nAllow: "));
+	/* a run route without its thread */
+	assert_answer(request("GET /runs/0b9c3b5e-6c36-4c43-9d2b-5e0f3a0c1d2e HTTP/1.1\r\n"
+			      "Host: 127.0.0.1:%d\r\n\r\n",
+			      T.port),
+		      400, "thread_required");
+	/* a route that needs coordinatord, which is not there */
+	assert_answer(request("GET /runs/0b9c3b5e-6c36-4c43-9d2b-5e0f3a0c1d2e?threadId=t1 "
+			      "HTTP/1.1\r\nHost: 127.0.0.1:%d\r\n\r\n",
+			      T.port),
+		      503, "unavailable");
+}
+
+static void
+test_http_host_and_origin(void **state)
+{
+	/* DNS rebinding: a name that is not this server's */
+	assert_answer(request("GET /healthz HTTP/1.1\r\nHost: evil.example:%d\r\n\r\n", T.port),
+		      421, NULL);
+	/* HTTP/1.1 without Host, or with two */
+	assert_answer(request("GET /healthz HTTP/1.1\r\n\r\n"), 400, NULL);
+	assert_answer(request("GET /healthz HTTP/1.1\r\nHost: 127.0.0.1:%d\r\nHost: "
+			      "127.0.0.1:%d\r\n\r\n",
+			      T.port, T.port),
+		      400, NULL);
+	/* a page of another origin */
+	assert_answer(request("GET /runs/x?threadId=t HTTP/1.1\r\nHost: 127.0.0.1:%d\r\n"
+			      "Origin: https://evil.example\r\n\r\n",
+			      T.port),
+		      403, "origin_forbidden");
+	/* localhost:PORT is this server on loopback */
+	assert_answer(request("GET /healthz HTTP/1.1\r\nHost: localhost:%d\r\n\r\n", T.port), 200,
+		      NULL);
+}
+
+static void
+test_http_body_checks(void **state)
+{
+	/* a JSON route takes application/json only (no cross-site simple request) */
+	assert_answer(request("POST /runs HTTP/1.1\r\nHost: 127.0.0.1:%d\r\n"
+			      "Content-Type: text/plain\r\nContent-Length: 2\r\n\r\n{}",
+			      T.port),
+		      415, NULL);
+	/* bad JSON, and a body that is not a run */
+	assert_answer(request("POST /runs HTTP/1.1\r\nHost: 127.0.0.1:%d\r\n"
+			      "Content-Type: application/json\r\nContent-Length: 5\r\n\r\n{nope",
+			      T.port),
+		      400, NULL);
+	assert_answer(request("POST /runs HTTP/1.1\r\nHost: 127.0.0.1:%d\r\n"
+			      "Content-Type: application/json\r\nContent-Length: 2\r\n\r\n{}",
+			      T.port),
+		      400, NULL);
+	/* over max_body: refused from its Content-Length, before reading it */
+	assert_answer(request("POST /runs HTTP/1.1\r\nHost: 127.0.0.1:%d\r\n"
+			      "Content-Type: application/json\r\nContent-Length: %lld\r\n\r\n",
+			      T.port, (long long)T.conf.max_body + 1),
+		      413, NULL);
+	/* not HTTP at all */
+	assert_answer(request("\x16\x03\x01 hello\r\n\r\n"), 400, NULL);
+}
+
+static void
+test_http_header_limit(void **state)
+{
+	static char req[70000];
+	int n =
+	    snprintf(req, sizeof(req), "GET /healthz HTTP/1.1\r\nHost: 127.0.0.1:%d\r\n", T.port);
+	/* more header bytes than max_header_bytes */
+	while ((size_t)n + 64 < sizeof(req) - 8 && n < T.conf.max_header_bytes + 1024)
+		n += snprintf(req + n, sizeof(req) - (size_t)n, "X-Pad-%d: %040d\r\n", n, 0);
+	n += snprintf(req + n, sizeof(req) - (size_t)n, "\r\n");
+	assert_answer(exchange(req, (size_t)n), 431, NULL);
+}
+
+static void
+test_ws_handshake(void **state)
+{
+	/* RFC 6455 §1.3's example key and accept value */
+	char *ans = request("GET /runs/0b9c3b5e-6c36-4c43-9d2b-5e0f3a0c1d2e/stream?threadId=t1 "
+			    "HTTP/1.1\r\nHost: 127.0.0.1:%d\r\nUpgrade: websocket\r\n"
+			    "Connection: Upgrade\r\nSec-WebSocket-Version: 13\r\n"
+			    "Sec-WebSocket-Key: dGhlIHNhbXBsZSBub25jZQ==\r\n\r\n",
+			    T.port);
+	/* the stream route checks the handshake first, then needs coordinatord */
+	assert_answer(ans, 503, "unavailable");
+	/* the upgrade itself, on an accepted connection: the accept value */
+	int sv[2];
+	struct sockaddr_un un = {.sun_family = AF_UNIX};
+	char buf[4096] = "";
+	assert_int_equal(socketpair(AF_UNIX, SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0, sv), 0);
+	assert_int_equal(http_conn_new(T.r, sv[0], (struct sockaddr *)&un, sizeof(un), false), 0);
+	HttpConn *c = T.r->conns;
+	c->req.headers[0].name = strdup("Sec-WebSocket-Key");
+	c->req.headers[0].value = strdup("dGhlIHNhbXBsZSBub25jZQ==");
+	c->req.n_headers = 1;
+	c->req.complete = true;
+	c->req.keep_alive = true;
+	c->busy = true;
+	assert_int_equal(ws_accept(c), 0);
+	size_t got = 0;
+	for (int i = 0; i < 200 && !strstr(buf, "\r\n\r\n"); i++) {
+		event_base_loop(T.base, EVLOOP_NONBLOCK);
+		ssize_t n = read(sv[1], buf + got, sizeof(buf) - 1 - got);
+		if (n > 0)
+			got += (size_t)n;
+		usleep(200);
+	}
+	assert_int_equal(strncmp(buf, "HTTP/1.1 101 ", 13), 0);
+	assert_non_null(strcasestr(buf, "\r\nUpgrade: websocket\r\n"));
+	if (!strstr(buf, "Sec-WebSocket-Accept: s3pPLMBiTxaQ9kYGzzhZRbK+xOo=\r\n"))
+		fail_msg("no accept value in %s", buf);
+	close(sv[1]);
+	for (int i = 0; i < 200 && T.r->n_conns > 0; i++) {
+		event_base_loop(T.base, EVLOOP_NONBLOCK);
+		usleep(500);
+	}
+	assert_int_equal(T.r->n_conns, 0);
+
+	/* what the handshake refuses, with the reason */
+	static const struct {
+		const char *headers;
+		const char *why;
+	} bad[] = {
+	    {"Upgrade: websocket\r\nConnection: Upgrade\r\nSec-WebSocket-Version: 12\r\n"
+	     "Sec-WebSocket-Key: dGhlIHNhbXBsZSBub25jZQ==\r\n",
+	     "Sec-WebSocket-Version must be 13"},
+	    {"Upgrade: websocket\r\nConnection: Upgrade\r\nSec-WebSocket-Version: 13\r\n"
+	     "Sec-WebSocket-Key: c2hvcnQ=\r\n",
+	     "Sec-WebSocket-Key must be the base64 encoding of 16 bytes"},
+	    {"Upgrade: websocket\r\nConnection: Upgrade\r\nSec-WebSocket-Version: 13\r\n"
+	     "Sec-WebSocket-Key: dGhlIHNhbXBsZSBub25jZQ=!\r\n",
+	     "Sec-WebSocket-Key must be the base64 encoding of 16 bytes"},
+	    {"Upgrade: h2c\r\nConnection: Upgrade\r\nSec-WebSocket-Version: 13\r\n"
+	     "Sec-WebSocket-Key: dGhlIHNhbXBsZSBub25jZQ==\r\n",
+	     NULL},
+	};
+	for (size_t i = 0; i < sizeof(bad) / sizeof(bad[0]); i++) {
+		ans = request("GET /runs/0b9c3b5e-6c36-4c43-9d2b-5e0f3a0c1d2e/stream?threadId=t1 "
+			      "HTTP/1.1\r\nHost: 127.0.0.1:%d\r\n%s\r\n",
+			      T.port, bad[i].headers);
+		if (strncmp(ans, "HTTP/1.1 400 ", 13) != 0 &&
+		    strncmp(ans, "HTTP/1.1 426 ", 13) != 0)
+			fail_msg("handshake %zu: expected 400 or 426, got %.300s", i, ans);
+		if (bad[i].why && !strstr(ans, bad[i].why))
+			fail_msg("handshake %zu: no '%s' in %.600s", i, bad[i].why, ans);
+	}
+}
+
+/* A malformed request never stops the next client from being served. */
+static void
+test_http_garbage_then_service(void **state)
+{
+	static const char *const junk[] = {
+	    "GET / HTTP/9.9\r\n\r\n",
+	    "GET /healthz HTTP/1.1\r\nHost: 127.0.0.1\r\nContent-Length: -1\r\n\r\n",
+	    "GET /healthz HTTP/1.1\r\nHost: 127.0.0.1\r\nTransfer-Encoding: chunked\r\n\r\nzz\r\n",
+	    "POST /runs HTTP/1.1\r\nHost: 127.0.0.1\r\nContent-Length: 10\r\nContent-Length: "
+	    "11\r\n\r\n",
+	    "\r\n\r\n\r\n",
+	};
+	for (size_t i = 0; i < sizeof(junk) / sizeof(junk[0]); i++) {
+		char *ans = exchange(junk[i], strlen(junk[i]));
+		if (ans[0] && strncmp(ans, "HTTP/1.1 4", 10) != 0 &&
+		    strncmp(ans, "HTTP/1.1 505 ", 13) != 0)
+			fail_msg("junk %zu: expected a 4xx, 505 or a close, got %.300s", i, ans);
+	}
+	assert_answer(request("GET /healthz HTTP/1.1\r\nHost: 127.0.0.1:%d\r\n\r\n", T.port), 200,
+		      NULL);
+	assert_int_equal(T.r->n_conns, 0);
+}
+
+int
+main(void)
+{
+	const struct CMUnitTest tests[] = {
+	    cmocka_unit_test(test_http_healthz_without_coordinatord),
+	    cmocka_unit_test(test_http_route_table),
+	    cmocka_unit_test(test_http_host_and_origin),
+	    cmocka_unit_test(test_http_body_checks),
+	    cmocka_unit_test(test_http_header_limit),
+	    cmocka_unit_test(test_ws_handshake),
+	    cmocka_unit_test(test_http_garbage_then_service),
+	};
+	return cmocka_run_group_tests(tests, setup, teardown);
+}
