@@ -183,15 +183,15 @@ fail_400(HttpConn *c, int status, const char *msg)
 	return -1;
 }
 
-/* The body limit of the request being parsed: max_body, or max_file_body for
- * a file written through the file API (routes-files.c). */
+/* The body limit of the request being parsed: max_body, or max_file_body
+ * where the route table says so (a file PUT, routes-files.c). Decided once
+ * per request, when its head is complete. */
 static uint64_t
 body_limit(const HttpConn *c, const http_parser *p)
 {
 	const RouterConf *conf = c->router->conf;
-	const char *u = c->req.url;
 
-	if (p->method == HTTP_PUT && u && strncmp(u, "/threads/", 9) == 0 && strstr(u, "/files"))
+	if (routes_file_body(c->req.url, c->req.url_len, p->method))
 		return (uint64_t)MAX(conf->max_body, conf->max_file_body);
 	return (uint64_t)conf->max_body;
 }
@@ -234,8 +234,9 @@ on_headers_complete(http_parser *p)
 			v[--n] = '\0';
 	}
 	/* Refuse an announced oversize body before reading a byte of it. */
+	q->body_max = body_limit(c, p);
 	if ((p->flags & F_CONTENTLENGTH) && p->content_length != ULLONG_MAX &&
-	    p->content_length > body_limit(c, p)) {
+	    p->content_length > q->body_max) {
 		c->fail_status = 413;
 		return -1;
 	}
@@ -253,7 +254,7 @@ on_body(http_parser *p, const char *at, size_t len)
 	HttpConn *c = p->data;
 	HttpRequest *q = &c->req;
 
-	if (q->body_len + len > body_limit(c, p)) {
+	if (q->body_len + len > q->body_max) {
 		c->fail_status = 413;
 		return -1;
 	}

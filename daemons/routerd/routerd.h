@@ -196,6 +196,7 @@ typedef struct HttpRequest {
 	size_t header_bytes;	/* request line + headers, against max_header_bytes */
 	char *body;
 	size_t body_len, body_cap;
+	uint64_t body_max; /* max_body, or max_file_body for a file PUT */
 	bool keep_alive;
 	bool upgrade;  /* http-parser saw Upgrade + Connection: upgrade */
 	bool complete; /* on_message_complete ran */
@@ -292,6 +293,9 @@ void http_conn_upgraded(HttpConn *c, int status, HttpConnState state);
 
 /* Answer c->req (complete). Eventually calls http_respond*() or upgrades. */
 void routes_dispatch(HttpConn *c);
+/* Whether a request of method on url may carry max_file_body bytes (a file
+ * PUT), from the route table. */
+bool routes_file_body(const char *url, size_t len, int method);
 /* Free what a handler keeps on c while a coordinator call is in flight. */
 void routes_free_pending(HttpConn *c);
 /* Percent-decode s[0..len) ('+' a space when plus_space); -EINVAL on a bad

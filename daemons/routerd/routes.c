@@ -3,7 +3,9 @@
  * routes.c — the public routes (docs: API.md) and their handlers.
  *
  * The path is split on '/', empty segments dropped, each segment
- * percent-decoded; the route table matches on the segments. Handlers that
+ * percent-decoded; the route table (route_table, at the end) matches on the
+ * segments and says, per route, who may call it, its methods, its body limit
+ * and its handler: a new route is one row there. Handlers that
  * need coordinatord send one request with the HttpConn as userdata and answer
  * from the reply callback; a connection that goes away first cancels it.
  *
@@ -101,25 +103,26 @@ url_decode(const char *s, size_t len, bool plus_space, char **ret)
 	return 0;
 }
 
-/* Split the request target into decoded path segments and the raw query. */
+/* Split a request target into decoded path segments and the raw query;
+ * *ret_path (when not NULL) gets the undecoded path, for logs. */
 static int
-route_parse(HttpConn *c, Route *rt)
+route_split(const char *url, size_t url_len, Route *rt, char **ret_path)
 {
 	struct http_parser_url u;
-	const char *url = c->req.url;
 	int r;
 
 	if (!url)
 		return -EINVAL;
 	http_parser_url_init(&u);
-	if (http_parser_parse_url(url, c->req.url_len, 0, &u) != 0 ||
-	    !(u.field_set & (1 << UF_PATH)))
+	if (http_parser_parse_url(url, url_len, 0, &u) != 0 || !(u.field_set & (1 << UF_PATH)))
 		return -EINVAL;
 	const char *p = url + u.field_data[UF_PATH].off;
 	size_t plen = u.field_data[UF_PATH].len;
-	c->req.path = strndup(p, plen);
-	if (!c->req.path)
-		return -ENOMEM;
+	if (ret_path) {
+		*ret_path = strndup(p, plen);
+		if (!*ret_path)
+			return -ENOMEM;
+	}
 	for (size_t i = 0; i < plen;) {
 		size_t n = 0;
 		while (i + n < plen && p[i + n] != '/')
@@ -148,6 +151,12 @@ route_parse(HttpConn *c, Route *rt)
 			return -ENOMEM;
 	}
 	return 0;
+}
+
+static int
+route_parse(HttpConn *c, Route *rt)
+{
+	return route_split(c->req.url, c->req.url_len, rt, &c->req.path);
 }
 
 /* The decoded value of query parameter name (the first one), or NULL when it
@@ -1371,13 +1380,159 @@ route_options(HttpConn *c)
 	http_respond(c, 204, NULL, NULL, 0, hdr, false);
 }
 
-/* ---- dispatch ---- */
+/* ---- dispatch: the route table ---- */
+
+/* Who may call a route (checked after Host and Origin, before the method). */
+typedef enum RouteAuth {
+	AUTH_TOKEN,  /* a bearer token of tokens_file, when it has any */
+	AUTH_STREAM, /* ... also as ?access_token= or the WebSocket subprotocol: a
+		      * browser's WebSocket or EventSource cannot set Authorization */
+	AUTH_CHAT,   /* AUTH_STREAM for a WebSocket upgrade, AUTH_TOKEN otherwise */
+	AUTH_NONE,   /* /healthz, and the viewer's files (they hold no data) */
+	AUTH_RUN,    /* /_bridge, /tool-exec: the run's own token (coordinatord) */
+} RouteAuth;
+
+typedef struct RouteDef {
+	/* Segments after the first '/': a literal, "*" for any one segment, or
+	 * (last) "**" for any number of further segments, none included. */
+	const char *pattern;
+	unsigned methods;  /* 1 << HTTP_*; 0: the handler checks the method */
+	const char *allow; /* the Allow header of a 405 */
+	RouteAuth auth;
+	bool file_body;			    /* a PUT may carry max_file_body bytes, not max_body */
+	void (*fn)(HttpConn *c, Route *rt); /* NULL: 404 (a family's unknown paths) */
+} RouteDef;
+
+static void
+route_threads_list(HttpConn *c, Route *rt)
+{
+	route_threads(c, rt->query);
+}
+
+static void
+route_chat_any(HttpConn *c, Route *rt)
+{
+	route_chat(c, rt->query);
+}
+
+static void
+route_files_any(HttpConn *c, Route *rt)
+{
+	if (path_thread_id(c, rt->seg[1]))
+		route_files(c, rt->seg[1], rt->rest, rt->query);
+}
+
+static void
+route_bridge_call(HttpConn *c, Route *rt)
+{
+	route_bridge(c, rt, streq(rt->seg[0], "_bridge") ? "bridge" : "tool_exec");
+}
+
+static void
+route_ds_read(HttpConn *c, Route *rt)
+{
+	/* Durable Streams reads of a run (routes-ds.c) */
+	if (!path_thread_id(c, rt->seg[3]))
+		return;
+	if (!run_id_plausible(rt->seg[5]))
+		http_respond_error(c, 404, "not_found", "no such run");
+	else
+		route_ds(c, c->req.method == HTTP_HEAD, rt->seg[3], rt->seg[5], rt->query);
+}
+
+static void
+route_ui_files(HttpConn *c, Route *rt)
+{
+	size_t pl = c->req.path ? strlen(c->req.path) : 0;
+	route_ui(c, rt->seg + 1, rt->n_seg - 1, pl > 0 && c->req.path[pl - 1] == '/');
+}
+
+#define M(m) (1u << HTTP_##m)
+
+/* Every public route (API.md), matched in order; the first whose pattern
+ * matches the path decides authentication, methods and body limit. */
+static const RouteDef route_table[] = {
+    {"ui/**", 0, NULL, AUTH_NONE, false, route_ui_files},
+    {"healthz", M(GET), "GET", AUTH_NONE, false, route_healthz},
+    {"readyz", M(GET), "GET", AUTH_TOKEN, false, route_readyz},
+    {"metrics", M(GET), "GET", AUTH_TOKEN, false, route_metrics},
+    {"threads", 0, NULL, AUTH_TOKEN, false, route_threads_list},
+    {"chat", 0, NULL, AUTH_CHAT, false, route_chat_any},
+    {"runs", M(POST), "POST", AUTH_TOKEN, false, route_runs_post},
+    {"runs/*", M(GET), "GET", AUTH_TOKEN, false, route_run_get},
+    {"runs/*/stream", M(GET), "GET", AUTH_STREAM, false, route_run_stream},
+    {"runs/*/cancel", M(POST), "POST", AUTH_TOKEN, false, route_run_cancel},
+    {"threads/*/runs", M(GET), "GET", AUTH_TOKEN, false, route_thread_runs},
+    {"threads/*/snapshots", M(POST), "POST", AUTH_TOKEN, false, route_snapshot_create},
+    {"threads/*/restore", M(POST), "POST", AUTH_TOKEN, false, route_snapshot_restore},
+    /* the path after "files" is Route.rest (route_split), not segments */
+    {"threads/*/files", 0, NULL, AUTH_TOKEN, true, route_files_any},
+    {"ds/v1/threads/*/runs/*", M(GET) | M(HEAD), "GET, HEAD", AUTH_TOKEN, false, route_ds_read},
+    {"_bridge/*", M(POST), "POST", AUTH_RUN, false, route_bridge_call},
+    {"tool-exec/*", M(POST), "POST", AUTH_RUN, false, route_bridge_call},
+    {"_bridge/**", 0, NULL, AUTH_RUN, false, NULL},
+    {"tool-exec/**", 0, NULL, AUTH_RUN, false, NULL},
+};
+
+#undef M
+
+static bool
+pattern_matches(const char *pattern, const Route *rt)
+{
+	size_t i = 0;
+
+	for (const char *p = pattern; *p; i++) {
+		size_t n = strcspn(p, "/");
+		if (n == 2 && p[0] == '*' && p[1] == '*')
+			return true; /* the rest, however long */
+		if (i >= rt->n_seg || !((n == 1 && p[0] == '*') ||
+					(strlen(rt->seg[i]) == n && memcmp(rt->seg[i], p, n) == 0)))
+			return false;
+		p += n + (p[n] == '/');
+	}
+	return i == rt->n_seg;
+}
+
+static const RouteDef *
+route_find(const Route *rt)
+{
+	for (size_t i = 0; i < ELEMENTSOF(route_table); i++)
+		if (pattern_matches(route_table[i].pattern, rt))
+			return &route_table[i];
+	return NULL;
+}
+
+bool
+routes_file_body(const char *url, size_t len, int method)
+{
+	_cleanup_(route_done) Route rt = {0};
+	const RouteDef *d;
+
+	if (method != HTTP_PUT || route_split(url, len, &rt, NULL) < 0)
+		return false;
+	d = route_find(&rt);
+	return d && d->file_body;
+}
+
+static bool
+route_auth_ok(HttpConn *c, const Route *rt, RouteAuth auth)
+{
+	switch (auth) {
+	case AUTH_NONE:
+	case AUTH_RUN: return true;
+	case AUTH_STREAM: return auth_ok(c, rt, true);
+	case AUTH_CHAT:
+		return auth_ok(c, rt, c->req.method == HTTP_GET && http_header(c, "Upgrade"));
+	case AUTH_TOKEN: break;
+	}
+	return auth_ok(c, rt, false);
+}
 
 void
 routes_dispatch(HttpConn *c)
 {
 	_cleanup_(route_done) Route rt = {0};
-	enum http_method m = c->req.method;
+	const RouteDef *d;
 	int r;
 
 	r = route_parse(c, &rt);
@@ -1397,8 +1552,6 @@ routes_dispatch(HttpConn *c)
 		route_bridge_only(c, &rt);
 		return;
 	}
-	bool bridge =
-	    rt.n_seg >= 1 && (streq(rt.seg[0], "_bridge") || streq(rt.seg[0], "tool-exec"));
 	/* Sandboxes reach their bridge through bridge.sock (above), so the public
 	 * listener checks Host on every route, /_bridge included. */
 	if (!host_ok(c))
@@ -1406,24 +1559,13 @@ routes_dispatch(HttpConn *c)
 	cors_prepare(c);
 	if (!origin_ok(c))
 		return;
-	if (m == HTTP_OPTIONS) {
+	if (c->req.method == HTTP_OPTIONS) {
 		route_options(c);
 		return;
 	}
-	if (rt.n_seg >= 1 && streq(rt.seg[0], "ui")) {
-		/* the page's files hold no data: no token (routes-ui.c) */
-		size_t pl = c->req.path ? strlen(c->req.path) : 0;
-		route_ui(c, rt.seg + 1, rt.n_seg - 1, pl > 0 && c->req.path[pl - 1] == '/');
-		return;
-	}
-	bool healthz = rt.n_seg == 1 && streq(rt.seg[0], "healthz");
-	bool chat = rt.n_seg == 1 && streq(rt.seg[0], "chat");
-	/* the stream route and /chat's WebSocket: a browser's WebSocket (or
-	 * EventSource) cannot set Authorization */
-	bool stream = (rt.n_seg == 3 && streq(rt.seg[0], "runs") && streq(rt.seg[2], "stream")) ||
-		      (chat && m == HTTP_GET && http_header(c, "Upgrade"));
-	/* /_bridge and /tool-exec carry a per-run token of their own */
-	if (!healthz && !bridge && !auth_ok(c, &rt, stream)) {
+	d = route_find(&rt);
+	/* an unknown path needs the token too: a 404 says nothing to strangers */
+	if (!route_auth_ok(c, &rt, d ? d->auth : AUTH_TOKEN)) {
 		http_respond(
 		    c, 401, "application/json; charset=utf-8",
 		    "{\"error\":\"missing or invalid bearer token\",\"code\":\"unauthorized\"}",
@@ -1432,88 +1574,10 @@ routes_dispatch(HttpConn *c)
 		    "WWW-Authenticate: Bearer realm=\"runwarden\"\r\n", false);
 		return;
 	}
-	if (healthz) {
-		if (m == HTTP_GET)
-			route_healthz(c, &rt);
-		else
-			http_respond_405(c, "GET");
-		return;
-	}
-	if (rt.n_seg == 1 && (streq(rt.seg[0], "readyz") || streq(rt.seg[0], "metrics"))) {
-		if (m != HTTP_GET)
-			http_respond_405(c, "GET");
-		else if (streq(rt.seg[0], "readyz"))
-			route_readyz(c, &rt);
-		else
-			route_metrics(c, &rt);
-		return;
-	}
-	if (rt.n_seg == 1 && streq(rt.seg[0], "threads")) {
-		route_threads(c, rt.query);
-		return;
-	}
-	if (chat) {
-		route_chat(c, rt.query);
-		return;
-	}
-	if (rt.n_seg == 3 && streq(rt.seg[0], "runs") && streq(rt.seg[2], "cancel")) {
-		if (m != HTTP_POST)
-			http_respond_405(c, "POST");
-		else
-			route_run_cancel(c, &rt);
-		return;
-	}
-	if (rt.rest) {
-		if (path_thread_id(c, rt.seg[1]))
-			route_files(c, rt.seg[1], rt.rest, rt.query);
-		return;
-	}
-	if (rt.n_seg == 3 && streq(rt.seg[0], "threads")) {
-		bool get = streq(rt.seg[2], "runs");
-		if (!get && !streq(rt.seg[2], "snapshots") && !streq(rt.seg[2], "restore"))
-			http_respond_error(c, 404, "not_found", "not found");
-		else if (m != (get ? HTTP_GET : HTTP_POST))
-			http_respond_405(c, get ? "GET" : "POST");
-		else if (get)
-			route_thread_runs(c, &rt);
-		else if (streq(rt.seg[2], "snapshots"))
-			route_snapshot_create(c, &rt);
-		else
-			route_snapshot_restore(c, &rt);
-		return;
-	}
-	if (rt.n_seg == 2 && (streq(rt.seg[0], "_bridge") || streq(rt.seg[0], "tool-exec"))) {
-		if (m != HTTP_POST)
-			http_respond_405(c, "POST");
-		else
-			route_bridge(c, &rt, streq(rt.seg[0], "_bridge") ? "bridge" : "tool_exec");
-		return;
-	}
-	if (rt.n_seg == 6 && streq(rt.seg[0], "ds") && streq(rt.seg[1], "v1") &&
-	    streq(rt.seg[2], "threads") && streq(rt.seg[4], "runs")) {
-		/* Durable Streams reads of a run (routes-ds.c) */
-		if (m != HTTP_GET && m != HTTP_HEAD)
-			http_respond_405(c, "GET, HEAD");
-		else if (!path_thread_id(c, rt.seg[3]))
-			;
-		else if (!run_id_plausible(rt.seg[5]))
-			http_respond_error(c, 404, "not_found", "no such run");
-		else
-			route_ds(c, m == HTTP_HEAD, rt.seg[3], rt.seg[5], rt.query);
-		return;
-	}
-	if (rt.n_seg >= 1 && rt.n_seg <= 3 && streq(rt.seg[0], "runs") &&
-	    (rt.n_seg < 3 || streq(rt.seg[2], "stream"))) {
-		const char *allow = rt.n_seg == 1 ? "POST" : "GET";
-		if (m != (rt.n_seg == 1 ? HTTP_POST : HTTP_GET))
-			http_respond_405(c, allow);
-		else if (rt.n_seg == 1)
-			route_runs_post(c, &rt);
-		else if (rt.n_seg == 2)
-			route_run_get(c, &rt);
-		else
-			route_run_stream(c, &rt);
-		return;
-	}
-	http_respond_error(c, 404, "not_found", "not found");
+	if (!d || !d->fn)
+		http_respond_error(c, 404, "not_found", "not found");
+	else if (d->methods && !(d->methods & (1u << c->req.method)))
+		http_respond_405(c, d->allow);
+	else
+		d->fn(c, &rt);
 }

@@ -242,6 +242,24 @@ test_http_body_checks(void **state)
 			      "Content-Type: application/json\r\nContent-Length: %lld\r\n\r\n",
 			      T.port, (long long)T.conf.max_body + 1),
 		      413, NULL);
+	/* a file PUT may carry max_file_body (the route table says so); the same
+	 * size anywhere else is 413 before a byte of it is read */
+	assert_true(T.conf.max_file_body > T.conf.max_body);
+	size_t blen = (size_t)T.conf.max_body + 1, hlen;
+	char *big = malloc(blen + 256);
+	assert_non_null(big);
+	hlen = (size_t)snprintf(big, 256,
+				"PUT /threads/t1/files/big.bin HTTP/1.1\r\nHost: 127.0.0.1:%d\r\n"
+				"Content-Length: %zu\r\n\r\n",
+				T.port, blen);
+	memset(big + hlen, 'x', blen);
+	/* read whole, then the handler needs coordinatord */
+	assert_answer(exchange(big, hlen + blen), 503, "unavailable");
+	free(big);
+	assert_answer(request("PUT /threads/t1/filesx/big.bin HTTP/1.1\r\nHost: 127.0.0.1:%d\r\n"
+			      "Content-Length: %lld\r\n\r\n",
+			      T.port, (long long)T.conf.max_body + 1),
+		      413, NULL);
 	/* not HTTP at all */
 	assert_answer(request("\x16\x03\x01 hello\r\n\r\n"), 400, NULL);
 }
