@@ -387,24 +387,50 @@ void sse_close(HttpConn *c, uint16_t code, const char *reason);
 
 /* ---- tail.c ---- */
 
+/* How a tail writes to its client: the transport (ws.c, sse.c). The tail
+ * frames each event (TailEnvelope); the sink frames it for the wire. */
+typedef struct TailSink {
+	/* One message; seq < 0: the status at the end. WebSocket: a text
+	 * frame; SSE: `id:` (seq ≥ 0) or `event: status`, then `data:`; NDJSON:
+	 * a line. */
+	int (*send)(HttpConn *c, int64_t seq, const char *msg, size_t len);
+	/* End the stream: a close frame, an SSE error event, or the close. */
+	void (*close)(HttpConn *c, uint16_t code, const char *reason);
+	/* Bytes queued and not yet written to the socket (flow control). */
+	size_t (*pending)(const HttpConn *c);
+} TailSink;
+
+extern const TailSink ws_tail_sink;	/* ws.c */
+extern const TailSink sse_tail_sink;	/* sse.c */
+extern const TailSink ndjson_tail_sink; /* sse.c: /chat?format=ndjson */
+
+/* What one event looks like on a tail. */
+typedef enum TailEnvelope {
+	TAIL_SEQ,  /* {"seq":N,"chunk":…}, then a status message (API.md) */
+	TAIL_ID,   /* {"id":"N","chunk":…}: TanStack's durable envelope (/chat NDJSON, WS) */
+	TAIL_BARE, /* the chunk alone, N as the SSE id (/chat SSE) */
+} TailEnvelope;
+
 struct Tail {
 	Router *router;
 	HttpConn *conn;
+	const TailSink *sink;
+	TailEnvelope envelope;
 	Watch *watch;
 	Tail *watch_prev, *watch_next;
 	char *run_id;
-	char *thread_id; /* NULL when the request had none */
-	int64_t cursor;	 /* seq of the last event delivered (exclusive cursor) */
-	int64_t head;	 /* highest lastSeq known from any record */
-	bool terminal;	 /* the best record known is terminal */
-	char *record;	 /* that record's JSON text */
-	bool need_read;	 /* a RUN_READ is due (start, gap, output drained) */
-	bool reading;	 /* a RUN_READ is in flight */
-	bool finished;	 /* a close frame was queued; nothing more is sent */
-	bool counted;	 /* included in router->n_tails */
-	bool paused;	 /* the last delivery stopped at the high mark */
-	bool chat;	 /* /chat: bare chunks (SSE) or {id,chunk} (NDJSON, WS), no status */
-	bool keep_open;	 /* /chat conversation WebSocket: stays open after the run */
+	char *thread_id;	   /* NULL when the request had none */
+	int64_t cursor;		   /* seq of the last event delivered (exclusive cursor) */
+	int64_t head;		   /* highest lastSeq known from any record */
+	bool terminal;		   /* the best record known is terminal */
+	char *record;		   /* that record's JSON text */
+	bool need_read;		   /* a RUN_READ is due (start, gap, output drained) */
+	bool reading;		   /* a RUN_READ is in flight */
+	bool finished;		   /* a close frame was queued; nothing more is sent */
+	bool counted;		   /* included in router->n_tails */
+	bool paused;		   /* the last delivery stopped at the high mark */
+	bool chat;		   /* /chat (envelope ≠ TAIL_SEQ): no status message */
+	bool keep_open;		   /* /chat conversation WebSocket: stays open after the run */
 	struct event *stall_timer; /* armed while output stays backed up */
 };
 
@@ -415,10 +441,11 @@ typedef struct TailRecord {
 	bool terminal;
 } TailRecord;
 
-/* A tail on c for run_id (copied) from cursor last_seq; record_json is the
+/* A tail on c (upgraded already: it writes through sink, each event in
+ * envelope) for run_id (copied) from cursor last_seq; record_json is the
  * record RUN_GET returned (may be NULL). Attaches to the watch. */
-int tail_new(HttpConn *c, const char *run_id, const char *thread_id, int64_t last_seq,
-	     const char *record_json, Tail **ret);
+int tail_new(HttpConn *c, const TailSink *sink, TailEnvelope envelope, const char *run_id,
+	     const char *thread_id, int64_t last_seq, const char *record_json, Tail **ret);
 Tail *tail_free(Tail *t);
 /* Continue: read, deliver, or finish, as the state allows. */
 void tail_pump(Tail *t);

@@ -139,6 +139,11 @@ static void
 chat_tail_start(HttpConn *c, const char *run_id, const char *thread_id, int64_t last_seq,
 		ChatMode mode, const char *record)
 {
+	/* SSE: the bare chunk with its seq as id; NDJSON and the WebSocket: the
+	 * stock clients' durable envelope {"id":"<seq>","chunk":…} */
+	const TailSink *sink = mode == CHAT_SSE	     ? &sse_tail_sink
+			       : mode == CHAT_NDJSON ? &ndjson_tail_sink
+						     : &ws_tail_sink;
 	int r = 0;
 
 	if (mode == CHAT_SSE || mode == CHAT_NDJSON) {
@@ -154,16 +159,13 @@ chat_tail_start(HttpConn *c, const char *run_id, const char *thread_id, int64_t 
 		http_respond_error(c, 500, "internal", "internal error");
 		return;
 	}
-	r = tail_new(c, run_id, thread_id, last_seq, record, &c->tail);
+	r = tail_new(c, sink, mode == CHAT_SSE ? TAIL_BARE : TAIL_ID, run_id, thread_id, last_seq,
+		     record, &c->tail);
 	if (r < 0) {
-		const char *why = r == -ECONNRESET ? "coordinator unavailable" : "internal error";
-		if (mode == CHAT_SSE || mode == CHAT_NDJSON)
-			sse_close(c, 1011, why);
-		else
-			ws_close(c, 1011, why);
+		sink->close(c, 1011,
+			    r == -ECONNRESET ? "coordinator unavailable" : "internal error");
 		return;
 	}
-	c->tail->chat = true;
 	c->tail->keep_open = mode == CHAT_WS_CONV;
 	tail_pump(c->tail);
 }

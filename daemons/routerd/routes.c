@@ -726,20 +726,18 @@ stream_get_reply(Peer *p, int err, const msgpack_object *body, void *userdata)
 		return;
 	}
 	bool sse = s->sse;
+	const TailSink *sink = sse ? &sse_tail_sink : &ws_tail_sink;
 	r = sse ? sse_accept(c) : ws_accept(c);
 	if (r < 0) {
 		stream_start_free(s);
 		http_respond_error(c, 500, "internal", "internal error");
 		return;
 	}
-	r = tail_new(c, s->run_id, s->thread_id, s->last_seq, rec_text, &c->tail);
+	r = tail_new(c, sink, TAIL_SEQ, s->run_id, s->thread_id, s->last_seq, rec_text, &c->tail);
 	stream_start_free(s);
 	if (r < 0) {
-		const char *why = r == -ECONNRESET ? "coordinator unavailable" : "internal error";
-		if (sse)
-			sse_close(c, 1011, why);
-		else
-			ws_close(c, 1011, why);
+		sink->close(c, 1011,
+			    r == -ECONNRESET ? "coordinator unavailable" : "internal error");
 		return;
 	}
 	/* Frames the client sent right behind its handshake. */

@@ -157,3 +157,33 @@ sse_close(HttpConn *c, uint16_t code, const char *reason)
 	c->state = CONN_HTTP; /* http_conn_close moves on from a serving state */
 	http_conn_close(c);
 }
+
+static size_t
+sse_pending(const HttpConn *c)
+{
+	return evbuffer_get_length(bufferevent_get_output(c->bev));
+}
+
+static int
+sse_sink_send(HttpConn *c, int64_t seq, const char *msg, size_t len)
+{
+	return sse_send(c, seq, seq < 0 ? "status" : NULL, msg, len);
+}
+
+static int
+ndjson_sink_send(HttpConn *c, int64_t seq, const char *msg, size_t len)
+{
+	return sse_send_line(c, msg, len);
+}
+
+const TailSink sse_tail_sink = {
+    .send = sse_sink_send,
+    .close = sse_close,
+    .pending = sse_pending,
+};
+
+const TailSink ndjson_tail_sink = {
+    .send = ndjson_sink_send,
+    .close = sse_close,
+    .pending = sse_pending,
+};

@@ -1,6 +1,8 @@
 /* SPDX-License-Identifier: MIT */
 /*
- * tail.c — one WebSocket tail of a run log.
+ * tail.c — one tail of a run log, whatever carries it: the route that
+ * opens it upgrades the connection and names its TailSink (ws.c: WebSocket;
+ * sse.c: SSE or NDJSON) and envelope; nothing here knows the transport.
  *
  * The tail keeps an exclusive cursor (the seq of the last event sent) and
  * moves it forward only by exactly one per event, so the client sees no gap
@@ -84,22 +86,16 @@ tail_update_record(Tail *t, const TailRecord *rec)
 	t->head = MAX(t->head, rec->last_seq);
 }
 
-/* The transport: WebSocket text frames or SSE events. seq < 0: the status. */
-static int
-tail_send(Tail *t, int64_t seq, const char *msg, size_t len)
-{
-	if (t->conn->state == CONN_SSE)
-		return sse_send(t->conn, seq, seq < 0 ? "status" : NULL, msg, len);
-	return ws_send_text(t->conn, msg, len);
-}
-
 static void
 tail_close(Tail *t, uint16_t code, const char *reason)
 {
-	if (t->conn->state == CONN_SSE)
-		sse_close(t->conn, code, reason);
-	else
-		ws_close(t->conn, code, reason);
+	t->sink->close(t->conn, code, reason);
+}
+
+static size_t
+tail_pending(const Tail *t)
+{
+	return t->sink->pending(t->conn);
 }
 
 static size_t
@@ -119,7 +115,7 @@ tail_stall_cb(evutil_socket_t fd, short what, void *arg)
 {
 	Tail *t = arg;
 
-	if (t->finished || ws_output_pending(t->conn) <= tail_low_water(t))
+	if (t->finished || tail_pending(t) <= tail_low_water(t))
 		return;
 	log_debug("%s: tail of run %s has not drained its output in %" PRId64 " ms, dropping",
 		  t->conn->addr, t->run_id, t->router->conf->ws_stall_timeout_ms);
@@ -138,17 +134,16 @@ tail_stall_arm(Tail *t)
 						       USEC_PER_MSEC));
 }
 
-/* Send one event as {"seq":N,"chunk":<chunk>}; the chunk text is spliced in
+/* Send one event in the tail's envelope; the chunk text is spliced in
  * verbatim (it is the JSON the harness adapter produced). */
 static int
 tail_send_event(Tail *t, int64_t seq, const char *chunk, size_t len)
 {
 	char prefix[48];
-	/* /chat: the bare chunk as an SSE event with its seq as id; elsewhere
-	 * the stock clients' durable envelope {"id":"<seq>","chunk":…} */
-	if (t->chat && t->conn->state == CONN_SSE && !t->conn->ndjson)
-		return sse_send(t->conn, seq, NULL, chunk, len);
-	int n = t->chat
+
+	if (t->envelope == TAIL_BARE)
+		return t->sink->send(t->conn, seq, chunk, len);
+	int n = t->envelope == TAIL_ID
 		    ? snprintf(prefix, sizeof(prefix), "{\"id\":\"%" PRId64 "\",\"chunk\":", seq)
 		    : snprintf(prefix, sizeof(prefix), "{\"seq\":%" PRId64 ",\"chunk\":", seq);
 	_cleanup_free_ char *msg = malloc((size_t)n + len + 1);
@@ -158,9 +153,7 @@ tail_send_event(Tail *t, int64_t seq, const char *chunk, size_t len)
 	memcpy(msg, prefix, (size_t)n);
 	memcpy(msg + n, chunk, len);
 	msg[(size_t)n + len] = '}';
-	if (t->conn->state == CONN_SSE && t->conn->ndjson)
-		return sse_send_line(t->conn, msg, (size_t)n + len + 1);
-	return tail_send(t, seq, msg, (size_t)n + len + 1);
+	return t->sink->send(t->conn, seq, msg, (size_t)n + len + 1);
 }
 
 /* Deliver events[] (seqs first_seq, first_seq+1, …) past the cursor. Returns
@@ -177,7 +170,7 @@ tail_deliver(Tail *t, int64_t first_seq, const msgpack_object_array *events)
 
 		if (seq <= t->cursor)
 			continue; /* already delivered */
-		if (ws_output_pending(t->conn) > tail_high_water(t)) {
+		if (tail_pending(t) > tail_high_water(t)) {
 			/* backpressure: read the rest again once drained */
 			t->need_read = true;
 			t->paused = true;
@@ -229,7 +222,7 @@ tail_finish(Tail *t)
 	memcpy(msg, pre, STRLEN(pre));
 	memcpy(msg + STRLEN(pre), t->record, rl);
 	memcpy(msg + STRLEN(pre) + rl, "}", 2);
-	if (tail_send(t, -1, msg, STRLEN(pre) + rl + 1) < 0) {
+	if (t->sink->send(t->conn, -1, msg, STRLEN(pre) + rl + 1) < 0) {
 		tail_fail(t, 1011, "internal error");
 		return;
 	}
@@ -334,7 +327,7 @@ tail_pump(Tail *t)
 {
 	if (t->finished || t->reading || !t->watch || !t->watch->active)
 		return;
-	if (ws_output_pending(t->conn) > tail_low_water(t)) {
+	if (tail_pending(t) > tail_low_water(t)) {
 		if (t->need_read || t->cursor < t->head)
 			tail_stall_arm(t);
 		return; /* the write-drained callback pumps again */
@@ -356,15 +349,14 @@ tail_on_push(Tail *t, int64_t first_seq, const msgpack_object_array *events, con
 		return;
 	tail_update_record(t, rec);
 	if (!t->reading && !t->need_read && first_seq <= t->cursor + 1 &&
-	    ws_output_pending(t->conn) <= tail_low_water(t) &&
-	    tail_deliver(t, first_seq, events) < 0)
+	    tail_pending(t) <= tail_low_water(t) && tail_deliver(t, first_seq, events) < 0)
 		return;
 	tail_pump(t);
 }
 
 int
-tail_new(HttpConn *c, const char *run_id, const char *thread_id, int64_t last_seq,
-	 const char *record_json, Tail **ret)
+tail_new(HttpConn *c, const TailSink *sink, TailEnvelope envelope, const char *run_id,
+	 const char *thread_id, int64_t last_seq, const char *record_json, Tail **ret)
 {
 	Tail *t = calloc(1, sizeof(*t));
 	TailRecord rec;
@@ -374,6 +366,9 @@ tail_new(HttpConn *c, const char *run_id, const char *thread_id, int64_t last_se
 		return -ENOMEM;
 	t->router = c->router;
 	t->conn = c;
+	t->sink = sink;
+	t->envelope = envelope;
+	t->chat = envelope != TAIL_SEQ;
 	t->cursor = last_seq;
 	t->head = -1;
 	t->need_read = true; /* the RUN_GET record may predate the watch */

@@ -411,3 +411,15 @@ ws_done(HttpConn *c)
 		c->ws = NULL;
 	}
 }
+
+static int
+ws_sink_send(HttpConn *c, int64_t seq, const char *msg, size_t len)
+{
+	return ws_send_text(c, msg, len);
+}
+
+const TailSink ws_tail_sink = {
+    .send = ws_sink_send,
+    .close = ws_close,
+    .pending = ws_output_pending,
+};
