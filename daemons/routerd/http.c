@@ -653,7 +653,7 @@ conn_process(HttpConn *c)
 			http_parser_pause(&c->parser, 0);
 			c->busy = true;
 			bufferevent_disable(c->bev, EV_READ);
-			routes_dispatch(c);
+			c->router->on_request(c);
 			continue;
 		}
 		if (e != HPE_OK) {
@@ -673,8 +673,8 @@ read_cb(struct bufferevent *bev, void *arg)
 
 	switch (c->state) {
 	case CONN_HTTP: conn_process(c); break;
-	case CONN_WS: ws_on_read(c); break;
-	case CONN_SSE: evbuffer_drain(bufferevent_get_input(bev), SIZE_MAX); break;
+	case CONN_WS:
+	case CONN_SSE: c->ops->on_read(c); break;
 	case CONN_CLOSING: evbuffer_drain(bufferevent_get_input(bev), SIZE_MAX); break;
 	case CONN_DEAD: break;
 	}
@@ -687,8 +687,8 @@ write_cb(struct bufferevent *bev, void *arg)
 
 	if (c->state == CONN_CLOSING && evbuffer_get_length(bufferevent_get_output(bev)) == 0)
 		conn_half_close(c);
-	else if (c->state == CONN_WS || c->state == CONN_SSE)
-		ws_on_drained(c);
+	else if ((c->state == CONN_WS || c->state == CONN_SSE) && c->on_drained)
+		c->on_drained(c);
 	else if (c->state == CONN_HTTP && !c->busy) {
 		bufferevent_enable(bev, EV_READ);
 		conn_process(c);
@@ -832,9 +832,12 @@ http_conn_free(HttpConn *c)
 	if (!c)
 		return;
 	coord_cancel(c->router, c);
-	routes_free_pending(c);
-	c->tail = tail_free(c->tail);
-	ws_done(c);
+	if (c->router->on_conn_free)
+		c->router->on_conn_free(c);
+	if (c->ops && c->ops->on_free)
+		c->ops->on_free(c);
+	if (c->ping_timer)
+		event_free(c->ping_timer);
 	if (c->timer)
 		event_free(c->timer);
 	if (c->head_timer)

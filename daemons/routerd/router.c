@@ -216,7 +216,8 @@ sockaddr_is_loopback(const struct sockaddr_storage *ss)
 
 /* The bridge-only socket, $runtime_dir/bridge.sock, where the shim's bridge
  * forwards lead (never to the public listener): mode 0600, so that only our
- * user and root (the shim) connect. What is served there: routes_dispatch(). */
+ * user and root (the shim) connect. What is served there: the route table's
+ * bridge routes (routes.c). */
 static int
 bridge_listen(Router *r)
 {
@@ -264,6 +265,7 @@ router_new(struct event_base *base, RouterConf *conf, Router **ret)
 		return log_error_errno(SYNTHETIC_ERRNO(ENOMEM), "Out of memory");
 	r->conf = conf;
 	r->base = base;
+	routes_attach(r);
 	if (asprintf(&r->coord_path, "%s/%s", conf->shared.runtime_dir, RW_SOCK_COORD) < 0) {
 		r->coord_path = NULL;
 		router_free(r);

@@ -78,6 +78,10 @@ typedef enum WsDrop {
 
 struct Router {
 	RouterConf *conf;
+	/* The layer above http.c (routes.c, routes_attach): answer a complete
+	 * request; release what it keeps on a connection that is freed. */
+	void (*on_request)(HttpConn *c);
+	void (*on_conn_free)(HttpConn *c);
 	struct event_base *base;
 	struct evconnlistener *listener;
 	/* $runtime_dir/bridge.sock: the sandboxes' bridge forwards, host tools only */
@@ -215,6 +219,13 @@ typedef enum HttpConnState {
 	CONN_DEAD,    /* I/O disabled, freed on the next loop turn */
 } HttpConnState;
 
+/* What http.c does with the events of an upgraded connection (CONN_WS,
+ * CONN_SSE): set by the transport when it takes the connection over. */
+typedef struct ConnOps {
+	void (*on_read)(HttpConn *c); /* input arrived */
+	void (*on_free)(HttpConn *c); /* the connection is freed */
+} ConnOps;
+
 struct HttpConn {
 	Router *router;
 	HttpConn *prev, *next;
@@ -237,6 +248,10 @@ struct HttpConn {
 	struct event *head_timer; /* header_timeout_ms of the request being read */
 	AddrSlot *unserved;	  /* counted until its first request head is complete */
 	usec_t accepted_at;	  /* for first_request_timeout_ms */
+	/* An upgraded connection: its transport's handlers (ws.c, sse.c), and
+	 * what wants to hear that its output drained (tail.c) */
+	const ConnOps *ops;
+	void (*on_drained)(HttpConn *c);
 	/* WebSocket (ws.c, tail.c) */
 	struct wslay_event_context *ws;
 	struct event *ping_timer;
@@ -291,13 +306,13 @@ void http_conn_upgraded(HttpConn *c, int status, HttpConnState state);
 
 /* ---- routes.c ---- */
 
-/* Answer c->req (complete). Eventually calls http_respond*() or upgrades. */
-void routes_dispatch(HttpConn *c);
+/* Make r's connections answered by the route table: Router.on_request (answer
+ * c->req, complete: eventually http_respond*() or an upgrade) and
+ * Router.on_conn_free. */
+void routes_attach(Router *r);
 /* Whether a request of method on url may carry max_file_body bytes (a file
  * PUT), from the route table. */
 bool routes_file_body(const char *url, size_t len, int method);
-/* Free what a handler keeps on c while a coordinator call is in flight. */
-void routes_free_pending(HttpConn *c);
 /* Percent-decode s[0..len) ('+' a space when plus_space); -EINVAL on a bad
  * escape or %00. */
 int routes_url_decode(const char *s, size_t len, bool plus_space, char **ret);
@@ -365,11 +380,9 @@ int ws_send_text(HttpConn *c, const char *text, size_t len);
 void ws_close(HttpConn *c, uint16_t code, const char *reason);
 /* Bytes not yet written to the socket for c. */
 size_t ws_output_pending(const HttpConn *c);
-/* Bufferevent callbacks in CONN_WS (called by http.c). */
+/* Frames the client sent right behind its handshake (the route calls it
+ * once the tail exists; later input arrives through ConnOps.on_read). */
 void ws_on_read(HttpConn *c);
-void ws_on_drained(HttpConn *c);
-/* Free the wslay session and the ping timer. */
-void ws_done(HttpConn *c);
 
 /* ---- sse.c ---- */
 

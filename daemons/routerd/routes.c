@@ -1147,12 +1147,14 @@ routes_query(const char *query, const char *name, char **ret)
 	return route_query(&rt, name, ret);
 }
 
-void
-routes_free_pending(HttpConn *c)
+/* Router.on_conn_free: what handlers and the tail keep on c. */
+static void
+routes_conn_free(HttpConn *c)
 {
 	c->stream_start = stream_start_free(c->stream_start);
 	chat_start_free(c);
 	ds_read_free(c);
+	c->tail = tail_free(c->tail);
 }
 
 bool
@@ -1526,7 +1528,7 @@ route_auth_ok(HttpConn *c, const Route *rt, RouteAuth auth)
 	return auth_ok(c, rt, false);
 }
 
-void
+static void
 routes_dispatch(HttpConn *c)
 {
 	_cleanup_(route_done) Route rt = {0};
@@ -1578,4 +1580,11 @@ routes_dispatch(HttpConn *c)
 		http_respond_405(c, d->allow);
 	else
 		d->fn(c, &rt);
+}
+
+void
+routes_attach(Router *r)
+{
+	r->on_request = routes_dispatch;
+	r->on_conn_free = routes_conn_free;
 }

@@ -49,12 +49,24 @@ sse_ping_cb(evutil_socket_t fd, short what, void *arg)
 		evbuffer_add(bufferevent_get_output(c->bev), ": ping\n\n", 8);
 }
 
+/* Nothing a client sends on an event stream means anything. */
+static void
+sse_on_read(HttpConn *c)
+{
+	evbuffer_drain(bufferevent_get_input(c->bev), SIZE_MAX);
+}
+
+static const ConnOps sse_conn_ops = {
+    .on_read = sse_on_read,
+};
+
 int
 sse_accept(HttpConn *c)
 {
 	const RouterConf *conf = c->router->conf;
 	struct timeval tv;
 
+	c->ops = &sse_conn_ops;
 	if (conf->ws_ping_interval_ms > 0) {
 		c->ping_timer = event_new(c->router->base, -1, EV_PERSIST, sse_ping_cb, c);
 		if (!c->ping_timer)

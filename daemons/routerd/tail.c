@@ -354,6 +354,14 @@ tail_on_push(Tail *t, int64_t first_seq, const msgpack_object_array *events, con
 	tail_pump(t);
 }
 
+/* HttpConn.on_drained: the output fell below the low mark. */
+static void
+tail_conn_drained(HttpConn *c)
+{
+	if (c->tail && !c->tail->finished)
+		tail_pump(c->tail);
+}
+
 int
 tail_new(HttpConn *c, const TailSink *sink, TailEnvelope envelope, const char *run_id,
 	 const char *thread_id, int64_t last_seq, const char *record_json, Tail **ret)
@@ -368,6 +376,7 @@ tail_new(HttpConn *c, const TailSink *sink, TailEnvelope envelope, const char *r
 	t->conn = c;
 	t->sink = sink;
 	t->envelope = envelope;
+	c->on_drained = tail_conn_drained;
 	t->chat = envelope != TAIL_SEQ;
 	t->cursor = last_seq;
 	t->head = -1;

@@ -260,6 +260,13 @@ ws_protocol_token(const HttpConn *c, char **ret)
 	return 0;
 }
 
+static void ws_done(HttpConn *c);
+
+static const ConnOps ws_conn_ops = {
+    .on_read = ws_on_read,
+    .on_free = ws_done,
+};
+
 int
 ws_accept(HttpConn *c)
 {
@@ -276,6 +283,7 @@ ws_accept(HttpConn *c)
 		return r;
 	if (wslay_event_context_server_init(&c->ws, &ws_callbacks, c) != 0)
 		return -ENOMEM;
+	c->ops = &ws_conn_ops; /* frees the session, whatever happens next */
 	/* a /chat conversation's RunAgentInput frames carry the whole
 	 * conversation: as much as a POST body may */
 	wslay_event_config_set_max_recv_msg_length(
@@ -330,13 +338,6 @@ ws_on_read(HttpConn *c)
 	ws_flush(c);
 }
 
-void
-ws_on_drained(HttpConn *c)
-{
-	if (c->tail && !c->tail->finished)
-		tail_pump(c->tail);
-}
-
 int
 ws_send_text(HttpConn *c, const char *text, size_t len)
 {
@@ -389,7 +390,7 @@ ws_output_pending(const HttpConn *c)
 	return n;
 }
 
-void
+static void
 ws_done(HttpConn *c)
 {
 	if (c->ping_timer) {

@@ -39,6 +39,7 @@ fuzz_router(void)
 	conf.server_names = strdup("x");
 	router->conf = &conf;
 	router->base = base;
+	routes_attach(router);
 	snprintf(router->listen_desc, sizeof(router->listen_desc), "fuzz");
 	return router;
 }
