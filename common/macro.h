@@ -6,10 +6,12 @@
  * TAKE_PTR(p)    return p and set it to NULL: hands ownership out of a cleanup variable.
  * TAKE_FD(fd)    the same for file descriptors (-1 means "none").
  * ELEMENTSOF(a)  number of elements of a true array.
+ * container_of(p, T, m)  the T whose member m p points to (an embedded hook).
  */
 #pragma once
 
 #include <errno.h>
+#include <stddef.h>
 #include <stdlib.h>
 #include <unistd.h>
 
@@ -22,6 +24,7 @@
 #define _warn_unused_result_ __attribute__((warn_unused_result))
 
 #define ELEMENTSOF(a) (sizeof(a) / sizeof((a)[0]))
+#define container_of(p, T, m) ((T *)(void *)((char *)(p)-offsetof(T, m)))
 #define MIN(a, b) ((a) < (b) ? (a) : (b))
 #define MAX(a, b) ((a) > (b) ? (a) : (b))
 

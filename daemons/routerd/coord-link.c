@@ -13,7 +13,8 @@
  * that sent RUN_WATCH for it. routerd keeps one watch per run, shared by all
  * of that run's tails (a refcount by list); the last tail to leave sends
  * RUN_UNWATCH. A tail starts reading only once RUN_WATCH was answered, so a
- * commit is either in its first read or pushed after it.
+ * commit is either in its first read or pushed after it. Subscribers are
+ * told through their WatchSubOps; this file names no tail function.
  */
 #include "config.h"
 
@@ -27,11 +28,35 @@
 
 #include <event2/event.h>
 
+#include "json-util.h"
 #include "log.h"
 #include "macro.h"
 
 #define COORD_BACKOFF_MIN (100 * USEC_PER_MSEC)
 #define COORD_BACKOFF_MAX (2 * USEC_PER_SEC)
+
+int
+run_record_parse(const char *text, size_t len, RunRecord *ret)
+{
+	json_auto_t *j = json_loadb(text, len, 0, NULL);
+	json_t *seq, *status;
+	const char *s;
+
+	if (!j || !json_is_object(j))
+		return -EBADMSG;
+	seq = json_object_get(j, "lastSeq");
+	status = json_object_get(j, "status");
+	if (!json_is_integer(seq) || json_integer_value(seq) < -1 || !json_is_string(status))
+		return -EBADMSG;
+	s = json_string_value(status);
+	*ret = (RunRecord){
+	    .text = text,
+	    .len = len,
+	    .last_seq = json_integer_value(seq),
+	    .terminal = streq(s, "completed") || streq(s, "failed") || streq(s, "aborted"),
+	};
+	return 0;
+}
 
 static unsigned
 watch_hash(const char *s)
@@ -66,18 +91,18 @@ watch_unlink_free(Watch *w)
 	free(w);
 }
 
-/* Detach every tail from w (they keep running nothing) and free it. */
+/* Detach every subscriber from w, tell each, and free it. */
 static void
 watch_fail(Watch *w, const char *reason)
 {
-	for (Tail *t = w->tails; t;) {
-		Tail *next = t->watch_next;
-		t->watch = NULL;
-		t->watch_prev = t->watch_next = NULL;
-		tail_fail(t, 1011, reason);
-		t = next;
+	for (WatchSub *s = w->subs; s;) {
+		WatchSub *next = s->next;
+		s->watch = NULL;
+		s->prev = s->next = NULL;
+		s->ops->lost(s, reason);
+		s = next;
 	}
-	w->tails = NULL;
+	w->subs = NULL;
 	watch_unlink_free(w);
 }
 
@@ -92,14 +117,14 @@ watch_reply(Peer *p, int err, const msgpack_object *body, void *userdata)
 		return;
 	}
 	w->active = true;
-	for (Tail *t = w->tails; t; t = t->watch_next)
-		tail_pump(t);
+	for (WatchSub *s = w->subs; s; s = s->next)
+		s->ops->active(s);
 }
 
 int
-watch_attach(Router *r, Tail *t)
+watch_attach(Router *r, WatchSub *s, const char *run_id, const char *thread_id)
 {
-	Watch *w = watch_find(r, t->run_id);
+	Watch *w = watch_find(r, run_id);
 	MpWriter mw;
 	int rr;
 
@@ -108,7 +133,7 @@ watch_attach(Router *r, Tail *t)
 		if (!w)
 			return -ENOMEM;
 		w->router = r;
-		w->run_id = strdup(t->run_id);
+		w->run_id = strdup(run_id);
 		if (!w->run_id) {
 			free(w);
 			return -ENOMEM;
@@ -118,7 +143,7 @@ watch_attach(Router *r, Tail *t)
 		mp_writer_init(&mw);
 		mp_w_map(&mw, 2);
 		mp_w_str(&mw, "run_id", w->run_id);
-		mp_w_str(&mw, "thread_id", t->thread_id ? t->thread_id : "");
+		mp_w_str(&mw, "thread_id", thread_id ? thread_id : "");
 		rr = coord_call(r, MSG_RUN_WATCH, &mw, watch_reply, w);
 		mp_writer_done(&mw);
 		if (rr < 0) {
@@ -130,34 +155,40 @@ watch_attach(Router *r, Tail *t)
 		w->next = r->watches[h];
 		r->watches[h] = w;
 	}
-	t->watch = w;
-	t->watch_prev = NULL;
-	t->watch_next = w->tails;
-	if (w->tails)
-		w->tails->watch_prev = t;
-	w->tails = t;
+	s->watch = w;
+	s->prev = NULL;
+	s->next = w->subs;
+	if (w->subs)
+		w->subs->prev = s;
+	w->subs = s;
 	if (w->active)
-		tail_pump(t);
+		s->ops->active(s);
 	return 0;
 }
 
-void
-watch_detach(Tail *t)
+bool
+watch_active(const WatchSub *s)
 {
-	Watch *w = t->watch;
+	return s->watch && s->watch->active;
+}
+
+void
+watch_detach(WatchSub *s)
+{
+	Watch *w = s->watch;
 	MpWriter mw;
 
 	if (!w)
 		return;
-	if (t->watch_prev)
-		t->watch_prev->watch_next = t->watch_next;
+	if (s->prev)
+		s->prev->next = s->next;
 	else
-		w->tails = t->watch_next;
-	if (t->watch_next)
-		t->watch_next->watch_prev = t->watch_prev;
-	t->watch = NULL;
-	t->watch_prev = t->watch_next = NULL;
-	if (w->tails)
+		w->subs = s->next;
+	if (s->next)
+		s->next->prev = s->prev;
+	s->watch = NULL;
+	s->prev = s->next = NULL;
+	if (w->subs)
 		return;
 	/* Last tail gone. Sent even while RUN_WATCH is in flight: the link is
 	 * ordered, so the coordinator sees WATCH then UNWATCH. */
@@ -179,7 +210,7 @@ coord_on_run_events(Peer *p, const Frame *f, void *userdata)
 	const msgpack_object_array *events = NULL;
 	const char *run_id = NULL, *rec_text = NULL;
 	int64_t first_seq = 0;
-	TailRecord rec, *recp = NULL;
+	RunRecord rec, *recp = NULL;
 	MpReader mr;
 	Watch *w;
 
@@ -195,7 +226,7 @@ coord_on_run_events(Peer *p, const Frame *f, void *userdata)
 		return -EBADMSG;
 	}
 	if (rec_text) {
-		if (tail_record_parse(rec_text, strlen(rec_text), &rec) < 0)
+		if (run_record_parse(rec_text, strlen(rec_text), &rec) < 0)
 			log_warning("RUN_EVENTS for run %s carries a malformed record, ignoring "
 				    "the record",
 				    run_id);
@@ -203,9 +234,12 @@ coord_on_run_events(Peer *p, const Frame *f, void *userdata)
 			recp = &rec;
 	}
 	w = watch_find(r, run_id);
+	/* next first: a subscriber may leave (and be freed) in its callback */
 	if (w && w->active)
-		for (Tail *t = w->tails; t; t = t->watch_next)
-			tail_on_push(t, first_seq, events, recp);
+		for (WatchSub *s = w->subs, *next; s; s = next) {
+			next = s->next;
+			s->ops->events(s, first_seq, events, recp);
+		}
 	mp_reader_done(&mr);
 	return 0;
 }
@@ -337,9 +371,9 @@ coord_stop(Router *r)
 	for (size_t i = 0; i < ELEMENTSOF(r->watches); i++)
 		while (r->watches[i]) {
 			Watch *w = r->watches[i];
-			for (Tail *t = w->tails; t; t = t->watch_next)
-				t->watch = NULL;
-			w->tails = NULL;
+			for (WatchSub *s = w->subs; s; s = s->next)
+				s->watch = NULL;
+			w->subs = NULL;
 			watch_unlink_free(w);
 		}
 	r->coord = peer_free(r->coord);

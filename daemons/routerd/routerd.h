@@ -166,20 +166,53 @@ void coord_cancel(Router *r, void *userdata);
 /* The message of an ERROR reply body, or NULL. Borrowed from the body. */
 const char *coord_error_message(const msgpack_object *body, size_t *ret_len);
 
-/* One upstream subscription per run, shared by the run's tails. */
+/* A run record's JSON text with its lastSeq and status. */
+typedef struct RunRecord {
+	const char *text; /* JSON text, NUL-terminated */
+	size_t len;
+	int64_t last_seq;
+	bool terminal;
+} RunRecord;
+
+/* Parse lastSeq and status out of a record JSON text. 0 or -EBADMSG. */
+int run_record_parse(const char *text, size_t len, RunRecord *ret);
+
+/* One upstream subscription per run, shared by its subscribers (tails). */
 struct Watch {
 	Router *router;
 	Watch *next; /* hash chain in router->watches */
 	char *run_id;
-	bool active; /* RUN_WATCH answered */
-	Tail *tails; /* linked through Tail.watch_prev/next */
+	bool active;	       /* RUN_WATCH answered */
+	struct WatchSub *subs; /* linked through WatchSub.prev/next */
 };
 
-/* Attach t to the run's shared watch, creating it (RUN_WATCH) when it is
- * the first; t is pumped once the watch is active. 0 or negative errno. */
-int watch_attach(Router *r, Tail *t);
-/* Detach t; the last tail leaving sends RUN_UNWATCH. NULL-safe on t->watch. */
-void watch_detach(Tail *t);
+/* A subscriber of a run's watch, embedded in what subscribes (a Tail): the
+ * watch tells it through ops, never by name. */
+typedef struct WatchSub WatchSub;
+typedef struct WatchSubOps {
+	/* RUN_WATCH was answered (or already was): pushes follow. */
+	void (*active)(WatchSub *s);
+	/* A RUN_EVENTS push; events: msgpack strings from first_seq; rec: the
+	 * record it carried, parsed once for every subscriber (or NULL). */
+	void (*events)(WatchSub *s, int64_t first_seq, const msgpack_object_array *events,
+		       const RunRecord *rec);
+	/* The watch failed (RUN_WATCH refused, the link lost): s is detached. */
+	void (*lost)(WatchSub *s, const char *reason);
+} WatchSubOps;
+struct WatchSub {
+	const WatchSubOps *ops;
+	Watch *watch; /* NULL when detached */
+	WatchSub *prev, *next;
+};
+
+/* Attach s to run_id's shared watch, creating it (RUN_WATCH, owner-checked
+ * against thread_id) when it is the first; ops->active once the watch is
+ * active. 0 or negative errno. */
+int watch_attach(Router *r, WatchSub *s, const char *run_id, const char *thread_id);
+/* Detach s; the last one leaving sends RUN_UNWATCH. No-op when detached. */
+void watch_detach(WatchSub *s);
+/* Whether s is attached to an active watch. */
+bool watch_active(const WatchSub *s);
 
 /* ---- http.c ---- */
 
@@ -429,8 +462,7 @@ struct Tail {
 	HttpConn *conn;
 	const TailSink *sink;
 	TailEnvelope envelope;
-	Watch *watch;
-	Tail *watch_prev, *watch_next;
+	WatchSub sub; /* on the run's watch (coord-link.c) */
 	char *run_id;
 	char *thread_id;	   /* NULL when the request had none */
 	int64_t cursor;		   /* seq of the last event delivered (exclusive cursor) */
@@ -447,13 +479,6 @@ struct Tail {
 	struct event *stall_timer; /* armed while output stays backed up */
 };
 
-typedef struct TailRecord {
-	const char *text; /* JSON text, NUL-terminated */
-	size_t len;
-	int64_t last_seq;
-	bool terminal;
-} TailRecord;
-
 /* A tail on c (upgraded already: it writes through sink, each event in
  * envelope) for run_id (copied) from cursor last_seq; record_json is the
  * record RUN_GET returned (may be NULL). Attaches to the watch. */
@@ -462,10 +487,5 @@ int tail_new(HttpConn *c, const TailSink *sink, TailEnvelope envelope, const cha
 Tail *tail_free(Tail *t);
 /* Continue: read, deliver, or finish, as the state allows. */
 void tail_pump(Tail *t);
-/* A RUN_EVENTS push for the tail's run. events: msgpack strings. */
-void tail_on_push(Tail *t, int64_t first_seq, const msgpack_object_array *events,
-		  const TailRecord *rec);
 /* Close with code/reason and send nothing more. */
 void tail_fail(Tail *t, uint16_t code, const char *reason);
-/* Parse lastSeq and status out of a record JSON text. 0 or -EBADMSG. */
-int tail_record_parse(const char *text, size_t len, TailRecord *ret);

@@ -178,7 +178,7 @@ ds_read_reply(Peer *p, int err, const msgpack_object *body, void *userdata)
 	const msgpack_object_array *events = NULL;
 	const char *rec_text = NULL;
 	int64_t first_seq = 0;
-	TailRecord rec;
+	RunRecord rec;
 	MpReader mr;
 
 	if (!d)
@@ -191,7 +191,7 @@ ds_read_reply(Peer *p, int err, const msgpack_object *body, void *userdata)
 	mp_read_int(&mr, "first_seq", &first_seq);
 	mp_read_array(&mr, "events", &events);
 	mp_read_str(&mr, "record", &rec_text);
-	if (mr.err < 0 || tail_record_parse(rec_text, strlen(rec_text), &rec) < 0 ||
+	if (mr.err < 0 || run_record_parse(rec_text, strlen(rec_text), &rec) < 0 ||
 	    (events && events->size > 0 && first_seq != d->cursor + 1)) {
 		mp_reader_done(&mr);
 		log_warning("Malformed RUN_READ reply for run %s", d->run_id);
@@ -314,7 +314,7 @@ ds_get_reply(Peer *p, int err, const msgpack_object *body, void *userdata)
 	HttpConn *c = userdata;
 	DsRead *d = c->ds;
 	const char *rec_text = NULL;
-	TailRecord rec;
+	RunRecord rec;
 	MpReader mr;
 
 	if (!d)
@@ -325,7 +325,7 @@ ds_get_reply(Peer *p, int err, const msgpack_object *body, void *userdata)
 	}
 	mp_reader_init(&mr, body);
 	mp_read_str(&mr, "record", &rec_text);
-	if (mr.err < 0 || tail_record_parse(rec_text, strlen(rec_text), &rec) < 0) {
+	if (mr.err < 0 || run_record_parse(rec_text, strlen(rec_text), &rec) < 0) {
 		mp_reader_done(&mr);
 		ds_error(c, -EBADMSG, NULL);
 		return;

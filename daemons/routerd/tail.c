@@ -45,33 +45,10 @@
 #include "log.h"
 #include "macro.h"
 
-int
-tail_record_parse(const char *text, size_t len, TailRecord *ret)
-{
-	json_auto_t *j = json_loadb(text, len, 0, NULL);
-	json_t *seq, *status;
-	const char *s;
-
-	if (!j || !json_is_object(j))
-		return -EBADMSG;
-	seq = json_object_get(j, "lastSeq");
-	status = json_object_get(j, "status");
-	if (!json_is_integer(seq) || json_integer_value(seq) < -1 || !json_is_string(status))
-		return -EBADMSG;
-	s = json_string_value(status);
-	*ret = (TailRecord){
-	    .text = text,
-	    .len = len,
-	    .last_seq = json_integer_value(seq),
-	    .terminal = streq(s, "completed") || streq(s, "failed") || streq(s, "aborted"),
-	};
-	return 0;
-}
-
 /* Adopt rec when it is at least as new as what we hold: a terminal record is
  * final; otherwise a higher (or equal, later-arrived) lastSeq wins. */
 static void
-tail_update_record(Tail *t, const TailRecord *rec)
+tail_update_record(Tail *t, const RunRecord *rec)
 {
 	if (!rec || (t->record && t->terminal))
 		return;
@@ -245,7 +222,7 @@ tail_read_reply(Peer *p, int err, const msgpack_object *body, void *userdata)
 	const msgpack_object_array *events = NULL;
 	const char *rec_text = NULL;
 	int64_t first_seq = 0;
-	TailRecord rec;
+	RunRecord rec;
 	MpReader mr;
 
 	t->reading = false;
@@ -271,7 +248,7 @@ tail_read_reply(Peer *p, int err, const msgpack_object *body, void *userdata)
 	mp_read_int(&mr, "first_seq", &first_seq);
 	mp_read_array(&mr, "events", &events);
 	mp_read_str(&mr, "record", &rec_text);
-	if (mr.err < 0 || tail_record_parse(rec_text, strlen(rec_text), &rec) < 0) {
+	if (mr.err < 0 || run_record_parse(rec_text, strlen(rec_text), &rec) < 0) {
 		log_warning("Malformed RUN_READ reply for run %s (field '%s')", t->run_id,
 			    mr.field ? mr.field : "record");
 		mp_reader_done(&mr);
@@ -325,7 +302,7 @@ tail_start_read(Tail *t)
 void
 tail_pump(Tail *t)
 {
-	if (t->finished || t->reading || !t->watch || !t->watch->active)
+	if (t->finished || t->reading || !watch_active(&t->sub))
 		return;
 	if (tail_pending(t) > tail_low_water(t)) {
 		if (t->need_read || t->cursor < t->head)
@@ -342,9 +319,13 @@ tail_pump(Tail *t)
 		tail_finish(t);
 }
 
-void
-tail_on_push(Tail *t, int64_t first_seq, const msgpack_object_array *events, const TailRecord *rec)
+/* WatchSubOps.events: a RUN_EVENTS push for the tail's run. */
+static void
+tail_on_push(WatchSub *s, int64_t first_seq, const msgpack_object_array *events,
+	     const RunRecord *rec)
 {
+	Tail *t = container_of(s, Tail, sub);
+
 	if (t->finished)
 		return;
 	tail_update_record(t, rec);
@@ -353,6 +334,26 @@ tail_on_push(Tail *t, int64_t first_seq, const msgpack_object_array *events, con
 		return;
 	tail_pump(t);
 }
+
+/* WatchSubOps.active: the watch is up, pushes follow; read what came before. */
+static void
+tail_watch_active(WatchSub *s)
+{
+	tail_pump(container_of(s, Tail, sub));
+}
+
+/* WatchSubOps.lost: no more pushes will come; the client resumes elsewhere. */
+static void
+tail_watch_lost(WatchSub *s, const char *reason)
+{
+	tail_fail(container_of(s, Tail, sub), 1011, reason);
+}
+
+static const WatchSubOps tail_watch_ops = {
+    .active = tail_watch_active,
+    .events = tail_on_push,
+    .lost = tail_watch_lost,
+};
 
 /* HttpConn.on_drained: the output fell below the low mark. */
 static void
@@ -367,7 +368,7 @@ tail_new(HttpConn *c, const TailSink *sink, TailEnvelope envelope, const char *r
 	 const char *thread_id, int64_t last_seq, const char *record_json, Tail **ret)
 {
 	Tail *t = calloc(1, sizeof(*t));
-	TailRecord rec;
+	RunRecord rec;
 	int r;
 
 	if (!t)
@@ -397,13 +398,14 @@ tail_new(HttpConn *c, const TailSink *sink, TailEnvelope envelope, const char *r
 		tail_free(t);
 		return -ENOMEM;
 	}
-	if (record_json && tail_record_parse(record_json, strlen(record_json), &rec) == 0)
+	if (record_json && run_record_parse(record_json, strlen(record_json), &rec) == 0)
 		tail_update_record(t, &rec);
 	c->router->n_tails++;
 	t->counted = true;
 	LogCtx lc = {.run_id = t->run_id, .thread_id = t->thread_id};
 	log_ctx(LOG_INFO, &lc, "Tail opened by %s after seq %" PRId64, c->addr, last_seq);
-	r = watch_attach(c->router, t);
+	t->sub.ops = &tail_watch_ops;
+	r = watch_attach(c->router, &t->sub, t->run_id, t->thread_id);
 	if (r < 0) {
 		tail_free(t);
 		return r;
@@ -423,7 +425,7 @@ tail_free(Tail *t)
 			t->terminal && t->cursor >= t->head ? " (run complete)" : "");
 	}
 	coord_cancel(t->router, t);
-	watch_detach(t);
+	watch_detach(&t->sub);
 	if (t->stall_timer)
 		event_free(t->stall_timer);
 	if (t->counted)
