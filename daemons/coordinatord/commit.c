@@ -669,22 +669,19 @@ fail_runs_after_storage_error(Coordinator *c, Op *ops, int err)
 	}
 }
 
-static void
-commit_cb(evutil_socket_t fd, short what, void *arg)
+/* Write ops in one transaction: each op gets its err (and seq). The batch
+ * stays open for publishing. Returns the commit's result. */
+static int
+commit_write(Coordinator *c, Op *ops, RunLogBatch **ret_b)
 {
-	Coordinator *c = arg;
-	Op *ops = c->ops_head;
-	RunLogBatch *b = NULL;
-	int r;
-
-	if (!ops)
-		return;
-	c->ops_head = c->ops_tail = NULL;
-
 	usec_t t0 = now_usec();
 	int64_t now = now_epoch_ms();
 	uint64_t used = 0, high = c->log_map / 100 * (uint64_t)c->conf.chunk_high_water;
+	RunLogBatch *b = NULL;
+	int r;
+
 	r = runlog_batch_begin(c->runlog, &b);
+	*ret_b = b;
 	for (Op *op = ops; r == 0 && op; op = op->next) {
 		if (op->text && op->len > c->event_max) {
 			if (!op->is_run) {
@@ -741,94 +738,133 @@ commit_cb(evutil_socket_t fd, short what, void *arg)
 		commit_latency(c, now_usec() - t0);
 		c->storage_ok = true;
 		watchdog_log_usage(c, used);
-	} else {
-		c->m.commit_failures++;
-		c->storage_ok = false;
-		log_error_errno(r, "Run log commit failed, nothing of it was acknowledged: %m");
-		int rr = runlog_recover(c->runlog);
-		if (rr > 0)
-			log_warning("Run log environment was in doubt after the failure; reopened");
-		else if (rr < 0)
-			log_error_errno(rr, "Run log cannot be reopened: %m; serving reads only");
-		for (Op *op = ops; op; op = op->next)
-			if (op->err == 0)
-				op->err = r;
+		return 0;
 	}
+	c->m.commit_failures++;
+	c->storage_ok = false;
+	log_error_errno(r, "Run log commit failed, nothing of it was acknowledged: %m");
+	int rr = runlog_recover(c->runlog);
+	if (rr > 0)
+		log_warning("Run log environment was in doubt after the failure; reopened");
+	else if (rr < 0)
+		log_error_errno(rr, "Run log cannot be reopened: %m; serving reads only");
+	for (Op *op = ops; op; op = op->next)
+		if (op->err == 0)
+			op->err = r;
+	return r;
+}
 
-	/* publish: one RUN_EVENTS per run, after the commit */
-	if (r == 0)
-		for (Op *op = ops; op; op = op->next) {
-			bool seen = false;
-			for (Op *p = ops; p != op; p = p->next)
-				if (streq(p->run_id, op->run_id))
-					seen = true;
-			if (!seen && op->err == 0)
-				publish_run(c, b, ops, op->run_id);
+/* Publish what was committed: one RUN_EVENTS per run. */
+static void
+commit_publish(Coordinator *c, RunLogBatch *b, Op *ops)
+{
+	for (Op *op = ops; op; op = op->next) {
+		bool seen = false;
+		for (Op *p = ops; p != op; p = p->next)
+			if (streq(p->run_id, op->run_id))
+				seen = true;
+		if (!seen && op->err == 0)
+			publish_run(c, b, ops, op->run_id);
+	}
+}
+
+/* Answer the client that queued op: its seq, the record, or the error. */
+static void
+commit_ack(Coordinator *c, RunLogBatch *b, Op *op)
+{
+	MpWriter w;
+
+	mp_writer_init(&w);
+	if (op->err < 0 && op->err == -ESTALE && op->status[0]) {
+		/* RUN_FINISH on a terminal run: the first status won; answer the
+		 * record */
+		json_t *rec = NULL;
+		if (runlog_get(c->runlog, op->run_id, &rec) == 0) {
+			_cleanup_free_ char *s = json_dump_compact(rec);
+			mp_w_map(&w, 1);
+			mp_w_str(&w, "record", s ? s : "{}");
+			peer_reply(op->client->peer, op->req_id, &w);
+		} else
+			peer_reply_error(op->client->peer, op->req_id, -ENOENT, NULL);
+		json_decref(rec);
+	} else if (op->err < 0) {
+		peer_reply_error(op->client->peer, op->req_id, op->err,
+				 op->err == -ESTALE ? "run is terminal" : NULL);
+	} else if (op->status[0]) {
+		json_t *rec = runlog_batch_get_record(b, op->run_id);
+		_cleanup_free_ char *s = rec ? json_dump_compact(rec) : NULL;
+		json_decref(rec);
+		mp_w_map(&w, 1);
+		mp_w_str(&w, "record", s ? s : "{}");
+		peer_reply(op->client->peer, op->req_id, &w);
+	} else {
+		mp_w_map(&w, 1);
+		mp_w_int(&w, "seq", op->seq);
+		peer_reply(op->client->peer, op->req_id, &w);
+	}
+	mp_writer_done(&w);
+}
+
+/* What op's outcome means for its run: a terminal record ends the driver, a
+ * refusal at the high-water mark fails the run (the reserve lets its end
+ * commit), an op on a run already terminal or gone ends the driver. Storage
+ * errors are handled for all runs at once by the caller. */
+static void
+commit_settle(Coordinator *c, Op *op)
+{
+	Run *run;
+
+	if (op->err == 0 && op->status[0]) {
+		metrics_count_finish(c, op->status);
+		run = run_find(c, op->run_id);
+		LogCtx lc = {.run_id = op->run_id,
+			     .thread_id = run ? run->thread_id : NULL,
+			     .sandbox_id = run ? run->sandbox_id : NULL};
+		log_ctx_msgid(LOG_INFO, &lc, RW_MESSAGE_RUN_FINISHED, "Run finished: %s",
+			      op->status);
+		if (run && op->is_run)
+			run_free(run);
+	} else if (op->refused_full && op->is_run) {
+		run = run_find(c, op->run_id);
+		if (run && run->state != RUN_DONE) {
+			run_kill_exec(run);
+			run_fail(run, "run log is full", "storage_full");
 		}
+	} else if (op->err < 0 && op->err != -ESTALE && op->err != -ENOENT && op->err != -EINVAL &&
+		   op->err != -EUCLEAN && op->err != -EMSGSIZE) {
+		/* storage: handled for all runs at once */
+	} else if (op->err < 0 && op->is_run) {
+		/* terminal already (cancel or watchdog won) or gone: the driver ends */
+		run = run_find(c, op->run_id);
+		if (run)
+			run_free(run);
+	}
+}
 
-	/* acknowledge and settle */
+/* The group commit: write every queued op in one transaction, then publish,
+ * acknowledge and settle, in that order (nobody sees an event before it is
+ * on disk). */
+static void
+commit_cb(evutil_socket_t fd, short what, void *arg)
+{
+	Coordinator *c = arg;
+	Op *ops = c->ops_head;
+	RunLogBatch *b = NULL;
+	int r;
+
+	if (!ops)
+		return;
+	c->ops_head = c->ops_tail = NULL;
+
+	r = commit_write(c, ops, &b);
+	if (r == 0)
+		commit_publish(c, b, ops);
 	for (Op *op = ops; op; op = op->next) {
 		if (op->err == 0 && op->text)
 			c->m.events_appended++;
-		if (op->client) {
-			MpWriter w;
-			mp_writer_init(&w);
-			if (op->err < 0 && op->err == -ESTALE && op->status[0]) {
-				/* RUN_FINISH on a terminal run: the first status won; answer the
-				 * record */
-				json_t *rec = NULL;
-				if (runlog_get(c->runlog, op->run_id, &rec) == 0) {
-					_cleanup_free_ char *s = json_dump_compact(rec);
-					mp_w_map(&w, 1);
-					mp_w_str(&w, "record", s ? s : "{}");
-					peer_reply(op->client->peer, op->req_id, &w);
-				} else
-					peer_reply_error(op->client->peer, op->req_id, -ENOENT,
-							 NULL);
-				json_decref(rec);
-			} else if (op->err < 0) {
-				peer_reply_error(op->client->peer, op->req_id, op->err,
-						 op->err == -ESTALE ? "run is terminal" : NULL);
-			} else if (op->status[0]) {
-				json_t *rec = runlog_batch_get_record(b, op->run_id);
-				_cleanup_free_ char *s = rec ? json_dump_compact(rec) : NULL;
-				json_decref(rec);
-				mp_w_map(&w, 1);
-				mp_w_str(&w, "record", s ? s : "{}");
-				peer_reply(op->client->peer, op->req_id, &w);
-			} else {
-				mp_w_map(&w, 1);
-				mp_w_int(&w, "seq", op->seq);
-				peer_reply(op->client->peer, op->req_id, &w);
-			}
-			mp_writer_done(&w);
-		}
-		if (op->err == 0 && op->status[0]) {
-			metrics_count_finish(c, op->status);
-			Run *run = run_find(c, op->run_id);
-			LogCtx lc = {.run_id = op->run_id,
-				     .thread_id = run ? run->thread_id : NULL,
-				     .sandbox_id = run ? run->sandbox_id : NULL};
-			log_ctx_msgid(LOG_INFO, &lc, RW_MESSAGE_RUN_FINISHED, "Run finished: %s",
-				      op->status);
-			if (run && op->is_run)
-				run_free(run);
-		} else if (op->refused_full && op->is_run) {
-			/* the reserve above the mark lets its end commit */
-			Run *run = run_find(c, op->run_id);
-			if (run && run->state != RUN_DONE) {
-				run_kill_exec(run);
-				run_fail(run, "run log is full", "storage_full");
-			}
-		} else if (op->err < 0 && op->err != -ESTALE && op->err != -ENOENT &&
-			   op->err != -EINVAL && op->err != -EUCLEAN && op->err != -EMSGSIZE) {
-			/* storage: handled below for all runs at once */
-		} else if (op->err < 0 && op->is_run) {
-			/* terminal already (cancel or watchdog won) or gone: the driver ends */
-			Run *run = run_find(c, op->run_id);
-			if (run)
-				run_free(run);
-		}
+		if (op->client)
+			commit_ack(c, b, op);
+		commit_settle(c, op);
 	}
 	if (r < 0)
 		fail_runs_after_storage_error(c, ops, r);
