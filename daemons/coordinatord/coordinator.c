@@ -820,16 +820,11 @@ snapshot_replied(Peer *shim, int err, const msgpack_object *body, void *ud)
 	if (!cl)
 		goto out;
 	if (err < 0) {
-		const msgpack_object *m = body ? mp_map_get(body, "message") : NULL;
-		_cleanup_free_ char *msg =
-		    m && m->type == MSGPACK_OBJECT_STR ? mp_obj_strdup(m) : NULL;
 		if (err == -ECONNRESET || err == -ETIMEDOUT)
 			peer_reply_error(cl->peer, sc->req_id, err, "containerd-shim unavailable");
 		else
-			peer_reply_error(cl->peer, sc->req_id, err,
-					 msg	       ? msg
-					 : sc->restore ? "restore failed"
-						       : "snapshot failed");
+			peer_relay_error(cl->peer, sc->req_id, err, body,
+					 sc->restore ? "restore failed" : "snapshot failed");
 		goto out;
 	}
 	if (sc->restore) {
@@ -914,7 +909,8 @@ handle_snapshot(Peer *p, const Frame *f, void *ud)
 		if (ret < 0)
 			goto out;
 		if (ret > 0) {
-			peer_reply_error(p, f->req_id, -EBUSY, "a run is active on this thread");
+			peer_reply_error_reason(p, f->req_id, -EBUSY, "thread_busy",
+						"a run is active on this thread");
 			ret = 0;
 			goto out;
 		}
