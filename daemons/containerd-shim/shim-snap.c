@@ -39,6 +39,7 @@
 #include <event2/event.h>
 #include <openssl/evp.h>
 
+#include "id-util.h"
 #include "shim-int.h"
 
 /* ---------------------------------------------------------------------------
@@ -597,6 +598,7 @@ handle_sandbox_restore(Peer *p, const Frame *f, void *userdata)
 	SnapJob *j = NULL;
 	char id[17];
 	unsigned char b[4];
+	char rnd[2 * sizeof(b) + 1];
 	MpReader r;
 	int k;
 
@@ -640,8 +642,8 @@ handle_sandbox_restore(Peer *p, const Frame *f, void *userdata)
 		k = -EIO;
 		goto out;
 	}
-	snprintf(o->staging, sizeof(o->staging), ".restore-%02x%02x%02x%02x", b[0], b[1], b[2],
-		 b[3]);
+	hex_encode(b, sizeof(b), rnd);
+	snprintf(o->staging, sizeof(o->staging), ".restore-%s", rnd);
 	/* Unpack first: a refused archive leaves the sandbox and its workspace alone. */
 	k = snapjob_start(s->jobs,
 			  &(SnapJobSpec){.kind = SNAPJOB_RESTORE,

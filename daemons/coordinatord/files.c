@@ -16,6 +16,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "id-util.h"
 #include "macro.h"
 #include "mp-cursor.h"
 
@@ -58,15 +59,6 @@ out:
 	free(fc);
 }
 
-static bool
-printable(const char *t)
-{
-	for (const unsigned char *p = (const unsigned char *)t; *p; p++)
-		if (*p < 0x20 || *p == 0x7f)
-			return false;
-	return true;
-}
-
 int
 handle_thread_file(Peer *p, const Frame *f, void *ud)
 {
@@ -91,7 +83,7 @@ handle_thread_file(Peer *p, const Frame *f, void *ud)
 	ret = r.err;
 	if (ret < 0)
 		goto out;
-	if (strlen(thread_id) == 0 || strlen(thread_id) > THREAD_ID_MAX || !printable(thread_id)) {
+	if (!thread_id_valid(thread_id)) {
 		peer_reply_error_reason(p, f->req_id, -EINVAL, "bad_request",
 					"threadId must be a non-empty printable string of at most "
 					"256 bytes");

@@ -37,12 +37,12 @@
 #include <openssl/evp.h>
 #include <strings.h>
 
+#include "id-util.h"
 #include "json-util.h"
 #include "log.h"
 #include "macro.h"
 
 #define ROUTE_MAX_SEGMENTS 8
-#define THREAD_ID_MAX 256
 #define IDEMPOTENCY_KEY_MAX 256
 
 typedef struct Route {
@@ -175,28 +175,6 @@ route_query(const Route *rt, const char *name, char **ret)
 			s++;
 	}
 	return 0;
-}
-
-/* Printable: no C0 control characters and no DEL (UTF-8 beyond is fine). */
-static bool
-string_printable(const char *s)
-{
-	for (; *s; s++)
-		if ((unsigned char)*s < 0x20 || *s == 0x7f)
-			return false;
-	return true;
-}
-
-static const char *
-thread_id_problem(const char *s)
-{
-	if (!s || !*s)
-		return "threadId must be a non-empty string";
-	if (strlen(s) > THREAD_ID_MAX)
-		return "threadId must be at most 256 bytes";
-	if (!string_printable(s))
-		return "threadId must not contain control characters";
-	return NULL;
 }
 
 static bool
@@ -1177,12 +1155,6 @@ bool
 routes_thread_allowed(HttpConn *c, const char *thread_id)
 {
 	return thread_allowed(c, thread_id);
-}
-
-const char *
-routes_thread_id_problem(const char *s)
-{
-	return thread_id_problem(s);
 }
 
 void
