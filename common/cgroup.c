@@ -25,6 +25,7 @@
 #include <openssl/evp.h>
 
 #include "fd-util.h"
+#include "id-util.h"
 #include "log.h"
 #include "macro.h"
 
@@ -204,8 +205,7 @@ instance_id(const char *state_dir, char ret[static 13])
 
 	if (!EVP_Digest(state_dir, strlen(state_dir), md, &mdlen, EVP_sha256(), NULL) || mdlen < 6)
 		return -EIO;
-	for (int i = 0; i < 6; i++)
-		snprintf(ret + 2 * i, 3, "%02x", md[i]);
+	hex_encode(md, 6, ret);
 	return 0;
 }
 

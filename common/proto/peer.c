@@ -134,6 +134,12 @@ peer_reply(Peer *p, uint64_t req_id, const MpWriter *body)
 int
 peer_reply_error(Peer *p, uint64_t req_id, int err, const char *message)
 {
+	return peer_reply_error_reason(p, req_id, err, NULL, message);
+}
+
+int
+peer_reply_error_reason(Peer *p, uint64_t req_id, int err, const char *reason, const char *message)
+{
 	MpWriter w;
 	int r;
 
@@ -142,12 +148,44 @@ peer_reply_error(Peer *p, uint64_t req_id, int err, const char *message)
 	if (err > 0)
 		err = -err;
 	mp_writer_init(&w);
-	mp_w_map(&w, 2);
+	mp_w_map(&w, reason ? 3 : 2);
 	mp_w_int(&w, "code", err ? err : -EIO);
 	mp_w_str(&w, "message", message ? message : strerror(err ? -err : EIO));
+	if (reason)
+		mp_w_str(&w, "reason", reason);
 	r = send_frame(p, MSG_ERROR, req_id, &w);
 	mp_writer_done(&w);
 	return r;
+}
+
+int
+peer_relay_error(Peer *p, uint64_t req_id, int err, const msgpack_object *body,
+		 const char *fallback)
+{
+	const msgpack_object *m = body ? mp_map_get(body, "message") : NULL;
+	_cleanup_free_ char *msg = m && m->type == MSGPACK_OBJECT_STR ? mp_obj_strdup(m) : NULL;
+	char reason[PEER_REASON_MAX];
+
+	return peer_reply_error_reason(p, req_id, err, peer_error_reason(body, reason),
+				       msg ? msg : fallback);
+}
+
+const char *
+peer_error_reason(const msgpack_object *body, char buf[static PEER_REASON_MAX])
+{
+	const msgpack_object *o = body ? mp_map_get(body, "reason") : NULL;
+
+	if (!o || o->type != MSGPACK_OBJECT_STR || o->via.str.size == 0 ||
+	    o->via.str.size >= PEER_REASON_MAX)
+		return NULL;
+	for (uint32_t i = 0; i < o->via.str.size; i++) {
+		char ch = o->via.str.ptr[i];
+		if (!((ch >= 'a' && ch <= 'z') || (ch >= '0' && ch <= '9') || ch == '_'))
+			return NULL;
+	}
+	memcpy(buf, o->via.str.ptr, o->via.str.size);
+	buf[o->via.str.size] = '\0';
+	return buf;
 }
 
 int

@@ -73,6 +73,19 @@ int peer_call(Peer *p, int type, const MpWriter *body, usec_t timeout, PeerReply
 int peer_push(Peer *p, int type, const MpWriter *body);
 int peer_reply(Peer *p, uint64_t req_id, const MpWriter *body);
 int peer_reply_error(Peer *p, uint64_t req_id, int err, const char *message);
+/* The same with a machine-readable reason: a stable snake_case code the
+ * receiver may map (docs/PROTOCOL.md "Errors"); NULL sends none. message
+ * stays human text. */
+int peer_reply_error_reason(Peer *p, uint64_t req_id, int err, const char *reason,
+			    const char *message);
+/* Pass on an ERROR body received from another peer with code err: its message
+ * (fallback when it has none) and its reason, if any. */
+int peer_relay_error(Peer *p, uint64_t req_id, int err, const msgpack_object *body,
+		     const char *fallback);
+/* The reason of an ERROR body, copied into buf; NULL when it has none, or one
+ * that is not 1..PEER_REASON_MAX-1 characters of [a-z0-9_] (an older peer). */
+#define PEER_REASON_MAX 32
+const char *peer_error_reason(const msgpack_object *body, char buf[static PEER_REASON_MAX]);
 /* Drop pending calls made with this userdata, without calling them. */
 void peer_cancel_calls(Peer *p, void *userdata);
 

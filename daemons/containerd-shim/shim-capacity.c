@@ -45,6 +45,7 @@
 #include <event2/event.h>
 #include <openssl/evp.h>
 
+#include "id-util.h"
 #include "shim-int.h"
 
 /* ---------------------------------------------------------------------------
@@ -102,8 +103,7 @@ pool_spawn(Shim *s)
 	sb->pooled = true;
 	if (getrandom(rnd, sizeof(rnd), 0) != sizeof(rnd))
 		return -errno;
-	for (size_t i = 0; i < sizeof(rnd); i++)
-		snprintf(sb->id + 2 * i, 3, "%02x", rnd[i]);
+	hex_encode(rnd, sizeof(rnd), sb->id);
 	ctx.sandbox_id = sb->id;
 	memcpy(sb->cg_id, sb->id, sizeof(sb->cg_id));
 	r = pool_dir_make(s, sb->cg_id, &sb->pool_dir);

@@ -74,7 +74,7 @@ type_name(mode_t m)
 	}
 }
 
-/* The error code (the message prefix routerd maps to a status) of an errno. */
+/* The error code (the ERROR's reason, which routerd maps to a status) of an errno. */
 static const char *
 err_code(int err)
 {
@@ -140,10 +140,7 @@ err_text(int err, FileOp op, size_t cap)
 static void
 reply_err(Peer *p, uint64_t req_id, int err, const char *code, const char *text)
 {
-	char msg[320];
-
-	snprintf(msg, sizeof(msg), "%s: %s", code, text);
-	(void)peer_reply_error(p, req_id, err, msg);
+	(void)peer_reply_error_reason(p, req_id, err, code, text);
 }
 
 /* ---------------------------------------------------------------------------

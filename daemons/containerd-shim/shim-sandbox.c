@@ -53,6 +53,7 @@
 #include <event2/event.h>
 #include <openssl/evp.h>
 
+#include "id-util.h"
 #include "shim-int.h"
 
 /* ---------------------------------------------------------------------------
@@ -106,8 +107,7 @@ shim_sandbox_id(const char *key, size_t len, char ret_id[static 17])
 		return -EINVAL;
 	if (!EVP_Digest(key, len, md, &mdlen, EVP_sha256(), NULL) || mdlen < 8)
 		return -EIO;
-	for (int i = 0; i < 8; i++)
-		snprintf(ret_id + 2 * i, 3, "%02x", md[i]);
+	hex_encode(md, 8, ret_id);
 	return 0;
 }
 

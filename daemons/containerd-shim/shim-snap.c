@@ -39,6 +39,7 @@
 #include <event2/event.h>
 #include <openssl/evp.h>
 
+#include "id-util.h"
 #include "shim-int.h"
 
 /* ---------------------------------------------------------------------------
@@ -161,17 +162,17 @@ snap_release_held(Shim *s, SnapJob *j)
 }
 
 static void
-snap_reply_error(SnapJob *j, int err, const char *text)
+snap_reply_error(SnapJob *j, int err, const char *reason, const char *text)
 {
 	Conn *c = snapjob_conn(j);
 
 	if (c)
-		(void)peer_reply_error(c->peer, snapjob_req_id(j), err, text);
+		(void)peer_reply_error_reason(c->peer, snapjob_req_id(j), err, reason, text);
 }
 
 /* Child: archive the workspace. */
 static int
-snapshot_child(void *arg, char **ret_text)
+snapshot_child(void *arg, char **ret_text, const char **ret_reason)
 {
 	SnapOp *o = arg;
 	SnapshotErr err = {""};
@@ -183,6 +184,7 @@ snapshot_child(void *arg, char **ret_text)
 		/* What the restore would refuse is refused now, not at restore time. */
 		if (asprintf(ret_text, "not_restorable: %s", err.msg) < 0)
 			*ret_text = NULL;
+		*ret_reason = "not_restorable";
 		return -EINVAL;
 	}
 	if (k < 0) {
@@ -210,7 +212,7 @@ record_uuid(const char *rec, char out[static 37])
 }
 
 static void
-snapshot_done(SnapJob *j, int err, const char *text, void *userdata)
+snapshot_done(SnapJob *j, int err, const char *reason, const char *text, void *userdata)
 {
 	SnapOp *o = userdata;
 	Shim *s = o->s;
@@ -237,7 +239,7 @@ snapshot_done(SnapJob *j, int err, const char *text, void *userdata)
 			pruned, o->id, s->conf->backups_keep);
 	if (err < 0) {
 		log_ctx_errno(LOG_WARNING, err, &ctx, "Snapshot of %s failed: %s: %m", o->id, text);
-		snap_reply_error(j, err, text[0] ? text : "snapshot failed");
+		snap_reply_error(j, err, reason, text[0] ? text : "snapshot failed");
 	} else {
 		Conn *c = snapjob_conn(j);
 		log_ctx(LOG_INFO, &ctx, "Snapshot of sandbox %s: %s", o->id, text);
@@ -265,8 +267,9 @@ job_may_start(Shim *s, Peer *p, const Frame *f, LogCtx *ctx, const char *id, con
 	int k;
 
 	if (snapjob_find(s->jobs, id)) {
-		(void)peer_reply_error(p, f->req_id, -EBUSY,
-				       "busy: a snapshot or restore of this thread is in progress");
+		(void)peer_reply_error_reason(
+		    p, f->req_id, -EBUSY, "thread_busy",
+		    "busy: a snapshot or restore of this thread is in progress");
 		return false;
 	}
 	k = sandbox_key_check(s, ctx, id, key, restore);
@@ -278,14 +281,15 @@ job_may_start(Shim *s, Peer *p, const Frame *f, LogCtx *ctx, const char *id, con
 		return false;
 	}
 	if (snapjobs_count(s->jobs) >= (size_t)s->conf->snapshot_max_jobs) {
-		(void)peer_reply_error(p, f->req_id, -EAGAIN,
-				       "too_many_jobs: snapshot_max_jobs snapshot/restore jobs are "
-				       "running; retry later");
+		(void)peer_reply_error_reason(p, f->req_id, -EAGAIN, "too_many_jobs",
+					      "too_many_jobs: snapshot_max_jobs snapshot/restore "
+					      "jobs are running; retry later");
 		return false;
 	}
 	if (shim_files_changing(s->files, id)) {
-		(void)peer_reply_error(p, f->req_id, -EBUSY,
-				       "busy: a file API change of this thread is in progress");
+		(void)peer_reply_error_reason(
+		    p, f->req_id, -EBUSY, "thread_busy",
+		    "busy: a file API change of this thread is in progress");
 		return false;
 	}
 	return true;
@@ -399,7 +403,7 @@ sandbox_kill_wait(Sandbox *sb)
 
 /* Child: check the record, unpack the archive into the staging directory. */
 static int
-restore_child(void *arg, char **ret_text)
+restore_child(void *arg, char **ret_text, const char **ret_reason)
 {
 	SnapOp *o = arg;
 	SnapshotErr err = {""};
@@ -410,8 +414,13 @@ restore_child(void *arg, char **ret_text)
 
 	/* not_a_backup_record: the id is not one of ours for this thread;
 	 * restore_rejected: it is, but its archive is damaged or holds what the
-	 * restorer refuses; "backup_not_found: …" (pruned) says so itself. */
+	 * restorer refuses; backup_not_found: it was pruned (its message says so
+	 * itself). The message begins with the reason, as clients read it. */
 	k = snapshot_verify(o->bdir, o->id, o->record, strlen(o->record), &afd, &err);
+	*ret_reason = k == -EINVAL    ? "not_a_backup_record"
+		      : k == -EBADMSG ? "restore_rejected"
+		      : k == -ENOENT  ? "backup_not_found"
+				      : NULL;
 	code = k == -EINVAL    ? "not_a_backup_record: "
 	       : k == -EBADMSG ? "restore_rejected: "
 	       : k == -ENOENT  ? ""
@@ -419,6 +428,7 @@ restore_child(void *arg, char **ret_text)
 	if (k >= 0) {
 		k = snapshot_unpack(afd, o->dfd, o->staging, o->uid, o->uid, o->max_bytes,
 				    o->max_entries, &err);
+		*ret_reason = k == -EINVAL ? "restore_rejected" : NULL;
 		code = k == -EINVAL ? "restore_rejected: " : "restore failed: ";
 	}
 	if (k == -EBADMSG)
@@ -434,14 +444,14 @@ typedef struct Cleanup {
 } Cleanup;
 
 static int
-cleanup_child(void *arg, char **ret_text)
+cleanup_child(void *arg, char **ret_text, const char **ret_reason)
 {
 	Cleanup *cl = arg;
 	return snapshot_rm_rf(cl->dfd, cl->name);
 }
 
 static void
-cleanup_done(SnapJob *j, int err, const char *text, void *userdata)
+cleanup_done(SnapJob *j, int err, const char *reason, const char *text, void *userdata)
 {
 	Cleanup *cl = userdata;
 
@@ -520,7 +530,7 @@ staging_clean(Shim *s)
 }
 
 static void
-restore_done(SnapJob *j, int err, const char *text, void *userdata)
+restore_done(SnapJob *j, int err, const char *reason, const char *text, void *userdata)
 {
 	SnapOp *o = userdata;
 	Shim *s = o->s;
@@ -538,7 +548,7 @@ restore_done(SnapJob *j, int err, const char *text, void *userdata)
 					  ? LOG_WARNING
 					  : LOG_ERR,
 				      err, &ctx, "Restore of %s failed: %s", o->id, text);
-		snap_reply_error(j, err, text[0] ? text : "restore failed");
+		snap_reply_error(j, err, reason, text[0] ? text : "restore failed");
 		/* A killed job leaves its partial staging directory. */
 		if (err != -EINVAL && err != -ENOENT)
 			snap_remove_tree(s, o->dfd, o->staging);
@@ -561,7 +571,8 @@ restore_done(SnapJob *j, int err, const char *text, void *userdata)
 		sandbox_dead(sb);
 	if (k < 0) {
 		log_ctx_errno(LOG_ERR, k, &ctx, "Cannot swap in the restored workspace: %m");
-		snap_reply_error(j, k, "restore failed: cannot swap in the restored workspace");
+		snap_reply_error(j, k, NULL,
+				 "restore failed: cannot swap in the restored workspace");
 		snap_remove_tree(s, o->dfd, o->staging);
 		goto out;
 	}
@@ -587,6 +598,7 @@ handle_sandbox_restore(Peer *p, const Frame *f, void *userdata)
 	SnapJob *j = NULL;
 	char id[17];
 	unsigned char b[4];
+	char rnd[2 * sizeof(b) + 1];
 	MpReader r;
 	int k;
 
@@ -630,8 +642,8 @@ handle_sandbox_restore(Peer *p, const Frame *f, void *userdata)
 		k = -EIO;
 		goto out;
 	}
-	snprintf(o->staging, sizeof(o->staging), ".restore-%02x%02x%02x%02x", b[0], b[1], b[2],
-		 b[3]);
+	hex_encode(b, sizeof(b), rnd);
+	snprintf(o->staging, sizeof(o->staging), ".restore-%s", rnd);
 	/* Unpack first: a refused archive leaves the sandbox and its workspace alone. */
 	k = snapjob_start(s->jobs,
 			  &(SnapJobSpec){.kind = SNAPJOB_RESTORE,

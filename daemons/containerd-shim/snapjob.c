@@ -31,6 +31,7 @@
 typedef struct ResultHdr {
 	int32_t err;
 	uint32_t len;
+	char reason[SNAPJOB_REASON_MAX]; /* "" = none */
 } ResultHdr;
 
 struct SnapJob {
@@ -143,12 +144,14 @@ close_others(int *keep, size_t n)
 }
 
 static void
-child_result(int fd, int err, const char *text)
+child_result(int fd, int err, const char *reason, const char *text)
 {
 	char buf[sizeof(ResultHdr) + RESULT_MAX];
 	size_t len = text ? strnlen(text, RESULT_MAX) : 0;
 	ResultHdr h = {.err = err, .len = (uint32_t)len};
 
+	if (reason)
+		snprintf(h.reason, sizeof(h.reason), "%s", reason);
 	memcpy(buf, &h, sizeof(h));
 	if (len)
 		memcpy(buf + sizeof(h), text, len);
@@ -160,6 +163,7 @@ child_main(SnapJobs *t, const SnapJobSpec *spec, pid_t parent, int result_fd)
 {
 	int keep[KEEP_FDS_MAX + 1];
 	char *text = NULL;
+	const char *reason = NULL;
 	sigset_t all;
 	int null_fd, r;
 
@@ -167,7 +171,7 @@ child_main(SnapJobs *t, const SnapJobSpec *spec, pid_t parent, int result_fd)
 	 * a job seen by name is in it): fail closed. */
 	for (size_t i = 0; i < t->n_cg_fds; i++)
 		if (write(t->cg_fds[i], "0", 1) < 0) {
-			child_result(result_fd, -errno,
+			child_result(result_fd, -errno, "job_failed",
 				     "job_failed: cannot enter the jobs' cgroup");
 			_exit(1);
 		}
@@ -184,7 +188,7 @@ child_main(SnapJobs *t, const SnapJobSpec *spec, pid_t parent, int result_fd)
 	/* Into the jobs' cgroup before any work: fail closed. */
 	for (size_t i = 0; i < t->n_cg_fds; i++)
 		if (write(t->cg_fds[i], "0", 1) < 0) {
-			child_result(result_fd, -errno,
+			child_result(result_fd, -errno, "job_failed",
 				     "job_failed: cannot enter the jobs' cgroup");
 			_exit(1);
 		}
@@ -195,14 +199,15 @@ child_main(SnapJobs *t, const SnapJobSpec *spec, pid_t parent, int result_fd)
 	r = close_others(keep, spec->n_keep_fds + 1);
 	null_fd = open("/dev/null", O_RDWR | O_CLOEXEC);
 	if (r < 0 || null_fd < 0 || dup2(null_fd, 0) < 0 || dup2(null_fd, 1) < 0) {
-		child_result(result_fd, r < 0 ? r : -errno, "job_failed: cannot set up the child");
+		child_result(result_fd, r < 0 ? r : -errno, "job_failed",
+			     "job_failed: cannot set up the child");
 		_exit(1);
 	}
 	if (null_fd > 2)
 		close(null_fd);
 
-	r = spec->fn(spec->arg, &text);
-	child_result(result_fd, r < 0 ? r : 0, text ? text : "");
+	r = spec->fn(spec->arg, &text, &reason);
+	child_result(result_fd, r < 0 ? r : 0, r < 0 ? reason : NULL, text ? text : "");
 	_exit(0);
 }
 
@@ -211,10 +216,10 @@ child_main(SnapJobs *t, const SnapJobSpec *spec, pid_t parent, int result_fd)
  */
 
 static void
-job_finish(SnapJob *j, int err, const char *text)
+job_finish(SnapJob *j, int err, const char *reason, const char *text)
 {
 	job_unlink(j);
-	j->done(j, err, text, j->userdata);
+	j->done(j, err, reason, text, j->userdata);
 	job_free(j);
 }
 
@@ -254,26 +259,28 @@ job_reap(SnapJob *j, bool block)
 		 * kill (timeout) raced with its _exit. */
 		if (h.len <= RESULT_MAX && got == sizeof(h) + h.len && h.err <= 0) {
 			buf[got] = '\0';
-			job_finish(j, h.err, buf + sizeof(h));
+			h.reason[sizeof(h.reason) - 1] = '\0';
+			job_finish(j, h.err, h.err < 0 && h.reason[0] ? h.reason : NULL,
+				   buf + sizeof(h));
 			return;
 		}
 	}
 	if (j->stopping)
-		job_finish(j, -ESHUTDOWN, "containerd-shim is stopping");
+		job_finish(j, -ESHUTDOWN, NULL, "containerd-shim is stopping");
 	else if (j->timed_out) {
 		snprintf(msg, sizeof(msg),
 			 "job_timeout: the %s job took longer than snapshot_timeout_ms=%" PRId64
 			 " and was killed",
 			 job_names[j->kind] + 3, j->timeout_ms);
-		job_finish(j, -ETIME, msg);
+		job_finish(j, -ETIME, "job_timeout", msg);
 	} else if (r >= 0 && (si.si_code == CLD_KILLED || si.si_code == CLD_DUMPED)) {
 		snprintf(msg, sizeof(msg), "job_killed: the %s job was killed by signal %d",
 			 job_names[j->kind] + 3, si.si_status);
-		job_finish(j, -ECANCELED, msg);
+		job_finish(j, -ECANCELED, "job_killed", msg);
 	} else {
 		snprintf(msg, sizeof(msg), "job_failed: the %s job ended without a result",
 			 job_names[j->kind] + 3);
-		job_finish(j, -EIO, msg);
+		job_finish(j, -EIO, "job_failed", msg);
 	}
 }
 

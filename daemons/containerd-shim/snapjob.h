@@ -13,14 +13,16 @@
  *     the caller lists (close_range over everything else: no peer socket,
  *     sandbox pidfd, exec pipe or listener of the parent stays open in it);
  *   - never touches the event loop, runs fn(arg) and writes one result
- *     {int32 err, uint32 len, text} to the pipe, then _exit()s.
+ *     {int32 err, uint32 len, char reason[32], text} to the pipe, then
+ *     _exit()s.
  * The parent watches the child's pidfd; when it is readable the child is
- * reaped, the result read, and done() called once with err and text (a record,
- * or a message). A child that ended without a result is an error:
- *   -ETIME      killed at timeout_ms        ("job_timeout: …")
- *   -ECANCELED  killed by someone else      ("job_killed: …")
- *   -ESHUTDOWN  killed by snapjobs_stop()   ("containerd-shim is stopping")
- *   -EIO        exited without a result     ("job_failed: …")
+ * reaped, the result read, and done() called once with err, reason and text
+ * (a record, or a message). A child that ended without a result is an error
+ * (reason, message):
+ *   -ETIME      killed at timeout_ms        (job_timeout, "job_timeout: …")
+ *   -ECANCELED  killed by someone else      (job_killed, "job_killed: …")
+ *   -ESHUTDOWN  killed by snapjobs_stop()   (none, "containerd-shim is stopping")
+ *   -EIO        exited without a result     (job_failed, "job_failed: …")
  *
  * A job may be keyed by a sandbox id: at most one keyed job per id
  * (snapjob_find() is the "busy" check), and it holds the SANDBOX_ENSUREs of
@@ -54,12 +56,19 @@ typedef struct SnapHeld {
 	char *key, *run_id, *thread_id;
 } SnapHeld;
 
+/* The longest reason + 1 (the ERROR reason of docs/PROTOCOL.md). */
+#define SNAPJOB_REASON_MAX 32
+
 /* Runs in the child: 0 or a negative errno; *ret_text (malloc'd, may stay
- * NULL) is the result on success and the message on failure. */
-typedef int (*SnapJobFn)(void *arg, char **ret_text);
-/* Runs in the parent, once. text is never NULL (may be ""). The job and its
- * held list are freed after it returns: take the held list first. */
-typedef void (*SnapJobDone)(SnapJob *j, int err, const char *text, void *userdata);
+ * NULL) is the result on success and the message on failure; *ret_reason (a
+ * static snake_case code, shorter than SNAPJOB_REASON_MAX, may stay NULL)
+ * names a failure the requester may act on. */
+typedef int (*SnapJobFn)(void *arg, char **ret_text, const char **ret_reason);
+/* Runs in the parent, once. text is never NULL (may be ""); reason is NULL
+ * when the failure has none (and on success). The job and its held list are
+ * freed after it returns: take the held list first. */
+typedef void (*SnapJobDone)(SnapJob *j, int err, const char *reason, const char *text,
+			    void *userdata);
 
 typedef struct SnapJobSpec {
 	SnapJobKind kind;

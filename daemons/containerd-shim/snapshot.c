@@ -23,9 +23,9 @@
 #include <unistd.h>
 
 #include <openssl/evp.h>
-#include <openssl/rand.h>
 
 #include "fd-util.h"
+#include "id-util.h"
 #include "json-util.h"
 #include "macro.h"
 #include "time-util.h"
@@ -53,13 +53,6 @@ static _printf_(2, 3) int seterr(SnapshotErr *err, const char *fmt, ...)
 	return 0;
 }
 
-static void
-hex(const unsigned char *b, size_t n, char *out)
-{
-	for (size_t i = 0; i < n; i++)
-		snprintf(out + 2 * i, 3, "%02x", b[i]);
-}
-
 bool
 snapshot_uuid_ok(const char *s)
 {
@@ -73,21 +66,6 @@ snapshot_uuid_ok(const char *s)
 			return false;
 	}
 	return true;
-}
-
-static int
-uuid_v4(char out[static 37])
-{
-	unsigned char b[16];
-
-	if (RAND_bytes(b, sizeof(b)) != 1)
-		return -EIO;
-	b[6] = (b[6] & 0x0F) | 0x40;
-	b[8] = (b[8] & 0x3F) | 0x80;
-	snprintf(out, 37, "%02x%02x%02x%02x-%02x%02x-%02x%02x-%02x%02x-%02x%02x%02x%02x%02x%02x",
-		 b[0], b[1], b[2], b[3], b[4], b[5], b[6], b[7], b[8], b[9], b[10], b[11], b[12],
-		 b[13], b[14], b[15]);
-	return 0;
 }
 
 /* ---------------------------------------------------------------------------
@@ -571,7 +549,7 @@ snapshot_create_limited(const char *backups_dir, const char *key_id, int ws_fd, 
 		r = -EIO;
 		goto fail;
 	}
-	hex(md, 32, sha);
+	hex_encode(md, 32, sha);
 	if (fsync(w.fd) < 0 || renameat(dfd, tmp, dfd, final) < 0) {
 		r = -errno;
 		seterr(err, "cannot store the archive: %s", strerror(errno));
@@ -723,7 +701,7 @@ snapshot_verify(const char *backups_dir, const char *key_id, const char *record,
 		r = -EIO;
 		goto out;
 	}
-	hex(md, 32, sha);
+	hex_encode(md, 32, sha);
 	if (off != st.st_size || !streq(sha, want)) {
 		seterr(err, "the archive does not match its record (checksum mismatch): it was "
 			    "changed or damaged");

@@ -36,7 +36,6 @@
 #include <fcntl.h>
 #include <inttypes.h>
 #include <openssl/crypto.h>
-#include <openssl/rand.h>
 #include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -46,6 +45,7 @@
 #include <unistd.h>
 
 #include "fd-util.h"
+#include "id-util.h"
 #include "json-util.h"
 #include "macro.h"
 #include "mp-cursor.h"
@@ -118,24 +118,12 @@ rpc_error(json_t *id, int code, const char *message)
 void
 bridge_open(Run *run)
 {
-	unsigned char b[32];
-	char *t = run->bridge_token;
+	_Static_assert(sizeof(run->bridge_token) > RANDOM_TOKEN_LEN, "bridge_token too small");
 
 	if (!run->harness || !run->harness->tools || !run->harness->tools[0])
 		return;
-	if (RAND_bytes(b, sizeof(b)) != 1)
+	if (random_token(run->bridge_token) < 0)
 		return; /* no bridge rather than a guessable token */
-	/* a v4 UUID, then the hex of a second one without its dashes: 36 + 32 */
-	b[6] = (b[6] & 0x0F) | 0x40;
-	b[8] = (b[8] & 0x3F) | 0x80;
-	b[22] = (b[22] & 0x0F) | 0x40;
-	b[24] = (b[24] & 0x3F) | 0x80;
-	snprintf(t, sizeof(run->bridge_token),
-		 "%02x%02x%02x%02x-%02x%02x-%02x%02x-%02x%02x-%02x%02x%02x%02x%02x%02x", b[0], b[1],
-		 b[2], b[3], b[4], b[5], b[6], b[7], b[8], b[9], b[10], b[11], b[12], b[13], b[14],
-		 b[15]);
-	for (int i = 16; i < 32; i++)
-		snprintf(t + 36 + 2 * (i - 16), 3, "%02x", b[i]);
 	run->bridge_live = true;
 }
 

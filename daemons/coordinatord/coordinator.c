@@ -14,7 +14,6 @@
 #include <errno.h>
 #include <event2/event.h>
 #include <inttypes.h>
-#include <openssl/rand.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -22,6 +21,7 @@
 #include <unistd.h>
 
 #include "fd-util.h"
+#include "id-util.h"
 #include "json-util.h"
 #include "macro.h"
 #include "mp-cursor.h"
@@ -29,37 +29,21 @@
 /* ---------- router requests ---------- */
 
 static void
-uuid_v4(char out[RUN_ID_LEN + 1])
+run_uuid(char out[RUN_ID_LEN + 1])
 {
 	unsigned char b[16];
-	if (RAND_bytes(b, sizeof(b)) != 1) {
-		/* getrandom-backed fallback; RAND_bytes failing is near impossible */
-		FILE *f = fopen("/dev/urandom", "re");
-		if (!f || fread(b, 1, sizeof(b), f) != sizeof(b))
-			abort();
-		fclose(f);
-	}
-	b[6] = (b[6] & 0x0F) | 0x40;
-	b[8] = (b[8] & 0x3F) | 0x80;
-	snprintf(out, RUN_ID_LEN + 1,
-		 "%02x%02x%02x%02x-%02x%02x-%02x%02x-%02x%02x-%02x%02x%02x%02x%02x%02x", b[0], b[1],
-		 b[2], b[3], b[4], b[5], b[6], b[7], b[8], b[9], b[10], b[11], b[12], b[13], b[14],
-		 b[15]);
+
+	if (uuid_v4(out) == 0)
+		return;
+	/* getrandom-backed fallback; RAND_bytes failing is near impossible */
+	FILE *f = fopen("/dev/urandom", "re");
+	if (!f || fread(b, 1, sizeof(b), f) != sizeof(b))
+		abort();
+	fclose(f);
+	uuid_v4_from_bytes(b, out);
 }
 
 #define THREAD_LIST_MAX 1000
-
-static bool
-thread_id_valid(const char *t)
-{
-	size_t n = strlen(t);
-	if (n == 0 || n > THREAD_ID_MAX)
-		return false;
-	for (const unsigned char *p = (const unsigned char *)t; *p; p++)
-		if (*p < 0x20 || *p == 0x7f)
-			return false;
-	return true;
-}
 
 static int
 reply_record(Peer *p, uint64_t req_id, const char *key, const json_t *rec)
@@ -220,7 +204,7 @@ handle_run_start(Peer *p, const Frame *f, void *ud)
 		}
 	}
 
-	uuid_v4(run_id);
+	run_uuid(run_id);
 	/* durable before the 202: one transaction with its idempotency key (or
 	 * the /chat client's run id and input), fsync'd */
 	bool created = false;
@@ -821,16 +805,11 @@ snapshot_replied(Peer *shim, int err, const msgpack_object *body, void *ud)
 	if (!cl)
 		goto out;
 	if (err < 0) {
-		const msgpack_object *m = body ? mp_map_get(body, "message") : NULL;
-		_cleanup_free_ char *msg =
-		    m && m->type == MSGPACK_OBJECT_STR ? mp_obj_strdup(m) : NULL;
 		if (err == -ECONNRESET || err == -ETIMEDOUT)
 			peer_reply_error(cl->peer, sc->req_id, err, "containerd-shim unavailable");
 		else
-			peer_reply_error(cl->peer, sc->req_id, err,
-					 msg	       ? msg
-					 : sc->restore ? "restore failed"
-						       : "snapshot failed");
+			peer_relay_error(cl->peer, sc->req_id, err, body,
+					 sc->restore ? "restore failed" : "snapshot failed");
 		goto out;
 	}
 	if (sc->restore) {
@@ -915,7 +894,8 @@ handle_snapshot(Peer *p, const Frame *f, void *ud)
 		if (ret < 0)
 			goto out;
 		if (ret > 0) {
-			peer_reply_error(p, f->req_id, -EBUSY, "a run is active on this thread");
+			peer_reply_error_reason(p, f->req_id, -EBUSY, "thread_busy",
+						"a run is active on this thread");
 			ret = 0;
 			goto out;
 		}
@@ -975,7 +955,7 @@ handle_run_open(Peer *p, const Frame *f, void *ud)
 		if (want)
 			memcpy(run_id, want, RUN_ID_LEN + 1);
 		else
-			uuid_v4(run_id);
+			run_uuid(run_id);
 		ret = runlog_create(c->runlog, run_id, thread_id, NULL, now_epoch_ms(), &created);
 	}
 	if (ret == 0) {

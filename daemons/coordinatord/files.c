@@ -16,6 +16,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "id-util.h"
 #include "macro.h"
 #include "mp-cursor.h"
 
@@ -37,15 +38,11 @@ file_replied(Peer *shim, int err, const msgpack_object *body, void *ud)
 	if (!cl)
 		goto out;
 	if (err < 0) {
-		const msgpack_object *m = body ? mp_map_get(body, "message") : NULL;
-		_cleanup_free_ char *msg =
-		    m && m->type == MSGPACK_OBJECT_STR ? mp_obj_strdup(m) : NULL;
 		if (err == -ECONNRESET || err == -ETIMEDOUT)
-			peer_reply_error(cl->peer, fc->req_id, -ECONNRESET,
-					 "containerd-shim unavailable");
+			peer_reply_error_reason(cl->peer, fc->req_id, -ECONNRESET,
+						"shim_unavailable", "containerd-shim unavailable");
 		else
-			peer_reply_error(cl->peer, fc->req_id, err,
-					 msg ? msg : "file operation failed");
+			peer_relay_error(cl->peer, fc->req_id, err, body, "file operation failed");
 		goto out;
 	}
 	/* Re-pack the body as it is: the shim's reply is the answer. */
@@ -56,19 +53,10 @@ file_replied(Peer *shim, int err, const msgpack_object *body, void *ud)
 	else
 		mp_w_map(&w, 0);
 	if (peer_reply(cl->peer, fc->req_id, &w) < 0)
-		peer_reply_error(cl->peer, fc->req_id, -EIO, "internal: reply too large");
+		peer_reply_error_reason(cl->peer, fc->req_id, -EIO, "internal", "reply too large");
 	mp_writer_done(&w);
 out:
 	free(fc);
-}
-
-static bool
-printable(const char *t)
-{
-	for (const unsigned char *p = (const unsigned char *)t; *p; p++)
-		if (*p < 0x20 || *p == 0x7f)
-			return false;
-	return true;
 }
 
 int
@@ -95,21 +83,21 @@ handle_thread_file(Peer *p, const Frame *f, void *ud)
 	ret = r.err;
 	if (ret < 0)
 		goto out;
-	if (strlen(thread_id) == 0 || strlen(thread_id) > THREAD_ID_MAX || !printable(thread_id)) {
-		peer_reply_error(p, f->req_id, -EINVAL,
-				 "bad_request: threadId must be a non-empty printable string of at "
-				 "most 256 bytes");
+	if (!thread_id_valid(thread_id)) {
+		peer_reply_error_reason(p, f->req_id, -EINVAL, "bad_request",
+					"threadId must be a non-empty printable string of at most "
+					"256 bytes");
 		goto out;
 	}
 	if (streq(c->conf.reuse, "none")) {
-		peer_reply_error(
-		    p, f->req_id, -EBUSY,
-		    "reuse_none: with reuse = none each run has its own workspace and a "
-		    "thread has none");
+		peer_reply_error_reason(p, f->req_id, -EBUSY, "reuse_none",
+					"with reuse = none each run has its own workspace and a "
+					"thread has none");
 		goto out;
 	}
 	if (!peer_is_ready(c->shim)) {
-		peer_reply_error(p, f->req_id, -ECONNRESET, "containerd-shim unavailable");
+		peer_reply_error_reason(p, f->req_id, -ECONNRESET, "shim_unavailable",
+					"containerd-shim unavailable");
 		goto out;
 	}
 	fc = calloc(1, sizeof(*fc));

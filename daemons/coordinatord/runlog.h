@@ -40,10 +40,11 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include "id-util.h"
+
 typedef struct RunLog RunLog;
 
-#define RUN_ID_LEN 36
-#define THREAD_ID_MAX 256
+#define RUN_ID_LEN UUID_STRING_LEN /* a v4 uuid; THREAD_ID_MAX: id-util.h */
 
 typedef struct RunLogOptions {
 	size_t map_size;  /* bytes; the file grows sparsely up to this */

@@ -388,8 +388,8 @@ void chat_start_free(HttpConn *c);
 /* Helpers routes.c shares with routes-chat.c (see their definitions there). */
 bool routes_json_content_type(HttpConn *c, bool empty_ok);
 bool routes_thread_allowed(HttpConn *c, const char *thread_id);
-const char *routes_thread_id_problem(const char *s);
 void routes_coord_error(HttpConn *c, int err, const msgpack_object *body, const char *not_found);
+bool routes_coord_reason(HttpConn *c, const msgpack_object *body);
 bool routes_parse_last_seq(const char *s, int64_t *ret);
 
 /* ---- ws.c ---- */

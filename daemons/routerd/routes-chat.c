@@ -42,6 +42,7 @@
 #include <event2/bufferevent.h>
 #include <wslay/wslay.h>
 
+#include "id-util.h"
 #include "json-util.h"
 #include "log.h"
 #include "macro.h"
@@ -252,7 +253,7 @@ chat_body_problem(json_t *body, const char *header_run_id, char *buf, size_t buf
 	tid = json_object_get(body, "threadId");
 	if (!json_is_string(tid) || strlen(json_string_value(tid)) != json_string_length(tid))
 		return "threadId must be a non-empty string";
-	const char *why = routes_thread_id_problem(json_string_value(tid));
+	const char *why = thread_id_problem(json_string_value(tid));
 	if (why)
 		return why;
 	rid = json_object_get(body, "runId");
@@ -474,7 +475,7 @@ chat_join(HttpConn *c, const char *query, const char *run_id, const char *thread
 		return;
 	}
 	if (thread_id) {
-		const char *why = routes_thread_id_problem(thread_id);
+		const char *why = thread_id_problem(thread_id);
 		if (why) {
 			http_respond_error(c, 400, "bad_request", why);
 			return;
@@ -538,7 +539,7 @@ chat_hydrate_reply(Peer *p, int err, const msgpack_object *body, void *userdata)
 static void
 chat_hydrate(HttpConn *c, const char *thread_id)
 {
-	const char *why = routes_thread_id_problem(thread_id);
+	const char *why = thread_id_problem(thread_id);
 	MpWriter w;
 	int r;
 

@@ -13,8 +13,8 @@
  *
  * The path is everything after "/files/", percent-decoded as one string (%2F is
  * a slash like '/'); a bad escape or %00 is 400 invalid_path here, everything
- * else is checked by the shim, whose error code (the "code: text" prefix of its
- * message) picks the status.
+ * else is checked by the shim, whose ERROR reason picks the status (routes.c,
+ * coord_reasons).
  */
 #include "config.h"
 
@@ -29,46 +29,23 @@
 #include "log.h"
 #include "macro.h"
 
-static const struct {
-	const char *code;
-	int status;
-} file_codes[] = {
-    {"invalid_path", 400}, {"escape", 400},	  {"bad_request", 400}, {"permission_denied", 403},
-    {"not_found", 404},	   {"is_directory", 409}, {"exists", 409},	{"not_empty", 409},
-    {"busy", 409},	   {"reuse_none", 409},	  {"too_large", 413},	{"not_a_regular_file", 415},
-    {"no_space", 507},	   {"overloaded", 503},
-};
-
+/* By the ERROR's reason; else by errno: the coordinator link (503), a
+ * coordinatord without THREAD_FILE (501), anything else 500 (logged). */
 static void
 files_error(HttpConn *c, int err, const msgpack_object *body)
 {
 	size_t ml = 0;
 	const char *m = coord_error_message(body, &ml);
-	char code[32] = "", text[320];
 
+	if (routes_coord_reason(c, body))
+		return;
 	if (err == -ECONNRESET || err == -ETIMEDOUT) {
-		bool shim = m && ml >= 15 && memcmp(m, "containerd-shim", 15) == 0;
-		http_respond_error(c, 503, "unavailable",
-				   shim ? "containerd-shim unavailable"
-					: "coordinator unavailable");
+		http_respond_error(c, 503, "unavailable", "coordinator unavailable");
 		return;
 	}
 	if (err == -ENOMSG) {
 		http_respond_error(c, 501, "not_implemented", "the file API is not available");
 		return;
-	}
-	/* "code: text" */
-	const char *colon = m ? memchr(m, ':', ml) : NULL;
-	if (colon && (size_t)(colon - m) < sizeof(code) && colon + 1 < m + ml && colon[1] == ' ') {
-		memcpy(code, m, (size_t)(colon - m));
-		code[colon - m] = '\0';
-		snprintf(text, sizeof(text), "%.*s", (int)(ml - (size_t)(colon - m) - 2),
-			 colon + 2);
-		for (size_t i = 0; i < ELEMENTSOF(file_codes); i++)
-			if (streq(code, file_codes[i].code)) {
-				http_respond_error(c, file_codes[i].status, code, text);
-				return;
-			}
 	}
 	log_warning_errno(err, "%s: file API request failed: %.*s: %m", c->addr, (int)MIN(ml, 200),
 			  m ? m : "");

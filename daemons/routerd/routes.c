@@ -15,13 +15,15 @@
  * /runs/{id} route (400 thread_required) and, for JSON bodies, Content-Type
  * application/json (415). docs/SECURITY.md says why.
  *
- * Coordinator errors map to statuses in one place (respond_coord_error):
- * -EINVAL 400 (code not_a_backup_record when the message says so), -EPERM
- * 403 harness_forbidden (RUN_START with a harness the token may not use), -ENOENT
- * 404 (code backup_not_found when the message says so), -EBUSY 409, -ETIME
- * 504 job_timeout and -ECANCELED 500 job_killed (a snapshot/restore job),
- * -ENOMSG (a coordinatord without that message) and -EOPNOTSUPP 501,
- * -ECONNRESET/-ETIMEDOUT 503, anything else 500.
+ * Coordinator errors map to statuses in one place: an ERROR's reason
+ * (docs/PROTOCOL.md "Errors") through the one table coord_reasons, its text
+ * the ERROR's message; without a reason known there (respond_coord_error), by
+ * errno: -EINVAL 400, -EPERM 403 harness_forbidden (RUN_START with a harness
+ * the token may not use), -ENOENT 404, -EBUSY 409 conflict, -ETIME 504
+ * job_timeout and -ECANCELED 500 job_killed (a snapshot/restore job, from an
+ * older shim), -ENOMSG (a coordinatord without that message) and -EOPNOTSUPP
+ * 501, -ECONNRESET/-ETIMEDOUT 503, anything else 500. The file API has its
+ * own errno fallback (routes-files.c).
  */
 #include "config.h"
 
@@ -37,12 +39,12 @@
 #include <openssl/evp.h>
 #include <strings.h>
 
+#include "id-util.h"
 #include "json-util.h"
 #include "log.h"
 #include "macro.h"
 
 #define ROUTE_MAX_SEGMENTS 8
-#define THREAD_ID_MAX 256
 #define IDEMPOTENCY_KEY_MAX 256
 
 typedef struct Route {
@@ -184,28 +186,6 @@ route_query(const Route *rt, const char *name, char **ret)
 	return 0;
 }
 
-/* Printable: no C0 control characters and no DEL (UTF-8 beyond is fine). */
-static bool
-string_printable(const char *s)
-{
-	for (; *s; s++)
-		if ((unsigned char)*s < 0x20 || *s == 0x7f)
-			return false;
-	return true;
-}
-
-static const char *
-thread_id_problem(const char *s)
-{
-	if (!s || !*s)
-		return "threadId must be a non-empty string";
-	if (strlen(s) > THREAD_ID_MAX)
-		return "threadId must be at most 256 bytes";
-	if (!string_printable(s))
-		return "threadId must not contain control characters";
-	return NULL;
-}
-
 static bool
 run_id_plausible(const char *s)
 {
@@ -218,6 +198,62 @@ respond_unavailable(HttpConn *c)
 	http_respond_error(c, 503, "unavailable", "coordinator unavailable");
 }
 
+/* ERROR reasons → HTTP status and JSON code. The text is the ERROR's message. */
+static const struct {
+	const char *reason;
+	int status;
+	const char *code;
+} coord_reasons[] = {
+    /* the snapshot/restore jobs (shim) */
+    {"not_a_backup_record", 400, "not_a_backup_record"},
+    {"backup_not_found", 404, "backup_not_found"},
+    {"thread_busy", 409, "conflict"},
+    {"not_restorable", 422, "not_restorable"},
+    {"restore_rejected", 422, "restore_rejected"},
+    {"too_many_jobs", 429, "too_many_jobs"},
+    {"job_killed", 500, "job_killed"},
+    {"job_timeout", 504, "job_timeout"},
+    /* the file API (shim, coordinatord) */
+    {"bad_request", 400, "bad_request"},
+    {"invalid_path", 400, "invalid_path"},
+    {"escape", 400, "escape"},
+    {"permission_denied", 403, "permission_denied"},
+    {"not_found", 404, "not_found"},
+    {"is_directory", 409, "is_directory"},
+    {"exists", 409, "exists"},
+    {"not_empty", 409, "not_empty"},
+    {"busy", 409, "busy"},
+    {"reuse_none", 409, "reuse_none"},
+    {"too_large", 413, "too_large"},
+    {"not_a_regular_file", 415, "not_a_regular_file"},
+    {"overloaded", 503, "overloaded"},
+    {"shim_unavailable", 503, "unavailable"},
+    {"no_space", 507, "no_space"},
+};
+
+/* Answer an ERROR by its reason; false (nothing sent) when it has none in
+ * coord_reasons: the caller falls back to the errno. */
+static bool
+respond_coord_reason(HttpConn *c, const msgpack_object *body)
+{
+	char buf[PEER_REASON_MAX], msg[512];
+	const char *reason = peer_error_reason(body, buf);
+	size_t ml = 0;
+	const char *m;
+
+	if (!reason)
+		return false;
+	for (size_t i = 0; i < ELEMENTSOF(coord_reasons); i++)
+		if (streq(reason, coord_reasons[i].reason)) {
+			m = coord_error_message(body, &ml);
+			snprintf(msg, sizeof(msg), "%.*s", (int)(m ? ml : 0), m ? m : "");
+			http_respond_error(c, coord_reasons[i].status, coord_reasons[i].code,
+					   m ? msg : coord_reasons[i].code);
+			return true;
+		}
+	return false;
+}
+
 static void
 respond_coord_error(HttpConn *c, int err, const msgpack_object *body, const char *not_found)
 {
@@ -225,20 +261,12 @@ respond_coord_error(HttpConn *c, int err, const msgpack_object *body, const char
 	const char *m = coord_error_message(body, &ml);
 	char msg[256];
 
+	if (respond_coord_reason(c, body))
+		return;
 	snprintf(msg, sizeof(msg), "%.*s", (int)(m ? ml : 0), m ? m : "");
 	switch (err) {
-	case -EINVAL:
-		if (m && strstr(msg, "not_a_backup_record"))
-			http_respond_error(c, 400, "not_a_backup_record", msg);
-		else
-			http_respond_error(c, 400, "bad_request", m ? msg : "bad request");
-		break;
-	case -ENOENT:
-		if (m && strstr(msg, "backup_not_found"))
-			http_respond_error(c, 404, "backup_not_found", msg);
-		else
-			http_respond_error(c, 404, "not_found", not_found);
-		break;
+	case -EINVAL: http_respond_error(c, 400, "bad_request", m ? msg : "bad request"); break;
+	case -ENOENT: http_respond_error(c, 404, "not_found", not_found); break;
 	case -EPERM: http_respond_error(c, 403, "harness_forbidden", m ? msg : "forbidden"); break;
 	case -ETIME: http_respond_error(c, 504, "job_timeout", m ? msg : "timed out"); break;
 	case -ECANCELED: http_respond_error(c, 500, "job_killed", m ? msg : "killed"); break;
@@ -905,37 +933,6 @@ body_object(HttpConn *c, bool empty_ok)
 	return j;
 }
 
-/* The typed snapshot/restore refusals, named by the code the shim puts first
- * in its message: 422 not_restorable (the snapshot is refused because the
- * restore would refuse it), 422 restore_rejected (an archive of ours the
- * restorer refuses: damaged, or holding what it never unpacks), 429
- * too_many_jobs (snapshot_max_jobs). Anything else: respond_coord_error. */
-static void
-respond_snapshot_error(HttpConn *c, int err, const msgpack_object *body)
-{
-	static const struct {
-		const char *code;
-		int status;
-	} coded[] = {
-	    {"not_restorable", 422},
-	    {"restore_rejected", 422},
-	    {"too_many_jobs", 429},
-	};
-	size_t ml = 0;
-	const char *m = coord_error_message(body, &ml);
-	char msg[512];
-
-	snprintf(msg, sizeof(msg), "%.*s", (int)(m ? ml : 0), m ? m : "");
-	for (size_t i = 0; m && i < ELEMENTSOF(coded); i++) {
-		size_t n = strlen(coded[i].code);
-		if (strncmp(msg, coded[i].code, n) == 0 && msg[n] == ':') {
-			http_respond_error(c, coded[i].status, coded[i].code, msg);
-			return;
-		}
-	}
-	respond_coord_error(c, err, body, "unknown thread");
-}
-
 /* Wait as long as the shim's job may run (snapshot_wait_ms), not
  * coord_timeout_ms: a long snapshot still tells the client its id. */
 static int
@@ -952,7 +949,7 @@ snapshot_create_reply(Peer *p, int err, const msgpack_object *body, void *userda
 	const msgpack_object *id = body ? mp_map_get(body, "snapshot_id") : NULL;
 
 	if (err < 0) {
-		respond_snapshot_error(c, err, body);
+		respond_coord_error(c, err, body, "unknown thread");
 		return;
 	}
 	_cleanup_free_ char *sid = id && id->type == MSGPACK_OBJECT_STR ? mp_obj_strdup(id) : NULL;
@@ -1000,7 +997,7 @@ snapshot_restore_reply(Peer *p, int err, const msgpack_object *body, void *userd
 	static const char ok[] = "{\"restored\":true}";
 
 	if (err < 0) {
-		respond_snapshot_error(c, err, body);
+		respond_coord_error(c, err, body, "unknown thread");
 		return;
 	}
 	http_respond(c, 200, "application/json; charset=utf-8", ok, STRLEN(ok), NULL, false);
@@ -1169,16 +1166,16 @@ routes_thread_allowed(HttpConn *c, const char *thread_id)
 	return thread_allowed(c, thread_id);
 }
 
-const char *
-routes_thread_id_problem(const char *s)
-{
-	return thread_id_problem(s);
-}
-
 void
 routes_coord_error(HttpConn *c, int err, const msgpack_object *body, const char *not_found)
 {
 	respond_coord_error(c, err, body, not_found);
+}
+
+bool
+routes_coord_reason(HttpConn *c, const msgpack_object *body)
+{
+	return respond_coord_reason(c, body);
 }
 
 bool

@@ -16,10 +16,11 @@ MSG = {m.group(1): int(m.group(2))
 
 
 class IpcError(Exception):
-    def __init__(self, code, message):
+    def __init__(self, code, message, reason=None):
         super().__init__(f"{code}: {message}")
         self.code = code
         self.message = message
+        self.reason = reason  # ERROR.reason, None when the peer sent none
 
 
 class Ipc:
@@ -65,7 +66,7 @@ class Ipc:
             if rid == req_id and t == MSG["REPLY"]:
                 return body
             if rid == req_id and t == MSG["ERROR"]:
-                raise IpcError(body.get("code"), body.get("message"))
+                raise IpcError(body.get("code"), body.get("message"), body.get("reason"))
             self.pushes.append((t, rid, body))
 
     def call(self, name, body):

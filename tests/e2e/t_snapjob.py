@@ -229,6 +229,7 @@ def test_big_snapshot_runs_while_other_sandboxes_are_served(s):
                 raise AssertionError(f"second job accepted: {name}")
             except IpcError as e:
                 assert e.code == -16 and e.message.startswith("busy:"), (name, e.code, e.message)
+                assert e.reason == "thread_busy", (name, e.reason)
         ipc.close()
         # the file API reads the workspace but does not change it meanwhile
         st, _ = s.http("GET", f"/threads/{t}/files/ticks")

@@ -41,6 +41,8 @@ typedef struct Call {
 	int done;
 	int err;
 	char run_id[64];
+	char message[64];
+	char reason[PEER_REASON_MAX]; /* "" when the ERROR had none */
 } Call;
 
 static struct event_base *base;
@@ -58,6 +60,11 @@ on_run_get(Peer *p, const Frame *f, void *ud)
 	int err = r.err;
 	if (err == 0 && strcmp(id, "missing") == 0)
 		err = -ENOENT;
+	if (err == 0 && strncmp(id, "reason=", 7) == 0) {
+		peer_reply_error_reason(p, f->req_id, -EBUSY, id + 7, "busy: human text");
+		mp_reader_done(&r);
+		return 0;
+	}
 	if (err == 0 && strcmp(id, "late") == 0) {
 		s->answer_later = true;
 		s->held_req = f->req_id;
@@ -107,6 +114,14 @@ reply_cb(Peer *p, int err, const msgpack_object *body, void *ud)
 		if (o && o->type == MSGPACK_OBJECT_STR)
 			snprintf(c->run_id, sizeof(c->run_id), "%.*s", (int)o->via.str.size,
 				 o->via.str.ptr);
+	} else {
+		const msgpack_object *m = body ? mp_map_get(body, "message") : NULL;
+		const char *reason = peer_error_reason(body, c->reason);
+		if (m && m->type == MSGPACK_OBJECT_STR)
+			snprintf(c->message, sizeof(c->message), "%.*s", (int)m->via.str.size,
+				 m->via.str.ptr);
+		if (!reason)
+			c->reason[0] = '\0';
 	}
 }
 
@@ -199,6 +214,35 @@ test_peer_error_reply_carries_the_errno(void **state)
 	assert_int_equal(a.err, -ENOENT);
 	assert_int_equal(bad.err, -EBADMSG);
 	assert_int_equal(coord.closed, 0);
+	peer_free(router.p);
+	peer_free(coord.p);
+}
+
+static void
+test_peer_error_reason_travels_beside_the_message(void **state)
+{
+	Side router = {0}, coord = {0};
+	Call a = {0}, none = {0}, bad = {0}, longer = {0};
+
+	pair(&router, &coord);
+	assert_int_equal(call_get(&router, "reason=thread_busy", 5 * USEC_PER_SEC, &a), 0);
+	assert_int_equal(call_get(&router, "missing", 5 * USEC_PER_SEC, &none), 0);
+	/* not snake_case, or too long: read as no reason (an older or odd peer) */
+	assert_int_equal(call_get(&router, "reason=Not Snake", 5 * USEC_PER_SEC, &bad), 0);
+	assert_int_equal(
+	    call_get(&router, "reason=a_reason_that_is_thirty_two_long", 5 * USEC_PER_SEC, &longer),
+	    0);
+	spin_until(&longer.done, 1);
+	assert_int_equal(a.err, -EBUSY);
+	assert_string_equal(a.reason, "thread_busy");
+	assert_string_equal(a.message, "busy: human text");
+	assert_int_equal(none.err, -ENOENT);
+	assert_string_equal(none.reason, "");
+	assert_string_equal(none.message, strerror(ENOENT));
+	assert_int_equal(bad.err, -EBUSY);
+	assert_string_equal(bad.reason, "");
+	assert_int_equal(longer.err, -EBUSY);
+	assert_string_equal(longer.reason, "");
 	peer_free(router.p);
 	peer_free(coord.p);
 }
@@ -357,6 +401,8 @@ main(void)
 	    cmocka_unit_test_setup_teardown(test_peer_request_reply_matching, setup, teardown),
 	    cmocka_unit_test_setup_teardown(test_peer_error_reply_carries_the_errno, setup,
 					    teardown),
+	    cmocka_unit_test_setup_teardown(test_peer_error_reason_travels_beside_the_message,
+					    setup, teardown),
 	    cmocka_unit_test_setup_teardown(test_peer_unhandled_type_is_enomsg, setup, teardown),
 	    cmocka_unit_test_setup_teardown(test_peer_deadline_is_etimedout, setup, teardown),
 	    cmocka_unit_test_setup_teardown(test_peer_close_fails_pending_calls, setup, teardown),

@@ -26,17 +26,19 @@
 typedef struct Outcome {
 	int calls;
 	int err;
+	char reason[SNAPJOB_REASON_MAX]; /* "" for none */
 	char text[256];
 	struct event_base *base;
 } Outcome;
 
 static void
-done(SnapJob *j, int err, const char *text, void *userdata)
+done(SnapJob *j, int err, const char *reason, const char *text, void *userdata)
 {
 	Outcome *o = userdata;
 
 	o->calls++;
 	o->err = err;
+	snprintf(o->reason, sizeof(o->reason), "%s", reason ? reason : "");
 	snprintf(o->text, sizeof(o->text), "%s", text);
 	snapheld_free_all(snapjob_take_held(j));
 	if (o->base)
@@ -45,7 +47,7 @@ done(SnapJob *j, int err, const char *text, void *userdata)
 
 /* Child: "kept=<yes|no> other=<open|closed>" about two fds. */
 static int
-fds_child(void *arg, char **ret_text)
+fds_child(void *arg, char **ret_text, const char **ret_reason)
 {
 	const int *fds = arg;
 	return asprintf(ret_text, "kept=%s other=%s", fcntl(fds[0], F_GETFD) >= 0 ? "yes" : "no",
@@ -55,14 +57,15 @@ fds_child(void *arg, char **ret_text)
 }
 
 static int
-fail_child(void *arg, char **ret_text)
+fail_child(void *arg, char **ret_text, const char **ret_reason)
 {
 	*ret_text = strdup("not_a_backup_record: nope");
+	*ret_reason = "not_a_backup_record";
 	return -EINVAL;
 }
 
 static int
-sleep_child(void *arg, char **ret_text)
+sleep_child(void *arg, char **ret_text, const char **ret_reason)
 {
 	pause();
 	return 0;
@@ -113,6 +116,7 @@ test_result_and_fds(void **state)
 	run(base, &o);
 	assert_int_equal(o.calls, 1);
 	assert_int_equal(o.err, 0);
+	assert_string_equal(o.reason, "");
 	assert_string_equal(o.text, "kept=yes other=closed");
 	assert_null(snapjob_find(t, "0123456789abcdef"));
 
@@ -127,6 +131,7 @@ test_result_and_fds(void **state)
 			 0);
 	run(base, &o);
 	assert_int_equal(o.err, -EINVAL);
+	assert_string_equal(o.reason, "not_a_backup_record");
 	assert_string_equal(o.text, "not_a_backup_record: nope");
 	close(keep);
 	close(other);
@@ -155,6 +160,7 @@ test_timeout_kill_and_stop(void **state)
 			 0);
 	run(base, &o);
 	assert_int_equal(o.err, -ETIME);
+	assert_string_equal(o.reason, "job_timeout");
 	assert_non_null(strstr(o.text, "job_timeout"));
 
 	/* killed by someone else */
@@ -169,6 +175,7 @@ test_timeout_kill_and_stop(void **state)
 	assert_int_equal(kill(snapjob_pid(j), SIGKILL), 0);
 	run(base, &o);
 	assert_int_equal(o.err, -ECANCELED);
+	assert_string_equal(o.reason, "job_killed");
 	assert_non_null(strstr(o.text, "signal 9"));
 
 	/* stop: killed, reaped, reported; the held ENSURE goes with the job */

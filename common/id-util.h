@@ -1,0 +1,42 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * id-util.h — identifiers: random uuids and tokens, lowercase hex, and the
+ * thread id every daemon accepts.
+ *
+ * Random bytes come from OpenSSL's RAND_bytes; a function that needs them
+ * returns 0 or -EIO and leaves out as it was on failure.
+ */
+#pragma once
+
+#include <stdbool.h>
+#include <stddef.h>
+
+/* "xxxxxxxx-xxxx-4xxx-yxxx-xxxxxxxxxxxx" */
+#define UUID_STRING_LEN 36
+/* A uuid, then the hex of a second one without its dashes (36 + 32). */
+#define RANDOM_TOKEN_LEN 68
+
+/* The n bytes at data as 2n lowercase hex digits and a NUL (out: 2n + 1 bytes). */
+void hex_encode(const void *data, size_t n, char *out);
+
+/* Set the version (4) and variant (10) bits in b and format it. */
+void uuid_v4_from_bytes(unsigned char b[static 16], char out[static UUID_STRING_LEN + 1]);
+/* A random v4 uuid. */
+int uuid_v4(char out[static UUID_STRING_LEN + 1]);
+/* A random bearer token: 256 bits drawn, RANDOM_TOKEN_LEN characters. */
+int random_token(char out[static RANDOM_TOKEN_LEN + 1]);
+
+/* A thread id is 1..THREAD_ID_MAX bytes without C0 control characters or
+ * DEL (UTF-8 beyond ASCII is fine). */
+#define THREAD_ID_MAX 256
+
+/* No C0 control character and no DEL in s. */
+bool string_printable(const char *s);
+/* NULL when s (may be NULL) is a valid thread id, else why not, as routerd
+ * tells its clients. */
+const char *thread_id_problem(const char *s);
+static inline bool
+thread_id_valid(const char *s)
+{
+	return !thread_id_problem(s);
+}

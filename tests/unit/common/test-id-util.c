@@ -1,0 +1,141 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * test-id-util.c — common/id-util.c: hex, uuids, tokens and the thread id
+ * rules. The formats are the ones the daemons produced before they shared
+ * this code (snprintf "%02x"), so ids on disk and on the wire keep their shape.
+ */
+#include "config.h"
+
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <string.h>
+
+#include <cmocka.h>
+
+#include "id-util.h"
+
+/* The reference: what the daemons wrote by hand. */
+static void
+hex_by_snprintf(const unsigned char *b, size_t n, char *out)
+{
+	for (size_t i = 0; i < n; i++)
+		snprintf(out + 2 * i, 3, "%02x", b[i]);
+}
+
+static bool
+is_uuid_v4(const char *s)
+{
+	if (strlen(s) != UUID_STRING_LEN)
+		return false;
+	for (int i = 0; i < UUID_STRING_LEN; i++) {
+		if (i == 8 || i == 13 || i == 18 || i == 23) {
+			if (s[i] != '-')
+				return false;
+		} else if (!((s[i] >= '0' && s[i] <= '9') || (s[i] >= 'a' && s[i] <= 'f')))
+			return false;
+	}
+	return s[14] == '4' && strchr("89ab", s[19]);
+}
+
+static void
+test_hex_encode_matches_snprintf(void **state)
+{
+	unsigned char b[256];
+	char out[2 * sizeof(b) + 1], want[2 * sizeof(b) + 1];
+
+	for (size_t i = 0; i < sizeof(b); i++)
+		b[i] = (unsigned char)i;
+	hex_encode(b, sizeof(b), out);
+	hex_by_snprintf(b, sizeof(b), want);
+	assert_string_equal(out, want);
+	hex_encode(b, 0, out);
+	assert_string_equal(out, "");
+	hex_encode((const unsigned char[]){0xde, 0xad, 0x0f}, 3, out);
+	assert_string_equal(out, "dead0f");
+}
+
+static void
+test_uuid_v4_from_bytes_sets_the_bits(void **state)
+{
+	unsigned char b[16];
+	char out[UUID_STRING_LEN + 1];
+
+	memset(b, 0xff, sizeof(b));
+	uuid_v4_from_bytes(b, out);
+	assert_string_equal(out, "ffffffff-ffff-4fff-bfff-ffffffffffff");
+	memset(b, 0, sizeof(b));
+	uuid_v4_from_bytes(b, out);
+	assert_string_equal(out, "00000000-0000-4000-8000-000000000000");
+	for (int i = 0; i < 16; i++)
+		b[i] = (unsigned char)(i * 17);
+	uuid_v4_from_bytes(b, out);
+	assert_string_equal(out, "00112233-4455-4677-8899-aabbccddeeff");
+}
+
+static void
+test_uuid_v4_and_token_are_random_and_well_formed(void **state)
+{
+	char a[UUID_STRING_LEN + 1], b[UUID_STRING_LEN + 1];
+	char t[RANDOM_TOKEN_LEN + 1], u[RANDOM_TOKEN_LEN + 1];
+
+	assert_int_equal(uuid_v4(a), 0);
+	assert_int_equal(uuid_v4(b), 0);
+	assert_true(is_uuid_v4(a));
+	assert_true(is_uuid_v4(b));
+	assert_string_not_equal(a, b);
+
+	assert_int_equal(random_token(t), 0);
+	assert_int_equal(random_token(u), 0);
+	assert_int_equal(strlen(t), RANDOM_TOKEN_LEN);
+	assert_string_not_equal(t, u);
+	/* a uuid, then a second one's 32 hex digits (its version and variant set) */
+	char first[UUID_STRING_LEN + 1];
+	memcpy(first, t, UUID_STRING_LEN);
+	first[UUID_STRING_LEN] = '\0';
+	assert_true(is_uuid_v4(first));
+	assert_int_equal(strspn(t + UUID_STRING_LEN, "0123456789abcdef"), 32);
+	assert_int_equal(t[UUID_STRING_LEN + 12], '4');
+	assert_non_null(strchr("89ab", t[UUID_STRING_LEN + 16]));
+}
+
+static void
+test_thread_id_rules(void **state)
+{
+	char longest[THREAD_ID_MAX + 2];
+
+	memset(longest, 'x', sizeof(longest));
+	longest[THREAD_ID_MAX] = '\0';
+	assert_null(thread_id_problem(longest));
+	assert_true(thread_id_valid(longest));
+	longest[THREAD_ID_MAX] = 'x';
+	longest[THREAD_ID_MAX + 1] = '\0';
+	assert_string_equal(thread_id_problem(longest), "threadId must be at most 256 bytes");
+
+	assert_string_equal(thread_id_problem(NULL), "threadId must be a non-empty string");
+	assert_string_equal(thread_id_problem(""), "threadId must be a non-empty string");
+	assert_string_equal(thread_id_problem("a\tb"),
+			    "threadId must not contain control characters");
+	assert_string_equal(thread_id_problem("a\x7f"),
+			    "threadId must not contain control characters");
+	assert_false(thread_id_valid("a\nb"));
+	assert_true(thread_id_valid("thread-1 with spaces"));
+	assert_true(thread_id_valid("caf\xc3\xa9")); /* UTF-8 beyond ASCII is fine */
+	assert_true(string_printable(""));
+	assert_false(string_printable("\x1f"));
+}
+
+int
+main(void)
+{
+	const struct CMUnitTest tests[] = {
+	    cmocka_unit_test(test_hex_encode_matches_snprintf),
+	    cmocka_unit_test(test_uuid_v4_from_bytes_sets_the_bits),
+	    cmocka_unit_test(test_uuid_v4_and_token_are_random_and_well_formed),
+	    cmocka_unit_test(test_thread_id_rules),
+	};
+	return cmocka_run_group_tests(tests, NULL, NULL);
+}
