@@ -385,7 +385,8 @@ void route_chat(HttpConn *c, const char *query);
 void chat_ws_message(HttpConn *c, const char *text, size_t len);
 void chat_start_free(HttpConn *c);
 
-/* Helpers routes.c shares with routes-chat.c (see their definitions there). */
+/* Helpers routes.c shares with the other route files (see their definitions
+ * there; routes-int.h has the rest). */
 bool routes_json_content_type(HttpConn *c, bool empty_ok);
 bool routes_thread_allowed(HttpConn *c, const char *thread_id);
 void routes_coord_error(HttpConn *c, int err, const msgpack_object *body, const char *not_found);

@@ -17,7 +17,7 @@
  *
  * Coordinator errors map to statuses in one place: an ERROR's reason
  * (docs/PROTOCOL.md "Errors") through the one table coord_reasons, its text
- * the ERROR's message; without a reason known there (respond_coord_error), by
+ * the ERROR's message; without a reason known there (routes_coord_error), by
  * errno: -EINVAL 400, -EPERM 403 harness_forbidden (RUN_START with a harness
  * the token may not use), -ENOENT 404, -EBUSY 409 conflict, -ETIME 504
  * job_timeout and -ECANCELED 500 job_killed (a snapshot/restore job, from an
@@ -27,7 +27,7 @@
  */
 #include "config.h"
 
-#include "routerd.h"
+#include "routes-int.h"
 
 #include <errno.h>
 #include <inttypes.h>
@@ -44,15 +44,7 @@
 #include "log.h"
 #include "macro.h"
 
-#define ROUTE_MAX_SEGMENTS 8
 #define IDEMPOTENCY_KEY_MAX 256
-
-typedef struct Route {
-	char *seg[ROUTE_MAX_SEGMENTS];
-	size_t n_seg;
-	char *query; /* raw, without '?', or NULL */
-	char *rest;  /* /threads/{id}/files: the raw path after "files", or NULL */
-} Route;
 
 static void
 route_done(Route *rt)
@@ -163,7 +155,7 @@ route_parse(HttpConn *c, Route *rt)
 
 /* The decoded value of query parameter name (the first one), or NULL when it
  * is absent. -EINVAL on a malformed escape. */
-static int
+int
 route_query(const Route *rt, const char *name, char **ret)
 {
 	size_t nl = strlen(name);
@@ -186,14 +178,14 @@ route_query(const Route *rt, const char *name, char **ret)
 	return 0;
 }
 
-static bool
-run_id_plausible(const char *s)
+bool
+routes_run_id_plausible(const char *s)
 {
 	return *s && strlen(s) <= ROUTER_MAX_ID && string_printable(s);
 }
 
-static void
-respond_unavailable(HttpConn *c)
+void
+routes_unavailable(HttpConn *c)
 {
 	http_respond_error(c, 503, "unavailable", "coordinator unavailable");
 }
@@ -233,8 +225,8 @@ static const struct {
 
 /* Answer an ERROR by its reason; false (nothing sent) when it has none in
  * coord_reasons: the caller falls back to the errno. */
-static bool
-respond_coord_reason(HttpConn *c, const msgpack_object *body)
+bool
+routes_coord_reason(HttpConn *c, const msgpack_object *body)
 {
 	char buf[PEER_REASON_MAX], msg[512];
 	const char *reason = peer_error_reason(body, buf);
@@ -254,14 +246,14 @@ respond_coord_reason(HttpConn *c, const msgpack_object *body)
 	return false;
 }
 
-static void
-respond_coord_error(HttpConn *c, int err, const msgpack_object *body, const char *not_found)
+void
+routes_coord_error(HttpConn *c, int err, const msgpack_object *body, const char *not_found)
 {
 	size_t ml = 0;
 	const char *m = coord_error_message(body, &ml);
 	char msg[256];
 
-	if (respond_coord_reason(c, body))
+	if (routes_coord_reason(c, body))
 		return;
 	snprintf(msg, sizeof(msg), "%.*s", (int)(m ? ml : 0), m ? m : "");
 	switch (err) {
@@ -278,7 +270,7 @@ respond_coord_error(HttpConn *c, int err, const msgpack_object *body, const char
 	case -ECONNRESET:
 	case -ETIMEDOUT:
 		log_warning_errno(err, "%s: coordinatord did not answer: %m", c->addr);
-		respond_unavailable(c);
+		routes_unavailable(c);
 		break;
 	default:
 		log_warning_errno(err, "%s: coordinatord failed a request: %m", c->addr);
@@ -288,101 +280,6 @@ respond_coord_error(HttpConn *c, int err, const msgpack_object *body, const char
 
 /* ---- /_bridge/{runId} and /tool-exec/{runId}: host tools ---- */
 
-static void
-bridge_reply(Peer *p, int err, const msgpack_object *body, void *userdata)
-{
-	HttpConn *c = userdata;
-	MpReader r;
-	uint64_t status = 0;
-	const char *ctype = NULL;
-	const void *data = NULL;
-	size_t len = 0;
-
-	if (err < 0) {
-		respond_coord_error(c, err, body, "no active bridge for run");
-		return;
-	}
-	mp_reader_init(&r, body);
-	mp_read_uint(&r, "status", &status);
-	mp_read_str_opt(&r, "content_type", &ctype, "application/json; charset=utf-8");
-	mp_read_bin(&r, "body", &data, &len);
-	if (r.err < 0 || status < 200 || status > 599) {
-		mp_reader_done(&r);
-		http_respond_error(c, 500, "internal", "internal error");
-		return;
-	}
-	http_respond(c, (int)status, ctype, data, len, NULL, false);
-	mp_reader_done(&r);
-}
-
-static void
-route_bridge(HttpConn *c, Route *rt, const char *kind)
-{
-	_cleanup_free_ char *thread_id = NULL;
-	const char *auth = http_header(c, "Authorization");
-	MpWriter w;
-
-	if (route_query(rt, "threadId", &thread_id) < 0) {
-		http_respond_error(c, 400, "bad_request", "malformed threadId");
-		return;
-	}
-	if (!coord_ready(c->router)) {
-		respond_unavailable(c);
-		return;
-	}
-	mp_writer_init(&w);
-	mp_w_map(&w, 3 + !!thread_id + !!auth);
-	mp_w_str(&w, "run_id", rt->seg[1]);
-	mp_w_str(&w, "kind", kind);
-	if (thread_id)
-		mp_w_str(&w, "thread_id", thread_id);
-	if (auth) /* passed on, never logged */
-		mp_w_str(&w, "authorization", auth);
-	mp_w_key(&w, "body");
-	mp_w_strn(&w, c->req.body ? c->req.body : "", c->req.body_len);
-	int r = coord_call_timeout(c->router, MSG_BRIDGE_CALL, &w, bridge_reply, c,
-				   BRIDGE_TIMEOUT_USEC);
-	mp_writer_done(&w);
-	if (r < 0)
-		respond_coord_error(c, r == -ECONNRESET ? r : -EIO, NULL, "not found");
-}
-
-/* The bridge socket (a sandbox's forward, through the shim): the host tools
- * of the run the connection came from, nothing else. Every other route, and
- * another run's bridge, is 404 as if it did not exist; the run's own token is
- * still required (coordinatord checks it against exactly that run). */
-static void
-route_bridge_only(HttpConn *c, Route *rt)
-{
-	if (rt->n_seg != 2 || rt->rest ||
-	    (!streq(rt->seg[0], "_bridge") && !streq(rt->seg[0], "tool-exec")) ||
-	    !streq(rt->seg[1], c->bridge_run)) {
-		http_respond_error(c, 404, "not_found", "not found");
-		return;
-	}
-	if (c->req.method != HTTP_POST) {
-		http_respond_405(c, "POST");
-		return;
-	}
-	if (!http_header(c, "Authorization")) {
-		http_respond(c, 401, "application/json; charset=utf-8",
-			     "{\"error\":\"unauthorized\",\"code\":\"unauthorized\"}",
-			     STRLEN("{\"error\":\"unauthorized\",\"code\":\"unauthorized\"}"),
-			     "WWW-Authenticate: Bearer realm=\"runwarden\"\r\n", false);
-		return;
-	}
-	route_bridge(c, rt, streq(rt->seg[0], "_bridge") ? "bridge" : "tool_exec");
-}
-
-/* ---- GET /healthz ---- */
-
-static void
-route_healthz(HttpConn *c, Route *rt)
-{
-	static const char ok[] = "{\"status\":\"ok\"}";
-	http_respond(c, 200, "application/json; charset=utf-8", ok, STRLEN(ok), NULL, false);
-}
-
 /* ---- request bodies ---- */
 
 /* A JSON body must come as Content-Type: application/json (parameters such
@@ -390,8 +287,8 @@ route_healthz(HttpConn *c, Route *rt)
  * application/x-www-form-urlencoded cross-site without a CORS preflight;
  * refusing every other type keeps such a "simple" request from acting. An
  * empty body without Content-Type passes when empty_ok. false after 415. */
-static bool
-json_content_type(HttpConn *c, bool empty_ok)
+bool
+routes_json_content_type(HttpConn *c, bool empty_ok)
 {
 	const char *ct = http_header(c, "Content-Type");
 
@@ -410,8 +307,8 @@ json_content_type(HttpConn *c, bool empty_ok)
 
 /* Whether the request's token may touch thread_id; false after answering
  * 403 thread_forbidden. */
-static bool
-thread_allowed(HttpConn *c, const char *thread_id)
+bool
+routes_thread_allowed(HttpConn *c, const char *thread_id)
 {
 	if (router_token_allows_thread(c->req.token, thread_id))
 		return true;
@@ -429,7 +326,7 @@ run_start_reply(Peer *p, int err, const msgpack_object *body, void *userdata)
 	MpReader mr;
 
 	if (err < 0) {
-		respond_coord_error(c, err, body, "not found");
+		routes_coord_error(c, err, body, "not found");
 		return;
 	}
 	mp_reader_init(&mr, body);
@@ -509,7 +406,7 @@ route_runs_post(HttpConn *c, Route *rt)
 				   "Idempotency-Key must be 1 to 256 printable bytes");
 		return;
 	}
-	if (!json_content_type(c, false))
+	if (!routes_json_content_type(c, false))
 		return;
 	json_auto_t *body = json_loadb(c->req.body ? c->req.body : "", c->req.body_len, 0, &jerr);
 	if (!body) {
@@ -521,13 +418,13 @@ route_runs_post(HttpConn *c, Route *rt)
 		http_respond_error(c, 400, "bad_request", why);
 		return;
 	}
-	if (!thread_allowed(c, json_string_value(json_object_get(body, "threadId"))))
+	if (!routes_thread_allowed(c, json_string_value(json_object_get(body, "threadId"))))
 		return;
 	/* the harness is resolved by coordinatord (metadata.harness or its
 	 * default_harness): it gets the token's list and refuses the others */
 	const char *harnesses = c->req.token ? c->req.token->harnesses : NULL;
 	if (!coord_ready(c->router)) {
-		respond_unavailable(c);
+		routes_unavailable(c);
 		return;
 	}
 	json_t *meta_j = json_object_get(body, "metadata");
@@ -550,7 +447,7 @@ route_runs_post(HttpConn *c, Route *rt)
 	r = coord_call(c->router, MSG_RUN_START, &w, run_start_reply, c);
 	mp_writer_done(&w);
 	if (r < 0)
-		respond_coord_error(c, r == -ECONNRESET ? r : -EIO, NULL, "not found");
+		routes_coord_error(c, r == -ECONNRESET ? r : -EIO, NULL, "not found");
 }
 
 /* ---- GET /runs/{runId} ---- */
@@ -577,7 +474,7 @@ run_get_reply(Peer *p, int err, const msgpack_object *body, void *userdata)
 	const msgpack_object *rec = body ? mp_map_get(body, "record") : NULL;
 
 	if (err < 0) {
-		respond_coord_error(c, err, body, "unknown run");
+		routes_coord_error(c, err, body, "unknown run");
 		return;
 	}
 	if (!rec || rec->type != MSGPACK_OBJECT_STR) {
@@ -591,8 +488,8 @@ run_get_reply(Peer *p, int err, const msgpack_object *body, void *userdata)
 
 /* threadId from the query (required), validated and within the token's
  * threads; false after answering 400 or 403. */
-static bool
-get_thread_id(HttpConn *c, const Route *rt, char **ret)
+bool
+routes_get_thread_id(HttpConn *c, const Route *rt, char **ret)
 {
 	int r = route_query(rt, "threadId", ret);
 	const char *why;
@@ -616,7 +513,7 @@ get_thread_id(HttpConn *c, const Route *rt, char **ret)
 		http_respond_error(c, 400, "bad_request", why);
 		return false;
 	}
-	return thread_allowed(c, *ret);
+	return routes_thread_allowed(c, *ret);
 }
 
 static void
@@ -624,14 +521,14 @@ route_run_get(HttpConn *c, Route *rt)
 {
 	_cleanup_free_ char *thread_id = NULL;
 
-	if (!get_thread_id(c, rt, &thread_id))
+	if (!routes_get_thread_id(c, rt, &thread_id))
 		return;
-	if (!run_id_plausible(rt->seg[1])) {
+	if (!routes_run_id_plausible(rt->seg[1])) {
 		http_respond_error(c, 404, "not_found", "unknown run");
 		return;
 	}
 	if (send_run_get(c, rt->seg[1], thread_id, run_get_reply) < 0)
-		respond_unavailable(c);
+		routes_unavailable(c);
 }
 
 /* ---- GET /runs/{runId}/stream ---- */
@@ -657,8 +554,8 @@ stream_start_free(StreamStart *s)
 
 static void stream_get_reply(Peer *p, int err, const msgpack_object *body, void *userdata);
 
-static bool
-parse_last_seq(const char *s, int64_t *ret)
+bool
+routes_parse_last_seq(const char *s, int64_t *ret)
 {
 	char *end;
 
@@ -684,10 +581,10 @@ route_run_stream(HttpConn *c, Route *rt)
 	int64_t last_seq;
 	int r;
 
-	if (!get_thread_id(c, rt, &thread_id))
+	if (!routes_get_thread_id(c, rt, &thread_id))
 		return;
 	r = route_query(rt, "lastSeq", &last);
-	if (r < 0 || !parse_last_seq(last, &last_seq)) {
+	if (r < 0 || !routes_parse_last_seq(last, &last_seq)) {
 		http_respond_error(c, 400, "bad_request", "lastSeq must be an integer >= -1");
 		return;
 	}
@@ -695,7 +592,7 @@ route_run_stream(HttpConn *c, Route *rt)
 	/* An EventSource reconnecting sends the id of the last event it got;
 	 * it is newer than the lastSeq of the URL it reuses. */
 	const char *leid = sse ? http_header(c, "Last-Event-ID") : NULL;
-	if (leid && *leid && !parse_last_seq(leid, &last_seq)) {
+	if (leid && *leid && !routes_parse_last_seq(leid, &last_seq)) {
 		http_respond_error(c, 400, "bad_request", "Last-Event-ID must be an integer >= -1");
 		return;
 	}
@@ -708,7 +605,7 @@ route_run_stream(HttpConn *c, Route *rt)
 		http_respond_error_close(c, 400, "bad_request", msg);
 		return;
 	}
-	if (!run_id_plausible(rt->seg[1])) {
+	if (!routes_run_id_plausible(rt->seg[1])) {
 		http_respond_error(c, 404, "not_found", "unknown run");
 		return;
 	}
@@ -722,7 +619,7 @@ route_run_stream(HttpConn *c, Route *rt)
 	s->sse = sse;
 	if (send_run_get(c, rt->seg[1], thread_id, stream_get_reply) < 0) {
 		stream_start_free(s);
-		respond_unavailable(c);
+		routes_unavailable(c);
 		return;
 	}
 	/* c is the call's userdata; the parameters wait on the connection (one
@@ -744,7 +641,7 @@ stream_get_reply(Peer *p, int err, const msgpack_object *body, void *userdata)
 		return;
 	}
 	if (err < 0) {
-		respond_coord_error(c, err, body, "unknown run");
+		routes_coord_error(c, err, body, "unknown run");
 		stream_start_free(s);
 		return;
 	}
@@ -782,7 +679,7 @@ record_reply(Peer *p, int err, const msgpack_object *body, void *userdata, int s
 	const msgpack_object *rec = body ? mp_map_get(body, "record") : NULL;
 
 	if (err < 0) {
-		respond_coord_error(c, err, body, "unknown run");
+		routes_coord_error(c, err, body, "unknown run");
 		return;
 	}
 	if (!rec || rec->type != MSGPACK_OBJECT_STR) {
@@ -807,9 +704,9 @@ route_run_cancel(HttpConn *c, Route *rt)
 	MpWriter w;
 	int r;
 
-	if (!get_thread_id(c, rt, &thread_id) || !json_content_type(c, true))
+	if (!routes_get_thread_id(c, rt, &thread_id) || !routes_json_content_type(c, true))
 		return;
-	if (!run_id_plausible(rt->seg[1])) {
+	if (!routes_run_id_plausible(rt->seg[1])) {
 		http_respond_error(c, 404, "not_found", "unknown run");
 		return;
 	}
@@ -820,100 +717,26 @@ route_run_cancel(HttpConn *c, Route *rt)
 	r = coord_call(c->router, MSG_RUN_CANCEL, &w, run_cancel_reply, c);
 	mp_writer_done(&w);
 	if (r < 0)
-		respond_unavailable(c);
-}
-
-/* ---- GET /threads/{threadId}/runs ---- */
-
-static void
-thread_runs_reply(Peer *p, int err, const msgpack_object *body, void *userdata)
-{
-	HttpConn *c = userdata;
-	const msgpack_object *recs = body ? mp_map_get(body, "records") : NULL;
-	size_t len = 2;
-
-	if (err < 0) {
-		respond_coord_error(c, err, body, "unknown thread");
-		return;
-	}
-	if (!recs || recs->type != MSGPACK_OBJECT_ARRAY) {
-		log_warning("%s: THREAD_RUNS reply without records", c->addr);
-		http_respond_error(c, 500, "internal", "internal error");
-		return;
-	}
-	for (uint32_t i = 0; i < recs->via.array.size; i++) {
-		const msgpack_object *o = &recs->via.array.ptr[i];
-		if (o->type != MSGPACK_OBJECT_STR) {
-			http_respond_error(c, 500, "internal", "internal error");
-			return;
-		}
-		len += o->via.str.size + 1;
-	}
-	/* The records are JSON texts already: splice them into an array. */
-	_cleanup_free_ char *out = malloc(len + 1);
-	if (!out) {
-		http_respond_error(c, 500, "internal", "out of memory");
-		return;
-	}
-	size_t n = 0;
-	out[n++] = '[';
-	for (uint32_t i = 0; i < recs->via.array.size; i++) {
-		const msgpack_object *o = &recs->via.array.ptr[i];
-		if (i > 0)
-			out[n++] = ',';
-		memcpy(out + n, o->via.str.ptr, o->via.str.size);
-		n += o->via.str.size;
-	}
-	out[n++] = ']';
-	http_respond(c, 200, "application/json; charset=utf-8", out, n, NULL, false);
+		routes_unavailable(c);
 }
 
 /* threadId from the path segment, within the token's threads; false after
  * answering 400 or 403. */
-static bool
-path_thread_id(HttpConn *c, const char *tid)
+bool
+routes_path_thread_id(HttpConn *c, const char *tid)
 {
 	const char *why = thread_id_problem(tid);
 	if (why) {
 		http_respond_error(c, 400, "bad_request", why);
 		return false;
 	}
-	return thread_allowed(c, tid);
+	return routes_thread_allowed(c, tid);
 }
-
-static void
-route_thread_runs(HttpConn *c, Route *rt)
-{
-	_cleanup_free_ char *status = NULL;
-	MpWriter w;
-	int r;
-
-	if (!path_thread_id(c, rt->seg[1]))
-		return;
-	r = route_query(rt, "status", &status);
-	if (r < 0 || (status && !streq(status, "running") && !streq(status, "completed") &&
-		      !streq(status, "failed") && !streq(status, "aborted"))) {
-		http_respond_error(c, 400, "bad_request",
-				   "status must be running, completed, failed or aborted");
-		return;
-	}
-	mp_writer_init(&w);
-	mp_w_map(&w, status ? 2 : 1);
-	mp_w_str(&w, "thread_id", rt->seg[1]);
-	if (status)
-		mp_w_str(&w, "status", status);
-	r = coord_call(c->router, MSG_THREAD_RUNS, &w, thread_runs_reply, c);
-	mp_writer_done(&w);
-	if (r < 0)
-		respond_unavailable(c);
-}
-
-/* ---- POST /threads/{threadId}/snapshots and /restore ---- */
 
 /* The request body as a JSON object; an empty body counts as {} when
  * empty_ok. NULL after answering 400. */
-static json_t *
-body_object(HttpConn *c, bool empty_ok)
+json_t *
+routes_body_object(HttpConn *c, bool empty_ok)
 {
 	json_error_t jerr;
 	json_t *j;
@@ -933,203 +756,7 @@ body_object(HttpConn *c, bool empty_ok)
 	return j;
 }
 
-/* Wait as long as the shim's job may run (snapshot_wait_ms), not
- * coord_timeout_ms: a long snapshot still tells the client its id. */
-static int
-snapshot_call(HttpConn *c, int type, const MpWriter *w, PeerReplyFn cb)
-{
-	return coord_call_timeout(c->router, type, w, cb, c,
-				  (usec_t)c->router->conf->snapshot_wait_ms * USEC_PER_MSEC);
-}
-
-static void
-snapshot_create_reply(Peer *p, int err, const msgpack_object *body, void *userdata)
-{
-	HttpConn *c = userdata;
-	const msgpack_object *id = body ? mp_map_get(body, "snapshot_id") : NULL;
-
-	if (err < 0) {
-		respond_coord_error(c, err, body, "unknown thread");
-		return;
-	}
-	_cleanup_free_ char *sid = id && id->type == MSGPACK_OBJECT_STR ? mp_obj_strdup(id) : NULL;
-	json_auto_t *j = sid ? json_pack("{s:s}", "snapshotId", sid) : NULL;
-	if (!j) {
-		http_respond_error(c, 500, "internal", "internal error");
-		return;
-	}
-	http_respond_json(c, 201, j);
-}
-
-static void
-route_snapshot_create(HttpConn *c, Route *rt)
-{
-	json_t *label;
-	MpWriter w;
-	int r;
-
-	if (!path_thread_id(c, rt->seg[1]) || !json_content_type(c, true))
-		return;
-	json_auto_t *body = body_object(c, true);
-	if (!body)
-		return;
-	label = json_object_get(body, "label");
-	if (label && (!json_is_string(label) || json_string_length(label) > 256 ||
-		      !string_printable(json_string_value(label)))) {
-		http_respond_error(c, 400, "bad_request", "label must be a printable string");
-		return;
-	}
-	mp_writer_init(&w);
-	mp_w_map(&w, label ? 2 : 1);
-	mp_w_str(&w, "thread_id", rt->seg[1]);
-	if (label)
-		mp_w_str(&w, "label", json_string_value(label));
-	r = snapshot_call(c, MSG_SNAPSHOT_CREATE, &w, snapshot_create_reply);
-	mp_writer_done(&w);
-	if (r < 0)
-		respond_unavailable(c);
-}
-
-static void
-snapshot_restore_reply(Peer *p, int err, const msgpack_object *body, void *userdata)
-{
-	HttpConn *c = userdata;
-	static const char ok[] = "{\"restored\":true}";
-
-	if (err < 0) {
-		respond_coord_error(c, err, body, "unknown thread");
-		return;
-	}
-	http_respond(c, 200, "application/json; charset=utf-8", ok, STRLEN(ok), NULL, false);
-}
-
-static void
-route_snapshot_restore(HttpConn *c, Route *rt)
-{
-	json_t *sid;
-	MpWriter w;
-	int r;
-
-	if (!path_thread_id(c, rt->seg[1]) || !json_content_type(c, false))
-		return;
-	json_auto_t *body = body_object(c, false);
-	if (!body)
-		return;
-	sid = json_object_get(body, "snapshotId");
-	if (!json_is_string(sid) || json_string_length(sid) == 0 ||
-	    strlen(json_string_value(sid)) != json_string_length(sid)) {
-		http_respond_error(c, 400, "bad_request", "snapshotId must be a non-empty string");
-		return;
-	}
-	mp_writer_init(&w);
-	mp_w_map(&w, 2);
-	mp_w_str(&w, "thread_id", rt->seg[1]);
-	mp_w_str(&w, "snapshot_id", json_string_value(sid));
-	r = snapshot_call(c, MSG_SNAPSHOT_RESTORE, &w, snapshot_restore_reply);
-	mp_writer_done(&w);
-	if (r < 0)
-		respond_unavailable(c);
-}
-
 /* ---- GET /readyz and /metrics ---- */
-
-static void
-readyz_reply(Peer *p, int err, const msgpack_object *body, void *userdata)
-{
-	HttpConn *c = userdata;
-	bool shim = false, storage = false;
-	uint64_t active = 0;
-	MpReader mr;
-
-	if (err < 0) {
-		if (err == -ENOMSG)
-			respond_coord_error(c, err, body, "");
-		else
-			http_respond_error(c, 503, "not_ready", "coordinator unavailable");
-		return;
-	}
-	mp_reader_init(&mr, body);
-	mp_read_bool_opt(&mr, "shim_connected", &shim, false);
-	mp_read_bool_opt(&mr, "storage_ok", &storage, false);
-	mp_read_uint(&mr, "active_runs", &active);
-	mp_reader_done(&mr);
-	if (!shim || !storage) {
-		http_respond_error(c, 503, "not_ready",
-				   !shim ? "containerd-shim not connected"
-					 : "storage not writable");
-		return;
-	}
-	json_auto_t *j =
-	    json_pack("{s:s, s:I}", "status", "ready", "activeRuns", (json_int_t)active);
-	if (!j) {
-		http_respond_error(c, 500, "internal", "out of memory");
-		return;
-	}
-	http_respond_json(c, 200, j);
-}
-
-static void
-route_readyz(HttpConn *c, Route *rt)
-{
-	MpWriter w;
-
-	mp_writer_init(&w);
-	mp_w_map(&w, 0);
-	int r = coord_call(c->router, MSG_STATUS_GET, &w, readyz_reply, c);
-	mp_writer_done(&w);
-	if (r < 0)
-		http_respond_error(c, 503, "not_ready", "coordinator unavailable");
-}
-
-static void
-metrics_respond(HttpConn *c, const char *coord_text, size_t coord_len)
-{
-	_cleanup_free_ char *own = NULL;
-	size_t own_len = 0;
-
-	if (metrics_format(c->router, coord_text != NULL, &own, &own_len) < 0) {
-		http_respond_error(c, 500, "internal", "out of memory");
-		return;
-	}
-	_cleanup_free_ char *all = malloc(own_len + coord_len + 2);
-	if (!all) {
-		http_respond_error(c, 500, "internal", "out of memory");
-		return;
-	}
-	memcpy(all, own, own_len);
-	if (coord_len > 0) {
-		memcpy(all + own_len, coord_text, coord_len);
-		if (coord_text[coord_len - 1] != '\n')
-			all[own_len + coord_len++] = '\n';
-	}
-	http_respond(c, 200, "text/plain; version=0.0.4; charset=utf-8", all, own_len + coord_len,
-		     NULL, false);
-}
-
-static void
-metrics_reply(Peer *p, int err, const msgpack_object *body, void *userdata)
-{
-	HttpConn *c = userdata;
-	const msgpack_object *m = err >= 0 && body ? mp_map_get(body, "metrics") : NULL;
-
-	if (m && m->type == MSGPACK_OBJECT_STR)
-		metrics_respond(c, m->via.str.ptr, m->via.str.size);
-	else
-		metrics_respond(c, err >= 0 || err == -ENOMSG ? "" : NULL, 0);
-}
-
-static void
-route_metrics(HttpConn *c, Route *rt)
-{
-	MpWriter w;
-
-	mp_writer_init(&w);
-	mp_w_map(&w, 0);
-	int r = coord_call(c->router, MSG_STATUS_GET, &w, metrics_reply, c);
-	mp_writer_done(&w);
-	if (r < 0)
-		metrics_respond(c, NULL, 0);
-}
 
 int
 routes_url_decode(const char *s, size_t len, bool plus_space, char **ret)
@@ -1152,36 +779,6 @@ routes_conn_free(HttpConn *c)
 	chat_start_free(c);
 	ds_read_free(c);
 	c->tail = tail_free(c->tail);
-}
-
-bool
-routes_json_content_type(HttpConn *c, bool empty_ok)
-{
-	return json_content_type(c, empty_ok);
-}
-
-bool
-routes_thread_allowed(HttpConn *c, const char *thread_id)
-{
-	return thread_allowed(c, thread_id);
-}
-
-void
-routes_coord_error(HttpConn *c, int err, const msgpack_object *body, const char *not_found)
-{
-	respond_coord_error(c, err, body, not_found);
-}
-
-bool
-routes_coord_reason(HttpConn *c, const msgpack_object *body)
-{
-	return respond_coord_reason(c, body);
-}
-
-bool
-routes_parse_last_seq(const char *s, int64_t *ret)
-{
-	return parse_last_seq(s, ret);
 }
 
 /* ---- auth and CORS ---- */
@@ -1415,7 +1012,7 @@ route_chat_any(HttpConn *c, Route *rt)
 static void
 route_files_any(HttpConn *c, Route *rt)
 {
-	if (path_thread_id(c, rt->seg[1]))
+	if (routes_path_thread_id(c, rt->seg[1]))
 		route_files(c, rt->seg[1], rt->rest, rt->query);
 }
 
@@ -1429,9 +1026,9 @@ static void
 route_ds_read(HttpConn *c, Route *rt)
 {
 	/* Durable Streams reads of a run (routes-ds.c) */
-	if (!path_thread_id(c, rt->seg[3]))
+	if (!routes_path_thread_id(c, rt->seg[3]))
 		return;
-	if (!run_id_plausible(rt->seg[5]))
+	if (!routes_run_id_plausible(rt->seg[5]))
 		http_respond_error(c, 404, "not_found", "no such run");
 	else
 		route_ds(c, c->req.method == HTTP_HEAD, rt->seg[3], rt->seg[5], rt->query);

@@ -1,0 +1,189 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * routes-threads.c — a thread's runs list and its snapshots:
+ * GET /threads/{threadId}/runs, POST /threads/{threadId}/snapshots and
+ * /restore (API.md). The route table (routes.c) sends them here after the
+ * Host, Origin and token checks.
+ */
+#include "config.h"
+
+#include "routes-int.h"
+
+#include <errno.h>
+#include <inttypes.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "id-util.h"
+#include "json-util.h"
+#include "log.h"
+#include "macro.h"
+
+static void
+thread_runs_reply(Peer *p, int err, const msgpack_object *body, void *userdata)
+{
+	HttpConn *c = userdata;
+	const msgpack_object *recs = body ? mp_map_get(body, "records") : NULL;
+	size_t len = 2;
+
+	if (err < 0) {
+		routes_coord_error(c, err, body, "unknown thread");
+		return;
+	}
+	if (!recs || recs->type != MSGPACK_OBJECT_ARRAY) {
+		log_warning("%s: THREAD_RUNS reply without records", c->addr);
+		http_respond_error(c, 500, "internal", "internal error");
+		return;
+	}
+	for (uint32_t i = 0; i < recs->via.array.size; i++) {
+		const msgpack_object *o = &recs->via.array.ptr[i];
+		if (o->type != MSGPACK_OBJECT_STR) {
+			http_respond_error(c, 500, "internal", "internal error");
+			return;
+		}
+		len += o->via.str.size + 1;
+	}
+	/* The records are JSON texts already: splice them into an array. */
+	_cleanup_free_ char *out = malloc(len + 1);
+	if (!out) {
+		http_respond_error(c, 500, "internal", "out of memory");
+		return;
+	}
+	size_t n = 0;
+	out[n++] = '[';
+	for (uint32_t i = 0; i < recs->via.array.size; i++) {
+		const msgpack_object *o = &recs->via.array.ptr[i];
+		if (i > 0)
+			out[n++] = ',';
+		memcpy(out + n, o->via.str.ptr, o->via.str.size);
+		n += o->via.str.size;
+	}
+	out[n++] = ']';
+	http_respond(c, 200, "application/json; charset=utf-8", out, n, NULL, false);
+}
+
+void
+route_thread_runs(HttpConn *c, Route *rt)
+{
+	_cleanup_free_ char *status = NULL;
+	MpWriter w;
+	int r;
+
+	if (!routes_path_thread_id(c, rt->seg[1]))
+		return;
+	r = route_query(rt, "status", &status);
+	if (r < 0 || (status && !streq(status, "running") && !streq(status, "completed") &&
+		      !streq(status, "failed") && !streq(status, "aborted"))) {
+		http_respond_error(c, 400, "bad_request",
+				   "status must be running, completed, failed or aborted");
+		return;
+	}
+	mp_writer_init(&w);
+	mp_w_map(&w, status ? 2 : 1);
+	mp_w_str(&w, "thread_id", rt->seg[1]);
+	if (status)
+		mp_w_str(&w, "status", status);
+	r = coord_call(c->router, MSG_THREAD_RUNS, &w, thread_runs_reply, c);
+	mp_writer_done(&w);
+	if (r < 0)
+		routes_unavailable(c);
+}
+
+/* Wait as long as the shim's job may run (snapshot_wait_ms), not
+ * coord_timeout_ms: a long snapshot still tells the client its id. */
+static int
+snapshot_call(HttpConn *c, int type, const MpWriter *w, PeerReplyFn cb)
+{
+	return coord_call_timeout(c->router, type, w, cb, c,
+				  (usec_t)c->router->conf->snapshot_wait_ms * USEC_PER_MSEC);
+}
+
+static void
+snapshot_create_reply(Peer *p, int err, const msgpack_object *body, void *userdata)
+{
+	HttpConn *c = userdata;
+	const msgpack_object *id = body ? mp_map_get(body, "snapshot_id") : NULL;
+
+	if (err < 0) {
+		routes_coord_error(c, err, body, "unknown thread");
+		return;
+	}
+	_cleanup_free_ char *sid = id && id->type == MSGPACK_OBJECT_STR ? mp_obj_strdup(id) : NULL;
+	json_auto_t *j = sid ? json_pack("{s:s}", "snapshotId", sid) : NULL;
+	if (!j) {
+		http_respond_error(c, 500, "internal", "internal error");
+		return;
+	}
+	http_respond_json(c, 201, j);
+}
+
+void
+route_snapshot_create(HttpConn *c, Route *rt)
+{
+	json_t *label;
+	MpWriter w;
+	int r;
+
+	if (!routes_path_thread_id(c, rt->seg[1]) || !routes_json_content_type(c, true))
+		return;
+	json_auto_t *body = routes_body_object(c, true);
+	if (!body)
+		return;
+	label = json_object_get(body, "label");
+	if (label && (!json_is_string(label) || json_string_length(label) > 256 ||
+		      !string_printable(json_string_value(label)))) {
+		http_respond_error(c, 400, "bad_request", "label must be a printable string");
+		return;
+	}
+	mp_writer_init(&w);
+	mp_w_map(&w, label ? 2 : 1);
+	mp_w_str(&w, "thread_id", rt->seg[1]);
+	if (label)
+		mp_w_str(&w, "label", json_string_value(label));
+	r = snapshot_call(c, MSG_SNAPSHOT_CREATE, &w, snapshot_create_reply);
+	mp_writer_done(&w);
+	if (r < 0)
+		routes_unavailable(c);
+}
+
+static void
+snapshot_restore_reply(Peer *p, int err, const msgpack_object *body, void *userdata)
+{
+	HttpConn *c = userdata;
+	static const char ok[] = "{\"restored\":true}";
+
+	if (err < 0) {
+		routes_coord_error(c, err, body, "unknown thread");
+		return;
+	}
+	http_respond(c, 200, "application/json; charset=utf-8", ok, STRLEN(ok), NULL, false);
+}
+
+void
+route_snapshot_restore(HttpConn *c, Route *rt)
+{
+	json_t *sid;
+	MpWriter w;
+	int r;
+
+	if (!routes_path_thread_id(c, rt->seg[1]) || !routes_json_content_type(c, false))
+		return;
+	json_auto_t *body = routes_body_object(c, false);
+	if (!body)
+		return;
+	sid = json_object_get(body, "snapshotId");
+	if (!json_is_string(sid) || json_string_length(sid) == 0 ||
+	    strlen(json_string_value(sid)) != json_string_length(sid)) {
+		http_respond_error(c, 400, "bad_request", "snapshotId must be a non-empty string");
+		return;
+	}
+	mp_writer_init(&w);
+	mp_w_map(&w, 2);
+	mp_w_str(&w, "thread_id", rt->seg[1]);
+	mp_w_str(&w, "snapshot_id", json_string_value(sid));
+	r = snapshot_call(c, MSG_SNAPSHOT_RESTORE, &w, snapshot_restore_reply);
+	mp_writer_done(&w);
+	if (r < 0)
+		routes_unavailable(c);
+}
