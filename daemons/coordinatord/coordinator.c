@@ -1168,6 +1168,7 @@ int
 coordinator_run(const DaemonArgs *args)
 {
 	Coordinator c = {.listen_fd = -1};
+	HarnessSet harnesses = {0};
 	char path[4096];
 	int r;
 
@@ -1209,7 +1210,6 @@ coordinator_run(const DaemonArgs *args)
 		goto out;
 	log_set_max_level(c.conf.shared.log_level);
 
-	HarnessSet harnesses = {0};
 	c.harnesses = &harnesses;
 	r = harness_load(args, &harnesses);
 	if (r == 0 && !harness_find(&harnesses, c.conf.default_harness))
