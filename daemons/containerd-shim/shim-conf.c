@@ -159,8 +159,13 @@ const ConfItem shim_conf_items[] = {
 const size_t shim_conf_n_items = ELEMENTSOF(shim_conf_items);
 
 int
-shim_conf_finish(ShimConf *c)
+shim_conf_load(const DaemonArgs *a, ShimConf *c)
 {
+	int r;
+
+	r = daemon_load_config(a, shim_conf_items, shim_conf_n_items, c);
+	if (r < 0)
+		return r;
 	if (c->shared.state_dir[0] != '/' || c->shared.runtime_dir[0] != '/')
 		return log_error_errno(SYNTHETIC_ERRNO(EINVAL),
 				       "state_dir and runtime_dir must be absolute paths");

@@ -3,9 +3,11 @@
  * shim-conf.h — configuration of containerd-shim: the shared [runwarden]
  * section plus [containerd-shim].
  *
- * shim_conf_items[] is the one table of keys (section, key, type, default,
- * range, help); conf/runwarden.conf documents the same rows. Strings are owned
- * by the struct: shim_conf_done() frees them.
+ * shim_conf_items[] is the one table of keys (section, key, type, offset,
+ * default, range, help); conf/runwarden.conf documents the same rows.
+ * shim_conf_load() applies the defaults, layers the files named on the
+ * command line and checks what the table cannot express. Strings are owned by
+ * the struct: shim_conf_done() frees them.
  */
 #pragma once
 
@@ -14,6 +16,7 @@
 #include <stdint.h>
 
 #include "cgroup.h"
+#include "daemon-util.h"
 #include "shared-conf.h"
 
 typedef struct ShimConf {
@@ -59,7 +62,7 @@ typedef struct ShimConf {
 	char *snapshot_cpu_max;	     /* cpu.max of the job cgroup */
 	int64_t snapshot_io_weight;  /* io.weight of the job cgroup (when io is there) */
 	int64_t orphan_ms;	     /* how long an init waits for a shim that died (adopt.h) */
-	/* derived by shim_conf_finish() from cpu_max: quota -1 = unlimited */
+	/* derived by shim_conf_load() from cpu_max: quota -1 = unlimited */
 	int64_t cpu_quota_us, cpu_period_us;
 	/* the same from snapshot_cpu_max */
 	int64_t job_cpu_quota_us, job_cpu_period_us;
@@ -68,10 +71,13 @@ typedef struct ShimConf {
 extern const ConfItem shim_conf_items[];
 extern const size_t shim_conf_n_items;
 
-/* Resolve derived values after loading (sandbox_dir default). 0 or -ENOMEM/-EINVAL
- * (logged). socket_group is looked up by shim_new(), at start: --check-config
- * runs before systemd-sysusers may have created the group. */
-int shim_conf_finish(ShimConf *c);
+/* Defaults, then the files of a (daemon_load_config), then the checks the
+ * table cannot express and the derived values (sandbox_dir default, cpu_max
+ * parsed). 0 or a negative errno (logged); on failure the strings already
+ * parsed stay in *c: call shim_conf_done() either way. socket_group is looked
+ * up by shim_new(), at start: --check-config runs before systemd-sysusers may
+ * have created the group. */
+int shim_conf_load(const DaemonArgs *a, ShimConf *c);
 /* The cgroup description of the shim's sandboxes and jobs (strings borrowed). */
 void shim_conf_cgroup(const ShimConf *c, CgroupConf *ret);
 /* Free the strings. */
