@@ -686,7 +686,7 @@ commit_cb(evutil_socket_t fd, short what, void *arg)
 	uint64_t used = 0, high = c->log_map / 100 * (uint64_t)c->conf.chunk_high_water;
 	r = runlog_batch_begin(c->runlog, &b);
 	for (Op *op = ops; r == 0 && op; op = op->next) {
-		if (op->text && op->len > c->event_max) {
+		if (op->text && op->len > c->conf.event_max) {
 			if (!op->is_run) {
 				op->err = -EMSGSIZE;
 				continue;
@@ -696,7 +696,7 @@ commit_cb(evutil_socket_t fd, short what, void *arg)
 			if (asprintf(&m,
 				     "{\"type\":\"CUSTOM\",\"name\":\"runwarden.event_dropped\","
 				     "\"value\":{\"bytes\":%zu,\"eventMax\":%zu}}",
-				     op->len, c->event_max) < 0) {
+				     op->len, c->conf.event_max) < 0) {
 				op->err = -ENOMEM;
 				continue;
 			}

@@ -1,10 +1,15 @@
 /* SPDX-License-Identifier: MIT */
 #include "config.h"
 
-#include "coordinatord.h"
+#include "coord-conf.h"
 
+#include <errno.h>
+#include <inttypes.h>
 #include <stddef.h>
 
+#include "adapter.h"
+#include "cgroup.h"
+#include "log.h"
 #include "macro.h"
 
 static const char *const fail_drop[] = {"fail", "drop", NULL};
@@ -109,3 +114,61 @@ const ConfItem coord_conf_items[] = {
      "one CPU) or 'max'"},
 };
 const size_t coord_conf_n_items = ELEMENTSOF(coord_conf_items);
+
+int
+coord_conf_load(const DaemonArgs *a, CoordConf *c, HarnessSet *harnesses)
+{
+	int r;
+
+	/* stall_action, reuse, output_limit_action, tool_cgroup: checked by the
+	 * parser against their choices, with file:line */
+	r = daemon_load_config(a, coord_conf_items, coord_conf_n_items, c);
+	if (r < 0)
+		return r;
+	if (cgroup_parse_cpu_max("coordinatord.tool_cpu_max", c->tool_cpu_max,
+				 &c->tool_cpu_quota_us, &c->tool_cpu_period_us) < 0)
+		return -EINVAL;
+	if (!cgroup_parent_valid(c->tool_cgroup_parent))
+		return log_error_errno(
+		    SYNTHETIC_ERRNO(EINVAL),
+		    "coordinatord.tool_cgroup_parent must be empty or an absolute "
+		    "cgroup path");
+	/* a RUN_READ reply is at most max(read_max_bytes, one event) of texts, and
+	 * an event at most a quarter of max_frame: a reply always fits a frame */
+	c->event_max = (size_t)c->shared.max_frame / 4;
+	if (c->read_max_bytes > c->shared.max_frame / 2)
+		return log_error_errno(SYNTHETIC_ERRNO(EINVAL),
+				       "coordinatord.read_max_bytes: %" PRId64
+				       " is over half of runwarden.max_frame (%" PRId64 ")",
+				       c->read_max_bytes, c->shared.max_frame);
+	/* an output chunk JSON-escapes to at most 6 bytes per byte (\u00XX) */
+	if ((uint64_t)c->output_chunk_max * 6 + 1024 > c->event_max)
+		return log_error_errno(
+		    SYNTHETIC_ERRNO(EINVAL),
+		    "coordinatord.output_chunk_max: %" PRId64
+		    " escapes to more than a quarter of runwarden.max_frame (%" PRId64
+		    "); at most %zu",
+		    c->output_chunk_max, c->shared.max_frame, (c->event_max - 1024) / 6);
+	if (c->size_retention_high_water >= c->chunk_high_water)
+		return log_error_errno(SYNTHETIC_ERRNO(EINVAL),
+				       "coordinatord.size_retention_high_water: %" PRId64
+				       " must be below chunk_high_water (%" PRId64 ")",
+				       c->size_retention_high_water, c->chunk_high_water);
+	r = daemon_snapshot_wait_ms(a, COORD_SNAPSHOT_MARGIN_MS, &c->snapshot_wait_ms);
+	if (r < 0)
+		return r;
+	r = harness_load(a, harnesses);
+	if (r < 0)
+		return r;
+	if (!harness_find(harnesses, c->default_harness))
+		return log_error_errno(SYNTHETIC_ERRNO(EINVAL),
+				       "coordinatord.default_harness: '%s': no such harness",
+				       c->default_harness);
+	return 0;
+}
+
+void
+coord_conf_done(CoordConf *c)
+{
+	conf_free_strings(coord_conf_items, coord_conf_n_items, c);
+}
