@@ -585,7 +585,7 @@ run_drive(Run *run)
 	mp_w_str(&w, "key", run_sandbox_key(run, keybuf));
 	mp_w_str(&w, "run_id", run->run_id);
 	mp_w_str(&w, "thread_id", run->thread_id);
-	/* no deadline: a queued ENSURE may wait for a slot; the shim's queue_timeout ends it */
+	/* no deadline: a queued ENSURE may wait for a slot; the shim's queue_timeout_ms ends it */
 	int r = peer_call(c->shim, MSG_SANDBOX_ENSURE, &w, 0, sandbox_ensured, run);
 	mp_writer_done(&w);
 	if (r < 0) {
