@@ -32,6 +32,7 @@
 #include <stdint.h>
 
 #include "coordinatord.h"
+#include "strv.h"
 
 typedef enum AdapterKind {
 	ADAPTER_SHELL,
@@ -95,9 +96,6 @@ typedef struct ExecSpec {
 } ExecSpec;
 
 void exec_spec_done(ExecSpec *s);
-/* Append "K=V" to a NULL-terminated malloc'd vector. */
-int strv_push(char ***v, const char *s);
-int strv_pushf(char ***v, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
 
 typedef struct Adapter {
 	AdapterKind kind;
