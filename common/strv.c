@@ -38,3 +38,11 @@ strv_pushf(char ***v, const char *fmt, ...)
 	free(s);
 	return r;
 }
+
+void
+strv_free(char **v)
+{
+	for (char **p = v; p && *p; p++)
+		free(*p);
+	free(v);
+}

@@ -10,3 +10,5 @@
 int strv_push(char ***v, const char *s);
 /* The same with a printf format, e.g. "K=V". */
 int strv_pushf(char ***v, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+/* Free v and its strings (NULL-safe). */
+void strv_free(char **v);
