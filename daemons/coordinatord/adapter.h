@@ -45,7 +45,7 @@ typedef enum AdapterKind {
 struct Harness {
 	char *name;
 	AdapterKind adapter;
-	char **argv;	/* the command; NULL = the adapter's default */
+	char **command; /* the argv; NULL = the adapter's default */
 	char **env;	/* extra environment, "K=V" */
 	char **secrets; /* names of coordinatord's environment variables handed over */
 	char **egress;	/* host[:port] the harness may reach through the proxy */
@@ -64,7 +64,7 @@ typedef struct Tool {
 	char *name;
 	char *description;
 	json_t *schema; /* JSON Schema of the arguments (an object) */
-	char **argv;
+	char **command; /* the argv */
 	int64_t timeout_ms;
 } Tool;
 

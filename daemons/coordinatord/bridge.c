@@ -605,7 +605,7 @@ call_start(Run *run, Client *cl, uint64_t req_id, bool mcp, json_t *rpc_id, cons
 			_exit(127);
 		(void)syscall(SYS_close_range, 3, ~0U, 0);
 		signal(SIGPIPE, SIG_DFL);
-		execve(tool->argv[0], tool->argv, env);
+		execve(tool->command[0], tool->command, env);
 		_exit(127);
 	}
 	safe_close(in[0]);

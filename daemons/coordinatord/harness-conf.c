@@ -66,7 +66,7 @@ tool_done(Tool *t)
 	free(t->name);
 	free(t->description);
 	json_decref(t->schema);
-	mp_strv_free(t->argv);
+	mp_strv_free(t->command);
 	*t = (Tool){0};
 }
 
@@ -74,7 +74,7 @@ static void
 harness_done(Harness *h)
 {
 	free(h->name);
-	mp_strv_free(h->argv);
+	mp_strv_free(h->command);
 	mp_strv_free(h->env);
 	mp_strv_free(h->secrets);
 	mp_strv_free(h->egress);
@@ -191,7 +191,7 @@ static const ConfItem harness_conf_items[] = {
     {.section = H,
      .key = "command",
      .type = CONF_ARGV,
-     .offset = offsetof(Harness, argv),
+     .offset = offsetof(Harness, command),
      .help = "the argv as a JSON array (never a shell string)"},
     {.section = H,
      .key = "env",
@@ -260,7 +260,7 @@ static const ConfItem tool_conf_items[] = {
     {.section = T,
      .key = "command",
      .type = CONF_ARGV,
-     .offset = offsetof(Tool, argv),
+     .offset = offsetof(Tool, command),
      .help = "the argv as a JSON array (required)"},
     {.section = T,
      .key = "description",
@@ -353,7 +353,7 @@ static int
 finish(HarnessSet *set, char *err, size_t errlen)
 {
 	for (size_t i = 0; i < set->n_tools; i++)
-		if (!set->tools[i].argv) {
+		if (!set->tools[i].command) {
 			snprintf(err, errlen, "[tool.%s]: command: missing", set->tools[i].name);
 			return -EINVAL;
 		}
@@ -376,7 +376,7 @@ finish(HarnessSet *set, char *err, size_t errlen)
 			    "[harness.%s]: adapter: missing (shell, ndjson, claude-code or codex)",
 			    set->v[i].name);
 			return -EINVAL;
-		} else if (set->v[i].adapter == ADAPTER_NDJSON && !set->v[i].argv) {
+		} else if (set->v[i].adapter == ADAPTER_NDJSON && !set->v[i].command) {
 			snprintf(err, errlen,
 				 "[harness.%s]: command: an ndjson harness needs its command",
 				 set->v[i].name);

@@ -64,7 +64,7 @@ setup(void)
 	coord.listen_fd = -1;
 	harness.name = (char *)"fuzz";
 	harness.adapter = KIND;
-	harness.argv = KIND == ADAPTER_NDJSON ? argv : NULL;
+	harness.command = KIND == ADAPTER_NDJSON ? argv : NULL;
 	harness.max_line = 4096;
 	harness.timeout_ms = 60000;
 	messages = json_pack("[{s:s, s:s}]", "role", "user", "content", "do the thing");

@@ -48,7 +48,7 @@ test_harness_conf_defaults(void **state)
 	assert_non_null(a);
 	assert_non_null(sh);
 	assert_int_equal(a->adapter, ADAPTER_CODEX);
-	assert_null(a->argv);
+	assert_null(a->command);
 	assert_null(a->env);
 	assert_null(a->secrets);
 	assert_null(a->egress);
@@ -64,8 +64,8 @@ test_harness_conf_defaults(void **state)
 	assert_int_equal(t->timeout_ms, 60000);
 	assert_null(t->description);
 	assert_null(t->schema);
-	assert_string_equal(t->argv[0], "/bin/t");
-	assert_null(t->argv[1]);
+	assert_string_equal(t->command[0], "/bin/t");
+	assert_null(t->command[1]);
 	harness_set_done(&set);
 }
 
@@ -100,9 +100,9 @@ test_harness_conf_values(void **state)
 	const Harness *h = harness_find(&set, "x-1.b_c");
 	assert_non_null(h);
 	assert_int_equal(h->adapter, ADAPTER_CLAUDE);
-	assert_string_equal(h->argv[0], "/w/run");
-	assert_string_equal(h->argv[1], "-v");
-	assert_null(h->argv[2]);
+	assert_string_equal(h->command[0], "/w/run");
+	assert_string_equal(h->command[1], "-v");
+	assert_null(h->command[2]);
 	assert_string_equal(h->env[0], "A=1");
 	assert_string_equal(h->env[1], "B_2=x y");
 	assert_null(h->env[2]);
