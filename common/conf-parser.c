@@ -613,7 +613,10 @@ conf_dump(FILE *f, const ConfItem *items, size_t n)
 	for (size_t i = 0; i < n; i++) {
 		const ConfItem *it = &items[i];
 		if (!section || !streq(section, it->section)) {
-			fprintf(f, "%s[%s]\n", section ? "\n" : "", it->section);
+			/* a templated section ([harness.NAME]) is commented out: it
+			 * documents keys, it is not one to uncomment as it is */
+			fprintf(f, "%s%s[%s]\n", section ? "\n" : "",
+				strchr(it->section, '.') ? "#" : "", it->section);
 			section = it->section;
 		}
 		char text[1024], *p, *save = NULL;
@@ -633,6 +636,6 @@ conf_dump(FILE *f, const ConfItem *items, size_t n)
 			}
 			col += (size_t)fprintf(f, "%s%s", col == 0 ? "# " : " ", p);
 		}
-		fprintf(f, "\n#%s = %s\n", it->key, it->def);
+		fprintf(f, "\n#%s = %s\n", it->key, it->def ? it->def : "");
 	}
 }

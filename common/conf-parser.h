@@ -110,8 +110,10 @@ int conf_scan_items_string(const char *name, const char *text, const ConfItem *i
 void conf_free_strings(const ConfItem *items, size_t n, void *target);
 
 /* Print the table as runwarden.conf text: a [section] line whenever the
- * section changes, then for each key its help as a comment, its range, and
- * "#key = default". conf/runwarden.conf is made of these (a test checks it). */
+ * section changes (commented out, "#[harness.NAME]", for a templated one),
+ * then for each key its help as a comment, its range, and "#key = default"
+ * ("#key = " without one). conf/runwarden.conf is made of these (a test
+ * checks it). */
 void conf_dump(FILE *f, const ConfItem *items, size_t n);
 
 /* Parse "1K", "16M", "3G", "100" into bytes. 0 or -EINVAL/-ERANGE. */

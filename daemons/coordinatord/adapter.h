@@ -30,6 +30,7 @@
 #include <jansson.h>
 #include <stdbool.h>
 #include <stdint.h>
+#include <stdio.h>
 
 #include "coordinatord.h"
 #include "strv.h"
@@ -83,6 +84,9 @@ const Tool *tool_find(const HarnessSet *set, const char *name);
 int harness_load(const DaemonArgs *a, HarnessSet *ret);
 int harness_load_string(const char *name, const char *text, HarnessSet *ret, char *err,
 			size_t errlen);
+/* Print the keys of [harness.NAME] and [tool.NAME], with their help and
+ * defaults, as commented-out template sections (--dump-config). */
+void harness_conf_dump(FILE *f);
 const Harness *harness_find(const HarnessSet *set, const char *name);
 void harness_set_done(HarnessSet *set);
 const char *adapter_name(AdapterKind k);

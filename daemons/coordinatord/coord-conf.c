@@ -6,6 +6,7 @@
 #include <errno.h>
 #include <inttypes.h>
 #include <stddef.h>
+#include <stdio.h>
 
 #include "adapter.h"
 #include "cgroup.h"
@@ -125,6 +126,8 @@ coord_conf_load(const DaemonArgs *a, CoordConf *c, HarnessSet *harnesses)
 	r = daemon_load_config(a, coord_conf_items, coord_conf_n_items, c);
 	if (r < 0)
 		return r;
+	if (a->dump_config)
+		harness_conf_dump(stdout);
 	if (cgroup_parse_cpu_max("coordinatord.tool_cpu_max", c->tool_cpu_max,
 				 &c->tool_cpu_quota_us, &c->tool_cpu_period_us) < 0)
 		return -EINVAL;

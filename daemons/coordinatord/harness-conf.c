@@ -185,39 +185,47 @@ static const ConfItem harness_conf_items[] = {
      .key = "adapter",
      .type = CONF_CHOICE,
      .offset = offsetof(Harness, adapter),
-     .help = "shell | ndjson | claude-code | codex (required but for [harness.shell])",
+     .help = "how the process is driven and its output read: shell, ndjson, claude-code or "
+	     "codex (required, but for the built-in [harness.shell])",
      .choices = adapter_names,
      .expected = "expected shell, ndjson, claude-code or codex"},
     {.section = H,
      .key = "command",
      .type = CONF_ARGV,
      .offset = offsetof(Harness, command),
-     .help = "the argv as a JSON array (never a shell string)"},
+     .help = "the argv as a JSON array (never a shell string), e.g. [\"claude\"]; empty = the "
+	     "adapter's own (an ndjson harness needs one)"},
     {.section = H,
      .key = "env",
      .type = CONF_ENV,
      .offset = offsetof(Harness, env),
-     .help = "extra environment, a JSON object of strings",
+     .help = "extra environment, a JSON object of strings, e.g. {\"NAME\": \"value\"}",
      .valid = valid_env_name},
     {.section = H,
      .key = "secrets",
      .type = CONF_WORDS,
      .offset = offsetof(Harness, secrets),
-     .help = "names of coordinatord's environment variables handed to the process",
+     .help = "names of coordinatord's environment variables handed to the process (the values of "
+	     "every harness's secrets are redacted from every chunk and record of every run: "
+	     "docs/SECURITY.md)",
      .valid = valid_env_name,
      .expected = "expected environment variable names"},
     {.section = H,
      .key = "egress",
      .type = CONF_WORDS,
      .offset = offsetof(Harness, egress),
-     .help = "host[:port] names the harness may reach through the proxy",
+     .help = "host[:port] names the harness may reach through the proxy (no IP literals)",
      .valid = valid_host,
      .expected = "expected host names (host or host:port, no IP literals)"},
     {.section = H,
      .key = "egress_allow_private",
      .type = CONF_WORDS,
      .offset = offsetof(Harness, egress_allow_private),
-     .help = "networks (CIDR) the proxy may connect to although they are not public",
+     .help = "networks (CIDR, e.g. 10.1.2.0/24 127.0.0.1/32 fd00::/8) the proxy may connect to "
+	     "although they are not public: by default a name that resolves to loopback, private "
+	     "(10/8, 172.16/12, 192.168/16), CGNAT (100.64/10), link-local (169.254/16, the cloud "
+	     "metadata service; fe80::/10), unique-local (fc00::/7), multicast, 0.0.0.0/8, :: or a "
+	     "reserved address is refused with 403",
      .valid = valid_cidr,
      .expected = "expected IPv4/IPv6 networks (address/prefix with the host bits zero, e.g. "
 		 "10.0.0.0/8 127.0.0.1/32 fd00::/8)"},
@@ -237,20 +245,23 @@ static const ConfItem harness_conf_items[] = {
      .def = "1M",
      .min = 256,
      .max = 64 << 20,
-     .help = "longest stdout line of a line-based adapter",
+     .help = "longest stdout line of a line-based adapter (ndjson, claude-code, codex)",
      .expected = "expected a size from 256 to 64M"},
     {.section = H,
      .key = "keep_processes",
      .type = CONF_BOOL,
      .offset = offsetof(Harness, keep_processes),
      .def = "no",
-     .help = "yes: what the run leaves running outlives it",
+     .help = "yes: what the run leaves running (`cmd &`, nohup, setsid) outlives it, until its "
+	     "sandbox sleeps or is stopped for a queued request; no: killed at the run's end",
      .expected = "expected true or false"},
     {.section = H,
      .key = "tools",
      .type = CONF_WORDS,
      .offset = offsetof(Harness, tools),
-     .help = "names of [tool.NAME] host tools offered over the MCP bridge",
+     .help = "names of [tool.NAME] host tools offered over the MCP bridge (reached from the "
+	     "sandbox through a loopback port that the shim joins to routerd's bridge-only socket, "
+	     "$runtime_dir/bridge.sock: that run's tools, nothing else)",
      .valid = valid_tool_name,
      .expected = "expected tool names"},
 };
@@ -261,7 +272,8 @@ static const ConfItem tool_conf_items[] = {
      .key = "command",
      .type = CONF_ARGV,
      .offset = offsetof(Tool, command),
-     .help = "the argv as a JSON array (required)"},
+     .help = "the argv as a JSON array (required): run on the host, never in a sandbox, with the "
+	     "call's JSON arguments on stdin; its stdout is the result"},
     {.section = T,
      .key = "description",
      .type = CONF_STR,
@@ -271,7 +283,7 @@ static const ConfItem tool_conf_items[] = {
      .key = "schema",
      .type = CONF_JSON,
      .offset = offsetof(Tool, schema),
-     .help = "JSON Schema of the arguments",
+     .help = "JSON Schema of the arguments (a JSON object)",
      .expected = "expected a JSON Schema object"},
     {.section = T,
      .key = "timeout_ms",
@@ -403,6 +415,15 @@ harness_load_string(const char *name, const char *text, HarnessSet *ret, char *e
 	}
 	*ret = set;
 	return 0;
+}
+
+void
+harness_conf_dump(FILE *f)
+{
+	fputc('\n', f);
+	conf_dump(f, harness_conf_items, ELEMENTSOF(harness_conf_items));
+	fputc('\n', f);
+	conf_dump(f, tool_conf_items, ELEMENTSOF(tool_conf_items));
 }
 
 /* The [harness.NAME] sections of path, then its [tool.NAME] sections. */
