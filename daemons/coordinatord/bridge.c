@@ -193,7 +193,7 @@ bridge_setup(Coordinator *c)
 
 	/* leaves are never named twice, not even across restarts */
 	c->tool_call_seq = (uint64_t)now_epoch_ms();
-	if (streq(k->tool_cgroup, "off")) {
+	if (k->tool_cgroup == TOOL_CGROUP_OFF) {
 		log_info("Host tool calls run without a cgroup (tool_cgroup = off)");
 		return 0;
 	}
@@ -210,7 +210,7 @@ bridge_setup(Coordinator *c)
 		return 0;
 	}
 	snprintf(why, sizeof(why), "%s", err.msg[0] ? err.msg : strerror(-r));
-	if (streq(k->tool_cgroup, "required"))
+	if (k->tool_cgroup == TOOL_CGROUP_REQUIRED)
 		return log_error_errno(r,
 				       "Cannot set up the host tools' cgroup "
 				       "(coordinatord.tool_cgroup = required): %s",

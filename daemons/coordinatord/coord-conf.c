@@ -13,8 +13,12 @@
 #include "log.h"
 #include "macro.h"
 
+/* in the order of their enums (coord-conf.h), which CONF_CHOICE stores as int */
+_Static_assert(sizeof(StallAction) == sizeof(int) && sizeof(Reuse) == sizeof(int) &&
+		   sizeof(OutputLimitAction) == sizeof(int) && sizeof(ToolCgroup) == sizeof(int),
+	       "CONF_CHOICE fields are int-sized");
 static const char *const fail_drop[] = {"fail", "drop", NULL};
-static const char *const fail_kill[] = {"fail", "kill", NULL};
+const char *const coord_conf_choices_stall_action[] = {"fail", "kill", NULL};
 static const char *const thread_none[] = {"thread", "none", NULL};
 static const char *const required_auto_off[] = {"required", "auto", "off", NULL};
 
@@ -44,7 +48,7 @@ const ConfItem coord_conf_items[] = {
      "64M", 0, 1LL << 40,
      "output budget of one run (stdout + stderr bytes); past it the run gets a 'dropped N "
      "bytes' marker and output_limit_action applies; 0 = no budget"},
-    {"coordinatord", "output_limit_action", CONF_STR, offsetof(CoordConf, output_limit_action),
+    {"coordinatord", "output_limit_action", CONF_CHOICE, offsetof(CoordConf, output_limit_action),
      "fail", 0, 0,
      "a run over its output budget: 'fail' kills its exec and ends it with code output_limit; "
      "'drop' keeps it running and drops the rest of its output",
@@ -76,11 +80,11 @@ const ConfItem coord_conf_items[] = {
      86400000LL * 30,
      "longest a run may take, from its start (waiting for a sandbox included): then its "
      "exec cgroup is killed and it fails with code run_timeout; 0 = no limit"},
-    {"coordinatord", "stall_action", CONF_STR, offsetof(CoordConf, stall_action), "fail", 0, 0,
+    {"coordinatord", "stall_action", CONF_CHOICE, offsetof(CoordConf, stall_action), "fail", 0, 0,
      "what the watchdog does to a stale run: 'fail' it, or 'kill' (also kill its exec and all "
      "it started)",
-     fail_kill},
-    {"coordinatord", "reuse", CONF_STR, offsetof(CoordConf, reuse), "thread", 0, 0,
+     coord_conf_choices_stall_action},
+    {"coordinatord", "reuse", CONF_CHOICE, offsetof(CoordConf, reuse), "thread", 0, 0,
      "'thread': a thread's runs share a sandbox and /workspace; 'none': each run gets a "
      "fresh one, removed with its files when the run ends",
      thread_none},
@@ -96,7 +100,7 @@ const ConfItem coord_conf_items[] = {
      "too_many_tool_calls"},
     {"coordinatord", "max_tool_calls", CONF_INT, offsetof(CoordConf, max_tool_calls), "32", 1,
      65536, "host tool calls running at once on this host, all runs together (then 429)"},
-    {"coordinatord", "tool_cgroup", CONF_STR, offsetof(CoordConf, tool_cgroup), "auto", 0, 0,
+    {"coordinatord", "tool_cgroup", CONF_CHOICE, offsetof(CoordConf, tool_cgroup), "auto", 0, 0,
      "host tool calls run in a cgroup of their own (one leaf per call, killed with all the "
      "call started when it ends): 'required' (coordinatord does not start without it), "
      "'auto' (used when the cgroups can be created, else a warning), 'off'",

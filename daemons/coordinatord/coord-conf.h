@@ -27,6 +27,15 @@
 
 typedef struct HarnessSet HarnessSet;
 
+/* The enumerated keys (CONF_CHOICE: the field is the index of the value in
+ * its row's choices, coord-conf.c, which list the values in this order).
+ * coord_conf_choices_stall_action names a StallAction (log lines). */
+typedef enum StallAction { STALL_FAIL, STALL_KILL } StallAction;
+typedef enum Reuse { REUSE_THREAD, REUSE_NONE } Reuse;
+typedef enum OutputLimitAction { OUTPUT_LIMIT_FAIL, OUTPUT_LIMIT_DROP } OutputLimitAction;
+typedef enum ToolCgroup { TOOL_CGROUP_REQUIRED, TOOL_CGROUP_AUTO, TOOL_CGROUP_OFF } ToolCgroup;
+extern const char *const coord_conf_choices_stall_action[];
+
 typedef struct CoordConf {
 	SharedConf shared;
 	int64_t map_size;	  /* LMDB map size, bytes */
@@ -38,22 +47,22 @@ typedef struct CoordConf {
 	int64_t output_chunk_max; /* largest process.stdout/stderr text per chunk, bytes */
 	int64_t stall_timeout_ms; /* watchdog; 0 = off */
 	int64_t max_run_ms;	  /* a driven run ends run_timeout after this long; 0 = never */
-	char *stall_action;	  /* "fail" | "kill" */
-	char *reuse;		  /* "thread" | "none": a sandbox per thread, or per run */
+	StallAction stall_action; /* fail | kill */
+	Reuse reuse;		  /* thread | none: a sandbox per thread, or per run */
 	int64_t retention_days;	  /* 0 = keep forever */
 	int64_t retention_interval_ms;
 	char *default_harness;
-	int64_t max_tool_calls_per_run;	 /* host tool processes at once, per run */
-	int64_t max_tool_calls;		 /* ... and in all */
-	int64_t read_max_bytes;		 /* largest RUN_READ batch in bytes (≥ one event) */
-	int64_t max_run_output_bytes;	 /* per-run output budget; 0 = none */
-	char *output_limit_action;	 /* "fail" | "drop" */
-	int64_t max_thread_output_bytes; /* per-thread budget in a window; 0 = none */
+	int64_t max_tool_calls_per_run;	       /* host tool processes at once, per run */
+	int64_t max_tool_calls;		       /* ... and in all */
+	int64_t read_max_bytes;		       /* largest RUN_READ batch in bytes (≥ one event) */
+	int64_t max_run_output_bytes;	       /* per-run output budget; 0 = none */
+	OutputLimitAction output_limit_action; /* fail | drop */
+	int64_t max_thread_output_bytes;       /* per-thread budget in a window; 0 = none */
 	int64_t thread_output_window_ms;
 	int64_t chunk_high_water;	   /* % of the map: running runs' events stop here */
 	int64_t size_retention_high_water; /* % of the map: prune oldest terminal runs; 0 = off */
 	int64_t map_warn_percent;	   /* % of the map: warn once per crossing */
-	char *tool_cgroup;		   /* "required" | "auto" | "off" */
+	ToolCgroup tool_cgroup;		   /* required | auto | off */
 	char *tool_cgroup_parent;	   /* "" = our own cgroup */
 	int64_t tool_memory_max, tool_pids_max;
 	char *tool_cpu_max; /* cpu.max of the tools' cgroup */

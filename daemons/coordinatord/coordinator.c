@@ -898,7 +898,7 @@ handle_snapshot(Peer *p, const Frame *f, void *ud)
 		    "threadId must be a non-empty printable string of at most 256 bytes");
 		goto out;
 	}
-	if (streq(c->conf.reuse, "none")) {
+	if (c->conf.reuse == REUSE_NONE) {
 		peer_reply_error(p, f->req_id, -EBUSY,
 				 "reuse = none: each run has its own workspace, a thread has none "
 				 "to snapshot or restore");

@@ -101,7 +101,7 @@ handle_thread_file(Peer *p, const Frame *f, void *ud)
 				 "most 256 bytes");
 		goto out;
 	}
-	if (streq(c->conf.reuse, "none")) {
+	if (c->conf.reuse == REUSE_NONE) {
 		peer_reply_error(
 		    p, f->req_id, -EBUSY,
 		    "reuse_none: with reuse = none each run has its own workspace and a "

@@ -46,7 +46,8 @@
 #include "shared-conf.h"
 #include "strv.h"
 
-/* NULL-terminated: the choices of the adapter key too */
+/* NULL-terminated: the choices of the adapter key too (CONF_CHOICE, an int) */
+_Static_assert(sizeof(AdapterKind) == sizeof(int), "CONF_CHOICE fields are int-sized");
 static const char *const adapter_names[_ADAPTER_MAX + 1] = {
     [ADAPTER_SHELL] = "shell",
     [ADAPTER_NDJSON] = "ndjson",

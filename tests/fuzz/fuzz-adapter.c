@@ -59,7 +59,7 @@ setup(void)
 	coord.base = event_base_new();
 	coord.commit_ev = event_new(coord.base, -1, 0, noop_cb, NULL);
 	coord.flush_ev = event_new(coord.base, -1, 0, noop_cb, NULL);
-	coord.conf.reuse = (char *)"thread";
+	coord.conf.reuse = REUSE_THREAD;
 	coord.conf.output_chunk_max = 65536;
 	coord.listen_fd = -1;
 	harness.name = (char *)"fuzz";
