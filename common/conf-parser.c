@@ -7,12 +7,14 @@
 #include <errno.h>
 #include <ini.h>
 #include <inttypes.h>
+#include <jansson.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
 #include "log.h"
 #include "macro.h"
+#include "strv.h"
 
 const char *const conf_known_sections[] = {
     "runwarden", "routerd", "coordinatord", "containerd-shim", NULL,
@@ -63,6 +65,106 @@ conf_parse_size(const char *s, int64_t *ret)
 	return 0;
 }
 
+/* "expected 'a', 'b' or 'c'" (a static buffer) */
+static const char *
+choices_expected(const char *const *choices)
+{
+	static char expected[256];
+	size_t len = (size_t)snprintf(expected, sizeof(expected), "expected");
+
+	for (size_t i = 0; choices[i] && len < sizeof(expected); i++)
+		len += (size_t)snprintf(expected + len, sizeof(expected) - len, "%s '%s'",
+					i == 0		 ? ""
+					: choices[i + 1] ? ","
+							 : " or",
+					choices[i]);
+	return expected;
+}
+
+static int
+choice_index(const char *const *choices, const char *value)
+{
+	for (int i = 0; choices[i]; i++)
+		if (streq(choices[i], value))
+			return i;
+	return -1;
+}
+
+/* CONF_ARGV, CONF_WORDS, CONF_ENV: the vector, or NULL with -EINVAL/-EDOM
+ * and why (or -ENOMEM). */
+static int
+parse_vector(const ConfItem *item, const char *value, char ***ret, const char **why)
+{
+	static char part[320];
+	char **v = NULL;
+
+	if (item->type == CONF_WORDS) {
+		_cleanup_free_ char *copy = strdup(value);
+		char *save = NULL;
+		if (!copy)
+			return -ENOMEM;
+		for (char *w = strtok_r(copy, " \t,", &save); w;
+		     w = strtok_r(NULL, " \t,", &save)) {
+			if (item->valid && !item->valid(w)) {
+				strv_free(v);
+				*why = "expected a list of words";
+				return -EINVAL;
+			}
+			if (strv_push(&v, w) < 0) {
+				strv_free(v);
+				return -ENOMEM;
+			}
+		}
+		*ret = v;
+		return 0;
+	}
+
+	json_t *j = json_loads(value, 0, NULL);
+	if (item->type == CONF_ARGV) {
+		size_t i;
+		json_t *a;
+		if (!json_is_array(j) || json_array_size(j) == 0) {
+			json_decref(j);
+			*why = "expected a JSON array of strings, e.g. [\"claude\"]";
+			return -EINVAL;
+		}
+		json_array_foreach(j, i, a)
+		{
+			if (!json_is_string(a) || !*json_string_value(a) ||
+			    strv_push(&v, json_string_value(a)) < 0) {
+				strv_free(v);
+				json_decref(j);
+				snprintf(part, sizeof(part),
+					 "argument %zu is not a non-empty string", i);
+				*why = part;
+				return -EDOM;
+			}
+		}
+	} else {
+		const char *k;
+		json_t *a;
+		if (!json_is_object(j)) {
+			json_decref(j);
+			*why = "expected a JSON object of strings";
+			return -EINVAL;
+		}
+		json_object_foreach(j, k, a)
+		{
+			if ((item->valid && !item->valid(k)) || !json_is_string(a) ||
+			    strv_pushf(&v, "%s=%s", k, json_string_value(a)) < 0) {
+				strv_free(v);
+				snprintf(part, sizeof(part), "'%s' is not NAME: \"string\"", k);
+				json_decref(j);
+				*why = part;
+				return -EDOM;
+			}
+		}
+	}
+	json_decref(j);
+	*ret = v;
+	return 0;
+}
+
 static int
 parse_bool(const char *s)
 {
@@ -86,23 +188,9 @@ conf_parse_value(const ConfItem *item, const char *value, void *target, const ch
 
 	switch (item->type) {
 	case CONF_STR: {
-		if (item->choices) {
-			static char expected[256];
-			size_t i, len = 0;
-			for (i = 0; item->choices[i] && !streq(item->choices[i], value); i++)
-				;
-			if (!item->choices[i]) {
-				len = (size_t)snprintf(expected, sizeof(expected), "expected");
-				for (i = 0; item->choices[i] && len < sizeof(expected); i++)
-					len += (size_t)snprintf(expected + len,
-								sizeof(expected) - len, "%s '%s'",
-								i == 0		       ? ""
-								: item->choices[i + 1] ? ","
-										       : " or",
-								item->choices[i]);
-				*why = expected;
-				return -EINVAL;
-			}
+		if (item->choices && choice_index(item->choices, value) < 0) {
+			*why = choices_expected(item->choices);
+			return -EINVAL;
 		}
 		char *copy = strdup(value);
 		if (!copy) {
@@ -147,6 +235,38 @@ conf_parse_value(const ConfItem *item, const char *value, void *target, const ch
 			return -EINVAL;
 		}
 		break;
+	case CONF_CHOICE:
+		r = choice_index(item->choices, value);
+		if (r < 0) {
+			*why = choices_expected(item->choices);
+			return -EINVAL;
+		}
+		*(int *)field = r;
+		return 0;
+	case CONF_ARGV:
+	case CONF_WORDS:
+	case CONF_ENV: {
+		char **vec = NULL;
+		r = parse_vector(item, value, &vec, why);
+		if (r == -ENOMEM)
+			*why = "out of memory";
+		if (r < 0)
+			return r;
+		strv_free(*(char ***)field);
+		*(char ***)field = vec;
+		return 0;
+	}
+	case CONF_JSON: {
+		json_t *j = json_loads(value, 0, NULL);
+		if (!json_is_object(j)) {
+			json_decref(j);
+			*why = "expected a JSON object";
+			return -EINVAL;
+		}
+		json_decref(*(json_t **)field);
+		*(json_t **)field = j;
+		return 0;
+	}
 	default: *why = "internal: unknown type"; return -EINVAL;
 	}
 	if (v < item->min || v > item->max) {
@@ -162,11 +282,29 @@ conf_apply_defaults(const ConfItem *items, size_t n, void *target)
 {
 	for (size_t i = 0; i < n; i++) {
 		const char *why;
+		if (!items[i].def)
+			continue;
 		int r = conf_parse_value(&items[i], items[i].def, target, &why);
 		if (r < 0)
 			return r;
 	}
 	return 0;
+}
+
+/* What follows "FILE:LINE: KEY: " when conf_parse_value() refused value with
+ * r and why. */
+static void
+reason(const ConfItem *it, const char *value, int r, const char *why, char *buf, size_t len)
+{
+	if (r == -EDOM)
+		snprintf(buf, len, "%s", why);
+	else if (it->expected)
+		snprintf(buf, len, "'%s': %s", value, it->expected);
+	else if (r == -ERANGE && (it->type == CONF_INT || it->type == CONF_SIZE))
+		snprintf(buf, len, "'%s' out of range (%" PRId64 "..%" PRId64 ")", value, it->min,
+			 it->max);
+	else
+		snprintf(buf, len, "'%s': %s", value, why);
 }
 
 typedef struct LoadState {
@@ -244,13 +382,10 @@ handler(void *user, const char *section, const char *key, const char *value)
 		const char *why = NULL;
 		int r = conf_parse_value(it, value, st->target, &why);
 		if (r < 0) {
-			if (r == -ERANGE && (it->type == CONF_INT || it->type == CONF_SIZE))
-				snprintf(st->err, st->errlen,
-					 "%s:%d: %s: '%s' out of range (%" PRId64 "..%" PRId64 ")",
-					 st->name, st->line, key, value, it->min, it->max);
-			else
-				snprintf(st->err, st->errlen, "%s:%d: %s: '%s': %s", st->name,
-					 st->line, key, value, why);
+			char text[1024];
+			reason(it, value, r, why, text, sizeof(text));
+			snprintf(st->err, st->errlen, "%s:%d: %s: %s", st->name, st->line, key,
+				 text);
 			st->r = -EINVAL;
 			st->err_line = st->line;
 			return 0;
@@ -376,6 +511,75 @@ conf_scan_string(const char *name, const char *text, const char *prefix, ConfSca
 	return load(&st);
 }
 
+typedef struct ItemScan {
+	const ConfItem *items;
+	size_t n;
+	const char *prefix; /* "harness." of "harness.NAME" */
+	ConfSectionFn get;
+	void *ud;
+} ItemScan;
+
+static int
+item_scan(const char *name, const char *key, const char *value, char *why, size_t whylen, void *ud)
+{
+	ItemScan *is = ud;
+	void *target = NULL;
+	int r = is->get(name, &target, why, whylen, is->ud);
+
+	if (r < 0)
+		return r;
+	for (size_t i = 0; i < is->n; i++) {
+		const ConfItem *it = &is->items[i];
+		const char *w = NULL;
+		if (!streq(it->key, key))
+			continue;
+		r = conf_parse_value(it, value, target, &w);
+		if (r == -ENOMEM)
+			return r;
+		if (r < 0) {
+			reason(it, value, r, w, why, whylen);
+			return -EINVAL;
+		}
+		return 0;
+	}
+	snprintf(why, whylen, "unknown key in [%s%s]", is->prefix, name);
+	return -EINVAL;
+}
+
+/* The scan of items over path (or text when path is NULL). */
+static int
+scan_items(const char *path, const char *name, const char *text, const ConfItem *items, size_t n,
+	   ConfSectionFn get, void *ud, char *err, size_t errlen)
+{
+	char prefix[64];
+	const char *dot = n ? strchr(items[0].section, '.') : NULL;
+	ItemScan is = {.items = items, .n = n, .prefix = prefix, .get = get, .ud = ud};
+
+	if (!dot || (size_t)(dot - items[0].section) + 2 > sizeof(prefix)) {
+		snprintf(err, errlen, "internal: not a templated table");
+		return -EINVAL;
+	}
+	snprintf(prefix, sizeof(prefix), "%.*s", (int)(dot - items[0].section + 1),
+		 items[0].section);
+	if (path)
+		return conf_scan_file(path, prefix, item_scan, &is, err, errlen);
+	return conf_scan_string(name, text, prefix, item_scan, &is, err, errlen);
+}
+
+int
+conf_scan_items_file(const char *path, const ConfItem *items, size_t n, ConfSectionFn get, void *ud,
+		     char *err, size_t errlen)
+{
+	return scan_items(path, NULL, NULL, items, n, get, ud, err, errlen);
+}
+
+int
+conf_scan_items_string(const char *name, const char *text, const ConfItem *items, size_t n,
+		       ConfSectionFn get, void *ud, char *err, size_t errlen)
+{
+	return scan_items(NULL, name, text, items, n, get, ud, err, errlen);
+}
+
 int
 conf_load_string(const ConfItem *items, size_t n, void *target, const char *name, const char *text,
 		 char *err, size_t errlen)
@@ -409,7 +613,10 @@ conf_dump(FILE *f, const ConfItem *items, size_t n)
 	for (size_t i = 0; i < n; i++) {
 		const ConfItem *it = &items[i];
 		if (!section || !streq(section, it->section)) {
-			fprintf(f, "%s[%s]\n", section ? "\n" : "", it->section);
+			/* a templated section ([harness.NAME]) is commented out: it
+			 * documents keys, it is not one to uncomment as it is */
+			fprintf(f, "%s%s[%s]\n", section ? "\n" : "",
+				strchr(it->section, '.') ? "#" : "", it->section);
 			section = it->section;
 		}
 		char text[1024], *p, *save = NULL;
@@ -429,6 +636,6 @@ conf_dump(FILE *f, const ConfItem *items, size_t n)
 			}
 			col += (size_t)fprintf(f, "%s%s", col == 0 ? "# " : " ", p);
 		}
-		fprintf(f, "\n#%s = %s\n", it->key, it->def);
+		fprintf(f, "\n#%s = %s\n", it->key, it->def ? it->def : "");
 	}
 }

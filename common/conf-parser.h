@@ -16,6 +16,12 @@
  * development defaults this way).
  *
  * String fields are `char *` owned by the struct; conf_free_strings() frees them.
+ *
+ * Sections with a variable name ([harness.NAME], [tool.NAME]) have tables of
+ * their own, scanned with conf_scan_items_file(): one struct per NAME, its
+ * keys typed like the others, plus argv, word-list, environment and JSON
+ * values, each with its validator and, where a daemon's message must stay as
+ * it was, its own "expected ..." text.
  */
 #pragma once
 
@@ -25,32 +31,46 @@
 #include <stdio.h>
 
 typedef enum ConfType {
-	CONF_STR,   /* char *; "" allowed */
-	CONF_BOOL,  /* bool; yes/no/true/false/on/off/1/0 */
-	CONF_INT,   /* int64_t; decimal; min..max */
-	CONF_SIZE,  /* int64_t bytes; suffix K, M, G (1024-based); min..max */
-	CONF_LEVEL, /* int log level; debug|info|notice|warning|error */
+	CONF_STR,    /* char *; "" allowed */
+	CONF_BOOL,   /* bool; yes/no/true/false/on/off/1/0 */
+	CONF_INT,    /* int64_t; decimal; min..max */
+	CONF_SIZE,   /* int64_t bytes; suffix K, M, G (1024-based); min..max */
+	CONF_LEVEL,  /* int log level; debug|info|notice|warning|error */
+	CONF_CHOICE, /* int: the index of the value in choices */
+	CONF_ARGV,   /* char **: a JSON array of non-empty strings, e.g. ["claude", "-p"] */
+	CONF_WORDS,  /* char **: words separated by spaces, tabs or commas, each passing valid */
+	CONF_ENV,  /* char **: a JSON object of strings, as "NAME=value"; each NAME passing valid */
+	CONF_JSON, /* json_t *: a JSON object */
 } ConfType;
 
 typedef struct ConfItem {
-	const char *section;
+	const char *section; /* "NAME" of [NAME], or "PREFIX.NAME" for templated sections */
 	const char *key;
 	ConfType type;
 	size_t offset;
-	const char *def;  /* default, as it would be written in the file */
+	const char *def;  /* default, as it would be written in the file; NULL = none */
 	int64_t min, max; /* CONF_INT / CONF_SIZE range, inclusive */
 	const char *help;
-	const char *const *choices; /* CONF_STR: the values allowed (NULL-terminated), or NULL */
+	/* CONF_STR: the values allowed (NULL-terminated), or NULL; CONF_CHOICE: the
+	 * values, the field is the index of the one given */
+	const char *const *choices;
+	bool (*valid)(const char *s); /* CONF_WORDS: each word; CONF_ENV: each name */
+	/* When set, any bad value is reported as "'VALUE': " and this text (the
+	 * range too), instead of the type's own reason. */
+	const char *expected;
 } ConfItem;
 
 /* Sections any daemon accepts without complaint (they belong to another daemon). */
 extern const char *const conf_known_sections[];
 
 /* Parse one value for item into target (the config struct). 0 or -EINVAL/-ERANGE,
- * with a reason in why[]. Exposed for tests. */
+ * with a reason in why[] (about the whole value, which the caller quotes), or
+ * -EDOM with why[] naming the one element of a CONF_ARGV or CONF_ENV value
+ * that is refused. Exposed for tests. */
 int conf_parse_value(const ConfItem *item, const char *value, void *target, const char **why);
 
-/* Apply every item's default. 0 or a negative errno (a bad default is a bug). */
+/* Apply every item's default (items without one are left alone). 0 or a
+ * negative errno (a bad default is a bug). */
 int conf_apply_defaults(const ConfItem *items, size_t n, void *target);
 
 /* Parse path over target. Returns 0, -ENOENT (file missing), or -EINVAL with
@@ -73,12 +93,27 @@ int conf_scan_file(const char *path, const char *prefix, ConfScanFn fn, void *ud
 int conf_scan_string(const char *name, const char *text, const char *prefix, ConfScanFn fn,
 		     void *ud, char *err, size_t errlen);
 
+/* Sections with a variable name from a table: items[] all have the section
+ * "PREFIX.NAME" (e.g. "harness.NAME"); for each key of each [PREFIX.x]
+ * section of the file, get(x) returns the struct that section fills (made,
+ * with its defaults, the first time), and the key's item parses the value
+ * into it. A key set again, in the same file or a later one, overrides.
+ * Errors stop the scan with "path:line: key: reason" in err: the reason get()
+ * gives (a bad section name), "unknown key in [PREFIX.x]", or the value's. */
+typedef int (*ConfSectionFn)(const char *name, void **ret, char *why, size_t whylen, void *ud);
+int conf_scan_items_file(const char *path, const ConfItem *items, size_t n, ConfSectionFn get,
+			 void *ud, char *err, size_t errlen);
+int conf_scan_items_string(const char *name, const char *text, const ConfItem *items, size_t n,
+			   ConfSectionFn get, void *ud, char *err, size_t errlen);
+
 /* Free every CONF_STR field. */
 void conf_free_strings(const ConfItem *items, size_t n, void *target);
 
 /* Print the table as runwarden.conf text: a [section] line whenever the
- * section changes, then for each key its help as a comment, its range, and
- * "#key = default". conf/runwarden.conf is made of these (a test checks it). */
+ * section changes (commented out, "#[harness.NAME]", for a templated one),
+ * then for each key its help as a comment, its range, and "#key = default"
+ * ("#key = " without one). conf/runwarden.conf is made of these (a test
+ * checks it). */
 void conf_dump(FILE *f, const ConfItem *items, size_t n);
 
 /* Parse "1K", "16M", "3G", "100" into bytes. 0 or -EINVAL/-ERANGE. */

@@ -78,9 +78,7 @@ run(int argc, char **argv)
 			      &args);
 	if (r <= 0)
 		return r < 0 ? 1 : 0;
-	r = daemon_load_config(&args, shim_conf_items, shim_conf_n_items, &conf);
-	if (r >= 0)
-		r = shim_conf_finish(&conf);
+	r = shim_conf_load(&args, &conf);
 	if (r < 0 || args.check_config) {
 		shim_conf_done(&conf);
 		return r < 0 ? 1 : 0;

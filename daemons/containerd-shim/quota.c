@@ -219,8 +219,8 @@ quota_probe(const char *dir, char *fstype, size_t fstype_size, char *msg, size_t
 static bool
 projid_ours(const ShimConf *c, uint32_t p)
 {
-	return p >= (uint64_t)c->ws_projid_base &&
-	       p - (uint64_t)c->ws_projid_base < (uint64_t)c->ws_projid_count;
+	return p >= (uint64_t)c->workspace_projid_base &&
+	       p - (uint64_t)c->workspace_projid_base < (uint64_t)c->workspace_projid_count;
 }
 
 /* Is any inode or byte charged to project p? (XFS: -ENOENT = no dquot yet.) */
@@ -252,12 +252,12 @@ hash_id(const char *id)
 static int
 projid_allocate(const ShimConf *c, int fd, const char *id, uint32_t *ret)
 {
-	uint64_t count = (uint64_t)c->ws_projid_count;
+	uint64_t count = (uint64_t)c->workspace_projid_count;
 	uint64_t start = hash_id(id) % count;
 	uint64_t tries = MIN(count, (uint64_t)65536);
 
 	for (uint64_t i = 0; i < tries; i++) {
-		uint32_t p = (uint32_t)((uint64_t)c->ws_projid_base + (start + i) % count);
+		uint32_t p = (uint32_t)((uint64_t)c->workspace_projid_base + (start + i) % count);
 		bool used;
 		int r = projid_in_use(fd, p, &used);
 		if (r < 0)

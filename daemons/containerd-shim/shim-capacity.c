@@ -377,7 +377,7 @@ queue_timeout_cb(evutil_socket_t fd, short what, void *arg)
 
 	snprintf(msg, sizeof(msg),
 		 "no sandbox slot within queue_timeout_ms=%" PRId64 " (max_instances=%" PRId64 ")",
-		 s->conf->queue_timeout, s->conf->max_instances);
+		 s->conf->queue_timeout_ms, s->conf->max_instances);
 	{
 		LogCtx ctx = {.run_id = q->run_id, .thread_id = q->thread_id};
 		log_ctx(LOG_INFO, &ctx, "Queued request for '%s' timed out", q->key);
@@ -408,9 +408,9 @@ queue_add(Shim *s, Conn *c, uint64_t req_id, const char *key, const char *run_id
 		queued_free(q);
 		return -ENOMEM;
 	}
-	if (s->conf->queue_timeout > 0)
-		evtimer_add(q->timer,
-			    timeval_from_usec(&tv, (usec_t)s->conf->queue_timeout * USEC_PER_MSEC));
+	if (s->conf->queue_timeout_ms > 0)
+		evtimer_add(q->timer, timeval_from_usec(&tv, (usec_t)s->conf->queue_timeout_ms *
+								 USEC_PER_MSEC));
 	for (pp = &s->queue; *pp; pp = &(*pp)->next)
 		;
 	*pp = q;
@@ -556,8 +556,8 @@ idle_cb(evutil_socket_t fd, short what, void *arg)
 		}
 		if (!sb->idle_since)
 			sb->idle_since = now;
-		else if (s->conf->sleep_after > 0 &&
-			 now - sb->idle_since >= (usec_t)s->conf->sleep_after * USEC_PER_MSEC)
+		else if (s->conf->sleep_after_ms > 0 &&
+			 now - sb->idle_since >= (usec_t)s->conf->sleep_after_ms * USEC_PER_MSEC)
 			sandbox_stop(sb, "idle for sleep_after_ms");
 	}
 	queue_kick(s);

@@ -31,16 +31,17 @@ const ConfItem shim_conf_items[] = {
      "host's /etc is there"},
     {S, "sandbox_user", CONF_STR, offsetof(ShimConf, sandbox_user), "sandbox", 0, 0,
      "name of sandbox_uid (user and group) in the sandbox's /etc/passwd and /etc/group"},
-    {S, "userns_max_inotify_instances", CONF_INT, offsetof(ShimConf, userns_inotify_instances),
+    {S, "userns_max_inotify_instances", CONF_INT, offsetof(ShimConf, userns_max_inotify_instances),
      "16", 0, 1 << 20,
      "inotify instances all processes of one sandbox may hold (its user namespace's "
      "max_inotify_instances); sandboxes together also count against the host's "
      "fs.inotify.max_user_instances of host_uid"},
-    {S, "userns_max_inotify_watches", CONF_INT, offsetof(ShimConf, userns_inotify_watches), "8192",
-     0, 1 << 24,
+    {S, "userns_max_inotify_watches", CONF_INT, offsetof(ShimConf, userns_max_inotify_watches),
+     "8192", 0, 1 << 24,
      "inotify watches all processes of one sandbox may hold (max_inotify_watches of its "
      "user namespace); sandboxes together also count against fs.inotify.max_user_watches"},
-    {S, "userns_max_namespaces", CONF_INT, offsetof(ShimConf, userns_namespaces), "32", 0, 65536,
+    {S, "userns_max_namespaces", CONF_INT, offsetof(ShimConf, userns_max_namespaces), "32", 0,
+     65536,
      "namespaces of each kind (user, mount, pid, net, …) one sandbox may hold, its own "
      "included (max_*_namespaces of its user namespace); the execs cannot create any "
      "(seccomp), this bounds the rest"},
@@ -61,21 +62,21 @@ const ConfItem shim_conf_items[] = {
      "yes: a sandbox_dir whose filesystem cannot enforce workspace_quota/workspace_inodes "
      "makes every sandbox creation fail (fail closed); no: sandboxes are created there "
      "without a quota, and the shim warns at start-up and in --doctor"},
-    {S, "workspace_projid_base", CONF_INT, offsetof(ShimConf, ws_projid_base), "1000000", 1,
+    {S, "workspace_projid_base", CONF_INT, offsetof(ShimConf, workspace_projid_base), "1000000", 1,
      4000000000LL, "first filesystem project id given to workspaces"},
-    {S, "workspace_projid_count", CONF_INT, offsetof(ShimConf, ws_projid_count), "1000000", 1,
-     100000000, "how many project ids from workspace_projid_base workspaces may use"},
+    {S, "workspace_projid_count", CONF_INT, offsetof(ShimConf, workspace_projid_count), "1000000",
+     1, 100000000, "how many project ids from workspace_projid_base workspaces may use"},
     {S, "sandbox_uid", CONF_INT, offsetof(ShimConf, sandbox_uid), "1000", 1, 65534,
      "uid and gid the sandboxed processes run as, inside the sandbox"},
     {S, "host_uid", CONF_INT, offsetof(ShimConf, host_uid), "100000", 1, 4294967294LL,
      "unprivileged host uid and gid that sandbox_uid is mapped to (never 0)"},
-    {S, "exec_drain_timeout_ms", CONF_INT, offsetof(ShimConf, drain_timeout), "1000", 0,
+    {S, "exec_drain_timeout_ms", CONF_INT, offsetof(ShimConf, exec_drain_timeout_ms), "1000", 0,
      3600 * 1000,
      "after an exec exits, how long to wait for EOF on its output pipes "
      "(background children may hold them)"},
-    {S, "max_pending_output", CONF_SIZE, offsetof(ShimConf, max_pending), "8M", 64 * 1024,
+    {S, "max_pending_output", CONF_SIZE, offsetof(ShimConf, max_pending_output), "8M", 64 * 1024,
      1024LL * 1024 * 1024, "exec output queued to a peer beyond which reading pauses"},
-    {S, "exec_output_buffer", CONF_SIZE, offsetof(ShimConf, output_buffer), "1M", 4096,
+    {S, "exec_output_buffer", CONF_SIZE, offsetof(ShimConf, exec_output_buffer), "1M", 4096,
      256LL * 1024 * 1024,
      "last bytes of each exec stream kept for a re-attach (EXEC_ATTACH) after the "
      "coordinator's connection dropped; older output is dropped and counted"},
@@ -85,7 +86,7 @@ const ConfItem shim_conf_items[] = {
      INT64_MAX / 2, "RLIMIT_FSIZE: largest file a sandboxed process may write"},
     {S, "rlimit_memlock", CONF_SIZE, offsetof(ShimConf, rlimit_memlock), "64K", 0,
      1024LL * 1024 * 1024, "RLIMIT_MEMLOCK of every sandboxed process (CORE and RTPRIO are 0)"},
-    {S, "exec_timeout_ms", CONF_INT, offsetof(ShimConf, exec_timeout), "0", 0,
+    {S, "exec_timeout_ms", CONF_INT, offsetof(ShimConf, exec_timeout_ms), "0", 0,
      7LL * 24 * 3600 * 1000,
      "wall-clock timeout of an exec when EXEC_START gives none (0 = none); "
      "the exec's process group is killed and it ends with reason 'timeout'"},
@@ -106,11 +107,11 @@ const ConfItem shim_conf_items[] = {
      "most sandboxes alive at once; further requests wait (SANDBOX_QUEUED), served "
      "round-robin over threads, and an idle sandbox (no exec running, whatever processes "
      "linger) is stopped to make room"},
-    {S, "queue_timeout_ms", CONF_INT, offsetof(ShimConf, queue_timeout), "600000", 0,
+    {S, "queue_timeout_ms", CONF_INT, offsetof(ShimConf, queue_timeout_ms), "600000", 0,
      7LL * 24 * 3600 * 1000,
      "how long a request waits for a sandbox slot before it fails (run error "
      "queue_timeout); 0 = no limit"},
-    {S, "sleep_after_ms", CONF_INT, offsetof(ShimConf, sleep_after), "900000", 0,
+    {S, "sleep_after_ms", CONF_INT, offsetof(ShimConf, sleep_after_ms), "900000", 0,
      30LL * 24 * 3600 * 1000,
      "stop a sandbox's processes after it was idle this long (no exec running; processes "
      "an ended exec left behind do not count); the workspace is kept; 0 = never"},
@@ -128,7 +129,7 @@ const ConfItem shim_conf_items[] = {
      1024LL * 1024 * 1024,
      "largest file the file API (/threads/{id}/files) reads or writes; larger ones are "
      "refused (413 too_large); also bounded by max_frame less 64 KiB"},
-    {S, "snapshot_timeout_ms", CONF_INT, offsetof(ShimConf, snapshot_timeout), "240000", 0,
+    {S, "snapshot_timeout_ms", CONF_INT, offsetof(ShimConf, snapshot_timeout_ms), "240000", 0,
      7LL * 24 * 3600 * 1000,
      "how long a snapshot or restore job (a child process) may run before it is killed "
      "(504 job_timeout); 0 = none. coordinatord and routerd read this key too (from the "
@@ -145,7 +146,7 @@ const ConfItem shim_conf_items[] = {
     {S, "backups_keep", CONF_INT, offsetof(ShimConf, backups_keep), "10", 0, 1000000,
      "newest snapshots kept per thread; older ones are deleted after a snapshot "
      "(restore: 404 backup_not_found); 0 = keep all"},
-    {S, "sandbox_orphan_ms", CONF_INT, offsetof(ShimConf, orphan_ms), "60000", 100,
+    {S, "sandbox_orphan_ms", CONF_INT, offsetof(ShimConf, sandbox_orphan_ms), "60000", 100,
      7LL * 24 * 3600 * 1000,
      "after containerd-shim died (kill -9, crash), how long each sandbox waits for a new "
      "instance to re-adopt it before it kills all of its processes and exits"},
@@ -159,8 +160,13 @@ const ConfItem shim_conf_items[] = {
 const size_t shim_conf_n_items = ELEMENTSOF(shim_conf_items);
 
 int
-shim_conf_finish(ShimConf *c)
+shim_conf_load(const DaemonArgs *a, ShimConf *c)
 {
+	int r;
+
+	r = daemon_load_config(a, shim_conf_items, shim_conf_n_items, c);
+	if (r < 0)
+		return r;
 	if (c->shared.state_dir[0] != '/' || c->shared.runtime_dir[0] != '/')
 		return log_error_errno(SYNTHETIC_ERRNO(EINVAL),
 				       "state_dir and runtime_dir must be absolute paths");
@@ -197,7 +203,7 @@ shim_conf_finish(ShimConf *c)
 				    "one of the generated passwd, group, hosts, hostname",
 				    t);
 	}
-	if (c->ws_projid_base + c->ws_projid_count > 4294967295LL)
+	if (c->workspace_projid_base + c->workspace_projid_count > 4294967295LL)
 		return log_error_errno(SYNTHETIC_ERRNO(EINVAL),
 				       "workspace_projid_base + workspace_projid_count must not "
 				       "exceed 4294967295 (project ids are 32 bits)");
@@ -258,9 +264,9 @@ shim_conf_userns_budget(const ShimConf *c, char *msg, size_t len)
 		size_t off;
 	} lim[] = {
 	    {"/proc/sys/fs/inotify/max_user_instances", "userns_max_inotify_instances",
-	     offsetof(ShimConf, userns_inotify_instances)},
+	     offsetof(ShimConf, userns_max_inotify_instances)},
 	    {"/proc/sys/fs/inotify/max_user_watches", "userns_max_inotify_watches",
-	     offsetof(ShimConf, userns_inotify_watches)},
+	     offsetof(ShimConf, userns_max_inotify_watches)},
 	};
 	int64_t n = c->max_instances + c->pool_size;
 	bool ok = true;

@@ -3,9 +3,11 @@
  * shim-conf.h — configuration of containerd-shim: the shared [runwarden]
  * section plus [containerd-shim].
  *
- * shim_conf_items[] is the one table of keys (section, key, type, default,
- * range, help); conf/runwarden.conf documents the same rows. Strings are owned
- * by the struct: shim_conf_done() frees them.
+ * shim_conf_items[] is the one table of keys (section, key, type, offset,
+ * default, range, help); conf/runwarden.conf documents the same rows.
+ * shim_conf_load() applies the defaults, layers the files named on the
+ * command line and checks what the table cannot express. Strings are owned by
+ * the struct: shim_conf_done() frees them.
  */
 #pragma once
 
@@ -14,6 +16,7 @@
 #include <stdint.h>
 
 #include "cgroup.h"
+#include "daemon-util.h"
 #include "shared-conf.h"
 
 typedef struct ShimConf {
@@ -22,44 +25,45 @@ typedef struct ShimConf {
 	char *ro_binds;	    /* space-separated host paths bound read-only into the root */
 	char *etc_entries;  /* names under /etc carried into the sandbox /etc */
 	char *sandbox_user; /* name of sandbox_uid inside */
-	int64_t userns_inotify_instances; /* per-sandbox user namespace limits */
-	int64_t userns_inotify_watches;
-	int64_t userns_namespaces;
+	int64_t userns_max_inotify_instances; /* per-sandbox user namespace limits */
+	int64_t userns_max_inotify_watches;
+	int64_t userns_max_namespaces;
 	int64_t tmp_size;	       /* size= of the sandbox /tmp (and /dev/shm) tmpfs, bytes */
 	int64_t tmp_inodes;	       /* nr_inodes= of the sandbox /tmp and /dev/shm tmpfs, each */
 	int64_t workspace_quota;       /* project quota on each workspace, bytes; 0 = none */
 	int64_t workspace_inodes;      /* project quota on each workspace, inodes; 0 = none */
 	bool workspace_quota_required; /* no project quotas on sandbox_dir: fail, not warn */
-	int64_t ws_projid_base, ws_projid_count; /* project ids the workspaces get */
-	int64_t sandbox_uid;			 /* uid and gid of the sandbox user, inside */
-	int64_t host_uid;	 /* host uid and gid that sandbox_uid maps to; never 0 */
-	int64_t drain_timeout;	 /* ms to wait for pipe EOF after an exec's leader exited */
-	int64_t max_pending;	 /* bytes queued to a peer before exec output reading pauses */
-	int64_t output_buffer;	 /* bytes of each exec stream kept for EXEC_ATTACH */
-	int64_t rlimit_nofile;	 /* RLIMIT_NOFILE of every sandbox process */
-	int64_t rlimit_fsize;	 /* RLIMIT_FSIZE, bytes */
-	int64_t rlimit_memlock;	 /* RLIMIT_MEMLOCK, bytes */
-	int64_t exec_timeout;	 /* ms; default wall timeout of an exec, 0 = none */
-	int64_t memory_max;	 /* bytes; memory.max / memory.limit_in_bytes per sandbox */
-	int64_t memory_swap_max; /* bytes of swap on top of memory_max */
-	int64_t pids_max;	 /* pids.max per sandbox */
-	char *cpu_max;		 /* "max" or "QUOTA [PERIOD]" in µs (cgroup v2 cpu.max syntax) */
-	char *cgroup_parent;	 /* "" = the shim's own cgroup; else an absolute cgroup path */
-	char *socket_group;	 /* "" = socket 0600, root/our uid only; else its group (0660) */
-	int64_t pool_size;	 /* pre-started sandboxes waiting to be claimed; 0 = none */
-	int64_t max_instances;	 /* most live sandboxes; further ENSUREs wait in FIFO order */
-	int64_t queue_timeout;	 /* ms a queued ENSURE waits before -ETIMEDOUT; 0 = forever */
-	int64_t sleep_after; /* ms idle after which a sandbox's processes are stopped; 0 = never */
+	int64_t workspace_projid_base; /* project ids the workspaces get: base.. */
+	int64_t workspace_projid_count; /* ..base + count - 1 */
+	int64_t sandbox_uid;		/* uid and gid of the sandbox user, inside */
+	int64_t host_uid;		/* host uid and gid that sandbox_uid maps to; never 0 */
+	int64_t exec_drain_timeout_ms;	/* wait for pipe EOF after an exec's leader exited */
+	int64_t max_pending_output; /* bytes queued to a peer before exec output reading pauses */
+	int64_t exec_output_buffer; /* bytes of each exec stream kept for EXEC_ATTACH */
+	int64_t rlimit_nofile;	    /* RLIMIT_NOFILE of every sandbox process */
+	int64_t rlimit_fsize;	    /* RLIMIT_FSIZE, bytes */
+	int64_t rlimit_memlock;	    /* RLIMIT_MEMLOCK, bytes */
+	int64_t exec_timeout_ms;    /* default wall timeout of an exec, 0 = none */
+	int64_t memory_max;	    /* bytes; memory.max / memory.limit_in_bytes per sandbox */
+	int64_t memory_swap_max;    /* bytes of swap on top of memory_max */
+	int64_t pids_max;	    /* pids.max per sandbox */
+	char *cpu_max;		  /* "max" or "QUOTA [PERIOD]" in µs (cgroup v2 cpu.max syntax) */
+	char *cgroup_parent;	  /* "" = the shim's own cgroup; else an absolute cgroup path */
+	char *socket_group;	  /* "" = socket 0600, root/our uid only; else its group (0660) */
+	int64_t pool_size;	  /* pre-started sandboxes waiting to be claimed; 0 = none */
+	int64_t max_instances;	  /* most live sandboxes; further ENSUREs wait in FIFO order */
+	int64_t queue_timeout_ms; /* a queued ENSURE then fails -ETIMEDOUT; 0 = forever */
+	int64_t sleep_after_ms;	  /* idle this long, a sandbox's processes are stopped; 0 = never */
 	int64_t restore_max_bytes;   /* file content bytes one restore may unpack */
 	int64_t restore_max_entries; /* archive entries one restore may unpack */
 	int64_t file_api_max_bytes;  /* largest file read or written by SANDBOX_FILE */
-	int64_t snapshot_timeout;    /* ms a snapshot/restore job may run; 0 = no limit */
+	int64_t snapshot_timeout_ms; /* a snapshot/restore job may run this long; 0 = no limit */
 	int64_t backups_keep;	     /* newest backups kept per key; 0 = all */
 	int64_t snapshot_max_jobs;   /* snapshot/restore jobs at once; more: -EAGAIN */
 	char *snapshot_cpu_max;	     /* cpu.max of the job cgroup */
 	int64_t snapshot_io_weight;  /* io.weight of the job cgroup (when io is there) */
-	int64_t orphan_ms;	     /* how long an init waits for a shim that died (adopt.h) */
-	/* derived by shim_conf_finish() from cpu_max: quota -1 = unlimited */
+	int64_t sandbox_orphan_ms;   /* how long an init waits for a shim that died (adopt.h) */
+	/* derived by shim_conf_load() from cpu_max: quota -1 = unlimited */
 	int64_t cpu_quota_us, cpu_period_us;
 	/* the same from snapshot_cpu_max */
 	int64_t job_cpu_quota_us, job_cpu_period_us;
@@ -68,10 +72,13 @@ typedef struct ShimConf {
 extern const ConfItem shim_conf_items[];
 extern const size_t shim_conf_n_items;
 
-/* Resolve derived values after loading (sandbox_dir default). 0 or -ENOMEM/-EINVAL
- * (logged). socket_group is looked up by shim_new(), at start: --check-config
- * runs before systemd-sysusers may have created the group. */
-int shim_conf_finish(ShimConf *c);
+/* Defaults, then the files of a (daemon_load_config), then the checks the
+ * table cannot express and the derived values (sandbox_dir default, cpu_max
+ * parsed). 0 or a negative errno (logged); on failure the strings already
+ * parsed stay in *c: call shim_conf_done() either way. socket_group is looked
+ * up by shim_new(), at start: --check-config runs before systemd-sysusers may
+ * have created the group. */
+int shim_conf_load(const DaemonArgs *a, ShimConf *c);
 /* The cgroup description of the shim's sandboxes and jobs (strings borrowed). */
 void shim_conf_cgroup(const ShimConf *c, CgroupConf *ret);
 /* Free the strings. */

@@ -246,7 +246,8 @@ exec_read_once(Exec *e, int stream)
 static bool
 exec_backpressured(Exec *e)
 {
-	return e->conn && peer_output_pending(e->conn->peer) > (size_t)e->shim->conf->max_pending;
+	return e->conn &&
+	       peer_output_pending(e->conn->peer) > (size_t)e->shim->conf->max_pending_output;
 }
 
 /* Read what the memfds hold now (bounded per call), unless paused; tell the init.
@@ -383,9 +384,10 @@ exec_maybe_finish(Exec *e)
 		return; /* again from leaf_timer */
 	if (!e->done[STREAM_STDOUT] || !e->done[STREAM_STDERR]) {
 		if (!evtimer_pending(e->drain_timer, NULL))
-			evtimer_add(e->drain_timer,
-				    timeval_from_usec(&tv, (usec_t)e->shim->conf->drain_timeout *
-							       USEC_PER_MSEC));
+			evtimer_add(
+			    e->drain_timer,
+			    timeval_from_usec(&tv, (usec_t)e->shim->conf->exec_drain_timeout_ms *
+						       USEC_PER_MSEC));
 		return;
 	}
 	if (!e->conn) {
@@ -548,7 +550,7 @@ exec_new(Shim *s, Sandbox *sb, Conn *c, const char *run_id, bool kill_leftovers,
 	e->drain_timer = evtimer_new(s->base, exec_drain_cb, e);
 	e->bp_timer = evtimer_new(s->base, exec_bp_cb, e);
 	e->hold_timer = evtimer_new(s->base, exec_hold_cb, e);
-	e->window = (uint64_t)s->conf->output_buffer;
+	e->window = (uint64_t)s->conf->exec_output_buffer;
 	memcpy(e->sandbox_id, sb->id, sizeof(e->sandbox_id));
 	if (!run_id)
 		run_id = sb->run_id; /* the run the sandbox serves */
@@ -657,7 +659,7 @@ handle_exec_start(Peer *p, const Frame *f, void *userdata)
 		goto out;
 	}
 	if (timeout_ms < 0)
-		timeout_ms = s->conf->exec_timeout;
+		timeout_ms = s->conf->exec_timeout_ms;
 	sb = sandbox_find(s, id);
 	if (!sb || sb->state == SANDBOX_DYING) {
 		k = -ENOENT;

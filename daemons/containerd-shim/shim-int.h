@@ -271,7 +271,7 @@ struct Shim {
 	struct event *grave_timer;
 	char create_err[320]; /* why the last sandbox_create failed, for the reply */
 	Queued *queue;
-	struct event *idle_timer;  /* periodic: sleep_after and evictions for the queue */
+	struct event *idle_timer;  /* periodic: sleep_after_ms and evictions for the queue */
 	NetFwd *net;		   /* SANDBOX_FORWARD/PROXY listeners */
 	Sandbox *pool;		   /* started ahead, not yet claimed */
 	struct event *pool_ev;	   /* refill, at background priority */

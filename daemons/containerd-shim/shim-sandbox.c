@@ -362,8 +362,8 @@ adopt_prepare_spec(Shim *s, Sandbox *sb, SandboxSpec *spec)
 	LogCtx ctx = sandbox_ctx(sb);
 	int r;
 
-	spec->orphan_ms = s->conf->orphan_ms;
-	spec->output_window = (uint64_t)s->conf->output_buffer;
+	spec->orphan_ms = s->conf->sandbox_orphan_ms;
+	spec->output_window = (uint64_t)s->conf->exec_output_buffer;
 	r = adopt_listen(s->rt_dfd, sb->id, &spec->listen_fd);
 	if (r >= 0)
 		r = adopt_save_sandbox(s->rt_dfd, sb->id, sb->key, sb->run_id, sb->thread_id,
@@ -405,9 +405,9 @@ sandbox_start(Shim *s, Sandbox *sb, const char *ws, bool slave, const char *cg_i
 	    .ro_binds = c->ro_binds,
 	    .etc_entries = c->etc_entries,
 	    .sandbox_user = c->sandbox_user,
-	    .userns_inotify_instances = c->userns_inotify_instances,
-	    .userns_inotify_watches = c->userns_inotify_watches,
-	    .userns_namespaces = c->userns_namespaces,
+	    .userns_inotify_instances = c->userns_max_inotify_instances,
+	    .userns_inotify_watches = c->userns_max_inotify_watches,
+	    .userns_namespaces = c->userns_max_namespaces,
 	    .tmp_size = c->tmp_size,
 	    .tmp_inodes = c->tmp_inodes,
 	    .sandbox_uid = (uid_t)c->sandbox_uid,

@@ -52,9 +52,9 @@ codex_begin(Run *run, const json_t *messages, const json_t *metadata, ExecSpec *
 		run_fail(run, "codex harness: the last user message has no text", "harness_error");
 		return -EINVAL;
 	}
-	if (run->harness->argv)
-		for (size_t i = 0; run->harness->argv[i]; i++)
-			strv_push(&spec->argv, run->harness->argv[i]);
+	if (run->harness->command)
+		for (size_t i = 0; run->harness->command[i]; i++)
+			strv_push(&spec->argv, run->harness->command[i]);
 	else
 		strv_push(&spec->argv, "codex");
 	static const char *const fixed[] = {

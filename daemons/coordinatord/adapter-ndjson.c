@@ -45,8 +45,8 @@ nd_begin(Run *run, const json_t *messages, const json_t *metadata, ExecSpec *spe
 	}
 	spec->stdin_data = text;
 	spec->stdin_len = strlen(text);
-	for (size_t i = 0; run->harness->argv[i]; i++)
-		strv_push(&spec->argv, run->harness->argv[i]);
+	for (size_t i = 0; run->harness->command[i]; i++)
+		strv_push(&spec->argv, run->harness->command[i]);
 	strv_push(&spec->env, "PATH=/usr/local/bin:/usr/bin:/bin");
 	strv_push(&spec->env, "HOME=/workspace");
 	strv_push(&spec->env, "LANG=C.UTF-8");

@@ -86,7 +86,7 @@ shell_begin(Run *run, const json_t *messages, const json_t *metadata, ExecSpec *
 		 json_pack("{s:s, s:s}", "type", "TOOL_CALL_END", "toolCallId", run->tool_call_id),
 		 NULL);
 
-	const char *sh = run->harness->argv ? run->harness->argv[0] : run->c->conf.shell;
+	const char *sh = run->harness->command ? run->harness->command[0] : run->c->conf.shell;
 	if (strv_push(&spec->argv, sh) < 0 || strv_push(&spec->argv, "-c") < 0 ||
 	    strv_push(&spec->argv, run->command) < 0 ||
 	    strv_push(&spec->env, "PATH=/usr/local/bin:/usr/bin:/bin") < 0 ||

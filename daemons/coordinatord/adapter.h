@@ -30,8 +30,10 @@
 #include <jansson.h>
 #include <stdbool.h>
 #include <stdint.h>
+#include <stdio.h>
 
 #include "coordinatord.h"
+#include "strv.h"
 
 typedef enum AdapterKind {
 	ADAPTER_SHELL,
@@ -44,7 +46,7 @@ typedef enum AdapterKind {
 struct Harness {
 	char *name;
 	AdapterKind adapter;
-	char **argv;	/* the command; NULL = the adapter's default */
+	char **command; /* the argv; NULL = the adapter's default */
 	char **env;	/* extra environment, "K=V" */
 	char **secrets; /* names of coordinatord's environment variables handed over */
 	char **egress;	/* host[:port] the harness may reach through the proxy */
@@ -63,7 +65,7 @@ typedef struct Tool {
 	char *name;
 	char *description;
 	json_t *schema; /* JSON Schema of the arguments (an object) */
-	char **argv;
+	char **command; /* the argv */
 	int64_t timeout_ms;
 } Tool;
 
@@ -82,6 +84,9 @@ const Tool *tool_find(const HarnessSet *set, const char *name);
 int harness_load(const DaemonArgs *a, HarnessSet *ret);
 int harness_load_string(const char *name, const char *text, HarnessSet *ret, char *err,
 			size_t errlen);
+/* Print the keys of [harness.NAME] and [tool.NAME], with their help and
+ * defaults, as commented-out template sections (--dump-config). */
+void harness_conf_dump(FILE *f);
 const Harness *harness_find(const HarnessSet *set, const char *name);
 void harness_set_done(HarnessSet *set);
 const char *adapter_name(AdapterKind k);
@@ -95,9 +100,6 @@ typedef struct ExecSpec {
 } ExecSpec;
 
 void exec_spec_done(ExecSpec *s);
-/* Append "K=V" to a NULL-terminated malloc'd vector. */
-int strv_push(char ***v, const char *s);
-int strv_pushf(char ***v, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
 
 typedef struct Adapter {
 	AdapterKind kind;

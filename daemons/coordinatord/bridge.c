@@ -181,7 +181,7 @@ bridge_setup(Coordinator *c)
 
 	/* leaves are never named twice, not even across restarts */
 	c->tool_call_seq = (uint64_t)now_epoch_ms();
-	if (streq(k->tool_cgroup, "off")) {
+	if (k->tool_cgroup == TOOL_CGROUP_OFF) {
 		log_info("Host tool calls run without a cgroup (tool_cgroup = off)");
 		return 0;
 	}
@@ -198,7 +198,7 @@ bridge_setup(Coordinator *c)
 		return 0;
 	}
 	snprintf(why, sizeof(why), "%s", err.msg[0] ? err.msg : strerror(-r));
-	if (streq(k->tool_cgroup, "required"))
+	if (k->tool_cgroup == TOOL_CGROUP_REQUIRED)
 		return log_error_errno(r,
 				       "Cannot set up the host tools' cgroup "
 				       "(coordinatord.tool_cgroup = required): %s",
@@ -617,7 +617,7 @@ call_start(Run *run, Client *cl, uint64_t req_id, bool mcp, json_t *rpc_id, cons
 			_exit(127);
 		(void)syscall(SYS_close_range, 3, ~0U, 0);
 		signal(SIGPIPE, SIG_DFL);
-		execve(tool->argv[0], tool->argv, env);
+		execve(tool->command[0], tool->command, env);
 		_exit(127);
 	}
 	safe_close(in[0]);

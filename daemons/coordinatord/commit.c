@@ -683,7 +683,7 @@ commit_write(Coordinator *c, Op *ops, RunLogBatch **ret_b)
 	r = runlog_batch_begin(c->runlog, &b);
 	*ret_b = b;
 	for (Op *op = ops; r == 0 && op; op = op->next) {
-		if (op->text && op->len > c->event_max) {
+		if (op->text && op->len > c->conf.event_max) {
 			if (!op->is_run) {
 				op->err = -EMSGSIZE;
 				continue;
@@ -693,7 +693,7 @@ commit_write(Coordinator *c, Op *ops, RunLogBatch **ret_b)
 			if (asprintf(&m,
 				     "{\"type\":\"CUSTOM\",\"name\":\"runwarden.event_dropped\","
 				     "\"value\":{\"bytes\":%zu,\"eventMax\":%zu}}",
-				     op->len, c->event_max) < 0) {
+				     op->len, c->conf.event_max) < 0) {
 				op->err = -ENOMEM;
 				continue;
 			}

@@ -1,14 +1,24 @@
 /* SPDX-License-Identifier: MIT */
 #include "config.h"
 
-#include "coordinatord.h"
+#include "coord-conf.h"
 
+#include <errno.h>
+#include <inttypes.h>
 #include <stddef.h>
+#include <stdio.h>
 
+#include "adapter.h"
+#include "cgroup.h"
+#include "log.h"
 #include "macro.h"
 
+/* in the order of their enums (coord-conf.h), which CONF_CHOICE stores as int */
+_Static_assert(sizeof(StallAction) == sizeof(int) && sizeof(Reuse) == sizeof(int) &&
+		   sizeof(OutputLimitAction) == sizeof(int) && sizeof(ToolCgroup) == sizeof(int),
+	       "CONF_CHOICE fields are int-sized");
 static const char *const fail_drop[] = {"fail", "drop", NULL};
-static const char *const fail_kill[] = {"fail", "kill", NULL};
+const char *const coord_conf_choices_stall_action[] = {"fail", "kill", NULL};
 static const char *const thread_none[] = {"thread", "none", NULL};
 static const char *const required_auto_off[] = {"required", "auto", "off", NULL};
 
@@ -38,7 +48,7 @@ const ConfItem coord_conf_items[] = {
      "64M", 0, 1LL << 40,
      "output budget of one run (stdout + stderr bytes); past it the run gets a 'dropped N "
      "bytes' marker and output_limit_action applies; 0 = no budget"},
-    {"coordinatord", "output_limit_action", CONF_STR, offsetof(CoordConf, output_limit_action),
+    {"coordinatord", "output_limit_action", CONF_CHOICE, offsetof(CoordConf, output_limit_action),
      "fail", 0, 0,
      "a run over its output budget: 'fail' kills its exec and ends it with code output_limit; "
      "'drop' keeps it running and drops the rest of its output",
@@ -70,11 +80,11 @@ const ConfItem coord_conf_items[] = {
      86400000LL * 30,
      "longest a run may take, from its start (waiting for a sandbox included): then its "
      "exec cgroup is killed and it fails with code run_timeout; 0 = no limit"},
-    {"coordinatord", "stall_action", CONF_STR, offsetof(CoordConf, stall_action), "fail", 0, 0,
+    {"coordinatord", "stall_action", CONF_CHOICE, offsetof(CoordConf, stall_action), "fail", 0, 0,
      "what the watchdog does to a stale run: 'fail' it, or 'kill' (also kill its exec and all "
      "it started)",
-     fail_kill},
-    {"coordinatord", "reuse", CONF_STR, offsetof(CoordConf, reuse), "thread", 0, 0,
+     coord_conf_choices_stall_action},
+    {"coordinatord", "reuse", CONF_CHOICE, offsetof(CoordConf, reuse), "thread", 0, 0,
      "'thread': a thread's runs share a sandbox and /workspace; 'none': each run gets a "
      "fresh one, removed with its files when the run ends",
      thread_none},
@@ -90,7 +100,7 @@ const ConfItem coord_conf_items[] = {
      "too_many_tool_calls"},
     {"coordinatord", "max_tool_calls", CONF_INT, offsetof(CoordConf, max_tool_calls), "32", 1,
      65536, "host tool calls running at once on this host, all runs together (then 429)"},
-    {"coordinatord", "tool_cgroup", CONF_STR, offsetof(CoordConf, tool_cgroup), "auto", 0, 0,
+    {"coordinatord", "tool_cgroup", CONF_CHOICE, offsetof(CoordConf, tool_cgroup), "auto", 0, 0,
      "host tool calls run in a cgroup of their own (one leaf per call, killed with all the "
      "call started when it ends): 'required' (coordinatord does not start without it), "
      "'auto' (used when the cgroups can be created, else a warning), 'off'",
@@ -109,3 +119,63 @@ const ConfItem coord_conf_items[] = {
      "one CPU) or 'max'"},
 };
 const size_t coord_conf_n_items = ELEMENTSOF(coord_conf_items);
+
+int
+coord_conf_load(const DaemonArgs *a, CoordConf *c, HarnessSet *harnesses)
+{
+	int r;
+
+	/* stall_action, reuse, output_limit_action, tool_cgroup: checked by the
+	 * parser against their choices, with file:line */
+	r = daemon_load_config(a, coord_conf_items, coord_conf_n_items, c);
+	if (r < 0)
+		return r;
+	if (a->dump_config)
+		harness_conf_dump(stdout);
+	if (cgroup_parse_cpu_max("coordinatord.tool_cpu_max", c->tool_cpu_max,
+				 &c->tool_cpu_quota_us, &c->tool_cpu_period_us) < 0)
+		return -EINVAL;
+	if (!cgroup_parent_valid(c->tool_cgroup_parent))
+		return log_error_errno(
+		    SYNTHETIC_ERRNO(EINVAL),
+		    "coordinatord.tool_cgroup_parent must be empty or an absolute "
+		    "cgroup path");
+	/* a RUN_READ reply is at most max(read_max_bytes, one event) of texts, and
+	 * an event at most a quarter of max_frame: a reply always fits a frame */
+	c->event_max = (size_t)c->shared.max_frame / 4;
+	if (c->read_max_bytes > c->shared.max_frame / 2)
+		return log_error_errno(SYNTHETIC_ERRNO(EINVAL),
+				       "coordinatord.read_max_bytes: %" PRId64
+				       " is over half of runwarden.max_frame (%" PRId64 ")",
+				       c->read_max_bytes, c->shared.max_frame);
+	/* an output chunk JSON-escapes to at most 6 bytes per byte (\u00XX) */
+	if ((uint64_t)c->output_chunk_max * 6 + 1024 > c->event_max)
+		return log_error_errno(
+		    SYNTHETIC_ERRNO(EINVAL),
+		    "coordinatord.output_chunk_max: %" PRId64
+		    " escapes to more than a quarter of runwarden.max_frame (%" PRId64
+		    "); at most %zu",
+		    c->output_chunk_max, c->shared.max_frame, (c->event_max - 1024) / 6);
+	if (c->size_retention_high_water >= c->chunk_high_water)
+		return log_error_errno(SYNTHETIC_ERRNO(EINVAL),
+				       "coordinatord.size_retention_high_water: %" PRId64
+				       " must be below chunk_high_water (%" PRId64 ")",
+				       c->size_retention_high_water, c->chunk_high_water);
+	r = daemon_snapshot_wait_ms(a, COORD_SNAPSHOT_MARGIN_MS, &c->snapshot_wait_ms);
+	if (r < 0)
+		return r;
+	r = harness_load(a, harnesses);
+	if (r < 0)
+		return r;
+	if (!harness_find(harnesses, c->default_harness))
+		return log_error_errno(SYNTHETIC_ERRNO(EINVAL),
+				       "coordinatord.default_harness: '%s': no such harness",
+				       c->default_harness);
+	return 0;
+}
+
+void
+coord_conf_done(CoordConf *c)
+{
+	conf_free_strings(coord_conf_items, coord_conf_n_items, c);
+}

@@ -791,11 +791,6 @@ typedef struct SnapshotCall {
 	bool restore;
 } SnapshotCall;
 
-/* The shim answers when its job ends, at most snapshot_timeout_ms after it
- * started (read from the shim's section of the same files): wait that long
- * plus this, and routerd waits 30 s more than we do (ROUTER_SNAPSHOT_MARGIN_MS). */
-#define COORD_SNAPSHOT_MARGIN_MS 30000
-
 static void
 snapshot_replied(Peer *shim, int err, const msgpack_object *body, void *ud)
 {
@@ -883,7 +878,7 @@ handle_snapshot(Peer *p, const Frame *f, void *ud)
 		    "threadId must be a non-empty printable string of at most 256 bytes");
 		goto out;
 	}
-	if (streq(c->conf.reuse, "none")) {
+	if (c->conf.reuse == REUSE_NONE) {
 		peer_reply_error(p, f->req_id, -EBUSY,
 				 "reuse = none: each run has its own workspace, a thread has none "
 				 "to snapshot or restore");
@@ -919,7 +914,7 @@ handle_snapshot(Peer *p, const Frame *f, void *ud)
 	else if (label)
 		mp_w_str(&w, "label", label);
 	ret = peer_call(c->shim, restore ? MSG_SANDBOX_RESTORE : MSG_SANDBOX_SNAPSHOT, &w,
-			(usec_t)c->snapshot_wait_ms * USEC_PER_MSEC, snapshot_replied, sc);
+			(usec_t)c->conf.snapshot_wait_ms * USEC_PER_MSEC, snapshot_replied, sc);
 	mp_writer_done(&w);
 	if (ret < 0)
 		free(sc);
@@ -1149,56 +1144,15 @@ int
 coordinator_run(const DaemonArgs *args)
 {
 	Coordinator c = {.listen_fd = -1};
+	HarnessSet harnesses = {0};
 	char path[4096];
 	int r;
 
-	/* stall_action, reuse, output_limit_action, tool_cgroup: checked by the
-	 * parser against their choices, with file:line */
-	r = daemon_load_config(args, coord_conf_items, coord_conf_n_items, &c.conf);
-	if (r == 0 &&
-	    cgroup_parse_cpu_max("coordinatord.tool_cpu_max", c.conf.tool_cpu_max,
-				 &c.conf.tool_cpu_quota_us, &c.conf.tool_cpu_period_us) < 0)
-		r = -EINVAL;
-	if (r == 0 && !cgroup_parent_valid(c.conf.tool_cgroup_parent))
-		r = log_error_errno(SYNTHETIC_ERRNO(EINVAL),
-				    "coordinatord.tool_cgroup_parent must be empty or an absolute "
-				    "cgroup path");
-	/* a RUN_READ reply is at most max(read_max_bytes, one event) of texts, and
-	 * an event at most a quarter of max_frame: a reply always fits a frame */
-	c.event_max = (size_t)c.conf.shared.max_frame / 4;
-	if (r == 0 && c.conf.read_max_bytes > c.conf.shared.max_frame / 2)
-		r = log_error_errno(SYNTHETIC_ERRNO(EINVAL),
-				    "coordinatord.read_max_bytes: %" PRId64
-				    " is over half of runwarden.max_frame (%" PRId64 ")",
-				    c.conf.read_max_bytes, c.conf.shared.max_frame);
-	/* an output chunk JSON-escapes to at most 6 bytes per byte (\u00XX) */
-	if (r == 0 && (uint64_t)c.conf.output_chunk_max * 6 + 1024 > c.event_max)
-		r = log_error_errno(
-		    SYNTHETIC_ERRNO(EINVAL),
-		    "coordinatord.output_chunk_max: %" PRId64
-		    " escapes to more than a quarter of runwarden.max_frame (%" PRId64
-		    "); at most %zu",
-		    c.conf.output_chunk_max, c.conf.shared.max_frame, (c.event_max - 1024) / 6);
-	if (r == 0 && c.conf.size_retention_high_water >= c.conf.chunk_high_water)
-		r = log_error_errno(SYNTHETIC_ERRNO(EINVAL),
-				    "coordinatord.size_retention_high_water: %" PRId64
-				    " must be below chunk_high_water (%" PRId64 ")",
-				    c.conf.size_retention_high_water, c.conf.chunk_high_water);
-	if (r == 0)
-		r = daemon_snapshot_wait_ms(args, COORD_SNAPSHOT_MARGIN_MS, &c.snapshot_wait_ms);
+	r = coord_conf_load(args, &c.conf, &harnesses);
 	if (r < 0)
 		goto out;
 	log_set_max_level(c.conf.shared.log_level);
-
-	HarnessSet harnesses = {0};
 	c.harnesses = &harnesses;
-	r = harness_load(args, &harnesses);
-	if (r == 0 && !harness_find(&harnesses, c.conf.default_harness))
-		r = log_error_errno(SYNTHETIC_ERRNO(EINVAL),
-				    "coordinatord.default_harness: '%s': no such harness",
-				    c.conf.default_harness);
-	if (r < 0)
-		goto out;
 	if (args->check_config) {
 		if (!args->dump_config)
 			log_info("Configuration is valid");
@@ -1314,6 +1268,6 @@ out:
 		event_base_free(c.base);
 	runlog_free(c.runlog);
 	harness_set_done(&harnesses);
-	conf_free_strings(coord_conf_items, coord_conf_n_items, &c.conf);
+	coord_conf_done(&c.conf);
 	return r;
 }

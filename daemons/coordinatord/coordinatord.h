@@ -26,6 +26,7 @@
 
 #include "cgroup.h"
 #include "conf-parser.h"
+#include "coord-conf.h"
 #include "daemon-util.h"
 #include "harness.h"
 #include "log.h"
@@ -33,42 +34,6 @@
 #include "runlog.h"
 #include "shared-conf.h"
 #include "time-util.h"
-
-typedef struct CoordConf {
-	SharedConf shared;
-	int64_t map_size;	  /* LMDB map size, bytes */
-	bool sync;		  /* fsync on commit */
-	bool preallocate;	  /* reserve map_size on disk at start */
-	char *shell;		  /* the shell harness interpreter inside the sandbox */
-	int64_t read_max;	  /* largest RUN_READ batch */
-	int64_t sandbox_wait_ms;  /* how long a run waits for the shim before failing */
-	int64_t output_chunk_max; /* largest process.stdout/stderr text per chunk, bytes */
-	int64_t stall_timeout_ms; /* watchdog; 0 = off */
-	int64_t max_run_ms;	  /* a driven run ends run_timeout after this long; 0 = never */
-	char *stall_action;	  /* "fail" | "kill" */
-	char *reuse;		  /* "thread" | "none": a sandbox per thread, or per run */
-	int64_t retention_days;	  /* 0 = keep forever */
-	int64_t retention_interval_ms;
-	char *default_harness;
-	int64_t max_tool_calls_per_run;	 /* host tool processes at once, per run */
-	int64_t max_tool_calls;		 /* ... and in all */
-	int64_t read_max_bytes;		 /* largest RUN_READ batch in bytes (≥ one event) */
-	int64_t max_run_output_bytes;	 /* per-run output budget; 0 = none */
-	char *output_limit_action;	 /* "fail" | "drop" */
-	int64_t max_thread_output_bytes; /* per-thread budget in a window; 0 = none */
-	int64_t thread_output_window_ms;
-	int64_t chunk_high_water;	   /* % of the map: running runs' events stop here */
-	int64_t size_retention_high_water; /* % of the map: prune oldest terminal runs; 0 = off */
-	int64_t map_warn_percent;	   /* % of the map: warn once per crossing */
-	char *tool_cgroup;		   /* "required" | "auto" | "off" */
-	char *tool_cgroup_parent;	   /* "" = our own cgroup */
-	int64_t tool_memory_max, tool_pids_max;
-	char *tool_cpu_max;			       /* cpu.max of the tools' cgroup */
-	int64_t tool_cpu_quota_us, tool_cpu_period_us; /* parsed from tool_cpu_max */
-} CoordConf;
-
-extern const ConfItem coord_conf_items[];
-extern const size_t coord_conf_n_items;
 
 typedef struct Coordinator Coordinator;
 typedef struct Client Client;
@@ -177,9 +142,6 @@ typedef struct HarnessSet HarnessSet;
 struct Coordinator {
 	struct event_base *base;
 	CoordConf conf;
-	/* deadline of SANDBOX_SNAPSHOT/RESTORE calls: the shim's
-	 * snapshot_timeout_ms + COORD_SNAPSHOT_MARGIN_MS (0 = none) */
-	int64_t snapshot_wait_ms;
 	RunLog *runlog;
 	int listen_fd;
 	struct event *listen_ev;
@@ -210,7 +172,6 @@ struct Coordinator {
 	ThreadOutput *thread_output;
 	uint64_t log_used, log_map; /* live bytes of the run log after the last commit, map size */
 	bool log_warned;	    /* over map_warn_percent (warned once) */
-	size_t event_max;	    /* largest event text: a quarter of max_frame */
 };
 
 /* coordinator.c */

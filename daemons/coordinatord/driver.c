@@ -125,7 +125,7 @@ run_free(Run *run)
 	bridge_close(run); /* later calls 404; tools still running are killed */
 	/* reuse = none: the run's own sandbox and workspace go with its end (not
 	 * when we stop: a restarted coordinatord re-attaches to the run). */
-	if (!c->stopping && streq(c->conf.reuse, "none") && run->sandbox_id &&
+	if (!c->stopping && c->conf.reuse == REUSE_NONE && run->sandbox_id &&
 	    peer_is_ready(c->shim)) {
 		MpWriter w;
 		mp_writer_init(&w);
@@ -561,7 +561,7 @@ start_main(Run *run)
 static const char *
 run_sandbox_key(Run *run, char buf[static RUN_ID_LEN + 5])
 {
-	if (!streq(run->c->conf.reuse, "none"))
+	if (run->c->conf.reuse != REUSE_NONE)
 		return run->thread_id;
 	snprintf(buf, RUN_ID_LEN + 5, "run:%s", run->run_id);
 	return buf;
@@ -585,7 +585,7 @@ run_drive(Run *run)
 	mp_w_str(&w, "key", run_sandbox_key(run, keybuf));
 	mp_w_str(&w, "run_id", run->run_id);
 	mp_w_str(&w, "thread_id", run->thread_id);
-	/* no deadline: a queued ENSURE may wait for a slot; the shim's queue_timeout ends it */
+	/* no deadline: a queued ENSURE may wait for a slot; the shim's queue_timeout_ms ends it */
 	int r = peer_call(c->shim, MSG_SANDBOX_ENSURE, &w, 0, sandbox_ensured, run);
 	mp_writer_done(&w);
 	if (r < 0) {
@@ -904,7 +904,7 @@ static void
 output_over_budget(Run *run, OutBuf *b, size_t n)
 {
 	Coordinator *c = run->c;
-	bool drop = streq(c->conf.output_limit_action, "drop") && run->adapter &&
+	bool drop = c->conf.output_limit_action == OUTPUT_LIMIT_DROP && run->adapter &&
 		    run->adapter->kind == ADAPTER_SHELL;
 
 	b->added += n;

@@ -89,7 +89,7 @@ handle_thread_file(Peer *p, const Frame *f, void *ud)
 					"256 bytes");
 		goto out;
 	}
-	if (streq(c->conf.reuse, "none")) {
+	if (c->conf.reuse == REUSE_NONE) {
 		peer_reply_error_reason(p, f->req_id, -EBUSY, "reuse_none",
 					"with reuse = none each run has its own workspace and a "
 					"thread has none");

@@ -1,6 +1,6 @@
 /* SPDX-License-Identifier: MIT */
 /*
- * harness-conf.c — the [harness.NAME] sections.
+ * harness-conf.c — the [harness.NAME] and [tool.NAME] sections.
  *
  *   [harness.claude]
  *   adapter = claude-code                 # shell | ndjson | claude-code | codex
@@ -20,6 +20,13 @@
  *   description = Search the project's issue tracker
  *   schema = {"type":"object","properties":{"q":{"type":"string"}}}
  *   timeout_ms = 60000
+ *
+ * Each section kind is a ConfItem table (harness_conf_items, tool_conf_items)
+ * scanned by conf_scan_items_file(): one Harness or Tool per NAME, made with
+ * the table's defaults the first time its section is seen, every key checked
+ * by its row (type, range, validator) with "file:line: key: reason". What
+ * involves several sections (a tool's command, the tools a harness names, an
+ * adapter for each harness) is checked by finish() once every file is read.
  */
 #include "config.h"
 
@@ -27,11 +34,9 @@
 
 #include <ctype.h>
 #include <errno.h>
-#include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <strings.h>
 #include <unistd.h>
 
 #include "json-util.h"
@@ -39,8 +44,11 @@
 #include "mp-cursor.h"
 #include "net-addr.h"
 #include "shared-conf.h"
+#include "strv.h"
 
-static const char *const adapter_names[_ADAPTER_MAX] = {
+/* NULL-terminated: the choices of the adapter key too (CONF_CHOICE, an int) */
+_Static_assert(sizeof(AdapterKind) == sizeof(int), "CONF_CHOICE fields are int-sized");
+static const char *const adapter_names[_ADAPTER_MAX + 1] = {
     [ADAPTER_SHELL] = "shell",
     [ADAPTER_NDJSON] = "ndjson",
     [ADAPTER_CLAUDE] = "claude-code",
@@ -53,43 +61,13 @@ adapter_name(AdapterKind k)
 	return (unsigned)k < _ADAPTER_MAX ? adapter_names[k] : "?";
 }
 
-int
-strv_push(char ***v, const char *s)
-{
-	size_t n = 0;
-	while (*v && (*v)[n])
-		n++;
-	char **nv = realloc(*v, (n + 2) * sizeof(char *));
-	if (!nv)
-		return -ENOMEM;
-	nv[n] = strdup(s);
-	nv[n + 1] = NULL;
-	*v = nv;
-	return nv[n] ? 0 : -ENOMEM;
-}
-
-int
-strv_pushf(char ***v, const char *fmt, ...)
-{
-	char *s;
-	va_list ap;
-	va_start(ap, fmt);
-	int r = vasprintf(&s, fmt, ap);
-	va_end(ap);
-	if (r < 0)
-		return -ENOMEM;
-	r = strv_push(v, s);
-	free(s);
-	return r;
-}
-
 static void
 tool_done(Tool *t)
 {
 	free(t->name);
 	free(t->description);
 	json_decref(t->schema);
-	mp_strv_free(t->argv);
+	mp_strv_free(t->command);
 	*t = (Tool){0};
 }
 
@@ -97,7 +75,7 @@ static void
 harness_done(Harness *h)
 {
 	free(h->name);
-	mp_strv_free(h->argv);
+	mp_strv_free(h->command);
 	mp_strv_free(h->env);
 	mp_strv_free(h->secrets);
 	mp_strv_free(h->egress);
@@ -136,42 +114,6 @@ tool_find(const HarnessSet *set, const char *name)
 	return NULL;
 }
 
-static Tool *
-tool_get(HarnessSet *set, const char *name)
-{
-	for (size_t i = 0; i < set->n_tools; i++)
-		if (streq(set->tools[i].name, name))
-			return &set->tools[i];
-	Tool *v = realloc(set->tools, (set->n_tools + 1) * sizeof(Tool));
-	if (!v)
-		return NULL;
-	set->tools = v;
-	Tool *t = &v[set->n_tools];
-	*t = (Tool){.name = strdup(name), .timeout_ms = 60000};
-	if (!t->name)
-		return NULL;
-	set->n_tools++;
-	return t;
-}
-
-static Harness *
-harness_get(HarnessSet *set, const char *name)
-{
-	for (size_t i = 0; i < set->n; i++)
-		if (streq(set->v[i].name, name))
-			return &set->v[i];
-	Harness *v = realloc(set->v, (set->n + 1) * sizeof(Harness));
-	if (!v)
-		return NULL;
-	set->v = v;
-	Harness *h = &v[set->n];
-	*h = (Harness){.name = strdup(name), .adapter = _ADAPTER_MAX, .max_line = 1 << 20};
-	if (!h->name)
-		return NULL;
-	set->n++;
-	return h;
-}
-
 static bool
 valid_name(const char *s, size_t max)
 {
@@ -193,31 +135,6 @@ valid_env_name(const char *s)
 		if (!isalnum((unsigned char)*p) && *p != '_')
 			return false;
 	return true;
-}
-
-/* Space-separated words into a vector, each checked. */
-static int
-words(const char *value, bool (*ok)(const char *), char ***ret, const char **bad)
-{
-	char **v = NULL;
-	_cleanup_free_ char *copy = strdup(value);
-	char *save = NULL;
-	if (!copy)
-		return -ENOMEM;
-	for (char *w = strtok_r(copy, " \t,", &save); w; w = strtok_r(NULL, " \t,", &save)) {
-		if (!ok(w)) {
-			*bad = value;
-			mp_strv_free(v);
-			return -EINVAL;
-		}
-		if (strv_push(&v, w) < 0) {
-			mp_strv_free(v);
-			return -ENOMEM;
-		}
-	}
-	mp_strv_free(*ret);
-	*ret = v;
-	return 0;
 }
 
 static bool
@@ -259,200 +176,197 @@ valid_tool_name(const char *s)
 	return valid_name(s, 64);
 }
 
-static int
-parse_argv(const char *value, char ***ret, char *why, size_t whylen)
+#define H "harness.NAME"
+#define T "tool.NAME"
+
+/* The keys of [harness.NAME]; a missing key keeps its default (none: the
+ * harness's own, e.g. the adapter's command). */
+static const ConfItem harness_conf_items[] = {
+    {.section = H,
+     .key = "adapter",
+     .type = CONF_CHOICE,
+     .offset = offsetof(Harness, adapter),
+     .help = "how the process is driven and its output read: shell, ndjson, claude-code or "
+	     "codex (required, but for the built-in [harness.shell])",
+     .choices = adapter_names,
+     .expected = "expected shell, ndjson, claude-code or codex"},
+    {.section = H,
+     .key = "command",
+     .type = CONF_ARGV,
+     .offset = offsetof(Harness, command),
+     .help = "the argv as a JSON array (never a shell string), e.g. [\"claude\"]; empty = the "
+	     "adapter's own (an ndjson harness needs one)"},
+    {.section = H,
+     .key = "env",
+     .type = CONF_ENV,
+     .offset = offsetof(Harness, env),
+     .help = "extra environment, a JSON object of strings, e.g. {\"NAME\": \"value\"}",
+     .valid = valid_env_name},
+    {.section = H,
+     .key = "secrets",
+     .type = CONF_WORDS,
+     .offset = offsetof(Harness, secrets),
+     .help = "names of coordinatord's environment variables handed to the process (the values of "
+	     "every harness's secrets are redacted from every chunk and record of every run: "
+	     "docs/SECURITY.md)",
+     .valid = valid_env_name,
+     .expected = "expected environment variable names"},
+    {.section = H,
+     .key = "egress",
+     .type = CONF_WORDS,
+     .offset = offsetof(Harness, egress),
+     .help = "host[:port] names the harness may reach through the proxy (no IP literals)",
+     .valid = valid_host,
+     .expected = "expected host names (host or host:port, no IP literals)"},
+    {.section = H,
+     .key = "egress_allow_private",
+     .type = CONF_WORDS,
+     .offset = offsetof(Harness, egress_allow_private),
+     .help = "networks (CIDR, e.g. 10.1.2.0/24 127.0.0.1/32 fd00::/8) the proxy may connect to "
+	     "although they are not public: by default a name that resolves to loopback, private "
+	     "(10/8, 172.16/12, 192.168/16), CGNAT (100.64/10), link-local (169.254/16, the cloud "
+	     "metadata service; fe80::/10), unique-local (fc00::/7), multicast, 0.0.0.0/8, :: or a "
+	     "reserved address is refused with 403",
+     .valid = valid_cidr,
+     .expected = "expected IPv4/IPv6 networks (address/prefix with the host bits zero, e.g. "
+		 "10.0.0.0/8 127.0.0.1/32 fd00::/8)"},
+    {.section = H,
+     .key = "timeout_ms",
+     .type = CONF_INT,
+     .offset = offsetof(Harness, timeout_ms),
+     .def = "0",
+     .min = 0,
+     .max = 86400000LL * 7,
+     .help = "wall-clock limit of the process (0 = none)",
+     .expected = "expected milliseconds (0 = none)"},
+    {.section = H,
+     .key = "max_line",
+     .type = CONF_SIZE,
+     .offset = offsetof(Harness, max_line),
+     .def = "1M",
+     .min = 256,
+     .max = 64 << 20,
+     .help = "longest stdout line of a line-based adapter (ndjson, claude-code, codex)",
+     .expected = "expected a size from 256 to 64M"},
+    {.section = H,
+     .key = "keep_processes",
+     .type = CONF_BOOL,
+     .offset = offsetof(Harness, keep_processes),
+     .def = "no",
+     .help = "yes: what the run leaves running (`cmd &`, nohup, setsid) outlives it, until its "
+	     "sandbox sleeps or is stopped for a queued request; no: killed at the run's end",
+     .expected = "expected true or false"},
+    {.section = H,
+     .key = "tools",
+     .type = CONF_WORDS,
+     .offset = offsetof(Harness, tools),
+     .help = "names of [tool.NAME] host tools offered over the MCP bridge (reached from the "
+	     "sandbox through a loopback port that the shim joins to routerd's bridge-only socket, "
+	     "$runtime_dir/bridge.sock: that run's tools, nothing else)",
+     .valid = valid_tool_name,
+     .expected = "expected tool names"},
+};
+
+/* The keys of [tool.NAME]. */
+static const ConfItem tool_conf_items[] = {
+    {.section = T,
+     .key = "command",
+     .type = CONF_ARGV,
+     .offset = offsetof(Tool, command),
+     .help = "the argv as a JSON array (required): run on the host, never in a sandbox, with the "
+	     "call's JSON arguments on stdin; its stdout is the result"},
+    {.section = T,
+     .key = "description",
+     .type = CONF_STR,
+     .offset = offsetof(Tool, description),
+     .help = "shown to the agent in tools/list"},
+    {.section = T,
+     .key = "schema",
+     .type = CONF_JSON,
+     .offset = offsetof(Tool, schema),
+     .help = "JSON Schema of the arguments (a JSON object)",
+     .expected = "expected a JSON Schema object"},
+    {.section = T,
+     .key = "timeout_ms",
+     .type = CONF_INT,
+     .offset = offsetof(Tool, timeout_ms),
+     .def = "60000",
+     .min = 1,
+     .max = 86400000LL,
+     .help = "how long a call may run",
+     .expected = "expected milliseconds (1..86400000)"},
+};
+
+static Tool *
+tool_get(HarnessSet *set, const char *name)
 {
-	json_auto_t *j = json_loads(value, 0, NULL);
-	size_t i;
-	json_t *a;
-	char **v = NULL;
-	if (!json_is_array(j) || json_array_size(j) == 0) {
-		snprintf(why, whylen, "'%s': expected a JSON array of strings, e.g. [\"claude\"]",
-			 value);
-		return -EINVAL;
+	for (size_t i = 0; i < set->n_tools; i++)
+		if (streq(set->tools[i].name, name))
+			return &set->tools[i];
+	Tool *v = realloc(set->tools, (set->n_tools + 1) * sizeof(Tool));
+	if (!v)
+		return NULL;
+	set->tools = v;
+	Tool *t = &v[set->n_tools];
+	*t = (Tool){.name = strdup(name)};
+	if (!t->name || conf_apply_defaults(tool_conf_items, ELEMENTSOF(tool_conf_items), t) < 0) {
+		free(t->name);
+		return NULL;
 	}
-	json_array_foreach(j, i, a)
-	{
-		if (!json_is_string(a) || !*json_string_value(a) ||
-		    strv_push(&v, json_string_value(a)) < 0) {
-			mp_strv_free(v);
-			snprintf(why, whylen, "argument %zu is not a non-empty string", i);
-			return -EINVAL;
-		}
-	}
-	mp_strv_free(*ret);
-	*ret = v;
-	return 0;
+	set->n_tools++;
+	return t;
 }
 
-static int
-scan_tool(const char *name, const char *key, const char *value, char *why, size_t whylen, void *ud)
+static Harness *
+harness_get(HarnessSet *set, const char *name)
 {
-	HarnessSet *set = ud;
-	Tool *t;
+	for (size_t i = 0; i < set->n; i++)
+		if (streq(set->v[i].name, name))
+			return &set->v[i];
+	Harness *v = realloc(set->v, (set->n + 1) * sizeof(Harness));
+	if (!v)
+		return NULL;
+	set->v = v;
+	Harness *h = &v[set->n];
+	*h = (Harness){.name = strdup(name), .adapter = _ADAPTER_MAX};
+	if (!h->name ||
+	    conf_apply_defaults(harness_conf_items, ELEMENTSOF(harness_conf_items), h) < 0) {
+		free(h->name);
+		return NULL;
+	}
+	set->n++;
+	return h;
+}
 
+/* ConfSectionFn of [tool.NAME]: its Tool, made on first sight. */
+static int
+tool_section(const char *name, void **ret, char *why, size_t whylen, void *ud)
+{
 	if (!valid_name(name, 64)) {
 		snprintf(why, whylen, "tool name '%s': use 1..64 of [A-Za-z0-9._-]", name);
 		return -EINVAL;
 	}
-	t = tool_get(set, name);
-	if (!t)
-		return -ENOMEM;
-	if (streq(key, "command"))
-		return parse_argv(value, &t->argv, why, whylen);
-	if (streq(key, "description")) {
-		char *d = strdup(value);
-		if (!d)
-			return -ENOMEM;
-		free(t->description);
-		t->description = d;
-		return 0;
-	}
-	if (streq(key, "schema")) {
-		json_t *j = json_loads(value, 0, NULL);
-		if (!json_is_object(j)) {
-			json_decref(j);
-			snprintf(why, whylen, "'%s': expected a JSON Schema object", value);
-			return -EINVAL;
-		}
-		json_decref(t->schema);
-		t->schema = j;
-		return 0;
-	}
-	if (streq(key, "timeout_ms")) {
-		char *end;
-		long long v = strtoll(value, &end, 10);
-		if (!*value || *end || v < 1 || v > 86400000LL) {
-			snprintf(why, whylen, "'%s': expected milliseconds (1..86400000)", value);
-			return -EINVAL;
-		}
-		t->timeout_ms = v;
-		return 0;
-	}
-	snprintf(why, whylen, "unknown key in [tool.%s]", name);
-	return -EINVAL;
+	*ret = tool_get(ud, name);
+	return *ret ? 0 : -ENOMEM;
 }
 
+/* ConfSectionFn of [harness.NAME]: its Harness, made on first sight. */
 static int
-scan(const char *name, const char *key, const char *value, char *why, size_t whylen, void *ud)
+harness_section(const char *name, void **ret, char *why, size_t whylen, void *ud)
 {
-	HarnessSet *set = ud;
-	Harness *h;
-	const char *bad = NULL;
-	int r;
-
 	if (!valid_name(name, 64)) {
 		snprintf(why, whylen, "harness name '%s': use 1..64 of [A-Za-z0-9._-]", name);
 		return -EINVAL;
 	}
-	h = harness_get(set, name);
-	if (!h)
-		return -ENOMEM;
-	if (streq(key, "adapter")) {
-		for (int k = 0; k < _ADAPTER_MAX; k++)
-			if (streq(value, adapter_names[k])) {
-				h->adapter = (AdapterKind)k;
-				return 0;
-			}
-		snprintf(why, whylen, "'%s': expected shell, ndjson, claude-code or codex", value);
-		return -EINVAL;
-	}
-	if (streq(key, "command"))
-		return parse_argv(value, &h->argv, why, whylen);
-	if (streq(key, "env")) {
-		json_auto_t *j = json_loads(value, 0, NULL);
-		const char *k;
-		json_t *v;
-		char **env = NULL;
-		if (!json_is_object(j)) {
-			snprintf(why, whylen, "'%s': expected a JSON object of strings", value);
-			return -EINVAL;
-		}
-		json_object_foreach(j, k, v)
-		{
-			if (!valid_env_name(k) || !json_is_string(v) ||
-			    strv_pushf(&env, "%s=%s", k, json_string_value(v)) < 0) {
-				mp_strv_free(env);
-				snprintf(why, whylen, "'%s' is not NAME: \"string\"", k);
-				return -EINVAL;
-			}
-		}
-		mp_strv_free(h->env);
-		h->env = env;
-		return 0;
-	}
-	if (streq(key, "secrets")) {
-		r = words(value, valid_env_name, &h->secrets, &bad);
-		if (r == -EINVAL)
-			snprintf(why, whylen, "'%s': expected environment variable names", value);
-		return r;
-	}
-	if (streq(key, "tools")) {
-		r = words(value, valid_tool_name, &h->tools, &bad);
-		if (r == -EINVAL)
-			snprintf(why, whylen, "'%s': expected tool names", value);
-		return r;
-	}
-	if (streq(key, "egress")) {
-		r = words(value, valid_host, &h->egress, &bad);
-		if (r == -EINVAL)
-			snprintf(why, whylen,
-				 "'%s': expected host names (host or host:port, no IP literals)",
-				 value);
-		return r;
-	}
-	if (streq(key, "egress_allow_private")) {
-		r = words(value, valid_cidr, &h->egress_allow_private, &bad);
-		if (r == -EINVAL)
-			snprintf(why, whylen,
-				 "'%s': expected IPv4/IPv6 networks (address/prefix with the host "
-				 "bits zero, e.g. 10.0.0.0/8 127.0.0.1/32 fd00::/8)",
-				 value);
-		return r;
-	}
-	if (streq(key, "timeout_ms") || streq(key, "max_line")) {
-		int64_t v;
-		char *end;
-		if (streq(key, "max_line")) {
-			r = conf_parse_size(value, &v);
-			if (r < 0 || v < 256 || v > (64 << 20)) {
-				snprintf(why, whylen, "'%s': expected a size from 256 to 64M",
-					 value);
-				return -EINVAL;
-			}
-			h->max_line = v;
-		} else {
-			v = strtoll(value, &end, 10);
-			if (!*value || *end || v < 0 || v > 86400000LL * 7) {
-				snprintf(why, whylen, "'%s': expected milliseconds (0 = none)",
-					 value);
-				return -EINVAL;
-			}
-			h->timeout_ms = v;
-		}
-		return 0;
-	}
-	if (streq(key, "keep_processes")) {
-		static const char *const yes[] = {"1", "yes", "true", "on"};
-		static const char *const no[] = {"0", "no", "false", "off"};
-		for (size_t i = 0; i < ELEMENTSOF(yes); i++) {
-			if (strcasecmp(value, yes[i]) == 0 || strcasecmp(value, no[i]) == 0) {
-				h->keep_processes = strcasecmp(value, yes[i]) == 0;
-				return 0;
-			}
-		}
-		snprintf(why, whylen, "'%s': expected true or false", value);
-		return -EINVAL;
-	}
-	snprintf(why, whylen, "unknown key in [harness.%s]", name);
-	return -EINVAL;
+	*ret = harness_get(ud, name);
+	return *ret ? 0 : -ENOMEM;
 }
 
 static int
 finish(HarnessSet *set, char *err, size_t errlen)
 {
 	for (size_t i = 0; i < set->n_tools; i++)
-		if (!set->tools[i].argv) {
+		if (!set->tools[i].command) {
 			snprintf(err, errlen, "[tool.%s]: command: missing", set->tools[i].name);
 			return -EINVAL;
 		}
@@ -475,7 +389,7 @@ finish(HarnessSet *set, char *err, size_t errlen)
 			    "[harness.%s]: adapter: missing (shell, ndjson, claude-code or codex)",
 			    set->v[i].name);
 			return -EINVAL;
-		} else if (set->v[i].adapter == ADAPTER_NDJSON && !set->v[i].argv) {
+		} else if (set->v[i].adapter == ADAPTER_NDJSON && !set->v[i].command) {
 			snprintf(err, errlen,
 				 "[harness.%s]: command: an ndjson harness needs its command",
 				 set->v[i].name);
@@ -488,9 +402,12 @@ int
 harness_load_string(const char *name, const char *text, HarnessSet *ret, char *err, size_t errlen)
 {
 	HarnessSet set = {0};
-	int r = conf_scan_string(name, text, "harness.", scan, &set, err, errlen);
+	int r =
+	    conf_scan_items_string(name, text, harness_conf_items, ELEMENTSOF(harness_conf_items),
+				   harness_section, &set, err, errlen);
 	if (r == 0)
-		r = conf_scan_string(name, text, "tool.", scan_tool, &set, err, errlen);
+		r = conf_scan_items_string(name, text, tool_conf_items, ELEMENTSOF(tool_conf_items),
+					   tool_section, &set, err, errlen);
 	if (r == 0)
 		r = finish(&set, err, errlen);
 	if (r < 0) {
@@ -501,6 +418,27 @@ harness_load_string(const char *name, const char *text, HarnessSet *ret, char *e
 	return 0;
 }
 
+void
+harness_conf_dump(FILE *f)
+{
+	fputc('\n', f);
+	conf_dump(f, harness_conf_items, ELEMENTSOF(harness_conf_items));
+	fputc('\n', f);
+	conf_dump(f, tool_conf_items, ELEMENTSOF(tool_conf_items));
+}
+
+/* The [harness.NAME] sections of path, then its [tool.NAME] sections. */
+static int
+scan_file(const char *path, HarnessSet *set, char *err, size_t errlen)
+{
+	int r = conf_scan_items_file(path, harness_conf_items, ELEMENTSOF(harness_conf_items),
+				     harness_section, set, err, errlen);
+	if (r == 0)
+		r = conf_scan_items_file(path, tool_conf_items, ELEMENTSOF(tool_conf_items),
+					 tool_section, set, err, errlen);
+	return r;
+}
+
 int
 harness_load(const DaemonArgs *a, HarnessSet *ret)
 {
@@ -509,20 +447,11 @@ harness_load(const DaemonArgs *a, HarnessSet *ret)
 	int r = 0;
 
 	if (a->n_configs == 0) {
-		if (access(RW_DEFAULT_CONF, F_OK) == 0) {
-			r = conf_scan_file(RW_DEFAULT_CONF, "harness.", scan, &set, err,
-					   sizeof(err));
-			if (r == 0)
-				r = conf_scan_file(RW_DEFAULT_CONF, "tool.", scan_tool, &set, err,
-						   sizeof(err));
-		}
+		if (access(RW_DEFAULT_CONF, F_OK) == 0)
+			r = scan_file(RW_DEFAULT_CONF, &set, err, sizeof(err));
 	} else
-		for (size_t i = 0; r == 0 && i < a->n_configs; i++) {
-			r = conf_scan_file(a->configs[i], "harness.", scan, &set, err, sizeof(err));
-			if (r == 0)
-				r = conf_scan_file(a->configs[i], "tool.", scan_tool, &set, err,
-						   sizeof(err));
-		}
+		for (size_t i = 0; r == 0 && i < a->n_configs; i++)
+			r = scan_file(a->configs[i], &set, err, sizeof(err));
 	if (r == 0)
 		r = finish(&set, err, sizeof(err));
 	if (r < 0) {

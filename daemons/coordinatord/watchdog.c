@@ -160,10 +160,10 @@ watchdog_scan(Coordinator *c)
 			/* kill: the run's exec cgroup (everything it started, not the
 			 * sandbox's other runs); the whole sandbox only when no exec
 			 * of it is known yet (its start is in flight). */
-			if (streq(c->conf.stall_action, "kill") && run->exec_id &&
+			if (c->conf.stall_action == STALL_KILL && run->exec_id &&
 			    (run->state == RUN_EXECUTING || run->state == RUN_REATTACH))
 				run_kill_exec(run);
-			else if (streq(c->conf.stall_action, "kill") && run->sandbox_id)
+			else if (c->conf.stall_action == STALL_KILL && run->sandbox_id)
 				kill_sandbox(c, run->sandbox_id);
 			run_free(run);
 		}
@@ -338,10 +338,10 @@ watchdog_setup(Coordinator *c)
 		watchdog_fallback = evtimer_new(c->base, fallback_cb, c);
 		if (c->watchdog_ev)
 			event_add(c->watchdog_ev, timeval_from_usec(&tv, every));
-		log_info("Stall watchdog: timeout %" PRId64 " ms, action %s, check every %" PRIu64
-			 " ms",
-			 c->conf.stall_timeout_ms, c->conf.stall_action,
-			 (uint64_t)(every / USEC_PER_MSEC));
+		log_info(
+		    "Stall watchdog: timeout %" PRId64 " ms, action %s, check every %" PRIu64 " ms",
+		    c->conf.stall_timeout_ms, coord_conf_choices_stall_action[c->conf.stall_action],
+		    (uint64_t)(every / USEC_PER_MSEC));
 	} else
 		log_info("Stall watchdog is off");
 	c->retention_ev = event_new(c->base, -1, EV_PERSIST, retention_cb, c);

@@ -15,6 +15,7 @@
 
 #include "log.h"
 #include "macro.h"
+#include "strv.h"
 
 #define KIB 1024LL
 #define MIB (1024LL * 1024)
@@ -113,14 +114,6 @@ fclosep(FILE **f)
 {
 	if (*f)
 		fclose(*f);
-}
-
-static void
-strv_free(char **v)
-{
-	for (char **p = v; p && *p; p++)
-		free(*p);
-	free(v);
 }
 
 static bool

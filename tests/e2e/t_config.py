@@ -13,10 +13,13 @@ CONF = os.path.join(TOP, "conf", "runwarden.conf")
 
 
 def sections(text):
-    """{section: {key: default}} from '#key = value' lines."""
+    """{section: {key: default}} from '#key = value' lines; a commented-out
+    section line ('#[harness.NAME]', a template) starts a section too."""
     out, sec = {}, None
     for line in text.splitlines():
         line = line.strip()
+        if line.startswith("#["):
+            line = line[1:]
         if line.startswith("[") and line.endswith("]"):
             sec = line[1:-1]
             out.setdefault(sec, {})

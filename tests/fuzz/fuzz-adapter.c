@@ -59,12 +59,12 @@ setup(void)
 	coord.base = event_base_new();
 	coord.commit_ev = event_new(coord.base, -1, 0, noop_cb, NULL);
 	coord.flush_ev = event_new(coord.base, -1, 0, noop_cb, NULL);
-	coord.conf.reuse = (char *)"thread";
+	coord.conf.reuse = REUSE_THREAD;
 	coord.conf.output_chunk_max = 65536;
 	coord.listen_fd = -1;
 	harness.name = (char *)"fuzz";
 	harness.adapter = KIND;
-	harness.argv = KIND == ADAPTER_NDJSON ? argv : NULL;
+	harness.command = KIND == ADAPTER_NDJSON ? argv : NULL;
 	harness.max_line = 4096;
 	harness.timeout_ms = 60000;
 	messages = json_pack("[{s:s, s:s}]", "role", "user", "content", "do the thing");

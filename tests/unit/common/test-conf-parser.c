@@ -21,9 +21,11 @@
 #include <unistd.h>
 
 #include <cmocka.h>
+#include <jansson.h>
 
 #include "conf-parser.h"
 #include "macro.h"
+#include "strv.h"
 
 typedef struct TConf {
 	char *name;
@@ -445,6 +447,130 @@ test_conf_parser_choices(void **state)
 	conf_free_strings(ch, 2, &c);
 }
 
+typedef struct TItem {
+	char *name;
+	int kind;
+	char **argv, **words, **env;
+	void *json; /* json_t * */
+	int64_t n;
+} TItem;
+
+static bool
+upper_word(const char *s)
+{
+	return *s >= 'A' && *s <= 'Z';
+}
+
+/* ConfSectionFn: one TItem, any name but "bad" */
+static int
+titem_section(const char *name, void **ret, char *why, size_t whylen, void *ud)
+{
+	TItem *t = ud;
+	if (streq(name, "bad")) {
+		snprintf(why, whylen, "section name '%s' refused", name);
+		return -EINVAL;
+	}
+	if (!t->name)
+		t->name = strdup(name);
+	*ret = t;
+	return 0;
+}
+
+static void
+test_conf_parser_templated(void **state)
+{
+	static const char *const kinds[] = {"a", "b", NULL};
+	static const ConfItem it[] = {
+	    {.section = "x.NAME",
+	     .key = "kind",
+	     .type = CONF_CHOICE,
+	     .offset = offsetof(TItem, kind),
+	     .def = "b",
+	     .choices = kinds},
+	    {.section = "x.NAME",
+	     .key = "argv",
+	     .type = CONF_ARGV,
+	     .offset = offsetof(TItem, argv)},
+	    {.section = "x.NAME",
+	     .key = "words",
+	     .type = CONF_WORDS,
+	     .offset = offsetof(TItem, words),
+	     .valid = upper_word,
+	     .expected = "expected capitalized words"},
+	    {.section = "x.NAME",
+	     .key = "env",
+	     .type = CONF_ENV,
+	     .offset = offsetof(TItem, env),
+	     .valid = upper_word},
+	    {.section = "x.NAME",
+	     .key = "json",
+	     .type = CONF_JSON,
+	     .offset = offsetof(TItem, json)},
+	    {.section = "x.NAME",
+	     .key = "n",
+	     .type = CONF_INT,
+	     .offset = offsetof(TItem, n),
+	     .def = "7",
+	     .min = 1,
+	     .max = 9},
+	};
+	const size_t n = ELEMENTSOF(it);
+	TItem t = {0};
+	char err[256] = "";
+	(void)state;
+
+	assert_int_equal(conf_apply_defaults(it, n, &t), 0);
+	assert_int_equal(t.kind, 1);
+	assert_int_equal(t.n, 7);
+	assert_null(t.argv);
+	assert_int_equal(conf_scan_items_string("t.conf",
+						"[other]\nkind = z\n[x.one]\nkind = a\n"
+						"argv = [\"/bin/x\", \"-y\"]\nwords = A, B\tC\n"
+						"env = {\"K\": \"v w\"}\njson = {\"k\": 1}\nn = 9\n"
+						"n = 8\n",
+						it, n, titem_section, &t, err, sizeof(err)),
+			 0);
+	assert_string_equal(t.name, "one");
+	assert_int_equal(t.kind, 0);
+	assert_string_equal(t.argv[1], "-y");
+	assert_null(t.argv[2]);
+	assert_string_equal(t.words[2], "C");
+	assert_null(t.words[3]);
+	assert_string_equal(t.env[0], "K=v w");
+	assert_non_null(t.json);
+	assert_int_equal(t.n, 8); /* set again: the later line wins */
+
+#define SCAN_ERR(text, want)                                                                       \
+	do {                                                                                       \
+		assert_int_equal(conf_scan_items_string("t.conf", text, it, n, titem_section, &t,  \
+							err, sizeof(err)),                         \
+				 -EINVAL);                                                         \
+		assert_string_equal(err, want);                                                    \
+	} while (0)
+	SCAN_ERR("[x.bad]\nn = 1\n", "t.conf:2: n: section name 'bad' refused");
+	SCAN_ERR("[x.a]\nnope = 1\n", "t.conf:2: nope: unknown key in [x.a]");
+	SCAN_ERR("[x.a]\nkind = c\n", "t.conf:2: kind: 'c': expected 'a' or 'b'");
+	SCAN_ERR("[x.a]\nargv = x\n",
+		 "t.conf:2: argv: 'x': expected a JSON array of strings, e.g. [\"claude\"]");
+	SCAN_ERR("[x.a]\nargv = [\"x\", 2]\n",
+		 "t.conf:2: argv: argument 1 is not a non-empty string");
+	SCAN_ERR("[x.a]\nwords = A b\n", "t.conf:2: words: 'A b': expected capitalized words");
+	SCAN_ERR("[x.a]\nenv = {\"k\": \"v\"}\n", "t.conf:2: env: 'k' is not NAME: \"string\"");
+	SCAN_ERR("[x.a]\nenv = 1\n", "t.conf:2: env: '1': expected a JSON object of strings");
+	SCAN_ERR("[x.a]\njson = [1]\n", "t.conf:2: json: '[1]': expected a JSON object");
+	SCAN_ERR("[x.a]\nn = 10\n", "t.conf:2: n: '10' out of range (1..9)");
+#undef SCAN_ERR
+	/* a refused value changes nothing */
+	assert_string_equal(t.argv[0], "/bin/x");
+	assert_int_equal(t.n, 8);
+
+	free(t.name);
+	strv_free(t.argv);
+	strv_free(t.words);
+	strv_free(t.env);
+	json_decref(t.json);
+}
+
 int
 main(void)
 {
@@ -464,6 +590,7 @@ main(void)
 	    cmocka_unit_test_setup_teardown(test_conf_parser_parse_value, setup, teardown),
 	    cmocka_unit_test(test_conf_parser_bad_default),
 	    cmocka_unit_test(test_conf_parser_choices),
+	    cmocka_unit_test(test_conf_parser_templated),
 	};
 	return cmocka_run_group_tests_name("conf-parser", tests, NULL, NULL);
 }

@@ -1,0 +1,14 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * strv.h — NULL-terminated vectors of strings (char **), malloc'd, each
+ * string malloc'd and owned by the vector. An empty vector may be NULL.
+ */
+#pragma once
+
+/* Append a copy of s to the NULL-terminated malloc'd vector *v (NULL = empty).
+ * 0 or -ENOMEM (then *v may have grown by a NULL slot, still valid). */
+int strv_push(char ***v, const char *s);
+/* The same with a printf format, e.g. "K=V". */
+int strv_pushf(char ***v, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+/* Free v and its strings (NULL-safe). */
+void strv_free(char **v);
