@@ -149,6 +149,15 @@ listen = 127.0.0.1:{self.port}
         except ValueError:
             return r.status, payload
 
+    def metric(self, name):
+        """The value of an unlabelled line of GET /metrics, or None."""
+        st, text = self.http("GET", "/metrics")
+        assert st == 200, st
+        for line in (text.decode() if isinstance(text, bytes) else str(text)).splitlines():
+            if line.startswith(name + " "):
+                return float(line.split()[1])
+        return None
+
     def start_run(self, command, thread="t1", **extra):
         body = {"threadId": thread, "messages": [{"role": "user", "content": command}]}
         body.update(extra)

@@ -23,14 +23,6 @@ first_request_timeout_ms = 1500
 """
 
 
-def metric(s, name):
-    st, text = s.http("GET", "/metrics")
-    for line in text.decode().splitlines():
-        if line.startswith(name + " "):
-            return float(line.split()[1])
-    return None
-
-
 def get_from(s, src, path="/healthz"):
     c = http.client.HTTPConnection("127.0.0.1", s.port, timeout=5, source_address=(src, 0))
     c.request("GET", path, headers={"Host": f"127.0.0.1:{s.port}"})
@@ -56,7 +48,7 @@ def half_open(src, port, n):
 
 def test_half_open_flood_from_one_address_does_not_block_others(s):
     s.expected_errors.append(r"too many without a request head")
-    before = metric(s, "runwarden_router_connections_refused_total")
+    before = s.metric("runwarden_router_connections_refused_total")
     # more than max_connections, from one address, sending nothing
     socks = half_open("127.0.0.3", s.port, 400)
     try:
@@ -67,7 +59,7 @@ def test_half_open_flood_from_one_address_does_not_block_others(s):
         print(f"   [measure] GET from another address during a 400-connection half-open "
               f"flood: {(time.monotonic() - t0) * 1000:.1f} ms (issue 12, before: blocked 18 s "
               "by 10,050)")
-        refused = metric(s, "runwarden_router_connections_refused_total") - before
+        refused = s.metric("runwarden_router_connections_refused_total") - before
         # the cap holds once half of max_connections (150) is in use
         assert refused >= 400 - 150 - 5, refused
         # the refused ones really are closed: a read sees EOF or a reset at once

@@ -29,14 +29,6 @@ def rss_kib(s):
                 return int(line.split()[1])
 
 
-def metric(s, name):
-    st, text = s.http("GET", "/metrics")
-    for line in text.decode().splitlines():
-        if line.startswith(name + " "):
-            return float(line.split()[1])
-    return None
-
-
 def test_slow_reader_is_dropped_others_get_everything(s):
     # ~1.5 MB of stdout in many events, paced so the tails are live.
     run = s.start_run("for i in $(seq 1 30); do head -c 36000 /dev/zero | base64 -w 100; "
@@ -96,7 +88,7 @@ def test_slow_reader_is_dropped_others_get_everything(s):
     # The slow tail was cut off: its socket ends (close frame 1008 if it made
     # it out before the close deadline, else just the TCP end).
     deadline = time.time() + 10
-    while metric(s, 'runwarden_router_ws_closes_total{reason="slow_consumer"}') < 1:
+    while s.metric('runwarden_router_ws_closes_total{reason="slow_consumer"}') < 1:
         assert time.time() < deadline, "the slow tail was never dropped"
         time.sleep(0.1)
     slow.settimeout(10)
@@ -117,4 +109,4 @@ def test_slow_reader_is_dropped_others_get_everything(s):
     print(f"    100 readers × {n} events in {elapsed:.1f}s; routerd RSS {rss0 // 1024} MiB → "
           f"peak {peak[0] // 1024} MiB")
     assert growth_mib < 64, f"routerd RSS grew by {growth_mib:.0f} MiB"
-    assert metric(s, "runwarden_router_live_tails") == 0
+    assert s.metric("runwarden_router_live_tails") == 0

@@ -147,19 +147,11 @@ def test_restart_kills_what_a_killed_coordinatord_left(s):
     assert poll(lambda: s.http("GET", "/readyz")[0] == 200, timeout=15)  # routerd reconnected
 
 
-def metric(s, name):
-    st, text = s.http("GET", "/metrics")
-    for line in text.decode().splitlines():
-        if line.startswith(name + " "):
-            return float(line.split()[1])
-    return None
-
-
 def test_pids_max_bites(s):
     # last: the killed processes count against pids.max until init reaps them
-    before = metric(s, "runwarden_tool_pids_max_total")
+    before = s.metric("runwarden_tool_pids_max_total")
     result, _ = call(s, "t-tcg5", "spawn", {"mode": "fork", "n": 40})
     started = json.loads(result["content"][0]["text"])["started"]
     assert 1 <= started < 24, started
-    assert metric(s, "runwarden_tool_pids_max_total") > before  # and /metrics says so
-    assert metric(s, "runwarden_tool_calls_running") == 0
+    assert s.metric("runwarden_tool_pids_max_total") > before  # and /metrics says so
+    assert s.metric("runwarden_tool_calls_running") == 0

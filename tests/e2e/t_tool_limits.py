@@ -79,22 +79,14 @@ def statuses(s, run, thread):
     return json.loads(out.strip().splitlines()[-1])
 
 
-def metric(s, name):
-    st, text = s.http("GET", "/metrics")
-    for line in text.decode().splitlines():
-        if line.startswith(name + " "):
-            return float(line.split()[1])
-    return None
-
-
 def test_per_run_cap(s):
-    before = metric(s, "runwarden_tool_calls_refused_total")
+    before = s.metric("runwarden_tool_calls_refused_total")
     got = statuses(s, tool_run(s, "t-tl1", 5, 3), "t-tl1")
     ok = [g for g in got if g[0] == 200]
     refused = [g for g in got if g[0] == 429]
     assert len(ok) == 2 and len(refused) == 3, got
     assert all(g[1] == "too_many_tool_calls" for g in refused), got
-    assert metric(s, "runwarden_tool_calls_refused_total") - before == 3
+    assert s.metric("runwarden_tool_calls_refused_total") - before == 3
 
 
 def test_host_wide_cap(s):
