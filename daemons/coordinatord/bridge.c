@@ -246,18 +246,17 @@ bridge_metrics(Coordinator *c, FILE *f)
 		oom, pids);
 }
 
-/* Remove the leaves of calls that ended whose members have all exited. */
-static void
-tool_graves_prune(Coordinator *c)
+/* cgroup_prune_leaves(): is leaf id a call still running? */
+static bool
+tool_leaf_busy(uint64_t id, void *ud)
 {
-	size_t w = 0;
+	Coordinator *c = ud;
 
-	for (size_t i = 0; i < c->n_tool_leaf_graves; i++) {
-		uint64_t id = c->tool_leaf_graves[i];
-		if (cgroup_leaf_remove(c->tool_cg, id) == -EBUSY)
-			c->tool_leaf_graves[w++] = id;
-	}
-	c->n_tool_leaf_graves = w;
+	for (Run *run = c->runs; run; run = run->next)
+		for (ToolCall *tc = run->bridge_calls; tc; tc = tc->next)
+			if (tc->leaf_id == id)
+				return true;
+	return false;
 }
 
 void
@@ -265,23 +264,17 @@ bridge_teardown(Coordinator *c)
 {
 	if (c->tool_cg) {
 		(void)cgroup_kill(c->tool_cg);
-		for (int i = 0; i < 200 && c->n_tool_leaf_graves > 0; i++) {
-			tool_graves_prune(c);
-			if (c->n_tool_leaf_graves > 0)
-				(void)usleep(5000);
-		}
-		/* still busy: the next start reaps it */
-		(void)cgroup_remove(c->tool_cg);
+		/* leaves first, then the group; still busy after a second: the
+		 * next start reaps it */
+		for (int i = 0; i < 200 && cgroup_remove(c->tool_cg) == -EBUSY; i++)
+			(void)usleep(5000);
 	}
-	free(c->tool_leaf_graves);
-	c->tool_leaf_graves = NULL;
-	c->n_tool_leaf_graves = 0;
 	c->tool_cg = cgroup_free(c->tool_cg);
 	c->tool_cgh = cgroup_host_free(c->tool_cgh);
 }
 
-/* The call is over: kill all its leaf holds, remove it (or keep it to remove
- * when its members are gone). */
+/* The call is over: kill all its leaf holds and remove it; one whose members
+ * are still exiting is removed by a later call's prune. */
 static void
 call_leaf_release(ToolCall *tc)
 {
@@ -290,14 +283,7 @@ call_leaf_release(ToolCall *tc)
 	if (!tc->leaf_id)
 		return;
 	(void)cgroup_leaf_kill(c->tool_cg, tc->leaf_id);
-	if (cgroup_leaf_remove(c->tool_cg, tc->leaf_id) == -EBUSY) {
-		uint64_t *v =
-		    reallocarray(c->tool_leaf_graves, c->n_tool_leaf_graves + 1, sizeof(*v));
-		if (v) {
-			v[c->n_tool_leaf_graves++] = tc->leaf_id;
-			c->tool_leaf_graves = v;
-		}
-	}
+	(void)cgroup_leaf_remove(c->tool_cg, tc->leaf_id);
 	tc->leaf_id = 0;
 }
 
@@ -521,10 +507,11 @@ call_cgroup(Run *run, uint64_t *ret_leaf, int *ret_procs, const int **ret_v1, si
 	*ret_n_v1 = 0;
 	if (!c->tool_cg)
 		return 0;
-	tool_graves_prune(c);
 	cgroup_spawn_fds(c->tool_cg, &cg2fd, ret_v1, ret_n_v1);
 	if (!cgroup_has_leaves(c->tool_cg))
 		return 0;
+	/* leaves of ended calls whose last members had not exited yet */
+	(void)cgroup_prune_leaves(c->tool_cg, tool_leaf_busy, c);
 	uint64_t id = ++c->tool_call_seq;
 	r = cgroup_leaf_create(c->tool_cg, id, &dfd, &err);
 	if (r >= 0) {

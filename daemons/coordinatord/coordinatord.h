@@ -166,9 +166,7 @@ struct Coordinator {
 	/* the tools' cgroup (bridge.c), NULL when tool_cgroup is off or unavailable */
 	CgroupHost *tool_cgh;
 	Cgroup *tool_cg;
-	uint64_t tool_call_seq;	    /* names the leaves: e<seq> */
-	uint64_t *tool_leaf_graves; /* leaves killed but not yet removable */
-	size_t n_tool_leaf_graves;
+	uint64_t tool_call_seq; /* names the leaves: e<seq> */
 	ThreadOutput *thread_output;
 	uint64_t log_used, log_map; /* live bytes of the run log after the last commit, map size */
 	bool log_warned;	    /* over map_warn_percent (warned once) */
