@@ -369,8 +369,6 @@ http_conn_abort(HttpConn *c)
 		return;
 	c->state = CONN_DEAD;
 	bufferevent_disable(c->bev, EV_READ | EV_WRITE);
-	if (c->tail)
-		c->tail->finished = true;
 	conn_arm_timer(c, 0);
 }
 

@@ -445,6 +445,9 @@ typedef struct TailSink {
 	void (*close)(HttpConn *c, uint16_t code, const char *reason);
 	/* Bytes queued and not yet written to the socket (flow control). */
 	size_t (*pending)(const HttpConn *c);
+	/* The transport can still carry events: false once it closed, failed or
+	 * queued its end, whoever decided it (the client, an error, the tail). */
+	bool (*open)(const HttpConn *c);
 } TailSink;
 
 extern const TailSink ws_tail_sink;	/* ws.c */
@@ -472,7 +475,7 @@ struct Tail {
 	char *record;		   /* that record's JSON text */
 	bool need_read;		   /* a RUN_READ is due (start, gap, output drained) */
 	bool reading;		   /* a RUN_READ is in flight */
-	bool finished;		   /* a close frame was queued; nothing more is sent */
+	bool finished;		   /* the tail ended itself; nothing more is sent */
 	bool counted;		   /* included in router->n_tails */
 	bool paused;		   /* the last delivery stopped at the high mark */
 	bool chat;		   /* /chat (envelope ≠ TAIL_SEQ): no status message */

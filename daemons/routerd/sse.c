@@ -148,8 +148,6 @@ sse_close(HttpConn *c, uint16_t code, const char *reason)
 {
 	bool chat = c->tail && c->tail->chat;
 
-	if (c->tail)
-		c->tail->finished = true;
 	if (c->state != CONN_SSE)
 		return;
 	if (code == 1008) {
@@ -188,14 +186,22 @@ ndjson_sink_send(HttpConn *c, int64_t seq, const char *msg, size_t len)
 	return sse_send_line(c, msg, len);
 }
 
+static bool
+sse_open(const HttpConn *c)
+{
+	return c->state == CONN_SSE;
+}
+
 const TailSink sse_tail_sink = {
     .send = sse_sink_send,
     .close = sse_close,
     .pending = sse_pending,
+    .open = sse_open,
 };
 
 const TailSink ndjson_tail_sink = {
     .send = ndjson_sink_send,
     .close = sse_close,
     .pending = sse_pending,
+    .open = sse_open,
 };
