@@ -334,7 +334,8 @@ const char *http_header(const HttpConn *c, const char *name);
 bool http_header_has_token(const HttpConn *c, const char *name, const char *token);
 /* Switch c to a streaming state (CONN_WS after a 101, CONN_SSE after the
  * 200 head) once its response head was queued: the request is logged with
- * status, parsing stops for good. */
+ * status, parsing stops for good; the transport's ping_timer (if it made one)
+ * starts, and the write timeout and the write-drained mark of a tail apply. */
 void http_conn_upgraded(HttpConn *c, int status, HttpConnState state);
 
 /* ---- routes.c ---- */

@@ -64,7 +64,6 @@ int
 sse_accept(HttpConn *c)
 {
 	const RouterConf *conf = c->router->conf;
-	struct timeval tv;
 
 	c->ops = &sse_conn_ops;
 	if (conf->ws_ping_interval_ms > 0) {
@@ -86,13 +85,6 @@ sse_accept(HttpConn *c)
 				c->ndjson ? "" : "retry: 1000\n\n") < 0)
 		return -ENOMEM;
 	http_conn_upgraded(c, 200, CONN_SSE);
-	if (c->ping_timer)
-		event_add(c->ping_timer, timeval_from_usec(&tv, (usec_t)conf->ws_ping_interval_ms *
-								    USEC_PER_MSEC));
-	timeval_from_usec(&tv, (usec_t)conf->idle_timeout_ms * USEC_PER_MSEC);
-	bufferevent_set_timeouts(c->bev, NULL, &tv);
-	bufferevent_setwatermark(c->bev, EV_WRITE, (size_t)conf->ws_max_queue / 4, 0);
-	bufferevent_enable(c->bev, EV_READ | EV_WRITE);
 	return 0;
 }
 

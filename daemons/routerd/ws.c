@@ -268,7 +268,6 @@ ws_accept(HttpConn *c)
 	const RouterConf *conf = c->router->conf;
 	const char *key = http_header(c, "Sec-WebSocket-Key");
 	char accept[29];
-	struct timeval tv;
 	int r;
 
 	if (!key)
@@ -300,15 +299,6 @@ ws_accept(HttpConn *c)
 				    : "") < 0)
 		return -ENOMEM;
 	http_conn_upgraded(c, 101, CONN_WS);
-	if (c->ping_timer)
-		event_add(c->ping_timer, timeval_from_usec(&tv, (usec_t)conf->ws_ping_interval_ms *
-								    USEC_PER_MSEC));
-	/* A tail may be silent for long: only a client that stops reading
-	 * (write timeout) or stops answering at TCP level is dropped. */
-	timeval_from_usec(&tv, (usec_t)conf->idle_timeout_ms * USEC_PER_MSEC);
-	bufferevent_set_timeouts(c->bev, NULL, &tv);
-	bufferevent_setwatermark(c->bev, EV_WRITE, (size_t)conf->ws_max_queue / 4, 0);
-	bufferevent_enable(c->bev, EV_READ | EV_WRITE);
 	return 0;
 }
 
