@@ -775,63 +775,50 @@ out:
  * refused (-EBUSY) while a run of the thread is active. The shim holds the
  * ENSUREs of a key while its restore runs, so a RUN_START that comes in
  * meanwhile has its ENSURE served after the restore, on the restored workspace. */
-Client *
-coordinator_client_live(Coordinator *c, Client *cl)
-{
-	for (Client *i = c->clients; i; i = i->next)
-		if (i == cl)
-			return cl;
-	return NULL;
-}
-
-typedef struct SnapshotCall {
-	Coordinator *c;
-	Client *cl; /* checked against c->clients on reply: it may be gone */
-	uint64_t req_id;
-	bool restore;
-} SnapshotCall;
-
+/* The shim's SANDBOX_SNAPSHOT reply {record} is the client's {snapshot_id}. */
 static void
-snapshot_replied(Peer *shim, int err, const msgpack_object *body, void *ud)
+snapshot_reply(PeerDeferred *d, const msgpack_object *body)
 {
-	SnapshotCall *sc = ud;
-	Client *cl = coordinator_client_live(sc->c, sc->cl);
+	const msgpack_object *rec = body ? mp_map_get(body, "record") : NULL;
+	_cleanup_free_ char *s = rec && rec->type == MSGPACK_OBJECT_STR ? mp_obj_strdup(rec) : NULL;
+	MpWriter w;
 
-	if (!cl)
-		goto out;
-	if (err < 0) {
-		if (err == -ECONNRESET || err == -ETIMEDOUT)
-			peer_reply_error(cl->peer, sc->req_id, err, "containerd-shim unavailable");
-		else
-			peer_relay_error(cl->peer, sc->req_id, err, body,
-					 sc->restore ? "restore failed" : "snapshot failed");
-		goto out;
+	if (!s) {
+		peer_deferred_error(d, -EIO, NULL, "bad reply from containerd-shim");
+		return;
 	}
-	if (sc->restore) {
-		MpWriter w;
-		mp_writer_init(&w);
-		mp_w_map(&w, 0);
-		peer_reply(cl->peer, sc->req_id, &w);
-		mp_writer_done(&w);
-	} else {
-		const msgpack_object *rec = body ? mp_map_get(body, "record") : NULL;
-		_cleanup_free_ char *s =
-		    rec && rec->type == MSGPACK_OBJECT_STR ? mp_obj_strdup(rec) : NULL;
-		MpWriter w;
-		if (!s) {
-			peer_reply_error(cl->peer, sc->req_id, -EIO,
-					 "bad reply from containerd-shim");
-			goto out;
-		}
-		mp_writer_init(&w);
-		mp_w_map(&w, 1);
-		mp_w_str(&w, "snapshot_id", s);
-		peer_reply(cl->peer, sc->req_id, &w);
-		mp_writer_done(&w);
-	}
-out:
-	free(sc);
+	mp_writer_init(&w);
+	mp_w_map(&w, 1);
+	mp_w_str(&w, "snapshot_id", s);
+	peer_deferred_reply(d, &w);
+	mp_writer_done(&w);
 }
+
+/* A restore answers an empty map, whatever the shim said. */
+static void
+restore_reply(PeerDeferred *d, const msgpack_object *body)
+{
+	MpWriter w;
+
+	mp_writer_init(&w);
+	mp_w_map(&w, 0);
+	peer_deferred_reply(d, &w);
+	mp_writer_done(&w);
+}
+
+static const PeerRelayOps snapshot_relay = {
+    .reply = snapshot_reply,
+    .fallback = "snapshot failed",
+    .unavailable_reason = "shim_unavailable",
+    .unavailable = "containerd-shim unavailable",
+};
+
+static const PeerRelayOps restore_relay = {
+    .reply = restore_reply,
+    .fallback = "restore failed",
+    .unavailable_reason = "shim_unavailable",
+    .unavailable = "containerd-shim unavailable",
+};
 
 /* Is a run of the thread active (running in the log, or driven here)? */
 static int
@@ -858,7 +845,7 @@ handle_snapshot(Peer *p, const Frame *f, void *ud)
 	Coordinator *c = cl->c;
 	bool restore = f->type == MSG_SNAPSHOT_RESTORE;
 	const char *thread_id = NULL, *label = NULL, *sid = NULL;
-	SnapshotCall *sc;
+	PeerDeferred *d;
 	MpReader r;
 	MpWriter w;
 	int ret;
@@ -900,12 +887,11 @@ handle_snapshot(Peer *p, const Frame *f, void *ud)
 		ret = 0;
 		goto out;
 	}
-	sc = calloc(1, sizeof(*sc));
-	if (!sc) {
+	d = peer_defer(p, f);
+	if (!d) {
 		ret = -ENOMEM;
 		goto out;
 	}
-	*sc = (SnapshotCall){.c = c, .cl = cl, .req_id = f->req_id, .restore = restore};
 	mp_writer_init(&w);
 	mp_w_map(&w, 1 + (restore || label ? 1 : 0));
 	mp_w_str(&w, "key", thread_id);
@@ -913,15 +899,14 @@ handle_snapshot(Peer *p, const Frame *f, void *ud)
 		mp_w_str(&w, "record", sid);
 	else if (label)
 		mp_w_str(&w, "label", label);
-	ret = peer_call(c->shim, restore ? MSG_SANDBOX_RESTORE : MSG_SANDBOX_SNAPSHOT, &w,
-			(usec_t)c->conf.snapshot_wait_ms * USEC_PER_MSEC, snapshot_replied, sc);
-	mp_writer_done(&w);
-	if (ret < 0)
-		free(sc);
-	else {
+	/* d is answered either way: on a send failure, with that errno */
+	if (peer_relay(c->shim, restore ? MSG_SANDBOX_RESTORE : MSG_SANDBOX_SNAPSHOT, &w, d,
+		       (usec_t)c->conf.snapshot_wait_ms * USEC_PER_MSEC,
+		       restore ? &restore_relay : &snapshot_relay) >= 0) {
 		LogCtx lc = {.thread_id = thread_id};
 		log_ctx(LOG_INFO, &lc, "%s requested", restore ? "Restore" : "Snapshot");
 	}
+	mp_writer_done(&w);
 out:
 	mp_reader_done(&r);
 	return ret;
