@@ -53,6 +53,7 @@ handle_sandbox_ensure(Peer *p, const Frame *f, void *userdata)
 {
 	Conn *c = userdata;
 	const char *key = NULL, *run_id = NULL, *thread_id = NULL;
+	PeerDeferred *d = NULL;
 	MpReader r;
 	int k;
 
@@ -60,7 +61,13 @@ handle_sandbox_ensure(Peer *p, const Frame *f, void *userdata)
 	mp_read_str(&r, "key", &key);
 	mp_read_str_opt(&r, "run_id", &run_id, NULL);
 	mp_read_str_opt(&r, "thread_id", &thread_id, NULL);
-	k = r.err < 0 ? -EBADMSG : ensure_key(c->shim, c, f->req_id, key, run_id, thread_id, true);
+	if (r.err < 0)
+		k = -EBADMSG;
+	else if (!(d = peer_defer(p, f)))
+		k = -ENOMEM;
+	else
+		k = ensure_key(c->shim, &d, key, run_id, thread_id, true);
+	peer_deferred_free(d); /* not taken: answered ERROR k */
 	mp_reader_done(&r);
 	return k;
 }
@@ -103,9 +110,12 @@ handle_sandbox_destroy(Peer *p, const Frame *f, void *userdata)
 		reply_empty(c, f->req_id);
 		return 0;
 	}
-	k = waiter_add(&sb->destroy_waiters, c, f->req_id);
-	if (k < 0)
+	PeerDeferred *d = peer_defer(p, f);
+	k = d ? waiter_add(&sb->destroy_waiters, &d) : -ENOMEM;
+	if (k < 0) {
+		peer_deferred_free(d);
 		return k;
+	}
 	sb->purge = sb->purge || purge;
 	sandbox_kill(sb);
 	return 0;
@@ -323,29 +333,17 @@ conn_on_close(Peer *p, int err, void *userdata)
 	Shim *s = c->shim;
 
 	log_debug_errno(err, "Connection from %s closed: %m", peer_role_name(peer_remote_role(p)));
+	/* What waited for an answer on this connection (PeerDeferred) was
+	 * detached by the peer; its queued ENSUREs left the queue. */
+	queue_push_positions(s);
 	/* Execs keep running; their output is buffered (bounded) for EXEC_ATTACH. */
 	for (Exec *e = s->execs; e; e = e->next)
 		if (e->conn == c) {
 			e->conn = NULL;
-			e->start_req_id = 0;
 			if (e->paused)
 				exec_bp_cb(-1, 0, e);
 		}
-	for (Queued *q = s->queue, *next; q; q = next) {
-		next = q->next;
-		if (q->conn == c) {
-			queue_unlink(s, q);
-			queued_free(q);
-		}
-	}
-	queue_push_positions(s);
-	snapjobs_forget_conn(s->jobs, c);
 	shim_files_forget_conn(s->files, c);
-	for (Sandbox *sb = s->sandboxes; sb; sb = sb->next) {
-		waiters_drop_conn(&sb->ensure_waiters, c);
-		waiters_drop_conn(&sb->destroy_waiters, c);
-		waiters_drop_conn(&sb->reensure_waiters, c);
-	}
 	for (Conn **pp = &s->conns; *pp; pp = &(*pp)->next)
 		if (*pp == c) {
 			*pp = c->next;
