@@ -221,7 +221,8 @@ void op_queue_client(Coordinator *c, Client *cl, uint64_t req_id, const char *ru
 /* A client's RUN_APPEND: the chunk text is stored exactly as the client sent it. */
 void op_queue_client_text(Coordinator *c, Client *cl, uint64_t req_id, const char *run_id,
 			  const char *text);
-/* A client went away: its queued acknowledgements are dropped. */
+/* A client went away: a RUN_CANCEL of it waiting for its run's end is
+ * dropped. (Its queued acknowledgements are PeerDeferreds: nothing to do.) */
 void commit_forget_client(Coordinator *c, Client *cl);
 /* Write everything queued now (before a watchdog decision, at shutdown). */
 void commit_now(Coordinator *c);
@@ -261,7 +262,6 @@ void bridge_teardown(Coordinator *c);
 void bridge_metrics(Coordinator *c, FILE *f);
 void bridge_open(Run *run);
 void bridge_close(Run *run);
-void bridge_forget_client(Run *run, Client *cl);
 int handle_bridge_call(Peer *p, const Frame *f, void *ud);
 
 /* files.c */
