@@ -1025,7 +1025,7 @@ exec_leaf_create(Exec *e, int *ret_fd)
 {
 	Shim *s = e->shim;
 	Sandbox *sb = e->sandbox;
-	CgroupError cerr = {""};
+	Reason cerr = {""};
 	int r;
 
 	*ret_fd = -1;
@@ -1039,8 +1039,7 @@ exec_leaf_create(Exec *e, int *ret_fd)
 	r = cgroup_leaf_create(sb->cg, e->id, ret_fd, &cerr);
 	if (r < 0) {
 		LogCtx ctx = exec_ctx(e);
-		snprintf(s->create_err, sizeof(s->create_err), "%s",
-			 cerr.msg[0] ? cerr.msg : strerror(-r));
+		snprintf(s->create_err, sizeof(s->create_err), "%s", reason_text(&cerr, r));
 		log_ctx_errno(LOG_ERR, r, &ctx,
 			      "Failed to create the cgroup of exec %" PRIu64 ": %s", e->id,
 			      s->create_err);

@@ -399,14 +399,14 @@ sandbox_start(Shim *s, Sandbox *sb, const char *ws, bool slave, const char *cg_i
 	int r;
 
 	{
-		CgroupError cerr = {""};
+		Reason cerr = {""};
 		char name[32];
 		snprintf(name, sizeof(name), "sb-%s", cg_id);
 		graves_forget(s, name);
 		r = cgroup_create(s->cgroups, cg_id, &sb->cg, &cerr);
 		if (r < 0) {
 			snprintf(s->create_err, sizeof(s->create_err), "cgroup: %s",
-				 cerr.msg[0] ? cerr.msg : strerror(-r));
+				 reason_text(&cerr, r));
 			return log_ctx_errno(LOG_ERR, r, ctx, "Failed to set up the cgroup: %s",
 					     s->create_err);
 		}

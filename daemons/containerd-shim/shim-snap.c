@@ -173,7 +173,7 @@ static int
 snapshot_child(void *arg, char **ret_text, const char **ret_reason)
 {
 	SnapOp *o = arg;
-	SnapshotErr err = {""};
+	Reason err = {""};
 	int k;
 
 	k = snapshot_create_limited(o->bdir, o->id, o->ws_fd, o->label, o->max_bytes,
@@ -186,8 +186,7 @@ snapshot_child(void *arg, char **ret_text, const char **ret_reason)
 		return -EINVAL;
 	}
 	if (k < 0) {
-		if (asprintf(ret_text, "snapshot failed: %s", err.msg[0] ? err.msg : strerror(-k)) <
-		    0)
+		if (asprintf(ret_text, "snapshot failed: %s", reason_text(&err, k)) < 0)
 			*ret_text = NULL;
 		return k == -ENOMEM ? k : -EIO;
 	}
@@ -407,7 +406,7 @@ static int
 restore_child(void *arg, char **ret_text, const char **ret_reason)
 {
 	SnapOp *o = arg;
-	SnapshotErr err = {""};
+	Reason err = {""};
 	_cleanup_close_ int afd = -1;
 	int k;
 
@@ -434,7 +433,7 @@ restore_child(void *arg, char **ret_text, const char **ret_reason)
 	}
 	if (k == -EBADMSG)
 		k = -EINVAL;
-	if (k < 0 && asprintf(ret_text, "%s%s", code, err.msg[0] ? err.msg : strerror(-k)) < 0)
+	if (k < 0 && asprintf(ret_text, "%s%s", code, reason_text(&err, k)) < 0)
 		*ret_text = NULL;
 	return k;
 }

@@ -172,7 +172,8 @@ handle_listen(Peer *p, const Frame *f, void *userdata, bool proxy)
 {
 	Conn *c = userdata;
 	const char *id = NULL, *run_id = NULL, *target = NULL;
-	char **allow = NULL, **allow_private = NULL, err[256] = "";
+	char **allow = NULL, **allow_private = NULL;
+	Reason why = {""};
 	uint16_t port = 0;
 	int64_t want = 0;
 	size_t n_allow = 0;
@@ -218,14 +219,14 @@ handle_listen(Peer *p, const Frame *f, void *userdata, bool proxy)
 		while (allow_private && allow_private[n_private])
 			n_private++;
 		k = netfwd_proxy(c->shim->net, sb->pidfd, &ctx, allow, n_allow, allow_private,
-				 n_private, &port, err, sizeof(err));
+				 n_private, &port, &why);
 	} else
-		k = netfwd_forward(c->shim->net, sb->pidfd, &ctx, target, &port, err, sizeof(err));
+		k = netfwd_forward(c->shim->net, sb->pidfd, &ctx, target, &port, &why);
 	if (k < 0) {
 		if (k != -EINVAL)
 			log_ctx_errno(LOG_WARNING, k, &ctx, "Cannot open a %s listener: %s",
-				      proxy ? "proxy" : "forward", err);
-		(void)peer_reply_error(p, f->req_id, k, err[0] ? err : strerror(-k));
+				      proxy ? "proxy" : "forward", why.msg);
+		(void)peer_reply_error(p, f->req_id, k, reason_text(&why, k));
 		k = 0;
 		goto out;
 	}
@@ -593,7 +594,7 @@ shim_listen(Shim *s)
 static int
 shim_setup_sandboxing(Shim *s)
 {
-	CgroupError cerr = {""};
+	Reason cerr = {""};
 	CgroupConf cc;
 	int r;
 
@@ -605,8 +606,7 @@ shim_setup_sandboxing(Shim *s)
 	shim_conf_cgroup(s->conf, &cc);
 	r = cgroup_host_new(&cc, &s->cgroups, &cerr, false);
 	if (r < 0)
-		return log_error_errno(r, "Failed to set up cgroups: %s",
-				       cerr.msg[0] ? cerr.msg : strerror(-r));
+		return log_error_errno(r, "Failed to set up cgroups: %s", reason_text(&cerr, r));
 	log_info("Using cgroup %s; seccomp filter of %u instructions",
 		 cgroup_host_describe(s->cgroups), (unsigned)s->seccomp.len);
 	if (!cgroup_host_has_leaves(s->cgroups))
@@ -624,7 +624,7 @@ shim_setup_sandboxing(Shim *s)
 	r = cgroup_jobs_create(s->cgroups, &s->jobs_cg, &cerr);
 	if (r < 0)
 		return log_error_errno(r, "Failed to set up the snapshot jobs' cgroup: %s",
-				       cerr.msg[0] ? cerr.msg : strerror(-r));
+				       reason_text(&cerr, r));
 	{
 		int cgfd;
 		const int *fds;

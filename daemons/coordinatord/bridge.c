@@ -133,7 +133,7 @@ static void call_free(ToolCall *tc);
 /* Make the tools' cgroup as cc says, after killing what a previous instance
  * left in it. 0, or a negative errno with *err saying why (nothing kept). */
 static int
-tools_cgroup_open(Coordinator *c, const CgroupConf *cc, CgroupError *err)
+tools_cgroup_open(Coordinator *c, const CgroupConf *cc, Reason *err)
 {
 	Cgroup *old = NULL;
 	uint64_t n = 0;
@@ -174,7 +174,7 @@ bridge_setup(Coordinator *c)
 	    .job_cpu_period_us = 100000,
 	    .leaf_uid = -1, /* the leaves are joined by our own children */
 	};
-	CgroupError err;
+	Reason err;
 	char why[sizeof(err.msg)];
 	int r;
 
@@ -196,7 +196,7 @@ bridge_setup(Coordinator *c)
 				    "killed when its call ends");
 		return 0;
 	}
-	snprintf(why, sizeof(why), "%s", err.msg[0] ? err.msg : strerror(-r));
+	snprintf(why, sizeof(why), "%s", reason_text(&err, r));
 	if (k->tool_cgroup == TOOL_CGROUP_REQUIRED)
 		return log_error_errno(r,
 				       "Cannot set up the host tools' cgroup "
@@ -489,7 +489,7 @@ static int
 call_cgroup(Run *run, uint64_t *ret_leaf, int *ret_procs, const int **ret_v1, size_t *ret_n_v1)
 {
 	Coordinator *c = run->c;
-	CgroupError err = {""};
+	Reason err = {""};
 	_cleanup_close_ int dfd = -1;
 	int cg2fd, r = 0;
 
@@ -510,15 +510,14 @@ call_cgroup(Run *run, uint64_t *ret_leaf, int *ret_procs, const int **ret_v1, si
 		*ret_procs = openat(dfd, "cgroup.procs", O_WRONLY | O_CLOEXEC);
 		if (*ret_procs < 0) {
 			r = -errno;
-			snprintf(err.msg, sizeof(err.msg), "open cgroup.procs: %s",
-				 strerror(errno));
+			reason_set(&err, "open cgroup.procs: %s", strerror(errno));
 			(void)cgroup_leaf_remove(c->tool_cg, id);
 		}
 	}
 	if (r < 0)
 		return log_ctx_errno(LOG_ERR, r, &run->log,
 				     "Cannot create the cgroup of a host tool call: %s",
-				     err.msg[0] ? err.msg : strerror(-r));
+				     reason_text(&err, r));
 	*ret_leaf = id;
 	return 0;
 }
