@@ -295,7 +295,7 @@ handle_sandbox_file(Peer *p, const Frame *f, void *userdata)
 {
 	Conn *c = userdata;
 	return shim_files_handle(c->shim->files, c->shim, c->shim->conf, sandbox_prepare_workspace,
-				 workspace_busy, p, f, c);
+				 workspace_busy, p, f);
 }
 
 /* The sandbox layer's way up (shim-int.h). */
@@ -344,7 +344,6 @@ conn_on_close(Peer *p, int err, void *userdata)
 			if (e->paused)
 				exec_bp_cb(-1, 0, e);
 		}
-	shim_files_forget_conn(s->files, c);
 	for (Conn **pp = &s->conns; *pp; pp = &(*pp)->next)
 		if (*pp == c) {
 			*pp = c->next;
