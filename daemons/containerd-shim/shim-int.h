@@ -81,6 +81,7 @@
 #include "macro.h"
 #include "netfwd.h"
 #include "peer.h"
+#include "peer-server.h"
 #include "quota.h"
 #include "sandbox-key.h"
 #include "sandbox.h"
@@ -257,9 +258,8 @@ struct Shim {
 	const ShimConf *conf;
 	char *sock_path;
 	char *root_mnt;
-	int listen_fd;
+	PeerServer *server; /* the control socket; NULL once stopped */
 	int64_t socket_gid; /* socket_group's gid, or -1 */
-	struct event *listen_ev;
 	Conn *conns;
 	Sandbox *sandboxes;
 	Exec *execs;

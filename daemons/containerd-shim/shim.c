@@ -6,11 +6,11 @@
  * Each request handler decodes its frame and calls down into the layers; the
  * wire is in shim.h and docs/PROTOCOL.md. The handlers of a layer's own
  * requests live in that layer (EXEC_*: shim-exec.c, SANDBOX_SNAPSHOT/RESTORE:
- * shim-snap.c); the table below names them all. Connections: SO_PEERCRED
- * (shim.h), and on close every request still waiting on the connection is
- * forgotten. Lifecycle: shim_new sets the process up (groups, mount
- * namespace, seccomp programs, cgroups), adopts what a predecessor left and
- * starts listening; shim_stop and shim_handover end it.
+ * shim-snap.c); the table below names them all. Connections: a PeerServer
+ * (peer-server.h: SO_PEERCRED, socket_group; shim.h); on close the peer drops
+ * every answer still owed on the connection (PeerDeferred). Lifecycle: shim_new sets the process up
+ * (groups, mount namespace, seccomp programs, cgroups), adopts what a predecessor left and starts
+ * listening; shim_stop and shim_handover end it.
  */
 #include "config.h"
 
@@ -359,124 +359,35 @@ static const PeerOps shim_peer_ops = {
     .on_close = conn_on_close,
 };
 
-/* SO_PEERCRED (+ SO_PEERGROUPS) check: root, our own uid, or — with
- * socket_group — a peer whose primary or supplementary groups include it. The
- * credentials are the ones of connect() time, so there is no /proc race.
- * Returns 1 (accept), 0 (refuse) or a negative errno. */
-static int
-peer_allowed(Shim *s, int fd, uid_t *ret_uid)
+/* PeerServerConf.accepted: a connection from an allowed peer. */
+static void *
+conn_accepted(Peer *p, void *userdata)
 {
-	struct ucred uc;
-	socklen_t l = sizeof(uc);
-	gid_t gid, small[64];
-	_cleanup_free_ gid_t *big = NULL;
-	gid_t *groups = small;
+	Shim *s = userdata;
+	Conn *c = calloc(1, sizeof(*c));
 
-	if (getsockopt(fd, SOL_SOCKET, SO_PEERCRED, &uc, &l) < 0)
-		return -errno;
-	*ret_uid = uc.uid;
-	if (uc.uid == 0 || uc.uid == geteuid())
-		return 1;
-	if (s->socket_gid < 0)
-		return 0;
-	gid = (gid_t)s->socket_gid;
-	if (uc.gid == gid)
-		return 1;
-	l = sizeof(small);
-	if (getsockopt(fd, SOL_SOCKET, SO_PEERGROUPS, small, &l) < 0) {
-		if (errno != ERANGE || l == 0 || l > 65536 * sizeof(gid_t))
-			return -errno;
-		big = malloc(l);
-		if (!big)
-			return -ENOMEM;
-		if (getsockopt(fd, SOL_SOCKET, SO_PEERGROUPS, big, &l) < 0)
-			return -errno;
-		groups = big;
-	}
-	for (size_t i = 0; i < l / sizeof(gid_t); i++)
-		if (groups[i] == gid)
-			return 1;
-	return 0;
-}
-
-/* Bind the control socket: mode 0600 (root:root), or 0660 root:<gid> when
- * gid >= 0. The runtime directory may belong to another user (the shared
- * /run/runwarden), so nothing here follows a path after bind(): the group and
- * the mode are given at creation (fsgid and umask), never by chown/chmod of a
- * name that could have been swapped for a symlink meanwhile. */
-static int
-control_listen(const char *path, int64_t gid)
-{
-	struct sockaddr_un sa = {.sun_family = AF_UNIX};
-	_cleanup_close_ int fd = -1;
-	gid_t old_fsgid = 0;
-	mode_t old_umask;
-	int r;
-
-	if (strlen(path) >= sizeof(sa.sun_path))
-		return -ENAMETOOLONG;
-	strcpy(sa.sun_path, path);
-	fd = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC | SOCK_NONBLOCK, 0);
-	if (fd < 0)
-		return -errno;
-	if (unlink(path) < 0 && errno != ENOENT)
-		return -errno;
-	if (gid >= 0) {
-		old_fsgid = (gid_t)setfsgid((gid_t)gid);
-		if ((gid_t)setfsgid((gid_t)gid) != (gid_t)gid) {
-			(void)setfsgid(old_fsgid);
-			return -EPERM;
-		}
-	}
-	old_umask = umask(gid >= 0 ? 0117 : 0177);
-	r = bind(fd, (struct sockaddr *)&sa, sizeof(sa)) < 0 ? -errno : 0;
-	umask(old_umask);
-	if (gid >= 0)
-		(void)setfsgid(old_fsgid);
-	if (r < 0)
-		return r;
-	if (listen(fd, SOMAXCONN) < 0)
-		return -errno;
-	return TAKE_FD(fd);
+	if (!c)
+		return NULL;
+	c->shim = s;
+	c->peer = p;
+	c->next = s->conns;
+	s->conns = c;
+	return c;
 }
 
 static void
-listen_cb(evutil_socket_t fd, short what, void *arg)
+conn_refused(PeerServerEvent what, int err, uid_t uid, void *userdata)
 {
-	Shim *s = arg;
-
-	for (;;) {
-		int cfd = accept4(fd, NULL, NULL, SOCK_CLOEXEC | SOCK_NONBLOCK);
-		uid_t uid = (uid_t)-1;
-		Conn *c;
-		int r;
-
-		if (cfd < 0) {
-			if (errno != EAGAIN && errno != EINTR)
-				log_warning_errno(errno, "accept() failed, ignoring: %m");
-			return;
-		}
-		r = peer_allowed(s, cfd, &uid);
-		if (r <= 0) {
-			log_warning("Refusing a connection from uid %d", r < 0 ? -1 : (int)uid);
-			close(cfd);
-			continue;
-		}
-		c = calloc(1, sizeof(*c));
-		if (!c) {
-			close(cfd);
-			continue;
-		}
-		c->shim = s;
-		r = peer_new(s->base, cfd, &shim_peer_ops, c, (size_t)s->conf->shared.max_frame,
-			     &c->peer);
-		if (r < 0) {
-			log_warning_errno(r, "Failed to set up a connection, ignoring: %m");
-			free(c);
-			continue;
-		}
-		c->next = s->conns;
-		s->conns = c;
+	switch (what) {
+	case PEER_SERVER_REFUSED:
+		log_warning("Refusing a connection from uid %d", err < 0 ? -1 : (int)uid);
+		break;
+	case PEER_SERVER_ACCEPT_FAILED:
+		log_warning_errno(err, "accept() failed, ignoring: %m");
+		break;
+	case PEER_SERVER_SETUP_FAILED:
+		log_warning_errno(err, "Failed to set up a connection, ignoring: %m");
+		break;
 	}
 }
 
@@ -574,15 +485,19 @@ shim_listen(Shim *s)
 					       conf->socket_group);
 		s->socket_gid = (int64_t)gr.gr_gid;
 	}
-	s->listen_fd = control_listen(s->sock_path, s->socket_gid);
-	if (s->listen_fd < 0) {
-		r = log_error_errno(s->listen_fd, "Failed to listen on '%s': %m", s->sock_path);
-		s->listen_fd = -1;
-		return r;
-	}
-	s->listen_ev = event_new(s->base, s->listen_fd, EV_READ | EV_PERSIST, listen_cb, s);
-	if (!s->listen_ev || event_add(s->listen_ev, NULL) < 0)
-		return log_error_errno(SYNTHETIC_ERRNO(ENOMEM), "Failed to watch the socket");
+	/* 0600 root:root, or 0660 root:<socket_group> whose members may connect */
+	r = peer_server_new(s->base,
+			    &(PeerServerConf){.path = s->sock_path,
+					      .mode = s->socket_gid >= 0 ? 0660 : 0600,
+					      .gid = s->socket_gid,
+					      .ops = &shim_peer_ops,
+					      .max_frame = (size_t)s->conf->shared.max_frame,
+					      .accepted = conn_accepted,
+					      .event = conn_refused,
+					      .userdata = s},
+			    &s->server);
+	if (r < 0)
+		return log_error_errno(r, "Failed to listen on '%s': %m", s->sock_path);
 	return 0;
 }
 
@@ -655,7 +570,6 @@ shim_new(struct event_base *base, const ShimConf *conf, Shim **ret)
 	s->base = base;
 	s->hooks = &shim_hooks;
 	s->conf = conf;
-	s->listen_fd = -1;
 	s->rt_dfd = s->counter_fd = -1;
 	s->grave_timer = evtimer_new(base, graves_cb, s);
 	s->idle_timer = evtimer_new(base, idle_cb, s);
@@ -690,14 +604,7 @@ shim_stop(Shim *s)
 	if (!s || s->stopped)
 		return;
 	s->stopped = true;
-	if (s->listen_ev) {
-		event_free(s->listen_ev);
-		s->listen_ev = NULL;
-	}
-	if (s->listen_fd >= 0) {
-		s->listen_fd = safe_close(s->listen_fd);
-		(void)unlink(s->sock_path);
-	}
+	s->server = peer_server_free(s->server, true);
 	if (s->idle_timer)
 		evtimer_del(s->idle_timer);
 	queue_refuse_all(s);
@@ -735,11 +642,7 @@ shim_handover(Shim *s)
 	if (!s || s->stopped)
 		return;
 	s->stopped = true;
-	if (s->listen_ev) {
-		event_free(s->listen_ev);
-		s->listen_ev = NULL;
-	}
-	s->listen_fd = safe_close(s->listen_fd); /* the next shim binds it anew */
+	s->server = peer_server_free(s->server, false); /* the next shim binds it anew */
 	queue_refuse_all(s);
 	snapjobs_stop(s->jobs);
 	s->files = shim_files_free(s->files);

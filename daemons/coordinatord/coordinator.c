@@ -1077,38 +1077,29 @@ static const PeerOps client_ops = {
     .on_close = client_closed,
 };
 
-static void
-accept_cb(evutil_socket_t lfd, short what, void *arg)
+/* PeerServerConf.accepted: a connection from root or our own uid. */
+static void *
+client_accepted(Peer *p, void *ud)
 {
-	Coordinator *c = arg;
+	Coordinator *c = ud;
+	Client *cl = calloc(1, sizeof(*cl));
 
-	for (;;) {
-		int fd = accept4(lfd, NULL, NULL, SOCK_CLOEXEC | SOCK_NONBLOCK);
-		if (fd < 0) {
-			if (errno != EAGAIN && errno != EINTR && errno != ECONNABORTED)
-				log_warning_errno(-errno, "accept failed: %m");
-			return;
-		}
-		uid_t uid;
-		if (unix_peer_uid(fd, &uid, NULL) < 0 || (uid != 0 && uid != geteuid())) {
-			log_warning("Refusing a connection from uid %u", (unsigned)uid);
-			close(fd);
-			continue;
-		}
-		Client *cl = calloc(1, sizeof(*cl));
-		if (!cl) {
-			close(fd);
-			continue;
-		}
-		cl->c = c;
-		if (peer_new(c->base, fd, &client_ops, cl, (size_t)c->conf.shared.max_frame,
-			     &cl->peer) < 0) {
-			free(cl);
-			continue;
-		}
-		cl->next = c->clients;
-		c->clients = cl;
-	}
+	if (!cl)
+		return NULL;
+	cl->c = c;
+	cl->peer = p;
+	cl->next = c->clients;
+	c->clients = cl;
+	return cl;
+}
+
+static void
+client_refused(PeerServerEvent what, int err, uid_t uid, void *ud)
+{
+	if (what == PEER_SERVER_REFUSED)
+		log_warning("Refusing a connection from uid %u", (unsigned)uid);
+	else if (what == PEER_SERVER_ACCEPT_FAILED && err != -ECONNABORTED)
+		log_warning_errno(err, "accept failed: %m");
 }
 
 /* ---------- start-up and shutdown ---------- */
@@ -1128,7 +1119,7 @@ on_term(void *ud)
 int
 coordinator_run(const DaemonArgs *args)
 {
-	Coordinator c = {.listen_fd = -1};
+	Coordinator c = {0};
 	HarnessSet harnesses = {0};
 	char path[4096];
 	int r;
@@ -1196,17 +1187,25 @@ coordinator_run(const DaemonArgs *args)
 		goto out;
 	}
 	snprintf(path, sizeof(path), "%s/%s", c.conf.shared.runtime_dir, RW_SOCK_COORD);
-	c.listen_fd = unix_listen(path, 0660);
-	if (c.listen_fd < 0) {
-		r = log_error_errno(c.listen_fd, "Failed to listen on '%s': %m", path);
-		goto out;
-	}
-	c.listen_ev = event_new(c.base, c.listen_fd, EV_READ | EV_PERSIST, accept_cb, &c);
-	if (!c.listen_ev || !c.flush_ev || !c.shim_timer || !c.commit_ev) {
+	if (!c.flush_ev || !c.shim_timer || !c.commit_ev) {
 		r = -ENOMEM;
 		goto out;
 	}
-	event_add(c.listen_ev, NULL);
+	/* 0660, but only root and our own uid may connect */
+	r = peer_server_new(c.base,
+			    &(PeerServerConf){.path = path,
+					      .mode = 0660,
+					      .gid = -1,
+					      .ops = &client_ops,
+					      .max_frame = (size_t)c.conf.shared.max_frame,
+					      .accepted = client_accepted,
+					      .event = client_refused,
+					      .userdata = &c},
+			    &c.server);
+	if (r < 0) {
+		log_error_errno(r, "Failed to listen on '%s': %m", path);
+		goto out;
+	}
 	r = daemon_setup_signals(c.base, on_term, NULL, &c);
 	if (r < 0)
 		goto out;
@@ -1242,13 +1241,11 @@ out:
 	commit_teardown(&c);
 	driver_thread_output_free(&c);
 	daemon_teardown_signals();
-	if (c.listen_ev)
-		event_free(c.listen_ev);
+	c.server = peer_server_free(c.server, false);
 	if (c.flush_ev)
 		event_free(c.flush_ev);
 	if (c.shim_timer)
 		event_free(c.shim_timer);
-	safe_close(c.listen_fd);
 	if (c.base)
 		event_base_free(c.base);
 	runlog_free(c.runlog);

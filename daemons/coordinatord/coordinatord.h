@@ -30,6 +30,7 @@
 #include "daemon-util.h"
 #include "harness.h"
 #include "log.h"
+#include "peer-server.h"
 #include "peer.h"
 #include "runlog.h"
 #include "shared-conf.h"
@@ -143,8 +144,7 @@ struct Coordinator {
 	struct event_base *base;
 	CoordConf conf;
 	RunLog *runlog;
-	int listen_fd;
-	struct event *listen_ev;
+	PeerServer *server; /* routerd's socket (and tests' clients) */
 	Client *clients;
 	Watch *watches;
 	Run *runs;
