@@ -35,9 +35,8 @@ struct Op {
 	size_t len;
 	char status[16]; /* terminal status, or "" */
 	json_t *fields;
-	json_t *drive;	/* driver state to store with the event; json_null() deletes */
-	Client *client; /* to acknowledge, or NULL */
-	uint64_t req_id;
+	json_t *drive;	   /* driver state to store with the event; json_null() deletes */
+	PeerDeferred *ack; /* the client's request to acknowledge, or NULL */
 	bool is_run;	   /* queued by a Run driver */
 	bool refused_full; /* refused past chunk_high_water */
 	/* results */
@@ -51,6 +50,7 @@ op_free(Op *op)
 	free(op->text);
 	json_decref(op->fields);
 	json_decref(op->drive);
+	peer_deferred_free(op->ack);
 	free(op);
 }
 
@@ -495,8 +495,12 @@ op_queue_client_text(Coordinator *c, Client *cl, uint64_t req_id, const char *ru
 		return;
 	}
 	op->len = strlen(op->text);
-	op->client = cl;
-	op->req_id = req_id;
+	op->ack = peer_defer_id(cl->peer, req_id);
+	if (!op->ack) {
+		op_free(op);
+		peer_reply_error(cl->peer, req_id, -ENOMEM, NULL);
+		return;
+	}
 	redact_client(c, op);
 	enqueue(c, op);
 }
@@ -510,8 +514,12 @@ op_queue_client(Coordinator *c, Client *cl, uint64_t req_id, const char *run_id,
 		peer_reply_error(cl->peer, req_id, -ENOMEM, NULL);
 		return;
 	}
-	op->client = cl;
-	op->req_id = req_id;
+	op->ack = peer_defer_id(cl->peer, req_id);
+	if (!op->ack) {
+		op_free(op);
+		peer_reply_error(cl->peer, req_id, -ENOMEM, NULL);
+		return;
+	}
 	redact_client(c, op);
 	enqueue(c, op);
 }
@@ -783,24 +791,24 @@ commit_ack(Coordinator *c, RunLogBatch *b, Op *op)
 			_cleanup_free_ char *s = json_dump_compact(rec);
 			mp_w_map(&w, 1);
 			mp_w_str(&w, "record", s ? s : "{}");
-			peer_reply(op->client->peer, op->req_id, &w);
+			peer_deferred_reply(TAKE_PTR(op->ack), &w);
 		} else
-			peer_reply_error(op->client->peer, op->req_id, -ENOENT, NULL);
+			peer_deferred_error(TAKE_PTR(op->ack), -ENOENT, NULL, NULL);
 		json_decref(rec);
 	} else if (op->err < 0) {
-		peer_reply_error(op->client->peer, op->req_id, op->err,
-				 op->err == -ESTALE ? "run is terminal" : NULL);
+		peer_deferred_error(TAKE_PTR(op->ack), op->err, NULL,
+				    op->err == -ESTALE ? "run is terminal" : NULL);
 	} else if (op->status[0]) {
 		json_t *rec = runlog_batch_get_record(b, op->run_id);
 		_cleanup_free_ char *s = rec ? json_dump_compact(rec) : NULL;
 		json_decref(rec);
 		mp_w_map(&w, 1);
 		mp_w_str(&w, "record", s ? s : "{}");
-		peer_reply(op->client->peer, op->req_id, &w);
+		peer_deferred_reply(TAKE_PTR(op->ack), &w);
 	} else {
 		mp_w_map(&w, 1);
 		mp_w_int(&w, "seq", op->seq);
-		peer_reply(op->client->peer, op->req_id, &w);
+		peer_deferred_reply(TAKE_PTR(op->ack), &w);
 	}
 	mp_writer_done(&w);
 }
@@ -862,7 +870,7 @@ commit_cb(evutil_socket_t fd, short what, void *arg)
 	for (Op *op = ops; op; op = op->next) {
 		if (op->err == 0 && op->text)
 			c->m.events_appended++;
-		if (op->client)
+		if (peer_deferred_peer(op->ack)) /* its client is still there */
 			commit_ack(c, b, op);
 		commit_settle(c, op);
 	}
@@ -880,14 +888,9 @@ commit_cb(evutil_socket_t fd, short what, void *arg)
 void
 commit_forget_client(Coordinator *c, Client *cl)
 {
-	for (Op *op = c->ops_head; op; op = op->next)
-		if (op->client == cl)
-			op->client = NULL;
-	for (Run *run = c->runs; run; run = run->next) {
+	for (Run *run = c->runs; run; run = run->next)
 		if (run->cancel_client == cl)
 			run->cancel_client = NULL;
-		bridge_forget_client(run, cl);
-	}
 }
 
 void

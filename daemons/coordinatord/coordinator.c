@@ -775,63 +775,50 @@ out:
  * refused (-EBUSY) while a run of the thread is active. The shim holds the
  * ENSUREs of a key while its restore runs, so a RUN_START that comes in
  * meanwhile has its ENSURE served after the restore, on the restored workspace. */
-Client *
-coordinator_client_live(Coordinator *c, Client *cl)
-{
-	for (Client *i = c->clients; i; i = i->next)
-		if (i == cl)
-			return cl;
-	return NULL;
-}
-
-typedef struct SnapshotCall {
-	Coordinator *c;
-	Client *cl; /* checked against c->clients on reply: it may be gone */
-	uint64_t req_id;
-	bool restore;
-} SnapshotCall;
-
+/* The shim's SANDBOX_SNAPSHOT reply {record} is the client's {snapshot_id}. */
 static void
-snapshot_replied(Peer *shim, int err, const msgpack_object *body, void *ud)
+snapshot_reply(PeerDeferred *d, const msgpack_object *body)
 {
-	SnapshotCall *sc = ud;
-	Client *cl = coordinator_client_live(sc->c, sc->cl);
+	const msgpack_object *rec = body ? mp_map_get(body, "record") : NULL;
+	_cleanup_free_ char *s = rec && rec->type == MSGPACK_OBJECT_STR ? mp_obj_strdup(rec) : NULL;
+	MpWriter w;
 
-	if (!cl)
-		goto out;
-	if (err < 0) {
-		if (err == -ECONNRESET || err == -ETIMEDOUT)
-			peer_reply_error(cl->peer, sc->req_id, err, "containerd-shim unavailable");
-		else
-			peer_relay_error(cl->peer, sc->req_id, err, body,
-					 sc->restore ? "restore failed" : "snapshot failed");
-		goto out;
+	if (!s) {
+		peer_deferred_error(d, -EIO, NULL, "bad reply from containerd-shim");
+		return;
 	}
-	if (sc->restore) {
-		MpWriter w;
-		mp_writer_init(&w);
-		mp_w_map(&w, 0);
-		peer_reply(cl->peer, sc->req_id, &w);
-		mp_writer_done(&w);
-	} else {
-		const msgpack_object *rec = body ? mp_map_get(body, "record") : NULL;
-		_cleanup_free_ char *s =
-		    rec && rec->type == MSGPACK_OBJECT_STR ? mp_obj_strdup(rec) : NULL;
-		MpWriter w;
-		if (!s) {
-			peer_reply_error(cl->peer, sc->req_id, -EIO,
-					 "bad reply from containerd-shim");
-			goto out;
-		}
-		mp_writer_init(&w);
-		mp_w_map(&w, 1);
-		mp_w_str(&w, "snapshot_id", s);
-		peer_reply(cl->peer, sc->req_id, &w);
-		mp_writer_done(&w);
-	}
-out:
-	free(sc);
+	mp_writer_init(&w);
+	mp_w_map(&w, 1);
+	mp_w_str(&w, "snapshot_id", s);
+	peer_deferred_reply(d, &w);
+	mp_writer_done(&w);
 }
+
+/* A restore answers an empty map, whatever the shim said. */
+static void
+restore_reply(PeerDeferred *d, const msgpack_object *body)
+{
+	MpWriter w;
+
+	mp_writer_init(&w);
+	mp_w_map(&w, 0);
+	peer_deferred_reply(d, &w);
+	mp_writer_done(&w);
+}
+
+static const PeerRelayOps snapshot_relay = {
+    .reply = snapshot_reply,
+    .fallback = "snapshot failed",
+    .unavailable_reason = "shim_unavailable",
+    .unavailable = "containerd-shim unavailable",
+};
+
+static const PeerRelayOps restore_relay = {
+    .reply = restore_reply,
+    .fallback = "restore failed",
+    .unavailable_reason = "shim_unavailable",
+    .unavailable = "containerd-shim unavailable",
+};
 
 /* Is a run of the thread active (running in the log, or driven here)? */
 static int
@@ -858,7 +845,7 @@ handle_snapshot(Peer *p, const Frame *f, void *ud)
 	Coordinator *c = cl->c;
 	bool restore = f->type == MSG_SNAPSHOT_RESTORE;
 	const char *thread_id = NULL, *label = NULL, *sid = NULL;
-	SnapshotCall *sc;
+	PeerDeferred *d;
 	MpReader r;
 	MpWriter w;
 	int ret;
@@ -900,12 +887,11 @@ handle_snapshot(Peer *p, const Frame *f, void *ud)
 		ret = 0;
 		goto out;
 	}
-	sc = calloc(1, sizeof(*sc));
-	if (!sc) {
+	d = peer_defer(p, f);
+	if (!d) {
 		ret = -ENOMEM;
 		goto out;
 	}
-	*sc = (SnapshotCall){.c = c, .cl = cl, .req_id = f->req_id, .restore = restore};
 	mp_writer_init(&w);
 	mp_w_map(&w, 1 + (restore || label ? 1 : 0));
 	mp_w_str(&w, "key", thread_id);
@@ -913,15 +899,14 @@ handle_snapshot(Peer *p, const Frame *f, void *ud)
 		mp_w_str(&w, "record", sid);
 	else if (label)
 		mp_w_str(&w, "label", label);
-	ret = peer_call(c->shim, restore ? MSG_SANDBOX_RESTORE : MSG_SANDBOX_SNAPSHOT, &w,
-			(usec_t)c->conf.snapshot_wait_ms * USEC_PER_MSEC, snapshot_replied, sc);
-	mp_writer_done(&w);
-	if (ret < 0)
-		free(sc);
-	else {
+	/* d is answered either way: on a send failure, with that errno */
+	if (peer_relay(c->shim, restore ? MSG_SANDBOX_RESTORE : MSG_SANDBOX_SNAPSHOT, &w, d,
+		       (usec_t)c->conf.snapshot_wait_ms * USEC_PER_MSEC,
+		       restore ? &restore_relay : &snapshot_relay) >= 0) {
 		LogCtx lc = {.thread_id = thread_id};
 		log_ctx(LOG_INFO, &lc, "%s requested", restore ? "Restore" : "Snapshot");
 	}
+	mp_writer_done(&w);
 out:
 	mp_reader_done(&r);
 	return ret;
@@ -1092,38 +1077,29 @@ static const PeerOps client_ops = {
     .on_close = client_closed,
 };
 
-static void
-accept_cb(evutil_socket_t lfd, short what, void *arg)
+/* PeerServerConf.accepted: a connection from root or our own uid. */
+static void *
+client_accepted(Peer *p, void *ud)
 {
-	Coordinator *c = arg;
+	Coordinator *c = ud;
+	Client *cl = calloc(1, sizeof(*cl));
 
-	for (;;) {
-		int fd = accept4(lfd, NULL, NULL, SOCK_CLOEXEC | SOCK_NONBLOCK);
-		if (fd < 0) {
-			if (errno != EAGAIN && errno != EINTR && errno != ECONNABORTED)
-				log_warning_errno(-errno, "accept failed: %m");
-			return;
-		}
-		uid_t uid;
-		if (unix_peer_uid(fd, &uid, NULL) < 0 || (uid != 0 && uid != geteuid())) {
-			log_warning("Refusing a connection from uid %u", (unsigned)uid);
-			close(fd);
-			continue;
-		}
-		Client *cl = calloc(1, sizeof(*cl));
-		if (!cl) {
-			close(fd);
-			continue;
-		}
-		cl->c = c;
-		if (peer_new(c->base, fd, &client_ops, cl, (size_t)c->conf.shared.max_frame,
-			     &cl->peer) < 0) {
-			free(cl);
-			continue;
-		}
-		cl->next = c->clients;
-		c->clients = cl;
-	}
+	if (!cl)
+		return NULL;
+	cl->c = c;
+	cl->peer = p;
+	cl->next = c->clients;
+	c->clients = cl;
+	return cl;
+}
+
+static void
+client_refused(PeerServerEvent what, int err, uid_t uid, void *ud)
+{
+	if (what == PEER_SERVER_REFUSED)
+		log_warning("Refusing a connection from uid %u", (unsigned)uid);
+	else if (what == PEER_SERVER_ACCEPT_FAILED && err != -ECONNABORTED)
+		log_warning_errno(err, "accept failed: %m");
 }
 
 /* ---------- start-up and shutdown ---------- */
@@ -1143,7 +1119,7 @@ on_term(void *ud)
 int
 coordinator_run(const DaemonArgs *args)
 {
-	Coordinator c = {.listen_fd = -1};
+	Coordinator c = {0};
 	HarnessSet harnesses = {0};
 	char path[4096];
 	int r;
@@ -1211,17 +1187,25 @@ coordinator_run(const DaemonArgs *args)
 		goto out;
 	}
 	snprintf(path, sizeof(path), "%s/%s", c.conf.shared.runtime_dir, RW_SOCK_COORD);
-	c.listen_fd = unix_listen(path, 0660);
-	if (c.listen_fd < 0) {
-		r = log_error_errno(c.listen_fd, "Failed to listen on '%s': %m", path);
-		goto out;
-	}
-	c.listen_ev = event_new(c.base, c.listen_fd, EV_READ | EV_PERSIST, accept_cb, &c);
-	if (!c.listen_ev || !c.flush_ev || !c.shim_timer || !c.commit_ev) {
+	if (!c.flush_ev || !c.shim_timer || !c.commit_ev) {
 		r = -ENOMEM;
 		goto out;
 	}
-	event_add(c.listen_ev, NULL);
+	/* 0660, but only root and our own uid may connect */
+	r = peer_server_new(c.base,
+			    &(PeerServerConf){.path = path,
+					      .mode = 0660,
+					      .gid = -1,
+					      .ops = &client_ops,
+					      .max_frame = (size_t)c.conf.shared.max_frame,
+					      .accepted = client_accepted,
+					      .event = client_refused,
+					      .userdata = &c},
+			    &c.server);
+	if (r < 0) {
+		log_error_errno(r, "Failed to listen on '%s': %m", path);
+		goto out;
+	}
 	r = daemon_setup_signals(c.base, on_term, NULL, &c);
 	if (r < 0)
 		goto out;
@@ -1257,13 +1241,11 @@ out:
 	commit_teardown(&c);
 	driver_thread_output_free(&c);
 	daemon_teardown_signals();
-	if (c.listen_ev)
-		event_free(c.listen_ev);
+	c.server = peer_server_free(c.server, false);
 	if (c.flush_ev)
 		event_free(c.flush_ev);
 	if (c.shim_timer)
 		event_free(c.shim_timer);
-	safe_close(c.listen_fd);
 	if (c.base)
 		event_base_free(c.base);
 	runlog_free(c.runlog);

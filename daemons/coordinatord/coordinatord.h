@@ -30,6 +30,7 @@
 #include "daemon-util.h"
 #include "harness.h"
 #include "log.h"
+#include "peer-server.h"
 #include "peer.h"
 #include "runlog.h"
 #include "shared-conf.h"
@@ -143,8 +144,7 @@ struct Coordinator {
 	struct event_base *base;
 	CoordConf conf;
 	RunLog *runlog;
-	int listen_fd;
-	struct event *listen_ev;
+	PeerServer *server; /* routerd's socket (and tests' clients) */
 	Client *clients;
 	Watch *watches;
 	Run *runs;
@@ -221,10 +221,9 @@ void op_queue_client(Coordinator *c, Client *cl, uint64_t req_id, const char *ru
 /* A client's RUN_APPEND: the chunk text is stored exactly as the client sent it. */
 void op_queue_client_text(Coordinator *c, Client *cl, uint64_t req_id, const char *run_id,
 			  const char *text);
-/* A client went away: its queued acknowledgements are dropped. */
+/* A client went away: a RUN_CANCEL of it waiting for its run's end is
+ * dropped. (Its queued acknowledgements are PeerDeferreds: nothing to do.) */
 void commit_forget_client(Coordinator *c, Client *cl);
-/* cl if it is still connected (a reply may come after its client left), else NULL. */
-Client *coordinator_client_live(Coordinator *c, Client *cl);
 /* Write everything queued now (before a watchdog decision, at shutdown). */
 void commit_now(Coordinator *c);
 void commit_setup(Coordinator *c);
@@ -263,7 +262,6 @@ void bridge_teardown(Coordinator *c);
 void bridge_metrics(Coordinator *c, FILE *f);
 void bridge_open(Run *run);
 void bridge_close(Run *run);
-void bridge_forget_client(Run *run, Client *cl);
 int handle_bridge_call(Peer *p, const Frame *f, void *ud);
 
 /* files.c */

@@ -41,6 +41,7 @@
 #include <stdint.h>
 
 #include "conn-limit.h"
+#include "peer-link.h"
 #include "peer.h"
 #include "router-conf.h"
 #include "time-util.h"
@@ -102,10 +103,7 @@ struct Router {
 
 	/* coordinatord link (coord-link.c) */
 	char *coord_path;
-	Peer *coord;
-	struct event *coord_retry;
-	struct event *coord_hello; /* HELLO deadline of a fresh link */
-	usec_t coord_backoff;
+	PeerLink *coord_link; /* connect, backoff, HELLO deadline (peer-link.h) */
 	bool coord_down_logged;
 	Watch *watches[ROUTER_WATCH_BUCKETS];
 
