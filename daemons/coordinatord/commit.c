@@ -470,15 +470,11 @@ run_fail(Run *run, const char *message, const char *code)
 static void
 redact_client(Coordinator *c, Op *op)
 {
-	Run *run = run_find(c, op->run_id);
-	if (run) {
-		redact_decoded(run->secret_values, op);
-		return;
-	}
-	char **values = NULL;
-	secrets_collect(c, &values);
+	bool owned = false;
+	char **values = c->commit_hooks->secrets(c, op->run_id, &owned);
 	redact_decoded(values, op);
-	mp_strv_free(values);
+	if (owned)
+		mp_strv_free(values);
 }
 
 void
@@ -636,13 +632,14 @@ fail_runs_after_storage_error(Coordinator *c, Op *ops, int err)
 				seen = true;
 		if (seen)
 			continue;
-		Run *run = run_find(c, op->run_id);
-		LogCtx lc = {.run_id = op->run_id, .thread_id = run ? run->thread_id : NULL};
+		LogCtx rl = {0};
+		bool driven = c->commit_hooks->run_log(c, op->run_id, &rl);
+		LogCtx lc = {.run_id = op->run_id, .thread_id = driven ? rl.thread_id : NULL};
 		json_auto_t *chunk =
 		    json_pack("{s:s, s:s, s:s, s:I}", "type", "RUN_ERROR", "message", message,
 			      "code", code, "timestamp", (json_int_t)now_epoch_ms());
 		if (chunk)
-			agui_error_ids(chunk, run ? run->thread_id : NULL, op->run_id);
+			agui_error_ids(chunk, lc.thread_id, op->run_id);
 		json_auto_t *fields =
 		    json_pack("{s:{s:s, s:s}}", "error", "message", message, "code", code);
 		_cleanup_free_ char *text = json_dump_compact(chunk);
@@ -664,8 +661,9 @@ fail_runs_after_storage_error(Coordinator *c, Op *ops, int err)
 			    "Run could not be marked failed either: %m; it stays "
 			    "'running' in the log until the watchdog or a restart ends it");
 		}
-		if (run)
-			run_free(run);
+		if (driven)
+			c->commit_hooks->committed(c, op->run_id, op->is_run,
+						   COMMIT_STORAGE_FAILED);
 	}
 }
 
@@ -812,32 +810,27 @@ commit_ack(Coordinator *c, RunLogBatch *b, Op *op)
 static void
 commit_settle(Coordinator *c, Op *op)
 {
-	Run *run;
+	const CommitHooks *h = c->commit_hooks;
 
 	if (op->err == 0 && op->status[0]) {
 		metrics_count_finish(c, op->status);
-		run = run_find(c, op->run_id);
+		LogCtx rl = {0};
+		bool driven = h->run_log(c, op->run_id, &rl);
 		LogCtx lc = {.run_id = op->run_id,
-			     .thread_id = run ? run->thread_id : NULL,
-			     .sandbox_id = run ? run->sandbox_id : NULL};
+			     .thread_id = driven ? rl.thread_id : NULL,
+			     .sandbox_id = driven ? rl.sandbox_id : NULL};
 		log_ctx_msgid(LOG_INFO, &lc, RW_MESSAGE_RUN_FINISHED, "Run finished: %s",
 			      op->status);
-		if (run && op->is_run)
-			run_free(run);
+		if (driven && op->is_run)
+			h->committed(c, op->run_id, true, COMMIT_ENDED);
 	} else if (op->refused_full && op->is_run) {
-		run = run_find(c, op->run_id);
-		if (run && run->state != RUN_DONE) {
-			run_kill_exec(run);
-			run_fail(run, "run log is full", "storage_full");
-		}
+		h->committed(c, op->run_id, true, COMMIT_REFUSED_FULL);
 	} else if (op->err < 0 && op->err != -ESTALE && op->err != -ENOENT && op->err != -EINVAL &&
 		   op->err != -EUCLEAN && op->err != -EMSGSIZE) {
 		/* storage: handled for all runs at once */
 	} else if (op->err < 0 && op->is_run) {
 		/* terminal already (cancel or watchdog won) or gone: the driver ends */
-		run = run_find(c, op->run_id);
-		if (run)
-			run_free(run);
+		h->committed(c, op->run_id, true, COMMIT_REFUSED);
 	}
 }
 
@@ -883,23 +876,20 @@ commit_forget_client(Coordinator *c, Client *cl)
 	for (Op *op = c->ops_head; op; op = op->next)
 		if (op->client == cl)
 			op->client = NULL;
-	for (Run *run = c->runs; run; run = run->next) {
-		if (run->cancel_client == cl)
-			run->cancel_client = NULL;
-		bridge_forget_client(run, cl);
-	}
+	c->commit_hooks->client_gone(c, cl);
 }
 
 void
 commit_now(Coordinator *c)
 {
-	driver_flush_all(c);
+	c->commit_hooks->flush(c);
 	commit_cb(-1, 0, c);
 }
 
 void
-commit_setup(Coordinator *c)
+commit_setup(Coordinator *c, const CommitHooks *hooks)
 {
+	c->commit_hooks = hooks;
 	c->commit_ev = event_new(c->base, -1, 0, commit_cb, c);
 	/* the lowest priority: after every other callback of this loop turn */
 	if (c->commit_ev)

@@ -1202,7 +1202,7 @@ coordinator_run(const DaemonArgs *args)
 	r = bridge_setup(&c);
 	if (r < 0)
 		goto out;
-	commit_setup(&c);
+	commit_setup(&c, &driver_commit_hooks);
 	driver_setup(&c);
 	driver_recover(&c);
 	r = mkdir_p(c.conf.shared.runtime_dir, 0755);

@@ -139,6 +139,34 @@ typedef struct Metrics {
 typedef struct Op Op;
 typedef struct HarnessSet HarnessSet;
 
+/* What a commit meant for the run an op belongs to (CommitHooks.committed). */
+typedef enum CommitOutcome {
+	COMMIT_ENDED,	       /* the op that made the run terminal is on disk */
+	COMMIT_REFUSED_FULL,   /* an event refused past chunk_high_water */
+	COMMIT_REFUSED,	       /* refused: the run is terminal already, gone, or the op invalid */
+	COMMIT_STORAGE_FAILED, /* the commit failed; the run was marked failed where it could be */
+} CommitOutcome;
+
+/* The only way commit.c reaches the layers above it (it knows runs by id
+ * alone). The driver fills one in (driver_commit_hooks) and coordinator.c
+ * hands it to commit_setup(). Every member is called from within a commit or
+ * a queuing call, never re-entering the queue it is called from. */
+typedef struct CommitHooks {
+	/* Queue the buffered output of every driven run (commit_now, before it writes). */
+	void (*flush)(Coordinator *c);
+	/* Is run_id driven here? Then *ret is its log context (borrowed). */
+	bool (*run_log)(Coordinator *c, const char *run_id, LogCtx *ret);
+	/* The values to redact from a client's event on run_id: the driven run's own
+	 * (borrowed: *ret_owned false) or every configured secret (a new vector:
+	 * *ret_owned true). May return NULL. */
+	char **(*secrets)(Coordinator *c, const char *run_id, bool *ret_owned);
+	/* What the commit of an op meant for run_id's driven Run, which exists:
+	 * driven is true when the driver queued the op. The Run may be freed. */
+	void (*committed)(Coordinator *c, const char *run_id, bool driven, CommitOutcome what);
+	/* A client went away: what driven runs keep of it is dropped. */
+	void (*client_gone)(Coordinator *c, Client *cl);
+} CommitHooks;
+
 struct Coordinator {
 	struct event_base *base;
 	CoordConf conf;
@@ -153,6 +181,7 @@ struct Coordinator {
 	usec_t shim_backoff;
 	struct event *flush_ev;
 	struct event *commit_ev;
+	const CommitHooks *commit_hooks; /* set by commit_setup() */
 	Op *ops_head, *ops_tail;
 	struct event *watchdog_ev;
 	int watchdog_pending; /* SANDBOX_STATS replies still expected this round */
@@ -227,7 +256,7 @@ void commit_forget_client(Coordinator *c, Client *cl);
 Client *coordinator_client_live(Coordinator *c, Client *cl);
 /* Write everything queued now (before a watchdog decision, at shutdown). */
 void commit_now(Coordinator *c);
-void commit_setup(Coordinator *c);
+void commit_setup(Coordinator *c, const CommitHooks *hooks);
 void commit_teardown(Coordinator *c);
 /* RUN_EVENTS to the watchers of run_id. */
 void publish(Coordinator *c, const char *run_id, int64_t first_seq, const char *const *texts,
@@ -245,6 +274,8 @@ int run_post_exec(Run *run, char *const *argv,
 		  void (*done)(Run *run, int64_t code, const char *out, size_t len));
 int run_cancel(Run *run, Client *cl, uint64_t req_id);
 void driver_setup(Coordinator *c);
+/* commit.c's way up to the driver (commit_setup()). */
+extern const CommitHooks driver_commit_hooks;
 void driver_recover(Coordinator *c);
 void shim_connect_now(Coordinator *c);
 extern const PeerHandler shim_handlers[];

@@ -1481,6 +1481,72 @@ shim_connect_now(Coordinator *c)
 	shim_connect_cb(-1, 0, c);
 }
 
+/* ---------- what commits mean for driven runs (commit.c's hooks) ---------- */
+
+static bool
+commit_run_log(Coordinator *c, const char *run_id, LogCtx *ret)
+{
+	Run *run = run_find(c, run_id);
+	if (!run)
+		return false;
+	*ret = run->log;
+	return true;
+}
+
+static char **
+commit_secrets(Coordinator *c, const char *run_id, bool *ret_owned)
+{
+	Run *run = run_find(c, run_id);
+	char **values = NULL;
+	if (run) {
+		*ret_owned = false;
+		return run->secret_values;
+	}
+	secrets_collect(c, &values);
+	*ret_owned = true;
+	return values;
+}
+
+static void
+commit_committed(Coordinator *c, const char *run_id, bool driven, CommitOutcome what)
+{
+	Run *run = run_find(c, run_id);
+	if (!run)
+		return;
+	switch (what) {
+	case COMMIT_ENDED:
+	case COMMIT_REFUSED:
+		if (driven)
+			run_free(run);
+		break;
+	case COMMIT_REFUSED_FULL:
+		if (driven && run->state != RUN_DONE) {
+			run_kill_exec(run);
+			run_fail(run, "run log is full", "storage_full");
+		}
+		break;
+	case COMMIT_STORAGE_FAILED: run_free(run); break;
+	}
+}
+
+static void
+commit_client_gone(Coordinator *c, Client *cl)
+{
+	for (Run *run = c->runs; run; run = run->next) {
+		if (run->cancel_client == cl)
+			run->cancel_client = NULL;
+		bridge_forget_client(run, cl);
+	}
+}
+
+const CommitHooks driver_commit_hooks = {
+    .flush = driver_flush_all,
+    .run_log = commit_run_log,
+    .secrets = commit_secrets,
+    .committed = commit_committed,
+    .client_gone = commit_client_gone,
+};
+
 void
 driver_setup(Coordinator *c)
 {
