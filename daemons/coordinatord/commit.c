@@ -319,15 +319,29 @@ redact_json(char *const *values, json_t *j)
 	return r;
 }
 
-/* Every text the op stores or returns — the chunk and the record fields
- * (error.message from a stderr tail, …) — loses each secret value of every
- * configured harness (run->secret_values), in the decoded JSON
- * (redact_decoded): a byte-for-byte replacement in the serialized text would
- * miss escaped spellings and could break an escape ("\\[REDACTED]"). */
-static void
-redact(Run *run, Op *op)
+int
+commit_queue_run(Coordinator *c, const char *run_id, json_t *chunk, const char *text, size_t len,
+		 const char *status, json_t *fields, json_t *drive, char *const *secrets)
 {
-	redact_decoded(run->secret_values, op);
+	Op *op = op_new(run_id, chunk, status, fields, drive);
+	if (op && text && !(op->text = strndup(text, len))) {
+		op_free(op);
+		op = NULL;
+	}
+	if (!op)
+		return -ENOMEM;
+	if (text)
+		op->len = strlen(op->text);
+	/* Every text the op stores or returns — the chunk and the record fields
+	 * (error.message from a stderr tail, …) — loses each secret value of
+	 * every configured harness (the run's secret values), in the decoded
+	 * JSON (redact_decoded): a byte-for-byte replacement in the serialized
+	 * text would miss escaped spellings and could break an escape
+	 * ("\\[REDACTED]"). */
+	redact_decoded(secrets, op);
+	op->is_run = true;
+	enqueue(c, op);
+	return 0;
 }
 
 /* Queue chunks the guard put before another (each with its own timestamp). */
@@ -338,14 +352,9 @@ queue_before(Run *run, json_t *before)
 	json_t *c;
 	json_array_foreach(before, i, c)
 	{
-		Op *op = op_new(run->run_id, json_incref(c), NULL, NULL, NULL);
-		if (!op) {
+		if (commit_queue_run(run->c, run->run_id, json_incref(c), NULL, 0, NULL, NULL, NULL,
+				     run->secret_values) < 0)
 			log_ctx(LOG_ERR, &run->log, "Out of memory queuing an event");
-			continue;
-		}
-		redact(run, op);
-		op->is_run = true;
-		enqueue(run->c, op);
 	}
 	json_decref(before);
 }
@@ -369,14 +378,9 @@ run_emit_fields(Run *run, json_t *chunk, json_t *drive, json_t *fields)
 		if (!chunk && !drive && !fields)
 			return;
 	}
-	Op *op = op_new(run->run_id, chunk, NULL, fields, drive);
-	if (!op) {
+	if (commit_queue_run(run->c, run->run_id, chunk, NULL, 0, NULL, fields, drive,
+			     run->secret_values) < 0)
 		log_ctx(LOG_ERR, &run->log, "Out of memory queuing an event");
-		return;
-	}
-	redact(run, op);
-	op->is_run = true;
-	enqueue(run->c, op);
 }
 
 void
@@ -403,19 +407,9 @@ run_emit_text(Run *run, const char *text, size_t len, json_t *drive)
 			len = strlen(amended);
 		}
 	}
-	Op *op = op_new(run->run_id, NULL, NULL, NULL, drive);
-	if (op && !(op->text = strndup(text, len))) {
-		op_free(op);
-		op = NULL;
-	}
-	if (!op) {
+	if (commit_queue_run(run->c, run->run_id, NULL, text, len, NULL, NULL, drive,
+			     run->secret_values) < 0)
 		log_ctx(LOG_ERR, &run->log, "Out of memory queuing an event");
-		return;
-	}
-	op->len = strlen(op->text);
-	redact(run, op);
-	op->is_run = true;
-	enqueue(run->c, op);
 }
 
 void
@@ -436,15 +430,11 @@ run_end(Run *run, json_t *chunk, const char *status, json_t *fields)
 	queue_before(run, agui_guard_end(run, &chunk, status));
 	run->state = RUN_DONE;
 	/* the driver state goes with the run's end: nothing to re-attach to */
-	Op *op = op_new(run->run_id, chunk, status, fields, json_null());
-	if (!op) {
+	if (commit_queue_run(run->c, run->run_id, chunk, NULL, 0, status, fields, json_null(),
+			     run->secret_values) < 0) {
 		log_ctx(LOG_ERR, &run->log, "Out of memory queuing the end of the run");
 		run_free(run);
-		return;
 	}
-	redact(run, op);
-	op->is_run = true;
-	enqueue(run->c, op);
 }
 
 void

@@ -214,6 +214,14 @@ int redact_text(char *const *values, char **text, size_t *len);
 int redact_json(char *const *values, json_t *j);
 
 /* commit.c — the op queue. All take ownership of chunk/fields/drive. */
+/* Queue an op of run_id's driver: chunk (stamped with the time), or else a
+ * copy of text[0..len) stored as it is, or neither (a driver-state update or a
+ * status alone); status "" or NULL unless terminal; drive json_null() deletes
+ * the driver state. Redacted with secrets (NULL-terminated, may be NULL).
+ * -ENOMEM, with everything released, when it could not be queued. */
+int commit_queue_run(Coordinator *c, const char *run_id, json_t *chunk, const char *text,
+		     size_t len, const char *status, json_t *fields, json_t *drive,
+		     char *const *secrets);
 /* Queue an event of a driven run (no-op once the run is RUN_DONE). */
 void run_emit(Run *run, json_t *chunk, json_t *drive);
 /* The same, merging fields into the record in the same transaction. */
