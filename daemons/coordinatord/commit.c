@@ -97,12 +97,6 @@ enqueue(Coordinator *c, Op *op)
 	event_active(c->commit_ev, 0, 0);
 }
 
-void
-run_emit(Run *run, json_t *chunk, json_t *drive)
-{
-	run_emit_fields(run, chunk, drive, NULL);
-}
-
 static bool
 holds_secret(char *const *values, const char *s, size_t len)
 {
@@ -342,117 +336,6 @@ commit_queue_run(Coordinator *c, const char *run_id, json_t *chunk, const char *
 	op->is_run = true;
 	enqueue(c, op);
 	return 0;
-}
-
-/* Queue chunks the guard put before another (each with its own timestamp). */
-static void
-queue_before(Run *run, json_t *before)
-{
-	size_t i;
-	json_t *c;
-	json_array_foreach(before, i, c)
-	{
-		if (commit_queue_run(run->c, run->run_id, json_incref(c), NULL, 0, NULL, NULL, NULL,
-				     run->secret_values) < 0)
-			log_ctx(LOG_ERR, &run->log, "Out of memory queuing an event");
-	}
-	json_decref(before);
-}
-
-void
-run_emit_fields(Run *run, json_t *chunk, json_t *drive, json_t *fields)
-{
-	if (run->state == RUN_DONE) {
-		json_decref(chunk);
-		json_decref(drive);
-		json_decref(fields);
-		return;
-	}
-	if (chunk) {
-		json_t *before = NULL;
-		if (agui_guard_chunk(run, chunk, &before) == AGUI_DROP) {
-			json_decref(chunk);
-			chunk = NULL;
-		}
-		queue_before(run, before);
-		if (!chunk && !drive && !fields)
-			return;
-	}
-	if (commit_queue_run(run->c, run->run_id, chunk, NULL, 0, NULL, fields, drive,
-			     run->secret_values) < 0)
-		log_ctx(LOG_ERR, &run->log, "Out of memory queuing an event");
-}
-
-void
-run_emit_text(Run *run, const char *text, size_t len, json_t *drive)
-{
-	if (run->state == RUN_DONE) {
-		json_decref(drive);
-		return;
-	}
-	/* stored as written unless the guard amends it (then re-serialized) */
-	json_auto_t *j = json_loadb(text, len, 0, NULL);
-	_cleanup_free_ char *amended = NULL;
-	if (j) {
-		json_t *before = NULL;
-		AguiVerdict v = agui_guard_chunk(run, j, &before);
-		queue_before(run, before);
-		if (v == AGUI_DROP) {
-			if (drive)
-				run_save_drive(run, drive);
-			return;
-		}
-		if (v == AGUI_CHANGED && (amended = json_dump_compact(j))) {
-			text = amended;
-			len = strlen(amended);
-		}
-	}
-	if (commit_queue_run(run->c, run->run_id, NULL, text, len, NULL, NULL, drive,
-			     run->secret_values) < 0)
-		log_ctx(LOG_ERR, &run->log, "Out of memory queuing an event");
-}
-
-void
-run_save_drive(Run *run, json_t *drive)
-{
-	run_emit(run, NULL, drive);
-}
-
-void
-run_end(Run *run, json_t *chunk, const char *status, json_t *fields)
-{
-	if (run->state == RUN_DONE) {
-		json_decref(chunk);
-		json_decref(fields);
-		return;
-	}
-	/* close what the stream left open; a terminal chunk it lacks */
-	queue_before(run, agui_guard_end(run, &chunk, status));
-	run->state = RUN_DONE;
-	/* the driver state goes with the run's end: nothing to re-attach to */
-	if (commit_queue_run(run->c, run->run_id, chunk, NULL, 0, status, fields, json_null(),
-			     run->secret_values) < 0) {
-		log_ctx(LOG_ERR, &run->log, "Out of memory queuing the end of the run");
-		run_free(run);
-	}
-}
-
-void
-run_fail(Run *run, const char *message, const char *code)
-{
-	/* a stderr tail may hold a secret: the log gets what the record gets */
-	size_t len = strlen(message);
-	_cleanup_free_ char *own = strdup(message);
-	if (own && redact_text(run->secret_values, &own, &len) == 0)
-		message = own;
-	else
-		message = "[REDACTED]";
-	json_t *chunk =
-	    json_pack("{s:s, s:s, s:s}", "type", "RUN_ERROR", "message", message, "code", code);
-	json_t *fields = json_pack("{s:{s:s, s:s}}", "error", "message", message, "code", code);
-	if (run->state != RUN_DONE)
-		log_ctx(LOG_WARNING, &run->log, "Run failed: %s (%s)", message, code);
-	run_end(run, chunk, "failed", fields);
 }
 
 /* A client's event (RUN_APPEND, a direct-log client's end): the driven run's

@@ -12,10 +12,7 @@
  * they published to watchers (RUN_EVENTS) and acknowledged to clients. A run's
  * in-memory driver (Run) ends when the Op that makes it terminal completed.
  *
- * Files: coordinator.c (loop, router and client requests), commit.c (ops,
- * group commit, publishing), driver.c (shell harness driver, shim link,
- * crash re-attach), watchdog.c (stall watchdog, retention), files.c (THREAD_FILE
- * passed to the shim).
+ * Files and layers: docs/HACKING.md "coordinatord: where a change goes".
  */
 #pragma once
 
@@ -213,15 +210,19 @@ int redact_text(char *const *values, char **text, size_t *len);
 /* ... in every string (keys too) of a JSON value, in place. */
 int redact_json(char *const *values, json_t *j);
 
-/* commit.c — the op queue. All take ownership of chunk/fields/drive. */
-/* Queue an op of run_id's driver: chunk (stamped with the time), or else a
- * copy of text[0..len) stored as it is, or neither (a driver-state update or a
- * status alone); status "" or NULL unless terminal; drive json_null() deletes
- * the driver state. Redacted with secrets (NULL-terminated, may be NULL).
- * -ENOMEM, with everything released, when it could not be queued. */
-int commit_queue_run(Coordinator *c, const char *run_id, json_t *chunk, const char *text,
-		     size_t len, const char *status, json_t *fields, json_t *drive,
-		     char *const *secrets);
+/* run.c — the Run: new/free/find, and what it says (ops for the log). The
+ * emit functions take ownership of chunk/fields/drive. */
+/* A new Run in state RUN_WAIT_SHIM, listed in c->runs; NULL when out of memory. */
+Run *run_new(Coordinator *c, const char *run_id, const char *thread_id);
+/* Unlist and free it: its timers, bridge, calls to the shim, the sandbox
+ * (reuse = none) and a RUN_CANCEL waiting for it (answered with the record). */
+void run_free(Run *run);
+Run *run_find(Coordinator *c, const char *run_id);
+/* The run whose exec (main or post step) is exec_id, while it is attached or
+ * being cancelled; NULL otherwise. */
+Run *run_find_exec(Coordinator *c, uint64_t exec_id);
+/* Answer a RUN_CANCEL with run_id's record as committed. */
+void run_reply_record(Coordinator *c, Client *cl, uint64_t req_id, const char *run_id);
 /* Queue an event of a driven run (no-op once the run is RUN_DONE). */
 void run_emit(Run *run, json_t *chunk, json_t *drive);
 /* The same, merging fields into the record in the same transaction. */
@@ -232,6 +233,18 @@ void run_emit_text(Run *run, const char *text, size_t len, json_t *drive);
 void run_end(Run *run, json_t *chunk, const char *status, json_t *fields);
 /* run_end with RUN_ERROR {message, code} and status failed. */
 void run_fail(Run *run, const char *message, const char *code);
+/* Queue a driver-state update alone (no event). */
+void run_save_drive(Run *run, json_t *drive);
+
+/* commit.c — the op queue. All take ownership of chunk/fields/drive. */
+/* Queue an op of run_id's driver: chunk (stamped with the time), or else a
+ * copy of text[0..len) stored as it is, or neither (a driver-state update or a
+ * status alone); status "" or NULL unless terminal; drive json_null() deletes
+ * the driver state. Redacted with secrets (NULL-terminated, may be NULL).
+ * -ENOMEM, with everything released, when it could not be queued. */
+int commit_queue_run(Coordinator *c, const char *run_id, json_t *chunk, const char *text,
+		     size_t len, const char *status, json_t *fields, json_t *drive,
+		     char *const *secrets);
 
 /* agui-guard.c: every stored stream a valid AG-UI stream */
 typedef enum AguiVerdict { AGUI_KEEP, AGUI_CHANGED, AGUI_DROP } AguiVerdict;
@@ -250,8 +263,6 @@ int agui_guard_rebuild(Run *run);
 /* Is chunk an event @ag-ui/core's EventSchemas accepts (its type known, its
  * required fields there with their types)? 0, or -EBADMSG with why. */
 int agui_chunk_check(const json_t *chunk, char *why, size_t len);
-/* Queue a driver-state update alone (no event). */
-void run_save_drive(Run *run, json_t *drive);
 /* A client's RUN_APPEND / RUN_FINISH: acknowledged after the commit. */
 void op_queue_client(Coordinator *c, Client *cl, uint64_t req_id, const char *run_id, json_t *chunk,
 		     const char *status, json_t *fields);
@@ -272,9 +283,6 @@ void publish(Coordinator *c, const char *run_id, int64_t first_seq, const char *
 void metrics_count_finish(Coordinator *c, const char *status);
 
 /* driver.c */
-Run *run_new(Coordinator *c, const char *run_id, const char *thread_id);
-void run_free(Run *run);
-Run *run_find(Coordinator *c, const char *run_id);
 void run_start_driving(Run *run, const json_t *messages, const json_t *metadata);
 /* Start a second exec in the run's sandbox after the main one (argv fixed by
  * the adapter, never built from input); done gets its stdout. */

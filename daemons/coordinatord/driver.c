@@ -48,122 +48,6 @@ chunk_new(const char *type)
 	return json_pack("{s:s}", "type", type);
 }
 
-Run *
-run_find(Coordinator *c, const char *run_id)
-{
-	for (Run *r = c->runs; r; r = r->next)
-		if (streq(r->run_id, run_id))
-			return r;
-	return NULL;
-}
-
-static Run *
-run_find_exec(Coordinator *c, uint64_t exec_id)
-{
-	for (Run *r = c->runs; r; r = r->next)
-		if ((r->state == RUN_EXECUTING || r->state == RUN_CANCELLING) &&
-		    r->exec_id == exec_id)
-			return r;
-	return NULL;
-}
-
-Run *
-run_new(Coordinator *c, const char *run_id, const char *thread_id)
-{
-	Run *run = calloc(1, sizeof(*run));
-	if (!run)
-		return NULL;
-	run->c = c;
-	memcpy(run->run_id, run_id, RUN_ID_LEN + 1);
-	run->thread_id = strdup(thread_id);
-	if (!run->thread_id) {
-		free(run);
-		return NULL;
-	}
-	snprintf(run->tool_call_id, sizeof(run->tool_call_id), "call_%.8s", run->run_id);
-	run->log = (LogCtx){.run_id = run->run_id, .thread_id = run->thread_id};
-	run->next = c->runs;
-	c->runs = run;
-	return run;
-}
-
-/* Answer a RUN_CANCEL with the run's record as committed. */
-static void
-cancel_reply_record(Coordinator *c, Client *cl, uint64_t req_id, const char *run_id)
-{
-	json_t *rec = NULL;
-
-	if (runlog_get(c->runlog, run_id, &rec) == 0) {
-		_cleanup_free_ char *s = json_dump_compact(rec);
-		MpWriter w;
-		mp_writer_init(&w);
-		mp_w_map(&w, 1);
-		mp_w_str(&w, "record", s ? s : "{}");
-		peer_reply(cl->peer, req_id, &w);
-		mp_writer_done(&w);
-	} else
-		peer_reply_error(cl->peer, req_id, -EIO, NULL);
-	json_decref(rec);
-}
-
-void
-run_free(Run *run)
-{
-	Coordinator *c = run->c;
-
-	for (Run **pp = &c->runs; *pp; pp = &(*pp)->next)
-		if (*pp == run) {
-			*pp = run->next;
-			break;
-		}
-	if (c->shim)
-		peer_cancel_calls(c->shim, run);
-	if (run->wait_timer)
-		event_free(run->wait_timer);
-	if (run->max_timer)
-		event_free(run->max_timer);
-	bridge_close(run); /* later calls 404; tools still running are killed */
-	/* reuse = none: the run's own sandbox and workspace go with its end (not
-	 * when we stop: a restarted coordinatord re-attaches to the run). */
-	if (!c->stopping && c->conf.reuse == REUSE_NONE && run->sandbox_id &&
-	    peer_is_ready(c->shim)) {
-		MpWriter w;
-		mp_writer_init(&w);
-		mp_w_map(&w, 2);
-		mp_w_str(&w, "sandbox_id", run->sandbox_id);
-		mp_w_bool(&w, "purge", true);
-		(void)peer_call(c->shim, MSG_SANDBOX_DESTROY, &w, 30 * USEC_PER_SEC, NULL, NULL);
-		mp_writer_done(&w);
-	}
-	if ((run->bridge_port || run->proxy_port) && run->sandbox_id && peer_is_ready(c->shim)) {
-		MpWriter w;
-		mp_writer_init(&w);
-		mp_w_map(&w, 2);
-		mp_w_str(&w, "sandbox_id", run->sandbox_id);
-		mp_w_str(&w, "run_id", run->run_id);
-		(void)peer_call(c->shim, MSG_SANDBOX_UNLISTEN, &w, 10 * USEC_PER_SEC, NULL, NULL);
-		mp_writer_done(&w);
-	}
-	/* the run ended another way first (an output limit, storage_full, the
-	 * watchdog): the cancel is answered as for a run already terminal, with
-	 * the record of that end */
-	if (run->cancel_client)
-		cancel_reply_record(c, run->cancel_client, run->cancel_req_id, run->run_id);
-	for (int i = 0; i < 3; i++)
-		outbuf_done(&run->out[i]);
-	outbuf_done(&run->post_out);
-	if (run->adapter && run->adapter->free_state)
-		run->adapter->free_state(run);
-	mp_strv_free(run->secret_values);
-	json_decref(run->messages);
-	json_decref(run->metadata);
-	free(run->thread_id);
-	free(run->command);
-	free(run->sandbox_id);
-	json_decref(run->agui);
-	free(run);
-}
-
 /* What a restarted coordinatord needs to re-attach and go on exactly where it
  * stopped: the exec, the offsets consumed, and everything the adapter made of
  * them that is not in the record yet (its parse state, the id counter, the
@@ -726,7 +610,7 @@ cancel_finish(Run *run)
 	/* answer after the commit, with the record: commit right away */
 	commit_now(c);
 	if (cl)
-		cancel_reply_record(c, cl, req_id, run_id);
+		run_reply_record(c, cl, req_id, run_id);
 }
 
 static void
