@@ -456,7 +456,7 @@ handle_status_get(Peer *p, const Frame *f, void *ud)
 		if (run->queued || run->state == RUN_WAIT_SHIM)
 			queued++;
 		else if (run->state == RUN_STARTING || run->state == RUN_EXECUTING ||
-			 run->state == RUN_REATTACH || run->state == RUN_CANCELLING)
+			 run_reattaching(run) || run_cancelling(run))
 			busy++;
 	}
 	mf = open_memstream(&text, &tlen);
@@ -582,7 +582,7 @@ handle_run_cancel(Peer *p, const Frame *f, void *ud)
 	const char *status = json_string_value(json_object_get(rec, "status"));
 	Run *run = run_find(c, run_id);
 	if (run_status_terminal(status) ||
-	    (run && (run->state == RUN_DONE || run->state == RUN_CANCELLING))) {
+	    (run && (run->state == RUN_DONE || run_cancelling(run)))) {
 		/* idempotent: a terminal run is left as it is */
 		if (run && run->state != RUN_DONE) {
 			/* a cancel is already on its way: answer when it lands */

@@ -50,14 +50,26 @@ typedef struct Watch {
 	Client *client;
 } Watch;
 
+/* Where a driven run is in its life. The usual path is WAIT_SHIM → ENSURING →
+ * [FORWARDING] → [PROXYING] → STARTING → EXECUTING → DONE; a cancel (or
+ * max_run_ms) goes through CANCELLING or CANCELLING_DETACHED, a lost
+ * connection to the shim through SHIM_LOST, a restarted coordinatord starts
+ * its runs in REATTACH. An adapter's post step (run_post_exec) goes through
+ * STARTING and EXECUTING again, with Run.in_post_step set. */
 typedef enum RunState {
 	RUN_WAIT_SHIM,	/* waiting for containerd-shim to be connected */
 	RUN_ENSURING,	/* SANDBOX_ENSURE in flight (maybe queued for a slot) */
+	RUN_FORWARDING, /* SANDBOX_FORWARD in flight: the MCP bridge's loopback forward */
+	RUN_PROXYING,	/* SANDBOX_PROXY in flight: the egress proxy */
 	RUN_STARTING,	/* EXEC_START in flight */
-	RUN_EXECUTING,	/* output streaming */
-	RUN_REATTACH,	/* after a restart: waiting to EXEC_ATTACH */
-	RUN_CANCELLING, /* a cancel: EXEC_KILL of its exec in flight, or its EXEC_EXIT awaited */
-	RUN_DONE,	/* its terminal Op is queued; freed when it completed */
+	RUN_EXECUTING,	/* attached to its exec: output streaming */
+	RUN_REATTACH,	/* after a coordinatord restart: waiting to EXEC_ATTACH */
+	RUN_SHIM_LOST,	/* the shim's connection dropped: waiting for one to EXEC_ATTACH */
+	RUN_CANCELLING, /* a cancel: EXEC_KILL of its exec in flight, its EXEC_EXIT ends it */
+	/* a cancel of an exec it is not attached to (a re-attach was pending):
+	 * the EXEC_KILL's reply ends it */
+	RUN_CANCELLING_DETACHED,
+	RUN_DONE, /* its terminal Op is queued; freed when it completed */
 } RunState;
 
 struct Run {
@@ -77,8 +89,7 @@ struct Run {
 	struct event *wait_timer;
 	struct event *max_timer; /* max_run_ms after its start */
 	bool run_timed_out;	 /* max_run_ms: the cancel path ends it run_timeout */
-	bool shim_lost;	   /* RUN_REATTACH after the shim's connection dropped (not a restart) */
-	uint64_t cpu_usec; /* last SANDBOX_STATS reading */
+	uint64_t cpu_usec;	 /* last SANDBOX_STATS reading */
 	bool cpu_known;
 	Client *cancel_client; /* a RUN_CANCEL waiting for the destroy */
 	uint64_t cancel_req_id;
@@ -96,17 +107,34 @@ struct Run {
 	bool bridge_live;
 	int bridge_inflight; /* host tool calls running: the run is not stale */
 	void *bridge_calls;
-	uint64_t bridge_port;  /* the forward to routerd inside the sandbox, 0 = none */
-	uint64_t proxy_port;   /* the egress proxy inside the sandbox, 0 = none */
-	int prep;	       /* the preparation step before the harness starts */
-	bool post_exec;	       /* an adapter's step after the main process (git diff) */
-	bool cancel_wait_exit; /* cancel: finish on the killed exec's EXEC_EXIT */
-	OutBuf post_out;
-	void (*post_done)(Run *run, int64_t code, const char *out, size_t len);
+	uint64_t bridge_port; /* the forward to routerd inside the sandbox, 0 = none */
+	uint64_t proxy_port;  /* the egress proxy inside the sandbox, 0 = none */
+	/* The exec is an adapter's step after the main process (run_post_exec: a
+	 * git diff), not the harness: its stdout is collected into post_step_out
+	 * for post_step_done instead of being drained into chunks, and it is not
+	 * re-attached. A bool beside the state, not a state: the post step goes
+	 * through the same STARTING → EXECUTING (→ CANCELLING) as the main exec. */
+	bool in_post_step;
+	OutBuf post_step_out;
+	void (*post_step_done)(Run *run, int64_t code, const char *out, size_t len);
 	bool output_limited; /* over its output budget (drop mode: output is dropped) */
 	uint64_t dropped;    /* output bytes dropped since then (this process's view) */
 	json_t *agui;	     /* what the stored stream has open (agui-guard.c) */
 };
+
+/* Waiting to EXEC_ATTACH to its exec again (REATTACH or SHIM_LOST). */
+static inline bool
+run_reattaching(const Run *run)
+{
+	return run->state == RUN_REATTACH || run->state == RUN_SHIM_LOST;
+}
+
+/* A cancel (or max_run_ms) is killing its exec (CANCELLING or CANCELLING_DETACHED). */
+static inline bool
+run_cancelling(const Run *run)
+{
+	return run->state == RUN_CANCELLING || run->state == RUN_CANCELLING_DETACHED;
+}
 
 /* Output of one thread's runs in the current window (max_thread_output_bytes). */
 typedef struct ThreadOutput {

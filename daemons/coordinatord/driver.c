@@ -93,7 +93,7 @@ static void
 run_flush_output(Run *run, bool final)
 {
 	run->dirty = false;
-	if (run->post_exec)
+	if (run->in_post_step)
 		return; /* a post step's output is collected, not streamed */
 	if (!run->adapter || run->state == RUN_DONE)
 		return;
@@ -137,7 +137,7 @@ exec_started(Peer *p, int err, const msgpack_object *body, void *ud)
 	const char *msg = NULL;
 
 	mp_reader_init(&r, body);
-	if (run->state == RUN_CANCELLING) {
+	if (run_cancelling(run)) {
 		if (err == 0)
 			mp_read_uint(&r, "exec_id", &exec_id);
 		mp_reader_done(&r);
@@ -244,7 +244,6 @@ sandbox_ensured(Peer *p, int err, const msgpack_object *body, void *ud)
 	/* the record learns its sandbox with this event */
 	run_emit_fields(run, chunk, drive_state(run),
 			json_pack("{s:s}", "sandboxId", run->sandbox_id));
-	run->prep = 0;
 	prep_next(run);
 }
 
@@ -256,26 +255,27 @@ prep_reply(Peer *p, int err, const msgpack_object *body, void *ud)
 	Run *run = ud;
 	MpReader r;
 	uint64_t port = 0;
+	bool forward = run->state == RUN_FORWARDING; /* else RUN_PROXYING */
 
 	mp_reader_init(&r, body);
 	if (err == 0)
 		mp_read_uint(&r, "port", &port);
 	mp_reader_done(&r);
 	if (err == 0 && r.err == 0 && port > 0 && port < 65536) {
-		if (run->prep == 1)
+		if (forward)
 			run->bridge_port = port;
 		else
 			run->proxy_port = port;
 	} else if (err == -ENOMSG) {
 		/* a shim without it: the harness just has no way out (fail closed) */
 		log_ctx(LOG_WARNING, &run->log, "containerd-shim cannot %s, continuing without",
-			run->prep == 1 ? "forward the bridge" : "proxy egress");
-		if (run->prep == 1)
+			forward ? "forward the bridge" : "proxy egress");
+		if (forward)
 			bridge_close(run); /* no way to reach it: no token handed out */
 	} else {
 		char m[160];
 		snprintf(m, sizeof(m), "sandbox: could not set up the %s",
-			 run->prep == 1 ? "bridge forward" : "egress proxy");
+			 forward ? "bridge forward" : "egress proxy");
 		run_fail(run, m, err == -ECONNRESET ? "sandbox_lost" : "sandbox_error");
 		return;
 	}
@@ -312,34 +312,23 @@ listen_call(Run *run, bool proxy, uint64_t port, PeerReplyFn cb)
 	return r;
 }
 
-static int
-prep_call(Run *run, int type, bool proxy)
-{
-	return listen_call(run, proxy, 0, prep_reply);
-}
-
-/* Step 1: a loopback forward to routerd for the MCP bridge; step 2: the egress
- * proxy; then the harness. */
+/* After the sandbox: RUN_FORWARDING, a loopback forward to routerd for the MCP
+ * bridge (when the run has one); RUN_PROXYING, the egress proxy (when its
+ * harness names egress); then the harness (start_main). */
 static void
 prep_next(Run *run)
 {
-	int r = 0;
-	switch (++run->prep) {
-	case 1:
-		if (!run->bridge_live) {
-			prep_next(run);
-			return;
-		}
-		r = prep_call(run, MSG_SANDBOX_FORWARD, false);
-		break;
-	case 2:
-		if (!run->harness->egress || !run->harness->egress[0]) {
-			prep_next(run);
-			return;
-		}
-		r = prep_call(run, MSG_SANDBOX_PROXY, true);
-		break;
-	default: start_main(run); return;
+	int r;
+
+	if (run->state == RUN_ENSURING && run->bridge_live) {
+		run->state = RUN_FORWARDING;
+		r = listen_call(run, false, 0, prep_reply);
+	} else if (run->state != RUN_PROXYING && run->harness->egress && run->harness->egress[0]) {
+		run->state = RUN_PROXYING;
+		r = listen_call(run, true, 0, prep_reply);
+	} else {
+		start_main(run);
+		return;
 	}
 	if (r < 0)
 		run_fail(run, "sandbox: containerd-shim connection lost", "sandbox_lost");
@@ -485,9 +474,9 @@ run_wait_timeout(evutil_socket_t fd, short what, void *arg)
 	Run *run = arg;
 	if (run->state == RUN_WAIT_SHIM)
 		run_fail(run, "sandbox: containerd-shim is not available", "sandbox_unavailable");
-	else if (run->state == RUN_REATTACH) /* the shim never came back to re-attach to */
+	else if (run_reattaching(run)) /* the shim never came back to re-attach to */
 		run_fail(run,
-			 run->shim_lost
+			 run->state == RUN_SHIM_LOST
 			     ? "sandbox: containerd-shim did not come back within "
 			       "sandbox_wait_ms"
 			     : "the run's sandbox process is gone (coordinatord restarted)",
@@ -551,7 +540,7 @@ run_max_cb(evutil_socket_t fd, short what, void *arg)
 {
 	Run *run = arg;
 
-	if (run->state == RUN_DONE || run->state == RUN_CANCELLING)
+	if (run->state == RUN_DONE || run_cancelling(run))
 		return; /* a cancel is ending it already */
 	log_ctx(LOG_WARNING, &run->log,
 		"Run exceeded max_run_ms=%" PRId64 "; killing its processes",
@@ -625,25 +614,28 @@ cancel_killed(Peer *p, int err, const msgpack_object *body, void *ud)
 			      run->exec_id);
 	/* -ENOENT: the exec is gone already. Else its EXEC_EXIT finishes the
 	 * cancel (shim_exec_exit), unless we are not attached to it. */
-	if (err < 0 || !run->cancel_wait_exit)
+	if (err < 0 || run->state == RUN_CANCELLING_DETACHED)
 		cancel_finish(run);
 }
 
 /* EXEC_KILL SIGKILL of the run's exec: the shim kills the exec's cgroup, i.e.
- * everything it started and nothing of the sandbox's other execs. */
+ * everything it started and nothing of the sandbox's other execs. Attached,
+ * the run goes RUN_CANCELLING (its EXEC_EXIT ends it), else
+ * RUN_CANCELLING_DETACHED (the kill's reply does). */
 static int
-cancel_kill_exec(Run *run, bool wait_exit)
+cancel_kill_exec(Run *run, bool attached)
 {
 	MpWriter w;
 	int r;
 
-	run->cancel_wait_exit = wait_exit;
 	mp_writer_init(&w);
 	mp_w_map(&w, 2);
 	mp_w_uint(&w, "exec_id", run->exec_id);
 	mp_w_int(&w, "signal", 9);
 	r = peer_call(run->c->shim, MSG_EXEC_KILL, &w, 10 * USEC_PER_SEC, cancel_killed, run);
 	mp_writer_done(&w);
+	if (r == 0)
+		run->state = attached ? RUN_CANCELLING : RUN_CANCELLING_DETACHED;
 	return r;
 }
 
@@ -669,7 +661,7 @@ run_cancel(Run *run, Client *cl, uint64_t req_id)
 {
 	Coordinator *c = run->c;
 
-	if (run->state == RUN_DONE || run->state == RUN_CANCELLING)
+	if (run->state == RUN_DONE || run_cancelling(run))
 		return -EALREADY;
 	run->cancel_client = cl;
 	run->cancel_req_id = req_id;
@@ -692,14 +684,12 @@ run_stop(Run *run)
 			run->state = RUN_CANCELLING;
 			return;
 		}
-		if ((run->state == RUN_EXECUTING || run->state == RUN_REATTACH) && run->exec_id) {
+		if ((run->state == RUN_EXECUTING || run_reattaching(run)) && run->exec_id) {
 			bool attached = run->state == RUN_EXECUTING;
 			if (!attached)
 				peer_cancel_calls(c->shim, run); /* the EXEC_ATTACH */
-			if (cancel_kill_exec(run, attached) == 0) {
-				run->state = RUN_CANCELLING;
+			if (cancel_kill_exec(run, attached) == 0)
 				return;
-			}
 		}
 	}
 	/* no exec started yet (or the shim is gone): nothing to kill */
@@ -868,9 +858,10 @@ shim_exec_output(Peer *p, const Frame *f, void *ud)
 	if (offset + len <= b->added)
 		return 0;
 	size_t skip = (size_t)(b->added - offset);
-	if (run->post_exec) {
-		if (stream == 1 && run->post_out.len < (1u << 20))
-			(void)outbuf_add(&run->post_out, (const char *)data + skip, len - skip);
+	if (run->in_post_step) {
+		if (stream == 1 && run->post_step_out.len < (1u << 20))
+			(void)outbuf_add(&run->post_step_out, (const char *)data + skip,
+					 len - skip);
 		b->added += len - skip;
 		b->taken = b->added;
 		return 0;
@@ -917,23 +908,23 @@ shim_exec_exit(Peer *p, const Frame *f, void *ud)
 	Run *run = run_find_exec(c, exec_id);
 	if (!run)
 		return 0;
-	if (run->state == RUN_CANCELLING) {
+	if (run_cancelling(run)) {
 		/* the exec a cancel killed: now the run ends aborted */
-		bool post = run->post_exec;
-		run->post_exec = false;
-		run->post_done = NULL;
+		bool post = run->in_post_step;
+		run->in_post_step = false;
+		run->post_step_done = NULL;
 		if (!post)
 			run_flush_output(run, true);
 		cancel_finish(run);
 		return 0;
 	}
-	if (run->post_exec) {
-		run->post_exec = false;
-		void (*done)(Run *, int64_t, const char *, size_t) = run->post_done;
-		run->post_done = NULL;
+	if (run->in_post_step) {
+		run->in_post_step = false;
+		void (*done)(Run *, int64_t, const char *, size_t) = run->post_step_done;
+		run->post_step_done = NULL;
 		if (done)
-			done(run, code, run->post_out.data ? run->post_out.data : "",
-			     run->post_out.len);
+			done(run, code, run->post_step_out.data ? run->post_step_out.data : "",
+			     run->post_step_out.len);
 		return 0;
 	}
 	run_flush_output(run, true);
@@ -965,16 +956,16 @@ post_started(Peer *p, int err, const msgpack_object *body, void *ud)
 	if (err == 0)
 		mp_read_uint(&r, "exec_id", &exec_id);
 	mp_reader_done(&r);
-	if (run->state == RUN_CANCELLING) {
-		run->post_exec = false;
-		run->post_done = NULL;
+	if (run_cancelling(run)) {
+		run->in_post_step = false;
+		run->post_step_done = NULL;
 		cancel_on_start(run, r.err < 0 ? -EBADMSG : err, exec_id);
 		return;
 	}
 	if (err < 0 || r.err < 0) {
-		void (*done)(Run *, int64_t, const char *, size_t) = run->post_done;
-		run->post_exec = false;
-		run->post_done = NULL;
+		void (*done)(Run *, int64_t, const char *, size_t) = run->post_step_done;
+		run->in_post_step = false;
+		run->post_step_done = NULL;
 		if (done)
 			done(run, -1, "", 0);
 		return;
@@ -996,8 +987,8 @@ run_aux_exec(Run *run, char *const *argv, char *const *env, const char *stdin_da
 
 	if (!peer_is_ready(c->shim) || !run->sandbox_id)
 		return -ENOTCONN;
-	outbuf_done(&run->post_out);
-	run->post_out = (OutBuf){0};
+	outbuf_done(&run->post_step_out);
+	run->post_step_out = (OutBuf){0};
 	mp_writer_init(&w);
 	mp_w_map(&w, 5 + (stdin_data ? 1 : 0) + (run_kills_leftovers(run) ? 1 : 0));
 	mp_w_str(&w, "sandbox_id", run->sandbox_id);
@@ -1013,8 +1004,8 @@ run_aux_exec(Run *run, char *const *argv, char *const *env, const char *stdin_da
 	mp_writer_done(&w);
 	if (r < 0)
 		return r;
-	run->post_exec = true;
-	run->post_done = done;
+	run->in_post_step = true;
+	run->post_step_done = done;
 	run->state = RUN_STARTING;
 	return 0;
 }
@@ -1111,14 +1102,14 @@ exec_attached(Peer *p, int err, const msgpack_object *body, void *ud)
 	if (err == -ECONNRESET && !run->c->stopping && run->wait_timer &&
 	    evtimer_pending(run->wait_timer, NULL)) {
 		/* the shim went away again: wait for the next one (still bounded) */
-		run->shim_lost = true;
+		run->state = RUN_SHIM_LOST;
 		return;
 	}
 	if (err < 0) {
 		log_ctx_errno(LOG_WARNING, err, &run->log,
 			      "Cannot re-attach to exec %" PRIu64 ": %m", run->exec_id);
 		run_fail(run,
-			 run->shim_lost
+			 run->state == RUN_SHIM_LOST
 			     ? "the run's sandbox process is gone (containerd-shim restarted)"
 			     : "the run's sandbox process is gone (coordinatord restarted)",
 			 "sandbox_lost");
@@ -1129,8 +1120,9 @@ exec_attached(Peer *p, int err, const msgpack_object *body, void *ud)
 		run->out[1].taken, run->out[2].taken);
 	if (run->wait_timer)
 		event_del(run->wait_timer);
+	bool shim_lost = run->state == RUN_SHIM_LOST;
 	run->state = RUN_EXECUTING;
-	if (run->shim_lost)
+	if (shim_lost)
 		relisten(run);
 }
 
@@ -1147,7 +1139,7 @@ reattach(Run *run)
 	mp_writer_done(&w);
 	if (r < 0)
 		run_fail(run,
-			 run->shim_lost
+			 run->state == RUN_SHIM_LOST
 			     ? "the run's sandbox process is gone (containerd-shim restarted)"
 			     : "the run's sandbox process is gone (coordinatord restarted)",
 			 "sandbox_lost");
@@ -1283,7 +1275,7 @@ shim_ready(Peer *p, void *ud)
 		next = run->next;
 		if (run->state == RUN_WAIT_SHIM)
 			run_drive(run);
-		else if (run->state == RUN_REATTACH)
+		else if (run_reattaching(run))
 			reattach(run);
 	}
 }
@@ -1302,10 +1294,9 @@ shim_closed(Peer *p, int err, void *ud)
 	 * exec is not re-attached. */
 	for (Run *run = c->runs, *next; run; run = next) {
 		next = run->next;
-		if (run->state == RUN_EXECUTING && !run->post_exec && !c->stopping &&
+		if (run->state == RUN_EXECUTING && !run->in_post_step && !c->stopping &&
 		    run->wait_timer) {
-			run->state = RUN_REATTACH;
-			run->shim_lost = true;
+			run->state = RUN_SHIM_LOST;
 			evtimer_add(run->wait_timer,
 				    timeval_from_usec(&tv, (usec_t)c->conf.sandbox_wait_ms *
 							       USEC_PER_MSEC));
@@ -1315,7 +1306,7 @@ shim_closed(Peer *p, int err, void *ud)
 		} else if (run->state == RUN_EXECUTING) {
 			run_flush_output(run, true);
 			run_fail(run, "sandbox: containerd-shim connection lost", "sandbox_lost");
-		} else if (run->state == RUN_CANCELLING && !c->stopping) {
+		} else if (run_cancelling(run) && !c->stopping) {
 			cancel_finish(run);
 		}
 	}

@@ -43,8 +43,7 @@ Run *
 run_find_exec(Coordinator *c, uint64_t exec_id)
 {
 	for (Run *r = c->runs; r; r = r->next)
-		if ((r->state == RUN_EXECUTING || r->state == RUN_CANCELLING) &&
-		    r->exec_id == exec_id)
+		if ((r->state == RUN_EXECUTING || run_cancelling(r)) && r->exec_id == exec_id)
 			return r;
 	return NULL;
 }
@@ -133,7 +132,7 @@ run_free(Run *run)
 		run_reply_record(c, run->cancel_client, run->cancel_req_id, run->run_id);
 	for (int i = 0; i < 3; i++)
 		outbuf_done(&run->out[i]);
-	outbuf_done(&run->post_out);
+	outbuf_done(&run->post_step_out);
 	if (run->adapter && run->adapter->free_state)
 		run->adapter->free_state(run);
 	mp_strv_free(run->secret_values);
