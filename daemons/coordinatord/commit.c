@@ -418,17 +418,6 @@ publish(Coordinator *c, const char *run_id, int64_t first_seq, const char *const
 	mp_writer_done(&w);
 }
 
-void
-metrics_count_finish(Coordinator *c, const char *status)
-{
-	if (streq(status, "completed"))
-		c->m.runs_finished[0]++;
-	else if (streq(status, "failed"))
-		c->m.runs_finished[1]++;
-	else if (streq(status, "aborted"))
-		c->m.runs_finished[2]++;
-}
-
 static void
 commit_latency(Coordinator *c, usec_t us)
 {

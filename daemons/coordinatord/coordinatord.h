@@ -308,7 +308,6 @@ void commit_teardown(Coordinator *c);
 /* RUN_EVENTS to the watchers of run_id. */
 void publish(Coordinator *c, const char *run_id, int64_t first_seq, const char *const *texts,
 	     const size_t *lens, size_t n, const json_t *record);
-void metrics_count_finish(Coordinator *c, const char *status);
 
 /* driver.c */
 void run_start_driving(Run *run, const json_t *messages, const json_t *metadata);
@@ -348,6 +347,13 @@ int handle_thread_file(Peer *p, const Frame *f, void *ud);
 /* GET /chat?threadId= (CHAT_HYDRATE): {messages: UIMessage[], activeRun, interrupts:
  * null} as a new JSON text. -EFBIG past read_max_bytes. */
 int chat_hydrate(Coordinator *c, const char *thread_id, char **ret_json);
+
+/* metrics.c */
+/* Count a run reaching a terminal status. */
+void metrics_count_finish(Coordinator *c, const char *status);
+/* The Prometheus text of every counter and gauge (malloc'd, may be NULL after
+ * a write error) and the number of runs driven now. -ENOMEM. */
+int metrics_text(Coordinator *c, char **ret_text, size_t *ret_active);
 
 /* watchdog.c */
 /* After a commit: warn on crossing map_warn_percent, start size retention past its mark. */
