@@ -1050,134 +1050,169 @@ on_term(void *ud)
 	event_base_loopexit(c->base, NULL);
 }
 
-int
-coordinator_run(const DaemonArgs *args)
+/* The run log in state_dir (map_size reserved unless preallocate = no). */
+static int
+coordinator_open_runlog(Coordinator *c)
 {
-	Coordinator c = {.listen_fd = -1};
-	HarnessSet harnesses = {0};
 	char path[4096];
 	int r;
 
-	r = coord_conf_load(args, &c.conf, &harnesses);
+	snprintf(path, sizeof(path), "%s/runlog", c->conf.shared.state_dir);
+	RunLogOptions o = {.map_size = (size_t)c->conf.map_size,
+			   .sync = c->conf.sync,
+			   .preallocate = c->conf.preallocate};
+	r = runlog_open(path, &o, &c->runlog);
+	if (r == -ENOSPC)
+		return log_error_errno(r,
+				       "Cannot reserve coordinatord.map_size (%" PRId64
+				       " bytes) for the run "
+				       "log in '%s': %m; free disk space, lower map_size, or set "
+				       "coordinatord.preallocate = no",
+				       c->conf.map_size, path);
 	if (r < 0)
-		goto out;
-	log_set_max_level(c.conf.shared.log_level);
-	c.harnesses = &harnesses;
-	if (args->check_config) {
-		if (!args->dump_config)
-			log_info("Configuration is valid");
-		goto out;
-	}
-	for (size_t i = 0; i < harnesses.n; i++)
-		log_info("Harness '%s': adapter %s%s", harnesses.v[i].name,
-			 adapter_name(harnesses.v[i].adapter),
-			 streq(harnesses.v[i].name, c.conf.default_harness) ? " (default)" : "");
-
-	snprintf(path, sizeof(path), "%s/runlog", c.conf.shared.state_dir);
-	RunLogOptions o = {.map_size = (size_t)c.conf.map_size,
-			   .sync = c.conf.sync,
-			   .preallocate = c.conf.preallocate};
-	r = runlog_open(path, &o, &c.runlog);
-	if (r == -ENOSPC) {
-		log_error_errno(r,
-				"Cannot reserve coordinatord.map_size (%" PRId64
-				" bytes) for the run "
-				"log in '%s': %m; free disk space, lower map_size, or set "
-				"coordinatord.preallocate = no",
-				c.conf.map_size, path);
-		goto out;
-	}
-	if (r < 0) {
-		log_error_errno(r, "Failed to open the run log in '%s': %m", path);
-		goto out;
-	}
-	if (c.conf.preallocate && !runlog_preallocated(c.runlog))
+		return log_error_errno(r, "Failed to open the run log in '%s': %m", path);
+	if (c->conf.preallocate && !runlog_preallocated(c->runlog))
 		log_warning(
 		    "The filesystem of '%s' cannot preallocate: a disk filled by workspaces "
 		    "or backups can make run log commits fail; put the state directory on "
 		    "its own filesystem",
 		    path);
-	(void)runlog_usage(c.runlog, &c.log_used, &c.log_map);
-	c.log_map = (uint64_t)c.conf.map_size;
+	(void)runlog_usage(c->runlog, &c->log_used, &c->log_map);
+	c->log_map = (uint64_t)c->conf.map_size;
+	return 0;
+}
 
-	struct event_config *cfg = event_config_new();
-	if (cfg) {
-		c.base = event_base_new_with_config(cfg);
-		event_config_free(cfg);
-	}
-	if (!c.base || event_base_priority_init(c.base, 3) < 0) {
-		r = -ENOMEM;
-		goto out;
-	}
-	r = bridge_setup(&c);
-	if (r < 0)
-		goto out;
-	commit_setup(&c, &driver_commit_hooks);
-	driver_setup(&c);
-	driver_recover(&c);
-	r = mkdir_p(c.conf.shared.runtime_dir, 0755);
-	if (r < 0) {
-		log_error_errno(r, "Failed to create '%s': %m", c.conf.shared.runtime_dir);
-		goto out;
-	}
-	snprintf(path, sizeof(path), "%s/%s", c.conf.shared.runtime_dir, RW_SOCK_COORD);
-	c.listen_fd = unix_listen(path, 0660);
-	if (c.listen_fd < 0) {
-		r = log_error_errno(c.listen_fd, "Failed to listen on '%s': %m", path);
-		goto out;
-	}
-	c.listen_ev = event_new(c.base, c.listen_fd, EV_READ | EV_PERSIST, accept_cb, &c);
-	if (!c.listen_ev || !c.flush_ev || !c.shim_timer || !c.commit_ev) {
-		r = -ENOMEM;
-		goto out;
-	}
-	event_add(c.listen_ev, NULL);
-	r = daemon_setup_signals(c.base, on_term, NULL, &c);
-	if (r < 0)
-		goto out;
-	watchdog_setup(&c);
-	watchdog_log_usage(&c, c.log_used); /* a log past its marks since the last start */
-	shim_connect_now(&c);
-
-	notify_ready("serving");
-	log_info("coordinatord ready on %s (run log in %s/runlog)", path, c.conf.shared.state_dir);
-	event_base_dispatch(c.base);
-	log_info("coordinatord stopped");
-	r = 0;
-out:
-	if (c.base)
-		commit_now(&c);
-	while (c.runs)
-		run_free(c.runs);
-	while (c.clients) {
-		Client *cl = c.clients;
-		c.clients = cl->next;
+/* Commit what is queued, free every run, client and watch, then the rest.
+ * NULL-safe; returns NULL. */
+static Coordinator *
+coordinator_free(Coordinator *c)
+{
+	if (!c)
+		return NULL;
+	if (c->base)
+		commit_now(c);
+	while (c->runs)
+		run_free(c->runs);
+	while (c->clients) {
+		Client *cl = c->clients;
+		c->clients = cl->next;
 		peer_free(cl->peer);
 		free(cl);
 	}
-	while (c.watches) {
-		Watch *w = c.watches;
-		c.watches = w->next;
+	while (c->watches) {
+		Watch *w = c->watches;
+		c->watches = w->next;
 		free(w);
 	}
-	c.stopping = true;
-	bridge_teardown(&c);
-	peer_free(c.shim);
-	watchdog_teardown(&c);
-	commit_teardown(&c);
-	driver_thread_output_free(&c);
+	c->stopping = true;
+	bridge_teardown(c);
+	peer_free(c->shim);
+	watchdog_teardown(c);
+	commit_teardown(c);
+	driver_thread_output_free(c);
 	daemon_teardown_signals();
-	if (c.listen_ev)
-		event_free(c.listen_ev);
-	if (c.flush_ev)
-		event_free(c.flush_ev);
-	if (c.shim_timer)
-		event_free(c.shim_timer);
-	safe_close(c.listen_fd);
-	if (c.base)
-		event_base_free(c.base);
-	runlog_free(c.runlog);
-	harness_set_done(&harnesses);
-	coord_conf_done(&c.conf);
-	return r;
+	if (c->listen_ev)
+		event_free(c->listen_ev);
+	if (c->flush_ev)
+		event_free(c->flush_ev);
+	if (c->shim_timer)
+		event_free(c->shim_timer);
+	safe_close(c->listen_fd);
+	if (c->base)
+		event_base_free(c->base);
+	runlog_free(c->runlog);
+	if (c->harnesses)
+		harness_set_done(c->harnesses);
+	free(c->harnesses);
+	coord_conf_done(&c->conf);
+	free(c);
+	return NULL;
+}
+
+DEFINE_TRIVIAL_CLEANUP_FUNC(Coordinator *, coordinator_free);
+
+/* Load the configuration; unless only checking it (then *ret = NULL), open
+ * the run log, the event base, the tools' cgroup, the commit queue and the
+ * driver, and take over the runs a previous instance left running. */
+static int
+coordinator_new(const DaemonArgs *args, Coordinator **ret)
+{
+	_cleanup_(coordinator_freep) Coordinator *c = calloc(1, sizeof(*c));
+	int r;
+
+	if (!c)
+		return -ENOMEM;
+	c->listen_fd = -1;
+	c->harnesses = calloc(1, sizeof(*c->harnesses));
+	if (!c->harnesses)
+		return -ENOMEM;
+	r = coord_conf_load(args, &c->conf, c->harnesses);
+	if (r < 0)
+		return r;
+	log_set_max_level(c->conf.shared.log_level);
+	if (args->check_config) {
+		if (!args->dump_config)
+			log_info("Configuration is valid");
+		*ret = NULL;
+		return 0;
+	}
+	for (size_t i = 0; i < c->harnesses->n; i++)
+		log_info("Harness '%s': adapter %s%s", c->harnesses->v[i].name,
+			 adapter_name(c->harnesses->v[i].adapter),
+			 streq(c->harnesses->v[i].name, c->conf.default_harness) ? " (default)"
+										 : "");
+	r = coordinator_open_runlog(c);
+	if (r < 0)
+		return r;
+
+	struct event_config *cfg = event_config_new();
+	if (cfg) {
+		c->base = event_base_new_with_config(cfg);
+		event_config_free(cfg);
+	}
+	if (!c->base || event_base_priority_init(c->base, 3) < 0)
+		return -ENOMEM;
+	r = bridge_setup(c);
+	if (r < 0)
+		return r;
+	commit_setup(c, &driver_commit_hooks);
+	driver_setup(c);
+	driver_recover(c);
+	*ret = TAKE_PTR(c);
+	return 0;
+}
+
+int
+coordinator_run(const DaemonArgs *args)
+{
+	_cleanup_(coordinator_freep) Coordinator *c = NULL;
+	char path[4096];
+	int r;
+
+	r = coordinator_new(args, &c);
+	if (r < 0 || !c)
+		return r;
+	r = mkdir_p(c->conf.shared.runtime_dir, 0755);
+	if (r < 0)
+		return log_error_errno(r, "Failed to create '%s': %m", c->conf.shared.runtime_dir);
+	snprintf(path, sizeof(path), "%s/%s", c->conf.shared.runtime_dir, RW_SOCK_COORD);
+	c->listen_fd = unix_listen(path, 0660);
+	if (c->listen_fd < 0)
+		return log_error_errno(c->listen_fd, "Failed to listen on '%s': %m", path);
+	c->listen_ev = event_new(c->base, c->listen_fd, EV_READ | EV_PERSIST, accept_cb, c);
+	if (!c->listen_ev || !c->flush_ev || !c->shim_timer || !c->commit_ev)
+		return -ENOMEM;
+	event_add(c->listen_ev, NULL);
+	r = daemon_setup_signals(c->base, on_term, NULL, c);
+	if (r < 0)
+		return r;
+	watchdog_setup(c);
+	watchdog_log_usage(c, c->log_used); /* a log past its marks since the last start */
+	shim_connect_now(c);
+
+	notify_ready("serving");
+	log_info("coordinatord ready on %s (run log in %s/runlog)", path, c->conf.shared.state_dir);
+	event_base_dispatch(c->base);
+	log_info("coordinatord stopped");
+	return 0;
 }
