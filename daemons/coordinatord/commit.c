@@ -597,7 +597,7 @@ commit_write(Coordinator *c, Op *ops, RunLogBatch **ret_b)
 	if (r == 0) {
 		commit_latency(c, now_usec() - t0);
 		c->storage_ok = true;
-		watchdog_log_usage(c, used);
+		c->commit_hooks->log_usage(c, used);
 		return 0;
 	}
 	c->m.commit_failures++;

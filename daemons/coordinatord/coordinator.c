@@ -1038,6 +1038,15 @@ accept_cb(evutil_socket_t lfd, short what, void *arg)
 
 /* ---------- start-up and shutdown ---------- */
 
+const CommitHooks coordinator_commit_hooks = {
+    .flush = driver_flush_all,
+    .run_log = driver_run_log,
+    .secrets = driver_secrets,
+    .committed = driver_committed,
+    .client_gone = driver_client_gone,
+    .log_usage = watchdog_log_usage,
+};
+
 static void
 on_term(void *ud)
 {
@@ -1175,7 +1184,7 @@ coordinator_new(const DaemonArgs *args, Coordinator **ret)
 	r = bridge_setup(c);
 	if (r < 0)
 		return r;
-	commit_setup(c, &driver_commit_hooks);
+	commit_setup(c, &coordinator_commit_hooks);
 	driver_setup(c);
 	driver_recover(c);
 	*ret = TAKE_PTR(c);

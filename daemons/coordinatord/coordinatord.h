@@ -173,9 +173,9 @@ typedef enum CommitOutcome {
 } CommitOutcome;
 
 /* The only way commit.c reaches the layers above it (it knows runs by id
- * alone). The driver fills one in (driver_commit_hooks) and coordinator.c
- * hands it to commit_setup(). Every member is called from within a commit or
- * a queuing call, never re-entering the queue it is called from. */
+ * alone). coordinator.c fills one in (coordinator_commit_hooks: the driver's
+ * functions and the watchdog's) and hands it to commit_setup(). Every member is called from within
+ * a commit or a queuing call, never re-entering the queue it is called from. */
 typedef struct CommitHooks {
 	/* Queue the buffered output of every driven run (commit_now, before it writes). */
 	void (*flush)(Coordinator *c);
@@ -190,6 +190,9 @@ typedef struct CommitHooks {
 	void (*committed)(Coordinator *c, const char *run_id, bool driven, CommitOutcome what);
 	/* A client went away: what driven runs keep of it is dropped. */
 	void (*client_gone)(Coordinator *c, Client *cl);
+	/* After a commit that succeeded: the bytes of live data in the run log
+	 * (the watchdog warns and starts size retention). */
+	void (*log_usage)(Coordinator *c, uint64_t used);
 } CommitHooks;
 
 struct Coordinator {
@@ -228,6 +231,8 @@ struct Coordinator {
 
 /* coordinator.c */
 int coordinator_run(const DaemonArgs *args);
+/* commit.c's way up: the driver (runs) and the watchdog (usage). */
+extern const CommitHooks coordinator_commit_hooks;
 
 /* driver.c: append the value of every secret of every harness (≥ 4 bytes,
  * each once) to the NULL-terminated malloc'd vector *values. */
@@ -317,8 +322,11 @@ int run_post_exec(Run *run, char *const *argv,
 		  void (*done)(Run *run, int64_t code, const char *out, size_t len));
 int run_cancel(Run *run, Client *cl, uint64_t req_id);
 void driver_setup(Coordinator *c);
-/* commit.c's way up to the driver (commit_setup()). */
-extern const CommitHooks driver_commit_hooks;
+/* What commits mean for driven runs (CommitHooks, see there). */
+bool driver_run_log(Coordinator *c, const char *run_id, LogCtx *ret);
+char **driver_secrets(Coordinator *c, const char *run_id, bool *ret_owned);
+void driver_committed(Coordinator *c, const char *run_id, bool driven, CommitOutcome what);
+void driver_client_gone(Coordinator *c, Client *cl);
 void driver_recover(Coordinator *c);
 void shim_connect_now(Coordinator *c);
 extern const PeerHandler shim_handlers[];

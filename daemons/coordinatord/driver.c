@@ -614,8 +614,8 @@ run_stop(Run *run)
 
 /* ---------- what commits mean for driven runs (commit.c's hooks) ---------- */
 
-static bool
-commit_run_log(Coordinator *c, const char *run_id, LogCtx *ret)
+bool
+driver_run_log(Coordinator *c, const char *run_id, LogCtx *ret)
 {
 	Run *run = run_find(c, run_id);
 	if (!run)
@@ -624,8 +624,8 @@ commit_run_log(Coordinator *c, const char *run_id, LogCtx *ret)
 	return true;
 }
 
-static char **
-commit_secrets(Coordinator *c, const char *run_id, bool *ret_owned)
+char **
+driver_secrets(Coordinator *c, const char *run_id, bool *ret_owned)
 {
 	Run *run = run_find(c, run_id);
 	char **values = NULL;
@@ -638,8 +638,8 @@ commit_secrets(Coordinator *c, const char *run_id, bool *ret_owned)
 	return values;
 }
 
-static void
-commit_committed(Coordinator *c, const char *run_id, bool driven, CommitOutcome what)
+void
+driver_committed(Coordinator *c, const char *run_id, bool driven, CommitOutcome what)
 {
 	Run *run = run_find(c, run_id);
 	if (!run)
@@ -660,8 +660,8 @@ commit_committed(Coordinator *c, const char *run_id, bool driven, CommitOutcome 
 	}
 }
 
-static void
-commit_client_gone(Coordinator *c, Client *cl)
+void
+driver_client_gone(Coordinator *c, Client *cl)
 {
 	for (Run *run = c->runs; run; run = run->next) {
 		if (run->cancel_client == cl)
@@ -669,11 +669,3 @@ commit_client_gone(Coordinator *c, Client *cl)
 		bridge_forget_client(run, cl);
 	}
 }
-
-const CommitHooks driver_commit_hooks = {
-    .flush = driver_flush_all,
-    .run_log = commit_run_log,
-    .secrets = commit_secrets,
-    .committed = commit_committed,
-    .client_gone = commit_client_gone,
-};

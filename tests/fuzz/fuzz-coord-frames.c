@@ -100,7 +100,7 @@ setup(void)
 		abort();
 	snprintf(dir, sizeof(dir), "/dev/shm/rw-fuzz-coord-%d", (int)getpid());
 	open_runlog();
-	commit_setup(&coord, &driver_commit_hooks);
+	commit_setup(&coord, &coordinator_commit_hooks);
 	driver_setup(&coord);
 	atexit(cleanup);
 }

@@ -367,7 +367,7 @@ setup(void **state)
 	f->c.base = event_base_new();
 	if (!f->c.base || event_base_priority_init(f->c.base, 3) < 0)
 		return -1;
-	commit_setup(&f->c, &driver_commit_hooks);
+	commit_setup(&f->c, &coordinator_commit_hooks);
 	driver_setup(&f->c);
 
 	snprintf(path, sizeof(path), "%s/%s", f->dir, RW_SOCK_SHIM);
