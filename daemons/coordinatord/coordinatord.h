@@ -233,6 +233,8 @@ struct Coordinator {
 int coordinator_run(const DaemonArgs *args);
 /* commit.c's way up: the driver (runs) and the watchdog (usage). */
 extern const CommitHooks coordinator_commit_hooks;
+/* cl if it is still connected (a reply may come after its client left), else NULL. */
+Client *coordinator_client_live(Coordinator *c, Client *cl);
 
 /* driver.c: append the value of every secret of every harness (≥ 4 bytes,
  * each once) to the NULL-terminated malloc'd vector *values. */
@@ -304,8 +306,6 @@ void op_queue_client_text(Coordinator *c, Client *cl, uint64_t req_id, const cha
 			  const char *text);
 /* A client went away: its queued acknowledgements are dropped. */
 void commit_forget_client(Coordinator *c, Client *cl);
-/* cl if it is still connected (a reply may come after its client left), else NULL. */
-Client *coordinator_client_live(Coordinator *c, Client *cl);
 /* Write everything queued now (before a watchdog decision, at shutdown). */
 void commit_now(Coordinator *c);
 void commit_setup(Coordinator *c, const CommitHooks *hooks);
