@@ -744,6 +744,8 @@ commit_forget_client(Coordinator *c, Client *cl)
 void
 commit_now(Coordinator *c)
 {
+	if (!c->commit_hooks)
+		return; /* before commit_setup(): a start-up that failed early */
 	c->commit_hooks->flush(c);
 	commit_cb(-1, 0, c);
 }
