@@ -46,8 +46,10 @@ typedef struct FakeShim {
 	int listen_fd;
 	struct event *accept_ev;
 	Peer *peer;
-	int n_ensure, n_start, n_kill, n_attach;
-	uint64_t ensure_req, start_req, kill_req, attach_req;
+	int n_ensure, n_start, n_kill, n_attach, n_proxy;
+	uint64_t ensure_req, start_req, kill_req, attach_req, proxy_req;
+	char **proxy_allow;
+	char **start_env;
 	char ensure_key[64], ensure_run[64];
 	char start_sandbox[64];
 	char **start_argv;
@@ -98,6 +100,9 @@ fake_exec_start(Peer *p, const Frame *f, void *ud)
 	mp_strv_free(s->start_argv);
 	s->start_argv = NULL;
 	mp_read_strv(&r, "argv", &s->start_argv);
+	mp_strv_free(s->start_env);
+	s->start_env = NULL;
+	mp_read_strv(&r, "env", &s->start_env);
 	mp_reader_done(&r);
 	s->start_req = f->req_id;
 	s->n_start++;
@@ -134,6 +139,22 @@ fake_exec_attach(Peer *p, const Frame *f, void *ud)
 	return 0;
 }
 
+static int
+fake_proxy(Peer *p, const Frame *f, void *ud)
+{
+	FakeShim *s = ud;
+	MpReader r;
+
+	mp_reader_init(&r, f->body);
+	mp_strv_free(s->proxy_allow);
+	s->proxy_allow = NULL;
+	mp_read_strv(&r, "allow", &s->proxy_allow);
+	mp_reader_done(&r);
+	s->proxy_req = f->req_id;
+	s->n_proxy++;
+	return 0;
+}
+
 /* SANDBOX_DESTROY, SANDBOX_UNLISTEN: done */
 static int
 fake_ok(Peer *p, const Frame *f, void *ud)
@@ -144,7 +165,8 @@ fake_ok(Peer *p, const Frame *f, void *ud)
 static const PeerHandler fake_handlers[_MSG_TYPE_MAX] = {
     [MSG_SANDBOX_ENSURE] = fake_ensure, [MSG_EXEC_START] = fake_exec_start,
     [MSG_EXEC_KILL] = fake_exec_kill,	[MSG_EXEC_ATTACH] = fake_exec_attach,
-    [MSG_SANDBOX_DESTROY] = fake_ok,	[MSG_SANDBOX_UNLISTEN] = fake_ok,
+    [MSG_SANDBOX_PROXY] = fake_proxy,	[MSG_SANDBOX_DESTROY] = fake_ok,
+    [MSG_SANDBOX_UNLISTEN] = fake_ok,
 };
 
 static void
@@ -349,7 +371,8 @@ setup(void **state)
 	fprintf(cf,
 		"[runwarden]\nruntime_dir = %s\nstate_dir = %s\n"
 		"[coordinatord]\nsync = no\npreallocate = no\nmap_size = 32M\n"
-		"tool_cgroup = off\n",
+		"tool_cgroup = off\n"
+		"[harness.net]\nadapter = shell\negress = example.com\n",
 		f->dir, f->dir);
 	fclose(cf);
 	DaemonArgs a = {.configs = {conf}, .n_configs = 1};
@@ -394,6 +417,8 @@ teardown(void **state)
 	f->c.shim = peer_free(f->c.shim);
 	f->shim.peer = peer_free(f->shim.peer);
 	mp_strv_free(f->shim.start_argv);
+	mp_strv_free(f->shim.start_env);
+	mp_strv_free(f->shim.proxy_allow);
 	event_free(f->shim.accept_ev);
 	close(f->shim.listen_fd);
 	commit_teardown(&f->c);
@@ -412,7 +437,7 @@ teardown(void **state)
 /* RUN_A registered and driven as a RUN_START does (coordinator.c), running
  * `echo hello` with the built-in shell harness, before any shim is there. */
 static void
-start_run(Fix *f)
+start_run_with(Fix *f, const char *harness)
 {
 	bool created = false;
 	assert_int_equal(
@@ -420,7 +445,7 @@ start_run(Fix *f)
 	assert_true(created);
 	Run *run = run_new(&f->c, RUN_A, THREAD);
 	assert_non_null(run);
-	run->harness = harness_find(&f->harnesses, "shell");
+	run->harness = harness_find(&f->harnesses, harness);
 	assert_non_null(run->harness);
 	run->adapter = adapter_get(run->harness->adapter);
 	run_emit(
@@ -429,6 +454,12 @@ start_run(Fix *f)
 	    NULL);
 	json_auto_t *msgs = json_pack("[{s:s, s:s}]", "role", "user", "content", "echo hello");
 	run_start_driving(run, msgs, NULL);
+}
+
+static void
+start_run(Fix *f)
+{
+	start_run_with(f, "shell");
 }
 
 /* From WAIT_SHIM to EXECUTING: the shim connects, the sandbox is ensured,
@@ -579,6 +610,42 @@ test_driver_fails_a_run_whose_sandbox_fails(void **state)
 	assert_string_equal(types, "RUN_STARTED,RUN_ERROR");
 }
 
+static bool
+strv_has(char **v, const char *s)
+{
+	for (size_t i = 0; v && v[i]; i++)
+		if (streq(v[i], s))
+			return true;
+	return false;
+}
+
+static void
+test_driver_opens_the_egress_proxy_before_the_exec(void **state)
+{
+	Fix *f = *state;
+
+	start_run_with(f, "net");
+	shim_connect_now(&f->c);
+	PUMP_UNTIL(f, f->shim.n_ensure == 1);
+	fake_reply_ensure(f, "sb-net");
+	/* no bridge (no tools), but egress: the proxy comes first */
+	PUMP_UNTIL(f, f->shim.n_proxy == 1);
+	assert_int_equal(state_a(f), RUN_PROXYING);
+	assert_int_equal(f->shim.n_start, 0);
+	assert_true(strv_has(f->shim.proxy_allow, "example.com"));
+
+	MpWriter w;
+	mp_writer_init(&w);
+	mp_w_map(&w, 1);
+	mp_w_uint(&w, "port", 3128);
+	assert_int_equal(peer_reply(f->shim.peer, f->shim.proxy_req, &w), 0);
+	mp_writer_done(&w);
+	PUMP_UNTIL(f, f->shim.n_start == 1);
+	assert_int_equal(state_a(f), RUN_STARTING);
+	assert_true(strv_has(f->shim.start_env, "HTTPS_PROXY=http://127.0.0.1:3128"));
+	assert_int_equal(run_a(f)->proxy_port, 3128);
+}
+
 int
 main(void)
 {
@@ -590,6 +657,8 @@ main(void)
 					    teardown),
 	    cmocka_unit_test_setup_teardown(test_driver_fails_a_run_whose_sandbox_fails, setup,
 					    teardown),
+	    cmocka_unit_test_setup_teardown(test_driver_opens_the_egress_proxy_before_the_exec,
+					    setup, teardown),
 	};
 	return cmocka_run_group_tests(tests, NULL, NULL);
 }
