@@ -1152,6 +1152,7 @@ coordinator_new(const DaemonArgs *args, Coordinator **ret)
 	if (!c)
 		return -ENOMEM;
 	c->listen_fd = -1;
+	c->run_teardown = driver_run_teardown;
 	c->harnesses = calloc(1, sizeof(*c->harnesses));
 	if (!c->harnesses)
 		return -ENOMEM;

@@ -204,6 +204,10 @@ struct Coordinator {
 	Client *clients;
 	Watch *watches;
 	Run *runs;
+	/* Undo what the driver attached to a run (bridge, sandbox, listeners, a
+	 * RUN_CANCEL waiting), from run_free(); coordinator_new() sets it to
+	 * driver_run_teardown. NULL: nothing to undo. */
+	void (*run_teardown)(Run *run);
 	Peer *shim;
 	struct event *shim_timer;
 	usec_t shim_backoff;
@@ -249,15 +253,13 @@ int redact_json(char *const *values, json_t *j);
  * emit functions take ownership of chunk/fields/drive. */
 /* A new Run in state RUN_WAIT_SHIM, listed in c->runs; NULL when out of memory. */
 Run *run_new(Coordinator *c, const char *run_id, const char *thread_id);
-/* Unlist and free it: its timers, bridge, calls to the shim, the sandbox
- * (reuse = none) and a RUN_CANCEL waiting for it (answered with the record). */
+/* Unlist and free it: its timers, its calls to the shim, and through
+ * Coordinator.run_teardown what the driver attached to it. */
 void run_free(Run *run);
 Run *run_find(Coordinator *c, const char *run_id);
 /* The run whose exec (main or post step) is exec_id, while it is attached or
  * being cancelled; NULL otherwise. */
 Run *run_find_exec(Coordinator *c, uint64_t exec_id);
-/* Answer a RUN_CANCEL with run_id's record as committed. */
-void run_reply_record(Coordinator *c, Client *cl, uint64_t req_id, const char *run_id);
 /* Queue an event of a driven run (no-op once the run is RUN_DONE). */
 void run_emit(Run *run, json_t *chunk, json_t *drive);
 /* The same, merging fields into the record in the same transaction. */
@@ -327,6 +329,9 @@ bool driver_run_log(Coordinator *c, const char *run_id, LogCtx *ret);
 char **driver_secrets(Coordinator *c, const char *run_id, bool *ret_owned);
 void driver_committed(Coordinator *c, const char *run_id, bool driven, CommitOutcome what);
 void driver_client_gone(Coordinator *c, Client *cl);
+/* Coordinator.run_teardown: close its bridge, destroy its sandbox (reuse =
+ * none), drop its listeners, answer a RUN_CANCEL waiting with the record. */
+void driver_run_teardown(Run *run);
 void driver_recover(Coordinator *c);
 void shim_connect_now(Coordinator *c);
 extern const PeerHandler shim_handlers[];

@@ -484,6 +484,25 @@ run_max_arm(Run *run, int64_t started_ms)
 
 /* ---------- cancel ---------- */
 
+/* Answer a RUN_CANCEL with the run's record as committed. */
+static void
+cancel_reply_record(Coordinator *c, Client *cl, uint64_t req_id, const char *run_id)
+{
+	json_t *rec = NULL;
+
+	if (runlog_get(c->runlog, run_id, &rec) == 0) {
+		_cleanup_free_ char *s = json_dump_compact(rec);
+		MpWriter w;
+		mp_writer_init(&w);
+		mp_w_map(&w, 1);
+		mp_w_str(&w, "record", s ? s : "{}");
+		peer_reply(cl->peer, req_id, &w);
+		mp_writer_done(&w);
+	} else
+		peer_reply_error(cl->peer, req_id, -EIO, NULL);
+	json_decref(rec);
+}
+
 void
 cancel_finish(Run *run)
 {
@@ -513,7 +532,7 @@ cancel_finish(Run *run)
 	/* answer after the commit, with the record: commit right away */
 	commit_now(c);
 	if (cl)
-		run_reply_record(c, cl, req_id, run_id);
+		cancel_reply_record(c, cl, req_id, run_id);
 }
 
 static void
@@ -668,4 +687,40 @@ driver_client_gone(Coordinator *c, Client *cl)
 			run->cancel_client = NULL;
 		bridge_forget_client(run, cl);
 	}
+}
+
+/* Coordinator.run_teardown: what the driver attached to a run goes with it
+ * (run_free()). */
+void
+driver_run_teardown(Run *run)
+{
+	Coordinator *c = run->c;
+
+	bridge_close(run); /* later calls 404; tools still running are killed */
+	/* reuse = none: the run's own sandbox and workspace go with its end (not
+	 * when we stop: a restarted coordinatord re-attaches to the run). */
+	if (!c->stopping && c->conf.reuse == REUSE_NONE && run->sandbox_id &&
+	    peer_is_ready(c->shim)) {
+		MpWriter w;
+		mp_writer_init(&w);
+		mp_w_map(&w, 2);
+		mp_w_str(&w, "sandbox_id", run->sandbox_id);
+		mp_w_bool(&w, "purge", true);
+		(void)peer_call(c->shim, MSG_SANDBOX_DESTROY, &w, 30 * USEC_PER_SEC, NULL, NULL);
+		mp_writer_done(&w);
+	}
+	if ((run->bridge_port || run->proxy_port) && run->sandbox_id && peer_is_ready(c->shim)) {
+		MpWriter w;
+		mp_writer_init(&w);
+		mp_w_map(&w, 2);
+		mp_w_str(&w, "sandbox_id", run->sandbox_id);
+		mp_w_str(&w, "run_id", run->run_id);
+		(void)peer_call(c->shim, MSG_SANDBOX_UNLISTEN, &w, 10 * USEC_PER_SEC, NULL, NULL);
+		mp_writer_done(&w);
+	}
+	/* the run ended another way first (an output limit, storage_full, the
+	 * watchdog): the cancel is answered as for a run already terminal, with
+	 * the record of that end */
+	if (run->cancel_client)
+		cancel_reply_record(c, run->cancel_client, run->cancel_req_id, run->run_id);
 }

@@ -11,8 +11,8 @@
  * moves the Run to RUN_DONE, after which it emits nothing.
  *
  * Layering: run.c calls commit.c and agui-guard.c by name; the driver and the
- * adapters call it. run_free() still names bridge_close() (bridge.c), the one
- * call upwards left.
+ * adapters call it. What the driver attached to a run is undone through
+ * Coordinator.run_teardown, which coordinator.c points at the driver.
  */
 #include "config.h"
 
@@ -68,25 +68,6 @@ run_new(Coordinator *c, const char *run_id, const char *thread_id)
 	return run;
 }
 
-/* Answer a RUN_CANCEL with the run's record as committed. */
-void
-run_reply_record(Coordinator *c, Client *cl, uint64_t req_id, const char *run_id)
-{
-	json_t *rec = NULL;
-
-	if (runlog_get(c->runlog, run_id, &rec) == 0) {
-		_cleanup_free_ char *s = json_dump_compact(rec);
-		MpWriter w;
-		mp_writer_init(&w);
-		mp_w_map(&w, 1);
-		mp_w_str(&w, "record", s ? s : "{}");
-		peer_reply(cl->peer, req_id, &w);
-		mp_writer_done(&w);
-	} else
-		peer_reply_error(cl->peer, req_id, -EIO, NULL);
-	json_decref(rec);
-}
-
 void
 run_free(Run *run)
 {
@@ -103,33 +84,9 @@ run_free(Run *run)
 		event_free(run->wait_timer);
 	if (run->max_timer)
 		event_free(run->max_timer);
-	bridge_close(run); /* later calls 404; tools still running are killed */
-	/* reuse = none: the run's own sandbox and workspace go with its end (not
-	 * when we stop: a restarted coordinatord re-attaches to the run). */
-	if (!c->stopping && c->conf.reuse == REUSE_NONE && run->sandbox_id &&
-	    peer_is_ready(c->shim)) {
-		MpWriter w;
-		mp_writer_init(&w);
-		mp_w_map(&w, 2);
-		mp_w_str(&w, "sandbox_id", run->sandbox_id);
-		mp_w_bool(&w, "purge", true);
-		(void)peer_call(c->shim, MSG_SANDBOX_DESTROY, &w, 30 * USEC_PER_SEC, NULL, NULL);
-		mp_writer_done(&w);
-	}
-	if ((run->bridge_port || run->proxy_port) && run->sandbox_id && peer_is_ready(c->shim)) {
-		MpWriter w;
-		mp_writer_init(&w);
-		mp_w_map(&w, 2);
-		mp_w_str(&w, "sandbox_id", run->sandbox_id);
-		mp_w_str(&w, "run_id", run->run_id);
-		(void)peer_call(c->shim, MSG_SANDBOX_UNLISTEN, &w, 10 * USEC_PER_SEC, NULL, NULL);
-		mp_writer_done(&w);
-	}
-	/* the run ended another way first (an output limit, storage_full, the
-	 * watchdog): the cancel is answered as for a run already terminal, with
-	 * the record of that end */
-	if (run->cancel_client)
-		run_reply_record(c, run->cancel_client, run->cancel_req_id, run->run_id);
+	/* what the driver attached: bridge, sandbox, listeners, a cancel waiting */
+	if (c->run_teardown)
+		c->run_teardown(run);
 	for (int i = 0; i < 3; i++)
 		outbuf_done(&run->out[i]);
 	outbuf_done(&run->post_step_out);

@@ -91,6 +91,7 @@ setup(void)
 		abort();
 	coord.conf.sync = false;
 	coord.listen_fd = -1;
+	coord.run_teardown = driver_run_teardown;
 	if (harness_load_string("fuzz", "", &harnesses, err, sizeof(err)) < 0)
 		abort();
 	coord.harnesses = &harnesses;

@@ -381,6 +381,7 @@ setup(void **state)
 	log_set_max_level(LOG_CRIT);
 	f->c.harnesses = &f->harnesses;
 	f->c.listen_fd = -1;
+	f->c.run_teardown = driver_run_teardown;
 
 	snprintf(path, sizeof(path), "%s/runlog", f->dir);
 	RunLogOptions o = {.map_size = (size_t)f->c.conf.map_size, .sync = false};
