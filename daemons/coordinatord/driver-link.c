@@ -298,7 +298,7 @@ shim_closed(Peer *p, int err, void *ud)
 
 static const PeerOps shim_ops = {
     .local_role = ROLE_COORD,
-    .handlers = shim_handlers,
+    .handlers = driver_shim_pushes,
     .on_ready = shim_ready,
     .on_close = shim_closed,
 };

@@ -264,9 +264,8 @@ shim_exec_output(Peer *p, const Frame *f, void *ud)
 		if (outbuf_add(b, note, (size_t)n) < 0)
 			return -ENOMEM;
 		b->added = offset; /* the note stands for the lost bytes */
-	} else if (dropped > 0) {
-		/* the shim says so itself */
 	}
+	/* dropped > 0 needs nothing here: the shim's own note is in the stream */
 	if (offset + len <= b->added)
 		return 0;
 	size_t skip = (size_t)(b->added - offset);
@@ -457,7 +456,7 @@ shim_sandbox_queued(Peer *p, const Frame *f, void *ud)
 	return err;
 }
 
-const PeerHandler shim_handlers[_MSG_TYPE_MAX] = {
+const PeerHandler driver_shim_pushes[_MSG_TYPE_MAX] = {
     [MSG_EXEC_OUTPUT] = shim_exec_output,
     [MSG_EXEC_EXIT] = shim_exec_exit,
     [MSG_SANDBOX_QUEUED] = shim_sandbox_queued,

@@ -3,7 +3,7 @@
  * fuzz-coord-frames.c — libFuzzer target: every message a peer may send to
  * coordinatord, through the real frame layer (frame.c, peer.c: framing,
  * HELLO, role checks, dispatch) into the real handlers (coordinator.c's
- * table for routerd and clients, driver.c's shim_handlers), with a real LMDB
+ * table for routerd and clients, driver-output.c's driver_shim_pushes), with a real LMDB
  * run log in a scratch directory and no shim connected.
  *
  * Input: byte 0 picks the peer's role (routerd, a client, the shim) and
@@ -37,7 +37,7 @@ on_shim_close(Peer *p, int err, void *ud)
 
 static const PeerOps shim_side_ops = {
     .local_role = ROLE_COORD,
-    .handlers = shim_handlers,
+    .handlers = driver_shim_pushes,
     .on_close = on_shim_close,
 };
 
