@@ -611,6 +611,71 @@ test_driver_fails_a_run_whose_sandbox_fails(void **state)
 	assert_string_equal(types, "RUN_STARTED,RUN_ERROR");
 }
 
+static void
+test_driver_cancel_while_reattaching_ends_on_the_kill_reply(void **state)
+{
+	Fix *f = *state;
+	_cleanup_free_ char *status = NULL;
+
+	drive_to_executing(f);
+	f->shim.peer = peer_free(f->shim.peer);
+	PUMP_UNTIL(f, f->shim.n_attach == 1); /* a new shim; the EXEC_ATTACH is held */
+	assert_int_equal(state_a(f), RUN_SHIM_LOST);
+
+	/* not attached: no EXEC_EXIT will come, the kill's reply ends it */
+	assert_int_equal(run_cancel(run_a(f), NULL, 0), 0);
+	assert_int_equal(state_a(f), RUN_CANCELLING_DETACHED);
+	PUMP_UNTIL(f, f->shim.n_kill == 1);
+	assert_int_equal(f->shim.kill_exec, EXEC_ID);
+	assert_int_equal(peer_reply(f->shim.peer, f->shim.kill_req, NULL), 0);
+	PUMP_UNTIL(f, !run_a(f));
+	status = record_status(f);
+	assert_string_equal(status, "aborted");
+}
+
+/* A coordinatord restarted while RUN_A ran: the driver state in the log
+ * brings it back in RUN_REATTACH, and it goes on from the offsets stored. */
+static void
+test_driver_recovers_a_run_after_a_restart(void **state)
+{
+	Fix *f = *state;
+	_cleanup_free_ char *out = NULL, *status = NULL;
+	bool created = false;
+
+	assert_int_equal(
+	    runlog_create(f->c.runlog, RUN_A, THREAD, "shell", now_epoch_ms(), &created), 0);
+	json_auto_t *drive = json_pack(
+	    "{s:s, s:s, s:s, s:I, s:s, s:[I,I], s:I}", "threadId", THREAD, "harness", "shell",
+	    "sandboxId", "sb-old", "execId", (json_int_t)EXEC_ID, "toolCallId", "call_00000000",
+	    "consumed", (json_int_t)4, (json_int_t)0, "ids", (json_int_t)0);
+	RunLogBatch *b = NULL;
+	assert_int_equal(runlog_batch_begin(f->c.runlog, &b), 0);
+	assert_int_equal(runlog_batch_drive_put(b, RUN_A, drive), 0);
+	assert_int_equal(runlog_batch_commit(b), 0);
+	runlog_batch_free(b);
+
+	driver_recover(&f->c);
+	assert_int_equal(state_a(f), RUN_REATTACH);
+	assert_int_equal(run_a(f)->out[1].taken, 4);
+
+	shim_connect_now(&f->c);
+	PUMP_UNTIL(f, f->shim.n_attach == 1);
+	assert_int_equal(f->shim.attach_exec, EXEC_ID);
+	assert_int_equal(f->shim.attach_stdout, 4);
+	assert_int_equal(f->shim.n_ensure, 0); /* no new sandbox */
+	assert_int_equal(peer_reply(f->shim.peer, f->shim.attach_req, NULL), 0);
+	PUMP_UNTIL(f, state_a(f) == RUN_EXECUTING);
+
+	/* the shim replays from offset 4: the first 4 bytes were taken before */
+	fake_output(f, 4, "tail\n");
+	fake_exit(f, 0, 0, "exit");
+	PUMP_UNTIL(f, !run_a(f));
+	out = stdout_text(f);
+	assert_string_equal(out, "tail\n");
+	status = record_status(f);
+	assert_string_equal(status, "completed");
+}
+
 static bool
 strv_has(char **v, const char *s)
 {
@@ -660,6 +725,10 @@ main(void)
 					    teardown),
 	    cmocka_unit_test_setup_teardown(test_driver_opens_the_egress_proxy_before_the_exec,
 					    setup, teardown),
+	    cmocka_unit_test_setup_teardown(
+		test_driver_cancel_while_reattaching_ends_on_the_kill_reply, setup, teardown),
+	    cmocka_unit_test_setup_teardown(test_driver_recovers_a_run_after_a_restart, setup,
+					    teardown),
 	};
 	return cmocka_run_group_tests(tests, NULL, NULL);
 }
