@@ -444,102 +444,12 @@ handle_status_get(Peer *p, const Frame *f, void *ud)
 {
 	Client *cl = ud;
 	Coordinator *c = cl->c;
-	const Metrics *m = &c->m;
 	MpWriter w;
-	size_t active = 0, queued = 0, busy = 0;
+	size_t active = 0;
 	char *text = NULL;
-	size_t tlen = 0;
-	FILE *mf;
 
-	for (Run *run = c->runs; run; run = run->next) {
-		active++;
-		if (run->queued || run->state == RUN_WAIT_SHIM)
-			queued++;
-		else if (run->state == RUN_STARTING || run->state == RUN_EXECUTING ||
-			 run->state == RUN_REATTACH || run->state == RUN_CANCELLING)
-			busy++;
-	}
-	mf = open_memstream(&text, &tlen);
-	if (!mf)
+	if (metrics_text(c, &text, &active) < 0)
 		return -ENOMEM;
-	static const double le[7] = {0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.1};
-	fprintf(mf,
-		"# HELP runwarden_runs_started_total Runs registered by POST /runs.\n"
-		"# TYPE runwarden_runs_started_total counter\n"
-		"runwarden_runs_started_total %" PRIu64 "\n"
-		"# HELP runwarden_runs_finished_total Runs that reached a terminal status.\n"
-		"# TYPE runwarden_runs_finished_total counter\n"
-		"runwarden_runs_finished_total{status=\"completed\"} %" PRIu64 "\n"
-		"runwarden_runs_finished_total{status=\"failed\"} %" PRIu64 "\n"
-		"runwarden_runs_finished_total{status=\"aborted\"} %" PRIu64 "\n"
-		"# HELP runwarden_runs_active Runs driven by coordinatord right now.\n"
-		"# TYPE runwarden_runs_active gauge\n"
-		"runwarden_runs_active %zu\n"
-		"# HELP runwarden_sandboxes_queued Runs waiting for containerd-shim or a sandbox "
-		"slot.\n"
-		"# TYPE runwarden_sandboxes_queued gauge\n"
-		"runwarden_sandboxes_queued %zu\n"
-		"# HELP runwarden_sandboxes_busy Sandboxes running a run's exec right now.\n"
-		"# TYPE runwarden_sandboxes_busy gauge\n"
-		"runwarden_sandboxes_busy %zu\n"
-		"# HELP runwarden_events_appended_total Events committed to the run log.\n"
-		"# TYPE runwarden_events_appended_total counter\n"
-		"runwarden_events_appended_total %" PRIu64 "\n"
-		"# HELP runwarden_commit_failures_total Run log transactions that failed.\n"
-		"# TYPE runwarden_commit_failures_total counter\n"
-		"runwarden_commit_failures_total %" PRIu64 "\n"
-		"# HELP runwarden_watchdog_kills_total Runs failed by the stall watchdog.\n"
-		"# TYPE runwarden_watchdog_kills_total counter\n"
-		"runwarden_watchdog_kills_total %" PRIu64 "\n"
-		"# HELP runwarden_tool_calls_refused_total Host tool calls refused with 429 "
-		"(max_tool_calls_per_run, max_tool_calls).\n"
-		"# TYPE runwarden_tool_calls_refused_total counter\n"
-		"runwarden_tool_calls_refused_total %" PRIu64 "\n"
-		"# HELP runwarden_runs_pruned_total Runs deleted by retention.\n"
-		"# TYPE runwarden_runs_pruned_total counter\n"
-		"runwarden_runs_pruned_total %" PRIu64 "\n"
-		"# HELP runwarden_commit_seconds Run log group-commit latency (write + fsync).\n"
-		"# TYPE runwarden_commit_seconds histogram\n",
-		m->runs_started, m->runs_finished[0], m->runs_finished[1], m->runs_finished[2],
-		active, queued, busy, m->events_appended, m->commit_failures, m->watchdog_kills,
-		m->tool_calls_refused, m->runs_pruned);
-	uint64_t cum = 0;
-	for (int i = 0; i < 7; i++) {
-		cum += m->commit_buckets[i];
-		fprintf(mf, "runwarden_commit_seconds_bucket{le=\"%g\"} %" PRIu64 "\n", le[i], cum);
-	}
-	cum += m->commit_buckets[7];
-	fprintf(mf,
-		"runwarden_commit_seconds_bucket{le=\"+Inf\"} %" PRIu64 "\n"
-		"runwarden_commit_seconds_sum %.6f\n"
-		"runwarden_commit_seconds_count %" PRIu64 "\n",
-		cum, (double)m->commit_usec_sum / 1e6, m->commits);
-	fprintf(mf,
-		"# HELP runwarden_runlog_used_bytes Live data in the run log (LMDB pages in use).\n"
-		"# TYPE runwarden_runlog_used_bytes gauge\n"
-		"runwarden_runlog_used_bytes %" PRIu64 "\n"
-		"# HELP runwarden_runlog_map_bytes Size of the run log's map (map_size).\n"
-		"# TYPE runwarden_runlog_map_bytes gauge\n"
-		"runwarden_runlog_map_bytes %" PRIu64 "\n"
-		"# HELP runwarden_runlog_over_warn 1 while the run log is past map_warn_percent.\n"
-		"# TYPE runwarden_runlog_over_warn gauge\n"
-		"runwarden_runlog_over_warn %d\n"
-		"# HELP runwarden_output_dropped_bytes_total Output bytes dropped over a budget.\n"
-		"# TYPE runwarden_output_dropped_bytes_total counter\n"
-		"runwarden_output_dropped_bytes_total %" PRIu64 "\n"
-		"# HELP runwarden_runs_output_limited_total Runs that went over an output budget.\n"
-		"# TYPE runwarden_runs_output_limited_total counter\n"
-		"runwarden_runs_output_limited_total %" PRIu64 "\n"
-		"# HELP runwarden_events_refused_full_total Events refused past chunk_high_water.\n"
-		"# TYPE runwarden_events_refused_full_total counter\n"
-		"runwarden_events_refused_full_total %" PRIu64 "\n"
-		"# HELP runwarden_runs_pruned_size_total Runs deleted by size retention.\n"
-		"# TYPE runwarden_runs_pruned_size_total counter\n"
-		"runwarden_runs_pruned_size_total %" PRIu64 "\n",
-		c->log_used, c->log_map, c->log_warned ? 1 : 0, m->output_dropped_bytes,
-		m->runs_output_limited, m->events_refused_full, m->runs_pruned_size);
-	bridge_metrics(c, mf);
-	fclose(mf);
 
 	mp_writer_init(&w);
 	mp_w_map(&w, 4);
@@ -582,7 +492,7 @@ handle_run_cancel(Peer *p, const Frame *f, void *ud)
 	const char *status = json_string_value(json_object_get(rec, "status"));
 	Run *run = run_find(c, run_id);
 	if (run_status_terminal(status) ||
-	    (run && (run->state == RUN_DONE || run->state == RUN_CANCELLING))) {
+	    (run && (run->state == RUN_DONE || run_cancelling(run)))) {
 		/* idempotent: a terminal run is left as it is */
 		if (run && run->state != RUN_DONE) {
 			/* a cancel is already on its way: answer when it lands */
@@ -1104,6 +1014,15 @@ client_refused(PeerServerEvent what, int err, uid_t uid, void *ud)
 
 /* ---------- start-up and shutdown ---------- */
 
+const CommitHooks coordinator_commit_hooks = {
+    .flush = driver_flush_all,
+    .run_log = driver_run_log,
+    .secrets = driver_secrets,
+    .committed = driver_committed,
+    .client_gone = driver_client_gone,
+    .log_usage = watchdog_log_usage,
+};
+
 static void
 on_term(void *ud)
 {
@@ -1116,140 +1035,175 @@ on_term(void *ud)
 	event_base_loopexit(c->base, NULL);
 }
 
-int
-coordinator_run(const DaemonArgs *args)
+/* The run log in state_dir (map_size reserved unless preallocate = no). */
+static int
+coordinator_open_runlog(Coordinator *c)
 {
-	Coordinator c = {0};
-	HarnessSet harnesses = {0};
 	char path[4096];
 	int r;
 
-	r = coord_conf_load(args, &c.conf, &harnesses);
+	snprintf(path, sizeof(path), "%s/runlog", c->conf.shared.state_dir);
+	RunLogOptions o = {.map_size = (size_t)c->conf.map_size,
+			   .sync = c->conf.sync,
+			   .preallocate = c->conf.preallocate};
+	r = runlog_open(path, &o, &c->runlog);
+	if (r == -ENOSPC)
+		return log_error_errno(r,
+				       "Cannot reserve coordinatord.map_size (%" PRId64
+				       " bytes) for the run "
+				       "log in '%s': %m; free disk space, lower map_size, or set "
+				       "coordinatord.preallocate = no",
+				       c->conf.map_size, path);
 	if (r < 0)
-		goto out;
-	log_set_max_level(c.conf.shared.log_level);
-	c.harnesses = &harnesses;
-	if (args->check_config) {
-		if (!args->dump_config)
-			log_info("Configuration is valid");
-		goto out;
-	}
-	for (size_t i = 0; i < harnesses.n; i++)
-		log_info("Harness '%s': adapter %s%s", harnesses.v[i].name,
-			 adapter_name(harnesses.v[i].adapter),
-			 streq(harnesses.v[i].name, c.conf.default_harness) ? " (default)" : "");
-
-	snprintf(path, sizeof(path), "%s/runlog", c.conf.shared.state_dir);
-	RunLogOptions o = {.map_size = (size_t)c.conf.map_size,
-			   .sync = c.conf.sync,
-			   .preallocate = c.conf.preallocate};
-	r = runlog_open(path, &o, &c.runlog);
-	if (r == -ENOSPC) {
-		log_error_errno(r,
-				"Cannot reserve coordinatord.map_size (%" PRId64
-				" bytes) for the run "
-				"log in '%s': %m; free disk space, lower map_size, or set "
-				"coordinatord.preallocate = no",
-				c.conf.map_size, path);
-		goto out;
-	}
-	if (r < 0) {
-		log_error_errno(r, "Failed to open the run log in '%s': %m", path);
-		goto out;
-	}
-	if (c.conf.preallocate && !runlog_preallocated(c.runlog))
+		return log_error_errno(r, "Failed to open the run log in '%s': %m", path);
+	if (c->conf.preallocate && !runlog_preallocated(c->runlog))
 		log_warning(
 		    "The filesystem of '%s' cannot preallocate: a disk filled by workspaces "
 		    "or backups can make run log commits fail; put the state directory on "
 		    "its own filesystem",
 		    path);
-	(void)runlog_usage(c.runlog, &c.log_used, &c.log_map);
-	c.log_map = (uint64_t)c.conf.map_size;
+	(void)runlog_usage(c->runlog, &c->log_used, &c->log_map);
+	c->log_map = (uint64_t)c->conf.map_size;
+	return 0;
+}
+
+/* Commit what is queued, free every run, client and watch, then the rest.
+ * NULL-safe; returns NULL. */
+static Coordinator *
+coordinator_free(Coordinator *c)
+{
+	if (!c)
+		return NULL;
+	if (c->base)
+		commit_now(c);
+	while (c->runs)
+		run_free(c->runs);
+	while (c->clients) {
+		Client *cl = c->clients;
+		c->clients = cl->next;
+		peer_free(cl->peer);
+		free(cl);
+	}
+	while (c->watches) {
+		Watch *w = c->watches;
+		c->watches = w->next;
+		free(w);
+	}
+	c->stopping = true;
+	bridge_teardown(c);
+	peer_free(c->shim);
+	watchdog_teardown(c);
+	commit_teardown(c);
+	driver_thread_output_free(c);
+	daemon_teardown_signals();
+	c->server = peer_server_free(c->server, false);
+	if (c->flush_ev)
+		event_free(c->flush_ev);
+	if (c->shim_timer)
+		event_free(c->shim_timer);
+	if (c->base)
+		event_base_free(c->base);
+	runlog_free(c->runlog);
+	if (c->harnesses)
+		harness_set_done(c->harnesses);
+	free(c->harnesses);
+	coord_conf_done(&c->conf);
+	free(c);
+	return NULL;
+}
+
+DEFINE_TRIVIAL_CLEANUP_FUNC(Coordinator *, coordinator_free);
+
+/* Load the configuration; unless only checking it (then *ret = NULL), open
+ * the run log, the event base, the tools' cgroup, the commit queue and the
+ * driver, and take over the runs a previous instance left running. */
+static int
+coordinator_new(const DaemonArgs *args, Coordinator **ret)
+{
+	_cleanup_(coordinator_freep) Coordinator *c = calloc(1, sizeof(*c));
+	int r;
+
+	if (!c)
+		return -ENOMEM;
+	c->run_teardown = driver_run_teardown;
+	c->harnesses = calloc(1, sizeof(*c->harnesses));
+	if (!c->harnesses)
+		return -ENOMEM;
+	r = coord_conf_load(args, &c->conf, c->harnesses);
+	if (r < 0)
+		return r;
+	log_set_max_level(c->conf.shared.log_level);
+	if (args->check_config) {
+		if (!args->dump_config)
+			log_info("Configuration is valid");
+		*ret = NULL;
+		return 0;
+	}
+	for (size_t i = 0; i < c->harnesses->n; i++)
+		log_info("Harness '%s': adapter %s%s", c->harnesses->v[i].name,
+			 adapter_name(c->harnesses->v[i].adapter),
+			 streq(c->harnesses->v[i].name, c->conf.default_harness) ? " (default)"
+										 : "");
+	r = coordinator_open_runlog(c);
+	if (r < 0)
+		return r;
 
 	struct event_config *cfg = event_config_new();
 	if (cfg) {
-		c.base = event_base_new_with_config(cfg);
+		c->base = event_base_new_with_config(cfg);
 		event_config_free(cfg);
 	}
-	if (!c.base || event_base_priority_init(c.base, 3) < 0) {
-		r = -ENOMEM;
-		goto out;
-	}
-	r = bridge_setup(&c);
+	if (!c->base || event_base_priority_init(c->base, 3) < 0)
+		return -ENOMEM;
+	r = bridge_setup(c);
 	if (r < 0)
-		goto out;
-	commit_setup(&c);
-	driver_setup(&c);
-	driver_recover(&c);
-	r = mkdir_p(c.conf.shared.runtime_dir, 0755);
-	if (r < 0) {
-		log_error_errno(r, "Failed to create '%s': %m", c.conf.shared.runtime_dir);
-		goto out;
-	}
-	snprintf(path, sizeof(path), "%s/%s", c.conf.shared.runtime_dir, RW_SOCK_COORD);
-	if (!c.flush_ev || !c.shim_timer || !c.commit_ev) {
-		r = -ENOMEM;
-		goto out;
-	}
+		return r;
+	commit_setup(c, &coordinator_commit_hooks);
+	driver_setup(c);
+	driver_recover(c);
+	*ret = TAKE_PTR(c);
+	return 0;
+}
+
+int
+coordinator_run(const DaemonArgs *args)
+{
+	_cleanup_(coordinator_freep) Coordinator *c = NULL;
+	char path[4096];
+	int r;
+
+	r = coordinator_new(args, &c);
+	if (r < 0 || !c)
+		return r;
+	r = mkdir_p(c->conf.shared.runtime_dir, 0755);
+	if (r < 0)
+		return log_error_errno(r, "Failed to create '%s': %m", c->conf.shared.runtime_dir);
+	snprintf(path, sizeof(path), "%s/%s", c->conf.shared.runtime_dir, RW_SOCK_COORD);
+	if (!c->flush_ev || !c->shim_timer || !c->commit_ev)
+		return -ENOMEM;
 	/* 0660, but only root and our own uid may connect */
-	r = peer_server_new(c.base,
+	r = peer_server_new(c->base,
 			    &(PeerServerConf){.path = path,
 					      .mode = 0660,
 					      .gid = -1,
 					      .ops = &client_ops,
-					      .max_frame = (size_t)c.conf.shared.max_frame,
+					      .max_frame = (size_t)c->conf.shared.max_frame,
 					      .accepted = client_accepted,
 					      .event = client_refused,
-					      .userdata = &c},
-			    &c.server);
-	if (r < 0) {
-		log_error_errno(r, "Failed to listen on '%s': %m", path);
-		goto out;
-	}
-	r = daemon_setup_signals(c.base, on_term, NULL, &c);
+					      .userdata = c},
+			    &c->server);
 	if (r < 0)
-		goto out;
-	watchdog_setup(&c);
-	watchdog_log_usage(&c, c.log_used); /* a log past its marks since the last start */
-	shim_connect_now(&c);
+		return log_error_errno(r, "Failed to listen on '%s': %m", path);
+	r = daemon_setup_signals(c->base, on_term, NULL, c);
+	if (r < 0)
+		return r;
+	watchdog_setup(c);
+	watchdog_log_usage(c, c->log_used); /* a log past its marks since the last start */
+	shim_connect_now(c);
 
 	notify_ready("serving");
-	log_info("coordinatord ready on %s (run log in %s/runlog)", path, c.conf.shared.state_dir);
-	event_base_dispatch(c.base);
+	log_info("coordinatord ready on %s (run log in %s/runlog)", path, c->conf.shared.state_dir);
+	event_base_dispatch(c->base);
 	log_info("coordinatord stopped");
-	r = 0;
-out:
-	if (c.base)
-		commit_now(&c);
-	while (c.runs)
-		run_free(c.runs);
-	while (c.clients) {
-		Client *cl = c.clients;
-		c.clients = cl->next;
-		peer_free(cl->peer);
-		free(cl);
-	}
-	while (c.watches) {
-		Watch *w = c.watches;
-		c.watches = w->next;
-		free(w);
-	}
-	c.stopping = true;
-	bridge_teardown(&c);
-	peer_free(c.shim);
-	watchdog_teardown(&c);
-	commit_teardown(&c);
-	driver_thread_output_free(&c);
-	daemon_teardown_signals();
-	c.server = peer_server_free(c.server, false);
-	if (c.flush_ev)
-		event_free(c.flush_ev);
-	if (c.shim_timer)
-		event_free(c.shim_timer);
-	if (c.base)
-		event_base_free(c.base);
-	runlog_free(c.runlog);
-	harness_set_done(&harnesses);
-	coord_conf_done(&c.conf);
-	return r;
+	return 0;
 }
