@@ -395,7 +395,7 @@ pending_timeout(evutil_socket_t fd, short what, void *arg)
 int
 peer_call(Peer *p, int type, const MpWriter *body, usec_t timeout, PeerReplyFn cb, void *userdata)
 {
-	if (p->closed)
+	if (!p || p->closed)
 		return -ECONNRESET;
 	Pending *e = calloc(1, sizeof(*e));
 	if (!e)

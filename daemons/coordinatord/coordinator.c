@@ -1091,7 +1091,8 @@ coordinator_free(Coordinator *c)
 	}
 	c->stopping = true;
 	bridge_teardown(c);
-	peer_free(c->shim);
+	c->shim_link = peer_link_free(c->shim_link);
+	c->shim = NULL;
 	watchdog_teardown(c);
 	commit_teardown(c);
 	driver_thread_output_free(c);
@@ -1099,8 +1100,6 @@ coordinator_free(Coordinator *c)
 	c->server = peer_server_free(c->server, false);
 	if (c->flush_ev)
 		event_free(c->flush_ev);
-	if (c->shim_timer)
-		event_free(c->shim_timer);
 	if (c->base)
 		event_base_free(c->base);
 	runlog_free(c->runlog);
@@ -1179,7 +1178,7 @@ coordinator_run(const DaemonArgs *args)
 	if (r < 0)
 		return log_error_errno(r, "Failed to create '%s': %m", c->conf.shared.runtime_dir);
 	snprintf(path, sizeof(path), "%s/%s", c->conf.shared.runtime_dir, RW_SOCK_COORD);
-	if (!c->flush_ev || !c->shim_timer || !c->commit_ev)
+	if (!c->flush_ev || !c->commit_ev)
 		return -ENOMEM;
 	/* 0660, but only root and our own uid may connect */
 	r = peer_server_new(c->base,
@@ -1199,7 +1198,9 @@ coordinator_run(const DaemonArgs *args)
 		return r;
 	watchdog_setup(c);
 	watchdog_log_usage(c, c->log_used); /* a log past its marks since the last start */
-	shim_connect_now(c);
+	r = shim_connect_now(c);
+	if (r < 0)
+		return r;
 
 	notify_ready("serving");
 	log_info("coordinatord ready on %s (run log in %s/runlog)", path, c->conf.shared.state_dir);

@@ -29,6 +29,7 @@
 #include "log.h"
 #include "peer-server.h"
 #include "peer.h"
+#include "peer-link.h"
 #include "runlog.h"
 #include "shared-conf.h"
 #include "time-util.h"
@@ -208,9 +209,9 @@ struct Coordinator {
 	 * RUN_CANCEL waiting), from run_free(); coordinator_new() sets it to
 	 * driver_run_teardown. NULL: nothing to undo. */
 	void (*run_teardown)(Run *run);
-	Peer *shim;
-	struct event *shim_timer;
-	usec_t shim_backoff;
+	Peer *shim;	     /* the link's Peer once it said HELLO, else NULL */
+	PeerLink *shim_link; /* to containerd-shim: reconnects, HELLO deadline */
+	char shim_path[4096];
 	struct event *flush_ev;
 	struct event *commit_ev;
 	const CommitHooks *commit_hooks; /* set by commit_setup() */
@@ -334,7 +335,7 @@ void driver_client_gone(Coordinator *c, Client *cl);
  * none), drop its listeners, answer a RUN_CANCEL waiting with the record. */
 void driver_run_teardown(Run *run);
 void driver_recover(Coordinator *c);
-void shim_connect_now(Coordinator *c);
+int shim_connect_now(Coordinator *c);
 /* The shim's pushes to coordinatord (EXEC_OUTPUT, EXEC_EXIT, SANDBOX_QUEUED);
  * not the shim's own request table, shim.c's shim_handlers. */
 extern const PeerHandler driver_shim_pushes[];

@@ -46,5 +46,3 @@ void run_flush_output(Run *run, bool final);
 void driver_flush_cb(evutil_socket_t fd, short what, void *arg);
 
 /* driver-link.c */
-/* shim_timer's callback: connect to the shim (or try again later). */
-void shim_connect_cb(evutil_socket_t fd, short what, void *arg);

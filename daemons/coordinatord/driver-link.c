@@ -26,11 +26,14 @@
 #include "json-util.h"
 #include "macro.h"
 #include "mp-cursor.h"
+#include "peer-link.h"
 
 #include "driver-int.h"
 
 #define SHIM_BACKOFF_MIN (100 * USEC_PER_MSEC)
 #define SHIM_BACKOFF_MAX (2 * USEC_PER_SEC)
+/* a shim that accepts and says nothing (hung, or a stranger on the path) */
+#define SHIM_HELLO_TIMEOUT (10 * USEC_PER_SEC)
 
 /* ---------- re-attach after a restart ---------- */
 
@@ -243,15 +246,16 @@ driver_recover(Coordinator *c)
 
 /* ---------- shim link ---------- */
 
-static void shim_connect_later(Coordinator *c);
-
+/* c->shim is the link's Peer from its HELLO to its loss (NULL otherwise): a
+ * request is only ever sent to a shim that said HELLO. */
 static void
 shim_ready(Peer *p, void *ud)
 {
 	Coordinator *c = ud;
 
+	peer_link_ready(c->shim_link);
+	c->shim = p;
 	log_info("Connected to containerd-shim (pid %d)", (int)peer_remote_pid(p));
-	c->shim_backoff = SHIM_BACKOFF_MIN;
 	for (Run *run = c->runs, *next; run; run = next) {
 		next = run->next;
 		if (run->state == RUN_WAIT_SHIM)
@@ -267,7 +271,7 @@ shim_closed(Peer *p, int err, void *ud)
 	Coordinator *c = ud;
 	struct timeval tv;
 
-	if (!c->stopping)
+	if (!c->stopping && c->shim)
 		log_warning_errno(err, "Lost the connection to containerd-shim: %m");
 	/* Pending ENSURE/START calls already failed with -ECONNRESET (their runs
 	 * failed). Executing runs wait sandbox_wait_ms for a shim to re-attach to
@@ -291,9 +295,8 @@ shim_closed(Peer *p, int err, void *ud)
 			cancel_finish(run);
 		}
 	}
-	c->shim = peer_free(c->shim);
-	if (!c->stopping)
-		shim_connect_later(c);
+	c->shim = NULL;
+	peer_link_lost(c->shim_link, !c->stopping);
 }
 
 static const PeerOps shim_ops = {
@@ -303,44 +306,49 @@ static const PeerOps shim_ops = {
     .on_close = shim_closed,
 };
 
-void
-shim_connect_cb(evutil_socket_t fd, short what, void *arg)
-{
-	Coordinator *c = arg;
-	char path[4096];
-
-	snprintf(path, sizeof(path), "%s/%s", c->conf.shared.runtime_dir, RW_SOCK_SHIM);
-	int sfd = unix_connect(path);
-	if (sfd < 0) {
-		log_debug_errno(sfd, "containerd-shim not reachable at '%s' yet: %m", path);
-		shim_connect_later(c);
-		return;
-	}
-	int r = peer_new(c->base, sfd, &shim_ops, c, (size_t)c->conf.shared.max_frame, &c->shim);
-	if (r < 0) {
-		log_warning_errno(r, "Failed to set up the containerd-shim connection: %m");
-		shim_connect_later(c);
-	}
-}
-
+/* What the link met on its way (peer-link.h), in coordinatord's words. */
 static void
-shim_connect_later(Coordinator *c)
+shim_link_event(PeerLinkEvent what, int err, void *ud)
 {
-	struct timeval tv;
-	evtimer_add(c->shim_timer, timeval_from_usec(&tv, c->shim_backoff));
-	c->shim_backoff = MIN(c->shim_backoff * 2, SHIM_BACKOFF_MAX);
+	Coordinator *c = ud;
+
+	switch (what) {
+	case PEER_LINK_CONNECT_FAILED:
+		log_debug_errno(err, "containerd-shim not reachable at '%s' yet: %m", c->shim_path);
+		break;
+	case PEER_LINK_SETUP_FAILED:
+		log_warning_errno(err, "Failed to set up the containerd-shim connection: %m");
+		break;
+	case PEER_LINK_NO_HELLO:
+		log_warning("containerd-shim at '%s' accepted but said no HELLO in %d s, "
+			    "reconnecting",
+			    c->shim_path, (int)(SHIM_HELLO_TIMEOUT / USEC_PER_SEC));
+		break;
+	}
 }
 
-void
+int
 shim_connect_now(Coordinator *c)
 {
-	shim_connect_cb(-1, 0, c);
+	snprintf(c->shim_path, sizeof(c->shim_path), "%s/%s", c->conf.shared.runtime_dir,
+		 RW_SOCK_SHIM);
+	int r = peer_link_new(c->base,
+			      &(PeerLinkConf){.path = c->shim_path,
+					      .ops = &shim_ops,
+					      .max_frame = (size_t)c->conf.shared.max_frame,
+					      .hello_timeout = SHIM_HELLO_TIMEOUT,
+					      .backoff_min = SHIM_BACKOFF_MIN,
+					      .backoff_max = SHIM_BACKOFF_MAX,
+					      .event = shim_link_event,
+					      .userdata = c},
+			      &c->shim_link);
+	if (r < 0)
+		return log_error_errno(r, "Out of memory");
+	return 0;
 }
 
 void
 driver_setup(Coordinator *c)
 {
-	c->shim_backoff = SHIM_BACKOFF_MIN;
 	c->flush_ev = event_new(c->base, -1, 0, driver_flush_cb, c);
-	c->shim_timer = evtimer_new(c->base, shim_connect_cb, c);
 }

@@ -414,7 +414,8 @@ teardown(void **state)
 	commit_now(&f->c);
 	while (f->c.runs)
 		run_free(f->c.runs);
-	f->c.shim = peer_free(f->c.shim);
+	f->c.shim_link = peer_link_free(f->c.shim_link);
+	f->c.shim = NULL;
 	f->shim.peer = peer_free(f->shim.peer);
 	mp_strv_free(f->shim.start_argv);
 	mp_strv_free(f->shim.start_env);
@@ -424,7 +425,6 @@ teardown(void **state)
 	commit_teardown(&f->c);
 	driver_thread_output_free(&f->c);
 	event_free(f->c.flush_ev);
-	event_free(f->c.shim_timer);
 	event_base_free(f->c.base);
 	runlog_free(f->c.runlog);
 	harness_set_done(&f->harnesses);
