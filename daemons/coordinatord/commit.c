@@ -741,12 +741,6 @@ commit_cb(evutil_socket_t fd, short what, void *arg)
 }
 
 void
-commit_forget_client(Coordinator *c, Client *cl)
-{
-	c->commit_hooks->client_gone(c, cl);
-}
-
-void
 commit_now(Coordinator *c)
 {
 	if (!c->commit_hooks)

@@ -508,11 +508,19 @@ handle_run_cancel(Peer *p, const Frame *f, void *ud)
 		goto out;
 	}
 	if (run) {
-		ret = run_cancel(run, cl, f->req_id);
-		/* already being stopped (an output or time limit, the watchdog): the
-		 * run is ending; answer as for a cancel on its way, not an error */
-		if (ret == -EALREADY)
+		PeerDeferred *d = peer_defer(p, f);
+		if (!d) {
+			ret = -ENOMEM;
+			goto out;
+		}
+		ret = run_cancel(run, d);
+		if (ret == -EALREADY) {
+			/* already being stopped (an output or time limit, the
+			 * watchdog): the run is ending; answer as for a cancel on
+			 * its way, not an error */
+			peer_deferred_free(d);
 			ret = reply_record(p, f->req_id, "record", rec);
+		}
 		goto out;
 	}
 	/* not driven here (a direct-log client's run): end it in the log */
@@ -963,7 +971,6 @@ client_closed(Peer *p, int err, void *ud)
 	Coordinator *c = cl->c;
 
 	log_debug("routerd connection closed");
-	commit_forget_client(c, cl);
 	for (Watch **pp = &c->watches; *pp;) {
 		if ((*pp)->client == cl) {
 			Watch *w = *pp;
@@ -1019,7 +1026,6 @@ const CommitHooks coordinator_commit_hooks = {
     .run_log = driver_run_log,
     .secrets = driver_secrets,
     .committed = driver_committed,
-    .client_gone = driver_client_gone,
     .log_usage = watchdog_log_usage,
 };
 

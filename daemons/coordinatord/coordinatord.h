@@ -93,8 +93,7 @@ struct Run {
 	bool run_timed_out;	 /* max_run_ms: the cancel path ends it run_timeout */
 	uint64_t cpu_usec;	 /* last SANDBOX_STATS reading */
 	bool cpu_known;
-	Client *cancel_client; /* a RUN_CANCEL waiting for the destroy */
-	uint64_t cancel_req_id;
+	PeerDeferred *cancel_reply; /* a RUN_CANCEL answered at the run's end */
 	LogCtx log;
 	const Harness *harness;
 	const Adapter *adapter;
@@ -190,8 +189,6 @@ typedef struct CommitHooks {
 	/* What the commit of an op meant for run_id's driven Run, which exists:
 	 * driven is true when the driver queued the op. The Run may be freed. */
 	void (*committed)(Coordinator *c, const char *run_id, bool driven, CommitOutcome what);
-	/* A client went away: what driven runs keep of it is dropped. */
-	void (*client_gone)(Coordinator *c, Client *cl);
 	/* After a commit that succeeded: the bytes of live data in the run log
 	 * (the watchdog warns and starts size retention). */
 	void (*log_usage)(Coordinator *c, uint64_t used);
@@ -238,8 +235,6 @@ struct Coordinator {
 int coordinator_run(const DaemonArgs *args);
 /* commit.c's way up: the driver (runs) and the watchdog (usage). */
 extern const CommitHooks coordinator_commit_hooks;
-/* cl if it is still connected (a reply may come after its client left), else NULL. */
-Client *coordinator_client_live(Coordinator *c, Client *cl);
 
 /* driver.c: append the value of every secret of every harness (≥ 4 bytes,
  * each once) to the NULL-terminated malloc'd vector *values. */
@@ -307,9 +302,6 @@ void op_queue_client(Coordinator *c, Client *cl, uint64_t req_id, const char *ru
 /* A client's RUN_APPEND: the chunk text is stored exactly as the client sent it. */
 void op_queue_client_text(Coordinator *c, Client *cl, uint64_t req_id, const char *run_id,
 			  const char *text);
-/* A client went away: a RUN_CANCEL of it waiting for its run's end is
- * dropped. (Its queued acknowledgements are PeerDeferreds: nothing to do.) */
-void commit_forget_client(Coordinator *c, Client *cl);
 /* Write everything queued now (before a watchdog decision, at shutdown). */
 void commit_now(Coordinator *c);
 void commit_setup(Coordinator *c, const CommitHooks *hooks);
@@ -324,13 +316,12 @@ void run_start_driving(Run *run, const json_t *messages, const json_t *metadata)
  * the adapter, never built from input); done gets its stdout. */
 int run_post_exec(Run *run, char *const *argv,
 		  void (*done)(Run *run, int64_t code, const char *out, size_t len));
-int run_cancel(Run *run, Client *cl, uint64_t req_id);
+int run_cancel(Run *run, PeerDeferred *d);
 void driver_setup(Coordinator *c);
 /* What commits mean for driven runs (CommitHooks, see there). */
 bool driver_run_log(Coordinator *c, const char *run_id, LogCtx *ret);
 char **driver_secrets(Coordinator *c, const char *run_id, bool *ret_owned);
 void driver_committed(Coordinator *c, const char *run_id, bool driven, CommitOutcome what);
-void driver_client_gone(Coordinator *c, Client *cl);
 /* Coordinator.run_teardown: close its bridge, destroy its sandbox (reuse =
  * none), drop its listeners, answer a RUN_CANCEL waiting with the record. */
 void driver_run_teardown(Run *run);

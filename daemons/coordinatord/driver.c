@@ -485,8 +485,9 @@ run_max_arm(Run *run, int64_t started_ms)
 /* ---------- cancel ---------- */
 
 /* Answer a RUN_CANCEL with the run's record as committed. */
+/* Answer a RUN_CANCEL (d, released) with the run's record. */
 static void
-cancel_reply_record(Coordinator *c, Client *cl, uint64_t req_id, const char *run_id)
+cancel_reply_record(Coordinator *c, PeerDeferred *d, const char *run_id)
 {
 	json_t *rec = NULL;
 
@@ -496,26 +497,25 @@ cancel_reply_record(Coordinator *c, Client *cl, uint64_t req_id, const char *run
 		mp_writer_init(&w);
 		mp_w_map(&w, 1);
 		mp_w_str(&w, "record", s ? s : "{}");
-		peer_reply(cl->peer, req_id, &w);
+		peer_deferred_reply(d, &w);
 		mp_writer_done(&w);
 	} else
-		peer_reply_error(cl->peer, req_id, -EIO, NULL);
+		peer_deferred_error(d, -EIO, NULL, NULL);
 	json_decref(rec);
 }
 
 void
 cancel_finish(Run *run)
 {
-	Client *cl = run->cancel_client;
-	uint64_t req_id = run->cancel_req_id;
+	PeerDeferred *d = TAKE_PTR(run->cancel_reply);
 	Coordinator *c = run->c;
 	char run_id[RUN_ID_LEN + 1];
 
 	memcpy(run_id, run->run_id, sizeof(run_id));
-	run->cancel_client = NULL;
 	driver_flush_all(c);
 	run->state = RUN_CANCELLING; /* flush may not end it; make sure run_end can */
-	if (run->run_timed_out && !cl) {
+	if (run->run_timed_out && !peer_deferred_peer(d)) {
+		d = peer_deferred_free(d); /* its client left: a time limit's end */
 		char msg[96];
 		snprintf(msg, sizeof(msg), "run exceeded max_run_ms (%" PRId64 " ms)",
 			 c->conf.max_run_ms);
@@ -531,8 +531,8 @@ cancel_finish(Run *run)
 			  "run cancelled", "code", "aborted"));
 	/* answer after the commit, with the record: commit right away */
 	commit_now(c);
-	if (cl)
-		cancel_reply_record(c, cl, req_id, run_id);
+	if (d)
+		cancel_reply_record(c, d, run_id);
 }
 
 static void
@@ -590,14 +590,13 @@ cancel_on_start(Run *run, int err, uint64_t exec_id)
  * exec in the same sandbox untouched), then end it aborted once the exec's
  * EXEC_EXIT came. The reply (record) goes out once that is committed. */
 int
-run_cancel(Run *run, Client *cl, uint64_t req_id)
+run_cancel(Run *run, PeerDeferred *d)
 {
 	Coordinator *c = run->c;
 
 	if (run->state == RUN_DONE || run_cancelling(run))
 		return -EALREADY;
-	run->cancel_client = cl;
-	run->cancel_req_id = req_id;
+	run->cancel_reply = d;
 	json_auto_t *flag = json_pack("{s:b}", "cancelRequested", 1);
 	(void)runlog_update(c->runlog, run->run_id, flag, now_epoch_ms(), NULL);
 	run_stop(run);
@@ -679,14 +678,6 @@ driver_committed(Coordinator *c, const char *run_id, bool driven, CommitOutcome 
 	}
 }
 
-void
-driver_client_gone(Coordinator *c, Client *cl)
-{
-	for (Run *run = c->runs; run; run = run->next)
-		if (run->cancel_client == cl)
-			run->cancel_client = NULL;
-}
-
 /* Coordinator.run_teardown: what the driver attached to a run goes with it
  * (run_free()). */
 void
@@ -719,6 +710,6 @@ driver_run_teardown(Run *run)
 	/* the run ended another way first (an output limit, storage_full, the
 	 * watchdog): the cancel is answered as for a run already terminal, with
 	 * the record of that end */
-	if (run->cancel_client)
-		cancel_reply_record(c, run->cancel_client, run->cancel_req_id, run->run_id);
+	if (run->cancel_reply)
+		cancel_reply_record(c, TAKE_PTR(run->cancel_reply), run->run_id);
 }

@@ -539,9 +539,9 @@ test_driver_cancel_kills_the_exec_then_aborts(void **state)
 
 	drive_to_executing(f);
 
-	assert_int_equal(run_cancel(run_a(f), NULL, 0), 0);
+	assert_int_equal(run_cancel(run_a(f), NULL), 0);
 	assert_int_equal(state_a(f), RUN_CANCELLING);
-	assert_int_equal(run_cancel(run_a(f), NULL, 0), -EALREADY);
+	assert_int_equal(run_cancel(run_a(f), NULL), -EALREADY);
 	PUMP_UNTIL(f, f->shim.n_kill == 1);
 	assert_int_equal(f->shim.kill_exec, EXEC_ID);
 	assert_int_equal(f->shim.kill_signal, 9);
@@ -622,7 +622,7 @@ test_driver_cancel_while_reattaching_ends_on_the_kill_reply(void **state)
 	assert_int_equal(state_a(f), RUN_SHIM_LOST);
 
 	/* not attached: no EXEC_EXIT will come, the kill's reply ends it */
-	assert_int_equal(run_cancel(run_a(f), NULL, 0), 0);
+	assert_int_equal(run_cancel(run_a(f), NULL), 0);
 	assert_int_equal(state_a(f), RUN_CANCELLING_DETACHED);
 	PUMP_UNTIL(f, f->shim.n_kill == 1);
 	assert_int_equal(f->shim.kill_exec, EXEC_ID);
