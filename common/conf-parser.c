@@ -17,7 +17,7 @@
 #include "strv.h"
 
 const char *const conf_known_sections[] = {
-    "runwarden", "routerd", "coordinatord", "containerd-shim", NULL,
+    "runwarden", "cluster", "routerd", "coordinatord", "containerd-shim", NULL,
 };
 
 /* Sections named "harness.NAME" and "tool.NAME" are opened by later features;
@@ -190,6 +190,10 @@ conf_parse_value(const ConfItem *item, const char *value, void *target, const ch
 	case CONF_STR: {
 		if (item->choices && choice_index(item->choices, value) < 0) {
 			*why = choices_expected(item->choices);
+			return -EINVAL;
+		}
+		if (item->valid && *value && !item->valid(value)) {
+			*why = "invalid value";
 			return -EINVAL;
 		}
 		char *copy = strdup(value);

@@ -54,7 +54,8 @@ typedef struct ConfItem {
 	/* CONF_STR: the values allowed (NULL-terminated), or NULL; CONF_CHOICE: the
 	 * values, the field is the index of the one given */
 	const char *const *choices;
-	bool (*valid)(const char *s); /* CONF_WORDS: each word; CONF_ENV: each name */
+	/* CONF_WORDS: each word; CONF_ENV: each name; CONF_STR: the value, unless empty */
+	bool (*valid)(const char *s);
 	/* When set, any bad value is reported as "'VALUE': " and this text (the
 	 * range too), instead of the type's own reason. */
 	const char *expected;

@@ -9,13 +9,15 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include "cluster/cluster-conf.h"
 #include "conf-parser.h"
 
 typedef struct SharedConf {
 	char *runtime_dir; /* Unix sockets live here */
 	char *state_dir;   /* LMDB, sandboxes */
 	int log_level;
-	int64_t max_frame; /* largest IPC frame accepted, bytes */
+	int64_t max_frame;   /* largest IPC frame accepted, bytes */
+	ClusterConf cluster; /* [cluster]: cluster/cluster-conf.h */
 } SharedConf;
 
 #define RW_DEFAULT_CONF SYSCONFDIR "/runwarden/runwarden.conf"
@@ -39,9 +41,83 @@ typedef struct SharedConf {
 	     "durable state: run log (LMDB) and sandbox workspaces"},                              \
 	    {"runwarden", "log_level", CONF_LEVEL, offsetof(T, m.log_level),                       \
 	     "info",	  0,	       0,	   "debug, info, notice, warning or error"},       \
+	    {"runwarden",                                                                          \
+	     "max_frame",                                                                          \
+	     CONF_SIZE,                                                                            \
+	     offsetof(T, m.max_frame),                                                             \
+	     "16M",                                                                                \
+	     4096,                                                                                 \
+	     1024LL * 1024 * 1024,                                                                 \
+	     "largest frame accepted between daemons"},                                            \
+	    CONF_CLUSTER_ITEMS(T, m.cluster)
+
+/* [cluster] (docs/CLUSTER.md); part of CONF_SHARED_ITEMS. */
+#define CONF_CLUSTER_ITEMS(T, m)                                                                   \
+	{"cluster",                                                                                \
+	 "nats",                                                                                   \
+	 CONF_STR,                                                                                 \
+	 offsetof(T, m.nats),                                                                      \
+	 "",                                                                                       \
+	 0,                                                                                        \
+	 0,                                                                                        \
+	 "NATS JetStream servers, comma-separated nats://HOST:PORT or tls://HOST:PORT URLs; "      \
+	 "empty = single-host mode (no cluster)",                                                  \
+	 NULL,                                                                                     \
+	 cluster_conf_valid_urls,                                                                  \
+	 CLUSTER_CONF_URLS_EXPECTED},                                                              \
+	    {"cluster",                                                                            \
+	     "node",                                                                               \
+	     CONF_STR,                                                                             \
+	     offsetof(T, m.node),                                                                  \
+	     "",                                                                                   \
+	     0,                                                                                    \
+	     0,                                                                                    \
+	     "this node's unique name; empty = the host name (up to its first '.')",               \
+	     NULL,                                                                                 \
+	     cluster_conf_valid_node,                                                              \
+	     CLUSTER_CONF_NODE_EXPECTED},                                                          \
+	    {"cluster",                                                                            \
+	     "replicas",                                                                           \
+	     CONF_INT,                                                                             \
+	     offsetof(T, m.replicas),                                                              \
+	     "3",                                                                                  \
+	     1,                                                                                    \
+	     5,                                                                                    \
+	     "JetStream replicas of the run stream and the KV buckets (an event is acknowledged "  \
+	     "once a majority of them stored it)"},                                                \
+	    {"cluster", "creds",                                                                   \
+	     CONF_STR,	offsetof(T, m.creds),                                                      \
+	     "",	0,                                                                         \
+	     0,		"NATS credentials file (user JWT and nkey seed); empty = none"},           \
+	    {"cluster",                                                                            \
+	     "tls_ca",                                                                             \
+	     CONF_STR,                                                                             \
+	     offsetof(T, m.tls_ca),                                                                \
+	     "",                                                                                   \
+	     0,                                                                                    \
+	     0,                                                                                    \
+	     "CA certificates (PEM file) the NATS servers' certificates must chain to; "           \
+	     "empty = the system's"},                                                              \
+	    {"cluster",                                                                            \
+	     "tls_cert",                                                                           \
+	     CONF_STR,                                                                             \
+	     offsetof(T, m.tls_cert),                                                              \
+	     "",                                                                                   \
+	     0,                                                                                    \
+	     0,                                                                                    \
+	     "client certificate chain (PEM file) presented to the NATS servers; with tls_key"},   \
+	    {"cluster", "tls_key", CONF_STR, offsetof(T, m.tls_key),                               \
+	     "",	0,	   0,	     "private key (PEM file) of tls_cert"},                \
+	    {"cluster", "heartbeat_ms",                                                            \
+	     CONF_INT,	offsetof(T, m.heartbeat_ms),                                               \
+	     "1000",	100,                                                                       \
+	     60000,	"how often this node refreshes its key in the rw_nodes bucket"},           \
 	{                                                                                          \
-		"runwarden", "max_frame", CONF_SIZE, offsetof(T, m.max_frame), "16M", 4096,        \
-		    1024LL * 1024 * 1024, "largest frame accepted between daemons"                 \
+		"cluster", "node_ttl_ms", CONF_INT, offsetof(T, m.node_ttl_ms), "10000", 1000,     \
+		    3600000,                                                                       \
+		    "age of rw_nodes keys: a node silent this long is lost and its threads may "   \
+		    "be taken "                                                                    \
+		    "over; at least 3 x heartbeat_ms"                                              \
 	}
 
 /* Socket paths inside runtime_dir. */

@@ -14,7 +14,8 @@ coord=$("$build/coordinatord" --dump-config)
 	printf '%s\n' "$coord" | sed '/^#\[/,$d' | sed '${/^$/d}'
 	for d in routerd containerd-shim; do
 		echo
-		"$build/$d" --dump-config 2>/dev/null | sed '1,/^$/d'
+		# the shared sections ([runwarden], [cluster]) come once, from coordinatord
+		"$build/$d" --dump-config 2>/dev/null | sed -n "/^\[$d\]/,\$p"
 	done
 	cat "$top/conf/runwarden.conf.tail"
 	echo

@@ -167,6 +167,9 @@ shim_conf_load(const DaemonArgs *a, ShimConf *c)
 	r = daemon_load_config(a, shim_conf_items, shim_conf_n_items, c);
 	if (r < 0)
 		return r;
+	r = cluster_conf_check(&c->shared.cluster);
+	if (r < 0)
+		return r;
 	if (c->shared.state_dir[0] != '/' || c->shared.runtime_dir[0] != '/')
 		return log_error_errno(SYNTHETIC_ERRNO(EINVAL),
 				       "state_dir and runtime_dir must be absolute paths");

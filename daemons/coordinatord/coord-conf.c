@@ -130,6 +130,9 @@ coord_conf_load(const DaemonArgs *a, CoordConf *c, HarnessSet *harnesses)
 	r = daemon_load_config(a, coord_conf_items, coord_conf_n_items, c);
 	if (r < 0)
 		return r;
+	r = cluster_conf_check(&c->shared.cluster);
+	if (r < 0)
+		return r;
 	if (a->dump_config)
 		harness_conf_dump(stdout);
 	if (cgroup_parse_cpu_max("coordinatord.tool_cpu_max", c->tool_cpu_max,

@@ -324,6 +324,9 @@ router_conf_load(const DaemonArgs *a, RouterConf *c)
 	r = daemon_load_config(a, router_conf_items, router_conf_n_items, c);
 	if (r < 0)
 		return r;
+	r = cluster_conf_check(&c->shared.cluster);
+	if (r < 0)
+		return r;
 	/* Snapshot/restore replies come when the shim's job ends (at most its
 	 * snapshot_timeout_ms): wait that long, past coordinatord's own margin. */
 	r = daemon_snapshot_wait_ms(a, ROUTER_SNAPSHOT_MARGIN_MS, &c->snapshot_wait_ms);

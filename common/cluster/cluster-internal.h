@@ -1,0 +1,88 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * cluster-internal.h — shared by the files of common/cluster/ only.
+ *
+ * Two queues of Jobs: the work queue (run by the worker thread: exec, which
+ * may block on NATS) and the done queue (run by the loop thread: done, which
+ * calls the user's callback and frees the job). A job without exec goes
+ * straight to the done queue (acknowledgements, watch entries, posted from
+ * libnats threads). When c->closing, done only frees.
+ */
+#pragma once
+
+#include <nats/nats.h>
+#include <pthread.h>
+#include <stdatomic.h>
+
+#include "cluster.h"
+
+typedef struct Job Job;
+struct Job {
+	Job *next;
+	void (*exec)(Cluster *c, Job *j); /* worker thread; NULL = none */
+	void (*done)(Cluster *c, Job *j); /* loop thread; frees j */
+};
+
+typedef struct ClusterPub ClusterPub;
+typedef struct NodeSeen NodeSeen;
+
+struct Cluster {
+	struct event_base *base;
+	char node[CLUSTER_NODE_MAX];
+	int replicas;
+	int64_t heartbeat_ms, node_ttl_ms, op_timeout_ms;
+	bool watch_nodes;
+	ClusterCallbacks cbs;
+	void *userdata;
+
+	natsOptions *nopts;
+	natsConnection *nc;
+	jsCtx *js;
+	kvStore *kv_threads, *kv_nodes, *kv_runs;
+	atomic_int state;
+	bool closing;
+
+	/* done queue: filled by any thread, run by the loop */
+	pthread_mutex_t lock;
+	Job *done_head, **done_tail;
+	int efd;
+	struct event *ev_done;
+	/* work queue: filled by the loop, run by the worker */
+	pthread_cond_t cond;
+	Job *work_head, **work_tail;
+	bool stop;
+	bool nc_closed; /* the closed callback ran */
+	pthread_t worker;
+	bool worker_started;
+	/* rw_nodes watcher thread */
+	pthread_t watcher;
+	bool watcher_started;
+	atomic_bool watch_stop;
+
+	/* publishes in flight (loop thread only) */
+	ClusterPub **slots; /* CLUSTER_MAX_INFLIGHT, by tag */
+	ClusterPub *pubs;
+	uint64_t next_tag;
+	size_t n_inflight;
+	struct event *ev_tick;
+
+	/* heartbeats and liveness (loop thread only) */
+	struct event *ev_beat;
+	bool beat_busy;
+	NodeSeen *nodes;
+};
+
+void cluster_submit(Cluster *c, Job *j); /* loop thread */
+void cluster_post(Cluster *c, Job *j);	 /* any thread */
+void cluster_set_state(Cluster *c, ClusterState s);
+/* natsStatus (+ JetStream error code) → negative errno, logged when unexpected. */
+int cluster_errno(natsStatus s, jsErrCode code, const char *what);
+bool cluster_valid_token(const char *s, size_t max);
+
+/* cluster-publish.c */
+int cluster_publish_setup(Cluster *c, jsOptions *jo);
+void cluster_publish_free_all(Cluster *c);
+/* cluster-kv.c */
+int cluster_ensure(Cluster *c); /* worker: stream + buckets */
+int cluster_nodes_start(Cluster *c);
+void cluster_nodes_stop(Cluster *c);

@@ -1,0 +1,487 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * cluster-kv.c — the stream and buckets at start, thread ownership
+ * (rw_threads), run records (rw_runs), node heartbeats and liveness
+ * (rw_nodes). See cluster.h.
+ *
+ * Liveness: a KV bucket's TTL removes an expired key without publishing
+ * anything (nats-server 2.9 has no delete marker for an expiry), so a watch
+ * alone never says "gone". The watcher thread reports each heartbeat (and
+ * explicit deletes) to the loop; a node silent for node_ttl_ms is then
+ * looked up: NOT_FOUND is the server's own verdict that its key expired,
+ * and only then is the node reported lost.
+ */
+#include "config.h"
+
+#include <errno.h>
+#include <event2/event.h>
+#include <inttypes.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/time.h>
+#include <time.h>
+
+#include "cluster-internal.h"
+#include "log.h"
+#include "macro.h"
+#include "time-util.h"
+
+#define KEY_MAX 256
+#define WATCH_POLL_MS 250
+
+/* ---- ensure: the first worker job ---- */
+
+static int
+ensure_stream(Cluster *c)
+{
+	jsStreamInfo *si = NULL;
+	jsErrCode code = 0;
+	natsStatus s = js_GetStreamInfo(&si, c->js, CLUSTER_STREAM, NULL, &code);
+	if (s == NATS_OK) {
+		if (si->Config && si->Config->Replicas != c->replicas)
+			log_warning("cluster: stream %s has %" PRId64 " replicas, not %d (kept)",
+				    CLUSTER_STREAM, si->Config->Replicas, c->replicas);
+		jsStreamInfo_Destroy(si);
+		return 0;
+	}
+	if (s != NATS_NOT_FOUND && code != JSStreamNotFoundErr)
+		return cluster_errno(s, code, "stream info " CLUSTER_STREAM);
+
+	const char *subjects[] = {CLUSTER_SUBJECT_PREFIX "*"};
+	jsStreamConfig cfg;
+	jsStreamConfig_Init(&cfg);
+	cfg.Name = CLUSTER_STREAM;
+	cfg.Subjects = subjects;
+	cfg.SubjectsLen = 1;
+	cfg.Storage = js_FileStorage;
+	cfg.Replicas = c->replicas;
+	cfg.Duplicates = (int64_t)CLUSTER_DUP_WINDOW_S * 1000000000LL;
+	cfg.AllowDirect = true;
+	code = 0;
+	s = js_AddStream(&si, c->js, &cfg, NULL, &code);
+	jsStreamInfo_Destroy(si);
+	if (s == NATS_OK || code == JSStreamNameExistErr) /* or another node was first */
+		return 0;
+	return cluster_errno(s, code, "add stream " CLUSTER_STREAM);
+}
+
+static int
+ensure_bucket(Cluster *c, const char *name, int64_t ttl_ms, kvStore **ret)
+{
+	if (js_KeyValue(ret, c->js, name) == NATS_OK)
+		return 0;
+	kvConfig cfg;
+	kvConfig_Init(&cfg);
+	cfg.Bucket = name;
+	cfg.History = 1;
+	cfg.TTL = ttl_ms;
+	cfg.StorageType = js_FileStorage;
+	cfg.Replicas = c->replicas;
+	natsStatus s = js_CreateKeyValue(ret, c->js, &cfg);
+	if (s != NATS_OK && js_KeyValue(ret, c->js, name) == NATS_OK)
+		return 0; /* created meanwhile by another node */
+	return cluster_errno(s, 0, name);
+}
+
+int
+cluster_ensure(Cluster *c)
+{
+	int r = ensure_stream(c);
+	if (r >= 0)
+		r = ensure_bucket(c, CLUSTER_BUCKET_THREADS, 0, &c->kv_threads);
+	if (r >= 0)
+		r = ensure_bucket(c, CLUSTER_BUCKET_NODES, c->node_ttl_ms, &c->kv_nodes);
+	if (r >= 0)
+		r = ensure_bucket(c, CLUSTER_BUCKET_RUNS, 0, &c->kv_runs);
+	return r;
+}
+
+/* ---- KV jobs ---- */
+
+typedef enum KvOp { KV_CLAIM, KV_TAKE, KV_OWNER, KV_PUT_RUN, KV_BEAT, KV_CHECK_NODE } KvOp;
+
+typedef struct KvJob {
+	Job job;
+	KvOp op;
+	char key[KEY_MAX + 1];
+	char node[CLUSTER_NODE_MAX];
+	uint64_t expected;
+	void *data;
+	size_t len;
+	int r;
+	ClusterOwner owner;
+	uint64_t rev;
+	ClusterOwnerFn owner_cb;
+	ClusterDoneFn done_cb;
+	void *userdata;
+} KvJob;
+
+static bool
+valid_key(const char *s)
+{
+	size_t n = s ? strlen(s) : 0;
+	if (n == 0 || n > KEY_MAX || s[0] == '.' || s[n - 1] == '.')
+		return false;
+	for (size_t i = 0; i < n; i++) {
+		char ch = s[i];
+		if (!((ch >= 'a' && ch <= 'z') || (ch >= 'A' && ch <= 'Z') ||
+		      (ch >= '0' && ch <= '9') || strchr("-_=./", ch)))
+			return false;
+	}
+	return true;
+}
+
+/* The owner entry of a thread: "<node> <epoch>". 0, -ENOENT, or an error. */
+static int
+get_owner(Cluster *c, const char *key, ClusterOwner *o)
+{
+	kvEntry *e = NULL;
+	natsStatus s = kvStore_Get(&e, c->kv_threads, key);
+	memset(o, 0, sizeof(*o));
+	if (s != NATS_OK)
+		return cluster_errno(s, 0, "get thread owner");
+	const char *v = kvEntry_ValueString(e);
+	unsigned long long epoch = 0;
+	if (!v || sscanf(v, "%64s %llu", o->node, &epoch) != 2) {
+		kvEntry_Destroy(e);
+		return log_warning_errno(SYNTHETIC_ERRNO(EBADMSG),
+					 "cluster: thread %s has a malformed owner entry", key);
+	}
+	o->epoch = epoch;
+	o->revision = kvEntry_Revision(e);
+	kvEntry_Destroy(e);
+	return 0;
+}
+
+static int
+put_owner(Cluster *c, KvJob *j, uint64_t epoch, bool create)
+{
+	char v[CLUSTER_NODE_MAX + 24];
+	uint64_t rev = 0;
+	snprintf(v, sizeof(v), "%s %" PRIu64, j->node, epoch);
+	natsStatus s = create ? kvStore_CreateString(&rev, c->kv_threads, j->key, v)
+			      : kvStore_UpdateString(&rev, c->kv_threads, j->key, v, j->expected);
+	if (s != NATS_OK)
+		return -EAGAIN; /* the caller reads the entry to say why */
+	snprintf(j->owner.node, sizeof(j->owner.node), "%s", j->node);
+	j->owner.epoch = epoch;
+	j->owner.revision = rev;
+	return 0;
+}
+
+static int
+claim(Cluster *c, KvJob *j)
+{
+	if (put_owner(c, j, 1, true) == 0)
+		return 0;
+	int r = get_owner(c, j->key, &j->owner);
+	return r == 0 ? -EEXIST : r == -ENOENT ? -EIO : r;
+}
+
+static int
+take(Cluster *c, KvJob *j)
+{
+	int r = get_owner(c, j->key, &j->owner);
+	if (r < 0)
+		return r;
+	if (j->owner.revision != j->expected)
+		return -ESTALE;
+	if (put_owner(c, j, j->owner.epoch + 1, false) == 0)
+		return 0;
+	r = get_owner(c, j->key, &j->owner);
+	return r == 0 && j->owner.revision != j->expected ? -ESTALE : r < 0 ? r : -EIO;
+}
+
+static int
+beat(Cluster *c, KvJob *j)
+{
+	struct timeval tv;
+	char v[32];
+	gettimeofday(&tv, NULL);
+	snprintf(v, sizeof(v), "%lld", (long long)tv.tv_sec * 1000 + tv.tv_usec / 1000);
+	return cluster_errno(kvStore_PutString(&j->rev, c->kv_nodes, c->node, v), 0, "heartbeat");
+}
+
+static void
+kv_exec(Cluster *c, Job *job)
+{
+	KvJob *j = (KvJob *)job;
+	kvEntry *e = NULL;
+	switch (j->op) {
+	case KV_CLAIM: j->r = claim(c, j); break;
+	case KV_TAKE: j->r = take(c, j); break;
+	case KV_OWNER: j->r = get_owner(c, j->key, &j->owner); break;
+	case KV_PUT_RUN:
+		j->r = cluster_errno(kvStore_Put(&j->rev, c->kv_runs, j->key, j->data, (int)j->len),
+				     0, "put run record");
+		break;
+	case KV_BEAT: j->r = beat(c, j); break;
+	case KV_CHECK_NODE:
+		j->r = cluster_errno(kvStore_Get(&e, c->kv_nodes, j->key), 0, "get node");
+		j->rev = e ? kvEntry_Revision(e) : 0;
+		kvEntry_Destroy(e);
+		break;
+	}
+}
+
+static void node_checked(Cluster *c, KvJob *j);
+
+static void
+kv_done(Cluster *c, Job *job)
+{
+	KvJob *j = (KvJob *)job;
+	if (!c->closing) {
+		if (j->op == KV_BEAT) {
+			c->beat_busy = false;
+			if (j->r < 0)
+				log_warning_errno(j->r, "cluster: heartbeat of %s: %m", c->node);
+		} else if (j->op == KV_CHECK_NODE)
+			node_checked(c, j);
+		else if (j->owner_cb)
+			j->owner_cb(c, j->r, &j->owner, j->userdata);
+		else if (j->done_cb)
+			j->done_cb(c, j->r, j->rev, j->userdata);
+	}
+	free(j->data);
+	free(j);
+}
+
+static int
+kv_submit(Cluster *c, KvOp op, const char *key, const char *node, uint64_t expected,
+	  ClusterOwnerFn ocb, ClusterDoneFn dcb, void *userdata, KvJob **ret)
+{
+	if (!valid_key(key) || (node && !cluster_valid_token(node, CLUSTER_NODE_MAX - 1)))
+		return -EINVAL;
+	if (!c->kv_runs)
+		return -ENOTCONN; /* the buckets are not ensured yet */
+	KvJob *j = calloc(1, sizeof(*j));
+	if (!j)
+		return -ENOMEM;
+	j->job.exec = kv_exec;
+	j->job.done = kv_done;
+	j->op = op;
+	snprintf(j->key, sizeof(j->key), "%s", key);
+	snprintf(j->node, sizeof(j->node), "%s", node ? node : "");
+	j->expected = expected;
+	j->owner_cb = ocb;
+	j->done_cb = dcb;
+	j->userdata = userdata;
+	if (ret)
+		*ret = j;
+	else
+		cluster_submit(c, &j->job);
+	return 0;
+}
+
+int
+cluster_claim_thread(Cluster *c, const char *thread, const char *node, ClusterOwnerFn cb,
+		     void *userdata)
+{
+	return kv_submit(c, KV_CLAIM, thread, node, 0, cb, NULL, userdata, NULL);
+}
+
+int
+cluster_take_thread(Cluster *c, const char *thread, const char *node, uint64_t expected_revision,
+		    ClusterOwnerFn cb, void *userdata)
+{
+	return kv_submit(c, KV_TAKE, thread, node, expected_revision, cb, NULL, userdata, NULL);
+}
+
+int
+cluster_owner(Cluster *c, const char *thread, ClusterOwnerFn cb, void *userdata)
+{
+	return kv_submit(c, KV_OWNER, thread, NULL, 0, cb, NULL, userdata, NULL);
+}
+
+int
+cluster_put_run(Cluster *c, const char *run_id, const void *data, size_t len, ClusterDoneFn cb,
+		void *userdata)
+{
+	KvJob *j;
+	int r = kv_submit(c, KV_PUT_RUN, run_id, NULL, 0, NULL, cb, userdata, &j);
+	if (r < 0)
+		return r;
+	j->data = malloc(len ? len : 1);
+	if (!j->data) {
+		free(j);
+		return -ENOMEM;
+	}
+	memcpy(j->data, data, len);
+	j->len = len;
+	cluster_submit(c, &j->job);
+	return 0;
+}
+
+/* ---- liveness (loop thread) ---- */
+
+struct NodeSeen {
+	NodeSeen *next;
+	char name[CLUSTER_NODE_MAX];
+	usec_t last_seen;
+	uint64_t rev;
+	bool alive, checking;
+};
+
+static NodeSeen *
+node_find(Cluster *c, const char *name, bool create)
+{
+	for (NodeSeen *n = c->nodes; n; n = n->next)
+		if (strcmp(n->name, name) == 0)
+			return n;
+	if (!create)
+		return NULL;
+	NodeSeen *n = calloc(1, sizeof(*n));
+	if (!n)
+		return NULL;
+	snprintf(n->name, sizeof(n->name), "%s", name);
+	n->next = c->nodes;
+	c->nodes = n;
+	return n;
+}
+
+static void
+node_lost(Cluster *c, NodeSeen *n)
+{
+	if (!n->alive)
+		return;
+	n->alive = false;
+	log_notice("cluster: node %s lost (no heartbeat for %lld ms)", n->name,
+		   (long long)c->node_ttl_ms);
+	if (c->cbs.on_node_lost)
+		c->cbs.on_node_lost(c, n->name, c->userdata);
+}
+
+static void
+node_checked(Cluster *c, KvJob *j)
+{
+	NodeSeen *n = node_find(c, j->key, false);
+	if (!n)
+		return;
+	n->checking = false;
+	if (j->r == -ENOENT)
+		node_lost(c, n);
+	else if (j->r == 0 && j->rev != n->rev) {
+		/* a beat the watcher has not delivered yet */
+		n->rev = j->rev;
+		n->last_seen = now_usec();
+	}
+}
+
+typedef struct WatchJob {
+	Job job;
+	char name[CLUSTER_NODE_MAX];
+	kvOperation op;
+	uint64_t rev;
+} WatchJob;
+
+static void
+watch_done(Cluster *c, Job *job)
+{
+	WatchJob *w = (WatchJob *)job;
+	NodeSeen *n = c->closing ? NULL : node_find(c, w->name, true);
+	if (n && w->op == kvOp_Put) {
+		n->last_seen = now_usec();
+		n->rev = w->rev;
+		if (!n->alive) {
+			n->alive = true;
+			if (c->cbs.on_node_up)
+				c->cbs.on_node_up(c, n->name, c->userdata);
+		}
+	} else if (n)
+		node_lost(c, n); /* deleted or purged: a node that left */
+	free(w);
+}
+
+static void *
+watcher_main(void *arg)
+{
+	Cluster *c = arg;
+	kvWatcher *w = NULL;
+	while (!atomic_load(&c->watch_stop)) {
+		kvEntry *e = NULL;
+		if (!w && kvStore_WatchAll(&w, c->kv_nodes, NULL) != NATS_OK) {
+			w = NULL;
+			struct timespec ts = {0, WATCH_POLL_MS * 1000 * 1000};
+			nanosleep(&ts, NULL);
+			continue;
+		}
+		natsStatus s = kvWatcher_Next(&e, w, WATCH_POLL_MS);
+		if (s == NATS_OK && e &&
+		    cluster_valid_token(kvEntry_Key(e), CLUSTER_NODE_MAX - 1)) {
+			WatchJob *wj = calloc(1, sizeof(*wj));
+			if (wj) {
+				wj->job.done = watch_done;
+				snprintf(wj->name, sizeof(wj->name), "%s", kvEntry_Key(e));
+				wj->op = kvEntry_Operation(e);
+				wj->rev = kvEntry_Revision(e);
+				cluster_post(c, &wj->job);
+			}
+		} else if (s == NATS_ILLEGAL_STATE || s == NATS_CONNECTION_CLOSED) {
+			kvWatcher_Destroy(w); /* stopped: watch again */
+			w = NULL;
+		}
+		kvEntry_Destroy(e);
+	}
+	kvWatcher_Destroy(w);
+	return NULL;
+}
+
+static void
+sweep(Cluster *c)
+{
+	usec_t now = now_usec();
+	for (NodeSeen *n = c->nodes; n; n = n->next) {
+		if (!n->alive || n->checking ||
+		    now - n->last_seen < (usec_t)c->node_ttl_ms * USEC_PER_MSEC)
+			continue;
+		KvJob *j;
+		if (kv_submit(c, KV_CHECK_NODE, n->name, NULL, 0, NULL, NULL, NULL, &j) < 0)
+			continue;
+		n->checking = true;
+		cluster_submit(c, &j->job);
+	}
+}
+
+static void
+on_beat(evutil_socket_t fd, short what, void *arg)
+{
+	Cluster *c = arg;
+	if (c->heartbeat_ms > 0 && !c->beat_busy &&
+	    kv_submit(c, KV_BEAT, c->node, NULL, 0, NULL, NULL, NULL, NULL) == 0)
+		c->beat_busy = true;
+	if (c->watch_nodes)
+		sweep(c);
+}
+
+int
+cluster_nodes_start(Cluster *c)
+{
+	int64_t period = c->heartbeat_ms > 0 ? c->heartbeat_ms : 250;
+	struct timeval tv = {period / 1000, (period % 1000) * 1000};
+	c->ev_beat = event_new(c->base, -1, EV_PERSIST, on_beat, c);
+	if (!c->ev_beat || event_add(c->ev_beat, &tv) < 0)
+		return -ENOMEM;
+	on_beat(-1, 0, c); /* the first beat now */
+	if (c->watch_nodes) {
+		int r = -pthread_create(&c->watcher, NULL, watcher_main, c);
+		if (r < 0)
+			return log_error_errno(r, "cluster: watcher thread: %m");
+		c->watcher_started = true;
+	}
+	return 0;
+}
+
+void
+cluster_nodes_stop(Cluster *c)
+{
+	atomic_store(&c->watch_stop, true);
+	if (c->ev_beat)
+		event_free(c->ev_beat);
+	c->ev_beat = NULL;
+	while (c->nodes) {
+		NodeSeen *n = c->nodes;
+		c->nodes = n->next;
+		free(n);
+	}
+}

@@ -1,0 +1,276 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * cluster-publish.c — cluster_publish_events(): a run's events into RW_RUNS,
+ * one message each, de-duplicated by Msg-Id and fenced by the expected last
+ * subject sequence (cluster.h).
+ *
+ * A batch (ClusterPub) has one message in flight at a time: the expected
+ * sequence of event i+1 is the stream sequence JetStream gives event i.
+ * Each message carries the tag of its batch's slot (header Rw-Tag); the
+ * acknowledgement, delivered on a libnats thread, is posted to the loop with
+ * that tag, and the loop finds the batch by it (a late acknowledgement of a
+ * batch that moved on, or ended, finds another tag and is dropped). A message
+ * not acknowledged in CLUSTER_ACK_WAIT_MS is sent again, unchanged: if the
+ * first copy was stored, the stream answers "duplicate" with its sequence.
+ */
+#include "config.h"
+
+#include <errno.h>
+#include <event2/event.h>
+#include <inttypes.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "cluster-internal.h"
+#include "log.h"
+#include "macro.h"
+#include "time-util.h"
+
+#define TICK_MS 100
+#define RETRY_MS 250
+#define RUN_ID_MAX 128
+#define HDR_TAG "Rw-Tag"
+#define HDR_SEQ "Rw-Seq"
+
+struct ClusterPub {
+	ClusterPub *prev, *next; /* c's list of batches in flight */
+	char run_id[RUN_ID_MAX + 1];
+	char subject[sizeof(CLUSTER_SUBJECT_PREFIX) + RUN_ID_MAX];
+	uint64_t first_seq;
+	size_t n, i; /* events; the one in flight */
+	ClusterEvent *ev;
+	uint64_t expected; /* expected last subject sequence of event i */
+	uint64_t tag;
+	usec_t sent_at, retry_at, deadline;
+	size_t n_dup;
+	ClusterPublishFn cb;
+	void *userdata;
+};
+
+typedef struct AckJob {
+	Job job;
+	uint64_t tag;
+	natsStatus status;
+	jsErrCode code;
+	uint64_t seq;
+	bool dup;
+} AckJob;
+
+static ClusterPub **
+slot_of(Cluster *c, uint64_t tag)
+{
+	return &c->slots[tag % CLUSTER_MAX_INFLIGHT];
+}
+
+/* A free slot for p (there is one: n_inflight < CLUSTER_MAX_INFLIGHT). */
+static void
+take_tag(Cluster *c, ClusterPub *p)
+{
+	if (p->tag && *slot_of(c, p->tag) == p)
+		*slot_of(c, p->tag) = NULL;
+	while (*slot_of(c, ++c->next_tag))
+		;
+	p->tag = c->next_tag;
+	*slot_of(c, p->tag) = p;
+}
+
+static int
+send_one(Cluster *c, ClusterPub *p)
+{
+	natsMsg *m = NULL;
+	char id[RUN_ID_MAX + 32], exp[24], seq[24], tag[24];
+	uint64_t s = p->first_seq + p->i;
+	natsStatus st;
+
+	snprintf(id, sizeof(id), "%s/%" PRIu64, p->run_id, s);
+	snprintf(exp, sizeof(exp), "%" PRIu64, p->expected);
+	snprintf(seq, sizeof(seq), "%" PRIu64, s);
+	snprintf(tag, sizeof(tag), "%" PRIu64, p->tag);
+	st = natsMsg_Create(&m, p->subject, NULL, p->ev[p->i].data, (int)p->ev[p->i].len);
+	if (st == NATS_OK)
+		st = natsMsgHeader_Set(m, "Nats-Msg-Id", id);
+	if (st == NATS_OK)
+		st = natsMsgHeader_Set(m, "Nats-Expected-Last-Subject-Sequence", exp);
+	if (st == NATS_OK)
+		st = natsMsgHeader_Set(m, HDR_SEQ, seq);
+	if (st == NATS_OK)
+		st = natsMsgHeader_Set(m, HDR_TAG, tag);
+	if (st == NATS_OK)
+		st = js_PublishMsgAsync(c->js, &m, NULL);
+	natsMsg_Destroy(m); /* NULL when the library took it */
+	p->sent_at = now_usec();
+	if (st != NATS_OK) {
+		/* stalled (too many acknowledgements pending) or reconnect buffer
+		 * full: try again on a later tick, without blocking the loop */
+		p->retry_at = p->sent_at + RETRY_MS * USEC_PER_MSEC;
+		return -EAGAIN;
+	}
+	p->retry_at = 0;
+	return 0;
+}
+
+static void
+finish(Cluster *c, ClusterPub *p, int err)
+{
+	ClusterPublishResult res = {
+	    .err = err, .n_done = p->i, .n_dup = p->n_dup, .last_stream_seq = p->expected};
+	if (*slot_of(c, p->tag) == p)
+		*slot_of(c, p->tag) = NULL;
+	if (p->prev)
+		p->prev->next = p->next;
+	else
+		c->pubs = p->next;
+	if (p->next)
+		p->next->prev = p->prev;
+	c->n_inflight--;
+	if (!c->closing && p->cb)
+		p->cb(c, &res, p->userdata);
+	free(p);
+}
+
+static bool
+transient(const AckJob *a)
+{
+	/* no stream leader yet (an election after a server loss), no answer, or
+	 * the request went out on a connection that broke */
+	return a->status == NATS_NO_RESPONDERS || a->status == NATS_TIMEOUT ||
+	       a->status == NATS_CONNECTION_DISCONNECTED || a->code == JSClusterNotAvailErr ||
+	       a->code == JSClusterNoPeersErr || a->code == JSStreamOfflineErr;
+}
+
+static void
+ack_done(Cluster *c, Job *j)
+{
+	AckJob *a = (AckJob *)j;
+	ClusterPub *p = c->closing ? NULL : *slot_of(c, a->tag);
+	if (p && p->tag == a->tag) {
+		if (a->status == NATS_OK) {
+			p->n_dup += a->dup;
+			p->expected = a->seq;
+			if (++p->i == p->n)
+				finish(c, p, 0);
+			else {
+				take_tag(c, p);
+				(void)send_one(c, p);
+			}
+		} else if (transient(a))
+			p->retry_at = now_usec() + RETRY_MS * USEC_PER_MSEC;
+		else
+			finish(c, p, cluster_errno(a->status, a->code, "publish"));
+	}
+	free(a);
+}
+
+/* libnats thread: hand the outcome to the loop. */
+static void
+on_ack(jsCtx *js, natsMsg *msg, jsPubAck *pa, jsPubAckErr *pae, void *closure)
+{
+	Cluster *c = closure;
+	const char *tag = NULL;
+	AckJob *a = calloc(1, sizeof(*a));
+	if (a && natsMsgHeader_Get(msg, HDR_TAG, &tag) == NATS_OK && tag) {
+		a->job.done = ack_done;
+		a->tag = strtoull(tag, NULL, 10);
+		if (pa) {
+			a->seq = pa->Sequence;
+			a->dup = pa->Duplicate;
+		} else {
+			a->status = pae ? pae->Err : NATS_ERR;
+			a->code = pae ? pae->ErrCode : 0;
+			if (a->status == NATS_OK)
+				a->status = NATS_ERR;
+		}
+		cluster_post(c, &a->job);
+	} else
+		free(a); /* the tick resends it */
+	natsMsg_Destroy(msg);
+}
+
+static void
+on_tick(evutil_socket_t fd, short what, void *arg)
+{
+	Cluster *c = arg;
+	usec_t now = now_usec();
+	ClusterPub *next;
+	for (ClusterPub *p = c->pubs; p; p = next) {
+		next = p->next;
+		if (now >= p->deadline)
+			finish(c, p, -ETIMEDOUT);
+		else if (p->retry_at ? now >= p->retry_at
+				     : now - p->sent_at >= CLUSTER_ACK_WAIT_MS * USEC_PER_MSEC)
+			(void)send_one(c, p);
+	}
+}
+
+int
+cluster_publish_setup(Cluster *c, jsOptions *jo)
+{
+	static const struct timeval tick = {0, TICK_MS * 1000};
+	c->slots = calloc(CLUSTER_MAX_INFLIGHT, sizeof(*c->slots));
+	c->ev_tick = event_new(c->base, -1, EV_PERSIST, on_tick, c);
+	if (!c->slots || !c->ev_tick || event_add(c->ev_tick, &tick) < 0)
+		return -ENOMEM;
+	jo->PublishAsync.AckHandler = on_ack;
+	jo->PublishAsync.AckHandlerClosure = c;
+	jo->PublishAsync.MaxPending = 2 * CLUSTER_MAX_INFLIGHT;
+	jo->PublishAsync.StallWait = 1; /* never stall the loop: the tick retries */
+	return 0;
+}
+
+void
+cluster_publish_free_all(Cluster *c)
+{
+	while (c->pubs)
+		finish(c, c->pubs, -ECANCELED); /* c->closing: no callback */
+	if (c->ev_tick)
+		event_free(c->ev_tick);
+	c->ev_tick = NULL;
+	free(c->slots);
+	c->slots = NULL;
+}
+
+int
+cluster_publish_events(Cluster *c, const char *run_id, uint64_t first_seq,
+		       const ClusterEvent *events, size_t n, uint64_t expected_last_subject_seq,
+		       ClusterPublishFn cb, void *userdata)
+{
+	ClusterState st = cluster_state(c);
+	size_t bytes = 0;
+
+	if (!cluster_valid_token(run_id, RUN_ID_MAX) || n == 0)
+		return -EINVAL;
+	if (st != CLUSTER_READY && st != CLUSTER_DISCONNECTED)
+		return -ENOTCONN;
+	if (c->n_inflight >= CLUSTER_MAX_INFLIGHT)
+		return -EAGAIN;
+	for (size_t k = 0; k < n; k++)
+		bytes += events[k].len;
+	/* the batch, its event table and the bytes in one block */
+	ClusterPub *p = calloc(1, sizeof(*p) + n * sizeof(ClusterEvent) + bytes);
+	if (!p)
+		return -ENOMEM;
+	p->ev = (ClusterEvent *)(p + 1);
+	char *data = (char *)(p->ev + n);
+	for (size_t k = 0; k < n; k++) {
+		memcpy(data, events[k].data, events[k].len);
+		p->ev[k] = (ClusterEvent){data, events[k].len};
+		data += events[k].len;
+	}
+	snprintf(p->run_id, sizeof(p->run_id), "%s", run_id);
+	snprintf(p->subject, sizeof(p->subject), "%s%s", CLUSTER_SUBJECT_PREFIX, run_id);
+	p->first_seq = first_seq;
+	p->n = n;
+	p->expected = expected_last_subject_seq;
+	p->deadline = now_usec() + CLUSTER_PUBLISH_DEADLINE_MS * USEC_PER_MSEC;
+	p->cb = cb;
+	p->userdata = userdata;
+	p->next = c->pubs;
+	if (c->pubs)
+		c->pubs->prev = p;
+	c->pubs = p;
+	c->n_inflight++;
+	take_tag(c, p);
+	(void)send_one(c, p); /* a failure is retried by the tick */
+	return 0;
+}

@@ -1,0 +1,471 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * cluster.c — lifecycle: connect (bounded), the libevent adapter, the worker
+ * thread and the two job queues, readiness. See cluster.h.
+ */
+#include "config.h"
+
+#include <errno.h>
+#include <event2/event.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/eventfd.h>
+#include <time.h>
+#include <unistd.h>
+
+/* The adapter defines its functions in the header: included here only. */
+#include <nats/adapters/libevent.h>
+
+#include "cluster-internal.h"
+#include "log.h"
+#include "macro.h"
+#include "time-util.h"
+
+int
+cluster_global_init(void)
+{
+	natsLibevent_Init(); /* evthread_use_pthreads() */
+	natsStatus s = nats_Open(-1);
+	if (s != NATS_OK)
+		return log_error_errno(SYNTHETIC_ERRNO(EIO), "nats_Open: %s",
+				       natsStatus_GetText(s));
+	return 0;
+}
+
+bool
+cluster_valid_token(const char *s, size_t max)
+{
+	size_t n = s ? strlen(s) : 0;
+	if (n == 0 || n > max)
+		return false;
+	for (size_t i = 0; i < n; i++) {
+		char ch = s[i];
+		if (!((ch >= 'a' && ch <= 'z') || (ch >= 'A' && ch <= 'Z') ||
+		      (ch >= '0' && ch <= '9') || ch == '-' || ch == '_'))
+			return false;
+	}
+	return true;
+}
+
+int
+cluster_errno(natsStatus s, jsErrCode code, const char *what)
+{
+	switch (s) {
+	case NATS_OK: return 0;
+	case NATS_TIMEOUT: return -ETIMEDOUT;
+	case NATS_NOT_FOUND: return -ENOENT;
+	case NATS_CONNECTION_CLOSED:
+	case NATS_CONNECTION_DISCONNECTED:
+	case NATS_NO_SERVER:
+	case NATS_NO_RESPONDERS: return -ENOTCONN;
+	case NATS_NOT_PERMITTED: return -EACCES;
+	case NATS_NO_MEMORY: return -ENOMEM;
+	default: break;
+	}
+	if (code == JSStreamWrongLastSequenceErr)
+		return -ESTALE;
+	/* the text of the thread's last error: NATS's own, no credentials in it */
+	log_warning("cluster: %s: %s (%s, JetStream error %d)", what, nats_GetLastError(NULL),
+		    natsStatus_GetText(s), (int)code);
+	return -EIO;
+}
+
+/* ---- queues ---- */
+
+void
+cluster_post(Cluster *c, Job *j)
+{
+	uint64_t one = 1;
+	j->next = NULL;
+	pthread_mutex_lock(&c->lock);
+	*c->done_tail = j;
+	c->done_tail = &j->next;
+	pthread_mutex_unlock(&c->lock);
+	/* an eventfd write cannot block short of 2^64-1 pending */
+	(void)!write(c->efd, &one, sizeof(one));
+}
+
+void
+cluster_submit(Cluster *c, Job *j)
+{
+	j->next = NULL;
+	pthread_mutex_lock(&c->lock);
+	*c->work_tail = j;
+	c->work_tail = &j->next;
+	pthread_cond_signal(&c->cond);
+	pthread_mutex_unlock(&c->lock);
+}
+
+static void
+on_done(evutil_socket_t fd, short what, void *arg)
+{
+	Cluster *c = arg;
+	uint64_t v;
+	(void)!read(c->efd, &v, sizeof(v));
+	pthread_mutex_lock(&c->lock);
+	Job *j = c->done_head;
+	c->done_head = NULL;
+	c->done_tail = &c->done_head;
+	pthread_mutex_unlock(&c->lock);
+	while (j) {
+		Job *next = j->next;
+		j->done(c, j);
+		j = next;
+	}
+}
+
+static void *
+worker_main(void *arg)
+{
+	Cluster *c = arg;
+	pthread_mutex_lock(&c->lock);
+	for (;;) {
+		while (!c->work_head && !c->stop)
+			pthread_cond_wait(&c->cond, &c->lock);
+		if (c->stop)
+			break;
+		Job *j = c->work_head;
+		c->work_head = j->next;
+		if (!c->work_head)
+			c->work_tail = &c->work_head;
+		pthread_mutex_unlock(&c->lock);
+		j->exec(c, j);
+		cluster_post(c, j);
+		pthread_mutex_lock(&c->lock);
+	}
+	pthread_mutex_unlock(&c->lock);
+	return NULL;
+}
+
+/* ---- readiness ---- */
+
+typedef struct StateJob {
+	Job job;
+	ClusterState state;
+} StateJob;
+
+static void
+state_done(Cluster *c, Job *j)
+{
+	StateJob *sj = (StateJob *)j;
+	if (!c->closing && c->cbs.on_state)
+		c->cbs.on_state(c, sj->state, c->userdata);
+	free(sj);
+}
+
+void
+cluster_set_state(Cluster *c, ClusterState s)
+{
+	if (atomic_exchange(&c->state, (int)s) == (int)s)
+		return;
+	StateJob *sj = calloc(1, sizeof(*sj));
+	if (!sj)
+		return; /* cluster_state() still tells */
+	sj->job.done = state_done;
+	sj->state = s;
+	cluster_post(c, &sj->job);
+}
+
+ClusterState
+cluster_state(Cluster *c)
+{
+	return (ClusterState)atomic_load(&c->state);
+}
+
+bool
+cluster_ready(Cluster *c)
+{
+	return c && cluster_state(c) == CLUSTER_READY;
+}
+
+const char *
+cluster_node(Cluster *c)
+{
+	return c->node;
+}
+
+const char *
+cluster_connected_url(Cluster *c, char *buf, size_t len)
+{
+	if (!c->nc || natsConnection_GetConnectedUrl(c->nc, buf, len) != NATS_OK)
+		buf[0] = 0;
+	return buf;
+}
+
+/* libnats threads */
+static void
+on_disconnected(natsConnection *nc, void *closure)
+{
+	Cluster *c = closure;
+	if (cluster_state(c) != CLUSTER_FAILED)
+		cluster_set_state(c, CLUSTER_DISCONNECTED);
+}
+
+/* The last callback libnats makes for a connection (its callbacks run in
+ * order on one thread): cluster_free() waits for it before freeing c. */
+static void
+on_closed(natsConnection *nc, void *closure)
+{
+	Cluster *c = closure;
+	pthread_mutex_lock(&c->lock);
+	c->nc_closed = true;
+	pthread_cond_broadcast(&c->cond);
+	pthread_mutex_unlock(&c->lock);
+}
+
+static void
+on_reconnected(natsConnection *nc, void *closure)
+{
+	Cluster *c = closure;
+	/* the stream and buckets were ensured before: they outlive a connection */
+	if (cluster_state(c) == CLUSTER_DISCONNECTED)
+		cluster_set_state(c, c->kv_runs ? CLUSTER_READY : CLUSTER_CONNECTING);
+}
+
+/* ---- the first job: stream and buckets ---- */
+
+typedef struct EnsureJob {
+	Job job;
+	int r;
+} EnsureJob;
+
+static void
+ensure_exec(Cluster *c, Job *j)
+{
+	((EnsureJob *)j)->r = cluster_ensure(c);
+}
+
+static void
+ensure_done(Cluster *c, Job *j)
+{
+	int r = ((EnsureJob *)j)->r;
+	free(j);
+	if (c->closing)
+		return;
+	if (r < 0) {
+		log_error_errno(r, "cluster: cannot ensure stream %s and its buckets: %m",
+				CLUSTER_STREAM);
+		cluster_set_state(c, CLUSTER_FAILED);
+		return;
+	}
+	r = cluster_nodes_start(c);
+	if (r < 0) {
+		cluster_set_state(c, CLUSTER_FAILED);
+		return;
+	}
+	if (cluster_state(c) == CLUSTER_CONNECTING)
+		cluster_set_state(c, CLUSTER_READY);
+}
+
+/* ---- connect ---- */
+
+static bool
+set(const char *s)
+{
+	return s && *s;
+}
+
+static int
+options_new(Cluster *c, const ClusterOptions *o)
+{
+	natsStatus s;
+	size_t n = 0;
+	while (o->servers[n])
+		n++;
+	s = natsOptions_Create(&c->nopts);
+	if (s == NATS_OK)
+		s = natsOptions_SetServers(c->nopts, (const char **)o->servers, (int)n);
+	if (s == NATS_OK)
+		s = natsOptions_SetName(c->nopts, c->node);
+	if (s == NATS_OK)
+		s = natsOptions_SetMaxReconnect(c->nopts, -1);
+	if (s == NATS_OK)
+		s = natsOptions_SetReconnectWait(c->nopts, CLUSTER_RECONNECT_WAIT_MS);
+	if (s == NATS_OK)
+		s = natsOptions_SetTimeout(c->nopts, 2000);
+	if (s == NATS_OK)
+		s = natsOptions_SetDisconnectedCB(c->nopts, on_disconnected, c);
+	if (s == NATS_OK)
+		s = natsOptions_SetReconnectedCB(c->nopts, on_reconnected, c);
+	if (s == NATS_OK)
+		s = natsOptions_SetClosedCB(c->nopts, on_closed, c);
+	if (s == NATS_OK)
+		s = natsOptions_SetEventLoop(c->nopts, c->base, natsLibevent_Attach,
+					     natsLibevent_Read, natsLibevent_Write,
+					     natsLibevent_Detach);
+	if (s == NATS_OK && set(o->creds))
+		s = natsOptions_SetUserCredentialsFromFiles(c->nopts, o->creds, NULL);
+	if (s == NATS_OK && (set(o->tls_ca) || set(o->tls_cert)))
+		s = natsOptions_SetSecure(c->nopts, true);
+	if (s == NATS_OK && set(o->tls_ca))
+		s = natsOptions_LoadCATrustedCertificates(c->nopts, o->tls_ca);
+	if (s == NATS_OK && set(o->tls_cert))
+		s = natsOptions_LoadCertificatesChain(c->nopts, o->tls_cert, o->tls_key);
+	if (s != NATS_OK)
+		/* file names only: libnats' text names the file, never its content */
+		return log_error_errno(
+		    SYNTHETIC_ERRNO(EINVAL),
+		    "cluster: NATS options (creds '%s', tls_ca '%s', tls_cert "
+		    "'%s'): %s",
+		    set(o->creds) ? o->creds : "", set(o->tls_ca) ? o->tls_ca : "",
+		    set(o->tls_cert) ? o->tls_cert : "", nats_GetLastError(NULL));
+	return 0;
+}
+
+/* Blocking, at most wait_ms: the servers in turn, again until the time is up. */
+static int
+connect_bounded(Cluster *c, int64_t wait_ms)
+{
+	usec_t deadline = now_usec() + (usec_t)wait_ms * USEC_PER_MSEC;
+	natsStatus s;
+	for (;;) {
+		s = natsConnection_Connect(&c->nc, c->nopts);
+		if (s == NATS_OK)
+			return 0;
+		if (s == NATS_NOT_PERMITTED || s == NATS_SSL_ERROR)
+			break; /* refused credentials or TLS: retrying will not help */
+		if (now_usec() + 250 * USEC_PER_MSEC >= deadline)
+			break;
+		struct timespec ts = {0, 250 * 1000 * 1000};
+		nanosleep(&ts, NULL);
+	}
+	int r = s == NATS_NOT_PERMITTED ? -EACCES : s == NATS_SSL_ERROR ? -EPROTO : -ETIMEDOUT;
+	return log_error_errno(r, "cluster: cannot connect to NATS within %lld ms: %s",
+			       (long long)wait_ms, natsStatus_GetText(s));
+}
+
+static int
+start_threads(Cluster *c)
+{
+	c->efd = eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC);
+	if (c->efd < 0)
+		return -errno;
+	c->ev_done = event_new(c->base, c->efd, EV_READ | EV_PERSIST, on_done, c);
+	if (!c->ev_done || event_add(c->ev_done, NULL) < 0)
+		return -ENOMEM;
+	int r = -pthread_create(&c->worker, NULL, worker_main, c);
+	if (r < 0)
+		return r;
+	c->worker_started = true;
+	return 0;
+}
+
+int
+cluster_new(struct event_base *base, const ClusterOptions *o, const ClusterCallbacks *cbs,
+	    void *userdata, Cluster **ret)
+{
+	if (!o->servers || !o->servers[0] || !cluster_valid_token(o->node, CLUSTER_NODE_MAX - 1) ||
+	    o->replicas < 1 || o->replicas > 5)
+		return -EINVAL;
+	Cluster *c = calloc(1, sizeof(*c));
+	if (!c)
+		return -ENOMEM;
+	c->base = base;
+	snprintf(c->node, sizeof(c->node), "%s", o->node);
+	c->replicas = o->replicas;
+	c->heartbeat_ms = o->heartbeat_ms;
+	c->node_ttl_ms = o->node_ttl_ms > 0 ? o->node_ttl_ms : 10000;
+	c->op_timeout_ms = o->op_timeout_ms > 0 ? o->op_timeout_ms : CLUSTER_OP_TIMEOUT_MS;
+	c->watch_nodes = o->watch_nodes;
+	if (cbs)
+		c->cbs = *cbs;
+	c->userdata = userdata;
+	c->efd = -1;
+	c->done_tail = &c->done_head;
+	c->work_tail = &c->work_head;
+	atomic_init(&c->state, CLUSTER_CONNECTING);
+	atomic_init(&c->watch_stop, false);
+	pthread_mutex_init(&c->lock, NULL);
+	pthread_cond_init(&c->cond, NULL);
+
+	int r = options_new(c, o);
+	if (r >= 0)
+		r = connect_bounded(c, o->connect_wait_ms > 0 ? o->connect_wait_ms
+							      : CLUSTER_CONNECT_WAIT_MS);
+	if (r >= 0) {
+		jsOptions jo;
+		jsOptions_Init(&jo);
+		jo.Wait = c->op_timeout_ms;
+		r = cluster_publish_setup(c, &jo);
+		if (r >= 0 && natsConnection_JetStream(&c->js, c->nc, &jo) != NATS_OK)
+			r = -ENOMEM;
+	}
+	if (r >= 0)
+		r = start_threads(c);
+	if (r < 0) {
+		cluster_free(c);
+		return r;
+	}
+	EnsureJob *ej = calloc(1, sizeof(*ej));
+	if (!ej) {
+		cluster_free(c);
+		return -ENOMEM;
+	}
+	ej->job.exec = ensure_exec;
+	ej->job.done = ensure_done;
+	cluster_submit(c, &ej->job);
+	char url[256];
+	log_info("cluster: node %s connected to NATS at %s, replicas %d", c->node,
+		 cluster_connected_url(c, url, sizeof(url)), c->replicas);
+	*ret = c;
+	return 0;
+}
+
+static void
+free_jobs(Cluster *c, Job *j)
+{
+	while (j) {
+		Job *next = j->next;
+		j->done(c, j); /* c->closing: frees only */
+		j = next;
+	}
+}
+
+Cluster *
+cluster_free(Cluster *c)
+{
+	if (!c)
+		return NULL;
+	c->closing = true;
+	cluster_nodes_stop(c);
+	/* closing the connection fails the worker's blocking call at once */
+	pthread_mutex_lock(&c->lock);
+	if (c->nc) {
+		pthread_mutex_unlock(&c->lock);
+		natsConnection_Close(c->nc);
+		pthread_mutex_lock(&c->lock);
+		struct timespec until;
+		clock_gettime(CLOCK_REALTIME, &until);
+		until.tv_sec += 5;
+		while (!c->nc_closed)
+			if (pthread_cond_timedwait(&c->cond, &c->lock, &until) == ETIMEDOUT)
+				break;
+	}
+	c->stop = true;
+	pthread_cond_signal(&c->cond);
+	pthread_mutex_unlock(&c->lock);
+	if (c->worker_started)
+		pthread_join(c->worker, NULL);
+	if (c->watcher_started)
+		pthread_join(c->watcher, NULL);
+	free_jobs(c, c->work_head);
+	c->work_head = NULL;
+	if (c->ev_done)
+		on_done(c->efd, EV_READ, c); /* frees what was posted */
+	cluster_publish_free_all(c);
+	kvStore_Destroy(c->kv_threads);
+	kvStore_Destroy(c->kv_nodes);
+	kvStore_Destroy(c->kv_runs);
+	jsCtx_Destroy(c->js);
+	natsConnection_Destroy(c->nc);
+	natsOptions_Destroy(c->nopts);
+	if (c->ev_done)
+		event_free(c->ev_done);
+	if (c->efd >= 0)
+		close(c->efd);
+	pthread_cond_destroy(&c->cond);
+	pthread_mutex_destroy(&c->lock);
+	free(c);
+	return NULL;
+}

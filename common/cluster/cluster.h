@@ -1,0 +1,217 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * cluster.h — runwarden's layer over NATS JetStream (docs/CLUSTER.md).
+ *
+ * runwarden implements no consensus, election or replication: JetStream
+ * does. This module names what runwarden keeps there and gives each use one
+ * call with one guarantee:
+ *
+ *   stream RW_RUNS, subjects rw.run.<runId>, file storage, R = replicas, a
+ *     duplicate window of CLUSTER_DUP_WINDOW_S: a run's events, one message
+ *     each, Nats-Msg-Id "<runId>/<seq>", header Rw-Seq "<seq>";
+ *   KV rw_threads: thread → "<node> <epoch>" (its owner; epoch counts owners);
+ *   KV rw_nodes:   node → heartbeat, bucket TTL = node_ttl_ms;
+ *   KV rw_runs:    runId → the run's record (opaque bytes, the caller's).
+ *
+ * Threading. Everything here is called on the loop thread of the event_base
+ * given to cluster_new(), and every callback runs on that thread, from the
+ * loop. libnats does its socket I/O on that loop (its libevent adapter) but
+ * delivers acknowledgements and KV watch entries on threads of its own, and
+ * its JetStream management and KV calls are blocking request/replies whose
+ * replies are read by the loop: so those calls run on one worker thread of
+ * this module (in submission order), acknowledgements and watch entries are
+ * handed to the loop through an eventfd, and the loop thread never waits on
+ * NATS after cluster_new() returns. Because the replies are read by the loop,
+ * nothing completes while the loop is not running.
+ *
+ * cluster_global_init() must run once before the event_base is created
+ * (libevent locking, evthread_use_pthreads(), which the adapter needs).
+ *
+ * Blocking, precisely: cluster_new() blocks the calling thread while it
+ * connects, at most connect_wait_ms (default CLUSTER_CONNECT_WAIT_MS): it tries
+ * the servers in turn until one accepts or the time is up, and then fails
+ * (-ETIMEDOUT, or -EACCES for refused credentials): fail closed, a daemon
+ * configured for a cluster does not start without it. cluster_free() blocks
+ * until the worker's current call returns, at most op_timeout_ms after
+ * the connection is closed (in practice at once: closing fails it).
+ *
+ * Callbacks and ownership. Every call that takes a callback returns 0 and
+ * then calls it exactly once, later (never from inside the call), or returns
+ * a negative errno and never calls it. cluster_free() drops the callbacks
+ * still pending without calling them. Pointers given to a call (run ids,
+ * event bytes, names) are copied; results passed to a callback are valid
+ * during the callback only.
+ *
+ * Readiness. CLUSTER_READY once connected and the stream and buckets exist
+ * (created, or checked, by the first worker job); CLUSTER_DISCONNECTED while
+ * libnats reconnects (it retries forever, every CLUSTER_RECONNECT_WAIT_MS, and
+ * buffers publishes meanwhile); back to READY on reconnection. /readyz is
+ * cluster_ready().
+ *
+ * Errors are negative errnos: -ESTALE is fencing (a stale expected sequence
+ * or revision: another writer moved first), -EEXIST an existing key,
+ * -ENOENT a missing one, -ETIMEDOUT no answer in time, -ENOTCONN not
+ * ready, -EAGAIN too many publishes in flight, -EINVAL a run id, thread or
+ * node that cannot be a subject token or KV key, -EIO anything else NATS
+ * said (logged with its text, never with credentials).
+ */
+#pragma once
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+struct event_base;
+typedef struct Cluster Cluster;
+
+#define CLUSTER_STREAM "RW_RUNS"
+#define CLUSTER_SUBJECT_PREFIX "rw.run."
+#define CLUSTER_BUCKET_THREADS "rw_threads"
+#define CLUSTER_BUCKET_NODES "rw_nodes"
+#define CLUSTER_BUCKET_RUNS "rw_runs"
+#define CLUSTER_DUP_WINDOW_S 120
+#define CLUSTER_CONNECT_WAIT_MS 10000
+#define CLUSTER_RECONNECT_WAIT_MS 250
+#define CLUSTER_OP_TIMEOUT_MS 5000
+/* One attempt of a publish waits this long for its acknowledgement before it
+ * is sent again (same Msg-Id: the stream drops the copy); a publish fails with
+ * -ETIMEDOUT when no attempt was acknowledged within CLUSTER_PUBLISH_DEADLINE_MS. */
+#define CLUSTER_ACK_WAIT_MS 2000
+#define CLUSTER_PUBLISH_DEADLINE_MS 30000
+/* Publish batches in flight at once (cluster_publish_events() beyond: -EAGAIN). */
+#define CLUSTER_MAX_INFLIGHT 4096
+#define CLUSTER_NODE_MAX 65
+
+typedef enum ClusterState {
+	CLUSTER_CONNECTING,   /* connected, stream and buckets not yet ensured */
+	CLUSTER_READY,	      /* usable */
+	CLUSTER_DISCONNECTED, /* libnats reconnecting; calls queue or time out */
+	CLUSTER_FAILED,	      /* the stream or a bucket could not be ensured */
+} ClusterState;
+
+typedef struct ClusterOptions {
+	const char *const *servers;		 /* NULL-terminated URLs, at least one */
+	const char *node;			 /* this node's name (cluster_conf_node_name()) */
+	int replicas;				 /* 1..5 */
+	const char *creds;			 /* credentials file, or NULL/"" */
+	const char *tls_ca, *tls_cert, *tls_key; /* PEM files, or NULL/"" */
+	int64_t heartbeat_ms;			 /* 0 = no heartbeats from this node */
+	int64_t node_ttl_ms;			 /* rw_nodes TTL (bucket creation only) */
+	int64_t connect_wait_ms;		 /* 0 = CLUSTER_CONNECT_WAIT_MS */
+	int64_t op_timeout_ms;			 /* 0 = CLUSTER_OP_TIMEOUT_MS */
+	bool watch_nodes; /* watch rw_nodes and report lost nodes (on_node_lost) */
+} ClusterOptions;
+
+typedef struct ClusterCallbacks {
+	/* The readiness changed (any thread's view of it is cluster_state()). */
+	void (*on_state)(Cluster *c, ClusterState state, void *userdata);
+	/* A node seen alive (a heartbeat in rw_nodes) stopped beating and its key
+	 * is gone from the bucket (expired after node_ttl_ms, or deleted): once per
+	 * disappearance. Its threads may now be taken (cluster_take_thread()).
+	 * Latency: node_ttl_ms after its last beat, plus up to heartbeat_ms. */
+	void (*on_node_lost)(Cluster *c, const char *node, void *userdata);
+	/* First heartbeat seen of a node (or first after it was lost). */
+	void (*on_node_up)(Cluster *c, const char *node, void *userdata);
+} ClusterCallbacks;
+
+/* Once per process, before the event_base is created. 0 or -EIO. */
+int cluster_global_init(void);
+
+/* Connect (blocking, bounded: see above), attach to base, and start the worker,
+ * whose first job ensures the stream and the buckets (READY then). 0 and
+ * *ret, or a negative errno (logged). */
+int cluster_new(struct event_base *base, const ClusterOptions *opt, const ClusterCallbacks *cbs,
+		void *userdata, Cluster **ret);
+/* NULL-safe; returns NULL. Pending callbacks are dropped. This node's
+ * rw_nodes key is left to expire (a crash looks the same). */
+Cluster *cluster_free(Cluster *c);
+
+ClusterState cluster_state(Cluster *c);
+bool cluster_ready(Cluster *c);
+const char *cluster_node(Cluster *c);
+/* The URL of the server connected to now ("" when none). */
+const char *cluster_connected_url(Cluster *c, char *buf, size_t len);
+
+/* ---- a run's events ---- */
+
+typedef struct ClusterEvent {
+	const void *data;
+	size_t len;
+} ClusterEvent;
+
+/* err 0: all n events are in the stream, acknowledged by a majority of its
+ * replicas; last_stream_seq is the stream sequence of the last one (the
+ * expected_last_subject_seq of this run's next publish). err < 0: the first
+ * n_done events are durable (last_stream_seq is that of the n_done-th, or the
+ * expected sequence given when none), the rest were not written. n_dup
+ * counts events the stream already held (a re-publish of runId/seq). */
+typedef struct ClusterPublishResult {
+	int err;
+	size_t n_done, n_dup;
+	uint64_t last_stream_seq;
+} ClusterPublishResult;
+typedef void (*ClusterPublishFn)(Cluster *c, const ClusterPublishResult *r, void *userdata);
+
+/* Append events first_seq .. first_seq+n-1 of run_id. Each is one message on
+ * rw.run.<runId> with Nats-Msg-Id "<runId>/<seq>" (the stream keeps one copy
+ * per id within CLUSTER_DUP_WINDOW_S, so resending after a lost
+ * acknowledgement is safe) and Nats-Expected-Last-Subject-Sequence: the
+ * first carries expected_last_subject_seq (0 = the run has no event in the
+ * stream yet), each next one the stream sequence of the one before. A writer
+ * that is not the last to have written the run is refused: -ESTALE, and
+ * nothing of the batch after the refused event is written (fencing: one run,
+ * one writer). Hence a run's events go one round trip at a time; runs
+ * proceed in parallel. The events are copied. run_id: 1..128 characters among
+ * A-Z a-z 0-9 - _. */
+int cluster_publish_events(Cluster *c, const char *run_id, uint64_t first_seq,
+			   const ClusterEvent *events, size_t n, uint64_t expected_last_subject_seq,
+			   ClusterPublishFn cb, void *userdata);
+
+/* Events as read back: seq is the run's (Rw-Seq), stream_seq the stream's. */
+typedef struct ClusterReadEvent {
+	uint64_t seq, stream_seq;
+	const void *data;
+	size_t len;
+} ClusterReadEvent;
+/* err 0 with n events in seq order (n < max: the run has no more now);
+ * next_stream_seq resumes the scan (pass it as start_stream_seq). */
+typedef void (*ClusterReadFn)(Cluster *c, int err, const ClusterReadEvent *ev, size_t n,
+			      uint64_t next_stream_seq, void *userdata);
+
+/* Read up to max events of run_id with seq >= from_seq, by direct gets
+ * (next message of the run's subject from a stream sequence; any replica
+ * answers, so a follower may lag behind an acknowledgement, never show a
+ * gap). start_stream_seq: where to start the scan (0 = the stream's start;
+ * a previous call's next_stream_seq to continue). Runs on the worker. */
+int cluster_read_events(Cluster *c, const char *run_id, uint64_t from_seq,
+			uint64_t start_stream_seq, size_t max, ClusterReadFn cb, void *userdata);
+
+/* ---- thread ownership (rw_threads) ---- */
+
+typedef struct ClusterOwner {
+	char node[CLUSTER_NODE_MAX];
+	uint64_t epoch;	   /* 1 for the first owner, +1 per takeover */
+	uint64_t revision; /* KV revision of the entry: what a takeover names */
+} ClusterOwner;
+/* err 0: owner is the entry now. -EEXIST (claim) / -ESTALE (take): owner is
+ * the entry that won, when it could be read (else owner->node is ""). */
+typedef void (*ClusterOwnerFn)(Cluster *c, int err, const ClusterOwner *owner, void *userdata);
+
+/* Claim a thread no one owns: KV create, so of any number of claimers exactly
+ * one gets 0, the others -EEXIST. */
+int cluster_claim_thread(Cluster *c, const char *thread, const char *node, ClusterOwnerFn cb,
+			 void *userdata);
+/* Take a thread over from its owner (a lost node): KV update on
+ * expected_revision, so of the takers naming one revision exactly one gets
+ * 0; the others, and any taker naming an old revision, get -ESTALE. */
+int cluster_take_thread(Cluster *c, const char *thread, const char *node,
+			uint64_t expected_revision, ClusterOwnerFn cb, void *userdata);
+/* The owner, or -ENOENT. */
+int cluster_owner(Cluster *c, const char *thread, ClusterOwnerFn cb, void *userdata);
+
+/* ---- run records (rw_runs) ---- */
+
+typedef void (*ClusterDoneFn)(Cluster *c, int err, uint64_t revision, void *userdata);
+/* Put the record of run_id (bytes copied). */
+int cluster_put_run(Cluster *c, const char *run_id, const void *data, size_t len, ClusterDoneFn cb,
+		    void *userdata);
