@@ -29,8 +29,10 @@ typedef struct NodeSeen NodeSeen;
 struct Cluster {
 	struct event_base *base;
 	char node[CLUSTER_NODE_MAX];
+	/* this Cluster's writer id: header Rw-Writer of its publishes, "<node>-<random>" */
+	char writer[CLUSTER_NODE_MAX + 20];
 	int replicas;
-	int64_t heartbeat_ms, node_ttl_ms, op_timeout_ms;
+	int64_t heartbeat_ms, node_ttl_ms, op_timeout_ms, connect_wait_ms;
 	bool watch_nodes;
 	ClusterCallbacks cbs;
 	void *userdata;

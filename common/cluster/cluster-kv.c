@@ -75,7 +75,7 @@ ensure_bucket(Cluster *c, const char *name, int64_t ttl_ms, kvStore **ret)
 	kvConfig_Init(&cfg);
 	cfg.Bucket = name;
 	cfg.History = 1;
-	cfg.TTL = ttl_ms;
+	cfg.TTL = ttl_ms * 1000000; /* libnats 3.4: nanoseconds */
 	cfg.StorageType = js_FileStorage;
 	cfg.Replicas = c->replicas;
 	natsStatus s = js_CreateKeyValue(ret, c->js, &cfg);
@@ -84,12 +84,42 @@ ensure_bucket(Cluster *c, const char *name, int64_t ttl_ms, kvStore **ret)
 	return cluster_errno(s, 0, name);
 }
 
+/* Owner reads must see the latest owner: a KV bucket answers gets from any
+ * replica (direct gets, AllowDirect), which may lag a create by a moment.
+ * rw_threads is read at its stream's leader instead: AllowDirect off, then
+ * bound again (libnats decides at binding). */
+static int
+no_direct_gets(Cluster *c, const char *bucket, kvStore **kv)
+{
+	char stream[64];
+	jsStreamInfo *si = NULL, *si2 = NULL;
+	jsErrCode code = 0;
+	snprintf(stream, sizeof(stream), "KV_%s", bucket);
+	natsStatus s = js_GetStreamInfo(&si, c->js, stream, NULL, &code);
+	if (s != NATS_OK)
+		return cluster_errno(s, code, stream);
+	if (si->Config->AllowDirect) {
+		si->Config->AllowDirect = false;
+		s = js_UpdateStream(&si2, c->js, si->Config, NULL, &code);
+		jsStreamInfo_Destroy(si2);
+		if (s == NATS_OK) {
+			kvStore_Destroy(*kv);
+			*kv = NULL;
+			s = js_KeyValue(kv, c->js, bucket);
+		}
+	}
+	jsStreamInfo_Destroy(si);
+	return cluster_errno(s, code, stream);
+}
+
 int
 cluster_ensure(Cluster *c)
 {
 	int r = ensure_stream(c);
 	if (r >= 0)
 		r = ensure_bucket(c, CLUSTER_BUCKET_THREADS, 0, &c->kv_threads);
+	if (r >= 0)
+		r = no_direct_gets(c, CLUSTER_BUCKET_THREADS, &c->kv_threads);
 	if (r >= 0)
 		r = ensure_bucket(c, CLUSTER_BUCKET_NODES, c->node_ttl_ms, &c->kv_nodes);
 	if (r >= 0)
@@ -132,7 +162,8 @@ valid_key(const char *s)
 	return true;
 }
 
-/* The owner entry of a thread: "<node> <epoch>". 0, -ENOENT, or an error. */
+/* The owner entry of a thread: the node's name; its revision is the epoch.
+ * 0, -ENOENT, or an error. */
 static int
 get_owner(Cluster *c, const char *key, ClusterOwner *o)
 {
@@ -142,54 +173,69 @@ get_owner(Cluster *c, const char *key, ClusterOwner *o)
 	if (s != NATS_OK)
 		return cluster_errno(s, 0, "get thread owner");
 	const char *v = kvEntry_ValueString(e);
-	unsigned long long epoch = 0;
-	if (!v || sscanf(v, "%64s %llu", o->node, &epoch) != 2) {
+	if (!v || !cluster_valid_token(v, CLUSTER_NODE_MAX - 1)) {
 		kvEntry_Destroy(e);
 		return log_warning_errno(SYNTHETIC_ERRNO(EBADMSG),
 					 "cluster: thread %s has a malformed owner entry", key);
 	}
-	o->epoch = epoch;
-	o->revision = kvEntry_Revision(e);
+	snprintf(o->node, sizeof(o->node), "%s", v);
+	o->epoch = o->revision = kvEntry_Revision(e);
 	kvEntry_Destroy(e);
 	return 0;
 }
 
+/* KV gets may be answered by a replica that has not applied the newest
+ * write yet (direct gets): after a refused create or update, read until the
+ * entry that won shows, for at most READ_AFTER_REFUSAL_MS. */
+#define READ_AFTER_REFUSAL_MS 2000
 static int
-put_owner(Cluster *c, KvJob *j, uint64_t epoch, bool create)
+get_owner_after(Cluster *c, const char *key, uint64_t not_rev, ClusterOwner *o)
 {
-	char v[CLUSTER_NODE_MAX + 24];
+	usec_t deadline = now_usec() + READ_AFTER_REFUSAL_MS * USEC_PER_MSEC;
+	int r;
+	for (;;) {
+		r = get_owner(c, key, o);
+		if ((r == 0 && o->revision != not_rev) || (r < 0 && r != -ENOENT) ||
+		    now_usec() >= deadline)
+			return r;
+		struct timespec ts = {0, 20 * 1000 * 1000};
+		nanosleep(&ts, NULL);
+	}
+}
+
+static int
+put_owner(Cluster *c, KvJob *j, bool create)
+{
 	uint64_t rev = 0;
-	snprintf(v, sizeof(v), "%s %" PRIu64, j->node, epoch);
-	natsStatus s = create ? kvStore_CreateString(&rev, c->kv_threads, j->key, v)
-			      : kvStore_UpdateString(&rev, c->kv_threads, j->key, v, j->expected);
+	natsStatus s =
+	    create ? kvStore_CreateString(&rev, c->kv_threads, j->key, j->node)
+		   : kvStore_UpdateString(&rev, c->kv_threads, j->key, j->node, j->expected);
 	if (s != NATS_OK)
 		return -EAGAIN; /* the caller reads the entry to say why */
 	snprintf(j->owner.node, sizeof(j->owner.node), "%s", j->node);
-	j->owner.epoch = epoch;
-	j->owner.revision = rev;
+	j->owner.epoch = j->owner.revision = rev;
 	return 0;
 }
 
 static int
 claim(Cluster *c, KvJob *j)
 {
-	if (put_owner(c, j, 1, true) == 0)
+	if (put_owner(c, j, true) == 0)
 		return 0;
-	int r = get_owner(c, j->key, &j->owner);
+	int r = get_owner_after(c, j->key, 0, &j->owner);
 	return r == 0 ? -EEXIST : r == -ENOENT ? -EIO : r;
 }
 
+/* No read first: the update on the revision is the test, done by the
+ * stream's leader, where a read could be a replica's older view. */
 static int
 take(Cluster *c, KvJob *j)
 {
-	int r = get_owner(c, j->key, &j->owner);
-	if (r < 0)
-		return r;
-	if (j->owner.revision != j->expected)
-		return -ESTALE;
-	if (put_owner(c, j, j->owner.epoch + 1, false) == 0)
+	if (put_owner(c, j, false) == 0)
 		return 0;
-	r = get_owner(c, j->key, &j->owner);
+	int r = get_owner_after(c, j->key, j->expected, &j->owner);
+	if (r == -ENOENT)
+		return -ENOENT;
 	return r == 0 && j->owner.revision != j->expected ? -ESTALE : r < 0 ? r : -EIO;
 }
 

@@ -32,6 +32,7 @@
 #define RUN_ID_MAX 128
 #define HDR_TAG "Rw-Tag"
 #define HDR_SEQ "Rw-Seq"
+#define HDR_WRITER "Rw-Writer"
 
 struct ClusterPub {
 	ClusterPub *prev, *next; /* c's list of batches in flight */
@@ -97,6 +98,8 @@ send_one(Cluster *c, ClusterPub *p)
 	if (st == NATS_OK)
 		st = natsMsgHeader_Set(m, HDR_TAG, tag);
 	if (st == NATS_OK)
+		st = natsMsgHeader_Set(m, HDR_WRITER, c->writer);
+	if (st == NATS_OK)
 		st = js_PublishMsgAsync(c->js, &m, NULL);
 	natsMsg_Destroy(m); /* NULL when the library took it */
 	p->sent_at = now_usec();
@@ -139,13 +142,67 @@ transient(const AckJob *a)
 	       a->code == JSClusterNoPeersErr || a->code == JSStreamOfflineErr;
 }
 
+/* A refusal for a wrong last sequence is fencing, or the refusal of a copy:
+ * when the acknowledgement of the first copy was lost and the message was
+ * sent again with the same expectation, the stream (clustered) checks the
+ * expectation before the Msg-Id. The run's last message tells: it is ours
+ * when it has our seq and our writer id. Read at the stream's leader (not a
+ * direct get, which a lagging replica may answer). */
+typedef struct VerifyJob {
+	AckJob ack;
+	char subject[sizeof(CLUSTER_SUBJECT_PREFIX) + RUN_ID_MAX];
+	uint64_t seq;
+} VerifyJob;
+
+static void ack_done(Cluster *c, Job *j);
+
+static void
+verify_exec(Cluster *c, Job *j)
+{
+	VerifyJob *v = (VerifyJob *)j;
+	natsMsg *m = NULL;
+	const char *seq = NULL, *writer = NULL;
+	jsErrCode code = 0;
+	natsStatus s = js_GetLastMsg(&m, c->js, CLUSTER_STREAM, v->subject, NULL, &code);
+	if (s == NATS_OK && natsMsgHeader_Get(m, HDR_SEQ, &seq) == NATS_OK &&
+	    natsMsgHeader_Get(m, HDR_WRITER, &writer) == NATS_OK && seq && writer &&
+	    strtoull(seq, NULL, 10) == v->seq && strcmp(writer, c->writer) == 0) {
+		v->ack.status = NATS_OK; /* ours: a duplicate */
+		v->ack.code = 0;
+		v->ack.dup = true;
+		v->ack.seq = natsMsg_GetSequence(m);
+	}
+	natsMsg_Destroy(m);
+	v->ack.job.done = ack_done; /* refused still when not ours */
+}
+
+static bool
+verify(Cluster *c, ClusterPub *p, const AckJob *a)
+{
+	VerifyJob *v = calloc(1, sizeof(*v));
+	if (!v)
+		return false;
+	v->ack = *a;
+	v->ack.code = 0; /* as it comes back: a refusal not to verify again */
+	v->ack.status = NATS_ERR;
+	v->ack.job.exec = verify_exec;
+	v->ack.job.done = ack_done;
+	snprintf(v->subject, sizeof(v->subject), "%s", p->subject);
+	v->seq = p->first_seq + p->i;
+	p->retry_at = p->deadline; /* no resend meanwhile */
+	cluster_submit(c, &v->ack.job);
+	return true;
+}
+
 static void
 ack_done(Cluster *c, Job *j)
 {
 	AckJob *a = (AckJob *)j;
 	ClusterPub *p = c->closing ? NULL : *slot_of(c, a->tag);
 	if (p && p->tag == a->tag) {
-		if (a->status == NATS_OK) {
+		if (a->code == JSStreamWrongLastSequenceErr && verify(c, p, a))
+			;
+		else if (a->status == NATS_OK) {
 			p->n_dup += a->dup;
 			p->expected = a->seq;
 			if (++p->i == p->n)
@@ -156,6 +213,8 @@ ack_done(Cluster *c, Job *j)
 			}
 		} else if (transient(a))
 			p->retry_at = now_usec() + RETRY_MS * USEC_PER_MSEC;
+		else if (a->code == 0 && a->status == NATS_ERR && a->job.exec)
+			finish(c, p, -ESTALE); /* verified: not ours */
 		else
 			finish(c, p, cluster_errno(a->status, a->code, "publish"));
 	}

@@ -6,11 +6,13 @@
 #include "config.h"
 
 #include <errno.h>
+#include <inttypes.h>
 #include <event2/event.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/eventfd.h>
+#include <sys/random.h>
 #include <time.h>
 #include <unistd.h>
 
@@ -66,7 +68,9 @@ cluster_errno(natsStatus s, jsErrCode code, const char *what)
 	if (code == JSStreamWrongLastSequenceErr)
 		return -ESTALE;
 	/* the text of the thread's last error: NATS's own, no credentials in it */
-	log_warning("cluster: %s: %s (%s, JetStream error %d)", what, nats_GetLastError(NULL),
+	natsStatus last = NATS_OK;
+	const char *text = nats_GetLastError(&last);
+	log_warning("cluster: %s: %s (%s, JetStream error %d)", what, text ? text : "-",
 		    natsStatus_GetText(s), (int)code);
 	return -EIO;
 }
@@ -230,10 +234,18 @@ typedef struct EnsureJob {
 	int r;
 } EnsureJob;
 
+/* A NATS cluster that is starting too has no JetStream meta leader for a
+ * while: retry for as long as a connection may take. */
 static void
 ensure_exec(Cluster *c, Job *j)
 {
-	((EnsureJob *)j)->r = cluster_ensure(c);
+	usec_t deadline = now_usec() + (usec_t)c->connect_wait_ms * USEC_PER_MSEC;
+	int r;
+	while ((r = cluster_ensure(c)) < 0 && r != -EACCES && !c->stop && now_usec() < deadline) {
+		struct timespec ts = {0, 500 * 1000 * 1000};
+		nanosleep(&ts, NULL);
+	}
+	((EnsureJob *)j)->r = r;
 }
 
 static void
@@ -363,10 +375,15 @@ cluster_new(struct event_base *base, const ClusterOptions *o, const ClusterCallb
 		return -ENOMEM;
 	c->base = base;
 	snprintf(c->node, sizeof(c->node), "%s", o->node);
+	uint64_t rnd = 0;
+	if (getrandom(&rnd, sizeof(rnd), 0) != sizeof(rnd))
+		rnd = now_usec() ^ (uint64_t)getpid();
+	snprintf(c->writer, sizeof(c->writer), "%s-%016" PRIx64, c->node, rnd);
 	c->replicas = o->replicas;
 	c->heartbeat_ms = o->heartbeat_ms;
 	c->node_ttl_ms = o->node_ttl_ms > 0 ? o->node_ttl_ms : 10000;
 	c->op_timeout_ms = o->op_timeout_ms > 0 ? o->op_timeout_ms : CLUSTER_OP_TIMEOUT_MS;
+	c->connect_wait_ms = o->connect_wait_ms > 0 ? o->connect_wait_ms : CLUSTER_CONNECT_WAIT_MS;
 	c->watch_nodes = o->watch_nodes;
 	if (cbs)
 		c->cbs = *cbs;
@@ -381,8 +398,7 @@ cluster_new(struct event_base *base, const ClusterOptions *o, const ClusterCallb
 
 	int r = options_new(c, o);
 	if (r >= 0)
-		r = connect_bounded(c, o->connect_wait_ms > 0 ? o->connect_wait_ms
-							      : CLUSTER_CONNECT_WAIT_MS);
+		r = connect_bounded(c, c->connect_wait_ms);
 	if (r >= 0) {
 		jsOptions jo;
 		jsOptions_Init(&jo);

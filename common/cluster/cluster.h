@@ -9,7 +9,9 @@
  *   stream RW_RUNS, subjects rw.run.<runId>, file storage, R = replicas, a
  *     duplicate window of CLUSTER_DUP_WINDOW_S: a run's events, one message
  *     each, Nats-Msg-Id "<runId>/<seq>", header Rw-Seq "<seq>";
- *   KV rw_threads: thread → "<node> <epoch>" (its owner; epoch counts owners);
+ *   KV rw_threads: thread → "<node>", its owner; the entry's KV revision is
+ *     the owner's epoch (assigned by JetStream, unique and increasing with
+ *     each new owner of the thread, so no read-modify-write sets it);
  *   KV rw_nodes:   node → heartbeat, bucket TTL = node_ttl_ms;
  *   KV rw_runs:    runId → the run's record (opaque bytes, the caller's).
  *
@@ -190,7 +192,7 @@ int cluster_read_events(Cluster *c, const char *run_id, uint64_t from_seq,
 
 typedef struct ClusterOwner {
 	char node[CLUSTER_NODE_MAX];
-	uint64_t epoch;	   /* 1 for the first owner, +1 per takeover */
+	uint64_t epoch;	   /* = revision: increases with each new owner */
 	uint64_t revision; /* KV revision of the entry: what a takeover names */
 } ClusterOwner;
 /* err 0: owner is the entry now. -EEXIST (claim) / -ESTALE (take): owner is

@@ -1,0 +1,576 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * test-cluster — common/cluster/ against a real 3-server NATS JetStream
+ * cluster on loopback (tests/cluster/natscluster.py starts it in the group
+ * setup and stops it in the teardown). Without nats-server the setup fails,
+ * and so does the program: a cluster test that cannot run is a failure.
+ *
+ * Two or three Cluster objects ("nodes" na, nb, nx) share one event_base, each
+ * with its own NATS connection and worker, so their KV calls race at the
+ * servers as two hosts' would.
+ */
+#include "config.h"
+
+#include <errno.h>
+#include <event2/event.h>
+#include <inttypes.h>
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include <cmocka.h>
+
+#include "cluster.h"
+#include "strv.h"
+#include "time-util.h"
+
+#define HARNESS TOP_SRCDIR "/tests/cluster/natscluster.py"
+#define TTL_MS 1500
+#define BEAT_MS 300
+
+static struct event_base *base;
+static char dir[64];
+static char **urls;
+static Cluster *na, *nb;
+static char lost_node[CLUSTER_NODE_MAX], up_node[CLUSTER_NODE_MAX];
+static unsigned tag; /* makes run and thread names unique per program run */
+
+/* Run the loop until *flag (or the time is up); whether it was set. */
+static bool
+loop_until(const bool *flag, int ms)
+{
+	usec_t deadline = now_usec() + (usec_t)ms * USEC_PER_MSEC;
+	while (!*flag && now_usec() < deadline)
+		event_base_loop(base, EVLOOP_ONCE);
+	return *flag;
+}
+
+static void
+on_node_lost(Cluster *c, const char *node, void *ud)
+{
+	snprintf(lost_node, sizeof(lost_node), "%s", node);
+}
+
+static void
+on_node_up(Cluster *c, const char *node, void *ud)
+{
+	snprintf(up_node, sizeof(up_node), "%s", node);
+}
+
+static Cluster *
+node_new(const char *name, bool watch)
+{
+	static const ClusterCallbacks cbs = {.on_node_lost = on_node_lost,
+					     .on_node_up = on_node_up};
+	ClusterOptions o = {
+	    .servers = (const char *const *)urls,
+	    .node = name,
+	    .replicas = 3,
+	    .heartbeat_ms = BEAT_MS,
+	    .node_ttl_ms = TTL_MS,
+	    .connect_wait_ms = 20000,
+	    .watch_nodes = watch,
+	};
+	Cluster *c = NULL;
+	if (cluster_new(base, &o, &cbs, NULL, &c) < 0)
+		return NULL;
+	usec_t deadline = now_usec() + 30 * USEC_PER_SEC;
+	while (cluster_state(c) != CLUSTER_READY && cluster_state(c) != CLUSTER_FAILED &&
+	       now_usec() < deadline)
+		event_base_loop(base, EVLOOP_ONCE);
+	if (!cluster_ready(c)) {
+		fprintf(stderr, "node %s: not ready (state %d)\n", name, cluster_state(c));
+		return cluster_free(c);
+	}
+	return c;
+}
+
+static int
+group_setup(void **state)
+{
+	char cmd[512], line[1024];
+	snprintf(dir, sizeof(dir), "/tmp/rw-cluster-XXXXXX");
+	if (!mkdtemp(dir))
+		return -1;
+	snprintf(cmd, sizeof(cmd), "/usr/bin/python3 %s start %s", HARNESS, dir);
+	FILE *p = popen(cmd, "r");
+	if (!p || !fgets(line, sizeof(line), p)) {
+		if (p)
+			pclose(p);
+		fprintf(stderr, "cannot start the NATS cluster (%s)\n", cmd);
+		return -1;
+	}
+	if (pclose(p) != 0)
+		return -1;
+	line[strcspn(line, "\n")] = 0;
+	for (char *save = NULL, *u = strtok_r(line, ",", &save); u; u = strtok_r(NULL, ",", &save))
+		strv_push(&urls, u);
+	tag = (unsigned)getpid();
+	if (cluster_global_init() < 0 || !(base = event_base_new()))
+		return -1;
+	na = node_new("na", true);
+	nb = node_new("nb", false);
+	return na && nb ? 0 : -1;
+}
+
+static int
+group_teardown(void **state)
+{
+	char cmd[512];
+	na = cluster_free(na);
+	nb = cluster_free(nb);
+	if (base)
+		event_base_free(base);
+	strv_free(urls);
+	snprintf(cmd, sizeof(cmd), "/usr/bin/python3 %s stop %s", HARNESS, dir);
+	return system(cmd) == 0 ? 0 : -1;
+}
+
+/* ---- helpers: publish and read synchronously (the loop runs meanwhile) ---- */
+
+typedef struct Pub {
+	bool done;
+	ClusterPublishResult r;
+	usec_t at;
+} Pub;
+
+static void
+pub_cb(Cluster *c, const ClusterPublishResult *r, void *ud)
+{
+	Pub *p = ud;
+	p->r = *r;
+	p->done = true;
+	p->at = now_usec();
+}
+
+static ClusterPublishResult
+publish(Cluster *c, const char *run, uint64_t first, size_t n, uint64_t expected)
+{
+	ClusterEvent ev[64];
+	char buf[64][32];
+	Pub p = {0};
+	assert_true(n <= 64);
+	for (size_t i = 0; i < n; i++) {
+		int len = snprintf(buf[i], sizeof(buf[i]), "ev-%" PRIu64, first + i);
+		ev[i] = (ClusterEvent){buf[i], (size_t)len};
+	}
+	assert_int_equal(cluster_publish_events(c, run, first, ev, n, expected, pub_cb, &p), 0);
+	assert_true(loop_until(&p.done, 60000));
+	return p.r;
+}
+
+typedef struct Read {
+	bool done;
+	int err;
+	size_t n;
+	uint64_t seq[4096], stream_seq[4096];
+	bool data_ok;
+} Read;
+
+static void
+read_cb(Cluster *c, int err, const ClusterReadEvent *ev, size_t n, uint64_t next, void *ud)
+{
+	Read *r = ud;
+	char want[32];
+	r->err = err;
+	r->data_ok = true;
+	for (size_t i = 0; i < n && r->n < 4096; i++, r->n++) {
+		r->seq[r->n] = ev[i].seq;
+		r->stream_seq[r->n] = ev[i].stream_seq;
+		int len = snprintf(want, sizeof(want), "ev-%" PRIu64, ev[i].seq);
+		if ((size_t)len != ev[i].len || memcmp(want, ev[i].data, ev[i].len) != 0)
+			r->data_ok = false;
+	}
+	r->done = true;
+}
+
+static void
+read_all(Cluster *c, const char *run, Read *r)
+{
+	memset(r, 0, sizeof(*r));
+	assert_int_equal(cluster_read_events(c, run, 0, 0, 4096, read_cb, r), 0);
+	assert_true(loop_until(&r->done, 60000));
+	assert_int_equal(r->err, 0);
+	assert_true(r->data_ok);
+}
+
+/* seqs 0..n-1 in order, nothing else */
+static void
+assert_gap_free(const Read *r, size_t n)
+{
+	assert_int_equal(r->n, n);
+	for (size_t i = 0; i < n; i++)
+		assert_int_equal(r->seq[i], i);
+}
+
+/* (a) events in order, read back gap- and duplicate-free; a re-publish of the
+ * same runId/seq is dropped by the stream. */
+static void
+test_publish_read_dedupe(void **state)
+{
+	char run[64];
+	Read r;
+	snprintf(run, sizeof(run), "runa-%u", tag);
+
+	ClusterPublishResult p = publish(na, run, 0, 50, 0);
+	assert_int_equal(p.err, 0);
+	assert_int_equal(p.n_done, 50);
+	assert_int_equal(p.n_dup, 0);
+	read_all(nb, run, &r); /* through the other node's connection */
+	assert_gap_free(&r, 50);
+	assert_int_equal(r.stream_seq[49], p.last_stream_seq);
+
+	/* the last event again, as its writer resends it when the acknowledgement
+	 * was lost: the same Msg-Id and the same expected sequence as the first
+	 * time (now stale by one): recognised as the writer's own copy */
+	ClusterPublishResult d = publish(na, run, 49, 1, r.stream_seq[48]);
+	assert_int_equal(d.err, 0);
+	assert_int_equal(d.n_dup, 1);
+	assert_int_equal(d.last_stream_seq, p.last_stream_seq);
+	/* the same, expecting the current position: dropped by its Msg-Id */
+	d = publish(na, run, 49, 1, p.last_stream_seq);
+	assert_int_equal(d.err, 0);
+	assert_int_equal(d.n_dup, 1);
+	assert_int_equal(d.last_stream_seq, p.last_stream_seq);
+	/* older events again from an old position: refused, never stored twice */
+	d = publish(na, run, 10, 10, r.stream_seq[9]);
+	assert_int_equal(d.err, -ESTALE);
+	assert_int_equal(d.n_done, 0);
+	/* another writer resending "its" copy of the last event: fenced */
+	d = publish(nb, run, 49, 1, r.stream_seq[48]);
+	assert_int_equal(d.err, -ESTALE);
+	read_all(na, run, &r);
+	assert_gap_free(&r, 50);
+
+	/* reading from a seq and resuming from a stream sequence */
+	Read part = {0};
+	assert_int_equal(cluster_read_events(na, run, 45, r.stream_seq[40], 100, read_cb, &part),
+			 0);
+	assert_true(loop_until(&part.done, 60000));
+	assert_int_equal(part.n, 5);
+	assert_int_equal(part.seq[0], 45);
+}
+
+/* (b) a writer with a stale view of the run is refused (fencing). */
+static void
+test_fencing(void **state)
+{
+	char run[64];
+	Read r;
+	snprintf(run, sizeof(run), "runb-%u", tag);
+
+	ClusterPublishResult p = publish(na, run, 0, 3, 0);
+	assert_int_equal(p.err, 0);
+	/* a second writer that believes the run is empty */
+	ClusterPublishResult s = publish(nb, run, 3, 2, 0);
+	assert_int_equal(s.err, -ESTALE);
+	assert_int_equal(s.n_done, 0);
+	/* the current writer goes on; then the other, now with an old position */
+	ClusterPublishResult q = publish(na, run, 3, 1, p.last_stream_seq);
+	assert_int_equal(q.err, 0);
+	s = publish(nb, run, 3, 1, p.last_stream_seq);
+	assert_int_equal(s.err, -ESTALE);
+	read_all(na, run, &r);
+	assert_gap_free(&r, 4);
+}
+
+typedef struct Claim {
+	bool done;
+	int err;
+	ClusterOwner owner;
+} Claim;
+
+static void
+owner_cb(Cluster *c, int err, const ClusterOwner *o, void *ud)
+{
+	Claim *cl = ud;
+	cl->err = err;
+	cl->owner = *o;
+	cl->done = true;
+}
+
+/* (c) two nodes claim one new thread at once, 100 times: one owner each time. */
+static void
+test_claim_race(void **state)
+{
+	int wins_a = 0, wins_b = 0;
+	for (int i = 0; i < 100; i++) {
+		char thread[64];
+		Claim a = {0}, b = {0};
+		snprintf(thread, sizeof(thread), "thr-%u-%d", tag, i);
+		/* both requests are on the wire before either reply is read */
+		assert_int_equal(cluster_claim_thread(na, thread, "na", owner_cb, &a), 0);
+		assert_int_equal(cluster_claim_thread(nb, thread, "nb", owner_cb, &b), 0);
+		assert_true(loop_until(&a.done, 20000));
+		assert_true(loop_until(&b.done, 20000));
+		assert_true((a.err == 0) != (b.err == 0));
+		Claim *win = a.err == 0 ? &a : &b, *lose = a.err == 0 ? &b : &a;
+		assert_int_equal(lose->err, -EEXIST);
+		assert_string_equal(lose->owner.node, win->owner.node);
+		assert_int_equal(lose->owner.revision, win->owner.revision);
+		assert_int_equal(win->owner.epoch, win->owner.revision);
+		Claim o = {0};
+		assert_int_equal(cluster_owner(nb, thread, owner_cb, &o), 0);
+		assert_true(loop_until(&o.done, 20000));
+		assert_int_equal(o.err, 0);
+		assert_string_equal(o.owner.node, win->owner.node);
+		wins_a += a.err == 0;
+		wins_b += b.err == 0;
+	}
+	print_message("claims won: na %d, nb %d\n", wins_a, wins_b);
+}
+
+static bool
+str_set(const char *s)
+{
+	return *s;
+}
+
+/* (e) a node stops beating: its key expires after the TTL and the watcher
+ * says so; then one takeover on the owner entry's revision succeeds and a
+ * second one naming the same (now old) revision is refused. */
+static void
+test_heartbeat_expiry_takeover(void **state)
+{
+	char thread[64];
+	snprintf(thread, sizeof(thread), "thr-%u-x", tag);
+	up_node[0] = lost_node[0] = 0;
+	Cluster *nx = node_new("nx", false);
+	assert_non_null(nx);
+	bool up = false;
+	usec_t deadline = now_usec() + 10 * USEC_PER_SEC;
+	while (!(up = strcmp(up_node, "nx") == 0) && now_usec() < deadline)
+		event_base_loop(base, EVLOOP_ONCE);
+	assert_true(up);
+	Claim cl = {0};
+	assert_int_equal(cluster_claim_thread(nx, thread, "nx", owner_cb, &cl), 0);
+	assert_true(loop_until(&cl.done, 20000));
+	assert_int_equal(cl.err, 0);
+
+	usec_t t0 = now_usec();
+	nx = cluster_free(nx); /* silent from now on, as a crashed host */
+	bool lost = false;
+	deadline = t0 + (TTL_MS + 5000) * USEC_PER_MSEC;
+	while (!(lost = strcmp(lost_node, "nx") == 0) && now_usec() < deadline)
+		event_base_loop(base, EVLOOP_ONCE);
+	assert_true(lost);
+	usec_t dt = (now_usec() - t0) / USEC_PER_MSEC;
+	print_message("node nx lost %" PRIu64 " ms after its last beat (TTL %d ms)\n", dt, TTL_MS);
+	assert_true(dt >= TTL_MS - BEAT_MS);
+	(void)str_set;
+
+	Claim t1 = {0}, t2 = {0};
+	assert_int_equal(cluster_take_thread(na, thread, "na", cl.owner.revision, owner_cb, &t1),
+			 0);
+	assert_true(loop_until(&t1.done, 20000));
+	assert_int_equal(t1.err, 0);
+	assert_string_equal(t1.owner.node, "na");
+	assert_true(t1.owner.epoch > cl.owner.epoch);
+	assert_int_equal(cluster_take_thread(nb, thread, "nb", cl.owner.revision, owner_cb, &t2),
+			 0);
+	assert_true(loop_until(&t2.done, 20000));
+	assert_int_equal(t2.err, -ESTALE);
+	assert_string_equal(t2.owner.node, "na");
+	assert_int_equal(t2.owner.revision, t1.owner.revision);
+}
+
+/* ---- latency figures (printed; they pass whenever the publishes do) ---- */
+
+static int
+cmp_u64(const void *a, const void *b)
+{
+	uint64_t x = *(const uint64_t *)a, y = *(const uint64_t *)b;
+	return x < y ? -1 : x > y;
+}
+
+#define N_SYNC 500
+#define N_ASYNC_RUNS 64
+#define N_ASYNC_EACH 32
+
+static void
+test_latency_figures(void **state)
+{
+	static uint64_t lat[N_ASYNC_RUNS * N_ASYNC_EACH];
+	char run[64];
+	uint64_t expected = 0;
+
+	/* one event at a time, each waiting for its acknowledgement */
+	snprintf(run, sizeof(run), "runl-%u", tag);
+	for (int i = 0; i < N_SYNC; i++) {
+		usec_t t = now_usec();
+		ClusterPublishResult r = publish(na, run, (uint64_t)i, 1, expected);
+		assert_int_equal(r.err, 0);
+		expected = r.last_stream_seq;
+		lat[i] = now_usec() - t;
+	}
+	qsort(lat, N_SYNC, sizeof(lat[0]), cmp_u64);
+	print_message("append R=3, one at a time: p50 %" PRIu64 " us, p99 %" PRIu64 " us\n",
+		      lat[N_SYNC / 2], lat[N_SYNC * 99 / 100]);
+
+	/* 64 runs at once, one-event batches, each run's next once acknowledged */
+	Pub p[N_ASYNC_RUNS];
+	uint64_t exp[N_ASYNC_RUNS] = {0};
+	usec_t sent[N_ASYNC_RUNS];
+	size_t n_lat = 0;
+	usec_t t0 = now_usec();
+	for (int k = 0; k < N_ASYNC_EACH; k++) {
+		for (int j = 0; j < N_ASYNC_RUNS; j++) {
+			char ev[32];
+			int len = snprintf(ev, sizeof(ev), "ev-%d", k);
+			ClusterEvent e = {ev, (size_t)len};
+			snprintf(run, sizeof(run), "runp-%u-%d", tag, j);
+			p[j] = (Pub){0};
+			sent[j] = now_usec();
+			assert_int_equal(cluster_publish_events(na, run, (uint64_t)k, &e, 1, exp[j],
+								pub_cb, &p[j]),
+					 0);
+		}
+		for (int j = 0; j < N_ASYNC_RUNS; j++) {
+			assert_true(loop_until(&p[j].done, 60000));
+			assert_int_equal(p[j].r.err, 0);
+			exp[j] = p[j].r.last_stream_seq;
+			lat[n_lat++] = p[j].at - sent[j];
+		}
+	}
+	usec_t dt = now_usec() - t0;
+	qsort(lat, n_lat, sizeof(lat[0]), cmp_u64);
+	print_message("append R=3, 64 runs in parallel: %.0f events/s, p50 %" PRIu64
+		      " us, p99 %" PRIu64 " us\n",
+		      (double)n_lat * 1e6 / (double)dt, lat[n_lat / 2], lat[n_lat * 99 / 100]);
+}
+
+/* ---- (d) kill -9 one NATS server of three while publishing ---- */
+
+#define KILL_RUNS 10
+#define KILL_EVENTS 100
+#define KILL_BATCH 5
+
+typedef struct KRun {
+	char id[64];
+	uint64_t next, expected; /* next seq to publish; its expected sequence */
+	uint64_t acked;		 /* events acknowledged */
+	bool busy, done;
+	int failures;
+} KRun;
+
+static KRun kruns[KILL_RUNS];
+
+static void kick(KRun *k);
+
+static void
+kpub_cb(Cluster *c, const ClusterPublishResult *r, void *ud)
+{
+	KRun *k = ud;
+	k->busy = false;
+	k->next += r->n_done;
+	k->acked += r->n_done;
+	if (r->n_done)
+		k->expected = r->last_stream_seq;
+	if (r->err < 0) {
+		k->failures++;
+		print_message("%s: publish failed after %zu events: %s (retrying)\n", k->id,
+			      r->n_done, strerror(-r->err));
+		assert_int_not_equal(r->err, -ESTALE); /* one writer: never fenced */
+	}
+	if (k->next >= KILL_EVENTS)
+		k->done = true;
+}
+
+static void
+kick(KRun *k)
+{
+	ClusterEvent ev[KILL_BATCH];
+	char buf[KILL_BATCH][32];
+	size_t n = 0;
+	if (k->busy || k->done)
+		return;
+	for (; n < KILL_BATCH && k->next + n < KILL_EVENTS; n++) {
+		int len = snprintf(buf[n], sizeof(buf[n]), "ev-%" PRIu64, k->next + n);
+		ev[n] = (ClusterEvent){buf[n], (size_t)len};
+	}
+	if (cluster_publish_events(na, k->id, k->next, ev, n, k->expected, kpub_cb, k) == 0)
+		k->busy = true;
+}
+
+static const char *
+server_of(const char *url)
+{
+	static char name[8];
+	const char *port = strrchr(url, ':');
+	for (int i = 1; port && i <= 3; i++) {
+		char path[128], buf[16] = "";
+		snprintf(path, sizeof(path), "%s/n%d.port", dir, i);
+		FILE *f = fopen(path, "r");
+		if (f && fgets(buf, sizeof(buf), f) && atoi(buf) == atoi(port + 1)) {
+			fclose(f);
+			snprintf(name, sizeof(name), "n%d", i);
+			return name;
+		}
+		if (f)
+			fclose(f);
+	}
+	return NULL;
+}
+
+static void
+test_kill_server_mid_publish(void **state)
+{
+	char url[256], cmd[512];
+	bool killed = false;
+	for (int i = 0; i < KILL_RUNS; i++)
+		snprintf(kruns[i].id, sizeof(kruns[i].id), "rund-%u-%d", tag, i);
+	usec_t deadline = now_usec() + 120 * USEC_PER_SEC;
+	for (;;) {
+		uint64_t acked = 0;
+		bool all = true;
+		for (int i = 0; i < KILL_RUNS; i++) {
+			kick(&kruns[i]);
+			acked += kruns[i].acked;
+			all = all && kruns[i].done;
+		}
+		if (all || now_usec() > deadline)
+			break;
+		if (!killed && acked >= KILL_RUNS * KILL_EVENTS / 3) {
+			/* the server this node is connected to: the hardest case */
+			const char *name = server_of(cluster_connected_url(na, url, sizeof(url)));
+			assert_non_null(name);
+			snprintf(cmd, sizeof(cmd), "/usr/bin/python3 %s kill %s %s", HARNESS, dir,
+				 name);
+			assert_int_equal(system(cmd), 0);
+			print_message("killed %s (-9) after %" PRIu64 " acknowledged events\n",
+				      name, acked);
+			killed = true;
+		}
+		event_base_loop(base, EVLOOP_ONCE);
+	}
+	assert_true(killed);
+	for (int i = 0; i < KILL_RUNS; i++) {
+		Read r;
+		assert_true(kruns[i].done);
+		read_all(nb, kruns[i].id, &r);
+		/* every acknowledged event, once, in order, and nothing else */
+		assert_gap_free(&r, KILL_EVENTS);
+	}
+	char after[256];
+	print_message("publishing continued through %s\n",
+		      cluster_connected_url(na, after, sizeof(after)));
+}
+
+int
+main(void)
+{
+	const struct CMUnitTest tests[] = {
+	    cmocka_unit_test(test_publish_read_dedupe),
+	    cmocka_unit_test(test_fencing),
+	    cmocka_unit_test(test_claim_race),
+	    cmocka_unit_test(test_heartbeat_expiry_takeover),
+	    cmocka_unit_test(test_latency_figures),
+	    cmocka_unit_test(test_kill_server_mid_publish),
+	};
+	return cmocka_run_group_tests(tests, group_setup, group_teardown);
+}
