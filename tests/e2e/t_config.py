@@ -128,3 +128,30 @@ def test_choice_keys_name_file_line_and_the_choices():
         p = run("coordinatord", "--check-config", "--config", f.name)
         os.unlink(f.name)
         assert p.returncode != 0 and expect in p.stderr, (key, p.stderr)
+
+
+def test_cluster_section():
+    """[cluster] (docs/CLUSTER.md), read by every daemon: each value checked
+    with file:line and the key; the keys that bound each other checked after
+    loading; a valid section accepted (nothing connects at --check-config)."""
+    check_error("[cluster]\n\nnats = http://10.0.0.1:4222\n", "3: nats: 'http://10.0.0.1:4222'")
+    check_error("[cluster]\nnats = nats://u:secret@h1:4222\n", "2: nats: 'nats://u:secret@h1:4222'")
+    check_error("[cluster]\nnats = nats://h1:4222,nats://h2\n", "2: nats: ")
+    check_error("[cluster]\nnode = h1.example.com\n", "2: node: 'h1.example.com'")
+    check_error("[cluster]\nreplicas = 7\n", "2: replicas: '7' out of range")
+    check_error("[cluster]\nheartbeat_ms = 10\n", "2: heartbeat_ms: '10' out of range")
+    for text, why in (("[cluster]\nnats = nats://127.0.0.1:4222\ntls_cert = /c.pem\n", "tls_key"),
+                      ("[cluster]\nheartbeat_ms = 5000\nnode_ttl_ms = 6000\n", "node_ttl_ms")):
+        with tempfile.NamedTemporaryFile("w", suffix=".conf", delete=False) as f:
+            f.write(text)
+        for d in DAEMONS:
+            p = run(d, "--check-config", "--config", f.name)
+            assert p.returncode != 0 and f"cluster.{why}" in p.stderr, (d, p.stderr)
+        os.unlink(f.name)
+    with tempfile.NamedTemporaryFile("w", suffix=".conf", delete=False) as f:
+        f.write("[cluster]\nnats = nats://10.0.0.1:4222, tls://h2.example:4222,"
+                "nats://[fd00::3]:4222\nnode = h1\nreplicas = 3\n")
+    for d in DAEMONS:
+        p = run(d, "--check-config", "--config", f.name)
+        assert p.returncode == 0, (d, p.stderr)
+    os.unlink(f.name)
