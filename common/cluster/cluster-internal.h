@@ -71,6 +71,7 @@ struct Cluster {
 	/* heartbeats and liveness (loop thread only) */
 	struct event *ev_beat;
 	bool beat_busy;
+	unsigned beat_failures; /* in a row */
 	NodeSeen *nodes;
 };
 

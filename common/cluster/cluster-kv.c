@@ -280,8 +280,15 @@ kv_done(Cluster *c, Job *job)
 	if (!c->closing) {
 		if (j->op == KV_BEAT) {
 			c->beat_busy = false;
-			if (j->r < 0)
-				log_warning_errno(j->r, "cluster: heartbeat of %s: %m", c->node);
+			/* once per streak: a bucket leader election lasts seconds */
+			if (j->r < 0 && c->beat_failures++ == 0)
+				log_warning_errno(j->r, "cluster: heartbeat of %s failed: %m",
+						  c->node);
+			else if (j->r >= 0 && c->beat_failures > 0) {
+				log_notice("cluster: heartbeat of %s back after %u failures",
+					   c->node, c->beat_failures);
+				c->beat_failures = 0;
+			}
 		} else if (j->op == KV_CHECK_NODE)
 			node_checked(c, j);
 		else if (j->owner_cb)

@@ -133,3 +133,65 @@ cluster_read_events(Cluster *c, const char *run_id, uint64_t from_seq, uint64_t 
 	cluster_submit(c, &j->job);
 	return 0;
 }
+
+typedef struct LastJob {
+	Job job;
+	char subject[sizeof(CLUSTER_SUBJECT_PREFIX) + 128];
+	int r;
+	ClusterRunLast last;
+	ClusterRunLastFn cb;
+	void *userdata;
+} LastJob;
+
+static void
+last_exec(Cluster *c, Job *job)
+{
+	LastJob *j = (LastJob *)job;
+	natsMsg *m = NULL;
+	jsErrCode code = 0;
+	const char *writer = NULL;
+	natsStatus s = js_GetLastMsg(&m, c->js, CLUSTER_STREAM, j->subject, NULL, &code);
+	if (s == NATS_NOT_FOUND || code == JSNoMessageFoundErr) {
+		j->r = -ENOENT;
+		return;
+	}
+	if (s != NATS_OK) {
+		j->r = cluster_errno(s, code, "last message");
+		return;
+	}
+	bool ok = true;
+	j->last.seq = header_u64(m, "Rw-Seq", &ok);
+	j->last.stream_seq = natsMsg_GetSequence(m);
+	if (natsMsgHeader_Get(m, "Rw-Writer", &writer) == NATS_OK && writer)
+		snprintf(j->last.writer, sizeof(j->last.writer), "%s", writer);
+	j->r = ok ? 0 : -EBADMSG;
+	natsMsg_Destroy(m);
+}
+
+static void
+last_done(Cluster *c, Job *job)
+{
+	LastJob *j = (LastJob *)job;
+	if (!c->closing)
+		j->cb(c, j->r, &j->last, j->userdata);
+	free(j);
+}
+
+int
+cluster_run_last(Cluster *c, const char *run_id, ClusterRunLastFn cb, void *userdata)
+{
+	if (!cluster_valid_token(run_id, 128) || !cb)
+		return -EINVAL;
+	if (!c->kv_runs)
+		return -ENOTCONN;
+	LastJob *j = calloc(1, sizeof(*j));
+	if (!j)
+		return -ENOMEM;
+	j->job.exec = last_exec;
+	j->job.done = last_done;
+	snprintf(j->subject, sizeof(j->subject), "%s%s", CLUSTER_SUBJECT_PREFIX, run_id);
+	j->cb = cb;
+	j->userdata = userdata;
+	cluster_submit(c, &j->job);
+	return 0;
+}

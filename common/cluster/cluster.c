@@ -190,6 +190,12 @@ cluster_node(Cluster *c)
 }
 
 const char *
+cluster_writer(Cluster *c)
+{
+	return c->writer;
+}
+
+const char *
 cluster_connected_url(Cluster *c, char *buf, size_t len)
 {
 	if (!c->nc || natsConnection_GetConnectedUrl(c->nc, buf, len) != NATS_OK)

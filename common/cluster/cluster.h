@@ -188,6 +188,21 @@ typedef void (*ClusterReadFn)(Cluster *c, int err, const ClusterReadEvent *ev, s
 int cluster_read_events(Cluster *c, const char *run_id, uint64_t from_seq,
 			uint64_t start_stream_seq, size_t max, ClusterReadFn cb, void *userdata);
 
+/* The run's last event in the stream, read at the stream's leader (never a
+ * lagging replica): what a new owner taking a run over, or a writer coming
+ * back after a restart, needs to continue or end the run. */
+typedef struct ClusterRunLast {
+	uint64_t seq;			    /* its Rw-Seq: the run's next event is seq + 1 */
+	uint64_t stream_seq;		    /* the expected_last_subject_seq of the next publish */
+	char writer[CLUSTER_NODE_MAX + 20]; /* Rw-Writer of the process that wrote it */
+} ClusterRunLast;
+/* err 0 and last; -ENOENT: the run has no event in the stream (its first
+ * publish expects 0). */
+typedef void (*ClusterRunLastFn)(Cluster *c, int err, const ClusterRunLast *last, void *userdata);
+int cluster_run_last(Cluster *c, const char *run_id, ClusterRunLastFn cb, void *userdata);
+/* This process's writer id ("<node>-<random>", the Rw-Writer of its publishes). */
+const char *cluster_writer(Cluster *c);
+
 /* ---- thread ownership (rw_threads) ---- */
 
 typedef struct ClusterOwner {

@@ -256,6 +256,21 @@ test_publish_read_dedupe(void **state)
 	assert_int_equal(part.seq[0], 45);
 }
 
+typedef struct Last {
+	bool done;
+	int err;
+	ClusterRunLast last;
+} Last;
+
+static void
+last_cb(Cluster *c, int err, const ClusterRunLast *last, void *ud)
+{
+	Last *l = ud;
+	l->err = err;
+	l->last = *last;
+	l->done = true;
+}
+
 /* (b) a writer with a stale view of the run is refused (fencing). */
 static void
 test_fencing(void **state)
@@ -277,6 +292,30 @@ test_fencing(void **state)
 	assert_int_equal(s.err, -ESTALE);
 	read_all(na, run, &r);
 	assert_gap_free(&r, 4);
+
+	/* a takeover: the new writer reads where the run is, and goes on; the
+	 * old writer is fenced from then on */
+	Last l = {0};
+	assert_int_equal(cluster_run_last(nb, run, last_cb, &l), 0);
+	assert_true(loop_until(&l.done, 20000));
+	assert_int_equal(l.err, 0);
+	assert_int_equal(l.last.seq, 3);
+	assert_int_equal(l.last.stream_seq, q.last_stream_seq);
+	assert_string_equal(l.last.writer, cluster_writer(na));
+	ClusterPublishResult t = publish(nb, run, 4, 1, l.last.stream_seq);
+	assert_int_equal(t.err, 0);
+	s = publish(na, run, 4, 1, q.last_stream_seq);
+	assert_int_equal(s.err, -ESTALE);
+	read_all(nb, run, &r);
+	assert_gap_free(&r, 5);
+
+	/* a run with no event in the stream */
+	char none[64];
+	snprintf(none, sizeof(none), "runb-none-%u", tag);
+	l = (Last){0};
+	assert_int_equal(cluster_run_last(nb, none, last_cb, &l), 0);
+	assert_true(loop_until(&l.done, 20000));
+	assert_int_equal(l.err, -ENOENT);
 }
 
 typedef struct Claim {
