@@ -47,6 +47,9 @@ cluster_conf_enabled(const ClusterConf *c)
 	return c->nats && c->nats[0];
 }
 
+/* A node name's size, its NUL included (cluster_conf_node_name()). */
+#define CLUSTER_NODE_NAME_MAX 65
+
 /* Keys that bound each other: tls_cert and tls_key together; node_ttl_ms at
  * least 3 × heartbeat_ms (two missed beats are not a loss). 0, or -EINVAL
  * after logging "cluster.KEY: reason". */
