@@ -73,6 +73,10 @@ struct Cluster {
 	bool beat_busy;
 	unsigned beat_failures; /* in a row */
 	NodeSeen *nodes;
+
+	/* live watches of runs (loop thread only), by id */
+	ClusterWatch *watches;
+	uint64_t next_watch_id;
 };
 
 void cluster_submit(Cluster *c, Job *j); /* loop thread */

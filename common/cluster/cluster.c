@@ -476,6 +476,12 @@ cluster_free(Cluster *c)
 	if (c->ev_done)
 		on_done(c->efd, EV_READ, c); /* frees what was posted */
 	cluster_publish_free_all(c);
+	while (
+	    c->watches) { /* the caller's to free first; their consumers die with the connection */
+		ClusterWatch *w = c->watches;
+		c->watches = *(ClusterWatch **)w; /* next is its first member */
+		free(w);
+	}
 	kvStore_Destroy(c->kv_threads);
 	kvStore_Destroy(c->kv_nodes);
 	kvStore_Destroy(c->kv_runs);

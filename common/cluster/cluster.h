@@ -188,6 +188,25 @@ typedef void (*ClusterReadFn)(Cluster *c, int err, const ClusterReadEvent *ev, s
 int cluster_read_events(Cluster *c, const char *run_id, uint64_t from_seq,
 			uint64_t start_stream_seq, size_t max, ClusterReadFn cb, void *userdata);
 
+/* A live read: the run's events from from_seq on, those in the stream now
+ * and those published later, through an ordered consumer (JetStream
+ * re-creates it from the last sequence delivered after a server loss or a
+ * missed heartbeat, so the order holds across failures). The callback gets
+ * each event once, in seq order, from from_seq without a gap: err 0 and one
+ * event (n = 1); or err < 0 and n = 0 once, after which the watch is dead but
+ * still the caller's to free (-EPROTO: the stream showed a gap, -ENOTCONN,
+ * -EIO). start_stream_seq as for cluster_read_events() (0 = the stream's
+ * start; a run's events are skipped until from_seq). The consumer is created
+ * and deleted on the worker: the first event comes after a round trip or
+ * two. For routerd's tails of runs another node owns. */
+typedef struct ClusterWatch ClusterWatch;
+typedef void (*ClusterWatchFn)(Cluster *c, ClusterWatch *w, int err, const ClusterReadEvent *ev,
+			       size_t n, void *userdata);
+int cluster_watch_run(Cluster *c, const char *run_id, uint64_t from_seq, uint64_t start_stream_seq,
+		      ClusterWatchFn cb, void *userdata, ClusterWatch **ret);
+/* NULL-safe; returns NULL. No callback after it. Must precede cluster_free(). */
+ClusterWatch *cluster_watch_free(ClusterWatch *w);
+
 /* The run's last event in the stream, read at the stream's leader (never a
  * lagging replica): what a new owner taking a run over, or a writer coming
  * back after a restart, needs to continue or end the run. */

@@ -2,10 +2,14 @@
 # SPDX-License-Identifier: MIT
 """A NATS JetStream cluster on loopback for the cluster tests (docs/CLUSTER.md).
 
-    natscluster.py start DIR [N]   N servers (default 3), ports free on 127.0.0.1,
+    natscluster.py start DIR [N] [--owner PID]
+                                   N servers (default 3), ports free on 127.0.0.1,
                                    store dirs under DIR; waits until every server's
                                    /healthz says JetStream is current; prints the
-                                   client URLs, comma-separated (also in DIR/urls)
+                                   client URLs, comma-separated (also in DIR/urls).
+                                   With --owner, a guard process stops the cluster
+                                   and removes DIR when PID exits (a test that
+                                   crashes leaves no server behind)
     natscluster.py stop DIR        SIGTERM each server, SIGKILL after 5 s
     natscluster.py kill DIR NAME   SIGKILL one server (n1, n2, ...)
 
@@ -151,9 +155,31 @@ def kill(d, name):
         time.sleep(0.05)
 
 
+def guard(d, owner):
+    """Until DIR is gone (a normal stop) or the owner exits (then stop)."""
+    while os.path.isdir(d):
+        if not alive(owner):
+            stop(d)
+            shutil.rmtree(d, ignore_errors=True)
+            return
+        time.sleep(0.5)
+
+
 def main(argv):
     if len(argv) >= 3 and argv[1] == "start":
-        start(argv[2], int(argv[3]) if len(argv) > 3 else 3)
+        args = argv[2:]
+        owner = None
+        if "--owner" in args:
+            i = args.index("--owner")
+            owner = int(args[i + 1])
+            del args[i:i + 2]
+        start(args[0], int(args[1]) if len(args) > 1 else 3)
+        if owner:
+            subprocess.Popen([sys.executable, os.path.abspath(__file__), "guard", args[0],
+                              str(owner)], stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL,
+                             stderr=subprocess.DEVNULL, start_new_session=True)
+    elif len(argv) == 4 and argv[1] == "guard":
+        guard(argv[2], int(argv[3]))
     elif len(argv) == 3 and argv[1] == "stop":
         stop(argv[2])
         shutil.rmtree(argv[2], ignore_errors=True)

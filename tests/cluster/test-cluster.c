@@ -97,7 +97,8 @@ group_setup(void **state)
 	snprintf(dir, sizeof(dir), "/tmp/rw-cluster-XXXXXX");
 	if (!mkdtemp(dir))
 		return -1;
-	snprintf(cmd, sizeof(cmd), "/usr/bin/python3 %s start %s", HARNESS, dir);
+	snprintf(cmd, sizeof(cmd), "/usr/bin/python3 %s start %s --owner %d", HARNESS, dir,
+		 (int)getpid());
 	FILE *p = popen(cmd, "r");
 	if (!p || !fgets(line, sizeof(line), p)) {
 		if (p)
@@ -316,6 +317,77 @@ test_fencing(void **state)
 	assert_int_equal(cluster_run_last(nb, none, last_cb, &l), 0);
 	assert_true(loop_until(&l.done, 20000));
 	assert_int_equal(l.err, -ENOENT);
+}
+
+typedef struct Watched {
+	int err;
+	bool ended;
+	size_t n;
+	uint64_t seq[256];
+	bool data_ok;
+} Watched;
+
+static void
+watch_cb(Cluster *c, ClusterWatch *w, int err, const ClusterReadEvent *ev, size_t n, void *ud)
+{
+	Watched *x = ud;
+	char want[32];
+	if (err < 0) {
+		x->err = err;
+		x->ended = true;
+		return;
+	}
+	for (size_t i = 0; i < n && x->n < 256; i++) {
+		int len = snprintf(want, sizeof(want), "ev-%" PRIu64, ev[i].seq);
+		if ((size_t)len != ev[i].len || memcmp(want, ev[i].data, ev[i].len) != 0)
+			x->data_ok = false;
+		x->seq[x->n++] = ev[i].seq;
+	}
+}
+
+static bool
+watched(const Watched *x, size_t n, int ms)
+{
+	usec_t deadline = now_usec() + (usec_t)ms * USEC_PER_MSEC;
+	while (x->n < n && !x->ended && now_usec() < deadline)
+		event_base_loop(base, EVLOOP_ONCE);
+	return x->n >= n;
+}
+
+/* A live read through another node: what is in the stream, then what comes,
+ * each once, in order; a second watch from the middle. */
+static void
+test_watch_live(void **state)
+{
+	char run[64];
+	snprintf(run, sizeof(run), "runw-%u", tag);
+	ClusterPublishResult p = publish(na, run, 0, 10, 0);
+	assert_int_equal(p.err, 0);
+
+	Watched all = {.data_ok = true}, mid = {.data_ok = true};
+	ClusterWatch *w1 = NULL, *w2 = NULL;
+	assert_int_equal(cluster_watch_run(nb, run, 0, 0, watch_cb, &all, &w1), 0);
+	assert_int_equal(cluster_watch_run(nb, run, 25, 0, watch_cb, &mid, &w2), 0);
+	assert_true(watched(&all, 10, 20000));
+	for (int k = 1; k < 4; k++) {
+		p = publish(na, run, 10 * (uint64_t)k, 10, p.last_stream_seq);
+		assert_int_equal(p.err, 0);
+	}
+	assert_true(watched(&all, 40, 20000));
+	assert_true(watched(&mid, 15, 20000));
+	for (size_t i = 0; i < 40; i++)
+		assert_int_equal(all.seq[i], i);
+	for (size_t i = 0; i < 15; i++)
+		assert_int_equal(mid.seq[i], 25 + i);
+	assert_true(all.data_ok && mid.data_ok);
+	assert_false(all.ended || mid.ended);
+	w1 = cluster_watch_free(w1);
+	/* nothing more reaches a freed watch; the other one goes on */
+	p = publish(na, run, 40, 1, p.last_stream_seq);
+	assert_int_equal(p.err, 0);
+	assert_true(watched(&mid, 16, 20000));
+	assert_int_equal(all.n, 40);
+	w2 = cluster_watch_free(w2);
 }
 
 typedef struct Claim {
@@ -606,6 +678,7 @@ main(void)
 	const struct CMUnitTest tests[] = {
 	    cmocka_unit_test(test_publish_read_dedupe),
 	    cmocka_unit_test(test_fencing),
+	    cmocka_unit_test(test_watch_live),
 	    cmocka_unit_test(test_claim_race),
 	    cmocka_unit_test(test_heartbeat_expiry_takeover),
 	    cmocka_unit_test(test_latency_figures),
