@@ -26,6 +26,7 @@
 #include <cmocka.h>
 
 #include "cluster.h"
+#include "macro.h"
 #include "strv.h"
 #include "time-util.h"
 
@@ -62,11 +63,22 @@ on_node_up(Cluster *c, const char *node, void *ud)
 	snprintf(up_node, sizeof(up_node), "%s", node);
 }
 
+/* na's readiness changes, in order */
+static ClusterState na_states[64];
+static size_t n_na_states;
+
+static void
+on_state(Cluster *c, ClusterState s, void *ud)
+{
+	if (c == na && n_na_states < ELEMENTSOF(na_states))
+		na_states[n_na_states++] = s;
+}
+
 static Cluster *
 node_new(const char *name, bool watch)
 {
-	static const ClusterCallbacks cbs = {.on_node_lost = on_node_lost,
-					     .on_node_up = on_node_up};
+	static const ClusterCallbacks cbs = {
+	    .on_node_lost = on_node_lost, .on_node_up = on_node_up, .on_state = on_state};
 	ClusterOptions o = {
 	    .servers = (const char *const *)urls,
 	    .node = name,
@@ -104,6 +116,7 @@ group_setup(void **state)
 		if (p)
 			pclose(p);
 		fprintf(stderr, "cannot start the NATS cluster (%s)\n", cmd);
+		rmdir(dir);
 		return -1;
 	}
 	if (pclose(p) != 0)
@@ -660,6 +673,14 @@ test_kill_server_mid_publish(void **state)
 		event_base_loop(base, EVLOOP_ONCE);
 	}
 	assert_true(killed);
+	/* readiness followed the connection: lost with the server, back after */
+	bool down = false, back = false;
+	for (size_t i = 0; i < n_na_states; i++) {
+		down = down || na_states[i] == CLUSTER_DISCONNECTED;
+		back = back || (down && na_states[i] == CLUSTER_READY);
+	}
+	assert_true(down && back);
+	assert_true(cluster_ready(na));
 	for (int i = 0; i < KILL_RUNS; i++) {
 		Read r;
 		assert_true(kruns[i].done);
@@ -672,10 +693,27 @@ test_kill_server_mid_publish(void **state)
 		      cluster_connected_url(na, after, sizeof(after)));
 }
 
+/* Fail closed: no server reachable, cluster_new() gives up after the bounded
+ * wait with -ETIMEDOUT, and a daemon would not start. */
+static void
+test_connect_fails_closed(void **state)
+{
+	const char *none[] = {"nats://127.0.0.1:1", NULL};
+	ClusterOptions o = {.servers = none, .node = "nz", .replicas = 3, .connect_wait_ms = 1500};
+	Cluster *c = NULL;
+	usec_t t0 = now_usec();
+	assert_int_equal(cluster_new(base, &o, NULL, NULL, &c), -ETIMEDOUT);
+	usec_t dt = (now_usec() - t0) / USEC_PER_MSEC;
+	assert_null(c);
+	assert_true(dt >= 1000 && dt < 5000);
+	print_message("no server: refused after %" PRIu64 " ms (bound 1500 ms)\n", dt);
+}
+
 int
 main(void)
 {
 	const struct CMUnitTest tests[] = {
+	    cmocka_unit_test(test_connect_fails_closed),
 	    cmocka_unit_test(test_publish_read_dedupe),
 	    cmocka_unit_test(test_fencing),
 	    cmocka_unit_test(test_watch_live),
