@@ -37,6 +37,12 @@
  * until the worker's current call returns, at most op_timeout_ms after
  * the connection is closed (in practice at once: closing fails it).
  *
+ * Known limit: libnats does not join its delivery threads when a connection
+ * closes; cluster_free() waits for the connection's closed callback, which
+ * comes after the others, but a delivery thread still returning from an
+ * acknowledgement handler at that moment could touch the freed Cluster.
+ * Call it at exit, or drain first (not done yet).
+ *
  * Callbacks and ownership. Every call that takes a callback returns 0 and
  * then calls it exactly once, later (never from inside the call), or returns
  * a negative errno and never calls it. cluster_free() drops the callbacks
