@@ -23,6 +23,21 @@ struct Job {
 	void (*done)(Cluster *c, Job *j); /* loop thread; frees j */
 };
 
+/* The done queue: filled by any thread, run by the loop. libnats' delivery
+ * threads post to it through their closure; it outlives its Cluster (closed,
+ * then kept on a list for the process's life) so that a delivery thread
+ * still returning from a handler after cluster_free() finds it closed and
+ * drops its job, instead of touching freed memory. */
+typedef struct Mailbox Mailbox;
+struct Mailbox {
+	pthread_mutex_t lock;
+	Job *head, **tail;
+	int efd;
+	bool closed;
+	Mailbox *next_dead;
+};
+void mailbox_post(Mailbox *mb, Job *j); /* any thread; frees j when closed */
+
 typedef struct ClusterPub ClusterPub;
 typedef struct NodeSeen NodeSeen;
 
@@ -44,12 +59,10 @@ struct Cluster {
 	atomic_int state;
 	bool closing;
 
-	/* done queue: filled by any thread, run by the loop */
-	pthread_mutex_t lock;
-	Job *done_head, **done_tail;
-	int efd;
+	Mailbox *mb; /* the done queue */
 	struct event *ev_done;
 	/* work queue: filled by the loop, run by the worker */
+	pthread_mutex_t lock;
 	pthread_cond_t cond;
 	Job *work_head, **work_tail;
 	bool stop;
@@ -89,6 +102,9 @@ bool cluster_valid_token(const char *s, size_t max);
 /* cluster-publish.c */
 int cluster_publish_setup(Cluster *c, jsOptions *jo);
 void cluster_publish_free_all(Cluster *c);
+/* cluster-watch.c: the watches the caller left (their consumers die with
+ * the connection) */
+void cluster_watch_free_all(Cluster *c);
 /* cluster-kv.c */
 int cluster_ensure(Cluster *c); /* worker: stream + buckets */
 int cluster_nodes_start(Cluster *c);

@@ -225,7 +225,7 @@ ack_done(Cluster *c, Job *j)
 static void
 on_ack(jsCtx *js, natsMsg *msg, jsPubAck *pa, jsPubAckErr *pae, void *closure)
 {
-	Cluster *c = closure;
+	Mailbox *mb = closure; /* not the Cluster: see Mailbox */
 	const char *tag = NULL;
 	AckJob *a = calloc(1, sizeof(*a));
 	if (a && natsMsgHeader_Get(msg, HDR_TAG, &tag) == NATS_OK && tag) {
@@ -240,7 +240,7 @@ on_ack(jsCtx *js, natsMsg *msg, jsPubAck *pa, jsPubAckErr *pae, void *closure)
 			if (a->status == NATS_OK)
 				a->status = NATS_ERR;
 		}
-		cluster_post(c, &a->job);
+		mailbox_post(mb, &a->job);
 	} else
 		free(a); /* the tick resends it */
 	natsMsg_Destroy(msg);
@@ -271,7 +271,7 @@ cluster_publish_setup(Cluster *c, jsOptions *jo)
 	if (!c->slots || !c->ev_tick || event_add(c->ev_tick, &tick) < 0)
 		return -ENOMEM;
 	jo->PublishAsync.AckHandler = on_ack;
-	jo->PublishAsync.AckHandlerClosure = c;
+	jo->PublishAsync.AckHandlerClosure = c->mb;
 	jo->PublishAsync.MaxPending = 2 * CLUSTER_MAX_INFLIGHT;
 	jo->PublishAsync.StallWait = 1; /* never stall the loop: the tick retries */
 	return 0;

@@ -5,7 +5,7 @@
  *
  * Three owners: the ClusterWatch (the caller's, on the loop), the SubCtx (the
  * subscription's closure, read by libnats' delivery thread: the Cluster and
- * the watch's id, never the watch), and the jobs. A delivered message becomes
+ * mailbox and the watch's id, never the watch), and the jobs. A delivered message becomes
  * a job posted to the loop carrying the watch's id; the loop finds the watch
  * by id in c->watches, so a message that arrives after cluster_watch_free()
  * finds none and is dropped. The consumer is created and deleted on the
@@ -25,7 +25,7 @@
 #include "macro.h"
 
 typedef struct SubCtx {
-	Cluster *c;
+	Mailbox *mb; /* not the Cluster: see Mailbox */
 	uint64_t id;
 	char subject[sizeof(CLUSTER_SUBJECT_PREFIX) + 128];
 	uint64_t start_stream_seq;
@@ -130,7 +130,7 @@ on_msg(natsConnection *nc, natsSubscription *sub, natsMsg *m, void *closure)
 		e->ev.data = e->data;
 		e->ev.len = (size_t)(len > 0 ? len : 0);
 		e->err = ok ? 0 : -EBADMSG;
-		cluster_post(ctx->c, &e->job);
+		mailbox_post(ctx->mb, &e->job);
 	}
 	natsMsg_Destroy(m);
 }
@@ -217,7 +217,8 @@ cluster_watch_run(Cluster *c, const char *run_id, uint64_t from_seq, uint64_t st
 		free(ctx);
 		return -ENOMEM;
 	}
-	w->c = ctx->c = c;
+	w->c = c;
+	ctx->mb = c->mb;
 	w->id = ctx->id = ++c->next_watch_id;
 	snprintf(ctx->subject, sizeof(ctx->subject), "%s%s", CLUSTER_SUBJECT_PREFIX, run_id);
 	ctx->start_stream_seq = start_stream_seq;
@@ -251,4 +252,14 @@ cluster_watch_free(ClusterWatch *w)
 		log_warning("cluster: out of memory: a watch's consumer is left to expire");
 	free(w);
 	return NULL;
+}
+
+void
+cluster_watch_free_all(Cluster *c)
+{
+	while (c->watches) {
+		ClusterWatch *w = c->watches;
+		c->watches = w->next;
+		free(w);
+	}
 }

@@ -78,16 +78,72 @@ cluster_errno(natsStatus s, jsErrCode code, const char *what)
 /* ---- queues ---- */
 
 void
-cluster_post(Cluster *c, Job *j)
+mailbox_post(Mailbox *mb, Job *j)
 {
 	uint64_t one = 1;
 	j->next = NULL;
-	pthread_mutex_lock(&c->lock);
-	*c->done_tail = j;
-	c->done_tail = &j->next;
-	pthread_mutex_unlock(&c->lock);
+	pthread_mutex_lock(&mb->lock);
+	if (mb->closed) {
+		pthread_mutex_unlock(&mb->lock);
+		free(j); /* jobs posted from libnats threads are single blocks */
+		return;
+	}
+	*mb->tail = j;
+	mb->tail = &j->next;
 	/* an eventfd write cannot block short of 2^64-1 pending */
-	(void)!write(c->efd, &one, sizeof(one));
+	(void)!write(mb->efd, &one, sizeof(one));
+	pthread_mutex_unlock(&mb->lock);
+}
+
+void
+cluster_post(Cluster *c, Job *j)
+{
+	mailbox_post(c->mb, j);
+}
+
+static int
+mailbox_new(Mailbox **ret)
+{
+	Mailbox *mb = calloc(1, sizeof(*mb));
+	if (!mb)
+		return -ENOMEM;
+	pthread_mutex_init(&mb->lock, NULL);
+	mb->tail = &mb->head;
+	mb->efd = eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC);
+	if (mb->efd < 0) {
+		int r = -errno;
+		free(mb);
+		return r;
+	}
+	*ret = mb;
+	return 0;
+}
+
+static Job *
+mailbox_take(Mailbox *mb, bool close_it)
+{
+	pthread_mutex_lock(&mb->lock);
+	Job *j = mb->head;
+	mb->head = NULL;
+	mb->tail = &mb->head;
+	mb->closed = mb->closed || close_it;
+	pthread_mutex_unlock(&mb->lock);
+	return j;
+}
+
+/* Closed mailboxes, reachable for the process's life (see Mailbox). */
+static Mailbox *dead_mailboxes;
+static pthread_mutex_t dead_lock = PTHREAD_MUTEX_INITIALIZER;
+
+static void
+mailbox_bury(Mailbox *mb)
+{
+	close(mb->efd);
+	mb->efd = -1;
+	pthread_mutex_lock(&dead_lock);
+	mb->next_dead = dead_mailboxes;
+	dead_mailboxes = mb;
+	pthread_mutex_unlock(&dead_lock);
 }
 
 void
@@ -106,12 +162,8 @@ on_done(evutil_socket_t fd, short what, void *arg)
 {
 	Cluster *c = arg;
 	uint64_t v;
-	(void)!read(c->efd, &v, sizeof(v));
-	pthread_mutex_lock(&c->lock);
-	Job *j = c->done_head;
-	c->done_head = NULL;
-	c->done_tail = &c->done_head;
-	pthread_mutex_unlock(&c->lock);
+	(void)!read(c->mb->efd, &v, sizeof(v));
+	Job *j = mailbox_take(c->mb, false);
 	while (j) {
 		Job *next = j->next;
 		j->done(c, j);
@@ -356,10 +408,7 @@ connect_bounded(Cluster *c, int64_t wait_ms)
 static int
 start_threads(Cluster *c)
 {
-	c->efd = eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC);
-	if (c->efd < 0)
-		return -errno;
-	c->ev_done = event_new(c->base, c->efd, EV_READ | EV_PERSIST, on_done, c);
+	c->ev_done = event_new(c->base, c->mb->efd, EV_READ | EV_PERSIST, on_done, c);
 	if (!c->ev_done || event_add(c->ev_done, NULL) < 0)
 		return -ENOMEM;
 	int r = -pthread_create(&c->worker, NULL, worker_main, c);
@@ -394,15 +443,18 @@ cluster_new(struct event_base *base, const ClusterOptions *o, const ClusterCallb
 	if (cbs)
 		c->cbs = *cbs;
 	c->userdata = userdata;
-	c->efd = -1;
-	c->done_tail = &c->done_head;
 	c->work_tail = &c->work_head;
 	atomic_init(&c->state, CLUSTER_CONNECTING);
 	atomic_init(&c->watch_stop, false);
 	pthread_mutex_init(&c->lock, NULL);
 	pthread_cond_init(&c->cond, NULL);
 
-	int r = options_new(c, o);
+	int r = mailbox_new(&c->mb);
+	if (r < 0) {
+		free(c);
+		return r;
+	}
+	r = options_new(c, o);
 	if (r >= 0)
 		r = connect_bounded(c, c->connect_wait_ms);
 	if (r >= 0) {
@@ -473,15 +525,9 @@ cluster_free(Cluster *c)
 		pthread_join(c->watcher, NULL);
 	free_jobs(c, c->work_head);
 	c->work_head = NULL;
-	if (c->ev_done)
-		on_done(c->efd, EV_READ, c); /* frees what was posted */
+	free_jobs(c, mailbox_take(c->mb, true)); /* and later posts are dropped */
 	cluster_publish_free_all(c);
-	while (
-	    c->watches) { /* the caller's to free first; their consumers die with the connection */
-		ClusterWatch *w = c->watches;
-		c->watches = *(ClusterWatch **)w; /* next is its first member */
-		free(w);
-	}
+	cluster_watch_free_all(c);
 	kvStore_Destroy(c->kv_threads);
 	kvStore_Destroy(c->kv_nodes);
 	kvStore_Destroy(c->kv_runs);
@@ -490,8 +536,7 @@ cluster_free(Cluster *c)
 	natsOptions_Destroy(c->nopts);
 	if (c->ev_done)
 		event_free(c->ev_done);
-	if (c->efd >= 0)
-		close(c->efd);
+	mailbox_bury(c->mb);
 	pthread_cond_destroy(&c->cond);
 	pthread_mutex_destroy(&c->lock);
 	free(c);

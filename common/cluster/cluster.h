@@ -37,11 +37,11 @@
  * until the worker's current call returns, at most op_timeout_ms after
  * the connection is closed (in practice at once: closing fails it).
  *
- * Known limit: libnats does not join its delivery threads when a connection
- * closes; cluster_free() waits for the connection's closed callback, which
- * comes after the others, but a delivery thread still returning from an
- * acknowledgement handler at that moment could touch the freed Cluster.
- * Call it at exit, or drain first (not done yet).
+ * Shutdown: libnats does not join its delivery threads when a connection
+ * closes, so they post to a mailbox that outlives the Cluster: after
+ * cluster_free() it is closed, and a thread still returning from a handler
+ * drops its result there (a few dozen bytes per Cluster freed are kept for
+ * the process's life).
  *
  * Callbacks and ownership. Every call that takes a callback returns 0 and
  * then calls it exactly once, later (never from inside the call), or returns
