@@ -84,6 +84,7 @@ struct Cluster {
 	/* heartbeats and liveness (loop thread only) */
 	struct event *ev_beat;
 	bool beat_busy;
+	char *node_info;	/* the heartbeat's value, or NULL for "{}" */
 	unsigned beat_failures; /* in a row */
 	NodeSeen *nodes;
 

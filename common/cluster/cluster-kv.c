@@ -242,11 +242,9 @@ take(Cluster *c, KvJob *j)
 static int
 beat(Cluster *c, KvJob *j)
 {
-	struct timeval tv;
-	char v[32];
-	gettimeofday(&tv, NULL);
-	snprintf(v, sizeof(v), "%lld", (long long)tv.tv_sec * 1000 + tv.tv_usec / 1000);
-	return cluster_errno(kvStore_PutString(&j->rev, c->kv_nodes, c->node, v), 0, "heartbeat");
+	const char *v = j->data ? j->data : "{}";
+	return cluster_errno(kvStore_Put(&j->rev, c->kv_nodes, c->node, v, (int)strlen(v)), 0,
+			     "heartbeat");
 }
 
 static void
@@ -371,6 +369,7 @@ cluster_put_run(Cluster *c, const char *run_id, const void *data, size_t len, Cl
 struct NodeSeen {
 	NodeSeen *next;
 	char name[CLUSTER_NODE_MAX];
+	char *info; /* its last heartbeat's value */
 	usec_t last_seen;
 	uint64_t rev;
 	bool alive, checking;
@@ -426,6 +425,7 @@ typedef struct WatchJob {
 	char name[CLUSTER_NODE_MAX];
 	kvOperation op;
 	uint64_t rev;
+	char info[]; /* the value, NUL-terminated (one block: see Mailbox) */
 } WatchJob;
 
 static void
@@ -436,6 +436,11 @@ watch_done(Cluster *c, Job *job)
 	if (n && w->op == kvOp_Put) {
 		n->last_seen = now_usec();
 		n->rev = w->rev;
+		char *info = strdup(w->info);
+		if (info) {
+			free(n->info);
+			n->info = info;
+		}
 		if (!n->alive) {
 			n->alive = true;
 			if (c->cbs.on_node_up)
@@ -462,8 +467,12 @@ watcher_main(void *arg)
 		natsStatus s = kvWatcher_Next(&e, w, WATCH_POLL_MS);
 		if (s == NATS_OK && e &&
 		    cluster_valid_token(kvEntry_Key(e), CLUSTER_NODE_MAX - 1)) {
-			WatchJob *wj = calloc(1, sizeof(*wj));
+			int len = kvEntry_ValueLen(e);
+			len = len < 0 ? 0 : MIN(len, CLUSTER_NODE_INFO_MAX);
+			WatchJob *wj = calloc(1, sizeof(*wj) + (size_t)len + 1);
 			if (wj) {
+				if (len)
+					memcpy(wj->info, kvEntry_Value(e), (size_t)len);
 				wj->job.done = watch_done;
 				snprintf(wj->name, sizeof(wj->name), "%s", kvEntry_Key(e));
 				wj->op = kvEntry_Operation(e);
@@ -500,9 +509,13 @@ static void
 on_beat(evutil_socket_t fd, short what, void *arg)
 {
 	Cluster *c = arg;
+	KvJob *j;
 	if (c->heartbeat_ms > 0 && !c->beat_busy &&
-	    kv_submit(c, KV_BEAT, c->node, NULL, 0, NULL, NULL, NULL, NULL) == 0)
+	    kv_submit(c, KV_BEAT, c->node, NULL, 0, NULL, NULL, NULL, &j) == 0) {
+		j->data = c->node_info ? strdup(c->node_info) : NULL;
+		cluster_submit(c, &j->job);
 		c->beat_busy = true;
+	}
 	if (c->watch_nodes)
 		sweep(c);
 }
@@ -535,6 +548,30 @@ cluster_nodes_stop(Cluster *c)
 	while (c->nodes) {
 		NodeSeen *n = c->nodes;
 		c->nodes = n->next;
+		free(n->info);
 		free(n);
 	}
+	free(c->node_info);
+	c->node_info = NULL;
+}
+
+int
+cluster_set_node_info(Cluster *c, const char *info)
+{
+	if (info && strlen(info) > CLUSTER_NODE_INFO_MAX)
+		return -E2BIG;
+	char *copy = info ? strdup(info) : NULL;
+	if (info && !copy)
+		return -ENOMEM;
+	free(c->node_info);
+	c->node_info = copy;
+	return 0;
+}
+
+void
+cluster_foreach_node(Cluster *c, ClusterNodeFn fn, void *userdata)
+{
+	for (NodeSeen *n = c->nodes; n; n = n->next)
+		if (n->alive)
+			fn(c, n->name, n->info ? n->info : "", userdata);
 }

@@ -12,7 +12,8 @@
  *   KV rw_threads: thread → "<node>", its owner; the entry's KV revision is
  *     the owner's epoch (assigned by JetStream, unique and increasing with
  *     each new owner of the thread, so no read-modify-write sets it);
- *   KV rw_nodes:   node → heartbeat, bucket TTL = node_ttl_ms;
+ *   KV rw_nodes:   node → heartbeat (cluster_set_node_info()'s text), bucket
+ *     TTL = node_ttl_ms;
  *   KV rw_runs:    runId → the run's record (opaque bytes, the caller's).
  *
  * Threading. Everything here is called on the loop thread of the event_base
@@ -250,6 +251,17 @@ int cluster_take_thread(Cluster *c, const char *thread, const char *node,
 			uint64_t expected_revision, ClusterOwnerFn cb, void *userdata);
 /* The owner, or -ENOENT. */
 int cluster_owner(Cluster *c, const char *thread, ClusterOwnerFn cb, void *userdata);
+
+/* ---- nodes (rw_nodes) ---- */
+
+#define CLUSTER_NODE_INFO_MAX 4096
+/* What this node's heartbeats carry from the next one on (copied; NULL =
+ * "{}"): e.g. a JSON object of its load and capacity, for placement and
+ * `runwarden cluster status`. 0, -E2BIG beyond CLUSTER_NODE_INFO_MAX. */
+int cluster_set_node_info(Cluster *c, const char *info);
+/* The nodes alive now (watch_nodes), with their last heartbeat's value. */
+typedef void (*ClusterNodeFn)(Cluster *c, const char *node, const char *info, void *userdata);
+void cluster_foreach_node(Cluster *c, ClusterNodeFn fn, void *userdata);
 
 /* ---- run records (rw_runs) ---- */
 

@@ -455,6 +455,20 @@ str_set(const char *s)
 	return *s;
 }
 
+typedef struct NodeInfo {
+	bool found;
+	int n_alive;
+} NodeInfo;
+
+static void
+node_cb(Cluster *c, const char *node, const char *info, void *ud)
+{
+	NodeInfo *ni = ud;
+	ni->n_alive++;
+	if (strcmp(node, "nx") == 0 && strcmp(info, "{\"capacity\":4}") == 0)
+		ni->found = true;
+}
+
 /* (e) a node stops beating: its key expires after the TTL and the watcher
  * says so; then one takeover on the owner entry's revision succeeds and a
  * second one naming the same (now old) revision is refused. */
@@ -471,6 +485,18 @@ test_heartbeat_expiry_takeover(void **state)
 	while (!(up = strcmp(up_node, "nx") == 0) && now_usec() < deadline)
 		event_base_loop(base, EVLOOP_ONCE);
 	assert_true(up);
+	/* what its heartbeats carry reaches the other nodes */
+	assert_int_equal(cluster_set_node_info(nx, "{\"capacity\":4}"), 0);
+	NodeInfo ni = {0};
+	deadline = now_usec() + 10 * USEC_PER_SEC;
+	while (!ni.found && now_usec() < deadline) {
+		event_base_loop(base, EVLOOP_ONCE);
+		ni.n_alive = 0;
+		cluster_foreach_node(na, node_cb, &ni);
+	}
+	assert_true(ni.found);
+	assert_true(ni.n_alive >= 3); /* na, nb, nx */
+
 	Claim cl = {0};
 	assert_int_equal(cluster_claim_thread(nx, thread, "nx", owner_cb, &cl), 0);
 	assert_true(loop_until(&cl.done, 20000));
