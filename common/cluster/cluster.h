@@ -33,10 +33,14 @@
  * Blocking, precisely: cluster_new() blocks the calling thread while it
  * connects, at most connect_wait_ms (default CLUSTER_CONNECT_WAIT_MS): it tries
  * the servers in turn until one accepts or the time is up, and then fails
- * (-ETIMEDOUT, or -EACCES for refused credentials): fail closed, a daemon
- * configured for a cluster does not start without it. cluster_free() blocks
- * until the worker's current call returns, at most op_timeout_ms after
- * the connection is closed (in practice at once: closing fails it).
+ * (-ETIMEDOUT; -EACCES for refused credentials, -EPROTO for TLS): fail
+ * closed, a daemon configured for a cluster does not start without it.
+ * cluster_publish_events() waits at most 1 ms inside libnats when its window
+ * of unacknowledged publishes is full (then the tick retries). cluster_free()
+ * closes the connection and waits for libnats' closed callback (at most 5 s,
+ * in practice at once), then for the worker's current call, which the closed
+ * connection fails at once, and for the watcher thread (at most 250 ms).
+ * Nothing else blocks the loop thread.
  *
  * Shutdown: libnats does not join its delivery threads when a connection
  * closes, so they post to a mailbox that outlives the Cluster: after
@@ -52,7 +56,9 @@
  * during the callback only.
  *
  * Readiness. CLUSTER_READY once connected and the stream and buckets exist
- * (created, or checked, by the first worker job); CLUSTER_DISCONNECTED while
+ * (created, or checked, by the first worker job, which retries for
+ * connect_wait_ms while a starting NATS cluster has no JetStream leader;
+ * CLUSTER_FAILED after that); CLUSTER_DISCONNECTED while
  * libnats reconnects (it retries forever, every CLUSTER_RECONNECT_WAIT_MS, and
  * buffers publishes meanwhile); back to READY on reconnection. /readyz is
  * cluster_ready().
