@@ -103,6 +103,8 @@ bool cluster_valid_token(const char *s, size_t max);
 /* cluster-publish.c */
 int cluster_publish_setup(Cluster *c, jsOptions *jo);
 void cluster_publish_free_all(Cluster *c);
+/* after a reconnection: forget libnats' pending acknowledgements, resend */
+void cluster_publish_reconnected(Cluster *c);
 /* cluster-watch.c: the watches the caller left (their consumers die with
  * the connection) */
 void cluster_watch_free_all(Cluster *c);

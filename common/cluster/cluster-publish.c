@@ -277,6 +277,25 @@ cluster_publish_setup(Cluster *c, jsOptions *jo)
 	return 0;
 }
 
+/* The acknowledgements of publishes sent on the old connection are lost with
+ * it, but libnats keeps their entries in its window of pending publishes
+ * (it has no timeout for them): left there, they would fill it for good
+ * after enough failovers. Drop them all and resend every message in flight
+ * now (resending is safe: Msg-Id, and the writer's own copy is recognised);
+ * the acknowledgements of the dropped entries that still come are not
+ * reported by libnats, the resends' are. */
+void
+cluster_publish_reconnected(Cluster *c)
+{
+	natsMsgList pending = {0};
+	if (js_PublishAsyncGetPendingList(&pending, c->js) == NATS_OK)
+		natsMsgList_Destroy(&pending);
+	usec_t now = now_usec();
+	for (ClusterPub *p = c->pubs; p; p = p->next)
+		if (!p->retry_at || p->retry_at < p->deadline) /* not while verifying */
+			p->retry_at = now;
+}
+
 void
 cluster_publish_free_all(Cluster *c)
 {

@@ -277,9 +277,22 @@ on_closed(natsConnection *nc, void *closure)
 }
 
 static void
+reconnected_done(Cluster *c, Job *j)
+{
+	free(j);
+	if (!c->closing)
+		cluster_publish_reconnected(c);
+}
+
+static void
 on_reconnected(natsConnection *nc, void *closure)
 {
 	Cluster *c = closure;
+	Job *j = calloc(1, sizeof(*j));
+	if (j) {
+		j->done = reconnected_done;
+		cluster_post(c, j);
+	}
 	/* the stream and buckets were ensured before: they outlive a connection */
 	if (cluster_state(c) == CLUSTER_DISCONNECTED)
 		cluster_set_state(c, c->kv_runs ? CLUSTER_READY : CLUSTER_CONNECTING);
