@@ -15,6 +15,7 @@
 #include <stdatomic.h>
 
 #include "cluster.h"
+#include "time-util.h"
 
 typedef struct Job Job;
 struct Job {
@@ -79,6 +80,8 @@ struct Cluster {
 	ClusterPub *pubs;
 	uint64_t next_tag;
 	size_t n_inflight;
+	bool orphans; /* a time-based resend since the last purge */
+	usec_t orphans_purged;
 	struct event *ev_tick;
 
 	/* heartbeats and liveness (loop thread only) */

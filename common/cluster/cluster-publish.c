@@ -29,6 +29,7 @@
 
 #define TICK_MS 100
 #define RETRY_MS 250
+#define ORPHAN_PURGE_MS 5000
 #define RUN_ID_MAX 128
 #define HDR_TAG "Rw-Tag"
 #define HDR_SEQ "Rw-Seq"
@@ -256,9 +257,21 @@ on_tick(evutil_socket_t fd, short what, void *arg)
 		next = p->next;
 		if (now >= p->deadline)
 			finish(c, p, -ETIMEDOUT);
-		else if (p->retry_at ? now >= p->retry_at
-				     : now - p->sent_at >= CLUSTER_ACK_WAIT_MS * USEC_PER_MSEC)
+		else if (p->retry_at && now >= p->retry_at)
 			(void)send_one(c, p);
+		else if (!p->retry_at && now - p->sent_at >= CLUSTER_ACK_WAIT_MS * USEC_PER_MSEC) {
+			/* its acknowledgement is lost, and libnats keeps the
+			 * entry: purged below */
+			c->orphans = true;
+			(void)send_one(c, p);
+		}
+	}
+	/* lost acknowledgements without a reconnection (a stream leader that died
+	 * with the request): the same purge, at most every ORPHAN_PURGE_MS */
+	if (c->orphans && now - c->orphans_purged >= ORPHAN_PURGE_MS * USEC_PER_MSEC) {
+		cluster_publish_reconnected(c);
+		c->orphans = false;
+		c->orphans_purged = now;
 	}
 }
 
