@@ -41,6 +41,39 @@ static Cluster *na, *nb;
 static char lost_node[CLUSTER_NODE_MAX], up_node[CLUSTER_NODE_MAX];
 static unsigned tag; /* makes run and thread names unique per program run */
 
+/* The loop's longest stall: a 10 ms timer's worst lateness since
+ * stall_reset(). The library never blocks the loop thread on NATS after
+ * cluster_new(), so a stall is CPU contention only (a blocking KV call on
+ * the loop would be one of seconds: its reply is read by the loop). */
+#define STALL_TICK_MS 10
+#define STALL_BOUND_MS 500
+static struct event *stall_ev;
+static usec_t stall_last, stall_worst;
+
+static void
+stall_tick(evutil_socket_t fd, short what, void *arg)
+{
+	usec_t now = now_usec();
+	if (stall_last && now - stall_last > STALL_TICK_MS * USEC_PER_MSEC)
+		stall_worst = MAX(stall_worst, now - stall_last - STALL_TICK_MS * USEC_PER_MSEC);
+	stall_last = now;
+}
+
+static void
+stall_reset(void)
+{
+	stall_last = 0;
+	stall_worst = 0;
+}
+
+static void
+assert_loop_not_blocked(const char *what)
+{
+	print_message("%s: the loop's longest stall %" PRIu64 " ms\n", what,
+		      stall_worst / USEC_PER_MSEC);
+	assert_true(stall_worst < STALL_BOUND_MS * USEC_PER_MSEC);
+}
+
 /* Run the loop until *flag (or the time is up); whether it was set. */
 static bool
 loop_until(const bool *flag, int ms)
@@ -129,6 +162,10 @@ group_setup(void **state)
 		return -1;
 	na = node_new("na", true);
 	nb = node_new("nb", false);
+	static const struct timeval tick = {0, STALL_TICK_MS * 1000};
+	stall_ev = event_new(base, -1, EV_PERSIST, stall_tick, NULL);
+	if (!stall_ev || event_add(stall_ev, &tick) < 0)
+		return -1;
 	return na && nb ? 0 : -1;
 }
 
@@ -138,6 +175,8 @@ group_teardown(void **state)
 	char cmd[512];
 	na = cluster_free(na);
 	nb = cluster_free(nb);
+	if (stall_ev)
+		event_free(stall_ev);
 	if (base)
 		event_base_free(base);
 	strv_free(urls);
@@ -423,6 +462,7 @@ static void
 test_claim_race(void **state)
 {
 	int wins_a = 0, wins_b = 0;
+	stall_reset();
 	for (int i = 0; i < 100; i++) {
 		char thread[64];
 		Claim a = {0}, b = {0};
@@ -447,6 +487,7 @@ test_claim_race(void **state)
 		wins_b += b.err == 0;
 	}
 	print_message("claims won: na %d, nb %d\n", wins_a, wins_b);
+	assert_loop_not_blocked("300 KV calls");
 }
 
 static bool
@@ -549,6 +590,7 @@ test_latency_figures(void **state)
 	char run[64];
 	uint64_t expected = 0;
 
+	stall_reset();
 	/* one event at a time, each waiting for its acknowledgement */
 	snprintf(run, sizeof(run), "runl-%u", tag);
 	for (int i = 0; i < N_SYNC; i++) {
@@ -562,6 +604,8 @@ test_latency_figures(void **state)
 	print_message("append R=3, one at a time: p50 %" PRIu64 " us, p99 %" PRIu64 " us\n",
 		      lat[N_SYNC / 2], lat[N_SYNC * 99 / 100]);
 
+	assert_loop_not_blocked("500 publishes one at a time");
+	stall_reset();
 	/* 64 runs at once, one-event batches, each run's next once acknowledged */
 	Pub p[N_ASYNC_RUNS];
 	uint64_t exp[N_ASYNC_RUNS] = {0};
@@ -589,6 +633,7 @@ test_latency_figures(void **state)
 	}
 	usec_t dt = now_usec() - t0;
 	qsort(lat, n_lat, sizeof(lat[0]), cmp_u64);
+	assert_loop_not_blocked("2048 publishes, 64 runs in parallel");
 	print_message("append R=3, 64 runs in parallel: %.0f events/s, p50 %" PRIu64
 		      " us, p99 %" PRIu64 " us\n",
 		      (double)n_lat * 1e6 / (double)dt, lat[n_lat / 2], lat[n_lat * 99 / 100]);
