@@ -156,8 +156,9 @@ msg_w_raw(MpWriter *w, const char *key, const msgpack_object *o)
 #define MSG_PRESENT_RAW(n) m->n
 #define MSG_ENC_REQ(type, n) MSG_W_##type(n)
 #define MSG_ENC_OPT(type, n)                                                                       \
-	if (MSG_PRESENT_##type(n))                                                                 \
-		MSG_W_##type(n)
+	if (MSG_PRESENT_##type(n)) {                                                               \
+		MSG_W_##type(n)                                                                    \
+	}
 
 #define GEN_ENCODE(S, fn, ...)                                                                     \
 	void fn(MpWriter *w, const S *m)                                                           \

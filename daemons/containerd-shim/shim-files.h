@@ -37,6 +37,7 @@
  */
 #pragma once
 
+#include "msg.h"
 #include "peer.h"
 #include "shim-conf.h"
 #include "shim.h"
@@ -63,10 +64,12 @@ int shim_files_new(struct event_base *base, ShimFiles **ret);
  * shim_files_forget_conn for the connections already gone). NULL-safe. */
 ShimFiles *shim_files_free(ShimFiles *fs);
 
-/* The handler; answers itself, now or when the worker is done (0), or returns
- * a negative errno (-EBADMSG). conn identifies p for shim_files_forget_conn. */
+/* The handler of the decoded request m; answers itself, now or when the worker
+ * is done (0), or returns a negative errno. conn identifies p for
+ * shim_files_forget_conn. */
 int shim_files_handle(ShimFiles *fs, Shim *s, const ShimConf *conf, ShimPrepareWorkspace prepare,
-		      ShimWorkspaceBusy busy, Peer *p, const Frame *f, void *conn);
+		      ShimWorkspaceBusy busy, Peer *p, const Frame *f, const Msg_SANDBOX_FILE *m,
+		      void *conn);
 /* The connection closed: its jobs finish without a reply. */
 void shim_files_forget_conn(ShimFiles *fs, void *conn);
 /* A change (write, mkdir, remove, rename) of sandbox id is in flight. */

@@ -152,14 +152,9 @@ waiters_drop_conn(Waiter **l, Conn *c)
 void
 reply_ensure(Conn *c, uint64_t req_id, const char *id, bool created)
 {
-	MpWriter w;
+	Reply_SANDBOX_ENSURE rep = {.sandbox_id = id, .created = created, .has_created = true};
 
-	mp_writer_init(&w);
-	mp_w_map(&w, 2);
-	mp_w_str(&w, "sandbox_id", id);
-	mp_w_bool(&w, "created", created);
-	(void)peer_reply(c->peer, req_id, &w);
-	mp_writer_done(&w);
+	(void)reply_send_SANDBOX_ENSURE(c->peer, req_id, &rep);
 }
 
 void
