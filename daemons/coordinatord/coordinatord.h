@@ -30,6 +30,7 @@
 #include "daemon-util.h"
 #include "harness.h"
 #include "log.h"
+#include "msg.h"
 #include "peer.h"
 #include "runlog.h"
 #include "shared-conf.h"

@@ -127,22 +127,13 @@ run_free(Run *run)
 	 * when we stop: a restarted coordinatord re-attaches to the run). */
 	if (!c->stopping && c->conf.reuse == REUSE_NONE && run->sandbox_id &&
 	    peer_is_ready(c->shim)) {
-		MpWriter w;
-		mp_writer_init(&w);
-		mp_w_map(&w, 2);
-		mp_w_str(&w, "sandbox_id", run->sandbox_id);
-		mp_w_bool(&w, "purge", true);
-		(void)peer_call(c->shim, MSG_SANDBOX_DESTROY, &w, 30 * USEC_PER_SEC, NULL, NULL);
-		mp_writer_done(&w);
+		Msg_SANDBOX_DESTROY m = {
+		    .sandbox_id = run->sandbox_id, .purge = true, .has_purge = true};
+		(void)msg_call_SANDBOX_DESTROY(c->shim, &m, 30 * USEC_PER_SEC, NULL, NULL);
 	}
 	if ((run->bridge_port || run->proxy_port) && run->sandbox_id && peer_is_ready(c->shim)) {
-		MpWriter w;
-		mp_writer_init(&w);
-		mp_w_map(&w, 2);
-		mp_w_str(&w, "sandbox_id", run->sandbox_id);
-		mp_w_str(&w, "run_id", run->run_id);
-		(void)peer_call(c->shim, MSG_SANDBOX_UNLISTEN, &w, 10 * USEC_PER_SEC, NULL, NULL);
-		mp_writer_done(&w);
+		Msg_SANDBOX_UNLISTEN m = {.sandbox_id = run->sandbox_id, .run_id = run->run_id};
+		(void)msg_call_SANDBOX_UNLISTEN(c->shim, &m, 10 * USEC_PER_SEC, NULL, NULL);
 	}
 	/* the run ended another way first (an output limit, storage_full, the
 	 * watchdog): the cancel is answered as for a run already terminal, with
@@ -248,20 +239,19 @@ static void
 exec_started(Peer *p, int err, const msgpack_object *body, void *ud)
 {
 	Run *run = ud;
+	Reply_EXEC_START rep = {};
+	int k = err < 0 ? err : reply_decode_EXEC_START(body, &rep);
 	MpReader r;
-	uint64_t exec_id = 0;
 	const char *msg = NULL;
 
-	mp_reader_init(&r, body);
+	reply_done_EXEC_START(&rep); /* nothing borrowed: exec_id is a number */
 	if (run->state == RUN_CANCELLING) {
-		if (err == 0)
-			mp_read_uint(&r, "exec_id", &exec_id);
-		mp_reader_done(&r);
-		cancel_on_start(run, r.err < 0 ? -EBADMSG : err, exec_id);
+		cancel_on_start(run, k, rep.exec_id);
 		return;
 	}
 	if (err < 0) {
 		char m[512];
+		mp_reader_init(&r, body);
 		mp_read_str_opt(&r, "message", &msg, NULL);
 		snprintf(m, sizeof(m), "sandbox: could not start the command: %s",
 			 msg ? msg : strerror(-err));
@@ -269,13 +259,11 @@ exec_started(Peer *p, int err, const msgpack_object *body, void *ud)
 		run_fail(run, m, err == -ECONNRESET ? "sandbox_lost" : "sandbox_error");
 		return;
 	}
-	mp_read_uint(&r, "exec_id", &exec_id);
-	mp_reader_done(&r);
-	if (r.err < 0) {
+	if (k < 0) {
 		run_fail(run, "sandbox: malformed EXEC_START reply", "sandbox_error");
 		return;
 	}
-	run->exec_id = exec_id;
+	run->exec_id = rep.exec_id;
 	run->state = RUN_EXECUTING;
 	run_save_drive(run, drive_state(run));
 }
@@ -294,26 +282,23 @@ static void
 exec_start(Run *run, ExecSpec *spec)
 {
 	Coordinator *c = run->c;
-	MpWriter w;
 	int64_t timeout = run->harness ? run->harness->timeout_ms : 0;
-	bool kill_leftovers = run_kills_leftovers(run);
+	Msg_EXEC_START m = {
+	    .sandbox_id = run->sandbox_id,
+	    .argv = spec->argv,
+	    .env = spec->env,
+	    .cwd = "/workspace",
+	    .run_id = run->run_id,
+	    .stdin = spec->stdin_data,
+	    .stdin_len = spec->stdin_len,
+	    .has_stdin = spec->stdin_data != NULL,
+	    .timeout_ms = timeout,
+	    .has_timeout_ms = timeout > 0,
+	    .kill_leftovers = true,
+	    .has_kill_leftovers = run_kills_leftovers(run),
+	};
 
-	mp_writer_init(&w);
-	mp_w_map(&w,
-		 5 + (spec->stdin_data ? 1 : 0) + (timeout > 0 ? 1 : 0) + (kill_leftovers ? 1 : 0));
-	mp_w_str(&w, "sandbox_id", run->sandbox_id);
-	mp_w_str_array(&w, "argv", spec->argv);
-	mp_w_str_array(&w, "env", spec->env);
-	mp_w_str(&w, "cwd", "/workspace");
-	mp_w_str(&w, "run_id", run->run_id);
-	if (spec->stdin_data)
-		mp_w_bin(&w, "stdin", spec->stdin_data, spec->stdin_len);
-	if (timeout > 0)
-		mp_w_uint(&w, "timeout_ms", (uint64_t)timeout);
-	if (kill_leftovers)
-		mp_w_bool(&w, "kill_leftovers", true);
-	int r = peer_call(c->shim, MSG_EXEC_START, &w, SHIM_CALL_TIMEOUT, exec_started, run);
-	mp_writer_done(&w);
+	int r = msg_call_EXEC_START(c->shim, &m, SHIM_CALL_TIMEOUT, exec_started, run);
 	if (r < 0) {
 		run_fail(run, "sandbox: containerd-shim connection lost", "sandbox_lost");
 		return;
@@ -325,14 +310,15 @@ static void
 sandbox_ensured(Peer *p, int err, const msgpack_object *body, void *ud)
 {
 	Run *run = ud;
+	Reply_SANDBOX_ENSURE rep;
 	MpReader r;
-	const char *sandbox_id = NULL, *msg = NULL;
-	bool created = false;
+	const char *msg = NULL;
+	bool created;
 
 	run->queued = false;
-	mp_reader_init(&r, body);
 	if (err < 0) {
 		char m[512];
+		mp_reader_init(&r, body);
 		mp_read_str_opt(&r, "message", &msg, NULL);
 		snprintf(m, sizeof(m), "sandbox: %s", msg ? msg : strerror(-err));
 		mp_reader_done(&r);
@@ -342,14 +328,14 @@ sandbox_ensured(Peer *p, int err, const msgpack_object *body, void *ud)
 					     : "sandbox_error");
 		return;
 	}
-	mp_read_str(&r, "sandbox_id", &sandbox_id);
-	mp_read_bool_opt(&r, "created", &created, false);
-	if (r.err < 0 || !(run->sandbox_id = strdup(sandbox_id))) {
-		mp_reader_done(&r);
+	if (reply_decode_SANDBOX_ENSURE(body, &rep) < 0 ||
+	    !(run->sandbox_id = strdup(rep.sandbox_id))) {
+		reply_done_SANDBOX_ENSURE(&rep);
 		run_fail(run, "sandbox: malformed SANDBOX_ENSURE reply", "sandbox_error");
 		return;
 	}
-	mp_reader_done(&r);
+	created = rep.created;
+	reply_done_SANDBOX_ENSURE(&rep);
 	run->log.sandbox_id = run->sandbox_id;
 	log_ctx_msgid(LOG_INFO, &run->log, created ? RW_MESSAGE_SANDBOX_CREATED : NULL,
 		      "Sandbox %s", created ? "created" : "resumed");
@@ -370,14 +356,12 @@ static void
 prep_reply(Peer *p, int err, const msgpack_object *body, void *ud)
 {
 	Run *run = ud;
-	MpReader r;
-	uint64_t port = 0;
+	Reply_SANDBOX_FORWARD rep = {}; /* SANDBOX_PROXY's reply is the same {port} */
+	int k = err < 0 ? err : reply_decode_SANDBOX_FORWARD(body, &rep);
+	uint64_t port = rep.port;
 
-	mp_reader_init(&r, body);
-	if (err == 0)
-		mp_read_uint(&r, "port", &port);
-	mp_reader_done(&r);
-	if (err == 0 && r.err == 0 && port > 0 && port < 65536) {
+	reply_done_SANDBOX_FORWARD(&rep);
+	if (err == 0 && k == 0 && port > 0 && port < 65536) {
 		if (run->prep == 1)
 			run->bridge_port = port;
 		else
@@ -403,29 +387,30 @@ static int
 listen_call(Run *run, bool proxy, uint64_t port, PeerReplyFn cb)
 {
 	char **priv = proxy ? run->harness->egress_allow_private : NULL;
-	bool has_priv = priv && priv[0];
-	MpWriter w;
-	mp_writer_init(&w);
-	mp_w_map(&w, (port ? 4 : 3) + (has_priv ? 1 : 0));
-	mp_w_str(&w, "sandbox_id", run->sandbox_id);
-	mp_w_str(&w, "run_id", run->run_id);
-	if (proxy) {
-		mp_w_str_array(&w, "allow", run->harness->egress);
-		if (has_priv)
-			mp_w_str_array(&w, "allow_private", priv);
-	} else {
-		/* routerd's bridge-only socket, never its public listener */
-		char target[PATH_MAX];
-		snprintf(target, sizeof(target), "%s/%s", run->c->conf.shared.runtime_dir,
-			 RW_SOCK_BRIDGE);
-		mp_w_str(&w, "target", target);
-	}
-	if (port)
-		mp_w_uint(&w, "port", port);
-	int r = peer_call(run->c->shim, proxy ? MSG_SANDBOX_PROXY : MSG_SANDBOX_FORWARD, &w,
-			  SHIM_CALL_TIMEOUT, cb, run);
-	mp_writer_done(&w);
-	return r;
+
+	if (proxy)
+		return msg_call_SANDBOX_PROXY(run->c->shim,
+					      &(Msg_SANDBOX_PROXY){
+						  .sandbox_id = run->sandbox_id,
+						  .run_id = run->run_id,
+						  .allow = run->harness->egress,
+						  .allow_private = priv && priv[0] ? priv : NULL,
+						  .port = (int64_t)port,
+						  .has_port = port > 0,
+					      },
+					      SHIM_CALL_TIMEOUT, cb, run);
+	/* routerd's bridge-only socket, never its public listener */
+	char target[PATH_MAX];
+	snprintf(target, sizeof(target), "%s/%s", run->c->conf.shared.runtime_dir, RW_SOCK_BRIDGE);
+	return msg_call_SANDBOX_FORWARD(run->c->shim,
+					&(Msg_SANDBOX_FORWARD){
+					    .sandbox_id = run->sandbox_id,
+					    .run_id = run->run_id,
+					    .target = target,
+					    .port = (int64_t)port,
+					    .has_port = port > 0,
+					},
+					SHIM_CALL_TIMEOUT, cb, run);
 }
 
 static int
@@ -572,7 +557,6 @@ run_drive(Run *run)
 {
 	Coordinator *c = run->c;
 	char keybuf[RUN_ID_LEN + 5];
-	MpWriter w;
 
 	if (!peer_is_ready(c->shim)) {
 		run->state = RUN_WAIT_SHIM;
@@ -580,14 +564,11 @@ run_drive(Run *run)
 	}
 	if (run->wait_timer)
 		event_del(run->wait_timer);
-	mp_writer_init(&w);
-	mp_w_map(&w, 3);
-	mp_w_str(&w, "key", run_sandbox_key(run, keybuf));
-	mp_w_str(&w, "run_id", run->run_id);
-	mp_w_str(&w, "thread_id", run->thread_id);
+	Msg_SANDBOX_ENSURE m = {.key = run_sandbox_key(run, keybuf),
+				.run_id = run->run_id,
+				.thread_id = run->thread_id};
 	/* no deadline: a queued ENSURE may wait for a slot; the shim's queue_timeout_ms ends it */
-	int r = peer_call(c->shim, MSG_SANDBOX_ENSURE, &w, 0, sandbox_ensured, run);
-	mp_writer_done(&w);
+	int r = msg_call_SANDBOX_ENSURE(c->shim, &m, 0, sandbox_ensured, run);
 	if (r < 0) {
 		run->state = RUN_WAIT_SHIM;
 		return;
@@ -750,17 +731,10 @@ cancel_killed(Peer *p, int err, const msgpack_object *body, void *ud)
 static int
 cancel_kill_exec(Run *run, bool wait_exit)
 {
-	MpWriter w;
-	int r;
-
 	run->cancel_wait_exit = wait_exit;
-	mp_writer_init(&w);
-	mp_w_map(&w, 2);
-	mp_w_uint(&w, "exec_id", run->exec_id);
-	mp_w_int(&w, "signal", 9);
-	r = peer_call(run->c->shim, MSG_EXEC_KILL, &w, 10 * USEC_PER_SEC, cancel_killed, run);
-	mp_writer_done(&w);
-	return r;
+	return msg_call_EXEC_KILL(run->c->shim,
+				  &(Msg_EXEC_KILL){.exec_id = run->exec_id, .signal = 9},
+				  10 * USEC_PER_SEC, cancel_killed, run);
 }
 
 /* A cancel came while the EXEC_START was in flight: kill what it started. */
@@ -946,25 +920,16 @@ output_over_budget(Run *run, OutBuf *b, size_t n)
 /* ---------- shim pushes ---------- */
 
 static int
-shim_exec_output(Peer *p, const Frame *f, void *ud)
+shim_exec_output(Peer *p, const Frame *f, const Msg_EXEC_OUTPUT *m, void *ud)
 {
 	Coordinator *c = ud;
-	MpReader r;
-	uint64_t exec_id = 0, stream = 0, offset = 0;
-	int64_t dropped = 0;
-	const void *data = NULL;
-	size_t len = 0;
+	uint64_t stream = m->stream, offset = m->offset;
+	const void *data = m->data;
+	size_t len = m->data_len;
 
-	mp_reader_init(&r, f->body);
-	mp_read_uint(&r, "exec_id", &exec_id);
-	mp_read_uint(&r, "stream", &stream);
-	mp_read_uint(&r, "offset", &offset);
-	mp_read_bin(&r, "data", &data, &len);
-	mp_read_int_opt(&r, "dropped", &dropped, 0);
-	mp_reader_done(&r);
-	if (r.err < 0 || (stream != 1 && stream != 2))
+	if (stream != 1 && stream != 2)
 		return -EBADMSG;
-	Run *run = run_find_exec(c, exec_id);
+	Run *run = run_find_exec(c, m->exec_id);
 	if (!run || run->state == RUN_DONE)
 		return 0; /* not ours (any more) */
 	OutBuf *b = &run->out[stream];
@@ -978,7 +943,7 @@ shim_exec_output(Peer *p, const Frame *f, void *ud)
 		if (outbuf_add(b, note, (size_t)n) < 0)
 			return -ENOMEM;
 		b->added = offset; /* the note stands for the lost bytes */
-	} else if (dropped > 0) {
+	} else if (m->dropped > 0) {
 		/* the shim says so itself */
 	}
 	if (offset + len <= b->added)
@@ -1010,27 +975,14 @@ shim_exec_output(Peer *p, const Frame *f, void *ud)
 }
 
 static int
-shim_exec_exit(Peer *p, const Frame *f, void *ud)
+shim_exec_exit(Peer *p, const Frame *f, const Msg_EXEC_EXIT *m, void *ud)
 {
 	Coordinator *c = ud;
-	MpReader r;
-	uint64_t exec_id = 0;
-	int64_t code = -1, sig = 0;
-	const char *reason = NULL;
+	int64_t code = m->exit_code, sig = m->signal; /* 0 when absent */
 	char why[32];
 
-	mp_reader_init(&r, f->body);
-	mp_read_uint(&r, "exec_id", &exec_id);
-	mp_read_int(&r, "exit_code", &code);
-	mp_read_int_opt(&r, "signal", &sig, 0);
-	mp_read_str_opt(&r, "reason", &reason, "exit");
-	if (r.err < 0) {
-		mp_reader_done(&r);
-		return -EBADMSG;
-	}
-	snprintf(why, sizeof(why), "%s", reason);
-	mp_reader_done(&r);
-	Run *run = run_find_exec(c, exec_id);
+	snprintf(why, sizeof(why), "%s", m->reason ? m->reason : "exit");
+	Run *run = run_find_exec(c, m->exec_id);
 	if (!run)
 		return 0;
 	if (run->state == RUN_CANCELLING) {
@@ -1057,13 +1009,13 @@ shim_exec_exit(Peer *p, const Frame *f, void *ud)
 		return 0; /* the adapter ended the run */
 	if (run->output_limited && run->dropped > 0) {
 		/* drop mode: the total, before the run's end */
-		char m[160];
-		snprintf(m, sizeof(m), "[runwarden: dropped %" PRIu64 " bytes of output in all]",
-			 run->dropped);
+		char text[160];
+		snprintf(text, sizeof(text),
+			 "[runwarden: dropped %" PRIu64 " bytes of output in all]", run->dropped);
 		run_emit(run,
 			 json_pack("{s:s, s:s, s:{s:I, s:b, s:s}}", "type", "CUSTOM", "name",
 				   "runwarden.output_dropped", "value", "droppedBytes",
-				   (json_int_t)run->dropped, "total", 1, "text", m),
+				   (json_int_t)run->dropped, "total", 1, "text", text),
 			 NULL);
 	}
 	run->adapter->exit(run, code, sig, why);
@@ -1074,20 +1026,18 @@ static void
 post_started(Peer *p, int err, const msgpack_object *body, void *ud)
 {
 	Run *run = ud;
-	MpReader r;
-	uint64_t exec_id = 0;
+	Reply_EXEC_START rep = {};
+	int k = err < 0 ? err : reply_decode_EXEC_START(body, &rep);
+	uint64_t exec_id = rep.exec_id;
 
-	mp_reader_init(&r, body);
-	if (err == 0)
-		mp_read_uint(&r, "exec_id", &exec_id);
-	mp_reader_done(&r);
+	reply_done_EXEC_START(&rep);
 	if (run->state == RUN_CANCELLING) {
 		run->post_exec = false;
 		run->post_done = NULL;
-		cancel_on_start(run, r.err < 0 ? -EBADMSG : err, exec_id);
+		cancel_on_start(run, k, exec_id);
 		return;
 	}
-	if (err < 0 || r.err < 0) {
+	if (k < 0) {
 		void (*done)(Run *, int64_t, const char *, size_t) = run->post_done;
 		run->post_exec = false;
 		run->post_done = NULL;
@@ -1108,25 +1058,25 @@ run_aux_exec(Run *run, char *const *argv, char *const *env, const char *stdin_da
 	     size_t stdin_len, void (*done)(Run *run, int64_t code, const char *out, size_t len))
 {
 	Coordinator *c = run->c;
-	MpWriter w;
 
 	if (!peer_is_ready(c->shim) || !run->sandbox_id)
 		return -ENOTCONN;
 	outbuf_done(&run->post_out);
 	run->post_out = (OutBuf){0};
-	mp_writer_init(&w);
-	mp_w_map(&w, 5 + (stdin_data ? 1 : 0) + (run_kills_leftovers(run) ? 1 : 0));
-	mp_w_str(&w, "sandbox_id", run->sandbox_id);
-	mp_w_str_array(&w, "argv", (char **)argv);
-	mp_w_str_array(&w, "env", (char **)env);
-	mp_w_str(&w, "cwd", "/workspace");
-	mp_w_uint(&w, "timeout_ms", 30000);
-	if (run_kills_leftovers(run))
-		mp_w_bool(&w, "kill_leftovers", true);
-	if (stdin_data)
-		mp_w_bin(&w, "stdin", stdin_data, stdin_len);
-	int r = peer_call(c->shim, MSG_EXEC_START, &w, SHIM_CALL_TIMEOUT, post_started, run);
-	mp_writer_done(&w);
+	Msg_EXEC_START m = {
+	    .sandbox_id = run->sandbox_id,
+	    .argv = (char **)argv,
+	    .env = (char **)env,
+	    .cwd = "/workspace",
+	    .stdin = stdin_data,
+	    .stdin_len = stdin_len,
+	    .has_stdin = stdin_data != NULL,
+	    .timeout_ms = 30000,
+	    .has_timeout_ms = true,
+	    .kill_leftovers = true,
+	    .has_kill_leftovers = run_kills_leftovers(run),
+	};
+	int r = msg_call_EXEC_START(c->shim, &m, SHIM_CALL_TIMEOUT, post_started, run);
 	if (r < 0)
 		return r;
 	run->post_exec = true;
@@ -1145,35 +1095,32 @@ run_post_exec(Run *run, char *const *argv,
 }
 
 static int
-shim_sandbox_queued(Peer *p, const Frame *f, void *ud)
+shim_sandbox_queued(Peer *p, const Frame *f, const Msg_SANDBOX_QUEUED *m, void *ud)
 {
 	Coordinator *c = ud;
-	MpReader r;
-	const char *run_id = NULL;
-	uint64_t position = 0;
 
-	mp_reader_init(&r, f->body);
-	mp_read_str_opt(&r, "run_id", &run_id, NULL);
-	mp_read_uint(&r, "position", &position);
-	if (r.err == 0 && run_id) {
-		Run *run = run_find(c, run_id);
+	if (m->run_id) {
+		Run *run = run_find(c, m->run_id);
 		if (run && run->state == RUN_ENSURING) {
 			run->queued = true;
 			run_emit(run,
 				 json_pack("{s:s, s:s, s:{s:I}}", "type", "CUSTOM", "name",
-					   "run.queued", "value", "position", (json_int_t)position),
+					   "run.queued", "value", "position",
+					   (json_int_t)m->position),
 				 NULL);
 		}
 	}
-	int err = r.err;
-	mp_reader_done(&r);
-	return err;
+	return 0;
 }
 
+MSG_HANDLER(dispatch_exec_output, EXEC_OUTPUT, shim_exec_output)
+MSG_HANDLER(dispatch_exec_exit, EXEC_EXIT, shim_exec_exit)
+MSG_HANDLER(dispatch_sandbox_queued, SANDBOX_QUEUED, shim_sandbox_queued)
+
 const PeerHandler shim_handlers[_MSG_TYPE_MAX] = {
-    [MSG_EXEC_OUTPUT] = shim_exec_output,
-    [MSG_EXEC_EXIT] = shim_exec_exit,
-    [MSG_SANDBOX_QUEUED] = shim_sandbox_queued,
+    [MSG_EXEC_OUTPUT] = dispatch_exec_output,
+    [MSG_EXEC_EXIT] = dispatch_exec_exit,
+    [MSG_SANDBOX_QUEUED] = dispatch_sandbox_queued,
 };
 
 /* ---------- re-attach after a restart ---------- */
@@ -1253,14 +1200,10 @@ exec_attached(Peer *p, int err, const msgpack_object *body, void *ud)
 static void
 reattach(Run *run)
 {
-	MpWriter w;
-	mp_writer_init(&w);
-	mp_w_map(&w, 3);
-	mp_w_uint(&w, "exec_id", run->exec_id);
-	mp_w_uint(&w, "stdout_offset", run->out[1].taken);
-	mp_w_uint(&w, "stderr_offset", run->out[2].taken);
-	int r = peer_call(run->c->shim, MSG_EXEC_ATTACH, &w, SHIM_CALL_TIMEOUT, exec_attached, run);
-	mp_writer_done(&w);
+	Msg_EXEC_ATTACH m = {.exec_id = run->exec_id,
+			     .stdout_offset = run->out[1].taken,
+			     .stderr_offset = run->out[2].taken};
+	int r = msg_call_EXEC_ATTACH(run->c->shim, &m, SHIM_CALL_TIMEOUT, exec_attached, run);
 	if (r < 0)
 		run_fail(run,
 			 run->shim_lost
