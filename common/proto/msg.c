@@ -195,8 +195,8 @@ msg_w_raw(MpWriter *w, const char *key, const msgpack_object *o)
 #define MSG_DEC_BOOL_OPT(n)                                                                        \
 	m->has_##n = msg_present(&m->_r, #n);                                                      \
 	mp_read_bool_opt(&m->_r, #n, &m->n, false);
-#define MSG_DEC_STRV_REQ(n) msg_read_strv(&m->_r, #n, &m->n, true);
-#define MSG_DEC_STRV_OPT(n) msg_read_strv(&m->_r, #n, &m->n, false);
+#define MSG_DEC_STRV_REQ(n) msg_read_strv(&m->_r, #n, (char ***)&m->n, true);
+#define MSG_DEC_STRV_OPT(n) msg_read_strv(&m->_r, #n, (char ***)&m->n, false);
 #define MSG_DEC_RAW_REQ(n) msg_read_raw(&m->_r, #n, &m->n, true);
 #define MSG_DEC_RAW_OPT(n) msg_read_raw(&m->_r, #n, &m->n, false);
 

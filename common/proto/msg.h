@@ -21,7 +21,7 @@
  * msg_decode_RUN_GET): one grep finds the enum, the struct and its codecs.
  *
  * Members, by field type (see messages.def): STR const char *, BIN const void *
- * + size_t NAME_len, INT int64_t, UINT uint64_t, BOOL bool, STRV char ** (NULL-
+ * + size_t NAME_len, INT int64_t, UINT uint64_t, BOOL bool, STRV char *const * (NULL-
  * terminated), RAW const msgpack_object *. An optional STR, STRV or RAW is NULL
  * when absent; an optional BIN, INT, UINT or BOOL has `bool has_NAME`. A nil
  * value counts as absent.
@@ -67,7 +67,7 @@
 #define MSG_MEMBER_INT(n) int64_t n;
 #define MSG_MEMBER_UINT(n) uint64_t n;
 #define MSG_MEMBER_BOOL(n) bool n;
-#define MSG_MEMBER_STRV(n) char **n;
+#define MSG_MEMBER_STRV(n) char *const *n;
 #define MSG_MEMBER_RAW(n) const msgpack_object *n;
 /* presence flags: optional value types only */
 #define MSG_HAS_STR_REQ(n)

@@ -491,8 +491,8 @@ exec_timeout_cb(evutil_socket_t fd, short what, void *arg)
 
 /* Validate argv/env/cwd and pack them as the init wants them. */
 static int
-exec_pack(const char *cwd, char **argv, char **env, char **ret, size_t *ret_len, uint32_t *ret_argc,
-	  uint32_t *ret_envc)
+exec_pack(const char *cwd, char *const *argv, char *const *env, char **ret, size_t *ret_len,
+	  uint32_t *ret_argc, uint32_t *ret_envc)
 {
 	size_t len = strlen(cwd) + 1, argc = 0, envc = 0;
 	char *buf, *p;

@@ -1065,8 +1065,8 @@ run_aux_exec(Run *run, char *const *argv, char *const *env, const char *stdin_da
 	run->post_out = (OutBuf){0};
 	Msg_EXEC_START m = {
 	    .sandbox_id = run->sandbox_id,
-	    .argv = (char **)argv,
-	    .env = (char **)env,
+	    .argv = argv,
+	    .env = env,
 	    .cwd = "/workspace",
 	    .stdin = stdin_data,
 	    .stdin_len = stdin_len,
