@@ -780,27 +780,15 @@ handle_tool_exec(Run *run, Client *cl, uint64_t req_id, const char *body)
 }
 
 int
-handle_bridge_call(Peer *p, const Frame *f, void *ud)
+handle_bridge_call(Peer *p, const Frame *f, const Msg_BRIDGE_CALL *m, void *ud)
 {
 	Client *cl = ud;
 	Coordinator *c = cl->c;
-	MpReader r;
-	const char *run_id = NULL, *thread_id = NULL, *kind = NULL, *auth = NULL, *body = NULL;
+	const char *auth = m->authorization;
 
-	mp_reader_init(&r, f->body);
-	mp_read_str(&r, "run_id", &run_id);
-	mp_read_str_opt(&r, "thread_id", &thread_id, NULL);
-	mp_read_str(&r, "kind", &kind);
-	mp_read_str_opt(&r, "authorization", &auth, NULL);
-	mp_read_str(&r, "body", &body);
-	if (r.err < 0) {
-		int e = r.err;
-		mp_reader_done(&r);
-		return e;
-	}
-	Run *run = run_find(c, run_id);
+	Run *run = run_find(c, m->run_id);
 	if (!run || !run->bridge_live || run->state == RUN_DONE ||
-	    (thread_id && !streq(thread_id, run->thread_id))) {
+	    (m->thread_id && !streq(m->thread_id, run->thread_id))) {
 		reply_error(cl, f->req_id, 404, "not_found", "no active bridge for run");
 		goto out;
 	}
@@ -816,13 +804,12 @@ handle_bridge_call(Peer *p, const Frame *f, void *ud)
 		reply_error(cl, f->req_id, 503, "storage_error", "run log unavailable");
 		goto out;
 	}
-	if (streq(kind, "bridge"))
-		handle_rpc(run, cl, f->req_id, body);
-	else if (streq(kind, "tool_exec"))
-		handle_tool_exec(run, cl, f->req_id, body);
+	if (streq(m->kind, "bridge"))
+		handle_rpc(run, cl, f->req_id, m->body);
+	else if (streq(m->kind, "tool_exec"))
+		handle_tool_exec(run, cl, f->req_id, m->body);
 	else
 		reply_error(cl, f->req_id, 404, "not_found", "not found");
 out:
-	mp_reader_done(&r);
 	return 0;
 }

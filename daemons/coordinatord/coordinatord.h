@@ -265,7 +265,7 @@ void bridge_metrics(Coordinator *c, FILE *f);
 void bridge_open(Run *run);
 void bridge_close(Run *run);
 void bridge_forget_client(Run *run, Client *cl);
-int handle_bridge_call(Peer *p, const Frame *f, void *ud);
+int handle_bridge_call(Peer *p, const Frame *f, const Msg_BRIDGE_CALL *m, void *ud);
 
 /* files.c */
 int handle_thread_file(Peer *p, const Frame *f, void *ud);
