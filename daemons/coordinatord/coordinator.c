@@ -963,6 +963,7 @@ MSG_HANDLER(dispatch_run_open, RUN_OPEN, handle_run_open)
 MSG_HANDLER(dispatch_run_append, RUN_APPEND, handle_run_append)
 MSG_HANDLER(dispatch_run_finish, RUN_FINISH, handle_run_finish)
 MSG_HANDLER(dispatch_bridge_call, BRIDGE_CALL, handle_bridge_call)
+MSG_HANDLER(dispatch_thread_file, THREAD_FILE, handle_thread_file)
 MSG_HANDLER(dispatch_thread_list, THREAD_LIST, handle_thread_list)
 
 static const PeerHandler client_handlers[_MSG_TYPE_MAX] = {
@@ -981,7 +982,7 @@ static const PeerHandler client_handlers[_MSG_TYPE_MAX] = {
     [MSG_RUN_APPEND] = dispatch_run_append,
     [MSG_RUN_FINISH] = dispatch_run_finish,
     [MSG_BRIDGE_CALL] = dispatch_bridge_call,
-    [MSG_THREAD_FILE] = handle_thread_file, /* a relay: hand-written (docs/HACKING.md) */
+    [MSG_THREAD_FILE] = dispatch_thread_file,
     [MSG_THREAD_LIST] = dispatch_thread_list,
 };
 

@@ -268,7 +268,7 @@ void bridge_forget_client(Run *run, Client *cl);
 int handle_bridge_call(Peer *p, const Frame *f, const Msg_BRIDGE_CALL *m, void *ud);
 
 /* files.c */
-int handle_thread_file(Peer *p, const Frame *f, void *ud);
+int handle_thread_file(Peer *p, const Frame *f, const Msg_THREAD_FILE *m, void *ud);
 
 /* ---- chat.c ---- */
 /* GET /chat?threadId= (CHAT_HYDRATE): {messages: UIMessage[], activeRun, interrupts:
