@@ -74,16 +74,12 @@ typedef struct ToolCall {
 static void
 reply(Client *cl, uint64_t req_id, int status, const char *ctype, const char *body, size_t len)
 {
-	MpWriter w;
 	if (!cl)
 		return;
-	mp_writer_init(&w);
-	mp_w_map(&w, 3);
-	mp_w_uint(&w, "status", (uint64_t)status);
-	mp_w_str(&w, "content_type", ctype);
-	mp_w_bin(&w, "body", body, len);
-	peer_reply(cl->peer, req_id, &w);
-	mp_writer_done(&w);
+	(void)reply_send_BRIDGE_CALL(
+	    cl->peer, req_id,
+	    &(Reply_BRIDGE_CALL){
+		.status = (uint64_t)status, .content_type = ctype, .body = body, .body_len = len});
 }
 
 static void
