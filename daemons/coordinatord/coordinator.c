@@ -653,29 +653,27 @@ handle_thread_list(Peer *p, const Frame *f, const Msg_THREAD_LIST *m, void *ud)
 	Client *cl = ud;
 	RunLogThreadQuery q = {.prefix = m->prefix,
 			       .status = m->status,
+			       .scope = m->scope,
 			       .after_ms = m->after_ms,
-			       .after_thread = m->after_thread};
-	uint64_t limit = m->limit;
+			       .after_thread = m->after_thread,
+			       .limit = m->limit};
 	json_t *list = NULL;
 	bool more = false;
 	int ret = 0;
 
-	if (ret == 0 && (limit == 0 || limit > THREAD_LIST_MAX ||
-			 (q.prefix && strlen(q.prefix) > THREAD_ID_MAX) ||
-			 (q.after_thread && !thread_id_valid(q.after_thread)))) {
+	if (q.limit == 0 || q.limit > THREAD_LIST_MAX ||
+	    (q.prefix && strlen(q.prefix) > THREAD_ID_MAX) ||
+	    (q.after_thread && !thread_id_valid(q.after_thread))) {
 		peer_reply_error(p, f->req_id, -EINVAL,
 				 "limit must be 1..1000, ids at most 256 bytes");
 		goto out;
 	}
-	if (ret == 0 && q.status && !streq(q.status, "running") && !run_status_terminal(q.status)) {
+	if (q.status && !streq(q.status, "running") && !run_status_terminal(q.status)) {
 		peer_reply_error(p, f->req_id, -EINVAL,
 				 "status must be running, completed, failed or aborted");
 		goto out;
 	}
-	q.scope = (char **)m->scope;
-	q.limit = limit;
-	if (ret == 0)
-		ret = runlog_threads(cl->c->runlog, &q, &list, &more);
+	ret = runlog_threads(cl->c->runlog, &q, &list, &more);
 	if (ret == 0) {
 		MpWriter w;
 		mp_writer_init(&w);
@@ -860,7 +858,7 @@ handle_run_open(Peer *p, const Frame *f, const Msg_RUN_OPEN *m, void *ud)
 	bool created = false;
 	int ret = 0;
 
-	if (ret == 0 && (!thread_id_valid(thread_id) || (want && strlen(want) != RUN_ID_LEN)))
+	if (!thread_id_valid(thread_id) || (want && strlen(want) != RUN_ID_LEN))
 		ret = -EINVAL;
 	if (ret == 0) {
 		if (want)
@@ -882,24 +880,19 @@ static int
 handle_run_append(Peer *p, const Frame *f, const Msg_RUN_APPEND *m, void *ud)
 {
 	Client *cl = ud;
-	const char *run_id = m->run_id, *chunk = m->chunk;
-	int ret = 0;
+	json_t *j = json_loads(m->chunk, 0, NULL);
+	bool ok = json_is_object(j) && json_is_string(json_object_get(j, "type"));
 
-	{
-		json_t *j = json_loads(chunk, 0, NULL);
-		if (!json_is_object(j) || !json_is_string(json_object_get(j, "type"))) {
-			json_decref(j);
-			peer_reply_error(p, f->req_id, -EINVAL,
-					 "chunk must be a JSON object with a string 'type'");
-		} else if (strlen(run_id) != RUN_ID_LEN) {
-			json_decref(j);
-			ret = -ENOENT;
-		} else {
-			json_decref(j);
-			op_queue_client_text(cl->c, cl, f->req_id, run_id, chunk);
-		}
+	json_decref(j);
+	if (!ok) {
+		peer_reply_error(p, f->req_id, -EINVAL,
+				 "chunk must be a JSON object with a string 'type'");
+		return 0;
 	}
-	return ret;
+	if (strlen(m->run_id) != RUN_ID_LEN)
+		return -ENOENT;
+	op_queue_client_text(cl->c, cl, f->req_id, m->run_id, m->chunk);
+	return 0;
 }
 
 static int
@@ -909,7 +902,7 @@ handle_run_finish(Peer *p, const Frame *f, const Msg_RUN_FINISH *m, void *ud)
 	const char *run_id = m->run_id, *status = m->status, *error = m->error;
 	int ret = 0;
 
-	if (ret == 0 && (!run_status_terminal(status) || strlen(run_id) != RUN_ID_LEN))
+	if (!run_status_terminal(status) || strlen(run_id) != RUN_ID_LEN)
 		ret = -EINVAL;
 	if (ret == 0) {
 		json_t *err = error ? json_loads(error, 0, NULL) : NULL;
