@@ -25,6 +25,7 @@
 #include "json-util.h"
 #include "macro.h"
 #include "mp-cursor.h"
+#include "strv.h"
 
 /* ---------- router requests ---------- */
 
@@ -599,19 +600,27 @@ out:
 	return ret;
 }
 
-/* A JSON array as a msgpack array of its elements' compact JSON texts. */
-static void
-pack_json_texts(MpWriter *w, const json_t *list)
+/* A JSON array as a vector of its elements' compact JSON texts ("{}" for
+ * one that cannot be dumped); NULL when out of memory. strv_free() it. */
+static char **
+json_texts(const json_t *list)
 {
+	char **v = calloc(json_array_size(list) + 1, sizeof(char *));
 	size_t i;
 	json_t *item;
 
-	msgpack_pack_array(&w->pk, json_array_size(list));
+	if (!v)
+		return NULL;
 	json_array_foreach(list, i, item)
 	{
-		_cleanup_free_ char *s = json_dump_compact(item);
-		mp_w_strv(w, s ? s : "{}");
+		char *s = json_dump_compact(item);
+		v[i] = s ? s : strdup("{}");
+		if (!v[i]) {
+			strv_free(v);
+			return NULL;
+		}
 	}
+	return v;
 }
 
 static int
@@ -633,13 +642,11 @@ handle_thread_runs(Peer *p, const Frame *f, const Msg_THREAD_RUNS *m, void *ud)
 	if (ret == 0)
 		ret = runlog_thread_runs(cl->c->runlog, thread_id, status, &list);
 	if (ret == 0) {
-		MpWriter w;
-		mp_writer_init(&w);
-		mp_w_map(&w, 1);
-		mp_w_key(&w, "records");
-		pack_json_texts(&w, list);
-		ret = peer_reply(p, f->req_id, &w);
-		mp_writer_done(&w);
+		char **texts = json_texts(list);
+		ret = texts ? reply_send_THREAD_RUNS(p, f->req_id,
+						     &(Reply_THREAD_RUNS){.records = texts})
+			    : -ENOMEM;
+		strv_free(texts);
 	}
 out:
 	json_decref(list);
@@ -675,14 +682,12 @@ handle_thread_list(Peer *p, const Frame *f, const Msg_THREAD_LIST *m, void *ud)
 	}
 	ret = runlog_threads(cl->c->runlog, &q, &list, &more);
 	if (ret == 0) {
-		MpWriter w;
-		mp_writer_init(&w);
-		mp_w_map(&w, 2);
-		mp_w_bool(&w, "more", more);
-		mp_w_key(&w, "threads");
-		pack_json_texts(&w, list);
-		ret = peer_reply(p, f->req_id, &w);
-		mp_writer_done(&w);
+		char **texts = json_texts(list);
+		ret = texts
+			  ? reply_send_THREAD_LIST(
+				p, f->req_id, &(Reply_THREAD_LIST){.threads = texts, .more = more})
+			  : -ENOMEM;
+		strv_free(texts);
 	}
 out:
 	json_decref(list);
