@@ -55,18 +55,6 @@ struct Cgroup {
 	size_t n_procs_fds;
 };
 
-static _printf_(2, 3) int seterr(CgroupError *err, const char *fmt, ...)
-{
-	va_list ap;
-
-	if (!err)
-		return 0;
-	va_start(ap, fmt);
-	vsnprintf(err->msg, sizeof(err->msg), fmt, ap);
-	va_end(ap);
-	return 0;
-}
-
 static int
 write_file(const char *dir, const char *file, const char *val)
 {
@@ -242,7 +230,7 @@ has_controllers(const char *ctrls, const char **ret_missing)
 
 /* --doctor on v2 below a non-root own cgroup: what would be delegated to us. */
 static int
-probe_v2(CgroupHost *h, const char *own, const char *inst, CgroupError *err)
+probe_v2(CgroupHost *h, const char *own, const char *inst, Reason *err)
 {
 	_cleanup_free_ char *dir = NULL;
 	const char *missing = NULL;
@@ -253,12 +241,14 @@ probe_v2(CgroupHost *h, const char *own, const char *inst, CgroupError *err)
 		return -ENOMEM;
 	r = read_file(dir, "cgroup.controllers", ctrls, sizeof(ctrls));
 	if (r < 0)
-		return seterr(err, "cannot read %s/cgroup.controllers: %s", dir, strerror(-r)), r;
+		return reason_set(err, "cannot read %s/cgroup.controllers: %s", dir, strerror(-r)),
+		       r;
 	if (!has_controllers(ctrls, &missing))
-		return seterr(err,
-			      "cgroup v2 controller '%s' is not delegated to %s (Delegate=yes, or "
-			      "set cgroup_parent)",
-			      missing, dir),
+		return reason_set(
+			   err,
+			   "cgroup v2 controller '%s' is not delegated to %s (Delegate=yes, or "
+			   "set cgroup_parent)",
+			   missing, dir),
 		       -EOPNOTSUPP;
 	h->has_kill = file_exists(dir, "cgroup.kill");
 	h->has_io = controller_listed(ctrls, "io");
@@ -269,7 +259,7 @@ probe_v2(CgroupHost *h, const char *own, const char *inst, CgroupError *err)
 }
 
 static int
-setup_v2(CgroupHost *h, const char *inst, CgroupError *err, bool probe)
+setup_v2(CgroupHost *h, const char *inst, Reason *err, bool probe)
 {
 	const CgroupConf *c = &h->conf;
 	_cleanup_free_ char *own = NULL, *pdir = NULL;
@@ -280,7 +270,7 @@ setup_v2(CgroupHost *h, const char *inst, CgroupError *err, bool probe)
 	if (parent[0] == '\0') {
 		r = own_cgroup(NULL, &own);
 		if (r < 0)
-			return seterr(err, "cannot find our own cgroup v2 path"), r;
+			return reason_set(err, "cannot find our own cgroup v2 path"), r;
 		parent = own;
 		if (!streq(own, "/") && probe)
 			return probe_v2(h, own, inst, err);
@@ -292,12 +282,13 @@ setup_v2(CgroupHost *h, const char *inst, CgroupError *err, bool probe)
 			if (asprintf(&sup, CGROUP_ROOT "%s/supervisor", own) < 0)
 				return -ENOMEM;
 			if (mkdir(sup, 0755) < 0 && errno != EEXIST)
-				return seterr(err, "mkdir %s: %s", sup, strerror(errno)), -errno;
+				return reason_set(err, "mkdir %s: %s", sup, strerror(errno)),
+				       -errno;
 			snprintf(pid, sizeof(pid), "%d", (int)getpid());
 			r = write_file(sup, "cgroup.procs", pid);
 			if (r < 0)
-				return seterr(err, "cannot move %s into %s: %s", c->who, sup,
-					      strerror(-r)),
+				return reason_set(err, "cannot move %s into %s: %s", c->who, sup,
+						  strerror(-r)),
 				       r;
 		}
 	}
@@ -305,28 +296,29 @@ setup_v2(CgroupHost *h, const char *inst, CgroupError *err, bool probe)
 		return -ENOMEM;
 	r = read_file(pdir, "cgroup.controllers", ctrls, sizeof(ctrls));
 	if (r < 0)
-		return seterr(err, "cannot read %s/cgroup.controllers: %s", pdir, strerror(-r)), r;
+		return reason_set(err, "cannot read %s/cgroup.controllers: %s", pdir, strerror(-r)),
+		       r;
 	if (!has_controllers(ctrls, &missing))
-		return seterr(err,
-			      "cgroup v2 controller '%s' is not available in %s "
-			      "(not delegated: set Delegate=yes or cgroup_parent)",
-			      missing, pdir),
+		return reason_set(err,
+				  "cgroup v2 controller '%s' is not available in %s "
+				  "(not delegated: set Delegate=yes or cgroup_parent)",
+				  missing, pdir),
 		       -EOPNOTSUPP;
 	r = write_file(pdir, "cgroup.subtree_control", "+memory +pids +cpu");
 	if (r < 0)
-		return seterr(err,
-			      "cannot enable memory, pids, cpu in %s/cgroup.subtree_control: %s",
-			      pdir, strerror(-r)),
+		return reason_set(
+			   err, "cannot enable memory, pids, cpu in %s/cgroup.subtree_control: %s",
+			   pdir, strerror(-r)),
 		       r;
 	h->base[H_UNIFIED] = join_base(h, CGROUP_ROOT, parent, inst);
 	if (!h->base[H_UNIFIED])
 		return -ENOMEM;
 	if (mkdir(h->base[H_UNIFIED], 0755) < 0 && errno != EEXIST)
-		return seterr(err, "mkdir %s: %s", h->base[H_UNIFIED], strerror(errno)), -errno;
+		return reason_set(err, "mkdir %s: %s", h->base[H_UNIFIED], strerror(errno)), -errno;
 	r = write_file(h->base[H_UNIFIED], "cgroup.subtree_control", "+memory +pids +cpu");
 	if (r < 0)
-		return seterr(err, "cannot enable controllers in %s: %s", h->base[H_UNIFIED],
-			      strerror(-r)),
+		return reason_set(err, "cannot enable controllers in %s: %s", h->base[H_UNIFIED],
+				  strerror(-r)),
 		       r;
 	h->has_kill = file_exists(h->base[H_UNIFIED], "cgroup.kill");
 	/* io (for the jobs' io.weight) is optional: without it jobs run unweighted. */
@@ -339,7 +331,7 @@ setup_v2(CgroupHost *h, const char *inst, CgroupError *err, bool probe)
 }
 
 static int
-setup_v1(CgroupHost *h, const char *inst, CgroupError *err)
+setup_v1(CgroupHost *h, const char *inst, Reason *err)
 {
 	const CgroupConf *c = &h->conf;
 	int r;
@@ -355,14 +347,15 @@ setup_v1(CgroupHost *h, const char *inst, CgroupError *err)
 		if (!is_fs(mnt, unified ? CGROUP2_SUPER_MAGIC : CGROUP_SUPER_MAGIC)) {
 			if (unified || i == H_FREEZER)
 				continue; /* optional; checked below */
-			return seterr(err, "cgroup v1 controller '%s' is not mounted at %s",
-				      h_names[i], mnt),
+			return reason_set(err, "cgroup v1 controller '%s' is not mounted at %s",
+					  h_names[i], mnt),
 			       -EOPNOTSUPP;
 		}
 		if (c->parent[0] == '\0') {
 			r = own_cgroup(unified ? NULL : h_names[i], &own);
 			if (r < 0)
-				return seterr(err, "cannot find our own '%s' cgroup", h_names[i]),
+				return reason_set(err, "cannot find our own '%s' cgroup",
+						  h_names[i]),
 				       r;
 		}
 		h->base[i] = join_base(h, mnt, own ? own : c->parent, inst);
@@ -370,23 +363,23 @@ setup_v1(CgroupHost *h, const char *inst, CgroupError *err)
 			return -ENOMEM;
 		r = mkdir_p(h->base[i], 0755);
 		if (r < 0)
-			return seterr(err, "mkdir %s: %s", h->base[i], strerror(-r)), r;
+			return reason_set(err, "mkdir %s: %s", h->base[i], strerror(-r)), r;
 	}
 	h->has_kill = h->base[H_UNIFIED] && file_exists(h->base[H_UNIFIED], "cgroup.kill");
 	if (c->unified_only) {
 		if (!h->has_kill)
-			return seterr(err, "no cgroup2 with cgroup.kill at %s/unified",
-				      CGROUP_ROOT),
+			return reason_set(err, "no cgroup2 with cgroup.kill at %s/unified",
+					  CGROUP_ROOT),
 			       -EOPNOTSUPP;
 		snprintf(h->desc, sizeof(h->desc), "unified cgroup2 only (%s; no limits)",
 			 h->base[H_UNIFIED]);
 		return 0;
 	}
 	if (!h->has_kill && !h->base[H_FREEZER])
-		return seterr(err,
-			      "neither cgroup.kill (cgroup2 at %s/unified) nor the v1 "
-			      "freezer is available to kill what we start",
-			      CGROUP_ROOT),
+		return reason_set(err,
+				  "neither cgroup.kill (cgroup2 at %s/unified) nor the v1 "
+				  "freezer is available to kill what we start",
+				  CGROUP_ROOT),
 		       -EOPNOTSUPP;
 	snprintf(h->desc, sizeof(h->desc), "v1 (memory, pids, cpu, cpuacct%s under %s)%s",
 		 h->base[H_FREEZER] ? ", freezer" : "", h->base[H_MEMORY],
@@ -397,7 +390,7 @@ setup_v1(CgroupHost *h, const char *inst, CgroupError *err)
 }
 
 int
-cgroup_host_new(const CgroupConf *conf, CgroupHost **ret, CgroupError *err, bool probe)
+cgroup_host_new(const CgroupConf *conf, CgroupHost **ret, Reason *err, bool probe)
 {
 	CgroupHost *h = calloc(1, sizeof(*h));
 	char inst[13];
@@ -415,7 +408,8 @@ cgroup_host_new(const CgroupConf *conf, CgroupHost **ret, CgroupError *err, bool
 			h->mode = CGROUP_MODE_V1;
 			r = setup_v1(h, inst, err);
 		} else {
-			seterr(err, "no cgroup v2 at %s and no v1 memory controller", CGROUP_ROOT);
+			reason_set(err, "no cgroup v2 at %s and no v1 memory controller",
+				   CGROUP_ROOT);
 			r = -EOPNOTSUPP;
 		}
 	}
@@ -514,7 +508,7 @@ dir_pids(const Cgroup *cg)
 }
 
 static int
-apply_limits(Cgroup *cg, CgroupError *err)
+apply_limits(Cgroup *cg, Reason *err)
 {
 	const CgroupConf *c = &cg->host->conf;
 	char v[64];
@@ -525,7 +519,9 @@ apply_limits(Cgroup *cg, CgroupError *err)
 		snprintf(v, sizeof(v), __VA_ARGS__);                                               \
 		r = write_file((dir), (file), v);                                                  \
 		if (r < 0)                                                                         \
-			return seterr(err, "cannot set %s to %s: %s", (file), v, strerror(-r)), r; \
+			return reason_set(err, "cannot set %s to %s: %s", (file), v,               \
+					  strerror(-r)),                                           \
+			       r;                                                                  \
 	} while (0)
 
 	if (cg->host->mode == CGROUP_MODE_V2) {
@@ -563,7 +559,7 @@ cgroup_host_has_io(const CgroupHost *h)
 }
 
 int
-cgroup_jobs_create(CgroupHost *h, Cgroup **ret, CgroupError *err)
+cgroup_jobs_create(CgroupHost *h, Cgroup **ret, Reason *err)
 {
 	_cleanup_(cgroup_freep) Cgroup *cg = NULL;
 	const CgroupConf *c = &h->conf;
@@ -582,9 +578,10 @@ cgroup_jobs_create(CgroupHost *h, Cgroup **ret, CgroupError *err)
 			cg->dir[i] = NULL;
 		}
 	if (!cg->dir[use])
-		return seterr(err, "no %s hierarchy for the jobs' cgroup", h_names[use]), -ENOENT;
+		return reason_set(err, "no %s hierarchy for the jobs' cgroup", h_names[use]),
+		       -ENOENT;
 	if (mkdir(cg->dir[use], 0755) < 0 && errno != EEXIST)
-		return seterr(err, "mkdir %s: %s", cg->dir[use], strerror(errno)), -errno;
+		return reason_set(err, "mkdir %s: %s", cg->dir[use], strerror(errno)), -errno;
 	if (v2) {
 		if (c->job_cpu_quota_us < 0)
 			snprintf(v, sizeof(v), "max %" PRId64, c->job_cpu_period_us);
@@ -593,13 +590,13 @@ cgroup_jobs_create(CgroupHost *h, Cgroup **ret, CgroupError *err)
 				 c->job_cpu_period_us);
 		r = write_file(cg->dir[use], "cpu.max", v);
 		if (r < 0)
-			return seterr(err, "cannot set cpu.max to %s: %s", v, strerror(-r)), r;
+			return reason_set(err, "cannot set cpu.max to %s: %s", v, strerror(-r)), r;
 		if (h->has_io) {
 			snprintf(v, sizeof(v), "default %" PRId64, c->job_io_weight);
 			r = write_file(cg->dir[use], "io.weight", v);
 			if (r < 0)
-				return seterr(err, "cannot set io.weight to %s: %s", v,
-					      strerror(-r)),
+				return reason_set(err, "cannot set io.weight to %s: %s", v,
+						  strerror(-r)),
 				       r;
 		}
 	} else {
@@ -610,22 +607,22 @@ cgroup_jobs_create(CgroupHost *h, Cgroup **ret, CgroupError *err)
 			r = write_file(cg->dir[use], "cpu.cfs_quota_us", v);
 		}
 		if (r < 0)
-			return seterr(err, "cannot set the cpu limit of %s: %s", cg->dir[use],
-				      strerror(-r)),
+			return reason_set(err, "cannot set the cpu limit of %s: %s", cg->dir[use],
+					  strerror(-r)),
 			       r;
 	}
 	if (asprintf(&procs, "%s/cgroup.procs", cg->dir[use]) < 0)
 		return -ENOMEM;
 	cg->procs_fds[0] = open(procs, O_WRONLY | O_CLOEXEC);
 	if (cg->procs_fds[0] < 0)
-		return seterr(err, "open %s: %s", procs, strerror(errno)), -errno;
+		return reason_set(err, "open %s: %s", procs, strerror(errno)), -errno;
 	cg->n_procs_fds = 1;
 	*ret = TAKE_PTR(cg);
 	return 0;
 }
 
 int
-cgroup_create(CgroupHost *h, const char *id, Cgroup **ret, CgroupError *err)
+cgroup_create(CgroupHost *h, const char *id, Cgroup **ret, Reason *err)
 {
 	_cleanup_(cgroup_freep) Cgroup *cg = NULL;
 	char name[32];
@@ -642,7 +639,7 @@ cgroup_create(CgroupHost *h, const char *id, Cgroup **ret, CgroupError *err)
 		 * (its pid namespace is gone); reuse it. */
 		if (mkdir(cg->dir[i], 0755) < 0 && errno != EEXIST) {
 			r = -errno;
-			seterr(err, "mkdir %s: %s", cg->dir[i], strerror(errno));
+			reason_set(err, "mkdir %s: %s", cg->dir[i], strerror(errno));
 			goto fail;
 		}
 	}
@@ -653,7 +650,7 @@ cgroup_create(CgroupHost *h, const char *id, Cgroup **ret, CgroupError *err)
 		cg->dir2_fd = open(cg->dir[H_UNIFIED], O_RDONLY | O_DIRECTORY | O_CLOEXEC);
 		if (cg->dir2_fd < 0) {
 			r = -errno;
-			seterr(err, "open %s: %s", cg->dir[H_UNIFIED], strerror(errno));
+			reason_set(err, "open %s: %s", cg->dir[H_UNIFIED], strerror(errno));
 			goto fail;
 		}
 	}
@@ -668,7 +665,7 @@ cgroup_create(CgroupHost *h, const char *id, Cgroup **ret, CgroupError *err)
 		int fd = open(p, O_WRONLY | O_CLOEXEC);
 		if (fd < 0) {
 			r = -errno;
-			seterr(err, "open %s: %s", p, strerror(errno));
+			reason_set(err, "open %s: %s", p, strerror(errno));
 			goto fail;
 		}
 		cg->procs_fds[cg->n_procs_fds++] = fd;
@@ -1065,7 +1062,7 @@ leaf_path(const Cgroup *cg, uint64_t exec_id, char **ret)
 }
 
 int
-cgroup_leaf_create(Cgroup *cg, uint64_t exec_id, int *ret_fd, CgroupError *err)
+cgroup_leaf_create(Cgroup *cg, uint64_t exec_id, int *ret_fd, Reason *err)
 {
 	const CgroupConf *c = &cg->host->conf;
 	_cleanup_free_ char *p = NULL, *parent_procs = NULL;
@@ -1074,13 +1071,13 @@ cgroup_leaf_create(Cgroup *cg, uint64_t exec_id, int *ret_fd, CgroupError *err)
 	int r = leaf_path(cg, exec_id, &p);
 
 	if (r < 0)
-		return seterr(err, "no cgroup2 directory for exec cgroups"), r;
+		return reason_set(err, "no cgroup2 directory for exec cgroups"), r;
 	if (mkdir(p, 0755) < 0 && errno != EEXIST)
-		return seterr(err, "mkdir %s: %s", p, strerror(errno)), -errno;
+		return reason_set(err, "mkdir %s: %s", p, strerror(errno)), -errno;
 	fd = open(p, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
 	if (fd < 0) {
 		r = -errno;
-		seterr(err, "open %s: %s", p, strerror(errno));
+		reason_set(err, "open %s: %s", p, strerror(errno));
 		goto fail;
 	}
 	/* Delegation for CLONE_INTO_CGROUP by the init (whose credentials are
@@ -1096,8 +1093,8 @@ cgroup_leaf_create(Cgroup *cg, uint64_t exec_id, int *ret_fd, CgroupError *err)
 	    (fchownat(fd, "cgroup.procs", uid, uid, 0) < 0 ||
 	     fchownat(AT_FDCWD, parent_procs, uid, uid, AT_SYMLINK_NOFOLLOW) < 0)) {
 		r = -errno;
-		seterr(err, "cannot delegate cgroup.procs of %s to uid %u: %s", p, (unsigned)uid,
-		       strerror(errno));
+		reason_set(err, "cannot delegate cgroup.procs of %s to uid %u: %s", p,
+			   (unsigned)uid, strerror(errno));
 		goto fail;
 	}
 	*ret_fd = TAKE_FD(fd);

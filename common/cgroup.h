@@ -39,13 +39,15 @@
  *
  * Nothing here runs inside a sandbox. Functions return 0 or a negative errno
  * and log nothing except where stated; error texts for the caller go into a
- * CgroupError buffer so that the typed error names the failing step.
+ * Reason (reason.h) so that the typed error names the failing step.
  */
 #pragma once
 
 #include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
+
+#include "reason.h"
 
 typedef struct CgroupConf {
 	const char *who;	  /* "the shim": names the daemon in error texts */
@@ -69,10 +71,6 @@ typedef struct CgroupConf {
 typedef struct CgroupHost CgroupHost;
 typedef struct Cgroup Cgroup;
 
-typedef struct CgroupError {
-	char msg[256];
-} CgroupError;
-
 typedef enum CgroupMode {
 	CGROUP_MODE_V2,
 	CGROUP_MODE_V1,
@@ -82,7 +80,7 @@ typedef enum CgroupMode {
  * controllers (v2). On failure *err says why. probe (for --doctor): never move
  * the calling process; on v2 below a non-root own cgroup only check what is
  * delegated there, and create nothing. */
-int cgroup_host_new(const CgroupConf *conf, CgroupHost **ret, CgroupError *err, bool probe);
+int cgroup_host_new(const CgroupConf *conf, CgroupHost **ret, Reason *err, bool probe);
 /* Remove the (empty) instance directories. NULL-safe; returns NULL. */
 CgroupHost *cgroup_host_free(CgroupHost *h);
 CgroupMode cgroup_host_mode(const CgroupHost *h);
@@ -96,7 +94,7 @@ bool cgroup_host_has_io(const CgroupHost *h);
  * cpu.cfs_*), created or reused with conf's job_cpu_* and snapshot_io_weight.
  * A job joins it by writing "0" to each fd of cgroup_spawn_fds()'s
  * procs list (v2: its cgroup.procs too). cgroup_remove() it when done. */
-int cgroup_jobs_create(CgroupHost *h, Cgroup **ret, CgroupError *err);
+int cgroup_jobs_create(CgroupHost *h, Cgroup **ret, Reason *err);
 /* True when a cgroup2 directory with cgroup.kill exists for sandboxes. */
 bool cgroup_host_has_kill(const CgroupHost *h);
 
@@ -111,7 +109,7 @@ int cgroup_open(CgroupHost *h, const char *id, Cgroup **ret);
 
 /* Create the cgroup <group_prefix><id> (a sandbox's, or the tools'; an empty
  * one left behind is reused) and apply the limits of conf. */
-int cgroup_create(CgroupHost *h, const char *id, Cgroup **ret, CgroupError *err);
+int cgroup_create(CgroupHost *h, const char *id, Cgroup **ret, Reason *err);
 /* What sandbox_spawn needs: a cgroup2 directory fd for CLONE_INTO_CGROUP (or
  * -1) and the open cgroup.procs files of the v1 hierarchies. Borrowed. */
 void cgroup_spawn_fds(const Cgroup *cg, int *ret_cgroup_fd, const int **ret_procs_fds,
@@ -145,7 +143,7 @@ bool cgroup_has_leaves(const Cgroup *cg);
 /* Create e<exec_id> under the sandbox's cgroup2 directory, delegate what
  * CLONE_INTO_CGROUP needs to leaf_uid (cgroup.procs of the leaf and of the
  * sandbox cgroup) and open it: *ret_fd is an O_DIRECTORY fd (CLOEXEC). */
-int cgroup_leaf_create(Cgroup *cg, uint64_t exec_id, int *ret_fd, CgroupError *err);
+int cgroup_leaf_create(Cgroup *cg, uint64_t exec_id, int *ret_fd, Reason *err);
 /* SIGKILL every process of the leaf (cgroup.kill, else freeze + kill + thaw).
  * 0 when the leaf is gone. */
 int cgroup_leaf_kill(Cgroup *cg, uint64_t exec_id);

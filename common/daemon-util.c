@@ -167,12 +167,6 @@ notify_stopping(void)
 	NOTIFY("STOPPING=1\nSTATUS=%s", "stopping");
 }
 
-void
-notify_reloading(void)
-{
-	NOTIFY("RELOADING=1\nSTATUS=%s", "reloading configuration");
-}
-
 typedef struct SigCtx {
 	void (*on_term)(void *);
 	void (*on_hup)(void *);

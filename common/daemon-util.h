@@ -46,7 +46,6 @@ int daemon_snapshot_wait_ms(const DaemonArgs *a, int64_t margin_ms, int64_t *ret
 void notify_ready(const char *status);
 void notify_status(const char *status);
 void notify_stopping(void);
-void notify_reloading(void);
 
 /* Install SIGTERM/SIGINT (→ on_term) and SIGHUP (→ on_hup, may be NULL)
  * as events; SIGPIPE is ignored. Starts the WATCHDOG=1 timer when systemd asks

@@ -66,14 +66,5 @@ freep(void *p)
 		_r_ < 0 ? -errno : (int)_r_;                                                       \
 	})
 
-/* A soft check on request paths: logs at critical level and yields -EUCLEAN. */
-#define RW_FAILS_ASSERT(expr)                                                                      \
-	({                                                                                         \
-		int _ok_ = !!(expr);                                                               \
-		if (!_ok_)                                                                         \
-			log_crit("Assertion '%s' failed at %s:%d", #expr, __FILE__, __LINE__);     \
-		!_ok_;                                                                             \
-	})
-
 #define STRLEN(s) (sizeof(s) - 1)
 #define streq(a, b) (strcmp((a), (b)) == 0)

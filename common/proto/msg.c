@@ -208,6 +208,19 @@ msg_w_raw(MpWriter *w, const char *key, const msgpack_object *o)
 		return m->_r.err < 0 ? -EBADMSG : 0;                                               \
 	}
 
+/* A sender: the function `sig` encodes m into a writer w, sends it with
+ * `send` (an expression naming w) and returns what that returned. */
+#define GEN_SEND(sig, encode, send)                                                                \
+	sig                                                                                        \
+	{                                                                                          \
+		MpWriter w;                                                                        \
+		mp_writer_init(&w);                                                                \
+		encode(&w, m);                                                                     \
+		int r = send;                                                                      \
+		mp_writer_done(&w);                                                                \
+		return r;                                                                          \
+	}
+
 #define F(type, name, req) MSG_DEC_##type##_##req(name)
 #define MSG(name, id, dir, fields)                                                                 \
 	GEN_DECODE(Msg_##name, msg_decode_##name, fields)                                          \
@@ -215,25 +228,11 @@ msg_w_raw(MpWriter *w, const char *key, const msgpack_object *o)
 	{                                                                                          \
 		mp_reader_done(&m->_r);                                                            \
 	}                                                                                          \
-	int msg_push_##name(Peer *p, const Msg_##name *m)                                          \
-	{                                                                                          \
-		MpWriter w;                                                                        \
-		mp_writer_init(&w);                                                                \
-		msg_encode_##name(&w, m);                                                          \
-		int r = peer_push(p, MSG_##name, &w);                                              \
-		mp_writer_done(&w);                                                                \
-		return r;                                                                          \
-	}                                                                                          \
-	int msg_call_##name(Peer *p, const Msg_##name *m, usec_t timeout, PeerReplyFn cb,          \
-			    void *userdata)                                                        \
-	{                                                                                          \
-		MpWriter w;                                                                        \
-		mp_writer_init(&w);                                                                \
-		msg_encode_##name(&w, m);                                                          \
-		int r = peer_call(p, MSG_##name, &w, timeout, cb, userdata);                       \
-		mp_writer_done(&w);                                                                \
-		return r;                                                                          \
-	}                                                                                          \
+	GEN_SEND(int msg_push_##name(Peer *p, const Msg_##name *m), msg_encode_##name,             \
+		 peer_push(p, MSG_##name, &w))                                                     \
+	GEN_SEND(int msg_call_##name(Peer *p, const Msg_##name *m, usec_t timeout, PeerReplyFn cb, \
+				     void *userdata),                                              \
+		 msg_encode_##name, peer_call(p, MSG_##name, &w, timeout, cb, userdata))           \
 	int msg_handle_##name(Peer *p, const Frame *f, void *userdata, MsgHandler_##name fn)       \
 	{                                                                                          \
 		Msg_##name m;                                                                      \
@@ -251,15 +250,10 @@ msg_w_raw(MpWriter *w, const char *key, const msgpack_object *o)
 	{                                                                                          \
 		mp_reader_done(&m->_r);                                                            \
 	}                                                                                          \
-	int reply_send_##name(Peer *p, uint64_t req_id, const Reply_##name *m)                     \
-	{                                                                                          \
-		MpWriter w;                                                                        \
-		mp_writer_init(&w);                                                                \
-		reply_encode_##name(&w, m);                                                        \
-		int r = peer_reply(p, req_id, &w);                                                 \
-		mp_writer_done(&w);                                                                \
-		return r;                                                                          \
-	}
+	GEN_SEND(int reply_send_##name(Peer *p, uint64_t req_id, const Reply_##name *m),           \
+		 reply_encode_##name, peer_reply(p, req_id, &w))                                   \
+	GEN_SEND(int reply_deferred_##name(PeerDeferred *d, const Reply_##name *m),                \
+		 reply_encode_##name, peer_deferred_reply(d, &w))
 #include "messages.def"
 #undef MSG
 #undef REPLY

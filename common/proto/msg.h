@@ -16,8 +16,9 @@
  *                        MsgHandler_NAME fn);                        // decode, fn, done
  *
  * and for each REPLY(NAME, F(…) …) the same with Reply_NAME, reply_decode_NAME,
- * reply_encode_NAME, reply_done_NAME and reply_send_NAME(p, req_id, m)
- * (peer_reply). The names keep the row's spelling (MSG_RUN_GET, Msg_RUN_GET,
+ * reply_encode_NAME, reply_done_NAME, reply_send_NAME(p, req_id, m)
+ * (peer_reply) and reply_deferred_NAME(d, m) (peer_deferred_reply: answers a
+ * PeerDeferred later and releases it). The names keep the row's spelling (MSG_RUN_GET, Msg_RUN_GET,
  * msg_decode_RUN_GET): one grep finds the enum, the struct and its codecs.
  *
  * Members, by field type (see messages.def): STR const char *, BIN const void *
@@ -116,7 +117,8 @@
 	int reply_decode_##name(const msgpack_object *body, Reply_##name *m);                      \
 	void reply_encode_##name(MpWriter *w, const Reply_##name *m);                              \
 	void reply_done_##name(Reply_##name *m);                                                   \
-	int reply_send_##name(Peer *p, uint64_t req_id, const Reply_##name *m);
+	int reply_send_##name(Peer *p, uint64_t req_id, const Reply_##name *m);                    \
+	int reply_deferred_##name(PeerDeferred *d, const Reply_##name *m);
 #include "messages.def"
 #undef MSG
 #undef REPLY

@@ -27,6 +27,16 @@ typedef struct Pending {
 	struct event *timer;
 } Pending;
 
+/* A request held for a later answer: linked into its peer until answered,
+ * freed or cancelled (peer = NULL then). */
+struct PeerDeferred {
+	PeerDeferred *next, **pprev;
+	Peer *peer;
+	uint64_t req_id;
+	PeerCancelFn cancel;
+	void *userdata;
+};
+
 struct Peer {
 	struct event_base *base;
 	struct bufferevent *bev;
@@ -35,6 +45,7 @@ struct Peer {
 	size_t max_frame;
 	uint64_t next_req_id;
 	Pending *pending;
+	PeerDeferred *deferred;
 	bool ready;
 	bool closed;
 	int dispatching;
@@ -64,8 +75,23 @@ pending_take(Peer *p, uint64_t req_id)
 }
 
 static void
+deferred_detach(PeerDeferred *d)
+{
+	if (!d->peer)
+		return;
+	*d->pprev = d->next;
+	if (d->next)
+		d->next->pprev = d->pprev;
+	d->next = NULL;
+	d->pprev = NULL;
+	d->peer = NULL;
+}
+
+static void
 really_free(Peer *p)
 {
+	while (p->deferred) /* their owners still hold them, now detached */
+		deferred_detach(p->deferred);
 	while (p->pending) {
 		Pending *e = p->pending;
 		p->pending = e->next;
@@ -100,6 +126,12 @@ peer_close(Peer *p, int err)
 	p->closed = true;
 	bufferevent_disable(p->bev, EV_READ | EV_WRITE);
 	p->dispatching++;
+	while (p->deferred) {
+		PeerDeferred *d = p->deferred;
+		deferred_detach(d);
+		if (d->cancel)
+			d->cancel(d, d->userdata); /* may free d */
+	}
 	while (p->pending) {
 		Pending *e = p->pending;
 		p->pending = e->next;
@@ -194,6 +226,152 @@ peer_push(Peer *p, int type, const MpWriter *body)
 	return send_frame(p, type, 0, body);
 }
 
+PeerDeferred *
+peer_defer_id(Peer *p, uint64_t req_id)
+{
+	PeerDeferred *d = calloc(1, sizeof(*d));
+
+	if (!d)
+		return NULL;
+	d->req_id = req_id;
+	if (p->closed)
+		return d; /* born detached: answering it sends nothing */
+	d->peer = p;
+	d->next = p->deferred;
+	if (d->next)
+		d->next->pprev = &d->next;
+	d->pprev = &p->deferred;
+	p->deferred = d;
+	return d;
+}
+
+PeerDeferred *
+peer_defer(Peer *p, const Frame *f)
+{
+	return peer_defer_id(p, f->req_id);
+}
+
+void
+peer_deferred_on_cancel(PeerDeferred *d, PeerCancelFn cb, void *userdata)
+{
+	d->cancel = cb;
+	d->userdata = userdata;
+}
+
+Peer *
+peer_deferred_peer(const PeerDeferred *d)
+{
+	return d ? d->peer : NULL;
+}
+
+PeerDeferred *
+peer_deferred_free(PeerDeferred *d)
+{
+	if (!d)
+		return NULL;
+	deferred_detach(d);
+	free(d);
+	return NULL;
+}
+
+int
+peer_deferred_reply(PeerDeferred *d, const MpWriter *body)
+{
+	int r;
+
+	if (!d)
+		return -EINVAL;
+	if (!d->peer)
+		r = -ECONNRESET;
+	else if ((r = peer_reply(d->peer, d->req_id, body)) < 0 && !d->peer->closed)
+		(void)peer_reply_error_reason(d->peer, d->req_id, -EIO, "internal",
+					      "reply too large");
+	peer_deferred_free(d);
+	return r;
+}
+
+int
+peer_deferred_error(PeerDeferred *d, int err, const char *reason, const char *message)
+{
+	int r;
+
+	if (!d)
+		return -EINVAL;
+	r = d->peer ? peer_reply_error_reason(d->peer, d->req_id, err, reason, message)
+		    : -ECONNRESET;
+	peer_deferred_free(d);
+	return r;
+}
+
+int
+peer_deferred_relay_error(PeerDeferred *d, int err, const msgpack_object *body,
+			  const char *fallback)
+{
+	int r;
+
+	if (!d)
+		return -EINVAL;
+	r = d->peer ? peer_relay_error(d->peer, d->req_id, err, body, fallback) : -ECONNRESET;
+	peer_deferred_free(d);
+	return r;
+}
+
+typedef struct Relay {
+	PeerDeferred *d;
+	const PeerRelayOps *ops;
+} Relay;
+
+static void
+relay_replied(Peer *to, int err, const msgpack_object *body, void *userdata)
+{
+	Relay *rl = userdata;
+	PeerDeferred *d = TAKE_PTR(rl->d);
+	const PeerRelayOps *ops = rl->ops;
+
+	free(rl);
+	if (err == -ECONNRESET || err == -ETIMEDOUT) {
+		/* no answer from the other daemon: say so by reason, keep the errno */
+		(void)peer_deferred_error(d, err, ops->unavailable_reason, ops->unavailable);
+		return;
+	}
+	if (err < 0) {
+		(void)peer_deferred_relay_error(d, err, body, ops->fallback);
+		return;
+	}
+	if (ops->reply) {
+		ops->reply(d, body);
+		return;
+	}
+	MpWriter w;
+	mp_writer_init(&w);
+	if (body)
+		msgpack_pack_object(&w.pk, *body);
+	else
+		mp_w_map(&w, 0);
+	(void)peer_deferred_reply(d, &w);
+	mp_writer_done(&w);
+}
+
+int
+peer_relay(Peer *to, int type, const MpWriter *body, PeerDeferred *d, usec_t timeout,
+	   const PeerRelayOps *ops)
+{
+	Relay *rl = calloc(1, sizeof(*rl));
+	int r;
+
+	if (!rl) {
+		(void)peer_deferred_error(d, -ENOMEM, NULL, NULL);
+		return -ENOMEM;
+	}
+	*rl = (Relay){.d = d, .ops = ops};
+	r = peer_call(to, type, body, timeout, relay_replied, rl);
+	if (r < 0) {
+		free(rl);
+		(void)peer_deferred_error(d, r, NULL, NULL);
+	}
+	return r;
+}
+
 static void
 pending_timeout(evutil_socket_t fd, short what, void *arg)
 {
@@ -217,7 +395,7 @@ pending_timeout(evutil_socket_t fd, short what, void *arg)
 int
 peer_call(Peer *p, int type, const MpWriter *body, usec_t timeout, PeerReplyFn cb, void *userdata)
 {
-	if (p->closed)
+	if (!p || p->closed)
 		return -ECONNRESET;
 	Pending *e = calloc(1, sizeof(*e));
 	if (!e)

@@ -23,7 +23,16 @@
  * is cancelled silently by peer_cancel_calls(userdata) when the caller's
  * object goes away first.
  *
- * Lifetime: ops->on_close runs once, after all pending calls failed. The owner
+ * Incoming requests answered later: peer_defer() turns a request into a
+ * PeerDeferred, the twin of a pending call. Its owner answers it once
+ * (peer_deferred_reply/_error/_relay_error) or drops it (peer_deferred_free);
+ * each of these releases it. When the connection closes first, the peer
+ * detaches every deferred answer still held (answering one then sends nothing)
+ * and calls its cancel callback, if one was set: nobody has to remember which
+ * connection a request came from, or check that it is still there.
+ *
+ * Lifetime: ops->on_close runs once, after all pending calls failed and all
+ * deferred answers were cancelled. The owner
  * may call peer_free() from any callback, including on_close; the peer defers
  * the release until its own dispatch loop unwinds.
  */
@@ -88,6 +97,55 @@ int peer_relay_error(Peer *p, uint64_t req_id, int err, const msgpack_object *bo
 const char *peer_error_reason(const msgpack_object *body, char buf[static PEER_REASON_MAX]);
 /* Drop pending calls made with this userdata, without calling them. */
 void peer_cancel_calls(Peer *p, void *userdata);
+
+/* ---- Deferred answers ---- */
+typedef struct PeerDeferred PeerDeferred;
+/* The connection closed before d was answered; d is detached (answering it
+ * sends nothing) and still belongs to the owner, who may free it here. */
+typedef void (*PeerCancelFn)(PeerDeferred *d, void *userdata);
+
+/* Hold request f (or req_id) to answer later; NULL when out of memory (then
+ * answer now, e.g. return -ENOMEM). A push (req_id 0) gives a deferred whose
+ * answers send nothing. */
+PeerDeferred *peer_defer(Peer *p, const Frame *f);
+PeerDeferred *peer_defer_id(Peer *p, uint64_t req_id);
+/* Called when the connection closes before d is answered or freed. */
+void peer_deferred_on_cancel(PeerDeferred *d, PeerCancelFn cb, void *userdata);
+/* The connection d came on, or NULL once it closed. */
+Peer *peer_deferred_peer(const PeerDeferred *d);
+/* Each of these releases d (NULL-safe). Once the connection is gone they send
+ * nothing and return -ECONNRESET. peer_deferred_reply answers ERROR {-EIO,
+ * reason "internal", "reply too large"} instead of a body that cannot be
+ * framed, so d is always answered once. */
+int peer_deferred_reply(PeerDeferred *d, const MpWriter *body);
+int peer_deferred_error(PeerDeferred *d, int err, const char *reason, const char *message);
+int peer_deferred_relay_error(PeerDeferred *d, int err, const msgpack_object *body,
+			      const char *fallback);
+/* Drop d without an answer (the requester will time out); returns NULL. */
+PeerDeferred *peer_deferred_free(PeerDeferred *d);
+
+/* ---- Relays ---- */
+/* How peer_relay() passes a reply on. */
+typedef struct PeerRelayOps {
+	/* Answer d from the REPLY body (and release d); NULL passes the body
+	 * on as it is. */
+	void (*reply)(PeerDeferred *d, const msgpack_object *body);
+	/* The message of a relayed ERROR that has none. */
+	const char *fallback;
+	/* When the other daemon does not answer (connection lost, or no answer
+	 * by the deadline): the ERROR's reason and message; its code stays the
+	 * errno (-ECONNRESET or -ETIMEDOUT). */
+	const char *unavailable_reason;
+	const char *unavailable;
+} PeerRelayOps;
+
+/* Forward a request to another peer and its outcome back to d: the REPLY
+ * (through ops->reply), an ERROR with its code, message and reason
+ * (peer_deferred_relay_error), or the unavailable ERROR. Always takes d: when
+ * the request cannot be sent, d is answered with that errno (strerror text)
+ * and the errno is returned. */
+int peer_relay(Peer *to, int type, const MpWriter *body, PeerDeferred *d, usec_t timeout,
+	       const PeerRelayOps *ops);
 
 /* Unix socket helpers. unix_listen removes a stale socket file, binds with
  * the given mode; both return a CLOEXEC non-blocking fd or a negative errno. */

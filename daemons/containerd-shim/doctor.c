@@ -141,14 +141,14 @@ static void
 check_cgroup(Doctor *d, const ShimConf *conf)
 {
 	CgroupHost *h = NULL;
-	CgroupError err = {""};
+	Reason err = {""};
 	CgroupConf cc;
 	int r;
 
 	shim_conf_cgroup(conf, &cc);
 	r = cgroup_host_new(&cc, &h, &err, true);
 	if (r < 0) {
-		report(d, 0, "cgroup", "%s", err.msg[0] ? err.msg : strerror(-r));
+		report(d, 0, "cgroup", "%s", reason_text(&err, r));
 		return;
 	}
 	report(d, 1, "cgroup", "%s", cgroup_host_describe(h));

@@ -898,7 +898,7 @@ listener_add(NetFwd *n, int pidfd, const LogCtx *ctx, Listener *l, uint16_t *ret
 
 int
 netfwd_forward(NetFwd *n, int pidfd, const LogCtx *ctx, const char *target, uint16_t *ret_port,
-	       char *err, size_t errlen)
+	       Reason *why)
 {
 	Listener *l;
 	int r;
@@ -916,8 +916,8 @@ netfwd_forward(NetFwd *n, int pidfd, const LogCtx *ctx, const char *target, uint
 		if (tl >= sizeof(su->sun_path) || rl == 0 || rl > 128 ||
 		    strspn(ctx->run_id, "abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ"
 					"0123456789-_") != rl) {
-			snprintf(
-			    err, errlen,
+			reason_set(
+			    why,
 			    tl >= sizeof(su->sun_path)
 				? "target '%.100s' is too long a socket path"
 				: "target '%.100s': run_id must be letters, digits, '-' or '_'",
@@ -938,13 +938,13 @@ netfwd_forward(NetFwd *n, int pidfd, const LogCtx *ctx, const char *target, uint
 		    ((struct sockaddr_in *)&l->target)->sin_port == 0) ||
 		   (l->target.ss_family == AF_INET6 &&
 		    ((struct sockaddr_in6 *)&l->target)->sin6_port == 0)) {
-		snprintf(err, errlen, "target '%.100s' is not a numeric host:port", target);
+		reason_set(why, "target '%.100s' is not a numeric host:port", target);
 		free(l);
 		return -EINVAL;
 	}
 	r = listener_add(n, pidfd, ctx, l, ret_port);
 	if (r < 0) {
-		snprintf(err, errlen, "listen in the sandbox: %s", strerror(-r));
+		reason_set(why, "listen in the sandbox: %s", strerror(-r));
 		free(l);
 		return r;
 	}
@@ -954,15 +954,14 @@ netfwd_forward(NetFwd *n, int pidfd, const LogCtx *ctx, const char *target, uint
 
 int
 netfwd_proxy(NetFwd *n, int pidfd, const LogCtx *ctx, char *const *allow, size_t n_allow,
-	     char *const *allow_private, size_t n_allow_private, uint16_t *ret_port, char *err,
-	     size_t errlen)
+	     char *const *allow_private, size_t n_allow_private, uint16_t *ret_port, Reason *why)
 {
 	Listener *l;
 	int r;
 
 	if (n_allow > 256 || n_allow_private > 256) {
-		snprintf(err, errlen, "%s: more than 256 entries",
-			 n_allow > 256 ? "allow" : "allow_private");
+		reason_set(why, "%s: more than 256 entries",
+			   n_allow > 256 ? "allow" : "allow_private");
 		return -EINVAL;
 	}
 	l = calloc(1, sizeof(*l));
@@ -977,8 +976,8 @@ netfwd_proxy(NetFwd *n, int pidfd, const LogCtx *ctx, char *const *allow, size_t
 	for (size_t i = 0; i < n_allow; i++) {
 		r = connect_parse_authority(allow[i], strlen(allow[i]), 443, &l->allow[i]);
 		if (r < 0) {
-			snprintf(err, errlen, "allow: '%.100s' is %s", allow[i],
-				 r == -EPERM ? "an IP literal (names only)" : "not host[:port]");
+			reason_set(why, "allow: '%.100s' is %s", allow[i],
+				   r == -EPERM ? "an IP literal (names only)" : "not host[:port]");
 			free(l->allow);
 			free(l);
 			return -EINVAL;
@@ -992,17 +991,17 @@ netfwd_proxy(NetFwd *n, int pidfd, const LogCtx *ctx, char *const *allow, size_t
 	}
 	for (size_t i = 0; i < n_allow_private; i++)
 		if (net_cidr_parse(allow_private[i], &l->allow_private[i]) < 0) {
-			snprintf(err, errlen,
-				 "allow_private: '%.100s' is not an IPv4 or IPv6 network "
-				 "(address/prefix, host bits zero)",
-				 allow_private[i]);
+			reason_set(why,
+				   "allow_private: '%.100s' is not an IPv4 or IPv6 network "
+				   "(address/prefix, host bits zero)",
+				   allow_private[i]);
 			listener_free(l);
 			return -EINVAL;
 		}
 	l->n_allow_private = n_allow_private;
 	r = listener_add(n, pidfd, ctx, l, ret_port);
 	if (r < 0) {
-		snprintf(err, errlen, "listen in the sandbox: %s", strerror(-r));
+		reason_set(why, "listen in the sandbox: %s", strerror(-r));
 		listener_free(l);
 		return r;
 	}

@@ -44,6 +44,7 @@
 #include <stdint.h>
 
 #include "log.h"
+#include "reason.h"
 
 struct event_base;
 typedef struct NetFwd NetFwd;
@@ -69,17 +70,17 @@ int netfwd_listen_in_netns(int pidfd, int *ret_fd, uint16_t *ret_port);
  * absolute path of a Unix socket (routerd's bridge socket: each connection
  * first sends "RUNWARDEN-BRIDGE <run_id>\r\n", then the sandbox's bytes; the
  * run_id must then be [A-Za-z0-9_-]{1,128}). Returns 0 and the port, -EINVAL
- * for a bad target (err says why), or another negative errno. */
+ * for a bad target (why says why), or another negative errno. */
 int netfwd_forward(NetFwd *n, int pidfd, const LogCtx *ctx, const char *target, uint16_t *ret_port,
-		   char *err, size_t errlen);
-/* allow: n_allow entries "host[:port]" (port 443 by default); -EINVAL with err
+		   Reason *why);
+/* allow: n_allow entries "host[:port]" (port 443 by default); -EINVAL with why
  * for a bad entry or an IP literal. allow_private: n_allow_private networks
  * ("10.0.0.0/8", "127.0.0.1", "fd00::/8"; net-addr.h) whose addresses the
- * proxy may connect to although they are not public unicast; -EINVAL with err
+ * proxy may connect to although they are not public unicast; -EINVAL with why
  * for a bad one. */
 int netfwd_proxy(NetFwd *n, int pidfd, const LogCtx *ctx, char *const *allow, size_t n_allow,
-		 char *const *allow_private, size_t n_allow_private, uint16_t *ret_port, char *err,
-		 size_t errlen);
+		 char *const *allow_private, size_t n_allow_private, uint16_t *ret_port,
+		 Reason *why);
 /* Close the run's listeners and connections; the proxy's byte counters
  * (sandbox → host, host → sandbox). 0 (zeros when the run had none). */
 int netfwd_unlisten(NetFwd *n, const char *sandbox_id, const char *run_id, uint64_t *ret_out,

@@ -329,6 +329,7 @@ queued_free(Queued *q)
 		return NULL;
 	if (q->timer)
 		event_free(q->timer);
+	peer_deferred_free(q->reply);
 	free(q->key);
 	free(q->run_id);
 	free(q->thread_id);
@@ -356,9 +357,11 @@ queue_push_positions(Shim *s)
 		if (++pos == q->position)
 			continue;
 		q->position = pos;
-		(void)msg_push_SANDBOX_QUEUED(
-		    q->conn->peer,
-		    &(Msg_SANDBOX_QUEUED){.key = q->key, .run_id = q->run_id, .position = pos});
+		if (peer_deferred_peer(q->reply))
+			(void)msg_push_SANDBOX_QUEUED(peer_deferred_peer(q->reply),
+						      &(Msg_SANDBOX_QUEUED){.key = q->key,
+									    .run_id = q->run_id,
+									    .position = pos});
 	}
 }
 
@@ -376,15 +379,26 @@ queue_timeout_cb(evutil_socket_t fd, short what, void *arg)
 		LogCtx ctx = {.run_id = q->run_id, .thread_id = q->thread_id};
 		log_ctx(LOG_INFO, &ctx, "Queued request for '%s' timed out", q->key);
 	}
-	(void)peer_reply_error(q->conn->peer, q->req_id, -ETIMEDOUT, msg);
+	(void)peer_deferred_error(TAKE_PTR(q->reply), -ETIMEDOUT, NULL, msg);
 	queue_unlink(s, q);
 	queued_free(q);
 	queue_push_positions(s);
 }
 
+/* The requester's connection closed: the request leaves the queue (conn_on_close
+ * then tells the others their new places). */
+static void
+queued_cancelled(PeerDeferred *d, void *userdata)
+{
+	Queued *q = userdata;
+
+	queue_unlink(q->shim, q);
+	queued_free(q);
+}
+
+/* Takes *d (NULL) on success. */
 static int
-queue_add(Shim *s, Conn *c, uint64_t req_id, const char *key, const char *run_id,
-	  const char *thread_id)
+queue_add(Shim *s, PeerDeferred **d, const char *key, const char *run_id, const char *thread_id)
 {
 	Queued *q = calloc(1, sizeof(*q)), **pp;
 	struct timeval tv;
@@ -392,8 +406,6 @@ queue_add(Shim *s, Conn *c, uint64_t req_id, const char *key, const char *run_id
 	if (!q)
 		return -ENOMEM;
 	q->shim = s;
-	q->conn = c;
-	q->req_id = req_id;
 	q->key = strdup(key);
 	q->run_id = run_id ? strdup(run_id) : NULL;
 	q->thread_id = thread_id ? strdup(thread_id) : NULL;
@@ -402,6 +414,8 @@ queue_add(Shim *s, Conn *c, uint64_t req_id, const char *key, const char *run_id
 		queued_free(q);
 		return -ENOMEM;
 	}
+	q->reply = TAKE_PTR(*d);
+	peer_deferred_on_cancel(q->reply, queued_cancelled, q);
 	if (s->conf->queue_timeout_ms > 0)
 		evtimer_add(q->timer, timeval_from_usec(&tv, (usec_t)s->conf->queue_timeout_ms *
 								 USEC_PER_MSEC));
@@ -475,11 +489,11 @@ queue_kick(Shim *s)
 		if (q) {
 			int k;
 			queue_unlink(s, q);
-			k = ensure_key(s, q->conn, q->req_id, q->key, q->run_id, q->thread_id,
-				       false);
+			peer_deferred_on_cancel(q->reply, NULL, NULL); /* out of the queue */
+			k = ensure_key(s, &q->reply, q->key, q->run_id, q->thread_id, false);
 			if (k < 0)
-				(void)peer_reply_error(q->conn->peer, q->req_id, k,
-						       "sandbox creation failed");
+				(void)peer_deferred_error(TAKE_PTR(q->reply), k, NULL,
+							  "sandbox creation failed");
 			queued_free(q);
 			continue;
 		}
@@ -521,14 +535,14 @@ capacity_reensure(Sandbox *sb, Waiter **ret_re)
 		nsb->reserved_until = now_usec() + ENSURE_RESERVE_USEC;
 	if (r >= 0 && ready) {
 		for (Waiter *w = re; w; w = w->next)
-			reply_ensure(w->conn, w->req_id, nsb->id, true);
+			answer_ensure(TAKE_PTR(w->reply), nsb->id, true);
 	} else if (r >= 0) {
 		nsb->ensure_waiters = re;
 		re = NULL;
 	} else
 		for (Waiter *w = re; w; w = w->next)
-			(void)peer_reply_error(w->conn->peer, w->req_id, r,
-					       "sandbox creation failed");
+			(void)peer_deferred_error(TAKE_PTR(w->reply), r, NULL,
+						  "sandbox creation failed");
 	*ret_re = re;
 }
 
@@ -560,10 +574,11 @@ idle_cb(evutil_socket_t fd, short what, void *arg)
 
 /* Serve an ENSURE for key now: reuse, wait for a starting one, or create. With
  * may_queue, a new sandbox beyond max_instances waits in the FIFO queue
- * instead. Replies (or registers a waiter) itself; < 0 = reply ERROR. */
+ * instead. Answers *d (or hands it to a waiter list, the queue or a snapshot
+ * job) and takes it; < 0 = not taken, the caller answers ERROR. */
 int
-ensure_key(Shim *s, Conn *c, uint64_t req_id, const char *key, const char *run_id,
-	   const char *thread_id, bool may_queue)
+ensure_key(Shim *s, PeerDeferred **d, const char *key, const char *run_id, const char *thread_id,
+	   bool may_queue)
 {
 	char id[17];
 	Sandbox *sb;
@@ -571,7 +586,8 @@ ensure_key(Shim *s, Conn *c, uint64_t req_id, const char *key, const char *run_i
 
 	k = shim_sandbox_id(key, strlen(key), id);
 	if (k < 0) {
-		(void)peer_reply_error(c->peer, req_id, k, "key must be 1..256 bytes without NUL");
+		(void)peer_deferred_error(TAKE_PTR(*d), k, NULL,
+					  "key must be 1..256 bytes without NUL");
 		return 0;
 	}
 	LogCtx ctx = {.run_id = run_id, .thread_id = thread_id, .sandbox_id = id};
@@ -582,10 +598,11 @@ ensure_key(Shim *s, Conn *c, uint64_t req_id, const char *key, const char *run_i
 		/* No live one: the directory on disk must be this key's too. */
 		k = sandbox_key_check(s, &ctx, id, key, true);
 		if (k < 0) {
-			(void)peer_reply_error(c->peer, req_id, k,
-					       k == -EEXIST ? "sandbox id collision: the workspace "
-							      "belongs to another key"
-							    : "cannot check the sandbox's key");
+			(void)peer_deferred_error(TAKE_PTR(*d), k, NULL,
+						  k == -EEXIST
+						      ? "sandbox id collision: the workspace "
+							"belongs to another key"
+						      : "cannot check the sandbox's key");
 			return 0;
 		}
 	}
@@ -599,7 +616,7 @@ ensure_key(Shim *s, Conn *c, uint64_t req_id, const char *key, const char *run_i
 		    (snapjob_kind(j) == SNAPJOB_RESTORE || !sb || sb->state != SANDBOX_READY)) {
 			log_ctx(LOG_INFO, &ctx, "Request for '%s' waits for its snapshot/restore",
 				key);
-			return snapjob_hold(j, c, req_id, key, run_id, thread_id);
+			return snapjob_hold(j, d, key, run_id, thread_id);
 		}
 	}
 	if (sb) {
@@ -612,36 +629,36 @@ ensure_key(Shim *s, Conn *c, uint64_t req_id, const char *key, const char *run_i
 				log_ctx(LOG_INFO, &ctx, "Sandbox %s resumed", id);
 			set_str(&sb->run_id, run_id);
 			set_str(&sb->thread_id, thread_id);
-			reply_ensure(c, req_id, id, false);
+			answer_ensure(TAKE_PTR(*d), id, false);
 			return 0;
 		case SANDBOX_STARTING:
 			set_str(&sb->run_id, run_id);
 			set_str(&sb->thread_id, thread_id);
-			return waiter_add(&sb->ensure_waiters, c, req_id);
+			return waiter_add(&sb->ensure_waiters, d);
 		case SANDBOX_DYING:
 			set_str(&sb->next_run_id, run_id);
 			set_str(&sb->next_thread_id, thread_id);
-			return waiter_add(&sb->reensure_waiters, c, req_id);
+			return waiter_add(&sb->reensure_waiters, d);
 		}
 	}
 	if (may_queue && (s->queue || list_count(s->sandboxes) >= (size_t)s->conf->max_instances))
-		return queue_add(s, c, req_id, key, run_id, thread_id);
+		return queue_add(s, d, key, run_id, thread_id);
 	bool ready = false;
 	k = sandbox_obtain(s, key, id, run_id, thread_id, &sb, &ready);
 	if (k >= 0)
 		sb->reserved_until = now_usec() + ENSURE_RESERVE_USEC;
 	if (k >= 0 && ready) {
-		reply_ensure(c, req_id, id, true);
+		answer_ensure(TAKE_PTR(*d), id, true);
 		return 0;
 	}
 	if (k < 0) {
 		char msg[400];
 		snprintf(msg, sizeof(msg), "sandbox creation failed: %s",
 			 s->create_err[0] ? s->create_err : strerror(-k));
-		(void)peer_reply_error(c->peer, req_id, k, msg);
+		(void)peer_deferred_error(TAKE_PTR(*d), k, NULL, msg);
 		return 0;
 	}
-	k = waiter_add(&sb->ensure_waiters, c, req_id);
+	k = waiter_add(&sb->ensure_waiters, d);
 	if (k >= 0)
 		log_ctx(LOG_DEBUG, &ctx, "Creating sandbox %s", id);
 	return k;
@@ -654,8 +671,8 @@ queue_refuse_all(Shim *s)
 	while (s->queue) {
 		Queued *q = s->queue;
 		s->queue = q->next;
-		(void)peer_reply_error(q->conn->peer, q->req_id, -ESHUTDOWN,
-				       "containerd-shim is stopping");
+		(void)peer_deferred_error(TAKE_PTR(q->reply), -ESHUTDOWN, NULL,
+					  "containerd-shim is stopping");
 		queued_free(q);
 	}
 }

@@ -115,6 +115,7 @@ exec_free(Exec *e)
 	free(e->run_id);
 	free(e->thread_id);
 	free(e->stdin_data);
+	peer_deferred_free(e->start);
 	free(e);
 	return NULL;
 }
@@ -668,6 +669,11 @@ handle_exec_start(Peer *p, const Frame *f, const Msg_EXEC_START *m, void *userda
 	k = exec_new(s, sb, c, m->run_id, m->kill_leftovers, timeout_ms, &e);
 	if (k < 0)
 		goto out;
+	e->start = peer_defer(p, f); /* answered on STARTED / START_FAILED */
+	if (!e->start) {
+		k = -ENOMEM;
+		goto out;
+	}
 	k = exec_open_streams(e, child_fds);
 	if (k < 0)
 		goto out;
@@ -705,7 +711,6 @@ handle_exec_start(Peer *p, const Frame *f, const Msg_EXEC_START *m, void *userda
 	if (k < 0)
 		goto out;
 
-	e->start_req_id = f->req_id; /* answered on STARTED / START_FAILED */
 	e->next = s->execs;
 	s->execs = e;
 	if (e->timeout_timer) {
@@ -821,7 +826,7 @@ handle_exec_attach(Peer *p, const Frame *f, const Msg_EXEC_ATTACH *m, void *user
 	if (e->conn && e->conn != c)
 		log_debug("exec %" PRIu64 " re-attached to another connection", id);
 	e->conn = c;
-	e->start_req_id = 0;
+	e->start = peer_deferred_free(e->start);
 	evtimer_del(e->hold_timer);
 	reply_empty(c, f->req_id);
 	for (int i = STREAM_STDOUT; i <= STREAM_STDERR; i++)
@@ -861,10 +866,9 @@ handle_exec_list(Peer *p, const Frame *f, const Msg_EXEC_LIST *m, void *userdata
 static void
 exec_reply_started(Exec *e)
 {
-	if (e->start_req_id && e->conn)
-		(void)reply_send_EXEC_START(e->conn->peer, e->start_req_id,
-					    &(Reply_EXEC_START){.exec_id = e->id});
-	e->start_req_id = 0;
+	if (e->start)
+		(void)reply_deferred_EXEC_START(TAKE_PTR(e->start),
+						&(Reply_EXEC_START){.exec_id = e->id});
 }
 
 /* SandboxHooks.exec_msg: an init message about one of sb's execs. */
@@ -946,10 +950,9 @@ exec_sandbox_lost(Sandbox *sb)
 			continue;
 		limit = exec_limit_reason(e); /* an OOM group kill takes the init too */
 		e->sandbox = NULL;
-		if (e->start_req_id && e->conn)
-			(void)peer_reply_error(e->conn->peer, e->start_req_id, -ESRCH,
-					       "the sandbox died before the exec started");
-		e->start_req_id = 0;
+		if (e->start)
+			(void)peer_deferred_error(TAKE_PTR(e->start), -ESRCH, NULL,
+						  "the sandbox died before the exec started");
 		/* Nothing writes any more: what the memfds hold is all there is. */
 		e->started = true;
 		for (int i = STREAM_STDOUT; i <= STREAM_STDERR; i++) {
@@ -979,7 +982,7 @@ exec_leaf_create(Exec *e, int *ret_fd)
 {
 	Shim *s = e->shim;
 	Sandbox *sb = e->sandbox;
-	CgroupError cerr = {""};
+	Reason cerr = {""};
 	int r;
 
 	*ret_fd = -1;
@@ -993,8 +996,7 @@ exec_leaf_create(Exec *e, int *ret_fd)
 	r = cgroup_leaf_create(sb->cg, e->id, ret_fd, &cerr);
 	if (r < 0) {
 		LogCtx ctx = exec_ctx(e);
-		snprintf(s->create_err, sizeof(s->create_err), "%s",
-			 cerr.msg[0] ? cerr.msg : strerror(-r));
+		snprintf(s->create_err, sizeof(s->create_err), "%s", reason_text(&cerr, r));
 		log_ctx_errno(LOG_ERR, r, &ctx,
 			      "Failed to create the cgroup of exec %" PRIu64 ": %s", e->id,
 			      s->create_err);

@@ -153,9 +153,7 @@ struct FileJob {
 	WorkItem w; /* first */
 	ShimFiles *owner;
 	FileJob *next, *prev; /* owner->jobs, the loop's */
-	Peer *peer;	      /* NULL once its connection closed */
-	void *conn;
-	uint64_t req_id;
+	PeerDeferred *reply;  /* detached once its connection closed */
 	FileOp op;
 	char id[17];
 	char *key, *ws, *path, *to, *data; /* the loop's allocations */
@@ -333,6 +331,7 @@ job_free(FileJob *j)
 		return;
 	if (j->has_body)
 		mp_writer_done(&j->body);
+	peer_deferred_free(j->reply);
 	free(j->key);
 	free(j->ws);
 	free(j->path);
@@ -360,17 +359,18 @@ job_done(WorkItem *item, bool cancelled)
 		log_ctx(LOG_DEBUG, &ctx, "File API %s in the workspace of %s", op_names[j->op],
 			j->id);
 	}
-	if (j->peer) {
+	if (peer_deferred_peer(j->reply)) {
 		if (k == 0)
-			(void)peer_reply(j->peer, j->req_id, &j->body);
+			(void)peer_deferred_reply(TAKE_PTR(j->reply), &j->body);
 		else if (k == -ECANCELED)
-			reply_err(j->peer, j->req_id, -EBUSY, "unavailable",
-				  "containerd-shim is stopping");
+			(void)peer_deferred_error(TAKE_PTR(j->reply), -EBUSY, "unavailable",
+						  "containerd-shim is stopping");
 		else {
 			if (streq(err_code(k), "internal"))
 				log_warning_errno(k, "File API %s on sandbox %s failed: %m",
 						  op_names[j->op], j->id);
-			reply_err(j->peer, j->req_id, k, err_code(k), err_text(k, j->op, j->cap));
+			(void)peer_deferred_error(TAKE_PTR(j->reply), k, err_code(k),
+						  err_text(k, j->op, j->cap));
 		}
 	}
 	job_free(j);
@@ -398,18 +398,10 @@ shim_files_free(ShimFiles *fs)
 {
 	if (!fs)
 		return NULL;
-	/* Answers the jobs (the connections may already be gone: forget_conn). */
+	/* Answers the jobs (those whose connection is gone: nothing is sent). */
 	workq_free(fs->q);
 	free(fs);
 	return NULL;
-}
-
-void
-shim_files_forget_conn(ShimFiles *fs, void *conn)
-{
-	for (FileJob *j = fs ? fs->jobs : NULL; j; j = j->next)
-		if (j->conn == conn)
-			j->peer = NULL;
 }
 
 bool
@@ -470,8 +462,7 @@ key_owns_dir(const ShimConf *conf, Peer *p, uint64_t req_id, const char *key, co
 
 int
 shim_files_handle(ShimFiles *fs, Shim *s, const ShimConf *conf, ShimPrepareWorkspace prepare,
-		  ShimWorkspaceBusy busy, Peer *p, const Frame *f, const Msg_SANDBOX_FILE *m,
-		  void *conn)
+		  ShimWorkspaceBusy busy, Peer *p, const Frame *f, const Msg_SANDBOX_FILE *m)
 {
 	const char *key = m->key, *opname = m->op;
 	const void *pv = m->path, *tv = m->has_to ? m->to : NULL,
@@ -552,7 +543,8 @@ shim_files_handle(ShimFiles *fs, Shim *s, const ShimConf *conf, ShimPrepareWorks
 	}
 
 	j = calloc(1, sizeof(*j));
-	if (!j || !(j->key = strdup(key)) || (dlen > 0 && !(j->data = malloc(dlen)))) {
+	if (!j || !(j->key = strdup(key)) || (dlen > 0 && !(j->data = malloc(dlen))) ||
+	    !(j->reply = peer_defer(p, f))) {
 		job_free(j);
 		k = -ENOMEM;
 		goto out;
@@ -562,9 +554,6 @@ shim_files_handle(ShimFiles *fs, Shim *s, const ShimConf *conf, ShimPrepareWorks
 	j->w.run = job_run;
 	j->w.done = job_done;
 	j->owner = fs;
-	j->peer = p;
-	j->conn = conn;
-	j->req_id = f->req_id;
 	j->op = op;
 	memcpy(j->id, id, sizeof(id));
 	j->ws = TAKE_PTR(ws);

@@ -60,17 +60,14 @@ typedef struct ShimFiles ShimFiles;
 struct event_base;
 
 int shim_files_new(struct event_base *base, ShimFiles **ret);
-/* Waits for the running operations and answers every job still held (call
- * shim_files_forget_conn for the connections already gone). NULL-safe. */
+/* Waits for the running operations and answers every job still held (each
+ * holds a PeerDeferred: nothing goes to a connection already gone). NULL-safe. */
 ShimFiles *shim_files_free(ShimFiles *fs);
 
 /* The handler of the decoded request m; answers itself, now or when the worker
- * is done (0), or returns a negative errno. conn identifies p for
- * shim_files_forget_conn. */
+ * is done (0), or returns a negative errno. A job whose connection closes
+ * finishes without a reply. */
 int shim_files_handle(ShimFiles *fs, Shim *s, const ShimConf *conf, ShimPrepareWorkspace prepare,
-		      ShimWorkspaceBusy busy, Peer *p, const Frame *f, const Msg_SANDBOX_FILE *m,
-		      void *conn);
-/* The connection closed: its jobs finish without a reply. */
-void shim_files_forget_conn(ShimFiles *fs, void *conn);
+		      ShimWorkspaceBusy busy, Peer *p, const Frame *f, const Msg_SANDBOX_FILE *m);
 /* A change (write, mkdir, remove, rename) of sandbox id is in flight. */
 bool shim_files_changing(ShimFiles *fs, const char *id);

@@ -30,9 +30,12 @@
  * kernel zaps it before the init becomes a zombie). An Exec lives from
  * EXEC_START until its EXEC_EXIT was pushed (shim-exec.c); it outlives the
  * Conn that started it and may outlive its Sandbox briefly while draining
- * (Exec.sandbox is then NULL). A Conn lives as long as its Peer; whatever
- * waits on a Conn (Waiter, Queued, Exec.conn, snapshot jobs) is dropped or
- * cleared in conn_on_close (shim.c).
+ * (Exec.sandbox is then NULL). A Conn lives as long as its Peer. A request
+ * answered later (Waiter, Queued, Exec.start, snapshot jobs and what they
+ * hold) is a PeerDeferred (peer.h): when its connection closes the peer
+ * detaches it, so answering it sends nothing; only a queued ENSURE leaves the
+ * queue at once (its cancel callback). What conn_on_close (shim.c) still
+ * does: detach the execs' output from the connection.
  *
  * Re-adoption (adopt.h): the inits survive a crash of the shim; on start the
  * sandboxes left behind with execs not yet released are taken over (the
@@ -79,6 +82,7 @@
 #include "msg.h"
 #include "netfwd.h"
 #include "peer.h"
+#include "peer-server.h"
 #include "quota.h"
 #include "sandbox-key.h"
 #include "sandbox.h"
@@ -105,8 +109,7 @@ typedef struct SandboxHooks SandboxHooks;
 /* A request waiting for a sandbox state change. */
 typedef struct Waiter {
 	struct Waiter *next;
-	Conn *conn;
-	uint64_t req_id;
+	PeerDeferred *reply;
 } Waiter;
 
 struct Conn {
@@ -165,8 +168,7 @@ struct Sandbox {
 typedef struct Queued {
 	struct Queued *next;
 	Shim *shim;
-	Conn *conn;
-	uint64_t req_id;
+	PeerDeferred *reply; /* leaves the queue when its connection closes */
 	char *key, *run_id, *thread_id;
 	struct event *timer; /* queue_timeout_ms */
 	uint64_t position;   /* last one pushed in SANDBOX_QUEUED */
@@ -185,9 +187,9 @@ struct Exec {
 	Exec *next;
 	Shim *shim;
 	uint64_t id;
-	Sandbox *sandbox;      /* NULL once the sandbox is gone */
-	Conn *conn;	       /* who started it; NULL once that connection closed */
-	uint64_t start_req_id; /* pending EXEC_START reply; 0 once answered */
+	Sandbox *sandbox;    /* NULL once the sandbox is gone */
+	Conn *conn;	     /* its output goes there; NULL once that connection closed */
+	PeerDeferred *start; /* pending EXEC_START reply; NULL once answered */
 	pid_t pid;
 	bool ended;		/* exit status known, or lost with its sandbox */
 	bool kill_requested;	/* EXEC_KILL or SANDBOX_DESTROY */
@@ -257,9 +259,8 @@ struct Shim {
 	const ShimConf *conf;
 	char *sock_path;
 	char *root_mnt;
-	int listen_fd;
+	PeerServer *server; /* the control socket; NULL once stopped */
 	int64_t socket_gid; /* socket_group's gid, or -1 */
-	struct event *listen_ev;
 	Conn *conns;
 	Sandbox *sandboxes;
 	Exec *execs;
@@ -292,9 +293,12 @@ void set_str(char **p, const char *v);
 int64_t realtime_ms(void);
 LogCtx sandbox_ctx(const Sandbox *sb);
 LogCtx exec_ctx(const Exec *e);
-int waiter_add(Waiter **l, Conn *c, uint64_t req_id);
-void waiters_drop_conn(Waiter **l, Conn *c);
-void reply_ensure(Conn *c, uint64_t req_id, const char *id, bool created);
+/* Appends a waiter holding *d; takes *d (NULL) on success. */
+int waiter_add(Waiter **l, PeerDeferred **d);
+/* These answer d (later) and release it. */
+void answer_ensure(PeerDeferred *d, const char *id, bool created);
+void answer_empty(PeerDeferred *d);
+/* An empty map, now. */
 void reply_empty(Conn *c, uint64_t req_id);
 Sandbox *sandbox_find(Shim *s, const char *id);
 Sandbox *sandbox_free(Sandbox *sb);
@@ -348,7 +352,7 @@ void queue_unlink(Shim *s, Queued *q);
 void queue_push_positions(Shim *s);
 void queue_kick(Shim *s);
 void idle_cb(evutil_socket_t fd, short what, void *arg);
-int ensure_key(Shim *s, Conn *c, uint64_t req_id, const char *key, const char *run_id,
+int ensure_key(Shim *s, PeerDeferred **d, const char *key, const char *run_id,
 	       const char *thread_id, bool may_queue);
 void queue_refuse_all(Shim *s);
 void capacity_reensure(Sandbox *sb, Waiter **ret_re);

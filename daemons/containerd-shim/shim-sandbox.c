@@ -117,18 +117,33 @@ waiters_free(Waiter **l)
 	while (*l) {
 		Waiter *w = *l;
 		*l = w->next;
+		peer_deferred_free(w->reply);
 		free(w);
 	}
 }
 
+/* Drop the waiters whose connection closed. */
+static void
+waiters_prune(Waiter **l)
+{
+	while (*l) {
+		if (!peer_deferred_peer((*l)->reply)) {
+			Waiter *w = *l;
+			*l = w->next;
+			peer_deferred_free(w->reply);
+			free(w);
+		} else
+			l = &(*l)->next;
+	}
+}
+
 int
-waiter_add(Waiter **l, Conn *c, uint64_t req_id)
+waiter_add(Waiter **l, PeerDeferred **d)
 {
 	Waiter *w = calloc(1, sizeof(*w));
 	if (!w)
 		return -ENOMEM;
-	w->conn = c;
-	w->req_id = req_id;
+	w->reply = TAKE_PTR(*d);
 	/* append: replies go out in request order */
 	while (*l)
 		l = &(*l)->next;
@@ -137,24 +152,22 @@ waiter_add(Waiter **l, Conn *c, uint64_t req_id)
 }
 
 void
-waiters_drop_conn(Waiter **l, Conn *c)
-{
-	while (*l) {
-		if ((*l)->conn == c) {
-			Waiter *w = *l;
-			*l = w->next;
-			free(w);
-		} else
-			l = &(*l)->next;
-	}
-}
-
-void
-reply_ensure(Conn *c, uint64_t req_id, const char *id, bool created)
+answer_ensure(PeerDeferred *d, const char *id, bool created)
 {
 	Reply_SANDBOX_ENSURE rep = {.sandbox_id = id, .created = created, .has_created = true};
 
-	(void)reply_send_SANDBOX_ENSURE(c->peer, req_id, &rep);
+	(void)reply_deferred_SANDBOX_ENSURE(d, &rep);
+}
+
+void
+answer_empty(PeerDeferred *d)
+{
+	MpWriter w;
+
+	mp_writer_init(&w);
+	mp_w_map(&w, 0);
+	(void)peer_deferred_reply(d, &w);
+	mp_writer_done(&w);
 }
 
 void
@@ -381,14 +394,14 @@ sandbox_start(Shim *s, Sandbox *sb, const char *ws, bool slave, const char *cg_i
 	int r;
 
 	{
-		CgroupError cerr = {""};
+		Reason cerr = {""};
 		char name[32];
 		snprintf(name, sizeof(name), "sb-%s", cg_id);
 		graves_forget(s, name);
 		r = cgroup_create(s->cgroups, cg_id, &sb->cg, &cerr);
 		if (r < 0) {
 			snprintf(s->create_err, sizeof(s->create_err), "cgroup: %s",
-				 cerr.msg[0] ? cerr.msg : strerror(-r));
+				 reason_text(&cerr, r));
 			return log_ctx_errno(LOG_ERR, r, ctx, "Failed to set up the cgroup: %s",
 					     s->create_err);
 		}
@@ -584,8 +597,7 @@ sandbox_fail_ensures(Sandbox *sb)
 	while (sb->ensure_waiters) {
 		Waiter *w = sb->ensure_waiters;
 		sb->ensure_waiters = w->next;
-		(void)peer_reply_error(w->conn->peer, w->req_id, sb->fail_err ? sb->fail_err : -EIO,
-				       msg);
+		(void)peer_deferred_error(w->reply, sb->fail_err ? sb->fail_err : -EIO, NULL, msg);
 		free(w);
 	}
 }
@@ -627,7 +639,7 @@ sandbox_on_msg(Sandbox *sb, const InitMsg *m, const char *payload, size_t len)
 		while (sb->ensure_waiters) {
 			Waiter *w = sb->ensure_waiters;
 			sb->ensure_waiters = w->next;
-			reply_ensure(w->conn, w->req_id, sb->id, true);
+			answer_ensure(w->reply, sb->id, true);
 			free(w);
 		}
 		break;
@@ -718,12 +730,13 @@ sandbox_dead(Sandbox *sb)
 	while (sb->destroy_waiters) {
 		Waiter *w = sb->destroy_waiters;
 		sb->destroy_waiters = w->next;
-		reply_empty(w->conn, w->req_id);
+		answer_empty(w->reply);
 		free(w);
 	}
 
 	/* ENSUREs that came in while it was dying get a fresh sandbox now. */
 	re = TAKE_PTR(sb->reensure_waiters);
+	waiters_prune(&re); /* none for the connections gone meanwhile */
 	if (re && !s->stopped)
 		s->hooks->reensure(sb, &re);
 	waiters_free(&re);

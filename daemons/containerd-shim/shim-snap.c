@@ -149,14 +149,15 @@ snap_release_held(Shim *s, SnapJob *j)
 	SnapHeld *held = snapjob_take_held(j);
 
 	for (SnapHeld *h = held; h; h = h->next) {
-		Conn *c = h->conn;
+		if (!peer_deferred_peer(h->reply))
+			continue; /* its connection closed meanwhile */
 		int k = s->stopped
 			    ? -ESHUTDOWN
-			    : ensure_key(s, c, h->req_id, h->key, h->run_id, h->thread_id, true);
+			    : ensure_key(s, &h->reply, h->key, h->run_id, h->thread_id, true);
 		if (k < 0)
-			(void)peer_reply_error(c->peer, h->req_id, k,
-					       k == -ESHUTDOWN ? "containerd-shim is stopping"
-							       : "sandbox creation failed");
+			(void)peer_deferred_error(TAKE_PTR(h->reply), k, NULL,
+						  k == -ESHUTDOWN ? "containerd-shim is stopping"
+								  : "sandbox creation failed");
 	}
 	snapheld_free_all(held);
 }
@@ -164,10 +165,7 @@ snap_release_held(Shim *s, SnapJob *j)
 static void
 snap_reply_error(SnapJob *j, int err, const char *reason, const char *text)
 {
-	Conn *c = snapjob_conn(j);
-
-	if (c)
-		(void)peer_reply_error_reason(c->peer, snapjob_req_id(j), err, reason, text);
+	(void)peer_deferred_error(snapjob_take_reply(j), err, reason, text);
 }
 
 /* Child: archive the workspace. */
@@ -175,7 +173,7 @@ static int
 snapshot_child(void *arg, char **ret_text, const char **ret_reason)
 {
 	SnapOp *o = arg;
-	SnapshotErr err = {""};
+	Reason err = {""};
 	int k;
 
 	k = snapshot_create_limited(o->bdir, o->id, o->ws_fd, o->label, o->max_bytes,
@@ -188,8 +186,7 @@ snapshot_child(void *arg, char **ret_text, const char **ret_reason)
 		return -EINVAL;
 	}
 	if (k < 0) {
-		if (asprintf(ret_text, "snapshot failed: %s", err.msg[0] ? err.msg : strerror(-k)) <
-		    0)
+		if (asprintf(ret_text, "snapshot failed: %s", reason_text(&err, k)) < 0)
 			*ret_text = NULL;
 		return k == -ENOMEM ? k : -EIO;
 	}
@@ -241,11 +238,11 @@ snapshot_done(SnapJob *j, int err, const char *reason, const char *text, void *u
 		log_ctx_errno(LOG_WARNING, err, &ctx, "Snapshot of %s failed: %s: %m", o->id, text);
 		snap_reply_error(j, err, reason, text[0] ? text : "snapshot failed");
 	} else {
-		Conn *c = snapjob_conn(j);
+		PeerDeferred *d = snapjob_take_reply(j);
 		log_ctx(LOG_INFO, &ctx, "Snapshot of sandbox %s: %s", o->id, text);
-		if (c)
-			(void)reply_send_SANDBOX_SNAPSHOT(
-			    c->peer, snapjob_req_id(j), &(Reply_SANDBOX_SNAPSHOT){.record = text});
+		if (d)
+			(void)reply_deferred_SANDBOX_SNAPSHOT(
+			    d, &(Reply_SANDBOX_SNAPSHOT){.record = text});
 	}
 	snap_release_held(s, j);
 	snapop_free(o);
@@ -299,6 +296,7 @@ handle_sandbox_snapshot(Peer *p, const Frame *f, const Msg_SANDBOX_SNAPSHOT *m, 
 	_cleanup_free_ char *ws = NULL;
 	SnapOp *o = NULL;
 	SnapJob *j = NULL;
+	PeerDeferred *d = NULL;
 	Sandbox *sb;
 	char id[17];
 	int k;
@@ -348,20 +346,22 @@ handle_sandbox_snapshot(Peer *p, const Frame *f, const Msg_SANDBOX_SNAPSHOT *m, 
 			goto out;
 		}
 	}
-	k = snapjob_start(s->jobs,
-			  &(SnapJobSpec){.kind = SNAPJOB_SNAPSHOT,
-					 .id = id,
-					 .timeout_ms = s->conf->snapshot_timeout_ms,
-					 .keep_fds = &o->ws_fd,
-					 .n_keep_fds = o->ws_fd >= 0 ? 1 : 0,
-					 .fn = snapshot_child,
-					 .arg = o,
-					 .done = snapshot_done,
-					 .userdata = o,
-					 .conn = c,
-					 .req_id = f->req_id},
-			  &j);
+	d = peer_defer(p, f);
+	k = !d ? -ENOMEM
+	       : snapjob_start(s->jobs,
+			       &(SnapJobSpec){.kind = SNAPJOB_SNAPSHOT,
+					      .id = id,
+					      .timeout_ms = s->conf->snapshot_timeout_ms,
+					      .keep_fds = &o->ws_fd,
+					      .n_keep_fds = o->ws_fd >= 0 ? 1 : 0,
+					      .fn = snapshot_child,
+					      .arg = o,
+					      .done = snapshot_done,
+					      .userdata = o,
+					      .reply = d},
+			       &j);
 	if (k < 0) {
+		peer_deferred_free(d);
 		log_ctx_errno(LOG_WARNING, k, &ctx, "Cannot start the snapshot job of %s: %m", id);
 		if (o->frozen && sb->cg)
 			(void)cgroup_freeze(sb->cg, false);
@@ -392,7 +392,7 @@ static int
 restore_child(void *arg, char **ret_text, const char **ret_reason)
 {
 	SnapOp *o = arg;
-	SnapshotErr err = {""};
+	Reason err = {""};
 	_cleanup_close_ int afd = -1;
 	int k;
 
@@ -419,7 +419,7 @@ restore_child(void *arg, char **ret_text, const char **ret_reason)
 	}
 	if (k == -EBADMSG)
 		k = -EINVAL;
-	if (k < 0 && asprintf(ret_text, "%s%s", code, err.msg[0] ? err.msg : strerror(-k)) < 0)
+	if (k < 0 && asprintf(ret_text, "%s%s", code, reason_text(&err, k)) < 0)
 		*ret_text = NULL;
 	return k;
 }
@@ -564,8 +564,7 @@ restore_done(SnapJob *j, int err, const char *reason, const char *text, void *us
 	}
 	(void)fsync(o->dfd);
 	log_ctx(LOG_INFO, &ctx, "Workspace of sandbox %s restored", o->id);
-	if (snapjob_conn(j))
-		reply_empty(snapjob_conn(j), snapjob_req_id(j));
+	answer_empty(snapjob_take_reply(j));	 /* sends nothing once its connection closed */
 	snap_remove_tree(s, o->dfd, o->staging); /* the old workspace now */
 out:
 	snap_release_held(s, j);
@@ -582,6 +581,7 @@ handle_sandbox_restore(Peer *p, const Frame *f, const Msg_SANDBOX_RESTORE *m, vo
 	_cleanup_free_ char *dir = NULL;
 	SnapOp *o = NULL;
 	SnapJob *j = NULL;
+	PeerDeferred *d = NULL;
 	char id[17];
 	unsigned char b[4];
 	char rnd[2 * sizeof(b) + 1];
@@ -623,20 +623,22 @@ handle_sandbox_restore(Peer *p, const Frame *f, const Msg_SANDBOX_RESTORE *m, vo
 	hex_encode(b, sizeof(b), rnd);
 	snprintf(o->staging, sizeof(o->staging), ".restore-%s", rnd);
 	/* Unpack first: a refused archive leaves the sandbox and its workspace alone. */
-	k = snapjob_start(s->jobs,
-			  &(SnapJobSpec){.kind = SNAPJOB_RESTORE,
-					 .id = id,
-					 .timeout_ms = conf->snapshot_timeout_ms,
-					 .keep_fds = &o->dfd,
-					 .n_keep_fds = 1,
-					 .fn = restore_child,
-					 .arg = o,
-					 .done = restore_done,
-					 .userdata = o,
-					 .conn = c,
-					 .req_id = f->req_id},
-			  &j);
+	d = peer_defer(p, f);
+	k = !d ? -ENOMEM
+	       : snapjob_start(s->jobs,
+			       &(SnapJobSpec){.kind = SNAPJOB_RESTORE,
+					      .id = id,
+					      .timeout_ms = conf->snapshot_timeout_ms,
+					      .keep_fds = &o->dfd,
+					      .n_keep_fds = 1,
+					      .fn = restore_child,
+					      .arg = o,
+					      .done = restore_done,
+					      .userdata = o,
+					      .reply = d},
+			       &j);
 	if (k < 0) {
+		peer_deferred_free(d);
 		log_ctx_errno(LOG_WARNING, k, &ctx, "Cannot start the restore job of %s: %m", id);
 		(void)peer_reply_error(p, f->req_id, k, "restore failed: cannot start the job");
 		k = 0;

@@ -6,11 +6,11 @@
  * Each request handler decodes its frame and calls down into the layers; the
  * wire is in shim.h and docs/PROTOCOL.md. The handlers of a layer's own
  * requests live in that layer (EXEC_*: shim-exec.c, SANDBOX_SNAPSHOT/RESTORE:
- * shim-snap.c); the table below names them all. Connections: SO_PEERCRED
- * (shim.h), and on close every request still waiting on the connection is
- * forgotten. Lifecycle: shim_new sets the process up (groups, mount
- * namespace, seccomp programs, cgroups), adopts what a predecessor left and
- * starts listening; shim_stop and shim_handover end it.
+ * shim-snap.c); the table below names them all. Connections: a PeerServer
+ * (peer-server.h: SO_PEERCRED, socket_group; shim.h); on close the peer drops
+ * every answer still owed on the connection (PeerDeferred). Lifecycle: shim_new sets the process up
+ * (groups, mount namespace, seccomp programs, cgroups), adopts what a predecessor left and starts
+ * listening; shim_stop and shim_handover end it.
  */
 #include "config.h"
 
@@ -52,8 +52,14 @@ static int
 handle_sandbox_ensure(Peer *p, const Frame *f, const Msg_SANDBOX_ENSURE *m, void *userdata)
 {
 	Conn *c = userdata;
+	PeerDeferred *d = peer_defer(p, f);
+	int k;
 
-	return ensure_key(c->shim, c, f->req_id, m->key, m->run_id, m->thread_id, true);
+	if (!d)
+		return -ENOMEM;
+	k = ensure_key(c->shim, &d, m->key, m->run_id, m->thread_id, true);
+	peer_deferred_free(d); /* not taken: answered ERROR k */
+	return k;
 }
 
 static int
@@ -80,9 +86,12 @@ handle_sandbox_destroy(Peer *p, const Frame *f, const Msg_SANDBOX_DESTROY *m, vo
 		reply_empty(c, f->req_id);
 		return 0;
 	}
-	k = waiter_add(&sb->destroy_waiters, c, f->req_id);
-	if (k < 0)
+	PeerDeferred *d = peer_defer(p, f);
+	k = d ? waiter_add(&sb->destroy_waiters, &d) : -ENOMEM;
+	if (k < 0) {
+		peer_deferred_free(d);
 		return k;
+	}
 	sb->purge = sb->purge || m->purge;
 	sandbox_kill(sb);
 	return 0;
@@ -121,7 +130,7 @@ handle_listen(Peer *p, const Frame *f, Conn *c, const char *id, const char *run_
 	      const char *target, char *const *allow, char *const *allow_private, int64_t want)
 {
 	bool proxy = !target;
-	char err[256] = "";
+	Reason why = {""};
 	uint16_t port = 0;
 	size_t n_allow = 0;
 	Sandbox *sb;
@@ -147,14 +156,14 @@ handle_listen(Peer *p, const Frame *f, Conn *c, const char *id, const char *run_
 		while (allow_private && allow_private[n_private])
 			n_private++;
 		k = netfwd_proxy(c->shim->net, sb->pidfd, &ctx, allow, n_allow, allow_private,
-				 n_private, &port, err, sizeof(err));
+				 n_private, &port, &why);
 	} else
-		k = netfwd_forward(c->shim->net, sb->pidfd, &ctx, target, &port, err, sizeof(err));
+		k = netfwd_forward(c->shim->net, sb->pidfd, &ctx, target, &port, &why);
 	if (k < 0) {
 		if (k != -EINVAL)
 			log_ctx_errno(LOG_WARNING, k, &ctx, "Cannot open a %s listener: %s",
-				      proxy ? "proxy" : "forward", err);
-		(void)peer_reply_error(p, f->req_id, k, err[0] ? err : strerror(-k));
+				      proxy ? "proxy" : "forward", why.msg);
+		(void)peer_reply_error(p, f->req_id, k, reason_text(&why, k));
 		return 0;
 	}
 	if (proxy)
@@ -204,7 +213,7 @@ handle_sandbox_file(Peer *p, const Frame *f, const Msg_SANDBOX_FILE *m, void *us
 {
 	Conn *c = userdata;
 	return shim_files_handle(c->shim->files, c->shim, c->shim->conf, sandbox_prepare_workspace,
-				 workspace_busy, p, f, m, c);
+				 workspace_busy, p, f, m);
 }
 
 /* The sandbox layer's way up (shim-int.h). */
@@ -259,29 +268,16 @@ conn_on_close(Peer *p, int err, void *userdata)
 	Shim *s = c->shim;
 
 	log_debug_errno(err, "Connection from %s closed: %m", peer_role_name(peer_remote_role(p)));
+	/* What waited for an answer on this connection (PeerDeferred) was
+	 * detached by the peer; its queued ENSUREs left the queue. */
+	queue_push_positions(s);
 	/* Execs keep running; their output is buffered (bounded) for EXEC_ATTACH. */
 	for (Exec *e = s->execs; e; e = e->next)
 		if (e->conn == c) {
 			e->conn = NULL;
-			e->start_req_id = 0;
 			if (e->paused)
 				exec_bp_cb(-1, 0, e);
 		}
-	for (Queued *q = s->queue, *next; q; q = next) {
-		next = q->next;
-		if (q->conn == c) {
-			queue_unlink(s, q);
-			queued_free(q);
-		}
-	}
-	queue_push_positions(s);
-	snapjobs_forget_conn(s->jobs, c);
-	shim_files_forget_conn(s->files, c);
-	for (Sandbox *sb = s->sandboxes; sb; sb = sb->next) {
-		waiters_drop_conn(&sb->ensure_waiters, c);
-		waiters_drop_conn(&sb->destroy_waiters, c);
-		waiters_drop_conn(&sb->reensure_waiters, c);
-	}
 	for (Conn **pp = &s->conns; *pp; pp = &(*pp)->next)
 		if (*pp == c) {
 			*pp = c->next;
@@ -297,124 +293,35 @@ static const PeerOps shim_peer_ops = {
     .on_close = conn_on_close,
 };
 
-/* SO_PEERCRED (+ SO_PEERGROUPS) check: root, our own uid, or — with
- * socket_group — a peer whose primary or supplementary groups include it. The
- * credentials are the ones of connect() time, so there is no /proc race.
- * Returns 1 (accept), 0 (refuse) or a negative errno. */
-static int
-peer_allowed(Shim *s, int fd, uid_t *ret_uid)
+/* PeerServerConf.accepted: a connection from an allowed peer. */
+static void *
+conn_accepted(Peer *p, void *userdata)
 {
-	struct ucred uc;
-	socklen_t l = sizeof(uc);
-	gid_t gid, small[64];
-	_cleanup_free_ gid_t *big = NULL;
-	gid_t *groups = small;
+	Shim *s = userdata;
+	Conn *c = calloc(1, sizeof(*c));
 
-	if (getsockopt(fd, SOL_SOCKET, SO_PEERCRED, &uc, &l) < 0)
-		return -errno;
-	*ret_uid = uc.uid;
-	if (uc.uid == 0 || uc.uid == geteuid())
-		return 1;
-	if (s->socket_gid < 0)
-		return 0;
-	gid = (gid_t)s->socket_gid;
-	if (uc.gid == gid)
-		return 1;
-	l = sizeof(small);
-	if (getsockopt(fd, SOL_SOCKET, SO_PEERGROUPS, small, &l) < 0) {
-		if (errno != ERANGE || l == 0 || l > 65536 * sizeof(gid_t))
-			return -errno;
-		big = malloc(l);
-		if (!big)
-			return -ENOMEM;
-		if (getsockopt(fd, SOL_SOCKET, SO_PEERGROUPS, big, &l) < 0)
-			return -errno;
-		groups = big;
-	}
-	for (size_t i = 0; i < l / sizeof(gid_t); i++)
-		if (groups[i] == gid)
-			return 1;
-	return 0;
-}
-
-/* Bind the control socket: mode 0600 (root:root), or 0660 root:<gid> when
- * gid >= 0. The runtime directory may belong to another user (the shared
- * /run/runwarden), so nothing here follows a path after bind(): the group and
- * the mode are given at creation (fsgid and umask), never by chown/chmod of a
- * name that could have been swapped for a symlink meanwhile. */
-static int
-control_listen(const char *path, int64_t gid)
-{
-	struct sockaddr_un sa = {.sun_family = AF_UNIX};
-	_cleanup_close_ int fd = -1;
-	gid_t old_fsgid = 0;
-	mode_t old_umask;
-	int r;
-
-	if (strlen(path) >= sizeof(sa.sun_path))
-		return -ENAMETOOLONG;
-	strcpy(sa.sun_path, path);
-	fd = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC | SOCK_NONBLOCK, 0);
-	if (fd < 0)
-		return -errno;
-	if (unlink(path) < 0 && errno != ENOENT)
-		return -errno;
-	if (gid >= 0) {
-		old_fsgid = (gid_t)setfsgid((gid_t)gid);
-		if ((gid_t)setfsgid((gid_t)gid) != (gid_t)gid) {
-			(void)setfsgid(old_fsgid);
-			return -EPERM;
-		}
-	}
-	old_umask = umask(gid >= 0 ? 0117 : 0177);
-	r = bind(fd, (struct sockaddr *)&sa, sizeof(sa)) < 0 ? -errno : 0;
-	umask(old_umask);
-	if (gid >= 0)
-		(void)setfsgid(old_fsgid);
-	if (r < 0)
-		return r;
-	if (listen(fd, SOMAXCONN) < 0)
-		return -errno;
-	return TAKE_FD(fd);
+	if (!c)
+		return NULL;
+	c->shim = s;
+	c->peer = p;
+	c->next = s->conns;
+	s->conns = c;
+	return c;
 }
 
 static void
-listen_cb(evutil_socket_t fd, short what, void *arg)
+conn_refused(PeerServerEvent what, int err, uid_t uid, void *userdata)
 {
-	Shim *s = arg;
-
-	for (;;) {
-		int cfd = accept4(fd, NULL, NULL, SOCK_CLOEXEC | SOCK_NONBLOCK);
-		uid_t uid = (uid_t)-1;
-		Conn *c;
-		int r;
-
-		if (cfd < 0) {
-			if (errno != EAGAIN && errno != EINTR)
-				log_warning_errno(errno, "accept() failed, ignoring: %m");
-			return;
-		}
-		r = peer_allowed(s, cfd, &uid);
-		if (r <= 0) {
-			log_warning("Refusing a connection from uid %d", r < 0 ? -1 : (int)uid);
-			close(cfd);
-			continue;
-		}
-		c = calloc(1, sizeof(*c));
-		if (!c) {
-			close(cfd);
-			continue;
-		}
-		c->shim = s;
-		r = peer_new(s->base, cfd, &shim_peer_ops, c, (size_t)s->conf->shared.max_frame,
-			     &c->peer);
-		if (r < 0) {
-			log_warning_errno(r, "Failed to set up a connection, ignoring: %m");
-			free(c);
-			continue;
-		}
-		c->next = s->conns;
-		s->conns = c;
+	switch (what) {
+	case PEER_SERVER_REFUSED:
+		log_warning("Refusing a connection from uid %d", err < 0 ? -1 : (int)uid);
+		break;
+	case PEER_SERVER_ACCEPT_FAILED:
+		log_warning_errno(err, "accept() failed, ignoring: %m");
+		break;
+	case PEER_SERVER_SETUP_FAILED:
+		log_warning_errno(err, "Failed to set up a connection, ignoring: %m");
+		break;
 	}
 }
 
@@ -512,15 +419,19 @@ shim_listen(Shim *s)
 					       conf->socket_group);
 		s->socket_gid = (int64_t)gr.gr_gid;
 	}
-	s->listen_fd = control_listen(s->sock_path, s->socket_gid);
-	if (s->listen_fd < 0) {
-		r = log_error_errno(s->listen_fd, "Failed to listen on '%s': %m", s->sock_path);
-		s->listen_fd = -1;
-		return r;
-	}
-	s->listen_ev = event_new(s->base, s->listen_fd, EV_READ | EV_PERSIST, listen_cb, s);
-	if (!s->listen_ev || event_add(s->listen_ev, NULL) < 0)
-		return log_error_errno(SYNTHETIC_ERRNO(ENOMEM), "Failed to watch the socket");
+	/* 0600 root:root, or 0660 root:<socket_group> whose members may connect */
+	r = peer_server_new(s->base,
+			    &(PeerServerConf){.path = s->sock_path,
+					      .mode = s->socket_gid >= 0 ? 0660 : 0600,
+					      .gid = s->socket_gid,
+					      .ops = &shim_peer_ops,
+					      .max_frame = (size_t)s->conf->shared.max_frame,
+					      .accepted = conn_accepted,
+					      .event = conn_refused,
+					      .userdata = s},
+			    &s->server);
+	if (r < 0)
+		return log_error_errno(r, "Failed to listen on '%s': %m", s->sock_path);
 	return 0;
 }
 
@@ -531,7 +442,7 @@ shim_listen(Shim *s)
 static int
 shim_setup_sandboxing(Shim *s)
 {
-	CgroupError cerr = {""};
+	Reason cerr = {""};
 	CgroupConf cc;
 	int r;
 
@@ -543,8 +454,7 @@ shim_setup_sandboxing(Shim *s)
 	shim_conf_cgroup(s->conf, &cc);
 	r = cgroup_host_new(&cc, &s->cgroups, &cerr, false);
 	if (r < 0)
-		return log_error_errno(r, "Failed to set up cgroups: %s",
-				       cerr.msg[0] ? cerr.msg : strerror(-r));
+		return log_error_errno(r, "Failed to set up cgroups: %s", reason_text(&cerr, r));
 	log_info("Using cgroup %s; seccomp filter of %u instructions",
 		 cgroup_host_describe(s->cgroups), (unsigned)s->seccomp.len);
 	if (!cgroup_host_has_leaves(s->cgroups))
@@ -562,7 +472,7 @@ shim_setup_sandboxing(Shim *s)
 	r = cgroup_jobs_create(s->cgroups, &s->jobs_cg, &cerr);
 	if (r < 0)
 		return log_error_errno(r, "Failed to set up the snapshot jobs' cgroup: %s",
-				       cerr.msg[0] ? cerr.msg : strerror(-r));
+				       reason_text(&cerr, r));
 	{
 		int cgfd;
 		const int *fds;
@@ -594,7 +504,6 @@ shim_new(struct event_base *base, const ShimConf *conf, Shim **ret)
 	s->base = base;
 	s->hooks = &shim_hooks;
 	s->conf = conf;
-	s->listen_fd = -1;
 	s->rt_dfd = s->counter_fd = -1;
 	s->grave_timer = evtimer_new(base, graves_cb, s);
 	s->idle_timer = evtimer_new(base, idle_cb, s);
@@ -629,14 +538,7 @@ shim_stop(Shim *s)
 	if (!s || s->stopped)
 		return;
 	s->stopped = true;
-	if (s->listen_ev) {
-		event_free(s->listen_ev);
-		s->listen_ev = NULL;
-	}
-	if (s->listen_fd >= 0) {
-		s->listen_fd = safe_close(s->listen_fd);
-		(void)unlink(s->sock_path);
-	}
+	s->server = peer_server_free(s->server, true);
 	if (s->idle_timer)
 		evtimer_del(s->idle_timer);
 	queue_refuse_all(s);
@@ -674,11 +576,7 @@ shim_handover(Shim *s)
 	if (!s || s->stopped)
 		return;
 	s->stopped = true;
-	if (s->listen_ev) {
-		event_free(s->listen_ev);
-		s->listen_ev = NULL;
-	}
-	s->listen_fd = safe_close(s->listen_fd); /* the next shim binds it anew */
+	s->server = peer_server_free(s->server, false); /* the next shim binds it anew */
 	queue_refuse_all(s);
 	snapjobs_stop(s->jobs);
 	s->files = shim_files_free(s->files);

@@ -46,8 +46,7 @@ struct SnapJob {
 	bool timed_out, stopping;
 	SnapJobDone done;
 	void *userdata;
-	void *conn;
-	uint64_t req_id;
+	PeerDeferred *reply;
 	SnapHeld *held;
 };
 
@@ -85,6 +84,7 @@ snapheld_free_all(SnapHeld *h)
 		free(h->key);
 		free(h->run_id);
 		free(h->thread_id);
+		peer_deferred_free(h->reply);
 		free(h);
 		h = n;
 	}
@@ -112,6 +112,7 @@ job_free(SnapJob *j)
 	safe_close(j->pidfd);
 	safe_close(j->result_fd);
 	snapheld_free_all(j->held);
+	peer_deferred_free(j->reply);
 	free(j);
 }
 
@@ -322,8 +323,6 @@ snapjob_start(SnapJobs *t, const SnapJobSpec *spec, SnapJob **ret)
 	j->timeout_ms = spec->timeout_ms;
 	j->done = spec->done;
 	j->userdata = spec->userdata;
-	j->conn = spec->conn;
-	j->req_id = spec->req_id;
 	if (spec->id)
 		strcpy(j->id, spec->id);
 	j->timer = evtimer_new(t->base, job_timeout_cb, j);
@@ -363,6 +362,7 @@ snapjob_start(SnapJobs *t, const SnapJobSpec *spec, SnapJob **ret)
 		evtimer_add(j->timer,
 			    timeval_from_usec(&tv, (usec_t)spec->timeout_ms * USEC_PER_MSEC));
 	}
+	j->reply = spec->reply; /* taken only now: on failure, the caller answers */
 	j->next = t->jobs;
 	t->jobs = j;
 	if (ret)
@@ -434,28 +434,20 @@ snapjob_pid(const SnapJob *j)
 	return (int)j->pid;
 }
 
-void *
-snapjob_conn(const SnapJob *j)
+PeerDeferred *
+snapjob_take_reply(SnapJob *j)
 {
-	return j->conn;
-}
-
-uint64_t
-snapjob_req_id(const SnapJob *j)
-{
-	return j->req_id;
+	return TAKE_PTR(j->reply);
 }
 
 int
-snapjob_hold(SnapJob *j, void *conn, uint64_t req_id, const char *key, const char *run_id,
+snapjob_hold(SnapJob *j, PeerDeferred **reply, const char *key, const char *run_id,
 	     const char *thread_id)
 {
 	SnapHeld *h = calloc(1, sizeof(*h)), **pp;
 
 	if (!h)
 		return -ENOMEM;
-	h->conn = conn;
-	h->req_id = req_id;
 	h->key = strdup(key);
 	h->run_id = run_id ? strdup(run_id) : NULL;
 	h->thread_id = thread_id ? strdup(thread_id) : NULL;
@@ -463,6 +455,7 @@ snapjob_hold(SnapJob *j, void *conn, uint64_t req_id, const char *key, const cha
 		snapheld_free_all(h);
 		return -ENOMEM;
 	}
+	h->reply = TAKE_PTR(*reply);
 	for (pp = &j->held; *pp; pp = &(*pp)->next)
 		;
 	*pp = h;
@@ -473,22 +466,4 @@ SnapHeld *
 snapjob_take_held(SnapJob *j)
 {
 	return TAKE_PTR(j->held);
-}
-
-void
-snapjobs_forget_conn(SnapJobs *t, void *conn)
-{
-	for (SnapJob *j = t ? t->jobs : NULL; j; j = j->next) {
-		if (j->conn == conn)
-			j->conn = NULL;
-		for (SnapHeld **pp = &j->held; *pp;) {
-			if ((*pp)->conn == conn) {
-				SnapHeld *h = *pp;
-				*pp = h->next;
-				h->next = NULL;
-				snapheld_free_all(h);
-			} else
-				pp = &(*pp)->next;
-		}
-	}
 }

@@ -38,6 +38,8 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include "peer.h"
+
 struct event_base;
 typedef struct SnapJobs SnapJobs;
 typedef struct SnapJob SnapJob;
@@ -51,8 +53,7 @@ typedef enum SnapJobKind {
 /* A SANDBOX_ENSURE held while a job of its key runs. */
 typedef struct SnapHeld {
 	struct SnapHeld *next;
-	void *conn; /* the owner's connection; the entry is dropped when it closes */
-	uint64_t req_id;
+	PeerDeferred *reply; /* detached once its connection closed */
 	char *key, *run_id, *thread_id;
 } SnapHeld;
 
@@ -80,8 +81,8 @@ typedef struct SnapJobSpec {
 	void *arg;
 	SnapJobDone done;
 	void *userdata;
-	void *conn; /* who waits for the reply (snapjob_conn), or NULL */
-	uint64_t req_id;
+	PeerDeferred *reply; /* who waits for the answer (snapjob_take_reply), or NULL;
+				the job takes it when it starts */
 } SnapJobSpec;
 
 SnapJobs *snapjobs_new(struct event_base *base);
@@ -106,16 +107,14 @@ SnapJob *snapjob_find(SnapJobs *t, const char *id);
 SnapJobKind snapjob_kind(const SnapJob *j);
 /* The child's pid (for the logs). */
 int snapjob_pid(const SnapJob *j);
-/* The connection waiting for the reply: NULL once it closed. */
-void *snapjob_conn(const SnapJob *j);
-uint64_t snapjob_req_id(const SnapJob *j);
+/* The request waiting for the job's answer, handed to the caller (NULL when
+ * taken already, or when there was none). */
+PeerDeferred *snapjob_take_reply(SnapJob *j);
 
-/* Hold an ENSURE until the job ends (appended: replayed in arrival order). */
-int snapjob_hold(SnapJob *j, void *conn, uint64_t req_id, const char *key, const char *run_id,
+/* Hold an ENSURE until the job ends (appended: replayed in arrival order);
+ * takes *reply (NULL) on success. */
+int snapjob_hold(SnapJob *j, PeerDeferred **reply, const char *key, const char *run_id,
 		 const char *thread_id);
 /* Take the held list (the caller frees it with snapheld_free_all). */
 SnapHeld *snapjob_take_held(SnapJob *j);
 void snapheld_free_all(SnapHeld *h);
-
-/* A connection closed: drop its held ENSUREs, forget it as a reply target. */
-void snapjobs_forget_conn(SnapJobs *t, void *conn);

@@ -41,18 +41,6 @@
 #endif
 #define DEPTH_MAX WSFS_COMPONENTS_MAX
 
-static _printf_(2, 3) int seterr(SnapshotErr *err, const char *fmt, ...)
-{
-	va_list ap;
-
-	if (!err)
-		return 0;
-	va_start(ap, fmt);
-	vsnprintf(err->msg, sizeof(err->msg), fmt, ap);
-	va_end(ap);
-	return 0;
-}
-
 bool
 snapshot_uuid_ok(const char *s)
 {
@@ -91,7 +79,7 @@ typedef struct Writer {
 	uint64_t entries, content, max_entries, max_content;
 	void *linked; /* tsearch tree of Linked */
 	char path[WSFS_PATH_MAX + 1];
-	SnapshotErr *e;
+	Reason *e;
 } Writer;
 
 static int
@@ -114,7 +102,7 @@ not_restorable(Writer *w, const char *fmt, ...)
 	va_start(ap, fmt);
 	vsnprintf(why, sizeof(why), fmt, ap);
 	va_end(ap);
-	seterr(w->e, "'%.200s': %s", w->path, why);
+	reason_set(w->e, "'%.200s': %s", w->path, why);
 	return -SNAPSHOT_NOT_RESTORABLE;
 }
 
@@ -163,7 +151,7 @@ writer_cb(struct archive *a, void *ud, const void *buf, size_t len)
 static int
 ar_fail(Writer *w, const char *what)
 {
-	seterr(w->e, "%s: %s", what, archive_error_string(w->a) ?: "archive error");
+	reason_set(w->e, "%s: %s", what, archive_error_string(w->a) ?: "archive error");
 	return w->err < 0 ? w->err : -EIO;
 }
 
@@ -421,7 +409,7 @@ archive_dir(Writer *w, int dfd, size_t plen, unsigned depth, dev_t dev)
 		return not_restorable(w, "a directory tree deeper than %d levels", DEPTH_MAX);
 	r = list_dir(dfd, &names, &n);
 	if (r < 0) {
-		seterr(w->e, "cannot list '%s': %s", plen ? w->path : ".", strerror(-r));
+		reason_set(w->e, "cannot list '%s': %s", plen ? w->path : ".", strerror(-r));
 		return r;
 	}
 	for (size_t i = 0; i < n && r >= 0; i++) {
@@ -441,7 +429,7 @@ archive_dir(Writer *w, int dfd, size_t plen, unsigned depth, dev_t dev)
 			if (errno == ENOENT)
 				continue;
 			r = -errno;
-			seterr(w->e, "cannot stat '%s': %s", w->path, strerror(errno));
+			reason_set(w->e, "cannot stat '%s': %s", w->path, strerror(errno));
 			break;
 		}
 		if (S_ISREG(st.st_mode))
@@ -481,7 +469,7 @@ archive_dir(Writer *w, int dfd, size_t plen, unsigned depth, dev_t dev)
 
 int
 snapshot_create(const char *backups_dir, const char *key_id, int ws_fd, const char *label,
-		char **ret_record, SnapshotErr *err)
+		char **ret_record, Reason *err)
 {
 	return snapshot_create_limited(backups_dir, key_id, ws_fd, label, UINT64_MAX, UINT64_MAX,
 				       ret_record, err);
@@ -489,8 +477,7 @@ snapshot_create(const char *backups_dir, const char *key_id, int ws_fd, const ch
 
 int
 snapshot_create_limited(const char *backups_dir, const char *key_id, int ws_fd, const char *label,
-			uint64_t max_bytes, uint64_t max_entries, char **ret_record,
-			SnapshotErr *err)
+			uint64_t max_bytes, uint64_t max_entries, char **ret_record, Reason *err)
 {
 	_cleanup_free_ char *dir = NULL, *tmp = NULL, *final = NULL, *rec = NULL;
 	_cleanup_close_ int dfd = -1;
@@ -512,7 +499,7 @@ snapshot_create_limited(const char *backups_dir, const char *key_id, int ws_fd, 
 		return -ENOMEM;
 	r = mkdir_p(dir, 0700);
 	if (r < 0) {
-		seterr(err, "cannot create the backup directory: %s", strerror(-r));
+		reason_set(err, "cannot create the backup directory: %s", strerror(-r));
 		return r;
 	}
 	dfd = open(dir, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
@@ -521,7 +508,7 @@ snapshot_create_limited(const char *backups_dir, const char *key_id, int ws_fd, 
 	w.fd = openat(dfd, tmp, O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0600);
 	if (w.fd < 0) {
 		r = -errno;
-		seterr(err, "cannot create the archive: %s", strerror(errno));
+		reason_set(err, "cannot create the archive: %s", strerror(errno));
 		return r;
 	}
 	w.md = EVP_MD_CTX_new();
@@ -552,7 +539,7 @@ snapshot_create_limited(const char *backups_dir, const char *key_id, int ws_fd, 
 	hex_encode(md, 32, sha);
 	if (fsync(w.fd) < 0 || renameat(dfd, tmp, dfd, final) < 0) {
 		r = -errno;
-		seterr(err, "cannot store the archive: %s", strerror(errno));
+		reason_set(err, "cannot store the archive: %s", strerror(errno));
 		goto fail;
 	}
 	(void)fsync(dfd);
@@ -605,7 +592,7 @@ nonneg_int(const json_t *v)
 
 int
 snapshot_verify(const char *backups_dir, const char *key_id, const char *record, size_t len,
-		int *ret_fd, SnapshotErr *err)
+		int *ret_fd, Reason *err)
 {
 	static const char *const keys[] = {"v",		"id",	 "key",	   "label",
 					   "createdAt", "bytes", "sha256", "files"};
@@ -622,12 +609,12 @@ snapshot_verify(const char *backups_dir, const char *key_id, const char *record,
 	int r = -EINVAL;
 
 	if (len == 0 || len > SNAPSHOT_RECORD_MAX || memchr(record, '\0', len)) {
-		seterr(err, "not a record of ours");
+		reason_set(err, "not a record of ours");
 		return -EINVAL;
 	}
 	j = json_loadb(record, len, JSON_REJECT_DUPLICATES, NULL);
 	if (!json_is_object(j)) {
-		seterr(err, "not a JSON object");
+		reason_set(err, "not a JSON object");
 		goto out;
 	}
 	json_object_foreach(j, k, v)
@@ -636,7 +623,7 @@ snapshot_verify(const char *backups_dir, const char *key_id, const char *record,
 		for (size_t i = 0; i < ELEMENTSOF(keys); i++)
 			known = known || streq(k, keys[i]);
 		if (!known) {
-			seterr(err, "unknown field");
+			reason_set(err, "unknown field");
 			goto out;
 		}
 	}
@@ -649,11 +636,11 @@ snapshot_verify(const char *backups_dir, const char *key_id, const char *record,
 	    !is_hex64(want) || !label || (!json_is_null(label) && !json_is_string(label)) ||
 	    !nonneg_int(json_object_get(j, "createdAt")) ||
 	    !nonneg_int(json_object_get(j, "bytes")) || !nonneg_int(json_object_get(j, "files"))) {
-		seterr(err, "malformed record");
+		reason_set(err, "malformed record");
 		goto out;
 	}
 	if (!streq(key, key_id)) {
-		seterr(err, "the record belongs to another thread");
+		reason_set(err, "the record belongs to another thread");
 		goto out;
 	}
 	if (asprintf(&path, "%s/%s/%s.tar.zst", backups_dir, key_id, id) < 0) {
@@ -669,14 +656,14 @@ snapshot_verify(const char *backups_dir, const char *key_id, const char *record,
 			goto out;
 		}
 		if (access(tomb, F_OK) == 0) {
-			seterr(err, "backup_not_found: the backup was pruned (backups_keep)");
+			reason_set(err, "backup_not_found: the backup was pruned (backups_keep)");
 			r = -ENOENT;
 			goto out;
 		}
 	}
 	if (fd < 0 || fstat(fd, &st) < 0 || !S_ISREG(st.st_mode) ||
 	    (uint64_t)st.st_size != (uint64_t)json_integer_value(json_object_get(j, "bytes"))) {
-		seterr(err, "no such backup");
+		reason_set(err, "no such backup");
 		goto out;
 	}
 	ctx = EVP_MD_CTX_new();
@@ -703,8 +690,8 @@ snapshot_verify(const char *backups_dir, const char *key_id, const char *record,
 	}
 	hex_encode(md, 32, sha);
 	if (off != st.st_size || !streq(sha, want)) {
-		seterr(err, "the archive does not match its record (checksum mismatch): it was "
-			    "changed or damaged");
+		reason_set(err, "the archive does not match its record (checksum mismatch): it was "
+				"changed or damaged");
 		r = -EBADMSG;
 		goto out;
 	}
@@ -742,13 +729,13 @@ typedef struct Unpacker {
 	uid_t uid;
 	gid_t gid;
 	uint64_t bytes, entries, max_bytes, max_entries;
-	SnapshotErr *e;
+	Reason *e;
 } Unpacker;
 
 static int
 reject(Unpacker *u, const char *path, const char *why)
 {
-	seterr(u->e, "archive rejected: '%.128s': %s", path ? path : "?", why);
+	reason_set(u->e, "archive rejected: '%.128s': %s", path ? path : "?", why);
 	return -EINVAL;
 }
 
@@ -826,8 +813,8 @@ unpack_file(Unpacker *u, int pfd, const char *name, const char *path, struct arc
 		if (r == ARCHIVE_EOF)
 			break;
 		if (r < ARCHIVE_WARN) {
-			seterr(u->e, "archive rejected: '%.128s': %s", path,
-			       archive_error_string(u->a) ?: "read error");
+			reason_set(u->e, "archive rejected: '%.128s': %s", path,
+				   archive_error_string(u->a) ?: "read error");
 			return -EINVAL;
 		}
 		if (off < 0 || (uint64_t)off + len > (uint64_t)size)
@@ -959,7 +946,7 @@ unpack_entry(Unpacker *u, struct archive_entry *e)
 
 int
 snapshot_unpack(int archive_fd, int parent_fd, const char *name, uid_t uid, gid_t gid,
-		uint64_t max_bytes, uint64_t max_entries, SnapshotErr *err)
+		uint64_t max_bytes, uint64_t max_entries, Reason *err)
 {
 	Unpacker u = {.uid = uid,
 		      .gid = gid,
@@ -992,7 +979,7 @@ snapshot_unpack(int archive_fd, int parent_fd, const char *name, uid_t uid, gid_
 	archive_read_support_filter_none(u.a);
 	archive_read_support_format_tar(u.a);
 	if (archive_read_open_fd(u.a, archive_fd, UNPACK_BLOCK) != ARCHIVE_OK) {
-		seterr(err, "archive rejected: %s", archive_error_string(u.a) ?: "unreadable");
+		reason_set(err, "archive rejected: %s", archive_error_string(u.a) ?: "unreadable");
 		r = -EINVAL;
 		goto fail;
 	}
@@ -1001,14 +988,15 @@ snapshot_unpack(int archive_fd, int parent_fd, const char *name, uid_t uid, gid_
 		if (k == ARCHIVE_EOF)
 			break;
 		if (k < ARCHIVE_WARN) {
-			seterr(err, "archive rejected: %s", archive_error_string(u.a) ?: "corrupt");
+			reason_set(err, "archive rejected: %s",
+				   archive_error_string(u.a) ?: "corrupt");
 			r = -EINVAL;
 			goto fail;
 		}
 		r = unpack_entry(&u, e);
 		if (r < 0) {
 			if (r != -EINVAL)
-				seterr(err, "restore failed: %s", strerror(-r));
+				reason_set(err, "restore failed: %s", strerror(-r));
 			goto fail;
 		}
 	}

@@ -50,19 +50,17 @@
 #include <stdint.h>
 #include <sys/types.h>
 
+#include "reason.h"
+
 #define SNAPSHOT_LABEL_MAX 256
 #define SNAPSHOT_RECORD_MAX 2048
 #define SNAPSHOT_TOMBSTONES_MAX 1024
-
-typedef struct SnapshotErr {
-	char msg[256];
-} SnapshotErr;
 
 /* Archive the directory ws_fd (-1: none, an empty archive) into
  * <backups_dir>/<key_id>/ (created 0700) and return the record (malloc'd JSON
  * text). label may be NULL. */
 int snapshot_create(const char *backups_dir, const char *key_id, int ws_fd, const char *label,
-		    char **ret_record, SnapshotErr *err);
+		    char **ret_record, Reason *err);
 
 /* The same, refusing what snapshot_unpack() with these limits would refuse:
  * -SNAPSHOT_NOT_RESTORABLE with err naming the path (more than max_entries
@@ -71,7 +69,7 @@ int snapshot_create(const char *backups_dir, const char *key_id, int ws_fd, cons
 #define SNAPSHOT_NOT_RESTORABLE EDOM
 int snapshot_create_limited(const char *backups_dir, const char *key_id, int ws_fd,
 			    const char *label, uint64_t max_bytes, uint64_t max_entries,
-			    char **ret_record, SnapshotErr *err);
+			    char **ret_record, Reason *err);
 
 /* Check that record is one of ours for key_id; returns an open fd of the
  * archive (positioned at 0) whose size and SHA-256 matched. A record of ours
@@ -79,7 +77,7 @@ int snapshot_create_limited(const char *backups_dir, const char *key_id, int ws_
  * the record's (changed or damaged on disk) is -EBADMSG; any other failure
  * is -EINVAL with err set. */
 int snapshot_verify(const char *backups_dir, const char *key_id, const char *record, size_t len,
-		    int *ret_fd, SnapshotErr *err);
+		    int *ret_fd, Reason *err);
 
 /* Remove the temporaries a killed snapshot left in <backups_dir>/<key_id>/,
  * and with keep > 0 the oldest archives (by mtime, then name) beyond keep,
@@ -96,7 +94,7 @@ int snapshot_prune(const char *backups_dir, const char *key_id, unsigned keep, c
  * is removed again and -EINVAL (a rejected entry or archive) or another errno
  * is returned. */
 int snapshot_unpack(int archive_fd, int parent_fd, const char *name, uid_t uid, gid_t gid,
-		    uint64_t max_bytes, uint64_t max_entries, SnapshotErr *err);
+		    uint64_t max_bytes, uint64_t max_entries, Reason *err);
 
 /* Remove name (a file, a symlink or a whole tree) below dir_fd, never
  * following a symlink. ENOENT is success. */

@@ -118,7 +118,7 @@ claude_begin(Run *run, const json_t *messages, const json_t *metadata, ExecSpec 
 	return 0;
 }
 
-/* driver.c saves the state (ours included) after the drain */
+/* the driver saves the state (ours included) after the drain */
 static void
 emit(Run *run, json_t *chunk)
 {

@@ -115,7 +115,7 @@ nd_line(Run *run, char *line, size_t len)
 		st->finished = true;
 	json_decref(j);
 	/* stored as the runner wrote it (leading blanks aside) */
-	run_emit_text(run, line + i, len - i, NULL); /* driver.c saves the state */
+	run_emit_text(run, line + i, len - i, NULL); /* the driver saves the state */
 }
 
 static void

@@ -143,7 +143,7 @@ shell_drain(Run *run, bool final)
 						  names[s], "value", "text", text, len);
 			keep_output(run, s, text, len);
 			free(text);
-			run_emit(run, chunk, NULL); /* driver.c saves the state after the drain */
+			run_emit(run, chunk, NULL); /* the driver saves the state after the drain */
 		}
 	}
 }

@@ -15,7 +15,7 @@
  * The driver (driver.c) owns the process: it starts the exec the adapter
  * describes, feeds it the bytes of each stream in order exactly once (after a
  * re-attach too), calls drain() at the end of every loop turn and exit() when
- * the process ended. Adapters emit with run_emit()/run_end() (commit.c).
+ * the process ended. Adapters emit with run_emit()/run_end() (run.c).
  *
  * After every drain that consumed bytes, the driver stores its state with
  * the adapter's save() in the same transaction as the chunks the drain

@@ -55,9 +55,8 @@
 typedef struct ToolCall {
 	struct ToolCall *next;
 	Run *run;
-	Client *client;
-	uint64_t req_id;
-	bool mcp; /* JSON-RPC (else /tool-exec) */
+	PeerDeferred *reply; /* the BRIDGE_CALL, answered when the tool ended */
+	bool mcp;	     /* JSON-RPC (else /tool-exec) */
 	json_t *rpc_id;
 	const Tool *tool;
 	pid_t pid;
@@ -71,30 +70,30 @@ typedef struct ToolCall {
 	int status;
 } ToolCall;
 
+/* These answer d and release it (NULL-safe). */
 static void
-reply(Client *cl, uint64_t req_id, int status, const char *ctype, const char *body, size_t len)
+reply(PeerDeferred *d, int status, const char *ctype, const char *body, size_t len)
 {
-	if (!cl)
+	if (!d)
 		return;
-	(void)reply_send_BRIDGE_CALL(
-	    cl->peer, req_id,
-	    &(Reply_BRIDGE_CALL){
-		.status = (uint64_t)status, .content_type = ctype, .body = body, .body_len = len});
+	(void)reply_deferred_BRIDGE_CALL(d, &(Reply_BRIDGE_CALL){.status = (uint64_t)status,
+								 .content_type = ctype,
+								 .body = body,
+								 .body_len = len});
 }
 
 static void
-reply_json(Client *cl, uint64_t req_id, int status, json_t *j)
+reply_json(PeerDeferred *d, int status, json_t *j)
 {
 	_cleanup_free_ char *s = json_dump_compact(j);
 	json_decref(j);
-	reply(cl, req_id, status, "application/json; charset=utf-8", s ? s : "{}",
-	      s ? strlen(s) : 2);
+	reply(d, status, "application/json; charset=utf-8", s ? s : "{}", s ? strlen(s) : 2);
 }
 
 static void
-reply_error(Client *cl, uint64_t req_id, int status, const char *code, const char *message)
+reply_error(PeerDeferred *d, int status, const char *code, const char *message)
 {
-	reply_json(cl, req_id, status, json_pack("{s:s, s:s}", "error", message, "code", code));
+	reply_json(d, status, json_pack("{s:s, s:s}", "error", message, "code", code));
 }
 
 static json_t *
@@ -130,7 +129,7 @@ static void call_free(ToolCall *tc);
 /* Make the tools' cgroup as cc says, after killing what a previous instance
  * left in it. 0, or a negative errno with *err saying why (nothing kept). */
 static int
-tools_cgroup_open(Coordinator *c, const CgroupConf *cc, CgroupError *err)
+tools_cgroup_open(Coordinator *c, const CgroupConf *cc, Reason *err)
 {
 	Cgroup *old = NULL;
 	uint64_t n = 0;
@@ -171,7 +170,7 @@ bridge_setup(Coordinator *c)
 	    .job_cpu_period_us = 100000,
 	    .leaf_uid = -1, /* the leaves are joined by our own children */
 	};
-	CgroupError err;
+	Reason err;
 	char why[sizeof(err.msg)];
 	int r;
 
@@ -193,7 +192,7 @@ bridge_setup(Coordinator *c)
 				    "killed when its call ends");
 		return 0;
 	}
-	snprintf(why, sizeof(why), "%s", err.msg[0] ? err.msg : strerror(-r));
+	snprintf(why, sizeof(why), "%s", reason_text(&err, r));
 	if (k->tool_cgroup == TOOL_CGROUP_REQUIRED)
 		return log_error_errno(r,
 				       "Cannot set up the host tools' cgroup "
@@ -311,6 +310,7 @@ call_free(ToolCall *tc)
 	if (tc->out)
 		bufferevent_free(tc->out);
 	safe_close(tc->pidfd);
+	peer_deferred_free(tc->reply);
 	if (tc->counted)
 		tc->run->c->tool_calls--;
 	json_decref(tc->rpc_id);
@@ -328,24 +328,16 @@ bridge_close(Run *run)
 		/* the run settled: the tool is cancelled and its caller told */
 		if (tc->mcp)
 			reply_json(
-			    tc->client, tc->req_id, 200,
+			    TAKE_PTR(tc->reply), 200,
 			    rpc_result(tc->rpc_id,
 				       json_pack("{s:[{s:s, s:s}], s:b}", "content", "type", "text",
 						 "text", "Tool execution failed: run ended",
 						 "isError", 1)));
 		else
-			reply_error(tc->client, tc->req_id, 500, "internal", "run ended");
+			reply_error(TAKE_PTR(tc->reply), 500, "internal", "run ended");
 		call_free(tc);
 	}
 	run->bridge_inflight = 0;
-}
-
-void
-bridge_forget_client(Run *run, Client *cl)
-{
-	for (ToolCall *tc = run->bridge_calls; tc; tc = tc->next)
-		if (tc->client == cl)
-			tc->client = NULL;
 }
 
 /* The tool ended and its output is all in: answer, touch, release. */
@@ -394,11 +386,11 @@ call_finish(ToolCall *tc)
 			content = json_pack("{s:[{s:s, s:s}]}", "content", "type", "text", "text",
 					    s ? s : "");
 		}
-		reply_json(tc->client, tc->req_id, 200, rpc_result(tc->rpc_id, content));
+		reply_json(TAKE_PTR(tc->reply), 200, rpc_result(tc->rpc_id, content));
 	} else if (failed) {
-		reply_error(tc->client, tc->req_id, 500, "tool_failed", msg);
+		reply_error(TAKE_PTR(tc->reply), 500, "tool_failed", msg);
 	} else {
-		reply_json(tc->client, tc->req_id, 200, json_pack("{s:O}", "result", result));
+		reply_json(TAKE_PTR(tc->reply), 200, json_pack("{s:O}", "result", result));
 	}
 	json_decref(result);
 	LogCtx lc = run->log;
@@ -493,7 +485,7 @@ static int
 call_cgroup(Run *run, uint64_t *ret_leaf, int *ret_procs, const int **ret_v1, size_t *ret_n_v1)
 {
 	Coordinator *c = run->c;
-	CgroupError err = {""};
+	Reason err = {""};
 	_cleanup_close_ int dfd = -1;
 	int cg2fd, r = 0;
 
@@ -514,15 +506,14 @@ call_cgroup(Run *run, uint64_t *ret_leaf, int *ret_procs, const int **ret_v1, si
 		*ret_procs = openat(dfd, "cgroup.procs", O_WRONLY | O_CLOEXEC);
 		if (*ret_procs < 0) {
 			r = -errno;
-			snprintf(err.msg, sizeof(err.msg), "open cgroup.procs: %s",
-				 strerror(errno));
+			reason_set(&err, "open cgroup.procs: %s", strerror(errno));
 			(void)cgroup_leaf_remove(c->tool_cg, id);
 		}
 	}
 	if (r < 0)
 		return log_ctx_errno(LOG_ERR, r, &run->log,
 				     "Cannot create the cgroup of a host tool call: %s",
-				     err.msg[0] ? err.msg : strerror(-r));
+				     reason_text(&err, r));
 	*ret_leaf = id;
 	return 0;
 }
@@ -537,9 +528,10 @@ child_join_cgroup(int leaf_procs, const int *v1, size_t n_v1)
 	return leaf_procs < 0 || write(leaf_procs, "0", 1) == 1;
 }
 
-/* Start the tool; the answer goes out from call_finish(). */
+/* Start the tool; takes *d (NULL) on success: the answer goes out from
+ * call_finish(). */
 static int
-call_start(Run *run, Client *cl, uint64_t req_id, bool mcp, json_t *rpc_id, const Tool *tool,
+call_start(Run *run, PeerDeferred **d, bool mcp, json_t *rpc_id, const Tool *tool,
 	   const json_t *args)
 {
 	Coordinator *c = run->c;
@@ -606,8 +598,6 @@ call_start(Run *run, Client *cl, uint64_t req_id, bool mcp, json_t *rpc_id, cons
 	safe_close(in[0]);
 	safe_close(out[1]);
 	tc->run = run;
-	tc->client = cl;
-	tc->req_id = req_id;
 	tc->mcp = mcp;
 	tc->rpc_id = json_incref(rpc_id);
 	tc->tool = tool;
@@ -634,6 +624,7 @@ call_start(Run *run, Client *cl, uint64_t req_id, bool mcp, json_t *rpc_id, cons
 		call_free(tc);
 		return -ENOMEM;
 	}
+	tc->reply = TAKE_PTR(*d); /* answered from call_finish() or bridge_close() */
 	bufferevent_setcb(tc->in, NULL, in_drained, in_event, tc);
 	bufferevent_setcb(tc->out, out_read, NULL, out_event, tc);
 	bufferevent_enable(tc->out, EV_READ);
@@ -656,27 +647,27 @@ tool_offered(const Run *run, const char *name)
 }
 
 static void
-reply_too_many(Client *cl, uint64_t req_id)
+reply_too_many(PeerDeferred *d)
 {
-	reply_error(cl, req_id, 429, "too_many_tool_calls",
+	reply_error(d, 429, "too_many_tool_calls",
 		    "too many host tool calls running (max_tool_calls_per_run, max_tool_calls); "
 		    "retry when one has finished");
 }
 
 static void
-handle_rpc(Run *run, Client *cl, uint64_t req_id, const char *body)
+handle_rpc(Run *run, PeerDeferred *d, const char *body)
 {
 	Coordinator *c = run->c;
 	json_t *msg = json_loads(body, 0, NULL);
 	int r;
 
 	if (!msg) {
-		reply_json(cl, req_id, 200, rpc_error(NULL, -32700, "Parse error"));
+		reply_json(d, 200, rpc_error(NULL, -32700, "Parse error"));
 		return;
 	}
 	if (!json_is_object(msg)) {
 		json_decref(msg);
-		reply_json(cl, req_id, 200, rpc_error(NULL, -32600, "Invalid Request"));
+		reply_json(d, 200, rpc_error(NULL, -32600, "Invalid Request"));
 		return;
 	}
 	json_t *id = json_object_get(msg, "id");
@@ -685,14 +676,14 @@ handle_rpc(Run *run, Client *cl, uint64_t req_id, const char *body)
 	if (!id || json_is_null(id)) {
 		/* a notification (notifications/initialized, …): no answer */
 		json_decref(msg);
-		reply(cl, req_id, 202, "application/json; charset=utf-8", "", 0);
+		reply(d, 202, "application/json; charset=utf-8", "", 0);
 		return;
 	}
 	if (!method) {
-		reply_json(cl, req_id, 200, rpc_error(id, -32600, "Invalid Request"));
+		reply_json(d, 200, rpc_error(id, -32600, "Invalid Request"));
 	} else if (streq(method, "initialize")) {
 		reply_json(
-		    cl, req_id, 200,
+		    d, 200,
 		    rpc_result(id, json_pack("{s:s, s:{s:{}}, s:{s:s, s:s}}", "protocolVersion",
 					     "2024-11-05", "capabilities", "tools", "serverInfo",
 					     "name", "tanstack", "version", "1.0.0")));
@@ -711,45 +702,45 @@ handle_rpc(Run *run, Client *cl, uint64_t req_id, const char *body)
 							       t->description ? t->description : "",
 							       "inputSchema", schema));
 		}
-		reply_json(cl, req_id, 200, rpc_result(id, json_pack("{s:o}", "tools", tools)));
+		reply_json(d, 200, rpc_result(id, json_pack("{s:o}", "tools", tools)));
 	} else if (streq(method, "tools/call")) {
 		const char *name = json_string_value(json_object_get(params, "name"));
 		const Tool *t =
 		    name && tool_offered(run, name) ? tool_find(c->harnesses, name) : NULL;
 		if (!name)
-			reply_json(cl, req_id, 200, rpc_error(id, -32602, "Invalid params: name"));
+			reply_json(d, 200, rpc_error(id, -32602, "Invalid params: name"));
 		else if (!t) {
 			char m[160];
 			snprintf(m, sizeof(m), "Tool execution failed: Unknown tool: %.64s", name);
 			reply_json(
-			    cl, req_id, 200,
+			    d, 200,
 			    rpc_result(id, json_pack("{s:[{s:s, s:s}], s:b}", "content", "type",
 						     "text", "text", m, "isError", 1)));
-		} else if ((r = call_start(run, cl, req_id, true, id, t,
+		} else if ((r = call_start(run, &d, true, id, t,
 					   json_object_get(params, "arguments"))) == -EBUSY)
-			reply_too_many(cl, req_id);
+			reply_too_many(d);
 		else if (r < 0)
 			reply_json(
-			    cl, req_id, 200,
+			    d, 200,
 			    rpc_result(id,
 				       json_pack("{s:[{s:s, s:s}], s:b}", "content", "type", "text",
 						 "text", "Tool execution failed: cannot start it",
 						 "isError", 1)));
 	} else {
-		reply_json(cl, req_id, 200, rpc_error(id, -32601, "Method not found"));
+		reply_json(d, 200, rpc_error(id, -32601, "Method not found"));
 	}
 	json_decref(msg);
 }
 
 static void
-handle_tool_exec(Run *run, Client *cl, uint64_t req_id, const char *body)
+handle_tool_exec(Run *run, PeerDeferred *d, const char *body)
 {
 	Coordinator *c = run->c;
 	json_t *msg = json_loads(body, 0, NULL);
 	int r;
 
 	if (!msg) {
-		reply_json(cl, req_id, 400,
+		reply_json(d, 400,
 			   json_pack("{s:s, s:s}", "error", "body must be valid JSON", "code",
 				     "bad_request"));
 		return;
@@ -757,7 +748,7 @@ handle_tool_exec(Run *run, Client *cl, uint64_t req_id, const char *body)
 	const char *name = json_string_value(json_object_get(msg, "name"));
 	if (!json_is_object(msg) || !name) {
 		json_decref(msg);
-		reply_json(cl, req_id, 400,
+		reply_json(d, 400,
 			   json_pack("{s:s, s:s}", "error", "body must be { name, args }", "code",
 				     "bad_request"));
 		return;
@@ -766,12 +757,12 @@ handle_tool_exec(Run *run, Client *cl, uint64_t req_id, const char *body)
 	if (!t) {
 		char m[160];
 		snprintf(m, sizeof(m), "Unknown tool: %.64s", name);
-		reply_error(cl, req_id, 500, "unknown_tool", m);
-	} else if ((r = call_start(run, cl, req_id, false, NULL, t,
-				   json_object_get(msg, "args"))) == -EBUSY)
-		reply_too_many(cl, req_id);
+		reply_error(d, 500, "unknown_tool", m);
+	} else if ((r = call_start(run, &d, false, NULL, t, json_object_get(msg, "args"))) ==
+		   -EBUSY)
+		reply_too_many(d);
 	else if (r < 0)
-		reply_error(cl, req_id, 500, "tool_failed", "cannot start the tool");
+		reply_error(d, 500, "tool_failed", "cannot start the tool");
 	json_decref(msg);
 }
 
@@ -782,30 +773,34 @@ handle_bridge_call(Peer *p, const Frame *f, const Msg_BRIDGE_CALL *m, void *ud)
 	Coordinator *c = cl->c;
 	const char *auth = m->authorization;
 
+	/* every path below answers d once, now or when the tool ended */
+	PeerDeferred *d = peer_defer(p, f);
+	if (!d)
+		return -ENOMEM;
 	Run *run = run_find(c, m->run_id);
 	if (!run || !run->bridge_live || run->state == RUN_DONE ||
 	    (m->thread_id && !streq(m->thread_id, run->thread_id))) {
-		reply_error(cl, f->req_id, 404, "not_found", "no active bridge for run");
+		reply_error(d, 404, "not_found", "no active bridge for run");
 		goto out;
 	}
 	/* "Bearer <token>", compared in constant time; a length mismatch fails fast */
 	size_t tl = strlen(run->bridge_token);
 	if (!auth || strncmp(auth, "Bearer ", 7) != 0 || strlen(auth + 7) != tl ||
 	    CRYPTO_memcmp(auth + 7, run->bridge_token, tl) != 0) {
-		reply_error(cl, f->req_id, 401, "unauthorized", "unauthorized");
+		reply_error(d, 401, "unauthorized", "unauthorized");
 		goto out;
 	}
 	/* arrival is activity; a call whose touch fails is not executed */
 	if (runlog_touch(c->runlog, run->run_id, now_epoch_ms()) < 0) {
-		reply_error(cl, f->req_id, 503, "storage_error", "run log unavailable");
+		reply_error(d, 503, "storage_error", "run log unavailable");
 		goto out;
 	}
 	if (streq(m->kind, "bridge"))
-		handle_rpc(run, cl, f->req_id, m->body);
+		handle_rpc(run, d, m->body);
 	else if (streq(m->kind, "tool_exec"))
-		handle_tool_exec(run, cl, f->req_id, m->body);
+		handle_tool_exec(run, d, m->body);
 	else
-		reply_error(cl, f->req_id, 404, "not_found", "not found");
+		reply_error(d, 404, "not_found", "not found");
 out:
 	return 0;
 }

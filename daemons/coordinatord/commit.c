@@ -35,9 +35,8 @@ struct Op {
 	size_t len;
 	char status[16]; /* terminal status, or "" */
 	json_t *fields;
-	json_t *drive;	/* driver state to store with the event; json_null() deletes */
-	Client *client; /* to acknowledge, or NULL */
-	uint64_t req_id;
+	json_t *drive;	   /* driver state to store with the event; json_null() deletes */
+	PeerDeferred *ack; /* the client's request to acknowledge, or NULL */
 	bool is_run;	   /* queued by a Run driver */
 	bool refused_full; /* refused past chunk_high_water */
 	/* results */
@@ -51,6 +50,7 @@ op_free(Op *op)
 	free(op->text);
 	json_decref(op->fields);
 	json_decref(op->drive);
+	peer_deferred_free(op->ack);
 	free(op);
 }
 
@@ -95,12 +95,6 @@ enqueue(Coordinator *c, Op *op)
 		c->ops_head = op;
 	c->ops_tail = op;
 	event_active(c->commit_ev, 0, 0);
-}
-
-void
-run_emit(Run *run, json_t *chunk, json_t *drive)
-{
-	run_emit_fields(run, chunk, drive, NULL);
 }
 
 static bool
@@ -319,150 +313,29 @@ redact_json(char *const *values, json_t *j)
 	return r;
 }
 
-/* Every text the op stores or returns — the chunk and the record fields
- * (error.message from a stderr tail, …) — loses each secret value of every
- * configured harness (run->secret_values), in the decoded JSON
- * (redact_decoded): a byte-for-byte replacement in the serialized text would
- * miss escaped spellings and could break an escape ("\\[REDACTED]"). */
-static void
-redact(Run *run, Op *op)
+int
+commit_queue_run(Coordinator *c, const char *run_id, json_t *chunk, const char *text, size_t len,
+		 const char *status, json_t *fields, json_t *drive, char *const *secrets)
 {
-	redact_decoded(run->secret_values, op);
-}
-
-/* Queue chunks the guard put before another (each with its own timestamp). */
-static void
-queue_before(Run *run, json_t *before)
-{
-	size_t i;
-	json_t *c;
-	json_array_foreach(before, i, c)
-	{
-		Op *op = op_new(run->run_id, json_incref(c), NULL, NULL, NULL);
-		if (!op) {
-			log_ctx(LOG_ERR, &run->log, "Out of memory queuing an event");
-			continue;
-		}
-		redact(run, op);
-		op->is_run = true;
-		enqueue(run->c, op);
-	}
-	json_decref(before);
-}
-
-void
-run_emit_fields(Run *run, json_t *chunk, json_t *drive, json_t *fields)
-{
-	if (run->state == RUN_DONE) {
-		json_decref(chunk);
-		json_decref(drive);
-		json_decref(fields);
-		return;
-	}
-	if (chunk) {
-		json_t *before = NULL;
-		if (agui_guard_chunk(run, chunk, &before) == AGUI_DROP) {
-			json_decref(chunk);
-			chunk = NULL;
-		}
-		queue_before(run, before);
-		if (!chunk && !drive && !fields)
-			return;
-	}
-	Op *op = op_new(run->run_id, chunk, NULL, fields, drive);
-	if (!op) {
-		log_ctx(LOG_ERR, &run->log, "Out of memory queuing an event");
-		return;
-	}
-	redact(run, op);
-	op->is_run = true;
-	enqueue(run->c, op);
-}
-
-void
-run_emit_text(Run *run, const char *text, size_t len, json_t *drive)
-{
-	if (run->state == RUN_DONE) {
-		json_decref(drive);
-		return;
-	}
-	/* stored as written unless the guard amends it (then re-serialized) */
-	json_auto_t *j = json_loadb(text, len, 0, NULL);
-	_cleanup_free_ char *amended = NULL;
-	if (j) {
-		json_t *before = NULL;
-		AguiVerdict v = agui_guard_chunk(run, j, &before);
-		queue_before(run, before);
-		if (v == AGUI_DROP) {
-			if (drive)
-				run_save_drive(run, drive);
-			return;
-		}
-		if (v == AGUI_CHANGED && (amended = json_dump_compact(j))) {
-			text = amended;
-			len = strlen(amended);
-		}
-	}
-	Op *op = op_new(run->run_id, NULL, NULL, NULL, drive);
-	if (op && !(op->text = strndup(text, len))) {
+	Op *op = op_new(run_id, chunk, status, fields, drive);
+	if (op && text && !(op->text = strndup(text, len))) {
 		op_free(op);
 		op = NULL;
 	}
-	if (!op) {
-		log_ctx(LOG_ERR, &run->log, "Out of memory queuing an event");
-		return;
-	}
-	op->len = strlen(op->text);
-	redact(run, op);
+	if (!op)
+		return -ENOMEM;
+	if (text)
+		op->len = strlen(op->text);
+	/* Every text the op stores or returns — the chunk and the record fields
+	 * (error.message from a stderr tail, …) — loses each secret value of
+	 * every configured harness (the run's secret values), in the decoded
+	 * JSON (redact_decoded): a byte-for-byte replacement in the serialized
+	 * text would miss escaped spellings and could break an escape
+	 * ("\\[REDACTED]"). */
+	redact_decoded(secrets, op);
 	op->is_run = true;
-	enqueue(run->c, op);
-}
-
-void
-run_save_drive(Run *run, json_t *drive)
-{
-	run_emit(run, NULL, drive);
-}
-
-void
-run_end(Run *run, json_t *chunk, const char *status, json_t *fields)
-{
-	if (run->state == RUN_DONE) {
-		json_decref(chunk);
-		json_decref(fields);
-		return;
-	}
-	/* close what the stream left open; a terminal chunk it lacks */
-	queue_before(run, agui_guard_end(run, &chunk, status));
-	run->state = RUN_DONE;
-	/* the driver state goes with the run's end: nothing to re-attach to */
-	Op *op = op_new(run->run_id, chunk, status, fields, json_null());
-	if (!op) {
-		log_ctx(LOG_ERR, &run->log, "Out of memory queuing the end of the run");
-		run_free(run);
-		return;
-	}
-	redact(run, op);
-	op->is_run = true;
-	enqueue(run->c, op);
-}
-
-void
-run_fail(Run *run, const char *message, const char *code)
-{
-	/* a stderr tail may hold a secret: the log gets what the record gets */
-	size_t len = strlen(message);
-	_cleanup_free_ char *own = strdup(message);
-	if (own && redact_text(run->secret_values, &own, &len) == 0)
-		message = own;
-	else
-		message = "[REDACTED]";
-	json_t *chunk =
-	    json_pack("{s:s, s:s, s:s}", "type", "RUN_ERROR", "message", message, "code", code);
-	json_t *fields = json_pack("{s:{s:s, s:s}}", "error", "message", message, "code", code);
-	if (run->state != RUN_DONE)
-		log_ctx(LOG_WARNING, &run->log, "Run failed: %s (%s)", message, code);
-	run_end(run, chunk, "failed", fields);
+	enqueue(c, op);
+	return 0;
 }
 
 /* A client's event (RUN_APPEND, a direct-log client's end): the driven run's
@@ -470,15 +343,11 @@ run_fail(Run *run, const char *message, const char *code)
 static void
 redact_client(Coordinator *c, Op *op)
 {
-	Run *run = run_find(c, op->run_id);
-	if (run) {
-		redact_decoded(run->secret_values, op);
-		return;
-	}
-	char **values = NULL;
-	secrets_collect(c, &values);
+	bool owned = false;
+	char **values = c->commit_hooks->secrets(c, op->run_id, &owned);
 	redact_decoded(values, op);
-	mp_strv_free(values);
+	if (owned)
+		mp_strv_free(values);
 }
 
 void
@@ -495,8 +364,12 @@ op_queue_client_text(Coordinator *c, Client *cl, uint64_t req_id, const char *ru
 		return;
 	}
 	op->len = strlen(op->text);
-	op->client = cl;
-	op->req_id = req_id;
+	op->ack = peer_defer_id(cl->peer, req_id);
+	if (!op->ack) {
+		op_free(op);
+		peer_reply_error(cl->peer, req_id, -ENOMEM, NULL);
+		return;
+	}
 	redact_client(c, op);
 	enqueue(c, op);
 }
@@ -510,8 +383,12 @@ op_queue_client(Coordinator *c, Client *cl, uint64_t req_id, const char *run_id,
 		peer_reply_error(cl->peer, req_id, -ENOMEM, NULL);
 		return;
 	}
-	op->client = cl;
-	op->req_id = req_id;
+	op->ack = peer_defer_id(cl->peer, req_id);
+	if (!op->ack) {
+		op_free(op);
+		peer_reply_error(cl->peer, req_id, -ENOMEM, NULL);
+		return;
+	}
 	redact_client(c, op);
 	enqueue(c, op);
 }
@@ -547,17 +424,6 @@ publish(Coordinator *c, const char *run_id, int64_t first_seq, const char *const
 		if (streq(wt->run_id, run_id))
 			(void)peer_push(wt->client->peer, MSG_RUN_EVENTS, &w);
 	mp_writer_done(&w);
-}
-
-void
-metrics_count_finish(Coordinator *c, const char *status)
-{
-	if (streq(status, "completed"))
-		c->m.runs_finished[0]++;
-	else if (streq(status, "failed"))
-		c->m.runs_finished[1]++;
-	else if (streq(status, "aborted"))
-		c->m.runs_finished[2]++;
 }
 
 static void
@@ -636,13 +502,14 @@ fail_runs_after_storage_error(Coordinator *c, Op *ops, int err)
 				seen = true;
 		if (seen)
 			continue;
-		Run *run = run_find(c, op->run_id);
-		LogCtx lc = {.run_id = op->run_id, .thread_id = run ? run->thread_id : NULL};
+		LogCtx rl = {0};
+		bool driven = c->commit_hooks->run_log(c, op->run_id, &rl);
+		LogCtx lc = {.run_id = op->run_id, .thread_id = driven ? rl.thread_id : NULL};
 		json_auto_t *chunk =
 		    json_pack("{s:s, s:s, s:s, s:I}", "type", "RUN_ERROR", "message", message,
 			      "code", code, "timestamp", (json_int_t)now_epoch_ms());
 		if (chunk)
-			agui_error_ids(chunk, run ? run->thread_id : NULL, op->run_id);
+			agui_error_ids(chunk, lc.thread_id, op->run_id);
 		json_auto_t *fields =
 		    json_pack("{s:{s:s, s:s}}", "error", "message", message, "code", code);
 		_cleanup_free_ char *text = json_dump_compact(chunk);
@@ -664,8 +531,9 @@ fail_runs_after_storage_error(Coordinator *c, Op *ops, int err)
 			    "Run could not be marked failed either: %m; it stays "
 			    "'running' in the log until the watchdog or a restart ends it");
 		}
-		if (run)
-			run_free(run);
+		if (driven)
+			c->commit_hooks->committed(c, op->run_id, op->is_run,
+						   COMMIT_STORAGE_FAILED);
 	}
 }
 
@@ -737,7 +605,7 @@ commit_write(Coordinator *c, Op *ops, RunLogBatch **ret_b)
 	if (r == 0) {
 		commit_latency(c, now_usec() - t0);
 		c->storage_ok = true;
-		watchdog_log_usage(c, used);
+		c->commit_hooks->log_usage(c, used);
 		return 0;
 	}
 	c->m.commit_failures++;
@@ -783,24 +651,24 @@ commit_ack(Coordinator *c, RunLogBatch *b, Op *op)
 			_cleanup_free_ char *s = json_dump_compact(rec);
 			mp_w_map(&w, 1);
 			mp_w_str(&w, "record", s ? s : "{}");
-			peer_reply(op->client->peer, op->req_id, &w);
+			peer_deferred_reply(TAKE_PTR(op->ack), &w);
 		} else
-			peer_reply_error(op->client->peer, op->req_id, -ENOENT, NULL);
+			peer_deferred_error(TAKE_PTR(op->ack), -ENOENT, NULL, NULL);
 		json_decref(rec);
 	} else if (op->err < 0) {
-		peer_reply_error(op->client->peer, op->req_id, op->err,
-				 op->err == -ESTALE ? "run is terminal" : NULL);
+		peer_deferred_error(TAKE_PTR(op->ack), op->err, NULL,
+				    op->err == -ESTALE ? "run is terminal" : NULL);
 	} else if (op->status[0]) {
 		json_t *rec = runlog_batch_get_record(b, op->run_id);
 		_cleanup_free_ char *s = rec ? json_dump_compact(rec) : NULL;
 		json_decref(rec);
 		mp_w_map(&w, 1);
 		mp_w_str(&w, "record", s ? s : "{}");
-		peer_reply(op->client->peer, op->req_id, &w);
+		peer_deferred_reply(TAKE_PTR(op->ack), &w);
 	} else {
 		mp_w_map(&w, 1);
 		mp_w_int(&w, "seq", op->seq);
-		peer_reply(op->client->peer, op->req_id, &w);
+		peer_deferred_reply(TAKE_PTR(op->ack), &w);
 	}
 	mp_writer_done(&w);
 }
@@ -812,32 +680,27 @@ commit_ack(Coordinator *c, RunLogBatch *b, Op *op)
 static void
 commit_settle(Coordinator *c, Op *op)
 {
-	Run *run;
+	const CommitHooks *h = c->commit_hooks;
 
 	if (op->err == 0 && op->status[0]) {
 		metrics_count_finish(c, op->status);
-		run = run_find(c, op->run_id);
+		LogCtx rl = {0};
+		bool driven = h->run_log(c, op->run_id, &rl);
 		LogCtx lc = {.run_id = op->run_id,
-			     .thread_id = run ? run->thread_id : NULL,
-			     .sandbox_id = run ? run->sandbox_id : NULL};
+			     .thread_id = driven ? rl.thread_id : NULL,
+			     .sandbox_id = driven ? rl.sandbox_id : NULL};
 		log_ctx_msgid(LOG_INFO, &lc, RW_MESSAGE_RUN_FINISHED, "Run finished: %s",
 			      op->status);
-		if (run && op->is_run)
-			run_free(run);
+		if (driven && op->is_run)
+			h->committed(c, op->run_id, true, COMMIT_ENDED);
 	} else if (op->refused_full && op->is_run) {
-		run = run_find(c, op->run_id);
-		if (run && run->state != RUN_DONE) {
-			run_kill_exec(run);
-			run_fail(run, "run log is full", "storage_full");
-		}
+		h->committed(c, op->run_id, true, COMMIT_REFUSED_FULL);
 	} else if (op->err < 0 && op->err != -ESTALE && op->err != -ENOENT && op->err != -EINVAL &&
 		   op->err != -EUCLEAN && op->err != -EMSGSIZE) {
 		/* storage: handled for all runs at once */
 	} else if (op->err < 0 && op->is_run) {
 		/* terminal already (cancel or watchdog won) or gone: the driver ends */
-		run = run_find(c, op->run_id);
-		if (run)
-			run_free(run);
+		h->committed(c, op->run_id, true, COMMIT_REFUSED);
 	}
 }
 
@@ -862,7 +725,7 @@ commit_cb(evutil_socket_t fd, short what, void *arg)
 	for (Op *op = ops; op; op = op->next) {
 		if (op->err == 0 && op->text)
 			c->m.events_appended++;
-		if (op->client)
+		if (peer_deferred_peer(op->ack)) /* its client is still there */
 			commit_ack(c, b, op);
 		commit_settle(c, op);
 	}
@@ -878,28 +741,18 @@ commit_cb(evutil_socket_t fd, short what, void *arg)
 }
 
 void
-commit_forget_client(Coordinator *c, Client *cl)
-{
-	for (Op *op = c->ops_head; op; op = op->next)
-		if (op->client == cl)
-			op->client = NULL;
-	for (Run *run = c->runs; run; run = run->next) {
-		if (run->cancel_client == cl)
-			run->cancel_client = NULL;
-		bridge_forget_client(run, cl);
-	}
-}
-
-void
 commit_now(Coordinator *c)
 {
-	driver_flush_all(c);
+	if (!c->commit_hooks)
+		return; /* before commit_setup(): a start-up that failed early */
+	c->commit_hooks->flush(c);
 	commit_cb(-1, 0, c);
 }
 
 void
-commit_setup(Coordinator *c)
+commit_setup(Coordinator *c, const CommitHooks *hooks)
 {
+	c->commit_hooks = hooks;
 	c->commit_ev = event_new(c->base, -1, 0, commit_cb, c);
 	/* the lowest priority: after every other callback of this loop turn */
 	if (c->commit_ev)

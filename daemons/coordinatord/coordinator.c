@@ -401,101 +401,11 @@ handle_status_get(Peer *p, const Frame *f, const Msg_STATUS_GET *req, void *ud)
 {
 	Client *cl = ud;
 	Coordinator *c = cl->c;
-	const Metrics *m = &c->m;
-	size_t active = 0, queued = 0, busy = 0;
+	size_t active = 0;
 	char *text = NULL;
-	size_t tlen = 0;
-	FILE *mf;
 
-	for (Run *run = c->runs; run; run = run->next) {
-		active++;
-		if (run->queued || run->state == RUN_WAIT_SHIM)
-			queued++;
-		else if (run->state == RUN_STARTING || run->state == RUN_EXECUTING ||
-			 run->state == RUN_REATTACH || run->state == RUN_CANCELLING)
-			busy++;
-	}
-	mf = open_memstream(&text, &tlen);
-	if (!mf)
+	if (metrics_text(c, &text, &active) < 0)
 		return -ENOMEM;
-	static const double le[7] = {0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.1};
-	fprintf(mf,
-		"# HELP runwarden_runs_started_total Runs registered by POST /runs.\n"
-		"# TYPE runwarden_runs_started_total counter\n"
-		"runwarden_runs_started_total %" PRIu64 "\n"
-		"# HELP runwarden_runs_finished_total Runs that reached a terminal status.\n"
-		"# TYPE runwarden_runs_finished_total counter\n"
-		"runwarden_runs_finished_total{status=\"completed\"} %" PRIu64 "\n"
-		"runwarden_runs_finished_total{status=\"failed\"} %" PRIu64 "\n"
-		"runwarden_runs_finished_total{status=\"aborted\"} %" PRIu64 "\n"
-		"# HELP runwarden_runs_active Runs driven by coordinatord right now.\n"
-		"# TYPE runwarden_runs_active gauge\n"
-		"runwarden_runs_active %zu\n"
-		"# HELP runwarden_sandboxes_queued Runs waiting for containerd-shim or a sandbox "
-		"slot.\n"
-		"# TYPE runwarden_sandboxes_queued gauge\n"
-		"runwarden_sandboxes_queued %zu\n"
-		"# HELP runwarden_sandboxes_busy Sandboxes running a run's exec right now.\n"
-		"# TYPE runwarden_sandboxes_busy gauge\n"
-		"runwarden_sandboxes_busy %zu\n"
-		"# HELP runwarden_events_appended_total Events committed to the run log.\n"
-		"# TYPE runwarden_events_appended_total counter\n"
-		"runwarden_events_appended_total %" PRIu64 "\n"
-		"# HELP runwarden_commit_failures_total Run log transactions that failed.\n"
-		"# TYPE runwarden_commit_failures_total counter\n"
-		"runwarden_commit_failures_total %" PRIu64 "\n"
-		"# HELP runwarden_watchdog_kills_total Runs failed by the stall watchdog.\n"
-		"# TYPE runwarden_watchdog_kills_total counter\n"
-		"runwarden_watchdog_kills_total %" PRIu64 "\n"
-		"# HELP runwarden_tool_calls_refused_total Host tool calls refused with 429 "
-		"(max_tool_calls_per_run, max_tool_calls).\n"
-		"# TYPE runwarden_tool_calls_refused_total counter\n"
-		"runwarden_tool_calls_refused_total %" PRIu64 "\n"
-		"# HELP runwarden_runs_pruned_total Runs deleted by retention.\n"
-		"# TYPE runwarden_runs_pruned_total counter\n"
-		"runwarden_runs_pruned_total %" PRIu64 "\n"
-		"# HELP runwarden_commit_seconds Run log group-commit latency (write + fsync).\n"
-		"# TYPE runwarden_commit_seconds histogram\n",
-		m->runs_started, m->runs_finished[0], m->runs_finished[1], m->runs_finished[2],
-		active, queued, busy, m->events_appended, m->commit_failures, m->watchdog_kills,
-		m->tool_calls_refused, m->runs_pruned);
-	uint64_t cum = 0;
-	for (int i = 0; i < 7; i++) {
-		cum += m->commit_buckets[i];
-		fprintf(mf, "runwarden_commit_seconds_bucket{le=\"%g\"} %" PRIu64 "\n", le[i], cum);
-	}
-	cum += m->commit_buckets[7];
-	fprintf(mf,
-		"runwarden_commit_seconds_bucket{le=\"+Inf\"} %" PRIu64 "\n"
-		"runwarden_commit_seconds_sum %.6f\n"
-		"runwarden_commit_seconds_count %" PRIu64 "\n",
-		cum, (double)m->commit_usec_sum / 1e6, m->commits);
-	fprintf(mf,
-		"# HELP runwarden_runlog_used_bytes Live data in the run log (LMDB pages in use).\n"
-		"# TYPE runwarden_runlog_used_bytes gauge\n"
-		"runwarden_runlog_used_bytes %" PRIu64 "\n"
-		"# HELP runwarden_runlog_map_bytes Size of the run log's map (map_size).\n"
-		"# TYPE runwarden_runlog_map_bytes gauge\n"
-		"runwarden_runlog_map_bytes %" PRIu64 "\n"
-		"# HELP runwarden_runlog_over_warn 1 while the run log is past map_warn_percent.\n"
-		"# TYPE runwarden_runlog_over_warn gauge\n"
-		"runwarden_runlog_over_warn %d\n"
-		"# HELP runwarden_output_dropped_bytes_total Output bytes dropped over a budget.\n"
-		"# TYPE runwarden_output_dropped_bytes_total counter\n"
-		"runwarden_output_dropped_bytes_total %" PRIu64 "\n"
-		"# HELP runwarden_runs_output_limited_total Runs that went over an output budget.\n"
-		"# TYPE runwarden_runs_output_limited_total counter\n"
-		"runwarden_runs_output_limited_total %" PRIu64 "\n"
-		"# HELP runwarden_events_refused_full_total Events refused past chunk_high_water.\n"
-		"# TYPE runwarden_events_refused_full_total counter\n"
-		"runwarden_events_refused_full_total %" PRIu64 "\n"
-		"# HELP runwarden_runs_pruned_size_total Runs deleted by size retention.\n"
-		"# TYPE runwarden_runs_pruned_size_total counter\n"
-		"runwarden_runs_pruned_size_total %" PRIu64 "\n",
-		c->log_used, c->log_map, c->log_warned ? 1 : 0, m->output_dropped_bytes,
-		m->runs_output_limited, m->events_refused_full, m->runs_pruned_size);
-	bridge_metrics(c, mf);
-	fclose(mf);
 
 	int r = reply_send_STATUS_GET(p, f->req_id,
 				      &(Reply_STATUS_GET){
@@ -531,7 +441,7 @@ handle_run_cancel(Peer *p, const Frame *f, const Msg_RUN_CANCEL *m, void *ud)
 	const char *status = json_string_value(json_object_get(rec, "status"));
 	Run *run = run_find(c, run_id);
 	if (run_status_terminal(status) ||
-	    (run && (run->state == RUN_DONE || run->state == RUN_CANCELLING))) {
+	    (run && (run->state == RUN_DONE || run_cancelling(run)))) {
 		/* idempotent: a terminal run is left as it is */
 		if (run && run->state != RUN_DONE) {
 			/* a cancel is already on its way: answer when it lands */
@@ -547,11 +457,19 @@ handle_run_cancel(Peer *p, const Frame *f, const Msg_RUN_CANCEL *m, void *ud)
 		goto out;
 	}
 	if (run) {
-		ret = run_cancel(run, cl, f->req_id);
-		/* already being stopped (an output or time limit, the watchdog): the
-		 * run is ending; answer as for a cancel on its way, not an error */
-		if (ret == -EALREADY)
+		PeerDeferred *d = peer_defer(p, f);
+		if (!d) {
+			ret = -ENOMEM;
+			goto out;
+		}
+		ret = run_cancel(run, d);
+		if (ret == -EALREADY) {
+			/* already being stopped (an output or time limit, the
+			 * watchdog): the run is ending; answer as for a cancel on
+			 * its way, not an error */
+			peer_deferred_free(d);
 			ret = reply_record(p, f->req_id, "record", rec);
+		}
 		goto out;
 	}
 	/* not driven here (a direct-log client's run): end it in the log */
@@ -699,63 +617,45 @@ out:
  * refused (-EBUSY) while a run of the thread is active. The shim holds the
  * ENSUREs of a key while its restore runs, so a RUN_START that comes in
  * meanwhile has its ENSURE served after the restore, on the restored workspace. */
-Client *
-coordinator_client_live(Coordinator *c, Client *cl)
-{
-	for (Client *i = c->clients; i; i = i->next)
-		if (i == cl)
-			return cl;
-	return NULL;
-}
-
-typedef struct SnapshotCall {
-	Coordinator *c;
-	Client *cl; /* checked against c->clients on reply: it may be gone */
-	uint64_t req_id;
-	bool restore;
-} SnapshotCall;
-
+/* The shim's SANDBOX_SNAPSHOT reply {record} is the client's {snapshot_id}. */
 static void
-snapshot_replied(Peer *shim, int err, const msgpack_object *body, void *ud)
+snapshot_reply(PeerDeferred *d, const msgpack_object *body)
 {
-	SnapshotCall *sc = ud;
-	Client *cl = coordinator_client_live(sc->c, sc->cl);
+	Reply_SANDBOX_SNAPSHOT rep;
 
-	if (!cl)
-		goto out;
-	if (err < 0) {
-		if (err == -ECONNRESET || err == -ETIMEDOUT)
-			peer_reply_error(cl->peer, sc->req_id, err, "containerd-shim unavailable");
-		else
-			peer_relay_error(cl->peer, sc->req_id, err, body,
-					 sc->restore ? "restore failed" : "snapshot failed");
-		goto out;
-	}
-	if (sc->restore) {
-		MpWriter w;
-		mp_writer_init(&w);
-		mp_w_map(&w, 0);
-		peer_reply(cl->peer, sc->req_id, &w);
-		mp_writer_done(&w);
-	} else {
-		const msgpack_object *rec = body ? mp_map_get(body, "record") : NULL;
-		_cleanup_free_ char *s =
-		    rec && rec->type == MSGPACK_OBJECT_STR ? mp_obj_strdup(rec) : NULL;
-		MpWriter w;
-		if (!s) {
-			peer_reply_error(cl->peer, sc->req_id, -EIO,
-					 "bad reply from containerd-shim");
-			goto out;
-		}
-		mp_writer_init(&w);
-		mp_w_map(&w, 1);
-		mp_w_str(&w, "snapshot_id", s);
-		peer_reply(cl->peer, sc->req_id, &w);
-		mp_writer_done(&w);
-	}
-out:
-	free(sc);
+	if (reply_decode_SANDBOX_SNAPSHOT(body, &rep) < 0)
+		peer_deferred_error(d, -EIO, NULL, "bad reply from containerd-shim");
+	else
+		(void)reply_deferred_SNAPSHOT_CREATE(
+		    d, &(Reply_SNAPSHOT_CREATE){.snapshot_id = rep.record});
+	reply_done_SANDBOX_SNAPSHOT(&rep);
 }
+
+/* A restore answers an empty map, whatever the shim said. */
+static void
+restore_reply(PeerDeferred *d, const msgpack_object *body)
+{
+	MpWriter w;
+
+	mp_writer_init(&w);
+	mp_w_map(&w, 0);
+	peer_deferred_reply(d, &w);
+	mp_writer_done(&w);
+}
+
+static const PeerRelayOps snapshot_relay = {
+    .reply = snapshot_reply,
+    .fallback = "snapshot failed",
+    .unavailable_reason = "shim_unavailable",
+    .unavailable = "containerd-shim unavailable",
+};
+
+static const PeerRelayOps restore_relay = {
+    .reply = restore_reply,
+    .fallback = "restore failed",
+    .unavailable_reason = "shim_unavailable",
+    .unavailable = "containerd-shim unavailable",
+};
 
 /* Is a run of the thread active (running in the log, or driven here)? */
 static int
@@ -783,8 +683,8 @@ handle_snapshot(Peer *p, const Frame *f, void *ud, const char *thread_id, const 
 	Client *cl = ud;
 	Coordinator *c = cl->c;
 	bool restore = f->type == MSG_SNAPSHOT_RESTORE;
-	usec_t wait = (usec_t)c->conf.snapshot_wait_ms * USEC_PER_MSEC;
-	SnapshotCall *sc;
+	PeerDeferred *d;
+	MpWriter w;
 	int ret = 0;
 
 	if (!thread_id_valid(thread_id)) {
@@ -815,26 +715,26 @@ handle_snapshot(Peer *p, const Frame *f, void *ud, const char *thread_id, const 
 		ret = 0;
 		goto out;
 	}
-	sc = calloc(1, sizeof(*sc));
-	if (!sc) {
+	d = peer_defer(p, f);
+	if (!d) {
 		ret = -ENOMEM;
 		goto out;
 	}
-	*sc = (SnapshotCall){.c = c, .cl = cl, .req_id = f->req_id, .restore = restore};
+	mp_writer_init(&w);
 	if (restore)
-		ret = msg_call_SANDBOX_RESTORE(
-		    c->shim, &(Msg_SANDBOX_RESTORE){.key = thread_id, .record = sid}, wait,
-		    snapshot_replied, sc);
+		msg_encode_SANDBOX_RESTORE(&w,
+					   &(Msg_SANDBOX_RESTORE){.key = thread_id, .record = sid});
 	else
-		ret = msg_call_SANDBOX_SNAPSHOT(
-		    c->shim, &(Msg_SANDBOX_SNAPSHOT){.key = thread_id, .label = label}, wait,
-		    snapshot_replied, sc);
-	if (ret < 0)
-		free(sc);
-	else {
+		msg_encode_SANDBOX_SNAPSHOT(
+		    &w, &(Msg_SANDBOX_SNAPSHOT){.key = thread_id, .label = label});
+	/* d is answered either way: on a send failure, with that errno */
+	if (peer_relay(c->shim, restore ? MSG_SANDBOX_RESTORE : MSG_SANDBOX_SNAPSHOT, &w, d,
+		       (usec_t)c->conf.snapshot_wait_ms * USEC_PER_MSEC,
+		       restore ? &restore_relay : &snapshot_relay) >= 0) {
 		LogCtx lc = {.thread_id = thread_id};
 		log_ctx(LOG_INFO, &lc, "%s requested", restore ? "Restore" : "Snapshot");
 	}
+	mp_writer_done(&w);
 out:
 	return ret;
 }
@@ -991,7 +891,6 @@ client_closed(Peer *p, int err, void *ud)
 	Coordinator *c = cl->c;
 
 	log_debug("routerd connection closed");
-	commit_forget_client(c, cl);
 	for (Watch **pp = &c->watches; *pp;) {
 		if ((*pp)->client == cl) {
 			Watch *w = *pp;
@@ -1015,41 +914,40 @@ static const PeerOps client_ops = {
     .on_close = client_closed,
 };
 
-static void
-accept_cb(evutil_socket_t lfd, short what, void *arg)
+/* PeerServerConf.accepted: a connection from root or our own uid. */
+static void *
+client_accepted(Peer *p, void *ud)
 {
-	Coordinator *c = arg;
+	Coordinator *c = ud;
+	Client *cl = calloc(1, sizeof(*cl));
 
-	for (;;) {
-		int fd = accept4(lfd, NULL, NULL, SOCK_CLOEXEC | SOCK_NONBLOCK);
-		if (fd < 0) {
-			if (errno != EAGAIN && errno != EINTR && errno != ECONNABORTED)
-				log_warning_errno(-errno, "accept failed: %m");
-			return;
-		}
-		uid_t uid;
-		if (unix_peer_uid(fd, &uid, NULL) < 0 || (uid != 0 && uid != geteuid())) {
-			log_warning("Refusing a connection from uid %u", (unsigned)uid);
-			close(fd);
-			continue;
-		}
-		Client *cl = calloc(1, sizeof(*cl));
-		if (!cl) {
-			close(fd);
-			continue;
-		}
-		cl->c = c;
-		if (peer_new(c->base, fd, &client_ops, cl, (size_t)c->conf.shared.max_frame,
-			     &cl->peer) < 0) {
-			free(cl);
-			continue;
-		}
-		cl->next = c->clients;
-		c->clients = cl;
-	}
+	if (!cl)
+		return NULL;
+	cl->c = c;
+	cl->peer = p;
+	cl->next = c->clients;
+	c->clients = cl;
+	return cl;
+}
+
+static void
+client_refused(PeerServerEvent what, int err, uid_t uid, void *ud)
+{
+	if (what == PEER_SERVER_REFUSED)
+		log_warning("Refusing a connection from uid %u", (unsigned)uid);
+	else if (what == PEER_SERVER_ACCEPT_FAILED && err != -ECONNABORTED)
+		log_warning_errno(err, "accept failed: %m");
 }
 
 /* ---------- start-up and shutdown ---------- */
+
+const CommitHooks coordinator_commit_hooks = {
+    .flush = driver_flush_all,
+    .run_log = driver_run_log,
+    .secrets = driver_secrets,
+    .committed = driver_committed,
+    .log_usage = watchdog_log_usage,
+};
 
 static void
 on_term(void *ud)
@@ -1063,134 +961,176 @@ on_term(void *ud)
 	event_base_loopexit(c->base, NULL);
 }
 
-int
-coordinator_run(const DaemonArgs *args)
+/* The run log in state_dir (map_size reserved unless preallocate = no). */
+static int
+coordinator_open_runlog(Coordinator *c)
 {
-	Coordinator c = {.listen_fd = -1};
-	HarnessSet harnesses = {0};
 	char path[4096];
 	int r;
 
-	r = coord_conf_load(args, &c.conf, &harnesses);
+	snprintf(path, sizeof(path), "%s/runlog", c->conf.shared.state_dir);
+	RunLogOptions o = {.map_size = (size_t)c->conf.map_size,
+			   .sync = c->conf.sync,
+			   .preallocate = c->conf.preallocate};
+	r = runlog_open(path, &o, &c->runlog);
+	if (r == -ENOSPC)
+		return log_error_errno(r,
+				       "Cannot reserve coordinatord.map_size (%" PRId64
+				       " bytes) for the run "
+				       "log in '%s': %m; free disk space, lower map_size, or set "
+				       "coordinatord.preallocate = no",
+				       c->conf.map_size, path);
 	if (r < 0)
-		goto out;
-	log_set_max_level(c.conf.shared.log_level);
-	c.harnesses = &harnesses;
-	if (args->check_config) {
-		if (!args->dump_config)
-			log_info("Configuration is valid");
-		goto out;
-	}
-	for (size_t i = 0; i < harnesses.n; i++)
-		log_info("Harness '%s': adapter %s%s", harnesses.v[i].name,
-			 adapter_name(harnesses.v[i].adapter),
-			 streq(harnesses.v[i].name, c.conf.default_harness) ? " (default)" : "");
-
-	snprintf(path, sizeof(path), "%s/runlog", c.conf.shared.state_dir);
-	RunLogOptions o = {.map_size = (size_t)c.conf.map_size,
-			   .sync = c.conf.sync,
-			   .preallocate = c.conf.preallocate};
-	r = runlog_open(path, &o, &c.runlog);
-	if (r == -ENOSPC) {
-		log_error_errno(r,
-				"Cannot reserve coordinatord.map_size (%" PRId64
-				" bytes) for the run "
-				"log in '%s': %m; free disk space, lower map_size, or set "
-				"coordinatord.preallocate = no",
-				c.conf.map_size, path);
-		goto out;
-	}
-	if (r < 0) {
-		log_error_errno(r, "Failed to open the run log in '%s': %m", path);
-		goto out;
-	}
-	if (c.conf.preallocate && !runlog_preallocated(c.runlog))
+		return log_error_errno(r, "Failed to open the run log in '%s': %m", path);
+	if (c->conf.preallocate && !runlog_preallocated(c->runlog))
 		log_warning(
 		    "The filesystem of '%s' cannot preallocate: a disk filled by workspaces "
 		    "or backups can make run log commits fail; put the state directory on "
 		    "its own filesystem",
 		    path);
-	(void)runlog_usage(c.runlog, &c.log_used, &c.log_map);
-	c.log_map = (uint64_t)c.conf.map_size;
+	(void)runlog_usage(c->runlog, &c->log_used, &c->log_map);
+	c->log_map = (uint64_t)c->conf.map_size;
+	return 0;
+}
 
-	struct event_config *cfg = event_config_new();
-	if (cfg) {
-		c.base = event_base_new_with_config(cfg);
-		event_config_free(cfg);
-	}
-	if (!c.base || event_base_priority_init(c.base, 3) < 0) {
-		r = -ENOMEM;
-		goto out;
-	}
-	r = bridge_setup(&c);
-	if (r < 0)
-		goto out;
-	commit_setup(&c);
-	driver_setup(&c);
-	driver_recover(&c);
-	r = mkdir_p(c.conf.shared.runtime_dir, 0755);
-	if (r < 0) {
-		log_error_errno(r, "Failed to create '%s': %m", c.conf.shared.runtime_dir);
-		goto out;
-	}
-	snprintf(path, sizeof(path), "%s/%s", c.conf.shared.runtime_dir, RW_SOCK_COORD);
-	c.listen_fd = unix_listen(path, 0660);
-	if (c.listen_fd < 0) {
-		r = log_error_errno(c.listen_fd, "Failed to listen on '%s': %m", path);
-		goto out;
-	}
-	c.listen_ev = event_new(c.base, c.listen_fd, EV_READ | EV_PERSIST, accept_cb, &c);
-	if (!c.listen_ev || !c.flush_ev || !c.shim_timer || !c.commit_ev) {
-		r = -ENOMEM;
-		goto out;
-	}
-	event_add(c.listen_ev, NULL);
-	r = daemon_setup_signals(c.base, on_term, NULL, &c);
-	if (r < 0)
-		goto out;
-	watchdog_setup(&c);
-	watchdog_log_usage(&c, c.log_used); /* a log past its marks since the last start */
-	shim_connect_now(&c);
-
-	notify_ready("serving");
-	log_info("coordinatord ready on %s (run log in %s/runlog)", path, c.conf.shared.state_dir);
-	event_base_dispatch(c.base);
-	log_info("coordinatord stopped");
-	r = 0;
-out:
-	if (c.base)
-		commit_now(&c);
-	while (c.runs)
-		run_free(c.runs);
-	while (c.clients) {
-		Client *cl = c.clients;
-		c.clients = cl->next;
+/* Commit what is queued, free every run, client and watch, then the rest.
+ * NULL-safe; returns NULL. */
+static Coordinator *
+coordinator_free(Coordinator *c)
+{
+	if (!c)
+		return NULL;
+	if (c->base)
+		commit_now(c);
+	while (c->runs)
+		run_free(c->runs);
+	while (c->clients) {
+		Client *cl = c->clients;
+		c->clients = cl->next;
 		peer_free(cl->peer);
 		free(cl);
 	}
-	while (c.watches) {
-		Watch *w = c.watches;
-		c.watches = w->next;
+	while (c->watches) {
+		Watch *w = c->watches;
+		c->watches = w->next;
 		free(w);
 	}
-	c.stopping = true;
-	bridge_teardown(&c);
-	peer_free(c.shim);
-	watchdog_teardown(&c);
-	commit_teardown(&c);
-	driver_thread_output_free(&c);
+	c->stopping = true;
+	bridge_teardown(c);
+	c->shim_link = peer_link_free(c->shim_link);
+	c->shim = NULL;
+	watchdog_teardown(c);
+	commit_teardown(c);
+	driver_thread_output_free(c);
 	daemon_teardown_signals();
-	if (c.listen_ev)
-		event_free(c.listen_ev);
-	if (c.flush_ev)
-		event_free(c.flush_ev);
-	if (c.shim_timer)
-		event_free(c.shim_timer);
-	safe_close(c.listen_fd);
-	if (c.base)
-		event_base_free(c.base);
-	runlog_free(c.runlog);
-	harness_set_done(&harnesses);
-	coord_conf_done(&c.conf);
-	return r;
+	c->server = peer_server_free(c->server, false);
+	if (c->flush_ev)
+		event_free(c->flush_ev);
+	if (c->base)
+		event_base_free(c->base);
+	runlog_free(c->runlog);
+	if (c->harnesses)
+		harness_set_done(c->harnesses);
+	free(c->harnesses);
+	coord_conf_done(&c->conf);
+	free(c);
+	return NULL;
+}
+
+DEFINE_TRIVIAL_CLEANUP_FUNC(Coordinator *, coordinator_free);
+
+/* Load the configuration; unless only checking it (then *ret = NULL), open
+ * the run log, the event base, the tools' cgroup, the commit queue and the
+ * driver, and take over the runs a previous instance left running. */
+static int
+coordinator_new(const DaemonArgs *args, Coordinator **ret)
+{
+	_cleanup_(coordinator_freep) Coordinator *c = calloc(1, sizeof(*c));
+	int r;
+
+	if (!c)
+		return -ENOMEM;
+	c->run_teardown = driver_run_teardown;
+	c->harnesses = calloc(1, sizeof(*c->harnesses));
+	if (!c->harnesses)
+		return -ENOMEM;
+	r = coord_conf_load(args, &c->conf, c->harnesses);
+	if (r < 0)
+		return r;
+	log_set_max_level(c->conf.shared.log_level);
+	if (args->check_config) {
+		if (!args->dump_config)
+			log_info("Configuration is valid");
+		*ret = NULL;
+		return 0;
+	}
+	for (size_t i = 0; i < c->harnesses->n; i++)
+		log_info("Harness '%s': adapter %s%s", c->harnesses->v[i].name,
+			 adapter_name(c->harnesses->v[i].adapter),
+			 streq(c->harnesses->v[i].name, c->conf.default_harness) ? " (default)"
+										 : "");
+	r = coordinator_open_runlog(c);
+	if (r < 0)
+		return r;
+
+	struct event_config *cfg = event_config_new();
+	if (cfg) {
+		c->base = event_base_new_with_config(cfg);
+		event_config_free(cfg);
+	}
+	if (!c->base || event_base_priority_init(c->base, 3) < 0)
+		return -ENOMEM;
+	r = bridge_setup(c);
+	if (r < 0)
+		return r;
+	commit_setup(c, &coordinator_commit_hooks);
+	driver_setup(c);
+	driver_recover(c);
+	*ret = TAKE_PTR(c);
+	return 0;
+}
+
+int
+coordinator_run(const DaemonArgs *args)
+{
+	_cleanup_(coordinator_freep) Coordinator *c = NULL;
+	char path[4096];
+	int r;
+
+	r = coordinator_new(args, &c);
+	if (r < 0 || !c)
+		return r;
+	r = mkdir_p(c->conf.shared.runtime_dir, 0755);
+	if (r < 0)
+		return log_error_errno(r, "Failed to create '%s': %m", c->conf.shared.runtime_dir);
+	snprintf(path, sizeof(path), "%s/%s", c->conf.shared.runtime_dir, RW_SOCK_COORD);
+	if (!c->flush_ev || !c->commit_ev)
+		return -ENOMEM;
+	/* 0660, but only root and our own uid may connect */
+	r = peer_server_new(c->base,
+			    &(PeerServerConf){.path = path,
+					      .mode = 0660,
+					      .gid = -1,
+					      .ops = &client_ops,
+					      .max_frame = (size_t)c->conf.shared.max_frame,
+					      .accepted = client_accepted,
+					      .event = client_refused,
+					      .userdata = c},
+			    &c->server);
+	if (r < 0)
+		return log_error_errno(r, "Failed to listen on '%s': %m", path);
+	r = daemon_setup_signals(c->base, on_term, NULL, c);
+	if (r < 0)
+		return r;
+	watchdog_setup(c);
+	watchdog_log_usage(c, c->log_used); /* a log past its marks since the last start */
+	r = shim_connect_now(c);
+	if (r < 0)
+		return r;
+
+	notify_ready("serving");
+	log_info("coordinatord ready on %s (run log in %s/runlog)", path, c->conf.shared.state_dir);
+	event_base_dispatch(c->base);
+	log_info("coordinatord stopped");
+	return 0;
 }

@@ -12,10 +12,7 @@
  * they published to watchers (RUN_EVENTS) and acknowledged to clients. A run's
  * in-memory driver (Run) ends when the Op that makes it terminal completed.
  *
- * Files: coordinator.c (loop, router and client requests), commit.c (ops,
- * group commit, publishing), driver.c (shell harness driver, shim link,
- * crash re-attach), watchdog.c (stall watchdog, retention), files.c (THREAD_FILE
- * passed to the shim).
+ * Files and layers: docs/HACKING.md "coordinatord: where a change goes".
  */
 #pragma once
 
@@ -31,7 +28,9 @@
 #include "harness.h"
 #include "log.h"
 #include "msg.h"
+#include "peer-server.h"
 #include "peer.h"
+#include "peer-link.h"
 #include "runlog.h"
 #include "shared-conf.h"
 #include "time-util.h"
@@ -54,14 +53,26 @@ typedef struct Watch {
 	Client *client;
 } Watch;
 
+/* Where a driven run is in its life. The usual path is WAIT_SHIM → ENSURING →
+ * [FORWARDING] → [PROXYING] → STARTING → EXECUTING → DONE; a cancel (or
+ * max_run_ms) goes through CANCELLING or CANCELLING_DETACHED, a lost
+ * connection to the shim through SHIM_LOST, a restarted coordinatord starts
+ * its runs in REATTACH. An adapter's post step (run_post_exec) goes through
+ * STARTING and EXECUTING again, with Run.in_post_step set. */
 typedef enum RunState {
 	RUN_WAIT_SHIM,	/* waiting for containerd-shim to be connected */
 	RUN_ENSURING,	/* SANDBOX_ENSURE in flight (maybe queued for a slot) */
+	RUN_FORWARDING, /* SANDBOX_FORWARD in flight: the MCP bridge's loopback forward */
+	RUN_PROXYING,	/* SANDBOX_PROXY in flight: the egress proxy */
 	RUN_STARTING,	/* EXEC_START in flight */
-	RUN_EXECUTING,	/* output streaming */
-	RUN_REATTACH,	/* after a restart: waiting to EXEC_ATTACH */
-	RUN_CANCELLING, /* a cancel: EXEC_KILL of its exec in flight, or its EXEC_EXIT awaited */
-	RUN_DONE,	/* its terminal Op is queued; freed when it completed */
+	RUN_EXECUTING,	/* attached to its exec: output streaming */
+	RUN_REATTACH,	/* after a coordinatord restart: waiting to EXEC_ATTACH */
+	RUN_SHIM_LOST,	/* the shim's connection dropped: waiting for one to EXEC_ATTACH */
+	RUN_CANCELLING, /* a cancel: EXEC_KILL of its exec in flight, its EXEC_EXIT ends it */
+	/* a cancel of an exec it is not attached to (a re-attach was pending):
+	 * the EXEC_KILL's reply ends it */
+	RUN_CANCELLING_DETACHED,
+	RUN_DONE, /* its terminal Op is queued; freed when it completed */
 } RunState;
 
 struct Run {
@@ -81,11 +92,9 @@ struct Run {
 	struct event *wait_timer;
 	struct event *max_timer; /* max_run_ms after its start */
 	bool run_timed_out;	 /* max_run_ms: the cancel path ends it run_timeout */
-	bool shim_lost;	   /* RUN_REATTACH after the shim's connection dropped (not a restart) */
-	uint64_t cpu_usec; /* last SANDBOX_STATS reading */
+	uint64_t cpu_usec;	 /* last SANDBOX_STATS reading */
 	bool cpu_known;
-	Client *cancel_client; /* a RUN_CANCEL waiting for the destroy */
-	uint64_t cancel_req_id;
+	PeerDeferred *cancel_reply; /* a RUN_CANCEL answered at the run's end */
 	LogCtx log;
 	const Harness *harness;
 	const Adapter *adapter;
@@ -100,17 +109,34 @@ struct Run {
 	bool bridge_live;
 	int bridge_inflight; /* host tool calls running: the run is not stale */
 	void *bridge_calls;
-	uint64_t bridge_port;  /* the forward to routerd inside the sandbox, 0 = none */
-	uint64_t proxy_port;   /* the egress proxy inside the sandbox, 0 = none */
-	int prep;	       /* the preparation step before the harness starts */
-	bool post_exec;	       /* an adapter's step after the main process (git diff) */
-	bool cancel_wait_exit; /* cancel: finish on the killed exec's EXEC_EXIT */
-	OutBuf post_out;
-	void (*post_done)(Run *run, int64_t code, const char *out, size_t len);
+	uint64_t bridge_port; /* the forward to routerd inside the sandbox, 0 = none */
+	uint64_t proxy_port;  /* the egress proxy inside the sandbox, 0 = none */
+	/* The exec is an adapter's step after the main process (run_post_exec: a
+	 * git diff), not the harness: its stdout is collected into post_step_out
+	 * for post_step_done instead of being drained into chunks, and it is not
+	 * re-attached. A bool beside the state, not a state: the post step goes
+	 * through the same STARTING → EXECUTING (→ CANCELLING) as the main exec. */
+	bool in_post_step;
+	OutBuf post_step_out;
+	void (*post_step_done)(Run *run, int64_t code, const char *out, size_t len);
 	bool output_limited; /* over its output budget (drop mode: output is dropped) */
 	uint64_t dropped;    /* output bytes dropped since then (this process's view) */
 	json_t *agui;	     /* what the stored stream has open (agui-guard.c) */
 };
+
+/* Waiting to EXEC_ATTACH to its exec again (REATTACH or SHIM_LOST). */
+static inline bool
+run_reattaching(const Run *run)
+{
+	return run->state == RUN_REATTACH || run->state == RUN_SHIM_LOST;
+}
+
+/* A cancel (or max_run_ms) is killing its exec (CANCELLING or CANCELLING_DETACHED). */
+static inline bool
+run_cancelling(const Run *run)
+{
+	return run->state == RUN_CANCELLING || run->state == RUN_CANCELLING_DETACHED;
+}
 
 /* Output of one thread's runs in the current window (max_thread_output_bytes). */
 typedef struct ThreadOutput {
@@ -140,20 +166,53 @@ typedef struct Metrics {
 typedef struct Op Op;
 typedef struct HarnessSet HarnessSet;
 
+/* What a commit meant for the run an op belongs to (CommitHooks.committed). */
+typedef enum CommitOutcome {
+	COMMIT_ENDED,	       /* the op that made the run terminal is on disk */
+	COMMIT_REFUSED_FULL,   /* an event refused past chunk_high_water */
+	COMMIT_REFUSED,	       /* refused: the run is terminal already, gone, or the op invalid */
+	COMMIT_STORAGE_FAILED, /* the commit failed; the run was marked failed where it could be */
+} CommitOutcome;
+
+/* The only way commit.c reaches the layers above it (it knows runs by id
+ * alone). coordinator.c fills one in (coordinator_commit_hooks: the driver's
+ * functions and the watchdog's) and hands it to commit_setup(). Every member is called from within
+ * a commit or a queuing call, never re-entering the queue it is called from. */
+typedef struct CommitHooks {
+	/* Queue the buffered output of every driven run (commit_now, before it writes). */
+	void (*flush)(Coordinator *c);
+	/* Is run_id driven here? Then *ret is its log context (borrowed). */
+	bool (*run_log)(Coordinator *c, const char *run_id, LogCtx *ret);
+	/* The values to redact from a client's event on run_id: the driven run's own
+	 * (borrowed: *ret_owned false) or every configured secret (a new vector:
+	 * *ret_owned true). May return NULL. */
+	char **(*secrets)(Coordinator *c, const char *run_id, bool *ret_owned);
+	/* What the commit of an op meant for run_id's driven Run, which exists:
+	 * driven is true when the driver queued the op. The Run may be freed. */
+	void (*committed)(Coordinator *c, const char *run_id, bool driven, CommitOutcome what);
+	/* After a commit that succeeded: the bytes of live data in the run log
+	 * (the watchdog warns and starts size retention). */
+	void (*log_usage)(Coordinator *c, uint64_t used);
+} CommitHooks;
+
 struct Coordinator {
 	struct event_base *base;
 	CoordConf conf;
 	RunLog *runlog;
-	int listen_fd;
-	struct event *listen_ev;
+	PeerServer *server; /* routerd's socket (and tests' clients) */
 	Client *clients;
 	Watch *watches;
 	Run *runs;
-	Peer *shim;
-	struct event *shim_timer;
-	usec_t shim_backoff;
+	/* Undo what the driver attached to a run (bridge, sandbox, listeners, a
+	 * RUN_CANCEL waiting), from run_free(); coordinator_new() sets it to
+	 * driver_run_teardown. NULL: nothing to undo. */
+	void (*run_teardown)(Run *run);
+	Peer *shim;	     /* the link's Peer once it said HELLO, else NULL */
+	PeerLink *shim_link; /* to containerd-shim: reconnects, HELLO deadline */
+	char shim_path[4096];
 	struct event *flush_ev;
 	struct event *commit_ev;
+	const CommitHooks *commit_hooks; /* set by commit_setup() */
 	Op *ops_head, *ops_tail;
 	struct event *watchdog_ev;
 	int watchdog_pending; /* SANDBOX_STATS replies still expected this round */
@@ -175,6 +234,8 @@ struct Coordinator {
 
 /* coordinator.c */
 int coordinator_run(const DaemonArgs *args);
+/* commit.c's way up: the driver (runs) and the watchdog (usage). */
+extern const CommitHooks coordinator_commit_hooks;
 
 /* driver.c: append the value of every secret of every harness (≥ 4 bytes,
  * each once) to the NULL-terminated malloc'd vector *values. */
@@ -185,7 +246,17 @@ int redact_text(char *const *values, char **text, size_t *len);
 /* ... in every string (keys too) of a JSON value, in place. */
 int redact_json(char *const *values, json_t *j);
 
-/* commit.c — the op queue. All take ownership of chunk/fields/drive. */
+/* run.c — the Run: new/free/find, and what it says (ops for the log). The
+ * emit functions take ownership of chunk/fields/drive. */
+/* A new Run in state RUN_WAIT_SHIM, listed in c->runs; NULL when out of memory. */
+Run *run_new(Coordinator *c, const char *run_id, const char *thread_id);
+/* Unlist and free it: its timers, its calls to the shim, and through
+ * Coordinator.run_teardown what the driver attached to it. */
+void run_free(Run *run);
+Run *run_find(Coordinator *c, const char *run_id);
+/* The run whose exec (main or post step) is exec_id, while it is attached or
+ * being cancelled; NULL otherwise. */
+Run *run_find_exec(Coordinator *c, uint64_t exec_id);
 /* Queue an event of a driven run (no-op once the run is RUN_DONE). */
 void run_emit(Run *run, json_t *chunk, json_t *drive);
 /* The same, merging fields into the record in the same transaction. */
@@ -196,6 +267,18 @@ void run_emit_text(Run *run, const char *text, size_t len, json_t *drive);
 void run_end(Run *run, json_t *chunk, const char *status, json_t *fields);
 /* run_end with RUN_ERROR {message, code} and status failed. */
 void run_fail(Run *run, const char *message, const char *code);
+/* Queue a driver-state update alone (no event). */
+void run_save_drive(Run *run, json_t *drive);
+
+/* commit.c — the op queue. All take ownership of chunk/fields/drive. */
+/* Queue an op of run_id's driver: chunk (stamped with the time), or else a
+ * copy of text[0..len) stored as it is, or neither (a driver-state update or a
+ * status alone); status "" or NULL unless terminal; drive json_null() deletes
+ * the driver state. Redacted with secrets (NULL-terminated, may be NULL).
+ * -ENOMEM, with everything released, when it could not be queued. */
+int commit_queue_run(Coordinator *c, const char *run_id, json_t *chunk, const char *text,
+		     size_t len, const char *status, json_t *fields, json_t *drive,
+		     char *const *secrets);
 
 /* agui-guard.c: every stored stream a valid AG-UI stream */
 typedef enum AguiVerdict { AGUI_KEEP, AGUI_CHANGED, AGUI_DROP } AguiVerdict;
@@ -214,41 +297,40 @@ int agui_guard_rebuild(Run *run);
 /* Is chunk an event @ag-ui/core's EventSchemas accepts (its type known, its
  * required fields there with their types)? 0, or -EBADMSG with why. */
 int agui_chunk_check(const json_t *chunk, char *why, size_t len);
-/* Queue a driver-state update alone (no event). */
-void run_save_drive(Run *run, json_t *drive);
 /* A client's RUN_APPEND / RUN_FINISH: acknowledged after the commit. */
 void op_queue_client(Coordinator *c, Client *cl, uint64_t req_id, const char *run_id, json_t *chunk,
 		     const char *status, json_t *fields);
 /* A client's RUN_APPEND: the chunk text is stored exactly as the client sent it. */
 void op_queue_client_text(Coordinator *c, Client *cl, uint64_t req_id, const char *run_id,
 			  const char *text);
-/* A client went away: its queued acknowledgements are dropped. */
-void commit_forget_client(Coordinator *c, Client *cl);
-/* cl if it is still connected (a reply may come after its client left), else NULL. */
-Client *coordinator_client_live(Coordinator *c, Client *cl);
 /* Write everything queued now (before a watchdog decision, at shutdown). */
 void commit_now(Coordinator *c);
-void commit_setup(Coordinator *c);
+void commit_setup(Coordinator *c, const CommitHooks *hooks);
 void commit_teardown(Coordinator *c);
 /* RUN_EVENTS to the watchers of run_id. */
 void publish(Coordinator *c, const char *run_id, int64_t first_seq, const char *const *texts,
 	     const size_t *lens, size_t n, const json_t *record);
-void metrics_count_finish(Coordinator *c, const char *status);
 
 /* driver.c */
-Run *run_new(Coordinator *c, const char *run_id, const char *thread_id);
-void run_free(Run *run);
-Run *run_find(Coordinator *c, const char *run_id);
 void run_start_driving(Run *run, const json_t *messages, const json_t *metadata);
 /* Start a second exec in the run's sandbox after the main one (argv fixed by
  * the adapter, never built from input); done gets its stdout. */
 int run_post_exec(Run *run, char *const *argv,
 		  void (*done)(Run *run, int64_t code, const char *out, size_t len));
-int run_cancel(Run *run, Client *cl, uint64_t req_id);
+int run_cancel(Run *run, PeerDeferred *d);
 void driver_setup(Coordinator *c);
+/* What commits mean for driven runs (CommitHooks, see there). */
+bool driver_run_log(Coordinator *c, const char *run_id, LogCtx *ret);
+char **driver_secrets(Coordinator *c, const char *run_id, bool *ret_owned);
+void driver_committed(Coordinator *c, const char *run_id, bool driven, CommitOutcome what);
+/* Coordinator.run_teardown: close its bridge, destroy its sandbox (reuse =
+ * none), drop its listeners, answer a RUN_CANCEL waiting with the record. */
+void driver_run_teardown(Run *run);
 void driver_recover(Coordinator *c);
-void shim_connect_now(Coordinator *c);
-extern const PeerHandler shim_handlers[];
+int shim_connect_now(Coordinator *c);
+/* The shim's pushes to coordinatord (EXEC_OUTPUT, EXEC_EXIT, SANDBOX_QUEUED);
+ * not the shim's own request table, shim.c's shim_handlers. */
+extern const PeerHandler driver_shim_pushes[];
 json_t *chunk_new(const char *type);
 void driver_flush_all(Coordinator *c);
 void driver_thread_output_free(Coordinator *c);
@@ -264,7 +346,6 @@ void bridge_teardown(Coordinator *c);
 void bridge_metrics(Coordinator *c, FILE *f);
 void bridge_open(Run *run);
 void bridge_close(Run *run);
-void bridge_forget_client(Run *run, Client *cl);
 int handle_bridge_call(Peer *p, const Frame *f, const Msg_BRIDGE_CALL *m, void *ud);
 
 /* files.c */
@@ -274,6 +355,13 @@ int handle_thread_file(Peer *p, const Frame *f, const Msg_THREAD_FILE *m, void *
 /* GET /chat?threadId= (CHAT_HYDRATE): {messages: UIMessage[], activeRun, interrupts:
  * null} as a new JSON text. -EFBIG past read_max_bytes. */
 int chat_hydrate(Coordinator *c, const char *thread_id, char **ret_json);
+
+/* metrics.c */
+/* Count a run reaching a terminal status. */
+void metrics_count_finish(Coordinator *c, const char *status);
+/* The Prometheus text of every counter and gauge (malloc'd, may be NULL after
+ * a write error) and the number of runs driven now. -ENOMEM. */
+int metrics_text(Coordinator *c, char **ret_text, size_t *ret_active);
 
 /* watchdog.c */
 /* After a commit: warn on crossing map_warn_percent, start size retention past its mark. */

@@ -23,48 +23,20 @@
 /* The shim serves a file synchronously; a cap-sized file takes well under this. */
 #define FILE_CALL_TIMEOUT (60 * USEC_PER_SEC)
 
-typedef struct FileCall {
-	Coordinator *c;
-	Client *cl; /* checked against c->clients on reply: it may be gone */
-	uint64_t req_id;
-} FileCall;
-
-static void
-file_replied(Peer *shim, int err, const msgpack_object *body, void *ud)
-{
-	FileCall *fc = ud;
-	Client *cl = coordinator_client_live(fc->c, fc->cl);
-
-	if (!cl)
-		goto out;
-	if (err < 0) {
-		if (err == -ECONNRESET || err == -ETIMEDOUT)
-			peer_reply_error_reason(cl->peer, fc->req_id, -ECONNRESET,
-						"shim_unavailable", "containerd-shim unavailable");
-		else
-			peer_relay_error(cl->peer, fc->req_id, err, body, "file operation failed");
-		goto out;
-	}
-	/* Re-pack the body as it is: the shim's reply is the answer. */
-	MpWriter w;
-	mp_writer_init(&w);
-	if (body)
-		msgpack_pack_object(&w.pk, *body);
-	else
-		mp_w_map(&w, 0);
-	if (peer_reply(cl->peer, fc->req_id, &w) < 0)
-		peer_reply_error_reason(cl->peer, fc->req_id, -EIO, "internal", "reply too large");
-	mp_writer_done(&w);
-out:
-	free(fc);
-}
+/* The shim's reply is the answer, passed on as it is. */
+static const PeerRelayOps file_relay = {
+    .fallback = "file operation failed",
+    .unavailable_reason = "shim_unavailable",
+    .unavailable = "containerd-shim unavailable",
+};
 
 int
 handle_thread_file(Peer *p, const Frame *f, const Msg_THREAD_FILE *m, void *ud)
 {
 	Client *cl = ud;
 	Coordinator *c = cl->c;
-	FileCall *fc;
+	PeerDeferred *d;
+	MpWriter w;
 	int ret = 0;
 
 	if (!thread_id_valid(m->thread_id)) {
@@ -84,12 +56,11 @@ handle_thread_file(Peer *p, const Frame *f, const Msg_THREAD_FILE *m, void *ud)
 					"containerd-shim unavailable");
 		goto out;
 	}
-	fc = calloc(1, sizeof(*fc));
-	if (!fc) {
+	d = peer_defer(p, f);
+	if (!d) {
 		ret = -ENOMEM;
 		goto out;
 	}
-	*fc = (FileCall){.c = c, .cl = cl, .req_id = f->req_id};
 	Msg_SANDBOX_FILE sf = {
 	    .key = m->thread_id,
 	    .op = m->op,
@@ -104,9 +75,10 @@ handle_thread_file(Peer *p, const Frame *f, const Msg_THREAD_FILE *m, void *ud)
 	    .mode = m->mode,
 	    .has_mode = m->has_mode && m->mode >= 0,
 	};
-	ret = msg_call_SANDBOX_FILE(c->shim, &sf, FILE_CALL_TIMEOUT, file_replied, fc);
-	if (ret < 0)
-		free(fc);
+	mp_writer_init(&w);
+	msg_encode_SANDBOX_FILE(&w, &sf);
+	(void)peer_relay(c->shim, MSG_SANDBOX_FILE, &w, d, FILE_CALL_TIMEOUT, &file_relay);
+	mp_writer_done(&w);
 out:
 	return ret;
 }

@@ -48,8 +48,8 @@ static bool prune_running;
 static bool
 run_protected(const Run *run)
 {
-	return run->state == RUN_WAIT_SHIM || run->queued || run->state == RUN_CANCELLING ||
-	       run->bridge_inflight > 0 || run->state == RUN_DONE || run->state == RUN_REATTACH ||
+	return run->state == RUN_WAIT_SHIM || run->queued || run_cancelling(run) ||
+	       run->bridge_inflight > 0 || run->state == RUN_DONE || run_reattaching(run) ||
 	       (run->state == RUN_EXECUTING && !run->cpu_known && run->c->shim);
 }
 
@@ -157,7 +157,7 @@ watchdog_scan(Coordinator *c)
 			 * sandbox's other runs); the whole sandbox only when no exec
 			 * of it is known yet (its start is in flight). */
 			if (c->conf.stall_action == STALL_KILL && run->exec_id &&
-			    (run->state == RUN_EXECUTING || run->state == RUN_REATTACH))
+			    (run->state == RUN_EXECUTING || run_reattaching(run)))
 				run_kill_exec(run);
 			else if (c->conf.stall_action == STALL_KILL && run->sandbox_id)
 				kill_sandbox(c, run->sandbox_id);

@@ -2,8 +2,10 @@
 /*
  * coord-link.c — routerd's one IPC link to coordinatord, and the watches.
  *
- * The link connects to <runtime_dir>/coordinatord.sock. While it is missing
- * or after it drops, a retry runs after 100 ms, doubling up to 2 s; requests
+ * The link (a PeerLink, peer-link.h) connects to <runtime_dir>/coordinatord.sock.
+ * While it is missing, after it drops, or when a fresh connection says no
+ * HELLO within coord_timeout_ms, a retry runs after 100 ms, doubling up to
+ * 2 s; requests
  * that need the coordinator get 503 meanwhile (routes.c checks coord_ready).
  * A drop fails every pending call with -ECONNRESET (peer.c), then closes
  * every tail with 1011: their watches died with the connection, and clients
@@ -242,24 +244,11 @@ static const PeerHandler coord_handlers[_MSG_TYPE_MAX] = {
 };
 
 static void
-coord_schedule_retry(Router *r)
-{
-	struct timeval tv;
-
-	if (r->stopping)
-		return;
-	evtimer_add(r->coord_retry, timeval_from_usec(&tv, r->coord_backoff));
-	r->coord_backoff = MIN(r->coord_backoff * 2, COORD_BACKOFF_MAX);
-}
-
-static void
 coord_on_ready(Peer *p, void *userdata)
 {
 	Router *r = userdata;
 
-	if (r->coord_hello)
-		evtimer_del(r->coord_hello);
-	r->coord_backoff = COORD_BACKOFF_MIN;
+	peer_link_ready(r->coord_link);
 	if (r->coord_down_logged)
 		log_info("Connected to coordinatord at %s", r->coord_path);
 	else
@@ -275,29 +264,40 @@ coord_on_close(Peer *p, int err, void *userdata)
 
 	log_warning_errno(err, "Lost the connection to coordinatord: %m");
 	r->coord_down_logged = true;
-	if (r->coord_hello)
-		evtimer_del(r->coord_hello);
 	for (size_t i = 0; i < ELEMENTSOF(r->watches); i++)
 		while (r->watches[i])
 			watch_fail(r->watches[i], "coordinator unavailable");
-	r->coord = peer_free(r->coord);
-	coord_schedule_retry(r);
+	peer_link_lost(r->coord_link, !r->stopping);
 }
 
-/* A socket that accepts but never says HELLO (a hung coordinatord, a
- * stranger on the path) must not hold the link forever: drop and retry. */
+/* What the link met on its way (peer-link.h), in routerd's words. */
 static void
-coord_hello_cb(evutil_socket_t fd, short what, void *arg)
+coord_link_event(PeerLinkEvent what, int err, void *userdata)
 {
-	Router *r = arg;
+	Router *r = userdata;
 
-	if (!r->coord || peer_is_ready(r->coord))
-		return;
-	log_warning("coordinatord at %s sent no HELLO within %" PRId64 " ms; reconnecting",
-		    r->coord_path, r->conf->coord_timeout_ms);
-	r->coord_down_logged = true;
-	r->coord = peer_free(r->coord);
-	coord_schedule_retry(r);
+	switch (what) {
+	case PEER_LINK_CONNECT_FAILED:
+		if (!r->coord_down_logged)
+			log_warning_errno(err,
+					  "Cannot connect to coordinatord at %s (%m), retrying",
+					  r->coord_path);
+		else
+			log_debug_errno(err, "Cannot connect to coordinatord at %s: %m",
+					r->coord_path);
+		r->coord_down_logged = true;
+		break;
+	case PEER_LINK_SETUP_FAILED:
+		log_warning_errno(err, "Cannot set up the coordinatord link: %m");
+		break;
+	case PEER_LINK_NO_HELLO:
+		/* a socket that accepts but never says HELLO (a hung coordinatord,
+		 * a stranger on the path) must not hold the link forever */
+		log_warning("coordinatord at %s sent no HELLO within %" PRId64 " ms; reconnecting",
+			    r->coord_path, r->conf->coord_timeout_ms);
+		r->coord_down_logged = true;
+		break;
+	}
 }
 
 static const PeerOps coord_ops = {
@@ -307,54 +307,22 @@ static const PeerOps coord_ops = {
     .on_close = coord_on_close,
 };
 
-static void
-coord_connect(Router *r)
-{
-	int fd, rr;
-
-	fd = unix_connect(r->coord_path);
-	if (fd < 0) {
-		if (!r->coord_down_logged)
-			log_warning_errno(fd, "Cannot connect to coordinatord at %s (%m), retrying",
-					  r->coord_path);
-		else
-			log_debug_errno(fd, "Cannot connect to coordinatord at %s: %m",
-					r->coord_path);
-		r->coord_down_logged = true;
-		coord_schedule_retry(r);
-		return;
-	}
-	rr = peer_new(r->base, fd, &coord_ops, r, (size_t)r->conf->shared.max_frame, &r->coord);
-	if (rr < 0) {
-		log_warning_errno(rr, "Cannot set up the coordinatord link: %m");
-		coord_schedule_retry(r);
-		return;
-	}
-	if (r->coord_hello && !peer_is_ready(r->coord)) {
-		struct timeval tv;
-		evtimer_add(
-		    r->coord_hello,
-		    timeval_from_usec(&tv, (usec_t)r->conf->coord_timeout_ms * USEC_PER_MSEC));
-	}
-}
-
-static void
-coord_retry_cb(evutil_socket_t fd, short what, void *arg)
-{
-	coord_connect(arg);
-}
-
 int
 coord_start(Router *r)
 {
-	if (!r->coord_retry)
-		r->coord_retry = evtimer_new(r->base, coord_retry_cb, r);
-	if (!r->coord_hello)
-		r->coord_hello = evtimer_new(r->base, coord_hello_cb, r);
-	if (!r->coord_retry || !r->coord_hello)
-		return log_error_errno(SYNTHETIC_ERRNO(ENOMEM), "Out of memory");
-	r->coord_backoff = COORD_BACKOFF_MIN;
-	coord_connect(r);
+	int k = peer_link_new(
+	    r->base,
+	    &(PeerLinkConf){.path = r->coord_path,
+			    .ops = &coord_ops,
+			    .max_frame = (size_t)r->conf->shared.max_frame,
+			    .hello_timeout = (usec_t)r->conf->coord_timeout_ms * USEC_PER_MSEC,
+			    .backoff_min = COORD_BACKOFF_MIN,
+			    .backoff_max = COORD_BACKOFF_MAX,
+			    .event = coord_link_event,
+			    .userdata = r},
+	    &r->coord_link);
+	if (k < 0)
+		return log_error_errno(k, "Out of memory");
 	return 0;
 }
 
@@ -369,17 +337,13 @@ coord_stop(Router *r)
 			w->subs = NULL;
 			watch_unlink_free(w);
 		}
-	r->coord = peer_free(r->coord);
-	if (r->coord_retry)
-		evtimer_del(r->coord_retry);
-	if (r->coord_hello)
-		evtimer_del(r->coord_hello);
+	r->coord_link = peer_link_free(r->coord_link);
 }
 
 bool
 coord_ready(Router *r)
 {
-	return r->coord && peer_is_ready(r->coord);
+	return peer_is_ready(peer_link_peer(r->coord_link));
 }
 
 int
@@ -387,8 +351,8 @@ coord_call(Router *r, int type, const MpWriter *body, PeerReplyFn cb, void *user
 {
 	if (!coord_ready(r))
 		return -ECONNRESET;
-	return peer_call(r->coord, type, body, (usec_t)r->conf->coord_timeout_ms * USEC_PER_MSEC,
-			 cb, userdata);
+	return peer_call(peer_link_peer(r->coord_link), type, body,
+			 (usec_t)r->conf->coord_timeout_ms * USEC_PER_MSEC, cb, userdata);
 }
 
 int
@@ -397,14 +361,14 @@ coord_call_timeout(Router *r, int type, const MpWriter *body, PeerReplyFn cb, vo
 {
 	if (!coord_ready(r))
 		return -ECONNRESET;
-	return peer_call(r->coord, type, body, timeout, cb, userdata);
+	return peer_call(peer_link_peer(r->coord_link), type, body, timeout, cb, userdata);
 }
 
 void
 coord_cancel(Router *r, void *userdata)
 {
-	if (r->coord)
-		peer_cancel_calls(r->coord, userdata);
+	if (peer_link_peer(r->coord_link))
+		peer_cancel_calls(peer_link_peer(r->coord_link), userdata);
 }
 
 const char *

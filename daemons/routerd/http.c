@@ -369,8 +369,6 @@ http_conn_abort(HttpConn *c)
 		return;
 	c->state = CONN_DEAD;
 	bufferevent_disable(c->bev, EV_READ | EV_WRITE);
-	if (c->tail)
-		c->tail->finished = true;
 	conn_arm_timer(c, 0);
 }
 
@@ -525,10 +523,22 @@ http_respond_405(HttpConn *c, const char *allow)
 void
 http_conn_upgraded(HttpConn *c, int status, HttpConnState state)
 {
+	const RouterConf *conf = c->router->conf;
+	struct timeval tv;
+
 	log_request(c, status);
 	req_reset(&c->req);
 	c->busy = false;
 	c->state = state;
+	if (c->ping_timer)
+		event_add(c->ping_timer, timeval_from_usec(&tv, (usec_t)conf->ws_ping_interval_ms *
+								    USEC_PER_MSEC));
+	/* A tail may be silent for long: only a client that stops reading
+	 * (write timeout) or stops answering at TCP level is dropped. */
+	timeval_from_usec(&tv, (usec_t)conf->idle_timeout_ms * USEC_PER_MSEC);
+	bufferevent_set_timeouts(c->bev, NULL, &tv);
+	bufferevent_setwatermark(c->bev, EV_WRITE, (size_t)conf->ws_max_queue / 4, 0);
+	bufferevent_enable(c->bev, EV_READ | EV_WRITE);
 }
 
 /* A parse failure: the stream cannot be trusted any more, answer and close. */

@@ -394,10 +394,6 @@ router_free(Router *r)
 	free(r->bridge_path);
 	if (r->accept_retry)
 		event_free(r->accept_retry);
-	if (r->coord_retry)
-		event_free(r->coord_retry);
-	if (r->coord_hello)
-		event_free(r->coord_hello);
 	r->unserved = addr_table_free(r->unserved);
 	free(r->coord_path);
 	free(r);

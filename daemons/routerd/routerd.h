@@ -42,6 +42,7 @@
 
 #include "conn-limit.h"
 #include "msg.h"
+#include "peer-link.h"
 #include "peer.h"
 #include "router-conf.h"
 #include "time-util.h"
@@ -103,10 +104,7 @@ struct Router {
 
 	/* coordinatord link (coord-link.c) */
 	char *coord_path;
-	Peer *coord;
-	struct event *coord_retry;
-	struct event *coord_hello; /* HELLO deadline of a fresh link */
-	usec_t coord_backoff;
+	PeerLink *coord_link; /* connect, backoff, HELLO deadline (peer-link.h) */
 	bool coord_down_logged;
 	Watch *watches[ROUTER_WATCH_BUCKETS];
 
@@ -357,7 +355,8 @@ const char *http_header(const HttpConn *c, const char *name);
 bool http_header_has_token(const HttpConn *c, const char *name, const char *token);
 /* Switch c to a streaming state (CONN_WS after a 101, CONN_SSE after the
  * 200 head) once its response head was queued: the request is logged with
- * status, parsing stops for good. */
+ * status, parsing stops for good; the transport's ping_timer (if it made one)
+ * starts, and the write timeout and the write-drained mark of a tail apply. */
 void http_conn_upgraded(HttpConn *c, int status, HttpConnState state);
 
 /* ---- routes.c ---- */
@@ -468,6 +467,9 @@ typedef struct TailSink {
 	void (*close)(HttpConn *c, uint16_t code, const char *reason);
 	/* Bytes queued and not yet written to the socket (flow control). */
 	size_t (*pending)(const HttpConn *c);
+	/* The transport can still carry events: false once it closed, failed or
+	 * queued its end, whoever decided it (the client, an error, the tail). */
+	bool (*open)(const HttpConn *c);
 } TailSink;
 
 extern const TailSink ws_tail_sink;	/* ws.c */
@@ -495,7 +497,7 @@ struct Tail {
 	char *record;		   /* that record's JSON text */
 	bool need_read;		   /* a RUN_READ is due (start, gap, output drained) */
 	bool reading;		   /* a RUN_READ is in flight */
-	bool finished;		   /* a close frame was queued; nothing more is sent */
+	bool finished;		   /* the tail ended itself; nothing more is sent */
 	bool counted;		   /* included in router->n_tails */
 	bool paused;		   /* the last delivery stopped at the high mark */
 	bool chat;		   /* /chat (envelope ≠ TAIL_SEQ): no status message */

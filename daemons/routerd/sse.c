@@ -64,7 +64,6 @@ int
 sse_accept(HttpConn *c)
 {
 	const RouterConf *conf = c->router->conf;
-	struct timeval tv;
 
 	c->ops = &sse_conn_ops;
 	if (conf->ws_ping_interval_ms > 0) {
@@ -86,13 +85,6 @@ sse_accept(HttpConn *c)
 				c->ndjson ? "" : "retry: 1000\n\n") < 0)
 		return -ENOMEM;
 	http_conn_upgraded(c, 200, CONN_SSE);
-	if (c->ping_timer)
-		event_add(c->ping_timer, timeval_from_usec(&tv, (usec_t)conf->ws_ping_interval_ms *
-								    USEC_PER_MSEC));
-	timeval_from_usec(&tv, (usec_t)conf->idle_timeout_ms * USEC_PER_MSEC);
-	bufferevent_set_timeouts(c->bev, NULL, &tv);
-	bufferevent_setwatermark(c->bev, EV_WRITE, (size_t)conf->ws_max_queue / 4, 0);
-	bufferevent_enable(c->bev, EV_READ | EV_WRITE);
 	return 0;
 }
 
@@ -148,8 +140,6 @@ sse_close(HttpConn *c, uint16_t code, const char *reason)
 {
 	bool chat = c->tail && c->tail->chat;
 
-	if (c->tail)
-		c->tail->finished = true;
 	if (c->state != CONN_SSE)
 		return;
 	if (code == 1008) {
@@ -188,14 +178,22 @@ ndjson_sink_send(HttpConn *c, int64_t seq, const char *msg, size_t len)
 	return sse_send_line(c, msg, len);
 }
 
+static bool
+sse_open(const HttpConn *c)
+{
+	return c->state == CONN_SSE;
+}
+
 const TailSink sse_tail_sink = {
     .send = sse_sink_send,
     .close = sse_close,
     .pending = sse_pending,
+    .open = sse_open,
 };
 
 const TailSink ndjson_tail_sink = {
     .send = ndjson_sink_send,
     .close = sse_close,
     .pending = sse_pending,
+    .open = sse_open,
 };

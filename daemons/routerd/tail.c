@@ -63,9 +63,18 @@ tail_update_record(Tail *t, const RunRecord *rec)
 	t->head = MAX(t->head, rec->last_seq);
 }
 
+/* Nothing more goes out: the tail ended itself, or its transport is closing
+ * (the client's close, a protocol error, an abort, shutdown). */
+static bool
+tail_done(const Tail *t)
+{
+	return t->finished || !t->sink->open(t->conn);
+}
+
 static void
 tail_close(Tail *t, uint16_t code, const char *reason)
 {
+	t->finished = true;
 	t->sink->close(t->conn, code, reason);
 }
 
@@ -92,7 +101,7 @@ tail_stall_cb(evutil_socket_t fd, short what, void *arg)
 {
 	Tail *t = arg;
 
-	if (t->finished || tail_pending(t) <= tail_low_water(t))
+	if (tail_done(t) || tail_pending(t) <= tail_low_water(t))
 		return;
 	log_debug("%s: tail of run %s has not drained its output in %" PRId64 " ms, dropping",
 		  t->conn->addr, t->run_id, t->router->conf->ws_stall_timeout_ms);
@@ -164,7 +173,7 @@ tail_deliver(Tail *t, int64_t first_seq, const msgpack_object_array *events)
 		}
 		r = tail_send_event(t, seq, o->via.str.ptr, o->via.str.size);
 		if (r < 0) {
-			if (!t->finished)
+			if (!tail_done(t))
 				tail_fail(t, 1011, "internal error");
 			return r;
 		}
@@ -209,9 +218,8 @@ tail_finish(Tail *t)
 void
 tail_fail(Tail *t, uint16_t code, const char *reason)
 {
-	if (t->finished)
+	if (tail_done(t))
 		return;
-	t->finished = true;
 	tail_close(t, code, reason);
 }
 
@@ -226,7 +234,7 @@ tail_read_reply(Peer *p, int err, const msgpack_object *body, void *userdata)
 	MpReader mr;
 
 	t->reading = false;
-	if (t->finished)
+	if (tail_done(t))
 		return;
 	if (err < 0) {
 		char reason[121];
@@ -302,7 +310,7 @@ tail_start_read(Tail *t)
 void
 tail_pump(Tail *t)
 {
-	if (t->finished || t->reading || !watch_active(&t->sub))
+	if (tail_done(t) || t->reading || !watch_active(&t->sub))
 		return;
 	if (tail_pending(t) > tail_low_water(t)) {
 		if (t->need_read || t->cursor < t->head)
@@ -326,7 +334,7 @@ tail_on_push(WatchSub *s, int64_t first_seq, const msgpack_object_array *events,
 {
 	Tail *t = container_of(s, Tail, sub);
 
-	if (t->finished)
+	if (tail_done(t))
 		return;
 	tail_update_record(t, rec);
 	if (!t->reading && !t->need_read && first_seq <= t->cursor + 1 &&
@@ -359,7 +367,7 @@ static const WatchSubOps tail_watch_ops = {
 static void
 tail_conn_drained(HttpConn *c)
 {
-	if (c->tail && !c->tail->finished)
+	if (c->tail)
 		tail_pump(c->tail);
 }
 

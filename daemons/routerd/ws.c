@@ -165,8 +165,6 @@ ws_protocol_error(HttpConn *c)
 {
 	static const uint8_t close_1002[] = {0x88, 0x02, 0x03, 0xea};
 
-	if (c->tail)
-		c->tail->finished = true;
 	c->ws_drop = WS_DROP_PROTOCOL;
 	if (!c->ws_close_queued)
 		evbuffer_add(bufferevent_get_output(c->bev), close_1002, sizeof(close_1002));
@@ -186,11 +184,8 @@ ws_flush(HttpConn *c)
 		http_conn_abort(c);
 		return;
 	}
-	if (!wslay_event_want_read(c->ws) && !wslay_event_want_write(c->ws)) {
-		if (c->tail)
-			c->tail->finished = true;
+	if (!wslay_event_want_read(c->ws) && !wslay_event_want_write(c->ws))
 		http_conn_close(c);
-	}
 }
 
 static void
@@ -273,7 +268,6 @@ ws_accept(HttpConn *c)
 	const RouterConf *conf = c->router->conf;
 	const char *key = http_header(c, "Sec-WebSocket-Key");
 	char accept[29];
-	struct timeval tv;
 	int r;
 
 	if (!key)
@@ -305,15 +299,6 @@ ws_accept(HttpConn *c)
 				    : "") < 0)
 		return -ENOMEM;
 	http_conn_upgraded(c, 101, CONN_WS);
-	if (c->ping_timer)
-		event_add(c->ping_timer, timeval_from_usec(&tv, (usec_t)conf->ws_ping_interval_ms *
-								    USEC_PER_MSEC));
-	/* A tail may be silent for long: only a client that stops reading
-	 * (write timeout) or stops answering at TCP level is dropped. */
-	timeval_from_usec(&tv, (usec_t)conf->idle_timeout_ms * USEC_PER_MSEC);
-	bufferevent_set_timeouts(c->bev, NULL, &tv);
-	bufferevent_setwatermark(c->bev, EV_WRITE, (size_t)conf->ws_max_queue / 4, 0);
-	bufferevent_enable(c->bev, EV_READ | EV_WRITE);
 	return 0;
 }
 
@@ -360,8 +345,6 @@ ws_close(HttpConn *c, uint16_t code, const char *reason)
 {
 	size_t len = reason ? MIN(strlen(reason), (size_t)120) : 0;
 
-	if (c->tail)
-		c->tail->finished = true;
 	if (c->state != CONN_WS || c->ws_close_queued)
 		return;
 	c->ws_close_queued = true;
@@ -419,8 +402,15 @@ ws_sink_send(HttpConn *c, int64_t seq, const char *msg, size_t len)
 	return ws_send_text(c, msg, len);
 }
 
+static bool
+ws_open(const HttpConn *c)
+{
+	return c->state == CONN_WS && !c->ws_close_queued;
+}
+
 const TailSink ws_tail_sink = {
     .send = ws_sink_send,
     .close = ws_close,
     .pending = ws_output_pending,
+    .open = ws_open,
 };

@@ -10,6 +10,7 @@ import os
 import re
 import time
 
+import bridgecall
 from rwtest import poll
 
 TOOLS = os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "fixtures", "tools")
@@ -34,46 +35,15 @@ description = Leaves processes behind and never ends
 timeout_ms = 2500
 """
 
-# One tools/call through the bridge; prints the HTTP status and the body.
-CALL = r'''
-import http.client, json, os, sys, urllib.parse
-name, args = sys.argv[1], json.loads(sys.argv[2])
-cfg = json.load(open(os.environ["RUNWARDEN_MCP_CONFIG"]))["mcpServers"]["tanstack"]
-u = urllib.parse.urlsplit(cfg["url"])
-c = http.client.HTTPConnection(u.hostname, u.port, timeout=120)
-body = json.dumps({"jsonrpc": "2.0", "id": 1, "method": "tools/call",
-                   "params": {"name": name, "arguments": args}})
-c.request("POST", u.path + "?" + u.query, body=body,
-          headers={"Authorization": cfg["headers"]["Authorization"],
-                   "Content-Type": "application/json"})
-r = c.getresponse()
-print(json.dumps({"status": r.status, "body": json.loads(r.read().decode())}))
-'''
-
-
-def quote(script):
-    return "'" + script.replace("'", "'\"'\"'") + "'"
-
-
 def start_call(s, thread, tool, args):
-    st, js = s.http("POST", "/runs", {
-        "threadId": thread, "metadata": {"harness": "tooly"},
-        "messages": [{"role": "user",
-                      "content": f"python3 -c {quote(CALL)} {tool} {quote(json.dumps(args))}"}]})
-    assert st == 202, (st, js)
-    return js["runId"]
+    return bridgecall.start(s, thread, tool, args)
 
 
 def call(s, thread, tool, args):
     """The tool's MCP result text (or the error text) and the seconds the run took."""
     t0 = time.time()
-    run = start_call(s, thread, tool, args)
-    events, status, _, _ = s.tail(run, thread=thread, timeout=120)
+    res = bridgecall.results(s, start_call(s, thread, tool, args), thread)[0]
     took = time.time() - t0
-    assert status["status"] == "completed", status
-    out = "".join(e["chunk"]["value"]["text"] for e in events
-                  if e["chunk"].get("name") == "process.stdout")
-    res = json.loads(out.strip().splitlines()[-1])
     assert res["status"] == 200, res
     return res["body"]["result"], took
 

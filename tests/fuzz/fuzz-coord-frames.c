@@ -3,7 +3,7 @@
  * fuzz-coord-frames.c — libFuzzer target: every message a peer may send to
  * coordinatord, through the real frame layer (frame.c, peer.c: framing,
  * HELLO, role checks, dispatch) into the real handlers (coordinator.c's
- * table for routerd and clients, driver.c's shim_handlers), with a real LMDB
+ * table for routerd and clients, driver-output.c's driver_shim_pushes), with a real LMDB
  * run log in a scratch directory and no shim connected.
  *
  * Input: byte 0 picks the peer's role (routerd, a client, the shim) and
@@ -37,7 +37,7 @@ on_shim_close(Peer *p, int err, void *ud)
 
 static const PeerOps shim_side_ops = {
     .local_role = ROLE_COORD,
-    .handlers = shim_handlers,
+    .handlers = driver_shim_pushes,
     .on_close = on_shim_close,
 };
 
@@ -91,6 +91,7 @@ setup(void)
 		abort();
 	coord.conf.sync = false;
 	coord.listen_fd = -1;
+	coord.run_teardown = driver_run_teardown;
 	if (harness_load_string("fuzz", "", &harnesses, err, sizeof(err)) < 0)
 		abort();
 	coord.harnesses = &harnesses;
@@ -100,7 +101,7 @@ setup(void)
 		abort();
 	snprintf(dir, sizeof(dir), "/dev/shm/rw-fuzz-coord-%d", (int)getpid());
 	open_runlog();
-	commit_setup(&coord);
+	commit_setup(&coord, &coordinator_commit_hooks);
 	driver_setup(&coord);
 	atexit(cleanup);
 }

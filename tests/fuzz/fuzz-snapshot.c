@@ -159,7 +159,7 @@ walk(Walk *w, int dfd, const char *rel)
 int
 LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 {
-	SnapshotErr err = {{0}};
+	Reason err = {{0}};
 
 	if (size > 1 << 20)
 		return 0;

@@ -3,7 +3,9 @@
  * test-peer.c — common/proto/peer.c over a real socketpair and a real
  * event loop: HELLO and version checks, request/reply matching, error
  * replies, unknown types, deadlines (-ETIMEDOUT), and every pending call
- * failing with -ECONNRESET when the other side goes away.
+ * failing with -ECONNRESET when the other side goes away; deferred answers
+ * (answered later, cancelled when the requester's connection closes) and
+ * relays (a reply, an ERROR with its reason, a deadline passed on).
  */
 #include "config.h"
 
@@ -23,6 +25,7 @@
 #include <cmocka.h>
 
 #include "fd-util.h"
+#include "macro.h"
 #include "frame.h"
 #include "mp-cursor.h"
 #include "peer.h"
@@ -35,6 +38,10 @@ typedef struct Side {
 	int requests; /* RUN_GET seen */
 	bool answer_later;
 	uint64_t held_req;
+	PeerDeferred *held; /* "defer": answered by the test */
+	int cancelled;
+	Peer *relay_to; /* "relay:…": passed on to this peer */
+	usec_t relay_timeout;
 } Side;
 
 typedef struct Call {
@@ -46,6 +53,40 @@ typedef struct Call {
 } Call;
 
 static struct event_base *base;
+
+static const PeerRelayOps relay_ops = {
+    .fallback = "relay failed",
+    .unavailable_reason = "shim_unavailable",
+    .unavailable = "other side unavailable",
+};
+
+/* The far side of a relay: "ok" answers {run_id: "relayed"}, "fail" an ERROR
+ * with a reason, "bare" an ERROR without message, "never" nothing. */
+static int
+on_sandbox_file(Peer *p, const Frame *f, void *ud)
+{
+	MpReader r;
+	const char *op = NULL;
+	int err;
+
+	((Side *)ud)->requests++;
+	mp_reader_init(&r, f->body);
+	mp_read_str(&r, "op", &op);
+	err = r.err;
+	if (err == 0 && strcmp(op, "ok") == 0) {
+		MpWriter w;
+		mp_writer_init(&w);
+		mp_w_map(&w, 1);
+		mp_w_str(&w, "run_id", "relayed");
+		peer_reply(p, f->req_id, &w);
+		mp_writer_done(&w);
+	} else if (err == 0 && strcmp(op, "fail") == 0)
+		peer_reply_error_reason(p, f->req_id, -EEXIST, "exists", "it exists");
+	else if (err == 0 && strcmp(op, "bare") == 0)
+		peer_reply_error(p, f->req_id, -EPERM, NULL);
+	mp_reader_done(&r);
+	return err;
+}
 
 static int
 on_run_get(Peer *p, const Frame *f, void *ud)
@@ -70,6 +111,27 @@ on_run_get(Peer *p, const Frame *f, void *ud)
 		s->held_req = f->req_id;
 		mp_reader_done(&r);
 		return 0;
+	}
+	if (err == 0 && strcmp(id, "defer") == 0) {
+		s->held = peer_defer(p, f);
+		mp_reader_done(&r);
+		return s->held ? 0 : -ENOMEM;
+	}
+	if (err == 0 && strncmp(id, "relay:", 6) == 0) {
+		MpWriter w;
+		mp_writer_init(&w);
+		mp_w_map(&w, 3);
+		mp_w_str(&w, "key", "k");
+		mp_w_str(&w, "op", id + 6);
+		mp_w_str(&w, "path", "p");
+		PeerDeferred *d = peer_defer(p, f);
+		err = d ? 0 : -ENOMEM;
+		if (d)
+			(void)peer_relay(s->relay_to, MSG_SANDBOX_FILE, &w, d, s->relay_timeout,
+					 &relay_ops);
+		mp_writer_done(&w);
+		mp_reader_done(&r);
+		return err;
 	}
 	if (err == 0) {
 		MpWriter w;
@@ -100,8 +162,11 @@ on_close(Peer *p, int err, void *ud)
 	s->close_err = err;
 }
 
+static const PeerHandler shim_handlers[_MSG_TYPE_MAX] = {[MSG_SANDBOX_FILE] = on_sandbox_file};
+
 static const PeerOps coord_ops = {ROLE_COORD, coord_handlers, on_ready, on_close};
 static const PeerOps router_ops = {ROLE_ROUTER, router_handlers, on_ready, on_close};
+static const PeerOps shim_ops = {ROLE_SHIM, shim_handlers, on_ready, on_close};
 
 static void
 reply_cb(Peer *p, int err, const msgpack_object *body, void *ud)
@@ -394,6 +459,168 @@ test_peer_oversize_frame_drops_the_connection(void **state)
 	peer_free(coord.p);
 }
 
+static void
+on_cancel(PeerDeferred *d, void *ud)
+{
+	Side *s = ud;
+	s->cancelled++;
+	assert_null(peer_deferred_peer(d));
+}
+
+static void
+test_peer_deferred_answer_later(void **state)
+{
+	Side router = {0}, coord = {0};
+	Call a = {0}, b = {0};
+
+	pair(&router, &coord);
+	assert_int_equal(call_get(&router, "defer", 5 * USEC_PER_SEC, &a), 0);
+	spin_until(&coord.requests, 1);
+	assert_non_null(coord.held);
+	assert_ptr_equal(peer_deferred_peer(coord.held), coord.p);
+	/* the connection serves other requests meanwhile */
+	assert_int_equal(call_get(&router, "run-b", 5 * USEC_PER_SEC, &b), 0);
+	spin_until(&b.done, 1);
+	assert_int_equal(a.done, 0);
+	MpWriter w;
+	mp_writer_init(&w);
+	mp_w_map(&w, 1);
+	mp_w_str(&w, "run_id", "later");
+	assert_int_equal(peer_deferred_reply(TAKE_PTR(coord.held), &w), 0);
+	mp_writer_done(&w);
+	spin_until(&a.done, 1);
+	assert_int_equal(a.err, 0);
+	assert_string_equal(a.run_id, "later");
+
+	/* an ERROR later, with its reason */
+	Call c = {0};
+	assert_int_equal(call_get(&router, "defer", 5 * USEC_PER_SEC, &c), 0);
+	spin_until(&coord.requests, 3);
+	assert_int_equal(peer_deferred_error(TAKE_PTR(coord.held), -EBUSY, "busy", "busy now"), 0);
+	spin_until(&c.done, 1);
+	assert_int_equal(c.err, -EBUSY);
+	assert_string_equal(c.reason, "busy");
+	assert_string_equal(c.message, "busy now");
+	peer_free(router.p);
+	peer_free(coord.p);
+}
+
+static void
+test_peer_deferred_dropped_on_close(void **state)
+{
+	Side router = {0}, coord = {0};
+	Call a = {0}, b = {0};
+	PeerDeferred *first;
+
+	pair(&router, &coord);
+	assert_int_equal(call_get(&router, "defer", 0, &a), 0);
+	spin_until(&coord.requests, 1);
+	first = TAKE_PTR(coord.held);
+	peer_deferred_on_cancel(first, on_cancel, &coord);
+	assert_int_equal(call_get(&router, "defer", 0, &b), 0);
+	spin_until(&coord.requests, 2);
+	/* without a cancel callback: detached silently */
+	router.p = peer_free(router.p); /* the requester goes away */
+	spin_until(&coord.closed, 1);
+	assert_int_equal(coord.cancelled, 1);
+	assert_int_equal(coord.closed, 1);
+	assert_null(peer_deferred_peer(first));
+	assert_null(peer_deferred_peer(coord.held));
+	/* answering a detached one sends nothing, and releases it */
+	MpWriter w;
+	mp_writer_init(&w);
+	mp_w_map(&w, 0);
+	assert_int_equal(peer_deferred_reply(first, &w), -ECONNRESET);
+	mp_writer_done(&w);
+	assert_int_equal(peer_deferred_error(TAKE_PTR(coord.held), -EIO, NULL, NULL), -ECONNRESET);
+	/* and a deferred taken on a closed peer is born detached */
+	PeerDeferred *late = peer_defer_id(coord.p, 9);
+	assert_non_null(late);
+	assert_null(peer_deferred_peer(late));
+	peer_deferred_free(late);
+	peer_free(coord.p);
+}
+
+static void
+test_peer_deferred_outlives_a_freed_peer(void **state)
+{
+	Side router = {0}, coord = {0};
+	Call a = {0};
+
+	pair(&router, &coord);
+	assert_int_equal(call_get(&router, "defer", 0, &a), 0);
+	spin_until(&coord.requests, 1);
+	peer_deferred_on_cancel(coord.held, on_cancel, &coord);
+	coord.p = peer_free(coord.p); /* freed by its owner: no callbacks, like calls */
+	assert_int_equal(coord.cancelled, 0);
+	assert_null(peer_deferred_peer(coord.held));
+	assert_int_equal(peer_deferred_error(TAKE_PTR(coord.held), -EIO, NULL, NULL), -ECONNRESET);
+	peer_free(router.p);
+}
+
+/* router -> coord (relays) -> shim */
+static void
+trio(Side *router, Side *coord, Side *coord2, Side *shim)
+{
+	int sv[2];
+
+	pair(router, coord);
+	assert_int_equal(socketpair(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0, sv), 0);
+	assert_int_equal(peer_new(base, sv[0], &coord_ops, coord2, 1 << 20, &coord2->p), 0);
+	assert_int_equal(peer_new(base, sv[1], &shim_ops, shim, 1 << 20, &shim->p), 0);
+	spin_until_bool(&coord2->ready);
+	spin_until_bool(&shim->ready);
+	coord->relay_to = coord2->p;
+	coord->relay_timeout = 30 * USEC_PER_MSEC;
+}
+
+static void
+test_peer_relay_reply_error_and_deadline(void **state)
+{
+	Side router = {0}, coord = {0}, coord2 = {0}, shim = {0};
+	Call ok = {0}, fail = {0}, bare = {0}, never = {0};
+
+	trio(&router, &coord, &coord2, &shim);
+	assert_int_equal(call_get(&router, "relay:ok", 5 * USEC_PER_SEC, &ok), 0);
+	assert_int_equal(call_get(&router, "relay:fail", 5 * USEC_PER_SEC, &fail), 0);
+	assert_int_equal(call_get(&router, "relay:bare", 5 * USEC_PER_SEC, &bare), 0);
+	assert_int_equal(call_get(&router, "relay:never", 5 * USEC_PER_SEC, &never), 0);
+	spin_until(&never.done, 1);
+	/* the reply, as it is */
+	assert_int_equal(ok.err, 0);
+	assert_string_equal(ok.run_id, "relayed");
+	/* an ERROR: its code, message and reason */
+	assert_int_equal(fail.err, -EEXIST);
+	assert_string_equal(fail.reason, "exists");
+	assert_string_equal(fail.message, "it exists");
+	/* the ERROR's own message (strerror here) */
+	assert_int_equal(bare.err, -EPERM);
+	assert_string_equal(bare.reason, "");
+	assert_string_equal(bare.message, strerror(EPERM));
+	/* no answer by the deadline: the errno, and the unavailable reason */
+	assert_int_equal(never.err, -ETIMEDOUT);
+	assert_string_equal(never.reason, "shim_unavailable");
+	assert_string_equal(never.message, "other side unavailable");
+
+	/* the far side gone: -ECONNRESET, same reason; sending fails at once */
+	Call lost = {0}, refused = {0};
+	coord.relay_timeout = 5 * USEC_PER_SEC;
+	assert_int_equal(call_get(&router, "relay:never", 5 * USEC_PER_SEC, &lost), 0);
+	spin_until(&shim.requests, 5);
+	assert_int_equal(shim.requests, 5);
+	shim.p = peer_free(shim.p);
+	spin_until(&lost.done, 1);
+	assert_int_equal(lost.err, -ECONNRESET);
+	assert_string_equal(lost.reason, "shim_unavailable");
+	assert_int_equal(call_get(&router, "relay:ok", 5 * USEC_PER_SEC, &refused), 0);
+	spin_until(&refused.done, 1);
+	assert_int_equal(refused.err, -ECONNRESET);
+	assert_string_equal(refused.reason, "");
+	peer_free(router.p);
+	peer_free(coord.p);
+	peer_free(coord2.p);
+}
+
 int
 main(void)
 {
@@ -411,6 +638,12 @@ main(void)
 	    cmocka_unit_test_setup_teardown(test_peer_refuses_frames_before_hello_and_bad_versions,
 					    setup, teardown),
 	    cmocka_unit_test_setup_teardown(test_peer_oversize_frame_drops_the_connection, setup,
+					    teardown),
+	    cmocka_unit_test_setup_teardown(test_peer_deferred_answer_later, setup, teardown),
+	    cmocka_unit_test_setup_teardown(test_peer_deferred_dropped_on_close, setup, teardown),
+	    cmocka_unit_test_setup_teardown(test_peer_deferred_outlives_a_freed_peer, setup,
+					    teardown),
+	    cmocka_unit_test_setup_teardown(test_peer_relay_reply_error_and_deadline, setup,
 					    teardown),
 	};
 	return cmocka_run_group_tests_name("peer", tests, NULL, NULL);

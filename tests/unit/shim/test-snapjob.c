@@ -112,7 +112,8 @@ test_result_and_fds(void **state)
 						      .userdata = &o},
 				       NULL),
 			 -EBUSY);
-	assert_int_equal(snapjob_hold(j, &o, 7, "key", NULL, "thread"), 0);
+	PeerDeferred *none = NULL; /* a held ENSURE without a connection */
+	assert_int_equal(snapjob_hold(j, &none, "key", NULL, "thread"), 0);
 	run(base, &o);
 	assert_int_equal(o.calls, 1);
 	assert_int_equal(o.err, 0);
@@ -189,9 +190,9 @@ test_timeout_kill_and_stop(void **state)
 						      .userdata = &o},
 				       &j),
 			 0);
-	assert_int_equal(snapjob_hold(j, &o, 1, "k", "r", NULL), 0);
-	snapjobs_forget_conn(t, &o); /* drops the held entry, no reply target */
-	assert_null(snapjob_conn(j));
+	PeerDeferred *none = NULL; /* a held ENSURE without a connection */
+	assert_int_equal(snapjob_hold(j, &none, "k", "r", NULL), 0);
+	assert_null(snapjob_take_reply(j)); /* none was given */
 	{
 		pid_t pid = snapjob_pid(j);
 		snapjobs_stop(t);

@@ -64,7 +64,7 @@ test_round_trip_and_refusals(void **state)
 {
 	char top[] = "/tmp/test-snapshot-XXXXXX", ws[128], bk[128], p[256], buf[64];
 	char *rec = NULL, *bad = NULL;
-	SnapshotErr err = {""};
+	Reason err = {""};
 	int wfd, afd = -1, pfd, r;
 	json_t *j;
 	ssize_t n;
@@ -154,7 +154,7 @@ test_prune(void **state)
 {
 	char top[] = "/tmp/test-snapshot-XXXXXX", bk[128], dir[160], p[256];
 	char *rec[5] = {NULL};
-	SnapshotErr err = {""};
+	Reason err = {""};
 	unsigned pruned = 99;
 	int fd = -1, n = 0;
 	DIR *d;
@@ -225,7 +225,7 @@ test_links_sparse_limits(void **state)
 {
 	char top[] = "/tmp/test-snapshot-XXXXXX", ws[128], bk[128], p[256], q[256], buf[64];
 	char *rec = NULL;
-	SnapshotErr err = {""};
+	Reason err = {""};
 	struct stat a, b;
 	json_t *j;
 	int wfd, pfd, afd = -1, fd;

@@ -1,0 +1,130 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * metrics.c — coordinatord's counters and the Prometheus text STATUS_GET
+ * returns (routerd serves it as /metrics). The counters live in
+ * Coordinator.m; the files that count increment them in place.
+ */
+#include "config.h"
+
+#include "coordinatord.h"
+
+#include <errno.h>
+#include <inttypes.h>
+#include <stdio.h>
+#include <stdlib.h>
+
+#include "macro.h"
+
+void
+metrics_count_finish(Coordinator *c, const char *status)
+{
+	if (streq(status, "completed"))
+		c->m.runs_finished[0]++;
+	else if (streq(status, "failed"))
+		c->m.runs_finished[1]++;
+	else if (streq(status, "aborted"))
+		c->m.runs_finished[2]++;
+}
+
+int
+metrics_text(Coordinator *c, char **ret_text, size_t *ret_active)
+{
+	const Metrics *m = &c->m;
+	size_t active = 0, queued = 0, busy = 0;
+	char *text = NULL;
+	size_t tlen = 0;
+	FILE *mf;
+
+	for (Run *run = c->runs; run; run = run->next) {
+		active++;
+		if (run->queued || run->state == RUN_WAIT_SHIM)
+			queued++;
+		else if (run->state == RUN_STARTING || run->state == RUN_EXECUTING ||
+			 run_reattaching(run) || run_cancelling(run))
+			busy++;
+	}
+	mf = open_memstream(&text, &tlen);
+	if (!mf)
+		return -ENOMEM;
+	static const double le[7] = {0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.1};
+	fprintf(mf,
+		"# HELP runwarden_runs_started_total Runs registered by POST /runs.\n"
+		"# TYPE runwarden_runs_started_total counter\n"
+		"runwarden_runs_started_total %" PRIu64 "\n"
+		"# HELP runwarden_runs_finished_total Runs that reached a terminal status.\n"
+		"# TYPE runwarden_runs_finished_total counter\n"
+		"runwarden_runs_finished_total{status=\"completed\"} %" PRIu64 "\n"
+		"runwarden_runs_finished_total{status=\"failed\"} %" PRIu64 "\n"
+		"runwarden_runs_finished_total{status=\"aborted\"} %" PRIu64 "\n"
+		"# HELP runwarden_runs_active Runs driven by coordinatord right now.\n"
+		"# TYPE runwarden_runs_active gauge\n"
+		"runwarden_runs_active %zu\n"
+		"# HELP runwarden_sandboxes_queued Runs waiting for containerd-shim or a sandbox "
+		"slot.\n"
+		"# TYPE runwarden_sandboxes_queued gauge\n"
+		"runwarden_sandboxes_queued %zu\n"
+		"# HELP runwarden_sandboxes_busy Sandboxes running a run's exec right now.\n"
+		"# TYPE runwarden_sandboxes_busy gauge\n"
+		"runwarden_sandboxes_busy %zu\n"
+		"# HELP runwarden_events_appended_total Events committed to the run log.\n"
+		"# TYPE runwarden_events_appended_total counter\n"
+		"runwarden_events_appended_total %" PRIu64 "\n"
+		"# HELP runwarden_commit_failures_total Run log transactions that failed.\n"
+		"# TYPE runwarden_commit_failures_total counter\n"
+		"runwarden_commit_failures_total %" PRIu64 "\n"
+		"# HELP runwarden_watchdog_kills_total Runs failed by the stall watchdog.\n"
+		"# TYPE runwarden_watchdog_kills_total counter\n"
+		"runwarden_watchdog_kills_total %" PRIu64 "\n"
+		"# HELP runwarden_tool_calls_refused_total Host tool calls refused with 429 "
+		"(max_tool_calls_per_run, max_tool_calls).\n"
+		"# TYPE runwarden_tool_calls_refused_total counter\n"
+		"runwarden_tool_calls_refused_total %" PRIu64 "\n"
+		"# HELP runwarden_runs_pruned_total Runs deleted by retention.\n"
+		"# TYPE runwarden_runs_pruned_total counter\n"
+		"runwarden_runs_pruned_total %" PRIu64 "\n"
+		"# HELP runwarden_commit_seconds Run log group-commit latency (write + fsync).\n"
+		"# TYPE runwarden_commit_seconds histogram\n",
+		m->runs_started, m->runs_finished[0], m->runs_finished[1], m->runs_finished[2],
+		active, queued, busy, m->events_appended, m->commit_failures, m->watchdog_kills,
+		m->tool_calls_refused, m->runs_pruned);
+	uint64_t cum = 0;
+	for (int i = 0; i < 7; i++) {
+		cum += m->commit_buckets[i];
+		fprintf(mf, "runwarden_commit_seconds_bucket{le=\"%g\"} %" PRIu64 "\n", le[i], cum);
+	}
+	cum += m->commit_buckets[7];
+	fprintf(mf,
+		"runwarden_commit_seconds_bucket{le=\"+Inf\"} %" PRIu64 "\n"
+		"runwarden_commit_seconds_sum %.6f\n"
+		"runwarden_commit_seconds_count %" PRIu64 "\n",
+		cum, (double)m->commit_usec_sum / 1e6, m->commits);
+	fprintf(mf,
+		"# HELP runwarden_runlog_used_bytes Live data in the run log (LMDB pages in use).\n"
+		"# TYPE runwarden_runlog_used_bytes gauge\n"
+		"runwarden_runlog_used_bytes %" PRIu64 "\n"
+		"# HELP runwarden_runlog_map_bytes Size of the run log's map (map_size).\n"
+		"# TYPE runwarden_runlog_map_bytes gauge\n"
+		"runwarden_runlog_map_bytes %" PRIu64 "\n"
+		"# HELP runwarden_runlog_over_warn 1 while the run log is past map_warn_percent.\n"
+		"# TYPE runwarden_runlog_over_warn gauge\n"
+		"runwarden_runlog_over_warn %d\n"
+		"# HELP runwarden_output_dropped_bytes_total Output bytes dropped over a budget.\n"
+		"# TYPE runwarden_output_dropped_bytes_total counter\n"
+		"runwarden_output_dropped_bytes_total %" PRIu64 "\n"
+		"# HELP runwarden_runs_output_limited_total Runs that went over an output budget.\n"
+		"# TYPE runwarden_runs_output_limited_total counter\n"
+		"runwarden_runs_output_limited_total %" PRIu64 "\n"
+		"# HELP runwarden_events_refused_full_total Events refused past chunk_high_water.\n"
+		"# TYPE runwarden_events_refused_full_total counter\n"
+		"runwarden_events_refused_full_total %" PRIu64 "\n"
+		"# HELP runwarden_runs_pruned_size_total Runs deleted by size retention.\n"
+		"# TYPE runwarden_runs_pruned_size_total counter\n"
+		"runwarden_runs_pruned_size_total %" PRIu64 "\n",
+		c->log_used, c->log_map, c->log_warned ? 1 : 0, m->output_dropped_bytes,
+		m->runs_output_limited, m->events_refused_full, m->runs_pruned_size);
+	bridge_metrics(c, mf);
+	fclose(mf);
+	*ret_text = text;
+	*ret_active = active;
+	return 0;
+}

@@ -1,0 +1,394 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * runlog-read.c — reading the run log: a run's events from a seq, the runs
+ * still running (a restart re-attaches them), a thread's runs, and the
+ * host's threads newest first (THREAD_LIST). Read-only transactions.
+ */
+#include "config.h"
+
+#include "runlog.h"
+
+#include <errno.h>
+#include <lmdb.h>
+#include <stdint.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "json-util.h"
+#include "log.h"
+#include "macro.h"
+
+#include "runlog-int.h"
+
+void
+runlog_events_done(RunLogEvents *e)
+{
+	for (size_t i = 0; i < e->n; i++)
+		free(e->texts[i]);
+	free(e->texts);
+	free(e->lens);
+	*e = (RunLogEvents){0};
+}
+
+int
+runlog_read(RunLog *l, const char *run_id, int64_t from_seq, size_t max, RunLogEvents *ret_events,
+	    json_t **ret_record)
+{
+	return runlog_read_bytes(l, run_id, from_seq, max, SIZE_MAX, ret_events, ret_record);
+}
+
+int
+runlog_read_bytes(RunLog *l, const char *run_id, int64_t from_seq, size_t max, size_t max_bytes,
+		  RunLogEvents *ret_events, json_t **ret_record)
+{
+	size_t bytes = 0;
+	bool capped = false;
+	MDB_txn *txn;
+	MDB_cursor *cur = NULL;
+	RunLogEvents ev = {.first_seq = from_seq + 1};
+	json_t *rec = NULL;
+	int r;
+
+	if (!valid_run_id(run_id))
+		return -ENOENT;
+	if (from_seq < -1)
+		return -EINVAL;
+	r = mdb_errno(mdb_txn_begin(l->env, NULL, MDB_RDONLY, &txn));
+	if (r < 0)
+		return r;
+	r = get_record(txn, l, run_id, &rec);
+	if (r < 0)
+		goto out;
+	int64_t last = json_integer_value(json_object_get(rec, "lastSeq"));
+	size_t want = last > from_seq ? (size_t)(last - from_seq) : 0;
+	if (want > max)
+		want = max;
+	if (want == 0)
+		goto out;
+	ev.texts = calloc(want, sizeof(char *));
+	ev.lens = calloc(want, sizeof(size_t));
+	if (!ev.texts || !ev.lens) {
+		r = -ENOMEM;
+		goto out;
+	}
+	r = mdb_errno(mdb_cursor_open(txn, l->events, &cur));
+	if (r < 0)
+		goto out;
+	char key[RUN_ID_LEN + 8];
+	event_key(key, run_id, (uint64_t)(from_seq + 1));
+	MDB_val k = {sizeof(key), key}, v;
+	int rc = mdb_cursor_get(cur, &k, &v, MDB_SET_RANGE);
+	while (rc == 0 && ev.n < want) {
+		int64_t expect = from_seq + 1 + (int64_t)ev.n;
+		char ek[RUN_ID_LEN + 8];
+		event_key(ek, run_id, (uint64_t)expect);
+		/* the key must be exactly the next seq: a gap means a broken log */
+		if (k.mv_size != sizeof(ek) || memcmp(k.mv_data, ek, sizeof(ek)) != 0) {
+			r = -EUCLEAN;
+			goto out;
+		}
+		/* bounded by bytes as well as by count, but never empty */
+		if (ev.n > 0 && bytes + v.mv_size > max_bytes) {
+			capped = true;
+			break;
+		}
+		bytes += v.mv_size;
+		ev.texts[ev.n] = malloc(v.mv_size + 1);
+		if (!ev.texts[ev.n]) {
+			r = -ENOMEM;
+			goto out;
+		}
+		memcpy(ev.texts[ev.n], v.mv_data, v.mv_size);
+		ev.texts[ev.n][v.mv_size] = '\0';
+		ev.lens[ev.n] = v.mv_size;
+		ev.n++;
+		rc = mdb_cursor_get(cur, &k, &v, MDB_NEXT);
+	}
+	if (ev.n < want && !capped)
+		r = rc == MDB_NOTFOUND || rc == 0 ? -EUCLEAN : mdb_errno(rc);
+out:
+	if (cur)
+		mdb_cursor_close(cur);
+	mdb_txn_abort(txn);
+	if (r < 0) {
+		runlog_events_done(&ev);
+		json_decref(rec);
+		return r;
+	}
+	*ret_events = ev;
+	if (ret_record)
+		*ret_record = rec;
+	else
+		json_decref(rec);
+	return 0;
+}
+
+int
+runlog_foreach_running(RunLog *l, void (*fn)(const char *run_id, json_t *record, void *ud),
+		       void *ud)
+{
+	MDB_txn *txn;
+	MDB_cursor *cur;
+	MDB_val k, v;
+	int r, rc;
+	/* Collect first, call after the read transaction ended: fn may write. */
+	json_t *list = json_array();
+
+	if (!list)
+		return -ENOMEM;
+	r = mdb_errno(mdb_txn_begin(l->env, NULL, MDB_RDONLY, &txn));
+	if (r < 0) {
+		json_decref(list);
+		return r;
+	}
+	r = mdb_errno(mdb_cursor_open(txn, l->runs, &cur));
+	if (r < 0) {
+		mdb_txn_abort(txn);
+		json_decref(list);
+		return r;
+	}
+	for (rc = mdb_cursor_get(cur, &k, &v, MDB_FIRST); rc == 0;
+	     rc = mdb_cursor_get(cur, &k, &v, MDB_NEXT)) {
+		json_t *rec = json_loadb(v.mv_data, v.mv_size, 0, NULL);
+		if (rec && !run_status_terminal(json_string_value(json_object_get(rec, "status"))))
+			json_array_append_new(list, rec);
+		else
+			json_decref(rec);
+	}
+	mdb_cursor_close(cur);
+	mdb_txn_abort(txn);
+	size_t i;
+	json_t *rec;
+	json_array_foreach(list, i, rec)
+	{
+		const char *id = json_string_value(json_object_get(rec, "runId"));
+		if (id)
+			fn(id, rec, ud);
+	}
+	json_decref(list);
+	return rc == MDB_NOTFOUND ? 0 : mdb_errno(rc);
+}
+
+int
+runlog_thread_runs(RunLog *l, const char *thread_id, const char *status, json_t **ret)
+{
+	size_t tl = strlen(thread_id);
+	char prefix[THREAD_ID_MAX + 1];
+	MDB_txn *txn;
+	MDB_cursor *cur;
+	MDB_val k, v;
+	int r, rc;
+
+	if (tl == 0 || tl > THREAD_ID_MAX)
+		return -EINVAL;
+	memcpy(prefix, thread_id, tl);
+	prefix[tl] = '\0';
+	json_t *out = json_array();
+	if (!out)
+		return -ENOMEM;
+	r = mdb_errno(mdb_txn_begin(l->env, NULL, MDB_RDONLY, &txn));
+	if (r < 0)
+		goto fail;
+	r = mdb_errno(mdb_cursor_open(txn, l->thread_runs, &cur));
+	if (r < 0) {
+		mdb_txn_abort(txn);
+		goto fail;
+	}
+	k = (MDB_val){tl + 1, prefix};
+	for (rc = mdb_cursor_get(cur, &k, &v, MDB_SET_RANGE); rc == 0;
+	     rc = mdb_cursor_get(cur, &k, &v, MDB_NEXT)) {
+		if (k.mv_size != tl + 1 + 8 + RUN_ID_LEN || memcmp(k.mv_data, prefix, tl + 1) != 0)
+			break;
+		char id[RUN_ID_LEN + 1];
+		memcpy(id, (char *)k.mv_data + tl + 9, RUN_ID_LEN);
+		id[RUN_ID_LEN] = '\0';
+		json_t *rec;
+		if (get_record(txn, l, id, &rec) < 0)
+			continue; /* pruned under us: the index entry goes with the next prune */
+		if (status &&
+		    !streq(status, json_string_value(json_object_get(rec, "status")) ?: "")) {
+			json_decref(rec);
+			continue;
+		}
+		json_array_insert_new(out, 0, rec); /* newest first */
+	}
+	mdb_cursor_close(cur);
+	mdb_txn_abort(txn);
+	if (rc != 0 && rc != MDB_NOTFOUND) {
+		r = mdb_errno(rc);
+		goto fail;
+	}
+	*ret = out;
+	return 0;
+fail:
+	json_decref(out);
+	return r;
+}
+
+/* ---------- the host's threads (THREAD_LIST) ---------- */
+
+typedef struct ThreadHead {
+	int64_t last_ms; /* startedAt of the thread's newest run */
+	char thread_id[THREAD_ID_MAX + 1];
+	char run_id[RUN_ID_LEN + 1];
+} ThreadHead;
+
+static bool
+scope_allows(char *const *scope, const char *thread_id)
+{
+	if (!scope)
+		return true;
+	for (char *const *p = scope; *p; p++) {
+		size_t n = strlen(*p);
+		if (n > 0 && (*p)[n - 1] == '*') {
+			if (strncmp(thread_id, *p, n - 1) == 0)
+				return true;
+		} else if (streq(thread_id, *p))
+			return true;
+	}
+	return false;
+}
+
+static int
+thread_head_cmp(const void *a, const void *b)
+{
+	const ThreadHead *x = a, *y = b;
+	if (x->last_ms != y->last_ms)
+		return x->last_ms > y->last_ms ? -1 : 1;
+	return strcmp(x->thread_id, y->thread_id);
+}
+
+/* One entry per thread: the thread_runs index is sorted by threadId, then
+ * startedAt, so a thread's newest run is the entry just before threadId ‖
+ * 0x01 (ids are printable, never 0x00 or 0x01). The walk touches two keys per
+ * thread, whatever the number of its runs. */
+static int
+thread_heads(RunLog *l, MDB_txn *txn, const char *prefix, char *const *scope, ThreadHead **ret,
+	     size_t *ret_n)
+{
+	size_t pl = prefix ? strlen(prefix) : 0, n = 0, cap = 0;
+	_cleanup_free_ ThreadHead *heads = NULL;
+	MDB_cursor *cur;
+	MDB_val k, v;
+	int r, rc;
+
+	r = mdb_errno(mdb_cursor_open(txn, l->thread_runs, &cur));
+	if (r < 0)
+		return r;
+	if (pl > 0) {
+		k = (MDB_val){pl, (void *)prefix};
+		rc = mdb_cursor_get(cur, &k, &v, MDB_SET_RANGE);
+	} else
+		rc = mdb_cursor_get(cur, &k, &v, MDB_FIRST);
+	while (rc == 0) {
+		const char *kd = k.mv_data;
+		const char *z = memchr(kd, '\0', k.mv_size);
+		size_t tl = z ? (size_t)(z - kd) : k.mv_size;
+		char seek[THREAD_ID_MAX + 1];
+
+		if (pl > 0 && (tl < pl || memcmp(kd, prefix, pl) != 0))
+			break;
+		if (!z || tl == 0 || tl > THREAD_ID_MAX) { /* not an index key: step over */
+			rc = mdb_cursor_get(cur, &k, &v, MDB_NEXT);
+			continue;
+		}
+		memcpy(seek, kd, tl);
+		seek[tl] = '\x01';
+		k = (MDB_val){tl + 1, seek};
+		rc = mdb_cursor_get(cur, &k, &v, MDB_SET_RANGE);
+		if (rc == 0)
+			rc = mdb_cursor_get(cur, &k, &v, MDB_PREV);
+		else if (rc == MDB_NOTFOUND)
+			rc = mdb_cursor_get(cur, &k, &v, MDB_LAST);
+		if (rc != 0)
+			break;
+		if (k.mv_size == tl + 1 + 8 + RUN_ID_LEN && memcmp(k.mv_data, seek, tl) == 0) {
+			seek[tl] = '\0';
+			if (scope_allows(scope, seek)) {
+				if (n == cap) {
+					size_t nc = cap ? cap * 2 : 64;
+					ThreadHead *nh = reallocarray(heads, nc, sizeof(*heads));
+					if (!nh) {
+						mdb_cursor_close(cur);
+						return -ENOMEM;
+					}
+					heads = nh;
+					cap = nc;
+				}
+				ThreadHead *h = &heads[n++];
+				const unsigned char *ts = (const unsigned char *)k.mv_data + tl + 1;
+				uint64_t ms = 0;
+				for (int i = 0; i < 8; i++)
+					ms = ms << 8 | ts[i];
+				h->last_ms = (int64_t)ms;
+				memcpy(h->thread_id, seek, tl + 1);
+				memcpy(h->run_id, ts + 8, RUN_ID_LEN);
+				h->run_id[RUN_ID_LEN] = '\0';
+			}
+		}
+		rc = mdb_cursor_get(cur, &k, &v, MDB_NEXT);
+	}
+	mdb_cursor_close(cur);
+	if (rc != 0 && rc != MDB_NOTFOUND)
+		return mdb_errno(rc);
+	*ret = TAKE_PTR(heads);
+	*ret_n = n;
+	return 0;
+}
+
+int
+runlog_threads(RunLog *l, const RunLogThreadQuery *q, json_t **ret, bool *ret_more)
+{
+	_cleanup_free_ ThreadHead *heads = NULL;
+	size_t n = 0;
+	MDB_txn *txn;
+	int r;
+
+	*ret_more = false;
+	json_t *out = json_array();
+	if (!out)
+		return -ENOMEM;
+	r = mdb_errno(mdb_txn_begin(l->env, NULL, MDB_RDONLY, &txn));
+	if (r < 0)
+		goto fail;
+	r = thread_heads(l, txn, q->prefix, q->scope, &heads, &n);
+	if (r < 0) {
+		mdb_txn_abort(txn);
+		goto fail;
+	}
+	qsort(heads, n, sizeof(*heads), thread_head_cmp);
+	for (size_t i = 0; i < n; i++) {
+		ThreadHead *h = &heads[i];
+		json_t *rec;
+
+		if (q->after_thread &&
+		    (h->last_ms > q->after_ms ||
+		     (h->last_ms == q->after_ms && strcmp(h->thread_id, q->after_thread) <= 0)))
+			continue;
+		if (get_record(txn, l, h->run_id, &rec) < 0)
+			continue; /* pruned under us */
+		if (q->status &&
+		    !streq(q->status, json_string_value(json_object_get(rec, "status")) ?: "")) {
+			json_decref(rec);
+			continue;
+		}
+		if (json_array_size(out) >= q->limit) {
+			json_decref(rec);
+			*ret_more = true;
+			break;
+		}
+		json_t *item = json_pack("{s:s, s:I, s:o}", "threadId", h->thread_id, "lastRunAt",
+					 (json_int_t)h->last_ms, "latestRun", rec);
+		if (!item || json_array_append_new(out, item) < 0) {
+			mdb_txn_abort(txn);
+			r = -ENOMEM;
+			goto fail;
+		}
+	}
+	mdb_txn_abort(txn);
+	*ret = out;
+	return 0;
+fail:
+	json_decref(out);
+	return r;
+}
