@@ -46,19 +46,14 @@ run_uuid(char out[RUN_ID_LEN + 1])
 
 #define THREAD_LIST_MAX 1000
 
+/* The {record} reply of RUN_GET and RUN_CANCEL (the same body). */
 static int
-reply_record(Peer *p, uint64_t req_id, const char *key, const json_t *rec)
+reply_record(Peer *p, uint64_t req_id, const json_t *rec)
 {
 	_cleanup_free_ char *s = json_dump_compact(rec);
-	MpWriter w;
 	if (!s)
 		return -ENOMEM;
-	mp_writer_init(&w);
-	mp_w_map(&w, 1);
-	mp_w_str(&w, key, s);
-	int r = peer_reply(p, req_id, &w);
-	mp_writer_done(&w);
-	return r;
+	return reply_send_RUN_GET(p, req_id, &(Reply_RUN_GET){.record = s});
 }
 
 static int
@@ -279,7 +274,7 @@ handle_run_get(Peer *p, const Frame *f, const Msg_RUN_GET *m, void *ud)
 		goto out;
 	ret = owned_record(cl->c, m->run_id, m->thread_id, &rec);
 	if (ret == 0)
-		ret = reply_record(p, f->req_id, "record", rec);
+		ret = reply_record(p, f->req_id, rec);
 out:
 	json_decref(rec);
 	return ret;
@@ -445,14 +440,14 @@ handle_run_cancel(Peer *p, const Frame *f, const Msg_RUN_CANCEL *m, void *ud)
 		/* idempotent: a terminal run is left as it is */
 		if (run && run->state != RUN_DONE) {
 			/* a cancel is already on its way: answer when it lands */
-			ret = reply_record(p, f->req_id, "record", rec);
+			ret = reply_record(p, f->req_id, rec);
 		} else {
 			commit_now(c);
 			json_decref(rec);
 			rec = NULL;
 			ret = runlog_get(c->runlog, run_id, &rec);
 			if (ret == 0)
-				ret = reply_record(p, f->req_id, "record", rec);
+				ret = reply_record(p, f->req_id, rec);
 		}
 		goto out;
 	}
@@ -468,7 +463,7 @@ handle_run_cancel(Peer *p, const Frame *f, const Msg_RUN_CANCEL *m, void *ud)
 			 * watchdog): the run is ending; answer as for a cancel on
 			 * its way, not an error */
 			peer_deferred_free(d);
-			ret = reply_record(p, f->req_id, "record", rec);
+			ret = reply_record(p, f->req_id, rec);
 		}
 		goto out;
 	}

@@ -483,12 +483,7 @@ cancel_reply_record(Coordinator *c, PeerDeferred *d, const char *run_id)
 
 	if (runlog_get(c->runlog, run_id, &rec) == 0) {
 		_cleanup_free_ char *s = json_dump_compact(rec);
-		MpWriter w;
-		mp_writer_init(&w);
-		mp_w_map(&w, 1);
-		mp_w_str(&w, "record", s ? s : "{}");
-		peer_deferred_reply(d, &w);
-		mp_writer_done(&w);
+		(void)reply_deferred_RUN_CANCEL(d, &(Reply_RUN_CANCEL){.record = s ? s : "{}"});
 	} else
 		peer_deferred_error(d, -EIO, NULL, NULL);
 	json_decref(rec);
