@@ -55,6 +55,7 @@
 #include "frame.h"
 #include "macro.h"
 #include "mp-cursor.h"
+#include "msg.h"
 #include "peer.h"
 #include "proto.h"
 #include "shim.h"
@@ -144,25 +145,15 @@ read_frame(Frame *f)
 static int
 handle_push(const Frame *f)
 {
-	MpReader r;
-	uint64_t id = 0, stream = 0, off = 0;
-	const void *data = NULL;
-	size_t len = 0;
 	int ret = -1;
 
-	mp_reader_init(&r, f->body);
 	if (f->type == MSG_EXEC_OUTPUT) {
-		mp_read_uint(&r, "exec_id", &id);
-		mp_read_uint(&r, "stream", &stream);
-		mp_read_uint(&r, "offset", &off);
-		mp_read_bin(&r, "data", &data, &len);
-		uint64_t dropped = 0;
-		const msgpack_object *d = mp_map_get(f->body, "dropped");
-		if (d && d->type == MSGPACK_OBJECT_POSITIVE_INTEGER)
-			dropped = d->via.u64;
-		if (r.err < 0 || stream < 1 || stream > 2)
+		_cleanup_(msg_done_EXEC_OUTPUT) Msg_EXEC_OUTPUT m;
+		if (msg_decode_EXEC_OUTPUT(f->body, &m) < 0 || m.stream < 1 || m.stream > 2)
 			die("bad EXEC_OUTPUT");
-		if (id == cur_exec) {
+		uint64_t stream = m.stream, off = m.offset, len = m.data_len;
+		uint64_t dropped = m.has_dropped && m.dropped > 0 ? (uint64_t)m.dropped : 0;
+		if (m.exec_id == cur_exec) {
 			if (dropped)
 				fprintf(stderr,
 					"shimctl: dropped %" PRIu64 " bytes of stream %" PRIu64
@@ -173,29 +164,34 @@ handle_push(const Frame *f)
 				    ", expected %" PRIu64,
 				    stream, off, next_off[stream] + dropped);
 			next_off[stream] = off + len;
-			(void)loop_write(stream == 2 ? STDERR_FILENO : STDOUT_FILENO, data, len);
+			(void)loop_write(stream == 2 ? STDERR_FILENO : STDOUT_FILENO, m.data, len);
 		}
 	} else if (f->type == MSG_EXEC_EXIT) {
-		int64_t code = 0, sig = 0;
-		const char *reason = NULL;
-		mp_read_uint(&r, "exec_id", &id);
-		mp_read_int(&r, "exit_code", &code);
-		mp_read_int(&r, "signal", &sig);
-		mp_read_str(&r, "reason", &reason);
-		if (r.err < 0)
+		_cleanup_(msg_done_EXEC_EXIT) Msg_EXEC_EXIT m;
+		/* strict: the shim always sends signal and reason */
+		if (msg_decode_EXEC_EXIT(f->body, &m) < 0 || !m.has_signal || !m.reason)
 			die("bad EXEC_EXIT");
-		if (id == cur_exec) {
+		if (m.exec_id == cur_exec) {
 			if (!quiet)
 				fprintf(stderr,
 					"shimctl: exec %" PRIu64 ": %s (exit_code %" PRId64
 					", signal %" PRId64 ")\n",
-					id, reason, code, sig);
-			ret = streq(reason, "lost") ? 255 : (int)(code & 0xff);
+					m.exec_id, m.reason, m.exit_code, m.signal);
+			ret = streq(m.reason, "lost") ? 255 : (int)(m.exit_code & 0xff);
 		}
 	}
-	mp_reader_done(&r);
 	return ret;
 }
+
+/* call() of a typed request m (msg.h). */
+#define CALL(NAME, m, ret)                                                                         \
+	do {                                                                                       \
+		MpWriter _w;                                                                       \
+		mp_writer_init(&_w);                                                               \
+		msg_encode_##NAME(&_w, (m));                                                       \
+		call(MSG_##NAME, &_w, (ret));                                                      \
+		mp_writer_done(&_w);                                                               \
+	} while (0)
 
 /* Send a request and wait for its REPLY (pushes in between are handled).
  * On ERROR: print and exit 2. The reply frame is left in *ret. */
@@ -252,30 +248,27 @@ static uint64_t
 start_exec(const char *sid, char **cmd, char *const *env, const char *cwd, const char *in,
 	   size_t in_len, long timeout)
 {
-	uint64_t eid = 0;
-	MpWriter w;
-	MpReader r;
+	Reply_EXEC_START rep;
 	Frame f;
 
-	mp_writer_init(&w);
-	mp_w_map(&w, 4 + (in ? 1 : 0) + (timeout >= 0 ? 1 : 0));
-	mp_w_str(&w, "sandbox_id", sid);
-	mp_w_str_array(&w, "argv", cmd);
-	mp_w_str_array(&w, "env", env);
-	mp_w_str(&w, "cwd", cwd);
-	if (in)
-		mp_w_bin(&w, "stdin", in, in_len);
-	if (timeout >= 0)
-		mp_w_uint(&w, "timeout_ms", (uint64_t)timeout);
-	call(MSG_EXEC_START, &w, &f);
-	mp_writer_done(&w);
-	mp_reader_init(&r, f.body);
-	mp_read_uint(&r, "exec_id", &eid);
-	if (r.err < 0)
+	CALL(EXEC_START,
+	     &((Msg_EXEC_START){
+		 .sandbox_id = sid,
+		 .argv = cmd,
+		 .env = env,
+		 .cwd = cwd,
+		 .stdin = in,
+		 .stdin_len = in_len,
+		 .has_stdin = in != NULL,
+		 .timeout_ms = timeout,
+		 .has_timeout_ms = timeout >= 0,
+	     }),
+	     &f);
+	if (reply_decode_EXEC_START(f.body, &rep) < 0)
 		die("bad EXEC_START reply");
-	mp_reader_done(&r);
+	reply_done_EXEC_START(&rep);
 	frame_done(&f);
-	return eid;
+	return rep.exec_id;
 }
 
 /* What the command line asked for (filled from the option table). */
@@ -357,18 +350,13 @@ parse_options(Opts *o, int argc, char **argv)
 	}
 }
 
-/* Ask for nothing but an empty reply (DESTROY and the like). */
+/* SANDBOX_DESTROY of sid (its reply is empty). */
 static void
-call_sandbox(int type, const char *sid)
+destroy_sandbox(const char *sid)
 {
-	MpWriter w;
 	Frame f;
 
-	mp_writer_init(&w);
-	mp_w_map(&w, 1);
-	mp_w_str(&w, "sandbox_id", sid);
-	call(type, &w, &f);
-	mp_writer_done(&w);
+	CALL(SANDBOX_DESTROY, &((Msg_SANDBOX_DESTROY){.sandbox_id = sid}), &f);
 	frame_done(&f);
 }
 
@@ -398,7 +386,7 @@ print_latency(const char *what, usec_t *lat, long n)
 static int
 cmd_destroy(Opts *o)
 {
-	call_sandbox(MSG_SANDBOX_DESTROY, o->id);
+	destroy_sandbox(o->id);
 	fprintf(stderr, "shimctl: sandbox %s destroyed\n", o->id);
 	return 0;
 }
@@ -407,13 +395,9 @@ static int
 cmd_list(Opts *o)
 {
 	const msgpack_object *a;
-	MpWriter w;
 	Frame f;
 
-	mp_writer_init(&w);
-	mp_w_map(&w, 0);
-	call(MSG_EXEC_LIST, &w, &f);
-	mp_writer_done(&w);
+	CALL(EXEC_LIST, &((Msg_EXEC_LIST){}), &f);
 	a = mp_map_get(f.body, "execs");
 	if (!a || a->type != MSGPACK_OBJECT_ARRAY)
 		die("bad EXEC_LIST reply");
@@ -438,17 +422,13 @@ cmd_list(Opts *o)
 static int
 cmd_attach(Opts *o)
 {
-	MpWriter w;
 	Frame f;
 
 	cur_exec = o->attach;
-	mp_writer_init(&w);
-	mp_w_map(&w, 3);
-	mp_w_uint(&w, "exec_id", o->attach);
-	mp_w_uint(&w, "stdout_offset", next_off[1]);
-	mp_w_uint(&w, "stderr_offset", next_off[2]);
-	call(MSG_EXEC_ATTACH, &w, &f);
-	mp_writer_done(&w);
+	CALL(EXEC_ATTACH,
+	     &((Msg_EXEC_ATTACH){
+		 .exec_id = o->attach, .stdout_offset = next_off[1], .stderr_offset = next_off[2]}),
+	     &f);
 	frame_done(&f);
 	return wait_exit();
 }
@@ -456,24 +436,15 @@ cmd_attach(Opts *o)
 static int
 cmd_stats(Opts *o)
 {
-	MpReader r;
-	uint64_t cpu = 0, procs = 0;
-	MpWriter w;
+	Reply_SANDBOX_STATS rep;
 	Frame f;
 
-	mp_writer_init(&w);
-	mp_w_map(&w, 1);
-	mp_w_str(&w, "sandbox_id", o->id);
-	call(MSG_SANDBOX_STATS, &w, &f);
-	mp_writer_done(&w);
-	mp_reader_init(&r, f.body);
-	mp_read_uint(&r, "cpu_usec", &cpu);
-	mp_read_uint(&r, "procs", &procs);
-	if (r.err < 0)
+	CALL(SANDBOX_STATS, &((Msg_SANDBOX_STATS){.sandbox_id = o->id}), &f);
+	if (reply_decode_SANDBOX_STATS(f.body, &rep) < 0)
 		die("bad SANDBOX_STATS reply");
-	mp_reader_done(&r);
+	reply_done_SANDBOX_STATS(&rep);
 	frame_done(&f);
-	printf("cpu_usec=%" PRIu64 " procs=%" PRIu64 "\n", cpu, procs);
+	printf("cpu_usec=%" PRIu64 " procs=%" PRIu64 "\n", rep.cpu_usec, rep.procs);
 	return 0;
 }
 
@@ -485,7 +456,6 @@ static int
 cmd_fresh(Opts *o)
 {
 	usec_t *fl = calloc((size_t)o->fresh, sizeof(usec_t));
-	MpWriter w;
 	Frame f;
 
 	if (!fl)
@@ -499,11 +469,7 @@ cmd_fresh(Opts *o)
 		if (o->gap_ms > 0)
 			(void)poll(NULL, 0, (int)o->gap_ms);
 		usec_t t0 = now_usec();
-		mp_writer_init(&w);
-		mp_w_map(&w, 1);
-		mp_w_str(&w, "key", k);
-		call(MSG_SANDBOX_ENSURE, &w, &f);
-		mp_writer_done(&w);
+		CALL(SANDBOX_ENSURE, &((Msg_SANDBOX_ENSURE){.key = k}), &f);
 		frame_done(&f);
 		cur_exec = start_exec(fid, o->cmd, (char *const *)def_env, o->cwd, NULL, 0, -1);
 		status = wait_exit();
@@ -511,7 +477,7 @@ cmd_fresh(Opts *o)
 			die("%s exited with %d", o->cmd[0], status);
 		fl[it] = now_usec() - t0;
 		quiet = true;
-		call_sandbox(MSG_SANDBOX_DESTROY, fid);
+		destroy_sandbox(fid);
 	}
 	print_latency("creates", fl, o->fresh);
 	free(fl);
@@ -522,25 +488,16 @@ cmd_fresh(Opts *o)
 static void
 ensure_sandbox(Opts *o)
 {
-	MpReader r;
-	const char *sid = NULL;
-	bool created = false;
-	MpWriter w;
+	Reply_SANDBOX_ENSURE rep;
 	Frame f;
 
-	mp_writer_init(&w);
-	mp_w_map(&w, 1);
-	mp_w_str(&w, "key", o->key);
-	call(MSG_SANDBOX_ENSURE, &w, &f);
-	mp_writer_done(&w);
-	mp_reader_init(&r, f.body);
-	mp_read_str(&r, "sandbox_id", &sid);
-	mp_read_bool_opt(&r, "created", &created, false);
-	if (r.err < 0 || !streq(sid, o->id))
+	CALL(SANDBOX_ENSURE, &((Msg_SANDBOX_ENSURE){.key = o->key}), &f);
+	if (reply_decode_SANDBOX_ENSURE(f.body, &rep) < 0 || !streq(rep.sandbox_id, o->id))
 		die("bad SANDBOX_ENSURE reply");
 	if (getenv("SHIMCTL_VERBOSE"))
-		fprintf(stderr, "shimctl: sandbox %s %s\n", sid, created ? "created" : "reused");
-	mp_reader_done(&r);
+		fprintf(stderr, "shimctl: sandbox %s %s\n", rep.sandbox_id,
+			rep.created ? "created" : "reused");
+	reply_done_SANDBOX_ENSURE(&rep);
 	frame_done(&f);
 }
 
@@ -551,7 +508,6 @@ wait_exit_or_kill(long kill_after)
 {
 	usec_t deadline = kill_after >= 0 ? now_usec() + (usec_t)kill_after * USEC_PER_MSEC : 0;
 	int status = -1;
-	MpWriter w;
 	Frame f;
 
 	while (status < 0) {
@@ -561,12 +517,9 @@ wait_exit_or_kill(long kill_after)
 			int t = now >= deadline ? 0 : (int)((deadline - now) / USEC_PER_MSEC) + 1;
 			if (poll(&p, 1, t) == 0) {
 				deadline = 0;
-				mp_writer_init(&w);
-				mp_w_map(&w, 2);
-				mp_w_uint(&w, "exec_id", cur_exec);
-				mp_w_int(&w, "signal", SIGKILL);
-				call(MSG_EXEC_KILL, &w, &f);
-				mp_writer_done(&w);
+				CALL(EXEC_KILL,
+				     &((Msg_EXEC_KILL){.exec_id = cur_exec, .signal = SIGKILL}),
+				     &f);
 				frame_done(&f);
 				continue;
 			}
@@ -606,7 +559,7 @@ cmd_run(Opts *o)
 		print_latency("execs", lat, o->repeat);
 	free(lat);
 	if (o->destroy_after)
-		call_sandbox(MSG_SANDBOX_DESTROY, o->id);
+		destroy_sandbox(o->id);
 	return status;
 }
 
@@ -679,10 +632,9 @@ main(int argc, char **argv)
 	if (sock < 0)
 		die("connect '%s': %s", o.path, strerror(-sock));
 	mp_writer_init(&w);
-	mp_w_map(&w, 3);
-	mp_w_uint(&w, "version", RW_PROTO_VERSION);
-	mp_w_str(&w, "role", "client");
-	mp_w_uint(&w, "pid", (uint64_t)getpid());
+	msg_encode_HELLO(
+	    &w,
+	    &(Msg_HELLO){.version = RW_PROTO_VERSION, .role = "client", .pid = (uint64_t)getpid()});
 	send_msg(MSG_HELLO, &w);
 	mp_writer_done(&w);
 

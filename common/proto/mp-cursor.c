@@ -91,6 +91,12 @@ keep(MpReader *r, char *s)
 	return s;
 }
 
+int
+mp_reader_keep(MpReader *r, void *p)
+{
+	return keep(r, p) ? 0 : -ENOMEM;
+}
+
 void
 mp_read_str_opt(MpReader *r, const char *key, const char **ret, const char *def)
 {

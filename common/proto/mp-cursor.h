@@ -35,6 +35,9 @@ typedef struct MpReader {
 
 void mp_reader_init(MpReader *r, const msgpack_object *map);
 void mp_reader_done(MpReader *r);
+/* Hand a malloc'd block to the reader's arena (freed by mp_reader_done); on
+ * -ENOMEM it is freed at once. */
+int mp_reader_keep(MpReader *r, void *p);
 
 /* Look up key in a map object; NULL when absent or obj is not a map. */
 const msgpack_object *mp_map_get(const msgpack_object *obj, const char *key);

@@ -13,9 +13,11 @@ typedef struct MsgRow {
 } MsgRow;
 
 static const MsgRow msg_rows[_MSG_TYPE_MAX] = {
-#define MSG(n, id, d, f) [id] = {#n, f, MSGDIR_##d},
+#define F MSG_FIELD_SCHEMA
+#define MSG(n, id, d, f) [id] = {#n, "" f, MSGDIR_##d},
 #include "messages.def"
 #undef MSG
+#undef F
 };
 
 bool
@@ -33,7 +35,10 @@ msg_type_name(int type)
 const char *
 msg_type_fields(int type)
 {
-	return msg_type_valid(type) ? msg_rows[type].fields : NULL;
+	if (!msg_type_valid(type))
+		return NULL;
+	const char *f = msg_rows[type].fields;
+	return f[0] ? f + 2 : f; /* less the first ", " */
 }
 
 MsgDir

@@ -15,9 +15,11 @@
 #define RW_PROTO_VERSION 1
 
 typedef enum MsgType {
+#define F(type, name, req)
 #define MSG(name, id, dir, fields) MSG_##name = id,
 #include "messages.def"
 #undef MSG
+#undef F
 	_MSG_TYPE_MAX,
 	_MSG_TYPE_INVALID = -22, /* -EINVAL */
 } MsgType;
@@ -41,7 +43,22 @@ typedef enum PeerRole {
 
 /* Name of a message type ("RUN_START"), or NULL when type is not in the table. */
 const char *msg_type_name(int type);
-/* Field schema string of a type, or NULL. */
+/* The schema text of one F(TYPE, name, REQ|OPT) row of messages.def:
+ * ", name:type" with a "?" when optional. A row's schema is the concatenation
+ * of its fields' ("" F(…) F(…)), less the leading ", ". */
+#define MSG_FIELD_SCHEMA(type, name, req) ", " #name ":" MSG_SCHEMA_##type MSG_SCHEMA_##req
+#define MSG_SCHEMA_STR "str"
+#define MSG_SCHEMA_BIN "bin"
+#define MSG_SCHEMA_INT "int"
+#define MSG_SCHEMA_UINT "uint"
+#define MSG_SCHEMA_BOOL "bool"
+#define MSG_SCHEMA_STRV "[str]"
+#define MSG_SCHEMA_RAW "any"
+#define MSG_SCHEMA_REQ ""
+#define MSG_SCHEMA_OPT "?"
+
+/* Field schema of a type ("run_id:str, thread_id:str?", "" for an empty
+ * body), or NULL. Generated from messages.def; for logs and tools. */
 const char *msg_type_fields(int type);
 /* Direction of a type; MSGDIR_ANY for unknown. */
 MsgDir msg_type_dir(int type);

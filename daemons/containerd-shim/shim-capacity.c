@@ -354,19 +354,14 @@ queue_push_positions(Shim *s)
 	uint64_t pos = 0;
 
 	for (Queued *q = s->queue; q; q = q->next) {
-		MpWriter w;
 		if (++pos == q->position)
 			continue;
 		q->position = pos;
-		mp_writer_init(&w);
-		mp_w_map(&w, q->run_id ? 3 : 2);
-		mp_w_str(&w, "key", q->key);
-		if (q->run_id)
-			mp_w_str(&w, "run_id", q->run_id);
-		mp_w_uint(&w, "position", pos);
 		if (peer_deferred_peer(q->reply))
-			(void)peer_push(peer_deferred_peer(q->reply), MSG_SANDBOX_QUEUED, &w);
-		mp_writer_done(&w);
+			(void)msg_push_SANDBOX_QUEUED(peer_deferred_peer(q->reply),
+						      &(Msg_SANDBOX_QUEUED){.key = q->key,
+									    .run_id = q->run_id,
+									    .position = pos});
 	}
 }
 

@@ -134,18 +134,17 @@ static void
 exec_send_output(Exec *e, int stream, uint64_t offset, const void *data, size_t len,
 		 uint64_t dropped)
 {
-	MpWriter w;
+	Msg_EXEC_OUTPUT m = {
+	    .exec_id = e->id,
+	    .stream = (uint64_t)stream,
+	    .offset = offset,
+	    .data = data,
+	    .data_len = len,
+	    .dropped = (int64_t)dropped,
+	    .has_dropped = dropped > 0,
+	};
 
-	mp_writer_init(&w);
-	mp_w_map(&w, dropped ? 5 : 4);
-	mp_w_uint(&w, "exec_id", e->id);
-	mp_w_uint(&w, "stream", (uint64_t)stream);
-	mp_w_uint(&w, "offset", offset);
-	mp_w_bin(&w, "data", data, len);
-	if (dropped)
-		mp_w_uint(&w, "dropped", dropped);
-	(void)peer_push(e->conn->peer, MSG_EXEC_OUTPUT, &w);
-	mp_writer_done(&w);
+	(void)msg_push_EXEC_OUTPUT(e->conn->peer, &m);
 }
 
 static void
@@ -327,7 +326,6 @@ exec_push_exit(Exec *e)
 	const char *reason = e->end_reason;
 	int64_t code = -1;
 	int sig = 0;
-	MpWriter w;
 
 	if (WIFEXITED(e->status)) {
 		code = WEXITSTATUS(e->status);
@@ -347,14 +345,13 @@ exec_push_exit(Exec *e)
 			"exec %" PRIu64 " ended: %s, exit code %" PRId64 ", signal %d", e->id,
 			reason, code, sig);
 	}
-	mp_writer_init(&w);
-	mp_w_map(&w, 4);
-	mp_w_uint(&w, "exec_id", e->id);
-	mp_w_int(&w, "exit_code", code);
-	mp_w_int(&w, "signal", sig);
-	mp_w_str(&w, "reason", reason);
-	(void)peer_push(e->conn->peer, MSG_EXEC_EXIT, &w);
-	mp_writer_done(&w);
+	(void)msg_push_EXEC_EXIT(e->conn->peer, &(Msg_EXEC_EXIT){
+						    .exec_id = e->id,
+						    .exit_code = code,
+						    .signal = sig,
+						    .has_signal = true,
+						    .reason = reason,
+						});
 }
 
 /* The drain deadline after the end: take what is buffered, then give up on EOF. */
@@ -495,8 +492,8 @@ exec_timeout_cb(evutil_socket_t fd, short what, void *arg)
 
 /* Validate argv/env/cwd and pack them as the init wants them. */
 static int
-exec_pack(const char *cwd, char **argv, char **env, char **ret, size_t *ret_len, uint32_t *ret_argc,
-	  uint32_t *ret_envc)
+exec_pack(const char *cwd, char *const *argv, char *const *env, char **ret, size_t *ret_len,
+	  uint32_t *ret_argc, uint32_t *ret_envc)
 {
 	size_t len = strlen(cwd) + 1, argc = 0, envc = 0;
 	char *buf, *p;
@@ -620,41 +617,22 @@ exec_stdin_start(Exec *e, const void *in, size_t in_len)
 }
 
 int
-handle_exec_start(Peer *p, const Frame *f, void *userdata)
+handle_exec_start(Peer *p, const Frame *f, const Msg_EXEC_START *m, void *userdata)
 {
 	Conn *c = userdata;
 	Shim *s = c->shim;
-	const char *id = NULL, *cwd = NULL, *run_id = NULL;
-	char **argv = NULL, **env = NULL;
-	const void *in = NULL;
-	size_t in_len = 0, msg_len = 0;
+	const char *id = m->sandbox_id;
+	size_t msg_len = 0;
 	_cleanup_free_ char *msg = NULL;
 	int child_fds[4] = {-1, -1, -1, -1}; /* [3]: the exec's cgroup leaf */
 	Exec *e = NULL;
-	InitMsg m = {.type = INIT_MSG_EXEC};
-	MpReader r;
+	InitMsg im = {.type = INIT_MSG_EXEC};
 	Sandbox *sb;
-	int64_t timeout_ms = -1;
-	bool kill_leftovers = false;
+	int64_t timeout_ms = m->has_timeout_ms ? m->timeout_ms : -1;
 	int k;
 
-	mp_reader_init(&r, f->body);
-	mp_read_str(&r, "sandbox_id", &id);
-	mp_read_strv(&r, "argv", &argv);
-	mp_read_strv(&r, "env", &env);
-	mp_read_str(&r, "cwd", &cwd);
-	mp_read_bin_opt(&r, "stdin", &in, &in_len);
-	mp_read_str_opt(&r, "run_id", &run_id, NULL);
-	mp_read_int_opt(&r, "timeout_ms", &timeout_ms, -1);
-	mp_read_bool_opt(&r, "kill_leftovers", &kill_leftovers, false);
-	if (r.err < 0) {
-		k = -EBADMSG;
-		goto out;
-	}
 	/* present but negative is an error; absent (or nil) means the default */
-	if ((timeout_ms < 0 && mp_map_get(f->body, "timeout_ms") &&
-	     mp_map_get(f->body, "timeout_ms")->type != MSGPACK_OBJECT_NIL) ||
-	    timeout_ms > INT32_MAX) {
+	if ((m->has_timeout_ms && m->timeout_ms < 0) || timeout_ms > INT32_MAX) {
 		(void)peer_reply_error(p, f->req_id, -EINVAL, "timeout_ms out of range");
 		k = 0;
 		goto out;
@@ -679,7 +657,7 @@ handle_exec_start(Peer *p, const Frame *f, void *userdata)
 		k = 0;
 		goto out;
 	}
-	k = exec_pack(cwd, argv, env, &msg, &msg_len, &m.argc, &m.envc);
+	k = exec_pack(m->cwd, m->argv, m->env, &msg, &msg_len, &im.argc, &im.envc);
 	if (k < 0) {
 		(void)peer_reply_error(p, f->req_id, k,
 				       k == -E2BIG ? "argv and env too large"
@@ -688,7 +666,7 @@ handle_exec_start(Peer *p, const Frame *f, void *userdata)
 		goto out;
 	}
 
-	k = exec_new(s, sb, c, run_id, kill_leftovers, timeout_ms, &e);
+	k = exec_new(s, sb, c, m->run_id, m->kill_leftovers, timeout_ms, &e);
 	if (k < 0)
 		goto out;
 	e->start = peer_defer(p, f); /* answered on STARTED / START_FAILED */
@@ -701,8 +679,8 @@ handle_exec_start(Peer *p, const Frame *f, void *userdata)
 		goto out;
 	e->id = ++s->next_exec_id;
 	adopt_counter_store(s->counter_fd, e->id);
-	m.exec_id = e->id;
-	memcpy(msg, &m, sizeof(m));
+	im.exec_id = e->id;
+	memcpy(msg, &im, sizeof(im));
 	k = exec_leaf_create(e, &child_fds[3]);
 	if (k < 0) {
 		char em[400];
@@ -729,7 +707,7 @@ handle_exec_start(Peer *p, const Frame *f, void *userdata)
 	child_fds[STREAM_STDIN] = safe_close(child_fds[STREAM_STDIN]);
 	child_fds[STREAM_STDOUT] = child_fds[STREAM_STDERR] = -1; /* e->fds */
 	/* Output is read from STARTED on: no EXEC_OUTPUT may precede the reply. */
-	k = exec_stdin_start(e, in, in_len);
+	k = exec_stdin_start(e, m->stdin, m->stdin_len);
 	if (k < 0)
 		goto out;
 
@@ -742,7 +720,7 @@ handle_exec_start(Peer *p, const Frame *f, void *userdata)
 	}
 	{
 		LogCtx ctx = exec_ctx(e);
-		log_ctx(LOG_DEBUG, &ctx, "exec %" PRIu64 ": '%s'", e->id, argv[0]);
+		log_ctx(LOG_DEBUG, &ctx, "exec %" PRIu64 ": '%s'", e->id, m->argv[0]);
 	}
 	e = NULL;
 	k = 0;
@@ -758,30 +736,19 @@ out:
 	exec_free(e);
 	safe_close(child_fds[STREAM_STDIN]);
 	safe_close(child_fds[3]);
-	mp_strv_free(argv);
-	mp_strv_free(env);
-	mp_reader_done(&r);
 	return k;
 }
 
 int
-handle_exec_kill(Peer *p, const Frame *f, void *userdata)
+handle_exec_kill(Peer *p, const Frame *f, const Msg_EXEC_KILL *m, void *userdata)
 {
 	Conn *c = userdata;
-	uint64_t id = 0;
-	int64_t sig = 0;
-	MpReader r;
+	int64_t sig = m->signal;
 	Exec *e;
 
-	mp_reader_init(&r, f->body);
-	mp_read_uint(&r, "exec_id", &id);
-	mp_read_int(&r, "signal", &sig);
-	mp_reader_done(&r);
-	if (r.err < 0)
-		return -EBADMSG;
 	if (sig <= 0 || sig >= NSIG)
 		return -EINVAL;
-	e = exec_find(c->shim, id);
+	e = exec_find(c->shim, m->exec_id);
 	if (!e)
 		return -ENOENT;
 	if (!e->ended && e->sandbox && e->sandbox->state == SANDBOX_READY) {
@@ -839,20 +806,14 @@ exec_replay(Exec *e, int stream, uint64_t off)
 }
 
 int
-handle_exec_attach(Peer *p, const Frame *f, void *userdata)
+handle_exec_attach(Peer *p, const Frame *f, const Msg_EXEC_ATTACH *m, void *userdata)
 {
 	Conn *c = userdata;
-	uint64_t id = 0, off[3] = {0};
-	MpReader r;
+	uint64_t id = m->exec_id, off[3] = {0};
 	Exec *e;
 
-	mp_reader_init(&r, f->body);
-	mp_read_uint(&r, "exec_id", &id);
-	mp_read_uint(&r, "stdout_offset", &off[STREAM_STDOUT]);
-	mp_read_uint(&r, "stderr_offset", &off[STREAM_STDERR]);
-	mp_reader_done(&r);
-	if (r.err < 0)
-		return -EBADMSG;
+	off[STREAM_STDOUT] = m->stdout_offset;
+	off[STREAM_STDERR] = m->stderr_offset;
 	e = exec_find(c->shim, id);
 	if (!e)
 		return -ENOENT;
@@ -874,8 +835,9 @@ handle_exec_attach(Peer *p, const Frame *f, void *userdata)
 	return 0;
 }
 
+/* The reply, an array of maps, is written by hand (no REPLY row). */
 int
-handle_exec_list(Peer *p, const Frame *f, void *userdata)
+handle_exec_list(Peer *p, const Frame *f, const Msg_EXEC_LIST *m, void *userdata)
 {
 	Conn *c = userdata;
 	uint32_t n = 0;
@@ -904,14 +866,9 @@ handle_exec_list(Peer *p, const Frame *f, void *userdata)
 static void
 exec_reply_started(Exec *e)
 {
-	if (e->start) {
-		MpWriter w;
-		mp_writer_init(&w);
-		mp_w_map(&w, 1);
-		mp_w_uint(&w, "exec_id", e->id);
-		(void)peer_deferred_reply(TAKE_PTR(e->start), &w);
-		mp_writer_done(&w);
-	}
+	if (e->start)
+		(void)reply_deferred_EXEC_START(TAKE_PTR(e->start),
+						&(Reply_EXEC_START){.exec_id = e->id});
 }
 
 /* SandboxHooks.exec_msg: an init message about one of sb's execs. */

@@ -462,31 +462,20 @@ key_owns_dir(const ShimConf *conf, Peer *p, uint64_t req_id, const char *key, co
 
 int
 shim_files_handle(ShimFiles *fs, Shim *s, const ShimConf *conf, ShimPrepareWorkspace prepare,
-		  ShimWorkspaceBusy busy, Peer *p, const Frame *f)
+		  ShimWorkspaceBusy busy, Peer *p, const Frame *f, const Msg_SANDBOX_FILE *m)
 {
-	const char *key = NULL, *opname = NULL;
-	const void *pv = NULL, *tv = NULL, *data = NULL;
-	size_t plen = 0, tlen = 0, dlen = 0;
+	const char *key = m->key, *opname = m->op;
+	const void *pv = m->path, *tv = m->has_to ? m->to : NULL,
+		   *data = m->has_data ? m->data : NULL;
+	size_t plen = m->path_len, tlen = m->to_len, dlen = m->data_len;
 	_cleanup_free_ char *path = NULL, *to = NULL, *ws = NULL;
 	size_t cap = file_cap(conf);
 	FileJob *j = NULL;
-	int64_t mode = -1;
+	int64_t mode = m->has_mode ? m->mode : -1;
 	FileOp op = _OP_MAX;
 	char id[17];
-	MpReader r;
 	int k;
 
-	mp_reader_init(&r, f->body);
-	mp_read_str(&r, "key", &key);
-	mp_read_str(&r, "op", &opname);
-	mp_read_bin(&r, "path", &pv, &plen);
-	mp_read_bin_opt(&r, "to", &tv, &tlen);
-	mp_read_bin_opt(&r, "data", &data, &dlen);
-	mp_read_int_opt(&r, "mode", &mode, -1);
-	if (r.err < 0) {
-		k = r.err;
-		goto out;
-	}
 	for (int i = 0; i < _OP_MAX; i++)
 		if (streq(opname, op_names[i]))
 			op = (FileOp)i;
@@ -591,6 +580,5 @@ fail:
 	reply_err(p, f->req_id, k, err_code(k), err_text(k, op, cap));
 	k = 0;
 out:
-	mp_reader_done(&r);
 	return k;
 }

@@ -37,6 +37,7 @@
  */
 #pragma once
 
+#include "msg.h"
 #include "peer.h"
 #include "shim-conf.h"
 #include "shim.h"
@@ -63,10 +64,10 @@ int shim_files_new(struct event_base *base, ShimFiles **ret);
  * holds a PeerDeferred: nothing goes to a connection already gone). NULL-safe. */
 ShimFiles *shim_files_free(ShimFiles *fs);
 
-/* The handler; answers itself, now or when the worker is done (0), or returns
- * a negative errno (-EBADMSG). A job whose connection closes finishes without
- * a reply. */
+/* The handler of the decoded request m; answers itself, now or when the worker
+ * is done (0), or returns a negative errno. A job whose connection closes
+ * finishes without a reply. */
 int shim_files_handle(ShimFiles *fs, Shim *s, const ShimConf *conf, ShimPrepareWorkspace prepare,
-		      ShimWorkspaceBusy busy, Peer *p, const Frame *f);
+		      ShimWorkspaceBusy busy, Peer *p, const Frame *f, const Msg_SANDBOX_FILE *m);
 /* A change (write, mkdir, remove, rename) of sandbox id is in flight. */
 bool shim_files_changing(ShimFiles *fs, const char *id);

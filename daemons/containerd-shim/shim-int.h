@@ -79,6 +79,7 @@
 #include "fd-util.h"
 #include "log.h"
 #include "macro.h"
+#include "msg.h"
 #include "netfwd.h"
 #include "peer.h"
 #include "peer-server.h"
@@ -334,10 +335,10 @@ void exec_drain_cb(evutil_socket_t fd, short what, void *arg);
 void exec_hold_cb(evutil_socket_t fd, short what, void *arg);
 void exec_end(Exec *e, int status, const char *reason);
 void exec_timeout_cb(evutil_socket_t fd, short what, void *arg);
-int handle_exec_start(Peer *p, const Frame *f, void *userdata);
-int handle_exec_kill(Peer *p, const Frame *f, void *userdata);
-int handle_exec_attach(Peer *p, const Frame *f, void *userdata);
-int handle_exec_list(Peer *p, const Frame *f, void *userdata);
+int handle_exec_start(Peer *p, const Frame *f, const Msg_EXEC_START *m, void *userdata);
+int handle_exec_kill(Peer *p, const Frame *f, const Msg_EXEC_KILL *m, void *userdata);
+int handle_exec_attach(Peer *p, const Frame *f, const Msg_EXEC_ATTACH *m, void *userdata);
+int handle_exec_list(Peer *p, const Frame *f, const Msg_EXEC_LIST *m, void *userdata);
 void exec_leaves_prune(Sandbox *sb);
 void exec_on_init_msg(Sandbox *sb, const InitMsg *m, const char *payload, size_t len);
 void exec_sandbox_lost(Sandbox *sb);
@@ -358,9 +359,9 @@ void capacity_reensure(Sandbox *sb, Waiter **ret_re);
 
 /* shim-snap.c */
 void backups_clean_tmp(Shim *s);
-int handle_sandbox_snapshot(Peer *p, const Frame *f, void *userdata);
+int handle_sandbox_snapshot(Peer *p, const Frame *f, const Msg_SANDBOX_SNAPSHOT *m, void *userdata);
 void staging_clean(Shim *s);
-int handle_sandbox_restore(Peer *p, const Frame *f, void *userdata);
+int handle_sandbox_restore(Peer *p, const Frame *f, const Msg_SANDBOX_RESTORE *m, void *userdata);
 
 /* shim-adopt.c */
 bool adopt_keep_cgroup(const char *name, void *ud);

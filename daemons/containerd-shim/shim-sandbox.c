@@ -154,14 +154,9 @@ waiter_add(Waiter **l, PeerDeferred **d)
 void
 answer_ensure(PeerDeferred *d, const char *id, bool created)
 {
-	MpWriter w;
+	Reply_SANDBOX_ENSURE rep = {.sandbox_id = id, .created = created, .has_created = true};
 
-	mp_writer_init(&w);
-	mp_w_map(&w, 2);
-	mp_w_str(&w, "sandbox_id", id);
-	mp_w_bool(&w, "created", created);
-	(void)peer_deferred_reply(d, &w);
-	mp_writer_done(&w);
+	(void)reply_deferred_SANDBOX_ENSURE(d, &rep);
 }
 
 void

@@ -240,14 +240,9 @@ snapshot_done(SnapJob *j, int err, const char *reason, const char *text, void *u
 	} else {
 		PeerDeferred *d = snapjob_take_reply(j);
 		log_ctx(LOG_INFO, &ctx, "Snapshot of sandbox %s: %s", o->id, text);
-		if (d) {
-			MpWriter w;
-			mp_writer_init(&w);
-			mp_w_map(&w, 1);
-			mp_w_str(&w, "record", text);
-			(void)peer_deferred_reply(d, &w);
-			mp_writer_done(&w);
-		}
+		if (d)
+			(void)reply_deferred_SANDBOX_SNAPSHOT(
+			    d, &(Reply_SANDBOX_SNAPSHOT){.record = text});
 	}
 	snap_release_held(s, j);
 	snapop_free(o);
@@ -293,27 +288,19 @@ job_may_start(Shim *s, Peer *p, const Frame *f, LogCtx *ctx, const char *id, con
 }
 
 int
-handle_sandbox_snapshot(Peer *p, const Frame *f, void *userdata)
+handle_sandbox_snapshot(Peer *p, const Frame *f, const Msg_SANDBOX_SNAPSHOT *m, void *userdata)
 {
 	Conn *c = userdata;
 	Shim *s = c->shim;
-	const char *key = NULL, *label = NULL;
+	const char *key = m->key, *label = m->label;
 	_cleanup_free_ char *ws = NULL;
 	SnapOp *o = NULL;
 	SnapJob *j = NULL;
 	PeerDeferred *d = NULL;
 	Sandbox *sb;
 	char id[17];
-	MpReader r;
 	int k;
 
-	mp_reader_init(&r, f->body);
-	mp_read_str(&r, "key", &key);
-	mp_read_str_opt(&r, "label", &label, NULL);
-	if (r.err < 0) {
-		k = -EBADMSG;
-		goto out;
-	}
 	if (shim_sandbox_id(key, strlen(key), id) < 0 || (label && !label_ok(label))) {
 		(void)peer_reply_error(
 		    p, f->req_id, -EINVAL,
@@ -388,7 +375,6 @@ handle_sandbox_snapshot(Peer *p, const Frame *f, void *userdata)
 	k = 0;
 out:
 	snapop_free(o);
-	mp_reader_done(&r);
 	return k;
 }
 
@@ -586,12 +572,12 @@ out:
 }
 
 int
-handle_sandbox_restore(Peer *p, const Frame *f, void *userdata)
+handle_sandbox_restore(Peer *p, const Frame *f, const Msg_SANDBOX_RESTORE *m, void *userdata)
 {
 	Conn *c = userdata;
 	Shim *s = c->shim;
 	const ShimConf *conf = s->conf;
-	const char *key = NULL, *record = NULL;
+	const char *key = m->key, *record = m->record;
 	_cleanup_free_ char *dir = NULL;
 	SnapOp *o = NULL;
 	SnapJob *j = NULL;
@@ -599,16 +585,8 @@ handle_sandbox_restore(Peer *p, const Frame *f, void *userdata)
 	char id[17];
 	unsigned char b[4];
 	char rnd[2 * sizeof(b) + 1];
-	MpReader r;
 	int k;
 
-	mp_reader_init(&r, f->body);
-	mp_read_str(&r, "key", &key);
-	mp_read_str(&r, "record", &record);
-	if (r.err < 0) {
-		k = -EBADMSG;
-		goto out;
-	}
 	if (shim_sandbox_id(key, strlen(key), id) < 0) {
 		(void)peer_reply_error(p, f->req_id, -EINVAL, "key must be 1..256 bytes");
 		k = 0;
@@ -671,6 +649,5 @@ handle_sandbox_restore(Peer *p, const Frame *f, void *userdata)
 	k = 0;
 out:
 	snapop_free(o);
-	mp_reader_done(&r);
 	return k;
 }

@@ -49,56 +49,32 @@ Shim *shim_free(Shim *s);
  */
 
 static int
-handle_sandbox_ensure(Peer *p, const Frame *f, void *userdata)
+handle_sandbox_ensure(Peer *p, const Frame *f, const Msg_SANDBOX_ENSURE *m, void *userdata)
 {
 	Conn *c = userdata;
-	const char *key = NULL, *run_id = NULL, *thread_id = NULL;
-	PeerDeferred *d = NULL;
-	MpReader r;
+	PeerDeferred *d = peer_defer(p, f);
 	int k;
 
-	mp_reader_init(&r, f->body);
-	mp_read_str(&r, "key", &key);
-	mp_read_str_opt(&r, "run_id", &run_id, NULL);
-	mp_read_str_opt(&r, "thread_id", &thread_id, NULL);
-	if (r.err < 0)
-		k = -EBADMSG;
-	else if (!(d = peer_defer(p, f)))
-		k = -ENOMEM;
-	else
-		k = ensure_key(c->shim, &d, key, run_id, thread_id, true);
+	if (!d)
+		return -ENOMEM;
+	k = ensure_key(c->shim, &d, m->key, m->run_id, m->thread_id, true);
 	peer_deferred_free(d); /* not taken: answered ERROR k */
-	mp_reader_done(&r);
 	return k;
 }
 
 static int
-handle_sandbox_destroy(Peer *p, const Frame *f, void *userdata)
+handle_sandbox_destroy(Peer *p, const Frame *f, const Msg_SANDBOX_DESTROY *m, void *userdata)
 {
 	Conn *c = userdata;
-	const char *id = NULL;
-	bool purge = false;
-	char idbuf[17];
-	MpReader r;
+	const char *id = m->sandbox_id;
 	Sandbox *sb;
 	int k;
 
-	mp_reader_init(&r, f->body);
-	mp_read_str(&r, "sandbox_id", &id);
-	mp_read_bool_opt(&r, "purge", &purge, false);
-	if (r.err < 0) {
-		mp_reader_done(&r);
-		return -EBADMSG;
-	}
-	if (strlen(id) != 16 || strspn(id, "0123456789abcdef") != 16) {
-		mp_reader_done(&r);
-		return purge ? -EINVAL : -ENOENT; /* no sandbox has such an id */
-	}
-	memcpy(idbuf, id, sizeof(idbuf));
-	sb = sandbox_find(c->shim, idbuf);
-	mp_reader_done(&r);
-	if (!sb && purge) {
-		k = sandbox_purge(c->shim, idbuf);
+	if (strlen(id) != 16 || strspn(id, "0123456789abcdef") != 16)
+		return m->purge ? -EINVAL : -ENOENT; /* no sandbox has such an id */
+	sb = sandbox_find(c->shim, id);
+	if (!sb && m->purge) {
+		k = sandbox_purge(c->shim, id);
 		if (k < 0)
 			return k;
 		reply_empty(c, f->req_id);
@@ -116,101 +92,62 @@ handle_sandbox_destroy(Peer *p, const Frame *f, void *userdata)
 		peer_deferred_free(d);
 		return k;
 	}
-	sb->purge = sb->purge || purge;
+	sb->purge = sb->purge || m->purge;
 	sandbox_kill(sb);
 	return 0;
 }
 
 static int
-handle_sandbox_stats(Peer *p, const Frame *f, void *userdata)
+handle_sandbox_stats(Peer *p, const Frame *f, const Msg_SANDBOX_STATS *m, void *userdata)
 {
 	Conn *c = userdata;
-	const char *id = NULL;
-	uint64_t cpu = 0, procs = 0, exec_id = 0, exec_cpu = 0;
-	bool have_exec_cpu = false;
-	MpReader r;
-	MpWriter w;
+	Reply_SANDBOX_STATS rep = {};
 	Sandbox *sb;
 	int k;
 
-	mp_reader_init(&r, f->body);
-	mp_read_str(&r, "sandbox_id", &id);
-	if (mp_map_get(f->body, "exec_id"))
-		mp_read_uint(&r, "exec_id", &exec_id);
-	if (r.err < 0) {
-		mp_reader_done(&r);
-		return -EBADMSG;
-	}
-	sb = sandbox_find(c->shim, id);
-	mp_reader_done(&r);
+	sb = sandbox_find(c->shim, m->sandbox_id);
 	if (!sb || !sb->cg)
 		return -ENOENT;
-	k = cgroup_stats(sb->cg, &cpu, &procs);
+	k = cgroup_stats(sb->cg, &rep.cpu_usec, &rep.procs);
 	if (k < 0)
 		return k;
 	/* the exec's own CPU (its leaf): what other execs, or processes an ended
 	 * one left behind, use is no progress of this one */
-	if (exec_id) {
-		Exec *e = exec_find(c->shim, exec_id);
-		have_exec_cpu = e && e->sandbox == sb && e->leaf &&
-				cgroup_leaf_cpu(sb->cg, exec_id, &exec_cpu) >= 0;
+	if (m->exec_id) {
+		Exec *e = exec_find(c->shim, m->exec_id);
+		rep.has_exec_cpu_usec =
+		    e && e->sandbox == sb && e->leaf &&
+		    cgroup_leaf_cpu(sb->cg, m->exec_id, &rep.exec_cpu_usec) >= 0;
 	}
-	mp_writer_init(&w);
-	mp_w_map(&w, have_exec_cpu ? 3 : 2);
-	mp_w_uint(&w, "cpu_usec", cpu);
-	mp_w_uint(&w, "procs", procs);
-	if (have_exec_cpu)
-		mp_w_uint(&w, "exec_cpu_usec", exec_cpu);
-	(void)peer_reply(p, f->req_id, &w);
-	mp_writer_done(&w);
+	(void)reply_send_SANDBOX_STATS(p, f->req_id, &rep);
 	return 0;
 }
 
-/* SANDBOX_FORWARD and SANDBOX_PROXY: the common part. */
+/* SANDBOX_FORWARD (target) and SANDBOX_PROXY (allow, allow_private): the
+ * common part. want: the port to re-listen on exactly, 0 for any. */
 static int
-handle_listen(Peer *p, const Frame *f, void *userdata, bool proxy)
+handle_listen(Peer *p, const Frame *f, Conn *c, const char *id, const char *run_id,
+	      const char *target, char *const *allow, char *const *allow_private, int64_t want)
 {
-	Conn *c = userdata;
-	const char *id = NULL, *run_id = NULL, *target = NULL;
-	char **allow = NULL, **allow_private = NULL;
+	bool proxy = !target;
 	Reason why = {""};
 	uint16_t port = 0;
-	int64_t want = 0;
 	size_t n_allow = 0;
-	MpReader r;
-	MpWriter w;
 	Sandbox *sb;
 	int k;
 
-	mp_reader_init(&r, f->body);
-	mp_read_str(&r, "sandbox_id", &id);
-	mp_read_str(&r, "run_id", &run_id);
-	if (proxy) {
-		mp_read_strv(&r, "allow", &allow);
-		mp_read_strv_opt(&r, "allow_private", &allow_private);
-	} else
-		mp_read_str(&r, "target", &target);
-	mp_read_int_opt(&r, "port", &want, 0); /* re-listen on exactly this port */
-	if (r.err < 0) {
-		k = -EBADMSG;
-		goto out;
-	}
 	if (want < 0 || want > UINT16_MAX) {
 		(void)peer_reply_error(p, f->req_id, -EINVAL, "port out of range");
-		k = 0;
-		goto out;
+		return 0;
 	}
 	port = (uint16_t)want;
 	if (run_id[0] == '\0' || strlen(run_id) > 128) {
 		(void)peer_reply_error(p, f->req_id, -EINVAL, "run_id must be 1..128 bytes");
-		k = 0;
-		goto out;
+		return 0;
 	}
 	sb = sandbox_find(c->shim, id);
-	if (!sb || sb->state != SANDBOX_READY) {
-		k = -ENOENT;
-		goto out;
-	}
+	if (!sb || sb->state != SANDBOX_READY)
+		return -ENOENT;
 	LogCtx ctx = {.run_id = run_id, .thread_id = sb->thread_id, .sandbox_id = sb->id};
 	if (proxy) {
 		size_t n_private = 0;
@@ -227,59 +164,40 @@ handle_listen(Peer *p, const Frame *f, void *userdata, bool proxy)
 			log_ctx_errno(LOG_WARNING, k, &ctx, "Cannot open a %s listener: %s",
 				      proxy ? "proxy" : "forward", why.msg);
 		(void)peer_reply_error(p, f->req_id, k, reason_text(&why, k));
-		k = 0;
-		goto out;
+		return 0;
 	}
-	mp_writer_init(&w);
-	mp_w_map(&w, 1);
-	mp_w_uint(&w, "port", port);
-	(void)peer_reply(p, f->req_id, &w);
-	mp_writer_done(&w);
-	k = 0;
-out:
-	mp_strv_free(allow);
-	mp_strv_free(allow_private);
-	mp_reader_done(&r);
-	return k;
+	if (proxy)
+		(void)reply_send_SANDBOX_PROXY(p, f->req_id, &(Reply_SANDBOX_PROXY){.port = port});
+	else
+		(void)reply_send_SANDBOX_FORWARD(p, f->req_id,
+						 &(Reply_SANDBOX_FORWARD){.port = port});
+	return 0;
 }
 
 static int
-handle_sandbox_forward(Peer *p, const Frame *f, void *userdata)
+handle_sandbox_forward(Peer *p, const Frame *f, const Msg_SANDBOX_FORWARD *m, void *userdata)
 {
-	return handle_listen(p, f, userdata, false);
+	return handle_listen(p, f, userdata, m->sandbox_id, m->run_id, m->target, NULL, NULL,
+			     m->port);
 }
 
 static int
-handle_sandbox_proxy(Peer *p, const Frame *f, void *userdata)
+handle_sandbox_proxy(Peer *p, const Frame *f, const Msg_SANDBOX_PROXY *m, void *userdata)
 {
-	return handle_listen(p, f, userdata, true);
+	return handle_listen(p, f, userdata, m->sandbox_id, m->run_id, NULL, m->allow,
+			     m->allow_private, m->port);
 }
 
 static int
-handle_sandbox_unlisten(Peer *p, const Frame *f, void *userdata)
+handle_sandbox_unlisten(Peer *p, const Frame *f, const Msg_SANDBOX_UNLISTEN *m, void *userdata)
 {
 	Conn *c = userdata;
-	const char *id = NULL, *run_id = NULL;
-	uint64_t out = 0, in = 0;
-	MpReader r;
-	MpWriter w;
+	Reply_SANDBOX_UNLISTEN rep = {};
 
-	mp_reader_init(&r, f->body);
-	mp_read_str(&r, "sandbox_id", &id);
-	mp_read_str(&r, "run_id", &run_id);
-	if (r.err < 0) {
-		mp_reader_done(&r);
-		return -EBADMSG;
-	}
 	/* No sandbox check: it may be gone already; its counters are still here. */
-	(void)netfwd_unlisten(c->shim->net, id, run_id, &out, &in);
-	mp_reader_done(&r);
-	mp_writer_init(&w);
-	mp_w_map(&w, 2);
-	mp_w_uint(&w, "bytes_out", out);
-	mp_w_uint(&w, "bytes_in", in);
-	(void)peer_reply(p, f->req_id, &w);
-	mp_writer_done(&w);
+	(void)netfwd_unlisten(c->shim->net, m->sandbox_id, m->run_id, &rep.bytes_out,
+			      &rep.bytes_in);
+	(void)reply_send_SANDBOX_UNLISTEN(p, f->req_id, &rep);
 	return 0;
 }
 
@@ -291,11 +209,11 @@ workspace_busy(Shim *s, const char *id)
 }
 
 static int
-handle_sandbox_file(Peer *p, const Frame *f, void *userdata)
+handle_sandbox_file(Peer *p, const Frame *f, const Msg_SANDBOX_FILE *m, void *userdata)
 {
 	Conn *c = userdata;
 	return shim_files_handle(c->shim->files, c->shim, c->shim->conf, sandbox_prepare_workspace,
-				 workspace_busy, p, f);
+				 workspace_busy, p, f, m);
 }
 
 /* The sandbox layer's way up (shim-int.h). */
@@ -307,20 +225,36 @@ static const SandboxHooks shim_hooks = {
     .slot_freed = queue_kick,
 };
 
+/* The handlers see the decoded request (msg.h); a body that does not decode
+ * is answered -EBADMSG before them. */
+MSG_HANDLER(dispatch_sandbox_ensure, SANDBOX_ENSURE, handle_sandbox_ensure)
+MSG_HANDLER(dispatch_sandbox_destroy, SANDBOX_DESTROY, handle_sandbox_destroy)
+MSG_HANDLER(dispatch_exec_start, EXEC_START, handle_exec_start)
+MSG_HANDLER(dispatch_exec_kill, EXEC_KILL, handle_exec_kill)
+MSG_HANDLER(dispatch_sandbox_stats, SANDBOX_STATS, handle_sandbox_stats)
+MSG_HANDLER(dispatch_exec_attach, EXEC_ATTACH, handle_exec_attach)
+MSG_HANDLER(dispatch_exec_list, EXEC_LIST, handle_exec_list)
+MSG_HANDLER(dispatch_sandbox_forward, SANDBOX_FORWARD, handle_sandbox_forward)
+MSG_HANDLER(dispatch_sandbox_proxy, SANDBOX_PROXY, handle_sandbox_proxy)
+MSG_HANDLER(dispatch_sandbox_unlisten, SANDBOX_UNLISTEN, handle_sandbox_unlisten)
+MSG_HANDLER(dispatch_sandbox_snapshot, SANDBOX_SNAPSHOT, handle_sandbox_snapshot)
+MSG_HANDLER(dispatch_sandbox_restore, SANDBOX_RESTORE, handle_sandbox_restore)
+MSG_HANDLER(dispatch_sandbox_file, SANDBOX_FILE, handle_sandbox_file)
+
 static const PeerHandler shim_handlers[_MSG_TYPE_MAX] = {
-    [MSG_SANDBOX_ENSURE] = handle_sandbox_ensure,
-    [MSG_SANDBOX_DESTROY] = handle_sandbox_destroy,
-    [MSG_EXEC_START] = handle_exec_start,
-    [MSG_EXEC_KILL] = handle_exec_kill,
-    [MSG_SANDBOX_STATS] = handle_sandbox_stats,
-    [MSG_EXEC_ATTACH] = handle_exec_attach,
-    [MSG_EXEC_LIST] = handle_exec_list,
-    [MSG_SANDBOX_FORWARD] = handle_sandbox_forward,
-    [MSG_SANDBOX_PROXY] = handle_sandbox_proxy,
-    [MSG_SANDBOX_UNLISTEN] = handle_sandbox_unlisten,
-    [MSG_SANDBOX_SNAPSHOT] = handle_sandbox_snapshot,
-    [MSG_SANDBOX_RESTORE] = handle_sandbox_restore,
-    [MSG_SANDBOX_FILE] = handle_sandbox_file,
+    [MSG_SANDBOX_ENSURE] = dispatch_sandbox_ensure,
+    [MSG_SANDBOX_DESTROY] = dispatch_sandbox_destroy,
+    [MSG_EXEC_START] = dispatch_exec_start,
+    [MSG_EXEC_KILL] = dispatch_exec_kill,
+    [MSG_SANDBOX_STATS] = dispatch_sandbox_stats,
+    [MSG_EXEC_ATTACH] = dispatch_exec_attach,
+    [MSG_EXEC_LIST] = dispatch_exec_list,
+    [MSG_SANDBOX_FORWARD] = dispatch_sandbox_forward,
+    [MSG_SANDBOX_PROXY] = dispatch_sandbox_proxy,
+    [MSG_SANDBOX_UNLISTEN] = dispatch_sandbox_unlisten,
+    [MSG_SANDBOX_SNAPSHOT] = dispatch_sandbox_snapshot,
+    [MSG_SANDBOX_RESTORE] = dispatch_sandbox_restore,
+    [MSG_SANDBOX_FILE] = dispatch_sandbox_file,
 };
 
 /* ---------------------------------------------------------------------------

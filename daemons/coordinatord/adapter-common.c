@@ -106,15 +106,11 @@ run_stderr_tail(Run *run)
 void
 run_kill_exec(Run *run)
 {
-	MpWriter w;
 	if (!run->exec_id || !peer_is_ready(run->c->shim))
 		return;
-	mp_writer_init(&w);
-	mp_w_map(&w, 2);
-	mp_w_uint(&w, "exec_id", run->exec_id);
-	mp_w_int(&w, "signal", 9);
-	(void)peer_call(run->c->shim, MSG_EXEC_KILL, &w, 5 * USEC_PER_SEC, NULL, NULL);
-	mp_writer_done(&w);
+	(void)msg_call_EXEC_KILL(run->c->shim,
+				 &(Msg_EXEC_KILL){.exec_id = run->exec_id, .signal = 9},
+				 5 * USEC_PER_SEC, NULL, NULL);
 }
 
 void

@@ -74,16 +74,12 @@ typedef struct ToolCall {
 static void
 reply(PeerDeferred *d, int status, const char *ctype, const char *body, size_t len)
 {
-	MpWriter w;
 	if (!d)
 		return;
-	mp_writer_init(&w);
-	mp_w_map(&w, 3);
-	mp_w_uint(&w, "status", (uint64_t)status);
-	mp_w_str(&w, "content_type", ctype);
-	mp_w_bin(&w, "body", body, len);
-	peer_deferred_reply(d, &w);
-	mp_writer_done(&w);
+	(void)reply_deferred_BRIDGE_CALL(d, &(Reply_BRIDGE_CALL){.status = (uint64_t)status,
+								 .content_type = ctype,
+								 .body = body,
+								 .body_len = len});
 }
 
 static void
@@ -771,33 +767,19 @@ handle_tool_exec(Run *run, PeerDeferred *d, const char *body)
 }
 
 int
-handle_bridge_call(Peer *p, const Frame *f, void *ud)
+handle_bridge_call(Peer *p, const Frame *f, const Msg_BRIDGE_CALL *m, void *ud)
 {
 	Client *cl = ud;
 	Coordinator *c = cl->c;
-	MpReader r;
-	const char *run_id = NULL, *thread_id = NULL, *kind = NULL, *auth = NULL, *body = NULL;
+	const char *auth = m->authorization;
 
-	mp_reader_init(&r, f->body);
-	mp_read_str(&r, "run_id", &run_id);
-	mp_read_str_opt(&r, "thread_id", &thread_id, NULL);
-	mp_read_str(&r, "kind", &kind);
-	mp_read_str_opt(&r, "authorization", &auth, NULL);
-	mp_read_str(&r, "body", &body);
-	if (r.err < 0) {
-		int e = r.err;
-		mp_reader_done(&r);
-		return e;
-	}
 	/* every path below answers d once, now or when the tool ended */
 	PeerDeferred *d = peer_defer(p, f);
-	if (!d) {
-		mp_reader_done(&r);
+	if (!d)
 		return -ENOMEM;
-	}
-	Run *run = run_find(c, run_id);
+	Run *run = run_find(c, m->run_id);
 	if (!run || !run->bridge_live || run->state == RUN_DONE ||
-	    (thread_id && !streq(thread_id, run->thread_id))) {
+	    (m->thread_id && !streq(m->thread_id, run->thread_id))) {
 		reply_error(d, 404, "not_found", "no active bridge for run");
 		goto out;
 	}
@@ -813,13 +795,12 @@ handle_bridge_call(Peer *p, const Frame *f, void *ud)
 		reply_error(d, 503, "storage_error", "run log unavailable");
 		goto out;
 	}
-	if (streq(kind, "bridge"))
-		handle_rpc(run, d, body);
-	else if (streq(kind, "tool_exec"))
-		handle_tool_exec(run, d, body);
+	if (streq(m->kind, "bridge"))
+		handle_rpc(run, d, m->body);
+	else if (streq(m->kind, "tool_exec"))
+		handle_tool_exec(run, d, m->body);
 	else
 		reply_error(d, 404, "not_found", "not found");
 out:
-	mp_reader_done(&r);
 	return 0;
 }

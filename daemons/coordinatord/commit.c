@@ -636,22 +636,20 @@ commit_publish(Coordinator *c, RunLogBatch *b, Op *ops)
 	}
 }
 
-/* Answer the client that queued op: its seq, the record, or the error. */
+/* Answer the client that queued op: its seq (RUN_APPEND), the record
+ * (RUN_FINISH, and a direct-log run's RUN_CANCEL: the same {record} body), or
+ * the error. */
 static void
 commit_ack(Coordinator *c, RunLogBatch *b, Op *op)
 {
-	MpWriter w;
-
-	mp_writer_init(&w);
 	if (op->err < 0 && op->err == -ESTALE && op->status[0]) {
 		/* RUN_FINISH on a terminal run: the first status won; answer the
 		 * record */
 		json_t *rec = NULL;
 		if (runlog_get(c->runlog, op->run_id, &rec) == 0) {
 			_cleanup_free_ char *s = json_dump_compact(rec);
-			mp_w_map(&w, 1);
-			mp_w_str(&w, "record", s ? s : "{}");
-			peer_deferred_reply(TAKE_PTR(op->ack), &w);
+			(void)reply_deferred_RUN_FINISH(
+			    TAKE_PTR(op->ack), &(Reply_RUN_FINISH){.record = s ? s : "{}"});
 		} else
 			peer_deferred_error(TAKE_PTR(op->ack), -ENOENT, NULL, NULL);
 		json_decref(rec);
@@ -662,15 +660,12 @@ commit_ack(Coordinator *c, RunLogBatch *b, Op *op)
 		json_t *rec = runlog_batch_get_record(b, op->run_id);
 		_cleanup_free_ char *s = rec ? json_dump_compact(rec) : NULL;
 		json_decref(rec);
-		mp_w_map(&w, 1);
-		mp_w_str(&w, "record", s ? s : "{}");
-		peer_deferred_reply(TAKE_PTR(op->ack), &w);
+		(void)reply_deferred_RUN_FINISH(TAKE_PTR(op->ack),
+						&(Reply_RUN_FINISH){.record = s ? s : "{}"});
 	} else {
-		mp_w_map(&w, 1);
-		mp_w_int(&w, "seq", op->seq);
-		peer_deferred_reply(TAKE_PTR(op->ack), &w);
+		(void)reply_deferred_RUN_APPEND(TAKE_PTR(op->ack),
+						&(Reply_RUN_APPEND){.seq = op->seq});
 	}
-	mp_writer_done(&w);
 }
 
 /* What op's outcome means for its run: a terminal record ends the driver, a

@@ -25,6 +25,7 @@
 #include "json-util.h"
 #include "macro.h"
 #include "mp-cursor.h"
+#include "strv.h"
 
 /* ---------- router requests ---------- */
 
@@ -45,31 +46,20 @@ run_uuid(char out[RUN_ID_LEN + 1])
 
 #define THREAD_LIST_MAX 1000
 
+/* The {record} reply of RUN_GET and RUN_CANCEL (the same body). */
 static int
-reply_record(Peer *p, uint64_t req_id, const char *key, const json_t *rec)
+reply_record(Peer *p, uint64_t req_id, const json_t *rec)
 {
 	_cleanup_free_ char *s = json_dump_compact(rec);
-	MpWriter w;
 	if (!s)
 		return -ENOMEM;
-	mp_writer_init(&w);
-	mp_w_map(&w, 1);
-	mp_w_str(&w, key, s);
-	int r = peer_reply(p, req_id, &w);
-	mp_writer_done(&w);
-	return r;
+	return reply_send_RUN_GET(p, req_id, &(Reply_RUN_GET){.record = s});
 }
 
 static int
 reply_run_id(Peer *p, uint64_t req_id, const char *run_id)
 {
-	MpWriter w;
-	mp_writer_init(&w);
-	mp_w_map(&w, 1);
-	mp_w_str(&w, "run_id", run_id);
-	int r = peer_reply(p, req_id, &w);
-	mp_writer_done(&w);
-	return r;
+	return reply_send_RUN_START(p, req_id, &(Reply_RUN_START){.run_id = run_id});
 }
 
 /* Whether name is an item of the comma-separated list. */
@@ -125,37 +115,24 @@ session_id_check(const json_t *v)
 }
 
 static int
-handle_run_start(Peer *p, const Frame *f, void *ud)
+handle_run_start(Peer *p, const Frame *f, const Msg_RUN_START *req, void *ud)
 {
 	Client *cl = ud;
 	Coordinator *c = cl->c;
-	MpReader r;
-	const char *thread_id = NULL, *messages = NULL, *metadata = NULL, *idem = NULL;
-	const char *allowed = NULL, *alias = NULL, *input = NULL;
+	const char *thread_id = req->thread_id, *metadata = req->metadata;
+	const char *idem = req->idempotency_key, *allowed = req->harnesses;
+	const char *alias = req->client_run_id, *input = req->input;
 	char run_id[RUN_ID_LEN + 1];
 	json_t *msgs = NULL, *meta = NULL;
-	int ret;
+	int ret = 0;
 
-	mp_reader_init(&r, f->body);
-	mp_read_str(&r, "thread_id", &thread_id);
-	mp_read_str(&r, "messages", &messages);
-	mp_read_str_opt(&r, "metadata", &metadata, NULL);
-	mp_read_str_opt(&r, "idempotency_key", &idem, NULL);
-	mp_read_str_opt(&r, "harnesses", &allowed, NULL);
-	mp_read_str_opt(&r, "client_run_id", &alias, NULL);
-	mp_read_str_opt(&r, "input", &input, NULL);
-	if (r.err < 0) {
-		ret = r.err;
-		goto out;
-	}
-	ret = 0;
 	if (!thread_id_valid(thread_id)) {
 		peer_reply_error(
 		    p, f->req_id, -EINVAL,
 		    "threadId must be a non-empty printable string of at most 256 bytes");
 		goto out;
 	}
-	msgs = json_loads(messages, 0, NULL);
+	msgs = json_loads(req->messages, 0, NULL);
 	if (!json_is_array(msgs) || json_array_size(msgs) == 0) {
 		peer_reply_error(p, f->req_id, -EINVAL, "messages must be a non-empty array");
 		goto out;
@@ -261,7 +238,6 @@ handle_run_start(Peer *p, const Frame *f, void *ud)
 out:
 	json_decref(msgs);
 	json_decref(meta);
-	mp_reader_done(&r);
 	return ret;
 }
 
@@ -286,55 +262,37 @@ owned_record(Coordinator *c, const char *run_id, const char *thread_id, json_t *
 }
 
 static int
-handle_run_get(Peer *p, const Frame *f, void *ud)
+handle_run_get(Peer *p, const Frame *f, const Msg_RUN_GET *m, void *ud)
 {
 	Client *cl = ud;
-	MpReader r;
-	const char *run_id = NULL, *thread_id = NULL;
 	json_t *rec = NULL;
-	int ret;
+	int ret = 0;
 
-	mp_reader_init(&r, f->body);
-	bool any_thread = false;
-	mp_read_str(&r, "run_id", &run_id);
-	mp_read_str_opt(&r, "thread_id", &thread_id, NULL);
-	mp_read_bool_opt(&r, "any_thread", &any_thread, false);
-	ret = r.err;
 	/* any_thread: routerd's /chat join by run id alone checks the token's
 	 * thread scope against the record it gets (docs/SECURITY.md) */
-	if (ret == 0 && !any_thread && !thread_named(p, f, thread_id))
+	if (!m->any_thread && !thread_named(p, f, m->thread_id))
 		goto out;
+	ret = owned_record(cl->c, m->run_id, m->thread_id, &rec);
 	if (ret == 0)
-		ret = owned_record(cl->c, run_id, thread_id, &rec);
-	if (ret == 0)
-		ret = reply_record(p, f->req_id, "record", rec);
+		ret = reply_record(p, f->req_id, rec);
 out:
 	json_decref(rec);
-	mp_reader_done(&r);
 	return ret;
 }
 
 static int
-handle_run_read(Peer *p, const Frame *f, void *ud)
+handle_run_read(Peer *p, const Frame *f, const Msg_RUN_READ *m, void *ud)
 {
 	Client *cl = ud;
-	MpReader r;
-	const char *run_id = NULL, *thread_id = NULL;
-	int64_t from = -1;
-	uint64_t max = 0;
-	int64_t max_bytes = 0;
+	const char *run_id = m->run_id, *thread_id = m->thread_id;
+	int64_t from = m->from_seq;
+	uint64_t max = m->max;
+	int64_t max_bytes = m->max_bytes; /* 0 when absent */
 	json_t *rec = NULL;
 	RunLogEvents ev = {0};
-	int ret;
+	int ret = 0;
 
-	mp_reader_init(&r, f->body);
-	mp_read_str(&r, "run_id", &run_id);
-	mp_read_str_opt(&r, "thread_id", &thread_id, NULL);
-	mp_read_int(&r, "from_seq", &from);
-	mp_read_uint(&r, "max", &max);
-	mp_read_int_opt(&r, "max_bytes", &max_bytes, 0);
-	ret = r.err;
-	if (ret == 0 && !thread_named(p, f, thread_id))
+	if (!thread_named(p, f, thread_id))
 		goto out;
 	if (ret == 0 && from < -1)
 		ret = -EINVAL;
@@ -363,30 +321,25 @@ handle_run_read(Peer *p, const Frame *f, void *ud)
 		ret = peer_reply(p, f->req_id, &w);
 		mp_writer_done(&w);
 	} else if (ret != -ENOENT && ret != -EINVAL && ret != -EBADMSG) {
-		log_error_errno(ret, "Failed to read run '%s': %m", run_id ? run_id : "?");
+		log_error_errno(ret, "Failed to read run '%s': %m", run_id);
 	}
 out:
 	runlog_events_done(&ev);
 	json_decref(rec);
-	mp_reader_done(&r);
 	return ret;
 }
 
+/* RUN_WATCH (watch) and RUN_UNWATCH: the common part. */
 static int
-handle_watch(Peer *p, const Frame *f, void *ud, bool watch)
+handle_watch(Peer *p, const Frame *f, void *ud, bool watch, const char *run_id,
+	     const char *thread_id)
 {
 	Client *cl = ud;
 	Coordinator *c = cl->c;
-	MpReader r;
-	const char *run_id = NULL, *thread_id = NULL;
 	json_t *rec = NULL;
-	int ret;
+	int ret = 0;
 
-	mp_reader_init(&r, f->body);
-	mp_read_str(&r, "run_id", &run_id);
-	mp_read_str_opt(&r, "thread_id", &thread_id, NULL);
-	ret = r.err;
-	if (ret == 0 && watch && !thread_named(p, f, thread_id))
+	if (watch && !thread_named(p, f, thread_id))
 		goto out;
 	if (ret == 0 && strlen(run_id) != RUN_ID_LEN)
 		ret = -ENOENT;
@@ -423,64 +376,55 @@ handle_watch(Peer *p, const Frame *f, void *ud, bool watch)
 		ret = peer_reply(p, f->req_id, NULL);
 out:
 	json_decref(rec);
-	mp_reader_done(&r);
 	return ret;
 }
 
 static int
-handle_run_watch(Peer *p, const Frame *f, void *ud)
+handle_run_watch(Peer *p, const Frame *f, const Msg_RUN_WATCH *m, void *ud)
 {
-	return handle_watch(p, f, ud, true);
+	return handle_watch(p, f, ud, true, m->run_id, m->thread_id);
 }
 
 static int
-handle_run_unwatch(Peer *p, const Frame *f, void *ud)
+handle_run_unwatch(Peer *p, const Frame *f, const Msg_RUN_UNWATCH *m, void *ud)
 {
-	return handle_watch(p, f, ud, false);
+	return handle_watch(p, f, ud, false, m->run_id, NULL);
 }
 
 static int
-handle_status_get(Peer *p, const Frame *f, void *ud)
+handle_status_get(Peer *p, const Frame *f, const Msg_STATUS_GET *req, void *ud)
 {
 	Client *cl = ud;
 	Coordinator *c = cl->c;
-	MpWriter w;
 	size_t active = 0;
 	char *text = NULL;
 
 	if (metrics_text(c, &text, &active) < 0)
 		return -ENOMEM;
 
-	mp_writer_init(&w);
-	mp_w_map(&w, 4);
-	mp_w_bool(&w, "shim_connected", peer_is_ready(c->shim));
-	mp_w_bool(&w, "storage_ok", c->storage_ok);
-	mp_w_uint(&w, "active_runs", active);
-	mp_w_str(&w, "metrics", text ? text : "");
-	int r = peer_reply(p, f->req_id, &w);
-	mp_writer_done(&w);
+	int r = reply_send_STATUS_GET(p, f->req_id,
+				      &(Reply_STATUS_GET){
+					  .shim_connected = peer_is_ready(c->shim),
+					  .storage_ok = c->storage_ok,
+					  .active_runs = active,
+					  .metrics = text ? text : "",
+				      });
 	free(text);
 	return r;
 }
 
 static int
-handle_run_cancel(Peer *p, const Frame *f, void *ud)
+handle_run_cancel(Peer *p, const Frame *f, const Msg_RUN_CANCEL *m, void *ud)
 {
 	Client *cl = ud;
 	Coordinator *c = cl->c;
-	MpReader r;
-	const char *run_id = NULL, *thread_id = NULL;
+	const char *run_id = m->run_id;
 	json_t *rec = NULL;
-	int ret;
+	int ret = 0;
 
-	mp_reader_init(&r, f->body);
-	mp_read_str(&r, "run_id", &run_id);
-	mp_read_str_opt(&r, "thread_id", &thread_id, NULL);
-	ret = r.err;
-	if (ret == 0 && !thread_named(p, f, thread_id))
+	if (!thread_named(p, f, m->thread_id))
 		goto out;
-	if (ret == 0)
-		ret = owned_record(c, run_id, thread_id, &rec);
+	ret = owned_record(c, run_id, m->thread_id, &rec);
 	if (ret < 0)
 		goto out;
 	/* the record's own id: run_id may be a /chat client's alias (copied:
@@ -496,14 +440,14 @@ handle_run_cancel(Peer *p, const Frame *f, void *ud)
 		/* idempotent: a terminal run is left as it is */
 		if (run && run->state != RUN_DONE) {
 			/* a cancel is already on its way: answer when it lands */
-			ret = reply_record(p, f->req_id, "record", rec);
+			ret = reply_record(p, f->req_id, rec);
 		} else {
 			commit_now(c);
 			json_decref(rec);
 			rec = NULL;
 			ret = runlog_get(c->runlog, run_id, &rec);
 			if (ret == 0)
-				ret = reply_record(p, f->req_id, "record", rec);
+				ret = reply_record(p, f->req_id, rec);
 		}
 		goto out;
 	}
@@ -519,7 +463,7 @@ handle_run_cancel(Peer *p, const Frame *f, void *ud)
 			 * watchdog): the run is ending; answer as for a cancel on
 			 * its way, not an error */
 			peer_deferred_free(d);
-			ret = reply_record(p, f->req_id, "record", rec);
+			ret = reply_record(p, f->req_id, rec);
 		}
 		goto out;
 	}
@@ -539,23 +483,18 @@ handle_run_cancel(Peer *p, const Frame *f, void *ud)
 				  "run cancelled", "code", "aborted"));
 out:
 	json_decref(rec);
-	mp_reader_done(&r);
 	return ret;
 }
 
 static int
-handle_chat_hydrate(Peer *p, const Frame *f, void *ud)
+handle_chat_hydrate(Peer *p, const Frame *f, const Msg_CHAT_HYDRATE *m, void *ud)
 {
 	Client *cl = ud;
-	MpReader r;
-	const char *thread_id = NULL;
+	const char *thread_id = m->thread_id;
 	_cleanup_free_ char *body = NULL;
-	int ret;
+	int ret = 0;
 
-	mp_reader_init(&r, f->body);
-	mp_read_str(&r, "thread_id", &thread_id);
-	ret = r.err;
-	if (ret == 0 && !thread_id_valid(thread_id))
+	if (!thread_id_valid(thread_id))
 		ret = -EINVAL;
 	if (ret == 0) {
 		ret = chat_hydrate(cl->c, thread_id, &body);
@@ -568,48 +507,44 @@ handle_chat_hydrate(Peer *p, const Frame *f, void *ud)
 		if (ret < 0)
 			log_error_errno(ret, "Failed to rebuild thread '%s': %m", thread_id);
 	}
-	if (ret == 0) {
-		MpWriter w;
-		mp_writer_init(&w);
-		mp_w_map(&w, 1);
-		mp_w_str(&w, "body", body);
-		ret = peer_reply(p, f->req_id, &w);
-		mp_writer_done(&w);
-	}
+	if (ret == 0)
+		ret = reply_send_CHAT_HYDRATE(p, f->req_id, &(Reply_CHAT_HYDRATE){.body = body});
 out:
-	mp_reader_done(&r);
 	return ret;
 }
 
-/* A JSON array as a msgpack array of its elements' compact JSON texts. */
-static void
-pack_json_texts(MpWriter *w, const json_t *list)
+/* A JSON array as a vector of its elements' compact JSON texts ("{}" for
+ * one that cannot be dumped); NULL when out of memory. strv_free() it. */
+static char **
+json_texts(const json_t *list)
 {
+	char **v = calloc(json_array_size(list) + 1, sizeof(char *));
 	size_t i;
 	json_t *item;
 
-	msgpack_pack_array(&w->pk, json_array_size(list));
+	if (!v)
+		return NULL;
 	json_array_foreach(list, i, item)
 	{
-		_cleanup_free_ char *s = json_dump_compact(item);
-		mp_w_strv(w, s ? s : "{}");
+		char *s = json_dump_compact(item);
+		v[i] = s ? s : strdup("{}");
+		if (!v[i]) {
+			strv_free(v);
+			return NULL;
+		}
 	}
+	return v;
 }
 
 static int
-handle_thread_runs(Peer *p, const Frame *f, void *ud)
+handle_thread_runs(Peer *p, const Frame *f, const Msg_THREAD_RUNS *m, void *ud)
 {
 	Client *cl = ud;
-	MpReader r;
-	const char *thread_id = NULL, *status = NULL;
+	const char *thread_id = m->thread_id, *status = m->status;
 	json_t *list = NULL;
-	int ret;
+	int ret = 0;
 
-	mp_reader_init(&r, f->body);
-	mp_read_str(&r, "thread_id", &thread_id);
-	mp_read_str_opt(&r, "status", &status, NULL);
-	ret = r.err;
-	if (ret == 0 && !thread_id_valid(thread_id))
+	if (!thread_id_valid(thread_id))
 		ret = -EINVAL;
 	if (ret == 0 && status && !streq(status, "running") && !run_status_terminal(status) &&
 	    !streq(status, "interrupted")) {
@@ -620,71 +555,55 @@ handle_thread_runs(Peer *p, const Frame *f, void *ud)
 	if (ret == 0)
 		ret = runlog_thread_runs(cl->c->runlog, thread_id, status, &list);
 	if (ret == 0) {
-		MpWriter w;
-		mp_writer_init(&w);
-		mp_w_map(&w, 1);
-		mp_w_key(&w, "records");
-		pack_json_texts(&w, list);
-		ret = peer_reply(p, f->req_id, &w);
-		mp_writer_done(&w);
+		char **texts = json_texts(list);
+		ret = texts ? reply_send_THREAD_RUNS(p, f->req_id,
+						     &(Reply_THREAD_RUNS){.records = texts})
+			    : -ENOMEM;
+		strv_free(texts);
 	}
 out:
 	json_decref(list);
-	mp_reader_done(&r);
 	return ret;
 }
 
 /* THREAD_LIST: the host's threads, newest activity first, one page. */
 static int
-handle_thread_list(Peer *p, const Frame *f, void *ud)
+handle_thread_list(Peer *p, const Frame *f, const Msg_THREAD_LIST *m, void *ud)
 {
 	Client *cl = ud;
-	MpReader r;
-	RunLogThreadQuery q = {0};
-	char **scope = NULL;
-	uint64_t limit = 0;
+	RunLogThreadQuery q = {.prefix = m->prefix,
+			       .status = m->status,
+			       .scope = m->scope,
+			       .after_ms = m->after_ms,
+			       .after_thread = m->after_thread,
+			       .limit = m->limit};
 	json_t *list = NULL;
 	bool more = false;
-	int ret;
+	int ret = 0;
 
-	mp_reader_init(&r, f->body);
-	mp_read_uint(&r, "limit", &limit);
-	mp_read_str_opt(&r, "prefix", &q.prefix, NULL);
-	mp_read_str_opt(&r, "status", &q.status, NULL);
-	mp_read_strv_opt(&r, "scope", &scope);
-	mp_read_int_opt(&r, "after_ms", &q.after_ms, 0);
-	mp_read_str_opt(&r, "after_thread", &q.after_thread, NULL);
-	ret = r.err;
-	if (ret == 0 && (limit == 0 || limit > THREAD_LIST_MAX ||
-			 (q.prefix && strlen(q.prefix) > THREAD_ID_MAX) ||
-			 (q.after_thread && !thread_id_valid(q.after_thread)))) {
+	if (q.limit == 0 || q.limit > THREAD_LIST_MAX ||
+	    (q.prefix && strlen(q.prefix) > THREAD_ID_MAX) ||
+	    (q.after_thread && !thread_id_valid(q.after_thread))) {
 		peer_reply_error(p, f->req_id, -EINVAL,
 				 "limit must be 1..1000, ids at most 256 bytes");
 		goto out;
 	}
-	if (ret == 0 && q.status && !streq(q.status, "running") && !run_status_terminal(q.status)) {
+	if (q.status && !streq(q.status, "running") && !run_status_terminal(q.status)) {
 		peer_reply_error(p, f->req_id, -EINVAL,
 				 "status must be running, completed, failed or aborted");
 		goto out;
 	}
-	q.scope = scope;
-	q.limit = limit;
-	if (ret == 0)
-		ret = runlog_threads(cl->c->runlog, &q, &list, &more);
+	ret = runlog_threads(cl->c->runlog, &q, &list, &more);
 	if (ret == 0) {
-		MpWriter w;
-		mp_writer_init(&w);
-		mp_w_map(&w, 2);
-		mp_w_bool(&w, "more", more);
-		mp_w_key(&w, "threads");
-		pack_json_texts(&w, list);
-		ret = peer_reply(p, f->req_id, &w);
-		mp_writer_done(&w);
+		char **texts = json_texts(list);
+		ret = texts
+			  ? reply_send_THREAD_LIST(
+				p, f->req_id, &(Reply_THREAD_LIST){.threads = texts, .more = more})
+			  : -ENOMEM;
+		strv_free(texts);
 	}
 out:
 	json_decref(list);
-	mp_strv_free(scope);
-	mp_reader_done(&r);
 	return ret;
 }
 
@@ -697,19 +616,14 @@ out:
 static void
 snapshot_reply(PeerDeferred *d, const msgpack_object *body)
 {
-	const msgpack_object *rec = body ? mp_map_get(body, "record") : NULL;
-	_cleanup_free_ char *s = rec && rec->type == MSGPACK_OBJECT_STR ? mp_obj_strdup(rec) : NULL;
-	MpWriter w;
+	Reply_SANDBOX_SNAPSHOT rep;
 
-	if (!s) {
+	if (reply_decode_SANDBOX_SNAPSHOT(body, &rep) < 0)
 		peer_deferred_error(d, -EIO, NULL, "bad reply from containerd-shim");
-		return;
-	}
-	mp_writer_init(&w);
-	mp_w_map(&w, 1);
-	mp_w_str(&w, "snapshot_id", s);
-	peer_deferred_reply(d, &w);
-	mp_writer_done(&w);
+	else
+		(void)reply_deferred_SNAPSHOT_CREATE(
+		    d, &(Reply_SNAPSHOT_CREATE){.snapshot_id = rep.record});
+	reply_done_SANDBOX_SNAPSHOT(&rep);
 }
 
 /* A restore answers an empty map, whatever the shim said. */
@@ -756,27 +670,18 @@ thread_busy(Coordinator *c, const char *thread_id)
 	return r;
 }
 
+/* SNAPSHOT_CREATE (label) and SNAPSHOT_RESTORE (sid): the common part. */
 static int
-handle_snapshot(Peer *p, const Frame *f, void *ud)
+handle_snapshot(Peer *p, const Frame *f, void *ud, const char *thread_id, const char *label,
+		const char *sid)
 {
 	Client *cl = ud;
 	Coordinator *c = cl->c;
 	bool restore = f->type == MSG_SNAPSHOT_RESTORE;
-	const char *thread_id = NULL, *label = NULL, *sid = NULL;
 	PeerDeferred *d;
-	MpReader r;
 	MpWriter w;
-	int ret;
+	int ret = 0;
 
-	mp_reader_init(&r, f->body);
-	mp_read_str(&r, "thread_id", &thread_id);
-	if (restore)
-		mp_read_str(&r, "snapshot_id", &sid);
-	else
-		mp_read_str_opt(&r, "label", &label, NULL);
-	ret = r.err;
-	if (ret < 0)
-		goto out;
 	if (!thread_id_valid(thread_id)) {
 		peer_reply_error(
 		    p, f->req_id, -EINVAL,
@@ -811,12 +716,12 @@ handle_snapshot(Peer *p, const Frame *f, void *ud)
 		goto out;
 	}
 	mp_writer_init(&w);
-	mp_w_map(&w, 1 + (restore || label ? 1 : 0));
-	mp_w_str(&w, "key", thread_id);
 	if (restore)
-		mp_w_str(&w, "record", sid);
-	else if (label)
-		mp_w_str(&w, "label", label);
+		msg_encode_SANDBOX_RESTORE(&w,
+					   &(Msg_SANDBOX_RESTORE){.key = thread_id, .record = sid});
+	else
+		msg_encode_SANDBOX_SNAPSHOT(
+		    &w, &(Msg_SANDBOX_SNAPSHOT){.key = thread_id, .label = label});
 	/* d is answered either way: on a send failure, with that errno */
 	if (peer_relay(c->shim, restore ? MSG_SANDBOX_RESTORE : MSG_SANDBOX_SNAPSHOT, &w, d,
 		       (usec_t)c->conf.snapshot_wait_ms * USEC_PER_MSEC,
@@ -826,28 +731,34 @@ handle_snapshot(Peer *p, const Frame *f, void *ud)
 	}
 	mp_writer_done(&w);
 out:
-	mp_reader_done(&r);
 	return ret;
+}
+
+static int
+handle_snapshot_create(Peer *p, const Frame *f, const Msg_SNAPSHOT_CREATE *m, void *ud)
+{
+	return handle_snapshot(p, f, ud, m->thread_id, m->label, NULL);
+}
+
+static int
+handle_snapshot_restore(Peer *p, const Frame *f, const Msg_SNAPSHOT_RESTORE *m, void *ud)
+{
+	return handle_snapshot(p, f, ud, m->thread_id, NULL, m->snapshot_id);
 }
 
 /* ---------- the direct run-log API (RUN_OPEN, RUN_APPEND, RUN_FINISH) ---------- */
 
 static int
-handle_run_open(Peer *p, const Frame *f, void *ud)
+handle_run_open(Peer *p, const Frame *f, const Msg_RUN_OPEN *m, void *ud)
 {
 	Client *cl = ud;
 	Coordinator *c = cl->c;
-	MpReader r;
-	const char *thread_id = NULL, *want = NULL;
+	const char *thread_id = m->thread_id, *want = m->run_id;
 	char run_id[RUN_ID_LEN + 1];
 	bool created = false;
-	int ret;
+	int ret = 0;
 
-	mp_reader_init(&r, f->body);
-	mp_read_str(&r, "thread_id", &thread_id);
-	mp_read_str_opt(&r, "run_id", &want, NULL);
-	ret = r.err;
-	if (ret == 0 && (!thread_id_valid(thread_id) || (want && strlen(want) != RUN_ID_LEN)))
+	if (!thread_id_valid(thread_id) || (want && strlen(want) != RUN_ID_LEN))
 		ret = -EINVAL;
 	if (ret == 0) {
 		if (want)
@@ -857,64 +768,41 @@ handle_run_open(Peer *p, const Frame *f, void *ud)
 		ret = runlog_create(c->runlog, run_id, thread_id, NULL, now_epoch_ms(), &created);
 	}
 	if (ret == 0) {
-		MpWriter w;
-		mp_writer_init(&w);
-		mp_w_map(&w, 2);
-		mp_w_str(&w, "run_id", run_id);
-		mp_w_bool(&w, "created", created);
-		ret = peer_reply(p, f->req_id, &w);
-		mp_writer_done(&w);
+		ret = reply_send_RUN_OPEN(p, f->req_id,
+					  &(Reply_RUN_OPEN){.run_id = run_id, .created = created});
 		if (created)
 			c->m.runs_started++;
 	}
-	mp_reader_done(&r);
 	return ret;
 }
 
 static int
-handle_run_append(Peer *p, const Frame *f, void *ud)
+handle_run_append(Peer *p, const Frame *f, const Msg_RUN_APPEND *m, void *ud)
 {
 	Client *cl = ud;
-	MpReader r;
-	const char *run_id = NULL, *chunk = NULL;
-	int ret;
+	json_t *j = json_loads(m->chunk, 0, NULL);
+	bool ok = json_is_object(j) && json_is_string(json_object_get(j, "type"));
 
-	mp_reader_init(&r, f->body);
-	mp_read_str(&r, "run_id", &run_id);
-	mp_read_str(&r, "chunk", &chunk);
-	ret = r.err;
-	if (ret == 0) {
-		json_t *j = json_loads(chunk, 0, NULL);
-		if (!json_is_object(j) || !json_is_string(json_object_get(j, "type"))) {
-			json_decref(j);
-			peer_reply_error(p, f->req_id, -EINVAL,
-					 "chunk must be a JSON object with a string 'type'");
-		} else if (strlen(run_id) != RUN_ID_LEN) {
-			json_decref(j);
-			ret = -ENOENT;
-		} else {
-			json_decref(j);
-			op_queue_client_text(cl->c, cl, f->req_id, run_id, chunk);
-		}
+	json_decref(j);
+	if (!ok) {
+		peer_reply_error(p, f->req_id, -EINVAL,
+				 "chunk must be a JSON object with a string 'type'");
+		return 0;
 	}
-	mp_reader_done(&r);
-	return ret;
+	if (strlen(m->run_id) != RUN_ID_LEN)
+		return -ENOENT;
+	op_queue_client_text(cl->c, cl, f->req_id, m->run_id, m->chunk);
+	return 0;
 }
 
 static int
-handle_run_finish(Peer *p, const Frame *f, void *ud)
+handle_run_finish(Peer *p, const Frame *f, const Msg_RUN_FINISH *m, void *ud)
 {
 	Client *cl = ud;
-	MpReader r;
-	const char *run_id = NULL, *status = NULL, *error = NULL;
-	int ret;
+	const char *run_id = m->run_id, *status = m->status, *error = m->error;
+	int ret = 0;
 
-	mp_reader_init(&r, f->body);
-	mp_read_str(&r, "run_id", &run_id);
-	mp_read_str(&r, "status", &status);
-	mp_read_str_opt(&r, "error", &error, NULL);
-	ret = r.err;
-	if (ret == 0 && (!run_status_terminal(status) || strlen(run_id) != RUN_ID_LEN))
+	if (!run_status_terminal(status) || strlen(run_id) != RUN_ID_LEN)
 		ret = -EINVAL;
 	if (ret == 0) {
 		json_t *err = error ? json_loads(error, 0, NULL) : NULL;
@@ -948,20 +836,47 @@ handle_run_finish(Peer *p, const Frame *f, void *ud)
 		json_decref(rec);
 		op_queue_client(cl->c, cl, f->req_id, run_id, chunk, status, fields);
 	}
-	mp_reader_done(&r);
 	return ret;
 }
 
+/* The handlers see the decoded request (msg.h); a body that does not decode
+ * is answered -EBADMSG before them. */
+MSG_HANDLER(dispatch_run_start, RUN_START, handle_run_start)
+MSG_HANDLER(dispatch_run_get, RUN_GET, handle_run_get)
+MSG_HANDLER(dispatch_run_read, RUN_READ, handle_run_read)
+MSG_HANDLER(dispatch_run_watch, RUN_WATCH, handle_run_watch)
+MSG_HANDLER(dispatch_run_unwatch, RUN_UNWATCH, handle_run_unwatch)
+MSG_HANDLER(dispatch_status_get, STATUS_GET, handle_status_get)
+MSG_HANDLER(dispatch_chat_hydrate, CHAT_HYDRATE, handle_chat_hydrate)
+MSG_HANDLER(dispatch_run_cancel, RUN_CANCEL, handle_run_cancel)
+MSG_HANDLER(dispatch_thread_runs, THREAD_RUNS, handle_thread_runs)
+MSG_HANDLER(dispatch_snapshot_create, SNAPSHOT_CREATE, handle_snapshot_create)
+MSG_HANDLER(dispatch_snapshot_restore, SNAPSHOT_RESTORE, handle_snapshot_restore)
+MSG_HANDLER(dispatch_run_open, RUN_OPEN, handle_run_open)
+MSG_HANDLER(dispatch_run_append, RUN_APPEND, handle_run_append)
+MSG_HANDLER(dispatch_run_finish, RUN_FINISH, handle_run_finish)
+MSG_HANDLER(dispatch_bridge_call, BRIDGE_CALL, handle_bridge_call)
+MSG_HANDLER(dispatch_thread_file, THREAD_FILE, handle_thread_file)
+MSG_HANDLER(dispatch_thread_list, THREAD_LIST, handle_thread_list)
+
 static const PeerHandler client_handlers[_MSG_TYPE_MAX] = {
-    [MSG_RUN_START] = handle_run_start,	      [MSG_RUN_GET] = handle_run_get,
-    [MSG_RUN_READ] = handle_run_read,	      [MSG_RUN_WATCH] = handle_run_watch,
-    [MSG_RUN_UNWATCH] = handle_run_unwatch,   [MSG_STATUS_GET] = handle_status_get,
-    [MSG_CHAT_HYDRATE] = handle_chat_hydrate, [MSG_RUN_CANCEL] = handle_run_cancel,
-    [MSG_THREAD_RUNS] = handle_thread_runs,   [MSG_SNAPSHOT_CREATE] = handle_snapshot,
-    [MSG_SNAPSHOT_RESTORE] = handle_snapshot, [MSG_RUN_OPEN] = handle_run_open,
-    [MSG_RUN_APPEND] = handle_run_append,     [MSG_RUN_FINISH] = handle_run_finish,
-    [MSG_BRIDGE_CALL] = handle_bridge_call,   [MSG_THREAD_FILE] = handle_thread_file,
-    [MSG_THREAD_LIST] = handle_thread_list,
+    [MSG_RUN_START] = dispatch_run_start,
+    [MSG_RUN_GET] = dispatch_run_get,
+    [MSG_RUN_READ] = dispatch_run_read,
+    [MSG_RUN_WATCH] = dispatch_run_watch,
+    [MSG_RUN_UNWATCH] = dispatch_run_unwatch,
+    [MSG_STATUS_GET] = dispatch_status_get,
+    [MSG_CHAT_HYDRATE] = dispatch_chat_hydrate,
+    [MSG_RUN_CANCEL] = dispatch_run_cancel,
+    [MSG_THREAD_RUNS] = dispatch_thread_runs,
+    [MSG_SNAPSHOT_CREATE] = dispatch_snapshot_create,
+    [MSG_SNAPSHOT_RESTORE] = dispatch_snapshot_restore,
+    [MSG_RUN_OPEN] = dispatch_run_open,
+    [MSG_RUN_APPEND] = dispatch_run_append,
+    [MSG_RUN_FINISH] = dispatch_run_finish,
+    [MSG_BRIDGE_CALL] = dispatch_bridge_call,
+    [MSG_THREAD_FILE] = dispatch_thread_file,
+    [MSG_THREAD_LIST] = dispatch_thread_list,
 };
 
 static void

@@ -27,6 +27,7 @@
 #include "daemon-util.h"
 #include "harness.h"
 #include "log.h"
+#include "msg.h"
 #include "peer-server.h"
 #include "peer.h"
 #include "peer-link.h"
@@ -345,10 +346,10 @@ void bridge_teardown(Coordinator *c);
 void bridge_metrics(Coordinator *c, FILE *f);
 void bridge_open(Run *run);
 void bridge_close(Run *run);
-int handle_bridge_call(Peer *p, const Frame *f, void *ud);
+int handle_bridge_call(Peer *p, const Frame *f, const Msg_BRIDGE_CALL *m, void *ud);
 
 /* files.c */
-int handle_thread_file(Peer *p, const Frame *f, void *ud);
+int handle_thread_file(Peer *p, const Frame *f, const Msg_THREAD_FILE *m, void *ud);
 
 /* ---- chat.c ---- */
 /* GET /chat?threadId= (CHAT_HYDRATE): {messages: UIMessage[], activeRun, interrupts:

@@ -113,14 +113,10 @@ exec_attached(Peer *p, int err, const msgpack_object *body, void *ud)
 static void
 reattach(Run *run)
 {
-	MpWriter w;
-	mp_writer_init(&w);
-	mp_w_map(&w, 3);
-	mp_w_uint(&w, "exec_id", run->exec_id);
-	mp_w_uint(&w, "stdout_offset", run->out[1].taken);
-	mp_w_uint(&w, "stderr_offset", run->out[2].taken);
-	int r = peer_call(run->c->shim, MSG_EXEC_ATTACH, &w, SHIM_CALL_TIMEOUT, exec_attached, run);
-	mp_writer_done(&w);
+	Msg_EXEC_ATTACH m = {.exec_id = run->exec_id,
+			     .stdout_offset = run->out[1].taken,
+			     .stderr_offset = run->out[2].taken};
+	int r = msg_call_EXEC_ATTACH(run->c->shim, &m, SHIM_CALL_TIMEOUT, exec_attached, run);
 	if (r < 0)
 		run_fail(run,
 			 run->state == RUN_SHIM_LOST

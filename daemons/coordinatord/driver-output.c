@@ -232,25 +232,16 @@ output_over_budget(Run *run, OutBuf *b, size_t n)
 /* ---------- shim pushes ---------- */
 
 static int
-shim_exec_output(Peer *p, const Frame *f, void *ud)
+shim_exec_output(Peer *p, const Frame *f, const Msg_EXEC_OUTPUT *m, void *ud)
 {
 	Coordinator *c = ud;
-	MpReader r;
-	uint64_t exec_id = 0, stream = 0, offset = 0;
-	int64_t dropped = 0;
-	const void *data = NULL;
-	size_t len = 0;
+	uint64_t stream = m->stream, offset = m->offset;
+	const void *data = m->data;
+	size_t len = m->data_len;
 
-	mp_reader_init(&r, f->body);
-	mp_read_uint(&r, "exec_id", &exec_id);
-	mp_read_uint(&r, "stream", &stream);
-	mp_read_uint(&r, "offset", &offset);
-	mp_read_bin(&r, "data", &data, &len);
-	mp_read_int_opt(&r, "dropped", &dropped, 0);
-	mp_reader_done(&r);
-	if (r.err < 0 || (stream != 1 && stream != 2))
+	if (stream != 1 && stream != 2)
 		return -EBADMSG;
-	Run *run = run_find_exec(c, exec_id);
+	Run *run = run_find_exec(c, m->exec_id);
 	if (!run || run->state == RUN_DONE)
 		return 0; /* not ours (any more) */
 	OutBuf *b = &run->out[stream];
@@ -296,27 +287,14 @@ shim_exec_output(Peer *p, const Frame *f, void *ud)
 }
 
 static int
-shim_exec_exit(Peer *p, const Frame *f, void *ud)
+shim_exec_exit(Peer *p, const Frame *f, const Msg_EXEC_EXIT *m, void *ud)
 {
 	Coordinator *c = ud;
-	MpReader r;
-	uint64_t exec_id = 0;
-	int64_t code = -1, sig = 0;
-	const char *reason = NULL;
+	int64_t code = m->exit_code, sig = m->signal; /* 0 when absent */
 	char why[32];
 
-	mp_reader_init(&r, f->body);
-	mp_read_uint(&r, "exec_id", &exec_id);
-	mp_read_int(&r, "exit_code", &code);
-	mp_read_int_opt(&r, "signal", &sig, 0);
-	mp_read_str_opt(&r, "reason", &reason, "exit");
-	if (r.err < 0) {
-		mp_reader_done(&r);
-		return -EBADMSG;
-	}
-	snprintf(why, sizeof(why), "%s", reason);
-	mp_reader_done(&r);
-	Run *run = run_find_exec(c, exec_id);
+	snprintf(why, sizeof(why), "%s", m->reason ? m->reason : "exit");
+	Run *run = run_find_exec(c, m->exec_id);
 	if (!run)
 		return 0;
 	if (run_cancelling(run)) {
@@ -343,13 +321,13 @@ shim_exec_exit(Peer *p, const Frame *f, void *ud)
 		return 0; /* the adapter ended the run */
 	if (run->output_limited && run->dropped > 0) {
 		/* drop mode: the total, before the run's end */
-		char m[160];
-		snprintf(m, sizeof(m), "[runwarden: dropped %" PRIu64 " bytes of output in all]",
-			 run->dropped);
+		char text[160];
+		snprintf(text, sizeof(text),
+			 "[runwarden: dropped %" PRIu64 " bytes of output in all]", run->dropped);
 		run_emit(run,
 			 json_pack("{s:s, s:s, s:{s:I, s:b, s:s}}", "type", "CUSTOM", "name",
 				   "runwarden.output_dropped", "value", "droppedBytes",
-				   (json_int_t)run->dropped, "total", 1, "text", m),
+				   (json_int_t)run->dropped, "total", 1, "text", text),
 			 NULL);
 	}
 	run->adapter->exit(run, code, sig, why);
@@ -360,20 +338,18 @@ static void
 post_started(Peer *p, int err, const msgpack_object *body, void *ud)
 {
 	Run *run = ud;
-	MpReader r;
-	uint64_t exec_id = 0;
+	Reply_EXEC_START rep = {};
+	int k = err < 0 ? err : reply_decode_EXEC_START(body, &rep);
+	uint64_t exec_id = rep.exec_id;
 
-	mp_reader_init(&r, body);
-	if (err == 0)
-		mp_read_uint(&r, "exec_id", &exec_id);
-	mp_reader_done(&r);
+	reply_done_EXEC_START(&rep);
 	if (run_cancelling(run)) {
 		run->in_post_step = false;
 		run->post_step_done = NULL;
-		cancel_on_start(run, r.err < 0 ? -EBADMSG : err, exec_id);
+		cancel_on_start(run, k, exec_id);
 		return;
 	}
-	if (err < 0 || r.err < 0) {
+	if (k < 0) {
 		void (*done)(Run *, int64_t, const char *, size_t) = run->post_step_done;
 		run->in_post_step = false;
 		run->post_step_done = NULL;
@@ -394,25 +370,25 @@ run_aux_exec(Run *run, char *const *argv, char *const *env, const char *stdin_da
 	     size_t stdin_len, void (*done)(Run *run, int64_t code, const char *out, size_t len))
 {
 	Coordinator *c = run->c;
-	MpWriter w;
 
 	if (!peer_is_ready(c->shim) || !run->sandbox_id)
 		return -ENOTCONN;
 	outbuf_done(&run->post_step_out);
 	run->post_step_out = (OutBuf){0};
-	mp_writer_init(&w);
-	mp_w_map(&w, 5 + (stdin_data ? 1 : 0) + (run_kills_leftovers(run) ? 1 : 0));
-	mp_w_str(&w, "sandbox_id", run->sandbox_id);
-	mp_w_str_array(&w, "argv", (char **)argv);
-	mp_w_str_array(&w, "env", (char **)env);
-	mp_w_str(&w, "cwd", "/workspace");
-	mp_w_uint(&w, "timeout_ms", 30000);
-	if (run_kills_leftovers(run))
-		mp_w_bool(&w, "kill_leftovers", true);
-	if (stdin_data)
-		mp_w_bin(&w, "stdin", stdin_data, stdin_len);
-	int r = peer_call(c->shim, MSG_EXEC_START, &w, SHIM_CALL_TIMEOUT, post_started, run);
-	mp_writer_done(&w);
+	Msg_EXEC_START m = {
+	    .sandbox_id = run->sandbox_id,
+	    .argv = argv,
+	    .env = env,
+	    .cwd = "/workspace",
+	    .stdin = stdin_data,
+	    .stdin_len = stdin_len,
+	    .has_stdin = stdin_data != NULL,
+	    .timeout_ms = 30000,
+	    .has_timeout_ms = true,
+	    .kill_leftovers = true,
+	    .has_kill_leftovers = run_kills_leftovers(run),
+	};
+	int r = msg_call_EXEC_START(c->shim, &m, SHIM_CALL_TIMEOUT, post_started, run);
 	if (r < 0)
 		return r;
 	run->in_post_step = true;
@@ -431,33 +407,30 @@ run_post_exec(Run *run, char *const *argv,
 }
 
 static int
-shim_sandbox_queued(Peer *p, const Frame *f, void *ud)
+shim_sandbox_queued(Peer *p, const Frame *f, const Msg_SANDBOX_QUEUED *m, void *ud)
 {
 	Coordinator *c = ud;
-	MpReader r;
-	const char *run_id = NULL;
-	uint64_t position = 0;
 
-	mp_reader_init(&r, f->body);
-	mp_read_str_opt(&r, "run_id", &run_id, NULL);
-	mp_read_uint(&r, "position", &position);
-	if (r.err == 0 && run_id) {
-		Run *run = run_find(c, run_id);
+	if (m->run_id) {
+		Run *run = run_find(c, m->run_id);
 		if (run && run->state == RUN_ENSURING) {
 			run->queued = true;
 			run_emit(run,
 				 json_pack("{s:s, s:s, s:{s:I}}", "type", "CUSTOM", "name",
-					   "run.queued", "value", "position", (json_int_t)position),
+					   "run.queued", "value", "position",
+					   (json_int_t)m->position),
 				 NULL);
 		}
 	}
-	int err = r.err;
-	mp_reader_done(&r);
-	return err;
+	return 0;
 }
 
+MSG_HANDLER(dispatch_exec_output, EXEC_OUTPUT, shim_exec_output)
+MSG_HANDLER(dispatch_exec_exit, EXEC_EXIT, shim_exec_exit)
+MSG_HANDLER(dispatch_sandbox_queued, SANDBOX_QUEUED, shim_sandbox_queued)
+
 const PeerHandler driver_shim_pushes[_MSG_TYPE_MAX] = {
-    [MSG_EXEC_OUTPUT] = shim_exec_output,
-    [MSG_EXEC_EXIT] = shim_exec_exit,
-    [MSG_SANDBOX_QUEUED] = shim_sandbox_queued,
+    [MSG_EXEC_OUTPUT] = dispatch_exec_output,
+    [MSG_EXEC_EXIT] = dispatch_exec_exit,
+    [MSG_SANDBOX_QUEUED] = dispatch_sandbox_queued,
 };

@@ -46,20 +46,19 @@ static void
 exec_started(Peer *p, int err, const msgpack_object *body, void *ud)
 {
 	Run *run = ud;
+	Reply_EXEC_START rep = {};
+	int k = err < 0 ? err : reply_decode_EXEC_START(body, &rep);
 	MpReader r;
-	uint64_t exec_id = 0;
 	const char *msg = NULL;
 
-	mp_reader_init(&r, body);
+	reply_done_EXEC_START(&rep); /* nothing borrowed: exec_id is a number */
 	if (run_cancelling(run)) {
-		if (err == 0)
-			mp_read_uint(&r, "exec_id", &exec_id);
-		mp_reader_done(&r);
-		cancel_on_start(run, r.err < 0 ? -EBADMSG : err, exec_id);
+		cancel_on_start(run, k, rep.exec_id);
 		return;
 	}
 	if (err < 0) {
 		char m[512];
+		mp_reader_init(&r, body);
 		mp_read_str_opt(&r, "message", &msg, NULL);
 		snprintf(m, sizeof(m), "sandbox: could not start the command: %s",
 			 msg ? msg : strerror(-err));
@@ -67,13 +66,11 @@ exec_started(Peer *p, int err, const msgpack_object *body, void *ud)
 		run_fail(run, m, err == -ECONNRESET ? "sandbox_lost" : "sandbox_error");
 		return;
 	}
-	mp_read_uint(&r, "exec_id", &exec_id);
-	mp_reader_done(&r);
-	if (r.err < 0) {
+	if (k < 0) {
 		run_fail(run, "sandbox: malformed EXEC_START reply", "sandbox_error");
 		return;
 	}
-	run->exec_id = exec_id;
+	run->exec_id = rep.exec_id;
 	run->state = RUN_EXECUTING;
 	run_save_drive(run, drive_state(run));
 }
@@ -92,26 +89,23 @@ static void
 exec_start(Run *run, ExecSpec *spec)
 {
 	Coordinator *c = run->c;
-	MpWriter w;
 	int64_t timeout = run->harness ? run->harness->timeout_ms : 0;
-	bool kill_leftovers = run_kills_leftovers(run);
+	Msg_EXEC_START m = {
+	    .sandbox_id = run->sandbox_id,
+	    .argv = spec->argv,
+	    .env = spec->env,
+	    .cwd = "/workspace",
+	    .run_id = run->run_id,
+	    .stdin = spec->stdin_data,
+	    .stdin_len = spec->stdin_len,
+	    .has_stdin = spec->stdin_data != NULL,
+	    .timeout_ms = timeout,
+	    .has_timeout_ms = timeout > 0,
+	    .kill_leftovers = true,
+	    .has_kill_leftovers = run_kills_leftovers(run),
+	};
 
-	mp_writer_init(&w);
-	mp_w_map(&w,
-		 5 + (spec->stdin_data ? 1 : 0) + (timeout > 0 ? 1 : 0) + (kill_leftovers ? 1 : 0));
-	mp_w_str(&w, "sandbox_id", run->sandbox_id);
-	mp_w_str_array(&w, "argv", spec->argv);
-	mp_w_str_array(&w, "env", spec->env);
-	mp_w_str(&w, "cwd", "/workspace");
-	mp_w_str(&w, "run_id", run->run_id);
-	if (spec->stdin_data)
-		mp_w_bin(&w, "stdin", spec->stdin_data, spec->stdin_len);
-	if (timeout > 0)
-		mp_w_uint(&w, "timeout_ms", (uint64_t)timeout);
-	if (kill_leftovers)
-		mp_w_bool(&w, "kill_leftovers", true);
-	int r = peer_call(c->shim, MSG_EXEC_START, &w, SHIM_CALL_TIMEOUT, exec_started, run);
-	mp_writer_done(&w);
+	int r = msg_call_EXEC_START(c->shim, &m, SHIM_CALL_TIMEOUT, exec_started, run);
 	if (r < 0) {
 		run_fail(run, "sandbox: containerd-shim connection lost", "sandbox_lost");
 		return;
@@ -123,14 +117,15 @@ static void
 sandbox_ensured(Peer *p, int err, const msgpack_object *body, void *ud)
 {
 	Run *run = ud;
+	Reply_SANDBOX_ENSURE rep;
 	MpReader r;
-	const char *sandbox_id = NULL, *msg = NULL;
-	bool created = false;
+	const char *msg = NULL;
+	bool created;
 
 	run->queued = false;
-	mp_reader_init(&r, body);
 	if (err < 0) {
 		char m[512];
+		mp_reader_init(&r, body);
 		mp_read_str_opt(&r, "message", &msg, NULL);
 		snprintf(m, sizeof(m), "sandbox: %s", msg ? msg : strerror(-err));
 		mp_reader_done(&r);
@@ -140,14 +135,14 @@ sandbox_ensured(Peer *p, int err, const msgpack_object *body, void *ud)
 					     : "sandbox_error");
 		return;
 	}
-	mp_read_str(&r, "sandbox_id", &sandbox_id);
-	mp_read_bool_opt(&r, "created", &created, false);
-	if (r.err < 0 || !(run->sandbox_id = strdup(sandbox_id))) {
-		mp_reader_done(&r);
+	if (reply_decode_SANDBOX_ENSURE(body, &rep) < 0 ||
+	    !(run->sandbox_id = strdup(rep.sandbox_id))) {
+		reply_done_SANDBOX_ENSURE(&rep);
 		run_fail(run, "sandbox: malformed SANDBOX_ENSURE reply", "sandbox_error");
 		return;
 	}
-	mp_reader_done(&r);
+	created = rep.created;
+	reply_done_SANDBOX_ENSURE(&rep);
 	run->log.sandbox_id = run->sandbox_id;
 	log_ctx_msgid(LOG_INFO, &run->log, created ? RW_MESSAGE_SANDBOX_CREATED : NULL,
 		      "Sandbox %s", created ? "created" : "resumed");
@@ -167,15 +162,13 @@ static void
 prep_reply(Peer *p, int err, const msgpack_object *body, void *ud)
 {
 	Run *run = ud;
-	MpReader r;
-	uint64_t port = 0;
+	Reply_SANDBOX_FORWARD rep = {}; /* SANDBOX_PROXY's reply is the same {port} */
+	int k = err < 0 ? err : reply_decode_SANDBOX_FORWARD(body, &rep);
+	uint64_t port = rep.port;
 	bool forward = run->state == RUN_FORWARDING; /* else RUN_PROXYING */
 
-	mp_reader_init(&r, body);
-	if (err == 0)
-		mp_read_uint(&r, "port", &port);
-	mp_reader_done(&r);
-	if (err == 0 && r.err == 0 && port > 0 && port < 65536) {
+	reply_done_SANDBOX_FORWARD(&rep);
+	if (err == 0 && k == 0 && port > 0 && port < 65536) {
 		if (forward)
 			run->bridge_port = port;
 		else
@@ -201,29 +194,30 @@ int
 listen_call(Run *run, bool proxy, uint64_t port, PeerReplyFn cb)
 {
 	char **priv = proxy ? run->harness->egress_allow_private : NULL;
-	bool has_priv = priv && priv[0];
-	MpWriter w;
-	mp_writer_init(&w);
-	mp_w_map(&w, (port ? 4 : 3) + (has_priv ? 1 : 0));
-	mp_w_str(&w, "sandbox_id", run->sandbox_id);
-	mp_w_str(&w, "run_id", run->run_id);
-	if (proxy) {
-		mp_w_str_array(&w, "allow", run->harness->egress);
-		if (has_priv)
-			mp_w_str_array(&w, "allow_private", priv);
-	} else {
-		/* routerd's bridge-only socket, never its public listener */
-		char target[PATH_MAX];
-		snprintf(target, sizeof(target), "%s/%s", run->c->conf.shared.runtime_dir,
-			 RW_SOCK_BRIDGE);
-		mp_w_str(&w, "target", target);
-	}
-	if (port)
-		mp_w_uint(&w, "port", port);
-	int r = peer_call(run->c->shim, proxy ? MSG_SANDBOX_PROXY : MSG_SANDBOX_FORWARD, &w,
-			  SHIM_CALL_TIMEOUT, cb, run);
-	mp_writer_done(&w);
-	return r;
+
+	if (proxy)
+		return msg_call_SANDBOX_PROXY(run->c->shim,
+					      &(Msg_SANDBOX_PROXY){
+						  .sandbox_id = run->sandbox_id,
+						  .run_id = run->run_id,
+						  .allow = run->harness->egress,
+						  .allow_private = priv && priv[0] ? priv : NULL,
+						  .port = (int64_t)port,
+						  .has_port = port > 0,
+					      },
+					      SHIM_CALL_TIMEOUT, cb, run);
+	/* routerd's bridge-only socket, never its public listener */
+	char target[PATH_MAX];
+	snprintf(target, sizeof(target), "%s/%s", run->c->conf.shared.runtime_dir, RW_SOCK_BRIDGE);
+	return msg_call_SANDBOX_FORWARD(run->c->shim,
+					&(Msg_SANDBOX_FORWARD){
+					    .sandbox_id = run->sandbox_id,
+					    .run_id = run->run_id,
+					    .target = target,
+					    .port = (int64_t)port,
+					    .has_port = port > 0,
+					},
+					SHIM_CALL_TIMEOUT, cb, run);
 }
 
 /* After the sandbox: RUN_FORWARDING, a loopback forward to routerd for the MCP
@@ -359,7 +353,6 @@ run_drive(Run *run)
 {
 	Coordinator *c = run->c;
 	char keybuf[RUN_ID_LEN + 5];
-	MpWriter w;
 
 	if (!peer_is_ready(c->shim)) {
 		run->state = RUN_WAIT_SHIM;
@@ -367,14 +360,11 @@ run_drive(Run *run)
 	}
 	if (run->wait_timer)
 		event_del(run->wait_timer);
-	mp_writer_init(&w);
-	mp_w_map(&w, 3);
-	mp_w_str(&w, "key", run_sandbox_key(run, keybuf));
-	mp_w_str(&w, "run_id", run->run_id);
-	mp_w_str(&w, "thread_id", run->thread_id);
+	Msg_SANDBOX_ENSURE m = {.key = run_sandbox_key(run, keybuf),
+				.run_id = run->run_id,
+				.thread_id = run->thread_id};
 	/* no deadline: a queued ENSURE may wait for a slot; the shim's queue_timeout_ms ends it */
-	int r = peer_call(c->shim, MSG_SANDBOX_ENSURE, &w, 0, sandbox_ensured, run);
-	mp_writer_done(&w);
+	int r = msg_call_SANDBOX_ENSURE(c->shim, &m, 0, sandbox_ensured, run);
 	if (r < 0) {
 		run->state = RUN_WAIT_SHIM;
 		return;
@@ -493,12 +483,7 @@ cancel_reply_record(Coordinator *c, PeerDeferred *d, const char *run_id)
 
 	if (runlog_get(c->runlog, run_id, &rec) == 0) {
 		_cleanup_free_ char *s = json_dump_compact(rec);
-		MpWriter w;
-		mp_writer_init(&w);
-		mp_w_map(&w, 1);
-		mp_w_str(&w, "record", s ? s : "{}");
-		peer_deferred_reply(d, &w);
-		mp_writer_done(&w);
+		(void)reply_deferred_RUN_CANCEL(d, &(Reply_RUN_CANCEL){.record = s ? s : "{}"});
 	} else
 		peer_deferred_error(d, -EIO, NULL, NULL);
 	json_decref(rec);
@@ -558,15 +543,10 @@ cancel_killed(Peer *p, int err, const msgpack_object *body, void *ud)
 static int
 cancel_kill_exec(Run *run, bool attached)
 {
-	MpWriter w;
-	int r;
+	int r =
+	    msg_call_EXEC_KILL(run->c->shim, &(Msg_EXEC_KILL){.exec_id = run->exec_id, .signal = 9},
+			       10 * USEC_PER_SEC, cancel_killed, run);
 
-	mp_writer_init(&w);
-	mp_w_map(&w, 2);
-	mp_w_uint(&w, "exec_id", run->exec_id);
-	mp_w_int(&w, "signal", 9);
-	r = peer_call(run->c->shim, MSG_EXEC_KILL, &w, 10 * USEC_PER_SEC, cancel_killed, run);
-	mp_writer_done(&w);
 	if (r == 0)
 		run->state = attached ? RUN_CANCELLING : RUN_CANCELLING_DETACHED;
 	return r;
@@ -690,22 +670,13 @@ driver_run_teardown(Run *run)
 	 * when we stop: a restarted coordinatord re-attaches to the run). */
 	if (!c->stopping && c->conf.reuse == REUSE_NONE && run->sandbox_id &&
 	    peer_is_ready(c->shim)) {
-		MpWriter w;
-		mp_writer_init(&w);
-		mp_w_map(&w, 2);
-		mp_w_str(&w, "sandbox_id", run->sandbox_id);
-		mp_w_bool(&w, "purge", true);
-		(void)peer_call(c->shim, MSG_SANDBOX_DESTROY, &w, 30 * USEC_PER_SEC, NULL, NULL);
-		mp_writer_done(&w);
+		Msg_SANDBOX_DESTROY m = {
+		    .sandbox_id = run->sandbox_id, .purge = true, .has_purge = true};
+		(void)msg_call_SANDBOX_DESTROY(c->shim, &m, 30 * USEC_PER_SEC, NULL, NULL);
 	}
 	if ((run->bridge_port || run->proxy_port) && run->sandbox_id && peer_is_ready(c->shim)) {
-		MpWriter w;
-		mp_writer_init(&w);
-		mp_w_map(&w, 2);
-		mp_w_str(&w, "sandbox_id", run->sandbox_id);
-		mp_w_str(&w, "run_id", run->run_id);
-		(void)peer_call(c->shim, MSG_SANDBOX_UNLISTEN, &w, 10 * USEC_PER_SEC, NULL, NULL);
-		mp_writer_done(&w);
+		Msg_SANDBOX_UNLISTEN m = {.sandbox_id = run->sandbox_id, .run_id = run->run_id};
+		(void)msg_call_SANDBOX_UNLISTEN(c->shim, &m, 10 * USEC_PER_SEC, NULL, NULL);
 	}
 	/* the run ended another way first (an output limit, storage_full, the
 	 * watchdog): the cancel is answered as for a run already terminal, with

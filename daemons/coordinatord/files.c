@@ -31,30 +31,15 @@ static const PeerRelayOps file_relay = {
 };
 
 int
-handle_thread_file(Peer *p, const Frame *f, void *ud)
+handle_thread_file(Peer *p, const Frame *f, const Msg_THREAD_FILE *m, void *ud)
 {
 	Client *cl = ud;
 	Coordinator *c = cl->c;
-	const char *thread_id = NULL, *op = NULL;
-	const void *path = NULL, *to = NULL, *data = NULL;
-	size_t plen = 0, tlen = 0, dlen = 0;
-	int64_t mode = -1;
 	PeerDeferred *d;
-	MpReader r;
 	MpWriter w;
-	int ret;
+	int ret = 0;
 
-	mp_reader_init(&r, f->body);
-	mp_read_str(&r, "thread_id", &thread_id);
-	mp_read_str(&r, "op", &op);
-	mp_read_bin(&r, "path", &path, &plen);
-	mp_read_bin_opt(&r, "to", &to, &tlen);
-	mp_read_bin_opt(&r, "data", &data, &dlen);
-	mp_read_int_opt(&r, "mode", &mode, -1);
-	ret = r.err;
-	if (ret < 0)
-		goto out;
-	if (!thread_id_valid(thread_id)) {
+	if (!thread_id_valid(m->thread_id)) {
 		peer_reply_error_reason(p, f->req_id, -EINVAL, "bad_request",
 					"threadId must be a non-empty printable string of at most "
 					"256 bytes");
@@ -76,20 +61,24 @@ handle_thread_file(Peer *p, const Frame *f, void *ud)
 		ret = -ENOMEM;
 		goto out;
 	}
+	Msg_SANDBOX_FILE sf = {
+	    .key = m->thread_id,
+	    .op = m->op,
+	    .path = m->path,
+	    .path_len = m->path_len,
+	    .to = m->to,
+	    .to_len = m->to_len,
+	    .has_to = m->has_to,
+	    .data = m->data,
+	    .data_len = m->data_len,
+	    .has_data = m->has_data,
+	    .mode = m->mode,
+	    .has_mode = m->has_mode && m->mode >= 0,
+	};
 	mp_writer_init(&w);
-	mp_w_map(&w, 3 + (to ? 1 : 0) + (data ? 1 : 0) + (mode >= 0 ? 1 : 0));
-	mp_w_str(&w, "key", thread_id);
-	mp_w_str(&w, "op", op);
-	mp_w_bin(&w, "path", path, plen);
-	if (to)
-		mp_w_bin(&w, "to", to, tlen);
-	if (data)
-		mp_w_bin(&w, "data", data, dlen);
-	if (mode >= 0)
-		mp_w_uint(&w, "mode", (uint64_t)mode);
+	msg_encode_SANDBOX_FILE(&w, &sf);
 	(void)peer_relay(c->shim, MSG_SANDBOX_FILE, &w, d, FILE_CALL_TIMEOUT, &file_relay);
 	mp_writer_done(&w);
 out:
-	mp_reader_done(&r);
 	return ret;
 }

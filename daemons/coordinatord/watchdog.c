@@ -76,14 +76,10 @@ collect(const char *run_id, json_t *record, void *ud)
 static void
 kill_sandbox(Coordinator *c, const char *sandbox_id)
 {
-	MpWriter w;
 	if (!peer_is_ready(c->shim))
 		return;
-	mp_writer_init(&w);
-	mp_w_map(&w, 1);
-	mp_w_str(&w, "sandbox_id", sandbox_id);
-	(void)peer_call(c->shim, MSG_SANDBOX_DESTROY, &w, 10 * USEC_PER_SEC, NULL, NULL);
-	mp_writer_done(&w);
+	(void)msg_call_SANDBOX_DESTROY(c->shim, &(Msg_SANDBOX_DESTROY){.sandbox_id = sandbox_id},
+				       10 * USEC_PER_SEC, NULL, NULL);
 }
 
 static void
@@ -176,26 +172,20 @@ stats_reply(Peer *p, int err, const msgpack_object *body, void *ud)
 {
 	Run *run = ud;
 	Coordinator *c = run->c;
-	MpReader r;
-	uint64_t cpu = 0;
+	Reply_SANDBOX_STATS rep = {};
 
-	mp_reader_init(&r, body);
-	if (err == 0) {
-		mp_read_uint(&r, "cpu_usec", &cpu);
+	if (err == 0 && reply_decode_SANDBOX_STATS(body, &rep) == 0) {
 		/* the run's own exec, when the shim can tell (its exec cgroup) */
-		if (mp_map_get(body, "exec_cpu_usec"))
-			mp_read_uint(&r, "exec_cpu_usec", &cpu);
-		if (r.err == 0) {
-			if (run->cpu_known && cpu > run->cpu_usec && run->state == RUN_EXECUTING)
-				(void)runlog_touch(c->runlog, run->run_id, now_epoch_ms());
-			run->cpu_usec = cpu;
-			run->cpu_known = true;
-		}
+		uint64_t cpu = rep.has_exec_cpu_usec ? rep.exec_cpu_usec : rep.cpu_usec;
+		if (run->cpu_known && cpu > run->cpu_usec && run->state == RUN_EXECUTING)
+			(void)runlog_touch(c->runlog, run->run_id, now_epoch_ms());
+		run->cpu_usec = cpu;
+		run->cpu_known = true;
 	} else if (err == -ENOMSG) {
 		run->cpu_known = true; /* the shim cannot tell: judge by events alone */
 		run->cpu_usec = 0;
 	}
-	mp_reader_done(&r);
+	reply_done_SANDBOX_STATS(&rep);
 	if (--c->watchdog_pending == 0 && !round_scanned)
 		watchdog_scan(c);
 }
@@ -221,16 +211,11 @@ watchdog_cb(evutil_socket_t fd, short what, void *arg)
 	for (Run *run = c->runs; run; run = run->next) {
 		if (run->state != RUN_EXECUTING || !run->sandbox_id || !peer_is_ready(c->shim))
 			continue;
-		MpWriter w;
-		mp_writer_init(&w);
-		mp_w_map(&w, run->exec_id ? 2 : 1);
-		mp_w_str(&w, "sandbox_id", run->sandbox_id);
-		if (run->exec_id)
-			mp_w_uint(&w, "exec_id", run->exec_id);
-		if (peer_call(c->shim, MSG_SANDBOX_STATS, &w, 2 * USEC_PER_SEC, stats_reply, run) ==
-		    0)
+		Msg_SANDBOX_STATS m = {.sandbox_id = run->sandbox_id,
+				       .exec_id = run->exec_id,
+				       .has_exec_id = run->exec_id != 0};
+		if (msg_call_SANDBOX_STATS(c->shim, &m, 2 * USEC_PER_SEC, stats_reply, run) == 0)
 			c->watchdog_pending++;
-		mp_writer_done(&w);
 	}
 	if (c->watchdog_pending == 0)
 		watchdog_scan(c);

@@ -127,7 +127,6 @@ int
 watch_attach(Router *r, WatchSub *s, const char *run_id, const char *thread_id)
 {
 	Watch *w = watch_find(r, run_id);
-	MpWriter mw;
 	int rr;
 
 	if (!w) {
@@ -142,12 +141,10 @@ watch_attach(Router *r, WatchSub *s, const char *run_id, const char *thread_id)
 		}
 		/* the thread the tail was checked against (RUN_GET) is the run's
 		 * owner: coordinatord checks it again */
-		mp_writer_init(&mw);
-		mp_w_map(&mw, 2);
-		mp_w_str(&mw, "run_id", w->run_id);
-		mp_w_str(&mw, "thread_id", thread_id ? thread_id : "");
-		rr = coord_call(r, MSG_RUN_WATCH, &mw, watch_reply, w);
-		mp_writer_done(&mw);
+		rr = COORD_CALL(r, RUN_WATCH,
+				&((Msg_RUN_WATCH){.run_id = w->run_id,
+						  .thread_id = thread_id ? thread_id : ""}),
+				watch_reply, w);
 		if (rr < 0) {
 			free(w->run_id);
 			free(w);
@@ -178,7 +175,6 @@ void
 watch_detach(WatchSub *s)
 {
 	Watch *w = s->watch;
-	MpWriter mw;
 
 	if (!w)
 		return;
@@ -195,11 +191,8 @@ watch_detach(WatchSub *s)
 	/* Last tail gone. Sent even while RUN_WATCH is in flight: the link is
 	 * ordered, so the coordinator sees WATCH then UNWATCH. */
 	if (coord_ready(w->router)) {
-		mp_writer_init(&mw);
-		mp_w_map(&mw, 1);
-		mp_w_str(&mw, "run_id", w->run_id);
-		(void)coord_call(w->router, MSG_RUN_UNWATCH, &mw, NULL, NULL);
-		mp_writer_done(&mw);
+		(void)COORD_CALL(w->router, RUN_UNWATCH, &((Msg_RUN_UNWATCH){.run_id = w->run_id}),
+				 NULL, NULL);
 	}
 	watch_unlink_free(w);
 }

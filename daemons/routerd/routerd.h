@@ -41,6 +41,7 @@
 #include <stdint.h>
 
 #include "conn-limit.h"
+#include "msg.h"
 #include "peer-link.h"
 #include "peer.h"
 #include "router-conf.h"
@@ -158,6 +159,28 @@ int coord_call(Router *r, int type, const MpWriter *body, PeerReplyFn cb, void *
 /* The same with its own deadline (host tools may run for minutes). */
 int coord_call_timeout(Router *r, int type, const MpWriter *body, PeerReplyFn cb, void *userdata,
 		       usec_t timeout);
+/* coord_call() and coord_call_timeout() of a typed request (msg.h), e.g.
+ *     COORD_CALL(r, RUN_GET, &(Msg_RUN_GET){.run_id = id}, cb, userdata)
+ * The body is encoded by msg_encode_NAME(): a field renamed in messages.def
+ * breaks the build here. */
+#define COORD_CALL_TIMEOUT(r, NAME, m, cb, userdata, timeout)                                      \
+	({                                                                                         \
+		MpWriter _w;                                                                       \
+		mp_writer_init(&_w);                                                               \
+		msg_encode_##NAME(&_w, (m));                                                       \
+		int _k = coord_call_timeout((r), MSG_##NAME, &_w, (cb), (userdata), (timeout));    \
+		mp_writer_done(&_w);                                                               \
+		_k;                                                                                \
+	})
+#define COORD_CALL(r, NAME, m, cb, userdata)                                                       \
+	({                                                                                         \
+		MpWriter _w;                                                                       \
+		mp_writer_init(&_w);                                                               \
+		msg_encode_##NAME(&_w, (m));                                                       \
+		int _k = coord_call((r), MSG_##NAME, &_w, (cb), (userdata));                       \
+		mp_writer_done(&_w);                                                               \
+		_k;                                                                                \
+	})
 /* A host tool may run this long before routerd gives up on the answer. */
 #define BRIDGE_TIMEOUT_USEC (15 * 60 * USEC_PER_SEC)
 void coord_cancel(Router *r, void *userdata);

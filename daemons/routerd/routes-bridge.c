@@ -24,27 +24,18 @@ static void
 bridge_reply(Peer *p, int err, const msgpack_object *body, void *userdata)
 {
 	HttpConn *c = userdata;
-	MpReader r;
-	uint64_t status = 0;
-	const char *ctype = NULL;
-	const void *data = NULL;
-	size_t len = 0;
+	_cleanup_(reply_done_BRIDGE_CALL) Reply_BRIDGE_CALL rep = {};
 
 	if (err < 0) {
 		routes_coord_error(c, err, body, "no active bridge for run");
 		return;
 	}
-	mp_reader_init(&r, body);
-	mp_read_uint(&r, "status", &status);
-	mp_read_str_opt(&r, "content_type", &ctype, "application/json; charset=utf-8");
-	mp_read_bin(&r, "body", &data, &len);
-	if (r.err < 0 || status < 200 || status > 599) {
-		mp_reader_done(&r);
+	if (reply_decode_BRIDGE_CALL(body, &rep) < 0 || rep.status < 200 || rep.status > 599) {
 		http_respond_error(c, 500, "internal", "internal error");
 		return;
 	}
-	http_respond(c, (int)status, ctype, data, len, NULL, false);
-	mp_reader_done(&r);
+	http_respond(c, (int)rep.status, rep.content_type ?: "application/json; charset=utf-8",
+		     rep.body, rep.body_len, NULL, false);
 }
 
 void

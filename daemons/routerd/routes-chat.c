@@ -295,7 +295,6 @@ chat_start_run(HttpConn *c, json_t *body, const char *header_run_id, int64_t las
 	_cleanup_free_ char *msgs = NULL, *meta = NULL, *input = NULL;
 	json_auto_t *meta_j = NULL, *in = NULL;
 	char buf[128];
-	MpWriter w;
 	bool ws = mode == CHAT_WS_CONV;
 	int r;
 
@@ -350,17 +349,16 @@ chat_start_run(HttpConn *c, json_t *body, const char *header_run_id, int64_t las
 		return;
 	}
 	const char *harnesses = token ? token->harnesses : NULL;
-	mp_writer_init(&w);
-	mp_w_map(&w, 5 + !!harnesses);
-	mp_w_str(&w, "thread_id", thread_id);
-	mp_w_str(&w, "messages", msgs);
-	mp_w_str(&w, "metadata", meta);
-	mp_w_str(&w, "client_run_id", run_id);
-	mp_w_str(&w, "input", input);
-	if (harnesses)
-		mp_w_str(&w, "harnesses", harnesses);
-	r = coord_call(c->router, MSG_RUN_START, &w, chat_run_reply, c);
-	mp_writer_done(&w);
+	r = COORD_CALL(c->router, RUN_START,
+		       &((Msg_RUN_START){
+			   .thread_id = thread_id,
+			   .messages = msgs,
+			   .metadata = meta,
+			   .harnesses = harnesses,
+			   .client_run_id = run_id,
+			   .input = input,
+		       }),
+		       chat_run_reply, c);
 	if (r < 0) {
 		chat_start_free(c);
 		if (ws)
@@ -446,7 +444,6 @@ chat_join(HttpConn *c, const char *query, const char *run_id, const char *thread
 	const char *leid = http_header(c, "Last-Event-ID");
 	const char *msg;
 	int64_t last_seq = -1;
-	MpWriter w;
 	int r;
 
 	if (!offset && !(leid && *leid)) {
@@ -496,15 +493,12 @@ chat_join(HttpConn *c, const char *query, const char *run_id, const char *thread
 		http_respond_error(c, 500, "internal", "out of memory");
 		return;
 	}
-	mp_writer_init(&w);
-	mp_w_map(&w, 2);
-	mp_w_str(&w, "run_id", run_id);
-	if (thread_id)
-		mp_w_str(&w, "thread_id", thread_id);
-	else
-		mp_w_bool(&w, "any_thread", true);
-	r = coord_call(c->router, MSG_RUN_GET, &w, chat_join_reply, c);
-	mp_writer_done(&w);
+	r = COORD_CALL(c->router, RUN_GET,
+		       &((Msg_RUN_GET){.run_id = run_id,
+				       .thread_id = thread_id,
+				       .any_thread = true,
+				       .has_any_thread = !thread_id}),
+		       chat_join_reply, c);
 	if (r < 0) {
 		chat_start_free(c);
 		http_respond_error(c, 503, "unavailable", "coordinator unavailable");
@@ -540,7 +534,6 @@ static void
 chat_hydrate(HttpConn *c, const char *thread_id)
 {
 	const char *why = thread_id_problem(thread_id);
-	MpWriter w;
 	int r;
 
 	if (why) {
@@ -549,11 +542,8 @@ chat_hydrate(HttpConn *c, const char *thread_id)
 	}
 	if (!routes_thread_allowed(c, thread_id))
 		return;
-	mp_writer_init(&w);
-	mp_w_map(&w, 1);
-	mp_w_str(&w, "thread_id", thread_id);
-	r = coord_call(c->router, MSG_CHAT_HYDRATE, &w, chat_hydrate_reply, c);
-	mp_writer_done(&w);
+	r = COORD_CALL(c->router, CHAT_HYDRATE, &((Msg_CHAT_HYDRATE){.thread_id = thread_id}),
+		       chat_hydrate_reply, c);
 	if (r < 0)
 		http_respond_error(c, 503, "unavailable", "coordinator unavailable");
 }
@@ -571,15 +561,10 @@ chat_cancel_reply(Peer *p, int err, const msgpack_object *body, void *userdata)
 static void
 chat_cancel(HttpConn *c, const char *run_id, const char *thread_id)
 {
-	MpWriter w;
-
-	mp_writer_init(&w);
-	mp_w_map(&w, 2);
-	mp_w_str(&w, "run_id", run_id);
-	mp_w_str(&w, "thread_id", thread_id);
-	if (coord_call(c->router, MSG_RUN_CANCEL, &w, chat_cancel_reply, c) < 0)
+	if (COORD_CALL(c->router, RUN_CANCEL,
+		       &((Msg_RUN_CANCEL){.run_id = run_id, .thread_id = thread_id}),
+		       chat_cancel_reply, c) < 0)
 		log_debug("%s: /chat abort: coordinator unavailable", c->addr);
-	mp_writer_done(&w);
 }
 
 void

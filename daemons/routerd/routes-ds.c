@@ -274,7 +274,6 @@ static void
 ds_read(DsRead *d)
 {
 	HttpConn *c = d->c;
-	MpWriter w;
 
 	if (d->mode == DS_SSE && c->state == CONN_SSE &&
 	    evbuffer_get_length(bufferevent_get_output(c->bev)) >
@@ -282,15 +281,16 @@ ds_read(DsRead *d)
 		ds_arm(d, DS_POLL_MS); /* a slow reader: let it drain first */
 		return;
 	}
-	mp_writer_init(&w);
-	mp_w_map(&w, 5);
-	mp_w_str(&w, "run_id", d->run_id);
-	mp_w_str(&w, "thread_id", d->thread_id);
-	mp_w_int(&w, "from_seq", d->cursor);
-	mp_w_uint(&w, "max", d->head ? 0 : DS_READ_MAX);
-	mp_w_int(&w, "max_bytes", DS_READ_BYTES);
-	int r = coord_call(c->router, MSG_RUN_READ, &w, ds_read_reply, c);
-	mp_writer_done(&w);
+	int r = COORD_CALL(c->router, RUN_READ,
+			   &((Msg_RUN_READ){
+			       .run_id = d->run_id,
+			       .thread_id = d->thread_id,
+			       .from_seq = d->cursor,
+			       .max = d->head ? 0 : DS_READ_MAX,
+			       .max_bytes = DS_READ_BYTES,
+			       .has_max_bytes = true,
+			   }),
+			   ds_read_reply, c);
 	if (r < 0)
 		ds_error(c, -ECONNRESET, NULL);
 }
@@ -386,13 +386,9 @@ route_ds(HttpConn *c, bool head, const char *thread_id, const char *run_id, cons
 		return;
 	}
 	if (head || now) {
-		MpWriter w;
-		mp_writer_init(&w);
-		mp_w_map(&w, 2);
-		mp_w_str(&w, "run_id", run_id);
-		mp_w_str(&w, "thread_id", thread_id);
-		int r = coord_call(c->router, MSG_RUN_GET, &w, ds_get_reply, c);
-		mp_writer_done(&w);
+		int r = COORD_CALL(c->router, RUN_GET,
+				   &((Msg_RUN_GET){.run_id = run_id, .thread_id = thread_id}),
+				   ds_get_reply, c);
 		if (r < 0)
 			ds_error(c, -ECONNRESET, NULL);
 		return;

@@ -257,7 +257,6 @@ route_files(HttpConn *c, const char *thread_id, const char *raw, const char *que
 	const char *wop;
 	PeerReplyFn cb;
 	int mode = -1, r;
-	MpWriter w;
 
 	/* "" and "/" are the workspace root; "/x" is x; "//x" is "/x" (refused). */
 	if (*raw == '/')
@@ -302,19 +301,22 @@ route_files(HttpConn *c, const char *thread_id, const char *raw, const char *que
 				   "mode must be octal permission bits, e.g. 0644");
 		return;
 	}
-	mp_writer_init(&w);
-	mp_w_map(&w, 3 + (to ? 1 : 0) + (m == HTTP_PUT ? 1 : 0) + (mode >= 0 ? 1 : 0));
-	mp_w_str(&w, "thread_id", thread_id);
-	mp_w_str(&w, "op", wop);
-	mp_w_bin(&w, "path", path, strlen(path));
-	if (to)
-		mp_w_bin(&w, "to", to, strlen(to));
-	if (m == HTTP_PUT)
-		mp_w_bin(&w, "data", c->req.body ? c->req.body : "", c->req.body_len);
-	if (mode >= 0)
-		mp_w_uint(&w, "mode", (uint64_t)mode);
-	r = coord_call(c->router, MSG_THREAD_FILE, &w, cb, c);
-	mp_writer_done(&w);
+	r = COORD_CALL(c->router, THREAD_FILE,
+		       &((Msg_THREAD_FILE){
+			   .thread_id = thread_id,
+			   .op = wop,
+			   .path = path,
+			   .path_len = strlen(path),
+			   .to = to,
+			   .to_len = to ? strlen(to) : 0,
+			   .has_to = to != NULL,
+			   .data = c->req.body ? c->req.body : "",
+			   .data_len = c->req.body_len,
+			   .has_data = m == HTTP_PUT,
+			   .mode = mode,
+			   .has_mode = mode >= 0,
+		       }),
+		       cb, c);
 	if (r == -EMSGSIZE)
 		http_respond_error(c, 413, "too_large",
 				   "the file does not fit in one frame (max_frame)");

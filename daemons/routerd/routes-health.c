@@ -64,12 +64,7 @@ readyz_reply(Peer *p, int err, const msgpack_object *body, void *userdata)
 void
 route_readyz(HttpConn *c, Route *rt)
 {
-	MpWriter w;
-
-	mp_writer_init(&w);
-	mp_w_map(&w, 0);
-	int r = coord_call(c->router, MSG_STATUS_GET, &w, readyz_reply, c);
-	mp_writer_done(&w);
+	int r = COORD_CALL(c->router, STATUS_GET, &((Msg_STATUS_GET){}), readyz_reply, c);
 	if (r < 0)
 		http_respond_error(c, 503, "not_ready", "coordinator unavailable");
 }
@@ -114,12 +109,7 @@ metrics_reply(Peer *p, int err, const msgpack_object *body, void *userdata)
 void
 route_metrics(HttpConn *c, Route *rt)
 {
-	MpWriter w;
-
-	mp_writer_init(&w);
-	mp_w_map(&w, 0);
-	int r = coord_call(c->router, MSG_STATUS_GET, &w, metrics_reply, c);
-	mp_writer_done(&w);
+	int r = COORD_CALL(c->router, STATUS_GET, &((Msg_STATUS_GET){}), metrics_reply, c);
 	if (r < 0)
 		metrics_respond(c, NULL, 0);
 }

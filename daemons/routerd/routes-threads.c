@@ -67,7 +67,6 @@ void
 route_thread_runs(HttpConn *c, Route *rt)
 {
 	_cleanup_free_ char *status = NULL;
-	MpWriter w;
 	int r;
 
 	if (!routes_path_thread_id(c, rt->seg[1]))
@@ -79,24 +78,19 @@ route_thread_runs(HttpConn *c, Route *rt)
 				   "status must be running, completed, failed or aborted");
 		return;
 	}
-	mp_writer_init(&w);
-	mp_w_map(&w, status ? 2 : 1);
-	mp_w_str(&w, "thread_id", rt->seg[1]);
-	if (status)
-		mp_w_str(&w, "status", status);
-	r = coord_call(c->router, MSG_THREAD_RUNS, &w, thread_runs_reply, c);
-	mp_writer_done(&w);
+	r = COORD_CALL(c->router, THREAD_RUNS,
+		       &((Msg_THREAD_RUNS){.thread_id = rt->seg[1], .status = status}),
+		       thread_runs_reply, c);
 	if (r < 0)
 		routes_unavailable(c);
 }
 
 /* Wait as long as the shim's job may run (snapshot_wait_ms), not
  * coord_timeout_ms: a long snapshot still tells the client its id. */
-static int
-snapshot_call(HttpConn *c, int type, const MpWriter *w, PeerReplyFn cb)
+static usec_t
+snapshot_wait(HttpConn *c)
 {
-	return coord_call_timeout(c->router, type, w, cb, c,
-				  (usec_t)c->router->conf->snapshot_wait_ms * USEC_PER_MSEC);
+	return (usec_t)c->router->conf->snapshot_wait_ms * USEC_PER_MSEC;
 }
 
 static void
@@ -122,7 +116,6 @@ void
 route_snapshot_create(HttpConn *c, Route *rt)
 {
 	json_t *label;
-	MpWriter w;
 	int r;
 
 	if (!routes_path_thread_id(c, rt->seg[1]) || !routes_json_content_type(c, true))
@@ -136,13 +129,10 @@ route_snapshot_create(HttpConn *c, Route *rt)
 		http_respond_error(c, 400, "bad_request", "label must be a printable string");
 		return;
 	}
-	mp_writer_init(&w);
-	mp_w_map(&w, label ? 2 : 1);
-	mp_w_str(&w, "thread_id", rt->seg[1]);
-	if (label)
-		mp_w_str(&w, "label", json_string_value(label));
-	r = snapshot_call(c, MSG_SNAPSHOT_CREATE, &w, snapshot_create_reply);
-	mp_writer_done(&w);
+	r = COORD_CALL_TIMEOUT(
+	    c->router, SNAPSHOT_CREATE,
+	    &((Msg_SNAPSHOT_CREATE){.thread_id = rt->seg[1], .label = json_string_value(label)}),
+	    snapshot_create_reply, c, snapshot_wait(c));
 	if (r < 0)
 		routes_unavailable(c);
 }
@@ -164,7 +154,6 @@ void
 route_snapshot_restore(HttpConn *c, Route *rt)
 {
 	json_t *sid;
-	MpWriter w;
 	int r;
 
 	if (!routes_path_thread_id(c, rt->seg[1]) || !routes_json_content_type(c, false))
@@ -178,12 +167,10 @@ route_snapshot_restore(HttpConn *c, Route *rt)
 		http_respond_error(c, 400, "bad_request", "snapshotId must be a non-empty string");
 		return;
 	}
-	mp_writer_init(&w);
-	mp_w_map(&w, 2);
-	mp_w_str(&w, "thread_id", rt->seg[1]);
-	mp_w_str(&w, "snapshot_id", json_string_value(sid));
-	r = snapshot_call(c, MSG_SNAPSHOT_RESTORE, &w, snapshot_restore_reply);
-	mp_writer_done(&w);
+	r = COORD_CALL_TIMEOUT(c->router, SNAPSHOT_RESTORE,
+			       &((Msg_SNAPSHOT_RESTORE){.thread_id = rt->seg[1],
+							.snapshot_id = json_string_value(sid)}),
+			       snapshot_restore_reply, c, snapshot_wait(c));
 	if (r < 0)
 		routes_unavailable(c);
 }

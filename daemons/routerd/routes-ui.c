@@ -243,7 +243,6 @@ route_threads(HttpConn *c, const char *query)
 	int64_t after_ms = 0;
 	const char *after_thread = NULL;
 	long limit = THREADS_LIMIT_DEFAULT;
-	MpWriter w;
 	int r;
 
 	if (c->req.method != HTTP_GET) {
@@ -295,22 +294,17 @@ route_threads(HttpConn *c, const char *query)
 		free(prefix);
 		prefix = NULL;
 	}
-	bool scoped = t && t->threads;
-	mp_writer_init(&w);
-	mp_w_map(&w, 1 + !!prefix + !!status + scoped + 2 * !!after_thread);
-	mp_w_uint(&w, "limit", (uint64_t)limit);
-	if (prefix)
-		mp_w_str(&w, "prefix", prefix);
-	if (status)
-		mp_w_str(&w, "status", status);
-	if (scoped)
-		mp_w_str_array(&w, "scope", t->threads);
-	if (after_thread) {
-		mp_w_int(&w, "after_ms", after_ms);
-		mp_w_str(&w, "after_thread", after_thread);
-	}
-	r = coord_call(c->router, MSG_THREAD_LIST, &w, threads_reply, c);
-	mp_writer_done(&w);
+	r = COORD_CALL(c->router, THREAD_LIST,
+		       &((Msg_THREAD_LIST){
+			   .limit = (uint64_t)limit,
+			   .prefix = prefix,
+			   .status = status,
+			   .scope = t ? t->threads : NULL,
+			   .after_ms = after_ms,
+			   .has_after_ms = after_thread != NULL,
+			   .after_thread = after_thread,
+		       }),
+		       threads_reply, c);
 	if (r < 0)
 		http_respond_error(c, 503, "unavailable", "coordinator unavailable");
 }

@@ -322,31 +322,26 @@ static void
 run_start_reply(Peer *p, int err, const msgpack_object *body, void *userdata)
 {
 	HttpConn *c = userdata;
-	const char *run_id = NULL;
-	MpReader mr;
+	_cleanup_(reply_done_RUN_START) Reply_RUN_START rep = {};
 
 	if (err < 0) {
 		routes_coord_error(c, err, body, "not found");
 		return;
 	}
-	mp_reader_init(&mr, body);
-	mp_read_str(&mr, "run_id", &run_id);
-	if (mr.err < 0) {
-		mp_reader_done(&mr);
+	if (reply_decode_RUN_START(body, &rep) < 0) {
 		log_warning("%s: RUN_START reply without run_id", c->addr);
 		http_respond_error(c, 500, "internal", "internal error");
 		return;
 	}
-	json_auto_t *j = json_pack("{s:s}", "runId", run_id);
+	json_auto_t *j = json_pack("{s:s}", "runId", rep.run_id);
 	{
 		/* the run's story in the journal starts here (RUN_ID=, THREAD_ID=) */
 		json_auto_t *req =
 		    json_loadb(c->req.body ? c->req.body : "", c->req.body_len, 0, NULL);
-		LogCtx lc = {.run_id = run_id,
+		LogCtx lc = {.run_id = rep.run_id,
 			     .thread_id = json_string_value(json_object_get(req, "threadId"))};
 		log_ctx(LOG_INFO, &lc, "Run accepted from %s", c->addr);
 	}
-	mp_reader_done(&mr);
 	if (!j) {
 		http_respond_error(c, 500, "internal", "internal error");
 		return;
@@ -398,7 +393,6 @@ route_runs_post(HttpConn *c, Route *rt)
 	_cleanup_free_ char *msgs = NULL, *meta = NULL;
 	json_error_t jerr;
 	char buf[128];
-	MpWriter w;
 	int r;
 
 	if (idem && (!*idem || strlen(idem) > IDEMPOTENCY_KEY_MAX || !string_printable(idem))) {
@@ -434,18 +428,15 @@ route_runs_post(HttpConn *c, Route *rt)
 		http_respond_error(c, 500, "internal", "out of memory");
 		return;
 	}
-	mp_writer_init(&w);
-	mp_w_map(&w, 2 + !!meta + !!idem + !!harnesses);
-	mp_w_str(&w, "thread_id", json_string_value(json_object_get(body, "threadId")));
-	mp_w_str(&w, "messages", msgs);
-	if (harnesses)
-		mp_w_str(&w, "harnesses", harnesses);
-	if (meta)
-		mp_w_str(&w, "metadata", meta);
-	if (idem)
-		mp_w_str(&w, "idempotency_key", idem);
-	r = coord_call(c->router, MSG_RUN_START, &w, run_start_reply, c);
-	mp_writer_done(&w);
+	r = COORD_CALL(c->router, RUN_START,
+		       &((Msg_RUN_START){
+			   .thread_id = json_string_value(json_object_get(body, "threadId")),
+			   .messages = msgs,
+			   .metadata = meta,
+			   .idempotency_key = idem,
+			   .harnesses = harnesses,
+		       }),
+		       run_start_reply, c);
 	if (r < 0)
 		routes_coord_error(c, r == -ECONNRESET ? r : -EIO, NULL, "not found");
 }
@@ -455,16 +446,8 @@ route_runs_post(HttpConn *c, Route *rt)
 static int
 send_run_get(HttpConn *c, const char *run_id, const char *thread_id, PeerReplyFn cb)
 {
-	MpWriter w;
-	int r;
-
-	mp_writer_init(&w);
-	mp_w_map(&w, 2);
-	mp_w_str(&w, "run_id", run_id);
-	mp_w_str(&w, "thread_id", thread_id);
-	r = coord_call(c->router, MSG_RUN_GET, &w, cb, c);
-	mp_writer_done(&w);
-	return r;
+	return COORD_CALL(c->router, RUN_GET,
+			  &((Msg_RUN_GET){.run_id = run_id, .thread_id = thread_id}), cb, c);
 }
 
 static void
@@ -701,7 +684,6 @@ static void
 route_run_cancel(HttpConn *c, Route *rt)
 {
 	_cleanup_free_ char *thread_id = NULL;
-	MpWriter w;
 	int r;
 
 	if (!routes_get_thread_id(c, rt, &thread_id) || !routes_json_content_type(c, true))
@@ -710,12 +692,9 @@ route_run_cancel(HttpConn *c, Route *rt)
 		http_respond_error(c, 404, "not_found", "unknown run");
 		return;
 	}
-	mp_writer_init(&w);
-	mp_w_map(&w, 2);
-	mp_w_str(&w, "run_id", rt->seg[1]);
-	mp_w_str(&w, "thread_id", thread_id);
-	r = coord_call(c->router, MSG_RUN_CANCEL, &w, run_cancel_reply, c);
-	mp_writer_done(&w);
+	r = COORD_CALL(c->router, RUN_CANCEL,
+		       &((Msg_RUN_CANCEL){.run_id = rt->seg[1], .thread_id = thread_id}),
+		       run_cancel_reply, c);
 	if (r < 0)
 		routes_unavailable(c);
 }

@@ -285,21 +285,21 @@ tail_read_reply(Peer *p, int err, const msgpack_object *body, void *userdata)
 static void
 tail_start_read(Tail *t)
 {
-	MpWriter w;
 	int r;
 
-	mp_writer_init(&w);
-	mp_w_map(&w, t->thread_id ? 5 : 4);
-	mp_w_str(&w, "run_id", t->run_id);
-	if (t->thread_id)
-		mp_w_str(&w, "thread_id", t->thread_id);
-	mp_w_int(&w, "from_seq", t->cursor);
-	mp_w_uint(&w, "max", (uint64_t)t->router->conf->tail_read_batch);
-	/* no more than a delivery can take before it pauses (half the queue):
-	 * the rest of a bigger batch would be dropped and read again */
-	mp_w_int(&w, "max_bytes", (int64_t)tail_high_water(t));
-	r = coord_call(t->router, MSG_RUN_READ, &w, tail_read_reply, t);
-	mp_writer_done(&w);
+	r = COORD_CALL(t->router, RUN_READ,
+		       &((Msg_RUN_READ){
+			   .run_id = t->run_id,
+			   .thread_id = t->thread_id,
+			   .from_seq = t->cursor,
+			   .max = (uint64_t)t->router->conf->tail_read_batch,
+			   /* no more than a delivery can take before it pauses (half
+			    * the queue): the rest of a bigger batch would be dropped
+			    * and read again */
+			   .max_bytes = (int64_t)tail_high_water(t),
+			   .has_max_bytes = true,
+		       }),
+		       tail_read_reply, t);
 	if (r < 0) {
 		tail_fail(t, 1011, "coordinator unavailable");
 		return;

@@ -61,7 +61,6 @@ setup(void)
 	coord.flush_ev = event_new(coord.base, -1, 0, noop_cb, NULL);
 	coord.conf.reuse = REUSE_THREAD;
 	coord.conf.output_chunk_max = 65536;
-	coord.listen_fd = -1;
 	harness.name = (char *)"fuzz";
 	harness.adapter = KIND;
 	harness.command = KIND == ADAPTER_NDJSON ? argv : NULL;

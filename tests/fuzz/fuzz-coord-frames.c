@@ -90,7 +90,6 @@ setup(void)
 	if (conf_apply_defaults(coord_conf_items, coord_conf_n_items, &coord.conf) < 0)
 		abort();
 	coord.conf.sync = false;
-	coord.listen_fd = -1;
 	coord.run_teardown = driver_run_teardown;
 	if (harness_load_string("fuzz", "", &harnesses, err, sizeof(err)) < 0)
 		abort();
