@@ -51,6 +51,9 @@ objs() {
 }
 
 mapfile -t common < <(objs common; objs common/proto)
+# the [cluster] keys' validators are libcommon's; the rest of common/cluster
+# (libnats) is used by no fuzzed code
+common+=("$(obj "$top/common/cluster/cluster-conf.c" -I"$top/common/cluster")")
 mapfile -t router < <(objs daemons/routerd main.c)
 router+=("$(obj "$top/tests/fuzz/fuzz-common.c" -I"$top/daemons/routerd")")
 # coordinatord without main.c; commit.c and coordinator.c are included by the

@@ -5,6 +5,7 @@
 
 #include <errno.h>
 #include <fcntl.h>
+#include <signal.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/socket.h>
@@ -27,6 +28,7 @@ fuzz_router(void)
 		return router;
 	log_open("fuzz");
 	log_set_max_level(LOG_CRIT); /* quiet: the inputs are garbage on purpose */
+	signal(SIGPIPE, SIG_IGN);    /* as routerd (daemon_setup_signals) */
 	if (conf_apply_defaults(router_conf_items, router_conf_n_items, &conf) < 0)
 		abort();
 	base = event_base_new();
