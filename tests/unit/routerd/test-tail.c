@@ -68,7 +68,8 @@ static char *
 event_text(int seq)
 {
 	static char buf[EVENT_TEXT + 128];
-	int n = snprintf(buf, sizeof(buf), "{\"type\":\"TEXT_MESSAGE_CONTENT\",\"delta\":\"%d:", seq);
+	int n =
+	    snprintf(buf, sizeof(buf), "{\"type\":\"TEXT_MESSAGE_CONTENT\",\"delta\":\"%d:", seq);
 	memset(buf + n, 'x', EVENT_TEXT);
 	snprintf(buf + n + EVENT_TEXT, sizeof(buf) - (size_t)n - EVENT_TEXT, "\"}");
 	return buf;
@@ -372,7 +373,8 @@ reader_take(Reader *rd)
 				assert_memory_equal(chunk + 8, want, strlen(want));
 				rd->next_seq++;
 			} else {
-				assert_true(plen > 16 && memcmp(p, "{\"type\":\"status\"", 16) == 0);
+				assert_true(plen > 16 &&
+					    memcmp(p, "{\"type\":\"status\"", 16) == 0);
 				rd->statuses++;
 			}
 		} else if (op == 0x8) {
