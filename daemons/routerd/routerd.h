@@ -292,7 +292,12 @@ struct HttpConn {
 	bool ws_io_failed; /* the send callback failed (not a protocol error) */
 	WsDrop ws_drop;	   /* set when routerd decides to end the session */
 	Tail *tail;
-	bool ws_ping_outstanding;	  /* a server ping is unanswered */
+	bool ws_ping_outstanding; /* a server ping is unanswered */
+	/* ws.c: the client's frames as far as they were handed to wslay */
+	uint8_t ws_in_hdr[14]; /* the frame header being read */
+	uint8_t ws_in_hdr_len;
+	bool ws_in_frag;		  /* a fragmented data message is open */
+	uint64_t ws_in_left;		  /* payload bytes of the current frame to come */
 	struct StreamStart *stream_start; /* routes.c: a tail waiting for RUN_GET */
 	struct ChatStart *chat_start;	  /* routes-chat.c: a /chat run or join on its way */
 	bool ndjson;			  /* CONN_SSE carries NDJSON lines (/chat?format=ndjson) */
@@ -312,6 +317,18 @@ int http_conn_new(Router *r, int fd, const struct sockaddr *sa, int salen, bool 
 void http_conn_free(HttpConn *c);
 /* Drop the connection from anywhere: I/O off now, freed next turn. */
 void http_conn_abort(HttpConn *c);
+
+/* Write to the client. Straight to the socket while nothing written earlier
+ * waits and the socket takes it; what it does not take (EAGAIN, a partial
+ * write) goes, in order, to the bufferevent's output, which libevent flushes
+ * and whose draining calls on_drained. Every write to a connection goes
+ * through these. 0, or negative errno when the connection is gone (a write
+ * error such as EPIPE/ECONNRESET aborts it). The buffer variant empties buf. */
+struct iovec;
+struct evbuffer;
+int http_conn_writev(HttpConn *c, const struct iovec *iov, int n);
+int http_conn_write(HttpConn *c, const void *data, size_t len);
+int http_conn_write_buffer(HttpConn *c, struct evbuffer *buf);
 
 /* Queue a complete response for the current request. body may be NULL/0.
  * extra_headers: already formatted "Name: value\r\n" lines or NULL. Ends the
