@@ -53,6 +53,7 @@ req_reset(HttpRequest *q)
 		free(q->headers[i].name);
 		free(q->headers[i].value);
 	}
+	free(q->headers);
 	free(q->body);
 	free(q->path);
 	free(q->cors);
@@ -132,6 +133,18 @@ on_header_field(http_parser *p, const char *at, size_t len)
 		if (q->n_headers >= ROUTER_MAX_HEADERS) {
 			c->fail_status = 431;
 			return -1;
+		}
+		if (q->n_headers == q->headers_cap) {
+			size_t cap =
+			    MIN(MAX(q->headers_cap * 2, (size_t)16), (size_t)ROUTER_MAX_HEADERS);
+			HttpHeader *h = realloc(q->headers, cap * sizeof(*h));
+			if (!h) {
+				c->fail_status = 500;
+				return -1;
+			}
+			memset(h + q->headers_cap, 0, (cap - q->headers_cap) * sizeof(*h));
+			q->headers = h;
+			q->headers_cap = cap;
 		}
 		q->n_headers++;
 		q->n_name = q->n_value = 0;
@@ -649,6 +662,9 @@ http_conn_upgraded(HttpConn *c, int status, HttpConnState state)
 	req_reset(&c->req);
 	c->busy = false;
 	c->state = state;
+	/* no request head is read any more */
+	event_free(c->head_timer);
+	c->head_timer = NULL;
 	if (c->ping_timer)
 		event_add(c->ping_timer, timeval_from_usec(&tv, (usec_t)conf->ws_ping_interval_ms *
 								    USEC_PER_MSEC));

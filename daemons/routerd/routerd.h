@@ -226,8 +226,9 @@ typedef struct HttpRequest {
 	unsigned short http_major, http_minor;
 	char *url;
 	size_t url_len;
-	HttpHeader headers[ROUTER_MAX_HEADERS];
-	size_t n_headers;
+	HttpHeader *headers; /* n_headers of headers_cap (heap, with the request:
+			      * a connection between requests, or a tail, holds none) */
+	size_t n_headers, headers_cap;
 	size_t n_name, n_value; /* lengths of the header being parsed */
 	bool in_value;		/* the last header callback was a value */
 	size_t header_bytes;	/* request line + headers, against max_header_bytes */

@@ -295,6 +295,8 @@ test_ws_handshake(void **state)
 	assert_int_equal(socketpair(AF_UNIX, SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0, sv), 0);
 	assert_int_equal(http_conn_new(T.r, sv[0], (struct sockaddr *)&un, sizeof(un), false), 0);
 	HttpConn *c = T.r->conns;
+	c->req.headers = calloc(1, sizeof(HttpHeader));
+	c->req.headers_cap = 1;
 	c->req.headers[0].name = strdup("Sec-WebSocket-Key");
 	c->req.headers[0].value = strdup("dGhlIHNhbXBsZSBub25jZQ==");
 	c->req.n_headers = 1;
