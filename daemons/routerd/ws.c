@@ -13,9 +13,12 @@
  *
  * The frames routerd sends on an open connection (text, ping) are written
  * here, unmasked and unfragmented, byte for byte what wslay would write, by
- * http_conn_writev(); a session's queue is empty between calls (its send
- * callback never blocks), so the order is kept; when it is not, the frame
- * goes through the session. wslay answers pings and the client's close frame
+ * http_conn_writev(): by hand because wslay's frame API needs a frame context
+ * (with its own 4 KiB receive buffer) and writes the 2–10 header bytes and
+ * the payload in two calls; a server's header is RFC 6455 §5.2's FIN, opcode
+ * and length, nothing to parse. A session's queue is empty between calls
+ * (its send callback never blocks), so the order is kept; when it is not,
+ * the frame goes through the session. wslay answers pings and the client's close frame
  * itself; a client message larger than WS_MAX_CLIENT_MSG is refused by wslay
  * (1009).
  */
