@@ -44,6 +44,7 @@
 #define HTTP_OUTPUT_PAUSE (256 * 1024)
 
 static void conn_process(HttpConn *c);
+static void conn_uncork_discard(HttpConn *c);
 
 static void
 req_reset(HttpRequest *q)
@@ -383,6 +384,7 @@ http_conn_abort(HttpConn *c)
 	if (c->state == CONN_DEAD)
 		return;
 	c->state = CONN_DEAD;
+	conn_uncork_discard(c);
 	bufferevent_disable(c->bev, EV_READ | EV_WRITE);
 	conn_arm_timer(c, 0);
 }
@@ -408,6 +410,48 @@ conn_write_failed(HttpConn *c, int err)
 	return -err;
 }
 
+/* Drop what a corked connection gathered (it is being aborted or freed). */
+static void
+conn_uncork_discard(HttpConn *c)
+{
+	if (c->router->corked != c)
+		return;
+	c->router->corked = NULL;
+	evbuffer_drain(c->router->cork_buf, SIZE_MAX);
+}
+
+void
+http_conn_cork(HttpConn *c)
+{
+	Router *r = c->router;
+
+	if (r->corked == c || c->state == CONN_DEAD)
+		return;
+	if (r->corked)
+		(void)http_conn_uncork(r->corked);
+	if (!r->cork_buf && !(r->cork_buf = evbuffer_new()))
+		return; /* not corked: each write goes on its own */
+	r->corked = c;
+}
+
+int
+http_conn_uncork(HttpConn *c)
+{
+	if (c->router->corked != c)
+		return 0;
+	c->router->corked = NULL;
+	return http_conn_write_buffer(c, c->router->cork_buf);
+}
+
+size_t
+http_conn_output_pending(const HttpConn *c)
+{
+	size_t n = evbuffer_get_length(bufferevent_get_output(c->bev));
+	if (c->router->corked == c)
+		n += evbuffer_get_length(c->router->cork_buf);
+	return n;
+}
+
 int
 http_conn_writev(HttpConn *c, const struct iovec *iov, int n)
 {
@@ -417,7 +461,9 @@ http_conn_writev(HttpConn *c, const struct iovec *iov, int n)
 
 	if (c->state == CONN_DEAD)
 		return -ECONNRESET;
-	if (conn_direct_ok(c, out)) {
+	if (c->router->corked == c)
+		out = c->router->cork_buf; /* written at http_conn_uncork() */
+	else if (conn_direct_ok(c, out)) {
 		ssize_t k;
 		do
 			k = writev(bufferevent_getfd(c->bev), iov, n);
@@ -461,7 +507,9 @@ http_conn_write_buffer(HttpConn *c, struct evbuffer *buf)
 		evbuffer_drain(buf, SIZE_MAX);
 		return -ECONNRESET;
 	}
-	if (conn_direct_ok(c, out) && evbuffer_get_length(buf) > 0) {
+	if (c->router->corked == c)
+		out = c->router->cork_buf; /* written at http_conn_uncork() */
+	else if (conn_direct_ok(c, out) && evbuffer_get_length(buf) > 0) {
 		int k;
 		do
 			k = evbuffer_write(buf, bufferevent_getfd(c->bev));
@@ -501,6 +549,8 @@ void
 http_conn_close(HttpConn *c)
 {
 	if (c->state == CONN_CLOSING || c->state == CONN_DEAD)
+		return;
+	if (http_conn_uncork(c) < 0) /* what it gathered goes before the FIN */
 		return;
 	c->state = CONN_CLOSING;
 	bufferevent_setwatermark(c->bev, EV_WRITE, 0, 0);
@@ -976,6 +1026,7 @@ http_conn_free(HttpConn *c)
 {
 	if (!c)
 		return;
+	conn_uncork_discard(c);
 	coord_cancel(c->router, c);
 	if (c->router->on_conn_free)
 		c->router->on_conn_free(c);

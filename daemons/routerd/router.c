@@ -21,6 +21,7 @@
 #include <sys/socket.h>
 #include <unistd.h>
 
+#include <event2/buffer.h>
 #include <event2/event.h>
 #include <event2/listener.h>
 #include <event2/util.h>
@@ -399,6 +400,8 @@ router_free(Router *r)
 	if (r->coord_hello)
 		event_free(r->coord_hello);
 	r->unserved = addr_table_free(r->unserved);
+	if (r->cork_buf)
+		evbuffer_free(r->cork_buf);
 	free(r->coord_path);
 	free(r);
 	return NULL;

@@ -99,6 +99,9 @@ struct Router {
 	bool stopping;
 	bool ready_sent;
 	int exit_code;
+	/* http_conn_cork(): the connection whose writes are gathered, and where */
+	HttpConn *corked;
+	struct evbuffer *cork_buf;
 
 	/* coordinatord link (coord-link.c) */
 	char *coord_path;
@@ -330,6 +333,14 @@ struct evbuffer;
 int http_conn_writev(HttpConn *c, const struct iovec *iov, int n);
 int http_conn_write(HttpConn *c, const void *data, size_t len);
 int http_conn_write_buffer(HttpConn *c, struct evbuffer *buf);
+/* Gather c's writes until http_conn_uncork(c), which writes them at once (a
+ * tail delivering several events: one writev for all of them). One
+ * connection at a time: corking another uncorks the first; closing or
+ * freeing c uncorks it. uncork: 0 or negative errno, as http_conn_write. */
+void http_conn_cork(HttpConn *c);
+int http_conn_uncork(HttpConn *c);
+/* Bytes written to c that the socket has not taken yet. */
+size_t http_conn_output_pending(const HttpConn *c);
 
 /* Queue a complete response for the current request. body may be NULL/0.
  * extra_headers: already formatted "Name: value\r\n" lines or NULL. Ends the

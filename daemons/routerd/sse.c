@@ -183,7 +183,7 @@ sse_close(HttpConn *c, uint16_t code, const char *reason)
 static size_t
 sse_pending(const HttpConn *c)
 {
-	return evbuffer_get_length(bufferevent_get_output(c->bev));
+	return http_conn_output_pending(c);
 }
 
 static int

@@ -503,7 +503,7 @@ ws_close(HttpConn *c, uint16_t code, const char *reason)
 size_t
 ws_output_pending(const HttpConn *c)
 {
-	size_t n = evbuffer_get_length(bufferevent_get_output(c->bev));
+	size_t n = http_conn_output_pending(c);
 	if (c->ws)
 		n += wslay_event_get_queued_msg_length(c->ws);
 	return n;
