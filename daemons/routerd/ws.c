@@ -3,24 +3,25 @@
  * ws.c — the RFC 6455 side of a tail: handshake checks, the 101 answer, our
  * own frames, and a wslay_event session for what the client sends.
  *
- * An idle tail holds no wslay session (its fixed buffers are ≈ 8.5 KiB): the
- * session is made when client bytes arrive, and freed again once wslay has
- * taken every byte up to a frame boundary outside a fragmented message (our
- * own scan of the frame headers handed to it says where the boundaries are),
- * nothing of ours is queued in it and no close was sent or received. A fresh
- * session is then in the very state the freed one was in. The close
+ * An idle tail holds no wslay session (≈ 9.4 KB of heap: the 4 KiB output
+ * buffer, the frame context's 4 KiB input buffer, the queues): the session
+ * is made when client bytes arrive, and freed again once wslay has taken
+ * every byte up to a frame boundary outside a fragmented message (our own
+ * scan of the frame headers handed to it says where the boundaries are),
+ * nothing of ours is queued in it and no close was sent or received. A
+ * fresh session is then in the very state the freed one was in. The close
  * handshake keeps its session to the end.
  *
  * The frames routerd sends on an open connection (text, ping) are written
  * here, unmasked and unfragmented, byte for byte what wslay would write, by
- * http_conn_writev(): by hand because wslay's frame API needs a frame context
- * (with its own 4 KiB receive buffer) and writes the 2–10 header bytes and
- * the payload in two calls; a server's header is RFC 6455 §5.2's FIN, opcode
- * and length, nothing to parse. A session's queue is empty between calls
- * (its send callback never blocks), so the order is kept; when it is not,
- * the frame goes through the session. wslay answers pings and the client's close frame
- * itself; a client message larger than WS_MAX_CLIENT_MSG is refused by wslay
- * (1009).
+ * http_conn_writev(): by hand because wslay's frame API needs a frame
+ * context (with its own 4 KiB receive buffer) and writes the 2–10 header
+ * bytes and the payload in two calls; a server's header is RFC 6455 §5.2's
+ * FIN, opcode and length, nothing to parse. A session's queue is empty
+ * between calls (its send callback never blocks), so the order is kept;
+ * when it is not, the frame goes through the session. wslay answers pings
+ * and the client's close frame itself; a client message larger than
+ * WS_MAX_CLIENT_MSG is refused by wslay (1009).
  */
 #include "config.h"
 
