@@ -137,9 +137,10 @@ def b9(s):
 
 def open_idle(port, n, path, extra=""):
     """n WebSocket handshakes, one after the other (libwebsockets serves a
-    limited number of handshakes at once), then leave them idle."""
+    limited number of handshakes at once), then leave them idle. The Host
+    names the port: routerd answers 421 to a Host that is not its address."""
     socks = []
-    req = (f"GET {path} HTTP/1.1\r\nHost: 127.0.0.1\r\nUpgrade: websocket\r\nConnection: Upgrade\r\n"
+    req = (f"GET {path} HTTP/1.1\r\nHost: 127.0.0.1:{port}\r\nUpgrade: websocket\r\nConnection: Upgrade\r\n"
            f"Sec-WebSocket-Version: 13\r\nSec-WebSocket-Key: {WS_KEY}\r\n{extra}\r\n").encode()
     for i in range(n):
         c = socket.create_connection(("127.0.0.1", port))

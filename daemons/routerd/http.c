@@ -25,6 +25,7 @@
 #include <string.h>
 #include <strings.h>
 #include <sys/socket.h>
+#include <sys/uio.h>
 
 #include <event2/buffer.h>
 #include <event2/bufferevent.h>
@@ -43,6 +44,7 @@
 #define HTTP_OUTPUT_PAUSE (256 * 1024)
 
 static void conn_process(HttpConn *c);
+static void conn_uncork_discard(HttpConn *c);
 
 static void
 req_reset(HttpRequest *q)
@@ -52,6 +54,7 @@ req_reset(HttpRequest *q)
 		free(q->headers[i].name);
 		free(q->headers[i].value);
 	}
+	free(q->headers);
 	free(q->body);
 	free(q->path);
 	free(q->cors);
@@ -131,6 +134,18 @@ on_header_field(http_parser *p, const char *at, size_t len)
 		if (q->n_headers >= ROUTER_MAX_HEADERS) {
 			c->fail_status = 431;
 			return -1;
+		}
+		if (q->n_headers == q->headers_cap) {
+			size_t cap =
+			    MIN(MAX(q->headers_cap * 2, (size_t)16), (size_t)ROUTER_MAX_HEADERS);
+			HttpHeader *h = realloc(q->headers, cap * sizeof(*h));
+			if (!h) {
+				c->fail_status = 500;
+				return -1;
+			}
+			memset(h + q->headers_cap, 0, (cap - q->headers_cap) * sizeof(*h));
+			q->headers = h;
+			q->headers_cap = cap;
 		}
 		q->n_headers++;
 		q->n_name = q->n_value = 0;
@@ -243,8 +258,9 @@ on_headers_complete(http_parser *p)
 	const char *expect = http_header(c, "Expect");
 	if (expect && strcasecmp(expect, "100-continue") == 0 && p->http_major == 1 &&
 	    p->http_minor >= 1)
-		evbuffer_add_printf(bufferevent_get_output(c->bev),
-				    "HTTP/1.1 100 Continue\r\n\r\n");
+		if (http_conn_write(c, "HTTP/1.1 100 Continue\r\n\r\n",
+				    STRLEN("HTTP/1.1 100 Continue\r\n\r\n")) < 0)
+			return -1; /* the connection is gone */
 	return 0;
 }
 
@@ -368,8 +384,150 @@ http_conn_abort(HttpConn *c)
 	if (c->state == CONN_DEAD)
 		return;
 	c->state = CONN_DEAD;
+	conn_uncork_discard(c);
 	bufferevent_disable(c->bev, EV_READ | EV_WRITE);
 	conn_arm_timer(c, 0);
+}
+
+/* Whether bytes for c may go straight to the socket now: it is open for
+ * output and nothing written earlier still waits in the bufferevent. */
+static bool
+conn_direct_ok(HttpConn *c, struct evbuffer *out)
+{
+	return c->state != CONN_DEAD && !c->half_closed && evbuffer_get_length(out) == 0;
+}
+
+/* A failed write(): EAGAIN is not an error (the caller buffers what is left);
+ * anything else (EPIPE, ECONNRESET, ...) ends the connection, as a write
+ * error of the bufferevent does. */
+static int
+conn_write_failed(HttpConn *c, int err)
+{
+	if (err == EAGAIN || err == EWOULDBLOCK)
+		return 0;
+	log_debug_errno(err, "%s: write failed: %m", c->addr);
+	http_conn_abort(c);
+	return -err;
+}
+
+/* Drop what a corked connection gathered (it is being aborted or freed). */
+static void
+conn_uncork_discard(HttpConn *c)
+{
+	if (c->router->corked != c)
+		return;
+	c->router->corked = NULL;
+	evbuffer_drain(c->router->cork_buf, SIZE_MAX);
+}
+
+void
+http_conn_cork(HttpConn *c)
+{
+	Router *r = c->router;
+
+	if (r->corked == c || c->state == CONN_DEAD)
+		return;
+	if (r->corked)
+		(void)http_conn_uncork(r->corked);
+	if (!r->cork_buf && !(r->cork_buf = evbuffer_new()))
+		return; /* not corked: each write goes on its own */
+	r->corked = c;
+}
+
+int
+http_conn_uncork(HttpConn *c)
+{
+	if (c->router->corked != c)
+		return 0;
+	c->router->corked = NULL;
+	return http_conn_write_buffer(c, c->router->cork_buf);
+}
+
+size_t
+http_conn_output_pending(const HttpConn *c)
+{
+	size_t n = evbuffer_get_length(bufferevent_get_output(c->bev));
+	if (c->router->corked == c)
+		n += evbuffer_get_length(c->router->cork_buf);
+	return n;
+}
+
+int
+http_conn_writev(HttpConn *c, const struct iovec *iov, int n)
+{
+	struct evbuffer *out = bufferevent_get_output(c->bev);
+	size_t done = 0;
+	int i = 0;
+
+	if (c->state == CONN_DEAD)
+		return -ECONNRESET;
+	if (c->router->corked == c)
+		out = c->router->cork_buf; /* written at http_conn_uncork() */
+	else if (conn_direct_ok(c, out)) {
+		ssize_t k;
+		do
+			k = writev(bufferevent_getfd(c->bev), iov, n);
+		while (k < 0 && errno == EINTR);
+		if (k < 0) {
+			int r = conn_write_failed(c, errno);
+			if (r < 0)
+				return r;
+		} else
+			done = (size_t)k;
+	}
+	/* the rest, in order, for libevent to flush when the socket takes it */
+	for (; i < n; i++) {
+		if (done >= iov[i].iov_len) {
+			done -= iov[i].iov_len;
+			continue;
+		}
+		if (evbuffer_add(out, (const char *)iov[i].iov_base + done, iov[i].iov_len - done) <
+		    0) {
+			http_conn_abort(c);
+			return -ENOMEM;
+		}
+		done = 0;
+	}
+	return 0;
+}
+
+int
+http_conn_write(HttpConn *c, const void *data, size_t len)
+{
+	struct iovec v = {.iov_base = (void *)data, .iov_len = len};
+	return http_conn_writev(c, &v, 1);
+}
+
+int
+http_conn_write_buffer(HttpConn *c, struct evbuffer *buf)
+{
+	struct evbuffer *out = bufferevent_get_output(c->bev);
+
+	if (c->state == CONN_DEAD) {
+		evbuffer_drain(buf, SIZE_MAX);
+		return -ECONNRESET;
+	}
+	if (c->router->corked == c)
+		out = c->router->cork_buf; /* written at http_conn_uncork() */
+	else if (conn_direct_ok(c, out) && evbuffer_get_length(buf) > 0) {
+		int k;
+		do
+			k = evbuffer_write(buf, bufferevent_getfd(c->bev));
+		while (k < 0 && errno == EINTR);
+		if (k < 0) {
+			int r = conn_write_failed(c, errno);
+			if (r < 0) {
+				evbuffer_drain(buf, SIZE_MAX);
+				return r;
+			}
+		}
+	}
+	if (evbuffer_get_length(buf) > 0 && evbuffer_add_buffer(out, buf) < 0) {
+		evbuffer_drain(buf, SIZE_MAX);
+		http_conn_abort(c);
+		return -ENOMEM;
+	}
+	return 0;
 }
 
 /* After the last response of the connection is queued: flush it, half-close,
@@ -391,6 +549,8 @@ void
 http_conn_close(HttpConn *c)
 {
 	if (c->state == CONN_CLOSING || c->state == CONN_DEAD)
+		return;
+	if (http_conn_uncork(c) < 0) /* what it gathered goes before the FIN */
 		return;
 	c->state = CONN_CLOSING;
 	bufferevent_setwatermark(c->bev, EV_WRITE, 0, 0);
@@ -432,35 +592,57 @@ status_reason(int status)
 	}
 }
 
+/* The status line and headers of a response, snprintf-style. */
+static int
+response_head(const HttpConn *c, char *buf, size_t size, int status, const char *content_type,
+	      size_t len, const char *extra_headers, bool close)
+{
+	const HttpRequest *q = &c->req;
+
+	return snprintf(buf, size, "HTTP/1.1 %d %s\r\n%s%s%sContent-Length: %zu\r\n%s%s%s\r\n",
+			status, status_reason(status), content_type ? "Content-Type: " : "",
+			content_type ? content_type : "", content_type ? "\r\n" : "", len,
+			close		     ? "Connection: close\r\n"
+			: q->http_minor == 0 ? "Connection: keep-alive\r\n"
+					     : "",
+			q->cors ? q->cors : "", extra_headers ? extra_headers : "");
+}
+
 void
 http_respond(HttpConn *c, int status, const char *content_type, const char *body, size_t len,
 	     const char *extra_headers, bool close)
 {
-	struct evbuffer *out = bufferevent_get_output(c->bev);
 	HttpRequest *q = &c->req;
-	int r;
+	char stack[512];
+	_cleanup_free_ char *heap = NULL;
+	char *head = stack;
+	int n, r;
 
 	if (c->state != CONN_HTTP)
 		return;
 	if (!q->complete || !q->keep_alive || q->upgrade || c->router->stopping)
 		close = true;
-	r = evbuffer_add_printf(out, "HTTP/1.1 %d %s\r\n", status, status_reason(status));
-	if (r >= 0 && content_type)
-		r = evbuffer_add_printf(out, "Content-Type: %s\r\n", content_type);
-	if (r >= 0)
-		r = evbuffer_add_printf(out, "Content-Length: %zu\r\n%s%s%s\r\n", len,
-					close		     ? "Connection: close\r\n"
-					: q->http_minor == 0 ? "Connection: keep-alive\r\n"
-							     : "",
-					q->cors ? q->cors : "", extra_headers ? extra_headers : "");
-	if (r >= 0 && len > 0)
-		r = evbuffer_add(out, body, len);
+	/* the head formatted once (on the heap when long), then head and body
+	 * in one write */
+	n = response_head(c, stack, sizeof(stack), status, content_type, len, extra_headers, close);
+	if (n >= (int)sizeof(stack)) {
+		head = heap = malloc((size_t)n + 1);
+		n = heap ? response_head(c, heap, (size_t)n + 1, status, content_type, len,
+					 extra_headers, close)
+			 : -1;
+	}
 	log_request(c, status);
-	if (r < 0) {
-		log_warning("%s: failed to queue a response, dropping the connection", c->addr);
+	if (n < 0) {
+		log_warning("%s: failed to format a response, dropping the connection", c->addr);
 		http_conn_abort(c);
 		return;
 	}
+	r = http_conn_writev(c,
+			     (const struct iovec[]){{.iov_base = head, .iov_len = (size_t)n},
+						    {.iov_base = (void *)body, .iov_len = len}},
+			     len > 0 ? 2 : 1);
+	if (r < 0) /* the connection is gone (http_conn_writev said why) */
+		return;
 	req_reset(q);
 	c->busy = false;
 	if (close) {
@@ -530,6 +712,9 @@ http_conn_upgraded(HttpConn *c, int status, HttpConnState state)
 	req_reset(&c->req);
 	c->busy = false;
 	c->state = state;
+	/* no request head is read any more */
+	event_free(c->head_timer);
+	c->head_timer = NULL;
 	if (c->ping_timer)
 		event_add(c->ping_timer, timeval_from_usec(&tv, (usec_t)conf->ws_ping_interval_ms *
 								    USEC_PER_MSEC));
@@ -841,6 +1026,7 @@ http_conn_free(HttpConn *c)
 {
 	if (!c)
 		return;
+	conn_uncork_discard(c);
 	coord_cancel(c->router, c);
 	if (c->router->on_conn_free)
 		c->router->on_conn_free(c);

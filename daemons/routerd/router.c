@@ -21,6 +21,7 @@
 #include <sys/socket.h>
 #include <unistd.h>
 
+#include <event2/buffer.h>
 #include <event2/event.h>
 #include <event2/listener.h>
 #include <event2/util.h>
@@ -395,6 +396,8 @@ router_free(Router *r)
 	if (r->accept_retry)
 		event_free(r->accept_retry);
 	r->unserved = addr_table_free(r->unserved);
+	if (r->cork_buf)
+		evbuffer_free(r->cork_buf);
 	free(r->coord_path);
 	free(r);
 	return NULL;

@@ -101,6 +101,9 @@ struct Router {
 	bool stopping;
 	bool ready_sent;
 	int exit_code;
+	/* http_conn_cork(): the connection whose writes are gathered, and where */
+	HttpConn *corked;
+	struct evbuffer *cork_buf;
 
 	/* coordinatord link (coord-link.c) */
 	char *coord_path;
@@ -247,8 +250,9 @@ typedef struct HttpRequest {
 	unsigned short http_major, http_minor;
 	char *url;
 	size_t url_len;
-	HttpHeader headers[ROUTER_MAX_HEADERS];
-	size_t n_headers;
+	HttpHeader *headers; /* n_headers of headers_cap (heap, with the request:
+			      * a connection between requests, or a tail, holds none) */
+	size_t n_headers, headers_cap;
 	size_t n_name, n_value; /* lengths of the header being parsed */
 	bool in_value;		/* the last header callback was a value */
 	size_t header_bytes;	/* request line + headers, against max_header_bytes */
@@ -313,7 +317,12 @@ struct HttpConn {
 	bool ws_io_failed; /* the send callback failed (not a protocol error) */
 	WsDrop ws_drop;	   /* set when routerd decides to end the session */
 	Tail *tail;
-	bool ws_ping_outstanding;	  /* a server ping is unanswered */
+	bool ws_ping_outstanding; /* a server ping is unanswered */
+	/* ws.c: the client's frames as far as they were handed to wslay */
+	uint8_t ws_in_hdr[14]; /* the frame header being read */
+	uint8_t ws_in_hdr_len;
+	bool ws_in_frag;		  /* a fragmented data message is open */
+	uint64_t ws_in_left;		  /* payload bytes of the current frame to come */
 	struct StreamStart *stream_start; /* routes.c: a tail waiting for RUN_GET */
 	struct ChatStart *chat_start;	  /* routes-chat.c: a /chat run or join on its way */
 	bool ndjson;			  /* CONN_SSE carries NDJSON lines (/chat?format=ndjson) */
@@ -333,6 +342,26 @@ int http_conn_new(Router *r, int fd, const struct sockaddr *sa, int salen, bool 
 void http_conn_free(HttpConn *c);
 /* Drop the connection from anywhere: I/O off now, freed next turn. */
 void http_conn_abort(HttpConn *c);
+
+/* Write to the client. Straight to the socket while nothing written earlier
+ * waits and the socket takes it; what it does not take (EAGAIN, a partial
+ * write) goes, in order, to the bufferevent's output, which libevent flushes
+ * and whose draining calls on_drained. Every write to a connection goes
+ * through these. 0, or negative errno when the connection is gone (a write
+ * error such as EPIPE/ECONNRESET aborts it). The buffer variant empties buf. */
+struct iovec;
+struct evbuffer;
+int http_conn_writev(HttpConn *c, const struct iovec *iov, int n);
+int http_conn_write(HttpConn *c, const void *data, size_t len);
+int http_conn_write_buffer(HttpConn *c, struct evbuffer *buf);
+/* Gather c's writes until http_conn_uncork(c), which writes them at once (a
+ * tail delivering several events: one writev for all of them). One
+ * connection at a time: corking another uncorks the first; closing or
+ * freeing c uncorks it. uncork: 0 or negative errno, as http_conn_write. */
+void http_conn_cork(HttpConn *c);
+int http_conn_uncork(HttpConn *c);
+/* Bytes written to c that the socket has not taken yet. */
+size_t http_conn_output_pending(const HttpConn *c);
 
 /* Queue a complete response for the current request. body may be NULL/0.
  * extra_headers: already formatted "Name: value\r\n" lines or NULL. Ends the

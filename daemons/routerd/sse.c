@@ -19,6 +19,7 @@
 #include <inttypes.h>
 #include <stdio.h>
 #include <string.h>
+#include <sys/uio.h>
 
 #include <event2/buffer.h>
 #include <event2/bufferevent.h>
@@ -44,9 +45,9 @@ sse_ping_cb(evutil_socket_t fd, short what, void *arg)
 		return;
 	/* NDJSON readers skip blank lines */
 	if (c->ndjson)
-		evbuffer_add(bufferevent_get_output(c->bev), "\n", 1);
+		(void)http_conn_write(c, "\n", 1);
 	else
-		evbuffer_add(bufferevent_get_output(c->bev), ": ping\n\n", 8);
+		(void)http_conn_write(c, ": ping\n\n", 8);
 }
 
 /* Nothing a client sends on an event stream means anything. */
@@ -64,6 +65,8 @@ int
 sse_accept(HttpConn *c)
 {
 	const RouterConf *conf = c->router->conf;
+	struct evbuffer *head;
+	int r;
 
 	c->ops = &sse_conn_ops;
 	if (conf->ws_ping_interval_ms > 0) {
@@ -71,19 +74,27 @@ sse_accept(HttpConn *c)
 		if (!c->ping_timer)
 			return -ENOMEM;
 	}
-	if (evbuffer_add_printf(bufferevent_get_output(c->bev),
-				"HTTP/1.1 200 OK\r\n"
-				"Content-Type: %s; charset=utf-8\r\n"
-				"Cache-Control: no-cache\r\n"
-				"X-Accel-Buffering: no\r\n"
-				"%s"
-				"Connection: close\r\n\r\n"
-				/* the reconnection delay an EventSource uses */
-				"%s",
-				c->ndjson ? "application/x-ndjson" : "text/event-stream",
-				c->req.cors ? c->req.cors : "",
-				c->ndjson ? "" : "retry: 1000\n\n") < 0)
+	head = evbuffer_new();
+	if (!head || evbuffer_add_printf(head,
+					 "HTTP/1.1 200 OK\r\n"
+					 "Content-Type: %s; charset=utf-8\r\n"
+					 "Cache-Control: no-cache\r\n"
+					 "X-Accel-Buffering: no\r\n"
+					 "%s"
+					 "Connection: close\r\n\r\n"
+					 /* the reconnection delay an EventSource uses */
+					 "%s",
+					 c->ndjson ? "application/x-ndjson" : "text/event-stream",
+					 c->req.cors ? c->req.cors : "",
+					 c->ndjson ? "" : "retry: 1000\n\n") < 0) {
+		if (head)
+			evbuffer_free(head);
 		return -ENOMEM;
+	}
+	r = http_conn_write_buffer(c, head);
+	evbuffer_free(head);
+	if (r < 0)
+		return r;
 	http_conn_upgraded(c, 200, CONN_SSE);
 	return 0;
 }
@@ -109,30 +120,39 @@ sse_add_data(struct evbuffer *out, const char *text, size_t len)
 	return evbuffer_add(out, "\n", 1) < 0 ? -ENOMEM : 0;
 }
 
+/* One event, formatted whole, then written at once. */
 int
 sse_send(HttpConn *c, int64_t id, const char *event, const char *text, size_t len)
 {
-	struct evbuffer *out = bufferevent_get_output(c->bev);
+	struct evbuffer *out;
+	int r = 0;
 
 	if (c->state != CONN_SSE)
 		return -ECONNRESET;
+	out = evbuffer_new();
+	if (!out)
+		return -ENOMEM;
 	if (id >= 0 && evbuffer_add_printf(out, "id: %" PRId64 "\n", id) < 0)
-		return -ENOMEM;
-	if (event && evbuffer_add_printf(out, "event: %s\n", event) < 0)
-		return -ENOMEM;
-	return sse_add_data(out, text, len);
+		r = -ENOMEM;
+	if (r >= 0 && event && evbuffer_add_printf(out, "event: %s\n", event) < 0)
+		r = -ENOMEM;
+	if (r >= 0)
+		r = sse_add_data(out, text, len);
+	if (r >= 0)
+		r = http_conn_write_buffer(c, out);
+	evbuffer_free(out);
+	return r;
 }
 
 int
 sse_send_line(HttpConn *c, const char *text, size_t len)
 {
-	struct evbuffer *out = bufferevent_get_output(c->bev);
-
 	if (c->state != CONN_SSE)
 		return -ECONNRESET;
-	if (evbuffer_add(out, text, len) < 0 || evbuffer_add(out, "\n", 1) < 0)
-		return -ENOMEM;
-	return 0;
+	return http_conn_writev(c,
+				(const struct iovec[]){{.iov_base = (void *)text, .iov_len = len},
+						       {.iov_base = "\n", .iov_len = 1}},
+				2);
 }
 
 void
@@ -163,7 +183,7 @@ sse_close(HttpConn *c, uint16_t code, const char *reason)
 static size_t
 sse_pending(const HttpConn *c)
 {
-	return evbuffer_get_length(bufferevent_get_output(c->bev));
+	return http_conn_output_pending(c);
 }
 
 static int

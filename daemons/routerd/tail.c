@@ -147,12 +147,15 @@ tail_send_event(Tail *t, int64_t seq, const char *chunk, size_t len)
 static int
 tail_deliver(Tail *t, int64_t first_seq, const msgpack_object_array *events)
 {
-	int sent = 0;
+	int sent = 0, r = 0;
 
+	/* several events: one write for all of them (the tail's pending count
+	 * includes what is gathered) */
+	if (events && events->size > 1)
+		http_conn_cork(t->conn);
 	for (uint32_t i = 0; events && i < events->size; i++) {
 		const msgpack_object *o = &events->ptr[i];
 		int64_t seq = first_seq + (int64_t)i;
-		int r;
 
 		if (seq <= t->cursor)
 			continue; /* already delivered */
@@ -165,22 +168,29 @@ tail_deliver(Tail *t, int64_t first_seq, const msgpack_object_array *events)
 		}
 		if (seq != t->cursor + 1) {
 			tail_fail(t, 1011, "event log gap");
-			return -EPROTO;
+			r = -EPROTO;
+			break;
 		}
 		if (o->type != MSGPACK_OBJECT_STR && o->type != MSGPACK_OBJECT_BIN) {
 			tail_fail(t, 1011, "malformed event from coordinator");
-			return -EBADMSG;
+			r = -EBADMSG;
+			break;
 		}
 		r = tail_send_event(t, seq, o->via.str.ptr, o->via.str.size);
 		if (r < 0) {
 			if (!tail_done(t))
 				tail_fail(t, 1011, "internal error");
-			return r;
+			break;
 		}
 		t->cursor = seq;
 		sent++;
 	}
-	return sent;
+	/* also after a failure: a close frame may be among what was gathered */
+	if (http_conn_uncork(t->conn) < 0 && r >= 0) {
+		tail_fail(t, 1011, "connection lost");
+		r = -ECONNRESET;
+	}
+	return r < 0 ? r : sent;
 }
 
 static void

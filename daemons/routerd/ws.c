@@ -1,13 +1,27 @@
 /* SPDX-License-Identifier: MIT */
 /*
- * ws.c — the RFC 6455 side of a tail: handshake checks, the 101 answer, and a
- * wslay_event session whose I/O callbacks read and write the connection's
- * bufferevent buffers.
+ * ws.c — the RFC 6455 side of a tail: handshake checks, the 101 answer, our
+ * own frames, and a wslay_event session for what the client sends.
  *
- * wslay never blocks here: its send callback appends to the bufferevent
- * output (which libevent flushes), and its receive callback takes what the
- * input holds. wslay answers pings and the client's close frame itself; a
- * client message larger than WS_MAX_CLIENT_MSG is refused by wslay (1009).
+ * An idle tail holds no wslay session (≈ 9.4 KB of heap: the 4 KiB output
+ * buffer, the frame context's 4 KiB input buffer, the queues): the session
+ * is made when client bytes arrive, and freed again once wslay has taken
+ * every byte up to a frame boundary outside a fragmented message (our own
+ * scan of the frame headers handed to it says where the boundaries are),
+ * nothing of ours is queued in it and no close was sent or received. A
+ * fresh session is then in the very state the freed one was in. The close
+ * handshake keeps its session to the end.
+ *
+ * The frames routerd sends on an open connection (text, ping) are written
+ * here, unmasked and unfragmented, byte for byte what wslay would write, by
+ * http_conn_writev(): by hand because wslay's frame API needs a frame
+ * context (with its own 4 KiB receive buffer) and writes the 2–10 header
+ * bytes and the payload in two calls; a server's header is RFC 6455 §5.2's
+ * FIN, opcode and length, nothing to parse. A session's queue is empty
+ * between calls (its send callback never blocks), so the order is kept;
+ * when it is not, the frame goes through the session. wslay answers pings
+ * and the client's close frame itself; a client message larger than
+ * WS_MAX_CLIENT_MSG is refused by wslay (1009).
  */
 #include "config.h"
 
@@ -17,6 +31,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/uio.h>
 
 #include <event2/buffer.h>
 #include <event2/bufferevent.h>
@@ -90,6 +105,42 @@ ws_accept_key(const char *key, char ret[static 29])
 	return 0;
 }
 
+/* Follow the frames in the client bytes handed to wslay: where a frame ends,
+ * and whether a fragmented data message is open (RFC 6455 §5.2, §5.4). Only
+ * the lengths are read; wslay judges the frames. */
+static void
+ws_scan(HttpConn *c, const uint8_t *p, size_t n)
+{
+	while (n > 0) {
+		if (c->ws_in_left > 0) {
+			size_t k = (size_t)MIN((uint64_t)n, c->ws_in_left);
+			c->ws_in_left -= k;
+			p += k;
+			n -= k;
+			continue;
+		}
+		uint8_t *h = c->ws_in_hdr;
+		h[c->ws_in_hdr_len++] = *p++;
+		n--;
+		if (c->ws_in_hdr_len < 2)
+			continue;
+		uint8_t len7 = h[1] & 0x7f;
+		size_t ext = len7 == 126 ? 2 : len7 == 127 ? 8 : 0;
+		if (c->ws_in_hdr_len < 2 + ext + (h[1] & 0x80 ? 4 : 0))
+			continue;
+		uint64_t plen = len7;
+		if (ext > 0) {
+			plen = 0;
+			for (size_t i = 0; i < ext; i++)
+				plen = plen << 8 | h[2 + i];
+		}
+		if ((h[0] & 0x0f) < 8) /* a data or continuation frame */
+			c->ws_in_frag = !(h[0] & 0x80);
+		c->ws_in_left = plen;
+		c->ws_in_hdr_len = 0;
+	}
+}
+
 static ssize_t
 ws_recv_cb(wslay_event_context_ptr ctx, uint8_t *buf, size_t len, int flags, void *userdata)
 {
@@ -100,6 +151,7 @@ ws_recv_cb(wslay_event_context_ptr ctx, uint8_t *buf, size_t len, int flags, voi
 		wslay_event_set_error(ctx, WSLAY_ERR_WOULDBLOCK);
 		return -1;
 	}
+	ws_scan(c, buf, (size_t)n);
 	return n;
 }
 
@@ -108,7 +160,7 @@ ws_send_cb(wslay_event_context_ptr ctx, const uint8_t *data, size_t len, int fla
 {
 	HttpConn *c = userdata;
 
-	if (c->state == CONN_DEAD || evbuffer_add(bufferevent_get_output(c->bev), data, len) < 0) {
+	if (c->state == CONN_DEAD || http_conn_write(c, data, len) < 0) {
 		c->ws_io_failed = true;
 		wslay_event_set_error(ctx, WSLAY_ERR_CALLBACK_FAILURE);
 		return -1;
@@ -166,10 +218,80 @@ ws_protocol_error(HttpConn *c)
 	static const uint8_t close_1002[] = {0x88, 0x02, 0x03, 0xea};
 
 	c->ws_drop = WS_DROP_PROTOCOL;
-	if (!c->ws_close_queued)
-		evbuffer_add(bufferevent_get_output(c->bev), close_1002, sizeof(close_1002));
+	if (!c->ws_close_queued && http_conn_write(c, close_1002, sizeof(close_1002)) < 0)
+		return; /* the connection is gone */
 	c->ws_close_queued = true;
 	http_conn_close(c);
+}
+
+/* The session of c, made when there is none (see the top of the file). */
+static int
+ws_session(HttpConn *c)
+{
+	const RouterConf *conf = c->router->conf;
+
+	if (c->ws)
+		return 0;
+	if (wslay_event_context_server_init(&c->ws, &ws_callbacks, c) != 0) {
+		c->ws = NULL;
+		return -ENOMEM;
+	}
+	/* a /chat conversation's RunAgentInput frames carry the whole
+	 * conversation: as much as a POST body may */
+	wslay_event_config_set_max_recv_msg_length(
+	    c->ws, c->chat_ws ? (uint64_t)MAX(conf->max_body, (int64_t)WS_MAX_CLIENT_MSG)
+			      : WS_MAX_CLIENT_MSG);
+	return 0;
+}
+
+/* Free the session when nothing in it differs from a fresh one. */
+static void
+ws_session_release(HttpConn *c)
+{
+	if (!c->ws || c->state != CONN_WS || c->ws_close_queued || c->ws_in_hdr_len > 0 ||
+	    c->ws_in_left > 0 || c->ws_in_frag || !wslay_event_want_read(c->ws) ||
+	    wslay_event_want_write(c->ws) || wslay_event_get_queued_msg_count(c->ws) > 0 ||
+	    wslay_event_get_close_sent(c->ws) || wslay_event_get_close_received(c->ws))
+		return;
+	wslay_event_context_free(c->ws);
+	c->ws = NULL;
+}
+
+/* Whether a frame of ours may be written now rather than queued in the
+ * session: nothing is waiting there to go before it. */
+static bool
+ws_direct(const HttpConn *c)
+{
+	return !c->ws || wslay_event_get_queued_msg_count(c->ws) == 0;
+}
+
+/* One unfragmented, unmasked frame (a server's, RFC 6455 §5.2), as wslay
+ * writes it. */
+static int
+ws_write_frame(HttpConn *c, uint8_t opcode, const void *data, size_t len)
+{
+	uint8_t h[10];
+	size_t hl;
+
+	h[0] = 0x80 | opcode;
+	if (len < 126) {
+		h[1] = (uint8_t)len;
+		hl = 2;
+	} else if (len <= 0xffff) {
+		h[1] = 126;
+		h[2] = (uint8_t)(len >> 8);
+		h[3] = (uint8_t)len;
+		hl = 4;
+	} else {
+		h[1] = 127;
+		for (size_t i = 0; i < 8; i++)
+			h[2 + i] = (uint8_t)((uint64_t)len >> (56 - 8 * i));
+		hl = 10;
+	}
+	return http_conn_writev(c,
+				(const struct iovec[]){{.iov_base = h, .iov_len = hl},
+						       {.iov_base = (void *)data, .iov_len = len}},
+				len > 0 ? 2 : 1);
 }
 
 /* Push queued frames into the output; end the connection when the close
@@ -177,7 +299,7 @@ ws_protocol_error(HttpConn *c)
 static void
 ws_flush(HttpConn *c)
 {
-	if (c->state != CONN_WS)
+	if (c->state != CONN_WS || !c->ws)
 		return;
 	if (wslay_event_want_write(c->ws) && wslay_event_send(c->ws) < 0) {
 		log_debug("%s: WebSocket send failed, dropping", c->addr);
@@ -203,11 +325,19 @@ ws_ping_cb(evutil_socket_t fd, short what, void *arg)
 		ws_close(c, 1011, "pong timeout");
 		return;
 	}
+	/* the stock webSocket() adapter's own keepalive frame follows */
+	static const char ping[] = "{\"type\":\"ping\"}";
+	if (ws_direct(c)) {
+		if (ws_write_frame(c, WSLAY_PING, NULL, 0) < 0)
+			return;
+		c->ws_ping_outstanding = true;
+		if (c->chat_ws)
+			(void)ws_write_frame(c, WSLAY_TEXT_FRAME, ping, STRLEN(ping));
+		return;
+	}
 	if (wslay_event_queue_msg(c->ws, &m) == 0) {
 		c->ws_ping_outstanding = true;
-		/* the stock webSocket() adapter's own keepalive frame */
 		if (c->chat_ws) {
-			static const char ping[] = "{\"type\":\"ping\"}";
 			struct wslay_event_msg t = {.opcode = WSLAY_TEXT_FRAME,
 						    .msg = (const uint8_t *)ping,
 						    .msg_length = STRLEN(ping)};
@@ -267,37 +397,34 @@ ws_accept(HttpConn *c)
 {
 	const RouterConf *conf = c->router->conf;
 	const char *key = http_header(c, "Sec-WebSocket-Key");
-	char accept[29];
-	int r;
+	char accept[29], head[256];
+	int n, r;
 
 	if (!key)
 		return -EINVAL;
 	r = ws_accept_key(key, accept);
 	if (r < 0)
 		return r;
-	if (wslay_event_context_server_init(&c->ws, &ws_callbacks, c) != 0)
-		return -ENOMEM;
-	c->ops = &ws_conn_ops; /* frees the session, whatever happens next */
-	/* a /chat conversation's RunAgentInput frames carry the whole
-	 * conversation: as much as a POST body may */
-	wslay_event_config_set_max_recv_msg_length(
-	    c->ws, c->chat_ws ? (uint64_t)MAX(conf->max_body, (int64_t)WS_MAX_CLIENT_MSG)
-			      : WS_MAX_CLIENT_MSG);
+	c->ops = &ws_conn_ops; /* counts the drop and frees any session, whatever happens next */
 	if (conf->ws_ping_interval_ms > 0) {
 		c->ping_timer = event_new(c->router->base, -1, EV_PERSIST, ws_ping_cb, c);
 		if (!c->ping_timer)
 			return -ENOMEM;
 	}
-	if (evbuffer_add_printf(bufferevent_get_output(c->bev),
-				"HTTP/1.1 101 Switching Protocols\r\n"
-				"Upgrade: websocket\r\n"
-				"Connection: Upgrade\r\n"
-				"Sec-WebSocket-Accept: %s\r\n%s\r\n",
-				accept,
-				http_header_has_token(c, "Sec-WebSocket-Protocol", "runwarden")
-				    ? "Sec-WebSocket-Protocol: runwarden\r\n"
-				    : "") < 0)
+	n = snprintf(head, sizeof(head),
+		     "HTTP/1.1 101 Switching Protocols\r\n"
+		     "Upgrade: websocket\r\n"
+		     "Connection: Upgrade\r\n"
+		     "Sec-WebSocket-Accept: %s\r\n%s\r\n",
+		     accept,
+		     http_header_has_token(c, "Sec-WebSocket-Protocol", "runwarden")
+			 ? "Sec-WebSocket-Protocol: runwarden\r\n"
+			 : "");
+	if (n < 0 || n >= (int)sizeof(head))
 		return -ENOMEM;
+	r = http_conn_write(c, head, (size_t)n);
+	if (r < 0)
+		return r;
 	http_conn_upgraded(c, 101, CONN_WS);
 	return 0;
 }
@@ -305,10 +432,14 @@ ws_accept(HttpConn *c)
 void
 ws_on_read(HttpConn *c)
 {
-	if (c->state != CONN_WS || !c->ws)
+	if (c->state != CONN_WS)
 		return;
 	if (evbuffer_get_length(bufferevent_get_input(c->bev)) == 0)
 		return;
+	if (ws_session(c) < 0) {
+		http_conn_abort(c);
+		return;
+	}
 	int r = wslay_event_recv(c->ws);
 	if (r == WSLAY_ERR_CALLBACK_FAILURE && !c->ws_io_failed) {
 		log_debug("%s: WebSocket framing error, closing with 1002", c->addr);
@@ -321,6 +452,7 @@ ws_on_read(HttpConn *c)
 		return;
 	}
 	ws_flush(c);
+	ws_session_release(c);
 }
 
 int
@@ -334,9 +466,13 @@ ws_send_text(HttpConn *c, const char *text, size_t len)
 
 	if (c->state != CONN_WS || c->ws_close_queued)
 		return -ECONNRESET;
-	if (wslay_event_queue_msg(c->ws, &m) != 0)
-		return -ENOMEM;
-	ws_flush(c);
+	if (ws_direct(c))
+		(void)ws_write_frame(c, WSLAY_TEXT_FRAME, text, len);
+	else {
+		if (wslay_event_queue_msg(c->ws, &m) != 0)
+			return -ENOMEM;
+		ws_flush(c);
+	}
 	return c->state == CONN_WS ? 0 : -ECONNRESET;
 }
 
@@ -353,7 +489,8 @@ ws_close(HttpConn *c, uint16_t code, const char *reason)
 			     : code == 1001		  ? WS_DROP_SHUTDOWN
 			     : code == 1000		  ? WS_DROP_NONE
 							  : WS_DROP_ERROR;
-	if (wslay_event_queue_close(c->ws, code, (const uint8_t *)reason, len) != 0) {
+	if (ws_session(c) < 0 ||
+	    wslay_event_queue_close(c->ws, code, (const uint8_t *)reason, len) != 0) {
 		http_conn_abort(c);
 		return;
 	}
@@ -367,7 +504,7 @@ ws_close(HttpConn *c, uint16_t code, const char *reason)
 size_t
 ws_output_pending(const HttpConn *c)
 {
-	size_t n = evbuffer_get_length(bufferevent_get_output(c->bev));
+	size_t n = http_conn_output_pending(c);
 	if (c->ws)
 		n += wslay_event_get_queued_msg_length(c->ws);
 	return n;
@@ -380,20 +517,20 @@ ws_done(HttpConn *c)
 		event_free(c->ping_timer);
 		c->ping_timer = NULL;
 	}
-	if (c->ws) {
-		WsDrop d = c->ws_drop;
-		if (!d) {
-			uint16_t sent = wslay_event_get_status_code_sent(c->ws);
-			bool got = wslay_event_get_close_received(c->ws);
-			if (!got && (sent == 1002 || sent == 1007 || sent == 1009))
-				d = WS_DROP_PROTOCOL; /* wslay refused a frame */
-			else if (!got && !wslay_event_get_close_sent(c->ws))
-				d = WS_DROP_LOST;
-		}
-		c->router->ws_drops[d]++;
-		wslay_event_context_free(c->ws);
-		c->ws = NULL;
+	WsDrop d = c->ws_drop;
+	if (!d && !c->ws)
+		d = WS_DROP_LOST; /* a session is kept from the first close frame on */
+	else if (!d) {
+		uint16_t sent = wslay_event_get_status_code_sent(c->ws);
+		bool got = wslay_event_get_close_received(c->ws);
+		if (!got && (sent == 1002 || sent == 1007 || sent == 1009))
+			d = WS_DROP_PROTOCOL; /* wslay refused a frame */
+		else if (!got && !wslay_event_get_close_sent(c->ws))
+			d = WS_DROP_LOST;
 	}
+	c->router->ws_drops[d]++;
+	wslay_event_context_free(c->ws);
+	c->ws = NULL;
 }
 
 static int

@@ -23,6 +23,8 @@ LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 	c = fuzz_conn(&peer);
 	/* The handshake request ws_accept() reads its key from. */
 	c->req.n_headers = 1;
+	c->req.headers = calloc(1, sizeof(HttpHeader));
+	c->req.headers_cap = 1;
 	c->req.headers[0].name = strdup("Sec-WebSocket-Key");
 	c->req.headers[0].value = strdup("dGhlIHNhbXBsZSBub25jZQ==");
 	c->req.complete = true;

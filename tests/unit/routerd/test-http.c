@@ -295,6 +295,8 @@ test_ws_handshake(void **state)
 	assert_int_equal(socketpair(AF_UNIX, SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0, sv), 0);
 	assert_int_equal(http_conn_new(T.r, sv[0], (struct sockaddr *)&un, sizeof(un), false), 0);
 	HttpConn *c = T.r->conns;
+	c->req.headers = calloc(1, sizeof(HttpHeader));
+	c->req.headers_cap = 1;
 	c->req.headers[0].name = strdup("Sec-WebSocket-Key");
 	c->req.headers[0].value = strdup("dGhlIHNhbXBsZSBub25jZQ==");
 	c->req.n_headers = 1;
@@ -351,6 +353,115 @@ test_ws_handshake(void **state)
 	}
 }
 
+/* Run the loop until want bytes came from the peer (or a while passed). */
+static size_t
+ws_pump(int peer, uint8_t *buf, size_t cap, size_t want)
+{
+	size_t got = 0;
+
+	for (int i = 0; i < 400 && got < want; i++) {
+		event_base_loop(T.base, EVLOOP_NONBLOCK);
+		ssize_t n = read(peer, buf + got, cap - got);
+		if (n > 0)
+			got += (size_t)n;
+		else
+			usleep(200);
+	}
+	return got;
+}
+
+/* A client frame (masked, RFC 6455 §5.3), or its first part bytes when part > 0. */
+static void
+ws_client_send(int peer, uint8_t b0, const char *payload, size_t len, size_t off, size_t part)
+{
+	static const uint8_t key[4] = {1, 2, 3, 4};
+	uint8_t f[6 + 125];
+	size_t n = 0;
+
+	assert_true(len <= 125);
+	f[n++] = b0;
+	f[n++] = 0x80 | (uint8_t)len;
+	memcpy(f + n, key, 4);
+	n += 4;
+	for (size_t i = 0; i < len; i++)
+		f[n++] = (uint8_t)payload[i] ^ key[i % 4];
+	if (part > 0)
+		n = MIN(n, off + part);
+	assert_int_equal(write(peer, f + off, n - off), (ssize_t)(n - off));
+}
+
+/* An idle WebSocket holds no wslay session: one is made for the client's
+ * bytes and freed at a frame boundary outside a fragmented message. */
+static void
+test_ws_idle_session(void **state)
+{
+	int sv[2];
+	struct sockaddr_un un = {.sun_family = AF_UNIX};
+	uint8_t buf[4096];
+
+	assert_int_equal(socketpair(AF_UNIX, SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0, sv), 0);
+	assert_int_equal(http_conn_new(T.r, sv[0], (struct sockaddr *)&un, sizeof(un), false), 0);
+	HttpConn *c = T.r->conns;
+	c->req.headers = calloc(1, sizeof(HttpHeader));
+	c->req.headers_cap = 1;
+	c->req.headers[0].name = strdup("Sec-WebSocket-Key");
+	c->req.headers[0].value = strdup("dGhlIHNhbXBsZSBub25jZQ==");
+	c->req.n_headers = 1;
+	c->req.complete = true;
+	c->req.keep_alive = true;
+	c->busy = true;
+	assert_int_equal(ws_accept(c), 0);
+	size_t n = ws_pump(sv[1], buf, sizeof(buf), 12);
+	assert_true(n > 12 && memcmp(buf, "HTTP/1.1 101 ", 13) == 0);
+	assert_null(c->ws);
+	assert_null(c->req.headers); /* the request is gone with its header array */
+
+	/* a ping: answered, and the session freed after it */
+	ws_client_send(sv[1], 0x89, "hi", 2, 0, 0);
+	n = ws_pump(sv[1], buf, sizeof(buf), 4);
+	assert_int_equal(n, 4);
+	assert_memory_equal(buf, "\x8a\x02hi", 4);
+	assert_null(c->ws);
+	/* a fragmented message keeps it until its last fragment */
+	ws_client_send(sv[1], 0x01, "ab", 2, 0, 0);
+	ws_pump(sv[1], buf, sizeof(buf), 1);
+	assert_non_null(c->ws);
+	ws_client_send(sv[1], 0x89, "", 0, 0, 0); /* a control frame in between */
+	n = ws_pump(sv[1], buf, sizeof(buf), 2);
+	assert_int_equal(n, 2);
+	assert_memory_equal(buf, "\x8a\x00", 2);
+	assert_non_null(c->ws);
+	ws_client_send(sv[1], 0x80, "c", 1, 0, 0);
+	ws_pump(sv[1], buf, sizeof(buf), 1);
+	assert_null(c->ws);
+	/* half a frame keeps it; the rest frees it */
+	ws_client_send(sv[1], 0x89, "yo", 2, 0, 3);
+	ws_pump(sv[1], buf, sizeof(buf), 1);
+	assert_non_null(c->ws);
+	ws_client_send(sv[1], 0x89, "yo", 2, 3, 0);
+	n = ws_pump(sv[1], buf, sizeof(buf), 4);
+	assert_int_equal(n, 4);
+	assert_memory_equal(buf, "\x8a\x02yo", 4);
+	assert_null(c->ws);
+	/* routerd's own frame, without a session: what wslay would write */
+	assert_int_equal(ws_send_text(c, "hello", 5), 0);
+	n = ws_pump(sv[1], buf, sizeof(buf), 7);
+	assert_int_equal(n, 7);
+	assert_memory_equal(buf, "\x81\x05hello", 7);
+	assert_null(c->ws);
+	/* the client's close is echoed and the connection ends */
+	ws_client_send(sv[1], 0x88, "\x03\xe8", 2, 0, 0);
+	n = ws_pump(sv[1], buf, sizeof(buf), 4);
+	assert_int_equal(n, 4);
+	assert_memory_equal(buf, "\x88\x02\x03\xe8", 4);
+	close(sv[1]);
+	for (int i = 0; i < 200 && T.r->n_conns > 0; i++) {
+		event_base_loop(T.base, EVLOOP_NONBLOCK);
+		usleep(500);
+	}
+	assert_int_equal(T.r->n_conns, 0);
+}
+
 /* A malformed request never stops the next client from being served. */
 static void
 test_http_garbage_then_service(void **state)
@@ -384,6 +495,7 @@ main(void)
 	    cmocka_unit_test(test_http_body_checks),
 	    cmocka_unit_test(test_http_header_limit),
 	    cmocka_unit_test(test_ws_handshake),
+	    cmocka_unit_test(test_ws_idle_session),
 	    cmocka_unit_test(test_http_garbage_then_service),
 	};
 	return cmocka_run_group_tests(tests, setup, teardown);
