@@ -155,6 +155,8 @@ handle_run_start(Peer *p, const Frame *f, void *ud)
 		    "threadId must be a non-empty printable string of at most 256 bytes");
 		goto out;
 	}
+	if (placement_run_start(c, p, f, thread_id, handle_run_start, ud))
+		goto out; /* cluster mode: refused, or held while the thread is claimed */
 	msgs = json_loads(messages, 0, NULL);
 	if (!json_is_array(msgs) || json_array_size(msgs) == 0) {
 		peer_reply_error(p, f->req_id, -EINVAL, "messages must be a non-empty array");
@@ -452,9 +454,10 @@ handle_status_get(Peer *p, const Frame *f, void *ud)
 		return -ENOMEM;
 
 	mp_writer_init(&w);
-	mp_w_map(&w, 4);
+	mp_w_map(&w, 5);
 	mp_w_bool(&w, "shim_connected", peer_is_ready(c->shim));
 	mp_w_bool(&w, "storage_ok", c->storage_ok);
+	mp_w_bool(&w, "cluster_ok", replicate_ready(c));
 	mp_w_uint(&w, "active_runs", active);
 	mp_w_str(&w, "metrics", text ? text : "");
 	int r = peer_reply(p, f->req_id, &w);
@@ -1027,6 +1030,8 @@ const CommitHooks coordinator_commit_hooks = {
     .secrets = driver_secrets,
     .committed = driver_committed,
     .log_usage = watchdog_log_usage,
+    .replicating = replicate_active,
+    .replicate = replicate_events,
 };
 
 static void
@@ -1082,6 +1087,7 @@ coordinator_free(Coordinator *c)
 		return NULL;
 	if (c->base)
 		commit_now(c);
+	replicate_teardown(c); /* what waits for JetStream is dropped, not acknowledged */
 	while (c->runs)
 		run_free(c->runs);
 	while (c->clients) {
@@ -1153,6 +1159,9 @@ coordinator_new(const DaemonArgs *args, Coordinator **ret)
 	if (r < 0)
 		return r;
 
+	r = replicate_global_init(c); /* before the event base */
+	if (r < 0)
+		return log_error_errno(r, "Cannot initialise the cluster client: %m");
 	struct event_config *cfg = event_config_new();
 	if (cfg) {
 		c->base = event_base_new_with_config(cfg);
@@ -1161,6 +1170,9 @@ coordinator_new(const DaemonArgs *args, Coordinator **ret)
 	if (!c->base || event_base_priority_init(c->base, 3) < 0)
 		return -ENOMEM;
 	r = bridge_setup(c);
+	if (r < 0)
+		return r;
+	r = replicate_setup(c); /* cluster mode: connect or fail closed */
 	if (r < 0)
 		return r;
 	commit_setup(c, &coordinator_commit_hooks);
