@@ -886,7 +886,26 @@ commit_cb(evutil_socket_t fd, short what, void *arg)
 		recs[k++] = runlog_batch_get_record(b, op->run_id);
 	}
 	runlog_batch_free(b);
-	for (size_t i = 0; i < k; i++)
+	if (g != &fallback && !(c->commit_hooks->replicating && c->commit_hooks->replicating(c))) {
+		/* single host: publish every run, then answer and settle in op
+		 * order (the order clients' pipelined requests are answered in) */
+		for (size_t i = 0; i < k; i++)
+			publish_run(c, recs[i], ops, ids[i]);
+		for (Op *op = ops; op; op = op->next) {
+			size_t i = 0;
+			while (i < k && !streq(ids[i], op->run_id))
+				i++;
+			if (op->err == 0 && op->text)
+				c->m.events_appended++;
+			if (peer_deferred_peer(op->ack)) /* its client is still there */
+				commit_ack(c, i < k ? recs[i] : NULL, op);
+			commit_settle(c, op);
+		}
+		for (size_t i = 0; i < k; i++)
+			json_decref(recs[i]);
+		k = 0;
+	}
+	for (size_t i = 0; i < k; i++) /* cluster mode: each run when replicated */
 		step_start(c, g, ids[i], recs[i]);
 	free(recs);
 	free(ids);
