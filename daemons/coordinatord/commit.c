@@ -489,7 +489,7 @@ publish_run(Coordinator *c, const json_t *rec, Op *ops, const char *run_id)
  * commit, or when its events could not be replicated. */
 static void
 fail_run_local(Coordinator *c, const char *run_id, bool is_run, const char *code,
-	       const char *message)
+	       const char *message, CommitOutcome what)
 {
 	LogCtx rl = {0};
 	bool driven = c->commit_hooks->run_log(c, run_id, &rl);
@@ -520,7 +520,7 @@ fail_run_local(Coordinator *c, const char *run_id, bool is_run, const char *code
 			      "'running' in the log until the watchdog or a restart ends it");
 	}
 	if (driven)
-		c->commit_hooks->committed(c, run_id, is_run, COMMIT_STORAGE_FAILED);
+		c->commit_hooks->committed(c, run_id, is_run, what);
 }
 
 /* After a failed commit: fail each affected run in a transaction of its own
@@ -537,7 +537,8 @@ fail_runs_after_storage_error(Coordinator *c, Op *ops, int err)
 			if (streq(p->run_id, op->run_id))
 				seen = true;
 		if (!seen)
-			fail_run_local(c, op->run_id, op->is_run, code, message);
+			fail_run_local(c, op->run_id, op->is_run, code, message,
+				       COMMIT_STORAGE_FAILED);
 	}
 }
 
@@ -761,7 +762,8 @@ step_end(Coordinator *c, RunStep *st, int err)
 		}
 	fail_run_local(c, st->run_id, is_run, fenced ? "fenced" : "replication_failed",
 		       fenced ? "another node owns this run now; its processes here were stopped"
-			      : "the cluster did not acknowledge the run's events");
+			      : "the cluster did not acknowledge the run's events",
+		       COMMIT_FENCED);
 }
 
 static void

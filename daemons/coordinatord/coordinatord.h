@@ -171,6 +171,8 @@ typedef enum CommitOutcome {
 	COMMIT_REFUSED_FULL,   /* an event refused past chunk_high_water */
 	COMMIT_REFUSED,	       /* refused: the run is terminal already, gone, or the op invalid */
 	COMMIT_STORAGE_FAILED, /* the commit failed; the run was marked failed where it could be */
+	COMMIT_FENCED,	       /* cluster mode: its events were not replicated (another node
+				* owns it, or no acknowledgement): stop its processes, end it */
 } CommitOutcome;
 
 /* The only way commit.c reaches the layers above it (it knows runs by id

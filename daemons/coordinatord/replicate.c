@@ -14,7 +14,9 @@
  * to its predecessor); runs proceed in parallel. A run's expected sequence is
  * learned from the stream (cluster_run_last) the first time this process
  * writes it, except for a run's first batch (seq 0), which expects an empty
- * subject and asks the stream only when refused. Events the stream already
+ * subject and asks the stream only when refused; a run whose last event in
+ * the stream another node wrote is fenced (-ESTALE), not continued. A dead
+ * run's entry is kept for the process's life. Events the stream already
  * holds (a restart after a publish that was acknowledged too late) are
  * skipped; events the local log holds and the stream lacks (a restart
  * before their publish) are read back from the run log and published first.
@@ -180,6 +182,16 @@ on_published(Cluster *cl, const ClusterPublishResult *res, void *userdata)
 	run_dead(rr, res->err);
 }
 
+/* Was writer (Rw-Writer, "<node>-<random>") this node: this process, or an
+ * earlier one of this node (a restart)? */
+static bool
+own_writer(Cluster *cl, const char *writer)
+{
+	const char *node = cluster_node(cl);
+	size_t n = strlen(node);
+	return strncmp(writer, node, n) == 0 && writer[n] == '-' && !strchr(writer + n + 1, '-');
+}
+
 static void
 on_last(Cluster *cl, int err, const ClusterRunLast *last, void *userdata)
 {
@@ -188,6 +200,10 @@ on_last(Cluster *cl, int err, const ClusterRunLast *last, void *userdata)
 	if (err == -ENOENT) {
 		rr->last_seq = -1;
 		rr->last_stream_seq = 0;
+	} else if (err == 0 && !own_writer(cl, last->writer)) {
+		/* another node wrote the run last: it is not ours to continue */
+		run_dead(rr, -ESTALE);
+		return;
 	} else if (err == 0) {
 		rr->last_seq = (int64_t)last->seq;
 		rr->last_stream_seq = last->stream_seq;
@@ -248,7 +264,9 @@ run_next(RunRepl *rr)
 	if (rr->busy)
 		return;
 	if (!b) {
-		if (r->nruns > REPL_IDLE_MAX || rr->dead)
+		/* a dead run's entry stays: its expectation must never be
+		 * learned again from the stream, whose last writer is another */
+		if (r->nruns > REPL_IDLE_MAX && !rr->dead)
 			run_repl_free(rr);
 		return;
 	}
