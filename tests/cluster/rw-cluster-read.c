@@ -4,8 +4,12 @@
  * tests' reader of RW_RUNS, tests/e2e/t_cluster.py).
  *
  *     rw-cluster-read URL[,URL...] RUN_ID
+ *     rw-cluster-read URL[,URL...] RUN_ID steal
  *
  * One line per event, in seq order: "<seq> <stream_seq> <hex of the bytes>".
+ * With steal: append one event to the run as another writer would (a new
+ * owner: the run's last event read at the leader, the next seq, fenced on
+ * it), so that the run's writer is fenced from then on; prints its seq.
  * Exit status 0, or 1 with the error on stderr.
  */
 #include "config.h"
@@ -45,6 +49,74 @@ read_cb(Cluster *c, int err, const ClusterReadEvent *ev, size_t n, uint64_t next
 	r->done = true;
 }
 
+typedef struct Steal {
+	bool done;
+	int err;
+	ClusterRunLast last;
+} Steal;
+
+static void
+last_cb(Cluster *c, int err, const ClusterRunLast *last, void *ud)
+{
+	Steal *s = ud;
+	s->err = err;
+	if (err == 0)
+		s->last = *last;
+	s->done = true;
+}
+
+static void
+pub_cb(Cluster *c, const ClusterPublishResult *r, void *ud)
+{
+	Steal *s = ud;
+	s->err = r->err;
+	s->done = true;
+}
+
+static int
+steal(struct event_base *base, Cluster *c, const char *run)
+{
+	static const char ev[] = "{\"type\":\"CUSTOM\",\"name\":\"rw.test.steal\"}";
+	Steal s = {0};
+	int r = cluster_run_last(c, run, last_cb, &s);
+	while (r == 0 && !s.done)
+		event_base_loop(base, EVLOOP_ONCE);
+	if (r == 0)
+		r = s.err;
+	if (r < 0)
+		return r;
+	ClusterEvent e = {ev, strlen(ev)};
+	uint64_t seq = s.last.seq + 1;
+	s.done = false;
+	r = cluster_publish_events(c, run, seq, &e, 1, s.last.stream_seq, pub_cb, &s);
+	while (r == 0 && !s.done)
+		event_base_loop(base, EVLOOP_ONCE);
+	if (r == 0)
+		r = s.err;
+	if (r == 0)
+		printf("%" PRIu64 "\n", seq);
+	return r;
+}
+
+static int
+read_all(struct event_base *base, Cluster *c, const char *run)
+{
+	uint64_t from_seq = 0, start = 0;
+	int r;
+	for (;;) {
+		Reader rd = {.run = run};
+		r = cluster_read_events(c, run, from_seq, start, 256, read_cb, &rd);
+		while (r == 0 && !rd.done)
+			event_base_loop(base, EVLOOP_ONCE);
+		if (r == 0)
+			r = rd.err;
+		if (r < 0 || rd.got < 256)
+			return r;
+		from_seq += rd.got;
+		start = rd.next_seq;
+	}
+}
+
 int
 main(int argc, char **argv)
 {
@@ -53,8 +125,8 @@ main(int argc, char **argv)
 	size_t nu = 0;
 	Cluster *c = NULL;
 
-	if (argc != 3) {
-		fprintf(stderr, "usage: rw-cluster-read URL[,URL...] RUN_ID\n");
+	if (argc != 3 && !(argc == 4 && streq(argv[3], "steal"))) {
+		fprintf(stderr, "usage: rw-cluster-read URL[,URL...] RUN_ID [steal]\n");
 		return 1;
 	}
 	for (char *s = strtok(argv[1], ","); s && nu < 16; s = strtok(NULL, ","))
@@ -70,20 +142,7 @@ main(int argc, char **argv)
 		return 1;
 	while (cluster_state(c) == CLUSTER_CONNECTING)
 		event_base_loop(base, EVLOOP_ONCE);
-	int r = 0;
-	uint64_t from_seq = 0, start = 0;
-	for (;;) {
-		Reader rd = {.run = argv[2]};
-		r = cluster_read_events(c, argv[2], from_seq, start, 256, read_cb, &rd);
-		while (r == 0 && !rd.done)
-			event_base_loop(base, EVLOOP_ONCE);
-		if (r == 0)
-			r = rd.err;
-		if (r < 0 || rd.got < 256)
-			break;
-		from_seq += rd.got;
-		start = rd.next_seq;
-	}
+	int r = argc == 4 ? steal(base, c, argv[2]) : read_all(base, c, argv[2]);
 	if (r < 0)
 		fprintf(stderr, "rw-cluster-read: %s\n", strerror(-r));
 	fflush(stdout);
