@@ -891,8 +891,13 @@ commit_cb(evutil_socket_t fd, short what, void *arg)
 	if (g != &fallback && !(c->commit_hooks->replicating && c->commit_hooks->replicating(c))) {
 		/* single host: publish every run, then answer and settle in op
 		 * order (the order clients' pipelined requests are answered in) */
-		for (size_t i = 0; i < k; i++)
-			publish_run(c, recs[i], ops, ids[i]);
+		for (Op *op = ops; op; op = op->next) {
+			size_t i = 0;
+			while (i < k && ids[i] != op->run_id)
+				i++;
+			if (i < k && op->err == 0) /* a run's first op, committed */
+				publish_run(c, recs[i], ops, ids[i]);
+		}
 		for (Op *op = ops; op; op = op->next) {
 			size_t i = 0;
 			while (i < k && !streq(ids[i], op->run_id))
