@@ -152,7 +152,8 @@ def test_a_fenced_run_is_stopped_and_failed_here():
         a = node("a")
         run = a.start_run("while :; do echo tick; sleep 0.217; done", thread="t-fence")
         assert poll(lambda: len(jetstream_events(run)) >= 3, timeout=20), jetstream_events(run)
-        assert host_procs("sleep 0.217"), "the run's command is not running"
+        assert poll(lambda: host_procs("sleep 0.217"), timeout=5), \
+            ("the run's command is not running", a.http("GET", f"/runs/{run}?threadId=t-fence"))
         # another writer appends to the run, as a new owner would
         stolen = None
         for _ in range(5):
