@@ -81,6 +81,9 @@ struct Cluster {
 	uint64_t next_tag;
 	size_t n_inflight;
 	bool orphans; /* a time-based resend since the last purge */
+	/* an async publish was made: libnats 3.4 creates its pending list then,
+	 * and js_PublishAsyncGetPendingList() crashes without it (NULL map) */
+	bool published_async;
 	usec_t orphans_purged;
 	struct event *ev_tick;
 

@@ -102,6 +102,7 @@ send_one(Cluster *c, ClusterPub *p)
 		st = natsMsgHeader_Set(m, HDR_WRITER, c->writer);
 	if (st == NATS_OK)
 		st = js_PublishMsgAsync(c->js, &m, NULL);
+	c->published_async = true;
 	natsMsg_Destroy(m); /* NULL when the library took it */
 	p->sent_at = now_usec();
 	if (st != NATS_OK) {
@@ -301,7 +302,7 @@ void
 cluster_publish_reconnected(Cluster *c)
 {
 	natsMsgList pending = {0};
-	if (js_PublishAsyncGetPendingList(&pending, c->js) == NATS_OK)
+	if (c->published_async && js_PublishAsyncGetPendingList(&pending, c->js) == NATS_OK)
 		natsMsgList_Destroy(&pending);
 	usec_t now = now_usec();
 	for (ClusterPub *p = c->pubs; p; p = p->next)

@@ -440,7 +440,7 @@ commit_latency(Coordinator *c, usec_t us)
 
 /* Publish the committed ops of one run, in seq order, as one RUN_EVENTS. */
 static void
-publish_run(Coordinator *c, RunLogBatch *b, Op *ops, const char *run_id)
+publish_run(Coordinator *c, const json_t *rec, Op *ops, const char *run_id)
 {
 	size_t n = 0;
 	bool status_change = false;
@@ -453,7 +453,6 @@ publish_run(Coordinator *c, RunLogBatch *b, Op *ops, const char *run_id)
 		}
 	if (n == 0 && !status_change)
 		return; /* a driver-state update alone: nothing for the tails */
-	json_t *rec = runlog_batch_get_record(b, run_id);
 	if (!rec)
 		return;
 	const char **texts = calloc(n ? n : 1, sizeof(char *));
@@ -484,7 +483,44 @@ publish_run(Coordinator *c, RunLogBatch *b, Op *ops, const char *run_id)
 	}
 	free(texts);
 	free(lens);
-	json_decref(rec);
+}
+
+/* Mark run_id failed in the local log alone (code, message): after a failed
+ * commit, or when its events could not be replicated. */
+static void
+fail_run_local(Coordinator *c, const char *run_id, bool is_run, const char *code,
+	       const char *message, CommitOutcome what)
+{
+	LogCtx rl = {0};
+	bool driven = c->commit_hooks->run_log(c, run_id, &rl);
+	LogCtx lc = {.run_id = run_id, .thread_id = driven ? rl.thread_id : NULL};
+	json_auto_t *chunk =
+	    json_pack("{s:s, s:s, s:s, s:I}", "type", "RUN_ERROR", "message", message, "code", code,
+		      "timestamp", (json_int_t)now_epoch_ms());
+	if (chunk)
+		agui_error_ids(chunk, lc.thread_id, run_id);
+	json_auto_t *fields =
+	    json_pack("{s:{s:s, s:s}}", "error", "message", message, "code", code);
+	_cleanup_free_ char *text = json_dump_compact(chunk);
+	json_t *rec = NULL;
+	int64_t seq;
+	int r = text ? runlog_append_finish(c->runlog, run_id, text, strlen(text), "failed", fields,
+					    now_epoch_ms(), &seq, &rec)
+		     : -ENOMEM;
+	if (r == 0) {
+		const char *t = text;
+		size_t len = strlen(text);
+		publish(c, run_id, seq, &t, &len, 1, rec);
+		json_decref(rec);
+		metrics_count_finish(c, "failed");
+		log_ctx(LOG_ERR, &lc, "Run failed: %s (%s)", message, code);
+	} else if (r != -ESTALE && r != -ENOENT) {
+		log_ctx_errno(LOG_ERR, r, &lc,
+			      "Run could not be marked failed either: %m; it stays "
+			      "'running' in the log until the watchdog or a restart ends it");
+	}
+	if (driven)
+		c->commit_hooks->committed(c, run_id, is_run, what);
 }
 
 /* After a failed commit: fail each affected run in a transaction of its own
@@ -500,40 +536,9 @@ fail_runs_after_storage_error(Coordinator *c, Op *ops, int err)
 		for (Op *p = ops; p != op; p = p->next)
 			if (streq(p->run_id, op->run_id))
 				seen = true;
-		if (seen)
-			continue;
-		LogCtx rl = {0};
-		bool driven = c->commit_hooks->run_log(c, op->run_id, &rl);
-		LogCtx lc = {.run_id = op->run_id, .thread_id = driven ? rl.thread_id : NULL};
-		json_auto_t *chunk =
-		    json_pack("{s:s, s:s, s:s, s:I}", "type", "RUN_ERROR", "message", message,
-			      "code", code, "timestamp", (json_int_t)now_epoch_ms());
-		if (chunk)
-			agui_error_ids(chunk, lc.thread_id, op->run_id);
-		json_auto_t *fields =
-		    json_pack("{s:{s:s, s:s}}", "error", "message", message, "code", code);
-		_cleanup_free_ char *text = json_dump_compact(chunk);
-		json_t *rec = NULL;
-		int64_t seq;
-		int r = text ? runlog_append_finish(c->runlog, op->run_id, text, strlen(text),
-						    "failed", fields, now_epoch_ms(), &seq, &rec)
-			     : -ENOMEM;
-		if (r == 0) {
-			const char *t = text;
-			size_t len = strlen(text);
-			publish(c, op->run_id, seq, &t, &len, 1, rec);
-			json_decref(rec);
-			metrics_count_finish(c, "failed");
-			log_ctx(LOG_ERR, &lc, "Run failed after a storage error (%s)", code);
-		} else if (r != -ESTALE && r != -ENOENT) {
-			log_ctx_errno(
-			    LOG_ERR, r, &lc,
-			    "Run could not be marked failed either: %m; it stays "
-			    "'running' in the log until the watchdog or a restart ends it");
-		}
-		if (driven)
-			c->commit_hooks->committed(c, op->run_id, op->is_run,
-						   COMMIT_STORAGE_FAILED);
+		if (!seen)
+			fail_run_local(c, op->run_id, op->is_run, code, message,
+				       COMMIT_STORAGE_FAILED);
 	}
 }
 
@@ -622,25 +627,11 @@ commit_write(Coordinator *c, Op *ops, RunLogBatch **ret_b)
 	return r;
 }
 
-/* Publish what was committed: one RUN_EVENTS per run. */
-static void
-commit_publish(Coordinator *c, RunLogBatch *b, Op *ops)
-{
-	for (Op *op = ops; op; op = op->next) {
-		bool seen = false;
-		for (Op *p = ops; p != op; p = p->next)
-			if (streq(p->run_id, op->run_id))
-				seen = true;
-		if (!seen && op->err == 0)
-			publish_run(c, b, ops, op->run_id);
-	}
-}
-
 /* Answer the client that queued op: its seq (RUN_APPEND), the record
  * (RUN_FINISH, and a direct-log run's RUN_CANCEL: the same {record} body), or
  * the error. */
 static void
-commit_ack(Coordinator *c, RunLogBatch *b, Op *op)
+commit_ack(Coordinator *c, const json_t *run_rec, Op *op)
 {
 	if (op->err < 0 && op->err == -ESTALE && op->status[0]) {
 		/* RUN_FINISH on a terminal run: the first status won; answer the
@@ -657,9 +648,7 @@ commit_ack(Coordinator *c, RunLogBatch *b, Op *op)
 		peer_deferred_error(TAKE_PTR(op->ack), op->err, NULL,
 				    op->err == -ESTALE ? "run is terminal" : NULL);
 	} else if (op->status[0]) {
-		json_t *rec = runlog_batch_get_record(b, op->run_id);
-		_cleanup_free_ char *s = rec ? json_dump_compact(rec) : NULL;
-		json_decref(rec);
+		_cleanup_free_ char *s = run_rec ? json_dump_compact(run_rec) : NULL;
 		(void)reply_deferred_RUN_FINISH(TAKE_PTR(op->ack),
 						&(Reply_RUN_FINISH){.record = s ? s : "{}"});
 	} else {
@@ -699,9 +688,138 @@ commit_settle(Coordinator *c, Op *op)
 	}
 }
 
-/* The group commit: write every queued op in one transaction, then publish,
- * acknowledge and settle, in that order (nobody sees an event before it is
- * on disk). */
+/* One commit's ops, until every run's step finished (the replicate step may
+ * hold some runs while others go on). */
+typedef struct CommitGroup {
+	Op *ops;
+	size_t steps; /* run steps not finished yet, + 1 while commit_cb sets up */
+} CommitGroup;
+
+/* A run of a commit: its record as committed, and what its ops wait for. */
+typedef struct RunStep {
+	CommitGroup *g;
+	const char *run_id; /* its first op's */
+	json_t *rec;	    /* the run's record after the commit, or NULL */
+} RunStep;
+
+static void
+group_unref(CommitGroup *g)
+{
+	if (--g->steps > 0)
+		return;
+	while (g->ops) {
+		Op *n = g->ops->next;
+		op_free(g->ops);
+		g->ops = n;
+	}
+	free(g);
+}
+
+/* Make a run's committed ops visible: publish them to its watchers, answer
+ * their clients, settle what they mean for the run (nobody sees an event
+ * before it is on disk, and in cluster mode before JetStream has it). */
+static void
+step_finish(Coordinator *c, RunStep *st)
+{
+	publish_run(c, st->rec, st->g->ops, st->run_id);
+	for (Op *op = st->g->ops; op; op = op->next) {
+		if (!streq(op->run_id, st->run_id))
+			continue;
+		if (op->err == 0 && op->text)
+			c->m.events_appended++;
+		if (peer_deferred_peer(op->ack)) /* its client is still there */
+			commit_ack(c, st->rec, op);
+		commit_settle(c, op);
+	}
+}
+
+/* The replicate step of st's run ended. -ECANCELED: shutdown, drop it. An
+ * error: what the local log has past JetStream's copy is seen by nobody
+ * through this commit; its clients get the error, and the run is stopped
+ * and failed locally (fenced: another node owns it now). */
+static void
+step_end(Coordinator *c, RunStep *st, int err)
+{
+	if (err == 0) {
+		step_finish(c, st);
+		return;
+	}
+	if (err == -ECANCELED)
+		return;
+	bool fenced = err == -ESTALE, is_run = false;
+	for (Op *op = st->g->ops; op; op = op->next)
+		if (streq(op->run_id, st->run_id)) {
+			is_run |= op->is_run;
+			peer_deferred_error(TAKE_PTR(op->ack), fenced ? -ESTALE : -EIO,
+					    fenced ? "not_owner" : "replication_failed",
+					    fenced ? "another node owns this run now (fenced)"
+						   : "the cluster did not acknowledge the events");
+		}
+	fail_run_local(c, st->run_id, is_run, fenced ? "fenced" : "replication_failed",
+		       fenced ? "another node owns this run now; its processes here were stopped"
+			      : "the cluster did not acknowledge the run's events",
+		       COMMIT_FENCED);
+}
+
+static void
+step_replicated(Coordinator *c, int err, void *arg)
+{
+	RunStep *st = arg;
+	CommitGroup *g = st->g;
+
+	step_end(c, st, err);
+	json_decref(st->rec);
+	free(st);
+	group_unref(g);
+}
+
+/* A run's step: replicate its events first in cluster mode, else finish now. */
+static void
+step_start(Coordinator *c, CommitGroup *g, const char *run_id, json_t *rec)
+{
+	const CommitHooks *h = c->commit_hooks;
+	bool replicating = h->replicating && h->replicating(c);
+	RunStep *st = calloc(1, sizeof(*st));
+	if (!st) { /* out of memory: fail closed in cluster mode */
+		RunStep tmp = {.g = g, .run_id = run_id, .rec = rec};
+		step_end(c, &tmp, replicating ? -ENOMEM : 0);
+		json_decref(rec);
+		return;
+	}
+	*st = (RunStep){.g = g, .run_id = run_id, .rec = rec};
+	g->steps++;
+	if (!replicating) {
+		step_replicated(c, 0, st);
+		return;
+	}
+	size_t n = 0;
+	for (Op *op = g->ops; op; op = op->next)
+		if (op->err == 0 && op->text && streq(op->run_id, run_id))
+			n++;
+	const char **texts = calloc(n ? n : 1, sizeof(char *));
+	size_t *lens = calloc(n ? n : 1, sizeof(size_t));
+	int64_t first = -1;
+	int r = -ENOMEM;
+	if (texts && lens) {
+		size_t i = 0;
+		for (Op *op = g->ops; op; op = op->next)
+			if (op->err == 0 && op->text && streq(op->run_id, run_id)) {
+				if (first < 0)
+					first = op->seq;
+				texts[i] = op->text;
+				lens[i++] = op->len;
+			}
+		r = h->replicate(c, run_id, first < 0 ? 0 : first, texts, lens, n, step_replicated,
+				 st);
+	}
+	free(texts);
+	free(lens);
+	if (r != 0)
+		step_replicated(c, r > 0 ? 0 : r, st);
+}
+
+/* The group commit: write every queued op in one transaction, then per run
+ * (replicate,) publish, acknowledge and settle, in that order. */
 static void
 commit_cb(evutil_socket_t fd, short what, void *arg)
 {
@@ -715,19 +833,88 @@ commit_cb(evutil_socket_t fd, short what, void *arg)
 	c->ops_head = c->ops_tail = NULL;
 
 	r = commit_write(c, ops, &b);
-	if (r == 0)
-		commit_publish(c, b, ops);
-	for (Op *op = ops; op; op = op->next) {
-		if (op->err == 0 && op->text)
-			c->m.events_appended++;
-		if (peer_deferred_peer(op->ack)) /* its client is still there */
-			commit_ack(c, b, op);
-		commit_settle(c, op);
-	}
-	if (r < 0)
+	if (r < 0) {
+		for (Op *op = ops; op; op = op->next) {
+			if (peer_deferred_peer(op->ack))
+				commit_ack(c, NULL, op);
+			commit_settle(c, op);
+		}
 		fail_runs_after_storage_error(c, ops, r);
-
+		runlog_batch_free(b);
+		while (ops) {
+			Op *n = ops->next;
+			op_free(ops);
+			ops = n;
+		}
+		return;
+	}
+	/* ops live in the group until each run's step ended */
+	size_t nruns = 0;
+	for (Op *op = ops; op; op = op->next)
+		nruns++;
+	CommitGroup *g = calloc(1, sizeof(*g));
+	json_t **recs = calloc(nruns, sizeof(json_t *));
+	const char **ids = calloc(nruns, sizeof(char *));
+	CommitGroup fallback = {0};
+	if (!g || !recs || !ids) {
+		/* out of memory: each run's ops end one by one, now */
+		free(g);
+		g = &fallback;
+	}
+	g->ops = ops;
+	g->steps = 1;
+	size_t k = 0;
+	for (Op *op = ops; op; op = op->next) {
+		bool seen = false;
+		for (Op *p = ops; p != op; p = p->next)
+			if (streq(p->run_id, op->run_id))
+				seen = true;
+		if (seen)
+			continue;
+		if (g == &fallback) {
+			json_t *rec = runlog_batch_get_record(b, op->run_id);
+			RunStep st = {.g = g, .run_id = op->run_id, .rec = rec};
+			const CommitHooks *h = c->commit_hooks;
+			step_end(c, &st, h->replicating && h->replicating(c) ? -ENOMEM : 0);
+			json_decref(rec);
+			continue;
+		}
+		ids[k] = op->run_id;
+		recs[k++] = runlog_batch_get_record(b, op->run_id);
+	}
 	runlog_batch_free(b);
+	if (g != &fallback && !(c->commit_hooks->replicating && c->commit_hooks->replicating(c))) {
+		/* single host: publish every run, then answer and settle in op
+		 * order (the order clients' pipelined requests are answered in) */
+		for (Op *op = ops; op; op = op->next) {
+			size_t i = 0;
+			while (i < k && ids[i] != op->run_id)
+				i++;
+			if (i < k && op->err == 0) /* a run's first op, committed */
+				publish_run(c, recs[i], ops, ids[i]);
+		}
+		for (Op *op = ops; op; op = op->next) {
+			size_t i = 0;
+			while (i < k && !streq(ids[i], op->run_id))
+				i++;
+			if (op->err == 0 && op->text)
+				c->m.events_appended++;
+			if (peer_deferred_peer(op->ack)) /* its client is still there */
+				commit_ack(c, i < k ? recs[i] : NULL, op);
+			commit_settle(c, op);
+		}
+		for (size_t i = 0; i < k; i++)
+			json_decref(recs[i]);
+		k = 0;
+	}
+	for (size_t i = 0; i < k; i++) /* cluster mode: each run when replicated */
+		step_start(c, g, ids[i], recs[i]);
+	free(recs);
+	free(ids);
+	if (g != &fallback) {
+		group_unref(g);
+		return;
+	}
 	while (ops) {
 		Op *n = ops->next;
 		op_free(ops);

@@ -114,6 +114,10 @@ session_id_check(const json_t *v)
 	return NULL;
 }
 
+/* RUN_START's entry in the handler table (below): placement re-dispatches a
+ * request it held while the thread was being claimed. */
+static int dispatch_run_start(Peer *p, const Frame *f, void *userdata);
+
 static int
 handle_run_start(Peer *p, const Frame *f, const Msg_RUN_START *req, void *ud)
 {
@@ -132,6 +136,8 @@ handle_run_start(Peer *p, const Frame *f, const Msg_RUN_START *req, void *ud)
 		    "threadId must be a non-empty printable string of at most 256 bytes");
 		goto out;
 	}
+	if (placement_run_start(c, p, f, thread_id, dispatch_run_start, ud))
+		goto out; /* cluster mode: refused, or held while the thread is claimed */
 	msgs = json_loads(req->messages, 0, NULL);
 	if (!json_is_array(msgs) || json_array_size(msgs) == 0) {
 		peer_reply_error(p, f->req_id, -EINVAL, "messages must be a non-empty array");
@@ -406,6 +412,7 @@ handle_status_get(Peer *p, const Frame *f, const Msg_STATUS_GET *req, void *ud)
 				      &(Reply_STATUS_GET){
 					  .shim_connected = peer_is_ready(c->shim),
 					  .storage_ok = c->storage_ok,
+					  .cluster_ok = replicate_ready(c),
 					  .active_runs = active,
 					  .metrics = text ? text : "",
 				      });
@@ -942,6 +949,8 @@ const CommitHooks coordinator_commit_hooks = {
     .secrets = driver_secrets,
     .committed = driver_committed,
     .log_usage = watchdog_log_usage,
+    .replicating = replicate_active,
+    .replicate = replicate_events,
 };
 
 static void
@@ -997,6 +1006,7 @@ coordinator_free(Coordinator *c)
 		return NULL;
 	if (c->base)
 		commit_now(c);
+	replicate_teardown(c); /* what waits for JetStream is dropped, not acknowledged */
 	while (c->runs)
 		run_free(c->runs);
 	while (c->clients) {
@@ -1068,6 +1078,9 @@ coordinator_new(const DaemonArgs *args, Coordinator **ret)
 	if (r < 0)
 		return r;
 
+	r = replicate_global_init(c); /* before the event base */
+	if (r < 0)
+		return log_error_errno(r, "Cannot initialise the cluster client: %m");
 	struct event_config *cfg = event_config_new();
 	if (cfg) {
 		c->base = event_base_new_with_config(cfg);
@@ -1076,6 +1089,9 @@ coordinator_new(const DaemonArgs *args, Coordinator **ret)
 	if (!c->base || event_base_priority_init(c->base, 3) < 0)
 		return -ENOMEM;
 	r = bridge_setup(c);
+	if (r < 0)
+		return r;
+	r = replicate_setup(c); /* cluster mode: connect or fail closed */
 	if (r < 0)
 		return r;
 	commit_setup(c, &coordinator_commit_hooks);

@@ -172,6 +172,8 @@ typedef enum CommitOutcome {
 	COMMIT_REFUSED_FULL,   /* an event refused past chunk_high_water */
 	COMMIT_REFUSED,	       /* refused: the run is terminal already, gone, or the op invalid */
 	COMMIT_STORAGE_FAILED, /* the commit failed; the run was marked failed where it could be */
+	COMMIT_FENCED,	       /* cluster mode: its events were not replicated (another node
+				* owns it, or no acknowledgement): stop its processes, end it */
 } CommitOutcome;
 
 /* The only way commit.c reaches the layers above it (it knows runs by id
@@ -193,6 +195,18 @@ typedef struct CommitHooks {
 	/* After a commit that succeeded: the bytes of live data in the run log
 	 * (the watchdog warns and starts size retention). */
 	void (*log_usage)(Coordinator *c, uint64_t used);
+	/* Cluster mode's durability point (replicate.c), between the commit and
+	 * visibility. Is this commit's output to be replicated first? (false
+	 * without [cluster] nats: the step is absent.) */
+	bool (*replicating)(Coordinator *c);
+	/* Replicate run_id's committed events first_seq .. first_seq+n-1 (texts
+	 * borrowed until done; n may be 0: a status or driver-state change,
+	 * which only waits for the run's earlier batches). 0: done(err) is
+	 * called once, later, in the run's commit order; 1: nothing to wait
+	 * for, proceed now; < 0: failed now, done never called. */
+	int (*replicate)(Coordinator *c, const char *run_id, int64_t first_seq,
+			 const char *const *texts, const size_t *lens, size_t n,
+			 void (*done)(Coordinator *c, int err, void *arg), void *arg);
 } CommitHooks;
 
 struct Coordinator {
@@ -230,6 +244,11 @@ struct Coordinator {
 	ThreadOutput *thread_output;
 	uint64_t log_used, log_map; /* live bytes of the run log after the last commit, map size */
 	bool log_warned;	    /* over map_warn_percent (warned once) */
+
+	/* cluster mode ([cluster] nats), else NULL */
+	struct Cluster *cluster;     /* [cluster] nats set: JetStream (replicate.c), else NULL */
+	struct Replicator *repl;     /* replicate.c's state, with cluster */
+	struct Placement *placement; /* placement.c's state, with cluster */
 };
 
 /* coordinator.c */
@@ -362,6 +381,31 @@ void metrics_count_finish(Coordinator *c, const char *status);
 /* The Prometheus text of every counter and gauge (malloc'd, may be NULL after
  * a write error) and the number of runs driven now. -ENOMEM. */
 int metrics_text(Coordinator *c, char **ret_text, size_t *ret_active);
+
+/* replicate.c — cluster mode (docs/CLUSTER.md): JetStream at the commit's
+ * durability point. Every function is a no-op without [cluster] nats. */
+/* Before the event base exists (cluster_global_init). 0 or -EIO. */
+int replicate_global_init(Coordinator *c);
+/* Connect (blocking, bounded; fail closed: < 0 stops the start) and start
+ * this node's heartbeats. */
+int replicate_setup(Coordinator *c);
+/* Pending replications are dropped (done(-ECANCELED)); the cluster is freed. */
+void replicate_teardown(Coordinator *c);
+/* Readiness for STATUS_GET's cluster_ok: true without cluster mode. */
+bool replicate_ready(Coordinator *c);
+bool replicate_active(Coordinator *c);
+int replicate_events(Coordinator *c, const char *run_id, int64_t first_seq,
+		     const char *const *texts, const size_t *lens, size_t n,
+		     void (*done)(Coordinator *c, int err, void *arg), void *arg);
+
+/* placement.c — thread ownership in cluster mode. Before RUN_START's work:
+ * true when it took the request (answered it with an ERROR, or holds it
+ * while it claims the thread, then calls h(p, f, ud) again, once this node
+ * owns it); false to go on (no cluster, or this node owns the thread). */
+bool placement_run_start(Coordinator *c, Peer *p, const Frame *f, const char *thread_id,
+			 PeerHandler h, void *ud);
+/* Forget the claims in flight (their requests are dropped). */
+void placement_teardown(Coordinator *c);
 
 /* watchdog.c */
 /* After a commit: warn on crossing map_warn_percent, start size retention past its mark. */

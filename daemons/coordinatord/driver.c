@@ -655,6 +655,10 @@ driver_committed(Coordinator *c, const char *run_id, bool driven, CommitOutcome 
 		}
 		break;
 	case COMMIT_STORAGE_FAILED: run_free(run); break;
+	case COMMIT_FENCED:
+		run_kill_exec(run);
+		run_free(run);
+		break;
 	}
 }
 

@@ -30,7 +30,7 @@ static void
 readyz_reply(Peer *p, int err, const msgpack_object *body, void *userdata)
 {
 	HttpConn *c = userdata;
-	bool shim = false, storage = false;
+	bool shim = false, storage = false, cluster = true;
 	uint64_t active = 0;
 	MpReader mr;
 
@@ -44,12 +44,14 @@ readyz_reply(Peer *p, int err, const msgpack_object *body, void *userdata)
 	mp_reader_init(&mr, body);
 	mp_read_bool_opt(&mr, "shim_connected", &shim, false);
 	mp_read_bool_opt(&mr, "storage_ok", &storage, false);
+	mp_read_bool_opt(&mr, "cluster_ok", &cluster, true); /* absent: single host */
 	mp_read_uint(&mr, "active_runs", &active);
 	mp_reader_done(&mr);
-	if (!shim || !storage) {
+	if (!shim || !storage || !cluster) {
 		http_respond_error(c, 503, "not_ready",
-				   !shim ? "containerd-shim not connected"
-					 : "storage not writable");
+				   !shim      ? "containerd-shim not connected"
+				   : !storage ? "storage not writable"
+					      : "cluster (NATS JetStream) not reachable");
 		return;
 	}
 	json_auto_t *j =

@@ -221,6 +221,10 @@ static const struct {
     {"overloaded", 503, "overloaded"},
     {"shim_unavailable", 503, "unavailable"},
     {"no_space", 507, "no_space"},
+    /* cluster mode (coordinatord's placement.c, replicate.c) */
+    {"not_owner", 409, "not_owner"},
+    {"cluster_unavailable", 503, "unavailable"},
+    {"replication_failed", 503, "unavailable"},
 };
 
 /* Answer an ERROR by its reason; false (nothing sent) when it has none in

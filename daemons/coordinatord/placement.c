@@ -1,0 +1,219 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * placement.c — thread ownership in cluster mode (docs/CLUSTER.md
+ * "Placement and takeover").
+ *
+ * A thread's first run on this node claims the thread in rw_threads (a KV
+ * create: of any number of nodes claiming at once, exactly one owns it).
+ * RUN_START waits for the claim: the request is held (its frame copied) and
+ * handled again once this node owns the thread. A thread another node owns
+ * is refused with ERROR reason not_owner (forwarding to the owner over NATS
+ * request/reply is still to come); a cluster not ready refuses with
+ * cluster_unavailable. The threads this node owns are remembered for the
+ * process's life (a restart asks again: the claim finds this node's entry).
+ */
+#include "config.h"
+
+#include "coordinatord.h"
+
+#include <errno.h>
+#include <inttypes.h>
+#include <msgpack.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "cluster/cluster.h"
+#include "frame.h"
+#include "macro.h"
+
+typedef struct Owned {
+	struct Owned *next;
+	char thread[];
+} Owned;
+
+typedef struct Claim {
+	struct Claim *next, *prev;
+	Coordinator *c;
+	PeerDeferred *d;
+	PeerHandler h;
+	void *ud;
+	int type;
+	char *frame; /* the request, encoded (frame_encode) */
+	size_t len;
+	char thread[];
+} Claim;
+
+typedef struct Placement {
+	Owned *owned;
+	Claim *claims;
+} Placement;
+
+static Placement *
+placement_get(Coordinator *c)
+{
+	if (!c->placement)
+		c->placement = calloc(1, sizeof(Placement));
+	return c->placement;
+}
+
+static bool
+owns(Placement *pl, const char *thread)
+{
+	for (Owned *o = pl->owned; o; o = o->next)
+		if (streq(o->thread, thread))
+			return true;
+	return false;
+}
+
+static void
+own(Placement *pl, const char *thread)
+{
+	if (owns(pl, thread))
+		return;
+	size_t n = strlen(thread) + 1;
+	Owned *o = malloc(sizeof(*o) + n);
+	if (!o)
+		return; /* asked again next time */
+	memcpy(o->thread, thread, n);
+	o->next = pl->owned;
+	pl->owned = o;
+}
+
+static void
+claim_free(Placement *pl, Claim *cl)
+{
+	if (cl->prev)
+		cl->prev->next = cl->next;
+	else
+		pl->claims = cl->next;
+	if (cl->next)
+		cl->next->prev = cl->prev;
+	peer_deferred_free(cl->d);
+	free(cl->frame);
+	free(cl);
+}
+
+/* Handle the held request again, now that this node owns its thread. */
+static void
+redispatch(Claim *cl)
+{
+	Peer *p = peer_deferred_peer(cl->d);
+	Frame f;
+
+	if (!p)
+		return; /* its client went away */
+	int r = frame_parse(cl->frame + 4, cl->len - 4, &f);
+	if (r == 0) {
+		r = cl->h(p, &f, cl->ud);
+		frame_done(&f);
+		if (r >= 0)
+			return;
+	}
+	(void)peer_deferred_error(TAKE_PTR(cl->d), r, NULL, NULL);
+}
+
+static void
+on_claimed(Cluster *cluster, int err, const ClusterOwner *owner, void *userdata)
+{
+	Claim *cl = userdata;
+	Coordinator *c = cl->c;
+	Placement *pl = c->placement;
+	const char *me = cluster_node(cluster);
+	LogCtx lc = {.thread_id = cl->thread};
+
+	if (err == 0 || (err == -EEXIST && streq(owner->node, me))) {
+		if (err == 0)
+			log_ctx(LOG_INFO, &lc,
+				"Thread claimed for this node (%s, epoch %" PRIu64 ")", me,
+				owner->epoch);
+		own(pl, cl->thread);
+		redispatch(cl);
+	} else if (err == -EEXIST) {
+		char m[160];
+		snprintf(m, sizeof(m), "thread is owned by cluster node '%s'",
+			 owner->node[0] ? owner->node : "(unknown)");
+		(void)peer_deferred_error(TAKE_PTR(cl->d), -EREMOTE, "not_owner", m);
+	} else {
+		log_ctx_errno(LOG_WARNING, err, &lc, "Cannot claim the thread: %m");
+		(void)peer_deferred_error(TAKE_PTR(cl->d), -EAGAIN, "cluster_unavailable",
+					  "the cluster did not answer the thread's claim");
+	}
+	claim_free(pl, cl);
+}
+
+bool
+placement_run_start(Coordinator *c, Peer *p, const Frame *f, const char *thread_id, PeerHandler h,
+		    void *ud)
+{
+	if (!c->cluster)
+		return false;
+	Placement *pl = placement_get(c);
+	if (pl && owns(pl, thread_id))
+		return false;
+	if (!cluster_ready(c->cluster)) {
+		(void)peer_reply_error_reason(p, f->req_id, -EAGAIN, "cluster_unavailable",
+					      "the cluster (NATS) is not reachable");
+		return true;
+	}
+	size_t tl = strlen(thread_id) + 1;
+	Claim *cl = pl ? calloc(1, sizeof(*cl) + tl) : NULL;
+	msgpack_sbuffer sb;
+	msgpack_packer pk;
+	int r = -ENOMEM;
+
+	msgpack_sbuffer_init(&sb);
+	msgpack_packer_init(&pk, &sb, msgpack_sbuffer_write);
+	if (cl && msgpack_pack_object(&pk, *f->body) == 0)
+		r = frame_encode(f->type, f->req_id, sb.data, sb.size, SIZE_MAX, &cl->frame,
+				 &cl->len);
+	msgpack_sbuffer_destroy(&sb);
+	if (r == 0 && !(cl->d = peer_defer(p, f)))
+		r = -ENOMEM;
+	if (r == 0) {
+		memcpy(cl->thread, thread_id, tl);
+		cl->c = c;
+		cl->h = h;
+		cl->ud = ud;
+		cl->type = f->type;
+		cl->next = pl->claims;
+		if (pl->claims)
+			pl->claims->prev = cl;
+		pl->claims = cl;
+		r = cluster_claim_thread(c->cluster, thread_id, cluster_node(c->cluster),
+					 on_claimed, cl);
+		if (r == 0)
+			return true;
+		/* not answered: the error below answers it */
+		cl->d = peer_deferred_free(cl->d);
+		claim_free(pl, cl);
+	} else if (cl) {
+		peer_deferred_free(cl->d);
+		free(cl->frame);
+		free(cl);
+	}
+	(void)peer_reply_error_reason(p, f->req_id, r == -EINVAL ? -EINVAL : -EAGAIN,
+				      r == -EINVAL ? "bad_request" : "cluster_unavailable",
+				      r == -EINVAL
+					  ? "threadId cannot be a cluster key (A-Z a-z 0-9 "
+					    "- _ . = /)"
+					  : "the cluster cannot claim the thread now");
+	return true;
+}
+
+void
+placement_teardown(Coordinator *c)
+{
+	Placement *pl = c->placement;
+
+	if (!pl)
+		return;
+	while (pl->claims)
+		claim_free(pl, pl->claims);
+	while (pl->owned) {
+		Owned *o = pl->owned;
+		pl->owned = o->next;
+		free(o);
+	}
+	free(pl);
+	c->placement = NULL;
+}

@@ -1,0 +1,464 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * replicate.c — cluster mode's durability point (docs/CLUSTER.md).
+ *
+ * With [cluster] nats set, coordinatord connects to NATS JetStream at start
+ * (fail closed: no cluster, no start), heartbeats this node, and sits between
+ * the LMDB commit and visibility (CommitHooks.replicate): the events a commit
+ * wrote for a run are published to the run's subject, fenced by the stream
+ * sequence of the run's previous event (cluster_publish_events), and the
+ * commit makes them visible — RUN_EVENTS to watchers, the acknowledgements of
+ * RUN_APPEND — only once JetStream acknowledged them.
+ *
+ * One batch per run in flight, in commit order (the fence chains each event
+ * to its predecessor); runs proceed in parallel. A run's expected sequence is
+ * learned from the stream (cluster_run_last) the first time this process
+ * writes it, except for a run's first batch (seq 0), which expects an empty
+ * subject and asks the stream only when refused; a run whose last event in
+ * the stream another node wrote is fenced (-ESTALE), not continued. A dead
+ * run's entry is kept for the process's life. Events the stream already
+ * holds (a restart after a publish that was acknowledged too late) are
+ * skipped; events the local log holds and the stream lacks (a restart
+ * before their publish) are read back from the run log and published first.
+ *
+ * Errors. -ESTALE: another writer moved first (fenced): the run's batch and
+ * every later one fail with it; commit.c stops the run and fails it locally.
+ * -ENOTCONN while the cluster is connecting: the batch waits for READY.
+ * Any other error (no acknowledgement within CLUSTER_PUBLISH_DEADLINE_MS,
+ * while the library resent and reconnected): the run fails as fenced does,
+ * with replication_failed; readiness (STATUS_GET cluster_ok) is the
+ * cluster's own state.
+ */
+#include "config.h"
+
+#include "coordinatord.h"
+
+#include <errno.h>
+#include <inttypes.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "cluster/cluster.h"
+#include "macro.h"
+#include "strv.h"
+
+/* Idle run entries kept to skip cluster_run_last on the run's next batch. */
+#define REPL_IDLE_MAX 4096
+
+typedef void (*ReplDoneFn)(Coordinator *c, int err, void *arg);
+
+typedef struct Batch {
+	struct Batch *next;
+	int64_t first_seq;
+	size_t n;
+	ClusterEvent *ev; /* texts borrowed from the commit (or from own) */
+	RunLogEvents own; /* a catch-up batch's texts, read from the run log */
+	ReplDoneFn done;  /* NULL for a catch-up batch */
+	void *arg;
+} Batch;
+
+typedef struct RunRepl {
+	struct RunRepl *next;
+	struct Replicator *r;
+	char run_id[RUN_ID_LEN + 1];
+	bool known;	  /* last_* are the stream's */
+	bool guessed;	  /* expecting an empty subject without having asked */
+	bool no_guess;	  /* ... and refused: ask */
+	bool busy;	  /* the head batch is in flight (or waits for READY) */
+	bool waiting;	  /* ... waits for READY */
+	int dead;	  /* replication ended with this error */
+	int64_t last_seq; /* the run's seq of its last event in the stream, -1 none */
+	uint64_t last_stream_seq;
+	Batch *head, *tail;
+} RunRepl;
+
+typedef struct Replicator {
+	Coordinator *c;
+	RunRepl *runs;
+	size_t nruns;
+	ClusterState state;
+} Replicator;
+
+static void run_next(RunRepl *rr);
+
+static void
+batch_free(Batch *b)
+{
+	free(b->ev);
+	runlog_events_done(&b->own);
+	free(b);
+}
+
+static RunRepl *
+run_repl_get(Replicator *r, const char *run_id)
+{
+	for (RunRepl *rr = r->runs; rr; rr = rr->next)
+		if (streq(rr->run_id, run_id))
+			return rr;
+	RunRepl *rr = calloc(1, sizeof(*rr));
+	if (!rr)
+		return NULL;
+	rr->r = r;
+	snprintf(rr->run_id, sizeof(rr->run_id), "%s", run_id);
+	rr->last_seq = -1;
+	rr->next = r->runs;
+	r->runs = rr;
+	r->nruns++;
+	return rr;
+}
+
+static void
+run_repl_free(RunRepl *rr)
+{
+	Replicator *r = rr->r;
+	for (RunRepl **p = &r->runs; *p; p = &(*p)->next)
+		if (*p == rr) {
+			*p = rr->next;
+			break;
+		}
+	r->nruns--;
+	while (rr->head) {
+		Batch *b = rr->head;
+		rr->head = b->next;
+		batch_free(b);
+	}
+	free(rr);
+}
+
+/* The head batch ended with err: tell its commit, go on with the next. */
+static void
+head_done(RunRepl *rr, int err)
+{
+	Coordinator *c = rr->r->c;
+	Batch *b = rr->head;
+
+	rr->head = b->next;
+	if (!rr->head)
+		rr->tail = NULL;
+	rr->busy = false;
+	if (b->done)
+		b->done(c, err, b->arg);
+	batch_free(b);
+	run_next(rr);
+}
+
+/* Replication of the run ended with err: this batch and every queued one fail. */
+static void
+run_dead(RunRepl *rr, int err)
+{
+	LogCtx lc = {.run_id = rr->run_id};
+
+	rr->dead = err;
+	if (err == -ESTALE)
+		log_ctx(LOG_ERR, &lc,
+			"Run fenced: another node wrote its log in the cluster; stopping it here");
+	else
+		log_ctx_errno(LOG_ERR, err, &lc, "Run's events could not be replicated: %m");
+	head_done(rr, err); /* run_next fails the rest with rr->dead */
+}
+
+static void
+on_published(Cluster *cl, const ClusterPublishResult *res, void *userdata)
+{
+	RunRepl *rr = userdata;
+	Batch *b = rr->head;
+
+	if (res->err == 0) {
+		rr->last_stream_seq = res->last_stream_seq;
+		rr->last_seq = b->first_seq + (int64_t)b->n - 1;
+		rr->known = true;
+		rr->guessed = false;
+		head_done(rr, 0);
+		return;
+	}
+	if (res->err == -ESTALE && rr->guessed && res->n_done == 0) {
+		/* the run is not new to the stream after all (a restart): ask */
+		rr->known = rr->guessed = false;
+		rr->no_guess = true;
+		rr->busy = false;
+		run_next(rr);
+		return;
+	}
+	run_dead(rr, res->err);
+}
+
+/* Was writer (Rw-Writer, "<node>-<random>") this node: this process, or an
+ * earlier one of this node (a restart)? */
+static bool
+own_writer(Cluster *cl, const char *writer)
+{
+	const char *node = cluster_node(cl);
+	size_t n = strlen(node);
+	return strncmp(writer, node, n) == 0 && writer[n] == '-' && !strchr(writer + n + 1, '-');
+}
+
+static void
+on_last(Cluster *cl, int err, const ClusterRunLast *last, void *userdata)
+{
+	RunRepl *rr = userdata;
+
+	if (err == -ENOENT) {
+		rr->last_seq = -1;
+		rr->last_stream_seq = 0;
+	} else if (err == 0 && !own_writer(cl, last->writer)) {
+		/* another node wrote the run last: it is not ours to continue */
+		run_dead(rr, -ESTALE);
+		return;
+	} else if (err == 0) {
+		rr->last_seq = (int64_t)last->seq;
+		rr->last_stream_seq = last->stream_seq;
+	} else {
+		run_dead(rr, err);
+		return;
+	}
+	rr->known = true;
+	rr->busy = false;
+	run_next(rr);
+}
+
+/* Events the local log has before b and the stream lacks: a batch of them,
+ * read from the run log, put before b. */
+static int
+catch_up(RunRepl *rr, Batch *b)
+{
+	Coordinator *c = rr->r->c;
+	Batch *cb = calloc(1, sizeof(*cb));
+	json_t *rec = NULL;
+	int r;
+
+	if (!cb)
+		return -ENOMEM;
+	r = runlog_read(c->runlog, rr->run_id, rr->last_seq,
+			(size_t)(b->first_seq - rr->last_seq - 1), &cb->own, &rec);
+	json_decref(rec);
+	if (r == 0 && (cb->own.n == 0 || cb->own.first_seq != rr->last_seq + 1))
+		r = -EPROTO; /* the local log itself has no such events */
+	if (r == 0 && !(cb->ev = calloc(cb->own.n, sizeof(ClusterEvent))))
+		r = -ENOMEM;
+	if (r < 0) {
+		batch_free(cb);
+		return r;
+	}
+	cb->first_seq = cb->own.first_seq;
+	cb->n = cb->own.n;
+	for (size_t i = 0; i < cb->n; i++)
+		cb->ev[i] = (ClusterEvent){cb->own.texts[i], cb->own.lens[i]};
+	cb->next = b;
+	rr->head = cb;
+	LogCtx lc = {.run_id = rr->run_id};
+	log_ctx(LOG_WARNING, &lc,
+		"Run's events %" PRId64 "..%" PRId64 " were committed here but not replicated; "
+		"publishing them first",
+		cb->first_seq, b->first_seq - 1);
+	return 0;
+}
+
+static void
+run_next(RunRepl *rr)
+{
+	Replicator *r = rr->r;
+	Coordinator *c = r->c;
+	Batch *b = rr->head;
+	int err;
+
+	if (rr->busy)
+		return;
+	if (!b) {
+		/* a dead run's entry stays: its expectation must never be
+		 * learned again from the stream, whose last writer is another */
+		if (r->nruns > REPL_IDLE_MAX && !rr->dead)
+			run_repl_free(rr);
+		return;
+	}
+	if (rr->dead) {
+		head_done(rr, rr->dead);
+		return;
+	}
+	if (b->n == 0) { /* waited for the batches before it: done */
+		rr->busy = true;
+		head_done(rr, 0);
+		return;
+	}
+	rr->busy = true;
+	if (!rr->known && b->first_seq == 0 && !rr->no_guess) {
+		rr->guessed = true; /* a new run: its subject is empty */
+		rr->known = true;
+	}
+	if (!rr->known) {
+		err = cluster_run_last(c->cluster, rr->run_id, on_last, rr);
+		goto submitted;
+	}
+	/* skip what the stream holds already */
+	size_t off = 0;
+	if (rr->last_seq >= b->first_seq)
+		off = (size_t)MIN((int64_t)b->n, rr->last_seq - b->first_seq + 1);
+	if (off == b->n) {
+		head_done(rr, 0);
+		return;
+	}
+	if (rr->last_seq + 1 < b->first_seq) {
+		err = catch_up(rr, b);
+		if (err < 0) {
+			run_dead(rr, err);
+			return;
+		}
+		rr->busy = false;
+		run_next(rr);
+		return;
+	}
+	err =
+	    cluster_publish_events(c->cluster, rr->run_id, (uint64_t)b->first_seq + off,
+				   b->ev + off, b->n - off, rr->last_stream_seq, on_published, rr);
+submitted:
+	if (err == -ENOTCONN && r->state != CLUSTER_FAILED) {
+		rr->waiting = true; /* connecting: on_state(READY) goes on */
+		return;
+	}
+	if (err < 0)
+		run_dead(rr, err);
+}
+
+static void
+on_state(Cluster *cl, ClusterState state, void *userdata)
+{
+	Replicator *r = userdata;
+	static const char *const names[] = {"connecting", "ready", "disconnected", "failed"};
+
+	r->state = state;
+	log_info("Cluster: %s (%s)", names[state], cluster_node(cl));
+	if (state != CLUSTER_READY && state != CLUSTER_FAILED)
+		return;
+	for (RunRepl *rr = r->runs, *n; rr; rr = n) {
+		n = rr->next;
+		if (!rr->waiting)
+			continue;
+		rr->waiting = rr->busy = false;
+		if (state == CLUSTER_FAILED)
+			run_dead(rr, -ENOTCONN);
+		else
+			run_next(rr);
+	}
+}
+
+int
+replicate_events(Coordinator *c, const char *run_id, int64_t first_seq, const char *const *texts,
+		 const size_t *lens, size_t n, ReplDoneFn done, void *arg)
+{
+	Replicator *r = c->repl;
+	if (!r)
+		return 1;
+	RunRepl *rr = run_repl_get(r, run_id);
+	if (!rr)
+		return -ENOMEM;
+	if (rr->dead)
+		return rr->dead;
+	if (n == 0 && !rr->head)
+		return 1; /* nothing before it, nothing of its own */
+	Batch *b = calloc(1, sizeof(*b));
+	if (!b || (n && !(b->ev = calloc(n, sizeof(ClusterEvent))))) {
+		free(b);
+		return -ENOMEM;
+	}
+	b->first_seq = first_seq;
+	b->n = n;
+	for (size_t i = 0; i < n; i++)
+		b->ev[i] = (ClusterEvent){texts[i], lens[i]};
+	b->done = done;
+	b->arg = arg;
+	if (rr->tail)
+		rr->tail->next = b;
+	else
+		rr->head = b;
+	rr->tail = b;
+	run_next(rr);
+	return 0;
+}
+
+bool
+replicate_active(Coordinator *c)
+{
+	return c->repl != NULL;
+}
+
+bool
+replicate_ready(Coordinator *c)
+{
+	return !c->cluster || cluster_ready(c->cluster);
+}
+
+int
+replicate_global_init(Coordinator *c)
+{
+	if (!cluster_conf_enabled(&c->conf.shared.cluster))
+		return 0;
+	return cluster_global_init();
+}
+
+int
+replicate_setup(Coordinator *c)
+{
+	const ClusterConf *cc = &c->conf.shared.cluster;
+	static const ClusterCallbacks cbs = {.on_state = on_state};
+	char node[CLUSTER_NODE_NAME_MAX];
+	char **urls = NULL;
+	int r;
+
+	if (!cluster_conf_enabled(cc))
+		return 0;
+	r = cluster_conf_node_name(cc, node, sizeof(node));
+	if (r < 0)
+		return log_error_errno(r, "cluster: cannot name this node: %m");
+	r = cluster_conf_urls(cc, &urls);
+	if (r < 0)
+		return log_error_errno(r, "cluster.nats: %m");
+	c->repl = calloc(1, sizeof(*c->repl));
+	if (!c->repl) {
+		strv_free(urls);
+		return -ENOMEM;
+	}
+	c->repl->c = c;
+	c->repl->state = CLUSTER_CONNECTING;
+	ClusterOptions o = {
+	    .servers = (const char *const *)urls,
+	    .node = node,
+	    .replicas = (int)cc->replicas,
+	    .creds = cc->creds,
+	    .tls_ca = cc->tls_ca,
+	    .tls_cert = cc->tls_cert,
+	    .tls_key = cc->tls_key,
+	    .heartbeat_ms = cc->heartbeat_ms,
+	    .node_ttl_ms = cc->node_ttl_ms,
+	};
+	r = cluster_new(c->base, &o, &cbs, c->repl, &c->cluster);
+	strv_free(urls);
+	if (r < 0) /* fail closed: a node configured for a cluster needs it */
+		return log_error_errno(r, "Cannot join the cluster (node %s): %m", node);
+	log_info("Cluster: node %s, connected to %s", node,
+		 cluster_connected_url(c->cluster, (char[256]){0}, 256));
+	return 0;
+}
+
+void
+replicate_teardown(Coordinator *c)
+{
+	Replicator *r = c->repl;
+
+	placement_teardown(c);
+	c->cluster = cluster_free(c->cluster); /* drops its pending callbacks */
+	if (!r)
+		return;
+	while (r->runs) {
+		RunRepl *rr = r->runs;
+		while (rr->head) {
+			Batch *b = rr->head;
+			rr->head = b->next;
+			if (b->done)
+				b->done(c, -ECANCELED, b->arg);
+			batch_free(b);
+		}
+		rr->tail = NULL;
+		run_repl_free(rr);
+	}
+	free(r);
+	c->repl = NULL;
+}

@@ -1,0 +1,152 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * rw-cluster-read — print a run's events as JetStream holds them (the e2e
+ * tests' reader of RW_RUNS, tests/e2e/t_cluster.py).
+ *
+ *     rw-cluster-read URL[,URL...] RUN_ID
+ *     rw-cluster-read URL[,URL...] RUN_ID steal
+ *
+ * One line per event, in seq order: "<seq> <stream_seq> <hex of the bytes>".
+ * With steal: append one event to the run as another writer would (a new
+ * owner: the run's last event read at the leader, the next seq, fenced on
+ * it), so that the run's writer is fenced from then on; prints its seq.
+ * Exit status 0, or 1 with the error on stderr.
+ */
+#include "config.h"
+
+#include <errno.h>
+#include <event2/event.h>
+#include <inttypes.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "cluster.h"
+#include "macro.h"
+
+typedef struct Reader {
+	bool done;
+	int err;
+	const char *run;
+	uint64_t next_seq;
+	size_t got;
+} Reader;
+
+static void
+read_cb(Cluster *c, int err, const ClusterReadEvent *ev, size_t n, uint64_t next_stream_seq,
+	void *ud)
+{
+	Reader *r = ud;
+	r->err = err;
+	for (size_t i = 0; err == 0 && i < n; i++) {
+		printf("%" PRIu64 " %" PRIu64 " ", ev[i].seq, ev[i].stream_seq);
+		for (size_t k = 0; k < ev[i].len; k++)
+			printf("%02x", ((const unsigned char *)ev[i].data)[k]);
+		putchar('\n');
+	}
+	r->got = n;
+	r->next_seq = next_stream_seq;
+	r->done = true;
+}
+
+typedef struct Steal {
+	bool done;
+	int err;
+	ClusterRunLast last;
+} Steal;
+
+static void
+last_cb(Cluster *c, int err, const ClusterRunLast *last, void *ud)
+{
+	Steal *s = ud;
+	s->err = err;
+	if (err == 0)
+		s->last = *last;
+	s->done = true;
+}
+
+static void
+pub_cb(Cluster *c, const ClusterPublishResult *r, void *ud)
+{
+	Steal *s = ud;
+	s->err = r->err;
+	s->done = true;
+}
+
+static int
+steal(struct event_base *base, Cluster *c, const char *run)
+{
+	static const char ev[] = "{\"type\":\"CUSTOM\",\"name\":\"rw.test.steal\"}";
+	Steal s = {0};
+	int r = cluster_run_last(c, run, last_cb, &s);
+	while (r == 0 && !s.done)
+		event_base_loop(base, EVLOOP_ONCE);
+	if (r == 0)
+		r = s.err;
+	if (r < 0)
+		return r;
+	ClusterEvent e = {ev, strlen(ev)};
+	uint64_t seq = s.last.seq + 1;
+	s.done = false;
+	r = cluster_publish_events(c, run, seq, &e, 1, s.last.stream_seq, pub_cb, &s);
+	while (r == 0 && !s.done)
+		event_base_loop(base, EVLOOP_ONCE);
+	if (r == 0)
+		r = s.err;
+	if (r == 0)
+		printf("%" PRIu64 "\n", seq);
+	return r;
+}
+
+static int
+read_all(struct event_base *base, Cluster *c, const char *run)
+{
+	uint64_t from_seq = 0, start = 0;
+	int r;
+	for (;;) {
+		Reader rd = {.run = run};
+		r = cluster_read_events(c, run, from_seq, start, 256, read_cb, &rd);
+		while (r == 0 && !rd.done)
+			event_base_loop(base, EVLOOP_ONCE);
+		if (r == 0)
+			r = rd.err;
+		if (r < 0 || rd.got < 256)
+			return r;
+		from_seq += rd.got;
+		start = rd.next_seq;
+	}
+}
+
+int
+main(int argc, char **argv)
+{
+	struct event_base *base;
+	char *urls[17] = {0};
+	size_t nu = 0;
+	Cluster *c = NULL;
+
+	if (argc != 3 && !(argc == 4 && streq(argv[3], "steal"))) {
+		fprintf(stderr, "usage: rw-cluster-read URL[,URL...] RUN_ID [steal]\n");
+		return 1;
+	}
+	for (char *s = strtok(argv[1], ","); s && nu < 16; s = strtok(NULL, ","))
+		urls[nu++] = s;
+	if (cluster_global_init() < 0 || !(base = event_base_new()))
+		return 1;
+	ClusterOptions o = {.servers = (const char *const *)urls,
+			    .node = "reader",
+			    .replicas = 3,
+			    .node_ttl_ms = 10000,
+			    .connect_wait_ms = 5000};
+	if (cluster_new(base, &o, &(ClusterCallbacks){0}, NULL, &c) < 0)
+		return 1;
+	while (cluster_state(c) == CLUSTER_CONNECTING)
+		event_base_loop(base, EVLOOP_ONCE);
+	int r = argc == 4 ? steal(base, c, argv[2]) : read_all(base, c, argv[2]);
+	if (r < 0)
+		fprintf(stderr, "rw-cluster-read: %s\n", strerror(-r));
+	fflush(stdout);
+	cluster_free(c);
+	event_base_free(base);
+	return r < 0 ? 1 : 0;
+}

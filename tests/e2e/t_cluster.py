@@ -1,0 +1,194 @@
+# SPDX-License-Identifier: MIT
+"""Issue 14: cluster mode wired into coordinatord (docs/CLUSTER.md). A
+three-server NATS JetStream cluster on loopback (tests/cluster/natscluster.py)
+and two runwarden nodes pointing at it:
+
+- a run's events in JetStream are exactly its log in LMDB (same seqs, same
+  bytes), read back with tests/cluster/rw-cluster-read;
+- a second node refuses a run of a thread the first owns (409 not_owner);
+- a run another writer took over in JetStream is fenced: its processes are
+  stopped and it is failed locally (code fenced), and JetStream's log of it
+  ends with the other writer's event;
+- with every NATS server stopped, /readyz fails and a new run is refused.
+
+The tests build on each other (one NATS cluster, two suites), in order."""
+import json
+import os
+import subprocess
+import sys
+import tempfile
+import time
+
+import rwtest
+from ipc import Ipc
+from rwtest import poll
+
+NO_SUITE = True  # the suites need the NATS cluster's ports: made here
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+NATSCLUSTER = os.path.join(HERE, "..", "cluster", "natscluster.py")
+READER = os.path.join(rwtest.BUILD, "tests", "cluster", "rw-cluster-read")
+
+# errors the nodes log on purpose (NATS stopped under them)
+EXPECTED = [r"[Cc]luster", r"NATS", r"nats", r"fenced"]
+
+st = {}
+
+
+def nats():
+    if "urls" not in st:
+        d = tempfile.mkdtemp(prefix="rw-e2e-nats-")
+        out = subprocess.run([sys.executable, NATSCLUSTER, "start", d, "3", "--owner", str(os.getpid())],
+                             capture_output=True, text=True, timeout=90)
+        assert out.returncode == 0, out.stderr
+        st["dir"] = d
+        st["urls"] = out.stdout.strip().splitlines()[-1]
+    return st["urls"]
+
+
+def node(name):
+    if name not in st:
+        conf = f"""[cluster]
+nats = {nats()}
+node = {name}
+replicas = 3
+heartbeat_ms = 500
+node_ttl_ms = 5000
+"""
+        s = rwtest.Suite(conf)
+        s.expected_errors = EXPECTED
+        st[name] = s
+        s.start()
+        assert poll(lambda: s.http("GET", "/readyz")[0] == 200, timeout=30), \
+            (s.http("GET", "/readyz"), s.log("coordinatord")[-2000:])
+    return st[name]
+
+
+def stop_all():
+    for name in ("a", "b"):
+        s = st.pop(name, None)
+        if s:
+            problems = s.stop()
+            s.cleanup()
+            assert not problems, problems
+    if "dir" in st:
+        subprocess.run([sys.executable, NATSCLUSTER, "stop", st.pop("dir")], timeout=60)
+        st.pop("urls", None)
+
+
+def jetstream_events(run):
+    out = subprocess.run([READER, nats(), run], capture_output=True, text=True, timeout=30)
+    assert out.returncode == 0, out.stderr
+    evs = []
+    for line in out.stdout.splitlines():
+        seq, _, hexb = line.split(" ")
+        evs.append((int(seq), bytes.fromhex(hexb)))
+    return evs
+
+
+def lmdb_events(s, run):
+    c = Ipc(os.path.join(s.dir, "run", "coordinatord.sock"))
+    try:
+        body = c.call("RUN_READ", {"run_id": run, "from_seq": -1, "max": 1000})
+    finally:
+        c.close()
+    rec = json.loads(body["record"])
+    first = rec["lastSeq"] - len(body["events"]) + 1
+    return [(first + i, e.encode() if isinstance(e, str) else e) for i, e in enumerate(body["events"])]
+
+
+def test_events_in_jetstream_are_the_runs_log():
+    try:
+        a = node("a")
+        st_, ready = a.http("GET", "/readyz")
+        assert st_ == 200, ready
+        t0 = time.time()
+        run = a.start_run("for i in 1 2 3 4 5; do echo line$i; done", thread="t-js")
+        events, status, _, _ = a.tail(run, thread="t-js", timeout=30)
+        assert status["status"] == "completed", status
+        rwtest.assert_gapfree(events)
+        local = lmdb_events(a, run)
+        assert local[0][0] == 0 and len(local) == len(events), (local[:2], len(events))
+        # a direct get may be answered by a replica a moment behind the
+        # acknowledgement (docs/CLUSTER.md "Reading a run's events")
+        remote = poll(lambda: (lambda r: r if len(r) >= len(local) else None)(jetstream_events(run)),
+                      timeout=5) or jetstream_events(run)
+        assert [q for q, _ in remote] == [q for q, _ in local], (remote, local)
+        for (q, rb), (_, lb) in zip(remote, local):
+            assert rb == lb, (q, rb, lb)
+        assert time.time() - t0 < 60
+    except Exception:
+        stop_all()
+        raise
+
+
+def test_second_node_refuses_a_thread_the_first_owns():
+    try:
+        b = node("b")
+        code, body = b.http("POST", "/runs", {"threadId": "t-js", "messages": [
+            {"role": "user", "content": "echo x"}]})
+        assert code == 409 and body["code"] == "not_owner", (code, body)
+        assert "owned by cluster node 'a'" in json.dumps(body), body
+        # a thread of its own is b's
+        run = b.start_run("echo mine", thread="t-b")
+        _, status, _, _ = b.tail(run, thread="t-b", timeout=30)
+        assert status["status"] == "completed", status
+        # and a is refused b's thread
+        code, body = st["a"].http("POST", "/runs", {"threadId": "t-b", "messages": [
+            {"role": "user", "content": "echo x"}]})
+        assert code == 409, (code, body)
+    except Exception:
+        stop_all()
+        raise
+
+
+def host_procs(marker):
+    out = subprocess.run(["pgrep", "-f", marker], capture_output=True, text=True).stdout.split()
+    return [p for p in out if int(p) != os.getpid()]
+
+
+def test_a_fenced_run_is_stopped_and_failed_here():
+    try:
+        a = node("a")
+        run = a.start_run("while :; do echo tick; sleep 0.217; done", thread="t-fence")
+        assert poll(lambda: len(jetstream_events(run)) >= 3, timeout=20), jetstream_events(run)
+        assert poll(lambda: host_procs("sleep 0.217"), timeout=5), \
+            ("the run's command is not running", a.http("GET", f"/runs/{run}?threadId=t-fence"))
+        # another writer appends to the run, as a new owner would
+        stolen = None
+        for _ in range(5):
+            out = subprocess.run([READER, nats(), run, "steal"], capture_output=True, text=True,
+                                 timeout=30)
+            if out.returncode == 0:
+                stolen = int(out.stdout.strip())
+                break
+        assert stolen is not None, out.stderr
+        assert poll(lambda: "Run fenced" in a.log("coordinatord"), timeout=10), \
+            a.log("coordinatord")[-2000:]
+        assert poll(lambda: not host_procs("sleep 0.217"), timeout=10), "its processes live on"
+        code, rec = a.http("GET", f"/runs/{run}?threadId=t-fence")
+        assert code == 200 and rec["status"] == "failed", (code, rec)
+        assert rec["error"]["code"] == "fenced", rec
+        # JetStream's log: one writer after the steal, gap-free
+        remote = poll(lambda: (lambda r: r if r and r[-1][0] >= stolen else None)(jetstream_events(run)),
+                      timeout=5) or jetstream_events(run)
+        assert [q for q, _ in remote] == list(range(len(remote))), remote
+        assert remote[-1][0] == stolen and b"rw.test.steal" in remote[-1][1], remote[-1]
+    except Exception:
+        stop_all()
+        raise
+
+
+def test_nats_down_readyz_fails_and_runs_are_refused():
+    try:
+        a = node("a")
+        subprocess.run([sys.executable, NATSCLUSTER, "stop", st.pop("dir")], timeout=60, check=True)
+        assert poll(lambda: a.http("GET", "/readyz")[0] == 503, timeout=15), "/readyz stayed 200"
+        code, body = a.http("GET", "/readyz")
+        assert code == 503 and "cluster" in json.dumps(body), (code, body, a.log("routerd")[-3000:])
+        code, body = a.http("POST", "/runs", {"threadId": "t-new", "messages": [
+            {"role": "user", "content": "echo never"}]})
+        assert code == 503, (code, body)
+        assert "cluster" in json.dumps(body), body
+    finally:
+        stop_all()
