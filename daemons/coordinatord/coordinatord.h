@@ -350,7 +350,6 @@ int shim_connect_now(Coordinator *c);
 /* The shim's pushes to coordinatord (EXEC_OUTPUT, EXEC_EXIT, SANDBOX_QUEUED);
  * not the shim's own request table, shim.c's shim_handlers. */
 extern const PeerHandler driver_shim_pushes[];
-json_t *chunk_new(const char *type);
 void driver_flush_all(Coordinator *c);
 void driver_thread_output_free(Coordinator *c);
 

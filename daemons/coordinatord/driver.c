@@ -34,12 +34,6 @@ static void start_main(Run *run);
 static void prep_next(Run *run);
 static void run_stop(Run *run);
 
-json_t *
-chunk_new(const char *type)
-{
-	return json_pack("{s:s}", "type", type);
-}
-
 /* ---------- the harness's exec ---------- */
 
 static void
