@@ -16,6 +16,8 @@ flags=(-g -O1 -fsanitize=fuzzer-no-link,address,undefined -fno-sanitize-recover=
 	-DPKGLIBEXECDIR=\"/usr/lib/runwarden\" -DUIDIR=\"/usr/share/runwarden/ui\" -w)
 libs=(-levent -lwslay -lhttp_parser -ljansson -lmsgpackc -linih -lcrypto)
 pkg-config --exists libsystemd 2>/dev/null && libs+=(-lsystemd)
+read -r -a nats_libs <<<"$(pkg-config --libs libnats libevent_pthreads)"
+libs+=("${nats_libs[@]}")
 objdir="$out/obj"
 # No header dependency tracking here: when any header (or config.h) is newer
 # than the last build, rebuild everything (a stale object once broke a run).
@@ -51,9 +53,10 @@ objs() {
 }
 
 mapfile -t common < <(objs common; objs common/proto)
-# the [cluster] keys' validators are libcommon's; the rest of common/cluster
-# (libnats) is used by no fuzzed code
-common+=("$(obj "$top/common/cluster/cluster-conf.c" -I"$top/common/cluster")")
+# common/cluster: the [cluster] keys' validators (libcommon) and the JetStream
+# layer coordinatord's replicate.c and placement.c call (libnats; no fuzz
+# input reaches it: without [cluster] nats it is never started)
+mapfile -t -O "${#common[@]}" common < <(objs common/cluster)
 mapfile -t router < <(objs daemons/routerd main.c)
 router+=("$(obj "$top/tests/fuzz/fuzz-common.c" -I"$top/daemons/routerd")")
 # coordinatord without main.c; commit.c and coordinator.c are included by the
