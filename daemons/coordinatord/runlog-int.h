@@ -109,5 +109,24 @@ rec_terminal(const json_t *rec)
 	return run_status_terminal(json_string_value(json_object_get(rec, "status")));
 }
 
+/* A transaction (flags: 0 or MDB_RDONLY) and a cursor on its run records;
+ * on failure nothing is left open. */
+static inline int
+runs_cursor_begin(RunLog *l, unsigned flags, MDB_txn **ret_txn, MDB_cursor **ret_cur)
+{
+	MDB_txn *txn;
+	int r = mdb_errno(mdb_txn_begin(l->env, NULL, flags, &txn));
+
+	if (r < 0)
+		return r;
+	r = mdb_errno(mdb_cursor_open(txn, l->runs, ret_cur));
+	if (r < 0) {
+		mdb_txn_abort(txn);
+		return r;
+	}
+	*ret_txn = txn;
+	return 0;
+}
+
 /* runlog-prune.c: the bytes of live data txn sees (pages in use). */
 int txn_usage(RunLog *l, MDB_txn *txn, uint64_t *ret_used);

@@ -123,14 +123,9 @@ runlog_prune(RunLog *l, int64_t cutoff_ms, size_t max_pruned, size_t max_scanned
 
 	if (max_pruned > 64)
 		max_pruned = 64;
-	r = mdb_errno(mdb_txn_begin(l->env, NULL, 0, &txn));
+	r = runs_cursor_begin(l, 0, &txn, &cur);
 	if (r < 0)
 		return r;
-	r = mdb_errno(mdb_cursor_open(txn, l->runs, &cur));
-	if (r < 0) {
-		mdb_txn_abort(txn);
-		return r;
-	}
 	if (cursor[0]) {
 		k = run_key(cursor);
 		rc = mdb_cursor_get(cur, &k, &v, MDB_SET_RANGE);
@@ -221,14 +216,9 @@ runlog_prune_oldest(RunLog *l, size_t max_pruned, size_t *ret_pruned)
 		*ret_pruned = 0;
 		return 0;
 	}
-	r = mdb_errno(mdb_txn_begin(l->env, NULL, 0, &txn));
+	r = runs_cursor_begin(l, 0, &txn, &cur);
 	if (r < 0)
 		return r;
-	r = mdb_errno(mdb_cursor_open(txn, l->runs, &cur));
-	if (r < 0) {
-		mdb_txn_abort(txn);
-		return r;
-	}
 	/* one pass over the records (small) keeping the max_pruned oldest
 	 * terminal runs by finishedAt, sorted ascending */
 	for (rc = mdb_cursor_get(cur, &k, &v, MDB_FIRST); rc == 0;

@@ -136,14 +136,8 @@ runlog_foreach_running(RunLog *l, void (*fn)(const char *run_id, json_t *record,
 
 	if (!list)
 		return -ENOMEM;
-	r = mdb_errno(mdb_txn_begin(l->env, NULL, MDB_RDONLY, &txn));
+	r = runs_cursor_begin(l, MDB_RDONLY, &txn, &cur);
 	if (r < 0) {
-		json_decref(list);
-		return r;
-	}
-	r = mdb_errno(mdb_cursor_open(txn, l->runs, &cur));
-	if (r < 0) {
-		mdb_txn_abort(txn);
 		json_decref(list);
 		return r;
 	}
