@@ -15,86 +15,20 @@ The tests build on each other (one NATS cluster, two suites), in order."""
 import json
 import os
 import subprocess
-import sys
-import tempfile
 import time
 
 import rwtest
-from ipc import Ipc
+from rwcluster import READER, Cluster
 from rwtest import poll
 
 NO_SUITE = True  # the suites need the NATS cluster's ports: made here
 
-HERE = os.path.dirname(os.path.abspath(__file__))
-NATSCLUSTER = os.path.join(HERE, "..", "cluster", "natscluster.py")
-READER = os.path.join(rwtest.BUILD, "tests", "cluster", "rw-cluster-read")
-
-# errors the nodes log on purpose (NATS stopped under them)
-EXPECTED = [r"[Cc]luster", r"NATS", r"nats", r"fenced"]
-
-st = {}
-
-
-def nats():
-    if "urls" not in st:
-        d = tempfile.mkdtemp(prefix="rw-e2e-nats-")
-        out = subprocess.run([sys.executable, NATSCLUSTER, "start", d, "3", "--owner", str(os.getpid())],
-                             capture_output=True, text=True, timeout=90)
-        assert out.returncode == 0, out.stderr
-        st["dir"] = d
-        st["urls"] = out.stdout.strip().splitlines()[-1]
-    return st["urls"]
-
-
-def node(name):
-    if name not in st:
-        conf = f"""[cluster]
-nats = {nats()}
-node = {name}
-replicas = 3
-heartbeat_ms = 500
-node_ttl_ms = 5000
-"""
-        s = rwtest.Suite(conf)
-        s.expected_errors = EXPECTED
-        st[name] = s
-        s.start()
-        assert poll(lambda: s.http("GET", "/readyz")[0] == 200, timeout=30), \
-            (s.http("GET", "/readyz"), s.log("coordinatord")[-2000:])
-    return st[name]
-
-
-def stop_all():
-    for name in ("a", "b"):
-        s = st.pop(name, None)
-        if s:
-            problems = s.stop()
-            s.cleanup()
-            assert not problems, problems
-    if "dir" in st:
-        subprocess.run([sys.executable, NATSCLUSTER, "stop", st.pop("dir")], timeout=60)
-        st.pop("urls", None)
-
-
-def jetstream_events(run):
-    out = subprocess.run([READER, nats(), run], capture_output=True, text=True, timeout=30)
-    assert out.returncode == 0, out.stderr
-    evs = []
-    for line in out.stdout.splitlines():
-        seq, _, hexb = line.split(" ")
-        evs.append((int(seq), bytes.fromhex(hexb)))
-    return evs
-
-
-def lmdb_events(s, run):
-    c = Ipc(os.path.join(s.dir, "run", "coordinatord.sock"))
-    try:
-        body = c.call("RUN_READ", {"run_id": run, "from_seq": -1, "max": 1000})
-    finally:
-        c.close()
-    rec = json.loads(body["record"])
-    first = rec["lastSeq"] - len(body["events"]) + 1
-    return [(first + i, e.encode() if isinstance(e, str) else e) for i, e in enumerate(body["events"])]
+C = Cluster()
+node = C.node
+stop_all = C.stop_all
+nats = C.nats
+jetstream_events = C.jetstream_events
+lmdb_events = C.lmdb_events
 
 
 def test_events_in_jetstream_are_the_runs_log():
@@ -134,7 +68,7 @@ def test_second_node_refuses_a_thread_the_first_owns():
         _, status, _, _ = b.tail(run, thread="t-b", timeout=30)
         assert status["status"] == "completed", status
         # and a is refused b's thread
-        code, body = st["a"].http("POST", "/runs", {"threadId": "t-b", "messages": [
+        code, body = C.nodes["a"].http("POST", "/runs", {"threadId": "t-b", "messages": [
             {"role": "user", "content": "echo x"}]})
         assert code == 409, (code, body)
     except Exception:
@@ -182,7 +116,7 @@ def test_a_fenced_run_is_stopped_and_failed_here():
 def test_nats_down_readyz_fails_and_runs_are_refused():
     try:
         a = node("a")
-        subprocess.run([sys.executable, NATSCLUSTER, "stop", st.pop("dir")], timeout=60, check=True)
+        C.stop_nats()
         assert poll(lambda: a.http("GET", "/readyz")[0] == 503, timeout=15), "/readyz stayed 200"
         code, body = a.http("GET", "/readyz")
         assert code == 503 and "cluster" in json.dumps(body), (code, body, a.log("routerd")[-3000:])

@@ -1,0 +1,111 @@
+# SPDX-License-Identifier: MIT
+"""rwcluster — a NATS JetStream cluster on loopback (tests/cluster/natscluster.py)
+and runwarden nodes pointing at it, for the cluster tests (docs/CLUSTER.md).
+
+    c = Cluster()                 # nothing started yet
+    a = c.node("a")               # starts the NATS servers (once), then node a:
+                                  # an rwtest.Suite with [cluster] node = a, ready
+    c.kill_nats("n2")             # kill -9 of one server
+    c.jetstream_events(run)       # [(seq, bytes)] of the run's subject
+    c.lmdb_events(a, run)         # the same read from a's coordinatord (RUN_READ)
+    c.stop_all()                  # every node (hygiene asserted), then the servers
+
+Nodes log errors on purpose when NATS goes away under them; EXPECTED lists them."""
+import json
+import os
+import subprocess
+import sys
+import tempfile
+
+import rwtest
+from ipc import Ipc
+from rwtest import poll
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+NATSCLUSTER = os.path.join(HERE, "..", "cluster", "natscluster.py")
+READER = os.path.join(rwtest.BUILD, "tests", "cluster", "rw-cluster-read")
+
+EXPECTED = [r"[Cc]luster", r"NATS", r"nats", r"fenced"]
+
+
+class Cluster:
+    def __init__(self, servers=3, heartbeat_ms=500, node_ttl_ms=5000):
+        self.servers = servers
+        self.heartbeat_ms = heartbeat_ms
+        self.node_ttl_ms = node_ttl_ms
+        self.dir = None
+        self.urls = None
+        self.nodes = {}
+
+    def nats(self):
+        """The servers' URLs (comma-separated), starting them on first use."""
+        if self.urls is None:
+            d = tempfile.mkdtemp(prefix="rw-e2e-nats-")
+            out = subprocess.run([sys.executable, NATSCLUSTER, "start", d, str(self.servers),
+                                  "--owner", str(os.getpid())],
+                                 capture_output=True, text=True, timeout=90)
+            assert out.returncode == 0, out.stderr
+            self.dir = d
+            self.urls = out.stdout.strip().splitlines()[-1]
+        return self.urls
+
+    def node(self, name, extra_conf=""):
+        """Node NAME (started and ready on first use)."""
+        if name not in self.nodes:
+            conf = f"""[cluster]
+nats = {self.nats()}
+node = {name}
+replicas = {min(3, self.servers)}
+heartbeat_ms = {self.heartbeat_ms}
+node_ttl_ms = {self.node_ttl_ms}
+
+{extra_conf}
+"""
+            s = rwtest.Suite(conf)
+            s.expected_errors = list(EXPECTED)
+            self.nodes[name] = s
+            s.start()
+            assert poll(lambda: s.http("GET", "/readyz")[0] == 200, timeout=30), \
+                (s.http("GET", "/readyz"), s.log("coordinatord")[-2000:])
+        return self.nodes[name]
+
+    def kill_nats(self, server):
+        subprocess.run([sys.executable, NATSCLUSTER, "kill", self.dir, server], timeout=60,
+                       check=True)
+
+    def stop_nats(self):
+        if self.dir:
+            subprocess.run([sys.executable, NATSCLUSTER, "stop", self.dir], timeout=60)
+        self.dir = self.urls = None
+
+    def stop_all(self):
+        """Stop every node (asserting its hygiene), then the servers."""
+        problems = []
+        for name in list(self.nodes):
+            s = self.nodes.pop(name)
+            problems += s.stop()
+            s.cleanup()
+        self.stop_nats()
+        assert not problems, problems
+
+    def jetstream_events(self, run):
+        out = subprocess.run([READER, self.nats(), run], capture_output=True, text=True,
+                             timeout=30)
+        assert out.returncode == 0, out.stderr
+        evs = []
+        for line in out.stdout.splitlines():
+            seq, _, hexb = line.split(" ")
+            evs.append((int(seq), bytes.fromhex(hexb)))
+        return evs
+
+    @staticmethod
+    def lmdb_events(s, run):
+        c = Ipc(os.path.join(s.dir, "run", "coordinatord.sock"))
+        try:
+            body = c.call("RUN_READ", {"run_id": run, "from_seq": -1, "max": 1000})
+        finally:
+            c.close()
+        rec = json.loads(body["record"])
+        first = rec["lastSeq"] - len(body["events"]) + 1
+        return [(first + i, e.encode() if isinstance(e, str) else e)
+                for i, e in enumerate(body["events"])]
