@@ -29,8 +29,10 @@
  * NUL; the caller checked):
  *   - the file holds exactly this key: 0;
  *   - it holds another key (or is no regular file, or too long): -EEXIST;
- *   - the directory exists without the file: the file is written (0600,
- *     temporary name, fsync, renamed without replacing), 0;
+ *   - the directory exists without the file, or with an empty one (what a
+ *     power loss may leave of a claim: not fsynced, see sandbox-key.c): the
+ *     file is written (0600, temporary name, renamed without replacing
+ *     anything but an empty file), 0;
  *   - no directory: with create, it is made (0700) and claimed; without, 0
  *     and nothing is made (a key with no workspace reads as empty).
  * Other negative errnos for I/O failures. Nothing is followed (O_NOFOLLOW). */

@@ -150,6 +150,19 @@ test_sandbox_key_old_directory_is_claimed_once(void **state)
 	fclose(f);
 	assert_int_equal(claim("00000000000000cc", "k3", false), 0);
 	assert_string_equal(slurp("00000000000000cc/key"), "k3");
+	/* an empty key file (a claim a power loss dropped: it is not fsynced) is
+	 * no claim: the first key claims it, the next is refused */
+	snprintf(p, sizeof(p), "%s/00000000000000c0", top);
+	assert_int_equal(mkdir(p, 0700), 0);
+	snprintf(p, sizeof(p), "%s/00000000000000c0/key", top);
+	f = fopen(p, "w");
+	assert_non_null(f);
+	fclose(f);
+	assert_int_equal(claim("00000000000000c0", "k6", true), 0);
+	assert_string_equal(slurp("00000000000000c0/key"), "k6");
+	assert_null(slurp("00000000000000c0/key.tmp"));
+	assert_int_equal(claim("00000000000000c0", "k7", true), -EEXIST);
+	assert_int_equal(claim("00000000000000c0", "k6", false), 0);
 }
 
 static void
