@@ -976,16 +976,14 @@ write_file(pid_t pid, const char *name, const char *text)
 }
 
 int
-sandbox_spawn(const SandboxSpec *spec, pid_t *ret_pid, int *ret_pidfd, int *ret_sock)
+sandbox_spawn_begin(const SandboxSpec *spec, pid_t *ret_spawner, int *ret_spawner_pidfd,
+		    int *ret_sock)
 {
-	_cleanup_close_ int s0 = -1, s1 = -1, pidfd = -1;
-	int sp[2], sndbuf = 2 * INIT_PAYLOAD_MAX, r, fds[1];
-	char map[64];
-	InitMsg go = {.type = INIT_MSG_GO}, m = {0};
-	struct clone_args args = {.exit_signal = SIGCHLD};
-	size_t nfds = 0;
-	ssize_t n;
-	pid_t spawner, pid;
+	_cleanup_close_ int s0 = -1, s1 = -1;
+	int sp[2], sndbuf = 2 * INIT_PAYLOAD_MAX, pidfd = -1;
+	struct clone_args args = {
+	    .flags = CLONE_PIDFD, .pidfd = (uint64_t)(uintptr_t)&pidfd, .exit_signal = SIGCHLD};
+	pid_t spawner;
 
 	if (spec->host_uid == 0)
 		return -EPERM; /* never map host root, never own a namespace as root */
@@ -996,6 +994,8 @@ sandbox_spawn(const SandboxSpec *spec, pid_t *ret_pid, int *ret_pidfd, int *ret_
 	/* A SEQPACKET message must fit the sender's buffer in one piece. */
 	if (setsockopt(s0, SOL_SOCKET, SO_SNDBUFFORCE, &sndbuf, sizeof(sndbuf)) < 0 &&
 	    setsockopt(s0, SOL_SOCKET, SO_SNDBUF, &sndbuf, sizeof(sndbuf)) < 0)
+		return -errno;
+	if (fd_nonblock(s0, 1) < 0)
 		return -errno;
 
 	/* The spawner is born in the sandbox's cgroup2 directory, so the init it
@@ -1011,16 +1011,37 @@ sandbox_spawn(const SandboxSpec *spec, pid_t *ret_pid, int *ret_pidfd, int *ret_
 		safe_close(s0);
 		spawner_main(s1, spec);
 	}
-	s1 = safe_close(s1);
-	n = fd_recv(s0, &m, sizeof(m), fds, 1, &nfds);
-	while (waitpid(spawner, NULL, 0) < 0 && errno == EINTR)
+	*ret_spawner = spawner;
+	*ret_spawner_pidfd = pidfd;
+	*ret_sock = TAKE_FD(s0);
+	return 0;
+}
+
+int
+sandbox_spawn_finish(int spawner_pidfd, int sock, uid_t sandbox_uid, uid_t host_uid, pid_t *ret_pid,
+		     int *ret_pidfd)
+{
+	_cleanup_close_ int pidfd = -1;
+	InitMsg go = {.type = INIT_MSG_GO}, m = {0};
+	siginfo_t si;
+	char map[64];
+	size_t nfds = 0;
+	ssize_t n;
+	int r, fds[1];
+	pid_t pid;
+
+	/* Reap the spawner (it sent INIT_MSG_SPAWNED, or failed, before exiting). */
+	while (waitid((idtype_t)P_PIDFD, (id_t)spawner_pidfd, &si, WEXITED) < 0 && errno == EINTR)
 		;
+	n = fd_recv(sock, &m, sizeof(m), fds, 1, &nfds);
 	if (n >= (ssize_t)sizeof(m) && m.type == INIT_MSG_SPAWNED && nfds == 1 && m.pid > 0) {
 		pidfd = fds[0];
 		pid = m.pid;
 	} else {
 		for (size_t i = 0; i < nfds; i++)
 			safe_close(fds[i]);
+		if (n == -EAGAIN || n == 0)
+			return -EIO; /* it died without a word */
 		if (n < 0)
 			return (int)n;
 		return m.type == INIT_MSG_SETUP_FAILED && m.err > 0 ? -m.err : -EIO;
@@ -1032,15 +1053,13 @@ sandbox_spawn(const SandboxSpec *spec, pid_t *ret_pid, int *ret_pidfd, int *ret_
 	 * map anything but itself, but needs to map nothing else either. */
 	r = write_file(pid, "setgroups", "deny");
 	if (r >= 0) {
-		snprintf(map, sizeof(map), "%u %u 1\n", spec->sandbox_uid, spec->host_uid);
+		snprintf(map, sizeof(map), "%u %u 1\n", sandbox_uid, host_uid);
 		r = write_file(pid, "uid_map", map);
 	}
 	if (r >= 0)
 		r = write_file(pid, "gid_map", map);
 	if (r >= 0)
-		r = (int)fd_send(s0, &go, sizeof(go), NULL, 0);
-	if (r >= 0)
-		r = fd_nonblock(s0, 1);
+		r = (int)fd_send(sock, &go, sizeof(go), NULL, 0);
 	if (r < 0) {
 		(void)sandbox_pidfd_kill(pidfd, SIGKILL);
 		(void)waitpid(pid, NULL, 0);
@@ -1048,6 +1067,5 @@ sandbox_spawn(const SandboxSpec *spec, pid_t *ret_pid, int *ret_pidfd, int *ret_
 	}
 	*ret_pid = pid;
 	*ret_pidfd = TAKE_FD(pidfd);
-	*ret_sock = TAKE_FD(s0);
 	return 0;
 }

@@ -4,7 +4,7 @@
  * wire between the shim and that init.
  *
  * A sandbox is one process tree rooted at our own init (PID 1 of a fresh pid
- * namespace), created by sandbox_spawn() through a spawner: a child of the
+ * namespace), created by sandbox_spawn_begin/finish() through a spawner: a child of the
  * shim (cloned into the sandbox's cgroup2 directory) that captures the host
  * sources as root, drops to host_uid and makes a single clone3() that asks
  * for user, mount, pid, net, ipc, uts and cgroup namespaces, a pidfd and
@@ -171,12 +171,29 @@ typedef struct SandboxSpec {
 	uint64_t output_window;
 } SandboxSpec;
 
-/* Spawn one sandbox init and release it (maps written, GO sent). On success
- * *ret_pid, *ret_pidfd (CLOEXEC) and *ret_sock (the shim's end, CLOEXEC,
- * non-blocking) are set; the outcome of the setup (READY or SETUP_FAILED, then
- * EOF) arrives later on *ret_sock. Returns 0 or a negative errno (nothing is
- * left behind: a half-created child is killed and reaped). Does not log. */
-int sandbox_spawn(const SandboxSpec *spec, pid_t *ret_pid, int *ret_pidfd, int *ret_sock);
+/* Spawning a sandbox init takes two steps, so that the shim's loop never
+ * waits for the spawner (it captures the host sources and makes the clone
+ * with every namespace: milliseconds).
+ *
+ * sandbox_spawn_begin() starts the spawner (a child of the caller, in the
+ * sandbox's cgroup) and returns at once: *ret_spawner, *ret_spawner_pidfd
+ * (CLOEXEC; polls readable once the spawner exited) and *ret_sock (the shim's
+ * end of the init's socket, CLOEXEC, non-blocking). The caller owns the three;
+ * spec is copied into the child and may go. To abandon a spawn, do not kill
+ * the spawner: let it finish and kill the init sandbox_spawn_finish() gives
+ * (a spawner killed after its clone leaves an init nobody knows the pid of).
+ *
+ * sandbox_spawn_finish(), once the spawner's pidfd polled readable (else it
+ * waits for that), reaps the spawner, takes the init's pid and pidfd from the
+ * socket, writes its maps (inside sandbox_uid ↔ host_uid) and releases it
+ * (GO): *ret_pid, *ret_pidfd (CLOEXEC) are the init's; the outcome of its
+ * setup (READY or SETUP_FAILED, then EOF) arrives later on the socket. A
+ * negative errno when there is no init (the spawner's own error, or -EIO);
+ * a half-created init is killed and reaped. Neither logs. */
+int sandbox_spawn_begin(const SandboxSpec *spec, pid_t *ret_spawner, int *ret_spawner_pidfd,
+			int *ret_sock);
+int sandbox_spawn_finish(int spawner_pidfd, int sock, uid_t sandbox_uid, uid_t host_uid,
+			 pid_t *ret_pid, int *ret_pidfd);
 
 /* Whether name may be an etc_entries entry: one component, not one of the
  * generated files. */

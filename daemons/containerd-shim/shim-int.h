@@ -119,7 +119,7 @@ struct Conn {
 };
 
 typedef enum SandboxState {
-	SANDBOX_STARTING, /* init spawned, setup running */
+	SANDBOX_STARTING, /* spawning (Sandbox.spawning), or init spawned, setup running */
 	SANDBOX_READY,	  /* serving execs */
 	SANDBOX_DYING,	  /* init exiting or killed; waiting for the pidfd */
 } SandboxState;
@@ -131,6 +131,11 @@ struct Sandbox {
 	char *key;
 	SandboxState state;
 	bool destroy_requested;
+	/* While spawning (sandbox.h: the spawner clones the init), pid and pidfd
+	 * are the spawner's and the socket is not watched yet; the spawner's exit
+	 * (pidfd_ev) hands them over to the init's (sandbox_pidfd_cb). A kill then
+	 * only marks the sandbox DYING: the init is killed once it exists. */
+	bool spawning;
 	pid_t pid;
 	int pidfd;
 	int sock;

@@ -4,8 +4,9 @@
  *
  * Owns Shim.sandboxes and Shim.graves. sandbox_create makes a sandbox for a
  * key: its workspace <sandbox_dir>/<id>/workspace (owned by host_uid, quota:
- * quota.h), its cgroup sb-<cg_id> and its init (sandbox_spawn, sandbox.h),
- * linked as STARTING; sandbox_start is the cgroup + init part alone (the pool
+ * quota.h), its cgroup sb-<cg_id> and its init (sandbox_spawn_begin, sandbox.h:
+ * the spawner's exit, an event of the loop, hands over to the init), linked
+ * as STARTING; sandbox_start is the cgroup + init part alone (the pool
  * uses it for sandboxes of no key yet). sandbox_kill (destroy) and
  * sandbox_stop (idle or evicted: the workspace stays) SIGKILL the init and the
  * cgroup; the pidfd then reports the death and sandbox_dead answers whoever
@@ -430,7 +431,7 @@ sandbox_start(Shim *s, Sandbox *sb, const char *ws, bool slave, const char *cg_i
 	cgroup_spawn_fds(sb->cg, &spec.cgroup_fd, &spec.procs_fds, &spec.n_procs_fds);
 	r = adopt_prepare_spec(s, sb, &spec);
 	if (r >= 0)
-		r = sandbox_spawn(&spec, &sb->pid, &sb->pidfd, &sb->sock);
+		r = sandbox_spawn_begin(&spec, &sb->pid, &sb->pidfd, &sb->sock);
 	safe_close(spec.listen_fd); /* the init has its copy */
 	if (r < 0) {
 		adopt_forget_sandbox(s->rt_dfd, sb->id);
@@ -438,17 +439,70 @@ sandbox_start(Shim *s, Sandbox *sb, const char *ws, bool slave, const char *cg_i
 		graves_add(s, TAKE_PTR(sb->cg));
 		return log_ctx_errno(LOG_ERR, r, ctx, "Failed to spawn the sandbox init: %m");
 	}
+	sb->spawning = true;
 	sb->sock_ev = event_new(s->base, sb->sock, EV_READ | EV_PERSIST, sandbox_sock_cb, sb);
 	sb->pidfd_ev = event_new(s->base, sb->pidfd, EV_READ, sandbox_pidfd_cb, sb);
 	if (!sb->sock_ev || !sb->pidfd_ev) {
-		(void)sandbox_pidfd_kill(sb->pidfd, SIGKILL);
-		(void)waitpid(sb->pid, NULL, 0);
+		pid_t pid;
+		int pidfd;
+		if (sandbox_spawn_finish(sb->pidfd, sb->sock, (uid_t)c->sandbox_uid,
+					 (uid_t)c->host_uid, &pid, &pidfd) >= 0) {
+			(void)sandbox_pidfd_kill(pidfd, SIGKILL);
+			(void)waitpid(pid, NULL, 0);
+			safe_close(pidfd);
+		}
+		sb->spawning = false;
 		graves_add(s, TAKE_PTR(sb->cg));
 		return -ENOMEM;
 	}
-	event_add(sb->sock_ev, NULL);
-	event_add(sb->pidfd_ev, NULL);
+	event_add(sb->pidfd_ev, NULL); /* the spawner's end: sandbox_spawned */
 	sb->state = SANDBOX_STARTING;
+	return 0;
+}
+
+/* The spawner of sb exited (its pidfd polled readable, or the caller waits
+ * for it): the init it cloned takes its place (pid, pidfd, their event) and
+ * the socket is watched. 0: the init runs (killed at once if sb was killed
+ * meanwhile; its pidfd reports the end); a negative errno: there is no init,
+ * sb is DYING with fail_err/fail_msg set, and the caller calls sandbox_dead(). */
+static int
+sandbox_spawned(Sandbox *sb)
+{
+	Shim *s = sb->shim;
+	LogCtx ctx = sandbox_ctx(sb);
+	pid_t pid;
+	int pidfd, r;
+
+	sb->spawning = false;
+	r = sandbox_spawn_finish(sb->pidfd, sb->sock, (uid_t)s->conf->sandbox_uid,
+				 (uid_t)s->conf->host_uid, &pid, &pidfd);
+	event_free(sb->pidfd_ev);
+	sb->pidfd_ev = NULL;
+	sb->pidfd = safe_close(sb->pidfd);
+	if (r >= 0) {
+		sb->pidfd_ev = event_new(s->base, pidfd, EV_READ, sandbox_pidfd_cb, sb);
+		if (!sb->pidfd_ev) {
+			(void)sandbox_pidfd_kill(pidfd, SIGKILL);
+			(void)waitpid(pid, NULL, 0);
+			safe_close(pidfd);
+			r = -ENOMEM;
+		}
+	}
+	if (r < 0) { /* sb->pid stays the spawner's, reaped: waitpid() finds no child */
+		free(sb->fail_msg);
+		if (asprintf(&sb->fail_msg, "spawn: %s", strerror(-r)) < 0)
+			sb->fail_msg = NULL;
+		sb->fail_err = r;
+		sb->state = SANDBOX_DYING;
+		return log_ctx_errno(LOG_ERR, r, &ctx, "Failed to spawn the sandbox init: %m");
+	}
+	sb->pid = pid;
+	sb->pidfd = pidfd;
+	event_add(sb->pidfd_ev, NULL);
+	event_add(sb->sock_ev, NULL);
+	if (sb->state == SANDBOX_DYING) /* killed or stopped while spawning */
+		(void)sandbox_pidfd_kill(sb->pidfd, SIGKILL);
+	log_ctx(LOG_DEBUG, &ctx, "Sandbox init spawned as pid %d", (int)pid);
 	return 0;
 }
 
@@ -496,7 +550,6 @@ sandbox_create(Shim *s, const char *key, const char *id, const char *run_id, con
 		return r;
 	sb->next = s->sandboxes;
 	s->sandboxes = sb;
-	log_ctx(LOG_DEBUG, &ctx, "Sandbox init spawned as pid %d", (int)sb->pid);
 	*ret = TAKE_PTR(sb);
 	return 0;
 }
@@ -544,6 +597,9 @@ sandbox_alive(Sandbox *sb)
 void
 sandbox_wait_exit(Sandbox *sb)
 {
+	if (sb->spawning && sandbox_spawned(sb) < 0)
+		return; /* no init */
+
 	struct pollfd p = {.fd = sb->pidfd, .events = POLLIN};
 
 	while (poll(&p, 1, -1) < 0 && errno == EINTR)
@@ -560,6 +616,8 @@ sandbox_kill(Sandbox *sb)
 		sb->destroy_requested = true;
 		sb->state = SANDBOX_DYING;
 	}
+	if (sb->spawning)
+		return; /* sandbox_spawned() kills the init once it exists */
 	/* Every process of the namespace dies with its init. ESRCH: already gone.
 	 * cgroup.kill (or freezer + SIGKILL) on top, for anything that escaped the
 	 * pid namespace's teardown. */
@@ -580,6 +638,8 @@ sandbox_stop(Sandbox *sb, const char *why)
 	log_ctx(LOG_INFO, &ctx, "Stopping sandbox %s (%s)", sb->id, why);
 	sb->stopping = true;
 	sb->state = SANDBOX_DYING;
+	if (sb->spawning)
+		return; /* sandbox_spawned() kills the init once it exists */
 	(void)sandbox_pidfd_kill(sb->pidfd, SIGKILL);
 	if (sb->cg)
 		(void)cgroup_kill(sb->cg);
@@ -747,5 +807,9 @@ sandbox_dead(Sandbox *sb)
 void
 sandbox_pidfd_cb(evutil_socket_t fd, short what, void *arg)
 {
-	sandbox_dead(arg);
+	Sandbox *sb = arg;
+
+	if (sb->spawning && sandbox_spawned(sb) >= 0)
+		return; /* the init runs now; its pidfd reports its end */
+	sandbox_dead(sb);
 }

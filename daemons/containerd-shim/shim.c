@@ -558,7 +558,7 @@ shim_stop(Shim *s)
 		sandbox_dead(s->sandboxes);
 	}
 	while (s->pool) {
-		(void)waitpid(s->pool->pid, NULL, 0);
+		sandbox_wait_exit(s->pool);
 		sandbox_dead(s->pool);
 	}
 	s->net = netfwd_free(s->net); /* after sandbox_dead(), which closes listeners */

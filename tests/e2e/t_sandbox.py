@@ -728,6 +728,38 @@ def test_100_create_destroy_cycles_leak_nothing(s):
           f"p99 {lat[98] * 1000:.1f} ms")
 
 
+def test_destroy_while_spawning_leaves_nothing(s):
+    """A SANDBOX_DESTROY right behind its SANDBOX_ENSURE reaches the sandbox while
+    its spawner still runs (the shim's loop does not wait for it): the spawn
+    completes, the init is killed, both are answered, and no init, zombie,
+    cgroup or mount is left."""
+    from ipc import Ipc, IpcError
+    mounts = our_mounts(s)
+    inits = shim_children(s)
+    c = Ipc(os.path.join(s.dir, "run", "containerd-shim.sock"), timeout=30)
+    try:
+        outcomes = {"created": 0, "refused": 0}
+        for i in range(30):
+            key = f"t-spawnkill-{i}"
+            ens = c.call_async("SANDBOX_ENSURE", {"key": key})
+            des = c.call_async("SANDBOX_DESTROY", {"sandbox_id": sandbox_id(key), "purge": True})
+            try:
+                c.wait(ens)
+                outcomes["created"] += 1
+            except IpcError as e:
+                assert "destroyed during setup" in e.message, e.message
+                outcomes["refused"] += 1
+            c.wait(des)
+            assert poll(lambda: not sandbox_cgroups(s, key), 5), key
+    finally:
+        c.close()
+    print(f"  ensure+destroy back to back: {outcomes}")
+    assert poll(lambda: len(shim_children(s)) <= len(inits), 5), (shim_children(s), inits)
+    assert our_mounts(s) == mounts
+    # the shim still creates sandboxes
+    assert run_ok(s, "echo alive", thread="t-spawnkill-after") == "alive\n"
+
+
 def test_exec_into_a_live_sandbox_is_fast(s):
     r = shimctl(s, "t-latency", "--repeat", "200", "--", "true")
     assert r.returncode == 0, r.stderr
