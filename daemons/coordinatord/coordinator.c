@@ -271,18 +271,20 @@ static int
 handle_run_get(Peer *p, const Frame *f, const Msg_RUN_GET *m, void *ud)
 {
 	Client *cl = ud;
-	json_t *rec = NULL;
-	int ret = 0;
+	char real[RUN_ID_LEN + 1];
+	const char *text;
+	int ret;
 
 	/* any_thread: routerd's /chat join by run id alone checks the token's
 	 * thread scope against the record it gets (docs/SECURITY.md) */
 	if (!m->any_thread && !thread_named(p, f, m->thread_id))
-		goto out;
-	ret = owned_record(cl->c, m->run_id, m->thread_id, &rec);
+		return 0;
+	ret = runlog_get_text(cl->c->runlog, m->run_id, m->thread_id, &text);
+	/* a /chat client's run id names its run too (RUN_START client_run_id) */
+	if (ret == -ENOENT && runlog_alias_get(cl->c->runlog, m->run_id, real) == 0)
+		ret = runlog_get_text(cl->c->runlog, real, m->thread_id, &text);
 	if (ret == 0)
-		ret = reply_record(p, f->req_id, rec);
-out:
-	json_decref(rec);
+		ret = reply_send_RUN_GET(p, f->req_id, &(Reply_RUN_GET){.record = text});
 	return ret;
 }
 

@@ -21,13 +21,19 @@
 #include "macro.h"
 #include "runlog.h"
 
+typedef struct RecordCache RecordCache;
+
 struct RunLog {
 	MDB_env *env;
 	MDB_dbi runs, events, thread_runs, idem, meta, drive, inputs;
 	char *dir;
 	RunLogOptions opts;
 	bool preallocated;
+	RecordCache *records; /* runlog_get_text's (runlog-read.c) */
 };
+
+/* Free runlog_get_text's cache (runlog_free). */
+void record_cache_free(RunLog *l);
 
 /* LMDB codes → negative errno. MDB_MAP_FULL becomes -ENOSPC: to the caller it
  * is "the store is full", whatever the disk says. */

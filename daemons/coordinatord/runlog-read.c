@@ -20,6 +20,111 @@
 
 #include "runlog-int.h"
 
+/* runlog_get_text's memory: direct-mapped slots, each a record's text and its
+ * thread as read in the snapshot of transaction txnid. A slot is good for as
+ * long as no write transaction committed: LMDB's last committed transaction id
+ * is then still txnid, and nothing in the database changed. */
+#define RECORD_CACHE_SLOTS 64
+#define RECORD_CACHE_MAX_TEXT (16 * 1024) /* larger records are read each time */
+
+typedef struct RecordSlot {
+	char run_id[RUN_ID_LEN + 1];
+	char *thread_id;
+	char *text;
+	size_t txnid;
+} RecordSlot;
+
+struct RecordCache {
+	RecordSlot slot[RECORD_CACHE_SLOTS];
+	char *last; /* the text of the last uncached answer */
+};
+
+static void
+slot_clear(RecordSlot *s)
+{
+	free(s->thread_id);
+	free(s->text);
+	*s = (RecordSlot){0};
+}
+
+void
+record_cache_free(RunLog *l)
+{
+	if (!l->records)
+		return;
+	for (size_t i = 0; i < RECORD_CACHE_SLOTS; i++)
+		slot_clear(&l->records->slot[i]);
+	free(l->records->last);
+	free(l->records);
+	l->records = NULL;
+}
+
+static RecordSlot *
+slot_of(RecordCache *c, const char *run_id)
+{
+	uint32_t h = 2166136261u; /* FNV-1a */
+	for (const char *p = run_id; *p; p++)
+		h = (h ^ (uint8_t)*p) * 16777619u;
+	return &c->slot[h % RECORD_CACHE_SLOTS];
+}
+
+int
+runlog_get_text(RunLog *l, const char *run_id, const char *thread_id, const char **ret_text)
+{
+	json_t *rec = NULL;
+	RecordSlot *s;
+	MDB_txn *txn;
+	size_t txnid;
+	char *text, *owner;
+	int r;
+
+	if (!valid_run_id(run_id))
+		return -ENOENT;
+	if (!l->records && !(l->records = calloc(1, sizeof(*l->records))))
+		return -ENOMEM;
+	r = mdb_errno(mdb_txn_begin(l->env, NULL, MDB_RDONLY, &txn));
+	if (r < 0)
+		return r;
+	txnid = mdb_txn_id(txn);
+	s = slot_of(l->records, run_id);
+	if (s->text && s->txnid == txnid && streq(s->run_id, run_id)) {
+		mdb_txn_abort(txn);
+		if (thread_id && !streq(thread_id, s->thread_id))
+			return -ENOENT;
+		*ret_text = s->text;
+		return 0;
+	}
+	r = get_record(txn, l, run_id, &rec);
+	mdb_txn_abort(txn);
+	if (r < 0)
+		return r;
+	owner = strdup(json_string_value(json_object_get(rec, "threadId")) ?: "");
+	text = json_dump_compact(rec);
+	json_decref(rec);
+	if (!owner || !text) {
+		free(owner);
+		free(text);
+		return -ENOMEM;
+	}
+	if (thread_id && !streq(thread_id, owner))
+		r = -ENOENT;
+	if (strlen(text) <= RECORD_CACHE_MAX_TEXT) {
+		slot_clear(s);
+		memcpy(s->run_id, run_id, RUN_ID_LEN + 1);
+		s->thread_id = owner;
+		s->text = text;
+		s->txnid = txnid;
+	} else { /* too large to keep: kept until the next call only */
+		free(owner);
+		free(l->records->last);
+		s = NULL;
+		l->records->last = text;
+	}
+	if (r == 0)
+		*ret_text = s ? s->text : l->records->last;
+	return r;
+}
+
 void
 runlog_events_done(RunLogEvents *e)
 {

@@ -37,6 +37,7 @@ runlog_free(RunLog *l)
 		return NULL;
 	if (l->env)
 		mdb_env_close(l->env);
+	record_cache_free(l);
 	free(l->dir);
 	free(l);
 	return NULL;

@@ -75,6 +75,14 @@ int runlog_create(RunLog *l, const char *run_id, const char *thread_id, const ch
 /* The record, or -ENOENT. */
 int runlog_get(RunLog *l, const char *run_id, json_t **ret_record);
 
+/* The record as stored (compact JSON, NUL-terminated) when it belongs to
+ * thread_id (NULL: to any thread): *ret_text stays valid until the next call
+ * into l. -ENOENT for no such run and for another thread's run (not
+ * revealed), -EUCLEAN for a record that is no JSON object. A record read
+ * again while no write transaction committed in between (LMDB's transaction
+ * id unchanged) comes from memory, unparsed: GET /runs/{id} polling (B7). */
+int runlog_get_text(RunLog *l, const char *run_id, const char *thread_id, const char **ret_text);
+
 /* Append one chunk (JSON text of an object). On success *ret_seq is its seq and
  * *ret_record (optional) the record after the commit. */
 int runlog_append(RunLog *l, const char *run_id, const char *chunk, size_t len, int64_t now_ms,

@@ -425,6 +425,45 @@ test_runlog_append_after_terminal_is_stale(void **state)
 	runlog_events_done(&ev);
 }
 
+/* runlog_get_text: the stored text, the thread check, and a served-from-memory
+ * copy never outliving a write (every commit moves LMDB's transaction id). */
+static void
+test_runlog_get_text_follows_every_write(void **state)
+{
+	Fix *f = *state;
+	const char *t = NULL;
+	json_t *fields;
+
+	assert_int_equal(runlog_get_text(f->l, RUN_A, NULL, &t), -ENOENT);
+	assert_int_equal(runlog_create(f->l, RUN_A, "t", "shell", 10, NULL), 0);
+	assert_int_equal(runlog_get_text(f->l, RUN_A, "t", &t), 0);
+	assert_non_null(strstr(t, "\"lastSeq\":-1"));
+	/* another thread's run is not there; nor is it with a thread that
+	 * merely starts like the owner */
+	assert_int_equal(runlog_get_text(f->l, RUN_A, "u", &t), -ENOENT);
+	assert_int_equal(runlog_get_text(f->l, RUN_A, "tt", &t), -ENOENT);
+	assert_int_equal(runlog_get_text(f->l, RUN_A, NULL, &t), 0); /* any thread */
+	/* served again (the same text) until a write commits */
+	assert_int_equal(runlog_get_text(f->l, RUN_A, "t", &t), 0);
+	assert_non_null(strstr(t, "\"lastSeq\":-1"));
+	append_ok(f->l, RUN_A, "{}", 11, 0);
+	assert_int_equal(runlog_get_text(f->l, RUN_A, "t", &t), 0);
+	assert_non_null(strstr(t, "\"lastSeq\":0"));
+	fields = json_pack("{s:s}", "sandboxId", "sb-9");
+	assert_int_equal(runlog_update(f->l, RUN_A, fields, 20, NULL), 0);
+	json_decref(fields);
+	assert_int_equal(runlog_get_text(f->l, RUN_A, "t", &t), 0);
+	assert_non_null(strstr(t, "\"sandboxId\":\"sb-9\""));
+	/* a write to another run also moves the transaction id: re-read, same text */
+	assert_int_equal(runlog_create(f->l, RUN_B, "t2", "shell", 30, NULL), 0);
+	assert_int_equal(runlog_get_text(f->l, RUN_A, "t", &t), 0);
+	assert_non_null(strstr(t, "\"sandboxId\":\"sb-9\""));
+	assert_int_equal(runlog_get_text(f->l, RUN_B, "t", &t), -ENOENT);
+	assert_int_equal(runlog_get_text(f->l, RUN_B, "t2", &t), 0);
+	assert_non_null(strstr(t, "\"threadId\":\"t2\""));
+	assert_int_equal(runlog_get_text(f->l, "not-a-run-id", NULL, &t), -ENOENT);
+}
+
 static void
 test_runlog_update(void **state)
 {
@@ -1269,6 +1308,8 @@ main(void)
 	    cmocka_unit_test_setup_teardown(test_runlog_append_after_terminal_is_stale, setup,
 					    teardown),
 	    cmocka_unit_test_setup_teardown(test_runlog_update, setup, teardown),
+	    cmocka_unit_test_setup_teardown(test_runlog_get_text_follows_every_write, setup,
+					    teardown),
 	    cmocka_unit_test_setup_teardown(test_runlog_survives_reopen, setup, teardown),
 	    cmocka_unit_test_setup_teardown(test_runlog_idempotency, setup, teardown),
 	    cmocka_unit_test_setup_teardown(
