@@ -1,6 +1,7 @@
 /* SPDX-License-Identifier: MIT */
 /*
- * sandbox-key.c — <sandbox_dir>/<id>/key (see sandbox-key.h).
+ * sandbox-key.c — <sandbox_dir>/<id>/key (see sandbox-key.h), and the id of a
+ * key (shim_sandbox_id, shim.h).
  */
 #include "config.h"
 
@@ -14,10 +15,30 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include <openssl/evp.h>
+
 #include "fd-util.h"
+#include "id-util.h"
 #include "macro.h"
+#include "shim.h"
 
 #define KEY_TMP SANDBOX_KEY_FILE ".tmp"
+
+/* shim.h; here, with no dependency but libcrypto, so that a client of the
+ * shim (tools/shimctl) can name sandboxes without linking the shim's layers. */
+int
+shim_sandbox_id(const char *key, size_t len, char ret_id[static 17])
+{
+	unsigned char md[EVP_MAX_MD_SIZE];
+	unsigned int mdlen = 0;
+
+	if (len == 0 || len > SANDBOX_KEY_MAX || memchr(key, '\0', len))
+		return -EINVAL;
+	if (!EVP_Digest(key, len, md, &mdlen, EVP_sha256(), NULL) || mdlen < 8)
+		return -EIO;
+	hex_encode(md, 8, ret_id);
+	return 0;
+}
 
 /* 0 when the file holds exactly key, -EEXIST when not, -errno on I/O error,
  * -ENOENT when there is no file, -ENODATA when it is empty (written by a

@@ -52,7 +52,6 @@
 #include <time.h>
 #include <unistd.h>
 #include <event2/event.h>
-#include <openssl/evp.h>
 
 #include "id-util.h"
 #include "shim-int.h"
@@ -96,20 +95,6 @@ exec_ctx(const Exec *e)
 {
 	return (LogCtx){
 	    .run_id = e->run_id, .thread_id = e->thread_id, .sandbox_id = e->sandbox_id};
-}
-
-int
-shim_sandbox_id(const char *key, size_t len, char ret_id[static 17])
-{
-	unsigned char md[EVP_MAX_MD_SIZE];
-	unsigned int mdlen = 0;
-
-	if (len == 0 || len > SANDBOX_KEY_MAX || memchr(key, '\0', len))
-		return -EINVAL;
-	if (!EVP_Digest(key, len, md, &mdlen, EVP_sha256(), NULL) || mdlen < 8)
-		return -EIO;
-	hex_encode(md, 8, ret_id);
-	return 0;
 }
 
 static void
