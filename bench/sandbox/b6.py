@@ -11,6 +11,9 @@ Per repetition, in an order that rotates between repetitions:
             a create takes a pre-started sandbox and binds its workspace in)
   shim_cold the same against a second shim with pool_size = 0 (every create
             builds a sandbox), running beside the first
+  once      `shimctl SOCK KEY --destroy-after -- /bin/true`: create, exec and
+            destroy from one client process, as bwrap is one process (and
+            once_cold against the pool_size = 0 shim)
   bwrap     `bwrap --unshare-all --ro-bind / / --dev /dev --proc /proc true`
   unshare   `unshare -Urnpfmiu --mount-proc true`
   spawn     `/bin/true` (the fork+exec+wait floor of the harness)
@@ -124,6 +127,12 @@ class Bench:
             tot = [a + b for a, b in zip(d["a"], d["b"])]
             return {"create_exec": summ(d["a"], d["wall_us"]), "destroy": summ(d["b"]),
                     "create_exec_destroy": summ(tot, d["wall_us"]), "raw": d}
+        if name in ("once", "once_cold"):
+            # bwrap's like: one client process creates, runs and destroys
+            sock = self.sock if name == "once" else self.cold_sock
+            d = harness(n, par, self.tag("o"),
+                        [SHIMCTL, sock, "%K", "--destroy-after", "--", "/bin/true"])
+            return {"total": summ(d["a"], d["wall_us"]), "raw": d}
         cmd = {"bwrap": BWRAP, "unshare": UNSHARE, "spawn": ["/bin/true"],
                "floor": [SHIMCTL, self.sock, "-", "--list"]}[name]
         d = harness(n, par, self.tag(name[0]), cmd)
@@ -234,7 +243,8 @@ class Bench:
         return r
 
     def warm(self):
-        for name in ("shim", "shim_cold", "bwrap", "unshare", "spawn", "floor"):
+        for name in ("shim", "shim_cold", "once", "once_cold", "bwrap", "unshare", "spawn",
+                     "floor"):
             self.contender(name, 10, 2)
         self.live(20)
         self.e2e(5, 1)
@@ -262,6 +272,13 @@ def ratio(r, e2e_key="first"):
         "create_exec_over_bwrap_par8": r["shim"]["par"]["create_exec"]["p50_ms"] / bwp,
         "shim_per_s_over_bwrap_par8": r["shim"]["par"]["create_exec_destroy"]["per_s"]
         / r["bwrap"]["par"]["total"]["per_s"],
+        # one client process per sandbox, as bwrap is one process per sandbox
+        "once_per_s_over_bwrap": r["once"]["serial"]["total"]["per_s"]
+        / r["bwrap"]["serial"]["total"]["per_s"],
+        "once_per_s_over_bwrap_par8": r["once"]["par"]["total"]["per_s"]
+        / r["bwrap"]["par"]["total"]["per_s"],
+        "once_cold_per_s_over_bwrap_par8": r["once_cold"]["par"]["total"]["per_s"]
+        / r["bwrap"]["par"]["total"]["per_s"],
         "create_exec_over_unshare": r["shim"]["serial"]["create_exec"]["p50_ms"]
         / r["unshare"]["serial"]["total"]["p50_ms"],
         "e2e_first_over_bwrap": r["e2e"]["serial"]["first"]["p50_ms"] / bw,
@@ -285,7 +302,7 @@ def main():
            "pinning": "daemons taskset -c 0 (sandboxes inherit); b6.py, spawn-time, shimctl, "
                       "bwrap, unshare and the e2e client on CPU 1 (sched_setaffinity)",
            "n": A.n, "par": A.par, "live": A.live, "e2e": A.e2e, "reps": [], "unpinned": None}
-    names = ["shim", "shim_cold", "bwrap", "unshare", "spawn", "floor"]
+    names = ["shim", "shim_cold", "once", "once_cold", "bwrap", "unshare", "spawn", "floor"]
     orders = [names[i:] + names[:i] for i in range(len(names))]
     b = Bench(True)
     try:
@@ -330,6 +347,9 @@ def main():
             ("shim create+exec", lambda r, m: r["shim"][m]["create_exec"]),
             ("shim destroy", lambda r, m: r["shim"][m]["destroy"]),
             ("shim create+exec+destroy", lambda r, m: r["shim"][m]["create_exec_destroy"]),
+            ("shim create+exec+destroy, one shimctl (--destroy-after)",
+             lambda r, m: r["once"][m]["total"]),
+            ("… pool_size=0", lambda r, m: r["once_cold"][m]["total"]),
             ("shim pool_size=0 create+exec", lambda r, m: r["shim_cold"][m]["create_exec"]),
             ("shim pool_size=0 destroy", lambda r, m: r["shim_cold"][m]["destroy"]),
             ("e2e POST reply", lambda r, m: r["e2e"][m]["post"]),
