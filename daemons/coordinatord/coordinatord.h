@@ -91,6 +91,11 @@ struct Run {
 	char tool_call_id[48];
 	struct event *wait_timer;
 	struct event *max_timer; /* max_run_ms after its start */
+	/* The exec's id goes to the log with the run's next commit (its output,
+	 * its end), or after DRIVE_SAVE_DELAY_MS in a commit of its own
+	 * (driver.c exec_started); exec_saved: a driver state with it is queued. */
+	struct event *drive_timer;
+	bool exec_saved;
 	bool run_timed_out;	 /* max_run_ms: the cancel path ends it run_timeout */
 	uint64_t cpu_usec;	 /* last SANDBOX_STATS reading */
 	bool cpu_known;

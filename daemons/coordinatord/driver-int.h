@@ -19,6 +19,8 @@
 #include "coordinatord.h"
 
 #define SHIM_CALL_TIMEOUT (60 * USEC_PER_SEC)
+/* How long a started exec's id may wait for the run's next commit (drive_save_soon). */
+#define DRIVE_SAVE_DELAY_MS 20
 
 /* driver.c */
 /* End a cancelled (or timed-out) run: aborted, or failed run_timeout. */

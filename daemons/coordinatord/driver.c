@@ -37,6 +37,38 @@ static void run_stop(Run *run);
 /* ---------- the harness's exec ---------- */
 
 static void
+drive_timer_cb(evutil_socket_t fd, short what, void *arg)
+{
+	Run *run = arg;
+
+	if (run->state != RUN_DONE && run->exec_id && !run->exec_saved)
+		run_save_drive(run, drive_state(run));
+}
+
+/* The exec's id must reach the log for a restarted coordinatord to re-attach
+ * to it, but nobody waits for it: the run's next commit (its first output, or
+ * its end) carries it, and a commit of its own only when none came within
+ * DRIVE_SAVE_DELAY_MS (a `true` run is one commit fewer: issue 16's E2E).
+ * A crash before it is stored is a crash before STARTED was answered — the
+ * restart fails the run, sandbox_lost (driver-link.c recover_cb) — a window
+ * that existed already and is a few milliseconds longer. */
+static void
+drive_save_soon(Run *run)
+{
+	struct timeval tv;
+
+	run->exec_saved = false;
+	if (!run->drive_timer)
+		run->drive_timer = evtimer_new(run->c->base, drive_timer_cb, run);
+	if (!run->drive_timer) {
+		run_save_drive(run, drive_state(run)); /* out of memory: at once */
+		return;
+	}
+	evtimer_add(run->drive_timer,
+		    timeval_from_usec(&tv, (usec_t)DRIVE_SAVE_DELAY_MS * USEC_PER_MSEC));
+}
+
+static void
 exec_started(Peer *p, int err, const msgpack_object *body, void *ud)
 {
 	Run *run = ud;
@@ -66,7 +98,7 @@ exec_started(Peer *p, int err, const msgpack_object *body, void *ud)
 	}
 	run->exec_id = rep.exec_id;
 	run->state = RUN_EXECUTING;
-	run_save_drive(run, drive_state(run));
+	drive_save_soon(run);
 }
 
 /* The end of a run's exec ends what it left running (`cmd &`, nohup, setsid:

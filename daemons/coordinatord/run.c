@@ -84,6 +84,8 @@ run_free(Run *run)
 		event_free(run->wait_timer);
 	if (run->max_timer)
 		event_free(run->max_timer);
+	if (run->drive_timer)
+		event_free(run->drive_timer);
 	/* what the driver attached: bridge, sandbox, listeners, a cancel waiting */
 	if (c->run_teardown)
 		c->run_teardown(run);
@@ -103,6 +105,14 @@ run_free(Run *run)
 }
 
 /* ---------- what a run says: ops for the log ---------- */
+
+/* A driver state queued with the exec's id in it (drive_state() read it). */
+static void
+note_drive(Run *run, const json_t *drive)
+{
+	if (drive && json_is_object(drive) && run->exec_id)
+		run->exec_saved = true;
+}
 
 void
 run_emit(Run *run, json_t *chunk, json_t *drive)
@@ -144,6 +154,7 @@ run_emit_fields(Run *run, json_t *chunk, json_t *drive, json_t *fields)
 		if (!chunk && !drive && !fields)
 			return;
 	}
+	note_drive(run, drive);
 	if (commit_queue_run(run->c, run->run_id, chunk, NULL, 0, NULL, fields, drive,
 			     run->secret_values) < 0)
 		log_ctx(LOG_ERR, &run->log, "Out of memory queuing an event");
@@ -173,6 +184,7 @@ run_emit_text(Run *run, const char *text, size_t len, json_t *drive)
 			len = strlen(amended);
 		}
 	}
+	note_drive(run, drive);
 	if (commit_queue_run(run->c, run->run_id, NULL, text, len, NULL, NULL, drive,
 			     run->secret_values) < 0)
 		log_ctx(LOG_ERR, &run->log, "Out of memory queuing an event");
