@@ -96,8 +96,8 @@ struct Run {
 	 * (driver.c exec_started); exec_saved: a driver state with it is queued. */
 	struct event *drive_timer;
 	bool exec_saved;
-	bool run_timed_out;	 /* max_run_ms: the cancel path ends it run_timeout */
-	uint64_t cpu_usec;	 /* last SANDBOX_STATS reading */
+	bool run_timed_out; /* max_run_ms: the cancel path ends it run_timeout */
+	uint64_t cpu_usec;  /* last SANDBOX_STATS reading */
 	bool cpu_known;
 	PeerDeferred *cancel_reply; /* a RUN_CANCEL answered at the run's end */
 	LogCtx log;
