@@ -142,6 +142,7 @@ typedef struct KvJob {
 	int r;
 	ClusterOwner owner;
 	uint64_t rev;
+	usec_t sent; /* KV_BEAT: when submitted */
 	ClusterOwnerFn owner_cb;
 	ClusterDoneFn done_cb;
 	void *userdata;
@@ -271,6 +272,20 @@ kv_exec(Cluster *c, Job *job)
 
 static void node_checked(Cluster *c, KvJob *j);
 
+static usec_t
+lease_span(Cluster *c)
+{
+	return (usec_t)c->node_ttl_ms * USEC_PER_MSEC / 2;
+}
+
+uint64_t
+cluster_lease(Cluster *c)
+{
+	if (c->lease_gen == 0 || now_usec() - c->beat_ok_sent > lease_span(c))
+		return 0;
+	return c->lease_gen;
+}
+
 static void
 kv_done(Cluster *c, Job *job)
 {
@@ -286,6 +301,14 @@ kv_done(Cluster *c, Job *job)
 				log_notice("cluster: heartbeat of %s back after %u failures",
 					   c->node, c->beat_failures);
 				c->beat_failures = 0;
+			}
+			if (j->r >= 0) {
+				/* beats further apart than half the TTL: the key may
+				 * have expired in between (cluster_lease()) */
+				if (c->lease_gen == 0 || j->sent - c->beat_ok_sent >
+							     lease_span(c))
+					c->lease_gen++;
+				c->beat_ok_sent = j->sent;
 			}
 		} else if (j->op == KV_CHECK_NODE)
 			node_checked(c, j);
@@ -513,6 +536,7 @@ on_beat(evutil_socket_t fd, short what, void *arg)
 	if (c->heartbeat_ms > 0 && !c->beat_busy &&
 	    kv_submit(c, KV_BEAT, c->node, NULL, 0, NULL, NULL, NULL, &j) == 0) {
 		j->data = c->node_info ? strdup(c->node_info) : NULL;
+		j->sent = now_usec();
 		cluster_submit(c, &j->job);
 		c->beat_busy = true;
 	}
@@ -574,4 +598,105 @@ cluster_foreach_node(Cluster *c, ClusterNodeFn fn, void *userdata)
 	for (NodeSeen *n = c->nodes; n; n = n->next)
 		if (n->alive)
 			fn(c, n->name, n->info ? n->info : "", userdata);
+}
+
+/* ---- listing a bucket (worker) ---- */
+
+typedef struct ListJob {
+	Job job;
+	ClusterBucket bucket;
+	int r;
+	ClusterKv *kv;
+	size_t n, cap;
+	ClusterListFn cb;
+	void *userdata;
+} ListJob;
+
+static int
+list_add(ListJob *j, kvEntry *e)
+{
+	if (j->n == j->cap) {
+		size_t cap = j->cap ? j->cap * 2 : 32;
+		ClusterKv *kv = realloc(j->kv, cap * sizeof(*kv));
+		if (!kv)
+			return -ENOMEM;
+		j->kv = kv;
+		j->cap = cap;
+	}
+	int len = kvEntry_ValueLen(e);
+	size_t vl = len > 0 ? (size_t)len : 0, kl = strlen(kvEntry_Key(e)) + 1;
+	char *b = malloc(vl + 1 + kl); /* value, NUL, key: one block */
+	if (!b)
+		return -ENOMEM;
+	memcpy(b, kvEntry_Value(e), vl);
+	b[vl] = 0;
+	memcpy(b + vl + 1, kvEntry_Key(e), kl);
+	j->kv[j->n++] = (ClusterKv){b + vl + 1, b, vl, kvEntry_Revision(e)};
+	return 0;
+}
+
+static void
+list_exec(Cluster *c, Job *job)
+{
+	ListJob *j = (ListJob *)job;
+	kvStore *kv = j->bucket == CLUSTER_THREADS ? c->kv_threads
+		      : j->bucket == CLUSTER_NODES ? c->kv_nodes
+						   : c->kv_runs;
+	kvWatchOptions o;
+	kvWatcher *w = NULL;
+	kvWatchOptions_Init(&o);
+	o.IgnoreDeletes = true;
+	natsStatus s = kvStore_WatchAll(&w, kv, &o);
+	if (s != NATS_OK) {
+		j->r = cluster_errno(s, 0, "list bucket");
+		return;
+	}
+	for (;;) {
+		kvEntry *e = NULL;
+		/* a NULL entry: the bucket's entries up to now were all delivered */
+		s = kvWatcher_Next(&e, w, c->op_timeout_ms);
+		if (s != NATS_OK) {
+			j->r = cluster_errno(s, 0, "list bucket");
+			break;
+		}
+		if (!e)
+			break;
+		if (kvEntry_Operation(e) == kvOp_Put)
+			j->r = list_add(j, e);
+		kvEntry_Destroy(e);
+		if (j->r < 0)
+			break;
+	}
+	kvWatcher_Destroy(w);
+}
+
+static void
+list_done(Cluster *c, Job *job)
+{
+	ListJob *j = (ListJob *)job;
+	if (!c->closing)
+		j->cb(c, j->r, j->kv, j->r < 0 ? 0 : j->n, j->userdata);
+	for (size_t i = 0; i < j->n; i++)
+		free((void *)j->kv[i].value);
+	free(j->kv);
+	free(j);
+}
+
+int
+cluster_list(Cluster *c, ClusterBucket bucket, ClusterListFn cb, void *userdata)
+{
+	if (!cb || bucket < CLUSTER_THREADS || bucket > CLUSTER_RUNS)
+		return -EINVAL;
+	if (!c->kv_runs)
+		return -ENOTCONN;
+	ListJob *j = calloc(1, sizeof(*j));
+	if (!j)
+		return -ENOMEM;
+	j->job.exec = list_exec;
+	j->job.done = list_done;
+	j->bucket = bucket;
+	j->cb = cb;
+	j->userdata = userdata;
+	cluster_submit(c, &j->job);
+	return 0;
 }

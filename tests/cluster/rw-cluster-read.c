@@ -6,7 +6,8 @@
  *     rw-cluster-read URL[,URL...] RUN_ID
  *     rw-cluster-read URL[,URL...] RUN_ID steal
  *
- * One line per event, in seq order: "<seq> <stream_seq> <hex of the bytes>".
+ * One line per event, in seq order: "<seq> <stream_seq> <hex of the bytes>
+ * <writer>" (its Rw-Writer, the process that published it).
  * With steal: append one event to the run as another writer would (a new
  * owner: the run's last event read at the leader, the next seq, fenced on
  * it), so that the run's writer is fenced from then on; prints its seq.
@@ -42,7 +43,7 @@ read_cb(Cluster *c, int err, const ClusterReadEvent *ev, size_t n, uint64_t next
 		printf("%" PRIu64 " %" PRIu64 " ", ev[i].seq, ev[i].stream_seq);
 		for (size_t k = 0; k < ev[i].len; k++)
 			printf("%02x", ((const unsigned char *)ev[i].data)[k]);
-		putchar('\n');
+		printf(" %s\n", ev[i].writer);
 	}
 	r->got = n;
 	r->next_seq = next_stream_seq;

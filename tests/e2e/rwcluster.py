@@ -92,10 +92,20 @@ node_ttl_ms = {self.node_ttl_ms}
         out = subprocess.run([READER, self.nats(), run], capture_output=True, text=True,
                              timeout=30)
         assert out.returncode == 0, out.stderr
+        return [(q, b) for q, b, _ in self.jetstream_log(run, out.stdout)]
+
+    def jetstream_log(self, run, text=None):
+        """[(seq, bytes, writer)] of the run's subject: writer is the Rw-Writer
+        of the process that published the event ("<node>-<random>")."""
+        if text is None:
+            out = subprocess.run([READER, self.nats(), run], capture_output=True, text=True,
+                                 timeout=30)
+            assert out.returncode == 0, out.stderr
+            text = out.stdout
         evs = []
-        for line in out.stdout.splitlines():
-            seq, _, hexb = line.split(" ")
-            evs.append((int(seq), bytes.fromhex(hexb)))
+        for line in text.splitlines():
+            seq, _, hexb, writer = line.split(" ")
+            evs.append((int(seq), bytes.fromhex(hexb), writer))
         return evs
 
     @staticmethod
