@@ -305,8 +305,7 @@ kv_done(Cluster *c, Job *job)
 			if (j->r >= 0) {
 				/* beats further apart than half the TTL: the key may
 				 * have expired in between (cluster_lease()) */
-				if (c->lease_gen == 0 || j->sent - c->beat_ok_sent >
-							     lease_span(c))
+				if (c->lease_gen == 0 || j->sent - c->beat_ok_sent > lease_span(c))
 					c->lease_gen++;
 				c->beat_ok_sent = j->sent;
 			}
