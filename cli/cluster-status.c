@@ -142,7 +142,7 @@ cmd_cluster(int argc, char **argv, bool json_out)
 	bool list_threads = false;
 	int o;
 
-	optind = 1;
+	optind = 0;
 	while ((o = getopt_long(argc, argv, "c:aj", opts, NULL)) >= 0) {
 		switch (o) {
 		case 'c':
