@@ -123,9 +123,9 @@ print_text(json_t *nodes, json_t *threads, bool list_threads)
 		return;
 	printf("\n%-40s %-20s %s\n", "THREAD", "OWNER", "EPOCH");
 	json_object_foreach(threads, k, v)
-	printf("%-40s %-20s %" JSON_INTEGER_FORMAT "\n", k,
-	       json_string_value(json_object_get(v, "value")),
-	       json_integer_value(json_object_get(v, "revision")));
+	    printf("%-40s %-20s %" JSON_INTEGER_FORMAT "\n", k,
+		   json_string_value(json_object_get(v, "value")),
+		   json_integer_value(json_object_get(v, "revision")));
 }
 
 int
@@ -222,7 +222,8 @@ cmd_cluster(int argc, char **argv, bool json_out)
 		fprintf(stderr, "runwarden: cluster status: cannot read the cluster (%s): %s\n",
 			cc->nats, strerror(-r));
 	else if (json_out) {
-		json_auto_t *out = json_pack("{s:O, s:O}", "nodes", nodes.kv, "threads", threads.kv);
+		json_auto_t *out =
+		    json_pack("{s:O, s:O}", "nodes", nodes.kv, "threads", threads.kv);
 		char *s = json_dumps(out, JSON_INDENT(2) | JSON_SORT_KEYS);
 		if (s)
 			puts(s);

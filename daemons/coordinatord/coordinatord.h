@@ -207,9 +207,8 @@ typedef struct CommitHooks {
 	 * record after the commit (borrowed; NULL when unknown), mirrored to the
 	 * cluster's rw_runs when its status changed. */
 	int (*replicate)(Coordinator *c, const char *run_id, int64_t first_seq,
-			 const char *const *texts, const size_t *lens, size_t n,
-			 const json_t *rec, void (*done)(Coordinator *c, int err, void *arg),
-			 void *arg);
+			 const char *const *texts, const size_t *lens, size_t n, const json_t *rec,
+			 void (*done)(Coordinator *c, int err, void *arg), void *arg);
 } CommitHooks;
 
 struct Coordinator {

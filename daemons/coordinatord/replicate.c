@@ -201,7 +201,8 @@ on_put(Cluster *cl, int err, uint64_t revision, void *userdata)
 	 * events are the log (a takeover finds a run with no record only if its
 	 * owner died before its first event was published) */
 	if (err < 0)
-		log_ctx_errno(LOG_WARNING, err, &lc, "Run's record not mirrored to the cluster: %m");
+		log_ctx_errno(LOG_WARNING, err, &lc,
+			      "Run's record not mirrored to the cluster: %m");
 	head_done(rr, 0);
 }
 

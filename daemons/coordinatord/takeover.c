@@ -146,8 +146,8 @@ put_end(Ending *e, const char *status, const char *code, const char *message)
 	json_object_set_new(e->rec, "finishedAt", json_integer(now));
 	json_object_set_new(e->rec, "endedBy", json_string(cluster_node(c->cluster)));
 	_cleanup_free_ char *s = json_dump_compact(e->rec);
-	int r = s ? cluster_put_run(c->cluster, e->run_id, s, strlen(s), on_record_put, e)
-		  : -ENOMEM;
+	int r =
+	    s ? cluster_put_run(c->cluster, e->run_id, s, strlen(s), on_record_put, e) : -ENOMEM;
 	if (r < 0)
 		on_record_put(c->cluster, r, 0, e);
 }
@@ -170,8 +170,9 @@ on_lost_published(Cluster *cl, const ClusterPublishResult *res, void *userdata)
 	}
 	if (res->err == 0 || res->err == -ESTALE)
 		/* another writer moved first: its end stands */
-		log_ctx(LOG_NOTICE, &lc, "Run of lost node %s: its log moved on (%s); not ended here",
-			e->loss->node, res->err ? "fenced" : "already there");
+		log_ctx(LOG_NOTICE, &lc,
+			"Run of lost node %s: its log moved on (%s); not ended here", e->loss->node,
+			res->err ? "fenced" : "already there");
 	else
 		log_ctx_errno(LOG_ERR, res->err, &lc, "Run of lost node %s could not be ended: %m",
 			      e->loss->node);
@@ -211,7 +212,8 @@ on_lost_last(Cluster *cl, int err, const ClusterRunLast *last, void *userdata)
 		const char *code, *status = terminal_status(last->data, last->len, &code);
 		e->seq = (int64_t)last->seq;
 		if (status) { /* its owner ended it, and died before the record */
-			log_ctx(LOG_NOTICE, &lc, "Run of lost node %s had ended (%s); record corrected",
+			log_ctx(LOG_NOTICE, &lc,
+				"Run of lost node %s had ended (%s); record corrected",
 				e->loss->node, status);
 			put_end(e, status, code, code ? "the run failed" : NULL);
 			return;
@@ -301,8 +303,10 @@ on_runs(Cluster *cl, int err, const ClusterKv *kv, size_t n, void *userdata)
 	Coordinator *c = l->t->c;
 
 	if (err < 0) {
-		log_error_errno(err, "Cluster: runs of lost node %s not listed: %m; its threads "
-				     "are not taken here", l->node);
+		log_error_errno(err,
+				"Cluster: runs of lost node %s not listed: %m; its threads "
+				"are not taken here",
+				l->node);
 		loss_unref(l);
 		return;
 	}

@@ -175,7 +175,7 @@ main(int argc, char **argv)
 		return 1;
 	while (cluster_state(c) == CLUSTER_CONNECTING)
 		event_base_loop(base, EVLOOP_ONCE);
-	int r = argc == 3			? read_all(base, c, argv[2])
+	int r = argc == 3		  ? read_all(base, c, argv[2])
 		: streq(argv[3], "steal") ? steal(base, c, argv[2])
 					  : record(base, c, argv[2]);
 	if (r < 0)
