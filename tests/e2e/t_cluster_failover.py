@@ -26,6 +26,7 @@ import signal
 import subprocess
 import time
 
+import rwtest
 from rwcluster import Cluster, check_logs
 from rwtest import poll
 
@@ -102,6 +103,23 @@ def test_coordinatord_kill9_alone_keeps_ownership():
         run2 = a.start_run("echo again", thread="t-coord")
         assert a.wait_terminal(run2, thread="t-coord", timeout=30)["status"] == "completed"
         assert C.run_record(run2)["node"] == "a"
+        # runwarden cluster status, as text: every node alive, a's load and threads
+        cli = os.path.join(rwtest.BUILD, "runwarden")
+        out = subprocess.run([cli, "cluster", "status", "--threads", "--config", a.conf_path],
+                             capture_output=True, text=True, timeout=30)
+        assert out.returncode == 0, out
+        rows = {ln.split()[0]: ln.split() for ln in out.stdout.splitlines()[1:4]}
+        assert sorted(rows) == ["a", "b", "c"], out.stdout
+        assert all(r[1] == "alive" for r in rows.values()), out.stdout
+        assert rows["a"][2].isdigit() and int(rows["a"][4]) >= 1, out.stdout
+        assert "t-coord" in out.stdout, out.stdout
+        # without [cluster]: a clear message, a non-zero exit
+        plain = os.path.join(a.dir, "plain.conf")
+        with open(plain, "w") as f:
+            f.write("[runwarden]\nlog_level = info\n")
+        out = subprocess.run([cli, "cluster", "status", "--config", plain],
+                             capture_output=True, text=True, timeout=30)
+        assert out.returncode == 1 and "no [cluster]" in out.stderr, out
     except Exception:
         stop_all()
         raise
@@ -144,6 +162,16 @@ def test_sigstop_owner_past_ttl_one_writer_after_takeover():
         assert logs[run][-1][1]["type"] == "RUN_ERROR", logs[run][-1]
         rec = C.run_record(run)
         assert rec["status"] == "failed" and rec["error"]["code"] == "node_lost", rec
+        # b knows it lost the thread: a run of it posted to b does not run on b
+        # (refused not_owner, or forwarded to the owner once forwarding exists)
+        code, body = b.http("POST", "/runs", {"threadId": "t-stop", "messages": [
+            {"role": "user", "content": "echo where"}]})
+        if code == 202:
+            rec3 = poll(lambda: C.run_record(body["runId"]), timeout=15)
+            assert rec3 and rec3["node"] == new_owner, rec3
+        else:
+            assert code == 409 and body["code"] == "not_owner", (code, body)
+            assert f"'{new_owner}'" in json.dumps(body), body
         # b goes on beating; the thread's next run runs on its new owner
         assert poll(lambda: "b" in C.status("a")["nodes"], timeout=15)
         s = C.nodes[new_owner]
