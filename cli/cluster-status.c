@@ -36,6 +36,9 @@
 #include "macro.h"
 #include "shared-conf.h"
 #include "strv.h"
+#include "time-util.h"
+
+#define LIST_WAIT_MS 15000
 
 typedef struct StatusConf {
 	SharedConf shared;
@@ -201,7 +204,7 @@ cmd_cluster(int argc, char **argv, bool json_out)
 	    .tls_cert = cc->tls_cert,
 	    .tls_key = cc->tls_key,
 	    .node_ttl_ms = cc->node_ttl_ms,
-	    .connect_wait_ms = 5000,
+	    .connect_wait_ms = LIST_WAIT_MS,
 	};
 	if (r == 0)
 		r = cluster_new(base, &co, &(ClusterCallbacks){0}, NULL, &c);
@@ -210,14 +213,24 @@ cmd_cluster(int argc, char **argv, bool json_out)
 	if (r == 0 && !cluster_ready(c))
 		r = -ENOTCONN;
 	Listed nodes = {.kv = json_object()}, threads = {.kv = json_object()};
-	if (r == 0)
+	/* a bucket without a leader for a moment (a NATS server was just lost)
+	 * answers nothing: try again for a while */
+	for (usec_t until = now_usec() + LIST_WAIT_MS * USEC_PER_MSEC; r == 0;) {
+		nodes.done = threads.done = false;
+		json_object_clear(nodes.kv);
+		json_object_clear(threads.kv);
 		r = cluster_list(c, CLUSTER_NODES, list_cb, &nodes);
-	if (r == 0)
-		r = cluster_list(c, CLUSTER_THREADS, list_cb, &threads);
-	while (r == 0 && !(nodes.done && threads.done))
-		event_base_loop(base, EVLOOP_ONCE);
-	if (r == 0)
-		r = nodes.err < 0 ? nodes.err : threads.err;
+		if (r == 0)
+			r = cluster_list(c, CLUSTER_THREADS, list_cb, &threads);
+		while (r == 0 && !(nodes.done && threads.done))
+			event_base_loop(base, EVLOOP_ONCE);
+		if (r == 0)
+			r = nodes.err < 0 ? nodes.err : threads.err;
+		if (r == 0 || now_usec() >= until)
+			break;
+		r = 0;
+		usleep(500 * 1000);
+	}
 	if (r < 0)
 		fprintf(stderr, "runwarden: cluster status: cannot read the cluster (%s): %s\n",
 			cc->nats, strerror(-r));

@@ -612,7 +612,7 @@ typedef struct ListJob {
 } ListJob;
 
 static int
-list_add(ListJob *j, kvEntry *e)
+list_add(ListJob *j, const char *key, const void *value, size_t vl, uint64_t revision)
 {
 	if (j->n == j->cap) {
 		size_t cap = j->cap ? j->cap * 2 : 32;
@@ -622,51 +622,69 @@ list_add(ListJob *j, kvEntry *e)
 		j->kv = kv;
 		j->cap = cap;
 	}
-	int len = kvEntry_ValueLen(e);
-	size_t vl = len > 0 ? (size_t)len : 0, kl = strlen(kvEntry_Key(e)) + 1;
+	size_t kl = strlen(key) + 1;
 	char *b = malloc(vl + 1 + kl); /* value, NUL, key: one block */
 	if (!b)
 		return -ENOMEM;
-	memcpy(b, kvEntry_Value(e), vl);
+	memcpy(b, value, vl);
 	b[vl] = 0;
-	memcpy(b + vl + 1, kvEntry_Key(e), kl);
-	j->kv[j->n++] = (ClusterKv){b + vl + 1, b, vl, kvEntry_Revision(e)};
+	memcpy(b + vl + 1, key, kl);
+	j->kv[j->n++] = (ClusterKv){b + vl + 1, b, vl, revision};
 	return 0;
 }
 
+/* Not through a watcher: its ordered consumer is an ephemeral consumer that
+ * nats-server 2.9 may place on a server that is down (seen after a kill -9 of
+ * one of three: the watch then times out, again and again). The bucket's
+ * stream lists its subjects (stream info with a subject filter), and each
+ * key's last message is read at the stream's leader: no consumer, only the
+ * stream's own Raft group, which a majority keeps. */
 static void
 list_exec(Cluster *c, Job *job)
 {
 	ListJob *j = (ListJob *)job;
-	kvStore *kv = j->bucket == CLUSTER_THREADS ? c->kv_threads
-		      : j->bucket == CLUSTER_NODES ? c->kv_nodes
-						   : c->kv_runs;
-	kvWatchOptions o;
-	kvWatcher *w = NULL;
-	kvWatchOptions_Init(&o);
-	o.IgnoreDeletes = true;
-	natsStatus s = kvStore_WatchAll(&w, kv, &o);
+	const char *bucket = j->bucket == CLUSTER_THREADS ? CLUSTER_BUCKET_THREADS
+			     : j->bucket == CLUSTER_NODES ? CLUSTER_BUCKET_NODES
+							  : CLUSTER_BUCKET_RUNS;
+	char stream[64], filter[64];
+	jsOptions o;
+	jsStreamInfo *si = NULL;
+	jsErrCode code = 0;
+
+	snprintf(stream, sizeof(stream), "KV_%s", bucket);
+	snprintf(filter, sizeof(filter), "$KV.%s.>", bucket);
+	size_t pl = strlen(filter) - 1; /* "$KV.<bucket>." */
+	jsOptions_Init(&o);
+	o.Stream.Info.SubjectsFilter = filter;
+	natsStatus s = js_GetStreamInfo(&si, c->js, stream, &o, &code);
 	if (s != NATS_OK) {
-		j->r = cluster_errno(s, 0, "list bucket");
+		j->r = cluster_errno(s, code, "list bucket");
 		return;
 	}
-	for (;;) {
-		kvEntry *e = NULL;
-		/* a NULL entry: the bucket's entries up to now were all delivered */
-		s = kvWatcher_Next(&e, w, c->op_timeout_ms);
+	jsStreamStateSubjects *subj = si->State.Subjects;
+	for (int i = 0; subj && i < subj->Count && j->r == 0; i++) {
+		const char *subject = subj->List[i].Subject;
+		natsMsg *m = NULL;
+		const char *op = NULL;
+		if (!subject || strlen(subject) <= pl)
+			continue;
+		code = 0;
+		s = js_GetLastMsg(&m, c->js, stream, subject, NULL, &code);
+		if (s == NATS_NOT_FOUND || code == JSNoMessageFoundErr)
+			continue; /* gone since (a heartbeat key expired) */
 		if (s != NATS_OK) {
-			j->r = cluster_errno(s, 0, "list bucket");
+			j->r = cluster_errno(s, code, "list bucket");
 			break;
 		}
-		if (!e)
-			break;
-		if (kvEntry_Operation(e) == kvOp_Put)
-			j->r = list_add(j, e);
-		kvEntry_Destroy(e);
-		if (j->r < 0)
-			break;
+		/* a delete or purge marker: the key is gone */
+		if (natsMsgHeader_Get(m, "KV-Operation", &op) != NATS_OK || !op) {
+			int len = natsMsg_GetDataLength(m);
+			j->r = list_add(j, subject + pl, natsMsg_GetData(m),
+					len > 0 ? (size_t)len : 0, natsMsg_GetSequence(m));
+		}
+		natsMsg_Destroy(m);
 	}
-	kvWatcher_Destroy(w);
+	jsStreamInfo_Destroy(si);
 }
 
 static void

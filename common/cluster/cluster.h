@@ -304,7 +304,9 @@ typedef struct ClusterKv {
 /* err 0 and every entry of the bucket (none deleted), in no particular order;
  * valid during the callback. */
 typedef void (*ClusterListFn)(Cluster *c, int err, const ClusterKv *kv, size_t n, void *userdata);
-/* List a bucket, through an ordered consumer on the worker (one request per
- * entry's delivery: O(entries); for takeover and `runwarden cluster status`,
- * not for a request path). */
+/* List a bucket, on the worker: the bucket stream's subjects (stream info),
+ * then each key's last message read at the stream's leader — one request per
+ * entry, no consumer (an ephemeral consumer may be placed on a server that is
+ * down). O(entries): for takeover and `runwarden cluster status`, not for a
+ * request path. */
 int cluster_list(Cluster *c, ClusterBucket bucket, ClusterListFn cb, void *userdata);

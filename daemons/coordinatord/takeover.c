@@ -19,6 +19,8 @@
  * node that comes back is refused from then on, and two enders cannot both
  * succeed), and the record is put as failed/node_lost. Exactly once: the
  * take (one winner per thread), the terminal check and the fence.
+ * A step that fails otherwise (no JetStream leader during a NATS failover)
+ * is tried again a second later, up to TAKEOVER_RETRIES times.
  *
  * This node's own lease (cluster_lease()): when it lapsed (a pause or a
  * partition past half the TTL), the threads it owns are checked again
@@ -46,6 +48,10 @@
 #include "macro.h"
 
 #define NODE_LOST_MSG_FMT "cluster node '%s' was lost while the run ran there"
+/* A step that failed for another reason than losing the race (a NATS
+ * failover: no leader for a few seconds) is tried again a second later, this
+ * many times. */
+#define TAKEOVER_RETRIES 30
 
 typedef struct Loss Loss;
 
@@ -64,6 +70,7 @@ struct Loss {
 	Takeover *t;
 	char node[CLUSTER_NODE_MAX];
 	size_t refs;
+	int attempts;
 	size_t n_threads;
 	char **threads;
 	uint64_t *revs;
@@ -77,12 +84,71 @@ typedef struct Ending {
 	json_t *rec;
 	int64_t seq;
 	char *text;
+	int attempts;
 } Ending;
 
 typedef struct Taking {
 	Loss *loss;
 	size_t i;
+	int attempts;
 } Taking;
+
+/* fn(arg) in a second, for a retry: 0, or < 0 (then not). */
+static int
+later(Coordinator *c, int *attempts, event_callback_fn fn, void *arg)
+{
+	struct timeval tv = {1, 0};
+	if ((*attempts)++ >= TAKEOVER_RETRIES)
+		return -ETIMEDOUT;
+	return event_base_once(c->base, -1, EV_TIMEOUT, fn, arg, &tv) < 0 ? -ENOMEM : 0;
+}
+
+static void on_threads(Cluster *cl, int err, const ClusterKv *kv, size_t n, void *userdata);
+static void on_runs(Cluster *cl, int err, const ClusterKv *kv, size_t n, void *userdata);
+static void on_taken(Cluster *cl, int err, const ClusterOwner *owner, void *userdata);
+static void on_lost_last(Cluster *cl, int err, const ClusterRunLast *last, void *userdata);
+
+static void
+list_threads_again(evutil_socket_t fd, short what, void *arg)
+{
+	Loss *l = arg;
+	Cluster *cl = l->t->c->cluster;
+	int r = cluster_list(cl, CLUSTER_THREADS, on_threads, l);
+	if (r < 0)
+		on_threads(cl, r, NULL, 0, l);
+}
+
+static void
+list_runs_again(evutil_socket_t fd, short what, void *arg)
+{
+	Loss *l = arg;
+	Cluster *cl = l->t->c->cluster;
+	int r = cluster_list(cl, CLUSTER_RUNS, on_runs, l);
+	if (r < 0)
+		on_runs(cl, r, NULL, 0, l);
+}
+
+static void
+take_again(evutil_socket_t fd, short what, void *arg)
+{
+	Taking *tk = arg;
+	Loss *l = tk->loss;
+	Cluster *cl = l->t->c->cluster;
+	int r = cluster_take_thread(cl, l->threads[tk->i], cluster_node(cl), l->revs[tk->i],
+				    on_taken, tk);
+	if (r < 0)
+		on_taken(cl, r, &(ClusterOwner){0}, tk);
+}
+
+static void
+last_again(evutil_socket_t fd, short what, void *arg)
+{
+	Ending *e = arg;
+	Cluster *cl = e->loss->t->c->cluster;
+	int r = cluster_run_last(cl, e->run_id, on_lost_last, e);
+	if (r < 0)
+		on_lost_last(cl, r, &(ClusterRunLast){0}, e);
+}
 
 static Loss *
 loss_ref(Loss *l)
@@ -162,20 +228,29 @@ on_lost_published(Cluster *cl, const ClusterPublishResult *res, void *userdata)
 	char msg[160];
 
 	snprintf(msg, sizeof(msg), NODE_LOST_MSG_FMT, e->loss->node);
-	if (res->err == 0 && res->n_dup == 0) {
+	/* (a duplicate is this writer's own copy, resent after a lost
+	 * acknowledgement: another writer's would have been refused) */
+	if (res->err == 0) {
 		log_ctx(LOG_WARNING, &lc, "Run failed: %s (node_lost)", msg);
 		metrics_count_finish(c, "failed");
 		put_end(e, "failed", "node_lost", msg);
 		return;
 	}
-	if (res->err == 0 || res->err == -ESTALE)
+	if (res->err == -ESTALE) {
 		/* another writer moved first: its end stands */
 		log_ctx(LOG_NOTICE, &lc,
-			"Run of lost node %s: its log moved on (%s); not ended here", e->loss->node,
-			res->err ? "fenced" : "already there");
-	else
+			"Run of lost node %s: its log moved on (fenced); not ended here",
+			e->loss->node);
+	} else {
+		/* from the start: the run's last event again */
+		free(e->text);
+		e->text = NULL;
+		e->seq = -1;
+		if (later(c, &e->attempts, last_again, e) == 0)
+			return;
 		log_ctx_errno(LOG_ERR, res->err, &lc, "Run of lost node %s could not be ended: %m",
 			      e->loss->node);
+	}
 	ending_free(e);
 }
 
@@ -220,6 +295,8 @@ on_lost_last(Cluster *cl, int err, const ClusterRunLast *last, void *userdata)
 		}
 		expect = last->stream_seq;
 	} else if (err != -ENOENT) {
+		if (later(c, &e->attempts, last_again, e) == 0)
+			return;
 		log_ctx_errno(LOG_ERR, err, &lc, "Run of lost node %s: its last event unread: %m",
 			      e->loss->node);
 		ending_free(e);
@@ -237,11 +314,8 @@ on_lost_last(Cluster *cl, int err, const ClusterRunLast *last, void *userdata)
 						 &(ClusterEvent){e->text, strlen(e->text)}, 1,
 						 expect, on_lost_published, e)
 			: -ENOMEM;
-	if (r < 0) {
-		log_ctx_errno(LOG_ERR, r, &lc, "Run of lost node %s could not be ended: %m",
-			      e->loss->node);
-		ending_free(e);
-	}
+	if (r < 0)
+		on_lost_published(c->cluster, &(ClusterPublishResult){.err = r}, e);
 }
 
 static void
@@ -257,11 +331,8 @@ end_run(Loss *l, json_t *rec)
 	e->rec = json_incref(rec);
 	e->seq = -1;
 	int r = cluster_run_last(c->cluster, e->run_id, on_lost_last, e);
-	if (r < 0) {
-		log_ctx_errno(LOG_ERR, r, &(LogCtx){.run_id = e->run_id},
-			      "Run of lost node %s could not be ended: %m", l->node);
-		ending_free(e);
-	}
+	if (r < 0)
+		on_lost_last(c->cluster, r, &(ClusterRunLast){0}, e);
 }
 
 static void
@@ -289,8 +360,9 @@ on_taken(Cluster *cl, int err, const ClusterOwner *owner, void *userdata)
 		log_ctx(LOG_DEBUG, &lc, "Thread of lost node %s: node %s took it", l->node,
 			owner->node[0] ? owner->node : "(another)");
 	} else {
-		log_ctx_errno(LOG_WARNING, err, &lc, "Thread of lost node %s not taken: %m",
-			      l->node);
+		if (later(c, &tk->attempts, take_again, tk) == 0)
+			return;
+		log_ctx_errno(LOG_ERR, err, &lc, "Thread of lost node %s not taken: %m", l->node);
 	}
 	free(tk);
 	loss_unref(l);
@@ -303,6 +375,8 @@ on_runs(Cluster *cl, int err, const ClusterKv *kv, size_t n, void *userdata)
 	Coordinator *c = l->t->c;
 
 	if (err < 0) {
+		if (later(c, &l->attempts, list_runs_again, l) == 0)
+			return;
 		log_error_errno(err,
 				"Cluster: runs of lost node %s not listed: %m; its threads "
 				"are not taken here",
@@ -328,12 +402,8 @@ on_runs(Cluster *cl, int err, const ClusterKv *kv, size_t n, void *userdata)
 		tk->i = i;
 		int r = cluster_take_thread(c->cluster, l->threads[i], cluster_node(c->cluster),
 					    l->revs[i], on_taken, tk);
-		if (r < 0) {
-			log_ctx_errno(LOG_WARNING, r, &(LogCtx){.thread_id = l->threads[i]},
-				      "Thread of lost node %s not taken: %m", l->node);
-			free(tk);
-			loss_unref(l);
-		}
+		if (r < 0)
+			on_taken(c->cluster, r, &(ClusterOwner){0}, tk);
 	}
 	loss_unref(l);
 }
@@ -346,6 +416,8 @@ on_threads(Cluster *cl, int err, const ClusterKv *kv, size_t n, void *userdata)
 	size_t k = 0;
 
 	if (err < 0) {
+		if (later(c, &l->attempts, list_threads_again, l) == 0)
+			return;
 		log_error_errno(err, "Cluster: threads of lost node %s not listed: %m", l->node);
 		loss_unref(l);
 		return;

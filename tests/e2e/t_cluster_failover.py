@@ -247,7 +247,9 @@ def test_nats_server_killed_during_20_runs():
         check_logs(C, seen, timeout=30)
         # no node was lost on the way (the TTL exceeds JetStream's failover)
         for n, other in (("a", "b"), ("b", "a")):
-            assert f"node {other} lost" not in C.nodes[n].log("coordinatord")[log_at[n]:], n
+            since = C.nodes[n].log("coordinatord")[log_at[n]:]
+            assert f"node {other} lost" not in since, (n, [
+                ln for ln in since.splitlines() if "luster" in ln or "lost" in ln][:60])
         st = C.status("a")
         assert {"a", "b"} <= set(st["nodes"]), st
     finally:
