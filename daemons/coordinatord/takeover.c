@@ -24,10 +24,12 @@
  *
  * This node's own lease (cluster_lease()): when it lapsed (a pause or a
  * partition past half the TTL), the threads it owns are checked again
- * (placement.c) and every run it drives is checked against the stream: a run
- * whose last event another node wrote is fenced (replicate_fence(): its
- * processes are stopped, it is failed locally with code fenced) even if it
- * would not publish again soon.
+ * (placement.c) and every run it drives is checked: a run whose thread
+ * another node owns now, or whose last event another node wrote, is fenced
+ * (replicate_fence(): its processes are stopped, it is failed locally with
+ * code fenced) even if it would not publish again soon. If such a run
+ * published in between, the taker's node_lost is refused; the taker reads
+ * the log again and ends it after those events.
  *
  * Every tick (heartbeat_ms) this node's load goes into its heartbeat
  * (cluster_set_node_info()): {"runs": driven runs not done, "sandboxes":
@@ -236,21 +238,21 @@ on_lost_published(Cluster *cl, const ClusterPublishResult *res, void *userdata)
 		put_end(e, "failed", "node_lost", msg);
 		return;
 	}
-	if (res->err == -ESTALE) {
-		/* another writer moved first: its end stands */
-		log_ctx(LOG_NOTICE, &lc,
-			"Run of lost node %s: its log moved on (fenced); not ended here",
+	/* -ESTALE: the log moved on since it was read (the lost node came back
+	 * and wrote, or ended the run): read it again, and end it unless it
+	 * ended. Else (no leader for a while): the same. This node owns the
+	 * thread now; its stale owner stops the run by itself (its lease
+	 * check), and is fenced once this end is in. */
+	if (res->err == -ESTALE)
+		log_ctx(LOG_NOTICE, &lc, "Run of lost node %s: its log moved on; reading it again",
 			e->loss->node);
-	} else {
-		/* from the start: the run's last event again */
-		free(e->text);
-		e->text = NULL;
-		e->seq = -1;
-		if (later(c, &e->attempts, last_again, e) == 0)
-			return;
-		log_ctx_errno(LOG_ERR, res->err, &lc, "Run of lost node %s could not be ended: %m",
-			      e->loss->node);
-	}
+	free(e->text);
+	e->text = NULL;
+	e->seq = -1;
+	if (later(c, &e->attempts, last_again, e) == 0)
+		return;
+	log_ctx_errno(LOG_ERR, res->err, &lc, "Run of lost node %s could not be ended: %m",
+		      e->loss->node);
 	ending_free(e);
 }
 
@@ -479,7 +481,23 @@ takeover_node_lost(Coordinator *c, const char *node)
 typedef struct OwnCheck {
 	Coordinator *c;
 	char run_id[RUN_ID_LEN + 1];
+	char thread[]; /* for a check of the thread's owner */
 } OwnCheck;
+
+static void
+on_own_thread(Cluster *cl, int err, const ClusterOwner *owner, void *userdata)
+{
+	OwnCheck *oc = userdata;
+	LogCtx lc = {.run_id = oc->run_id, .thread_id = oc->thread};
+
+	if (err == 0 && !streq(owner->node, cluster_node(cl))) {
+		log_ctx(LOG_WARNING, &lc,
+			"Run's thread was taken over by %s while this node's lease lapsed",
+			owner->node);
+		replicate_fence(oc->c, oc->run_id);
+	}
+	free(oc);
+}
 
 static void
 on_own_last(Cluster *cl, int err, const ClusterRunLast *last, void *userdata)
@@ -494,20 +512,31 @@ on_own_last(Cluster *cl, int err, const ClusterRunLast *last, void *userdata)
 	free(oc);
 }
 
-/* After a lapse of the lease: is each run driven here still this node's? */
+/* After a lapse of the lease: is each run driven here still this node's —
+ * its thread (a taker owns it now, even if it has not ended the run yet),
+ * and its log (another node wrote it last)? */
 static void
 check_own_runs(Coordinator *c)
 {
 	for (Run *run = c->runs; run; run = run->next) {
 		if (run->state == RUN_DONE)
 			continue;
+		size_t tl = strlen(run->thread_id) + 1;
 		OwnCheck *oc = calloc(1, sizeof(*oc));
-		if (!oc)
-			continue;
-		oc->c = c;
-		memcpy(oc->run_id, run->run_id, RUN_ID_LEN + 1);
-		if (cluster_run_last(c->cluster, oc->run_id, on_own_last, oc) < 0)
-			free(oc);
+		OwnCheck *ot = calloc(1, sizeof(*ot) + tl);
+		if (oc) {
+			oc->c = c;
+			memcpy(oc->run_id, run->run_id, RUN_ID_LEN + 1);
+			if (cluster_run_last(c->cluster, oc->run_id, on_own_last, oc) < 0)
+				free(oc);
+		}
+		if (ot) {
+			ot->c = c;
+			memcpy(ot->run_id, run->run_id, RUN_ID_LEN + 1);
+			memcpy(ot->thread, run->thread_id, tl);
+			if (cluster_owner(c->cluster, ot->thread, on_own_thread, ot) < 0)
+				free(ot);
+		}
 	}
 }
 
