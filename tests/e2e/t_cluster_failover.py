@@ -129,7 +129,12 @@ def test_sigstop_owner_past_ttl_one_writer_after_takeover():
     try:
         a, b, c = node("a"), node("b"), node("c")
         run = b.start_run(ticking("0.191"), thread="t-stop")
+        # and a silent one: it would publish nothing before it exits, so only
+        # b's own check after its lease lapsed can stop it
+        quiet = b.start_run("echo quiet; sleep 45.137; echo never", thread="t-quiet")
         seen = seen_by_tail(b, run, "t-stop", 5)
+        seen_quiet = seen_by_tail(b, quiet, "t-quiet", 3)
+        assert poll(lambda: procs("sleep 45.137"), timeout=10)
         assert poll(lambda: (C.run_record(run) or {}).get("status") == "running", timeout=10)
         coord = b.procs["coordinatord"]
         coord.send_signal(signal.SIGSTOP)
@@ -152,11 +157,18 @@ def test_sigstop_owner_past_ttl_one_writer_after_takeover():
         assert poll(lambda: "Run fenced" in b.log("coordinatord"), timeout=20), \
             b.log("coordinatord")[-3000:]
         assert poll(lambda: not procs("sleep 0.191"), timeout=20), "b's run lives on"
-        code, rec = b.http("GET", f"/runs/{run}?threadId=t-stop")
-        assert code == 200 and rec["status"] == "failed" and rec["error"]["code"] == "fenced", rec
+        assert poll(lambda: not procs("sleep 45.137"), timeout=20), "b's silent run lives on"
+        assert "while this node's lease lapsed" in b.log("coordinatord"), \
+            b.log("coordinatord")[-3000:]
+        for r_, t_ in ((run, "t-stop"), (quiet, "t-quiet")):
+            code, rec = b.http("GET", f"/runs/{r_}?threadId={t_}")
+            assert code == 200 and rec["status"] == "failed" and \
+                rec["error"]["code"] == "fenced", rec
         # the log: b's events, then the new owner's node_lost, nothing after
         time.sleep(1)
-        logs = check_logs(C, {run: seen})
+        logs = check_logs(C, {run: seen, quiet: seen_quiet})
+        assert logs[quiet][-1][1]["code"] == "node_lost", logs[quiet][-1]
+        assert {writer_node(w) for _, _, w in logs[quiet][:-1]} == {"b"}, logs[quiet]
         writers = [writer_node(w) for _, _, w in logs[run]]
         assert set(writers[:-1]) == {"b"} and writers[-1] == new_owner, writers
         assert logs[run][-1][1]["type"] == "RUN_ERROR", logs[run][-1]
