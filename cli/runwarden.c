@@ -25,6 +25,7 @@
 #include <unistd.h>
 
 #include "client.h"
+#include "cluster-status.h"
 #include "macro.h"
 
 #define EXIT_CLI 125 /* the CLI failed, not the run */
@@ -1160,7 +1161,11 @@ help(void)
 	    "                                       entries, remove, make a directory\n"
 	    "  files put THREAD PATH [FILE] [--mode 0644]  write FILE (or stdin) as PATH\n"
 	    "  up [--listen ADDR:PORT] [--state-dir DIR] [--config FILE] [--build-dir DIR]\n"
-	    "                                       run the three daemons in the foreground\n\n"
+	    "                                       run the three daemons in the foreground\n"
+	    "  cluster status [--config FILE]... [--threads]  cluster mode: the nodes (alive or\n"
+	    "                                       lost), their load, the threads they own,\n"
+	    "                                       read from NATS with runwarden.conf's "
+	    "[cluster]\n\n"
 	    "Options:\n"
 	    "  -u, --url URL     the server (default $RUNWARDEN_URL or " DEFAULT_URL ")\n"
 	    "  -j, --json        print the server's JSON instead of text\n"
@@ -1173,6 +1178,12 @@ help(void)
 	    "The token (--token-file, else RUNWARDEN_TOKEN) is sent as 'Authorization: Bearer'.\n"
 	    "Exit status: the run's for\n"
 	    "run and tail; 125 when the CLI fails (server down, HTTP error); 2 on usage.\n");
+}
+
+static int
+cmd_cluster_status(int argc, char **argv)
+{
+	return cmd_cluster(argc, argv, g.json);
 }
 
 int
@@ -1196,7 +1207,7 @@ main(int argc, char **argv)
 	    {"ls", cmd_ls, true},	    {"show", cmd_show, true},
 	    {"cancel", cmd_cancel, true},   {"snapshot", cmd_snapshot, true},
 	    {"restore", cmd_restore, true}, {"files", cmd_files, true},
-	    {"up", cmd_up, false},
+	    {"up", cmd_up, false},	    {"cluster", cmd_cluster_status, false},
 	};
 	const char *url = getenv("RUNWARDEN_URL");
 	const char *token_file = getenv("RUNWARDEN_TOKEN_FILE");

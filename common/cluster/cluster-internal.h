@@ -92,6 +92,8 @@ struct Cluster {
 	bool beat_busy;
 	char *node_info;	/* the heartbeat's value, or NULL for "{}" */
 	unsigned beat_failures; /* in a row */
+	usec_t beat_ok_sent;	/* when the last acknowledged heartbeat was sent */
+	uint64_t lease_gen;	/* cluster_lease() */
 	NodeSeen *nodes;
 
 	/* live watches of runs (loop thread only), by id */

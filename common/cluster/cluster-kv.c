@@ -142,6 +142,7 @@ typedef struct KvJob {
 	int r;
 	ClusterOwner owner;
 	uint64_t rev;
+	usec_t sent; /* KV_BEAT: when submitted */
 	ClusterOwnerFn owner_cb;
 	ClusterDoneFn done_cb;
 	void *userdata;
@@ -271,6 +272,20 @@ kv_exec(Cluster *c, Job *job)
 
 static void node_checked(Cluster *c, KvJob *j);
 
+static usec_t
+lease_span(Cluster *c)
+{
+	return (usec_t)c->node_ttl_ms * USEC_PER_MSEC / 2;
+}
+
+uint64_t
+cluster_lease(Cluster *c)
+{
+	if (c->lease_gen == 0 || now_usec() - c->beat_ok_sent > lease_span(c))
+		return 0;
+	return c->lease_gen;
+}
+
 static void
 kv_done(Cluster *c, Job *job)
 {
@@ -286,6 +301,13 @@ kv_done(Cluster *c, Job *job)
 				log_notice("cluster: heartbeat of %s back after %u failures",
 					   c->node, c->beat_failures);
 				c->beat_failures = 0;
+			}
+			if (j->r >= 0) {
+				/* beats further apart than half the TTL: the key may
+				 * have expired in between (cluster_lease()) */
+				if (c->lease_gen == 0 || j->sent - c->beat_ok_sent > lease_span(c))
+					c->lease_gen++;
+				c->beat_ok_sent = j->sent;
 			}
 		} else if (j->op == KV_CHECK_NODE)
 			node_checked(c, j);
@@ -513,6 +535,7 @@ on_beat(evutil_socket_t fd, short what, void *arg)
 	if (c->heartbeat_ms > 0 && !c->beat_busy &&
 	    kv_submit(c, KV_BEAT, c->node, NULL, 0, NULL, NULL, NULL, &j) == 0) {
 		j->data = c->node_info ? strdup(c->node_info) : NULL;
+		j->sent = now_usec();
 		cluster_submit(c, &j->job);
 		c->beat_busy = true;
 	}
@@ -574,4 +597,123 @@ cluster_foreach_node(Cluster *c, ClusterNodeFn fn, void *userdata)
 	for (NodeSeen *n = c->nodes; n; n = n->next)
 		if (n->alive)
 			fn(c, n->name, n->info ? n->info : "", userdata);
+}
+
+/* ---- listing a bucket (worker) ---- */
+
+typedef struct ListJob {
+	Job job;
+	ClusterBucket bucket;
+	int r;
+	ClusterKv *kv;
+	size_t n, cap;
+	ClusterListFn cb;
+	void *userdata;
+} ListJob;
+
+static int
+list_add(ListJob *j, const char *key, const void *value, size_t vl, uint64_t revision)
+{
+	if (j->n == j->cap) {
+		size_t cap = j->cap ? j->cap * 2 : 32;
+		ClusterKv *kv = realloc(j->kv, cap * sizeof(*kv));
+		if (!kv)
+			return -ENOMEM;
+		j->kv = kv;
+		j->cap = cap;
+	}
+	size_t kl = strlen(key) + 1;
+	char *b = malloc(vl + 1 + kl); /* value, NUL, key: one block */
+	if (!b)
+		return -ENOMEM;
+	memcpy(b, value, vl);
+	b[vl] = 0;
+	memcpy(b + vl + 1, key, kl);
+	j->kv[j->n++] = (ClusterKv){b + vl + 1, b, vl, revision};
+	return 0;
+}
+
+/* Not through a watcher: its ordered consumer is an ephemeral consumer that
+ * nats-server 2.9 may place on a server that is down (seen after a kill -9 of
+ * one of three: the watch then times out, again and again). The bucket's
+ * stream lists its subjects (stream info with a subject filter), and each
+ * key's last message is read at the stream's leader: no consumer, only the
+ * stream's own Raft group, which a majority keeps. */
+static void
+list_exec(Cluster *c, Job *job)
+{
+	ListJob *j = (ListJob *)job;
+	const char *bucket = j->bucket == CLUSTER_THREADS ? CLUSTER_BUCKET_THREADS
+			     : j->bucket == CLUSTER_NODES ? CLUSTER_BUCKET_NODES
+							  : CLUSTER_BUCKET_RUNS;
+	char stream[64], filter[64];
+	jsOptions o;
+	jsStreamInfo *si = NULL;
+	jsErrCode code = 0;
+
+	snprintf(stream, sizeof(stream), "KV_%s", bucket);
+	snprintf(filter, sizeof(filter), "$KV.%s.>", bucket);
+	size_t pl = strlen(filter) - 1; /* "$KV.<bucket>." */
+	jsOptions_Init(&o);
+	o.Stream.Info.SubjectsFilter = filter;
+	natsStatus s = js_GetStreamInfo(&si, c->js, stream, &o, &code);
+	if (s != NATS_OK) {
+		j->r = cluster_errno(s, code, "list bucket");
+		return;
+	}
+	jsStreamStateSubjects *subj = si->State.Subjects;
+	for (int i = 0; subj && i < subj->Count && j->r == 0; i++) {
+		const char *subject = subj->List[i].Subject;
+		natsMsg *m = NULL;
+		const char *op = NULL;
+		if (!subject || strlen(subject) <= pl)
+			continue;
+		code = 0;
+		s = js_GetLastMsg(&m, c->js, stream, subject, NULL, &code);
+		if (s == NATS_NOT_FOUND || code == JSNoMessageFoundErr)
+			continue; /* gone since (a heartbeat key expired) */
+		if (s != NATS_OK) {
+			j->r = cluster_errno(s, code, "list bucket");
+			break;
+		}
+		/* a delete or purge marker: the key is gone */
+		if (natsMsgHeader_Get(m, "KV-Operation", &op) != NATS_OK || !op) {
+			int len = natsMsg_GetDataLength(m);
+			j->r = list_add(j, subject + pl, natsMsg_GetData(m),
+					len > 0 ? (size_t)len : 0, natsMsg_GetSequence(m));
+		}
+		natsMsg_Destroy(m);
+	}
+	jsStreamInfo_Destroy(si);
+}
+
+static void
+list_done(Cluster *c, Job *job)
+{
+	ListJob *j = (ListJob *)job;
+	if (!c->closing)
+		j->cb(c, j->r, j->kv, j->r < 0 ? 0 : j->n, j->userdata);
+	for (size_t i = 0; i < j->n; i++)
+		free((void *)j->kv[i].value);
+	free(j->kv);
+	free(j);
+}
+
+int
+cluster_list(Cluster *c, ClusterBucket bucket, ClusterListFn cb, void *userdata)
+{
+	if (!cb || bucket < CLUSTER_THREADS || bucket > CLUSTER_RUNS)
+		return -EINVAL;
+	if (!c->kv_runs)
+		return -ENOTCONN;
+	ListJob *j = calloc(1, sizeof(*j));
+	if (!j)
+		return -ENOMEM;
+	j->job.exec = list_exec;
+	j->job.done = list_done;
+	j->bucket = bucket;
+	j->cb = cb;
+	j->userdata = userdata;
+	cluster_submit(c, &j->job);
+	return 0;
 }

@@ -81,14 +81,20 @@ read_exec(Cluster *c, Job *job)
 		j->next_stream_seq = sseq + 1;
 		if (seq >= j->from_seq) {
 			int len = natsMsg_GetDataLength(m);
-			void *data = malloc(len > 0 ? (size_t)len : 1);
+			const char *writer = NULL;
+			if (natsMsgHeader_Get(m, "Rw-Writer", &writer) != NATS_OK || !writer)
+				writer = "";
+			/* the bytes, then the writer, in one block */
+			size_t wl = strlen(writer) + 1, dl = len > 0 ? (size_t)len : 0;
+			char *data = malloc(dl + wl);
 			if (!data) {
 				natsMsg_Destroy(m);
 				j->r = -ENOMEM;
 				return;
 			}
-			memcpy(data, natsMsg_GetData(m), (size_t)len);
-			j->ev[j->n++] = (ClusterReadEvent){seq, sseq, data, (size_t)len};
+			memcpy(data, natsMsg_GetData(m), dl);
+			memcpy(data + dl, writer, wl);
+			j->ev[j->n++] = (ClusterReadEvent){seq, sseq, data, dl, data + dl};
 		}
 		natsMsg_Destroy(m);
 	}
@@ -139,6 +145,7 @@ typedef struct LastJob {
 	char subject[sizeof(CLUSTER_SUBJECT_PREFIX) + 128];
 	int r;
 	ClusterRunLast last;
+	void *data; /* last.data */
 	ClusterRunLastFn cb;
 	void *userdata;
 } LastJob;
@@ -151,6 +158,7 @@ last_exec(Cluster *c, Job *job)
 	jsErrCode code = 0;
 	const char *writer = NULL;
 	natsStatus s = js_GetLastMsg(&m, c->js, CLUSTER_STREAM, j->subject, NULL, &code);
+	int len;
 	if (s == NATS_NOT_FOUND || code == JSNoMessageFoundErr) {
 		j->r = -ENOENT;
 		return;
@@ -164,7 +172,13 @@ last_exec(Cluster *c, Job *job)
 	j->last.stream_seq = natsMsg_GetSequence(m);
 	if (natsMsgHeader_Get(m, "Rw-Writer", &writer) == NATS_OK && writer)
 		snprintf(j->last.writer, sizeof(j->last.writer), "%s", writer);
-	j->r = ok ? 0 : -EBADMSG;
+	len = natsMsg_GetDataLength(m);
+	if (ok && (j->data = malloc(len > 0 ? (size_t)len : 1))) {
+		memcpy(j->data, natsMsg_GetData(m), (size_t)len);
+		j->last.data = j->data;
+		j->last.len = (size_t)len;
+	}
+	j->r = !ok ? -EBADMSG : !j->data ? -ENOMEM : 0;
 	natsMsg_Destroy(m);
 }
 
@@ -174,6 +188,7 @@ last_done(Cluster *c, Job *job)
 	LastJob *j = (LastJob *)job;
 	if (!c->closing)
 		j->cb(c, j->r, &j->last, j->userdata);
+	free(j->data);
 	free(j);
 }
 

@@ -187,6 +187,7 @@ typedef struct ClusterReadEvent {
 	uint64_t seq, stream_seq;
 	const void *data;
 	size_t len;
+	const char *writer; /* its Rw-Writer ("" when none; cluster_read_events() only) */
 } ClusterReadEvent;
 /* err 0 with n events in seq order (n < max: the run has no more now);
  * next_stream_seq resumes the scan (pass it as start_stream_seq). */
@@ -227,6 +228,8 @@ typedef struct ClusterRunLast {
 	uint64_t seq;			    /* its Rw-Seq: the run's next event is seq + 1 */
 	uint64_t stream_seq;		    /* the expected_last_subject_seq of the next publish */
 	char writer[CLUSTER_NODE_MAX + 20]; /* Rw-Writer of the process that wrote it */
+	const void *data;		    /* its bytes (valid during the callback) */
+	size_t len;
 } ClusterRunLast;
 /* err 0 and last; -ENOENT: the run has no event in the stream (its first
  * publish expects 0). */
@@ -265,6 +268,15 @@ int cluster_owner(Cluster *c, const char *thread, ClusterOwnerFn cb, void *userd
  * "{}"): e.g. a JSON object of its load and capacity, for placement and
  * `runwarden cluster status`. 0, -E2BIG beyond CLUSTER_NODE_INFO_MAX. */
 int cluster_set_node_info(Cluster *c, const char *info);
+/* This node's lease on its rw_nodes key, for caches of "this node owns that
+ * thread": 0 while not assured (no heartbeat of this node acknowledged within
+ * the last node_ttl_ms / 2: the key may have expired, and other nodes may be
+ * taking this node's threads), else a generation that changes whenever
+ * acknowledged heartbeats were more than node_ttl_ms / 2 apart (a pause, a
+ * partition, a NATS failover: the key may have expired in between). A cache
+ * filled under generation g is valid while cluster_lease() == g. */
+uint64_t cluster_lease(Cluster *c);
+
 /* The nodes alive now (watch_nodes), with their last heartbeat's value. */
 typedef void (*ClusterNodeFn)(Cluster *c, const char *node, const char *info, void *userdata);
 void cluster_foreach_node(Cluster *c, ClusterNodeFn fn, void *userdata);
@@ -275,3 +287,26 @@ typedef void (*ClusterDoneFn)(Cluster *c, int err, uint64_t revision, void *user
 /* Put the record of run_id (bytes copied). */
 int cluster_put_run(Cluster *c, const char *run_id, const void *data, size_t len, ClusterDoneFn cb,
 		    void *userdata);
+
+/* ---- listing a bucket ---- */
+
+typedef enum ClusterBucket {
+	CLUSTER_THREADS, /* rw_threads: thread → owner node (revision = epoch) */
+	CLUSTER_NODES,	 /* rw_nodes: node → last heartbeat (the live nodes) */
+	CLUSTER_RUNS,	 /* rw_runs: runId → record */
+} ClusterBucket;
+typedef struct ClusterKv {
+	const char *key;
+	const void *value;
+	size_t len;
+	uint64_t revision;
+} ClusterKv;
+/* err 0 and every entry of the bucket (none deleted), in no particular order;
+ * valid during the callback. */
+typedef void (*ClusterListFn)(Cluster *c, int err, const ClusterKv *kv, size_t n, void *userdata);
+/* List a bucket, on the worker: the bucket stream's subjects (stream info),
+ * then each key's last message read at the stream's leader — one request per
+ * entry, no consumer (an ephemeral consumer may be placed on a server that is
+ * down). O(entries): for takeover and `runwarden cluster status`, not for a
+ * request path. */
+int cluster_list(Cluster *c, ClusterBucket bucket, ClusterListFn cb, void *userdata);

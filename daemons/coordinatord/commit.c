@@ -761,6 +761,14 @@ step_end(Coordinator *c, RunStep *st, int err)
 		       COMMIT_FENCED);
 }
 
+void
+commit_fail_fenced(Coordinator *c, const char *run_id)
+{
+	fail_run_local(c, run_id, true, "fenced",
+		       "another node owns this run now; its processes here were stopped",
+		       COMMIT_FENCED);
+}
+
 static void
 step_replicated(Coordinator *c, int err, void *arg)
 {
@@ -809,8 +817,8 @@ step_start(Coordinator *c, CommitGroup *g, const char *run_id, json_t *rec)
 				texts[i] = op->text;
 				lens[i++] = op->len;
 			}
-		r = h->replicate(c, run_id, first < 0 ? 0 : first, texts, lens, n, step_replicated,
-				 st);
+		r = h->replicate(c, run_id, first < 0 ? 0 : first, texts, lens, n, rec,
+				 step_replicated, st);
 	}
 	free(texts);
 	free(lens);

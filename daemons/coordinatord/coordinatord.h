@@ -208,9 +208,11 @@ typedef struct CommitHooks {
 	 * borrowed until done; n may be 0: a status or driver-state change,
 	 * which only waits for the run's earlier batches). 0: done(err) is
 	 * called once, later, in the run's commit order; 1: nothing to wait
-	 * for, proceed now; < 0: failed now, done never called. */
+	 * for, proceed now; < 0: failed now, done never called. rec: the run's
+	 * record after the commit (borrowed; NULL when unknown), mirrored to the
+	 * cluster's rw_runs when its status changed. */
 	int (*replicate)(Coordinator *c, const char *run_id, int64_t first_seq,
-			 const char *const *texts, const size_t *lens, size_t n,
+			 const char *const *texts, const size_t *lens, size_t n, const json_t *rec,
 			 void (*done)(Coordinator *c, int err, void *arg), void *arg);
 } CommitHooks;
 
@@ -254,6 +256,7 @@ struct Coordinator {
 	struct Cluster *cluster;     /* [cluster] nats set: JetStream (replicate.c), else NULL */
 	struct Replicator *repl;     /* replicate.c's state, with cluster */
 	struct Placement *placement; /* placement.c's state, with cluster */
+	struct Takeover *takeover;   /* takeover.c's state, with cluster */
 };
 
 /* coordinator.c */
@@ -331,6 +334,9 @@ void op_queue_client_text(Coordinator *c, Client *cl, uint64_t req_id, const cha
 void commit_now(Coordinator *c);
 void commit_setup(Coordinator *c, const CommitHooks *hooks);
 void commit_teardown(Coordinator *c);
+/* Cluster mode: run_id was written by another node (fenced): fail it in the
+ * local log alone with code fenced, and stop its processes (COMMIT_FENCED). */
+void commit_fail_fenced(Coordinator *c, const char *run_id);
 /* RUN_EVENTS to the watchers of run_id. */
 void publish(Coordinator *c, const char *run_id, int64_t first_seq, const char *const *texts,
 	     const size_t *lens, size_t n, const json_t *record);
@@ -399,8 +405,23 @@ void replicate_teardown(Coordinator *c);
 bool replicate_ready(Coordinator *c);
 bool replicate_active(Coordinator *c);
 int replicate_events(Coordinator *c, const char *run_id, int64_t first_seq,
-		     const char *const *texts, const size_t *lens, size_t n,
+		     const char *const *texts, const size_t *lens, size_t n, const json_t *rec,
 		     void (*done)(Coordinator *c, int err, void *arg), void *arg);
+/* The run's last event in the stream was written by another node (found by
+ * a check after this node's lease lapsed, takeover.c): fence it as a refused
+ * publish would — no batch of it is published again, its processes are
+ * stopped and it is failed locally with code fenced. */
+void replicate_fence(Coordinator *c, const char *run_id);
+/* Was writer (an Rw-Writer) a process of this node? */
+bool replicate_own_writer(Coordinator *c, const char *writer);
+
+/* takeover.c — node loss in cluster mode (docs/CLUSTER.md "Node loss and
+ * takeover"): the lost node's threads taken, its running runs failed
+ * node_lost once; this node's own lease watched (its threads re-checked,
+ * its runs fenced when another node wrote them); its load in its heartbeat. */
+int takeover_setup(Coordinator *c);
+void takeover_teardown(Coordinator *c);
+void takeover_node_lost(Coordinator *c, const char *node);
 
 /* placement.c — thread ownership in cluster mode. Before RUN_START's work:
  * true when it took the request (answered it with an ERROR, or holds it
@@ -408,6 +429,10 @@ int replicate_events(Coordinator *c, const char *run_id, int64_t first_seq,
  * owns it); false to go on (no cluster, or this node owns the thread). */
 bool placement_run_start(Coordinator *c, Peer *p, const Frame *f, const char *thread_id,
 			 PeerHandler h, void *ud);
+/* This node owns thread now (a takeover won it). */
+void placement_own(Coordinator *c, const char *thread);
+/* How many threads this node knows it owns (its cache). */
+size_t placement_owned_count(Coordinator *c);
 /* Forget the claims in flight (their requests are dropped). */
 void placement_teardown(Coordinator *c);
 

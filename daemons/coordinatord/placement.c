@@ -9,8 +9,13 @@
  * handled again once this node owns the thread. A thread another node owns
  * is refused with ERROR reason not_owner (forwarding to the owner over NATS
  * request/reply is still to come); a cluster not ready refuses with
- * cluster_unavailable. The threads this node owns are remembered for the
- * process's life (a restart asks again: the claim finds this node's entry).
+ * cluster_unavailable. The threads this node owns are remembered while this
+ * node's lease on its rw_nodes key holds (cluster_lease(): the same
+ * generation, heartbeats acknowledged): after a pause or a partition that
+ * may have let the key expire, other nodes may have taken the threads over,
+ * so the cache is dropped and the next run of each thread asks again (the
+ * claim finds this node's entry, or the new owner's). A restart asks again.
+ * A takeover this node won adds the thread (placement_own()).
  */
 #include "config.h"
 
@@ -45,6 +50,8 @@ typedef struct Claim {
 
 typedef struct Placement {
 	Owned *owned;
+	size_t n_owned;
+	uint64_t lease; /* cluster_lease() when owned was (re)started */
 	Claim *claims;
 } Placement;
 
@@ -77,6 +84,49 @@ own(Placement *pl, const char *thread)
 	memcpy(o->thread, thread, n);
 	o->next = pl->owned;
 	pl->owned = o;
+	pl->n_owned++;
+}
+
+static void
+forget_all(Placement *pl)
+{
+	while (pl->owned) {
+		Owned *o = pl->owned;
+		pl->owned = o->next;
+		free(o);
+	}
+	pl->n_owned = 0;
+}
+
+/* The cache of owned threads holds while the lease's generation does. */
+static void
+check_lease(Coordinator *c, Placement *pl)
+{
+	uint64_t g = cluster_lease(c->cluster);
+	if (g != 0 && g == pl->lease)
+		return;
+	if (pl->owned)
+		log_notice("Cluster: this node's lease on its heartbeat key lapsed; its %zu "
+			   "thread(s) are checked again at their next run",
+			   pl->n_owned);
+	forget_all(pl);
+	pl->lease = g;
+}
+
+void
+placement_own(Coordinator *c, const char *thread)
+{
+	Placement *pl = c->cluster ? placement_get(c) : NULL;
+	if (pl) {
+		check_lease(c, pl);
+		own(pl, thread);
+	}
+}
+
+size_t
+placement_owned_count(Coordinator *c)
+{
+	return c->placement ? c->placement->n_owned : 0;
 }
 
 static void
@@ -148,6 +198,8 @@ placement_run_start(Coordinator *c, Peer *p, const Frame *f, const char *thread_
 	if (!c->cluster)
 		return false;
 	Placement *pl = placement_get(c);
+	if (pl)
+		check_lease(c, pl);
 	if (pl && owns(pl, thread_id))
 		return false;
 	if (!cluster_ready(c->cluster)) {
@@ -209,11 +261,7 @@ placement_teardown(Coordinator *c)
 		return;
 	while (pl->claims)
 		claim_free(pl, pl->claims);
-	while (pl->owned) {
-		Owned *o = pl->owned;
-		pl->owned = o->next;
-		free(o);
-	}
+	forget_all(pl);
 	free(pl);
 	c->placement = NULL;
 }

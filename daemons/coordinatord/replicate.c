@@ -39,6 +39,7 @@
 #include <string.h>
 
 #include "cluster/cluster.h"
+#include "json-util.h"
 #include "macro.h"
 #include "strv.h"
 
@@ -55,6 +56,8 @@ typedef struct Batch {
 	RunLogEvents own; /* a catch-up batch's texts, read from the run log */
 	ReplDoneFn done;  /* NULL for a catch-up batch */
 	void *arg;
+	char *record; /* a put of the run's record to rw_runs instead (n = 0) */
+	size_t record_len;
 } Batch;
 
 typedef struct RunRepl {
@@ -69,6 +72,7 @@ typedef struct RunRepl {
 	int dead;	  /* replication ended with this error */
 	int64_t last_seq; /* the run's seq of its last event in the stream, -1 none */
 	uint64_t last_stream_seq;
+	char mirrored[16]; /* the status last queued to rw_runs ("" none) */
 	Batch *head, *tail;
 } RunRepl;
 
@@ -85,6 +89,7 @@ static void
 batch_free(Batch *b)
 {
 	free(b->ev);
+	free(b->record);
 	runlog_events_done(&b->own);
 	free(b);
 }
@@ -179,7 +184,26 @@ on_published(Cluster *cl, const ClusterPublishResult *res, void *userdata)
 		run_next(rr);
 		return;
 	}
+	if (rr->dead) { /* fenced meanwhile (replicate_fence) */
+		head_done(rr, rr->dead);
+		return;
+	}
 	run_dead(rr, res->err);
+}
+
+static void
+on_put(Cluster *cl, int err, uint64_t revision, void *userdata)
+{
+	RunRepl *rr = userdata;
+	LogCtx lc = {.run_id = rr->run_id};
+
+	/* the run goes on: its record is a mirror for takeover and status, the
+	 * events are the log (a takeover finds a run with no record only if its
+	 * owner died before its first event was published) */
+	if (err < 0)
+		log_ctx_errno(LOG_WARNING, err, &lc,
+			      "Run's record not mirrored to the cluster: %m");
+	head_done(rr, 0);
 }
 
 /* Was writer (Rw-Writer, "<node>-<random>") this node: this process, or an
@@ -274,12 +298,20 @@ run_next(RunRepl *rr)
 		head_done(rr, rr->dead);
 		return;
 	}
-	if (b->n == 0) { /* waited for the batches before it: done */
+	if (b->n == 0 && !b->record) { /* waited for the batches before it: done */
 		rr->busy = true;
 		head_done(rr, 0);
 		return;
 	}
 	rr->busy = true;
+	if (b->record) {
+		err = cluster_put_run(c->cluster, rr->run_id, b->record, b->record_len, on_put, rr);
+		if (err == -ENOTCONN && r->state != CLUSTER_FAILED)
+			rr->waiting = true; /* connecting: on_state(READY) goes on */
+		else if (err < 0)
+			on_put(c->cluster, err, 0, rr);
+		return;
+	}
 	if (!rr->known && b->first_seq == 0 && !rr->no_guess) {
 		rr->guessed = true; /* a new run: its subject is empty */
 		rr->known = true;
@@ -340,9 +372,45 @@ on_state(Cluster *cl, ClusterState state, void *userdata)
 	}
 }
 
+static void
+queue_batch(RunRepl *rr, Batch *b)
+{
+	if (rr->tail)
+		rr->tail->next = b;
+	else
+		rr->head = b;
+	rr->tail = b;
+}
+
+/* The run's record for rw_runs: the local record, and the node that runs it. */
+static int
+queue_record(RunRepl *rr, const json_t *rec, const char *status)
+{
+	Coordinator *c = rr->r->c;
+	json_auto_t *copy = json_deep_copy(rec);
+	Batch *b = calloc(1, sizeof(*b));
+	if (!copy || !b ||
+	    json_object_set_new(copy, "node", json_string(cluster_node(c->cluster))) < 0 ||
+	    !(b->record = json_dump_compact(copy))) {
+		free(b);
+		return -ENOMEM;
+	}
+	b->record_len = strlen(b->record);
+	snprintf(rr->mirrored, sizeof(rr->mirrored), "%s", status);
+	queue_batch(rr, b);
+	return 0;
+}
+
+static void
+on_node_lost(Cluster *cl, const char *node, void *userdata)
+{
+	Replicator *r = userdata;
+	takeover_node_lost(r->c, node);
+}
+
 int
 replicate_events(Coordinator *c, const char *run_id, int64_t first_seq, const char *const *texts,
-		 const size_t *lens, size_t n, ReplDoneFn done, void *arg)
+		 const size_t *lens, size_t n, const json_t *rec, ReplDoneFn done, void *arg)
 {
 	Replicator *r = c->repl;
 	if (!r)
@@ -352,7 +420,16 @@ replicate_events(Coordinator *c, const char *run_id, int64_t first_seq, const ch
 		return -ENOMEM;
 	if (rr->dead)
 		return rr->dead;
-	if (n == 0 && !rr->head)
+	/* the record mirrored on each change of status: a live one before its
+	 * events (a run with events in the stream has a record, for a takeover
+	 * to find), a terminal one after them (a terminal record means a
+	 * terminal log) */
+	const char *status = json_string_value(json_object_get(rec, "status"));
+	bool mirror = status && !streq(status, rr->mirrored);
+	bool terminal = mirror && run_status_terminal(status);
+	if (mirror && !terminal && queue_record(rr, rec, status) < 0)
+		return -ENOMEM;
+	if (n == 0 && !rr->head && !terminal)
 		return 1; /* nothing before it, nothing of its own */
 	Batch *b = calloc(1, sizeof(*b));
 	if (!b || (n && !(b->ev = calloc(n, sizeof(ClusterEvent))))) {
@@ -365,13 +442,32 @@ replicate_events(Coordinator *c, const char *run_id, int64_t first_seq, const ch
 		b->ev[i] = (ClusterEvent){texts[i], lens[i]};
 	b->done = done;
 	b->arg = arg;
-	if (rr->tail)
-		rr->tail->next = b;
-	else
-		rr->head = b;
-	rr->tail = b;
+	queue_batch(rr, b);
+	if (terminal && queue_record(rr, rec, status) < 0)
+		log_ctx(LOG_WARNING, &(LogCtx){.run_id = run_id},
+			"Out of memory mirroring the run's record");
 	run_next(rr);
 	return 0;
+}
+
+void
+replicate_fence(Coordinator *c, const char *run_id)
+{
+	Replicator *r = c->repl;
+	RunRepl *rr = r ? run_repl_get(r, run_id) : NULL;
+
+	if (!rr || rr->dead)
+		return;
+	rr->dead = -ESTALE;
+	log_ctx(LOG_ERR, &(LogCtx){.run_id = run_id},
+		"Run fenced: another node wrote its log in the cluster; stopping it here");
+	commit_fail_fenced(c, run_id); /* what it queues later fails with rr->dead */
+}
+
+bool
+replicate_own_writer(Coordinator *c, const char *writer)
+{
+	return c->cluster && own_writer(c->cluster, writer);
 }
 
 bool
@@ -398,7 +494,7 @@ int
 replicate_setup(Coordinator *c)
 {
 	const ClusterConf *cc = &c->conf.shared.cluster;
-	static const ClusterCallbacks cbs = {.on_state = on_state};
+	static const ClusterCallbacks cbs = {.on_state = on_state, .on_node_lost = on_node_lost};
 	char node[CLUSTER_NODE_NAME_MAX];
 	char **urls = NULL;
 	int r;
@@ -428,6 +524,7 @@ replicate_setup(Coordinator *c)
 	    .tls_key = cc->tls_key,
 	    .heartbeat_ms = cc->heartbeat_ms,
 	    .node_ttl_ms = cc->node_ttl_ms,
+	    .watch_nodes = true, /* node loss: takeover.c */
 	};
 	r = cluster_new(c->base, &o, &cbs, c->repl, &c->cluster);
 	strv_free(urls);
@@ -435,7 +532,7 @@ replicate_setup(Coordinator *c)
 		return log_error_errno(r, "Cannot join the cluster (node %s): %m", node);
 	log_info("Cluster: node %s, connected to %s", node,
 		 cluster_connected_url(c->cluster, (char[256]){0}, 256));
-	return 0;
+	return takeover_setup(c);
 }
 
 void
@@ -445,6 +542,7 @@ replicate_teardown(Coordinator *c)
 
 	placement_teardown(c);
 	c->cluster = cluster_free(c->cluster); /* drops its pending callbacks */
+	takeover_teardown(c);
 	if (!r)
 		return;
 	while (r->runs) {

@@ -6,7 +6,11 @@
  *     rw-cluster-read URL[,URL...] RUN_ID
  *     rw-cluster-read URL[,URL...] RUN_ID steal
  *
- * One line per event, in seq order: "<seq> <stream_seq> <hex of the bytes>".
+ * One line per event, in seq order: "<seq> <stream_seq> <hex of the bytes>
+ * <writer>" (its Rw-Writer, the process that published it).
+ *     rw-cluster-read URL[,URL...] RUN_ID record
+ *
+ * With record: print the run's record in rw_runs (exit 1 when it has none).
  * With steal: append one event to the run as another writer would (a new
  * owner: the run's last event read at the leader, the next seq, fenced on
  * it), so that the run's writer is fenced from then on; prints its seq.
@@ -42,7 +46,7 @@ read_cb(Cluster *c, int err, const ClusterReadEvent *ev, size_t n, uint64_t next
 		printf("%" PRIu64 " %" PRIu64 " ", ev[i].seq, ev[i].stream_seq);
 		for (size_t k = 0; k < ev[i].len; k++)
 			printf("%02x", ((const unsigned char *)ev[i].data)[k]);
-		putchar('\n');
+		printf(" %s\n", ev[i].writer);
 	}
 	r->got = n;
 	r->next_seq = next_stream_seq;
@@ -117,6 +121,35 @@ read_all(struct event_base *base, Cluster *c, const char *run)
 	}
 }
 
+typedef struct Rec {
+	bool done, found;
+	int err;
+	const char *run;
+} Rec;
+
+static void
+list_cb(Cluster *c, int err, const ClusterKv *kv, size_t n, void *ud)
+{
+	Rec *r = ud;
+	r->err = err;
+	for (size_t i = 0; i < n; i++)
+		if (streq(kv[i].key, r->run)) {
+			printf("%.*s\n", (int)kv[i].len, (const char *)kv[i].value);
+			r->found = true;
+		}
+	r->done = true;
+}
+
+static int
+record(struct event_base *base, Cluster *c, const char *run)
+{
+	Rec rec = {.run = run};
+	int r = cluster_list(c, CLUSTER_RUNS, list_cb, &rec);
+	while (r == 0 && !rec.done)
+		event_base_loop(base, EVLOOP_ONCE);
+	return r < 0 ? r : rec.err < 0 ? rec.err : rec.found ? 0 : -ENOENT;
+}
+
 int
 main(int argc, char **argv)
 {
@@ -125,8 +158,8 @@ main(int argc, char **argv)
 	size_t nu = 0;
 	Cluster *c = NULL;
 
-	if (argc != 3 && !(argc == 4 && streq(argv[3], "steal"))) {
-		fprintf(stderr, "usage: rw-cluster-read URL[,URL...] RUN_ID [steal]\n");
+	if (argc != 3 && !(argc == 4 && (streq(argv[3], "steal") || streq(argv[3], "record")))) {
+		fprintf(stderr, "usage: rw-cluster-read URL[,URL...] RUN_ID [steal|record]\n");
 		return 1;
 	}
 	for (char *s = strtok(argv[1], ","); s && nu < 16; s = strtok(NULL, ","))
@@ -137,12 +170,14 @@ main(int argc, char **argv)
 			    .node = "reader",
 			    .replicas = 3,
 			    .node_ttl_ms = 10000,
-			    .connect_wait_ms = 5000};
+			    .connect_wait_ms = 20000};
 	if (cluster_new(base, &o, &(ClusterCallbacks){0}, NULL, &c) < 0)
 		return 1;
 	while (cluster_state(c) == CLUSTER_CONNECTING)
 		event_base_loop(base, EVLOOP_ONCE);
-	int r = argc == 4 ? steal(base, c, argv[2]) : read_all(base, c, argv[2]);
+	int r = argc == 3		  ? read_all(base, c, argv[2])
+		: streq(argv[3], "steal") ? steal(base, c, argv[2])
+					  : record(base, c, argv[2]);
 	if (r < 0)
 		fprintf(stderr, "rw-cluster-read: %s\n", strerror(-r));
 	fflush(stdout);

@@ -222,7 +222,7 @@ typedef struct Read {
 	int err;
 	size_t n;
 	uint64_t seq[4096], stream_seq[4096];
-	bool data_ok;
+	bool data_ok, writer_ok;
 } Read;
 
 static void
@@ -231,13 +231,16 @@ read_cb(Cluster *c, int err, const ClusterReadEvent *ev, size_t n, uint64_t next
 	Read *r = ud;
 	char want[32];
 	r->err = err;
-	r->data_ok = true;
+	r->data_ok = r->writer_ok = true;
 	for (size_t i = 0; i < n && r->n < 4096; i++, r->n++) {
 		r->seq[r->n] = ev[i].seq;
 		r->stream_seq[r->n] = ev[i].stream_seq;
 		int len = snprintf(want, sizeof(want), "ev-%" PRIu64, ev[i].seq);
 		if ((size_t)len != ev[i].len || memcmp(want, ev[i].data, ev[i].len) != 0)
 			r->data_ok = false;
+		if (!ev[i].writer || strcmp(ev[i].writer, cluster_writer(c)) == 0 ||
+		    strncmp(ev[i].writer, "n", 1) != 0)
+			r->writer_ok = false; /* a writer, another connection's */
 	}
 	r->done = true;
 }
@@ -313,6 +316,7 @@ typedef struct Last {
 	bool done;
 	int err;
 	ClusterRunLast last;
+	char data[32]; /* the last event's bytes, NUL-terminated */
 } Last;
 
 static void
@@ -321,6 +325,9 @@ last_cb(Cluster *c, int err, const ClusterRunLast *last, void *ud)
 	Last *l = ud;
 	l->err = err;
 	l->last = *last;
+	if (err == 0)
+		snprintf(l->data, sizeof(l->data), "%.*s", (int)MIN(last->len, 31),
+			 (const char *)last->data);
 	l->done = true;
 }
 
@@ -570,6 +577,123 @@ test_heartbeat_expiry_takeover(void **state)
 	assert_int_equal(t2.owner.revision, t1.owner.revision);
 }
 
+typedef struct Done {
+	bool done;
+	int err;
+} Done;
+
+static void
+done_cb(Cluster *c, int err, uint64_t rev, void *ud)
+{
+	Done *d = ud;
+	d->err = err;
+	d->done = true;
+}
+
+typedef struct List {
+	bool done;
+	int err;
+	size_t n;
+	bool run1, run2, thread, na_alive, nb_alive;
+	uint64_t thread_rev;
+	char run1_id[64], run2_id[64], thread_id[64];
+} List;
+
+static void
+list_cb(Cluster *c, int err, const ClusterKv *kv, size_t n, void *ud)
+{
+	List *l = ud;
+	l->err = err;
+	l->n = n;
+	for (size_t i = 0; i < n; i++) {
+		const char *v = kv[i].value;
+		if (strcmp(kv[i].key, l->run1_id) == 0)
+			l->run1 = kv[i].len == 13 && memcmp(v, "{\"s\":\"done\"}x", 13) == 0;
+		if (strcmp(kv[i].key, l->run2_id) == 0)
+			l->run2 = strcmp(v, "{\"s\":\"running\"}") == 0; /* NUL-terminated */
+		if (strcmp(kv[i].key, l->thread_id) == 0) {
+			l->thread = strcmp(v, "na") == 0;
+			l->thread_rev = kv[i].revision;
+		}
+		l->na_alive |= strcmp(kv[i].key, "na") == 0;
+		l->nb_alive |= strcmp(kv[i].key, "nb") == 0;
+	}
+	l->done = true;
+}
+
+/* (f) what a takeover reads: the run records, the threads and their owners,
+ * the live nodes, listed; a run's last event with its bytes; each event's
+ * writer; this node's lease on its key, lost when its heartbeats stop for
+ * half the TTL and back under a new generation. */
+static void
+test_list_last_lease(void **state)
+{
+	List l = {0};
+	snprintf(l.run1_id, sizeof(l.run1_id), "runr1-%u", tag);
+	snprintf(l.run2_id, sizeof(l.run2_id), "runr2-%u", tag);
+	snprintf(l.thread_id, sizeof(l.thread_id), "thr-%u-list", tag);
+
+	Done d1 = {0}, d2 = {0};
+	assert_int_equal(cluster_put_run(na, l.run1_id, "{\"s\":\"done\"}x", 13, done_cb, &d1), 0);
+	assert_int_equal(cluster_put_run(na, l.run2_id, "{\"s\":\"running\"}", 15, done_cb, &d2),
+			 0);
+	Claim cl = {0};
+	assert_int_equal(cluster_claim_thread(na, l.thread_id, "na", owner_cb, &cl), 0);
+	assert_true(loop_until(&d1.done, 20000));
+	assert_true(loop_until(&d2.done, 20000));
+	assert_true(loop_until(&cl.done, 20000));
+	assert_int_equal(d1.err, 0);
+	assert_int_equal(d2.err, 0);
+	assert_int_equal(cl.err, 0);
+
+	List runs = l, threads = l, nodes = l;
+	assert_int_equal(cluster_list(nb, CLUSTER_RUNS, list_cb, &runs), 0);
+	assert_int_equal(cluster_list(nb, CLUSTER_THREADS, list_cb, &threads), 0);
+	assert_int_equal(cluster_list(nb, CLUSTER_NODES, list_cb, &nodes), 0);
+	assert_true(loop_until(&runs.done, 20000));
+	assert_true(loop_until(&threads.done, 20000));
+	assert_true(loop_until(&nodes.done, 20000));
+	assert_int_equal(runs.err, 0);
+	assert_true(runs.run1 && runs.run2);
+	assert_int_equal(threads.err, 0);
+	assert_true(threads.thread);
+	assert_int_equal(threads.thread_rev, cl.owner.revision);
+	assert_true(threads.n >= 100); /* test_claim_race's too */
+	assert_int_equal(nodes.err, 0);
+	assert_true(nodes.na_alive && nodes.nb_alive);
+
+	/* the last event's bytes; every event's writer */
+	char run[64];
+	snprintf(run, sizeof(run), "runlast-%u", tag);
+	assert_int_equal(publish(na, run, 0, 3, 0).err, 0);
+	Last last = {0};
+	assert_int_equal(cluster_run_last(nb, run, last_cb, &last), 0);
+	assert_true(loop_until(&last.done, 20000));
+	assert_int_equal(last.err, 0);
+	assert_int_equal(last.last.seq, 2);
+	assert_string_equal(last.data, "ev-2");
+	Read r;
+	read_all(nb, run, &r);
+	assert_gap_free(&r, 3);
+	assert_true(r.writer_ok);
+
+	/* the lease */
+	uint64_t g = 0;
+	usec_t deadline = now_usec() + 10 * USEC_PER_SEC;
+	while (!(g = cluster_lease(na)) && now_usec() < deadline)
+		event_base_loop(base, EVLOOP_ONCE);
+	assert_true(g != 0);
+	long ms = TTL_MS / 2 + 300; /* < TTL: nobody is lost */
+	struct timespec ts = {ms / 1000, ms % 1000 * 1000L * 1000L};
+	assert_int_equal(nanosleep(&ts, NULL), 0);
+	assert_int_equal(cluster_lease(na), 0);
+	uint64_t g2 = 0;
+	deadline = now_usec() + 10 * USEC_PER_SEC;
+	while (!(g2 = cluster_lease(na)) && now_usec() < deadline)
+		event_base_loop(base, EVLOOP_ONCE);
+	assert_true(g2 != 0 && g2 != g);
+}
+
 /* ---- latency figures (printed; they pass whenever the publishes do) ---- */
 
 static int
@@ -762,6 +886,16 @@ test_kill_server_mid_publish(void **state)
 	char after[256];
 	print_message("publishing continued through %s\n",
 		      cluster_connected_url(na, after, sizeof(after)));
+	/* listing a bucket takes no consumer (one could be placed on the dead
+	 * server, and the listing would time out): it answers with a server
+	 * down, every time */
+	for (int i = 0; i < 5; i++) {
+		List l = {0};
+		assert_int_equal(cluster_list(i % 2 ? na : nb, CLUSTER_THREADS, list_cb, &l), 0);
+		assert_true(loop_until(&l.done, 30000));
+		assert_int_equal(l.err, 0);
+		assert_true(l.n >= 100);
+	}
 }
 
 /* Fail closed: no server reachable, cluster_new() gives up after the bounded
@@ -790,6 +924,7 @@ main(void)
 	    cmocka_unit_test(test_watch_live),
 	    cmocka_unit_test(test_claim_race),
 	    cmocka_unit_test(test_heartbeat_expiry_takeover),
+	    cmocka_unit_test(test_list_last_lease),
 	    cmocka_unit_test(test_latency_figures),
 	    cmocka_unit_test(test_kill_server_mid_publish),
 	};

@@ -92,10 +92,20 @@ node_ttl_ms = {self.node_ttl_ms}
         out = subprocess.run([READER, self.nats(), run], capture_output=True, text=True,
                              timeout=30)
         assert out.returncode == 0, out.stderr
+        return [(q, b) for q, b, _ in self.jetstream_log(run, out.stdout)]
+
+    def jetstream_log(self, run, text=None):
+        """[(seq, bytes, writer)] of the run's subject: writer is the Rw-Writer
+        of the process that published the event ("<node>-<random>")."""
+        if text is None:
+            out = subprocess.run([READER, self.nats(), run], capture_output=True, text=True,
+                                 timeout=30)
+            assert out.returncode == 0, out.stderr
+            text = out.stdout
         evs = []
-        for line in out.stdout.splitlines():
-            seq, _, hexb = line.split(" ")
-            evs.append((int(seq), bytes.fromhex(hexb)))
+        for line in text.splitlines():
+            seq, _, hexb, writer = line.split(" ")
+            evs.append((int(seq), bytes.fromhex(hexb), writer))
         return evs
 
     @staticmethod
@@ -109,3 +119,70 @@ node_ttl_ms = {self.node_ttl_ms}
         first = rec["lastSeq"] - len(body["events"]) + 1
         return [(first + i, e.encode() if isinstance(e, str) else e)
                 for i, e in enumerate(body["events"])]
+
+    def run_record(self, run):
+        """The run's record in rw_runs (mirrored by its owner, or by the node
+        that ended it node_lost), or None."""
+        out = subprocess.run([READER, self.nats(), run, "record"], capture_output=True,
+                             text=True, timeout=30)
+        return json.loads(out.stdout) if out.returncode == 0 else None
+
+    def status(self, via):
+        """`runwarden cluster status --json` with node VIA's configuration:
+        {"nodes": {name: {"value": heartbeat}}, "threads": {thread: {"value": owner}}}."""
+        out = subprocess.run([os.path.join(rwtest.BUILD, "runwarden"), "cluster", "status",
+                              "--json", "--config", self.nodes[via].conf_path],
+                             capture_output=True, text=True, timeout=30)
+        assert out.returncode == 0, (out.returncode, out.stderr)
+        return json.loads(out.stdout)
+
+    def owner(self, thread, via):
+        t = self.status(via)["threads"].get(thread)
+        return t and t["value"]
+
+    def kill_node(self, name, sig=9):
+        """kill -SIG every daemon of node NAME (its sandboxes' processes are the
+        caller's to find: they are not the node's children)."""
+        s = self.nodes[name]
+        for d in ("routerd", "coordinatord", "containerd-shim"):
+            p = s.procs.get(d)
+            if p and p.poll() is None:
+                p.send_signal(sig)
+        for d in ("routerd", "coordinatord", "containerd-shim"):
+            p = s.procs.get(d)
+            if p:
+                p.wait(timeout=10)
+
+
+TERMINAL = ("RUN_FINISHED", "RUN_ERROR")
+
+
+def check_logs(cluster, runs, timeout=20):
+    """Every run's log read from JetStream: seqs from 0 without gaps or
+    duplicates, exactly one terminal event (RUN_FINISHED or RUN_ERROR), the
+    last, and every event a client saw present, the same. runs: {runId: [the
+    events a client saw: {"seq", "chunk"} as tails deliver them]}. A replica
+    may lag an acknowledgement by a moment: each log is read until it ends
+    with a terminal event (up to timeout). Returns {runId: [(seq, chunk dict,
+    writer)]}."""
+    logs = {}
+    for run, seen in runs.items():
+        def read():
+            try:
+                evs = cluster.jetstream_log(run)
+            except AssertionError:  # no JetStream leader yet after a server loss
+                return None
+            if evs and json.loads(evs[-1][1]).get("type") in TERMINAL:
+                return evs
+            return None
+        evs = poll(read, timeout=timeout, interval=0.2) or cluster.jetstream_log(run)
+        log = [(q, json.loads(b), w) for q, b, w in evs]
+        seqs = [q for q, _, _ in log]
+        assert seqs == list(range(len(seqs))), (run, seqs)
+        terminal = [q for q, ch, _ in log if ch.get("type") in TERMINAL]
+        assert len(terminal) == 1 and terminal[0] == len(log) - 1, (run, terminal, log[-3:])
+        for e in seen:
+            assert e["seq"] < len(log), (run, "seen but not in JetStream", e)
+            assert log[e["seq"]][1] == e["chunk"], (run, e, log[e["seq"]])
+        logs[run] = log
+    return logs

@@ -1,0 +1,627 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * takeover.c — node loss in cluster mode (docs/CLUSTER.md "Node loss and
+ * takeover").
+ *
+ * Every node watches rw_nodes (ClusterOptions.watch_nodes). When the library
+ * reports a node lost (its key expired: the server's own verdict), this node
+ * lists rw_threads for the threads the lost node owned and rw_runs for the
+ * lost node's runs that are not terminal (their records, mirrored by their
+ * owner on each change of status: replicate.c), and tries
+ * cluster_take_thread() on each thread, naming the revision it read. Of all
+ * live nodes trying, one wins each thread. The winner owns the thread from
+ * then on (placement_own(): its next run runs here, with an empty workspace)
+ * and ends each of the lost node's running runs of that thread: the run's last
+ * event is read at the stream's leader; if it is terminal already (the owner
+ * died between its last event and its record's put), only the record is
+ * corrected; otherwise a RUN_ERROR with code node_lost is published as the
+ * run's next seq, fenced on that last event's stream sequence (so a lost
+ * node that comes back is refused from then on, and two enders cannot both
+ * succeed), and the record is put as failed/node_lost. Exactly once: the
+ * take (one winner per thread), the terminal check and the fence.
+ * A step that fails otherwise (no JetStream leader during a NATS failover)
+ * is tried again a second later, up to TAKEOVER_RETRIES times.
+ *
+ * This node's own lease (cluster_lease()): when it lapsed (a pause or a
+ * partition past half the TTL), the threads it owns are checked again
+ * (placement.c) and every run it drives is checked: a run whose thread
+ * another node owns now, or whose last event another node wrote, is fenced
+ * (replicate_fence(): its processes are stopped, it is failed locally with
+ * code fenced) even if it would not publish again soon. If such a run
+ * published in between, the taker's node_lost is refused; the taker reads
+ * the log again and ends it after those events.
+ *
+ * Every tick (heartbeat_ms) this node's load goes into its heartbeat
+ * (cluster_set_node_info()): {"runs": driven runs not done, "sandboxes":
+ * their distinct sandboxes, "threads": threads it knows it owns}.
+ */
+#include "config.h"
+
+#include "coordinatord.h"
+
+#include <errno.h>
+#include <event2/event.h>
+#include <inttypes.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "cluster/cluster.h"
+#include "json-util.h"
+#include "macro.h"
+
+#define NODE_LOST_MSG_FMT "cluster node '%s' was lost while the run ran there"
+/* A step that failed for another reason than losing the race (a NATS
+ * failover: no leader for a few seconds) is tried again a second later, this
+ * many times. */
+#define TAKEOVER_RETRIES 30
+
+typedef struct Loss Loss;
+
+typedef struct Takeover {
+	Coordinator *c;
+	struct event *tick;
+	uint64_t lease; /* the lease generation last seen (0: none yet) */
+	bool lapsed;	/* cluster_lease() was 0 since */
+	Loss *losses;	/* takeovers in progress */
+} Takeover;
+
+/* One lost node's takeover: what it owned, the runs it ran; freed when the
+ * last of its calls answered. */
+struct Loss {
+	Loss *next;
+	Takeover *t;
+	char node[CLUSTER_NODE_MAX];
+	size_t refs;
+	int attempts;
+	size_t n_threads;
+	char **threads;
+	uint64_t *revs;
+	json_t *runs; /* records (rw_runs) of its runs not terminal */
+};
+
+/* One run of a lost node being ended here. */
+typedef struct Ending {
+	Loss *loss;
+	char run_id[RUN_ID_LEN + 1];
+	json_t *rec;
+	int64_t seq;
+	char *text;
+	int attempts;
+} Ending;
+
+typedef struct Taking {
+	Loss *loss;
+	size_t i;
+	int attempts;
+} Taking;
+
+/* fn(arg) in a second, for a retry: 0, or < 0 (then not). */
+static int
+later(Coordinator *c, int *attempts, event_callback_fn fn, void *arg)
+{
+	struct timeval tv = {1, 0};
+	if ((*attempts)++ >= TAKEOVER_RETRIES)
+		return -ETIMEDOUT;
+	return event_base_once(c->base, -1, EV_TIMEOUT, fn, arg, &tv) < 0 ? -ENOMEM : 0;
+}
+
+static void on_threads(Cluster *cl, int err, const ClusterKv *kv, size_t n, void *userdata);
+static void on_runs(Cluster *cl, int err, const ClusterKv *kv, size_t n, void *userdata);
+static void on_taken(Cluster *cl, int err, const ClusterOwner *owner, void *userdata);
+static void on_lost_last(Cluster *cl, int err, const ClusterRunLast *last, void *userdata);
+
+static void
+list_threads_again(evutil_socket_t fd, short what, void *arg)
+{
+	Loss *l = arg;
+	Cluster *cl = l->t->c->cluster;
+	int r = cluster_list(cl, CLUSTER_THREADS, on_threads, l);
+	if (r < 0)
+		on_threads(cl, r, NULL, 0, l);
+}
+
+static void
+list_runs_again(evutil_socket_t fd, short what, void *arg)
+{
+	Loss *l = arg;
+	Cluster *cl = l->t->c->cluster;
+	int r = cluster_list(cl, CLUSTER_RUNS, on_runs, l);
+	if (r < 0)
+		on_runs(cl, r, NULL, 0, l);
+}
+
+static void
+take_again(evutil_socket_t fd, short what, void *arg)
+{
+	Taking *tk = arg;
+	Loss *l = tk->loss;
+	Cluster *cl = l->t->c->cluster;
+	int r = cluster_take_thread(cl, l->threads[tk->i], cluster_node(cl), l->revs[tk->i],
+				    on_taken, tk);
+	if (r < 0)
+		on_taken(cl, r, &(ClusterOwner){0}, tk);
+}
+
+static void
+last_again(evutil_socket_t fd, short what, void *arg)
+{
+	Ending *e = arg;
+	Cluster *cl = e->loss->t->c->cluster;
+	int r = cluster_run_last(cl, e->run_id, on_lost_last, e);
+	if (r < 0)
+		on_lost_last(cl, r, &(ClusterRunLast){0}, e);
+}
+
+static Loss *
+loss_ref(Loss *l)
+{
+	l->refs++;
+	return l;
+}
+
+static void
+loss_unref(Loss *l)
+{
+	if (--l->refs > 0)
+		return;
+	for (Loss **p = &l->t->losses; *p; p = &(*p)->next)
+		if (*p == l) {
+			*p = l->next;
+			break;
+		}
+	for (size_t i = 0; i < l->n_threads; i++)
+		free(l->threads[i]);
+	free(l->threads);
+	free(l->revs);
+	json_decref(l->runs);
+	free(l);
+}
+
+static void
+ending_free(Ending *e)
+{
+	Loss *l = e->loss;
+	json_decref(e->rec);
+	free(e->text);
+	free(e);
+	loss_unref(l);
+}
+
+static void
+on_record_put(Cluster *cl, int err, uint64_t revision, void *userdata)
+{
+	Ending *e = userdata;
+	if (err < 0)
+		log_ctx_errno(LOG_WARNING, err, &(LogCtx){.run_id = e->run_id},
+			      "Run's record (node_lost) not mirrored to the cluster: %m");
+	ending_free(e);
+}
+
+/* Put e's record with status and error (code, message) as the run's end. */
+static void
+put_end(Ending *e, const char *status, const char *code, const char *message)
+{
+	Coordinator *c = e->loss->t->c;
+	int64_t now = now_epoch_ms();
+
+	json_object_set_new(e->rec, "status", json_string(status));
+	if (code)
+		json_object_set_new(e->rec, "error",
+				    json_pack("{s:s, s:s}", "message", message, "code", code));
+	if (e->seq >= 0)
+		json_object_set_new(e->rec, "lastSeq", json_integer(e->seq));
+	json_object_set_new(e->rec, "updatedAt", json_integer(now));
+	json_object_set_new(e->rec, "finishedAt", json_integer(now));
+	json_object_set_new(e->rec, "endedBy", json_string(cluster_node(c->cluster)));
+	_cleanup_free_ char *s = json_dump_compact(e->rec);
+	int r =
+	    s ? cluster_put_run(c->cluster, e->run_id, s, strlen(s), on_record_put, e) : -ENOMEM;
+	if (r < 0)
+		on_record_put(c->cluster, r, 0, e);
+}
+
+static void
+on_lost_published(Cluster *cl, const ClusterPublishResult *res, void *userdata)
+{
+	Ending *e = userdata;
+	Coordinator *c = e->loss->t->c;
+	LogCtx lc = {.run_id = e->run_id,
+		     .thread_id = json_string_value(json_object_get(e->rec, "threadId"))};
+	char msg[160];
+
+	snprintf(msg, sizeof(msg), NODE_LOST_MSG_FMT, e->loss->node);
+	/* (a duplicate is this writer's own copy, resent after a lost
+	 * acknowledgement: another writer's would have been refused) */
+	if (res->err == 0) {
+		log_ctx(LOG_WARNING, &lc, "Run failed: %s (node_lost)", msg);
+		metrics_count_finish(c, "failed");
+		put_end(e, "failed", "node_lost", msg);
+		return;
+	}
+	/* -ESTALE: the log moved on since it was read (the lost node came back
+	 * and wrote, or ended the run): read it again, and end it unless it
+	 * ended. Else (no leader for a while): the same. This node owns the
+	 * thread now; its stale owner stops the run by itself (its lease
+	 * check), and is fenced once this end is in. */
+	if (res->err == -ESTALE)
+		log_ctx(LOG_NOTICE, &lc, "Run of lost node %s: its log moved on; reading it again",
+			e->loss->node);
+	free(e->text);
+	e->text = NULL;
+	e->seq = -1;
+	if (later(c, &e->attempts, last_again, e) == 0)
+		return;
+	log_ctx_errno(LOG_ERR, res->err, &lc, "Run of lost node %s could not be ended: %m",
+		      e->loss->node);
+	ending_free(e);
+}
+
+/* Is text (an event) terminal: its status, or NULL. */
+static const char *
+terminal_status(const void *data, size_t len, const char **code)
+{
+	json_auto_t *j = json_loadb(data, len, 0, NULL);
+	const char *type = json_string_value(json_object_get(j, "type"));
+	*code = NULL;
+	if (type && streq(type, "RUN_FINISHED"))
+		return "completed";
+	if (type && streq(type, "RUN_ERROR")) {
+		static char buf[64];
+		snprintf(buf, sizeof(buf), "%s",
+			 json_string_value(json_object_get(j, "code")) ?: "error");
+		*code = buf;
+		return "failed";
+	}
+	return NULL;
+}
+
+static void
+on_lost_last(Cluster *cl, int err, const ClusterRunLast *last, void *userdata)
+{
+	Ending *e = userdata;
+	Coordinator *c = e->loss->t->c;
+	const char *thread = json_string_value(json_object_get(e->rec, "threadId"));
+	LogCtx lc = {.run_id = e->run_id, .thread_id = thread};
+	uint64_t expect = 0;
+	char msg[160];
+
+	if (err == 0) {
+		const char *code, *status = terminal_status(last->data, last->len, &code);
+		e->seq = (int64_t)last->seq;
+		if (status) { /* its owner ended it, and died before the record */
+			log_ctx(LOG_NOTICE, &lc,
+				"Run of lost node %s had ended (%s); record corrected",
+				e->loss->node, status);
+			put_end(e, status, code, code ? "the run failed" : NULL);
+			return;
+		}
+		expect = last->stream_seq;
+	} else if (err != -ENOENT) {
+		if (later(c, &e->attempts, last_again, e) == 0)
+			return;
+		log_ctx_errno(LOG_ERR, err, &lc, "Run of lost node %s: its last event unread: %m",
+			      e->loss->node);
+		ending_free(e);
+		return;
+	}
+	e->seq = err == -ENOENT ? 0 : e->seq + 1;
+	snprintf(msg, sizeof(msg), NODE_LOST_MSG_FMT, e->loss->node);
+	json_auto_t *chunk =
+	    json_pack("{s:s, s:s, s:s, s:I}", "type", "RUN_ERROR", "message", msg, "code",
+		      "node_lost", "timestamp", (json_int_t)now_epoch_ms());
+	if (chunk)
+		agui_error_ids(chunk, thread, e->run_id);
+	e->text = chunk ? json_dump_compact(chunk) : NULL;
+	int r = e->text ? cluster_publish_events(c->cluster, e->run_id, (uint64_t)e->seq,
+						 &(ClusterEvent){e->text, strlen(e->text)}, 1,
+						 expect, on_lost_published, e)
+			: -ENOMEM;
+	if (r < 0)
+		on_lost_published(c->cluster, &(ClusterPublishResult){.err = r}, e);
+}
+
+static void
+end_run(Loss *l, json_t *rec)
+{
+	Coordinator *c = l->t->c;
+	const char *run_id = json_string_value(json_object_get(rec, "runId"));
+	Ending *e = run_id && strlen(run_id) == RUN_ID_LEN ? calloc(1, sizeof(*e)) : NULL;
+	if (!e)
+		return;
+	e->loss = loss_ref(l);
+	memcpy(e->run_id, run_id, RUN_ID_LEN + 1);
+	e->rec = json_incref(rec);
+	e->seq = -1;
+	int r = cluster_run_last(c->cluster, e->run_id, on_lost_last, e);
+	if (r < 0)
+		on_lost_last(c->cluster, r, &(ClusterRunLast){0}, e);
+}
+
+static void
+on_taken(Cluster *cl, int err, const ClusterOwner *owner, void *userdata)
+{
+	Taking *tk = userdata;
+	Loss *l = tk->loss;
+	Coordinator *c = l->t->c;
+	const char *thread = l->threads[tk->i];
+	LogCtx lc = {.thread_id = thread};
+
+	if (err == 0) {
+		log_ctx(LOG_NOTICE, &lc, "Thread taken over from lost node %s (epoch %" PRIu64 ")",
+			l->node, owner->epoch);
+		placement_own(c, thread);
+		size_t i;
+		json_t *rec;
+		json_array_foreach(l->runs, i, rec)
+		{
+			const char *t = json_string_value(json_object_get(rec, "threadId"));
+			if (t && streq(t, thread))
+				end_run(l, rec);
+		}
+	} else if (err == -ESTALE) {
+		log_ctx(LOG_DEBUG, &lc, "Thread of lost node %s: node %s took it", l->node,
+			owner->node[0] ? owner->node : "(another)");
+	} else {
+		if (later(c, &tk->attempts, take_again, tk) == 0)
+			return;
+		log_ctx_errno(LOG_ERR, err, &lc, "Thread of lost node %s not taken: %m", l->node);
+	}
+	free(tk);
+	loss_unref(l);
+}
+
+static void
+on_runs(Cluster *cl, int err, const ClusterKv *kv, size_t n, void *userdata)
+{
+	Loss *l = userdata;
+	Coordinator *c = l->t->c;
+
+	if (err < 0) {
+		if (later(c, &l->attempts, list_runs_again, l) == 0)
+			return;
+		log_error_errno(err,
+				"Cluster: runs of lost node %s not listed: %m; its threads "
+				"are not taken here",
+				l->node);
+		loss_unref(l);
+		return;
+	}
+	for (size_t i = 0; i < n; i++) {
+		json_t *rec = json_loadb(kv[i].value, kv[i].len, 0, NULL);
+		const char *node = json_string_value(json_object_get(rec, "node"));
+		const char *st = json_string_value(json_object_get(rec, "status"));
+		if (node && streq(node, l->node) && st && !run_status_terminal(st))
+			json_array_append(l->runs, rec);
+		json_decref(rec);
+	}
+	log_notice("Cluster: node %s lost: taking over its %zu thread(s), %zu run(s) running",
+		   l->node, l->n_threads, json_array_size(l->runs));
+	for (size_t i = 0; i < l->n_threads; i++) {
+		Taking *tk = calloc(1, sizeof(*tk));
+		if (!tk)
+			break;
+		tk->loss = loss_ref(l);
+		tk->i = i;
+		int r = cluster_take_thread(c->cluster, l->threads[i], cluster_node(c->cluster),
+					    l->revs[i], on_taken, tk);
+		if (r < 0)
+			on_taken(c->cluster, r, &(ClusterOwner){0}, tk);
+	}
+	loss_unref(l);
+}
+
+static void
+on_threads(Cluster *cl, int err, const ClusterKv *kv, size_t n, void *userdata)
+{
+	Loss *l = userdata;
+	Coordinator *c = l->t->c;
+	size_t k = 0;
+
+	if (err < 0) {
+		if (later(c, &l->attempts, list_threads_again, l) == 0)
+			return;
+		log_error_errno(err, "Cluster: threads of lost node %s not listed: %m", l->node);
+		loss_unref(l);
+		return;
+	}
+	for (size_t i = 0; i < n; i++)
+		k += kv[i].len == strlen(l->node) && memcmp(kv[i].value, l->node, kv[i].len) == 0;
+	l->threads = calloc(k ? k : 1, sizeof(char *));
+	l->revs = calloc(k ? k : 1, sizeof(uint64_t));
+	if (!l->threads || !l->revs) {
+		loss_unref(l);
+		return;
+	}
+	for (size_t i = 0; i < n; i++)
+		if (kv[i].len == strlen(l->node) && memcmp(kv[i].value, l->node, kv[i].len) == 0 &&
+		    (l->threads[l->n_threads] = strdup(kv[i].key)))
+			l->revs[l->n_threads++] = kv[i].revision;
+	if (l->n_threads == 0) {
+		log_notice("Cluster: node %s lost; it owned no thread", l->node);
+		loss_unref(l);
+		return;
+	}
+	int r = cluster_list(c->cluster, CLUSTER_RUNS, on_runs, l);
+	if (r < 0)
+		on_runs(c->cluster, r, NULL, 0, l);
+}
+
+void
+takeover_node_lost(Coordinator *c, const char *node)
+{
+	Takeover *t = c->takeover;
+
+	if (!t || !c->cluster)
+		return;
+	if (streq(node, cluster_node(c->cluster))) {
+		/* this node's own key expired (a pause): its lease check
+		 * re-verifies its threads and runs; it takes nothing */
+		log_warning("Cluster: this node's own heartbeat key expired; its threads may "
+			    "have been taken over");
+		return;
+	}
+	Loss *l = calloc(1, sizeof(*l));
+	if (!l || !(l->runs = json_array())) {
+		free(l);
+		log_error("Cluster: out of memory taking over node %s", node);
+		return;
+	}
+	l->t = t;
+	l->refs = 1;
+	snprintf(l->node, sizeof(l->node), "%s", node);
+	l->next = t->losses;
+	t->losses = l;
+	int r = cluster_list(c->cluster, CLUSTER_THREADS, on_threads, l);
+	if (r < 0)
+		on_threads(c->cluster, r, NULL, 0, l);
+}
+
+/* ---- this node's lease, its load ---- */
+
+typedef struct OwnCheck {
+	Coordinator *c;
+	char run_id[RUN_ID_LEN + 1];
+	char thread[]; /* for a check of the thread's owner */
+} OwnCheck;
+
+static void
+on_own_thread(Cluster *cl, int err, const ClusterOwner *owner, void *userdata)
+{
+	OwnCheck *oc = userdata;
+	LogCtx lc = {.run_id = oc->run_id, .thread_id = oc->thread};
+
+	if (err == 0 && !streq(owner->node, cluster_node(cl))) {
+		log_ctx(LOG_WARNING, &lc,
+			"Run's thread was taken over by %s while this node's lease lapsed",
+			owner->node);
+		replicate_fence(oc->c, oc->run_id);
+	}
+	free(oc);
+}
+
+static void
+on_own_last(Cluster *cl, int err, const ClusterRunLast *last, void *userdata)
+{
+	OwnCheck *oc = userdata;
+
+	if (err == 0 && !replicate_own_writer(oc->c, last->writer)) {
+		log_ctx(LOG_WARNING, &(LogCtx){.run_id = oc->run_id},
+			"Run was written by %s while this node's lease lapsed", last->writer);
+		replicate_fence(oc->c, oc->run_id);
+	}
+	free(oc);
+}
+
+/* After a lapse of the lease: is each run driven here still this node's —
+ * its thread (a taker owns it now, even if it has not ended the run yet),
+ * and its log (another node wrote it last)? */
+static void
+check_own_runs(Coordinator *c)
+{
+	for (Run *run = c->runs; run; run = run->next) {
+		if (run->state == RUN_DONE)
+			continue;
+		size_t tl = strlen(run->thread_id) + 1;
+		OwnCheck *oc = calloc(1, sizeof(*oc));
+		OwnCheck *ot = calloc(1, sizeof(*ot) + tl);
+		if (oc) {
+			oc->c = c;
+			memcpy(oc->run_id, run->run_id, RUN_ID_LEN + 1);
+			if (cluster_run_last(c->cluster, oc->run_id, on_own_last, oc) < 0)
+				free(oc);
+		}
+		if (ot) {
+			ot->c = c;
+			memcpy(ot->run_id, run->run_id, RUN_ID_LEN + 1);
+			memcpy(ot->thread, run->thread_id, tl);
+			if (cluster_owner(c->cluster, ot->thread, on_own_thread, ot) < 0)
+				free(ot);
+		}
+	}
+}
+
+static void
+set_info(Coordinator *c)
+{
+	size_t runs = 0, sandboxes = 0;
+	for (Run *run = c->runs; run; run = run->next) {
+		if (run->state == RUN_DONE)
+			continue;
+		runs++;
+		bool seen = !run->sandbox_id;
+		for (Run *p = c->runs; !seen && p != run; p = p->next)
+			seen = p->state != RUN_DONE && p->sandbox_id &&
+			       streq(p->sandbox_id, run->sandbox_id);
+		sandboxes += !seen;
+	}
+	char info[128];
+	snprintf(info, sizeof(info), "{\"runs\":%zu,\"sandboxes\":%zu,\"threads\":%zu}", runs,
+		 sandboxes, placement_owned_count(c));
+	(void)cluster_set_node_info(c->cluster, info);
+}
+
+static void
+on_tick(evutil_socket_t fd, short what, void *arg)
+{
+	Takeover *t = arg;
+	Coordinator *c = t->c;
+	uint64_t g = cluster_lease(c->cluster);
+
+	set_info(c);
+	if (g == 0) {
+		if (t->lease && !t->lapsed)
+			log_warning("Cluster: this node's lease on its heartbeat key lapsed "
+				    "(no heartbeat acknowledged for half its TTL)");
+		t->lapsed = t->lease != 0;
+		return;
+	}
+	if (t->lease && (t->lapsed || g != t->lease)) {
+		log_notice("Cluster: lease back; checking that this node's runs are still its own");
+		check_own_runs(c);
+	}
+	t->lease = g;
+	t->lapsed = false;
+}
+
+int
+takeover_setup(Coordinator *c)
+{
+	if (!c->cluster)
+		return 0;
+	Takeover *t = calloc(1, sizeof(*t));
+	if (!t)
+		return -ENOMEM;
+	t->c = c;
+	int64_t ms = c->conf.shared.cluster.heartbeat_ms;
+	if (ms <= 0)
+		ms = 1000;
+	struct timeval tv = {ms / 1000, (ms % 1000) * 1000};
+	t->tick = event_new(c->base, -1, EV_PERSIST, on_tick, t);
+	if (!t->tick || event_add(t->tick, &tv) < 0) {
+		if (t->tick)
+			event_free(t->tick);
+		free(t);
+		return -ENOMEM;
+	}
+	c->takeover = t;
+	return 0;
+}
+
+/* After cluster_free(): no callback of a takeover in progress comes any more
+ * (the calls it had in flight are dropped with their small contexts). */
+void
+takeover_teardown(Coordinator *c)
+{
+	Takeover *t = c->takeover;
+	if (!t)
+		return;
+	if (t->tick)
+		event_free(t->tick);
+	while (t->losses) {
+		Loss *l = t->losses;
+		l->refs = 1;
+		loss_unref(l); /* unlinks it */
+	}
+	free(t);
+	c->takeover = NULL;
+}
