@@ -316,7 +316,7 @@ typedef struct ClusterRequest ClusterRequest;
  * thread. *ret (may be NULL) lets the caller cancel. 0, or -EINVAL (a node
  * name that cannot be a subject token, len over CLUSTER_RPC_MAX), -ENOTCONN,
  * -ENOMEM (cb never called). */
-int cluster_request(Cluster *c, const char *node, const void *data, size_t len,
-		    int64_t timeout_ms, ClusterReplyFn cb, void *userdata, ClusterRequest **ret);
+int cluster_request(Cluster *c, const char *node, const void *data, size_t len, int64_t timeout_ms,
+		    ClusterReplyFn cb, void *userdata, ClusterRequest **ret);
 /* No callback after it. NULL-safe; returns NULL. */
 ClusterRequest *cluster_request_cancel(ClusterRequest *r);
