@@ -117,6 +117,13 @@ session_id_check(const json_t *v)
 /* RUN_START's entry in the handler table (below): placement re-dispatches a
  * request it held while the thread was being claimed. */
 static int dispatch_run_start(Peer *p, const Frame *f, void *userdata);
+/* ... and forward.c those it held while it looked the thread's owner up */
+static int dispatch_run_get(Peer *p, const Frame *f, void *userdata);
+static int dispatch_run_cancel(Peer *p, const Frame *f, void *userdata);
+static int dispatch_thread_runs(Peer *p, const Frame *f, void *userdata);
+static int dispatch_chat_hydrate(Peer *p, const Frame *f, void *userdata);
+static int dispatch_snapshot_create(Peer *p, const Frame *f, void *userdata);
+static int dispatch_snapshot_restore(Peer *p, const Frame *f, void *userdata);
 
 static int
 handle_run_start(Peer *p, const Frame *f, const Msg_RUN_START *req, void *ud)
@@ -278,6 +285,9 @@ handle_run_get(Peer *p, const Frame *f, const Msg_RUN_GET *m, void *ud)
 	 * thread scope against the record it gets (docs/SECURITY.md) */
 	if (!m->any_thread && !thread_named(p, f, m->thread_id))
 		goto out;
+	/* cluster mode: a thread another node owns is answered by it */
+	if (m->thread_id && forward_by_thread(cl->c, p, f, m->thread_id, dispatch_run_get, ud))
+		goto out;
 	ret = owned_record(cl->c, m->run_id, m->thread_id, &rec);
 	if (ret == 0)
 		ret = reply_record(p, f->req_id, rec);
@@ -299,6 +309,9 @@ handle_run_read(Peer *p, const Frame *f, const Msg_RUN_READ *m, void *ud)
 	int ret = 0;
 
 	if (!thread_named(p, f, thread_id))
+		goto out;
+	/* cluster mode: a run this node does not hold is read from JetStream */
+	if (remote_run_read(cl->c, p, f, m))
 		goto out;
 	if (ret == 0 && from < -1)
 		ret = -EINVAL;
@@ -349,6 +362,9 @@ handle_watch(Peer *p, const Frame *f, void *ud, bool watch, const char *run_id,
 		goto out;
 	if (ret == 0 && strlen(run_id) != RUN_ID_LEN)
 		ret = -ENOENT;
+	/* cluster mode: a run this node does not hold is watched in JetStream */
+	if (ret == 0 && watch && remote_run_watch(c, cl, p, f, run_id, thread_id))
+		goto out;
 	/* a watch delivers the run's events: only to its thread */
 	if (ret == 0 && watch && thread_id)
 		ret = owned_record(c, run_id, thread_id, &rec);
@@ -373,6 +389,7 @@ handle_watch(Peer *p, const Frame *f, void *ud, bool watch, const char *run_id,
 			if ((*pp)->client == cl && streq((*pp)->run_id, run_id)) {
 				Watch *w = *pp;
 				*pp = w->next;
+				remote_watch_drop(c, w);
 				free(w);
 			} else
 				pp = &(*pp)->next;
@@ -430,6 +447,8 @@ handle_run_cancel(Peer *p, const Frame *f, const Msg_RUN_CANCEL *m, void *ud)
 	int ret = 0;
 
 	if (!thread_named(p, f, m->thread_id))
+		goto out;
+	if (m->thread_id && forward_by_thread(c, p, f, m->thread_id, dispatch_run_cancel, ud))
 		goto out;
 	ret = owned_record(c, run_id, m->thread_id, &rec);
 	if (ret < 0)
@@ -503,6 +522,8 @@ handle_chat_hydrate(Peer *p, const Frame *f, const Msg_CHAT_HYDRATE *m, void *ud
 
 	if (!thread_id_valid(thread_id))
 		ret = -EINVAL;
+	if (ret == 0 && forward_by_thread(cl->c, p, f, thread_id, dispatch_chat_hydrate, ud))
+		goto out;
 	if (ret == 0) {
 		ret = chat_hydrate(cl->c, thread_id, &body);
 		if (ret == -EFBIG) {
@@ -559,6 +580,8 @@ handle_thread_runs(Peer *p, const Frame *f, const Msg_THREAD_RUNS *m, void *ud)
 				 "status must be running, completed, failed or aborted");
 		goto out;
 	}
+	if (ret == 0 && forward_by_thread(cl->c, p, f, thread_id, dispatch_thread_runs, ud))
+		goto out;
 	if (ret == 0)
 		ret = runlog_thread_runs(cl->c->runlog, thread_id, status, &list);
 	if (ret == 0) {
@@ -695,6 +718,11 @@ handle_snapshot(Peer *p, const Frame *f, void *ud, const char *thread_id, const 
 		    "threadId must be a non-empty printable string of at most 256 bytes");
 		goto out;
 	}
+	/* cluster mode: the thread's workspace is on its owner (a claim, as a
+	 * first run makes) */
+	if (placement_run_start(c, p, f, thread_id,
+				restore ? dispatch_snapshot_restore : dispatch_snapshot_create, ud))
+		goto out;
 	if (c->conf.reuse == REUSE_NONE) {
 		peer_reply_error(p, f->req_id, -EBUSY,
 				 "reuse = none: each run has its own workspace, a thread has none "
@@ -897,6 +925,7 @@ client_closed(Peer *p, int err, void *ud)
 		if ((*pp)->client == cl) {
 			Watch *w = *pp;
 			*pp = w->next;
+			remote_watch_drop(c, w);
 			free(w);
 		} else
 			pp = &(*pp)->next;
@@ -915,6 +944,28 @@ static const PeerOps client_ops = {
     .handlers = client_handlers,
     .on_close = client_closed,
 };
+
+int
+coordinator_attach_client(Coordinator *c, int fd, bool forwarded)
+{
+	Client *cl = calloc(1, sizeof(*cl));
+	int r;
+
+	if (!cl) {
+		close(fd);
+		return -ENOMEM;
+	}
+	cl->c = c;
+	cl->forwarded = forwarded;
+	r = peer_new(c->base, fd, &client_ops, cl, (size_t)c->conf.shared.max_frame, &cl->peer);
+	if (r < 0) {
+		free(cl);
+		return r;
+	}
+	cl->next = c->clients;
+	c->clients = cl;
+	return 0;
+}
 
 /* PeerServerConf.accepted: a connection from root or our own uid. */
 static void *
@@ -1006,6 +1057,8 @@ coordinator_free(Coordinator *c)
 		return NULL;
 	if (c->base)
 		commit_now(c);
+	forward_teardown(c);
+	remote_teardown(c);
 	replicate_teardown(c); /* what waits for JetStream is dropped, not acknowledged */
 	while (c->runs)
 		run_free(c->runs);
@@ -1092,6 +1145,9 @@ coordinator_new(const DaemonArgs *args, Coordinator **ret)
 	if (r < 0)
 		return r;
 	r = replicate_setup(c); /* cluster mode: connect or fail closed */
+	if (r < 0)
+		return r;
+	r = forward_setup(c); /* cluster mode: serve what other nodes forward */
 	if (r < 0)
 		return r;
 	commit_setup(c, &coordinator_commit_hooks);
