@@ -25,7 +25,6 @@ import threading
 import time
 
 import rwtest
-from ipc import Ipc, IpcError
 from rwcluster import Cluster
 from rwtest import assert_gapfree, poll, stdout_text
 from t_files import jreq, req, workspace
@@ -42,16 +41,7 @@ stop_all = C.stop_all
 SLOW = "for i in $(seq 1 30); do echo line$i; sleep 0.05; done"
 
 
-def local_run(s, run):
-    """The run's record in s's own run log (no forwarding: a tool client
-    naming no thread), or None."""
-    c = Ipc(os.path.join(s.dir, "run", "coordinatord.sock"))
-    try:
-        return c.call("RUN_GET", {"run_id": run})
-    except IpcError:
-        return None
-    finally:
-        c.close()
+local_run = C.local_record
 
 
 def in_parallel(*fns):
