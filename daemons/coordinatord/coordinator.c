@@ -254,6 +254,30 @@ out:
 	return ret;
 }
 
+/* Cluster mode: what a read shows of a run whose last committed events
+ * JetStream has not acknowledged yet — the events up to the replicated mark
+ * (ev may be NULL), and a record with that lastSeq, still running. */
+static void
+cap_to_replicated(Coordinator *c, json_t *rec, RunLogEvents *ev)
+{
+	const char *run_id = json_string_value(json_object_get(rec, "runId"));
+	int64_t mark = run_id ? replicate_mark(c, run_id) : INT64_MAX;
+	json_int_t last = json_integer_value(json_object_get(rec, "lastSeq"));
+
+	if (mark == INT64_MAX || mark >= last)
+		return;
+	json_object_set_new(rec, "lastSeq", json_integer(mark));
+	json_object_set_new(rec, "status", json_string("running"));
+	json_object_del(rec, "error");
+	if (ev && ev->n > 0) {
+		int64_t keep = mark - ev->first_seq + 1;
+		size_t k = keep <= 0 ? 0 : MIN((size_t)keep, ev->n);
+		for (size_t i = k; i < ev->n; i++)
+			free(ev->texts[i]);
+		ev->n = k;
+	}
+}
+
 /* The record of run_id if thread_id (when given) owns it; -ENOENT otherwise. */
 static int
 owned_record(Coordinator *c, const char *run_id, const char *thread_id, json_t **ret)
@@ -289,8 +313,10 @@ handle_run_get(Peer *p, const Frame *f, const Msg_RUN_GET *m, void *ud)
 	if (m->thread_id && forward_by_thread(cl->c, p, f, m->thread_id, dispatch_run_get, ud))
 		goto out;
 	ret = owned_record(cl->c, m->run_id, m->thread_id, &rec);
-	if (ret == 0)
+	if (ret == 0) {
+		cap_to_replicated(cl->c, rec, NULL);
 		ret = reply_record(p, f->req_id, rec);
+	}
 out:
 	json_decref(rec);
 	return ret;
@@ -326,6 +352,8 @@ handle_run_read(Peer *p, const Frame *f, const Msg_RUN_READ *m, void *ud)
 	if (ret == 0 && thread_id &&
 	    !streq(thread_id, json_string_value(json_object_get(rec, "threadId")) ?: ""))
 		ret = -ENOENT;
+	if (ret == 0)
+		cap_to_replicated(cl->c, rec, &ev);
 	if (ret == 0) {
 		_cleanup_free_ char *rs = json_dump_compact(rec);
 		MpWriter w;

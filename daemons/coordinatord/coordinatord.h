@@ -405,6 +405,12 @@ void replicate_teardown(Coordinator *c);
 /* Readiness for STATUS_GET's cluster_ok: true without cluster mode. */
 bool replicate_ready(Coordinator *c);
 bool replicate_active(Coordinator *c);
+/* The seq of run_id's last event JetStream acknowledged while later ones
+ * of this process's commits are still in flight (-1: none yet); INT64_MAX
+ * when nothing waits (no cluster, nothing in flight, or a run whose
+ * replication ended: its log is the local one). Reads serve no event past
+ * it: nothing is visible before it is durable in the cluster. */
+int64_t replicate_mark(Coordinator *c, const char *run_id);
 int replicate_events(Coordinator *c, const char *run_id, int64_t first_seq,
 		     const char *const *texts, const size_t *lens, size_t n,
 		     void (*done)(Coordinator *c, int err, void *arg), void *arg);
