@@ -15,16 +15,20 @@ three-server NATS JetStream cluster and three runwarden nodes a, b, c
   served;
 - a's coordinatord stopped (SIGSTOP): a forwarded request answers 503
   owner_unreachable within the forwarding timeout, nothing crashes; after
-  SIGCONT the same request works.
+  SIGCONT the same request works;
+- the owner's own reads show nothing JetStream has not acknowledged (NATS
+  stopped under a running run: its log grows, its reads do not).
 
 The tests build on each other (one NATS cluster, three suites), in order."""
+import json
 import os
+import re
 import signal
 import subprocess
 import threading
 import time
 
-import rwtest
+from ipc import Ipc
 from rwcluster import Cluster
 from rwtest import assert_gapfree, poll, stdout_text
 from t_files import jreq, req, workspace
@@ -213,5 +217,45 @@ def test_owner_stopped_answers_owner_unreachable():
         assert local_run(a, run2)
         for s in (a, b):
             assert s.procs["coordinatord"].poll() is None
+    except Exception:
+        stop_all()
+        raise
+
+
+def coord_call(s, name, body):
+    c = Ipc(os.path.join(s.dir, "run", "coordinatord.sock"))
+    try:
+        return c.call(name, body)
+    finally:
+        c.close()
+
+
+def commits(s):
+    text = coord_call(s, "STATUS_GET", {})["metrics"]
+    return int(re.search(r"^runwarden_commit_seconds_count (\d+)$", text, re.M).group(1))
+
+
+def test_owner_shows_nothing_jetstream_has_not_acknowledged():
+    """The owner's own reads stop at the replicated mark: with NATS gone, the
+    run's output is still committed to a's log, but RUN_READ and RUN_GET show
+    nothing past what JetStream acknowledged."""
+    try:
+        a = node("a")
+        run = a.start_run("for i in $(seq 1 200); do echo tick$i; sleep 0.1; done",
+                          thread="t-mark")
+        assert poll(lambda: len(C.jetstream_events(run)) >= 3, timeout=20)
+        C.stop_nats()
+        time.sleep(1.5)  # what was in flight settled; later commits wait for NATS
+        m1 = commits(a)
+        r1 = coord_call(a, "RUN_READ", {"run_id": run, "from_seq": -1, "max": 1000})
+        g1 = json.loads(coord_call(a, "RUN_GET", {"run_id": run})["record"])
+        time.sleep(1.0)
+        m2 = commits(a)
+        r2 = coord_call(a, "RUN_READ", {"run_id": run, "from_seq": -1, "max": 1000})
+        rec1, rec2 = json.loads(r1["record"]), json.loads(r2["record"])
+        assert m2 > m1, ("the run's output is not being committed", m1, m2)
+        assert rec2["lastSeq"] == rec1["lastSeq"] == g1["lastSeq"], (rec1, rec2, g1)
+        assert len(r2["events"]) == rec2["lastSeq"] + 1, (len(r2["events"]), rec2)
+        assert rec2["status"] == "running", rec2
     finally:
         stop_all()
