@@ -297,11 +297,12 @@ cluster_request(Cluster *c, const char *node, const void *data, size_t len, int6
 	char reply[sizeof(c->rpc_inbox) + 24], deadline[24];
 	natsMsg *m = NULL;
 
-	if (!cluster_valid_token(node, CLUSTER_NODE_MAX - 1) || len > CLUSTER_RPC_MAX || !cb ||
-	    timeout_ms <= 0)
+	if (!cluster_valid_token(node, CLUSTER_NODE_MAX - 1) || !cb || timeout_ms <= 0)
 		return -EINVAL;
 	if (c->closing || !c->nc)
 		return -ENOTCONN;
+	if (len > cluster_rpc_max(c))
+		return -EMSGSIZE;
 	int r = inbox_ensure(c);
 	if (r < 0)
 		return r;
@@ -337,6 +338,16 @@ cluster_request(Cluster *c, const char *node, const void *data, size_t len, int6
 	if (ret)
 		*ret = q;
 	return 0;
+}
+
+size_t
+cluster_rpc_max(Cluster *c)
+{
+	int64_t m = c->nc ? natsConnection_GetMaxPayload(c->nc) : 0;
+	/* a little room for the headers of the request */
+	if (m <= 1024)
+		return CLUSTER_RPC_MAX;
+	return MIN((size_t)m - 512, (size_t)CLUSTER_RPC_MAX);
 }
 
 ClusterRequest *

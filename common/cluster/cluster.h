@@ -314,9 +314,14 @@ typedef void (*ClusterReplyFn)(Cluster *c, int err, const void *data, size_t len
 typedef struct ClusterRequest ClusterRequest;
 /* Send data (copied) to node's server; cb is called once, on the loop
  * thread. *ret (may be NULL) lets the caller cancel. 0, or -EINVAL (a node
- * name that cannot be a subject token, len over CLUSTER_RPC_MAX), -ENOTCONN,
+ * name that cannot be a subject token), -EMSGSIZE (len over cluster_rpc_max()), -ENOTCONN,
  * -ENOMEM (cb never called). */
 int cluster_request(Cluster *c, const char *node, const void *data, size_t len, int64_t timeout_ms,
 		    ClusterReplyFn cb, void *userdata, ClusterRequest **ret);
 /* No callback after it. NULL-safe; returns NULL. */
 ClusterRequest *cluster_request_cancel(ClusterRequest *r);
+/* The largest request or reply the servers accept (their max_payload, 1 MiB
+ * by default; at most CLUSTER_RPC_MAX). cluster_request() refuses more with
+ * -EMSGSIZE; a server must not answer with more (its requester would time
+ * out). */
+size_t cluster_rpc_max(Cluster *c);

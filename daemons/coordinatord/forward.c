@@ -198,6 +198,13 @@ forward_deferred(Coordinator *c, PeerDeferred *d, int type, const char *frame, s
 	o->timeout_ms = forward_timeout(c, type);
 	snprintf(o->owner, sizeof(o->owner), "%s", owner);
 	r = cluster_request(c->cluster, owner, frame, len, o->timeout_ms, out_replied, o, &o->rq);
+	if (r == -EMSGSIZE) {
+		(void)peer_deferred_error(d, -EMSGSIZE, "too_large",
+					  "the request is larger than the cluster forwards between "
+					  "nodes (NATS max_payload)");
+		free(o);
+		return;
+	}
 	if (r < 0) {
 		(void)peer_deferred_error(d, -EAGAIN, "cluster_unavailable",
 					  "the cluster cannot forward the request now");
@@ -342,7 +349,8 @@ in_answer(Incoming *in, int type, const msgpack_object *body, int err, const cha
 		mp_w_str(&w, "message", msg);
 		mp_w_str(&w, "reason", "owner_unreachable");
 	}
-	if (frame_encode(type, 0, w.sbuf.data, w.sbuf.size, CLUSTER_RPC_MAX, &buf, &len) == 0)
+	if (frame_encode(type, 0, w.sbuf.data, w.sbuf.size, cluster_rpc_max(c->cluster), &buf,
+			 &len) == 0)
 		(void)cluster_rpc_respond(c->cluster, TAKE_PTR(in->req), buf, len);
 	else {
 		/* too big for NATS: say so rather than time out */
@@ -351,7 +359,9 @@ in_answer(Incoming *in, int type, const msgpack_object *body, int err, const cha
 		mp_writer_init(&e);
 		mp_w_map(&e, 3);
 		mp_w_int(&e, "code", -EMSGSIZE);
-		mp_w_str(&e, "message", "the answer is too large to forward between nodes");
+		mp_w_str(&e, "message",
+			 "the answer is larger than the cluster forwards between nodes (NATS "
+			 "max_payload)");
 		mp_w_str(&e, "reason", "too_large");
 		if (frame_encode(MSG_ERROR, 0, e.sbuf.data, e.sbuf.size, SIZE_MAX, &b2, &len) == 0)
 			(void)cluster_rpc_respond(c->cluster, TAKE_PTR(in->req), b2, len);

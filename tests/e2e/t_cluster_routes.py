@@ -9,7 +9,7 @@ three-server NATS JetStream cluster and three runwarden nodes a, b, c
   events resumes with lastSeq; SSE through c gives the same events;
 - a run posted through b for a thread a owns runs on a (forwarded); its GET
   through c is a's record; a cancel through c stops it; files PUT and GET
-  through b land in a's workspace;
+  through b land in a's workspace (past NATS's max_payload: 413 too_large);
 - b and c race to claim one new thread through their routerds, again and
   again: exactly one of them claims it each time, and both requests are
   served;
@@ -144,6 +144,15 @@ def test_a_run_posted_through_b_runs_on_the_owner():
         with open(os.path.join(workspace(a, "t-own"), "through-b.txt"), "rb") as f:
             assert f.read() == b"hello from b\n"
         assert not os.path.exists(os.path.join(workspace(b, "t-own"), "through-b.txt"))
+        # past NATS's max_payload (1 MiB here) a request or an answer is
+        # refused as too large, not left to time out
+        big = os.urandom(1536 * 1024)
+        st, js = jreq(b, "PUT", "/threads/t-own/files/big.bin", big)
+        assert st == 413 and js["code"] == "too_large", (st, js)
+        assert jreq(a, "PUT", "/threads/t-own/files/big.bin", big)[0] == 201
+        st, _, data = req(b, "GET", "/threads/t-own/files/big.bin")
+        assert st == 413, (st, data[:200])
+        assert req(a, "GET", "/threads/t-own/files/big.bin")[2] == big
     except Exception:
         stop_all()
         raise
