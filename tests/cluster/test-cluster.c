@@ -536,6 +536,14 @@ test_request_reply(void **state)
 	assert_true(now_usec() - t0 < 2 * USEC_PER_SEC);
 	assert_int_equal(cluster_request(nb, "bad name", "x", 1, 100, reply_cb, &none, NULL),
 			 -EINVAL);
+	/* past the servers' max_payload: refused before it is sent */
+	size_t big = cluster_rpc_max(nb) + 1;
+	char *blob = calloc(1, big);
+	assert_non_null(blob);
+	assert_true(big <= 2 * 1024 * 1024); /* the servers' default, 1 MiB */
+	assert_int_equal(cluster_request(nb, "na", blob, big, 100, reply_cb, &none, NULL),
+			 -EMSGSIZE);
+	free(blob);
 
 	/* held unanswered: times out; the late answer is dropped */
 	sv.hold = true;
