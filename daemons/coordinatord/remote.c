@@ -44,6 +44,11 @@
 #define THREAD_CACHE_MAX 1024
 /* Re-reads of a lagging replica before a read answers with what it has. */
 #define LAG_RETRIES 40
+/* A run just started on its owner may have no event in the stream yet (its
+ * RUN_START is answered before its first commit is replicated): its first
+ * event is looked for this often, this many times, before -ENOENT. */
+#define FIRST_WAIT_MS 25
+#define FIRST_TRIES 80
 
 typedef struct RemoteWatch RemoteWatch;
 
@@ -69,7 +74,8 @@ typedef struct RRead {
 	int64_t from;	   /* events with seq > from */
 	size_t max, max_bytes, bytes;
 	ClusterRunLast last;
-	int tries;
+	int tries, first_tries;
+	struct event *timer; /* waiting for the run's first event */
 	uint64_t next_sseq;
 	/* the events read */
 	char **texts;
@@ -170,6 +176,8 @@ rread_free(RRead *r)
 			break;
 		}
 	peer_deferred_free(r->d);
+	if (r->timer)
+		event_free(r->timer);
 	for (size_t i = 0; i < r->n; i++)
 		free(r->texts[i]);
 	free(r->texts);
@@ -193,6 +201,18 @@ rread_fail(RRead *r, int err)
 	rread_free(r);
 }
 
+static void on_first(Cluster *cluster, int err, const ClusterReadEvent *ev, size_t n, uint64_t next,
+		     void *userdata);
+
+static void
+first_again(evutil_socket_t fd, short what, void *arg)
+{
+	RRead *r = arg;
+	int e = cluster_read_events(r->rr->c->cluster, r->run_id, 0, 0, 1, on_first, r);
+	if (e < 0)
+		rread_fail(r, e);
+}
+
 static void
 on_first(Cluster *cluster, int err, const ClusterReadEvent *ev, size_t n, uint64_t next,
 	 void *userdata)
@@ -200,6 +220,16 @@ on_first(Cluster *cluster, int err, const ClusterReadEvent *ev, size_t n, uint64
 	RRead *r = userdata;
 	if (err < 0)
 		return rread_fail(r, err);
+	if (n == 0 && ++r->first_tries < FIRST_TRIES && peer_deferred_peer(r->d)) {
+		/* not (yet) in the stream: a run its owner has just started? */
+		if (!r->timer)
+			r->timer = evtimer_new(r->rr->c->base, first_again, r);
+		if (r->timer) {
+			struct timeval tv = {0, FIRST_WAIT_MS * 1000};
+			evtimer_add(r->timer, &tv);
+			return;
+		}
+	}
 	json_auto_t *j = n > 0 ? json_loadb(ev[0].data, ev[0].len, 0, NULL) : NULL;
 	const char *thread = json_string_value(json_object_get(j, "threadId"));
 	if (n == 0 || ev[0].seq != 0)
