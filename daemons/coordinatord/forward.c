@@ -48,6 +48,9 @@
  * reads, a cancel). Files and snapshots wait for the owner's shim. */
 #define FORWARD_TIMEOUT_MS 4000
 #define FORWARD_FILE_TIMEOUT_MS 65000
+/* A cancel is answered when the run's processes are gone: longer than a read,
+ * within routerd's coord_timeout_ms (10 s by default). */
+#define FORWARD_CANCEL_TIMEOUT_MS 8000
 
 typedef struct Outgoing {
 	struct Outgoing *next;
@@ -175,6 +178,7 @@ forward_timeout(Coordinator *c, int type)
 {
 	switch (type) {
 	case MSG_THREAD_FILE: return FORWARD_FILE_TIMEOUT_MS;
+	case MSG_RUN_CANCEL: return FORWARD_CANCEL_TIMEOUT_MS;
 	case MSG_SNAPSHOT_CREATE:
 	case MSG_SNAPSHOT_RESTORE: return c->conf.snapshot_wait_ms + FORWARD_TIMEOUT_MS;
 	default: return FORWARD_TIMEOUT_MS;
