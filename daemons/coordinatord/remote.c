@@ -349,8 +349,13 @@ on_events(Cluster *cluster, int err, const ClusterReadEvent *ev, size_t n, uint6
 		r->texts[r->n] = t;
 		r->lens[r->n++] = ev[i].len;
 		r->bytes += ev[i].len;
-		if (ev[i].seq == r->last.seq)
+		/* the event at lastSeq gives the status; one published since the
+		 * leader was asked moves lastSeq (and the status) on */
+		if (ev[i].seq >= r->last.seq) {
+			json_decref(r->status_event);
 			r->status_event = json_loadb(ev[i].data, ev[i].len, 0, NULL);
+			r->last.seq = ev[i].seq;
+		}
 		full = r->n == r->max;
 	}
 	r->next_sseq = next;
