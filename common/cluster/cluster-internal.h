@@ -99,6 +99,15 @@ struct Cluster {
 	/* live watches of runs (loop thread only), by id */
 	ClusterWatch *watches;
 	uint64_t next_watch_id;
+
+	/* request/reply between nodes (cluster-rpc.c; loop thread only) */
+	natsSubscription *rpc_serve_sub; /* rw.node.<node>.rpc */
+	ClusterServeFn rpc_fn;
+	void *rpc_ud;
+	natsSubscription *rpc_inbox_sub; /* <inbox>.*: replies to our requests */
+	char rpc_inbox[64];
+	ClusterRequest *requests;
+	uint64_t next_request_id;
 };
 
 void cluster_submit(Cluster *c, Job *j); /* loop thread */
@@ -116,6 +125,8 @@ void cluster_publish_reconnected(Cluster *c);
 /* cluster-watch.c: the watches the caller left (their consumers die with
  * the connection) */
 void cluster_watch_free_all(Cluster *c);
+/* cluster-rpc.c: at cluster_free(), after the connection closed */
+void cluster_rpc_free_all(Cluster *c);
 /* cluster-kv.c */
 int cluster_ensure(Cluster *c); /* worker: stream + buckets */
 int cluster_nodes_start(Cluster *c);

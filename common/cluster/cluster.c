@@ -541,6 +541,7 @@ cluster_free(Cluster *c)
 	free_jobs(c, mailbox_take(c->mb, true)); /* and later posts are dropped */
 	cluster_publish_free_all(c);
 	cluster_watch_free_all(c);
+	cluster_rpc_free_all(c);
 	kvStore_Destroy(c->kv_threads);
 	kvStore_Destroy(c->kv_nodes);
 	kvStore_Destroy(c->kv_runs);

@@ -310,3 +310,53 @@ typedef void (*ClusterListFn)(Cluster *c, int err, const ClusterKv *kv, size_t n
  * down). O(entries): for takeover and `runwarden cluster status`, not for a
  * request path. */
 int cluster_list(Cluster *c, ClusterBucket bucket, ClusterListFn cb, void *userdata);
+
+/* ---- node-to-node request/reply (rw.node.<node>.rpc) ----
+ *
+ * Core NATS request/reply, not JetStream: nothing is stored. A request goes
+ * to one node's subject and is answered by that node's server (at most one
+ * answer is used). Each request carries its deadline (header Rw-Deadline,
+ * epoch ms): a server that receives it after the deadline (it was stopped or
+ * slow) drops it unanswered and unexecuted, so a requester that gave up
+ * never has its request run later. This assumes the hosts' clocks agree to
+ * well under the timeout (NTP). */
+#define CLUSTER_RPC_PREFIX "rw.node."
+#define CLUSTER_RPC_SUFFIX ".rpc"
+#define CLUSTER_RPC_MAX (8u << 20) /* request or reply bytes */
+
+/* An incoming request, the server's to answer once (cluster_rpc_respond) or
+ * drop (cluster_rpc_free). Both must precede cluster_free(). */
+typedef struct ClusterRpc ClusterRpc;
+typedef void (*ClusterServeFn)(Cluster *c, ClusterRpc *req, const void *data, size_t len,
+			       void *userdata);
+/* Serve this node's subject rw.node.<node>.rpc: fn gets each request (on the
+ * loop thread), from now until cluster_free(). Once per Cluster: -EALREADY
+ * the second time. 0 or a negative errno. */
+int cluster_serve(Cluster *c, ClusterServeFn fn, void *userdata);
+/* Answer req with data (copied) and release it. 0, or a negative errno
+ * (req is released either way; the requester then times out). */
+int cluster_rpc_respond(Cluster *c, ClusterRpc *req, const void *data, size_t len);
+/* Release req unanswered. NULL-safe; returns NULL. */
+ClusterRpc *cluster_rpc_free(ClusterRpc *req);
+/* Milliseconds left before the requester gives up (≥ 0). */
+int64_t cluster_rpc_remaining_ms(const ClusterRpc *req);
+
+/* err 0 and the reply's data; -ETIMEDOUT: no answer within timeout_ms (the
+ * node is stopped, partitioned or too slow); -EHOSTUNREACH: nothing serves
+ * that node's subject (its daemon is not running: known at once, from the
+ * server's "no responders"); -ENOTCONN: the connection closed meanwhile. */
+typedef void (*ClusterReplyFn)(Cluster *c, int err, const void *data, size_t len, void *userdata);
+typedef struct ClusterRequest ClusterRequest;
+/* Send data (copied) to node's server; cb is called once, on the loop
+ * thread. *ret (may be NULL) lets the caller cancel. 0, or -EINVAL (a node
+ * name that cannot be a subject token), -EMSGSIZE (len over cluster_rpc_max()), -ENOTCONN,
+ * -ENOMEM (cb never called). */
+int cluster_request(Cluster *c, const char *node, const void *data, size_t len, int64_t timeout_ms,
+		    ClusterReplyFn cb, void *userdata, ClusterRequest **ret);
+/* No callback after it. NULL-safe; returns NULL. */
+ClusterRequest *cluster_request_cancel(ClusterRequest *r);
+/* The largest request or reply the servers accept (their max_payload, 1 MiB
+ * by default; at most CLUSTER_RPC_MAX). cluster_request() refuses more with
+ * -EMSGSIZE; a server must not answer with more (its requester would time
+ * out). */
+size_t cluster_rpc_max(Cluster *c);

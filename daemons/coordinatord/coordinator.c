@@ -117,6 +117,13 @@ session_id_check(const json_t *v)
 /* RUN_START's entry in the handler table (below): placement re-dispatches a
  * request it held while the thread was being claimed. */
 static int dispatch_run_start(Peer *p, const Frame *f, void *userdata);
+/* ... and forward.c those it held while it looked the thread's owner up */
+static int dispatch_run_get(Peer *p, const Frame *f, void *userdata);
+static int dispatch_run_cancel(Peer *p, const Frame *f, void *userdata);
+static int dispatch_thread_runs(Peer *p, const Frame *f, void *userdata);
+static int dispatch_chat_hydrate(Peer *p, const Frame *f, void *userdata);
+static int dispatch_snapshot_create(Peer *p, const Frame *f, void *userdata);
+static int dispatch_snapshot_restore(Peer *p, const Frame *f, void *userdata);
 
 static int
 handle_run_start(Peer *p, const Frame *f, const Msg_RUN_START *req, void *ud)
@@ -247,6 +254,30 @@ out:
 	return ret;
 }
 
+/* Cluster mode: what a read shows of a run whose last committed events
+ * JetStream has not acknowledged yet — the events up to the replicated mark
+ * (ev may be NULL), and a record with that lastSeq, still running. */
+static void
+cap_to_replicated(Coordinator *c, json_t *rec, RunLogEvents *ev)
+{
+	const char *run_id = json_string_value(json_object_get(rec, "runId"));
+	int64_t mark = run_id ? replicate_mark(c, run_id) : INT64_MAX;
+	json_int_t last = json_integer_value(json_object_get(rec, "lastSeq"));
+
+	if (mark == INT64_MAX || mark >= last)
+		return;
+	json_object_set_new(rec, "lastSeq", json_integer(mark));
+	json_object_set_new(rec, "status", json_string("running"));
+	json_object_del(rec, "error");
+	if (ev && ev->n > 0) {
+		int64_t keep = mark - ev->first_seq + 1;
+		size_t k = keep <= 0 ? 0 : MIN((size_t)keep, ev->n);
+		for (size_t i = k; i < ev->n; i++)
+			free(ev->texts[i]);
+		ev->n = k;
+	}
+}
+
 /* The record of run_id if thread_id (when given) owns it; -ENOENT otherwise. */
 static int
 owned_record(Coordinator *c, const char *run_id, const char *thread_id, json_t **ret)
@@ -273,12 +304,30 @@ handle_run_get(Peer *p, const Frame *f, const Msg_RUN_GET *m, void *ud)
 	Client *cl = ud;
 	char real[RUN_ID_LEN + 1];
 	const char *text;
-	int ret;
+	json_t *rec = NULL;
+	int ret = 0;
 
 	/* any_thread: routerd's /chat join by run id alone checks the token's
 	 * thread scope against the record it gets (docs/SECURITY.md) */
 	if (!m->any_thread && !thread_named(p, f, m->thread_id))
 		return 0;
+	/* cluster mode: a thread another node owns is answered by it */
+	if (m->thread_id && forward_by_thread(cl->c, p, f, m->thread_id, dispatch_run_get, ud))
+		return 0;
+	if (cl->c->cluster) {
+		/* the record as far as JetStream acknowledged it (cap_to_replicated) */
+		ret = owned_record(cl->c, m->run_id, m->thread_id, &rec);
+		if (ret == 0) {
+			cap_to_replicated(cl->c, rec, NULL);
+			ret = reply_record(p, f->req_id, rec);
+		}
+		json_decref(rec);
+		/* not in this node's log: a lost node's run (its thread is ours now) */
+		if (ret == -ENOENT && remote_run_get(cl->c, p, f, m->run_id, m->thread_id))
+			return 0;
+		return ret;
+	}
+	/* the stored text, unparsed (runlog_get_text: GET polling, B7) */
 	ret = runlog_get_text(cl->c->runlog, m->run_id, m->thread_id, &text);
 	/* a /chat client's run id names its run too (RUN_START client_run_id) */
 	if (ret == -ENOENT && runlog_alias_get(cl->c->runlog, m->run_id, real) == 0)
@@ -302,6 +351,9 @@ handle_run_read(Peer *p, const Frame *f, const Msg_RUN_READ *m, void *ud)
 
 	if (!thread_named(p, f, thread_id))
 		goto out;
+	/* cluster mode: a run this node does not hold is read from JetStream */
+	if (remote_run_read(cl->c, p, f, m))
+		goto out;
 	if (ret == 0 && from < -1)
 		ret = -EINVAL;
 	if (ret == 0) {
@@ -315,6 +367,8 @@ handle_run_read(Peer *p, const Frame *f, const Msg_RUN_READ *m, void *ud)
 	if (ret == 0 && thread_id &&
 	    !streq(thread_id, json_string_value(json_object_get(rec, "threadId")) ?: ""))
 		ret = -ENOENT;
+	if (ret == 0)
+		cap_to_replicated(cl->c, rec, &ev);
 	if (ret == 0) {
 		_cleanup_free_ char *rs = json_dump_compact(rec);
 		MpWriter w;
@@ -351,6 +405,9 @@ handle_watch(Peer *p, const Frame *f, void *ud, bool watch, const char *run_id,
 		goto out;
 	if (ret == 0 && strlen(run_id) != RUN_ID_LEN)
 		ret = -ENOENT;
+	/* cluster mode: a run this node does not hold is watched in JetStream */
+	if (ret == 0 && watch && remote_run_watch(c, cl, p, f, run_id, thread_id))
+		goto out;
 	/* a watch delivers the run's events: only to its thread */
 	if (ret == 0 && watch && thread_id)
 		ret = owned_record(c, run_id, thread_id, &rec);
@@ -375,6 +432,7 @@ handle_watch(Peer *p, const Frame *f, void *ud, bool watch, const char *run_id,
 			if ((*pp)->client == cl && streq((*pp)->run_id, run_id)) {
 				Watch *w = *pp;
 				*pp = w->next;
+				remote_watch_drop(c, w);
 				free(w);
 			} else
 				pp = &(*pp)->next;
@@ -432,6 +490,8 @@ handle_run_cancel(Peer *p, const Frame *f, const Msg_RUN_CANCEL *m, void *ud)
 	int ret = 0;
 
 	if (!thread_named(p, f, m->thread_id))
+		goto out;
+	if (m->thread_id && forward_by_thread(c, p, f, m->thread_id, dispatch_run_cancel, ud))
 		goto out;
 	ret = owned_record(c, run_id, m->thread_id, &rec);
 	if (ret < 0)
@@ -505,6 +565,8 @@ handle_chat_hydrate(Peer *p, const Frame *f, const Msg_CHAT_HYDRATE *m, void *ud
 
 	if (!thread_id_valid(thread_id))
 		ret = -EINVAL;
+	if (ret == 0 && forward_by_thread(cl->c, p, f, thread_id, dispatch_chat_hydrate, ud))
+		goto out;
 	if (ret == 0) {
 		ret = chat_hydrate(cl->c, thread_id, &body);
 		if (ret == -EFBIG) {
@@ -561,6 +623,8 @@ handle_thread_runs(Peer *p, const Frame *f, const Msg_THREAD_RUNS *m, void *ud)
 				 "status must be running, completed, failed or aborted");
 		goto out;
 	}
+	if (ret == 0 && forward_by_thread(cl->c, p, f, thread_id, dispatch_thread_runs, ud))
+		goto out;
 	if (ret == 0)
 		ret = runlog_thread_runs(cl->c->runlog, thread_id, status, &list);
 	if (ret == 0) {
@@ -697,6 +761,11 @@ handle_snapshot(Peer *p, const Frame *f, void *ud, const char *thread_id, const 
 		    "threadId must be a non-empty printable string of at most 256 bytes");
 		goto out;
 	}
+	/* cluster mode: the thread's workspace is on its owner (a claim, as a
+	 * first run makes) */
+	if (placement_run_start(c, p, f, thread_id,
+				restore ? dispatch_snapshot_restore : dispatch_snapshot_create, ud))
+		goto out;
 	if (c->conf.reuse == REUSE_NONE) {
 		peer_reply_error(p, f->req_id, -EBUSY,
 				 "reuse = none: each run has its own workspace, a thread has none "
@@ -899,6 +968,7 @@ client_closed(Peer *p, int err, void *ud)
 		if ((*pp)->client == cl) {
 			Watch *w = *pp;
 			*pp = w->next;
+			remote_watch_drop(c, w);
 			free(w);
 		} else
 			pp = &(*pp)->next;
@@ -917,6 +987,28 @@ static const PeerOps client_ops = {
     .handlers = client_handlers,
     .on_close = client_closed,
 };
+
+int
+coordinator_attach_client(Coordinator *c, int fd, bool forwarded)
+{
+	Client *cl = calloc(1, sizeof(*cl));
+	int r;
+
+	if (!cl) {
+		close(fd);
+		return -ENOMEM;
+	}
+	cl->c = c;
+	cl->forwarded = forwarded;
+	r = peer_new(c->base, fd, &client_ops, cl, (size_t)c->conf.shared.max_frame, &cl->peer);
+	if (r < 0) {
+		free(cl);
+		return r;
+	}
+	cl->next = c->clients;
+	c->clients = cl;
+	return 0;
+}
 
 /* PeerServerConf.accepted: a connection from root or our own uid. */
 static void *
@@ -1008,6 +1100,8 @@ coordinator_free(Coordinator *c)
 		return NULL;
 	if (c->base)
 		commit_now(c);
+	forward_teardown(c);
+	remote_teardown(c);
 	replicate_teardown(c); /* what waits for JetStream is dropped, not acknowledged */
 	while (c->runs)
 		run_free(c->runs);
@@ -1094,6 +1188,9 @@ coordinator_new(const DaemonArgs *args, Coordinator **ret)
 	if (r < 0)
 		return r;
 	r = replicate_setup(c); /* cluster mode: connect or fail closed */
+	if (r < 0)
+		return r;
+	r = forward_setup(c); /* cluster mode: serve what other nodes forward */
 	if (r < 0)
 		return r;
 	commit_setup(c, &coordinator_commit_hooks);

@@ -45,12 +45,19 @@ struct Client {
 	Client *next;
 	Coordinator *c;
 	Peer *peer;
+	/* cluster mode: the loopback connection that carries requests other
+	 * nodes forwarded here (forward.c); they are served here, never
+	 * forwarded again */
+	bool forwarded;
 };
 
 typedef struct Watch {
 	struct Watch *next;
 	char run_id[RUN_ID_LEN + 1];
 	Client *client;
+	/* cluster mode, a run another node owns: its events from JetStream
+	 * (remote.c), else NULL */
+	struct RemoteWatch *remote;
 } Watch;
 
 /* Where a driven run is in its life. The usual path is WAIT_SHIM → ENSURING →
@@ -257,6 +264,11 @@ struct Coordinator {
 	struct Replicator *repl;     /* replicate.c's state, with cluster */
 	struct Placement *placement; /* placement.c's state, with cluster */
 	struct Takeover *takeover;   /* takeover.c's state, with cluster */
+	struct Forwarder *fwd;	     /* forward.c's state, with cluster */
+	struct RemoteReads *remote;  /* remote.c's state, with cluster */
+	/* set while a held request is handled again after its thread's owner
+	 * was looked up: route it here, do not look again */
+	bool route_here;
 };
 
 /* coordinator.c */
@@ -404,6 +416,12 @@ void replicate_teardown(Coordinator *c);
 /* Readiness for STATUS_GET's cluster_ok: true without cluster mode. */
 bool replicate_ready(Coordinator *c);
 bool replicate_active(Coordinator *c);
+/* The seq of run_id's last event JetStream acknowledged while later ones
+ * of this process's commits are still in flight (-1: none yet); INT64_MAX
+ * when nothing waits (no cluster, nothing in flight, or a run whose
+ * replication ended: its log is the local one). Reads serve no event past
+ * it: nothing is visible before it is durable in the cluster. */
+int64_t replicate_mark(Coordinator *c, const char *run_id);
 int replicate_events(Coordinator *c, const char *run_id, int64_t first_seq,
 		     const char *const *texts, const size_t *lens, size_t n, const json_t *rec,
 		     void (*done)(Coordinator *c, int err, void *arg), void *arg);
@@ -435,6 +453,53 @@ void placement_own(Coordinator *c, const char *thread);
 size_t placement_owned_count(Coordinator *c);
 /* Forget the claims in flight (their requests are dropped). */
 void placement_teardown(Coordinator *c);
+/* Does this node own the thread (as far as this process knew or claimed,
+ * while its lease held)? placement_own() remembers that it does (a takeover
+ * won, a lookup that found this node). */
+bool placement_owns(Coordinator *c, const char *thread_id);
+
+/* coordinator.c: a client connection on fd (the loopback of forward.c:
+ * forwarded = true). 0 or a negative errno (fd closed). */
+int coordinator_attach_client(Coordinator *c, int fd, bool forwarded);
+
+/* forward.c — cluster mode: requests about a thread another node owns are
+ * forwarded to that node's coordinatord over NATS request/reply
+ * (rw.node.<node>.rpc), and this node serves the requests others forward
+ * to it. No-ops without [cluster] nats. */
+/* Serve rw.node.<this node>.rpc (after replicate_setup). 0 or a negative errno. */
+int forward_setup(Coordinator *c);
+/* Drop requests in flight both ways (before replicate_teardown). */
+void forward_teardown(Coordinator *c);
+/* Before a request's work (RUN_GET with a thread, RUN_CANCEL, THREAD_RUNS,
+ * CHAT_HYDRATE): true when it took the request — forwarded it to the
+ * thread's owner, or holds it while the owner is looked up (then h(p, f, ud)
+ * runs again with route_here set, when this node owns it or no node does);
+ * false to go on here. */
+bool forward_by_thread(Coordinator *c, Peer *p, const Frame *f, const char *thread_id,
+		       PeerHandler h, void *ud);
+/* Forward a request (frame: frame_encode()'s bytes) held as d to node owner;
+ * d is answered with the owner's answer, or owner_unreachable. Takes d. */
+void forward_deferred(Coordinator *c, PeerDeferred *d, int type, const char *frame, size_t len,
+		      const char *owner);
+/* The request as frame_encode() bytes (req_id 0); 0 or -ENOMEM. */
+int forward_encode(const Frame *f, char **ret, size_t *ret_len);
+
+/* remote.c — cluster mode: RUN_READ and RUN_WATCH of a run this node's run
+ * log does not hold are served from the run's JetStream subject (gap-free,
+ * duplicate-free, from a seq), with a record derived from the stream: its
+ * lastSeq is the run's last event at the stream's leader, its status that of
+ * the terminal event when it is there. true: taken (answered now or later). */
+bool remote_run_read(Coordinator *c, Peer *p, const Frame *f, const Msg_RUN_READ *m);
+/* RUN_GET of a run this node's log lacks (a run of a node that was lost and
+ * whose thread this node took over): its record derived from its events in
+ * JetStream, as remote_run_read's. false: not a cluster, or a local run. */
+bool remote_run_get(Coordinator *c, Peer *p, const Frame *f, const char *run_id,
+		    const char *thread_id);
+bool remote_run_watch(Coordinator *c, Client *cl, Peer *p, const Frame *f, const char *run_id,
+		      const char *thread_id);
+/* Stop a watch's JetStream consumer (before freeing the Watch). */
+void remote_watch_drop(Coordinator *c, Watch *w);
+void remote_teardown(Coordinator *c);
 
 /* watchdog.c */
 /* After a commit: warn on crossing map_warn_percent, start size retention past its mark. */

@@ -30,6 +30,8 @@ static const PeerRelayOps file_relay = {
     .unavailable = "containerd-shim unavailable",
 };
 
+static int dispatch_again(Peer *p, const Frame *f, void *userdata);
+
 int
 handle_thread_file(Peer *p, const Frame *f, const Msg_THREAD_FILE *m, void *ud)
 {
@@ -45,6 +47,10 @@ handle_thread_file(Peer *p, const Frame *f, const Msg_THREAD_FILE *m, void *ud)
 					"256 bytes");
 		goto out;
 	}
+	/* cluster mode: the thread's workspace is on its owner (a claim, as a
+	 * first run makes) */
+	if (placement_run_start(c, p, f, m->thread_id, dispatch_again, ud))
+		goto out;
 	if (c->conf.reuse == REUSE_NONE) {
 		peer_reply_error_reason(p, f->req_id, -EBUSY, "reuse_none",
 					"with reuse = none each run has its own workspace and a "
@@ -82,3 +88,5 @@ handle_thread_file(Peer *p, const Frame *f, const Msg_THREAD_FILE *m, void *ud)
 out:
 	return ret;
 }
+
+MSG_HANDLER(dispatch_again, THREAD_FILE, handle_thread_file)

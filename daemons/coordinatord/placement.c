@@ -5,10 +5,12 @@
  *
  * A thread's first run on this node claims the thread in rw_threads (a KV
  * create: of any number of nodes claiming at once, exactly one owns it).
- * RUN_START waits for the claim: the request is held (its frame copied) and
- * handled again once this node owns the thread. A thread another node owns
- * is refused with ERROR reason not_owner (forwarding to the owner over NATS
- * request/reply is still to come); a cluster not ready refuses with
+ * RUN_START (and a thread's file and snapshot calls: its workspace is where
+ * its files are) waits for the claim: the request is held (its frame copied)
+ * and handled again once this node owns the thread. A request for a thread
+ * another node owns is forwarded to it (forward.c), unless it was itself
+ * forwarded here (then ERROR reason not_owner: the sender's view was stale;
+ * never forwarded twice); a cluster not ready refuses with
  * cluster_unavailable. The threads this node owns are remembered while this
  * node's lease on its rw_nodes key holds (cluster_lease(): the same
  * generation, heartbeats acknowledged): after a pause or a partition that
@@ -43,7 +45,8 @@ typedef struct Claim {
 	PeerHandler h;
 	void *ud;
 	int type;
-	char *frame; /* the request, encoded (frame_encode) */
+	bool forwarded; /* came from another node: never forwarded again */
+	char *frame;	/* the request, encoded (frame_encode) */
 	size_t len;
 	char thread[];
 } Claim;
@@ -178,6 +181,8 @@ on_claimed(Cluster *cluster, int err, const ClusterOwner *owner, void *userdata)
 				owner->epoch);
 		own(pl, cl->thread);
 		redispatch(cl);
+	} else if (err == -EEXIST && owner->node[0] && !cl->forwarded) {
+		forward_deferred(c, TAKE_PTR(cl->d), cl->type, cl->frame, cl->len, owner->node);
 	} else if (err == -EEXIST) {
 		char m[160];
 		snprintf(m, sizeof(m), "thread is owned by cluster node '%s'",
@@ -209,16 +214,8 @@ placement_run_start(Coordinator *c, Peer *p, const Frame *f, const char *thread_
 	}
 	size_t tl = strlen(thread_id) + 1;
 	Claim *cl = pl ? calloc(1, sizeof(*cl) + tl) : NULL;
-	msgpack_sbuffer sb;
-	msgpack_packer pk;
-	int r = -ENOMEM;
+	int r = cl ? forward_encode(f, &cl->frame, &cl->len) : -ENOMEM;
 
-	msgpack_sbuffer_init(&sb);
-	msgpack_packer_init(&pk, &sb, msgpack_sbuffer_write);
-	if (cl && msgpack_pack_object(&pk, *f->body) == 0)
-		r = frame_encode(f->type, f->req_id, sb.data, sb.size, SIZE_MAX, &cl->frame,
-				 &cl->len);
-	msgpack_sbuffer_destroy(&sb);
 	if (r == 0 && !(cl->d = peer_defer(p, f)))
 		r = -ENOMEM;
 	if (r == 0) {
@@ -227,6 +224,7 @@ placement_run_start(Coordinator *c, Peer *p, const Frame *f, const char *thread_
 		cl->h = h;
 		cl->ud = ud;
 		cl->type = f->type;
+		cl->forwarded = ((Client *)ud)->forwarded;
 		cl->next = pl->claims;
 		if (pl->claims)
 			pl->claims->prev = cl;
@@ -250,6 +248,15 @@ placement_run_start(Coordinator *c, Peer *p, const Frame *f, const char *thread_
 					    "- _ . = /)"
 					  : "the cluster cannot claim the thread now");
 	return true;
+}
+
+bool
+placement_owns(Coordinator *c, const char *thread_id)
+{
+	if (!c->placement)
+		return false;
+	check_lease(c, c->placement); /* a lapsed lease: nothing is known owned */
+	return owns(c->placement, thread_id);
 }
 
 void

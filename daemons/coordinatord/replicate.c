@@ -470,6 +470,26 @@ replicate_own_writer(Coordinator *c, const char *writer)
 	return c->cluster && own_writer(c->cluster, writer);
 }
 
+int64_t
+replicate_mark(Coordinator *c, const char *run_id)
+{
+	Replicator *r = c->repl;
+
+	if (!r)
+		return INT64_MAX;
+	for (RunRepl *rr = r->runs; rr; rr = rr->next)
+		if (streq(rr->run_id, run_id)) {
+			/* nothing in flight: all its commits of this process are
+			 * in the stream; a dead run's log is the local one; not
+			 * known yet: a restart's run, whose earlier events are in
+			 * the stream or published first */
+			if (!rr->head || rr->dead || !rr->known)
+				return INT64_MAX;
+			return rr->last_seq;
+		}
+	return INT64_MAX;
+}
+
 bool
 replicate_active(Coordinator *c)
 {

@@ -224,6 +224,7 @@ static const struct {
     /* cluster mode (coordinatord's placement.c, replicate.c) */
     {"not_owner", 409, "not_owner"},
     {"cluster_unavailable", 503, "unavailable"},
+    {"owner_unreachable", 503, "owner_unreachable"},
     {"replication_failed", 503, "unavailable"},
 };
 

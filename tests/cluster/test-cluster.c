@@ -464,6 +464,135 @@ owner_cb(Cluster *c, int err, const ClusterOwner *o, void *ud)
 	cl->done = true;
 }
 
+/* ---- request/reply between nodes ---- */
+
+typedef struct Served {
+	int n;
+	bool hold; /* keep the request unanswered */
+	ClusterRpc *held;
+} Served;
+
+static void
+serve_cb(Cluster *c, ClusterRpc *req, const void *data, size_t len, void *ud)
+{
+	Served *sv = ud;
+	sv->n++;
+	if (sv->hold) {
+		cluster_rpc_free(sv->held);
+		sv->held = req;
+		return;
+	}
+	char out[256];
+	int n = snprintf(out, sizeof(out), "%s:%.*s", cluster_node(c), (int)MIN(len, 200),
+			 (const char *)data);
+	assert_true(cluster_rpc_remaining_ms(req) > 0);
+	assert_int_equal(cluster_rpc_respond(c, req, out, (size_t)n), 0);
+}
+
+typedef struct Replied {
+	bool done;
+	int err;
+	char data[256];
+} Replied;
+
+static void
+reply_cb(Cluster *c, int err, const void *data, size_t len, void *ud)
+{
+	Replied *rp = ud;
+	rp->done = true;
+	rp->err = err;
+	snprintf(rp->data, sizeof(rp->data), "%.*s", (int)MIN(len, 255), (const char *)data);
+}
+
+/* (d) nb asks na over rw.node.na.rpc: the answer comes back; a node nobody
+ * serves is refused at once (no responders); an unanswered request times
+ * out, and a late answer is dropped; a request that reaches its server after
+ * its deadline is not served at all; the loop never blocks. */
+static void
+test_request_reply(void **state)
+{
+	static Served sv;
+	stall_reset();
+	assert_int_equal(cluster_serve(na, serve_cb, &sv), 0);
+	assert_int_equal(cluster_serve(na, serve_cb, &sv), -EALREADY);
+	bool never = false;
+	/* the loop sends the SUB; the servers propagate it along their routes */
+	loop_until(&never, 300);
+	for (int i = 0; i < 50; i++) {
+		Replied rp = {0};
+		char q[32];
+		snprintf(q, sizeof(q), "ping-%d", i);
+		assert_int_equal(cluster_request(nb, "na", q, strlen(q), 5000, reply_cb, &rp, NULL),
+				 0);
+		assert_true(loop_until(&rp.done, 10000));
+		assert_int_equal(rp.err, 0);
+		char want[64];
+		snprintf(want, sizeof(want), "na:%s", q);
+		assert_string_equal(rp.data, want);
+	}
+	assert_int_equal(sv.n, 50);
+
+	/* nobody serves rw.node.nz.rpc */
+	Replied none = {0};
+	usec_t t0 = now_usec();
+	assert_int_equal(cluster_request(nb, "nz", "x", 1, 5000, reply_cb, &none, NULL), 0);
+	assert_true(loop_until(&none.done, 10000));
+	assert_int_equal(none.err, -EHOSTUNREACH);
+	print_message("no responders: refused after %" PRIu64 " ms\n",
+		      (now_usec() - t0) / USEC_PER_MSEC);
+	assert_true(now_usec() - t0 < 2 * USEC_PER_SEC);
+	assert_int_equal(cluster_request(nb, "bad name", "x", 1, 100, reply_cb, &none, NULL),
+			 -EINVAL);
+	/* past the servers' max_payload: refused before it is sent */
+	size_t big = cluster_rpc_max(nb) + 1;
+	char *blob = calloc(1, big);
+	assert_non_null(blob);
+	assert_true(big <= 2 * 1024 * 1024); /* the servers' default, 1 MiB */
+	assert_int_equal(cluster_request(nb, "na", blob, big, 100, reply_cb, &none, NULL),
+			 -EMSGSIZE);
+	free(blob);
+
+	/* held unanswered: times out; the late answer is dropped */
+	sv.hold = true;
+	Replied late = {0};
+	t0 = now_usec();
+	assert_int_equal(cluster_request(nb, "na", "slow", 4, 300, reply_cb, &late, NULL), 0);
+	assert_true(loop_until(&late.done, 10000));
+	assert_int_equal(late.err, -ETIMEDOUT);
+	assert_true(now_usec() - t0 >= 290 * USEC_PER_MSEC);
+	assert_non_null(sv.held);
+	assert_int_equal(cluster_rpc_respond(na, TAKE_PTR(sv.held), "late", 4), 0);
+	loop_until(&never, 300); /* the late reply arrives and finds no request */
+	sv.hold = false;
+
+	/* cancelled: no callback */
+	Replied cancelled = {0};
+	ClusterRequest *cr = NULL;
+	assert_int_equal(cluster_request(nb, "na", "c", 1, 5000, reply_cb, &cancelled, &cr), 0);
+	cluster_request_cancel(cr);
+	loop_until(&never, 300);
+	assert_false(cancelled.done);
+
+	/* past its deadline when the server's loop gets it: not served */
+	int before = sv.n;
+	Replied gone = {0};
+	assert_int_equal(cluster_request(nb, "na", "gone", 4, 50, reply_cb, &gone, NULL), 0);
+	usleep(300 * 1000); /* the loop is "stopped" past the deadline */
+	assert_true(loop_until(&gone.done, 10000));
+	assert_int_equal(gone.err, -ETIMEDOUT);
+	loop_until(&never, 300);
+	assert_int_equal(sv.n, before);
+	stall_reset();
+	for (int i = 0; i < 20; i++) {
+		Replied rp = {0};
+		assert_int_equal(cluster_request(nb, "na", "again", 5, 5000, reply_cb, &rp, NULL),
+				 0);
+		assert_true(loop_until(&rp.done, 10000));
+		assert_int_equal(rp.err, 0);
+	}
+	assert_loop_not_blocked("70 requests");
+}
+
 /* (c) two nodes claim one new thread at once, 100 times: one owner each time. */
 static void
 test_claim_race(void **state)
@@ -922,6 +1051,7 @@ main(void)
 	    cmocka_unit_test(test_publish_read_dedupe),
 	    cmocka_unit_test(test_fencing),
 	    cmocka_unit_test(test_watch_live),
+	    cmocka_unit_test(test_request_reply),
 	    cmocka_unit_test(test_claim_race),
 	    cmocka_unit_test(test_heartbeat_expiry_takeover),
 	    cmocka_unit_test(test_list_last_lease),

@@ -7,7 +7,9 @@ and runwarden nodes pointing at it, for the cluster tests (docs/CLUSTER.md).
                                   # an rwtest.Suite with [cluster] node = a, ready
     c.kill_nats("n2")             # kill -9 of one server
     c.jetstream_events(run)       # [(seq, bytes)] of the run's subject
-    c.lmdb_events(a, run)         # the same read from a's coordinatord (RUN_READ)
+    c.lmdb_events(a, run)         # the same read from a's coordinatord (RUN_READ;
+                                  # a run a's log lacks is read from JetStream)
+    c.local_record(a, run)        # the run's record in a's own log, or None
     c.stop_all()                  # every node (hygiene asserted), then the servers
 
 Nodes log errors on purpose when NATS goes away under them; EXPECTED lists them."""
@@ -18,7 +20,7 @@ import sys
 import tempfile
 
 import rwtest
-from ipc import Ipc
+from ipc import Ipc, IpcError
 from rwtest import poll
 
 HERE = os.path.dirname(os.path.abspath(__file__))
@@ -107,6 +109,18 @@ node_ttl_ms = {self.node_ttl_ms}
             seq, _, hexb, writer = line.split(" ")
             evs.append((int(seq), bytes.fromhex(hexb), writer))
         return evs
+
+    @staticmethod
+    def local_record(s, run):
+        """The run's record in s's own run log, or None: RUN_GET naming no
+        thread (a tool client's) is never forwarded to another node."""
+        c = Ipc(os.path.join(s.dir, "run", "coordinatord.sock"))
+        try:
+            return json.loads(c.call("RUN_GET", {"run_id": run})["record"])
+        except IpcError:
+            return None
+        finally:
+            c.close()
 
     @staticmethod
     def lmdb_events(s, run):

@@ -5,7 +5,7 @@ and two runwarden nodes pointing at it:
 
 - a run's events in JetStream are exactly its log in LMDB (same seqs, same
   bytes), read back with tests/cluster/rw-cluster-read;
-- a second node refuses a run of a thread the first owns (409 not_owner);
+- a second node forwards a run of a thread the first owns to it;
 - a run another writer took over in JetStream is fenced: its processes are
   stopped and it is failed locally (code fenced), and JetStream's log of it
   ends with the other writer's event;
@@ -56,21 +56,23 @@ def test_events_in_jetstream_are_the_runs_log():
         raise
 
 
-def test_second_node_refuses_a_thread_the_first_owns():
+def test_second_node_forwards_a_thread_the_first_owns():
     try:
         b = node("b")
-        code, body = b.http("POST", "/runs", {"threadId": "t-js", "messages": [
-            {"role": "user", "content": "echo x"}]})
-        assert code == 409 and body["code"] == "not_owner", (code, body)
-        assert "owned by cluster node 'a'" in json.dumps(body), body
+        # a's thread through b: forwarded to a, where it runs (t_cluster_routes
+        # covers the routes; this is the behaviour that replaced 409 not_owner)
+        run = b.start_run("echo x", thread="t-js")
+        rec = b.wait_terminal(run, thread="t-js")
+        assert rec["status"] == "completed", rec
+        assert C.local_record(C.nodes["a"], run), "the run did not run on a"
         # a thread of its own is b's
         run = b.start_run("echo mine", thread="t-b")
         _, status, _, _ = b.tail(run, thread="t-b", timeout=30)
         assert status["status"] == "completed", status
-        # and a is refused b's thread
-        code, body = C.nodes["a"].http("POST", "/runs", {"threadId": "t-b", "messages": [
-            {"role": "user", "content": "echo x"}]})
-        assert code == 409, (code, body)
+        # and b's thread through a runs on b
+        run = C.nodes["a"].start_run("echo x", thread="t-b")
+        assert C.nodes["a"].wait_terminal(run, thread="t-b")["status"] == "completed"
+        assert C.local_record(b, run) and not C.local_record(C.nodes["a"], run)
     except Exception:
         stop_all()
         raise

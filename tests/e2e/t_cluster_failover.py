@@ -161,9 +161,13 @@ def test_sigstop_owner_past_ttl_one_writer_after_takeover():
         assert "while this node's lease lapsed" in b.log("coordinatord"), \
             b.log("coordinatord")[-3000:]
         for r_, t_ in ((run, "t-stop"), (quiet, "t-quiet")):
+            # b's own log says fenced; a GET through b goes to the thread's
+            # owner now, whose view is the cluster's: failed, node_lost
+            rec = C.local_record(b, r_)
+            assert rec and rec["status"] == "failed" and rec["error"]["code"] == "fenced", rec
             code, rec = b.http("GET", f"/runs/{r_}?threadId={t_}")
             assert code == 200 and rec["status"] == "failed" and \
-                rec["error"]["code"] == "fenced", rec
+                rec["error"]["code"] == "node_lost", (code, rec)
         # the log: b's events, then the new owner's node_lost, nothing after
         time.sleep(1)
         logs = check_logs(C, {run: seen, quiet: seen_quiet})
