@@ -322,8 +322,10 @@ handle_run_get(Peer *p, const Frame *f, const Msg_RUN_GET *m, void *ud)
 			ret = reply_record(p, f->req_id, rec);
 		}
 		json_decref(rec);
-		/* not in this node's log: a lost node's run (its thread is ours now) */
-		if (ret == -ENOENT && remote_run_get(cl->c, p, f, m->run_id, m->thread_id))
+		/* not in this node's log: a lost node's run (its thread is ours
+		 * now); a tool's RUN_GET naming no thread reads this log only */
+		if (ret == -ENOENT && m->thread_id &&
+		    remote_run_get(cl->c, p, f, m->run_id, m->thread_id))
 			return 0;
 		return ret;
 	}

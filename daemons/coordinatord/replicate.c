@@ -483,8 +483,18 @@ replicate_mark(Coordinator *c, const char *run_id)
 			 * in the stream; a dead run's log is the local one; not
 			 * known yet: a restart's run, whose earlier events are in
 			 * the stream or published first */
-			if (!rr->head || rr->dead || !rr->known)
+			if (!rr->head || rr->dead)
 				return INT64_MAX;
+			if (!rr->known) {
+				/* a new run's first batch (event 0) may wait behind
+				 * the put of its record (rw_runs): nothing of it is
+				 * acknowledged yet, and the mark must not go from
+				 * "all" back to -1 once that batch starts */
+				for (Batch *b = rr->head; b; b = b->next)
+					if (b->n > 0)
+						return b->first_seq == 0 ? -1 : INT64_MAX;
+				return INT64_MAX;
+			}
 			return rr->last_seq;
 		}
 	return INT64_MAX;
