@@ -231,6 +231,7 @@ sandbox_prepare_workspace(Shim *s, const char *id, char **ret_path)
 	const ShimConf *c = s->conf;
 	_cleanup_free_ char *dir = NULL, *ws = NULL;
 	_cleanup_close_ int fd = -1;
+	Reason why = {""};
 	uint32_t projid;
 	int r;
 
@@ -248,9 +249,11 @@ sandbox_prepare_workspace(Shim *s, const char *id, char **ret_path)
 		return log_error_errno(errno, "Failed to open '%s': %m", ws);
 	if (fchown(fd, (uid_t)c->host_uid, (gid_t)c->host_uid) < 0)
 		return log_error_errno(errno, "Failed to chown '%s': %m", ws);
-	r = quota_workspace_apply(c, id, fd, ws, &projid, s->create_err, sizeof(s->create_err));
-	if (r < 0)
+	r = quota_workspace_apply(c, id, fd, ws, &projid, &why);
+	if (r < 0) {
+		snprintf(s->create_err, sizeof(s->create_err), "%s", why.msg);
 		return r;
+	}
 	*ret_path = TAKE_PTR(ws);
 	return 0;
 }
