@@ -337,11 +337,11 @@ scan_handler(LoadState *st, const char *section, const char *key, const char *va
 	size_t pl = strlen(st->prefix);
 	if (!key || strncmp(section, st->prefix, pl) != 0)
 		return 1;
-	char why[256] = "";
-	int r = st->scan(section + pl, key, value, why, sizeof(why), st->scan_ud);
+	Reason why = {""};
+	int r = st->scan(section + pl, key, value, &why, st->scan_ud);
 	if (r < 0) {
 		snprintf(st->err, st->errlen, "%s:%d: %s: %s", st->name, st->line, key,
-			 why[0] ? why : "invalid value");
+			 why.msg[0] ? why.msg : "invalid value");
 		st->r = r;
 		st->err_line = st->line;
 		return 0;
@@ -524,11 +524,11 @@ typedef struct ItemScan {
 } ItemScan;
 
 static int
-item_scan(const char *name, const char *key, const char *value, char *why, size_t whylen, void *ud)
+item_scan(const char *name, const char *key, const char *value, Reason *why, void *ud)
 {
 	ItemScan *is = ud;
 	void *target = NULL;
-	int r = is->get(name, &target, why, whylen, is->ud);
+	int r = is->get(name, &target, why, is->ud);
 
 	if (r < 0)
 		return r;
@@ -541,12 +541,12 @@ item_scan(const char *name, const char *key, const char *value, char *why, size_
 		if (r == -ENOMEM)
 			return r;
 		if (r < 0) {
-			reason(it, value, r, w, why, whylen);
+			reason(it, value, r, w, why->msg, sizeof(why->msg));
 			return -EINVAL;
 		}
 		return 0;
 	}
-	snprintf(why, whylen, "unknown key in [%s%s]", is->prefix, name);
+	reason_set(why, "unknown key in [%s%s]", is->prefix, name);
 	return -EINVAL;
 }
 

@@ -101,8 +101,7 @@ daemon_load_config(const DaemonArgs *a, const ConfItem *items, size_t n, void *t
 #define SHIM_SNAPSHOT_TIMEOUT_DEFAULT 240000 /* containerd-shim's default */
 
 static int
-peek_snapshot_timeout(const char *name, const char *key, const char *value, char *why,
-		      size_t whylen, void *ud)
+peek_snapshot_timeout(const char *name, const char *key, const char *value, Reason *why, void *ud)
 {
 	int64_t *ret = ud;
 	char *end;
@@ -113,7 +112,7 @@ peek_snapshot_timeout(const char *name, const char *key, const char *value, char
 	errno = 0;
 	v = strtoll(value, &end, 10);
 	if (errno || end == value || *end || v < 0) {
-		snprintf(why, whylen, "not a non-negative integer");
+		reason_set(why, "not a non-negative integer");
 		return -EINVAL;
 	}
 	*ret = v;

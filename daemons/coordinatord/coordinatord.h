@@ -31,6 +31,7 @@
 #include "peer-server.h"
 #include "peer.h"
 #include "peer-link.h"
+#include "reason.h"
 #include "runlog.h"
 #include "shared-conf.h"
 #include "time-util.h"
@@ -315,7 +316,7 @@ void agui_error_ids(json_t *chunk, const char *thread_id, const char *run_id);
 int agui_guard_rebuild(Run *run);
 /* Is chunk an event @ag-ui/core's EventSchemas accepts (its type known, its
  * required fields there with their types)? 0, or -EBADMSG with why. */
-int agui_chunk_check(const json_t *chunk, char *why, size_t len);
+int agui_chunk_check(const json_t *chunk, Reason *why);
 /* A client's RUN_APPEND / RUN_FINISH: acknowledged after the commit. */
 void op_queue_client(Coordinator *c, Client *cl, uint64_t req_id, const char *run_id, json_t *chunk,
 		     const char *status, json_t *fields);
