@@ -370,6 +370,13 @@ int handle_bridge_call(Peer *p, const Frame *f, const Msg_BRIDGE_CALL *m, void *
 /* files.c */
 int handle_thread_file(Peer *p, const Frame *f, const Msg_THREAD_FILE *m, void *ud);
 
+/* coordinator.c: checks request handlers share. Each returns true to go on,
+ * or answers the request with an ERROR (with reason, when not NULL) and
+ * returns false: a thread id that thread_id_valid() refuses (-EINVAL), a shim
+ * not connected (-ECONNRESET). */
+bool request_thread_id_ok(Peer *p, const Frame *f, const char *thread_id, const char *reason);
+bool request_shim_ready(Peer *p, const Frame *f, Coordinator *c, const char *reason);
+
 /* ---- chat.c ---- */
 /* GET /chat?threadId= (CHAT_HYDRATE): {messages: UIMessage[], activeRun, interrupts:
  * null} as a new JSON text. -EFBIG past read_max_bytes. */
