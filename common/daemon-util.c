@@ -67,8 +67,8 @@ daemon_parse_args(int argc, char **argv, const char *name, const char *summary, 
 	return 1;
 }
 
-int
-daemon_load_config(const DaemonArgs *a, const ConfItem *items, size_t n, void *target)
+static int
+load_files(const DaemonArgs *a, const ConfItem *items, size_t n, void *target)
 {
 	char err[1024];
 	int r = conf_apply_defaults(items, n, target);
@@ -96,6 +96,16 @@ daemon_load_config(const DaemonArgs *a, const ConfItem *items, size_t n, void *t
 		}
 	}
 	return 0;
+}
+
+int
+daemon_load_config(const DaemonArgs *a, const ConfItem *items, size_t n, void *target,
+		   const SharedConf *shared)
+{
+	int r = load_files(a, items, n, target);
+	if (r < 0)
+		return r;
+	return cluster_conf_check(&shared->cluster);
 }
 
 #define SHIM_SNAPSHOT_TIMEOUT_DEFAULT 240000 /* containerd-shim's default */
