@@ -193,6 +193,21 @@ decode(Frame *f)
 	return 0;
 }
 
+/* decode() f, whose buf holds the len bytes of a payload, into *ret; f is
+ * freed when it does not decode. */
+static int
+decode_into(Frame *f, size_t len, Frame *ret)
+{
+	f->req_id = len;
+	int r = decode(f);
+	if (r < 0) {
+		frame_done(f);
+		return r;
+	}
+	*ret = *f;
+	return 0;
+}
+
 int
 frame_parse(const void *payload, size_t len, Frame *ret)
 {
@@ -202,14 +217,7 @@ frame_parse(const void *payload, size_t len, Frame *ret)
 	if (!f.buf)
 		return -ENOMEM;
 	memcpy(f.buf, payload, len);
-	f.req_id = len;
-	int r = decode(&f);
-	if (r < 0) {
-		frame_done(&f);
-		return r;
-	}
-	*ret = f;
-	return 0;
+	return decode_into(&f, len, ret);
 }
 
 int
@@ -236,14 +244,8 @@ frame_read(struct evbuffer *in, size_t max, Frame *ret)
 		return -ENOMEM;
 	evbuffer_drain(in, 4);
 	evbuffer_remove(in, f.buf, len);
-	f.req_id = len;
-	int r = decode(&f);
-	if (r < 0) {
-		frame_done(&f);
-		return r;
-	}
-	*ret = f;
-	return 1;
+	int r = decode_into(&f, len, ret);
+	return r < 0 ? r : 1;
 }
 
 void
