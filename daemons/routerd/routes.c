@@ -395,7 +395,6 @@ route_runs_post(HttpConn *c, Route *rt)
 {
 	const char *idem = http_header(c, "Idempotency-Key");
 	_cleanup_free_ char *msgs = NULL, *meta = NULL;
-	json_error_t jerr;
 	char buf[128];
 	int r;
 
@@ -406,11 +405,9 @@ route_runs_post(HttpConn *c, Route *rt)
 	}
 	if (!routes_json_content_type(c, false))
 		return;
-	json_auto_t *body = json_loadb(c->req.body ? c->req.body : "", c->req.body_len, 0, &jerr);
-	if (!body) {
-		http_respond_error(c, 400, "invalid_json", jerr.text);
+	json_auto_t *body = routes_body_json(c);
+	if (!body)
 		return;
-	}
 	const char *why = run_body_problem(body, buf, sizeof(buf));
 	if (why) {
 		http_respond_error(c, 400, "bad_request", why);
@@ -716,21 +713,30 @@ routes_path_thread_id(HttpConn *c, const char *tid)
 	return routes_thread_allowed(c, tid);
 }
 
+/* The request body as JSON (any value). NULL after answering 400. */
+json_t *
+routes_body_json(HttpConn *c)
+{
+	json_error_t jerr;
+	json_t *j = json_loadb(c->req.body ? c->req.body : "", c->req.body_len, 0, &jerr);
+
+	if (!j)
+		http_respond_error(c, 400, "invalid_json", jerr.text);
+	return j;
+}
+
 /* The request body as a JSON object; an empty body counts as {} when
  * empty_ok. NULL after answering 400. */
 json_t *
 routes_body_object(HttpConn *c, bool empty_ok)
 {
-	json_error_t jerr;
 	json_t *j;
 
 	if (c->req.body_len == 0 && empty_ok)
 		return json_object();
-	j = json_loadb(c->req.body ? c->req.body : "", c->req.body_len, 0, &jerr);
-	if (!j) {
-		http_respond_error(c, 400, "invalid_json", jerr.text);
+	j = routes_body_json(c);
+	if (!j)
 		return NULL;
-	}
 	if (!json_is_object(j)) {
 		json_decref(j);
 		http_respond_error(c, 400, "bad_request", "body must be a JSON object");
