@@ -673,8 +673,12 @@ cmd_ls(int argc, char **argv)
 	return rc;
 }
 
+/* The start of a command on one thread (snapshot, restore): --json, then
+ * THREAD and the rest (min..max arguments in all, else usage), and path =
+ * /threads/THREAD/suffix. 0, or the exit code. */
 static int
-cmd_snapshot(int argc, char **argv)
+thread_cmd_begin(int argc, char **argv, int min, int max, const char *usage, const char *suffix,
+		 char *path, size_t len)
 {
 	static const struct option opts[] = {{"json", no_argument, NULL, 'j'}, {}};
 	int c;
@@ -684,15 +688,26 @@ cmd_snapshot(int argc, char **argv)
 			g.json = true;
 		else
 			return EXIT_USAGE;
-	if (argc - optind < 1 || argc - optind > 2)
-		return usage_error("%s", "snapshot: THREAD [LABEL] is required");
-	char *tid = urlenc(argv[optind]), path[1024];
-	snprintf(path, sizeof(path), "/threads/%s/snapshots", tid);
+	if (argc - optind < min || argc - optind > max)
+		return usage_error("%s", usage);
+	char *tid = urlenc(argv[optind]);
+	snprintf(path, len, "/threads/%s/%s", tid, suffix);
 	free(tid);
+	return 0;
+}
+
+static int
+cmd_snapshot(int argc, char **argv)
+{
+	char path[1024];
+	int rc = thread_cmd_begin(argc, argv, 1, 2, "snapshot: THREAD [LABEL] is required",
+				  "snapshots", path, sizeof(path));
+	if (rc)
+		return rc;
 	json_t *body = json_object(), *reply;
 	if (argc - optind == 2)
 		json_object_set_new(body, "label", json_string(argv[optind + 1]));
-	int rc = call("POST", path, body, "snapshot", &reply, NULL);
+	rc = call("POST", path, body, "snapshot", &reply, NULL);
 	json_decref(body);
 	if (rc)
 		return rc;
@@ -712,22 +727,14 @@ cmd_snapshot(int argc, char **argv)
 static int
 cmd_restore(int argc, char **argv)
 {
-	static const struct option opts[] = {{"json", no_argument, NULL, 'j'}, {}};
-	int c;
-	optind = 0;
-	while ((c = getopt_long(argc, argv, "j", opts, NULL)) >= 0)
-		if (c == 'j')
-			g.json = true;
-		else
-			return EXIT_USAGE;
-	if (argc - optind != 2)
-		return usage_error("%s", "restore: THREAD SNAPSHOT-ID are required");
-	char *tid = urlenc(argv[optind]), path[1024];
-	snprintf(path, sizeof(path), "/threads/%s/restore", tid);
-	free(tid);
+	char path[1024];
+	int rc = thread_cmd_begin(argc, argv, 2, 2, "restore: THREAD SNAPSHOT-ID are required",
+				  "restore", path, sizeof(path));
+	if (rc)
+		return rc;
 	json_t *body = json_pack("{s:s}", "snapshotId", argv[optind + 1]), *reply = NULL;
 	Response raw;
-	int rc = call("POST", path, body, "restore", NULL, &raw);
+	rc = call("POST", path, body, "restore", NULL, &raw);
 	json_decref(body);
 	if (rc)
 		return rc;
