@@ -391,6 +391,21 @@ report_end(json_t *record)
 
 /* ---------- commands ---------- */
 
+/* Tail run_id after seq from to its end, report how it ended; the run's exit
+ * status as ours (or the tail's error). */
+static int
+tail_to_end(const char *run_id, long long from)
+{
+	Tail t = {.last_seq = from};
+	int rc = tail_run(run_id, &t);
+	if (rc)
+		return rc;
+	report_end(t.record);
+	rc = exit_status_of(t.record);
+	json_decref(t.record);
+	return rc;
+}
+
 static int
 cmd_run(int argc, char **argv)
 {
@@ -449,14 +464,8 @@ cmd_run(int argc, char **argv)
 	} else if (isatty(STDERR_FILENO))
 		fprintf(stderr, "%srun %s (thread %s)%s\n", DIM(g.color_err), run_id, g.thread,
 			RESET(g.color_err));
-	Tail t = {.last_seq = -1};
-	rc = tail_run(run_id, &t);
+	rc = tail_to_end(run_id, -1);
 	json_decref(reply);
-	if (rc)
-		return rc;
-	report_end(t.record);
-	rc = exit_status_of(t.record);
-	json_decref(t.record);
 	return rc;
 }
 
@@ -490,14 +499,7 @@ cmd_tail(int argc, char **argv)
 	if (optind != argc - 1)
 		return usage_error("%s", "tail: exactly one RUN is required");
 	/* --from SEQ: start after SEQ, like lastSeq (the cursor is exclusive). */
-	Tail t = {.last_seq = from};
-	int rc = tail_run(argv[optind], &t);
-	if (rc)
-		return rc;
-	report_end(t.record);
-	rc = exit_status_of(t.record);
-	json_decref(t.record);
-	return rc;
+	return tail_to_end(argv[optind], from);
 }
 
 static void
