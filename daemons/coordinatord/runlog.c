@@ -370,16 +370,6 @@ runlog_batch_begin(RunLog *l, RunLogBatch **ret)
 	return 0;
 }
 
-void
-runlog_batch_abort(RunLogBatch *b)
-{
-	if (!b)
-		return;
-	if (b->txn)
-		mdb_txn_abort(b->txn);
-	batch_free(b);
-}
-
 /* The batch's view of a record: cached after the first touch. */
 static int
 batch_record(RunLogBatch *b, const char *run_id, BatchRun **ret)
@@ -591,7 +581,6 @@ runlog_batch_free(RunLogBatch *b)
 	batch_free(b);
 }
 
-/* One append (and maybe finish) in a batch of its own. */
 /* End a one-run batch: commit it when r is 0, then *ret_record (may be NULL)
  * the run's record as committed; the batch is freed either way. r, or the
  * commit's error. */
@@ -606,6 +595,7 @@ batch_end_one(RunLogBatch *b, const char *run_id, int r, json_t **ret_record)
 	return r;
 }
 
+/* One append (and maybe finish) in a batch of its own. */
 static int
 append_one(RunLog *l, const char *run_id, const char *chunk, size_t len, const char *status,
 	   const json_t *fields, int64_t now_ms, int64_t *ret_seq, json_t **ret_record)
