@@ -196,6 +196,26 @@ listen = 127.0.0.1:{self.port}
 
         return asyncio.run(asyncio.wait_for(go(), timeout))
 
+    def wait_run(self, run_id, thread, until, timeout):
+        """Poll the run's record until until(rec) holds or timeout passes (no
+        assertion: the caller checks what it got). Returns the last record, or
+        None when none was read."""
+        deadline, rec = time.time() + timeout, None
+        while time.time() < deadline:
+            st, r = self.http("GET", f"/runs/{run_id}?threadId={thread}")
+            if st == 200:
+                rec = r
+                if until(r):
+                    break
+            time.sleep(0.02)
+        return rec
+
+    def wait_readyz(self, timeout=10):
+        """Poll /readyz until it answers 200 or timeout passes (no assertion)."""
+        deadline = time.time() + timeout
+        while time.time() < deadline and self.http("GET", "/readyz")[0] != 200:
+            time.sleep(0.05)
+
     def wait_terminal(self, run_id, thread="t1", timeout=30):
         deadline = time.time() + timeout
         while time.time() < deadline:

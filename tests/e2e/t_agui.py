@@ -11,7 +11,6 @@ import json
 import os
 import signal
 import subprocess
-import time
 
 from rwtest import Skip, stdout_text
 from t_harness import STANDIN_HARNESSES, prepare, run_harness
@@ -189,6 +188,4 @@ def test_shell_sandbox_lost(s):
         check([e["chunk"] for e in events], run)
     finally:
         s.start_daemon("containerd-shim")
-        deadline = time.time() + 10
-        while time.time() < deadline and s.http("GET", "/readyz")[0] != 200:
-            time.sleep(0.05)
+        s.wait_readyz()
