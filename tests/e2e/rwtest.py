@@ -141,13 +141,7 @@ listen = 127.0.0.1:{self.port}
             data = json.dumps(body).encode()
             h.setdefault("Content-Type", "application/json")
         c.request(method, path, body=data, headers=h)
-        r = c.getresponse()
-        payload = r.read()
-        c.close()
-        try:
-            return r.status, json.loads(payload) if payload else None
-        except ValueError:
-            return r.status, payload
+        return json_response(c)
 
     def metric(self, name):
         """The value of an unlabelled line of GET /metrics, or None."""
@@ -225,6 +219,18 @@ listen = 127.0.0.1:{self.port}
                 return rec
             time.sleep(0.05)
         raise AssertionError(f"run {run_id} not terminal after {timeout}s")
+
+
+def json_response(c):
+    """(status, body) of the response on http.client connection c, which is
+    closed: the body as JSON when it parses, else its bytes (None when empty)."""
+    r = c.getresponse()
+    payload = r.read()
+    c.close()
+    try:
+        return r.status, json.loads(payload) if payload else None
+    except ValueError:
+        return r.status, payload
 
 
 class Skip(Exception):
