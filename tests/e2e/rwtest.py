@@ -204,11 +204,15 @@ listen = 127.0.0.1:{self.port}
             time.sleep(0.02)
         return rec
 
-    def wait_readyz(self, timeout=10):
-        """Poll /readyz until it answers 200 or timeout passes (no assertion)."""
+    def wait_readyz(self, want=200, timeout=10, interval=0.05):
+        """Poll /readyz until it answers want or timeout passes (no assertion).
+        Returns the last answer, (status, body)."""
         deadline = time.time() + timeout
-        while time.time() < deadline and self.http("GET", "/readyz")[0] != 200:
-            time.sleep(0.05)
+        while True:
+            st, body = self.http("GET", "/readyz")
+            if st == want or time.time() >= deadline:
+                return st, body
+            time.sleep(interval)
 
     def wait_terminal(self, run_id, thread="t1", timeout=30):
         deadline = time.time() + timeout
