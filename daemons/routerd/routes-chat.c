@@ -386,9 +386,7 @@ chat_post(HttpConn *c, const char *query)
 		http_respond_error(c, 400, "bad_request", "Last-Event-ID must be an integer >= -1");
 		return;
 	}
-	if (!routes_json_content_type(c, false))
-		return;
-	json_auto_t *body = routes_body_json(c);
+	json_auto_t *body = routes_json_request(c);
 	if (!body)
 		return;
 	chat_start_run(c, body, http_header(c, "X-Run-Id"), last_seq,

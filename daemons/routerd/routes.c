@@ -403,9 +403,7 @@ route_runs_post(HttpConn *c, Route *rt)
 				   "Idempotency-Key must be 1 to 256 printable bytes");
 		return;
 	}
-	if (!routes_json_content_type(c, false))
-		return;
-	json_auto_t *body = routes_body_json(c);
+	json_auto_t *body = routes_json_request(c);
 	if (!body)
 		return;
 	const char *why = run_body_problem(body, buf, sizeof(buf));
@@ -725,6 +723,14 @@ routes_body_json(HttpConn *c)
 	return j;
 }
 
+/* The body of a request that must carry JSON (routes_json_content_type, no
+ * empty body), parsed. NULL after answering 415 or 400. */
+json_t *
+routes_json_request(HttpConn *c)
+{
+	return routes_json_content_type(c, false) ? routes_body_json(c) : NULL;
+}
+
 /* The request body as a JSON object; an empty body counts as {} when
  * empty_ok. NULL after answering 400. */
 json_t *
@@ -865,6 +871,15 @@ host_known(const HttpConn *c, const char *host, size_t hl)
 	return false;
 }
 
+/* A Host value without the blanks around it: *host moves past the leading
+ * ones; returns the length up to the first trailing one. */
+static size_t
+host_trim(const char **host)
+{
+	*host += strspn(*host, " \t");
+	return strcspn(*host, " \t");
+}
+
 /* The Host header: exactly one, naming this server (host_known). An
  * HTTP/1.0 request may leave it out (browsers always send it). false after
  * answering 400 or 421. */
@@ -885,8 +900,7 @@ host_ok(HttpConn *c)
 	}
 	if (!host)
 		return true;
-	host += strspn(host, " \t");
-	size_t hl = strcspn(host, " \t");
+	size_t hl = host_trim(&host);
 	if (host_known(c, host, hl))
 		return true;
 	http_respond_error(c, 421, "misdirected_request",
@@ -910,8 +924,7 @@ origin_ok(HttpConn *c)
 		return true;
 	if (!host)
 		host = c->local;
-	host += strspn(host, " \t");
-	size_t hl = strcspn(host, " \t");
+	size_t hl = host_trim(&host);
 	for (int i = 0; i < 2; i++) {
 		snprintf(own, sizeof(own), "%s://%.*s", i ? "https" : "http",
 			 (int)MIN(hl, (size_t)256), host);
