@@ -225,6 +225,18 @@ listen = 127.0.0.1:{self.port}
         raise AssertionError(f"run {run_id} not terminal after {timeout}s")
 
 
+async def ws_count(uri, headers=None):
+    """Read a WebSocket tail to its end: (messages received, close code)."""
+    async with websockets.connect(uri, extra_headers=headers) as ws:
+        n = 0
+        try:
+            while True:
+                await ws.recv()
+                n += 1
+        except websockets.ConnectionClosed:
+            return n, ws.close_code
+
+
 def json_response(c):
     """(status, body) of the response on http.client connection c, which is
     closed: the body as JSON when it parses, else its bytes (None when empty)."""
