@@ -11,37 +11,10 @@
 # servers share the machine's CPUs with coordinatord and the clients: this
 # measures the wiring's cost on one host, not a deployment.
 set -euo pipefail
-top=$(cd "$(dirname "$0")/.." && pwd)
-build=${1:-$top/build}
-reps=${2:-3}
-for p in bench/append-bench coordinatord; do
-	[ -x "$build/$p" ] || make -C "$build" -s "$p" >/dev/null
-done
-work=$(mktemp -d "$build/bench-data.XXXXXX")
-cpid=
-trap '[ -n "$cpid" ] && kill $cpid 2>/dev/null; wait 2>/dev/null; rm -rf "$work"' EXIT
+. "$(dirname "$0")/bench-lib.sh"
+bench_need bench/append-bench coordinatord
+bench_workdir
 urls=$(/usr/bin/python3 "$top/tests/cluster/natscluster.py" start "$work/nats" 3 --owner $$ | tail -1)
-
-start_coord() { # $1: cluster section or ""
-	rm -rf "$work/state" "$work/run"
-	cat >"$work/c.conf" <<CONF
-[runwarden]
-runtime_dir = $work/run
-state_dir = $work/state
-log_level = warning
-[coordinatord]
-sandbox_wait_ms = 100
-read_max = 4096
-$1
-CONF
-	"$build/coordinatord" --config "$work/c.conf" 2>>"$work/coord.log" &
-	cpid=$!
-	for _ in $(seq 200); do [ -S "$work/run/coordinatord.sock" ] && return; sleep 0.05; done
-	echo "coordinatord did not start" >&2
-	cat "$work/coord.log" >&2
-	exit 1
-}
-stop_coord() { kill "$cpid"; wait "$cpid" 2>/dev/null || true; cpid=; }
 
 N1=${B1_EVENTS:-1000}
 N2=${B2_EVENTS:-20000}

@@ -9,37 +9,13 @@
 # times (default 3), alternating; the median ratio is reported with its min and
 # max. Raw results go to bench/results/coord-<timestamp>.json.
 set -euo pipefail
-top=$(cd "$(dirname "$0")/.." && pwd)
-build=${1:-$top/build}
-reps=${2:-3}
+. "$(dirname "$0")/bench-lib.sh"
 B="$build/bench"
-for p in bench/lmdb-ref bench/fsync-probe bench/append-bench bench/catchup-bench coordinatord; do
-	[ -x "$build/$p" ] || make -C "$build" -s "$p" >/dev/null
-done
-
-work=$(mktemp -d "$build/bench-data.XXXXXX")
-trap 'kill $cpid 2>/dev/null; wait 2>/dev/null; rm -rf "$work"' EXIT
+bench_need bench/lmdb-ref bench/fsync-probe bench/append-bench bench/catchup-bench coordinatord
+bench_workdir
 SERVER="taskset -c 0"
 CLIENT="taskset -c 1"
 [ "$(nproc)" -ge 2 ] || { SERVER=""; CLIENT=""; }
-
-start_coord() {
-	rm -rf "$work/state" "$work/run"
-	cat >"$work/c.conf" <<CONF
-[runwarden]
-runtime_dir = $work/run
-state_dir = $work/state
-log_level = warning
-[coordinatord]
-sandbox_wait_ms = 100
-read_max = 4096
-CONF
-	$SERVER "$build/coordinatord" --config "$work/c.conf" 2>>"$work/coord.log" &
-	cpid=$!
-	for _ in $(seq 100); do [ -S "$work/run/coordinatord.sock" ] && return; sleep 0.05; done
-	echo "coordinatord did not start" >&2; exit 1
-}
-stop_coord() { kill "$cpid"; wait "$cpid" 2>/dev/null || true; }
 
 out="$work/raw.jsonl"
 : >"$out"

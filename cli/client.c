@@ -349,6 +349,17 @@ typedef struct WsCtx {
 	char reason[124]; /* of the server's close frame */
 } WsCtx;
 
+/* A socket call of the wslay callbacks failed with errno: tell wslay (would
+ * block, or a failure) and return its -1. */
+static ssize_t
+ws_io_failed(wslay_event_context_ptr ctx)
+{
+	wslay_event_set_error(ctx, (errno == EAGAIN || errno == EWOULDBLOCK)
+				       ? WSLAY_ERR_WOULDBLOCK
+				       : WSLAY_ERR_CALLBACK_FAILURE);
+	return -1;
+}
+
 static ssize_t
 ws_recv_cb(wslay_event_context_ptr ctx, uint8_t *buf, size_t len, int flags, void *user_data)
 {
@@ -365,12 +376,8 @@ ws_recv_cb(wslay_event_context_ptr ctx, uint8_t *buf, size_t len, int flags, voi
 	do
 		n = recv(w->fd, buf, len, MSG_DONTWAIT);
 	while (n < 0 && errno == EINTR);
-	if (n < 0) {
-		wslay_event_set_error(ctx, (errno == EAGAIN || errno == EWOULDBLOCK)
-					       ? WSLAY_ERR_WOULDBLOCK
-					       : WSLAY_ERR_CALLBACK_FAILURE);
-		return -1;
-	}
+	if (n < 0)
+		return ws_io_failed(ctx);
 	if (n == 0) {
 		w->eof = true;
 		wslay_event_set_error(ctx, WSLAY_ERR_CALLBACK_FAILURE);
@@ -387,12 +394,8 @@ ws_send_cb(wslay_event_context_ptr ctx, const uint8_t *data, size_t len, int fla
 	do
 		n = send(w->fd, data, len, MSG_NOSIGNAL | MSG_DONTWAIT);
 	while (n < 0 && errno == EINTR);
-	if (n < 0) {
-		wslay_event_set_error(ctx, (errno == EAGAIN || errno == EWOULDBLOCK)
-					       ? WSLAY_ERR_WOULDBLOCK
-					       : WSLAY_ERR_CALLBACK_FAILURE);
-		return -1;
-	}
+	if (n < 0)
+		return ws_io_failed(ctx);
 	return n;
 }
 

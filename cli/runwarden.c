@@ -392,6 +392,21 @@ report_end(json_t *record)
 
 /* ---------- commands ---------- */
 
+/* Tail run_id after seq from to its end, report how it ended; the run's exit
+ * status as ours (or the tail's error). */
+static int
+tail_to_end(const char *run_id, long long from)
+{
+	Tail t = {.last_seq = from};
+	int rc = tail_run(run_id, &t);
+	if (rc)
+		return rc;
+	report_end(t.record);
+	rc = exit_status_of(t.record);
+	json_decref(t.record);
+	return rc;
+}
+
 static int
 cmd_run(int argc, char **argv)
 {
@@ -450,14 +465,8 @@ cmd_run(int argc, char **argv)
 	} else if (isatty(STDERR_FILENO))
 		fprintf(stderr, "%srun %s (thread %s)%s\n", DIM(g.color_err), run_id, g.thread,
 			RESET(g.color_err));
-	Tail t = {.last_seq = -1};
-	rc = tail_run(run_id, &t);
+	rc = tail_to_end(run_id, -1);
 	json_decref(reply);
-	if (rc)
-		return rc;
-	report_end(t.record);
-	rc = exit_status_of(t.record);
-	json_decref(t.record);
 	return rc;
 }
 
@@ -491,14 +500,7 @@ cmd_tail(int argc, char **argv)
 	if (optind != argc - 1)
 		return usage_error("%s", "tail: exactly one RUN is required");
 	/* --from SEQ: start after SEQ, like lastSeq (the cursor is exclusive). */
-	Tail t = {.last_seq = from};
-	int rc = tail_run(argv[optind], &t);
-	if (rc)
-		return rc;
-	report_end(t.record);
-	rc = exit_status_of(t.record);
-	json_decref(t.record);
-	return rc;
+	return tail_to_end(argv[optind], from);
 }
 
 static void
@@ -674,8 +676,12 @@ cmd_ls(int argc, char **argv)
 	return rc;
 }
 
+/* The start of a command on one thread (snapshot, restore): --json, then
+ * THREAD and the rest (min..max arguments in all, else usage), and path =
+ * /threads/THREAD/suffix. 0, or the exit code. */
 static int
-cmd_snapshot(int argc, char **argv)
+thread_cmd_begin(int argc, char **argv, int min, int max, const char *usage, const char *suffix,
+		 char *path, size_t len)
 {
 	static const struct option opts[] = {{"json", no_argument, NULL, 'j'}, {}};
 	int c;
@@ -685,15 +691,26 @@ cmd_snapshot(int argc, char **argv)
 			g.json = true;
 		else
 			return EXIT_USAGE;
-	if (argc - optind < 1 || argc - optind > 2)
-		return usage_error("%s", "snapshot: THREAD [LABEL] is required");
-	char *tid = urlenc(argv[optind]), path[1024];
-	snprintf(path, sizeof(path), "/threads/%s/snapshots", tid);
+	if (argc - optind < min || argc - optind > max)
+		return usage_error("%s", usage);
+	char *tid = urlenc(argv[optind]);
+	snprintf(path, len, "/threads/%s/%s", tid, suffix);
 	free(tid);
+	return 0;
+}
+
+static int
+cmd_snapshot(int argc, char **argv)
+{
+	char path[1024];
+	int rc = thread_cmd_begin(argc, argv, 1, 2, "snapshot: THREAD [LABEL] is required",
+				  "snapshots", path, sizeof(path));
+	if (rc)
+		return rc;
 	json_t *body = json_object(), *reply;
 	if (argc - optind == 2)
 		json_object_set_new(body, "label", json_string(argv[optind + 1]));
-	int rc = call("POST", path, body, "snapshot", &reply, NULL);
+	rc = call("POST", path, body, "snapshot", &reply, NULL);
 	json_decref(body);
 	if (rc)
 		return rc;
@@ -713,22 +730,14 @@ cmd_snapshot(int argc, char **argv)
 static int
 cmd_restore(int argc, char **argv)
 {
-	static const struct option opts[] = {{"json", no_argument, NULL, 'j'}, {}};
-	int c;
-	optind = 0;
-	while ((c = getopt_long(argc, argv, "j", opts, NULL)) >= 0)
-		if (c == 'j')
-			g.json = true;
-		else
-			return EXIT_USAGE;
-	if (argc - optind != 2)
-		return usage_error("%s", "restore: THREAD SNAPSHOT-ID are required");
-	char *tid = urlenc(argv[optind]), path[1024];
-	snprintf(path, sizeof(path), "/threads/%s/restore", tid);
-	free(tid);
+	char path[1024];
+	int rc = thread_cmd_begin(argc, argv, 2, 2, "restore: THREAD SNAPSHOT-ID are required",
+				  "restore", path, sizeof(path));
+	if (rc)
+		return rc;
 	json_t *body = json_pack("{s:s}", "snapshotId", argv[optind + 1]), *reply = NULL;
 	Response raw;
-	int rc = call("POST", path, body, "restore", NULL, &raw);
+	rc = call("POST", path, body, "restore", NULL, &raw);
 	json_decref(body);
 	if (rc)
 		return rc;

@@ -8,6 +8,7 @@
 #include <ini.h>
 #include <inttypes.h>
 #include <jansson.h>
+#include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -331,21 +332,33 @@ typedef struct LoadState {
 	void *scan_ud;
 } LoadState;
 
+/* Stop the load at the current line with r and "name:line: " + fmt in err;
+ * returns 0 (inih's "stop"). */
+static _printf_(3, 4) int line_error(LoadState *st, int r, const char *fmt, ...)
+{
+	va_list ap;
+	int k = snprintf(st->err, st->errlen, "%s:%d: ", st->name, st->line);
+
+	if (k >= 0 && (size_t)k < st->errlen) {
+		va_start(ap, fmt);
+		vsnprintf(st->err + k, st->errlen - (size_t)k, fmt, ap);
+		va_end(ap);
+	}
+	st->r = r;
+	st->err_line = st->line;
+	return 0;
+}
+
 static int
 scan_handler(LoadState *st, const char *section, const char *key, const char *value)
 {
 	size_t pl = strlen(st->prefix);
 	if (!key || strncmp(section, st->prefix, pl) != 0)
 		return 1;
-	char why[256] = "";
-	int r = st->scan(section + pl, key, value, why, sizeof(why), st->scan_ud);
-	if (r < 0) {
-		snprintf(st->err, st->errlen, "%s:%d: %s: %s", st->name, st->line, key,
-			 why[0] ? why : "invalid value");
-		st->r = r;
-		st->err_line = st->line;
-		return 0;
-	}
+	Reason why = {""};
+	int r = st->scan(section + pl, key, value, &why, st->scan_ud);
+	if (r < 0)
+		return line_error(st, r, "%s: %s", key, why.msg[0] ? why.msg : "invalid value");
 	return 1;
 }
 
@@ -358,13 +371,8 @@ handler(void *user, const char *section, const char *key, const char *value)
 		return 0;
 	if (st->scan)
 		return scan_handler(st, section, key, value);
-	if (!section_known(section)) {
-		snprintf(st->err, st->errlen, "%s:%d: [%s]: unknown section", st->name, st->line,
-			 section);
-		st->r = -EINVAL;
-		st->err_line = st->line;
-		return 0;
-	}
+	if (!section_known(section))
+		return line_error(st, -EINVAL, "[%s]: unknown section", section);
 	if (!key) /* inih calls with key == NULL for a section header when configured; ignore */
 		return 1;
 
@@ -376,23 +384,14 @@ handler(void *user, const char *section, const char *key, const char *value)
 		section_has_items = true;
 		if (!streq(it->key, key))
 			continue;
-		if (st->seen[i]) {
-			snprintf(st->err, st->errlen, "%s:%d: %s: set twice in [%s]", st->name,
-				 st->line, key, section);
-			st->r = -EINVAL;
-			st->err_line = st->line;
-			return 0;
-		}
+		if (st->seen[i])
+			return line_error(st, -EINVAL, "%s: set twice in [%s]", key, section);
 		const char *why = NULL;
 		int r = conf_parse_value(it, value, st->target, &why);
 		if (r < 0) {
 			char text[1024];
 			reason(it, value, r, why, text, sizeof(text));
-			snprintf(st->err, st->errlen, "%s:%d: %s: %s", st->name, st->line, key,
-				 text);
-			st->r = -EINVAL;
-			st->err_line = st->line;
-			return 0;
+			return line_error(st, -EINVAL, "%s: %s", key, text);
 		}
 		st->seen[i] = true;
 		return 1;
@@ -400,13 +399,8 @@ handler(void *user, const char *section, const char *key, const char *value)
 	/* A section this daemon reads: the key must be one of ours. A section of
 	 * another daemon is that daemon's business. [runwarden] is shared, so
 	 * every daemon's table carries all of its keys. */
-	if (section_has_items || streq(section, "runwarden")) {
-		snprintf(st->err, st->errlen, "%s:%d: %s: unknown key in [%s]", st->name, st->line,
-			 key, section);
-		st->r = -EINVAL;
-		st->err_line = st->line;
-		return 0;
-	}
+	if (section_has_items || streq(section, "runwarden"))
+		return line_error(st, -EINVAL, "%s: unknown key in [%s]", key, section);
 	return 1;
 }
 
@@ -459,23 +453,30 @@ load(LoadState *st)
 	return 0;
 }
 
+/* load() over the file st->name. */
+static int
+load_file(LoadState *st)
+{
+	int r;
+
+	st->f = fopen(st->name, "re");
+	if (!st->f) {
+		r = -errno;
+		snprintf(st->err, st->errlen, "%s: %s", st->name, strerror(-r));
+		return r;
+	}
+	r = load(st);
+	fclose(st->f);
+	return r;
+}
+
 int
 conf_load_file(const ConfItem *items, size_t n, void *target, const char *path, char *err,
 	       size_t errlen)
 {
 	LoadState st = {
 	    .items = items, .n = n, .target = target, .name = path, .err = err, .errlen = errlen};
-	int r;
-
-	st.f = fopen(path, "re");
-	if (!st.f) {
-		r = -errno;
-		snprintf(err, errlen, "%s: %s", path, strerror(-r));
-		return r;
-	}
-	r = load(&st);
-	fclose(st.f);
-	return r;
+	return load_file(&st);
 }
 
 int
@@ -488,17 +489,7 @@ conf_scan_file(const char *path, const char *prefix, ConfScanFn fn, void *ud, ch
 			.prefix = prefix,
 			.scan = fn,
 			.scan_ud = ud};
-	int r;
-
-	st.f = fopen(path, "re");
-	if (!st.f) {
-		r = -errno;
-		snprintf(err, errlen, "%s: %s", path, strerror(-r));
-		return r;
-	}
-	r = load(&st);
-	fclose(st.f);
-	return r;
+	return load_file(&st);
 }
 
 int
@@ -524,11 +515,11 @@ typedef struct ItemScan {
 } ItemScan;
 
 static int
-item_scan(const char *name, const char *key, const char *value, char *why, size_t whylen, void *ud)
+item_scan(const char *name, const char *key, const char *value, Reason *why, void *ud)
 {
 	ItemScan *is = ud;
 	void *target = NULL;
-	int r = is->get(name, &target, why, whylen, is->ud);
+	int r = is->get(name, &target, why, is->ud);
 
 	if (r < 0)
 		return r;
@@ -541,12 +532,12 @@ item_scan(const char *name, const char *key, const char *value, char *why, size_
 		if (r == -ENOMEM)
 			return r;
 		if (r < 0) {
-			reason(it, value, r, w, why, whylen);
+			reason(it, value, r, w, why->msg, sizeof(why->msg));
 			return -EINVAL;
 		}
 		return 0;
 	}
-	snprintf(why, whylen, "unknown key in [%s%s]", is->prefix, name);
+	reason_set(why, "unknown key in [%s%s]", is->prefix, name);
 	return -EINVAL;
 }
 

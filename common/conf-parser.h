@@ -30,6 +30,8 @@
 #include <stdint.h>
 #include <stdio.h>
 
+#include "reason.h"
+
 typedef enum ConfType {
 	CONF_STR,    /* char *; "" allowed */
 	CONF_BOOL,   /* bool; yes/no/true/false/on/off/1/0 */
@@ -75,7 +77,13 @@ int conf_parse_value(const ConfItem *item, const char *value, void *target, cons
 int conf_apply_defaults(const ConfItem *items, size_t n, void *target);
 
 /* Parse path over target. Returns 0, -ENOENT (file missing), or -EINVAL with
- * "path:line: key: reason" in err. */
+ * "path:line: key: reason" in err.
+ *
+ * err/errlen here and below is not a Reason (common/reason.h) on purpose: it
+ * is the whole message for the operator, naming the place in a file and
+ * quoting the value, which runs past a Reason's 320 bytes (callers give 1024),
+ * and its errno is nearly always -EINVAL. The per-key callbacks' reasons
+ * (ConfScanFn, ConfSectionFn) are Reasons. */
 int conf_load_file(const ConfItem *items, size_t n, void *target, const char *path, char *err,
 		   size_t errlen);
 
@@ -86,9 +94,9 @@ int conf_load_string(const ConfItem *items, size_t n, void *target, const char *
 /* Sections with a variable name ([harness.NAME], [tool.NAME]): call fn for
  * every key of every section whose name starts with prefix, with the rest of
  * the section name. fn returns 0, or a negative errno with a reason in
- * why[]; the scan then stops with "path:line: key: why" in err. */
-typedef int (*ConfScanFn)(const char *name, const char *key, const char *value, char *why,
-			  size_t whylen, void *ud);
+ * *why (a Reason); the scan then stops with "path:line: key: why" in err. */
+typedef int (*ConfScanFn)(const char *name, const char *key, const char *value, Reason *why,
+			  void *ud);
 int conf_scan_file(const char *path, const char *prefix, ConfScanFn fn, void *ud, char *err,
 		   size_t errlen);
 int conf_scan_string(const char *name, const char *text, const char *prefix, ConfScanFn fn,
@@ -101,7 +109,7 @@ int conf_scan_string(const char *name, const char *text, const char *prefix, Con
  * into it. A key set again, in the same file or a later one, overrides.
  * Errors stop the scan with "path:line: key: reason" in err: the reason get()
  * gives (a bad section name), "unknown key in [PREFIX.x]", or the value's. */
-typedef int (*ConfSectionFn)(const char *name, void **ret, char *why, size_t whylen, void *ud);
+typedef int (*ConfSectionFn)(const char *name, void **ret, Reason *why, void *ud);
 int conf_scan_items_file(const char *path, const ConfItem *items, size_t n, ConfSectionFn get,
 			 void *ud, char *err, size_t errlen);
 int conf_scan_items_string(const char *name, const char *text, const ConfItem *items, size_t n,

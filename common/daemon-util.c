@@ -67,8 +67,8 @@ daemon_parse_args(int argc, char **argv, const char *name, const char *summary, 
 	return 1;
 }
 
-int
-daemon_load_config(const DaemonArgs *a, const ConfItem *items, size_t n, void *target)
+static int
+load_files(const DaemonArgs *a, const ConfItem *items, size_t n, void *target)
 {
 	char err[1024];
 	int r = conf_apply_defaults(items, n, target);
@@ -98,11 +98,20 @@ daemon_load_config(const DaemonArgs *a, const ConfItem *items, size_t n, void *t
 	return 0;
 }
 
+int
+daemon_load_config(const DaemonArgs *a, const ConfItem *items, size_t n, void *target,
+		   const SharedConf *shared)
+{
+	int r = load_files(a, items, n, target);
+	if (r < 0)
+		return r;
+	return cluster_conf_check(&shared->cluster);
+}
+
 #define SHIM_SNAPSHOT_TIMEOUT_DEFAULT 240000 /* containerd-shim's default */
 
 static int
-peek_snapshot_timeout(const char *name, const char *key, const char *value, char *why,
-		      size_t whylen, void *ud)
+peek_snapshot_timeout(const char *name, const char *key, const char *value, Reason *why, void *ud)
 {
 	int64_t *ret = ud;
 	char *end;
@@ -113,7 +122,7 @@ peek_snapshot_timeout(const char *name, const char *key, const char *value, char
 	errno = 0;
 	v = strtoll(value, &end, 10);
 	if (errno || end == value || *end || v < 0) {
-		snprintf(why, whylen, "not a non-negative integer");
+		reason_set(why, "not a non-negative integer");
 		return -EINVAL;
 	}
 	*ret = v;

@@ -13,6 +13,7 @@
 #include <stdint.h>
 
 #include "conf-parser.h"
+#include "shared-conf.h"
 
 struct event_base;
 
@@ -30,10 +31,13 @@ int daemon_parse_args(int argc, char **argv, const char *name, const char *summa
 		      DaemonArgs *ret);
 
 /* Defaults, then each config file in order (the default file when none is
- * given is optional; an explicit one must exist). Logs "file:line: key: reason"
+ * given is optional; an explicit one must exist), then the checks of the
+ * [cluster] keys every daemon shares (cluster_conf_check() on
+ * shared->cluster, the target's SharedConf). Logs "file:line: key: reason"
  * and returns a negative errno on error. With --dump-config it prints the
  * table (conf_dump) on stdout instead of reading any file. */
-int daemon_load_config(const DaemonArgs *a, const ConfItem *items, size_t n, void *target);
+int daemon_load_config(const DaemonArgs *a, const ConfItem *items, size_t n, void *target,
+		       const SharedConf *shared);
 
 /* How long coordinatord and routerd wait for a snapshot or restore reply:
  * [containerd-shim] snapshot_timeout_ms, read from the same files as

@@ -27,7 +27,7 @@
 #include "macro.h"
 
 typedef struct Reason {
-	char msg[256]; /* "" = none given */
+	char msg[320]; /* "" = none given */
 } Reason;
 
 /* Set why's text (NULL-safe); returns 0, so that a failure path reads as one

@@ -32,23 +32,47 @@ pack_head(char *out, int type, uint64_t req_id)
 
 static const char empty_map = (char)0x80;
 
-int
-frame_write(struct evbuffer *out, int type, uint64_t req_id, const void *body, size_t body_len,
+/* A frame's parts: the length prefix (big-endian), the head and the body (an
+ * empty map for none). */
+typedef struct FrameParts {
+	uint32_t be;
+	char head[32];
+	size_t hl;
+	const void *body;
+	size_t body_len;
+	size_t total; /* head + body: the prefix's value */
+} FrameParts;
+
+/* -EMSGSIZE when the frame would exceed max (or 4 GiB). */
+static int
+frame_parts(FrameParts *fp, int type, uint64_t req_id, const void *body, size_t body_len,
 	    size_t max)
 {
-	char head[32];
-	size_t hl = pack_head(head, type, req_id);
-
+	fp->hl = pack_head(fp->head, type, req_id);
 	if (!body || body_len == 0) {
 		body = &empty_map;
 		body_len = 1;
 	}
-	size_t total = hl + body_len;
-	if (total > max || total > UINT32_MAX)
+	fp->body = body;
+	fp->body_len = body_len;
+	fp->total = fp->hl + body_len;
+	if (fp->total > max || fp->total > UINT32_MAX)
 		return -EMSGSIZE;
-	uint32_t be = htonl((uint32_t)total);
-	if (evbuffer_add(out, &be, 4) < 0 || evbuffer_add(out, head, hl) < 0 ||
-	    evbuffer_add(out, body, body_len) < 0)
+	fp->be = htonl((uint32_t)fp->total);
+	return 0;
+}
+
+int
+frame_write(struct evbuffer *out, int type, uint64_t req_id, const void *body, size_t body_len,
+	    size_t max)
+{
+	FrameParts fp;
+	int r = frame_parts(&fp, type, req_id, body, body_len, max);
+
+	if (r < 0)
+		return r;
+	if (evbuffer_add(out, &fp.be, 4) < 0 || evbuffer_add(out, fp.head, fp.hl) < 0 ||
+	    evbuffer_add(out, fp.body, fp.body_len) < 0)
 		return -ENOMEM;
 	return 0;
 }
@@ -57,25 +81,19 @@ int
 frame_encode(int type, uint64_t req_id, const void *body, size_t body_len, size_t max, char **ret,
 	     size_t *ret_len)
 {
-	char head[32];
-	size_t hl = pack_head(head, type, req_id);
+	FrameParts fp;
+	int r = frame_parts(&fp, type, req_id, body, body_len, max);
 
-	if (!body || body_len == 0) {
-		body = &empty_map;
-		body_len = 1;
-	}
-	size_t total = hl + body_len;
-	if (total > max || total > UINT32_MAX)
-		return -EMSGSIZE;
-	char *b = malloc(4 + total);
+	if (r < 0)
+		return r;
+	char *b = malloc(4 + fp.total);
 	if (!b)
 		return -ENOMEM;
-	uint32_t be = htonl((uint32_t)total);
-	memcpy(b, &be, 4);
-	memcpy(b + 4, head, hl);
-	memcpy(b + 4 + hl, body, body_len);
+	memcpy(b, &fp.be, 4);
+	memcpy(b + 4, fp.head, fp.hl);
+	memcpy(b + 4 + fp.hl, fp.body, fp.body_len);
 	*ret = b;
-	*ret_len = 4 + total;
+	*ret_len = 4 + fp.total;
 	return 0;
 }
 
@@ -193,6 +211,21 @@ decode(Frame *f)
 	return 0;
 }
 
+/* decode() f, whose buf holds the len bytes of a payload, into *ret; f is
+ * freed when it does not decode. */
+static int
+decode_into(Frame *f, size_t len, Frame *ret)
+{
+	f->req_id = len;
+	int r = decode(f);
+	if (r < 0) {
+		frame_done(f);
+		return r;
+	}
+	*ret = *f;
+	return 0;
+}
+
 int
 frame_parse(const void *payload, size_t len, Frame *ret)
 {
@@ -202,14 +235,7 @@ frame_parse(const void *payload, size_t len, Frame *ret)
 	if (!f.buf)
 		return -ENOMEM;
 	memcpy(f.buf, payload, len);
-	f.req_id = len;
-	int r = decode(&f);
-	if (r < 0) {
-		frame_done(&f);
-		return r;
-	}
-	*ret = f;
-	return 0;
+	return decode_into(&f, len, ret);
 }
 
 int
@@ -236,14 +262,8 @@ frame_read(struct evbuffer *in, size_t max, Frame *ret)
 		return -ENOMEM;
 	evbuffer_drain(in, 4);
 	evbuffer_remove(in, f.buf, len);
-	f.req_id = len;
-	int r = decode(&f);
-	if (r < 0) {
-		frame_done(&f);
-		return r;
-	}
-	*ret = f;
-	return 1;
+	int r = decode_into(&f, len, ret);
+	return r < 0 ? r : 1;
 }
 
 void

@@ -97,16 +97,35 @@ mp_reader_keep(MpReader *r, void *p)
 	return keep(r, p) ? 0 : -ENOMEM;
 }
 
+/* The value of key for a read, or NULL when there is nothing to read: the
+ * reader failed already, or key is absent or nil. Absent or nil fails a
+ * required read; an optional one gets *ret_absent (its default goes in). */
+static const msgpack_object *
+field(MpReader *r, const char *key, bool required, bool *ret_absent)
+{
+	*ret_absent = false;
+	if (r->err < 0)
+		return NULL;
+	const msgpack_object *o = mp_map_get(r->map, key);
+	if (o && o->type != MSGPACK_OBJECT_NIL)
+		return o;
+	if (required)
+		fail(r, key);
+	else
+		*ret_absent = true;
+	return NULL;
+}
+
 void
 mp_read_str_opt(MpReader *r, const char *key, const char **ret, const char *def)
 {
-	if (r->err < 0)
-		return;
-	const msgpack_object *o = mp_map_get(r->map, key);
-	if (!o || o->type == MSGPACK_OBJECT_NIL) {
+	bool absent;
+	const msgpack_object *o = field(r, key, false, &absent);
+
+	if (absent)
 		*ret = def;
+	if (!o)
 		return;
-	}
 	char *s = mp_obj_strdup(o);
 	const char *k = s ? keep(r, s) : NULL;
 	if (!k) {
@@ -146,13 +165,13 @@ obj_to_i64(const msgpack_object *o, int64_t *ret)
 void
 mp_read_int_opt(MpReader *r, const char *key, int64_t *ret, int64_t def)
 {
-	if (r->err < 0)
-		return;
-	const msgpack_object *o = mp_map_get(r->map, key);
-	if (!o || o->type == MSGPACK_OBJECT_NIL) {
+	bool absent;
+	const msgpack_object *o = field(r, key, false, &absent);
+
+	if (absent)
 		*ret = def;
+	if (!o)
 		return;
-	}
 	if (!obj_to_i64(o, ret))
 		fail(r, key);
 }
@@ -160,58 +179,51 @@ mp_read_int_opt(MpReader *r, const char *key, int64_t *ret, int64_t def)
 void
 mp_read_int(MpReader *r, const char *key, int64_t *ret)
 {
-	if (r->err < 0)
-		return;
+	bool absent;
+
 	/* nil counts as missing, as for mp_read_str (the _opt readers map it to the default) */
-	const msgpack_object *o = mp_map_get(r->map, key);
-	if (!o || o->type == MSGPACK_OBJECT_NIL) {
-		fail(r, key);
-		return;
-	}
-	mp_read_int_opt(r, key, ret, 0);
+	if (field(r, key, true, &absent))
+		mp_read_int_opt(r, key, ret, 0);
 }
 
 void
 mp_read_uint(MpReader *r, const char *key, uint64_t *ret)
 {
-	if (r->err < 0)
-		return;
-	const msgpack_object *o = mp_map_get(r->map, key);
-	if (!o || o->type != MSGPACK_OBJECT_POSITIVE_INTEGER) {
+	bool absent;
+	const msgpack_object *o = field(r, key, true, &absent);
+
+	if (o && o->type != MSGPACK_OBJECT_POSITIVE_INTEGER)
 		fail(r, key);
-		return;
-	}
-	*ret = o->via.u64;
+	else if (o)
+		*ret = o->via.u64;
 }
 
 void
 mp_read_bool_opt(MpReader *r, const char *key, bool *ret, bool def)
 {
-	if (r->err < 0)
-		return;
-	const msgpack_object *o = mp_map_get(r->map, key);
-	if (!o || o->type == MSGPACK_OBJECT_NIL) {
+	bool absent;
+	const msgpack_object *o = field(r, key, false, &absent);
+
+	if (absent)
 		*ret = def;
-		return;
-	}
-	if (o->type != MSGPACK_OBJECT_BOOLEAN) {
+	if (o && o->type != MSGPACK_OBJECT_BOOLEAN)
 		fail(r, key);
-		return;
-	}
-	*ret = o->via.boolean;
+	else if (o)
+		*ret = o->via.boolean;
 }
 
 void
 mp_read_bin_opt(MpReader *r, const char *key, const void **ret, size_t *ret_len)
 {
-	if (r->err < 0)
-		return;
-	const msgpack_object *o = mp_map_get(r->map, key);
-	if (!o || o->type == MSGPACK_OBJECT_NIL) {
+	bool absent;
+	const msgpack_object *o = field(r, key, false, &absent);
+
+	if (absent) {
 		*ret = NULL;
 		*ret_len = 0;
-		return;
 	}
+	if (!o)
+		return;
 	if (o->type == MSGPACK_OBJECT_BIN) {
 		*ret = o->via.bin.ptr;
 		*ret_len = o->via.bin.size;
@@ -225,27 +237,22 @@ mp_read_bin_opt(MpReader *r, const char *key, const void **ret, size_t *ret_len)
 void
 mp_read_bin(MpReader *r, const char *key, const void **ret, size_t *ret_len)
 {
-	if (r->err < 0)
-		return;
-	const msgpack_object *o = mp_map_get(r->map, key);
-	if (!o || o->type == MSGPACK_OBJECT_NIL) {
-		fail(r, key);
-		return;
-	}
-	mp_read_bin_opt(r, key, ret, ret_len);
+	bool absent;
+
+	if (field(r, key, true, &absent))
+		mp_read_bin_opt(r, key, ret, ret_len);
 }
 
 void
 mp_read_array(MpReader *r, const char *key, const msgpack_object_array **ret)
 {
-	if (r->err < 0)
-		return;
-	const msgpack_object *o = mp_map_get(r->map, key);
-	if (!o || o->type != MSGPACK_OBJECT_ARRAY) {
+	bool absent;
+	const msgpack_object *o = field(r, key, true, &absent);
+
+	if (o && o->type != MSGPACK_OBJECT_ARRAY)
 		fail(r, key);
-		return;
-	}
-	*ret = &o->via.array;
+	else if (o)
+		*ret = &o->via.array;
 }
 
 void
@@ -261,16 +268,13 @@ mp_strv_free(char **v)
 static void
 read_strv(MpReader *r, const char *key, char ***ret, bool required)
 {
-	if (r->err < 0)
+	bool absent;
+	const msgpack_object *o = field(r, key, required, &absent);
+
+	if (absent)
+		*ret = NULL;
+	if (!o)
 		return;
-	const msgpack_object *o = mp_map_get(r->map, key);
-	if (!o || o->type == MSGPACK_OBJECT_NIL) {
-		if (required)
-			fail(r, key);
-		else
-			*ret = NULL;
-		return;
-	}
 	if (o->type != MSGPACK_OBJECT_ARRAY) {
 		fail(r, key);
 		return;

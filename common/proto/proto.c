@@ -69,15 +69,23 @@ peer_role_from_name(const char *name)
 	return -EINVAL;
 }
 
+/* The ALLOW rows of messages.def: [type][from][to]. */
+static const bool msg_extra_allowed[_MSG_TYPE_MAX][_ROLE_MAX][_ROLE_MAX] = {
+#define F(type, name, req)
+#define MSG(n, id, d, f)
+#define ALLOW(n, from, to) [MSG_##n][ROLE_##from][ROLE_##to] = true,
+#include "messages.def"
+#undef ALLOW
+#undef MSG
+#undef F
+};
+
 bool
 msg_allowed(int type, PeerRole from, PeerRole to)
 {
-	if (!msg_type_valid(type))
+	if (!msg_type_valid(type) || (unsigned)from >= _ROLE_MAX || (unsigned)to >= _ROLE_MAX)
 		return false;
-	if (msg_rows[type].dir == MSGDIR_CLIENT_TO_COORD)
-		return from == ROLE_CLIENT && to == ROLE_COORD;
-	/* A test client may speak either daemon's side. */
-	if (from == ROLE_CLIENT || to == ROLE_CLIENT)
+	if (msg_extra_allowed[type][from][to])
 		return true;
 	switch (msg_rows[type].dir) {
 	case MSGDIR_ANY: return true;
@@ -85,7 +93,7 @@ msg_allowed(int type, PeerRole from, PeerRole to)
 	case MSGDIR_COORD_TO_ROUTER: return from == ROLE_COORD && to == ROLE_ROUTER;
 	case MSGDIR_COORD_TO_SHIM: return from == ROLE_COORD && to == ROLE_SHIM;
 	case MSGDIR_SHIM_TO_COORD: return from == ROLE_SHIM && to == ROLE_COORD;
-	case MSGDIR_CLIENT_TO_COORD: return false; /* handled above */
+	case MSGDIR_CLIENT_TO_COORD: return from == ROLE_CLIENT && to == ROLE_COORD;
 	}
 	return false;
 }

@@ -68,5 +68,7 @@ bool msg_type_valid(int type);
 const char *peer_role_name(PeerRole role);
 /* "routerd" → ROLE_ROUTER …; -EINVAL when unknown. */
 int peer_role_from_name(const char *name);
-/* May a peer of role `from` send `type` to a peer of role `to`? */
+/* May a peer of role `from` send `type` to a peer of role `to`? The row's
+ * direction, or an ALLOW row of messages.def; nothing else (a client gets
+ * only what ALLOW rows give it). */
 bool msg_allowed(int type, PeerRole from, PeerRole to);

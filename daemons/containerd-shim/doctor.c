@@ -263,8 +263,10 @@ static void
 check_quota(Doctor *d, const ShimConf *conf)
 {
 	bool wanted = conf->workspace_quota > 0 || conf->workspace_inodes > 0;
-	char fstype[32], msg[256];
-	int r = quota_probe(conf->sandbox_dir, fstype, sizeof(fstype), msg, sizeof(msg));
+	char fstype[32];
+	Reason probe = {""};
+	int r = quota_probe(conf->sandbox_dir, fstype, sizeof(fstype), &probe);
+	const char *msg = probe.msg;
 
 	if (r >= 0)
 		report(d, 1, "project quotas", "%s (workspace_quota=%lld, workspace_inodes=%lld)",

@@ -34,6 +34,7 @@
 #include "fd-util.h"
 #include "log.h"
 #include "macro.h"
+#include "reason.h"
 
 #ifndef SYS_quotactl_fd
 #define SYS_quotactl_fd 443
@@ -138,7 +139,7 @@ open_existing(const char *dir)
 }
 
 static int
-probe_fd(int fd, const char *dir, char *fstype, size_t fstype_size, char *msg, size_t msg_size)
+probe_fd(int fd, const char *dir, char *fstype, size_t fstype_size, Reason *msg)
 {
 	struct fs_quota_statv sv = {.qs_version = FS_QSTATV_VERSION1};
 	struct statfs sfs;
@@ -149,7 +150,7 @@ probe_fd(int fd, const char *dir, char *fstype, size_t fstype_size, char *msg, s
 	if (fstatfs(fd, &sfs) < 0) {
 		r = -errno;
 		snprintf(fstype, fstype_size, "?");
-		snprintf(msg, msg_size, "cannot statfs %s: %s", dir, strerror(-r));
+		reason_set(msg, "cannot statfs %s: %s", dir, strerror(-r));
 		return r;
 	}
 	name = fs_name((long)sfs.f_type);
@@ -159,8 +160,8 @@ probe_fd(int fd, const char *dir, char *fstype, size_t fstype_size, char *msg, s
 		snprintf(fstype, fstype_size, "fs type 0x%lx", (unsigned long)sfs.f_type);
 	ext4 = sfs.f_type == EXT4_SUPER_MAGIC;
 	if (!ext4 && sfs.f_type != XFS_SUPER_MAGIC) {
-		snprintf(
-		    msg, msg_size,
+		reason_set(
+		    msg,
 		    "%s is on %s, which has no project quotas the shim can use; put it on ext4 "
 		    "mounted with -o prjquota or XFS mounted with -o pquota",
 		    dir, fstype);
@@ -179,41 +180,41 @@ probe_fd(int fd, const char *dir, char *fstype, size_t fstype_size, char *msg, s
 			r = 0;
 	}
 	if (r == -ENOSYS || r == -EOPNOTSUPP || r == -EINVAL) {
-		snprintf(msg, msg_size,
-			 "%s is on %s, and this kernel has no quota support for it (%s: "
-			 "CONFIG_QUOTA and CONFIG_QFMT_V2, or CONFIG_XFS_QUOTA)",
-			 dir, fstype, strerror(-r));
+		reason_set(msg,
+			   "%s is on %s, and this kernel has no quota support for it (%s: "
+			   "CONFIG_QUOTA and CONFIG_QFMT_V2, or CONFIG_XFS_QUOTA)",
+			   dir, fstype, strerror(-r));
 		return -EOPNOTSUPP;
 	}
 	if (r < 0) {
-		snprintf(msg, msg_size, "cannot query the quota state of %s (%s): %s", dir, fstype,
-			 strerror(-r));
+		reason_set(msg, "cannot query the quota state of %s (%s): %s", dir, fstype,
+			   strerror(-r));
 		return r;
 	}
 	if (!(sv.qs_flags & FS_QUOTA_PDQ_ENFD)) {
-		snprintf(msg, msg_size,
-			 ext4 ? "%s is on ext4 without project quotas; mount it with -o prjquota "
-				"(the filesystem needs the quota and project features: "
-				"tune2fs -O quota,project)"
-			      : "%s is on xfs without project quotas; mount it with -o pquota",
-			 dir);
+		reason_set(msg,
+			   ext4 ? "%s is on ext4 without project quotas; mount it with -o prjquota "
+				  "(the filesystem needs the quota and project features: "
+				  "tune2fs -O quota,project)"
+				: "%s is on xfs without project quotas; mount it with -o pquota",
+			   dir);
 		return -EOPNOTSUPP;
 	}
-	snprintf(msg, msg_size, "%s is on %s with project quotas enforced", dir, fstype);
+	reason_set(msg, "%s is on %s with project quotas enforced", dir, fstype);
 	return 0;
 }
 
 int
-quota_probe(const char *dir, char *fstype, size_t fstype_size, char *msg, size_t msg_size)
+quota_probe(const char *dir, char *fstype, size_t fstype_size, Reason *msg)
 {
 	_cleanup_close_ int fd = open_existing(dir);
 
 	if (fd < 0) {
 		snprintf(fstype, fstype_size, "?");
-		snprintf(msg, msg_size, "cannot open %s: %s", dir, strerror(-fd));
+		reason_set(msg, "cannot open %s: %s", dir, strerror(-fd));
 		return fd;
 	}
-	return probe_fd(fd, dir, fstype, fstype_size, msg, msg_size);
+	return probe_fd(fd, dir, fstype, fstype_size, msg);
 }
 
 static bool
@@ -355,15 +356,19 @@ set_limits(int fd, uint32_t p, int64_t bytes, int64_t inodes)
 
 int
 quota_workspace_apply(const ShimConf *c, const char *id, int ws_fd, const char *ws,
-		      uint32_t *ret_projid, char *err, size_t err_size)
+		      uint32_t *ret_projid, Reason *why)
 {
-	char fstype[32], msg[256];
+	char fstype[32];
+	Reason probe = {""};
 	struct fsxattr fa;
 	struct stat st;
 	uint32_t p;
 	size_t skipped = 0;
+	Reason local;
 	int r;
 
+	if (!why)
+		why = &local;
 	*ret_projid = 0;
 	if (c->workspace_quota == 0 && c->workspace_inodes == 0) {
 		/* Off. A project of ours from an earlier configuration: drop its limits. */
@@ -374,24 +379,24 @@ quota_workspace_apply(const ShimConf *c, const char *id, int ws_fd, const char *
 		return 0;
 	}
 
-	r = probe_fd(ws_fd, c->sandbox_dir, fstype, sizeof(fstype), msg, sizeof(msg));
+	r = probe_fd(ws_fd, c->sandbox_dir, fstype, sizeof(fstype), &probe);
 	if (r < 0 && !c->workspace_quota_required) {
 		/* Warned at start-up (quota_log_support); the workspace has no quota. */
-		log_debug("No quota on %s: %s", ws, msg);
+		log_debug("No quota on %s: %s", ws, probe.msg);
 		return 0;
 	}
 	if (r < 0) {
-		snprintf(err, err_size,
-			 "workspace_quota: %s, or set workspace_quota_required=no (no quota "
-			 "there) or workspace_quota=0 and workspace_inodes=0",
-			 msg);
-		return log_error_errno(r, "%s", err);
+		reason_set(why,
+			   "workspace_quota: %s, or set workspace_quota_required=no (no quota "
+			   "there) or workspace_quota=0 and workspace_inodes=0",
+			   probe.msg);
+		return log_error_errno(r, "%s", why->msg);
 	}
 	if (fstat(ws_fd, &st) < 0 || ioctl(ws_fd, FS_IOC_FSGETXATTR, &fa) < 0) {
 		r = -errno;
-		snprintf(err, err_size, "workspace_quota: cannot read the attributes of %s: %s", ws,
-			 strerror(-r));
-		return log_error_errno(r, "%s", err);
+		reason_set(why, "workspace_quota: cannot read the attributes of %s: %s", ws,
+			   strerror(-r));
+		return log_error_errno(r, "%s", why->msg);
 	}
 	if (projid_ours(c, fa.fsx_projid))
 		p = fa.fsx_projid; /* recorded on the directory at an earlier creation */
@@ -399,33 +404,29 @@ quota_workspace_apply(const ShimConf *c, const char *id, int ws_fd, const char *
 		r = projid_allocate(c, ws_fd, id, &p);
 		if (r < 0) {
 			if (r == -ENOSPC)
-				snprintf(err, err_size,
-					 "workspace_quota: no free project id in "
-					 "workspace_projid_base..+workspace_projid_count");
+				reason_set(why, "workspace_quota: no free project id in "
+						"workspace_projid_base..+workspace_projid_count");
 			else
-				snprintf(err, err_size,
-					 "workspace_quota: cannot allocate a project id: %s",
-					 strerror(-r));
-			return log_error_errno(r, "%s", err);
+				reason_set(why, "workspace_quota: cannot allocate a project id: %s",
+					   strerror(-r));
+			return log_error_errno(r, "%s", why->msg);
 		}
 	}
 	/* Limits before the label: the usage moves into a project already capped. */
 	r = set_limits(ws_fd, p, c->workspace_quota, c->workspace_inodes);
 	if (r < 0) {
-		snprintf(err, err_size,
-			 "workspace_quota: cannot set the limits of project %u on %s: %s",
-			 (unsigned)p, fstype, strerror(-r));
-		return log_error_errno(r, "%s", err);
+		reason_set(why, "workspace_quota: cannot set the limits of project %u on %s: %s",
+			   (unsigned)p, fstype, strerror(-r));
+		return log_error_errno(r, "%s", why->msg);
 	}
 	if (fa.fsx_projid != p || !(fa.fsx_xflags & FS_XFLAG_PROJINHERIT)) {
 		r = set_projid(ws_fd, p, true);
 		if (r >= 0)
 			r = label_tree(ws_fd, p, st.st_uid, st.st_dev, 0, &skipped);
 		if (r < 0) {
-			snprintf(err, err_size,
-				 "workspace_quota: cannot set project id %u on %s: %s", (unsigned)p,
-				 ws, strerror(-r));
-			return log_error_errno(r, "%s", err);
+			reason_set(why, "workspace_quota: cannot set project id %u on %s: %s",
+				   (unsigned)p, ws, strerror(-r));
+			return log_error_errno(r, "%s", why->msg);
 		}
 		log_info("Workspace %s: project id %u (was %u)%s", ws, (unsigned)p,
 			 (unsigned)fa.fsx_projid,
@@ -438,7 +439,8 @@ quota_workspace_apply(const ShimConf *c, const char *id, int ws_fd, const char *
 int
 quota_log_support(const ShimConf *c)
 {
-	char fstype[32], msg[256];
+	char fstype[32];
+	Reason probe = {""};
 	int r;
 
 	if (c->workspace_quota == 0 && c->workspace_inodes == 0) {
@@ -447,24 +449,24 @@ quota_log_support(const ShimConf *c)
 			   c->sandbox_dir);
 		return 0;
 	}
-	r = quota_probe(c->sandbox_dir, fstype, sizeof(fstype), msg, sizeof(msg));
+	r = quota_probe(c->sandbox_dir, fstype, sizeof(fstype), &probe);
 	if (r >= 0) {
 		log_info("Workspace quotas enforced: %s (workspace_quota=%lld bytes, "
 			 "workspace_inodes=%lld)",
-			 msg, (long long)c->workspace_quota, (long long)c->workspace_inodes);
+			 probe.msg, (long long)c->workspace_quota, (long long)c->workspace_inodes);
 		return 0;
 	}
 	if (c->workspace_quota_required)
 		log_error(
 		    "WORKSPACE QUOTAS CANNOT BE ENFORCED: %s. workspace_quota_required=yes, so "
 		    "every sandbox creation will fail until this is fixed",
-		    msg);
+		    probe.msg);
 	else
 		log_warning(
 		    "WORKSPACE QUOTAS ARE NOT ENFORCED: %s. Sandboxes get no quota: one "
 		    "tenant can fill this filesystem for every other (and for the run log "
 		    "if it shares it). Set workspace_quota_required=yes to refuse sandboxes "
 		    "instead",
-		    msg);
+		    probe.msg);
 	return r;
 }

@@ -31,13 +31,14 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include "reason.h"
 #include "shim-conf.h"
 
 /* Does the filesystem of dir (or of its nearest existing ancestor) enforce
  * project quotas? 0 = yes; else a negative errno (-EOPNOTSUPP: it cannot) and
  * msg says why and what to do. fstype gets a short name ("ext4", "xfs", …).
  * Does not log. */
-int quota_probe(const char *dir, char *fstype, size_t fstype_size, char *msg, size_t msg_size);
+int quota_probe(const char *dir, char *fstype, size_t fstype_size, Reason *msg);
 
 /* Log, once at start-up, whether the workspaces get their quotas: info when
  * enforced, a loud warning when the filesystem cannot (an error when
@@ -48,7 +49,7 @@ int quota_log_support(const ShimConf *c);
 /* Apply the configured limits to the workspace directory ws_fd (path ws, for
  * messages) of sandbox id. Both limits 0: nothing is set up, and limits that an
  * earlier configuration left on this workspace's project are cleared. Returns
- * 0, or a negative errno with err set to a one-line reason starting with
+ * 0, or a negative errno with why (may be NULL) set to a one-line reason starting with
  * "workspace_quota: " (logged). *ret_projid: the project id (0 = none). */
 int quota_workspace_apply(const ShimConf *c, const char *id, int ws_fd, const char *ws,
-			  uint32_t *ret_projid, char *err, size_t err_size);
+			  uint32_t *ret_projid, Reason *why);

@@ -109,7 +109,7 @@ pool_spawn(Shim *s)
 	r = pool_dir_make(s, sb->cg_id, &sb->pool_dir);
 	if (r < 0)
 		return r;
-	r = sandbox_start(s, sb, sb->pool_dir, true, sb->id, &ctx);
+	r = sandbox_start(s, sb, sb->pool_dir, true, sb->id, &ctx, NULL);
 	if (r < 0)
 		return r;
 	sb->next = s->pool;
@@ -199,10 +199,10 @@ pool_check_workspace(pid_t pid, const char *id)
 /* Take a pooled sandbox for key (a ready one):
  * bind the key's workspace in and move it to the sandbox table. Returns 1 and
  * *ret, 0 when the pool has none (or binding failed: the caller creates one),
- * or a negative errno for the workspace (s->create_err says why). */
+ * or a negative errno for the workspace (why says why). */
 static int
 pool_claim(Shim *s, const char *key, const char *id, const char *run_id, const char *thread_id,
-	   Sandbox **ret)
+	   Sandbox **ret, Reason *why)
 {
 	_cleanup_free_ char *ws = NULL;
 	Sandbox *sb = NULL;
@@ -216,12 +216,10 @@ pool_claim(Shim *s, const char *key, const char *id, const char *run_id, const c
 			sb = p;
 	if (!sb)
 		return 0;
-	s->create_err[0] = '\0';
-	r = sandbox_prepare_workspace(s, id, &ws);
+	r = sandbox_prepare_workspace(s, id, &ws, why);
 	if (r < 0) {
-		if (!s->create_err[0])
-			snprintf(s->create_err, sizeof(s->create_err), "workspace: %s",
-				 strerror(-r));
+		if (why && !why->msg[0])
+			reason_set(why, "workspace: %s", strerror(-r));
 		return r;
 	}
 	sb->key = strdup(key);
@@ -289,9 +287,9 @@ pool_dead(Sandbox *sb)
  * serving already (the caller replies now rather than waiting for READY). */
 static int
 sandbox_obtain(Shim *s, const char *key, const char *id, const char *run_id, const char *thread_id,
-	       Sandbox **ret, bool *ret_ready)
+	       Sandbox **ret, bool *ret_ready, Reason *why)
 {
-	int r = pool_claim(s, key, id, run_id, thread_id, ret);
+	int r = pool_claim(s, key, id, run_id, thread_id, ret, why);
 
 	if (r < 0)
 		return r;
@@ -302,7 +300,7 @@ sandbox_obtain(Shim *s, const char *key, const char *id, const char *run_id, con
 		return 0;
 	}
 	*ret_ready = false;
-	return sandbox_create(s, key, id, run_id, thread_id, ret);
+	return sandbox_create(s, key, id, run_id, thread_id, ret, why);
 }
 
 /* Idle: serving, no exec running and none about to come (an ENSURE waiting or
@@ -529,8 +527,8 @@ capacity_reensure(Sandbox *sb, Waiter **ret_re)
 	Waiter *re = *ret_re;
 	Sandbox *nsb = NULL;
 	bool ready = false;
-	int r =
-	    sandbox_obtain(s, sb->key, sb->id, sb->next_run_id, sb->next_thread_id, &nsb, &ready);
+	int r = sandbox_obtain(s, sb->key, sb->id, sb->next_run_id, sb->next_thread_id, &nsb,
+			       &ready, NULL);
 	if (r >= 0)
 		nsb->reserved_until = now_usec() + ENSURE_RESERVE_USEC;
 	if (r >= 0 && ready) {
@@ -644,7 +642,8 @@ ensure_key(Shim *s, PeerDeferred **d, const char *key, const char *run_id, const
 	if (may_queue && (s->queue || list_count(s->sandboxes) >= (size_t)s->conf->max_instances))
 		return queue_add(s, d, key, run_id, thread_id);
 	bool ready = false;
-	k = sandbox_obtain(s, key, id, run_id, thread_id, &sb, &ready);
+	Reason why = {""};
+	k = sandbox_obtain(s, key, id, run_id, thread_id, &sb, &ready, &why);
 	if (k >= 0)
 		sb->reserved_until = now_usec() + ENSURE_RESERVE_USEC;
 	if (k >= 0 && ready) {
@@ -653,8 +652,7 @@ ensure_key(Shim *s, PeerDeferred **d, const char *key, const char *run_id, const
 	}
 	if (k < 0) {
 		char msg[400];
-		snprintf(msg, sizeof(msg), "sandbox creation failed: %s",
-			 s->create_err[0] ? s->create_err : strerror(-k));
+		snprintf(msg, sizeof(msg), "sandbox creation failed: %s", reason_text(&why, k));
 		(void)peer_deferred_error(TAKE_PTR(*d), k, NULL, msg);
 		return 0;
 	}

@@ -164,10 +164,7 @@ shim_conf_load(const DaemonArgs *a, ShimConf *c)
 {
 	int r;
 
-	r = daemon_load_config(a, shim_conf_items, shim_conf_n_items, c);
-	if (r < 0)
-		return r;
-	r = cluster_conf_check(&c->shared.cluster);
+	r = daemon_load_config(a, shim_conf_items, shim_conf_n_items, c, &c->shared);
 	if (r < 0)
 		return r;
 	if (c->shared.state_dir[0] != '/' || c->shared.runtime_dir[0] != '/')

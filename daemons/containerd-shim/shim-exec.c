@@ -58,7 +58,7 @@
 
 static void exec_maybe_finish(Exec *e);
 static void exec_release(Exec *e);
-static int exec_leaf_create(Exec *e, int *ret_fd);
+static int exec_leaf_create(Exec *e, int *ret_fd, Reason *why);
 static void exec_leaf_done(Exec *e);
 static int exec_signal(Exec *e, int sig);
 static bool exec_leftovers_kill(Exec *e);
@@ -627,6 +627,7 @@ handle_exec_start(Peer *p, const Frame *f, const Msg_EXEC_START *m, void *userda
 	int child_fds[4] = {-1, -1, -1, -1}; /* [3]: the exec's cgroup leaf */
 	Exec *e = NULL;
 	InitMsg im = {.type = INIT_MSG_EXEC};
+	Reason why = {""};
 	Sandbox *sb;
 	int64_t timeout_ms = m->has_timeout_ms ? m->timeout_ms : -1;
 	int k;
@@ -681,10 +682,10 @@ handle_exec_start(Peer *p, const Frame *f, const Msg_EXEC_START *m, void *userda
 	adopt_counter_store(s->counter_fd, e->id);
 	im.exec_id = e->id;
 	memcpy(msg, &im, sizeof(im));
-	k = exec_leaf_create(e, &child_fds[3]);
+	k = exec_leaf_create(e, &child_fds[3], &why);
 	if (k < 0) {
 		char em[400];
-		snprintf(em, sizeof(em), "exec_cgroup: %s", s->create_err);
+		snprintf(em, sizeof(em), "exec_cgroup: %s", reason_text(&why, k));
 		(void)peer_reply_error(p, f->req_id, k, em);
 		k = 0;
 		goto out;
@@ -976,9 +977,9 @@ exec_sandbox_lost(Sandbox *sb)
 
 /* Create e's leaf before INIT_MSG_EXEC: *ret_fd (its directory) goes with the
  * exec's other fds. Fail closed: on a host with cgroup2 an exec without its
- * leaf never starts (s->create_err says why). */
+ * leaf never starts (why says why). */
 static int
-exec_leaf_create(Exec *e, int *ret_fd)
+exec_leaf_create(Exec *e, int *ret_fd, Reason *why)
 {
 	Shim *s = e->shim;
 	Sandbox *sb = e->sandbox;
@@ -989,17 +990,16 @@ exec_leaf_create(Exec *e, int *ret_fd)
 	if (!cgroup_host_has_leaves(s->cgroups))
 		return 0; /* no cgroup2 at all: the process group it is (logged at start) */
 	if (!sb->cg || !cgroup_has_leaves(sb->cg)) {
-		snprintf(s->create_err, sizeof(s->create_err),
-			 "the sandbox has no cgroup2 directory for the exec");
+		reason_set(why, "the sandbox has no cgroup2 directory for the exec");
 		return -EOPNOTSUPP;
 	}
 	r = cgroup_leaf_create(sb->cg, e->id, ret_fd, &cerr);
 	if (r < 0) {
 		LogCtx ctx = exec_ctx(e);
-		snprintf(s->create_err, sizeof(s->create_err), "%s", reason_text(&cerr, r));
+		reason_set(why, "%s", reason_text(&cerr, r));
 		log_ctx_errno(LOG_ERR, r, &ctx,
 			      "Failed to create the cgroup of exec %" PRIu64 ": %s", e->id,
-			      s->create_err);
+			      reason_text(&cerr, r));
 		return r;
 	}
 	e->leaf = true;

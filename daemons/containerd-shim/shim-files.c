@@ -534,7 +534,7 @@ shim_files_handle(ShimFiles *fs, Shim *s, const ShimConf *conf, ShimPrepareWorks
 	    faccessat(AT_FDCWD, ws, F_OK, AT_SYMLINK_NOFOLLOW) < 0 && errno == ENOENT) {
 		free(ws);
 		ws = NULL;
-		k = prepare(s, id, &ws);
+		k = prepare(s, id, &ws, NULL);
 		if (k < 0) {
 			log_ctx_errno(LOG_WARNING, k, &ctx,
 				      "Cannot prepare the workspace of %s: %m", id);

@@ -39,11 +39,13 @@
 
 #include "msg.h"
 #include "peer.h"
+#include "reason.h"
 #include "shim-conf.h"
 #include "shim.h"
 
-/* shim.c's workspace preparation (mkdir + chown to host_uid), for writes. */
-typedef int (*ShimPrepareWorkspace)(Shim *s, const char *id, char **ret_path);
+/* shim.c's workspace preparation (mkdir + chown to host_uid), for writes; why
+ * (may be NULL) gets the reason of a failure. */
+typedef int (*ShimPrepareWorkspace)(Shim *s, const char *id, char **ret_path, Reason *why);
 
 /* Most entries one list returns (beyond: too_large). */
 #define SHIM_FILES_LIST_MAX 10000

@@ -276,7 +276,6 @@ struct Shim {
 	CgroupHost *cgroups;
 	Grave *graves;
 	struct event *grave_timer;
-	char create_err[320]; /* why the last sandbox_create failed, for the reply */
 	Queued *queue;
 	struct event *idle_timer;  /* periodic: sleep_after_ms and evictions for the queue */
 	NetFwd *net;		   /* SANDBOX_FORWARD/PROXY listeners */
@@ -307,16 +306,16 @@ void answer_empty(PeerDeferred *d);
 void reply_empty(Conn *c, uint64_t req_id);
 Sandbox *sandbox_find(Shim *s, const char *id);
 Sandbox *sandbox_free(Sandbox *sb);
-int sandbox_prepare_workspace(Shim *s, const char *id, char **ret_path);
+int sandbox_prepare_workspace(Shim *s, const char *id, char **ret_path, Reason *why);
 int sandbox_key_check(Shim *s, const LogCtx *ctx, const char *id, const char *key, bool create);
 int sandbox_purge(Shim *s, const char *id);
 void graves_cb(evutil_socket_t fd, short what, void *arg);
 void graves_add(Shim *s, Cgroup *cg);
 int sandbox_start(Shim *s, Sandbox *sb, const char *ws, bool slave, const char *cg_id,
-		  const LogCtx *ctx);
+		  const LogCtx *ctx, Reason *why);
 Sandbox *sandbox_alloc(Shim *s);
 int sandbox_create(Shim *s, const char *key, const char *id, const char *run_id,
-		   const char *thread_id, Sandbox **ret);
+		   const char *thread_id, Sandbox **ret, Reason *why);
 void pool_dir_release(const char *dir);
 size_t list_count(const Sandbox *head);
 void list_unlink(Sandbox **head, Sandbox *sb);

@@ -23,8 +23,8 @@
  * builders, waiter lists (a request answered later), reply_ensure/reply_empty,
  * list_count/list_unlink.
  *
- * Errors: negative errno, logged where they happen; why a creation failed is
- * left in Shim.create_err for the ENSURE's ERROR reply.
+ * Errors: negative errno, logged where they happen; why a creation failed
+ * goes in the caller's Reason (common/reason.h) for the ENSURE's ERROR reply.
  */
 #include "config.h"
 
@@ -212,7 +212,7 @@ sandbox_free(Sandbox *sb)
 /* Prepare <sandbox_dir>/<id>/workspace, owned by host_uid: it persists across
  * re-creations of the sandbox for the same key. */
 int
-sandbox_prepare_workspace(Shim *s, const char *id, char **ret_path)
+sandbox_prepare_workspace(Shim *s, const char *id, char **ret_path, Reason *why)
 {
 	const ShimConf *c = s->conf;
 	_cleanup_free_ char *dir = NULL, *ws = NULL;
@@ -234,7 +234,7 @@ sandbox_prepare_workspace(Shim *s, const char *id, char **ret_path)
 		return log_error_errno(errno, "Failed to open '%s': %m", ws);
 	if (fchown(fd, (uid_t)c->host_uid, (gid_t)c->host_uid) < 0)
 		return log_error_errno(errno, "Failed to chown '%s': %m", ws);
-	r = quota_workspace_apply(c, id, fd, ws, &projid, s->create_err, sizeof(s->create_err));
+	r = quota_workspace_apply(c, id, fd, ws, &projid, why);
 	if (r < 0)
 		return r;
 	*ret_path = TAKE_PTR(ws);
@@ -351,7 +351,7 @@ graves_add(Shim *s, Cgroup *cg)
 
 /* Re-adoption (adopt.h): the init's listening socket and the sandbox's record. */
 static int
-adopt_prepare_spec(Shim *s, Sandbox *sb, SandboxSpec *spec)
+adopt_prepare_spec(Shim *s, Sandbox *sb, SandboxSpec *spec, Reason *why)
 {
 	LogCtx ctx = sandbox_ctx(sb);
 	int r;
@@ -363,7 +363,7 @@ adopt_prepare_spec(Shim *s, Sandbox *sb, SandboxSpec *spec)
 		r = adopt_save_sandbox(s->rt_dfd, sb->id, sb->key, sb->run_id, sb->thread_id,
 				       sb->cg_id);
 	if (r < 0) {
-		snprintf(s->create_err, sizeof(s->create_err), "runtime state: %s", strerror(-r));
+		reason_set(why, "runtime state: %s", strerror(-r));
 		log_ctx_errno(LOG_ERR, r, &ctx, "Failed to prepare the re-adoption state: %m");
 	}
 	return r;
@@ -373,7 +373,7 @@ adopt_prepare_spec(Shim *s, Sandbox *sb, SandboxSpec *spec)
  * workspace ws (slave: a pool mount point, see below). Does not link sb. */
 int
 sandbox_start(Shim *s, Sandbox *sb, const char *ws, bool slave, const char *cg_id,
-	      const LogCtx *ctx)
+	      const LogCtx *ctx, Reason *why)
 {
 	const ShimConf *c = s->conf;
 	SandboxSpec spec;
@@ -386,10 +386,9 @@ sandbox_start(Shim *s, Sandbox *sb, const char *ws, bool slave, const char *cg_i
 		graves_forget(s, name);
 		r = cgroup_create(s->cgroups, cg_id, &sb->cg, &cerr);
 		if (r < 0) {
-			snprintf(s->create_err, sizeof(s->create_err), "cgroup: %s",
-				 reason_text(&cerr, r));
+			reason_set(why, "cgroup: %s", reason_text(&cerr, r));
 			return log_ctx_errno(LOG_ERR, r, ctx, "Failed to set up the cgroup: %s",
-					     s->create_err);
+					     reason_text(&cerr, r));
 		}
 	}
 	spec = (SandboxSpec){
@@ -414,13 +413,13 @@ sandbox_start(Shim *s, Sandbox *sb, const char *ws, bool slave, const char *cg_i
 	    .listen_fd = -1,
 	};
 	cgroup_spawn_fds(sb->cg, &spec.cgroup_fd, &spec.procs_fds, &spec.n_procs_fds);
-	r = adopt_prepare_spec(s, sb, &spec);
+	r = adopt_prepare_spec(s, sb, &spec, why);
 	if (r >= 0)
 		r = sandbox_spawn_begin(&spec, &sb->pid, &sb->pidfd, &sb->sock);
 	safe_close(spec.listen_fd); /* the init has its copy */
 	if (r < 0) {
 		adopt_forget_sandbox(s->rt_dfd, sb->id);
-		snprintf(s->create_err, sizeof(s->create_err), "spawn: %s", strerror(-r));
+		reason_set(why, "spawn: %s", strerror(-r));
 		graves_add(s, TAKE_PTR(sb->cg));
 		return log_ctx_errno(LOG_ERR, r, ctx, "Failed to spawn the sandbox init: %m");
 	}
@@ -504,7 +503,7 @@ sandbox_alloc(Shim *s)
 
 int
 sandbox_create(Shim *s, const char *key, const char *id, const char *run_id, const char *thread_id,
-	       Sandbox **ret)
+	       Sandbox **ret, Reason *why)
 {
 	_cleanup_(sandbox_freep) Sandbox *sb = NULL;
 	_cleanup_free_ char *ws = NULL;
@@ -521,16 +520,14 @@ sandbox_create(Shim *s, const char *key, const char *id, const char *run_id, con
 	set_str(&sb->run_id, run_id);
 	set_str(&sb->thread_id, thread_id);
 
-	s->create_err[0] = '\0';
-	r = sandbox_prepare_workspace(s, id, &ws);
+	r = sandbox_prepare_workspace(s, id, &ws, why);
 	if (r < 0) {
-		if (!s->create_err[0])
-			snprintf(s->create_err, sizeof(s->create_err), "workspace: %s",
-				 strerror(-r));
+		if (why && !why->msg[0])
+			reason_set(why, "workspace: %s", strerror(-r));
 		return r;
 	}
 	memcpy(sb->cg_id, id, sizeof(sb->cg_id));
-	r = sandbox_start(s, sb, ws, false, id, &ctx);
+	r = sandbox_start(s, sb, ws, false, id, &ctx, why);
 	if (r < 0)
 		return r;
 	sb->next = s->sandboxes;

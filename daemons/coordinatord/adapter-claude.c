@@ -72,17 +72,7 @@ static int
 claude_begin(Run *run, const json_t *messages, const json_t *metadata, ExecSpec *spec)
 {
 	_cleanup_free_ char *prompt = NULL;
-
-	if (shell_command_from_messages(messages, &prompt) < 0) {
-		run_fail(run, "claude-code harness: the last user message has no text",
-			 "harness_error");
-		return -EINVAL;
-	}
-	if (run->harness->command)
-		for (size_t i = 0; run->harness->command[i]; i++)
-			strv_push(&spec->argv, run->harness->command[i]);
-	else
-		strv_push(&spec->argv, "claude");
+	const char *session;
 	static const char *const fixed[] = {"-p",
 					    "--output-format",
 					    "stream-json",
@@ -91,26 +81,16 @@ claude_begin(Run *run, const json_t *messages, const json_t *metadata, ExecSpec 
 					    "--permission-mode",
 					    "bypassPermissions",
 					    NULL};
-	for (size_t i = 0; fixed[i]; i++)
-		strv_push(&spec->argv, fixed[i]);
-	const char *session = json_string_value(json_object_get(metadata, "sessionId"));
-	if (session && *session) {
-		/* coordinator.c admitted only an identifier; one glued to its
-		 * option is never read as an option of its own either way */
-		if (session[0] == '-') {
-			run_fail(run, "metadata.sessionId must not start with '-'",
-				 "harness_error");
-			return -EINVAL;
-		}
+
+	if (agent_cli_begin(run, "claude-code", messages, metadata, "claude", fixed, spec, &prompt,
+			    &session) < 0)
+		return -EINVAL;
+	if (session) /* glued to its option: never read as an option of its own */
 		strv_pushf(&spec->argv, "--resume=%s", session);
-	}
 	if (run->bridge_live) { /* host tools: the file holds the URL and the token */
 		strv_push(&spec->argv, "--mcp-config");
 		strv_push(&spec->argv, "/dev/fd/3"); /* driver.c's wrapper */
 	}
-	strv_push(&spec->env, "PATH=/usr/local/bin:/usr/bin:/bin");
-	strv_push(&spec->env, "HOME=/workspace");
-	strv_push(&spec->env, "LANG=C.UTF-8");
 	strv_push(&spec->env, "IS_SANDBOX=1");
 	strv_push(&spec->env, "CLAUDE_CODE_SANDBOXED=1");
 	spec->stdin_len = strlen(prompt);

@@ -47,35 +47,18 @@ static int
 codex_begin(Run *run, const json_t *messages, const json_t *metadata, ExecSpec *spec)
 {
 	_cleanup_free_ char *prompt = NULL;
-
-	if (shell_command_from_messages(messages, &prompt) < 0) {
-		run_fail(run, "codex harness: the last user message has no text", "harness_error");
-		return -EINVAL;
-	}
-	if (run->harness->command)
-		for (size_t i = 0; run->harness->command[i]; i++)
-			strv_push(&spec->argv, run->harness->command[i]);
-	else
-		strv_push(&spec->argv, "codex");
+	const char *session;
 	static const char *const fixed[] = {
 	    "exec",	 "--experimental-json", "--skip-git-repo-check",
 	    "--sandbox", "danger-full-access",	NULL};
-	for (size_t i = 0; fixed[i]; i++)
-		strv_push(&spec->argv, fixed[i]);
-	const char *session = json_string_value(json_object_get(metadata, "sessionId"));
-	if (session && *session) {
-		/* a positional: coordinator.c admitted only an identifier */
-		if (session[0] == '-') {
-			run_fail(run, "metadata.sessionId must not start with '-'",
-				 "harness_error");
-			return -EINVAL;
-		}
+
+	if (agent_cli_begin(run, "codex", messages, metadata, "codex", fixed, spec, &prompt,
+			    &session) < 0)
+		return -EINVAL;
+	if (session) { /* a positional */
 		strv_push(&spec->argv, "resume");
 		strv_push(&spec->argv, session);
 	}
-	strv_push(&spec->env, "PATH=/usr/local/bin:/usr/bin:/bin");
-	strv_push(&spec->env, "HOME=/workspace");
-	strv_push(&spec->env, "LANG=C.UTF-8");
 	spec->stdin_len = strlen(prompt);
 	spec->stdin_data = TAKE_PTR(prompt);
 	return 0;

@@ -186,6 +186,43 @@ ending_load(RunEnding *e, const json_t *j)
 	return 0;
 }
 
+int
+agent_cli_begin(Run *run, const char *what, const json_t *messages, const json_t *metadata,
+		const char *dflt, const char *const *fixed, ExecSpec *spec, char **ret_prompt,
+		const char **ret_session)
+{
+	char m[128];
+
+	if (shell_command_from_messages(messages, ret_prompt) < 0) {
+		snprintf(m, sizeof(m), "%s harness: the last user message has no text", what);
+		run_fail(run, m, "harness_error");
+		return -EINVAL;
+	}
+	if (run->harness->command)
+		for (size_t i = 0; run->harness->command[i]; i++)
+			strv_push(&spec->argv, run->harness->command[i]);
+	else
+		strv_push(&spec->argv, dflt);
+	for (size_t i = 0; fixed[i]; i++)
+		strv_push(&spec->argv, fixed[i]);
+	const char *session = json_string_value(json_object_get(metadata, "sessionId"));
+	*ret_session = NULL;
+	if (session && *session) {
+		/* coordinator.c admitted only an identifier; never one that an
+		 * agent could read as an option */
+		if (session[0] == '-') {
+			run_fail(run, "metadata.sessionId must not start with '-'",
+				 "harness_error");
+			return -EINVAL;
+		}
+		*ret_session = session;
+	}
+	strv_push(&spec->env, "PATH=/usr/local/bin:/usr/bin:/bin");
+	strv_push(&spec->env, "HOME=/workspace");
+	strv_push(&spec->env, "LANG=C.UTF-8");
+	return 0;
+}
+
 void
 run_gen_id(Run *run, char *buf, size_t len)
 {

@@ -85,10 +85,10 @@ nd_line(Run *run, char *line, size_t len)
 		nd_error(run, "runner sent a non-chunk line", "harness_error");
 		return;
 	}
-	char why[160];
-	if (agui_chunk_check(j, why, sizeof(why)) < 0) {
+	Reason why = {""};
+	if (agui_chunk_check(j, &why) < 0) {
 		char m[300];
-		snprintf(m, sizeof(m), "runner sent an invalid AG-UI chunk: %s", why);
+		snprintf(m, sizeof(m), "runner sent an invalid AG-UI chunk: %s", why.msg);
 		json_decref(j);
 		nd_error(run, m, "harness_error");
 		return;

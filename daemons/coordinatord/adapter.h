@@ -162,6 +162,16 @@ void ending_done(RunEnding *e);
 json_t *ending_save(const RunEnding *e);
 int ending_load(RunEnding *e, const json_t *j);
 
+/* The start of an agent CLI's exec (claude, codex): the last user message's
+ * text in *ret_prompt (for stdin), spec->argv the harness's command (or dflt)
+ * then fixed (NULL-terminated), spec->env PATH, HOME and LANG, and
+ * metadata.sessionId in *ret_session (NULL when absent or empty). -EINVAL
+ * after run_fail() when the message has no text ("<what> harness: …") or the
+ * session id starts with '-'. */
+int agent_cli_begin(Run *run, const char *what, const json_t *messages, const json_t *metadata,
+		    const char *dflt, const char *const *fixed, ExecSpec *spec, char **ret_prompt,
+		    const char **ret_session);
+
 /* A run-scoped id: "<runId8>-<n>" (n, run->id_counter, is kept in the
  * driver state: an id is never handed out twice, after a restart neither). */
 void run_gen_id(Run *run, char *buf, size_t len);

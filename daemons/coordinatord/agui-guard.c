@@ -398,21 +398,21 @@ field_ok(const json_t *v, FieldKind k)
 }
 
 int
-agui_chunk_check(const json_t *chunk, char *why, size_t len)
+agui_chunk_check(const json_t *chunk, Reason *why)
 {
 	const char *type = str_of(chunk, "type");
 	if (!json_is_object(chunk) || !type) {
-		snprintf(why, len, "not an AG-UI event (no string \"type\")");
+		reason_set(why, "not an AG-UI event (no string \"type\")");
 		return -EBADMSG;
 	}
 	const json_t *ts = json_object_get(chunk, "timestamp");
 	if (ts && !json_is_integer(ts)) {
-		snprintf(why, len, "%.40s: \"timestamp\" is not an integer", type);
+		reason_set(why, "%.40s: \"timestamp\" is not an integer", type);
 		return -EBADMSG;
 	}
 	const json_t *sub = json_object_get(chunk, "subagentRunId");
 	if (sub && !json_is_string(sub)) {
-		snprintf(why, len, "%.40s: \"subagentRunId\" is not a string", type);
+		reason_set(why, "%.40s: \"subagentRunId\" is not a string", type);
 		return -EBADMSG;
 	}
 	for (size_t i = 0; i < ELEMENTSOF(shapes); i++) {
@@ -421,8 +421,8 @@ agui_chunk_check(const json_t *chunk, char *why, size_t len)
 		for (size_t f = 0; f < ELEMENTSOF(shapes[i].req) && shapes[i].req[f].name; f++) {
 			const EventField *ef = &shapes[i].req[f];
 			if (!field_ok(json_object_get(chunk, ef->name), ef->kind)) {
-				snprintf(why, len, "%s: \"%s\" is missing or of the wrong type",
-					 type, ef->name);
+				reason_set(why, "%s: \"%s\" is missing or of the wrong type", type,
+					   ef->name);
 				return -EBADMSG;
 			}
 		}
@@ -431,12 +431,12 @@ agui_chunk_check(const json_t *chunk, char *why, size_t len)
 		for (size_t k = 0; k < ELEMENTSOF(ids); k++) {
 			const json_t *v = json_object_get(chunk, ids[k]);
 			if (v && !json_is_string(v)) {
-				snprintf(why, len, "%s: \"%s\" is not a string", type, ids[k]);
+				reason_set(why, "%s: \"%s\" is not a string", type, ids[k]);
 				return -EBADMSG;
 			}
 		}
 		return 0;
 	}
-	snprintf(why, len, "unknown event type \"%.40s\"", type);
+	reason_set(why, "unknown event type \"%.40s\"", type);
 	return -EBADMSG;
 }

@@ -350,20 +350,15 @@ redact_client(Coordinator *c, Op *op)
 		mp_strv_free(values);
 }
 
-void
-op_queue_client_text(Coordinator *c, Client *cl, uint64_t req_id, const char *run_id,
-		     const char *text)
+/* Queue a client's op (NULL: out of memory), acknowledged to req_id once
+ * committed; -ENOMEM to the client when it cannot be. */
+static void
+queue_client_op(Coordinator *c, Client *cl, uint64_t req_id, Op *op)
 {
-	Op *op = op_new(run_id, NULL, NULL, NULL, NULL);
-	if (op && !(op->text = strdup(text))) {
-		op_free(op);
-		op = NULL;
-	}
 	if (!op) {
 		peer_reply_error(cl->peer, req_id, -ENOMEM, NULL);
 		return;
 	}
-	op->len = strlen(op->text);
 	op->ack = peer_defer_id(cl->peer, req_id);
 	if (!op->ack) {
 		op_free(op);
@@ -375,22 +370,24 @@ op_queue_client_text(Coordinator *c, Client *cl, uint64_t req_id, const char *ru
 }
 
 void
+op_queue_client_text(Coordinator *c, Client *cl, uint64_t req_id, const char *run_id,
+		     const char *text)
+{
+	Op *op = op_new(run_id, NULL, NULL, NULL, NULL);
+	if (op && !(op->text = strdup(text))) {
+		op_free(op);
+		op = NULL;
+	}
+	if (op)
+		op->len = strlen(op->text);
+	queue_client_op(c, cl, req_id, op);
+}
+
+void
 op_queue_client(Coordinator *c, Client *cl, uint64_t req_id, const char *run_id, json_t *chunk,
 		const char *status, json_t *fields)
 {
-	Op *op = op_new(run_id, chunk, status, fields, NULL);
-	if (!op) {
-		peer_reply_error(cl->peer, req_id, -ENOMEM, NULL);
-		return;
-	}
-	op->ack = peer_defer_id(cl->peer, req_id);
-	if (!op->ack) {
-		op_free(op);
-		peer_reply_error(cl->peer, req_id, -ENOMEM, NULL);
-		return;
-	}
-	redact_client(c, op);
-	enqueue(c, op);
+	queue_client_op(c, cl, req_id, op_new(run_id, chunk, status, fields, NULL));
 }
 
 void

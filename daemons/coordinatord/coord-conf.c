@@ -127,10 +127,7 @@ coord_conf_load(const DaemonArgs *a, CoordConf *c, HarnessSet *harnesses)
 
 	/* stall_action, reuse, output_limit_action, tool_cgroup: checked by the
 	 * parser against their choices, with file:line */
-	r = daemon_load_config(a, coord_conf_items, coord_conf_n_items, c);
-	if (r < 0)
-		return r;
-	r = cluster_conf_check(&c->shared.cluster);
+	r = daemon_load_config(a, coord_conf_items, coord_conf_n_items, c, &c->shared);
 	if (r < 0)
 		return r;
 	if (a->dump_config)

@@ -91,6 +91,26 @@ thread_named(Peer *p, const Frame *f, const char *thread_id)
 	return false;
 }
 
+bool
+request_thread_id_ok(Peer *p, const Frame *f, const char *thread_id, const char *reason)
+{
+	if (thread_id_valid(thread_id))
+		return true;
+	peer_reply_error_reason(
+	    p, f->req_id, -EINVAL, reason,
+	    "threadId must be a non-empty printable string of at most 256 bytes");
+	return false;
+}
+
+bool
+request_shim_ready(Peer *p, const Frame *f, Coordinator *c, const char *reason)
+{
+	if (peer_is_ready(c->shim))
+		return true;
+	peer_reply_error_reason(p, f->req_id, -ECONNRESET, reason, "containerd-shim unavailable");
+	return false;
+}
+
 /* metadata.sessionId goes into the agent CLI's argv (claude --resume=ID,
  * codex exec resume ID): only an identifier is taken — 1..128 bytes of
  * [A-Za-z0-9._:-], not starting with '-' — so that it can never be read as
@@ -137,12 +157,8 @@ handle_run_start(Peer *p, const Frame *f, const Msg_RUN_START *req, void *ud)
 	json_t *msgs = NULL, *meta = NULL;
 	int ret = 0;
 
-	if (!thread_id_valid(thread_id)) {
-		peer_reply_error(
-		    p, f->req_id, -EINVAL,
-		    "threadId must be a non-empty printable string of at most 256 bytes");
+	if (!request_thread_id_ok(p, f, thread_id, NULL))
 		goto out;
-	}
 	if (placement_run_start(c, p, f, thread_id, dispatch_run_start, ud))
 		goto out; /* cluster mode: refused, or held while the thread is claimed */
 	msgs = json_loads(req->messages, 0, NULL);
@@ -757,12 +773,8 @@ handle_snapshot(Peer *p, const Frame *f, void *ud, const char *thread_id, const 
 	MpWriter w;
 	int ret = 0;
 
-	if (!thread_id_valid(thread_id)) {
-		peer_reply_error(
-		    p, f->req_id, -EINVAL,
-		    "threadId must be a non-empty printable string of at most 256 bytes");
+	if (!request_thread_id_ok(p, f, thread_id, NULL))
 		goto out;
-	}
 	/* cluster mode: the thread's workspace is on its owner (a claim, as a
 	 * first run makes) */
 	if (placement_run_start(c, p, f, thread_id,
@@ -785,8 +797,7 @@ handle_snapshot(Peer *p, const Frame *f, void *ud, const char *thread_id, const 
 			goto out;
 		}
 	}
-	if (!peer_is_ready(c->shim)) {
-		peer_reply_error(p, f->req_id, -ECONNRESET, "containerd-shim unavailable");
+	if (!request_shim_ready(p, f, c, NULL)) {
 		ret = 0;
 		goto out;
 	}

@@ -31,6 +31,7 @@
 #include "peer-server.h"
 #include "peer.h"
 #include "peer-link.h"
+#include "reason.h"
 #include "runlog.h"
 #include "shared-conf.h"
 #include "time-util.h"
@@ -335,7 +336,7 @@ void agui_error_ids(json_t *chunk, const char *thread_id, const char *run_id);
 int agui_guard_rebuild(Run *run);
 /* Is chunk an event @ag-ui/core's EventSchemas accepts (its type known, its
  * required fields there with their types)? 0, or -EBADMSG with why. */
-int agui_chunk_check(const json_t *chunk, char *why, size_t len);
+int agui_chunk_check(const json_t *chunk, Reason *why);
 /* A client's RUN_APPEND / RUN_FINISH: acknowledged after the commit. */
 void op_queue_client(Coordinator *c, Client *cl, uint64_t req_id, const char *run_id, json_t *chunk,
 		     const char *status, json_t *fields);
@@ -391,6 +392,13 @@ int handle_bridge_call(Peer *p, const Frame *f, const Msg_BRIDGE_CALL *m, void *
 
 /* files.c */
 int handle_thread_file(Peer *p, const Frame *f, const Msg_THREAD_FILE *m, void *ud);
+
+/* coordinator.c: checks request handlers share. Each returns true to go on,
+ * or answers the request with an ERROR (with reason, when not NULL) and
+ * returns false: a thread id that thread_id_valid() refuses (-EINVAL), a shim
+ * not connected (-ECONNRESET). */
+bool request_thread_id_ok(Peer *p, const Frame *f, const char *thread_id, const char *reason);
+bool request_shim_ready(Peer *p, const Frame *f, Coordinator *c, const char *reason);
 
 /* ---- chat.c ---- */
 /* GET /chat?threadId= (CHAT_HYDRATE): {messages: UIMessage[], activeRun, interrupts:

@@ -16,7 +16,6 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "id-util.h"
 #include "macro.h"
 #include "mp-cursor.h"
 
@@ -41,12 +40,8 @@ handle_thread_file(Peer *p, const Frame *f, const Msg_THREAD_FILE *m, void *ud)
 	MpWriter w;
 	int ret = 0;
 
-	if (!thread_id_valid(m->thread_id)) {
-		peer_reply_error_reason(p, f->req_id, -EINVAL, "bad_request",
-					"threadId must be a non-empty printable string of at most "
-					"256 bytes");
+	if (!request_thread_id_ok(p, f, m->thread_id, "bad_request"))
 		goto out;
-	}
 	/* cluster mode: the thread's workspace is on its owner (a claim, as a
 	 * first run makes) */
 	if (placement_run_start(c, p, f, m->thread_id, dispatch_again, ud))
@@ -57,11 +52,8 @@ handle_thread_file(Peer *p, const Frame *f, const Msg_THREAD_FILE *m, void *ud)
 					"thread has none");
 		goto out;
 	}
-	if (!peer_is_ready(c->shim)) {
-		peer_reply_error_reason(p, f->req_id, -ECONNRESET, "shim_unavailable",
-					"containerd-shim unavailable");
+	if (!request_shim_ready(p, f, c, "shim_unavailable"))
 		goto out;
-	}
 	d = peer_defer(p, f);
 	if (!d) {
 		ret = -ENOMEM;

@@ -340,10 +340,10 @@ harness_get(HarnessSet *set, const char *name)
 
 /* ConfSectionFn of [tool.NAME]: its Tool, made on first sight. */
 static int
-tool_section(const char *name, void **ret, char *why, size_t whylen, void *ud)
+tool_section(const char *name, void **ret, Reason *why, void *ud)
 {
 	if (!valid_name(name, 64)) {
-		snprintf(why, whylen, "tool name '%s': use 1..64 of [A-Za-z0-9._-]", name);
+		reason_set(why, "tool name '%s': use 1..64 of [A-Za-z0-9._-]", name);
 		return -EINVAL;
 	}
 	*ret = tool_get(ud, name);
@@ -352,10 +352,10 @@ tool_section(const char *name, void **ret, char *why, size_t whylen, void *ud)
 
 /* ConfSectionFn of [harness.NAME]: its Harness, made on first sight. */
 static int
-harness_section(const char *name, void **ret, char *why, size_t whylen, void *ud)
+harness_section(const char *name, void **ret, Reason *why, void *ud)
 {
 	if (!valid_name(name, 64)) {
-		snprintf(why, whylen, "harness name '%s': use 1..64 of [A-Za-z0-9._-]", name);
+		reason_set(why, "harness name '%s': use 1..64 of [A-Za-z0-9._-]", name);
 		return -EINVAL;
 	}
 	*ret = harness_get(ud, name);

@@ -371,16 +371,6 @@ runlog_batch_begin(RunLog *l, RunLogBatch **ret)
 	return 0;
 }
 
-void
-runlog_batch_abort(RunLogBatch *b)
-{
-	if (!b)
-		return;
-	if (b->txn)
-		mdb_txn_abort(b->txn);
-	batch_free(b);
-}
-
 /* The batch's view of a record: cached after the first touch. */
 static int
 batch_record(RunLogBatch *b, const char *run_id, BatchRun **ret)
@@ -430,6 +420,31 @@ runlog_batch_append_soft(RunLogBatch *b, const char *run_id, const char *chunk, 
 	return batch_append(b, run_id, chunk, len, NULL, fields, now_ms, ret_seq, true);
 }
 
+/* The record of run_id in b for an op that changes it while it runs; status
+ * (NULL unless need_status) must be terminal. -ENOENT, -EUCLEAN (this op
+ * only), -EINVAL (status), -ESTALE (the run is over), or the batch's error. */
+static int
+batch_live_record(RunLogBatch *b, const char *run_id, const char *status, bool need_status,
+		  BatchRun **ret)
+{
+	int r;
+
+	if (b->err < 0)
+		return b->err;
+	if (!valid_run_id(run_id))
+		return -ENOENT;
+	if ((status || need_status) && !run_status_terminal(status))
+		return -EINVAL;
+	r = batch_record(b, run_id, ret);
+	if (r == -ENOENT || r == -EUCLEAN)
+		return r; /* this op only */
+	if (r < 0)
+		return b->err = r;
+	if (rec_terminal((*ret)->rec))
+		return -ESTALE;
+	return 0;
+}
+
 static int
 batch_append(RunLogBatch *b, const char *run_id, const char *chunk, size_t len, const char *status,
 	     const json_t *fields, int64_t now_ms, int64_t *ret_seq, bool soft)
@@ -437,19 +452,9 @@ batch_append(RunLogBatch *b, const char *run_id, const char *chunk, size_t len, 
 	BatchRun *br;
 	int r;
 
-	if (b->err < 0)
-		return b->err;
-	if (!valid_run_id(run_id))
-		return -ENOENT;
-	if (status && !run_status_terminal(status))
-		return -EINVAL;
-	r = batch_record(b, run_id, &br);
-	if (r == -ENOENT || r == -EUCLEAN)
-		return r; /* this op only */
+	r = batch_live_record(b, run_id, status, false, &br);
 	if (r < 0)
-		return b->err = r;
-	if (rec_terminal(br->rec))
-		return -ESTALE;
+		return r;
 	int64_t seq = json_integer_value(json_object_get(br->rec, "lastSeq")) + 1;
 	char key[RUN_ID_LEN + 8];
 	event_key(key, run_id, (uint64_t)seq);
@@ -502,19 +507,9 @@ runlog_batch_finish(RunLogBatch *b, const char *run_id, const char *status, cons
 	BatchRun *br;
 	int r;
 
-	if (b->err < 0)
-		return b->err;
-	if (!valid_run_id(run_id))
-		return -ENOENT;
-	if (!run_status_terminal(status))
-		return -EINVAL;
-	r = batch_record(b, run_id, &br);
-	if (r == -ENOENT || r == -EUCLEAN)
-		return r;
+	r = batch_live_record(b, run_id, status, true, &br);
 	if (r < 0)
-		return b->err = r;
-	if (rec_terminal(br->rec))
-		return -ESTALE;
+		return r;
 	if (fields)
 		json_object_update(br->rec, (json_t *)fields);
 	json_object_set_new(br->rec, "status", json_string(status));
@@ -587,6 +582,20 @@ runlog_batch_free(RunLogBatch *b)
 	batch_free(b);
 }
 
+/* End a one-run batch: commit it when r is 0, then *ret_record (may be NULL)
+ * the run's record as committed; the batch is freed either way. r, or the
+ * commit's error. */
+static int
+batch_end_one(RunLogBatch *b, const char *run_id, int r, json_t **ret_record)
+{
+	if (r == 0)
+		r = runlog_batch_commit(b);
+	if (r == 0 && ret_record)
+		*ret_record = runlog_batch_get_record(b, run_id);
+	runlog_batch_free(b);
+	return r;
+}
+
 /* One append (and maybe finish) in a batch of its own. */
 static int
 append_one(RunLog *l, const char *run_id, const char *chunk, size_t len, const char *status,
@@ -598,15 +607,9 @@ append_one(RunLog *l, const char *run_id, const char *chunk, size_t len, const c
 	if (r < 0)
 		return r;
 	r = runlog_batch_append(b, run_id, chunk, len, status, fields, now_ms, &seq);
-	if (r == 0)
-		r = runlog_batch_commit(b);
-	if (r == 0) {
-		if (ret_seq)
-			*ret_seq = seq;
-		if (ret_record)
-			*ret_record = runlog_batch_get_record(b, run_id);
-	}
-	runlog_batch_free(b);
+	r = batch_end_one(b, run_id, r, ret_record);
+	if (r == 0 && ret_seq)
+		*ret_seq = seq;
 	return r;
 }
 
@@ -660,15 +663,9 @@ runlog_finish_if_stale_n(RunLog *l, const char *run_id, int64_t cutoff_ms,
 		if (i == 0)
 			first = seq;
 	}
-	if (r == 0)
-		r = runlog_batch_commit(b);
-	if (r == 0) {
-		if (ret_record)
-			*ret_record = runlog_batch_get_record(b, run_id);
-		if (ret_first_seq)
-			*ret_first_seq = first;
-	}
-	runlog_batch_free(b);
+	r = batch_end_one(b, run_id, r, ret_record);
+	if (r == 0 && ret_first_seq)
+		*ret_first_seq = first;
 	return r;
 }
 

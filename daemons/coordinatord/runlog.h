@@ -174,7 +174,6 @@ int runlog_batch_drive_put(RunLogBatch *b, const char *run_id, const json_t *sta
 /* The record as the batch leaves it (new reference), NULL if the batch never touched it. */
 json_t *runlog_batch_get_record(RunLogBatch *b, const char *run_id);
 int runlog_batch_commit(RunLogBatch *b);
-void runlog_batch_abort(RunLogBatch *b);
 void runlog_batch_free(RunLogBatch *b);
 
 /* The stall watchdog's transaction: if the run is non-terminal and its

@@ -61,13 +61,17 @@ req_reset(HttpRequest *q)
 	*q = (HttpRequest){0};
 }
 
-/* Append len bytes to a NUL-terminated heap string *s of length *n. */
+/* Append len bytes to a NUL-terminated heap string *s of length *n of c's
+ * request. 0, or -1 (http-parser's failure) with a 500 for c when out of
+ * memory. */
 static int
-str_append(char **s, size_t *n, const char *at, size_t len)
+req_append(HttpConn *c, char **s, size_t *n, const char *at, size_t len)
 {
 	char *p = realloc(*s, *n + len + 1);
-	if (!p)
-		return -ENOMEM;
+	if (!p) {
+		c->fail_status = 500;
+		return -1;
+	}
 	memcpy(p + *n, at, len);
 	*n += len;
 	p[*n] = '\0';
@@ -115,11 +119,7 @@ on_url(http_parser *p, const char *at, size_t len)
 	HttpConn *c = p->data;
 	if (header_budget(c, len) < 0)
 		return -1;
-	if (str_append(&c->req.url, &c->req.url_len, at, len) < 0) {
-		c->fail_status = 500;
-		return -1;
-	}
-	return 0;
+	return req_append(c, &c->req.url, &c->req.url_len, at, len);
 }
 
 static int
@@ -152,11 +152,7 @@ on_header_field(http_parser *p, const char *at, size_t len)
 		q->in_value = false;
 		q->header_bytes += 4; /* ": " and CRLF */
 	}
-	if (str_append(&q->headers[q->n_headers - 1].name, &q->n_name, at, len) < 0) {
-		c->fail_status = 500;
-		return -1;
-	}
-	return 0;
+	return req_append(c, &q->headers[q->n_headers - 1].name, &q->n_name, at, len);
 }
 
 static int
@@ -170,11 +166,7 @@ on_header_value(http_parser *p, const char *at, size_t len)
 	if (q->n_headers == 0)
 		return -1;
 	q->in_value = true;
-	if (str_append(&q->headers[q->n_headers - 1].value, &q->n_value, at, len) < 0) {
-		c->fail_status = 500;
-		return -1;
-	}
-	return 0;
+	return req_append(c, &q->headers[q->n_headers - 1].value, &q->n_value, at, len);
 }
 
 /* RFC 9110 token characters (a header field name). */

@@ -321,10 +321,7 @@ router_conf_load(const DaemonArgs *a, RouterConf *c)
 	int len = sizeof(ss);
 	int r;
 
-	r = daemon_load_config(a, router_conf_items, router_conf_n_items, c);
-	if (r < 0)
-		return r;
-	r = cluster_conf_check(&c->shared.cluster);
+	r = daemon_load_config(a, router_conf_items, router_conf_n_items, c, &c->shared);
 	if (r < 0)
 		return r;
 	/* Snapshot/restore replies come when the shim's job ends (at most its

@@ -439,6 +439,8 @@ void chat_start_free(HttpConn *c);
 /* Helpers routes.c shares with the other route files (see their definitions
  * there; routes-int.h has the rest). */
 bool routes_json_content_type(HttpConn *c, bool empty_ok);
+json_t *routes_body_json(HttpConn *c);
+json_t *routes_json_request(HttpConn *c);
 bool routes_thread_allowed(HttpConn *c, const char *thread_id);
 void routes_coord_error(HttpConn *c, int err, const msgpack_object *body, const char *not_found);
 bool routes_coord_reason(HttpConn *c, const msgpack_object *body);

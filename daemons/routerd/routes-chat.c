@@ -374,7 +374,6 @@ chat_post(HttpConn *c, const char *query)
 {
 	_cleanup_free_ char *format = NULL;
 	const char *leid = http_header(c, "Last-Event-ID");
-	json_error_t jerr;
 	int64_t last_seq = -1;
 
 	if (routes_query(query, "format", &format) < 0 ||
@@ -387,13 +386,9 @@ chat_post(HttpConn *c, const char *query)
 		http_respond_error(c, 400, "bad_request", "Last-Event-ID must be an integer >= -1");
 		return;
 	}
-	if (!routes_json_content_type(c, false))
+	json_auto_t *body = routes_json_request(c);
+	if (!body)
 		return;
-	json_auto_t *body = json_loadb(c->req.body ? c->req.body : "", c->req.body_len, 0, &jerr);
-	if (!body) {
-		http_respond_error(c, 400, "invalid_json", jerr.text);
-		return;
-	}
 	chat_start_run(c, body, http_header(c, "X-Run-Id"), last_seq,
 		       format && streq(format, "ndjson") ? CHAT_NDJSON : CHAT_SSE);
 }

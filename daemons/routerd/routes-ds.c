@@ -170,11 +170,25 @@ ds_sse_control(DsRead *d, bool up_to_date, bool closed)
 		(void)sse_send(d->c, -1, "control", s, strlen(s));
 }
 
+/* The read a coordinatord reply answers: c's, or NULL when there is none
+ * left (the client went) or the reply was an ERROR (answered). */
+static DsRead *
+ds_answered(HttpConn *c, int err, const msgpack_object *body)
+{
+	if (!c->ds)
+		return NULL;
+	if (err < 0) {
+		ds_error(c, err, body);
+		return NULL;
+	}
+	return c->ds;
+}
+
 static void
 ds_read_reply(Peer *p, int err, const msgpack_object *body, void *userdata)
 {
 	HttpConn *c = userdata;
-	DsRead *d = c->ds;
+	DsRead *d = ds_answered(c, err, body);
 	const msgpack_object_array *events = NULL;
 	const char *rec_text = NULL;
 	int64_t first_seq = 0;
@@ -183,10 +197,6 @@ ds_read_reply(Peer *p, int err, const msgpack_object *body, void *userdata)
 
 	if (!d)
 		return;
-	if (err < 0) {
-		ds_error(c, err, body);
-		return;
-	}
 	mp_reader_init(&mr, body);
 	mp_read_int(&mr, "first_seq", &first_seq);
 	mp_read_array(&mr, "events", &events);
@@ -312,17 +322,13 @@ static void
 ds_get_reply(Peer *p, int err, const msgpack_object *body, void *userdata)
 {
 	HttpConn *c = userdata;
-	DsRead *d = c->ds;
+	DsRead *d = ds_answered(c, err, body);
 	const char *rec_text = NULL;
 	RunRecord rec;
 	MpReader mr;
 
 	if (!d)
 		return;
-	if (err < 0) {
-		ds_error(c, err, body);
-		return;
-	}
 	mp_reader_init(&mr, body);
 	mp_read_str(&mr, "record", &rec_text);
 	if (mr.err < 0 || run_record_parse(rec_text, strlen(rec_text), &rec) < 0) {

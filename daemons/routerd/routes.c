@@ -396,7 +396,6 @@ route_runs_post(HttpConn *c, Route *rt)
 {
 	const char *idem = http_header(c, "Idempotency-Key");
 	_cleanup_free_ char *msgs = NULL, *meta = NULL;
-	json_error_t jerr;
 	char buf[128];
 	int r;
 
@@ -405,13 +404,9 @@ route_runs_post(HttpConn *c, Route *rt)
 				   "Idempotency-Key must be 1 to 256 printable bytes");
 		return;
 	}
-	if (!routes_json_content_type(c, false))
+	json_auto_t *body = routes_json_request(c);
+	if (!body)
 		return;
-	json_auto_t *body = json_loadb(c->req.body ? c->req.body : "", c->req.body_len, 0, &jerr);
-	if (!body) {
-		http_respond_error(c, 400, "invalid_json", jerr.text);
-		return;
-	}
 	const char *why = run_body_problem(body, buf, sizeof(buf));
 	if (why) {
 		http_respond_error(c, 400, "bad_request", why);
@@ -717,21 +712,38 @@ routes_path_thread_id(HttpConn *c, const char *tid)
 	return routes_thread_allowed(c, tid);
 }
 
+/* The request body as JSON (any value). NULL after answering 400. */
+json_t *
+routes_body_json(HttpConn *c)
+{
+	json_error_t jerr;
+	json_t *j = json_loadb(c->req.body ? c->req.body : "", c->req.body_len, 0, &jerr);
+
+	if (!j)
+		http_respond_error(c, 400, "invalid_json", jerr.text);
+	return j;
+}
+
+/* The body of a request that must carry JSON (routes_json_content_type, no
+ * empty body), parsed. NULL after answering 415 or 400. */
+json_t *
+routes_json_request(HttpConn *c)
+{
+	return routes_json_content_type(c, false) ? routes_body_json(c) : NULL;
+}
+
 /* The request body as a JSON object; an empty body counts as {} when
  * empty_ok. NULL after answering 400. */
 json_t *
 routes_body_object(HttpConn *c, bool empty_ok)
 {
-	json_error_t jerr;
 	json_t *j;
 
 	if (c->req.body_len == 0 && empty_ok)
 		return json_object();
-	j = json_loadb(c->req.body ? c->req.body : "", c->req.body_len, 0, &jerr);
-	if (!j) {
-		http_respond_error(c, 400, "invalid_json", jerr.text);
+	j = routes_body_json(c);
+	if (!j)
 		return NULL;
-	}
 	if (!json_is_object(j)) {
 		json_decref(j);
 		http_respond_error(c, 400, "bad_request", "body must be a JSON object");
@@ -860,6 +872,15 @@ host_known(const HttpConn *c, const char *host, size_t hl)
 	return false;
 }
 
+/* A Host value without the blanks around it: *host moves past the leading
+ * ones; returns the length up to the first trailing one. */
+static size_t
+host_trim(const char **host)
+{
+	*host += strspn(*host, " \t");
+	return strcspn(*host, " \t");
+}
+
 /* The Host header: exactly one, naming this server (host_known). An
  * HTTP/1.0 request may leave it out (browsers always send it). false after
  * answering 400 or 421. */
@@ -880,8 +901,7 @@ host_ok(HttpConn *c)
 	}
 	if (!host)
 		return true;
-	host += strspn(host, " \t");
-	size_t hl = strcspn(host, " \t");
+	size_t hl = host_trim(&host);
 	if (host_known(c, host, hl))
 		return true;
 	http_respond_error(c, 421, "misdirected_request",
@@ -905,8 +925,7 @@ origin_ok(HttpConn *c)
 		return true;
 	if (!host)
 		host = c->local;
-	host += strspn(host, " \t");
-	size_t hl = strcspn(host, " \t");
+	size_t hl = host_trim(&host);
 	for (int i = 0; i < 2; i++) {
 		snprintf(own, sizeof(own), "%s://%.*s", i ? "https" : "http",
 			 (int)MIN(hl, (size_t)256), host);

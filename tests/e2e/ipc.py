@@ -15,6 +15,17 @@ MSG = {m.group(1): int(m.group(2))
        for m in re.finditer(r"^MSG\((\w+), (\d+),", open(DEF).read(), re.M)}
 
 
+def status_metrics(c):
+    """coordinatord's unlabelled /metrics lines as {name: value}, from STATUS_GET on
+    the Ipc c."""
+    out = {}
+    for line in c.call("STATUS_GET", {})["metrics"].splitlines():
+        if line and not line.startswith("#") and "{" not in line:
+            k, v = line.split()
+            out[k] = float(v)
+    return out
+
+
 class IpcError(Exception):
     def __init__(self, code, message, reason=None):
         super().__init__(f"{code}: {message}")

@@ -141,13 +141,7 @@ listen = 127.0.0.1:{self.port}
             data = json.dumps(body).encode()
             h.setdefault("Content-Type", "application/json")
         c.request(method, path, body=data, headers=h)
-        r = c.getresponse()
-        payload = r.read()
-        c.close()
-        try:
-            return r.status, json.loads(payload) if payload else None
-        except ValueError:
-            return r.status, payload
+        return json_response(c)
 
     def metric(self, name):
         """The value of an unlabelled line of GET /metrics, or None."""
@@ -196,6 +190,30 @@ listen = 127.0.0.1:{self.port}
 
         return asyncio.run(asyncio.wait_for(go(), timeout))
 
+    def wait_run(self, run_id, thread, until, timeout):
+        """Poll the run's record until until(rec) holds or timeout passes (no
+        assertion: the caller checks what it got). Returns the last record, or
+        None when none was read."""
+        deadline, rec = time.time() + timeout, None
+        while time.time() < deadline:
+            st, r = self.http("GET", f"/runs/{run_id}?threadId={thread}")
+            if st == 200:
+                rec = r
+                if until(r):
+                    break
+            time.sleep(0.02)
+        return rec
+
+    def wait_readyz(self, want=200, timeout=10, interval=0.05):
+        """Poll /readyz until it answers want or timeout passes (no assertion).
+        Returns the last answer, (status, body)."""
+        deadline = time.time() + timeout
+        while True:
+            st, body = self.http("GET", "/readyz")
+            if st == want or time.time() >= deadline:
+                return st, body
+            time.sleep(interval)
+
     def wait_terminal(self, run_id, thread="t1", timeout=30):
         deadline = time.time() + timeout
         while time.time() < deadline:
@@ -205,6 +223,30 @@ listen = 127.0.0.1:{self.port}
                 return rec
             time.sleep(0.05)
         raise AssertionError(f"run {run_id} not terminal after {timeout}s")
+
+
+async def ws_count(uri, headers=None):
+    """Read a WebSocket tail to its end: (messages received, close code)."""
+    async with websockets.connect(uri, extra_headers=headers) as ws:
+        n = 0
+        try:
+            while True:
+                await ws.recv()
+                n += 1
+        except websockets.ConnectionClosed:
+            return n, ws.close_code
+
+
+def json_response(c):
+    """(status, body) of the response on http.client connection c, which is
+    closed: the body as JSON when it parses, else its bytes (None when empty)."""
+    r = c.getresponse()
+    payload = r.read()
+    c.close()
+    try:
+        return r.status, json.loads(payload) if payload else None
+    except ValueError:
+        return r.status, payload
 
 
 class Skip(Exception):

@@ -16,22 +16,11 @@ import shutil
 import time
 
 from t_coord_crash import restart_coordinator, wait_router_linked
-from t_harness import FIX, prepare, strip, workspace
+from t_harness import FIX, STANDIN_HARNESSES, prepare, strip, workspace
 
 ALL = os.environ.get("RW_REATTACH_ALL") == "1"
 
-SUITE_CONF = """[harness.claude]
-adapter = claude-code
-command = ["/workspace/.bin/claude"]
-
-[harness.codex]
-adapter = codex
-command = ["/workspace/.bin/codex"]
-
-[harness.runner]
-adapter = ndjson
-command = ["/usr/bin/python3", "/workspace/.bin/runner"]
-"""
+SUITE_CONF = STANDIN_HARNESSES
 
 EXPECTED_ERRORS = [r"coordinat", r"Lost", r"lost", r"unavailable"]
 

@@ -11,10 +11,9 @@ import json
 import os
 import signal
 import subprocess
-import time
 
 from rwtest import Skip, stdout_text
-from t_harness import prepare, run_harness
+from t_harness import STANDIN_HARNESSES, prepare, run_harness
 
 TOP = os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "..")
 JS = os.path.join(TOP, "tests", "js")
@@ -25,19 +24,7 @@ stall_timeout_ms = 2500
 max_run_output_bytes = 1M
 sandbox_wait_ms = 1500
 
-[harness.claude]
-adapter = claude-code
-command = ["/workspace/.bin/claude"]
-
-[harness.codex]
-adapter = codex
-command = ["/workspace/.bin/codex"]
-
-[harness.runner]
-adapter = ndjson
-command = ["/usr/bin/python3", "/workspace/.bin/runner"]
-max_line = 4K
-"""
+""" + STANDIN_HARNESSES + "max_line = 4K\n"
 
 
 def check(chunks, run_id):
@@ -201,6 +188,4 @@ def test_shell_sandbox_lost(s):
         check([e["chunk"] for e in events], run)
     finally:
         s.start_daemon("containerd-shim")
-        deadline = time.time() + 10
-        while time.time() < deadline and s.http("GET", "/readyz")[0] != 200:
-            time.sleep(0.05)
+        s.wait_readyz()

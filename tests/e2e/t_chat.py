@@ -15,7 +15,7 @@ import subprocess
 import time
 
 from rwtest import Skip, poll
-from t_router_lib import WsClient, connect
+from t_router_lib import WsClient, connect, read_all
 
 # short keepalives: the stock clients must skip every kind (SSE comments,
 # NDJSON blank lines, {"type":"ping"} frames)
@@ -202,12 +202,7 @@ def post_chat(s, body, headers=None, path="/chat", timeout=30):
     h.update(headers or {})
     c.sendall((f"POST {path} HTTP/1.1\r\n" + "".join(f"{k}: {v}\r\n" for k, v in h.items())
                + "\r\n").encode() + data)
-    buf = b""
-    while True:
-        b = c.recv(65536)
-        if not b:
-            break
-        buf += b
+    buf, _ = read_all(c, timeout)
     c.close()
     head, _, body = buf.partition(b"\r\n\r\n")
     return head.decode(), body.decode()

@@ -6,7 +6,7 @@ import subprocess
 import threading
 import time
 
-from ipc import Ipc, IpcError
+from ipc import Ipc, IpcError, status_metrics
 from rwtest import assert_gapfree, stdout_text
 
 SUITE_CONF = """[coordinatord]
@@ -188,13 +188,7 @@ def test_group_commit_batches_concurrent_appends(s):
 
 
 def metrics(c):
-    text = c.call("STATUS_GET", {})["metrics"]
-    out = {}
-    for line in text.splitlines():
-        if line and not line.startswith("#") and "{" not in line:
-            k, v = line.split()
-            out[k] = float(v)
-    return out
+    return status_metrics(c)
 
 
 def test_status_get_reports_readiness(s):

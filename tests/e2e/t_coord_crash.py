@@ -202,12 +202,7 @@ def test_run_whose_sandbox_is_gone_fails_sandbox_lost(s):
     wait_router_linked(s)
     s.expected_errors += [r"coordinat", r"Lost", r"lost", r"unavailable", r"shim"]
     run = s.start_run("sleep 30.02", thread="t-lost")
-    deadline = time.time() + 5
-    while time.time() < deadline:
-        st, rec = s.http("GET", f"/runs/{run}?threadId=t-lost")
-        if st == 200 and rec["lastSeq"] >= 4:
-            break
-        time.sleep(0.02)
+    s.wait_run(run, "t-lost", lambda r: r["lastSeq"] >= 4, 5)
     time.sleep(0.2)
     s.kill("coordinatord", signal.SIGKILL)
     s.kill("containerd-shim", signal.SIGKILL)

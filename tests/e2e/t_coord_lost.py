@@ -18,29 +18,17 @@ sandbox_wait_ms = 800
 def test_reattach_gives_up_when_the_shim_stays_away(s):
     s.expected_errors += [r"coordinat", r"Lost", r"lost", r"unavailable", r"shim"]
     run = s.start_run("sleep 30.04", thread="t-away")
-    deadline = time.time() + 5
-    while time.time() < deadline:
-        st, rec = s.http("GET", f"/runs/{run}?threadId=t-away")
-        if st == 200 and rec["lastSeq"] >= 4:
-            break
-        time.sleep(0.02)
+    s.wait_run(run, "t-away", lambda r: r["lastSeq"] >= 4, 5)
     time.sleep(0.2)
     s.kill("coordinatord", signal.SIGKILL)
     s.kill("containerd-shim", signal.SIGKILL)
     s.start_daemon("coordinatord")  # and no shim
     t0 = time.time()
-    rec = None
-    while time.time() - t0 < 10:
-        st, rec = s.http("GET", f"/runs/{run}?threadId=t-away")
-        if st == 200 and rec["status"] != "running":
-            break
-        time.sleep(0.05)
+    rec = s.wait_run(run, "t-away", lambda r: r["status"] != "running", 10)
     assert rec["status"] == "failed" and rec["error"]["code"] == "sandbox_lost", rec
     assert time.time() - t0 < 5
     s.start_daemon("containerd-shim")  # back for a clean teardown
-    deadline = time.time() + 10
-    while time.time() < deadline and s.http("GET", "/readyz")[0] != 200:
-        time.sleep(0.05)
+    s.wait_readyz()
     assert s.http("GET", "/readyz")[0] == 200
 
 
@@ -54,19 +42,11 @@ def test_shim_alone_dies_run_waits_then_fails(s):
         ev = s.tail(run, thread="t-shim-away", last_seq=last, limit=1, timeout=15)[0]
         last, seen = ev[0]["seq"], seen + stdout_text(ev)
     s.kill("containerd-shim", signal.SIGKILL)
-    t0 = time.time()
-    rec = None
-    while time.time() - t0 < 10:
-        st, rec = s.http("GET", f"/runs/{run}?threadId=t-shim-away")
-        if st == 200 and rec["status"] != "running":
-            break
-        time.sleep(0.05)
+    rec = s.wait_run(run, "t-shim-away", lambda r: r["status"] != "running", 10)
     # it waited for a shim to re-attach to (not failed at once), then sandbox_lost
     assert rec["status"] == "failed" and rec["error"]["code"] == "sandbox_lost", rec
     assert "did not come back" in rec["error"]["message"], rec
     assert "Waiting for containerd-shim to re-attach" in s.log("coordinatord")
     s.start_daemon("containerd-shim")  # back for a clean teardown
-    deadline = time.time() + 10
-    while time.time() < deadline and s.http("GET", "/readyz")[0] != 200:
-        time.sleep(0.05)
+    s.wait_readyz()
     assert s.http("GET", "/readyz")[0] == 200

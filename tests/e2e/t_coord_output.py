@@ -11,7 +11,7 @@ import re
 import subprocess
 import time
 
-from ipc import Ipc, IpcError
+from ipc import Ipc, IpcError, status_metrics
 from rwtest import assert_gapfree, poll, stdout_text
 
 SUITE_CONF = """[coordinatord]
@@ -29,13 +29,8 @@ def ipc(s):
 
 def metrics(s):
     c = ipc(s)
-    text = c.call("STATUS_GET", {})["metrics"]
+    out = status_metrics(c)
     c.close()
-    out = {}
-    for line in text.splitlines():
-        if line and not line.startswith("#") and "{" not in line:
-            k, v = line.split()
-            out[k] = float(v)
     return out
 
 

@@ -5,22 +5,15 @@ defaults, prints a line with "ready", runs a run, and stops cleanly on SIGINT.""
 import json
 import os
 import signal
-import socket
 import subprocess
 import tempfile
 import time
 import urllib.request
 
+from rwtest import free_port
+
 NO_SUITE = True
 TOP = os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "..")
-
-
-def free_port():
-    s = socket.socket()
-    s.bind(("127.0.0.1", 0))
-    p = s.getsockname()[1]
-    s.close()
-    return p
 
 
 def test_dev_up_serves_and_stops():

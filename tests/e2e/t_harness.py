@@ -15,7 +15,9 @@ TOP = os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "..")
 FIX = os.path.join(TOP, "tests", "fixtures")
 os.environ["RW_TEST_SECRET"] = "s3cr3t-value-for-tests"
 
-SUITE_CONF = """[harness.claude]
+# The stand-ins of tests/fixtures/bin as harnesses (t_agui, t_adapter_reattach
+# take them too); the [harness.runner] section is left open for more keys.
+STANDIN_HARNESSES = """[harness.claude]
 adapter = claude-code
 command = ["/workspace/.bin/claude"]
 
@@ -26,7 +28,9 @@ command = ["/workspace/.bin/codex"]
 [harness.runner]
 adapter = ndjson
 command = ["/usr/bin/python3", "/workspace/.bin/runner"]
-max_line = 4K
+"""
+
+SUITE_CONF = STANDIN_HARNESSES + """max_line = 4K
 
 [harness.leaky]
 adapter = ndjson

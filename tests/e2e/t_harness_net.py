@@ -7,7 +7,6 @@ routerd, with the token from its 0600 file."""
 import os
 import re
 import signal
-import socket
 import ssl
 import subprocess
 import tempfile
@@ -15,7 +14,7 @@ import threading
 import time
 from http.server import BaseHTTPRequestHandler, HTTPServer
 
-from rwtest import stdout_text
+from rwtest import free_port, stdout_text
 from t_sandbox import host_pids
 
 TOOLS = os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "fixtures", "tools")
@@ -63,14 +62,6 @@ while "stop" not in flags:
     time.sleep(0.2)
 print("end", flush=True)
 '''
-
-
-def free_port():
-    s = socket.socket()
-    s.bind(("127.0.0.1", 0))
-    p = s.getsockname()[1]
-    s.close()
-    return p
 
 
 TLS_PORT = free_port()

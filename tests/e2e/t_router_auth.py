@@ -10,7 +10,7 @@ import time
 
 import websockets
 
-from rwtest import BUILD, poll
+from rwtest import BUILD, poll, ws_count
 from t_router_lib import connect, read_all, parse_responses
 
 TOKENS = ["s3cret-token-one", "another.token_2"]
@@ -81,24 +81,14 @@ def test_run_and_tail_with_a_token(s):
     assert st == 202, (st, js)
     run = js["runId"]
 
-    async def tail(uri, headers):
-        async with websockets.connect(uri, extra_headers=headers) as ws:
-            n = 0
-            try:
-                while True:
-                    await ws.recv()
-                    n += 1
-            except websockets.ConnectionClosed:
-                return n, ws.close_code
-
     uri = f"ws://127.0.0.1:{s.port}/runs/{run}/stream?threadId=t-auth"
-    n, code = asyncio.run(tail(uri, auth(TOKENS[0])))
+    n, code = asyncio.run(ws_count(uri, auth(TOKENS[0])))
     assert n > 1 and code == 1000
     # browsers cannot set headers on a WebSocket: RFC 6750 access_token
-    n, code = asyncio.run(tail(uri + "&access_token=" + TOKENS[1], {}))
+    n, code = asyncio.run(ws_count(uri + "&access_token=" + TOKENS[1], {}))
     assert n > 1 and code == 1000
     try:
-        asyncio.run(tail(uri + "&access_token=nope", {}))
+        asyncio.run(ws_count(uri + "&access_token=nope", {}))
         raise AssertionError("tail without a valid token was accepted")
     except websockets.InvalidStatusCode as e:
         assert e.status_code == 401

@@ -80,18 +80,31 @@ class _Quiet(http.server.SimpleHTTPRequestHandler):
         pass
 
 
-def test_chromium_fetch_websocket_drop_resume_and_eventsource(s):
+def chromium_missing():
+    """Why the headless-chromium tests cannot run here (printed as a SKIP), or None."""
     why = node_ready()
+    if why:
+        return why
+    if not os.access(CHROMIUM, os.X_OK):
+        return f"{CHROMIUM} is not installed (Debian package chromium)"
+    return None
+
+
+def serve_pages(port):
+    """tests/e2e/js on 127.0.0.1:port for the browser, quietly, in a thread; stop
+    it with shutdown() and server_close()."""
+    srv = http.server.ThreadingHTTPServer(("127.0.0.1", port),
+                                          functools.partial(_Quiet, directory=JS))
+    threading.Thread(target=srv.serve_forever, daemon=True).start()
+    return srv
+
+
+def test_chromium_fetch_websocket_drop_resume_and_eventsource(s):
+    why = chromium_missing()
     if why:
         print(f"SKIP chromium: {why}")
         return
-    if not os.access(CHROMIUM, os.X_OK):
-        print(f"SKIP chromium: {CHROMIUM} is not installed (Debian package chromium)")
-        return
-    srv = http.server.ThreadingHTTPServer(("127.0.0.1", PAGE_PORT),
-                                          functools.partial(_Quiet, directory=JS))
-    t = threading.Thread(target=srv.serve_forever, daemon=True)
-    t.start()
+    srv = serve_pages(PAGE_PORT)
     try:
         q = urllib.parse.urlencode({"api": f"http://127.0.0.1:{s.port}", "thread": "t-browser",
                                     "drop": "3"})

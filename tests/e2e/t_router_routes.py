@@ -248,22 +248,12 @@ def test_readyz_ready(s):
 def test_readyz_503_without_the_shim_then_recovers(s):
     s.expected_errors += [r"containerd-shim", r"shim"]
     s.kill("containerd-shim")
-    deadline = time.time() + 10
-    while time.time() < deadline:
-        st, body = s.http("GET", "/readyz")
-        if st == 503:
-            break
-        time.sleep(0.05)
+    st, body = s.wait_readyz(want=503)
     assert st == 503 and body["code"] == "not_ready" and "shim" in body["error"], (st, body)
     st, _ = s.http("GET", "/healthz")
     assert st == 200
     s.start_daemon("containerd-shim")
-    deadline = time.time() + 15
-    while time.time() < deadline:
-        st, body = s.http("GET", "/readyz")
-        if st == 200:
-            break
-        time.sleep(0.1)
+    st, body = s.wait_readyz(timeout=15, interval=0.1)
     assert st == 200, (st, body)
 
 
@@ -279,10 +269,5 @@ def test_coordinator_down_gives_503_json_and_reconnects(s):
     st, _ = s.http("GET", "/healthz")
     assert st == 200
     s.start_daemon("coordinatord")
-    deadline = time.time() + 15
-    while time.time() < deadline:
-        st, body = s.http("GET", "/readyz")
-        if st == 200:
-            break
-        time.sleep(0.1)
+    st, body = s.wait_readyz(timeout=15, interval=0.1)
     assert st == 200, (st, body)

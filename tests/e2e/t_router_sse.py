@@ -8,7 +8,7 @@ import socket
 import time
 
 from rwtest import assert_gapfree, stdout_text
-from t_router_lib import OP_PING, OP_PONG, OP_TEXT, WsClient, connect, frame
+from t_router_lib import OP_PING, OP_PONG, OP_TEXT, WsClient, connect, frame, read_all
 
 SUITE_CONF = """[routerd]
 server_names = x
@@ -142,13 +142,7 @@ def test_sse_live_events_arrive_as_committed(s):
 
 def sse_read_more(c):
     # the head was consumed already: read the rest of the body raw
-    c.settimeout(10)
-    buf = b""
-    while True:
-        b = c.recv(65536)
-        if not b:
-            break
-        buf += b
+    buf, _ = read_all(c, 10)
     assert b"event: status" in buf and b"second" in buf, buf
     return None, None, True, None
 

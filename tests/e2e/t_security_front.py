@@ -12,23 +12,18 @@
 
 Each test performs the attack and shows it refused, and that nothing happened."""
 import asyncio
-import functools
 import http.client
-import http.server
 import json
 import os
-import threading
 import time
 import urllib.parse
 
 import websockets
 
 from ipc import Ipc, IpcError
-from rwtest import free_port, poll
+from rwtest import free_port, json_response, poll
 from t_router_lib import WS_KEY, connect, parse_responses
 
-JS = os.path.join(os.path.dirname(os.path.abspath(__file__)), "js")
-CHROMIUM = os.environ.get("CHROMIUM", "/usr/bin/chromium")
 ALLOWED_PAGE = "http://allowed.example:8080"
 
 SUITE_CONF = f"""[routerd]
@@ -40,13 +35,7 @@ def req(s, method, path, body=None, headers=None):
     """One request with exactly these headers (Host may be overridden)."""
     c = http.client.HTTPConnection("127.0.0.1", s.port, timeout=10)
     c.request(method, path, body=body, headers=dict(headers or {}))
-    r = c.getresponse()
-    payload = r.read()
-    c.close()
-    try:
-        return r.status, json.loads(payload) if payload else None
-    except ValueError:
-        return r.status, payload
+    return json_response(c)
 
 
 def raw(s, data):
@@ -235,19 +224,11 @@ def test_foreign_origin_is_refused_on_every_route(s):
         assert e.status_code == 403
 
 
-class _Quiet(http.server.SimpleHTTPRequestHandler):
-    def log_message(self, *a):
-        pass
-
-
 def test_chromium_page_of_another_origin_cannot_start_runs_or_write_files(s):
-    from t_router_clients import node, node_ready
-    why = node_ready()
+    from t_router_clients import chromium_missing, node, serve_pages
+    why = chromium_missing()
     if why:
         print(f"SKIP chromium: {why}")
-        return
-    if not os.access(CHROMIUM, os.X_OK):
-        print(f"SKIP chromium: {CHROMIUM} is not installed (Debian package chromium)")
         return
     assert poll(lambda: s.http("GET", "/readyz")[0] == 200, 15)
     thread = "t-csrf"
@@ -255,10 +236,7 @@ def test_chromium_page_of_another_origin_cannot_start_runs_or_write_files(s):
     run = s.start_run("true", thread=thread)
     s.wait_terminal(run, thread=thread)
     page_port = free_port()
-    srv = http.server.ThreadingHTTPServer(("127.0.0.1", page_port),
-                                          functools.partial(_Quiet, directory=JS))
-    t = threading.Thread(target=srv.serve_forever, daemon=True)
-    t.start()
+    srv = serve_pages(page_port)
     log_before = len(s.log("routerd"))
     try:
         q = urllib.parse.urlencode({"api": f"http://127.0.0.1:{s.port}", "thread": thread})

@@ -11,7 +11,7 @@ import tempfile
 
 import websockets
 
-from rwtest import BUILD, poll
+from rwtest import BUILD, poll, ws_count
 from t_router_lib import connect, parse_responses
 
 ADMIN, TA, TB, TH = "admin-token-0001", "tenant-a.token", "tenant-b.token", "harness-only.token"
@@ -127,20 +127,11 @@ def test_a_tenant_token_cannot_touch_another_tenants_thread(s):
     for tok in (TA, ADMIN):
         st, rec = s.http("GET", f"/runs/{run}?threadId=a-1", headers=auth(tok))
         assert st == 200 and rec["status"] == "completed", (tok, st, rec)
-    n, _ = asyncio.run(_count(uri + f"&access_token={TA}"))
+    n, _ = asyncio.run(ws_count(uri + f"&access_token={TA}"))
     assert n > 1
     wait_done(s, start(s, TB, "b-7"), "b-7")
 
 
-async def _count(uri):
-    n = 0
-    async with websockets.connect(uri) as ws:
-        try:
-            while True:
-                await ws.recv()
-                n += 1
-        except websockets.ConnectionClosed:
-            return n, ws.close_code
 
 
 def test_thread_patterns_are_exact_ids_or_prefixes(s):

@@ -463,11 +463,11 @@ upper_word(const char *s)
 
 /* ConfSectionFn: one TItem, any name but "bad" */
 static int
-titem_section(const char *name, void **ret, char *why, size_t whylen, void *ud)
+titem_section(const char *name, void **ret, Reason *why, void *ud)
 {
 	TItem *t = ud;
 	if (streq(name, "bad")) {
-		snprintf(why, whylen, "section name '%s' refused", name);
+		reason_set(why, "section name '%s' refused", name);
 		return -EINVAL;
 	}
 	if (!t->name)

@@ -24,6 +24,7 @@
 #include <cmocka.h>
 
 #include "peer-server.h"
+#include "sock-fixture.h"
 
 typedef struct Owner {
 	int accepted, events, closed;
@@ -82,21 +83,13 @@ spin(void)
 static int
 setup(void **state)
 {
-	snprintf(dir, sizeof(dir), "/tmp/rw-test-peer-server-XXXXXX");
-	if (!mkdtemp(dir))
-		return -1;
-	snprintf(path, sizeof(path), "%s/s.sock", dir);
-	base = event_base_new();
-	return base ? 0 : -1;
+	return sock_fixture_setup("test-peer-server", dir, path, &base);
 }
 
 static int
 teardown(void **state)
 {
-	(void)unlink(path);
-	(void)rmdir(dir);
-	event_base_free(base);
-	return 0;
+	return sock_fixture_teardown(dir, path, base);
 }
 
 static void

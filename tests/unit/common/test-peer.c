@@ -332,6 +332,45 @@ test_peer_unhandled_type_is_enomsg(void **state)
 	peer_free(coord.p);
 }
 
+/* A client is refused a message no ALLOW row gives it (messages.def), even
+ * one the receiver has a handler for: the handler never runs. */
+static void
+test_peer_undeclared_message_refused_for_role(void **state)
+{
+	static const PeerHandler handlers[_MSG_TYPE_MAX] = {
+	    [MSG_RUN_GET] = on_run_get, [MSG_EXEC_OUTPUT] = on_run_get};
+	static const PeerOps client_ops = {ROLE_CLIENT, router_handlers, on_ready, on_close};
+	static const PeerOps coord_all_ops = {ROLE_COORD, handlers, on_ready, on_close};
+	Side client = {0}, coord = {0};
+	Call a = {0}, b = {0};
+	int sv[2];
+	MpWriter w;
+
+	assert_int_equal(socketpair(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0, sv), 0);
+	assert_int_equal(peer_new(base, sv[0], &client_ops, &client, 1 << 20, &client.p), 0);
+	assert_int_equal(peer_new(base, sv[1], &coord_all_ops, &coord, 1 << 20, &coord.p), 0);
+	spin_until_bool(&client.ready);
+	spin_until_bool(&coord.ready);
+	assert_int_equal(peer_remote_role(coord.p), ROLE_CLIENT);
+	/* declared: ALLOW(RUN_GET, CLIENT, COORD) */
+	assert_int_equal(call_get(&client, "r1", 5 * USEC_PER_SEC, &a), 0);
+	/* not declared for a client: EXEC_OUTPUT is the shim's push */
+	mp_writer_init(&w);
+	mp_w_map(&w, 1);
+	mp_w_str(&w, "run_id", "r2");
+	assert_int_equal(peer_call(client.p, MSG_EXEC_OUTPUT, &w, 5 * USEC_PER_SEC, reply_cb, &b),
+			 0);
+	mp_writer_done(&w);
+	spin_until(&b.done, 1);
+	spin_until(&a.done, 1);
+	assert_int_equal(a.err, 0);
+	assert_string_equal(a.run_id, "r1");
+	assert_int_equal(b.err, -ENOMSG);
+	assert_int_equal(coord.requests, 1);
+	peer_free(client.p);
+	peer_free(coord.p);
+}
+
 static void
 test_peer_deadline_is_etimedout(void **state)
 {
@@ -641,6 +680,8 @@ main(void)
 					    teardown),
 	    cmocka_unit_test_setup_teardown(test_peer_deferred_answer_later, setup, teardown),
 	    cmocka_unit_test_setup_teardown(test_peer_deferred_dropped_on_close, setup, teardown),
+	    cmocka_unit_test_setup_teardown(test_peer_undeclared_message_refused_for_role, setup,
+					    teardown),
 	    cmocka_unit_test_setup_teardown(test_peer_deferred_outlives_a_freed_peer, setup,
 					    teardown),
 	    cmocka_unit_test_setup_teardown(test_peer_relay_reply_error_and_deadline, setup,

@@ -243,12 +243,24 @@ test_proto_msg_allowed_directions(void **state)
 			assert_true(msg_allowed(MSG_REPLY, a, b));
 			assert_true(msg_allowed(MSG_ERROR, a, b));
 		}
-	/* a test client may speak either side of any valid daemon-to-daemon type */
+	/* a client: coordinatord's requests as routerd sends them, the shim's
+	 * as coordinatord sends them, and their pushes back (the ALLOW rows) */
 	for (size_t i = 0; i < ELEMENTSOF(rows); i++) {
-		if (rows[i].dir == MSGDIR_CLIENT_TO_COORD)
-			continue;
-		assert_true(msg_allowed(rows[i].id, ROLE_CLIENT, ROLE_COORD));
-		assert_true(msg_allowed(rows[i].id, ROLE_COORD, ROLE_CLIENT));
+		switch (rows[i].dir) {
+		case MSGDIR_ROUTER_TO_COORD:
+			assert_true(msg_allowed(rows[i].id, ROLE_CLIENT, ROLE_COORD));
+			break;
+		case MSGDIR_COORD_TO_SHIM:
+			assert_true(msg_allowed(rows[i].id, ROLE_CLIENT, ROLE_SHIM));
+			break;
+		case MSGDIR_COORD_TO_ROUTER:
+			assert_true(msg_allowed(rows[i].id, ROLE_COORD, ROLE_CLIENT));
+			break;
+		case MSGDIR_SHIM_TO_COORD:
+			assert_true(msg_allowed(rows[i].id, ROLE_SHIM, ROLE_CLIENT));
+			break;
+		default: break;
+		}
 	}
 	/* the direct run-log API: only from a client, only to coordinatord */
 	for (size_t i = 0; i < ELEMENTSOF(rows); i++) {
@@ -277,6 +289,55 @@ test_proto_msg_allowed_directions(void **state)
 	}
 }
 
+/* No "any direction" for a client: what is not declared for a role is
+ * refused, whatever the daemon on the other side handles. */
+static void
+test_proto_undeclared_is_refused(void **state)
+{
+	/* pushes a daemon receives from another daemon */
+	assert_false(msg_allowed(MSG_EXEC_OUTPUT, ROLE_CLIENT, ROLE_COORD));
+	assert_false(msg_allowed(MSG_EXEC_EXIT, ROLE_CLIENT, ROLE_COORD));
+	assert_false(msg_allowed(MSG_SANDBOX_QUEUED, ROLE_CLIENT, ROLE_COORD));
+	assert_false(msg_allowed(MSG_RUN_EVENTS, ROLE_CLIENT, ROLE_ROUTER));
+	assert_false(msg_allowed(MSG_RUN_EVENTS, ROLE_CLIENT, ROLE_COORD));
+	/* another daemon's requests, sent to the wrong one */
+	assert_false(msg_allowed(MSG_SANDBOX_ENSURE, ROLE_CLIENT, ROLE_COORD));
+	assert_false(msg_allowed(MSG_RUN_START, ROLE_CLIENT, ROLE_SHIM));
+	assert_false(msg_allowed(MSG_RUN_OPEN, ROLE_CLIENT, ROLE_SHIM));
+	/* nothing a client sends reaches routerd, nor does a client ask a client */
+	for (size_t i = 0; i < ELEMENTSOF(rows); i++) {
+		if (rows[i].dir == MSGDIR_ANY)
+			continue;
+		assert_false(msg_allowed(rows[i].id, ROLE_CLIENT, ROLE_ROUTER));
+		assert_false(msg_allowed(rows[i].id, ROLE_CLIENT, ROLE_CLIENT));
+		assert_false(msg_allowed(rows[i].id, ROLE_ROUTER, ROLE_CLIENT));
+	}
+	/* out-of-range roles */
+	assert_false(msg_allowed(MSG_RUN_GET, _ROLE_MAX, ROLE_COORD));
+	assert_false(msg_allowed(MSG_RUN_GET, ROLE_CLIENT, (PeerRole)-1));
+	/* a client's permissions are exactly the ALLOW rows plus CLIENT_TO_COORD:
+	 * count them, so a row added to the table without its declaration (or a
+	 * rule that allows more) shows here */
+	int n = 0;
+	for (size_t i = 0; i < ELEMENTSOF(rows); i++) {
+		if (rows[i].dir == MSGDIR_ANY)
+			continue;
+		for (PeerRole o = 0; o < _ROLE_MAX; o++)
+			n += msg_allowed(rows[i].id, ROLE_CLIENT, o) +
+			     msg_allowed(rows[i].id, o, ROLE_CLIENT);
+	}
+	int want = 0;
+#define F(type, name, req)
+#define MSG(n, i, d, f) want += MSGDIR_##d == MSGDIR_CLIENT_TO_COORD;
+#define ALLOW(n, from, to) want++;
+#include "messages.def"
+#undef ALLOW
+#undef MSG
+#undef F
+	assert_int_equal(n, want);
+	assert_int_equal(want, 34); /* 3 CLIENT_TO_COORD + 31 ALLOW rows */
+}
+
 static void
 test_proto_roles(void **state)
 {
@@ -302,6 +363,7 @@ main(void)
 	    cmocka_unit_test(test_proto_heading_matcher),
 	    cmocka_unit_test(test_proto_documented_in_protocol_md),
 	    cmocka_unit_test(test_proto_msg_allowed_directions),
+	    cmocka_unit_test(test_proto_undeclared_is_refused),
 	    cmocka_unit_test(test_proto_roles),
 	};
 	return cmocka_run_group_tests_name("proto", tests, NULL, NULL);

@@ -32,6 +32,7 @@
 #include <event2/listener.h>
 
 #include "log.h"
+#include "router-fixture.h"
 #include "routerd.h"
 
 static struct {
@@ -50,19 +51,7 @@ setup(void **state)
 
 	log_open("test-http");
 	log_set_max_level(LOG_CRIT);
-	assert_int_equal(conf_apply_defaults(router_conf_items, router_conf_n_items, &T.conf), 0);
-	snprintf(T.dir, sizeof(T.dir), "/tmp/rw-test-http.XXXXXX");
-	assert_non_null(mkdtemp(T.dir));
-	free(T.conf.shared.runtime_dir);
-	T.conf.shared.runtime_dir = strdup(T.dir);
-	/* a free port (libevent's parser refuses port 0) */
-	int probe = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
-	sa = (struct sockaddr_in){.sin_family = AF_INET, .sin_addr.s_addr = htonl(INADDR_LOOPBACK)};
-	assert_int_equal(bind(probe, (struct sockaddr *)&sa, sizeof(sa)), 0);
-	assert_int_equal(getsockname(probe, (struct sockaddr *)&sa, &len), 0);
-	close(probe);
-	free(T.conf.listen);
-	assert_true(asprintf(&T.conf.listen, "127.0.0.1:%u", ntohs(sa.sin_port)) > 0);
+	(void)fixture_conf(&T.conf, "test-http", T.dir);
 	T.base = event_base_new();
 	assert_non_null(T.base);
 	assert_int_equal(router_new(T.base, &T.conf, &T.r), 0);
@@ -76,14 +65,9 @@ setup(void **state)
 static int
 teardown(void **state)
 {
-	char path[128];
-
 	router_free(T.r);
 	event_base_free(T.base);
-	router_conf_done(&T.conf);
-	snprintf(path, sizeof(path), "%s/bridge.sock", T.dir);
-	(void)unlink(path);
-	(void)rmdir(T.dir);
+	fixture_conf_done(&T.conf, T.dir, NULL);
 	return 0;
 }
 
@@ -93,15 +77,9 @@ teardown(void **state)
 static char *
 exchange(const char *req, size_t req_len)
 {
-	struct sockaddr_in sa = {.sin_family = AF_INET, .sin_port = htons((uint16_t)T.port)};
 	static char out[65536];
 	size_t got = 0;
-	int fd = socket(AF_INET, SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0);
-
-	assert_true(fd >= 0);
-	sa.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-	if (connect(fd, (struct sockaddr *)&sa, sizeof(sa)) < 0)
-		assert_int_equal(errno, EINPROGRESS);
+	int fd = fixture_connect(T.port, 0);
 	size_t off = 0;
 	for (int round = 0; round < 4000; round++) {
 		event_base_loop(T.base, EVLOOP_NONBLOCK);
@@ -129,10 +107,7 @@ exchange(const char *req, size_t req_len)
 	out[got] = '\0';
 	close(fd);
 	/* let routerd see the close and free the connection */
-	for (int i = 0; i < 2000 && T.r->n_conns > 0; i++) {
-		event_base_loop(T.base, EVLOOP_NONBLOCK);
-		usleep(500);
-	}
+	fixture_conns_gone(T.base, T.r, 2000);
 	return out;
 }
 
@@ -289,25 +264,14 @@ test_ws_handshake(void **state)
 	/* the stream route checks the handshake first, then needs coordinatord */
 	assert_answer(ans, 503, "unavailable");
 	/* the upgrade itself, on an accepted connection: the accept value */
-	int sv[2];
-	struct sockaddr_un un = {.sun_family = AF_UNIX};
+	int peer;
 	char buf[4096] = "";
-	assert_int_equal(socketpair(AF_UNIX, SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0, sv), 0);
-	assert_int_equal(http_conn_new(T.r, sv[0], (struct sockaddr *)&un, sizeof(un), false), 0);
-	HttpConn *c = T.r->conns;
-	c->req.headers = calloc(1, sizeof(HttpHeader));
-	c->req.headers_cap = 1;
-	c->req.headers[0].name = strdup("Sec-WebSocket-Key");
-	c->req.headers[0].value = strdup("dGhlIHNhbXBsZSBub25jZQ==");
-	c->req.n_headers = 1;
-	c->req.complete = true;
-	c->req.keep_alive = true;
-	c->busy = true;
+	HttpConn *c = fixture_ws_conn(T.r, &peer);
 	assert_int_equal(ws_accept(c), 0);
 	size_t got = 0;
 	for (int i = 0; i < 200 && !strstr(buf, "\r\n\r\n"); i++) {
 		event_base_loop(T.base, EVLOOP_NONBLOCK);
-		ssize_t n = read(sv[1], buf + got, sizeof(buf) - 1 - got);
+		ssize_t n = read(peer, buf + got, sizeof(buf) - 1 - got);
 		if (n > 0)
 			got += (size_t)n;
 		usleep(200);
@@ -316,11 +280,8 @@ test_ws_handshake(void **state)
 	assert_non_null(strcasestr(buf, "\r\nUpgrade: websocket\r\n"));
 	if (!strstr(buf, "Sec-WebSocket-Accept: s3pPLMBiTxaQ9kYGzzhZRbK+xOo=\r\n"))
 		fail_msg("no accept value in %s", buf);
-	close(sv[1]);
-	for (int i = 0; i < 200 && T.r->n_conns > 0; i++) {
-		event_base_loop(T.base, EVLOOP_NONBLOCK);
-		usleep(500);
-	}
+	close(peer);
+	fixture_conns_gone(T.base, T.r, 200);
 	assert_int_equal(T.r->n_conns, 0);
 
 	/* what the handshake refuses, with the reason */
@@ -395,70 +356,56 @@ ws_client_send(int peer, uint8_t b0, const char *payload, size_t len, size_t off
 static void
 test_ws_idle_session(void **state)
 {
-	int sv[2];
-	struct sockaddr_un un = {.sun_family = AF_UNIX};
+	int peer;
 	uint8_t buf[4096];
+	HttpConn *c = fixture_ws_conn(T.r, &peer);
 
-	assert_int_equal(socketpair(AF_UNIX, SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0, sv), 0);
-	assert_int_equal(http_conn_new(T.r, sv[0], (struct sockaddr *)&un, sizeof(un), false), 0);
-	HttpConn *c = T.r->conns;
-	c->req.headers = calloc(1, sizeof(HttpHeader));
-	c->req.headers_cap = 1;
-	c->req.headers[0].name = strdup("Sec-WebSocket-Key");
-	c->req.headers[0].value = strdup("dGhlIHNhbXBsZSBub25jZQ==");
-	c->req.n_headers = 1;
-	c->req.complete = true;
-	c->req.keep_alive = true;
-	c->busy = true;
 	assert_int_equal(ws_accept(c), 0);
-	size_t n = ws_pump(sv[1], buf, sizeof(buf), 12);
+	size_t n = ws_pump(peer, buf, sizeof(buf), 12);
 	assert_true(n > 12 && memcmp(buf, "HTTP/1.1 101 ", 13) == 0);
 	assert_null(c->ws);
 	assert_null(c->req.headers); /* the request is gone with its header array */
 
 	/* a ping: answered, and the session freed after it */
-	ws_client_send(sv[1], 0x89, "hi", 2, 0, 0);
-	n = ws_pump(sv[1], buf, sizeof(buf), 4);
+	ws_client_send(peer, 0x89, "hi", 2, 0, 0);
+	n = ws_pump(peer, buf, sizeof(buf), 4);
 	assert_int_equal(n, 4);
 	assert_memory_equal(buf, "\x8a\x02hi", 4);
 	assert_null(c->ws);
 	/* a fragmented message keeps it until its last fragment */
-	ws_client_send(sv[1], 0x01, "ab", 2, 0, 0);
-	ws_pump(sv[1], buf, sizeof(buf), 1);
+	ws_client_send(peer, 0x01, "ab", 2, 0, 0);
+	ws_pump(peer, buf, sizeof(buf), 1);
 	assert_non_null(c->ws);
-	ws_client_send(sv[1], 0x89, "", 0, 0, 0); /* a control frame in between */
-	n = ws_pump(sv[1], buf, sizeof(buf), 2);
+	ws_client_send(peer, 0x89, "", 0, 0, 0); /* a control frame in between */
+	n = ws_pump(peer, buf, sizeof(buf), 2);
 	assert_int_equal(n, 2);
 	assert_memory_equal(buf, "\x8a\x00", 2);
 	assert_non_null(c->ws);
-	ws_client_send(sv[1], 0x80, "c", 1, 0, 0);
-	ws_pump(sv[1], buf, sizeof(buf), 1);
+	ws_client_send(peer, 0x80, "c", 1, 0, 0);
+	ws_pump(peer, buf, sizeof(buf), 1);
 	assert_null(c->ws);
 	/* half a frame keeps it; the rest frees it */
-	ws_client_send(sv[1], 0x89, "yo", 2, 0, 3);
-	ws_pump(sv[1], buf, sizeof(buf), 1);
+	ws_client_send(peer, 0x89, "yo", 2, 0, 3);
+	ws_pump(peer, buf, sizeof(buf), 1);
 	assert_non_null(c->ws);
-	ws_client_send(sv[1], 0x89, "yo", 2, 3, 0);
-	n = ws_pump(sv[1], buf, sizeof(buf), 4);
+	ws_client_send(peer, 0x89, "yo", 2, 3, 0);
+	n = ws_pump(peer, buf, sizeof(buf), 4);
 	assert_int_equal(n, 4);
 	assert_memory_equal(buf, "\x8a\x02yo", 4);
 	assert_null(c->ws);
 	/* routerd's own frame, without a session: what wslay would write */
 	assert_int_equal(ws_send_text(c, "hello", 5), 0);
-	n = ws_pump(sv[1], buf, sizeof(buf), 7);
+	n = ws_pump(peer, buf, sizeof(buf), 7);
 	assert_int_equal(n, 7);
 	assert_memory_equal(buf, "\x81\x05hello", 7);
 	assert_null(c->ws);
 	/* the client's close is echoed and the connection ends */
-	ws_client_send(sv[1], 0x88, "\x03\xe8", 2, 0, 0);
-	n = ws_pump(sv[1], buf, sizeof(buf), 4);
+	ws_client_send(peer, 0x88, "\x03\xe8", 2, 0, 0);
+	n = ws_pump(peer, buf, sizeof(buf), 4);
 	assert_int_equal(n, 4);
 	assert_memory_equal(buf, "\x88\x02\x03\xe8", 4);
-	close(sv[1]);
-	for (int i = 0; i < 200 && T.r->n_conns > 0; i++) {
-		event_base_loop(T.base, EVLOOP_NONBLOCK);
-		usleep(500);
-	}
+	close(peer);
+	fixture_conns_gone(T.base, T.r, 200);
 	assert_int_equal(T.r->n_conns, 0);
 }
 

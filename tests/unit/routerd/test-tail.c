@@ -41,6 +41,7 @@
 
 #include "log.h"
 #include "peer.h"
+#include "router-fixture.h"
 #include "routerd.h"
 
 #define RUN_ID "0b7d6a3e-5f0c-4d7e-9a51-3c2f1e0d9b8a"
@@ -203,38 +204,21 @@ fake_push(int first)
 static void
 spin(int ms)
 {
-	for (int i = 0; i < ms; i++) {
-		event_base_loop(T.base, EVLOOP_NONBLOCK);
-		usleep(1000);
-	}
+	fixture_spin(T.base, ms);
 }
 
 static int
 setup(void **state)
 {
-	struct sockaddr_in sa;
-	socklen_t len = sizeof(sa);
 	char path[128];
 
 	log_open("test-tail");
 	log_set_max_level(LOG_CRIT);
 	memset(&T, 0, sizeof(T));
-	assert_int_equal(conf_apply_defaults(router_conf_items, router_conf_n_items, &T.conf), 0);
-	snprintf(T.dir, sizeof(T.dir), "/tmp/rw-test-tail.XXXXXX");
-	assert_non_null(mkdtemp(T.dir));
-	free(T.conf.shared.runtime_dir);
-	T.conf.shared.runtime_dir = strdup(T.dir);
+	T.port = fixture_conf(&T.conf, "test-tail", T.dir);
 	T.conf.ws_max_queue = 64 * 1024; /* high mark 32 KiB, low mark 16 KiB */
 	T.conf.ws_stall_timeout_ms = 400;
 	T.conf.tail_read_batch = 256;
-	int probe = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
-	sa = (struct sockaddr_in){.sin_family = AF_INET, .sin_addr.s_addr = htonl(INADDR_LOOPBACK)};
-	assert_int_equal(bind(probe, (struct sockaddr *)&sa, sizeof(sa)), 0);
-	assert_int_equal(getsockname(probe, (struct sockaddr *)&sa, &len), 0);
-	close(probe);
-	free(T.conf.listen);
-	assert_true(asprintf(&T.conf.listen, "127.0.0.1:%u", ntohs(sa.sin_port)) > 0);
-	T.port = ntohs(sa.sin_port);
 	T.base = event_base_new();
 	assert_non_null(T.base);
 	snprintf(path, sizeof(path), "%s/%s", T.dir, RW_SOCK_COORD);
@@ -254,19 +238,12 @@ setup(void **state)
 static int
 teardown(void **state)
 {
-	char path[128];
-
 	router_free(T.r);
 	T.coord = peer_free(T.coord);
 	event_free(T.accept_ev);
 	close(T.lfd);
 	event_base_free(T.base);
-	router_conf_done(&T.conf);
-	snprintf(path, sizeof(path), "%s/bridge.sock", T.dir);
-	(void)unlink(path);
-	snprintf(path, sizeof(path), "%s/%s", T.dir, RW_SOCK_COORD);
-	(void)unlink(path);
-	(void)rmdir(T.dir);
+	fixture_conf_done(&T.conf, T.dir, RW_SOCK_COORD);
 	return 0;
 }
 
@@ -275,17 +252,10 @@ teardown(void **state)
 static int
 ws_open(int64_t last_seq)
 {
-	struct sockaddr_in sa = {.sin_family = AF_INET, .sin_port = htons((uint16_t)T.port)};
-	int fd = socket(AF_INET, SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0);
-	int rcv = 4096;
+	int fd = fixture_connect(T.port, 4096);
 	char req[512], head[1024];
 	size_t got = 0, off = 0;
 
-	assert_true(fd >= 0);
-	assert_int_equal(setsockopt(fd, SOL_SOCKET, SO_RCVBUF, &rcv, sizeof(rcv)), 0);
-	sa.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-	if (connect(fd, (struct sockaddr *)&sa, sizeof(sa)) < 0)
-		assert_int_equal(errno, EINPROGRESS);
 	int n = snprintf(req, sizeof(req),
 			 "GET /runs/" RUN_ID "/stream?threadId=" THREAD "&lastSeq=%" PRId64
 			 " HTTP/1.1\r\nHost: 127.0.0.1:%d\r\nUpgrade: websocket\r\n"
