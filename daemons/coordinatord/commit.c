@@ -821,9 +821,8 @@ step_start(Coordinator *c, CommitGroup *g, const char *run_id, json_t *rec)
 /* The group commit: write every queued op in one transaction, then per run
  * (replicate,) publish, acknowledge and settle, in that order. */
 static void
-commit_cb(evutil_socket_t fd, short what, void *arg)
+commit_ops(Coordinator *c)
 {
-	Coordinator *c = arg;
 	Op *ops = c->ops_head;
 	RunLogBatch *b = NULL;
 	int r;
@@ -920,6 +919,16 @@ commit_cb(evutil_socket_t fd, short what, void *arg)
 		op_free(ops);
 		ops = n;
 	}
+}
+
+static void
+commit_cb(evutil_socket_t fd, short what, void *arg)
+{
+	/* what the commit publishes and acknowledges leaves in one write per
+	 * connection, once it is all queued */
+	peer_cork();
+	commit_ops(arg);
+	peer_uncork();
 }
 
 void
