@@ -21,12 +21,23 @@
 #include "macro.h"
 #include "runlog.h"
 
+/* Run records as the group commits left them (runlog.c, batches): exact while
+ * no other write transaction committed since the one of cache_txnid. */
+#define REC_CACHE_MAX 64
+typedef struct RecCache {
+	char run_id[RUN_ID_LEN + 1];
+	json_t *rec;
+} RecCache;
+
 struct RunLog {
 	MDB_env *env;
 	MDB_dbi runs, events, thread_runs, idem, meta, drive, inputs;
 	char *dir;
 	RunLogOptions opts;
 	bool preallocated;
+	RecCache rec_cache[REC_CACHE_MAX];
+	size_t rec_cache_next; /* the slot the next record goes to */
+	size_t cache_txnid;
 };
 
 /* LMDB codes → negative errno. MDB_MAP_FULL becomes -ENOSPC: to the caller it

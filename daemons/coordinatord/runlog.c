@@ -30,11 +30,54 @@ run_status_terminal(const char *s)
 	return s && (streq(s, "completed") || streq(s, "failed") || streq(s, "aborted"));
 }
 
+static void
+rec_cache_clear(RunLog *l)
+{
+	for (size_t i = 0; i < REC_CACHE_MAX; i++) {
+		json_decref(l->rec_cache[i].rec);
+		l->rec_cache[i] = (RecCache){0};
+	}
+	l->rec_cache_next = 0;
+	l->cache_txnid = 0;
+}
+
+/* The cached record of run_id, taken out of the cache (the batch changes it
+ * in place: a copy when someone still holds the cached one), or NULL. */
+static json_t *
+rec_cache_take(RunLog *l, const char *run_id)
+{
+	for (size_t i = 0; i < REC_CACHE_MAX; i++) {
+		RecCache *e = &l->rec_cache[i];
+		if (!e->rec || memcmp(e->run_id, run_id, RUN_ID_LEN) != 0)
+			continue;
+		json_t *rec = e->rec;
+		e->rec = NULL;
+		if (rec->refcount > 1) {
+			json_t *copy = json_deep_copy(rec);
+			json_decref(rec);
+			rec = copy;
+		}
+		return rec;
+	}
+	return NULL;
+}
+
+static void
+rec_cache_put(RunLog *l, const char *run_id, json_t *rec)
+{
+	RecCache *e = &l->rec_cache[l->rec_cache_next];
+	l->rec_cache_next = (l->rec_cache_next + 1) % REC_CACHE_MAX;
+	json_decref(e->rec);
+	memcpy(e->run_id, run_id, RUN_ID_LEN + 1);
+	e->rec = rec;
+}
+
 RunLog *
 runlog_free(RunLog *l)
 {
 	if (!l)
 		return NULL;
+	rec_cache_clear(l);
 	if (l->env)
 		mdb_env_close(l->env);
 	free(l->dir);
@@ -147,6 +190,7 @@ runlog_recover(RunLog *l)
 		return mdb_errno(rc);
 	/* A failed meta-page write leaves LMDB in doubt (MDB_PANIC). Reopen: what
 	 * is on disk is the last commit that fully succeeded. */
+	rec_cache_clear(l);
 	mdb_env_close(l->env);
 	l->env = NULL;
 	int r = env_open(l);
@@ -340,6 +384,7 @@ typedef struct BatchRun {
 struct RunLogBatch {
 	RunLog *l;
 	MDB_txn *txn;
+	size_t txnid;
 	BatchRun *runs;
 	size_t n_runs, cap_runs;
 	int err; /* sticky: a storage error poisons the whole transaction */
@@ -366,6 +411,11 @@ runlog_batch_begin(RunLog *l, RunLogBatch **ret)
 		free(b);
 		return r;
 	}
+	/* another write transaction committed since the last batch (a run
+	 * created, updated, pruned): what the cache holds may be stale */
+	b->txnid = mdb_txn_id(b->txn);
+	if (b->txnid != l->cache_txnid + 1)
+		rec_cache_clear(l);
 	*ret = b;
 	return 0;
 }
@@ -389,8 +439,8 @@ batch_record(RunLogBatch *b, const char *run_id, BatchRun **ret)
 			*ret = &b->runs[i];
 			return 0;
 		}
-	json_t *rec;
-	int r = get_record(b->txn, b->l, run_id, &rec);
+	json_t *rec = rec_cache_take(b->l, run_id);
+	int r = rec ? 0 : get_record(b->txn, b->l, run_id, &rec);
 	if (r < 0)
 		return r;
 	if (b->n_runs == b->cap_runs) {
@@ -571,9 +621,16 @@ runlog_batch_commit(RunLogBatch *b)
 	}
 	r = commit(b->txn); /* frees the txn, also on failure */
 	b->txn = NULL;
-	if (r < 0)
+	if (r < 0) {
 		b->err = r;
-	return r;
+		return r;
+	}
+	/* the records as this commit left them serve the next batches, as
+	 * long as only batches write in between */
+	for (size_t i = 0; i < b->n_runs; i++)
+		rec_cache_put(b->l, b->runs[i].run_id, json_incref(b->runs[i].rec));
+	b->l->cache_txnid = b->txnid;
+	return 0;
 }
 
 void
