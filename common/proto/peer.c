@@ -61,16 +61,22 @@ struct Peer {
  * leave at the last peer_uncork(), one write per peer (per thread: a loop's
  * peers are all on its thread). */
 static _Thread_local unsigned cork_depth;
-static _Thread_local Peer *cork_list;
+static _Thread_local Peer *cork_list, *cork_last; /* first touched first */
 
 static void
 cork_unlist(Peer *p)
 {
 	if (!p->cork_listed)
 		return;
-	for (Peer **pp = &cork_list; *pp; pp = &(*pp)->cork_next)
-		if (*pp == p) {
-			*pp = p->cork_next;
+	Peer *prev = NULL;
+	for (Peer *q = cork_list; q; prev = q, q = q->cork_next)
+		if (q == p) {
+			if (prev)
+				prev->cork_next = p->cork_next;
+			else
+				cork_list = p->cork_next;
+			if (cork_last == p)
+				cork_last = prev;
 			break;
 		}
 	p->cork_listed = false;
@@ -114,8 +120,12 @@ kick(Peer *p)
 	}
 	if (!p->cork_listed) {
 		p->cork_listed = true;
-		p->cork_next = cork_list;
-		cork_list = p;
+		p->cork_next = NULL;
+		if (cork_last)
+			cork_last->cork_next = p;
+		else
+			cork_list = p;
+		cork_last = p;
 	}
 }
 
@@ -130,9 +140,13 @@ peer_uncork(void)
 {
 	if (cork_depth == 0 || --cork_depth > 0)
 		return;
+	/* in the order their first frame was sent: an answer to the client
+	 * that asked before the requests its handling made of others */
 	while (cork_list) {
 		Peer *p = cork_list;
 		cork_list = p->cork_next;
+		if (!cork_list)
+			cork_last = NULL;
 		p->cork_listed = false;
 		p->cork_next = NULL;
 		flush(p);
