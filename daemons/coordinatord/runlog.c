@@ -212,6 +212,42 @@ runlog_create(RunLog *l, const char *run_id, const char *thread_id, const char *
 static int idem_key(char *buf, size_t bufsz, const char *thread_id, const char *key, MDB_val *ret);
 static int idem_put_txn(MDB_txn *txn, RunLog *l, const MDB_val *k, const char *run_id);
 
+/* A new run's record (running, lastSeq -1) and its thread index entry, put in
+ * txn; *ret_rec gets the record. */
+static int
+new_run_txn(MDB_txn *txn, RunLog *l, const char *run_id, const char *thread_id, const char *harness,
+	    int64_t now_ms, json_t **ret_rec)
+{
+	json_t *rec = json_pack("{s:s, s:s, s:s, s:I, s:I, s:I}", "runId", run_id, "threadId",
+				thread_id, "status", "running", "lastSeq", (json_int_t)-1,
+				"startedAt", (json_int_t)now_ms, "updatedAt", (json_int_t)now_ms);
+	if (!rec)
+		return -ENOMEM;
+	if (harness)
+		json_object_set_new(rec, "harness", json_string(harness));
+	int r = put_record(txn, l, run_id, rec);
+	if (r < 0) {
+		json_decref(rec);
+		return r;
+	}
+	/* thread index: threadId \0 startedAt(BE) runId */
+	size_t tl = strlen(thread_id);
+	char key[THREAD_ID_MAX + 1 + 8 + RUN_ID_LEN];
+	memcpy(key, thread_id, tl);
+	key[tl] = '\0';
+	for (int i = 0; i < 8; i++)
+		key[tl + 1 + i] = (char)((uint64_t)now_ms >> (56 - 8 * i));
+	memcpy(key + tl + 9, run_id, RUN_ID_LEN);
+	MDB_val k = {tl + 9 + RUN_ID_LEN, key}, v = {0, (void *)""};
+	r = mdb_errno(mdb_put(txn, l->thread_runs, &k, &v, 0));
+	if (r < 0) {
+		json_decref(rec);
+		return r;
+	}
+	*ret_rec = rec;
+	return 0;
+}
+
 /* The run, its thread index entry, the key idem of idem_thread (the run's
  * thread, or "" for a /chat alias) and its input, in one transaction. */
 static int
@@ -264,29 +300,7 @@ create_txn(RunLog *l, char run_id[RUN_ID_LEN + 1], const char *thread_id, const 
 	if (r != -ENOENT)
 		goto fail;
 
-	rec = json_pack("{s:s, s:s, s:s, s:I, s:I, s:I}", "runId", run_id, "threadId", thread_id,
-			"status", "running", "lastSeq", (json_int_t)-1, "startedAt",
-			(json_int_t)now_ms, "updatedAt", (json_int_t)now_ms);
-	if (!rec) {
-		r = -ENOMEM;
-		goto fail;
-	}
-	if (harness)
-		json_object_set_new(rec, "harness", json_string(harness));
-	r = put_record(txn, l, run_id, rec);
-	if (r < 0)
-		goto fail;
-
-	/* thread index: threadId \0 startedAt(BE) runId */
-	size_t tl = strlen(thread_id);
-	char key[THREAD_ID_MAX + 1 + 8 + RUN_ID_LEN];
-	memcpy(key, thread_id, tl);
-	key[tl] = '\0';
-	for (int i = 0; i < 8; i++)
-		key[tl + 1 + i] = (char)((uint64_t)now_ms >> (56 - 8 * i));
-	memcpy(key + tl + 9, run_id, RUN_ID_LEN);
-	MDB_val k = {tl + 9 + RUN_ID_LEN, key}, v = {0, (void *)""};
-	r = mdb_errno(mdb_put(txn, l->thread_runs, &k, &v, 0));
+	r = new_run_txn(txn, l, run_id, thread_id, harness, now_ms, &rec);
 	if (r == 0 && idem)
 		r = idem_put_txn(txn, l, &ik, run_id);
 	if (r == 0 && input) {
@@ -541,6 +555,40 @@ batch_append(RunLogBatch *b, const char *run_id, const char *chunk, size_t len, 
 	br->dirty = true;
 	if (ret_seq)
 		*ret_seq = seq;
+	return 0;
+}
+
+int
+runlog_batch_create(RunLogBatch *b, const char *run_id, const char *thread_id, const char *harness,
+		    int64_t now_ms)
+{
+	BatchRun *br;
+	json_t *rec = NULL;
+
+	if (b->err < 0)
+		return b->err;
+	if (!valid_run_id(run_id) || !thread_id || strlen(thread_id) > THREAD_ID_MAX)
+		return -EINVAL;
+	int r = batch_record(b, run_id, &br);
+	if (r == 0)
+		return -EEXIST; /* this op only */
+	if (r != -ENOENT)
+		return r == -EUCLEAN ? r : (b->err = r);
+	if (b->n_runs == b->cap_runs) {
+		size_t cap = b->cap_runs ? b->cap_runs * 2 : 8;
+		BatchRun *n = realloc(b->runs, cap * sizeof(*n));
+		if (!n)
+			return b->err = -ENOMEM;
+		b->runs = n;
+		b->cap_runs = cap;
+	}
+	r = new_run_txn(b->txn, b->l, run_id, thread_id, harness, now_ms, &rec);
+	if (r < 0)
+		return b->err = r;
+	br = &b->runs[b->n_runs++];
+	memcpy(br->run_id, run_id, RUN_ID_LEN + 1);
+	br->rec = rec;
+	br->dirty = false; /* put already; a later op of the batch marks it again */
 	return 0;
 }
 

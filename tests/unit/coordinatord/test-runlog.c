@@ -1322,6 +1322,47 @@ test_runlog_batches_see_every_other_write(void **state)
 	json_decref(rec);
 }
 
+/* A run created in a batch: later ops of the batch see it, the commit makes
+ * it whole (record, thread index), a taken id is refused for that op only, an
+ * aborted batch leaves no run. */
+static void
+test_runlog_batch_create(void **state)
+{
+	Fix *f = *state;
+	RunLogBatch *b;
+	int64_t seq;
+	json_t *rec = NULL;
+
+	create(f->l, RUN_B, "t", 1);
+	assert_int_equal(runlog_batch_begin(f->l, &b), 0);
+	assert_int_equal(runlog_batch_create(b, RUN_A, "t", "shell", 5), 0);
+	assert_int_equal(
+	    runlog_batch_append(b, RUN_A, "{\"type\":\"RUN_STARTED\"}", 22, NULL, NULL, 5, &seq),
+	    0);
+	assert_int_equal(seq, 0);
+	assert_int_equal(runlog_batch_create(b, RUN_A, "t", NULL, 5), -EEXIST);
+	assert_int_equal(runlog_batch_create(b, RUN_B, "t", NULL, 5), -EEXIST);
+	assert_int_equal(runlog_get(f->l, RUN_A, &rec), -ENOENT); /* not before the commit */
+	assert_int_equal(runlog_batch_commit(b), 0);
+	runlog_batch_free(b);
+	assert_int_equal(runlog_get(f->l, RUN_A, &rec), 0);
+	assert_string_equal(json_string_value(json_object_get(rec, "status")), "running");
+	assert_string_equal(json_string_value(json_object_get(rec, "threadId")), "t");
+	assert_string_equal(json_string_value(json_object_get(rec, "harness")), "shell");
+	assert_int_equal(json_integer_value(json_object_get(rec, "lastSeq")), 0);
+	assert_int_equal(json_integer_value(json_object_get(rec, "startedAt")), 5);
+	json_decref(rec);
+	json_t *list = NULL;
+	assert_int_equal(runlog_thread_runs(f->l, "t", NULL, &list), 0);
+	assert_int_equal(json_array_size(list), 2); /* the thread index has it */
+	json_decref(list);
+	/* aborted: nothing */
+	assert_int_equal(runlog_batch_begin(f->l, &b), 0);
+	assert_int_equal(runlog_batch_create(b, RUN_C, "t", NULL, 6), 0);
+	runlog_batch_free(b);
+	assert_int_equal(runlog_get(f->l, RUN_C, &rec), -ENOENT);
+}
+
 int
 main(void)
 {
@@ -1362,6 +1403,7 @@ main(void)
 	    cmocka_unit_test_setup_teardown(test_runlog_prune_in_small_batches, setup, teardown),
 	    cmocka_unit_test_setup_teardown(test_runlog_read_bounded_by_bytes_never_empty, setup,
 					    teardown),
+	    cmocka_unit_test_setup_teardown(test_runlog_batch_create, setup, teardown),
 	    cmocka_unit_test_setup_teardown(test_runlog_batches_see_every_other_write, setup,
 					    teardown),
 	    cmocka_unit_test_setup_teardown(test_runlog_soft_append_refuses_one_op_not_the_batch,
