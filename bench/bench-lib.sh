@@ -21,7 +21,8 @@ bench_need() {
 
 bench_workdir() {
 	work=$(mktemp -d "$build/bench-data.XXXXXX")
-	trap '[ -n "$cpid" ] && kill $cpid 2>/dev/null; wait 2>/dev/null; rm -rf "$work"' EXIT
+	# every step may fail (a coordinatord already gone) without skipping the rm
+	trap '{ [ -n "$cpid" ] && kill $cpid 2>/dev/null; } || true; wait 2>/dev/null || true; rm -rf "$work"' EXIT
 }
 
 # A fresh state and runtime dir each time; $1: more lines for the file (a

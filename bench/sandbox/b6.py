@@ -38,8 +38,10 @@ this script and everything it spawns (harness, shimctl, bwrap, unshare) to
 CPU 1; one more repetition unpinned. Warm-up: a few iterations of everything
 before the first repetition. Raw JSON: bench/results/sandbox-b6-<time>.json.
 
+With --only-e2e, only bwrap (the reference) and e2e run, with their ratios.
+
 usage: RW_BUILD_DIR=build bench/sandbox/b6.py [--reps 3] [--n 100] [--live 500]
-       [--e2e 50] [--no-unpinned]"""
+       [--e2e 50] [--no-unpinned] [--only-e2e]"""
 import argparse
 import asyncio
 import datetime
@@ -65,6 +67,7 @@ ap.add_argument("--par", type=int, default=8)
 ap.add_argument("--live", type=int, default=500, help="execs into the live sandbox")
 ap.add_argument("--e2e", type=int, default=50, help="runs per e2e measurement")
 ap.add_argument("--no-unpinned", action="store_true")
+ap.add_argument("--only-e2e", action="store_true", help="bwrap and e2e alone")
 A = ap.parse_args()
 
 EXE = "/tmp/rw-b6-spawn-time"
@@ -230,6 +233,11 @@ class Bench:
 
     def rep(self, order):
         r = {}
+        if A.only_e2e:
+            r["bwrap"] = {"serial": self.contender("bwrap", A.n, 1),
+                          "par": self.contender("bwrap", A.n, A.par)}
+            r["e2e"] = {"serial": self.e2e(A.e2e, 1), "par": self.e2e(A.e2e, A.par)}
+            return r
         for name in order:
             r[name] = {"serial": self.contender(name, A.n, 1),
                        "par": self.contender(name, A.n, A.par)}
@@ -243,6 +251,10 @@ class Bench:
         return r
 
     def warm(self):
+        if A.only_e2e:
+            self.contender("bwrap", 10, 2)
+            self.e2e(5, 1)
+            return
         for name in ("shim", "shim_cold", "once", "once_cold", "bwrap", "unshare", "spawn",
                      "floor"):
             self.contender(name, 10, 2)
@@ -259,6 +271,13 @@ class Bench:
 def ratio(r, e2e_key="first"):
     bw = r["bwrap"]["serial"]["total"]["p50_ms"]
     bwp = r["bwrap"]["par"]["total"]["p50_ms"]
+    if A.only_e2e:
+        return {
+            "e2e_first_over_bwrap": r["e2e"]["serial"]["first"]["p50_ms"] / bw,
+            "e2e_sandbox_over_bwrap": r["e2e"]["serial"]["sandbox"]["p50_ms"] / bw,
+            "e2e_status_over_bwrap": r["e2e"]["serial"]["status"]["p50_ms"] / bw,
+            "e2e_status_over_bwrap_par8": r["e2e"]["par"]["status"]["p50_ms"] / bwp,
+        }
     return {
         "create_exec_over_bwrap": r["shim"]["serial"]["create_exec"]["p50_ms"] / bw,
         "cold_create_exec_over_bwrap": r["shim_cold"]["serial"]["create_exec"]["p50_ms"] / bw,
@@ -332,7 +351,7 @@ def main():
         k: [round(statistics.median(x), 3), round(min(x), 3), round(max(x), 3)]
         for k in keys for x in [[r["ratios"][k] for r in out["reps"]]]}
     stamp = datetime.datetime.now(datetime.timezone.utc).strftime("%Y%m%dT%H%M%SZ")
-    path = os.path.join(TOP, "bench", "results", f"sandbox-b6-{stamp}.json")
+    path = os.path.join(TOP, "bench", "results", f"sandbox-b6-{stamp}{'-e2e' if A.only_e2e else ''}.json")
     with open(path, "w") as f:
         json.dump(out, f, indent=1)
     print(path)
@@ -340,6 +359,17 @@ def main():
     # table: median over pinned reps of each p50/p99
     def med(f):
         return round(statistics.median(f(r) for r in out["reps"]), 2)
+    if A.only_e2e:
+        for name, f in (("bwrap --unshare-all", lambda r, m: r["bwrap"][m]["total"]),
+                        ("e2e POST reply", lambda r, m: r["e2e"][m]["post"]),
+                        ("e2e first frame", lambda r, m: r["e2e"][m]["first"]),
+                        ("e2e sandbox.created", lambda r, m: r["e2e"][m]["sandbox"]),
+                        ("e2e TOOL_CALL_RESULT", lambda r, m: r["e2e"][m]["result"]),
+                        ("e2e status frame", lambda r, m: r["e2e"][m]["status"])):
+            print(f"| {name} | " + " | ".join(
+                f"{med(lambda r: f(r, m)['p50_ms'])} / {med(lambda r: f(r, m)['p99_ms'])}"
+                for m in ("serial", "par")) + " |")
+        return
     rows = [("spawn /bin/true", lambda r, m: r["spawn"][m]["total"]),
             ("unshare -Urnpfmiu", lambda r, m: r["unshare"][m]["total"]),
             ("bwrap --unshare-all", lambda r, m: r["bwrap"][m]["total"]),

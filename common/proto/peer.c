@@ -48,11 +48,122 @@ struct Peer {
 	PeerDeferred *deferred;
 	bool ready;
 	bool closed;
+	bool write_armed; /* output left over: the bufferevent's write event drains it */
+	bool cork_listed; /* in cork_list, its output leaves at the uncork */
+	Peer *cork_next;
 	int dispatching;
 	bool free_requested;
 	PeerRole remote_role;
 	pid_t remote_pid;
 };
+
+/* Frames sent while a cork is held wait in their peer's output buffer and
+ * leave at the last peer_uncork(), one write per peer (per thread: a loop's
+ * peers are all on its thread). */
+static _Thread_local unsigned cork_depth;
+static _Thread_local Peer *cork_list, *cork_last; /* first touched first */
+
+static void
+cork_unlist(Peer *p)
+{
+	if (!p->cork_listed)
+		return;
+	Peer *prev = NULL;
+	for (Peer *q = cork_list; q; prev = q, q = q->cork_next)
+		if (q == p) {
+			if (prev)
+				prev->cork_next = p->cork_next;
+			else
+				cork_list = p->cork_next;
+			if (cork_last == p)
+				cork_last = prev;
+			break;
+		}
+	p->cork_listed = false;
+	p->cork_next = NULL;
+}
+
+/* Write what p's output holds straight to the socket while it takes it; what
+ * is left (EAGAIN, an error) arms the bufferevent's write event, which
+ * drains it, or reports the error through event_cb as before. No epoll
+ * change at all while the socket keeps up. */
+static void
+flush(Peer *p)
+{
+	if (p->closed || p->free_requested || p->write_armed)
+		return;
+	struct evbuffer *out = bufferevent_get_output(p->bev);
+	evutil_socket_t fd = bufferevent_getfd(p->bev);
+	/* the bufferevent keeps its output's start frozen but while it writes
+	 * itself: the same here */
+	evbuffer_unfreeze(out, 1);
+	while (evbuffer_get_length(out) > 0) {
+		int n = evbuffer_write(out, fd);
+		if (n < 0 && errno == EINTR)
+			continue;
+		if (n <= 0)
+			break;
+	}
+	evbuffer_freeze(out, 1);
+	if (evbuffer_get_length(out) > 0) {
+		p->write_armed = true;
+		bufferevent_enable(p->bev, EV_WRITE);
+	}
+}
+
+static void
+kick(Peer *p)
+{
+	if (cork_depth == 0) {
+		flush(p);
+		return;
+	}
+	if (!p->cork_listed) {
+		p->cork_listed = true;
+		p->cork_next = NULL;
+		if (cork_last)
+			cork_last->cork_next = p;
+		else
+			cork_list = p;
+		cork_last = p;
+	}
+}
+
+void
+peer_cork(void)
+{
+	cork_depth++;
+}
+
+void
+peer_uncork(void)
+{
+	if (cork_depth == 0 || --cork_depth > 0)
+		return;
+	/* in the order their first frame was sent: an answer to the client
+	 * that asked before the requests its handling made of others */
+	while (cork_list) {
+		Peer *p = cork_list;
+		cork_list = p->cork_next;
+		if (!cork_list)
+			cork_last = NULL;
+		p->cork_listed = false;
+		p->cork_next = NULL;
+		flush(p);
+	}
+}
+
+/* The output drained: writes go straight to the socket again. */
+static void
+write_cb(struct bufferevent *bev, void *arg)
+{
+	Peer *p = arg;
+
+	if (evbuffer_get_length(bufferevent_get_output(bev)) > 0)
+		return;
+	p->write_armed = false;
+	bufferevent_disable(bev, EV_WRITE);
+}
 
 static void
 pending_free(Pending *e)
@@ -97,6 +208,7 @@ really_free(Peer *p)
 		p->pending = e->next;
 		pending_free(e);
 	}
+	cork_unlist(p);
 	if (p->bev)
 		bufferevent_free(p->bev);
 	free(p);
@@ -151,8 +263,12 @@ send_frame(Peer *p, int type, uint64_t req_id, const MpWriter *body)
 {
 	if (p->closed)
 		return -ECONNRESET;
-	return frame_write(bufferevent_get_output(p->bev), type, req_id,
-			   body ? body->sbuf.data : NULL, body ? body->sbuf.size : 0, p->max_frame);
+	int r =
+	    frame_write(bufferevent_get_output(p->bev), type, req_id, body ? body->sbuf.data : NULL,
+			body ? body->sbuf.size : 0, p->max_frame);
+	if (r == 0)
+		kick(p);
+	return r;
 }
 
 int
@@ -524,6 +640,8 @@ read_cb(struct bufferevent *bev, void *arg)
 	Peer *p = arg;
 	struct evbuffer *in = bufferevent_get_input(bev);
 
+	/* the answers to one read leave in one write per peer */
+	peer_cork();
 	p->dispatching++;
 	while (!p->closed && !p->free_requested) {
 		Frame f;
@@ -540,6 +658,7 @@ read_cb(struct bufferevent *bev, void *arg)
 		frame_done(&f);
 	}
 	p->dispatching--;
+	peer_uncork();
 	if (p->dispatching == 0 && p->free_requested)
 		really_free(p);
 }
@@ -583,8 +702,9 @@ peer_new(struct event_base *base, int fd, const PeerOps *ops, void *userdata, si
 		free(p);
 		return -ENOMEM;
 	}
-	bufferevent_setcb(p->bev, read_cb, NULL, event_cb, p);
-	bufferevent_enable(p->bev, EV_READ | EV_WRITE);
+	bufferevent_setcb(p->bev, read_cb, write_cb, event_cb, p);
+	/* writing is armed only while output waits for the socket (flush) */
+	bufferevent_enable(p->bev, EV_READ);
 
 	mp_writer_init(&w);
 	mp_w_map(&w, 3);

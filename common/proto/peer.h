@@ -1,6 +1,7 @@
 /* SPDX-License-Identifier: MIT */
 /*
- * peer.h — one IPC connection between two daemons, on a libevent bufferevent.
+ * peer.h — one IPC connection between two daemons, on a libevent bufferevent
+ * (reads; writes go to the socket directly while it keeps up, see peer_cork).
  *
  * A Peer sends HELLO {version, role, pid} as soon as it is created and
  * expects the same from the other side before any other frame; a version
@@ -75,6 +76,15 @@ PeerRole peer_remote_role(Peer *p);
 pid_t peer_remote_pid(Peer *p);
 /* Bytes queued for sending (backpressure hint). */
 size_t peer_output_pending(Peer *p);
+
+/* Frames go straight to the socket when they are sent, and to the output
+ * buffer only for what the socket does not take yet (then the write event
+ * drains it). Between peer_cork() and the matching peer_uncork() (they nest)
+ * frames wait instead, and leave at the last uncork in one write per peer:
+ * the answers to one read (the peer does this itself around its dispatch),
+ * the acknowledgements of one commit. */
+void peer_cork(void);
+void peer_uncork(void);
 
 /* body may be NULL (empty map). Returns 0 or a negative errno (then cb is not called). */
 int peer_call(Peer *p, int type, const MpWriter *body, usec_t timeout, PeerReplyFn cb,

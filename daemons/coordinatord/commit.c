@@ -35,8 +35,10 @@ struct Op {
 	size_t len;
 	char status[16]; /* terminal status, or "" */
 	json_t *fields;
-	json_t *drive;	   /* driver state to store with the event; json_null() deletes */
-	PeerDeferred *ack; /* the client's request to acknowledge, or NULL */
+	json_t *drive;	     /* driver state to store with the event; json_null() deletes */
+	PeerDeferred *ack;   /* the client's request to acknowledge, or NULL */
+	char *create_thread; /* RUN_START's run to create first (its thread), or NULL */
+	char *create_harness;
 	bool is_run;	   /* queued by a Run driver */
 	bool refused_full; /* refused past chunk_high_water */
 	/* results */
@@ -48,6 +50,8 @@ static void
 op_free(Op *op)
 {
 	free(op->text);
+	free(op->create_thread);
+	free(op->create_harness);
 	json_decref(op->fields);
 	json_decref(op->drive);
 	peer_deferred_free(op->ack);
@@ -390,6 +394,24 @@ op_queue_client(Coordinator *c, Client *cl, uint64_t req_id, const char *run_id,
 	queue_client_op(c, cl, req_id, op_new(run_id, chunk, status, fields, NULL));
 }
 
+int
+commit_queue_create(Coordinator *c, Client *cl, uint64_t req_id, const char *run_id,
+		    const char *thread_id, const char *harness)
+{
+	Op *op = op_new(run_id, NULL, NULL, NULL, NULL);
+	if (!op)
+		return -ENOMEM;
+	op->create_thread = strdup(thread_id);
+	op->create_harness = harness ? strdup(harness) : NULL;
+	op->ack = peer_defer_id(cl->peer, req_id);
+	if (!op->create_thread || (harness && !op->create_harness) || !op->ack) {
+		op_free(op);
+		return -ENOMEM;
+	}
+	enqueue(c, op);
+	return 0;
+}
+
 void
 publish(Coordinator *c, const char *run_id, int64_t first_seq, const char *const *texts,
 	const size_t *lens, size_t n, const json_t *record)
@@ -553,6 +575,18 @@ commit_write(Coordinator *c, Op *ops, RunLogBatch **ret_b)
 	r = runlog_batch_begin(c->runlog, &b);
 	*ret_b = b;
 	for (Op *op = ops; r == 0 && op; op = op->next) {
+		if (op->err < 0)
+			continue; /* its run's creation failed */
+		if (op->create_thread) {
+			op->err = runlog_batch_create(b, op->run_id, op->create_thread,
+						      op->create_harness, now);
+			/* the run's other ops must not land in a run of that id
+			 * that is not this one */
+			for (Op *o = op->next; op->err < 0 && o; o = o->next)
+				if (streq(o->run_id, op->run_id))
+					o->err = -ENOENT;
+			continue;
+		}
 		if (op->text && op->len > c->conf.event_max) {
 			if (!op->is_run) {
 				op->err = -EMSGSIZE;
@@ -630,6 +664,14 @@ commit_write(Coordinator *c, Op *ops, RunLogBatch **ret_b)
 static void
 commit_ack(Coordinator *c, const json_t *run_rec, Op *op)
 {
+	if (op->create_thread) { /* RUN_START: the 202 */
+		if (op->err < 0)
+			peer_deferred_error(TAKE_PTR(op->ack), op->err, NULL, NULL);
+		else
+			(void)reply_deferred_RUN_START(TAKE_PTR(op->ack),
+						       &(Reply_RUN_START){.run_id = op->run_id});
+		return;
+	}
 	if (op->err < 0 && op->err == -ESTALE && op->status[0]) {
 		/* RUN_FINISH on a terminal run: the first status won; answer the
 		 * record */
@@ -826,9 +868,8 @@ step_start(Coordinator *c, CommitGroup *g, const char *run_id, json_t *rec)
 /* The group commit: write every queued op in one transaction, then per run
  * (replicate,) publish, acknowledge and settle, in that order. */
 static void
-commit_cb(evutil_socket_t fd, short what, void *arg)
+commit_ops(Coordinator *c)
 {
-	Coordinator *c = arg;
 	Op *ops = c->ops_head;
 	RunLogBatch *b = NULL;
 	int r;
@@ -925,6 +966,16 @@ commit_cb(evutil_socket_t fd, short what, void *arg)
 		op_free(ops);
 		ops = n;
 	}
+}
+
+static void
+commit_cb(evutil_socket_t fd, short what, void *arg)
+{
+	/* what the commit publishes and acknowledges leaves in one write per
+	 * connection, once it is all queued */
+	peer_cork();
+	commit_ops(arg);
+	peer_uncork();
 }
 
 void

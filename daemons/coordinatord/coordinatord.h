@@ -337,6 +337,12 @@ int agui_guard_rebuild(Run *run);
 /* Is chunk an event @ag-ui/core's EventSchemas accepts (its type known, its
  * required fields there with their types)? 0, or -EBADMSG with why. */
 int agui_chunk_check(const json_t *chunk, Reason *why);
+/* RUN_START's run, created in the next group commit (before the ops queued
+ * after this for it: RUN_STARTED, the driver state); RUN_START's reply goes
+ * with that commit's acknowledgements, an error if the creation failed (then
+ * the run's other ops of the commit fail -ENOENT). 0 or -ENOMEM. */
+int commit_queue_create(Coordinator *c, Client *cl, uint64_t req_id, const char *run_id,
+			const char *thread_id, const char *harness);
 /* A client's RUN_APPEND / RUN_FINISH: acknowledged after the commit. */
 void op_queue_client(Coordinator *c, Client *cl, uint64_t req_id, const char *run_id, json_t *chunk,
 		     const char *status, json_t *fields);

@@ -22,6 +22,13 @@
 #include "runlog.h"
 
 typedef struct RecordCache RecordCache;
+/* Run records as the group commits left them (runlog.c, batches): exact while
+ * no other write transaction committed since the one of cache_txnid. */
+#define REC_CACHE_MAX 64
+typedef struct RecCache {
+	char run_id[RUN_ID_LEN + 1];
+	json_t *rec;
+} RecCache;
 
 struct RunLog {
 	MDB_env *env;
@@ -30,6 +37,9 @@ struct RunLog {
 	RunLogOptions opts;
 	bool preallocated;
 	RecordCache *records; /* runlog_get_text's (runlog-read.c) */
+	RecCache rec_cache[REC_CACHE_MAX];
+	size_t rec_cache_next; /* the slot the next record goes to */
+	size_t cache_txnid;
 };
 
 /* Free runlog_get_text's cache (runlog_free). */

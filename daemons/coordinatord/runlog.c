@@ -30,11 +30,54 @@ run_status_terminal(const char *s)
 	return s && (streq(s, "completed") || streq(s, "failed") || streq(s, "aborted"));
 }
 
+static void
+rec_cache_clear(RunLog *l)
+{
+	for (size_t i = 0; i < REC_CACHE_MAX; i++) {
+		json_decref(l->rec_cache[i].rec);
+		l->rec_cache[i] = (RecCache){0};
+	}
+	l->rec_cache_next = 0;
+	l->cache_txnid = 0;
+}
+
+/* The cached record of run_id, taken out of the cache (the batch changes it
+ * in place: a copy when someone still holds the cached one), or NULL. */
+static json_t *
+rec_cache_take(RunLog *l, const char *run_id)
+{
+	for (size_t i = 0; i < REC_CACHE_MAX; i++) {
+		RecCache *e = &l->rec_cache[i];
+		if (!e->rec || memcmp(e->run_id, run_id, RUN_ID_LEN) != 0)
+			continue;
+		json_t *rec = e->rec;
+		e->rec = NULL;
+		if (rec->refcount > 1) {
+			json_t *copy = json_deep_copy(rec);
+			json_decref(rec);
+			rec = copy;
+		}
+		return rec;
+	}
+	return NULL;
+}
+
+static void
+rec_cache_put(RunLog *l, const char *run_id, json_t *rec)
+{
+	RecCache *e = &l->rec_cache[l->rec_cache_next];
+	l->rec_cache_next = (l->rec_cache_next + 1) % REC_CACHE_MAX;
+	json_decref(e->rec);
+	memcpy(e->run_id, run_id, RUN_ID_LEN + 1);
+	e->rec = rec;
+}
+
 RunLog *
 runlog_free(RunLog *l)
 {
 	if (!l)
 		return NULL;
+	rec_cache_clear(l);
 	if (l->env)
 		mdb_env_close(l->env);
 	record_cache_free(l);
@@ -148,6 +191,7 @@ runlog_recover(RunLog *l)
 		return mdb_errno(rc);
 	/* A failed meta-page write leaves LMDB in doubt (MDB_PANIC). Reopen: what
 	 * is on disk is the last commit that fully succeeded. */
+	rec_cache_clear(l);
 	mdb_env_close(l->env);
 	l->env = NULL;
 	int r = env_open(l);
@@ -168,6 +212,42 @@ runlog_create(RunLog *l, const char *run_id, const char *thread_id, const char *
 
 static int idem_key(char *buf, size_t bufsz, const char *thread_id, const char *key, MDB_val *ret);
 static int idem_put_txn(MDB_txn *txn, RunLog *l, const MDB_val *k, const char *run_id);
+
+/* A new run's record (running, lastSeq -1) and its thread index entry, put in
+ * txn; *ret_rec gets the record. */
+static int
+new_run_txn(MDB_txn *txn, RunLog *l, const char *run_id, const char *thread_id, const char *harness,
+	    int64_t now_ms, json_t **ret_rec)
+{
+	json_t *rec = json_pack("{s:s, s:s, s:s, s:I, s:I, s:I}", "runId", run_id, "threadId",
+				thread_id, "status", "running", "lastSeq", (json_int_t)-1,
+				"startedAt", (json_int_t)now_ms, "updatedAt", (json_int_t)now_ms);
+	if (!rec)
+		return -ENOMEM;
+	if (harness)
+		json_object_set_new(rec, "harness", json_string(harness));
+	int r = put_record(txn, l, run_id, rec);
+	if (r < 0) {
+		json_decref(rec);
+		return r;
+	}
+	/* thread index: threadId \0 startedAt(BE) runId */
+	size_t tl = strlen(thread_id);
+	char key[THREAD_ID_MAX + 1 + 8 + RUN_ID_LEN];
+	memcpy(key, thread_id, tl);
+	key[tl] = '\0';
+	for (int i = 0; i < 8; i++)
+		key[tl + 1 + i] = (char)((uint64_t)now_ms >> (56 - 8 * i));
+	memcpy(key + tl + 9, run_id, RUN_ID_LEN);
+	MDB_val k = {tl + 9 + RUN_ID_LEN, key}, v = {0, (void *)""};
+	r = mdb_errno(mdb_put(txn, l->thread_runs, &k, &v, 0));
+	if (r < 0) {
+		json_decref(rec);
+		return r;
+	}
+	*ret_rec = rec;
+	return 0;
+}
 
 /* The run, its thread index entry, the key idem of idem_thread (the run's
  * thread, or "" for a /chat alias) and its input, in one transaction. */
@@ -221,29 +301,7 @@ create_txn(RunLog *l, char run_id[RUN_ID_LEN + 1], const char *thread_id, const 
 	if (r != -ENOENT)
 		goto fail;
 
-	rec = json_pack("{s:s, s:s, s:s, s:I, s:I, s:I}", "runId", run_id, "threadId", thread_id,
-			"status", "running", "lastSeq", (json_int_t)-1, "startedAt",
-			(json_int_t)now_ms, "updatedAt", (json_int_t)now_ms);
-	if (!rec) {
-		r = -ENOMEM;
-		goto fail;
-	}
-	if (harness)
-		json_object_set_new(rec, "harness", json_string(harness));
-	r = put_record(txn, l, run_id, rec);
-	if (r < 0)
-		goto fail;
-
-	/* thread index: threadId \0 startedAt(BE) runId */
-	size_t tl = strlen(thread_id);
-	char key[THREAD_ID_MAX + 1 + 8 + RUN_ID_LEN];
-	memcpy(key, thread_id, tl);
-	key[tl] = '\0';
-	for (int i = 0; i < 8; i++)
-		key[tl + 1 + i] = (char)((uint64_t)now_ms >> (56 - 8 * i));
-	memcpy(key + tl + 9, run_id, RUN_ID_LEN);
-	MDB_val k = {tl + 9 + RUN_ID_LEN, key}, v = {0, (void *)""};
-	r = mdb_errno(mdb_put(txn, l->thread_runs, &k, &v, 0));
+	r = new_run_txn(txn, l, run_id, thread_id, harness, now_ms, &rec);
 	if (r == 0 && idem)
 		r = idem_put_txn(txn, l, &ik, run_id);
 	if (r == 0 && input) {
@@ -341,6 +399,7 @@ typedef struct BatchRun {
 struct RunLogBatch {
 	RunLog *l;
 	MDB_txn *txn;
+	size_t txnid;
 	BatchRun *runs;
 	size_t n_runs, cap_runs;
 	int err; /* sticky: a storage error poisons the whole transaction */
@@ -367,6 +426,11 @@ runlog_batch_begin(RunLog *l, RunLogBatch **ret)
 		free(b);
 		return r;
 	}
+	/* another write transaction committed since the last batch (a run
+	 * created, updated, pruned): what the cache holds may be stale */
+	b->txnid = mdb_txn_id(b->txn);
+	if (b->txnid != l->cache_txnid + 1)
+		rec_cache_clear(l);
 	*ret = b;
 	return 0;
 }
@@ -380,8 +444,8 @@ batch_record(RunLogBatch *b, const char *run_id, BatchRun **ret)
 			*ret = &b->runs[i];
 			return 0;
 		}
-	json_t *rec;
-	int r = get_record(b->txn, b->l, run_id, &rec);
+	json_t *rec = rec_cache_take(b->l, run_id);
+	int r = rec ? 0 : get_record(b->txn, b->l, run_id, &rec);
 	if (r < 0)
 		return r;
 	if (b->n_runs == b->cap_runs) {
@@ -501,6 +565,40 @@ batch_append(RunLogBatch *b, const char *run_id, const char *chunk, size_t len, 
 }
 
 int
+runlog_batch_create(RunLogBatch *b, const char *run_id, const char *thread_id, const char *harness,
+		    int64_t now_ms)
+{
+	BatchRun *br;
+	json_t *rec = NULL;
+
+	if (b->err < 0)
+		return b->err;
+	if (!valid_run_id(run_id) || !thread_id || strlen(thread_id) > THREAD_ID_MAX)
+		return -EINVAL;
+	int r = batch_record(b, run_id, &br);
+	if (r == 0)
+		return -EEXIST; /* this op only */
+	if (r != -ENOENT)
+		return r == -EUCLEAN ? r : (b->err = r);
+	if (b->n_runs == b->cap_runs) {
+		size_t cap = b->cap_runs ? b->cap_runs * 2 : 8;
+		BatchRun *n = realloc(b->runs, cap * sizeof(*n));
+		if (!n)
+			return b->err = -ENOMEM;
+		b->runs = n;
+		b->cap_runs = cap;
+	}
+	r = new_run_txn(b->txn, b->l, run_id, thread_id, harness, now_ms, &rec);
+	if (r < 0)
+		return b->err = r;
+	br = &b->runs[b->n_runs++];
+	memcpy(br->run_id, run_id, RUN_ID_LEN + 1);
+	br->rec = rec;
+	br->dirty = false; /* put already; a later op of the batch marks it again */
+	return 0;
+}
+
+int
 runlog_batch_finish(RunLogBatch *b, const char *run_id, const char *status, const json_t *fields,
 		    int64_t now_ms)
 {
@@ -567,9 +665,16 @@ runlog_batch_commit(RunLogBatch *b)
 	}
 	r = commit(b->txn); /* frees the txn, also on failure */
 	b->txn = NULL;
-	if (r < 0)
+	if (r < 0) {
 		b->err = r;
-	return r;
+		return r;
+	}
+	/* the records as this commit left them serve the next batches, as
+	 * long as only batches write in between */
+	for (size_t i = 0; i < b->n_runs; i++)
+		rec_cache_put(b->l, b->runs[i].run_id, json_incref(b->runs[i].rec));
+	b->l->cache_txnid = b->txnid;
+	return 0;
 }
 
 void

@@ -167,6 +167,11 @@ int runlog_batch_append_soft(RunLogBatch *b, const char *run_id, const char *chu
 			     const json_t *fields, int64_t now_ms, int64_t *ret_seq);
 /* Make a run terminal without an event (a completed run's last event is
  * whatever its harness emitted last). -ESTALE when it is terminal already. */
+/* Create a run in the batch (running, lastSeq -1; its thread index entry), as
+ * runlog_create does in a transaction of its own; later ops of the batch see
+ * it. -EEXIST (this op only) when run_id is taken. */
+int runlog_batch_create(RunLogBatch *b, const char *run_id, const char *thread_id,
+			const char *harness, int64_t now_ms);
 int runlog_batch_finish(RunLogBatch *b, const char *run_id, const char *status,
 			const json_t *fields, int64_t now_ms);
 /* Replace (or, with state NULL, delete) the run's driver state in the batch. */

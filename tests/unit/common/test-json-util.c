@@ -12,6 +12,7 @@
 #include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -157,6 +158,235 @@ test_json_util_dump_compact(void **state)
 	json_decref(j);
 }
 
+/* What jansson says of buf: an object whose last "type" is a string. */
+static bool
+jansson_verdict(const char *buf, size_t len, bool *ret_object)
+{
+	json_t *j = json_loadb(buf, len, 0, NULL);
+	bool obj = json_is_object(j);
+	bool type = obj && json_is_string(json_object_get(j, "type"));
+	json_decref(j);
+	*ret_object = obj;
+	return type;
+}
+
+static void
+check_same(const char *buf, size_t len)
+{
+	bool obj, type = false;
+	bool want_type = jansson_verdict(buf, len, &obj);
+	bool ok = json_object_check(buf, len, "type", &type);
+	if (ok != obj || (ok && type != want_type)) {
+		fprintf(stderr,
+			"json_object_check disagrees with jansson (%d/%d vs %d/%d) on: ", ok, type,
+			obj, want_type);
+		fwrite(buf, 1, len < 400 ? len : 400, stderr);
+		fputc('\n', stderr);
+		fail();
+	}
+}
+
+#define SAME(lit) check_same(lit, sizeof(lit) - 1)
+
+static void
+test_json_util_object_check_cases(void **state)
+{
+	SAME("{\"type\":\"CUSTOM\",\"name\":\"b\",\"value\":\"xxxx\"}");
+	SAME("{}");
+	SAME(" \t\r\n{ \"type\" : \"x\" } \n");
+	SAME("[]");
+	SAME("[1]");
+	SAME("\"s\"");
+	SAME("1");
+	SAME("");
+	SAME("   ");
+	SAME("{\"type\":1}");
+	SAME("{\"type\":null}");
+	SAME("{\"type\":\"a\",\"type\":2}");
+	SAME("{\"type\":2,\"type\":\"a\"}");
+	SAME("{\"t\\u0079pe\":\"a\"}");
+	SAME("{\"typ\\u0065\":\"a\"}");
+	SAME("{\"type\\u0000\":\"a\"}");
+	SAME("{\"types\":\"a\"}");
+	SAME("{\"typ\":\"a\"}");
+	SAME("{\"x\":{\"type\":\"a\"}}");
+	SAME("{\"type\":\"a\"}x");
+	SAME("{\"type\":\"a\"}{}");
+	SAME("{\"type\":\"a\",}");
+	SAME("{,}");
+	SAME("{\"a\"}");
+	SAME("{\"a\":}");
+	SAME("{\"a\" 1}");
+	SAME("{1:2}");
+	SAME("{\"a\":[1,2,]}");
+	SAME("{\"a\":[,]}");
+	SAME("{\"a\":[1 2]}");
+	SAME("{\"a\":[[[[]]]]}");
+	SAME("{\"a\":[{}]}");
+	SAME("{\"a\":true,\"b\":false,\"c\":null}");
+	SAME("{\"a\":tru}");
+	SAME("{\"a\":truex}");
+	SAME("{\"a\":True}");
+	SAME("{\"a\":true1}");
+	SAME("{\"a\":nul}");
+	/* numbers */
+	SAME("{\"a\":0}");
+	SAME("{\"a\":-0}");
+	SAME("{\"a\":01}");
+	SAME("{\"a\":-01}");
+	SAME("{\"a\":-}");
+	SAME("{\"a\":+1}");
+	SAME("{\"a\":.5}");
+	SAME("{\"a\":1.}");
+	SAME("{\"a\":1.5}");
+	SAME("{\"a\":1e5}");
+	SAME("{\"a\":1E+5}");
+	SAME("{\"a\":1e-5}");
+	SAME("{\"a\":1e}");
+	SAME("{\"a\":1e+}");
+	SAME("{\"a\":0x10}");
+	SAME("{\"a\":9223372036854775807}");
+	SAME("{\"a\":9223372036854775808}");
+	SAME("{\"a\":-9223372036854775808}");
+	SAME("{\"a\":-9223372036854775809}");
+	SAME("{\"a\":99999999999999999999}");
+	SAME("{\"a\":1e308}");
+	SAME("{\"a\":1e309}");
+	SAME("{\"a\":-1e309}");
+	SAME("{\"a\":1e-400}");
+	SAME("{\"a\":123456789012345678901234567890.5}");
+	SAME("{\"a\":Infinity}");
+	SAME("{\"a\":NaN}");
+	/* strings */
+	SAME("{\"a\":\"\\\"\\\\\\/\\b\\f\\n\\r\\t\"}");
+	SAME("{\"a\":\"\\x\"}");
+	SAME("{\"a\":\"\\u00e9\"}");
+	SAME("{\"a\":\"\\u00E9\"}");
+	SAME("{\"a\":\"\\u00g9\"}");
+	SAME("{\"a\":\"\\u00e\"}");
+	SAME("{\"a\":\"\\u0000\"}");
+	SAME("{\"a\":\"\\ud83d\\ude00\"}");
+	SAME("{\"a\":\"\\ud83d\"}");
+	SAME("{\"a\":\"\\ud83dx\"}");
+	SAME("{\"a\":\"\\ud83d\\u0041\"}");
+	SAME("{\"a\":\"\\ude00\"}");
+	SAME("{\"a\":\"\\ude00\\ud83d\"}");
+	SAME("{\"a\":\"tab\there\"}");
+	SAME("{\"a\":\"nl\nhere\"}");
+	SAME("{\"a\":\"\x7f\"}");
+	SAME("{\"a\":\"unterminated}");
+	SAME("{\"a\":\"\\");
+	SAME("{\"a\":\"\xc3\xa9\"}");
+	SAME("{\"a\":\"\xc3\"}");
+	SAME("{\"a\":\"\xe2\x82\xac\"}");
+	SAME("{\"a\":\"\xed\xa0\x80\"}"); /* an encoded surrogate */
+	SAME("{\"a\":\"\xc0\xaf\"}");	  /* overlong */
+	SAME("{\"a\":\"\xf4\x90\x80\x80\"}");
+	SAME("{\"a\":\"\xf0\x9f\x98\x80\"}");
+	SAME("{\"a\":\"\xff\"}");
+	SAME("{\"a\":1}\xc3\xa9");
+	SAME("\xef\xbb\xbf{\"a\":1}"); /* BOM */
+	/* a NUL byte is refused wherever it is (jansson drops one that follows
+	 * a number: a quirk of its lexer's unget; the protocol's strings never
+	 * hold one) */
+	assert_false(json_object_check("{\"a\":\"\0\"}", 8, NULL, NULL));
+	assert_false(json_object_check("{\"a\":1}\0", 8, NULL, NULL));
+	assert_false(json_object_check("{\"a\":1\0}", 8, NULL, NULL));
+	assert_false(json_object_check("\0{}", 3, NULL, NULL));
+	/* a key decoded to "type" through a surrogate-free escape of each letter */
+	SAME("{\"\\u0074\\u0079\\u0070\\u0065\":\"x\"}");
+	SAME("{\"\\u0074\\u0079\\u0070\\u0065\":[]}");
+	SAME("{\"\\u00e9\":\"x\",\"type\":\"y\"}");
+}
+
+/* The nesting limit, on both sides of it, with an empty and a scalar innermost
+ * value, in arrays and in objects. */
+static void
+test_json_util_object_check_depth(void **state)
+{
+	for (size_t d = 2044; d <= 2051; d++)
+		for (int inner = 0; inner < 4; inner++) {
+			size_t cap = d * 8 + 64, n = 0;
+			char *b = malloc(cap);
+			assert_non_null(b);
+			n += (size_t)sprintf(b + n, "{\"type\":\"x\",\"a\":");
+			for (size_t i = 1; i < d; i++)
+				n += (size_t)sprintf(b + n, inner & 2 ? "{\"k\":" : "[");
+			n += (size_t)sprintf(b + n, inner & 1 ? "1" : "[]");
+			for (size_t i = 1; i < d; i++)
+				b[n++] = inner & 2 ? '}' : ']';
+			b[n++] = '}';
+			check_same(b, n);
+			free(b);
+		}
+}
+
+static uint64_t
+rnd(uint64_t *s)
+{
+	*s ^= *s << 13;
+	*s ^= *s >> 7;
+	*s ^= *s << 17;
+	return *s;
+}
+
+/* Mutations of valid chunks, each judged by both: they must agree. */
+static void
+test_json_util_object_check_mutations(void **state)
+{
+	static const char *const seeds[] = {
+	    "{\"type\":\"CUSTOM\",\"name\":\"b\",\"value\":\"xxxxxxxx\"}",
+	    "{\"type\":\"TEXT_MESSAGE_CONTENT\",\"messageId\":\"m1\",\"delta\":\"h\\u00e9 "
+	    "\\ud83d\\ude00\"}",
+	    "{\"type\":\"TOOL_CALL_ARGS\",\"toolCallId\":\"t\",\"delta\":\"{\\\"a\\\":1}\",\"n\":["
+	    "1,-2.5e3,"
+	    "true,false,null,{}]}",
+	    "{\"a\":{\"b\":[{\"type\":\"x\"}]},\"type\":\"y\",\"z\":0.0001}",
+	    "{\"t\\u0079pe\":\"x\",\"v\":\"\xc3\xa9\xe2\x82\xac\"}",
+	};
+	static const char alphabet[] =
+	    "{}[]:,\"\\/ \t\n0123456789-+.eEtrufalsnxu\x01\x7f\x80\xc3\xa9"
+	    "\xed\xa0\xf0\x9f\xff";
+	uint64_t st = 0x9e3779b97f4a7c15ULL;
+	char buf[512];
+	size_t accepted = 0, typed = 0;
+
+	for (int iter = 0; iter < 300000; iter++) {
+		const char *seed = seeds[rnd(&st) % (sizeof(seeds) / sizeof(seeds[0]))];
+		size_t n = strlen(seed);
+		memcpy(buf, seed, n);
+		int muts = 1 + (int)(rnd(&st) % 4);
+		for (int m = 0; m < muts && n > 0; m++) {
+			size_t at = rnd(&st) % n;
+			char ch = alphabet[rnd(&st) % (sizeof(alphabet) - 1)];
+			switch (rnd(&st) % 4) {
+			case 0: buf[at] = ch; break;
+			case 1:
+				if (n + 1 < sizeof(buf)) {
+					memmove(buf + at + 1, buf + at, n - at);
+					buf[at] = ch;
+					n++;
+				}
+				break;
+			case 2:
+				memmove(buf + at, buf + at + 1, n - at - 1);
+				n--;
+				break;
+			default: n = at; /* truncate */
+			}
+		}
+		check_same(buf, n);
+		bool type = false;
+		if (json_object_check(buf, n, "type", &type)) {
+			accepted++;
+			typed += type;
+		}
+	}
+	/* both answers (and both "type" answers) were exercised */
+	assert_true(accepted > 10000 && accepted < 290000);
+	assert_true(typed > 1000 && typed < accepted);
+}
+
 int
 main(void)
 {
@@ -166,6 +396,9 @@ main(void)
 	    cmocka_unit_test(test_json_util_sanitize),
 	    cmocka_unit_test(test_json_util_valid),
 	    cmocka_unit_test(test_json_util_dump_compact),
+	    cmocka_unit_test(test_json_util_object_check_cases),
+	    cmocka_unit_test(test_json_util_object_check_depth),
+	    cmocka_unit_test(test_json_util_object_check_mutations),
 	};
 	return cmocka_run_group_tests_name("json-util", tests, NULL, NULL);
 }

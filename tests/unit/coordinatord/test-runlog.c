@@ -1295,6 +1295,113 @@ test_runlog_soft_append_refuses_one_op_not_the_batch(void **state)
 	json_decref(rec);
 }
 
+/* One append to run_id in a batch of its own; the record it left (caller's). */
+static json_t *
+batch_one(RunLog *l, const char *run_id, int64_t now)
+{
+	RunLogBatch *b;
+	int64_t seq;
+	assert_int_equal(runlog_batch_begin(l, &b), 0);
+	assert_int_equal(
+	    runlog_batch_append(b, run_id, "{\"type\":\"A\"}", 12, NULL, NULL, now, &seq), 0);
+	assert_int_equal(runlog_batch_commit(b), 0);
+	json_t *rec = runlog_batch_get_record(b, run_id);
+	runlog_batch_free(b);
+	return rec;
+}
+
+/* Batches start from the records the previous batch left (a cache): a write
+ * of any other kind in between is seen, a record a caller still holds is
+ * not changed under it, an aborted batch leaves nothing behind. */
+static void
+test_runlog_batches_see_every_other_write(void **state)
+{
+	Fix *f = *state;
+	json_t *rec = NULL;
+
+	create(f->l, RUN_A, "t", 1);
+	json_t *held = batch_one(f->l, RUN_A, 5); /* lastSeq 0 */
+	json_decref(batch_one(f->l, RUN_A, 6));	  /* lastSeq 1 */
+	assert_int_equal(json_integer_value(json_object_get(held, "lastSeq")), 0);
+	json_decref(held);
+	/* another kind of write between two batches */
+	json_auto_t *fields = json_pack("{s:s}", "sandboxId", "sb1");
+	assert_int_equal(runlog_update(f->l, RUN_A, fields, 7, NULL), 0);
+	rec = batch_one(f->l, RUN_A, 8);
+	assert_string_equal(json_string_value(json_object_get(rec, "sandboxId")), "sb1");
+	assert_int_equal(json_integer_value(json_object_get(rec, "lastSeq")), 2);
+	json_decref(rec);
+	assert_int_equal(runlog_get(f->l, RUN_A, &rec), 0);
+	assert_string_equal(json_string_value(json_object_get(rec, "sandboxId")), "sb1");
+	assert_int_equal(json_integer_value(json_object_get(rec, "updatedAt")), 8);
+	json_decref(rec);
+	/* an aborted batch's changes are not carried into the next */
+	RunLogBatch *b;
+	int64_t seq;
+	assert_int_equal(runlog_batch_begin(f->l, &b), 0);
+	assert_int_equal(runlog_batch_append(b, RUN_A, "{}", 2, "failed", NULL, 9, &seq), 0);
+	runlog_batch_free(b);
+	rec = batch_one(f->l, RUN_A, 10);
+	assert_string_equal(json_string_value(json_object_get(rec, "status")), "running");
+	assert_int_equal(json_integer_value(json_object_get(rec, "lastSeq")), 3);
+	json_decref(rec);
+	/* the watchdog's finish, in a batch of its own */
+	const char *err = "{\"type\":\"RUN_ERROR\"}";
+	assert_int_equal(
+	    runlog_finish_if_stale(f->l, RUN_A, 1000, err, strlen(err), NULL, 11, NULL, &seq), 0);
+	assert_int_equal(runlog_batch_begin(f->l, &b), 0);
+	assert_int_equal(runlog_batch_append(b, RUN_A, "{}", 2, NULL, NULL, 12, &seq), -ESTALE);
+	runlog_batch_free(b);
+	/* a reopen starts from the disk */
+	runlog_free(f->l);
+	assert_int_equal(open_log(f, 16 << 20, false), 0);
+	assert_int_equal(runlog_get(f->l, RUN_A, &rec), 0);
+	assert_string_equal(json_string_value(json_object_get(rec, "status")), "failed");
+	assert_int_equal(json_integer_value(json_object_get(rec, "lastSeq")), 4);
+	json_decref(rec);
+}
+
+/* A run created in a batch: later ops of the batch see it, the commit makes
+ * it whole (record, thread index), a taken id is refused for that op only, an
+ * aborted batch leaves no run. */
+static void
+test_runlog_batch_create(void **state)
+{
+	Fix *f = *state;
+	RunLogBatch *b;
+	int64_t seq;
+	json_t *rec = NULL;
+
+	create(f->l, RUN_B, "t", 1);
+	assert_int_equal(runlog_batch_begin(f->l, &b), 0);
+	assert_int_equal(runlog_batch_create(b, RUN_A, "t", "shell", 5), 0);
+	assert_int_equal(
+	    runlog_batch_append(b, RUN_A, "{\"type\":\"RUN_STARTED\"}", 22, NULL, NULL, 5, &seq),
+	    0);
+	assert_int_equal(seq, 0);
+	assert_int_equal(runlog_batch_create(b, RUN_A, "t", NULL, 5), -EEXIST);
+	assert_int_equal(runlog_batch_create(b, RUN_B, "t", NULL, 5), -EEXIST);
+	assert_int_equal(runlog_get(f->l, RUN_A, &rec), -ENOENT); /* not before the commit */
+	assert_int_equal(runlog_batch_commit(b), 0);
+	runlog_batch_free(b);
+	assert_int_equal(runlog_get(f->l, RUN_A, &rec), 0);
+	assert_string_equal(json_string_value(json_object_get(rec, "status")), "running");
+	assert_string_equal(json_string_value(json_object_get(rec, "threadId")), "t");
+	assert_string_equal(json_string_value(json_object_get(rec, "harness")), "shell");
+	assert_int_equal(json_integer_value(json_object_get(rec, "lastSeq")), 0);
+	assert_int_equal(json_integer_value(json_object_get(rec, "startedAt")), 5);
+	json_decref(rec);
+	json_t *list = NULL;
+	assert_int_equal(runlog_thread_runs(f->l, "t", NULL, &list), 0);
+	assert_int_equal(json_array_size(list), 2); /* the thread index has it */
+	json_decref(list);
+	/* aborted: nothing */
+	assert_int_equal(runlog_batch_begin(f->l, &b), 0);
+	assert_int_equal(runlog_batch_create(b, RUN_C, "t", NULL, 6), 0);
+	runlog_batch_free(b);
+	assert_int_equal(runlog_get(f->l, RUN_C, &rec), -ENOENT);
+}
+
 int
 main(void)
 {
@@ -1336,6 +1443,9 @@ main(void)
 					    teardown),
 	    cmocka_unit_test_setup_teardown(test_runlog_prune_in_small_batches, setup, teardown),
 	    cmocka_unit_test_setup_teardown(test_runlog_read_bounded_by_bytes_never_empty, setup,
+					    teardown),
+	    cmocka_unit_test_setup_teardown(test_runlog_batch_create, setup, teardown),
+	    cmocka_unit_test_setup_teardown(test_runlog_batches_see_every_other_write, setup,
 					    teardown),
 	    cmocka_unit_test_setup_teardown(test_runlog_soft_append_refuses_one_op_not_the_batch,
 					    setup, teardown),
