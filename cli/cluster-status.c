@@ -195,17 +195,9 @@ cmd_cluster(int argc, char **argv, bool json_out)
 		r = cluster_global_init();
 	if (r == 0 && !(base = event_base_new()))
 		r = -ENOMEM;
-	ClusterOptions co = {
-	    .servers = (const char *const *)urls,
-	    .node = node,
-	    .replicas = (int)cc->replicas,
-	    .creds = cc->creds,
-	    .tls_ca = cc->tls_ca,
-	    .tls_cert = cc->tls_cert,
-	    .tls_key = cc->tls_key,
-	    .node_ttl_ms = cc->node_ttl_ms,
-	    .connect_wait_ms = LIST_WAIT_MS,
-	};
+	ClusterOptions co = cluster_conf_options(cc, urls, node);
+	co.heartbeat_ms = 0; /* a reader, not a node: no heartbeats */
+	co.connect_wait_ms = LIST_WAIT_MS;
 	if (r == 0)
 		r = cluster_new(base, &co, &(ClusterCallbacks){0}, NULL, &c);
 	while (r == 0 && cluster_state(c) == CLUSTER_CONNECTING)

@@ -17,6 +17,8 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include "cluster.h"
+
 typedef struct ClusterConf {
 	char *nats;	      /* comma-separated nats:// or tls:// URLs; "" = no cluster */
 	char *node;	      /* this node's name; "" = the host name */
@@ -62,3 +64,9 @@ int cluster_conf_node_name(const ClusterConf *c, char *buf, size_t len);
 /* Split nats into a NULL-terminated vector of URLs (caller frees with
  * strv_free()). 0 or -ENOMEM/-EINVAL. */
 int cluster_conf_urls(const ClusterConf *c, char ***ret);
+
+/* The library's options for this configuration (cluster_new()): servers
+ * (urls from cluster_conf_urls(), still the caller's), node, replicas,
+ * credentials and TLS files, heartbeat_ms and node_ttl_ms; the caller sets
+ * what its use differs in (connect_wait_ms, watch_nodes, no heartbeats). */
+ClusterOptions cluster_conf_options(const ClusterConf *c, char *const *urls, const char *node);

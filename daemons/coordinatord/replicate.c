@@ -544,18 +544,8 @@ replicate_setup(Coordinator *c)
 	}
 	c->repl->c = c;
 	c->repl->state = CLUSTER_CONNECTING;
-	ClusterOptions o = {
-	    .servers = (const char *const *)urls,
-	    .node = node,
-	    .replicas = (int)cc->replicas,
-	    .creds = cc->creds,
-	    .tls_ca = cc->tls_ca,
-	    .tls_cert = cc->tls_cert,
-	    .tls_key = cc->tls_key,
-	    .heartbeat_ms = cc->heartbeat_ms,
-	    .node_ttl_ms = cc->node_ttl_ms,
-	    .watch_nodes = true, /* node loss: takeover.c */
-	};
+	ClusterOptions o = cluster_conf_options(cc, urls, node);
+	o.watch_nodes = true; /* node loss: takeover.c */
 	r = cluster_new(c->base, &o, &cbs, c->repl, &c->cluster);
 	strv_free(urls);
 	if (r < 0) /* fail closed: a node configured for a cluster needs it */
