@@ -465,6 +465,9 @@ bool placement_run_start(Coordinator *c, Peer *p, const Frame *f, const char *th
 void placement_own(Coordinator *c, const char *thread);
 /* How many threads this node knows it owns (its cache). */
 size_t placement_owned_count(Coordinator *c);
+/* A cluster that is not ready (connecting, NATS unreachable): the request is
+ * answered ERROR reason cluster_unavailable (HTTP 503) and true returned. */
+bool placement_refuse_unready(Coordinator *c, Peer *p, const Frame *f);
 /* Forget the claims in flight (their requests are dropped). */
 void placement_teardown(Coordinator *c);
 /* Does this node own the thread (as far as this process knew or claimed,

@@ -272,11 +272,8 @@ forward_by_thread(Coordinator *c, Peer *p, const Frame *f, const char *thread_id
 
 	if (!fw || c->route_here || cl->forwarded || !thread_id || placement_owns(c, thread_id))
 		return false;
-	if (!cluster_ready(c->cluster)) {
-		(void)peer_reply_error_reason(p, f->req_id, -EAGAIN, "cluster_unavailable",
-					      "the cluster (NATS) is not reachable");
+	if (placement_refuse_unready(c, p, f))
 		return true;
-	}
 	size_t tl = strlen(thread_id) + 1;
 	Lookup *l = calloc(1, sizeof(*l) + tl);
 	int r = l ? forward_encode(f, &l->frame, &l->len) : -ENOMEM;

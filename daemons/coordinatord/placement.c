@@ -197,6 +197,16 @@ on_claimed(Cluster *cluster, int err, const ClusterOwner *owner, void *userdata)
 }
 
 bool
+placement_refuse_unready(Coordinator *c, Peer *p, const Frame *f)
+{
+	if (cluster_ready(c->cluster))
+		return false;
+	(void)peer_reply_error_reason(p, f->req_id, -EAGAIN, "cluster_unavailable",
+				      "the cluster (NATS) is not reachable");
+	return true;
+}
+
+bool
 placement_run_start(Coordinator *c, Peer *p, const Frame *f, const char *thread_id, PeerHandler h,
 		    void *ud)
 {
@@ -207,11 +217,8 @@ placement_run_start(Coordinator *c, Peer *p, const Frame *f, const char *thread_
 		check_lease(c, pl);
 	if (pl && owns(pl, thread_id))
 		return false;
-	if (!cluster_ready(c->cluster)) {
-		(void)peer_reply_error_reason(p, f->req_id, -EAGAIN, "cluster_unavailable",
-					      "the cluster (NATS) is not reachable");
+	if (placement_refuse_unready(c, p, f))
 		return true;
-	}
 	size_t tl = strlen(thread_id) + 1;
 	Claim *cl = pl ? calloc(1, sizeof(*cl) + tl) : NULL;
 	int r = cl ? forward_encode(f, &cl->frame, &cl->len) : -ENOMEM;
