@@ -399,6 +399,10 @@ int handle_bridge_call(Peer *p, const Frame *f, const Msg_BRIDGE_CALL *m, void *
 /* files.c */
 int handle_thread_file(Peer *p, const Frame *f, const Msg_THREAD_FILE *m, void *ud);
 
+/* snapshots.c: SNAPSHOT_CREATE and SNAPSHOT_RESTORE, relayed to the shim. */
+int handle_snapshot_create(Peer *p, const Frame *f, const Msg_SNAPSHOT_CREATE *m, void *ud);
+int handle_snapshot_restore(Peer *p, const Frame *f, const Msg_SNAPSHOT_RESTORE *m, void *ud);
+
 /* coordinator.c: checks request handlers share. Each returns true to go on,
  * or answers the request with an ERROR (with reason, when not NULL) and
  * returns false: a thread id that thread_id_valid() refuses (-EINVAL), a shim

@@ -1,0 +1,165 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * snapshots.c — SNAPSHOT_CREATE and SNAPSHOT_RESTORE: routerd's
+ * /threads/{id}/snapshots requests, relayed to the shim as SANDBOX_SNAPSHOT
+ * and SANDBOX_RESTORE keyed by the thread id (the key of SANDBOX_ENSURE); in
+ * cluster mode claimed for (or forwarded to) the thread's owner first, as
+ * files.c's THREAD_FILE. Nothing here touches the run log but the check that
+ * no run of the thread is active before a restore.
+ */
+#include "config.h"
+
+#include "coordinatord.h"
+
+#include <errno.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "macro.h"
+#include "mp-cursor.h"
+
+static int dispatch_create_again(Peer *p, const Frame *f, void *userdata);
+static int dispatch_restore_again(Peer *p, const Frame *f, void *userdata);
+
+/* SNAPSHOT_CREATE and SNAPSHOT_RESTORE: passed to the shim (SANDBOX_SNAPSHOT,
+ * SANDBOX_RESTORE, keyed by the thread id like SANDBOX_ENSURE); a restore is
+ * refused (-EBUSY) while a run of the thread is active. The shim holds the
+ * ENSUREs of a key while its restore runs, so a RUN_START that comes in
+ * meanwhile has its ENSURE served after the restore, on the restored workspace. */
+/* The shim's SANDBOX_SNAPSHOT reply {record} is the client's {snapshot_id}. */
+static void
+snapshot_reply(PeerDeferred *d, const msgpack_object *body)
+{
+	Reply_SANDBOX_SNAPSHOT rep;
+
+	if (reply_decode_SANDBOX_SNAPSHOT(body, &rep) < 0)
+		peer_deferred_error(d, -EIO, NULL, "bad reply from containerd-shim");
+	else
+		(void)reply_deferred_SNAPSHOT_CREATE(
+		    d, &(Reply_SNAPSHOT_CREATE){.snapshot_id = rep.record});
+	reply_done_SANDBOX_SNAPSHOT(&rep);
+}
+
+/* A restore answers an empty map, whatever the shim said. */
+static void
+restore_reply(PeerDeferred *d, const msgpack_object *body)
+{
+	MpWriter w;
+
+	mp_writer_init(&w);
+	mp_w_map(&w, 0);
+	peer_deferred_reply(d, &w);
+	mp_writer_done(&w);
+}
+
+static const PeerRelayOps snapshot_relay = {
+    .reply = snapshot_reply,
+    .fallback = "snapshot failed",
+    .unavailable_reason = "shim_unavailable",
+    .unavailable = "containerd-shim unavailable",
+};
+
+static const PeerRelayOps restore_relay = {
+    .reply = restore_reply,
+    .fallback = "restore failed",
+    .unavailable_reason = "shim_unavailable",
+    .unavailable = "containerd-shim unavailable",
+};
+
+/* Is a run of the thread active (running in the log, or driven here)? */
+static int
+thread_busy(Coordinator *c, const char *thread_id)
+{
+	json_t *list = NULL;
+	int r;
+
+	for (Run *run = c->runs; run; run = run->next)
+		if (run->state != RUN_DONE && streq(run->thread_id, thread_id))
+			return 1;
+	r = runlog_thread_runs(c->runlog, thread_id, "running", &list);
+	if (r < 0)
+		return r;
+	r = json_array_size(list) > 0;
+	json_decref(list);
+	return r;
+}
+
+/* SNAPSHOT_CREATE (label) and SNAPSHOT_RESTORE (sid): the common part. */
+static int
+handle_snapshot(Peer *p, const Frame *f, void *ud, const char *thread_id, const char *label,
+		const char *sid)
+{
+	Client *cl = ud;
+	Coordinator *c = cl->c;
+	bool restore = f->type == MSG_SNAPSHOT_RESTORE;
+	PeerDeferred *d;
+	MpWriter w;
+	int ret = 0;
+
+	if (!request_thread_id_ok(p, f, thread_id, NULL))
+		goto out;
+	/* cluster mode: the thread's workspace is on its owner (a claim, as a
+	 * first run makes) */
+	if (placement_run_start(c, p, f, thread_id,
+				restore ? dispatch_restore_again : dispatch_create_again, ud))
+		goto out;
+	if (c->conf.reuse == REUSE_NONE) {
+		peer_reply_error(p, f->req_id, -EBUSY,
+				 "reuse = none: each run has its own workspace, a thread has none "
+				 "to snapshot or restore");
+		goto out;
+	}
+	if (restore) {
+		ret = thread_busy(c, thread_id);
+		if (ret < 0)
+			goto out;
+		if (ret > 0) {
+			peer_reply_error_reason(p, f->req_id, -EBUSY, "thread_busy",
+						"a run is active on this thread");
+			ret = 0;
+			goto out;
+		}
+	}
+	if (!request_shim_ready(p, f, c, NULL)) {
+		ret = 0;
+		goto out;
+	}
+	d = peer_defer(p, f);
+	if (!d) {
+		ret = -ENOMEM;
+		goto out;
+	}
+	mp_writer_init(&w);
+	if (restore)
+		msg_encode_SANDBOX_RESTORE(&w,
+					   &(Msg_SANDBOX_RESTORE){.key = thread_id, .record = sid});
+	else
+		msg_encode_SANDBOX_SNAPSHOT(
+		    &w, &(Msg_SANDBOX_SNAPSHOT){.key = thread_id, .label = label});
+	/* d is answered either way: on a send failure, with that errno */
+	if (peer_relay(c->shim, restore ? MSG_SANDBOX_RESTORE : MSG_SANDBOX_SNAPSHOT, &w, d,
+		       (usec_t)c->conf.snapshot_wait_ms * USEC_PER_MSEC,
+		       restore ? &restore_relay : &snapshot_relay) >= 0) {
+		LogCtx lc = {.thread_id = thread_id};
+		log_ctx(LOG_INFO, &lc, "%s requested", restore ? "Restore" : "Snapshot");
+	}
+	mp_writer_done(&w);
+out:
+	return ret;
+}
+
+int
+handle_snapshot_create(Peer *p, const Frame *f, const Msg_SNAPSHOT_CREATE *m, void *ud)
+{
+	return handle_snapshot(p, f, ud, m->thread_id, m->label, NULL);
+}
+
+int
+handle_snapshot_restore(Peer *p, const Frame *f, const Msg_SNAPSHOT_RESTORE *m, void *ud)
+{
+	return handle_snapshot(p, f, ud, m->thread_id, NULL, m->snapshot_id);
+}
+
+/* handled again once this node owns the thread (placement_run_start) */
+MSG_HANDLER(dispatch_create_again, SNAPSHOT_CREATE, handle_snapshot_create)
+MSG_HANDLER(dispatch_restore_again, SNAPSHOT_RESTORE, handle_snapshot_restore)
