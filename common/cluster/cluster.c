@@ -16,13 +16,110 @@
 #include <time.h>
 #include <unistd.h>
 
-/* The adapter defines its functions in the header: included here only. */
+/* The adapter defines its functions in the header: included here only. Its
+ * Read/Write are used as they are; Attach and Detach are ours (below). */
 #include <nats/adapters/libevent.h>
 
 #include "cluster-internal.h"
 #include "log.h"
 #include "macro.h"
 #include "time-util.h"
+
+/* ---- the libevent adapter's attach and detach, without its deadlock ----
+ *
+ * libnats 3.4's natsLibevent_Attach(), called on a reconnection from
+ * libnats' reconnect thread with the connection's lock held, frees the old
+ * socket's events with event_free(), which waits until a callback of theirs
+ * that is running on the loop thread returns; that callback
+ * (natsConnection_ProcessReadEvent) waits for the same connection lock: both
+ * threads wait for ever (seen in test-cluster's server kill). Here the old
+ * events are released with event_free_finalize(), which does not wait: the
+ * loop frees them once no callback of theirs runs. Detach does the same and
+ * frees the adapter's state with the last of its events. */
+typedef struct EvAttach {
+	natsLibeventEvents e; /* first: natsLibevent_Read/Write take it as theirs */
+	int pending;	      /* Detach: its events not finalized yet, +1 (atomic) */
+} EvAttach;
+
+static void
+ev_finalized(struct event *ev, void *arg)
+{
+}
+
+static void
+ev_finalized_last(struct event *ev, void *arg)
+{
+	EvAttach *a = arg;
+
+	if (__atomic_sub_fetch(&a->pending, 1, __ATOMIC_ACQ_REL) == 0)
+		free(a);
+}
+
+static void
+ev_release(struct event **ev)
+{
+	if (*ev) {
+		(void)event_free_finalize(0, *ev, ev_finalized);
+		*ev = NULL;
+	}
+}
+
+static natsStatus
+ev_attach(void **userdata, void *loop, natsConnection *nc, natsSock sock)
+{
+	EvAttach *a = *userdata;
+	struct timeval forever = {.tv_sec = 100000};
+
+	if (!a) {
+		a = calloc(1, sizeof(*a));
+		if (!a)
+			return NATS_NO_MEMORY;
+		a->e.nc = nc;
+		a->e.loop = loop;
+		/* keeps the loop running while the socket has no event added */
+		a->e.keepActive = event_new(a->e.loop, -1, EV_PERSIST, keepAliveCb, a);
+		if (!a->e.keepActive || event_add(a->e.keepActive, &forever) != 0) {
+			if (a->e.keepActive)
+				event_free(a->e.keepActive);
+			free(a);
+			return NATS_ERR;
+		}
+	} else {
+		ev_release(&a->e.read);
+		ev_release(&a->e.write);
+	}
+	a->e.read = event_new(a->e.loop, sock, EV_READ | EV_PERSIST, natsLibevent_ProcessEvent, a);
+	a->e.write =
+	    event_new(a->e.loop, sock, EV_WRITE | EV_PERSIST, natsLibevent_ProcessEvent, a);
+	if (!a->e.read || !a->e.write || natsLibevent_Read(a, true) != NATS_OK) {
+		ev_release(&a->e.read);
+		ev_release(&a->e.write);
+		*userdata = a; /* libnats detaches it */
+		return NATS_ERR;
+	}
+	*userdata = a;
+	return NATS_OK;
+}
+
+static natsStatus
+ev_detach(void *userdata)
+{
+	EvAttach *a = userdata;
+	struct event **evs[] = {&a->e.read, &a->e.write, &a->e.keepActive};
+
+	/* held (+1) while the events are handed over: a finalizer that runs on
+	 * the loop meanwhile does not free it under us */
+	__atomic_store_n(&a->pending, 1, __ATOMIC_RELEASE);
+	for (size_t i = 0; i < ELEMENTSOF(evs); i++)
+		if (*evs[i]) {
+			__atomic_add_fetch(&a->pending, 1, __ATOMIC_ACQ_REL);
+			(void)event_free_finalize(0, *evs[i], ev_finalized_last);
+			*evs[i] = NULL;
+		}
+	if (__atomic_sub_fetch(&a->pending, 1, __ATOMIC_ACQ_REL) == 0)
+		free(a);
+	return NATS_OK;
+}
 
 int
 cluster_global_init(void)
@@ -374,9 +471,8 @@ options_new(Cluster *c, const ClusterOptions *o)
 	if (s == NATS_OK)
 		s = natsOptions_SetClosedCB(c->nopts, on_closed, c);
 	if (s == NATS_OK)
-		s = natsOptions_SetEventLoop(c->nopts, c->base, natsLibevent_Attach,
-					     natsLibevent_Read, natsLibevent_Write,
-					     natsLibevent_Detach);
+		s = natsOptions_SetEventLoop(c->nopts, c->base, ev_attach, natsLibevent_Read,
+					     natsLibevent_Write, ev_detach);
 	if (s == NATS_OK && set(o->creds))
 		s = natsOptions_SetUserCredentialsFromFiles(c->nopts, o->creds, NULL);
 	if (s == NATS_OK && (set(o->tls_ca) || set(o->tls_cert)))
