@@ -99,6 +99,9 @@ struct Cluster {
 	/* live watches of runs (loop thread only), by id */
 	ClusterWatch *watches;
 	uint64_t next_watch_id;
+
+	/* retention: the max age of RW_RUNS and rw_runs, ms; -1 = not set here */
+	int64_t run_max_age_ms;
 };
 
 void cluster_submit(Cluster *c, Job *j); /* loop thread */
@@ -120,3 +123,5 @@ void cluster_watch_free_all(Cluster *c);
 int cluster_ensure(Cluster *c); /* worker: stream + buckets */
 int cluster_nodes_start(Cluster *c);
 void cluster_nodes_stop(Cluster *c);
+/* cluster-retain.c: worker, from cluster_ensure(): the streams' max age */
+int cluster_apply_max_age(Cluster *c);
