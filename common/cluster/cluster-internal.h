@@ -108,6 +108,8 @@ struct Cluster {
 	char rpc_inbox[64];
 	ClusterRequest *requests;
 	uint64_t next_request_id;
+	/* retention: the max age of RW_RUNS and rw_runs, ms; -1 = not set here */
+	int64_t run_max_age_ms;
 };
 
 void cluster_submit(Cluster *c, Job *j); /* loop thread */
@@ -131,3 +133,5 @@ void cluster_rpc_free_all(Cluster *c);
 int cluster_ensure(Cluster *c); /* worker: stream + buckets */
 int cluster_nodes_start(Cluster *c);
 void cluster_nodes_stop(Cluster *c);
+/* cluster-retain.c: worker, from cluster_ensure(): the streams' max age */
+int cluster_apply_max_age(Cluster *c);

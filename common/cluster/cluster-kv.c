@@ -124,6 +124,8 @@ cluster_ensure(Cluster *c)
 		r = ensure_bucket(c, CLUSTER_BUCKET_NODES, c->node_ttl_ms, &c->kv_nodes);
 	if (r >= 0)
 		r = ensure_bucket(c, CLUSTER_BUCKET_RUNS, 0, &c->kv_runs);
+	if (r >= 0)
+		r = cluster_apply_max_age(c);
 	return r;
 }
 

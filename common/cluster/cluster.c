@@ -549,6 +549,7 @@ cluster_new(struct event_base *base, const ClusterOptions *o, const ClusterCallb
 	c->op_timeout_ms = o->op_timeout_ms > 0 ? o->op_timeout_ms : CLUSTER_OP_TIMEOUT_MS;
 	c->connect_wait_ms = o->connect_wait_ms > 0 ? o->connect_wait_ms : CLUSTER_CONNECT_WAIT_MS;
 	c->watch_nodes = o->watch_nodes;
+	c->run_max_age_ms = o->set_max_age ? MAX(o->max_age_ms, (int64_t)0) : -1;
 	if (cbs)
 		c->cbs = *cbs;
 	c->userdata = userdata;

@@ -115,6 +115,13 @@ typedef struct ClusterOptions {
 	int64_t connect_wait_ms;		 /* 0 = CLUSTER_CONNECT_WAIT_MS */
 	int64_t op_timeout_ms;			 /* 0 = CLUSTER_OP_TIMEOUT_MS */
 	bool watch_nodes; /* watch rw_nodes and report lost nodes (on_node_lost) */
+	/* Retention's backstop (cluster-retain.c): with set_max_age, the first
+	 * worker job sets the max age of RW_RUNS and of rw_runs' stream to
+	 * max_age_ms (0 = none) when it differs; without it (readers, tools)
+	 * they are left as they are. The stream's setting is cluster-wide:
+	 * the last node to start sets it. */
+	bool set_max_age;
+	int64_t max_age_ms;
 } ClusterOptions;
 
 typedef struct ClusterCallbacks {
@@ -360,3 +367,13 @@ ClusterRequest *cluster_request_cancel(ClusterRequest *r);
  * -EMSGSIZE; a server must not answer with more (its requester would time
  * out). */
 size_t cluster_rpc_max(Cluster *c);
+
+/* ---- retention (cluster-retain.c) ---- */
+
+typedef void (*ClusterPurgeFn)(Cluster *c, int err, void *userdata);
+/* A run's events and record gone from the cluster (its owner's retention
+ * pruned it): every message of rw.run.<runId> purged from RW_RUNS
+ * (JetStream purge with a subject filter), then the run's rw_runs key
+ * purged from the bucket's stream (no delete marker left). On the worker.
+ * err 0 also when there was nothing to purge. */
+int cluster_purge_run(Cluster *c, const char *run_id, ClusterPurgeFn cb, void *userdata);

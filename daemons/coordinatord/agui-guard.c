@@ -163,6 +163,29 @@ agui_guard_closers(Run *run, const char *why)
 	return out;
 }
 
+/* The guard's functions work on run->agui alone: a Run that carries the
+ * state and nothing else stands in for a run driven elsewhere. */
+void
+agui_state_track(json_t **state, const json_t *chunk)
+{
+	Run shadow = {.agui = *state};
+	const char *type = str_of(chunk, "type");
+	if (type)
+		track(&shadow, type, chunk);
+	else
+		(void)guard(&shadow);
+	*state = shadow.agui;
+}
+
+json_t *
+agui_state_closers(json_t **state, const char *why)
+{
+	Run shadow = {.agui = *state};
+	json_t *out = agui_guard_closers(&shadow, why);
+	*state = shadow.agui;
+	return out;
+}
+
 static json_t *
 run_started(Run *run)
 {

@@ -504,6 +504,78 @@ publish_run(Coordinator *c, const json_t *rec, Op *ops, const char *run_id)
 	free(lens);
 }
 
+/* Events committed outside the op queue, on their way to visibility. */
+typedef struct Late {
+	char run_id[RUN_ID_LEN + 1];
+	int64_t first_seq;
+	size_t n;
+	char **texts;
+	size_t *lens;
+	json_t *rec;
+} Late;
+
+static void
+late_free(Late *l)
+{
+	for (size_t i = 0; l->texts && i < l->n; i++)
+		free(l->texts[i]);
+	free(l->texts);
+	free(l->lens);
+	json_decref(l->rec);
+	free(l);
+}
+
+static void
+late_replicated(Coordinator *c, int err, void *arg)
+{
+	Late *l = arg;
+	if (err == 0)
+		publish(c, l->run_id, l->first_seq, (const char *const *)l->texts, l->lens, l->n,
+			l->rec);
+	else if (err != -ECANCELED)
+		log_ctx_errno(LOG_ERR, err, &(LogCtx){.run_id = l->run_id},
+			      "Run's end was not replicated to the cluster: %m; it is in the "
+			      "local log only");
+	late_free(l);
+}
+
+void
+commit_publish_committed(Coordinator *c, const char *run_id, int64_t first_seq,
+			 const char *const *texts, const size_t *lens, size_t n, const json_t *rec)
+{
+	const CommitHooks *h = c->commit_hooks;
+	if (!(h->replicating && h->replicating(c))) {
+		publish(c, run_id, first_seq, texts, lens, n, rec);
+		return;
+	}
+	Late *l = calloc(1, sizeof(*l));
+	bool ok = l && (l->texts = calloc(n ? n : 1, sizeof(char *))) &&
+		  (l->lens = calloc(n ? n : 1, sizeof(size_t)));
+	if (l) {
+		snprintf(l->run_id, sizeof(l->run_id), "%s", run_id);
+		l->first_seq = first_seq;
+		l->rec = json_deep_copy(rec);
+	}
+	for (size_t i = 0; ok && i < n; i++) {
+		ok = (l->texts[i] = malloc(lens[i] ? lens[i] : 1)) != NULL;
+		if (ok) {
+			memcpy(l->texts[i], texts[i], lens[i]);
+			l->lens[i] = lens[i];
+			l->n = i + 1;
+		}
+	}
+	int r = ok && l->rec ? h->replicate(c, run_id, first_seq, (const char *const *)l->texts,
+					    l->lens, l->n, l->rec, late_replicated, l)
+			     : -ENOMEM;
+	if (r == 1)
+		late_replicated(c, 0, l);
+	else if (r < 0 && l)
+		late_replicated(c, r == -ECANCELED ? -EIO : r, l);
+	else if (r < 0)
+		log_ctx_errno(LOG_ERR, r, &(LogCtx){.run_id = run_id},
+			      "Run's end was not replicated to the cluster: %m");
+}
+
 /* Mark run_id failed in the local log alone (code, message): after a failed
  * commit, or when its events could not be replicated. */
 static void
@@ -529,7 +601,13 @@ fail_run_local(Coordinator *c, const char *run_id, bool is_run, const char *code
 	if (r == 0) {
 		const char *t = text;
 		size_t len = strlen(text);
-		publish(c, run_id, seq, &t, &len, 1, rec);
+		/* a storage failure's end is the run's end in the cluster too; a
+		 * fenced or unreplicated run's is local only (the cluster's copy
+		 * is another writer's, or unreachable) */
+		if (what == COMMIT_STORAGE_FAILED)
+			commit_publish_committed(c, run_id, seq, &t, &len, 1, rec);
+		else
+			publish(c, run_id, seq, &t, &len, 1, rec);
 		json_decref(rec);
 		metrics_count_finish(c, "failed");
 		log_ctx(LOG_ERR, &lc, "Run failed: %s (%s)", message, code);

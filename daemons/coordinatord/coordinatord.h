@@ -174,7 +174,17 @@ typedef struct Metrics {
 	uint64_t output_dropped_bytes; /* over an output budget */
 	uint64_t runs_output_limited;  /* runs that went over an output budget */
 	uint64_t events_refused_full;  /* events of running runs refused past chunk_high_water */
+	/* cluster mode (replicate.c, takeover.c; cluster-metrics.c prints them) */
+	uint64_t cluster_fenced;	     /* runs fenced: another node wrote their log */
+	uint64_t cluster_repl_failures;	     /* runs whose events could not be replicated */
+	uint64_t cluster_runs_taken_over;    /* lost nodes' runs ended node_lost here */
+	uint64_t cluster_purged;	     /* runs purged from the cluster by retention */
+	uint64_t cluster_purge_failures;     /* ... that failed (the max age removes them) */
+	uint64_t cluster_publishes;	     /* batches acknowledged by JetStream */
+	uint64_t cluster_publish_usec_sum;   /* their submit → acknowledgement time */
+	uint64_t cluster_publish_buckets[8]; /* ≤ 0.5, 1, 2.5, 5, 10, 25, 100 ms, +Inf */
 } Metrics;
+#define CLUSTER_PUB_BUCKETS 8
 
 typedef struct Op Op;
 typedef struct HarnessSet HarnessSet;
@@ -330,6 +340,12 @@ AguiVerdict agui_guard_chunk(Run *run, json_t *chunk, json_t **ret_before);
 json_t *agui_guard_end(Run *run, json_t **chunk, const char *status);
 /* The chunks closing what is open (tool calls get an interrupted result). */
 json_t *agui_guard_closers(Run *run, const char *why);
+/* The same for a run not driven here (a lost node's, ended node_lost by a
+ * takeover): *state (a guard state, NULL at first; the caller's to
+ * json_decref) tracks the run's chunks one by one, in order; then the
+ * chunks that close what they left open, as agui_guard_closers gives. */
+void agui_state_track(json_t **state, const json_t *chunk);
+json_t *agui_state_closers(json_t **state, const char *why);
 /* threadId/runId onto a RUN_ERROR (runId, metadata.tanstack.{threadId,runId}). */
 void agui_error_ids(json_t *chunk, const char *thread_id, const char *run_id);
 /* After a restart: the state from the run's stored chunks. */
@@ -356,6 +372,14 @@ void commit_teardown(Coordinator *c);
 /* Cluster mode: run_id was written by another node (fenced): fail it in the
  * local log alone with code fenced, and stop its processes (COMMIT_FENCED). */
 void commit_fail_fenced(Coordinator *c, const char *run_id);
+/* Events committed in a transaction of their own, outside the op queue (the
+ * watchdog's end of a stalled run): made visible as a commit's are — in
+ * cluster mode replicated first (CommitHooks.replicate, in order with the
+ * run's other batches; the terminal record mirrored), then RUN_EVENTS to
+ * the watchers. Texts and rec are copied. */
+void commit_publish_committed(Coordinator *c, const char *run_id, int64_t first_seq,
+			      const char *const *texts, const size_t *lens, size_t n,
+			      const json_t *rec);
 /* RUN_EVENTS to the watchers of run_id. */
 void publish(Coordinator *c, const char *run_id, int64_t first_seq, const char *const *texts,
 	     const size_t *lens, size_t n, const json_t *record);
@@ -450,6 +474,19 @@ int replicate_events(Coordinator *c, const char *run_id, int64_t first_seq,
 void replicate_fence(Coordinator *c, const char *run_id);
 /* Was writer (an Rw-Writer) a process of this node? */
 bool replicate_own_writer(Coordinator *c, const char *writer);
+/* Retention pruned run_id (rec: its record as it was) from the local log:
+ * purge its events and rw_runs record from the cluster, after whatever of
+ * it is still queued for JetStream — not for a run fenced here (its
+ * cluster copy is another node's). No-op without [cluster]. */
+void replicate_pruned(Coordinator *c, const char *run_id, const json_t *rec);
+/* The max age of RW_RUNS and rw_runs for these settings, the backstop of
+ * retention: retention_days + max_run_ms + retention_interval_ms + 1 h, so
+ * a run's first event never expires before its owner's retention pruned
+ * it; 0 (none) when retention_days or max_run_ms is 0. */
+int64_t replicate_max_age_ms(const CoordConf *cf);
+/* cluster-metrics.c: the cluster's lines of /metrics (nothing without
+ * [cluster]). */
+void cluster_metrics(Coordinator *c, FILE *mf);
 
 /* takeover.c — node loss in cluster mode (docs/CLUSTER.md "Node loss and
  * takeover"): the lost node's threads taken, its running runs failed

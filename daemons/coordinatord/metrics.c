@@ -123,6 +123,7 @@ metrics_text(Coordinator *c, char **ret_text, size_t *ret_active)
 		c->log_used, c->log_map, c->log_warned ? 1 : 0, m->output_dropped_bytes,
 		m->runs_output_limited, m->events_refused_full, m->runs_pruned_size);
 	bridge_metrics(c, mf);
+	cluster_metrics(c, mf);
 	fclose(mf);
 	*ret_text = text;
 	*ret_active = active;

@@ -45,6 +45,9 @@
 
 /* Idle run entries kept to skip cluster_run_last on the run's next batch. */
 #define REPL_IDLE_MAX 4096
+/* Slack in the streams' max age beyond retention + max_run_ms (a cancel's
+ * grace after max_run_ms, clocks a little apart). */
+#define REPL_MAX_AGE_SLACK_MS 3600000LL
 
 typedef void (*ReplDoneFn)(Coordinator *c, int err, void *arg);
 
@@ -58,6 +61,8 @@ typedef struct Batch {
 	void *arg;
 	char *record; /* a put of the run's record to rw_runs instead (n = 0) */
 	size_t record_len;
+	bool purge;  /* the run's purge from the cluster instead (n = 0): retention */
+	usec_t sent; /* when its publish was submitted (the latency metric) */
 } Batch;
 
 typedef struct RunRepl {
@@ -73,6 +78,7 @@ typedef struct RunRepl {
 	int64_t last_seq; /* the run's seq of its last event in the stream, -1 none */
 	uint64_t last_stream_seq;
 	char mirrored[16]; /* the status last queued to rw_runs ("" none) */
+	bool purged;	   /* purged from the cluster: the entry goes when idle */
 	Batch *head, *tail;
 } RunRepl;
 
@@ -155,11 +161,29 @@ run_dead(RunRepl *rr, int err)
 
 	rr->dead = err;
 	if (err == -ESTALE)
+		rr->r->c->m.cluster_fenced++;
+	else
+		rr->r->c->m.cluster_repl_failures++;
+	if (err == -ESTALE)
 		log_ctx(LOG_ERR, &lc,
 			"Run fenced: another node wrote its log in the cluster; stopping it here");
 	else
 		log_ctx_errno(LOG_ERR, err, &lc, "Run's events could not be replicated: %m");
 	head_done(rr, err); /* run_next fails the rest with rr->dead */
+}
+
+/* A batch's publish, submitted to acknowledged (runwarden_cluster_publish_seconds). */
+static void
+publish_latency(Coordinator *c, usec_t us)
+{
+	static const usec_t bounds[CLUSTER_PUB_BUCKETS - 1] = {500,   1000,  2500,  5000,
+							       10000, 25000, 100000};
+	size_t i = 0;
+	while (i < CLUSTER_PUB_BUCKETS - 1 && us > bounds[i])
+		i++;
+	c->m.cluster_publish_buckets[i]++;
+	c->m.cluster_publish_usec_sum += us;
+	c->m.cluster_publishes++;
 }
 
 static void
@@ -169,6 +193,7 @@ on_published(Cluster *cl, const ClusterPublishResult *res, void *userdata)
 	Batch *b = rr->head;
 
 	if (res->err == 0) {
+		publish_latency(rr->r->c, now_usec() - b->sent);
 		rr->last_stream_seq = res->last_stream_seq;
 		rr->last_seq = b->first_seq + (int64_t)b->n - 1;
 		rr->known = true;
@@ -204,6 +229,26 @@ on_put(Cluster *cl, int err, uint64_t revision, void *userdata)
 		log_ctx_errno(LOG_WARNING, err, &lc,
 			      "Run's record not mirrored to the cluster: %m");
 	head_done(rr, 0);
+}
+
+static void
+on_purged(Cluster *cl, int err, void *userdata)
+{
+	RunRepl *rr = userdata;
+	Coordinator *c = rr->r->c;
+
+	if (err < 0) {
+		c->m.cluster_purge_failures++;
+		log_ctx_errno(LOG_WARNING, err, &(LogCtx){.run_id = rr->run_id},
+			      "Retention: run not purged from the cluster: %m; the stream's max "
+			      "age removes it later");
+	} else {
+		c->m.cluster_purged++;
+		log_ctx(LOG_DEBUG, &(LogCtx){.run_id = rr->run_id},
+			"Retention: run purged from the cluster (its events and record)");
+	}
+	rr->purged = true;
+	head_done(rr, 0); /* may free rr */
 }
 
 /* Was writer (Rw-Writer, "<node>-<random>") this node: this process, or an
@@ -290,12 +335,21 @@ run_next(RunRepl *rr)
 	if (!b) {
 		/* a dead run's entry stays: its expectation must never be
 		 * learned again from the stream, whose last writer is another */
-		if (r->nruns > REPL_IDLE_MAX && !rr->dead)
+		if ((r->nruns > REPL_IDLE_MAX || rr->purged) && !rr->dead)
 			run_repl_free(rr);
 		return;
 	}
 	if (rr->dead) {
 		head_done(rr, rr->dead);
+		return;
+	}
+	if (b->purge) { /* after every batch and record of the run before it */
+		rr->busy = true;
+		err = cluster_purge_run(c->cluster, rr->run_id, on_purged, rr);
+		if (err == -ENOTCONN && r->state != CLUSTER_FAILED)
+			rr->waiting = true; /* connecting: on_state(READY) goes on */
+		else if (err < 0)
+			on_purged(c->cluster, err, rr);
 		return;
 	}
 	if (b->n == 0 && !b->record) { /* waited for the batches before it: done */
@@ -338,6 +392,7 @@ run_next(RunRepl *rr)
 		run_next(rr);
 		return;
 	}
+	b->sent = now_usec();
 	err =
 	    cluster_publish_events(c->cluster, rr->run_id, (uint64_t)b->first_seq + off,
 				   b->ev + off, b->n - off, rr->last_stream_seq, on_published, rr);
@@ -459,9 +514,42 @@ replicate_fence(Coordinator *c, const char *run_id)
 	if (!rr || rr->dead)
 		return;
 	rr->dead = -ESTALE;
+	c->m.cluster_fenced++;
 	log_ctx(LOG_ERR, &(LogCtx){.run_id = run_id},
 		"Run fenced: another node wrote its log in the cluster; stopping it here");
 	commit_fail_fenced(c, run_id); /* what it queues later fails with rr->dead */
+}
+
+void
+replicate_pruned(Coordinator *c, const char *run_id, const json_t *rec)
+{
+	Replicator *r = c->repl;
+	if (!r)
+		return;
+	/* a run fenced here is another node's in the cluster: never purged by
+	 * this one (its new owner's record is not this node's to prune) */
+	const char *code =
+	    json_string_value(json_object_get(json_object_get(rec, "error"), "code"));
+	if (code && streq(code, "fenced"))
+		return;
+	RunRepl *rr = run_repl_get(r, run_id);
+	if (!rr || rr->dead)
+		return;
+	Batch *b = calloc(1, sizeof(*b));
+	if (!b)
+		return;
+	b->purge = true;
+	queue_batch(rr, b);
+	run_next(rr);
+}
+
+int64_t
+replicate_max_age_ms(const CoordConf *cf)
+{
+	if (cf->retention_days <= 0 || cf->max_run_ms <= 0)
+		return 0;
+	return cf->retention_days * 86400000LL + cf->max_run_ms + cf->retention_interval_ms +
+	       REPL_MAX_AGE_SLACK_MS;
 }
 
 bool
@@ -546,6 +634,8 @@ replicate_setup(Coordinator *c)
 	c->repl->state = CLUSTER_CONNECTING;
 	ClusterOptions o = cluster_conf_options(cc, urls, node);
 	o.watch_nodes = true; /* node loss: takeover.c */
+	o.set_max_age = true; /* retention's backstop */
+	o.max_age_ms = replicate_max_age_ms(&c->conf);
 	r = cluster_new(c->base, &o, &cbs, c->repl, &c->cluster);
 	strv_free(urls);
 	if (r < 0) /* fail closed: a node configured for a cluster needs it */

@@ -96,22 +96,25 @@ prune_one(RunLog *l, MDB_txn *txn, const char *run_id, const json_t *rec)
  * records, released here) in txn and commit it, or abort it when r (the
  * choosing's result) or a deletion failed. */
 static int
-prune_batch(RunLog *l, MDB_txn *txn, char (*ids)[RUN_ID_LEN + 1], json_t **recs, size_t n, int r)
+prune_batch(RunLog *l, MDB_txn *txn, char (*ids)[RUN_ID_LEN + 1], json_t **recs, size_t n, int r,
+	    RunLogPrunedFn pruned, void *ud)
 {
 	for (size_t i = 0; i < n && r == 0; i++)
 		r = prune_one(l, txn, ids[i], recs[i]);
+	if (r < 0)
+		mdb_txn_abort(txn);
+	else
+		r = commit(txn);
+	for (size_t i = 0; r == 0 && pruned && i < n; i++)
+		pruned(ids[i], recs[i], ud);
 	for (size_t i = 0; i < n; i++)
 		json_decref(recs[i]);
-	if (r < 0) {
-		mdb_txn_abort(txn);
-		return r;
-	}
-	return commit(txn);
+	return r;
 }
 
 int
 runlog_prune(RunLog *l, int64_t cutoff_ms, size_t max_pruned, size_t max_scanned,
-	     char cursor[RUN_ID_LEN + 1], size_t *ret_pruned)
+	     char cursor[RUN_ID_LEN + 1], size_t *ret_pruned, RunLogPrunedFn pruned, void *ud)
 {
 	MDB_txn *txn;
 	MDB_cursor *cur;
@@ -155,7 +158,7 @@ runlog_prune(RunLog *l, int64_t cutoff_ms, size_t max_pruned, size_t max_scanned
 	if (rc == MDB_NOTFOUND)
 		cursor[0] = '\0'; /* wrapped: start over next time */
 	mdb_cursor_close(cur);
-	r = prune_batch(l, txn, ids, recs, n, r);
+	r = prune_batch(l, txn, ids, recs, n, r, pruned, ud);
 	if (r == 0 && ret_pruned)
 		*ret_pruned = n;
 	return r;
@@ -199,7 +202,8 @@ runlog_usage(RunLog *l, uint64_t *ret_used, uint64_t *ret_map)
 }
 
 int
-runlog_prune_oldest(RunLog *l, size_t max_pruned, size_t *ret_pruned)
+runlog_prune_oldest(RunLog *l, size_t max_pruned, size_t *ret_pruned, RunLogPrunedFn pruned,
+		    void *ud)
 {
 	MDB_txn *txn;
 	MDB_cursor *cur;
@@ -253,7 +257,7 @@ runlog_prune_oldest(RunLog *l, size_t max_pruned, size_t *ret_pruned)
 	mdb_cursor_close(cur);
 	if (rc != MDB_NOTFOUND)
 		r = mdb_errno(rc);
-	r = prune_batch(l, txn, ids, recs, n, r);
+	r = prune_batch(l, txn, ids, recs, n, r, pruned, ud);
 	if (r == 0)
 		*ret_pruned = n;
 	return r;

@@ -222,16 +222,23 @@ typedef struct RunLogThreadQuery {
 } RunLogThreadQuery;
 int runlog_threads(RunLog *l, const RunLogThreadQuery *q, json_t **ret, bool *ret_more);
 
+/* Each run a pruning pass deleted, with its record as it was (borrowed),
+ * after the transaction committed (for the cluster's copy of the run). */
+typedef void (*RunLogPrunedFn)(const char *run_id, const json_t *record, void *ud);
+
 /* Retention: scan up to max_scanned runs from *cursor (exclusive; "" = the
  * start; left "" after a full pass) and delete, in one transaction, up to
  * max_pruned terminal runs finished before cutoff_ms with their events, index
- * entries, idempotency key and driver state. */
+ * entries, idempotency key and driver state. pruned (may be NULL) is called
+ * with each deleted run's id once the transaction committed. */
 int runlog_prune(RunLog *l, int64_t cutoff_ms, size_t max_pruned, size_t max_scanned,
-		 char cursor[RUN_ID_LEN + 1], size_t *ret_pruned);
+		 char cursor[RUN_ID_LEN + 1], size_t *ret_pruned, RunLogPrunedFn pruned, void *ud);
 
 /* Size retention: delete, in one transaction, the (up to 16) max_pruned
- * terminal runs that finished first, with everything runlog_prune deletes. */
-int runlog_prune_oldest(RunLog *l, size_t max_pruned, size_t *ret_pruned);
+ * terminal runs that finished first, with everything runlog_prune deletes
+ * (pruned as there). */
+int runlog_prune_oldest(RunLog *l, size_t max_pruned, size_t *ret_pruned, RunLogPrunedFn pruned,
+			void *ud);
 
 /* Bytes of live data in the map (every database's pages; free pages, which
  * LMDB reuses, not counted), and the map size. The batch variant sees the

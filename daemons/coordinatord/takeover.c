@@ -84,10 +84,16 @@ typedef struct Ending {
 	Loss *loss;
 	char run_id[RUN_ID_LEN + 1];
 	json_t *rec;
-	int64_t seq;
-	char *text;
+	int64_t seq;	 /* the run's last seq (after the end: the end's) */
+	uint64_t expect; /* the stream sequence of the run's last event */
+	json_t *agui;	 /* what the run's events left open (agui_state_track) */
+	char **texts;	 /* the end: closers, then the RUN_ERROR */
+	size_t n_texts;
 	int attempts;
 } Ending;
+
+/* Events of a run read per request while its open messages are rebuilt. */
+#define ENDING_READ_MAX 256
 
 typedef struct Taking {
 	Loss *loss;
@@ -109,6 +115,7 @@ static void on_threads(Cluster *cl, int err, const ClusterKv *kv, size_t n, void
 static void on_runs(Cluster *cl, int err, const ClusterKv *kv, size_t n, void *userdata);
 static void on_taken(Cluster *cl, int err, const ClusterOwner *owner, void *userdata);
 static void on_lost_last(Cluster *cl, int err, const ClusterRunLast *last, void *userdata);
+static void on_lost_published(Cluster *cl, const ClusterPublishResult *res, void *userdata);
 
 static void
 list_threads_again(evutil_socket_t fd, short what, void *arg)
@@ -178,11 +185,23 @@ loss_unref(Loss *l)
 }
 
 static void
+ending_reset(Ending *e)
+{
+	for (size_t i = 0; i < e->n_texts; i++)
+		free(e->texts[i]);
+	free(e->texts);
+	e->texts = NULL;
+	e->n_texts = 0;
+	json_decref(e->agui);
+	e->agui = NULL;
+}
+
+static void
 ending_free(Ending *e)
 {
 	Loss *l = e->loss;
 	json_decref(e->rec);
-	free(e->text);
+	ending_reset(e);
 	free(e);
 	loss_unref(l);
 }
@@ -235,6 +254,7 @@ on_lost_published(Cluster *cl, const ClusterPublishResult *res, void *userdata)
 	if (res->err == 0) {
 		log_ctx(LOG_WARNING, &lc, "Run failed: %s (node_lost)", msg);
 		metrics_count_finish(c, "failed");
+		c->m.cluster_runs_taken_over++;
 		put_end(e, "failed", "node_lost", msg);
 		return;
 	}
@@ -246,8 +266,7 @@ on_lost_published(Cluster *cl, const ClusterPublishResult *res, void *userdata)
 	if (res->err == -ESTALE)
 		log_ctx(LOG_NOTICE, &lc, "Run of lost node %s: its log moved on; reading it again",
 			e->loss->node);
-	free(e->text);
-	e->text = NULL;
+	ending_reset(e);
 	e->seq = -1;
 	if (later(c, &e->attempts, last_again, e) == 0)
 		return;
@@ -275,6 +294,94 @@ terminal_status(const void *data, size_t len, const char **code)
 	return NULL;
 }
 
+/* Publish e's end after its last event (e->seq, -1 none; fenced on
+ * e->expect): the closers of what its events left open (e->agui), then
+ * RUN_ERROR node_lost — a valid AG-UI stream, as agui_guard_end leaves a
+ * run ended here. */
+static void
+publish_end(Ending *e)
+{
+	Coordinator *c = e->loss->t->c;
+	const char *thread = json_string_value(json_object_get(e->rec, "threadId"));
+	int64_t now = now_epoch_ms();
+	char msg[160];
+
+	snprintf(msg, sizeof(msg), NODE_LOST_MSG_FMT, e->loss->node);
+	json_auto_t *all = agui_state_closers(&e->agui, msg);
+	json_t *chunk = json_pack("{s:s, s:s, s:s, s:I}", "type", "RUN_ERROR", "message", msg,
+				  "code", "node_lost", "timestamp", (json_int_t)now);
+	if (chunk)
+		agui_error_ids(chunk, thread, e->run_id);
+	int r = all && chunk && json_array_append_new(all, chunk) == 0 ? 0 : -ENOMEM;
+	if (r < 0 && !all)
+		json_decref(chunk);
+	size_t n = r == 0 ? json_array_size(all) : 0;
+	ClusterEvent *ev = n ? calloc(n, sizeof(*ev)) : NULL;
+	e->texts = n ? calloc(n, sizeof(char *)) : NULL;
+	if (!ev || !e->texts)
+		r = -ENOMEM;
+	for (size_t i = 0; r == 0 && i < n; i++) {
+		json_t *x = json_array_get(all, i);
+		if (!json_object_get(x, "timestamp"))
+			json_object_set_new(x, "timestamp", json_integer(now));
+		if (!(e->texts[i] = json_dump_compact(x)))
+			r = -ENOMEM;
+		else
+			ev[i] = (ClusterEvent){e->texts[i], strlen(e->texts[i])};
+		e->n_texts = i + 1;
+	}
+	uint64_t first = (uint64_t)(e->seq + 1);
+	if (r == 0) {
+		e->seq += (int64_t)n; /* the end's seq: the record's lastSeq */
+		r = cluster_publish_events(c->cluster, e->run_id, first, ev, n, e->expect,
+					   on_lost_published, e);
+	}
+	free(ev);
+	if (r < 0)
+		on_lost_published(c->cluster, &(ClusterPublishResult){.err = r}, e);
+}
+
+/* A page of the run's events (from seq 0): tracked until its last event
+ * (e->seq, read at the leader) is in; a replica that lags behind it is
+ * read again a second later. */
+static void
+on_lost_events(Cluster *cl, int err, const ClusterReadEvent *ev, size_t n, uint64_t next_stream_seq,
+	       void *userdata)
+{
+	Ending *e = userdata;
+	Coordinator *c = e->loss->t->c;
+	bool done = false;
+
+	for (size_t i = 0; err == 0 && i < n && !done; i++) {
+		if ((int64_t)ev[i].seq > e->seq)
+			break;
+		json_auto_t *j = json_loadb(ev[i].data, ev[i].len, 0, NULL);
+		if (j)
+			agui_state_track(&e->agui, j);
+		done = (int64_t)ev[i].seq == e->seq;
+	}
+	if (done) {
+		publish_end(e);
+		return;
+	}
+	if (err == 0 && n == ENDING_READ_MAX) {
+		int r = cluster_read_events(cl, e->run_id, ev[n - 1].seq + 1, next_stream_seq,
+					    ENDING_READ_MAX, on_lost_events, e);
+		if (r == 0)
+			return;
+		err = r;
+	}
+	/* an error, or a replica behind the leader: from the last event again */
+	ending_reset(e);
+	e->seq = -1;
+	LogCtx lc = {.run_id = e->run_id};
+	if (later(c, &e->attempts, last_again, e) == 0)
+		return;
+	log_ctx_errno(LOG_ERR, err ? err : -EAGAIN, &lc,
+		      "Run of lost node %s: its events unread: %m", e->loss->node);
+	ending_free(e);
+}
+
 static void
 on_lost_last(Cluster *cl, int err, const ClusterRunLast *last, void *userdata)
 {
@@ -283,7 +390,6 @@ on_lost_last(Cluster *cl, int err, const ClusterRunLast *last, void *userdata)
 	const char *thread = json_string_value(json_object_get(e->rec, "threadId"));
 	LogCtx lc = {.run_id = e->run_id, .thread_id = thread};
 	uint64_t expect = 0;
-	char msg[160];
 
 	if (err == 0) {
 		const char *code, *status = terminal_status(last->data, last->len, &code);
@@ -304,20 +410,16 @@ on_lost_last(Cluster *cl, int err, const ClusterRunLast *last, void *userdata)
 		ending_free(e);
 		return;
 	}
-	e->seq = err == -ENOENT ? 0 : e->seq + 1;
-	snprintf(msg, sizeof(msg), NODE_LOST_MSG_FMT, e->loss->node);
-	json_auto_t *chunk =
-	    json_pack("{s:s, s:s, s:s, s:I}", "type", "RUN_ERROR", "message", msg, "code",
-		      "node_lost", "timestamp", (json_int_t)now_epoch_ms());
-	if (chunk)
-		agui_error_ids(chunk, thread, e->run_id);
-	e->text = chunk ? json_dump_compact(chunk) : NULL;
-	int r = e->text ? cluster_publish_events(c->cluster, e->run_id, (uint64_t)e->seq,
-						 &(ClusterEvent){e->text, strlen(e->text)}, 1,
-						 expect, on_lost_published, e)
-			: -ENOMEM;
+	e->expect = expect;
+	if (err == -ENOENT) {
+		publish_end(e);
+		return;
+	}
+	/* what the run left open, from its events: closed before the end */
+	int r =
+	    cluster_read_events(c->cluster, e->run_id, 0, 0, ENDING_READ_MAX, on_lost_events, e);
 	if (r < 0)
-		on_lost_published(c->cluster, &(ClusterPublishResult){.err = r}, e);
+		on_lost_events(c->cluster, r, NULL, 0, 0, e);
 }
 
 static void

@@ -131,7 +131,8 @@ watchdog_scan(Coordinator *c)
 						      now, &rec, &seq)
 			   : -ENOMEM;
 		if (r == 0)
-			publish(c, s.ids[i], seq, (const char *const *)texts, lens, n, rec);
+			commit_publish_committed(c, s.ids[i], seq, (const char *const *)texts, lens,
+						 n, rec);
 		for (size_t k = 0; texts && k < n; k++)
 			free(texts[k]);
 		free(texts);
@@ -223,6 +224,13 @@ watchdog_cb(evutil_socket_t fd, short what, void *arg)
 		evtimer_add(watchdog_fallback, timeval_from_usec(&tv, 2500 * USEC_PER_MSEC));
 }
 
+/* RunLogPrunedFn: a pruned run's copy in the cluster goes too. */
+static void
+pruned(const char *run_id, const json_t *record, void *ud)
+{
+	replicate_pruned(ud, run_id, record);
+}
+
 static void
 prune_cb(evutil_socket_t fd, short what, void *arg)
 {
@@ -230,7 +238,7 @@ prune_cb(evutil_socket_t fd, short what, void *arg)
 	size_t n = 0;
 	int64_t cutoff = now_epoch_ms() - c->conf.retention_days * 86400000LL;
 
-	int r = runlog_prune(c->runlog, cutoff, 16, 512, c->prune_cursor, &n);
+	int r = runlog_prune(c->runlog, cutoff, 16, 512, c->prune_cursor, &n, pruned, c);
 	if (r < 0) {
 		log_warning_errno(r, "Retention: pruning failed: %m; trying again later");
 		c->prune_cursor[0] = '\0';
@@ -261,7 +269,7 @@ prune_size_cb(evutil_socket_t fd, short what, void *arg)
 	c->log_used = used;
 	if (used <= map / 100 * (uint64_t)c->conf.size_retention_high_water)
 		return;
-	int r = runlog_prune_oldest(c->runlog, 8, &n);
+	int r = runlog_prune_oldest(c->runlog, 8, &n, pruned, c);
 	if (r < 0) {
 		log_warning_errno(r, "Retention: pruning by size failed: %m; trying again later");
 		return;

@@ -719,6 +719,12 @@ done_cb(Cluster *c, int err, uint64_t rev, void *ud)
 	d->done = true;
 }
 
+static void
+done_purge(Cluster *c, int err, void *ud)
+{
+	done_cb(c, err, 0, ud);
+}
+
 typedef struct List {
 	bool done;
 	int err;
@@ -1036,6 +1042,120 @@ test_kill_server_mid_publish(void **state)
 	}
 }
 
+/* Retention: a run's subject purged (its events, and its rw_runs record)
+ * leaves every other run as it was; the streams' max age set by a node
+ * with set_max_age expires events and records, and a max age of 0 removes
+ * the limit again. */
+static void
+wait_done(Done *d)
+{
+	assert_true(loop_until(&d->done, 20000));
+}
+
+static size_t
+events_of(Cluster *c, const char *run)
+{
+	Read r;
+	read_all(c, run, &r);
+	return r.n;
+}
+
+static bool
+listed(const char *key)
+{
+	List l = {0};
+	snprintf(l.run1_id, sizeof(l.run1_id), "%s", key);
+	assert_int_equal(cluster_list(nb, CLUSTER_RUNS, list_cb, &l), 0);
+	assert_true(loop_until(&l.done, 20000));
+	assert_int_equal(l.err, 0);
+	return l.run1; /* list_cb: the key with the value {"s":"done"}x */
+}
+
+static Cluster *
+node_max_age(const char *name, int64_t ms)
+{
+	ClusterOptions o = {
+	    .servers = (const char *const *)urls,
+	    .node = name,
+	    .replicas = 3,
+	    .connect_wait_ms = 20000,
+	    .set_max_age = true,
+	    .max_age_ms = ms,
+	};
+	Cluster *c = NULL;
+	assert_int_equal(cluster_new(base, &o, NULL, NULL, &c), 0);
+	usec_t deadline = now_usec() + 30 * USEC_PER_SEC;
+	while (cluster_state(c) == CLUSTER_CONNECTING && now_usec() < deadline)
+		event_base_loop(base, EVLOOP_ONCE);
+	assert_true(cluster_ready(c));
+	return c;
+}
+
+static void
+test_purge_run_and_max_age(void **state)
+{
+	char gone[64], kept[64];
+	snprintf(gone, sizeof(gone), "runpurge-%u", tag);
+	snprintf(kept, sizeof(kept), "runkept-%u", tag);
+	assert_int_equal(publish(na, gone, 0, 5, 0).err, 0);
+	assert_int_equal(publish(na, kept, 0, 3, 0).err, 0);
+	Done d = {0};
+	assert_int_equal(cluster_put_run(na, gone, "{\"s\":\"done\"}x", 13, done_cb, &d), 0);
+	wait_done(&d);
+	assert_int_equal(d.err, 0);
+	assert_true(listed(gone));
+
+	Done p = {0};
+	assert_int_equal(cluster_purge_run(na, gone, done_purge, &p), 0);
+	wait_done(&p);
+	assert_int_equal(p.err, 0);
+	/* read at the leader: nothing; through direct gets: nothing */
+	Last last = {0};
+	assert_int_equal(cluster_run_last(nb, gone, last_cb, &last), 0);
+	assert_true(loop_until(&last.done, 20000));
+	assert_int_equal(last.err, -ENOENT);
+	usec_t deadline = now_usec() + 5 * USEC_PER_SEC; /* a replica may lag a moment */
+	while (events_of(nb, gone) != 0 && now_usec() < deadline)
+		;
+	assert_int_equal(events_of(nb, gone), 0);
+	assert_false(listed(gone));
+	assert_int_equal(events_of(nb, kept), 3); /* another run is untouched */
+	/* again: nothing to purge is not an error; a bad id is refused */
+	Done p2 = {0};
+	assert_int_equal(cluster_purge_run(na, gone, done_purge, &p2), 0);
+	wait_done(&p2);
+	assert_int_equal(p2.err, 0);
+	assert_int_equal(cluster_purge_run(na, "no.such", done_purge, &p2), -EINVAL);
+	/* the run's subject can be written again from an empty subject */
+	assert_int_equal(publish(na, gone, 0, 1, 0).err, 0);
+
+	/* the backstop: a max age of 1.5 s expires events and records */
+	Cluster *m = node_max_age("nmaxage", 1500);
+	char old[64];
+	snprintf(old, sizeof(old), "runold-%u", tag);
+	assert_int_equal(publish(na, old, 0, 2, 0).err, 0);
+	Done d2 = {0};
+	assert_int_equal(cluster_put_run(na, old, "{\"s\":\"done\"}x", 13, done_cb, &d2), 0);
+	wait_done(&d2);
+	deadline = now_usec() + 15 * USEC_PER_SEC;
+	while ((events_of(nb, old) != 0 || listed(old)) && now_usec() < deadline) {
+		struct timespec ts = {0, 200 * 1000 * 1000};
+		nanosleep(&ts, NULL);
+	}
+	assert_int_equal(events_of(nb, old), 0);
+	assert_false(listed(old));
+	cluster_free(m);
+	/* and 0 removes the limit (the other tests' events must stay) */
+	m = node_max_age("nmaxage", 0);
+	cluster_free(m);
+	char young[64];
+	snprintf(young, sizeof(young), "runyoung-%u", tag);
+	assert_int_equal(publish(na, young, 0, 2, 0).err, 0);
+	bool never = false;
+	assert_false(loop_until(&never, 2500)); /* past the old max age, loop running */
+	assert_int_equal(events_of(nb, young), 2);
+}
+
 /* Fail closed: no server reachable, cluster_new() gives up after the bounded
  * wait with -ETIMEDOUT, and a daemon would not start. */
 static void
@@ -1064,6 +1184,7 @@ main(void)
 	    cmocka_unit_test(test_claim_race),
 	    cmocka_unit_test(test_heartbeat_expiry_takeover),
 	    cmocka_unit_test(test_list_last_lease),
+	    cmocka_unit_test(test_purge_run_and_max_age),
 	    cmocka_unit_test(test_latency_figures),
 	    cmocka_unit_test(test_kill_server_mid_publish),
 	};

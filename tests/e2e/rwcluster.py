@@ -200,3 +200,50 @@ def check_logs(cluster, runs, timeout=20):
             assert log[e["seq"]][1] == e["chunk"], (run, e, log[e["seq"]])
         logs[run] = log
     return logs
+
+
+# what a node_lost end (or the guard before any terminal event) writes to
+# close what a run left open, before its RUN_ERROR
+CLOSERS = ("TEXT_MESSAGE_END", "REASONING_MESSAGE_END", "REASONING_END", "TOOL_CALL_END",
+           "TOOL_CALL_RESULT", "STEP_FINISHED")
+
+
+def writer_node(w):
+    return w.rsplit("-", 1)[0]
+
+
+def assert_agui_closed(log):
+    """The log [(seq, chunk, writer)] is a closed AG-UI stream: every text
+    message, reasoning message and tool call that started ended (a tool
+    call with its result) before the terminal event."""
+    texts, tools, results, reasoning = set(), set(), set(), set()
+    for _, ch, _ in log[:-1]:
+        t, mid, tid = ch.get("type"), ch.get("messageId"), ch.get("toolCallId")
+        if t == "TEXT_MESSAGE_START":
+            texts.add(mid)
+        elif t == "TEXT_MESSAGE_END":
+            texts.discard(mid)
+        elif t == "REASONING_MESSAGE_START":
+            reasoning.add(mid)
+        elif t == "REASONING_MESSAGE_END":
+            reasoning.discard(mid)
+        elif t == "TOOL_CALL_START":
+            tools.add(tid)
+            results.add(tid)
+        elif t == "TOOL_CALL_END":
+            tools.discard(tid)
+        elif t == "TOOL_CALL_RESULT":
+            results.discard(tid)
+    assert not (texts or tools or results or reasoning), \
+        ("left open", texts, tools, results, reasoning, log[-4:])
+
+
+def split_end(log, old, ender):
+    """The log: OLD's events, then ENDER's closers and its terminal event.
+    Returns ENDER's events."""
+    writers = [writer_node(w) for _, _, w in log]
+    k = writers.index(ender) if ender in writers else len(writers)
+    assert set(writers[:k]) <= {old} and set(writers[k:]) == {ender}, writers
+    assert all(ch["type"] in CLOSERS for _, ch, _ in log[k:-1]), log[k:]
+    assert_agui_closed(log)
+    return log[k:]

@@ -27,7 +27,7 @@ import subprocess
 import time
 
 import rwtest
-from rwcluster import Cluster, check_logs
+from rwcluster import Cluster, check_logs, split_end, writer_node
 from rwtest import poll
 
 NO_SUITE = True  # the suites need the NATS cluster's ports: made here
@@ -69,10 +69,6 @@ def seen_by_tail(s, run, thread, n):
 
 def js_count(run):
     return len(C.jetstream_log(run))
-
-
-def writer_node(w):
-    return w.rsplit("-", 1)[0]
 
 
 def test_coordinatord_kill9_alone_keeps_ownership():
@@ -172,9 +168,12 @@ def test_sigstop_owner_past_ttl_one_writer_after_takeover():
         time.sleep(1)
         logs = check_logs(C, {run: seen, quiet: seen_quiet})
         assert logs[quiet][-1][1]["code"] == "node_lost", logs[quiet][-1]
-        assert {writer_node(w) for _, _, w in logs[quiet][:-1]} == {"b"}, logs[quiet]
-        writers = [writer_node(w) for _, _, w in logs[run]]
-        assert set(writers[:-1]) == {"b"} and writers[-1] == new_owner, writers
+        split_end(logs[quiet], "b", writer_node(logs[quiet][-1][2]))
+        # b's events, then the new owner's closers of what b left open (the
+        # shell's tool call: its interrupted result) and its node_lost
+        end = split_end(logs[run], "b", new_owner)
+        assert [ch["type"] for _, ch, _ in end] == ["TOOL_CALL_RESULT", "RUN_ERROR"], end
+        assert "interrupted" in end[0][1]["content"], end[0]
         assert logs[run][-1][1]["type"] == "RUN_ERROR", logs[run][-1]
         rec = C.run_record(run)
         assert rec["status"] == "failed" and rec["error"]["code"] == "node_lost", rec
@@ -220,13 +219,15 @@ def test_kill9_every_daemon_of_the_owner():
         last = logs[run][-1][1]
         assert last["code"] == "node_lost" and "'c'" in last["message"], last
         assert last.get("runId") == run, last
-        assert {writer_node(w) for _, _, w in logs[run][:-1]} == {"c"}, logs[run]
         ender = writer_node(logs[run][-1][2])
         assert ender in ("a", "b"), ender
+        end = split_end(logs[run], "c", ender)  # c's events, the ender's closers and end
+        assert [ch["type"] for _, ch, _ in end] == ["TOOL_CALL_RESULT", "RUN_ERROR"], end
+        assert C.nodes[ender].metric("runwarden_cluster_runs_taken_over_total") >= 1
         rec = poll(lambda: (lambda r: r if r and r["status"] == "failed" else None)(
             C.run_record(run)), timeout=10)
         assert rec and rec["error"]["code"] == "node_lost", C.run_record(run)
-        assert rec["lastSeq"] == len(logs[run]) - 1, rec
+        assert rec["lastSeq"] == len(logs[run]) - 1, rec  # the closers' seqs included
         st = C.status("a")
         assert "c" not in st["nodes"] and st["threads"]["t-kill"]["value"] == ender, st
         # the thread's next run, posted to its new owner, runs there

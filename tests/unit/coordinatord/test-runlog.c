@@ -633,7 +633,7 @@ test_runlog_alias_and_input_commit_and_prune_with_the_run(void **state)
 	/* pruned with the run */
 	assert_int_equal(
 	    runlog_append_finish(f->l, RUN_A, "{}", 2, "completed", NULL, 300, NULL, NULL), 0);
-	assert_int_equal(runlog_prune(f->l, 500, 16, 100, cursor, &n), 0);
+	assert_int_equal(runlog_prune(f->l, 500, 16, 100, cursor, &n, NULL, NULL), 0);
 	assert_int_equal(n, 1);
 	assert_int_equal(runlog_alias_get(f->l, "run-client-1", got), -ENOENT);
 	assert_int_equal(runlog_input_get(f->l, RUN_A, &input), -ENOENT);
@@ -1115,6 +1115,14 @@ test_runlog_thread_runs_newest_first(void **state)
 	json_decref(list);
 }
 
+/* RunLogPrunedFn: the ids reported, concatenated */
+static void
+note_pruned(const char *run_id, const json_t *record, void *ud)
+{
+	assert_string_equal(json_string_value(json_object_get(record, "runId")), run_id);
+	strcat((char *)ud, run_id);
+}
+
 static void
 test_runlog_prune_old_terminal_runs_only(void **state)
 {
@@ -1135,9 +1143,11 @@ test_runlog_prune_old_terminal_runs_only(void **state)
 	    runlog_append_finish(f->l, RUN_B, "{}", 2, "failed", NULL, 900, NULL, NULL), 0);
 	assert_int_equal(runlog_idem_put(f->l, "t1", "key", RUN_A), 0);
 	/* A finished before the cutoff; B after; C is still running */
-	assert_int_equal(runlog_prune(f->l, 500, 16, 100, cursor, &n), 0);
+	char pruned[4 * RUN_ID_LEN + 1] = "";
+	assert_int_equal(runlog_prune(f->l, 500, 16, 100, cursor, &n, note_pruned, pruned), 0);
 	assert_int_equal(n, 1);
-	assert_string_equal(cursor, ""); /* a full pass */
+	assert_string_equal(pruned, RUN_A); /* reported, once */
+	assert_string_equal(cursor, "");    /* a full pass */
 	assert_int_equal(runlog_get(f->l, RUN_A, &rec), -ENOENT);
 	assert_int_equal(runlog_read(f->l, RUN_A, -1, 10, &ev, NULL), -ENOENT);
 	assert_int_equal(runlog_idem_get(f->l, "t1", "key", got), -ENOENT);
@@ -1170,13 +1180,13 @@ test_runlog_prune_in_small_batches(void **state)
 		    runlog_append_finish(f->l, id, "{}", 2, "completed", NULL, 2, NULL, NULL), 0);
 	}
 	do {
-		assert_int_equal(runlog_prune(f->l, 100, 3, 100, cursor, &n), 0);
+		assert_int_equal(runlog_prune(f->l, 100, 3, 100, cursor, &n, NULL, NULL), 0);
 		assert_true(n <= 3);
 		total += n;
 		rounds++;
 	} while (cursor[0] && rounds < 20);
 	if (total < 10) { /* the last batch may end a pass with some left: one more pass */
-		assert_int_equal(runlog_prune(f->l, 100, 16, 100, cursor, &n), 0);
+		assert_int_equal(runlog_prune(f->l, 100, 16, 100, cursor, &n, NULL, NULL), 0);
 		total += n;
 	}
 	assert_int_equal(total, 10);
@@ -1240,18 +1250,20 @@ test_runlog_prune_oldest_takes_first_finished_terminal_runs(void **state)
 	    runlog_append_finish(f->l, RUN_B, "{}", 2, "failed", NULL, 300, NULL, NULL), 0);
 	assert_int_equal(runlog_usage(f->l, &used0, &map), 0);
 	assert_true(used0 > 200000 && used0 < map);
-	assert_int_equal(runlog_prune_oldest(f->l, 1, &n), 0);
+	char pruned[4 * RUN_ID_LEN + 1] = "";
+	assert_int_equal(runlog_prune_oldest(f->l, 1, &n, note_pruned, pruned), 0);
 	assert_int_equal(n, 1);
+	assert_string_equal(pruned, RUN_B);
 	assert_int_equal(runlog_get(f->l, RUN_B, &rec), -ENOENT);
 	assert_int_equal(runlog_get(f->l, RUN_A, &rec), 0);
 	json_decref(rec);
 	assert_int_equal(runlog_usage(f->l, &used1, NULL), 0);
 	assert_true(used1 + 190000 < used0); /* freed pages are not counted */
-	assert_int_equal(runlog_prune_oldest(f->l, 16, &n), 0);
+	assert_int_equal(runlog_prune_oldest(f->l, 16, &n, NULL, NULL), 0);
 	assert_int_equal(n, 1); /* A; never the running C */
 	assert_int_equal(runlog_get(f->l, RUN_C, &rec), 0);
 	json_decref(rec);
-	assert_int_equal(runlog_prune_oldest(f->l, 16, &n), 0);
+	assert_int_equal(runlog_prune_oldest(f->l, 16, &n, NULL, NULL), 0);
 	assert_int_equal(n, 0);
 }
 
