@@ -107,6 +107,7 @@ struct Run {
 	bool run_timed_out; /* max_run_ms: the cancel path ends it run_timeout */
 	uint64_t cpu_usec;  /* last SANDBOX_STATS reading */
 	bool cpu_known;
+	uint64_t cpu_round;	    /* the watchdog round that took its first CPU reading */
 	PeerDeferred *cancel_reply; /* a RUN_CANCEL answered at the run's end */
 	LogCtx log;
 	const Harness *harness;
@@ -254,7 +255,8 @@ struct Coordinator {
 	const CommitHooks *commit_hooks; /* set by commit_setup() */
 	Op *ops_head, *ops_tail;
 	struct event *watchdog_ev;
-	int watchdog_pending; /* SANDBOX_STATS replies still expected this round */
+	int watchdog_pending;	 /* SANDBOX_STATS replies still expected this round */
+	uint64_t watchdog_round; /* rounds started (watchdog_cb) */
 	struct event *retention_ev;
 	char prune_cursor[RUN_ID_LEN + 1];
 	HarnessSet *harnesses;

@@ -11,7 +11,9 @@
  * in one transaction (runlog_finish_if_stale), every non-terminal run whose
  * updatedAt is strictly older than now − timeout — except runs waiting for the
  * shim or for a sandbox slot, being cancelled, or whose CPU use is not known
- * yet (one round of grace while the baseline is taken).
+ * yet or was first read in this round (one round of grace while the baseline
+ * is taken: the reply comes before the scan, and a run whose exec started
+ * just before the round must not be judged on a baseline of no interval).
  *
  * Retention deletes terminal runs finished more than retention_days ago in
  * batches of a few runs per transaction, yielding to the event loop between
@@ -50,7 +52,8 @@ run_protected(const Run *run)
 {
 	return run->state == RUN_WAIT_SHIM || run->queued || run_cancelling(run) ||
 	       run->bridge_inflight > 0 || run->state == RUN_DONE || run_reattaching(run) ||
-	       (run->state == RUN_EXECUTING && !run->cpu_known && run->c->shim);
+	       (run->state == RUN_EXECUTING && run->c->shim &&
+		(!run->cpu_known || run->cpu_round == run->c->watchdog_round));
 }
 
 typedef struct Stale {
@@ -180,6 +183,8 @@ stats_reply(Peer *p, int err, const msgpack_object *body, void *ud)
 		uint64_t cpu = rep.has_exec_cpu_usec ? rep.exec_cpu_usec : rep.cpu_usec;
 		if (run->cpu_known && cpu > run->cpu_usec && run->state == RUN_EXECUTING)
 			(void)runlog_touch(c->runlog, run->run_id, now_epoch_ms());
+		if (!run->cpu_known) /* the baseline: this round's scan spares the run */
+			run->cpu_round = c->watchdog_round;
 		run->cpu_usec = cpu;
 		run->cpu_known = true;
 	} else if (err == -ENOMSG) {
@@ -209,6 +214,7 @@ watchdog_cb(evutil_socket_t fd, short what, void *arg)
 		return;
 	round_scanned = false;
 	c->watchdog_pending = 0;
+	c->watchdog_round++;
 	for (Run *run = c->runs; run; run = run->next) {
 		if (run->state != RUN_EXECUTING || !run->sandbox_id || !peer_is_ready(c->shim))
 			continue;
