@@ -112,12 +112,22 @@ typedef struct SharedConf {
 	     CONF_INT,	offsetof(T, m.heartbeat_ms),                                               \
 	     "1000",	100,                                                                       \
 	     60000,	"how often this node refreshes its key in the rw_nodes bucket"},           \
+	    {"cluster",                                                                            \
+	     "node_ttl_ms",                                                                        \
+	     CONF_INT,                                                                             \
+	     offsetof(T, m.node_ttl_ms),                                                           \
+	     "10000",                                                                              \
+	     1000,                                                                                 \
+	     3600000,                                                                              \
+	     "age of rw_nodes keys: a node silent this long is lost and its threads may "          \
+	     "be taken "                                                                           \
+	     "over; at least 3 x heartbeat_ms"},                                                   \
 	{                                                                                          \
-		"cluster", "node_ttl_ms", CONF_INT, offsetof(T, m.node_ttl_ms), "10000", 1000,     \
-		    3600000,                                                                       \
-		    "age of rw_nodes keys: a node silent this long is lost and its threads may "   \
-		    "be taken "                                                                    \
-		    "over; at least 3 x heartbeat_ms"                                              \
+		"cluster", "max_runs", CONF_INT, offsetof(T, m.max_runs), "0", 0, 1000000,         \
+		    "capacity of this node: with this many runs not done here, a new thread's "    \
+		    "first run is placed on the live node with the fewest runs that has room "     \
+		    "(per the heartbeats) and forwarded there; 0 = no limit (a new thread stays "  \
+		    "on the node its request reached)"                                             \
 	}
 
 /* Socket paths inside runtime_dir. */

@@ -29,6 +29,7 @@ typedef struct ClusterConf {
 	char *tls_key;	      /* its private key (PEM), or "" */
 	int64_t heartbeat_ms; /* period of this node's rw_nodes put */
 	int64_t node_ttl_ms;  /* rw_nodes bucket TTL: a silent node is lost after it */
+	int64_t max_runs;     /* runs not done past which new threads go elsewhere; 0 = no limit */
 } ClusterConf;
 
 /* Table validators (ConfItem.valid, CONF_STR). */

@@ -508,6 +508,9 @@ bool placement_run_start(Coordinator *c, Peer *p, const Frame *f, const char *th
 void placement_own(Coordinator *c, const char *thread);
 /* How many threads this node knows it owns (its cache). */
 size_t placement_owned_count(Coordinator *c);
+/* Runs this node drives that are not done (its load, for placement and its
+ * heartbeats). */
+size_t placement_active_runs(Coordinator *c);
 /* A cluster that is not ready (connecting, NATS unreachable): the request is
  * answered ERROR reason cluster_unavailable (HTTP 503) and true returned. */
 bool placement_refuse_unready(Coordinator *c, Peer *p, const Frame *f);

@@ -18,6 +18,13 @@
  * so the cache is dropped and the next run of each thread asks again (the
  * claim finds this node's entry, or the new owner's). A restart asks again.
  * A takeover this node won adds the thread (placement_own()).
+ *
+ * Capacity ([cluster] max_runs, 0 = no limit): when this node drives that
+ * many runs not done, a new thread is claimed for the live node with the
+ * fewest runs among those with room, per their last heartbeats ({"runs",
+ * "max_runs"}: takeover.c), ties to the smaller name; the request is then
+ * forwarded to it. When no node has room, this node claims it (its shim's
+ * queue waits). A request forwarded here is never placed elsewhere.
  */
 #include "config.h"
 
@@ -31,6 +38,7 @@
 
 #include "cluster/cluster.h"
 #include "frame.h"
+#include "json-util.h"
 #include "macro.h"
 
 typedef struct Owned {
@@ -174,7 +182,10 @@ on_claimed(Cluster *cluster, int err, const ClusterOwner *owner, void *userdata)
 	const char *me = cluster_node(cluster);
 	LogCtx lc = {.thread_id = cl->thread};
 
-	if (err == 0 || (err == -EEXIST && streq(owner->node, me))) {
+	if (err == 0 && !streq(owner->node, me) && !cl->forwarded) {
+		/* claimed for a node with room (pick_node()) */
+		forward_deferred(c, TAKE_PTR(cl->d), cl->type, cl->frame, cl->len, owner->node);
+	} else if (err == 0 || (err == -EEXIST && streq(owner->node, me))) {
 		if (err == 0)
 			log_ctx(LOG_INFO, &lc,
 				"Thread claimed for this node (%s, epoch %" PRIu64 ")", me,
@@ -194,6 +205,72 @@ on_claimed(Cluster *cluster, int err, const ClusterOwner *owner, void *userdata)
 					  "the cluster did not answer the thread's claim");
 	}
 	claim_free(pl, cl);
+}
+
+size_t
+placement_active_runs(Coordinator *c)
+{
+	size_t n = 0;
+	for (Run *run = c->runs; run; run = run->next)
+		n += run->state != RUN_DONE;
+	return n;
+}
+
+typedef struct Pick {
+	const char *me;
+	bool found;
+	int64_t runs;
+	char node[CLUSTER_NODE_MAX];
+} Pick;
+
+static void
+consider_node(Cluster *cluster, const char *node, const char *info, void *userdata)
+{
+	Pick *pk = userdata;
+	json_auto_t *j = NULL;
+
+	if (streq(node, pk->me) || strlen(node) >= sizeof(pk->node))
+		return;
+	j = json_loads(info, 0, NULL);
+	json_t *runs = json_object_get(j, "runs"), *max = json_object_get(j, "max_runs");
+	if (!json_is_integer(runs))
+		return; /* no load known (an older node, or no heartbeat with it yet) */
+	int64_t r = json_integer_value(runs), m = json_integer_value(max); /* absent: 0 */
+	if (m > 0 && r >= m)
+		return;
+	if (!pk->found || r < pk->runs || (r == pk->runs && strcmp(node, pk->node) < 0)) {
+		pk->found = true;
+		pk->runs = r;
+		snprintf(pk->node, sizeof(pk->node), "%s", node);
+	}
+}
+
+/* The node a new thread is claimed for: this one unless it is at capacity
+ * and another live node has room (see the top of this file). */
+static const char *
+pick_node(Coordinator *c, const Claim *cl, Pick *pk)
+{
+	const char *me = cluster_node(c->cluster);
+	int64_t max = c->conf.shared.cluster.max_runs;
+	size_t here = placement_active_runs(c);
+	LogCtx lc = {.thread_id = cl->thread};
+
+	if (cl->forwarded || max <= 0 || here < (size_t)max)
+		return me;
+	*pk = (Pick){.me = me};
+	cluster_foreach_node(c->cluster, consider_node, pk);
+	if (!pk->found) {
+		log_ctx(LOG_INFO, &lc,
+			"Placement: this node is at capacity (%zu runs, max_runs %" PRId64
+			") and no other live node has room; the new thread stays here",
+			here, max);
+		return me;
+	}
+	log_ctx(LOG_INFO, &lc,
+		"Placement: this node is at capacity (%zu runs, max_runs %" PRId64
+		"); the new thread goes to node '%s' (%" PRId64 " runs)",
+		here, max, pk->node, pk->runs);
+	return pk->node;
 }
 
 bool
@@ -236,8 +313,9 @@ placement_run_start(Coordinator *c, Peer *p, const Frame *f, const char *thread_
 		if (pl->claims)
 			pl->claims->prev = cl;
 		pl->claims = cl;
-		r = cluster_claim_thread(c->cluster, thread_id, cluster_node(c->cluster),
-					 on_claimed, cl);
+		Pick pk;
+		r = cluster_claim_thread(c->cluster, thread_id, pick_node(c, cl, &pk), on_claimed,
+					 cl);
 		if (r == 0)
 			return true;
 		/* not answered: the error below answers it */

@@ -33,7 +33,9 @@
  *
  * Every tick (heartbeat_ms) this node's load goes into its heartbeat
  * (cluster_set_node_info()): {"runs": driven runs not done, "sandboxes":
- * their distinct sandboxes, "threads": threads it knows it owns}.
+ * their distinct sandboxes, "threads": threads it knows it owns,
+ * "max_runs": its capacity, [cluster] max_runs, 0 = no limit}: placement.c
+ * reads them to place new threads when this node is at capacity.
  */
 #include "config.h"
 
@@ -657,8 +659,9 @@ set_info(Coordinator *c)
 		sandboxes += !seen;
 	}
 	char info[128];
-	snprintf(info, sizeof(info), "{\"runs\":%zu,\"sandboxes\":%zu,\"threads\":%zu}", runs,
-		 sandboxes, placement_owned_count(c));
+	snprintf(info, sizeof(info),
+		 "{\"runs\":%zu,\"sandboxes\":%zu,\"threads\":%zu,\"max_runs\":%" PRId64 "}", runs,
+		 sandboxes, placement_owned_count(c), c->conf.shared.cluster.max_runs);
 	(void)cluster_set_node_info(c->cluster, info);
 }
 

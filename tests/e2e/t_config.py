@@ -140,6 +140,8 @@ def test_cluster_section():
     check_error("[cluster]\nnode = h1.example.com\n", "2: node: 'h1.example.com'")
     check_error("[cluster]\nreplicas = 7\n", "2: replicas: '7' out of range")
     check_error("[cluster]\nheartbeat_ms = 10\n", "2: heartbeat_ms: '10' out of range")
+    check_error("[cluster]\nmax_runs = -1\n", "2: max_runs: '-1' out of range")
+    check_error("[cluster]\n\nmax_runs = lots\n", "3: max_runs: 'lots'")
     for text, why in (("[cluster]\nnats = nats://127.0.0.1:4222\ntls_cert = /c.pem\n", "tls_key"),
                       ("[cluster]\nheartbeat_ms = 5000\nnode_ttl_ms = 6000\n", "node_ttl_ms")):
         with tempfile.NamedTemporaryFile("w", suffix=".conf", delete=False) as f:
@@ -150,7 +152,7 @@ def test_cluster_section():
         os.unlink(f.name)
     with tempfile.NamedTemporaryFile("w", suffix=".conf", delete=False) as f:
         f.write("[cluster]\nnats = nats://10.0.0.1:4222, tls://h2.example:4222,"
-                "nats://[fd00::3]:4222\nnode = h1\nreplicas = 3\n")
+                "nats://[fd00::3]:4222\nnode = h1\nreplicas = 3\nmax_runs = 8\n")
     for d in DAEMONS:
         p = run(d, "--check-config", "--config", f.name)
         assert p.returncode == 0, (d, p.stderr)
