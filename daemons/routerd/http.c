@@ -858,6 +858,32 @@ conn_process(HttpConn *c)
 }
 
 static void
+pass_uncork_cb(evutil_socket_t fd, short what, void *arg)
+{
+	Router *r = arg;
+
+	r->pass_corked = false;
+	peer_uncork();
+}
+
+/* Hold the IPC frames that the requests read in this loop pass send (to
+ * coordinatord) until the pass's other callbacks ran, then send them in one
+ * write per peer: the event made active here runs after the ones already
+ * active (one priority), so under load the requests of one epoll_wait share
+ * one write and one wake-up of coordinatord instead of one each. */
+static void
+pass_cork(Router *r)
+{
+	if (r->pass_corked)
+		return;
+	if (!r->pass_uncork && !(r->pass_uncork = event_new(r->base, -1, 0, pass_uncork_cb, r)))
+		return; /* not corked: each frame leaves when sent */
+	r->pass_corked = true;
+	peer_cork();
+	event_active(r->pass_uncork, EV_TIMEOUT, 1);
+}
+
+static void
 read_cb(struct bufferevent *bev, void *arg)
 {
 	HttpConn *c = arg;
@@ -868,8 +894,10 @@ read_cb(struct bufferevent *bev, void *arg)
 		 * buffer, and no more is read until the answer (http_respond) */
 		if (c->busy)
 			bufferevent_disable(bev, EV_READ);
-		else
+		else {
+			pass_cork(c->router);
 			conn_process(c);
+		}
 		break;
 	case CONN_WS:
 	case CONN_SSE: c->ops->on_read(c); break;
