@@ -82,7 +82,7 @@ size_t peer_output_pending(Peer *p);
  * drains it). Between peer_cork() and the matching peer_uncork() (they nest)
  * frames wait instead, and leave at the last uncork in one write per peer:
  * the answers to one read (the peer does this itself around its dispatch),
- * the acknowledgements of one commit. */
+ * the acknowledgements of one commit, routerd's requests of one loop pass. */
 void peer_cork(void);
 void peer_uncork(void);
 

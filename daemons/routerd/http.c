@@ -8,9 +8,10 @@
  * byte limit while parsing.
  *
  * One request at a time per connection: on_message_complete pauses the
- * parser, the request is dispatched, and reading stays disabled until its
- * response is queued; then parsing resumes on the input already buffered.
- * Responses are therefore queued in request order.
+ * parser, the request is dispatched, and what arrives before its response is
+ * queued stays unparsed (reading stops at the first such bytes); then parsing
+ * resumes on the input already buffered. Responses are therefore queued in
+ * request order.
  */
 #include "config.h"
 
@@ -838,8 +839,11 @@ conn_process(HttpConn *c)
 		evbuffer_drain(in, n);
 		if (e == HPE_PAUSED) {
 			http_parser_pause(&c->parser, 0);
+			/* Reading stays enabled: turning it off and on again for
+			 * every request cost two epoll_ctl calls. Bytes that do
+			 * arrive meanwhile turn it off (read_cb), an EOF or idle
+			 * timeout waits for the answer (event_cb). */
 			c->busy = true;
-			bufferevent_disable(c->bev, EV_READ);
 			c->router->on_request(c);
 			continue;
 		}
@@ -854,12 +858,47 @@ conn_process(HttpConn *c)
 }
 
 static void
+pass_uncork_cb(evutil_socket_t fd, short what, void *arg)
+{
+	Router *r = arg;
+
+	r->pass_corked = false;
+	peer_uncork();
+}
+
+/* Hold the IPC frames that the requests read in this loop pass send (to
+ * coordinatord) until the pass's other callbacks ran, then send them in one
+ * write per peer: the event made active here runs after the ones already
+ * active (one priority), so under load the requests of one epoll_wait share
+ * one write and one wake-up of coordinatord instead of one each. */
+static void
+pass_cork(Router *r)
+{
+	if (r->pass_corked)
+		return;
+	if (!r->pass_uncork && !(r->pass_uncork = event_new(r->base, -1, 0, pass_uncork_cb, r)))
+		return; /* not corked: each frame leaves when sent */
+	r->pass_corked = true;
+	peer_cork();
+	event_active(r->pass_uncork, EV_TIMEOUT, 1);
+}
+
+static void
 read_cb(struct bufferevent *bev, void *arg)
 {
 	HttpConn *c = arg;
 
 	switch (c->state) {
-	case CONN_HTTP: conn_process(c); break;
+	case CONN_HTTP:
+		/* a request is being answered: what came now waits in the input
+		 * buffer, and no more is read until the answer (http_respond) */
+		if (c->busy)
+			bufferevent_disable(bev, EV_READ);
+		else {
+			pass_cork(c->router);
+			conn_process(c);
+		}
+		break;
 	case CONN_WS:
 	case CONN_SSE: c->ops->on_read(c); break;
 	case CONN_CLOSING: evbuffer_drain(bufferevent_get_input(bev), SIZE_MAX); break;
@@ -887,6 +926,12 @@ event_cb(struct bufferevent *bev, short what, void *arg)
 {
 	HttpConn *c = arg;
 
+	/* While a request is answered, reading is not a wait for the client:
+	 * its EOF or idle timeout is seen again once the answer re-enables
+	 * reading (libevent turned reading off before telling). */
+	if ((what & BEV_EVENT_READING) && (what & (BEV_EVENT_EOF | BEV_EVENT_TIMEOUT)) &&
+	    c->state == CONN_HTTP && c->busy)
+		return;
 	if (what & BEV_EVENT_TIMEOUT)
 		log_debug("%s: connection timed out", c->addr);
 	else if (what & BEV_EVENT_ERROR)

@@ -398,6 +398,10 @@ router_free(Router *r)
 	r->unserved = addr_table_free(r->unserved);
 	if (r->cork_buf)
 		evbuffer_free(r->cork_buf);
+	if (r->pass_corked)
+		peer_uncork();
+	if (r->pass_uncork)
+		event_free(r->pass_uncork);
 	free(r->coord_path);
 	free(r);
 	return NULL;

@@ -104,6 +104,10 @@ struct Router {
 	/* http_conn_cork(): the connection whose writes are gathered, and where */
 	HttpConn *corked;
 	struct evbuffer *cork_buf;
+	/* IPC frames sent while the loop reads client requests leave together
+	 * once this loop pass's other callbacks ran (http.c, pass_cork) */
+	struct event *pass_uncork;
+	bool pass_corked;
 
 	/* coordinatord link (coord-link.c) */
 	char *coord_path;

@@ -153,6 +153,23 @@ def test_pipelined_requests_are_answered_in_order(s):
         json.loads(r.body)
 
 
+def test_half_closed_client_gets_every_answer(s):
+    # The client's FIN arrives while its GETs wait for coordinatord (reading
+    # stays enabled during a request): every request is answered, in order,
+    # before routerd closes.
+    get = b"GET /runs/00000000-0000-4000-8000-000000000000?threadId=t HTTP/1.1\r\nHost: x\r\n\r\n"
+    c = connect(s.port)
+    try:
+        c.sendall(get * 3 + HEALTH)
+        c.shutdown(socket.SHUT_WR)
+        data, closed = read_all(c, 10)
+    finally:
+        c.close()
+    resps, rest = parse_responses(data)
+    assert [r.status for r in resps] == [404, 404, 404, 200], resps
+    assert closed and rest == b""
+
+
 def test_pipelined_bytes_split_anywhere_parse_the_same(s):
     # The head is fed to the parser line by line; splitting the stream at
     # every byte boundary of a CRLF must not change anything.
