@@ -119,6 +119,20 @@ void cluster_set_state(Cluster *c, ClusterState s);
 int cluster_errno(natsStatus s, jsErrCode code, const char *what);
 bool cluster_valid_token(const char *s, size_t max);
 
+/* cluster-msg.c: a message of RW_RUNS holds events first..first+count-1 */
+#define CLUSTER_HDR_SEQ "Rw-Seq"
+#define CLUSTER_HDR_COUNT "Rw-Count"
+#define CLUSTER_MSG_MAX_EVENTS 4096
+/* How many of ev[0..n) one message holds within max_bytes (at least 1). */
+size_t cluster_msg_fit(const ClusterEvent *ev, size_t n, size_t max_bytes);
+/* The payload of m > 1 events (malloc'ed). */
+int cluster_msg_pack(const ClusterEvent *ev, size_t m, char **ret, size_t *ret_len);
+/* data/len → count events pointing into data; -EBADMSG when it is not that. */
+int cluster_msg_unpack(const void *data, size_t len, size_t count, ClusterEvent *out);
+/* A message's first seq and its events (malloc'ed array pointing into m's
+ * data); -EBADMSG for a message without Rw-Seq or with a bad payload. */
+int cluster_msg_events(natsMsg *m, uint64_t *first_seq, ClusterEvent **ret, size_t *ret_n);
+
 /* cluster-publish.c */
 int cluster_publish_setup(Cluster *c, jsOptions *jo);
 void cluster_publish_free_all(Cluster *c);

@@ -1,17 +1,19 @@
 /* SPDX-License-Identifier: MIT */
 /*
  * cluster-publish.c — cluster_publish_events(): a run's events into RW_RUNS,
- * one message each, de-duplicated by Msg-Id and fenced by the expected last
- * subject sequence (cluster.h).
+ * as few messages as the server's maximum payload allows (cluster-msg.c),
+ * de-duplicated by Msg-Id and fenced by the expected last subject sequence
+ * (cluster.h).
  *
  * A batch (ClusterPub) has one message in flight at a time: the expected
- * sequence of event i+1 is the stream sequence JetStream gives event i.
+ * sequence of message k+1 is the stream sequence JetStream gives message k.
  * Each message carries the tag of its batch's slot (header Rw-Tag); the
  * acknowledgement, delivered on a libnats thread, is posted to the loop with
  * that tag, and the loop finds the batch by it (a late acknowledgement of a
  * batch that moved on, or ended, finds another tag and is dropped). A message
- * not acknowledged in CLUSTER_ACK_WAIT_MS is sent again, unchanged: if the
- * first copy was stored, the stream answers "duplicate" with its sequence.
+ * not acknowledged in CLUSTER_ACK_WAIT_MS is sent again, unchanged (the same
+ * events: its size is fixed when it is first sent): if the first copy was
+ * stored, the stream answers "duplicate" with its sequence.
  */
 #include "config.h"
 
@@ -32,7 +34,8 @@
 #define ORPHAN_PURGE_MS 5000
 #define RUN_ID_MAX 128
 #define HDR_TAG "Rw-Tag"
-#define HDR_SEQ "Rw-Seq"
+/* room left in a message for its headers */
+#define MSG_HEADROOM 2048
 #define HDR_WRITER "Rw-Writer"
 
 struct ClusterPub {
@@ -40,7 +43,7 @@ struct ClusterPub {
 	char run_id[RUN_ID_MAX + 1];
 	char subject[sizeof(CLUSTER_SUBJECT_PREFIX) + RUN_ID_MAX];
 	uint64_t first_seq;
-	size_t n, i; /* events; the one in flight */
+	size_t n, i, m; /* events; the first of the message in flight, and how many */
 	ClusterEvent *ev;
 	uint64_t expected; /* expected last subject sequence of event i */
 	uint64_t tag;
@@ -81,21 +84,43 @@ static int
 send_one(Cluster *c, ClusterPub *p)
 {
 	natsMsg *m = NULL;
-	char id[RUN_ID_MAX + 32], exp[24], seq[24], tag[24];
+	char id[RUN_ID_MAX + 48], exp[24], seq[24], tag[24], count[24];
 	uint64_t s = p->first_seq + p->i;
 	natsStatus st;
+	char *packed = NULL;
+	const void *data = p->ev[p->i].data;
+	size_t len = p->ev[p->i].len;
 
-	snprintf(id, sizeof(id), "%s/%" PRIu64, p->run_id, s);
+	if (p->m == 0) { /* a new message: as many events as fit */
+		int64_t max = natsConnection_GetMaxPayload(c->nc);
+		size_t room = max > 2 * MSG_HEADROOM ? (size_t)max - MSG_HEADROOM : MSG_HEADROOM;
+		p->m = cluster_msg_fit(p->ev + p->i, p->n - p->i, room);
+	}
+	if (p->m > 1 && cluster_msg_pack(p->ev + p->i, p->m, &packed, &len) < 0) {
+		p->sent_at = now_usec();
+		p->retry_at = p->sent_at + RETRY_MS * USEC_PER_MSEC;
+		return -ENOMEM;
+	}
+	if (packed)
+		data = packed;
+	if (p->m > 1)
+		snprintf(id, sizeof(id), "%s/%" PRIu64 "-%" PRIu64, p->run_id, s, s + p->m - 1);
+	else
+		snprintf(id, sizeof(id), "%s/%" PRIu64, p->run_id, s);
 	snprintf(exp, sizeof(exp), "%" PRIu64, p->expected);
 	snprintf(seq, sizeof(seq), "%" PRIu64, s);
 	snprintf(tag, sizeof(tag), "%" PRIu64, p->tag);
-	st = natsMsg_Create(&m, p->subject, NULL, p->ev[p->i].data, (int)p->ev[p->i].len);
+	snprintf(count, sizeof(count), "%zu", p->m);
+	st = natsMsg_Create(&m, p->subject, NULL, data, (int)len);
+	free(packed);
 	if (st == NATS_OK)
 		st = natsMsgHeader_Set(m, "Nats-Msg-Id", id);
 	if (st == NATS_OK)
 		st = natsMsgHeader_Set(m, "Nats-Expected-Last-Subject-Sequence", exp);
 	if (st == NATS_OK)
-		st = natsMsgHeader_Set(m, HDR_SEQ, seq);
+		st = natsMsgHeader_Set(m, CLUSTER_HDR_SEQ, seq);
+	if (st == NATS_OK && p->m > 1)
+		st = natsMsgHeader_Set(m, CLUSTER_HDR_COUNT, count);
 	if (st == NATS_OK)
 		st = natsMsgHeader_Set(m, HDR_TAG, tag);
 	if (st == NATS_OK)
@@ -153,7 +178,7 @@ transient(const AckJob *a)
 typedef struct VerifyJob {
 	AckJob ack;
 	char subject[sizeof(CLUSTER_SUBJECT_PREFIX) + RUN_ID_MAX];
-	uint64_t seq;
+	uint64_t seq, count; /* the message's first event and how many */
 } VerifyJob;
 
 static void ack_done(Cluster *c, Job *j);
@@ -163,12 +188,15 @@ verify_exec(Cluster *c, Job *j)
 {
 	VerifyJob *v = (VerifyJob *)j;
 	natsMsg *m = NULL;
-	const char *seq = NULL, *writer = NULL;
+	const char *seq = NULL, *writer = NULL, *count = NULL;
 	jsErrCode code = 0;
 	natsStatus s = js_GetLastMsg(&m, c->js, CLUSTER_STREAM, v->subject, NULL, &code);
-	if (s == NATS_OK && natsMsgHeader_Get(m, HDR_SEQ, &seq) == NATS_OK &&
-	    natsMsgHeader_Get(m, HDR_WRITER, &writer) == NATS_OK && seq && writer &&
-	    strtoull(seq, NULL, 10) == v->seq && strcmp(writer, c->writer) == 0) {
+	if (s == NATS_OK && natsMsgHeader_Get(m, CLUSTER_HDR_COUNT, &count) != NATS_OK)
+		count = "1";
+	if (s == NATS_OK && natsMsgHeader_Get(m, CLUSTER_HDR_SEQ, &seq) == NATS_OK &&
+	    natsMsgHeader_Get(m, HDR_WRITER, &writer) == NATS_OK && seq && writer && count &&
+	    strtoull(seq, NULL, 10) == v->seq && strtoull(count, NULL, 10) == v->count &&
+	    strcmp(writer, c->writer) == 0) {
 		v->ack.status = NATS_OK; /* ours: a duplicate */
 		v->ack.code = 0;
 		v->ack.dup = true;
@@ -191,6 +219,7 @@ verify(Cluster *c, ClusterPub *p, const AckJob *a)
 	v->ack.job.done = ack_done;
 	snprintf(v->subject, sizeof(v->subject), "%s", p->subject);
 	v->seq = p->first_seq + p->i;
+	v->count = p->m;
 	p->retry_at = p->deadline; /* no resend meanwhile */
 	cluster_submit(c, &v->ack.job);
 	return true;
@@ -205,9 +234,11 @@ ack_done(Cluster *c, Job *j)
 		if (a->code == JSStreamWrongLastSequenceErr && verify(c, p, a))
 			;
 		else if (a->status == NATS_OK) {
-			p->n_dup += a->dup;
+			p->n_dup += a->dup ? p->m : 0;
 			p->expected = a->seq;
-			if (++p->i == p->n)
+			p->i += p->m;
+			p->m = 0;
+			if (p->i == p->n)
 				finish(c, p, 0);
 			else {
 				take_tag(c, p);

@@ -56,6 +56,45 @@ read_one(Cluster *c, ReadJob *j, natsMsg **ret)
 	return 1;
 }
 
+/* The events of message m at stream sequence sseq with seq >= from_seq, as
+ * many as there is room for; a message left half read is read again by the
+ * next call (next_stream_seq stays at it). */
+static int
+read_msg(ReadJob *j, natsMsg *m, uint64_t sseq)
+{
+	uint64_t first;
+	ClusterEvent *ev = NULL;
+	size_t n = 0;
+	const char *writer = NULL;
+	int r = cluster_msg_events(m, &first, &ev, &n);
+	if (r < 0)
+		return r;
+	if (natsMsgHeader_Get(m, "Rw-Writer", &writer) != NATS_OK || !writer)
+		writer = "";
+	size_t wl = strlen(writer) + 1;
+	j->next_stream_seq = sseq + 1;
+	for (size_t k = 0; k < n && r == 0; k++) {
+		if (first + k < j->from_seq)
+			continue;
+		if (j->n == j->max) {
+			j->next_stream_seq = sseq; /* the rest of it next time */
+			break;
+		}
+		/* the bytes, then the writer, in one block */
+		char *data = malloc(ev[k].len + wl);
+		if (!data) {
+			r = -ENOMEM;
+			break;
+		}
+		memcpy(data, ev[k].data, ev[k].len);
+		memcpy(data + ev[k].len, writer, wl);
+		j->ev[j->n++] =
+		    (ClusterReadEvent){first + k, sseq, data, ev[k].len, data + ev[k].len};
+	}
+	free(ev);
+	return r;
+}
+
 static void
 read_exec(Cluster *c, Job *job)
 {
@@ -69,34 +108,16 @@ read_exec(Cluster *c, Job *job)
 		}
 		bool ok = true;
 		uint64_t sseq = header_u64(m, "Nats-Sequence", &ok);
-		uint64_t seq = header_u64(m, "Rw-Seq", &ok);
-		if (!ok || sseq < j->next_stream_seq) {
-			natsMsg_Destroy(m);
-			j->r = log_warning_errno(SYNTHETIC_ERRNO(EBADMSG),
-						 "cluster: %s: a message without Rw-Seq or "
-						 "Nats-Sequence",
-						 j->subject);
+		r = ok && sseq >= j->next_stream_seq ? read_msg(j, m, sseq) : -EBADMSG;
+		natsMsg_Destroy(m);
+		if (r == -EBADMSG)
+			log_warning("cluster: %s: a message without Rw-Seq or Nats-Sequence, or "
+				    "with a bad payload",
+				    j->subject);
+		if (r < 0) {
+			j->r = r;
 			return;
 		}
-		j->next_stream_seq = sseq + 1;
-		if (seq >= j->from_seq) {
-			int len = natsMsg_GetDataLength(m);
-			const char *writer = NULL;
-			if (natsMsgHeader_Get(m, "Rw-Writer", &writer) != NATS_OK || !writer)
-				writer = "";
-			/* the bytes, then the writer, in one block */
-			size_t wl = strlen(writer) + 1, dl = len > 0 ? (size_t)len : 0;
-			char *data = malloc(dl + wl);
-			if (!data) {
-				natsMsg_Destroy(m);
-				j->r = -ENOMEM;
-				return;
-			}
-			memcpy(data, natsMsg_GetData(m), dl);
-			memcpy(data + dl, writer, wl);
-			j->ev[j->n++] = (ClusterReadEvent){seq, sseq, data, dl, data + dl};
-		}
-		natsMsg_Destroy(m);
 	}
 }
 
@@ -167,18 +188,25 @@ last_exec(Cluster *c, Job *job)
 		j->r = cluster_errno(s, code, "last message");
 		return;
 	}
-	bool ok = true;
-	j->last.seq = header_u64(m, "Rw-Seq", &ok);
+	uint64_t first;
+	ClusterEvent *ev = NULL;
+	size_t n = 0;
+	int r = cluster_msg_events(m, &first, &ev, &n);
 	j->last.stream_seq = natsMsg_GetSequence(m);
 	if (natsMsgHeader_Get(m, "Rw-Writer", &writer) == NATS_OK && writer)
 		snprintf(j->last.writer, sizeof(j->last.writer), "%s", writer);
-	len = natsMsg_GetDataLength(m);
-	if (ok && (j->data = malloc(len > 0 ? (size_t)len : 1))) {
-		memcpy(j->data, natsMsg_GetData(m), (size_t)len);
-		j->last.data = j->data;
-		j->last.len = (size_t)len;
+	if (r == 0) { /* the message's last event */
+		j->last.seq = first + n - 1;
+		len = (int)ev[n - 1].len;
+		if ((j->data = malloc(len > 0 ? (size_t)len : 1))) {
+			memcpy(j->data, ev[n - 1].data, (size_t)len);
+			j->last.data = j->data;
+			j->last.len = (size_t)len;
+		} else
+			r = -ENOMEM;
 	}
-	j->r = !ok ? -EBADMSG : !j->data ? -ENOMEM : 0;
+	free(ev);
+	j->r = r;
 	natsMsg_Destroy(m);
 }
 

@@ -43,12 +43,14 @@ struct ClusterWatch {
 	void *userdata;
 };
 
+/* One message's events (cluster-msg.c). */
 typedef struct EventJob {
 	Job job;
 	uint64_t id;
 	int err;
-	ClusterReadEvent ev;
-	char data[]; /* ev.data points here */
+	size_t n;
+	ClusterReadEvent *ev; /* n, pointing into data */
+	char data[];
 } EventJob;
 
 typedef struct SubJob {
@@ -81,32 +83,21 @@ event_done(Cluster *c, Job *job)
 {
 	EventJob *e = (EventJob *)job;
 	ClusterWatch *w = c->closing ? NULL : watch_find(c, e->id);
-	if (w && !w->dead) {
-		if (e->err < 0)
-			watch_end(c, w, e->err);
-		else if (e->ev.seq > w->next_seq)
+	size_t k = 0;
+	if (w && !w->dead && e->err < 0)
+		watch_end(c, w, e->err);
+	else if (w && !w->dead) {
+		/* before from_seq, or a copy: skipped */
+		while (k < e->n && e->ev[k].seq < w->next_seq)
+			k++;
+		if (k < e->n && e->ev[k].seq > w->next_seq)
 			watch_end(c, w, -EPROTO); /* the run's log never has gaps */
-		else if (e->ev.seq >= w->next_seq) {
-			w->next_seq = e->ev.seq + 1;
-			w->cb(c, w, 0, &e->ev, 1, w->userdata);
+		else if (k < e->n) {
+			w->next_seq = e->ev[e->n - 1].seq + 1;
+			w->cb(c, w, 0, e->ev + k, e->n - k, w->userdata);
 		}
-		/* else: before from_seq, or a copy: skipped */
 	}
 	free(e);
-}
-
-static uint64_t
-header_seq(natsMsg *m, bool *ok)
-{
-	const char *v = NULL;
-	char *end;
-	if (natsMsgHeader_Get(m, "Rw-Seq", &v) != NATS_OK || !v || !*v) {
-		*ok = false;
-		return 0;
-	}
-	uint64_t x = strtoull(v, &end, 10);
-	*ok = !*end;
-	return x;
 }
 
 /* libnats delivery thread */
@@ -115,23 +106,35 @@ on_msg(natsConnection *nc, natsSubscription *sub, natsMsg *m, void *closure)
 {
 	SubCtx *ctx = closure;
 	int len = natsMsg_GetDataLength(m);
-	EventJob *e = calloc(1, sizeof(*e) + (len > 0 ? (size_t)len : 0));
+	size_t dl = len > 0 ? (size_t)len : 0;
+	uint64_t first = 0, sseq = 0;
+	ClusterEvent *ev = NULL;
+	size_t n = 0;
+	jsMsgMetaData *meta = NULL;
+	int r = cluster_msg_events(m, &first, &ev, &n);
+	if (natsMsg_GetMetaData(&meta, m) == NATS_OK) {
+		sseq = meta->Sequence.Stream;
+		jsMsgMetaData_Destroy(meta);
+	}
+	/* the job, its events and the payload in one block */
+	EventJob *e = calloc(1, sizeof(*e) + n * sizeof(ClusterReadEvent) + dl);
 	if (e) {
-		bool ok = true;
-		jsMsgMetaData *meta = NULL;
 		e->job.done = event_done;
 		e->id = ctx->id;
-		e->ev.seq = header_seq(m, &ok);
-		if (natsMsg_GetMetaData(&meta, m) == NATS_OK) {
-			e->ev.stream_seq = meta->Sequence.Stream;
-			jsMsgMetaData_Destroy(meta);
-		}
-		memcpy(e->data, natsMsg_GetData(m), (size_t)(len > 0 ? len : 0));
-		e->ev.data = e->data;
-		e->ev.len = (size_t)(len > 0 ? len : 0);
-		e->err = ok ? 0 : -EBADMSG;
+		e->err = r == -ENOMEM ? -ENOMEM : r < 0 ? -EBADMSG : 0;
+		e->n = n;
+		e->ev = (ClusterReadEvent *)(void *)e->data;
+		char *data = e->data + n * sizeof(ClusterReadEvent);
+		const char *base = natsMsg_GetData(m);
+		if (dl)
+			memcpy(data, base, dl);
+		for (size_t k = 0; k < n; k++)
+			e->ev[k] = (ClusterReadEvent){first + k, sseq,
+						      data + ((const char *)ev[k].data - base),
+						      ev[k].len, NULL};
 		mailbox_post(ctx->mb, &e->job);
 	}
+	free(ev);
 	natsMsg_Destroy(m);
 }
 

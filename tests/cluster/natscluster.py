@@ -125,6 +125,8 @@ def pid_of(d, name):
 
 
 def names(d):
+    if not os.path.isdir(d):  # never started (no nats-server): nothing to stop
+        return []
     return sorted(f[:-5] for f in os.listdir(d) if f.endswith(".conf"))
 
 

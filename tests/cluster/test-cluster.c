@@ -273,18 +273,28 @@ test_publish_read_dedupe(void **state)
 	Read r;
 	snprintf(run, sizeof(run), "runa-%u", tag);
 
-	ClusterPublishResult p = publish(na, run, 0, 50, 0);
+	/* 0..48 in one batch: one message; then 49 alone */
+	ClusterPublishResult p = publish(na, run, 0, 49, 0);
 	assert_int_equal(p.err, 0);
-	assert_int_equal(p.n_done, 50);
+	assert_int_equal(p.n_done, 49);
 	assert_int_equal(p.n_dup, 0);
+	p = publish(na, run, 49, 1, p.last_stream_seq);
+	assert_int_equal(p.err, 0);
 	read_all(nb, run, &r); /* through the other node's connection */
 	assert_gap_free(&r, 50);
+	assert_int_equal(r.stream_seq[0], r.stream_seq[48]); /* packed */
 	assert_int_equal(r.stream_seq[49], p.last_stream_seq);
+	/* the whole batch again, as its writer resends it: dropped by its
+	 * Msg-Id, all its events counted as duplicates */
+	ClusterPublishResult d = publish(na, run, 0, 49, 0);
+	assert_int_equal(d.err, 0);
+	assert_int_equal(d.n_dup, 49);
+	assert_int_equal(d.last_stream_seq, r.stream_seq[48]);
 
 	/* the last event again, as its writer resends it when the acknowledgement
 	 * was lost: the same Msg-Id and the same expected sequence as the first
 	 * time (now stale by one): recognised as the writer's own copy */
-	ClusterPublishResult d = publish(na, run, 49, 1, r.stream_seq[48]);
+	d = publish(na, run, 49, 1, r.stream_seq[48]);
 	assert_int_equal(d.err, 0);
 	assert_int_equal(d.n_dup, 1);
 	assert_int_equal(d.last_stream_seq, p.last_stream_seq);
@@ -310,6 +320,34 @@ test_publish_read_dedupe(void **state)
 	assert_true(loop_until(&part.done, 60000));
 	assert_int_equal(part.n, 5);
 	assert_int_equal(part.seq[0], 45);
+}
+
+typedef struct Pieces {
+	bool done;
+	int err;
+	size_t n, calls, msgs;
+	uint64_t next, last_sseq;
+	bool ok;
+	const char *want; /* event i's bytes at want + i * len */
+	size_t len;
+} Pieces;
+
+static void
+pieces_cb(Cluster *c, int err, const ClusterReadEvent *ev, size_t n, uint64_t next, void *ud)
+{
+	Pieces *p = ud;
+	p->err = err;
+	p->calls = n;
+	p->next = next;
+	for (size_t i = 0; i < n; i++, p->n++) {
+		if (ev[i].seq != p->n || ev[i].len != p->len ||
+		    memcmp(ev[i].data, p->want + p->n * p->len, p->len) != 0)
+			p->ok = false;
+		if (ev[i].stream_seq != p->last_sseq)
+			p->msgs++;
+		p->last_sseq = ev[i].stream_seq;
+	}
+	p->done = true;
 }
 
 typedef struct Last {
@@ -411,6 +449,56 @@ watched(const Watched *x, size_t n, int ms)
 	while (x->n < n && !x->ended && now_usec() < deadline)
 		event_base_loop(base, EVLOOP_ONCE);
 	return x->n >= n;
+}
+
+/* A batch larger than a message goes as several messages of as many events
+ * as fit the server's maximum payload; read back whole in pieces smaller than
+ * a message (a message left half read is read again from where it was left);
+ * its last event is the run's last. */
+static void
+test_packed_split(void **state)
+{
+	enum { N = 1500, LEN = 1000 };
+	char run[64];
+	snprintf(run, sizeof(run), "runp-%u", tag);
+	ClusterEvent *ev = calloc(N, sizeof(*ev));
+	char *buf = malloc((size_t)N * LEN);
+	assert_non_null(ev);
+	assert_non_null(buf);
+	for (size_t i = 0; i < N; i++) {
+		char *e = buf + i * LEN;
+		memset(e, 'a' + (int)(i % 26), LEN);
+		e[snprintf(e, 24, "ev-%zu", i)] = ':';
+		ev[i] = (ClusterEvent){e, LEN};
+	}
+	Pub pub = {0};
+	assert_int_equal(cluster_publish_events(na, run, 0, ev, N, 0, pub_cb, &pub), 0);
+	assert_true(loop_until(&pub.done, 60000));
+	assert_int_equal(pub.r.err, 0);
+	assert_int_equal(pub.r.n_done, N);
+
+	Pieces p = {.ok = true, .want = buf, .len = LEN};
+	uint64_t start = 0;
+	do {
+		p.done = false;
+		assert_int_equal(cluster_read_events(nb, run, p.n, start, 7, pieces_cb, &p), 0);
+		assert_true(loop_until(&p.done, 60000));
+		assert_int_equal(p.err, 0);
+		start = p.next;
+	} while (p.calls == 7 && p.n < N);
+	assert_true(p.ok);
+	assert_int_equal(p.n, N);
+	assert_in_range(p.msgs, 2, 10); /* 1.5 MB over a 1 MiB maximum payload */
+
+	Last l = {0};
+	assert_int_equal(cluster_run_last(nb, run, last_cb, &l), 0);
+	assert_true(loop_until(&l.done, 60000));
+	assert_int_equal(l.err, 0);
+	assert_int_equal(l.last.seq, N - 1);
+	assert_int_equal(l.last.stream_seq, pub.r.last_stream_seq);
+	assert_int_equal(strncmp(l.data, "ev-1499:", 8), 0);
+	free(ev);
+	free(buf);
 }
 
 /* A live read through another node: what is in the stream, then what comes,
@@ -1180,6 +1268,7 @@ main(void)
 	    cmocka_unit_test(test_publish_read_dedupe),
 	    cmocka_unit_test(test_fencing),
 	    cmocka_unit_test(test_watch_live),
+	    cmocka_unit_test(test_packed_split),
 	    cmocka_unit_test(test_request_reply),
 	    cmocka_unit_test(test_claim_race),
 	    cmocka_unit_test(test_heartbeat_expiry_takeover),
