@@ -397,3 +397,12 @@ cluster_publish_events(Cluster *c, const char *run_id, uint64_t first_seq,
 	(void)send_one(c, p); /* a failure is retried by the tick */
 	return 0;
 }
+
+void
+cluster_flush(Cluster *c)
+{
+	/* what the write event of the libevent adapter would do on the loop's
+	 * next turn, on the same thread, now */
+	if (c->nc && natsConnection_Buffered(c->nc) > 0)
+		natsConnection_ProcessWriteEvent(c->nc);
+}

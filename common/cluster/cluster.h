@@ -7,8 +7,10 @@
  * call with one guarantee:
  *
  *   stream RW_RUNS, subjects rw.run.<runId>, file storage, R = replicas, a
- *     duplicate window of CLUSTER_DUP_WINDOW_S: a run's events, one message
- *     each, Nats-Msg-Id "<runId>/<seq>", header Rw-Seq "<seq>";
+ *     duplicate window of CLUSTER_DUP_WINDOW_S: a run's events, one or more
+ *     consecutive ones per message (cluster-msg.c), Nats-Msg-Id
+ *     "<runId>/<seq>" ("<runId>/<first>-<last>"), headers Rw-Seq "<first>",
+ *     Rw-Count "<n>" (absent: 1);
  *   KV rw_threads: thread → "<node>", its owner; the entry's KV revision is
  *     the owner's epoch (assigned by JetStream, unique and increasing with
  *     each new owner of the thread, so no read-modify-write sets it);
@@ -174,20 +176,26 @@ typedef struct ClusterPublishResult {
 } ClusterPublishResult;
 typedef void (*ClusterPublishFn)(Cluster *c, const ClusterPublishResult *r, void *userdata);
 
-/* Append events first_seq .. first_seq+n-1 of run_id. Each is one message on
- * rw.run.<runId> with Nats-Msg-Id "<runId>/<seq>" (the stream keeps one copy
- * per id within CLUSTER_DUP_WINDOW_S, so resending after a lost
- * acknowledgement is safe) and Nats-Expected-Last-Subject-Sequence: the
- * first carries expected_last_subject_seq (0 = the run has no event in the
- * stream yet), each next one the stream sequence of the one before. A writer
- * that is not the last to have written the run is refused: -ESTALE, and
- * nothing of the batch after the refused event is written (fencing: one run,
- * one writer). Hence a run's events go one round trip at a time; runs
- * proceed in parallel. The events are copied. run_id: 1..128 characters among
+/* Append events first_seq .. first_seq+n-1 of run_id: as few messages on
+ * rw.run.<runId> as the server's maximum payload allows (usually one), each
+ * with Nats-Msg-Id "<runId>/<first>[-<last>]" (the stream keeps one copy per
+ * id within CLUSTER_DUP_WINDOW_S, so resending after a lost acknowledgement
+ * is safe) and Nats-Expected-Last-Subject-Sequence: the first carries
+ * expected_last_subject_seq (0 = the run has no event in the stream yet),
+ * each next one the stream sequence of the one before. A writer that is not
+ * the last to have written the run is refused: -ESTALE, and nothing of the
+ * batch after the refused message is written (fencing: one run, one writer).
+ * Hence a run's messages go one round trip at a time; runs proceed in
+ * parallel. The events are copied. run_id: 1..128 characters among
  * A-Z a-z 0-9 - _. */
 int cluster_publish_events(Cluster *c, const char *run_id, uint64_t first_seq,
 			   const ClusterEvent *events, size_t n, uint64_t expected_last_subject_seq,
 			   ClusterPublishFn cb, void *userdata);
+
+/* Write what publishes queued to the connection's socket now, without
+ * waiting (libnats otherwise writes from the loop's next turn): called before
+ * the loop thread blocks (a disk flush), so that the servers work meanwhile. */
+void cluster_flush(Cluster *c);
 
 /* Events as read back: seq is the run's (Rw-Seq), stream_seq the stream's. */
 typedef struct ClusterReadEvent {

@@ -576,6 +576,16 @@ commit_publish_committed(Coordinator *c, const char *run_id, int64_t first_seq,
 			      "Run's end was not replicated to the cluster: %m");
 }
 
+/* Is op the first of ops for its run? */
+static bool
+first_of_run(Op *ops, Op *op)
+{
+	for (Op *p = ops; p != op; p = p->next)
+		if (streq(p->run_id, op->run_id))
+			return false;
+	return true;
+}
+
 /* Mark run_id failed in the local log alone (code, message): after a failed
  * commit, or when its events could not be replicated. */
 static void
@@ -628,21 +638,21 @@ fail_runs_after_storage_error(Coordinator *c, Op *ops, int err)
 	const char *code = err == -ENOSPC ? "storage_full" : "storage_error";
 	const char *message = err == -ENOSPC ? "run log is full" : "run log write failed";
 
-	for (Op *op = ops; op; op = op->next) {
-		bool seen = false;
-		for (Op *p = ops; p != op; p = p->next)
-			if (streq(p->run_id, op->run_id))
-				seen = true;
-		if (!seen)
+	for (Op *op = ops; op; op = op->next)
+		if (first_of_run(ops, op))
 			fail_run_local(c, op->run_id, op->is_run, code, message,
 				       COMMIT_STORAGE_FAILED);
-	}
 }
 
+typedef struct CommitGroup CommitGroup;
+static CommitGroup *start_early(Coordinator *c, Op *ops, RunLogBatch *b);
+
 /* Write ops in one transaction: each op gets its err (and seq). The batch
- * stays open for publishing. Returns the commit's result. */
+ * stays open for publishing. Returns the commit's result. early: in cluster
+ * mode, the group whose replicate steps started before the commit's flush
+ * (NULL: none did). */
 static int
-commit_write(Coordinator *c, Op *ops, RunLogBatch **ret_b)
+commit_write(Coordinator *c, Op *ops, RunLogBatch **ret_b, CommitGroup **early)
 {
 	usec_t t0 = now_usec();
 	int64_t now = now_epoch_ms();
@@ -714,6 +724,8 @@ commit_write(Coordinator *c, Op *ops, RunLogBatch **ret_b)
 	}
 	if (r == 0 && runlog_batch_usage(b, &used) < 0)
 		used = c->log_used;
+	if (r == 0)
+		*early = start_early(c, ops, b);
 	if (r == 0)
 		r = runlog_batch_commit(b);
 	if (r == 0) {
@@ -807,17 +819,26 @@ commit_settle(Coordinator *c, Op *op)
 
 /* One commit's ops, until every run's step finished (the replicate step may
  * hold some runs while others go on). */
-typedef struct CommitGroup {
+typedef struct RunStep RunStep;
+struct CommitGroup {
 	Op *ops;
-	size_t steps; /* run steps not finished yet, + 1 while commit_cb sets up */
-} CommitGroup;
+	size_t steps;	 /* run steps not finished yet, + 1 while commit_cb sets up */
+	RunStep **early; /* steps started before the commit's flush (cluster mode) */
+	size_t n_early;
+};
 
-/* A run of a commit: its record as committed, and what its ops wait for. */
-typedef struct RunStep {
+/* A run of a commit: its record as committed, and what its ops wait for.
+ * In cluster mode the step starts before the commit's flush; its end waits
+ * for the commit's outcome (committed), whichever comes first. */
+struct RunStep {
 	CommitGroup *g;
 	const char *run_id; /* its first op's */
 	json_t *rec;	    /* the run's record after the commit, or NULL */
-} RunStep;
+	bool committed;	    /* the commit returned ... */
+	bool stored;	    /* ... and succeeded */
+	bool ended;	    /* replicated before the commit returned, with err */
+	int err;
+};
 
 static void
 group_unref(CommitGroup *g)
@@ -829,6 +850,7 @@ group_unref(CommitGroup *g)
 		op_free(g->ops);
 		g->ops = n;
 	}
+	free(g->early);
 	free(g);
 }
 
@@ -892,27 +914,39 @@ step_replicated(Coordinator *c, int err, void *arg)
 	RunStep *st = arg;
 	CommitGroup *g = st->g;
 
-	step_end(c, st, err);
+	if (!st->committed) { /* the commit's outcome first */
+		st->ended = true;
+		st->err = err;
+		return;
+	}
+	if (st->stored)
+		step_end(c, st, err);
+	/* else: the commit failed, its ops were answered with its error */
 	json_decref(st->rec);
 	free(st);
 	group_unref(g);
 }
 
-/* A run's step: replicate its events first in cluster mode, else finish now. */
+/* A run's step: replicate its events first in cluster mode, else finish now.
+ * st: given for a step started before the commit returned (early). */
 static void
-step_start(Coordinator *c, CommitGroup *g, const char *run_id, json_t *rec)
+step_start(Coordinator *c, CommitGroup *g, const char *run_id, json_t *rec, RunStep *st)
 {
 	const CommitHooks *h = c->commit_hooks;
-	bool replicating = h->replicating && h->replicating(c);
-	RunStep *st = calloc(1, sizeof(*st));
+	bool replicating = h->replicating && h->replicating(c), early = st != NULL;
+	if (!st)
+		st = calloc(1, sizeof(*st));
 	if (!st) { /* out of memory: fail closed in cluster mode */
 		RunStep tmp = {.g = g, .run_id = run_id, .rec = rec};
 		step_end(c, &tmp, replicating ? -ENOMEM : 0);
 		json_decref(rec);
 		return;
 	}
-	*st = (RunStep){.g = g, .run_id = run_id, .rec = rec};
+	*st =
+	    (RunStep){.g = g, .run_id = run_id, .rec = rec, .committed = !early, .stored = !early};
 	g->steps++;
+	if (early)
+		g->early[g->n_early++] = st;
 	if (!replicating) {
 		step_replicated(c, 0, st);
 		return;
@@ -943,6 +977,80 @@ step_start(Coordinator *c, CommitGroup *g, const char *run_id, json_t *rec)
 		step_replicated(c, r > 0 ? 0 : r, st);
 }
 
+/* Cluster mode: start each run's replicate step before the commit's flush,
+ * so that JetStream's round trip and the disk's flush overlap; what the
+ * commit made visible still waits for both (RunStep.committed). The records
+ * are put into the transaction first: after that only the commit itself can
+ * fail (early_settle). NULL: nothing started (single host, out of memory, a
+ * record that could not be put): the steps start after the commit. */
+static CommitGroup *
+start_early(Coordinator *c, Op *ops, RunLogBatch *b)
+{
+	const CommitHooks *h = c->commit_hooks;
+	size_t nruns = 0, k = 0;
+
+	if (!(h->replicating && h->replicating(c)) || !h->replicate_flush ||
+	    runlog_batch_seal(b) < 0)
+		return NULL;
+	for (Op *op = ops; op; op = op->next)
+		nruns += first_of_run(ops, op);
+	CommitGroup *g = calloc(1, sizeof(*g));
+	RunStep **sts = calloc(nruns, sizeof(*sts));
+	bool ok = g && sts && (g->early = calloc(nruns, sizeof(*g->early)));
+	for (size_t i = 0; ok && i < nruns; i++)
+		ok = (sts[i] = calloc(1, sizeof(RunStep))) != NULL;
+	if (!ok) {
+		for (size_t i = 0; sts && i < nruns; i++)
+			free(sts[i]);
+		free(sts);
+		if (g)
+			free(g->early);
+		free(g);
+		return NULL;
+	}
+	g->ops = ops;
+	g->steps = 1;
+	for (Op *op = ops; op; op = op->next)
+		if (first_of_run(ops, op)) {
+			step_start(c, g, op->run_id, runlog_batch_get_record(b, op->run_id),
+				   sts[k]);
+			k++;
+		}
+	free(sts);
+	h->replicate_flush(c);
+	return g;
+}
+
+/* The commit of a group whose steps started early returned r: each step
+ * that was replicated meanwhile ends now, the others when they are. A failed
+ * commit is answered as in single-host mode; its runs' events may be in the
+ * cluster already (replicate_abort). */
+static void
+early_settle(Coordinator *c, CommitGroup *g, int r)
+{
+	const CommitHooks *h = c->commit_hooks;
+	size_t n = g->n_early;
+
+	if (r < 0) {
+		for (Op *op = g->ops; op; op = op->next) {
+			if (peer_deferred_peer(op->ack))
+				commit_ack(c, NULL, op);
+			commit_settle(c, op);
+		}
+		for (size_t i = 0; i < n; i++)
+			h->replicate_abort(c, g->early[i]->run_id);
+		fail_runs_after_storage_error(c, g->ops, r);
+	}
+	for (size_t i = 0; i < n; i++) {
+		RunStep *st = g->early[i]; /* g lives on: its setup reference */
+		st->committed = true;
+		st->stored = r == 0;
+		if (st->ended)
+			step_replicated(c, st->err, st);
+	}
+	group_unref(g);
+}
+
 /* The group commit: write every queued op in one transaction, then per run
  * (replicate,) publish, acknowledge and settle, in that order. */
 static void
@@ -956,7 +1064,13 @@ commit_ops(Coordinator *c)
 		return;
 	c->ops_head = c->ops_tail = NULL;
 
-	r = commit_write(c, ops, &b);
+	CommitGroup *early = NULL;
+	r = commit_write(c, ops, &b, &early);
+	if (early) {
+		runlog_batch_free(b);
+		early_settle(c, early, r);
+		return;
+	}
 	if (r < 0) {
 		for (Op *op = ops; op; op = op->next) {
 			if (peer_deferred_peer(op->ack))
@@ -989,11 +1103,7 @@ commit_ops(Coordinator *c)
 	g->steps = 1;
 	size_t k = 0;
 	for (Op *op = ops; op; op = op->next) {
-		bool seen = false;
-		for (Op *p = ops; p != op; p = p->next)
-			if (streq(p->run_id, op->run_id))
-				seen = true;
-		if (seen)
+		if (!first_of_run(ops, op))
 			continue;
 		if (g == &fallback) {
 			json_t *rec = runlog_batch_get_record(b, op->run_id);
@@ -1032,7 +1142,7 @@ commit_ops(Coordinator *c)
 		k = 0;
 	}
 	for (size_t i = 0; i < k; i++) /* cluster mode: each run when replicated */
-		step_start(c, g, ids[i], recs[i]);
+		step_start(c, g, ids[i], recs[i], NULL);
 	free(recs);
 	free(ids);
 	if (g != &fallback) {

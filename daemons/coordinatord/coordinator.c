@@ -927,6 +927,8 @@ const CommitHooks coordinator_commit_hooks = {
     .log_usage = watchdog_log_usage,
     .replicating = replicate_active,
     .replicate = replicate_events,
+    .replicate_flush = replicate_flush,
+    .replicate_abort = replicate_abort,
 };
 
 static void

@@ -233,6 +233,13 @@ typedef struct CommitHooks {
 	int (*replicate)(Coordinator *c, const char *run_id, int64_t first_seq,
 			 const char *const *texts, const size_t *lens, size_t n, const json_t *rec,
 			 void (*done)(Coordinator *c, int err, void *arg), void *arg);
+	/* commit.c calls replicate before the commit's flush (its done waits
+	 * for the commit's outcome): send what was queued now, so that the
+	 * cluster's round trip overlaps the disk's flush. */
+	void (*replicate_flush)(Coordinator *c);
+	/* That commit failed after run_id's events were handed over: the
+	 * cluster may hold events the local log does not. */
+	void (*replicate_abort)(Coordinator *c, const char *run_id);
 } CommitHooks;
 
 struct Coordinator {
@@ -474,6 +481,8 @@ int replicate_events(Coordinator *c, const char *run_id, int64_t first_seq,
  * publish would — no batch of it is published again, its processes are
  * stopped and it is failed locally with code fenced. */
 void replicate_fence(Coordinator *c, const char *run_id);
+void replicate_flush(Coordinator *c);
+void replicate_abort(Coordinator *c, const char *run_id);
 /* Was writer (an Rw-Writer) a process of this node? */
 bool replicate_own_writer(Coordinator *c, const char *writer);
 /* Retention pruned run_id (rec: its record as it was) from the local log:

@@ -5,13 +5,16 @@
  * With [cluster] nats set, coordinatord connects to NATS JetStream at start
  * (fail closed: no cluster, no start), heartbeats this node, and sits between
  * the LMDB commit and visibility (CommitHooks.replicate): the events a commit
- * wrote for a run are published to the run's subject, fenced by the stream
- * sequence of the run's previous event (cluster_publish_events), and the
- * commit makes them visible — RUN_EVENTS to watchers, the acknowledgements of
- * RUN_APPEND — only once JetStream acknowledged them.
+ * writes for a run are published to the run's subject — before the commit's
+ * flush, which the publish overlaps (commit.c, replicate_flush) — fenced by
+ * the stream sequence of the run's previous message (cluster_publish_events),
+ * and the commit makes them visible — RUN_EVENTS to watchers, the
+ * acknowledgements of RUN_APPEND — only once it returned and JetStream
+ * acknowledged them.
  *
- * One batch per run in flight, in commit order (the fence chains each event
- * to its predecessor); runs proceed in parallel. A run's expected sequence is
+ * One publish per run in flight, in commit order (the fence chains each
+ * message to its predecessor); the batches queued behind it go together in
+ * the next (publish_head); runs proceed in parallel. A run's expected sequence is
  * learned from the stream (cluster_run_last) the first time this process
  * writes it, except for a run's first batch (seq 0), which expects an empty
  * subject and asks the stream only when refused; a run whose last event in
@@ -61,8 +64,9 @@ typedef struct Batch {
 	void *arg;
 	char *record; /* a put of the run's record to rw_runs instead (n = 0) */
 	size_t record_len;
-	bool purge;  /* the run's purge from the cluster instead (n = 0): retention */
-	usec_t sent; /* when its publish was submitted (the latency metric) */
+	bool purge;    /* the run's purge from the cluster instead (n = 0): retention */
+	usec_t sent;   /* when its publish was submitted (the latency metric) */
+	size_t merged; /* the batches after it that its publish carries too */
 } Batch;
 
 typedef struct RunRepl {
@@ -79,6 +83,8 @@ typedef struct RunRepl {
 	uint64_t last_stream_seq;
 	char mirrored[16]; /* the status last queued to rw_runs ("" none) */
 	bool purged;	   /* purged from the cluster: the entry goes when idle */
+	bool lost_local;   /* a commit whose events were published failed on disk
+			    * (replicate_abort): later events go after the stream's */
 	Batch *head, *tail;
 } RunRepl;
 
@@ -136,9 +142,10 @@ run_repl_free(RunRepl *rr)
 	free(rr);
 }
 
-/* The head batch ended with err: tell its commit, go on with the next. */
+/* The head batch ended with err: tell its commit (the run stays busy: what
+ * its commit queues meanwhile waits). */
 static void
-head_done(RunRepl *rr, int err)
+head_pop(RunRepl *rr, int err)
 {
 	Coordinator *c = rr->r->c;
 	Batch *b = rr->head;
@@ -146,10 +153,18 @@ head_done(RunRepl *rr, int err)
 	rr->head = b->next;
 	if (!rr->head)
 		rr->tail = NULL;
-	rr->busy = false;
 	if (b->done)
 		b->done(c, err, b->arg);
 	batch_free(b);
+}
+
+/* ... and go on with the next. */
+static void
+head_done(RunRepl *rr, int err)
+{
+	rr->busy = true;
+	head_pop(rr, err);
+	rr->busy = false;
 	run_next(rr);
 }
 
@@ -193,11 +208,16 @@ on_published(Cluster *cl, const ClusterPublishResult *res, void *userdata)
 	Batch *b = rr->head;
 
 	if (res->err == 0) {
+		Batch *last = b;
+		for (size_t k = 0; k < b->merged; k++)
+			last = last->next;
 		publish_latency(rr->r->c, now_usec() - b->sent);
 		rr->last_stream_seq = res->last_stream_seq;
-		rr->last_seq = b->first_seq + (int64_t)b->n - 1;
+		rr->last_seq = last->first_seq + (int64_t)last->n - 1;
 		rr->known = true;
 		rr->guessed = false;
+		for (size_t k = b->merged; k > 0; k--)
+			head_pop(rr, 0);
 		head_done(rr, 0);
 		return;
 	}
@@ -322,6 +342,44 @@ catch_up(RunRepl *rr, Batch *b)
 	return 0;
 }
 
+/* Publish b from its event off, and the event batches queued behind it
+ * whose events follow (commits of the run while b's publish was out): one
+ * publish, one message while they fit, rather than one round trip each. */
+static int
+publish_head(RunRepl *rr, Batch *b, size_t off)
+{
+	Coordinator *c = rr->r->c;
+	size_t n = b->n - off;
+	int64_t end = b->first_seq + (int64_t)b->n;
+	ClusterEvent *ev = b->ev + off, *all = NULL;
+	int err;
+
+	b->merged = 0;
+	for (Batch *x = b->next; x && x->n && !x->record && !x->purge && x->first_seq == end;
+	     x = x->next) {
+		n += x->n;
+		end += (int64_t)x->n;
+		b->merged++;
+	}
+	if (b->merged) {
+		all = calloc(n, sizeof(*all));
+		size_t i = 0;
+		for (Batch *x = b; all && i < n; x = x->next)
+			for (size_t k = x == b ? off : 0; k < x->n; k++)
+				all[i++] = x->ev[k];
+		if (all)
+			ev = all;
+		else { /* out of memory: b alone */
+			b->merged = 0;
+			n = b->n - off;
+		}
+	}
+	err = cluster_publish_events(c->cluster, rr->run_id, (uint64_t)b->first_seq + off, ev, n,
+				     rr->last_stream_seq, on_published, rr);
+	free(all);
+	return err;
+}
+
 static void
 run_next(RunRepl *rr)
 {
@@ -374,6 +432,11 @@ run_next(RunRepl *rr)
 		err = cluster_run_last(c->cluster, rr->run_id, on_last, rr);
 		goto submitted;
 	}
+	/* the local log lost what the stream holds (replicate_abort): the
+	 * run's end, written locally where those events would have been, goes
+	 * after them in the cluster's copy */
+	if (rr->lost_local && b->n && b->first_seq <= rr->last_seq)
+		b->first_seq = rr->last_seq + 1;
 	/* skip what the stream holds already */
 	size_t off = 0;
 	if (rr->last_seq >= b->first_seq)
@@ -393,9 +456,7 @@ run_next(RunRepl *rr)
 		return;
 	}
 	b->sent = now_usec();
-	err =
-	    cluster_publish_events(c->cluster, rr->run_id, (uint64_t)b->first_seq + off,
-				   b->ev + off, b->n - off, rr->last_stream_seq, on_published, rr);
+	err = publish_head(rr, b, off);
 submitted:
 	if (err == -ENOTCONN && r->state != CLUSTER_FAILED) {
 		rr->waiting = true; /* connecting: on_state(READY) goes on */
@@ -503,6 +564,27 @@ replicate_events(Coordinator *c, const char *run_id, int64_t first_seq, const ch
 			"Out of memory mirroring the run's record");
 	run_next(rr);
 	return 0;
+}
+
+void
+replicate_flush(Coordinator *c)
+{
+	if (c->repl)
+		cluster_flush(c->cluster);
+}
+
+void
+replicate_abort(Coordinator *c, const char *run_id)
+{
+	Replicator *r = c->repl;
+	RunRepl *rr = r ? run_repl_get(r, run_id) : NULL;
+
+	if (!rr)
+		return;
+	rr->lost_local = true;
+	log_ctx(LOG_ERR, &(LogCtx){.run_id = run_id},
+		"Run's events went to the cluster but their local commit failed; the cluster's "
+		"copy of the run ends after them");
 }
 
 void
