@@ -940,7 +940,7 @@ on_term(void *ud)
 	/* drain: whatever arrived is committed before we go; live runs stay
 	 * 'running' in the log and are re-attached by the next start */
 	commit_now(c);
-	event_base_loopexit(c->base, NULL);
+	replicate_drain_and_exit(c); /* in cluster mode, after what is in flight */
 }
 
 /* The run log in state_dir (map_size reserved unless preallocate = no). */

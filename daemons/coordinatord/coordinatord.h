@@ -464,6 +464,9 @@ int replicate_global_init(Coordinator *c);
 int replicate_setup(Coordinator *c);
 /* Pending replications are dropped (done(-ECANCELED)); the cluster is freed. */
 void replicate_teardown(Coordinator *c);
+/* At shutdown: leave the loop once the batches queued so far were
+ * acknowledged, or REPL_DRAIN_MS passed; at once without a cluster. */
+void replicate_drain_and_exit(Coordinator *c);
 /* Readiness for STATUS_GET's cluster_ok: true without cluster mode. */
 bool replicate_ready(Coordinator *c);
 bool replicate_active(Coordinator *c);

@@ -37,6 +37,7 @@
 #include "coordinatord.h"
 
 #include <errno.h>
+#include <event2/event.h>
 #include <inttypes.h>
 #include <stdlib.h>
 #include <string.h>
@@ -48,6 +49,8 @@
 
 /* Idle run entries kept to skip cluster_run_last on the run's next batch. */
 #define REPL_IDLE_MAX 4096
+/* At shutdown, how long to wait for the publishes in flight. */
+#define REPL_DRAIN_MS 3000
 /* Slack in the streams' max age beyond retention + max_run_ms (a cancel's
  * grace after max_run_ms, clocks a little apart). */
 #define REPL_MAX_AGE_SLACK_MS 3600000LL
@@ -67,6 +70,7 @@ typedef struct Batch {
 	bool purge;    /* the run's purge from the cluster instead (n = 0): retention */
 	usec_t sent;   /* when its publish was submitted (the latency metric) */
 	size_t merged; /* the batches after it that its publish carries too */
+	uint64_t gen;  /* its place among all runs' batches (the shutdown drain) */
 } Batch;
 
 typedef struct RunRepl {
@@ -93,6 +97,11 @@ typedef struct Replicator {
 	RunRepl *runs;
 	size_t nruns;
 	ClusterState state;
+	bool window_full; /* a run waits for room in the library's publish window */
+	uint64_t gen;	  /* batches queued so far */
+	uint64_t drain_gen;
+	usec_t drain_until;
+	struct event *drain_ev;
 } Replicator;
 
 static void run_next(RunRepl *rr);
@@ -201,12 +210,30 @@ publish_latency(Coordinator *c, usec_t us)
 	c->m.cluster_publishes++;
 }
 
+/* A publish ended: the runs that found the library's window of publishes
+ * full (-EAGAIN: CLUSTER_MAX_INFLIGHT runs publishing at once) go on. */
+static void
+kick_window(Replicator *r)
+{
+	if (!r->window_full || r->state != CLUSTER_READY)
+		return;
+	r->window_full = false;
+	for (RunRepl *rr = r->runs, *n; rr; rr = n) {
+		n = rr->next;
+		if (!rr->waiting)
+			continue;
+		rr->waiting = rr->busy = false;
+		run_next(rr);
+	}
+}
+
 static void
 on_published(Cluster *cl, const ClusterPublishResult *res, void *userdata)
 {
 	RunRepl *rr = userdata;
 	Batch *b = rr->head;
 
+	kick_window(rr->r);
 	if (res->err == 0) {
 		Batch *last = b;
 		for (size_t k = 0; k < b->merged; k++)
@@ -462,6 +489,11 @@ submitted:
 		rr->waiting = true; /* connecting: on_state(READY) goes on */
 		return;
 	}
+	if (err == -EAGAIN) { /* the window is full: the next publish's end goes on */
+		rr->waiting = true;
+		r->window_full = true;
+		return;
+	}
 	if (err < 0)
 		run_dead(rr, err);
 }
@@ -491,6 +523,7 @@ on_state(Cluster *cl, ClusterState state, void *userdata)
 static void
 queue_batch(RunRepl *rr, Batch *b)
 {
+	b->gen = ++rr->r->gen;
 	if (rr->tail)
 		rr->tail->next = b;
 	else
@@ -727,11 +760,59 @@ replicate_setup(Coordinator *c)
 	return takeover_setup(c);
 }
 
+/* Are the batches queued before the drain started done (or dead)? */
+static bool
+drained(Replicator *r)
+{
+	for (RunRepl *rr = r->runs; rr; rr = rr->next)
+		if (rr->head && !rr->dead && rr->head->gen <= r->drain_gen)
+			return false;
+	return true;
+}
+
+static void
+drain_cb(evutil_socket_t fd, short what, void *arg)
+{
+	Replicator *r = arg;
+	size_t left = 0;
+
+	if (!drained(r) && now_usec() < r->drain_until)
+		return;
+	for (RunRepl *rr = r->runs; rr; rr = rr->next)
+		left += rr->head && !rr->dead && rr->head->gen <= r->drain_gen;
+	if (left)
+		log_warning("Stopping with %zu run(s)' events not acknowledged by the cluster "
+			    "within %d ms; they are published on the run's next commit after the "
+			    "next start",
+			    left, REPL_DRAIN_MS);
+	event_base_loopexit(r->c->base, NULL);
+}
+
+void
+replicate_drain_and_exit(Coordinator *c)
+{
+	static const struct timeval tick = {0, 10000};
+	Replicator *r = c->repl;
+
+	if (r) {
+		r->drain_gen = r->gen;
+		r->drain_until = now_usec() + REPL_DRAIN_MS * USEC_PER_MSEC;
+		if (!r->drain_ev)
+			r->drain_ev = event_new(c->base, -1, EV_PERSIST, drain_cb, r);
+	}
+	if (!r || drained(r) || !r->drain_ev || event_add(r->drain_ev, &tick) < 0)
+		event_base_loopexit(c->base, NULL);
+}
+
 void
 replicate_teardown(Coordinator *c)
 {
 	Replicator *r = c->repl;
 
+	if (r && r->drain_ev)
+		event_free(r->drain_ev);
+	if (r)
+		r->drain_ev = NULL;
 	placement_teardown(c);
 	c->cluster = cluster_free(c->cluster); /* drops its pending callbacks */
 	takeover_teardown(c);

@@ -14,6 +14,9 @@ loopback and two runwarden nodes:
 
 In order (one NATS cluster, two suites)."""
 import json
+import os
+import signal
+import time
 
 from rwcluster import Cluster, check_logs
 from rwtest import poll
@@ -122,5 +125,42 @@ def test_cluster_metrics():
         assert w.metric("runwarden_cluster_replication_failures_total") == 0
         assert w.metric("runwarden_cluster_runs_taken_over_total") == 0
         assert r.metric("runwarden_cluster_nodes_alive") == 2
+    finally:
+        stop_all()
+
+
+def nats_signal(sig):
+    for f in os.listdir(C.dir):
+        if f.endswith(".pid"):
+            with open(os.path.join(C.dir, f)) as fp:
+                os.kill(int(fp.read().strip()), sig)
+
+
+def test_a_stop_waits_for_publishes_in_flight_boundedly():
+    """SIGTERM waits for what the cluster has not acknowledged yet — at most
+    3 s, then says so — and what it left is published after the restart."""
+    try:
+        d = C.node("d")
+        run = d.start_run("for i in $(seq 1 400); do echo line$i; sleep 0.01; done",
+                          thread="t-drain")
+        assert poll(lambda: len(C.jetstream_log(run)) >= 5, timeout=20)
+        nats_signal(signal.SIGSTOP)  # nothing is acknowledged any more
+        try:
+            time.sleep(0.5)  # a few commits wait for JetStream
+            t0 = time.time()
+            d.kill("coordinatord", signal.SIGTERM)
+            took = time.time() - t0
+        finally:
+            nats_signal(signal.SIGCONT)
+        assert 2.5 <= took <= 9, took
+        assert "not acknowledged by the cluster within 3000 ms" in d.log("coordinatord"), \
+            d.log("coordinatord")[-2000:]
+        d.start_daemon("coordinatord")
+        # routerd reconnects with backoff; until then it answers 503
+        assert poll(lambda: d.http("GET", "/readyz")[0] == 200, timeout=30), \
+            d.log("coordinatord")[-2000:]
+        rec = d.wait_terminal(run, thread="t-drain", timeout=60)
+        assert rec["status"] == "completed", rec
+        check_logs(C, {run: []})
     finally:
         stop_all()
