@@ -49,6 +49,9 @@
 
 /* Idle run entries kept to skip cluster_run_last on the run's next batch. */
 #define REPL_IDLE_MAX 4096
+/* At start, the runs checked for an end the cluster lacks (check_at_start). */
+#define REPL_START_THREADS 256
+#define REPL_START_WINDOW_MS (24LL * 3600 * 1000)
 /* At shutdown, how long to wait for the publishes in flight. */
 #define REPL_DRAIN_MS 3000
 /* Slack in the streams' max age beyond retention + max_run_ms (a cancel's
@@ -68,6 +71,8 @@ typedef struct Batch {
 	char *record; /* a put of the run's record to rw_runs instead (n = 0) */
 	size_t record_len;
 	bool purge;    /* the run's purge from the cluster instead (n = 0): retention */
+	bool sync;     /* n = 0: the local log's events before first_seq, where the
+			* stream lacks them (start-up, replicate_sync) */
 	usec_t sent;   /* when its publish was submitted (the latency metric) */
 	size_t merged; /* the batches after it that its publish carries too */
 	uint64_t gen;  /* its place among all runs' batches (the shutdown drain) */
@@ -98,6 +103,7 @@ typedef struct Replicator {
 	size_t nruns;
 	ClusterState state;
 	bool window_full; /* a run waits for room in the library's publish window */
+	bool checked;	  /* the start-up check of this node's runs was made */
 	uint64_t gen;	  /* batches queued so far */
 	uint64_t drain_gen;
 	usec_t drain_until;
@@ -437,7 +443,7 @@ run_next(RunRepl *rr)
 			on_purged(c->cluster, err, rr);
 		return;
 	}
-	if (b->n == 0 && !b->record) { /* waited for the batches before it: done */
+	if (b->n == 0 && !b->record && !b->sync) { /* waited for the batches before it */
 		rr->busy = true;
 		head_done(rr, 0);
 		return;
@@ -468,7 +474,7 @@ run_next(RunRepl *rr)
 	size_t off = 0;
 	if (rr->last_seq >= b->first_seq)
 		off = (size_t)MIN((int64_t)b->n, rr->last_seq - b->first_seq + 1);
-	if (off == b->n) {
+	if (off == b->n && !(b->sync && rr->last_seq + 1 < b->first_seq)) {
 		head_done(rr, 0);
 		return;
 	}
@@ -498,6 +504,99 @@ submitted:
 		run_dead(rr, err);
 }
 
+static int queue_record(RunRepl *rr, const json_t *rec, const char *status);
+static void queue_batch(RunRepl *rr, Batch *b);
+
+/* The local log's run_id up to rec's lastSeq, and its record, into the
+ * cluster where they are not yet. */
+static int
+replicate_sync(Replicator *r, const char *run_id, const json_t *rec)
+{
+	RunRepl *rr = run_repl_get(r, run_id);
+	Batch *b = calloc(1, sizeof(*b));
+	const char *status = json_string_value(json_object_get(rec, "status"));
+	if (!rr || !b || !status) {
+		free(b);
+		return -ENOMEM;
+	}
+	b->sync = true;
+	b->first_seq = json_integer_value(json_object_get(rec, "lastSeq")) + 1;
+	queue_batch(rr, b);
+	if (queue_record(rr, rec, status) < 0)
+		return -ENOMEM;
+	run_next(rr);
+	return 0;
+}
+
+/* At start: a run that ended here but whose end the last process did not get
+ * acknowledged (it died first) will not commit here again, so its end would
+ * stay local: publish what the stream lacks. Checked: the newest run of each
+ * of the REPL_START_THREADS most recently active threads, when it ended
+ * within REPL_START_WINDOW_MS (a thread runs one run at a time, so a run
+ * that ended unreplicated is its thread's newest) — one cluster_run_last
+ * each, on the worker. */
+typedef struct StartCheck {
+	Replicator *r;
+	json_t *rec;
+	char run_id[RUN_ID_LEN + 1];
+} StartCheck;
+
+static void
+on_start_last(Cluster *cl, int err, const ClusterRunLast *last, void *userdata)
+{
+	StartCheck *sc = userdata;
+	int64_t local = json_integer_value(json_object_get(sc->rec, "lastSeq"));
+	bool behind = (err == -ENOENT && local >= 0) ||
+		      (err == 0 && own_writer(cl, last->writer) && (int64_t)last->seq < local);
+	if (behind) {
+		log_ctx(LOG_NOTICE, &(LogCtx){.run_id = sc->run_id},
+			"Run ended here but its end is not in the cluster; publishing it");
+		if (replicate_sync(sc->r, sc->run_id, sc->rec) < 0)
+			log_ctx(LOG_ERR, &(LogCtx){.run_id = sc->run_id},
+				"Out of memory publishing the run's end");
+	}
+	json_decref(sc->rec);
+	free(sc);
+}
+
+static void
+check_at_start(Replicator *r)
+{
+	Coordinator *c = r->c;
+	json_auto_t *items = NULL;
+	bool more = false;
+	size_t i;
+	json_t *it;
+	int64_t since = now_epoch_ms() - REPL_START_WINDOW_MS;
+
+	RunLogThreadQuery q = {.limit = REPL_START_THREADS};
+	int e = runlog_threads(c->runlog, &q, &items, &more);
+	if (e < 0) {
+		log_warning_errno(e, "Cluster: runs that ended before this start not checked: %m");
+		return;
+	}
+	json_array_foreach(items, i, it)
+	{
+		json_t *rec = json_object_get(it, "latestRun");
+		const char *id = json_string_value(json_object_get(rec, "runId"));
+		const char *st = json_string_value(json_object_get(rec, "status"));
+		json_int_t fin = json_integer_value(json_object_get(rec, "finishedAt"));
+		if (!id || strlen(id) > RUN_ID_LEN || !st || !run_status_terminal(st) ||
+		    fin < since)
+			continue;
+		StartCheck *sc = calloc(1, sizeof(*sc));
+		if (!sc)
+			break;
+		sc->r = r;
+		sc->rec = json_incref(rec);
+		snprintf(sc->run_id, sizeof(sc->run_id), "%s", id);
+		if (cluster_run_last(c->cluster, sc->run_id, on_start_last, sc) < 0) {
+			json_decref(sc->rec);
+			free(sc);
+		}
+	}
+}
+
 static void
 on_state(Cluster *cl, ClusterState state, void *userdata)
 {
@@ -508,6 +607,10 @@ on_state(Cluster *cl, ClusterState state, void *userdata)
 	log_info("Cluster: %s (%s)", names[state], cluster_node(cl));
 	if (state != CLUSTER_READY && state != CLUSTER_FAILED)
 		return;
+	if (state == CLUSTER_READY && !r->checked) {
+		r->checked = true;
+		check_at_start(r);
+	}
 	for (RunRepl *rr = r->runs, *n; rr; rr = n) {
 		n = rr->next;
 		if (!rr->waiting)

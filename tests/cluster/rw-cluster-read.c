@@ -11,6 +11,10 @@
  *     rw-cluster-read URL[,URL...] RUN_ID record
  *
  * With record: print the run's record in rw_runs (exit 1 when it has none).
+ *     rw-cluster-read URL[,URL...] RUN_ID purge
+ *
+ * With purge: remove the run from the cluster (its events and record), as
+ * retention does: a test's way to make the cluster lack what a node holds.
  * With steal: append one event to the run as another writer would (a new
  * owner: the run's last event read at the leader, the next seq, fenced on
  * it), so that the run's writer is fenced from then on; prints its seq.
@@ -150,6 +154,24 @@ record(struct event_base *base, Cluster *c, const char *run)
 	return r < 0 ? r : rec.err < 0 ? rec.err : rec.found ? 0 : -ENOENT;
 }
 
+static void
+purge_cb(Cluster *c, int err, void *ud)
+{
+	Rec *r = ud;
+	r->err = err;
+	r->done = true;
+}
+
+static int
+purge(struct event_base *base, Cluster *c, const char *run)
+{
+	Rec rec = {.run = run};
+	int r = cluster_purge_run(c, run, purge_cb, &rec);
+	while (r == 0 && !rec.done)
+		event_base_loop(base, EVLOOP_ONCE);
+	return r < 0 ? r : rec.err;
+}
+
 int
 main(int argc, char **argv)
 {
@@ -158,8 +180,10 @@ main(int argc, char **argv)
 	size_t nu = 0;
 	Cluster *c = NULL;
 
-	if (argc != 3 && !(argc == 4 && (streq(argv[3], "steal") || streq(argv[3], "record")))) {
-		fprintf(stderr, "usage: rw-cluster-read URL[,URL...] RUN_ID [steal|record]\n");
+	if (argc != 3 && !(argc == 4 && (streq(argv[3], "steal") || streq(argv[3], "record") ||
+					 streq(argv[3], "purge")))) {
+		fprintf(stderr,
+			"usage: rw-cluster-read URL[,URL...] RUN_ID [steal|record|purge]\n");
 		return 1;
 	}
 	for (char *s = strtok(argv[1], ","); s && nu < 16; s = strtok(NULL, ","))
@@ -177,6 +201,7 @@ main(int argc, char **argv)
 		event_base_loop(base, EVLOOP_ONCE);
 	int r = argc == 3		  ? read_all(base, c, argv[2])
 		: streq(argv[3], "steal") ? steal(base, c, argv[2])
+		: streq(argv[3], "purge") ? purge(base, c, argv[2])
 					  : record(base, c, argv[2]);
 	if (r < 0)
 		fprintf(stderr, "rw-cluster-read: %s\n", strerror(-r));

@@ -16,9 +16,10 @@ In order (one NATS cluster, two suites)."""
 import json
 import os
 import signal
+import subprocess
 import time
 
-from rwcluster import Cluster, check_logs
+from rwcluster import READER, Cluster, check_logs
 from rwtest import poll
 
 NO_SUITE = True  # the suites need the NATS cluster's ports: made here
@@ -161,6 +162,36 @@ def test_a_stop_waits_for_publishes_in_flight_boundedly():
             d.log("coordinatord")[-2000:]
         rec = d.wait_terminal(run, thread="t-drain", timeout=60)
         assert rec["status"] == "completed", rec
+        check_logs(C, {run: []})
+    finally:
+        stop_all()
+
+
+def test_a_run_that_ended_unreplicated_is_published_at_start():
+    """A run that ended here but whose events the cluster lacks (its owner
+    died before their acknowledgement; here: purged from the cluster while
+    the node was down) is published by the node's next start."""
+    try:
+        e = C.node("e")
+        # two commits at least: the republished events (one message) can
+        # never carry the Msg-Id of a message the stream saw before the purge
+        # (it keeps those ids for its duplicate window)
+        run = e.start_run("echo one; sleep 0.3; echo two", thread="t-start")
+        rec = e.wait_terminal(run, thread="t-start", timeout=30)
+        assert rec["status"] == "completed", rec
+        local = C.lmdb_events(e, run)
+        assert poll(lambda: len(C.jetstream_log(run)) == len(local), timeout=20)
+        e.kill("coordinatord", signal.SIGTERM)
+        out = subprocess.run([READER, C.nats(), run, "purge"], capture_output=True, text=True,
+                             timeout=30)
+        assert out.returncode == 0, out.stderr
+        assert C.jetstream_log(run) == []
+        e.start_daemon("coordinatord")
+        assert poll(lambda: C.jetstream_events(run) == local, timeout=30), \
+            (C.jetstream_events(run), local, e.log("coordinatord")[-2000:])
+        assert "its end is not in the cluster; publishing it" in e.log("coordinatord")
+        assert poll(lambda: (C.run_record(run) or {}).get("status") == "completed", timeout=20)
+        assert poll(lambda: e.http("GET", "/readyz")[0] == 200, timeout=30)
         check_logs(C, {run: []})
     finally:
         stop_all()
