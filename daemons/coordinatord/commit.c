@@ -644,15 +644,10 @@ fail_runs_after_storage_error(Coordinator *c, Op *ops, int err)
 				       COMMIT_STORAGE_FAILED);
 }
 
-typedef struct CommitGroup CommitGroup;
-static CommitGroup *start_early(Coordinator *c, Op *ops, RunLogBatch *b);
-
 /* Write ops in one transaction: each op gets its err (and seq). The batch
- * stays open for publishing. Returns the commit's result. early: in cluster
- * mode, the group whose replicate steps started before the commit's flush
- * (NULL: none did). */
+ * stays open for publishing. Returns the commit's result. */
 static int
-commit_write(Coordinator *c, Op *ops, RunLogBatch **ret_b, CommitGroup **early)
+commit_write(Coordinator *c, Op *ops, RunLogBatch **ret_b)
 {
 	usec_t t0 = now_usec();
 	int64_t now = now_epoch_ms();
@@ -724,8 +719,6 @@ commit_write(Coordinator *c, Op *ops, RunLogBatch **ret_b, CommitGroup **early)
 	}
 	if (r == 0 && runlog_batch_usage(b, &used) < 0)
 		used = c->log_used;
-	if (r == 0)
-		*early = start_early(c, ops, b);
 	if (r == 0)
 		r = runlog_batch_commit(b);
 	if (r == 0) {
@@ -819,26 +812,17 @@ commit_settle(Coordinator *c, Op *op)
 
 /* One commit's ops, until every run's step finished (the replicate step may
  * hold some runs while others go on). */
-typedef struct RunStep RunStep;
-struct CommitGroup {
+typedef struct CommitGroup {
 	Op *ops;
-	size_t steps;	 /* run steps not finished yet, + 1 while commit_cb sets up */
-	RunStep **early; /* steps started before the commit's flush (cluster mode) */
-	size_t n_early;
-};
+	size_t steps; /* run steps not finished yet, + 1 while commit_cb sets up */
+} CommitGroup;
 
-/* A run of a commit: its record as committed, and what its ops wait for.
- * In cluster mode the step starts before the commit's flush; its end waits
- * for the commit's outcome (committed), whichever comes first. */
-struct RunStep {
+/* A run of a commit: its record as committed, and what its ops wait for. */
+typedef struct RunStep {
 	CommitGroup *g;
 	const char *run_id; /* its first op's */
 	json_t *rec;	    /* the run's record after the commit, or NULL */
-	bool committed;	    /* the commit returned ... */
-	bool stored;	    /* ... and succeeded */
-	bool ended;	    /* replicated before the commit returned, with err */
-	int err;
-};
+} RunStep;
 
 static void
 group_unref(CommitGroup *g)
@@ -850,7 +834,6 @@ group_unref(CommitGroup *g)
 		op_free(g->ops);
 		g->ops = n;
 	}
-	free(g->early);
 	free(g);
 }
 
@@ -914,39 +897,27 @@ step_replicated(Coordinator *c, int err, void *arg)
 	RunStep *st = arg;
 	CommitGroup *g = st->g;
 
-	if (!st->committed) { /* the commit's outcome first */
-		st->ended = true;
-		st->err = err;
-		return;
-	}
-	if (st->stored)
-		step_end(c, st, err);
-	/* else: the commit failed, its ops were answered with its error */
+	step_end(c, st, err);
 	json_decref(st->rec);
 	free(st);
 	group_unref(g);
 }
 
-/* A run's step: replicate its events first in cluster mode, else finish now.
- * st: given for a step started before the commit returned (early). */
+/* A run's step: replicate its events first in cluster mode, else finish now. */
 static void
-step_start(Coordinator *c, CommitGroup *g, const char *run_id, json_t *rec, RunStep *st)
+step_start(Coordinator *c, CommitGroup *g, const char *run_id, json_t *rec)
 {
 	const CommitHooks *h = c->commit_hooks;
-	bool replicating = h->replicating && h->replicating(c), early = st != NULL;
-	if (!st)
-		st = calloc(1, sizeof(*st));
+	bool replicating = h->replicating && h->replicating(c);
+	RunStep *st = calloc(1, sizeof(*st));
 	if (!st) { /* out of memory: fail closed in cluster mode */
 		RunStep tmp = {.g = g, .run_id = run_id, .rec = rec};
 		step_end(c, &tmp, replicating ? -ENOMEM : 0);
 		json_decref(rec);
 		return;
 	}
-	*st =
-	    (RunStep){.g = g, .run_id = run_id, .rec = rec, .committed = !early, .stored = !early};
+	*st = (RunStep){.g = g, .run_id = run_id, .rec = rec};
 	g->steps++;
-	if (early)
-		g->early[g->n_early++] = st;
 	if (!replicating) {
 		step_replicated(c, 0, st);
 		return;
@@ -977,80 +948,6 @@ step_start(Coordinator *c, CommitGroup *g, const char *run_id, json_t *rec, RunS
 		step_replicated(c, r > 0 ? 0 : r, st);
 }
 
-/* Cluster mode: start each run's replicate step before the commit's flush,
- * so that JetStream's round trip and the disk's flush overlap; what the
- * commit made visible still waits for both (RunStep.committed). The records
- * are put into the transaction first: after that only the commit itself can
- * fail (early_settle). NULL: nothing started (single host, out of memory, a
- * record that could not be put): the steps start after the commit. */
-static CommitGroup *
-start_early(Coordinator *c, Op *ops, RunLogBatch *b)
-{
-	const CommitHooks *h = c->commit_hooks;
-	size_t nruns = 0, k = 0;
-
-	if (!(h->replicating && h->replicating(c)) || !h->replicate_flush ||
-	    runlog_batch_seal(b) < 0)
-		return NULL;
-	for (Op *op = ops; op; op = op->next)
-		nruns += first_of_run(ops, op);
-	CommitGroup *g = calloc(1, sizeof(*g));
-	RunStep **sts = calloc(nruns, sizeof(*sts));
-	bool ok = g && sts && (g->early = calloc(nruns, sizeof(*g->early)));
-	for (size_t i = 0; ok && i < nruns; i++)
-		ok = (sts[i] = calloc(1, sizeof(RunStep))) != NULL;
-	if (!ok) {
-		for (size_t i = 0; sts && i < nruns; i++)
-			free(sts[i]);
-		free(sts);
-		if (g)
-			free(g->early);
-		free(g);
-		return NULL;
-	}
-	g->ops = ops;
-	g->steps = 1;
-	for (Op *op = ops; op; op = op->next)
-		if (first_of_run(ops, op)) {
-			step_start(c, g, op->run_id, runlog_batch_get_record(b, op->run_id),
-				   sts[k]);
-			k++;
-		}
-	free(sts);
-	h->replicate_flush(c);
-	return g;
-}
-
-/* The commit of a group whose steps started early returned r: each step
- * that was replicated meanwhile ends now, the others when they are. A failed
- * commit is answered as in single-host mode; its runs' events may be in the
- * cluster already (replicate_abort). */
-static void
-early_settle(Coordinator *c, CommitGroup *g, int r)
-{
-	const CommitHooks *h = c->commit_hooks;
-	size_t n = g->n_early;
-
-	if (r < 0) {
-		for (Op *op = g->ops; op; op = op->next) {
-			if (peer_deferred_peer(op->ack))
-				commit_ack(c, NULL, op);
-			commit_settle(c, op);
-		}
-		for (size_t i = 0; i < n; i++)
-			h->replicate_abort(c, g->early[i]->run_id);
-		fail_runs_after_storage_error(c, g->ops, r);
-	}
-	for (size_t i = 0; i < n; i++) {
-		RunStep *st = g->early[i]; /* g lives on: its setup reference */
-		st->committed = true;
-		st->stored = r == 0;
-		if (st->ended)
-			step_replicated(c, st->err, st);
-	}
-	group_unref(g);
-}
-
 /* The group commit: write every queued op in one transaction, then per run
  * (replicate,) publish, acknowledge and settle, in that order. */
 static void
@@ -1064,13 +961,7 @@ commit_ops(Coordinator *c)
 		return;
 	c->ops_head = c->ops_tail = NULL;
 
-	CommitGroup *early = NULL;
-	r = commit_write(c, ops, &b, &early);
-	if (early) {
-		runlog_batch_free(b);
-		early_settle(c, early, r);
-		return;
-	}
+	r = commit_write(c, ops, &b);
 	if (r < 0) {
 		for (Op *op = ops; op; op = op->next) {
 			if (peer_deferred_peer(op->ack))
@@ -1142,7 +1033,9 @@ commit_ops(Coordinator *c)
 		k = 0;
 	}
 	for (size_t i = 0; i < k; i++) /* cluster mode: each run when replicated */
-		step_start(c, g, ids[i], recs[i], NULL);
+		step_start(c, g, ids[i], recs[i]);
+	if (k && c->commit_hooks->replicate_flush)
+		c->commit_hooks->replicate_flush(c);
 	free(recs);
 	free(ids);
 	if (g != &fallback) {

@@ -928,7 +928,6 @@ const CommitHooks coordinator_commit_hooks = {
     .replicating = replicate_active,
     .replicate = replicate_events,
     .replicate_flush = replicate_flush,
-    .replicate_abort = replicate_abort,
 };
 
 static void

@@ -233,13 +233,9 @@ typedef struct CommitHooks {
 	int (*replicate)(Coordinator *c, const char *run_id, int64_t first_seq,
 			 const char *const *texts, const size_t *lens, size_t n, const json_t *rec,
 			 void (*done)(Coordinator *c, int err, void *arg), void *arg);
-	/* commit.c calls replicate before the commit's flush (its done waits
-	 * for the commit's outcome): send what was queued now, so that the
-	 * cluster's round trip overlaps the disk's flush. */
+	/* After a commit's replicate calls: send what they queued now, not on
+	 * the loop's next turn (which may begin with another commit's flush). */
 	void (*replicate_flush)(Coordinator *c);
-	/* That commit failed after run_id's events were handed over: the
-	 * cluster may hold events the local log does not. */
-	void (*replicate_abort)(Coordinator *c, const char *run_id);
 } CommitHooks;
 
 struct Coordinator {
@@ -485,7 +481,6 @@ int replicate_events(Coordinator *c, const char *run_id, int64_t first_seq,
  * stopped and it is failed locally with code fenced. */
 void replicate_fence(Coordinator *c, const char *run_id);
 void replicate_flush(Coordinator *c);
-void replicate_abort(Coordinator *c, const char *run_id);
 /* Was writer (an Rw-Writer) a process of this node? */
 bool replicate_own_writer(Coordinator *c, const char *writer);
 /* Retention pruned run_id (rec: its record as it was) from the local log:

@@ -5,12 +5,12 @@
  * With [cluster] nats set, coordinatord connects to NATS JetStream at start
  * (fail closed: no cluster, no start), heartbeats this node, and sits between
  * the LMDB commit and visibility (CommitHooks.replicate): the events a commit
- * writes for a run are published to the run's subject — before the commit's
- * flush, which the publish overlaps (commit.c, replicate_flush) — fenced by
- * the stream sequence of the run's previous message (cluster_publish_events),
- * and the commit makes them visible — RUN_EVENTS to watchers, the
- * acknowledgements of RUN_APPEND — only once it returned and JetStream
- * acknowledged them.
+ * wrote for a run are published to the run's subject, fenced by the stream
+ * sequence of the run's previous message (cluster_publish_events), and the
+ * commit makes them visible — RUN_EVENTS to watchers, the acknowledgements of
+ * RUN_APPEND — only once JetStream acknowledged them. The publish follows
+ * the commit, never overlaps its flush: docs/CLUSTER.md "The commit
+ * pipeline" says why.
  *
  * One publish per run in flight, in commit order (the fence chains each
  * message to its predecessor); the batches queued behind it go together in
@@ -92,8 +92,6 @@ typedef struct RunRepl {
 	uint64_t last_stream_seq;
 	char mirrored[16]; /* the status last queued to rw_runs ("" none) */
 	bool purged;	   /* purged from the cluster: the entry goes when idle */
-	bool lost_local;   /* a commit whose events were published failed on disk
-			    * (replicate_abort): later events go after the stream's */
 	Batch *head, *tail;
 } RunRepl;
 
@@ -465,11 +463,6 @@ run_next(RunRepl *rr)
 		err = cluster_run_last(c->cluster, rr->run_id, on_last, rr);
 		goto submitted;
 	}
-	/* the local log lost what the stream holds (replicate_abort): the
-	 * run's end, written locally where those events would have been, goes
-	 * after them in the cluster's copy */
-	if (rr->lost_local && b->n && b->first_seq <= rr->last_seq)
-		b->first_seq = rr->last_seq + 1;
 	/* skip what the stream holds already */
 	size_t off = 0;
 	if (rr->last_seq >= b->first_seq)
@@ -707,20 +700,6 @@ replicate_flush(Coordinator *c)
 {
 	if (c->repl)
 		cluster_flush(c->cluster);
-}
-
-void
-replicate_abort(Coordinator *c, const char *run_id)
-{
-	Replicator *r = c->repl;
-	RunRepl *rr = r ? run_repl_get(r, run_id) : NULL;
-
-	if (!rr)
-		return;
-	rr->lost_local = true;
-	log_ctx(LOG_ERR, &(LogCtx){.run_id = run_id},
-		"Run's events went to the cluster but their local commit failed; the cluster's "
-		"copy of the run ends after them");
 }
 
 void

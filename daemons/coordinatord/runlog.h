@@ -178,9 +178,6 @@ int runlog_batch_finish(RunLogBatch *b, const char *run_id, const char *status,
 int runlog_batch_drive_put(RunLogBatch *b, const char *run_id, const json_t *state);
 /* The record as the batch leaves it (new reference), NULL if the batch never touched it. */
 json_t *runlog_batch_get_record(RunLogBatch *b, const char *run_id);
-/* Put the records the batch changed into its transaction (the commit does it
- * too): after it, only the commit itself (its writes and flush) can fail. */
-int runlog_batch_seal(RunLogBatch *b);
 int runlog_batch_commit(RunLogBatch *b);
 void runlog_batch_free(RunLogBatch *b);
 
