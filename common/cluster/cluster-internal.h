@@ -120,8 +120,9 @@ int cluster_errno(natsStatus s, jsErrCode code, const char *what);
 bool cluster_valid_token(const char *s, size_t max);
 
 /* cluster-msg.c: a message of RW_RUNS holds events first..first+count-1 */
-#define CLUSTER_HDR_SEQ "Rw-Seq"
-#define CLUSTER_HDR_COUNT "Rw-Count"
+#define CLUSTER_HDR_SEQ "Rw-Seq"     /* one event: its seq */
+#define CLUSTER_HDR_FIRST "Rw-First" /* more: the first one's seq ... */
+#define CLUSTER_HDR_COUNT "Rw-Count" /* ... and how many */
 #define CLUSTER_MSG_MAX_EVENTS 4096
 /* How many of ev[0..n) one message holds within max_bytes (at least 1). */
 size_t cluster_msg_fit(const ClusterEvent *ev, size_t n, size_t max_bytes);

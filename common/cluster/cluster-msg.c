@@ -3,10 +3,12 @@
  * cluster-msg.c — what one RW_RUNS message holds: one or more consecutive
  * events of a run (docs/CLUSTER.md "What is kept in JetStream").
  *
- * Headers Rw-Seq (the seq of its first event) and Rw-Count (how many; absent
- * means 1). With one event the payload is the event's bytes, as a message
- * was before batches were packed. With more, the payload is the events in
- * order as netstrings, "<len>:<bytes>,", so any bytes may be an event. A
+ * One event: header Rw-Seq (its seq) and the event's bytes as the payload, as
+ * every message was before batches were packed. More: headers Rw-First (the
+ * first one's seq) and Rw-Count, and the events in order as netstrings,
+ * "<len>:<bytes>,", so any bytes may be an event. A packed message has no
+ * Rw-Seq on purpose: a reader from before packing refuses it ("a message
+ * without Rw-Seq") rather than show the netstrings as one event. A
  * commit's events of one run go as few messages as the server's maximum
  * payload allows: one fenced round trip each, where one message per event
  * took one round trip per event (the fence chains a message to the stream
@@ -110,11 +112,10 @@ cluster_msg_events(natsMsg *m, uint64_t *first_seq, ClusterEvent **ret, size_t *
 {
 	uint64_t count = 1;
 	int r = header_u64(m, CLUSTER_HDR_SEQ, first_seq);
+	if (r == -ENOENT && (r = header_u64(m, CLUSTER_HDR_FIRST, first_seq)) == 0)
+		r = header_u64(m, CLUSTER_HDR_COUNT, &count);
 	if (r < 0)
 		return -EBADMSG;
-	r = header_u64(m, CLUSTER_HDR_COUNT, &count);
-	if (r == -EBADMSG)
-		return r;
 	int len = natsMsg_GetDataLength(m);
 	size_t dl = len > 0 ? (size_t)len : 0;
 	/* each packed event takes at least "0:," */

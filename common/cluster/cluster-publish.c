@@ -118,7 +118,7 @@ send_one(Cluster *c, ClusterPub *p)
 	if (st == NATS_OK)
 		st = natsMsgHeader_Set(m, "Nats-Expected-Last-Subject-Sequence", exp);
 	if (st == NATS_OK)
-		st = natsMsgHeader_Set(m, CLUSTER_HDR_SEQ, seq);
+		st = natsMsgHeader_Set(m, p->m > 1 ? CLUSTER_HDR_FIRST : CLUSTER_HDR_SEQ, seq);
 	if (st == NATS_OK && p->m > 1)
 		st = natsMsgHeader_Set(m, CLUSTER_HDR_COUNT, count);
 	if (st == NATS_OK)
@@ -193,10 +193,11 @@ verify_exec(Cluster *c, Job *j)
 	natsStatus s = js_GetLastMsg(&m, c->js, CLUSTER_STREAM, v->subject, NULL, &code);
 	if (s == NATS_OK && natsMsgHeader_Get(m, CLUSTER_HDR_COUNT, &count) != NATS_OK)
 		count = "1";
-	if (s == NATS_OK && natsMsgHeader_Get(m, CLUSTER_HDR_SEQ, &seq) == NATS_OK &&
-	    natsMsgHeader_Get(m, HDR_WRITER, &writer) == NATS_OK && seq && writer && count &&
-	    strtoull(seq, NULL, 10) == v->seq && strtoull(count, NULL, 10) == v->count &&
-	    strcmp(writer, c->writer) == 0) {
+	if (s == NATS_OK && natsMsgHeader_Get(m, CLUSTER_HDR_SEQ, &seq) != NATS_OK)
+		(void)natsMsgHeader_Get(m, CLUSTER_HDR_FIRST, &seq);
+	if (s == NATS_OK && seq && natsMsgHeader_Get(m, HDR_WRITER, &writer) == NATS_OK &&
+	    writer && count && strtoull(seq, NULL, 10) == v->seq &&
+	    strtoull(count, NULL, 10) == v->count && strcmp(writer, c->writer) == 0) {
 		v->ack.status = NATS_OK; /* ours: a duplicate */
 		v->ack.code = 0;
 		v->ack.dup = true;
