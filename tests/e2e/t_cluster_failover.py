@@ -107,7 +107,9 @@ def test_coordinatord_kill9_alone_keeps_ownership():
         rows = {ln.split()[0]: ln.split() for ln in out.stdout.splitlines()[1:4]}
         assert sorted(rows) == ["a", "b", "c"], out.stdout
         assert all(r[1] == "alive" for r in rows.values()), out.stdout
-        assert rows["a"][2].isdigit() and int(rows["a"][4]) >= 1, out.stdout
+        # NODE STATE RUNS MAX_RUNS SANDBOXES THREADS (max_runs 0: "none")
+        assert rows["a"][2].isdigit() and int(rows["a"][5]) >= 1, out.stdout
+        assert rows["a"][3] == "none", out.stdout
         assert "t-coord" in out.stdout, out.stdout
         # without [cluster]: a clear message, a non-zero exit
         plain = os.path.join(a.dir, "plain.conf")
