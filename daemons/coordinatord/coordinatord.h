@@ -181,6 +181,8 @@ typedef struct Metrics {
 	uint64_t cluster_runs_taken_over;    /* lost nodes' runs ended node_lost here */
 	uint64_t cluster_purged;	     /* runs purged from the cluster by retention */
 	uint64_t cluster_purge_failures;     /* ... that failed (the max age removes them) */
+	uint64_t cluster_owner_known;	     /* forwarded on a remembered owner (forward_known) */
+	uint64_t cluster_owner_stale;	     /* ... whose owner had changed: asked again */
 	uint64_t cluster_publishes;	     /* batches acknowledged by JetStream */
 	uint64_t cluster_publish_usec_sum;   /* their submit → acknowledgement time */
 	uint64_t cluster_publish_buckets[8]; /* ≤ 0.5, 1, 2.5, 5, 10, 25, 100 ms, +Inf */

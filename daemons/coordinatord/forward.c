@@ -166,6 +166,7 @@ out_retry(Outgoing *o, int err, const void *data, size_t len)
 		"Cluster: node %s does not serve the thread any more (%s); asking again", o->owner,
 		err ? "not running" : "not_owner");
 	placement_forget(c, o->thread);
+	c->m.cluster_owner_stale++;
 	if (p && frame_parse(o->frame + FRAME_HEADER_SIZE, o->len - FRAME_HEADER_SIZE, &f) == 0) {
 		int r = o->h(p, &f, o->ud);
 		frame_done(&f);
@@ -284,6 +285,7 @@ forward_known(Coordinator *c, Peer *p, const Frame *f, const char *thread, const
 	}
 	o->h = h;
 	o->ud = ud;
+	c->m.cluster_owner_known++;
 	send_outgoing(c, o, d, f->type, o->frame, o->len, node);
 	return true;
 }
