@@ -82,6 +82,8 @@ typedef struct RRead {
 	int tries, first_tries;
 	struct event *timer; /* waiting for the run's first event */
 	uint64_t next_sseq;
+	char *last_text; /* the bytes of last (a copy), when read */
+	size_t last_len;
 	/* the events read */
 	char **texts;
 	size_t *lens, n;
@@ -94,6 +96,11 @@ struct RemoteWatch {
 	Coordinator *c;
 	ClusterWatch *cw;
 	char *thread;
+	/* the event the watch started after (seq next_seq - 1 then), kept until
+	 * the first push: the client's read that follows the watch is answered
+	 * with it, without a request to JetStream */
+	char *start_text;
+	size_t start_len;
 	struct event *retry;
 	int64_t next_seq;
 	uint64_t next_sseq;
@@ -189,6 +196,7 @@ rread_free(RRead *r)
 	free(r->lens);
 	free(r->want_thread);
 	free(r->thread);
+	free(r->last_text);
 	json_decref(r->status_event);
 	free(r);
 }
@@ -237,6 +245,16 @@ first_later(RRead *r)
 	return true;
 }
 
+/* A copy of the run's last event's bytes (for a watch's first read); none
+ * when out of memory (the read then asks JetStream). */
+static void
+keep_last_text(RRead *r, const ClusterRunLast *last)
+{
+	free(r->last_text);
+	r->last_text = last->data ? strndup(last->data, last->len) : NULL;
+	r->last_len = r->last_text ? last->len : 0;
+}
+
 /* The run's thread from its first event (RUN_STARTED names it); NULL when
  * it names none. */
 static void
@@ -263,6 +281,7 @@ on_last_first(Cluster *cluster, int err, const ClusterRunLast *last, void *userd
 	r->last = *last;
 	r->last.data = NULL;
 	r->have_last = true;
+	keep_last_text(r, last);
 	if (last->seq != 0) {
 		r->first_tries = 0;
 		int e = cluster_read_events(cluster, r->run_id, 0, 0, 1, on_first, r);
@@ -296,6 +315,8 @@ on_last(Cluster *cluster, int err, const ClusterRunLast *last, void *userdata)
 	if (err < 0)
 		return rread_fail(r, err);
 	r->last = *last;
+	r->last.data = NULL;
+	keep_last_text(r, last);
 	r->step = STEP_EVENTS;
 	rread_next(r);
 }
@@ -328,6 +349,8 @@ watch_established(RRead *r)
 		rw->thread = TAKE_PTR(r->thread);
 		rw->next_seq = (int64_t)r->last.seq + 1;
 		rw->next_sseq = r->last.stream_seq + 1;
+		rw->start_text = TAKE_PTR(r->last_text);
+		rw->start_len = r->last_len;
 		e = remote_watch_start(rw);
 	}
 	if (e < 0) {
@@ -564,9 +587,24 @@ remote_run_read(Coordinator *c, Peer *p, const Frame *f, const Msg_RUN_READ *m)
 	for (Watch *w = c->watches; w; w = w->next)
 		if (w->remote && w->client->peer == p && streq(w->run_id, m->run_id) &&
 		    w->remote->next_seq > 0) {
-			r->last.seq = (uint64_t)w->remote->next_seq - 1;
-			r->last.stream_seq = w->remote->next_sseq - 1;
+			RemoteWatch *rw = w->remote;
+			r->last.seq = (uint64_t)rw->next_seq - 1;
+			r->last.stream_seq = rw->next_sseq - 1;
 			r->have_last = true;
+			/* the read of the one event the watch started after (a tail
+			 * of a run just started: its event 0) is answered with it */
+			if (rw->start_text && r->from + 1 == rw->next_seq - 1 && rw->thread &&
+			    (!r->want_thread || streq(r->want_thread, rw->thread)) &&
+			    (r->thread = strdup(rw->thread)) &&
+			    (r->texts[0] = strndup(rw->start_text, rw->start_len))) {
+				r->lens[0] = rw->start_len;
+				r->n = 1;
+				r->first_seq = r->from + 1;
+				r->status_event =
+				    json_loadb(rw->start_text, rw->start_len, 0, NULL);
+				read_answer(r);
+				return true;
+			}
 			break;
 		}
 	rread_next(r);
@@ -662,6 +700,8 @@ on_watch_event(Cluster *cluster, ClusterWatch *cw, int err, const ClusterReadEve
 		mp_writer_done(&mw);
 		rw->next_seq = (int64_t)ev[i].seq + 1;
 		rw->next_sseq = ev[i].stream_seq + 1;
+		free(rw->start_text);
+		rw->start_text = NULL;
 	}
 }
 
@@ -675,6 +715,7 @@ remote_watch_drop(Coordinator *c, Watch *w)
 	if (rw->retry)
 		event_free(rw->retry);
 	free(rw->thread);
+	free(rw->start_text);
 	free(rw);
 	w->remote = NULL;
 }
