@@ -19,7 +19,9 @@
  * as routerd would (role router, so a read names its thread): the same
  * checks, the same deferred answers, nothing re-implemented. Requests that
  * came that way are marked (Client.forwarded) and never forwarded again: a
- * node that is not the owner any more answers not_owner.
+ * node that is not the owner any more answers not_owner (a by-thread request
+ * is checked with an owner look-up unless this node knows it owns the
+ * thread: the sender may have used a remembered owner that is stale).
  *
  * Which node: RUN_START and a thread's file and snapshot calls claim the
  * thread (placement.c), and the claim's answer names the owner; RUN_GET,
@@ -84,6 +86,7 @@ typedef struct Lookup {
 	PeerHandler h;
 	void *ud;
 	int type;
+	bool forwarded; /* came from another node: checked, never forwarded on */
 	char *frame;
 	size_t len;
 	char thread[];
@@ -340,7 +343,12 @@ on_owner(Cluster *cluster, int err, const ClusterOwner *owner, void *userdata)
 	Lookup *l = userdata;
 	Coordinator *c = l->fw->c;
 
-	if (err == 0 && !streq(owner->node, cluster_node(cluster))) {
+	if (err == 0 && !streq(owner->node, cluster_node(cluster)) && l->forwarded) {
+		/* the sender's view (a remembered owner) is stale: it asks again */
+		char m[160];
+		snprintf(m, sizeof(m), "thread is owned by cluster node '%s'", owner->node);
+		(void)peer_deferred_error(TAKE_PTR(l->d), -EREMOTE, "not_owner", m);
+	} else if (err == 0 && !streq(owner->node, cluster_node(cluster))) {
 		placement_remember(c, l->thread, owner->node);
 		forward_deferred(c, TAKE_PTR(l->d), l->type, l->frame, l->len, owner->node);
 	} else if (err == 0 || err == -ENOENT) {
@@ -372,12 +380,15 @@ forward_by_thread(Coordinator *c, Peer *p, const Frame *f, const char *thread_id
 	Forwarder *fw = c->fwd;
 	Client *cl = ud;
 
-	if (!fw || c->route_here || cl->forwarded || !thread_id || placement_owns(c, thread_id))
+	if (!fw || c->route_here || !thread_id || placement_owns(c, thread_id))
 		return false;
 	if (placement_refuse_unready(c, p, f))
 		return true;
-	/* the owner as last heard (a claim, a look-up): no look-up */
-	const char *known = placement_known_owner(c, thread_id);
+	/* the owner as last heard (a claim, a look-up): no look-up; a request
+	 * another node sent here on such a view is checked (a look-up unless
+	 * this node knows it owns the thread), and refused not_owner when the
+	 * view was stale, so that node asks again */
+	const char *known = cl->forwarded ? NULL : placement_known_owner(c, thread_id);
 	if (known && forward_known(c, p, f, thread_id, known, h, ud))
 		return true;
 	size_t tl = strlen(thread_id) + 1;
@@ -390,6 +401,7 @@ forward_by_thread(Coordinator *c, Peer *p, const Frame *f, const char *thread_id
 		l->h = h;
 		l->ud = ud;
 		l->type = f->type;
+		l->forwarded = cl->forwarded;
 		memcpy(l->thread, thread_id, tl);
 		l->next = fw->lookups;
 		fw->lookups = l;
