@@ -318,7 +318,8 @@ def test_thread_list_through_any_node_lists_every_thread():
 def test_other_nodes_threads_are_remembered():
     """A node remembers which node owns a thread another node claimed: the
     thread's next runs and reads through it are forwarded without a claim
-    (a KV create the cluster would refuse) or an owner look-up."""
+    (a KV create the cluster would refuse) or an owner look-up; a remembered
+    owner that does not serve any more is forgotten and asked again."""
     try:
         a, b = node("a"), node("b")
         first = a.start_run("echo mine", thread="t-known")
@@ -334,6 +335,22 @@ def test_other_nodes_threads_are_remembered():
         # GETs) went to a at once
         assert k1 - k0 >= 4, (k0, k1)
         assert b.metric("runwarden_cluster_owner_stale_total") == 0
+        # a's coordinatord gone (kill -9, its heartbeat key still alive): b's
+        # request on the remembered owner finds nobody serving it, forgets
+        # it and asks again (the claim: a's still), then answers 503
+        a.kill("coordinatord")
+        st, js = b.http("POST", "/runs", {"threadId": "t-known", "messages": [
+            {"role": "user", "content": "echo gone"}]})
+        assert st == 503 and js["code"] == "owner_unreachable", (st, js)
+        assert b.metric("runwarden_cluster_owner_stale_total") >= 1
+        # back: the thread's next run through b runs on a again
+        a.start_daemon("coordinatord")
+        assert poll(lambda: a.http("GET", "/readyz")[0] == 200, timeout=30)
+        r = poll(lambda: (lambda sj: sj[1]["runId"] if sj[0] == 202 else None)(
+            b.http("POST", "/runs", {"threadId": "t-known", "messages": [
+                {"role": "user", "content": "echo back"}]})), timeout=20)
+        assert r and b.wait_terminal(r, thread="t-known")["status"] == "completed"
+        assert local_run(a, r)
     except Exception:
         stop_all()
         raise
