@@ -461,7 +461,6 @@ struct Gather {
 	json_t *items; /* every node's items */
 	bool more;
 	uint64_t limit;
-	char *run_id;
 };
 
 static void
@@ -478,7 +477,6 @@ gather_free(Gather *g)
 	peer_deferred_free(g->d);
 	free(g->frame);
 	json_decref(g->items);
-	free(g->run_id);
 	free(g);
 }
 
@@ -666,13 +664,17 @@ threads_answer(Gather *g)
 		v[i] = json_array_get(g->items, i);
 	if (r == 0 && n)
 		qsort(v, n, sizeof(*v), item_cmp);
+	json_auto_t *seen = json_object(); /* the threads listed (a set) */
+	if (!seen)
+		r = -ENOMEM;
 	for (size_t i = 0; r == 0 && i < n; i++) {
 		const char *t = json_string_value(json_object_get(v[i], "threadId"));
-		bool dup = false;
-		for (size_t j = 0; t && j < i && !dup; j++)
-			dup = streq(t, json_string_value(json_object_get(v[j], "threadId")) ?: "");
-		if (!t || dup)
-			continue;
+		if (!t || json_object_get(seen, t))
+			continue; /* an older entry of a thread listed already */
+		if (json_object_set_new(seen, t, json_true()) < 0) {
+			r = -ENOMEM;
+			break;
+		}
 		if (k == g->limit) {
 			more = true;
 			break;

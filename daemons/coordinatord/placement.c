@@ -19,6 +19,14 @@
  * claim finds this node's entry, or the new owner's). A restart asks again.
  * A takeover this node won adds the thread (placement_own()).
  *
+ * Other nodes' threads are remembered too (Known: the owner a refused claim,
+ * a placement or an owner look-up named): a thread's next RUN_START (and
+ * forward.c's by-thread requests) go straight to that node, no claim the
+ * cluster would refuse. Forgotten when the node is lost (takeover.c), when
+ * this node owns the thread, and when the node did not run a request sent
+ * on it (forward_known: not_owner, or nobody serving it), which is then
+ * handled again without the entry.
+ *
  * Capacity ([cluster] max_runs, 0 = no limit): when this node drives that
  * many runs not done, a new thread is claimed for the live node with the
  * fewest runs among those with room, per their last heartbeats ({"runs",

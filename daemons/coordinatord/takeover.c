@@ -18,7 +18,10 @@
  * run's next seq, fenced on that last event's stream sequence (so a lost
  * node that comes back is refused from then on, and two enders cannot both
  * succeed), and the record is put as failed/node_lost. Exactly once: the
- * take (one winner per thread), the terminal check and the fence.
+ * take (one winner per thread), the terminal check and the fence. A run of
+ * the lost node on a thread it did not own (RUN_OPEN does not claim) is
+ * ended by the thread's owner, or, when nobody owns it, by the node whose
+ * claim of the thread wins (end_unowned_run).
  * A step that fails otherwise (no JetStream leader during a NATS failover)
  * is tried again a second later, up to TAKEOVER_RETRIES times.
  *
