@@ -104,7 +104,8 @@ print_text(json_t *nodes, json_t *threads, bool list_threads)
 		else if (n)
 			json_integer_set(n, json_integer_value(n) + 1);
 	}
-	printf("%-20s %-6s %6s %10s %8s\n", "NODE", "STATE", "RUNS", "SANDBOXES", "THREADS");
+	printf("%-20s %-6s %6s %8s %10s %8s\n", "NODE", "STATE", "RUNS", "MAX_RUNS", "SANDBOXES",
+	       "THREADS");
 	json_object_foreach(all, k, v)
 	{
 		json_t *hb = json_object_get(nodes, k);
@@ -112,15 +113,21 @@ print_text(json_t *nodes, json_t *threads, bool list_threads)
 		    hb ? json_loads(json_string_value(json_object_get(hb, "value")), 0, NULL)
 		       : NULL;
 		json_t *runs = json_object_get(info, "runs"),
-		       *sandboxes = json_object_get(info, "sandboxes");
-		char r[24] = "-", s[24] = "-";
+		       *sandboxes = json_object_get(info, "sandboxes"),
+		       *max = json_object_get(info, "max_runs");
+		char r[24] = "-", s[24] = "-", m[24] = "-";
 		if (json_is_integer(runs))
 			snprintf(r, sizeof(r), "%" JSON_INTEGER_FORMAT, json_integer_value(runs));
+		/* its capacity ([cluster] max_runs): 0 is "no limit" */
+		if (json_is_integer(max) && json_integer_value(max) > 0)
+			snprintf(m, sizeof(m), "%" JSON_INTEGER_FORMAT, json_integer_value(max));
+		else if (json_is_integer(max))
+			snprintf(m, sizeof(m), "none");
 		if (json_is_integer(sandboxes))
 			snprintf(s, sizeof(s), "%" JSON_INTEGER_FORMAT,
 				 json_integer_value(sandboxes));
-		printf("%-20s %-6s %6s %10s %8" JSON_INTEGER_FORMAT "\n", k, hb ? "alive" : "lost",
-		       r, s, json_integer_value(v));
+		printf("%-20s %-6s %6s %8s %10s %8" JSON_INTEGER_FORMAT "\n", k,
+		       hb ? "alive" : "lost", r, m, s, json_integer_value(v));
 	}
 	if (!list_threads)
 		return;

@@ -131,7 +131,15 @@ cluster_ensure(Cluster *c)
 
 /* ---- KV jobs ---- */
 
-typedef enum KvOp { KV_CLAIM, KV_TAKE, KV_OWNER, KV_PUT_RUN, KV_BEAT, KV_CHECK_NODE } KvOp;
+typedef enum KvOp {
+	KV_CLAIM,
+	KV_TAKE,
+	KV_OWNER,
+	KV_PUT_RUN,
+	KV_GET_RUN,
+	KV_BEAT,
+	KV_CHECK_NODE
+} KvOp;
 
 typedef struct KvJob {
 	Job job;
@@ -147,6 +155,7 @@ typedef struct KvJob {
 	usec_t sent; /* KV_BEAT: when submitted */
 	ClusterOwnerFn owner_cb;
 	ClusterDoneFn done_cb;
+	ClusterValueFn value_cb; /* KV_GET_RUN: data, len are the value */
 	void *userdata;
 } KvJob;
 
@@ -263,6 +272,20 @@ kv_exec(Cluster *c, Job *job)
 		j->r = cluster_errno(kvStore_Put(&j->rev, c->kv_runs, j->key, j->data, (int)j->len),
 				     0, "put run record");
 		break;
+	case KV_GET_RUN:
+		j->r = cluster_errno(kvStore_Get(&e, c->kv_runs, j->key), 0, "get run record");
+		if (j->r >= 0) {
+			int n = kvEntry_ValueLen(e);
+			j->len = n > 0 ? (size_t)n : 0;
+			j->data = malloc(j->len + 1);
+			if (j->data) {
+				memcpy(j->data, kvEntry_Value(e), j->len);
+				((char *)j->data)[j->len] = '\0';
+			} else
+				j->r = -ENOMEM;
+		}
+		kvEntry_Destroy(e);
+		break;
 	case KV_BEAT: j->r = beat(c, j); break;
 	case KV_CHECK_NODE:
 		j->r = cluster_errno(kvStore_Get(&e, c->kv_nodes, j->key), 0, "get node");
@@ -313,6 +336,8 @@ kv_done(Cluster *c, Job *job)
 			}
 		} else if (j->op == KV_CHECK_NODE)
 			node_checked(c, j);
+		else if (j->value_cb)
+			j->value_cb(c, j->r, j->data, j->r < 0 ? 0 : j->len, j->userdata);
 		else if (j->owner_cb)
 			j->owner_cb(c, j->r, &j->owner, j->userdata);
 		else if (j->done_cb)
@@ -384,6 +409,18 @@ cluster_put_run(Cluster *c, const char *run_id, const void *data, size_t len, Cl
 	}
 	memcpy(j->data, data, len);
 	j->len = len;
+	cluster_submit(c, &j->job);
+	return 0;
+}
+
+int
+cluster_get_run(Cluster *c, const char *run_id, ClusterValueFn cb, void *userdata)
+{
+	KvJob *j;
+	int r = kv_submit(c, KV_GET_RUN, run_id, NULL, 0, NULL, NULL, userdata, &j);
+	if (r < 0)
+		return r;
+	j->value_cb = cb;
 	cluster_submit(c, &j->job);
 	return 0;
 }

@@ -302,6 +302,13 @@ typedef void (*ClusterDoneFn)(Cluster *c, int err, uint64_t revision, void *user
 /* Put the record of run_id (bytes copied). */
 int cluster_put_run(Cluster *c, const char *run_id, const void *data, size_t len, ClusterDoneFn cb,
 		    void *userdata);
+/* The record of run_id: err 0 and its bytes (valid during the callback),
+ * -ENOENT when the bucket has none, or another negative errno. A KV get
+ * (direct: any replica may answer, a moment behind a put). On the worker;
+ * cb on the loop thread. 0, or -EINVAL (run_id cannot be a key: then no
+ * run has it), -ENOTCONN (the buckets are not ensured yet), -ENOMEM. */
+typedef void (*ClusterValueFn)(Cluster *c, int err, const void *data, size_t len, void *userdata);
+int cluster_get_run(Cluster *c, const char *run_id, ClusterValueFn cb, void *userdata);
 
 /* ---- listing a bucket ---- */
 

@@ -83,4 +83,14 @@ cluster_metrics(Coordinator *c, FILE *mf)
 		"runwarden_cluster_publish_seconds_sum %.6f\n"
 		"runwarden_cluster_publish_seconds_count %" PRIu64 "\n",
 		cum, (double)m->cluster_publish_usec_sum / 1e6, m->cluster_publishes);
+	fprintf(mf,
+		"# HELP runwarden_cluster_owner_known_total Requests forwarded to the node "
+		"remembered as their thread's owner (no claim, no owner look-up).\n"
+		"# TYPE runwarden_cluster_owner_known_total counter\n"
+		"runwarden_cluster_owner_known_total %" PRIu64 "\n"
+		"# HELP runwarden_cluster_owner_stale_total Of those, the ones the remembered "
+		"node did not serve (not_owner, not running): forgotten, asked again.\n"
+		"# TYPE runwarden_cluster_owner_stale_total counter\n"
+		"runwarden_cluster_owner_stale_total %" PRIu64 "\n",
+		m->cluster_owner_known, m->cluster_owner_stale);
 }

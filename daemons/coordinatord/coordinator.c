@@ -351,6 +351,11 @@ handle_run_get(Peer *p, const Frame *f, const Msg_RUN_GET *m, void *ud)
 		if (ret == -ENOENT && m->thread_id &&
 		    remote_run_get(cl->c, p, f, m->run_id, m->thread_id))
 			return 0;
+		/* a /chat join by run id alone: rw_runs names its thread, or
+		 * another node holds it */
+		if (ret == -ENOENT && m->any_thread && !m->thread_id &&
+		    forward_any_thread(cl->c, p, f, m->run_id, dispatch_run_get, ud))
+			return 0;
 		return ret;
 	}
 	/* the stored text, unparsed (runlog_get_text: GET polling, B7) */
@@ -693,6 +698,9 @@ handle_thread_list(Peer *p, const Frame *f, const Msg_THREAD_LIST *m, void *ud)
 		goto out;
 	}
 	ret = runlog_threads(cl->c->runlog, &q, &list, &more);
+	/* cluster mode: every node's page, merged */
+	if (ret == 0 && forward_thread_list(cl->c, p, f, list, more, q.limit, ud))
+		goto out;
 	if (ret == 0) {
 		char **texts = json_texts(list);
 		ret = texts

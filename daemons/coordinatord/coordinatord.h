@@ -181,6 +181,8 @@ typedef struct Metrics {
 	uint64_t cluster_runs_taken_over;    /* lost nodes' runs ended node_lost here */
 	uint64_t cluster_purged;	     /* runs purged from the cluster by retention */
 	uint64_t cluster_purge_failures;     /* ... that failed (the max age removes them) */
+	uint64_t cluster_owner_known;	     /* forwarded on a remembered owner (forward_known) */
+	uint64_t cluster_owner_stale;	     /* ... whose owner had changed: asked again */
 	uint64_t cluster_publishes;	     /* batches acknowledged by JetStream */
 	uint64_t cluster_publish_usec_sum;   /* their submit → acknowledgement time */
 	uint64_t cluster_publish_buckets[8]; /* ≤ 0.5, 1, 2.5, 5, 10, 25, 100 ms, +Inf */
@@ -528,6 +530,18 @@ void placement_teardown(Coordinator *c);
  * won, a lookup that found this node). */
 bool placement_owns(Coordinator *c, const char *thread_id);
 
+/* Other nodes' threads, as a claim or an owner look-up said (the cache that
+ * spares RUN_START a refused KV create, and reads an owner look-up): thread
+ * is node's (not this node's). Forgotten when node is lost
+ * (placement_forget_node, on every node loss), when this node owns the
+ * thread, and when a request forwarded on it was refused not_owner or found
+ * nobody serving the node (placement_forget; forward_known). */
+void placement_remember(Coordinator *c, const char *thread, const char *node);
+/* The node thread was last heard to belong to, or NULL. */
+const char *placement_known_owner(Coordinator *c, const char *thread);
+void placement_forget(Coordinator *c, const char *thread);
+void placement_forget_node(Coordinator *c, const char *node);
+
 /* coordinator.c: a client connection on fd (the loopback of forward.c:
  * forwarded = true). 0 or a negative errno (fd closed). */
 int coordinator_attach_client(Coordinator *c, int fd, bool forwarded);
@@ -547,6 +561,30 @@ void forward_teardown(Coordinator *c);
  * false to go on here. */
 bool forward_by_thread(Coordinator *c, Peer *p, const Frame *f, const char *thread_id,
 		       PeerHandler h, void *ud);
+/* RUN_GET with any_thread naming no thread (/chat's join by run id alone) of
+ * a run this node's log lacks: true when it took the request — the run's
+ * record in rw_runs names its thread, and h(p, f', ud) runs with f' naming
+ * it (so it goes to the thread's owner); an id rw_runs lacks (a /chat
+ * client's alias) is asked of every other live node, the first that holds
+ * it answering (-ENOENT when none does). false: not a cluster, or a request
+ * another node forwarded here (answered from this log alone). */
+bool forward_any_thread(Coordinator *c, Peer *p, const Frame *f, const char *run_id, PeerHandler h,
+			void *ud);
+/* THREAD_LIST in cluster mode: items/more are this node's page (items are
+ * copied); true when it took the request — the same query asked of every
+ * other live node, the pages merged (newest activity first, each thread
+ * once, with its newest run, limit items). false: not a cluster, or a
+ * request another node forwarded here. */
+bool forward_thread_list(Coordinator *c, Peer *p, const Frame *f, json_t *items, bool more,
+			 uint64_t limit, void *ud);
+/* Forward the request to node, which was last heard to own thread
+ * (placement_known_owner): true when it took the request. An answer that
+ * says the request never ran there — not_owner (its owner changed), or
+ * nobody serving the node (-EHOSTUNREACH) — drops the cache entry and runs
+ * h(p, f, ud) again (then without it: a claim or an owner look-up). false:
+ * out of memory (go on without the cache). */
+bool forward_known(Coordinator *c, Peer *p, const Frame *f, const char *thread, const char *node,
+		   PeerHandler h, void *ud);
 /* Forward a request (frame: frame_encode()'s bytes) held as d to node owner;
  * d is answered with the owner's answer, or owner_unreachable. Takes d. */
 void forward_deferred(Coordinator *c, PeerDeferred *d, int type, const char *frame, size_t len,

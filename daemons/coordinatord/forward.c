@@ -19,7 +19,9 @@
  * as routerd would (role router, so a read names its thread): the same
  * checks, the same deferred answers, nothing re-implemented. Requests that
  * came that way are marked (Client.forwarded) and never forwarded again: a
- * node that is not the owner any more answers not_owner.
+ * node that is not the owner any more answers not_owner (a by-thread request
+ * is checked with an owner look-up unless this node knows it owns the
+ * thread: the sender may have used a remembered owner that is stale).
  *
  * Which node: RUN_START and a thread's file and snapshot calls claim the
  * thread (placement.c), and the claim's answer names the owner; RUN_GET,
@@ -42,7 +44,10 @@
 
 #include "cluster/cluster.h"
 #include "frame.h"
+#include "id-util.h"
+#include "json-util.h"
 #include "macro.h"
+#include "strv.h"
 
 /* A forwarded request's answer, when the owner handles it at once (RUN_START,
  * reads, a cancel). Files and snapshots wait for the owner's shim. */
@@ -59,6 +64,13 @@ typedef struct Outgoing {
 	ClusterRequest *rq;
 	int64_t timeout_ms;
 	char owner[CLUSTER_NODE_MAX];
+	/* sent on a remembered owner (forward_known): handled again when the
+	 * request did not run there */
+	PeerHandler h;
+	void *ud;
+	char *frame;
+	size_t len;
+	char *thread;
 } Outgoing;
 
 typedef struct Incoming {
@@ -74,10 +86,13 @@ typedef struct Lookup {
 	PeerHandler h;
 	void *ud;
 	int type;
+	bool forwarded; /* came from another node: checked, never forwarded on */
 	char *frame;
 	size_t len;
 	char thread[];
 } Lookup;
+
+typedef struct Gather Gather;
 
 typedef struct Forwarder {
 	Coordinator *c;
@@ -85,6 +100,7 @@ typedef struct Forwarder {
 	Outgoing *out;
 	Incoming *in;
 	Lookup *lookups;
+	Gather *gathers;
 } Forwarder;
 
 int
@@ -115,14 +131,69 @@ out_unlink(Outgoing *o)
 }
 
 static void
+out_free(Outgoing *o)
+{
+	free(o->frame);
+	free(o->thread);
+	free(o);
+}
+
+/* The reason of an ERROR frame's body is not_owner. */
+static bool
+refused_not_owner(const void *data, size_t len)
+{
+	Frame f;
+	bool r = false;
+	if (len < FRAME_HEADER_SIZE ||
+	    frame_parse((const char *)data + FRAME_HEADER_SIZE, len - FRAME_HEADER_SIZE, &f) < 0)
+		return false;
+	const msgpack_object *why = f.type == MSG_ERROR ? mp_map_get(f.body, "reason") : NULL;
+	r = why && why->type == MSGPACK_OBJECT_STR && why->via.str.size == 9 &&
+	    memcmp(why->via.str.ptr, "not_owner", 9) == 0;
+	frame_done(&f);
+	return r;
+}
+
+/* A request sent on a remembered owner that did not run there: forget the
+ * owner, handle it again (a claim or a look-up now). true when done so. */
+static bool
+out_retry(Outgoing *o, int err, const void *data, size_t len)
+{
+	Coordinator *c = o->fw->c;
+	Peer *p = peer_deferred_peer(o->d);
+	Frame f;
+
+	if (!o->h || !(err == -EHOSTUNREACH || (err == 0 && refused_not_owner(data, len))))
+		return false;
+	log_ctx(LOG_INFO, &(LogCtx){.thread_id = o->thread},
+		"Cluster: node %s does not serve the thread any more (%s); asking again", o->owner,
+		err ? "not running" : "not_owner");
+	placement_forget(c, o->thread);
+	c->m.cluster_owner_stale++;
+	if (p && frame_parse(o->frame + FRAME_HEADER_SIZE, o->len - FRAME_HEADER_SIZE, &f) == 0) {
+		int r = o->h(p, &f, o->ud);
+		frame_done(&f);
+		if (r < 0)
+			(void)peer_deferred_error(TAKE_PTR(o->d), r, NULL, NULL);
+	}
+	o->d = peer_deferred_free(o->d); /* answered by the handler */
+	return true;
+}
+
+static void
 out_replied(Cluster *cluster, int err, const void *data, size_t len, void *userdata)
 {
 	Outgoing *o = userdata;
-	PeerDeferred *d = TAKE_PTR(o->d);
+	PeerDeferred *d;
 	Frame f;
 	char m[200];
 
 	out_unlink(o);
+	if (out_retry(o, err, data, len)) {
+		out_free(o);
+		return;
+	}
+	d = TAKE_PTR(o->d);
 	if (err == -ETIMEDOUT || err == -EHOSTUNREACH) {
 		if (err == -ETIMEDOUT)
 			snprintf(m, sizeof(m),
@@ -159,7 +230,7 @@ out_replied(Cluster *cluster, int err, const void *data, size_t len, void *userd
 		}
 		frame_done(&f);
 	}
-	free(o);
+	out_free(o);
 }
 
 /* The client went away first: nobody waits for the answer. */
@@ -170,7 +241,7 @@ out_cancelled(PeerDeferred *d, void *userdata)
 	cluster_request_cancel(o->rq);
 	out_unlink(o);
 	peer_deferred_free(o->d);
-	free(o);
+	out_free(o);
 }
 
 static int64_t
@@ -185,18 +256,51 @@ forward_timeout(Coordinator *c, int type)
 	}
 }
 
+static void send_outgoing(Coordinator *c, Outgoing *o, PeerDeferred *d, int type, const char *frame,
+			  size_t len, const char *owner);
+
 void
 forward_deferred(Coordinator *c, PeerDeferred *d, int type, const char *frame, size_t len,
 		 const char *owner)
 {
 	Forwarder *fw = c->fwd;
 	Outgoing *o = fw ? calloc(1, sizeof(*o)) : NULL;
-	int r;
 
 	if (!o) {
 		(void)peer_deferred_error(d, -ENOMEM, NULL, NULL);
 		return;
 	}
+	send_outgoing(c, o, d, type, frame, len, owner);
+}
+
+bool
+forward_known(Coordinator *c, Peer *p, const Frame *f, const char *thread, const char *node,
+	      PeerHandler h, void *ud)
+{
+	Outgoing *o = c->fwd ? calloc(1, sizeof(*o)) : NULL;
+	PeerDeferred *d = NULL;
+
+	if (!o || forward_encode(f, &o->frame, &o->len) < 0 || !(o->thread = strdup(thread)) ||
+	    !(d = peer_defer(p, f))) {
+		if (o)
+			out_free(o);
+		return false;
+	}
+	o->h = h;
+	o->ud = ud;
+	c->m.cluster_owner_known++;
+	send_outgoing(c, o, d, f->type, o->frame, o->len, node);
+	return true;
+}
+
+/* Send o's request (frame) to owner; o is answered through d, or freed. */
+static void
+send_outgoing(Coordinator *c, Outgoing *o, PeerDeferred *d, int type, const char *frame, size_t len,
+	      const char *owner)
+{
+	Forwarder *fw = c->fwd;
+	int r;
+
 	o->fw = fw;
 	o->d = d;
 	o->timeout_ms = forward_timeout(c, type);
@@ -206,13 +310,13 @@ forward_deferred(Coordinator *c, PeerDeferred *d, int type, const char *frame, s
 		(void)peer_deferred_error(d, -EMSGSIZE, "too_large",
 					  "the request is larger than the cluster forwards between "
 					  "nodes (NATS max_payload)");
-		free(o);
+		out_free(o);
 		return;
 	}
 	if (r < 0) {
 		(void)peer_deferred_error(d, -EAGAIN, "cluster_unavailable",
 					  "the cluster cannot forward the request now");
-		free(o);
+		out_free(o);
 		return;
 	}
 	peer_deferred_on_cancel(d, out_cancelled, o);
@@ -239,7 +343,13 @@ on_owner(Cluster *cluster, int err, const ClusterOwner *owner, void *userdata)
 	Lookup *l = userdata;
 	Coordinator *c = l->fw->c;
 
-	if (err == 0 && !streq(owner->node, cluster_node(cluster))) {
+	if (err == 0 && !streq(owner->node, cluster_node(cluster)) && l->forwarded) {
+		/* the sender's view (a remembered owner) is stale: it asks again */
+		char m[160];
+		snprintf(m, sizeof(m), "thread is owned by cluster node '%s'", owner->node);
+		(void)peer_deferred_error(TAKE_PTR(l->d), -EREMOTE, "not_owner", m);
+	} else if (err == 0 && !streq(owner->node, cluster_node(cluster))) {
+		placement_remember(c, l->thread, owner->node);
 		forward_deferred(c, TAKE_PTR(l->d), l->type, l->frame, l->len, owner->node);
 	} else if (err == 0 || err == -ENOENT) {
 		/* this node's, or nobody's (no runs anywhere): answered here */
@@ -270,9 +380,16 @@ forward_by_thread(Coordinator *c, Peer *p, const Frame *f, const char *thread_id
 	Forwarder *fw = c->fwd;
 	Client *cl = ud;
 
-	if (!fw || c->route_here || cl->forwarded || !thread_id || placement_owns(c, thread_id))
+	if (!fw || c->route_here || !thread_id || placement_owns(c, thread_id))
 		return false;
 	if (placement_refuse_unready(c, p, f))
+		return true;
+	/* the owner as last heard (a claim, a look-up): no look-up; a request
+	 * another node sent here on such a view is checked (a look-up unless
+	 * this node knows it owns the thread), and refused not_owner when the
+	 * view was stale, so that node asks again */
+	const char *known = cl->forwarded ? NULL : placement_known_owner(c, thread_id);
+	if (known && forward_known(c, p, f, thread_id, known, h, ud))
 		return true;
 	size_t tl = strlen(thread_id) + 1;
 	Lookup *l = calloc(1, sizeof(*l) + tl);
@@ -284,6 +401,7 @@ forward_by_thread(Coordinator *c, Peer *p, const Frame *f, const char *thread_id
 		l->h = h;
 		l->ud = ud;
 		l->type = f->type;
+		l->forwarded = cl->forwarded;
 		memcpy(l->thread, thread_id, tl);
 		l->next = fw->lookups;
 		fw->lookups = l;
@@ -304,6 +422,401 @@ forward_by_thread(Coordinator *c, Peer *p, const Frame *f, const char *thread_id
 	return true;
 }
 
+/* ---------- requests no thread routes: asked of every node ----------
+ *
+ * RUN_GET with any_thread and no thread (/chat's join by run id alone) and
+ * THREAD_LIST name no thread to route by. A join looks the run up in rw_runs
+ * first (a run's own id: its record names its thread, and the request is
+ * handled again naming it, so it goes to the thread's owner, or is read from
+ * JetStream when the owner was lost); an id rw_runs does not have (a /chat
+ * client's run id is an alias, kept in the log of the node that ran it) is
+ * asked of every other live node, the first that has it answering. A
+ * THREAD_LIST is asked of every other live node with the same query; the
+ * pages and this node's own are merged. Requests that came from another node
+ * are answered from this node's log alone (never asked again). */
+
+typedef enum GatherKind { GATHER_JOIN, GATHER_THREADS } GatherKind;
+
+typedef struct Ask {
+	Gather *g;
+	ClusterRequest *rq;
+	char node[CLUSTER_NODE_MAX];
+} Ask;
+
+struct Gather {
+	Gather *next;
+	Forwarder *fw;
+	GatherKind kind;
+	PeerDeferred *d;
+	char *frame; /* the request as it came (frame_encode) */
+	size_t len;
+	Ask *asks;
+	size_t n_asks, left;
+	/* GATHER_JOIN */
+	PeerHandler h;
+	void *ud;
+	int fail_err;		       /* a node that did not answer: its error */
+	char failed[CLUSTER_NODE_MAX]; /* ... and its name */
+	/* GATHER_THREADS */
+	json_t *items; /* every node's items */
+	bool more;
+	uint64_t limit;
+};
+
+static void
+gather_free(Gather *g)
+{
+	for (Gather **pp = &g->fw->gathers; *pp; pp = &(*pp)->next)
+		if (*pp == g) {
+			*pp = g->next;
+			break;
+		}
+	for (size_t i = 0; i < g->n_asks; i++)
+		cluster_request_cancel(g->asks[i].rq);
+	free(g->asks);
+	peer_deferred_free(g->d);
+	free(g->frame);
+	json_decref(g->items);
+	free(g);
+}
+
+static Gather *
+gather_new(Forwarder *fw, GatherKind kind, Peer *p, const Frame *f)
+{
+	Gather *g = calloc(1, sizeof(*g));
+	if (!g)
+		return NULL;
+	g->fw = fw;
+	g->kind = kind;
+	g->next = fw->gathers;
+	fw->gathers = g;
+	if (forward_encode(f, &g->frame, &g->len) < 0 || !(g->d = peer_defer(p, f))) {
+		gather_free(g);
+		return NULL;
+	}
+	return g;
+}
+
+typedef struct NodeList {
+	const char *me;
+	char (*names)[CLUSTER_NODE_MAX];
+	size_t n, cap;
+	bool oom;
+} NodeList;
+
+static void
+list_node(Cluster *cluster, const char *node, const char *info, void *userdata)
+{
+	NodeList *nl = userdata;
+	if (streq(node, nl->me) || strlen(node) >= CLUSTER_NODE_MAX || nl->oom)
+		return;
+	if (nl->n == nl->cap) {
+		size_t cap = nl->cap ? nl->cap * 2 : 8;
+		void *nn = reallocarray(nl->names, cap, sizeof(*nl->names));
+		if (!nn) {
+			nl->oom = true;
+			return;
+		}
+		nl->names = nn;
+		nl->cap = cap;
+	}
+	snprintf(nl->names[nl->n++], CLUSTER_NODE_MAX, "%s", node);
+}
+
+static void gather_done(Gather *g);
+
+/* The frame of a node's answer, or NULL (its error in *err). */
+static bool
+answer_frame(int err, const void *data, size_t len, Frame *f, int *ret_err)
+{
+	if (err < 0) {
+		*ret_err = err;
+		return false;
+	}
+	if (len < FRAME_HEADER_SIZE ||
+	    frame_parse((const char *)data + FRAME_HEADER_SIZE, len - FRAME_HEADER_SIZE, f) < 0) {
+		*ret_err = -EIO;
+		return false;
+	}
+	return true;
+}
+
+static int
+error_code(const Frame *f)
+{
+	const msgpack_object *code = mp_map_get(f->body, "code");
+	if (code && code->type == MSGPACK_OBJECT_NEGATIVE_INTEGER && code->via.i64 >= -4095)
+		return (int)code->via.i64;
+	return -EIO;
+}
+
+static void
+on_asked(Cluster *cluster, int err, const void *data, size_t len, void *userdata)
+{
+	Ask *a = userdata;
+	Gather *g = a->g;
+	Frame f;
+	int e = 0;
+
+	a->rq = NULL;
+	g->left--;
+	bool ok = answer_frame(err, data, len, &f, &e);
+	if (ok && f.type == MSG_ERROR)
+		e = error_code(&f);
+	if (ok && f.type == MSG_REPLY && g->kind == GATHER_JOIN && g->d) {
+		/* the node that has the run: its answer is the answer */
+		MpWriter w;
+		mp_writer_init(&w);
+		msgpack_pack_object(&w.pk, *f.body);
+		(void)peer_deferred_reply(TAKE_PTR(g->d), &w);
+		mp_writer_done(&w);
+	} else if (ok && f.type == MSG_REPLY && g->kind == GATHER_THREADS) {
+		Reply_THREAD_LIST rep = {0};
+		if (reply_decode_THREAD_LIST(f.body, &rep) == 0) {
+			for (char *const *t = rep.threads; t && *t; t++) {
+				json_t *item = json_loads(*t, 0, NULL);
+				if (json_is_object(item))
+					json_array_append(g->items, item);
+				json_decref(item);
+			}
+			g->more |= rep.more;
+			reply_done_THREAD_LIST(&rep);
+		} else
+			e = -EIO;
+	}
+	if (ok)
+		frame_done(&f);
+	if (e < 0 && e != -ENOENT && !g->fail_err) {
+		g->fail_err = e;
+		snprintf(g->failed, sizeof(g->failed), "%s", a->node);
+		log_warning_errno(e, "Cluster: node %s did not answer a %s asked of every node: %m",
+				  a->node, g->kind == GATHER_JOIN ? "run look-up" : "thread list");
+	}
+	if (!g->d || g->left == 0)
+		gather_done(g);
+}
+
+/* Ask every other live node (the request as it came); gather_done() when
+ * they all answered, or when none is alive. */
+static void
+gather_ask(Gather *g)
+{
+	Coordinator *c = g->fw->c;
+	NodeList nl = {.me = cluster_node(c->cluster)};
+
+	cluster_foreach_node(c->cluster, list_node, &nl);
+	g->asks = nl.n ? calloc(nl.n, sizeof(*g->asks)) : NULL;
+	if (nl.oom || (nl.n && !g->asks)) {
+		free(nl.names);
+		(void)peer_deferred_error(TAKE_PTR(g->d), -ENOMEM, NULL, NULL);
+		gather_free(g);
+		return;
+	}
+	g->n_asks = nl.n;
+	g->left = nl.n;
+	for (size_t i = 0; i < nl.n; i++) {
+		Ask *a = &g->asks[i];
+		a->g = g;
+		snprintf(a->node, sizeof(a->node), "%s", nl.names[i]);
+	}
+	free(nl.names);
+	for (size_t i = 0; i < g->n_asks; i++) {
+		Ask *a = &g->asks[i];
+		int r = cluster_request(c->cluster, a->node, g->frame, g->len, FORWARD_TIMEOUT_MS,
+					on_asked, a, &a->rq);
+		if (r < 0) {
+			g->left--;
+			if (!g->fail_err) {
+				g->fail_err = r;
+				snprintf(g->failed, sizeof(g->failed), "%s", a->node);
+			}
+		}
+	}
+	if (g->left == 0)
+		gather_done(g);
+}
+
+static int
+item_cmp(const void *a, const void *b)
+{
+	json_t *x = *(json_t *const *)a, *y = *(json_t *const *)b;
+	json_int_t tx = json_integer_value(json_object_get(x, "lastRunAt"));
+	json_int_t ty = json_integer_value(json_object_get(y, "lastRunAt"));
+	if (tx != ty)
+		return tx > ty ? -1 : 1;
+	return strcmp(json_string_value(json_object_get(x, "threadId")) ?: "",
+		      json_string_value(json_object_get(y, "threadId")) ?: "");
+}
+
+/* Every node's page merged: newest activity first, a thread listed by
+ * several nodes (its runs are in several logs) once, with its newest run;
+ * the first limit items. */
+static void
+threads_answer(Gather *g)
+{
+	size_t n = json_array_size(g->items), k = 0;
+	json_t **v = n ? calloc(n, sizeof(*v)) : NULL;
+	char **texts = calloc(MIN(n, (size_t)g->limit) + 1, sizeof(char *));
+	bool more = g->more;
+	int r = (n && !v) || !texts ? -ENOMEM : 0;
+
+	for (size_t i = 0; r == 0 && i < n; i++)
+		v[i] = json_array_get(g->items, i);
+	if (r == 0 && n)
+		qsort(v, n, sizeof(*v), item_cmp);
+	json_auto_t *seen = json_object(); /* the threads listed (a set) */
+	if (!seen)
+		r = -ENOMEM;
+	for (size_t i = 0; r == 0 && i < n; i++) {
+		const char *t = json_string_value(json_object_get(v[i], "threadId"));
+		if (!t || json_object_get(seen, t))
+			continue; /* an older entry of a thread listed already */
+		if (json_object_set_new(seen, t, json_true()) < 0) {
+			r = -ENOMEM;
+			break;
+		}
+		if (k == g->limit) {
+			more = true;
+			break;
+		}
+		if (!(texts[k++] = json_dump_compact(v[i])))
+			r = -ENOMEM;
+	}
+	if (r == 0)
+		(void)reply_deferred_THREAD_LIST(TAKE_PTR(g->d), &(Reply_THREAD_LIST){
+								     .threads = texts,
+								     .more = more,
+								 });
+	else
+		(void)peer_deferred_error(TAKE_PTR(g->d), r, NULL, NULL);
+	strv_free(texts);
+	free(v);
+}
+
+static void
+gather_done(Gather *g)
+{
+	if (g->d && g->kind == GATHER_THREADS)
+		threads_answer(g);
+	else if (g->d && g->fail_err == -ETIMEDOUT) {
+		char m[200];
+		snprintf(m, sizeof(m),
+			 "cluster node '%s' did not answer within %d ms: the run may be there",
+			 g->failed, FORWARD_TIMEOUT_MS);
+		(void)peer_deferred_error(TAKE_PTR(g->d), -EHOSTUNREACH, "owner_unreachable", m);
+	} else if (g->d && g->fail_err < 0 && g->fail_err != -EHOSTUNREACH) {
+		(void)peer_deferred_error(TAKE_PTR(g->d), -EAGAIN, "cluster_unavailable",
+					  "the cluster cannot look the run up now");
+	} else if (g->d) /* no live node has it (one with no coordinatord has no run) */
+		(void)peer_deferred_error(TAKE_PTR(g->d), -ENOENT, NULL, NULL);
+	gather_free(g);
+}
+
+/* The run's record in rw_runs: handled again naming its thread (forwarded to
+ * the thread's owner, or read from JetStream), else asked of every node. */
+static void
+on_join_record(Cluster *cluster, int err, const void *data, size_t len, void *userdata)
+{
+	Gather *g = userdata;
+	json_auto_t *rec = err == 0 ? json_loadb(data, len, 0, NULL) : NULL;
+	const char *run_id = json_string_value(json_object_get(rec, "runId"));
+	const char *thread = json_string_value(json_object_get(rec, "threadId"));
+	Peer *p = peer_deferred_peer(g->d);
+
+	if (!p) {
+		gather_free(g); /* the client went away */
+		return;
+	}
+	if (err < 0 && err != -ENOENT) {
+		(void)peer_deferred_error(TAKE_PTR(g->d), -EAGAIN, "cluster_unavailable",
+					  "the cluster cannot look the run up now");
+		gather_free(g);
+		return;
+	}
+	if (!run_id || strlen(run_id) != RUN_ID_LEN || !thread || !thread_id_valid(thread)) {
+		gather_ask(g); /* not a run's own id (a /chat alias), or no record */
+		return;
+	}
+	/* RUN_GET naming the run's thread, with the request's id: the normal
+	 * path from here (its owner's answer, or the stream's) */
+	_cleanup_free_ char *buf = NULL;
+	size_t blen = 0;
+	Frame orig, f;
+	int r = frame_parse(g->frame + FRAME_HEADER_SIZE, g->len - FRAME_HEADER_SIZE, &orig);
+	if (r == 0) {
+		MpWriter w;
+		mp_writer_init(&w);
+		msg_encode_RUN_GET(
+		    &w, &(Msg_RUN_GET){.run_id = (char *)run_id, .thread_id = (char *)thread});
+		r = frame_encode(MSG_RUN_GET, orig.req_id, w.sbuf.data, w.sbuf.size, SIZE_MAX, &buf,
+				 &blen);
+		mp_writer_done(&w);
+		frame_done(&orig);
+	}
+	if (r == 0)
+		r = frame_parse(buf + FRAME_HEADER_SIZE, blen - FRAME_HEADER_SIZE, &f);
+	if (r == 0) {
+		r = g->h(p, &f, g->ud);
+		frame_done(&f);
+	}
+	if (r < 0)
+		(void)peer_deferred_error(TAKE_PTR(g->d), r, NULL, NULL);
+	gather_free(g); /* answered by the handler (d dropped unanswered) */
+}
+
+bool
+forward_any_thread(Coordinator *c, Peer *p, const Frame *f, const char *run_id, PeerHandler h,
+		   void *ud)
+{
+	Forwarder *fw = c->fwd;
+	Client *cl = ud;
+
+	if (!fw || c->route_here || cl->forwarded)
+		return false;
+	if (placement_refuse_unready(c, p, f))
+		return true;
+	Gather *g = gather_new(fw, GATHER_JOIN, p, f);
+	if (!g) {
+		(void)peer_reply_error(p, f->req_id, -ENOMEM, NULL);
+		return true;
+	}
+	g->h = h;
+	g->ud = ud;
+	int r = cluster_get_run(c->cluster, run_id, on_join_record, g);
+	if (r == -EINVAL) /* not a key: not a run's own id */
+		gather_ask(g);
+	else if (r < 0) {
+		(void)peer_deferred_error(TAKE_PTR(g->d), -EAGAIN, "cluster_unavailable",
+					  "the cluster cannot look the run up now");
+		gather_free(g);
+	}
+	return true;
+}
+
+bool
+forward_thread_list(Coordinator *c, Peer *p, const Frame *f, json_t *items, bool more,
+		    uint64_t limit, void *ud)
+{
+	Forwarder *fw = c->fwd;
+	Client *cl = ud;
+
+	if (!fw || cl->forwarded)
+		return false;
+	if (placement_refuse_unready(c, p, f))
+		return true;
+	Gather *g = gather_new(fw, GATHER_THREADS, p, f);
+	if (!g || !(g->items = json_array()) || json_array_extend(g->items, items) < 0) {
+		if (g)
+			gather_free(g);
+		(void)peer_reply_error(p, f->req_id, -ENOMEM, NULL);
+		return true;
+	}
+	g->more = more;
+	g->limit = limit;
+	gather_ask(g);
+	return true;
+}
+
 /* ---------- serving: requests other nodes forwarded here ---------- */
 
 static bool
@@ -317,6 +830,7 @@ forwardable(int type)
 	case MSG_THREAD_FILE:
 	case MSG_SNAPSHOT_CREATE:
 	case MSG_SNAPSHOT_RESTORE:
+	case MSG_THREAD_LIST:
 	case MSG_CHAT_HYDRATE: return true;
 	default: return false;
 	}
@@ -502,10 +1016,12 @@ forward_teardown(Coordinator *c)
 		fw->out = o->next;
 		cluster_request_cancel(o->rq);
 		peer_deferred_free(o->d);
-		free(o);
+		out_free(o);
 	}
 	while (fw->lookups)
 		lookup_free(fw->lookups);
+	while (fw->gathers)
+		gather_free(fw->gathers);
 	while (fw->in) {
 		Incoming *in = fw->in;
 		fw->in = in->next;

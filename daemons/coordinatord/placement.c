@@ -19,6 +19,14 @@
  * claim finds this node's entry, or the new owner's). A restart asks again.
  * A takeover this node won adds the thread (placement_own()).
  *
+ * Other nodes' threads are remembered too (Known: the owner a refused claim,
+ * a placement or an owner look-up named): a thread's next RUN_START (and
+ * forward.c's by-thread requests) go straight to that node, no claim the
+ * cluster would refuse. Forgotten when the node is lost (takeover.c), when
+ * this node owns the thread, and when the node did not run a request sent
+ * on it (forward_known: not_owner, or nobody serving it), which is then
+ * handled again without the entry.
+ *
  * Capacity ([cluster] max_runs, 0 = no limit): when this node drives that
  * many runs not done, a new thread is claimed for the live node with the
  * fewest runs among those with room, per their last heartbeats ({"runs",
@@ -59,9 +67,21 @@ typedef struct Claim {
 	char thread[];
 } Claim;
 
+/* A thread another node owns, as a claim or a look-up last said. */
+typedef struct Known {
+	struct Known *next;
+	char node[CLUSTER_NODE_MAX];
+	char thread[];
+} Known;
+
+/* At most this many other nodes' threads are remembered (the oldest go). */
+#define KNOWN_MAX 4096
+
 typedef struct Placement {
 	Owned *owned;
 	size_t n_owned;
+	Known *known; /* other nodes' threads, newest first */
+	size_t n_known;
 	uint64_t lease; /* cluster_lease() when owned was (re)started */
 	Claim *claims;
 } Placement;
@@ -83,9 +103,30 @@ owns(Placement *pl, const char *thread)
 	return false;
 }
 
+static Known **
+known_find(Placement *pl, const char *thread)
+{
+	for (Known **pp = &pl->known; *pp; pp = &(*pp)->next)
+		if (streq((*pp)->thread, thread))
+			return pp;
+	return NULL;
+}
+
+static void
+known_drop(Placement *pl, Known **pp)
+{
+	Known *k = *pp;
+	*pp = k->next;
+	free(k);
+	pl->n_known--;
+}
+
 static void
 own(Placement *pl, const char *thread)
 {
+	Known **kp = known_find(pl, thread);
+	if (kp)
+		known_drop(pl, kp);
 	if (owns(pl, thread))
 		return;
 	size_t n = strlen(thread) + 1;
@@ -107,6 +148,58 @@ forget_all(Placement *pl)
 		free(o);
 	}
 	pl->n_owned = 0;
+}
+
+void
+placement_remember(Coordinator *c, const char *thread, const char *node)
+{
+	Placement *pl = c->cluster ? placement_get(c) : NULL;
+	size_t tl = strlen(thread) + 1;
+
+	if (!pl || streq(node, cluster_node(c->cluster)) || strlen(node) >= CLUSTER_NODE_MAX)
+		return;
+	Known **kp = known_find(pl, thread);
+	if (kp)
+		known_drop(pl, kp);
+	Known *k = malloc(sizeof(*k) + tl);
+	if (!k)
+		return; /* looked up again next time */
+	snprintf(k->node, sizeof(k->node), "%s", node);
+	memcpy(k->thread, thread, tl);
+	k->next = pl->known;
+	pl->known = k;
+	if (++pl->n_known > KNOWN_MAX) { /* drop the oldest */
+		Known **pp = &pl->known;
+		while ((*pp)->next)
+			pp = &(*pp)->next;
+		known_drop(pl, pp);
+	}
+}
+
+const char *
+placement_known_owner(Coordinator *c, const char *thread)
+{
+	Known **kp = c->placement ? known_find(c->placement, thread) : NULL;
+	return kp ? (*kp)->node : NULL;
+}
+
+void
+placement_forget(Coordinator *c, const char *thread)
+{
+	Known **kp = c->placement ? known_find(c->placement, thread) : NULL;
+	if (kp)
+		known_drop(c->placement, kp);
+}
+
+void
+placement_forget_node(Coordinator *c, const char *node)
+{
+	Placement *pl = c->placement;
+	for (Known **pp = pl ? &pl->known : NULL; pp && *pp;)
+		if (streq((*pp)->node, node))
+			known_drop(pl, pp);
+		else
+			pp = &(*pp)->next;
 }
 
 /* The cache of owned threads holds while the lease's generation does. */
@@ -184,6 +277,7 @@ on_claimed(Cluster *cluster, int err, const ClusterOwner *owner, void *userdata)
 
 	if (err == 0 && !streq(owner->node, me) && !cl->forwarded) {
 		/* claimed for a node with room (pick_node()) */
+		placement_remember(c, cl->thread, owner->node);
 		forward_deferred(c, TAKE_PTR(cl->d), cl->type, cl->frame, cl->len, owner->node);
 	} else if (err == 0 || (err == -EEXIST && streq(owner->node, me))) {
 		if (err == 0)
@@ -193,6 +287,7 @@ on_claimed(Cluster *cluster, int err, const ClusterOwner *owner, void *userdata)
 		own(pl, cl->thread);
 		redispatch(cl);
 	} else if (err == -EEXIST && owner->node[0] && !cl->forwarded) {
+		placement_remember(c, cl->thread, owner->node);
 		forward_deferred(c, TAKE_PTR(cl->d), cl->type, cl->frame, cl->len, owner->node);
 	} else if (err == -EEXIST) {
 		char m[160];
@@ -296,6 +391,11 @@ placement_run_start(Coordinator *c, Peer *p, const Frame *f, const char *thread_
 		return false;
 	if (placement_refuse_unready(c, p, f))
 		return true;
+	/* another node's, as last heard: forwarded without a claim (which
+	 * would be refused); a stale entry is dropped and the request claims */
+	const char *known = pl ? placement_known_owner(c, thread_id) : NULL;
+	if (known && !((Client *)ud)->forwarded && forward_known(c, p, f, thread_id, known, h, ud))
+		return true;
 	size_t tl = strlen(thread_id) + 1;
 	Claim *cl = pl ? calloc(1, sizeof(*cl) + tl) : NULL;
 	int r = cl ? forward_encode(f, &cl->frame, &cl->len) : -ENOMEM;
@@ -354,6 +454,8 @@ placement_teardown(Coordinator *c)
 	while (pl->claims)
 		claim_free(pl, pl->claims);
 	forget_all(pl);
+	while (pl->known)
+		known_drop(pl, &pl->known);
 	free(pl);
 	c->placement = NULL;
 }

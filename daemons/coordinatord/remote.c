@@ -49,6 +49,9 @@
  * event is looked for this often, this many times, before -ENOENT. */
 #define FIRST_WAIT_MS 25
 #define FIRST_TRIES 80
+/* ... after quicker first looks (1, 2, 4, 8, 16 ms): a tail opened the
+ * moment a forwarded POST's 202 came usually finds event 0 a few ms later */
+#define FIRST_QUICK 5
 
 typedef struct RemoteWatch RemoteWatch;
 
@@ -72,12 +75,15 @@ typedef struct RRead {
 	char *want_thread; /* NULL: not checked (a tool client) */
 	char *thread;	   /* the run's */
 	bool thread_read;  /* its first event was read (thread may be NULL) */
+	bool have_last;	   /* last was read first (a run whose thread was unknown) */
 	int64_t from;	   /* events with seq > from */
 	size_t max, max_bytes, bytes;
 	ClusterRunLast last;
 	int tries, first_tries;
 	struct event *timer; /* waiting for the run's first event */
 	uint64_t next_sseq;
+	char *last_text; /* the bytes of last (a copy), when read */
+	size_t last_len;
 	/* the events read */
 	char **texts;
 	size_t *lens, n;
@@ -90,6 +96,11 @@ struct RemoteWatch {
 	Coordinator *c;
 	ClusterWatch *cw;
 	char *thread;
+	/* the event the watch started after (seq next_seq - 1 then), kept until
+	 * the first push: the client's read that follows the watch is answered
+	 * with it, without a request to JetStream */
+	char *start_text;
+	size_t start_len;
 	struct event *retry;
 	int64_t next_seq;
 	uint64_t next_sseq;
@@ -185,6 +196,7 @@ rread_free(RRead *r)
 	free(r->lens);
 	free(r->want_thread);
 	free(r->thread);
+	free(r->last_text);
 	json_decref(r->status_event);
 	free(r);
 }
@@ -204,14 +216,81 @@ rread_fail(RRead *r, int err)
 
 static void on_first(Cluster *cluster, int err, const ClusterReadEvent *ev, size_t n, uint64_t next,
 		     void *userdata);
+static void on_last_first(Cluster *cluster, int err, const ClusterRunLast *last, void *userdata);
 
 static void
 first_again(evutil_socket_t fd, short what, void *arg)
 {
 	RRead *r = arg;
-	int e = cluster_read_events(r->rr->c->cluster, r->run_id, 0, 0, 1, on_first, r);
+	int e = r->have_last
+		    ? cluster_read_events(r->rr->c->cluster, r->run_id, 0, 0, 1, on_first, r)
+		    : cluster_run_last(r->rr->c->cluster, r->run_id, on_last_first, r);
 	if (e < 0)
 		rread_fail(r, e);
+}
+
+/* Look for the run's first event again shortly (true), or give up. */
+static bool
+first_later(RRead *r)
+{
+	if (++r->first_tries >= FIRST_TRIES || !peer_deferred_peer(r->d))
+		return false;
+	if (!r->timer)
+		r->timer = evtimer_new(r->rr->c->base, first_again, r);
+	if (!r->timer)
+		return false;
+	int ms = r->first_tries <= FIRST_QUICK ? 1 << (r->first_tries - 1) : FIRST_WAIT_MS;
+	struct timeval tv = {0, ms * 1000};
+	evtimer_add(r->timer, &tv);
+	return true;
+}
+
+/* A copy of the run's last event's bytes (for a watch's first read); none
+ * when out of memory (the read then asks JetStream). */
+static void
+keep_last_text(RRead *r, const ClusterRunLast *last)
+{
+	free(r->last_text);
+	r->last_text = last->data ? strndup(last->data, last->len) : NULL;
+	r->last_len = r->last_text ? last->len : 0;
+}
+
+/* The run's thread from its first event (RUN_STARTED names it); NULL when
+ * it names none. */
+static void
+first_thread(RRead *r, const void *data, size_t len)
+{
+	json_auto_t *j = json_loadb(data, len, 0, NULL);
+	const char *thread = json_string_value(json_object_get(j, "threadId"));
+	if (thread)
+		known_add(r->rr, r->run_id, thread);
+	r->thread = thread ? strdup(thread) : NULL;
+}
+
+/* A run whose thread is not known yet: its last event first, at the leader
+ * (a run just started has one: event 0, which names the thread — one
+ * request instead of two); event 0 then, when the run has more. */
+static void
+on_last_first(Cluster *cluster, int err, const ClusterRunLast *last, void *userdata)
+{
+	RRead *r = userdata;
+	if (err == -ENOENT && first_later(r))
+		return; /* not (yet) in the stream: a run its owner has just started? */
+	if (err < 0)
+		return rread_fail(r, err);
+	r->last = *last;
+	r->last.data = NULL;
+	r->have_last = true;
+	keep_last_text(r, last);
+	if (last->seq != 0) {
+		r->first_tries = 0;
+		int e = cluster_read_events(cluster, r->run_id, 0, 0, 1, on_first, r);
+		if (e < 0)
+			rread_fail(r, e);
+		return;
+	}
+	first_thread(r, last->data, last->len);
+	rread_next(r);
 }
 
 static void
@@ -221,23 +300,11 @@ on_first(Cluster *cluster, int err, const ClusterReadEvent *ev, size_t n, uint64
 	RRead *r = userdata;
 	if (err < 0)
 		return rread_fail(r, err);
-	if (n == 0 && ++r->first_tries < FIRST_TRIES && peer_deferred_peer(r->d)) {
-		/* not (yet) in the stream: a run its owner has just started? */
-		if (!r->timer)
-			r->timer = evtimer_new(r->rr->c->base, first_again, r);
-		if (r->timer) {
-			struct timeval tv = {0, FIRST_WAIT_MS * 1000};
-			evtimer_add(r->timer, &tv);
-			return;
-		}
-	}
-	json_auto_t *j = n > 0 ? json_loadb(ev[0].data, ev[0].len, 0, NULL) : NULL;
-	const char *thread = json_string_value(json_object_get(j, "threadId"));
+	if (n == 0 && first_later(r))
+		return; /* a replica behind the leader */
 	if (n == 0 || ev[0].seq != 0)
 		return rread_fail(r, -ENOENT);
-	if (thread)
-		known_add(r->rr, r->run_id, thread);
-	r->thread = thread ? strdup(thread) : NULL;
+	first_thread(r, ev[0].data, ev[0].len);
 	rread_next(r);
 }
 
@@ -248,6 +315,8 @@ on_last(Cluster *cluster, int err, const ClusterRunLast *last, void *userdata)
 	if (err < 0)
 		return rread_fail(r, err);
 	r->last = *last;
+	r->last.data = NULL;
+	keep_last_text(r, last);
 	r->step = STEP_EVENTS;
 	rread_next(r);
 }
@@ -280,6 +349,8 @@ watch_established(RRead *r)
 		rw->thread = TAKE_PTR(r->thread);
 		rw->next_seq = (int64_t)r->last.seq + 1;
 		rw->next_sseq = r->last.stream_seq + 1;
+		rw->start_text = TAKE_PTR(r->last_text);
+		rw->start_len = r->last_len;
 		e = remote_watch_start(rw);
 	}
 	if (e < 0) {
@@ -407,7 +478,7 @@ rread_next(RRead *r)
 			const char *t = known_thread(r->rr, r->run_id);
 			if (!t) {
 				r->thread_read = true;
-				e = cluster_read_events(cl, r->run_id, 0, 0, 1, on_first, r);
+				e = cluster_run_last(cl, r->run_id, on_last_first, r);
 				break;
 			}
 			r->thread = strdup(t);
@@ -419,6 +490,10 @@ rread_next(RRead *r)
 		if (r->want_thread && (!r->thread || !streq(r->want_thread, r->thread))) {
 			e = -ENOENT; /* do not reveal that the run exists */
 			break;
+		}
+		if (r->have_last) { /* read with the thread: on with it */
+			r->step = STEP_EVENTS;
+			return rread_next(r);
 		}
 		r->step = STEP_LAST;
 		e = cluster_run_last(cl, r->run_id, on_last, r);
@@ -434,7 +509,10 @@ rread_next(RRead *r)
 						on_status, r);
 			break;
 		}
-		e = cluster_read_events(cl, r->run_id, (uint64_t)(r->from + 1), 0, r->max,
+		/* up to the last event known (one direct get each): what came
+		 * after it comes with the next read, or a watch's pushes */
+		e = cluster_read_events(cl, r->run_id, (uint64_t)(r->from + 1), 0,
+					MIN(r->max, (size_t)((int64_t)r->last.seq - r->from)),
 					on_events, r);
 		break;
 	case STEP_STATUS: break;
@@ -502,6 +580,33 @@ remote_run_read(Coordinator *c, Peer *p, const Frame *f, const Msg_RUN_READ *m)
 		rread_fail(r, -ENOMEM);
 		return true;
 	}
+	/* the client watches the run here (routerd watches, then reads): the
+	 * read goes up to where the watch's pushes are, which send the rest —
+	 * no read of the run's last event at the leader, fewer events read, and
+	 * lastSeq never behind a push the client got */
+	for (Watch *w = c->watches; w; w = w->next)
+		if (w->remote && w->client->peer == p && streq(w->run_id, m->run_id) &&
+		    w->remote->next_seq > 0) {
+			RemoteWatch *rw = w->remote;
+			r->last.seq = (uint64_t)rw->next_seq - 1;
+			r->last.stream_seq = rw->next_sseq - 1;
+			r->have_last = true;
+			/* the read of the one event the watch started after (a tail
+			 * of a run just started: its event 0) is answered with it */
+			if (rw->start_text && r->from + 1 == rw->next_seq - 1 && rw->thread &&
+			    (!r->want_thread || streq(r->want_thread, rw->thread)) &&
+			    (r->thread = strdup(rw->thread)) &&
+			    (r->texts[0] = strndup(rw->start_text, rw->start_len))) {
+				r->lens[0] = rw->start_len;
+				r->n = 1;
+				r->first_seq = r->from + 1;
+				r->status_event =
+				    json_loadb(rw->start_text, rw->start_len, 0, NULL);
+				read_answer(r);
+				return true;
+			}
+			break;
+		}
 	rread_next(r);
 	return true;
 }
@@ -595,6 +700,8 @@ on_watch_event(Cluster *cluster, ClusterWatch *cw, int err, const ClusterReadEve
 		mp_writer_done(&mw);
 		rw->next_seq = (int64_t)ev[i].seq + 1;
 		rw->next_sseq = ev[i].stream_seq + 1;
+		free(rw->start_text);
+		rw->start_text = NULL;
 	}
 }
 
@@ -608,6 +715,7 @@ remote_watch_drop(Coordinator *c, Watch *w)
 	if (rw->retry)
 		event_free(rw->retry);
 	free(rw->thread);
+	free(rw->start_text);
 	free(rw);
 	w->remote = NULL;
 }

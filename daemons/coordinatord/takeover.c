@@ -18,7 +18,10 @@
  * run's next seq, fenced on that last event's stream sequence (so a lost
  * node that comes back is refused from then on, and two enders cannot both
  * succeed), and the record is put as failed/node_lost. Exactly once: the
- * take (one winner per thread), the terminal check and the fence.
+ * take (one winner per thread), the terminal check and the fence. A run of
+ * the lost node on a thread it did not own (RUN_OPEN does not claim) is
+ * ended by the thread's owner, or, when nobody owns it, by the node whose
+ * claim of the thread wins (end_unowned_run).
  * A step that fails otherwise (no JetStream leader during a NATS failover)
  * is tried again a second later, up to TAKEOVER_RETRIES times.
  *
@@ -78,7 +81,8 @@ struct Loss {
 	size_t n_threads;
 	char **threads;
 	uint64_t *revs;
-	json_t *runs; /* records (rw_runs) of its runs not terminal */
+	json_t *runs;	/* records (rw_runs) of its runs not terminal */
+	json_t *owners; /* every thread's owner (rw_threads): thread → node */
 };
 
 /* One run of a lost node being ended here. */
@@ -183,6 +187,7 @@ loss_unref(Loss *l)
 	free(l->threads);
 	free(l->revs);
 	json_decref(l->runs);
+	json_decref(l->owners);
 	free(l);
 }
 
@@ -474,6 +479,89 @@ on_taken(Cluster *cl, int err, const ClusterOwner *owner, void *userdata)
 	loss_unref(l);
 }
 
+/* A run of the lost node on a thread nobody owns (the direct run-log API,
+ * RUN_OPEN, does not claim): the node that claims the thread ends it. */
+typedef struct Orphan {
+	Loss *loss;
+	json_t *rec;
+	int attempts;
+	char thread[];
+} Orphan;
+
+static void on_orphan_claimed(Cluster *cl, int err, const ClusterOwner *owner, void *userdata);
+
+static void
+claim_orphan(Orphan *o)
+{
+	Cluster *cl = o->loss->t->c->cluster;
+	int r = cluster_claim_thread(cl, o->thread, cluster_node(cl), on_orphan_claimed, o);
+	if (r < 0)
+		on_orphan_claimed(cl, r, &(ClusterOwner){0}, o);
+}
+
+static void
+claim_orphan_again(evutil_socket_t fd, short what, void *arg)
+{
+	claim_orphan(arg);
+}
+
+static void
+on_orphan_claimed(Cluster *cl, int err, const ClusterOwner *owner, void *userdata)
+{
+	Orphan *o = userdata;
+	Loss *l = o->loss;
+	Coordinator *c = l->t->c;
+	LogCtx lc = {.run_id = json_string_value(json_object_get(o->rec, "runId")),
+		     .thread_id = o->thread};
+
+	if (err == 0 || (err == -EEXIST && streq(owner->node, cluster_node(cl)))) {
+		log_ctx(LOG_NOTICE, &lc,
+			"Thread claimed to end the run lost node %s ran on it (epoch %" PRIu64 ")",
+			l->node, owner->epoch);
+		placement_own(c, o->thread);
+		end_run(l, o->rec);
+	} else if (err == -EEXIST) {
+		log_ctx(LOG_DEBUG, &lc, "Run of lost node %s: node %s ends it", l->node,
+			owner->node[0] ? owner->node : "(another)");
+	} else {
+		if (later(c, &o->attempts, claim_orphan_again, o) == 0)
+			return;
+		log_ctx_errno(LOG_ERR, err, &lc, "Run of lost node %s not ended: %m", l->node);
+	}
+	json_decref(o->rec);
+	free(o);
+	loss_unref(l);
+}
+
+/* A run of the lost node whose thread it did not own (RUN_OPEN registers a
+ * run without claiming): ended by the thread's owner, or, when nobody owns
+ * the thread, by the node that claims it now (a KV create: one winner). A
+ * run on a thread the lost node owned is ended by the thread's taker
+ * (on_taken). */
+static void
+end_unowned_run(Loss *l, json_t *rec)
+{
+	Coordinator *c = l->t->c;
+	const char *thread = json_string_value(json_object_get(rec, "threadId"));
+	const char *owner = json_string_value(json_object_get(l->owners, thread ? thread : ""));
+
+	if (!thread || (owner && streq(owner, l->node)))
+		return; /* the taker's */
+	if (owner) {
+		if (streq(owner, cluster_node(c->cluster)))
+			end_run(l, rec);
+		return; /* else its owner ends it */
+	}
+	size_t tl = strlen(thread) + 1;
+	Orphan *o = calloc(1, sizeof(*o) + tl);
+	if (!o)
+		return;
+	o->loss = loss_ref(l);
+	o->rec = json_incref(rec);
+	memcpy(o->thread, thread, tl);
+	claim_orphan(o);
+}
+
 static void
 on_runs(Cluster *cl, int err, const ClusterKv *kv, size_t n, void *userdata)
 {
@@ -500,6 +588,9 @@ on_runs(Cluster *cl, int err, const ClusterKv *kv, size_t n, void *userdata)
 	}
 	log_notice("Cluster: node %s lost: taking over its %zu thread(s), %zu run(s) running",
 		   l->node, l->n_threads, json_array_size(l->runs));
+	size_t ri;
+	json_t *rec;
+	json_array_foreach(l->runs, ri, rec) end_unowned_run(l, rec);
 	for (size_t i = 0; i < l->n_threads; i++) {
 		Taking *tk = calloc(1, sizeof(*tk));
 		if (!tk)
@@ -528,8 +619,11 @@ on_threads(Cluster *cl, int err, const ClusterKv *kv, size_t n, void *userdata)
 		loss_unref(l);
 		return;
 	}
-	for (size_t i = 0; i < n; i++)
+	for (size_t i = 0; i < n; i++) {
 		k += kv[i].len == strlen(l->node) && memcmp(kv[i].value, l->node, kv[i].len) == 0;
+		json_object_set_new(l->owners, kv[i].key,
+				    json_stringn((const char *)kv[i].value, kv[i].len));
+	}
 	l->threads = calloc(k ? k : 1, sizeof(char *));
 	l->revs = calloc(k ? k : 1, sizeof(uint64_t));
 	if (!l->threads || !l->revs) {
@@ -540,11 +634,8 @@ on_threads(Cluster *cl, int err, const ClusterKv *kv, size_t n, void *userdata)
 		if (kv[i].len == strlen(l->node) && memcmp(kv[i].value, l->node, kv[i].len) == 0 &&
 		    (l->threads[l->n_threads] = strdup(kv[i].key)))
 			l->revs[l->n_threads++] = kv[i].revision;
-	if (l->n_threads == 0) {
-		log_notice("Cluster: node %s lost; it owned no thread", l->node);
-		loss_unref(l);
-		return;
-	}
+	/* its runs, also when it owned no thread (a run opened there with
+	 * RUN_OPEN, which does not claim) */
 	int r = cluster_list(c->cluster, CLUSTER_RUNS, on_runs, l);
 	if (r < 0)
 		on_runs(c->cluster, r, NULL, 0, l);
@@ -564,8 +655,12 @@ takeover_node_lost(Coordinator *c, const char *node)
 			    "have been taken over");
 		return;
 	}
+	/* what other nodes' threads it owned are not its any more */
+	placement_forget_node(c, node);
 	Loss *l = calloc(1, sizeof(*l));
-	if (!l || !(l->runs = json_array())) {
+	if (!l || !(l->runs = json_array()) || !(l->owners = json_object())) {
+		if (l)
+			json_decref(l->runs);
 		free(l);
 		log_error("Cluster: out of memory taking over node %s", node);
 		return;

@@ -194,6 +194,8 @@ threads_reply(Peer *p, int err, const msgpack_object *body, void *userdata)
 			http_respond_error(c, 400, "bad_request", "bad request");
 		else if (err == -ECONNRESET || err == -ETIMEDOUT)
 			http_respond_error(c, 503, "unavailable", "coordinator unavailable");
+		else if (body && mp_map_get(body, "reason")) /* cluster_unavailable … */
+			routes_coord_error(c, err, body, "unknown thread");
 		else {
 			log_warning_errno(err, "%s: THREAD_LIST failed: %m", c->addr);
 			http_respond_error(c, 500, "internal", "internal error");

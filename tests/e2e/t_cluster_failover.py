@@ -27,6 +27,7 @@ import subprocess
 import time
 
 import rwtest
+from ipc import Ipc
 from rwcluster import Cluster, check_logs, split_end, writer_node
 from rwtest import poll
 
@@ -121,7 +122,9 @@ def test_coordinatord_kill9_alone_keeps_ownership():
         rows = {ln.split()[0]: ln.split() for ln in out.stdout.splitlines()[1:4]}
         assert sorted(rows) == ["a", "b", "c"], out.stdout
         assert all(r[1] == "alive" for r in rows.values()), out.stdout
-        assert rows["a"][2].isdigit() and int(rows["a"][4]) >= 1, out.stdout
+        # NODE STATE RUNS MAX_RUNS SANDBOXES THREADS (max_runs 0: "none")
+        assert rows["a"][2].isdigit() and int(rows["a"][5]) >= 1, out.stdout
+        assert rows["a"][3] == "none", out.stdout
         assert "t-coord" in out.stdout, out.stdout
         # without [cluster]: a clear message, a non-zero exit
         plain = os.path.join(a.dir, "plain.conf")
@@ -213,12 +216,40 @@ def test_sigstop_owner_past_ttl_one_writer_after_takeover():
         raise
 
 
+def coord_call(s, name, body):
+    c = Ipc(os.path.join(s.dir, "run", "coordinatord.sock"))
+    try:
+        return c.call(name, body)
+    finally:
+        c.close()
+
+
 def test_kill9_every_daemon_of_the_owner():
     try:
         a, b, c = node("a"), node("b"), node("c")
         run = c.start_run(ticking("0.207"), thread="t-kill")
         seen = seen_by_tail(c, run, "t-kill", 6)
         assert poll(lambda: procs("sleep 0.207"), timeout=10)
+        # runs opened on c with the direct run-log API (RUN_OPEN claims no
+        # thread): one on a thread nobody owns, one on a thread a owns; each
+        # is ended node_lost once too, by the thread's claimer or owner
+        ra = a.start_run("echo mine", thread="t-open-a")
+        assert a.wait_terminal(ra, thread="t-open-a")["status"] == "completed"
+        opened = {}
+        for th in ("t-open-free", "t-open-a"):
+            rid = coord_call(c, "RUN_OPEN", {"thread_id": th})["run_id"]
+            for chunk in ({"type": "RUN_STARTED", "threadId": th, "runId": rid},
+                          {"type": "TEXT_MESSAGE_START", "messageId": "m-" + th,
+                           "role": "assistant"}):
+                coord_call(c, "RUN_APPEND", {"run_id": rid, "chunk": json.dumps(chunk)})
+            opened[th] = rid
+            assert poll(lambda: (C.run_record(rid) or {}).get("node") == "c", timeout=10), \
+                C.run_record(rid)
+        assert "t-open-free" not in C.status("a")["threads"]
+        # a and b read c's run through themselves: they remember c owns t-kill
+        for s in (a, b):
+            st, rec = s.http("GET", f"/runs/{run}?threadId=t-kill")
+            assert st == 200 and rec["status"] == "running", (st, rec)
         t0 = time.time()
         C.kill_node("c")
         kill_procs("sleep 0.207")  # the run's shell loop and its sleep
@@ -251,6 +282,34 @@ def test_kill9_every_daemon_of_the_owner():
         events, _, _, _ = s.tail(run2, thread="t-kill", timeout=30)
         logs2 = check_logs(C, {run2: events})
         assert {writer_node(w) for _, _, w in logs2[run2]} == {ender}
+        # through the node that did not take it over (it remembered c as
+        # the owner): forwarded to the new one
+        other = C.nodes["b" if ender == "a" else "a"]
+        run3 = other.start_run("echo via-other", thread="t-kill")
+        assert other.wait_terminal(run3, thread="t-kill", timeout=30)["status"] == "completed"
+        assert C.local_record(s, run3) and not C.local_record(other, run3)
+        # the RUN_OPEN runs: one node_lost each, by the thread's owner (a),
+        # or by the node that claimed the thread nobody owned
+        for th, rid in opened.items():
+            def open_ended():
+                log = C.jetstream_log(rid)
+                return log and json.loads(log[-1][1]).get("type") == "RUN_ERROR" and log
+            assert poll(open_ended, timeout=LOSS_S, interval=0.3), \
+                (th, C.jetstream_log(rid)[-2:], a.log("coordinatord")[-2000:])
+            log = check_logs(C, {rid: []})[rid]
+            types = [ch["type"] for _, ch, _ in log]
+            assert types == ["RUN_STARTED", "TEXT_MESSAGE_START", "TEXT_MESSAGE_END",
+                             "RUN_ERROR"], (th, types)
+            assert log[-1][1]["code"] == "node_lost", log[-1]
+            end_by = writer_node(log[-1][2])
+            assert {writer_node(w) for _, _, w in log[:2]} == {"c"}, log
+            owner = C.status("a")["threads"][th]["value"]
+            assert end_by == owner, (th, end_by, owner)
+            if th == "t-open-a":
+                assert end_by == "a", end_by
+            rec = poll(lambda: (lambda r: r if r and r["status"] == "failed" else None)(
+                C.run_record(rid)), timeout=10)
+            assert rec and rec["error"]["code"] == "node_lost" and rec["lastSeq"] == 3, rec
         print(f"node_lost in JetStream {took:.1f} s after the kill (TTL {TTL_MS} ms)")
     except Exception:
         stop_all()

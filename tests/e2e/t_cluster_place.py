@@ -9,8 +9,11 @@ p and q on one NATS server, each with [cluster] max_runs = 1.
 - q busy as well: a new thread's first run through p stays on p (no node has
   room: its shim's queue waits), as before placement by capacity."""
 import json
+import os
 import subprocess
 import time
+
+import rwtest
 
 from rwcluster import Cluster
 from rwtest import poll
@@ -45,6 +48,16 @@ def test_a_busy_node_places_a_new_thread_on_a_node_with_room():
         p, q = C.node("p", "max_runs = 1\n"), C.node("q", "max_runs = 1\n")
         wait_load("q", "p", 0)
         assert heartbeat("q", "p")["max_runs"] == 1, heartbeat("q", "p")
+        # runwarden cluster status (text) shows each node's capacity
+        out = subprocess.run([os.path.join(rwtest.BUILD, "runwarden"), "cluster", "status",
+                              "--config", p.conf_path], capture_output=True, text=True,
+                             timeout=30)
+        assert out.returncode == 0, out
+        lines = out.stdout.splitlines()
+        assert lines[0].split() == ["NODE", "STATE", "RUNS", "MAX_RUNS", "SANDBOXES",
+                                    "THREADS"], out.stdout
+        rows = {ln.split()[0]: ln.split() for ln in lines[1:3]}
+        assert rows["p"][3] == "1" and rows["q"][3] == "1", out.stdout
         busy_p = p.start_run("sleep 30.61", thread="cap-busy-p")
         assert poll(lambda: sleeping(p, "30.61"), timeout=20)
         assert local_run(p, busy_p), "below capacity, a new thread stays where it was posted"

@@ -32,6 +32,7 @@ import time
 from ipc import Ipc
 from rwcluster import Cluster
 from rwtest import assert_gapfree, poll, stdout_text
+from t_chat import body_for, post_chat, sse_events
 from t_files import jreq, req, workspace
 from t_router_sse import sse_open, sse_read
 
@@ -211,6 +212,145 @@ def test_two_nodes_race_to_claim_a_new_thread():
             assert local_run(owner, rb) and local_run(owner, rc), (thread, rb, rc)
             for r in (rb, rc):
                 assert b.wait_terminal(r, thread=thread)["status"] == "completed"
+    except Exception:
+        stop_all()
+        raise
+
+
+def ndjson_join(s, rid):
+    """GET /chat?runId=RID&offset=-1 as NDJSON through s: (status, [envelopes])."""
+    st, raw = s.http("GET", f"/chat?runId={rid}&offset=-1&format=ndjson")
+    if st != 200:
+        return st, raw
+    text = raw.decode() if isinstance(raw, bytes) else json.dumps(raw)
+    return st, [json.loads(x) for x in text.splitlines() if x.strip()]
+
+
+def test_chat_join_by_run_id_alone_through_any_node():
+    """/chat's join names the run alone (RUN_GET any_thread): through a node
+    that does not hold the run, by the /chat client's run id (an alias, asked
+    of every node) and by the run's own id (its rw_runs record names the
+    thread): the whole run, the same chunks as the POST's stream."""
+    try:
+        a, b = node("a"), node("b")
+        c = node("c", "[routerd]\nserver_names = x\n")
+        head, raw = post_chat(c, body_for("t-chat-join", "run-join-1", "echo j1; echo j2"),
+                              {"X-Run-Id": "run-join-1"})
+        assert head.startswith("HTTP/1.1 200"), head
+        ev = sse_events(raw)
+        run_id = ev[0][1]["runId"]
+        assert local_run(c, run_id) and not local_run(a, run_id)
+        assert poll(lambda: (C.run_record(run_id) or {}).get("status") == "completed",
+                    timeout=10), C.run_record(run_id)
+        for s in (a, b, c):
+            for rid in ("run-join-1", run_id):
+                st, lines = ndjson_join(s, rid)
+                assert st == 200, (s.name if hasattr(s, "name") else s, rid, st, lines)
+                assert [x["id"] for x in lines] == [e[0] for e in ev], (rid, lines)
+                assert [x["chunk"] for x in lines] == [e[1] for e in ev], rid
+        # a run that is still running, joined by its own id through b: live
+        run = c.start_run(SLOW, thread="t-chat-join")
+        st, lines = ndjson_join(b, run)
+        assert st == 200 and lines[-1]["chunk"]["type"] == "RUN_FINISHED", (st, lines[-3:])
+        assert "".join(x["chunk"].get("value", {}).get("text", "") for x in lines
+                       if x["chunk"].get("name") == "process.stdout").count("line") == 30
+        # unknown ids: 404 through every node (an alias no node has, a run id
+        # no record has)
+        for s in (a, b):
+            assert s.http("GET", "/chat?runId=no-such-run&offset=-1")[0] == 404
+            st, js = s.http("GET", "/chat?runId=00000000-0000-4000-8000-000000000000"
+                                   "&offset=-1")
+            assert st == 404, (st, js)
+    except Exception:
+        stop_all()
+        raise
+
+
+def thread_pages(s, prefix, limit):
+    """Every page of GET /threads?prefix=PREFIX&limit=LIMIT through s."""
+    out, cursor = [], None
+    for _ in range(50):
+        q = f"/threads?prefix={prefix}&limit={limit}" + (f"&cursor={cursor}" if cursor else "")
+        st, js = s.http("GET", q)
+        assert st == 200, (st, js)
+        out.append(js["threads"])
+        cursor = js["nextCursor"]
+        if not cursor:
+            return out
+    raise AssertionError("no last page")
+
+
+def test_thread_list_through_any_node_lists_every_thread():
+    """THREAD_LIST (GET /threads) through any node: the threads of every
+    node, newest activity first, each once with its latest run, paged."""
+    try:
+        a, b, c = node("a"), node("b"), node("c", "[routerd]\nserver_names = x\n")
+        latest = {}
+        for s, th in ((a, "t-list-a"), (b, "t-list-b"), (c, "t-list-c"), (c, "t-list-c2"),
+                      (a, "t-list-a")):
+            r = s.start_run(f"echo {th}", thread=th)
+            assert s.wait_terminal(r, thread=th)["status"] == "completed"
+            latest[th] = r
+            time.sleep(0.02)  # distinct startedAt
+        # a run of t-list-b posted through a runs on b (its owner): b's log
+        r = a.start_run("echo again", thread="t-list-b")
+        assert a.wait_terminal(r, thread="t-list-b")["status"] == "completed"
+        assert local_run(b, r)
+        latest["t-list-b"] = r
+        order = ["t-list-b", "t-list-a", "t-list-c2", "t-list-c"]
+        for s in (a, b, c):
+            for limit in (1, 3, 10):
+                pages = thread_pages(s, "t-list-", limit)
+                items = [t for p in pages for t in p]
+                assert [t["threadId"] for t in items] == order, (limit, items)
+                assert all(len(p) <= limit for p in pages), pages
+                for t in items:
+                    assert t["latestRun"]["runId"] == latest[t["threadId"]], t
+                    assert t["latestRun"]["status"] == "completed", t
+        # a status filter, through a: every node's completed threads
+        st, js = a.http("GET", "/threads?prefix=t-list-&status=completed")
+        assert st == 200 and len(js["threads"]) == 4, js
+    except Exception:
+        stop_all()
+        raise
+
+
+def test_other_nodes_threads_are_remembered():
+    """A node remembers which node owns a thread another node claimed: the
+    thread's next runs and reads through it are forwarded without a claim
+    (a KV create the cluster would refuse) or an owner look-up; a remembered
+    owner that does not serve any more is forgotten and asked again."""
+    try:
+        a, b = node("a"), node("b")
+        first = a.start_run("echo mine", thread="t-known")
+        a.wait_terminal(first, thread="t-known")
+        k0 = b.metric("runwarden_cluster_owner_known_total")
+        runs = [b.start_run(f"echo known{i}", thread="t-known") for i in range(3)]
+        for r in runs:
+            rec = b.wait_terminal(r, thread="t-known")
+            assert rec["status"] == "completed", rec
+            assert local_run(a, r) and not local_run(b, r)
+        k1 = b.metric("runwarden_cluster_owner_known_total")
+        # the first POST claimed (refused: a's), every later request (POSTs,
+        # GETs) went to a at once
+        assert k1 - k0 >= 4, (k0, k1)
+        assert b.metric("runwarden_cluster_owner_stale_total") == 0
+        # a's coordinatord gone (kill -9, its heartbeat key still alive): b's
+        # request on the remembered owner finds nobody serving it, forgets
+        # it and asks again (the claim: a's still), then answers 503
+        a.kill("coordinatord")
+        st, js = b.http("POST", "/runs", {"threadId": "t-known", "messages": [
+            {"role": "user", "content": "echo gone"}]})
+        assert st == 503 and js["code"] == "owner_unreachable", (st, js)
+        assert b.metric("runwarden_cluster_owner_stale_total") >= 1
+        # back: the thread's next run through b runs on a again
+        a.start_daemon("coordinatord")
+        assert poll(lambda: a.http("GET", "/readyz")[0] == 200, timeout=30)
+        r = poll(lambda: (lambda sj: sj[1]["runId"] if sj[0] == 202 else None)(
+            b.http("POST", "/runs", {"threadId": "t-known", "messages": [
+                {"role": "user", "content": "echo back"}]})), timeout=20)
+        assert r and b.wait_terminal(r, thread="t-known")["status"] == "completed"
+        assert local_run(a, r)
     except Exception:
         stop_all()
         raise
