@@ -2,9 +2,13 @@
 /*
  * cluster-internal.h — shared by the files of common/cluster/ only.
  *
- * Two queues of Jobs: the work queue (run by the worker thread: exec, which
- * may block on NATS) and the done queue (run by the loop thread: done, which
- * calls the user's callback and frees the job). A job without exec goes
+ * Three queues of Jobs: two work lanes (each run by a worker thread of its
+ * own: exec, which may block on NATS) — the main lane, in submission order,
+ * and the read lane for reads of runs' events that depend on nothing else
+ * (cluster_read_events, cluster_run_last), so that a tail's first reads do
+ * not wait behind a consumer's creation or a bucket's listing — and the done
+ * queue (run by the loop thread: done, which calls the user's callback and
+ * frees the job). A job without exec goes
  * straight to the done queue (acknowledgements, watch entries, posted from
  * libnats threads). When c->closing, done only frees.
  */
@@ -65,11 +69,15 @@ struct Cluster {
 	/* work queue: filled by the loop, run by the worker */
 	pthread_mutex_t lock;
 	pthread_cond_t cond;
-	Job *work_head, **work_tail;
+	struct Lane {
+		Cluster *c;
+		Job *head, **tail;
+		pthread_cond_t cond;
+		pthread_t thread;
+		bool started;
+	} lanes[2]; /* main, read */
 	bool stop;
 	bool nc_closed; /* the closed callback ran */
-	pthread_t worker;
-	bool worker_started;
 	/* rw_nodes watcher thread */
 	pthread_t watcher;
 	bool watcher_started;
@@ -112,8 +120,9 @@ struct Cluster {
 	int64_t run_max_age_ms;
 };
 
-void cluster_submit(Cluster *c, Job *j); /* loop thread */
-void cluster_post(Cluster *c, Job *j);	 /* any thread */
+void cluster_submit(Cluster *c, Job *j);      /* loop thread: the main lane */
+void cluster_submit_read(Cluster *c, Job *j); /* loop thread: the read lane */
+void cluster_post(Cluster *c, Job *j);	      /* any thread */
 void cluster_set_state(Cluster *c, ClusterState s);
 /* natsStatus (+ JetStream error code) → negative errno, logged when unexpected. */
 int cluster_errno(natsStatus s, jsErrCode code, const char *what);

@@ -195,9 +195,9 @@ verify_exec(Cluster *c, Job *j)
 		count = "1";
 	if (s == NATS_OK && natsMsgHeader_Get(m, CLUSTER_HDR_SEQ, &seq) != NATS_OK)
 		(void)natsMsgHeader_Get(m, CLUSTER_HDR_FIRST, &seq);
-	if (s == NATS_OK && seq && natsMsgHeader_Get(m, HDR_WRITER, &writer) == NATS_OK &&
-	    writer && count && strtoull(seq, NULL, 10) == v->seq &&
-	    strtoull(count, NULL, 10) == v->count && strcmp(writer, c->writer) == 0) {
+	if (s == NATS_OK && seq && natsMsgHeader_Get(m, HDR_WRITER, &writer) == NATS_OK && writer &&
+	    count && strtoull(seq, NULL, 10) == v->seq && strtoull(count, NULL, 10) == v->count &&
+	    strcmp(writer, c->writer) == 0) {
 		v->ack.status = NATS_OK; /* ours: a duplicate */
 		v->ack.code = 0;
 		v->ack.dup = true;

@@ -2,7 +2,7 @@
 /*
  * cluster-read.c — cluster_read_events(): a run's events back from RW_RUNS by
  * direct gets ("the next message of rw.run.<runId> at or after stream
- * sequence N"), on the worker thread. See cluster.h.
+ * sequence N"), on the read lane's worker thread. See cluster.h.
  */
 #include "config.h"
 
@@ -157,7 +157,7 @@ cluster_read_events(Cluster *c, const char *run_id, uint64_t from_seq, uint64_t 
 	j->max = max;
 	j->cb = cb;
 	j->userdata = userdata;
-	cluster_submit(c, &j->job);
+	cluster_submit_read(c, &j->job);
 	return 0;
 }
 
@@ -235,6 +235,6 @@ cluster_run_last(Cluster *c, const char *run_id, ClusterRunLastFn cb, void *user
 	snprintf(j->subject, sizeof(j->subject), "%s%s", CLUSTER_SUBJECT_PREFIX, run_id);
 	j->cb = cb;
 	j->userdata = userdata;
-	cluster_submit(c, &j->job);
+	cluster_submit_read(c, &j->job);
 	return 0;
 }

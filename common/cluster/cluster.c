@@ -243,15 +243,27 @@ mailbox_bury(Mailbox *mb)
 	pthread_mutex_unlock(&dead_lock);
 }
 
+static void
+lane_submit(struct Lane *l, Job *j)
+{
+	j->next = NULL;
+	pthread_mutex_lock(&l->c->lock);
+	*l->tail = j;
+	l->tail = &j->next;
+	pthread_cond_signal(&l->cond);
+	pthread_mutex_unlock(&l->c->lock);
+}
+
 void
 cluster_submit(Cluster *c, Job *j)
 {
-	j->next = NULL;
-	pthread_mutex_lock(&c->lock);
-	*c->work_tail = j;
-	c->work_tail = &j->next;
-	pthread_cond_signal(&c->cond);
-	pthread_mutex_unlock(&c->lock);
+	lane_submit(&c->lanes[0], j);
+}
+
+void
+cluster_submit_read(Cluster *c, Job *j)
+{
+	lane_submit(&c->lanes[1], j);
 }
 
 static void
@@ -269,19 +281,20 @@ on_done(evutil_socket_t fd, short what, void *arg)
 }
 
 static void *
-worker_main(void *arg)
+lane_main(void *arg)
 {
-	Cluster *c = arg;
+	struct Lane *l = arg;
+	Cluster *c = l->c;
 	pthread_mutex_lock(&c->lock);
 	for (;;) {
-		while (!c->work_head && !c->stop)
-			pthread_cond_wait(&c->cond, &c->lock);
+		while (!l->head && !c->stop)
+			pthread_cond_wait(&l->cond, &c->lock);
 		if (c->stop)
 			break;
-		Job *j = c->work_head;
-		c->work_head = j->next;
-		if (!c->work_head)
-			c->work_tail = &c->work_head;
+		Job *j = l->head;
+		l->head = j->next;
+		if (!l->head)
+			l->tail = &l->head;
 		pthread_mutex_unlock(&c->lock);
 		j->exec(c, j);
 		cluster_post(c, j);
@@ -526,10 +539,12 @@ start_threads(Cluster *c)
 	c->ev_done = event_new(c->base, c->mb->efd, EV_READ | EV_PERSIST, on_done, c);
 	if (!c->ev_done || event_add(c->ev_done, NULL) < 0)
 		return -ENOMEM;
-	int r = -pthread_create(&c->worker, NULL, worker_main, c);
-	if (r < 0)
-		return r;
-	c->worker_started = true;
+	for (size_t i = 0; i < ELEMENTSOF(c->lanes); i++) {
+		int r = -pthread_create(&c->lanes[i].thread, NULL, lane_main, &c->lanes[i]);
+		if (r < 0)
+			return r;
+		c->lanes[i].started = true;
+	}
 	return 0;
 }
 
@@ -559,7 +574,11 @@ cluster_new(struct event_base *base, const ClusterOptions *o, const ClusterCallb
 	if (cbs)
 		c->cbs = *cbs;
 	c->userdata = userdata;
-	c->work_tail = &c->work_head;
+	for (size_t i = 0; i < ELEMENTSOF(c->lanes); i++) {
+		c->lanes[i].c = c;
+		c->lanes[i].tail = &c->lanes[i].head;
+		pthread_cond_init(&c->lanes[i].cond, NULL);
+	}
 	atomic_init(&c->state, CLUSTER_CONNECTING);
 	atomic_init(&c->watch_stop, false);
 	pthread_mutex_init(&c->lock, NULL);
@@ -633,14 +652,18 @@ cluster_free(Cluster *c)
 				break;
 	}
 	c->stop = true;
-	pthread_cond_signal(&c->cond);
+	for (size_t i = 0; i < ELEMENTSOF(c->lanes); i++)
+		pthread_cond_signal(&c->lanes[i].cond);
 	pthread_mutex_unlock(&c->lock);
-	if (c->worker_started)
-		pthread_join(c->worker, NULL);
+	for (size_t i = 0; i < ELEMENTSOF(c->lanes); i++)
+		if (c->lanes[i].started)
+			pthread_join(c->lanes[i].thread, NULL);
 	if (c->watcher_started)
 		pthread_join(c->watcher, NULL);
-	free_jobs(c, c->work_head);
-	c->work_head = NULL;
+	for (size_t i = 0; i < ELEMENTSOF(c->lanes); i++) {
+		free_jobs(c, c->lanes[i].head);
+		c->lanes[i].head = NULL;
+	}
 	free_jobs(c, mailbox_take(c->mb, true)); /* and later posts are dropped */
 	cluster_publish_free_all(c);
 	cluster_watch_free_all(c);
@@ -655,6 +678,8 @@ cluster_free(Cluster *c)
 		event_free(c->ev_done);
 	mailbox_bury(c->mb);
 	pthread_cond_destroy(&c->cond);
+	for (size_t i = 0; i < ELEMENTSOF(c->lanes); i++)
+		pthread_cond_destroy(&c->lanes[i].cond);
 	pthread_mutex_destroy(&c->lock);
 	free(c);
 	return NULL;

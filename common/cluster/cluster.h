@@ -23,8 +23,10 @@
  * loop. libnats does its socket I/O on that loop (its libevent adapter) but
  * delivers acknowledgements and KV watch entries on threads of its own, and
  * its JetStream management and KV calls are blocking request/replies whose
- * replies are read by the loop: so those calls run on one worker thread of
- * this module (in submission order), acknowledgements and watch entries are
+ * replies are read by the loop: so those calls run on worker threads of this
+ * module — one for everything in submission order, one for reads of runs'
+ * events (cluster_read_events, cluster_run_last), which depend on nothing
+ * else and would otherwise wait behind it — acknowledgements and watch entries are
  * handed to the loop through an eventfd, and the loop thread never waits on
  * NATS after cluster_new() returns. Because the replies are read by the loop,
  * nothing completes while the loop is not running.
