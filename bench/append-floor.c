@@ -188,8 +188,9 @@ main(int argc, char **argv)
 	MDB_txn *txn;
 	mkdir(argv[2], 0700);
 	if (mdb_env_create(&env) || mdb_env_set_maxdbs(env, 8) ||
-	    mdb_env_set_mapsize(env, (size_t)1 << 32) || mdb_env_open(env, argv[2], MDB_NOTLS, 0600) ||
-	    mdb_txn_begin(env, NULL, 0, &txn) || mdb_dbi_open(txn, "events", MDB_CREATE, &events) ||
+	    mdb_env_set_mapsize(env, (size_t)1 << 32) ||
+	    mdb_env_open(env, argv[2], MDB_NOTLS, 0600) || mdb_txn_begin(env, NULL, 0, &txn) ||
+	    mdb_dbi_open(txn, "events", MDB_CREATE, &events) ||
 	    mdb_dbi_open(txn, "runs", MDB_CREATE, &runs) || mdb_txn_commit(txn)) {
 		fprintf(stderr, "append-floor: cannot open %s\n", argv[2]);
 		return 1;
@@ -220,7 +221,8 @@ main(int argc, char **argv)
 			Conn *c = evs[i].data.ptr;
 			if (!c) {
 				int fd;
-				while ((fd = accept4(lfd, NULL, NULL, SOCK_NONBLOCK | SOCK_CLOEXEC)) >= 0) {
+				while ((fd = accept4(lfd, NULL, NULL,
+						     SOCK_NONBLOCK | SOCK_CLOEXEC)) >= 0) {
 					c = calloc(1, sizeof(*c));
 					c->fd = fd;
 					ev = (struct epoll_event){.events = EPOLLIN, .data.ptr = c};
@@ -279,7 +281,8 @@ main(int argc, char **argv)
 				mp_writer_init(&w);
 				mp_w_map(&w, 1);
 				mp_w_int(&w, "seq", pend[i].seq);
-				if (pend[i].c->fd >= 0 && reply(pend[i].c, MSG_REPLY, pend[i].req_id, &w) < 0)
+				if (pend[i].c->fd >= 0 &&
+				    reply(pend[i].c, MSG_REPLY, pend[i].req_id, &w) < 0)
 					abort();
 				mp_writer_done(&w);
 			}
@@ -293,7 +296,8 @@ main(int argc, char **argv)
 				if (k < 0 && errno == EINTR)
 					continue;
 				if (k <= 0)
-					break; /* a client that does not read: not in this benchmark */
+					break; /* a client that does not read: not in this benchmark
+						*/
 				off += (size_t)k;
 			}
 			c->olen = 0;
