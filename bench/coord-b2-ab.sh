@@ -38,12 +38,14 @@ for rep in $(seq 1 "$reps"); do
 	rm -rf "$work/floor"; mkdir -p "$work/floor"
 	$SERVER "$B/append-floor" "$work/floor/s.sock" "$work/floor/db" &
 	fpid=$!
+	cpid=$fpid # bench_workdir's exit trap stops it if we fail
 	for _ in $(seq 200); do [ -S "$work/floor/s.sock" ] && break; sleep 0.05; done
 	res=$($CLIENT "$B/append-bench" "$work/floor/s.sock" concurrent "$N2" 64 16)
 	read -r ut st < <(awk '{print $14, $15}' "/proc/$fpid/stat")
 	cpu=$(awk -v u="$ut" -v s="$st" -v hz="$(getconf CLK_TCK)" 'BEGIN{printf "%.3f", (u+s)/hz}')
 	record floor "$rep" "${res%\}},\"daemon_cpu_s\":$cpu}"
 	kill "$fpid"; wait "$fpid" 2>/dev/null || true
+	cpid=
 	for side in old new; do
 		bin=$old; [ $side = new ] && bin=$new
 		# start_coord runs $build/coordinatord: point it at this side's binary
