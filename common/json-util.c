@@ -167,6 +167,15 @@ scan_string(Scan *s, const char *want, bool *ret_eq)
 
 	s->p++;
 	while (s->p < s->end) {
+		if (!eq) {
+			/* a run of plain ASCII needs neither decoding nor comparing */
+			const unsigned char *p = s->p;
+			while (p < s->end && *p >= 0x20 && *p < 0x80 && *p != '"' && *p != '\\')
+				p++;
+			s->p = p;
+			if (p == s->end)
+				break;
+		}
 		unsigned char c = *s->p;
 		unsigned char dec[4];
 		size_t dn = 1;

@@ -11,6 +11,7 @@
 #include <string.h>
 #include <sys/socket.h>
 #include <sys/stat.h>
+#include <sys/uio.h>
 #include <sys/un.h>
 #include <unistd.h>
 
@@ -39,7 +40,8 @@ struct PeerDeferred {
 
 struct Peer {
 	struct event_base *base;
-	struct bufferevent *bev;
+	struct bufferevent *bev; /* its output and input buffers; writes (flush) */
+	struct event *rev;	 /* reads (sock_read_cb), not the bufferevent's */
 	const PeerOps *ops;
 	void *userdata;
 	size_t max_frame;
@@ -209,6 +211,8 @@ really_free(Peer *p)
 		pending_free(e);
 	}
 	cork_unlist(p);
+	if (p->rev)
+		event_free(p->rev); /* before the bufferevent closes the fd */
 	if (p->bev)
 		bufferevent_free(p->bev);
 	free(p);
@@ -221,6 +225,8 @@ peer_free(Peer *p)
 		return NULL;
 	if (p->dispatching > 0) {
 		p->free_requested = true;
+		if (p->rev)
+			event_del(p->rev);
 		if (p->bev)
 			bufferevent_disable(p->bev, EV_READ | EV_WRITE);
 		return NULL;
@@ -236,6 +242,8 @@ peer_close(Peer *p, int err)
 	if (p->closed)
 		return;
 	p->closed = true;
+	if (p->rev)
+		event_del(p->rev);
 	bufferevent_disable(p->bev, EV_READ | EV_WRITE);
 	p->dispatching++;
 	while (p->deferred) {
@@ -635,10 +643,9 @@ dispatch(Peer *p, const Frame *f)
 }
 
 static void
-read_cb(struct bufferevent *bev, void *arg)
+read_cb(Peer *p)
 {
-	Peer *p = arg;
-	struct evbuffer *in = bufferevent_get_input(bev);
+	struct evbuffer *in = bufferevent_get_input(p->bev);
 
 	/* the answers to one read leave in one write per peer */
 	peer_cork();
@@ -661,6 +668,56 @@ read_cb(struct bufferevent *bev, void *arg)
 	peer_uncork();
 	if (p->dispatching == 0 && p->free_requested)
 		really_free(p);
+}
+
+static void event_cb(struct bufferevent *bev, short what, void *arg);
+
+/* Up to this much per read: a bigger frame takes several reads */
+#define READ_MAX 65536
+
+/* The socket is readable: one readv into the input buffer, then dispatch.
+ * The bufferevent's own read asks the socket's size (FIONREAD) before each
+ * read: a system call per request of a client with one request in flight. */
+static void
+sock_read_cb(evutil_socket_t fd, short what, void *arg)
+{
+	Peer *p = arg;
+	struct evbuffer *in = bufferevent_get_input(p->bev);
+	struct evbuffer_iovec v[2];
+	struct iovec iov[2];
+	ssize_t n = -1;
+	int err = ENOMEM;
+
+	if (p->closed || p->free_requested)
+		return;
+	/* a socket bufferevent keeps its input's end frozen: but while it
+	 * reads itself, as here */
+	evbuffer_unfreeze(in, 0);
+	int nv = evbuffer_reserve_space(in, READ_MAX, v, 2);
+	if (nv > 0) {
+		for (int i = 0; i < nv; i++)
+			iov[i] = (struct iovec){v[i].iov_base, v[i].iov_len};
+		n = readv(fd, iov, nv);
+		err = errno;
+		int used = 0;
+		if (n > 0) {
+			size_t left = (size_t)n;
+			for (; used < nv && left > 0; used++) {
+				v[used].iov_len = MIN(left, v[used].iov_len);
+				left -= v[used].iov_len;
+			}
+		}
+		(void)evbuffer_commit_space(in, v, used);
+	}
+	evbuffer_freeze(in, 0);
+	if (n > 0) {
+		read_cb(p);
+		return;
+	}
+	if (n < 0 && (err == EAGAIN || err == EWOULDBLOCK || err == EINTR))
+		return;
+	errno = n == 0 ? 0 : err;
+	event_cb(p->bev, BEV_EVENT_READING | (n == 0 ? BEV_EVENT_EOF : BEV_EVENT_ERROR), p);
 }
 
 static void
@@ -702,9 +759,14 @@ peer_new(struct event_base *base, int fd, const PeerOps *ops, void *userdata, si
 		free(p);
 		return -ENOMEM;
 	}
-	bufferevent_setcb(p->bev, read_cb, write_cb, event_cb, p);
-	/* writing is armed only while output waits for the socket (flush) */
-	bufferevent_enable(p->bev, EV_READ);
+	/* reading is sock_read_cb's; writing is armed only while output waits
+	 * for the socket (flush) */
+	bufferevent_setcb(p->bev, NULL, write_cb, event_cb, p);
+	p->rev = event_new(base, fd, EV_READ | EV_PERSIST, sock_read_cb, p);
+	if (!p->rev || event_add(p->rev, NULL) < 0) {
+		really_free(p);
+		return -ENOMEM;
+	}
 
 	mp_writer_init(&w);
 	mp_w_map(&w, 3);

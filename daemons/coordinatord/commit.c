@@ -41,6 +41,7 @@ struct Op {
 	char *create_harness;
 	bool is_run;	   /* queued by a Run driver */
 	bool refused_full; /* refused past chunk_high_water */
+	size_t run_ix;	   /* commit_ops: its run's index among the commit's runs */
 	/* results */
 	int err;
 	int64_t seq;
@@ -462,7 +463,13 @@ static void
 publish_run(Coordinator *c, const json_t *rec, Op *ops, const char *run_id)
 {
 	size_t n = 0;
-	bool status_change = false;
+	bool status_change = false, watched = false;
+
+	/* nobody tails it (publish's own test, before going over the ops) */
+	for (Watch *wt = c->watches; wt && !watched; wt = wt->next)
+		watched = streq(wt->run_id, run_id);
+	if (!watched)
+		return;
 	for (Op *op = ops; op; op = op->next)
 		if (op->err == 0 && streq(op->run_id, run_id)) {
 			if (op->text)
@@ -691,7 +698,8 @@ commit_write(Coordinator *c, Op *ops, RunLogBatch **ret_b)
 		if (op->text && !op->status[0]) {
 			/* events of running runs stop at the high-water mark; what
 			 * is above it is kept for run starts and terminal records */
-			if (runlog_batch_usage(b, &used) == 0 && used > high) {
+			if (runlog_batch_usage_bound(b, &used) == 0 && used > high &&
+			    runlog_batch_usage(b, &used) == 0 && used > high) {
 				op->err = -ENOSPC;
 				op->refused_full = true;
 				c->m.events_refused_full++;
@@ -994,7 +1002,19 @@ commit_ops(Coordinator *c)
 	g->steps = 1;
 	size_t k = 0;
 	for (Op *op = ops; op; op = op->next) {
-		if (!first_of_run(ops, op))
+		bool seen;
+		if (g == &fallback)
+			seen = !first_of_run(ops, op);
+		else {
+			/* its run among those seen so far (a commit has far
+			 * fewer runs than ops) */
+			size_t i = 0;
+			while (i < k && !streq(ids[i], op->run_id))
+				i++;
+			op->run_ix = i;
+			seen = i < k;
+		}
+		if (seen)
 			continue;
 		if (g == &fallback) {
 			json_t *rec = runlog_batch_get_record(b, op->run_id);
@@ -1012,20 +1032,15 @@ commit_ops(Coordinator *c)
 		/* single host: publish every run, then answer and settle in op
 		 * order (the order clients' pipelined requests are answered in) */
 		for (Op *op = ops; op; op = op->next) {
-			size_t i = 0;
-			while (i < k && ids[i] != op->run_id)
-				i++;
-			if (i < k && op->err == 0) /* a run's first op, committed */
+			size_t i = op->run_ix;
+			if (ids[i] == op->run_id && op->err == 0) /* a run's first op, committed */
 				publish_run(c, recs[i], ops, ids[i]);
 		}
 		for (Op *op = ops; op; op = op->next) {
-			size_t i = 0;
-			while (i < k && !streq(ids[i], op->run_id))
-				i++;
 			if (op->err == 0 && op->text)
 				c->m.events_appended++;
 			if (peer_deferred_peer(op->ack)) /* its client is still there */
-				commit_ack(c, i < k ? recs[i] : NULL, op);
+				commit_ack(c, recs[op->run_ix], op);
 			commit_settle(c, op);
 		}
 		for (size_t i = 0; i < k; i++)

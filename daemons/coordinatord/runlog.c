@@ -403,7 +403,21 @@ struct RunLogBatch {
 	BatchRun *runs;
 	size_t n_runs, cap_runs;
 	int err; /* sticky: a storage error poisons the whole transaction */
+	/* What the batch's puts may allocate, in pages (batch_spend): room is
+	 * what lies past the last page in use when it began, less a reserve
+	 * for the commit's own writes; spent bounds what its puts took. */
+	uint64_t room, spent, psize;
+	unsigned depth; /* the deepest of the events' and records' trees, at the start */
+	/* runlog_batch_usage_bound's anchor: the exact usage when spent was */
+	uint64_t used_at, spent_at;
+	bool used_known;
 };
+
+/* Pages kept past the batch's puts for the commit: the free list LMDB saves
+ * (the free database's size twice over, added at the start) and this. */
+#define BATCH_RESERVE_PAGES 256
+/* LMDB's dirty-page limit is 2^17 pages; a batch puts directly well below it */
+#define BATCH_DIRECT_MAX_PAGES 65536
 
 static void
 batch_free(RunLogBatch *b)
@@ -431,8 +445,46 @@ runlog_batch_begin(RunLog *l, RunLogBatch **ret)
 	b->txnid = mdb_txn_id(b->txn);
 	if (b->txnid != l->cache_txnid + 1)
 		rec_cache_clear(l);
+	/* the room past the map's last page in use: whatever LMDB takes from
+	 * its free list instead, a put never takes more there than
+	 * batch_spend counts; no room known means every event's put is nested */
+	MDB_envinfo ei;
+	MDB_stat es, rs, fs;
+	if (mdb_env_info(l->env, &ei) == 0 && mdb_stat(b->txn, l->events, &es) == 0 &&
+	    mdb_stat(b->txn, l->runs, &rs) == 0 && mdb_stat(b->txn, 0 /* FREE_DBI */, &fs) == 0 &&
+	    es.ms_psize > 0) {
+		uint64_t total = ei.me_mapsize / es.ms_psize, end = (uint64_t)ei.me_last_pgno + 1;
+		uint64_t reserve =
+		    BATCH_RESERVE_PAGES +
+		    2 * (fs.ms_branch_pages + fs.ms_leaf_pages + fs.ms_overflow_pages);
+		b->room = total > end + reserve ? total - end - reserve : 0;
+		b->psize = es.ms_psize;
+		b->depth = MAX(es.ms_depth, rs.ms_depth);
+	}
 	*ret = b;
 	return 0;
+}
+
+/* An upper bound of the pages one put of a len-byte value allocates: a copy
+ * of each page on its path and a split of each (the tree may grow a level
+ * or two within the batch), a new root, and the value's overflow pages. */
+static uint64_t
+put_pages(const RunLogBatch *b, size_t len)
+{
+	uint64_t ps = b->psize ? b->psize : 4096;
+	return 2 * ((uint64_t)b->depth + 2) + 2 + (len + 64 + ps - 1) / ps;
+}
+
+/* Count a put of len bytes into b->spent; true when it certainly finds room
+ * at the map's end (no MDB_MAP_FULL nor MDB_TXN_FULL possible), i.e. needs
+ * no nested transaction to keep a full map from poisoning the batch. */
+static bool
+batch_spend(RunLogBatch *b, size_t len)
+{
+	uint64_t need = put_pages(b, len);
+	bool room = b->spent + need <= b->room && b->spent + need <= BATCH_DIRECT_MAX_PAGES;
+	b->spent += need;
+	return room;
 }
 
 /* The batch's view of a record: cached after the first touch. */
@@ -462,6 +514,7 @@ batch_record(RunLogBatch *b, const char *run_id, BatchRun **ret)
 	memcpy(br->run_id, run_id, RUN_ID_LEN + 1);
 	br->rec = rec;
 	br->dirty = false;
+	(void)batch_spend(b, 16384); /* its record's put at the commit */
 	*ret = br;
 	return 0;
 }
@@ -527,7 +580,11 @@ batch_append(RunLogBatch *b, const char *run_id, const char *chunk, size_t len, 
 	 * room at the map's end nor a long enough run of free pages for this
 	 * value) refuses this event alone and leaves the batch usable */
 	MDB_txn *txn = b->txn, *child = NULL;
-	if (soft) {
+	/* only where the map's end may lack room for it: when it certainly
+	 * has room, MDB_MAP_FULL cannot happen and the nested transaction (a
+	 * copy of each page it touches, and their merge) would be for nothing */
+	bool room = batch_spend(b, len);
+	if (soft && !room) {
 		r = mdb_errno(mdb_txn_begin(b->l->env, b->txn, 0, &child));
 		if (r < 0)
 			return b->err = r;
@@ -588,6 +645,8 @@ runlog_batch_create(RunLogBatch *b, const char *run_id, const char *thread_id, c
 		b->runs = n;
 		b->cap_runs = cap;
 	}
+	(void)batch_spend(b, 16384); /* the record */
+	(void)batch_spend(b, 1024);  /* the thread index */
 	r = new_run_txn(b->txn, b->l, run_id, thread_id, harness, now_ms, &rec);
 	if (r < 0)
 		return b->err = r;
@@ -633,6 +692,7 @@ runlog_batch_drive_put(RunLogBatch *b, const char *run_id, const json_t *state)
 		return -ENOMEM;
 	} else {
 		MDB_val v = {strlen(s), s};
+		(void)batch_spend(b, v.mv_size);
 		r = mdb_errno(mdb_put(b->txn, b->l->drive, &k, &v, 0));
 	}
 	if (r < 0)
@@ -926,5 +986,21 @@ runlog_idem_put(RunLog *l, const char *thread_id, const char *key, const char *r
 int
 runlog_batch_usage(RunLogBatch *b, uint64_t *ret_used)
 {
-	return txn_usage(b->l, b->txn, ret_used);
+	int r = txn_usage(b->l, b->txn, ret_used);
+	if (r == 0) {
+		b->used_at = *ret_used;
+		b->spent_at = b->spent;
+		b->used_known = true;
+	}
+	return r;
+}
+
+int
+runlog_batch_usage_bound(RunLogBatch *b, uint64_t *ret_used)
+{
+	if (!b->used_known)
+		return runlog_batch_usage(b, ret_used);
+	/* live pages grow by at most the pages the puts since allocated */
+	*ret_used = b->used_at + (b->spent - b->spent_at) * (b->psize ? b->psize : 4096);
+	return 0;
 }

@@ -162,7 +162,9 @@ int runlog_batch_append(RunLogBatch *b, const char *run_id, const char *chunk, s
 			const char *status, const json_t *fields, int64_t now_ms, int64_t *ret_seq);
 /* Append an event of a running run (no status) in a nested transaction: when
  * the map has no room for it (MDB_MAP_FULL) -ENOSPC concerns this op only and
- * the batch goes on; other errors poison the batch as above. */
+ * the batch goes on; other errors poison the batch as above. The nested
+ * transaction is skipped while the map's end certainly has room for
+ * everything the batch put (then MDB_MAP_FULL cannot happen). */
 int runlog_batch_append_soft(RunLogBatch *b, const char *run_id, const char *chunk, size_t len,
 			     const json_t *fields, int64_t now_ms, int64_t *ret_seq);
 /* Make a run terminal without an event (a completed run's last event is
@@ -245,6 +247,10 @@ int runlog_prune_oldest(RunLog *l, size_t max_pruned, size_t *ret_pruned, RunLog
  * batch's own uncommitted writes. */
 int runlog_usage(RunLog *l, uint64_t *ret_used, uint64_t *ret_map);
 int runlog_batch_usage(RunLogBatch *b, uint64_t *ret_used);
+/* An upper bound of runlog_batch_usage, without its look-ups: the last exact
+ * figure plus the most the batch's puts since can have added (exact the
+ * first time). Where the bound is over a mark, ask the exact figure. */
+int runlog_batch_usage_bound(RunLogBatch *b, uint64_t *ret_used);
 
 /* true for completed, failed, aborted */
 bool run_status_terminal(const char *status);

@@ -1307,6 +1307,59 @@ test_runlog_soft_append_refuses_one_op_not_the_batch(void **state)
 	json_decref(rec);
 }
 
+/* A map with room for a part of a batch: the first events are put straight
+ * into the batch (the map's end certainly has room for them), the later ones
+ * nested, and the one that finds no room is refused alone; the batch still
+ * commits everything before it. */
+static void
+test_runlog_soft_append_direct_then_nested(void **state)
+{
+	Fix *f = *state;
+	static char chunk[100000];
+	RunLogBatch *b;
+	int64_t seq = -1, last_ok = -1;
+	json_t *rec = NULL;
+	int r = 0, n_ok = 0;
+
+	runlog_free(f->l);
+	f->l = NULL;
+	rm_dir(f->dir);
+	assert_non_null(mkdtemp(strcpy(f->dir, "/tmp/test-runlog-XXXXXX")));
+	/* 4 MiB: ≈ 1000 pages, about 40 values of 100 KB (25 pages each); the
+	 * bound of a put (its overflow pages and a path's worth) lets the first
+	 * ≈ 20 in directly */
+	assert_int_equal(open_log(f, 4 << 20, false), 0);
+	memset(chunk, 'y', sizeof(chunk));
+	chunk[0] = chunk[sizeof(chunk) - 1] = '"';
+	assert_int_equal(runlog_create(f->l, RUN_A, "t", NULL, 1, NULL), 0);
+	assert_int_equal(runlog_batch_begin(f->l, &b), 0);
+	for (int i = 0; i < 64; i++) {
+		r = runlog_batch_append_soft(b, RUN_A, chunk, sizeof(chunk), NULL, 10, &seq);
+		if (r < 0)
+			break;
+		last_ok = seq;
+		n_ok++;
+	}
+	assert_int_equal(r, -ENOSPC);
+	assert_true(n_ok >= 30);
+	assert_int_equal(runlog_batch_finish(b, RUN_A, "failed", NULL, 20), 0);
+	assert_int_equal(runlog_batch_commit(b), 0);
+	runlog_batch_free(b);
+	assert_int_equal(runlog_get(f->l, RUN_A, &rec), 0);
+	assert_string_equal(rec_str(rec, "status"), "failed");
+	assert_int_equal(rec_int(rec, "lastSeq"), last_ok);
+	json_decref(rec);
+	/* every event is there, in order */
+	RunLogEvents ev = {0};
+	assert_int_equal(runlog_read(f->l, RUN_A, -1, (size_t)n_ok + 1, &ev, NULL), 0);
+	assert_int_equal(ev.n, (size_t)n_ok);
+	for (size_t i = 0; i < ev.n; i++) {
+		assert_int_equal(ev.lens[i], sizeof(chunk));
+		assert_memory_equal(ev.texts[i], chunk, sizeof(chunk));
+	}
+	runlog_events_done(&ev);
+}
+
 /* One append to run_id in a batch of its own; the record it left (caller's). */
 static json_t *
 batch_one(RunLog *l, const char *run_id, int64_t now)
@@ -1461,6 +1514,8 @@ main(void)
 					    teardown),
 	    cmocka_unit_test_setup_teardown(test_runlog_soft_append_refuses_one_op_not_the_batch,
 					    setup, teardown),
+	    cmocka_unit_test_setup_teardown(test_runlog_soft_append_direct_then_nested, setup,
+					    teardown),
 	    cmocka_unit_test_setup_teardown(
 		test_runlog_prune_oldest_takes_first_finished_terminal_runs, setup, teardown),
 	};
