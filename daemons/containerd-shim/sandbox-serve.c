@@ -215,8 +215,12 @@ exec_child_run(void *p)
 #if defined(__x86_64__)
 /* The exec child's own stack (exec_clone): the init is single-threaded and
  * waits (CLONE_VFORK) until the child has called execve or exited, so one is
- * enough. Allocated at the first exec, kept. */
+ * enough. Allocated at the first exec, kept, with a PROT_NONE page below it.
+ * What runs on it is bounded: exec_child's frames and execvpe's, whose
+ * largest arrays are a PATH_MAX + NAME_MAX path and, for a script, argc + 2
+ * pointers (argc + envc <= EXEC_ARGV_MAX = 4096: 32 KiB). */
 #define EXEC_STACK_SIZE (256 * 1024)
+#define EXEC_STACK_GUARD 4096
 static void *exec_stack;
 
 /* clone3 that runs fn(arg) in the child on the given stack and never returns
@@ -271,11 +275,16 @@ exec_clone(ExecChildArgs *a, int cgroup_fd)
 	long k;
 
 	if (!exec_stack) {
-		void *st = mmap(NULL, EXEC_STACK_SIZE, PROT_READ | PROT_WRITE,
-				MAP_PRIVATE | MAP_ANONYMOUS | MAP_STACK, -1, 0);
+		uint8_t *st = mmap(NULL, EXEC_STACK_GUARD + EXEC_STACK_SIZE, PROT_READ | PROT_WRITE,
+				   MAP_PRIVATE | MAP_ANONYMOUS | MAP_STACK, -1, 0);
 		if (st == MAP_FAILED)
 			return -errno;
-		exec_stack = st;
+		if (mprotect(st, EXEC_STACK_GUARD, PROT_NONE) < 0) {
+			int r = -errno;
+			(void)munmap(st, EXEC_STACK_GUARD + EXEC_STACK_SIZE);
+			return r;
+		}
+		exec_stack = st + EXEC_STACK_GUARD;
 	}
 	ca.flags |= CLONE_VM | CLONE_VFORK;
 	ca.stack = (uint64_t)(uintptr_t)exec_stack;
