@@ -39,9 +39,12 @@ CPU 1; one more repetition unpinned. Warm-up: a few iterations of everything
 before the first repetition. Raw JSON: bench/results/sandbox-b6-<time>.json.
 
 With --only-e2e, only bwrap (the reference) and e2e run, with their ratios.
+With --fs journal, runtime_dir is a tmpfs and state_dir a fresh journaled ext4
+(the layout of a production host; see layout()). B6_TAG=… is appended to the
+JSON's name (e.g. the build measured).
 
 usage: RW_BUILD_DIR=build bench/sandbox/b6.py [--reps 3] [--n 100] [--live 500]
-       [--e2e 50] [--no-unpinned] [--only-e2e]"""
+       [--e2e 50] [--no-unpinned] [--only-e2e] [--fs test|journal]"""
 import argparse
 import asyncio
 import datetime
@@ -68,6 +71,10 @@ ap.add_argument("--live", type=int, default=500, help="execs into the live sandb
 ap.add_argument("--e2e", type=int, default=50, help="runs per e2e measurement")
 ap.add_argument("--no-unpinned", action="store_true")
 ap.add_argument("--only-e2e", action="store_true", help="bwrap and e2e alone")
+ap.add_argument("--fs", choices=("test", "journal"), default="test",
+                help="test: runtime_dir and state_dir in the suite's directory under /tmp (the "
+                "e2e harness's layout); journal: runtime_dir on a tmpfs (as /run) and state_dir "
+                "on a fresh journaled ext4 (a loop image, as /var/lib on a production host)")
 A = ap.parse_args()
 
 EXE = "/tmp/rw-b6-spawn-time"
@@ -107,14 +114,42 @@ def harness(n, par, tag, cmd, then=None):
     return d
 
 
+def layout(suite):
+    """--fs journal: mount the suite's run/ and state/ before its daemons start.
+    The root filesystem of the VMs this is measured on is an ext4 without a
+    journal, where every new inode costs a scan over the inodes freed in the
+    last minutes (ext4's find_inode_bit/recently_deleted, only without a
+    journal) — a cost that grows with everything else deleting files on the
+    machine. A production host keeps runtime_dir on /run (tmpfs) and state_dir
+    on a journaled filesystem."""
+    if A.fs != "journal":
+        return suite
+    run, state, img = suite.dir + "/run", suite.dir + "/state", suite.dir + ".img"
+    os.makedirs(run)
+    os.makedirs(state)
+    subprocess.run(["mount", "-t", "tmpfs", "-o", "mode=0755", "tmpfs", run], check=True)
+    subprocess.run(["truncate", "-s", "4G", img], check=True)
+    subprocess.run(["mkfs.ext4", "-q", "-F", img], check=True)
+    subprocess.run(["mount", "-o", "loop", img, state], check=True)
+    os.unlink(img)
+    return suite
+
+
+def unlayout(suite):
+    if A.fs == "journal":
+        for sub in ("run", "state"):
+            subprocess.run(["umount", "-R", "-l", os.path.join(suite.dir, sub)],
+                           stderr=subprocess.DEVNULL)
+
+
 class Bench:
     def __init__(self, pinned):
         self.pinned = pinned
         wrap = {d: ["taskset", "-c", "0"] for d in rwtest.DAEMONS} if pinned else {}
         os.sched_setaffinity(0, {1} if pinned else {0, 1})
-        self.s = rwtest.Suite(CONF, wrap=wrap).start()
+        self.s = layout(rwtest.Suite(CONF, wrap=wrap)).start()
         self.sock = os.path.join(self.s.dir, "run", "containerd-shim.sock")
-        self.cold = rwtest.Suite(CONF_COLD, wrap=wrap).start()
+        self.cold = layout(rwtest.Suite(CONF_COLD, wrap=wrap)).start()
         self.cold_sock = os.path.join(self.cold.dir, "run", "containerd-shim.sock")
         self.seq = 0
 
@@ -263,6 +298,8 @@ class Bench:
 
     def close(self):
         problems = self.s.stop() + self.cold.stop()
+        unlayout(self.s)
+        unlayout(self.cold)
         self.s.cleanup()
         self.cold.cleanup()
         return problems
@@ -320,7 +357,7 @@ def main():
            "kernel": os.uname().release, "bwrap": bw, "conf": CONF, "conf_cold": CONF_COLD,
            "pinning": "daemons taskset -c 0 (sandboxes inherit); b6.py, spawn-time, shimctl, "
                       "bwrap, unshare and the e2e client on CPU 1 (sched_setaffinity)",
-           "n": A.n, "par": A.par, "live": A.live, "e2e": A.e2e, "reps": [], "unpinned": None}
+           "fs": A.fs, "n": A.n, "par": A.par, "live": A.live, "e2e": A.e2e, "reps": [], "unpinned": None}
     names = ["shim", "shim_cold", "once", "once_cold", "bwrap", "unshare", "spawn", "floor"]
     orders = [names[i:] + names[:i] for i in range(len(names))]
     b = Bench(True)
@@ -351,7 +388,8 @@ def main():
         k: [round(statistics.median(x), 3), round(min(x), 3), round(max(x), 3)]
         for k in keys for x in [[r["ratios"][k] for r in out["reps"]]]}
     stamp = datetime.datetime.now(datetime.timezone.utc).strftime("%Y%m%dT%H%M%SZ")
-    path = os.path.join(TOP, "bench", "results", f"sandbox-b6-{stamp}{'-e2e' if A.only_e2e else ''}.json")
+    path = os.path.join(TOP, "bench", "results", f"sandbox-b6-{stamp}{'-e2e' if A.only_e2e else ''}"
+                        f"{'-journal' if A.fs == 'journal' else ''}{os.environ.get('B6_TAG', '')}.json")
     with open(path, "w") as f:
         json.dump(out, f, indent=1)
     print(path)

@@ -33,6 +33,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/ioctl.h>
+#include <sys/mman.h>
 #include <sys/mount.h>
 #include <sys/prctl.h>
 #include <sys/resource.h>
@@ -143,7 +144,9 @@ st_send(InitState *st, const InitMsg *m)
 		init_send(st->sock, m, NULL, 0);
 }
 
-/* The forked exec child: never returns. */
+/* The forked exec child: never returns. It may share the init's memory
+ * (exec_clone): it only makes system calls, writes nothing the init reads
+ * after it (environ is put back by the init) and leaves by execve or _exit. */
 static _noreturn_ void
 exec_child(const int *fds, int status_fd, const char *cwd, char **argv, char **envp)
 {
@@ -151,10 +154,12 @@ exec_child(const int *fds, int status_fd, const char *cwd, char **argv, char **e
 	sigset_t all;
 	int r;
 
-	sigemptyset(&all);
-	(void)sigprocmask(SIG_SETMASK, &all, NULL);
+	/* Handlers first, then the mask (the init blocked every signal around
+	 * the clone): no handler of the init's ever runs in here. */
 	for (int sig = 1; sig < NSIG; sig++)
 		(void)signal(sig, SIG_DFL);
+	sigemptyset(&all);
+	(void)sigprocmask(SIG_SETMASK, &all, NULL);
 	if (setsid() < 0 || prctl(PR_SET_PDEATHSIG, SIGKILL, 0, 0, 0) < 0)
 		goto fail;
 	for (int i = 0; i < 3; i++)
@@ -190,6 +195,116 @@ fail:
 	es.err = errno;
 	(void)!write(status_fd, &es, sizeof(es));
 	_exit(es.err == ENOENT ? 127 : 126);
+}
+
+typedef struct ExecChildArgs {
+	int fds[3];
+	int status_fd;
+	const char *cwd;
+	char **argv;
+	char **envp;
+} ExecChildArgs;
+
+static _noreturn_ void
+exec_child_run(void *p)
+{
+	ExecChildArgs *a = p;
+	exec_child(a->fds, a->status_fd, a->cwd, a->argv, a->envp);
+}
+
+#if defined(__x86_64__)
+/* The exec child's own stack (exec_clone): the init is single-threaded and
+ * waits (CLONE_VFORK) until the child has called execve or exited, so one is
+ * enough. Allocated at the first exec, kept, with a PROT_NONE page below it.
+ * What runs on it is bounded: exec_child's frames and execvpe's, whose
+ * largest arrays are a PATH_MAX + NAME_MAX path and, for a script, argc + 2
+ * pointers (argc + envc <= EXEC_ARGV_MAX = 4096: 32 KiB). */
+#define EXEC_STACK_SIZE (256 * 1024)
+#define EXEC_STACK_GUARD 4096
+static void *exec_stack;
+
+/* clone3 that runs fn(arg) in the child on the given stack and never returns
+ * there (fn does not return); returns the pid or -errno in the parent. Raw,
+ * like posix_spawn's: with CLONE_VM the child must not return through the
+ * parent's frames. */
+static long
+clone3_run(struct clone_args *ca, void (*fn)(void *), void *arg)
+{
+	register void (*f)(void *) asm("r12") = fn;
+	register void *x asm("r13") = arg;
+	long ret;
+
+	asm volatile("syscall\n\t"
+		     "test %%rax, %%rax\n\t"
+		     "jnz 1f\n\t"
+		     "xor %%ebp, %%ebp\n\t"
+		     "mov %%r13, %%rdi\n\t"
+		     "call *%%r12\n\t"
+		     "mov $127, %%edi\n\t"
+		     "mov %[nr_exit], %%eax\n\t"
+		     "syscall\n\t"
+		     "hlt\n"
+		     "1:"
+		     : "=a"(ret)
+		     : "0"((long)SYS_clone3), "D"(ca), "S"(sizeof(*ca)), "r"(f),
+		       "r"(x), [nr_exit] "i"(SYS_exit)
+		     : "rcx", "r11", "memory");
+	return ret;
+}
+#endif
+
+/* Start the exec child, in the cgroup leaf cgroup_fd unless it is -1. On
+ * x86_64 it shares the init's memory until its execve (CLONE_VM, CLONE_VFORK:
+ * the init waits for that anyway, on the status pipe), so no exec pays for a
+ * copy of the init's address space — a copy of the shim's, as the init is a
+ * fork of it — and its teardown at execve (docs: bench/README.md, B6).
+ * Returns the pid or -errno. */
+static pid_t
+exec_clone(ExecChildArgs *a, int cgroup_fd)
+{
+	struct clone_args ca = {.exit_signal = SIGCHLD};
+	pid_t pid;
+
+	if (cgroup_fd >= 0) {
+		ca.flags |= CLONE_INTO_CGROUP;
+		ca.cgroup = (uint64_t)cgroup_fd;
+	}
+#if defined(__x86_64__)
+	char **saved_environ = environ;
+	sigset_t all, old;
+	long k;
+
+	if (!exec_stack) {
+		uint8_t *st = mmap(NULL, EXEC_STACK_GUARD + EXEC_STACK_SIZE, PROT_READ | PROT_WRITE,
+				   MAP_PRIVATE | MAP_ANONYMOUS | MAP_STACK, -1, 0);
+		if (st == MAP_FAILED)
+			return -errno;
+		if (mprotect(st, EXEC_STACK_GUARD, PROT_NONE) < 0) {
+			int r = -errno;
+			(void)munmap(st, EXEC_STACK_GUARD + EXEC_STACK_SIZE);
+			return r;
+		}
+		exec_stack = st + EXEC_STACK_GUARD;
+	}
+	ca.flags |= CLONE_VM | CLONE_VFORK;
+	ca.stack = (uint64_t)(uintptr_t)exec_stack;
+	ca.stack_size = EXEC_STACK_SIZE;
+	sigfillset(&all);
+	(void)sigprocmask(SIG_SETMASK, &all, &old);
+	k = clone3_run(&ca, exec_child_run, a);
+	environ = saved_environ; /* the child set its own before execve */
+	(void)sigprocmask(SIG_SETMASK, &old, NULL);
+	if (k < 0)
+		return (pid_t)k;
+	pid = (pid_t)k;
+#else
+	pid = (pid_t)syscall(SYS_clone3, &ca, sizeof(ca));
+	if (pid < 0)
+		return -errno;
+	if (pid == 0)
+		exec_child_run(a);
+#endif
+	return pid;
 }
 
 static void
@@ -264,32 +379,19 @@ init_start_exec(InitState *st, const InitMsg *m, char *payload, size_t len, int 
 			 strerror(r.err));
 		goto fail;
 	}
-	if (nfds == 4) {
-		/* Born in the exec's own cgroup (fds[3], its leaf): no instant in
-		 * which it or a child could escape it. Never a plain fork instead. */
-		struct clone_args ca = {
-		    .flags = CLONE_INTO_CGROUP,
-		    .exit_signal = SIGCHLD,
-		    .cgroup = (uint64_t)fds[3],
-		};
-		pid = (pid_t)syscall(SYS_clone3, &ca, sizeof(ca));
-		if (pid < 0) {
-			r.err = errno;
-			snprintf(msg, sizeof(msg), "cannot start in the exec's cgroup: %s",
-				 strerror(errno));
-			goto fail;
-		}
-	} else {
-		pid = fork();
-		if (pid < 0) {
-			r.err = errno;
-			snprintf(msg, sizeof(msg), "fork: %s", strerror(errno));
-			goto fail;
-		}
-	}
-	if (pid == 0) {
-		int child_fds[3] = {fds[0], po[1], pe[1]};
-		exec_child(child_fds, sp[1], cwd, argv, envp);
+	/* Born in the exec's own cgroup (fds[3], its leaf): no instant in which
+	 * it or a child could escape it. Never a plain fork instead. */
+	pid = exec_clone(&(ExecChildArgs){.fds = {fds[0], po[1], pe[1]},
+					  .status_fd = sp[1],
+					  .cwd = cwd,
+					  .argv = argv,
+					  .envp = envp},
+			 nfds == 4 ? fds[3] : -1);
+	if (pid < 0) {
+		r.err = -pid;
+		snprintf(msg, sizeof(msg), "%s: %s",
+			 nfds == 4 ? "cannot start in the exec's cgroup" : "fork", strerror(-pid));
+		goto fail;
 	}
 	sp[1] = safe_close(sp[1]);
 	po[1] = safe_close(po[1]);
