@@ -5,14 +5,21 @@
 # "Measured"; issue #14's goals: append p50 <= 2x, throughput >= 0.5x).
 #
 #   bench/cluster-bench.sh [BUILD_DIR] [REPEATS]
+#   CLUSTER_BASE=OTHER_BUILD_DIR bench/cluster-bench.sh [BUILD_DIR] [REPEATS]
 #
 # Per repetition and side: append-bench serial (one event per request, the
-# next after the ack) and concurrent (64 connections over 16 runs). The NATS
-# servers share the machine's CPUs with coordinatord and the clients: this
-# measures the wiring's cost on one host, not a deployment.
+# next after the ack) and concurrent (64 connections over 16 runs); and the
+# floor, bench/cluster-floor: the same shapes as JetStream publishes alone
+# (no LMDB, no coordinatord; 16 runs of 4-event messages). With
+# CLUSTER_BASE, each repetition runs that build's coordinatord too, in the
+# same order (base single, base cluster, single, cluster), against the same
+# NATS servers: the ratios of both builds in one run. The NATS servers share
+# the machine's CPUs with coordinatord and the clients: this measures the
+# wiring's cost on one host, not a deployment. Raw results:
+# bench/results/cluster-bench-<timestamp>.json (one object per line).
 set -euo pipefail
 . "$(dirname "$0")/bench-lib.sh"
-bench_need bench/append-bench coordinatord
+bench_need bench/append-bench bench/cluster-floor coordinatord
 bench_workdir
 urls=$(/usr/bin/python3 "$top/tests/cluster/natscluster.py" start "$work/nats" 3 --owner $$ | tail -1)
 
@@ -22,31 +29,54 @@ CLUSTER="[cluster]
 nats = $urls
 node = bench
 replicas = 3"
-out="$work/raw.jsonl"
+builds="$build"
+[ -n "${CLUSTER_BASE:-}" ] && builds="$(cd "$CLUSTER_BASE" && pwd) $build"
+mkdir -p "$top/bench/results"
+out="$top/bench/results/cluster-bench-$(date -u +%Y%m%dT%H%M%SZ).json"
 : >"$out"
+main_build=$build
 for rep in $(seq 1 "$reps"); do
-	for side in single cluster; do
-		conf=""
-		[ "$side" = cluster ] && conf=$CLUSTER
-		start_coord "$conf"
-		sleep 1 # the cluster's stream and buckets ensured
-		s=$("$build/bench/append-bench" "$work/run/coordinatord.sock" serial "$N1")
-		c=$("$build/bench/append-bench" "$work/run/coordinatord.sock" concurrent "$N2" 64 16)
-		stop_coord
-		printf '{"side":"%s","rep":%d,"serial":%s,"concurrent":%s}\n' "$side" "$rep" "$s" "$c" >>"$out"
+	for b in $builds; do
+		build=$b
+		tag=new
+		[ "$b" != "$main_build" ] && tag=base
+		for side in single cluster; do
+			conf=""
+			[ "$side" = cluster ] && conf=$CLUSTER
+			start_coord "$conf"
+			sleep 1 # the cluster's stream and buckets ensured
+			s=$("$main_build/bench/append-bench" "$work/run/coordinatord.sock" serial "$N1")
+			c=$("$main_build/bench/append-bench" "$work/run/coordinatord.sock" concurrent "$N2" 64 16)
+			stop_coord
+			printf '{"build":"%s","side":"%s","rep":%d,"load":"%s","serial":%s,"concurrent":%s}\n' \
+				"$tag" "$side" "$rep" "$(cut -d' ' -f1 /proc/loadavg)" "$s" "$c" >>"$out"
+		done
 	done
+	f1=$("$main_build/bench/cluster-floor" "$urls" serial "$N1")
+	f2=$("$main_build/bench/cluster-floor" "$urls" concurrent "$N2" 16 4)
+	printf '{"build":"floor","side":"floor","rep":%d,"load":"%s","serial":%s,"concurrent":%s}\n' \
+		"$rep" "$(cut -d' ' -f1 /proc/loadavg)" "$f1" "$f2" >>"$out"
 done
+build=$main_build
 /usr/bin/python3 "$top/tests/cluster/natscluster.py" stop "$work/nats"
 /usr/bin/python3 - "$out" <<'PY'
 import json, statistics as st, sys
 rows = [json.loads(l) for l in open(sys.argv[1])]
-def med(side, kind, key):
-    return st.median(r[kind][key] for r in rows if r["side"] == side)
+def med(b, side, kind, key):
+    return st.median(r[kind][key] for r in rows if r["side"] == side and r["build"] == b)
+def fmed(kind, key):
+    return st.median(r[kind][key] for r in rows if r["side"] == "floor")
 for kind in ("serial", "concurrent"):
-    s50, c50 = med("single", kind, "p50") * 1e3, med("cluster", kind, "p50") * 1e3
-    s99, c99 = med("single", kind, "p99") * 1e3, med("cluster", kind, "p99") * 1e3
-    sr, cr = med("single", kind, "events_per_s"), med("cluster", kind, "events_per_s")
-    print(f"{kind}: p50 single {s50:.2f} ms, cluster {c50:.2f} ms ({c50 / s50:.1f}x); "
-          f"p99 {s99:.2f} / {c99:.2f} ms; events/s {sr:.0f} / {cr:.0f} ({cr / sr:.2f}x)")
-print(f"({len(rows) // 2} repetitions, medians)")
+    print(f"floor {kind} (JetStream alone): p50 {fmed(kind, 'p50') * 1e3:.2f} ms, "
+          f"events/s {fmed(kind, 'events_per_s'):.0f}")
+for b in sorted({r["build"] for r in rows if r["side"] != "floor"}, reverse=True):
+    for kind in ("serial", "concurrent"):
+        s50, c50 = med(b, "single", kind, "p50") * 1e3, med(b, "cluster", kind, "p50") * 1e3
+        s99, c99 = med(b, "single", kind, "p99") * 1e3, med(b, "cluster", kind, "p99") * 1e3
+        sr, cr = med(b, "single", kind, "events_per_s"), med(b, "cluster", kind, "events_per_s")
+        print(f"{b} {kind}: p50 single {s50:.2f} ms, cluster {c50:.2f} ms ({c50 / s50:.1f}x); "
+              f"p99 {s99:.2f} / {c99:.2f} ms; events/s {sr:.0f} / {cr:.0f} ({cr / sr:.2f}x; "
+              f"{cr / fmed(kind, 'events_per_s'):.2f} of the floor)")
+print(f"({len([r for r in rows if r['side'] == 'floor'])} repetitions, medians; "
+      f"raw: {sys.argv[1]})")
 PY
