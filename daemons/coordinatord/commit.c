@@ -28,6 +28,9 @@
 #include "macro.h"
 #include "mp-cursor.h"
 
+/* Cluster mode's longest wait for other runs' appends to share a commit. */
+#define COMMIT_LINGER_US 1000
+
 struct Op {
 	Op *next;
 	char run_id[RUN_ID_LEN + 1];
@@ -96,8 +99,10 @@ enqueue(Coordinator *c, Op *op)
 {
 	if (c->ops_tail)
 		c->ops_tail->next = op;
-	else
+	else {
 		c->ops_head = op;
+		c->ops_since = now_usec();
+	}
 	c->ops_tail = op;
 	event_active(c->commit_ev, 0, 0);
 }
@@ -1064,14 +1069,47 @@ commit_ops(Coordinator *c)
 	}
 }
 
-static void
-commit_cb(evutil_socket_t fd, short what, void *arg)
+/* Cluster mode: while other runs' publishes are out, their acknowledgements
+ * are about to let their clients and drivers queue more; a commit now would
+ * be followed by one per run as each acknowledgement comes (one flush each,
+ * on this thread). Wait for them — at most COMMIT_LINGER_US from the oldest
+ * queued op — so that they share one commit, as single-host mode's appends
+ * share theirs. A commit with no publish out (a serial client, an idle
+ * cluster) goes at once. */
+static bool
+commit_linger(Coordinator *c)
 {
+	const CommitHooks *h = c->commit_hooks;
+	usec_t waited = now_usec() - c->ops_since;
+	struct timeval tv;
+
+	if (!c->linger_ev || c->stopping || !h->replicate_inflight ||
+	    h->replicate_inflight(c) == 0 || waited >= COMMIT_LINGER_US)
+		return false;
+	if (!evtimer_pending(c->linger_ev, NULL))
+		evtimer_add(c->linger_ev, timeval_from_usec(&tv, COMMIT_LINGER_US - waited));
+	return true;
+}
+
+static void
+commit_go(Coordinator *c)
+{
+	if (c->linger_ev)
+		evtimer_del(c->linger_ev);
 	/* what the commit publishes and acknowledges leaves in one write per
 	 * connection, once it is all queued */
 	peer_cork();
-	commit_ops(arg);
+	commit_ops(c);
 	peer_uncork();
+}
+
+static void
+commit_cb(evutil_socket_t fd, short what, void *arg)
+{
+	Coordinator *c = arg;
+
+	if (c->ops_head && !commit_linger(c))
+		commit_go(c);
 }
 
 void
@@ -1080,7 +1118,7 @@ commit_now(Coordinator *c)
 	if (!c->commit_hooks)
 		return; /* before commit_setup(): a start-up that failed early */
 	c->commit_hooks->flush(c);
-	commit_cb(-1, 0, c);
+	commit_go(c); /* its callers read what it wrote: never lingers */
 }
 
 void
@@ -1088,6 +1126,7 @@ commit_setup(Coordinator *c, const CommitHooks *hooks)
 {
 	c->commit_hooks = hooks;
 	c->commit_ev = event_new(c->base, -1, 0, commit_cb, c);
+	c->linger_ev = evtimer_new(c->base, commit_cb, c);
 	/* the lowest priority: after every other callback of this loop turn */
 	if (c->commit_ev)
 		event_priority_set(c->commit_ev, 2);
@@ -1106,4 +1145,7 @@ commit_teardown(Coordinator *c)
 	if (c->commit_ev)
 		event_free(c->commit_ev);
 	c->commit_ev = NULL;
+	if (c->linger_ev)
+		event_free(c->linger_ev);
+	c->linger_ev = NULL;
 }

@@ -238,6 +238,8 @@ typedef struct CommitHooks {
 	/* After a commit's replicate calls: send what they queued now, not on
 	 * the loop's next turn (which may begin with another commit's flush). */
 	void (*replicate_flush)(Coordinator *c);
+	/* How many runs have a publish out now (0 without a cluster). */
+	size_t (*replicate_inflight)(Coordinator *c);
 } CommitHooks;
 
 struct Coordinator {
@@ -259,6 +261,8 @@ struct Coordinator {
 	struct event *commit_ev;
 	const CommitHooks *commit_hooks; /* set by commit_setup() */
 	Op *ops_head, *ops_tail;
+	usec_t ops_since;	 /* when the oldest queued op was queued */
+	struct event *linger_ev; /* cluster mode: the commit waits for more (commit.c) */
 	struct event *watchdog_ev;
 	int watchdog_pending;	 /* SANDBOX_STATS replies still expected this round */
 	uint64_t watchdog_round; /* rounds started (watchdog_cb) */
@@ -483,6 +487,7 @@ int replicate_events(Coordinator *c, const char *run_id, int64_t first_seq,
  * stopped and it is failed locally with code fenced. */
 void replicate_fence(Coordinator *c, const char *run_id);
 void replicate_flush(Coordinator *c);
+size_t replicate_inflight(Coordinator *c);
 /* Was writer (an Rw-Writer) a process of this node? */
 bool replicate_own_writer(Coordinator *c, const char *writer);
 /* Retention pruned run_id (rec: its record as it was) from the local log:

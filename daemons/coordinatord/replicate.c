@@ -101,6 +101,7 @@ typedef struct Replicator {
 	size_t nruns;
 	ClusterState state;
 	bool window_full; /* a run waits for room in the library's publish window */
+	size_t inflight;  /* runs with a publish out */
 	bool checked;	  /* the start-up check of this node's runs was made */
 	uint64_t gen;	  /* batches queued so far */
 	uint64_t drain_gen;
@@ -237,6 +238,7 @@ on_published(Cluster *cl, const ClusterPublishResult *res, void *userdata)
 	RunRepl *rr = userdata;
 	Batch *b = rr->head;
 
+	rr->r->inflight--;
 	kick_window(rr->r);
 	if (res->err == 0) {
 		Batch *last = b;
@@ -483,6 +485,7 @@ run_next(RunRepl *rr)
 	}
 	b->sent = now_usec();
 	err = publish_head(rr, b, off);
+	r->inflight += err == 0;
 submitted:
 	if (err == -ENOTCONN && r->state != CLUSTER_FAILED) {
 		rr->waiting = true; /* connecting: on_state(READY) goes on */
@@ -693,6 +696,12 @@ replicate_events(Coordinator *c, const char *run_id, int64_t first_seq, const ch
 			"Out of memory mirroring the run's record");
 	run_next(rr);
 	return 0;
+}
+
+size_t
+replicate_inflight(Coordinator *c)
+{
+	return c->repl ? c->repl->inflight : 0;
 }
 
 void
