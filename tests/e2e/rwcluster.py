@@ -114,21 +114,14 @@ node_ttl_ms = {self.node_ttl_ms}
     def local_record(s, run):
         """The run's record in s's own run log, or None: RUN_GET naming no
         thread (a tool client's) is never forwarded to another node."""
-        c = Ipc(os.path.join(s.dir, "run", "coordinatord.sock"))
         try:
-            return json.loads(c.call("RUN_GET", {"run_id": run})["record"])
+            return json.loads(coord_call(s, "RUN_GET", {"run_id": run})["record"])
         except IpcError:
             return None
-        finally:
-            c.close()
 
     @staticmethod
     def lmdb_events(s, run):
-        c = Ipc(os.path.join(s.dir, "run", "coordinatord.sock"))
-        try:
-            body = c.call("RUN_READ", {"run_id": run, "from_seq": -1, "max": 1000})
-        finally:
-            c.close()
+        body = coord_call(s, "RUN_READ", {"run_id": run, "from_seq": -1, "max": 1000})
         rec = json.loads(body["record"])
         first = rec["lastSeq"] - len(body["events"]) + 1
         return [(first + i, e.encode() if isinstance(e, str) else e)
@@ -169,6 +162,15 @@ node_ttl_ms = {self.node_ttl_ms}
 
 
 TERMINAL = ("RUN_FINISHED", "RUN_ERROR")
+
+
+def coord_call(s, name, body):
+    """One request to suite s's coordinatord, as a client of its socket."""
+    c = Ipc(os.path.join(s.dir, "run", "coordinatord.sock"))
+    try:
+        return c.call(name, body)
+    finally:
+        c.close()
 
 
 def check_logs(cluster, runs, timeout=20):

@@ -27,8 +27,7 @@ import subprocess
 import time
 
 import rwtest
-from ipc import Ipc
-from rwcluster import Cluster, check_logs, split_end, writer_node
+from rwcluster import Cluster, check_logs, coord_call, split_end, writer_node
 from rwtest import poll
 
 NO_SUITE = True  # the suites need the NATS cluster's ports: made here
@@ -214,14 +213,6 @@ def test_sigstop_owner_past_ttl_one_writer_after_takeover():
     except Exception:
         stop_all()
         raise
-
-
-def coord_call(s, name, body):
-    c = Ipc(os.path.join(s.dir, "run", "coordinatord.sock"))
-    try:
-        return c.call(name, body)
-    finally:
-        c.close()
 
 
 def test_kill9_every_daemon_of_the_owner():

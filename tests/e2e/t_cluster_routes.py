@@ -29,8 +29,7 @@ import subprocess
 import threading
 import time
 
-from ipc import Ipc
-from rwcluster import Cluster
+from rwcluster import Cluster, coord_call
 from rwtest import assert_gapfree, poll, stdout_text
 from t_chat import body_for, post_chat, sse_events
 from t_files import jreq, req, workspace
@@ -388,14 +387,6 @@ def test_owner_stopped_answers_owner_unreachable():
     except Exception:
         stop_all()
         raise
-
-
-def coord_call(s, name, body):
-    c = Ipc(os.path.join(s.dir, "run", "coordinatord.sock"))
-    try:
-        return c.call(name, body)
-    finally:
-        c.close()
 
 
 def commits(s):
