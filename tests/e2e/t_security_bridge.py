@@ -163,7 +163,16 @@ def victim_token(s, thread, run):
     """What the victim's harness got: the victim run itself copies its MCP
     config (its fd 3) into its workspace, read here through the file API (an
     agent could not: it sits in another thread's sandbox)."""
-    body = json.loads(read_file(s, thread, ".cfg"))
+    deadline = time.time() + 30
+    while True:  # the shell's redirect creates the file before cat fills it
+        try:
+            body = json.loads(read_file(s, thread, ".cfg"))
+        except ValueError:
+            body = None
+        if isinstance(body, dict) and "mcpServers" in body:
+            break
+        assert time.time() < deadline, body
+        time.sleep(0.1)
     api(s, "DELETE", f"/threads/{thread}/files/.cfg")
     return body["mcpServers"]["tanstack"]["headers"]["Authorization"].split(" ", 1)[1]
 
