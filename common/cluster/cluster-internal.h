@@ -139,6 +139,10 @@ size_t cluster_msg_fit(const ClusterEvent *ev, size_t n, size_t max_bytes);
 int cluster_msg_pack(const ClusterEvent *ev, size_t m, char **ret, size_t *ret_len);
 /* data/len → count events pointing into data; -EBADMSG when it is not that. */
 int cluster_msg_unpack(const void *data, size_t len, size_t count, ClusterEvent *out);
+/* A header's decimal value: -ENOENT when absent, -EBADMSG when not a number. */
+int cluster_header_u64(natsMsg *m, const char *name, uint64_t *ret);
+/* A message's first seq and how many events it holds, from its headers. */
+int cluster_msg_span(natsMsg *m, uint64_t *first_seq, uint64_t *count);
 /* A message's first seq and its events (malloc'ed array pointing into m's
  * data); -EBADMSG for a message without Rw-Seq or with a bad payload. */
 int cluster_msg_events(natsMsg *m, uint64_t *first_seq, ClusterEvent **ret, size_t *ret_n);

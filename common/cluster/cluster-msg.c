@@ -95,8 +95,8 @@ cluster_msg_unpack(const void *data, size_t len, size_t count, ClusterEvent *out
 	return p == end ? 0 : -EBADMSG;
 }
 
-static int
-header_u64(natsMsg *m, const char *name, uint64_t *ret)
+int
+cluster_header_u64(natsMsg *m, const char *name, uint64_t *ret)
 {
 	const char *v = NULL;
 	char *end;
@@ -108,14 +108,22 @@ header_u64(natsMsg *m, const char *name, uint64_t *ret)
 }
 
 int
+cluster_msg_span(natsMsg *m, uint64_t *first_seq, uint64_t *count)
+{
+	*count = 1;
+	int r = cluster_header_u64(m, CLUSTER_HDR_SEQ, first_seq);
+	if (r == -ENOENT && (r = cluster_header_u64(m, CLUSTER_HDR_FIRST, first_seq)) == 0)
+		r = cluster_header_u64(m, CLUSTER_HDR_COUNT, count);
+	return r < 0 ? -EBADMSG : 0;
+}
+
+int
 cluster_msg_events(natsMsg *m, uint64_t *first_seq, ClusterEvent **ret, size_t *ret_n)
 {
-	uint64_t count = 1;
-	int r = header_u64(m, CLUSTER_HDR_SEQ, first_seq);
-	if (r == -ENOENT && (r = header_u64(m, CLUSTER_HDR_FIRST, first_seq)) == 0)
-		r = header_u64(m, CLUSTER_HDR_COUNT, &count);
+	uint64_t count;
+	int r = cluster_msg_span(m, first_seq, &count);
 	if (r < 0)
-		return -EBADMSG;
+		return r;
 	int len = natsMsg_GetDataLength(m);
 	size_t dl = len > 0 ? (size_t)len : 0;
 	/* each packed event takes at least "0:," */

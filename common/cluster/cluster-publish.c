@@ -188,16 +188,13 @@ verify_exec(Cluster *c, Job *j)
 {
 	VerifyJob *v = (VerifyJob *)j;
 	natsMsg *m = NULL;
-	const char *seq = NULL, *writer = NULL, *count = NULL;
+	const char *writer = NULL;
+	uint64_t first, count;
 	jsErrCode code = 0;
 	natsStatus s = js_GetLastMsg(&m, c->js, CLUSTER_STREAM, v->subject, NULL, &code);
-	if (s == NATS_OK && natsMsgHeader_Get(m, CLUSTER_HDR_COUNT, &count) != NATS_OK)
-		count = "1";
-	if (s == NATS_OK && natsMsgHeader_Get(m, CLUSTER_HDR_SEQ, &seq) != NATS_OK)
-		(void)natsMsgHeader_Get(m, CLUSTER_HDR_FIRST, &seq);
-	if (s == NATS_OK && seq && natsMsgHeader_Get(m, HDR_WRITER, &writer) == NATS_OK && writer &&
-	    count && strtoull(seq, NULL, 10) == v->seq && strtoull(count, NULL, 10) == v->count &&
-	    strcmp(writer, c->writer) == 0) {
+	if (s == NATS_OK && cluster_msg_span(m, &first, &count) == 0 &&
+	    natsMsgHeader_Get(m, HDR_WRITER, &writer) == NATS_OK && writer && first == v->seq &&
+	    count == v->count && strcmp(writer, c->writer) == 0) {
 		v->ack.status = NATS_OK; /* ours: a duplicate */
 		v->ack.code = 0;
 		v->ack.dup = true;

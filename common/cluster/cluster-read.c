@@ -26,20 +26,6 @@ typedef struct ReadJob {
 	void *userdata;
 } ReadJob;
 
-static uint64_t
-header_u64(natsMsg *m, const char *name, bool *ok)
-{
-	const char *v = NULL;
-	char *end;
-	if (natsMsgHeader_Get(m, name, &v) != NATS_OK || !v || !*v) {
-		*ok = false;
-		return 0;
-	}
-	uint64_t x = strtoull(v, &end, 10);
-	*ok = *ok && !*end;
-	return x;
-}
-
 /* The next event at or after stream sequence *at: 1, 0 at the end, or < 0. */
 static int
 read_one(Cluster *c, ReadJob *j, natsMsg **ret)
@@ -106,9 +92,10 @@ read_exec(Cluster *c, Job *job)
 			j->r = r;
 			return;
 		}
-		bool ok = true;
-		uint64_t sseq = header_u64(m, "Nats-Sequence", &ok);
-		r = ok && sseq >= j->next_stream_seq ? read_msg(j, m, sseq) : -EBADMSG;
+		uint64_t sseq = 0;
+		r = cluster_header_u64(m, "Nats-Sequence", &sseq) == 0 && sseq >= j->next_stream_seq
+			? read_msg(j, m, sseq)
+			: -EBADMSG;
 		natsMsg_Destroy(m);
 		if (r == -EBADMSG)
 			log_warning("cluster: %s: a message without Rw-Seq or Nats-Sequence, or "
