@@ -418,20 +418,24 @@ commit_queue_create(Coordinator *c, Client *cl, uint64_t req_id, const char *run
 	return 0;
 }
 
+/* Does a client tail run_id? */
+static bool
+run_watched(Coordinator *c, const char *run_id)
+{
+	for (Watch *wt = c->watches; wt; wt = wt->next)
+		if (streq(wt->run_id, run_id))
+			return true;
+	return false;
+}
+
 void
 publish(Coordinator *c, const char *run_id, int64_t first_seq, const char *const *texts,
 	const size_t *lens, size_t n, const json_t *record)
 {
 	_cleanup_free_ char *rec = NULL;
 	MpWriter w;
-	bool any = false;
 
-	for (Watch *wt = c->watches; wt; wt = wt->next)
-		if (streq(wt->run_id, run_id)) {
-			any = true;
-			break;
-		}
-	if (!any)
+	if (!run_watched(c, run_id))
 		return;
 	rec = json_dump_compact(record);
 	if (!rec)
@@ -468,12 +472,9 @@ static void
 publish_run(Coordinator *c, const json_t *rec, Op *ops, const char *run_id)
 {
 	size_t n = 0;
-	bool status_change = false, watched = false;
+	bool status_change = false;
 
-	/* nobody tails it (publish's own test, before going over the ops) */
-	for (Watch *wt = c->watches; wt && !watched; wt = wt->next)
-		watched = streq(wt->run_id, run_id);
-	if (!watched)
+	if (!run_watched(c, run_id)) /* publish's own test, before going over the ops */
 		return;
 	for (Op *op = ops; op; op = op->next)
 		if (op->err == 0 && streq(op->run_id, run_id)) {

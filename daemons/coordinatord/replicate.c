@@ -215,6 +215,23 @@ publish_latency(Coordinator *c, usec_t us)
 	c->m.cluster_publishes++;
 }
 
+/* The runs that wait (for READY, or for room in the publish window) go on,
+ * or fail when the cluster failed. */
+static void
+resume_waiting(Replicator *r)
+{
+	for (RunRepl *rr = r->runs, *n; rr; rr = n) {
+		n = rr->next;
+		if (!rr->waiting)
+			continue;
+		rr->waiting = rr->busy = false;
+		if (r->state == CLUSTER_FAILED)
+			run_dead(rr, -ENOTCONN);
+		else
+			run_next(rr);
+	}
+}
+
 /* A publish ended: the runs that found the library's window of publishes
  * full (-EAGAIN: CLUSTER_MAX_INFLIGHT runs publishing at once) go on. */
 static void
@@ -223,13 +240,7 @@ kick_window(Replicator *r)
 	if (!r->window_full || r->state != CLUSTER_READY)
 		return;
 	r->window_full = false;
-	for (RunRepl *rr = r->runs, *n; rr; rr = n) {
-		n = rr->next;
-		if (!rr->waiting)
-			continue;
-		rr->waiting = rr->busy = false;
-		run_next(rr);
-	}
+	resume_waiting(r);
 }
 
 static void
@@ -607,16 +618,7 @@ on_state(Cluster *cl, ClusterState state, void *userdata)
 		r->checked = true;
 		check_at_start(r);
 	}
-	for (RunRepl *rr = r->runs, *n; rr; rr = n) {
-		n = rr->next;
-		if (!rr->waiting)
-			continue;
-		rr->waiting = rr->busy = false;
-		if (state == CLUSTER_FAILED)
-			run_dead(rr, -ENOTCONN);
-		else
-			run_next(rr);
-	}
+	resume_waiting(r);
 }
 
 static void
@@ -851,26 +853,24 @@ replicate_setup(Coordinator *c)
 	return takeover_setup(c);
 }
 
-/* Are the batches queued before the drain started done (or dead)? */
-static bool
-drained(Replicator *r)
+/* The runs with a batch queued before the drain started still pending. */
+static size_t
+undrained(Replicator *r)
 {
+	size_t left = 0;
 	for (RunRepl *rr = r->runs; rr; rr = rr->next)
-		if (rr->head && !rr->dead && rr->head->gen <= r->drain_gen)
-			return false;
-	return true;
+		left += rr->head && !rr->dead && rr->head->gen <= r->drain_gen;
+	return left;
 }
 
 static void
 drain_cb(evutil_socket_t fd, short what, void *arg)
 {
 	Replicator *r = arg;
-	size_t left = 0;
+	size_t left = undrained(r);
 
-	if (!drained(r) && now_usec() < r->drain_until)
+	if (left && now_usec() < r->drain_until)
 		return;
-	for (RunRepl *rr = r->runs; rr; rr = rr->next)
-		left += rr->head && !rr->dead && rr->head->gen <= r->drain_gen;
 	if (left)
 		log_warning("Stopping with %zu run(s)' events not acknowledged by the cluster "
 			    "within %d ms; they are published on the run's next commit after the "
@@ -891,7 +891,7 @@ replicate_drain_and_exit(Coordinator *c)
 		if (!r->drain_ev)
 			r->drain_ev = event_new(c->base, -1, EV_PERSIST, drain_cb, r);
 	}
-	if (!r || drained(r) || !r->drain_ev || event_add(r->drain_ev, &tick) < 0)
+	if (!r || !undrained(r) || !r->drain_ev || event_add(r->drain_ev, &tick) < 0)
 		event_base_loopexit(c->base, NULL);
 }
 
