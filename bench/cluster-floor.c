@@ -40,7 +40,7 @@ typedef struct Chain {
 
 static Cluster *cl;
 static Chain chains[MAX_RUNS];
-static size_t n_runs, per_msg, total, done_events, n_lat;
+static size_t n_runs, per_msg, total, sent_events, done_events, n_lat;
 static uint64_t *lat;
 static char chunk[200];
 static int failed;
@@ -75,7 +75,7 @@ send_next(Chain *ch)
 {
 	ClusterEvent ev[64];
 	size_t n = per_msg;
-	if (done_events + n * n_runs > total + n * n_runs || failed)
+	if (sent_events >= total || failed)
 		return;
 	for (size_t i = 0; i < n; i++)
 		ev[i] = (ClusterEvent){chunk, sizeof(chunk) - 1};
@@ -86,6 +86,7 @@ send_next(Chain *ch)
 		return;
 	}
 	ch->next += n;
+	sent_events += n;
 }
 
 int
@@ -123,7 +124,7 @@ main(int argc, char **argv)
 		return 1;
 	while (cluster_state(cl) == CLUSTER_CONNECTING)
 		event_base_loop(base, EVLOOP_ONCE);
-	lat = calloc(total + 64 * MAX_RUNS, sizeof(*lat));
+	lat = calloc(total / per_msg + n_runs + 1, sizeof(*lat)); /* one per publish */
 	if (!lat)
 		return 1;
 	unsigned tag = (unsigned)time(NULL) ^ (unsigned)getpid();
