@@ -97,8 +97,10 @@ def test_runs_are_served_from_the_pool_and_it_refills(s):
     assert re.search(r"Sandbox " + sid + r" created \([^)]*from the pool, cgroup sb-[0-9a-f]{16}\)",
                      s.log("containerd-shim")), s.log("containerd-shim")[-2000:]
     # its init was one of the pool's; the pool is back to two new ones
-    after = poll(lambda: inits() if len(inits()) == 2 and not (inits() & before) == before
-                 else None, 10)
+    def refilled():  # one reading of the children per try: they change between reads
+        now = inits()
+        return now if len(now) == 2 and not (now & before) == before else None
+    after = poll(refilled, 10)
     assert after and len(after - before) >= 1, (before, inits())
 
 
