@@ -418,16 +418,6 @@ commit_queue_create(Coordinator *c, Client *cl, uint64_t req_id, const char *run
 	return 0;
 }
 
-/* Does a client tail run_id? */
-static bool
-run_watched(Coordinator *c, const char *run_id)
-{
-	for (Watch *wt = c->watches; wt; wt = wt->next)
-		if (streq(wt->run_id, run_id))
-			return true;
-	return false;
-}
-
 void
 publish(Coordinator *c, const char *run_id, int64_t first_seq, const char *const *texts,
 	const size_t *lens, size_t n, const json_t *record)
@@ -435,7 +425,7 @@ publish(Coordinator *c, const char *run_id, int64_t first_seq, const char *const
 	_cleanup_free_ char *rec = NULL;
 	MpWriter w;
 
-	if (!run_watched(c, run_id))
+	if (!watch_find(c, NULL, run_id))
 		return;
 	rec = json_dump_compact(record);
 	if (!rec)
@@ -474,7 +464,7 @@ publish_run(Coordinator *c, const json_t *rec, Op *ops, const char *run_id)
 	size_t n = 0;
 	bool status_change = false;
 
-	if (!run_watched(c, run_id)) /* publish's own test, before going over the ops */
+	if (!watch_find(c, NULL, run_id)) /* publish's own test, before going over the ops */
 		return;
 	for (Op *op = ops; op; op = op->next)
 		if (op->err == 0 && streq(op->run_id, run_id)) {

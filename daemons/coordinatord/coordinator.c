@@ -422,6 +422,15 @@ out:
 	return ret;
 }
 
+Watch *
+watch_find(Coordinator *c, const Client *cl, const char *run_id)
+{
+	for (Watch *w = c->watches; w; w = w->next)
+		if ((!cl || w->client == cl) && streq(w->run_id, run_id))
+			return w;
+	return NULL;
+}
+
 /* RUN_WATCH (watch) and RUN_UNWATCH: the common part. */
 static int
 handle_watch(Peer *p, const Frame *f, void *ud, bool watch, const char *run_id,
@@ -443,11 +452,7 @@ handle_watch(Peer *p, const Frame *f, void *ud, bool watch, const char *run_id,
 	if (ret == 0 && watch && thread_id)
 		ret = owned_record(c, run_id, thread_id, &rec);
 	if (ret == 0 && watch) {
-		bool have = false;
-		for (Watch *w = c->watches; w; w = w->next)
-			if (w->client == cl && streq(w->run_id, run_id))
-				have = true;
-		if (!have) {
+		if (!watch_find(c, cl, run_id)) {
 			Watch *w = calloc(1, sizeof(*w));
 			if (!w)
 				ret = -ENOMEM;

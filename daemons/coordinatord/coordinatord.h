@@ -108,6 +108,7 @@ struct Run {
 	uint64_t cpu_usec;  /* last SANDBOX_STATS reading */
 	bool cpu_known;
 	uint64_t cpu_round;	    /* the watchdog round that took its first CPU reading */
+	uint64_t cpu_err_round;	    /* the last round whose reading failed */
 	PeerDeferred *cancel_reply; /* a RUN_CANCEL answered at the run's end */
 	LogCtx log;
 	const Harness *harness;
@@ -295,6 +296,8 @@ struct Coordinator {
 
 /* coordinator.c */
 int coordinator_run(const DaemonArgs *args);
+/* The watch of run_id by cl (any client's when cl is NULL), or NULL. */
+Watch *watch_find(Coordinator *c, const Client *cl, const char *run_id);
 /* commit.c's way up: the driver (runs) and the watchdog (usage). */
 extern const CommitHooks coordinator_commit_hooks;
 

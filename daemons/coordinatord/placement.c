@@ -48,6 +48,7 @@
 #include "frame.h"
 #include "json-util.h"
 #include "macro.h"
+#include "strcache.h"
 
 typedef struct Owned {
 	struct Owned *next;
@@ -67,22 +68,15 @@ typedef struct Claim {
 	char thread[];
 } Claim;
 
-/* A thread another node owns, as a claim or a look-up last said. */
-typedef struct Known {
-	struct Known *next;
-	char node[CLUSTER_NODE_MAX];
-	char thread[];
-} Known;
-
 /* At most this many other nodes' threads are remembered (the oldest go). */
 #define KNOWN_MAX 4096
 
 typedef struct Placement {
 	Owned *owned;
 	size_t n_owned;
-	Known *known; /* other nodes' threads, newest first */
-	size_t n_known;
-	uint64_t lease; /* cluster_lease() when owned was (re)started */
+	StrCache *known; /* other nodes' threads → their owner, as a claim or a
+			  * look-up last said */
+	uint64_t lease;	 /* cluster_lease() when owned was (re)started */
 	Claim *claims;
 } Placement;
 
@@ -103,30 +97,11 @@ owns(Placement *pl, const char *thread)
 	return false;
 }
 
-static Known **
-known_find(Placement *pl, const char *thread)
-{
-	for (Known **pp = &pl->known; *pp; pp = &(*pp)->next)
-		if (streq((*pp)->thread, thread))
-			return pp;
-	return NULL;
-}
-
-static void
-known_drop(Placement *pl, Known **pp)
-{
-	Known *k = *pp;
-	*pp = k->next;
-	free(k);
-	pl->n_known--;
-}
-
 static void
 own(Placement *pl, const char *thread)
 {
-	Known **kp = known_find(pl, thread);
-	if (kp)
-		known_drop(pl, kp);
+	if (pl->known)
+		(void)strcache_drop(pl->known, thread);
 	if (owns(pl, thread))
 		return;
 	size_t n = strlen(thread) + 1;
@@ -154,52 +129,34 @@ void
 placement_remember(Coordinator *c, const char *thread, const char *node)
 {
 	Placement *pl = c->cluster ? placement_get(c) : NULL;
-	size_t tl = strlen(thread) + 1;
 
 	if (!pl || streq(node, cluster_node(c->cluster)) || strlen(node) >= CLUSTER_NODE_MAX)
 		return;
-	Known **kp = known_find(pl, thread);
-	if (kp)
-		known_drop(pl, kp);
-	Known *k = malloc(sizeof(*k) + tl);
-	if (!k)
-		return; /* looked up again next time */
-	snprintf(k->node, sizeof(k->node), "%s", node);
-	memcpy(k->thread, thread, tl);
-	k->next = pl->known;
-	pl->known = k;
-	if (++pl->n_known > KNOWN_MAX) { /* drop the oldest */
-		Known **pp = &pl->known;
-		while ((*pp)->next)
-			pp = &(*pp)->next;
-		known_drop(pl, pp);
-	}
+	if (!pl->known)
+		pl->known = strcache_new(KNOWN_MAX);
+	if (pl->known) /* out of memory: looked up again next time */
+		(void)strcache_put(pl->known, thread, node);
 }
 
 const char *
 placement_known_owner(Coordinator *c, const char *thread)
 {
-	Known **kp = c->placement ? known_find(c->placement, thread) : NULL;
-	return kp ? (*kp)->node : NULL;
+	return c->placement && c->placement->known ? strcache_get(c->placement->known, thread)
+						   : NULL;
 }
 
 void
 placement_forget(Coordinator *c, const char *thread)
 {
-	Known **kp = c->placement ? known_find(c->placement, thread) : NULL;
-	if (kp)
-		known_drop(c->placement, kp);
+	if (c->placement && c->placement->known)
+		(void)strcache_drop(c->placement->known, thread);
 }
 
 void
 placement_forget_node(Coordinator *c, const char *node)
 {
-	Placement *pl = c->placement;
-	for (Known **pp = pl ? &pl->known : NULL; pp && *pp;)
-		if (streq((*pp)->node, node))
-			known_drop(pl, pp);
-		else
-			pp = &(*pp)->next;
+	if (c->placement && c->placement->known)
+		(void)strcache_drop_value(c->placement->known, node);
 }
 
 /* The cache of owned threads holds while the lease's generation does. */
@@ -454,8 +411,7 @@ placement_teardown(Coordinator *c)
 	while (pl->claims)
 		claim_free(pl, pl->claims);
 	forget_all(pl);
-	while (pl->known)
-		known_drop(pl, &pl->known);
+	strcache_free(pl->known);
 	free(pl);
 	c->placement = NULL;
 }

@@ -40,6 +40,7 @@
 #include "json-util.h"
 #include "macro.h"
 #include "mp-cursor.h"
+#include "strcache.h"
 
 #define THREAD_CACHE_MAX 1024
 /* Re-reads of a lagging replica before a read answers with what it has. */
@@ -54,12 +55,6 @@
 #define FIRST_QUICK 5
 
 typedef struct RemoteWatch RemoteWatch;
-
-typedef struct KnownRun {
-	struct KnownRun *next;
-	char run_id[RUN_ID_LEN + 1];
-	char thread[];
-} KnownRun;
 
 typedef enum Step { STEP_THREAD, STEP_LAST, STEP_EVENTS, STEP_STATUS } Step;
 
@@ -108,8 +103,7 @@ struct RemoteWatch {
 
 typedef struct RemoteReads {
 	Coordinator *c;
-	KnownRun *known;
-	size_t nknown;
+	StrCache *known; /* runs read here → their thread */
 	RRead *reads;
 } RemoteReads;
 
@@ -127,31 +121,16 @@ remote_get(Coordinator *c)
 static const char *
 known_thread(RemoteReads *rr, const char *run_id)
 {
-	for (KnownRun *k = rr->known; k; k = k->next)
-		if (streq(k->run_id, run_id))
-			return k->thread;
-	return NULL;
+	return rr->known ? strcache_get(rr->known, run_id) : NULL;
 }
 
 static void
 known_add(RemoteReads *rr, const char *run_id, const char *thread)
 {
-	size_t tl = strlen(thread) + 1;
-	KnownRun *k = malloc(sizeof(*k) + tl);
-	if (!k)
-		return;
-	snprintf(k->run_id, sizeof(k->run_id), "%s", run_id);
-	memcpy(k->thread, thread, tl);
-	k->next = rr->known;
-	rr->known = k;
-	if (++rr->nknown > THREAD_CACHE_MAX) { /* drop the oldest */
-		KnownRun **pp = &rr->known;
-		while ((*pp)->next)
-			pp = &(*pp)->next;
-		free(*pp);
-		*pp = NULL;
-		rr->nknown--;
-	}
+	if (!rr->known)
+		rr->known = strcache_new(THREAD_CACHE_MAX);
+	if (rr->known) /* out of memory: read again next time */
+		(void)strcache_put(rr->known, run_id, thread);
 }
 
 /* The record of a run read from the stream (see the top). */
@@ -633,11 +612,10 @@ remote_run_watch(Coordinator *c, Client *cl, Peer *p, const Frame *f, const char
 {
 	if (!c->cluster || strlen(run_id) != RUN_ID_LEN || local_run(c, run_id))
 		return false;
-	for (Watch *w = c->watches; w; w = w->next)
-		if (w->client == cl && streq(w->run_id, run_id)) {
-			(void)peer_reply(p, f->req_id, NULL);
-			return true; /* already watched */
-		}
+	if (watch_find(c, cl, run_id)) {
+		(void)peer_reply(p, f->req_id, NULL);
+		return true; /* already watched */
+	}
 	RRead *r = rread_new(c, p, f, run_id, thread_id);
 	if (!r) {
 		(void)peer_reply_error(p, f->req_id, -ENOMEM, NULL);
@@ -730,11 +708,7 @@ remote_teardown(Coordinator *c)
 		remote_watch_drop(c, w);
 	while (rr->reads)
 		rread_free(rr->reads);
-	while (rr->known) {
-		KnownRun *k = rr->known;
-		rr->known = k->next;
-		free(k);
-	}
+	strcache_free(rr->known);
 	free(rr);
 	c->remote = NULL;
 }

@@ -13,7 +13,9 @@
  * shim or for a sandbox slot, being cancelled, or whose CPU use is not known
  * yet or was first read in this round (one round of grace while the baseline
  * is taken: the reply comes before the scan, and a run whose exec started
- * just before the round must not be judged on a baseline of no interval).
+ * just before the round must not be judged on a baseline of no interval),
+ * or whose reading failed this round but not the round before (a reply past
+ * its deadline is no evidence of a stall; two in a row are judged by events).
  *
  * Retention deletes terminal runs finished more than retention_days ago in
  * batches of a few runs per transaction, yielding to the event loop between
@@ -190,7 +192,15 @@ stats_reply(Peer *p, int err, const msgpack_object *body, void *ud)
 	} else if (err == -ENOMSG) {
 		run->cpu_known = true; /* the shim cannot tell: judge by events alone */
 		run->cpu_usec = 0;
-	}
+	} else if (run->cpu_known &&
+		   !(run->cpu_err_round && run->cpu_err_round + 1 == c->watchdog_round)) {
+		/* no reading (a reply late past its deadline on a loaded host):
+		 * that is no evidence of a stall; this round spares the run, a
+		 * second failed round in a row judges it by its events */
+		run->cpu_round = c->watchdog_round;
+		run->cpu_err_round = c->watchdog_round;
+	} else
+		run->cpu_err_round = c->watchdog_round;
 	reply_done_SANDBOX_STATS(&rep);
 	if (--c->watchdog_pending == 0 && !round_scanned)
 		watchdog_scan(c);
