@@ -21,7 +21,14 @@
  * take (one winner per thread), the terminal check and the fence. A run of
  * the lost node on a thread it did not own (RUN_OPEN does not claim) is
  * ended by the thread's owner, or, when nobody owns it, by the node whose
- * claim of the thread wins (end_unowned_run).
+ * claim of the thread wins (end_unowned_run). When the thread's owner is lost
+ * too (a double loss), the owner's taker ends it: a take lists the other
+ * nodes' runs on the taken thread and ends those whose node this node saw
+ * lost (on_taken). Whichever loss comes first, the one node that owns the
+ * thread in the end ends the run: a take answered before the run's node's
+ * loss is reported here is in that loss's listing (owner: this node); one
+ * answered after finds the run's node lost. A run reached both ways is
+ * ended once (ended_here).
  * A step that fails otherwise (no JetStream leader during a NATS failover)
  * is tried again a second later, up to TAKEOVER_RETRIES times.
  *
@@ -68,6 +75,8 @@ typedef struct Takeover {
 	uint64_t lease; /* the lease generation last seen (0: none yet) */
 	bool lapsed;	/* cluster_lease() was 0 since */
 	Loss *losses;	/* takeovers in progress */
+	json_t *lost;	/* nodes whose loss was reported here: node → true */
+	json_t *ended;	/* runs this node ends or ended: runId → epoch ms */
 } Takeover;
 
 /* One lost node's takeover: what it owned, the runs it ran; freed when the
@@ -81,7 +90,8 @@ struct Loss {
 	size_t n_threads;
 	char **threads;
 	uint64_t *revs;
-	json_t *runs;	/* records (rw_runs) of its runs not terminal */
+	json_t *runs;	/* records (rw_runs) not terminal: its runs, and other
+			 * nodes' runs on the threads it owned */
 	json_t *owners; /* every thread's owner (rw_threads): thread → node */
 };
 
@@ -213,6 +223,22 @@ ending_free(Ending *e)
 	loss_unref(l);
 }
 
+/* The node e ran on (its record's; a run of another lost node than the
+ * loss being handled: on_taken). */
+static const char *
+ending_node(const Ending *e)
+{
+	return json_string_value(json_object_get(e->rec, "node")) ?: e->loss->node;
+}
+
+/* e could not be ended: forgotten (a later loss's takeover may end it). */
+static void
+ending_give_up(Ending *e)
+{
+	json_object_del(e->loss->t->ended, e->run_id);
+	ending_free(e);
+}
+
 static void
 on_record_put(Cluster *cl, int err, uint64_t revision, void *userdata)
 {
@@ -255,7 +281,7 @@ on_lost_published(Cluster *cl, const ClusterPublishResult *res, void *userdata)
 		     .thread_id = json_string_value(json_object_get(e->rec, "threadId"))};
 	char msg[160];
 
-	snprintf(msg, sizeof(msg), NODE_LOST_MSG_FMT, e->loss->node);
+	snprintf(msg, sizeof(msg), NODE_LOST_MSG_FMT, ending_node(e));
 	/* (a duplicate is this writer's own copy, resent after a lost
 	 * acknowledgement: another writer's would have been refused) */
 	if (res->err == 0) {
@@ -272,14 +298,14 @@ on_lost_published(Cluster *cl, const ClusterPublishResult *res, void *userdata)
 	 * check), and is fenced once this end is in. */
 	if (res->err == -ESTALE)
 		log_ctx(LOG_NOTICE, &lc, "Run of lost node %s: its log moved on; reading it again",
-			e->loss->node);
+			ending_node(e));
 	ending_reset(e);
 	e->seq = -1;
 	if (later(c, &e->attempts, last_again, e) == 0)
 		return;
 	log_ctx_errno(LOG_ERR, res->err, &lc, "Run of lost node %s could not be ended: %m",
-		      e->loss->node);
-	ending_free(e);
+		      ending_node(e));
+	ending_give_up(e);
 }
 
 /* Is text (an event) terminal: its status, or NULL. */
@@ -313,7 +339,7 @@ publish_end(Ending *e)
 	int64_t now = now_epoch_ms();
 	char msg[160];
 
-	snprintf(msg, sizeof(msg), NODE_LOST_MSG_FMT, e->loss->node);
+	snprintf(msg, sizeof(msg), NODE_LOST_MSG_FMT, ending_node(e));
 	json_auto_t *all = agui_state_closers(&e->agui, msg);
 	json_t *chunk = json_pack("{s:s, s:s, s:s, s:I}", "type", "RUN_ERROR", "message", msg,
 				  "code", "node_lost", "timestamp", (json_int_t)now);
@@ -385,8 +411,8 @@ on_lost_events(Cluster *cl, int err, const ClusterReadEvent *ev, size_t n, uint6
 	if (later(c, &e->attempts, last_again, e) == 0)
 		return;
 	log_ctx_errno(LOG_ERR, err ? err : -EAGAIN, &lc,
-		      "Run of lost node %s: its events unread: %m", e->loss->node);
-	ending_free(e);
+		      "Run of lost node %s: its events unread: %m", ending_node(e));
+	ending_give_up(e);
 }
 
 static void
@@ -404,7 +430,7 @@ on_lost_last(Cluster *cl, int err, const ClusterRunLast *last, void *userdata)
 		if (status) { /* its owner ended it, and died before the record */
 			log_ctx(LOG_NOTICE, &lc,
 				"Run of lost node %s had ended (%s); record corrected",
-				e->loss->node, status);
+				ending_node(e), status);
 			put_end(e, status, code, code ? "the run failed" : NULL);
 			return;
 		}
@@ -413,8 +439,8 @@ on_lost_last(Cluster *cl, int err, const ClusterRunLast *last, void *userdata)
 		if (later(c, &e->attempts, last_again, e) == 0)
 			return;
 		log_ctx_errno(LOG_ERR, err, &lc, "Run of lost node %s: its last event unread: %m",
-			      e->loss->node);
-		ending_free(e);
+			      ending_node(e));
+		ending_give_up(e);
 		return;
 	}
 	e->expect = expect;
@@ -429,14 +455,49 @@ on_lost_last(Cluster *cl, int err, const ClusterRunLast *last, void *userdata)
 		on_lost_events(c->cluster, r, NULL, 0, 0, e);
 }
 
+/* How long a run this node ended is remembered (not ended again here). */
+#define ENDED_KEEP_MS (10 * 60 * 1000)
+
+/* Has this node begun to end run_id (or ended it within ENDED_KEEP_MS)?
+ * Else it is noted now. Two of this node's paths may reach one run: the
+ * loss of its node (its thread is owned here) and the take of its thread
+ * from its lost owner (on_taken). */
+static bool
+ended_here(Takeover *t, const char *run_id)
+{
+	int64_t now = now_epoch_ms();
+	const char *k;
+	void *tmp;
+	json_t *v;
+
+	if (json_object_get(t->ended, run_id))
+		return true;
+	json_object_foreach_safe(t->ended, tmp, k, v)
+	{
+		if (now - json_integer_value(v) > ENDED_KEEP_MS)
+			json_object_del(t->ended, k);
+	}
+	(void)json_object_set_new(t->ended, run_id, json_integer(now));
+	return false;
+}
+
 static void
 end_run(Loss *l, json_t *rec)
 {
 	Coordinator *c = l->t->c;
 	const char *run_id = json_string_value(json_object_get(rec, "runId"));
-	Ending *e = run_id && strlen(run_id) == RUN_ID_LEN ? calloc(1, sizeof(*e)) : NULL;
-	if (!e)
+	if (!run_id || strlen(run_id) != RUN_ID_LEN)
 		return;
+	if (ended_here(l->t, run_id)) {
+		log_ctx(LOG_DEBUG, &(LogCtx){.run_id = run_id},
+			"Run of lost node %s: already being ended here", l->node);
+		return;
+	}
+	Ending *e = calloc(1, sizeof(*e));
+	if (!e) {
+		json_object_del(l->t->ended, run_id);
+		return;
+	}
 	e->loss = loss_ref(l);
 	memcpy(e->run_id, run_id, RUN_ID_LEN + 1);
 	e->rec = json_incref(rec);
@@ -444,6 +505,25 @@ end_run(Loss *l, json_t *rec)
 	int r = cluster_run_last(c->cluster, e->run_id, on_lost_last, e);
 	if (r < 0)
 		on_lost_last(c->cluster, r, &(ClusterRunLast){0}, e);
+}
+
+static void
+node_alive_cb(Cluster *cl, const char *node, const char *info, void *userdata)
+{
+	const char **want = userdata;
+	if (*want && streq(node, *want))
+		*want = NULL;
+}
+
+/* Was node reported lost here, and has it not beaten since? */
+static bool
+node_lost_here(Takeover *t, const char *node)
+{
+	const char *want = node;
+	if (!node || !json_object_get(t->lost, node))
+		return false;
+	cluster_foreach_node(t->c->cluster, node_alive_cb, &want);
+	return want != NULL;
 }
 
 static void
@@ -464,8 +544,24 @@ on_taken(Cluster *cl, int err, const ClusterOwner *owner, void *userdata)
 		json_array_foreach(l->runs, i, rec)
 		{
 			const char *t = json_string_value(json_object_get(rec, "threadId"));
-			if (t && streq(t, thread))
+			const char *node = json_string_value(json_object_get(rec, "node"));
+			if (!t || !streq(t, thread) || !node)
+				continue;
+			/* its owner's runs; and a run another lost node opened
+			 * on it (RUN_OPEN), which that node's loss left to the
+			 * owner (step 3b): lost too, it is this taker's */
+			if (streq(node, l->node))
 				end_run(l, rec);
+			else if (node_lost_here(l->t, node)) {
+				LogCtx rc = {.run_id =
+						 json_string_value(json_object_get(rec, "runId")),
+					     .thread_id = thread};
+				log_ctx(LOG_NOTICE, &rc,
+					"Run of lost node %s on a thread of lost node %s: ended "
+					"by its taker",
+					node, l->node);
+				end_run(l, rec);
+			}
 		}
 	} else if (err == -ESTALE) {
 		log_ctx(LOG_DEBUG, &lc, "Thread of lost node %s: node %s took it", l->node,
@@ -578,19 +674,33 @@ on_runs(Cluster *cl, int err, const ClusterKv *kv, size_t n, void *userdata)
 		loss_unref(l);
 		return;
 	}
+	size_t own = 0;
 	for (size_t i = 0; i < n; i++) {
 		json_t *rec = json_loadb(kv[i].value, kv[i].len, 0, NULL);
 		const char *node = json_string_value(json_object_get(rec, "node"));
 		const char *st = json_string_value(json_object_get(rec, "status"));
-		if (node && streq(node, l->node) && st && !run_status_terminal(st))
+		const char *th = json_string_value(json_object_get(rec, "threadId"));
+		const char *ow = json_string_value(json_object_get(l->owners, th ? th : ""));
+		/* its runs; and other nodes' runs on its threads (RUN_OPEN):
+		 * the taker ends those whose node is lost too (on_taken) */
+		bool mine = node && streq(node, l->node);
+		if (node && st && !run_status_terminal(st) &&
+		    (mine || (ow && streq(ow, l->node) && !streq(node, cluster_node(cl))))) {
 			json_array_append(l->runs, rec);
+			own += mine;
+		}
 		json_decref(rec);
 	}
 	log_notice("Cluster: node %s lost: taking over its %zu thread(s), %zu run(s) running",
-		   l->node, l->n_threads, json_array_size(l->runs));
+		   l->node, l->n_threads, own);
 	size_t ri;
 	json_t *rec;
-	json_array_foreach(l->runs, ri, rec) end_unowned_run(l, rec);
+	json_array_foreach(l->runs, ri, rec)
+	{
+		const char *node = json_string_value(json_object_get(rec, "node"));
+		if (streq(node, l->node))
+			end_unowned_run(l, rec);
+	}
 	for (size_t i = 0; i < l->n_threads; i++) {
 		Taking *tk = calloc(1, sizeof(*tk));
 		if (!tk)
@@ -657,6 +767,9 @@ takeover_node_lost(Coordinator *c, const char *node)
 	}
 	/* what other nodes' threads it owned are not its any more */
 	placement_forget_node(c, node);
+	/* before its listings: a take whose answer comes after this sees it
+	 * lost (on_taken), one that came before is in the listing */
+	(void)json_object_set_new(t->lost, node, json_true());
 	Loss *l = calloc(1, sizeof(*l));
 	if (!l || !(l->runs = json_array()) || !(l->owners = json_object())) {
 		if (l)
@@ -792,6 +905,14 @@ takeover_setup(Coordinator *c)
 	if (!t)
 		return -ENOMEM;
 	t->c = c;
+	t->lost = json_object();
+	t->ended = json_object();
+	if (!t->lost || !t->ended) {
+		json_decref(t->lost);
+		json_decref(t->ended);
+		free(t);
+		return -ENOMEM;
+	}
 	int64_t ms = c->conf.shared.cluster.heartbeat_ms;
 	if (ms <= 0)
 		ms = 1000;
@@ -800,6 +921,8 @@ takeover_setup(Coordinator *c)
 	if (!t->tick || event_add(t->tick, &tv) < 0) {
 		if (t->tick)
 			event_free(t->tick);
+		json_decref(t->lost);
+		json_decref(t->ended);
 		free(t);
 		return -ENOMEM;
 	}
@@ -822,6 +945,8 @@ takeover_teardown(Coordinator *c)
 		l->refs = 1;
 		loss_unref(l); /* unlinks it */
 	}
+	json_decref(t->lost);
+	json_decref(t->ended);
 	free(t);
 	c->takeover = NULL;
 }
