@@ -77,6 +77,10 @@ typedef struct Takeover {
 	Loss *losses;	/* takeovers in progress */
 	json_t *lost;	/* nodes whose loss was reported here: node → true */
 	json_t *ended;	/* runs this node ends or ended: runId → epoch ms */
+	/* threads taken over here whose latest run ran elsewhere (the lost
+	 * node): thread → that run's record, listed (THREAD_LIST) until this
+	 * node's log has a run of the thread */
+	json_t *adopted;
 } Takeover;
 
 /* One lost node's takeover: what it owned, the runs it ran; freed when the
@@ -93,6 +97,8 @@ struct Loss {
 	json_t *runs;	/* records (rw_runs) not terminal: its runs, and other
 			 * nodes' runs on the threads it owned */
 	json_t *owners; /* every thread's owner (rw_threads): thread → node */
+	json_t *newest; /* the newest record of each thread it owned, or ran a
+			 * run of nobody's thread on: thread → record */
 };
 
 /* One run of a lost node being ended here. */
@@ -198,6 +204,7 @@ loss_unref(Loss *l)
 	free(l->revs);
 	json_decref(l->runs);
 	json_decref(l->owners);
+	json_decref(l->newest);
 	free(l);
 }
 
@@ -239,10 +246,26 @@ ending_give_up(Ending *e)
 	ending_free(e);
 }
 
+/* This node owns thread now (a take, a claim): listed with the newest run
+ * the listing of rw_runs found of it (ran on the lost node: no live log has
+ * it) until its log has a run of the thread. */
+static void
+adopt_thread(Loss *l, const char *thread)
+{
+	json_t *rec = json_object_get(l->newest, thread);
+	if (rec)
+		(void)json_object_set_new(l->t->adopted, thread, json_deep_copy(rec));
+}
+
 static void
 on_record_put(Cluster *cl, int err, uint64_t revision, void *userdata)
 {
 	Ending *e = userdata;
+	const char *thread = json_string_value(json_object_get(e->rec, "threadId"));
+	json_t *a = json_object_get(e->loss->t->adopted, thread ? thread : "");
+	const char *arun = json_string_value(json_object_get(a, "runId"));
+	if (arun && streq(arun, e->run_id)) /* the thread's list entry: the end */
+		(void)json_object_set_new(e->loss->t->adopted, thread, json_deep_copy(e->rec));
 	if (err < 0)
 		log_ctx_errno(LOG_WARNING, err, &(LogCtx){.run_id = e->run_id},
 			      "Run's record (node_lost) not mirrored to the cluster: %m");
@@ -539,6 +562,7 @@ on_taken(Cluster *cl, int err, const ClusterOwner *owner, void *userdata)
 		log_ctx(LOG_NOTICE, &lc, "Thread taken over from lost node %s (epoch %" PRIu64 ")",
 			l->node, owner->epoch);
 		placement_own(c, thread);
+		adopt_thread(l, thread);
 		size_t i;
 		json_t *rec;
 		json_array_foreach(l->runs, i, rec)
@@ -615,6 +639,7 @@ on_orphan_claimed(Cluster *cl, int err, const ClusterOwner *owner, void *userdat
 			"Thread claimed to end the run lost node %s ran on it (epoch %" PRIu64 ")",
 			l->node, owner->epoch);
 		placement_own(c, o->thread);
+		adopt_thread(l, o->thread);
 		end_run(l, o->rec);
 	} else if (err == -EEXIST) {
 		log_ctx(LOG_DEBUG, &lc, "Run of lost node %s: node %s ends it", l->node,
@@ -675,21 +700,46 @@ on_runs(Cluster *cl, int err, const ClusterKv *kv, size_t n, void *userdata)
 		return;
 	}
 	size_t own = 0;
+	json_auto_t *all = json_array(), *want = json_object();
+	if (!all || !want) {
+		loss_unref(l);
+		return;
+	}
 	for (size_t i = 0; i < n; i++) {
 		json_t *rec = json_loadb(kv[i].value, kv[i].len, 0, NULL);
 		const char *node = json_string_value(json_object_get(rec, "node"));
 		const char *st = json_string_value(json_object_get(rec, "status"));
 		const char *th = json_string_value(json_object_get(rec, "threadId"));
 		const char *ow = json_string_value(json_object_get(l->owners, th ? th : ""));
+		if (!node || !st || !th) {
+			json_decref(rec);
+			continue;
+		}
 		/* its runs; and other nodes' runs on its threads (RUN_OPEN):
 		 * the taker ends those whose node is lost too (on_taken) */
-		bool mine = node && streq(node, l->node);
-		if (node && st && !run_status_terminal(st) &&
+		bool mine = streq(node, l->node), running = !run_status_terminal(st);
+		if (running &&
 		    (mine || (ow && streq(ow, l->node) && !streq(node, cluster_node(cl))))) {
 			json_array_append(l->runs, rec);
 			own += mine;
 		}
-		json_decref(rec);
+		/* the threads this node may come to own: their newest run
+		 * (adopt_thread) */
+		if ((ow && streq(ow, l->node)) || (!ow && mine && running))
+			(void)json_object_set_new(want, th, json_true());
+		(void)json_array_append_new(all, rec);
+	}
+	size_t ai;
+	json_t *arec;
+	json_array_foreach(all, ai, arec)
+	{
+		const char *th = json_string_value(json_object_get(arec, "threadId"));
+		if (!json_object_get(want, th))
+			continue;
+		json_t *had = json_object_get(l->newest, th);
+		if (!had || json_integer_value(json_object_get(arec, "startedAt")) >
+				json_integer_value(json_object_get(had, "startedAt")))
+			(void)json_object_set(l->newest, th, arec);
 	}
 	log_notice("Cluster: node %s lost: taking over its %zu thread(s), %zu run(s) running",
 		   l->node, l->n_threads, own);
@@ -771,9 +821,12 @@ takeover_node_lost(Coordinator *c, const char *node)
 	 * lost (on_taken), one that came before is in the listing */
 	(void)json_object_set_new(t->lost, node, json_true());
 	Loss *l = calloc(1, sizeof(*l));
-	if (!l || !(l->runs = json_array()) || !(l->owners = json_object())) {
-		if (l)
+	if (!l || !(l->runs = json_array()) || !(l->owners = json_object()) ||
+	    !(l->newest = json_object())) {
+		if (l) {
 			json_decref(l->runs);
+			json_decref(l->owners);
+		}
 		free(l);
 		log_error("Cluster: out of memory taking over node %s", node);
 		return;
@@ -786,6 +839,81 @@ takeover_node_lost(Coordinator *c, const char *node)
 	int r = cluster_list(c->cluster, CLUSTER_THREADS, on_threads, l);
 	if (r < 0)
 		on_threads(c->cluster, r, NULL, 0, l);
+}
+
+/* ---- the threads taken over, in THREAD_LIST ---- */
+
+static int
+item_cmp(const void *a, const void *b)
+{
+	json_t *x = *(json_t *const *)a, *y = *(json_t *const *)b;
+	json_int_t tx = json_integer_value(json_object_get(x, "lastRunAt"));
+	json_int_t ty = json_integer_value(json_object_get(y, "lastRunAt"));
+	if (tx != ty)
+		return tx > ty ? -1 : 1;
+	return strcmp(json_string_value(json_object_get(x, "threadId")) ?: "",
+		      json_string_value(json_object_get(y, "threadId")) ?: "");
+}
+
+int
+takeover_thread_list(Coordinator *c, const RunLogThreadQuery *q, json_t *list, bool *more)
+{
+	Takeover *t = c->takeover;
+	size_t pl = q->prefix ? strlen(q->prefix) : 0, added = 0;
+	const char *thread;
+	void *tmp;
+	json_t *rec;
+
+	if (!t)
+		return 0;
+	json_object_foreach_safe(t->adopted, tmp, thread, rec)
+	{
+		json_t *runs = NULL;
+		/* a run of it here: this node's log lists it from then on */
+		if (runlog_thread_runs(c->runlog, thread, NULL, &runs) == 0 &&
+		    json_array_size(runs) > 0) {
+			json_decref(runs);
+			json_object_del(t->adopted, thread);
+			continue;
+		}
+		json_decref(runs);
+		int64_t ms = json_integer_value(json_object_get(rec, "startedAt"));
+		const char *st = json_string_value(json_object_get(rec, "status"));
+		if ((pl && strncmp(thread, q->prefix, pl) != 0) ||
+		    !runlog_scope_allows(q->scope, thread) ||
+		    (q->status && !streq(q->status, st ?: "")) ||
+		    (q->after_thread &&
+		     (ms > q->after_ms ||
+		      (ms == q->after_ms && strcmp(thread, q->after_thread) <= 0))))
+			continue;
+		json_t *item = json_pack("{s:s, s:I, s:O}", "threadId", thread, "lastRunAt",
+					 (json_int_t)ms, "latestRun", rec);
+		if (!item || json_array_append_new(list, item) < 0)
+			return -ENOMEM;
+		added++;
+	}
+	if (!added)
+		return 0;
+	/* merged with the log's page: newest first, the first limit */
+	size_t n = json_array_size(list);
+	_cleanup_free_ json_t **v = calloc(n, sizeof(*v));
+	if (!v)
+		return -ENOMEM;
+	for (size_t i = 0; i < n; i++)
+		v[i] = json_incref(json_array_get(list, i));
+	qsort(v, n, sizeof(*v), item_cmp);
+	json_array_clear(list);
+	for (size_t i = 0; i < n; i++) {
+		if (i >= q->limit) {
+			*more = true;
+			json_decref(v[i]);
+		} else if (json_array_append_new(list, v[i]) < 0) {
+			for (size_t k = i + 1; k < n; k++)
+				json_decref(v[k]);
+			return -ENOMEM;
+		}
+	}
+	return 0;
 }
 
 /* ---- this node's lease, its load ---- */
@@ -907,9 +1035,11 @@ takeover_setup(Coordinator *c)
 	t->c = c;
 	t->lost = json_object();
 	t->ended = json_object();
-	if (!t->lost || !t->ended) {
+	t->adopted = json_object();
+	if (!t->lost || !t->ended || !t->adopted) {
 		json_decref(t->lost);
 		json_decref(t->ended);
+		json_decref(t->adopted);
 		free(t);
 		return -ENOMEM;
 	}
@@ -923,6 +1053,7 @@ takeover_setup(Coordinator *c)
 			event_free(t->tick);
 		json_decref(t->lost);
 		json_decref(t->ended);
+		json_decref(t->adopted);
 		free(t);
 		return -ENOMEM;
 	}
@@ -947,6 +1078,7 @@ takeover_teardown(Coordinator *c)
 	}
 	json_decref(t->lost);
 	json_decref(t->ended);
+	json_decref(t->adopted);
 	free(t);
 	c->takeover = NULL;
 }
