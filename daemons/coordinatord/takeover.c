@@ -55,7 +55,9 @@
 #include <event2/event.h>
 #include <inttypes.h>
 #include <stdlib.h>
+#include <limits.h>
 #include <string.h>
+#include <unistd.h>
 
 #include "cluster/cluster.h"
 #include "json-util.h"
@@ -81,7 +83,41 @@ typedef struct Takeover {
 	 * node): thread → that run's record, listed (THREAD_LIST) until this
 	 * node's log has a run of the thread */
 	json_t *adopted;
+	bool adopted_checked; /* its owners checked since this process started */
 } Takeover;
+
+/* The adopted threads, kept across restarts of coordinatord: a cache of
+ * what rw_runs and rw_threads say (replaced whole, by a rename). */
+#define ADOPTED_FILE "cluster-adopted.json"
+
+static void
+adopted_save(Takeover *t)
+{
+	char path[PATH_MAX], tmp[PATH_MAX + 8];
+	snprintf(path, sizeof(path), "%s/" ADOPTED_FILE, t->c->conf.shared.state_dir);
+	if (json_object_size(t->adopted) == 0) {
+		if (unlink(path) < 0 && errno != ENOENT)
+			log_warning_errno(-errno, "Cluster: %s: %m", path);
+		return;
+	}
+	snprintf(tmp, sizeof(tmp), "%s.tmp", path);
+	if (json_dump_file(t->adopted, tmp, JSON_COMPACT) < 0 || rename(tmp, path) < 0) {
+		log_warning("Cluster: threads taken over not saved to %s", path);
+		(void)unlink(tmp);
+	}
+}
+
+static json_t *
+adopted_load(Coordinator *c)
+{
+	char path[PATH_MAX];
+	snprintf(path, sizeof(path), "%s/" ADOPTED_FILE, c->conf.shared.state_dir);
+	json_t *j = json_load_file(path, 0, NULL);
+	if (json_is_object(j))
+		return j;
+	json_decref(j);
+	return json_object();
+}
 
 /* One lost node's takeover: what it owned, the runs it ran; freed when the
  * last of its calls answered. */
@@ -253,8 +289,10 @@ static void
 adopt_thread(Loss *l, const char *thread)
 {
 	json_t *rec = json_object_get(l->newest, thread);
-	if (rec)
+	if (rec) {
 		(void)json_object_set_new(l->t->adopted, thread, json_deep_copy(rec));
+		adopted_save(l->t);
+	}
 }
 
 static void
@@ -264,8 +302,10 @@ on_record_put(Cluster *cl, int err, uint64_t revision, void *userdata)
 	const char *thread = json_string_value(json_object_get(e->rec, "threadId"));
 	json_t *a = json_object_get(e->loss->t->adopted, thread ? thread : "");
 	const char *arun = json_string_value(json_object_get(a, "runId"));
-	if (arun && streq(arun, e->run_id)) /* the thread's list entry: the end */
+	if (arun && streq(arun, e->run_id)) { /* the thread's list entry: the end */
 		(void)json_object_set_new(e->loss->t->adopted, thread, json_deep_copy(e->rec));
+		adopted_save(e->loss->t);
+	}
 	if (err < 0)
 		log_ctx_errno(LOG_WARNING, err, &(LogCtx){.run_id = e->run_id},
 			      "Run's record (node_lost) not mirrored to the cluster: %m");
@@ -859,13 +899,14 @@ int
 takeover_thread_list(Coordinator *c, const RunLogThreadQuery *q, json_t *list, bool *more)
 {
 	Takeover *t = c->takeover;
-	size_t pl = q->prefix ? strlen(q->prefix) : 0, added = 0;
+	size_t pl = q->prefix ? strlen(q->prefix) : 0, added = 0, n0;
 	const char *thread;
 	void *tmp;
 	json_t *rec;
 
-	if (!t)
+	if (!t || json_object_size(t->adopted) == 0)
 		return 0;
+	n0 = json_object_size(t->adopted);
 	json_object_foreach_safe(t->adopted, tmp, thread, rec)
 	{
 		json_t *runs = NULL;
@@ -892,6 +933,8 @@ takeover_thread_list(Coordinator *c, const RunLogThreadQuery *q, json_t *list, b
 			return -ENOMEM;
 		added++;
 	}
+	if (json_object_size(t->adopted) != n0)
+		adopted_save(t);
 	if (!added)
 		return 0;
 	/* merged with the log's page: newest first, the first limit */
@@ -980,6 +1023,44 @@ check_own_runs(Coordinator *c)
 	}
 }
 
+typedef struct AdoptCheck {
+	Takeover *t;
+	char thread[];
+} AdoptCheck;
+
+static void
+on_adopted_owner(Cluster *cl, int err, const ClusterOwner *owner, void *userdata)
+{
+	AdoptCheck *ac = userdata;
+	/* another node's now (this node's key expired meanwhile), or nobody's */
+	if ((err == 0 && !streq(owner->node, cluster_node(cl))) || err == -ENOENT) {
+		json_object_del(ac->t->adopted, ac->thread);
+		adopted_save(ac->t);
+	}
+	free(ac);
+}
+
+/* The threads taken over and listed here: still this node's? (after a lapse
+ * of its lease, and once after a start: the file may be older) */
+static void
+check_adopted(Takeover *t)
+{
+	const char *thread;
+	json_t *v;
+	json_object_foreach(t->adopted, thread, v)
+	{
+		size_t tl = strlen(thread) + 1;
+		AdoptCheck *ac = calloc(1, sizeof(*ac) + tl);
+		if (!ac)
+			continue;
+		ac->t = t;
+		memcpy(ac->thread, thread, tl);
+		if (cluster_owner(t->c->cluster, ac->thread, on_adopted_owner, ac) < 0)
+			free(ac);
+	}
+	t->adopted_checked = true;
+}
+
 static void
 set_info(Coordinator *c)
 {
@@ -1019,7 +1100,9 @@ on_tick(evutil_socket_t fd, short what, void *arg)
 	if (t->lease && (t->lapsed || g != t->lease)) {
 		log_notice("Cluster: lease back; checking that this node's runs are still its own");
 		check_own_runs(c);
-	}
+		check_adopted(t);
+	} else if (!t->adopted_checked && cluster_ready(c->cluster))
+		check_adopted(t);
 	t->lease = g;
 	t->lapsed = false;
 }
@@ -1035,7 +1118,7 @@ takeover_setup(Coordinator *c)
 	t->c = c;
 	t->lost = json_object();
 	t->ended = json_object();
-	t->adopted = json_object();
+	t->adopted = adopted_load(c);
 	if (!t->lost || !t->ended || !t->adopted) {
 		json_decref(t->lost);
 		json_decref(t->ended);

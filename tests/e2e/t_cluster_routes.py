@@ -319,8 +319,8 @@ def test_thread_list_lists_a_lost_nodes_threads_after_takeover():
     """A node lost (every daemon killed -9): its threads, whose runs all ran
     on it, are listed by GET /threads through every node once they are taken
     over (the taker lists them with their latest run, from rw_runs), each
-    once; a running run's entry ends failed/node_lost; the thread's next run
-    replaces the entry."""
+    once, also after the taker's coordinatord restarted; a running run's
+    entry ends failed/node_lost; the thread's next run replaces the entry."""
     try:
         a, b, c, d = node("a"), node("b"), node("c"), node("d")
         done = d.start_run("echo gone", thread="t-gone-done")
@@ -364,6 +364,14 @@ def test_thread_list_lists_a_lost_nodes_threads_after_takeover():
         assert st == 200 and [t["threadId"] for t in js["threads"]] == ["t-gone-run"], js
         st, js = c.http("GET", "/threads?prefix=t-gone-&status=running")
         assert st == 200 and js["threads"] == [], js
+        # the taker's coordinatord killed -9 and restarted (its key does not
+        # expire): it still lists them (kept in its state dir)
+        o = C.nodes[owners["t-gone-run"]]
+        o.kill("coordinatord", signal.SIGKILL)
+        o.start_daemon("coordinatord")
+        assert poll(lambda: o.http("GET", "/readyz")[0] == 200, timeout=30)
+        for s in (a, b, c):
+            assert poll(lambda: listed(s, 10), timeout=20), thread_pages(s, "t-gone-", 10)
         # the thread's next run (through c: forwarded to its owner) is its
         # entry from then on, listed once
         nxt = c.start_run("echo back", thread="t-gone-done")
