@@ -28,7 +28,10 @@
  * thread in the end ends the run: a take answered before the run's node's
  * loss is reported here is in that loss's listing (owner: this node); one
  * answered after finds the run's node lost. A run reached both ways is
- * ended once (ended_here).
+ * ended once (ended_here). The taker also lists each thread it took in
+ * THREAD_LIST, with the newest run rw_runs has of it, until its own log has a
+ * run of the thread (takeover_thread_list; kept in state_dir across
+ * restarts).
  * A step that fails otherwise (no JetStream leader during a NATS failover)
  * is tried again a second later, up to TAKEOVER_RETRIES times.
  *

@@ -15,6 +15,9 @@ In order (each test leaves the cluster as the next one needs it):
   JetStream is the prefix clients saw plus one node_lost RUN_ERROR, its
   record in rw_runs says failed/node_lost, the thread's next run runs on a
   or b;
+- a double loss: every daemon of x (a RUN_OPEN run on y's thread) and of y
+  (a run on that thread) killed -9, x first, y first, both at once: a or b
+  takes the thread and ends both runs node_lost, each once;
 - kill -9 of one NATS server of three during 20 runs on a and b: all
   complete, every log checked.
 
