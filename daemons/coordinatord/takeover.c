@@ -24,11 +24,12 @@
  * claim of the thread wins (end_unowned_run). When the thread's owner is lost
  * too (a double loss), the owner's taker ends it: a take lists the other
  * nodes' runs on the taken thread and ends those whose node this node saw
- * lost (on_taken). Whichever loss comes first, the one node that owns the
- * thread in the end ends the run: a take answered before the run's node's
- * loss is reported here is in that loss's listing (owner: this node); one
- * answered after finds the run's node lost. A run reached both ways is
- * ended once (ended_here). The taker also lists each thread it took in
+ * lost, or that had no key in rw_nodes before the takes (on_taken).
+ * Whichever loss comes first, the one node that owns the thread in the end
+ * ends the run: a take answered before the run's node's loss is reported
+ * here is in that loss's listing (owner: this node); one answered after
+ * finds the run's node lost. A run reached both ways is ended once
+ * (ended_here). The taker also lists each thread it took in
  * THREAD_LIST, with the newest run rw_runs has of it, until its own log has a
  * run of the thread (takeover_thread_list; kept in state_dir across
  * restarts).
@@ -138,6 +139,8 @@ struct Loss {
 	json_t *owners; /* every thread's owner (rw_threads): thread → node */
 	json_t *newest; /* the newest record of each thread it owned, or ran a
 			 * run of nobody's thread on: thread → record */
+	json_t *alive;	/* the live nodes (rw_nodes) listed before the takes,
+			 * when other nodes' runs are on its threads; or NULL */
 };
 
 /* One run of a lost node being ended here. */
@@ -175,6 +178,7 @@ later(Coordinator *c, int *attempts, event_callback_fn fn, void *arg)
 static void on_threads(Cluster *cl, int err, const ClusterKv *kv, size_t n, void *userdata);
 static void on_runs(Cluster *cl, int err, const ClusterKv *kv, size_t n, void *userdata);
 static void on_taken(Cluster *cl, int err, const ClusterOwner *owner, void *userdata);
+static void on_nodes(Cluster *cl, int err, const ClusterKv *kv, size_t n, void *userdata);
 static void on_lost_last(Cluster *cl, int err, const ClusterRunLast *last, void *userdata);
 static void on_lost_published(Cluster *cl, const ClusterPublishResult *res, void *userdata);
 
@@ -196,6 +200,16 @@ list_runs_again(evutil_socket_t fd, short what, void *arg)
 	int r = cluster_list(cl, CLUSTER_RUNS, on_runs, l);
 	if (r < 0)
 		on_runs(cl, r, NULL, 0, l);
+}
+
+static void
+list_nodes_again(evutil_socket_t fd, short what, void *arg)
+{
+	Loss *l = arg;
+	Cluster *cl = l->t->c->cluster;
+	int r = cluster_list(cl, CLUSTER_NODES, on_nodes, l);
+	if (r < 0)
+		on_nodes(cl, r, NULL, 0, l);
 }
 
 static void
@@ -244,6 +258,7 @@ loss_unref(Loss *l)
 	json_decref(l->runs);
 	json_decref(l->owners);
 	json_decref(l->newest);
+	json_decref(l->alive);
 	free(l);
 }
 
@@ -581,14 +596,21 @@ node_alive_cb(Cluster *cl, const char *node, const char *info, void *userdata)
 		*want = NULL;
 }
 
-/* Was node reported lost here, and has it not beaten since? */
+/* Is node lost, for a run of it on a thread l's take won: reported lost
+ * here and not beating since, or without a key in rw_nodes when l listed it
+ * (before its takes: a node lost before this process started, whose loss
+ * it never saw). */
 static bool
-node_lost_here(Takeover *t, const char *node)
+node_lost_here(Loss *l, const char *node)
 {
 	const char *want = node;
-	if (!node || !json_object_get(t->lost, node))
+	if (!node)
 		return false;
-	cluster_foreach_node(t->c->cluster, node_alive_cb, &want);
+	if (l->alive && !json_object_get(l->alive, node))
+		return true;
+	if (!json_object_get(l->t->lost, node))
+		return false;
+	cluster_foreach_node(l->t->c->cluster, node_alive_cb, &want);
 	return want != NULL;
 }
 
@@ -619,7 +641,7 @@ on_taken(Cluster *cl, int err, const ClusterOwner *owner, void *userdata)
 			 * owner (step 3b): lost too, it is this taker's */
 			if (streq(node, l->node))
 				end_run(l, rec);
-			else if (node_lost_here(l->t, node)) {
+			else if (node_lost_here(l, node)) {
 				LogCtx rc = {.run_id =
 						 json_string_value(json_object_get(rec, "runId")),
 					     .thread_id = thread};
@@ -727,6 +749,42 @@ end_unowned_run(Loss *l, json_t *rec)
 }
 
 static void
+take_threads(Loss *l)
+{
+	Coordinator *c = l->t->c;
+	for (size_t i = 0; i < l->n_threads; i++) {
+		Taking *tk = calloc(1, sizeof(*tk));
+		if (!tk)
+			break;
+		tk->loss = loss_ref(l);
+		tk->i = i;
+		int r = cluster_take_thread(c->cluster, l->threads[i], cluster_node(c->cluster),
+					    l->revs[i], on_taken, tk);
+		if (r < 0)
+			on_taken(c->cluster, r, &(ClusterOwner){0}, tk);
+	}
+}
+
+static void
+on_nodes(Cluster *cl, int err, const ClusterKv *kv, size_t n, void *userdata)
+{
+	Loss *l = userdata;
+
+	if (err < 0) {
+		if (later(l->t->c, &l->attempts, list_nodes_again, l) == 0)
+			return;
+		log_warning_errno(err,
+				  "Cluster: live nodes not listed: %m; only the nodes seen lost "
+				  "here count as lost for the runs on node %s's threads",
+				  l->node);
+	} else if ((l->alive = json_object()))
+		for (size_t i = 0; i < n; i++)
+			(void)json_object_set_new(l->alive, kv[i].key, json_true());
+	take_threads(l);
+	loss_unref(l);
+}
+
+static void
 on_runs(Cluster *cl, int err, const ClusterKv *kv, size_t n, void *userdata)
 {
 	Loss *l = userdata;
@@ -794,17 +852,15 @@ on_runs(Cluster *cl, int err, const ClusterKv *kv, size_t n, void *userdata)
 		if (streq(node, l->node))
 			end_unowned_run(l, rec);
 	}
-	for (size_t i = 0; i < l->n_threads; i++) {
-		Taking *tk = calloc(1, sizeof(*tk));
-		if (!tk)
-			break;
-		tk->loss = loss_ref(l);
-		tk->i = i;
-		int r = cluster_take_thread(c->cluster, l->threads[i], cluster_node(c->cluster),
-					    l->revs[i], on_taken, tk);
+	if (json_array_size(l->runs) > own && l->n_threads > 0) {
+		/* other nodes' runs on its threads: which of those nodes are
+		 * alive, before the takes (on_taken) */
+		int r = cluster_list(cl, CLUSTER_NODES, on_nodes, l);
 		if (r < 0)
-			on_taken(c->cluster, r, &(ClusterOwner){0}, tk);
+			on_nodes(cl, r, NULL, 0, l);
+		return;
 	}
+	take_threads(l);
 	loss_unref(l);
 }
 
