@@ -703,6 +703,8 @@ handle_thread_list(Peer *p, const Frame *f, const Msg_THREAD_LIST *m, void *ud)
 		goto out;
 	}
 	ret = runlog_threads(cl->c->runlog, &q, &list, &more);
+	if (ret == 0) /* cluster mode: threads taken over, no run of them here yet */
+		ret = takeover_thread_list(cl->c, &q, list, &more);
 	/* cluster mode: every node's page, merged */
 	if (ret == 0 && forward_thread_list(cl->c, p, f, list, more, q.limit, ud))
 		goto out;

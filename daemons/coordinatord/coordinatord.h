@@ -514,6 +514,11 @@ void cluster_metrics(Coordinator *c, FILE *mf);
 int takeover_setup(Coordinator *c);
 void takeover_teardown(Coordinator *c);
 void takeover_node_lost(Coordinator *c, const char *node);
+/* THREAD_LIST's page of this node's log (list, *more: runlog_threads() for
+ * q) with the threads this node took over and has no run of in its log yet
+ * (their latest run ran on the lost node): merged, newest first, cut to
+ * q->limit. 0 or -ENOMEM. */
+int takeover_thread_list(Coordinator *c, const RunLogThreadQuery *q, json_t *list, bool *more);
 
 /* placement.c — thread ownership in cluster mode. Before RUN_START's work:
  * true when it took the request (answered it with an ERROR, or holds it

@@ -332,8 +332,8 @@ typedef struct ThreadHead {
 	char run_id[RUN_ID_LEN + 1];
 } ThreadHead;
 
-static bool
-scope_allows(char *const *scope, const char *thread_id)
+bool
+runlog_scope_allows(char *const *scope, const char *thread_id)
 {
 	if (!scope)
 		return true;
@@ -403,7 +403,7 @@ thread_heads(RunLog *l, MDB_txn *txn, const char *prefix, char *const *scope, Th
 			break;
 		if (k.mv_size == tl + 1 + 8 + RUN_ID_LEN && memcmp(k.mv_data, seek, tl) == 0) {
 			seek[tl] = '\0';
-			if (scope_allows(scope, seek)) {
+			if (runlog_scope_allows(scope, seek)) {
 				if (n == cap) {
 					size_t nc = cap ? cap * 2 : 64;
 					ThreadHead *nh = reallocarray(heads, nc, sizeof(*heads));

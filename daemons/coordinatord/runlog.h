@@ -223,6 +223,8 @@ typedef struct RunLogThreadQuery {
 	size_t limit;
 } RunLogThreadQuery;
 int runlog_threads(RunLog *l, const RunLogThreadQuery *q, json_t **ret, bool *ret_more);
+/* Does scope (NULL: every thread; "x*" a prefix) allow thread_id? */
+bool runlog_scope_allows(char *const *scope, const char *thread_id);
 
 /* Each run a pruning pass deleted, with its record as it was (borrowed),
  * after the transaction committed (for the cluster's copy of the run). */

@@ -21,7 +21,18 @@
  * take (one winner per thread), the terminal check and the fence. A run of
  * the lost node on a thread it did not own (RUN_OPEN does not claim) is
  * ended by the thread's owner, or, when nobody owns it, by the node whose
- * claim of the thread wins (end_unowned_run).
+ * claim of the thread wins (end_unowned_run). When the thread's owner is lost
+ * too (a double loss), the owner's taker ends it: a take lists the other
+ * nodes' runs on the taken thread and ends those whose node this node saw
+ * lost, or that had no key in rw_nodes before the takes (on_taken).
+ * Whichever loss comes first, the one node that owns the thread in the end
+ * ends the run: a take answered before the run's node's loss is reported
+ * here is in that loss's listing (owner: this node); one answered after
+ * finds the run's node lost. A run reached both ways is ended once
+ * (ended_here). The taker also lists each thread it took in
+ * THREAD_LIST, with the newest run rw_runs has of it, until its own log has a
+ * run of the thread (takeover_thread_list; kept in state_dir across
+ * restarts).
  * A step that fails otherwise (no JetStream leader during a NATS failover)
  * is tried again a second later, up to TAKEOVER_RETRIES times.
  *
@@ -48,7 +59,9 @@
 #include <event2/event.h>
 #include <inttypes.h>
 #include <stdlib.h>
+#include <limits.h>
 #include <string.h>
+#include <unistd.h>
 
 #include "cluster/cluster.h"
 #include "json-util.h"
@@ -68,7 +81,47 @@ typedef struct Takeover {
 	uint64_t lease; /* the lease generation last seen (0: none yet) */
 	bool lapsed;	/* cluster_lease() was 0 since */
 	Loss *losses;	/* takeovers in progress */
+	json_t *lost;	/* nodes whose loss was reported here: node → true */
+	json_t *ended;	/* runs this node ends or ended: runId → epoch ms */
+	/* threads taken over here whose latest run ran elsewhere (the lost
+	 * node): thread → that run's record, listed (THREAD_LIST) until this
+	 * node's log has a run of the thread */
+	json_t *adopted;
+	bool adopted_checked; /* its owners checked since this process started */
 } Takeover;
+
+/* The adopted threads, kept across restarts of coordinatord: a cache of
+ * what rw_runs and rw_threads say (replaced whole, by a rename). */
+#define ADOPTED_FILE "cluster-adopted.json"
+
+static void
+adopted_save(Takeover *t)
+{
+	char path[PATH_MAX], tmp[PATH_MAX + 8];
+	snprintf(path, sizeof(path), "%s/" ADOPTED_FILE, t->c->conf.shared.state_dir);
+	if (json_object_size(t->adopted) == 0) {
+		if (unlink(path) < 0 && errno != ENOENT)
+			log_warning_errno(-errno, "Cluster: %s: %m", path);
+		return;
+	}
+	snprintf(tmp, sizeof(tmp), "%s.tmp", path);
+	if (json_dump_file(t->adopted, tmp, JSON_COMPACT) < 0 || rename(tmp, path) < 0) {
+		log_warning("Cluster: threads taken over not saved to %s", path);
+		(void)unlink(tmp);
+	}
+}
+
+static json_t *
+adopted_load(Coordinator *c)
+{
+	char path[PATH_MAX];
+	snprintf(path, sizeof(path), "%s/" ADOPTED_FILE, c->conf.shared.state_dir);
+	json_t *j = json_load_file(path, 0, NULL);
+	if (json_is_object(j))
+		return j;
+	json_decref(j);
+	return json_object();
+}
 
 /* One lost node's takeover: what it owned, the runs it ran; freed when the
  * last of its calls answered. */
@@ -81,8 +134,13 @@ struct Loss {
 	size_t n_threads;
 	char **threads;
 	uint64_t *revs;
-	json_t *runs;	/* records (rw_runs) of its runs not terminal */
+	json_t *runs;	/* records (rw_runs) not terminal: its runs, and other
+			 * nodes' runs on the threads it owned */
 	json_t *owners; /* every thread's owner (rw_threads): thread → node */
+	json_t *newest; /* the newest record of each thread it owned, or ran a
+			 * run of nobody's thread on: thread → record */
+	json_t *alive;	/* the live nodes (rw_nodes) listed before the takes,
+			 * when other nodes' runs are on its threads; or NULL */
 };
 
 /* One run of a lost node being ended here. */
@@ -120,6 +178,7 @@ later(Coordinator *c, int *attempts, event_callback_fn fn, void *arg)
 static void on_threads(Cluster *cl, int err, const ClusterKv *kv, size_t n, void *userdata);
 static void on_runs(Cluster *cl, int err, const ClusterKv *kv, size_t n, void *userdata);
 static void on_taken(Cluster *cl, int err, const ClusterOwner *owner, void *userdata);
+static void on_nodes(Cluster *cl, int err, const ClusterKv *kv, size_t n, void *userdata);
 static void on_lost_last(Cluster *cl, int err, const ClusterRunLast *last, void *userdata);
 static void on_lost_published(Cluster *cl, const ClusterPublishResult *res, void *userdata);
 
@@ -141,6 +200,16 @@ list_runs_again(evutil_socket_t fd, short what, void *arg)
 	int r = cluster_list(cl, CLUSTER_RUNS, on_runs, l);
 	if (r < 0)
 		on_runs(cl, r, NULL, 0, l);
+}
+
+static void
+list_nodes_again(evutil_socket_t fd, short what, void *arg)
+{
+	Loss *l = arg;
+	Cluster *cl = l->t->c->cluster;
+	int r = cluster_list(cl, CLUSTER_NODES, on_nodes, l);
+	if (r < 0)
+		on_nodes(cl, r, NULL, 0, l);
 }
 
 static void
@@ -188,6 +257,8 @@ loss_unref(Loss *l)
 	free(l->revs);
 	json_decref(l->runs);
 	json_decref(l->owners);
+	json_decref(l->newest);
+	json_decref(l->alive);
 	free(l);
 }
 
@@ -213,10 +284,46 @@ ending_free(Ending *e)
 	loss_unref(l);
 }
 
+/* The node e ran on (its record's; a run of another lost node than the
+ * loss being handled: on_taken). */
+static const char *
+ending_node(const Ending *e)
+{
+	return json_string_value(json_object_get(e->rec, "node")) ?: e->loss->node;
+}
+
+/* e could not be ended: forgotten (a later loss's takeover may end it). */
+static void
+ending_give_up(Ending *e)
+{
+	json_object_del(e->loss->t->ended, e->run_id);
+	ending_free(e);
+}
+
+/* This node owns thread now (a take, a claim): listed with the newest run
+ * the listing of rw_runs found of it (ran on the lost node: no live log has
+ * it) until its log has a run of the thread. */
+static void
+adopt_thread(Loss *l, const char *thread)
+{
+	json_t *rec = json_object_get(l->newest, thread);
+	if (rec) {
+		(void)json_object_set_new(l->t->adopted, thread, json_deep_copy(rec));
+		adopted_save(l->t);
+	}
+}
+
 static void
 on_record_put(Cluster *cl, int err, uint64_t revision, void *userdata)
 {
 	Ending *e = userdata;
+	const char *thread = json_string_value(json_object_get(e->rec, "threadId"));
+	json_t *a = json_object_get(e->loss->t->adopted, thread ? thread : "");
+	const char *arun = json_string_value(json_object_get(a, "runId"));
+	if (arun && streq(arun, e->run_id)) { /* the thread's list entry: the end */
+		(void)json_object_set_new(e->loss->t->adopted, thread, json_deep_copy(e->rec));
+		adopted_save(e->loss->t);
+	}
 	if (err < 0)
 		log_ctx_errno(LOG_WARNING, err, &(LogCtx){.run_id = e->run_id},
 			      "Run's record (node_lost) not mirrored to the cluster: %m");
@@ -255,7 +362,7 @@ on_lost_published(Cluster *cl, const ClusterPublishResult *res, void *userdata)
 		     .thread_id = json_string_value(json_object_get(e->rec, "threadId"))};
 	char msg[160];
 
-	snprintf(msg, sizeof(msg), NODE_LOST_MSG_FMT, e->loss->node);
+	snprintf(msg, sizeof(msg), NODE_LOST_MSG_FMT, ending_node(e));
 	/* (a duplicate is this writer's own copy, resent after a lost
 	 * acknowledgement: another writer's would have been refused) */
 	if (res->err == 0) {
@@ -272,14 +379,14 @@ on_lost_published(Cluster *cl, const ClusterPublishResult *res, void *userdata)
 	 * check), and is fenced once this end is in. */
 	if (res->err == -ESTALE)
 		log_ctx(LOG_NOTICE, &lc, "Run of lost node %s: its log moved on; reading it again",
-			e->loss->node);
+			ending_node(e));
 	ending_reset(e);
 	e->seq = -1;
 	if (later(c, &e->attempts, last_again, e) == 0)
 		return;
 	log_ctx_errno(LOG_ERR, res->err, &lc, "Run of lost node %s could not be ended: %m",
-		      e->loss->node);
-	ending_free(e);
+		      ending_node(e));
+	ending_give_up(e);
 }
 
 /* Is text (an event) terminal: its status, or NULL. */
@@ -313,7 +420,7 @@ publish_end(Ending *e)
 	int64_t now = now_epoch_ms();
 	char msg[160];
 
-	snprintf(msg, sizeof(msg), NODE_LOST_MSG_FMT, e->loss->node);
+	snprintf(msg, sizeof(msg), NODE_LOST_MSG_FMT, ending_node(e));
 	json_auto_t *all = agui_state_closers(&e->agui, msg);
 	json_t *chunk = json_pack("{s:s, s:s, s:s, s:I}", "type", "RUN_ERROR", "message", msg,
 				  "code", "node_lost", "timestamp", (json_int_t)now);
@@ -385,8 +492,8 @@ on_lost_events(Cluster *cl, int err, const ClusterReadEvent *ev, size_t n, uint6
 	if (later(c, &e->attempts, last_again, e) == 0)
 		return;
 	log_ctx_errno(LOG_ERR, err ? err : -EAGAIN, &lc,
-		      "Run of lost node %s: its events unread: %m", e->loss->node);
-	ending_free(e);
+		      "Run of lost node %s: its events unread: %m", ending_node(e));
+	ending_give_up(e);
 }
 
 static void
@@ -404,7 +511,7 @@ on_lost_last(Cluster *cl, int err, const ClusterRunLast *last, void *userdata)
 		if (status) { /* its owner ended it, and died before the record */
 			log_ctx(LOG_NOTICE, &lc,
 				"Run of lost node %s had ended (%s); record corrected",
-				e->loss->node, status);
+				ending_node(e), status);
 			put_end(e, status, code, code ? "the run failed" : NULL);
 			return;
 		}
@@ -413,8 +520,8 @@ on_lost_last(Cluster *cl, int err, const ClusterRunLast *last, void *userdata)
 		if (later(c, &e->attempts, last_again, e) == 0)
 			return;
 		log_ctx_errno(LOG_ERR, err, &lc, "Run of lost node %s: its last event unread: %m",
-			      e->loss->node);
-		ending_free(e);
+			      ending_node(e));
+		ending_give_up(e);
 		return;
 	}
 	e->expect = expect;
@@ -429,14 +536,49 @@ on_lost_last(Cluster *cl, int err, const ClusterRunLast *last, void *userdata)
 		on_lost_events(c->cluster, r, NULL, 0, 0, e);
 }
 
+/* How long a run this node ended is remembered (not ended again here). */
+#define ENDED_KEEP_MS (10 * 60 * 1000)
+
+/* Has this node begun to end run_id (or ended it within ENDED_KEEP_MS)?
+ * Else it is noted now. Two of this node's paths may reach one run: the
+ * loss of its node (its thread is owned here) and the take of its thread
+ * from its lost owner (on_taken). */
+static bool
+ended_here(Takeover *t, const char *run_id)
+{
+	int64_t now = now_epoch_ms();
+	const char *k;
+	void *tmp;
+	json_t *v;
+
+	if (json_object_get(t->ended, run_id))
+		return true;
+	json_object_foreach_safe(t->ended, tmp, k, v)
+	{
+		if (now - json_integer_value(v) > ENDED_KEEP_MS)
+			json_object_del(t->ended, k);
+	}
+	(void)json_object_set_new(t->ended, run_id, json_integer(now));
+	return false;
+}
+
 static void
 end_run(Loss *l, json_t *rec)
 {
 	Coordinator *c = l->t->c;
 	const char *run_id = json_string_value(json_object_get(rec, "runId"));
-	Ending *e = run_id && strlen(run_id) == RUN_ID_LEN ? calloc(1, sizeof(*e)) : NULL;
-	if (!e)
+	if (!run_id || strlen(run_id) != RUN_ID_LEN)
 		return;
+	if (ended_here(l->t, run_id)) {
+		log_ctx(LOG_DEBUG, &(LogCtx){.run_id = run_id},
+			"Run of lost node %s: already being ended here", l->node);
+		return;
+	}
+	Ending *e = calloc(1, sizeof(*e));
+	if (!e) {
+		json_object_del(l->t->ended, run_id);
+		return;
+	}
 	e->loss = loss_ref(l);
 	memcpy(e->run_id, run_id, RUN_ID_LEN + 1);
 	e->rec = json_incref(rec);
@@ -444,6 +586,32 @@ end_run(Loss *l, json_t *rec)
 	int r = cluster_run_last(c->cluster, e->run_id, on_lost_last, e);
 	if (r < 0)
 		on_lost_last(c->cluster, r, &(ClusterRunLast){0}, e);
+}
+
+static void
+node_alive_cb(Cluster *cl, const char *node, const char *info, void *userdata)
+{
+	const char **want = userdata;
+	if (*want && streq(node, *want))
+		*want = NULL;
+}
+
+/* Is node lost, for a run of it on a thread l's take won: reported lost
+ * here and not beating since, or without a key in rw_nodes when l listed it
+ * (before its takes: a node lost before this process started, whose loss
+ * it never saw). */
+static bool
+node_lost_here(Loss *l, const char *node)
+{
+	const char *want = node;
+	if (!node)
+		return false;
+	if (l->alive && !json_object_get(l->alive, node))
+		return true;
+	if (!json_object_get(l->t->lost, node))
+		return false;
+	cluster_foreach_node(l->t->c->cluster, node_alive_cb, &want);
+	return want != NULL;
 }
 
 static void
@@ -459,13 +627,30 @@ on_taken(Cluster *cl, int err, const ClusterOwner *owner, void *userdata)
 		log_ctx(LOG_NOTICE, &lc, "Thread taken over from lost node %s (epoch %" PRIu64 ")",
 			l->node, owner->epoch);
 		placement_own(c, thread);
+		adopt_thread(l, thread);
 		size_t i;
 		json_t *rec;
 		json_array_foreach(l->runs, i, rec)
 		{
 			const char *t = json_string_value(json_object_get(rec, "threadId"));
-			if (t && streq(t, thread))
+			const char *node = json_string_value(json_object_get(rec, "node"));
+			if (!t || !streq(t, thread) || !node)
+				continue;
+			/* its owner's runs; and a run another lost node opened
+			 * on it (RUN_OPEN), which that node's loss left to the
+			 * owner (step 3b): lost too, it is this taker's */
+			if (streq(node, l->node))
 				end_run(l, rec);
+			else if (node_lost_here(l, node)) {
+				LogCtx rc = {.run_id =
+						 json_string_value(json_object_get(rec, "runId")),
+					     .thread_id = thread};
+				log_ctx(LOG_NOTICE, &rc,
+					"Run of lost node %s on a thread of lost node %s: ended "
+					"by its taker",
+					node, l->node);
+				end_run(l, rec);
+			}
 		}
 	} else if (err == -ESTALE) {
 		log_ctx(LOG_DEBUG, &lc, "Thread of lost node %s: node %s took it", l->node,
@@ -519,6 +704,7 @@ on_orphan_claimed(Cluster *cl, int err, const ClusterOwner *owner, void *userdat
 			"Thread claimed to end the run lost node %s ran on it (epoch %" PRIu64 ")",
 			l->node, owner->epoch);
 		placement_own(c, o->thread);
+		adopt_thread(l, o->thread);
 		end_run(l, o->rec);
 	} else if (err == -EEXIST) {
 		log_ctx(LOG_DEBUG, &lc, "Run of lost node %s: node %s ends it", l->node,
@@ -563,6 +749,42 @@ end_unowned_run(Loss *l, json_t *rec)
 }
 
 static void
+take_threads(Loss *l)
+{
+	Coordinator *c = l->t->c;
+	for (size_t i = 0; i < l->n_threads; i++) {
+		Taking *tk = calloc(1, sizeof(*tk));
+		if (!tk)
+			break;
+		tk->loss = loss_ref(l);
+		tk->i = i;
+		int r = cluster_take_thread(c->cluster, l->threads[i], cluster_node(c->cluster),
+					    l->revs[i], on_taken, tk);
+		if (r < 0)
+			on_taken(c->cluster, r, &(ClusterOwner){0}, tk);
+	}
+}
+
+static void
+on_nodes(Cluster *cl, int err, const ClusterKv *kv, size_t n, void *userdata)
+{
+	Loss *l = userdata;
+
+	if (err < 0) {
+		if (later(l->t->c, &l->attempts, list_nodes_again, l) == 0)
+			return;
+		log_warning_errno(err,
+				  "Cluster: live nodes not listed: %m; only the nodes seen lost "
+				  "here count as lost for the runs on node %s's threads",
+				  l->node);
+	} else if ((l->alive = json_object()))
+		for (size_t i = 0; i < n; i++)
+			(void)json_object_set_new(l->alive, kv[i].key, json_true());
+	take_threads(l);
+	loss_unref(l);
+}
+
+static void
 on_runs(Cluster *cl, int err, const ClusterKv *kv, size_t n, void *userdata)
 {
 	Loss *l = userdata;
@@ -578,30 +800,67 @@ on_runs(Cluster *cl, int err, const ClusterKv *kv, size_t n, void *userdata)
 		loss_unref(l);
 		return;
 	}
+	size_t own = 0;
+	json_auto_t *all = json_array(), *want = json_object();
+	if (!all || !want) {
+		loss_unref(l);
+		return;
+	}
 	for (size_t i = 0; i < n; i++) {
 		json_t *rec = json_loadb(kv[i].value, kv[i].len, 0, NULL);
 		const char *node = json_string_value(json_object_get(rec, "node"));
 		const char *st = json_string_value(json_object_get(rec, "status"));
-		if (node && streq(node, l->node) && st && !run_status_terminal(st))
+		const char *th = json_string_value(json_object_get(rec, "threadId"));
+		const char *ow = json_string_value(json_object_get(l->owners, th ? th : ""));
+		if (!node || !st || !th) {
+			json_decref(rec);
+			continue;
+		}
+		/* its runs; and other nodes' runs on its threads (RUN_OPEN):
+		 * the taker ends those whose node is lost too (on_taken) */
+		bool mine = streq(node, l->node), running = !run_status_terminal(st);
+		if (running &&
+		    (mine || (ow && streq(ow, l->node) && !streq(node, cluster_node(cl))))) {
 			json_array_append(l->runs, rec);
-		json_decref(rec);
+			own += mine;
+		}
+		/* the threads this node may come to own: their newest run
+		 * (adopt_thread) */
+		if ((ow && streq(ow, l->node)) || (!ow && mine && running))
+			(void)json_object_set_new(want, th, json_true());
+		(void)json_array_append_new(all, rec);
+	}
+	size_t ai;
+	json_t *arec;
+	json_array_foreach(all, ai, arec)
+	{
+		const char *th = json_string_value(json_object_get(arec, "threadId"));
+		if (!json_object_get(want, th))
+			continue;
+		json_t *had = json_object_get(l->newest, th);
+		if (!had || json_integer_value(json_object_get(arec, "startedAt")) >
+				json_integer_value(json_object_get(had, "startedAt")))
+			(void)json_object_set(l->newest, th, arec);
 	}
 	log_notice("Cluster: node %s lost: taking over its %zu thread(s), %zu run(s) running",
-		   l->node, l->n_threads, json_array_size(l->runs));
+		   l->node, l->n_threads, own);
 	size_t ri;
 	json_t *rec;
-	json_array_foreach(l->runs, ri, rec) end_unowned_run(l, rec);
-	for (size_t i = 0; i < l->n_threads; i++) {
-		Taking *tk = calloc(1, sizeof(*tk));
-		if (!tk)
-			break;
-		tk->loss = loss_ref(l);
-		tk->i = i;
-		int r = cluster_take_thread(c->cluster, l->threads[i], cluster_node(c->cluster),
-					    l->revs[i], on_taken, tk);
-		if (r < 0)
-			on_taken(c->cluster, r, &(ClusterOwner){0}, tk);
+	json_array_foreach(l->runs, ri, rec)
+	{
+		const char *node = json_string_value(json_object_get(rec, "node"));
+		if (streq(node, l->node))
+			end_unowned_run(l, rec);
 	}
+	if (json_array_size(l->runs) > own && l->n_threads > 0) {
+		/* other nodes' runs on its threads: which of those nodes are
+		 * alive, before the takes (on_taken) */
+		int r = cluster_list(cl, CLUSTER_NODES, on_nodes, l);
+		if (r < 0)
+			on_nodes(cl, r, NULL, 0, l);
+		return;
+	}
+	take_threads(l);
 	loss_unref(l);
 }
 
@@ -657,10 +916,16 @@ takeover_node_lost(Coordinator *c, const char *node)
 	}
 	/* what other nodes' threads it owned are not its any more */
 	placement_forget_node(c, node);
+	/* before its listings: a take whose answer comes after this sees it
+	 * lost (on_taken), one that came before is in the listing */
+	(void)json_object_set_new(t->lost, node, json_true());
 	Loss *l = calloc(1, sizeof(*l));
-	if (!l || !(l->runs = json_array()) || !(l->owners = json_object())) {
-		if (l)
+	if (!l || !(l->runs = json_array()) || !(l->owners = json_object()) ||
+	    !(l->newest = json_object())) {
+		if (l) {
 			json_decref(l->runs);
+			json_decref(l->owners);
+		}
 		free(l);
 		log_error("Cluster: out of memory taking over node %s", node);
 		return;
@@ -673,6 +938,84 @@ takeover_node_lost(Coordinator *c, const char *node)
 	int r = cluster_list(c->cluster, CLUSTER_THREADS, on_threads, l);
 	if (r < 0)
 		on_threads(c->cluster, r, NULL, 0, l);
+}
+
+/* ---- the threads taken over, in THREAD_LIST ---- */
+
+static int
+item_cmp(const void *a, const void *b)
+{
+	json_t *x = *(json_t *const *)a, *y = *(json_t *const *)b;
+	json_int_t tx = json_integer_value(json_object_get(x, "lastRunAt"));
+	json_int_t ty = json_integer_value(json_object_get(y, "lastRunAt"));
+	if (tx != ty)
+		return tx > ty ? -1 : 1;
+	return strcmp(json_string_value(json_object_get(x, "threadId")) ?: "",
+		      json_string_value(json_object_get(y, "threadId")) ?: "");
+}
+
+int
+takeover_thread_list(Coordinator *c, const RunLogThreadQuery *q, json_t *list, bool *more)
+{
+	Takeover *t = c->takeover;
+	size_t pl = q->prefix ? strlen(q->prefix) : 0, added = 0, n0;
+	const char *thread;
+	void *tmp;
+	json_t *rec;
+
+	if (!t || json_object_size(t->adopted) == 0)
+		return 0;
+	n0 = json_object_size(t->adopted);
+	json_object_foreach_safe(t->adopted, tmp, thread, rec)
+	{
+		json_t *runs = NULL;
+		/* a run of it here: this node's log lists it from then on */
+		if (runlog_thread_runs(c->runlog, thread, NULL, &runs) == 0 &&
+		    json_array_size(runs) > 0) {
+			json_decref(runs);
+			json_object_del(t->adopted, thread);
+			continue;
+		}
+		json_decref(runs);
+		int64_t ms = json_integer_value(json_object_get(rec, "startedAt"));
+		const char *st = json_string_value(json_object_get(rec, "status"));
+		if ((pl && strncmp(thread, q->prefix, pl) != 0) ||
+		    !runlog_scope_allows(q->scope, thread) ||
+		    (q->status && !streq(q->status, st ?: "")) ||
+		    (q->after_thread &&
+		     (ms > q->after_ms ||
+		      (ms == q->after_ms && strcmp(thread, q->after_thread) <= 0))))
+			continue;
+		json_t *item = json_pack("{s:s, s:I, s:O}", "threadId", thread, "lastRunAt",
+					 (json_int_t)ms, "latestRun", rec);
+		if (!item || json_array_append_new(list, item) < 0)
+			return -ENOMEM;
+		added++;
+	}
+	if (json_object_size(t->adopted) != n0)
+		adopted_save(t);
+	if (!added)
+		return 0;
+	/* merged with the log's page: newest first, the first limit */
+	size_t n = json_array_size(list);
+	_cleanup_free_ json_t **v = calloc(n, sizeof(*v));
+	if (!v)
+		return -ENOMEM;
+	for (size_t i = 0; i < n; i++)
+		v[i] = json_incref(json_array_get(list, i));
+	qsort(v, n, sizeof(*v), item_cmp);
+	json_array_clear(list);
+	for (size_t i = 0; i < n; i++) {
+		if (i >= q->limit) {
+			*more = true;
+			json_decref(v[i]);
+		} else if (json_array_append_new(list, v[i]) < 0) {
+			for (size_t k = i + 1; k < n; k++)
+				json_decref(v[k]);
+			return -ENOMEM;
+		}
+	}
+	return 0;
 }
 
 /* ---- this node's lease, its load ---- */
@@ -739,6 +1082,44 @@ check_own_runs(Coordinator *c)
 	}
 }
 
+typedef struct AdoptCheck {
+	Takeover *t;
+	char thread[];
+} AdoptCheck;
+
+static void
+on_adopted_owner(Cluster *cl, int err, const ClusterOwner *owner, void *userdata)
+{
+	AdoptCheck *ac = userdata;
+	/* another node's now (this node's key expired meanwhile), or nobody's */
+	if ((err == 0 && !streq(owner->node, cluster_node(cl))) || err == -ENOENT) {
+		json_object_del(ac->t->adopted, ac->thread);
+		adopted_save(ac->t);
+	}
+	free(ac);
+}
+
+/* The threads taken over and listed here: still this node's? (after a lapse
+ * of its lease, and once after a start: the file may be older) */
+static void
+check_adopted(Takeover *t)
+{
+	const char *thread;
+	json_t *v;
+	json_object_foreach(t->adopted, thread, v)
+	{
+		size_t tl = strlen(thread) + 1;
+		AdoptCheck *ac = calloc(1, sizeof(*ac) + tl);
+		if (!ac)
+			continue;
+		ac->t = t;
+		memcpy(ac->thread, thread, tl);
+		if (cluster_owner(t->c->cluster, ac->thread, on_adopted_owner, ac) < 0)
+			free(ac);
+	}
+	t->adopted_checked = true;
+}
+
 static void
 set_info(Coordinator *c)
 {
@@ -778,7 +1159,9 @@ on_tick(evutil_socket_t fd, short what, void *arg)
 	if (t->lease && (t->lapsed || g != t->lease)) {
 		log_notice("Cluster: lease back; checking that this node's runs are still its own");
 		check_own_runs(c);
-	}
+		check_adopted(t);
+	} else if (!t->adopted_checked && cluster_ready(c->cluster))
+		check_adopted(t);
 	t->lease = g;
 	t->lapsed = false;
 }
@@ -792,6 +1175,16 @@ takeover_setup(Coordinator *c)
 	if (!t)
 		return -ENOMEM;
 	t->c = c;
+	t->lost = json_object();
+	t->ended = json_object();
+	t->adopted = adopted_load(c);
+	if (!t->lost || !t->ended || !t->adopted) {
+		json_decref(t->lost);
+		json_decref(t->ended);
+		json_decref(t->adopted);
+		free(t);
+		return -ENOMEM;
+	}
 	int64_t ms = c->conf.shared.cluster.heartbeat_ms;
 	if (ms <= 0)
 		ms = 1000;
@@ -800,6 +1193,9 @@ takeover_setup(Coordinator *c)
 	if (!t->tick || event_add(t->tick, &tv) < 0) {
 		if (t->tick)
 			event_free(t->tick);
+		json_decref(t->lost);
+		json_decref(t->ended);
+		json_decref(t->adopted);
 		free(t);
 		return -ENOMEM;
 	}
@@ -822,6 +1218,9 @@ takeover_teardown(Coordinator *c)
 		l->refs = 1;
 		loss_unref(l); /* unlinks it */
 	}
+	json_decref(t->lost);
+	json_decref(t->ended);
+	json_decref(t->adopted);
 	free(t);
 	c->takeover = NULL;
 }

@@ -15,6 +15,9 @@ In order (each test leaves the cluster as the next one needs it):
   JetStream is the prefix clients saw plus one node_lost RUN_ERROR, its
   record in rw_runs says failed/node_lost, the thread's next run runs on a
   or b;
+- a double loss: every daemon of x (a RUN_OPEN run on y's thread) and of y
+  (a run on that thread) killed -9, x first, y first, both at once: a or b
+  takes the thread and ends both runs node_lost, each once;
 - kill -9 of one NATS server of three during 20 runs on a and b: all
   complete, every log checked.
 
@@ -306,6 +309,92 @@ def test_kill9_every_daemon_of_the_owner():
         stop_all()
         raise
 
+
+
+def double_loss(xn, yn, order, marker):
+    """Node yn owns a thread and runs a ticking run on it; node xn runs a
+    RUN_OPEN run on the same thread. Both lose every daemon (kill -9), in
+    ORDER ("x-first", "y-first", "together"). The surviving node that takes
+    the thread over ends both runs node_lost, each once."""
+    a, b = node("a"), node("b")
+    y, x = node(yn), node(xn)
+    th = f"t-dbl-{yn}"
+    yrun = y.start_run(ticking(marker), thread=th)
+    seen = seen_by_tail(y, yrun, th, 4)
+    assert poll(lambda: procs(f"sleep {marker}"), timeout=10)
+    rid = coord_call(x, "RUN_OPEN", {"thread_id": th})["run_id"]
+    for chunk in ({"type": "RUN_STARTED", "threadId": th, "runId": rid},
+                  {"type": "TEXT_MESSAGE_START", "messageId": "m-" + th, "role": "assistant"}):
+        coord_call(x, "RUN_APPEND", {"run_id": rid, "chunk": json.dumps(chunk)})
+    assert poll(lambda: (C.run_record(rid) or {}).get("node") == xn, timeout=10), \
+        C.run_record(rid)
+    assert C.owner(th, "a") == yn, C.status("a")["threads"].get(th)
+    first, second = (x, y) if order == "x-first" else (y, x)
+    C.kill_node(xn if first is x else yn)
+    if order != "together":
+        # the first loss is acted on before the second node's key expires
+        time.sleep(2.5)
+    C.kill_node(yn if first is x else xn)
+    kill_procs(f"sleep {marker}")
+
+    def ended(r):
+        log = C.jetstream_log(r)
+        return log and json.loads(log[-1][1]).get("type") == "RUN_ERROR" and log
+    for r in (yrun, rid):
+        assert poll(lambda: ended(r), timeout=LOSS_S + 5, interval=0.3), \
+            (order, r, C.jetstream_log(r)[-2:], a.log("coordinatord")[-3000:],
+             b.log("coordinatord")[-3000:])
+    logs = check_logs(C, {yrun: seen, rid: []})
+    owner = C.owner(th, "a")
+    assert owner in ("a", "b"), (order, owner)
+    # y's run: y's events, then the taker's closers and node_lost
+    end = split_end(logs[yrun], yn, owner)
+    assert [ch["type"] for _, ch, _ in end] == ["TOOL_CALL_RESULT", "RUN_ERROR"], end
+    assert logs[yrun][-1][1]["code"] == "node_lost", logs[yrun][-1]
+    # x's RUN_OPEN run: x's two events, the taker's closer and node_lost
+    log = logs[rid]
+    types = [ch["type"] for _, ch, _ in log]
+    assert types == ["RUN_STARTED", "TEXT_MESSAGE_START", "TEXT_MESSAGE_END", "RUN_ERROR"], \
+        (order, types)
+    assert log[-1][1]["code"] == "node_lost" and f"'{xn}'" in log[-1][1]["message"], log[-1]
+    assert {writer_node(w) for _, _, w in log[:2]} == {xn}, log
+    assert {writer_node(w) for _, _, w in log[2:]} == {owner}, (order, log, owner)
+    for r, last in ((yrun, len(logs[yrun]) - 1), (rid, 3)):
+        rec = poll(lambda: (lambda v: v if v and v["status"] == "failed" else None)(
+            C.run_record(r)), timeout=10)
+        assert rec and rec["error"]["code"] == "node_lost" and rec["lastSeq"] == last, rec
+        assert rec["endedBy"] == owner, rec
+    # each run ended (and its record put) once, by the owner only
+    time.sleep(2)
+    for r in (yrun, rid):
+        for s in (a, b):
+            lines = [ln for ln in s.log("coordinatord").splitlines() if f"RUN_ID={r}" in ln]
+            failed = [ln for ln in lines if "Run failed" in ln]
+            assert len(failed) == (1 if s is C.nodes[owner] else 0), (order, r, failed)
+            assert not [ln for ln in lines if "record corrected" in ln], (order, r, lines)
+    assert C.run_record(rid)["endedBy"] == owner
+    by_taker = any(f"RUN_ID={rid}" in ln and "ended by its taker" in ln
+                   for ln in C.nodes[owner].log("coordinatord").splitlines())
+    # the thread's next run runs on its owner
+    s = C.nodes[owner]
+    run2 = s.start_run("echo after-double", thread=th)
+    assert s.wait_terminal(run2, thread=th, timeout=30)["status"] == "completed"
+    assert C.run_record(run2)["node"] == owner
+    return "the take" if by_taker else "x's loss"
+
+
+def test_double_loss_run_open_on_a_lost_owners_thread():
+    # x's loss first (y, the thread's owner, is still alive then and is the
+    # one that would end it), y's first, both at once
+    try:
+        for i, order in enumerate(("x-first", "y-first", "together")):
+            t0 = time.time()
+            how = double_loss(f"x{i}", f"y{i}", order, f"0.2{31 + i}")
+            print(f"double loss ({order}): x's run ended at {how}, "
+                  f"{time.time() - t0:.1f} s")
+    except Exception:
+        stop_all()
+        raise
 
 def test_nats_server_killed_during_20_runs():
     # Its own cluster, with a TTL well above JetStream's failover: "no node

@@ -314,6 +314,78 @@ def test_thread_list_through_any_node_lists_every_thread():
         raise
 
 
+
+def test_thread_list_lists_a_lost_nodes_threads_after_takeover():
+    """A node lost (every daemon killed -9): its threads, whose runs all ran
+    on it, are listed by GET /threads through every node once they are taken
+    over (the taker lists them with their latest run, from rw_runs), each
+    once, also after the taker's coordinatord restarted; a running run's
+    entry ends failed/node_lost; the thread's next run replaces the entry."""
+    try:
+        a, b, c, d = node("a"), node("b"), node("c"), node("d")
+        done = d.start_run("echo gone", thread="t-gone-done")
+        assert d.wait_terminal(done, thread="t-gone-done")["status"] == "completed"
+        time.sleep(0.02)
+        run = d.start_run("for i in $(seq 1 400); do echo t$i; sleep 0.239; done",
+                          thread="t-gone-run")
+        events, _, _, _ = d.tail(run, thread="t-gone-run", limit=3, timeout=30)
+        assert len(events) == 3, events
+        order = ["t-gone-run", "t-gone-done"]
+        pages = thread_pages(a, "t-gone-", 10)
+        assert [t["threadId"] for p in pages for t in p] == order, pages
+        C.kill_node("d")
+        for pid in subprocess.run(["pgrep", "-f", "sleep 0.239"], capture_output=True,
+                                  text=True).stdout.split():
+            try:  # the run's shell loop and its sleep (not d's children)
+                os.kill(int(pid), signal.SIGKILL)
+            except ProcessLookupError:
+                pass
+        # taken over (the TTL is 15 s), the running run ended node_lost
+        assert poll(lambda: (C.run_record(run) or {}).get("status") == "failed",
+                    timeout=45, interval=0.5), (C.run_record(run), a.log("coordinatord")[-2000:])
+        owners = {th: C.owner(th, "a") for th in order}
+        assert set(owners.values()) <= {"a", "b", "c"}, owners
+        latest = {"t-gone-run": run, "t-gone-done": done}
+
+        def listed(s, limit):
+            items = [t for p in thread_pages(s, "t-gone-", limit) for t in p]
+            ok = [t["threadId"] for t in items] == order and \
+                items[0]["latestRun"]["status"] == "failed"
+            return ok and items
+        for s in (a, b, c):
+            for limit in (1, 10):
+                items = poll(lambda: listed(s, limit), timeout=10)
+                assert items, (limit, thread_pages(s, "t-gone-", limit))
+                for t in items:
+                    assert t["latestRun"]["runId"] == latest[t["threadId"]], t
+                assert items[0]["latestRun"]["error"]["code"] == "node_lost", items[0]
+                assert items[1]["latestRun"]["status"] == "completed", items[1]
+        st, js = b.http("GET", "/threads?prefix=t-gone-&status=failed")
+        assert st == 200 and [t["threadId"] for t in js["threads"]] == ["t-gone-run"], js
+        st, js = c.http("GET", "/threads?prefix=t-gone-&status=running")
+        assert st == 200 and js["threads"] == [], js
+        # the taker's coordinatord killed -9 and restarted (its key does not
+        # expire): it still lists them (kept in its state dir)
+        o = C.nodes[owners["t-gone-run"]]
+        o.kill("coordinatord", signal.SIGKILL)
+        o.start_daemon("coordinatord")
+        assert poll(lambda: o.http("GET", "/readyz")[0] == 200, timeout=30)
+        for s in (a, b, c):
+            assert poll(lambda: listed(s, 10), timeout=20), thread_pages(s, "t-gone-", 10)
+        # the thread's next run (through c: forwarded to its owner) is its
+        # entry from then on, listed once
+        nxt = c.start_run("echo back", thread="t-gone-done")
+        assert c.wait_terminal(nxt, thread="t-gone-done")["status"] == "completed"
+        assert local_run(C.nodes[owners["t-gone-done"]], nxt)
+        for s in (a, b, c):
+            for limit in (1, 10):
+                items = [t for p in thread_pages(s, "t-gone-", limit) for t in p]
+                assert [t["threadId"] for t in items] == ["t-gone-done", "t-gone-run"], items
+                assert items[0]["latestRun"]["runId"] == nxt, items[0]
+    except Exception:
+        stop_all()
+        raise
+
 def test_other_nodes_threads_are_remembered():
     """A node remembers which node owns a thread another node claimed: the
     thread's next runs and reads through it are forwarded without a claim
