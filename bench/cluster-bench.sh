@@ -15,13 +15,46 @@
 # same order (base single, base cluster, single, cluster), against the same
 # NATS servers: the ratios of both builds in one run. The NATS servers share
 # the machine's CPUs with coordinatord and the clients: this measures the
-# wiring's cost on one host, not a deployment. Raw results:
-# bench/results/cluster-bench-<timestamp>.json (one object per line).
+# wiring's cost on one host, not a deployment. Each measurement also
+# records the CPU time (user + system) the NATS servers, coordinatord and
+# the client spent on it ("cpu_s"): on this machine the three share its
+# CPUs, and the CPU per event says what throughput the CPUs allow at all.
+# Raw results: bench/results/cluster-bench-<timestamp>.json (one object per
+# line).
 set -euo pipefail
 . "$(dirname "$0")/bench-lib.sh"
 bench_need bench/append-bench bench/cluster-floor coordinatord
 bench_workdir
 urls=$(/usr/bin/python3 "$top/tests/cluster/natscluster.py" start "$work/nats" 3 --owner $$ | tail -1)
+nats_pids=$(pgrep -f "$work/nats/" | tr '\n' ' ')
+hz=$(getconf CLK_TCK)
+
+# CPU clock ticks (user + system) the processes $@ used so far.
+ticks() {
+	local t=0 p f
+	for p in "$@"; do
+		f=$(sed 's/.*) //' "/proc/$p/stat" 2>/dev/null) || continue
+		set -- $f
+		t=$((t + ${12} + ${13}))
+	done
+	echo "$t"
+}
+
+# Run a client (its argv), print its JSON line with "cpu_s" added: the CPU
+# seconds of coordinatord ($cpid, when running), the NATS servers and the
+# client itself over the run.
+measured() {
+	local c0 n0 c1 n1 out
+	c0=$( [ -n "$cpid" ] && ticks "$cpid" || echo 0)
+	n0=$(ticks $nats_pids)
+	out=$( { TIMEFORMAT='%3U %3S'; time "$@"; } 2>"$work/time")
+	c1=$( [ -n "$cpid" ] && ticks "$cpid" || echo 0)
+	n1=$(ticks $nats_pids)
+	read -r u sy <<<"$(tail -1 "$work/time")"
+	printf '%s,"cpu_s":{"coordinatord":%s,"nats":%s,"client":%s}}' "${out%\}}" \
+		"$(awk "BEGIN{print ($c1-$c0)/$hz}")" "$(awk "BEGIN{print ($n1-$n0)/$hz}")" \
+		"$(awk "BEGIN{print $u+$sy}")"
+}
 
 N1=${B1_EVENTS:-1000}
 N2=${B2_EVENTS:-20000}
@@ -45,22 +78,22 @@ for rep in $(seq 1 "$reps"); do
 			[ "$side" = cluster ] && conf=$CLUSTER
 			start_coord "$conf"
 			sleep 1 # the cluster's stream and buckets ensured
-			s=$("$main_build/bench/append-bench" "$work/run/coordinatord.sock" serial "$N1")
-			c=$("$main_build/bench/append-bench" "$work/run/coordinatord.sock" concurrent "$N2" 64 16)
+			s=$(measured "$main_build/bench/append-bench" "$work/run/coordinatord.sock" serial "$N1")
+			c=$(measured "$main_build/bench/append-bench" "$work/run/coordinatord.sock" concurrent "$N2" 64 16)
 			stop_coord
 			printf '{"build":"%s","side":"%s","rep":%d,"load":"%s","serial":%s,"concurrent":%s}\n' \
 				"$tag" "$side" "$rep" "$(cut -d' ' -f1 /proc/loadavg)" "$s" "$c" >>"$out"
 		done
 	done
-	f1=$("$main_build/bench/cluster-floor" "$urls" serial "$N1")
-	f2=$("$main_build/bench/cluster-floor" "$urls" concurrent "$N2" 16 4)
+	f1=$(measured "$main_build/bench/cluster-floor" "$urls" serial "$N1")
+	f2=$(measured "$main_build/bench/cluster-floor" "$urls" concurrent "$N2" 16 4)
 	printf '{"build":"floor","side":"floor","rep":%d,"load":"%s","serial":%s,"concurrent":%s}\n' \
 		"$rep" "$(cut -d' ' -f1 /proc/loadavg)" "$f1" "$f2" >>"$out"
 done
 build=$main_build
 /usr/bin/python3 "$top/tests/cluster/natscluster.py" stop "$work/nats"
 /usr/bin/python3 - "$out" <<'PY'
-import json, statistics as st, sys
+import json, os, statistics as st, sys
 rows = [json.loads(l) for l in open(sys.argv[1])]
 def med(b, side, kind, key):
     return st.median(r[kind][key] for r in rows if r["side"] == side and r["build"] == b)
@@ -77,6 +110,23 @@ for b in sorted({r["build"] for r in rows if r["side"] != "floor"}, reverse=True
         print(f"{b} {kind}: p50 single {s50:.2f} ms, cluster {c50:.2f} ms ({c50 / s50:.1f}x); "
               f"p99 {s99:.2f} / {c99:.2f} ms; events/s {sr:.0f} / {cr:.0f} ({cr / sr:.2f}x; "
               f"{cr / fmed(kind, 'events_per_s'):.2f} of the floor)")
+ncpu = os.cpu_count()
+def cpu_line(label, sel, kind):
+    rs = [r for r in rows if sel(r) and "cpu_s" in r[kind]]
+    if not rs:
+        return
+    n = rs[0][kind]["events"]
+    part = {k: st.median(r[kind]["cpu_s"][k] for r in rs) / n * 1e6
+            for k in ("nats", "coordinatord", "client")}
+    tot = sum(part.values())
+    print(f"  CPU per event, {label} {kind}: NATS servers {part['nats']:.0f} us, "
+          f"coordinatord {part['coordinatord']:.0f} us, client {part['client']:.0f} us; "
+          f"{tot:.0f} us in all: {ncpu} CPUs allow at most {ncpu / tot * 1e6:.0f} events/s")
+for kind in ("serial", "concurrent"):
+    cpu_line("floor", lambda r: r["side"] == "floor", kind)
+    for b in sorted({r["build"] for r in rows if r["side"] != "floor"}, reverse=True):
+        for side in ("single", "cluster"):
+            cpu_line(f"{b} {side}", lambda r, b=b, side=side: r["build"] == b and r["side"] == side, kind)
 print(f"({len([r for r in rows if r['side'] == 'floor'])} repetitions, medians; "
       f"raw: {sys.argv[1]})")
 PY
