@@ -28,9 +28,6 @@
 #include "macro.h"
 #include "mp-cursor.h"
 
-/* Cluster mode's longest wait for other runs' appends to share a commit. */
-#define COMMIT_LINGER_US 1000
-
 struct Op {
 	Op *next;
 	char run_id[RUN_ID_LEN + 1];
@@ -1063,22 +1060,22 @@ commit_ops(Coordinator *c)
 /* Cluster mode: while other runs' publishes are out, their acknowledgements
  * are about to let their clients and drivers queue more; a commit now would
  * be followed by one per run as each acknowledgement comes (one flush each,
- * on this thread). Wait for them — at most COMMIT_LINGER_US from the oldest
- * queued op — so that they share one commit, as single-host mode's appends
- * share theirs. A commit with no publish out (a serial client, an idle
- * cluster) goes at once. */
+ * on this thread). Wait for them — at most replicate_linger() (about one
+ * publish round trip) from the oldest queued op — so that they share one
+ * commit, as single-host mode's appends share theirs. A commit with no
+ * publish out (a serial client, an idle cluster) goes at once. */
 static bool
 commit_linger(Coordinator *c)
 {
 	const CommitHooks *h = c->commit_hooks;
 	usec_t waited = now_usec() - c->ops_since;
+	usec_t bound = h->replicate_linger ? h->replicate_linger(c) : 0;
 	struct timeval tv;
 
-	if (!c->linger_ev || c->stopping || !h->replicate_inflight ||
-	    h->replicate_inflight(c) == 0 || waited >= COMMIT_LINGER_US)
+	if (!c->linger_ev || c->stopping || waited >= bound)
 		return false;
 	if (!evtimer_pending(c->linger_ev, NULL))
-		evtimer_add(c->linger_ev, timeval_from_usec(&tv, COMMIT_LINGER_US - waited));
+		evtimer_add(c->linger_ev, timeval_from_usec(&tv, bound - waited));
 	return true;
 }
 

@@ -943,7 +943,7 @@ const CommitHooks coordinator_commit_hooks = {
     .replicating = replicate_active,
     .replicate = replicate_events,
     .replicate_flush = replicate_flush,
-    .replicate_inflight = replicate_inflight,
+    .replicate_linger = replicate_linger,
 };
 
 static void

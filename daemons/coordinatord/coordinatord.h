@@ -239,8 +239,9 @@ typedef struct CommitHooks {
 	/* After a commit's replicate calls: send what they queued now, not on
 	 * the loop's next turn (which may begin with another commit's flush). */
 	void (*replicate_flush)(Coordinator *c);
-	/* How many runs have a publish out now (0 without a cluster). */
-	size_t (*replicate_inflight)(Coordinator *c);
+	/* How long a commit may wait for the appends the publishes out now are
+	 * about to release: 0 when none is out (or without a cluster). */
+	usec_t (*replicate_linger)(Coordinator *c);
 } CommitHooks;
 
 struct Coordinator {
@@ -490,7 +491,7 @@ int replicate_events(Coordinator *c, const char *run_id, int64_t first_seq,
  * stopped and it is failed locally with code fenced. */
 void replicate_fence(Coordinator *c, const char *run_id);
 void replicate_flush(Coordinator *c);
-size_t replicate_inflight(Coordinator *c);
+usec_t replicate_linger(Coordinator *c);
 /* Was writer (an Rw-Writer) a process of this node? */
 bool replicate_own_writer(Coordinator *c, const char *writer);
 /* Retention pruned run_id (rec: its record as it was) from the local log:

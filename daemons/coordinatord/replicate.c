@@ -52,6 +52,10 @@
 /* At start, the runs checked for an end the cluster lacks (check_at_start). */
 #define REPL_START_THREADS 256
 #define REPL_START_WINDOW_MS (24LL * 3600 * 1000)
+/* The bounds of a commit's wait for the appends that the acknowledgements
+ * of the publishes out are about to release (replicate_linger). */
+#define REPL_LINGER_MIN_US 250
+#define REPL_LINGER_MAX_US 5000
 /* At shutdown, how long to wait for the publishes in flight. */
 #define REPL_DRAIN_MS 3000
 /* Slack in the streams' max age beyond retention + max_run_ms (a cancel's
@@ -102,6 +106,7 @@ typedef struct Replicator {
 	ClusterState state;
 	bool window_full; /* a run waits for room in the library's publish window */
 	size_t inflight;  /* runs with a publish out */
+	usec_t rtt;	  /* a publish's round trip, moving average (µs) */
 	bool checked;	  /* the start-up check of this node's runs was made */
 	uint64_t gen;	  /* batches queued so far */
 	uint64_t drain_gen;
@@ -255,7 +260,9 @@ on_published(Cluster *cl, const ClusterPublishResult *res, void *userdata)
 		Batch *last = b;
 		for (size_t k = 0; k < b->merged; k++)
 			last = last->next;
-		publish_latency(rr->r->c, now_usec() - b->sent);
+		usec_t us = now_usec() - b->sent;
+		publish_latency(rr->r->c, us);
+		rr->r->rtt = rr->r->rtt ? (7 * rr->r->rtt + us) / 8 : us;
 		rr->last_stream_seq = res->last_stream_seq;
 		rr->last_seq = last->first_seq + (int64_t)last->n - 1;
 		rr->known = true;
@@ -700,10 +707,19 @@ replicate_events(Coordinator *c, const char *run_id, int64_t first_seq, const ch
 	return 0;
 }
 
-size_t
-replicate_inflight(Coordinator *c)
+/* While publishes are out, their acknowledgements are about to release
+ * appends (the clients and drivers they answer queue more): a commit may wait
+ * for them about one publish round trip — the moving average, so that the
+ * wait follows the cluster's pace: short on a quiet one, longer when the
+ * servers are busy and each commit's publishes are costly — within
+ * REPL_LINGER_MIN_US..REPL_LINGER_MAX_US. */
+usec_t
+replicate_linger(Coordinator *c)
 {
-	return c->repl ? c->repl->inflight : 0;
+	Replicator *r = c->repl;
+	if (!r || r->inflight == 0)
+		return 0;
+	return MIN(MAX(r->rtt, (usec_t)REPL_LINGER_MIN_US), (usec_t)REPL_LINGER_MAX_US);
 }
 
 void
