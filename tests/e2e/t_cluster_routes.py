@@ -458,7 +458,8 @@ def test_thread_runs_list_a_lost_nodes_runs_after_takeover():
             allr3, status, code, _ = s.tail(r3, thread=th, timeout=30)
             assert code == 1000 and status["status"] == "failed", (code, status)
             assert_gapfree(allr3)
-            assert allr3[-1]["type"] == "RUN_ERROR" and allr3[-1]["code"] == "node_lost"
+            end = allr3[-1]["chunk"]
+            assert end["type"] == "RUN_ERROR" and end["code"] == "node_lost", end
             rest, status, code, _ = s.tail(r3, thread=th, last_seq=2, timeout=30)
             assert code == 1000 and rest == allr3[3:], (rest[:3], allr3[3:6])
         for s in (a, b, c):
