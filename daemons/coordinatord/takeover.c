@@ -29,10 +29,11 @@
  * ends the run: a take answered before the run's node's loss is reported
  * here is in that loss's listing (owner: this node); one answered after
  * finds the run's node lost. A run reached both ways is ended once
- * (ended_here). The taker also lists each thread it took in
- * THREAD_LIST, with the newest run rw_runs has of it, until its own log has a
- * run of the thread (takeover_thread_list; kept in state_dir across
- * restarts).
+ * (ended_here). The taker also keeps the records rw_runs has of the runs of
+ * each thread it took that ran elsewhere (at most ADOPTED_RUNS_MAX, the
+ * newest; kept in state_dir across restarts): THREAD_RUNS lists them with
+ * its log's (takeover_thread_runs), THREAD_LIST the thread with the newest
+ * until its own log has a run of it (takeover_thread_list).
  * A step that fails otherwise (no JetStream leader during a NATS failover)
  * is tried again a second later, up to TAKEOVER_RETRIES times.
  *
