@@ -1176,9 +1176,11 @@ takeover_thread_runs(Coordinator *c, const char *thread_id, const char *status, 
 			return -ENOMEM;
 		added++;
 	}
-	if (json_array_size(runs) == 0) /* its runs are gone from the cluster */
+	if (json_array_size(runs) == 0) { /* its runs are gone from the cluster */
 		json_object_del(t->adopted, thread_id);
-	if (changed || json_array_size(runs) == 0)
+		changed = true;
+	}
+	if (changed)
 		adopted_save(t);
 	return added ? recs_sort(list, 0) : 0;
 }
