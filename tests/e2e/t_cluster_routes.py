@@ -14,6 +14,10 @@ three-server NATS JetStream cluster and three runwarden nodes a, b, c
 - b and c race to claim one new thread through their routerds, again and
   again: exactly one of them claims it each time, and both requests are
   served;
+- a node lost (kill -9 of every daemon): its threads are listed by GET
+  /threads, and their runs by GET /threads/{id}/runs (with the status
+  filter, read by id and tailed from a lastSeq) through every node, also
+  after the taker's coordinatord restarted and after the thread's next run;
 - a's coordinatord stopped (SIGSTOP): a forwarded request answers 503
   owner_unreachable within the forwarding timeout, nothing crashes; after
   SIGCONT the same request works;
