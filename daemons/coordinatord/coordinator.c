@@ -663,6 +663,9 @@ handle_thread_runs(Peer *p, const Frame *f, const Msg_THREAD_RUNS *m, void *ud)
 		goto out;
 	if (ret == 0)
 		ret = runlog_thread_runs(cl->c->runlog, thread_id, status, &list);
+	if (ret == 0) /* cluster mode: the runs of a thread taken over that ran on its
+		       * lost node */
+		ret = takeover_thread_runs(cl->c, thread_id, status, list);
 	if (ret == 0) {
 		char **texts = json_texts(list);
 		ret = texts ? reply_send_THREAD_RUNS(p, f->req_id,

@@ -520,6 +520,10 @@ void takeover_node_lost(Coordinator *c, const char *node);
  * (their latest run ran on the lost node): merged, newest first, cut to
  * q->limit. 0 or -ENOMEM. */
 int takeover_thread_list(Coordinator *c, const RunLogThreadQuery *q, json_t *list, bool *more);
+/* THREAD_RUNS' list of this node's log (runlog_thread_runs() for thread_id,
+ * status) with the runs of thread_id that ran on the node it was taken over
+ * from (at most 256, the newest): merged, newest first. 0 or -ENOMEM. */
+int takeover_thread_runs(Coordinator *c, const char *thread_id, const char *status, json_t *list);
 
 /* placement.c — thread ownership in cluster mode. Before RUN_START's work:
  * true when it took the request (answered it with an ERROR, or holds it

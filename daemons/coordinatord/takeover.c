@@ -29,10 +29,11 @@
  * ends the run: a take answered before the run's node's loss is reported
  * here is in that loss's listing (owner: this node); one answered after
  * finds the run's node lost. A run reached both ways is ended once
- * (ended_here). The taker also lists each thread it took in
- * THREAD_LIST, with the newest run rw_runs has of it, until its own log has a
- * run of the thread (takeover_thread_list; kept in state_dir across
- * restarts).
+ * (ended_here). The taker also keeps the records rw_runs has of the runs of
+ * each thread it took that ran elsewhere (at most ADOPTED_RUNS_MAX, the
+ * newest; kept in state_dir across restarts): THREAD_RUNS lists them with
+ * its log's (takeover_thread_runs), THREAD_LIST the thread with the newest
+ * until its own log has a run of it (takeover_thread_list).
  * A step that fails otherwise (no JetStream leader during a NATS failover)
  * is tried again a second later, up to TAKEOVER_RETRIES times.
  *
@@ -83,9 +84,11 @@ typedef struct Takeover {
 	Loss *losses;	/* takeovers in progress */
 	json_t *lost;	/* nodes whose loss was reported here: node → true */
 	json_t *ended;	/* runs this node ends or ended: runId → epoch ms */
-	/* threads taken over here whose latest run ran elsewhere (the lost
-	 * node): thread → that run's record, listed (THREAD_LIST) until this
-	 * node's log has a run of the thread */
+	/* threads taken over here: thread → {"runs": the records of its runs
+	 * that ran elsewhere (the lost node), newest first, at most
+	 * ADOPTED_RUNS_MAX; "local": true once this node's log has a run of
+	 * it}. Listed in THREAD_LIST (its newest run) until "local", and in
+	 * THREAD_RUNS (merged with the log's) while this node owns it. */
 	json_t *adopted;
 	bool adopted_checked; /* its owners checked since this process started */
 } Takeover;
@@ -93,6 +96,71 @@ typedef struct Takeover {
 /* The adopted threads, kept across restarts of coordinatord: a cache of
  * what rw_runs and rw_threads say (replaced whole, by a rename). */
 #define ADOPTED_FILE "cluster-adopted.json"
+/* The runs of a thread taken over that ran elsewhere, kept per thread: the
+ * newest ones (older ones are not listed by THREAD_RUNS; each is still read
+ * by its id: RUN_GET, RUN_READ). */
+#define ADOPTED_RUNS_MAX 256
+
+/* Newest first: startedAt, then runId (as runlog_thread_runs orders). */
+static int
+rec_cmp(const void *a, const void *b)
+{
+	json_t *x = *(json_t *const *)a, *y = *(json_t *const *)b;
+	json_int_t tx = json_integer_value(json_object_get(x, "startedAt"));
+	json_int_t ty = json_integer_value(json_object_get(y, "startedAt"));
+	if (tx != ty)
+		return tx > ty ? -1 : 1;
+	return -strcmp(json_string_value(json_object_get(x, "runId")) ?: "",
+		       json_string_value(json_object_get(y, "runId")) ?: "");
+}
+
+/* Sort the records of arr newest first, keep the first max (0: all). 0 or
+ * -ENOMEM. */
+static int
+recs_sort(json_t *arr, size_t max)
+{
+	size_t n = json_array_size(arr);
+	if (n < 2 && (max == 0 || n <= max))
+		return 0;
+	_cleanup_free_ json_t **v = calloc(n, sizeof(*v));
+	if (!v)
+		return -ENOMEM;
+	for (size_t i = 0; i < n; i++)
+		v[i] = json_incref(json_array_get(arr, i));
+	qsort(v, n, sizeof(*v), rec_cmp);
+	json_array_clear(arr);
+	int r = 0;
+	for (size_t i = 0; i < n; i++) {
+		if (r == 0 && (max == 0 || i < max) && json_array_append(arr, v[i]) < 0)
+			r = -ENOMEM;
+		json_decref(v[i]);
+	}
+	return r;
+}
+
+/* Has rec (a record of a run of an adopted thread) gone from the cluster
+ * (older than the streams' max age: "Retention")? */
+static bool
+rec_expired(const Coordinator *c, const json_t *rec, int64_t now)
+{
+	int64_t age = replicate_max_age_ms(&c->conf);
+	return age > 0 && json_integer_value(json_object_get(rec, "startedAt")) < now - age;
+}
+
+/* The runs of an adopted thread's entry, pruned of those gone from the
+ * cluster (*changed set then). */
+static json_t *
+adopted_runs(const Coordinator *c, json_t *entry, bool *changed)
+{
+	json_t *runs = json_object_get(entry, "runs");
+	int64_t now = now_epoch_ms();
+	for (size_t i = json_array_size(runs); i-- > 0;)
+		if (rec_expired(c, json_array_get(runs, i), now)) {
+			(void)json_array_remove(runs, i);
+			*changed = true;
+		}
+	return runs;
+}
 
 static void
 adopted_save(Takeover *t)
@@ -117,10 +185,23 @@ adopted_load(Coordinator *c)
 	char path[PATH_MAX];
 	snprintf(path, sizeof(path), "%s/" ADOPTED_FILE, c->conf.shared.state_dir);
 	json_t *j = json_load_file(path, 0, NULL);
-	if (json_is_object(j))
-		return j;
-	json_decref(j);
-	return json_object();
+	const char *thread;
+	void *tmp;
+	json_t *v;
+	if (!json_is_object(j)) {
+		json_decref(j);
+		return json_object();
+	}
+	json_object_foreach_safe(j, tmp, thread, v)
+	{
+		if (json_is_array(json_object_get(v, "runs")))
+			continue;
+		if (json_object_get(v, "runId")) /* the first format: its newest run */
+			(void)json_object_set_new(j, thread, json_pack("{s:[O]}", "runs", v));
+		else
+			json_object_del(j, thread);
+	}
+	return j;
 }
 
 /* One lost node's takeover: what it owned, the runs it ran; freed when the
@@ -137,8 +218,10 @@ struct Loss {
 	json_t *runs;	/* records (rw_runs) not terminal: its runs, and other
 			 * nodes' runs on the threads it owned */
 	json_t *owners; /* every thread's owner (rw_threads): thread → node */
-	json_t *newest; /* the newest record of each thread it owned, or ran a
-			 * run of nobody's thread on: thread → record */
+	json_t *newest; /* each thread it owned, or ran a run of nobody's
+			 * thread on: thread → the records of its runs that
+			 * ran elsewhere than here (its own; other nodes'
+			 * ended ones), newest first (adopt_thread) */
 	json_t *alive;	/* the live nodes (rw_nodes) listed before the takes,
 			 * when other nodes' runs are on its threads; or NULL */
 };
@@ -300,30 +383,57 @@ ending_give_up(Ending *e)
 	ending_free(e);
 }
 
-/* This node owns thread now (a take, a claim): listed with the newest run
- * the listing of rw_runs found of it (ran on the lost node: no live log has
- * it) until its log has a run of the thread. */
+/* This node owns thread now (a take, a claim): the records of its runs the
+ * listing of rw_runs found (they ran on the lost node: no live log has
+ * them) are listed in THREAD_RUNS, and its newest in THREAD_LIST until this
+ * node's log has a run of the thread. */
 static void
 adopt_thread(Loss *l, const char *thread)
 {
-	json_t *rec = json_object_get(l->newest, thread);
-	if (rec) {
-		(void)json_object_set_new(l->t->adopted, thread, json_deep_copy(rec));
-		adopted_save(l->t);
+	json_t *runs = json_object_get(l->newest, thread);
+	if (json_array_size(runs) == 0)
+		return;
+	if (json_array_size(runs) > ADOPTED_RUNS_MAX)
+		log_ctx(LOG_NOTICE, &(LogCtx){.thread_id = thread},
+			"Thread taken over from lost node %s: its %d newest of %zu runs listed",
+			l->node, ADOPTED_RUNS_MAX, json_array_size(runs));
+	json_t *copy = json_deep_copy(runs);
+	if (!copy || recs_sort(copy, ADOPTED_RUNS_MAX) < 0 ||
+	    json_object_set_new(l->t->adopted, thread, json_pack("{s:o}", "runs", copy)) < 0)
+		return;
+	adopted_save(l->t);
+}
+
+/* A record this node put (a run it ended): its adopted thread's entry has
+ * it from then on. */
+static void
+adopted_update(Takeover *t, const char *run_id, json_t *rec)
+{
+	const char *thread = json_string_value(json_object_get(rec, "threadId"));
+	json_t *runs = json_object_get(json_object_get(t->adopted, thread ? thread : ""), "runs");
+	size_t i;
+	json_t *x;
+	if (!runs)
+		return;
+	json_array_foreach(runs, i, x)
+	{
+		const char *id = json_string_value(json_object_get(x, "runId"));
+		if (id && streq(id, run_id))
+			break;
 	}
+	if (i < json_array_size(runs))
+		(void)json_array_set_new(runs, i, json_deep_copy(rec));
+	else
+		(void)json_array_append_new(runs, json_deep_copy(rec));
+	(void)recs_sort(runs, ADOPTED_RUNS_MAX);
+	adopted_save(t);
 }
 
 static void
 on_record_put(Cluster *cl, int err, uint64_t revision, void *userdata)
 {
 	Ending *e = userdata;
-	const char *thread = json_string_value(json_object_get(e->rec, "threadId"));
-	json_t *a = json_object_get(e->loss->t->adopted, thread ? thread : "");
-	const char *arun = json_string_value(json_object_get(a, "runId"));
-	if (arun && streq(arun, e->run_id)) { /* the thread's list entry: the end */
-		(void)json_object_set_new(e->loss->t->adopted, thread, json_deep_copy(e->rec));
-		adopted_save(e->loss->t);
-	}
+	adopted_update(e->loss->t, e->run_id, e->rec);
 	if (err < 0)
 		log_ctx_errno(LOG_WARNING, err, &(LogCtx){.run_id = e->run_id},
 			      "Run's record (node_lost) not mirrored to the cluster: %m");
@@ -824,23 +934,31 @@ on_runs(Cluster *cl, int err, const ClusterKv *kv, size_t n, void *userdata)
 			json_array_append(l->runs, rec);
 			own += mine;
 		}
-		/* the threads this node may come to own: their newest run
+		/* the threads this node may come to own: their runs
 		 * (adopt_thread) */
 		if ((ow && streq(ow, l->node)) || (!ow && mine && running))
 			(void)json_object_set_new(want, th, json_true());
 		(void)json_array_append_new(all, rec);
 	}
+	/* of those threads, the lost node's runs, and the other nodes' ended
+	 * ones (a thread taken over before: its earlier owners'); not this
+	 * node's (its log has them), nor another node's running run (its
+	 * node's log lists it; one lost too is added when it is ended here:
+	 * adopted_update) */
 	size_t ai;
 	json_t *arec;
 	json_array_foreach(all, ai, arec)
 	{
 		const char *th = json_string_value(json_object_get(arec, "threadId"));
-		if (!json_object_get(want, th))
+		const char *node = json_string_value(json_object_get(arec, "node"));
+		const char *st = json_string_value(json_object_get(arec, "status"));
+		if (!json_object_get(want, th) || streq(node, cluster_node(cl)) ||
+		    (!streq(node, l->node) && !run_status_terminal(st)))
 			continue;
 		json_t *had = json_object_get(l->newest, th);
-		if (!had || json_integer_value(json_object_get(arec, "startedAt")) >
-				json_integer_value(json_object_get(had, "startedAt")))
-			(void)json_object_set(l->newest, th, arec);
+		if (!had && json_object_set_new(l->newest, th, had = json_array()) < 0)
+			continue;
+		(void)json_array_append(had, arec);
 	}
 	log_notice("Cluster: node %s lost: taking over its %zu thread(s), %zu run(s) running",
 		   l->node, l->n_threads, own);
@@ -958,25 +1076,34 @@ int
 takeover_thread_list(Coordinator *c, const RunLogThreadQuery *q, json_t *list, bool *more)
 {
 	Takeover *t = c->takeover;
-	size_t pl = q->prefix ? strlen(q->prefix) : 0, added = 0, n0;
+	size_t pl = q->prefix ? strlen(q->prefix) : 0, added = 0;
+	bool changed = false;
 	const char *thread;
 	void *tmp;
-	json_t *rec;
+	json_t *entry;
 
 	if (!t || json_object_size(t->adopted) == 0)
 		return 0;
-	n0 = json_object_size(t->adopted);
-	json_object_foreach_safe(t->adopted, tmp, thread, rec)
+	json_object_foreach_safe(t->adopted, tmp, thread, entry)
 	{
+		if (json_is_true(json_object_get(entry, "local")))
+			continue;
 		json_t *runs = NULL;
 		/* a run of it here: this node's log lists it from then on */
 		if (runlog_thread_runs(c->runlog, thread, NULL, &runs) == 0 &&
 		    json_array_size(runs) > 0) {
 			json_decref(runs);
-			json_object_del(t->adopted, thread);
+			(void)json_object_set_new(entry, "local", json_true());
+			changed = true;
 			continue;
 		}
 		json_decref(runs);
+		json_t *rec = json_array_get(adopted_runs(c, entry, &changed), 0);
+		if (!rec) { /* its runs are gone from the cluster */
+			json_object_del(t->adopted, thread);
+			changed = true;
+			continue;
+		}
 		int64_t ms = json_integer_value(json_object_get(rec, "startedAt"));
 		const char *st = json_string_value(json_object_get(rec, "status"));
 		if ((pl && strncmp(thread, q->prefix, pl) != 0) ||
@@ -992,7 +1119,7 @@ takeover_thread_list(Coordinator *c, const RunLogThreadQuery *q, json_t *list, b
 			return -ENOMEM;
 		added++;
 	}
-	if (json_object_size(t->adopted) != n0)
+	if (changed)
 		adopted_save(t);
 	if (!added)
 		return 0;
@@ -1016,6 +1143,46 @@ takeover_thread_list(Coordinator *c, const RunLogThreadQuery *q, json_t *list, b
 		}
 	}
 	return 0;
+}
+
+int
+takeover_thread_runs(Coordinator *c, const char *thread_id, const char *status, json_t *list)
+{
+	Takeover *t = c->takeover;
+	json_t *entry = t ? json_object_get(t->adopted, thread_id) : NULL;
+	bool changed = false;
+	size_t i, added = 0;
+	json_t *rec;
+
+	if (!entry)
+		return 0;
+	json_t *runs = adopted_runs(c, entry, &changed);
+	json_auto_t *have = json_object(); /* the log's runs: listed once */
+	if (!have)
+		return -ENOMEM;
+	json_array_foreach(list, i, rec)
+	{
+		const char *id = json_string_value(json_object_get(rec, "runId"));
+		if (id)
+			(void)json_object_set_new(have, id, json_true());
+	}
+	json_array_foreach(runs, i, rec)
+	{
+		const char *id = json_string_value(json_object_get(rec, "runId"));
+		const char *st = json_string_value(json_object_get(rec, "status"));
+		if (!id || json_object_get(have, id) || (status && !streq(status, st ?: "")))
+			continue;
+		if (json_array_append(list, rec) < 0)
+			return -ENOMEM;
+		added++;
+	}
+	if (json_array_size(runs) == 0) { /* its runs are gone from the cluster */
+		json_object_del(t->adopted, thread_id);
+		changed = true;
+	}
+	if (changed)
+		adopted_save(t);
+	return added ? recs_sort(list, 0) : 0;
 }
 
 /* ---- this node's lease, its load ---- */

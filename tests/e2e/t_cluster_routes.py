@@ -14,6 +14,10 @@ three-server NATS JetStream cluster and three runwarden nodes a, b, c
 - b and c race to claim one new thread through their routerds, again and
   again: exactly one of them claims it each time, and both requests are
   served;
+- a node lost (kill -9 of every daemon): its threads are listed by GET
+  /threads, and their runs by GET /threads/{id}/runs (with the status
+  filter, read by id and tailed from a lastSeq) through every node, also
+  after the taker's coordinatord restarted and after the thread's next run;
 - a's coordinatord stopped (SIGSTOP): a forwarded request answers 503
   owner_unreachable within the forwarding timeout, nothing crashes; after
   SIGCONT the same request works;
@@ -385,6 +389,113 @@ def test_thread_list_lists_a_lost_nodes_threads_after_takeover():
     except Exception:
         stop_all()
         raise
+
+def test_thread_runs_list_a_lost_nodes_runs_after_takeover():
+    """A node lost (every daemon killed -9) with a thread of three runs, one
+    running: GET /threads/{id}/runs through every node lists the three
+    (their records as rw_runs has them, the running one ended
+    failed/node_lost by the taker), newest first, with the status filter;
+    each is read by id (GET /runs/{id}?threadId=, a WebSocket tail from a
+    lastSeq) through every node; the same after the taker's coordinatord
+    restarted; the thread's next run (on the taker) is listed first, before
+    the lost node's."""
+    th = "t-lost-runs"
+    loop = "for i in $(seq 1 400); do echo r$i; sleep 0.241; done"
+    try:
+        a, b, c, e = node("a"), node("b"), node("c"), node("e")
+        r1 = e.start_run("echo one", thread=th)
+        assert e.wait_terminal(r1, thread=th)["status"] == "completed"
+        time.sleep(0.02)
+        r2 = e.start_run("echo two; exit 3", thread=th)
+        assert e.wait_terminal(r2, thread=th)["status"] == "failed"
+        time.sleep(0.02)
+        r3 = e.start_run(loop, thread=th)
+        events, _, _, _ = e.tail(r3, thread=th, limit=3, timeout=30)
+        assert len(events) == 3, events
+        order = [r3, r2, r1]
+
+        def ids(s, q=""):
+            st, js = s.http("GET", f"/threads/{th}/runs{q}")
+            assert st == 200, (st, js)
+            return [r["runId"] for r in js]
+        assert ids(a) == order
+        full = {r: e.tail(r, thread=th, timeout=30)[0] for r in (r1, r2)}
+        C.kill_node("e")
+        for pid in subprocess.run(["pgrep", "-f", "sleep 0.241"], capture_output=True,
+                                  text=True).stdout.split():
+            try:  # the run's shell loop and its sleep (not e's children)
+                os.kill(int(pid), signal.SIGKILL)
+            except ProcessLookupError:
+                pass
+        assert poll(lambda: (C.run_record(r3) or {}).get("status") == "failed",
+                    timeout=45, interval=0.5), (C.run_record(r3), a.log("coordinatord")[-2000:])
+        taker = C.owner(th, "a")
+        assert taker in ("a", "b", "c"), taker
+
+        def check_runs(s, first=()):
+            want = list(first) + order
+            got = poll(lambda: (lambda g: g if g == want else None)(ids(s)), timeout=10)
+            assert got == want, (ids(s), want)
+            st, js = s.http("GET", f"/threads/{th}/runs")
+            recs = {r["runId"]: r for r in js}
+            assert recs[r3]["status"] == "failed" and \
+                recs[r3]["error"]["code"] == "node_lost", recs[r3]
+            assert recs[r3]["node"] == "e" and recs[r3]["endedBy"] == taker, recs[r3]
+            assert recs[r1]["status"] == "completed" and recs[r2]["status"] == "failed"
+            done = [r for r in want if recs[r]["status"] == "completed"]
+            assert ids(s, "?status=completed") == done
+            assert ids(s, "?status=failed") == [r for r in want if r in (r3, r2)]
+            assert ids(s, "?status=running") == []
+
+        def check_reads(s):
+            for r in order:
+                st, rec = s.http("GET", f"/runs/{r}?threadId={th}")
+                assert st == 200 and rec["runId"] == r, (r, st, rec)
+                assert rec["status"] == {r1: "completed", r2: "failed", r3: "failed"}[r], rec
+            st, rec = s.http("GET", f"/runs/{r3}?threadId={th}")
+            assert rec["error"]["code"] == "node_lost", rec
+            for r, evs in full.items():
+                rest, status, code, _ = s.tail(r, thread=th, last_seq=1, timeout=30)
+                assert code == 1000 and [x["seq"] for x in rest] == \
+                    [x["seq"] for x in evs[2:]], (r, rest, evs)
+                assert rest == evs[2:], (r, rest, evs)
+            allr3, status, code, _ = s.tail(r3, thread=th, timeout=30)
+            assert code == 1000 and status["status"] == "failed", (code, status)
+            assert_gapfree(allr3)
+            end = allr3[-1]["chunk"]
+            assert end["type"] == "RUN_ERROR" and end["code"] == "node_lost", end
+            rest, status, code, _ = s.tail(r3, thread=th, last_seq=2, timeout=30)
+            assert code == 1000 and rest == allr3[3:], (rest[:3], allr3[3:6])
+        for s in (a, b, c):
+            check_runs(s)
+            check_reads(s)
+        # a wrong thread is still refused
+        st, _ = b.http("GET", f"/runs/{r1}?threadId=t-other-thread")
+        assert st == 404, st
+        # the taker's coordinatord killed -9 and restarted (its key does not
+        # expire): it still lists them (kept in its state dir)
+        o = C.nodes[taker]
+        o.kill("coordinatord", signal.SIGKILL)
+        o.start_daemon("coordinatord")
+        assert poll(lambda: o.http("GET", "/readyz")[0] == 200, timeout=30)
+        for s in (a, b, c):
+            check_runs(s)
+        check_reads(o)
+        # the thread's next run (through a node that is not its owner when
+        # there is one) runs on the taker, listed first
+        via = next(s for s in (a, b, c) if s is not o)
+        nxt = via.start_run("echo next", thread=th)
+        assert via.wait_terminal(nxt, thread=th)["status"] == "completed"
+        assert local_run(o, nxt)
+        for s in (a, b, c):
+            check_runs(s, first=[nxt])
+        items = [t for p in thread_pages(a, th, 10) for t in p]
+        assert [t["threadId"] for t in items] == [th], items
+        assert items[0]["latestRun"]["runId"] == nxt, items
+    except Exception:
+        stop_all()
+        raise
+
 
 def test_other_nodes_threads_are_remembered():
     """A node remembers which node owns a thread another node claimed: the
