@@ -636,18 +636,6 @@ gather_ask(Gather *g)
 		gather_done(g);
 }
 
-static int
-item_cmp(const void *a, const void *b)
-{
-	json_t *x = *(json_t *const *)a, *y = *(json_t *const *)b;
-	json_int_t tx = json_integer_value(json_object_get(x, "lastRunAt"));
-	json_int_t ty = json_integer_value(json_object_get(y, "lastRunAt"));
-	if (tx != ty)
-		return tx > ty ? -1 : 1;
-	return strcmp(json_string_value(json_object_get(x, "threadId")) ?: "",
-		      json_string_value(json_object_get(y, "threadId")) ?: "");
-}
-
 /* Every node's page merged: newest activity first, a thread listed by
  * several nodes (its runs are in several logs) once, with its newest run;
  * the first limit items. */
@@ -663,7 +651,7 @@ threads_answer(Gather *g)
 	for (size_t i = 0; r == 0 && i < n; i++)
 		v[i] = json_array_get(g->items, i);
 	if (r == 0 && n)
-		qsort(v, n, sizeof(*v), item_cmp);
+		qsort(v, n, sizeof(*v), runlog_thread_item_cmp);
 	json_auto_t *seen = json_object(); /* the threads listed (a set) */
 	if (!seen)
 		r = -ENOMEM;

@@ -332,6 +332,18 @@ typedef struct ThreadHead {
 	char run_id[RUN_ID_LEN + 1];
 } ThreadHead;
 
+int
+runlog_thread_item_cmp(const void *a, const void *b)
+{
+	json_t *x = *(json_t *const *)a, *y = *(json_t *const *)b;
+	json_int_t tx = json_integer_value(json_object_get(x, "lastRunAt"));
+	json_int_t ty = json_integer_value(json_object_get(y, "lastRunAt"));
+	if (tx != ty)
+		return tx > ty ? -1 : 1;
+	return strcmp(json_string_value(json_object_get(x, "threadId")) ?: "",
+		      json_string_value(json_object_get(y, "threadId")) ?: "");
+}
+
 bool
 runlog_scope_allows(char *const *scope, const char *thread_id)
 {

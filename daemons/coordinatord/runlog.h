@@ -225,6 +225,10 @@ typedef struct RunLogThreadQuery {
 int runlog_threads(RunLog *l, const RunLogThreadQuery *q, json_t **ret, bool *ret_more);
 /* Does scope (NULL: every thread; "x*" a prefix) allow thread_id? */
 bool runlog_scope_allows(char *const *scope, const char *thread_id);
+/* qsort's order of THREAD_LIST items (json_t *): the newest lastRunAt first,
+ * then by threadId — the order runlog_threads lists them in, for lists
+ * merged from elsewhere (other nodes, threads taken over). */
+int runlog_thread_item_cmp(const void *a, const void *b);
 
 /* Each run a pruning pass deleted, with its record as it was (borrowed),
  * after the transaction committed (for the cluster's copy of the run). */

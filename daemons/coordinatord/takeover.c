@@ -1060,18 +1060,6 @@ takeover_node_lost(Coordinator *c, const char *node)
 
 /* ---- the threads taken over, in THREAD_LIST ---- */
 
-static int
-item_cmp(const void *a, const void *b)
-{
-	json_t *x = *(json_t *const *)a, *y = *(json_t *const *)b;
-	json_int_t tx = json_integer_value(json_object_get(x, "lastRunAt"));
-	json_int_t ty = json_integer_value(json_object_get(y, "lastRunAt"));
-	if (tx != ty)
-		return tx > ty ? -1 : 1;
-	return strcmp(json_string_value(json_object_get(x, "threadId")) ?: "",
-		      json_string_value(json_object_get(y, "threadId")) ?: "");
-}
-
 int
 takeover_thread_list(Coordinator *c, const RunLogThreadQuery *q, json_t *list, bool *more)
 {
@@ -1130,7 +1118,7 @@ takeover_thread_list(Coordinator *c, const RunLogThreadQuery *q, json_t *list, b
 		return -ENOMEM;
 	for (size_t i = 0; i < n; i++)
 		v[i] = json_incref(json_array_get(list, i));
-	qsort(v, n, sizeof(*v), item_cmp);
+	qsort(v, n, sizeof(*v), runlog_thread_item_cmp);
 	json_array_clear(list);
 	for (size_t i = 0; i < n; i++) {
 		if (i >= q->limit) {
