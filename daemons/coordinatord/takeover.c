@@ -215,15 +215,16 @@ struct Loss {
 	size_t n_threads;
 	char **threads;
 	uint64_t *revs;
-	json_t *runs;	/* records (rw_runs) not terminal: its runs, and other
-			 * nodes' runs on the threads it owned */
-	json_t *owners; /* every thread's owner (rw_threads): thread → node */
-	json_t *newest; /* each thread it owned, or ran a run of nobody's
-			 * thread on: thread → the records of its runs that
-			 * ran elsewhere than here (its own; other nodes'
-			 * ended ones), newest first (adopt_thread) */
-	json_t *alive;	/* the live nodes (rw_nodes) listed before the takes,
-			 * when other nodes' runs are on its threads; or NULL */
+	json_t *runs;	       /* records (rw_runs) not terminal: its runs, and other
+				* nodes' runs on the threads it owned */
+	json_t *owners;	       /* every thread's owner (rw_threads): thread → node */
+	json_t *newest;	       /* each thread it owned, or ran a run of nobody's
+				* thread on: thread → the records of its runs that
+				* ran elsewhere than here (its own; other nodes'
+				* ended ones), newest first (adopt_thread) */
+	json_t *alive;	       /* the live nodes (rw_nodes) listed before the takes,
+				* when other nodes' runs are on its threads; or NULL */
+	ClusterBucket listing; /* what it lists now (loss_list) */
 };
 
 /* One run of a lost node being ended here. */
@@ -265,34 +266,28 @@ static void on_nodes(Cluster *cl, int err, const ClusterKv *kv, size_t n, void *
 static void on_lost_last(Cluster *cl, int err, const ClusterRunLast *last, void *userdata);
 static void on_lost_published(Cluster *cl, const ClusterPublishResult *res, void *userdata);
 
+/* A loss's listings, in their order: rw_threads (on_threads), rw_runs
+ * (on_runs), and rw_nodes (on_nodes) when other nodes' runs are on its
+ * threads. Each answer, or the failure to ask, goes to its callback. */
 static void
-list_threads_again(evutil_socket_t fd, short what, void *arg)
+loss_list(Loss *l, ClusterBucket bucket)
 {
-	Loss *l = arg;
 	Cluster *cl = l->t->c->cluster;
-	int r = cluster_list(cl, CLUSTER_THREADS, on_threads, l);
+	ClusterListFn fn = bucket == CLUSTER_THREADS ? on_threads
+			   : bucket == CLUSTER_RUNS  ? on_runs
+						     : on_nodes;
+	l->listing = bucket;
+	int r = cluster_list(cl, bucket, fn, l);
 	if (r < 0)
-		on_threads(cl, r, NULL, 0, l);
+		fn(cl, r, NULL, 0, l);
 }
 
+/* The listing again, a second after it failed. */
 static void
-list_runs_again(evutil_socket_t fd, short what, void *arg)
+list_again(evutil_socket_t fd, short what, void *arg)
 {
 	Loss *l = arg;
-	Cluster *cl = l->t->c->cluster;
-	int r = cluster_list(cl, CLUSTER_RUNS, on_runs, l);
-	if (r < 0)
-		on_runs(cl, r, NULL, 0, l);
-}
-
-static void
-list_nodes_again(evutil_socket_t fd, short what, void *arg)
-{
-	Loss *l = arg;
-	Cluster *cl = l->t->c->cluster;
-	int r = cluster_list(cl, CLUSTER_NODES, on_nodes, l);
-	if (r < 0)
-		on_nodes(cl, r, NULL, 0, l);
+	loss_list(l, l->listing);
 }
 
 static void
@@ -881,7 +876,7 @@ on_nodes(Cluster *cl, int err, const ClusterKv *kv, size_t n, void *userdata)
 	Loss *l = userdata;
 
 	if (err < 0) {
-		if (later(l->t->c, &l->attempts, list_nodes_again, l) == 0)
+		if (later(l->t->c, &l->attempts, list_again, l) == 0)
 			return;
 		log_warning_errno(err,
 				  "Cluster: live nodes not listed: %m; only the nodes seen lost "
@@ -901,7 +896,7 @@ on_runs(Cluster *cl, int err, const ClusterKv *kv, size_t n, void *userdata)
 	Coordinator *c = l->t->c;
 
 	if (err < 0) {
-		if (later(c, &l->attempts, list_runs_again, l) == 0)
+		if (later(c, &l->attempts, list_again, l) == 0)
 			return;
 		log_error_errno(err,
 				"Cluster: runs of lost node %s not listed: %m; its threads "
@@ -973,9 +968,7 @@ on_runs(Cluster *cl, int err, const ClusterKv *kv, size_t n, void *userdata)
 	if (json_array_size(l->runs) > own && l->n_threads > 0) {
 		/* other nodes' runs on its threads: which of those nodes are
 		 * alive, before the takes (on_taken) */
-		int r = cluster_list(cl, CLUSTER_NODES, on_nodes, l);
-		if (r < 0)
-			on_nodes(cl, r, NULL, 0, l);
+		loss_list(l, CLUSTER_NODES);
 		return;
 	}
 	take_threads(l);
@@ -990,7 +983,7 @@ on_threads(Cluster *cl, int err, const ClusterKv *kv, size_t n, void *userdata)
 	size_t k = 0;
 
 	if (err < 0) {
-		if (later(c, &l->attempts, list_threads_again, l) == 0)
+		if (later(c, &l->attempts, list_again, l) == 0)
 			return;
 		log_error_errno(err, "Cluster: threads of lost node %s not listed: %m", l->node);
 		loss_unref(l);
@@ -1013,9 +1006,7 @@ on_threads(Cluster *cl, int err, const ClusterKv *kv, size_t n, void *userdata)
 			l->revs[l->n_threads++] = kv[i].revision;
 	/* its runs, also when it owned no thread (a run opened there with
 	 * RUN_OPEN, which does not claim) */
-	int r = cluster_list(c->cluster, CLUSTER_RUNS, on_runs, l);
-	if (r < 0)
-		on_runs(c->cluster, r, NULL, 0, l);
+	loss_list(l, CLUSTER_RUNS);
 }
 
 void
@@ -1053,9 +1044,7 @@ takeover_node_lost(Coordinator *c, const char *node)
 	snprintf(l->node, sizeof(l->node), "%s", node);
 	l->next = t->losses;
 	t->losses = l;
-	int r = cluster_list(c->cluster, CLUSTER_THREADS, on_threads, l);
-	if (r < 0)
-		on_threads(c->cluster, r, NULL, 0, l);
+	loss_list(l, CLUSTER_THREADS);
 }
 
 /* ---- the threads taken over, in THREAD_LIST ---- */
