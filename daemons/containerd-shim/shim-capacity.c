@@ -244,6 +244,12 @@ pool_claim(Shim *s, const char *key, const char *id, const char *run_id, const c
 		sandbox_kill(sb);
 		return 0;
 	}
+	{
+		/* its Landlock domain now (it names the workspace bound there), not
+		 * at the first exec: the init does it while our client goes on */
+		InitMsg m = {.type = INIT_MSG_CLAIMED};
+		(void)fd_send(sb->sock, &m, sizeof(m), NULL, 0);
+	}
 	list_unlink(&s->pool, sb);
 	sb->pooled = false;
 	memcpy(sb->id, id, sizeof(sb->id));
