@@ -244,12 +244,7 @@ pool_claim(Shim *s, const char *key, const char *id, const char *run_id, const c
 		sandbox_kill(sb);
 		return 0;
 	}
-	{
-		/* its Landlock domain now (it names the workspace bound there), not
-		 * at the first exec: the init does it while our client goes on */
-		InitMsg m = {.type = INIT_MSG_CLAIMED};
-		(void)fd_send(sb->sock, &m, sizeof(m), NULL, 0);
-	}
+	sb->claimed_unsent = true; /* claim_notify(), once the ENSURE is answered */
 	list_unlink(&s->pool, sb);
 	sb->pooled = false;
 	memcpy(sb->id, id, sizeof(sb->id));
@@ -264,6 +259,21 @@ pool_claim(Shim *s, const char *key, const char *id, const char *run_id, const c
 	pool_kick(s);
 	*ret = sb;
 	return 1;
+}
+
+/* Tell a just-claimed init so (INIT_MSG_CLAIMED): it takes its Landlock
+ * domain — which names the workspace bound there — now, while our client
+ * learns of the claim, instead of on its first exec's path. After the reply:
+ * on a host where the init shares a CPU with us, it would run first. */
+static void
+claim_notify(Sandbox *sb)
+{
+	InitMsg m = {.type = INIT_MSG_CLAIMED};
+
+	if (!sb->claimed_unsent)
+		return;
+	sb->claimed_unsent = false;
+	(void)fd_send(sb->sock, &m, sizeof(m), NULL, 0); /* else at the first exec */
 }
 
 /* A pooled sandbox died (setup failed, killed, or the shim stops). */
@@ -544,6 +554,7 @@ capacity_reensure(Sandbox *sb, Waiter **ret_re)
 	if (r >= 0 && ready) {
 		for (Waiter *w = re; w; w = w->next)
 			answer_ensure(TAKE_PTR(w->reply), nsb->id, true);
+		claim_notify(nsb);
 	} else if (r >= 0) {
 		nsb->ensure_waiters = re;
 		re = NULL;
@@ -666,6 +677,7 @@ ensure_key(Shim *s, PeerDeferred **d, const char *key, const char *run_id, const
 		answer_ensure(TAKE_PTR(*d), id, true);
 		log_ctx(LOG_DEBUG, &ctx, "Sandbox %s served from the pool in %" PRIu64 " us", id,
 			(uint64_t)(now_usec() - t0));
+		claim_notify(sb);
 		return 0;
 	}
 	if (k < 0) {

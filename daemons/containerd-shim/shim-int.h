@@ -175,7 +175,8 @@ struct Sandbox {
 	 * it was claimed. */
 	bool pooled;
 	char *pool_dir;
-	char cg_id[17]; /* its cgroup is sb-<cg_id>: the id, or the pooled one's own */
+	bool claimed_unsent; /* claimed from the pool; INIT_MSG_CLAIMED not sent yet */
+	char cg_id[17];	     /* its cgroup is sb-<cg_id>: the id, or the pooled one's own */
 	/* An ENSURE was answered (or is pending) and no EXEC_START came yet: the
 	 * sandbox is about to be used, never "idle" (evicted for the queue). */
 	usec_t reserved_until;
