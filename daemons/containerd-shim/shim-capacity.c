@@ -194,7 +194,8 @@ pool_check_workspace(pid_t pid, const char *ws)
 	char path[64];
 
 	snprintf(path, sizeof(path), "/proc/%d/root/workspace", (int)pid);
-	if (stat(ws, &want) < 0 || fstatat(AT_FDCWD, path, &got, AT_SYMLINK_NOFOLLOW) < 0)
+	if (fstatat(AT_FDCWD, ws, &want, AT_SYMLINK_NOFOLLOW) < 0 ||
+	    fstatat(AT_FDCWD, path, &got, AT_SYMLINK_NOFOLLOW) < 0)
 		return -errno;
 	return S_ISDIR(got.st_mode) && got.st_dev == want.st_dev && got.st_ino == want.st_ino
 		   ? 0

@@ -315,7 +315,7 @@ spare_make(Shim *s)
 	if (asprintf(&ws, "%s/.spare/%s/workspace", c->sandbox_dir, sp->name) < 0)
 		return -ENOMEM;
 	if (mkdirat(s->spare_dfd, sp->name, 0700) < 0)
-		return log_error_errno(errno, "Failed to create a spare sandbox directory: %m");
+		return log_warning_errno(errno, "Failed to create a spare sandbox directory: %m");
 	dir = openat(s->spare_dfd, sp->name, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
 	if (dir < 0) {
 		r = -errno;
