@@ -28,6 +28,8 @@
 
 #define ADOPT_REPLY_TIMEOUT_MS 2000
 #define META_MAX 4096
+/* A released exec record kept for the next one (no new inode per exec). */
+#define EXEC_FREE ".exec-free"
 
 static bool
 id_ok(const char *id)
@@ -112,13 +114,23 @@ adopt_listen(int dfd, const char *id, int *ret_fd)
 	return 0;
 }
 
-/* Write fields (NUL-terminated each) to <id>/<name> atomically. */
+/* How meta_write writes <id>/<name>. */
+typedef enum MetaMode {
+	META_NEW,      /* a temporary file renamed into place */
+	META_REUSE,    /* EXEC_FREE (else a new file) renamed into place */
+	META_IN_PLACE, /* the existing file overwritten (else META_NEW) */
+} MetaMode;
+
+/* Write fields (NUL-terminated each) to <id>/<name>: atomically (the whole
+ * content appears at once under name) but for META_IN_PLACE. */
 static int
-meta_write(int dfd, const char *id, const char *name, const char *const *fields, size_t n)
+meta_write(int dfd, const char *id, const char *name, const char *const *fields, size_t n,
+	   MetaMode mode)
 {
 	_cleanup_close_ int sub = -1, fd = -1;
 	char tmp[64], buf[META_MAX];
 	size_t len = 0;
+	const char *src = tmp;
 
 	if (!id_ok(id))
 		return -EINVAL;
@@ -133,6 +145,25 @@ meta_write(int dfd, const char *id, const char *name, const char *const *fields,
 	sub = openat(dfd, id, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
 	if (sub < 0)
 		return -errno;
+	if (mode != META_NEW) {
+		src = mode == META_REUSE ? EXEC_FREE : name;
+		fd = openat(sub, src, O_WRONLY | O_NOFOLLOW | O_NONBLOCK | O_CLOEXEC);
+		if (fd >= 0) {
+			struct stat st;
+			ssize_t k = -1;
+			if (fstat(fd, &st) < 0 || !S_ISREG(st.st_mode))
+				return -EBADF;
+			k = pwrite(fd, buf, len, 0);
+			if (k != (ssize_t)len || ftruncate(fd, (off_t)len) < 0)
+				return k < 0 || k == (ssize_t)len ? -errno : -EIO;
+			if (mode == META_IN_PLACE)
+				return 0;
+			return RET_NERRNO(renameat(sub, src, sub, name));
+		}
+		if (errno != ENOENT)
+			return -errno;
+		src = tmp;
+	}
 	snprintf(tmp, sizeof(tmp), ".%s.tmp", name);
 	fd = openat(sub, tmp, O_WRONLY | O_CREAT | O_TRUNC | O_NOFOLLOW | O_CLOEXEC, 0600);
 	if (fd < 0)
@@ -178,7 +209,29 @@ adopt_save_sandbox(int dfd, const char *id, const char *key, const char *run_id,
 		   const char *thread_id, const char *cg_id)
 {
 	const char *f[] = {key, run_id, thread_id, cg_id};
-	return meta_write(dfd, id, "sandbox", f, ELEMENTSOF(f));
+	return meta_write(dfd, id, "sandbox", f, ELEMENTSOF(f), META_NEW);
+}
+
+int
+adopt_update_sandbox(int dfd, const char *id, const char *key, const char *run_id,
+		     const char *thread_id, const char *cg_id)
+{
+	const char *f[] = {key, run_id, thread_id, cg_id};
+	return meta_write(dfd, id, "sandbox", f, ELEMENTSOF(f), META_IN_PLACE);
+}
+
+int
+adopt_spare_exec(int dfd, const char *id)
+{
+	_cleanup_close_ int sub = -1, fd = -1;
+
+	if (!id_ok(id))
+		return -EINVAL;
+	sub = openat(dfd, id, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
+	if (sub < 0)
+		return -errno;
+	fd = openat(sub, EXEC_FREE, O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0600);
+	return fd < 0 && errno != EEXIST ? -errno : 0;
 }
 
 int
@@ -198,7 +251,7 @@ adopt_save_exec(int dfd, const char *id, uint64_t exec_id, const char *run_id,
 
 	snprintf(name, sizeof(name), "exec-%" PRIu64, exec_id);
 	snprintf(dl, sizeof(dl), "%" PRId64, deadline_ms);
-	return meta_write(dfd, id, name, f, ELEMENTSOF(f));
+	return meta_write(dfd, id, name, f, ELEMENTSOF(f), META_REUSE);
 }
 
 void
@@ -213,7 +266,9 @@ adopt_forget_exec(int dfd, const char *id, uint64_t exec_id)
 	if (sub < 0)
 		return;
 	snprintf(name, sizeof(name), "exec-%" PRIu64, exec_id);
-	(void)unlinkat(sub, name, 0);
+	/* kept for the next exec's record (one is enough) */
+	if (renameat2(sub, name, sub, EXEC_FREE, RENAME_NOREPLACE) < 0)
+		(void)unlinkat(sub, name, 0);
 }
 
 void

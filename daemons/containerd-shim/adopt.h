@@ -13,6 +13,9 @@
  *                      kill_leftovers ("1" or "0"; absent = "0") \0
  *                      from EXEC_START until the exec is released (its
  *                      EXEC_EXIT delivered, or held too long)
+ *   <id>/.exec-free    a released exec record (or an empty file), renamed to
+ *                      the next exec-<N> once its content is written: no
+ *                      inode made per exec; never read
  * and <sandbox_dir>/.exec-id: the last exec id handed out, so that ids never
  * repeat across restarts (coordinatord re-attaches by exec id).
  *
@@ -61,6 +64,13 @@ int adopt_dir_open(const char *runtime_dir, int *ret_dfd);
 int adopt_listen(int dfd, const char *id, int *ret_fd);
 int adopt_save_sandbox(int dfd, const char *id, const char *key, const char *run_id,
 		       const char *thread_id, const char *cg_id);
+/* The same over the existing record, in place (no new inode; not atomic: for
+ * a sandbox with no exec record yet, which is never re-adopted). */
+int adopt_update_sandbox(int dfd, const char *id, const char *key, const char *run_id,
+			 const char *thread_id, const char *cg_id);
+/* Make <id>/.exec-free, an empty file the next exec record takes over (and a
+ * released one becomes again): no exec creates an inode. Ignored at start. */
+int adopt_spare_exec(int dfd, const char *id);
 /* A pooled sandbox claimed: <from>/ becomes <to>/ (the init's socket moves
  * with its directory). -EEXIST when <to>/ exists. */
 int adopt_rename_sandbox(int dfd, const char *from, const char *to);

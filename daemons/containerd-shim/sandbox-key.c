@@ -96,16 +96,28 @@ write_all(int fd, const char *p, size_t len)
 int
 sandbox_key_claim(int dfd, const char *id, const char *key, size_t len, size_t max_len, bool create)
 {
+	return sandbox_key_claim_full(dfd, id, key, len, max_len, create, NULL);
+}
+
+int
+sandbox_key_claim_full(int dfd, const char *id, const char *key, size_t len, size_t max_len,
+		       bool create, bool *ret_absent)
+{
 	_cleanup_close_ int dir = -1, fd = -1;
 	bool empty;
 	int r;
 
+	if (ret_absent)
+		*ret_absent = false;
 	if (len == 0 || len > max_len || memchr(key, '\0', len))
 		return -EINVAL;
 	dir = openat(dfd, id, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
 	if (dir < 0 && errno == ENOENT) {
-		if (!create)
+		if (!create) {
+			if (ret_absent)
+				*ret_absent = true;
 			return 0;
+		}
 		if (mkdirat(dfd, id, 0700) < 0 && errno != EEXIST)
 			return -errno;
 		dir = openat(dfd, id, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);

@@ -38,3 +38,7 @@
  * Other negative errnos for I/O failures. Nothing is followed (O_NOFOLLOW). */
 int sandbox_key_claim(int dfd, const char *id, const char *key, size_t len, size_t max_len,
 		      bool create);
+/* The same; *ret_absent (may be NULL): there was no directory and, create
+ * being false, none was made. */
+int sandbox_key_claim_full(int dfd, const char *id, const char *key, size_t len, size_t max_len,
+			   bool create, bool *ret_absent);

@@ -597,6 +597,15 @@ init_on_msg(InitState *st, const InitMsg *m, char *payload, size_t len, int *fds
 	InitExec *x;
 
 	switch (m->type) {
+	case INIT_MSG_CLAIMED:
+		/* the first exec's own work, done while the shim's client learns of
+		 * the claim (issue 16, E2E) */
+		if (landlock_pending) {
+			landlock_pending = false;
+			(void)init_landlock(); /* _exit()s on failure: fail closed */
+		}
+		(void)exec_ll_prepare(); /* else at the exec, which reports a failure */
+		break;
 	case INIT_MSG_EXEC:
 		if (landlock_pending) {
 			landlock_pending = false;

@@ -95,6 +95,12 @@ typedef enum InitMsgType {
 				* stdout/stderr sizes (= consumed from now on); fds: the memfds */
 	INIT_MSG_ADOPT_END,    /* init → a new shim: the list is complete */
 	INIT_MSG_SPAWNED,      /* spawner → shim: pid of the init; fd: its pidfd */
+	INIT_MSG_CLAIMED,      /* shim → a pooled init: the workspace is bound in (and
+				* checked): restrict yourself now rather than at the first
+				* exec. Sent only to an init this shim spawned (a pooled
+				* one, never adopted); an init that does not know it
+				* ignores it and restricts itself at its first exec, so
+				* the wire version stays */
 } InitMsgType;
 
 /* The version of this wire, in the HELLO an init sends a new shim (its status

@@ -117,23 +117,38 @@ pool_spawn(Shim *s)
 	return 0;
 }
 
+/* The pool holds pool_size sandboxes and as many spare directories
+ * (shim-sandbox.c "Spares": a claim of a new key then creates no inode). */
+static bool
+pool_full(Shim *s)
+{
+	return list_count(s->pool) >= (size_t)s->conf->pool_size &&
+	       (s->spares_off || spares_count(s) >= (size_t)s->conf->pool_size);
+}
+
 void
 pool_refill_cb(evutil_socket_t fd, short what, void *arg)
 {
 	Shim *s = arg;
 	usec_t now = now_usec();
 
-	if (s->stopped || list_count(s->pool) >= (size_t)s->conf->pool_size)
+	if (s->stopped || pool_full(s))
 		return;
 	if (now < s->pool_retry_at) {
 		struct timeval tv;
 		event_add(s->pool_ev, timeval_from_usec(&tv, s->pool_retry_at - now));
 		return;
 	}
-	if (pool_spawn(s) < 0) {
-		s->pool_failures++;
-		s->pool_retry_at =
-		    now + MIN((usec_t)1 << MIN(s->pool_failures, 6U), 60U) * USEC_PER_SEC;
+	if (list_count(s->pool) < (size_t)s->conf->pool_size) {
+		if (pool_spawn(s) < 0) {
+			s->pool_failures++;
+			s->pool_retry_at =
+			    now + MIN((usec_t)1 << MIN(s->pool_failures, 6U), 60U) * USEC_PER_SEC;
+		}
+	} else if (spare_make(s) < 0) {
+		log_warning("No spare sandbox directories until the next start (a claim makes "
+			    "the directory of its key itself)");
+		s->spares_off = true;
 	}
 	pool_kick(s); /* one per loop turn: the loop stays responsive */
 }
@@ -144,7 +159,7 @@ pool_kick(Shim *s)
 	usec_t now = now_usec();
 	struct timeval tv;
 
-	if (s->stopped || !s->pool_ev || list_count(s->pool) >= (size_t)s->conf->pool_size)
+	if (s->stopped || !s->pool_ev || pool_full(s))
 		return;
 	if (now < s->pool_retry_at)
 		event_add(s->pool_ev, timeval_from_usec(&tv, s->pool_retry_at - now));
@@ -168,43 +183,32 @@ pool_bind_workspace(const char *dir, const char *ws)
 	return 0;
 }
 
-/* Whether the top mount on /workspace in the mount namespace of pid is the
- * workspace of sandbox id (mountinfo's root field ends with "/<id>/workspace").
- * 0, or -ENOENT when it is not (the bind did not propagate). */
+/* Whether what the init pid sees at /workspace (in its own root and mount
+ * namespace: the top of the stack of mounts there) is the directory ws (the
+ * same inode of the same filesystem; before the bind it is the pool's mount
+ * point). 0, or -ENOENT when it is not (the bind did not propagate). */
 static int
-pool_check_workspace(pid_t pid, const char *id)
+pool_check_workspace(pid_t pid, const char *ws)
 {
-	_cleanup_fclose_ FILE *f = NULL;
-	char path[64], want[64], line[4096];
-	bool ok = false;
+	struct stat want, got;
+	char path[64];
 
-	snprintf(path, sizeof(path), "/proc/%d/mountinfo", (int)pid);
-	snprintf(want, sizeof(want), "/%s/workspace", id);
-	f = fopen(path, "re");
-	if (!f)
+	snprintf(path, sizeof(path), "/proc/%d/root/workspace", (int)pid);
+	if (fstatat(AT_FDCWD, ws, &want, AT_SYMLINK_NOFOLLOW) < 0 ||
+	    fstatat(AT_FDCWD, path, &got, AT_SYMLINK_NOFOLLOW) < 0)
 		return -errno;
-	while (fgets(line, sizeof(line), f)) {
-		char root[4096], mnt[4096];
-		size_t rl;
-		if (sscanf(line, "%*s %*s %*s %4095s %4095s", root, mnt) != 2 ||
-		    !streq(mnt, "/workspace"))
-			continue;
-		rl = strlen(root);
-		/* the last one listed is the top of the stack */
-		ok = rl >= strlen(want) && streq(root + rl - strlen(want), want);
-	}
-	return ok ? 0 : -ENOENT;
+	return S_ISDIR(got.st_mode) && got.st_dev == want.st_dev && got.st_ino == want.st_ino
+		   ? 0
+		   : -ENOENT;
 }
 
-/* Take a pooled sandbox for key (a ready one):
- * bind the key's workspace in and move it to the sandbox table. Returns 1 and
- * *ret, 0 when the pool has none (or binding failed: the caller creates one),
- * or a negative errno for the workspace (why says why). */
+/* Take a pooled sandbox for key (a ready one): bind the key's workspace ws
+ * in and move it to the sandbox table. Returns 1 and *ret, 0 when the pool has
+ * none (or binding failed: the caller creates one). */
 static int
 pool_claim(Shim *s, const char *key, const char *id, const char *run_id, const char *thread_id,
-	   Sandbox **ret, Reason *why)
+	   const char *ws, Sandbox **ret)
 {
-	_cleanup_free_ char *ws = NULL;
 	Sandbox *sb = NULL;
 	LogCtx ctx = {.run_id = run_id, .thread_id = thread_id, .sandbox_id = id};
 	int r;
@@ -216,22 +220,18 @@ pool_claim(Shim *s, const char *key, const char *id, const char *run_id, const c
 			sb = p;
 	if (!sb)
 		return 0;
-	r = sandbox_prepare_workspace(s, id, &ws, why);
-	if (r < 0) {
-		if (why && !why->msg[0])
-			reason_set(why, "workspace: %s", strerror(-r));
-		return r;
-	}
 	sb->key = strdup(key);
 	if (!sb->key)
 		return -ENOMEM;
 	r = pool_bind_workspace(sb->pool_dir, ws);
 	if (r >= 0) /* fail closed: the sandbox must see it, not the empty mount point */
-		r = pool_check_workspace(sb->pid, id);
+		r = pool_check_workspace(sb->pid, ws);
 	if (r >= 0) /* its re-adoption state follows it to its new id */
 		r = adopt_rename_sandbox(s->rt_dfd, sb->id, id);
 	if (r >= 0) {
-		r = adopt_save_sandbox(s->rt_dfd, id, key, run_id, thread_id, sb->cg_id);
+		/* rewritten in place (no new inode): an init with no exec record
+		 * is never re-adopted, so a torn record is never read (adopt.h) */
+		r = adopt_update_sandbox(s->rt_dfd, id, key, run_id, thread_id, sb->cg_id);
 		if (r < 0)
 			(void)adopt_rename_sandbox(s->rt_dfd, id, sb->id);
 	}
@@ -245,6 +245,7 @@ pool_claim(Shim *s, const char *key, const char *id, const char *run_id, const c
 		sandbox_kill(sb);
 		return 0;
 	}
+	sb->claimed_unsent = true; /* claim_notify(), once the ENSURE is answered */
 	list_unlink(&s->pool, sb);
 	sb->pooled = false;
 	memcpy(sb->id, id, sizeof(sb->id));
@@ -259,6 +260,21 @@ pool_claim(Shim *s, const char *key, const char *id, const char *run_id, const c
 	pool_kick(s);
 	*ret = sb;
 	return 1;
+}
+
+/* Tell a just-claimed init so (INIT_MSG_CLAIMED): it takes its Landlock
+ * domain — which names the workspace bound there — now, while our client
+ * learns of the claim, instead of on its first exec's path. After the reply:
+ * on a host where the init shares a CPU with us, it would run first. */
+static void
+claim_notify(Sandbox *sb)
+{
+	InitMsg m = {.type = INIT_MSG_CLAIMED};
+
+	if (!sb->claimed_unsent)
+		return;
+	sb->claimed_unsent = false;
+	(void)fd_send(sb->sock, &m, sizeof(m), NULL, 0); /* else at the first exec */
 }
 
 /* A pooled sandbox died (setup failed, killed, or the shim stops). */
@@ -283,14 +299,19 @@ pool_dead(Sandbox *sb)
 	pool_kick(s);
 }
 
-/* Obtain a sandbox for key: from the pool, else a new one. *ret_ready: it is
+/* Obtain a sandbox for key: from the pool, else a new one. dir: what the
+ * caller knows of the key's directory (SandboxDir). *ret_ready: it is
  * serving already (the caller replies now rather than waiting for READY). */
 static int
 sandbox_obtain(Shim *s, const char *key, const char *id, const char *run_id, const char *thread_id,
-	       Sandbox **ret, bool *ret_ready, Reason *why)
+	       SandboxDir dir, Sandbox **ret, bool *ret_ready, Reason *why)
 {
-	int r = pool_claim(s, key, id, run_id, thread_id, ret, why);
+	_cleanup_free_ char *ws = NULL;
+	LogCtx ctx = {.run_id = run_id, .thread_id = thread_id, .sandbox_id = id};
+	int r = sandbox_workspace(s, &ctx, key, id, dir, &ws, why);
 
+	if (r >= 0)
+		r = pool_claim(s, key, id, run_id, thread_id, ws, ret);
 	if (r < 0)
 		return r;
 	if (r > 0) {
@@ -300,7 +321,7 @@ sandbox_obtain(Shim *s, const char *key, const char *id, const char *run_id, con
 		return 0;
 	}
 	*ret_ready = false;
-	return sandbox_create(s, key, id, run_id, thread_id, ret, why);
+	return sandbox_create(s, key, id, run_id, thread_id, ws, ret, why);
 }
 
 /* Idle: serving, no exec running and none about to come (an ENSURE waiting or
@@ -527,13 +548,14 @@ capacity_reensure(Sandbox *sb, Waiter **ret_re)
 	Waiter *re = *ret_re;
 	Sandbox *nsb = NULL;
 	bool ready = false;
-	int r = sandbox_obtain(s, sb->key, sb->id, sb->next_run_id, sb->next_thread_id, &nsb,
-			       &ready, NULL);
+	int r = sandbox_obtain(s, sb->key, sb->id, sb->next_run_id, sb->next_thread_id,
+			       SANDBOX_DIR_UNKNOWN, &nsb, &ready, NULL);
 	if (r >= 0)
 		nsb->reserved_until = now_usec() + ENSURE_RESERVE_USEC;
 	if (r >= 0 && ready) {
 		for (Waiter *w = re; w; w = w->next)
 			answer_ensure(TAKE_PTR(w->reply), nsb->id, true);
+		claim_notify(nsb);
 	} else if (r >= 0) {
 		nsb->ensure_waiters = re;
 		re = NULL;
@@ -580,6 +602,8 @@ ensure_key(Shim *s, PeerDeferred **d, const char *key, const char *run_id, const
 {
 	char id[17];
 	Sandbox *sb;
+	SandboxDir dir = SANDBOX_DIR_CLAIMED;
+	usec_t t0 = now_usec();
 	int k;
 
 	k = shim_sandbox_id(key, strlen(key), id);
@@ -593,8 +617,12 @@ ensure_key(Shim *s, PeerDeferred **d, const char *key, const char *run_id, const
 	if (sb && !streq(sb->key, key))
 		return log_ctx_errno(LOG_ERR, -EEXIST, &ctx, "Sandbox id collision for '%s'", key);
 	if (!sb) {
-		/* No live one: the directory on disk must be this key's too. */
-		k = sandbox_key_check(s, &ctx, id, key, true);
+		/* No live one: the directory on disk must be this key's too. None
+		 * yet: a spare becomes it (sandbox_workspace), or it is made then. */
+		bool absent = false;
+		k = sandbox_key_check(s, &ctx, id, key, false, &absent);
+		if (absent)
+			dir = SANDBOX_DIR_ABSENT;
 		if (k < 0) {
 			(void)peer_deferred_error(TAKE_PTR(*d), k, NULL,
 						  k == -EEXIST
@@ -643,11 +671,14 @@ ensure_key(Shim *s, PeerDeferred **d, const char *key, const char *run_id, const
 		return queue_add(s, d, key, run_id, thread_id);
 	bool ready = false;
 	Reason why = {""};
-	k = sandbox_obtain(s, key, id, run_id, thread_id, &sb, &ready, &why);
+	k = sandbox_obtain(s, key, id, run_id, thread_id, dir, &sb, &ready, &why);
 	if (k >= 0)
 		sb->reserved_until = now_usec() + ENSURE_RESERVE_USEC;
 	if (k >= 0 && ready) {
 		answer_ensure(TAKE_PTR(*d), id, true);
+		log_ctx(LOG_DEBUG, &ctx, "Sandbox %s served from the pool in %" PRIu64 " us", id,
+			(uint64_t)(now_usec() - t0));
+		claim_notify(sb);
 		return 0;
 	}
 	if (k < 0) {

@@ -105,6 +105,21 @@ typedef struct Conn Conn;
 typedef struct Sandbox Sandbox;
 typedef struct Exec Exec;
 typedef struct SandboxHooks SandboxHooks;
+typedef struct Spare Spare;
+
+/* A spare sandbox directory <sandbox_dir>/.spare/<name>: an empty `key` file
+ * and a `workspace` owned by host_uid with its quota applied. */
+struct Spare {
+	Spare *next;
+	char name[17];
+};
+
+/* What the caller of sandbox_obtain knows of <sandbox_dir>/<id>. */
+typedef enum SandboxDir {
+	SANDBOX_DIR_UNKNOWN, /* check (and claim, making it if absent) */
+	SANDBOX_DIR_ABSENT,  /* checked: none (a spare may be renamed into place) */
+	SANDBOX_DIR_CLAIMED, /* checked: it exists and belongs to the key */
+} SandboxDir;
 
 /* A request waiting for a sandbox state change. */
 typedef struct Waiter {
@@ -160,7 +175,8 @@ struct Sandbox {
 	 * it was claimed. */
 	bool pooled;
 	char *pool_dir;
-	char cg_id[17]; /* its cgroup is sb-<cg_id>: the id, or the pooled one's own */
+	bool claimed_unsent; /* claimed from the pool; INIT_MSG_CLAIMED not sent yet */
+	char cg_id[17];	     /* its cgroup is sb-<cg_id>: the id, or the pooled one's own */
 	/* An ENSURE was answered (or is pending) and no EXEC_START came yet: the
 	 * sandbox is about to be used, never "idle" (evicted for the queue). */
 	usec_t reserved_until;
@@ -277,13 +293,19 @@ struct Shim {
 	Grave *graves;
 	struct event *grave_timer;
 	Queued *queue;
-	struct event *idle_timer;  /* periodic: sleep_after_ms and evictions for the queue */
-	NetFwd *net;		   /* SANDBOX_FORWARD/PROXY listeners */
-	Sandbox *pool;		   /* started ahead, not yet claimed */
-	struct event *pool_ev;	   /* refill, at background priority */
-	unsigned pool_failures;	   /* consecutive pool sandboxes that failed */
-	usec_t pool_retry_at;	   /* no refill before (backoff after failures) */
-	char *pool_root;	   /* <sandbox_dir>/.pool */
+	struct event *idle_timer; /* periodic: sleep_after_ms and evictions for the queue */
+	NetFwd *net;		  /* SANDBOX_FORWARD/PROXY listeners */
+	Sandbox *pool;		  /* started ahead, not yet claimed */
+	struct event *pool_ev;	  /* refill, at background priority */
+	unsigned pool_failures;	  /* consecutive pool sandboxes that failed */
+	usec_t pool_retry_at;	  /* no refill before (backoff after failures) */
+	char *pool_root;	  /* <sandbox_dir>/.pool */
+	/* Spare sandbox directories (see "Spares" in shim-sandbox.c): made by the
+	 * pool's refill, renamed into place by a claim. */
+	Spare *spares;
+	int spare_dfd;		   /* <sandbox_dir>/.spare, or -1 (no spares) */
+	int sandbox_dfd;	   /* <sandbox_dir> */
+	bool spares_off;	   /* making one failed: none until a restart */
 	SnapJobs *jobs;		   /* snapshot/restore children (snapjob.h) */
 	Cgroup *jobs_cg;	   /* their cgroup (cpu.max, io.weight) */
 	ShimFiles *files;	   /* the file API's worker threads (shim-files.h) */
@@ -307,7 +329,14 @@ void reply_empty(Conn *c, uint64_t req_id);
 Sandbox *sandbox_find(Shim *s, const char *id);
 Sandbox *sandbox_free(Sandbox *sb);
 int sandbox_prepare_workspace(Shim *s, const char *id, char **ret_path, Reason *why);
-int sandbox_key_check(Shim *s, const LogCtx *ctx, const char *id, const char *key, bool create);
+int sandbox_key_check(Shim *s, const LogCtx *ctx, const char *id, const char *key, bool create,
+		      bool *ret_absent);
+int sandbox_workspace(Shim *s, const LogCtx *ctx, const char *key, const char *id, SandboxDir dir,
+		      char **ret_ws, Reason *why);
+size_t spares_count(const Shim *s);
+int spare_make(Shim *s);
+void spares_clean(Shim *s);
+void spares_free(Shim *s);
 int sandbox_purge(Shim *s, const char *id);
 void graves_cb(evutil_socket_t fd, short what, void *arg);
 void graves_add(Shim *s, Cgroup *cg);
@@ -315,7 +344,7 @@ int sandbox_start(Shim *s, Sandbox *sb, const char *ws, bool slave, const char *
 		  const LogCtx *ctx, Reason *why);
 Sandbox *sandbox_alloc(Shim *s);
 int sandbox_create(Shim *s, const char *key, const char *id, const char *run_id,
-		   const char *thread_id, Sandbox **ret, Reason *why);
+		   const char *thread_id, const char *ws, Sandbox **ret, Reason *why);
 void pool_dir_release(const char *dir);
 size_t list_count(const Sandbox *head);
 void list_unlink(Sandbox **head, Sandbox *sb);

@@ -242,17 +242,19 @@ sandbox_prepare_workspace(Shim *s, const char *id, char **ret_path, Reason *why)
 }
 
 /* <sandbox_dir>/<id> belongs to key (sandbox-key.h), else -EEXIST (logged:
- * two keys with one id). create: make and claim the directory when absent. */
+ * two keys with one id). create: make and claim the directory when absent.
+ * *ret_absent (may be NULL): there is none (and create was false). */
 int
-sandbox_key_check(Shim *s, const LogCtx *ctx, const char *id, const char *key, bool create)
+sandbox_key_check(Shim *s, const LogCtx *ctx, const char *id, const char *key, bool create,
+		  bool *ret_absent)
 {
-	_cleanup_close_ int dfd = open(s->conf->sandbox_dir, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
 	int r;
 
-	if (dfd < 0)
-		return log_ctx_errno(LOG_ERR, -errno, ctx, "Failed to open '%s': %m",
+	if (s->sandbox_dfd < 0)
+		return log_ctx_errno(LOG_ERR, SYNTHETIC_ERRNO(EBADF), ctx, "No '%s' open",
 				     s->conf->sandbox_dir);
-	r = sandbox_key_claim(dfd, id, key, strlen(key), SANDBOX_KEY_MAX, create);
+	r = sandbox_key_claim_full(s->sandbox_dfd, id, key, strlen(key), SANDBOX_KEY_MAX, create,
+				   ret_absent);
 	if (r == -EEXIST)
 		return log_ctx_errno(LOG_ERR, r, ctx,
 				     "Sandbox id collision: the directory of %s belongs to another "
@@ -261,6 +263,189 @@ sandbox_key_check(Shim *s, const LogCtx *ctx, const char *id, const char *key, b
 	if (r < 0)
 		return log_ctx_errno(LOG_ERR, r, ctx, "Cannot check the key of sandbox %s: %m", id);
 	return 0;
+}
+
+/* ---------------------------------------------------------------------------
+ * Spares: a new key's directory <sandbox_dir>/<id> — an empty `key` file and
+ * its `workspace` (owned by host_uid, quota applied) — made ahead of time
+ * under <sandbox_dir>/.spare/<random> by the pool's refill (shim-capacity.c:
+ * as many as pool_size), so that an ENSURE of a key with no directory creates
+ * no inode: it writes the key into the spare's `key` and renames the spare
+ * into place without replacing anything (RENAME_NOREPLACE: a directory that
+ * appeared meanwhile is never replaced, the spare waits for the next key). On
+ * a filesystem without a journal each new inode costs a scan of the inodes
+ * freed recently (ext4's recently_deleted), ~1 ms each here.
+ *
+ * The key is in the file before the directory has its name: whoever finds
+ * <id> finds it claimed (sandbox-key.h; not fsynced, as there: a crash may
+ * leave an empty file, which the first key to come claims again). The
+ * workspace's project id was allocated from the spare's name and stays with
+ * the directory (quota.h: recorded on it). A spare never held anything of a
+ * sandbox: those left by a predecessor are removed at start (spares_clean).
+ */
+
+size_t
+spares_count(const Shim *s)
+{
+	size_t n = 0;
+	for (const Spare *p = s->spares; p; p = p->next)
+		n++;
+	return n;
+}
+
+/* Make one spare (on the loop, off any request's path). */
+int
+spare_make(Shim *s)
+{
+	const ShimConf *c = s->conf;
+	_cleanup_free_ Spare *sp = calloc(1, sizeof(*sp));
+	_cleanup_close_ int dir = -1, fd = -1;
+	_cleanup_free_ char *ws = NULL;
+	uint8_t rnd[8];
+	uint32_t projid;
+	int r;
+
+	if (!sp)
+		return -ENOMEM;
+	if (s->spare_dfd < 0)
+		return -EBADF;
+	if (getrandom(rnd, sizeof(rnd), 0) != sizeof(rnd))
+		return -errno;
+	hex_encode(rnd, sizeof(rnd), sp->name);
+	if (asprintf(&ws, "%s/.spare/%s/workspace", c->sandbox_dir, sp->name) < 0)
+		return -ENOMEM;
+	if (mkdirat(s->spare_dfd, sp->name, 0700) < 0)
+		return log_warning_errno(errno, "Failed to create a spare sandbox directory: %m");
+	dir = openat(s->spare_dfd, sp->name, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
+	if (dir < 0) {
+		r = -errno;
+		goto fail;
+	}
+	fd = openat(dir, SANDBOX_KEY_FILE, O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC,
+		    0600);
+	if (fd < 0 || mkdirat(dir, "workspace", 0700) < 0) {
+		r = -errno;
+		goto fail;
+	}
+	fd = safe_close(fd);
+	fd = openat(dir, "workspace", O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
+	if (fd < 0 || fchown(fd, (uid_t)c->host_uid, (gid_t)c->host_uid) < 0) {
+		r = -errno;
+		goto fail;
+	}
+	r = quota_workspace_apply(c, sp->name, fd, ws, &projid, NULL);
+	if (r < 0)
+		goto fail;
+	sp->next = s->spares;
+	s->spares = TAKE_PTR(sp);
+	return 0;
+fail:
+	log_warning_errno(r, "Failed to prepare spare sandbox directory %s: %m", sp->name);
+	(void)snapshot_rm_rf(s->spare_dfd, sp->name);
+	return r;
+}
+
+/* Rename a spare into place as <sandbox_dir>/<id>, claimed for key. 1 and
+ * *ret_ws; 0 when there is no spare or <id> exists by now (the spare stays). */
+static int
+spare_place(Shim *s, const char *id, const char *key, char **ret_ws)
+{
+	Spare *sp = s->spares;
+	_cleanup_free_ char *ws = NULL;
+	_cleanup_close_ int fd = -1;
+	char path[64];
+	int r;
+
+	if (!sp)
+		return 0;
+	if (asprintf(&ws, "%s/%s/workspace", s->conf->sandbox_dir, id) < 0)
+		return -ENOMEM;
+	snprintf(path, sizeof(path), "%s/" SANDBOX_KEY_FILE, sp->name);
+	fd = openat(s->spare_dfd, path, O_WRONLY | O_NOFOLLOW | O_CLOEXEC);
+	if (fd < 0)
+		r = -errno;
+	else
+		r = loop_write(fd, key, strlen(key));
+	if (r >= 0 && renameat2(s->spare_dfd, sp->name, s->sandbox_dfd, id, RENAME_NOREPLACE) < 0)
+		r = -errno;
+	if (r == -EEXIST && ftruncate(fd, 0) == 0)
+		return 0; /* the key's directory appeared: it serves, the spare waits */
+	s->spares = sp->next;
+	if (r < 0) { /* a spare we cannot vouch for any more: away with it */
+		log_warning_errno(r, "Failed to use spare sandbox directory %s: %m", sp->name);
+		(void)snapshot_rm_rf(s->spare_dfd, sp->name);
+		free(sp);
+		return 0;
+	}
+	free(sp);
+	*ret_ws = TAKE_PTR(ws);
+	return 1;
+}
+
+/* What a predecessor left under .spare (nothing of a sandbox's). */
+void
+spares_clean(Shim *s)
+{
+	DIR *d;
+	int dup_fd;
+
+	if (s->spare_dfd < 0 || (dup_fd = fcntl(s->spare_dfd, F_DUPFD_CLOEXEC, 3)) < 0)
+		return;
+	d = fdopendir(dup_fd);
+	if (!d) {
+		close(dup_fd);
+		return;
+	}
+	for (struct dirent *de; (de = readdir(d));)
+		if (de->d_name[0] != '.') {
+			int r = snapshot_rm_rf(s->spare_dfd, de->d_name);
+			if (r < 0)
+				log_warning_errno(r, "Failed to remove spare '%s': %m", de->d_name);
+		}
+	closedir(d);
+}
+
+/* Forget the spares (at exit: the next start removes them). */
+void
+spares_free(Shim *s)
+{
+	while (s->spares) {
+		Spare *sp = s->spares;
+		s->spares = sp->next;
+		free(sp);
+	}
+}
+
+/* The workspace of a sandbox for key: a spare renamed into place when the
+ * directory is known to be absent, else the directory checked (and claimed,
+ * made when absent) and its workspace prepared. */
+int
+sandbox_workspace(Shim *s, const LogCtx *ctx, const char *key, const char *id, SandboxDir dir,
+		  char **ret_ws, Reason *why)
+{
+	int r;
+
+	if (dir == SANDBOX_DIR_ABSENT && !s->spares_off) {
+		r = spare_place(s, id, key, ret_ws);
+		if (r > 0)
+			return 0;
+		if (r < 0)
+			return r;
+	}
+	if (dir != SANDBOX_DIR_CLAIMED) {
+		r = sandbox_key_check(s, ctx, id, key, true, NULL);
+		if (r < 0) {
+			reason_set(why, "%s",
+				   r == -EEXIST ? "sandbox id collision: the workspace belongs to "
+						  "another key"
+						: "cannot check the sandbox's key");
+			return r;
+		}
+	}
+	r = sandbox_prepare_workspace(s, id, ret_ws, why);
+	if (r < 0 && why && !why->msg[0])
+		reason_set(why, "workspace: %s", strerror(-r));
+	return r;
 }
 
 /* Remove <sandbox_dir>/<id> (the workspace of a key whose sandbox is gone)
@@ -362,6 +547,8 @@ adopt_prepare_spec(Shim *s, Sandbox *sb, SandboxSpec *spec, Reason *why)
 	if (r >= 0)
 		r = adopt_save_sandbox(s->rt_dfd, sb->id, sb->key, sb->run_id, sb->thread_id,
 				       sb->cg_id);
+	if (r >= 0 && sb->pooled) /* its first exec's record: made now, not at its start */
+		r = adopt_spare_exec(s->rt_dfd, sb->id);
 	if (r < 0) {
 		reason_set(why, "runtime state: %s", strerror(-r));
 		log_ctx_errno(LOG_ERR, r, &ctx, "Failed to prepare the re-adoption state: %m");
@@ -501,12 +688,12 @@ sandbox_alloc(Shim *s)
 	return sb;
 }
 
+/* A new sandbox for key, its workspace ws (sandbox_workspace). */
 int
 sandbox_create(Shim *s, const char *key, const char *id, const char *run_id, const char *thread_id,
-	       Sandbox **ret, Reason *why)
+	       const char *ws, Sandbox **ret, Reason *why)
 {
 	_cleanup_(sandbox_freep) Sandbox *sb = NULL;
-	_cleanup_free_ char *ws = NULL;
 	LogCtx ctx = {.run_id = run_id, .thread_id = thread_id, .sandbox_id = id};
 	int r;
 
@@ -519,13 +706,6 @@ sandbox_create(Shim *s, const char *key, const char *id, const char *run_id, con
 		return -ENOMEM;
 	set_str(&sb->run_id, run_id);
 	set_str(&sb->thread_id, thread_id);
-
-	r = sandbox_prepare_workspace(s, id, &ws, why);
-	if (r < 0) {
-		if (why && !why->msg[0])
-			reason_set(why, "workspace: %s", strerror(-r));
-		return r;
-	}
 	memcpy(sb->cg_id, id, sizeof(sb->cg_id));
 	r = sandbox_start(s, sb, ws, false, id, &ctx, why);
 	if (r < 0)

@@ -264,7 +264,7 @@ job_may_start(Shim *s, Peer *p, const Frame *f, LogCtx *ctx, const char *id, con
 		    "busy: a snapshot or restore of this thread is in progress");
 		return false;
 	}
-	k = sandbox_key_check(s, ctx, id, key, restore);
+	k = sandbox_key_check(s, ctx, id, key, restore, NULL);
 	if (k < 0) {
 		(void)peer_reply_error(p, f->req_id, k,
 				       k == -EEXIST ? "sandbox id collision: the workspace belongs "

@@ -408,6 +408,17 @@ shim_listen(Shim *s)
 		r = mkdir_p(s->pool_root, 0700);
 	if (r < 0)
 		return log_error_errno(r, "Failed to create '%s': %m", s->root_mnt);
+	s->sandbox_dfd = open(conf->sandbox_dir, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
+	if (s->sandbox_dfd < 0)
+		return log_error_errno(errno, "Failed to open '%s': %m", conf->sandbox_dir);
+	/* spare directories of new keys (shim-sandbox.c); without it, none */
+	if (mkdirat(s->sandbox_dfd, ".spare", 0700) < 0 && errno != EEXIST)
+		log_warning_errno(errno, "Failed to create '%s/.spare', no spares: %m",
+				  conf->sandbox_dir);
+	else
+		s->spare_dfd = openat(s->sandbox_dfd, ".spare",
+				      O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
+	s->spares_off = s->spare_dfd < 0;
 	s->socket_gid = -1;
 	if (conf->socket_group[0] != '\0') {
 		struct group gr, *res = NULL;
@@ -468,6 +479,7 @@ shim_setup_sandboxing(Shim *s)
 	if (r > 0)
 		log_notice("Reaped %d sandbox(es) left by a previous instance", r);
 	pool_dirs_clean(s);
+	spares_clean(s);
 	/* Snapshot/restore jobs run in a cgroup of their own: fail closed. */
 	r = cgroup_jobs_create(s->cgroups, &s->jobs_cg, &cerr);
 	if (r < 0)
@@ -504,7 +516,7 @@ shim_new(struct event_base *base, const ShimConf *conf, Shim **ret)
 	s->base = base;
 	s->hooks = &shim_hooks;
 	s->conf = conf;
-	s->rt_dfd = s->counter_fd = -1;
+	s->rt_dfd = s->counter_fd = s->spare_dfd = s->sandbox_dfd = -1;
 	s->grave_timer = evtimer_new(base, graves_cb, s);
 	s->idle_timer = evtimer_new(base, idle_cb, s);
 	s->pool_ev = evtimer_new(base, pool_refill_cb, s);
@@ -622,6 +634,9 @@ shim_free(Shim *s)
 	s->cgroups = cgroup_host_free(s->cgroups);
 	safe_close(s->rt_dfd);
 	safe_close(s->counter_fd);
+	spares_free(s);
+	safe_close(s->spare_dfd);
+	safe_close(s->sandbox_dfd);
 	free(s->seccomp.filter);
 	free(s->seccomp_exec.filter);
 	free(s->sock_path);
