@@ -30,10 +30,8 @@
  * here is in that loss's listing (owner: this node); one answered after
  * finds the run's node lost. A run reached both ways is ended once
  * (ended_here). The taker also keeps the records rw_runs has of the runs of
- * each thread it took that ran elsewhere (at most ADOPTED_RUNS_MAX, the
- * newest; kept in state_dir across restarts): THREAD_RUNS lists them with
- * its log's (takeover_thread_runs), THREAD_LIST the thread with the newest
- * until its own log has a run of it (takeover_thread_list).
+ * each thread it took that ran elsewhere, for THREAD_RUNS and THREAD_LIST
+ * (takeover-adopted.c).
  * A step that fails otherwise (no JetStream leader during a NATS failover)
  * is tried again a second later, up to TAKEOVER_RETRIES times.
  *
@@ -56,13 +54,13 @@
 
 #include "coordinatord.h"
 
+#include "takeover-int.h"
+
 #include <errno.h>
 #include <event2/event.h>
 #include <inttypes.h>
 #include <stdlib.h>
-#include <limits.h>
 #include <string.h>
-#include <unistd.h>
 
 #include "cluster/cluster.h"
 #include "json-util.h"
@@ -79,130 +77,13 @@ typedef struct Loss Loss;
 typedef struct Takeover {
 	Coordinator *c;
 	struct event *tick;
-	uint64_t lease; /* the lease generation last seen (0: none yet) */
-	bool lapsed;	/* cluster_lease() was 0 since */
-	Loss *losses;	/* takeovers in progress */
-	json_t *lost;	/* nodes whose loss was reported here: node → true */
-	json_t *ended;	/* runs this node ends or ended: runId → epoch ms */
-	/* threads taken over here: thread → {"runs": the records of its runs
-	 * that ran elsewhere (the lost node), newest first, at most
-	 * ADOPTED_RUNS_MAX; "local": true once this node's log has a run of
-	 * it}. Listed in THREAD_LIST (its newest run) until "local", and in
-	 * THREAD_RUNS (merged with the log's) while this node owns it. */
-	json_t *adopted;
-	bool adopted_checked; /* its owners checked since this process started */
+	uint64_t lease;	 /* the lease generation last seen (0: none yet) */
+	bool lapsed;	 /* cluster_lease() was 0 since */
+	Loss *losses;	 /* takeovers in progress */
+	json_t *lost;	 /* nodes whose loss was reported here: node → true */
+	json_t *ended;	 /* runs this node ends or ended: runId → epoch ms */
+	Adopted adopted; /* the threads taken over here (takeover-adopted.c) */
 } Takeover;
-
-/* The adopted threads, kept across restarts of coordinatord: a cache of
- * what rw_runs and rw_threads say (replaced whole, by a rename). */
-#define ADOPTED_FILE "cluster-adopted.json"
-/* The runs of a thread taken over that ran elsewhere, kept per thread: the
- * newest ones (older ones are not listed by THREAD_RUNS; each is still read
- * by its id: RUN_GET, RUN_READ). */
-#define ADOPTED_RUNS_MAX 256
-
-/* Newest first: startedAt, then runId (as runlog_thread_runs orders). */
-static int
-rec_cmp(const void *a, const void *b)
-{
-	json_t *x = *(json_t *const *)a, *y = *(json_t *const *)b;
-	json_int_t tx = json_integer_value(json_object_get(x, "startedAt"));
-	json_int_t ty = json_integer_value(json_object_get(y, "startedAt"));
-	if (tx != ty)
-		return tx > ty ? -1 : 1;
-	return -strcmp(json_string_value(json_object_get(x, "runId")) ?: "",
-		       json_string_value(json_object_get(y, "runId")) ?: "");
-}
-
-/* Sort the records of arr newest first, keep the first max (0: all). 0 or
- * -ENOMEM. */
-static int
-recs_sort(json_t *arr, size_t max)
-{
-	size_t n = json_array_size(arr);
-	if (n < 2 && (max == 0 || n <= max))
-		return 0;
-	_cleanup_free_ json_t **v = calloc(n, sizeof(*v));
-	if (!v)
-		return -ENOMEM;
-	for (size_t i = 0; i < n; i++)
-		v[i] = json_incref(json_array_get(arr, i));
-	qsort(v, n, sizeof(*v), rec_cmp);
-	json_array_clear(arr);
-	int r = 0;
-	for (size_t i = 0; i < n; i++) {
-		if (r == 0 && (max == 0 || i < max) && json_array_append(arr, v[i]) < 0)
-			r = -ENOMEM;
-		json_decref(v[i]);
-	}
-	return r;
-}
-
-/* Has rec (a record of a run of an adopted thread) gone from the cluster
- * (older than the streams' max age: "Retention")? */
-static bool
-rec_expired(const Coordinator *c, const json_t *rec, int64_t now)
-{
-	int64_t age = replicate_max_age_ms(&c->conf);
-	return age > 0 && json_integer_value(json_object_get(rec, "startedAt")) < now - age;
-}
-
-/* The runs of an adopted thread's entry, pruned of those gone from the
- * cluster (*changed set then). */
-static json_t *
-adopted_runs(const Coordinator *c, json_t *entry, bool *changed)
-{
-	json_t *runs = json_object_get(entry, "runs");
-	int64_t now = now_epoch_ms();
-	for (size_t i = json_array_size(runs); i-- > 0;)
-		if (rec_expired(c, json_array_get(runs, i), now)) {
-			(void)json_array_remove(runs, i);
-			*changed = true;
-		}
-	return runs;
-}
-
-static void
-adopted_save(Takeover *t)
-{
-	char path[PATH_MAX], tmp[PATH_MAX + 8];
-	snprintf(path, sizeof(path), "%s/" ADOPTED_FILE, t->c->conf.shared.state_dir);
-	if (json_object_size(t->adopted) == 0) {
-		if (unlink(path) < 0 && errno != ENOENT)
-			log_warning_errno(-errno, "Cluster: %s: %m", path);
-		return;
-	}
-	snprintf(tmp, sizeof(tmp), "%s.tmp", path);
-	if (json_dump_file(t->adopted, tmp, JSON_COMPACT) < 0 || rename(tmp, path) < 0) {
-		log_warning("Cluster: threads taken over not saved to %s", path);
-		(void)unlink(tmp);
-	}
-}
-
-static json_t *
-adopted_load(Coordinator *c)
-{
-	char path[PATH_MAX];
-	snprintf(path, sizeof(path), "%s/" ADOPTED_FILE, c->conf.shared.state_dir);
-	json_t *j = json_load_file(path, 0, NULL);
-	const char *thread;
-	void *tmp;
-	json_t *v;
-	if (!json_is_object(j)) {
-		json_decref(j);
-		return json_object();
-	}
-	json_object_foreach_safe(j, tmp, thread, v)
-	{
-		if (json_is_array(json_object_get(v, "runs")))
-			continue;
-		if (json_object_get(v, "runId")) /* the first format: its newest run */
-			(void)json_object_set_new(j, thread, json_pack("{s:[O]}", "runs", v));
-		else
-			json_object_del(j, thread);
-	}
-	return j;
-}
 
 /* One lost node's takeover: what it owned, the runs it ran; freed when the
  * last of its calls answered. */
@@ -392,43 +273,14 @@ adopt_thread(Loss *l, const char *thread)
 		log_ctx(LOG_NOTICE, &(LogCtx){.thread_id = thread},
 			"Thread taken over from lost node %s: its %d newest of %zu runs listed",
 			l->node, ADOPTED_RUNS_MAX, json_array_size(runs));
-	json_t *copy = json_deep_copy(runs);
-	if (!copy || recs_sort(copy, ADOPTED_RUNS_MAX) < 0 ||
-	    json_object_set_new(l->t->adopted, thread, json_pack("{s:o}", "runs", copy)) < 0)
-		return;
-	adopted_save(l->t);
-}
-
-/* A record this node put (a run it ended): its adopted thread's entry has
- * it from then on. */
-static void
-adopted_update(Takeover *t, const char *run_id, json_t *rec)
-{
-	const char *thread = json_string_value(json_object_get(rec, "threadId"));
-	json_t *runs = json_object_get(json_object_get(t->adopted, thread ? thread : ""), "runs");
-	size_t i;
-	json_t *x;
-	if (!runs)
-		return;
-	json_array_foreach(runs, i, x)
-	{
-		const char *id = json_string_value(json_object_get(x, "runId"));
-		if (id && streq(id, run_id))
-			break;
-	}
-	if (i < json_array_size(runs))
-		(void)json_array_set_new(runs, i, json_deep_copy(rec));
-	else
-		(void)json_array_append_new(runs, json_deep_copy(rec));
-	(void)recs_sort(runs, ADOPTED_RUNS_MAX);
-	adopted_save(t);
+	adopted_set(&l->t->adopted, thread, runs);
 }
 
 static void
 on_record_put(Cluster *cl, int err, uint64_t revision, void *userdata)
 {
 	Ending *e = userdata;
-	adopted_update(e->loss->t, e->run_id, e->rec);
+	adopted_update(&e->loss->t->adopted, e->run_id, e->rec);
 	if (err < 0)
 		log_ctx_errno(LOG_WARNING, err, &(LogCtx){.run_id = e->run_id},
 			      "Run's record (node_lost) not mirrored to the cluster: %m");
@@ -1047,121 +899,6 @@ takeover_node_lost(Coordinator *c, const char *node)
 	loss_list(l, CLUSTER_THREADS);
 }
 
-/* ---- the threads taken over, in THREAD_LIST ---- */
-
-int
-takeover_thread_list(Coordinator *c, const RunLogThreadQuery *q, json_t *list, bool *more)
-{
-	Takeover *t = c->takeover;
-	size_t pl = q->prefix ? strlen(q->prefix) : 0, added = 0;
-	bool changed = false;
-	const char *thread;
-	void *tmp;
-	json_t *entry;
-
-	if (!t || json_object_size(t->adopted) == 0)
-		return 0;
-	json_object_foreach_safe(t->adopted, tmp, thread, entry)
-	{
-		if (json_is_true(json_object_get(entry, "local")))
-			continue;
-		json_t *runs = NULL;
-		/* a run of it here: this node's log lists it from then on */
-		if (runlog_thread_runs(c->runlog, thread, NULL, &runs) == 0 &&
-		    json_array_size(runs) > 0) {
-			json_decref(runs);
-			(void)json_object_set_new(entry, "local", json_true());
-			changed = true;
-			continue;
-		}
-		json_decref(runs);
-		json_t *rec = json_array_get(adopted_runs(c, entry, &changed), 0);
-		if (!rec) { /* its runs are gone from the cluster */
-			json_object_del(t->adopted, thread);
-			changed = true;
-			continue;
-		}
-		int64_t ms = json_integer_value(json_object_get(rec, "startedAt"));
-		const char *st = json_string_value(json_object_get(rec, "status"));
-		if ((pl && strncmp(thread, q->prefix, pl) != 0) ||
-		    !runlog_scope_allows(q->scope, thread) ||
-		    (q->status && !streq(q->status, st ?: "")) ||
-		    (q->after_thread &&
-		     (ms > q->after_ms ||
-		      (ms == q->after_ms && strcmp(thread, q->after_thread) <= 0))))
-			continue;
-		json_t *item = json_pack("{s:s, s:I, s:O}", "threadId", thread, "lastRunAt",
-					 (json_int_t)ms, "latestRun", rec);
-		if (!item || json_array_append_new(list, item) < 0)
-			return -ENOMEM;
-		added++;
-	}
-	if (changed)
-		adopted_save(t);
-	if (!added)
-		return 0;
-	/* merged with the log's page: newest first, the first limit */
-	size_t n = json_array_size(list);
-	_cleanup_free_ json_t **v = calloc(n, sizeof(*v));
-	if (!v)
-		return -ENOMEM;
-	for (size_t i = 0; i < n; i++)
-		v[i] = json_incref(json_array_get(list, i));
-	qsort(v, n, sizeof(*v), runlog_thread_item_cmp);
-	json_array_clear(list);
-	for (size_t i = 0; i < n; i++) {
-		if (i >= q->limit) {
-			*more = true;
-			json_decref(v[i]);
-		} else if (json_array_append_new(list, v[i]) < 0) {
-			for (size_t k = i + 1; k < n; k++)
-				json_decref(v[k]);
-			return -ENOMEM;
-		}
-	}
-	return 0;
-}
-
-int
-takeover_thread_runs(Coordinator *c, const char *thread_id, const char *status, json_t *list)
-{
-	Takeover *t = c->takeover;
-	json_t *entry = t ? json_object_get(t->adopted, thread_id) : NULL;
-	bool changed = false;
-	size_t i, added = 0;
-	json_t *rec;
-
-	if (!entry)
-		return 0;
-	json_t *runs = adopted_runs(c, entry, &changed);
-	json_auto_t *have = json_object(); /* the log's runs: listed once */
-	if (!have)
-		return -ENOMEM;
-	json_array_foreach(list, i, rec)
-	{
-		const char *id = json_string_value(json_object_get(rec, "runId"));
-		if (id)
-			(void)json_object_set_new(have, id, json_true());
-	}
-	json_array_foreach(runs, i, rec)
-	{
-		const char *id = json_string_value(json_object_get(rec, "runId"));
-		const char *st = json_string_value(json_object_get(rec, "status"));
-		if (!id || json_object_get(have, id) || (status && !streq(status, st ?: "")))
-			continue;
-		if (json_array_append(list, rec) < 0)
-			return -ENOMEM;
-		added++;
-	}
-	if (json_array_size(runs) == 0) { /* its runs are gone from the cluster */
-		json_object_del(t->adopted, thread_id);
-		changed = true;
-	}
-	if (changed)
-		adopted_save(t);
-	return added ? recs_sort(list, 0) : 0;
-}
-
 /* ---- this node's lease, its load ---- */
 
 typedef struct OwnCheck {
@@ -1226,44 +963,6 @@ check_own_runs(Coordinator *c)
 	}
 }
 
-typedef struct AdoptCheck {
-	Takeover *t;
-	char thread[];
-} AdoptCheck;
-
-static void
-on_adopted_owner(Cluster *cl, int err, const ClusterOwner *owner, void *userdata)
-{
-	AdoptCheck *ac = userdata;
-	/* another node's now (this node's key expired meanwhile), or nobody's */
-	if ((err == 0 && !streq(owner->node, cluster_node(cl))) || err == -ENOENT) {
-		json_object_del(ac->t->adopted, ac->thread);
-		adopted_save(ac->t);
-	}
-	free(ac);
-}
-
-/* The threads taken over and listed here: still this node's? (after a lapse
- * of its lease, and once after a start: the file may be older) */
-static void
-check_adopted(Takeover *t)
-{
-	const char *thread;
-	json_t *v;
-	json_object_foreach(t->adopted, thread, v)
-	{
-		size_t tl = strlen(thread) + 1;
-		AdoptCheck *ac = calloc(1, sizeof(*ac) + tl);
-		if (!ac)
-			continue;
-		ac->t = t;
-		memcpy(ac->thread, thread, tl);
-		if (cluster_owner(t->c->cluster, ac->thread, on_adopted_owner, ac) < 0)
-			free(ac);
-	}
-	t->adopted_checked = true;
-}
-
 static void
 set_info(Coordinator *c)
 {
@@ -1303,9 +1002,9 @@ on_tick(evutil_socket_t fd, short what, void *arg)
 	if (t->lease && (t->lapsed || g != t->lease)) {
 		log_notice("Cluster: lease back; checking that this node's runs are still its own");
 		check_own_runs(c);
-		check_adopted(t);
-	} else if (!t->adopted_checked && cluster_ready(c->cluster))
-		check_adopted(t);
+		adopted_check(&t->adopted);
+	} else if (!t->adopted.checked && cluster_ready(c->cluster))
+		adopted_check(&t->adopted);
 	t->lease = g;
 	t->lapsed = false;
 }
@@ -1321,11 +1020,10 @@ takeover_setup(Coordinator *c)
 	t->c = c;
 	t->lost = json_object();
 	t->ended = json_object();
-	t->adopted = adopted_load(c);
-	if (!t->lost || !t->ended || !t->adopted) {
+	if (!t->lost || !t->ended || adopted_init(&t->adopted, c) < 0) {
 		json_decref(t->lost);
 		json_decref(t->ended);
-		json_decref(t->adopted);
+		adopted_done(&t->adopted);
 		free(t);
 		return -ENOMEM;
 	}
@@ -1339,12 +1037,18 @@ takeover_setup(Coordinator *c)
 			event_free(t->tick);
 		json_decref(t->lost);
 		json_decref(t->ended);
-		json_decref(t->adopted);
+		adopted_done(&t->adopted);
 		free(t);
 		return -ENOMEM;
 	}
 	c->takeover = t;
 	return 0;
+}
+
+Adopted *
+takeover_adopted(Coordinator *c)
+{
+	return c->takeover ? &c->takeover->adopted : NULL;
 }
 
 /* After cluster_free(): no callback of a takeover in progress comes any more
@@ -1364,7 +1068,7 @@ takeover_teardown(Coordinator *c)
 	}
 	json_decref(t->lost);
 	json_decref(t->ended);
-	json_decref(t->adopted);
+	adopted_done(&t->adopted);
 	free(t);
 	c->takeover = NULL;
 }
