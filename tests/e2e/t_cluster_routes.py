@@ -73,6 +73,19 @@ def in_parallel(*fns):
     return out
 
 
+
+def kill_node_and_its_loop(node, mark):
+    """Every daemon of node killed -9, and its run's shell loop and sleep
+    (matched by mark in their command line: not the node's children, they
+    outlive it)."""
+    C.kill_node(node)
+    for pid in subprocess.run(["pgrep", "-f", mark], capture_output=True,
+                              text=True).stdout.split():
+        try:
+            os.kill(int(pid), signal.SIGKILL)
+        except ProcessLookupError:
+            pass
+
 def test_a_run_through_a_is_tailed_through_a_b_and_c():
     try:
         # c: the SSE helper's Host is "x"
@@ -337,13 +350,7 @@ def test_thread_list_lists_a_lost_nodes_threads_after_takeover():
         order = ["t-gone-run", "t-gone-done"]
         pages = thread_pages(a, "t-gone-", 10)
         assert [t["threadId"] for p in pages for t in p] == order, pages
-        C.kill_node("d")
-        for pid in subprocess.run(["pgrep", "-f", "sleep 0.239"], capture_output=True,
-                                  text=True).stdout.split():
-            try:  # the run's shell loop and its sleep (not d's children)
-                os.kill(int(pid), signal.SIGKILL)
-            except ProcessLookupError:
-                pass
+        kill_node_and_its_loop("d", "sleep 0.239")
         # taken over (the TTL is 15 s), the running run ended node_lost
         assert poll(lambda: (C.run_record(run) or {}).get("status") == "failed",
                     timeout=45, interval=0.5), (C.run_record(run), a.log("coordinatord")[-2000:])
@@ -420,13 +427,7 @@ def test_thread_runs_list_a_lost_nodes_runs_after_takeover():
             return [r["runId"] for r in js]
         assert ids(a) == order
         full = {r: e.tail(r, thread=th, timeout=30)[0] for r in (r1, r2)}
-        C.kill_node("e")
-        for pid in subprocess.run(["pgrep", "-f", "sleep 0.241"], capture_output=True,
-                                  text=True).stdout.split():
-            try:  # the run's shell loop and its sleep (not e's children)
-                os.kill(int(pid), signal.SIGKILL)
-            except ProcessLookupError:
-                pass
+        kill_node_and_its_loop("e", "sleep 0.241")
         assert poll(lambda: (C.run_record(r3) or {}).get("status") == "failed",
                     timeout=45, interval=0.5), (C.run_record(r3), a.log("coordinatord")[-2000:])
         taker = C.owner(th, "a")
