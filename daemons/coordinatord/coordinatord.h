@@ -107,7 +107,8 @@ struct Run {
 	bool run_timed_out; /* max_run_ms: the cancel path ends it run_timeout */
 	uint64_t cpu_usec;  /* last SANDBOX_STATS reading */
 	bool cpu_known;
-	uint64_t cpu_round;	    /* the watchdog round that took its first CPU reading */
+	uint64_t cpu_round;	    /* the watchdog round whose scan spares it: its first
+				     * CPU reading, or a failed one */
 	uint64_t cpu_err_round;	    /* the last round whose reading failed */
 	PeerDeferred *cancel_reply; /* a RUN_CANCEL answered at the run's end */
 	LogCtx log;

@@ -192,15 +192,15 @@ stats_reply(Peer *p, int err, const msgpack_object *body, void *ud)
 	} else if (err == -ENOMSG) {
 		run->cpu_known = true; /* the shim cannot tell: judge by events alone */
 		run->cpu_usec = 0;
-	} else if (run->cpu_known &&
-		   !(run->cpu_err_round && run->cpu_err_round + 1 == c->watchdog_round)) {
+	} else {
 		/* no reading (a reply late past its deadline on a loaded host):
 		 * that is no evidence of a stall; this round spares the run, a
 		 * second failed round in a row judges it by its events */
-		run->cpu_round = c->watchdog_round;
+		bool again = run->cpu_err_round && run->cpu_err_round + 1 == c->watchdog_round;
+		if (run->cpu_known && !again)
+			run->cpu_round = c->watchdog_round;
 		run->cpu_err_round = c->watchdog_round;
-	} else
-		run->cpu_err_round = c->watchdog_round;
+	}
 	reply_done_SANDBOX_STATS(&rep);
 	if (--c->watchdog_pending == 0 && !round_scanned)
 		watchdog_scan(c);
