@@ -23,6 +23,7 @@
 #include <event2/event.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 #include "json-util.h"
 #include "macro.h"
@@ -644,12 +645,11 @@ fail_runs_after_storage_error(Coordinator *c, Op *ops, int err)
 				       COMMIT_STORAGE_FAILED);
 }
 
-/* Write ops in one transaction: each op gets its err (and seq). The batch
- * stays open for publishing. Returns the commit's result. */
+/* Write ops into one transaction: each op gets its err (and seq). The batch
+ * stays open (commit_flush commits it). Returns 0 or the batch's error. */
 static int
 commit_write(Coordinator *c, Op *ops, RunLogBatch **ret_b)
 {
-	usec_t t0 = now_usec();
 	int64_t now = now_epoch_ms();
 	uint64_t used = 0, high = c->log_map / 100 * (uint64_t)c->conf.chunk_high_water;
 	RunLogBatch *b = NULL;
@@ -718,6 +718,16 @@ commit_write(Coordinator *c, Op *ops, RunLogBatch **ret_b)
 			op->err = runlog_batch_drive_put(
 			    b, op->run_id, json_is_null(op->drive) ? NULL : op->drive);
 	}
+	return r;
+}
+
+/* Commit what commit_write wrote (r: its result), started at t0. Returns the
+ * commit's result; on failure every op that had none gets it. */
+static int
+commit_flush(Coordinator *c, Op *ops, RunLogBatch *b, int r, usec_t t0)
+{
+	uint64_t used = 0;
+
 	if (r == 0 && runlog_batch_usage(b, &used) < 0)
 		used = c->log_used;
 	if (r == 0)
@@ -816,6 +826,7 @@ commit_settle(Coordinator *c, Op *op)
 typedef struct CommitGroup {
 	Op *ops;
 	size_t steps; /* run steps not finished yet, + 1 while commit_cb sets up */
+	bool writing; /* early steps started, the transaction not committed yet */
 } CommitGroup;
 
 /* A run of a commit: its record as committed, and what its ops wait for. */
@@ -823,6 +834,8 @@ typedef struct RunStep {
 	CommitGroup *g;
 	const char *run_id; /* its first op's */
 	json_t *rec;	    /* the run's record after the commit, or NULL */
+	bool ended;	    /* replicated while the group was writing: err waits */
+	int err;
 } RunStep;
 
 static void
@@ -898,11 +911,29 @@ step_replicated(Coordinator *c, int err, void *arg)
 	RunStep *st = arg;
 	CommitGroup *g = st->g;
 
+	if (g->writing) { /* an early step: nothing is visible before the commit */
+		st->ended = true;
+		st->err = err;
+		return;
+	}
 	step_end(c, st, err);
 	json_decref(st->rec);
 	free(st);
 	group_unref(g);
 }
+
+static RunStep *
+step_new(CommitGroup *g, const char *run_id, json_t *rec)
+{
+	RunStep *st = calloc(1, sizeof(*st));
+	if (!st)
+		return NULL;
+	*st = (RunStep){.g = g, .run_id = run_id, .rec = rec};
+	g->steps++;
+	return st;
+}
+
+static void step_replicate(Coordinator *c, RunStep *st);
 
 /* A run's step: replicate its events first in cluster mode, else finish now. */
 static void
@@ -910,19 +941,27 @@ step_start(Coordinator *c, CommitGroup *g, const char *run_id, json_t *rec)
 {
 	const CommitHooks *h = c->commit_hooks;
 	bool replicating = h->replicating && h->replicating(c);
-	RunStep *st = calloc(1, sizeof(*st));
+	RunStep *st = step_new(g, run_id, rec);
 	if (!st) { /* out of memory: fail closed in cluster mode */
 		RunStep tmp = {.g = g, .run_id = run_id, .rec = rec};
 		step_end(c, &tmp, replicating ? -ENOMEM : 0);
 		json_decref(rec);
 		return;
 	}
-	*st = (RunStep){.g = g, .run_id = run_id, .rec = rec};
-	g->steps++;
 	if (!replicating) {
 		step_replicated(c, 0, st);
 		return;
 	}
+	step_replicate(c, st);
+}
+
+/* Hand st's committed (or, early, written) events to the replicate step. */
+static void
+step_replicate(Coordinator *c, RunStep *st)
+{
+	const CommitHooks *h = c->commit_hooks;
+	CommitGroup *g = st->g;
+	const char *run_id = st->run_id;
 	size_t n = 0;
 	for (Op *op = g->ops; op; op = op->next)
 		if (op->err == 0 && op->text && streq(op->run_id, run_id))
@@ -940,7 +979,7 @@ step_start(Coordinator *c, CommitGroup *g, const char *run_id, json_t *rec)
 				texts[i] = op->text;
 				lens[i++] = op->len;
 			}
-		r = h->replicate(c, run_id, first < 0 ? 0 : first, texts, lens, n, rec,
+		r = h->replicate(c, run_id, first < 0 ? 0 : first, texts, lens, n, st->rec,
 				 step_replicated, st);
 	}
 	free(texts);
@@ -949,20 +988,142 @@ step_start(Coordinator *c, CommitGroup *g, const char *run_id, json_t *rec)
 		step_replicated(c, r > 0 ? 0 : r, st);
 }
 
+/* Cluster mode, at start: the ops of runs whose events are being taken back
+ * from the cluster (replicate.c) wait, in order, at the queue's head until
+ * that is done; the others are returned. */
+static Op *
+hold_back(Coordinator *c, Op *ops)
+{
+	const CommitHooks *h = c->commit_hooks;
+	Op *keep = NULL, **kt = &keep, *held = NULL, *held_last = NULL;
+
+	while (ops) {
+		Op *op = ops;
+		ops = op->next;
+		op->next = NULL;
+		if (h->replicate_held(c, op->run_id)) {
+			if (held_last)
+				held_last->next = op;
+			else
+				held = op;
+			held_last = op;
+		} else {
+			*kt = op;
+			kt = &op->next;
+		}
+	}
+	if (held) {
+		held_last->next = c->ops_head;
+		if (!c->ops_head)
+			c->ops_tail = held_last;
+		c->ops_head = held;
+	}
+	return keep;
+}
+
+/* Cluster mode: the runs of this commit (ids[0..k), plain[i] false for one
+ * with any op other than a client's event) whose events may go to JetStream
+ * before the transaction is on disk, their steps started with the group
+ * writing (their ends wait for the commit: nothing is visible before it):
+ * a direct-log client's events of a run that is not driven here and whose
+ * record is mirrored as it is (replicate_early): a restart after a flush
+ * that never happened needs nothing but those events to take them back
+ * (docs/CLUSTER.md "Publishing before the flush"). Returns how many. */
+static size_t
+start_early(Coordinator *c, CommitGroup *g, RunLogBatch *b, const char **ids, json_t **recs,
+	    const bool *plain, size_t k, RunStep **early)
+{
+	const CommitHooks *h = c->commit_hooks;
+	size_t n = 0;
+	LogCtx rl;
+
+	if (!h->replicate_early || runlog_batch_seal(b) < 0) /* a failed seal fails the commit */
+		return 0;
+	g->writing = true;
+	for (size_t i = 0; i < k; i++) {
+		if (!plain[i] || !h->replicate_early(c, ids[i], recs[i]) ||
+		    h->run_log(c, ids[i], &rl) || !(early[i] = step_new(g, ids[i], recs[i])))
+			continue;
+		recs[i] = NULL; /* the step's now */
+		step_replicate(c, early[i]);
+		n++;
+	}
+	if (n && h->replicate_flush)
+		h->replicate_flush(c);
+	return n;
+}
+
 /* The group commit: write every queued op in one transaction, then per run
  * (replicate,) publish, acknowledge and settle, in that order. */
 static void
 commit_ops(Coordinator *c)
 {
+	const CommitHooks *h = c->commit_hooks;
+	bool replicating = h->replicating && h->replicating(c);
 	Op *ops = c->ops_head;
 	RunLogBatch *b = NULL;
+	usec_t t0 = now_usec();
+	size_t n_early = 0;
 	int r;
 
 	if (!ops)
 		return;
 	c->ops_head = c->ops_tail = NULL;
+	if (replicating && h->replicate_held)
+		ops = hold_back(c, ops);
+	if (!ops)
+		return;
 
 	r = commit_write(c, ops, &b);
+	/* ops live in the group until each run's step ended */
+	size_t nruns = 0;
+	for (Op *op = ops; op; op = op->next)
+		nruns++;
+	CommitGroup *g = calloc(1, sizeof(*g));
+	json_t **recs = calloc(nruns, sizeof(json_t *));
+	const char **ids = calloc(nruns, sizeof(char *));
+	RunStep **early = calloc(nruns, sizeof(RunStep *));
+	bool *plain = calloc(nruns, sizeof(bool));
+	CommitGroup fallback = {0};
+	if (!g || !recs || !ids || !early || !plain) {
+		/* out of memory: each run's ops end one by one, after the commit */
+		free(g);
+		g = &fallback;
+	}
+	g->ops = ops;
+	g->steps = 1;
+	size_t k = 0;
+	for (Op *op = g == &fallback ? NULL : ops; op; op = op->next) {
+		/* its run among those seen so far (a commit has far fewer runs
+		 * than ops) */
+		size_t i = 0;
+		while (i < k && !streq(ids[i], op->run_id))
+			i++;
+		op->run_ix = i;
+		if (i == k) {
+			ids[k] = op->run_id;
+			plain[k] = true;
+			recs[k++] = runlog_batch_get_record(b, op->run_id);
+		}
+		if (op->is_run || op->create_thread || op->status[0] || op->drive || !op->text)
+			plain[i] = false;
+	}
+	if (r == 0 && replicating && k)
+		n_early = start_early(c, g, b, ids, recs, plain, k, early);
+	r = commit_flush(c, ops, b, r, t0);
+	g->writing = false;
+	if (r < 0 && n_early) {
+		/* JetStream may hold events this log now lacks: going on would
+		 * serve two versions of those runs. Stop; the next start takes
+		 * them back from the cluster before anything else is written
+		 * to them (replicate.c, take_back) */
+		log_error_errno(r,
+				"Run log commit failed after the events of %zu run(s) went to "
+				"the cluster; exiting: the next start takes them back from "
+				"JetStream",
+				n_early);
+		_exit(EXIT_FAILURE);
+	}
 	if (r < 0) {
 		for (Op *op = ops; op; op = op->next) {
 			if (peer_deferred_peer(op->ack))
@@ -971,57 +1132,23 @@ commit_ops(Coordinator *c)
 		}
 		fail_runs_after_storage_error(c, ops, r);
 		runlog_batch_free(b);
-		while (ops) {
-			Op *n = ops->next;
-			op_free(ops);
-			ops = n;
-		}
-		return;
-	}
-	/* ops live in the group until each run's step ended */
-	size_t nruns = 0;
-	for (Op *op = ops; op; op = op->next)
-		nruns++;
-	CommitGroup *g = calloc(1, sizeof(*g));
-	json_t **recs = calloc(nruns, sizeof(json_t *));
-	const char **ids = calloc(nruns, sizeof(char *));
-	CommitGroup fallback = {0};
-	if (!g || !recs || !ids) {
-		/* out of memory: each run's ops end one by one, now */
-		free(g);
-		g = &fallback;
-	}
-	g->ops = ops;
-	g->steps = 1;
-	size_t k = 0;
-	for (Op *op = ops; op; op = op->next) {
-		bool seen;
-		if (g == &fallback)
-			seen = !first_of_run(ops, op);
-		else {
-			/* its run among those seen so far (a commit has far
-			 * fewer runs than ops) */
-			size_t i = 0;
-			while (i < k && !streq(ids[i], op->run_id))
-				i++;
-			op->run_ix = i;
-			seen = i < k;
-		}
-		if (seen)
-			continue;
-		if (g == &fallback) {
+		for (size_t i = 0; i < k; i++)
+			json_decref(recs[i]);
+		k = 0;
+	} else if (g == &fallback) {
+		for (Op *op = ops; op; op = op->next) {
+			if (!first_of_run(ops, op))
+				continue;
 			json_t *rec = runlog_batch_get_record(b, op->run_id);
 			RunStep st = {.g = g, .run_id = op->run_id, .rec = rec};
-			const CommitHooks *h = c->commit_hooks;
-			step_end(c, &st, h->replicating && h->replicating(c) ? -ENOMEM : 0);
+			step_end(c, &st, replicating ? -ENOMEM : 0);
 			json_decref(rec);
-			continue;
 		}
-		ids[k] = op->run_id;
-		recs[k++] = runlog_batch_get_record(b, op->run_id);
+		runlog_batch_free(b);
+	} else {
+		runlog_batch_free(b);
 	}
-	runlog_batch_free(b);
-	if (g != &fallback && !(c->commit_hooks->replicating && c->commit_hooks->replicating(c))) {
+	if (r == 0 && g != &fallback && !replicating) {
 		/* single host: publish every run, then answer and settle in op
 		 * order (the order clients' pipelined requests are answered in) */
 		for (Op *op = ops; op; op = op->next) {
@@ -1040,12 +1167,19 @@ commit_ops(Coordinator *c)
 			json_decref(recs[i]);
 		k = 0;
 	}
-	for (size_t i = 0; i < k; i++) /* cluster mode: each run when replicated */
-		step_start(c, g, ids[i], recs[i]);
-	if (k && c->commit_hooks->replicate_flush)
-		c->commit_hooks->replicate_flush(c);
+	/* cluster mode: each run when replicated (an early one's end waited) */
+	for (size_t i = 0; i < k; i++) {
+		if (!early[i])
+			step_start(c, g, ids[i], recs[i]);
+		else if (early[i]->ended)
+			step_replicated(c, early[i]->err, early[i]);
+	}
+	if (k > n_early && h->replicate_flush)
+		h->replicate_flush(c);
 	free(recs);
 	free(ids);
+	free(early);
+	free(plain);
 	if (g != &fallback) {
 		group_unref(g);
 		return;

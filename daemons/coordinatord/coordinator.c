@@ -947,6 +947,8 @@ const CommitHooks coordinator_commit_hooks = {
     .replicate = replicate_events,
     .replicate_flush = replicate_flush,
     .replicate_linger = replicate_linger,
+    .replicate_early = replicate_early,
+    .replicate_held = replicate_held,
 };
 
 static void

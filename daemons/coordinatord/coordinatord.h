@@ -243,6 +243,12 @@ typedef struct CommitHooks {
 	/* How long a commit may wait for the appends the publishes out now are
 	 * about to release: 0 when none is out (or without a cluster). */
 	usec_t (*replicate_linger)(Coordinator *c);
+	/* May run_id's events (a client's, of a run driven nowhere here) go to
+	 * the cluster before the commit's flush? rec: its record as written. */
+	bool (*replicate_early)(Coordinator *c, const char *run_id, const json_t *rec);
+	/* Must run_id's ops wait (its events are being taken back from the
+	 * cluster at start)? */
+	bool (*replicate_held)(Coordinator *c, const char *run_id);
 } CommitHooks;
 
 struct Coordinator {
@@ -493,6 +499,8 @@ int replicate_events(Coordinator *c, const char *run_id, int64_t first_seq,
 void replicate_fence(Coordinator *c, const char *run_id);
 void replicate_flush(Coordinator *c);
 usec_t replicate_linger(Coordinator *c);
+bool replicate_early(Coordinator *c, const char *run_id, const json_t *rec);
+bool replicate_held(Coordinator *c, const char *run_id);
 /* Was writer (an Rw-Writer) a process of this node? */
 bool replicate_own_writer(Coordinator *c, const char *writer);
 /* Retention pruned run_id (rec: its record as it was) from the local log:

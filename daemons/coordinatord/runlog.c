@@ -710,13 +710,25 @@ runlog_batch_get_record(RunLogBatch *b, const char *run_id)
 }
 
 int
-runlog_batch_commit(RunLogBatch *b)
+runlog_batch_seal(RunLogBatch *b)
 {
 	int r = b->err;
 
 	for (size_t i = 0; r == 0 && i < b->n_runs; i++)
-		if (b->runs[i].dirty)
+		if (b->runs[i].dirty) {
 			r = put_record(b->txn, b->l, b->runs[i].run_id, b->runs[i].rec);
+			b->runs[i].dirty = r < 0;
+		}
+	if (r < 0)
+		b->err = r;
+	return r;
+}
+
+int
+runlog_batch_commit(RunLogBatch *b)
+{
+	int r = runlog_batch_seal(b);
+
 	if (r < 0) {
 		mdb_txn_abort(b->txn);
 		b->txn = NULL;

@@ -180,6 +180,11 @@ int runlog_batch_finish(RunLogBatch *b, const char *run_id, const char *status,
 int runlog_batch_drive_put(RunLogBatch *b, const char *run_id, const json_t *state);
 /* The record as the batch leaves it (new reference), NULL if the batch never touched it. */
 json_t *runlog_batch_get_record(RunLogBatch *b, const char *run_id);
+/* Write what the batch's ops left of each run's record into its transaction:
+ * after it, committing is all that is left (the batch takes no more ops).
+ * runlog_batch_commit() seals first; sealing before lets a caller act between
+ * the last write and the flush (cluster mode's early publish). */
+int runlog_batch_seal(RunLogBatch *b);
 int runlog_batch_commit(RunLogBatch *b);
 void runlog_batch_free(RunLogBatch *b);
 

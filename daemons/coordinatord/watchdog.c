@@ -59,6 +59,7 @@ run_protected(const Run *run)
 }
 
 typedef struct Stale {
+	Coordinator *c;
 	char (*ids)[RUN_ID_LEN + 1];
 	size_t n, cap;
 } Stale;
@@ -67,6 +68,8 @@ static void
 collect(const char *run_id, json_t *record, void *ud)
 {
 	Stale *s = ud;
+	if (replicate_held(s->c, run_id))
+		return; /* its events are being taken back from the cluster: not stale */
 	if (s->n == s->cap) {
 		size_t cap = s->cap ? s->cap * 2 : 16;
 		void *p = realloc(s->ids, cap * sizeof(*s->ids));
@@ -90,7 +93,7 @@ kill_sandbox(Coordinator *c, const char *sandbox_id)
 static void
 watchdog_scan(Coordinator *c)
 {
-	Stale s = {0};
+	Stale s = {.c = c};
 	int64_t now, cutoff;
 
 	round_scanned = true;

@@ -10,16 +10,22 @@ loopback and two runwarden nodes:
 - w fails a silent run with its stall watchdog (2 s): JetStream's log of the
   run is its local log, ending with the watchdog's RUN_ERROR (stalled), and
   its rw_runs record says failed/stalled;
-- /metrics of a node carries the cluster's gauges and counters.
+- /metrics of a node carries the cluster's gauges and counters;
+- a client's events published while their flush fails (libfiu), or while
+  coordinatord is killed -9 under appends, are taken back from JetStream by
+  the next start: one log, the same bytes in both.
 
 In order (one NATS cluster, two suites)."""
 import json
 import os
+import random
 import signal
 import subprocess
+import threading
 import time
 
-from rwcluster import READER, Cluster, check_logs
+from ipc import Ipc, IpcError
+from rwcluster import READER, Cluster, check_logs, coord_call
 from rwtest import poll
 
 NO_SUITE = True  # the suites need the NATS cluster's ports: made here
@@ -195,3 +201,137 @@ def test_a_run_that_ended_unreplicated_is_published_at_start():
         check_logs(C, {run: []})
     finally:
         stop_all()
+
+
+def test_events_sent_before_a_failed_flush_are_taken_back_at_start():
+    """A client's events go to JetStream while their commit is flushed
+    (docs/CLUSTER.md "Publishing before the flush"). When that flush fails
+    (an I/O error on fdatasync, injected with libfiu), coordinatord stops:
+    JetStream has events the local log lacks. The next start takes them back
+    from JetStream before anything else is written to the run: one log, the
+    same bytes through the owner and in the cluster, and the run goes on."""
+    try:
+        f = C.node("f")
+        f.expected_errors += [r"commit failed", r"Input/output", r"exiting"]
+        f.kill("coordinatord", signal.SIGTERM)
+        f.wrap["coordinatord"] = ["fiu-run", "-x"]
+        f.start_daemon("coordinatord")
+        sock = os.path.join(f.dir, "run", "coordinatord.sock")
+        assert poll(lambda: os.path.exists(sock) and f.http("GET", "/readyz")[0] == 200,
+                    timeout=30), f.log("coordinatord")[-2000:]
+        run = coord_call(f, "RUN_OPEN", {"thread_id": "t-early"})["run_id"]
+        c = Ipc(sock)
+        assert [append(c, run, i)["seq"] for i in range(3)] == [0, 1, 2]
+        assert poll(lambda: len(C.jetstream_log(run)) == 3, timeout=20)
+        pid = f.procs["coordinatord"].pid
+        subprocess.run(["fiu-ctrl", "-c", "enable name=posix/io/sync/fdatasync,failinfo=5",
+                        str(pid)], check=True, timeout=10)
+        try:
+            append(c, run, 3)
+            raise AssertionError("an append whose flush failed was acknowledged")
+        except (IpcError, ConnectionError, OSError):
+            pass
+        c.close()
+        assert f.procs["coordinatord"].wait(timeout=15) != 0
+        assert "went to the cluster; exiting" in f.log("coordinatord"), \
+            f.log("coordinatord")[-2000:]
+        # event 3 left before the flush: JetStream has it, the local log not
+        assert poll(lambda: len(C.jetstream_log(run)) == 4, timeout=20), C.jetstream_log(run)
+        f.wrap.pop("coordinatord")
+        f.start_daemon("coordinatord")
+        assert poll(lambda: f.http("GET", "/readyz")[0] == 200, timeout=30), \
+            f.log("coordinatord")[-2000:]
+        assert poll(lambda: "taken back from JetStream" in f.log("coordinatord"), timeout=20), \
+            f.log("coordinatord")[-2000:]
+        assert C.lmdb_events(f, run) == C.jetstream_events(run), \
+            (C.lmdb_events(f, run), C.jetstream_events(run))
+        assert json.loads(C.lmdb_events(f, run)[3][1])["value"] == 3
+        # the run goes on after it: seq 4, in both
+        c = Ipc(sock)
+        assert append(c, run, 4)["seq"] == 4
+        c.close()
+        coord_call(f, "RUN_FINISH", {"run_id": run, "status": "completed"})
+        check_logs(C, {run: []})
+        assert len(C.jetstream_log(run)) == 6
+        assert {w.split("-")[0] for _, _, w in C.jetstream_log(run)} == {"f"}
+    finally:
+        stop_all()
+
+
+def test_kill9_of_coordinatord_under_appends_leaves_one_log():
+    """kill -9 of coordinatord, eight times, while four clients append (their
+    events go to JetStream while their commits flush): after the restarts
+    each run's local log is JetStream's, byte for byte, and holds every event
+    a client saw acknowledged, at its seq. (With the take-back at start
+    disabled, one of two runs of this test failed — a kill inside a flush
+    left JetStream a commit ahead, and the restarted node wrote other events
+    at those seqs — with five kills; eight make a miss rarer.)"""
+    try:
+        g = C.node("g")
+        sock = os.path.join(g.dir, "run", "coordinatord.sock")
+        runs = [coord_call(g, "RUN_OPEN", {"thread_id": f"t-k9-{i}"})["run_id"]
+                for i in range(4)]
+        acked = {r: {} for r in runs}
+        stop = threading.Event()
+
+        def appender(run):
+            c, n = None, 0
+            while not stop.is_set():
+                try:
+                    if c is None:
+                        c = Ipc(sock)
+                    acked[run][append(c, run, n)["seq"]] = n
+                    time.sleep(0.005)
+                except (IpcError, ConnectionError, OSError):
+                    if c:
+                        c.close()
+                    c = None
+                    time.sleep(0.02)
+                n += 1
+            if c:
+                c.close()
+
+        threads = [threading.Thread(target=appender, args=(r,)) for r in runs]
+        for t in threads:
+            t.start()
+        try:
+            for _ in range(8):
+                time.sleep(random.uniform(0.3, 0.9))
+                g.kill("coordinatord", signal.SIGKILL)
+                g.start_daemon("coordinatord")
+                assert poll(lambda: g.http("GET", "/readyz")[0] == 200, timeout=30), \
+                    g.log("coordinatord")[-2000:]
+            time.sleep(0.5)
+        finally:
+            stop.set()
+            for t in threads:
+                t.join(timeout=30)
+        for run in runs:
+            coord_call(g, "RUN_FINISH", {"run_id": run, "status": "completed"})
+        for run in runs:
+            assert poll(lambda: C.jetstream_events(run) == local_events(g, run), timeout=20), \
+                (C.jetstream_events(run)[-3:], local_events(g, run)[-3:])
+            values = {q: json.loads(b).get("value") for q, b in local_events(g, run)}
+            missing = {q: v for q, v in acked[run].items() if values.get(q) != v}
+            assert acked[run] and not missing, missing
+        check_logs(C, {r: [] for r in runs})
+        print(f"acknowledged appends: {sum(len(a) for a in acked.values())}; taken back "
+              f"after a kill: {g.log('coordinatord').count('taken back from JetStream')}")
+    finally:
+        stop_all()
+
+
+def local_events(s, run):
+    """[(seq, bytes)] of the run in s's own log, every page of it."""
+    out = []
+    while True:
+        body = coord_call(s, "RUN_READ", {"run_id": run, "from_seq": len(out) - 1, "max": 256})
+        out += [(len(out) + i, e.encode() if isinstance(e, str) else e)
+                for i, e in enumerate(body["events"])]
+        if not body["events"] or len(out) > json.loads(body["record"])["lastSeq"]:
+            return out
+
+
+def append(c, run, n):
+    return c.call("RUN_APPEND", {"run_id": run,
+                                 "chunk": json.dumps({"type": "CUSTOM", "name": "n", "value": n})})
