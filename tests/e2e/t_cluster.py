@@ -18,7 +18,8 @@ import subprocess
 import time
 
 import rwtest
-from rwcluster import READER, Cluster
+from ipc import IpcError
+from rwcluster import READER, Cluster, coord_call
 from rwtest import poll
 
 NO_SUITE = True  # the suites need the NATS cluster's ports: made here
@@ -110,6 +111,39 @@ def test_a_fenced_run_is_stopped_and_failed_here():
                       timeout=5) or jetstream_events(run)
         assert [q for q, _ in remote] == list(range(len(remote))), remote
         assert remote[-1][0] == stolen and b"rw.test.steal" in remote[-1][1], remote[-1]
+    except Exception:
+        stop_all()
+        raise
+
+
+def test_a_fenced_direct_log_run_refuses_its_next_append():
+    """A direct-log client's append goes to JetStream while its commit is
+    flushed; when another writer moved the run meanwhile, JetStream refuses
+    it: the client gets not_owner, the run is failed here (fenced), and the
+    cluster's log is the other writer's, without the refused event."""
+    try:
+        a = node("a")
+        run = coord_call(a, "RUN_OPEN", {"thread_id": "t-fence-log"})["run_id"]
+        for i in range(3):
+            coord_call(a, "RUN_APPEND", {"run_id": run, "chunk": json.dumps(
+                {"type": "CUSTOM", "name": "n", "value": i})})
+        assert poll(lambda: len(jetstream_events(run)) == 3, timeout=20)
+        out = subprocess.run([READER, nats(), run, "steal"], capture_output=True, text=True,
+                             timeout=30)
+        assert out.returncode == 0, out.stderr
+        stolen = int(out.stdout.strip())
+        try:
+            coord_call(a, "RUN_APPEND", {"run_id": run, "chunk": json.dumps(
+                {"type": "CUSTOM", "name": "n", "value": 3})})
+            raise AssertionError("an append refused by JetStream was acknowledged")
+        except IpcError as e:
+            assert e.reason == "not_owner", e
+        assert "Run fenced" in a.log("coordinatord")
+        rec = C.local_record(a, run)
+        assert rec["status"] == "failed" and rec["error"]["code"] == "fenced", rec
+        remote = jetstream_events(run)
+        assert [q for q, _ in remote] == [0, 1, 2, 3] and stolen == 3, remote
+        assert b"rw.test.steal" in remote[-1][1], remote[-1]
     except Exception:
         stop_all()
         raise
