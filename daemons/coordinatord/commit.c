@@ -23,7 +23,6 @@
 #include <event2/event.h>
 #include <stdlib.h>
 #include <string.h>
-#include <unistd.h>
 
 #include "json-util.h"
 #include "macro.h"
@@ -593,6 +592,8 @@ static void
 fail_run_local(Coordinator *c, const char *run_id, bool is_run, const char *code,
 	       const char *message, CommitOutcome what)
 {
+	if (c->halted)
+		return; /* nothing more is written (commit_ops) */
 	LogCtx rl = {0};
 	bool driven = c->commit_hooks->run_log(c, run_id, &rl);
 	LogCtx lc = {.run_id = run_id, .thread_id = driven ? rl.thread_id : NULL};
@@ -1066,7 +1067,7 @@ commit_ops(Coordinator *c)
 	size_t n_early = 0;
 	int r;
 
-	if (!ops)
+	if (!ops || c->halted) /* halted: what is queued is never written */
 		return;
 	c->ops_head = c->ops_tail = NULL;
 	if (replicating && h->replicate_held)
@@ -1113,18 +1114,27 @@ commit_ops(Coordinator *c)
 	r = commit_flush(c, ops, b, r, t0);
 	g->writing = false;
 	if (r < 0 && n_early) {
-		/* JetStream may hold events this log now lacks: going on would
-		 * serve two versions of those runs. Stop; the next start takes
-		 * them back from the cluster before anything else is written
-		 * to them (replicate.c, take_back) */
+		/* JetStream may hold events this log now lacks: going on (even
+		 * failing the runs here) would write other events at their seqs.
+		 * Write nothing more and stop; the next start takes them back
+		 * from the cluster before anything else is written to them
+		 * (replicate.c, take_back). Clients get no answer: their
+		 * connections close with the process. */
 		log_error_errno(r,
 				"Run log commit failed after the events of %zu run(s) went to "
-				"the cluster; exiting: the next start takes them back from "
+				"the cluster; stopping: the next start takes them back from "
 				"JetStream",
 				n_early);
-		_exit(EXIT_FAILURE);
-	}
-	if (r < 0) {
+		c->halted = r;
+		event_base_loopbreak(c->base);
+		runlog_batch_free(b);
+		for (size_t i = 0; i < k; i++) {
+			json_decref(recs[i]);
+			if (early[i] && early[i]->ended) /* else its done comes at teardown */
+				step_replicated(c, -ECANCELED, early[i]);
+		}
+		k = 0;
+	} else if (r < 0) {
 		for (Op *op = ops; op; op = op->next) {
 			if (peer_deferred_peer(op->ack))
 				commit_ack(c, NULL, op);

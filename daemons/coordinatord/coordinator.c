@@ -1145,6 +1145,8 @@ coordinator_run(const DaemonArgs *args)
 	notify_ready("serving");
 	log_info("coordinatord ready on %s (run log in %s/runlog)", path, c->conf.shared.state_dir);
 	event_base_dispatch(c->base);
+	if (c->halted)
+		return c->halted; /* logged where it happened; systemd restarts us */
 	log_info("coordinatord stopped");
 	return 0;
 }

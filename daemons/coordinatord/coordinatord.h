@@ -280,6 +280,9 @@ struct Coordinator {
 	HarnessSet *harnesses;
 	bool storage_ok;
 	bool stopping;
+	/* A commit failed after its events went to the cluster (commit.c): this
+	 * process writes nothing more and stops; coordinator_run returns it. */
+	int halted;
 	Metrics m;
 	int tool_calls; /* host tool processes running, all runs */
 	/* the tools' cgroup (bridge.c), NULL when tool_cgroup is off or unavailable */

@@ -233,7 +233,7 @@ def test_events_sent_before_a_failed_flush_are_taken_back_at_start():
             pass
         c.close()
         assert f.procs["coordinatord"].wait(timeout=15) != 0
-        assert "went to the cluster; exiting" in f.log("coordinatord"), \
+        assert "went to the cluster; stopping" in f.log("coordinatord"), \
             f.log("coordinatord")[-2000:]
         # event 3 left before the flush: JetStream has it, the local log not
         assert poll(lambda: len(C.jetstream_log(run)) == 4, timeout=20), C.jetstream_log(run)
