@@ -315,7 +315,16 @@ extern const CommitHooks coordinator_commit_hooks;
 /* driver.c: append the value of every secret of every harness (≥ 4 bytes,
  * each once) to the NULL-terminated malloc'd vector *values. */
 void secrets_collect(Coordinator *c, char ***values);
-/* commit.c: replace every occurrence of each value in *text (length *len,
+/* redact.c (values: a NULL-terminated vector of secret values). Does
+ * s[0..len) hold any of them? */
+bool redact_holds(char *const *values, const char *s, size_t len);
+/* s[0..len) with every value replaced by [REDACTED] (malloc'd; its length in
+ * *ret_len when not NULL), NULL when out of memory. */
+char *redact_string(char *const *values, const char *s, size_t len, size_t *ret_len);
+/* Redact every decoded string, key and number of j in place: true when
+ * something changed. */
+bool redact_tree(char *const *values, json_t *j);
+/* Replace every occurrence of each value in *text (length *len,
  * NUL-terminated, malloc'd) with [REDACTED]; -ENOMEM leaves it as it was. */
 int redact_text(char *const *values, char **text, size_t *len);
 /* ... in every string (keys too) of a JSON value, in place. */
