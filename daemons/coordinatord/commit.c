@@ -885,8 +885,8 @@ commit_ops(Coordinator *c)
 	if (!ops || c->halted) /* halted: what is queued is never written */
 		return;
 	c->ops_head = c->ops_tail = NULL;
-	if (replicating && h->replicate_held)
-		ops = hold_back(c, ops);
+	if (replicating && h->replicate_held && h->replicate_held(c, NULL))
+		ops = hold_back(c, ops); /* only while some run is being taken back */
 	if (!ops)
 		return;
 

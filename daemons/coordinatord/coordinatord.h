@@ -247,7 +247,7 @@ typedef struct CommitHooks {
 	 * the cluster before the commit's flush? rec: its record as written. */
 	bool (*replicate_early)(Coordinator *c, const char *run_id, const json_t *rec);
 	/* Must run_id's ops wait (its events are being taken back from the
-	 * cluster at start)? */
+	 * cluster at start)? run_id NULL: must any run's? */
 	bool (*replicate_held)(Coordinator *c, const char *run_id);
 } CommitHooks;
 

@@ -202,4 +202,3 @@ redact_json(char *const *values, json_t *j)
 	}
 	return r;
 }
-

@@ -999,6 +999,8 @@ replicate_held(Coordinator *c, const char *run_id)
 	Replicator *r = c->repl;
 	if (!r || !r->backs)
 		return false;
+	if (!run_id)
+		return true;
 	for (Back *bk = r->backs; bk; bk = bk->next)
 		if (streq(bk->run_id, run_id))
 			return true;
