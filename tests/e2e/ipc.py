@@ -2,6 +2,7 @@
 """A blocking client of the internal protocol (docs/PROTOCOL.md), for tests:
 length-prefixed msgpack frames [type, req_id, body] over a Unix socket, HELLO
 as role 'client' (or another role, to test what a daemon accepts from it). Message type ids are read from common/proto/messages.def."""
+import json
 import os
 import re
 import socket
@@ -24,6 +25,13 @@ def status_metrics(c):
             k, v = line.split()
             out[k] = float(v)
     return out
+
+
+def append_value(c, run_id, n):
+    """RUN_APPEND on the Ipc c of the tests' marker event, a CUSTOM "n"
+    carrying n; the reply ({"seq"})."""
+    return c.call("RUN_APPEND", {"run_id": run_id, "chunk": json.dumps(
+        {"type": "CUSTOM", "name": "n", "value": n})})
 
 
 class IpcError(Exception):

@@ -121,11 +121,16 @@ node_ttl_ms = {self.node_ttl_ms}
 
     @staticmethod
     def lmdb_events(s, run):
-        body = coord_call(s, "RUN_READ", {"run_id": run, "from_seq": -1, "max": 1000})
-        rec = json.loads(body["record"])
-        first = rec["lastSeq"] - len(body["events"]) + 1
-        return [(first + i, e.encode() if isinstance(e, str) else e)
-                for i, e in enumerate(body["events"])]
+        """[(seq, bytes)] of the run in s's own log, every page of it (a
+        RUN_READ answers at most coordinatord.read_max events)."""
+        out = []
+        while True:
+            body = coord_call(s, "RUN_READ", {"run_id": run, "from_seq": len(out) - 1,
+                                              "max": 1000})
+            out += [(len(out) + i, e.encode() if isinstance(e, str) else e)
+                    for i, e in enumerate(body["events"])]
+            if not body["events"] or len(out) > json.loads(body["record"])["lastSeq"]:
+                return out
 
     def run_record(self, run):
         """The run's record in rw_runs (mirrored by its owner, or by the node

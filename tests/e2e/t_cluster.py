@@ -18,7 +18,7 @@ import subprocess
 import time
 
 import rwtest
-from ipc import IpcError
+from ipc import Ipc, IpcError, append_value
 from rwcluster import READER, Cluster, coord_call
 from rwtest import poll
 
@@ -124,20 +124,21 @@ def test_a_fenced_direct_log_run_refuses_its_next_append():
     try:
         a = node("a")
         run = coord_call(a, "RUN_OPEN", {"thread_id": "t-fence-log"})["run_id"]
+        c = Ipc(os.path.join(a.dir, "run", "coordinatord.sock"))
         for i in range(3):
-            coord_call(a, "RUN_APPEND", {"run_id": run, "chunk": json.dumps(
-                {"type": "CUSTOM", "name": "n", "value": i})})
+            append_value(c, run, i)
         assert poll(lambda: len(jetstream_events(run)) == 3, timeout=20)
         out = subprocess.run([READER, nats(), run, "steal"], capture_output=True, text=True,
                              timeout=30)
         assert out.returncode == 0, out.stderr
         stolen = int(out.stdout.strip())
         try:
-            coord_call(a, "RUN_APPEND", {"run_id": run, "chunk": json.dumps(
-                {"type": "CUSTOM", "name": "n", "value": 3})})
+            append_value(c, run, 3)
             raise AssertionError("an append refused by JetStream was acknowledged")
         except IpcError as e:
             assert e.reason == "not_owner", e
+        finally:
+            c.close()
         assert "Run fenced" in a.log("coordinatord")
         rec = C.local_record(a, run)
         assert rec["status"] == "failed" and rec["error"]["code"] == "fenced", rec

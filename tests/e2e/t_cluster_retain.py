@@ -24,7 +24,7 @@ import subprocess
 import threading
 import time
 
-from ipc import Ipc, IpcError
+from ipc import Ipc, IpcError, append_value
 from rwcluster import READER, Cluster, check_logs, coord_call
 from rwtest import poll
 
@@ -221,13 +221,13 @@ def test_events_sent_before_a_failed_flush_are_taken_back_at_start():
                     timeout=30), f.log("coordinatord")[-2000:]
         run = coord_call(f, "RUN_OPEN", {"thread_id": "t-early"})["run_id"]
         c = Ipc(sock)
-        assert [append(c, run, i)["seq"] for i in range(3)] == [0, 1, 2]
+        assert [append_value(c, run, i)["seq"] for i in range(3)] == [0, 1, 2]
         assert poll(lambda: len(C.jetstream_log(run)) == 3, timeout=20)
         pid = f.procs["coordinatord"].pid
         subprocess.run(["fiu-ctrl", "-c", "enable name=posix/io/sync/fdatasync,failinfo=5",
                         str(pid)], check=True, timeout=10)
         try:
-            append(c, run, 3)
+            append_value(c, run, 3)
             raise AssertionError("an append whose flush failed was acknowledged")
         except (IpcError, ConnectionError, OSError):
             pass
@@ -248,7 +248,7 @@ def test_events_sent_before_a_failed_flush_are_taken_back_at_start():
         assert json.loads(C.lmdb_events(f, run)[3][1])["value"] == 3
         # the run goes on after it: seq 4, in both
         c = Ipc(sock)
-        assert append(c, run, 4)["seq"] == 4
+        assert append_value(c, run, 4)["seq"] == 4
         c.close()
         coord_call(f, "RUN_FINISH", {"run_id": run, "status": "completed"})
         check_logs(C, {run: []})
@@ -280,7 +280,7 @@ def test_kill9_of_coordinatord_under_appends_leaves_one_log():
                 try:
                     if c is None:
                         c = Ipc(sock)
-                    acked[run][append(c, run, n)["seq"]] = n
+                    acked[run][append_value(c, run, n)["seq"]] = n
                     time.sleep(0.005)
                 except (IpcError, ConnectionError, OSError):
                     if c:
@@ -309,9 +309,9 @@ def test_kill9_of_coordinatord_under_appends_leaves_one_log():
         for run in runs:
             coord_call(g, "RUN_FINISH", {"run_id": run, "status": "completed"})
         for run in runs:
-            assert poll(lambda: C.jetstream_events(run) == local_events(g, run), timeout=20), \
-                (C.jetstream_events(run)[-3:], local_events(g, run)[-3:])
-            values = {q: json.loads(b).get("value") for q, b in local_events(g, run)}
+            assert poll(lambda: C.jetstream_events(run) == C.lmdb_events(g, run), timeout=20), \
+                (C.jetstream_events(run)[-3:], C.lmdb_events(g, run)[-3:])
+            values = {q: json.loads(b).get("value") for q, b in C.lmdb_events(g, run)}
             missing = {q: v for q, v in acked[run].items() if values.get(q) != v}
             assert acked[run] and not missing, missing
         check_logs(C, {r: [] for r in runs})
@@ -320,18 +320,3 @@ def test_kill9_of_coordinatord_under_appends_leaves_one_log():
     finally:
         stop_all()
 
-
-def local_events(s, run):
-    """[(seq, bytes)] of the run in s's own log, every page of it."""
-    out = []
-    while True:
-        body = coord_call(s, "RUN_READ", {"run_id": run, "from_seq": len(out) - 1, "max": 256})
-        out += [(len(out) + i, e.encode() if isinstance(e, str) else e)
-                for i, e in enumerate(body["events"])]
-        if not body["events"] or len(out) > json.loads(body["record"])["lastSeq"]:
-            return out
-
-
-def append(c, run, n):
-    return c.call("RUN_APPEND", {"run_id": run,
-                                 "chunk": json.dumps({"type": "CUSTOM", "name": "n", "value": n})})

@@ -7,7 +7,7 @@ import json
 import os
 import subprocess
 
-from ipc import Ipc, IpcError
+from ipc import Ipc, IpcError, append_value
 
 WRAP = {"coordinatord": ["fiu-run", "-x"]}
 
@@ -17,18 +17,14 @@ def fiu(s, cmd):
     subprocess.run(["fiu-ctrl", "-c", cmd, str(pid)], check=True, timeout=10)
 
 
-def append(c, run, n):
-    return c.call("RUN_APPEND", {"run_id": run, "chunk": json.dumps({"type": "CUSTOM", "name": "n", "value": n})})
-
-
 def test_fdatasync_eio_is_never_acknowledged(s):
     s.expected_errors += [r"commit failed", r"could not be marked", r"storage", r"Input/output"]
     c = Ipc(os.path.join(s.dir, "run", "coordinatord.sock"))
     run = c.call("RUN_OPEN", {"thread_id": "t-eio"})["run_id"]
-    assert [append(c, run, i)["seq"] for i in range(3)] == [0, 1, 2]
+    assert [append_value(c, run, i)["seq"] for i in range(3)] == [0, 1, 2]
     fiu(s, "enable name=posix/io/sync/fdatasync,failinfo=5")
     try:
-        append(c, run, 3)
+        append_value(c, run, 3)
         raise AssertionError("an append whose fsync failed was acknowledged")
     except IpcError as e:
         assert e.code == -5, e  # -EIO
@@ -42,7 +38,7 @@ def test_fdatasync_eio_is_never_acknowledged(s):
     fiu(s, "disable name=posix/io/sync/fdatasync")
     # the disk is back: the run goes on (or was failed cleanly), never a gap
     try:
-        seq = append(c, run, 4)["seq"]
+        seq = append_value(c, run, 4)["seq"]
         assert seq == 3, seq
     except IpcError as e:
         assert e.code == -116, e  # ESTALE: it was failed with storage_error
