@@ -14,6 +14,7 @@
 #include "mp-cursor.h"
 #include "peer.h"
 #include "proto.h"
+#include "unix-socket.h"
 
 int
 bench_connect(BenchConn *c, const char *path)

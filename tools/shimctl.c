@@ -60,6 +60,7 @@
 #include "proto.h"
 #include "shim.h"
 #include "time-util.h"
+#include "unix-socket.h"
 
 #define MAX_FRAME (16 * 1024 * 1024)
 

@@ -41,7 +41,8 @@ before the first repetition. Raw JSON: bench/results/sandbox-b6-<time>.json.
 With --only-e2e, only bwrap (the reference) and e2e run, with their ratios.
 With --fs journal, runtime_dir is a tmpfs and state_dir a fresh journaled ext4
 (the layout of a production host; see layout()). B6_TAG=… is appended to the
-JSON's name (e.g. the build measured).
+JSON's name (e.g. the build measured); B6_SHIMCTL=PATH runs another shimctl
+binary as the client.
 
 usage: RW_BUILD_DIR=build bench/sandbox/b6.py [--reps 3] [--n 100] [--live 500]
        [--e2e 50] [--no-unpinned] [--only-e2e] [--fs test|journal]"""
@@ -78,7 +79,9 @@ ap.add_argument("--fs", choices=("test", "journal"), default="test",
 A = ap.parse_args()
 
 EXE = "/tmp/rw-b6-spawn-time"
-SHIMCTL = os.path.join(rwtest.BUILD, "tools", "shimctl")
+# B6_SHIMCTL=PATH measures another client binary against the same daemons
+# (a side-by-side of two shimctl builds).
+SHIMCTL = os.environ.get("B6_SHIMCTL") or os.path.join(rwtest.BUILD, "tools", "shimctl")
 BWRAP = ["bwrap", "--unshare-all", "--ro-bind", "/", "/", "--dev", "/dev", "--proc", "/proc",
          "true"]
 UNSHARE = ["unshare", "-Urnpfmiu", "--mount-proc", "true"]
@@ -366,7 +369,7 @@ def main():
         sys.exit("cc failed")
     bw = subprocess.run(["bwrap", "--version"], capture_output=True, text=True).stdout.strip()
     out = {"bench": "B6", "date": datetime.datetime.now(datetime.timezone.utc).isoformat(),
-           "kernel": os.uname().release, "bwrap": bw, "conf": CONF, "conf_cold": CONF_COLD,
+           "kernel": os.uname().release, "shimctl": SHIMCTL, "bwrap": bw, "conf": CONF, "conf_cold": CONF_COLD,
            "pinning": "daemons taskset -c 0 (sandboxes inherit); b6.py, spawn-time, shimctl, "
                       "bwrap, unshare and the e2e client on CPU 1 (sched_setaffinity)",
            "fs": A.fs, "n": A.n, "par": A.par, "live": A.live, "e2e": A.e2e, "reps": [], "unpinned": None}

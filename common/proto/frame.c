@@ -5,7 +5,6 @@
 
 #include <arpa/inet.h>
 #include <errno.h>
-#include <event2/buffer.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -32,19 +31,7 @@ pack_head(char *out, int type, uint64_t req_id)
 
 static const char empty_map = (char)0x80;
 
-/* A frame's parts: the length prefix (big-endian), the head and the body (an
- * empty map for none). */
-typedef struct FrameParts {
-	uint32_t be;
-	char head[32];
-	size_t hl;
-	const void *body;
-	size_t body_len;
-	size_t total; /* head + body: the prefix's value */
-} FrameParts;
-
-/* -EMSGSIZE when the frame would exceed max (or 4 GiB). */
-static int
+int
 frame_parts(FrameParts *fp, int type, uint64_t req_id, const void *body, size_t body_len,
 	    size_t max)
 {
@@ -59,21 +46,6 @@ frame_parts(FrameParts *fp, int type, uint64_t req_id, const void *body, size_t 
 	if (fp->total > max || fp->total > UINT32_MAX)
 		return -EMSGSIZE;
 	fp->be = htonl((uint32_t)fp->total);
-	return 0;
-}
-
-int
-frame_write(struct evbuffer *out, int type, uint64_t req_id, const void *body, size_t body_len,
-	    size_t max)
-{
-	FrameParts fp;
-	int r = frame_parts(&fp, type, req_id, body, body_len, max);
-
-	if (r < 0)
-		return r;
-	if (evbuffer_add(out, &fp.be, 4) < 0 || evbuffer_add(out, fp.head, fp.hl) < 0 ||
-	    evbuffer_add(out, fp.body, fp.body_len) < 0)
-		return -ENOMEM;
 	return 0;
 }
 
@@ -211,11 +183,11 @@ decode(Frame *f)
 	return 0;
 }
 
-/* decode() f, whose buf holds the len bytes of a payload, into *ret; f is
- * freed when it does not decode. */
-static int
-decode_into(Frame *f, size_t len, Frame *ret)
+int
+frame_take(char *buf, size_t len, Frame *ret)
 {
+	Frame fr = {.buf = buf}, *f = &fr;
+
 	f->req_id = len;
 	int r = decode(f);
 	if (r < 0) {
@@ -229,41 +201,12 @@ decode_into(Frame *f, size_t len, Frame *ret)
 int
 frame_parse(const void *payload, size_t len, Frame *ret)
 {
-	Frame f = {0};
+	char *buf = malloc(len ? len : 1);
 
-	f.buf = malloc(len ? len : 1);
-	if (!f.buf)
+	if (!buf)
 		return -ENOMEM;
-	memcpy(f.buf, payload, len);
-	return decode_into(&f, len, ret);
-}
-
-int
-frame_read(struct evbuffer *in, size_t max, Frame *ret)
-{
-	unsigned char hdr[4];
-	uint32_t len;
-
-	if (evbuffer_get_length(in) < 4)
-		return 0;
-	if (evbuffer_copyout(in, hdr, 4) != 4)
-		return -EIO;
-	len = (uint32_t)hdr[0] << 24 | (uint32_t)hdr[1] << 16 | (uint32_t)hdr[2] << 8 | hdr[3];
-	if (len > max)
-		return -EMSGSIZE;
-	if (len < 4) /* the smallest valid payload is [0,0,{}] = 4 bytes */
-		return -EBADMSG;
-	if (evbuffer_get_length(in) < 4 + (size_t)len)
-		return 0;
-
-	Frame f = {0};
-	f.buf = malloc(len);
-	if (!f.buf)
-		return -ENOMEM;
-	evbuffer_drain(in, 4);
-	evbuffer_remove(in, f.buf, len);
-	int r = decode_into(&f, len, ret);
-	return r < 0 ? r : 1;
+	memcpy(buf, payload, len);
+	return frame_take(buf, len, ret);
 }
 
 void

@@ -30,8 +30,25 @@ typedef struct Frame {
 	char *buf; /* owned copy of the payload */
 } Frame;
 
-/* Append one frame to out. body/body_len is an already packed msgpack map
- * (NULL/0 for an empty map). -EMSGSIZE when the frame would exceed max. */
+/* A frame's parts: the length prefix (big-endian), the head and the body (an
+ * empty map for none). */
+typedef struct FrameParts {
+	uint32_t be;
+	char head[32];
+	size_t hl;
+	const void *body;
+	size_t body_len;
+	size_t total; /* head + body: the prefix's value */
+} FrameParts;
+
+/* Fill fp for a frame of type, req_id and body/body_len (an already packed
+ * msgpack map, NULL/0 for an empty map). -EMSGSIZE when the frame would exceed
+ * max (or 4 GiB). */
+int frame_parts(FrameParts *fp, int type, uint64_t req_id, const void *body, size_t body_len,
+		size_t max);
+
+/* Append one frame to out (frame-evbuffer.c, as frame_read). body/body_len is an already packed
+ * msgpack map (NULL/0 for an empty map). -EMSGSIZE when the frame would exceed max. */
 int frame_write(struct evbuffer *out, int type, uint64_t req_id, const void *body, size_t body_len,
 		size_t max);
 
@@ -45,5 +62,7 @@ int frame_read(struct evbuffer *in, size_t max, Frame *ret);
 
 /* Decode a payload (without the length prefix). 0 or -EBADMSG. Takes a copy. */
 int frame_parse(const void *payload, size_t len, Frame *ret);
+/* The same without a copy: takes buf (malloc'd), freed when it does not decode. */
+int frame_take(char *buf, size_t len, Frame *ret);
 
 void frame_done(Frame *f);

@@ -12,7 +12,6 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "log.h"
 #include "macro.h"
 
 static void
@@ -174,7 +173,7 @@ msg_w_raw(MpWriter *w, const char *key, const msgpack_object *o)
 #undef REPLY
 #undef F
 
-/* --- pass 3: read a body; and the functions built on the codecs --- */
+/* --- pass 3: read a body (the senders and handlers built on these codecs: msg-peer.c) --- */
 
 #define MSG_DEC_STR_REQ(n) mp_read_str(&m->_r, #n, &m->n);
 #define MSG_DEC_STR_OPT(n) mp_read_str_opt(&m->_r, #n, &m->n, NULL);
@@ -208,52 +207,19 @@ msg_w_raw(MpWriter *w, const char *key, const msgpack_object *o)
 		return m->_r.err < 0 ? -EBADMSG : 0;                                               \
 	}
 
-/* A sender: the function `sig` encodes m into a writer w, sends it with
- * `send` (an expression naming w) and returns what that returned. */
-#define GEN_SEND(sig, encode, send)                                                                \
-	sig                                                                                        \
-	{                                                                                          \
-		MpWriter w;                                                                        \
-		mp_writer_init(&w);                                                                \
-		encode(&w, m);                                                                     \
-		int r = send;                                                                      \
-		mp_writer_done(&w);                                                                \
-		return r;                                                                          \
-	}
-
 #define F(type, name, req) MSG_DEC_##type##_##req(name)
 #define MSG(name, id, dir, fields)                                                                 \
 	GEN_DECODE(Msg_##name, msg_decode_##name, fields)                                          \
 	void msg_done_##name(Msg_##name *m)                                                        \
 	{                                                                                          \
 		mp_reader_done(&m->_r);                                                            \
-	}                                                                                          \
-	GEN_SEND(int msg_push_##name(Peer *p, const Msg_##name *m), msg_encode_##name,             \
-		 peer_push(p, MSG_##name, &w))                                                     \
-	GEN_SEND(int msg_call_##name(Peer *p, const Msg_##name *m, usec_t timeout, PeerReplyFn cb, \
-				     void *userdata),                                              \
-		 msg_encode_##name, peer_call(p, MSG_##name, &w, timeout, cb, userdata))           \
-	int msg_handle_##name(Peer *p, const Frame *f, void *userdata, MsgHandler_##name fn)       \
-	{                                                                                          \
-		Msg_##name m;                                                                      \
-		int r = msg_decode_##name(f->body, &m);                                            \
-		if (r < 0)                                                                         \
-			log_debug("%s: bad field '%s'", #name, m._r.field ? m._r.field : "?");     \
-		else                                                                               \
-			r = fn(p, f, &m, userdata);                                                \
-		msg_done_##name(&m);                                                               \
-		return r;                                                                          \
 	}
 #define REPLY(name, fields)                                                                        \
 	GEN_DECODE(Reply_##name, reply_decode_##name, fields)                                      \
 	void reply_done_##name(Reply_##name *m)                                                    \
 	{                                                                                          \
 		mp_reader_done(&m->_r);                                                            \
-	}                                                                                          \
-	GEN_SEND(int reply_send_##name(Peer *p, uint64_t req_id, const Reply_##name *m),           \
-		 reply_encode_##name, peer_reply(p, req_id, &w))                                   \
-	GEN_SEND(int reply_deferred_##name(PeerDeferred *d, const Reply_##name *m),                \
-		 reply_encode_##name, peer_deferred_reply(d, &w))
+	}
 #include "messages.def"
 #undef MSG
 #undef REPLY

@@ -46,6 +46,10 @@
  *     … [MSG_EXEC_KILL] = handle_exec_kill,
  * The wrapper answers a body that does not decode with -EBADMSG (an ERROR
  * frame, as every handler did), and frees the decoded message after fn.
+ *
+ * The codecs (decode, encode, done) are in msg.c and need only msgpack-c; the
+ * senders and handlers over a Peer are in msg-peer.c, so that a client of the
+ * codecs alone (tools/shimctl) does not link the peer layer and libevent.
  */
 #pragma once
 

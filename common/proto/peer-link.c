@@ -8,6 +8,7 @@
 #include <stdlib.h>
 
 #include "macro.h"
+#include "unix-socket.h"
 
 struct PeerLink {
 	struct event_base *base;

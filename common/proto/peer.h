@@ -156,10 +156,3 @@ typedef struct PeerRelayOps {
  * and the errno is returned. */
 int peer_relay(Peer *to, int type, const MpWriter *body, PeerDeferred *d, usec_t timeout,
 	       const PeerRelayOps *ops);
-
-/* Unix socket helpers. unix_listen removes a stale socket file, binds with
- * the given mode; both return a CLOEXEC non-blocking fd or a negative errno. */
-int unix_listen(const char *path, unsigned mode);
-int unix_connect(const char *path);
-/* SO_PEERCRED of a connected Unix socket. */
-int unix_peer_uid(int fd, uid_t *ret_uid, pid_t *ret_pid);

@@ -31,6 +31,7 @@
 #include "log.h"
 #include "macro.h"
 #include "peer.h"
+#include "unix-socket.h"
 
 #define SD_LISTEN_FDS_START 3
 #define ACCEPT_RETRY_USEC (100 * USEC_PER_MSEC)

@@ -25,6 +25,7 @@
 #include "peer-link.h"
 #include "peer-server.h"
 #include "sock-fixture.h"
+#include "unix-socket.h"
 
 typedef struct Client {
 	PeerLink *link;

@@ -25,6 +25,7 @@
 
 #include "peer-server.h"
 #include "sock-fixture.h"
+#include "unix-socket.h"
 
 typedef struct Owner {
 	int accepted, events, closed;

@@ -35,6 +35,7 @@
 #include "macro.h"
 #include "mp-cursor.h"
 #include "peer.h"
+#include "unix-socket.h"
 
 #define RUN_A "00000000-0000-4000-8000-00000000000a"
 #define THREAD "thread-1"

@@ -43,6 +43,7 @@
 #include "peer.h"
 #include "router-fixture.h"
 #include "routerd.h"
+#include "unix-socket.h"
 
 #define RUN_ID "0b7d6a3e-5f0c-4d7e-9a51-3c2f1e0d9b8a"
 #define THREAD "thread-tail"
