@@ -129,3 +129,32 @@ def test_every_new_sandbox_sees_its_own_workspace_under_load(s):
         assert p.returncode == 0, err
     log = s.log("containerd-shim")
     assert "from the pool" in log
+
+
+def test_destroyed_sandboxes_leave_no_pool_mount_point(s):
+    """A claimed sandbox keeps its pool mount point <sandbox_dir>/.pool/<id>
+    while it lives; destroyed, the shim unmounts and removes it. After 16
+    sandboxes made and destroyed by 4 clients at once, .pool holds the mount
+    points of the two pooled sandboxes only, and the shim's mount namespace
+    has no other."""
+    sock = os.path.join(s.dir, "run", "containerd-shim.sock")
+    shimctl = os.path.join(BUILD, "tools", "shimctl")
+    shim_pid = s.procs["containerd-shim"].pid
+    pool_root = os.path.join(s.dir, "state", "sandboxes", ".pool")
+    ps = [subprocess.Popen([shimctl, sock, f"t-release-{w}", "--fresh", "4", "--", "/bin/true"],
+                           stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
+          for w in range(4)]
+    for p in ps:
+        _, err = p.communicate(timeout=120)
+        assert p.returncode == 0, err
+
+    def pool_state():
+        names = set(os.listdir(pool_root))
+        with open(f"/proc/{shim_pid}/mountinfo") as f:
+            mounted = {ln.split()[4].rsplit("/", 1)[1] for ln in f
+                       if os.path.dirname(ln.split()[4]) == pool_root}
+        return names, mounted
+
+    settled = poll(lambda: pool_state() if len(pool_state()[0]) == 2 else None, 15)
+    names, mounted = settled or pool_state()
+    assert len(names) == 2 and mounted == names, (names, mounted)
