@@ -9,9 +9,10 @@ were made; CPU the processor whose samples are counted (b6.py pins the shim
 and its sandboxes to 0, bwrap runs on 1). Each sample goes to the first kind
 in KINDS whose function is on its stack; "other" is the rest. Prints ms per
 sandbox for each kind (bench/results/sandbox-b6-floor-20261203.txt)."""
-import subprocess, sys, collections
+import collections, os, sys
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from perfscript import samples  # noqa: E402
 data, cpu, n = sys.argv[1], sys.argv[2], int(sys.argv[3])
-out = subprocess.run(["perf", "script", "-i", data, "-F", "comm,pid,cpu,ip,sym"], capture_output=True, text=True).stdout
 KINDS = [("seccomp load (do_seccomp)", ["do_seccomp"]),
         ("cgroup mkdir/rmdir", ["cgroup_mkdir", "cgroup_rmdir"]),
         ("network namespace (copy_net_ns, cleanup_net)", ["copy_net_ns", "cleanup_net"]),
@@ -25,28 +26,13 @@ KINDS = [("seccomp load (do_seccomp)", ["do_seccomp"]),
         ("dynamic loader (_dl_*)", ["_dl_start_user", "_dl_start"]),
         ]
 tot = collections.Counter(); allc = 0; idle = 0
-cur = None; syms = []
-def flush():
-    global allc, idle
-    if cur is None: return
-    comm, c = cur
-    if c != cpu: return
-    if comm == "swapper": idle += 1; return
+for comm, pid, c, syms in samples(data):
+    if c != cpu: continue
+    if comm == "swapper": idle += 1; continue
     allc += 1
     s = set(syms)
     for name, keys in KINDS:
         if any(k in s for k in keys): tot[name] += 1; break
-for line in out.splitlines():
-    if not line.strip():
-        flush(); cur = None; syms = []; continue
-    if not line.startswith(("\t", " ")):
-        parts = line.split()
-        i = [k for k, t in enumerate(parts) if t.startswith("[") and t.endswith("]")][0]
-        cur = (" ".join(parts[:i-1]), parts[i].strip("[]").lstrip("0") or "0")
-        continue
-    p = line.split()
-    if len(p) >= 2: syms.append(p[1].split("+")[0])
-flush()
 hz = 4000
 print(f"CPU {cpu}: busy {allc/hz/n*1000:.2f} ms per sandbox, idle {idle/hz/n*1000:.2f}")
 for name, _ in KINDS: print(f"  {name:48s} {tot[name]/hz/n*1000:5.2f} ms")
