@@ -129,7 +129,14 @@ listen = 127.0.0.1:{self.port}
         return problems
 
     def cleanup(self):
-        subprocess.run(["umount", "-R", "-l", self.dir], stderr=subprocess.DEVNULL)
+        # what a test mounted beneath the suite's directory (a small tmpfs as
+        # state/, say), deepest first: the directory itself is no mount point,
+        # so `umount -R` of it unmounts nothing
+        with open("/proc/self/mountinfo") as f:
+            points = [ln.split()[4] for ln in f]
+        for m in sorted((m for m in points if m.startswith(self.dir + "/")), key=len,
+                        reverse=True):
+            subprocess.run(["umount", "-l", m], stderr=subprocess.DEVNULL)
         shutil.rmtree(self.dir, ignore_errors=True)
 
     # --- clients ---
