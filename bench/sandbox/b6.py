@@ -138,13 +138,6 @@ def layout(suite):
     return suite
 
 
-def unlayout(suite):
-    if A.fs == "journal":
-        for sub in ("run", "state"):
-            subprocess.run(["umount", "-R", "-l", os.path.join(suite.dir, sub)],
-                           stderr=subprocess.DEVNULL)
-
-
 class Bench:
     def __init__(self, pinned):
         self.pinned = pinned
@@ -313,9 +306,7 @@ class Bench:
     def close(self):
         self.claim_us = self.claims()
         problems = self.s.stop() + self.cold.stop()
-        unlayout(self.s)
-        unlayout(self.cold)
-        self.s.cleanup()
+        self.s.cleanup()  # also unmounts what layout() mounted
         self.cold.cleanup()
         return problems
 
@@ -369,7 +360,8 @@ def main():
         sys.exit("cc failed")
     bw = subprocess.run(["bwrap", "--version"], capture_output=True, text=True).stdout.strip()
     out = {"bench": "B6", "date": datetime.datetime.now(datetime.timezone.utc).isoformat(),
-           "kernel": os.uname().release, "shimctl": SHIMCTL, "bwrap": bw, "conf": CONF, "conf_cold": CONF_COLD,
+           "kernel": os.uname().release, "shimctl": SHIMCTL, "bwrap": bw, "conf": CONF,
+           "conf_cold": CONF_COLD,
            "pinning": "daemons taskset -c 0 (sandboxes inherit); b6.py, spawn-time, shimctl, "
                       "bwrap, unshare and the e2e client on CPU 1 (sched_setaffinity)",
            "fs": A.fs, "n": A.n, "par": A.par, "live": A.live, "e2e": A.e2e, "reps": [], "unpinned": None}

@@ -155,6 +155,8 @@ def test_destroyed_sandboxes_leave_no_pool_mount_point(s):
                        if os.path.dirname(ln.split()[4]) == pool_root}
         return names, mounted
 
-    settled = poll(lambda: pool_state() if len(pool_state()[0]) == 2 else None, 15)
-    names, mounted = settled or pool_state()
+    def settled():  # one reading per try: the refill changes .pool between reads
+        state = pool_state()
+        return state if len(state[0]) == 2 else None
+    names, mounted = poll(settled, 15) or pool_state()
     assert len(names) == 2 and mounted == names, (names, mounted)
