@@ -5,9 +5,17 @@ this directory, against one suite of real daemons per module (a module may
 declare SUITE_CONF for extra config). Prints one line per test and ends with
 'e2e: N passed, N failed' (and '(N skipped)' when a test raised rwtest.Skip:
 it cannot run on this host; tests/run-all reruns those it can elsewhere).
-Exit status 1 on any failure."""
+Exit status 1 on any failure.
+
+A test that runs longer than RW_E2E_TEST_TIMEOUT seconds (default 900) fails
+with the Python stacks of all threads printed, and the run goes on with the
+next test: one hung test costs minutes, not the CI job. SIGUSR1 prints the
+stacks of a running test at any time (tests/vm/run-e2e sends it when its VM
+seems stuck)."""
+import faulthandler
 import importlib.util
 import os
+import signal
 import sys
 import time
 import traceback
@@ -18,6 +26,43 @@ import rwtest  # noqa: E402
 here = os.path.dirname(os.path.abspath(__file__))
 only = sys.argv[1:]
 passed = failed = skipped = 0
+TEST_TIMEOUT = int(os.environ.get("RW_E2E_TEST_TIMEOUT", "900"))
+faulthandler.enable()
+faulthandler.register(signal.SIGUSR1, all_threads=True)
+
+
+class TestTimeout(Exception):
+    pass
+
+
+def on_alarm(_sig, _frame):
+    faulthandler.dump_traceback(all_threads=True)
+    raise TestTimeout(f"the test ran longer than {TEST_TIMEOUT} s (RW_E2E_TEST_TIMEOUT)")
+
+
+signal.signal(signal.SIGALRM, on_alarm)
+
+
+def run_test(label, t, *args):
+    """Run one test; print its PASS/SKIP/FAIL line and count it."""
+    global passed, failed, skipped
+    t0 = time.time()
+    signal.alarm(TEST_TIMEOUT)
+    try:
+        t(*args)
+        signal.alarm(0)
+        print(f"PASS {label} ({time.time() - t0:.2f}s)", flush=True)
+        passed += 1
+    except rwtest.Skip as e:
+        signal.alarm(0)
+        print(f"SKIP {label}: {e}", flush=True)
+        skipped += 1
+    except Exception:
+        signal.alarm(0)
+        print(f"FAIL {label} ({time.time() - t0:.2f}s)", flush=True)
+        traceback.print_exc()
+        failed += 1
+
 for fn in sorted(os.listdir(here)):
     if not (fn.startswith("t_") and fn.endswith(".py")):
         continue
@@ -32,17 +77,7 @@ for fn in sorted(os.listdir(here)):
         continue
     if getattr(mod, "NO_SUITE", False):  # tests that run the binaries themselves
         for name, t in tests:
-            try:
-                t()
-                print(f"PASS {fn}:{name}", flush=True)
-                passed += 1
-            except rwtest.Skip as e:
-                print(f"SKIP {fn}:{name}: {e}", flush=True)
-                skipped += 1
-            except Exception:
-                print(f"FAIL {fn}:{name}", flush=True)
-                traceback.print_exc()
-                failed += 1
+            run_test(f"{fn}:{name}", t)
         continue
     suite = rwtest.Suite(getattr(mod, "SUITE_CONF", ""), getattr(mod, "WRAP", None))
     try:
@@ -54,18 +89,7 @@ for fn in sorted(os.listdir(here)):
         suite.cleanup()
         continue
     for name, t in tests:
-        t0 = time.time()
-        try:
-            t(suite)
-            print(f"PASS {fn}:{name} ({time.time() - t0:.2f}s)", flush=True)
-            passed += 1
-        except rwtest.Skip as e:
-            print(f"SKIP {fn}:{name}: {e}", flush=True)
-            skipped += 1
-        except Exception:
-            print(f"FAIL {fn}:{name} ({time.time() - t0:.2f}s)", flush=True)
-            traceback.print_exc()
-            failed += 1
+        run_test(f"{fn}:{name}", t, suite)
     problems = suite.stop()
     if problems:
         print(f"FAIL {fn}:teardown hygiene")
