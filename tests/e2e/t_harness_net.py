@@ -23,10 +23,10 @@ TOOLS = os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "fixtures
 # Every ~200 ms: one HTTPS request through $HTTPS_PROXY and one MCP request
 # through the bridge forward; "after" once the test restarted the shim
 # (SIGUSR1). SIGHUP (while the shim is away): it takes the proxy's port itself.
-# SIGUSR2: the end. (Signals, not files: after the shim's restart the
-# sandbox's /workspace showed none of the files in it any more, neither those
-# the host wrote nor the sandbox's own — a re-adoption problem of its own, not
-# this test's subject.)
+# SIGUSR2: the end. (Signals, not files: when this test was written, a
+# re-adopted sandbox's /workspace lost its bind after a shim restart — fixed
+# since, with its own test in t_sandbox_readopt — and signals keep this test
+# independent of the workspace.)
 LOOP = r'''
 import json, os, signal, socket, subprocess, sys, time, urllib.request
 cfg = json.load(open(os.environ["RUNWARDEN_MCP_CONFIG"]))["mcpServers"]["tanstack"]
