@@ -1,8 +1,8 @@
 /* SPDX-License-Identifier: MIT */
 /*
  * cluster-kv.c — the stream and buckets at start, thread ownership
- * (rw_threads), run records (rw_runs), node heartbeats and liveness
- * (rw_nodes). See cluster.h.
+ * (rw_threads), run records (rw_runs) and inputs (rw_inputs), node
+ * heartbeats and liveness (rw_nodes). See cluster.h.
  *
  * Liveness: a KV bucket's TTL removes an expired key without publishing
  * anything (nats-server 2.9 has no delete marker for an expiry), so a watch
@@ -122,6 +122,8 @@ cluster_ensure(Cluster *c)
 		r = no_direct_gets(c, CLUSTER_BUCKET_THREADS, &c->kv_threads);
 	if (r >= 0)
 		r = ensure_bucket(c, CLUSTER_BUCKET_NODES, c->node_ttl_ms, &c->kv_nodes);
+	if (r >= 0) /* before rw_runs: kv_runs set says every bucket is */
+		r = ensure_bucket(c, CLUSTER_BUCKET_INPUTS, 0, &c->kv_inputs);
 	if (r >= 0)
 		r = ensure_bucket(c, CLUSTER_BUCKET_RUNS, 0, &c->kv_runs);
 	if (r >= 0)
@@ -137,6 +139,8 @@ typedef enum KvOp {
 	KV_OWNER,
 	KV_PUT_RUN,
 	KV_GET_RUN,
+	KV_PUT_INPUT,
+	KV_GET_INPUT,
 	KV_BEAT,
 	KV_CHECK_NODE
 } KvOp;
@@ -155,7 +159,7 @@ typedef struct KvJob {
 	usec_t sent; /* KV_BEAT: when submitted */
 	ClusterOwnerFn owner_cb;
 	ClusterDoneFn done_cb;
-	ClusterValueFn value_cb; /* KV_GET_RUN: data, len are the value */
+	ClusterValueFn value_cb; /* KV_GET_RUN, KV_GET_INPUT: data, len are the value */
 	void *userdata;
 } KvJob;
 
@@ -269,11 +273,17 @@ kv_exec(Cluster *c, Job *job)
 	case KV_TAKE: j->r = take(c, j); break;
 	case KV_OWNER: j->r = get_owner(c, j->key, &j->owner); break;
 	case KV_PUT_RUN:
-		j->r = cluster_errno(kvStore_Put(&j->rev, c->kv_runs, j->key, j->data, (int)j->len),
-				     0, "put run record");
+	case KV_PUT_INPUT:
+		j->r = cluster_errno(kvStore_Put(&j->rev,
+						 j->op == KV_PUT_RUN ? c->kv_runs : c->kv_inputs,
+						 j->key, j->data, (int)j->len),
+				     0, j->op == KV_PUT_RUN ? "put run record" : "put run input");
 		break;
 	case KV_GET_RUN:
-		j->r = cluster_errno(kvStore_Get(&e, c->kv_runs, j->key), 0, "get run record");
+	case KV_GET_INPUT:
+		j->r = cluster_errno(
+		    kvStore_Get(&e, j->op == KV_GET_RUN ? c->kv_runs : c->kv_inputs, j->key), 0,
+		    j->op == KV_GET_RUN ? "get run record" : "get run input");
 		if (j->r >= 0) {
 			int n = kvEntry_ValueLen(e);
 			j->len = n > 0 ? (size_t)n : 0;
@@ -394,12 +404,12 @@ cluster_owner(Cluster *c, const char *thread, ClusterOwnerFn cb, void *userdata)
 	return kv_submit(c, KV_OWNER, thread, NULL, 0, cb, NULL, userdata, NULL);
 }
 
-int
-cluster_put_run(Cluster *c, const char *run_id, const void *data, size_t len, ClusterDoneFn cb,
-		void *userdata)
+static int
+kv_put(Cluster *c, KvOp op, const char *run_id, const void *data, size_t len, ClusterDoneFn cb,
+       void *userdata)
 {
 	KvJob *j;
-	int r = kv_submit(c, KV_PUT_RUN, run_id, NULL, 0, NULL, cb, userdata, &j);
+	int r = kv_submit(c, op, run_id, NULL, 0, NULL, cb, userdata, &j);
 	if (r < 0)
 		return r;
 	j->data = malloc(len ? len : 1);
@@ -413,16 +423,42 @@ cluster_put_run(Cluster *c, const char *run_id, const void *data, size_t len, Cl
 	return 0;
 }
 
-int
-cluster_get_run(Cluster *c, const char *run_id, ClusterValueFn cb, void *userdata)
+static int
+kv_get(Cluster *c, KvOp op, const char *run_id, ClusterValueFn cb, void *userdata)
 {
 	KvJob *j;
-	int r = kv_submit(c, KV_GET_RUN, run_id, NULL, 0, NULL, NULL, userdata, &j);
+	int r = kv_submit(c, op, run_id, NULL, 0, NULL, NULL, userdata, &j);
 	if (r < 0)
 		return r;
 	j->value_cb = cb;
 	cluster_submit(c, &j->job);
 	return 0;
+}
+
+int
+cluster_put_run(Cluster *c, const char *run_id, const void *data, size_t len, ClusterDoneFn cb,
+		void *userdata)
+{
+	return kv_put(c, KV_PUT_RUN, run_id, data, len, cb, userdata);
+}
+
+int
+cluster_get_run(Cluster *c, const char *run_id, ClusterValueFn cb, void *userdata)
+{
+	return kv_get(c, KV_GET_RUN, run_id, cb, userdata);
+}
+
+int
+cluster_put_input(Cluster *c, const char *run_id, const void *data, size_t len, ClusterDoneFn cb,
+		  void *userdata)
+{
+	return kv_put(c, KV_PUT_INPUT, run_id, data, len, cb, userdata);
+}
+
+int
+cluster_get_input(Cluster *c, const char *run_id, ClusterValueFn cb, void *userdata)
+{
+	return kv_get(c, KV_GET_INPUT, run_id, cb, userdata);
 }
 
 /* ---- liveness (loop thread) ---- */

@@ -1,10 +1,11 @@
 /* SPDX-License-Identifier: MIT */
 /*
  * cluster-retain.c — retention in the cluster (docs/CLUSTER.md
- * "Retention"): a run's subject purged from RW_RUNS and its rw_runs entry
- * removed when its owner's retention prunes it (cluster_purge_run), and the
- * max age of RW_RUNS and of rw_runs' stream, the backstop for runs whose
- * owner is gone for good (cluster_set_max_age, from the worker's ensure).
+ * "Retention"): a run's subject purged from RW_RUNS and its rw_inputs and
+ * rw_runs entries removed when its owner's retention prunes it
+ * (cluster_purge_run), and the max age of RW_RUNS and of the two buckets'
+ * streams, the backstop for runs whose owner is gone for good
+ * (cluster_set_max_age, from the worker's ensure).
  */
 #include "config.h"
 
@@ -19,6 +20,7 @@
 #include "macro.h"
 
 #define RUNS_KV_STREAM "KV_" CLUSTER_BUCKET_RUNS
+#define INPUTS_KV_STREAM "KV_" CLUSTER_BUCKET_INPUTS
 
 /* One stream's MaxAge to max_age_ms (0: none), when it differs. Worker. */
 static int
@@ -57,6 +59,8 @@ cluster_apply_max_age(Cluster *c)
 	int r = stream_max_age(c, CLUSTER_STREAM, c->run_max_age_ms);
 	if (r >= 0)
 		r = stream_max_age(c, RUNS_KV_STREAM, c->run_max_age_ms);
+	if (r >= 0)
+		r = stream_max_age(c, INPUTS_KV_STREAM, c->run_max_age_ms);
 	return r;
 }
 
@@ -92,7 +96,12 @@ purge_exec(Cluster *c, Job *job)
 	j->r = purge_subject(c, CLUSTER_STREAM, subject);
 	if (j->r < 0)
 		return;
-	/* the record's whole subject: no delete marker is left behind */
+	/* its input, then the record's whole subject: no delete marker is
+	 * left behind */
+	snprintf(subject, sizeof(subject), "$KV." CLUSTER_BUCKET_INPUTS ".%s", j->run_id);
+	j->r = purge_subject(c, INPUTS_KV_STREAM, subject);
+	if (j->r < 0)
+		return;
 	snprintf(subject, sizeof(subject), "$KV." CLUSTER_BUCKET_RUNS ".%s", j->run_id);
 	j->r = purge_subject(c, RUNS_KV_STREAM, subject);
 }

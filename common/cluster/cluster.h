@@ -88,6 +88,7 @@ typedef struct Cluster Cluster;
 #define CLUSTER_BUCKET_THREADS "rw_threads"
 #define CLUSTER_BUCKET_NODES "rw_nodes"
 #define CLUSTER_BUCKET_RUNS "rw_runs"
+#define CLUSTER_BUCKET_INPUTS "rw_inputs"
 #define CLUSTER_DUP_WINDOW_S 120
 #define CLUSTER_CONNECT_WAIT_MS 10000
 #define CLUSTER_RECONNECT_WAIT_MS 250
@@ -311,6 +312,16 @@ int cluster_put_run(Cluster *c, const char *run_id, const void *data, size_t len
  * run has it), -ENOTCONN (the buckets are not ensured yet), -ENOMEM. */
 typedef void (*ClusterValueFn)(Cluster *c, int err, const void *data, size_t len, void *userdata);
 int cluster_get_run(Cluster *c, const char *run_id, ClusterValueFn cb, void *userdata);
+
+/* ---- run inputs (rw_inputs) ---- */
+
+/* The user messages a run was started with (a /chat run's `input`), put once
+ * at its start and read by the node that takes its thread over (the /chat
+ * hydrate): as cluster_put_run() and cluster_get_run(), in rw_inputs.
+ * Purged with the run (cluster_purge_run), under the same max age. */
+int cluster_put_input(Cluster *c, const char *run_id, const void *data, size_t len,
+		      ClusterDoneFn cb, void *userdata);
+int cluster_get_input(Cluster *c, const char *run_id, ClusterValueFn cb, void *userdata);
 
 /* ---- listing a bucket ---- */
 

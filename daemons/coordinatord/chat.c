@@ -24,6 +24,12 @@
  * /runs) contribute their assistant message only. The newest
  * CHAT_HYDRATE_MAX_RUNS runs are rebuilt; the answer is refused (-EFBIG) past
  * read_max_bytes.
+ *
+ * Cluster mode, a thread taken over from a lost node (chat_hydrate_merged):
+ * the runs that ran there are in no local log. The answer is deferred, and
+ * each such run is read from the cluster in turn — its input from rw_inputs
+ * (put by its owner: replicate_input), its last event at the stream's
+ * leader, its events by direct gets — with the same rebuild.
  */
 #include "config.h"
 
@@ -32,6 +38,7 @@
 #include <errno.h>
 #include <string.h>
 
+#include "cluster/cluster.h"
 #include "json-util.h"
 #include "macro.h"
 
@@ -214,6 +221,27 @@ apply_chunk(json_t *msg, const json_t *ch)
 	}
 }
 
+/* Append the assistant message built into msg (run_id's id when it has none),
+ * unless it has no part. */
+static int
+finish_assistant_message(json_t *out, json_t *msg, const char *run_id)
+{
+	if (json_array_size(json_object_get(msg, "parts")) == 0)
+		return 0;
+	if (!json_object_get(msg, "id"))
+		json_object_set_new(msg, "id", json_string(run_id));
+	json_object_set_new(msg, "role", json_string("assistant"));
+	return json_array_append(out, msg) < 0 ? -ENOMEM : 0;
+}
+
+static void
+apply_text(json_t *msg, const void *text, size_t len)
+{
+	json_auto_t *ch = json_loadb(text, len, 0, NULL);
+	if (json_is_object(ch))
+		apply_chunk(msg, ch);
+}
+
 static int
 add_assistant_message(Coordinator *c, json_t *out, const char *run_id)
 {
@@ -230,58 +258,44 @@ add_assistant_message(Coordinator *c, json_t *out, const char *run_id)
 		json_decref(rec);
 		if (r < 0)
 			return r;
-		for (size_t i = 0; i < ev.n; i++) {
-			json_auto_t *ch = json_loadb(ev.texts[i], ev.lens[i], 0, NULL);
-			if (json_is_object(ch))
-				apply_chunk(msg, ch);
-		}
+		for (size_t i = 0; i < ev.n; i++)
+			apply_text(msg, ev.texts[i], ev.lens[i]);
 		size_t n = ev.n;
 		from = ev.first_seq + (int64_t)n - 1;
 		runlog_events_done(&ev);
 		if (n == 0)
 			break;
 	}
-	if (json_array_size(json_object_get(msg, "parts")) == 0)
-		return 0;
-	if (!json_object_get(msg, "id"))
-		json_object_set_new(msg, "id", json_string(run_id));
-	json_object_set_new(msg, "role", json_string("assistant"));
-	return json_array_append(out, msg) < 0 ? -ENOMEM : 0;
+	return finish_assistant_message(out, msg, run_id);
 }
 
-int
-chat_hydrate(Coordinator *c, const char *thread_id, char **ret_json)
+/* A run of the local log: its stored user messages, then its assistant
+ * message; *active set to it while it runs. */
+static int
+add_local_run(Coordinator *c, json_t *messages, const json_t *rec, const char **active)
 {
-	json_auto_t *runs = NULL, *messages = json_array();
-	const char *active = NULL;
-	size_t n;
+	const char *run_id = json_string_value(json_object_get(rec, "runId"));
+	const char *status = json_string_value(json_object_get(rec, "status"));
+	_cleanup_free_ char *input = NULL;
 	int r;
 
-	if (!messages)
-		return -ENOMEM;
-	r = runlog_thread_runs(c->runlog, thread_id, NULL, &runs);
-	if (r < 0)
+	if (!run_id)
+		return 0;
+	if (status && !run_status_terminal(status))
+		*active = run_id;
+	r = runlog_input_get(c->runlog, run_id, &input);
+	if (r == 0)
+		r = add_user_messages(messages, run_id, input);
+	if (r < 0 && r != -ENOENT)
 		return r;
-	n = MIN(json_array_size(runs), (size_t)CHAT_HYDRATE_MAX_RUNS);
-	/* newest first: rebuild from the oldest kept */
-	for (size_t k = n; k-- > 0;) {
-		json_t *rec = json_array_get(runs, k);
-		const char *run_id = json_string_value(json_object_get(rec, "runId"));
-		const char *status = json_string_value(json_object_get(rec, "status"));
-		_cleanup_free_ char *input = NULL;
-		if (!run_id)
-			continue;
-		if (status && !run_status_terminal(status))
-			active = run_id;
-		r = runlog_input_get(c->runlog, run_id, &input);
-		if (r == 0)
-			r = add_user_messages(messages, run_id, input);
-		if (r < 0 && r != -ENOENT)
-			return r;
-		r = add_assistant_message(c, messages, run_id);
-		if (r < 0 && r != -ENOENT)
-			return r;
-	}
+	r = add_assistant_message(c, messages, run_id);
+	return r < 0 && r != -ENOENT ? r : 0;
+}
+
+/* The answer's text; -EFBIG past read_max_bytes. */
+static int
+hydrate_body(Coordinator *c, json_t *messages, const char *active, char **ret_json)
+{
 	json_auto_t *body =
 	    json_pack("{s:O, s:o, s:n}", "messages", messages, "activeRun",
 		      active ? json_pack("{s:s}", "runId", active) : json_null(), "interrupts");
@@ -294,4 +308,207 @@ chat_hydrate(Coordinator *c, const char *thread_id, char **ret_json)
 	}
 	*ret_json = s;
 	return 0;
+}
+
+int
+chat_hydrate(Coordinator *c, const json_t *runs, char **ret_json)
+{
+	json_auto_t *messages = json_array();
+	const char *active = NULL;
+	size_t n = MIN(json_array_size(runs), (size_t)CHAT_HYDRATE_MAX_RUNS);
+	int r;
+
+	if (!messages)
+		return -ENOMEM;
+	/* newest first: rebuild from the oldest kept */
+	for (size_t k = n; k-- > 0;)
+		if ((r = add_local_run(c, messages, json_array_get(runs, k), &active)) < 0)
+			return r;
+	return hydrate_body(c, messages, active, ret_json);
+}
+
+/* ---- cluster mode: runs a lost node ran, read from JetStream ---- */
+
+/* Re-reads of a lagging replica before the hydrate fails. */
+#define LAG_RETRIES 40
+
+typedef struct Hydrate Hydrate;
+struct Hydrate {
+	Hydrate *next;
+	Coordinator *c;
+	PeerDeferred *d;
+	json_t *runs;	  /* newest first, at most CHAT_HYDRATE_MAX_RUNS */
+	json_t *local;	  /* runId → true: the runs of the local log */
+	json_t *messages; /* built so far */
+	json_t *msg;	  /* the assistant message of the run read now */
+	const char *active;
+	size_t k; /* runs[k - 1] is the next (or the one read now) */
+	const char *run_id;
+	uint64_t last_seq;  /* the run's last event, at the stream's leader */
+	int64_t seen;	    /* the last seq applied (-1: none) */
+	uint64_t next_sseq; /* where the next read scans from */
+	int lag_tries;
+};
+
+static void
+hydrate_free(Hydrate *h)
+{
+	for (Hydrate **pp = &h->c->hydrates; *pp; pp = &(*pp)->next)
+		if (*pp == h) {
+			*pp = h->next;
+			break;
+		}
+	peer_deferred_free(h->d);
+	json_decref(h->runs);
+	json_decref(h->local);
+	json_decref(h->messages);
+	json_decref(h->msg);
+	free(h);
+}
+
+static void
+hydrate_fail(Hydrate *h, int err)
+{
+	if (err == -EFBIG)
+		(void)peer_deferred_error(TAKE_PTR(h->d), -EFBIG, NULL,
+					  "the thread's messages exceed read_max_bytes");
+	else if (err == -ENOMEM)
+		(void)peer_deferred_error(TAKE_PTR(h->d), -ENOMEM, NULL, NULL);
+	else
+		(void)peer_deferred_error(TAKE_PTR(h->d), -EAGAIN, "cluster_unavailable",
+					  "a run of the thread in the cluster cannot be read now");
+	hydrate_free(h);
+}
+
+static void hydrate_next(Hydrate *h);
+
+static void
+on_hydrate_events(Cluster *cluster, int err, const ClusterReadEvent *ev, size_t n,
+		  uint64_t next_sseq, void *userdata)
+{
+	Hydrate *h = userdata;
+	(void)cluster;
+
+	if (err < 0)
+		return hydrate_fail(h, err);
+	for (size_t i = 0; i < n; i++)
+		if ((int64_t)ev[i].seq > h->seen) {
+			apply_text(h->msg, ev[i].data, ev[i].len);
+			h->seen = (int64_t)ev[i].seq;
+		}
+	h->next_sseq = next_sseq;
+	if (h->seen < (int64_t)h->last_seq) {
+		/* more to read; nothing new from this replica: it lags */
+		if (n == 0 && ++h->lag_tries > LAG_RETRIES)
+			return hydrate_fail(h, -EAGAIN);
+		if (cluster_read_events(h->c->cluster, h->run_id, (uint64_t)(h->seen + 1),
+					h->next_sseq, (size_t)h->c->conf.read_max,
+					on_hydrate_events, h) < 0)
+			hydrate_fail(h, -EAGAIN);
+		return;
+	}
+	int r = finish_assistant_message(h->messages, h->msg, h->run_id);
+	if (r < 0)
+		return hydrate_fail(h, r);
+	hydrate_next(h);
+}
+
+static void
+on_hydrate_last(Cluster *cluster, int err, const ClusterRunLast *last, void *userdata)
+{
+	Hydrate *h = userdata;
+
+	if (err == -ENOENT) /* no event in the stream: nothing to show */
+		return hydrate_next(h);
+	if (err < 0)
+		return hydrate_fail(h, err);
+	h->last_seq = last->seq;
+	if (cluster_read_events(cluster, h->run_id, 0, 0, (size_t)h->c->conf.read_max,
+				on_hydrate_events, h) < 0)
+		hydrate_fail(h, -EAGAIN);
+}
+
+static void
+on_hydrate_input(Cluster *cluster, int err, const void *data, size_t len, void *userdata)
+{
+	Hydrate *h = userdata;
+	(void)len;
+
+	if (err == 0) /* a NUL-terminated copy */
+		err = add_user_messages(h->messages, h->run_id, data);
+	if (err < 0 && err != -ENOENT) /* -ENOENT: no input (POST /runs) */
+		return hydrate_fail(h, err);
+	if (cluster_run_last(cluster, h->run_id, on_hydrate_last, h) < 0)
+		hydrate_fail(h, -EAGAIN);
+}
+
+/* Rebuild the next run, oldest first: a run of the local log at once, a run
+ * of another node's (lost) log from the cluster — its user messages from
+ * rw_inputs, its assistant message from its JetStream subject; then answer. */
+static void
+hydrate_next(Hydrate *h)
+{
+	int r;
+
+	while (h->k > 0) {
+		json_t *rec = json_array_get(h->runs, --h->k);
+		const char *run_id = json_string_value(json_object_get(rec, "runId"));
+		if (!run_id)
+			continue;
+		if (json_object_get(h->local, run_id)) {
+			if ((r = add_local_run(h->c, h->messages, rec, &h->active)) < 0)
+				return hydrate_fail(h, r);
+			continue;
+		}
+		const char *status = json_string_value(json_object_get(rec, "status"));
+		if (status && !run_status_terminal(status))
+			h->active = run_id;
+		json_decref(h->msg);
+		h->msg = json_pack("{s:[]}", "parts");
+		if (!h->msg)
+			return hydrate_fail(h, -ENOMEM);
+		h->run_id = run_id;
+		h->seen = -1;
+		h->lag_tries = 0;
+		if (cluster_get_input(h->c->cluster, run_id, on_hydrate_input, h) < 0)
+			hydrate_fail(h, -EAGAIN);
+		return;
+	}
+	_cleanup_free_ char *body = NULL;
+	r = hydrate_body(h->c, h->messages, h->active, &body);
+	if (r < 0)
+		return hydrate_fail(h, r);
+	(void)reply_deferred_CHAT_HYDRATE(TAKE_PTR(h->d), &(Reply_CHAT_HYDRATE){.body = body});
+	hydrate_free(h);
+}
+
+int
+chat_hydrate_merged(Coordinator *c, Peer *p, const Frame *f, json_t *runs, json_t *local)
+{
+	Hydrate *h = calloc(1, sizeof(*h));
+	if (!h)
+		return -ENOMEM;
+	h->c = c;
+	h->d = peer_defer(p, f);
+	h->messages = json_array();
+	if (!h->d || !h->messages) {
+		peer_deferred_free(h->d);
+		json_decref(h->messages);
+		free(h);
+		return -ENOMEM;
+	}
+	h->runs = json_incref(runs);
+	h->local = json_incref(local);
+	h->k = MIN(json_array_size(runs), (size_t)CHAT_HYDRATE_MAX_RUNS);
+	h->next = c->hydrates;
+	c->hydrates = h;
+	hydrate_next(h);
+	return 0;
+}
+
+void
+chat_teardown(Coordinator *c)
+{
+	while (c->hydrates)
+		hydrate_free(c->hydrates);
 }

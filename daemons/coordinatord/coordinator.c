@@ -254,6 +254,8 @@ handle_run_start(Peer *p, const Frame *f, const Msg_RUN_START *req, void *ud)
 		goto out;
 	}
 	c->m.runs_started++;
+	if (input)
+		replicate_input(c, run_id, input);
 	Run *run = run_new(c, run_id, thread_id);
 	if (!run) {
 		ret = -ENOMEM;
@@ -597,23 +599,49 @@ handle_chat_hydrate(Peer *p, const Frame *f, const Msg_CHAT_HYDRATE *m, void *ud
 	Client *cl = ud;
 	const char *thread_id = m->thread_id;
 	_cleanup_free_ char *body = NULL;
+	json_auto_t *runs = NULL, *local = NULL;
+	size_t n_local;
 	int ret = 0;
 
 	if (!thread_id_valid(thread_id))
 		ret = -EINVAL;
 	if (ret == 0 && forward_by_thread(cl->c, p, f, thread_id, dispatch_chat_hydrate, ud))
 		goto out;
+	if (ret == 0)
+		ret = runlog_thread_runs(cl->c->runlog, thread_id, NULL, &runs);
+	n_local = json_array_size(runs);
+	if (ret == 0 && cl->c->cluster) {
+		/* a thread taken over: the runs its lost node ran are read from
+		 * JetStream, the answer comes later */
+		size_t i;
+		json_t *rec;
+		if (!(local = json_object()))
+			ret = -ENOMEM;
+		json_array_foreach(runs, i, rec)
+		{
+			const char *id = json_string_value(json_object_get(rec, "runId"));
+			if (ret == 0 && id && json_object_set_new(local, id, json_true()) < 0)
+				ret = -ENOMEM;
+		}
+		if (ret == 0)
+			ret = takeover_thread_runs(cl->c, thread_id, NULL, runs);
+		if (ret == 0 && json_array_size(runs) > n_local) {
+			ret = chat_hydrate_merged(cl->c, p, f, runs, local);
+			if (ret == 0)
+				goto out;
+		}
+	}
 	if (ret == 0) {
-		ret = chat_hydrate(cl->c, thread_id, &body);
+		ret = chat_hydrate(cl->c, runs, &body);
 		if (ret == -EFBIG) {
 			peer_reply_error(p, f->req_id, -EFBIG,
 					 "the thread's messages exceed read_max_bytes");
 			ret = 0;
 			goto out;
 		}
-		if (ret < 0)
-			log_error_errno(ret, "Failed to rebuild thread '%s': %m", thread_id);
 	}
+	if (ret < 0 && ret != -EINVAL)
+		log_error_errno(ret, "Failed to rebuild thread '%s': %m", thread_id);
 	if (ret == 0)
 		ret = reply_send_CHAT_HYDRATE(p, f->req_id, &(Reply_CHAT_HYDRATE){.body = body});
 out:
@@ -1006,6 +1034,7 @@ coordinator_free(Coordinator *c)
 		commit_now(c);
 	forward_teardown(c);
 	remote_teardown(c);
+	chat_teardown(c);
 	replicate_teardown(c); /* what waits for JetStream is dropped, not acknowledged */
 	while (c->runs)
 		run_free(c->runs);

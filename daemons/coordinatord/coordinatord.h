@@ -300,6 +300,7 @@ struct Coordinator {
 	struct Takeover *takeover;   /* takeover.c's state, with cluster */
 	struct Forwarder *fwd;	     /* forward.c's state, with cluster */
 	struct RemoteReads *remote;  /* remote.c's state, with cluster */
+	struct Hydrate *hydrates;    /* chat.c: hydrates reading JetStream */
 	/* set while a held request is handled again after its thread's owner
 	 * was looked up: route it here, do not look again */
 	bool route_here;
@@ -470,8 +471,16 @@ bool request_shim_ready(Peer *p, const Frame *f, Coordinator *c, const char *rea
 
 /* ---- chat.c ---- */
 /* GET /chat?threadId= (CHAT_HYDRATE): {messages: UIMessage[], activeRun, interrupts:
- * null} as a new JSON text. -EFBIG past read_max_bytes. */
-int chat_hydrate(Coordinator *c, const char *thread_id, char **ret_json);
+ * null} as a new JSON text, rebuilt from runs (the thread's records in the
+ * local log, newest first). -EFBIG past read_max_bytes. */
+int chat_hydrate(Coordinator *c, const json_t *runs, char **ret_json);
+/* Cluster mode, a thread taken over: the same answer, to p's request f, from
+ * runs of which those not in local (runId → true) ran on a lost node and are
+ * read from JetStream. Answered later (or now); 0, or -ENOMEM and nothing is
+ * answered. */
+int chat_hydrate_merged(Coordinator *c, Peer *p, const Frame *f, json_t *runs, json_t *local);
+/* Drop the hydrates in progress (unanswered). */
+void chat_teardown(Coordinator *c);
 
 /* metrics.c */
 /* Count a run reaching a terminal status. */
@@ -520,6 +529,10 @@ bool replicate_own_writer(Coordinator *c, const char *writer);
  * it is still queued for JetStream — not for a run fenced here (its
  * cluster copy is another node's). No-op without [cluster]. */
 void replicate_pruned(Coordinator *c, const char *run_id, const json_t *rec);
+/* A run created with input (the user messages of a /chat run): put it in
+ * rw_inputs, for the /chat hydrate of a node that takes its thread over
+ * (failure: a warning). No-op without [cluster]. */
+void replicate_input(Coordinator *c, const char *run_id, const char *input);
 /* The max age of RW_RUNS and rw_runs for these settings, the backstop of
  * retention: retention_days + max_run_ms + retention_interval_ms + 1 h, so
  * a run's first event never expires before its owner's retention pruned

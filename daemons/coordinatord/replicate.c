@@ -114,8 +114,16 @@ typedef struct Replicator {
 	uint64_t drain_gen;
 	usec_t drain_until;
 	struct event *drain_ev;
-	struct Back *backs; /* runs whose events are being taken back (take_back) */
+	struct Back *backs;	 /* runs whose events are being taken back (take_back) */
+	struct InputPut *inputs; /* puts of runs' inputs out (replicate_input) */
 } Replicator;
+
+/* A put of a run's input to rw_inputs, until it is answered. */
+typedef struct InputPut {
+	struct InputPut *next;
+	Replicator *r;
+	char run_id[RUN_ID_LEN + 1];
+} InputPut;
 
 /* A run this node writes that the last process may have left behind the
  * stream: its events went to JetStream before their commit's flush
@@ -1052,6 +1060,51 @@ replicate_pruned(Coordinator *c, const char *run_id, const json_t *rec)
 	run_next(rr);
 }
 
+static void
+input_put_free(InputPut *ip)
+{
+	for (InputPut **pp = &ip->r->inputs; *pp; pp = &(*pp)->next)
+		if (*pp == ip) {
+			*pp = ip->next;
+			break;
+		}
+	free(ip);
+}
+
+static void
+on_input_put(Cluster *cluster, int err, uint64_t revision, void *userdata)
+{
+	InputPut *ip = userdata;
+	(void)cluster, (void)revision;
+	if (err < 0)
+		log_warning_errno(err,
+				  "Run %s: its input could not be put in the cluster (%m): a node "
+				  "that takes its thread over shows no user message of it",
+				  ip->run_id);
+	input_put_free(ip);
+}
+
+void
+replicate_input(Coordinator *c, const char *run_id, const char *input)
+{
+	Replicator *r = c->repl;
+	if (!r || !c->cluster)
+		return;
+	InputPut *ip = calloc(1, sizeof(*ip));
+	if (!ip) {
+		log_warning_errno(-ENOMEM, "Run %s: its input could not be put in the cluster: %m",
+				  run_id);
+		return;
+	}
+	ip->r = r;
+	snprintf(ip->run_id, sizeof(ip->run_id), "%s", run_id);
+	ip->next = r->inputs;
+	r->inputs = ip;
+	int e = cluster_put_input(c->cluster, run_id, input, strlen(input), on_input_put, ip);
+	if (e < 0)
+		on_input_put(c->cluster, e, 0, ip);
+}
+
 int64_t
 replicate_max_age_ms(const CoordConf *cf)
 {
@@ -1225,6 +1278,8 @@ replicate_teardown(Coordinator *c)
 		r->backs = bk->next;
 		back_free(bk);
 	}
+	while (r->inputs)
+		input_put_free(r->inputs);
 	free(r);
 	c->repl = NULL;
 }

@@ -1159,6 +1159,42 @@ listed(const char *key)
 	return l.run1; /* list_cb: the key with the value {"s":"done"}x */
 }
 
+typedef struct Value {
+	bool done;
+	int err;
+	char text[64];
+} Value;
+
+static void
+value_cb(Cluster *c, int err, const void *data, size_t len, void *ud)
+{
+	Value *v = ud;
+	(void)c;
+	v->err = err;
+	if (err == 0)
+		snprintf(v->text, sizeof(v->text), "%.*s", (int)len, (const char *)data);
+	v->done = true;
+}
+
+/* The run's input in rw_inputs: 0 and its text in v, or -ENOENT. */
+static int
+input_of(Cluster *c, const char *run, Value *v)
+{
+	*v = (Value){0};
+	assert_int_equal(cluster_get_input(c, run, value_cb, v), 0);
+	assert_true(loop_until(&v->done, 20000));
+	return v->err;
+}
+
+static void
+put_input(Cluster *c, const char *run, const char *text)
+{
+	Done d = {0};
+	assert_int_equal(cluster_put_input(c, run, text, strlen(text), done_cb, &d), 0);
+	wait_done(&d);
+	assert_int_equal(d.err, 0);
+}
+
 static Cluster *
 node_max_age(const char *name, int64_t ms)
 {
@@ -1192,6 +1228,17 @@ test_purge_run_and_max_age(void **state)
 	wait_done(&d);
 	assert_int_equal(d.err, 0);
 	assert_true(listed(gone));
+	/* a run's input (rw_inputs): read back through another node, a run
+	 * without one is -ENOENT */
+	Value v;
+	put_input(na, gone, "[{\"role\":\"user\"}]");
+	put_input(na, kept, "[]");
+	usec_t until = now_usec() + 5 * USEC_PER_SEC; /* any replica answers a get */
+	while (input_of(nb, gone, &v) == -ENOENT && now_usec() < until)
+		;
+	assert_int_equal(input_of(nb, gone, &v), 0);
+	assert_string_equal(v.text, "[{\"role\":\"user\"}]");
+	assert_int_equal(input_of(nb, "runwithoutinput", &v), -ENOENT);
 
 	Done p = {0};
 	assert_int_equal(cluster_purge_run(na, gone, done_purge, &p), 0);
@@ -1207,7 +1254,12 @@ test_purge_run_and_max_age(void **state)
 		;
 	assert_int_equal(events_of(nb, gone), 0);
 	assert_false(listed(gone));
-	assert_int_equal(events_of(nb, kept), 3); /* another run is untouched */
+	deadline = now_usec() + 5 * USEC_PER_SEC;
+	while (input_of(nb, gone, &v) == 0 && now_usec() < deadline)
+		;
+	assert_int_equal(input_of(nb, gone, &v), -ENOENT); /* purged with it */
+	assert_int_equal(events_of(nb, kept), 3);	   /* another run is untouched */
+	assert_int_equal(input_of(na, kept, &v), 0);
 	/* again: nothing to purge is not an error; a bad id is refused */
 	Done p2 = {0};
 	assert_int_equal(cluster_purge_run(na, gone, done_purge, &p2), 0);
@@ -1225,13 +1277,16 @@ test_purge_run_and_max_age(void **state)
 	Done d2 = {0};
 	assert_int_equal(cluster_put_run(na, old, "{\"s\":\"done\"}x", 13, done_cb, &d2), 0);
 	wait_done(&d2);
+	put_input(na, old, "[]");
 	deadline = now_usec() + 15 * USEC_PER_SEC;
-	while ((events_of(nb, old) != 0 || listed(old)) && now_usec() < deadline) {
+	while ((events_of(nb, old) != 0 || listed(old) || input_of(nb, old, &v) == 0) &&
+	       now_usec() < deadline) {
 		struct timespec ts = {0, 200 * 1000 * 1000};
 		nanosleep(&ts, NULL);
 	}
 	assert_int_equal(events_of(nb, old), 0);
 	assert_false(listed(old));
+	assert_int_equal(input_of(nb, old, &v), -ENOENT);
 	cluster_free(m);
 	/* and 0 removes the limit (the other tests' events must stay) */
 	m = node_max_age("nmaxage", 0);

@@ -337,9 +337,18 @@ def test_thread_list_lists_a_lost_nodes_threads_after_takeover():
     on it, are listed by GET /threads through every node once they are taken
     over (the taker lists them with their latest run, from rw_runs), each
     once, also after the taker's coordinatord restarted; a running run's
-    entry ends failed/node_lost; the thread's next run replaces the entry."""
+    entry ends failed/node_lost; the thread's next run replaces the entry.
+    A /chat run's thread taken over hydrates (GET /chat?threadId=) through
+    every node as before the loss: its user message from rw_inputs, its
+    assistant message from the run's JetStream subject."""
     try:
         a, b, c, d = node("a"), node("b"), node("c"), node("d")
+        head, _ = post_chat(d, body_for("u-gone-chat", "run-gone-chat", "echo hi"),
+                            {"X-Run-Id": "run-gone-chat", "Host": f"127.0.0.1:{d.port}"})
+        assert head.startswith("HTTP/1.1 200"), head
+        st, chat = a.http("GET", "/chat?threadId=u-gone-chat")
+        assert st == 200 and [m["role"] for m in chat["messages"]] == ["user", "assistant"], chat
+        assert chat["messages"][0]["parts"] == [{"type": "text", "content": "echo hi"}], chat
         done = d.start_run("echo gone", thread="t-gone-done")
         assert d.wait_terminal(done, thread="t-gone-done")["status"] == "completed"
         time.sleep(0.02)
@@ -357,6 +366,10 @@ def test_thread_list_lists_a_lost_nodes_threads_after_takeover():
         owners = {th: C.owner(th, "a") for th in order}
         assert set(owners.values()) <= {"a", "b", "c"}, owners
         latest = {"t-gone-run": run, "t-gone-done": done}
+        for s in (a, b, c):
+            got = poll(lambda: (lambda r: r[1] if r[0] == 200 and r[1] == chat else None)(
+                s.http("GET", "/chat?threadId=u-gone-chat")), timeout=20)
+            assert got, (s.http("GET", "/chat?threadId=u-gone-chat"), chat)
 
         def listed(s, limit):
             items = [t for p in thread_pages(s, "t-gone-", limit) for t in p]
@@ -405,7 +418,10 @@ def test_thread_runs_list_a_lost_nodes_runs_after_takeover():
     each is read by id (GET /runs/{id}?threadId=, a WebSocket tail from a
     lastSeq) through every node; the same after the taker's coordinatord
     restarted; the thread's next run (on the taker) is listed first, before
-    the lost node's."""
+    the lost node's. The /chat hydrate (GET /chat?threadId=) through every
+    node rebuilds the lost node's runs from JetStream: the same messages as
+    before the loss, but the running run's tool call ended interrupted (the
+    taker's events) and no run active; the next run's message follows."""
     th = "t-lost-runs"
     loop = "for i in $(seq 1 400); do echo r$i; sleep 0.241; done"
     try:
@@ -427,6 +443,14 @@ def test_thread_runs_list_a_lost_nodes_runs_after_takeover():
             return [r["runId"] for r in js]
         assert ids(a) == order
         full = {r: e.tail(r, thread=th, timeout=30)[0] for r in (r1, r2)}
+
+        def hydrate(s):
+            st, js = s.http("GET", f"/chat?threadId={th}")
+            assert st == 200, (st, js)
+            return js
+        chat = hydrate(a)
+        assert [m["id"] for m in chat["messages"]] == [r1, r2, r3], chat
+        assert chat["activeRun"] == {"runId": r3}, chat
         kill_node_and_its_loop("e", "sleep 0.241")
         assert poll(lambda: (C.run_record(r3) or {}).get("status") == "failed",
                     timeout=45, interval=0.5), (C.run_record(r3), a.log("coordinatord")[-2000:])
@@ -467,9 +491,22 @@ def test_thread_runs_list_a_lost_nodes_runs_after_takeover():
             assert end["type"] == "RUN_ERROR" and end["code"] == "node_lost", end
             rest, status, code, _ = s.tail(r3, thread=th, last_seq=2, timeout=30)
             assert code == 1000 and rest == allr3[3:], (rest[:3], allr3[3:6])
+        def check_chat(s):
+            got = hydrate(s)
+            msgs = got["messages"]
+            assert [m["id"] for m in msgs] == [r1, r2, r3], got
+            assert msgs[:2] == chat["messages"][:2] and got["activeRun"] is None, (got, chat)
+            call, result = msgs[2]["parts"]
+            assert call["type"] == "tool-call" and call["state"] == "complete", call
+            assert call["input"] == chat["messages"][2]["parts"][0]["input"], (call, chat)
+            assert call["output"]["status"] == "interrupted", call
+            assert "cluster node 'e' was lost" in call["output"]["error"], call
+            assert result["type"] == "tool-result" and result["toolCallId"] == call["id"], result
+            return got
         for s in (a, b, c):
             check_runs(s)
             check_reads(s)
+            lost = check_chat(s)
         # a wrong thread is still refused
         st, _ = b.http("GET", f"/runs/{r1}?threadId=t-other-thread")
         assert st == 404, st
@@ -481,6 +518,7 @@ def test_thread_runs_list_a_lost_nodes_runs_after_takeover():
         assert poll(lambda: o.http("GET", "/readyz")[0] == 200, timeout=30)
         for s in (a, b, c):
             check_runs(s)
+            check_chat(s)
         check_reads(o)
         # the thread's next run (through a node that is not its owner when
         # there is one) runs on the taker, listed first
@@ -490,6 +528,10 @@ def test_thread_runs_list_a_lost_nodes_runs_after_takeover():
         assert local_run(o, nxt)
         for s in (a, b, c):
             check_runs(s, first=[nxt])
+        for s in (a, b, c):
+            got = hydrate(s)
+            assert [m["id"] for m in got["messages"]] == [r1, r2, r3, nxt], got
+            assert got["messages"][:3] == lost["messages"], (got, lost)
         items = [t for p in thread_pages(a, th, 10) for t in p]
         assert [t["threadId"] for t in items] == [th], items
         assert items[0]["latestRun"]["runId"] == nxt, items
