@@ -374,9 +374,13 @@ hydrate_fail(Hydrate *h, int err)
 					  "the thread's messages exceed read_max_bytes");
 	else if (err == -ENOMEM)
 		(void)peer_deferred_error(TAKE_PTR(h->d), -ENOMEM, NULL, NULL);
-	else
+	else {
+		log_warning_errno(err,
+				  "Cannot read run %s from the cluster for a /chat hydrate: %m",
+				  h->run_id ?: "?");
 		(void)peer_deferred_error(TAKE_PTR(h->d), -EAGAIN, "cluster_unavailable",
 					  "a run of the thread in the cluster cannot be read now");
+	}
 	hydrate_free(h);
 }
 
