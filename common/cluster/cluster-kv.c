@@ -69,6 +69,8 @@ ensure_stream(Cluster *c)
 static int
 ensure_bucket(Cluster *c, const char *name, int64_t ttl_ms, kvStore **ret)
 {
+	if (*ret) /* bound by an earlier try of an ensure that failed later */
+		return 0;
 	if (js_KeyValue(ret, c->js, name) == NATS_OK)
 		return 0;
 	kvConfig cfg;
