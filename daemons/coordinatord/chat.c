@@ -36,6 +36,7 @@
 #include "coordinatord.h"
 
 #include <errno.h>
+#include <inttypes.h>
 #include <string.h>
 
 #include "cluster/cluster.h"
@@ -329,9 +330,6 @@ chat_hydrate(Coordinator *c, const json_t *runs, char **ret_json)
 
 /* ---- cluster mode: runs a lost node ran, read from JetStream ---- */
 
-/* Re-reads of a lagging replica before the hydrate fails. */
-#define LAG_RETRIES 40
-
 typedef struct Hydrate Hydrate;
 struct Hydrate {
 	Hydrate *next;
@@ -395,15 +393,20 @@ on_hydrate_events(Cluster *cluster, int err, const ClusterReadEvent *ev, size_t 
 
 	if (err < 0)
 		return hydrate_fail(h, err);
-	for (size_t i = 0; i < n; i++)
-		if ((int64_t)ev[i].seq > h->seen) {
-			apply_text(h->msg, ev[i].data, ev[i].len);
-			h->seen = (int64_t)ev[i].seq;
+	for (size_t i = 0; i < n; i++) {
+		if ((int64_t)ev[i].seq != h->seen + 1) {
+			/* the stream's order is the run's, as remote.c reads it */
+			log_warning("Run %s: its log in the cluster has a gap at seq %" PRId64,
+				    h->run_id, h->seen + 1);
+			return hydrate_fail(h, -EIO);
 		}
+		apply_text(h->msg, ev[i].data, ev[i].len);
+		h->seen = (int64_t)ev[i].seq;
+	}
 	h->next_sseq = next_sseq;
 	if (h->seen < (int64_t)h->last_seq) {
 		/* more to read; nothing new from this replica: it lags */
-		if (n == 0 && ++h->lag_tries > LAG_RETRIES)
+		if (n == 0 && ++h->lag_tries > REMOTE_LAG_RETRIES)
 			return hydrate_fail(h, -EAGAIN);
 		if (cluster_read_events(h->c->cluster, h->run_id, (uint64_t)(h->seen + 1),
 					h->next_sseq, (size_t)h->c->conf.read_max,

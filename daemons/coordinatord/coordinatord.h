@@ -644,6 +644,11 @@ void forward_deferred(Coordinator *c, PeerDeferred *d, int type, const char *fra
 /* The request as frame_encode() bytes (req_id 0); 0 or -ENOMEM. */
 int forward_encode(const Frame *f, char **ret, size_t *ret_len);
 
+/* Re-reads of a replica behind the stream's leader before a read of a run
+ * from the cluster stops waiting for it: remote.c then answers with what it
+ * has, chat.c's hydrate fails. */
+#define REMOTE_LAG_RETRIES 40
+
 /* remote.c — cluster mode: RUN_READ and RUN_WATCH of a run this node's run
  * log does not hold are served from the run's JetStream subject (gap-free,
  * duplicate-free, from a seq), with a record derived from the stream: its

@@ -43,8 +43,6 @@
 #include "strcache.h"
 
 #define THREAD_CACHE_MAX 1024
-/* Re-reads of a lagging replica before a read answers with what it has. */
-#define LAG_RETRIES 40
 /* A run just started on its owner may have no event in the stream yet (its
  * RUN_START is answered before its first commit is replicated): its first
  * event is looked for this often, this many times, before -ENOENT. */
@@ -418,7 +416,7 @@ on_events(Cluster *cluster, int err, const ClusterReadEvent *ev, size_t n, uint6
 	int64_t got = r->from + (int64_t)r->n; /* the last seq read */
 	if (full || got >= (int64_t)r->last.seq)
 		return read_answer(r);
-	if (++r->tries > LAG_RETRIES) {
+	if (++r->tries > REMOTE_LAG_RETRIES) {
 		log_warning("Run %s: a replica lags behind the leader; answering with seq "
 			    "%" PRId64 " of %" PRIu64,
 			    r->run_id, got, r->last.seq);
