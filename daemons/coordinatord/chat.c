@@ -25,6 +25,13 @@
  * CHAT_HYDRATE_MAX_RUNS runs are rebuilt; the answer is refused (-EFBIG) past
  * read_max_bytes.
  *
+ * The rebuild runs on the loop that serves every client, so its cost is
+ * linear in the events read (Build: strings grow in buffers, tool calls are
+ * found by hash, a replaced tool result is nulled and dropped at the end),
+ * and it stops as soon as the text taken in — which the answer holds at
+ * least once — is past read_max_bytes, instead of building an answer only
+ * to refuse it (bench/chat-hydrate-bench.py).
+ *
  * Cluster mode, a thread taken over from a lost node (chat_hydrate_merged):
  * the runs that ran there are in no local log. The answer is deferred, and
  * each such run is read from the cluster in turn — its input from rw_inputs
@@ -45,39 +52,69 @@
 
 #define CHAT_HYDRATE_MAX_RUNS 100
 
+/* A string that grows by appends, in a buffer of its own: an append to a
+ * jansson string would copy and validate the whole string each time
+ * (quadratic in the deltas of an answer streamed token by token). */
+typedef struct Grow {
+	char *buf;
+	size_t len, cap;
+} Grow;
+
+static int
+grow_add(Grow *g, const char *s, size_t n)
+{
+	if (n > SIZE_MAX / 2 - g->len - 1)
+		return -EFBIG;
+	if (g->len + n + 1 > g->cap) {
+		size_t cap = MAX(g->cap * 2, MAX(g->len + n + 1, (size_t)64));
+		char *b = realloc(g->buf, cap);
+		if (!b)
+			return -ENOMEM;
+		g->buf = b;
+		g->cap = cap;
+	}
+	memcpy(g->buf + g->len, s, n);
+	g->len += n;
+	g->buf[g->len] = 0;
+	return 0;
+}
+
+static void
+grow_done(Grow *g)
+{
+	free(g->buf);
+	*g = (Grow){0};
+}
+
 /* The text of a wire message's content: a string, or the text parts of an
  * array joined. */
 static char *
 content_text(const json_t *content)
 {
+	Grow g = {0};
 	size_t i;
 	json_t *part;
 
 	if (json_is_string(content))
 		return strdup(json_string_value(content));
-	char *out = strdup("");
-	if (!out || !json_is_array(content))
-		return out;
+	if (grow_add(&g, "", 0) < 0)
+		return NULL;
 	json_array_foreach(content, i, part)
 	{
 		const char *t = json_string_value(json_object_get(part, "text"));
 		if (!t)
 			t = json_string_value(json_object_get(part, "content"));
-		if (!t)
-			continue;
-		char *n = NULL;
-		if (asprintf(&n, "%s%s", out, t) < 0) {
-			free(out);
+		if (t && grow_add(&g, t, strlen(t)) < 0) {
+			grow_done(&g);
 			return NULL;
 		}
-		free(out);
-		out = n;
 	}
-	return out;
+	return g.buf;
 }
 
+/* The user messages stored with a run; *bytes += their text's length. */
 static int
-add_user_messages(json_t *out, const char *run_id, const char *input)
+add_user_messages(json_t *out, const char *run_id, const char *input, size_t *bytes)
 {
 	json_auto_t *arr = json_loads(input, 0, NULL);
 	json_t *m;
@@ -99,6 +136,7 @@ add_user_messages(json_t *out, const char *run_id, const char *input)
 			snprintf(fallback, sizeof(fallback), "%s-user-%zu", run_id, i);
 			id = fallback;
 		}
+		*bytes += strlen(text);
 		json_t *um = json_pack("{s:s, s:s, s:[{s:s, s:s}]}", "id", id, "role", "user",
 				       "parts", "type", "text", "content", text);
 		if (!um || json_array_append_new(out, um) < 0)
@@ -107,173 +145,346 @@ add_user_messages(json_t *out, const char *run_id, const char *input)
 	return 0;
 }
 
-static json_t *
-find_call(json_t *parts, const char *id)
-{
-	json_t *p;
-	size_t i;
+/* A tool call of the assistant message being built. */
+typedef struct Call {
+	size_t part;	 /* its tool-call part's index */
+	Grow args;	 /* its arguments while they grow (buf NULL: in the part) */
+	bool parsed;	 /* input parsed from the arguments as they are */
+	size_t result;	 /* its tool-result part's index + 1, 0 none */
+	size_t out_size; /* the result's bytes counted in Build.bytes */
+} Call;
 
-	json_array_foreach(parts, i, p)
-	{
-		const char *t = json_string_value(json_object_get(p, "type"));
-		const char *pid = json_string_value(json_object_get(p, "id"));
-		if (t && pid && streq(t, "tool-call") && streq(pid, id))
-			return p;
-	}
-	return NULL;
-}
+/* The assistant message of one run, built chunk by chunk. Every lookup is
+ * by index or hash, every string grows in a Grow, and Build.bytes (the text
+ * taken in: deltas, results, user messages — each one in the answer at
+ * least once) stops the rebuild once it is past read_max_bytes: the answer
+ * would be refused anyway. A tool-result part replaced by a later result is
+ * nulled, and dropped at the end. */
+typedef struct Build {
+	json_t *parts;
+	char *id;	/* the first TEXT_MESSAGE_START's messageId */
+	bool text_open; /* the last part is text, its content in text */
+	Grow text;
+	json_t *call_ix; /* toolCallId → index in calls */
+	Call *calls;
+	size_t n_calls, cap_calls;
+	size_t settled; /* calls[0..settled) were seen by a RUN_FINISHED: none of
+			 * them can be streaming its input again */
+	size_t bytes, max_bytes;
+} Build;
 
-static void
-append_string(json_t *obj, const char *key, const char *delta)
-{
-	const char *old = json_string_value(json_object_get(obj, key)) ?: "";
-	char *n = NULL;
-	if (asprintf(&n, "%s%s", old, delta) >= 0) {
-		json_object_set_new(obj, key, json_string(n));
-		free(n);
-	}
-}
-
-/* One chunk into the assistant message being built (msg: {id?, parts}). */
-static void
-apply_chunk(json_t *msg, const json_t *ch)
-{
-	json_t *parts = json_object_get(msg, "parts");
-	const char *type = json_string_value(json_object_get(ch, "type"));
-	const char *call = json_string_value(json_object_get(ch, "toolCallId"));
-	json_t *p;
-	size_t i;
-
-	if (!type)
-		return;
-	if (streq(type, "TEXT_MESSAGE_START")) {
-		const char *mid = json_string_value(json_object_get(ch, "messageId"));
-		if (mid && !json_object_get(msg, "id"))
-			json_object_set_new(msg, "id", json_string(mid));
-	} else if (streq(type, "TEXT_MESSAGE_CONTENT")) {
-		const char *delta = json_string_value(json_object_get(ch, "delta"));
-		size_t n = json_array_size(parts);
-		json_t *last = n ? json_array_get(parts, n - 1) : NULL;
-		if (!delta || !*delta)
-			return;
-		if (last && streq(json_string_value(json_object_get(last, "type")) ?: "", "text"))
-			append_string(last, "content", delta);
-		else
-			json_array_append_new(
-			    parts, json_pack("{s:s, s:s}", "type", "text", "content", delta));
-	} else if (streq(type, "TOOL_CALL_START") && call && !find_call(parts, call)) {
-		const char *name = json_string_value(json_object_get(ch, "toolCallName")) ?: "";
-		json_array_append_new(parts, json_pack("{s:s, s:s, s:s, s:s, s:s}", "type",
-						       "tool-call", "id", call, "name", name,
-						       "arguments", "", "state", "awaiting-input"));
-	} else if (streq(type, "TOOL_CALL_ARGS") && call && (p = find_call(parts, call))) {
-		const char *delta = json_string_value(json_object_get(ch, "delta"));
-		if (delta && *delta) {
-			append_string(p, "arguments", delta);
-			if (streq(json_string_value(json_object_get(p, "state")) ?: "",
-				  "awaiting-input"))
-				json_object_set_new(p, "state", json_string("input-streaming"));
-		}
-	} else if (streq(type, "TOOL_CALL_END") && call && (p = find_call(parts, call))) {
-		json_t *in = json_loads(json_string_value(json_object_get(p, "arguments")) ?: "",
-					JSON_DECODE_ANY, NULL);
-		json_object_set_new(p, "state", json_string("input-complete"));
-		if (in)
-			json_object_set_new(p, "input", in);
-	} else if (streq(type, "TOOL_CALL_RESULT") && call && (p = find_call(parts, call))) {
-		const char *content = json_string_value(json_object_get(ch, "content")) ?: "";
-		const char *st = json_string_value(json_object_get(ch, "state"));
-		bool err = st && streq(st, "output-error");
-		json_t *out = json_loads(content, JSON_DECODE_ANY, NULL);
-		if (!out)
-			out = json_string(content);
-		if (err) {
-			const char *e = json_string_value(json_object_get(out, "error"));
-			if (!e && json_is_string(out))
-				e = json_string_value(out);
-			json_object_set_new(
-			    p, "output", json_pack("{s:s}", "error", e ?: "Tool execution failed"));
-			json_decref(out);
-		} else
-			json_object_set_new(p, "output", out);
-		json_object_set_new(p, "state", json_string(err ? "error" : "complete"));
-		json_array_foreach(parts, i, p)
-		{
-			const char *pt = json_string_value(json_object_get(p, "type")) ?: "";
-			const char *pc = json_string_value(json_object_get(p, "toolCallId")) ?: "";
-			if (streq(pt, "tool-result") && streq(pc, call)) {
-				json_array_remove(parts, i);
-				break;
-			}
-		}
-		json_array_append_new(parts,
-				      json_pack("{s:s, s:s, s:s, s:s}", "type", "tool-result",
-						"toolCallId", call, "content", content, "state",
-						err ? "error" : "complete"));
-	} else if (streq(type, "RUN_FINISHED")) {
-		json_array_foreach(parts, i, p)
-		{
-			const char *pt = json_string_value(json_object_get(p, "type")) ?: "";
-			const char *ps = json_string_value(json_object_get(p, "state")) ?: "";
-			if (streq(pt, "tool-call") &&
-			    (streq(ps, "awaiting-input") || streq(ps, "input-streaming")))
-				json_object_set_new(p, "state", json_string("input-complete"));
-		}
-	}
-}
-
-/* Append the assistant message built into msg (run_id's id when it has none),
- * unless it has no part. */
 static int
-finish_assistant_message(json_t *out, json_t *msg, const char *run_id)
+build_init(Build *b, size_t *bytes, size_t max_bytes)
 {
-	if (json_array_size(json_object_get(msg, "parts")) == 0)
+	*b = (Build){.parts = json_array(), .call_ix = json_object(), .max_bytes = max_bytes};
+	b->bytes = *bytes;
+	return b->parts && b->call_ix ? 0 : -ENOMEM;
+}
+
+static void
+build_done(Build *b)
+{
+	json_decref(b->parts);
+	json_decref(b->call_ix);
+	free(b->id);
+	grow_done(&b->text);
+	for (size_t i = 0; i < b->n_calls; i++)
+		grow_done(&b->calls[i].args);
+	free(b->calls);
+	*b = (Build){0};
+}
+
+static int
+build_count(Build *b, size_t n)
+{
+	b->bytes += n;
+	return b->bytes > b->max_bytes ? -EFBIG : 0;
+}
+
+/* The last part's text, into the part. */
+static int
+text_close(Build *b)
+{
+	if (!b->text_open)
 		return 0;
-	if (!json_object_get(msg, "id"))
-		json_object_set_new(msg, "id", json_string(run_id));
-	json_object_set_new(msg, "role", json_string("assistant"));
-	return json_array_append(out, msg) < 0 ? -ENOMEM : 0;
+	json_t *p = json_array_get(b->parts, json_array_size(b->parts) - 1);
+	b->text_open = false;
+	int r = json_object_set_new(p, "content",
+				    json_stringn_nocheck(b->text.buf ?: "", b->text.len)) < 0
+		    ? -ENOMEM
+		    : 0;
+	grow_done(&b->text);
+	return r;
 }
 
-static void
-apply_text(json_t *msg, const void *text, size_t len)
+/* A call's arguments, into its part (deltas of valid UTF-8 strings joined:
+ * valid UTF-8). */
+static int
+args_close(Build *b, Call *cl)
 {
-	json_auto_t *ch = json_loadb(text, len, 0, NULL);
-	if (json_is_object(ch))
-		apply_chunk(msg, ch);
+	if (!cl->args.buf)
+		return 0;
+	json_t *p = json_array_get(b->parts, cl->part);
+	int r = json_object_set_new(p, "arguments",
+				    json_stringn_nocheck(cl->args.buf, cl->args.len)) < 0
+		    ? -ENOMEM
+		    : 0;
+	grow_done(&cl->args);
+	return r;
 }
 
 static int
-add_assistant_message(Coordinator *c, json_t *out, const char *run_id)
+part_append(Build *b, json_t *part)
 {
-	json_auto_t *msg = json_pack("{s:[]}", "parts");
-	int64_t from = -1;
+	if (!part || text_close(b) < 0 || json_array_append_new(b->parts, part) < 0)
+		return -ENOMEM;
+	return 0;
+}
+
+static Call *
+call_find(Build *b, const char *id)
+{
+	json_t *ix = id ? json_object_get(b->call_ix, id) : NULL;
+	return ix ? &b->calls[json_integer_value(ix)] : NULL;
+}
+
+static json_t *
+call_part(Build *b, const Call *cl)
+{
+	return json_array_get(b->parts, cl->part);
+}
+
+static int
+on_text_content(Build *b, const json_t *ch)
+{
+	const char *delta = json_string_value(json_object_get(ch, "delta"));
+	size_t n = delta ? strlen(delta) : 0;
 	int r;
 
-	if (!msg)
+	if (n == 0)
+		return 0;
+	if ((r = build_count(b, n)) < 0)
+		return r;
+	if (!b->text_open) {
+		r = part_append(b, json_pack("{s:s, s:s}", "type", "text", "content", ""));
+		if (r < 0)
+			return r;
+		b->text_open = true;
+	}
+	return grow_add(&b->text, delta, n);
+}
+
+static int
+on_tool_call_start(Build *b, const json_t *ch, const char *call)
+{
+	const char *name = json_string_value(json_object_get(ch, "toolCallName")) ?: "";
+	int r;
+
+	if (b->n_calls == b->cap_calls) {
+		size_t cap = b->cap_calls ? b->cap_calls * 2 : 8;
+		Call *cs = realloc(b->calls, cap * sizeof(*cs));
+		if (!cs)
+			return -ENOMEM;
+		b->calls = cs;
+		b->cap_calls = cap;
+	}
+	r = part_append(b, json_pack("{s:s, s:s, s:s, s:s, s:s}", "type", "tool-call", "id", call,
+				     "name", name, "arguments", "", "state", "awaiting-input"));
+	if (r < 0)
+		return r;
+	if (json_object_set_new(b->call_ix, call, json_integer((json_int_t)b->n_calls)) < 0)
 		return -ENOMEM;
-	for (;;) {
+	b->calls[b->n_calls++] = (Call){.part = json_array_size(b->parts) - 1};
+	return 0;
+}
+
+static int
+on_tool_call_args(Build *b, const json_t *ch, Call *cl)
+{
+	const char *delta = json_string_value(json_object_get(ch, "delta"));
+	size_t n = delta ? strlen(delta) : 0;
+	json_t *p = call_part(b, cl);
+	int r;
+
+	if (n == 0)
+		return 0;
+	if ((r = build_count(b, n)) < 0)
+		return r;
+	if (!cl->args.buf) { /* from what the part holds (an END came before) */
+		const char *old = json_string_value(json_object_get(p, "arguments")) ?: "";
+		if ((r = grow_add(&cl->args, old, strlen(old))) < 0)
+			return r;
+	}
+	if ((r = grow_add(&cl->args, delta, n)) < 0)
+		return r;
+	cl->parsed = false;
+	if (streq(json_string_value(json_object_get(p, "state")) ?: "", "awaiting-input"))
+		json_object_set_new(p, "state", json_string("input-streaming"));
+	return 0;
+}
+
+static int
+on_tool_call_end(Build *b, Call *cl)
+{
+	json_t *p = call_part(b, cl);
+	int r = args_close(b, cl);
+
+	if (r < 0)
+		return r;
+	if (!cl->parsed) { /* the same arguments parse the same: once */
+		json_t *in = json_loads(json_string_value(json_object_get(p, "arguments")) ?: "",
+					JSON_DECODE_ANY, NULL);
+		if (in)
+			json_object_set_new(p, "input", in);
+		cl->parsed = true;
+	}
+	json_object_set_new(p, "state", json_string("input-complete"));
+	return 0;
+}
+
+static int
+on_tool_call_result(Build *b, const json_t *ch, const char *call, Call *cl)
+{
+	const char *content = json_string_value(json_object_get(ch, "content")) ?: "";
+	const char *st = json_string_value(json_object_get(ch, "state"));
+	bool err = st && streq(st, "output-error");
+	size_t n = strlen(content);
+	json_t *p = call_part(b, cl);
+	int r;
+
+	/* in the answer twice (the call's output, the tool-result part), once
+	 * the result it replaces is gone */
+	b->bytes -= cl->out_size;
+	cl->out_size = 2 * n;
+	if ((r = build_count(b, 2 * n)) < 0)
+		return r;
+	json_t *out = json_loads(content, JSON_DECODE_ANY, NULL);
+	if (!out)
+		out = json_string(content);
+	if (err) {
+		const char *e = json_string_value(json_object_get(out, "error"));
+		if (!e && json_is_string(out))
+			e = json_string_value(out);
+		json_object_set_new(p, "output",
+				    json_pack("{s:s}", "error", e ?: "Tool execution failed"));
+		json_decref(out);
+	} else
+		json_object_set_new(p, "output", out);
+	json_object_set_new(p, "state", json_string(err ? "error" : "complete"));
+	if (cl->result && json_array_set_new(b->parts, cl->result - 1, json_null()) < 0)
+		return -ENOMEM;
+	r = part_append(b,
+			json_pack("{s:s, s:s, s:s, s:s}", "type", "tool-result", "toolCallId", call,
+				  "content", content, "state", err ? "error" : "complete"));
+	if (r < 0)
+		return r;
+	cl->result = json_array_size(b->parts);
+	return 0;
+}
+
+/* One chunk into the message being built. 0, -EFBIG past max_bytes, -ENOMEM. */
+static int
+apply_chunk(Build *b, const json_t *ch)
+{
+	const char *type = json_string_value(json_object_get(ch, "type"));
+	const char *call = json_string_value(json_object_get(ch, "toolCallId"));
+	Call *cl = call_find(b, call);
+
+	if (!type)
+		return 0;
+	if (streq(type, "TEXT_MESSAGE_START")) {
+		const char *mid = json_string_value(json_object_get(ch, "messageId"));
+		if (mid && !b->id && !(b->id = strdup(mid)))
+			return -ENOMEM;
+	} else if (streq(type, "TEXT_MESSAGE_CONTENT"))
+		return on_text_content(b, ch);
+	else if (streq(type, "TOOL_CALL_START") && call && !cl)
+		return on_tool_call_start(b, ch, call);
+	else if (streq(type, "TOOL_CALL_ARGS") && cl)
+		return on_tool_call_args(b, ch, cl);
+	else if (streq(type, "TOOL_CALL_END") && cl)
+		return on_tool_call_end(b, cl);
+	else if (streq(type, "TOOL_CALL_RESULT") && cl)
+		return on_tool_call_result(b, ch, call, cl);
+	else if (streq(type, "RUN_FINISHED")) {
+		for (size_t i = b->settled; i < b->n_calls; i++) {
+			json_t *p = call_part(b, &b->calls[i]);
+			const char *ps = json_string_value(json_object_get(p, "state")) ?: "";
+			if (streq(ps, "awaiting-input") || streq(ps, "input-streaming"))
+				json_object_set_new(p, "state", json_string("input-complete"));
+		}
+		b->settled = b->n_calls;
+	}
+	return 0;
+}
+
+static int
+apply_text(Build *b, const void *text, size_t len)
+{
+	json_auto_t *ch = json_loadb(text, len, 0, NULL);
+	return json_is_object(ch) ? apply_chunk(b, ch) : 0;
+}
+
+/* Append the assistant message built (run_id's id when it has none), unless
+ * it has no part; *bytes = the text counted so far. */
+static int
+finish_assistant_message(json_t *out, Build *b, const char *run_id, size_t *bytes)
+{
+	json_t *p;
+	size_t i;
+
+	*bytes = b->bytes;
+	if (text_close(b) < 0)
+		return -ENOMEM;
+	for (i = 0; i < b->n_calls; i++)
+		if (args_close(b, &b->calls[i]) < 0)
+			return -ENOMEM;
+	json_auto_t *parts = json_array();
+	if (!parts)
+		return -ENOMEM;
+	json_array_foreach(b->parts, i, p)
+	{
+		if (!json_is_null(p) && json_array_append(parts, p) < 0)
+			return -ENOMEM;
+	}
+	if (json_array_size(parts) == 0)
+		return 0;
+	json_t *msg = json_pack("{s:O, s:s, s:s}", "parts", parts, "id", b->id ?: run_id, "role",
+				"assistant");
+	return !msg || json_array_append_new(out, msg) < 0 ? -ENOMEM : 0;
+}
+
+static int
+add_assistant_message(Coordinator *c, json_t *out, const char *run_id, size_t *bytes)
+{
+	Build b;
+	int64_t from = -1;
+	int r = build_init(&b, bytes, (size_t)c->conf.read_max_bytes);
+
+	while (r == 0) {
 		RunLogEvents ev = {0};
 		json_t *rec = NULL;
 		r = runlog_read(c->runlog, run_id, from, (size_t)c->conf.read_max, &ev, &rec);
 		json_decref(rec);
-		if (r < 0)
-			return r;
-		for (size_t i = 0; i < ev.n; i++)
-			apply_text(msg, ev.texts[i], ev.lens[i]);
+		for (size_t i = 0; r == 0 && i < ev.n; i++)
+			r = apply_text(&b, ev.texts[i], ev.lens[i]);
 		size_t n = ev.n;
 		from = ev.first_seq + (int64_t)n - 1;
 		runlog_events_done(&ev);
-		if (n == 0)
+		if (r == 0 && n == 0) {
+			r = finish_assistant_message(out, &b, run_id, bytes);
 			break;
+		}
 	}
-	return finish_assistant_message(out, msg, run_id);
+	build_done(&b);
+	return r;
 }
 
 /* A run of the local log: its stored user messages, then its assistant
  * message; *active set to it while it runs. */
 static int
-add_local_run(Coordinator *c, json_t *messages, const json_t *rec, const char **active)
+add_local_run(Coordinator *c, json_t *messages, const json_t *rec, const char **active,
+	      size_t *bytes)
 {
 	const char *run_id = json_string_value(json_object_get(rec, "runId"));
 	const char *status = json_string_value(json_object_get(rec, "status"));
@@ -286,10 +497,12 @@ add_local_run(Coordinator *c, json_t *messages, const json_t *rec, const char **
 		*active = run_id;
 	r = runlog_input_get(c->runlog, run_id, &input);
 	if (r == 0)
-		r = add_user_messages(messages, run_id, input);
+		r = add_user_messages(messages, run_id, input, bytes);
 	if (r < 0 && r != -ENOENT)
 		return r;
-	r = add_assistant_message(c, messages, run_id);
+	if (*bytes > (size_t)c->conf.read_max_bytes)
+		return -EFBIG;
+	r = add_assistant_message(c, messages, run_id, bytes);
 	return r < 0 && r != -ENOENT ? r : 0;
 }
 
@@ -316,14 +529,14 @@ chat_hydrate(Coordinator *c, const json_t *runs, char **ret_json)
 {
 	json_auto_t *messages = json_array();
 	const char *active = NULL;
-	size_t n = MIN(json_array_size(runs), (size_t)CHAT_HYDRATE_MAX_RUNS);
+	size_t n = MIN(json_array_size(runs), (size_t)CHAT_HYDRATE_MAX_RUNS), bytes = 0;
 	int r;
 
 	if (!messages)
 		return -ENOMEM;
 	/* newest first: rebuild from the oldest kept */
 	for (size_t k = n; k-- > 0;)
-		if ((r = add_local_run(c, messages, json_array_get(runs, k), &active)) < 0)
+		if ((r = add_local_run(c, messages, json_array_get(runs, k), &active, &bytes)) < 0)
 			return r;
 	return hydrate_body(c, messages, active, ret_json);
 }
@@ -338,7 +551,8 @@ struct Hydrate {
 	json_t *runs;	  /* newest first, at most CHAT_HYDRATE_MAX_RUNS */
 	json_t *local;	  /* runId → true: the runs of the local log */
 	json_t *messages; /* built so far */
-	json_t *msg;	  /* the assistant message of the run read now */
+	Build b;	  /* the assistant message of the run read now */
+	size_t bytes;	  /* the text taken in so far (Build.bytes) */
 	const char *active;
 	size_t k; /* runs[k - 1] is the next (or the one read now) */
 	const char *run_id;
@@ -360,7 +574,7 @@ hydrate_free(Hydrate *h)
 	json_decref(h->runs);
 	json_decref(h->local);
 	json_decref(h->messages);
-	json_decref(h->msg);
+	build_done(&h->b);
 	free(h);
 }
 
@@ -400,7 +614,9 @@ on_hydrate_events(Cluster *cluster, int err, const ClusterReadEvent *ev, size_t 
 				    h->run_id, h->seen + 1);
 			return hydrate_fail(h, -EIO);
 		}
-		apply_text(h->msg, ev[i].data, ev[i].len);
+		int r = apply_text(&h->b, ev[i].data, ev[i].len);
+		if (r < 0)
+			return hydrate_fail(h, r);
 		h->seen = (int64_t)ev[i].seq;
 	}
 	h->next_sseq = next_sseq;
@@ -414,7 +630,7 @@ on_hydrate_events(Cluster *cluster, int err, const ClusterReadEvent *ev, size_t 
 			hydrate_fail(h, -EAGAIN);
 		return;
 	}
-	int r = finish_assistant_message(h->messages, h->msg, h->run_id);
+	int r = finish_assistant_message(h->messages, &h->b, h->run_id, &h->bytes);
 	if (r < 0)
 		return hydrate_fail(h, r);
 	hydrate_next(h);
@@ -442,9 +658,12 @@ on_hydrate_input(Cluster *cluster, int err, const void *data, size_t len, void *
 	(void)len;
 
 	if (err == 0) /* a NUL-terminated copy */
-		err = add_user_messages(h->messages, h->run_id, data);
+		err = add_user_messages(h->messages, h->run_id, data, &h->b.bytes);
 	if (err < 0 && err != -ENOENT) /* -ENOENT: no input (POST /runs) */
 		return hydrate_fail(h, err);
+	h->bytes = h->b.bytes;
+	if (h->bytes > h->b.max_bytes)
+		return hydrate_fail(h, -EFBIG);
 	if (cluster_run_last(cluster, h->run_id, on_hydrate_last, h) < 0)
 		hydrate_fail(h, -EAGAIN);
 }
@@ -463,16 +682,15 @@ hydrate_next(Hydrate *h)
 		if (!run_id)
 			continue;
 		if (json_object_get(h->local, run_id)) {
-			if ((r = add_local_run(h->c, h->messages, rec, &h->active)) < 0)
+			if ((r = add_local_run(h->c, h->messages, rec, &h->active, &h->bytes)) < 0)
 				return hydrate_fail(h, r);
 			continue;
 		}
 		const char *status = json_string_value(json_object_get(rec, "status"));
 		if (status && !run_status_terminal(status))
 			h->active = run_id;
-		json_decref(h->msg);
-		h->msg = json_pack("{s:[]}", "parts");
-		if (!h->msg)
+		build_done(&h->b);
+		if (build_init(&h->b, &h->bytes, (size_t)h->c->conf.read_max_bytes) < 0)
 			return hydrate_fail(h, -ENOMEM);
 		h->run_id = run_id;
 		h->seen = -1;

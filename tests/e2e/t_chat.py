@@ -276,6 +276,74 @@ def test_websocket_join_and_keepalive(s):
             seen.add("text")
 
 
+# An agent that streams a long answer as a model does, token by token, and a
+# tool call whose arguments come a character at a time. The user message's
+# last two words: the number of deltas and their size.
+LONG_RUNNER = """import json, sys
+r = json.load(sys.stdin)
+c = r["messages"][-1]["content"]
+words = ("".join(p["text"] for p in c) if isinstance(c, list) else c).split()
+n, size = int(words[-2]), int(words[-1])
+m, k = "m-" + r["runId"], "k-" + r["runId"]
+w = sys.stdout.write
+def e(**x):
+    w(json.dumps(x) + "\\n")
+e(type="RUN_STARTED", threadId=r["threadId"], runId=r["runId"])
+e(type="TEXT_MESSAGE_START", messageId=m, role="assistant")
+for i in range(n):
+    e(type="TEXT_MESSAGE_CONTENT", messageId=m, delta=("%d|" % i).rjust(size, "."))
+e(type="TEXT_MESSAGE_END", messageId=m)
+e(type="TOOL_CALL_START", toolCallId=k, toolCallName="write", parentMessageId=m)
+for ch in json.dumps({"path": "a.txt", "body": "é" * 3000}):
+    e(type="TOOL_CALL_ARGS", toolCallId=k, delta=ch)
+e(type="TOOL_CALL_END", toolCallId=k)
+e(type="TOOL_CALL_RESULT", toolCallId=k, messageId="r-" + r["runId"], content='{"ok":true}')
+e(type="RUN_FINISHED", threadId=r["threadId"], runId=r["runId"])
+sys.stdout.flush()
+"""
+
+
+def long_run(s, thread, n, size, parts=1):
+    st, _ = s.http("POST", f"/threads/{thread}/files/.bin?op=mkdir")
+    assert st == 201, st
+    st, _ = s.http("PUT", f"/threads/{thread}/files/.bin/runner", raw_body=LONG_RUNNER.encode())
+    assert st in (200, 201), st
+    words = [{"type": "text", "text": f"w{i} "} for i in range(parts)]
+    body = dict(body_for(thread, f"run-{thread}", ""),
+                forwardedProps={"metadata": {"harness": "runner"}})
+    body["messages"][0]["content"] = words + [{"type": "text", "text": f"{n} {size}"}]
+    head, raw = post_chat(s, body, timeout=120)
+    assert head.startswith("HTTP/1.1 200"), head
+    ev = sse_events(raw)
+    assert ev[-1][1]["type"] == "RUN_FINISHED", ev[-3:]
+    return "".join(w["text"] for w in body["messages"][0]["content"])
+
+
+def test_hydrate_of_a_long_streamed_answer(s):
+    """A reload of a long answer streamed token by token (30,000 deltas), a
+    tool call whose arguments came a character at a time, a user message of
+    2,000 content parts: whole and exact. A thread past read_max_bytes is 413
+    too_large, and coordinatord goes on serving. (The time the rebuild takes,
+    which was quadratic in the deltas, is bench/chat-hydrate-bench.py's.)"""
+    user = long_run(s, "t-chat-long", 30000, 8, parts=2000)
+    st, h = s.http("GET", "/chat?threadId=t-chat-long")
+    assert st == 200, (st, h)
+    um, am = h["messages"]
+    assert um["role"] == "user" and um["parts"] == [{"type": "text", "content": user}], um
+    text, call, result = am["parts"]
+    assert text["content"] == "".join(("%d|" % i).rjust(8, ".") for i in range(30000))
+    args = json.dumps({"path": "a.txt", "body": "é" * 3000})
+    assert call["arguments"] == args and call["input"] == json.loads(args), call["state"]
+    assert call["state"] == "complete" and call["output"] == {"ok": True}, call
+    assert result["type"] == "tool-result" and result["content"] == '{"ok":true}', result
+    # 5,000 deltas of 1,000 bytes: past the 4M read_max_bytes
+    long_run(s, "t-chat-huge", 5000, 1000)
+    st, js = s.http("GET", "/chat?threadId=t-chat-huge")
+    err(st, js, 413, "too_large")
+    assert s.http("GET", "/readyz")[0] == 200
+    assert s.http("GET", "/chat?threadId=t-chat-long")[1] == h
+
+
 def err(st, js, status, code):
     assert st == status and isinstance(js, dict) and js.get("code") == code, (st, js)
 
