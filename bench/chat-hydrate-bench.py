@@ -14,7 +14,10 @@ which serves every tenant, was held.
 
     bench/chat-hydrate-bench.py BUILD_DIR [BASE_BUILD_DIR] [REPS] [SIZES]
 
-SIZES: comma-separated N (default 2000,20000,60000). Prints one JSON object."""
+SIZES: comma-separated N, or shellM for a run of the built-in shell harness
+printing M MB (100-byte lines: CUSTOM process.stdout chunks the rebuild has
+no use for) instead (default 2000,20000,60000,shell60). Prints one JSON
+object."""
 import asyncio
 import http.client
 import json
@@ -33,7 +36,7 @@ BUILDS = [os.path.abspath(sys.argv[1])]
 if len(sys.argv) > 2 and sys.argv[2] not in ("", "-"):
     BUILDS.append(os.path.abspath(sys.argv[2]))
 REPS = int(sys.argv[3]) if len(sys.argv) > 3 else 5
-SIZES = [int(x) for x in (sys.argv[4] if len(sys.argv) > 4 else "2000,20000,60000").split(",")]
+SIZES = (sys.argv[4] if len(sys.argv) > 4 else "2000,20000,60000,shell60").split(",")
 
 CONF = """[harness.runner]
 adapter = ndjson
@@ -113,11 +116,17 @@ def one_build(build):
         wait_done(s, probe_run, "probe")
         for n in SIZES:
             th = f"h{n}"
-            assert s.http("POST", f"/threads/{th}/files/.bin?op=mkdir")[0] == 201
-            assert s.http("PUT", f"/threads/{th}/files/.bin/runner",
-                          raw_body=RUNNER.encode())[0] in (200, 201)
-            st, js = s.http("POST", "/runs", {"threadId": th, "metadata": {"harness": "runner"},
-                                              "messages": [{"role": "user", "content": str(n)}]})
+            if n.startswith("shell"):
+                cmd = f"head -c {int(n[5:]) * 1000000} /dev/zero | tr '\\0' a | fold -w 100"
+                st, js = s.http("POST", "/runs", {"threadId": th, "messages": [
+                    {"role": "user", "content": cmd}]})
+            else:
+                assert s.http("POST", f"/threads/{th}/files/.bin?op=mkdir")[0] == 201
+                assert s.http("PUT", f"/threads/{th}/files/.bin/runner",
+                              raw_body=RUNNER.encode())[0] in (200, 201)
+                st, js = s.http("POST", "/runs", {"threadId": th,
+                                                  "metadata": {"harness": "runner"},
+                                                  "messages": [{"role": "user", "content": n}]})
             assert st == 202, (st, js)
             rec = wait_done(s, js["runId"], th)
             assert rec["status"] == "completed", rec

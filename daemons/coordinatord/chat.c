@@ -30,7 +30,9 @@
  * found by hash, a replaced tool result is nulled and dropped at the end),
  * and it stops as soon as the text taken in — which the answer holds at
  * least once — is past read_max_bytes, instead of building an answer only
- * to refuse it (bench/chat-hydrate-bench.py).
+ * to refuse it; chunks of types it has no use for, stored as the daemons
+ * write them, are passed over unparsed (chunk_skippable). Figures:
+ * bench/chat-hydrate-bench.py; same answers: tests/reliability/hydrate-diff.
  *
  * Cluster mode, a thread taken over from a lost node (chat_hydrate_merged):
  * the runs that ran there are in no local log. The answer is deferred, and
@@ -418,9 +420,45 @@ apply_chunk(Build *b, const json_t *ch)
 	return 0;
 }
 
+/* Does a chunk of this type change the message (apply_chunk)? */
+static bool
+type_applies(const char *t, size_t n)
+{
+	static const char *const types[] = {
+	    "TEXT_MESSAGE_START", "TEXT_MESSAGE_CONTENT", "TOOL_CALL_START", "TOOL_CALL_ARGS",
+	    "TOOL_CALL_END",	  "TOOL_CALL_RESULT",	  "RUN_FINISHED"};
+	for (size_t i = 0; i < ELEMENTSOF(types); i++)
+		if (strlen(types[i]) == n && memcmp(types[i], t, n) == 0)
+			return true;
+	return false;
+}
+
+/* A chunk the rebuild can pass over unparsed: one the daemons stored as they
+ * write their own — {"type":"X", first, X unescaped — holding no other
+ * "type" key and no \u escape (which could spell one), so that its parse
+ * would find that type; and X is none that apply_chunk looks at. A shell
+ * run's megabytes of CUSTOM process.stdout chunks are skipped by two
+ * memmem() instead of parsed. Anything else is parsed. */
+static bool
+chunk_skippable(const char *text, size_t len)
+{
+	static const char head[] = "{\"type\":\"";
+	const size_t hl = sizeof(head) - 1;
+
+	if (len <= hl || memcmp(text, head, hl) != 0)
+		return false;
+	const char *t = text + hl, *end = text + len;
+	const char *q = memchr(t, '"', (size_t)(end - t));
+	if (!q || memchr(t, '\\', (size_t)(q - t)) || type_applies(t, (size_t)(q - t)))
+		return false;
+	return !memmem(q, (size_t)(end - q), "\"type\"", 6) && !memmem(text, len, "\\u", 2);
+}
+
 static int
 apply_text(Build *b, const void *text, size_t len)
 {
+	if (chunk_skippable(text, len))
+		return 0;
 	json_auto_t *ch = json_loadb(text, len, 0, NULL);
 	return json_is_object(ch) ? apply_chunk(b, ch) : 0;
 }
