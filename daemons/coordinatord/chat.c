@@ -235,12 +235,15 @@ args_close(Build *b, Call *cl)
 	return r;
 }
 
+/* Append part (a reference taken, even on failure). */
 static int
 part_append(Build *b, json_t *part)
 {
-	if (!part || text_close(b) < 0 || json_array_append_new(b->parts, part) < 0)
+	if (!part || text_close(b) < 0) {
+		json_decref(part);
 		return -ENOMEM;
-	return 0;
+	}
+	return json_array_append_new(b->parts, part) < 0 ? -ENOMEM : 0;
 }
 
 static Call *
