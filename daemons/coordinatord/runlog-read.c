@@ -369,23 +369,68 @@ thread_head_cmp(const void *a, const void *b)
 	return strcmp(x->thread_id, y->thread_id);
 }
 
-/* One entry per thread: the thread_runs index is sorted by threadId, then
- * startedAt, so a thread's newest run is the entry just before threadId ‖
- * 0x01 (ids are printable, never 0x00 or 0x01). The walk touches two keys per
- * thread, whatever the number of its runs. */
-static int
-thread_heads(RunLog *l, MDB_txn *txn, const char *prefix, char *const *scope, ThreadHead **ret,
-	     size_t *ret_n)
-{
-	size_t pl = prefix ? strlen(prefix) : 0, n = 0, cap = 0;
-	_cleanup_free_ ThreadHead *heads = NULL;
-	MDB_cursor *cur;
-	MDB_val k, v;
-	int r, rc;
+typedef struct Heads {
+	ThreadHead *v;
+	size_t n, cap;
+} Heads;
 
-	r = mdb_errno(mdb_cursor_open(txn, l->thread_runs, &cur));
-	if (r < 0)
-		return r;
+/* The newest run of thread id (tl bytes) into h, when the thread has one and
+ * scope allows it. The thread_runs index is sorted by threadId, then
+ * startedAt, so a thread's newest run is the entry just before threadId ‖
+ * 0x01 (ids are printable, never 0x00 or 0x01). Leaves cur on that entry (or
+ * where the search ended); 1 added, 0 not, or MDB_NOTFOUND / an LMDB error
+ * (rc). */
+static int
+thread_head(MDB_cursor *cur, const char *id, size_t tl, char *const *scope, Heads *h)
+{
+	char seek[THREAD_ID_MAX + 1];
+	MDB_val k, v;
+	int rc;
+
+	memcpy(seek, id, tl);
+	seek[tl] = '\x01';
+	k = (MDB_val){tl + 1, seek};
+	rc = mdb_cursor_get(cur, &k, &v, MDB_SET_RANGE);
+	if (rc == 0)
+		rc = mdb_cursor_get(cur, &k, &v, MDB_PREV);
+	else if (rc == MDB_NOTFOUND)
+		rc = mdb_cursor_get(cur, &k, &v, MDB_LAST);
+	if (rc != 0)
+		return rc;
+	if (k.mv_size != tl + 1 + 8 + RUN_ID_LEN || memcmp(k.mv_data, seek, tl) != 0 ||
+	    ((const char *)k.mv_data)[tl] != '\0')
+		return 0;
+	seek[tl] = '\0';
+	if (!runlog_scope_allows(scope, seek))
+		return 0;
+	if (h->n == h->cap) {
+		size_t nc = h->cap ? h->cap * 2 : 64;
+		ThreadHead *nh = reallocarray(h->v, nc, sizeof(*nh));
+		if (!nh)
+			return ENOMEM;
+		h->v = nh;
+		h->cap = nc;
+	}
+	ThreadHead *t = &h->v[h->n++];
+	const unsigned char *ts = (const unsigned char *)k.mv_data + tl + 1;
+	uint64_t ms = 0;
+	for (int i = 0; i < 8; i++)
+		ms = ms << 8 | ts[i];
+	t->last_ms = (int64_t)ms;
+	memcpy(t->thread_id, seek, tl + 1);
+	memcpy(t->run_id, ts + 8, RUN_ID_LEN);
+	t->run_id[RUN_ID_LEN] = '\0';
+	return 1;
+}
+
+/* Every thread whose id starts with prefix (pl bytes; 0: all), one entry
+ * each: two keys per thread, whatever the number of its runs. */
+static int
+walk_range(MDB_cursor *cur, const char *prefix, size_t pl, char *const *scope, Heads *h)
+{
+	MDB_val k, v;
+	int rc;
+
 	if (pl > 0) {
 		k = (MDB_val){pl, (void *)prefix};
 		rc = mdb_cursor_get(cur, &k, &v, MDB_SET_RANGE);
@@ -395,7 +440,6 @@ thread_heads(RunLog *l, MDB_txn *txn, const char *prefix, char *const *scope, Th
 		const char *kd = k.mv_data;
 		const char *z = memchr(kd, '\0', k.mv_size);
 		size_t tl = z ? (size_t)(z - kd) : k.mv_size;
-		char seek[THREAD_ID_MAX + 1];
 
 		if (pl > 0 && (tl < pl || memcmp(kd, prefix, pl) != 0))
 			break;
@@ -403,47 +447,92 @@ thread_heads(RunLog *l, MDB_txn *txn, const char *prefix, char *const *scope, Th
 			rc = mdb_cursor_get(cur, &k, &v, MDB_NEXT);
 			continue;
 		}
-		memcpy(seek, kd, tl);
-		seek[tl] = '\x01';
-		k = (MDB_val){tl + 1, seek};
-		rc = mdb_cursor_get(cur, &k, &v, MDB_SET_RANGE);
-		if (rc == 0)
-			rc = mdb_cursor_get(cur, &k, &v, MDB_PREV);
-		else if (rc == MDB_NOTFOUND)
-			rc = mdb_cursor_get(cur, &k, &v, MDB_LAST);
-		if (rc != 0)
-			break;
-		if (k.mv_size == tl + 1 + 8 + RUN_ID_LEN && memcmp(k.mv_data, seek, tl) == 0) {
-			seek[tl] = '\0';
-			if (runlog_scope_allows(scope, seek)) {
-				if (n == cap) {
-					size_t nc = cap ? cap * 2 : 64;
-					ThreadHead *nh = reallocarray(heads, nc, sizeof(*heads));
-					if (!nh) {
-						mdb_cursor_close(cur);
-						return -ENOMEM;
-					}
-					heads = nh;
-					cap = nc;
-				}
-				ThreadHead *h = &heads[n++];
-				const unsigned char *ts = (const unsigned char *)k.mv_data + tl + 1;
-				uint64_t ms = 0;
-				for (int i = 0; i < 8; i++)
-					ms = ms << 8 | ts[i];
-				h->last_ms = (int64_t)ms;
-				memcpy(h->thread_id, seek, tl + 1);
-				memcpy(h->run_id, ts + 8, RUN_ID_LEN);
-				h->run_id[RUN_ID_LEN] = '\0';
-			}
+		char id[THREAD_ID_MAX];
+		memcpy(id, kd, tl);
+		rc = thread_head(cur, id, tl, scope, h);
+		if (rc == 0 || rc == 1)
+			rc = mdb_cursor_get(cur, &k, &v, MDB_NEXT);
+	}
+	return rc == MDB_NOTFOUND ? 0 : rc;
+}
+
+static bool
+starts_with(const char *s, const char *p)
+{
+	return strncmp(s, p, strlen(p)) == 0;
+}
+
+/* Is scope entry i covered by another one (a pattern that is a prefix of it,
+ * or the same entry earlier)? The entries left cover disjoint key ranges. */
+static bool
+scope_covered(char *const *scope, size_t i)
+{
+	const char *e = scope[i];
+	size_t el = strlen(e);
+	bool pat = el > 0 && e[el - 1] == '*';
+
+	for (size_t j = 0; scope[j]; j++) {
+		const char *o = scope[j];
+		size_t ol = strlen(o);
+		if (j == i)
+			continue;
+		if (streq(o, e)) {
+			if (j < i)
+				return true;
+			continue;
 		}
-		rc = mdb_cursor_get(cur, &k, &v, MDB_NEXT);
+		if (ol > 0 && o[ol - 1] == '*' &&
+		    strncmp(e, o, ol - 1) == 0 /* o's prefix starts e */ && (!pat || ol < el))
+			return true;
+	}
+	return false;
+}
+
+/* The newest run of each thread the query may list: with a scope, only the
+ * key ranges of its entries (each intersected with prefix) are walked, so a
+ * token's list costs its own threads, not every tenant's. */
+static int
+thread_heads(RunLog *l, MDB_txn *txn, const char *prefix, char *const *scope, ThreadHead **ret,
+	     size_t *ret_n)
+{
+	const char *q = prefix ?: "";
+	Heads h = {0};
+	MDB_cursor *cur;
+	int rc = 0;
+
+	int r = mdb_errno(mdb_cursor_open(txn, l->thread_runs, &cur));
+	if (r < 0)
+		return r;
+	if (!scope)
+		rc = walk_range(cur, q, strlen(q), NULL, &h);
+	for (size_t i = 0; scope && scope[i] && rc == 0; i++) {
+		const char *e = scope[i];
+		size_t el = strlen(e);
+		if (scope_covered(scope, i))
+			continue;
+		if (el > 0 && e[el - 1] == '*') {
+			char p[THREAD_ID_MAX + 2];
+			if (el - 1 > THREAD_ID_MAX)
+				continue;
+			memcpy(p, e, el - 1);
+			p[el - 1] = '\0';
+			/* the longer of the two, when one starts the other */
+			const char *range = starts_with(q, p) ? q : starts_with(p, q) ? p : NULL;
+			if (range)
+				rc = walk_range(cur, range, strlen(range), scope, &h);
+		} else if (el > 0 && el <= THREAD_ID_MAX && starts_with(e, q)) {
+			rc = thread_head(cur, e, el, scope, &h);
+			if (rc == 1 || rc == MDB_NOTFOUND)
+				rc = 0;
+		}
 	}
 	mdb_cursor_close(cur);
-	if (rc != 0 && rc != MDB_NOTFOUND)
+	if (rc != 0) {
+		free(h.v);
 		return mdb_errno(rc);
-	*ret = TAKE_PTR(heads);
-	*ret_n = n;
+	}
+	*ret = h.v;
+	*ret_n = h.n;
 	return 0;
 }
 

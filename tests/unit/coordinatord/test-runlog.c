@@ -777,6 +777,34 @@ test_runlog_threads(void **state)
 	assert_string_equal(item_thread(list, 1), "c");
 	json_decref(list);
 
+	/* a scope's entries are walked as key ranges, intersected with the
+	 * prefix: overlapping entries list a thread once */
+	char *over[] = {"a*", "ab*", "a", "c", "zz*", "a*", "*x", NULL};
+	RunLogThreadQuery ov = {.limit = 10, .scope = over};
+	assert_int_equal(runlog_threads(f->l, &ov, &list, &more), 0);
+	assert_int_equal(json_array_size(list), 3);
+	assert_string_equal(item_thread(list, 0), "a");
+	assert_string_equal(item_thread(list, 1), "ab");
+	assert_string_equal(item_thread(list, 2), "c");
+	json_decref(list);
+	RunLogThreadQuery ovp = {.limit = 10, .scope = over, .prefix = "ab"};
+	assert_int_equal(runlog_threads(f->l, &ovp, &list, &more), 0);
+	assert_int_equal(json_array_size(list), 1);
+	assert_string_equal(item_thread(list, 0), "ab");
+	json_decref(list);
+	char *all[] = {"*", "b", NULL};
+	RunLogThreadQuery al = {.limit = 10, .scope = all, .prefix = "a"};
+	assert_int_equal(runlog_threads(f->l, &al, &list, &more), 0);
+	assert_int_equal(json_array_size(list), 2);
+	assert_string_equal(item_thread(list, 0), "a");
+	assert_string_equal(item_thread(list, 1), "ab");
+	json_decref(list);
+	char *none[] = {"nope", "d*", "", NULL};
+	RunLogThreadQuery no = {.limit = 10, .scope = none};
+	assert_int_equal(runlog_threads(f->l, &no, &list, &more), 0);
+	assert_int_equal(json_array_size(list), 0);
+	json_decref(list);
+
 	RunLogThreadQuery st = {.limit = 10, .status = "completed"};
 	assert_int_equal(runlog_threads(f->l, &st, &list, &more), 0);
 	assert_int_equal(json_array_size(list), 1);
