@@ -153,14 +153,15 @@ typedef struct Call {
 	Grow args;	 /* its arguments while they grow (buf NULL: in the part) */
 	bool parsed;	 /* input parsed from the arguments as they are */
 	size_t result;	 /* its tool-result part's index + 1, 0 none */
-	size_t out_size; /* the result's bytes counted in Build.bytes */
+	size_t out_size; /* the result's bytes counted in *Build.bytes */
 } Call;
 
 /* The assistant message of one run, built chunk by chunk. Every lookup is
- * by index or hash, every string grows in a Grow, and Build.bytes (the text
- * taken in: deltas, results, user messages — each one in the answer at
- * least once) stops the rebuild once it is past read_max_bytes: the answer
- * would be refused anyway. A tool-result part replaced by a later result is
+ * by index or hash, every string grows in a Grow, and *Build.bytes (the
+ * text taken in for the whole answer: deltas, results, user messages — each
+ * one in the answer at least once — a counter of the caller's, across runs)
+ * stops the rebuild once it is past read_max_bytes: the answer would be
+ * refused anyway. A tool-result part replaced by a later result is
  * nulled, and dropped at the end. */
 typedef struct Build {
 	json_t *parts;
@@ -172,14 +173,16 @@ typedef struct Build {
 	size_t n_calls, cap_calls;
 	size_t settled; /* calls[0..settled) were seen by a RUN_FINISHED: none of
 			 * them can be streaming its input again */
-	size_t bytes, max_bytes;
+	size_t *bytes, max_bytes;
 } Build;
 
 static int
 build_init(Build *b, size_t *bytes, size_t max_bytes)
 {
-	*b = (Build){.parts = json_array(), .call_ix = json_object(), .max_bytes = max_bytes};
-	b->bytes = *bytes;
+	*b = (Build){.parts = json_array(),
+		     .call_ix = json_object(),
+		     .bytes = bytes,
+		     .max_bytes = max_bytes};
 	return b->parts && b->call_ix ? 0 : -ENOMEM;
 }
 
@@ -199,8 +202,8 @@ build_done(Build *b)
 static int
 build_count(Build *b, size_t n)
 {
-	b->bytes += n;
-	return b->bytes > b->max_bytes ? -EFBIG : 0;
+	*b->bytes += n;
+	return *b->bytes > b->max_bytes ? -EFBIG : 0;
 }
 
 /* The last part's text, into the part. */
@@ -259,8 +262,18 @@ call_part(Build *b, const Call *cl)
 	return json_array_get(b->parts, cl->part);
 }
 
+/* The handlers of the chunk types the message is built from (chunk_fns). */
 static int
-on_text_content(Build *b, const json_t *ch)
+on_text_start(Build *b, const json_t *ch, const char *call, Call *cl)
+{
+	const char *mid = json_string_value(json_object_get(ch, "messageId"));
+	if (mid && !b->id && !(b->id = strdup(mid)))
+		return -ENOMEM;
+	return 0;
+}
+
+static int
+on_text_content(Build *b, const json_t *ch, const char *call, Call *cl)
 {
 	const char *delta = json_string_value(json_object_get(ch, "delta"));
 	size_t n = delta ? strlen(delta) : 0;
@@ -280,11 +293,13 @@ on_text_content(Build *b, const json_t *ch)
 }
 
 static int
-on_tool_call_start(Build *b, const json_t *ch, const char *call)
+on_tool_call_start(Build *b, const json_t *ch, const char *call, Call *cl)
 {
 	const char *name = json_string_value(json_object_get(ch, "toolCallName")) ?: "";
 	int r;
 
+	if (!call || cl) /* a call started twice: the first counts */
+		return 0;
 	if (b->n_calls == b->cap_calls) {
 		size_t cap = b->cap_calls ? b->cap_calls * 2 : 8;
 		Call *cs = realloc(b->calls, cap * sizeof(*cs));
@@ -304,15 +319,15 @@ on_tool_call_start(Build *b, const json_t *ch, const char *call)
 }
 
 static int
-on_tool_call_args(Build *b, const json_t *ch, Call *cl)
+on_tool_call_args(Build *b, const json_t *ch, const char *call, Call *cl)
 {
 	const char *delta = json_string_value(json_object_get(ch, "delta"));
 	size_t n = delta ? strlen(delta) : 0;
-	json_t *p = call_part(b, cl);
 	int r;
 
-	if (n == 0)
+	if (!cl || n == 0)
 		return 0;
+	json_t *p = call_part(b, cl);
 	if ((r = build_count(b, n)) < 0)
 		return r;
 	if (!cl->args.buf) { /* from what the part holds (an END came before) */
@@ -329,8 +344,10 @@ on_tool_call_args(Build *b, const json_t *ch, Call *cl)
 }
 
 static int
-on_tool_call_end(Build *b, Call *cl)
+on_tool_call_end(Build *b, const json_t *ch, const char *call, Call *cl)
 {
+	if (!cl)
+		return 0;
 	json_t *p = call_part(b, cl);
 	int r = args_close(b, cl);
 
@@ -354,12 +371,15 @@ on_tool_call_result(Build *b, const json_t *ch, const char *call, Call *cl)
 	const char *st = json_string_value(json_object_get(ch, "state"));
 	bool err = st && streq(st, "output-error");
 	size_t n = strlen(content);
-	json_t *p = call_part(b, cl);
 	int r;
+
+	if (!cl)
+		return 0;
+	json_t *p = call_part(b, cl);
 
 	/* in the answer twice (the call's output, the tool-result part), once
 	 * the result it replaces is gone */
-	b->bytes -= cl->out_size;
+	*b->bytes -= cl->out_size;
 	cl->out_size = 2 * n;
 	if ((r = build_count(b, 2 * n)) < 0)
 		return r;
@@ -387,59 +407,58 @@ on_tool_call_result(Build *b, const json_t *ch, const char *call, Call *cl)
 	return 0;
 }
 
+/* Calls streaming their input become input-complete. */
+static int
+on_run_finished(Build *b, const json_t *ch, const char *call, Call *cl)
+{
+	for (size_t i = b->settled; i < b->n_calls; i++) {
+		json_t *p = call_part(b, &b->calls[i]);
+		const char *ps = json_string_value(json_object_get(p, "state")) ?: "";
+		if (streq(ps, "awaiting-input") || streq(ps, "input-streaming"))
+			json_object_set_new(p, "state", json_string("input-complete"));
+	}
+	b->settled = b->n_calls;
+	return 0;
+}
+
+typedef int (*ChunkFn)(Build *b, const json_t *ch, const char *call, Call *cl);
+
+/* The chunk types that change the message, and how: every other type is
+ * ignored (and, stored as the daemons write it, not even parsed). */
+static const struct {
+	const char *type;
+	ChunkFn fn;
+} chunk_fns[] = {
+    {"TEXT_MESSAGE_START", on_text_start},   {"TEXT_MESSAGE_CONTENT", on_text_content},
+    {"TOOL_CALL_START", on_tool_call_start}, {"TOOL_CALL_ARGS", on_tool_call_args},
+    {"TOOL_CALL_END", on_tool_call_end},     {"TOOL_CALL_RESULT", on_tool_call_result},
+    {"RUN_FINISHED", on_run_finished},
+};
+
+static ChunkFn
+chunk_fn(const char *t, size_t n)
+{
+	for (size_t i = 0; i < ELEMENTSOF(chunk_fns); i++)
+		if (strlen(chunk_fns[i].type) == n && memcmp(chunk_fns[i].type, t, n) == 0)
+			return chunk_fns[i].fn;
+	return NULL;
+}
+
 /* One chunk into the message being built. 0, -EFBIG past max_bytes, -ENOMEM. */
 static int
 apply_chunk(Build *b, const json_t *ch)
 {
 	const char *type = json_string_value(json_object_get(ch, "type"));
+	ChunkFn fn = type ? chunk_fn(type, strlen(type)) : NULL;
 	const char *call = json_string_value(json_object_get(ch, "toolCallId"));
-	Call *cl = call_find(b, call);
 
-	if (!type)
-		return 0;
-	if (streq(type, "TEXT_MESSAGE_START")) {
-		const char *mid = json_string_value(json_object_get(ch, "messageId"));
-		if (mid && !b->id && !(b->id = strdup(mid)))
-			return -ENOMEM;
-	} else if (streq(type, "TEXT_MESSAGE_CONTENT"))
-		return on_text_content(b, ch);
-	else if (streq(type, "TOOL_CALL_START") && call && !cl)
-		return on_tool_call_start(b, ch, call);
-	else if (streq(type, "TOOL_CALL_ARGS") && cl)
-		return on_tool_call_args(b, ch, cl);
-	else if (streq(type, "TOOL_CALL_END") && cl)
-		return on_tool_call_end(b, cl);
-	else if (streq(type, "TOOL_CALL_RESULT") && cl)
-		return on_tool_call_result(b, ch, call, cl);
-	else if (streq(type, "RUN_FINISHED")) {
-		for (size_t i = b->settled; i < b->n_calls; i++) {
-			json_t *p = call_part(b, &b->calls[i]);
-			const char *ps = json_string_value(json_object_get(p, "state")) ?: "";
-			if (streq(ps, "awaiting-input") || streq(ps, "input-streaming"))
-				json_object_set_new(p, "state", json_string("input-complete"));
-		}
-		b->settled = b->n_calls;
-	}
-	return 0;
-}
-
-/* Does a chunk of this type change the message (apply_chunk)? */
-static bool
-type_applies(const char *t, size_t n)
-{
-	static const char *const types[] = {
-	    "TEXT_MESSAGE_START", "TEXT_MESSAGE_CONTENT", "TOOL_CALL_START", "TOOL_CALL_ARGS",
-	    "TOOL_CALL_END",	  "TOOL_CALL_RESULT",	  "RUN_FINISHED"};
-	for (size_t i = 0; i < ELEMENTSOF(types); i++)
-		if (strlen(types[i]) == n && memcmp(types[i], t, n) == 0)
-			return true;
-	return false;
+	return fn ? fn(b, ch, call, call_find(b, call)) : 0;
 }
 
 /* A chunk the rebuild can pass over unparsed: one the daemons stored as they
  * write their own — {"type":"X", first, X unescaped — holding no other
  * "type" key and no \u escape (which could spell one), so that its parse
- * would find that type; and X is none that apply_chunk looks at. A shell
+ * would find that type; and X has no handler in chunk_fns. A shell
  * run's megabytes of CUSTOM process.stdout chunks are skipped by two
  * memmem() instead of parsed. Anything else is parsed. */
 static bool
@@ -452,7 +471,7 @@ chunk_skippable(const char *text, size_t len)
 		return false;
 	const char *t = text + hl, *end = text + len;
 	const char *q = memchr(t, '"', (size_t)(end - t));
-	if (!q || memchr(t, '\\', (size_t)(q - t)) || type_applies(t, (size_t)(q - t)))
+	if (!q || memchr(t, '\\', (size_t)(q - t)) || chunk_fn(t, (size_t)(q - t)))
 		return false;
 	return !memmem(q, (size_t)(end - q), "\"type\"", 6) && !memmem(text, len, "\\u", 2);
 }
@@ -467,14 +486,13 @@ apply_text(Build *b, const void *text, size_t len)
 }
 
 /* Append the assistant message built (run_id's id when it has none), unless
- * it has no part; *bytes = the text counted so far. */
+ * it has no part. */
 static int
-finish_assistant_message(json_t *out, Build *b, const char *run_id, size_t *bytes)
+finish_assistant_message(json_t *out, Build *b, const char *run_id)
 {
 	json_t *p;
 	size_t i;
 
-	*bytes = b->bytes;
 	if (text_close(b) < 0)
 		return -ENOMEM;
 	for (i = 0; i < b->n_calls; i++)
@@ -513,7 +531,7 @@ add_assistant_message(Coordinator *c, json_t *out, const char *run_id, size_t *b
 		from = ev.first_seq + (int64_t)n - 1;
 		runlog_events_done(&ev);
 		if (r == 0 && n == 0) {
-			r = finish_assistant_message(out, &b, run_id, bytes);
+			r = finish_assistant_message(out, &b, run_id);
 			break;
 		}
 	}
@@ -593,7 +611,7 @@ struct Hydrate {
 	json_t *local;	  /* runId → true: the runs of the local log */
 	json_t *messages; /* built so far */
 	Build b;	  /* the assistant message of the run read now */
-	size_t bytes;	  /* the text taken in so far (Build.bytes) */
+	size_t bytes;	  /* the text taken in so far (*Build.bytes) */
 	const char *active;
 	size_t k; /* runs[k - 1] is the next (or the one read now) */
 	const char *run_id;
@@ -671,7 +689,7 @@ on_hydrate_events(Cluster *cluster, int err, const ClusterReadEvent *ev, size_t 
 			hydrate_fail(h, -EAGAIN);
 		return;
 	}
-	int r = finish_assistant_message(h->messages, &h->b, h->run_id, &h->bytes);
+	int r = finish_assistant_message(h->messages, &h->b, h->run_id);
 	if (r < 0)
 		return hydrate_fail(h, r);
 	hydrate_next(h);
@@ -699,10 +717,9 @@ on_hydrate_input(Cluster *cluster, int err, const void *data, size_t len, void *
 	(void)len;
 
 	if (err == 0) /* a NUL-terminated copy */
-		err = add_user_messages(h->messages, h->run_id, data, &h->b.bytes);
+		err = add_user_messages(h->messages, h->run_id, data, &h->bytes);
 	if (err < 0 && err != -ENOENT) /* -ENOENT: no input (POST /runs) */
 		return hydrate_fail(h, err);
-	h->bytes = h->b.bytes;
 	if (h->bytes > h->b.max_bytes)
 		return hydrate_fail(h, -EFBIG);
 	if (cluster_run_last(cluster, h->run_id, on_hydrate_last, h) < 0)
