@@ -378,8 +378,8 @@ typedef struct Heads {
  * scope allows it. The thread_runs index is sorted by threadId, then
  * startedAt, so a thread's newest run is the entry just before threadId ‖
  * 0x01 (ids are printable, never 0x00 or 0x01). Leaves cur on that entry (or
- * where the search ended); 1 added, 0 not, or MDB_NOTFOUND / an LMDB error
- * (rc). */
+ * where the search ended); 0 (added or not), or MDB_NOTFOUND / an LMDB
+ * error / ENOMEM (rc). */
 static int
 thread_head(MDB_cursor *cur, const char *id, size_t tl, char *const *scope, Heads *h)
 {
@@ -420,7 +420,7 @@ thread_head(MDB_cursor *cur, const char *id, size_t tl, char *const *scope, Head
 	memcpy(t->thread_id, seek, tl + 1);
 	memcpy(t->run_id, ts + 8, RUN_ID_LEN);
 	t->run_id[RUN_ID_LEN] = '\0';
-	return 1;
+	return 0;
 }
 
 /* Every thread whose id starts with prefix (pl bytes; 0: all), one entry
@@ -450,7 +450,7 @@ walk_range(MDB_cursor *cur, const char *prefix, size_t pl, char *const *scope, H
 		char id[THREAD_ID_MAX];
 		memcpy(id, kd, tl);
 		rc = thread_head(cur, id, tl, scope, h);
-		if (rc == 0 || rc == 1)
+		if (rc == 0)
 			rc = mdb_cursor_get(cur, &k, &v, MDB_NEXT);
 	}
 	return rc == MDB_NOTFOUND ? 0 : rc;
@@ -522,7 +522,7 @@ thread_heads(RunLog *l, MDB_txn *txn, const char *prefix, char *const *scope, Th
 				rc = walk_range(cur, range, strlen(range), scope, &h);
 		} else if (el > 0 && el <= THREAD_ID_MAX && starts_with(e, q)) {
 			rc = thread_head(cur, e, el, scope, &h);
-			if (rc == 1 || rc == MDB_NOTFOUND)
+			if (rc == MDB_NOTFOUND)
 				rc = 0;
 		}
 	}
