@@ -932,8 +932,18 @@ origin_ok(HttpConn *c)
 		if (strcasecmp(origin, own) == 0)
 			return true;
 	}
-	http_respond_error(c, 403, "origin_forbidden",
-			   "requests from this Origin are not allowed (routerd.cors_origins)");
+	/* The page's origin is named when it is printable ASCII (what a browser
+	 * sends), so a developer behind a dev proxy that keeps Origin sees
+	 * what to list. */
+	char msg[400];
+	bool printable = strlen(origin) <= 200;
+	for (const char *p = origin; printable && *p; p++)
+		printable = *p >= 0x20 && *p < 0x7f;
+	snprintf(msg, sizeof(msg),
+		 "requests from the Origin %s%s%s are not allowed: list it in "
+		 "[routerd] cors_origins (or drop Origin at a same-origin dev proxy)",
+		 printable ? "'" : "", printable ? origin : "(unprintable)", printable ? "'" : "");
+	http_respond_error(c, 403, "origin_forbidden", msg);
 	return false;
 }
 
