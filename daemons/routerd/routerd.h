@@ -438,6 +438,7 @@ void route_chat(HttpConn *c, const char *query);
 /* A text message on a /chat conversation WebSocket (inside wslay's receive:
  * it only queues frames and makes coordinator calls). */
 void chat_ws_message(HttpConn *c, const char *text, size_t len);
+void chat_ws_refuse_unauthorized(HttpConn *c);
 void chat_start_free(HttpConn *c);
 
 /* Helpers routes.c shares with the other route files (see their definitions

@@ -1173,6 +1173,11 @@ routes_dispatch(HttpConn *c)
 	d = route_find(&rt);
 	/* an unknown path needs the token too: a 404 says nothing to strangers */
 	if (!route_auth_ok(c, &rt, d ? d->auth : AUTH_TOKEN)) {
+		if (d && d->auth == AUTH_CHAT && c->req.method == HTTP_GET &&
+		    http_header(c, "Upgrade")) {
+			chat_ws_refuse_unauthorized(c); /* says why on the socket */
+			return;
+		}
 		http_respond(
 		    c, 401, "application/json; charset=utf-8",
 		    "{\"error\":\"missing or invalid bearer token\",\"code\":\"unauthorized\"}",
