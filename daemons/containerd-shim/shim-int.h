@@ -81,6 +81,7 @@
 #include "macro.h"
 #include "msg.h"
 #include "netfwd.h"
+#include "netpreview.h"
 #include "peer.h"
 #include "peer-server.h"
 #include "quota.h"
@@ -295,6 +296,7 @@ struct Shim {
 	Queued *queue;
 	struct event *idle_timer; /* periodic: sleep_after_ms and evictions for the queue */
 	NetFwd *net;		  /* SANDBOX_FORWARD/PROXY listeners */
+	NetPreview *preview;	  /* $runtime_dir/preview.sock (netpreview.h) */
 	Sandbox *pool;		  /* started ahead, not yet claimed */
 	struct event *pool_ev;	  /* refill, at background priority */
 	unsigned pool_failures;	  /* consecutive pool sandboxes that failed */

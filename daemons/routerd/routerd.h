@@ -89,6 +89,9 @@ struct Router {
 	/* $runtime_dir/bridge.sock: the sandboxes' bridge forwards, host tools only */
 	struct evconnlistener *bridge_listener;
 	char *bridge_path;
+	/* live previews (preview.h): preview_listen's listener and the tokens;
+	 * NULL when preview_listen is empty */
+	struct Preview *preview;
 	struct event *accept_retry; /* re-enable accepting after EMFILE & co */
 	bool accept_paused;	    /* max_connections reached */
 	char listen_desc[80];	    /* the address served, for logs */

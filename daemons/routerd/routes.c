@@ -1064,6 +1064,7 @@ static const RouteDef route_table[] = {
     {"threads/*/restore", M(POST), "POST", AUTH_TOKEN, false, route_snapshot_restore},
     /* the path after "files" is Route.rest (route_split), not segments */
     {"threads/*/files", 0, NULL, AUTH_TOKEN, true, route_files_any},
+    {"sandboxes/*/ports/*", M(POST), "POST", AUTH_TOKEN, false, route_sandbox_port},
     {"ds/v1/threads/*/runs/*", M(GET) | M(HEAD), "GET, HEAD", AUTH_TOKEN, false, route_ds_read},
     {"_bridge/*", M(POST), "POST", AUTH_RUN, false, route_bridge_call},
     {"tool-exec/*", M(POST), "POST", AUTH_RUN, false, route_bridge_call},
