@@ -1,12 +1,17 @@
 # SPDX-License-Identifier: MIT
-"""Issue 36 item 5, live previews (docs/SANDBOX-API.md "Ports"): POST
+"""Issue 36 items 5 and 6. Live previews (docs/SANDBOX-API.md "Ports"): POST
 /sandboxes/{id}/ports/{port} gives a URL on a listener of its own
 ([routerd] preview_listen), a host name per preview, through which a client
 reaches an HTTP server listening on 127.0.0.1:<port> inside the sandbox —
 python3 -m http.server, a header echo, a WebSocket echo — started by a run.
 Another tenant's token is refused, unknown and expired previews are 404/410,
 the API's Authorization header never reaches the sandbox, and headless
-Chromium opens the URL and shows the page."""
+Chromium opens the URL and shows the page.
+
+A sandbox's own egress (docs/SANDBOX-API.md "Egress"): PUT
+/sandboxes/{id}/egress opens the sandbox's CONNECT proxy for the names asked,
+each within the operator's [coordinatord] sandbox_egress_allow; a run in the
+sandbox reaches a server on the host through it, and nothing else."""
 import asyncio
 import http.client
 import json
@@ -14,7 +19,9 @@ import os
 import socket
 import subprocess
 import tempfile
+import threading
 import time
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from urllib.parse import urlsplit
 
 import websockets
@@ -27,6 +34,7 @@ with os.fdopen(_fd, "w") as f:
     f.write(f"{ADMIN}\n{TA} threads=a-*\n{TB} threads=b-*\n")
 
 PREVIEW_PORT = free_port()
+HOST_PORT = free_port()  # a plain HTTP server on the host, reached through egress
 TTL_MS = 5000
 TOP = os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "..")
 
@@ -34,6 +42,10 @@ SUITE_CONF = f"""[routerd]
 tokens_file = {TOKENS_FILE}
 preview_listen = 127.0.0.1:{PREVIEW_PORT}
 preview_ttl_ms = {TTL_MS}
+
+[coordinatord]
+sandbox_egress_allow = localhost:{HOST_PORT} other.example
+sandbox_egress_allow_private = 127.0.0.1/32
 
 [harness.keep]
 adapter = shell
@@ -356,3 +368,104 @@ def test_chromium_opens_the_preview(s):
     res = json.loads(p.stdout.strip().splitlines()[-1])
     assert res["text"] == "hello from the sandbox", res
     assert res["origin"] == url.rstrip("/"), res
+
+
+# --- egress ---------------------------------------------------------------------------------
+
+class Hello(BaseHTTPRequestHandler):
+    def do_GET(self):
+        body = b"hello from the host\n"
+        self.send_response(200)
+        self.send_header("Content-Length", str(len(body)))
+        self.end_headers()
+        self.wfile.write(body)
+
+    def log_message(self, *a):
+        pass
+
+
+# CONNECT through the sandbox's proxy, then one GET in the tunnel: prints the
+# proxy's status line and, when it said 200, the tunnel's answer body.
+CONNECT_PY = r'''
+import socket, sys
+proxy, target = int(sys.argv[1]), sys.argv[2]
+try:
+    s = socket.create_connection(("127.0.0.1", proxy), 5)
+except OSError as e:
+    print("refused", type(e).__name__); sys.exit(0)
+s.sendall(("CONNECT %s HTTP/1.1\r\nHost: %s\r\n\r\n" % (target, target)).encode())
+head = b""
+while b"\r\n\r\n" not in head:
+    b = s.recv(1)
+    if not b: break
+    head += b
+status = head.split(b"\r\n")[0].decode()
+print(status)
+if " 200 " in status:
+    s.sendall(b"GET / HTTP/1.0\r\nHost: x\r\n\r\n")
+    data = b""
+    while True:
+        b = s.recv(4096)
+        if not b: break
+        data += b
+    print(data.split(b"\r\n\r\n", 1)[1].decode().strip())
+'''
+
+
+def run_out(s, thread, command, tok=ADMIN):
+    rec = run_cmd(s, thread, command, tok)
+    st, js = s.http("GET", f"/threads/{thread}/files/out.txt", headers=auth(tok))
+    assert st == 200, (st, js)
+    return js.decode() if isinstance(js, bytes) else str(js)
+
+
+def egress(s, thread, allow, tok=TA):
+    return s.http("PUT", f"/sandboxes/{thread}/egress", {"allow": allow}, headers=auth(tok))
+
+
+def test_egress_reaches_an_allowed_name_only(s):
+    srv = ThreadingHTTPServer(("127.0.0.1", HOST_PORT), Hello)
+    threading.Thread(target=srv.serve_forever, daemon=True).start()
+    try:
+        t = "a-net"
+        st, js = egress(s, t, [f"localhost:{HOST_PORT}"])
+        assert st == 200, (st, js)
+        assert js["allow"] == [f"localhost:{HOST_PORT}"], js
+        port = int(js["proxy"].rsplit(":", 1)[1])
+        put_file(s, t, "connect.py", CONNECT_PY)
+        probe = (f"cd /workspace && python3 connect.py {port} localhost:{HOST_PORT} > out.txt; "
+                 f"python3 connect.py {port} other.example:443 >> out.txt")
+        out = run_out(s, t, probe)
+        lines = out.splitlines()
+        assert lines[0].startswith("HTTP/1.1 200"), out
+        assert lines[1] == "hello from the host", out
+        # in the operator's list but not asked for this sandbox: refused
+        assert lines[2].startswith("HTTP/1.1 403"), out
+        # a second PUT keeps the port (processes started before keep HTTPS_PROXY)
+        st, js2 = egress(s, t, [f"LOCALHOST:{HOST_PORT}", "other.example"])
+        assert st == 200 and js2["proxy"] == js["proxy"], (st, js2)
+        # the empty list closes the proxy
+        st, js3 = egress(s, t, [])
+        assert st == 200 and js3 == {"allow": []}, (st, js3)
+        out = run_out(s, t, f"cd /workspace && python3 connect.py {port} localhost:{HOST_PORT} > out.txt")
+        assert out.startswith("refused"), out
+    finally:
+        srv.shutdown()
+        srv.server_close()
+
+
+def test_egress_never_wider_than_the_operator_allows(s):
+    for allow, bad in (([f"localhost:{HOST_PORT}", "api.anthropic.com"], "api.anthropic.com"),
+                       (["localhost"], "localhost"),  # port 443, not HOST_PORT
+                       (["127.0.0.1"], "127.0.0.1")):
+        st, js = egress(s, "a-net2", allow)
+        assert (st, js["code"]) == (403, "egress_forbidden"), (allow, st, js)
+        assert f"'{bad}'" in js["error"], js
+    st, js = egress(s, "a-net2", [f"localhost:{HOST_PORT}"], tok=TB)
+    assert (st, js["code"]) == (403, "thread_forbidden"), (st, js)
+    for body in ({"allow": "x"}, {"allow": [1]}, {}, []):
+        st, js = s.http("PUT", "/sandboxes/a-net2/egress", body, headers=auth(TA))
+        assert (st, js["code"]) == (400, "bad_request"), (body, st, js)
+    st, js = s.http("PUT", "/sandboxes/a-net2/egress", raw_body=b'{"allow":[]}',
+                    headers={"Content-Type": "text/plain", **auth(TA)})
+    assert st == 415, (st, js)
