@@ -310,8 +310,8 @@ accept_cb(struct evconnlistener *lev, evutil_socket_t fd, struct sockaddr *sa, i
 		return;
 	}
 	c->np = np;
-	c->down = bufferevent_socket_new(np->base, fd,
-					 BEV_OPT_CLOSE_ON_FREE | BEV_OPT_DEFER_CALLBACKS);
+	c->down =
+	    bufferevent_socket_new(np->base, fd, BEV_OPT_CLOSE_ON_FREE | BEV_OPT_DEFER_CALLBACKS);
 	if (!c->down) {
 		close(fd);
 		free(c);

@@ -65,7 +65,7 @@ typedef struct CoordConf {
 	ToolCgroup tool_cgroup;		   /* required | auto | off */
 	char *tool_cgroup_parent;	   /* "" = our own cgroup */
 	int64_t tool_memory_max, tool_pids_max;
-	char *tool_cpu_max; /* cpu.max of the tools' cgroup */
+	char *tool_cpu_max;		     /* cpu.max of the tools' cgroup */
 	char **sandbox_egress_allow;	     /* host[:port] a sandbox's egress may name */
 	char **sandbox_egress_allow_private; /* networks its proxy may reach anyway */
 

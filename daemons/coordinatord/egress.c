@@ -196,7 +196,8 @@ egress_done(EgressReq *q, uint64_t port)
 			e = calloc(1, sizeof(*e));
 			if (!e || !(e->thread_id = strdup(q->thread_id))) {
 				free(e);
-				peer_deferred_error(TAKE_PTR(q->d), -ENOMEM, "internal", "out of memory");
+				peer_deferred_error(TAKE_PTR(q->d), -ENOMEM, "internal",
+						    "out of memory");
 				req_free(q);
 				return;
 			}
@@ -336,10 +337,9 @@ handle_sandbox_egress(Peer *p, const Frame *f, const Msg_SANDBOX_EGRESS *m, void
 		req_free(q);
 		return -ENOMEM;
 	}
-	r = msg_call_SANDBOX_ENSURE(c->shim,
-				    &(Msg_SANDBOX_ENSURE){.key = q->thread_id,
-							  .thread_id = q->thread_id},
-				    EGRESS_CALL_TIMEOUT, egress_step, q);
+	r = msg_call_SANDBOX_ENSURE(
+	    c->shim, &(Msg_SANDBOX_ENSURE){.key = q->thread_id, .thread_id = q->thread_id},
+	    EGRESS_CALL_TIMEOUT, egress_step, q);
 	if (r < 0) {
 		peer_deferred_error(TAKE_PTR(q->d), r, "shim_unavailable",
 				    "containerd-shim unavailable");

@@ -79,7 +79,7 @@ struct PvConn {
 	char name[PV_NAME_MAX + 1];
 	size_t name_len;
 	bool in_value, skip_header, is_host, host_seen, chunked, first_done;
-	bool upgraded; /* client → shim: past an upgrade request, raw */
+	bool upgraded;		    /* client → shim: past an upgrade request, raw */
 	char host[PV_HOST_MAX + 1]; /* this request's Host */
 	size_t host_len;
 	size_t head_bytes;
@@ -205,7 +205,8 @@ preview_mint(Preview *pv, const char *thread_id, uint16_t port, char **ret_url,
 
 /* The token of a Host "<token>.<domain>[:port]", or NULL (not ours). */
 static bool
-host_token(const Preview *pv, const char *host, size_t len, char out[static PREVIEW_TOKEN_BYTES * 2 + 1])
+host_token(const Preview *pv, const char *host, size_t len,
+	   char out[static PREVIEW_TOKEN_BYTES * 2 + 1])
 {
 	const char *domain = pv->router->conf->preview_domain;
 	size_t dl = strlen(domain), tl = PREVIEW_TOKEN_BYTES * 2;
@@ -334,7 +335,8 @@ shim_read_cb(struct bufferevent *bev, void *arg)
 		_cleanup_free_ char *line = evbuffer_readln(in, &n, EVBUFFER_EOL_CRLF_STRICT);
 		if (!line) {
 			if (evbuffer_get_length(in) > 128)
-				pv_respond_error(c, 502, "unavailable", "the preview socket misbehaved");
+				pv_respond_error(c, 502, "unavailable",
+						 "the preview socket misbehaved");
 			return;
 		}
 		if (streq(line, "ERR sandbox_not_running"))
@@ -764,9 +766,10 @@ preview_new(Router *r, Preview **ret)
 		return log_error_errno(SYNTHETIC_ERRNO(EINVAL), "Invalid preview_listen '%s'",
 				       conf->preview_listen);
 	}
-	pv->lev = evconnlistener_new_bind(
-	    r->base, accept_cb, pv, LEV_OPT_REUSEABLE | LEV_OPT_CLOSE_ON_FREE | LEV_OPT_CLOSE_ON_EXEC,
-	    128, (struct sockaddr *)&ss, sslen);
+	pv->lev = evconnlistener_new_bind(r->base, accept_cb, pv,
+					  LEV_OPT_REUSEABLE | LEV_OPT_CLOSE_ON_FREE |
+					      LEV_OPT_CLOSE_ON_EXEC,
+					  128, (struct sockaddr *)&ss, sslen);
 	if (!pv->lev) {
 		int err = errno;
 		preview_free(pv);
@@ -774,9 +777,8 @@ preview_new(Router *r, Preview **ret)
 				       conf->preview_listen);
 	}
 	if (getsockname(evconnlistener_get_fd(pv->lev), (struct sockaddr *)&ss, &l) == 0)
-		pv->port = ntohs(ss.ss_family == AF_INET6
-				     ? ((struct sockaddr_in6 *)&ss)->sin6_port
-				     : ((struct sockaddr_in *)&ss)->sin_port);
+		pv->port = ntohs(ss.ss_family == AF_INET6 ? ((struct sockaddr_in6 *)&ss)->sin6_port
+							  : ((struct sockaddr_in *)&ss)->sin_port);
 	log_info("Previews on %s, as http://<token>.%s:%u/", conf->preview_listen,
 		 conf->preview_domain, pv->port);
 	*ret = pv;

@@ -3,8 +3,8 @@
  * routes-net.c — a sandbox's network seen from the API (docs/SANDBOX-API.md
  * "Ports", "Egress"): POST /sandboxes/{id}/ports/{port}, a live preview's
  * URL (preview.h); PUT /sandboxes/{id}/egress, the names its egress proxy
- * may reach (SANDBOX_EGRESS, coordinatord's egress.c). The route table (routes.c) sends requests here after the
- * Host, Origin and token checks; the thread scope is checked here.
+ * may reach (SANDBOX_EGRESS, coordinatord's egress.c). The route table (routes.c) sends requests
+ * here after the Host, Origin and token checks; the thread scope is checked here.
  */
 #include "config.h"
 
@@ -98,7 +98,8 @@ egress_reply(Peer *p, int err, const msgpack_object *body, void *userdata)
 		json_array_append_new(allow, json_string(rep.allow[i]));
 	j = json_pack("{s:O}", "allow", allow);
 	if (j && rep.has_port)
-		json_object_set_new(j, "proxy", json_sprintf("http://127.0.0.1:%u", (unsigned)rep.port));
+		json_object_set_new(j, "proxy",
+				    json_sprintf("http://127.0.0.1:%u", (unsigned)rep.port));
 	if (!j) {
 		http_respond_error(c, 500, "internal", "out of memory");
 		return;
@@ -136,7 +137,8 @@ route_sandbox_egress(HttpConn *c, Route *rt)
 		http_respond_error(c, 500, "internal", "out of memory");
 		return;
 	}
-	json_array_foreach(allow, i, v) {
+	json_array_foreach(allow, i, v)
+	{
 		if (!json_is_string(v) || json_string_length(v) == 0 ||
 		    strlen(json_string_value(v)) != json_string_length(v)) {
 			http_respond_error(c, 400, "bad_request", "allow: names are strings");
@@ -149,8 +151,8 @@ route_sandbox_egress(HttpConn *c, Route *rt)
 		return;
 	}
 	r = COORD_CALL(c->router, SANDBOX_EGRESS,
-		       &((Msg_SANDBOX_EGRESS){.thread_id = rt->seg[1], .allow = names}), egress_reply,
-		       c);
+		       &((Msg_SANDBOX_EGRESS){.thread_id = rt->seg[1], .allow = names}),
+		       egress_reply, c);
 	if (r < 0)
 		routes_unavailable(c);
 }
