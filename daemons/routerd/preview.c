@@ -322,22 +322,24 @@ pv_respond_error(PvConn *c, int status, const char *code, const char *message)
 	pv_finish(c, c->cli);
 }
 
+static bool cli_feed(PvConn *c);
 static void cli_read_cb(struct bufferevent *bev, void *arg);
 
-static void
-shim_read_cb(struct bufferevent *bev, void *arg)
+/* The shim's bytes: its answer line first (PV_SHIM), then to the client.
+ * false when c was answered and is closing (or gone): touch it no more. */
+static bool
+shim_feed(PvConn *c)
 {
-	PvConn *c = arg;
-	struct evbuffer *in = bufferevent_get_input(bev), *out;
+	struct evbuffer *in = bufferevent_get_input(c->shim), *out;
 
 	if (c->state == PV_SHIM) {
 		size_t n = 0;
 		_cleanup_free_ char *line = evbuffer_readln(in, &n, EVBUFFER_EOL_CRLF_STRICT);
 		if (!line) {
-			if (evbuffer_get_length(in) > 128)
-				pv_respond_error(c, 502, "unavailable",
-						 "the preview socket misbehaved");
-			return;
+			if (evbuffer_get_length(in) <= 128)
+				return true;
+			pv_respond_error(c, 502, "unavailable", "the preview socket misbehaved");
+			return false;
 		}
 		if (streq(line, "ERR sandbox_not_running"))
 			pv_respond_error(c, 503, "sandbox_not_running",
@@ -350,19 +352,23 @@ shim_read_cb(struct bufferevent *bev, void *arg)
 		else {
 			c->state = PV_OPEN;
 			bufferevent_set_timeouts(c->cli, NULL, NULL);
-			cli_read_cb(c->cli, c); /* what waited for the mark */
 		}
 		if (c->state != PV_OPEN)
-			return;
+			return false;
 	}
-	if (!c->cli)
-		return;
 	out = bufferevent_get_output(c->cli);
 	evbuffer_add_buffer(out, in);
 	if (evbuffer_get_length(out) >= PV_HIGH_WATER) {
-		bufferevent_disable(bev, EV_READ);
+		bufferevent_disable(c->shim, EV_READ);
 		bufferevent_setwatermark(c->cli, EV_WRITE, PV_HIGH_WATER / 2, 0);
 	}
+	return true;
+}
+
+static void
+shim_read_cb(struct bufferevent *bev, void *arg)
+{
+	(void)shim_feed(arg);
 }
 
 static void
@@ -372,11 +378,9 @@ shim_write_cb(struct bufferevent *bev, void *arg)
 
 	/* below the mark again: read the client on */
 	bufferevent_setwatermark(bev, EV_WRITE, 0, 0);
-	if (c->cli && c->state != PV_CLOSING) {
-		bufferevent_enable(c->cli, EV_READ);
-		if (evbuffer_get_length(bufferevent_get_input(c->cli)) > 0)
-			cli_read_cb(c->cli, c);
-	}
+	bufferevent_enable(c->cli, EV_READ);
+	if (evbuffer_get_length(bufferevent_get_input(c->cli)) > 0)
+		(void)cli_feed(c);
 }
 
 static void
@@ -386,12 +390,13 @@ shim_event_cb(struct bufferevent *bev, short what, void *arg)
 
 	if (what & BEV_EVENT_CONNECTED)
 		return;
+	/* what came before the end (an ERR line, the last bytes of an answer) */
+	if (evbuffer_get_length(bufferevent_get_input(bev)) > 0 && !shim_feed(c))
+		return;
 	if (c->state == PV_SHIM) {
 		pv_respond_error(c, 503, "unavailable", "containerd-shim is not reachable");
 		return;
 	}
-	if (evbuffer_get_length(bufferevent_get_input(bev)) > 0)
-		shim_read_cb(bev, c);
 	pv_finish(c, c->cli);
 }
 
@@ -411,8 +416,8 @@ cli_event_cb(struct bufferevent *bev, short what, void *arg)
 	PvConn *c = arg;
 
 	if ((what & BEV_EVENT_EOF) && c->shim && c->state != PV_HEAD) {
-		cli_read_cb(bev, c); /* what came before the end */
-		if (c->state != PV_CLOSING)
+		/* what came before the end goes first, then the shim is flushed */
+		if (cli_feed(c))
 			pv_finish(c, c->shim);
 		return;
 	}
@@ -650,46 +655,52 @@ pv_failed(PvConn *c)
 	pv_free(c);
 }
 
-static void
-cli_read_cb(struct bufferevent *bev, void *arg)
+/* The client's bytes through the request filter (or, past an upgrade, as
+ * they are) to the shim. false when c was answered, closed or freed. */
+static bool
+cli_feed(PvConn *c)
 {
-	PvConn *c = arg;
-	struct evbuffer *in = bufferevent_get_input(bev);
+	struct evbuffer *in = bufferevent_get_input(c->cli);
 
-	while (evbuffer_get_length(in) > 0 && c->state != PV_CLOSING) {
+	while (evbuffer_get_length(in) > 0) {
 		struct evbuffer *out = c->shim ? bufferevent_get_output(c->shim) : NULL;
 		if (out && evbuffer_get_length(out) >= PV_HIGH_WATER) {
 			/* backpressure: read on once the shim took half of it */
-			bufferevent_disable(bev, EV_READ);
+			bufferevent_disable(c->cli, EV_READ);
 			bufferevent_setwatermark(c->shim, EV_WRITE, PV_HIGH_WATER / 2, 0);
-			return;
+			return true;
 		}
 		if (c->upgraded) {
 			evbuffer_add_buffer(out, in);
-			return;
+			return true;
 		}
 		size_t len = MIN(evbuffer_get_length(in), (size_t)64 * 1024);
 		const char *data = (const char *)evbuffer_pullup(in, (ev_ssize_t)len);
 		size_t n = http_parser_execute(&c->parser, &pv_parser_settings, data, len);
 		enum http_errno err = HTTP_PARSER_ERRNO(&c->parser);
-		if (c->fail_status) {
-			pv_failed(c);
-			return;
-		}
-		if (err != HPE_OK) {
+		if (!c->fail_status && err != HPE_OK) {
 			c->fail_status = 400;
 			c->fail_code = "bad_request";
 			c->fail_msg = http_errno_description(err);
+		}
+		if (c->fail_status) {
 			pv_failed(c);
-			return;
+			return false;
 		}
 		evbuffer_drain(in, n);
 		/* after an upgrade the rest is another protocol (WebSocket): raw */
 		if (c->parser.upgrade)
 			c->upgraded = true;
 		else if (n < len)
-			return; /* cannot happen without an error */
+			return true; /* cannot happen without an error */
 	}
+	return true;
+}
+
+static void
+cli_read_cb(struct bufferevent *bev, void *arg)
+{
+	(void)cli_feed(arg);
 }
 
 static void
