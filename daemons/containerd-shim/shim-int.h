@@ -22,7 +22,7 @@
  * The one way up is SandboxHooks (below): the sandbox layer reports an init
  * message for an exec, a sandbox's death and a freed slot through Shim.hooks,
  * which shim.c fills in with the handlers of shim-exec.c and shim-capacity.c.
- * The leaf modules (sandbox.h, cgroup.h, snapjob.h, netfwd.h, adopt.h,
+ * The leaf modules (sandbox.h, cgroup.h, snapjob.h, netfwd.h, netpreview.h, adopt.h,
  * shim-files.h …) know nothing of these types.
  *
  * Lifetimes. A Sandbox lives from SANDBOX_ENSURE (or a pool refill) until its

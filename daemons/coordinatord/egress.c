@@ -293,6 +293,8 @@ egress_step(Peer *p, int err, const msgpack_object *body, void *ud)
 	}
 }
 
+static int dispatch_again(Peer *p, const Frame *f, void *userdata);
+
 int
 handle_sandbox_egress(Peer *p, const Frame *f, const Msg_SANDBOX_EGRESS *m, void *ud)
 {
@@ -303,6 +305,10 @@ handle_sandbox_egress(Peer *p, const Frame *f, const Msg_SANDBOX_EGRESS *m, void
 	int r;
 
 	if (!request_thread_id_ok(p, f, m->thread_id, "bad_request"))
+		return 0;
+	/* cluster mode: the thread's sandbox is on its owner (a claim, as a
+	 * first run makes) */
+	if (placement_run_start(c, p, f, m->thread_id, dispatch_again, ud))
 		return 0;
 	if (c->conf.reuse == REUSE_NONE) {
 		peer_reply_error_reason(p, f->req_id, -EBUSY, "reuse_none",
@@ -347,3 +353,5 @@ handle_sandbox_egress(Peer *p, const Frame *f, const Msg_SANDBOX_EGRESS *m, void
 	}
 	return 0;
 }
+
+MSG_HANDLER(dispatch_again, SANDBOX_EGRESS, handle_sandbox_egress)
