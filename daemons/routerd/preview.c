@@ -13,6 +13,8 @@
  *               heads rebuilt, bodies passed; after an upgrade, `upgraded`,
  *               as it comes), shim → client as it comes
  *   PV_CLOSING  flushing one side, then free
+ * A new connection's first head must be complete within PV_HEAD_TIMEOUT_SEC;
+ * an open one carrying no byte either way for PV_IDLE_TIMEOUT_SEC is closed.
  * The client's bytes are parsed while the shim's output holds less than
  * PV_HIGH_WATER; each direction pauses its reading at that mark and resumes
  * at half of it.
@@ -49,6 +51,9 @@
 #define PV_BUCKETS 256
 #define PV_HEAD_MAX (16 * 1024)
 #define PV_HEAD_TIMEOUT_SEC 20
+/* an open connection with no byte either way this long is closed (each
+ * side's read timeout, forgiven while the other side moves) */
+#define PV_IDLE_TIMEOUT_SEC 300
 #define PV_HIGH_WATER (256 * 1024)
 #define PV_HOST_MAX 255
 #define PV_NAME_MAX 256
@@ -80,6 +85,7 @@ struct PvConn {
 	size_t name_len;
 	bool in_value, skip_header, is_host, host_seen, chunked, first_done;
 	bool upgraded;		    /* client → shim: past an upgrade request, raw */
+	usec_t last_io;		    /* PV_OPEN: the last bytes carried, either way */
 	char host[PV_HOST_MAX + 1]; /* this request's Host */
 	size_t host_len;
 	size_t head_bytes;
@@ -350,12 +356,15 @@ shim_feed(PvConn *c)
 		else if (!streq(line, "OK"))
 			pv_respond_error(c, 502, "unavailable", "the preview socket refused");
 		else {
+			struct timeval idle = {.tv_sec = PV_IDLE_TIMEOUT_SEC};
 			c->state = PV_OPEN;
-			bufferevent_set_timeouts(c->cli, NULL, NULL);
+			bufferevent_set_timeouts(c->cli, &idle, NULL);
+			bufferevent_set_timeouts(c->shim, &idle, NULL);
 		}
 		if (c->state != PV_OPEN)
 			return false;
 	}
+	c->last_io = now_usec();
 	out = bufferevent_get_output(c->cli);
 	evbuffer_add_buffer(out, in);
 	if (evbuffer_get_length(out) >= PV_HIGH_WATER) {
@@ -383,12 +392,26 @@ shim_write_cb(struct bufferevent *bev, void *arg)
 		(void)cli_feed(c);
 }
 
+/* A side's read timed out: while the other side moved within the idle
+ * time, read on (a WebSocket whose server alone speaks); else it is idle. */
+static bool
+pv_still_active(PvConn *c, struct bufferevent *bev, short what)
+{
+	if (!(what & BEV_EVENT_TIMEOUT) || c->state != PV_OPEN ||
+	    now_usec() - c->last_io >= (usec_t)PV_IDLE_TIMEOUT_SEC * USEC_PER_SEC)
+		return false;
+	bufferevent_enable(bev, EV_READ);
+	return true;
+}
+
 static void
 shim_event_cb(struct bufferevent *bev, short what, void *arg)
 {
 	PvConn *c = arg;
 
 	if (what & BEV_EVENT_CONNECTED)
+		return;
+	if (pv_still_active(c, bev, what))
 		return;
 	/* what came before the end (an ERR line, the last bytes of an answer) */
 	if (evbuffer_get_length(bufferevent_get_input(bev)) > 0 && !shim_feed(c))
@@ -415,6 +438,8 @@ cli_event_cb(struct bufferevent *bev, short what, void *arg)
 {
 	PvConn *c = arg;
 
+	if (pv_still_active(c, bev, what))
+		return;
 	if ((what & BEV_EVENT_EOF) && c->shim && c->state != PV_HEAD) {
 		/* what came before the end goes first, then the shim is flushed */
 		if (cli_feed(c))
@@ -670,6 +695,7 @@ cli_feed(PvConn *c)
 			bufferevent_setwatermark(c->shim, EV_WRITE, PV_HIGH_WATER / 2, 0);
 			return true;
 		}
+		c->last_io = now_usec();
 		if (c->upgraded) {
 			evbuffer_add_buffer(out, in);
 			return true;
