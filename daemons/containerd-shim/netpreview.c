@@ -36,7 +36,7 @@
 
 #define HELLO_TIMEOUT_SEC 10
 #define CONNECT_TIMEOUT_SEC 10
-#define HELLO_MAX 256
+#define HELLO_MAX 512 /* the hello word, a 256-byte key, a port */
 
 typedef enum PState { P_HELLO, P_CONNECTING, P_OPEN, P_CLOSING } PState;
 typedef struct PConn PConn;

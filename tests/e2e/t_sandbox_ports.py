@@ -333,8 +333,10 @@ def test_nothing_listening_and_no_sandbox(s):
     servers(s)
     st, _, data = fetch(preview(s, 8999)["url"])
     assert st == 502 and json.loads(data)["code"] == "port_not_listening", (st, data)
-    st, _, data = fetch(preview(s, 8000, thread="a-never-ran")["url"])
-    assert st == 503 and json.loads(data)["code"] == "sandbox_not_running", (st, data)
+    # ids at the edges reach the shim whole: the longest, one with spaces
+    for thread in ("a-never-ran", "a-" + "x" * 254, "a-with%20a%20space"):
+        st, _, data = fetch(preview(s, 8000, thread=thread)["url"])
+        assert st == 503 and json.loads(data)["code"] == "sandbox_not_running", (st, data)
 
 
 def test_preview_socket_is_not_for_everyone(s):
