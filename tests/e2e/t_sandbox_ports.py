@@ -27,6 +27,7 @@ from urllib.parse import urlsplit
 import websockets
 
 from rwtest import free_port, poll
+from t_sandbox import shimctl
 
 ADMIN, TA, TB = "ports-admin-token", "ports-tenant-a", "ports-tenant-b"
 _fd, TOKENS_FILE = tempfile.mkstemp(prefix="rw-ports-tokens-")
@@ -460,6 +461,14 @@ def test_egress_reaches_an_allowed_name_only(s):
         # a second PUT keeps the port (processes started before keep HTTPS_PROXY)
         st, js2 = egress(s, t, [f"LOCALHOST:{HOST_PORT}", "other.example"])
         assert st == 200 and js2["proxy"] == js["proxy"], (st, js2)
+        # the sandbox destroyed and made anew: a PUT opens its proxy again, on
+        # the same port
+        r = shimctl(s, t, "--destroy")
+        assert r.returncode == 0, r.stderr
+        st, js4 = egress(s, t, [f"localhost:{HOST_PORT}"])
+        assert st == 200 and js4["proxy"] == js["proxy"], (st, js4)
+        out = run_out(s, t, f"cd /workspace && python3 connect.py {port} localhost:{HOST_PORT} > out.txt")
+        assert out.splitlines()[1:2] == ["hello from the host"], out
         # the empty list closes the proxy
         st, js3 = egress(s, t, [])
         assert st == 200 and js3 == {"allow": []}, (st, js3)
