@@ -231,7 +231,8 @@ test_preview_refusals(void **state)
 	mint(9000, host);
 	/* no preview socket: the shim is not there */
 	answer(host, NULL, "HTTP/1.1 503 ", "\"unavailable\"");
-	snprintf(other, sizeof(other), "%.48s.preview.localhost", "ffffffffffffffffffffffffffffffffffffffffffffffff");
+	snprintf(other, sizeof(other), "%.48s.preview.localhost",
+		 "ffffffffffffffffffffffffffffffffffffffffffffffff");
 	answer(other, NULL, "HTTP/1.1 404 ", "\"preview_not_found\"");
 	answer("127.0.0.1", NULL, "HTTP/1.1 421 ", "\"misdirected_request\"");
 	answer("preview.localhost", NULL, "HTTP/1.1 421 ", "\"misdirected_request\"");
