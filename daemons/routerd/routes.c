@@ -221,6 +221,8 @@ static const struct {
     {"overloaded", 503, "overloaded"},
     {"shim_unavailable", 503, "unavailable"},
     {"no_space", 507, "no_space"},
+    /* the sandbox API (coordinatord's egress.c) */
+    {"egress_forbidden", 403, "egress_forbidden"},
     /* cluster mode (coordinatord's placement.c, replicate.c) */
     {"not_owner", 409, "not_owner"},
     {"cluster_unavailable", 503, "unavailable"},
@@ -1074,6 +1076,8 @@ static const RouteDef route_table[] = {
     {"threads/*/restore", M(POST), "POST", AUTH_TOKEN, false, route_snapshot_restore},
     /* the path after "files" is Route.rest (route_split), not segments */
     {"threads/*/files", 0, NULL, AUTH_TOKEN, true, route_files_any},
+    {"sandboxes/*/ports/*", M(POST), "POST", AUTH_TOKEN, false, route_sandbox_port},
+    {"sandboxes/*/egress", M(PUT), "PUT", AUTH_TOKEN, false, route_sandbox_egress},
     {"ds/v1/threads/*/runs/*", M(GET) | M(HEAD), "GET, HEAD", AUTH_TOKEN, false, route_ds_read},
     {"_bridge/*", M(POST), "POST", AUTH_RUN, false, route_bridge_call},
     {"tool-exec/*", M(POST), "POST", AUTH_RUN, false, route_bridge_call},
