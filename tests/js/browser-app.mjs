@@ -178,13 +178,16 @@ async function liveReloadTabs(ctx, transport, origin, base, tag) {
   const thread = `bx-${tag}-${uniq}`
   const N = 25
   const a = await open(ctx, { origin, transport, thread, base })
-  await send(a, loop(N, 0.2))
+  await send(a, `${loop(N, 0.2)}; echo kept > turn1.txt`)
   await waitLines(a, 3)
   const mid = await lastLines(a)
   const rec = (await runs(thread))[0]
   check(mid.length < N && rec.status === 'running' && same(mid, seq(mid.length)),
     `${tag}: output shows in the messages while the command runs`, { mid, status: rec.status })
   await shot(a, `${tag}-live`)
+  const custom = (await a.evaluate(() => window.__events)).filter((e) => e.startsWith('custom process.'))
+  check(custom.length > 0 && custom.every((e) => !e.endsWith(' none')),
+    `${tag}: onCustomEvent gets the output's toolCallId`, custom.slice(0, 3))
   const b = await open(ctx, { origin, transport, thread, base })
   await waitLines(b, mid.length + 1)
   await a.reload()
@@ -198,10 +201,12 @@ async function liveReloadTabs(ctx, transport, origin, base, tag) {
     check(same(got, seq(N)), `${tag}: ${name} has lines 1..${N} once each, in order`, got)
   }
   await b.close()
-  await send(a, 'echo second-turn')
+  await send(a, 'cat turn1.txt; echo second-turn')
   await a.waitForFunction(() => document.querySelectorAll('.tool-result').length === 2 &&
     document.querySelector('#status').textContent === 'ready' &&
     /second-turn/.test([...document.querySelectorAll('.tool-result')][1].textContent), null, { timeout: T })
+  const turn2 = await a.evaluate(() => [...document.querySelectorAll('.tool-result')][1].textContent)
+  check(/^kept$/m.test(turn2), `${tag}: the second turn sees the first's workspace`, turn2)
   await a.reload()
   await a.waitForFunction(() => document.querySelectorAll('.tool-result').length === 2, null, { timeout: T })
   const r = await roles(a)
@@ -248,7 +253,8 @@ async function wrongToken(ctx, transport, origin, base, tag) {
   await send(p, 'echo hi')
   await p.waitForFunction(() => document.querySelector('#error').textContent !== '', null, { timeout: T })
   const err = await p.textContent('#error')
-  check(/401|unauthori[sz]ed|token/i.test(err), `${tag}: a wrong token shows a readable error`, err)
+  const want = transport === 'ws' ? /invalid bearer token/ : /status: 401/
+  check(want.test(err), `${tag}: a wrong token shows a readable error`, err)
   await shot(p, `${tag}-wrong-token`)
   await p.close()
 }

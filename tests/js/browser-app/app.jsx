@@ -47,6 +47,7 @@ function App() {
     persistence: true,
     onFinish: () => window.__events.push('finish'),
     onError: (e) => window.__events.push(`error: ${e.message}`),
+    onCustomEvent: (name, value, ctx) => window.__events.push(`custom ${name} ${ctx?.toolCallId ?? 'none'}`),
   })
   return (
     <div>
