@@ -1074,6 +1074,7 @@ coordinator_free(Coordinator *c)
 	c->server = peer_server_free(c->server, false);
 	if (c->flush_ev)
 		event_free(c->flush_ev);
+	loop_lag_free(c->loop_lag);
 	if (c->base)
 		event_base_free(c->base);
 	runlog_free(c->runlog);
@@ -1130,6 +1131,8 @@ coordinator_new(const DaemonArgs *args, Coordinator **ret)
 		event_config_free(cfg);
 	}
 	if (!c->base || event_base_priority_init(c->base, 3) < 0)
+		return -ENOMEM;
+	if (!(c->loop_lag = loop_lag_new(c->base)))
 		return -ENOMEM;
 	r = bridge_setup(c);
 	if (r < 0)

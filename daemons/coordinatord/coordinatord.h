@@ -27,6 +27,7 @@
 #include "daemon-util.h"
 #include "harness.h"
 #include "log.h"
+#include "loop-lag.h"
 #include "msg.h"
 #include "peer-server.h"
 #include "peer.h"
@@ -301,6 +302,7 @@ struct Coordinator {
 	struct Forwarder *fwd;	     /* forward.c's state, with cluster */
 	struct RemoteReads *remote;  /* remote.c's state, with cluster */
 	struct Hydrate *hydrates;    /* chat.c: hydrates in progress */
+	LoopLag *loop_lag;	     /* how late the loop runs a timer (/metrics) */
 	/* set while a held request is handled again after its thread's owner
 	 * was looked up: route it here, do not look again */
 	bool route_here;

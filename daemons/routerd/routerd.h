@@ -41,6 +41,7 @@
 #include <stdint.h>
 
 #include "conn-limit.h"
+#include "loop-lag.h"
 #include "msg.h"
 #include "peer-link.h"
 #include "peer.h"
@@ -90,6 +91,7 @@ struct Router {
 	struct evconnlistener *bridge_listener;
 	char *bridge_path;
 	struct event *accept_retry; /* re-enable accepting after EMFILE & co */
+	LoopLag *loop_lag;	    /* how late the loop runs a timer (/metrics) */
 	bool accept_paused;	    /* max_connections reached */
 	char listen_desc[80];	    /* the address served, for logs */
 	HttpConn *conns;	    /* all client connections */
