@@ -13,8 +13,8 @@
 #include "macro.h"
 
 /* the upper bounds of the buckets, seconds (+Inf after them) */
-static const double bounds[] = {0.001, 0.0025, 0.005, 0.01, 0.025, 0.05,
-				0.1,   0.25,   0.5,   1,    2.5,   5,    10};
+static const double bounds[] = {0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1,
+				0.25,  0.5,    1,     2.5,  5,	   10};
 
 struct LoopLag {
 	struct event *timer;
