@@ -67,6 +67,8 @@ def one_build(build):
     s.start()
     try:
         pid = s.procs["coordinatord"].pid
+        rwtest.poll(lambda: s.http("GET", "/readyz", headers=t.auth(t.TB))[0] == 200,
+                    timeout=15)
         st, js = s.http("POST", "/runs", {"threadId": "b-lat", "messages": [
             {"role": "user", "content": "true"}]}, headers=t.auth(t.TB))
         probe_path = f"/runs/{js['runId']}?threadId=b-lat"

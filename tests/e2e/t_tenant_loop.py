@@ -17,6 +17,7 @@ import tempfile
 import threading
 import time
 
+from rwtest import poll
 from t_chat import post_chat
 
 ADMIN, TA, TB = "loop-admin-token-1", "loop-tenant-a.token", "loop-tenant-b.token"
@@ -129,6 +130,7 @@ def build_giant_thread(s):
 
 def test_hydrate_attack_leaves_another_tenant_fast(s):
     pid = s.procs["coordinatord"].pid
+    assert poll(lambda: s.http("GET", "/readyz", headers=auth(TB))[0] == 200, timeout=15)
     base = {"POST /runs": [], "GET /runs/{id}": [], "/readyz": []}
     bad = []
     victim_round(s, base, bad, 25)
