@@ -273,6 +273,11 @@ def test_coordinator_down_gives_503_json_and_reconnects(s):
         assert st == 503 and set(body) == {"error", "code"}, (p, st, body)
     st, body = s.http("GET", "/metrics")
     assert st == 200 and b"runwarden_router_coordinator_up 0" in body, body
+    # routerd's loop lag alone, each family whole
+    types, samples = parse_prometheus(body.decode())
+    assert types["runwarden_loop_lag_seconds"] == "histogram", types
+    assert {ln for n, ln, _ in samples if n == "runwarden_loop_lag_max_seconds"} == \
+        {'{daemon="routerd"}'}, samples
     st, _ = s.http("GET", "/healthz")
     assert st == 200
     s.start_daemon("coordinatord")
