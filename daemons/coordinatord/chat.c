@@ -59,8 +59,6 @@
 #include "json-util.h"
 #include "macro.h"
 
-#define CHAT_HYDRATE_MAX_RUNS 100
-
 typedef struct Hydrate Hydrate;
 static void hydrate_step(Hydrate *h);
 static void on_hydrate_input(Cluster *cluster, int err, const void *data, size_t len,

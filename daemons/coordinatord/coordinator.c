@@ -633,8 +633,12 @@ handle_chat_hydrate(Peer *p, const Frame *f, const Msg_CHAT_HYDRATE *m, void *ud
 		ret = -EINVAL;
 	if (ret == 0 && forward_by_thread(cl->c, p, f, thread_id, dispatch_chat_hydrate, ud))
 		goto out;
+	/* the newest runs only (the hydrate's), unless a lost node's runs
+	 * are merged in */
 	if (ret == 0)
-		ret = runlog_thread_runs(cl->c->runlog, thread_id, NULL, &runs);
+		ret = cl->c->cluster ? runlog_thread_runs(cl->c->runlog, thread_id, NULL, &runs)
+				     : runlog_thread_runs_newest(cl->c->runlog, thread_id,
+								 CHAT_HYDRATE_MAX_RUNS, &runs);
 	n_local = json_array_size(runs);
 	if (ret == 0 && cl->c->cluster) {
 		/* a thread taken over: the runs its lost node ran are read from

@@ -472,6 +472,7 @@ bool request_thread_id_ok(Peer *p, const Frame *f, const char *thread_id, const 
 bool request_shim_ready(Peer *p, const Frame *f, Coordinator *c, const char *reason);
 
 /* ---- chat.c ---- */
+#define CHAT_HYDRATE_MAX_RUNS 100 /* the newest runs a hydrate rebuilds */
 /* GET /chat?threadId= (CHAT_HYDRATE): {messages: UIMessage[], activeRun, interrupts:
  * null}, rebuilt from runs (the thread's records, newest first), to p's
  * request f. Answered later (or now), the rebuild in slices that yield to
