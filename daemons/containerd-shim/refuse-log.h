@@ -31,15 +31,15 @@ struct event_base;
 typedef struct RefuseLog RefuseLog;
 
 typedef enum RefuseKind {
-	REFUSE_CONN_LIMIT,    /* accept: too many connections open */
+	REFUSE_CONN_LIMIT,     /* accept: too many connections open */
 	REFUSE_HEAD_TOO_LARGE, /* 431 */
-	REFUSE_HEAD_TIMEOUT,  /* no complete head in time */
-	REFUSE_NOT_CONNECT,   /* 405 */
-	REFUSE_IP_LITERAL,    /* 403 */
-	REFUSE_MALFORMED,     /* 400 */
-	REFUSE_NOT_ALLOWED,   /* 403, not on the allowlist */
-	REFUSE_UNRESOLVED,    /* 502, the name does not resolve */
-	REFUSE_ADDRESS,	      /* 403, resolves to a non-public address */
+	REFUSE_HEAD_TIMEOUT,   /* no complete head in time */
+	REFUSE_NOT_CONNECT,    /* 405 */
+	REFUSE_IP_LITERAL,     /* 403 */
+	REFUSE_MALFORMED,      /* 400 */
+	REFUSE_NOT_ALLOWED,    /* 403, not on the allowlist */
+	REFUSE_UNRESOLVED,     /* 502, the name does not resolve */
+	REFUSE_ADDRESS,	       /* 403, resolves to a non-public address */
 	REFUSE_CONNECT_FAILED, /* 502, no address answered */
 	REFUSE_FORWARD_FAILED, /* a forward's target did not answer */
 	_REFUSE_KIND_MAX

@@ -119,6 +119,12 @@ struct Router {
 	uint64_t http_responses[6]; /* by status class: [2] = 2xx … */
 	uint64_t ws_drops[_WS_DROP_MAX];
 	size_t n_tails;
+
+	/* every tail, oldest first, and their unsent output as last seen
+	 * (tail-budget.c: tails_max_queued_bytes) */
+	Tail *tails_first, *tails_last;
+	size_t tails_queued;
+	uint64_t tails_budget_closed;
 };
 
 /* ---- router.c ---- */
@@ -538,6 +544,10 @@ struct Tail {
 	bool chat;		   /* /chat (envelope ≠ TAIL_SEQ): no status message */
 	bool keep_open;		   /* /chat conversation WebSocket: stays open after the run */
 	struct event *stall_timer; /* armed while output stays backed up */
+	usec_t stalled_at;	   /* when it was armed; 0 when not */
+	Tail *budget_prev, *budget_next; /* Router.tails_first… (tail-budget.c) */
+	size_t queued;			 /* unsent output as last seen, in tails_queued */
+	bool budget_linked;
 };
 
 /* A tail on c (upgraded already: it writes through sink, each event in
@@ -550,3 +560,17 @@ Tail *tail_free(Tail *t);
 void tail_pump(Tail *t);
 /* Close with code/reason and send nothing more. */
 void tail_fail(Tail *t, uint16_t code, const char *reason);
+
+/* ---- tail-budget.c ---- */
+
+/* The total of all tails' unsent output is bounded by tails_max_queued_bytes
+ * (besides each tail's ws_max_queue). tail_budget_add/_remove keep the list
+ * of tails; tail_budget_note() refreshes t's share after it wrote or its
+ * output drained and, when the total is over the budget, closes the tail
+ * backed up longest (then the biggest) with 1013 and drops its connection at
+ * once, until the total fits. tail_budget_release() forgets t's share (it
+ * sends nothing more). */
+void tail_budget_add(Tail *t);
+void tail_budget_remove(Tail *t);
+void tail_budget_note(Tail *t);
+void tail_budget_release(Tail *t);
