@@ -488,12 +488,17 @@ chat_join(HttpConn *c, const char *query, const char *run_id, const char *thread
 		http_respond_error(c, 500, "internal", "out of memory");
 		return;
 	}
-	r = COORD_CALL(c->router, RUN_GET,
-		       &((Msg_RUN_GET){.run_id = run_id,
-				       .thread_id = thread_id,
-				       .any_thread = true,
-				       .has_any_thread = !thread_id}),
-		       chat_join_reply, c);
+	r = COORD_CALL(
+	    c->router, RUN_GET,
+	    &((Msg_RUN_GET){.run_id = run_id,
+			    .thread_id = thread_id,
+			    .any_thread = true,
+			    .has_any_thread = !thread_id,
+			    /* a join by id alone looks in the token's
+			     * threads only (a client run id is per
+			     * thread: another tenant's is not seen) */
+			    .scope = !thread_id && c->req.token ? c->req.token->threads : NULL}),
+	    chat_join_reply, c);
 	if (r < 0) {
 		chat_start_free(c);
 		http_respond_error(c, 503, "unavailable", "coordinator unavailable");
