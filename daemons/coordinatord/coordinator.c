@@ -94,11 +94,11 @@ thread_named(Peer *p, const Frame *f, const char *thread_id)
 bool
 request_thread_id_ok(Peer *p, const Frame *f, const char *thread_id, const char *reason)
 {
-	if (thread_id_valid(thread_id))
+	const char *why = thread_id_problem(thread_id);
+
+	if (!why)
 		return true;
-	peer_reply_error_reason(
-	    p, f->req_id, -EINVAL, reason,
-	    "threadId must be a non-empty printable string of at most 256 bytes");
+	peer_reply_error_reason(p, f->req_id, -EINVAL, reason, why);
 	return false;
 }
 

@@ -455,6 +455,10 @@ bool routes_thread_allowed(HttpConn *c, const char *thread_id);
 void routes_coord_error(HttpConn *c, int err, const msgpack_object *body, const char *not_found);
 bool routes_coord_reason(HttpConn *c, const msgpack_object *body);
 bool routes_parse_last_seq(const char *s, int64_t *ret);
+/* The error code of a request body's problem (run_body_problem,
+ * chat_body_problem): "invalid_thread_id" for one about its threadId, else
+ * "bad_request". */
+const char *routes_problem_code(const char *why);
 
 /* ---- ws.c ---- */
 
