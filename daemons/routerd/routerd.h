@@ -120,9 +120,10 @@ struct Router {
 	uint64_t ws_drops[_WS_DROP_MAX];
 	size_t n_tails;
 
-	/* every tail, oldest first, and their unsent output as last seen
-	 * (tail-budget.c: tails_max_queued_bytes) */
-	Tail *tails_first, *tails_last;
+	/* every connection serving a tail or a Durable Streams SSE read, oldest
+	 * first, and their unsent output as last seen (tail-budget.c:
+	 * tails_max_queued_bytes) */
+	HttpConn *budget_first, *budget_last;
 	size_t tails_queued;
 	uint64_t tails_budget_closed;
 };
@@ -339,6 +340,11 @@ struct HttpConn {
 	bool chat_ws; /* a /chat conversation WebSocket (RunAgentInput frames in) */
 	const RouterToken *chat_token; /* ... and the token it was opened with (conf-owned) */
 	struct DsRead *ds;	       /* routes-ds.c: a Durable Streams read */
+	/* tail-budget.c: a streaming connection in Router.budget_first… */
+	HttpConn *budget_prev, *budget_next;
+	size_t budget_queued;	  /* unsent output as last seen, in tails_queued */
+	usec_t budget_stalled_at; /* since when its output is backed up; 0: it is not */
+	bool budget_linked;
 	/* accepted on the bridge socket: serves only the host tools of bridge_run,
 	 * the run named by the shim's first line (empty until it arrived) */
 	bool bridge;
@@ -548,10 +554,6 @@ struct Tail {
 	bool chat;		   /* /chat (envelope ≠ TAIL_SEQ): no status message */
 	bool keep_open;		   /* /chat conversation WebSocket: stays open after the run */
 	struct event *stall_timer; /* armed while output stays backed up */
-	usec_t stalled_at;	   /* when it was armed; 0 when not */
-	Tail *budget_prev, *budget_next; /* Router.tails_first… (tail-budget.c) */
-	size_t queued;			 /* unsent output as last seen, in tails_queued */
-	bool budget_linked;
 };
 
 /* A tail on c (upgraded already: it writes through sink, each event in
@@ -567,14 +569,17 @@ void tail_fail(Tail *t, uint16_t code, const char *reason);
 
 /* ---- tail-budget.c ---- */
 
-/* The total of all tails' unsent output is bounded by tails_max_queued_bytes
- * (besides each tail's ws_max_queue). tail_budget_add/_remove keep the list
- * of tails; tail_budget_note() refreshes t's share after it wrote or its
- * output drained and, when the total is over the budget, closes the tail
+/* The total unsent output of all tails and Durable Streams SSE reads is
+ * bounded by tails_max_queued_bytes (besides each one's ws_max_queue).
+ * tail_budget_add/_remove keep the list of such connections (c->tail or
+ * c->ds set); tail_budget_note() refreshes c's share after it wrote or its
+ * output drained and, when the total is over the budget, closes the one
  * backed up longest (then the biggest) with 1013 and drops its connection at
- * once, until the total fits. tail_budget_release() forgets t's share (it
- * sends nothing more). */
-void tail_budget_add(Tail *t);
-void tail_budget_remove(Tail *t);
-void tail_budget_note(Tail *t);
-void tail_budget_release(Tail *t);
+ * once, until the total fits (c itself may be closed: check before writing
+ * more). tail_budget_stalled() says whether c's output is backed up now.
+ * tail_budget_release() forgets c's share (it sends nothing more). */
+void tail_budget_add(HttpConn *c);
+void tail_budget_remove(HttpConn *c);
+void tail_budget_note(HttpConn *c);
+void tail_budget_stalled(HttpConn *c, bool stalled);
+void tail_budget_release(HttpConn *c);

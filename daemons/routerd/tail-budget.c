@@ -1,20 +1,21 @@
 /* SPDX-License-Identifier: MIT */
 /*
- * tail-budget.c — the unsent output of all tails together stays under
- * tails_max_queued_bytes (issue 30 item 7).
+ * tail-budget.c — the unsent output of all tails (and Durable Streams SSE
+ * reads) together stays under tails_max_queued_bytes (issue 30 item 7).
  *
- * Each tail holds at most about ws_max_queue/2 unsent bytes (tail.c), but a
- * client may open many tails and read none: without a total, routerd's
- * memory would be bounded only by max_connections × ws_max_queue. The total
- * is kept as a sum of each tail's unsent output as last seen (refreshed when
- * the tail writes and when its output drains): it can only overstate what is
- * queued, so it is exact again (every tail looked at) before anything is
- * closed for it. Over the budget, the tail whose output has been backed up
- * longest goes first (a client that stopped reading), then the one with the
- * most queued; it is closed with 1013 "try again later" and its connection
- * dropped at once (a close frame behind half a megabyte the client does not
- * read would hold that memory until the close deadline). The client
- * resumes with lastSeq like after any dropped tail.
+ * Each tail holds at most about ws_max_queue/2 unsent bytes (tail.c), a DS
+ * SSE read half of it plus one read (routes-ds.c), but a client may open many
+ * and read none: without a total, routerd's memory would be bounded only by
+ * max_connections × ws_max_queue. The total is kept as a sum of each
+ * connection's unsent output as last seen (refreshed when it writes and when
+ * its output drains): it can only overstate what is queued, so it is made
+ * exact (every connection looked at) before anything is closed for it. Over
+ * the budget, the connection whose output has been backed up longest goes
+ * first (a client that stopped reading), then the one with the most queued:
+ * a tail is closed with 1013 "try again later" (a DS read ends) and the
+ * connection dropped at once (a close frame behind half a megabyte the
+ * client does not read would hold that memory until the close deadline).
+ * The client resumes with lastSeq (or its offset) like after any drop.
  */
 #include "config.h"
 
@@ -27,112 +28,133 @@
 #define BUDGET_REASON "tail output budget full: resume from lastSeq"
 
 void
-tail_budget_add(Tail *t)
+tail_budget_add(HttpConn *c)
 {
-	Router *r = t->router;
+	Router *r = c->router;
 
-	t->budget_prev = r->tails_last;
-	t->budget_next = NULL;
-	if (r->tails_last)
-		r->tails_last->budget_next = t;
-	else
-		r->tails_first = t;
-	r->tails_last = t;
-	t->budget_linked = true;
-}
-
-void
-tail_budget_release(Tail *t)
-{
-	t->router->tails_queued -= MIN(t->queued, t->router->tails_queued);
-	t->queued = 0;
-}
-
-void
-tail_budget_remove(Tail *t)
-{
-	Router *r = t->router;
-
-	if (!t->budget_linked)
+	if (c->budget_linked)
 		return;
-	tail_budget_release(t);
-	if (t->budget_prev)
-		t->budget_prev->budget_next = t->budget_next;
+	c->budget_prev = r->budget_last;
+	c->budget_next = NULL;
+	if (r->budget_last)
+		r->budget_last->budget_next = c;
 	else
-		r->tails_first = t->budget_next;
-	if (t->budget_next)
-		t->budget_next->budget_prev = t->budget_prev;
-	else
-		r->tails_last = t->budget_prev;
-	t->budget_linked = false;
-	t->budget_prev = t->budget_next = NULL;
+		r->budget_first = c;
+	r->budget_last = c;
+	c->budget_linked = true;
+	c->budget_stalled_at = 0;
 }
 
-static bool
-tail_live(const Tail *t)
+void
+tail_budget_release(HttpConn *c)
 {
-	return !t->finished && t->sink->open(t->conn);
+	c->router->tails_queued -= MIN(c->budget_queued, c->router->tails_queued);
+	c->budget_queued = 0;
+}
+
+void
+tail_budget_remove(HttpConn *c)
+{
+	Router *r = c->router;
+
+	if (!c->budget_linked)
+		return;
+	tail_budget_release(c);
+	if (c->budget_prev)
+		c->budget_prev->budget_next = c->budget_next;
+	else
+		r->budget_first = c->budget_next;
+	if (c->budget_next)
+		c->budget_next->budget_prev = c->budget_prev;
+	else
+		r->budget_last = c->budget_prev;
+	c->budget_linked = false;
+	c->budget_prev = c->budget_next = NULL;
+}
+
+void
+tail_budget_stalled(HttpConn *c, bool stalled)
+{
+	if (!stalled)
+		c->budget_stalled_at = 0;
+	else if (!c->budget_stalled_at)
+		c->budget_stalled_at = now_usec();
+}
+
+/* Still sending: a tail that did not end, or a DS SSE read. */
+static bool
+budget_live(const HttpConn *c)
+{
+	if (c->tail)
+		return !c->tail->finished && c->tail->sink->open(c);
+	return c->ds && c->state == CONN_SSE;
 }
 
 static void
-tail_refresh(Tail *t)
+budget_refresh(HttpConn *c)
 {
-	size_t p = tail_live(t) ? t->sink->pending(t->conn) : 0;
+	size_t p = !budget_live(c) ? 0
+		   : c->tail	   ? c->tail->sink->pending(c)
+				   : http_conn_output_pending(c);
 
-	t->router->tails_queued -= MIN(t->queued, t->router->tails_queued);
-	t->router->tails_queued += p;
-	t->queued = p;
+	c->router->tails_queued -= MIN(c->budget_queued, c->router->tails_queued);
+	c->router->tails_queued += p;
+	c->budget_queued = p;
 }
 
 /* Whether a goes before b: backed up since earlier, then more queued. */
 static bool
-tail_worse(const Tail *a, const Tail *b)
+budget_worse(const HttpConn *a, const HttpConn *b)
 {
-	if (a->stalled_at && b->stalled_at && a->stalled_at != b->stalled_at)
-		return a->stalled_at < b->stalled_at;
-	if (!a->stalled_at != !b->stalled_at)
-		return a->stalled_at != 0;
-	return a->queued > b->queued;
+	if (a->budget_stalled_at && b->budget_stalled_at &&
+	    a->budget_stalled_at != b->budget_stalled_at)
+		return a->budget_stalled_at < b->budget_stalled_at;
+	if (!a->budget_stalled_at != !b->budget_stalled_at)
+		return a->budget_stalled_at != 0;
+	return a->budget_queued > b->budget_queued;
 }
 
-static Tail *
-tail_budget_victim(Router *r)
+static HttpConn *
+budget_victim(Router *r)
 {
-	Tail *best = NULL;
+	HttpConn *best = NULL;
 
-	for (Tail *t = r->tails_first; t; t = t->budget_next)
-		if (tail_live(t) && t->queued > 0 && (!best || tail_worse(t, best)))
-			best = t;
+	for (HttpConn *c = r->budget_first; c; c = c->budget_next)
+		if (budget_live(c) && c->budget_queued > 0 && (!best || budget_worse(c, best)))
+			best = c;
 	return best;
 }
 
 static void
-tail_budget_enforce(Router *r)
+budget_enforce(Router *r)
 {
 	size_t budget = (size_t)r->conf->tails_max_queued_bytes;
 
-	for (Tail *t = r->tails_first; t; t = t->budget_next)
-		tail_refresh(t);
+	for (HttpConn *c = r->budget_first; c; c = c->budget_next)
+		budget_refresh(c);
 	while (r->tails_queued > budget) {
-		Tail *v = tail_budget_victim(r);
-		HttpConn *c;
+		HttpConn *v = budget_victim(r);
 
 		if (!v)
 			break;
-		c = v->conn;
-		log_debug("%s: tail of run %s closed with %zu bytes unsent: all tails hold %zu, "
-			  "over tails_max_queued_bytes",
-			  c->addr, v->run_id, v->queued, r->tails_queued);
+		log_debug("%s: %s closed with %zu bytes unsent: all tails hold %zu, over "
+			  "tails_max_queued_bytes",
+			  v->addr, v->tail ? "tail" : "stream read", v->budget_queued,
+			  r->tails_queued);
 		r->tails_budget_closed++;
-		tail_fail(v, 1013, BUDGET_REASON); /* releases its share */
-		http_conn_abort(c);		   /* frees its output now */
+		if (v->tail)
+			tail_fail(v->tail, 1013, BUDGET_REASON); /* releases its share */
+		else
+			sse_close(v, 1013, BUDGET_REASON);
+		tail_budget_release(v);
+		http_conn_abort(v); /* frees its output now */
 	}
 }
 
 void
-tail_budget_note(Tail *t)
+tail_budget_note(HttpConn *c)
 {
-	tail_refresh(t);
-	if (t->router->tails_queued > (size_t)t->router->conf->tails_max_queued_bytes)
-		tail_budget_enforce(t->router);
+	budget_refresh(c);
+	if (c->router->tails_queued > (size_t)c->router->conf->tails_max_queued_bytes)
+		budget_enforce(c->router);
 }

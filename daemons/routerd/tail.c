@@ -75,7 +75,7 @@ static void
 tail_close(Tail *t, uint16_t code, const char *reason)
 {
 	t->finished = true;
-	tail_budget_release(t);
+	tail_budget_release(t->conn);
 	t->sink->close(t->conn, code, reason);
 }
 
@@ -119,7 +119,7 @@ tail_stall_arm(Tail *t)
 		evtimer_add(t->stall_timer,
 			    timeval_from_usec(&tv, (usec_t)t->router->conf->ws_stall_timeout_ms *
 						       USEC_PER_MSEC));
-		t->stalled_at = now_usec();
+		tail_budget_stalled(t->conn, true);
 	}
 }
 
@@ -194,7 +194,7 @@ tail_deliver(Tail *t, int64_t first_seq, const msgpack_object_array *events)
 		r = -ECONNRESET;
 	}
 	if (r >= 0)
-		tail_budget_note(t); /* may close t (the budget) */
+		tail_budget_note(t->conn); /* may close t (the budget) */
 	if (r >= 0 && tail_done(t))
 		r = -ECONNRESET;
 	return r < 0 ? r : sent;
@@ -329,7 +329,7 @@ tail_pump(Tail *t)
 {
 	if (tail_done(t) || t->reading || !watch_active(&t->sub))
 		return;
-	tail_budget_note(t);
+	tail_budget_note(t->conn);
 	if (tail_done(t))
 		return;
 	if (tail_pending(t) > tail_low_water(t)) {
@@ -339,7 +339,7 @@ tail_pump(Tail *t)
 	}
 	if (t->stall_timer)
 		evtimer_del(t->stall_timer);
-	t->stalled_at = 0;
+	tail_budget_stalled(t->conn, false);
 	if (t->need_read || t->cursor < t->head) {
 		tail_start_read(t);
 		return;
@@ -431,7 +431,7 @@ tail_new(HttpConn *c, const TailSink *sink, TailEnvelope envelope, const char *r
 		tail_update_record(t, &rec);
 	c->router->n_tails++;
 	t->counted = true;
-	tail_budget_add(t);
+	tail_budget_add(c);
 	LogCtx lc = {.run_id = t->run_id, .thread_id = t->thread_id};
 	log_ctx(LOG_INFO, &lc, "Tail opened by %s after seq %" PRId64, c->addr, last_seq);
 	t->sub.ops = &tail_watch_ops;
@@ -456,7 +456,7 @@ tail_free(Tail *t)
 	}
 	coord_cancel(t->router, t);
 	watch_detach(&t->sub);
-	tail_budget_remove(t);
+	tail_budget_remove(t->conn);
 	if (t->stall_timer)
 		event_free(t->stall_timer);
 	if (t->counted)

@@ -495,10 +495,10 @@ tail_of(int fd)
 
 	assert_int_equal(getsockname(fd, (struct sockaddr *)&sa, &l), 0);
 	snprintf(port, sizeof(port), ":%u", ntohs(sa.sin_port));
-	for (Tail *t = T.r->tails_first; t; t = t->budget_next) {
-		const char *a = t->conn->addr;
+	for (HttpConn *c = T.r->budget_first; c; c = c->budget_next) {
+		const char *a = c->addr;
 		size_t al = strlen(a), pl = strlen(port);
-		if (al >= pl && streq(a + al - pl, port) && !t->finished)
+		if (al >= pl && streq(a + al - pl, port) && c->tail && !c->tail->finished)
 			return true;
 	}
 	return false;
