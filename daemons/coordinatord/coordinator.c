@@ -860,6 +860,7 @@ MSG_HANDLER(dispatch_run_finish, RUN_FINISH, handle_run_finish)
 MSG_HANDLER(dispatch_bridge_call, BRIDGE_CALL, handle_bridge_call)
 MSG_HANDLER(dispatch_thread_file, THREAD_FILE, handle_thread_file)
 MSG_HANDLER(dispatch_thread_list, THREAD_LIST, handle_thread_list)
+MSG_HANDLER(dispatch_sandbox_egress, SANDBOX_EGRESS, handle_sandbox_egress)
 
 static const PeerHandler client_handlers[_MSG_TYPE_MAX] = {
     [MSG_RUN_START] = dispatch_run_start,
@@ -879,6 +880,7 @@ static const PeerHandler client_handlers[_MSG_TYPE_MAX] = {
     [MSG_BRIDGE_CALL] = dispatch_bridge_call,
     [MSG_THREAD_FILE] = dispatch_thread_file,
     [MSG_THREAD_LIST] = dispatch_thread_list,
+    [MSG_SANDBOX_EGRESS] = dispatch_sandbox_egress,
 };
 
 static void
@@ -1049,6 +1051,7 @@ coordinator_free(Coordinator *c)
 	bridge_teardown(c);
 	c->shim_link = peer_link_free(c->shim_link);
 	c->shim = NULL;
+	sandbox_egress_free_all(c);
 	watchdog_teardown(c);
 	commit_teardown(c);
 	driver_thread_output_free(c);

@@ -32,6 +32,9 @@ void route_metrics(HttpConn *c, Route *rt);
 void route_thread_runs(HttpConn *c, Route *rt);
 void route_snapshot_create(HttpConn *c, Route *rt);
 void route_snapshot_restore(HttpConn *c, Route *rt);
+/* routes-net.c */
+void route_sandbox_port(HttpConn *c, Route *rt);
+void route_sandbox_egress(HttpConn *c, Route *rt);
 /* routes-bridge.c: kind "bridge" or "tool_exec" */
 void route_bridge(HttpConn *c, Route *rt, const char *kind);
 /* Everything served on the bridge socket (HttpConn.bridge). */
