@@ -27,6 +27,13 @@ export interface RunwardenSandboxOptions {
    * Without one, `writableStdin` is false and spawn streams over NDJSON.
    */
   WebSocket?: new (url: string, protocols?: string | string[]) => unknown
+  /**
+   * Host names (`host[:port]`) the sandbox may reach through its egress
+   * proxy, set at create and restore (`PUT /sandboxes/{id}/egress`); each
+   * must be within the operator's `[coordinatord] sandbox_egress_allow`, else
+   * create fails 403 `egress_forbidden`. Default: no egress.
+   */
+  egress?: string[]
   /** `destroy` keeps the workspace (`DELETE …?keep=workspace`). Default false. */
   keepWorkspaceOnDestroy?: boolean
 }

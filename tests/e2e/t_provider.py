@@ -53,7 +53,7 @@ def checks(s, *names, token=ADMIN, tag="p"):
     assert p.returncode == 0, f"provider.mjs failed:\n{p.stderr}\n{p.stdout}"
     got = {}
     for line in p.stdout.splitlines():
-        if line.startswith("{"):
+        if line.startswith("{\"check\""):
             r = json.loads(line)
             got[r["check"]] = r
     assert set(got) == set(names), (names, p.stdout, p.stderr)

@@ -125,6 +125,9 @@ CHECKS.lifecycle = async () => {
   assert(code !== 0, `destroy ended the running process (${code})`)
   eq(await provider.resume({ id }), null, 'gone after destroy')
   await provider.destroy({ id }) // again: 204
+  // egress names outside the operator's list are refused at create
+  const walled = runwardenSandbox({ url, token, WebSocket, egress: ['not-allowed.example'] })
+  await rejects(walled.create({ id: `egress-${TAG}` }), (e) => e.status === 403 && e.code === 'egress_forbidden', 'egress')
   const anon = await provider.create({})
   assert(typeof anon.id === 'string' && anon.id.length > 0, 'create without an id')
   await anon.destroy()

@@ -64,7 +64,10 @@ export function parseSnapshotRef(ref) {
 }
 
 export function runwardenSandbox(options = {}) {
-  const { url, token, fetch, idPrefix, WebSocket: WSOption, keepWorkspaceOnDestroy = false } = options
+  const { url, token, fetch, idPrefix, WebSocket: WSOption, keepWorkspaceOnDestroy = false, egress } = options
+  if (egress !== undefined && !(Array.isArray(egress) && egress.every((e) => typeof e === 'string'))) {
+    throw new TypeError('runwardenSandbox: `egress` must be an array of host names')
+  }
   const client = createClient({ url, token, fetch })
   const WS = WSOption ?? globalThis.WebSocket
   let caps = null
@@ -152,11 +155,18 @@ export function runwardenSandbox(options = {}) {
     return handle
   }
 
+  /** The egress allow-list of the options, on a sandbox just made. */
+  async function applyEgress(id, signal) {
+    if (egress === undefined) return
+    await client.json('PUT', `/sandboxes/${seg(serverId(id))}/egress`, { json: { allow: egress }, signal })
+  }
+
   async function restoreInto(newId, ref, env) {
     const { sandboxId, snapshotId } = parseSnapshotRef(ref)
     await client.json('POST', `/sandboxes/${seg(serverId(newId))}/restore`, {
       json: { from: serverId(sandboxId), snapshotId },
     })
+    await applyEgress(newId)
     if (env) Object.assign(envOf(newId), env)
     return makeHandle(newId)
   }
@@ -165,6 +175,7 @@ export function runwardenSandbox(options = {}) {
     await ready()
     const id = input.id ?? randomId('sbx')
     await client.json('PUT', `/sandboxes/${seg(serverId(id))}`, { json: {}, signal: input.signal })
+    await applyEgress(id, input.signal)
     if (input.env) Object.assign(envOf(id), input.env)
     return makeHandle(id)
   }
