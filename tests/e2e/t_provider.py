@@ -19,19 +19,20 @@ import shutil
 import subprocess
 import tempfile
 
-from rwtest import Skip
+from rwtest import Skip, free_port
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 JS = os.path.join(HERE, "..", "js")
 FIXTURES = os.path.abspath(os.path.join(HERE, "..", "fixtures"))
-ADMIN, TA = "provider-admin-token", "provider-tenant-a.token"
+ADMIN, TA, TB = "provider-admin-token", "provider-tenant-a.token", "provider-tenant-b.token"
 _fd, TOKENS_FILE = tempfile.mkstemp(prefix="rw-provider-tokens-")
 with os.fdopen(_fd, "w") as f:
-    f.write(f"{ADMIN}\n{TA} threads=a-*\n")
+    f.write(f"{ADMIN}\n{TA} threads=a-*\n{TB} threads=b-*\n")
 SECRET = "sekrit-" + secrets.token_hex(12)
 
 SUITE_CONF = f"""[routerd]
 tokens_file = {TOKENS_FILE}
+preview_listen = 127.0.0.1:{free_port()}
 
 [coordinatord]
 shell = /bin/bash
@@ -48,7 +49,7 @@ def checks(s, *names, token=ADMIN, tag="p"):
     p = subprocess.run(["node", "--preserve-symlinks", os.path.join(JS, "provider.mjs"),
                         f"http://127.0.0.1:{s.port}", *names],
                        capture_output=True, text=True, timeout=240, cwd=JS,
-                       env=dict(os.environ, RW_TOKEN=token, RW_TAG=tag, RW_SECRET=SECRET,
+                       env=dict(os.environ, RW_TOKEN=token, RW_TOKEN_B=TB, RW_TAG=tag, RW_SECRET=SECRET,
                                 RW_FIXTURES=FIXTURES))
     assert p.returncode == 0, f"provider.mjs failed:\n{p.stderr}\n{p.stdout}"
     got = {}
@@ -94,7 +95,10 @@ def test_snapshot_restore_fork(s):
 
 
 def test_ports(s):
-    checks(s, "ports")
+    # a preview of python3 -m http.server in the sandbox, fetched; as tenant a,
+    # so tenant b's token is refused
+    info = checks(s, "ports", token=TA, tag="ports")["ports"]
+    assert info["ports"] is True, info
 
 
 def test_exec_backed_git(s):

@@ -12,6 +12,7 @@
 // clients/ai-sandbox) whose peer @tanstack/ai-sandbox must resolve here.
 import { readFileSync } from 'node:fs'
 import { createHash } from 'node:crypto'
+import { request as httpRequest } from 'node:http'
 import WebSocket from 'ws'
 import { runwardenSandbox, RunwardenError } from '@runwarden/ai-sandbox'
 import {
@@ -323,15 +324,30 @@ CHECKS.ports = async () => {
   const srv = await h.process.spawn('exec python3 -m http.server 8000 --bind 127.0.0.1 --directory www')
   const ch = await h.ports.connect(8000)
   assert(typeof ch.url === 'string' && ch.url.startsWith('http'), `a preview URL ${ch.url}`)
-  const body = await until(async () => {
-    try {
-      const res = await fetch(ch.url, { headers: ch.headers ?? {} })
-      return res.ok ? await res.text() : null
-    } catch {
-      return null
-    }
-  }, 15000, 'the preview')
+  // the preview's host name (<label>.preview.localhost) need not resolve here:
+  // connect to the listener's address with that Host
+  const u = new URL(ch.url)
+  const get = () =>
+    new Promise((res, rej) => {
+      const req = httpRequest(
+        { host: '127.0.0.1', port: u.port, path: '/index.html', headers: { ...(ch.headers ?? {}), host: u.host } },
+        (r) => {
+          let b = ''
+          r.on('data', (d) => (b += d))
+          r.on('end', () => res(r.statusCode === 200 ? b : null))
+        },
+      )
+      req.on('error', rej)
+      req.end()
+    })
+  const body = await until(() => get().catch(() => null), 15000, 'the preview')
   assert(body.includes('from the sandbox'), body)
+  // another tenant's sandbox port is refused
+  if (process.env.RW_TOKEN_B) {
+    const other = runwardenSandbox({ url, token: process.env.RW_TOKEN_B, idPrefix: provider.idPrefix, WebSocket })
+    const oh = await other.resume({ id: `ports-${TAG}` }).catch((e) => e)
+    assert(oh instanceof RunwardenError && oh.status === 403, `another tenant: ${oh}`)
+  }
   await srv.kill()
   await h.destroy()
   return { ports: true, url: ch.url }
