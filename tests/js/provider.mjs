@@ -457,13 +457,17 @@ CHECKS.ensure = async () => {
   eq(await h2.fs.read('/workspace/marker'), 'first run', 'same workspace')
   const snaps2 = await api('GET', `/threads/${encodeURIComponent(sid(key))}/snapshots`)
   eq(snaps2.body.snapshots.length, snaps.body.snapshots.length, 'no second setup or snapshot on resume')
-  // a lost sandbox comes back from the after-setup snapshot
-  await provider.destroy({ id: key })
+  // a record whose sandbox is gone comes back from its after-setup snapshot
+  // (destroy would remove the snapshots too: they are the workspace's backups)
+  await store.upsert({ ...rec, providerSandboxId: `gone-${TAG}` })
   const h3 = await def.ensure({ ...ctx, runId: 'r3' })
   assert(h3.id !== key, 'restored into a new sandbox')
   eq(await h3.fs.read('/workspace/sub/out.txt'), `hi|/workspace/sub|${sha(SECRET)}`, 'restored from the after-setup snapshot')
   eq(await h3.fs.exists('/workspace/marker'), false, 'the snapshot predates the marker')
+  eq((await store.get(key)).providerSandboxId, h3.id, 'the record names the restored sandbox')
   await def.destroy({ ...ctx, runId: 'r4' })
+  eq(await provider.resume({ id: h3.id }), null, 'definition destroy')
+  await provider.destroy({ id: key })
   return { key, sandbox: sid(key) }
 }
 
