@@ -70,6 +70,10 @@ def test_capabilities(s):
     assert info["prefix"] == "", info
 
 
+def test_helpers(s):
+    checks(s, "helpers")
+
+
 def test_lifecycle(s):
     checks(s, "lifecycle")
 

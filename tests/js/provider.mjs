@@ -14,7 +14,7 @@ import { readFileSync } from 'node:fs'
 import { createHash } from 'node:crypto'
 import { request as httpRequest } from 'node:http'
 import WebSocket from 'ws'
-import { runwardenSandbox, RunwardenError } from '@runwarden/ai-sandbox'
+import { runwardenSandbox, RunwardenError, scopePrefix, parseSnapshotRef, mapCapabilities } from '@runwarden/ai-sandbox'
 import {
   InMemorySandboxStore,
   UnsupportedCapabilityError,
@@ -106,6 +106,22 @@ CHECKS.capabilities = async () => {
   eq(c2.writableStdin, false, 'no writable stdin without a WebSocket constructor')
   eq(c2.snapshots, true, 'real values after the fetch')
   return { caps: c, prefix: provider.idPrefix }
+}
+
+CHECKS.helpers = async () => {
+  eq(scopePrefix({ scope: { threads: null } }), '', 'unscoped')
+  eq(scopePrefix({ scope: { threads: ['shared', 'a-*', 'b-*'] } }), 'a-', 'first wildcard item')
+  eq(scopePrefix({ scope: { threads: ['only-this'] } }), '', 'no wildcard')
+  eq(parseSnapshotRef('a:b:c0ffee'), { sandboxId: 'a:b', snapshotId: 'c0ffee' }, 'last colon')
+  for (const bad of ['nocolon', ':x', 'x:', 7]) {
+    await rejects((async () => parseSnapshotRef(bad))(), (e) => e.code === 'bad_snapshot_id', `ref ${bad}`)
+  }
+  const m = mapCapabilities({ sandbox: { exec: true, writableStdin: true, snapshots: false, fork: true } }, true)
+  eq([m.writableStdin, m.fork, m.snapshots], [true, false, false], 'fork needs snapshots')
+  eq(mapCapabilities({ sandbox: { writableStdin: true } }, false).writableStdin, false, 'stdin needs a WebSocket')
+  assert(Object.isFrozen(m), 'frozen')
+  await rejects((async () => runwardenSandbox({ url: 'ftp://x' }))(), (e) => e instanceof TypeError, 'a bad url')
+  await rejects((async () => runwardenSandbox({ url, egress: 'x' }))(), (e) => e instanceof TypeError, 'a bad egress')
 }
 
 CHECKS.lifecycle = async () => {

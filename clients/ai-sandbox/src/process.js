@@ -20,11 +20,11 @@ function signalNumber(sig) {
   return undefined
 }
 
-/** The shell-style exit code of an `exit` message: the code, else 128+signal, 124 on timeout. */
+/** The shell-style exit code of an `exit` message: 128+signal when a signal ended it, else the code (124: a timeout without one). */
 export function exitCodeOf(m) {
-  if (typeof m.exitCode === 'number') return m.exitCode
   const n = signalNumber(m.signal)
-  if (n !== undefined) return 128 + n
+  if (n !== undefined && n > 0) return 128 + n
+  if (typeof m.exitCode === 'number' && m.exitCode >= 0) return m.exitCode
   if (m.reason === 'timeout') return 124
   return 1
 }
