@@ -321,7 +321,7 @@ CHECKS.snapshot_fork = async () => {
   await f.fs.write('/workspace/g.txt', 'changed in fork')
   eq(await h.fs.read('/workspace/g.txt'), 'forked', 'fork is independent')
   await rejects(
-    provider.restoreSnapshot({ snapshotId: `${id}:no-such-snapshot` }),
+    provider.restoreSnapshot({ snapshotId: `${id}:00000000-0000-4000-8000-000000000000` }),
     (e) => e instanceof RunwardenError && e.status === 404,
     'an unknown snapshot',
   )
