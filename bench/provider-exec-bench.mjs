@@ -16,7 +16,7 @@
 // layout otherwise; runwarden keeps the host's). Needs root, crun, node and
 // tests/js/node_modules (npm ci there).
 import { spawn, spawnSync } from 'node:child_process'
-import { mkdtempSync, mkdirSync, rmSync, symlinkSync, writeFileSync, readFileSync } from 'node:fs'
+import { closeSync, mkdtempSync, mkdirSync, openSync, readFileSync, rmSync, symlinkSync, writeFileSync } from 'node:fs'
 import { tmpdir } from 'node:os'
 import { join, dirname, resolve } from 'node:path'
 import { fileURLToPath, pathToFileURL } from 'node:url'
@@ -54,7 +54,7 @@ problems = s.stop()
 s.cleanup()
 print("\\n".join(problems), file=sys.stderr)
 `
-  const suite = spawn('python3', ['-c', py], { stdio: ['pipe', 'pipe', 'inherit'] })
+  const suite = spawn('/usr/bin/python3', ['-c', py], { stdio: ['pipe', 'pipe', 'inherit'] })
   const port = await new Promise((res, rej) => {
     let buf = ''
     suite.stdout.on('data', (d) => {
@@ -116,8 +116,13 @@ async function main() {
   const local = await localProcessSandbox().create({})
   const bundle = crunBundle()
   const name = `rw-bench-${process.pid}`
-  const started = spawnSync('crun', ['run', '-d', '--bundle', bundle, name], { stdio: ['ignore', 'ignore', 'pipe'] })
-  if (started.status !== 0) throw new Error(`crun run: ${started.stderr}`)
+  // the container keeps the stdio crun gave it: no pipe here, or spawnSync
+  // would wait for its end
+  const errFile = join(bundle, 'run.err')
+  const errFd = openSync(errFile, 'w')
+  const started = spawnSync('crun', ['run', '-d', '--bundle', bundle, name], { stdio: ['ignore', 'ignore', errFd] })
+  closeSync(errFd)
+  if (started.status !== 0) throw new Error(`crun run: ${readFileSync(errFile, 'utf8')}`)
   const contenders = {
     runwarden: async () => {
       const t0 = performance.now()
