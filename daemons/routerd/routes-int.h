@@ -19,7 +19,8 @@ typedef struct Route {
 	char *seg[ROUTE_MAX_SEGMENTS];
 	size_t n_seg;
 	char *query; /* raw, without '?', or NULL */
-	char *rest;  /* /threads/{id}/files: the raw path after "files", or NULL */
+	char *rest;  /* /threads/{id}/files, /sandboxes/{id}/files: the raw path after "files", or
+			NULL */
 } Route;
 
 /* ---- handlers (rows of route_table) ---- */

@@ -129,7 +129,8 @@ route_split(const char *url, size_t url_len, Route *rt, char **ret_path)
 				return r;
 			rt->n_seg++;
 			/* a file path is taken whole (routes-files.c) */
-			if (rt->n_seg == 3 && streq(rt->seg[0], "threads") &&
+			if (rt->n_seg == 3 &&
+			    (streq(rt->seg[0], "threads") || streq(rt->seg[0], "sandboxes")) &&
 			    streq(rt->seg[2], "files")) {
 				rt->rest = strndup(p + i + n, plen - i - n);
 				if (!rt->rest)
@@ -1064,6 +1065,7 @@ static const RouteDef route_table[] = {
     {"threads/*/restore", M(POST), "POST", AUTH_TOKEN, false, route_snapshot_restore},
     /* the path after "files" is Route.rest (route_split), not segments */
     {"threads/*/files", 0, NULL, AUTH_TOKEN, true, route_files_any},
+    {"sandboxes/*/files", 0, NULL, AUTH_TOKEN, true, route_files_any},
     {"ds/v1/threads/*/runs/*", M(GET) | M(HEAD), "GET, HEAD", AUTH_TOKEN, false, route_ds_read},
     {"_bridge/*", M(POST), "POST", AUTH_RUN, false, route_bridge_call},
     {"tool-exec/*", M(POST), "POST", AUTH_RUN, false, route_bridge_call},

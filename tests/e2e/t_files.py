@@ -579,3 +579,82 @@ def test_shim_down_is_503_then_recovers(s):
         time.sleep(0.1)
     assert (st, data) == (200, b"kept"), (st, data)
     assert not os.path.exists(os.path.join(workspace(s, t), "new"))
+
+
+def test_parents_recursive_overwrite(s):
+    """What SandboxFs needs (SANDBOX-API.md "Files"): write with parents,
+    mkdir -p, rm -r (-f), rename over a name; also as /sandboxes/{id}/files."""
+    ready(s)
+    t = "t-files-sbx"
+    ws = workspace(s, t)
+    for base in (f"/threads/{t}/files/", f"/sandboxes/{t}/files/"):
+        # PUT ?parents=1 makes the missing directories (0755, the sandbox's)
+        st, js = jreq(s, "PUT", base + "p/q/r/f.txt", b"deep")
+        assert st == 404 and js["code"] == "not_found", (st, js)
+        assert jreq(s, "PUT", base + "p/q/r/f.txt?parents=1", b"deep") == (201, {"created": True})
+        assert req(s, "GET", base + "p/q/r/f.txt")[2] == b"deep"
+        st_ = os.lstat(os.path.join(ws, "p/q"))
+        assert (st_.st_uid, st_.st_mode & 0o7777) == (HOST_UID, 0o755), st_
+        assert jreq(s, "PUT", base + "p/q/r/f.txt?parents=1", b"again") == (200, {"created": False})
+        st, js = jreq(s, "PUT", base + "p/q/r/f.txt/x?parents=1", b"x")
+        assert st == 404 and js["code"] == "not_found", (st, js)  # a parent is a file
+        # mkdir -p: 201 made, 200 there already, 409 a file in the way
+        assert jreq(s, "POST", base + "m/n/o?op=mkdir&parents=1") == (201, {"created": True})
+        assert jreq(s, "POST", base + "m/n/o?op=mkdir&parents=1") == (200, {"created": False})
+        assert jreq(s, "POST", base + "m?op=mkdir&parents=1") == (200, {"created": False})
+        st, js = jreq(s, "POST", base + "m/n/o?op=mkdir")  # without parents: as before
+        assert st == 409 and js["code"] == "exists", (st, js)
+        st, js = jreq(s, "POST", base + "p/q/r/f.txt?op=mkdir&parents=1")
+        assert st == 409 and js["code"] == "exists", (st, js)
+        # rename over an existing name, atomically; without overwrite 409 as before
+        assert jreq(s, "PUT", base + "m/a", b"A")[0] == 201
+        assert jreq(s, "PUT", base + "m/b", b"B")[0] == 201
+        st, js = jreq(s, "POST", base + "m/a?op=rename&to=m/b")
+        assert st == 409 and js["code"] == "exists", (st, js)
+        assert jreq(s, "POST", base + "m/a?op=rename&to=m/b&overwrite=1") == (200, {"renamed": True})
+        assert req(s, "GET", base + "m/b")[2] == b"A"
+        assert req(s, "GET", base + "m/a")[0] == 404
+        # rm -r; -f for a missing path
+        st, js = jreq(s, "DELETE", base + "p")
+        assert st == 409 and js["code"] == "not_empty", (st, js)
+        assert req(s, "DELETE", base + "p?recursive=1")[0] == 204
+        assert not os.path.exists(os.path.join(ws, "p"))
+        st, js = jreq(s, "DELETE", base + "p?recursive=1")
+        assert st == 404 and js["code"] == "not_found", (st, js)
+        assert req(s, "DELETE", base + "p?recursive=1&force=1")[0] == 204
+        assert req(s, "DELETE", base + "nothing/deeper?force=1")[0] == 204
+        assert req(s, "DELETE", base + "m?recursive=1")[0] == 204
+        assert os.listdir(ws) == [], os.listdir(ws)
+    # rm -rf in a workspace never made
+    assert req(s, "DELETE", "/sandboxes/t-files-never/files/x?recursive=1&force=1")[0] == 204
+
+
+def test_recursive_remove_never_follows_links_out(s):
+    ready(s)
+    t = "t-files-rmrf"
+    outside = os.path.join(s.dir, "outside-rmrf")
+    os.makedirs(os.path.join(outside, "keep"), exist_ok=True)
+    with open(os.path.join(outside, "keep", "precious"), "w") as f:
+        f.write("precious")
+    # a tree planted by a run: links out (relative, absolute, to the host's
+    # directory through /proc), a link to a directory inside
+    run_ok(s, t, "cd /workspace && mkdir -p tree/a/b && echo x > tree/a/b/f && "
+                 "ln -s /etc tree/etc && ln -s ../../.. tree/a/up && "
+                 "ln -s /proc/self/root tree/a/proot && ln -s a tree/inlink")
+    ws = workspace(s, t)
+    # and from the host: an absolute link to a directory outside the workspace
+    os.symlink(outside, os.path.join(ws, "tree", "a", "b", "host"))
+    os.symlink(outside, os.path.join(ws, "outlink"))
+    assert req(s, "DELETE", files(t, "tree") + "?recursive=1")[0] == 204
+    assert not os.path.lexists(os.path.join(ws, "tree"))
+    assert open(os.path.join(outside, "keep", "precious")).read() == "precious"
+    assert os.path.exists("/etc/passwd")
+    # the path itself a link to a directory outside: the link goes, not the tree
+    assert req(s, "DELETE", files(t, "outlink") + "?recursive=1")[0] == 204
+    assert not os.path.lexists(os.path.join(ws, "outlink"))
+    assert open(os.path.join(outside, "keep", "precious")).read() == "precious"
+    # through a link out: refused
+    run_ok(s, t, "cd /workspace && ln -s /etc e")
+    st, js = jreq(s, "DELETE", files(t, "e/ssl") + "?recursive=1&force=1")
+    assert st == 400 and js["code"] == "escape", (st, js)
+    assert os.path.isdir("/etc/ssl")
