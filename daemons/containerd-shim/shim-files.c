@@ -53,8 +53,8 @@ op_writes(FileOp op)
 }
 
 /* The largest file read or written: the config, bounded by the frame. */
-static size_t
-file_cap(const ShimConf *conf)
+size_t
+shim_files_cap(const ShimConf *conf)
 {
 	size_t frame = (size_t)conf->shared.max_frame;
 	size_t room = frame > 2 * FRAME_OVERHEAD ? frame - FRAME_OVERHEAD : frame / 2;
@@ -519,7 +519,7 @@ shim_files_handle(ShimFiles *fs, Shim *s, const ShimConf *conf, ShimPrepareWorks
 		   *data = m->has_data ? m->data : NULL;
 	size_t plen = m->path_len, tlen = m->to_len, dlen = m->data_len;
 	_cleanup_free_ char *path = NULL, *to = NULL, *ws = NULL;
-	size_t cap = file_cap(conf);
+	size_t cap = shim_files_cap(conf);
 	FileJob *j = NULL;
 	int64_t mode = m->has_mode ? m->mode : -1;
 	FileOp op = _OP_MAX;

@@ -82,5 +82,7 @@ ShimFiles *shim_files_free(ShimFiles *fs);
  * finishes without a reply. */
 int shim_files_handle(ShimFiles *fs, Shim *s, const ShimConf *conf, ShimPrepareWorkspace prepare,
 		      ShimWorkspaceBusy busy, Peer *p, const Frame *f, const Msg_SANDBOX_FILE *m);
+/* The largest file read or written: file_api_max_bytes, bounded by the frame. */
+size_t shim_files_cap(const ShimConf *conf);
 /* A change (write, mkdir, remove, rename) of sandbox id is in flight. */
 bool shim_files_changing(ShimFiles *fs, const char *id);

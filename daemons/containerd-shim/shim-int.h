@@ -395,6 +395,9 @@ void backups_clean_tmp(Shim *s);
 int handle_sandbox_snapshot(Peer *p, const Frame *f, const Msg_SANDBOX_SNAPSHOT *m, void *userdata);
 void staging_clean(Shim *s);
 int handle_sandbox_restore(Peer *p, const Frame *f, const Msg_SANDBOX_RESTORE *m, void *userdata);
+/* shim-state.c: the sandbox API's lifecycle by key, and the limits */
+int handle_sandbox_state(Peer *p, const Frame *f, const Msg_SANDBOX_STATE *m, void *userdata);
+int handle_shim_limits(Peer *p, const Frame *f, const Msg_SHIM_LIMITS *m, void *userdata);
 
 /* shim-adopt.c */
 bool adopt_keep_cgroup(const char *name, void *ud);

@@ -240,6 +240,8 @@ MSG_HANDLER(dispatch_sandbox_unlisten, SANDBOX_UNLISTEN, handle_sandbox_unlisten
 MSG_HANDLER(dispatch_sandbox_snapshot, SANDBOX_SNAPSHOT, handle_sandbox_snapshot)
 MSG_HANDLER(dispatch_sandbox_restore, SANDBOX_RESTORE, handle_sandbox_restore)
 MSG_HANDLER(dispatch_sandbox_file, SANDBOX_FILE, handle_sandbox_file)
+MSG_HANDLER(dispatch_sandbox_state, SANDBOX_STATE, handle_sandbox_state)
+MSG_HANDLER(dispatch_shim_limits, SHIM_LIMITS, handle_shim_limits)
 
 static const PeerHandler shim_handlers[_MSG_TYPE_MAX] = {
     [MSG_SANDBOX_ENSURE] = dispatch_sandbox_ensure,
@@ -255,6 +257,8 @@ static const PeerHandler shim_handlers[_MSG_TYPE_MAX] = {
     [MSG_SANDBOX_SNAPSHOT] = dispatch_sandbox_snapshot,
     [MSG_SANDBOX_RESTORE] = dispatch_sandbox_restore,
     [MSG_SANDBOX_FILE] = dispatch_sandbox_file,
+    [MSG_SANDBOX_STATE] = dispatch_sandbox_state,
+    [MSG_SHIM_LIMITS] = dispatch_shim_limits,
 };
 
 /* ---------------------------------------------------------------------------

@@ -864,6 +864,8 @@ MSG_HANDLER(dispatch_run_finish, RUN_FINISH, handle_run_finish)
 MSG_HANDLER(dispatch_bridge_call, BRIDGE_CALL, handle_bridge_call)
 MSG_HANDLER(dispatch_thread_file, THREAD_FILE, handle_thread_file)
 MSG_HANDLER(dispatch_thread_list, THREAD_LIST, handle_thread_list)
+MSG_HANDLER(dispatch_sandbox_ctl, SANDBOX_CTL, handle_sandbox_ctl)
+MSG_HANDLER(dispatch_capabilities_get, CAPABILITIES_GET, handle_capabilities_get)
 
 static const PeerHandler client_handlers[_MSG_TYPE_MAX] = {
     [MSG_RUN_START] = dispatch_run_start,
@@ -883,6 +885,8 @@ static const PeerHandler client_handlers[_MSG_TYPE_MAX] = {
     [MSG_BRIDGE_CALL] = dispatch_bridge_call,
     [MSG_THREAD_FILE] = dispatch_thread_file,
     [MSG_THREAD_LIST] = dispatch_thread_list,
+    [MSG_SANDBOX_CTL] = dispatch_sandbox_ctl,
+    [MSG_CAPABILITIES_GET] = dispatch_capabilities_get,
 };
 
 static void

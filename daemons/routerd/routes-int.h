@@ -33,6 +33,10 @@ void route_metrics(HttpConn *c, Route *rt);
 void route_thread_runs(HttpConn *c, Route *rt);
 void route_snapshot_create(HttpConn *c, Route *rt);
 void route_snapshot_restore(HttpConn *c, Route *rt);
+/* routes-sandboxes.c */
+void route_sandbox(HttpConn *c, Route *rt);
+void route_sandbox_stop(HttpConn *c, Route *rt);
+void route_capabilities(HttpConn *c, Route *rt);
 /* routes-bridge.c: kind "bridge" or "tool_exec" */
 void route_bridge(HttpConn *c, Route *rt, const char *kind);
 /* Everything served on the bridge socket (HttpConn.bridge). */

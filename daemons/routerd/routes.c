@@ -217,6 +217,8 @@ static const struct {
     {"not_empty", 409, "not_empty"},
     {"busy", 409, "busy"},
     {"reuse_none", 409, "reuse_none"},
+    /* the sandbox API (shim-state.c) */
+    {"sandbox_not_found", 404, "sandbox_not_found"},
     {"too_large", 413, "too_large"},
     {"not_a_regular_file", 415, "not_a_regular_file"},
     {"overloaded", 503, "overloaded"},
@@ -1066,6 +1068,10 @@ static const RouteDef route_table[] = {
     /* the path after "files" is Route.rest (route_split), not segments */
     {"threads/*/files", 0, NULL, AUTH_TOKEN, true, route_files_any},
     {"sandboxes/*/files", 0, NULL, AUTH_TOKEN, true, route_files_any},
+    {"capabilities", M(GET), "GET", AUTH_TOKEN, false, route_capabilities},
+    {"sandboxes/*", M(GET) | M(PUT) | M(DELETE), "GET, PUT, DELETE", AUTH_TOKEN, false,
+     route_sandbox},
+    {"sandboxes/*/stop", M(POST), "POST", AUTH_TOKEN, false, route_sandbox_stop},
     {"ds/v1/threads/*/runs/*", M(GET) | M(HEAD), "GET, HEAD", AUTH_TOKEN, false, route_ds_read},
     {"_bridge/*", M(POST), "POST", AUTH_RUN, false, route_bridge_call},
     {"tool-exec/*", M(POST), "POST", AUTH_RUN, false, route_bridge_call},

@@ -1,0 +1,198 @@
+# SPDX-License-Identifier: MIT
+"""The sandbox API of the provider model (docs/SANDBOX-API.md): capabilities
+(with a scoped token's scope), the lifecycle of a sandbox (PUT, GET, stop,
+DELETE with and without keep=workspace, a run in it when it stops), and every
+new route refused (403 thread_forbidden) for another tenant's ids. Real
+daemons, real HTTP."""
+import hashlib
+import os
+import tempfile
+import time
+
+from rwtest import poll
+
+ADMIN, TA, TB = "admin-token-0001", "tenant-a.token", "tenant-b.token"
+_fd, TOKENS_FILE = tempfile.mkstemp(prefix="rw-sbx-tokens-")
+with os.fdopen(_fd, "w") as f:
+    f.write(f"""{ADMIN}
+{TA}  threads=a-*,shared
+{TB}  threads=b-*
+""")
+
+SUITE_CONF = f"""[routerd]
+tokens_file = {TOKENS_FILE}
+max_file_body = 4M
+
+[containerd-shim]
+file_api_max_bytes = 2M
+"""
+
+
+def auth(tok):
+    return {"Authorization": f"Bearer {tok}"}
+
+
+def sandbox_dir(s, sid):
+    return os.path.join(s.dir, "state", "sandboxes", hashlib.sha256(sid.encode()).hexdigest()[:16])
+
+
+def backups_dir(s, sid):
+    return os.path.join(s.dir, "state", "backups", hashlib.sha256(sid.encode()).hexdigest()[:16])
+
+
+def ready(s):
+    assert poll(lambda: s.http("GET", "/readyz", headers=auth(ADMIN))[0] == 200, 15, 0.05)
+
+
+def h(s, method, path, body=None, tok=ADMIN, raw=None, headers=None):
+    hd = dict(auth(tok))
+    hd.update(headers or {})
+    return s.http(method, path, body, headers=hd, raw_body=raw)
+
+
+def test_capabilities_and_scope(s):
+    ready(s)
+    st, js = h(s, "GET", "/capabilities")
+    assert st == 200, (st, js)
+    assert js["version"] == 1 and js["shell"] == "/bin/bash", js
+    sb = js["sandbox"]
+    assert sb["snapshots"] is True and sb["fork"] is True and sb["durableFilesystem"] is True, sb
+    assert sb["ports"] is False and sb["networkPolicy"] is False, sb
+    lim = js["limits"]
+    assert lim["fileApiMaxBytes"] == 2 * 1024 * 1024, lim  # the shim's file_api_max_bytes
+    assert lim["execStdinMaxBytes"] == 1024 * 1024 and lim["maxExecsPerSandbox"] == 16, lim
+    assert lim["execTimeoutMaxMs"] == 7200000, lim  # max_run_ms
+    assert js["scope"] == {"threads": None}, js  # the operator's token: any thread
+    st, js = h(s, "GET", "/capabilities", tok=TA)
+    assert st == 200 and js["scope"] == {"threads": ["a-*", "shared"]}, (st, js)
+    st, js = h(s, "GET", "/capabilities", tok=TB)
+    assert st == 200 and js["scope"] == {"threads": ["b-*"]}, (st, js)
+    st, js = s.http("GET", "/capabilities")
+    assert st == 401, (st, js)
+    st, js = h(s, "POST", "/capabilities", {})
+    assert st == 405, (st, js)
+
+
+def test_lifecycle(s):
+    ready(s)
+    sid = "a-life"
+    st, js = h(s, "GET", f"/sandboxes/{sid}", tok=TA)
+    assert st == 404 and js["code"] == "sandbox_not_found", (st, js)
+    st, js = h(s, "PUT", f"/sandboxes/{sid}", {}, tok=TA)
+    assert (st, js) == (201, {"id": sid, "created": True}), (st, js)
+    assert os.path.isdir(os.path.join(sandbox_dir(s, sid), "workspace"))
+    st, js = h(s, "PUT", f"/sandboxes/{sid}", {}, tok=TA)
+    assert (st, js) == (200, {"id": sid, "created": False}), (st, js)
+    st, js = h(s, "PUT", f"/sandboxes/{sid}", tok=TA)  # no body: {} too
+    assert (st, js) == (200, {"id": sid, "created": False}), (st, js)
+    st, js = h(s, "GET", f"/sandboxes/{sid}", tok=TA)
+    assert (st, js) == (200, {"id": sid, "running": False, "processes": 0}), (st, js)
+    # the files API on the sandbox id is the thread's
+    st, _ = h(s, "PUT", f"/sandboxes/{sid}/files/keep.txt", raw=b"kept", tok=TA)
+    assert st == 201, st
+    st, body = h(s, "GET", f"/threads/{sid}/files/keep.txt", tok=TA)
+    assert (st, body) == (200, b"kept"), (st, body)
+
+    # a run in it: running, one process; stop kills it, the workspace stays
+    st, js = h(s, "POST", "/runs", {"threadId": sid, "messages": [
+        {"role": "user", "content": "echo started > started; sleep 60"}]}, tok=TA)
+    assert st == 202, (st, js)
+    run = js["runId"]
+    assert poll(lambda: h(s, "GET", f"/sandboxes/{sid}/files/started", tok=TA)[0] == 200, 30, 0.05)
+    st, js = h(s, "GET", f"/sandboxes/{sid}", tok=TA)
+    assert st == 200 and js["running"] is True and js["processes"] >= 1, (st, js)
+    t0 = time.time()
+    st, js = h(s, "POST", f"/sandboxes/{sid}/stop", tok=TA)
+    assert (st, js) == (200, {}), (st, js)
+    st, js = h(s, "GET", f"/sandboxes/{sid}", tok=TA)
+    assert (st, js) == (200, {"id": sid, "running": False, "processes": 0}), (st, js)
+
+    # the run loses its sandbox as on any destroy: it ends, not completed
+    def ended():
+        st, rec = h(s, "GET", f"/runs/{run}?threadId={sid}", tok=TA)
+        return st == 200 and rec["status"] != "running" and rec
+    rec = poll(ended, 30, 0.05)
+    assert rec and rec["status"] in ("failed", "aborted"), rec
+    assert time.time() - t0 < 30
+    st, body = h(s, "GET", f"/sandboxes/{sid}/files/keep.txt", tok=TA)
+    assert (st, body) == (200, b"kept"), (st, body)
+    # stop again (nothing running): 200
+    assert h(s, "POST", f"/sandboxes/{sid}/stop", tok=TA)[0] == 200
+
+    # a snapshot, then DELETE ?keep=workspace keeps workspace and backups
+    st, js = h(s, "POST", f"/threads/{sid}/snapshots", {"label": "x"}, tok=TA)
+    assert st == 201, (st, js)
+    assert os.listdir(backups_dir(s, sid))
+    st, js = h(s, "DELETE", f"/sandboxes/{sid}?keep=workspace", tok=TA)
+    assert st == 204, (st, js)
+    assert h(s, "GET", f"/sandboxes/{sid}", tok=TA)[0] == 200
+    assert os.listdir(backups_dir(s, sid))
+    st, js = h(s, "DELETE", f"/sandboxes/{sid}?keep=everything", tok=TA)
+    assert st == 400 and js["code"] == "bad_request", (st, js)
+    # DELETE: workspace, key and backups gone; again: 204
+    st, js = h(s, "DELETE", f"/sandboxes/{sid}", tok=TA)
+    assert st == 204, (st, js)
+    assert not os.path.exists(sandbox_dir(s, sid))
+    assert not os.path.exists(backups_dir(s, sid))
+    st, js = h(s, "GET", f"/sandboxes/{sid}", tok=TA)
+    assert st == 404 and js["code"] == "sandbox_not_found", (st, js)
+    st, js = h(s, "GET", f"/sandboxes/{sid}/files/keep.txt", tok=TA)
+    assert st == 404, (st, js)
+    assert h(s, "DELETE", f"/sandboxes/{sid}", tok=TA)[0] == 204
+    assert h(s, "DELETE", "/sandboxes/a-never-made", tok=TA)[0] == 204
+    # made again from nothing
+    assert h(s, "PUT", f"/sandboxes/{sid}", {}, tok=TA)[0] == 201
+
+
+def test_delete_kills_a_live_sandbox(s):
+    ready(s)
+    sid = "a-del-live"
+    st, js = h(s, "POST", "/runs", {"threadId": sid, "messages": [
+        {"role": "user", "content": "echo x > x; sleep 60"}]}, tok=TA)
+    assert st == 202, (st, js)
+    assert poll(lambda: h(s, "GET", f"/sandboxes/{sid}/files/x", tok=TA)[0] == 200, 30, 0.05)
+    assert h(s, "GET", f"/sandboxes/{sid}", tok=TA)[1]["running"] is True
+    st, js = h(s, "DELETE", f"/sandboxes/{sid}", tok=TA)
+    assert st == 204, (st, js)
+    assert not os.path.exists(sandbox_dir(s, sid))
+    st, js = h(s, "GET", f"/sandboxes/{sid}", tok=TA)
+    assert st == 404 and js["code"] == "sandbox_not_found", (st, js)
+
+
+def test_bad_ids_and_methods(s):
+    ready(s)
+    st, js = h(s, "PUT", "/sandboxes/%01bad", {})
+    assert st == 400 and js["code"] == "bad_request", (st, js)
+    st, js = h(s, "PUT", "/sandboxes/" + "x" * 300, {})
+    assert st == 400, (st, js)
+    st, js = h(s, "POST", "/sandboxes/a-x", {})
+    assert st == 405, (st, js)
+    st, js = h(s, "GET", "/sandboxes/a-x/stop")
+    assert st == 405, (st, js)
+    st, js = h(s, "PUT", "/sandboxes/a-x", raw=b"[1]", headers={"Content-Type": "application/json"})
+    assert st == 400, (st, js)
+
+
+def test_other_tenants_ids_are_403_on_every_new_route(s):
+    ready(s)
+    assert h(s, "PUT", "/sandboxes/b-theirs", {}, tok=TB)[0] == 201
+    assert h(s, "PUT", "/sandboxes/b-theirs/files/f", raw=b"theirs", tok=TB)[0] == 201
+    routes = [
+        ("PUT", "/sandboxes/b-theirs", {}),
+        ("GET", "/sandboxes/b-theirs", None),
+        ("POST", "/sandboxes/b-theirs/stop", None),
+        ("DELETE", "/sandboxes/b-theirs", None),
+        ("DELETE", "/sandboxes/b-theirs?keep=workspace", None),
+        ("GET", "/sandboxes/b-theirs/files/f", None),
+        ("PUT", "/sandboxes/b-theirs/files/g?parents=1", None),
+        ("DELETE", "/sandboxes/b-theirs/files/f?recursive=1&force=1", None),
+        ("POST", "/sandboxes/b-theirs/files/d?op=mkdir&parents=1", None),
+        ("POST", "/sandboxes/b-theirs/files/f?op=rename&to=g&overwrite=1", None),
+    ]
+    for method, path, body in routes:
+        st, js = h(s, method, path, body, tok=TA)
+        assert st == 403 and js["code"] == "thread_forbidden", (method, path, st, js)
+    # nothing happened
+    st, body = h(s, "GET", "/sandboxes/b-theirs/files/f", tok=TB)
+    assert (st, body) == (200, b"theirs"), (st, body)
+    assert h(s, "GET", "/sandboxes/b-theirs", tok=TB)[0] == 200
