@@ -398,6 +398,8 @@ int handle_sandbox_restore(Peer *p, const Frame *f, const Msg_SANDBOX_RESTORE *m
 /* shim-state.c: the sandbox API's lifecycle by key, and the limits */
 int handle_sandbox_state(Peer *p, const Frame *f, const Msg_SANDBOX_STATE *m, void *userdata);
 int handle_shim_limits(Peer *p, const Frame *f, const Msg_SHIM_LIMITS *m, void *userdata);
+int handle_sandbox_snapshots(Peer *p, const Frame *f, const Msg_SANDBOX_SNAPSHOTS *m,
+			     void *userdata);
 
 /* shim-adopt.c */
 bool adopt_keep_cgroup(const char *name, void *ud);

@@ -13,6 +13,9 @@
  * A key whose directory belongs to another key (an id collision) is refused
  * as the file API refuses it. A snapshot or restore job of the id running is
  * busy for stop and delete.
+ *
+ * SANDBOX_SNAPSHOTS lists a key's snapshots (their records, newest first) or
+ * deletes one (snaprec.h).
  */
 #include "config.h"
 
@@ -26,6 +29,7 @@
 #include "sandbox-key.h"
 #include "shim-files.h"
 #include "shim-int.h"
+#include "snaprec.h"
 #include "snapshot.h"
 
 /* The id's directory is this key's (or there is none). False after answering. */
@@ -33,7 +37,8 @@ static bool
 key_ok(Shim *s, Peer *p, const Frame *f, const char *key, const char *id)
 {
 	_cleanup_close_ int dfd = open(s->conf->sandbox_dir, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
-	int k = dfd < 0 ? -errno : sandbox_key_claim(dfd, id, key, strlen(key), SANDBOX_KEY_MAX, false);
+	int k =
+	    dfd < 0 ? -errno : sandbox_key_claim(dfd, id, key, strlen(key), SANDBOX_KEY_MAX, false);
 
 	if (k == -ENOENT && dfd < 0)
 		return true; /* no sandbox_dir yet: no sandbox either */
@@ -120,8 +125,8 @@ handle_sandbox_state(Peer *p, const Frame *f, const Msg_SANDBOX_STATE *m, void *
 	if (del && !keep) {
 		k = backups_remove(s, id);
 		if (k < 0)
-			log_ctx_errno(LOG_WARNING, k, &ctx, "Sandbox %s: cannot remove its backups: %m",
-				      id);
+			log_ctx_errno(LOG_WARNING, k, &ctx,
+				      "Sandbox %s: cannot remove its backups: %m", id);
 	}
 	sb = sandbox_find(s, id);
 	if (!sb) {
@@ -155,5 +160,62 @@ handle_shim_limits(Peer *p, const Frame *f, const Msg_SHIM_LIMITS *m, void *user
 	(void)reply_send_SHIM_LIMITS(
 	    p, f->req_id,
 	    &(Reply_SHIM_LIMITS){.file_api_max_bytes = shim_files_cap(c->shim->conf)});
+	return 0;
+}
+
+/* Most records one list returns (backups_keep bounds them anyway). */
+#define SNAPSHOTS_LIST_MAX 1000
+
+int
+handle_sandbox_snapshots(Peer *p, const Frame *f, const Msg_SANDBOX_SNAPSHOTS *m, void *userdata)
+{
+	Conn *c = userdata;
+	Shim *s = c->shim;
+	_cleanup_free_ char *bdir = NULL;
+	char **v = NULL, id[17];
+	size_t n = 0;
+	int k;
+
+	if (shim_sandbox_id(m->key, strlen(m->key), id) < 0 ||
+	    (m->delete &&!snapshot_uuid_ok(m->delete))) {
+		(void)peer_reply_error_reason(p, f->req_id, -EINVAL, "bad_request",
+					      "key must be 1..256 bytes, delete a snapshot id");
+		return 0;
+	}
+	if (!key_ok(s, p, f, m->key, id))
+		return 0;
+	if (asprintf(&bdir, "%s/backups", s->conf->shared.state_dir) < 0)
+		return -ENOMEM;
+	if (m->delete) {
+		/* a restore job reading it has its archive open: it goes on */
+		k = snaprec_delete(bdir, id, m->delete);
+		if (k == -ENOENT) {
+			(void)peer_reply_error_reason(p, f->req_id, -ENOENT, "snapshot_not_found",
+						      "no such snapshot");
+			return 0;
+		}
+		if (k < 0)
+			return k;
+		LogCtx ctx = {.thread_id = m->key, .sandbox_id = id};
+		log_ctx(LOG_INFO, &ctx, "Snapshot %s of sandbox %s deleted", m->delete, id);
+	} else {
+		k = snaprec_list(bdir, id, SNAPSHOTS_LIST_MAX, &v, &n);
+		if (k < 0)
+			return k;
+	}
+	char *none[1] = {NULL};
+	char **out = v ? v : none;
+	if (v) {
+		char **nv = realloc(v, (n + 1) * sizeof(*v)); /* NULL-terminated */
+		if (!nv) {
+			snaprec_list_free(v, n);
+			return -ENOMEM;
+		}
+		out = v = nv;
+		v[n] = NULL;
+	}
+	(void)reply_send_SANDBOX_SNAPSHOTS(p, f->req_id,
+					   &(Reply_SANDBOX_SNAPSHOTS){.records = out});
+	snaprec_list_free(v, n);
 	return 0;
 }

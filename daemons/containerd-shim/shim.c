@@ -242,6 +242,7 @@ MSG_HANDLER(dispatch_sandbox_restore, SANDBOX_RESTORE, handle_sandbox_restore)
 MSG_HANDLER(dispatch_sandbox_file, SANDBOX_FILE, handle_sandbox_file)
 MSG_HANDLER(dispatch_sandbox_state, SANDBOX_STATE, handle_sandbox_state)
 MSG_HANDLER(dispatch_shim_limits, SHIM_LIMITS, handle_shim_limits)
+MSG_HANDLER(dispatch_sandbox_snapshots, SANDBOX_SNAPSHOTS, handle_sandbox_snapshots)
 
 static const PeerHandler shim_handlers[_MSG_TYPE_MAX] = {
     [MSG_SANDBOX_ENSURE] = dispatch_sandbox_ensure,
@@ -259,6 +260,7 @@ static const PeerHandler shim_handlers[_MSG_TYPE_MAX] = {
     [MSG_SANDBOX_FILE] = dispatch_sandbox_file,
     [MSG_SANDBOX_STATE] = dispatch_sandbox_state,
     [MSG_SHIM_LIMITS] = dispatch_shim_limits,
+    [MSG_SANDBOX_SNAPSHOTS] = dispatch_sandbox_snapshots,
 };
 
 /* ---------------------------------------------------------------------------

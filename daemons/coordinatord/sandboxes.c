@@ -89,10 +89,9 @@ handle_sandbox_ctl(Peer *p, const Frame *f, const Msg_SANDBOX_CTL *m, void *ud)
 		return -ENOMEM;
 	mp_writer_init(&w);
 	if (streq(a, "put")) {
-		msg_encode_SANDBOX_FILE(&w, &(Msg_SANDBOX_FILE){.key = m->thread_id,
-								.op = "create",
-								.path = "",
-								.path_len = 0});
+		msg_encode_SANDBOX_FILE(
+		    &w, &(Msg_SANDBOX_FILE){
+			    .key = m->thread_id, .op = "create", .path = "", .path_len = 0});
 		r = peer_relay(c->shim, MSG_SANDBOX_FILE, &w, d, CTL_CALL_TIMEOUT, &ctl_relay);
 	} else {
 		msg_encode_SANDBOX_STATE(

@@ -33,6 +33,9 @@ void route_metrics(HttpConn *c, Route *rt);
 void route_thread_runs(HttpConn *c, Route *rt);
 void route_snapshot_create(HttpConn *c, Route *rt);
 void route_snapshot_restore(HttpConn *c, Route *rt);
+void route_snapshots(HttpConn *c, Route *rt);
+void route_snapshot_delete(HttpConn *c, Route *rt);
+void route_sandbox_restore(HttpConn *c, Route *rt);
 /* routes-sandboxes.c */
 void route_sandbox(HttpConn *c, Route *rt);
 void route_sandbox_stop(HttpConn *c, Route *rt);

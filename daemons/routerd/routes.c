@@ -219,6 +219,7 @@ static const struct {
     {"reuse_none", 409, "reuse_none"},
     /* the sandbox API (shim-state.c) */
     {"sandbox_not_found", 404, "sandbox_not_found"},
+    {"snapshot_not_found", 404, "snapshot_not_found"},
     {"too_large", 413, "too_large"},
     {"not_a_regular_file", 415, "not_a_regular_file"},
     {"overloaded", 503, "overloaded"},
@@ -1063,7 +1064,8 @@ static const RouteDef route_table[] = {
     {"runs/*/stream", M(GET), "GET", AUTH_STREAM, false, route_run_stream},
     {"runs/*/cancel", M(POST), "POST", AUTH_TOKEN, false, route_run_cancel},
     {"threads/*/runs", M(GET), "GET", AUTH_TOKEN, false, route_thread_runs},
-    {"threads/*/snapshots", M(POST), "POST", AUTH_TOKEN, false, route_snapshot_create},
+    {"threads/*/snapshots", M(GET) | M(POST), "GET, POST", AUTH_TOKEN, false, route_snapshots},
+    {"threads/*/snapshots/*", M(DELETE), "DELETE", AUTH_TOKEN, false, route_snapshot_delete},
     {"threads/*/restore", M(POST), "POST", AUTH_TOKEN, false, route_snapshot_restore},
     /* the path after "files" is Route.rest (route_split), not segments */
     {"threads/*/files", 0, NULL, AUTH_TOKEN, true, route_files_any},
@@ -1072,6 +1074,7 @@ static const RouteDef route_table[] = {
     {"sandboxes/*", M(GET) | M(PUT) | M(DELETE), "GET, PUT, DELETE", AUTH_TOKEN, false,
      route_sandbox},
     {"sandboxes/*/stop", M(POST), "POST", AUTH_TOKEN, false, route_sandbox_stop},
+    {"sandboxes/*/restore", M(POST), "POST", AUTH_TOKEN, false, route_sandbox_restore},
     {"ds/v1/threads/*/runs/*", M(GET) | M(HEAD), "GET, HEAD", AUTH_TOKEN, false, route_ds_read},
     {"_bridge/*", M(POST), "POST", AUTH_RUN, false, route_bridge_call},
     {"tool-exec/*", M(POST), "POST", AUTH_RUN, false, route_bridge_call},

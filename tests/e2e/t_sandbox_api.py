@@ -5,6 +5,7 @@ DELETE with and without keep=workspace, a run in it when it stops), and every
 new route refused (403 thread_forbidden) for another tenant's ids. Real
 daemons, real HTTP."""
 import hashlib
+import json
 import os
 import tempfile
 import time
@@ -196,3 +197,116 @@ def test_other_tenants_ids_are_403_on_every_new_route(s):
     st, body = h(s, "GET", "/sandboxes/b-theirs/files/f", tok=TB)
     assert (st, body) == (200, b"theirs"), (st, body)
     assert h(s, "GET", "/sandboxes/b-theirs", tok=TB)[0] == 200
+
+
+def put_file(s, sid, rel, data, tok=ADMIN):
+    st, _ = h(s, "PUT", f"/sandboxes/{sid}/files/{rel}?parents=1", raw=data, tok=tok)
+    assert st in (200, 201), st
+
+
+def get_file(s, sid, rel, tok=ADMIN):
+    return h(s, "GET", f"/sandboxes/{sid}/files/{rel}", tok=tok)
+
+
+def test_snapshots_list_delete_restore_by_id(s):
+    ready(s)
+    sid = "a-snap"
+    assert h(s, "GET", f"/threads/{sid}/snapshots", tok=TA) == (200, {"snapshots": []})
+    put_file(s, sid, "a.txt", b"one", TA)
+    st, js1 = h(s, "POST", f"/threads/{sid}/snapshots", {"label": "first"}, tok=TA)
+    assert st == 201 and set(js1) == {"snapshotId", "id"}, (st, js1)
+    rec1 = json.loads(js1["snapshotId"])  # the record, as before
+    assert rec1["id"] == js1["id"] and rec1["label"] == "first", (rec1, js1)
+    put_file(s, sid, "a.txt", b"two", TA)
+    st, js2 = h(s, "POST", f"/threads/{sid}/snapshots", {}, tok=TA)
+    assert st == 201, (st, js2)
+    id1, id2 = js1["id"], js2["id"]
+
+    st, js = h(s, "GET", f"/threads/{sid}/snapshots", tok=TA)
+    assert st == 200 and [x["id"] for x in js["snapshots"]] == [id2, id1], js  # newest first
+    first = js["snapshots"][1]
+    assert set(first) == {"id", "label", "createdAt", "bytes"}, first
+    assert first["label"] == "first" and first["bytes"] == rec1["bytes"], first
+    assert first["createdAt"] == rec1["createdAt"] and js["snapshots"][0]["label"] is None, js
+
+    # restore by the short id, and by the whole record as before
+    st, js = h(s, "POST", f"/threads/{sid}/restore", {"snapshotId": id1}, tok=TA)
+    assert (st, js) == (200, {"restored": True}), (st, js)
+    assert get_file(s, sid, "a.txt", TA) == (200, b"one")
+    st, js = h(s, "POST", f"/threads/{sid}/restore", {"snapshotId": js2["snapshotId"]}, tok=TA)
+    assert st == 200, (st, js)
+    assert get_file(s, sid, "a.txt", TA) == (200, b"two")
+
+    # delete: gone from the list, its id and its record refused afterwards
+    st, js = h(s, "DELETE", f"/threads/{sid}/snapshots/{id1}", tok=TA)
+    assert st == 204, (st, js)
+    st, js = h(s, "GET", f"/threads/{sid}/snapshots", tok=TA)
+    assert [x["id"] for x in js["snapshots"]] == [id2], js
+    st, js = h(s, "DELETE", f"/threads/{sid}/snapshots/{id1}", tok=TA)
+    assert st == 404 and js["code"] == "snapshot_not_found", (st, js)
+    st, js = h(s, "DELETE", f"/threads/{sid}/snapshots/not-a-snapshot", tok=TA)
+    assert st == 404 and js["code"] == "snapshot_not_found", (st, js)
+    st, js = h(s, "POST", f"/threads/{sid}/restore", {"snapshotId": id1}, tok=TA)
+    assert st == 404 and js["code"] == "snapshot_not_found", (st, js)
+    st, js = h(s, "POST", f"/threads/{sid}/restore", {"snapshotId": js1["snapshotId"]}, tok=TA)
+    assert st == 404 and js["code"] == "backup_not_found", (st, js)
+    assert get_file(s, sid, "a.txt", TA) == (200, b"two")
+    # another sandbox's id through this one: not found here
+    st, js = h(s, "POST", "/threads/a-other/restore", {"snapshotId": id2}, tok=TA)
+    assert st == 404 and js["code"] == "snapshot_not_found", (st, js)
+
+
+def test_restore_into_a_new_sandbox_is_a_fork(s):
+    ready(s)
+    src = "a-forksrc"
+    put_file(s, src, "d/f.txt", b"state", TA)
+    st, js = h(s, "POST", f"/threads/{src}/snapshots", {"label": "fork"}, tok=TA)
+    assert st == 201, (st, js)
+    snap = js["id"]
+    put_file(s, src, "d/f.txt", b"later", TA)  # the source goes on
+    st, js = h(s, "POST", "/sandboxes/a-fork1/restore", {"from": src, "snapshotId": snap}, tok=TA)
+    assert (st, js) == (201, {"id": "a-fork1"}), (st, js)
+    assert get_file(s, "a-fork1", "d/f.txt", TA) == (200, b"state")
+    assert get_file(s, src, "d/f.txt", TA) == (200, b"later")
+    assert h(s, "GET", "/sandboxes/a-fork1", tok=TA)[0] == 200
+    # by the whole record too
+    st, js = h(s, "POST", f"/threads/{src}/snapshots", {}, tok=TA)
+    st, js = h(s, "POST", "/sandboxes/a-fork2/restore",
+               {"from": src, "snapshotId": js["snapshotId"]}, tok=TA)
+    assert (st, js) == (201, {"id": "a-fork2"}), (st, js)
+    assert get_file(s, "a-fork2", "d/f.txt", TA) == (200, b"later")
+    # the new id must be new; the fork is a sandbox of its own
+    st, js = h(s, "POST", "/sandboxes/a-fork1/restore", {"from": src, "snapshotId": snap}, tok=TA)
+    assert st == 409 and js["code"] == "exists", (st, js)
+    put_file(s, "a-fork1", "d/f.txt", b"forked", TA)
+    assert get_file(s, src, "d/f.txt", TA) == (200, b"later")
+    st, js = h(s, "POST", "/sandboxes/a-fork3/restore", {"from": src, "snapshotId": snap[:-1] + "0"
+                                                        if snap[-1] != "0" else snap[:-1] + "1"},
+               tok=TA)
+    assert st == 404 and js["code"] == "snapshot_not_found", (st, js)
+    assert h(s, "GET", "/sandboxes/a-fork3", tok=TA)[0] == 404
+    st, js = h(s, "POST", "/sandboxes/a-fork3/restore", {"from": src}, tok=TA)
+    assert st == 400 and js["code"] == "bad_request", (st, js)
+
+
+def test_snapshot_routes_refuse_other_tenants_ids(s):
+    ready(s)
+    put_file(s, "b-snapsrc", "f", b"theirs", TB)
+    st, js = h(s, "POST", "/threads/b-snapsrc/snapshots", {}, tok=TB)
+    assert st == 201, (st, js)
+    theirs = js["id"]
+    put_file(s, "a-mine", "f", b"mine", TA)
+    st, js = h(s, "POST", "/threads/a-mine/snapshots", {}, tok=TA)
+    mine = js["id"]
+    for method, path, body in [
+        ("GET", "/threads/b-snapsrc/snapshots", None),
+        ("DELETE", f"/threads/b-snapsrc/snapshots/{theirs}", None),
+        ("POST", "/sandboxes/a-steal/restore", {"from": "b-snapsrc", "snapshotId": theirs}),
+        ("POST", "/sandboxes/b-plant/restore", {"from": "a-mine", "snapshotId": mine}),
+    ]:
+        st, js = h(s, method, path, body, tok=TA)
+        assert st == 403 and js["code"] == "thread_forbidden", (method, path, st, js)
+    assert h(s, "GET", "/sandboxes/a-steal", tok=TA)[0] == 404
+    assert h(s, "GET", "/sandboxes/b-plant", tok=TB)[0] == 404
+    st, js = h(s, "GET", "/threads/b-snapsrc/snapshots", tok=TB)
+    assert [x["id"] for x in js["snapshots"]] == [theirs], js
