@@ -88,6 +88,7 @@
 #include "sandbox.h"
 #include "seccomp-policy.h"
 #include "shim-files.h"
+#include "shim-watch.h"
 #include "snapjob.h"
 #include "snapshot.h"
 
@@ -309,6 +310,7 @@ struct Shim {
 	SnapJobs *jobs;		   /* snapshot/restore children (snapjob.h) */
 	Cgroup *jobs_cg;	   /* their cgroup (cpu.max, io.weight) */
 	ShimFiles *files;	   /* the file API's worker threads (shim-files.h) */
+	ShimWatches *watches;	   /* SANDBOX_WATCH's inotify watches (shim-watch.h) */
 	int rt_dfd;		   /* <runtime_dir>/sandboxes (adopt.h) */
 	int counter_fd;		   /* <sandbox_dir>/.exec-id */
 	const SandboxHooks *hooks; /* set by shim_new (shim.c) before anything runs */

@@ -577,6 +577,8 @@ restore_done(SnapJob *j, int err, const char *reason, const char *text, void *us
 		goto out;
 	}
 	(void)fsync(o->dfd);
+	/* watches follow the old tree: their next poll is watch_expired */
+	shim_watches_drop(s->watches, o->id);
 	log_ctx(LOG_INFO, &ctx, "Workspace of sandbox %s restored", o->id);
 	answer_empty(snapjob_take_reply(j));	 /* sends nothing once its connection closed */
 	snap_remove_tree(s, o->dfd, o->staging); /* the old workspace now */

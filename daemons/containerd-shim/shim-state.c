@@ -122,6 +122,8 @@ handle_sandbox_state(Peer *p, const Frame *f, const Msg_SANDBOX_STATE *m, void *
 		return 0;
 	}
 	LogCtx ctx = {.thread_id = m->key, .sandbox_id = id};
+	if (del && !keep)
+		shim_watches_drop(s->watches, id); /* the tree goes */
 	if (del && !keep) {
 		k = backups_remove(s, id);
 		if (k < 0)

@@ -504,6 +504,17 @@ wsfs_remove_tree(int ws_fd, const char *path, size_t max_entries)
 	return r;
 }
 
+int
+wsfs_open_dir(int ws_fd, const char *path)
+{
+	int r;
+
+	if (path[0] == '\0')
+		return open_beneath(ws_fd, ".", O_PATH | O_DIRECTORY);
+	r = wsfs_check_path(path, strlen(path));
+	return r < 0 ? r : open_beneath(ws_fd, path, O_PATH | O_DIRECTORY);
+}
+
 uid_t
 wsfs_as_user(uid_t uid)
 {

@@ -79,6 +79,10 @@ int wsfs_remove_tree(int ws_fd, const char *path, size_t max_entries);
  * one, as rename(2)). */
 int wsfs_rename(int ws_fd, const char *from, const char *to, bool overwrite);
 
+/* An O_PATH fd of the directory path ("" the workspace itself), resolved as
+ * every lookup (a symlink inside is followed, one out refused). */
+int wsfs_open_dir(int ws_fd, const char *path);
+
 /* Switch fsuid/fsgid to uid (and back to 0 with uid 0). Returns the previous
  * fsuid. The calling thread only: fsuid is per thread (the shim's file API
  * calls it on its worker threads). */

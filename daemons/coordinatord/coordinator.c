@@ -867,6 +867,7 @@ MSG_HANDLER(dispatch_thread_list, THREAD_LIST, handle_thread_list)
 MSG_HANDLER(dispatch_sandbox_ctl, SANDBOX_CTL, handle_sandbox_ctl)
 MSG_HANDLER(dispatch_capabilities_get, CAPABILITIES_GET, handle_capabilities_get)
 MSG_HANDLER(dispatch_snapshot_list, SNAPSHOT_LIST, handle_snapshot_list)
+MSG_HANDLER(dispatch_watch_poll, WATCH_POLL, handle_watch_poll)
 
 static const PeerHandler client_handlers[_MSG_TYPE_MAX] = {
     [MSG_RUN_START] = dispatch_run_start,
@@ -889,6 +890,7 @@ static const PeerHandler client_handlers[_MSG_TYPE_MAX] = {
     [MSG_SANDBOX_CTL] = dispatch_sandbox_ctl,
     [MSG_CAPABILITIES_GET] = dispatch_capabilities_get,
     [MSG_SNAPSHOT_LIST] = dispatch_snapshot_list,
+    [MSG_WATCH_POLL] = dispatch_watch_poll,
 };
 
 static void

@@ -9,6 +9,8 @@
  *     shim's reply is the answer, as it is.
  *   CAPABILITIES_GET {}: the shim's SHIM_LIMITS (its file cap) with the exec
  *     limits added (sandbox_exec_limits below).
+ *   WATCH_POLL {thread_id, path?, cursor?, wait_ms}: the shim's SANDBOX_WATCH
+ *     long poll, relayed with a deadline 10 s past wait_ms.
  *
  * A sandbox id is a thread id, the key of SANDBOX_ENSURE: in cluster mode the
  * thread is claimed for (or forwarded to) its owner first, as files.c does.
@@ -161,3 +163,56 @@ handle_capabilities_get(Peer *p, const Frame *f, const Msg_CAPABILITIES_GET *m, 
 	mp_writer_done(&w);
 	return 0;
 }
+
+static const PeerRelayOps watch_relay = {
+    .fallback = "watch failed",
+    .unavailable_reason = "shim_unavailable",
+    .unavailable = "containerd-shim unavailable",
+};
+
+static int dispatch_watch_again(Peer *p, const Frame *f, void *userdata);
+
+/* WATCH_POLL: the shim's SANDBOX_WATCH, its long poll waited for a little
+ * longer than its wait_ms. */
+int
+handle_watch_poll(Peer *p, const Frame *f, const Msg_WATCH_POLL *m, void *ud)
+{
+	Client *cl = ud;
+	Coordinator *c = cl->c;
+	PeerDeferred *d;
+	MpWriter w;
+
+	if (!request_thread_id_ok(p, f, m->thread_id, "bad_request"))
+		return 0;
+	if (m->wait_ms > 60000) {
+		peer_reply_error_reason(p, f->req_id, -EINVAL, "bad_request",
+					"wait_ms must be at most 60000");
+		return 0;
+	}
+	if (placement_run_start(c, p, f, m->thread_id, dispatch_watch_again, ud))
+		return 0;
+	if (c->conf.reuse == REUSE_NONE) {
+		peer_reply_error_reason(p, f->req_id, -EBUSY, "reuse_none",
+					"with reuse = none a thread has no workspace to watch");
+		return 0;
+	}
+	if (!request_shim_ready(p, f, c, "shim_unavailable"))
+		return 0;
+	d = peer_defer(p, f);
+	if (!d)
+		return -ENOMEM;
+	mp_writer_init(&w);
+	msg_encode_SANDBOX_WATCH(&w, &(Msg_SANDBOX_WATCH){.key = m->thread_id,
+							  .path = m->path,
+							  .path_len = m->path_len,
+							  .has_path = m->has_path,
+							  .cursor = m->cursor,
+							  .has_cursor = m->has_cursor,
+							  .wait_ms = m->wait_ms});
+	(void)peer_relay(c->shim, MSG_SANDBOX_WATCH, &w, d,
+			 m->wait_ms * USEC_PER_MSEC + 10 * USEC_PER_SEC, &watch_relay);
+	mp_writer_done(&w);
+	return 0;
+}
+
+MSG_HANDLER(dispatch_watch_again, WATCH_POLL, handle_watch_poll)

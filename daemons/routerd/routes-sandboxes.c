@@ -10,6 +10,8 @@
  *                                        sandbox_not_found without a workspace
  *   POST   /sandboxes/{id}/stop          200 {}
  *   DELETE /sandboxes/{id}[?keep=workspace]   204
+ *   GET    /sandboxes/{id}/watch[?path=&cursor=&waitMs=]   file events, a long
+ *                                        poll (WATCH_POLL)
  *
  * A sandbox id is a thread id: the same rules and the token's thread scope
  * (403 thread_forbidden). coordinatord's SANDBOX_CTL and CAPABILITIES_GET
@@ -20,6 +22,7 @@
 #include "routes-int.h"
 
 #include <errno.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -193,5 +196,109 @@ route_capabilities(HttpConn *c, Route *rt)
 	(void)rt;
 	if (COORD_CALL(c->router, CAPABILITIES_GET, &((Msg_CAPABILITIES_GET){}), capabilities_reply,
 		       c) < 0)
+		routes_unavailable(c);
+}
+
+/* {events: [{type, path}], cursor, dropped} from the shim's map */
+static void
+watch_reply(Peer *p, int err, const msgpack_object *body, void *userdata)
+{
+	HttpConn *c = userdata;
+	const msgpack_object *ev = body ? mp_map_get(body, "events") : NULL;
+	const msgpack_object *cur = body ? mp_map_get(body, "cursor") : NULL;
+	const msgpack_object *dr = body ? mp_map_get(body, "dropped") : NULL;
+	json_auto_t *arr = json_array();
+
+	if (err < 0) {
+		routes_coord_error(c, err, body, "no such directory");
+		return;
+	}
+	if (!arr || !ev || ev->type != MSGPACK_OBJECT_ARRAY || !cur ||
+	    cur->type != MSGPACK_OBJECT_POSITIVE_INTEGER) {
+		http_respond_error(c, 500, "internal", "bad reply from containerd-shim");
+		return;
+	}
+	for (uint32_t i = 0; i < ev->via.array.size; i++) {
+		const msgpack_object *e = &ev->via.array.ptr[i];
+		const msgpack_object *t = mp_map_get(e, "type"), *pa = mp_map_get(e, "path");
+		size_t len = 0;
+		if (!t || t->type != MSGPACK_OBJECT_STR || !pa ||
+		    (pa->type != MSGPACK_OBJECT_BIN && pa->type != MSGPACK_OBJECT_STR))
+			continue;
+		/* a name a sandbox made need not be UTF-8: invalid bytes become U+FFFD */
+		_cleanup_free_ char *path = utf8_sanitize(pa->via.bin.ptr, pa->via.bin.size, &len);
+		json_t *o = path ? json_pack("{s:s%, s:s%}", "type", t->via.str.ptr,
+					     (size_t)t->via.str.size, "path", path, len)
+				 : NULL;
+		if (json_array_append_new(arr, o) < 0) {
+			http_respond_error(c, 500, "internal", "out of memory");
+			return;
+		}
+	}
+	respond_json(
+	    c, 200,
+	    json_pack(
+		"{s:O, s:I, s:I}", "events", arr, "cursor", (json_int_t)cur->via.u64, "dropped",
+		(json_int_t)(dr && dr->type == MSGPACK_OBJECT_POSITIVE_INTEGER ? dr->via.u64 : 0)));
+}
+
+/* A uint query parameter no larger than max; *ret unchanged when absent.
+ * False after answering 400. */
+static bool
+query_uint(HttpConn *c, Route *rt, const char *name, uint64_t max, bool *has, uint64_t *ret)
+{
+	_cleanup_free_ char *v = NULL;
+	char *end = NULL;
+	unsigned long long n;
+
+	if (route_query(rt, name, &v) < 0)
+		goto bad;
+	if (!v)
+		return true;
+	errno = 0;
+	n = strtoull(v, &end, 10);
+	if (!*v || *end || errno || v[0] == '-' || n > max)
+		goto bad;
+	*ret = n;
+	if (has)
+		*has = true;
+	return true;
+bad:
+	http_respond_error(c, 400, "bad_request",
+			   "cursor must be a cursor of this watch, waitMs 0..60000");
+	return false;
+}
+
+/* GET /sandboxes/{id}/watch[?path=DIR&cursor=N&waitMs=25000] */
+void
+route_sandbox_watch(HttpConn *c, Route *rt)
+{
+	_cleanup_free_ char *path = NULL;
+	uint64_t cursor = 0, wait = 25000;
+	bool has_cursor = false;
+	int r;
+
+	if (!routes_path_thread_id(c, rt->seg[1]))
+		return;
+	if (route_query(rt, "path", &path) < 0) {
+		http_respond_error(c, 400, "invalid_path",
+				   "the path has a malformed percent-escape");
+		return;
+	}
+	if (!query_uint(c, rt, "cursor", UINT64_MAX, &has_cursor, &cursor) ||
+	    !query_uint(c, rt, "waitMs", 60000, NULL, &wait))
+		return;
+	/* "/x" and "x" name the same directory; "" and "/" the workspace */
+	const char *pv = path ? path + (path[0] == '/') : NULL;
+	r = COORD_CALL_TIMEOUT(c->router, WATCH_POLL,
+			       &((Msg_WATCH_POLL){.thread_id = rt->seg[1],
+						  .path = pv,
+						  .path_len = pv ? strlen(pv) : 0,
+						  .has_path = pv != NULL,
+						  .cursor = cursor,
+						  .has_cursor = has_cursor,
+						  .wait_ms = wait}),
+			       watch_reply, c, wait * USEC_PER_MSEC + 15 * USEC_PER_SEC);
+	if (r < 0)
 		routes_unavailable(c);
 }

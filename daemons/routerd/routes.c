@@ -220,6 +220,8 @@ static const struct {
     /* the sandbox API (shim-state.c) */
     {"sandbox_not_found", 404, "sandbox_not_found"},
     {"snapshot_not_found", 404, "snapshot_not_found"},
+    {"watch_expired", 410, "watch_expired"},
+    {"too_many_watches", 429, "too_many_watches"},
     {"too_large", 413, "too_large"},
     {"not_a_regular_file", 415, "not_a_regular_file"},
     {"overloaded", 503, "overloaded"},
@@ -1075,6 +1077,7 @@ static const RouteDef route_table[] = {
      route_sandbox},
     {"sandboxes/*/stop", M(POST), "POST", AUTH_TOKEN, false, route_sandbox_stop},
     {"sandboxes/*/restore", M(POST), "POST", AUTH_TOKEN, false, route_sandbox_restore},
+    {"sandboxes/*/watch", M(GET), "GET", AUTH_TOKEN, false, route_sandbox_watch},
     {"ds/v1/threads/*/runs/*", M(GET) | M(HEAD), "GET, HEAD", AUTH_TOKEN, false, route_ds_read},
     {"_bridge/*", M(POST), "POST", AUTH_RUN, false, route_bridge_call},
     {"tool-exec/*", M(POST), "POST", AUTH_RUN, false, route_bridge_call},

@@ -13,6 +13,7 @@ import json
 import os
 import subprocess
 import time
+import urllib.parse
 
 from rwtest import BUILD, stdout_text
 
@@ -24,6 +25,8 @@ max_file_body = 4M
 
 [containerd-shim]
 file_api_max_bytes = 1M
+# the watch tests see a watch expire in seconds, not a minute
+watch_idle_ms = 1500
 """
 
 CAP = 1024 * 1024
@@ -658,3 +661,134 @@ def test_recursive_remove_never_follows_links_out(s):
     st, js = jreq(s, "DELETE", files(t, "e/ssl") + "?recursive=1&force=1")
     assert st == 400 and js["code"] == "escape", (st, js)
     assert os.path.isdir("/etc/ssl")
+
+
+def watch(s, thread, cursor=None, path=None, wait_ms=None):
+    q = []
+    if path is not None:
+        q.append("path=" + urllib.parse.quote(path, safe=""))
+    if cursor is not None:
+        q.append(f"cursor={cursor}")
+    if wait_ms is not None:
+        q.append(f"waitMs={wait_ms}")
+    return jreq(s, "GET", f"/sandboxes/{thread}/watch" + ("?" + "&".join(q) if q else ""),
+                timeout=70)
+
+
+def collect(s, thread, cursor, want, path=None, rounds=40):
+    """Poll until every (type, path) of want was seen; (events, cursor)."""
+    seen = []
+    for _ in range(rounds):
+        st, js = watch(s, thread, cursor, path=path, wait_ms=500)
+        assert st == 200, (st, js)
+        assert js["cursor"] >= cursor and js["dropped"] == 0, js
+        cursor = js["cursor"]
+        seen += [(e["type"], e["path"]) for e in js["events"]]
+        if all(w in seen for w in want):
+            break
+    assert all(w in seen for w in want), (want, seen)
+    return seen, cursor
+
+
+def test_watch_create_modify_delete_and_new_subdirs(s):
+    ready(s)
+    t = "t-watch"
+    assert jreq(s, "PUT", files(t, "pre/existing"), b"x" if False else b"")[0] == 404
+    assert jreq(s, "PUT", files(t, "pre/existing") + "?parents=1", b"")[0] == 201
+    st, js = watch(s, t)
+    assert st == 200 and js["events"] == [] and js["dropped"] == 0, (st, js)
+    c0 = js["cursor"]
+    # nothing yet: the long poll ends at waitMs with no events, same cursor
+    st, js = watch(s, t, c0, wait_ms=200)
+    assert (st, js["events"], js["cursor"]) == (200, [], c0), (st, js)
+    # file API writes (the temporaries are not reported), a run's changes
+    assert jreq(s, "PUT", files(t, "a.txt"), b"1")[0] == 201
+    seen, c1 = collect(s, t, c0, [("create", "a.txt")])
+    assert not [p for _, p in seen if ".wsfs-" in p], seen
+    run_ok(s, t, "cd /workspace && echo more >> a.txt && mkdir -p new/deeper && "
+                 "echo y > new/deeper/f && echo z > pre/g && rm a.txt")
+    seen, c2 = collect(s, t, c1, [("modify", "a.txt"), ("create", "new"),
+                                  ("create", "new/deeper/f"), ("create", "pre/g"),
+                                  ("delete", "a.txt")])
+    assert seen.index(("modify", "a.txt")) < seen.index(("delete", "a.txt")), seen
+    # the new directory is followed: a later change deep in it is seen
+    assert jreq(s, "PUT", files(t, "new/deeper/later"), b"l")[0] == 201
+    seen, c3 = collect(s, t, c2, [("create", "new/deeper/later")])
+    # a poll waiting when the change comes answers with it
+    import threading
+    got = {}
+    th = threading.Thread(target=lambda: got.update(r=watch(s, t, c3, wait_ms=30000)))
+    th.start()
+    time.sleep(0.3)
+    assert jreq(s, "PUT", files(t, "woke"), b"w")[0] == 201
+    th.join(35)
+    st, js = got["r"]
+    assert st == 200 and ("create", "woke") in [(e["type"], e["path"]) for e in js["events"]], js
+    # a watch of a subdirectory: only what is below it, paths still relative
+    # to the workspace
+    st, js = watch(s, t, path="new")
+    assert st == 200, (st, js)
+    cs = js["cursor"]
+    assert jreq(s, "PUT", files(t, "outside-of-new"), b"o")[0] == 201
+    assert jreq(s, "PUT", files(t, "new/inside"), b"i")[0] == 201
+    seen, _ = collect(s, t, cs, [("create", "new/inside")], path="new")
+    assert ("create", "outside-of-new") not in seen, seen
+
+
+def test_watch_expires_and_refuses_escapes(s):
+    ready(s)
+    t = "t-watch-exp"
+    assert jreq(s, "PUT", files(t, "d/f") + "?parents=1", b"")[0] == 201
+    st, js = watch(s, t)
+    assert st == 200, (st, js)
+    c = js["cursor"]
+    st, js = watch(s, t, c, wait_ms=0)
+    assert (st, js["events"]) == (200, []), (st, js)
+    # not polled for watch_idle_ms (1.5 s here): dropped, its cursor 410
+    deadline = time.time() + 15
+    while time.time() < deadline:
+        time.sleep(0.5)
+        st, js = watch(s, t, c, wait_ms=0)
+        if st != 200:
+            break
+        time.sleep(2.5)  # no poll for longer than watch_idle_ms
+    assert st == 410 and js["code"] == "watch_expired", (st, js)
+    # started again: a new cursor, and the old one is no cursor of it
+    st, js = watch(s, t)
+    assert st == 200 and js["cursor"] > c, (st, js)
+    st, js = watch(s, t, c, wait_ms=0)
+    assert st == 410 and js["code"] == "watch_expired", (st, js)
+    # a cursor of a watch never started
+    st, js = watch(s, t, 5, path="d", wait_ms=0)
+    assert st == 410 and js["code"] == "watch_expired", (st, js)
+    # paths: escapes and bad paths refused, a missing directory 404
+    run_ok(s, t, "cd /workspace && ln -s /etc etc && ln -s .. up && "
+                 "ln -s /proc/self/root proot")
+    for p in ("etc", "up", "proot", "proot/etc", "up/x"):
+        st, js = watch(s, t, path=p)
+        assert st == 400 and js["code"] == "escape", (p, st, js)
+    for p in ("../x", "a//b", "d/", "./d"):
+        st, js = watch(s, t, path=p)
+        assert st == 400 and js["code"] == "invalid_path", (p, st, js)
+    st, js = watch(s, t, path="nope")
+    assert st == 404 and js["code"] == "not_found", (st, js)
+    st, js = watch(s, t, path="d/f")  # a file
+    assert st == 404 and js["code"] == "not_found", (st, js)
+    for q in ("waitMs=60001", "waitMs=-1", "cursor=x", "waitMs="):
+        st, js = jreq(s, "GET", f"/sandboxes/{t}/watch?{q}")
+        assert st == 400 and js["code"] == "bad_request", (q, st, js)
+    # a link out inside a watched tree is not followed: changes there unseen
+    outside = os.path.join(s.dir, "outside-watch")
+    os.makedirs(outside, exist_ok=True)
+    os.symlink(outside, os.path.join(workspace(s, t), "d", "out"))
+    st, js = watch(s, t, path="d")
+    assert st == 200, (st, js)
+    cd = js["cursor"]
+    with open(os.path.join(outside, "planted"), "w") as f:
+        f.write("x")
+    assert jreq(s, "PUT", files(t, "d/marker"), b"m")[0] == 201
+    seen, _ = collect(s, t, cd, [("create", "d/marker")], path="d")
+    assert not [p for _, p in seen if "planted" in p], seen
+    # a sandbox without a workspace has nothing to watch
+    st, js = watch(s, "t-watch-none")
+    assert st == 404 and js["code"] == "not_found", (st, js)

@@ -59,6 +59,7 @@ def test_capabilities_and_scope(s):
     sb = js["sandbox"]
     assert sb["snapshots"] is True and sb["fork"] is True and sb["durableFilesystem"] is True, sb
     assert sb["ports"] is False and sb["networkPolicy"] is False, sb
+    assert sb["fsWatch"] is True, sb
     lim = js["limits"]
     assert lim["fileApiMaxBytes"] == 2 * 1024 * 1024, lim  # the shim's file_api_max_bytes
     assert lim["execStdinMaxBytes"] == 1024 * 1024 and lim["maxExecsPerSandbox"] == 16, lim
@@ -310,3 +311,35 @@ def test_snapshot_routes_refuse_other_tenants_ids(s):
     assert h(s, "GET", "/sandboxes/b-plant", tok=TB)[0] == 404
     st, js = h(s, "GET", "/threads/b-snapsrc/snapshots", tok=TB)
     assert [x["id"] for x in js["snapshots"]] == [theirs], js
+
+
+def test_watch_scope_and_restore_ends_it(s):
+    ready(s)
+    assert h(s, "PUT", "/sandboxes/b-watched", {}, tok=TB)[0] == 201
+    st, js = h(s, "GET", "/sandboxes/b-watched/watch", tok=TA)
+    assert st == 403 and js["code"] == "thread_forbidden", (st, js)
+    sid = "a-watch-restore"
+    put_file(s, sid, "f", b"1", TA)
+    st, js = h(s, "POST", f"/threads/{sid}/snapshots", {}, tok=TA)
+    snap = js["id"]
+    st, js = h(s, "GET", f"/sandboxes/{sid}/watch", tok=TA)
+    assert st == 200, (st, js)
+    c = js["cursor"]
+    st, js = h(s, "GET", f"/sandboxes/{sid}/watch?cursor={c}&waitMs=0", tok=TA)
+    assert st == 200, (st, js)
+    # a restore replaces the tree the watch follows: it ends
+    assert h(s, "POST", f"/threads/{sid}/restore", {"snapshotId": snap}, tok=TA)[0] == 200
+    st, js = h(s, "GET", f"/sandboxes/{sid}/watch?cursor={c}&waitMs=0", tok=TA)
+    assert st == 410 and js["code"] == "watch_expired", (st, js)
+    # at most 4 watches a sandbox
+    for d in ("d1", "d2", "d3", "d4", "d5"):
+        put_file(s, sid, f"{d}/x", b"", TA)
+    codes = [h(s, "GET", f"/sandboxes/{sid}/watch?path={d}", tok=TA)[0]
+             for d in ("d1", "d2", "d3", "d4", "d5")]
+    assert codes == [200, 200, 200, 200, 429], codes
+    # deleting the sandbox ends them too
+    assert h(s, "DELETE", f"/sandboxes/{sid}", tok=TA)[0] == 204
+    assert h(s, "PUT", f"/sandboxes/{sid}", {}, tok=TA)[0] == 201
+    put_file(s, sid, "d5/x", b"", TA)
+    st, js = h(s, "GET", f"/sandboxes/{sid}/watch?path=d5", tok=TA)
+    assert st == 200, (st, js)

@@ -363,6 +363,17 @@ test_parents_tree_overwrite(void **state)
 	assert_int_equal(wsfs_rename(ws, "t/r2", "t/l2", true), 0);
 	assert_string_equal(get("outside/secret"), "secret");
 	assert_string_equal(get("ws/t/l2"), "one");
+	/* the watch's directory opener: beneath the workspace, directories only */
+	int dfd = wsfs_open_dir(ws, "");
+	assert_true(dfd >= 0);
+	close(dfd);
+	assert_int_equal(wsfs_mkdir_parents(ws, "t/w", 0755, NULL), 0);
+	dfd = wsfs_open_dir(ws, "t/w");
+	assert_true(dfd >= 0);
+	close(dfd);
+	assert_int_equal(wsfs_open_dir(ws, "lo2"), -EXDEV);
+	assert_int_equal(wsfs_open_dir(ws, "t/l2"), -ENOTDIR);
+	assert_int_equal(wsfs_open_dir(ws, "../x"), -EINVAL);
 	assert_int_equal(wsfs_remove_tree(ws, "t", 1000), 0);
 	assert_int_equal(wsfs_remove_tree(ws, "lo2", 1000), 0);
 	assert_string_equal(get("outside/secret"), "secret");
