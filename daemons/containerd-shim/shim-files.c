@@ -31,7 +31,6 @@ typedef enum FileOp {
 	OP_READ,
 	OP_LIST,
 	OP_LSTAT,
-	OP_PROBE,
 	OP_WRITE,
 	OP_MKDIR,
 	OP_REMOVE,
@@ -41,9 +40,9 @@ typedef enum FileOp {
 } FileOp;
 
 static const char *const op_names[_OP_MAX] = {
-    [OP_GET] = "get",	  [OP_READ] = "read",	  [OP_LIST] = "list",	  [OP_LSTAT] = "lstat",
-    [OP_WRITE] = "write", [OP_MKDIR] = "mkdir",	  [OP_REMOVE] = "remove", [OP_RENAME] = "rename",
-    [OP_PROBE] = "probe", [OP_CREATE] = "create",
+    [OP_GET] = "get",	    [OP_READ] = "read",	    [OP_LIST] = "list",
+    [OP_LSTAT] = "lstat",   [OP_WRITE] = "write",   [OP_MKDIR] = "mkdir",
+    [OP_REMOVE] = "remove", [OP_RENAME] = "rename", [OP_CREATE] = "create",
 };
 
 static bool
@@ -308,12 +307,10 @@ job_op(FileJob *j, int ws_fd, MpWriter *w)
 	case OP_LIST: return do_list(w, ws_fd, j->path, false);
 	case OP_LSTAT: return do_lstat(w, ws_fd, j->path);
 	case OP_WRITE: return do_write(w, ws_fd, j->path, j->data, j->dlen, j->mode, j->parents);
-	case OP_PROBE:
 	case OP_CREATE:
-		/* the workspace is there (job_run opened it, or it is not) */
+		/* the workspace is there: made by the handler, or it was */
 		mp_w_map(w, 1);
-		mp_w_bool(w, j->op == OP_PROBE ? "exists" : "created",
-			  j->op == OP_PROBE ? ws_fd >= 0 : j->created_ws);
+		mp_w_bool(w, "created", j->created_ws);
 		return 0;
 	case OP_MKDIR:
 		if (j->parents) {
@@ -534,11 +531,11 @@ shim_files_handle(ShimFiles *fs, Shim *s, const ShimConf *conf, ShimPrepareWorks
 	    (mode != -1 && (op != OP_WRITE && op != OP_MKDIR)) || mode < -1 || mode > 07777 ||
 	    (m->parents && op != OP_WRITE && op != OP_MKDIR) ||
 	    ((m->recursive || m->force) && op != OP_REMOVE) || (m->overwrite && op != OP_RENAME) ||
-	    ((op == OP_PROBE || op == OP_CREATE) && plen != 0)) {
+	    (op == OP_CREATE && plen != 0)) {
 		reply_err(p, f->req_id, -EINVAL, "bad_request",
-			  "key must be 1..256 bytes, op one of get, read, list, lstat, probe, "
+			  "key must be 1..256 bytes, op one of get, read, list, lstat, "
 			  "write, mkdir, remove, rename, create (rename needs to, write data; "
-			  "probe and create the path \"\"), mode 0..07777 for write and mkdir "
+			  "create the path \"\"), mode 0..07777 for write and mkdir "
 			  "only, parents for write and mkdir, recursive and force for remove, "
 			  "overwrite for rename");
 		k = 0;
@@ -565,7 +562,7 @@ shim_files_handle(ShimFiles *fs, Shim *s, const ShimConf *conf, ShimPrepareWorks
 		k = -EFBIG;
 		goto fail;
 	}
-	k = take_path(pv, plen, op <= OP_PROBE || op == OP_CREATE, &path);
+	k = take_path(pv, plen, op <= OP_LSTAT || op == OP_CREATE, &path);
 	if (k == 0 && op == OP_RENAME)
 		k = take_path(tv, tlen, false, &to);
 	if (k < 0)

@@ -9,7 +9,6 @@
  *     op read    → {data}
  *     op list    → {entries: [{name, type, mode, size, mtime_ns}]}
  *     op lstat   → {type, mode, size, mtime_ns}
- *     op probe   → {exists}         (path ""; does the workspace exist)
  *     op write   → {created}        (data required; mode default: the old
  *                                    file's, else 0644; parents: missing
  *                                    parent directories made, 0755)

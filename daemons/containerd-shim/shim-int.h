@@ -396,6 +396,10 @@ void capacity_reensure(Sandbox *sb, Waiter **ret_re);
 void backups_clean_tmp(Shim *s);
 int handle_sandbox_snapshot(Peer *p, const Frame *f, const Msg_SANDBOX_SNAPSHOT *m, void *userdata);
 void staging_clean(Shim *s);
+/* Remove name (a tree) below dfd in a cleanup child (synchronously when none
+ * can start); a .restore-XXXXXXXX name is finished by staging_clean() after
+ * a restart. */
+void snap_remove_tree(Shim *s, int dfd, const char *name);
 int handle_sandbox_restore(Peer *p, const Frame *f, const Msg_SANDBOX_RESTORE *m, void *userdata);
 /* shim-state.c: the sandbox API's lifecycle by key, and the limits */
 int handle_sandbox_state(Peer *p, const Frame *f, const Msg_SANDBOX_STATE *m, void *userdata);

@@ -465,7 +465,7 @@ cleanup_done(SnapJob *j, int err, const char *reason, const char *text, void *us
 
 /* Remove name (a staging or old workspace tree) below dfd in a child: a large
  * tree takes a while. Synchronously when no job can start (stopping). */
-static void
+void
 snap_remove_tree(Shim *s, int dfd, const char *name)
 {
 	Cleanup *cl = calloc(1, sizeof(*cl));

@@ -9,7 +9,9 @@
  *   stop    kills the live sandbox (as SANDBOX_DESTROY without purge) and
  *           answers once its init is reaped; the workspace stays;
  *   delete  the same, and its directory (workspace, key) removed once it is
- *           dead, its backups at once; keep_workspace keeps both.
+ *           dead (purge), its backups at once; keep_workspace keeps both. A
+ *           sandbox that is not live has its workspace renamed aside and
+ *           removed by a cleanup child (the key stays claimed).
  * A key whose directory belongs to another key (an id collision) is refused
  * as the file API refuses it. A snapshot or restore job of the id running is
  * busy for stop and delete.
@@ -24,8 +26,10 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/random.h>
 #include <unistd.h>
 
+#include "id-util.h"
 #include "sandbox-key.h"
 #include "shim-files.h"
 #include "shim-int.h"
@@ -94,6 +98,33 @@ backups_remove(Shim *s, const char *id)
 	return r == -ENOENT ? 0 : r;
 }
 
+/* The workspace of a sandbox that is not live, gone at once (renamed aside:
+ * GET says 404 now) and removed by a cleanup child, so that a large tree
+ * never holds the loop; its key stays claimed. */
+static int
+workspace_remove(Shim *s, const char *id)
+{
+	_cleanup_free_ char *dir = NULL;
+	_cleanup_close_ int dfd = -1;
+	unsigned char b[4];
+	char rnd[2 * sizeof(b) + 1], aside[32];
+
+	if (asprintf(&dir, "%s/%s", s->conf->sandbox_dir, id) < 0)
+		return -ENOMEM;
+	dfd = open(dir, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
+	if (dfd < 0)
+		return errno == ENOENT ? 0 : -errno;
+	if (getrandom(b, sizeof(b), 0) != sizeof(b))
+		return -EIO;
+	hex_encode(b, sizeof(b), rnd);
+	/* the name of a restore's staging tree: a restart finishes it */
+	snprintf(aside, sizeof(aside), ".restore-%s", rnd);
+	if (renameat2(dfd, "workspace", dfd, aside, RENAME_NOREPLACE) < 0)
+		return errno == ENOENT ? 0 : -errno;
+	snap_remove_tree(s, dfd, aside);
+	return 0;
+}
+
 int
 handle_sandbox_state(Peer *p, const Frame *f, const Msg_SANDBOX_STATE *m, void *userdata)
 {
@@ -133,7 +164,7 @@ handle_sandbox_state(Peer *p, const Frame *f, const Msg_SANDBOX_STATE *m, void *
 	sb = sandbox_find(s, id);
 	if (!sb) {
 		if (del && !keep) {
-			k = sandbox_purge(s, id);
+			k = workspace_remove(s, id);
 			if (k < 0)
 				return k;
 		}

@@ -28,7 +28,7 @@
 #include "wsfs.h"
 
 #define WATCH_MASK                                                                                 \
-	(IN_CREATE | IN_MODIFY | IN_DELETE | IN_MOVED_FROM | IN_MOVED_TO | IN_DELETE_SELF |       \
+	(IN_CREATE | IN_MODIFY | IN_DELETE | IN_MOVED_FROM | IN_MOVED_TO | IN_DELETE_SELF |        \
 	 IN_ONLYDIR)
 #define SWEEP_USEC (5 * USEC_PER_SEC)
 
@@ -662,8 +662,9 @@ shim_watch_handle(ShimWatches *ws, const ShimConf *conf, Peer *p, const Frame *f
 		    : sandbox_key_claim(dfd, id, m->key, strlen(m->key), SANDBOX_KEY_MAX, false);
 	if (k < 0 && !(k == -ENOENT && dfd < 0)) {
 		reply_err(p, f, -EIO, "internal",
-			  k == -EEXIST ? "sandbox id collision: the workspace belongs to another key"
-				       : "cannot check the workspace's key");
+			  k == -EEXIST
+			      ? "sandbox id collision: the workspace belongs to another key"
+			      : "cannot check the workspace's key");
 		return 0;
 	}
 	if (!m->has_cursor)

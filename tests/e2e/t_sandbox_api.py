@@ -131,11 +131,14 @@ def test_lifecycle(s):
     assert os.listdir(backups_dir(s, sid))
     st, js = h(s, "DELETE", f"/sandboxes/{sid}?keep=everything", tok=TA)
     assert st == 400 and js["code"] == "bad_request", (st, js)
-    # DELETE: workspace, key and backups gone; again: 204
+    # DELETE: workspace and backups gone (the workspace at once, its tree
+    # removed by a cleanup child: poll for that); again: 204
     st, js = h(s, "DELETE", f"/sandboxes/{sid}", tok=TA)
     assert st == 204, (st, js)
-    assert not os.path.exists(sandbox_dir(s, sid))
+    assert not os.path.exists(os.path.join(sandbox_dir(s, sid), "workspace"))
     assert not os.path.exists(backups_dir(s, sid))
+    assert poll(lambda: not [n for n in os.listdir(sandbox_dir(s, sid))
+                             if n.startswith(".restore-")], 15, 0.05)
     st, js = h(s, "GET", f"/sandboxes/{sid}", tok=TA)
     assert st == 404 and js["code"] == "sandbox_not_found", (st, js)
     st, js = h(s, "GET", f"/sandboxes/{sid}/files/keep.txt", tok=TA)
