@@ -65,7 +65,9 @@ typedef struct CoordConf {
 	ToolCgroup tool_cgroup;		   /* required | auto | off */
 	char *tool_cgroup_parent;	   /* "" = our own cgroup */
 	int64_t tool_memory_max, tool_pids_max;
-	char *tool_cpu_max; /* cpu.max of the tools' cgroup */
+	char *tool_cpu_max;		     /* cpu.max of the tools' cgroup */
+	char **sandbox_egress_allow;	     /* host[:port] a sandbox's egress may name */
+	char **sandbox_egress_allow_private; /* networks its proxy may reach anyway */
 
 	/* derived by coord_conf_load(), not keys */
 	int64_t tool_cpu_quota_us, tool_cpu_period_us; /* parsed from tool_cpu_max */
@@ -74,6 +76,11 @@ typedef struct CoordConf {
 	int64_t snapshot_wait_ms;
 	size_t event_max; /* largest event text: a quarter of max_frame */
 } CoordConf;
+
+/* harness-conf.c: an egress name, host[:port] (no IP literal); a network
+ * (CIDR, net-addr.h). Also the checks of [coordinatord]'s own lists. */
+bool conf_valid_egress_host(const char *s);
+bool conf_valid_cidr(const char *s);
 
 extern const ConfItem coord_conf_items[];
 extern const size_t coord_conf_n_items;

@@ -868,6 +868,7 @@ MSG_HANDLER(dispatch_sandbox_ctl, SANDBOX_CTL, handle_sandbox_ctl)
 MSG_HANDLER(dispatch_capabilities_get, CAPABILITIES_GET, handle_capabilities_get)
 MSG_HANDLER(dispatch_snapshot_list, SNAPSHOT_LIST, handle_snapshot_list)
 MSG_HANDLER(dispatch_watch_poll, WATCH_POLL, handle_watch_poll)
+MSG_HANDLER(dispatch_sandbox_egress, SANDBOX_EGRESS, handle_sandbox_egress)
 
 static const PeerHandler client_handlers[_MSG_TYPE_MAX] = {
     [MSG_RUN_START] = dispatch_run_start,
@@ -891,6 +892,7 @@ static const PeerHandler client_handlers[_MSG_TYPE_MAX] = {
     [MSG_CAPABILITIES_GET] = dispatch_capabilities_get,
     [MSG_SNAPSHOT_LIST] = dispatch_snapshot_list,
     [MSG_WATCH_POLL] = dispatch_watch_poll,
+    [MSG_SANDBOX_EGRESS] = dispatch_sandbox_egress,
 };
 
 static void
@@ -1061,6 +1063,7 @@ coordinator_free(Coordinator *c)
 	bridge_teardown(c);
 	c->shim_link = peer_link_free(c->shim_link);
 	c->shim = NULL;
+	sandbox_egress_free_all(c);
 	watchdog_teardown(c);
 	commit_teardown(c);
 	driver_thread_output_free(c);

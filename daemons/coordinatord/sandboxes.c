@@ -133,6 +133,10 @@ limits_reply(PeerDeferred *d, const msgpack_object *body)
 	rep.file_api_max_bytes = sl.file_api_max_bytes;
 	reply_done_SHIM_LIMITS(&sl);
 	sandbox_exec_limits(cl->c, &rep);
+	/* a sandbox's own egress can be set (egress.c) */
+	rep.network_policy =
+	    cl->c->conf.sandbox_egress_allow && cl->c->conf.sandbox_egress_allow[0];
+	rep.has_network_policy = true;
 	(void)reply_deferred_CAPABILITIES_GET(d, &rep);
 }
 

@@ -41,6 +41,9 @@ void route_sandbox(HttpConn *c, Route *rt);
 void route_sandbox_stop(HttpConn *c, Route *rt);
 void route_capabilities(HttpConn *c, Route *rt);
 void route_sandbox_watch(HttpConn *c, Route *rt);
+/* routes-net.c */
+void route_sandbox_port(HttpConn *c, Route *rt);
+void route_sandbox_egress(HttpConn *c, Route *rt);
 /* routes-bridge.c: kind "bridge" or "tool_exec" */
 void route_bridge(HttpConn *c, Route *rt, const char *kind);
 /* Everything served on the bridge socket (HttpConn.bridge). */

@@ -174,14 +174,16 @@ capabilities_reply(Peer *p, int err, const msgpack_object *body, void *userdata)
 		http_respond_error(c, 500, "internal", "out of memory");
 		return;
 	}
+	/* previews have their own listener; a sandbox's egress needs an allow list */
+	bool ports = c->router->conf->preview_listen && c->router->conf->preview_listen[0];
 	respond_json(c, 200,
 		     json_pack("{s:i, s:{s:b, s:b, s:b, s:b, s:b, s:b, s:b, s:b, s:b, s:b}, "
 			       "s:{s:I, s:I, s:I, s:I}, s:{s:o}, s:s}",
 			       "version", 1, "sandbox", "exec", true, "writableStdin", true,
 			       "backgroundProcesses", true, "killableProcesses", true, "fsWatch",
-			       true, "snapshots", true, "fork", true, "ports", false,
-			       "networkPolicy", false, "durableFilesystem", true, "limits",
-			       "fileApiMaxBytes",
+			       true, "snapshots", true, "fork", true, "ports", ports,
+			       "networkPolicy", rep.has_network_policy && rep.network_policy,
+			       "durableFilesystem", true, "limits", "fileApiMaxBytes",
 			       (json_int_t)MIN(rep.file_api_max_bytes,
 					       (uint64_t)c->router->conf->max_file_body),
 			       "execStdinMaxBytes", (json_int_t)rep.exec_stdin_max_bytes,

@@ -227,6 +227,8 @@ static const struct {
     {"overloaded", 503, "overloaded"},
     {"shim_unavailable", 503, "unavailable"},
     {"no_space", 507, "no_space"},
+    /* the sandbox API (coordinatord's egress.c) */
+    {"egress_forbidden", 403, "egress_forbidden"},
     /* cluster mode (coordinatord's placement.c, replicate.c) */
     {"not_owner", 409, "not_owner"},
     {"cluster_unavailable", 503, "unavailable"},
@@ -938,8 +940,18 @@ origin_ok(HttpConn *c)
 		if (strcasecmp(origin, own) == 0)
 			return true;
 	}
-	http_respond_error(c, 403, "origin_forbidden",
-			   "requests from this Origin are not allowed (routerd.cors_origins)");
+	/* The page's origin is named when it is printable ASCII (what a browser
+	 * sends), so a developer behind a dev proxy that keeps Origin sees
+	 * what to list. */
+	char msg[400];
+	bool printable = strlen(origin) <= 200;
+	for (const char *p = origin; printable && *p; p++)
+		printable = *p >= 0x20 && *p < 0x7f;
+	snprintf(msg, sizeof(msg),
+		 "requests from the Origin %s%s%s are not allowed: list it in "
+		 "[routerd] cors_origins (or drop Origin at a same-origin dev proxy)",
+		 printable ? "'" : "", printable ? origin : "(unprintable)", printable ? "'" : "");
+	http_respond_error(c, 403, "origin_forbidden", msg);
 	return false;
 }
 
@@ -1078,6 +1090,8 @@ static const RouteDef route_table[] = {
     {"sandboxes/*/stop", M(POST), "POST", AUTH_TOKEN, false, route_sandbox_stop},
     {"sandboxes/*/restore", M(POST), "POST", AUTH_TOKEN, false, route_sandbox_restore},
     {"sandboxes/*/watch", M(GET), "GET", AUTH_TOKEN, false, route_sandbox_watch},
+    {"sandboxes/*/ports/*", M(POST), "POST", AUTH_TOKEN, false, route_sandbox_port},
+    {"sandboxes/*/egress", M(PUT), "PUT", AUTH_TOKEN, false, route_sandbox_egress},
     {"ds/v1/threads/*/runs/*", M(GET) | M(HEAD), "GET, HEAD", AUTH_TOKEN, false, route_ds_read},
     {"_bridge/*", M(POST), "POST", AUTH_RUN, false, route_bridge_call},
     {"tool-exec/*", M(POST), "POST", AUTH_RUN, false, route_bridge_call},
@@ -1177,6 +1191,11 @@ routes_dispatch(HttpConn *c)
 	d = route_find(&rt);
 	/* an unknown path needs the token too: a 404 says nothing to strangers */
 	if (!route_auth_ok(c, &rt, d ? d->auth : AUTH_TOKEN)) {
+		if (d && d->auth == AUTH_CHAT && c->req.method == HTTP_GET &&
+		    http_header(c, "Upgrade")) {
+			chat_ws_refuse_unauthorized(c); /* says why on the socket */
+			return;
+		}
 		http_respond(
 		    c, 401, "application/json; charset=utf-8",
 		    "{\"error\":\"missing or invalid bearer token\",\"code\":\"unauthorized\"}",
