@@ -227,6 +227,7 @@ struct Exec {
 	uint64_t window; /* the memfd's intact tail (the init's output_window) */
 	char *stdin_data;
 	size_t stdin_len, stdin_off;
+	bool stdin_open; /* EXEC_START stdin_open: more comes by EXEC_STDIN until eof */
 	struct event *drain_timer, *bp_timer;
 	struct event *timeout_timer; /* wall timeout (timeout_ms), or NULL */
 	bool timed_out;
@@ -372,6 +373,7 @@ int handle_exec_start(Peer *p, const Frame *f, const Msg_EXEC_START *m, void *us
 int handle_exec_kill(Peer *p, const Frame *f, const Msg_EXEC_KILL *m, void *userdata);
 int handle_exec_attach(Peer *p, const Frame *f, const Msg_EXEC_ATTACH *m, void *userdata);
 int handle_exec_list(Peer *p, const Frame *f, const Msg_EXEC_LIST *m, void *userdata);
+int handle_exec_stdin(Peer *p, const Frame *f, const Msg_EXEC_STDIN *m, void *userdata);
 void exec_leaves_prune(Sandbox *sb);
 void exec_on_init_msg(Sandbox *sb, const InitMsg *m, const char *payload, size_t len);
 void exec_sandbox_lost(Sandbox *sb);

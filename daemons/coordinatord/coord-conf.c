@@ -117,6 +117,18 @@ const ConfItem coord_conf_items[] = {
      0, 0,
      "CPU of all host tool calls together, as cpu.max: 'QUOTA_US PERIOD_US' (the default is "
      "one CPU) or 'max'"},
+    {"coordinatord", "max_execs_per_sandbox", CONF_INT, offsetof(CoordConf, max_execs_per_sandbox),
+     "16", 1, 4096,
+     "the sandbox API (POST /sandboxes/{id}/exec): execs one sandbox may have running at once, "
+     "background ones included; a further one gets 429 too_many_execs"},
+    {"coordinatord", "exec_stdin_max", CONF_SIZE, offsetof(CoordConf, exec_stdin_max), "1M", 0,
+     64 << 20,
+     "the sandbox API: most stdin bytes of one exec (the request's stdin, or what a WebSocket "
+     "sends); past it 413 stdin_too_large"},
+    {"coordinatord", "exec_timeout_max_ms", CONF_INT, offsetof(CoordConf, exec_timeout_max_ms),
+     "7200000", 1000, 86400000LL * 7,
+     "the sandbox API: longest timeoutMs of an exec, and the timeout of one that gives none "
+     "(then its exec cgroup is killed, reason timeout)"},
 };
 const size_t coord_conf_n_items = ELEMENTSOF(coord_conf_items);
 

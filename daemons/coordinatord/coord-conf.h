@@ -65,7 +65,10 @@ typedef struct CoordConf {
 	ToolCgroup tool_cgroup;		   /* required | auto | off */
 	char *tool_cgroup_parent;	   /* "" = our own cgroup */
 	int64_t tool_memory_max, tool_pids_max;
-	char *tool_cpu_max; /* cpu.max of the tools' cgroup */
+	char *tool_cpu_max;	       /* cpu.max of the tools' cgroup */
+	int64_t max_execs_per_sandbox; /* the sandbox API: execs running at once per sandbox */
+	int64_t exec_stdin_max;	       /* ... stdin bytes of one exec */
+	int64_t exec_timeout_max_ms;   /* ... longest timeoutMs; also the default */
 
 	/* derived by coord_conf_load(), not keys */
 	int64_t tool_cpu_quota_us, tool_cpu_period_us; /* parsed from tool_cpu_max */

@@ -864,6 +864,10 @@ MSG_HANDLER(dispatch_run_finish, RUN_FINISH, handle_run_finish)
 MSG_HANDLER(dispatch_bridge_call, BRIDGE_CALL, handle_bridge_call)
 MSG_HANDLER(dispatch_thread_file, THREAD_FILE, handle_thread_file)
 MSG_HANDLER(dispatch_thread_list, THREAD_LIST, handle_thread_list)
+MSG_HANDLER(dispatch_sbx_exec, SBX_EXEC, handle_sbx_exec)
+MSG_HANDLER(dispatch_sbx_exec_input, SBX_EXEC_INPUT, handle_sbx_exec_input)
+MSG_HANDLER(dispatch_sbx_exec_kill, SBX_EXEC_KILL, handle_sbx_exec_kill)
+MSG_HANDLER(dispatch_sbx_exec_list, SBX_EXEC_LIST, handle_sbx_exec_list)
 
 static const PeerHandler client_handlers[_MSG_TYPE_MAX] = {
     [MSG_RUN_START] = dispatch_run_start,
@@ -883,6 +887,10 @@ static const PeerHandler client_handlers[_MSG_TYPE_MAX] = {
     [MSG_BRIDGE_CALL] = dispatch_bridge_call,
     [MSG_THREAD_FILE] = dispatch_thread_file,
     [MSG_THREAD_LIST] = dispatch_thread_list,
+    [MSG_SBX_EXEC] = dispatch_sbx_exec,
+    [MSG_SBX_EXEC_INPUT] = dispatch_sbx_exec_input,
+    [MSG_SBX_EXEC_KILL] = dispatch_sbx_exec_kill,
+    [MSG_SBX_EXEC_LIST] = dispatch_sbx_exec_list,
 };
 
 static void
@@ -892,6 +900,7 @@ client_closed(Peer *p, int err, void *ud)
 	Coordinator *c = cl->c;
 
 	log_debug("routerd connection closed");
+	sbx_exec_client_gone(c, cl);
 	for (Watch **pp = &c->watches; *pp;) {
 		if ((*pp)->client == cl) {
 			Watch *w = *pp;
@@ -1038,6 +1047,7 @@ coordinator_free(Coordinator *c)
 	replicate_teardown(c); /* what waits for JetStream is dropped, not acknowledged */
 	while (c->runs)
 		run_free(c->runs);
+	sbx_exec_free_all(c);
 	while (c->clients) {
 		Client *cl = c->clients;
 		c->clients = cl->next;

@@ -41,6 +41,7 @@ typedef struct Client Client;
 typedef struct Run Run;
 typedef struct Harness Harness;
 typedef struct Adapter Adapter;
+typedef struct SbxExec SbxExec;
 
 struct Client {
 	Client *next;
@@ -259,6 +260,7 @@ struct Coordinator {
 	Client *clients;
 	Watch *watches;
 	Run *runs;
+	SbxExec *sbx_execs; /* the sandbox API's execs (sandbox-exec.c) */
 	/* Undo what the driver attached to a run (bridge, sandbox, listeners, a
 	 * RUN_CANCEL waiting), from run_free(); coordinator_new() sets it to
 	 * driver_run_teardown. NULL: nothing to undo. */
@@ -457,6 +459,20 @@ int handle_bridge_call(Peer *p, const Frame *f, const Msg_BRIDGE_CALL *m, void *
 
 /* files.c */
 int handle_thread_file(Peer *p, const Frame *f, const Msg_THREAD_FILE *m, void *ud);
+
+/* sandbox-exec.c: the sandbox API's execs (not runs: no run log). */
+int handle_sbx_exec(Peer *p, const Frame *f, const Msg_SBX_EXEC *m, void *ud);
+int handle_sbx_exec_input(Peer *p, const Frame *f, const Msg_SBX_EXEC_INPUT *m, void *ud);
+int handle_sbx_exec_kill(Peer *p, const Frame *f, const Msg_SBX_EXEC_KILL *m, void *ud);
+int handle_sbx_exec_list(Peer *p, const Frame *f, const Msg_SBX_EXEC_LIST *m, void *ud);
+/* The shim's pushes of an exec that is no run's: true when it was one of these. */
+bool sbx_exec_output(Coordinator *c, const Msg_EXEC_OUTPUT *m);
+bool sbx_exec_exit(Coordinator *c, const Msg_EXEC_EXIT *m);
+/* routerd's connection cl is gone: its foreground execs are killed. */
+void sbx_exec_client_gone(Coordinator *c, Client *cl);
+/* The shim connection is lost: every running exec ends "lost". */
+void sbx_exec_shim_lost(Coordinator *c);
+void sbx_exec_free_all(Coordinator *c);
 
 /* snapshots.c: SNAPSHOT_CREATE and SNAPSHOT_RESTORE, relayed to the shim. */
 int handle_snapshot_create(Peer *p, const Frame *f, const Msg_SNAPSHOT_CREATE *m, void *ud);

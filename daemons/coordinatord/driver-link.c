@@ -291,6 +291,7 @@ shim_closed(Peer *p, int err, void *ud)
 			cancel_finish(run);
 		}
 	}
+	sbx_exec_shim_lost(c);
 	c->shim = NULL;
 	peer_link_lost(c->shim_link, !c->stopping);
 }

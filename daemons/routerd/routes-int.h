@@ -32,6 +32,13 @@ void route_metrics(HttpConn *c, Route *rt);
 void route_thread_runs(HttpConn *c, Route *rt);
 void route_snapshot_create(HttpConn *c, Route *rt);
 void route_snapshot_restore(HttpConn *c, Route *rt);
+/* routes-sandbox.c: /sandboxes/{id}/exec (POST: NDJSON, GET: WebSocket),
+ * /sandboxes/{id}/processes, /sandboxes/{id}/processes/{pid}/kill */
+void route_sbx_exec(HttpConn *c, Route *rt);
+void route_sbx_processes(HttpConn *c, Route *rt);
+void route_sbx_kill(HttpConn *c, Route *rt);
+/* Router.sbx_push and .sbx_lost */
+void routes_sandbox_attach(Router *r);
 /* routes-bridge.c: kind "bridge" or "tool_exec" */
 void route_bridge(HttpConn *c, Route *rt, const char *kind);
 /* Everything served on the bridge socket (HttpConn.bridge). */

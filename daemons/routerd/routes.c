@@ -221,6 +221,12 @@ static const struct {
     {"overloaded", 503, "overloaded"},
     {"shim_unavailable", 503, "unavailable"},
     {"no_space", 507, "no_space"},
+    /* the sandbox API's execs (coordinatord's sandbox-exec.c) */
+    {"process_not_found", 404, "process_not_found"},
+    {"stdin_too_large", 413, "stdin_too_large"},
+    {"too_many_execs", 429, "too_many_execs"},
+    {"sandbox_error", 500, "sandbox_error"},
+    {"not_supported_in_cluster", 501, "not_supported_in_cluster"},
     /* cluster mode (coordinatord's placement.c, replicate.c) */
     {"not_owner", 409, "not_owner"},
     {"cluster_unavailable", 503, "unavailable"},
@@ -774,6 +780,7 @@ routes_conn_free(HttpConn *c)
 	c->stream_start = stream_start_free(c->stream_start);
 	chat_start_free(c);
 	ds_read_free(c);
+	sbx_conn_free(c);
 	c->tail = tail_free(c->tail);
 }
 
@@ -996,7 +1003,7 @@ typedef struct RouteDef {
 	unsigned methods;  /* 1 << HTTP_*; 0: the handler checks the method */
 	const char *allow; /* the Allow header of a 405 */
 	RouteAuth auth;
-	bool file_body;			    /* a PUT may carry max_file_body bytes, not max_body */
+	unsigned big_body; /* 1 << HTTP_*: these may carry max_file_body bytes, not max_body */
 	void (*fn)(HttpConn *c, Route *rt); /* NULL: 404 (a family's unknown paths) */
 } RouteDef;
 
@@ -1049,26 +1056,30 @@ route_ui_files(HttpConn *c, Route *rt)
 /* Every public route (API.md), matched in order; the first whose pattern
  * matches the path decides authentication, methods and body limit. */
 static const RouteDef route_table[] = {
-    {"ui/**", 0, NULL, AUTH_NONE, false, route_ui_files},
-    {"healthz", M(GET), "GET", AUTH_NONE, false, route_healthz},
-    {"readyz", M(GET), "GET", AUTH_TOKEN, false, route_readyz},
-    {"metrics", M(GET), "GET", AUTH_TOKEN, false, route_metrics},
-    {"threads", 0, NULL, AUTH_TOKEN, false, route_threads_list},
-    {"chat", 0, NULL, AUTH_CHAT, false, route_chat_any},
-    {"runs", M(POST), "POST", AUTH_TOKEN, false, route_runs_post},
-    {"runs/*", M(GET), "GET", AUTH_TOKEN, false, route_run_get},
-    {"runs/*/stream", M(GET), "GET", AUTH_STREAM, false, route_run_stream},
-    {"runs/*/cancel", M(POST), "POST", AUTH_TOKEN, false, route_run_cancel},
-    {"threads/*/runs", M(GET), "GET", AUTH_TOKEN, false, route_thread_runs},
-    {"threads/*/snapshots", M(POST), "POST", AUTH_TOKEN, false, route_snapshot_create},
-    {"threads/*/restore", M(POST), "POST", AUTH_TOKEN, false, route_snapshot_restore},
+    {"ui/**", 0, NULL, AUTH_NONE, 0, route_ui_files},
+    {"healthz", M(GET), "GET", AUTH_NONE, 0, route_healthz},
+    {"readyz", M(GET), "GET", AUTH_TOKEN, 0, route_readyz},
+    {"metrics", M(GET), "GET", AUTH_TOKEN, 0, route_metrics},
+    {"threads", 0, NULL, AUTH_TOKEN, 0, route_threads_list},
+    {"chat", 0, NULL, AUTH_CHAT, 0, route_chat_any},
+    {"runs", M(POST), "POST", AUTH_TOKEN, 0, route_runs_post},
+    {"runs/*", M(GET), "GET", AUTH_TOKEN, 0, route_run_get},
+    {"runs/*/stream", M(GET), "GET", AUTH_STREAM, 0, route_run_stream},
+    {"runs/*/cancel", M(POST), "POST", AUTH_TOKEN, 0, route_run_cancel},
+    {"threads/*/runs", M(GET), "GET", AUTH_TOKEN, 0, route_thread_runs},
+    {"threads/*/snapshots", M(POST), "POST", AUTH_TOKEN, 0, route_snapshot_create},
+    {"threads/*/restore", M(POST), "POST", AUTH_TOKEN, 0, route_snapshot_restore},
     /* the path after "files" is Route.rest (route_split), not segments */
-    {"threads/*/files", 0, NULL, AUTH_TOKEN, true, route_files_any},
-    {"ds/v1/threads/*/runs/*", M(GET) | M(HEAD), "GET, HEAD", AUTH_TOKEN, false, route_ds_read},
-    {"_bridge/*", M(POST), "POST", AUTH_RUN, false, route_bridge_call},
-    {"tool-exec/*", M(POST), "POST", AUTH_RUN, false, route_bridge_call},
-    {"_bridge/**", 0, NULL, AUTH_RUN, false, NULL},
-    {"tool-exec/**", 0, NULL, AUTH_RUN, false, NULL},
+    {"threads/*/files", 0, NULL, AUTH_TOKEN, M(PUT), route_files_any},
+    {"ds/v1/threads/*/runs/*", M(GET) | M(HEAD), "GET, HEAD", AUTH_TOKEN, 0, route_ds_read},
+    /* the sandbox API (routes-sandbox.c): a sandbox id is a thread id */
+    {"sandboxes/*/exec", M(GET) | M(POST), "GET, POST", AUTH_CHAT, M(POST), route_sbx_exec},
+    {"sandboxes/*/processes", M(GET), "GET", AUTH_TOKEN, 0, route_sbx_processes},
+    {"sandboxes/*/processes/*/kill", M(POST), "POST", AUTH_TOKEN, 0, route_sbx_kill},
+    {"_bridge/*", M(POST), "POST", AUTH_RUN, 0, route_bridge_call},
+    {"tool-exec/*", M(POST), "POST", AUTH_RUN, 0, route_bridge_call},
+    {"_bridge/**", 0, NULL, AUTH_RUN, 0, NULL},
+    {"tool-exec/**", 0, NULL, AUTH_RUN, 0, NULL},
 };
 
 #undef M
@@ -1105,10 +1116,10 @@ routes_file_body(const char *url, size_t len, int method)
 	_cleanup_(route_done) Route rt = {0};
 	const RouteDef *d;
 
-	if (method != HTTP_PUT || route_split(url, len, &rt, NULL) < 0)
+	if ((method != HTTP_PUT && method != HTTP_POST) || route_split(url, len, &rt, NULL) < 0)
 		return false;
 	d = route_find(&rt);
-	return d && d->file_body;
+	return d && (d->big_body & (1u << method));
 }
 
 static bool
@@ -1184,4 +1195,5 @@ routes_attach(Router *r)
 {
 	r->on_request = routes_dispatch;
 	r->on_conn_free = routes_conn_free;
+	routes_sandbox_attach(r);
 }
