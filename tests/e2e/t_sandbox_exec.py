@@ -206,6 +206,21 @@ def test_closing_the_connection_kills_a_foreground_exec(s):
     assert poll(lambda: "sleep 1005" not in proc_cmdlines(s, "t-x6"), 10)
 
 
+def test_a_reader_that_does_not_read_loses_its_exec(s):
+    # routerd buffers at most ws_max_queue (1M) for the reader, then drops the
+    # stream and kills the exec: nothing grows without bound
+    c, r = exec_open(s, "t-x6b", {"command": "exec yes 1009-output-line"})
+    assert r.status == 200
+    pid = json.loads(r.readline())["pid"]
+    try:
+        assert poll(lambda: pid not in processes(s, "t-x6b"), 20)
+        assert poll(lambda: "1009-output-line" not in proc_cmdlines(s, "t-x6b"), 10)
+        assert "exec reader too slow" in s.log("routerd")
+    finally:
+        r.close()
+        c.close()
+
+
 def test_too_many_execs_and_scopes(s):
     pids = []
     for _ in range(3):
