@@ -472,6 +472,8 @@ bool sbx_exec_exit(Coordinator *c, const Msg_EXEC_EXIT *m);
 void sbx_exec_client_gone(Coordinator *c, Client *cl);
 /* The shim connection is lost: every running exec ends "lost". */
 void sbx_exec_shim_lost(Coordinator *c);
+/* The shim said HELLO: kill the execs it lists as ours that nobody here knows. */
+void sbx_exec_shim_ready(Coordinator *c);
 void sbx_exec_free_all(Coordinator *c);
 
 /* snapshots.c: SNAPSHOT_CREATE and SNAPSHOT_RESTORE, relayed to the shim. */

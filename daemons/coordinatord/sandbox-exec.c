@@ -22,7 +22,9 @@
  * routerd's connection lost: its foreground execs are killed (SIGKILL, the
  * exec cgroup), background ones run on. The shim lost: every exec here ends
  * "lost" (the shim is not asked to re-attach them). coordinatord restarted:
- * nothing here survives; what ran keeps running until its timeout.
+ * nothing here survives. Either way, once the shim (again) said HELLO, every
+ * exec it lists as ours (run_id "sbx:…") that is not running here is killed:
+ * nothing a lost stream started runs on.
  *
  * Layer: the driver's (driver-int.h); coordinator.c calls the handlers,
  * driver-output.c hands over the shim's pushes of execs that are no run's,
@@ -45,6 +47,11 @@
 #include "log.h"
 #include "macro.h"
 #include "strv.h"
+
+/* The run_id of these execs in the shim ("sbx:<thread id>"): no run has it
+ * (run ids are uuids), and a coordinatord that does not know such an exec
+ * kills it (sbx_exec_shim_ready). */
+#define SBX_RUN_PREFIX "sbx:"
 
 /* Ended background execs kept per thread for SBX_EXEC_LIST. */
 #define SBX_EXEC_MAX_ENDED 16
@@ -280,8 +287,11 @@ sbx_ensured(Peer *p, int err, const msgpack_object *body, void *ud)
 		sbx_fail(x, -ECANCELED, NULL, "killed before it started");
 		return;
 	}
+	char rid[sizeof(SBX_RUN_PREFIX) + THREAD_ID_MAX];
+	snprintf(rid, sizeof(rid), SBX_RUN_PREFIX "%s", x->thread_id);
 	Msg_EXEC_START m2 = {
 	    .sandbox_id = x->sandbox_id,
+	    .run_id = rid,
 	    .argv = x->argv,
 	    .env = x->env,
 	    .cwd = x->cwd,
@@ -362,7 +372,8 @@ sbx_exec_problem(Coordinator *c, const Msg_SBX_EXEC *m, const char **ret_reason)
 		return "give argv or command, not both";
 	if (m->argv && (!m->argv[0] || !m->argv[0][0]))
 		return "argv must be a non-empty array whose first item is not empty";
-	if (m->has_timeout_ms && (m->timeout_ms <= 0 || m->timeout_ms > c->conf.exec_timeout_max_ms))
+	if (m->has_timeout_ms &&
+	    (m->timeout_ms <= 0 || m->timeout_ms > c->conf.exec_timeout_max_ms))
 		return "timeoutMs must be > 0 and at most coordinatord.exec_timeout_max_ms";
 	*ret_reason = "not_supported_in_cluster";
 	if (c->cluster)
@@ -620,6 +631,42 @@ sbx_exec_shim_lost(Coordinator *c)
 			sbx_end(x, -1, 0, "lost");
 		/* ENSURING/STARTING: their calls fail with -ECONNRESET */
 	}
+}
+
+static void
+sbx_listed(Peer *p, int err, const msgpack_object *body, void *ud)
+{
+	Coordinator *c = ud;
+	const msgpack_object *execs = body ? mp_map_get(body, "execs") : NULL;
+	size_t killed = 0;
+
+	if (err < 0 || !execs || execs->type != MSGPACK_OBJECT_ARRAY)
+		return;
+	for (uint32_t i = 0; i < execs->via.array.size; i++) {
+		const msgpack_object *e = &execs->via.array.ptr[i];
+		const msgpack_object *id = mp_map_get(e, "exec_id"), *rid = mp_map_get(e, "run_id");
+		const msgpack_object *running = mp_map_get(e, "running");
+		if (!id || id->type != MSGPACK_OBJECT_POSITIVE_INTEGER || !rid ||
+		    rid->type != MSGPACK_OBJECT_STR || rid->via.str.size < STRLEN(SBX_RUN_PREFIX) ||
+		    memcmp(rid->via.str.ptr, SBX_RUN_PREFIX, STRLEN(SBX_RUN_PREFIX)) != 0 ||
+		    (running && running->type == MSGPACK_OBJECT_BOOLEAN && !running->via.boolean) ||
+		    sbx_find_exec(c, id->via.u64))
+			continue;
+		if (sbx_kill_exec(c, id->via.u64, SIGKILL) >= 0)
+			killed++;
+	}
+	if (killed > 0)
+		log_notice("Killed %zu sandbox exec(s) nobody here knows (left by an earlier "
+			   "coordinatord or connection)",
+			   killed);
+}
+
+void
+sbx_exec_shim_ready(Coordinator *c)
+{
+	/* Sent before any EXEC_START of this connection: the list holds only
+	 * execs started before, none of which is ours any more. */
+	(void)msg_call_EXEC_LIST(c->shim, &(Msg_EXEC_LIST){}, SHIM_CALL_TIMEOUT, sbx_listed, c);
 }
 
 void

@@ -45,7 +45,7 @@ typedef struct SbxStream {
 	bool ws;
 	bool started; /* the WebSocket's start body was sent */
 	bool background;
-	bool ended; /* the exit was sent (or the stream failed): nothing to kill */
+	bool ended;	  /* the exit was sent (or the stream failed): nothing to kill */
 	char carry[3][4]; /* [1] stdout, [2] stderr: an unfinished UTF-8 sequence */
 	size_t carry_len[3];
 } SbxStream;
@@ -108,7 +108,8 @@ sbx_send(SbxStream *s, json_t *j)
 	json_decref(j);
 	if (!text)
 		return -ENOMEM;
-	k = s->ws ? ws_send_text(s->c, text, strlen(text)) : sse_send_line(s->c, text, strlen(text));
+	k = s->ws ? ws_send_text(s->c, text, strlen(text))
+		  : sse_send_line(s->c, text, strlen(text));
 	if (k >= 0 && http_conn_output_pending(s->c) > (size_t)s->router->conf->ws_max_queue)
 		return -ENOBUFS;
 	return k;
@@ -539,8 +540,8 @@ route_sbx_processes(HttpConn *c, Route *rt)
 {
 	if (!routes_path_thread_id(c, rt->seg[1]))
 		return;
-	if (COORD_CALL(c->router, SBX_EXEC_LIST,
-		       &((Msg_SBX_EXEC_LIST){.thread_id = rt->seg[1]}), list_reply, c) < 0)
+	if (COORD_CALL(c->router, SBX_EXEC_LIST, &((Msg_SBX_EXEC_LIST){.thread_id = rt->seg[1]}),
+		       list_reply, c) < 0)
 		routes_unavailable(c);
 }
 
@@ -578,10 +579,8 @@ route_sbx_kill(HttpConn *c, Route *rt)
 		return;
 	}
 	if (COORD_CALL(c->router, SBX_EXEC_KILL,
-		       &((Msg_SBX_EXEC_KILL){.thread_id = rt->seg[1],
-					     .pid = pid,
-					     .has_pid = true,
-					     .signal = sig}),
+		       &((Msg_SBX_EXEC_KILL){
+			   .thread_id = rt->seg[1], .pid = pid, .has_pid = true, .signal = sig}),
 		       kill_reply, c) < 0)
 		routes_unavailable(c);
 }

@@ -166,7 +166,8 @@ parse_body(const json_t *body, bool allow_stdin, SbxExecReq *r, const char **why
 	if (bg && !json_is_boolean(bg))
 		return *why = "background must be a boolean", -EINVAL;
 	r->background = json_is_true(bg);
-	if (!allow_stdin && (json_object_get(body, "stdin") || json_object_get(body, "stdinBase64")))
+	if (!allow_stdin &&
+	    (json_object_get(body, "stdin") || json_object_get(body, "stdinBase64")))
 		return *why = "stdin comes as messages on a WebSocket, not in the start body",
 		       -EINVAL;
 	return parse_stdin(body, r, why);
@@ -192,10 +193,9 @@ static const struct {
 	const char *name;
 	int sig;
 } signals[] = {
-    {"HUP", SIGHUP},   {"INT", SIGINT},   {"QUIT", SIGQUIT}, {"KILL", SIGKILL},
-    {"USR1", SIGUSR1}, {"USR2", SIGUSR2}, {"PIPE", SIGPIPE}, {"ALRM", SIGALRM},
-    {"TERM", SIGTERM}, {"CONT", SIGCONT}, {"STOP", SIGSTOP}, {"TSTP", SIGTSTP},
-    {"WINCH", SIGWINCH},
+    {"HUP", SIGHUP},   {"INT", SIGINT},	  {"QUIT", SIGQUIT},   {"KILL", SIGKILL}, {"USR1", SIGUSR1},
+    {"USR2", SIGUSR2}, {"PIPE", SIGPIPE}, {"ALRM", SIGALRM},   {"TERM", SIGTERM}, {"CONT", SIGCONT},
+    {"STOP", SIGSTOP}, {"TSTP", SIGTSTP}, {"WINCH", SIGWINCH},
 };
 
 int

@@ -12,11 +12,11 @@
 #include <stdint.h>
 
 typedef struct SbxExecReq {
-	char **argv;	   /* NULL-terminated, or NULL when command is given */
-	char *command;	   /* or NULL */
-	char *cwd;	   /* or NULL (the default, /workspace) */
-	char **env;	   /* "K=V" items, NULL when none */
-	char *stdin_data;  /* the stdin bytes (stdin or stdinBase64), or NULL */
+	char **argv;	  /* NULL-terminated, or NULL when command is given */
+	char *command;	  /* or NULL */
+	char *cwd;	  /* or NULL (the default, /workspace) */
+	char **env;	  /* "K=V" items, NULL when none */
+	char *stdin_data; /* the stdin bytes (stdin or stdinBase64), or NULL */
 	size_t stdin_len;
 	bool has_stdin;
 	int64_t timeout_ms; /* 0: none given */
@@ -27,8 +27,7 @@ typedef struct SbxExecReq {
  * stdin/stdinBase64 may be given (not in a WebSocket's first message). 0, or
  * -EINVAL with the reason in *ret_why (static text), or -ENOMEM. On error
  * *ret holds nothing. */
-int sbx_exec_req_parse(const json_t *body, bool allow_stdin, SbxExecReq *ret,
-		       const char **ret_why);
+int sbx_exec_req_parse(const json_t *body, bool allow_stdin, SbxExecReq *ret, const char **ret_why);
 void sbx_exec_req_done(SbxExecReq *r);
 
 /* A signal as "SIGTERM", "TERM", "15" (a JSON number is given as its decimal

@@ -335,3 +335,45 @@ async def _leave_early(s, script):
     uri = f"ws://127.0.0.1:{s.port}/sandboxes/t-x9/exec"
     async with websockets.connect(uri, extra_headers=H) as ws:
         return await script(ws)  # closed by the context manager before the exit
+
+
+def test_coordinatord_restart_kills_what_nobody_knows(s):
+    # a background exec outlives its request, not the coordinatord that
+    # started it: a new one (which re-attaches runs, not these) kills it
+    st, js = s.http("POST", "/sandboxes/t-x10/exec",
+                    {"argv": ["sleep", "1010"], "background": True}, headers=H)
+    assert st == 202, (st, js)
+    assert poll(lambda: "sleep 1010" in proc_cmdlines(s, "t-x10"), 10)
+    s.kill("coordinatord")
+    s.start_daemon("coordinatord")
+    assert poll(lambda: s.http("GET", "/readyz", headers=H)[0] == 200, 15)
+    assert poll(lambda: "sleep 1010" not in proc_cmdlines(s, "t-x10"), 10)
+    assert js["pid"] not in processes(s, "t-x10")
+    assert "Killed 1 sandbox exec(s) nobody here knows" in s.log("coordinatord")
+
+
+def test_websocket_token_as_subprotocol_and_scope(s):
+    # a browser's WebSocket sends the token as "bearer.<b64url>" beside "runwarden"
+    def b64(tok):
+        return base64.urlsafe_b64encode(tok.encode()).decode().rstrip("=")
+
+    async def go(thread, tok):
+        uri = f"ws://127.0.0.1:{s.port}/sandboxes/{thread}/exec"
+        async with websockets.connect(uri, subprotocols=["runwarden", "bearer." + b64(tok)]) as ws:
+            assert ws.subprotocol == "runwarden", ws.subprotocol
+            await ws.send(json.dumps({"argv": ["echo", "via-subprotocol"]}))
+            msgs = []
+            try:
+                while True:
+                    msgs.append(json.loads(await ws.recv()))
+            except websockets.ConnectionClosed:
+                return msgs, ws.close_code
+
+    msgs, code = asyncio.run(asyncio.wait_for(go("sx-ws", SCOPED), 20))
+    assert code == 1000 and output(msgs) == b"via-subprotocol\n", msgs
+    for thread, tok, status in (("t-ws", SCOPED, 403), ("sx-ws", "wrong", 401)):
+        try:
+            asyncio.run(asyncio.wait_for(go(thread, tok), 20))
+            raise AssertionError("the upgrade was accepted")
+        except websockets.InvalidStatusCode as e:
+            assert e.status_code == status, (thread, e)

@@ -37,10 +37,11 @@ test_argv_env_cwd(void **state)
 	SbxExecReq r;
 	const char *why = NULL;
 
-	assert_int_equal(parse("{\"argv\":[\"ls\",\"-l\",\"\"],\"cwd\":\"sub\",\"env\":{\"A\":\"1\","
-			       "\"B\":\"x=y\"},\"timeoutMs\":500,\"background\":true}",
-			       true, &r, &why),
-			 0);
+	assert_int_equal(
+	    parse("{\"argv\":[\"ls\",\"-l\",\"\"],\"cwd\":\"sub\",\"env\":{\"A\":\"1\","
+		  "\"B\":\"x=y\"},\"timeoutMs\":500,\"background\":true}",
+		  true, &r, &why),
+	    0);
 	assert_string_equal(r.argv[0], "ls");
 	assert_string_equal(r.argv[2], "");
 	assert_null(r.argv[3]);
