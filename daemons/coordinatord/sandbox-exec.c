@@ -251,6 +251,10 @@ sbx_started(Peer *p, int err, const msgpack_object *body, void *ud)
 	if (x->start)
 		(void)reply_deferred_SBX_EXEC(TAKE_PTR(x->start),
 					      &(Reply_SBX_EXEC){.pid = x->exec_id});
+	/* a background exec without stdin_open (POST …/exec: 202) has no stream:
+	 * its output goes nowhere, its end to the list */
+	if (x->background && !x->stdin_open)
+		x->client = NULL;
 	if (x->kill_signal > 0)
 		(void)sbx_kill_exec(x->c, x->exec_id, x->kill_signal);
 	else if (!x->client && !x->background)
