@@ -122,7 +122,7 @@ const ConfItem coord_conf_items[] = {
      "the sandbox API (POST /sandboxes/{id}/exec): execs one sandbox may have running at once, "
      "background ones included; a further one gets 429 too_many_execs"},
     {"coordinatord", "exec_stdin_max", CONF_SIZE, offsetof(CoordConf, exec_stdin_max), "1M", 0,
-     64 << 20,
+     4 << 20,
      "the sandbox API: most stdin bytes of one exec (the request's stdin, or what a WebSocket "
      "sends); past it 413 stdin_too_large"},
     {"coordinatord", "exec_timeout_max_ms", CONF_INT, offsetof(CoordConf, exec_timeout_max_ms),

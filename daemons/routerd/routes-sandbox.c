@@ -433,6 +433,24 @@ sbx_ws_start(SbxStream *s, const uint8_t *data, size_t len)
 	}
 }
 
+/* A refused SBX_EXEC_INPUT (over exec_stdin_max, the exec gone) is told to
+ * the client as an error message; the exec goes on (its stdin stays open). */
+static void
+input_reply(Peer *p, int err, const msgpack_object *body, void *userdata)
+{
+	SbxStream *s = userdata;
+	char buf[PEER_REASON_MAX];
+	const char *reason = err < 0 && body ? peer_error_reason(body, buf) : NULL;
+
+	if (err >= 0 || s->ended)
+		return;
+	(void)sbx_send(s, json_pack("{s:s, s:s, s:s}", "type", "error", "code",
+				    reason ? reason : "unavailable", "error",
+				    reason && streq(reason, "stdin_too_large")
+					? "stdin is over execStdinMaxBytes: dropped"
+					: "stdin could not be delivered"));
+}
+
 static void
 sbx_input(SbxStream *s, const void *data, size_t len, bool eof)
 {
@@ -444,7 +462,7 @@ sbx_input(SbxStream *s, const void *data, size_t len, bool eof)
 						.has_data = len > 0,
 						.eof = eof,
 						.has_eof = eof}),
-			 NULL, NULL);
+			 input_reply, s);
 }
 
 /* A text message after the start: {"type":"stdin"|"eof"|"kill"}. */

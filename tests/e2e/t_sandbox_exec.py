@@ -315,6 +315,20 @@ def test_websocket_duplex(s):
     e, code = ws_exec(s, "t-x9", kill)
     assert (e["signal"], e["reason"]) in ((15, "signal"), (15, "killed")), e
 
+    async def too_much(ws):
+        await ws.send(json.dumps({"command": "wc -c"}))
+        assert json.loads(await ws.recv())["type"] == "started"
+        await ws.send(b"a" * 40000)
+        await ws.send(b"b" * 40000)  # 80000 in all: over exec_stdin_max (64K)
+        err = json.loads(await ws.recv())
+        await ws.send(json.dumps({"type": "eof"}))
+        out = json.loads(await ws.recv())
+        return err, out, json.loads(await ws.recv())
+
+    (err, out, e), code = ws_exec(s, "t-x9", too_much)
+    assert (err["type"], err["code"]) == ("error", "stdin_too_large"), err
+    assert out["data"].strip() == "40000" and e["exitCode"] == 0, (out, e)
+
     async def bad(ws):
         await ws.send(b"\x00binary first")
         return None
