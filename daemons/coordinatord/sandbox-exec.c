@@ -411,8 +411,11 @@ handle_sbx_exec(Peer *p, const Frame *f, const Msg_SBX_EXEC *m, void *ud)
 					reason, why);
 		return 0;
 	}
-	if (!request_shim_ready(p, f, c, "shim_unavailable"))
+	if (!peer_is_ready(c->shim)) {
+		peer_reply_error_reason(p, f->req_id, -ECONNRESET, "shim_unavailable",
+					"containerd-shim unavailable");
 		return 0;
+	}
 	x = calloc(1, sizeof(*x));
 	if (!x)
 		return -ENOMEM;

@@ -154,6 +154,19 @@ def test_cwd_and_env(s):
         errors="replace")
 
 
+def test_utf8_split_across_chunks_stays_text(s):
+    # one character written in two halves, apart: its first byte waits for
+    # the second, and every line is text
+    st, objs = run_exec(s, "t-x4b", {"command": "printf 'a\\303'; sleep 0.5; printf '\\251b'"})
+    assert exit_of(objs)["exitCode"] == 0, objs
+    assert not any("dataBase64" in o for o in objs), objs
+    assert output(objs) == "a\u00e9b".encode(), objs
+    assert [o["data"] for o in objs if o["type"] == "stdout"] == ["a", "\u00e9b"], objs
+    # a lone half at the end is no text: base64
+    st, objs = run_exec(s, "t-x4b", {"command": "printf 'z\\303'"})
+    assert output(objs) == b"z\xc3", objs
+
+
 def test_stdin_from_the_body_and_its_cap(s):
     st, objs = run_exec(s, "t-x4", {"argv": ["cat"], "stdin": "line one\nline two\n"})
     assert output(objs) == b"line one\nline two\n", objs
