@@ -124,7 +124,7 @@ const ConfItem coord_conf_items[] = {
     {"coordinatord", "exec_stdin_max", CONF_SIZE, offsetof(CoordConf, exec_stdin_max), "1M", 0,
      4 << 20,
      "the sandbox API: most stdin bytes of one exec (the request's stdin, or what a WebSocket "
-     "sends); past it 413 stdin_too_large"},
+     "sends); past it 413 stdin_too_large; at most half of runwarden.max_frame"},
     {"coordinatord", "exec_timeout_max_ms", CONF_INT, offsetof(CoordConf, exec_timeout_max_ms),
      "7200000", 1000, 86400000LL * 7,
      "the sandbox API: longest timeoutMs of an exec, and the timeout of one that gives none "
@@ -168,6 +168,12 @@ coord_conf_load(const DaemonArgs *a, CoordConf *c, HarnessSet *harnesses)
 		    " escapes to more than a quarter of runwarden.max_frame (%" PRId64
 		    "); at most %zu",
 		    c->output_chunk_max, c->shared.max_frame, (c->event_max - 1024) / 6);
+	/* an exec's stdin travels whole in one SBX_EXEC and one EXEC_START */
+	if (c->exec_stdin_max > c->shared.max_frame / 2)
+		return log_error_errno(SYNTHETIC_ERRNO(EINVAL),
+				       "coordinatord.exec_stdin_max: %" PRId64
+				       " is over half of runwarden.max_frame (%" PRId64 ")",
+				       c->exec_stdin_max, c->shared.max_frame);
 	if (c->size_retention_high_water >= c->chunk_high_water)
 		return log_error_errno(SYNTHETIC_ERRNO(EINVAL),
 				       "coordinatord.size_retention_high_water: %" PRId64
