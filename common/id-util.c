@@ -68,6 +68,19 @@ random_token(char out[static RANDOM_TOKEN_LEN + 1])
 	return 0;
 }
 
+int
+random_hex(size_t n, char *out)
+{
+	unsigned char b[64];
+
+	if (n > sizeof(b))
+		return -EINVAL;
+	if (RAND_bytes(b, (int)n) != 1)
+		return -EIO;
+	hex_encode(b, n, out);
+	return 0;
+}
+
 bool
 string_printable(const char *s)
 {

@@ -26,6 +26,10 @@ int uuid_v4(char out[static UUID_STRING_LEN + 1]);
 /* A random bearer token: 256 bits drawn, RANDOM_TOKEN_LEN characters. */
 int random_token(char out[static RANDOM_TOKEN_LEN + 1]);
 
+/* n random bytes (n <= 64) as 2n lowercase hex digits and a NUL (out: 2n + 1
+ * bytes): a capability that must fit a DNS label (a preview's host name). */
+int random_hex(size_t n, char *out);
+
 /* A thread id is 1..THREAD_ID_MAX bytes without C0 control characters or
  * DEL (UTF-8 beyond ASCII is fine). */
 #define THREAD_ID_MAX 256

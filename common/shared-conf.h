@@ -135,3 +135,5 @@ typedef struct SharedConf {
 #define RW_SOCK_SHIM "containerd-shim.sock"
 /* routerd's bridge-only socket: where the shim's bridge forwards lead */
 #define RW_SOCK_BRIDGE "bridge.sock"
+/* the shim's preview socket: routerd's way into a sandbox's loopback ports */
+#define RW_SOCK_PREVIEW "preview.sock"

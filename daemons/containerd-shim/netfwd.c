@@ -151,6 +151,7 @@ typedef struct NsListen {
 	int pidfd;
 	int fd;
 	uint16_t port;
+	bool listen; /* false: only the socket (netfwd_socket_in_netns) */
 	int err;
 } NsListen;
 
@@ -174,6 +175,10 @@ ns_listen_thread(void *arg)
 		a->err = -errno;
 		return NULL;
 	}
+	if (!a->listen) {
+		a->fd = fd;
+		return NULL;
+	}
 	/* A fixed port (re-listen after a shim restart): the dead shim's
 	 * connections may linger on it (FIN_WAIT, TIME_WAIT); they inherit the
 	 * listener's SO_REUSEADDR, so every listener sets it. It still refuses a
@@ -190,21 +195,44 @@ ns_listen_thread(void *arg)
 	return NULL;
 }
 
-int
-netfwd_listen_in_netns(int pidfd, int *ret_fd, uint16_t *ret_port)
+static int
+ns_thread_run(NsListen *a)
 {
-	NsListen a = {.pidfd = pidfd, .fd = -1, .port = *ret_port};
 	pthread_t t;
 	int r;
 
-	r = pthread_create(&t, NULL, ns_listen_thread, &a);
+	r = pthread_create(&t, NULL, ns_listen_thread, a);
 	if (r != 0)
 		return -r;
 	r = pthread_join(t, NULL);
 	if (r != 0)
 		return -r; /* cannot happen: the thread is ours and joinable */
-	if (a.fd < 0)
-		return a.err < 0 ? a.err : -EIO;
+	if (a->fd < 0)
+		return a->err < 0 ? a->err : -EIO;
+	return 0;
+}
+
+int
+netfwd_socket_in_netns(int pidfd, int *ret_fd)
+{
+	NsListen a = {.pidfd = pidfd, .fd = -1};
+	int r = ns_thread_run(&a);
+
+	if (r < 0)
+		return r;
+	*ret_fd = a.fd;
+	return 0;
+}
+
+int
+netfwd_listen_in_netns(int pidfd, int *ret_fd, uint16_t *ret_port)
+{
+	NsListen a = {.pidfd = pidfd, .fd = -1, .port = *ret_port, .listen = true};
+	int r;
+
+	r = ns_thread_run(&a);
+	if (r < 0)
+		return r;
 	*ret_fd = a.fd;
 	*ret_port = a.port;
 	return 0;

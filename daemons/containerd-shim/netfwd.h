@@ -63,6 +63,11 @@ NetFwd *netfwd_free(NetFwd *n);
  * CLOEXEC and non-blocking. */
 int netfwd_listen_in_netns(int pidfd, int *ret_fd, uint16_t *ret_port);
 
+/* A TCP socket (AF_INET, CLOEXEC, non-blocking, not connected) made in the
+ * network namespace of the process behind pidfd: whatever it connects to is
+ * inside the sandbox (the preview server's way in, netpreview.h). */
+int netfwd_socket_in_netns(int pidfd, int *ret_fd);
+
 /* ctx: run_id (required), thread_id and sandbox_id (required); copied.
  * *ret_port: in, the port to bind (0: any; see netfwd_listen_in_netns); out,
  * the port bound.

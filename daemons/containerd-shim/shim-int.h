@@ -22,7 +22,7 @@
  * The one way up is SandboxHooks (below): the sandbox layer reports an init
  * message for an exec, a sandbox's death and a freed slot through Shim.hooks,
  * which shim.c fills in with the handlers of shim-exec.c and shim-capacity.c.
- * The leaf modules (sandbox.h, cgroup.h, snapjob.h, netfwd.h, adopt.h,
+ * The leaf modules (sandbox.h, cgroup.h, snapjob.h, netfwd.h, netpreview.h, adopt.h,
  * shim-files.h …) know nothing of these types.
  *
  * Lifetimes. A Sandbox lives from SANDBOX_ENSURE (or a pool refill) until its
@@ -81,6 +81,7 @@
 #include "macro.h"
 #include "msg.h"
 #include "netfwd.h"
+#include "netpreview.h"
 #include "peer.h"
 #include "peer-server.h"
 #include "quota.h"
@@ -296,6 +297,7 @@ struct Shim {
 	Queued *queue;
 	struct event *idle_timer; /* periodic: sleep_after_ms and evictions for the queue */
 	NetFwd *net;		  /* SANDBOX_FORWARD/PROXY listeners */
+	NetPreview *preview;	  /* $runtime_dir/preview.sock (netpreview.h) */
 	Sandbox *pool;		  /* started ahead, not yet claimed */
 	struct event *pool_ev;	  /* refill, at background priority */
 	unsigned pool_failures;	  /* consecutive pool sandboxes that failed */

@@ -384,6 +384,25 @@ shim_setup_process(const ShimConf *conf)
 	return 0;
 }
 
+/* The preview socket's way to a sandbox (netpreview.h): the running
+ * sandbox whose key is key, compared in full (the id is a hash of it). */
+static int
+preview_resolve(const char *key, int *ret_pidfd, char ret_id[static 17], void *userdata)
+{
+	Shim *s = userdata;
+	char id[17];
+	Sandbox *sb;
+
+	if (shim_sandbox_id(key, strlen(key), id) < 0)
+		return -ENOENT;
+	sb = sandbox_find(s, id);
+	if (!sb || sb->state != SANDBOX_READY || !sb->key || !streq(sb->key, key))
+		return -ENOENT;
+	*ret_pidfd = sb->pidfd;
+	memcpy(ret_id, sb->id, 17);
+	return 0;
+}
+
 /* The paths, the directories, the socket group and the listening socket. */
 static int
 shim_listen(Shim *s)
@@ -445,6 +464,15 @@ shim_listen(Shim *s)
 			    &s->server);
 	if (r < 0)
 		return log_error_errno(r, "Failed to listen on '%s': %m", s->sock_path);
+	{
+		_cleanup_free_ char *path = NULL;
+		if (asprintf(&path, "%s/%s", conf->shared.runtime_dir, RW_SOCK_PREVIEW) < 0)
+			return log_error_errno(SYNTHETIC_ERRNO(ENOMEM), "Out of memory");
+		r = netpreview_new(s->base, path, s->socket_gid >= 0 ? 0660 : 0600, s->socket_gid,
+				   preview_resolve, s, &s->preview);
+		if (r < 0)
+			return log_error_errno(r, "Failed to listen on '%s': %m", path);
+	}
 	return 0;
 }
 
@@ -553,6 +581,7 @@ shim_stop(Shim *s)
 		return;
 	s->stopped = true;
 	s->server = peer_server_free(s->server, true);
+	s->preview = netpreview_free(s->preview, true);
 	if (s->idle_timer)
 		evtimer_del(s->idle_timer);
 	queue_refuse_all(s);
@@ -591,6 +620,7 @@ shim_handover(Shim *s)
 		return;
 	s->stopped = true;
 	s->server = peer_server_free(s->server, false); /* the next shim binds it anew */
+	s->preview = netpreview_free(s->preview, false);
 	queue_refuse_all(s);
 	snapjobs_stop(s->jobs);
 	s->files = shim_files_free(s->files);

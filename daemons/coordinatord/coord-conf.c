@@ -12,6 +12,7 @@
 #include "cgroup.h"
 #include "log.h"
 #include "macro.h"
+#include "strv.h"
 
 /* in the order of their enums (coord-conf.h), which CONF_CHOICE stores as int */
 _Static_assert(sizeof(StallAction) == sizeof(int) && sizeof(Reuse) == sizeof(int) &&
@@ -129,6 +130,21 @@ const ConfItem coord_conf_items[] = {
      "7200000", 1000, 86400000LL * 7,
      "the sandbox API: longest timeoutMs of an exec, and the timeout of one that gives none "
      "(then its exec cgroup is killed, reason timeout)"},
+    {"coordinatord", "sandbox_egress_allow", CONF_WORDS, offsetof(CoordConf, sandbox_egress_allow),
+     "", 0, 0,
+     "host[:port] names (port 443 when none; no IP literals) that PUT "
+     "/sandboxes/{id}/egress may allow a sandbox to reach through its egress proxy; a name "
+     "outside this list is refused 403 egress_forbidden; empty = none (the networkPolicy "
+     "capability is false)",
+     .valid = conf_valid_egress_host,
+     .expected = "expected host names (host or host:port, no IP literals)"},
+    {"coordinatord", "sandbox_egress_allow_private", CONF_WORDS,
+     offsetof(CoordConf, sandbox_egress_allow_private), "", 0, 0,
+     "networks (CIDR) a sandbox's egress proxy may connect to although they are not public "
+     "(as a harness's egress_allow_private); empty = public addresses only",
+     .valid = conf_valid_cidr,
+     .expected = "expected IPv4/IPv6 networks (address/prefix with the host bits zero, e.g. "
+		 "10.0.0.0/8 127.0.0.1/32 fd00::/8)"},
 };
 const size_t coord_conf_n_items = ELEMENTSOF(coord_conf_items);
 
@@ -196,4 +212,7 @@ void
 coord_conf_done(CoordConf *c)
 {
 	conf_free_strings(coord_conf_items, coord_conf_n_items, c);
+	strv_free(c->sandbox_egress_allow);
+	strv_free(c->sandbox_egress_allow_private);
+	c->sandbox_egress_allow = c->sandbox_egress_allow_private = NULL;
 }

@@ -69,6 +69,8 @@ typedef struct CoordConf {
 	int64_t max_execs_per_sandbox; /* the sandbox API: execs running at once per sandbox */
 	int64_t exec_stdin_max;	       /* ... stdin bytes of one exec */
 	int64_t exec_timeout_max_ms;   /* ... longest timeoutMs; also the default */
+	char **sandbox_egress_allow;   /* host[:port] a sandbox's egress may name */
+	char **sandbox_egress_allow_private; /* networks its proxy may reach anyway */
 
 	/* derived by coord_conf_load(), not keys */
 	int64_t tool_cpu_quota_us, tool_cpu_period_us; /* parsed from tool_cpu_max */
@@ -77,6 +79,11 @@ typedef struct CoordConf {
 	int64_t snapshot_wait_ms;
 	size_t event_max; /* largest event text: a quarter of max_frame */
 } CoordConf;
+
+/* harness-conf.c: an egress name, host[:port] (no IP literal); a network
+ * (CIDR, net-addr.h). Also the checks of [coordinatord]'s own lists. */
+bool conf_valid_egress_host(const char *s);
+bool conf_valid_cidr(const char *s);
 
 extern const ConfItem coord_conf_items[];
 extern const size_t coord_conf_n_items;

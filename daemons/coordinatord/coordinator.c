@@ -868,6 +868,7 @@ MSG_HANDLER(dispatch_sbx_exec, SBX_EXEC, handle_sbx_exec)
 MSG_HANDLER(dispatch_sbx_exec_input, SBX_EXEC_INPUT, handle_sbx_exec_input)
 MSG_HANDLER(dispatch_sbx_exec_kill, SBX_EXEC_KILL, handle_sbx_exec_kill)
 MSG_HANDLER(dispatch_sbx_exec_list, SBX_EXEC_LIST, handle_sbx_exec_list)
+MSG_HANDLER(dispatch_sandbox_egress, SANDBOX_EGRESS, handle_sandbox_egress)
 
 static const PeerHandler client_handlers[_MSG_TYPE_MAX] = {
     [MSG_RUN_START] = dispatch_run_start,
@@ -891,6 +892,7 @@ static const PeerHandler client_handlers[_MSG_TYPE_MAX] = {
     [MSG_SBX_EXEC_INPUT] = dispatch_sbx_exec_input,
     [MSG_SBX_EXEC_KILL] = dispatch_sbx_exec_kill,
     [MSG_SBX_EXEC_LIST] = dispatch_sbx_exec_list,
+    [MSG_SANDBOX_EGRESS] = dispatch_sandbox_egress,
 };
 
 static void
@@ -1063,6 +1065,7 @@ coordinator_free(Coordinator *c)
 	bridge_teardown(c);
 	c->shim_link = peer_link_free(c->shim_link);
 	c->shim = NULL;
+	sandbox_egress_free_all(c);
 	watchdog_teardown(c);
 	commit_teardown(c);
 	driver_thread_output_free(c);

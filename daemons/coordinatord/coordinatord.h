@@ -303,10 +303,27 @@ struct Coordinator {
 	struct Forwarder *fwd;	     /* forward.c's state, with cluster */
 	struct RemoteReads *remote;  /* remote.c's state, with cluster */
 	struct Hydrate *hydrates;    /* chat.c: hydrates reading JetStream */
+	/* egress.c: the sandboxes' own egress lists (SANDBOX_EGRESS) */
+	struct SandboxEgress *egress;
 	/* set while a held request is handled again after its thread's owner
 	 * was looked up: route it here, do not look again */
 	bool route_here;
 };
+
+/* egress.c: a sandbox's own egress (docs/SANDBOX-API.md "Egress"). */
+typedef struct SandboxEgress SandboxEgress;
+/* The pseudo run id of a sandbox's egress proxy (SANDBOX_PROXY/UNLISTEN). */
+#define SANDBOX_EGRESS_RUN "sandbox-egress"
+/* For an exec of the sandbox API in thread_id's sandbox: append
+ * HTTPS_PROXY=… and https_proxy=… to the NULL-terminated vector *env when the
+ * thread has an egress proxy (PUT /sandboxes/{id}/egress); 2 when appended,
+ * 0 when it has none, -ENOMEM. */
+int sandbox_egress_env(Coordinator *c, const char *thread_id, char ***env);
+/* Forget thread_id's egress list (its sandbox destroyed); the shim closes
+ * the listener with the sandbox. */
+void sandbox_egress_forget(Coordinator *c, const char *thread_id);
+void sandbox_egress_free_all(Coordinator *c);
+int handle_sandbox_egress(Peer *p, const Frame *f, const Msg_SANDBOX_EGRESS *m, void *ud);
 
 /* coordinator.c */
 int coordinator_run(const DaemonArgs *args);

@@ -55,6 +55,9 @@ typedef struct RouterConf {
 	char *tokens_file;	      /* bearer tokens, one a line; "" = no auth */
 	char *cors_origins;	      /* origins allowed cross-origin ("*" = any); "" = none */
 	char *server_names;	      /* extra Host names accepted (besides the listen address) */
+	char *preview_listen;	      /* live previews' own listener; "" = none (preview.h) */
+	char *preview_domain;	      /* previews are <token>.<preview_domain> */
+	int64_t preview_ttl_ms;	      /* a preview's lifetime after its POST */
 
 	/* derived by router_conf_load(), not keys: the deadline of a
 	 * snapshot/restore request, the shim's snapshot_timeout_ms +

@@ -31,6 +31,7 @@
 #include "log.h"
 #include "macro.h"
 #include "peer.h"
+#include "preview.h"
 #include "unix-socket.h"
 
 #define SD_LISTEN_FDS_START 3
@@ -284,6 +285,13 @@ router_new(struct event_base *base, RouterConf *conf, Router **ret)
 		router_free(r);
 		return rr;
 	}
+	if (conf->preview_listen[0] != '\0') {
+		rr = preview_new(r, &r->preview);
+		if (rr < 0) {
+			router_free(r);
+			return rr;
+		}
+	}
 	int afd = listen_fd_from_systemd();
 	if (afd < 0) {
 		router_free(r);
@@ -366,6 +374,7 @@ router_stop(Router *r)
 		r->listener = NULL;
 	}
 	bridge_unlisten(r);
+	preview_stop(r->preview);
 	coord_stop(r);
 	for (HttpConn *c = r->conns; c; c = c->next) {
 		if (c->state == CONN_WS)
@@ -393,6 +402,7 @@ router_free(Router *r)
 	if (r->listener)
 		evconnlistener_free(r->listener);
 	bridge_unlisten(r);
+	r->preview = preview_free(r->preview);
 	free(r->bridge_path);
 	if (r->accept_retry)
 		event_free(r->accept_retry);

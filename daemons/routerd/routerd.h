@@ -20,6 +20,9 @@
  *                 stock connection adapters (SSE, NDJSON, WebSocket, hydrate)
  *   ws.c          ws_*: RFC 6455 handshake and the wslay session on an HttpConn
  *   tail.c        tail_*: the run-log tail protocol over a WebSocket
+ *   routes-net.c  route_sandbox_port, route_sandbox_egress: a sandbox's
+ *                 previews and egress list
+ *   preview.c     preview_*: live previews' tokens and their own listener
  *
  * Lifetime rules, because callbacks cross modules:
  *   - An HttpConn is only released from the top of a libevent callback.
@@ -89,6 +92,9 @@ struct Router {
 	/* $runtime_dir/bridge.sock: the sandboxes' bridge forwards, host tools only */
 	struct evconnlistener *bridge_listener;
 	char *bridge_path;
+	/* live previews (preview.h): preview_listen's listener and the tokens;
+	 * NULL when preview_listen is empty */
+	struct Preview *preview;
 	struct event *accept_retry; /* re-enable accepting after EMFILE & co */
 	bool accept_paused;	    /* max_connections reached */
 	char listen_desc[80];	    /* the address served, for logs */
@@ -451,6 +457,7 @@ void route_chat(HttpConn *c, const char *query);
 /* A text message on a /chat conversation WebSocket (inside wslay's receive:
  * it only queues frames and makes coordinator calls). */
 void chat_ws_message(HttpConn *c, const char *text, size_t len);
+void chat_ws_refuse_unauthorized(HttpConn *c);
 void chat_start_free(HttpConn *c);
 
 /* Helpers routes.c shares with the other route files (see their definitions

@@ -617,6 +617,29 @@ chat_ws_open(HttpConn *c)
 	ws_on_read(c);
 }
 
+/* A conversation socket whose token is missing or wrong: a browser's
+ * WebSocket shows nothing of a refused handshake (the stock client says
+ * "Stream response body read failed"), so the upgrade is accepted only to
+ * say why in a RUN_ERROR chunk, and closed at once (1008). Nothing the
+ * client sends is read: the socket is not a conversation (chat_ws false). */
+void
+chat_ws_refuse_unauthorized(HttpConn *c)
+{
+	const char *msg;
+
+	if (ws_check_handshake(c, &msg) < 0) {
+		http_respond_error_close(c, 400, "bad_request", msg);
+		return;
+	}
+	if (ws_accept(c) < 0) {
+		http_respond_error(c, 500, "internal", "internal error");
+		return;
+	}
+	chat_ws_error(c, NULL, NULL, "unauthorized", "missing or invalid bearer token", true);
+	c->ws_drop = WS_DROP_ERROR;
+	ws_close(c, 1008, "unauthorized");
+}
+
 /* ---- dispatch ---- */
 
 void

@@ -39,6 +39,9 @@ void route_sbx_processes(HttpConn *c, Route *rt);
 void route_sbx_kill(HttpConn *c, Route *rt);
 /* Router.sbx_push and .sbx_lost */
 void routes_sandbox_attach(Router *r);
+/* routes-net.c */
+void route_sandbox_port(HttpConn *c, Route *rt);
+void route_sandbox_egress(HttpConn *c, Route *rt);
 /* routes-bridge.c: kind "bridge" or "tool_exec" */
 void route_bridge(HttpConn *c, Route *rt, const char *kind);
 /* Everything served on the bridge socket (HttpConn.bridge). */

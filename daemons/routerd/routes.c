@@ -227,6 +227,8 @@ static const struct {
     {"too_many_execs", 429, "too_many_execs"},
     {"sandbox_error", 500, "sandbox_error"},
     {"not_supported_in_cluster", 501, "not_supported_in_cluster"},
+    /* the sandbox API (coordinatord's egress.c) */
+    {"egress_forbidden", 403, "egress_forbidden"},
     /* cluster mode (coordinatord's placement.c, replicate.c) */
     {"not_owner", 409, "not_owner"},
     {"cluster_unavailable", 503, "unavailable"},
@@ -939,8 +941,18 @@ origin_ok(HttpConn *c)
 		if (strcasecmp(origin, own) == 0)
 			return true;
 	}
-	http_respond_error(c, 403, "origin_forbidden",
-			   "requests from this Origin are not allowed (routerd.cors_origins)");
+	/* The page's origin is named when it is printable ASCII (what a browser
+	 * sends), so a developer behind a dev proxy that keeps Origin sees
+	 * what to list. */
+	char msg[400];
+	bool printable = strlen(origin) <= 200;
+	for (const char *p = origin; printable && *p; p++)
+		printable = *p >= 0x20 && *p < 0x7f;
+	snprintf(msg, sizeof(msg),
+		 "requests from the Origin %s%s%s are not allowed: list it in "
+		 "[routerd] cors_origins (or drop Origin at a same-origin dev proxy)",
+		 printable ? "'" : "", printable ? origin : "(unprintable)", printable ? "'" : "");
+	http_respond_error(c, 403, "origin_forbidden", msg);
 	return false;
 }
 
@@ -988,12 +1000,13 @@ route_options(HttpConn *c)
 
 /* Who may call a route (checked after Host and Origin, before the method). */
 typedef enum RouteAuth {
-	AUTH_TOKEN,  /* a bearer token of tokens_file, when it has any */
-	AUTH_STREAM, /* ... also as ?access_token= or the WebSocket subprotocol: a
-		      * browser's WebSocket or EventSource cannot set Authorization */
-	AUTH_CHAT,   /* AUTH_STREAM for a WebSocket upgrade, AUTH_TOKEN otherwise */
-	AUTH_NONE,   /* /healthz, and the viewer's files (they hold no data) */
-	AUTH_RUN,    /* /_bridge, /tool-exec: the run's own token (coordinatord) */
+	AUTH_TOKEN,   /* a bearer token of tokens_file, when it has any */
+	AUTH_STREAM,  /* ... also as ?access_token= or the WebSocket subprotocol: a
+		       * browser's WebSocket or EventSource cannot set Authorization */
+	AUTH_CHAT,    /* AUTH_STREAM for a WebSocket upgrade, AUTH_TOKEN otherwise */
+	AUTH_UPGRADE, /* the same, without /chat's refusal on the socket (sandbox exec) */
+	AUTH_NONE,    /* /healthz, and the viewer's files (they hold no data) */
+	AUTH_RUN,     /* /_bridge, /tool-exec: the run's own token (coordinatord) */
 } RouteAuth;
 
 typedef struct RouteDef {
@@ -1071,9 +1084,11 @@ static const RouteDef route_table[] = {
     {"threads/*/restore", M(POST), "POST", AUTH_TOKEN, 0, route_snapshot_restore},
     /* the path after "files" is Route.rest (route_split), not segments */
     {"threads/*/files", 0, NULL, AUTH_TOKEN, M(PUT), route_files_any},
+    {"sandboxes/*/ports/*", M(POST), "POST", AUTH_TOKEN, 0, route_sandbox_port},
+    {"sandboxes/*/egress", M(PUT), "PUT", AUTH_TOKEN, 0, route_sandbox_egress},
     {"ds/v1/threads/*/runs/*", M(GET) | M(HEAD), "GET, HEAD", AUTH_TOKEN, 0, route_ds_read},
     /* the sandbox API (routes-sandbox.c): a sandbox id is a thread id */
-    {"sandboxes/*/exec", M(GET) | M(POST), "GET, POST", AUTH_CHAT, M(POST), route_sbx_exec},
+    {"sandboxes/*/exec", M(GET) | M(POST), "GET, POST", AUTH_UPGRADE, M(POST), route_sbx_exec},
     {"sandboxes/*/processes", M(GET), "GET", AUTH_TOKEN, 0, route_sbx_processes},
     {"sandboxes/*/processes/*/kill", M(POST), "POST", AUTH_TOKEN, 0, route_sbx_kill},
     {"_bridge/*", M(POST), "POST", AUTH_RUN, 0, route_bridge_call},
@@ -1130,6 +1145,7 @@ route_auth_ok(HttpConn *c, const Route *rt, RouteAuth auth)
 	case AUTH_RUN: return true;
 	case AUTH_STREAM: return auth_ok(c, rt, true);
 	case AUTH_CHAT:
+	case AUTH_UPGRADE:
 		return auth_ok(c, rt, c->req.method == HTTP_GET && http_header(c, "Upgrade"));
 	case AUTH_TOKEN: break;
 	}
@@ -1174,6 +1190,11 @@ routes_dispatch(HttpConn *c)
 	d = route_find(&rt);
 	/* an unknown path needs the token too: a 404 says nothing to strangers */
 	if (!route_auth_ok(c, &rt, d ? d->auth : AUTH_TOKEN)) {
+		if (d && d->auth == AUTH_CHAT && c->req.method == HTTP_GET &&
+		    http_header(c, "Upgrade")) {
+			chat_ws_refuse_unauthorized(c); /* says why on the socket */
+			return;
+		}
 		http_respond(
 		    c, 401, "application/json; charset=utf-8",
 		    "{\"error\":\"missing or invalid bearer token\",\"code\":\"unauthorized\"}",

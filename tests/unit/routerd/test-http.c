@@ -409,6 +409,42 @@ test_ws_idle_session(void **state)
 	assert_int_equal(T.r->n_conns, 0);
 }
 
+/* The sandbox network routes routerd answers alone: without preview_listen
+ * previews are off; a bad port or body is refused before coordinatord. */
+static void
+test_http_sandbox_net_routes(void **state)
+{
+	assert_answer(request("POST /sandboxes/s1/ports/8000 HTTP/1.1\r\nHost: 127.0.0.1:%d\r\n"
+			      "\r\n",
+			      T.port),
+		      501, "ports_disabled");
+	assert_answer(
+	    request("POST /sandboxes/s1/ports/0 HTTP/1.1\r\nHost: 127.0.0.1:%d\r\n\r\n", T.port),
+	    400, "bad_request");
+	assert_answer(request("POST /sandboxes/s1/ports/65536 HTTP/1.1\r\nHost: 127.0.0.1:%d\r\n"
+			      "\r\n",
+			      T.port),
+		      400, "bad_request");
+	assert_answer(
+	    request("GET /sandboxes/s1/ports/80 HTTP/1.1\r\nHost: 127.0.0.1:%d\r\n\r\n", T.port),
+	    405, "method_not_allowed");
+	assert_answer(
+	    request("PUT /sandboxes/s1/egress HTTP/1.1\r\nHost: 127.0.0.1:%d\r\n"
+		    "Content-Type: text/plain\r\nContent-Length: 12\r\n\r\n{\"allow\":[]}",
+		    T.port),
+	    415, NULL);
+	assert_answer(request("PUT /sandboxes/s1/egress HTTP/1.1\r\nHost: 127.0.0.1:%d\r\n"
+			      "Content-Type: application/json\r\nContent-Length: 13\r\n\r\n"
+			      "{\"allow\":\"x\"}",
+			      T.port),
+		      400, "bad_request");
+	assert_answer(request("PUT /sandboxes/s1/egress HTTP/1.1\r\nHost: 127.0.0.1:%d\r\n"
+			      "Content-Type: application/json\r\nContent-Length: 12\r\n\r\n"
+			      "{\"allow\":[]}",
+			      T.port),
+		      503, "unavailable");
+}
+
 /* A malformed request never stops the next client from being served. */
 static void
 test_http_garbage_then_service(void **state)
@@ -444,6 +480,7 @@ main(void)
 	    cmocka_unit_test(test_ws_handshake),
 	    cmocka_unit_test(test_ws_idle_session),
 	    cmocka_unit_test(test_http_garbage_then_service),
+	    cmocka_unit_test(test_http_sandbox_net_routes),
 	};
 	return cmocka_run_group_tests(tests, setup, teardown);
 }
