@@ -112,4 +112,3 @@ handle_exec_stdin(Peer *p, const Frame *f, const Msg_EXEC_STDIN *m, void *userda
 	reply_empty(c, f->req_id);
 	return 0;
 }
-

@@ -53,8 +53,10 @@
  * kills it (sbx_exec_shim_ready). */
 #define SBX_RUN_PREFIX "sbx:"
 
-/* Ended background execs kept per thread for SBX_EXEC_LIST. */
+/* Ended background execs kept per thread for SBX_EXEC_LIST, and in all
+ * (many threads may not make the list grow without bound). */
 #define SBX_EXEC_MAX_ENDED 16
+#define SBX_EXEC_MAX_ENDED_ALL 1024
 
 typedef enum SbxState {
 	SBX_ENSURING, /* SANDBOX_ENSURE in flight */
@@ -164,6 +166,22 @@ sbx_count(Coordinator *c, const char *thread_id, bool ended)
 	return n;
 }
 
+/* Drop the oldest ended execs of thread_id (all threads: NULL) past max. */
+static void
+sbx_trim(Coordinator *c, const char *thread_id, size_t max)
+{
+	size_t n = 0;
+	SbxExec *oldest = NULL;
+
+	for (SbxExec *y = c->sbx_execs; y; y = y->next)
+		if (y->state == SBX_ENDED && (!thread_id || streq(y->thread_id, thread_id))) {
+			n++;
+			oldest = y; /* new ones are at the head: the last is the oldest */
+		}
+	if (n > max)
+		sbx_drop(oldest); /* one end adds one: one goes */
+}
+
 /* The end of x told to its starter (when it still listens), then x kept
  * (background, for the list) or freed. */
 static void
@@ -191,14 +209,9 @@ sbx_end(SbxExec *x, int64_t code, int64_t sig, const char *reason)
 	x->state = SBX_ENDED;
 	x->client = NULL;
 	strv_free(TAKE_PTR(x->env));
-	/* the oldest ended ones of the thread go first */
-	while (sbx_count(c, x->thread_id, true) > SBX_EXEC_MAX_ENDED) {
-		SbxExec *old = NULL;
-		for (SbxExec *y = c->sbx_execs; y; y = y->next)
-			if (y->state == SBX_ENDED && streq(y->thread_id, x->thread_id))
-				old = y; /* new ones are at the head: the last is the oldest */
-		sbx_drop(old);
-	}
+	/* the oldest ended ones of the thread go first, then the oldest of all */
+	sbx_trim(c, x->thread_id, SBX_EXEC_MAX_ENDED);
+	sbx_trim(c, NULL, SBX_EXEC_MAX_ENDED_ALL);
 }
 
 static void
@@ -632,12 +645,16 @@ sbx_exec_client_gone(Coordinator *c, Client *cl)
 void
 sbx_exec_shim_lost(Coordinator *c)
 {
-	for (SbxExec *x = c->sbx_execs, *next; x; x = next) {
-		next = x->next;
-		if (x->state == SBX_RUNNING)
-			sbx_end(x, -1, 0, "lost");
-		/* ENSURING/STARTING: their calls fail with -ECONNRESET */
+	/* from the head each time: an end may drop other (ended) entries */
+	for (;;) {
+		SbxExec *x = c->sbx_execs;
+		while (x && x->state != SBX_RUNNING)
+			x = x->next;
+		if (!x)
+			break;
+		sbx_end(x, -1, 0, "lost"); /* no longer RUNNING, or gone */
 	}
+	/* ENSURING/STARTING: their calls fail with -ECONNRESET */
 }
 
 static void

@@ -404,3 +404,29 @@ def test_websocket_token_as_subprotocol_and_scope(s):
             raise AssertionError("the upgrade was accepted")
         except websockets.InvalidStatusCode as e:
             assert e.status_code == status, (thread, e)
+
+
+def test_shim_restart_ends_the_stream_and_kills_the_exec(s):
+    # the shim killed: the stream ends "lost" at once; the shim back (it
+    # re-adopts the sandbox and the exec): coordinatord kills what no stream
+    # reads any more
+    import signal
+    s.expected_errors += [r"containerd-shim"]
+    c, r = exec_open(s, "t-x11", {"command": "echo up; sleep 1011"})
+    try:
+        assert r.status == 200
+        it = lines_of(r)
+        assert next(it)["type"] == "started"
+        assert next(it)["data"] == "up\n"
+        s.kill("containerd-shim", signal.SIGKILL)
+        e = next(it)
+        assert (e["type"], e["reason"]) == ("exit", "lost"), e
+    finally:
+        r.close()
+        c.close()
+    killed = "Killed 1 sandbox exec(s) nobody here knows"
+    before = s.log("coordinatord").count(killed)
+    s.start_daemon("containerd-shim")
+    assert poll(lambda: s.http("GET", "/readyz", headers=H)[0] == 200, 30)
+    assert poll(lambda: s.log("coordinatord").count(killed) > before, 30)
+    assert poll(lambda: "sleep 1011" not in proc_cmdlines(s, "t-x11"), 10)
