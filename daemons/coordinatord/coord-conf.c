@@ -41,6 +41,19 @@ const ConfItem coord_conf_items[] = {
      1LL << 30,
      "most bytes of event text returned by one RUN_READ (always at least one event); at most "
      "half of max_frame"},
+    {"coordinatord", "hydrate_read_max_bytes", CONF_SIZE,
+     offsetof(CoordConf, hydrate_read_max_bytes), "256M", 4096, 1LL << 40,
+     "most bytes of stored messages and events one GET /chat?threadId= hydrate reads (chunks "
+     "it passes over included); past it the hydrate answers 413 too_large. The rebuild "
+     "yields to the event loop every 256 KiB read"},
+    {"coordinatord", "chat_input_max_bytes", CONF_SIZE, offsetof(CoordConf, chat_input_max_bytes),
+     "1M", 1024, 1LL << 30,
+     "most bytes of the user messages a POST /chat stores with its run (what the turn adds, "
+     "for the hydrate); past it the POST answers 413 too_large"},
+    {"coordinatord", "chat_input_max_messages", CONF_INT,
+     offsetof(CoordConf, chat_input_max_messages), "256", 1, 1000000,
+     "most user messages a POST /chat stores with its run; past it the POST answers 413 "
+     "too_large"},
     {"coordinatord", "sandbox_wait_ms", CONF_INT, offsetof(CoordConf, sandbox_wait_ms), "30000",
      100, 3600000, "how long a run waits for containerd-shim before it fails"},
     {"coordinatord", "output_chunk_max", CONF_SIZE, offsetof(CoordConf, output_chunk_max), "64K",

@@ -55,6 +55,9 @@ typedef struct CoordConf {
 	int64_t max_tool_calls_per_run;	       /* host tool processes at once, per run */
 	int64_t max_tool_calls;		       /* ... and in all */
 	int64_t read_max_bytes;		       /* largest RUN_READ batch in bytes (≥ one event) */
+	int64_t hydrate_read_max_bytes;	       /* most bytes one /chat hydrate reads */
+	int64_t chat_input_max_bytes;	       /* a /chat run's stored input, bytes */
+	int64_t chat_input_max_messages;       /* ... and messages */
 	int64_t max_run_output_bytes;	       /* per-run output budget; 0 = none */
 	OutputLimitAction output_limit_action; /* fail | drop */
 	int64_t max_thread_output_bytes;       /* per-thread budget in a window; 0 = none */

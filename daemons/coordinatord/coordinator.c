@@ -143,6 +143,38 @@ static int dispatch_run_cancel(Peer *p, const Frame *f, void *userdata);
 static int dispatch_thread_runs(Peer *p, const Frame *f, void *userdata);
 static int dispatch_chat_hydrate(Peer *p, const Frame *f, void *userdata);
 
+/* A /chat run's input (the user messages it stores for the hydrate): a JSON
+ * array within chat_input_max_bytes and chat_input_max_messages; else false,
+ * answered (-EFBIG "too_large" past a bound). */
+static bool
+run_input_ok(Coordinator *c, Peer *p, const Frame *f, const char *input)
+{
+	char m[200];
+
+	if ((int64_t)strlen(input) > c->conf.chat_input_max_bytes) {
+		snprintf(m, sizeof(m),
+			 "the run's new user messages exceed coordinatord.chat_input_max_bytes "
+			 "(%" PRId64 " bytes)",
+			 c->conf.chat_input_max_bytes);
+		peer_reply_error_reason(p, f->req_id, -EFBIG, "too_large", m);
+		return false;
+	}
+	json_auto_t *in = json_loads(input, 0, NULL);
+	if (!json_is_array(in)) {
+		peer_reply_error(p, f->req_id, -EINVAL, "input must be a JSON array");
+		return false;
+	}
+	if ((int64_t)json_array_size(in) > c->conf.chat_input_max_messages) {
+		snprintf(m, sizeof(m),
+			 "the run's new user messages are more than "
+			 "coordinatord.chat_input_max_messages (%" PRId64 ")",
+			 c->conf.chat_input_max_messages);
+		peer_reply_error_reason(p, f->req_id, -EFBIG, "too_large", m);
+		return false;
+	}
+	return true;
+}
+
 static int
 handle_run_start(Peer *p, const Frame *f, const Msg_RUN_START *req, void *ud)
 {
@@ -200,13 +232,8 @@ handle_run_start(Peer *p, const Frame *f, const Msg_RUN_START *req, void *ud)
 				 "client_run_id must be 1..128 bytes, without an idempotency key");
 		goto out;
 	}
-	if (input) {
-		json_auto_t *in = json_loads(input, 0, NULL);
-		if (!json_is_array(in)) {
-			peer_reply_error(p, f->req_id, -EINVAL, "input must be a JSON array");
-			goto out;
-		}
-	}
+	if (input && !run_input_ok(c, p, f, input))
+		goto out;
 
 	run_uuid(run_id);
 	/* durable before the 202: without a key or an alias (single host),
@@ -598,7 +625,6 @@ handle_chat_hydrate(Peer *p, const Frame *f, const Msg_CHAT_HYDRATE *m, void *ud
 {
 	Client *cl = ud;
 	const char *thread_id = m->thread_id;
-	_cleanup_free_ char *body = NULL;
 	json_auto_t *runs = NULL, *local = NULL;
 	size_t n_local;
 	int ret = 0;
@@ -607,12 +633,16 @@ handle_chat_hydrate(Peer *p, const Frame *f, const Msg_CHAT_HYDRATE *m, void *ud
 		ret = -EINVAL;
 	if (ret == 0 && forward_by_thread(cl->c, p, f, thread_id, dispatch_chat_hydrate, ud))
 		goto out;
+	/* the newest runs only (the hydrate's), unless a lost node's runs
+	 * are merged in */
 	if (ret == 0)
-		ret = runlog_thread_runs(cl->c->runlog, thread_id, NULL, &runs);
+		ret = cl->c->cluster ? runlog_thread_runs(cl->c->runlog, thread_id, NULL, &runs)
+				     : runlog_thread_runs_newest(cl->c->runlog, thread_id,
+								 CHAT_HYDRATE_MAX_RUNS, &runs);
 	n_local = json_array_size(runs);
 	if (ret == 0 && cl->c->cluster) {
 		/* a thread taken over: the runs its lost node ran are read from
-		 * JetStream, the answer comes later */
+		 * JetStream */
 		size_t i;
 		json_t *rec;
 		if (!(local = json_object()))
@@ -625,25 +655,13 @@ handle_chat_hydrate(Peer *p, const Frame *f, const Msg_CHAT_HYDRATE *m, void *ud
 		}
 		if (ret == 0)
 			ret = takeover_thread_runs(cl->c, thread_id, NULL, runs);
-		if (ret == 0 && json_array_size(runs) > n_local) {
-			ret = chat_hydrate_merged(cl->c, p, f, runs, local);
-			if (ret == 0)
-				goto out;
-		}
+		if (ret == 0 && json_array_size(runs) == n_local)
+			json_decref(TAKE_PTR(local)); /* every run is local */
 	}
-	if (ret == 0) {
-		ret = chat_hydrate(cl->c, runs, &body);
-		if (ret == -EFBIG) {
-			peer_reply_error(p, f->req_id, -EFBIG,
-					 "the thread's messages exceed read_max_bytes");
-			ret = 0;
-			goto out;
-		}
-	}
+	if (ret == 0) /* answered later, the rebuild in slices */
+		ret = chat_hydrate(cl->c, p, f, runs, local);
 	if (ret < 0 && ret != -EINVAL)
 		log_error_errno(ret, "Failed to rebuild thread '%s': %m", thread_id);
-	if (ret == 0)
-		ret = reply_send_CHAT_HYDRATE(p, f->req_id, &(Reply_CHAT_HYDRATE){.body = body});
 out:
 	return ret;
 }
@@ -1073,6 +1091,7 @@ coordinator_free(Coordinator *c)
 	c->server = peer_server_free(c->server, false);
 	if (c->flush_ev)
 		event_free(c->flush_ev);
+	loop_lag_free(c->loop_lag);
 	if (c->base)
 		event_base_free(c->base);
 	runlog_free(c->runlog);
@@ -1129,6 +1148,8 @@ coordinator_new(const DaemonArgs *args, Coordinator **ret)
 		event_config_free(cfg);
 	}
 	if (!c->base || event_base_priority_init(c->base, 3) < 0)
+		return -ENOMEM;
+	if (!(c->loop_lag = loop_lag_new(c->base)))
 		return -ENOMEM;
 	r = bridge_setup(c);
 	if (r < 0)

@@ -27,6 +27,7 @@
 #include "daemon-util.h"
 #include "harness.h"
 #include "log.h"
+#include "loop-lag.h"
 #include "msg.h"
 #include "peer-server.h"
 #include "peer.h"
@@ -302,7 +303,8 @@ struct Coordinator {
 	struct Takeover *takeover;   /* takeover.c's state, with cluster */
 	struct Forwarder *fwd;	     /* forward.c's state, with cluster */
 	struct RemoteReads *remote;  /* remote.c's state, with cluster */
-	struct Hydrate *hydrates;    /* chat.c: hydrates reading JetStream */
+	struct Hydrate *hydrates;    /* chat.c: hydrates in progress */
+	LoopLag *loop_lag;	     /* how late the loop runs a timer (/metrics) */
 	/* egress.c: the sandboxes' own egress lists (SANDBOX_EGRESS) */
 	struct SandboxEgress *egress;
 	/* set while a held request is handled again after its thread's owner
@@ -505,15 +507,15 @@ bool request_thread_id_ok(Peer *p, const Frame *f, const char *thread_id, const 
 bool request_shim_ready(Peer *p, const Frame *f, Coordinator *c, const char *reason);
 
 /* ---- chat.c ---- */
+#define CHAT_HYDRATE_MAX_RUNS 100 /* the newest runs a hydrate rebuilds */
 /* GET /chat?threadId= (CHAT_HYDRATE): {messages: UIMessage[], activeRun, interrupts:
- * null} as a new JSON text, rebuilt from runs (the thread's records in the
- * local log, newest first). -EFBIG past read_max_bytes. */
-int chat_hydrate(Coordinator *c, const json_t *runs, char **ret_json);
-/* Cluster mode, a thread taken over: the same answer, to p's request f, from
- * runs of which those not in local (runId → true) ran on a lost node and are
- * read from JetStream. Answered later (or now); 0, or -ENOMEM and nothing is
- * answered. */
-int chat_hydrate_merged(Coordinator *c, Peer *p, const Frame *f, json_t *runs, json_t *local);
+ * null}, rebuilt from runs (the thread's records, newest first), to p's
+ * request f. Answered later (or now), the rebuild in slices that yield to
+ * the loop: an ERROR -EFBIG past read_max_bytes, -EFBIG "too_large" past
+ * hydrate_read_max_bytes read. Cluster mode, a thread taken over: the runs
+ * not in local (runId → true; NULL: every run is local) ran on a lost node
+ * and are read from JetStream. 0, or -ENOMEM and nothing is answered. */
+int chat_hydrate(Coordinator *c, Peer *p, const Frame *f, json_t *runs, json_t *local);
 /* Drop the hydrates in progress (unanswered). */
 void chat_teardown(Coordinator *c);
 

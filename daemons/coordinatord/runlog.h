@@ -210,6 +210,9 @@ int runlog_drive_get(RunLog *l, const char *run_id, json_t **ret);
 
 /* The thread's records, newest first; with status, only those in it. */
 int runlog_thread_runs(RunLog *l, const char *thread_id, const char *status, json_t **ret);
+/* Its newest max records, newest first: the index walked from its end, no
+ * record read past them (the /chat hydrate's). */
+int runlog_thread_runs_newest(RunLog *l, const char *thread_id, size_t max, json_t **ret);
 
 /* The host's threads, newest activity first (activity = the startedAt of a
  * thread's newest run; ties by threadId): items {threadId, lastRunAt,

@@ -275,8 +275,9 @@ router_new(struct event_base *base, RouterConf *conf, Router **ret)
 		return log_error_errno(SYNTHETIC_ERRNO(ENOMEM), "Out of memory");
 	}
 	r->accept_retry = evtimer_new(base, accept_retry_cb, r);
+	r->loop_lag = loop_lag_new(base);
 	r->unserved = addr_table_new();
-	if (!r->accept_retry || !r->unserved) {
+	if (!r->accept_retry || !r->unserved || !r->loop_lag) {
 		router_free(r);
 		return log_error_errno(SYNTHETIC_ERRNO(ENOMEM), "Out of memory");
 	}
@@ -406,6 +407,7 @@ router_free(Router *r)
 	free(r->bridge_path);
 	if (r->accept_retry)
 		event_free(r->accept_retry);
+	loop_lag_free(r->loop_lag);
 	r->unserved = addr_table_free(r->unserved);
 	if (r->cork_buf)
 		evbuffer_free(r->cork_buf);

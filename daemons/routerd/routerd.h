@@ -44,6 +44,7 @@
 #include <stdint.h>
 
 #include "conn-limit.h"
+#include "loop-lag.h"
 #include "msg.h"
 #include "peer-link.h"
 #include "peer.h"
@@ -96,6 +97,7 @@ struct Router {
 	 * NULL when preview_listen is empty */
 	struct Preview *preview;
 	struct event *accept_retry; /* re-enable accepting after EMFILE & co */
+	LoopLag *loop_lag;	    /* how late the loop runs a timer (/metrics) */
 	bool accept_paused;	    /* max_connections reached */
 	char listen_desc[80];	    /* the address served, for logs */
 	HttpConn *conns;	    /* all client connections */

@@ -508,7 +508,7 @@ chat_hydrate_reply(Peer *p, int err, const msgpack_object *body, void *userdata)
 	HttpConn *c = userdata;
 	const msgpack_object *b = body ? mp_map_get(body, "body") : NULL;
 
-	if (err == -EFBIG) {
+	if (err == -EFBIG && !routes_coord_reason(c, body)) {
 		http_respond_error(c, 413, "too_large",
 				   "the thread's messages exceed coordinatord.read_max_bytes");
 		return;

@@ -1141,6 +1141,27 @@ test_runlog_thread_runs_newest_first(void **state)
 	assert_int_equal(runlog_thread_runs(f->l, "t", NULL, &list), 0);
 	assert_int_equal(json_array_size(list), 0);
 	json_decref(list);
+	/* the newest only, walked from the end (t1 is not the last thread) */
+	assert_int_equal(runlog_thread_runs_newest(f->l, "t1", 1, &list), 0);
+	assert_int_equal(json_array_size(list), 1);
+	assert_string_equal(json_string_value(json_object_get(json_array_get(list, 0), "runId")),
+			    RUN_B);
+	json_decref(list);
+	assert_int_equal(runlog_thread_runs_newest(f->l, "t1", 5, &list), 0);
+	assert_int_equal(json_array_size(list), 2);
+	assert_string_equal(json_string_value(json_object_get(json_array_get(list, 1), "runId")),
+			    RUN_A);
+	json_decref(list);
+	/* the last thread of the index, and one with nothing after it */
+	assert_int_equal(runlog_thread_runs_newest(f->l, "t2", 5, &list), 0);
+	assert_int_equal(json_array_size(list), 1);
+	json_decref(list);
+	assert_int_equal(runlog_thread_runs_newest(f->l, "t3", 5, &list), 0);
+	assert_int_equal(json_array_size(list), 0);
+	json_decref(list);
+	assert_int_equal(runlog_thread_runs_newest(f->l, "t", 5, &list), 0);
+	assert_int_equal(json_array_size(list), 0);
+	json_decref(list);
 }
 
 /* RunLogPrunedFn: the ids reported, concatenated */
