@@ -254,7 +254,12 @@ sbx_started(Peer *p, int err, const msgpack_object *body, void *ud)
 		snprintf(msg, sizeof(msg), "sandbox: could not start the command: %s",
 			 m ? m : strerror(-k));
 		mp_reader_done(&r);
-		sbx_fail(x, k, k == -ECONNRESET ? "shim_unavailable" : "sandbox_error", msg);
+		/* the shim's -EINVAL/-E2BIG: argv or cwd it refuses (never echoed) */
+		sbx_fail(x, k,
+			 k == -ECONNRESET	       ? "shim_unavailable"
+			 : k == -EINVAL || k == -E2BIG ? "bad_request"
+						       : "sandbox_error",
+			 msg);
 		return;
 	}
 	x->exec_id = rep.exec_id;
@@ -290,7 +295,12 @@ sbx_ensured(Peer *p, int err, const msgpack_object *body, void *ud)
 		mp_read_str_opt(&r, "message", &m, NULL);
 		snprintf(msg, sizeof(msg), "sandbox: %s", m ? m : strerror(-err));
 		mp_reader_done(&r);
-		sbx_fail(x, err, err == -ECONNRESET ? "shim_unavailable" : "sandbox_error", msg);
+		/* -ETIMEDOUT: it waited in the shim's queue past queue_timeout_ms */
+		sbx_fail(x, err,
+			 err == -ECONNRESET  ? "shim_unavailable"
+			 : err == -ETIMEDOUT ? "overloaded"
+					     : "sandbox_error",
+			 msg);
 		return;
 	}
 	if (reply_decode_SANDBOX_ENSURE(body, &rep) < 0 ||

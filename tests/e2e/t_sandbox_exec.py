@@ -136,6 +136,8 @@ def test_cwd_and_env(s):
     assert output(objs) == b"/workspace\n", objs
     st, objs = run_exec(s, "t-x3", {"argv": ["pwd"], "cwd": "sub/dir"})
     assert output(objs) == b"/workspace/sub/dir\n", objs
+    st, js = run_exec(s, "t-x3", {"argv": ["x" * 70000] * 20})  # over the shim's bound
+    assert (st, js["code"]) == (400, "bad_request"), (st, js)
     st, objs = run_exec(s, "t-x3", {"argv": ["pwd"], "cwd": "/tmp"})
     assert output(objs) == b"/tmp\n", objs
     secret = "ENVVAL-7f3a9c1e55d24b"
