@@ -68,8 +68,11 @@ typedef struct CoordConf {
 	ToolCgroup tool_cgroup;		   /* required | auto | off */
 	char *tool_cgroup_parent;	   /* "" = our own cgroup */
 	int64_t tool_memory_max, tool_pids_max;
-	char *tool_cpu_max;		     /* cpu.max of the tools' cgroup */
-	char **sandbox_egress_allow;	     /* host[:port] a sandbox's egress may name */
+	char *tool_cpu_max;	       /* cpu.max of the tools' cgroup */
+	int64_t max_execs_per_sandbox; /* the sandbox API: execs running at once per sandbox */
+	int64_t exec_stdin_max;	       /* ... stdin bytes of one exec */
+	int64_t exec_timeout_max_ms;   /* ... longest timeoutMs; also the default */
+	char **sandbox_egress_allow;   /* host[:port] a sandbox's egress may name */
 	char **sandbox_egress_allow_private; /* networks its proxy may reach anyway */
 
 	/* derived by coord_conf_load(), not keys */
