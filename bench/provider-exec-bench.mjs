@@ -155,15 +155,21 @@ async function main() {
     await local.destroy().catch(() => {})
   }
   const load = readFileSync('/proc/loadavg', 'utf8').split(' ').slice(0, 3).join(' ')
-  const stats = Object.fromEntries(names.map((n) => [n, { p50: pct(times[n], 50), p99: pct(times[n], 99) }]))
+  const stats = Object.fromEntries(
+    names.map((n) => [n, { p50: pct(times[n], 50), p90: pct(times[n], 90), p99: pct(times[n], 99) }]),
+  )
   const f = (x) => x.toFixed(2)
   console.log(`exec round trip of \`true\`, ${N} each, interleaved (load ${load})`)
-  console.log('contender        p50 ms   p99 ms')
-  for (const n of names) console.log(`${n.padEnd(15)} ${f(stats[n].p50).padStart(7)} ${f(stats[n].p99).padStart(8)}`)
+  console.log('contender        p50 ms   p90 ms   p99 ms')
+  for (const n of names) {
+    console.log(`${n.padEnd(15)} ${f(stats[n].p50).padStart(7)} ${f(stats[n].p90).padStart(8)} ${f(stats[n].p99).padStart(8)}`)
+  }
   const r = (a, b, k) => stats[a][k] / stats[b][k]
-  console.log(`runwarden ÷ local-process: p50 ${f(r('runwarden', 'local-process', 'p50'))}×, p99 ${f(r('runwarden', 'local-process', 'p99'))}×`)
-  console.log(`runwarden ÷ crun exec:     p50 ${f(r('runwarden', 'crun exec', 'p50'))}×, p99 ${f(r('runwarden', 'crun exec', 'p99'))}×`)
-  console.log(JSON.stringify({ n: N, load, stats }))
+  for (const ref of ['local-process', 'crun exec']) {
+    const k = ['p50', 'p90', 'p99'].map((q) => `${q} ${f(r('runwarden', ref, q))}×`).join(', ')
+    console.log(`runwarden ÷ ${ref}: ${k}`)
+  }
+  console.log(JSON.stringify({ n: N, load, at: new Date().toISOString(), stats }))
 }
 
 if (arg('url')) await main()
