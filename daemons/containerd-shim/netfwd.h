@@ -23,8 +23,8 @@
  *     tried in turn (exactly the sockaddrs checked: no second resolution),
  *     answered `200 Connection Established` and spliced. Anything else is
  *     answered 403/405/400/431/502 and closed, the reason logged with the
- *     run's RUN_ID/THREAD_ID/SANDBOX_ID (refusals after resolution at most
- *     once a minute per run and address class, with a count).
+ *     run's RUN_ID/THREAD_ID/SANDBOX_ID, rate-limited per sandbox and kind
+ *     of refusal and in total (refuse-log.h: the first few, then a count).
  * Splicing uses bufferevents with a bounded queue per direction: when the
  * receiving side holds NETFWD_HIGH_WATER bytes unsent, reading from the
  * sending side stops until it drained to half of it (backpressure, memory

@@ -94,11 +94,11 @@ thread_named(Peer *p, const Frame *f, const char *thread_id)
 bool
 request_thread_id_ok(Peer *p, const Frame *f, const char *thread_id, const char *reason)
 {
-	if (thread_id_valid(thread_id))
+	const char *why = thread_id_problem(thread_id);
+
+	if (!why)
 		return true;
-	peer_reply_error_reason(
-	    p, f->req_id, -EINVAL, reason,
-	    "threadId must be a non-empty printable string of at most 256 bytes");
+	peer_reply_error_reason(p, f->req_id, -EINVAL, reason, why);
 	return false;
 }
 
@@ -258,25 +258,9 @@ handle_run_start(Peer *p, const Frame *f, const Msg_RUN_START *req, void *ud)
 		log_error_errno(ret, "Failed to register a run: %m");
 		goto out;
 	}
-	if (!created && alias) {
-		/* a client run id is global: another thread's run is not this
-		 * request's to resume */
-		json_t *rec = NULL;
-		ret = runlog_get(c->runlog, run_id, &rec);
-		bool mine =
-		    ret == 0 &&
-		    streq(json_string_value(json_object_get(rec, "threadId")) ?: "", thread_id);
-		json_decref(rec);
-		if (ret < 0 && ret != -ENOENT)
-			goto out;
-		if (!mine) {
-			ret = 0;
-			peer_reply_error(p, f->req_id, -EBUSY,
-					 "runId is already the id of a run of another thread");
-			goto out;
-		}
-	}
-	if (!created) { /* the key named an earlier run: that is the answer */
+	/* the key named an earlier run (an alias: of this thread, runlog-alias.c):
+	 * that is the answer */
+	if (!created) {
 		ret = reply_run_id(p, f->req_id, run_id);
 		goto out;
 	}
@@ -331,20 +315,32 @@ cap_to_replicated(Coordinator *c, json_t *rec, RunLogEvents *ev)
 	}
 }
 
-/* The record of run_id if thread_id (when given) owns it; -ENOENT otherwise. */
+/* The record run_id names for a caller of thread_id (when given) or of
+ * scope (RUN_GET's token scope; NULL: any thread): the run of that id when
+ * it is the caller's, else the run a /chat client's run id names in the
+ * caller's thread (or, with no thread, the newest in its scope). A run that
+ * is not the caller's is answered exactly as one that does not exist
+ * (-ENOENT), also when its id is an alias of the caller's. */
 static int
-owned_record(Coordinator *c, const char *run_id, const char *thread_id, json_t **ret)
+owned_record(Coordinator *c, const char *run_id, const char *thread_id, char *const *scope,
+	     json_t **ret)
 {
 	json_t *rec = NULL;
 	char real[RUN_ID_LEN + 1];
 	int r = runlog_get(c->runlog, run_id, &rec);
-	/* a /chat client's run id names its run too (RUN_START client_run_id) */
-	if (r == -ENOENT && runlog_alias_get(c->runlog, run_id, real) == 0)
-		r = runlog_get(c->runlog, real, &rec);
-	if (r == 0 && thread_id &&
-	    !streq(thread_id, json_string_value(json_object_get(rec, "threadId")) ?: "")) {
-		json_decref(rec);
-		return -ENOENT; /* do not reveal that the run exists */
+
+	if (r == 0) {
+		const char *t = json_string_value(json_object_get(rec, "threadId")) ?: "";
+		if (thread_id ? !streq(thread_id, t) : !runlog_scope_allows(scope, t)) {
+			json_decref(rec);
+			rec = NULL;
+			r = -ENOENT;
+		}
+	}
+	if (r == -ENOENT) {
+		int a = thread_id ? runlog_alias_get(c->runlog, run_id, thread_id, real)
+				  : runlog_alias_find(c->runlog, run_id, scope, real);
+		r = a == 0 ? runlog_get(c->runlog, real, &rec) : a;
 	}
 	if (r == 0)
 		*ret = rec;
@@ -367,9 +363,9 @@ handle_run_get(Peer *p, const Frame *f, const Msg_RUN_GET *m, void *ud)
 	/* cluster mode: a thread another node owns is answered by it */
 	if (m->thread_id && forward_by_thread(cl->c, p, f, m->thread_id, dispatch_run_get, ud))
 		return 0;
-	if (cl->c->cluster) {
+	if (cl->c->cluster || !m->thread_id) {
 		/* the record as far as JetStream acknowledged it (cap_to_replicated) */
-		ret = owned_record(cl->c, m->run_id, m->thread_id, &rec);
+		ret = owned_record(cl->c, m->run_id, m->thread_id, m->scope, &rec);
 		if (ret == 0) {
 			cap_to_replicated(cl->c, rec, NULL);
 			ret = reply_record(p, f->req_id, rec);
@@ -390,7 +386,7 @@ handle_run_get(Peer *p, const Frame *f, const Msg_RUN_GET *m, void *ud)
 	/* the stored text, unparsed (runlog_get_text: GET polling, B7) */
 	ret = runlog_get_text(cl->c->runlog, m->run_id, m->thread_id, &text);
 	/* a /chat client's run id names its run too (RUN_START client_run_id) */
-	if (ret == -ENOENT && runlog_alias_get(cl->c->runlog, m->run_id, real) == 0)
+	if (ret == -ENOENT && runlog_alias_get(cl->c->runlog, m->run_id, m->thread_id, real) == 0)
 		ret = runlog_get_text(cl->c->runlog, real, m->thread_id, &text);
 	if (ret == 0)
 		ret = reply_send_RUN_GET(p, f->req_id, &(Reply_RUN_GET){.record = text});
@@ -479,7 +475,7 @@ handle_watch(Peer *p, const Frame *f, void *ud, bool watch, const char *run_id,
 		goto out;
 	/* a watch delivers the run's events: only to its thread */
 	if (ret == 0 && watch && thread_id)
-		ret = owned_record(c, run_id, thread_id, &rec);
+		ret = owned_record(c, run_id, thread_id, NULL, &rec);
 	if (ret == 0 && watch) {
 		if (!watch_find(c, cl, run_id)) {
 			Watch *w = calloc(1, sizeof(*w));
@@ -558,7 +554,7 @@ handle_run_cancel(Peer *p, const Frame *f, const Msg_RUN_CANCEL *m, void *ud)
 		goto out;
 	if (m->thread_id && forward_by_thread(c, p, f, m->thread_id, dispatch_run_cancel, ud))
 		goto out;
-	ret = owned_record(c, run_id, m->thread_id, &rec);
+	ret = owned_record(c, run_id, m->thread_id, NULL, &rec);
 	if (ret < 0)
 		goto out;
 	/* the record's own id: run_id may be a /chat client's alias (copied:

@@ -49,6 +49,7 @@ typedef struct RouterConf {
 	int64_t coord_timeout_ms;     /* deadline of each request to coordinatord */
 	int64_t ws_max_queue;	      /* per-tail unsent output: pause at 1/2, resume at 1/4 */
 	int64_t ws_stall_timeout_ms;  /* paused this long → close 1008 */
+	int64_t tails_max_queued_bytes; /* unsent output of all tails together */
 	int64_t ws_ping_interval_ms;  /* server pings on WebSockets; 0 = off */
 	int64_t tail_read_batch;      /* max events per RUN_READ */
 	int64_t header_timeout_ms;    /* whole request head must arrive within → 408 */

@@ -134,6 +134,13 @@ struct Router {
 	uint64_t http_responses[6]; /* by status class: [2] = 2xx … */
 	uint64_t ws_drops[_WS_DROP_MAX];
 	size_t n_tails;
+
+	/* every connection serving a tail or a Durable Streams SSE read, oldest
+	 * first, and their unsent output as last seen (tail-budget.c:
+	 * tails_max_queued_bytes) */
+	HttpConn *budget_first, *budget_last;
+	size_t tails_queued;
+	uint64_t tails_budget_closed;
 };
 
 /* ---- router.c ---- */
@@ -349,6 +356,11 @@ struct HttpConn {
 	const RouterToken *chat_token; /* ... and the token it was opened with (conf-owned) */
 	struct DsRead *ds;	       /* routes-ds.c: a Durable Streams read */
 	struct SbxStream *sbx;	       /* routes-sandbox.c: an exec's stream (NDJSON or WS) */
+	/* tail-budget.c: a streaming connection in Router.budget_first… */
+	HttpConn *budget_prev, *budget_next;
+	size_t budget_queued;	  /* unsent output as last seen, in tails_queued */
+	usec_t budget_stalled_at; /* since when its output is backed up; 0: it is not */
+	bool budget_linked;
 	/* accepted on the bridge socket: serves only the host tools of bridge_run,
 	 * the run named by the shim's first line (empty until it arrived) */
 	bool bridge;
@@ -471,6 +483,10 @@ bool routes_thread_allowed(HttpConn *c, const char *thread_id);
 void routes_coord_error(HttpConn *c, int err, const msgpack_object *body, const char *not_found);
 bool routes_coord_reason(HttpConn *c, const msgpack_object *body);
 bool routes_parse_last_seq(const char *s, int64_t *ret);
+/* The error code of a request body's problem (run_body_problem,
+ * chat_body_problem): "invalid_thread_id" for one about its threadId, else
+ * "bad_request". */
+const char *routes_problem_code(const char *why);
 
 /* ---- ws.c ---- */
 
@@ -572,3 +588,20 @@ Tail *tail_free(Tail *t);
 void tail_pump(Tail *t);
 /* Close with code/reason and send nothing more. */
 void tail_fail(Tail *t, uint16_t code, const char *reason);
+
+/* ---- tail-budget.c ---- */
+
+/* The total unsent output of all tails and Durable Streams SSE reads is
+ * bounded by tails_max_queued_bytes (besides each one's ws_max_queue).
+ * tail_budget_add/_remove keep the list of such connections (c->tail or
+ * c->ds set); tail_budget_note() refreshes c's share after it wrote or its
+ * output drained and, when the total is over the budget, closes the one
+ * backed up longest (then the biggest) with 1013 and drops its connection at
+ * once, until the total fits (c itself may be closed: check before writing
+ * more). tail_budget_stalled() says whether c's output is backed up now.
+ * tail_budget_release() forgets c's share (it sends nothing more). */
+void tail_budget_add(HttpConn *c);
+void tail_budget_remove(HttpConn *c);
+void tail_budget_note(HttpConn *c);
+void tail_budget_stalled(HttpConn *c, bool stalled);
+void tail_budget_release(HttpConn *c);

@@ -303,9 +303,9 @@ chat_start_run(HttpConn *c, json_t *body, const char *header_run_id, int64_t las
 	const char *run_id = header_run_id ?: json_string_value(json_object_get(body, "runId"));
 	if (why) {
 		if (ws)
-			chat_ws_error(c, thread_id, run_id, "bad_request", why, false);
+			chat_ws_error(c, thread_id, run_id, routes_problem_code(why), why, false);
 		else
-			http_respond_error(c, 400, "bad_request", why);
+			http_respond_error(c, 400, routes_problem_code(why), why);
 		return;
 	}
 	const RouterToken *token = ws ? c->chat_token : c->req.token;
@@ -469,7 +469,7 @@ chat_join(HttpConn *c, const char *query, const char *run_id, const char *thread
 	if (thread_id) {
 		const char *why = thread_id_problem(thread_id);
 		if (why) {
-			http_respond_error(c, 400, "bad_request", why);
+			http_respond_error(c, 400, "invalid_thread_id", why);
 			return;
 		}
 		if (!routes_thread_allowed(c, thread_id))
@@ -488,12 +488,17 @@ chat_join(HttpConn *c, const char *query, const char *run_id, const char *thread
 		http_respond_error(c, 500, "internal", "out of memory");
 		return;
 	}
-	r = COORD_CALL(c->router, RUN_GET,
-		       &((Msg_RUN_GET){.run_id = run_id,
-				       .thread_id = thread_id,
-				       .any_thread = true,
-				       .has_any_thread = !thread_id}),
-		       chat_join_reply, c);
+	r = COORD_CALL(
+	    c->router, RUN_GET,
+	    &((Msg_RUN_GET){.run_id = run_id,
+			    .thread_id = thread_id,
+			    .any_thread = true,
+			    .has_any_thread = !thread_id,
+			    /* a join by id alone looks in the token's
+			     * threads only (a client run id is per
+			     * thread: another tenant's is not seen) */
+			    .scope = !thread_id && c->req.token ? c->req.token->threads : NULL}),
+	    chat_join_reply, c);
 	if (r < 0) {
 		chat_start_free(c);
 		http_respond_error(c, 503, "unavailable", "coordinator unavailable");
@@ -532,7 +537,7 @@ chat_hydrate(HttpConn *c, const char *thread_id)
 	int r;
 
 	if (why) {
-		http_respond_error(c, 400, "bad_request", why);
+		http_respond_error(c, 400, "invalid_thread_id", why);
 		return;
 	}
 	if (!routes_thread_allowed(c, thread_id))

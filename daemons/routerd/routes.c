@@ -417,7 +417,7 @@ route_runs_post(HttpConn *c, Route *rt)
 		return;
 	const char *why = run_body_problem(body, buf, sizeof(buf));
 	if (why) {
-		http_respond_error(c, 400, "bad_request", why);
+		http_respond_error(c, 400, routes_problem_code(why), why);
 		return;
 	}
 	if (!routes_thread_allowed(c, json_string_value(json_object_get(body, "threadId"))))
@@ -501,7 +501,7 @@ routes_get_thread_id(HttpConn *c, const Route *rt, char **ret)
 		return false;
 	}
 	if ((why = thread_id_problem(*ret))) {
-		http_respond_error(c, 400, "bad_request", why);
+		http_respond_error(c, 400, "invalid_thread_id", why);
 		return false;
 	}
 	return routes_thread_allowed(c, *ret);
@@ -707,6 +707,12 @@ route_run_cancel(HttpConn *c, Route *rt)
 		routes_unavailable(c);
 }
 
+const char *
+routes_problem_code(const char *why)
+{
+	return strncmp(why, "threadId ", 9) == 0 ? "invalid_thread_id" : "bad_request";
+}
+
 /* threadId from the path segment, within the token's threads; false after
  * answering 400 or 403. */
 bool
@@ -714,7 +720,7 @@ routes_path_thread_id(HttpConn *c, const char *tid)
 {
 	const char *why = thread_id_problem(tid);
 	if (why) {
-		http_respond_error(c, 400, "bad_request", why);
+		http_respond_error(c, 400, "invalid_thread_id", why);
 		return false;
 	}
 	return routes_thread_allowed(c, tid);

@@ -172,7 +172,7 @@ def test_bad_requests(s):
     st, js = jreq(s, "PATCH", files(t, "x"), b"")
     assert st == 405 and js["code"] == "method_not_allowed", (st, js)
     st, js = jreq(s, "GET", "/threads/%01/files/x")
-    assert st == 400 and js["code"] == "bad_request", (st, js)
+    assert st == 400 and js["code"] == "invalid_thread_id", (st, js)
 
 
 def test_api_and_runs_share_files(s):

@@ -96,7 +96,7 @@ def test_thread_runs_bad_requests(s):
     st, body = s.http("GET", "/threads/t/runs?status=bogus")
     assert st == 400 and body["code"] == "bad_request", (st, body)
     st, body = s.http("GET", "/threads/%01/runs")
-    assert st == 400 and body["code"] == "bad_request", (st, body)
+    assert st == 400 and body["code"] == "invalid_thread_id", (st, body)
     st, body = s.http("GET", "/threads/" + "x" * 300 + "/runs")
     assert st == 400, (st, body)
     st, body = s.http("POST", "/threads/t/runs")

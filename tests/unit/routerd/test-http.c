@@ -468,7 +468,7 @@ test_http_sandbox_exec_routes(void **state)
 			      "Content-Type: application/json\r\nContent-Length: 15\r\n\r\n"
 			      "{\"argv\":[\"ls\"]}",
 			      T.port),
-		      400, "bad_request");
+		      400, "invalid_thread_id");
 	assert_answer(
 	    request("GET /sandboxes/s1/exec HTTP/1.1\r\nHost: 127.0.0.1:%d\r\n\r\n", T.port), 426,
 	    "upgrade_required");
