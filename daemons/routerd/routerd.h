@@ -355,12 +355,12 @@ struct HttpConn {
 	bool chat_ws; /* a /chat conversation WebSocket (RunAgentInput frames in) */
 	const RouterToken *chat_token; /* ... and the token it was opened with (conf-owned) */
 	struct DsRead *ds;	       /* routes-ds.c: a Durable Streams read */
+	struct SbxStream *sbx;	       /* routes-sandbox.c: an exec's stream (NDJSON or WS) */
 	/* tail-budget.c: a streaming connection in Router.budget_first… */
 	HttpConn *budget_prev, *budget_next;
 	size_t budget_queued;	  /* unsent output as last seen, in tails_queued */
 	usec_t budget_stalled_at; /* since when its output is backed up; 0: it is not */
 	bool budget_linked;
-	struct SbxStream *sbx;	       /* routes-sandbox.c: an exec's stream (NDJSON or WS) */
 	/* accepted on the bridge socket: serves only the host tools of bridge_run,
 	 * the run named by the shim's first line (empty until it arrived) */
 	bool bridge;
