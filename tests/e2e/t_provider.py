@@ -8,10 +8,13 @@ defineSandbox().ensure() with a setup that exports and cds, its after-setup
 snapshot and the resume; withSandbox + chat() with claudeCodeText and
 codexText running the stand-in CLI (tests/fixtures/bin/replay) in the
 sandbox; watchWorkspace through fs.watch; createExecBackedGit; spawnNdjson;
-an AbortSignal and kill() that end a command and its children; a scoped
-token's ids mapped into its scope. A secret given with env.set or
+an AbortSignal and kill() that end a command and its children; ports.connect
+giving a preview of python3 -m http.server that another tenant's token
+cannot reach; egress names outside the operator's list refused at create; a
+scoped token's ids mapped into its scope. A secret given with env.set or
 createSecrets appears in no daemon log, no state file (run log, LMDB,
-workspace), no hydrate; and the sandbox API starts no run."""
+workspace: the search finds a control value there), no hydrate; and the
+sandbox API starts no run."""
 import json
 import os
 import secrets
@@ -137,19 +140,28 @@ def test_the_secret_is_nowhere_and_no_run_was_started(s):
     # after the checks above gave SECRET through env.set and createSecrets
     if "env_secret" not in RESULTS or "ensure" not in RESULTS:
         checks(s, "env_secret", "ensure", tag="p2")
-    needle = SECRET.encode()
-    hits = []
-    for root, _dirs, files in os.walk(s.dir):
-        for fn in files:
-            path = os.path.join(root, fn)
-            try:
-                with open(path, "rb") as f:
-                    if needle in f.read():
-                        hits.append(path)
-            except OSError:
-                pass
-    assert not hits, f"the secret is in {hits}"
     h = {"Authorization": f"Bearer {ADMIN}"}
+    # the search must be able to find: a control value written to a workspace
+    control = "control-" + secrets.token_hex(8)
+    st, _ = s.http("PUT", "/sandboxes/ctl-secret/files/c.txt", raw_body=control.encode(), headers=h)
+    assert st == 201, st
+
+    def files_with(needle):
+        hits = []
+        for root, _dirs, files in os.walk(s.dir):
+            for fn in files:
+                path = os.path.join(root, fn)
+                try:
+                    with open(path, "rb") as f:
+                        if needle in f.read():
+                            hits.append(path)
+                except OSError:
+                    pass
+        return hits
+    assert files_with(control.encode()), "the search does not reach the workspaces"
+    hits = files_with(SECRET.encode())
+    assert not hits, f"the secret is in {hits}"
+    needle = SECRET.encode()
     for sandbox in (RESULTS["env_secret"]["sandbox"], RESULTS["ensure"]["sandbox"]):
         for path in (f"/chat?threadId={sandbox}", f"/threads/{sandbox}/runs"):
             st, body = s.http("GET", path, headers=h)
