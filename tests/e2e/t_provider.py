@@ -36,9 +36,6 @@ SECRET = "sekrit-" + secrets.token_hex(12)
 SUITE_CONF = f"""[routerd]
 tokens_file = {TOKENS_FILE}
 preview_listen = 127.0.0.1:{free_port()}
-
-[coordinatord]
-shell = /bin/bash
 """
 
 RESULTS = {}
