@@ -203,6 +203,7 @@ CHECKS.process = async () => {
   eq((await p.exec('pwd')).stdout, '/workspace\n', 'default cwd')
   eq((await p.exec('printf %s "$V"', { env: { V: "it's \"quoted\" $HOME" } })).stdout, "it's \"quoted\" $HOME", 'env value verbatim')
   eq((await p.exec('no-such-binary-xyz')).exitCode, 127, 'a missing binary is 127')
+  eq((await p.exec('sleep 30', { timeoutMs: 300 })).exitCode, 137, 'timeoutMs kills the exec')
   // spawn: output streams before the exit
   const s = await p.spawn('echo first; read line; echo "got $line"')
   assert(Number.isInteger(s.pid) && s.pid > 0, `a real pid ${s.pid}`)

@@ -115,7 +115,12 @@ export function runwardenSandbox(options = {}) {
     async function snapshot(label) {
       if (!hcaps.snapshots) throw new UnsupportedCapabilityError(NAME, 'snapshots')
       const r = await client.json('POST', `/threads/${seg(sid)}/snapshots`, { json: label ? { label } : {} })
-      const snap = r.id ?? r.snapshotId
+      const snap = r && r.id
+      if (typeof snap !== 'string' || snap === '') {
+        throw new RunwardenError('runwarden: the snapshot answer has no short id (a runwarden without the sandbox API?)', {
+          code: 'no_snapshot_id',
+        })
+      }
       return label ? { id: `${id}:${snap}`, label } : { id: `${id}:${snap}` }
     }
 
