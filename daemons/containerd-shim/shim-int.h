@@ -89,6 +89,7 @@
 #include "sandbox.h"
 #include "seccomp-policy.h"
 #include "shim-files.h"
+#include "shim-watch.h"
 #include "snapjob.h"
 #include "snapshot.h"
 
@@ -311,6 +312,7 @@ struct Shim {
 	SnapJobs *jobs;		   /* snapshot/restore children (snapjob.h) */
 	Cgroup *jobs_cg;	   /* their cgroup (cpu.max, io.weight) */
 	ShimFiles *files;	   /* the file API's worker threads (shim-files.h) */
+	ShimWatches *watches;	   /* SANDBOX_WATCH's inotify watches (shim-watch.h) */
 	int rt_dfd;		   /* <runtime_dir>/sandboxes (adopt.h) */
 	int counter_fd;		   /* <sandbox_dir>/.exec-id */
 	const SandboxHooks *hooks; /* set by shim_new (shim.c) before anything runs */
@@ -396,7 +398,16 @@ void capacity_reensure(Sandbox *sb, Waiter **ret_re);
 void backups_clean_tmp(Shim *s);
 int handle_sandbox_snapshot(Peer *p, const Frame *f, const Msg_SANDBOX_SNAPSHOT *m, void *userdata);
 void staging_clean(Shim *s);
+/* Remove name (a tree) below dfd in a cleanup child (synchronously when none
+ * can start); a .restore-XXXXXXXX name is finished by staging_clean() after
+ * a restart. */
+void snap_remove_tree(Shim *s, int dfd, const char *name);
 int handle_sandbox_restore(Peer *p, const Frame *f, const Msg_SANDBOX_RESTORE *m, void *userdata);
+/* shim-state.c: the sandbox API's lifecycle by key, and the limits */
+int handle_sandbox_state(Peer *p, const Frame *f, const Msg_SANDBOX_STATE *m, void *userdata);
+int handle_shim_limits(Peer *p, const Frame *f, const Msg_SHIM_LIMITS *m, void *userdata);
+int handle_sandbox_snapshots(Peer *p, const Frame *f, const Msg_SANDBOX_SNAPSHOTS *m,
+			     void *userdata);
 
 /* shim-adopt.c */
 bool adopt_keep_cgroup(const char *name, void *ud);

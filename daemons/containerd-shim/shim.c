@@ -216,6 +216,14 @@ handle_sandbox_file(Peer *p, const Frame *f, const Msg_SANDBOX_FILE *m, void *us
 				 workspace_busy, p, f, m);
 }
 
+/* SANDBOX_WATCH: file events of a workspace tree (shim-watch.c). */
+static int
+handle_sandbox_watch(Peer *p, const Frame *f, const Msg_SANDBOX_WATCH *m, void *userdata)
+{
+	Conn *c = userdata;
+	return shim_watch_handle(c->shim->watches, c->shim->conf, p, f, m);
+}
+
 /* The sandbox layer's way up (shim-int.h). */
 static const SandboxHooks shim_hooks = {
     .exec_msg = exec_on_init_msg,
@@ -240,6 +248,10 @@ MSG_HANDLER(dispatch_sandbox_unlisten, SANDBOX_UNLISTEN, handle_sandbox_unlisten
 MSG_HANDLER(dispatch_sandbox_snapshot, SANDBOX_SNAPSHOT, handle_sandbox_snapshot)
 MSG_HANDLER(dispatch_sandbox_restore, SANDBOX_RESTORE, handle_sandbox_restore)
 MSG_HANDLER(dispatch_sandbox_file, SANDBOX_FILE, handle_sandbox_file)
+MSG_HANDLER(dispatch_sandbox_state, SANDBOX_STATE, handle_sandbox_state)
+MSG_HANDLER(dispatch_shim_limits, SHIM_LIMITS, handle_shim_limits)
+MSG_HANDLER(dispatch_sandbox_snapshots, SANDBOX_SNAPSHOTS, handle_sandbox_snapshots)
+MSG_HANDLER(dispatch_sandbox_watch, SANDBOX_WATCH, handle_sandbox_watch)
 
 static const PeerHandler shim_handlers[_MSG_TYPE_MAX] = {
     [MSG_SANDBOX_ENSURE] = dispatch_sandbox_ensure,
@@ -255,6 +267,10 @@ static const PeerHandler shim_handlers[_MSG_TYPE_MAX] = {
     [MSG_SANDBOX_SNAPSHOT] = dispatch_sandbox_snapshot,
     [MSG_SANDBOX_RESTORE] = dispatch_sandbox_restore,
     [MSG_SANDBOX_FILE] = dispatch_sandbox_file,
+    [MSG_SANDBOX_STATE] = dispatch_sandbox_state,
+    [MSG_SHIM_LIMITS] = dispatch_shim_limits,
+    [MSG_SANDBOX_SNAPSHOTS] = dispatch_sandbox_snapshots,
+    [MSG_SANDBOX_WATCH] = dispatch_sandbox_watch,
 };
 
 /* ---------------------------------------------------------------------------
@@ -552,7 +568,8 @@ shim_new(struct event_base *base, const ShimConf *conf, Shim **ret)
 		(void)event_priority_set(s->pool_ev, 2); /* background (main.c) */
 	s->jobs = snapjobs_new(base);
 	if (!s->grave_timer || !s->idle_timer || !s->pool_ev || !s->jobs ||
-	    netfwd_new(base, &s->net) < 0 || shim_files_new(base, &s->files) < 0) {
+	    netfwd_new(base, &s->net) < 0 || shim_files_new(base, &s->files) < 0 ||
+	    shim_watches_new(base, (usec_t)conf->watch_idle_ms * USEC_PER_MSEC, &s->watches) < 0) {
 		shim_free(s);
 		return log_error_errno(SYNTHETIC_ERRNO(ENOMEM), "Out of memory");
 	}
@@ -589,6 +606,7 @@ shim_stop(Shim *s)
 	snapjobs_stop(s->jobs);
 	/* File operations: the running ones finish, the queued ones are refused. */
 	s->files = shim_files_free(s->files);
+	s->watches = shim_watches_free(s->watches);
 	/* Kill all first, then wait: the kernel tears the namespaces down in parallel. */
 	for (Sandbox *sb = s->sandboxes; sb; sb = sb->next)
 		sandbox_kill(sb);
@@ -622,6 +640,7 @@ shim_handover(Shim *s)
 	queue_refuse_all(s);
 	snapjobs_stop(s->jobs);
 	s->files = shim_files_free(s->files);
+	s->watches = shim_watches_free(s->watches);
 	log_notice("Exiting for an upgrade: the sandboxes and their execs are left running for "
 		   "the next containerd-shim to re-adopt");
 }

@@ -878,6 +878,10 @@ MSG_HANDLER(dispatch_run_finish, RUN_FINISH, handle_run_finish)
 MSG_HANDLER(dispatch_bridge_call, BRIDGE_CALL, handle_bridge_call)
 MSG_HANDLER(dispatch_thread_file, THREAD_FILE, handle_thread_file)
 MSG_HANDLER(dispatch_thread_list, THREAD_LIST, handle_thread_list)
+MSG_HANDLER(dispatch_sandbox_ctl, SANDBOX_CTL, handle_sandbox_ctl)
+MSG_HANDLER(dispatch_capabilities_get, CAPABILITIES_GET, handle_capabilities_get)
+MSG_HANDLER(dispatch_snapshot_list, SNAPSHOT_LIST, handle_snapshot_list)
+MSG_HANDLER(dispatch_watch_poll, WATCH_POLL, handle_watch_poll)
 MSG_HANDLER(dispatch_sandbox_egress, SANDBOX_EGRESS, handle_sandbox_egress)
 
 static const PeerHandler client_handlers[_MSG_TYPE_MAX] = {
@@ -898,6 +902,10 @@ static const PeerHandler client_handlers[_MSG_TYPE_MAX] = {
     [MSG_BRIDGE_CALL] = dispatch_bridge_call,
     [MSG_THREAD_FILE] = dispatch_thread_file,
     [MSG_THREAD_LIST] = dispatch_thread_list,
+    [MSG_SANDBOX_CTL] = dispatch_sandbox_ctl,
+    [MSG_CAPABILITIES_GET] = dispatch_capabilities_get,
+    [MSG_SNAPSHOT_LIST] = dispatch_snapshot_list,
+    [MSG_WATCH_POLL] = dispatch_watch_poll,
     [MSG_SANDBOX_EGRESS] = dispatch_sandbox_egress,
 };
 

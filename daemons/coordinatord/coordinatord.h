@@ -476,6 +476,11 @@ int handle_bridge_call(Peer *p, const Frame *f, const Msg_BRIDGE_CALL *m, void *
 
 /* files.c */
 int handle_thread_file(Peer *p, const Frame *f, const Msg_THREAD_FILE *m, void *ud);
+/* sandboxes.c: the sandbox API's lifecycle and capabilities */
+int handle_sandbox_ctl(Peer *p, const Frame *f, const Msg_SANDBOX_CTL *m, void *ud);
+int handle_capabilities_get(Peer *p, const Frame *f, const Msg_CAPABILITIES_GET *m, void *ud);
+int handle_snapshot_list(Peer *p, const Frame *f, const Msg_SNAPSHOT_LIST *m, void *ud);
+int handle_watch_poll(Peer *p, const Frame *f, const Msg_WATCH_POLL *m, void *ud);
 
 /* snapshots.c: SNAPSHOT_CREATE and SNAPSHOT_RESTORE, relayed to the shim. */
 int handle_snapshot_create(Peer *p, const Frame *f, const Msg_SNAPSHOT_CREATE *m, void *ud);

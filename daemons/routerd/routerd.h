@@ -357,6 +357,10 @@ struct HttpConn {
 	 * the run named by the shim's first line (empty until it arrived) */
 	bool bridge;
 	char bridge_run[BRIDGE_RUN_MAX + 1];
+	/* routes-sandboxes.c: the sandbox id and action of a SANDBOX_CTL on its
+	 * way (the answer names the id); heap, freed with the connection */
+	char *sandbox_id;
+	char sandbox_action[8];
 };
 
 /* Accepted socket → new connection (takes the fd). bridge: accepted on the

@@ -19,7 +19,8 @@ typedef struct Route {
 	char *seg[ROUTE_MAX_SEGMENTS];
 	size_t n_seg;
 	char *query; /* raw, without '?', or NULL */
-	char *rest;  /* /threads/{id}/files: the raw path after "files", or NULL */
+	char *rest;  /* /threads/{id}/files, /sandboxes/{id}/files: the raw path after "files", or
+			NULL */
 } Route;
 
 /* ---- handlers (rows of route_table) ---- */
@@ -32,6 +33,14 @@ void route_metrics(HttpConn *c, Route *rt);
 void route_thread_runs(HttpConn *c, Route *rt);
 void route_snapshot_create(HttpConn *c, Route *rt);
 void route_snapshot_restore(HttpConn *c, Route *rt);
+void route_snapshots(HttpConn *c, Route *rt);
+void route_snapshot_delete(HttpConn *c, Route *rt);
+void route_sandbox_restore(HttpConn *c, Route *rt);
+/* routes-sandboxes.c */
+void route_sandbox(HttpConn *c, Route *rt);
+void route_sandbox_stop(HttpConn *c, Route *rt);
+void route_capabilities(HttpConn *c, Route *rt);
+void route_sandbox_watch(HttpConn *c, Route *rt);
 /* routes-net.c */
 void route_sandbox_port(HttpConn *c, Route *rt);
 void route_sandbox_egress(HttpConn *c, Route *rt);

@@ -129,7 +129,8 @@ route_split(const char *url, size_t url_len, Route *rt, char **ret_path)
 				return r;
 			rt->n_seg++;
 			/* a file path is taken whole (routes-files.c) */
-			if (rt->n_seg == 3 && streq(rt->seg[0], "threads") &&
+			if (rt->n_seg == 3 &&
+			    (streq(rt->seg[0], "threads") || streq(rt->seg[0], "sandboxes")) &&
 			    streq(rt->seg[2], "files")) {
 				rt->rest = strndup(p + i + n, plen - i - n);
 				if (!rt->rest)
@@ -216,6 +217,11 @@ static const struct {
     {"not_empty", 409, "not_empty"},
     {"busy", 409, "busy"},
     {"reuse_none", 409, "reuse_none"},
+    /* the sandbox API (shim-state.c) */
+    {"sandbox_not_found", 404, "sandbox_not_found"},
+    {"snapshot_not_found", 404, "snapshot_not_found"},
+    {"watch_expired", 410, "watch_expired"},
+    {"too_many_watches", 429, "too_many_watches"},
     {"too_large", 413, "too_large"},
     {"not_a_regular_file", 415, "not_a_regular_file"},
     {"overloaded", 503, "overloaded"},
@@ -1078,10 +1084,18 @@ static const RouteDef route_table[] = {
     {"runs/*/stream", M(GET), "GET", AUTH_STREAM, false, route_run_stream},
     {"runs/*/cancel", M(POST), "POST", AUTH_TOKEN, false, route_run_cancel},
     {"threads/*/runs", M(GET), "GET", AUTH_TOKEN, false, route_thread_runs},
-    {"threads/*/snapshots", M(POST), "POST", AUTH_TOKEN, false, route_snapshot_create},
+    {"threads/*/snapshots", M(GET) | M(POST), "GET, POST", AUTH_TOKEN, false, route_snapshots},
+    {"threads/*/snapshots/*", M(DELETE), "DELETE", AUTH_TOKEN, false, route_snapshot_delete},
     {"threads/*/restore", M(POST), "POST", AUTH_TOKEN, false, route_snapshot_restore},
     /* the path after "files" is Route.rest (route_split), not segments */
     {"threads/*/files", 0, NULL, AUTH_TOKEN, true, route_files_any},
+    {"sandboxes/*/files", 0, NULL, AUTH_TOKEN, true, route_files_any},
+    {"capabilities", M(GET), "GET", AUTH_TOKEN, false, route_capabilities},
+    {"sandboxes/*", M(GET) | M(PUT) | M(DELETE), "GET, PUT, DELETE", AUTH_TOKEN, false,
+     route_sandbox},
+    {"sandboxes/*/stop", M(POST), "POST", AUTH_TOKEN, false, route_sandbox_stop},
+    {"sandboxes/*/restore", M(POST), "POST", AUTH_TOKEN, false, route_sandbox_restore},
+    {"sandboxes/*/watch", M(GET), "GET", AUTH_TOKEN, false, route_sandbox_watch},
     {"sandboxes/*/ports/*", M(POST), "POST", AUTH_TOKEN, false, route_sandbox_port},
     {"sandboxes/*/egress", M(PUT), "PUT", AUTH_TOKEN, false, route_sandbox_egress},
     {"ds/v1/threads/*/runs/*", M(GET) | M(HEAD), "GET, HEAD", AUTH_TOKEN, false, route_ds_read},

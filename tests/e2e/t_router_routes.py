@@ -127,8 +127,11 @@ def test_snapshots_and_restore(s):
         st, body = s.http("POST", f"/threads/t-snap/{path}", raw_body=raw,
                           headers={"Content-Type": "application/json"})
         assert st == 400 and body["code"] in ("bad_request", "invalid_json"), (path, raw, st, body)
+    # GET lists them (the sandbox API); other methods are 405
     st, body = s.http("GET", "/threads/t-snap/snapshots")
-    assert st == 405
+    assert st == 200 and isinstance(body["snapshots"], list), (st, body)
+    st, body = s.http("PUT", "/threads/t-snap/snapshots", {})
+    assert st == 405, (st, body)
 
 
 def test_host_tool_routes_answer_json(s):

@@ -494,3 +494,13 @@ def test_egress_never_wider_than_the_operator_allows(s):
     st, js = s.http("PUT", "/sandboxes/a-net2/egress", raw_body=b'{"allow":[]}',
                     headers={"Content-Type": "text/plain", **auth(TA)})
     assert st == 415, (st, js)
+
+
+def test_capabilities_report_ports_and_network_policy(s):
+    # configured here (preview_listen, sandbox_egress_allow): both true; the
+    # suites without them see false (t_sandbox_api)
+    assert poll(lambda: s.http("GET", "/readyz", headers=auth(ADMIN))[0] == 200, 15)
+    st, js = s.http("GET", "/capabilities", headers=auth(TA))
+    assert st == 200, (st, js)
+    assert js["sandbox"]["ports"] is True and js["sandbox"]["networkPolicy"] is True, js
+    assert js["scope"] == {"threads": ["a-*"]}, js

@@ -445,6 +445,47 @@ test_http_sandbox_net_routes(void **state)
 		      503, "unavailable");
 }
 
+/* The sandbox API's routes routerd answers alone: methods, bad queries and
+ * bodies before coordinatord; with it absent, 503. */
+static void
+test_http_sandbox_api_routes(void **state)
+{
+	static const struct {
+		const char *req;
+		int status;
+		const char *code;
+	} cases[] = {
+	    {"POST /capabilities HTTP/1.1\r\nHost: 127.0.0.1:%d\r\n\r\n", 405,
+	     "method_not_allowed"},
+	    {"GET /capabilities HTTP/1.1\r\nHost: 127.0.0.1:%d\r\n\r\n", 503, "unavailable"},
+	    {"POST /sandboxes/s1 HTTP/1.1\r\nHost: 127.0.0.1:%d\r\n\r\n", 405,
+	     "method_not_allowed"},
+	    {"GET /sandboxes/s1/stop HTTP/1.1\r\nHost: 127.0.0.1:%d\r\n\r\n", 405,
+	     "method_not_allowed"},
+	    {"DELETE /sandboxes/s1?keep=all HTTP/1.1\r\nHost: 127.0.0.1:%d\r\n\r\n", 400,
+	     "bad_request"},
+	    {"GET /sandboxes/%%01/watch HTTP/1.1\r\nHost: 127.0.0.1:%d\r\n\r\n", 400,
+	     "bad_request"},
+	    {"GET /sandboxes/s1/watch?waitMs=60001 HTTP/1.1\r\nHost: 127.0.0.1:%d\r\n\r\n", 400,
+	     "bad_request"},
+	    {"GET /sandboxes/s1/watch?cursor=-1 HTTP/1.1\r\nHost: 127.0.0.1:%d\r\n\r\n", 400,
+	     "bad_request"},
+	    {"GET /sandboxes/s1/watch?cursor=7 HTTP/1.1\r\nHost: 127.0.0.1:%d\r\n\r\n", 503,
+	     "unavailable"},
+	    {"POST /sandboxes/s1/restore HTTP/1.1\r\nHost: 127.0.0.1:%d\r\n"
+	     "Content-Type: application/json\r\nContent-Length: 17\r\n\r\n{\"snapshotId\":\"x\"}",
+	     400, "bad_request"},
+	    {"DELETE /threads/t/snapshots/not-a-uuid HTTP/1.1\r\nHost: 127.0.0.1:%d\r\n\r\n", 404,
+	     "snapshot_not_found"},
+	    {"PUT /threads/t/snapshots HTTP/1.1\r\nHost: 127.0.0.1:%d\r\nContent-Length: 0\r\n\r\n",
+	     405, "method_not_allowed"},
+	    {"GET /sandboxes/s1/files/x?stat=1 HTTP/1.1\r\nHost: 127.0.0.1:%d\r\n\r\n", 503,
+	     "unavailable"},
+	};
+	for (size_t i = 0; i < sizeof(cases) / sizeof(cases[0]); i++)
+		assert_answer(request(cases[i].req, T.port), cases[i].status, cases[i].code);
+}
+
 /* A malformed request never stops the next client from being served. */
 static void
 test_http_garbage_then_service(void **state)
@@ -481,6 +522,7 @@ main(void)
 	    cmocka_unit_test(test_ws_idle_session),
 	    cmocka_unit_test(test_http_garbage_then_service),
 	    cmocka_unit_test(test_http_sandbox_net_routes),
+	    cmocka_unit_test(test_http_sandbox_api_routes),
 	};
 	return cmocka_run_group_tests(tests, setup, teardown);
 }
