@@ -465,7 +465,7 @@ test_http_sandbox_api_routes(void **state)
 	    {"DELETE /sandboxes/s1?keep=all HTTP/1.1\r\nHost: 127.0.0.1:%d\r\n\r\n", 400,
 	     "bad_request"},
 	    {"GET /sandboxes/%%01/watch HTTP/1.1\r\nHost: 127.0.0.1:%d\r\n\r\n", 400,
-	     "bad_request"},
+	     "invalid_thread_id"},
 	    {"GET /sandboxes/s1/watch?waitMs=60001 HTTP/1.1\r\nHost: 127.0.0.1:%d\r\n\r\n", 400,
 	     "bad_request"},
 	    {"GET /sandboxes/s1/watch?cursor=-1 HTTP/1.1\r\nHost: 127.0.0.1:%d\r\n\r\n", 400,
