@@ -169,7 +169,7 @@ def test_delete_kills_a_live_sandbox(s):
 def test_bad_ids_and_methods(s):
     ready(s)
     st, js = h(s, "PUT", "/sandboxes/%01bad", {})
-    assert st == 400 and js["code"] == "invalid_thread_id", (st, js)  # main's id rules
+    assert st == 400 and js["code"] == "invalid_thread_id", (st, js)
     st, js = h(s, "PUT", "/sandboxes/" + "x" * 300, {})
     assert st == 400, (st, js)
     st, js = h(s, "POST", "/sandboxes/a-x", {})
