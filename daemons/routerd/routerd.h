@@ -361,6 +361,8 @@ struct HttpConn {
 	size_t budget_queued;	  /* unsent output as last seen, in tails_queued */
 	usec_t budget_stalled_at; /* since when its output is backed up; 0: it is not */
 	bool budget_linked;
+	bool budget_stream; /* counted as a stream of its own (a sandbox exec's): live
+			     * while CONN_SSE or CONN_WS; closed by dropping it */
 	/* accepted on the bridge socket: serves only the host tools of bridge_run,
 	 * the run named by the shim's first line (empty until it arrived) */
 	bool bridge;

@@ -13,8 +13,9 @@
  * A foreground exec dies with its stream: the connection freed before the
  * exit sends SBX_EXEC_KILL (SIGKILL: its exec cgroup), and so does a reader
  * too slow for ws_max_queue bytes of output (the stream is dropped: nothing
- * is buffered past that). A stream whose link to coordinatord is lost ends
- * with {"type":"error","code":"unavailable"}.
+ * is buffered past that), or whose stream the tails' budget drops
+ * (tails_max_queued_bytes, all streams together: tail-budget.c). A stream whose link to
+ * coordinatord is lost ends with {"type":"error","code":"unavailable"}.
  */
 #include "config.h"
 
@@ -92,6 +93,8 @@ sbx_conn_free(HttpConn *c)
 	if (!s)
 		return;
 	coord_cancel(s->router, s);
+	tail_budget_remove(c);
+	c->budget_stream = false;
 	if (!s->ended && !s->background && (s->pid || !s->ws || s->started))
 		sbx_kill(s, SIGKILL);
 	sbx_unlink(s);
@@ -110,9 +113,19 @@ sbx_send(SbxStream *s, json_t *j)
 		return -ENOMEM;
 	k = s->ws ? ws_send_text(s->c, text, strlen(text))
 		  : sse_send_line(s->c, text, strlen(text));
-	if (k >= 0 && http_conn_output_pending(s->c) > (size_t)s->router->conf->ws_max_queue)
+	if (k < 0)
+		return k;
+	size_t pending = http_conn_output_pending(s->c),
+	       max = (size_t)s->router->conf->ws_max_queue;
+	if (pending > max)
 		return -ENOBUFS;
-	return k;
+	if (s->c->budget_stream) {
+		/* all streams' unsent output together (tails_max_queued_bytes): this
+		 * may drop a stream backed up longer, this one included */
+		tail_budget_stalled(s->c, pending > max / 2);
+		tail_budget_note(s->c);
+	}
+	return 0;
 }
 
 /* End the transport: a WebSocket close with code; the NDJSON body ends with
@@ -314,6 +327,8 @@ exec_reply(Peer *p, int err, const msgpack_object *body, void *userdata)
 			return;
 		}
 	}
+	c->budget_stream = true; /* its output counts with the tails' (tail-budget.c) */
+	tail_budget_add(c);
 	if (sbx_send(s, json_pack("{s:s, s:I}", "type", "started", "pid", (json_int_t)s->pid)) < 0)
 		sbx_close(s, 1011, "write failed");
 }

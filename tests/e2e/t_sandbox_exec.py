@@ -80,17 +80,23 @@ def exit_of(objs):
     return objs[-1]
 
 
+def processes_of(s, thread, headers=None):
+    st, js = s.http("GET", f"/sandboxes/{thread}/processes", headers=headers)
+    assert st == 200, (st, js)
+    return {p["pid"]: p for p in js["processes"]}
+
+
 def processes(s, thread):
     st, js = s.http("GET", f"/sandboxes/{thread}/processes", headers=H)
     assert st == 200, (st, js)
     return {p["pid"]: p for p in js["processes"]}
 
 
-def proc_cmdlines(s, thread):
+def proc_cmdlines(s, thread, token=ADMIN):
     """Every process's command line in the sandbox, seen by another exec."""
     st, objs = run_exec(s, thread, {"command":
                                     "for p in /proc/[0-9]*; do tr '\\0' ' ' < $p/cmdline "
-                                    "2>/dev/null; echo; done"})
+                                    "2>/dev/null; echo; done"}, token=token)
     assert st == 200 and exit_of(objs)["exitCode"] == 0, objs
     return output(objs).decode()
 
