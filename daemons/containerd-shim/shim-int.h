@@ -14,6 +14,7 @@
  *                    (max_instances), idle stops and evictions, ensure_key
  *   shim-exec.c      the exec table: output pump, backpressure, exit, hold,
  *                    per-exec cgroup leaves; EXEC_START/KILL/ATTACH/LIST
+ *   shim-exec-stdin.c  an exec's stdin: the start's bytes, EXEC_STDIN
  *   shim-sandbox.c   the sandbox table: create, start, kill, stop, the init
  *                    wire, death, cgroup graves; the small helpers below
  *
@@ -229,6 +230,7 @@ struct Exec {
 	uint64_t window; /* the memfd's intact tail (the init's output_window) */
 	char *stdin_data;
 	size_t stdin_len, stdin_off;
+	bool stdin_open; /* EXEC_START stdin_open: more comes by EXEC_STDIN until eof */
 	struct event *drain_timer, *bp_timer;
 	struct event *timeout_timer; /* wall timeout (timeout_ms), or NULL */
 	bool timed_out;
@@ -376,6 +378,12 @@ int handle_exec_start(Peer *p, const Frame *f, const Msg_EXEC_START *m, void *us
 int handle_exec_kill(Peer *p, const Frame *f, const Msg_EXEC_KILL *m, void *userdata);
 int handle_exec_attach(Peer *p, const Frame *f, const Msg_EXEC_ATTACH *m, void *userdata);
 int handle_exec_list(Peer *p, const Frame *f, const Msg_EXEC_LIST *m, void *userdata);
+int handle_exec_stdin(Peer *p, const Frame *f, const Msg_EXEC_STDIN *m, void *userdata);
+/* shim-exec.c: close stream i of e (stdin: the pipe; stdout/stderr: done). */
+void exec_close_stream(Exec *e, int i);
+/* shim-exec-stdin.c: feed the EXEC_START's stdin to e, or close it at once
+ * when there is none and it is not kept open (stdin_open). 0 or -ENOMEM. */
+int exec_stdin_start(Exec *e, const void *in, size_t in_len, bool stdin_open);
 void exec_leaves_prune(Sandbox *sb);
 void exec_on_init_msg(Sandbox *sb, const InitMsg *m, const char *payload, size_t len);
 void exec_sandbox_lost(Sandbox *sb);

@@ -242,6 +242,7 @@ MSG_HANDLER(dispatch_exec_kill, EXEC_KILL, handle_exec_kill)
 MSG_HANDLER(dispatch_sandbox_stats, SANDBOX_STATS, handle_sandbox_stats)
 MSG_HANDLER(dispatch_exec_attach, EXEC_ATTACH, handle_exec_attach)
 MSG_HANDLER(dispatch_exec_list, EXEC_LIST, handle_exec_list)
+MSG_HANDLER(dispatch_exec_stdin, EXEC_STDIN, handle_exec_stdin)
 MSG_HANDLER(dispatch_sandbox_forward, SANDBOX_FORWARD, handle_sandbox_forward)
 MSG_HANDLER(dispatch_sandbox_proxy, SANDBOX_PROXY, handle_sandbox_proxy)
 MSG_HANDLER(dispatch_sandbox_unlisten, SANDBOX_UNLISTEN, handle_sandbox_unlisten)
@@ -261,6 +262,7 @@ static const PeerHandler shim_handlers[_MSG_TYPE_MAX] = {
     [MSG_SANDBOX_STATS] = dispatch_sandbox_stats,
     [MSG_EXEC_ATTACH] = dispatch_exec_attach,
     [MSG_EXEC_LIST] = dispatch_exec_list,
+    [MSG_EXEC_STDIN] = dispatch_exec_stdin,
     [MSG_SANDBOX_FORWARD] = dispatch_sandbox_forward,
     [MSG_SANDBOX_PROXY] = dispatch_sandbox_proxy,
     [MSG_SANDBOX_UNLISTEN] = dispatch_sandbox_unlisten,

@@ -35,6 +35,9 @@ const ConfItem coord_conf_items[] = {
      "fsync every commit (durable); 'no' trades the last commits for speed"},
     {"coordinatord", "shell", CONF_STR, offsetof(CoordConf, shell), "/bin/sh", 0, 0,
      "interpreter of the shell harness, a path inside the sandbox"},
+    {"coordinatord", "sandbox_shell", CONF_STR, offsetof(CoordConf, sandbox_shell), "/bin/bash", 0,
+     0, "the sandbox API: the shell an exec's `command` runs in ([sandbox_shell, \"-c\", command]), "
+     "a path inside the sandbox (bash: TanStack's bootstrap reads `export -p` in its quoting)"},
     {"coordinatord", "read_max", CONF_INT, offsetof(CoordConf, read_max), "256", 1, 65536,
      "most events returned by one RUN_READ"},
     {"coordinatord", "read_max_bytes", CONF_SIZE, offsetof(CoordConf, read_max_bytes), "4M", 4096,
@@ -131,6 +134,18 @@ const ConfItem coord_conf_items[] = {
      0, 0,
      "CPU of all host tool calls together, as cpu.max: 'QUOTA_US PERIOD_US' (the default is "
      "one CPU) or 'max'"},
+    {"coordinatord", "max_execs_per_sandbox", CONF_INT, offsetof(CoordConf, max_execs_per_sandbox),
+     "16", 1, 4096,
+     "the sandbox API (POST /sandboxes/{id}/exec): execs one sandbox may have running at once, "
+     "background ones included; a further one gets 429 too_many_execs"},
+    {"coordinatord", "exec_stdin_max", CONF_SIZE, offsetof(CoordConf, exec_stdin_max), "1M", 0,
+     4 << 20,
+     "the sandbox API: most stdin bytes of one exec (the request's stdin, or what a WebSocket "
+     "sends); past it 413 stdin_too_large; at most half of runwarden.max_frame"},
+    {"coordinatord", "exec_timeout_max_ms", CONF_INT, offsetof(CoordConf, exec_timeout_max_ms),
+     "7200000", 1000, 86400000LL * 7,
+     "the sandbox API: longest timeoutMs of an exec, and the timeout of one that gives none "
+     "(then its exec cgroup is killed, reason timeout)"},
     {"coordinatord", "sandbox_egress_allow", CONF_WORDS, offsetof(CoordConf, sandbox_egress_allow),
      "", 0, 0,
      "host[:port] names (port 443 when none; no IP literals) that PUT "
@@ -185,6 +200,12 @@ coord_conf_load(const DaemonArgs *a, CoordConf *c, HarnessSet *harnesses)
 		    " escapes to more than a quarter of runwarden.max_frame (%" PRId64
 		    "); at most %zu",
 		    c->output_chunk_max, c->shared.max_frame, (c->event_max - 1024) / 6);
+	/* an exec's stdin travels whole in one SBX_EXEC and one EXEC_START */
+	if (c->exec_stdin_max > c->shared.max_frame / 2)
+		return log_error_errno(SYNTHETIC_ERRNO(EINVAL),
+				       "coordinatord.exec_stdin_max: %" PRId64
+				       " is over half of runwarden.max_frame (%" PRId64 ")",
+				       c->exec_stdin_max, c->shared.max_frame);
 	if (c->size_retention_high_water >= c->chunk_high_water)
 		return log_error_errno(SYNTHETIC_ERRNO(EINVAL),
 				       "coordinatord.size_retention_high_water: %" PRId64

@@ -42,6 +42,7 @@ typedef struct CoordConf {
 	bool sync;		  /* fsync on commit */
 	bool preallocate;	  /* reserve map_size on disk at start */
 	char *shell;		  /* the shell harness interpreter inside the sandbox */
+	char *sandbox_shell;	  /* the sandbox API: the shell of an exec's `command` */
 	int64_t read_max;	  /* largest RUN_READ batch */
 	int64_t sandbox_wait_ms;  /* how long a run waits for the shim before failing */
 	int64_t output_chunk_max; /* largest process.stdout/stderr text per chunk, bytes */
@@ -68,8 +69,11 @@ typedef struct CoordConf {
 	ToolCgroup tool_cgroup;		   /* required | auto | off */
 	char *tool_cgroup_parent;	   /* "" = our own cgroup */
 	int64_t tool_memory_max, tool_pids_max;
-	char *tool_cpu_max;		     /* cpu.max of the tools' cgroup */
-	char **sandbox_egress_allow;	     /* host[:port] a sandbox's egress may name */
+	char *tool_cpu_max;	       /* cpu.max of the tools' cgroup */
+	int64_t max_execs_per_sandbox; /* the sandbox API: execs running at once per sandbox */
+	int64_t exec_stdin_max;	       /* ... stdin bytes of one exec */
+	int64_t exec_timeout_max_ms;   /* ... longest timeoutMs; also the default */
+	char **sandbox_egress_allow;   /* host[:port] a sandbox's egress may name */
 	char **sandbox_egress_allow_private; /* networks its proxy may reach anyway */
 
 	/* derived by coord_conf_load(), not keys */

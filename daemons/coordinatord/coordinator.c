@@ -882,6 +882,10 @@ MSG_HANDLER(dispatch_sandbox_ctl, SANDBOX_CTL, handle_sandbox_ctl)
 MSG_HANDLER(dispatch_capabilities_get, CAPABILITIES_GET, handle_capabilities_get)
 MSG_HANDLER(dispatch_snapshot_list, SNAPSHOT_LIST, handle_snapshot_list)
 MSG_HANDLER(dispatch_watch_poll, WATCH_POLL, handle_watch_poll)
+MSG_HANDLER(dispatch_sbx_exec, SBX_EXEC, handle_sbx_exec)
+MSG_HANDLER(dispatch_sbx_exec_input, SBX_EXEC_INPUT, handle_sbx_exec_input)
+MSG_HANDLER(dispatch_sbx_exec_kill, SBX_EXEC_KILL, handle_sbx_exec_kill)
+MSG_HANDLER(dispatch_sbx_exec_list, SBX_EXEC_LIST, handle_sbx_exec_list)
 MSG_HANDLER(dispatch_sandbox_egress, SANDBOX_EGRESS, handle_sandbox_egress)
 
 static const PeerHandler client_handlers[_MSG_TYPE_MAX] = {
@@ -906,6 +910,10 @@ static const PeerHandler client_handlers[_MSG_TYPE_MAX] = {
     [MSG_CAPABILITIES_GET] = dispatch_capabilities_get,
     [MSG_SNAPSHOT_LIST] = dispatch_snapshot_list,
     [MSG_WATCH_POLL] = dispatch_watch_poll,
+    [MSG_SBX_EXEC] = dispatch_sbx_exec,
+    [MSG_SBX_EXEC_INPUT] = dispatch_sbx_exec_input,
+    [MSG_SBX_EXEC_KILL] = dispatch_sbx_exec_kill,
+    [MSG_SBX_EXEC_LIST] = dispatch_sbx_exec_list,
     [MSG_SANDBOX_EGRESS] = dispatch_sandbox_egress,
 };
 
@@ -916,6 +924,7 @@ client_closed(Peer *p, int err, void *ud)
 	Coordinator *c = cl->c;
 
 	log_debug("routerd connection closed");
+	sbx_exec_client_gone(c, cl);
 	for (Watch **pp = &c->watches; *pp;) {
 		if ((*pp)->client == cl) {
 			Watch *w = *pp;
@@ -1062,6 +1071,7 @@ coordinator_free(Coordinator *c)
 	replicate_teardown(c); /* what waits for JetStream is dropped, not acknowledged */
 	while (c->runs)
 		run_free(c->runs);
+	sbx_exec_free_all(c);
 	while (c->clients) {
 		Client *cl = c->clients;
 		c->clients = cl->next;

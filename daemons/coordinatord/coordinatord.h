@@ -42,6 +42,7 @@ typedef struct Client Client;
 typedef struct Run Run;
 typedef struct Harness Harness;
 typedef struct Adapter Adapter;
+typedef struct SbxExec SbxExec;
 
 struct Client {
 	Client *next;
@@ -260,6 +261,7 @@ struct Coordinator {
 	Client *clients;
 	Watch *watches;
 	Run *runs;
+	SbxExec *sbx_execs; /* the sandbox API's execs (sandbox-exec.c) */
 	/* Undo what the driver attached to a run (bridge, sandbox, listeners, a
 	 * RUN_CANCEL waiting), from run_free(); coordinator_new() sets it to
 	 * driver_run_teardown. NULL: nothing to undo. */
@@ -481,6 +483,22 @@ int handle_sandbox_ctl(Peer *p, const Frame *f, const Msg_SANDBOX_CTL *m, void *
 int handle_capabilities_get(Peer *p, const Frame *f, const Msg_CAPABILITIES_GET *m, void *ud);
 int handle_snapshot_list(Peer *p, const Frame *f, const Msg_SNAPSHOT_LIST *m, void *ud);
 int handle_watch_poll(Peer *p, const Frame *f, const Msg_WATCH_POLL *m, void *ud);
+
+/* sandbox-exec.c: the sandbox API's execs (not runs: no run log). */
+int handle_sbx_exec(Peer *p, const Frame *f, const Msg_SBX_EXEC *m, void *ud);
+int handle_sbx_exec_input(Peer *p, const Frame *f, const Msg_SBX_EXEC_INPUT *m, void *ud);
+int handle_sbx_exec_kill(Peer *p, const Frame *f, const Msg_SBX_EXEC_KILL *m, void *ud);
+int handle_sbx_exec_list(Peer *p, const Frame *f, const Msg_SBX_EXEC_LIST *m, void *ud);
+/* The shim's pushes of an exec that is no run's: true when it was one of these. */
+bool sbx_exec_output(Coordinator *c, const Msg_EXEC_OUTPUT *m);
+bool sbx_exec_exit(Coordinator *c, const Msg_EXEC_EXIT *m);
+/* routerd's connection cl is gone: its foreground execs are killed. */
+void sbx_exec_client_gone(Coordinator *c, Client *cl);
+/* The shim connection is lost: every running exec ends "lost". */
+void sbx_exec_shim_lost(Coordinator *c);
+/* The shim said HELLO: kill the execs it lists as ours that nobody here knows. */
+void sbx_exec_shim_ready(Coordinator *c);
+void sbx_exec_free_all(Coordinator *c);
 
 /* snapshots.c: SNAPSHOT_CREATE and SNAPSHOT_RESTORE, relayed to the shim. */
 int handle_snapshot_create(Peer *p, const Frame *f, const Msg_SNAPSHOT_CREATE *m, void *ud);

@@ -86,10 +86,10 @@ const ConfItem router_conf_items[] = {
      "a tail whose client leaves its output paused this long is closed (WebSocket 1008)"},
     {"routerd", "tails_max_queued_bytes", CONF_SIZE, offsetof(RouterConf, tails_max_queued_bytes),
      "64M", 1 * MIB, 64 * GIB,
-     "unsent output of all tails and Durable Streams SSE reads together (each holds at most "
-     "about ws_max_queue): past it the one whose client stopped reading longest ago is "
-     "closed (WebSocket 1013, SSE and NDJSON end) and its memory freed at once; the client "
-     "resumes with lastSeq"},
+     "unsent output of all tails, Durable Streams SSE reads and sandbox exec streams "
+     "together (each holds at most about ws_max_queue): past it the one whose client stopped "
+     "reading longest ago is closed (WebSocket 1013, SSE and NDJSON end) and its memory freed "
+     "at once; the client resumes with lastSeq (a dropped exec stream kills its exec)"},
     {"routerd", "ws_ping_interval_ms", CONF_INT, offsetof(RouterConf, ws_ping_interval_ms), "30000",
      0, 3600000, "ping interval on WebSocket tails; 0 disables server pings"},
     {"routerd", "tail_read_batch", CONF_INT, offsetof(RouterConf, tail_read_batch), "256", 1, 4096,

@@ -122,6 +122,13 @@ struct Router {
 	PeerLink *coord_link; /* connect, backoff, HELLO deadline (peer-link.h) */
 	bool coord_down_logged;
 	Watch *watches[ROUTER_WATCH_BUCKETS];
+	/* the sandbox API's exec streams (routes-sandbox.c), told through these
+	 * pointers (set by routes_attach): a push of SBX_EXEC_OUTPUT/EXIT, and
+	 * the link's loss */
+	struct SbxStream *sbx_streams;
+	uint64_t sbx_next_stream;
+	void (*sbx_push)(Router *r, int type, const Frame *f);
+	void (*sbx_lost)(Router *r);
 
 	/* metrics (metrics.c formats them) */
 	uint64_t http_responses[6]; /* by status class: [2] = 2xx … */
@@ -348,11 +355,14 @@ struct HttpConn {
 	bool chat_ws; /* a /chat conversation WebSocket (RunAgentInput frames in) */
 	const RouterToken *chat_token; /* ... and the token it was opened with (conf-owned) */
 	struct DsRead *ds;	       /* routes-ds.c: a Durable Streams read */
+	struct SbxStream *sbx;	       /* routes-sandbox.c: an exec's stream (NDJSON or WS) */
 	/* tail-budget.c: a streaming connection in Router.budget_first… */
 	HttpConn *budget_prev, *budget_next;
 	size_t budget_queued;	  /* unsent output as last seen, in tails_queued */
 	usec_t budget_stalled_at; /* since when its output is backed up; 0: it is not */
 	bool budget_linked;
+	bool budget_stream; /* counted as a stream of its own (a sandbox exec's): live
+			     * while CONN_SSE or CONN_WS; closed by dropping it */
 	/* accepted on the bridge socket: serves only the host tools of bridge_run,
 	 * the run named by the shim's first line (empty until it arrived) */
 	bool bridge;
@@ -453,6 +463,11 @@ void route_ui(HttpConn *c, char *const *seg, size_t n, bool trailing_slash);
 void route_threads(HttpConn *c, const char *query);
 /* ui_dir, or the installed default when it is empty. */
 const char *routes_ui_dir(const Router *r);
+
+/* ---- routes-sandbox.c ---- */
+/* A data message on an exec WebSocket (inside wslay's receive). */
+void sbx_ws_message(HttpConn *c, bool binary, const uint8_t *data, size_t len);
+void sbx_conn_free(HttpConn *c);
 
 /* ---- routes-chat.c ---- */
 

@@ -227,6 +227,12 @@ static const struct {
     {"overloaded", 503, "overloaded"},
     {"shim_unavailable", 503, "unavailable"},
     {"no_space", 507, "no_space"},
+    /* the sandbox API's execs (coordinatord's sandbox-exec.c) */
+    {"process_not_found", 404, "process_not_found"},
+    {"stdin_too_large", 413, "stdin_too_large"},
+    {"too_many_execs", 429, "too_many_execs"},
+    {"sandbox_error", 500, "sandbox_error"},
+    {"not_supported_in_cluster", 501, "not_supported_in_cluster"},
     /* the sandbox API (coordinatord's egress.c) */
     {"egress_forbidden", 403, "egress_forbidden"},
     /* cluster mode (coordinatord's placement.c, replicate.c) */
@@ -788,6 +794,7 @@ routes_conn_free(HttpConn *c)
 	c->stream_start = stream_start_free(c->stream_start);
 	chat_start_free(c);
 	ds_read_free(c);
+	sbx_conn_free(c);
 	c->tail = tail_free(c->tail);
 }
 
@@ -1005,12 +1012,13 @@ route_options(HttpConn *c)
 
 /* Who may call a route (checked after Host and Origin, before the method). */
 typedef enum RouteAuth {
-	AUTH_TOKEN,  /* a bearer token of tokens_file, when it has any */
-	AUTH_STREAM, /* ... also as ?access_token= or the WebSocket subprotocol: a
-		      * browser's WebSocket or EventSource cannot set Authorization */
-	AUTH_CHAT,   /* AUTH_STREAM for a WebSocket upgrade, AUTH_TOKEN otherwise */
-	AUTH_NONE,   /* /healthz, and the viewer's files (they hold no data) */
-	AUTH_RUN,    /* /_bridge, /tool-exec: the run's own token (coordinatord) */
+	AUTH_TOKEN,   /* a bearer token of tokens_file, when it has any */
+	AUTH_STREAM,  /* ... also as ?access_token= or the WebSocket subprotocol: a
+		       * browser's WebSocket or EventSource cannot set Authorization */
+	AUTH_CHAT,    /* AUTH_STREAM for a WebSocket upgrade, AUTH_TOKEN otherwise */
+	AUTH_UPGRADE, /* the same, without /chat's refusal on the socket (sandbox exec) */
+	AUTH_NONE,    /* /healthz, and the viewer's files (they hold no data) */
+	AUTH_RUN,     /* /_bridge, /tool-exec: the run's own token (coordinatord) */
 } RouteAuth;
 
 typedef struct RouteDef {
@@ -1020,7 +1028,7 @@ typedef struct RouteDef {
 	unsigned methods;  /* 1 << HTTP_*; 0: the handler checks the method */
 	const char *allow; /* the Allow header of a 405 */
 	RouteAuth auth;
-	bool file_body;			    /* a PUT may carry max_file_body bytes, not max_body */
+	unsigned big_body; /* 1 << HTTP_*: these may carry max_file_body bytes, not max_body */
 	void (*fn)(HttpConn *c, Route *rt); /* NULL: 404 (a family's unknown paths) */
 } RouteDef;
 
@@ -1073,36 +1081,40 @@ route_ui_files(HttpConn *c, Route *rt)
 /* Every public route (API.md), matched in order; the first whose pattern
  * matches the path decides authentication, methods and body limit. */
 static const RouteDef route_table[] = {
-    {"ui/**", 0, NULL, AUTH_NONE, false, route_ui_files},
-    {"healthz", M(GET), "GET", AUTH_NONE, false, route_healthz},
-    {"readyz", M(GET), "GET", AUTH_TOKEN, false, route_readyz},
-    {"metrics", M(GET), "GET", AUTH_TOKEN, false, route_metrics},
-    {"threads", 0, NULL, AUTH_TOKEN, false, route_threads_list},
-    {"chat", 0, NULL, AUTH_CHAT, false, route_chat_any},
-    {"runs", M(POST), "POST", AUTH_TOKEN, false, route_runs_post},
-    {"runs/*", M(GET), "GET", AUTH_TOKEN, false, route_run_get},
-    {"runs/*/stream", M(GET), "GET", AUTH_STREAM, false, route_run_stream},
-    {"runs/*/cancel", M(POST), "POST", AUTH_TOKEN, false, route_run_cancel},
-    {"threads/*/runs", M(GET), "GET", AUTH_TOKEN, false, route_thread_runs},
-    {"threads/*/snapshots", M(GET) | M(POST), "GET, POST", AUTH_TOKEN, false, route_snapshots},
-    {"threads/*/snapshots/*", M(DELETE), "DELETE", AUTH_TOKEN, false, route_snapshot_delete},
-    {"threads/*/restore", M(POST), "POST", AUTH_TOKEN, false, route_snapshot_restore},
+    {"ui/**", 0, NULL, AUTH_NONE, 0, route_ui_files},
+    {"healthz", M(GET), "GET", AUTH_NONE, 0, route_healthz},
+    {"readyz", M(GET), "GET", AUTH_TOKEN, 0, route_readyz},
+    {"metrics", M(GET), "GET", AUTH_TOKEN, 0, route_metrics},
+    {"threads", 0, NULL, AUTH_TOKEN, 0, route_threads_list},
+    {"chat", 0, NULL, AUTH_CHAT, 0, route_chat_any},
+    {"runs", M(POST), "POST", AUTH_TOKEN, 0, route_runs_post},
+    {"runs/*", M(GET), "GET", AUTH_TOKEN, 0, route_run_get},
+    {"runs/*/stream", M(GET), "GET", AUTH_STREAM, 0, route_run_stream},
+    {"runs/*/cancel", M(POST), "POST", AUTH_TOKEN, 0, route_run_cancel},
+    {"threads/*/runs", M(GET), "GET", AUTH_TOKEN, 0, route_thread_runs},
+    {"threads/*/snapshots", M(GET) | M(POST), "GET, POST", AUTH_TOKEN, 0, route_snapshots},
+    {"threads/*/snapshots/*", M(DELETE), "DELETE", AUTH_TOKEN, 0, route_snapshot_delete},
+    {"threads/*/restore", M(POST), "POST", AUTH_TOKEN, 0, route_snapshot_restore},
     /* the path after "files" is Route.rest (route_split), not segments */
-    {"threads/*/files", 0, NULL, AUTH_TOKEN, true, route_files_any},
-    {"sandboxes/*/files", 0, NULL, AUTH_TOKEN, true, route_files_any},
-    {"capabilities", M(GET), "GET", AUTH_TOKEN, false, route_capabilities},
-    {"sandboxes/*", M(GET) | M(PUT) | M(DELETE), "GET, PUT, DELETE", AUTH_TOKEN, false,
+    {"threads/*/files", 0, NULL, AUTH_TOKEN, M(PUT), route_files_any},
+    {"sandboxes/*/files", 0, NULL, AUTH_TOKEN, M(PUT), route_files_any},
+    {"capabilities", M(GET), "GET", AUTH_TOKEN, 0, route_capabilities},
+    {"sandboxes/*", M(GET) | M(PUT) | M(DELETE), "GET, PUT, DELETE", AUTH_TOKEN, 0,
      route_sandbox},
-    {"sandboxes/*/stop", M(POST), "POST", AUTH_TOKEN, false, route_sandbox_stop},
-    {"sandboxes/*/restore", M(POST), "POST", AUTH_TOKEN, false, route_sandbox_restore},
-    {"sandboxes/*/watch", M(GET), "GET", AUTH_TOKEN, false, route_sandbox_watch},
-    {"sandboxes/*/ports/*", M(POST), "POST", AUTH_TOKEN, false, route_sandbox_port},
-    {"sandboxes/*/egress", M(PUT), "PUT", AUTH_TOKEN, false, route_sandbox_egress},
-    {"ds/v1/threads/*/runs/*", M(GET) | M(HEAD), "GET, HEAD", AUTH_TOKEN, false, route_ds_read},
-    {"_bridge/*", M(POST), "POST", AUTH_RUN, false, route_bridge_call},
-    {"tool-exec/*", M(POST), "POST", AUTH_RUN, false, route_bridge_call},
-    {"_bridge/**", 0, NULL, AUTH_RUN, false, NULL},
-    {"tool-exec/**", 0, NULL, AUTH_RUN, false, NULL},
+    {"sandboxes/*/stop", M(POST), "POST", AUTH_TOKEN, 0, route_sandbox_stop},
+    {"sandboxes/*/restore", M(POST), "POST", AUTH_TOKEN, 0, route_sandbox_restore},
+    {"sandboxes/*/watch", M(GET), "GET", AUTH_TOKEN, 0, route_sandbox_watch},
+    {"sandboxes/*/ports/*", M(POST), "POST", AUTH_TOKEN, 0, route_sandbox_port},
+    {"sandboxes/*/egress", M(PUT), "PUT", AUTH_TOKEN, 0, route_sandbox_egress},
+    /* the sandbox API (routes-sandbox.c): a sandbox id is a thread id */
+    {"sandboxes/*/exec", M(GET) | M(POST), "GET, POST", AUTH_UPGRADE, M(POST), route_sbx_exec},
+    {"sandboxes/*/processes", M(GET), "GET", AUTH_TOKEN, 0, route_sbx_processes},
+    {"sandboxes/*/processes/*/kill", M(POST), "POST", AUTH_TOKEN, 0, route_sbx_kill},
+    {"ds/v1/threads/*/runs/*", M(GET) | M(HEAD), "GET, HEAD", AUTH_TOKEN, 0, route_ds_read},
+    {"_bridge/*", M(POST), "POST", AUTH_RUN, 0, route_bridge_call},
+    {"tool-exec/*", M(POST), "POST", AUTH_RUN, 0, route_bridge_call},
+    {"_bridge/**", 0, NULL, AUTH_RUN, 0, NULL},
+    {"tool-exec/**", 0, NULL, AUTH_RUN, 0, NULL},
 };
 
 #undef M
@@ -1139,10 +1151,10 @@ routes_file_body(const char *url, size_t len, int method)
 	_cleanup_(route_done) Route rt = {0};
 	const RouteDef *d;
 
-	if (method != HTTP_PUT || route_split(url, len, &rt, NULL) < 0)
+	if ((method != HTTP_PUT && method != HTTP_POST) || route_split(url, len, &rt, NULL) < 0)
 		return false;
 	d = route_find(&rt);
-	return d && d->file_body;
+	return d && (d->big_body & (1u << method));
 }
 
 static bool
@@ -1153,6 +1165,7 @@ route_auth_ok(HttpConn *c, const Route *rt, RouteAuth auth)
 	case AUTH_RUN: return true;
 	case AUTH_STREAM: return auth_ok(c, rt, true);
 	case AUTH_CHAT:
+	case AUTH_UPGRADE:
 		return auth_ok(c, rt, c->req.method == HTTP_GET && http_header(c, "Upgrade"));
 	case AUTH_TOKEN: break;
 	}
@@ -1223,4 +1236,5 @@ routes_attach(Router *r)
 {
 	r->on_request = routes_dispatch;
 	r->on_conn_free = routes_conn_free;
+	routes_sandbox_attach(r);
 }

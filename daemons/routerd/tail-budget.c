@@ -16,6 +16,8 @@
  * connection dropped at once (a close frame behind half a megabyte the
  * client does not read would hold that memory until the close deadline).
  * The client resumes with lastSeq (or its offset) like after any drop.
+ * A sandbox exec's stream (routes-sandbox.c, HttpConn.budget_stream) counts
+ * too; dropped, it takes its exec along (nothing resumes it).
  */
 #include "config.h"
 
@@ -87,6 +89,8 @@ budget_live(const HttpConn *c)
 {
 	if (c->tail)
 		return !c->tail->finished && c->tail->sink->open(c);
+	if (c->budget_stream) /* a sandbox exec's stream (routes-sandbox.c) */
+		return c->state == CONN_SSE || c->state == CONN_WS;
 	return c->ds && c->state == CONN_SSE;
 }
 
@@ -144,7 +148,7 @@ budget_enforce(Router *r)
 		r->tails_budget_closed++;
 		if (v->tail)
 			tail_fail(v->tail, 1013, BUDGET_REASON); /* releases its share */
-		else
+		else if (!v->budget_stream) /* an exec's is only dropped: it dies with it */
 			sse_close(v, 1013, BUDGET_REASON);
 		tail_budget_release(v);
 		http_conn_abort(v); /* frees its output now */

@@ -486,6 +486,49 @@ test_http_sandbox_api_routes(void **state)
 		assert_answer(request(cases[i].req, T.port), cases[i].status, cases[i].code);
 }
 
+/* The sandbox exec routes routerd answers alone: the body's shape, the
+ * methods, a GET that is no upgrade; the rest needs coordinatord (503). */
+static void
+test_http_sandbox_exec_routes(void **state)
+{
+	assert_answer(request("POST /sandboxes/s1/exec HTTP/1.1\r\nHost: 127.0.0.1:%d\r\n"
+			      "Content-Type: application/json\r\nContent-Length: 12\r\n\r\n"
+			      "{\"argv\":\"x\"}",
+			      T.port),
+		      400, "bad_request");
+	assert_answer(request("POST /sandboxes/s1/exec HTTP/1.1\r\nHost: 127.0.0.1:%d\r\n"
+			      "Content-Type: text/plain\r\nContent-Length: 2\r\n\r\n{}",
+			      T.port),
+		      415, NULL);
+	assert_answer(request("POST /sandboxes/s1/exec HTTP/1.1\r\nHost: 127.0.0.1:%d\r\n"
+			      "Content-Type: application/json\r\nContent-Length: 15\r\n\r\n"
+			      "{\"argv\":[\"ls\"]}",
+			      T.port),
+		      503, "unavailable");
+	assert_answer(request("POST /sandboxes/bad%%01id/exec HTTP/1.1\r\nHost: 127.0.0.1:%d\r\n"
+			      "Content-Type: application/json\r\nContent-Length: 15\r\n\r\n"
+			      "{\"argv\":[\"ls\"]}",
+			      T.port),
+		      400, "invalid_thread_id");
+	assert_answer(
+	    request("GET /sandboxes/s1/exec HTTP/1.1\r\nHost: 127.0.0.1:%d\r\n\r\n", T.port), 426,
+	    "upgrade_required");
+	assert_answer(
+	    request("PUT /sandboxes/s1/exec HTTP/1.1\r\nHost: 127.0.0.1:%d\r\n\r\n", T.port), 405,
+	    "method_not_allowed");
+	assert_answer(request("POST /sandboxes/s1/processes/x1/kill HTTP/1.1\r\n"
+			      "Host: 127.0.0.1:%d\r\n\r\n",
+			      T.port),
+		      404, "process_not_found");
+	assert_answer(request("POST /sandboxes/s1/processes/7/kill?signal=SIGNOPE HTTP/1.1\r\n"
+			      "Host: 127.0.0.1:%d\r\n\r\n",
+			      T.port),
+		      400, "bad_request");
+	assert_answer(
+	    request("GET /sandboxes/s1/processes HTTP/1.1\r\nHost: 127.0.0.1:%d\r\n\r\n", T.port),
+	    503, "unavailable");
+}
+
 /* A malformed request never stops the next client from being served. */
 static void
 test_http_garbage_then_service(void **state)
@@ -523,6 +566,7 @@ main(void)
 	    cmocka_unit_test(test_http_garbage_then_service),
 	    cmocka_unit_test(test_http_sandbox_net_routes),
 	    cmocka_unit_test(test_http_sandbox_api_routes),
+	    cmocka_unit_test(test_http_sandbox_exec_routes),
 	};
 	return cmocka_run_group_tests(tests, setup, teardown);
 }
