@@ -35,6 +35,9 @@ const ConfItem coord_conf_items[] = {
      "fsync every commit (durable); 'no' trades the last commits for speed"},
     {"coordinatord", "shell", CONF_STR, offsetof(CoordConf, shell), "/bin/sh", 0, 0,
      "interpreter of the shell harness, a path inside the sandbox"},
+    {"coordinatord", "sandbox_shell", CONF_STR, offsetof(CoordConf, sandbox_shell), "/bin/bash", 0,
+     0, "the sandbox API: the shell an exec's `command` runs in ([sandbox_shell, \"-c\", command]), "
+     "a path inside the sandbox (bash: TanStack's bootstrap reads `export -p` in its quoting)"},
     {"coordinatord", "read_max", CONF_INT, offsetof(CoordConf, read_max), "256", 1, 65536,
      "most events returned by one RUN_READ"},
     {"coordinatord", "read_max_bytes", CONF_SIZE, offsetof(CoordConf, read_max_bytes), "4M", 4096,

@@ -42,6 +42,7 @@ typedef struct CoordConf {
 	bool sync;		  /* fsync on commit */
 	bool preallocate;	  /* reserve map_size on disk at start */
 	char *shell;		  /* the shell harness interpreter inside the sandbox */
+	char *sandbox_shell;	  /* the sandbox API: the shell of an exec's `command` */
 	int64_t read_max;	  /* largest RUN_READ batch */
 	int64_t sandbox_wait_ms;  /* how long a run waits for the shim before failing */
 	int64_t output_chunk_max; /* largest process.stdout/stderr text per chunk, bytes */

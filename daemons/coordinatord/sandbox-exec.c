@@ -452,7 +452,7 @@ handle_sbx_exec(Peer *p, const Frame *f, const Msg_SBX_EXEC *m, void *ud)
 	if (m->argv)
 		k = strv_copy(m->argv, &x->argv);
 	else
-		k = strv_push(&x->argv, c->conf.shell) < 0 || strv_push(&x->argv, "-c") < 0 ||
+		k = strv_push(&x->argv, c->conf.sandbox_shell) < 0 || strv_push(&x->argv, "-c") < 0 ||
 			    strv_push(&x->argv, m->command) < 0
 			? -ENOMEM
 			: 0;

@@ -36,18 +36,16 @@
 
 /* The contract's exec limits until [coordinatord] has keys for them (the exec
  * routes' work wires them here: the one place they are read). */
-#define SANDBOX_EXEC_STDIN_MAX_DEFAULT (1024 * 1024)
-#define SANDBOX_EXECS_PER_SANDBOX_DEFAULT 16
-#define SANDBOX_EXEC_TIMEOUT_MAX_DEFAULT (2 * 3600 * 1000)
-
+/* The sandbox API's exec limits ([coordinatord] max_execs_per_sandbox,
+ * exec_stdin_max, exec_timeout_max_ms: sandbox-exec.c enforces them) and the
+ * shell a `command` runs in, as GET /capabilities reports them. */
 static void
 sandbox_exec_limits(const Coordinator *c, Reply_CAPABILITIES_GET *rep)
 {
-	rep->exec_stdin_max_bytes = SANDBOX_EXEC_STDIN_MAX_DEFAULT;
-	rep->max_execs_per_sandbox = SANDBOX_EXECS_PER_SANDBOX_DEFAULT;
-	/* no exec outlives max_run_ms; 0 (never) reports the default */
-	rep->exec_timeout_max_ms = c->conf.max_run_ms > 0 ? (uint64_t)c->conf.max_run_ms
-							  : SANDBOX_EXEC_TIMEOUT_MAX_DEFAULT;
+	rep->exec_stdin_max_bytes = (uint64_t)c->conf.exec_stdin_max;
+	rep->max_execs_per_sandbox = (uint64_t)c->conf.max_execs_per_sandbox;
+	rep->exec_timeout_max_ms = (uint64_t)c->conf.exec_timeout_max_ms;
+	rep->shell = c->conf.sandbox_shell;
 }
 
 static const PeerRelayOps ctl_relay = {

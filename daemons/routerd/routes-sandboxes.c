@@ -30,9 +30,6 @@
 #include "log.h"
 #include "macro.h"
 
-/* The shell a `command` runs in (SANDBOX-API.md "Exec"). */
-#define SANDBOX_SHELL "/bin/bash"
-
 /* A stop or delete waits for the sandbox to end (coordinatord: 60 s). */
 #define CTL_WAIT_USEC (70 * USEC_PER_SEC)
 
@@ -189,7 +186,7 @@ capabilities_reply(Peer *p, int err, const msgpack_object *body, void *userdata)
 			       "execStdinMaxBytes", (json_int_t)rep.exec_stdin_max_bytes,
 			       "maxExecsPerSandbox", (json_int_t)rep.max_execs_per_sandbox,
 			       "execTimeoutMaxMs", (json_int_t)rep.exec_timeout_max_ms, "scope",
-			       "threads", scope, "shell", SANDBOX_SHELL));
+			       "threads", scope, "shell", rep.shell ? rep.shell : "/bin/sh"));
 }
 
 void

@@ -17,25 +17,52 @@ NO_SUITE = True
 TOP = os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "..")
 
 
-def test_dev_up_serves_and_stops():
+def dev_up(conf_text, drop_env=()):
+    """`./dev up` on a free port with a state dir and --config holding
+    conf_text (formatted with {state}); returns (process, port, state) once
+    it printed its "ready" line."""
     port = free_port()
     state = tempfile.mkdtemp(prefix="rw-devup-")
     conf = os.path.join(state, "extra.conf")
-    with open(conf, "w") as f:  # layered over the defaults: a key of each kind
-        f.write("[coordinatord]\nstall_timeout_ms = 600000\n[routerd]\nmax_body = 2M\n")
+    with open(conf, "w") as f:
+        f.write(conf_text.format(state=state))
     env = dict(os.environ)
-    env.pop("NOTIFY_SOCKET", None)
+    for k in ("NOTIFY_SOCKET",) + tuple(drop_env):
+        env.pop(k, None)
+    # the daemons log to stderr: a file, never a pipe nobody drains
     p = subprocess.Popen([os.path.join(TOP, "dev"), "up", "--listen", f"127.0.0.1:{port}",
                           "--state-dir", state, "--config", conf],
-                         stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True, env=env)
+                         stdout=subprocess.PIPE, stderr=open(os.path.join(state, "stderr"), "w+"),
+                         text=True, env=env)
+    deadline = time.time() + 120
+    line = ""
+    while time.time() < deadline:
+        line = p.stdout.readline()
+        if "ready" in line or not line:
+            break
+    if not ("ready" in line and f"127.0.0.1:{port}" in line):
+        dev_down(p, state)
+        raise AssertionError(("not ready", line, p.poll()))
+    return p, port, state
+
+
+def dev_down(p, state):
+    """SIGINT, as Ctrl-C; returns (exit status, stderr)."""
+    p.send_signal(signal.SIGINT)
     try:
-        deadline = time.time() + 120
-        line = ""
-        while time.time() < deadline:
-            line = p.stdout.readline()
-            if "ready" in line or not line:
-                break
-        assert "ready" in line and f"127.0.0.1:{port}" in line, line
+        rc = p.wait(timeout=20)
+        with open(os.path.join(state, "stderr")) as f:
+            err = f.read()
+    finally:
+        subprocess.run(["umount", "-R", "-l", state], stderr=subprocess.DEVNULL)
+        subprocess.run(["rm", "-rf", state])
+    return rc, err
+
+
+def test_dev_up_serves_and_stops():
+    # layered over the defaults: a key of each kind
+    p, port, state = dev_up("[coordinatord]\nstall_timeout_ms = 600000\n[routerd]\nmax_body = 2M\n")
+    try:
         base = f"http://127.0.0.1:{port}"
         req = urllib.request.Request(base + "/runs", method="POST", headers={"Content-Type": "application/json"},
                                      data=json.dumps({"threadId": "devup", "messages": [
@@ -62,10 +89,7 @@ def test_dev_up_serves_and_stops():
         with urllib.request.urlopen(base + "/ui/", timeout=10) as r:
             assert r.status == 200 and b"/ui/app.js" in r.read()
     finally:
-        p.send_signal(signal.SIGINT)
-        rc = p.wait(timeout=20)
-        subprocess.run(["umount", "-R", "-l", state], stderr=subprocess.DEVNULL)
-        subprocess.run(["rm", "-rf", state])
+        rc, _ = dev_down(p, state)
     assert rc == 0, rc
 
 
@@ -73,29 +97,14 @@ def test_dev_up_with_a_tokens_file_in_config_gets_ready():
     """`./dev up --config` whose [routerd] tokens_file turns tokens on: the
     readiness probe takes that file's first token (no RUNWARDEN_TOKEN_FILE
     needed), and the API then wants one."""
-    port = free_port()
-    state = tempfile.mkdtemp(prefix="rw-devup-")
-    tokens = os.path.join(state, "tokens")
+    tokens_dir = tempfile.mkdtemp(prefix="rw-devup-tokens-")
+    tokens = os.path.join(tokens_dir, "tokens")
     with open(tokens, "w") as f:
         f.write("# operator first, then a scoped tenant\nop-token-123\nten-token-456 threads=a-*\n")
     os.chmod(tokens, 0o600)
-    conf = os.path.join(state, "extra.conf")
-    with open(conf, "w") as f:
-        f.write(f"[routerd]\ntokens_file = {tokens}\n")
-    env = dict(os.environ)
-    for k in ("NOTIFY_SOCKET", "RUNWARDEN_TOKEN_FILE", "RUNWARDEN_TOKEN"):
-        env.pop(k, None)
-    p = subprocess.Popen([os.path.join(TOP, "dev"), "up", "--listen", f"127.0.0.1:{port}",
-                          "--state-dir", state, "--config", conf],
-                         stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env)
+    p, port, state = dev_up(f"[routerd]\ntokens_file = {tokens}\n",
+                            drop_env=("RUNWARDEN_TOKEN_FILE", "RUNWARDEN_TOKEN"))
     try:
-        deadline = time.time() + 120
-        line = ""
-        while time.time() < deadline:
-            line = p.stdout.readline()
-            if "ready" in line or not line:
-                break
-        assert "ready" in line and f"127.0.0.1:{port}" in line, (line, p.poll())
         base = f"http://127.0.0.1:{port}"
         try:
             urllib.request.urlopen(base + "/readyz", timeout=10)
@@ -105,10 +114,7 @@ def test_dev_up_with_a_tokens_file_in_config_gets_ready():
         req = urllib.request.Request(base + "/readyz", headers={"Authorization": "Bearer op-token-123"})
         assert urllib.request.urlopen(req, timeout=10).status == 200
     finally:
-        p.send_signal(signal.SIGINT)
-        rc = p.wait(timeout=20)
-        err = p.stderr.read()
-        subprocess.run(["umount", "-R", "-l", state], stderr=subprocess.DEVNULL)
-        subprocess.run(["rm", "-rf", state])
+        rc, err = dev_down(p, state)
+        subprocess.run(["rm", "-rf", tokens_dir])
     assert rc == 0, rc
     assert "op-token-123" not in err and "ten-token-456" not in err, "a token was printed"
