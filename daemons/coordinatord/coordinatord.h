@@ -33,6 +33,7 @@
 #include "peer-link.h"
 #include "reason.h"
 #include "runlog.h"
+#include "tenant.h"
 #include "shared-conf.h"
 #include "time-util.h"
 
@@ -88,6 +89,7 @@ struct Run {
 	Coordinator *c;
 	char run_id[RUN_ID_LEN + 1];
 	char *thread_id;
+	char tenant[TENANT_NAME_MAX + 1]; /* whose run (tenant.c); TENANT_DEFAULT when none */
 	char *command;
 	char *sandbox_id;
 	uint64_t exec_id;
@@ -292,6 +294,8 @@ struct Coordinator {
 	ThreadOutput *thread_output;
 	uint64_t log_used, log_map; /* live bytes of the run log after the last commit, map size */
 	bool log_warned;	    /* over map_warn_percent (warned once) */
+	struct TenantStat *tenants; /* tenant.c: one per tenant seen */
+	size_t n_tenants;
 
 	/* cluster mode ([cluster] nats), else NULL */
 	struct Cluster *cluster;     /* [cluster] nats set: JetStream (replicate.c), else NULL */
@@ -305,6 +309,38 @@ struct Coordinator {
 	 * was looked up: route it here, do not look again */
 	bool route_here;
 };
+
+/* tenant.c — tenants (docs/SECURITY.md "Tenants"): who owns a thread, the
+ * per-tenant quotas checked before work or data is created, the counts
+ * /metrics shows by tenant. */
+enum { TENANT_REFUSED_THREADS, TENANT_REFUSED_RUNS, TENANT_REFUSED_OWNER, _TENANT_REFUSED_MAX };
+typedef struct TenantStat {
+	char name[TENANT_NAME_MAX + 1];
+	uint64_t threads;      /* threads it owns (the run log's owners) */
+	uint64_t runs_started; /* since start */
+	uint64_t log_bytes;    /* in the run log, as of the last usage scan */
+	uint64_t refused[_TENANT_REFUSED_MAX];
+} TenantStat;
+/* The tenant's entry, made when new (NULL when out of memory). */
+TenantStat *tenant_stat(Coordinator *c, const char *name);
+/* Count the threads each tenant owns (start-up). */
+int tenants_load(Coordinator *c);
+void tenants_free(Coordinator *c);
+/* The tenant a request names, TENANT_DEFAULT when none; false (answered
+ * -EINVAL) when the name is not one. */
+bool tenant_request_ok(Peer *p, const Frame *f, const char **tenant);
+/* Before a request creates work or data in thread_id for tenant: the thread
+ * is tenant's (claimed when it has no owner, within tenant_max_threads:
+ * else 429 tenant_threads_quota) or 403 thread_forbidden; for a run, the
+ * tenant's runs driven here are under tenant_max_running (else 429
+ * tenant_runs_quota). false: refused and answered; *ret_err a storage error
+ * the caller returns (0 otherwise). */
+bool tenant_admit(Coordinator *c, Peer *p, const Frame *f, const char *thread_id,
+		  const char *tenant, bool run, int *ret_err);
+/* Runs of tenant driven here (not ended). */
+size_t tenant_running(Coordinator *c, const char *tenant);
+/* The /metrics lines by tenant. */
+void tenant_metrics(Coordinator *c, FILE *out);
 
 /* coordinator.c */
 int coordinator_run(const DaemonArgs *args);
@@ -393,7 +429,7 @@ int agui_chunk_check(const json_t *chunk, Reason *why);
  * with that commit's acknowledgements, an error if the creation failed (then
  * the run's other ops of the commit fail -ENOENT). 0 or -ENOMEM. */
 int commit_queue_create(Coordinator *c, Client *cl, uint64_t req_id, const char *run_id,
-			const char *thread_id, const char *harness);
+			const char *thread_id, const char *harness, const char *tenant);
 /* A client's RUN_APPEND / RUN_FINISH: acknowledged after the commit. */
 void op_queue_client(Coordinator *c, Client *cl, uint64_t req_id, const char *run_id, json_t *chunk,
 		     const char *status, json_t *fields);

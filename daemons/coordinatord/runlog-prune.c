@@ -2,7 +2,8 @@
 /*
  * runlog-prune.c — retention: deleting terminal runs (record, events,
  * thread index, driver state, input, idempotency keys) by age
- * (runlog_prune) and, past the size mark, oldest first (runlog_prune_oldest);
+ * (runlog_prune) and, past the size mark, oldest first (runlog_prune_oldest,
+ * or a tenant's oldest first: runlog_prune_oldest_of);
  * and how many bytes of the map are live (runlog_usage).
  */
 #include "config.h"
@@ -170,9 +171,9 @@ runlog_prune(RunLog *l, int64_t cutoff_ms, size_t max_pruned, size_t max_scanned
 int
 txn_usage(RunLog *l, MDB_txn *txn, uint64_t *ret_used)
 {
-	const MDB_dbi dbis[] = {0 /* FREE_DBI */, 1 /* MAIN_DBI */, l->runs,
-				l->events,	  l->thread_runs,   l->idem,
-				l->meta,	  l->drive,	    l->inputs};
+	const MDB_dbi dbis[] = {0 /* FREE_DBI */, 1 /* MAIN_DBI */, l->runs, l->events,
+				l->thread_runs,	  l->idem,	    l->meta, l->drive,
+				l->inputs,	  l->owners};
 	uint64_t pages = 2, psize = 4096;
 
 	for (size_t i = 0; i < ELEMENTSOF(dbis); i++) {
@@ -205,6 +206,13 @@ int
 runlog_prune_oldest(RunLog *l, size_t max_pruned, size_t *ret_pruned, RunLogPrunedFn pruned,
 		    void *ud)
 {
+	return runlog_prune_oldest_of(l, NULL, max_pruned, ret_pruned, pruned, ud);
+}
+
+int
+runlog_prune_oldest_of(RunLog *l, const char *tenant, size_t max_pruned, size_t *ret_pruned,
+		       RunLogPrunedFn pruned, void *ud)
+{
 	MDB_txn *txn;
 	MDB_cursor *cur;
 	MDB_val k, v;
@@ -231,7 +239,8 @@ runlog_prune_oldest(RunLog *l, size_t max_pruned, size_t *ret_pruned, RunLogPrun
 			continue;
 		json_t *rec = json_loadb(v.mv_data, v.mv_size, 0, NULL);
 		json_t *fin = json_object_get(rec, "finishedAt");
-		if (!rec || !rec_terminal(rec) || !json_is_integer(fin)) {
+		if (!rec || !rec_terminal(rec) || !json_is_integer(fin) ||
+		    (tenant && !streq(rec_tenant(rec), tenant))) {
 			json_decref(rec);
 			continue;
 		}

@@ -5,7 +5,8 @@
  * and SANDBOX_RESTORE keyed by the thread id (the key of SANDBOX_ENSURE); in
  * cluster mode claimed for (or forwarded to) the thread's owner first, as
  * files.c's THREAD_FILE. Nothing here touches the run log but the check that
- * no run of the thread is active before a restore.
+ * no run of the thread is active before a restore and the thread's owner
+ * (tenant.c).
  */
 #include "config.h"
 
@@ -87,7 +88,7 @@ thread_busy(Coordinator *c, const char *thread_id)
 /* SNAPSHOT_CREATE (label) and SNAPSHOT_RESTORE (sid): the common part. */
 static int
 handle_snapshot(Peer *p, const Frame *f, void *ud, const char *thread_id, const char *label,
-		const char *sid)
+		const char *sid, const char *tenant)
 {
 	Client *cl = ud;
 	Coordinator *c = cl->c;
@@ -102,6 +103,9 @@ handle_snapshot(Peer *p, const Frame *f, void *ud, const char *thread_id, const 
 	 * first run makes) */
 	if (placement_run_start(c, p, f, thread_id,
 				restore ? dispatch_restore_again : dispatch_create_again, ud))
+		goto out;
+	if (!tenant_request_ok(p, f, &tenant) ||
+	    !tenant_admit(c, p, f, thread_id, tenant, false, &ret))
 		goto out;
 	if (c->conf.reuse == REUSE_NONE) {
 		peer_reply_error(p, f->req_id, -EBUSY,
@@ -151,13 +155,13 @@ out:
 int
 handle_snapshot_create(Peer *p, const Frame *f, const Msg_SNAPSHOT_CREATE *m, void *ud)
 {
-	return handle_snapshot(p, f, ud, m->thread_id, m->label, NULL);
+	return handle_snapshot(p, f, ud, m->thread_id, m->label, NULL, m->tenant);
 }
 
 int
 handle_snapshot_restore(Peer *p, const Frame *f, const Msg_SNAPSHOT_RESTORE *m, void *ud)
 {
-	return handle_snapshot(p, f, ud, m->thread_id, NULL, m->snapshot_id);
+	return handle_snapshot(p, f, ud, m->thread_id, NULL, m->snapshot_id, m->tenant);
 }
 
 /* handled again once this node owns the thread (placement_run_start) */

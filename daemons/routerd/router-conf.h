@@ -19,15 +19,19 @@
 #include "conf-parser.h"
 #include "daemon-util.h"
 #include "shared-conf.h"
+#include "tenant.h"
 
-/* One tokens_file line: `TOKEN [threads=P,P…] [harnesses=H,H…]`. Only the
- * SHA-256 of the token is kept. threads: exact thread ids, or prefixes when
- * a pattern ends in '*'; NULL = any thread. harnesses: a comma-separated list
- * of harness names the token's runs may use; NULL = any. */
+/* One tokens_file line: `TOKEN [threads=P,P…] [harnesses=H,H…]
+ * [tenant=NAME]`. Only the SHA-256 of the token is kept. threads: exact
+ * thread ids, or prefixes when a pattern ends in '*'; NULL = any thread.
+ * harnesses: a comma-separated list of harness names the token's runs may
+ * use; NULL = any. tenant: the line's tenant=, else "t-" and the first 12
+ * hex digits of the token's SHA-256 (common/tenant.h). */
 typedef struct RouterToken {
 	uint8_t digest[32];
 	char **threads; /* NULL-terminated */
 	char *harnesses;
+	char tenant[TENANT_NAME_MAX + 1];
 } RouterToken;
 
 /* routerd waits this much longer for a snapshot/restore reply than the shim's
@@ -80,6 +84,8 @@ bool router_conf_listen_is_loopback(const RouterConf *c);
 
 /* Whether the token's thread scope admits thread_id (NULL token: any). */
 bool router_token_allows_thread(const RouterToken *t, const char *thread_id);
+/* The tenant of a request made with t (NULL: no tokens_file): its name. */
+const char *router_token_tenant(const RouterToken *t);
 
 /* Free the strings of c (NULL-safe fields). */
 void router_conf_done(RouterConf *c);

@@ -357,6 +357,7 @@ chat_start_run(HttpConn *c, json_t *body, const char *header_run_id, int64_t las
 			   .harnesses = harnesses,
 			   .client_run_id = run_id,
 			   .input = input,
+			   .tenant = router_token_tenant(token),
 		       }),
 		       chat_run_reply, c);
 	if (r < 0) {

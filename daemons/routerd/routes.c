@@ -221,6 +221,11 @@ static const struct {
     {"overloaded", 503, "overloaded"},
     {"shim_unavailable", 503, "unavailable"},
     {"no_space", 507, "no_space"},
+    /* tenants (coordinatord's tenant.c) */
+    {"thread_forbidden", 403, "thread_forbidden"},
+    {"tenant_threads_quota", 429, "tenant_threads_quota"},
+    {"tenant_runs_quota", 429, "tenant_runs_quota"},
+    {"tenant_backup_quota", 429, "tenant_backup_quota"},
     /* cluster mode (coordinatord's placement.c, replicate.c) */
     {"not_owner", 409, "not_owner"},
     {"cluster_unavailable", 503, "unavailable"},
@@ -435,6 +440,7 @@ route_runs_post(HttpConn *c, Route *rt)
 			   .metadata = meta,
 			   .idempotency_key = idem,
 			   .harnesses = harnesses,
+			   .tenant = router_token_tenant(c->req.token),
 		       }),
 		       run_start_reply, c);
 	if (r < 0)

@@ -605,7 +605,7 @@ test_runlog_alias_and_input_commit_and_prune_with_the_run(void **state)
 	size_t n = 0;
 
 	assert_int_equal(runlog_alias_get(f->l, "run-client-1", got), -ENOENT);
-	assert_int_equal(runlog_create_aliased(f->l, id, "t1", "shell", 100, "run-client-1",
+	assert_int_equal(runlog_create_aliased(f->l, id, "t1", "shell", NULL, 100, "run-client-1",
 					       "[{\"role\":\"user\",\"content\":\"hi\"}]",
 					       &created),
 			 0);
@@ -619,8 +619,9 @@ test_runlog_alias_and_input_commit_and_prune_with_the_run(void **state)
 	/* the retry: the alias names the run, nothing new is created, whatever
 	 * thread asks (the caller checks the owner) */
 	snprintf(id, sizeof(id), "%s", RUN_B);
-	assert_int_equal(
-	    runlog_create_aliased(f->l, id, "t2", "shell", 200, "run-client-1", NULL, &created), 0);
+	assert_int_equal(runlog_create_aliased(f->l, id, "t2", "shell", NULL, 200, "run-client-1",
+					       NULL, &created),
+			 0);
 	assert_false(created);
 	assert_string_equal(id, RUN_A);
 	json_t *rec = NULL;
@@ -628,7 +629,7 @@ test_runlog_alias_and_input_commit_and_prune_with_the_run(void **state)
 	/* the alias is global, not a key of thread t1: an Idempotency-Key of
 	 * the same text is another thing */
 	assert_int_equal(runlog_idem_get(f->l, "t1", "run-client-1", got), -ENOENT);
-	assert_int_equal(runlog_create_aliased(f->l, id, "t1", NULL, 1, "", NULL, &created),
+	assert_int_equal(runlog_create_aliased(f->l, id, "t1", NULL, NULL, 1, "", NULL, &created),
 			 -EINVAL);
 	/* pruned with the run */
 	assert_int_equal(
@@ -896,10 +897,10 @@ test_runlog_create_keyed_is_one_transaction(void **state)
 	int r = 0, i;
 
 	strcpy(id, RUN_A);
-	assert_int_equal(runlog_create_keyed(f->l, id, "t1", "shell", 1, "k", &created), 0);
+	assert_int_equal(runlog_create_keyed(f->l, id, "t1", "shell", NULL, 1, "k", &created), 0);
 	assert_true(created);
 	strcpy(id, RUN_B);
-	assert_int_equal(runlog_create_keyed(f->l, id, "t1", "shell", 2, "k", &created), 0);
+	assert_int_equal(runlog_create_keyed(f->l, id, "t1", "shell", NULL, 2, "k", &created), 0);
 	assert_false(created);
 	assert_string_equal(id, RUN_A);
 	assert_int_equal(runlog_get(f->l, RUN_B, &list), -ENOENT);
@@ -908,7 +909,7 @@ test_runlog_create_keyed_is_one_transaction(void **state)
 	json_decref(list);
 	/* the same key in another thread is another run */
 	strcpy(id, RUN_C);
-	assert_int_equal(runlog_create_keyed(f->l, id, "t2", NULL, 3, "k", &created), 0);
+	assert_int_equal(runlog_create_keyed(f->l, id, "t2", NULL, NULL, 3, "k", &created), 0);
 	assert_true(created);
 	assert_string_equal(id, RUN_C);
 
@@ -924,7 +925,7 @@ test_runlog_create_keyed_is_one_transaction(void **state)
 		snprintf(id, sizeof(id), "00000000-0000-4000-8000-%012x", i);
 		snprintf(key, 16, "%08x-", i);
 		key[9] = 'k';
-		r = runlog_create_keyed(f->l, id, "thread-with-a-long-name", NULL, i, key,
+		r = runlog_create_keyed(f->l, id, "thread-with-a-long-name", NULL, NULL, i, key,
 					&created);
 		if (r < 0)
 			break;
@@ -1467,13 +1468,13 @@ test_runlog_batch_create(void **state)
 
 	create(f->l, RUN_B, "t", 1);
 	assert_int_equal(runlog_batch_begin(f->l, &b), 0);
-	assert_int_equal(runlog_batch_create(b, RUN_A, "t", "shell", 5), 0);
+	assert_int_equal(runlog_batch_create(b, RUN_A, "t", "shell", NULL, 5), 0);
 	assert_int_equal(
 	    runlog_batch_append(b, RUN_A, "{\"type\":\"RUN_STARTED\"}", 22, NULL, NULL, 5, &seq),
 	    0);
 	assert_int_equal(seq, 0);
-	assert_int_equal(runlog_batch_create(b, RUN_A, "t", NULL, 5), -EEXIST);
-	assert_int_equal(runlog_batch_create(b, RUN_B, "t", NULL, 5), -EEXIST);
+	assert_int_equal(runlog_batch_create(b, RUN_A, "t", NULL, NULL, 5), -EEXIST);
+	assert_int_equal(runlog_batch_create(b, RUN_B, "t", NULL, NULL, 5), -EEXIST);
 	assert_int_equal(runlog_get(f->l, RUN_A, &rec), -ENOENT); /* not before the commit */
 	assert_int_equal(runlog_batch_commit(b), 0);
 	runlog_batch_free(b);
@@ -1490,7 +1491,7 @@ test_runlog_batch_create(void **state)
 	json_decref(list);
 	/* aborted: nothing */
 	assert_int_equal(runlog_batch_begin(f->l, &b), 0);
-	assert_int_equal(runlog_batch_create(b, RUN_C, "t", NULL, 6), 0);
+	assert_int_equal(runlog_batch_create(b, RUN_C, "t", NULL, NULL, 6), 0);
 	runlog_batch_free(b);
 	assert_int_equal(runlog_get(f->l, RUN_C, &rec), -ENOENT);
 }
