@@ -177,8 +177,8 @@ runlog_tenant_usage(RunLog *l, RunLogTenantUsage **ret, size_t *ret_n)
 		if (k.mv_size != RUN_ID_LEN)
 			continue;
 		uint64_t bytes = k.mv_size + d.mv_size;
-		while (erc == 0 && (ek.mv_size < RUN_ID_LEN ||
-				    memcmp(ek.mv_data, k.mv_data, RUN_ID_LEN) < 0))
+		while (erc == 0 &&
+		       (ek.mv_size < RUN_ID_LEN || memcmp(ek.mv_data, k.mv_data, RUN_ID_LEN) < 0))
 			erc = mdb_cursor_get(ecur, &ek, &ed, MDB_NEXT);
 		while (erc == 0 && ek.mv_size >= RUN_ID_LEN &&
 		       memcmp(ek.mv_data, k.mv_data, RUN_ID_LEN) == 0) {

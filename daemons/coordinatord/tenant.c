@@ -119,7 +119,8 @@ tenant_admit(Coordinator *c, Peer *p, const Frame *f, const char *thread_id, con
 	}
 	if (run && c->conf.tenant_max_running > 0 &&
 	    tenant_running(c, tenant) >= (uint64_t)c->conf.tenant_max_running) {
-		snprintf(m, sizeof(m), "this tenant has %" PRId64 " runs going (tenant_max_running)",
+		snprintf(m, sizeof(m),
+			 "this tenant has %" PRId64 " runs going (tenant_max_running)",
 			 c->conf.tenant_max_running);
 		return refuse(p, f, t, TENANT_REFUSED_RUNS, -EAGAIN, "tenant_runs_quota", m);
 	}
@@ -165,7 +166,8 @@ tenant_metrics(Coordinator *c, FILE *out)
 	      "# TYPE runwarden_tenant_log_bytes gauge\n",
 	      out);
 	for (size_t i = 0; i < c->n_tenants; i++)
-		label(out, "runwarden_tenant_log_bytes", c->tenants[i].name, c->tenants[i].log_bytes);
+		label(out, "runwarden_tenant_log_bytes", c->tenants[i].name,
+		      c->tenants[i].log_bytes);
 	fputs("# HELP runwarden_tenant_threads Threads a tenant owns.\n"
 	      "# TYPE runwarden_tenant_threads gauge\n",
 	      out);
@@ -189,6 +191,8 @@ tenant_metrics(Coordinator *c, FILE *out)
 	      out);
 	for (size_t i = 0; i < c->n_tenants; i++)
 		for (int k = 0; k < _TENANT_REFUSED_MAX; k++)
-			fprintf(out, "runwarden_tenant_refused_total{tenant=\"%s\",code=\"%s\"} %" PRIu64 "\n",
+			fprintf(out,
+				"runwarden_tenant_refused_total{tenant=\"%s\",code=\"%s\"} %" PRIu64
+				"\n",
 				c->tenants[i].name, codes[k], c->tenants[i].refused[k]);
 }
