@@ -296,6 +296,8 @@ struct Coordinator {
 	bool log_warned;	    /* over map_warn_percent (warned once) */
 	struct TenantStat *tenants; /* tenant.c: one per tenant seen */
 	size_t n_tenants;
+	RunLogTenantUsage *tenant_usage; /* the log by tenant, largest first (watchdog.c) */
+	size_t n_tenant_usage;
 
 	/* cluster mode ([cluster] nats), else NULL */
 	struct Cluster *cluster;     /* [cluster] nats set: JetStream (replicate.c), else NULL */
@@ -318,12 +320,11 @@ typedef struct TenantStat {
 	char name[TENANT_NAME_MAX + 1];
 	uint64_t threads;      /* threads it owns (the run log's owners) */
 	uint64_t runs_started; /* since start */
-	uint64_t log_bytes;    /* in the run log, as of the last usage scan */
 	uint64_t refused[_TENANT_REFUSED_MAX];
 } TenantStat;
 /* The tenant's entry, made when new (NULL when out of memory). */
 TenantStat *tenant_stat(Coordinator *c, const char *name);
-/* Count the threads each tenant owns (start-up). */
+/* Count the threads each tenant owns and the log by tenant (start-up). */
 int tenants_load(Coordinator *c);
 void tenants_free(Coordinator *c);
 /* The tenant a request names, TENANT_DEFAULT when none; false (answered
@@ -705,5 +706,7 @@ void remote_teardown(Coordinator *c);
 /* watchdog.c */
 /* After a commit: warn on crossing map_warn_percent, start size retention past its mark. */
 void watchdog_log_usage(Coordinator *c, uint64_t used);
+/* Count the run log by tenant into c->tenant_usage (size retention, /metrics). */
+int watchdog_tenant_usage(Coordinator *c);
 void watchdog_setup(Coordinator *c);
 void watchdog_teardown(Coordinator *c);

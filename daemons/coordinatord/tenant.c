@@ -51,7 +51,8 @@ count_owner(const char *thread_id, const char *tenant, void *ud)
 int
 tenants_load(Coordinator *c)
 {
-	return runlog_foreach_owner(c->runlog, count_owner, c);
+	int r = runlog_foreach_owner(c->runlog, count_owner, c);
+	return r < 0 ? r : watchdog_tenant_usage(c);
 }
 
 void
@@ -60,6 +61,9 @@ tenants_free(Coordinator *c)
 	free(c->tenants);
 	c->tenants = NULL;
 	c->n_tenants = 0;
+	free(c->tenant_usage);
+	c->tenant_usage = NULL;
+	c->n_tenant_usage = 0;
 }
 
 bool
@@ -159,15 +163,15 @@ tenant_metrics(Coordinator *c, FILE *out)
 	    [TENANT_REFUSED_RUNS] = "tenant_runs_quota",
 	    [TENANT_REFUSED_OWNER] = "thread_forbidden",
 	};
-	if (c->n_tenants == 0)
+	if (c->n_tenants == 0 && c->n_tenant_usage == 0)
 		return;
 	fputs("# HELP runwarden_tenant_log_bytes Bytes of a tenant's records and events in the run "
-	      "log (as of the last usage scan).\n"
+	      "log (keys and values; as of the last size retention pass or retention tick).\n"
 	      "# TYPE runwarden_tenant_log_bytes gauge\n",
 	      out);
-	for (size_t i = 0; i < c->n_tenants; i++)
-		label(out, "runwarden_tenant_log_bytes", c->tenants[i].name,
-		      c->tenants[i].log_bytes);
+	for (size_t i = 0; i < c->n_tenant_usage; i++)
+		label(out, "runwarden_tenant_log_bytes", c->tenant_usage[i].tenant,
+		      c->tenant_usage[i].bytes);
 	fputs("# HELP runwarden_tenant_threads Threads a tenant owns.\n"
 	      "# TYPE runwarden_tenant_threads gauge\n",
 	      out);

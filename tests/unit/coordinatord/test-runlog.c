@@ -1296,6 +1296,76 @@ test_runlog_prune_oldest_takes_first_finished_terminal_runs(void **state)
 	assert_int_equal(n, 0);
 }
 
+/* Tenants: the log counted by tenant (records and events, a record without
+ * one is "default's"), a tenant's oldest pruned first and no one else's, the
+ * threads' owners. */
+static void
+test_runlog_tenants(void **state)
+{
+	Fix *f = *state;
+	char id[RUN_ID_LEN + 1], owner[TENANT_NAME_MAX + 1];
+	RunLogTenantUsage *u = NULL;
+	json_t *rec = NULL;
+	size_t n = 0;
+	bool fresh = false;
+
+	memcpy(id, RUN_A, sizeof(id));
+	assert_int_equal(runlog_create_keyed(f->l, id, "b1", NULL, "bravo", 10, NULL, NULL), 0);
+	memcpy(id, RUN_B, sizeof(id));
+	assert_int_equal(runlog_create_keyed(f->l, id, "a1", NULL, "alpha", 20, NULL, NULL), 0);
+	memcpy(id, RUN_C, sizeof(id));
+	assert_int_equal(runlog_create_keyed(f->l, id, "a2", NULL, "alpha", 30, NULL, NULL), 0);
+	create(f->l, RUN_X, "d1", 40);
+	assert_int_equal(runlog_get(f->l, RUN_B, &rec), 0);
+	assert_string_equal(json_string_value(json_object_get(rec, "tenant")), "alpha");
+	json_decref(rec);
+	char *blob = malloc(100000);
+	assert_non_null(blob);
+	memset(blob, 'y', 100000);
+	blob[0] = blob[99999] = '"';
+	assert_int_equal(runlog_append(f->l, RUN_B, blob, 100000, 40, NULL, NULL), 0);
+	assert_int_equal(runlog_append(f->l, RUN_C, blob, 100000, 40, NULL, NULL), 0);
+	free(blob);
+	/* bravo's run finished first, then alpha's B; alpha's C still runs */
+	assert_int_equal(
+	    runlog_append_finish(f->l, RUN_A, "{}", 2, "completed", NULL, 50, NULL, NULL), 0);
+	assert_int_equal(
+	    runlog_append_finish(f->l, RUN_B, "{}", 2, "completed", NULL, 60, NULL, NULL), 0);
+	assert_int_equal(runlog_tenant_usage(f->l, &u, &n), 0);
+	assert_int_equal(n, 3);
+	assert_string_equal(u[0].tenant, "alpha"); /* largest first */
+	assert_true(u[0].bytes > 200000 && u[0].bytes < 210000);
+	assert_int_equal(u[0].runs, 2);
+	assert_int_equal(u[0].prunable, 1);
+	for (size_t i = 1; i < n; i++) {
+		assert_true(!strcmp(u[i].tenant, "bravo") || !strcmp(u[i].tenant, TENANT_DEFAULT));
+		assert_true(u[i].bytes < 1000);
+		assert_int_equal(u[i].prunable, !strcmp(u[i].tenant, "bravo"));
+	}
+	free(u);
+	/* alpha's oldest, never bravo's older one nor alpha's running one */
+	assert_int_equal(runlog_prune_oldest_of(f->l, "alpha", 16, &n, NULL, NULL), 0);
+	assert_int_equal(n, 1);
+	assert_int_equal(runlog_get(f->l, RUN_B, &rec), -ENOENT);
+	assert_int_equal(runlog_get(f->l, RUN_A, &rec), 0);
+	json_decref(rec);
+	assert_int_equal(runlog_prune_oldest_of(f->l, "alpha", 16, &n, NULL, NULL), 0);
+	assert_int_equal(n, 0);
+
+	/* owners: the first tenant's, another is refused, named */
+	assert_int_equal(runlog_thread_owner(f->l, "a1", owner), -ENOENT);
+	assert_int_equal(runlog_thread_claim(f->l, "a1", "alpha", &fresh, owner), 0);
+	assert_true(fresh);
+	assert_int_equal(runlog_thread_claim(f->l, "a1", "alpha", &fresh, owner), 0);
+	assert_false(fresh);
+	owner[0] = '\0';
+	assert_int_equal(runlog_thread_claim(f->l, "a1", "bravo", &fresh, owner), -EPERM);
+	assert_string_equal(owner, "alpha");
+	assert_int_equal(runlog_thread_claim(f->l, "a2", "bad/name", &fresh, owner), -EINVAL);
+	assert_int_equal(runlog_thread_owner(f->l, "a1", owner), 0);
+	assert_string_equal(owner, "alpha");
+}
+
 static void
 test_runlog_soft_append_refuses_one_op_not_the_batch(void **state)
 {
@@ -1547,6 +1617,7 @@ main(void)
 					    teardown),
 	    cmocka_unit_test_setup_teardown(
 		test_runlog_prune_oldest_takes_first_finished_terminal_runs, setup, teardown),
+	    cmocka_unit_test_setup_teardown(test_runlog_tenants, setup, teardown),
 	};
 	return cmocka_run_group_tests_name("runlog", tests, NULL, NULL);
 }
