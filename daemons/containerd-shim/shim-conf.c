@@ -107,6 +107,11 @@ const ConfItem shim_conf_items[] = {
      "most sandboxes alive at once; further requests wait (SANDBOX_QUEUED), served "
      "round-robin over threads, and an idle sandbox (no exec running, whatever processes "
      "linger) is stopped to make room"},
+    {S, "tenant_max_instances", CONF_INT, offsetof(ShimConf, tenant_max_instances), "0", 0, 4096,
+     "one tenant's share of max_instances, once the shim has served two tenants: a request "
+     "of a tenant holding that many sandboxes waits in the queue (never fails for it) while "
+     "other tenants are served; the queue is served round-robin over tenants, then over "
+     "threads; 0 = max(1, max_instances / 2)"},
     {S, "queue_timeout_ms", CONF_INT, offsetof(ShimConf, queue_timeout_ms), "600000", 0,
      7LL * 24 * 3600 * 1000,
      "how long a request waits for a sandbox slot before it fails (run error "

@@ -153,7 +153,7 @@ snap_release_held(Shim *s, SnapJob *j)
 			continue; /* its connection closed meanwhile */
 		int k = s->stopped
 			    ? -ESHUTDOWN
-			    : ensure_key(s, &h->reply, h->key, h->run_id, h->thread_id, true);
+			    : ensure_key(s, &h->reply, h->key, h->run_id, h->thread_id, NULL, true);
 		if (k < 0)
 			(void)peer_deferred_error(TAKE_PTR(h->reply), k, NULL,
 						  k == -ESHUTDOWN ? "containerd-shim is stopping"

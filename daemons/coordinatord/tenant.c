@@ -89,6 +89,19 @@ tenant_running(Coordinator *c, const char *tenant)
 	return n;
 }
 
+/* A tenant's runs holding a sandbox (ensured, not ended), or waiting for a
+ * slot in the shim's queue. */
+static size_t
+tenant_sandboxes(Coordinator *c, const char *tenant, bool queued)
+{
+	size_t n = 0;
+	for (Run *run = c->runs; run; run = run->next)
+		if (run->state != RUN_DONE && streq(run->tenant, tenant) &&
+		    (queued ? run->queued : run->sandbox_id != NULL))
+			n++;
+	return n;
+}
+
 static bool
 refuse(Peer *p, const Frame *f, TenantStat *t, int which, int err, const char *reason,
        const char *msg)
@@ -183,6 +196,19 @@ tenant_metrics(Coordinator *c, FILE *out)
 	for (size_t i = 0; i < c->n_tenants; i++)
 		label(out, "runwarden_tenant_runs_running", c->tenants[i].name,
 		      tenant_running(c, c->tenants[i].name));
+	fputs("# HELP runwarden_tenant_sandboxes A tenant's runs holding a sandbox.\n"
+	      "# TYPE runwarden_tenant_sandboxes gauge\n",
+	      out);
+	for (size_t i = 0; i < c->n_tenants; i++)
+		label(out, "runwarden_tenant_sandboxes", c->tenants[i].name,
+		      tenant_sandboxes(c, c->tenants[i].name, false));
+	fputs("# HELP runwarden_tenant_sandboxes_queued A tenant's runs waiting for a sandbox "
+	      "slot.\n"
+	      "# TYPE runwarden_tenant_sandboxes_queued gauge\n",
+	      out);
+	for (size_t i = 0; i < c->n_tenants; i++)
+		label(out, "runwarden_tenant_sandboxes_queued", c->tenants[i].name,
+		      tenant_sandboxes(c, c->tenants[i].name, true));
 	fputs("# HELP runwarden_tenant_runs_started_total Runs a tenant started.\n"
 	      "# TYPE runwarden_tenant_runs_started_total counter\n",
 	      out);
