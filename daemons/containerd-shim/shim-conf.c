@@ -151,6 +151,11 @@ const ConfItem shim_conf_items[] = {
     {S, "backups_keep", CONF_INT, offsetof(ShimConf, backups_keep), "10", 0, 1000000,
      "newest snapshots kept per thread; older ones are deleted after a snapshot "
      "(restore: 404 backup_not_found); 0 = keep all"},
+    {S, "tenant_max_backup_bytes", CONF_SIZE, offsetof(ShimConf, tenant_max_backup_bytes), "20G", 0,
+     INT64_MAX / 2,
+     "bytes of backups one tenant may hold (all its threads' snapshots, on disk); a snapshot "
+     "asked once its tenant holds that much is refused 429 tenant_backup_quota (the last one "
+     "allowed may pass it by its own size); 0 = no cap"},
     {S, "sandbox_orphan_ms", CONF_INT, offsetof(ShimConf, sandbox_orphan_ms), "60000", 100,
      7LL * 24 * 3600 * 1000,
      "after containerd-shim died (kill -9, crash), how long each sandbox waits for a new "

@@ -60,10 +60,11 @@ typedef struct ShimConf {
 	int64_t file_api_max_bytes;  /* largest file read or written by SANDBOX_FILE */
 	int64_t snapshot_timeout_ms; /* a snapshot/restore job may run this long; 0 = no limit */
 	int64_t backups_keep;	     /* newest backups kept per key; 0 = all */
-	int64_t snapshot_max_jobs;   /* snapshot/restore jobs at once; more: -EAGAIN */
-	char *snapshot_cpu_max;	     /* cpu.max of the job cgroup */
-	int64_t snapshot_io_weight;  /* io.weight of the job cgroup (when io is there) */
-	int64_t sandbox_orphan_ms;   /* how long an init waits for a shim that died (adopt.h) */
+	int64_t tenant_max_backup_bytes; /* a tenant's backups past this: no snapshot; 0 = no cap */
+	int64_t snapshot_max_jobs;	 /* snapshot/restore jobs at once; more: -EAGAIN */
+	char *snapshot_cpu_max;		 /* cpu.max of the job cgroup */
+	int64_t snapshot_io_weight;	 /* io.weight of the job cgroup (when io is there) */
+	int64_t sandbox_orphan_ms;	 /* how long an init waits for a shim that died (adopt.h) */
 	/* derived by shim_conf_load() from cpu_max: quota -1 = unlimited */
 	int64_t cpu_quota_us, cpu_period_us;
 	/* the same from snapshot_cpu_max */

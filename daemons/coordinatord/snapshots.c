@@ -139,7 +139,8 @@ handle_snapshot(Peer *p, const Frame *f, void *ud, const char *thread_id, const 
 					   &(Msg_SANDBOX_RESTORE){.key = thread_id, .record = sid});
 	else
 		msg_encode_SANDBOX_SNAPSHOT(
-		    &w, &(Msg_SANDBOX_SNAPSHOT){.key = thread_id, .label = label});
+		    &w,
+		    &(Msg_SANDBOX_SNAPSHOT){.key = thread_id, .label = label, .tenant = tenant});
 	/* d is answered either way: on a send failure, with that errno */
 	if (peer_relay(c->shim, restore ? MSG_SANDBOX_RESTORE : MSG_SANDBOX_SNAPSHOT, &w, d,
 		       (usec_t)c->conf.snapshot_wait_ms * USEC_PER_MSEC,

@@ -4,8 +4,9 @@ belongs to a tenant (`tenant=NAME`, else one of its own named after the
 token's digest); a run's record names its tenant; a thread belongs to the
 first tenant that created work or data in it (403 thread_forbidden for any
 other, whatever the scope); per-tenant caps on threads (429
-tenant_threads_quota) and on runs going at once (429 tenant_runs_quota),
-nothing of another tenant touched; /metrics by tenant."""
+tenant_threads_quota), on runs going at once (429 tenant_runs_quota) and on
+backup bytes (429 tenant_backup_quota), nothing of another tenant touched;
+/metrics by tenant."""
 import hashlib
 import os
 import subprocess
@@ -14,7 +15,7 @@ import tempfile
 from rwtest import BUILD, poll
 
 ADMIN, TA1, TA2, TB = "admin-token-0001", "acme-one.token", "acme-two.token", "bravo.token"
-TQ, TR = "quota.token", "runner.token"
+TQ, TR, TK = "quota.token", "runner.token", "keeper.token"
 _fd, TOKENS_FILE = tempfile.mkstemp(prefix="rw-tenant-tokens-")
 with os.fdopen(_fd, "w") as f:
     f.write(f"""{ADMIN}
@@ -23,6 +24,7 @@ with os.fdopen(_fd, "w") as f:
 {TB}   threads=b-*,shared
 {TQ}   threads=q-* tenant=quota
 {TR}   threads=r-* tenant=runner
+{TK}   threads=k-* tenant=keeper
 """)
 
 SUITE_CONF = f"""[routerd]
@@ -31,6 +33,9 @@ tokens_file = {TOKENS_FILE}
 [coordinatord]
 tenant_max_threads = 4
 tenant_max_running = 2
+
+[containerd-shim]
+tenant_max_backup_bytes = 1M
 """
 
 
@@ -172,6 +177,31 @@ def test_running_runs_quota(s):
     assert rec["status"] == "completed", rec
     assert metric(s, 'runwarden_tenant_refused_total{tenant="runner",'
                      'code="tenant_runs_quota"}') == 1
+
+
+def test_backup_bytes_quota(s):
+    # 700 kB that do not compress: the first two snapshots fit under 1M, a third does not
+    st, js = s.http("PUT", "/threads/k-1/files/blob", headers=auth(TK),
+                    raw_body=os.urandom(700000))
+    assert st == 201, (st, js)
+    snaps = []
+    for i in range(2):
+        st, js = s.http("POST", "/threads/k-1/snapshots", {"label": f"s{i}"}, headers=auth(TK))
+        assert st == 201, (i, st, js)
+        snaps.append(js["snapshotId"])
+    for thread in ("k-1", "k-2"):
+        st, js = s.http("POST", f"/threads/{thread}/snapshots", {}, headers=auth(TK))
+        assert st == 429 and js["code"] == "tenant_backup_quota", (thread, st, js)
+    # its backups are still there, and another tenant's snapshot is not held by it
+    st, js = s.http("POST", "/threads/k-1/restore", {"snapshotId": snaps[0]}, headers=auth(TK))
+    assert st == 200, (st, js)
+    st, js = s.http("PUT", "/threads/b-bk/files/x", headers=auth(TB), raw_body=b"bravo")
+    assert st == 201, (st, js)
+    st, js = s.http("POST", "/threads/b-bk/snapshots", {}, headers=auth(TB))
+    assert st == 201, (st, js)
+    st, js = s.http("POST", "/threads/b-bk/restore", {"snapshotId": js["snapshotId"]},
+                    headers=auth(TB))
+    assert st == 200, (st, js)
 
 
 def check_config(text):
