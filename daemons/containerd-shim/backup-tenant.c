@@ -88,8 +88,8 @@ backup_tenant_bytes(const char *bdir, const char *tenant, uint64_t *ret)
 	while ((de = readdir(d))) {
 		if (!id_name(de->d_name) || !marked(tfd, de->d_name, tenant))
 			continue;
-		int dfd = openat(dirfd(d), de->d_name,
-				 O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
+		int dfd =
+		    openat(dirfd(d), de->d_name, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
 		if (dfd < 0)
 			continue;
 		DIR *sub = fdopendir(dfd);

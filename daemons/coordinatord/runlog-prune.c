@@ -206,12 +206,33 @@ int
 runlog_prune_oldest(RunLog *l, size_t max_pruned, size_t *ret_pruned, RunLogPrunedFn pruned,
 		    void *ud)
 {
-	return runlog_prune_oldest_of(l, NULL, max_pruned, ret_pruned, pruned, ud);
+	return runlog_prune_oldest_of(l, NULL, max_pruned, UINT64_MAX, ret_pruned, pruned, ud);
+}
+
+/* The bytes of a run's events (keys and values; sizes from the nodes). */
+static uint64_t
+events_bytes(RunLog *l, MDB_txn *txn, const char *run_id)
+{
+	char key[RUN_ID_LEN + 8];
+	MDB_cursor *cur;
+	MDB_val k, v;
+	uint64_t n = 0;
+
+	if (mdb_cursor_open(txn, l->events, &cur) != 0)
+		return 0;
+	event_key(key, run_id, 0);
+	k = (MDB_val){sizeof(key), key};
+	for (int rc = mdb_cursor_get(cur, &k, &v, MDB_SET_RANGE);
+	     rc == 0 && k.mv_size == sizeof(key) && memcmp(k.mv_data, run_id, RUN_ID_LEN) == 0;
+	     rc = mdb_cursor_get(cur, &k, &v, MDB_NEXT))
+		n += k.mv_size + v.mv_size;
+	mdb_cursor_close(cur);
+	return n;
 }
 
 int
-runlog_prune_oldest_of(RunLog *l, const char *tenant, size_t max_pruned, size_t *ret_pruned,
-		       RunLogPrunedFn pruned, void *ud)
+runlog_prune_oldest_of(RunLog *l, const char *tenant, size_t max_pruned, uint64_t want_bytes,
+		       size_t *ret_pruned, RunLogPrunedFn pruned, void *ud)
 {
 	MDB_txn *txn;
 	MDB_cursor *cur;
@@ -266,6 +287,17 @@ runlog_prune_oldest_of(RunLog *l, const char *tenant, size_t max_pruned, size_t 
 	mdb_cursor_close(cur);
 	if (rc != MDB_NOTFOUND)
 		r = mdb_errno(rc);
+	/* no more than want_bytes asks (the last one may pass it) */
+	uint64_t freed = 0;
+	for (size_t i = 0; r == 0 && want_bytes != UINT64_MAX && i < n; i++) {
+		if (freed >= want_bytes) {
+			for (size_t j = i; j < n; j++)
+				json_decref(recs[j]);
+			n = i;
+			break;
+		}
+		freed += events_bytes(l, txn, ids[i]) + RUN_ID_LEN;
+	}
 	r = prune_batch(l, txn, ids, recs, n, r, pruned, ud);
 	if (r == 0)
 		*ret_pruned = n;

@@ -292,9 +292,11 @@ typedef struct RunLogTenantUsage {
 } RunLogTenantUsage;
 /* One read transaction; *ret malloc'd (n entries), largest bytes first. */
 int runlog_tenant_usage(RunLog *l, RunLogTenantUsage **ret, size_t *ret_n);
-/* runlog_prune_oldest among tenant's runs only (NULL: any tenant's). */
-int runlog_prune_oldest_of(RunLog *l, const char *tenant, size_t max_pruned, size_t *ret_pruned,
-			   RunLogPrunedFn pruned, void *ud);
+/* runlog_prune_oldest among tenant's runs only (NULL: any tenant's), and
+ * only as many as free want_bytes of events (the last one may free more;
+ * UINT64_MAX: up to max_pruned). */
+int runlog_prune_oldest_of(RunLog *l, const char *tenant, size_t max_pruned, uint64_t want_bytes,
+			   size_t *ret_pruned, RunLogPrunedFn pruned, void *ud);
 
 /* true for completed, failed, aborted */
 bool run_status_terminal(const char *status);

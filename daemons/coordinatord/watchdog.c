@@ -353,7 +353,9 @@ prune_size_cb(evutil_socket_t fd, short what, void *arg)
 	}
 	char who[TENANT_NAME_MAX + 1];
 	snprintf(who, sizeof(who), "%s", victim);
-	r = runlog_prune_oldest_of(c->runlog, who, 8, &n, pruned, c);
+	/* as much as brings the log under the mark, a few runs at most: the
+	 * tenant's newest runs stay while its older ones suffice */
+	r = runlog_prune_oldest_of(c->runlog, who, 8, used - mark, &n, pruned, c);
 	if (r < 0) {
 		log_warning_errno(r, "Retention: pruning by size failed: %m; trying again later");
 		return;

@@ -1343,13 +1343,16 @@ test_runlog_tenants(void **state)
 		assert_int_equal(u[i].prunable, !strcmp(u[i].tenant, "bravo"));
 	}
 	free(u);
-	/* alpha's oldest, never bravo's older one nor alpha's running one */
-	assert_int_equal(runlog_prune_oldest_of(f->l, "alpha", 16, &n, NULL, NULL), 0);
+	/* alpha's oldest, never bravo's older one nor alpha's running one; no
+	 * more than the bytes asked for */
+	assert_int_equal(runlog_prune_oldest_of(f->l, TENANT_DEFAULT, 16, 1, &n, NULL, NULL), 0);
+	assert_int_equal(n, 0); /* its run is still running */
+	assert_int_equal(runlog_prune_oldest_of(f->l, "alpha", 16, UINT64_MAX, &n, NULL, NULL), 0);
 	assert_int_equal(n, 1);
 	assert_int_equal(runlog_get(f->l, RUN_B, &rec), -ENOENT);
 	assert_int_equal(runlog_get(f->l, RUN_A, &rec), 0);
 	json_decref(rec);
-	assert_int_equal(runlog_prune_oldest_of(f->l, "alpha", 16, &n, NULL, NULL), 0);
+	assert_int_equal(runlog_prune_oldest_of(f->l, "alpha", 16, UINT64_MAX, &n, NULL, NULL), 0);
 	assert_int_equal(n, 0);
 
 	/* owners: the first tenant's, another is refused, named */
