@@ -77,6 +77,16 @@ const ConfItem router_conf_items[] = {
      "one is a tenant of its own, t- and 12 hex digits of the token's SHA-256); when set "
      "every route but /healthz needs 'Authorization: Bearer <token>'; empty = no auth, "
      "which only a loopback listen address allows (one tenant, 'default')"},
+    {"routerd", "tenant_rate_per_second", CONF_INT, offsetof(RouterConf, tenant_rate_per_second),
+     "20", 0, 1000000,
+     "expensive requests (POST /runs, /chat, snapshots, restores, file changes, GET "
+     "/threads and the /chat hydrate) one tenant may make per second, on average, when "
+     "tokens_file names two tenants or more; past it 429 tenant_rate_limited with "
+     "Retry-After; 0 = no limit"},
+    {"routerd", "tenant_rate_burst", CONF_INT, offsetof(RouterConf, tenant_rate_burst), "40", 1,
+     1000000,
+     "expensive requests one tenant may make at once before tenant_rate_per_second "
+     "applies"},
     {"routerd", "cors_origins", CONF_STR, offsetof(RouterConf, cors_origins), "", 0, 0,
      "origins (scheme://host:port, space-separated, or *) whose browser pages may call the "
      "API cross-origin; a request with any other Origin (but routerd's own) gets 403 "
@@ -284,6 +294,12 @@ tokens_load(RouterConf *c)
 	if (c->n_tokens == 0)
 		return log_error_errno(SYNTHETIC_ERRNO(EINVAL),
 				       "routerd.tokens_file: '%s' holds no token", c->tokens_file);
+	for (size_t i = 0; i < c->n_tokens; i++) {
+		size_t j = 0;
+		while (j < i && !streq(c->tokens[j].tenant, c->tokens[i].tenant))
+			j++;
+		c->n_tenants += j == i;
+	}
 	return 0;
 }
 

@@ -48,17 +48,19 @@ typedef struct RouterConf {
 	int64_t max_connections;	  /* accepting pauses at this many client sockets */
 	int64_t max_unserved_per_address; /* connections without a request head, per address */
 	int64_t
-	    first_request_timeout_ms; /* a new connection's first head must be complete by then */
-	int64_t idle_timeout_ms;      /* keep-alive idle / stalled read / stalled write */
-	int64_t coord_timeout_ms;     /* deadline of each request to coordinatord */
-	int64_t ws_max_queue;	      /* per-tail unsent output: pause at 1/2, resume at 1/4 */
-	int64_t ws_stall_timeout_ms;  /* paused this long → close 1008 */
-	int64_t ws_ping_interval_ms;  /* server pings on WebSockets; 0 = off */
-	int64_t tail_read_batch;      /* max events per RUN_READ */
-	int64_t header_timeout_ms;    /* whole request head must arrive within → 408 */
-	char *tokens_file;	      /* bearer tokens, one a line; "" = no auth */
-	char *cors_origins;	      /* origins allowed cross-origin ("*" = any); "" = none */
-	char *server_names;	      /* extra Host names accepted (besides the listen address) */
+	    first_request_timeout_ms;	/* a new connection's first head must be complete by then */
+	int64_t idle_timeout_ms;	/* keep-alive idle / stalled read / stalled write */
+	int64_t coord_timeout_ms;	/* deadline of each request to coordinatord */
+	int64_t ws_max_queue;		/* per-tail unsent output: pause at 1/2, resume at 1/4 */
+	int64_t ws_stall_timeout_ms;	/* paused this long → close 1008 */
+	int64_t ws_ping_interval_ms;	/* server pings on WebSockets; 0 = off */
+	int64_t tail_read_batch;	/* max events per RUN_READ */
+	int64_t header_timeout_ms;	/* whole request head must arrive within → 408 */
+	char *tokens_file;		/* bearer tokens, one a line; "" = no auth */
+	char *cors_origins;		/* origins allowed cross-origin ("*" = any); "" = none */
+	char *server_names;		/* extra Host names accepted (besides the listen address) */
+	int64_t tenant_rate_per_second; /* a tenant's expensive requests per second; 0 = no limit */
+	int64_t tenant_rate_burst;	/* ... of which this many at once */
 
 	/* derived by router_conf_load(), not keys: the deadline of a
 	 * snapshot/restore request, the shim's snapshot_timeout_ms +
@@ -69,6 +71,7 @@ typedef struct RouterConf {
 	char *ui_dir;	     /* the web UI's files; "" = UIDIR */
 	RouterToken *tokens; /* one per tokens_file line */
 	size_t n_tokens;
+	size_t n_tenants; /* distinct tenants of the tokens */
 } RouterConf;
 
 extern const ConfItem router_conf_items[];

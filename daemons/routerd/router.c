@@ -394,6 +394,7 @@ router_free(Router *r)
 		evconnlistener_free(r->listener);
 	bridge_unlisten(r);
 	free(r->bridge_path);
+	tenant_rate_free(r);
 	if (r->accept_retry)
 		event_free(r->accept_retry);
 	r->unserved = addr_table_free(r->unserved);

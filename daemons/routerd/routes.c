@@ -1181,6 +1181,10 @@ routes_dispatch(HttpConn *c)
 		http_respond_error(c, 404, "not_found", "not found");
 	else if (d->methods && !(d->methods & (1u << c->req.method)))
 		http_respond_405(c, d->allow);
+	else if (tenant_rate_expensive(d->pattern, c->req.method,
+				       http_header(c, "Upgrade") != NULL) &&
+		 !tenant_rate_ok(c))
+		return; /* 429 tenant_rate_limited */
 	else
 		d->fn(c, &rt);
 }
