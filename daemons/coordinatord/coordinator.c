@@ -211,7 +211,12 @@ handle_run_start(Peer *p, const Frame *f, const Msg_RUN_START *req, void *ud)
 		}
 	}
 
-	if (!tenant_admit(c, p, f, thread_id, tenant, true, &ret))
+	/* a retry of a run that exists (its key or client run id known) is no
+	 * new run for the quota */
+	char prev[RUN_ID_LEN + 1];
+	bool retry = (idem && runlog_idem_get(c->runlog, thread_id, idem, prev) == 0) ||
+		     (alias && runlog_alias_get(c->runlog, alias, prev) == 0);
+	if (!tenant_admit(c, p, f, thread_id, tenant, !retry, &ret))
 		goto out;
 	run_uuid(run_id);
 	/* durable before the 202: without a key or an alias (single host),

@@ -104,7 +104,8 @@ tenant_rate_metrics(const Router *r, FILE *f)
 	      "# TYPE runwarden_router_tenant_rate_limited_total counter\n",
 	      f);
 	for (size_t i = 0; i < r->n_rates; i++)
-		fprintf(f, "runwarden_router_tenant_rate_limited_total{tenant=\"%s\"} %" PRIu64 "\n",
+		fprintf(f,
+			"runwarden_router_tenant_rate_limited_total{tenant=\"%s\"} %" PRIu64 "\n",
 			r->rates[i].tenant, r->rates[i].limited);
 }
 

@@ -161,9 +161,16 @@ def test_threads_quota(s):
 
 
 def test_running_runs_quota(s):
-    held = [start(s, TR, f"r-{i}", "sleep 60") for i in range(2)]
+    st, js = s.http("POST", "/runs", run_body("r-0", "sleep 60"),
+                    headers={**auth(TR), "Idempotency-Key": "k-held"})
+    assert st == 202, (st, js)
+    held = [js["runId"], start(s, TR, "r-1", "sleep 60")]
     st, js = s.http("POST", "/runs", run_body("r-2"), headers=auth(TR))
     assert st == 429 and js["code"] == "tenant_runs_quota", (st, js)
+    # a retry of a run that exists is no new run
+    st, js = s.http("POST", "/runs", run_body("r-0", "sleep 60"),
+                    headers={**auth(TR), "Idempotency-Key": "k-held"})
+    assert st == 202 and js["runId"] == held[0], (st, js)
     assert metric(s, 'runwarden_tenant_runs_running{tenant="runner"}') == 2
     # another tenant runs meanwhile
     rec = wait_done(s, start(s, TB, "b-2"), "b-2")
