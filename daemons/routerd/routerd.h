@@ -158,6 +158,9 @@ int metrics_format(const Router *r, bool coord_up, char **ret, size_t *ret_len);
 
 /* runwarden_router_tenant_rate_limited_total{tenant=} lines. */
 void tenant_rate_metrics(const Router *r, FILE *f);
+/* Take one request from token's tenant's bucket: 0, or the seconds to wait
+ * (refused; a /chat WebSocket's run start, routes-chat.c). */
+unsigned tenant_rate_take(Router *r, const RouterToken *token);
 void tenant_rate_free(Router *r);
 
 /* ---- coord-link.c ---- */

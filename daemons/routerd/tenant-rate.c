@@ -9,8 +9,9 @@
  *
  * Expensive: what makes coordinatord or the shim work or write (POST /runs,
  * POST /chat and its hydrate GET /chat?threadId=, snapshots, restores, file
- * changes) and the host-wide listing GET /threads. Reads of one run, tails and
- * cancels are not.
+ * changes; on a /chat WebSocket each run it starts, refused with a
+ * tenant_rate_limited frame) and the host-wide listing GET /threads. Reads of
+ * one run, tails and cancels are not.
  */
 #include "config.h"
 
@@ -63,17 +64,16 @@ rate_of(Router *r, const char *tenant)
 	return v;
 }
 
-bool
-tenant_rate_ok(HttpConn *c)
+unsigned
+tenant_rate_take(Router *r, const RouterToken *token)
 {
-	Router *r = c->router;
 	const RouterConf *conf = r->conf;
 
 	if (conf->tenant_rate_per_second <= 0 || conf->n_tenants < 2)
-		return true;
-	TenantRate *t = rate_of(r, router_token_tenant(c->req.token));
+		return 0;
+	TenantRate *t = rate_of(r, router_token_tenant(token));
 	if (!t)
-		return true; /* out of memory: not a reason to refuse */
+		return 0; /* out of memory: not a reason to refuse */
 	usec_t now = now_usec();
 	double rate = (double)conf->tenant_rate_per_second;
 	t->tokens = MIN((double)conf->tenant_rate_burst,
@@ -81,15 +81,24 @@ tenant_rate_ok(HttpConn *c)
 	t->at = now;
 	if (t->tokens >= 1.0) {
 		t->tokens -= 1.0;
-		return true;
+		return 0;
 	}
 	t->limited++;
 	unsigned wait = (unsigned)ceil((1.0 - t->tokens) / rate);
+	return wait ? wait : 1;
+}
+
+bool
+tenant_rate_ok(HttpConn *c)
+{
+	unsigned wait = tenant_rate_take(c->router, c->req.token);
+	if (!wait)
+		return true;
 	char hdr[48], msg[160];
-	snprintf(hdr, sizeof(hdr), "Retry-After: %u\r\n", wait ? wait : 1);
+	snprintf(hdr, sizeof(hdr), "Retry-After: %u\r\n", wait);
 	snprintf(msg, sizeof(msg),
 		 "this tenant's requests are over tenant_rate_per_second (%" PRId64 ")",
-		 conf->tenant_rate_per_second);
+		 c->router->conf->tenant_rate_per_second);
 	http_respond_error_headers(c, 429, "tenant_rate_limited", msg, hdr);
 	return false;
 }

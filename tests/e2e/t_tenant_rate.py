@@ -70,3 +70,27 @@ def test_a_tenant_over_its_rate_gets_429_and_others_do_not(s):
     line = [ln for ln in text.decode().splitlines()
             if ln.startswith('runwarden_router_tenant_rate_limited_total{tenant="alpha"}')]
     assert line and float(line[0].split()[1]) >= len(limited) + 4, line
+
+
+def test_runs_started_on_a_chat_websocket_count_too(s):
+    import json
+    from t_chat import body_for
+    from t_router_lib import WsClient, frame
+    time.sleep(3)  # alpha's bucket full again (5 at 2/s)
+    w = WsClient(s.port, f"/chat?access_token={TA}")
+    codes = []
+    for i in range(8):
+        w.send(frame(1, json.dumps(body_for(f"a-ws-{i}", f"run-a-ws-{i}", "true")).encode()))
+        while True:  # to this run's end (or refusal)
+            fin, rsv, op, p = w.recv_frame(20)
+            if op != 1:
+                continue
+            j = json.loads(p)
+            chunk = j.get("chunk", j)
+            if chunk.get("type") in ("RUN_FINISHED", "RUN_ERROR"):
+                codes.append(chunk.get("code") or chunk["type"])
+                break
+    assert codes.count("RUN_FINISHED") >= 5 and "tenant_rate_limited" in codes, codes
+    for i, code in enumerate(codes):  # the refused ones were never started
+        st, runs = s.http("GET", f"/threads/a-ws-{i}/runs", headers=auth(TA))
+        assert st == 200 and (runs == []) == (code == "tenant_rate_limited"), (i, code, runs)
