@@ -12,7 +12,9 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <getopt.h>
+#include <ini.h>
 #include <jansson.h>
+#include <limits.h>
 #include <signal.h>
 #include <stdarg.h>
 #include <stdbool.h>
@@ -998,6 +1000,33 @@ up_spawn(Up *u)
 	}
 }
 
+static int read_token_file(const char *path, const char **ret);
+
+static int
+up_tokens_file_key(void *ud, const char *section, const char *key, const char *value)
+{
+	char *path = ud;
+	if (strcmp(section, "routerd") == 0 && strcmp(key, "tokens_file") == 0)
+		snprintf(path, PATH_MAX, "%s", value); /* a later line overrides */
+	return 1;
+}
+
+/* The probe's token when none was given: routerd, configured with --config's
+ * [routerd] tokens_file, answers /readyz only with a token, so take that
+ * file's first token as `runwarden --token-file` would. 0 when there is none
+ * to take, -1 when the file named cannot be read. */
+static int
+up_probe_token(const Up *u)
+{
+	char path[PATH_MAX] = "";
+
+	if (g.token || !u->conf_abs[0])
+		return 0;
+	if (ini_parse(u->conf_abs, up_tokens_file_key, path) < 0 || !path[0])
+		return 0; /* an unreadable or bad file: --check-config said why */
+	return read_token_file(path, &g.token);
+}
+
 /* Poll /readyz until it answers 200 (true), a daemon dies or 10 s pass. */
 static bool
 up_wait_ready(Up *u, const char *url)
@@ -1099,7 +1128,7 @@ cmd_up(int argc, char **argv)
 		return EXIT_CLI;
 	if (geteuid() != 0)
 		return error("up: containerd-shim needs root for its sandboxes (run with sudo)");
-	if (up_check_configs(&u) != 0)
+	if (up_check_configs(&u) != 0 || up_probe_token(&u) < 0)
 		return EXIT_CLI;
 	up_spawn(&u);
 	/* a wildcard address is reached (and named in Host, which routerd

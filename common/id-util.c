@@ -4,9 +4,12 @@
 #include "id-util.h"
 
 #include <errno.h>
+#include <stdint.h>
 #include <string.h>
 
 #include <openssl/rand.h>
+
+#include "macro.h"
 
 void
 hex_encode(const void *data, size_t n, char *out)
@@ -68,6 +71,19 @@ random_token(char out[static RANDOM_TOKEN_LEN + 1])
 	return 0;
 }
 
+int
+random_hex(size_t n, char *out)
+{
+	unsigned char b[64];
+
+	if (n > sizeof(b))
+		return -EINVAL;
+	if (RAND_bytes(b, (int)n) != 1)
+		return -EIO;
+	hex_encode(b, n, out);
+	return 0;
+}
+
 bool
 string_printable(const char *s)
 {
@@ -77,6 +93,48 @@ string_printable(const char *s)
 	return true;
 }
 
+/* The code point of the UTF-8 sequence at *s (advanced past it), or -1 for
+ * an invalid one: a stray continuation byte, a truncated sequence, an
+ * overlong form, a surrogate, past U+10FFFF (RFC 3629). */
+static int32_t
+utf8_next(const unsigned char **s)
+{
+	const unsigned char *p = *s;
+	int32_t cp, min;
+	int n;
+
+	if (p[0] < 0x80) {
+		*s = p + 1;
+		return p[0];
+	}
+	if (p[0] >= 0xc2 && p[0] <= 0xdf)
+		n = 1, cp = p[0] & 0x1f, min = 0x80;
+	else if (p[0] >= 0xe0 && p[0] <= 0xef)
+		n = 2, cp = p[0] & 0x0f, min = 0x800;
+	else if (p[0] >= 0xf0 && p[0] <= 0xf4)
+		n = 3, cp = p[0] & 0x07, min = 0x10000;
+	else
+		return -1;
+	for (int i = 1; i <= n; i++) {
+		if ((p[i] & 0xc0) != 0x80) /* also the terminating NUL */
+			return -1;
+		cp = (cp << 6) | (p[i] & 0x3f);
+	}
+	if (cp < min || cp > 0x10ffff || (cp >= 0xd800 && cp <= 0xdfff))
+		return -1;
+	*s = p + 1 + n;
+	return cp;
+}
+
+/* Bidirectional formatting characters: they reorder what a viewer shows
+ * (an id could pass for another in a listing). */
+static bool
+bidi_control(int32_t cp)
+{
+	return cp == 0x061c || cp == 0x200e || cp == 0x200f || (cp >= 0x202a && cp <= 0x202e) ||
+	       (cp >= 0x2066 && cp <= 0x2069);
+}
+
 const char *
 thread_id_problem(const char *s)
 {
@@ -84,7 +142,17 @@ thread_id_problem(const char *s)
 		return "threadId must be a non-empty string";
 	if (strlen(s) > THREAD_ID_MAX)
 		return "threadId must be at most 256 bytes";
-	if (!string_printable(s))
-		return "threadId must not contain control characters";
+	/* a URL path segment every client removes (RFC 3986 5.2.4) */
+	if (streq(s, ".") || streq(s, ".."))
+		return "threadId must not be '.' or '..'";
+	for (const unsigned char *p = (const unsigned char *)s; *p;) {
+		int32_t cp = utf8_next(&p);
+		if (cp < 0)
+			return "threadId must be valid UTF-8";
+		if (cp < 0x20 || (cp >= 0x7f && cp <= 0x9f))
+			return "threadId must not contain control characters";
+		if (bidi_control(cp))
+			return "threadId must not contain bidirectional control characters";
+	}
 	return NULL;
 }

@@ -26,8 +26,15 @@ int uuid_v4(char out[static UUID_STRING_LEN + 1]);
 /* A random bearer token: 256 bits drawn, RANDOM_TOKEN_LEN characters. */
 int random_token(char out[static RANDOM_TOKEN_LEN + 1]);
 
-/* A thread id is 1..THREAD_ID_MAX bytes without C0 control characters or
- * DEL (UTF-8 beyond ASCII is fine). */
+/* n random bytes (n <= 64) as 2n lowercase hex digits and a NUL (out: 2n + 1
+ * bytes): a capability that must fit a DNS label (a preview's host name). */
+int random_hex(size_t n, char *out);
+
+/* A thread id is 1..THREAD_ID_MAX bytes of valid UTF-8 (RFC 3629: no
+ * overlong form, no surrogate) without control characters (C0, DEL, C1) or
+ * bidirectional controls (U+061C, U+200E/F, U+202A-202E, U+2066-2069), and is
+ * not "." or ".." (issue 30 item 9). Other characters, '/', '?', '#', '%' and
+ * spaces included, are fine: clients percent-encode them in URLs. */
 #define THREAD_ID_MAX 256
 
 /* No C0 control character and no DEL in s. */

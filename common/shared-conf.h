@@ -122,6 +122,17 @@ typedef struct SharedConf {
 	     "age of rw_nodes keys: a node silent this long is lost and its threads may "          \
 	     "be taken "                                                                           \
 	     "over; at least 3 x heartbeat_ms"},                                                   \
+	    {"cluster",                                                                            \
+	     "loop_stall_max_ms",                                                                  \
+	     CONF_INT,                                                                             \
+	     offsetof(T, m.loop_stall_max_ms),                                                     \
+	     "0",                                                                                  \
+	     0,                                                                                    \
+	     3600000,                                                                              \
+	     "heartbeats go from a thread of their own, so a busy event loop does not lose the "   \
+	     "node; a loop that made no progress this long stops them (the node is lost "          \
+	     "node_ttl_ms later, as a crashed one); 0 = 3 x node_ttl_ms, else at least 2 x "       \
+	     "heartbeat_ms"},                                                                      \
 	{                                                                                          \
 		"cluster", "max_runs", CONF_INT, offsetof(T, m.max_runs), "0", 0, 1000000,         \
 		    "capacity of this node: with this many runs not done here, a new thread's "    \
@@ -135,3 +146,5 @@ typedef struct SharedConf {
 #define RW_SOCK_SHIM "containerd-shim.sock"
 /* routerd's bridge-only socket: where the shim's bridge forwards lead */
 #define RW_SOCK_BRIDGE "bridge.sock"
+/* the shim's preview socket: routerd's way into a sandbox's loopback ports */
+#define RW_SOCK_PREVIEW "preview.sock"

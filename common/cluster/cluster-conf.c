@@ -121,6 +121,11 @@ cluster_conf_check(const ClusterConf *c)
 				       "cluster.node_ttl_ms (%lld) must be at least 3 × "
 				       "cluster.heartbeat_ms (%lld)",
 				       (long long)c->node_ttl_ms, (long long)c->heartbeat_ms);
+	if (c->loop_stall_max_ms != 0 && c->loop_stall_max_ms < 2 * c->heartbeat_ms)
+		return log_error_errno(SYNTHETIC_ERRNO(EINVAL),
+				       "cluster.loop_stall_max_ms (%lld) must be 0 or at least 2 × "
+				       "cluster.heartbeat_ms (%lld)",
+				       (long long)c->loop_stall_max_ms, (long long)c->heartbeat_ms);
 	if (!cluster_conf_enabled(c) &&
 	    (set(c->creds) || set(c->tls_ca) || set(c->tls_cert) || set(c->node)))
 		log_warning("[cluster] has keys but no 'nats': cluster mode is off");
@@ -163,5 +168,6 @@ cluster_conf_options(const ClusterConf *c, char *const *urls, const char *node)
 	    .tls_key = c->tls_key,
 	    .heartbeat_ms = c->heartbeat_ms,
 	    .node_ttl_ms = c->node_ttl_ms,
+	    .loop_stall_max_ms = c->loop_stall_max_ms,
 	};
 }

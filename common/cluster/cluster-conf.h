@@ -20,16 +20,17 @@
 #include "cluster.h"
 
 typedef struct ClusterConf {
-	char *nats;	      /* comma-separated nats:// or tls:// URLs; "" = no cluster */
-	char *node;	      /* this node's name; "" = the host name */
-	int64_t replicas;     /* JetStream replicas of the stream and buckets */
-	char *creds;	      /* NATS credentials file (JWT + nkey seed), or "" */
-	char *tls_ca;	      /* CA bundle to verify the servers, or "" */
-	char *tls_cert;	      /* client certificate chain (PEM), or "" */
-	char *tls_key;	      /* its private key (PEM), or "" */
-	int64_t heartbeat_ms; /* period of this node's rw_nodes put */
-	int64_t node_ttl_ms;  /* rw_nodes bucket TTL: a silent node is lost after it */
-	int64_t max_runs;     /* runs not done past which new threads go elsewhere; 0 = no limit */
+	char *nats;		   /* comma-separated nats:// or tls:// URLs; "" = no cluster */
+	char *node;		   /* this node's name; "" = the host name */
+	int64_t replicas;	   /* JetStream replicas of the stream and buckets */
+	char *creds;		   /* NATS credentials file (JWT + nkey seed), or "" */
+	char *tls_ca;		   /* CA bundle to verify the servers, or "" */
+	char *tls_cert;		   /* client certificate chain (PEM), or "" */
+	char *tls_key;		   /* its private key (PEM), or "" */
+	int64_t heartbeat_ms;	   /* period of this node's rw_nodes put */
+	int64_t node_ttl_ms;	   /* rw_nodes bucket TTL: a silent node is lost after it */
+	int64_t loop_stall_max_ms; /* no loop progress this long: heartbeats stop; 0 = 3 × TTL */
+	int64_t max_runs; /* runs not done past which new threads go elsewhere; 0 = no limit */
 } ClusterConf;
 
 /* Table validators (ConfItem.valid, CONF_STR). */
@@ -54,7 +55,8 @@ cluster_conf_enabled(const ClusterConf *c)
 #define CLUSTER_NODE_NAME_MAX 65
 
 /* Keys that bound each other: tls_cert and tls_key together; node_ttl_ms at
- * least 3 × heartbeat_ms (two missed beats are not a loss). 0, or -EINVAL
+ * least 3 × heartbeat_ms (two missed beats are not a loss); loop_stall_max_ms
+ * 0 or at least 2 × heartbeat_ms (the loop ticks every heartbeat_ms). 0, or -EINVAL
  * after logging "cluster.KEY: reason". */
 int cluster_conf_check(const ClusterConf *c);
 

@@ -95,13 +95,22 @@ struct Cluster {
 	usec_t orphans_purged;
 	struct event *ev_tick;
 
-	/* heartbeats and liveness (loop thread only) */
-	struct event *ev_beat;
-	bool beat_busy;
-	char *node_info;	/* the heartbeat's value, or NULL for "{}" */
-	unsigned beat_failures; /* in a row */
-	usec_t beat_ok_sent;	/* when the last acknowledged heartbeat was sent */
-	uint64_t lease_gen;	/* cluster_lease() */
+	/* this node's heartbeats: a thread and a connection of their own
+	 * (cluster-beat.c), never behind the loop or the lanes */
+	natsOptions *beat_nopts; /* no event loop: libnats' threads read it */
+	natsConnection *beat_nc; /* set by the beater, under beat_lock */
+	pthread_t beater;
+	bool beater_started;
+	int64_t loop_stall_ms;		/* no loop tick this long: no heartbeat */
+	atomic_uint_fast64_t loop_seen; /* the loop's last tick (usec) */
+	pthread_mutex_t beat_lock;	/* what follows, beater and loop */
+	pthread_cond_t beat_cond;	/* wakes the beater to stop (monotonic) */
+	bool beat_stop;
+	char *node_info;     /* the heartbeat's value, or NULL for "{}" */
+	usec_t beat_ok_sent; /* when the last acknowledged heartbeat was sent */
+	uint64_t lease_gen;  /* cluster_lease() */
+	/* the other nodes' liveness (loop thread only) */
+	struct event *ev_beat; /* every heartbeat_ms: the loop's tick, the sweep */
 	NodeSeen *nodes;
 
 	/* live watches of runs (loop thread only), by id */
@@ -161,5 +170,10 @@ void cluster_rpc_free_all(Cluster *c);
 int cluster_ensure(Cluster *c); /* worker: stream + buckets */
 int cluster_nodes_start(Cluster *c);
 void cluster_nodes_stop(Cluster *c);
+/* cluster-beat.c: the heartbeat thread (after the buckets were ensured); its
+ * stop closes its connection and joins it; the loop's tick (loop thread) */
+int cluster_beat_start(Cluster *c);
+void cluster_beat_stop(Cluster *c);
+void cluster_beat_loop_tick(Cluster *c);
 /* cluster-retain.c: worker, from cluster_ensure(): the streams' max age */
 int cluster_apply_max_age(Cluster *c);

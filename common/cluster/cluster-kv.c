@@ -2,7 +2,8 @@
 /*
  * cluster-kv.c — the stream and buckets at start, thread ownership
  * (rw_threads), run records (rw_runs) and inputs (rw_inputs), node
- * heartbeats and liveness (rw_nodes). See cluster.h.
+ * liveness of the nodes (rw_nodes; this node's heartbeats are
+ * cluster-beat.c's). See cluster.h.
  *
  * Liveness: a KV bucket's TTL removes an expired key without publishing
  * anything (nats-server 2.9 has no delete marker for an expiry), so a watch
@@ -143,7 +144,6 @@ typedef enum KvOp {
 	KV_GET_RUN,
 	KV_PUT_INPUT,
 	KV_GET_INPUT,
-	KV_BEAT,
 	KV_CHECK_NODE
 } KvOp;
 
@@ -158,7 +158,6 @@ typedef struct KvJob {
 	int r;
 	ClusterOwner owner;
 	uint64_t rev;
-	usec_t sent; /* KV_BEAT: when submitted */
 	ClusterOwnerFn owner_cb;
 	ClusterDoneFn done_cb;
 	ClusterValueFn value_cb; /* KV_GET_RUN, KV_GET_INPUT: data, len are the value */
@@ -257,14 +256,6 @@ take(Cluster *c, KvJob *j)
 	return r == 0 && j->owner.revision != j->expected ? -ESTALE : r < 0 ? r : -EIO;
 }
 
-static int
-beat(Cluster *c, KvJob *j)
-{
-	const char *v = j->data ? j->data : "{}";
-	return cluster_errno(kvStore_Put(&j->rev, c->kv_nodes, c->node, v, (int)strlen(v)), 0,
-			     "heartbeat");
-}
-
 static void
 kv_exec(Cluster *c, Job *job)
 {
@@ -298,7 +289,6 @@ kv_exec(Cluster *c, Job *job)
 		}
 		kvEntry_Destroy(e);
 		break;
-	case KV_BEAT: j->r = beat(c, j); break;
 	case KV_CHECK_NODE:
 		j->r = cluster_errno(kvStore_Get(&e, c->kv_nodes, j->key), 0, "get node");
 		j->rev = e ? kvEntry_Revision(e) : 0;
@@ -309,44 +299,12 @@ kv_exec(Cluster *c, Job *job)
 
 static void node_checked(Cluster *c, KvJob *j);
 
-static usec_t
-lease_span(Cluster *c)
-{
-	return (usec_t)c->node_ttl_ms * USEC_PER_MSEC / 2;
-}
-
-uint64_t
-cluster_lease(Cluster *c)
-{
-	if (c->lease_gen == 0 || now_usec() - c->beat_ok_sent > lease_span(c))
-		return 0;
-	return c->lease_gen;
-}
-
 static void
 kv_done(Cluster *c, Job *job)
 {
 	KvJob *j = (KvJob *)job;
 	if (!c->closing) {
-		if (j->op == KV_BEAT) {
-			c->beat_busy = false;
-			/* once per streak: a bucket leader election lasts seconds */
-			if (j->r < 0 && c->beat_failures++ == 0)
-				log_warning_errno(j->r, "cluster: heartbeat of %s failed: %m",
-						  c->node);
-			else if (j->r >= 0 && c->beat_failures > 0) {
-				log_notice("cluster: heartbeat of %s back after %u failures",
-					   c->node, c->beat_failures);
-				c->beat_failures = 0;
-			}
-			if (j->r >= 0) {
-				/* beats further apart than half the TTL: the key may
-				 * have expired in between (cluster_lease()) */
-				if (c->lease_gen == 0 || j->sent - c->beat_ok_sent > lease_span(c))
-					c->lease_gen++;
-				c->beat_ok_sent = j->sent;
-			}
-		} else if (j->op == KV_CHECK_NODE)
+		if (j->op == KV_CHECK_NODE)
 			node_checked(c, j);
 		else if (j->value_cb)
 			j->value_cb(c, j->r, j->data, j->r < 0 ? 0 : j->len, j->userdata);
@@ -604,18 +562,13 @@ sweep(Cluster *c)
 	}
 }
 
+/* Every heartbeat_ms on the loop: the loop's tick for the heartbeat
+ * thread's guard (cluster-beat.c), and the other nodes' liveness. */
 static void
 on_beat(evutil_socket_t fd, short what, void *arg)
 {
 	Cluster *c = arg;
-	KvJob *j;
-	if (c->heartbeat_ms > 0 && !c->beat_busy &&
-	    kv_submit(c, KV_BEAT, c->node, NULL, 0, NULL, NULL, NULL, &j) == 0) {
-		j->data = c->node_info ? strdup(c->node_info) : NULL;
-		j->sent = now_usec();
-		cluster_submit(c, &j->job);
-		c->beat_busy = true;
-	}
+	cluster_beat_loop_tick(c);
 	if (c->watch_nodes)
 		sweep(c);
 }
@@ -628,9 +581,12 @@ cluster_nodes_start(Cluster *c)
 	c->ev_beat = event_new(c->base, -1, EV_PERSIST, on_beat, c);
 	if (!c->ev_beat || event_add(c->ev_beat, &tv) < 0)
 		return -ENOMEM;
-	on_beat(-1, 0, c); /* the first beat now */
+	on_beat(-1, 0, c);
+	int r = cluster_beat_start(c); /* the first beat now */
+	if (r < 0)
+		return r;
 	if (c->watch_nodes) {
-		int r = -pthread_create(&c->watcher, NULL, watcher_main, c);
+		r = -pthread_create(&c->watcher, NULL, watcher_main, c);
 		if (r < 0)
 			return log_error_errno(r, "cluster: watcher thread: %m");
 		c->watcher_started = true;
@@ -651,21 +607,6 @@ cluster_nodes_stop(Cluster *c)
 		free(n->info);
 		free(n);
 	}
-	free(c->node_info);
-	c->node_info = NULL;
-}
-
-int
-cluster_set_node_info(Cluster *c, const char *info)
-{
-	if (info && strlen(info) > CLUSTER_NODE_INFO_MAX)
-		return -E2BIG;
-	char *copy = info ? strdup(info) : NULL;
-	if (info && !copy)
-		return -ENOMEM;
-	free(c->node_info);
-	c->node_info = copy;
-	return 0;
 }
 
 void

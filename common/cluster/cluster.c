@@ -459,24 +459,45 @@ set(const char *s)
 	return s && *s;
 }
 
-static int
-options_new(Cluster *c, const ClusterOptions *o)
+/* What both connections share: the servers, reconnection, credentials and
+ * TLS. */
+static natsStatus
+options_common(natsOptions **ret, const ClusterOptions *o, const char *name)
 {
 	natsStatus s;
 	size_t n = 0;
 	while (o->servers[n])
 		n++;
-	s = natsOptions_Create(&c->nopts);
+	s = natsOptions_Create(ret);
 	if (s == NATS_OK)
-		s = natsOptions_SetServers(c->nopts, (const char **)o->servers, (int)n);
+		s = natsOptions_SetServers(*ret, (const char **)o->servers, (int)n);
 	if (s == NATS_OK)
-		s = natsOptions_SetName(c->nopts, c->node);
+		s = natsOptions_SetName(*ret, name);
 	if (s == NATS_OK)
-		s = natsOptions_SetMaxReconnect(c->nopts, -1);
+		s = natsOptions_SetMaxReconnect(*ret, -1);
 	if (s == NATS_OK)
-		s = natsOptions_SetReconnectWait(c->nopts, CLUSTER_RECONNECT_WAIT_MS);
+		s = natsOptions_SetReconnectWait(*ret, CLUSTER_RECONNECT_WAIT_MS);
 	if (s == NATS_OK)
-		s = natsOptions_SetTimeout(c->nopts, 2000);
+		s = natsOptions_SetTimeout(*ret, 2000);
+	if (s == NATS_OK && set(o->creds))
+		s = natsOptions_SetUserCredentialsFromFiles(*ret, o->creds, NULL);
+	if (s == NATS_OK && (set(o->tls_ca) || set(o->tls_cert)))
+		s = natsOptions_SetSecure(*ret, true);
+	if (s == NATS_OK && set(o->tls_ca))
+		s = natsOptions_LoadCATrustedCertificates(*ret, o->tls_ca);
+	if (s == NATS_OK && set(o->tls_cert))
+		s = natsOptions_LoadCertificatesChain(*ret, o->tls_cert, o->tls_key);
+	return s;
+}
+
+/* The main connection's options (on the loop), and the heartbeat's (no
+ * event loop: cluster-beat.c) when this node beats. */
+static int
+options_new(Cluster *c, const ClusterOptions *o)
+{
+	char beat_name[CLUSTER_NODE_MAX + 16];
+	natsStatus s = options_common(&c->nopts, o, c->node);
+
 	if (s == NATS_OK)
 		s = natsOptions_SetDisconnectedCB(c->nopts, on_disconnected, c);
 	if (s == NATS_OK)
@@ -492,14 +513,9 @@ options_new(Cluster *c, const ClusterOptions *o)
 	 * one write: the write itself is the loop's) */
 	if (s == NATS_OK)
 		s = natsOptions_SetSendAsap(c->nopts, true);
-	if (s == NATS_OK && set(o->creds))
-		s = natsOptions_SetUserCredentialsFromFiles(c->nopts, o->creds, NULL);
-	if (s == NATS_OK && (set(o->tls_ca) || set(o->tls_cert)))
-		s = natsOptions_SetSecure(c->nopts, true);
-	if (s == NATS_OK && set(o->tls_ca))
-		s = natsOptions_LoadCATrustedCertificates(c->nopts, o->tls_ca);
-	if (s == NATS_OK && set(o->tls_cert))
-		s = natsOptions_LoadCertificatesChain(c->nopts, o->tls_cert, o->tls_key);
+	snprintf(beat_name, sizeof(beat_name), "%s.heartbeat", c->node);
+	if (s == NATS_OK && c->heartbeat_ms > 0)
+		s = options_common(&c->beat_nopts, o, beat_name);
 	if (s != NATS_OK)
 		/* file names only: libnats' text names the file, never its content */
 		return log_error_errno(
@@ -581,8 +597,16 @@ cluster_new(struct event_base *base, const ClusterOptions *o, const ClusterCallb
 	}
 	atomic_init(&c->state, CLUSTER_CONNECTING);
 	atomic_init(&c->watch_stop, false);
+	atomic_init(&c->loop_seen, now_usec());
+	c->loop_stall_ms = o->loop_stall_max_ms > 0 ? o->loop_stall_max_ms : 3 * c->node_ttl_ms;
 	pthread_mutex_init(&c->lock, NULL);
 	pthread_cond_init(&c->cond, NULL);
+	pthread_mutex_init(&c->beat_lock, NULL);
+	pthread_condattr_t ca;
+	pthread_condattr_init(&ca);
+	pthread_condattr_setclock(&ca, CLOCK_MONOTONIC); /* now_usec()'s */
+	pthread_cond_init(&c->beat_cond, &ca);
+	pthread_condattr_destroy(&ca);
 
 	int r = mailbox_new(&c->mb);
 	if (r < 0) {
@@ -638,6 +662,7 @@ cluster_free(Cluster *c)
 		return NULL;
 	c->closing = true;
 	cluster_nodes_stop(c);
+	cluster_beat_stop(c);
 	/* closing the connection fails the worker's blocking call at once */
 	pthread_mutex_lock(&c->lock);
 	if (c->nc) {
@@ -682,6 +707,8 @@ cluster_free(Cluster *c)
 	for (size_t i = 0; i < ELEMENTSOF(c->lanes); i++)
 		pthread_cond_destroy(&c->lanes[i].cond);
 	pthread_mutex_destroy(&c->lock);
+	pthread_cond_destroy(&c->beat_cond);
+	pthread_mutex_destroy(&c->beat_lock);
 	free(c);
 	return NULL;
 }

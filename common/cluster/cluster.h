@@ -29,7 +29,10 @@
  * else and would otherwise wait behind it — acknowledgements and watch entries are
  * handed to the loop through an eventfd, and the loop thread never waits on
  * NATS after cluster_new() returns. Because the replies are read by the loop,
- * nothing completes while the loop is not running.
+ * nothing completes while the loop is not running — but this node's
+ * heartbeats: a thread and a connection of their own (no event loop), so
+ * that a held loop or a slow lane never delays them (cluster-beat.c); they
+ * stop when the loop made no progress for loop_stall_max_ms.
  *
  * cluster_global_init() must run once before the event_base is created
  * (libevent locking, evthread_use_pthreads(), which the adapter needs).
@@ -117,9 +120,12 @@ typedef struct ClusterOptions {
 	const char *tls_ca, *tls_cert, *tls_key; /* PEM files, or NULL/"" */
 	int64_t heartbeat_ms;			 /* 0 = no heartbeats from this node */
 	int64_t node_ttl_ms;			 /* rw_nodes TTL (bucket creation only) */
-	int64_t connect_wait_ms;		 /* 0 = CLUSTER_CONNECT_WAIT_MS */
-	int64_t op_timeout_ms;			 /* 0 = CLUSTER_OP_TIMEOUT_MS */
-	bool watch_nodes; /* watch rw_nodes and report lost nodes (on_node_lost) */
+	/* heartbeats stop once the event loop made no progress this long (a hung
+	 * loop must lose the node); 0 = 3 × node_ttl_ms */
+	int64_t loop_stall_max_ms;
+	int64_t connect_wait_ms; /* 0 = CLUSTER_CONNECT_WAIT_MS */
+	int64_t op_timeout_ms;	 /* 0 = CLUSTER_OP_TIMEOUT_MS */
+	bool watch_nodes;	 /* watch rw_nodes and report lost nodes (on_node_lost) */
 	/* Retention's backstop (cluster-retain.c): with set_max_age, the first
 	 * worker job sets the max age of RW_RUNS and of rw_runs' stream to
 	 * max_age_ms (0 = none) when it differs; without it (readers, tools)

@@ -26,8 +26,8 @@ struct PeerServer {
 /* The mode and the group are given at creation (fsgid and umask): the
  * runtime directory may belong to another user (the shared /run/runwarden),
  * so nothing follows the path after bind(). */
-static int
-server_listen(const char *path, unsigned mode, int64_t gid)
+int
+peer_server_listen(const char *path, unsigned mode, int64_t gid)
 {
 	struct sockaddr_un sa = {.sun_family = AF_UNIX};
 	_cleanup_close_ int fd = -1;
@@ -150,7 +150,7 @@ peer_server_new(struct event_base *base, const PeerServerConf *conf, PeerServer 
 		return -ENOMEM;
 	srv->base = base;
 	srv->conf = *conf;
-	srv->fd = server_listen(conf->path, conf->mode, conf->gid);
+	srv->fd = peer_server_listen(conf->path, conf->mode, conf->gid);
 	if (srv->fd < 0) {
 		int r = srv->fd;
 		free(srv);

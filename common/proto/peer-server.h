@@ -55,6 +55,11 @@ int peer_server_new(struct event_base *base, const PeerServerConf *conf, PeerSer
  * anew). NULL-safe; returns NULL. */
 PeerServer *peer_server_free(PeerServer *srv, bool unlink_path);
 
+/* The socket itself, for a server that is no Peer server (the shim's
+ * preview socket): bound at path with mode and (gid >= 0) that group, set
+ * listening; a non-blocking CLOEXEC fd or a negative errno. */
+int peer_server_listen(const char *path, unsigned mode, int64_t gid);
+
 /* The check itself, on a connected socket: 1 (allowed), 0 (refused) or a
  * negative errno; *ret_uid is set when SO_PEERCRED answered. */
 int peer_server_allowed(int fd, int64_t gid, uid_t *ret_uid);

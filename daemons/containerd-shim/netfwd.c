@@ -21,8 +21,9 @@
  * listener's allow_private networks. The sockaddr connected is the one
  * checked: a name is resolved once per CONNECT, never again for the connect.
  * When no address is left the client gets 403 with the reason in the body and
- * a Proxy-Status header (RFC 9209, destination_ip_prohibited); the log line is
- * rate-limited per run and per address class (REFUSE_LOG_SEC), with a count.
+ * a Proxy-Status header (RFC 9209, destination_ip_prohibited). Every refusal's
+ * log line (this one, and the 405/403/400/431/502s and closes of the head
+ * checks) goes through refuse-log.h: a few per sandbox and kind, then a count.
  *
  * evdns reads /etc/hosts when its base is made and not again by itself: the
  * file is re-read before a lookup when its inode, size or mtime changed, so an
@@ -60,25 +61,16 @@
 #include "fd-util.h"
 #include "macro.h"
 #include "net-addr.h"
+#include "refuse-log.h"
 #include "time-util.h"
 
 #define HEAD_TIMEOUT_SEC 10
 #define CONNECT_TIMEOUT_SEC 10
-/* At most one log line per run and address class in this many seconds for
- * CONNECTs refused after resolution; the ones held back are counted. */
-#define REFUSE_LOG_SEC 60
 #define HOSTS_FILE "/etc/hosts"
 
 typedef struct NetRun NetRun;
 typedef struct NetConn NetConn;
 typedef struct Listener Listener;
-
-/* The rate limit of one kind of refusal: when it was last logged, and how
- * many were held back since. */
-typedef struct RefuseLog {
-	usec_t logged_at;
-	unsigned held;
-} RefuseLog;
 
 typedef enum ListenKind { LISTEN_FORWARD, LISTEN_PROXY } ListenKind;
 typedef enum ConnState { C_HEAD, C_RESOLVING, C_CONNECTING, C_OPEN, C_CLOSING } ConnState;
@@ -123,8 +115,6 @@ struct NetRun {
 	Listener *listeners;
 	NetConn *conns;
 	size_t n_conns;
-	/* Refusals after resolution, per address class. */
-	RefuseLog refused[_NET_ADDR_CLASS_MAX];
 };
 
 struct NetFwd {
@@ -132,6 +122,7 @@ struct NetFwd {
 	struct evdns_base *dns; /* created on the first proxy connection */
 	struct stat hosts_st;	/* /etc/hosts as evdns last read it */
 	NetRun *runs;
+	RefuseLog *refusals;
 };
 
 static void conn_close(NetConn *c);
@@ -151,6 +142,7 @@ typedef struct NsListen {
 	int pidfd;
 	int fd;
 	uint16_t port;
+	bool listen; /* false: only the socket (netfwd_socket_in_netns) */
 	int err;
 } NsListen;
 
@@ -174,6 +166,10 @@ ns_listen_thread(void *arg)
 		a->err = -errno;
 		return NULL;
 	}
+	if (!a->listen) {
+		a->fd = fd;
+		return NULL;
+	}
 	/* A fixed port (re-listen after a shim restart): the dead shim's
 	 * connections may linger on it (FIN_WAIT, TIME_WAIT); they inherit the
 	 * listener's SO_REUSEADDR, so every listener sets it. It still refuses a
@@ -190,21 +186,44 @@ ns_listen_thread(void *arg)
 	return NULL;
 }
 
-int
-netfwd_listen_in_netns(int pidfd, int *ret_fd, uint16_t *ret_port)
+static int
+ns_thread_run(NsListen *a)
 {
-	NsListen a = {.pidfd = pidfd, .fd = -1, .port = *ret_port};
 	pthread_t t;
 	int r;
 
-	r = pthread_create(&t, NULL, ns_listen_thread, &a);
+	r = pthread_create(&t, NULL, ns_listen_thread, a);
 	if (r != 0)
 		return -r;
 	r = pthread_join(t, NULL);
 	if (r != 0)
 		return -r; /* cannot happen: the thread is ours and joinable */
-	if (a.fd < 0)
-		return a.err < 0 ? a.err : -EIO;
+	if (a->fd < 0)
+		return a->err < 0 ? a->err : -EIO;
+	return 0;
+}
+
+int
+netfwd_socket_in_netns(int pidfd, int *ret_fd)
+{
+	NsListen a = {.pidfd = pidfd, .fd = -1};
+	int r = ns_thread_run(&a);
+
+	if (r < 0)
+		return r;
+	*ret_fd = a.fd;
+	return 0;
+}
+
+int
+netfwd_listen_in_netns(int pidfd, int *ret_fd, uint16_t *ret_port)
+{
+	NsListen a = {.pidfd = pidfd, .fd = -1, .port = *ret_port, .listen = true};
+	int r;
+
+	r = ns_thread_run(&a);
+	if (r < 0)
+		return r;
 	*ret_fd = a.fd;
 	*ret_port = a.port;
 	return 0;
@@ -273,32 +292,23 @@ run_close_all(NetRun *r)
 		conn_close(r->conns); /* unlinks itself */
 }
 
-/* The refusals held back by the rate limit, when the run ends. */
-static void
-run_flush_refusals(NetRun *r)
-{
-	LogCtx ctx = run_ctx(r);
-
-	for (int i = 0; i < _NET_ADDR_CLASS_MAX; i++)
-		if (r->refused[i].held > 0) {
-			log_ctx(LOG_WARNING, &ctx,
-				"Proxy: %u more CONNECT(s) refused for resolving to %s addresses "
-				"since the last report",
-				r->refused[i].held, net_addr_class_name((NetAddrClass)i));
-			r->refused[i].held = 0;
-		}
-}
-
 static void
 run_free(NetFwd *n, NetRun *r)
 {
-	run_flush_refusals(r);
+	bool last = true;
+
 	run_close_all(r);
 	for (NetRun **pp = &n->runs; *pp; pp = &(*pp)->next)
 		if (*pp == r) {
 			*pp = r->next;
 			break;
 		}
+	/* The sandbox's last run: the refusals held back are told now. */
+	for (NetRun *x = n->runs; x; x = x->next)
+		if (streq(x->sandbox_id, r->sandbox_id))
+			last = false;
+	if (last)
+		refuse_log_flush_sandbox(n->refusals, r->sandbox_id);
 	free(r->run_id);
 	free(r->thread_id);
 	free(r);
@@ -556,29 +566,12 @@ conn_refuse_addr(NetConn *c, NetAddrClass cls, const struct sockaddr *sa)
 		p = &((const struct sockaddr_in6 *)sa)->sin6_addr;
 	if (p)
 		(void)inet_ntop(sa->sa_family, p, addr, sizeof(addr));
-	if (c->run) {
-		NetRun *r = c->run;
-		LogCtx ctx = run_ctx(r);
-		usec_t now = now_usec();
-		RefuseLog *rl = &r->refused[cls];
-
-		if (rl->logged_at == 0 || now - rl->logged_at >= REFUSE_LOG_SEC * USEC_PER_SEC) {
-			if (rl->held > 0)
-				log_ctx(LOG_WARNING, &ctx,
-					"Proxy: refused CONNECT %s:%u: it resolves to %s, a %s "
-					"address (not in egress_allow_private); %u more refused "
-					"for %s addresses in the last %d s",
-					c->t.host, c->t.port, addr, net_addr_class_name(cls),
-					rl->held, net_addr_class_name(cls), REFUSE_LOG_SEC);
-			else
-				log_ctx(LOG_WARNING, &ctx,
-					"Proxy: refused CONNECT %s:%u: it resolves to %s, a %s "
-					"address (not in egress_allow_private)",
-					c->t.host, c->t.port, addr, net_addr_class_name(cls));
-			rl->logged_at = now;
-			rl->held = 0;
-		} else
-			rl->held++;
+	{
+		LogCtx ctx = c->run ? run_ctx(c->run) : (LogCtx){0};
+		refuse_log(c->fwd->refusals, REFUSE_ADDRESS, LOG_WARNING, &ctx,
+			   "Proxy: refused CONNECT %s:%u: it resolves to %s, a %s address (not in "
+			   "egress_allow_private)",
+			   c->t.host, c->t.port, addr, net_addr_class_name(cls));
 	}
 	snprintf(body, sizeof(body),
 		 "runwarden egress proxy: %s resolves to %s, a %s address; the proxy "
@@ -613,12 +606,14 @@ up_event_cb(struct bufferevent *bev, short what, void *arg)
 		return;
 	if (c->kind == LISTEN_PROXY) {
 		LogCtx ctx = c->run ? run_ctx(c->run) : (LogCtx){0};
-		log_ctx(LOG_WARNING, &ctx, "Proxy: cannot connect to %s:%u", c->t.host, c->t.port);
+		refuse_log(c->fwd->refusals, REFUSE_CONNECT_FAILED, LOG_WARNING, &ctx,
+			   "Proxy: cannot connect to %s:%u", c->t.host, c->t.port);
 		conn_answer(c, "502 Bad Gateway", NULL);
 	} else {
 		LogCtx ctx = c->run ? run_ctx(c->run) : (LogCtx){0};
-		log_ctx(LOG_NOTICE, &ctx, "Forward: cannot connect to the target: %s",
-			evutil_socket_error_to_string(EVUTIL_SOCKET_ERROR()));
+		refuse_log(c->fwd->refusals, REFUSE_FORWARD_FAILED, LOG_NOTICE, &ctx,
+			   "Forward: cannot connect to the target: %s",
+			   evutil_socket_error_to_string(EVUTIL_SOCKET_ERROR()));
 		conn_close(c);
 	}
 }
@@ -631,8 +626,9 @@ dns_step_cb(evutil_socket_t fd, short what, void *arg)
 	LogCtx ctx = c->run ? run_ctx(c->run) : (LogCtx){0};
 
 	if (c->dns_err != 0 || !c->ai) {
-		log_ctx(LOG_WARNING, &ctx, "Proxy: refused CONNECT %s:%u: cannot resolve it: %s",
-			c->t.host, c->t.port, evutil_gai_strerror(c->dns_err));
+		refuse_log(c->fwd->refusals, REFUSE_UNRESOLVED, LOG_WARNING, &ctx,
+			   "Proxy: refused CONNECT %s:%u: cannot resolve it: %s", c->t.host,
+			   c->t.port, evutil_gai_strerror(c->dns_err));
 		conn_answer(c, "502 Bad Gateway", NULL);
 		return;
 	}
@@ -739,8 +735,8 @@ head_read_cb(struct bufferevent *bev, void *arg)
 	if (end == 0)
 		return; /* more to come */
 	if (end < 0) {
-		log_ctx(LOG_WARNING, &ctx, "Proxy: refused a request: head over %d bytes",
-			CONNECT_HEAD_MAX);
+		refuse_log(c->fwd->refusals, REFUSE_HEAD_TOO_LARGE, LOG_WARNING, &ctx,
+			   "Proxy: refused a request: head over %d bytes", CONNECT_HEAD_MAX);
 		conn_answer(c, "431 Request Header Fields Too Large", NULL);
 		return;
 	}
@@ -749,23 +745,26 @@ head_read_cb(struct bufferevent *bev, void *arg)
 	switch (r) {
 	case 0: break;
 	case -EOPNOTSUPP:
-		log_ctx(LOG_WARNING, &ctx, "Proxy: refused a request that is not CONNECT");
+		refuse_log(c->fwd->refusals, REFUSE_NOT_CONNECT, LOG_WARNING, &ctx,
+			   "Proxy: refused a request that is not CONNECT");
 		conn_answer(c, "405 Method Not Allowed", "Allow: CONNECT\r\n");
 		return;
 	case -EPERM:
-		log_ctx(LOG_WARNING, &ctx, "Proxy: refused CONNECT to an IP literal");
+		refuse_log(c->fwd->refusals, REFUSE_IP_LITERAL, LOG_WARNING, &ctx,
+			   "Proxy: refused CONNECT to an IP literal");
 		conn_answer(c, "403 Forbidden", NULL);
 		return;
 	default:
-		log_ctx(LOG_WARNING, &ctx, "Proxy: refused a malformed request");
+		refuse_log(c->fwd->refusals, REFUSE_MALFORMED, LOG_WARNING, &ctx,
+			   "Proxy: refused a malformed request");
 		conn_answer(c, "400 Bad Request", NULL);
 		return;
 	}
 	{
 		if (!connect_allowed(c->listener->allow, c->listener->n_allow, &c->t)) {
-			log_ctx(LOG_WARNING, &ctx,
-				"Proxy: refused CONNECT '%s:%u': not on the allowlist", c->t.host,
-				c->t.port);
+			refuse_log(c->fwd->refusals, REFUSE_NOT_ALLOWED, LOG_WARNING, &ctx,
+				   "Proxy: refused CONNECT '%s:%u': not on the allowlist",
+				   c->t.host, c->t.port);
 			conn_answer(c, "403 Forbidden", NULL);
 			return;
 		}
@@ -781,8 +780,8 @@ head_event_cb(struct bufferevent *bev, short what, void *arg)
 
 	if (what & BEV_EVENT_TIMEOUT) {
 		LogCtx ctx = run_ctx(c->run);
-		log_ctx(LOG_NOTICE, &ctx, "Proxy: no complete request within %d s",
-			HEAD_TIMEOUT_SEC);
+		refuse_log(c->fwd->refusals, REFUSE_HEAD_TIMEOUT, LOG_NOTICE, &ctx,
+			   "Proxy: no complete request within %d s", HEAD_TIMEOUT_SEC);
 	}
 	conn_close(c);
 }
@@ -796,8 +795,9 @@ accept_cb(struct evconnlistener *lev, evutil_socket_t fd, struct sockaddr *sa, i
 
 	if (run->n_conns >= NETFWD_MAX_CONNS) {
 		LogCtx ctx = run_ctx(run);
-		log_ctx(LOG_WARNING, &ctx, "Refusing a connection on port %u: %d open already",
-			l->port, NETFWD_MAX_CONNS);
+		refuse_log(run->fwd->refusals, REFUSE_CONN_LIMIT, LOG_WARNING, &ctx,
+			   "Refusing a connection on port %u: %d open already", l->port,
+			   NETFWD_MAX_CONNS);
 		close(fd);
 		return;
 	}
@@ -847,6 +847,11 @@ netfwd_new(struct event_base *base, NetFwd **ret)
 	if (!n)
 		return -ENOMEM;
 	n->base = base;
+	if (refuse_log_new(base, REFUSE_WINDOW_USEC, REFUSE_BURST, REFUSE_GLOBAL_BURST,
+			   &n->refusals) < 0) {
+		free(n);
+		return -ENOMEM;
+	}
 	*ret = n;
 	return 0;
 }
@@ -861,6 +866,7 @@ netfwd_free(NetFwd *n)
 	if (n->dns)
 		/* Fails the lookups still in flight: their callbacks free the zombies. */
 		evdns_base_free(n->dns, 1);
+	refuse_log_free(n->refusals);
 	free(n);
 	return NULL;
 }

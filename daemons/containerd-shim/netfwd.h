@@ -23,8 +23,8 @@
  *     tried in turn (exactly the sockaddrs checked: no second resolution),
  *     answered `200 Connection Established` and spliced. Anything else is
  *     answered 403/405/400/431/502 and closed, the reason logged with the
- *     run's RUN_ID/THREAD_ID/SANDBOX_ID (refusals after resolution at most
- *     once a minute per run and address class, with a count).
+ *     run's RUN_ID/THREAD_ID/SANDBOX_ID, rate-limited per sandbox and kind
+ *     of refusal and in total (refuse-log.h: the first few, then a count).
  * Splicing uses bufferevents with a bounded queue per direction: when the
  * receiving side holds NETFWD_HIGH_WATER bytes unsent, reading from the
  * sending side stops until it drained to half of it (backpressure, memory
@@ -62,6 +62,11 @@ NetFwd *netfwd_free(NetFwd *n);
  * port bound. A port in use is -EADDRINUSE, never another port. *ret_fd is
  * CLOEXEC and non-blocking. */
 int netfwd_listen_in_netns(int pidfd, int *ret_fd, uint16_t *ret_port);
+
+/* A TCP socket (AF_INET, CLOEXEC, non-blocking, not connected) made in the
+ * network namespace of the process behind pidfd: whatever it connects to is
+ * inside the sandbox (the preview server's way in, netpreview.h). */
+int netfwd_socket_in_netns(int pidfd, int *ret_fd);
 
 /* ctx: run_id (required), thread_id and sandbox_id (required); copied.
  * *ret_port: in, the port to bind (0: any; see netfwd_listen_in_netns); out,

@@ -134,6 +134,9 @@ const ConfItem shim_conf_items[] = {
      1024LL * 1024 * 1024,
      "largest file the file API (/threads/{id}/files) reads or writes; larger ones are "
      "refused (413 too_large); also bounded by max_frame less 64 KiB"},
+    {S, "watch_idle_ms", CONF_INT, offsetof(ShimConf, watch_idle_ms), "60000", 1000, 3600000,
+     "a file watch (GET /sandboxes/{id}/watch) nobody polled for this long is dropped; its "
+     "next poll is 410 watch_expired"},
     {S, "snapshot_timeout_ms", CONF_INT, offsetof(ShimConf, snapshot_timeout_ms), "240000", 0,
      7LL * 24 * 3600 * 1000,
      "how long a snapshot or restore job (a child process) may run before it is killed "

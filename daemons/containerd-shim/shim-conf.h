@@ -58,6 +58,7 @@ typedef struct ShimConf {
 	int64_t restore_max_bytes;   /* file content bytes one restore may unpack */
 	int64_t restore_max_entries; /* archive entries one restore may unpack */
 	int64_t file_api_max_bytes;  /* largest file read or written by SANDBOX_FILE */
+	int64_t watch_idle_ms;	     /* SANDBOX_WATCH: an unpolled watch is dropped after this */
 	int64_t snapshot_timeout_ms; /* a snapshot/restore job may run this long; 0 = no limit */
 	int64_t backups_keep;	     /* newest backups kept per key; 0 = all */
 	int64_t tenant_max_backup_bytes; /* a tenant's backups past this: no snapshot; 0 = no cap */

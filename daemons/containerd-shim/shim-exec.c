@@ -80,7 +80,7 @@ exec_find(Shim *s, uint64_t id)
 
 /* stdin: close the pipe. stdout/stderr: nothing more will be read (the memfd
  * stays until exec_free, for a replay). */
-static void
+void
 exec_close_stream(Exec *e, int i)
 {
 	if (i != STREAM_STDIN) {
@@ -297,27 +297,6 @@ exec_bp_cb(evutil_socket_t fd, short what, void *arg)
 	}
 	e->paused = false;
 	exec_read_streams(e); /* may free e */
-}
-
-static void
-exec_stdin_cb(evutil_socket_t fd, short what, void *arg)
-{
-	Exec *e = arg;
-
-	while (e->stdin_off < e->stdin_len) {
-		ssize_t n = write(e->fds[STREAM_STDIN], e->stdin_data + e->stdin_off,
-				  e->stdin_len - e->stdin_off);
-		if (n < 0 && errno == EINTR)
-			continue;
-		if (n < 0 && errno == EAGAIN)
-			return; /* wait for room */
-		if (n < 0)
-			break; /* EPIPE: the process closed stdin, fine */
-		e->stdin_off += (size_t)n;
-	}
-	exec_close_stream(e, STREAM_STDIN);
-	free(e->stdin_data);
-	e->stdin_data = NULL;
 }
 
 static void
@@ -596,26 +575,6 @@ exec_open_streams(Exec *e, int child_fds[static 3])
 	return 0;
 }
 
-/* Feed the EXEC_START's stdin bytes to the exec (exec_stdin_cb), or close
- * its stdin right away when there are none. */
-static int
-exec_stdin_start(Exec *e, const void *in, size_t in_len)
-{
-	if (in_len == 0) {
-		exec_close_stream(e, STREAM_STDIN); /* EOF right away */
-		return 0;
-	}
-	e->stdin_data = malloc(in_len);
-	e->ev[STREAM_STDIN] =
-	    event_new(e->shim->base, e->fds[STREAM_STDIN], EV_WRITE | EV_PERSIST, exec_stdin_cb, e);
-	if (!e->stdin_data || !e->ev[STREAM_STDIN])
-		return -ENOMEM;
-	memcpy(e->stdin_data, in, in_len);
-	e->stdin_len = in_len;
-	event_add(e->ev[STREAM_STDIN], NULL);
-	return 0;
-}
-
 int
 handle_exec_start(Peer *p, const Frame *f, const Msg_EXEC_START *m, void *userdata)
 {
@@ -708,7 +667,7 @@ handle_exec_start(Peer *p, const Frame *f, const Msg_EXEC_START *m, void *userda
 	child_fds[STREAM_STDIN] = safe_close(child_fds[STREAM_STDIN]);
 	child_fds[STREAM_STDOUT] = child_fds[STREAM_STDERR] = -1; /* e->fds */
 	/* Output is read from STARTED on: no EXEC_OUTPUT may precede the reply. */
-	k = exec_stdin_start(e, m->stdin, m->stdin_len);
+	k = exec_stdin_start(e, m->stdin, m->stdin_len, m->stdin_open);
 	if (k < 0)
 		goto out;
 

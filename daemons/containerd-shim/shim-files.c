@@ -35,12 +35,14 @@ typedef enum FileOp {
 	OP_MKDIR,
 	OP_REMOVE,
 	OP_RENAME,
+	OP_CREATE,
 	_OP_MAX,
 } FileOp;
 
 static const char *const op_names[_OP_MAX] = {
-    [OP_GET] = "get",	  [OP_READ] = "read",	[OP_LIST] = "list",	[OP_LSTAT] = "lstat",
-    [OP_WRITE] = "write", [OP_MKDIR] = "mkdir", [OP_REMOVE] = "remove", [OP_RENAME] = "rename",
+    [OP_GET] = "get",	    [OP_READ] = "read",	    [OP_LIST] = "list",
+    [OP_LSTAT] = "lstat",   [OP_WRITE] = "write",   [OP_MKDIR] = "mkdir",
+    [OP_REMOVE] = "remove", [OP_RENAME] = "rename", [OP_CREATE] = "create",
 };
 
 static bool
@@ -50,8 +52,8 @@ op_writes(FileOp op)
 }
 
 /* The largest file read or written: the config, bounded by the frame. */
-static size_t
-file_cap(const ShimConf *conf)
+size_t
+shim_files_cap(const ShimConf *conf)
 {
 	size_t frame = (size_t)conf->shared.max_frame;
 	size_t room = frame > 2 * FRAME_OVERHEAD ? frame - FRAME_OVERHEAD : frame / 2;
@@ -127,8 +129,14 @@ err_text(int err, FileOp op, size_t cap)
 		snprintf(buf, sizeof(buf), "the file is larger than the cap of %zu bytes", cap);
 		return buf;
 	case -E2BIG:
-		snprintf(buf, sizeof(buf), "the directory has more than %d entries",
-			 SHIM_FILES_LIST_MAX);
+		if (op == OP_REMOVE)
+			snprintf(buf, sizeof(buf),
+				 "the tree has more than %d entries (those removed are gone; "
+				 "repeat)",
+				 SHIM_FILES_REMOVE_MAX);
+		else
+			snprintf(buf, sizeof(buf), "the directory has more than %d entries",
+				 SHIM_FILES_LIST_MAX);
 		return buf;
 	case -EEXIST: return "the target exists";
 	case -ENOTEMPTY: return "the directory is not empty";
@@ -159,6 +167,7 @@ struct FileJob {
 	char *key, *ws, *path, *to, *data; /* the loop's allocations */
 	size_t dlen, cap;
 	int64_t mode;
+	bool parents, recursive, force, overwrite, created_ws;
 	uid_t uid;
 	/* Results. */
 	int err;
@@ -253,12 +262,23 @@ do_lstat(MpWriter *w, int ws_fd, const char *path)
 }
 
 static int
-do_write(MpWriter *w, int ws_fd, const char *path, const void *data, size_t len, int64_t mode)
+do_write(MpWriter *w, int ws_fd, const char *path, const void *data, size_t len, int64_t mode,
+	 bool parents)
 {
 	struct stat st;
 	bool created;
 	int r;
 
+	if (parents && strchr(path, '/')) {
+		_cleanup_free_ char *dir = strndup(path, (size_t)(strrchr(path, '/') - path));
+		if (!dir)
+			return -ENOMEM;
+		r = wsfs_mkdir_parents(ws_fd, dir, 0755, NULL);
+		if (r == -EEXIST)
+			r = -ENOTDIR; /* a parent is a file */
+		if (r < 0)
+			return r;
+	}
 	r = wsfs_stat(ws_fd, path, &st);
 	if (r < 0 && r != -ENOENT)
 		return r;
@@ -286,14 +306,35 @@ job_op(FileJob *j, int ws_fd, MpWriter *w)
 	case OP_READ: return do_read(w, ws_fd, j->path, j->cap, false);
 	case OP_LIST: return do_list(w, ws_fd, j->path, false);
 	case OP_LSTAT: return do_lstat(w, ws_fd, j->path);
-	case OP_WRITE: return do_write(w, ws_fd, j->path, j->data, j->dlen, j->mode);
+	case OP_WRITE: return do_write(w, ws_fd, j->path, j->data, j->dlen, j->mode, j->parents);
+	case OP_CREATE:
+		/* the workspace is there: made by the handler, or it was */
+		mp_w_map(w, 1);
+		mp_w_bool(w, "created", j->created_ws);
+		return 0;
 	case OP_MKDIR:
+		if (j->parents) {
+			bool created = false;
+			mode_t mode = j->mode < 0 ? 0755 : (mode_t)j->mode;
+			int r = wsfs_mkdir_parents(ws_fd, j->path, mode, &created);
+			if (r == 0) {
+				mp_w_map(w, 1);
+				mp_w_bool(w, "created", created);
+			}
+			return r;
+		}
+		__attribute__((fallthrough));
 	case OP_REMOVE:
 	case OP_RENAME: {
-		int r = j->op == OP_MKDIR
-			    ? wsfs_mkdir(ws_fd, j->path, j->mode < 0 ? 0755 : (mode_t)j->mode)
-			: j->op == OP_REMOVE ? wsfs_remove(ws_fd, j->path)
-					     : wsfs_rename(ws_fd, j->path, j->to);
+		int r =
+		    j->op == OP_MKDIR
+			? wsfs_mkdir(ws_fd, j->path, j->mode < 0 ? 0755 : (mode_t)j->mode)
+		    : j->op == OP_REMOVE
+			? (j->recursive ? wsfs_remove_tree(ws_fd, j->path, SHIM_FILES_REMOVE_MAX)
+					: wsfs_remove(ws_fd, j->path))
+			: wsfs_rename(ws_fd, j->path, j->to, j->overwrite);
+		if (r == -ENOENT && j->op == OP_REMOVE && j->force)
+			r = 0; /* rm -f: gone is what was asked */
 		if (r == 0)
 			mp_w_map(w, 0);
 		return r;
@@ -313,6 +354,12 @@ job_run(WorkItem *item)
 	uid_t prev;
 
 	ws_fd = open(j->ws, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
+	if (ws_fd < 0 && j->op == OP_REMOVE && j->force && errno == ENOENT) {
+		mp_writer_init(&j->body); /* rm -f in a workspace never made */
+		j->has_body = true;
+		mp_w_map(&j->body, 0);
+		return;
+	}
 	if (ws_fd < 0 && (errno != ENOENT || op_writes(j->op))) {
 		j->err = -errno;
 		return;
@@ -439,7 +486,7 @@ key_owns_dir(const ShimConf *conf, Peer *p, uint64_t req_id, const char *key, co
 
 	k = dfd < 0 ? -errno
 		    : sandbox_key_claim(dfd, id, key, strlen(key), SANDBOX_KEY_MAX,
-					op == OP_WRITE || op == OP_MKDIR);
+					op == OP_WRITE || op == OP_MKDIR || op == OP_CREATE);
 	if (k == -ENOENT && dfd < 0 && !op_writes(op))
 		k = 0; /* no sandbox_dir yet: nothing to read */
 	if (k < 0) {
@@ -469,7 +516,7 @@ shim_files_handle(ShimFiles *fs, Shim *s, const ShimConf *conf, ShimPrepareWorks
 		   *data = m->has_data ? m->data : NULL;
 	size_t plen = m->path_len, tlen = m->to_len, dlen = m->data_len;
 	_cleanup_free_ char *path = NULL, *to = NULL, *ws = NULL;
-	size_t cap = file_cap(conf);
+	size_t cap = shim_files_cap(conf);
 	FileJob *j = NULL;
 	int64_t mode = m->has_mode ? m->mode : -1;
 	FileOp op = _OP_MAX;
@@ -481,11 +528,16 @@ shim_files_handle(ShimFiles *fs, Shim *s, const ShimConf *conf, ShimPrepareWorks
 			op = (FileOp)i;
 	if (shim_sandbox_id(key, strlen(key), id) < 0 || op == _OP_MAX ||
 	    (op == OP_RENAME) != (tv != NULL) || (op == OP_WRITE) != (data != NULL) ||
-	    (mode != -1 && (op != OP_WRITE && op != OP_MKDIR)) || mode < -1 || mode > 07777) {
+	    (mode != -1 && (op != OP_WRITE && op != OP_MKDIR)) || mode < -1 || mode > 07777 ||
+	    (m->parents && op != OP_WRITE && op != OP_MKDIR) ||
+	    ((m->recursive || m->force) && op != OP_REMOVE) || (m->overwrite && op != OP_RENAME) ||
+	    (op == OP_CREATE && plen != 0)) {
 		reply_err(p, f->req_id, -EINVAL, "bad_request",
-			  "key must be 1..256 bytes, op one of get, read, list, lstat, write, "
-			  "mkdir, remove, rename (rename needs to, write data), mode 0..07777 "
-			  "for write and mkdir only");
+			  "key must be 1..256 bytes, op one of get, read, list, lstat, "
+			  "write, mkdir, remove, rename, create (rename needs to, write data; "
+			  "create the path \"\"), mode 0..07777 for write and mkdir "
+			  "only, parents for write and mkdir, recursive and force for remove, "
+			  "overwrite for rename");
 		k = 0;
 		goto out;
 	}
@@ -510,7 +562,7 @@ shim_files_handle(ShimFiles *fs, Shim *s, const ShimConf *conf, ShimPrepareWorks
 		k = -EFBIG;
 		goto fail;
 	}
-	k = take_path(pv, plen, op <= OP_LSTAT, &path);
+	k = take_path(pv, plen, op <= OP_LSTAT || op == OP_CREATE, &path);
 	if (k == 0 && op == OP_RENAME)
 		k = take_path(tv, tlen, false, &to);
 	if (k < 0)
@@ -528,10 +580,12 @@ shim_files_handle(ShimFiles *fs, Shim *s, const ShimConf *conf, ShimPrepareWorks
 		k = -ENOMEM;
 		goto out;
 	}
-	/* A write or mkdir makes the workspace like sandbox creation does (one
-	 * lookup on the loop; the rare creation too: it is shim state). */
-	if ((op == OP_WRITE || op == OP_MKDIR) &&
+	/* A write, mkdir or create makes the workspace like sandbox creation
+	 * does (one lookup on the loop; the rare creation too: it is shim state). */
+	bool created_ws = false;
+	if ((op == OP_WRITE || op == OP_MKDIR || op == OP_CREATE) &&
 	    faccessat(AT_FDCWD, ws, F_OK, AT_SYMLINK_NOFOLLOW) < 0 && errno == ENOENT) {
+		created_ws = true;
 		free(ws);
 		ws = NULL;
 		k = prepare(s, id, &ws, NULL);
@@ -562,6 +616,11 @@ shim_files_handle(ShimFiles *fs, Shim *s, const ShimConf *conf, ShimPrepareWorks
 	j->dlen = dlen;
 	j->cap = cap;
 	j->mode = mode;
+	j->parents = m->parents;
+	j->recursive = m->recursive;
+	j->force = m->force;
+	j->overwrite = m->overwrite;
+	j->created_ws = created_ws;
 	j->uid = (uid_t)conf->host_uid;
 	k = workq_submit(fs->q, &j->w);
 	if (k < 0) { /* cannot be full: checked above */

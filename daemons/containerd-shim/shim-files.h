@@ -3,16 +3,23 @@
  * shim-files.h — SANDBOX_FILE: the workspace file API (wsfs.h) over the
  * control socket, for the harness and tools (routerd's /threads/{id}/files).
  *
- *   SANDBOX_FILE {key, op, path, to?, data?, mode?}
+ *   SANDBOX_FILE {key, op, path, to?, data?, mode?, parents?, recursive?,
+ *                 force?, overwrite?}
  *     op get     → {type:"file", data} or {type:"directory", entries}
  *     op read    → {data}
  *     op list    → {entries: [{name, type, mode, size, mtime_ns}]}
  *     op lstat   → {type, mode, size, mtime_ns}
  *     op write   → {created}        (data required; mode default: the old
- *                                    file's, else 0644)
- *     op mkdir   → {}               (mode default 0755)
- *     op remove  → {}
- *     op rename  → {}               (to required; never replaces)
+ *                                    file's, else 0644; parents: missing
+ *                                    parent directories made, 0755)
+ *     op mkdir   → {} (mode default 0755); with parents: mkdir -p, {created}
+ *                                   (false: it was a directory already)
+ *     op remove  → {}               (recursive: a whole tree, at most
+ *                                    SHIM_FILES_REMOVE_MAX entries; force:
+ *                                    a missing path is success)
+ *     op rename  → {}               (to required; never replaces, unless
+ *                                    overwrite: atomically over the target)
+ *     op create  → {created}        (path ""; makes the workspace)
  *
  * It works on <sandbox_dir>/<id>/workspace whether or not the sandbox is live,
  * once <sandbox_dir>/<id>/key named this very key (sandbox-key.h; another key
@@ -49,6 +56,9 @@ typedef int (*ShimPrepareWorkspace)(Shim *s, const char *id, char **ret_path, Re
 
 /* Most entries one list returns (beyond: too_large). */
 #define SHIM_FILES_LIST_MAX 10000
+/* Most entries one recursive remove looks at (beyond: too_large, with what
+ * was removed so far gone; the client repeats). */
+#define SHIM_FILES_REMOVE_MAX 100000
 
 /* shim.c's "a snapshot or restore job runs on this sandbox id": changes are
  * refused then (busy), reads go on. */
@@ -71,5 +81,7 @@ ShimFiles *shim_files_free(ShimFiles *fs);
  * finishes without a reply. */
 int shim_files_handle(ShimFiles *fs, Shim *s, const ShimConf *conf, ShimPrepareWorkspace prepare,
 		      ShimWorkspaceBusy busy, Peer *p, const Frame *f, const Msg_SANDBOX_FILE *m);
+/* The largest file read or written: file_api_max_bytes, bounded by the frame. */
+size_t shim_files_cap(const ShimConf *conf);
 /* A change (write, mkdir, remove, rename) of sandbox id is in flight. */
 bool shim_files_changing(ShimFiles *fs, const char *id);

@@ -14,6 +14,7 @@
  *                    (max_instances), idle stops and evictions, ensure_key
  *   shim-exec.c      the exec table: output pump, backpressure, exit, hold,
  *                    per-exec cgroup leaves; EXEC_START/KILL/ATTACH/LIST
+ *   shim-exec-stdin.c  an exec's stdin: the start's bytes, EXEC_STDIN
  *   shim-sandbox.c   the sandbox table: create, start, kill, stop, the init
  *                    wire, death, cgroup graves; the small helpers below
  *
@@ -22,7 +23,7 @@
  * The one way up is SandboxHooks (below): the sandbox layer reports an init
  * message for an exec, a sandbox's death and a freed slot through Shim.hooks,
  * which shim.c fills in with the handlers of shim-exec.c and shim-capacity.c.
- * The leaf modules (sandbox.h, cgroup.h, snapjob.h, netfwd.h, adopt.h,
+ * The leaf modules (sandbox.h, cgroup.h, snapjob.h, netfwd.h, netpreview.h, adopt.h,
  * shim-files.h …) know nothing of these types.
  *
  * Lifetimes. A Sandbox lives from SANDBOX_ENSURE (or a pool refill) until its
@@ -81,6 +82,7 @@
 #include "macro.h"
 #include "msg.h"
 #include "netfwd.h"
+#include "netpreview.h"
 #include "peer.h"
 #include "peer-server.h"
 #include "quota.h"
@@ -88,6 +90,7 @@
 #include "sandbox.h"
 #include "seccomp-policy.h"
 #include "shim-files.h"
+#include "shim-watch.h"
 #include "snapjob.h"
 #include "snapshot.h"
 
@@ -228,6 +231,7 @@ struct Exec {
 	uint64_t window; /* the memfd's intact tail (the init's output_window) */
 	char *stdin_data;
 	size_t stdin_len, stdin_off;
+	bool stdin_open; /* EXEC_START stdin_open: more comes by EXEC_STDIN until eof */
 	struct event *drain_timer, *bp_timer;
 	struct event *timeout_timer; /* wall timeout (timeout_ms), or NULL */
 	bool timed_out;
@@ -300,6 +304,7 @@ struct Shim {
 	bool multi_tenant;
 	struct event *idle_timer; /* periodic: sleep_after_ms and evictions for the queue */
 	NetFwd *net;		  /* SANDBOX_FORWARD/PROXY listeners */
+	NetPreview *preview;	  /* $runtime_dir/preview.sock (netpreview.h) */
 	Sandbox *pool;		  /* started ahead, not yet claimed */
 	struct event *pool_ev;	  /* refill, at background priority */
 	unsigned pool_failures;	  /* consecutive pool sandboxes that failed */
@@ -314,6 +319,7 @@ struct Shim {
 	SnapJobs *jobs;		   /* snapshot/restore children (snapjob.h) */
 	Cgroup *jobs_cg;	   /* their cgroup (cpu.max, io.weight) */
 	ShimFiles *files;	   /* the file API's worker threads (shim-files.h) */
+	ShimWatches *watches;	   /* SANDBOX_WATCH's inotify watches (shim-watch.h) */
 	int rt_dfd;		   /* <runtime_dir>/sandboxes (adopt.h) */
 	int counter_fd;		   /* <sandbox_dir>/.exec-id */
 	const SandboxHooks *hooks; /* set by shim_new (shim.c) before anything runs */
@@ -377,6 +383,12 @@ int handle_exec_start(Peer *p, const Frame *f, const Msg_EXEC_START *m, void *us
 int handle_exec_kill(Peer *p, const Frame *f, const Msg_EXEC_KILL *m, void *userdata);
 int handle_exec_attach(Peer *p, const Frame *f, const Msg_EXEC_ATTACH *m, void *userdata);
 int handle_exec_list(Peer *p, const Frame *f, const Msg_EXEC_LIST *m, void *userdata);
+int handle_exec_stdin(Peer *p, const Frame *f, const Msg_EXEC_STDIN *m, void *userdata);
+/* shim-exec.c: close stream i of e (stdin: the pipe; stdout/stderr: done). */
+void exec_close_stream(Exec *e, int i);
+/* shim-exec-stdin.c: feed the EXEC_START's stdin to e, or close it at once
+ * when there is none and it is not kept open (stdin_open). 0 or -ENOMEM. */
+int exec_stdin_start(Exec *e, const void *in, size_t in_len, bool stdin_open);
 void exec_leaves_prune(Sandbox *sb);
 void exec_on_init_msg(Sandbox *sb, const InitMsg *m, const char *payload, size_t len);
 void exec_sandbox_lost(Sandbox *sb);
@@ -399,7 +411,16 @@ void capacity_reensure(Sandbox *sb, Waiter **ret_re);
 void backups_clean_tmp(Shim *s);
 int handle_sandbox_snapshot(Peer *p, const Frame *f, const Msg_SANDBOX_SNAPSHOT *m, void *userdata);
 void staging_clean(Shim *s);
+/* Remove name (a tree) below dfd in a cleanup child (synchronously when none
+ * can start); a .restore-XXXXXXXX name is finished by staging_clean() after
+ * a restart. */
+void snap_remove_tree(Shim *s, int dfd, const char *name);
 int handle_sandbox_restore(Peer *p, const Frame *f, const Msg_SANDBOX_RESTORE *m, void *userdata);
+/* shim-state.c: the sandbox API's lifecycle by key, and the limits */
+int handle_sandbox_state(Peer *p, const Frame *f, const Msg_SANDBOX_STATE *m, void *userdata);
+int handle_shim_limits(Peer *p, const Frame *f, const Msg_SHIM_LIMITS *m, void *userdata);
+int handle_sandbox_snapshots(Peer *p, const Frame *f, const Msg_SANDBOX_SNAPSHOTS *m,
+			     void *userdata);
 
 /* shim-adopt.c */
 bool adopt_keep_cgroup(const char *name, void *ud);

@@ -42,6 +42,7 @@
 #include "backup-tenant.h"
 #include "id-util.h"
 #include "shim-int.h"
+#include "snaprec.h"
 #include "tenant.h"
 
 /* ---------------------------------------------------------------------------
@@ -59,6 +60,7 @@
 typedef struct SnapOp {
 	Shim *s;
 	char id[17];
+	char src_id[17]; /* restore: the sandbox whose backup it is (id, or from_key's) */
 	char *key, *label, *bdir, *record;
 	int ws_fd;   /* snapshot: the workspace (-1: none); closed once the child has it */
 	bool frozen; /* snapshot: the live sandbox was frozen for it */
@@ -163,6 +165,7 @@ snapop_new(Shim *s, const char id[static 17], const char *key)
 		      .max_bytes = (uint64_t)s->conf->restore_max_bytes,
 		      .max_entries = (uint64_t)s->conf->restore_max_entries};
 	memcpy(o->id, id, sizeof(o->id));
+	memcpy(o->src_id, id, sizeof(o->src_id));
 	if (!(o->key = strdup(key)) || !(o->bdir = backups_dir(s)))
 		return snapop_free(o);
 	return o;
@@ -227,6 +230,17 @@ snapshot_child(void *arg, char **ret_text, const char **ret_reason)
 
 	k = snapshot_create_limited(o->bdir, o->id, o->ws_fd, o->label, o->max_bytes,
 				    o->max_entries, ret_text, &err);
+	if (k == 0) {
+		/* kept beside the archive: listed, deleted, restored by its id */
+		k = snaprec_store(o->bdir, o->id, *ret_text);
+		if (k < 0) {
+			free(*ret_text);
+			if (asprintf(ret_text, "snapshot failed: cannot store its record: %s",
+				     strerror(-k)) < 0)
+				*ret_text = NULL;
+			return -EIO;
+		}
+	}
 	if (k == -SNAPSHOT_NOT_RESTORABLE) {
 		/* What the restore would refuse is refused now, not at restore time. */
 		if (asprintf(ret_text, "not_restorable: %s", err.msg) < 0)
@@ -455,7 +469,7 @@ restore_child(void *arg, char **ret_text, const char **ret_reason)
 	 * restore_rejected: it is, but its archive is damaged or holds what the
 	 * restorer refuses; backup_not_found: it was pruned (its message says so
 	 * itself). The message begins with the reason, as clients read it. */
-	k = snapshot_verify(o->bdir, o->id, o->record, strlen(o->record), &afd, &err);
+	k = snapshot_verify(o->bdir, o->src_id, o->record, strlen(o->record), &afd, &err);
 	*ret_reason = k == -EINVAL    ? "not_a_backup_record"
 		      : k == -EBADMSG ? "restore_rejected"
 		      : k == -ENOENT  ? "backup_not_found"
@@ -504,7 +518,7 @@ cleanup_done(SnapJob *j, int err, const char *reason, const char *text, void *us
 
 /* Remove name (a staging or old workspace tree) below dfd in a child: a large
  * tree takes a while. Synchronously when no job can start (stopping). */
-static void
+void
 snap_remove_tree(Shim *s, int dfd, const char *name)
 {
 	Cleanup *cl = calloc(1, sizeof(*cl));
@@ -616,12 +630,52 @@ restore_done(SnapJob *j, int err, const char *reason, const char *text, void *us
 		goto out;
 	}
 	(void)fsync(o->dfd);
+	/* watches follow the old tree: their next poll is watch_expired */
+	shim_watches_drop(s->watches, o->id);
 	log_ctx(LOG_INFO, &ctx, "Workspace of sandbox %s restored", o->id);
 	answer_empty(snapjob_take_reply(j));	 /* sends nothing once its connection closed */
 	snap_remove_tree(s, o->dfd, o->staging); /* the old workspace now */
 out:
 	snap_release_held(s, j);
 	snapop_free(o);
+}
+
+/* fresh: a restore into a new sandbox refuses one that has a workspace
+ * (exists). True after answering. */
+static bool
+restore_target_exists(Shim *s, Peer *p, const Frame *f, const char *id)
+{
+	_cleanup_free_ char *ws = NULL;
+
+	if (asprintf(&ws, "%s/%s/workspace", s->conf->sandbox_dir, id) < 0)
+		ws = NULL;
+	if (ws && faccessat(AT_FDCWD, ws, F_OK, AT_SYMLINK_NOFOLLOW) < 0 && errno == ENOENT)
+		return false;
+	(void)peer_reply_error_reason(p, f->req_id, ws ? -EEXIST : -ENOMEM, "exists",
+				      "the sandbox exists (it has a workspace)");
+	return true;
+}
+
+/* The record to restore: the one given, or the stored one of a short id (a
+ * snapshot's uuid; snaprec.h). 1: o->record set; 0 answered; <0 an errno. */
+static int
+restore_record(SnapOp *o, Peer *p, const Frame *f, const char *record)
+{
+	int k;
+
+	if (!snapshot_uuid_ok(record)) {
+		o->record = strdup(record);
+		return o->record ? 1 : -ENOMEM;
+	}
+	k = snaprec_load(o->bdir, o->src_id, record, &o->record);
+	if (k == -ENOMEM)
+		return k;
+	if (k < 0) {
+		(void)peer_reply_error_reason(p, f->req_id, -ENOENT, "snapshot_not_found",
+					      "no such snapshot");
+		return 0;
+	}
+	return 1;
 }
 
 int
@@ -635,26 +689,36 @@ handle_sandbox_restore(Peer *p, const Frame *f, const Msg_SANDBOX_RESTORE *m, vo
 	SnapOp *o = NULL;
 	SnapJob *j = NULL;
 	PeerDeferred *d = NULL;
-	char id[17];
+	char id[17], src[17];
 	unsigned char b[4];
 	char rnd[2 * sizeof(b) + 1];
 	int k;
 
-	if (shim_sandbox_id(key, strlen(key), id) < 0) {
+	if (shim_sandbox_id(key, strlen(key), id) < 0 ||
+	    shim_sandbox_id(m->from_key ? m->from_key : key,
+			    strlen(m->from_key ? m->from_key : key), src) < 0) {
 		(void)peer_reply_error(p, f->req_id, -EINVAL, "key must be 1..256 bytes");
 		k = 0;
 		goto out;
 	}
 	LogCtx ctx = {.thread_id = key, .sandbox_id = id};
+	if (m->has_fresh && m->fresh && restore_target_exists(s, p, f, id)) {
+		k = 0;
+		goto out;
+	}
 	if (!job_may_start(s, p, f, &ctx, id, key, true)) {
 		k = 0;
 		goto out;
 	}
 	o = snapop_new(s, id, key);
-	if (!o || !(o->record = strdup(record))) {
+	if (!o) {
 		k = -ENOMEM;
 		goto out;
 	}
+	memcpy(o->src_id, src, sizeof(src));
+	k = restore_record(o, p, f, record);
+	if (k <= 0)
+		goto out; /* answered, or out of memory */
 	o->uid = (uid_t)conf->host_uid;
 	if (asprintf(&dir, "%s/%s", conf->sandbox_dir, id) < 0) {
 		dir = NULL;

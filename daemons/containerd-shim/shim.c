@@ -216,6 +216,14 @@ handle_sandbox_file(Peer *p, const Frame *f, const Msg_SANDBOX_FILE *m, void *us
 				 workspace_busy, p, f, m);
 }
 
+/* SANDBOX_WATCH: file events of a workspace tree (shim-watch.c). */
+static int
+handle_sandbox_watch(Peer *p, const Frame *f, const Msg_SANDBOX_WATCH *m, void *userdata)
+{
+	Conn *c = userdata;
+	return shim_watch_handle(c->shim->watches, c->shim->conf, p, f, m);
+}
+
 /* The sandbox layer's way up (shim-int.h). */
 static const SandboxHooks shim_hooks = {
     .exec_msg = exec_on_init_msg,
@@ -234,12 +242,17 @@ MSG_HANDLER(dispatch_exec_kill, EXEC_KILL, handle_exec_kill)
 MSG_HANDLER(dispatch_sandbox_stats, SANDBOX_STATS, handle_sandbox_stats)
 MSG_HANDLER(dispatch_exec_attach, EXEC_ATTACH, handle_exec_attach)
 MSG_HANDLER(dispatch_exec_list, EXEC_LIST, handle_exec_list)
+MSG_HANDLER(dispatch_exec_stdin, EXEC_STDIN, handle_exec_stdin)
 MSG_HANDLER(dispatch_sandbox_forward, SANDBOX_FORWARD, handle_sandbox_forward)
 MSG_HANDLER(dispatch_sandbox_proxy, SANDBOX_PROXY, handle_sandbox_proxy)
 MSG_HANDLER(dispatch_sandbox_unlisten, SANDBOX_UNLISTEN, handle_sandbox_unlisten)
 MSG_HANDLER(dispatch_sandbox_snapshot, SANDBOX_SNAPSHOT, handle_sandbox_snapshot)
 MSG_HANDLER(dispatch_sandbox_restore, SANDBOX_RESTORE, handle_sandbox_restore)
 MSG_HANDLER(dispatch_sandbox_file, SANDBOX_FILE, handle_sandbox_file)
+MSG_HANDLER(dispatch_sandbox_state, SANDBOX_STATE, handle_sandbox_state)
+MSG_HANDLER(dispatch_shim_limits, SHIM_LIMITS, handle_shim_limits)
+MSG_HANDLER(dispatch_sandbox_snapshots, SANDBOX_SNAPSHOTS, handle_sandbox_snapshots)
+MSG_HANDLER(dispatch_sandbox_watch, SANDBOX_WATCH, handle_sandbox_watch)
 
 static const PeerHandler shim_handlers[_MSG_TYPE_MAX] = {
     [MSG_SANDBOX_ENSURE] = dispatch_sandbox_ensure,
@@ -249,12 +262,17 @@ static const PeerHandler shim_handlers[_MSG_TYPE_MAX] = {
     [MSG_SANDBOX_STATS] = dispatch_sandbox_stats,
     [MSG_EXEC_ATTACH] = dispatch_exec_attach,
     [MSG_EXEC_LIST] = dispatch_exec_list,
+    [MSG_EXEC_STDIN] = dispatch_exec_stdin,
     [MSG_SANDBOX_FORWARD] = dispatch_sandbox_forward,
     [MSG_SANDBOX_PROXY] = dispatch_sandbox_proxy,
     [MSG_SANDBOX_UNLISTEN] = dispatch_sandbox_unlisten,
     [MSG_SANDBOX_SNAPSHOT] = dispatch_sandbox_snapshot,
     [MSG_SANDBOX_RESTORE] = dispatch_sandbox_restore,
     [MSG_SANDBOX_FILE] = dispatch_sandbox_file,
+    [MSG_SANDBOX_STATE] = dispatch_sandbox_state,
+    [MSG_SHIM_LIMITS] = dispatch_shim_limits,
+    [MSG_SANDBOX_SNAPSHOTS] = dispatch_sandbox_snapshots,
+    [MSG_SANDBOX_WATCH] = dispatch_sandbox_watch,
 };
 
 /* ---------------------------------------------------------------------------
@@ -382,6 +400,25 @@ shim_setup_process(const ShimConf *conf)
 	return 0;
 }
 
+/* The preview socket's way to a sandbox (netpreview.h): the running
+ * sandbox whose key is key, compared in full (the id is a hash of it). */
+static int
+preview_resolve(const char *key, int *ret_pidfd, char ret_id[static 17], void *userdata)
+{
+	Shim *s = userdata;
+	char id[17];
+	Sandbox *sb;
+
+	if (shim_sandbox_id(key, strlen(key), id) < 0)
+		return -ENOENT;
+	sb = sandbox_find(s, id);
+	if (!sb || sb->state != SANDBOX_READY || !sb->key || !streq(sb->key, key))
+		return -ENOENT;
+	*ret_pidfd = sb->pidfd;
+	memcpy(ret_id, sb->id, 17);
+	return 0;
+}
+
 /* The paths, the directories, the socket group and the listening socket. */
 static int
 shim_listen(Shim *s)
@@ -443,6 +480,15 @@ shim_listen(Shim *s)
 			    &s->server);
 	if (r < 0)
 		return log_error_errno(r, "Failed to listen on '%s': %m", s->sock_path);
+	{
+		_cleanup_free_ char *path = NULL;
+		if (asprintf(&path, "%s/%s", conf->shared.runtime_dir, RW_SOCK_PREVIEW) < 0)
+			return log_error_errno(SYNTHETIC_ERRNO(ENOMEM), "Out of memory");
+		r = netpreview_new(s->base, path, s->socket_gid >= 0 ? 0660 : 0600, s->socket_gid,
+				   preview_resolve, s, &s->preview);
+		if (r < 0)
+			return log_error_errno(r, "Failed to listen on '%s': %m", path);
+	}
 	return 0;
 }
 
@@ -524,7 +570,8 @@ shim_new(struct event_base *base, const ShimConf *conf, Shim **ret)
 		(void)event_priority_set(s->pool_ev, 2); /* background (main.c) */
 	s->jobs = snapjobs_new(base);
 	if (!s->grave_timer || !s->idle_timer || !s->pool_ev || !s->jobs ||
-	    netfwd_new(base, &s->net) < 0 || shim_files_new(base, &s->files) < 0) {
+	    netfwd_new(base, &s->net) < 0 || shim_files_new(base, &s->files) < 0 ||
+	    shim_watches_new(base, (usec_t)conf->watch_idle_ms * USEC_PER_MSEC, &s->watches) < 0) {
 		shim_free(s);
 		return log_error_errno(SYNTHETIC_ERRNO(ENOMEM), "Out of memory");
 	}
@@ -551,6 +598,7 @@ shim_stop(Shim *s)
 		return;
 	s->stopped = true;
 	s->server = peer_server_free(s->server, true);
+	s->preview = netpreview_free(s->preview, true);
 	if (s->idle_timer)
 		evtimer_del(s->idle_timer);
 	queue_refuse_all(s);
@@ -560,6 +608,7 @@ shim_stop(Shim *s)
 	snapjobs_stop(s->jobs);
 	/* File operations: the running ones finish, the queued ones are refused. */
 	s->files = shim_files_free(s->files);
+	s->watches = shim_watches_free(s->watches);
 	/* Kill all first, then wait: the kernel tears the namespaces down in parallel. */
 	for (Sandbox *sb = s->sandboxes; sb; sb = sb->next)
 		sandbox_kill(sb);
@@ -589,9 +638,11 @@ shim_handover(Shim *s)
 		return;
 	s->stopped = true;
 	s->server = peer_server_free(s->server, false); /* the next shim binds it anew */
+	s->preview = netpreview_free(s->preview, false);
 	queue_refuse_all(s);
 	snapjobs_stop(s->jobs);
 	s->files = shim_files_free(s->files);
+	s->watches = shim_watches_free(s->watches);
 	log_notice("Exiting for an upgrade: the sandboxes and their execs are left running for "
 		   "the next containerd-shim to re-adopt");
 }

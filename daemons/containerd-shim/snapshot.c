@@ -1161,8 +1161,10 @@ snapshot_prune(const char *backups_dir, const char *key_id, unsigned keep, const
 	 * none is being written now). */
 	for (size_t i = 0; i < n; i++) {
 		size_t sl;
-		if (names[i][0] == '.' && has_suffix(names[i], ".tar.zst.tmp", &sl))
-			(void)unlinkat(dfd, names[i], 0);
+		if (names[i][0] == '.' &&
+		    (has_suffix(names[i], ".tar.zst.tmp", &sl) ||
+		     (strncmp(names[i], ".rec-", 5) == 0 && has_suffix(names[i], ".tmp", &sl))))
+			(void)unlinkat(dfd, names[i], 0); /* (.rec-*.tmp: snaprec.c's) */
 	}
 	r = list_aged(dfd, names, n, ".tar.zst", &a, &na);
 	if (r >= 0)
@@ -1185,6 +1187,8 @@ snapshot_prune(const char *backups_dir, const char *key_id, unsigned keep, const
 			r = -errno;
 			break;
 		}
+		snprintf(tomb, sizeof(tomb), "%.36s.json", a[i].name); /* its record (snaprec.h) */
+		(void)unlinkat(dfd, tomb, 0);
 		pruned++;
 	}
 	/* Tombstones are empty files; keep the newest SNAPSHOT_TOMBSTONES_MAX. */

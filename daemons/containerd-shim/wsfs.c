@@ -333,7 +333,7 @@ wsfs_remove(int ws_fd, const char *path)
 }
 
 int
-wsfs_rename(int ws_fd, const char *from, const char *to)
+wsfs_rename(int ws_fd, const char *from, const char *to, bool overwrite)
 {
 	_cleanup_free_ char *c1 = NULL, *c2 = NULL;
 	_cleanup_close_ int p1 = -1, p2 = -1;
@@ -345,7 +345,174 @@ wsfs_rename(int ws_fd, const char *from, const char *to)
 	p2 = open_parent(ws_fd, to, &c2, &n2);
 	if (p2 < 0)
 		return p2;
-	return RET_NERRNO(renameat2(p1, n1, p2, n2, RENAME_NOREPLACE));
+	/* renameat2 never follows the final components: over a symlink, the
+	 * link is replaced */
+	return RET_NERRNO(renameat2(p1, n1, p2, n2, overwrite ? 0 : RENAME_NOREPLACE));
+}
+
+int
+wsfs_mkdir_parents(int ws_fd, const char *path, mode_t mode, bool *ret_created)
+{
+	_cleanup_free_ char *copy = NULL;
+	bool created = false;
+	size_t len = strlen(path);
+	int r = wsfs_check_path(path, len);
+
+	if (r < 0)
+		return r;
+	copy = strdup(path);
+	if (!copy)
+		return -ENOMEM;
+	/* One component at a time, each parent opened beneath the workspace
+	 * again: a component swapped for a symlink meanwhile is resolved by the
+	 * same rules as every lookup, never followed out. */
+	for (size_t i = 0; i <= len; i++) {
+		if (copy[i] != '/' && copy[i] != '\0')
+			continue;
+		char *slash = memrchr(copy, '/', i);
+		char saved = copy[i];
+		_cleanup_close_ int pfd = -1;
+		struct stat st;
+
+		copy[i] = '\0';
+		if (slash)
+			*slash = '\0';
+		pfd = open_beneath(ws_fd, slash ? copy : ".", O_PATH | O_DIRECTORY);
+		if (slash)
+			*slash = '/';
+		if (pfd < 0)
+			return pfd;
+		const char *name = slash ? slash + 1 : copy;
+		if (mkdirat(pfd, name, mode & 0777) == 0)
+			created = true;
+		else if (errno != EEXIST)
+			return -errno;
+		else if (fstatat(pfd, name, &st, AT_SYMLINK_NOFOLLOW) < 0)
+			return -errno;
+		else if (saved == '\0' && !S_ISDIR(st.st_mode))
+			return -EEXIST; /* the last one exists and is not a directory */
+		copy[i] = saved;
+	}
+	if (ret_created)
+		*ret_created = created;
+	return 0;
+}
+
+static int remove_children(int dfd, dev_t dev, unsigned depth, size_t *budget);
+
+/* Empty directory fd (name in pfd) and remove it; a second pass when entries
+ * came back meanwhile (a sandbox writing, or a readdir that skipped one). */
+static int
+rmdir_tree(int pfd, const char *name, int fd, dev_t dev, unsigned depth, size_t *budget)
+{
+	int r = 0;
+
+	for (int pass = 0; pass < 2; pass++) {
+		r = remove_children(fd, dev, depth, budget);
+		if (r < 0)
+			return r;
+		if (unlinkat(pfd, name, AT_REMOVEDIR) == 0 || errno == ENOENT)
+			return 0;
+		r = -errno;
+		if (r != -ENOTEMPTY)
+			return r;
+	}
+	return r;
+}
+
+/* Remove what directory dfd holds (st_dev dev), depth first. The entries are
+ * looked at without following anything: a symlink is unlinked, a directory
+ * opened with O_NOFOLLOW (one swapped for a symlink meanwhile fails, it is
+ * not entered), a mount point (another st_dev) refused. */
+static int
+remove_children(int dfd, dev_t dev, unsigned depth, size_t *budget)
+{
+	struct dirent *de = NULL;
+	DIR *d;
+	int fd, r = 0;
+
+	if (depth > WSFS_COMPONENTS_MAX)
+		return -ENAMETOOLONG;
+	fd = fcntl(dfd, F_DUPFD_CLOEXEC, 3);
+	if (fd < 0)
+		return -errno;
+	d = fdopendir(fd);
+	if (!d) {
+		r = -errno;
+		close(fd);
+		return r;
+	}
+	while (r == 0 && (errno = 0, de = readdir(d))) {
+		struct stat st;
+		if (streq(de->d_name, ".") || streq(de->d_name, ".."))
+			continue;
+		if (*budget == 0) {
+			r = -E2BIG;
+			break;
+		}
+		(*budget)--;
+		if (fstatat(dfd, de->d_name, &st, AT_SYMLINK_NOFOLLOW) < 0) {
+			if (errno != ENOENT)
+				r = -errno;
+			continue;
+		}
+		if (S_ISDIR(st.st_mode)) {
+			_cleanup_close_ int sub = -1;
+			if (st.st_dev != dev) {
+				r = -EXDEV;
+				break;
+			}
+			sub = openat(dfd, de->d_name,
+				     O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_NONBLOCK | O_CLOEXEC);
+			if (sub < 0) {
+				r = -errno;
+				break;
+			}
+			r = rmdir_tree(dfd, de->d_name, sub, dev, depth + 1, budget);
+		} else if (unlinkat(dfd, de->d_name, 0) < 0 && errno != ENOENT)
+			r = -errno;
+	}
+	if (r == 0 && errno != 0 && !de)
+		r = -errno;
+	closedir(d);
+	return r;
+}
+
+int
+wsfs_remove_tree(int ws_fd, const char *path, size_t max_entries)
+{
+	_cleanup_free_ char *copy = NULL;
+	_cleanup_close_ int pfd = -1, dfd = -1;
+	const char *name = NULL;
+	size_t budget = max_entries;
+	struct stat st;
+	int r;
+
+	pfd = open_parent(ws_fd, path, &copy, &name);
+	if (pfd < 0)
+		return pfd;
+	if (fstatat(pfd, name, &st, AT_SYMLINK_NOFOLLOW) < 0)
+		return -errno;
+	if (!S_ISDIR(st.st_mode))
+		return RET_NERRNO(unlinkat(pfd, name, 0));
+	dfd = openat(pfd, name, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_NONBLOCK | O_CLOEXEC);
+	if (dfd < 0)
+		return -errno;
+	if (fstat(dfd, &st) < 0)
+		return -errno;
+	r = rmdir_tree(pfd, name, dfd, st.st_dev, 1, &budget);
+	return r;
+}
+
+int
+wsfs_open_dir(int ws_fd, const char *path)
+{
+	int r;
+
+	if (path[0] == '\0')
+		return open_beneath(ws_fd, ".", O_PATH | O_DIRECTORY);
+	r = wsfs_check_path(path, strlen(path));
+	return r < 0 ? r : open_beneath(ws_fd, path, O_PATH | O_DIRECTORY);
 }
 
 uid_t

@@ -63,8 +63,25 @@ void wsfs_entries_free(WsfsEntry *e, size_t n);
 int wsfs_mkdir(int ws_fd, const char *path, mode_t mode);
 /* A file, a symlink (not its target) or an empty directory. */
 int wsfs_remove(int ws_fd, const char *path);
-/* Never replaces an existing target (RENAME_NOREPLACE: -EEXIST). */
-int wsfs_rename(int ws_fd, const char *from, const char *to);
+/* mkdir -p: every missing directory of path made (mode & 0777), each
+ * component resolved beneath the workspace as every lookup is; a path that
+ * exists as a directory is success (*ret_created false, may be NULL), as
+ * anything else -EEXIST. */
+int wsfs_mkdir_parents(int ws_fd, const char *path, mode_t mode, bool *ret_created);
+/* rm -r: a file or symlink is unlinked (a symlink is never followed); a
+ * directory is emptied depth first and removed. Nothing is followed: entries
+ * are lstat'ed, directories opened O_NOFOLLOW, a mount point inside is
+ * refused (-EXDEV). At most max_entries entries are looked at (-E2BIG beyond,
+ * with what was removed so far gone), at most WSFS_COMPONENTS_MAX levels deep. */
+int wsfs_remove_tree(int ws_fd, const char *path, size_t max_entries);
+/* Without overwrite never replaces an existing target (RENAME_NOREPLACE:
+ * -EEXIST); with it, atomically replaces it (a directory only by an empty
+ * one, as rename(2)). */
+int wsfs_rename(int ws_fd, const char *from, const char *to, bool overwrite);
+
+/* An O_PATH fd of the directory path ("" the workspace itself), resolved as
+ * every lookup (a symlink inside is followed, one out refused). */
+int wsfs_open_dir(int ws_fd, const char *path);
 
 /* Switch fsuid/fsgid to uid (and back to 0 with uid 0). Returns the previous
  * fsuid. The calling thread only: fsuid is per thread (the shim's file API

@@ -194,6 +194,30 @@ mcp_result(const json_t *item)
 	return json_pack("{s:O?}", "status", json_object_get(item, "status"));
 }
 
+/* A running command's output as it grows (item.updated's aggregated_output):
+ * the new part as CUSTOM process.stdout {text, toolCallId}, as the shell
+ * harness streams it, so a client shows it on the tool call while it runs. */
+static void
+command_output(Run *run, const char *id, const json_t *item)
+{
+	CodexState *st = run->astate;
+	bool fresh;
+	json_t *s = item_state(st, id, &fresh);
+	const char *out = json_string_value(json_object_get(item, "aggregated_output"));
+	size_t len = out ? strlen(out) : 0;
+	size_t shown = (size_t)json_integer_value(json_object_get(s, "shown"));
+
+	if (json_is_true(json_object_get(s, "done")) || len <= shown)
+		return;
+	/* NULL when the output was rewritten and the cut is not a character's
+	 * start: nothing shown then, the result has it all */
+	json_t *chunk = json_pack("{s:s, s:s, s:{s:s, s:s}}", "type", "CUSTOM", "name",
+				  "process.stdout", "value", "text", out + shown, "toolCallId", id);
+	if (chunk)
+		emit(run, chunk);
+	json_object_set_new(s, "shown", json_integer((json_int_t)len));
+}
+
 static void
 item_event(Run *run, const json_t *item, bool completed)
 {
@@ -217,6 +241,8 @@ item_event(Run *run, const json_t *item, bool completed)
 			json_object_set(res, "status", json_object_get(item, "status"));
 		tool_item(run, id, item, completed, "command_execution",
 			  json_pack("{s:O?}", "command", json_object_get(item, "command")), res);
+		if (!completed)
+			command_output(run, id, item);
 	} else if (streq(kind, "mcp_tool_call")) {
 		/* as @tanstack/ai-codex names it: the bridged server's tools by
 		 * their name, another server's as mcp__<server>__<tool> */

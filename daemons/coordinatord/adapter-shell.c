@@ -3,7 +3,9 @@
  * adapter-shell.c — the built-in `shell` harness: the last user message run
  * by the configured shell (`sh -c`) in /workspace, reported as one tool call:
  *   TOOL_CALL_START / TOOL_CALL_ARGS {"command":…} / TOOL_CALL_END,
- *   CUSTOM process.stdout|process.stderr {text} as output arrives (coalesced
+ *   CUSTOM process.stdout|process.stderr {text, toolCallId} as output arrives
+ *   (toolCallId: the tool call it belongs to, for onCustomEvent's context and
+ *   @runwarden/tanstack-client's live tool results; coalesced
  *   per loop turn, never split inside a UTF-8 sequence),
  *   TOOL_CALL_RESULT {exitCode, reason, stdout, stderr[, truncated, error]}
  *   (the output's last SHELL_KEEP bytes per stream, so a client shows it
@@ -139,8 +141,9 @@ shell_drain(Run *run, bool final)
 			char *text = outbuf_take(b, lim, final, &len);
 			if (!text)
 				break;
-			json_t *chunk = json_pack("{s:s, s:s, s:{s:s%}}", "type", "CUSTOM", "name",
-						  names[s], "value", "text", text, len);
+			json_t *chunk = json_pack("{s:s, s:s, s:{s:s%, s:s}}", "type", "CUSTOM",
+						  "name", names[s], "value", "text", text, len,
+						  "toolCallId", run->tool_call_id);
 			keep_output(run, s, text, len);
 			free(text);
 			run_emit(run, chunk, NULL); /* the driver saves the state after the drain */

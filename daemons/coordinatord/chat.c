@@ -28,17 +28,22 @@
  * The rebuild runs on the loop that serves every client, so its cost is
  * linear in the events read (Build: strings grow in buffers, tool calls are
  * found by hash, a replaced tool result is nulled and dropped at the end),
- * and it stops as soon as the text taken in — which the answer holds at
- * least once — is past read_max_bytes, instead of building an answer only
- * to refuse it; chunks of types it has no use for, stored as the daemons
- * write them, are passed over unparsed (chunk_skippable). Figures:
- * bench/chat-hydrate-bench.py; same answers: tests/reliability/hydrate-diff.
+ * and it stops as soon as what the answer holds at least — every message's
+ * overhead and id, the text taken in — is past read_max_bytes, instead of
+ * building an answer only to refuse it; chunks of types it has no use for,
+ * stored as the daemons write them, are passed over unparsed
+ * (chunk_skippable). What it reads is bounded too: every stored input and
+ * event, passed over or not, counts toward hydrate_read_max_bytes. And it
+ * never holds the loop: the answer is deferred, and the rebuild goes on in
+ * slices of HYDRATE_SLICE_BYTES read, each from a zero timer at the loop's
+ * lowest priority (hydrate_step). Figures: bench/chat-hydrate-bench.py,
+ * bench/loop-lag-attack.py; same answers: tests/reliability/hydrate-diff.
  *
- * Cluster mode, a thread taken over from a lost node (chat_hydrate_merged):
- * the runs that ran there are in no local log. The answer is deferred, and
- * each such run is read from the cluster in turn — its input from rw_inputs
- * (put by its owner: replicate_input), its last event at the stream's
- * leader, its events by direct gets — with the same rebuild.
+ * Cluster mode, a thread taken over from a lost node (chat_hydrate with
+ * local): the runs that ran there are in no local log. Each such run is
+ * read from the cluster in turn — its input from rw_inputs (put by its
+ * owner: replicate_input), its last event at the stream's leader, its
+ * events by direct gets — with the same rebuild.
  */
 #include "config.h"
 
@@ -48,11 +53,16 @@
 #include <inttypes.h>
 #include <string.h>
 
+#include <event2/event.h>
+
 #include "cluster/cluster.h"
 #include "json-util.h"
 #include "macro.h"
 
-#define CHAT_HYDRATE_MAX_RUNS 100
+typedef struct Hydrate Hydrate;
+static void hydrate_step(Hydrate *h);
+static void on_hydrate_input(Cluster *cluster, int err, const void *data, size_t len,
+			     void *userdata);
 
 /* A string that grows by appends, in a buffer of its own: an append to a
  * jansson string would copy and validate the whole string each time
@@ -114,9 +124,22 @@ content_text(const json_t *content)
 	return g.buf;
 }
 
-/* The user messages stored with a run; *bytes += their text's length. */
+/* What a user message adds to the answer at least, beside its id and text:
+ * `{"id":"","role":"user","parts":[{"type":"text","content":""}]},` (JSON
+ * escapes only lengthen a string). */
+#define USER_MESSAGE_OVERHEAD 63
+/* And an assistant message, beside its id and parts:
+ * `{"parts":[],"id":"","role":"assistant"},`; each part at least
+ * `{"type":"text"},`. */
+#define ASSISTANT_MESSAGE_OVERHEAD 40
+#define PART_OVERHEAD 16
+
+/* The user messages stored with a run. Each adds to *bytes what it adds to
+ * the answer at least (its overhead, id and text), before it is built:
+ * -EFBIG as soon as *bytes is past max_bytes. */
 static int
-add_user_messages(json_t *out, const char *run_id, const char *input, size_t *bytes)
+add_user_messages(json_t *out, const char *run_id, const char *input, size_t *bytes,
+		  size_t max_bytes)
 {
 	json_auto_t *arr = json_loads(input, 0, NULL);
 	json_t *m;
@@ -138,7 +161,9 @@ add_user_messages(json_t *out, const char *run_id, const char *input, size_t *by
 			snprintf(fallback, sizeof(fallback), "%s-user-%zu", run_id, i);
 			id = fallback;
 		}
-		*bytes += strlen(text);
+		*bytes += USER_MESSAGE_OVERHEAD + strlen(id) + strlen(text);
+		if (*bytes > max_bytes)
+			return -EFBIG;
 		json_t *um = json_pack("{s:s, s:s, s:[{s:s, s:s}]}", "id", id, "role", "user",
 				       "parts", "type", "text", "content", text);
 		if (!um || json_array_append_new(out, um) < 0)
@@ -508,61 +533,13 @@ finish_assistant_message(json_t *out, Build *b, const char *run_id)
 	}
 	if (json_array_size(parts) == 0)
 		return 0;
-	json_t *msg = json_pack("{s:O, s:s, s:s}", "parts", parts, "id", b->id ?: run_id, "role",
-				"assistant");
-	return !msg || json_array_append_new(out, msg) < 0 ? -ENOMEM : 0;
-}
-
-static int
-add_assistant_message(Coordinator *c, json_t *out, const char *run_id, size_t *bytes)
-{
-	Build b;
-	int64_t from = -1;
-	int r = build_init(&b, bytes, (size_t)c->conf.read_max_bytes);
-
-	while (r == 0) {
-		RunLogEvents ev = {0};
-		json_t *rec = NULL;
-		r = runlog_read(c->runlog, run_id, from, (size_t)c->conf.read_max, &ev, &rec);
-		json_decref(rec);
-		for (size_t i = 0; r == 0 && i < ev.n; i++)
-			r = apply_text(&b, ev.texts[i], ev.lens[i]);
-		size_t n = ev.n;
-		from = ev.first_seq + (int64_t)n - 1;
-		runlog_events_done(&ev);
-		if (r == 0 && n == 0) {
-			r = finish_assistant_message(out, &b, run_id);
-			break;
-		}
-	}
-	build_done(&b);
-	return r;
-}
-
-/* A run of the local log: its stored user messages, then its assistant
- * message; *active set to it while it runs. */
-static int
-add_local_run(Coordinator *c, json_t *messages, const json_t *rec, const char **active,
-	      size_t *bytes)
-{
-	const char *run_id = json_string_value(json_object_get(rec, "runId"));
-	const char *status = json_string_value(json_object_get(rec, "status"));
-	_cleanup_free_ char *input = NULL;
-	int r;
-
-	if (!run_id)
-		return 0;
-	if (status && !run_status_terminal(status))
-		*active = run_id;
-	r = runlog_input_get(c->runlog, run_id, &input);
-	if (r == 0)
-		r = add_user_messages(messages, run_id, input, bytes);
-	if (r < 0 && r != -ENOENT)
+	const char *id = b->id ?: run_id;
+	int r = build_count(b, ASSISTANT_MESSAGE_OVERHEAD + strlen(id) +
+				   PART_OVERHEAD * json_array_size(parts));
+	if (r < 0)
 		return r;
-	if (*bytes > (size_t)c->conf.read_max_bytes)
-		return -EFBIG;
-	r = add_assistant_message(c, messages, run_id, bytes);
-	return r < 0 && r != -ENOENT ? r : 0;
+	json_t *msg = json_pack("{s:O, s:s, s:s}", "parts", parts, "id", id, "role", "assistant");
+	return !msg || json_array_append_new(out, msg) < 0 ? -ENOMEM : 0;
 }
 
 /* The answer's text; -EFBIG past read_max_bytes. */
@@ -583,38 +560,30 @@ hydrate_body(Coordinator *c, json_t *messages, const char *active, char **ret_js
 	return 0;
 }
 
-int
-chat_hydrate(Coordinator *c, const json_t *runs, char **ret_json)
-{
-	json_auto_t *messages = json_array();
-	const char *active = NULL;
-	size_t n = MIN(json_array_size(runs), (size_t)CHAT_HYDRATE_MAX_RUNS), bytes = 0;
-	int r;
+/* ---- the rebuild, in slices ---- */
 
-	if (!messages)
-		return -ENOMEM;
-	/* newest first: rebuild from the oldest kept */
-	for (size_t k = n; k-- > 0;)
-		if ((r = add_local_run(c, messages, json_array_get(runs, k), &active, &bytes)) < 0)
-			return r;
-	return hydrate_body(c, messages, active, ret_json);
-}
+/* Bytes read from the log per loop turn: past them the hydrate yields, and
+ * goes on after the loop's other events (~1 ms of work). */
+#define HYDRATE_SLICE_BYTES (256 * 1024)
 
-/* ---- cluster mode: runs a lost node ran, read from JetStream ---- */
-
-typedef struct Hydrate Hydrate;
 struct Hydrate {
 	Hydrate *next;
 	Coordinator *c;
 	PeerDeferred *d;
-	json_t *runs;	  /* newest first, at most CHAT_HYDRATE_MAX_RUNS */
-	json_t *local;	  /* runId → true: the runs of the local log */
-	json_t *messages; /* built so far */
-	Build b;	  /* the assistant message of the run read now */
-	size_t bytes;	  /* the text taken in so far (*Build.bytes) */
+	json_t *runs;	      /* newest first, at most CHAT_HYDRATE_MAX_RUNS */
+	json_t *local;	      /* runId → true: the runs of the local log; NULL: all */
+	json_t *messages;     /* built so far */
+	Build b;	      /* the assistant message of the run read now */
+	size_t bytes;	      /* the answer's size so far, at least (*Build.bytes) */
+	size_t read;	      /* bytes read: inputs and events, skipped chunks too */
+	size_t slice;	      /* of which in this loop turn */
+	struct event *resume; /* the next slice */
 	const char *active;
-	size_t k; /* runs[k - 1] is the next (or the one read now) */
-	const char *run_id;
+	size_t k;	    /* runs[k - 1] is the next */
+	const char *run_id; /* the run read now, NULL between runs */
+	bool local_run;	    /* its events from the local log, after seq from */
+	int64_t from;
+	/* a run a lost node ran, from the cluster */
 	uint64_t last_seq;  /* the run's last event, at the stream's leader */
 	int64_t seen;	    /* the last seq applied (-1: none) */
 	uint64_t next_sseq; /* where the next read scans from */
@@ -629,6 +598,8 @@ hydrate_free(Hydrate *h)
 			*pp = h->next;
 			break;
 		}
+	if (h->resume)
+		event_free(h->resume);
 	peer_deferred_free(h->d);
 	json_decref(h->runs);
 	json_decref(h->local);
@@ -643,9 +614,17 @@ hydrate_fail(Hydrate *h, int err)
 	if (err == -EFBIG)
 		(void)peer_deferred_error(TAKE_PTR(h->d), -EFBIG, NULL,
 					  "the thread's messages exceed read_max_bytes");
+	else if (err == -E2BIG)
+		(void)peer_deferred_error(
+		    TAKE_PTR(h->d), -EFBIG, "too_large",
+		    "the thread's stored messages and events exceed what one hydrate reads "
+		    "(coordinatord.hydrate_read_max_bytes)");
 	else if (err == -ENOMEM)
 		(void)peer_deferred_error(TAKE_PTR(h->d), -ENOMEM, NULL, NULL);
-	else {
+	else if (h->local_run) {
+		log_error_errno(err, "Failed to rebuild a thread: run %s: %m", h->run_id ?: "?");
+		(void)peer_deferred_error(TAKE_PTR(h->d), err, NULL, NULL);
+	} else {
 		log_warning_errno(err,
 				  "Cannot read run %s from the cluster for a /chat hydrate: %m",
 				  h->run_id ?: "?");
@@ -655,95 +634,106 @@ hydrate_fail(Hydrate *h, int err)
 	hydrate_free(h);
 }
 
-static void hydrate_next(Hydrate *h);
-
-static void
-on_hydrate_events(Cluster *cluster, int err, const ClusterReadEvent *ev, size_t n,
-		  uint64_t next_sseq, void *userdata)
+/* Count n bytes read: -E2BIG past hydrate_read_max_bytes. */
+static int
+hydrate_read(Hydrate *h, size_t n)
 {
-	Hydrate *h = userdata;
-	(void)cluster;
+	h->read += n;
+	h->slice += n;
+	return h->read > (size_t)h->c->conf.hydrate_read_max_bytes ? -E2BIG : 0;
+}
 
-	if (err < 0)
-		return hydrate_fail(h, err);
-	for (size_t i = 0; i < n; i++) {
-		if ((int64_t)ev[i].seq != h->seen + 1) {
-			/* the stream's order is the run's, as remote.c reads it */
-			log_warning("Run %s: its log in the cluster has a gap at seq %" PRId64,
-				    h->run_id, h->seen + 1);
-			return hydrate_fail(h, -EIO);
-		}
-		int r = apply_text(&h->b, ev[i].data, ev[i].len);
-		if (r < 0)
-			return hydrate_fail(h, r);
-		h->seen = (int64_t)ev[i].seq;
-	}
-	h->next_sseq = next_sseq;
-	if (h->seen < (int64_t)h->last_seq) {
-		/* more to read; nothing new from this replica: it lags */
-		if (n == 0 && ++h->lag_tries > REMOTE_LAG_RETRIES)
-			return hydrate_fail(h, -EAGAIN);
-		if (cluster_read_events(h->c->cluster, h->run_id, (uint64_t)(h->seen + 1),
-					h->next_sseq, (size_t)h->c->conf.read_max,
-					on_hydrate_events, h) < 0)
-			hydrate_fail(h, -EAGAIN);
-		return;
-	}
-	int r = finish_assistant_message(h->messages, &h->b, h->run_id);
+static int
+hydrate_user_messages(Hydrate *h, const char *input, size_t len)
+{
+	int r = hydrate_read(h, len);
 	if (r < 0)
-		return hydrate_fail(h, r);
-	hydrate_next(h);
+		return r;
+	return add_user_messages(h->messages, h->run_id, input, &h->bytes, h->b.max_bytes);
+}
+
+/* The local run's stored user messages. */
+static int
+local_input(Hydrate *h)
+{
+	_cleanup_free_ char *input = NULL;
+	int r = runlog_input_get(h->c->runlog, h->run_id, &input);
+
+	if (r == -ENOENT) /* none (POST /runs) */
+		return 0;
+	return r < 0 ? r : hydrate_user_messages(h, input, strlen(input));
+}
+
+/* The next events of the local run into its message: 1 when it has no more
+ * (its message appended, if it has any part), 0 when it may. */
+static int
+local_events(Hydrate *h)
+{
+	Coordinator *c = h->c;
+	RunLogEvents ev = {0};
+	int r = runlog_read_bytes(c->runlog, h->run_id, h->from, (size_t)c->conf.read_max,
+				  HYDRATE_SLICE_BYTES, &ev, NULL);
+	size_t n = ev.n;
+
+	for (size_t i = 0; r == 0 && i < n; i++)
+		if ((r = hydrate_read(h, ev.lens[i])) == 0)
+			r = apply_text(&h->b, ev.texts[i], ev.lens[i]);
+	h->from = ev.first_seq + (int64_t)n - 1;
+	runlog_events_done(&ev);
+	if (r == -ENOENT) /* no record (deleted meanwhile): no message */
+		return 1;
+	if (r < 0)
+		return r;
+	if (n > 0)
+		return 0;
+	r = finish_assistant_message(h->messages, &h->b, h->run_id);
+	return r < 0 ? r : 1;
 }
 
 static void
-on_hydrate_last(Cluster *cluster, int err, const ClusterRunLast *last, void *userdata)
+on_resume(evutil_socket_t fd, short what, void *userdata)
 {
 	Hydrate *h = userdata;
+	(void)fd;
+	(void)what;
 
-	if (err == -ENOENT) /* no event in the stream: nothing to show */
-		return hydrate_next(h);
-	if (err < 0)
-		return hydrate_fail(h, err);
-	h->last_seq = last->seq;
-	if (cluster_read_events(cluster, h->run_id, 0, 0, (size_t)h->c->conf.read_max,
-				on_hydrate_events, h) < 0)
-		hydrate_fail(h, -EAGAIN);
+	if (!peer_deferred_peer(h->d)) /* the requester left */
+		return hydrate_free(h);
+	h->slice = 0;
+	hydrate_step(h);
 }
 
+/* Go on: the run read now, then the next, oldest first — a run of the local
+ * log here, a run of another node's (lost) log from the cluster (its user
+ * messages from rw_inputs, its assistant message from its JetStream
+ * subject; the callbacks call back here) — until HYDRATE_SLICE_BYTES were
+ * read in this loop turn (then again from a zero timer, after the loop's
+ * other events); then answer. */
 static void
-on_hydrate_input(Cluster *cluster, int err, const void *data, size_t len, void *userdata)
-{
-	Hydrate *h = userdata;
-	(void)len;
-
-	if (err == 0) /* a NUL-terminated copy */
-		err = add_user_messages(h->messages, h->run_id, data, &h->bytes);
-	if (err < 0 && err != -ENOENT) /* -ENOENT: no input (POST /runs) */
-		return hydrate_fail(h, err);
-	if (h->bytes > h->b.max_bytes)
-		return hydrate_fail(h, -EFBIG);
-	if (cluster_run_last(cluster, h->run_id, on_hydrate_last, h) < 0)
-		hydrate_fail(h, -EAGAIN);
-}
-
-/* Rebuild the next run, oldest first: a run of the local log at once, a run
- * of another node's (lost) log from the cluster — its user messages from
- * rw_inputs, its assistant message from its JetStream subject; then answer. */
-static void
-hydrate_next(Hydrate *h)
+hydrate_step(Hydrate *h)
 {
 	int r;
 
-	while (h->k > 0) {
+	for (;;) {
+		if (h->slice >= HYDRATE_SLICE_BYTES) {
+			static const struct timeval now = {0, 0};
+			if (evtimer_add(h->resume, &now) < 0)
+				hydrate_fail(h, -ENOMEM);
+			return;
+		}
+		if (h->run_id && h->local_run) {
+			if ((r = local_events(h)) < 0)
+				return hydrate_fail(h, r);
+			if (r > 0)
+				h->run_id = NULL;
+			continue;
+		}
+		if (h->k == 0)
+			break;
 		json_t *rec = json_array_get(h->runs, --h->k);
 		const char *run_id = json_string_value(json_object_get(rec, "runId"));
 		if (!run_id)
 			continue;
-		if (json_object_get(h->local, run_id)) {
-			if ((r = add_local_run(h->c, h->messages, rec, &h->active, &h->bytes)) < 0)
-				return hydrate_fail(h, r);
-			continue;
-		}
 		const char *status = json_string_value(json_object_get(rec, "status"));
 		if (status && !run_status_terminal(status))
 			h->active = run_id;
@@ -751,6 +741,13 @@ hydrate_next(Hydrate *h)
 		if (build_init(&h->b, &h->bytes, (size_t)h->c->conf.read_max_bytes) < 0)
 			return hydrate_fail(h, -ENOMEM);
 		h->run_id = run_id;
+		h->local_run = !h->local || json_object_get(h->local, run_id);
+		if (h->local_run) {
+			h->from = -1;
+			if ((r = local_input(h)) < 0)
+				return hydrate_fail(h, r);
+			continue;
+		}
 		h->seen = -1;
 		h->lag_tries = 0;
 		if (cluster_get_input(h->c->cluster, run_id, on_hydrate_input, h) < 0)
@@ -765,8 +762,79 @@ hydrate_next(Hydrate *h)
 	hydrate_free(h);
 }
 
+/* ---- cluster mode: runs a lost node ran, read from JetStream ---- */
+
+static void
+on_hydrate_events(Cluster *cluster, int err, const ClusterReadEvent *ev, size_t n,
+		  uint64_t next_sseq, void *userdata)
+{
+	Hydrate *h = userdata;
+	int r;
+	(void)cluster;
+
+	if (err < 0)
+		return hydrate_fail(h, err);
+	for (size_t i = 0; i < n; i++) {
+		if ((int64_t)ev[i].seq != h->seen + 1) {
+			/* the stream's order is the run's, as remote.c reads it */
+			log_warning("Run %s: its log in the cluster has a gap at seq %" PRId64,
+				    h->run_id, h->seen + 1);
+			return hydrate_fail(h, -EIO);
+		}
+		if ((r = hydrate_read(h, ev[i].len)) < 0 ||
+		    (r = apply_text(&h->b, ev[i].data, ev[i].len)) < 0)
+			return hydrate_fail(h, r);
+		h->seen = (int64_t)ev[i].seq;
+	}
+	h->next_sseq = next_sseq;
+	if (h->seen < (int64_t)h->last_seq) {
+		/* more to read; nothing new from this replica: it lags */
+		if (n == 0 && ++h->lag_tries > REMOTE_LAG_RETRIES)
+			return hydrate_fail(h, -EAGAIN);
+		if (cluster_read_events(h->c->cluster, h->run_id, (uint64_t)(h->seen + 1),
+					h->next_sseq, (size_t)h->c->conf.read_max,
+					on_hydrate_events, h) < 0)
+			hydrate_fail(h, -EAGAIN);
+		return;
+	}
+	if ((r = finish_assistant_message(h->messages, &h->b, h->run_id)) < 0)
+		return hydrate_fail(h, r);
+	h->run_id = NULL;
+	hydrate_step(h);
+}
+
+static void
+on_hydrate_last(Cluster *cluster, int err, const ClusterRunLast *last, void *userdata)
+{
+	Hydrate *h = userdata;
+
+	if (err == -ENOENT) { /* no event in the stream: nothing to show */
+		h->run_id = NULL;
+		return hydrate_step(h);
+	}
+	if (err < 0)
+		return hydrate_fail(h, err);
+	h->last_seq = last->seq;
+	if (cluster_read_events(cluster, h->run_id, 0, 0, (size_t)h->c->conf.read_max,
+				on_hydrate_events, h) < 0)
+		hydrate_fail(h, -EAGAIN);
+}
+
+static void
+on_hydrate_input(Cluster *cluster, int err, const void *data, size_t len, void *userdata)
+{
+	Hydrate *h = userdata;
+
+	if (err == 0) /* a NUL-terminated copy */
+		err = hydrate_user_messages(h, data, len);
+	if (err < 0 && err != -ENOENT) /* -ENOENT: no input (POST /runs) */
+		return hydrate_fail(h, err);
+	if (cluster_run_last(cluster, h->run_id, on_hydrate_last, h) < 0)
+		hydrate_fail(h, -EAGAIN);
+}
+
 int
-chat_hydrate_merged(Coordinator *c, Peer *p, const Frame *f, json_t *runs, json_t *local)
+chat_hydrate(Coordinator *c, Peer *p, const Frame *f, json_t *runs, json_t *local)
 {
 	Hydrate *h = calloc(1, sizeof(*h));
 	if (!h)
@@ -774,9 +842,14 @@ chat_hydrate_merged(Coordinator *c, Peer *p, const Frame *f, json_t *runs, json_
 	h->c = c;
 	h->d = peer_defer(p, f);
 	h->messages = json_array();
-	if (!h->d || !h->messages) {
+	h->resume = evtimer_new(c->base, on_resume, h);
+	/* the lowest priority, the group commit's: a slice runs once the loop
+	 * turn's requests were served, and never delays a commit */
+	if (!h->d || !h->messages || !h->resume || event_priority_set(h->resume, 2) < 0) {
 		peer_deferred_free(h->d);
 		json_decref(h->messages);
+		if (h->resume)
+			event_free(h->resume);
 		free(h);
 		return -ENOMEM;
 	}
@@ -785,7 +858,7 @@ chat_hydrate_merged(Coordinator *c, Peer *p, const Frame *f, json_t *runs, json_
 	h->k = MIN(json_array_size(runs), (size_t)CHAT_HYDRATE_MAX_RUNS);
 	h->next = c->hydrates;
 	c->hydrates = h;
-	hydrate_next(h);
+	hydrate_step(h);
 	return 0;
 }
 

@@ -12,6 +12,7 @@
 #include "cgroup.h"
 #include "log.h"
 #include "macro.h"
+#include "strv.h"
 
 /* in the order of their enums (coord-conf.h), which CONF_CHOICE stores as int */
 _Static_assert(sizeof(StallAction) == sizeof(int) && sizeof(Reuse) == sizeof(int) &&
@@ -34,12 +35,28 @@ const ConfItem coord_conf_items[] = {
      "fsync every commit (durable); 'no' trades the last commits for speed"},
     {"coordinatord", "shell", CONF_STR, offsetof(CoordConf, shell), "/bin/sh", 0, 0,
      "interpreter of the shell harness, a path inside the sandbox"},
+    {"coordinatord", "sandbox_shell", CONF_STR, offsetof(CoordConf, sandbox_shell), "/bin/bash", 0,
+     0, "the sandbox API: the shell an exec's `command` runs in ([sandbox_shell, \"-c\", command]), "
+     "a path inside the sandbox (bash: TanStack's bootstrap reads `export -p` in its quoting)"},
     {"coordinatord", "read_max", CONF_INT, offsetof(CoordConf, read_max), "256", 1, 65536,
      "most events returned by one RUN_READ"},
     {"coordinatord", "read_max_bytes", CONF_SIZE, offsetof(CoordConf, read_max_bytes), "4M", 4096,
      1LL << 30,
      "most bytes of event text returned by one RUN_READ (always at least one event); at most "
      "half of max_frame"},
+    {"coordinatord", "hydrate_read_max_bytes", CONF_SIZE,
+     offsetof(CoordConf, hydrate_read_max_bytes), "256M", 4096, 1LL << 40,
+     "most bytes of stored messages and events one GET /chat?threadId= hydrate reads (chunks "
+     "it passes over included); past it the hydrate answers 413 too_large. The rebuild "
+     "yields to the event loop every 256 KiB read"},
+    {"coordinatord", "chat_input_max_bytes", CONF_SIZE, offsetof(CoordConf, chat_input_max_bytes),
+     "1M", 1024, 1LL << 30,
+     "most bytes of the user messages a POST /chat stores with its run (what the turn adds, "
+     "for the hydrate); past it the POST answers 413 too_large"},
+    {"coordinatord", "chat_input_max_messages", CONF_INT,
+     offsetof(CoordConf, chat_input_max_messages), "256", 1, 1000000,
+     "most user messages a POST /chat stores with its run; past it the POST answers 413 "
+     "too_large"},
     {"coordinatord", "sandbox_wait_ms", CONF_INT, offsetof(CoordConf, sandbox_wait_ms), "30000",
      100, 3600000, "how long a run waits for containerd-shim before it fails"},
     {"coordinatord", "output_chunk_max", CONF_SIZE, offsetof(CoordConf, output_chunk_max), "64K",
@@ -131,6 +148,33 @@ const ConfItem coord_conf_items[] = {
      0, 0,
      "CPU of all host tool calls together, as cpu.max: 'QUOTA_US PERIOD_US' (the default is "
      "one CPU) or 'max'"},
+    {"coordinatord", "max_execs_per_sandbox", CONF_INT, offsetof(CoordConf, max_execs_per_sandbox),
+     "16", 1, 4096,
+     "the sandbox API (POST /sandboxes/{id}/exec): execs one sandbox may have running at once, "
+     "background ones included; a further one gets 429 too_many_execs"},
+    {"coordinatord", "exec_stdin_max", CONF_SIZE, offsetof(CoordConf, exec_stdin_max), "1M", 0,
+     4 << 20,
+     "the sandbox API: most stdin bytes of one exec (the request's stdin, or what a WebSocket "
+     "sends); past it 413 stdin_too_large; at most half of runwarden.max_frame"},
+    {"coordinatord", "exec_timeout_max_ms", CONF_INT, offsetof(CoordConf, exec_timeout_max_ms),
+     "7200000", 1000, 86400000LL * 7,
+     "the sandbox API: longest timeoutMs of an exec, and the timeout of one that gives none "
+     "(then its exec cgroup is killed, reason timeout)"},
+    {"coordinatord", "sandbox_egress_allow", CONF_WORDS, offsetof(CoordConf, sandbox_egress_allow),
+     "", 0, 0,
+     "host[:port] names (port 443 when none; no IP literals) that PUT "
+     "/sandboxes/{id}/egress may allow a sandbox to reach through its egress proxy; a name "
+     "outside this list is refused 403 egress_forbidden; empty = none (the networkPolicy "
+     "capability is false)",
+     .valid = conf_valid_egress_host,
+     .expected = "expected host names (host or host:port, no IP literals)"},
+    {"coordinatord", "sandbox_egress_allow_private", CONF_WORDS,
+     offsetof(CoordConf, sandbox_egress_allow_private), "", 0, 0,
+     "networks (CIDR) a sandbox's egress proxy may connect to although they are not public "
+     "(as a harness's egress_allow_private); empty = public addresses only",
+     .valid = conf_valid_cidr,
+     .expected = "expected IPv4/IPv6 networks (address/prefix with the host bits zero, e.g. "
+		 "10.0.0.0/8 127.0.0.1/32 fd00::/8)"},
 };
 const size_t coord_conf_n_items = ELEMENTSOF(coord_conf_items);
 
@@ -170,6 +214,12 @@ coord_conf_load(const DaemonArgs *a, CoordConf *c, HarnessSet *harnesses)
 		    " escapes to more than a quarter of runwarden.max_frame (%" PRId64
 		    "); at most %zu",
 		    c->output_chunk_max, c->shared.max_frame, (c->event_max - 1024) / 6);
+	/* an exec's stdin travels whole in one SBX_EXEC and one EXEC_START */
+	if (c->exec_stdin_max > c->shared.max_frame / 2)
+		return log_error_errno(SYNTHETIC_ERRNO(EINVAL),
+				       "coordinatord.exec_stdin_max: %" PRId64
+				       " is over half of runwarden.max_frame (%" PRId64 ")",
+				       c->exec_stdin_max, c->shared.max_frame);
 	if (c->size_retention_high_water >= c->chunk_high_water)
 		return log_error_errno(SYNTHETIC_ERRNO(EINVAL),
 				       "coordinatord.size_retention_high_water: %" PRId64
@@ -192,4 +242,7 @@ void
 coord_conf_done(CoordConf *c)
 {
 	conf_free_strings(coord_conf_items, coord_conf_n_items, c);
+	strv_free(c->sandbox_egress_allow);
+	strv_free(c->sandbox_egress_allow_private);
+	c->sandbox_egress_allow = c->sandbox_egress_allow_private = NULL;
 }

@@ -42,6 +42,7 @@ typedef struct CoordConf {
 	bool sync;		  /* fsync on commit */
 	bool preallocate;	  /* reserve map_size on disk at start */
 	char *shell;		  /* the shell harness interpreter inside the sandbox */
+	char *sandbox_shell;	  /* the sandbox API: the shell of an exec's `command` */
 	int64_t read_max;	  /* largest RUN_READ batch */
 	int64_t sandbox_wait_ms;  /* how long a run waits for the shim before failing */
 	int64_t output_chunk_max; /* largest process.stdout/stderr text per chunk, bytes */
@@ -55,6 +56,9 @@ typedef struct CoordConf {
 	int64_t max_tool_calls_per_run;	       /* host tool processes at once, per run */
 	int64_t max_tool_calls;		       /* ... and in all */
 	int64_t read_max_bytes;		       /* largest RUN_READ batch in bytes (≥ one event) */
+	int64_t hydrate_read_max_bytes;	       /* most bytes one /chat hydrate reads */
+	int64_t chat_input_max_bytes;	       /* a /chat run's stored input, bytes */
+	int64_t chat_input_max_messages;       /* ... and messages */
 	int64_t max_run_output_bytes;	       /* per-run output budget; 0 = none */
 	OutputLimitAction output_limit_action; /* fail | drop */
 	int64_t max_thread_output_bytes;       /* per-thread budget in a window; 0 = none */
@@ -68,7 +72,12 @@ typedef struct CoordConf {
 	ToolCgroup tool_cgroup;		   /* required | auto | off */
 	char *tool_cgroup_parent;	   /* "" = our own cgroup */
 	int64_t tool_memory_max, tool_pids_max;
-	char *tool_cpu_max; /* cpu.max of the tools' cgroup */
+	char *tool_cpu_max;	       /* cpu.max of the tools' cgroup */
+	int64_t max_execs_per_sandbox; /* the sandbox API: execs running at once per sandbox */
+	int64_t exec_stdin_max;	       /* ... stdin bytes of one exec */
+	int64_t exec_timeout_max_ms;   /* ... longest timeoutMs; also the default */
+	char **sandbox_egress_allow;   /* host[:port] a sandbox's egress may name */
+	char **sandbox_egress_allow_private; /* networks its proxy may reach anyway */
 
 	/* derived by coord_conf_load(), not keys */
 	int64_t tool_cpu_quota_us, tool_cpu_period_us; /* parsed from tool_cpu_max */
@@ -77,6 +86,11 @@ typedef struct CoordConf {
 	int64_t snapshot_wait_ms;
 	size_t event_max; /* largest event text: a quarter of max_frame */
 } CoordConf;
+
+/* harness-conf.c: an egress name, host[:port] (no IP literal); a network
+ * (CIDR, net-addr.h). Also the checks of [coordinatord]'s own lists. */
+bool conf_valid_egress_host(const char *s);
+bool conf_valid_cidr(const char *s);
 
 extern const ConfItem coord_conf_items[];
 extern const size_t coord_conf_n_items;

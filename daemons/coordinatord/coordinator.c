@@ -94,11 +94,11 @@ thread_named(Peer *p, const Frame *f, const char *thread_id)
 bool
 request_thread_id_ok(Peer *p, const Frame *f, const char *thread_id, const char *reason)
 {
-	if (thread_id_valid(thread_id))
+	const char *why = thread_id_problem(thread_id);
+
+	if (!why)
 		return true;
-	peer_reply_error_reason(
-	    p, f->req_id, -EINVAL, reason,
-	    "threadId must be a non-empty printable string of at most 256 bytes");
+	peer_reply_error_reason(p, f->req_id, -EINVAL, reason, why);
 	return false;
 }
 
@@ -142,6 +142,38 @@ static int dispatch_run_get(Peer *p, const Frame *f, void *userdata);
 static int dispatch_run_cancel(Peer *p, const Frame *f, void *userdata);
 static int dispatch_thread_runs(Peer *p, const Frame *f, void *userdata);
 static int dispatch_chat_hydrate(Peer *p, const Frame *f, void *userdata);
+
+/* A /chat run's input (the user messages it stores for the hydrate): a JSON
+ * array within chat_input_max_bytes and chat_input_max_messages; else false,
+ * answered (-EFBIG "too_large" past a bound). */
+static bool
+run_input_ok(Coordinator *c, Peer *p, const Frame *f, const char *input)
+{
+	char m[200];
+
+	if ((int64_t)strlen(input) > c->conf.chat_input_max_bytes) {
+		snprintf(m, sizeof(m),
+			 "the run's new user messages exceed coordinatord.chat_input_max_bytes "
+			 "(%" PRId64 " bytes)",
+			 c->conf.chat_input_max_bytes);
+		peer_reply_error_reason(p, f->req_id, -EFBIG, "too_large", m);
+		return false;
+	}
+	json_auto_t *in = json_loads(input, 0, NULL);
+	if (!json_is_array(in)) {
+		peer_reply_error(p, f->req_id, -EINVAL, "input must be a JSON array");
+		return false;
+	}
+	if ((int64_t)json_array_size(in) > c->conf.chat_input_max_messages) {
+		snprintf(m, sizeof(m),
+			 "the run's new user messages are more than "
+			 "coordinatord.chat_input_max_messages (%" PRId64 ")",
+			 c->conf.chat_input_max_messages);
+		peer_reply_error_reason(p, f->req_id, -EFBIG, "too_large", m);
+		return false;
+	}
+	return true;
+}
 
 static int
 handle_run_start(Peer *p, const Frame *f, const Msg_RUN_START *req, void *ud)
@@ -203,19 +235,14 @@ handle_run_start(Peer *p, const Frame *f, const Msg_RUN_START *req, void *ud)
 				 "client_run_id must be 1..128 bytes, without an idempotency key");
 		goto out;
 	}
-	if (input) {
-		json_auto_t *in = json_loads(input, 0, NULL);
-		if (!json_is_array(in)) {
-			peer_reply_error(p, f->req_id, -EINVAL, "input must be a JSON array");
-			goto out;
-		}
-	}
+	if (input && !run_input_ok(c, p, f, input))
+		goto out;
 
 	/* a retry of a run that exists (its key or client run id known) is no
 	 * new run for the quota */
 	char prev[RUN_ID_LEN + 1];
 	bool retry = (idem && runlog_idem_get(c->runlog, thread_id, idem, prev) == 0) ||
-		     (alias && runlog_alias_get(c->runlog, alias, prev) == 0);
+		     (alias && runlog_alias_get(c->runlog, alias, thread_id, prev) == 0);
 	if (!tenant_admit(c, p, f, thread_id, tenant, !retry, &ret))
 		goto out;
 	run_uuid(run_id);
@@ -241,25 +268,9 @@ handle_run_start(Peer *p, const Frame *f, const Msg_RUN_START *req, void *ud)
 		log_error_errno(ret, "Failed to register a run: %m");
 		goto out;
 	}
-	if (!created && alias) {
-		/* a client run id is global: another thread's run is not this
-		 * request's to resume */
-		json_t *rec = NULL;
-		ret = runlog_get(c->runlog, run_id, &rec);
-		bool mine =
-		    ret == 0 &&
-		    streq(json_string_value(json_object_get(rec, "threadId")) ?: "", thread_id);
-		json_decref(rec);
-		if (ret < 0 && ret != -ENOENT)
-			goto out;
-		if (!mine) {
-			ret = 0;
-			peer_reply_error(p, f->req_id, -EBUSY,
-					 "runId is already the id of a run of another thread");
-			goto out;
-		}
-	}
-	if (!created) { /* the key named an earlier run: that is the answer */
+	/* the key named an earlier run (an alias: of this thread, runlog-alias.c):
+	 * that is the answer */
+	if (!created) {
 		ret = reply_run_id(p, f->req_id, run_id);
 		goto out;
 	}
@@ -318,20 +329,32 @@ cap_to_replicated(Coordinator *c, json_t *rec, RunLogEvents *ev)
 	}
 }
 
-/* The record of run_id if thread_id (when given) owns it; -ENOENT otherwise. */
+/* The record run_id names for a caller of thread_id (when given) or of
+ * scope (RUN_GET's token scope; NULL: any thread): the run of that id when
+ * it is the caller's, else the run a /chat client's run id names in the
+ * caller's thread (or, with no thread, the newest in its scope). A run that
+ * is not the caller's is answered exactly as one that does not exist
+ * (-ENOENT), also when its id is an alias of the caller's. */
 static int
-owned_record(Coordinator *c, const char *run_id, const char *thread_id, json_t **ret)
+owned_record(Coordinator *c, const char *run_id, const char *thread_id, char *const *scope,
+	     json_t **ret)
 {
 	json_t *rec = NULL;
 	char real[RUN_ID_LEN + 1];
 	int r = runlog_get(c->runlog, run_id, &rec);
-	/* a /chat client's run id names its run too (RUN_START client_run_id) */
-	if (r == -ENOENT && runlog_alias_get(c->runlog, run_id, real) == 0)
-		r = runlog_get(c->runlog, real, &rec);
-	if (r == 0 && thread_id &&
-	    !streq(thread_id, json_string_value(json_object_get(rec, "threadId")) ?: "")) {
-		json_decref(rec);
-		return -ENOENT; /* do not reveal that the run exists */
+
+	if (r == 0) {
+		const char *t = json_string_value(json_object_get(rec, "threadId")) ?: "";
+		if (thread_id ? !streq(thread_id, t) : !runlog_scope_allows(scope, t)) {
+			json_decref(rec);
+			rec = NULL;
+			r = -ENOENT;
+		}
+	}
+	if (r == -ENOENT) {
+		int a = thread_id ? runlog_alias_get(c->runlog, run_id, thread_id, real)
+				  : runlog_alias_find(c->runlog, run_id, scope, real);
+		r = a == 0 ? runlog_get(c->runlog, real, &rec) : a;
 	}
 	if (r == 0)
 		*ret = rec;
@@ -354,9 +377,9 @@ handle_run_get(Peer *p, const Frame *f, const Msg_RUN_GET *m, void *ud)
 	/* cluster mode: a thread another node owns is answered by it */
 	if (m->thread_id && forward_by_thread(cl->c, p, f, m->thread_id, dispatch_run_get, ud))
 		return 0;
-	if (cl->c->cluster) {
+	if (cl->c->cluster || !m->thread_id) {
 		/* the record as far as JetStream acknowledged it (cap_to_replicated) */
-		ret = owned_record(cl->c, m->run_id, m->thread_id, &rec);
+		ret = owned_record(cl->c, m->run_id, m->thread_id, m->scope, &rec);
 		if (ret == 0) {
 			cap_to_replicated(cl->c, rec, NULL);
 			ret = reply_record(p, f->req_id, rec);
@@ -377,7 +400,7 @@ handle_run_get(Peer *p, const Frame *f, const Msg_RUN_GET *m, void *ud)
 	/* the stored text, unparsed (runlog_get_text: GET polling, B7) */
 	ret = runlog_get_text(cl->c->runlog, m->run_id, m->thread_id, &text);
 	/* a /chat client's run id names its run too (RUN_START client_run_id) */
-	if (ret == -ENOENT && runlog_alias_get(cl->c->runlog, m->run_id, real) == 0)
+	if (ret == -ENOENT && runlog_alias_get(cl->c->runlog, m->run_id, m->thread_id, real) == 0)
 		ret = runlog_get_text(cl->c->runlog, real, m->thread_id, &text);
 	if (ret == 0)
 		ret = reply_send_RUN_GET(p, f->req_id, &(Reply_RUN_GET){.record = text});
@@ -466,7 +489,7 @@ handle_watch(Peer *p, const Frame *f, void *ud, bool watch, const char *run_id,
 		goto out;
 	/* a watch delivers the run's events: only to its thread */
 	if (ret == 0 && watch && thread_id)
-		ret = owned_record(c, run_id, thread_id, &rec);
+		ret = owned_record(c, run_id, thread_id, NULL, &rec);
 	if (ret == 0 && watch) {
 		if (!watch_find(c, cl, run_id)) {
 			Watch *w = calloc(1, sizeof(*w));
@@ -545,7 +568,7 @@ handle_run_cancel(Peer *p, const Frame *f, const Msg_RUN_CANCEL *m, void *ud)
 		goto out;
 	if (m->thread_id && forward_by_thread(c, p, f, m->thread_id, dispatch_run_cancel, ud))
 		goto out;
-	ret = owned_record(c, run_id, m->thread_id, &rec);
+	ret = owned_record(c, run_id, m->thread_id, NULL, &rec);
 	if (ret < 0)
 		goto out;
 	/* the record's own id: run_id may be a /chat client's alias (copied:
@@ -612,7 +635,6 @@ handle_chat_hydrate(Peer *p, const Frame *f, const Msg_CHAT_HYDRATE *m, void *ud
 {
 	Client *cl = ud;
 	const char *thread_id = m->thread_id;
-	_cleanup_free_ char *body = NULL;
 	json_auto_t *runs = NULL, *local = NULL;
 	size_t n_local;
 	int ret = 0;
@@ -621,12 +643,16 @@ handle_chat_hydrate(Peer *p, const Frame *f, const Msg_CHAT_HYDRATE *m, void *ud
 		ret = -EINVAL;
 	if (ret == 0 && forward_by_thread(cl->c, p, f, thread_id, dispatch_chat_hydrate, ud))
 		goto out;
+	/* the newest runs only (the hydrate's), unless a lost node's runs
+	 * are merged in */
 	if (ret == 0)
-		ret = runlog_thread_runs(cl->c->runlog, thread_id, NULL, &runs);
+		ret = cl->c->cluster ? runlog_thread_runs(cl->c->runlog, thread_id, NULL, &runs)
+				     : runlog_thread_runs_newest(cl->c->runlog, thread_id,
+								 CHAT_HYDRATE_MAX_RUNS, &runs);
 	n_local = json_array_size(runs);
 	if (ret == 0 && cl->c->cluster) {
 		/* a thread taken over: the runs its lost node ran are read from
-		 * JetStream, the answer comes later */
+		 * JetStream */
 		size_t i;
 		json_t *rec;
 		if (!(local = json_object()))
@@ -639,25 +665,13 @@ handle_chat_hydrate(Peer *p, const Frame *f, const Msg_CHAT_HYDRATE *m, void *ud
 		}
 		if (ret == 0)
 			ret = takeover_thread_runs(cl->c, thread_id, NULL, runs);
-		if (ret == 0 && json_array_size(runs) > n_local) {
-			ret = chat_hydrate_merged(cl->c, p, f, runs, local);
-			if (ret == 0)
-				goto out;
-		}
+		if (ret == 0 && json_array_size(runs) == n_local)
+			json_decref(TAKE_PTR(local)); /* every run is local */
 	}
-	if (ret == 0) {
-		ret = chat_hydrate(cl->c, runs, &body);
-		if (ret == -EFBIG) {
-			peer_reply_error(p, f->req_id, -EFBIG,
-					 "the thread's messages exceed read_max_bytes");
-			ret = 0;
-			goto out;
-		}
-	}
+	if (ret == 0) /* answered later, the rebuild in slices */
+		ret = chat_hydrate(cl->c, p, f, runs, local);
 	if (ret < 0 && ret != -EINVAL)
 		log_error_errno(ret, "Failed to rebuild thread '%s': %m", thread_id);
-	if (ret == 0)
-		ret = reply_send_CHAT_HYDRATE(p, f->req_id, &(Reply_CHAT_HYDRATE){.body = body});
 out:
 	return ret;
 }
@@ -878,6 +892,15 @@ MSG_HANDLER(dispatch_run_finish, RUN_FINISH, handle_run_finish)
 MSG_HANDLER(dispatch_bridge_call, BRIDGE_CALL, handle_bridge_call)
 MSG_HANDLER(dispatch_thread_file, THREAD_FILE, handle_thread_file)
 MSG_HANDLER(dispatch_thread_list, THREAD_LIST, handle_thread_list)
+MSG_HANDLER(dispatch_sandbox_ctl, SANDBOX_CTL, handle_sandbox_ctl)
+MSG_HANDLER(dispatch_capabilities_get, CAPABILITIES_GET, handle_capabilities_get)
+MSG_HANDLER(dispatch_snapshot_list, SNAPSHOT_LIST, handle_snapshot_list)
+MSG_HANDLER(dispatch_watch_poll, WATCH_POLL, handle_watch_poll)
+MSG_HANDLER(dispatch_sbx_exec, SBX_EXEC, handle_sbx_exec)
+MSG_HANDLER(dispatch_sbx_exec_input, SBX_EXEC_INPUT, handle_sbx_exec_input)
+MSG_HANDLER(dispatch_sbx_exec_kill, SBX_EXEC_KILL, handle_sbx_exec_kill)
+MSG_HANDLER(dispatch_sbx_exec_list, SBX_EXEC_LIST, handle_sbx_exec_list)
+MSG_HANDLER(dispatch_sandbox_egress, SANDBOX_EGRESS, handle_sandbox_egress)
 
 static const PeerHandler client_handlers[_MSG_TYPE_MAX] = {
     [MSG_RUN_START] = dispatch_run_start,
@@ -897,6 +920,15 @@ static const PeerHandler client_handlers[_MSG_TYPE_MAX] = {
     [MSG_BRIDGE_CALL] = dispatch_bridge_call,
     [MSG_THREAD_FILE] = dispatch_thread_file,
     [MSG_THREAD_LIST] = dispatch_thread_list,
+    [MSG_SANDBOX_CTL] = dispatch_sandbox_ctl,
+    [MSG_CAPABILITIES_GET] = dispatch_capabilities_get,
+    [MSG_SNAPSHOT_LIST] = dispatch_snapshot_list,
+    [MSG_WATCH_POLL] = dispatch_watch_poll,
+    [MSG_SBX_EXEC] = dispatch_sbx_exec,
+    [MSG_SBX_EXEC_INPUT] = dispatch_sbx_exec_input,
+    [MSG_SBX_EXEC_KILL] = dispatch_sbx_exec_kill,
+    [MSG_SBX_EXEC_LIST] = dispatch_sbx_exec_list,
+    [MSG_SANDBOX_EGRESS] = dispatch_sandbox_egress,
 };
 
 static void
@@ -906,6 +938,7 @@ client_closed(Peer *p, int err, void *ud)
 	Coordinator *c = cl->c;
 
 	log_debug("routerd connection closed");
+	sbx_exec_client_gone(c, cl);
 	for (Watch **pp = &c->watches; *pp;) {
 		if ((*pp)->client == cl) {
 			Watch *w = *pp;
@@ -1055,6 +1088,7 @@ coordinator_free(Coordinator *c)
 	replicate_teardown(c); /* what waits for JetStream is dropped, not acknowledged */
 	while (c->runs)
 		run_free(c->runs);
+	sbx_exec_free_all(c);
 	while (c->clients) {
 		Client *cl = c->clients;
 		c->clients = cl->next;
@@ -1070,6 +1104,7 @@ coordinator_free(Coordinator *c)
 	bridge_teardown(c);
 	c->shim_link = peer_link_free(c->shim_link);
 	c->shim = NULL;
+	sandbox_egress_free_all(c);
 	watchdog_teardown(c);
 	commit_teardown(c);
 	driver_thread_output_free(c);
@@ -1077,6 +1112,7 @@ coordinator_free(Coordinator *c)
 	c->server = peer_server_free(c->server, false);
 	if (c->flush_ev)
 		event_free(c->flush_ev);
+	loop_lag_free(c->loop_lag);
 	if (c->base)
 		event_base_free(c->base);
 	runlog_free(c->runlog);
@@ -1134,6 +1170,8 @@ coordinator_new(const DaemonArgs *args, Coordinator **ret)
 		event_config_free(cfg);
 	}
 	if (!c->base || event_base_priority_init(c->base, 3) < 0)
+		return -ENOMEM;
+	if (!(c->loop_lag = loop_lag_new(c->base)))
 		return -ENOMEM;
 	r = bridge_setup(c);
 	if (r < 0)

@@ -27,6 +27,7 @@
 #include "daemon-util.h"
 #include "harness.h"
 #include "log.h"
+#include "loop-lag.h"
 #include "msg.h"
 #include "peer-server.h"
 #include "peer.h"
@@ -42,6 +43,7 @@ typedef struct Client Client;
 typedef struct Run Run;
 typedef struct Harness Harness;
 typedef struct Adapter Adapter;
+typedef struct SbxExec SbxExec;
 
 struct Client {
 	Client *next;
@@ -261,6 +263,7 @@ struct Coordinator {
 	Client *clients;
 	Watch *watches;
 	Run *runs;
+	SbxExec *sbx_execs; /* the sandbox API's execs (sandbox-exec.c) */
 	/* Undo what the driver attached to a run (bridge, sandbox, listeners, a
 	 * RUN_CANCEL waiting), from run_free(); coordinator_new() sets it to
 	 * driver_run_teardown. NULL: nothing to undo. */
@@ -306,7 +309,10 @@ struct Coordinator {
 	struct Takeover *takeover;   /* takeover.c's state, with cluster */
 	struct Forwarder *fwd;	     /* forward.c's state, with cluster */
 	struct RemoteReads *remote;  /* remote.c's state, with cluster */
-	struct Hydrate *hydrates;    /* chat.c: hydrates reading JetStream */
+	struct Hydrate *hydrates;    /* chat.c: hydrates in progress */
+	LoopLag *loop_lag;	     /* how late the loop runs a timer (/metrics) */
+	/* egress.c: the sandboxes' own egress lists (SANDBOX_EGRESS) */
+	struct SandboxEgress *egress;
 	/* set while a held request is handled again after its thread's owner
 	 * was looked up: route it here, do not look again */
 	bool route_here;
@@ -342,6 +348,21 @@ bool tenant_admit(Coordinator *c, Peer *p, const Frame *f, const char *thread_id
 size_t tenant_running(Coordinator *c, const char *tenant);
 /* The /metrics lines by tenant. */
 void tenant_metrics(Coordinator *c, FILE *out);
+
+/* egress.c: a sandbox's own egress (docs/SANDBOX-API.md "Egress"). */
+typedef struct SandboxEgress SandboxEgress;
+/* The pseudo run id of a sandbox's egress proxy (SANDBOX_PROXY/UNLISTEN). */
+#define SANDBOX_EGRESS_RUN "sandbox-egress"
+/* For an exec of the sandbox API in thread_id's sandbox: append
+ * HTTPS_PROXY=… and https_proxy=… to the NULL-terminated vector *env when the
+ * thread has an egress proxy (PUT /sandboxes/{id}/egress); 2 when appended,
+ * 0 when it has none, -ENOMEM. */
+int sandbox_egress_env(Coordinator *c, const char *thread_id, char ***env);
+/* Forget thread_id's egress list (its sandbox destroyed); the shim closes
+ * the listener with the sandbox. */
+void sandbox_egress_forget(Coordinator *c, const char *thread_id);
+void sandbox_egress_free_all(Coordinator *c);
+int handle_sandbox_egress(Peer *p, const Frame *f, const Msg_SANDBOX_EGRESS *m, void *ud);
 
 /* coordinator.c */
 int coordinator_run(const DaemonArgs *args);
@@ -494,6 +515,27 @@ int handle_bridge_call(Peer *p, const Frame *f, const Msg_BRIDGE_CALL *m, void *
 
 /* files.c */
 int handle_thread_file(Peer *p, const Frame *f, const Msg_THREAD_FILE *m, void *ud);
+/* sandboxes.c: the sandbox API's lifecycle and capabilities */
+int handle_sandbox_ctl(Peer *p, const Frame *f, const Msg_SANDBOX_CTL *m, void *ud);
+int handle_capabilities_get(Peer *p, const Frame *f, const Msg_CAPABILITIES_GET *m, void *ud);
+int handle_snapshot_list(Peer *p, const Frame *f, const Msg_SNAPSHOT_LIST *m, void *ud);
+int handle_watch_poll(Peer *p, const Frame *f, const Msg_WATCH_POLL *m, void *ud);
+
+/* sandbox-exec.c: the sandbox API's execs (not runs: no run log). */
+int handle_sbx_exec(Peer *p, const Frame *f, const Msg_SBX_EXEC *m, void *ud);
+int handle_sbx_exec_input(Peer *p, const Frame *f, const Msg_SBX_EXEC_INPUT *m, void *ud);
+int handle_sbx_exec_kill(Peer *p, const Frame *f, const Msg_SBX_EXEC_KILL *m, void *ud);
+int handle_sbx_exec_list(Peer *p, const Frame *f, const Msg_SBX_EXEC_LIST *m, void *ud);
+/* The shim's pushes of an exec that is no run's: true when it was one of these. */
+bool sbx_exec_output(Coordinator *c, const Msg_EXEC_OUTPUT *m);
+bool sbx_exec_exit(Coordinator *c, const Msg_EXEC_EXIT *m);
+/* routerd's connection cl is gone: its foreground execs are killed. */
+void sbx_exec_client_gone(Coordinator *c, Client *cl);
+/* The shim connection is lost: every running exec ends "lost". */
+void sbx_exec_shim_lost(Coordinator *c);
+/* The shim said HELLO: kill the execs it lists as ours that nobody here knows. */
+void sbx_exec_shim_ready(Coordinator *c);
+void sbx_exec_free_all(Coordinator *c);
 
 /* snapshots.c: SNAPSHOT_CREATE and SNAPSHOT_RESTORE, relayed to the shim. */
 int handle_snapshot_create(Peer *p, const Frame *f, const Msg_SNAPSHOT_CREATE *m, void *ud);
@@ -507,15 +549,15 @@ bool request_thread_id_ok(Peer *p, const Frame *f, const char *thread_id, const 
 bool request_shim_ready(Peer *p, const Frame *f, Coordinator *c, const char *reason);
 
 /* ---- chat.c ---- */
+#define CHAT_HYDRATE_MAX_RUNS 100 /* the newest runs a hydrate rebuilds */
 /* GET /chat?threadId= (CHAT_HYDRATE): {messages: UIMessage[], activeRun, interrupts:
- * null} as a new JSON text, rebuilt from runs (the thread's records in the
- * local log, newest first). -EFBIG past read_max_bytes. */
-int chat_hydrate(Coordinator *c, const json_t *runs, char **ret_json);
-/* Cluster mode, a thread taken over: the same answer, to p's request f, from
- * runs of which those not in local (runId → true) ran on a lost node and are
- * read from JetStream. Answered later (or now); 0, or -ENOMEM and nothing is
- * answered. */
-int chat_hydrate_merged(Coordinator *c, Peer *p, const Frame *f, json_t *runs, json_t *local);
+ * null}, rebuilt from runs (the thread's records, newest first), to p's
+ * request f. Answered later (or now), the rebuild in slices that yield to
+ * the loop: an ERROR -EFBIG past read_max_bytes, -EFBIG "too_large" past
+ * hydrate_read_max_bytes read. Cluster mode, a thread taken over: the runs
+ * not in local (runId → true; NULL: every run is local) ran on a lost node
+ * and are read from JetStream. 0, or -ENOMEM and nothing is answered. */
+int chat_hydrate(Coordinator *c, Peer *p, const Frame *f, json_t *runs, json_t *local);
 /* Drop the hydrates in progress (unanswered). */
 void chat_teardown(Coordinator *c);
 

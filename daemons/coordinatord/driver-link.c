@@ -255,6 +255,7 @@ shim_ready(Peer *p, void *ud)
 	peer_link_ready(c->shim_link);
 	c->shim = p;
 	log_info("Connected to containerd-shim (pid %d)", (int)peer_remote_pid(p));
+	sbx_exec_shim_ready(c);
 	for (Run *run = c->runs, *next; run; run = next) {
 		next = run->next;
 		if (run->state == RUN_WAIT_SHIM)
@@ -294,6 +295,7 @@ shim_closed(Peer *p, int err, void *ud)
 			cancel_finish(run);
 		}
 	}
+	sbx_exec_shim_lost(c);
 	c->shim = NULL;
 	peer_link_lost(c->shim_link, !c->stopping);
 }

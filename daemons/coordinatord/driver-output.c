@@ -242,6 +242,8 @@ shim_exec_output(Peer *p, const Frame *f, const Msg_EXEC_OUTPUT *m, void *ud)
 	if (stream != 1 && stream != 2)
 		return -EBADMSG;
 	Run *run = run_find_exec(c, m->exec_id);
+	if (!run && sbx_exec_output(c, m))
+		return 0; /* the sandbox API's (sandbox-exec.c) */
 	if (!run || run->state == RUN_DONE)
 		return 0; /* not ours (any more) */
 	OutBuf *b = &run->out[stream];
@@ -295,8 +297,10 @@ shim_exec_exit(Peer *p, const Frame *f, const Msg_EXEC_EXIT *m, void *ud)
 
 	snprintf(why, sizeof(why), "%s", m->reason ? m->reason : "exit");
 	Run *run = run_find_exec(c, m->exec_id);
-	if (!run)
+	if (!run) {
+		(void)sbx_exec_exit(c, m); /* the sandbox API's, or nobody's */
 		return 0;
+	}
 	if (run_cancelling(run)) {
 		/* the exec a cancel killed: now the run ends aborted */
 		bool post = run->in_post_step;

@@ -87,6 +87,14 @@ handle_thread_file(Peer *p, const Frame *f, const Msg_THREAD_FILE *m, void *ud)
 	    .has_data = m->has_data,
 	    .mode = m->mode,
 	    .has_mode = m->has_mode && m->mode >= 0,
+	    .parents = m->parents,
+	    .has_parents = m->has_parents && m->parents,
+	    .recursive = m->recursive,
+	    .has_recursive = m->has_recursive && m->recursive,
+	    .force = m->force,
+	    .has_force = m->has_force && m->force,
+	    .overwrite = m->overwrite,
+	    .has_overwrite = m->has_overwrite && m->overwrite,
 	};
 	mp_writer_init(&w);
 	msg_encode_SANDBOX_FILE(&w, &sf);

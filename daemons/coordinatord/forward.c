@@ -700,6 +700,24 @@ gather_done(Gather *g)
 	gather_free(g);
 }
 
+/* Whether the join's token scope (RUN_GET scope) allows thread. */
+static bool
+join_scope_allows(Gather *g, const char *thread)
+{
+	Frame orig;
+	Msg_RUN_GET m = {0};
+	bool ok = false;
+
+	if (frame_parse(g->frame + FRAME_HEADER_SIZE, g->len - FRAME_HEADER_SIZE, &orig) < 0)
+		return false;
+	if (msg_decode_RUN_GET(orig.body, &m) == 0) {
+		ok = runlog_scope_allows(m.scope, thread);
+		msg_done_RUN_GET(&m);
+	}
+	frame_done(&orig);
+	return ok;
+}
+
 /* The run's record in rw_runs: handled again naming its thread (forwarded to
  * the thread's owner, or read from JetStream), else asked of every node. */
 static void
@@ -721,8 +739,11 @@ on_join_record(Cluster *cluster, int err, const void *data, size_t len, void *us
 		gather_free(g);
 		return;
 	}
-	if (!run_id || strlen(run_id) != RUN_ID_LEN || !thread || !thread_id_valid(thread)) {
-		gather_ask(g); /* not a run's own id (a /chat alias), or no record */
+	if (!run_id || strlen(run_id) != RUN_ID_LEN || !thread || !thread_id_valid(thread) ||
+	    !join_scope_allows(g, thread)) {
+		/* not a run's own id (a /chat alias), no record, or a run out of
+		 * the caller's scope (its id may be an alias in the caller's) */
+		gather_ask(g);
 		return;
 	}
 	/* RUN_GET naming the run's thread, with the request's id: the normal

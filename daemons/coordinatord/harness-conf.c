@@ -137,15 +137,15 @@ valid_env_name(const char *s)
 	return true;
 }
 
-static bool
-valid_cidr(const char *s)
+bool
+conf_valid_cidr(const char *s)
 {
 	NetCidr c;
 	return net_cidr_parse(s, &c) == 0;
 }
 
-static bool
-valid_host(const char *s)
+bool
+conf_valid_egress_host(const char *s)
 {
 	/* host[:port]: a DNS name, never an IP literal (the proxy refuses those) */
 	size_t n = strcspn(s, ":");
@@ -216,7 +216,7 @@ static const ConfItem harness_conf_items[] = {
      .type = CONF_WORDS,
      .offset = offsetof(Harness, egress),
      .help = "host[:port] names the harness may reach through the proxy (no IP literals)",
-     .valid = valid_host,
+     .valid = conf_valid_egress_host,
      .expected = "expected host names (host or host:port, no IP literals)"},
     {.section = H,
      .key = "egress_allow_private",
@@ -227,7 +227,7 @@ static const ConfItem harness_conf_items[] = {
 	     "(10/8, 172.16/12, 192.168/16), CGNAT (100.64/10), link-local (169.254/16, the cloud "
 	     "metadata service; fe80::/10), unique-local (fc00::/7), multicast, 0.0.0.0/8, :: or a "
 	     "reserved address is refused with 403",
-     .valid = valid_cidr,
+     .valid = conf_valid_cidr,
      .expected = "expected IPv4/IPv6 networks (address/prefix with the host bits zero, e.g. "
 		 "10.0.0.0/8 127.0.0.1/32 fd00::/8)"},
     {.section = H,

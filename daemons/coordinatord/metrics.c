@@ -125,6 +125,8 @@ metrics_text(Coordinator *c, char **ret_text, size_t *ret_active)
 	bridge_metrics(c, mf);
 	cluster_metrics(c, mf);
 	tenant_metrics(c, mf);
+	/* last: routerd adds its samples of these families after ours */
+	loop_lag_format(c->loop_lag, "coordinatord", mf);
 	fclose(mf);
 	*ret_text = text;
 	*ret_active = active;

@@ -506,7 +506,7 @@ local_run(Coordinator *c, const char *run_id)
 	char real[RUN_ID_LEN + 1];
 	int r = runlog_get(c->runlog, run_id, &rec);
 	json_decref(rec);
-	if (r == -ENOENT && runlog_alias_get(c->runlog, run_id, real) == 0)
+	if (r == -ENOENT && runlog_alias_find(c->runlog, run_id, NULL, real) == 0)
 		r = 0;
 	return r != -ENOENT;
 }

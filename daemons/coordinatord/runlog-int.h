@@ -42,6 +42,15 @@ struct RunLog {
 	size_t cache_txnid;
 };
 
+/* The key of a /chat client's run id in the idempotency database (runlog-
+ * alias.c): 0x00 ‖ alias ‖ 0x00 ‖ threadId. A key of an older log is
+ * 0x00 ‖ alias (one namespace for all threads); runlog_alias_legacy reads it:
+ * the run it names when that run's thread is thread_id (or, with scope, a
+ * thread the scope allows; thread_id NULL), else -ENOENT. */
+int alias_key(char *buf, size_t bufsz, const char *alias, const char *thread_id, MDB_val *ret);
+int runlog_alias_legacy(RunLog *l, const char *alias, const char *thread_id, char *const *scope,
+			char ret[RUN_ID_LEN + 1]);
+
 /* Free runlog_get_text's cache (runlog_free). */
 void record_cache_free(RunLog *l);
 

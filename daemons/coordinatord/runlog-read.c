@@ -268,11 +268,14 @@ runlog_foreach_running(RunLog *l, void (*fn)(const char *run_id, json_t *record,
 	return rc == MDB_NOTFOUND ? 0 : mdb_errno(rc);
 }
 
-int
-runlog_thread_runs(RunLog *l, const char *thread_id, const char *status, json_t **ret)
+/* The thread's index entries walked from its newest (its keys are
+ * thread\0 + startedAt + runId, ascending: the range ends before
+ * thread\x01), at most max records kept; no record read past them. */
+static int
+thread_runs_walk(RunLog *l, const char *thread_id, const char *status, size_t max, json_t **ret)
 {
 	size_t tl = strlen(thread_id);
-	char prefix[THREAD_ID_MAX + 1];
+	char prefix[THREAD_ID_MAX + 2];
 	MDB_txn *txn;
 	MDB_cursor *cur;
 	MDB_val k, v;
@@ -293,9 +296,12 @@ runlog_thread_runs(RunLog *l, const char *thread_id, const char *status, json_t 
 		mdb_txn_abort(txn);
 		goto fail;
 	}
+	prefix[tl] = '\x01'; /* just past the range */
 	k = (MDB_val){tl + 1, prefix};
-	for (rc = mdb_cursor_get(cur, &k, &v, MDB_SET_RANGE); rc == 0;
-	     rc = mdb_cursor_get(cur, &k, &v, MDB_NEXT)) {
+	rc = mdb_cursor_get(cur, &k, &v, MDB_SET_RANGE);
+	rc = mdb_cursor_get(cur, &k, &v, rc == MDB_NOTFOUND ? MDB_LAST : MDB_PREV);
+	prefix[tl] = '\0';
+	for (; rc == 0 && json_array_size(out) < max; rc = mdb_cursor_get(cur, &k, &v, MDB_PREV)) {
 		if (k.mv_size != tl + 1 + 8 + RUN_ID_LEN || memcmp(k.mv_data, prefix, tl + 1) != 0)
 			break;
 		char id[RUN_ID_LEN + 1];
@@ -309,7 +315,7 @@ runlog_thread_runs(RunLog *l, const char *thread_id, const char *status, json_t 
 			json_decref(rec);
 			continue;
 		}
-		json_array_insert_new(out, 0, rec); /* newest first */
+		json_array_append_new(out, rec); /* newest first */
 	}
 	mdb_cursor_close(cur);
 	mdb_txn_abort(txn);
@@ -322,6 +328,18 @@ runlog_thread_runs(RunLog *l, const char *thread_id, const char *status, json_t 
 fail:
 	json_decref(out);
 	return r;
+}
+
+int
+runlog_thread_runs(RunLog *l, const char *thread_id, const char *status, json_t **ret)
+{
+	return thread_runs_walk(l, thread_id, status, SIZE_MAX, ret);
+}
+
+int
+runlog_thread_runs_newest(RunLog *l, const char *thread_id, size_t max, json_t **ret)
+{
+	return thread_runs_walk(l, thread_id, NULL, max, ret);
 }
 
 /* ---------- the host's threads (THREAD_LIST) ---------- */

@@ -253,26 +253,22 @@ new_run_txn(MDB_txn *txn, RunLog *l, const char *run_id, const char *thread_id, 
 	return 0;
 }
 
-/* The run, its thread index entry, the key idem of idem_thread (the run's
- * thread, or "" for a /chat alias) and its input, in one transaction. */
+/* The run, its thread index entry, the key *idem (an idempotency key, or a
+ * /chat client's run id: alias_key) and its input, in one transaction. */
+static int idem_key(char *buf, size_t bufsz, const char *thread_id, const char *key, MDB_val *ret);
+
 static int
 create_txn(RunLog *l, char run_id[RUN_ID_LEN + 1], const char *thread_id, const char *harness,
-	   const char *tenant, int64_t now_ms, const char *idem_thread, const char *idem,
-	   const char *input, bool *ret_created)
+	   const char *tenant, int64_t now_ms, const MDB_val *idem, const char *input,
+	   bool *ret_created)
 {
 	MDB_txn *txn;
 	json_t *existing = NULL, *rec = NULL;
-	char ibuf[512];
-	MDB_val ik, iv;
+	MDB_val ik = idem ? *idem : (MDB_val){0}, iv;
 	int r;
 
 	if (!valid_run_id(run_id) || !thread_id || strlen(thread_id) > THREAD_ID_MAX)
 		return -EINVAL;
-	if (idem) {
-		r = idem_key(ibuf, sizeof(ibuf), idem_thread, idem, &ik);
-		if (r < 0)
-			return r;
-	}
 	r = mdb_errno(mdb_txn_begin(l->env, NULL, 0, &txn));
 	if (r < 0)
 		return r;
@@ -332,7 +328,15 @@ runlog_create_keyed(RunLog *l, char run_id[RUN_ID_LEN + 1], const char *thread_i
 		    const char *harness, const char *tenant, int64_t now_ms, const char *idem,
 		    bool *ret_created)
 {
-	return create_txn(l, run_id, thread_id, harness, tenant, now_ms, thread_id, idem, NULL,
+	char buf[512];
+	MDB_val k;
+
+	if (idem) {
+		int r = idem_key(buf, sizeof(buf), thread_id, idem, &k);
+		if (r < 0)
+			return r;
+	}
+	return create_txn(l, run_id, thread_id, harness, tenant, now_ms, idem ? &k : NULL, NULL,
 			  ret_created);
 }
 
@@ -341,18 +345,24 @@ runlog_create_aliased(RunLog *l, char run_id[RUN_ID_LEN + 1], const char *thread
 		      const char *harness, const char *tenant, int64_t now_ms, const char *alias,
 		      const char *input, bool *ret_created)
 {
-	if (!alias || !*alias)
-		return -EINVAL;
-	return create_txn(l, run_id, thread_id, harness, tenant, now_ms, "", alias, input,
-			  ret_created);
-}
+	char buf[512];
+	MDB_val k;
+	int r;
 
-int
-runlog_alias_get(RunLog *l, const char *alias, char ret[RUN_ID_LEN + 1])
-{
-	if (!alias || !*alias)
-		return -ENOENT;
-	return runlog_idem_get(l, "", alias, ret);
+	if (!alias || !*alias || !thread_id || !*thread_id)
+		return -EINVAL;
+	/* a log written before aliases were per thread: its key still names
+	 * this thread's run (another thread's is not seen) */
+	r = runlog_alias_legacy(l, alias, thread_id, NULL, run_id);
+	if (r == 0) {
+		if (ret_created)
+			*ret_created = false;
+		return 0;
+	}
+	r = alias_key(buf, sizeof(buf), alias, thread_id, &k);
+	if (r < 0)
+		return r;
+	return create_txn(l, run_id, thread_id, harness, tenant, now_ms, &k, input, ret_created);
 }
 
 int

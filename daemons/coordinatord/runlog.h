@@ -131,16 +131,20 @@ int runlog_create_keyed(RunLog *l, char run_id[RUN_ID_LEN + 1], const char *thre
 			const char *harness, const char *tenant, int64_t now_ms, const char *idem,
 			bool *ret_created);
 
-/* POST /chat: runlog_create_keyed with the client's run id as a global alias
- * (the key of the empty thread, which no real thread id can be) and input (a
- * JSON text, may be NULL) stored beside the record, all in one transaction. A
- * known alias overwrites run_id with its run (*ret_created false), whatever
- * thread that run is in: the caller checks the owner. */
+/* POST /chat: runlog_create_keyed with the client's run id as an alias of
+ * the run in its thread (issue 30 item 8: the key is (threadId, alias), so
+ * another thread's use of the same id is neither a conflict nor seen) and
+ * input (a JSON text, may be NULL) stored beside the record, all in one
+ * transaction. The alias already known in thread_id overwrites run_id with
+ * its run (*ret_created false). */
 int runlog_create_aliased(RunLog *l, char run_id[RUN_ID_LEN + 1], const char *thread_id,
 			  const char *harness, const char *tenant, int64_t now_ms,
 			  const char *alias, const char *input, bool *ret_created);
-/* The run an alias names, or -ENOENT. */
-int runlog_alias_get(RunLog *l, const char *alias, char ret[RUN_ID_LEN + 1]);
+/* The run alias names in thread_id, or -ENOENT. */
+int runlog_alias_get(RunLog *l, const char *alias, const char *thread_id, char ret[RUN_ID_LEN + 1]);
+/* A join by client run id alone: the newest run (startedAt) alias names in a
+ * thread scope allows (runlog_scope_allows; NULL: any thread), or -ENOENT. */
+int runlog_alias_find(RunLog *l, const char *alias, char *const *scope, char ret[RUN_ID_LEN + 1]);
 /* The input stored with the run (malloc'd JSON text), or -ENOENT. */
 int runlog_input_get(RunLog *l, const char *run_id, char **ret);
 
@@ -216,6 +220,9 @@ int runlog_drive_get(RunLog *l, const char *run_id, json_t **ret);
 
 /* The thread's records, newest first; with status, only those in it. */
 int runlog_thread_runs(RunLog *l, const char *thread_id, const char *status, json_t **ret);
+/* Its newest max records, newest first: the index walked from its end, no
+ * record read past them (the /chat hydrate's). */
+int runlog_thread_runs_newest(RunLog *l, const char *thread_id, size_t max, json_t **ret);
 
 /* The host's threads, newest activity first (activity = the startedAt of a
  * thread's newest run; ties by threadId): items {threadId, lastRunAt,

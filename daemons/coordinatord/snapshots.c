@@ -7,6 +7,11 @@
  * files.c's THREAD_FILE. Nothing here touches the run log but the check that
  * no run of the thread is active before a restore and the thread's owner
  * (tenant.c).
+ *
+ * SNAPSHOT_RESTORE with from_thread restores a snapshot of that thread into
+ * this one (the sandbox API's restore into a new id, with fresh: refused when
+ * it has a workspace). SNAPSHOT_LIST lists or deletes a thread's snapshots
+ * (SANDBOX_SNAPSHOTS).
  */
 #include "config.h"
 
@@ -88,8 +93,9 @@ thread_busy(Coordinator *c, const char *thread_id)
 /* SNAPSHOT_CREATE (label) and SNAPSHOT_RESTORE (sid): the common part. */
 static int
 handle_snapshot(Peer *p, const Frame *f, void *ud, const char *thread_id, const char *label,
-		const char *sid, const char *tenant)
+		const char *tenant, const Msg_SNAPSHOT_RESTORE *rm)
 {
+	const char *sid = rm ? rm->snapshot_id : NULL;
 	Client *cl = ud;
 	Coordinator *c = cl->c;
 	bool restore = f->type == MSG_SNAPSHOT_RESTORE;
@@ -97,7 +103,8 @@ handle_snapshot(Peer *p, const Frame *f, void *ud, const char *thread_id, const 
 	MpWriter w;
 	int ret = 0;
 
-	if (!request_thread_id_ok(p, f, thread_id, NULL))
+	if (!request_thread_id_ok(p, f, thread_id, NULL) ||
+	    (rm && rm->from_thread && !request_thread_id_ok(p, f, rm->from_thread, NULL)))
 		goto out;
 	/* cluster mode: the thread's workspace is on its owner (a claim, as a
 	 * first run makes) */
@@ -135,8 +142,12 @@ handle_snapshot(Peer *p, const Frame *f, void *ud, const char *thread_id, const 
 	}
 	mp_writer_init(&w);
 	if (restore)
-		msg_encode_SANDBOX_RESTORE(&w,
-					   &(Msg_SANDBOX_RESTORE){.key = thread_id, .record = sid});
+		msg_encode_SANDBOX_RESTORE(
+		    &w, &(Msg_SANDBOX_RESTORE){.key = thread_id,
+					       .record = sid,
+					       .from_key = rm->from_thread,
+					       .fresh = rm->has_fresh && rm->fresh,
+					       .has_fresh = rm->has_fresh && rm->fresh});
 	else
 		msg_encode_SANDBOX_SNAPSHOT(
 		    &w,
@@ -156,14 +167,50 @@ out:
 int
 handle_snapshot_create(Peer *p, const Frame *f, const Msg_SNAPSHOT_CREATE *m, void *ud)
 {
-	return handle_snapshot(p, f, ud, m->thread_id, m->label, NULL, m->tenant);
+	return handle_snapshot(p, f, ud, m->thread_id, m->label, m->tenant, NULL);
 }
 
 int
 handle_snapshot_restore(Peer *p, const Frame *f, const Msg_SNAPSHOT_RESTORE *m, void *ud)
 {
-	return handle_snapshot(p, f, ud, m->thread_id, NULL, m->snapshot_id, m->tenant);
+	return handle_snapshot(p, f, ud, m->thread_id, NULL, m->tenant, m);
 }
+
+static const PeerRelayOps list_relay = {
+    .fallback = "snapshot list failed",
+    .unavailable_reason = "shim_unavailable",
+    .unavailable = "containerd-shim unavailable",
+};
+
+static int dispatch_list_again(Peer *p, const Frame *f, void *userdata);
+
+/* SNAPSHOT_LIST: the shim's SANDBOX_SNAPSHOTS ({records}), as it is. */
+int
+handle_snapshot_list(Peer *p, const Frame *f, const Msg_SNAPSHOT_LIST *m, void *ud)
+{
+	Client *cl = ud;
+	Coordinator *c = cl->c;
+	PeerDeferred *d;
+	MpWriter w;
+
+	if (!request_thread_id_ok(p, f, m->thread_id, "bad_request"))
+		return 0;
+	if (placement_run_start(c, p, f, m->thread_id, dispatch_list_again, ud))
+		return 0;
+	if (!request_shim_ready(p, f, c, "shim_unavailable"))
+		return 0;
+	d = peer_defer(p, f);
+	if (!d)
+		return -ENOMEM;
+	mp_writer_init(&w);
+	msg_encode_SANDBOX_SNAPSHOTS(
+	    &w, &(Msg_SANDBOX_SNAPSHOTS){.key = m->thread_id, .delete = m->delete});
+	(void)peer_relay(c->shim, MSG_SANDBOX_SNAPSHOTS, &w, d, 30 * USEC_PER_SEC, &list_relay);
+	mp_writer_done(&w);
+	return 0;
+}
+
+MSG_HANDLER(dispatch_list_again, SNAPSHOT_LIST, handle_snapshot_list)
 
 /* handled again once this node owns the thread (placement_run_start) */
 MSG_HANDLER(dispatch_create_again, SNAPSHOT_CREATE, handle_snapshot_create)

@@ -239,8 +239,21 @@ coord_on_run_events(Peer *p, const Frame *f, void *userdata)
 	return 0;
 }
 
+/* SBX_EXEC_OUTPUT/EXIT pushes: to the exec streams (Router.sbx_push). */
+static int
+coord_on_sbx_push(Peer *p, const Frame *f, void *userdata)
+{
+	Router *r = userdata;
+
+	if (r->sbx_push)
+		r->sbx_push(r, f->type, f);
+	return 0;
+}
+
 static const PeerHandler coord_handlers[_MSG_TYPE_MAX] = {
     [MSG_RUN_EVENTS] = coord_on_run_events,
+    [MSG_SBX_EXEC_OUTPUT] = coord_on_sbx_push,
+    [MSG_SBX_EXEC_EXIT] = coord_on_sbx_push,
 };
 
 static void
@@ -267,6 +280,8 @@ coord_on_close(Peer *p, int err, void *userdata)
 	for (size_t i = 0; i < ELEMENTSOF(r->watches); i++)
 		while (r->watches[i])
 			watch_fail(r->watches[i], "coordinator unavailable");
+	if (r->sbx_lost)
+		r->sbx_lost(r);
 	peer_link_lost(r->coord_link, !r->stopping);
 }
 

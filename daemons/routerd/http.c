@@ -1087,5 +1087,6 @@ http_conn_free(HttpConn *c)
 	req_reset(&c->req);
 	c->unserved = addr_unserved_release(c->router->unserved, c->unserved);
 	router_conn_removed(c->router, c);
+	free(c->sandbox_id);
 	free(c);
 }

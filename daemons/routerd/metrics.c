@@ -48,10 +48,18 @@ metrics_format(const Router *r, bool coord_up, char **ret, size_t *ret_len)
 		"SSE).\n"
 		"# TYPE runwarden_router_live_tails gauge\n"
 		"runwarden_router_live_tails %zu\n"
+		"# HELP runwarden_router_tails_queued_bytes Unsent output of all tails, as last "
+		"seen (tails_max_queued_bytes bounds it).\n"
+		"# TYPE runwarden_router_tails_queued_bytes gauge\n"
+		"runwarden_router_tails_queued_bytes %zu\n"
+		"# HELP runwarden_router_tails_budget_closed_total Tails closed (1013) because all "
+		"tails together held more than tails_max_queued_bytes.\n"
+		"# TYPE runwarden_router_tails_budget_closed_total counter\n"
+		"runwarden_router_tails_budget_closed_total %" PRIu64 "\n"
 		"# HELP runwarden_router_ws_closes_total WebSocket sessions ended, by reason "
 		"(everything but normal is a drop).\n"
 		"# TYPE runwarden_router_ws_closes_total counter\n",
-		r->n_conns, r->n_tails);
+		r->n_conns, r->n_tails, r->tails_queued, r->tails_budget_closed);
 	for (int d = 0; d < _WS_DROP_MAX; d++)
 		fprintf(f, "runwarden_router_ws_closes_total{reason=\"%s\"} %" PRIu64 "\n",
 			drop_names[d], r->ws_drops[d]);

@@ -22,6 +22,29 @@
 #define MIB (1024LL * 1024)
 #define GIB (1024LL * 1024 * 1024)
 
+/* preview_domain: DNS labels of letters, digits and '-', joined by dots. */
+static bool
+preview_domain_valid(const char *s)
+{
+	size_t label = 0, n = strlen(s);
+
+	if (n > 200)
+		return false;
+	for (const char *p = s; *p; p++) {
+		if (*p == '.') {
+			if (label == 0 || p[-1] == '-')
+				return false;
+			label = 0;
+		} else if ((*p >= 'a' && *p <= 'z') || (*p >= 'A' && *p <= 'Z') ||
+			   (*p >= '0' && *p <= '9') || (*p == '-' && label > 0)) {
+			if (++label > 63)
+				return false;
+		} else
+			return false;
+	}
+	return label > 0 && s[n - 1] != '-';
+}
+
 /* The rows below are also what conf/runwarden.conf documents. */
 const ConfItem router_conf_items[] = {
     CONF_SHARED_ITEMS(RouterConf, shared),
@@ -62,6 +85,12 @@ const ConfItem router_conf_items[] = {
     {"routerd", "ws_stall_timeout_ms", CONF_INT, offsetof(RouterConf, ws_stall_timeout_ms), "10000",
      100, 3600000,
      "a tail whose client leaves its output paused this long is closed (WebSocket 1008)"},
+    {"routerd", "tails_max_queued_bytes", CONF_SIZE, offsetof(RouterConf, tails_max_queued_bytes),
+     "64M", 1 * MIB, 64 * GIB,
+     "unsent output of all tails, Durable Streams SSE reads and sandbox exec streams "
+     "together (each holds at most about ws_max_queue): past it the one whose client stopped "
+     "reading longest ago is closed (WebSocket 1013, SSE and NDJSON end) and its memory freed "
+     "at once; the client resumes with lastSeq (a dropped exec stream kills its exec)"},
     {"routerd", "ws_ping_interval_ms", CONF_INT, offsetof(RouterConf, ws_ping_interval_ms), "30000",
      0, 3600000, "ping interval on WebSocket tails; 0 disables server pings"},
     {"routerd", "tail_read_batch", CONF_INT, offsetof(RouterConf, tail_read_batch), "256", 1, 4096,
@@ -96,6 +125,22 @@ const ConfItem router_conf_items[] = {
      "loopback): names or name:port, space-separated (a bare name also matches name:PORT "
      "of the listen port); * = any Host (gives up the DNS-rebinding check); others get "
      "421"},
+    {"routerd", "preview_listen", CONF_STR, offsetof(RouterConf, preview_listen), "", 0, 0,
+     "TCP address (IPv4:port or [IPv6]:port, numeric) of the live-preview listener: "
+     "POST /sandboxes/{id}/ports/{port} answers http://<token>.<preview_domain>:<its "
+     "port>/, through which a browser reaches that port inside the sandbox (a listener "
+     "of its own, never the API's origin); empty = no previews (the ports capability "
+     "is false)"},
+    {"routerd", "preview_domain", CONF_STR, offsetof(RouterConf, preview_domain),
+     "preview.localhost", 0, 0,
+     "the host name suffix of previews: each is <token>.<preview_domain>; the default "
+     "needs no DNS (browsers resolve *.localhost to loopback); a real domain needs a "
+     "wildcard record pointing at preview_listen",
+     .valid = preview_domain_valid, .expected = "a DNS name (letters, digits, '-', '.')"},
+    {"routerd", "preview_ttl_ms", CONF_INT, offsetof(RouterConf, preview_ttl_ms), "86400000", 1000,
+     30LL * 86400000,
+     "a preview's URL works this long after the POST that made (or renewed) it, then "
+     "answers 410 preview_expired"},
     {"routerd", "ui_dir", CONF_STR, offsetof(RouterConf, ui_dir), "", 0, 0,
      "directory of the web UI's files served under /ui/ (index.html, app.js, ...); empty = "
      "the installed ones ($(datadir)/runwarden/ui)"},
@@ -374,6 +419,20 @@ router_conf_load(const DaemonArgs *a, RouterConf *c)
 	if (c->shared.runtime_dir == NULL || c->shared.runtime_dir[0] != '/')
 		return log_error_errno(SYNTHETIC_ERRNO(EINVAL),
 				       "runwarden.runtime_dir must be an absolute path");
+	if (c->preview_listen[0] != '\0' &&
+	    evutil_parse_sockaddr_port(c->preview_listen, (struct sockaddr *)&ss, &len) < 0)
+		return log_error_errno(SYNTHETIC_ERRNO(EINVAL),
+				       "routerd.preview_listen: '%s' is not a numeric host:port or "
+				       "[IPv6]:port address",
+				       c->preview_listen);
+	if (c->preview_listen[0] != '\0' && c->preview_domain[0] == '\0')
+		return log_error_errno(SYNTHETIC_ERRNO(EINVAL),
+				       "routerd.preview_domain: empty while preview_listen is set");
+	if (c->preview_listen[0] != '\0' && streq(c->preview_listen, c->listen))
+		return log_error_errno(SYNTHETIC_ERRNO(EINVAL),
+				       "routerd.preview_listen: '%s' is the API's listen address: "
+				       "previews need a listener (an origin) of their own",
+				       c->preview_listen);
 	r = server_names_check(c);
 	if (r < 0)
 		return r;

@@ -53,12 +53,16 @@ typedef struct RouterConf {
 	int64_t coord_timeout_ms;	/* deadline of each request to coordinatord */
 	int64_t ws_max_queue;		/* per-tail unsent output: pause at 1/2, resume at 1/4 */
 	int64_t ws_stall_timeout_ms;	/* paused this long → close 1008 */
+	int64_t tails_max_queued_bytes; /* unsent output of all tails together */
 	int64_t ws_ping_interval_ms;	/* server pings on WebSockets; 0 = off */
 	int64_t tail_read_batch;	/* max events per RUN_READ */
 	int64_t header_timeout_ms;	/* whole request head must arrive within → 408 */
 	char *tokens_file;		/* bearer tokens, one a line; "" = no auth */
 	char *cors_origins;		/* origins allowed cross-origin ("*" = any); "" = none */
 	char *server_names;		/* extra Host names accepted (besides the listen address) */
+	char *preview_listen;		/* live previews' own listener; "" = none (preview.h) */
+	char *preview_domain;		/* previews are <token>.<preview_domain> */
+	int64_t preview_ttl_ms;		/* a preview's lifetime after its POST */
 	int64_t tenant_rate_per_second; /* a tenant's expensive requests per second; 0 = no limit */
 	int64_t tenant_rate_burst;	/* ... of which this many at once */
 

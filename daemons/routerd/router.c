@@ -31,6 +31,7 @@
 #include "log.h"
 #include "macro.h"
 #include "peer.h"
+#include "preview.h"
 #include "unix-socket.h"
 
 #define SD_LISTEN_FDS_START 3
@@ -274,8 +275,9 @@ router_new(struct event_base *base, RouterConf *conf, Router **ret)
 		return log_error_errno(SYNTHETIC_ERRNO(ENOMEM), "Out of memory");
 	}
 	r->accept_retry = evtimer_new(base, accept_retry_cb, r);
+	r->loop_lag = loop_lag_new(base);
 	r->unserved = addr_table_new();
-	if (!r->accept_retry || !r->unserved) {
+	if (!r->accept_retry || !r->unserved || !r->loop_lag) {
 		router_free(r);
 		return log_error_errno(SYNTHETIC_ERRNO(ENOMEM), "Out of memory");
 	}
@@ -283,6 +285,13 @@ router_new(struct event_base *base, RouterConf *conf, Router **ret)
 	if (rr < 0) {
 		router_free(r);
 		return rr;
+	}
+	if (conf->preview_listen[0] != '\0') {
+		rr = preview_new(r, &r->preview);
+		if (rr < 0) {
+			router_free(r);
+			return rr;
+		}
 	}
 	int afd = listen_fd_from_systemd();
 	if (afd < 0) {
@@ -366,6 +375,7 @@ router_stop(Router *r)
 		r->listener = NULL;
 	}
 	bridge_unlisten(r);
+	preview_stop(r->preview);
 	coord_stop(r);
 	for (HttpConn *c = r->conns; c; c = c->next) {
 		if (c->state == CONN_WS)
@@ -393,10 +403,12 @@ router_free(Router *r)
 	if (r->listener)
 		evconnlistener_free(r->listener);
 	bridge_unlisten(r);
+	r->preview = preview_free(r->preview);
 	free(r->bridge_path);
 	tenant_rate_free(r);
 	if (r->accept_retry)
 		event_free(r->accept_retry);
+	loop_lag_free(r->loop_lag);
 	r->unserved = addr_table_free(r->unserved);
 	if (r->cork_buf)
 		evbuffer_free(r->cork_buf);

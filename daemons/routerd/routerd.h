@@ -20,6 +20,9 @@
  *                 stock connection adapters (SSE, NDJSON, WebSocket, hydrate)
  *   ws.c          ws_*: RFC 6455 handshake and the wslay session on an HttpConn
  *   tail.c        tail_*: the run-log tail protocol over a WebSocket
+ *   routes-net.c  route_sandbox_port, route_sandbox_egress: a sandbox's
+ *                 previews and egress list
+ *   preview.c     preview_*: live previews' tokens and their own listener
  *
  * Lifetime rules, because callbacks cross modules:
  *   - An HttpConn is only released from the top of a libevent callback.
@@ -41,6 +44,7 @@
 #include <stdint.h>
 
 #include "conn-limit.h"
+#include "loop-lag.h"
 #include "msg.h"
 #include "peer-link.h"
 #include "peer.h"
@@ -89,7 +93,11 @@ struct Router {
 	/* $runtime_dir/bridge.sock: the sandboxes' bridge forwards, host tools only */
 	struct evconnlistener *bridge_listener;
 	char *bridge_path;
+	/* live previews (preview.h): preview_listen's listener and the tokens;
+	 * NULL when preview_listen is empty */
+	struct Preview *preview;
 	struct event *accept_retry; /* re-enable accepting after EMFILE & co */
+	LoopLag *loop_lag;	    /* how late the loop runs a timer (/metrics) */
 	bool accept_paused;	    /* max_connections reached */
 	char listen_desc[80];	    /* the address served, for logs */
 	HttpConn *conns;	    /* all client connections */
@@ -116,11 +124,25 @@ struct Router {
 	PeerLink *coord_link; /* connect, backoff, HELLO deadline (peer-link.h) */
 	bool coord_down_logged;
 	Watch *watches[ROUTER_WATCH_BUCKETS];
+	/* the sandbox API's exec streams (routes-sandbox.c), told through these
+	 * pointers (set by routes_attach): a push of SBX_EXEC_OUTPUT/EXIT, and
+	 * the link's loss */
+	struct SbxStream *sbx_streams;
+	uint64_t sbx_next_stream;
+	void (*sbx_push)(Router *r, int type, const Frame *f);
+	void (*sbx_lost)(Router *r);
 
 	/* metrics (metrics.c formats them) */
 	uint64_t http_responses[6]; /* by status class: [2] = 2xx … */
 	uint64_t ws_drops[_WS_DROP_MAX];
 	size_t n_tails;
+
+	/* every connection serving a tail or a Durable Streams SSE read, oldest
+	 * first, and their unsent output as last seen (tail-budget.c:
+	 * tails_max_queued_bytes) */
+	HttpConn *budget_first, *budget_last;
+	size_t tails_queued;
+	uint64_t tails_budget_closed;
 };
 
 /* ---- router.c ---- */
@@ -344,10 +366,22 @@ struct HttpConn {
 	bool chat_ws; /* a /chat conversation WebSocket (RunAgentInput frames in) */
 	const RouterToken *chat_token; /* ... and the token it was opened with (conf-owned) */
 	struct DsRead *ds;	       /* routes-ds.c: a Durable Streams read */
+	struct SbxStream *sbx;	       /* routes-sandbox.c: an exec's stream (NDJSON or WS) */
+	/* tail-budget.c: a streaming connection in Router.budget_first… */
+	HttpConn *budget_prev, *budget_next;
+	size_t budget_queued;	  /* unsent output as last seen, in tails_queued */
+	usec_t budget_stalled_at; /* since when its output is backed up; 0: it is not */
+	bool budget_linked;
+	bool budget_stream; /* counted as a stream of its own (a sandbox exec's): live
+			     * while CONN_SSE or CONN_WS; closed by dropping it */
 	/* accepted on the bridge socket: serves only the host tools of bridge_run,
 	 * the run named by the shim's first line (empty until it arrived) */
 	bool bridge;
 	char bridge_run[BRIDGE_RUN_MAX + 1];
+	/* routes-sandboxes.c: the sandbox id and action of a SANDBOX_CTL on its
+	 * way (the answer names the id); heap, freed with the connection */
+	char *sandbox_id;
+	char sandbox_action[8];
 };
 
 /* Accepted socket → new connection (takes the fd). bridge: accepted on the
@@ -444,6 +478,11 @@ void route_threads(HttpConn *c, const char *query);
 /* ui_dir, or the installed default when it is empty. */
 const char *routes_ui_dir(const Router *r);
 
+/* ---- routes-sandbox.c ---- */
+/* A data message on an exec WebSocket (inside wslay's receive). */
+void sbx_ws_message(HttpConn *c, bool binary, const uint8_t *data, size_t len);
+void sbx_conn_free(HttpConn *c);
+
 /* ---- routes-chat.c ---- */
 
 /* /chat (the query raw or NULL): POST a run, GET a join or the hydrate, or the
@@ -452,6 +491,7 @@ void route_chat(HttpConn *c, const char *query);
 /* A text message on a /chat conversation WebSocket (inside wslay's receive:
  * it only queues frames and makes coordinator calls). */
 void chat_ws_message(HttpConn *c, const char *text, size_t len);
+void chat_ws_refuse_unauthorized(HttpConn *c);
 void chat_start_free(HttpConn *c);
 
 /* Helpers routes.c shares with the other route files (see their definitions
@@ -463,6 +503,10 @@ bool routes_thread_allowed(HttpConn *c, const char *thread_id);
 void routes_coord_error(HttpConn *c, int err, const msgpack_object *body, const char *not_found);
 bool routes_coord_reason(HttpConn *c, const msgpack_object *body);
 bool routes_parse_last_seq(const char *s, int64_t *ret);
+/* The error code of a request body's problem (run_body_problem,
+ * chat_body_problem): "invalid_thread_id" for one about its threadId, else
+ * "bad_request". */
+const char *routes_problem_code(const char *why);
 
 /* ---- ws.c ---- */
 
@@ -564,3 +608,20 @@ Tail *tail_free(Tail *t);
 void tail_pump(Tail *t);
 /* Close with code/reason and send nothing more. */
 void tail_fail(Tail *t, uint16_t code, const char *reason);
+
+/* ---- tail-budget.c ---- */
+
+/* The total unsent output of all tails and Durable Streams SSE reads is
+ * bounded by tails_max_queued_bytes (besides each one's ws_max_queue).
+ * tail_budget_add/_remove keep the list of such connections (c->tail or
+ * c->ds set); tail_budget_note() refreshes c's share after it wrote or its
+ * output drained and, when the total is over the budget, closes the one
+ * backed up longest (then the biggest) with 1013 and drops its connection at
+ * once, until the total fits (c itself may be closed: check before writing
+ * more). tail_budget_stalled() says whether c's output is backed up now.
+ * tail_budget_release() forgets c's share (it sends nothing more). */
+void tail_budget_add(HttpConn *c);
+void tail_budget_remove(HttpConn *c);
+void tail_budget_note(HttpConn *c);
+void tail_budget_stalled(HttpConn *c, bool stalled);
+void tail_budget_release(HttpConn *c);

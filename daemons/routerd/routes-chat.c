@@ -303,9 +303,9 @@ chat_start_run(HttpConn *c, json_t *body, const char *header_run_id, int64_t las
 	const char *run_id = header_run_id ?: json_string_value(json_object_get(body, "runId"));
 	if (why) {
 		if (ws)
-			chat_ws_error(c, thread_id, run_id, "bad_request", why, false);
+			chat_ws_error(c, thread_id, run_id, routes_problem_code(why), why, false);
 		else
-			http_respond_error(c, 400, "bad_request", why);
+			http_respond_error(c, 400, routes_problem_code(why), why);
 		return;
 	}
 	const RouterToken *token = ws ? c->chat_token : c->req.token;
@@ -475,7 +475,7 @@ chat_join(HttpConn *c, const char *query, const char *run_id, const char *thread
 	if (thread_id) {
 		const char *why = thread_id_problem(thread_id);
 		if (why) {
-			http_respond_error(c, 400, "bad_request", why);
+			http_respond_error(c, 400, "invalid_thread_id", why);
 			return;
 		}
 		if (!routes_thread_allowed(c, thread_id))
@@ -494,12 +494,17 @@ chat_join(HttpConn *c, const char *query, const char *run_id, const char *thread
 		http_respond_error(c, 500, "internal", "out of memory");
 		return;
 	}
-	r = COORD_CALL(c->router, RUN_GET,
-		       &((Msg_RUN_GET){.run_id = run_id,
-				       .thread_id = thread_id,
-				       .any_thread = true,
-				       .has_any_thread = !thread_id}),
-		       chat_join_reply, c);
+	r = COORD_CALL(
+	    c->router, RUN_GET,
+	    &((Msg_RUN_GET){.run_id = run_id,
+			    .thread_id = thread_id,
+			    .any_thread = true,
+			    .has_any_thread = !thread_id,
+			    /* a join by id alone looks in the token's
+			     * threads only (a client run id is per
+			     * thread: another tenant's is not seen) */
+			    .scope = !thread_id && c->req.token ? c->req.token->threads : NULL}),
+	    chat_join_reply, c);
 	if (r < 0) {
 		chat_start_free(c);
 		http_respond_error(c, 503, "unavailable", "coordinator unavailable");
@@ -514,7 +519,7 @@ chat_hydrate_reply(Peer *p, int err, const msgpack_object *body, void *userdata)
 	HttpConn *c = userdata;
 	const msgpack_object *b = body ? mp_map_get(body, "body") : NULL;
 
-	if (err == -EFBIG) {
+	if (err == -EFBIG && !routes_coord_reason(c, body)) {
 		http_respond_error(c, 413, "too_large",
 				   "the thread's messages exceed coordinatord.read_max_bytes");
 		return;
@@ -538,7 +543,7 @@ chat_hydrate(HttpConn *c, const char *thread_id)
 	int r;
 
 	if (why) {
-		http_respond_error(c, 400, "bad_request", why);
+		http_respond_error(c, 400, "invalid_thread_id", why);
 		return;
 	}
 	if (!routes_thread_allowed(c, thread_id))
@@ -621,6 +626,29 @@ chat_ws_open(HttpConn *c)
 	}
 	/* frames the client sent right behind its handshake */
 	ws_on_read(c);
+}
+
+/* A conversation socket whose token is missing or wrong: a browser's
+ * WebSocket shows nothing of a refused handshake (the stock client says
+ * "Stream response body read failed"), so the upgrade is accepted only to
+ * say why in a RUN_ERROR chunk, and closed at once (1008). Nothing the
+ * client sends is read: the socket is not a conversation (chat_ws false). */
+void
+chat_ws_refuse_unauthorized(HttpConn *c)
+{
+	const char *msg;
+
+	if (ws_check_handshake(c, &msg) < 0) {
+		http_respond_error_close(c, 400, "bad_request", msg);
+		return;
+	}
+	if (ws_accept(c) < 0) {
+		http_respond_error(c, 500, "internal", "internal error");
+		return;
+	}
+	chat_ws_error(c, NULL, NULL, "unauthorized", "missing or invalid bearer token", true);
+	c->ws_drop = WS_DROP_ERROR;
+	ws_close(c, 1008, "unauthorized");
 }
 
 /* ---- dispatch ---- */

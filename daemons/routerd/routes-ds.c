@@ -68,6 +68,7 @@ ds_read_free(HttpConn *c)
 	DsRead *d = c->ds;
 	if (!d)
 		return;
+	tail_budget_remove(c);
 	if (d->timer)
 		event_free(d->timer);
 	free(d->run_id);
@@ -248,6 +249,9 @@ ds_read_reply(Peer *p, int err, const msgpack_object *body, void *userdata)
 			d->sent_up_to_date = true;
 		}
 		evbuffer_free(arr);
+		tail_budget_note(c); /* may end c (the tails' budget) */
+		if (c->state != CONN_SSE)
+			return;
 		if (closed) {
 			sse_close(c, 1000, NULL);
 			return;
@@ -285,11 +289,17 @@ ds_read(DsRead *d)
 {
 	HttpConn *c = d->c;
 
-	if (d->mode == DS_SSE && c->state == CONN_SSE &&
-	    evbuffer_get_length(bufferevent_get_output(c->bev)) >
-		(size_t)c->router->conf->ws_max_queue / 2) {
-		ds_arm(d, DS_POLL_MS); /* a slow reader: let it drain first */
-		return;
+	if (d->mode == DS_SSE && c->state == CONN_SSE) {
+		bool backed_up = evbuffer_get_length(bufferevent_get_output(c->bev)) >
+				 (size_t)c->router->conf->ws_max_queue / 2;
+		tail_budget_stalled(c, backed_up);
+		tail_budget_note(c); /* what drained since; may end c */
+		if (c->state != CONN_SSE)
+			return;
+		if (backed_up) {
+			ds_arm(d, DS_POLL_MS); /* a slow reader: let it drain first */
+			return;
+		}
 	}
 	int r = COORD_CALL(c->router, RUN_READ,
 			   &((Msg_RUN_READ){
@@ -314,6 +324,7 @@ ds_start(DsRead *d)
 			http_conn_abort(d->c);
 			return;
 		}
+		tail_budget_add(d->c);
 	}
 	ds_read(d);
 }

@@ -6,10 +6,15 @@
  *   GET    …/files/PATH          a regular file: its bytes (application/octet-stream);
  *                                a directory: {"type", "entries": [...]} (JSON)
  *   GET    …/files/PATH?stat=1   lstat: {"type", "mode", "size", "mtimeNs"}
- *   PUT    …/files/PATH[?mode=0644]   body = content; 201 created, 200 replaced
- *   DELETE …/files/PATH          204
- *   POST   …/files/PATH?op=mkdir[&mode=0755]   201
- *   POST   …/files/PATH?op=rename&to=NEW       200
+ *   PUT    …/files/PATH[?mode=0644][&parents=1]   body = content; 201 created,
+ *                                200 replaced; parents: missing directories made
+ *   DELETE …/files/PATH[?recursive=1][&force=1]   204 (recursive: a tree;
+ *                                force: a missing path too)
+ *   POST   …/files/PATH?op=mkdir[&mode=0755][&parents=1]   201; mkdir -p: 200
+ *                                when it was a directory already
+ *   POST   …/files/PATH?op=rename&to=NEW[&overwrite=1]     200
+ *
+ * Also reachable as /sandboxes/{id}/files/… (the sandbox API, SANDBOX-API.md).
  *
  * The path is everything after "/files/", percent-decoded as one string (%2F is
  * a slash like '/'); a bad escape or %00 is 400 invalid_path here, everything
@@ -195,12 +200,18 @@ static void
 file_mkdir_reply(Peer *peer, int err, const msgpack_object *body, void *userdata)
 {
 	HttpConn *c = userdata;
+	bool created = true;
+	MpReader r;
 
 	if (err < 0) {
 		files_error(c, err, body);
 		return;
 	}
-	respond_json_or_500(c, 201, json_pack("{s:b}", "created", true));
+	/* mkdir -p answers whether it made it; a plain mkdir always did */
+	mp_reader_init(&r, body);
+	mp_read_bool_opt(&r, "created", &created, true);
+	mp_reader_done(&r);
+	respond_json_or_500(c, created ? 201 : 200, json_pack("{s:b}", "created", created));
 }
 
 static void
@@ -254,6 +265,7 @@ route_files(HttpConn *c, const char *thread_id, const char *raw, const char *que
 {
 	enum http_method m = c->req.method;
 	_cleanup_free_ char *path = NULL, *op = NULL, *to = NULL;
+	bool parents = false, recursive = false, force = false, overwrite = false;
 	const char *wop;
 	PeerReplyFn cb;
 	int mode = -1, r;
@@ -274,10 +286,13 @@ route_files(HttpConn *c, const char *thread_id, const char *raw, const char *que
 	case HTTP_PUT:
 		wop = "write";
 		cb = file_write_reply;
+		parents = query_flag(query, "parents");
 		break;
 	case HTTP_DELETE:
 		wop = "remove";
 		cb = file_delete_reply;
+		recursive = query_flag(query, "recursive");
+		force = query_flag(query, "force");
 		break;
 	case HTTP_POST:
 		if (routes_query(query, "op", &op) < 0 || !op ||
@@ -288,6 +303,8 @@ route_files(HttpConn *c, const char *thread_id, const char *raw, const char *que
 		}
 		wop = op;
 		cb = streq(op, "mkdir") ? file_mkdir_reply : file_rename_reply;
+		parents = streq(op, "mkdir") && query_flag(query, "parents");
+		overwrite = streq(op, "rename") && query_flag(query, "overwrite");
 		if (streq(op, "rename") && (routes_query(query, "to", &to) < 0 || !to)) {
 			http_respond_error(c, 400, "bad_request",
 					   "rename needs ?to=PATH (relative to the workspace)");
@@ -316,6 +333,14 @@ route_files(HttpConn *c, const char *thread_id, const char *raw, const char *que
 			   .tenant = router_token_tenant(c->req.token),
 			   .mode = mode,
 			   .has_mode = mode >= 0,
+			   .parents = parents,
+			   .has_parents = parents,
+			   .recursive = recursive,
+			   .has_recursive = recursive,
+			   .force = force,
+			   .has_force = force,
+			   .overwrite = overwrite,
+			   .has_overwrite = overwrite,
 		       }),
 		       cb, c);
 	if (r == -EMSGSIZE)

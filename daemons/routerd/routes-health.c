@@ -71,29 +71,59 @@ route_readyz(HttpConn *c, Route *rt)
 		http_respond_error(c, 503, "not_ready", "coordinator unavailable");
 }
 
+/* coordinatord's text, with routerd's samples of the families both report
+ * (the loop lag, by daemon label) right after coordinatord's samples of the
+ * same family: a family must be one group (its # TYPE told once). A family
+ * coordinatord did not report comes whole at the end. */
+static void
+metrics_merge(const Router *r, const char *text, size_t len, FILE *f)
+{
+	bool told[_LOOP_LAG_FAMILY_MAX] = {false};
+
+	for (const char *p = text, *end = text + len; p < end;) {
+		const char *nl = memchr(p, '\n', (size_t)(end - p));
+		size_t n = nl ? (size_t)(nl - p) : (size_t)(end - p);
+		const char *next = p + n + (nl ? 1 : 0);
+		fwrite(p, 1, n, f);
+		fputc('\n', f);
+		for (LoopLagFamily fam = 0; fam < _LOOP_LAG_FAMILY_MAX; fam++) {
+			if (told[fam] || !loop_lag_is_sample(p, n, fam))
+				continue;
+			const char *nl2 = memchr(next, '\n', (size_t)(end - next));
+			size_t n2 = nl2 ? (size_t)(nl2 - next) : (size_t)(end - next);
+			if (next < end && loop_lag_is_sample(next, n2, fam))
+				continue; /* not its last sample yet */
+			loop_lag_samples(r->loop_lag, fam, "routerd", f);
+			told[fam] = true;
+		}
+		p = next;
+	}
+	for (LoopLagFamily fam = 0; fam < _LOOP_LAG_FAMILY_MAX; fam++)
+		if (!told[fam]) {
+			loop_lag_header(fam, f);
+			loop_lag_samples(r->loop_lag, fam, "routerd", f);
+		}
+}
+
 static void
 metrics_respond(HttpConn *c, const char *coord_text, size_t coord_len)
 {
-	_cleanup_free_ char *own = NULL;
-	size_t own_len = 0;
+	_cleanup_free_ char *own = NULL, *all = NULL;
+	size_t own_len = 0, all_len = 0;
+	FILE *f;
 
-	if (metrics_format(c->router, coord_text != NULL, &own, &own_len) < 0) {
+	if (metrics_format(c->router, coord_text != NULL, &own, &own_len) < 0 ||
+	    !(f = open_memstream(&all, &all_len))) {
 		http_respond_error(c, 500, "internal", "out of memory");
 		return;
 	}
-	_cleanup_free_ char *all = malloc(own_len + coord_len + 2);
-	if (!all) {
+	fwrite(own, 1, own_len, f);
+	metrics_merge(c->router, coord_text ?: "", coord_len, f);
+	if (fclose(f) != 0) {
 		http_respond_error(c, 500, "internal", "out of memory");
 		return;
 	}
-	memcpy(all, own, own_len);
-	if (coord_len > 0) {
-		memcpy(all + own_len, coord_text, coord_len);
-		if (coord_text[coord_len - 1] != '\n')
-			all[own_len + coord_len++] = '\n';
-	}
-	http_respond(c, 200, "text/plain; version=0.0.4; charset=utf-8", all, own_len + coord_len,
-		     NULL, false);
+	http_respond(c, 200, "text/plain; version=0.0.4; charset=utf-8", all, all_len, NULL, false);
 }
 
 static void

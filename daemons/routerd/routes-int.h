@@ -19,7 +19,8 @@ typedef struct Route {
 	char *seg[ROUTE_MAX_SEGMENTS];
 	size_t n_seg;
 	char *query; /* raw, without '?', or NULL */
-	char *rest;  /* /threads/{id}/files: the raw path after "files", or NULL */
+	char *rest;  /* /threads/{id}/files, /sandboxes/{id}/files: the raw path after "files", or
+			NULL */
 } Route;
 
 /* ---- handlers (rows of route_table) ---- */
@@ -32,6 +33,24 @@ void route_metrics(HttpConn *c, Route *rt);
 void route_thread_runs(HttpConn *c, Route *rt);
 void route_snapshot_create(HttpConn *c, Route *rt);
 void route_snapshot_restore(HttpConn *c, Route *rt);
+void route_snapshots(HttpConn *c, Route *rt);
+void route_snapshot_delete(HttpConn *c, Route *rt);
+void route_sandbox_restore(HttpConn *c, Route *rt);
+/* routes-sandboxes.c */
+void route_sandbox(HttpConn *c, Route *rt);
+void route_sandbox_stop(HttpConn *c, Route *rt);
+void route_capabilities(HttpConn *c, Route *rt);
+void route_sandbox_watch(HttpConn *c, Route *rt);
+/* routes-sandbox.c: /sandboxes/{id}/exec (POST: NDJSON, GET: WebSocket),
+ * /sandboxes/{id}/processes, /sandboxes/{id}/processes/{pid}/kill */
+void route_sbx_exec(HttpConn *c, Route *rt);
+void route_sbx_processes(HttpConn *c, Route *rt);
+void route_sbx_kill(HttpConn *c, Route *rt);
+/* Router.sbx_push and .sbx_lost */
+void routes_sandbox_attach(Router *r);
+/* routes-net.c */
+void route_sandbox_port(HttpConn *c, Route *rt);
+void route_sandbox_egress(HttpConn *c, Route *rt);
 /* routes-bridge.c: kind "bridge" or "tool_exec" */
 void route_bridge(HttpConn *c, Route *rt, const char *kind);
 /* Everything served on the bridge socket (HttpConn.bridge). */

@@ -104,7 +104,13 @@ snapshot_create_reply(Peer *p, int err, const msgpack_object *body, void *userda
 		return;
 	}
 	_cleanup_free_ char *sid = id && id->type == MSGPACK_OBJECT_STR ? mp_obj_strdup(id) : NULL;
-	json_auto_t *j = sid ? json_pack("{s:s}", "snapshotId", sid) : NULL;
+	/* snapshotId: the whole record (as before); id: its short id, the uuid
+	 * in it, which restores and deletes name it by too */
+	json_auto_t *rec = sid ? json_loads(sid, 0, NULL) : NULL;
+	json_t *short_id = json_object_get(rec, "id");
+	json_auto_t *j = sid && json_is_string(short_id)
+			     ? json_pack("{s:s, s:O}", "snapshotId", sid, "id", short_id)
+			     : NULL;
 	if (!j) {
 		http_respond_error(c, 500, "internal", "internal error");
 		return;
@@ -175,6 +181,147 @@ route_snapshot_restore(HttpConn *c, Route *rt)
 				     .snapshot_id = json_string_value(sid),
 				     .tenant = router_token_tenant(c->req.token)}),
 	    snapshot_restore_reply, c, snapshot_wait(c));
+	if (r < 0)
+		routes_unavailable(c);
+}
+
+/* {"snapshots": [{id, label, createdAt, bytes}]} from the shim's records */
+static void
+snapshot_list_reply(Peer *p, int err, const msgpack_object *body, void *userdata)
+{
+	HttpConn *c = userdata;
+	_cleanup_(reply_done_SNAPSHOT_LIST) Reply_SNAPSHOT_LIST rep = {};
+	json_auto_t *arr = json_array();
+
+	if (err < 0) {
+		routes_coord_error(c, err, body, "unknown thread");
+		return;
+	}
+	if (reply_decode_SNAPSHOT_LIST(body, &rep) < 0 || !arr) {
+		http_respond_error(c, 500, "internal", "internal error");
+		return;
+	}
+	for (char *const *r = rep.records; r && *r; r++) {
+		json_auto_t *rec = json_loads(*r, 0, NULL);
+		json_t *label = json_object_get(rec, "label");
+		if (!json_is_string(json_object_get(rec, "id")))
+			continue;
+		if (json_array_append_new(
+			arr, json_pack("{s:O, s:O, s:O, s:O}", "id", json_object_get(rec, "id"),
+				       "label", label ? label : json_null(), "createdAt",
+				       json_object_get(rec, "createdAt") ?: json_null(), "bytes",
+				       json_object_get(rec, "bytes") ?: json_null())) < 0) {
+			http_respond_error(c, 500, "internal", "out of memory");
+			return;
+		}
+	}
+	json_auto_t *j = json_pack("{s:O}", "snapshots", arr);
+	if (!j) {
+		http_respond_error(c, 500, "internal", "out of memory");
+		return;
+	}
+	http_respond_json(c, 200, j);
+}
+
+static void
+snapshot_delete_reply(Peer *p, int err, const msgpack_object *body, void *userdata)
+{
+	HttpConn *c = userdata;
+
+	if (err < 0) {
+		routes_coord_error(c, err, body, "no such snapshot");
+		return;
+	}
+	http_respond(c, 204, NULL, NULL, 0, NULL, false);
+}
+
+/* GET (list) and POST (create) /threads/{id}/snapshots */
+void
+route_snapshots(HttpConn *c, Route *rt)
+{
+	if (c->req.method == HTTP_POST) {
+		route_snapshot_create(c, rt);
+		return;
+	}
+	if (!routes_path_thread_id(c, rt->seg[1]))
+		return;
+	if (COORD_CALL(c->router, SNAPSHOT_LIST, &((Msg_SNAPSHOT_LIST){.thread_id = rt->seg[1]}),
+		       snapshot_list_reply, c) < 0)
+		routes_unavailable(c);
+}
+
+/* DELETE /threads/{id}/snapshots/{snap}: snap is a snapshot's short id */
+void
+route_snapshot_delete(HttpConn *c, Route *rt)
+{
+	if (!routes_path_thread_id(c, rt->seg[1]))
+		return;
+	/* the shim checks the form exactly; anything else names no snapshot */
+	if (strlen(rt->seg[3]) != 36 || strspn(rt->seg[3], "0123456789abcdef-") != 36) {
+		http_respond_error(c, 404, "snapshot_not_found", "no such snapshot");
+		return;
+	}
+	if (COORD_CALL(c->router, SNAPSHOT_LIST,
+		       &((Msg_SNAPSHOT_LIST){.thread_id = rt->seg[1], .delete = rt->seg[3]}),
+		       snapshot_delete_reply, c) < 0)
+		routes_unavailable(c);
+}
+
+static void
+sandbox_restore_reply(Peer *p, int err, const msgpack_object *body, void *userdata)
+{
+	HttpConn *c = userdata;
+
+	if (err < 0) {
+		routes_coord_error(c, err, body, "no such snapshot");
+		return;
+	}
+	json_auto_t *j = json_pack("{s:s}", "id", c->sandbox_id ? c->sandbox_id : "");
+	if (!j) {
+		http_respond_error(c, 500, "internal", "out of memory");
+		return;
+	}
+	http_respond_json(c, 201, j);
+}
+
+/* POST /sandboxes/{new}/restore {"from", "snapshotId"}: a snapshot of
+ * sandbox `from` unpacked as the workspace of a new sandbox (fork). Both ids
+ * within the token's scope. */
+void
+route_sandbox_restore(HttpConn *c, Route *rt)
+{
+	json_t *from, *sid;
+	int r;
+
+	if (!routes_path_thread_id(c, rt->seg[1]) || !routes_json_content_type(c, false))
+		return;
+	json_auto_t *body = routes_body_object(c, false);
+	if (!body)
+		return;
+	from = json_object_get(body, "from");
+	sid = json_object_get(body, "snapshotId");
+	if (!json_is_string(from) || !json_is_string(sid) || json_string_length(sid) == 0 ||
+	    strlen(json_string_value(sid)) != json_string_length(sid) ||
+	    strlen(json_string_value(from)) != json_string_length(from)) {
+		http_respond_error(c, 400, "bad_request",
+				   "from (a sandbox id) and snapshotId must be strings");
+		return;
+	}
+	if (!routes_path_thread_id(c, json_string_value(from)))
+		return;
+	free(c->sandbox_id);
+	c->sandbox_id = strdup(rt->seg[1]);
+	if (!c->sandbox_id) {
+		http_respond_error(c, 500, "internal", "out of memory");
+		return;
+	}
+	r = COORD_CALL_TIMEOUT(c->router, SNAPSHOT_RESTORE,
+			       &((Msg_SNAPSHOT_RESTORE){.thread_id = rt->seg[1],
+							.snapshot_id = json_string_value(sid),
+							.from_thread = json_string_value(from),
+							.fresh = true,
+							.has_fresh = true}),
+			       sandbox_restore_reply, c, snapshot_wait(c));
 	if (r < 0)
 		routes_unavailable(c);
 }

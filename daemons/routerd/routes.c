@@ -129,7 +129,8 @@ route_split(const char *url, size_t url_len, Route *rt, char **ret_path)
 				return r;
 			rt->n_seg++;
 			/* a file path is taken whole (routes-files.c) */
-			if (rt->n_seg == 3 && streq(rt->seg[0], "threads") &&
+			if (rt->n_seg == 3 &&
+			    (streq(rt->seg[0], "threads") || streq(rt->seg[0], "sandboxes")) &&
 			    streq(rt->seg[2], "files")) {
 				rt->rest = strndup(p + i + n, plen - i - n);
 				if (!rt->rest)
@@ -216,6 +217,11 @@ static const struct {
     {"not_empty", 409, "not_empty"},
     {"busy", 409, "busy"},
     {"reuse_none", 409, "reuse_none"},
+    /* the sandbox API (shim-state.c) */
+    {"sandbox_not_found", 404, "sandbox_not_found"},
+    {"snapshot_not_found", 404, "snapshot_not_found"},
+    {"watch_expired", 410, "watch_expired"},
+    {"too_many_watches", 429, "too_many_watches"},
     {"too_large", 413, "too_large"},
     {"not_a_regular_file", 415, "not_a_regular_file"},
     {"overloaded", 503, "overloaded"},
@@ -226,6 +232,14 @@ static const struct {
     {"tenant_threads_quota", 429, "tenant_threads_quota"},
     {"tenant_runs_quota", 429, "tenant_runs_quota"},
     {"tenant_backup_quota", 429, "tenant_backup_quota"},
+    /* the sandbox API's execs (coordinatord's sandbox-exec.c) */
+    {"process_not_found", 404, "process_not_found"},
+    {"stdin_too_large", 413, "stdin_too_large"},
+    {"too_many_execs", 429, "too_many_execs"},
+    {"sandbox_error", 500, "sandbox_error"},
+    {"not_supported_in_cluster", 501, "not_supported_in_cluster"},
+    /* the sandbox API (coordinatord's egress.c) */
+    {"egress_forbidden", 403, "egress_forbidden"},
     /* cluster mode (coordinatord's placement.c, replicate.c) */
     {"not_owner", 409, "not_owner"},
     {"cluster_unavailable", 503, "unavailable"},
@@ -414,7 +428,7 @@ route_runs_post(HttpConn *c, Route *rt)
 		return;
 	const char *why = run_body_problem(body, buf, sizeof(buf));
 	if (why) {
-		http_respond_error(c, 400, "bad_request", why);
+		http_respond_error(c, 400, routes_problem_code(why), why);
 		return;
 	}
 	if (!routes_thread_allowed(c, json_string_value(json_object_get(body, "threadId"))))
@@ -499,7 +513,7 @@ routes_get_thread_id(HttpConn *c, const Route *rt, char **ret)
 		return false;
 	}
 	if ((why = thread_id_problem(*ret))) {
-		http_respond_error(c, 400, "bad_request", why);
+		http_respond_error(c, 400, "invalid_thread_id", why);
 		return false;
 	}
 	return routes_thread_allowed(c, *ret);
@@ -705,6 +719,12 @@ route_run_cancel(HttpConn *c, Route *rt)
 		routes_unavailable(c);
 }
 
+const char *
+routes_problem_code(const char *why)
+{
+	return strncmp(why, "threadId ", 9) == 0 ? "invalid_thread_id" : "bad_request";
+}
+
 /* threadId from the path segment, within the token's threads; false after
  * answering 400 or 403. */
 bool
@@ -712,7 +732,7 @@ routes_path_thread_id(HttpConn *c, const char *tid)
 {
 	const char *why = thread_id_problem(tid);
 	if (why) {
-		http_respond_error(c, 400, "bad_request", why);
+		http_respond_error(c, 400, "invalid_thread_id", why);
 		return false;
 	}
 	return routes_thread_allowed(c, tid);
@@ -780,6 +800,7 @@ routes_conn_free(HttpConn *c)
 	c->stream_start = stream_start_free(c->stream_start);
 	chat_start_free(c);
 	ds_read_free(c);
+	sbx_conn_free(c);
 	c->tail = tail_free(c->tail);
 }
 
@@ -938,8 +959,18 @@ origin_ok(HttpConn *c)
 		if (strcasecmp(origin, own) == 0)
 			return true;
 	}
-	http_respond_error(c, 403, "origin_forbidden",
-			   "requests from this Origin are not allowed (routerd.cors_origins)");
+	/* The page's origin is named when it is printable ASCII (what a browser
+	 * sends), so a developer behind a dev proxy that keeps Origin sees
+	 * what to list. */
+	char msg[400];
+	bool printable = strlen(origin) <= 200;
+	for (const char *p = origin; printable && *p; p++)
+		printable = *p >= 0x20 && *p < 0x7f;
+	snprintf(msg, sizeof(msg),
+		 "requests from the Origin %s%s%s are not allowed: list it in "
+		 "[routerd] cors_origins (or drop Origin at a same-origin dev proxy)",
+		 printable ? "'" : "", printable ? origin : "(unprintable)", printable ? "'" : "");
+	http_respond_error(c, 403, "origin_forbidden", msg);
 	return false;
 }
 
@@ -987,12 +1018,13 @@ route_options(HttpConn *c)
 
 /* Who may call a route (checked after Host and Origin, before the method). */
 typedef enum RouteAuth {
-	AUTH_TOKEN,  /* a bearer token of tokens_file, when it has any */
-	AUTH_STREAM, /* ... also as ?access_token= or the WebSocket subprotocol: a
-		      * browser's WebSocket or EventSource cannot set Authorization */
-	AUTH_CHAT,   /* AUTH_STREAM for a WebSocket upgrade, AUTH_TOKEN otherwise */
-	AUTH_NONE,   /* /healthz, and the viewer's files (they hold no data) */
-	AUTH_RUN,    /* /_bridge, /tool-exec: the run's own token (coordinatord) */
+	AUTH_TOKEN,   /* a bearer token of tokens_file, when it has any */
+	AUTH_STREAM,  /* ... also as ?access_token= or the WebSocket subprotocol: a
+		       * browser's WebSocket or EventSource cannot set Authorization */
+	AUTH_CHAT,    /* AUTH_STREAM for a WebSocket upgrade, AUTH_TOKEN otherwise */
+	AUTH_UPGRADE, /* the same, without /chat's refusal on the socket (sandbox exec) */
+	AUTH_NONE,    /* /healthz, and the viewer's files (they hold no data) */
+	AUTH_RUN,     /* /_bridge, /tool-exec: the run's own token (coordinatord) */
 } RouteAuth;
 
 typedef struct RouteDef {
@@ -1002,7 +1034,7 @@ typedef struct RouteDef {
 	unsigned methods;  /* 1 << HTTP_*; 0: the handler checks the method */
 	const char *allow; /* the Allow header of a 405 */
 	RouteAuth auth;
-	bool file_body;			    /* a PUT may carry max_file_body bytes, not max_body */
+	unsigned big_body; /* 1 << HTTP_*: these may carry max_file_body bytes, not max_body */
 	void (*fn)(HttpConn *c, Route *rt); /* NULL: 404 (a family's unknown paths) */
 } RouteDef;
 
@@ -1055,26 +1087,39 @@ route_ui_files(HttpConn *c, Route *rt)
 /* Every public route (API.md), matched in order; the first whose pattern
  * matches the path decides authentication, methods and body limit. */
 static const RouteDef route_table[] = {
-    {"ui/**", 0, NULL, AUTH_NONE, false, route_ui_files},
-    {"healthz", M(GET), "GET", AUTH_NONE, false, route_healthz},
-    {"readyz", M(GET), "GET", AUTH_TOKEN, false, route_readyz},
-    {"metrics", M(GET), "GET", AUTH_TOKEN, false, route_metrics},
-    {"threads", 0, NULL, AUTH_TOKEN, false, route_threads_list},
-    {"chat", 0, NULL, AUTH_CHAT, false, route_chat_any},
-    {"runs", M(POST), "POST", AUTH_TOKEN, false, route_runs_post},
-    {"runs/*", M(GET), "GET", AUTH_TOKEN, false, route_run_get},
-    {"runs/*/stream", M(GET), "GET", AUTH_STREAM, false, route_run_stream},
-    {"runs/*/cancel", M(POST), "POST", AUTH_TOKEN, false, route_run_cancel},
-    {"threads/*/runs", M(GET), "GET", AUTH_TOKEN, false, route_thread_runs},
-    {"threads/*/snapshots", M(POST), "POST", AUTH_TOKEN, false, route_snapshot_create},
-    {"threads/*/restore", M(POST), "POST", AUTH_TOKEN, false, route_snapshot_restore},
+    {"ui/**", 0, NULL, AUTH_NONE, 0, route_ui_files},
+    {"healthz", M(GET), "GET", AUTH_NONE, 0, route_healthz},
+    {"readyz", M(GET), "GET", AUTH_TOKEN, 0, route_readyz},
+    {"metrics", M(GET), "GET", AUTH_TOKEN, 0, route_metrics},
+    {"threads", 0, NULL, AUTH_TOKEN, 0, route_threads_list},
+    {"chat", 0, NULL, AUTH_CHAT, 0, route_chat_any},
+    {"runs", M(POST), "POST", AUTH_TOKEN, 0, route_runs_post},
+    {"runs/*", M(GET), "GET", AUTH_TOKEN, 0, route_run_get},
+    {"runs/*/stream", M(GET), "GET", AUTH_STREAM, 0, route_run_stream},
+    {"runs/*/cancel", M(POST), "POST", AUTH_TOKEN, 0, route_run_cancel},
+    {"threads/*/runs", M(GET), "GET", AUTH_TOKEN, 0, route_thread_runs},
+    {"threads/*/snapshots", M(GET) | M(POST), "GET, POST", AUTH_TOKEN, 0, route_snapshots},
+    {"threads/*/snapshots/*", M(DELETE), "DELETE", AUTH_TOKEN, 0, route_snapshot_delete},
+    {"threads/*/restore", M(POST), "POST", AUTH_TOKEN, 0, route_snapshot_restore},
     /* the path after "files" is Route.rest (route_split), not segments */
-    {"threads/*/files", 0, NULL, AUTH_TOKEN, true, route_files_any},
-    {"ds/v1/threads/*/runs/*", M(GET) | M(HEAD), "GET, HEAD", AUTH_TOKEN, false, route_ds_read},
-    {"_bridge/*", M(POST), "POST", AUTH_RUN, false, route_bridge_call},
-    {"tool-exec/*", M(POST), "POST", AUTH_RUN, false, route_bridge_call},
-    {"_bridge/**", 0, NULL, AUTH_RUN, false, NULL},
-    {"tool-exec/**", 0, NULL, AUTH_RUN, false, NULL},
+    {"threads/*/files", 0, NULL, AUTH_TOKEN, M(PUT), route_files_any},
+    {"sandboxes/*/files", 0, NULL, AUTH_TOKEN, M(PUT), route_files_any},
+    {"capabilities", M(GET), "GET", AUTH_TOKEN, 0, route_capabilities},
+    {"sandboxes/*", M(GET) | M(PUT) | M(DELETE), "GET, PUT, DELETE", AUTH_TOKEN, 0, route_sandbox},
+    {"sandboxes/*/stop", M(POST), "POST", AUTH_TOKEN, 0, route_sandbox_stop},
+    {"sandboxes/*/restore", M(POST), "POST", AUTH_TOKEN, 0, route_sandbox_restore},
+    {"sandboxes/*/watch", M(GET), "GET", AUTH_TOKEN, 0, route_sandbox_watch},
+    {"sandboxes/*/ports/*", M(POST), "POST", AUTH_TOKEN, 0, route_sandbox_port},
+    {"sandboxes/*/egress", M(PUT), "PUT", AUTH_TOKEN, 0, route_sandbox_egress},
+    /* the sandbox API (routes-sandbox.c): a sandbox id is a thread id */
+    {"sandboxes/*/exec", M(GET) | M(POST), "GET, POST", AUTH_UPGRADE, M(POST), route_sbx_exec},
+    {"sandboxes/*/processes", M(GET), "GET", AUTH_TOKEN, 0, route_sbx_processes},
+    {"sandboxes/*/processes/*/kill", M(POST), "POST", AUTH_TOKEN, 0, route_sbx_kill},
+    {"ds/v1/threads/*/runs/*", M(GET) | M(HEAD), "GET, HEAD", AUTH_TOKEN, 0, route_ds_read},
+    {"_bridge/*", M(POST), "POST", AUTH_RUN, 0, route_bridge_call},
+    {"tool-exec/*", M(POST), "POST", AUTH_RUN, 0, route_bridge_call},
+    {"_bridge/**", 0, NULL, AUTH_RUN, 0, NULL},
+    {"tool-exec/**", 0, NULL, AUTH_RUN, 0, NULL},
 };
 
 #undef M
@@ -1111,10 +1156,10 @@ routes_file_body(const char *url, size_t len, int method)
 	_cleanup_(route_done) Route rt = {0};
 	const RouteDef *d;
 
-	if (method != HTTP_PUT || route_split(url, len, &rt, NULL) < 0)
+	if ((method != HTTP_PUT && method != HTTP_POST) || route_split(url, len, &rt, NULL) < 0)
 		return false;
 	d = route_find(&rt);
-	return d && d->file_body;
+	return d && (d->big_body & (1u << method));
 }
 
 static bool
@@ -1125,6 +1170,7 @@ route_auth_ok(HttpConn *c, const Route *rt, RouteAuth auth)
 	case AUTH_RUN: return true;
 	case AUTH_STREAM: return auth_ok(c, rt, true);
 	case AUTH_CHAT:
+	case AUTH_UPGRADE:
 		return auth_ok(c, rt, c->req.method == HTTP_GET && http_header(c, "Upgrade"));
 	case AUTH_TOKEN: break;
 	}
@@ -1169,6 +1215,11 @@ routes_dispatch(HttpConn *c)
 	d = route_find(&rt);
 	/* an unknown path needs the token too: a 404 says nothing to strangers */
 	if (!route_auth_ok(c, &rt, d ? d->auth : AUTH_TOKEN)) {
+		if (d && d->auth == AUTH_CHAT && c->req.method == HTTP_GET &&
+		    http_header(c, "Upgrade")) {
+			chat_ws_refuse_unauthorized(c); /* says why on the socket */
+			return;
+		}
 		http_respond(
 		    c, 401, "application/json; charset=utf-8",
 		    "{\"error\":\"missing or invalid bearer token\",\"code\":\"unauthorized\"}",
@@ -1194,4 +1245,5 @@ routes_attach(Router *r)
 {
 	r->on_request = routes_dispatch;
 	r->on_conn_free = routes_conn_free;
+	routes_sandbox_attach(r);
 }

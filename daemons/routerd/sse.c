@@ -162,8 +162,9 @@ sse_close(HttpConn *c, uint16_t code, const char *reason)
 
 	if (c->state != CONN_SSE)
 		return;
-	if (code == 1008) {
-		/* over its queue: flushing would wait for the slow reader */
+	if (code == 1008 || code == 1013) {
+		/* over its queue or the tails' budget: flushing would wait for the
+		 * slow reader */
 		http_conn_abort(c);
 		return;
 	}

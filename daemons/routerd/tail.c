@@ -75,6 +75,7 @@ static void
 tail_close(Tail *t, uint16_t code, const char *reason)
 {
 	t->finished = true;
+	tail_budget_release(t->conn);
 	t->sink->close(t->conn, code, reason);
 }
 
@@ -114,10 +115,12 @@ tail_stall_arm(Tail *t)
 {
 	struct timeval tv;
 
-	if (t->stall_timer && !evtimer_pending(t->stall_timer, NULL))
+	if (t->stall_timer && !evtimer_pending(t->stall_timer, NULL)) {
 		evtimer_add(t->stall_timer,
 			    timeval_from_usec(&tv, (usec_t)t->router->conf->ws_stall_timeout_ms *
 						       USEC_PER_MSEC));
+		tail_budget_stalled(t->conn, true);
+	}
 }
 
 /* Send one event in the tail's envelope; the chunk text is spliced in
@@ -190,6 +193,10 @@ tail_deliver(Tail *t, int64_t first_seq, const msgpack_object_array *events)
 		tail_fail(t, 1011, "connection lost");
 		r = -ECONNRESET;
 	}
+	if (r >= 0)
+		tail_budget_note(t->conn); /* may close t (the budget) */
+	if (r >= 0 && tail_done(t))
+		r = -ECONNRESET;
 	return r < 0 ? r : sent;
 }
 
@@ -322,6 +329,9 @@ tail_pump(Tail *t)
 {
 	if (tail_done(t) || t->reading || !watch_active(&t->sub))
 		return;
+	tail_budget_note(t->conn);
+	if (tail_done(t))
+		return;
 	if (tail_pending(t) > tail_low_water(t)) {
 		if (t->need_read || t->cursor < t->head)
 			tail_stall_arm(t);
@@ -329,6 +339,7 @@ tail_pump(Tail *t)
 	}
 	if (t->stall_timer)
 		evtimer_del(t->stall_timer);
+	tail_budget_stalled(t->conn, false);
 	if (t->need_read || t->cursor < t->head) {
 		tail_start_read(t);
 		return;
@@ -420,6 +431,7 @@ tail_new(HttpConn *c, const TailSink *sink, TailEnvelope envelope, const char *r
 		tail_update_record(t, &rec);
 	c->router->n_tails++;
 	t->counted = true;
+	tail_budget_add(c);
 	LogCtx lc = {.run_id = t->run_id, .thread_id = t->thread_id};
 	log_ctx(LOG_INFO, &lc, "Tail opened by %s after seq %" PRId64, c->addr, last_seq);
 	t->sub.ops = &tail_watch_ops;
@@ -444,6 +456,7 @@ tail_free(Tail *t)
 	}
 	coord_cancel(t->router, t);
 	watch_detach(&t->sub);
+	tail_budget_remove(t->conn);
 	if (t->stall_timer)
 		event_free(t->stall_timer);
 	if (t->counted)

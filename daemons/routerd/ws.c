@@ -182,6 +182,9 @@ ws_msg_cb(wslay_event_context_ptr ctx, const struct wslay_event_on_msg_recv_arg 
 	/* /chat's conversation socket takes RunAgentInput and abort frames */
 	else if (arg->opcode == WSLAY_TEXT_FRAME && c->chat_ws)
 		chat_ws_message(c, (const char *)arg->msg, arg->msg_length);
+	/* an exec's socket: its start body, stdin, eof, kill (routes-sandbox.c) */
+	else if ((arg->opcode == WSLAY_TEXT_FRAME || arg->opcode == WSLAY_BINARY_FRAME) && c->sbx)
+		sbx_ws_message(c, arg->opcode == WSLAY_BINARY_FRAME, arg->msg, arg->msg_length);
 }
 
 /* wslay echoes a close frame with a 1-byte payload as an empty close; RFC
@@ -385,6 +388,27 @@ ws_protocol_token(const HttpConn *c, char **ret)
 	return 0;
 }
 
+/* The first "bearer.…" item of Sec-WebSocket-Protocol, as offered (NULL when
+ * none, or one too long to be a token ws_protocol_token accepts). */
+static void
+ws_protocol_bearer_item(const HttpConn *c, const char **ret, size_t *ret_len)
+{
+	const char *h = http_header(c, "Sec-WebSocket-Protocol");
+
+	*ret = NULL;
+	*ret_len = 0;
+	for (const char *s = h; s && *s;) {
+		s += strspn(s, " \t,");
+		size_t n = strcspn(s, " \t,");
+		if (n > 7 && n - 7 <= 4096 && strncmp(s, "bearer.", 7) == 0) {
+			*ret = s;
+			*ret_len = n;
+			return;
+		}
+		s += n;
+	}
+}
+
 static void ws_done(HttpConn *c);
 
 static const ConnOps ws_conn_ops = {
@@ -397,7 +421,9 @@ ws_accept(HttpConn *c)
 {
 	const RouterConf *conf = c->router->conf;
 	const char *key = http_header(c, "Sec-WebSocket-Key");
-	char accept[29], head[256];
+	char accept[29], head[256 + 4200];
+	const char *proto = NULL;
+	size_t proto_len = 0;
 	int n, r;
 
 	if (!key)
@@ -411,15 +437,23 @@ ws_accept(HttpConn *c)
 		if (!c->ping_timer)
 			return -ENOMEM;
 	}
+	/* A browser fails the handshake unless the server selects one of the
+	 * subprotocols it offered: "runwarden" when offered, else the token's
+	 * own "bearer.…" item (a client offering the token alone), which goes
+	 * back only to the client that sent it. */
+	if (http_header_has_token(c, "Sec-WebSocket-Protocol", "runwarden")) {
+		proto = "runwarden";
+		proto_len = STRLEN("runwarden");
+	} else {
+		ws_protocol_bearer_item(c, &proto, &proto_len);
+	}
 	n = snprintf(head, sizeof(head),
 		     "HTTP/1.1 101 Switching Protocols\r\n"
 		     "Upgrade: websocket\r\n"
 		     "Connection: Upgrade\r\n"
-		     "Sec-WebSocket-Accept: %s\r\n%s\r\n",
-		     accept,
-		     http_header_has_token(c, "Sec-WebSocket-Protocol", "runwarden")
-			 ? "Sec-WebSocket-Protocol: runwarden\r\n"
-			 : "");
+		     "Sec-WebSocket-Accept: %s\r\n%s%.*s%s\r\n",
+		     accept, proto ? "Sec-WebSocket-Protocol: " : "", (int)proto_len,
+		     proto ? proto : "", proto ? "\r\n" : "");
 	if (n < 0 || n >= (int)sizeof(head))
 		return -ENOMEM;
 	r = http_conn_write(c, head, (size_t)n);

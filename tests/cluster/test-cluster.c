@@ -108,7 +108,7 @@ on_state(Cluster *c, ClusterState s, void *ud)
 }
 
 static Cluster *
-node_new(const char *name, bool watch)
+node_new_stall(const char *name, bool watch, int64_t loop_stall_max_ms)
 {
 	static const ClusterCallbacks cbs = {
 	    .on_node_lost = on_node_lost, .on_node_up = on_node_up, .on_state = on_state};
@@ -118,6 +118,7 @@ node_new(const char *name, bool watch)
 	    .replicas = 3,
 	    .heartbeat_ms = BEAT_MS,
 	    .node_ttl_ms = TTL_MS,
+	    .loop_stall_max_ms = loop_stall_max_ms,
 	    .connect_wait_ms = 20000,
 	    .watch_nodes = watch,
 	};
@@ -133,6 +134,12 @@ node_new(const char *name, bool watch)
 		return cluster_free(c);
 	}
 	return c;
+}
+
+static Cluster *
+node_new(const char *name, bool watch)
+{
+	return node_new_stall(name, watch, 0);
 }
 
 static int
@@ -846,8 +853,10 @@ list_cb(Cluster *c, int err, const ClusterKv *kv, size_t n, void *ud)
 
 /* (f) what a takeover reads: the run records, the threads and their owners,
  * the live nodes, listed; a run's last event with its bytes; each event's
- * writer; this node's lease on its key, lost when its heartbeats stop for
- * half the TTL and back under a new generation. */
+ * writer; this node's lease on its key: held while the loop does not run
+ * (the heartbeats have a thread and a connection of their own), lost when
+ * the loop made no progress for loop_stall_max_ms (the heartbeats stop) and
+ * back under a new generation. */
 static void
 test_list_last_lease(void **state)
 {
@@ -906,15 +915,28 @@ test_list_last_lease(void **state)
 	while (!(g = cluster_lease(na)) && now_usec() < deadline)
 		event_base_loop(base, EVLOOP_ONCE);
 	assert_true(g != 0);
-	long ms = TTL_MS / 2 + 300; /* < TTL: nobody is lost */
+	long ms = TTL_MS + 500; /* past the TTL: the loop held as a request may */
 	struct timespec ts = {ms / 1000, ms % 1000 * 1000L * 1000L};
 	assert_int_equal(nanosleep(&ts, NULL), 0);
-	assert_int_equal(cluster_lease(na), 0);
+	assert_int_equal(cluster_lease(na), g);
+
+	/* a loop that is truly stuck stops the heartbeats */
+	Cluster *ns = node_new_stall("ns", false, 2 * BEAT_MS);
+	assert_non_null(ns);
+	deadline = now_usec() + 10 * USEC_PER_SEC;
+	while (!(g = cluster_lease(ns)) && now_usec() < deadline)
+		event_base_loop(base, EVLOOP_ONCE);
+	assert_true(g != 0);
+	ms = 2 * BEAT_MS + BEAT_MS + TTL_MS / 2 + 300; /* guard, a beat, half the TTL */
+	ts = (struct timespec){ms / 1000, ms % 1000 * 1000L * 1000L};
+	assert_int_equal(nanosleep(&ts, NULL), 0);
+	assert_int_equal(cluster_lease(ns), 0);
 	uint64_t g2 = 0;
 	deadline = now_usec() + 10 * USEC_PER_SEC;
-	while (!(g2 = cluster_lease(na)) && now_usec() < deadline)
+	while (!(g2 = cluster_lease(ns)) && now_usec() < deadline)
 		event_base_loop(base, EVLOOP_ONCE);
 	assert_true(g2 != 0 && g2 != g);
+	cluster_free(ns);
 }
 
 /* ---- latency figures (printed; they pass whenever the publishes do) ---- */

@@ -243,11 +243,18 @@ def test_client_run_id_is_a_durable_alias(s):
     # the alias is the cancel's name too (a terminal run stays as it is)
     st, rec = s.http("POST", "/runs/run-alias-1/cancel?threadId=t-chat-alias")
     assert st == 202 and rec["runId"] == run_id and rec["status"] == "completed", (st, rec)
-    # another thread may not take that run id
+    # a client run id is per thread: another thread's use of it is a run of
+    # its own (issue 30 item 8), and each thread's name still finds its own
     head, raw = post_chat(s, body_for("t-chat-other", "run-alias-1", "echo x"))
-    assert head.startswith("HTTP/1.1 409"), head
-    assert json.loads(raw)["code"] == "conflict", raw
-    assert runs_of(s, "t-chat-other") == []
+    assert head.startswith("HTTP/1.1 200"), head
+    other = sse_events(raw)[0][1]["runId"]
+    assert other != run_id and [r["runId"] for r in runs_of(s, "t-chat-other")] == [other]
+    for thread, want in (("t-chat-alias", run_id), ("t-chat-other", other)):
+        st, rec = s.http("GET", f"/runs/run-alias-1?threadId={thread}")
+        assert st == 200 and rec["runId"] == want, (st, rec)
+    # the join by the id alone (the operator's token: every thread) takes the newest
+    st, raw = s.http("GET", "/chat?runId=run-alias-1&offset=-1&format=ndjson")
+    assert st == 200 and json.loads(raw.decode().splitlines()[0])["chunk"]["runId"] == other
 
 
 def test_websocket_join_and_keepalive(s):

@@ -8,6 +8,7 @@ import signal
 import subprocess
 import tempfile
 import time
+import urllib.error
 import urllib.request
 
 from rwtest import free_port
@@ -66,3 +67,48 @@ def test_dev_up_serves_and_stops():
         subprocess.run(["umount", "-R", "-l", state], stderr=subprocess.DEVNULL)
         subprocess.run(["rm", "-rf", state])
     assert rc == 0, rc
+
+
+def test_dev_up_with_a_tokens_file_in_config_gets_ready():
+    """`./dev up --config` whose [routerd] tokens_file turns tokens on: the
+    readiness probe takes that file's first token (no RUNWARDEN_TOKEN_FILE
+    needed), and the API then wants one."""
+    port = free_port()
+    state = tempfile.mkdtemp(prefix="rw-devup-")
+    tokens = os.path.join(state, "tokens")
+    with open(tokens, "w") as f:
+        f.write("# operator first, then a scoped tenant\nop-token-123\nten-token-456 threads=a-*\n")
+    os.chmod(tokens, 0o600)
+    conf = os.path.join(state, "extra.conf")
+    with open(conf, "w") as f:
+        f.write(f"[routerd]\ntokens_file = {tokens}\n")
+    env = dict(os.environ)
+    for k in ("NOTIFY_SOCKET", "RUNWARDEN_TOKEN_FILE", "RUNWARDEN_TOKEN"):
+        env.pop(k, None)
+    p = subprocess.Popen([os.path.join(TOP, "dev"), "up", "--listen", f"127.0.0.1:{port}",
+                          "--state-dir", state, "--config", conf],
+                         stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env)
+    try:
+        deadline = time.time() + 120
+        line = ""
+        while time.time() < deadline:
+            line = p.stdout.readline()
+            if "ready" in line or not line:
+                break
+        assert "ready" in line and f"127.0.0.1:{port}" in line, (line, p.poll())
+        base = f"http://127.0.0.1:{port}"
+        try:
+            urllib.request.urlopen(base + "/readyz", timeout=10)
+            assert False, "/readyz answered without a token"
+        except urllib.error.HTTPError as e:
+            assert e.code == 401, e.code
+        req = urllib.request.Request(base + "/readyz", headers={"Authorization": "Bearer op-token-123"})
+        assert urllib.request.urlopen(req, timeout=10).status == 200
+    finally:
+        p.send_signal(signal.SIGINT)
+        rc = p.wait(timeout=20)
+        err = p.stderr.read()
+        subprocess.run(["umount", "-R", "-l", state], stderr=subprocess.DEVNULL)
+        subprocess.run(["rm", "-rf", state])
+    assert rc == 0, rc
+    assert "op-token-123" not in err and "ten-token-456" not in err, "a token was printed"

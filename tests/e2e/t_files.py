@@ -13,6 +13,7 @@ import json
 import os
 import subprocess
 import time
+import urllib.parse
 
 from rwtest import BUILD, stdout_text
 
@@ -24,6 +25,8 @@ max_file_body = 4M
 
 [containerd-shim]
 file_api_max_bytes = 1M
+# the watch tests see a watch expire in seconds, not a minute
+watch_idle_ms = 1500
 """
 
 CAP = 1024 * 1024
@@ -172,7 +175,7 @@ def test_bad_requests(s):
     st, js = jreq(s, "PATCH", files(t, "x"), b"")
     assert st == 405 and js["code"] == "method_not_allowed", (st, js)
     st, js = jreq(s, "GET", "/threads/%01/files/x")
-    assert st == 400 and js["code"] == "bad_request", (st, js)
+    assert st == 400 and js["code"] == "invalid_thread_id", (st, js)
 
 
 def test_api_and_runs_share_files(s):
@@ -579,3 +582,213 @@ def test_shim_down_is_503_then_recovers(s):
         time.sleep(0.1)
     assert (st, data) == (200, b"kept"), (st, data)
     assert not os.path.exists(os.path.join(workspace(s, t), "new"))
+
+
+def test_parents_recursive_overwrite(s):
+    """What SandboxFs needs (SANDBOX-API.md "Files"): write with parents,
+    mkdir -p, rm -r (-f), rename over a name; also as /sandboxes/{id}/files."""
+    ready(s)
+    t = "t-files-sbx"
+    ws = workspace(s, t)
+    for base in (f"/threads/{t}/files/", f"/sandboxes/{t}/files/"):
+        # PUT ?parents=1 makes the missing directories (0755, the sandbox's)
+        st, js = jreq(s, "PUT", base + "p/q/r/f.txt", b"deep")
+        assert st == 404 and js["code"] == "not_found", (st, js)
+        assert jreq(s, "PUT", base + "p/q/r/f.txt?parents=1", b"deep") == (201, {"created": True})
+        assert req(s, "GET", base + "p/q/r/f.txt")[2] == b"deep"
+        st_ = os.lstat(os.path.join(ws, "p/q"))
+        assert (st_.st_uid, st_.st_mode & 0o7777) == (HOST_UID, 0o755), st_
+        assert jreq(s, "PUT", base + "p/q/r/f.txt?parents=1", b"again") == (200, {"created": False})
+        st, js = jreq(s, "PUT", base + "p/q/r/f.txt/x?parents=1", b"x")
+        assert st == 404 and js["code"] == "not_found", (st, js)  # a parent is a file
+        # mkdir -p: 201 made, 200 there already, 409 a file in the way
+        assert jreq(s, "POST", base + "m/n/o?op=mkdir&parents=1") == (201, {"created": True})
+        assert jreq(s, "POST", base + "m/n/o?op=mkdir&parents=1") == (200, {"created": False})
+        assert jreq(s, "POST", base + "m?op=mkdir&parents=1") == (200, {"created": False})
+        st, js = jreq(s, "POST", base + "m/n/o?op=mkdir")  # without parents: as before
+        assert st == 409 and js["code"] == "exists", (st, js)
+        st, js = jreq(s, "POST", base + "p/q/r/f.txt?op=mkdir&parents=1")
+        assert st == 409 and js["code"] == "exists", (st, js)
+        # rename over an existing name, atomically; without overwrite 409 as before
+        assert jreq(s, "PUT", base + "m/a", b"A")[0] == 201
+        assert jreq(s, "PUT", base + "m/b", b"B")[0] == 201
+        st, js = jreq(s, "POST", base + "m/a?op=rename&to=m/b")
+        assert st == 409 and js["code"] == "exists", (st, js)
+        assert jreq(s, "POST", base + "m/a?op=rename&to=m/b&overwrite=1") == (200, {"renamed": True})
+        assert req(s, "GET", base + "m/b")[2] == b"A"
+        assert req(s, "GET", base + "m/a")[0] == 404
+        # rm -r; -f for a missing path
+        st, js = jreq(s, "DELETE", base + "p")
+        assert st == 409 and js["code"] == "not_empty", (st, js)
+        assert req(s, "DELETE", base + "p?recursive=1")[0] == 204
+        assert not os.path.exists(os.path.join(ws, "p"))
+        st, js = jreq(s, "DELETE", base + "p?recursive=1")
+        assert st == 404 and js["code"] == "not_found", (st, js)
+        assert req(s, "DELETE", base + "p?recursive=1&force=1")[0] == 204
+        assert req(s, "DELETE", base + "nothing/deeper?force=1")[0] == 204
+        assert req(s, "DELETE", base + "m?recursive=1")[0] == 204
+        assert os.listdir(ws) == [], os.listdir(ws)
+    # rm -rf in a workspace never made
+    assert req(s, "DELETE", "/sandboxes/t-files-never/files/x?recursive=1&force=1")[0] == 204
+
+
+def test_recursive_remove_never_follows_links_out(s):
+    ready(s)
+    t = "t-files-rmrf"
+    outside = os.path.join(s.dir, "outside-rmrf")
+    os.makedirs(os.path.join(outside, "keep"), exist_ok=True)
+    with open(os.path.join(outside, "keep", "precious"), "w") as f:
+        f.write("precious")
+    # a tree planted by a run: links out (relative, absolute, to the host's
+    # directory through /proc), a link to a directory inside
+    run_ok(s, t, "cd /workspace && mkdir -p tree/a/b && echo x > tree/a/b/f && "
+                 "ln -s /etc tree/etc && ln -s ../../.. tree/a/up && "
+                 "ln -s /proc/self/root tree/a/proot && ln -s a tree/inlink")
+    ws = workspace(s, t)
+    # and from the host: an absolute link to a directory outside the workspace
+    os.symlink(outside, os.path.join(ws, "tree", "a", "b", "host"))
+    os.symlink(outside, os.path.join(ws, "outlink"))
+    assert req(s, "DELETE", files(t, "tree") + "?recursive=1")[0] == 204
+    assert not os.path.lexists(os.path.join(ws, "tree"))
+    assert open(os.path.join(outside, "keep", "precious")).read() == "precious"
+    assert os.path.exists("/etc/passwd")
+    # the path itself a link to a directory outside: the link goes, not the tree
+    assert req(s, "DELETE", files(t, "outlink") + "?recursive=1")[0] == 204
+    assert not os.path.lexists(os.path.join(ws, "outlink"))
+    assert open(os.path.join(outside, "keep", "precious")).read() == "precious"
+    # through a link out: refused
+    run_ok(s, t, "cd /workspace && ln -s /etc e")
+    st, js = jreq(s, "DELETE", files(t, "e/ssl") + "?recursive=1&force=1")
+    assert st == 400 and js["code"] == "escape", (st, js)
+    assert os.path.isdir("/etc/ssl")
+
+
+def watch(s, thread, cursor=None, path=None, wait_ms=None):
+    q = []
+    if path is not None:
+        q.append("path=" + urllib.parse.quote(path, safe=""))
+    if cursor is not None:
+        q.append(f"cursor={cursor}")
+    if wait_ms is not None:
+        q.append(f"waitMs={wait_ms}")
+    return jreq(s, "GET", f"/sandboxes/{thread}/watch" + ("?" + "&".join(q) if q else ""),
+                timeout=70)
+
+
+def collect(s, thread, cursor, want, path=None, rounds=40):
+    """Poll until every (type, path) of want was seen; (events, cursor)."""
+    seen = []
+    for _ in range(rounds):
+        st, js = watch(s, thread, cursor, path=path, wait_ms=500)
+        assert st == 200, (st, js)
+        assert js["cursor"] >= cursor and js["dropped"] == 0, js
+        cursor = js["cursor"]
+        seen += [(e["type"], e["path"]) for e in js["events"]]
+        if all(w in seen for w in want):
+            break
+    assert all(w in seen for w in want), (want, seen)
+    return seen, cursor
+
+
+def test_watch_create_modify_delete_and_new_subdirs(s):
+    ready(s)
+    t = "t-watch"
+    assert jreq(s, "PUT", files(t, "pre/existing"), b"x" if False else b"")[0] == 404
+    assert jreq(s, "PUT", files(t, "pre/existing") + "?parents=1", b"")[0] == 201
+    st, js = watch(s, t)
+    assert st == 200 and js["events"] == [] and js["dropped"] == 0, (st, js)
+    c0 = js["cursor"]
+    # nothing yet: the long poll ends at waitMs with no events, same cursor
+    st, js = watch(s, t, c0, wait_ms=200)
+    assert (st, js["events"], js["cursor"]) == (200, [], c0), (st, js)
+    # file API writes (the temporaries are not reported), a run's changes
+    assert jreq(s, "PUT", files(t, "a.txt"), b"1")[0] == 201
+    seen, c1 = collect(s, t, c0, [("create", "a.txt")])
+    assert not [p for _, p in seen if ".wsfs-" in p], seen
+    run_ok(s, t, "cd /workspace && echo more >> a.txt && mkdir -p new/deeper && "
+                 "echo y > new/deeper/f && echo z > pre/g && rm a.txt")
+    seen, c2 = collect(s, t, c1, [("modify", "a.txt"), ("create", "new"),
+                                  ("create", "new/deeper/f"), ("create", "pre/g"),
+                                  ("delete", "a.txt")])
+    assert seen.index(("modify", "a.txt")) < seen.index(("delete", "a.txt")), seen
+    # the new directory is followed: a later change deep in it is seen
+    assert jreq(s, "PUT", files(t, "new/deeper/later"), b"l")[0] == 201
+    seen, c3 = collect(s, t, c2, [("create", "new/deeper/later")])
+    # a poll waiting when the change comes answers with it
+    import threading
+    got = {}
+    th = threading.Thread(target=lambda: got.update(r=watch(s, t, c3, wait_ms=30000)))
+    th.start()
+    time.sleep(0.3)
+    assert jreq(s, "PUT", files(t, "woke"), b"w")[0] == 201
+    th.join(35)
+    st, js = got["r"]
+    assert st == 200 and ("create", "woke") in [(e["type"], e["path"]) for e in js["events"]], js
+    # a watch of a subdirectory: only what is below it, paths still relative
+    # to the workspace
+    st, js = watch(s, t, path="new")
+    assert st == 200, (st, js)
+    cs = js["cursor"]
+    assert jreq(s, "PUT", files(t, "outside-of-new"), b"o")[0] == 201
+    assert jreq(s, "PUT", files(t, "new/inside"), b"i")[0] == 201
+    seen, _ = collect(s, t, cs, [("create", "new/inside")], path="new")
+    assert ("create", "outside-of-new") not in seen, seen
+
+
+def test_watch_expires_and_refuses_escapes(s):
+    ready(s)
+    t = "t-watch-exp"
+    assert jreq(s, "PUT", files(t, "d/f") + "?parents=1", b"")[0] == 201
+    st, js = watch(s, t)
+    assert st == 200, (st, js)
+    c = js["cursor"]
+    st, js = watch(s, t, c, wait_ms=0)
+    assert (st, js["events"]) == (200, []), (st, js)
+    # not polled for watch_idle_ms (1.5 s here): dropped, its cursor 410
+    deadline = time.time() + 15
+    while time.time() < deadline:
+        time.sleep(0.5)
+        st, js = watch(s, t, c, wait_ms=0)
+        if st != 200:
+            break
+        time.sleep(2.5)  # no poll for longer than watch_idle_ms
+    assert st == 410 and js["code"] == "watch_expired", (st, js)
+    # started again: a new cursor, and the old one is no cursor of it
+    st, js = watch(s, t)
+    assert st == 200 and js["cursor"] > c, (st, js)
+    st, js = watch(s, t, c, wait_ms=0)
+    assert st == 410 and js["code"] == "watch_expired", (st, js)
+    # a cursor of a watch never started
+    st, js = watch(s, t, 5, path="d", wait_ms=0)
+    assert st == 410 and js["code"] == "watch_expired", (st, js)
+    # paths: escapes and bad paths refused, a missing directory 404
+    run_ok(s, t, "cd /workspace && ln -s /etc etc && ln -s .. up && "
+                 "ln -s /proc/self/root proot")
+    for p in ("etc", "up", "proot", "proot/etc", "up/x"):
+        st, js = watch(s, t, path=p)
+        assert st == 400 and js["code"] == "escape", (p, st, js)
+    for p in ("../x", "a//b", "d/", "./d"):
+        st, js = watch(s, t, path=p)
+        assert st == 400 and js["code"] == "invalid_path", (p, st, js)
+    st, js = watch(s, t, path="nope")
+    assert st == 404 and js["code"] == "not_found", (st, js)
+    st, js = watch(s, t, path="d/f")  # a file
+    assert st == 404 and js["code"] == "not_found", (st, js)
+    for q in ("waitMs=60001", "waitMs=-1", "cursor=x", "waitMs="):
+        st, js = jreq(s, "GET", f"/sandboxes/{t}/watch?{q}")
+        assert st == 400 and js["code"] == "bad_request", (q, st, js)
+    # a link out inside a watched tree is not followed: changes there unseen
+    outside = os.path.join(s.dir, "outside-watch")
+    os.makedirs(outside, exist_ok=True)
+    os.symlink(outside, os.path.join(workspace(s, t), "d", "out"))
+    st, js = watch(s, t, path="d")
+    assert st == 200, (st, js)
+    cd = js["cursor"]
+    with open(os.path.join(outside, "planted"), "w") as f:
+        f.write("x")
+    assert jreq(s, "PUT", files(t, "d/marker"), b"m")[0] == 201
+    seen, _ = collect(s, t, cd, [("create", "d/marker")], path="d")
+    assert not [p for _, p in seen if "planted" in p], seen
+    # a sandbox without a workspace has nothing to watch
+    st, js = watch(s, "t-watch-none")
+    assert st == 404 and js["code"] == "not_found", (st, js)

@@ -133,6 +133,11 @@ def test_cors_preflight_and_allow_origin(s):
     r = raw(b"GET /healthz HTTP/1.1\r\nHost: x\r\nOrigin: http://evil.example\r\n\r\n")
     assert r.status == 403 and r.header("Access-Control-Allow-Origin") is None
     assert r.json()["code"] == "origin_forbidden"
+    # the message names the Origin and the key to list it in (a dev proxy)
+    assert "'http://evil.example'" in r.json()["error"] and "cors_origins" in r.json()["error"]
+    r = raw(b"GET /healthz HTTP/1.1\r\nHost: x\r\nOrigin: http://ev\xffil\"x\r\n\r\n")
+    assert r.status == 403 and r.json()["code"] == "origin_forbidden"
+    assert "(unprintable)" in r.json()["error"], r.json()
     r = raw(b"OPTIONS /runs HTTP/1.1\r\nHost: x\r\nOrigin: http://evil.example\r\n"
             b"Access-Control-Request-Method: POST\r\n\r\n")
     assert r.status == 403 and r.header("Access-Control-Allow-Origin") is None

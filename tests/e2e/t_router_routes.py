@@ -96,7 +96,7 @@ def test_thread_runs_bad_requests(s):
     st, body = s.http("GET", "/threads/t/runs?status=bogus")
     assert st == 400 and body["code"] == "bad_request", (st, body)
     st, body = s.http("GET", "/threads/%01/runs")
-    assert st == 400 and body["code"] == "bad_request", (st, body)
+    assert st == 400 and body["code"] == "invalid_thread_id", (st, body)
     st, body = s.http("GET", "/threads/" + "x" * 300 + "/runs")
     assert st == 400, (st, body)
     st, body = s.http("POST", "/threads/t/runs")
@@ -127,8 +127,11 @@ def test_snapshots_and_restore(s):
         st, body = s.http("POST", f"/threads/t-snap/{path}", raw_body=raw,
                           headers={"Content-Type": "application/json"})
         assert st == 400 and body["code"] in ("bad_request", "invalid_json"), (path, raw, st, body)
+    # GET lists them (the sandbox API); other methods are 405
     st, body = s.http("GET", "/threads/t-snap/snapshots")
-    assert st == 405
+    assert st == 200 and isinstance(body["snapshots"], list), (st, body)
+    st, body = s.http("PUT", "/threads/t-snap/snapshots", {})
+    assert st == 405, (st, body)
 
 
 def test_host_tool_routes_answer_json(s):
@@ -198,6 +201,13 @@ def test_metrics_is_prometheus_text(s):
     val = {(n, l): v for n, l, v in samples}
     assert val[("runwarden_router_http_responses_total", '{code="4xx"}')] >= 1
     assert val[("runwarden_router_open_connections", "")] >= 1
+    # the loop lag: one family each, routerd's samples beside coordinatord's
+    assert types["runwarden_loop_lag_seconds"] == "histogram", types
+    assert types["runwarden_loop_lag_max_seconds"] == "gauge", types
+    for d in ("routerd", "coordinatord"):
+        assert val[("runwarden_loop_lag_seconds_bucket", f'{{daemon="{d}",le="+Inf"}}')] == \
+            val[("runwarden_loop_lag_seconds_count", f'{{daemon="{d}"}}')]
+        assert val[("runwarden_loop_lag_max_seconds", f'{{daemon="{d}"}}')] >= 0
     coord = [f for f in types if not f.startswith("runwarden_router_")]
     if not coord:
         print("SKIP coordinatord metrics: STATUS_GET carries none")
@@ -266,6 +276,11 @@ def test_coordinator_down_gives_503_json_and_reconnects(s):
         assert st == 503 and set(body) == {"error", "code"}, (p, st, body)
     st, body = s.http("GET", "/metrics")
     assert st == 200 and b"runwarden_router_coordinator_up 0" in body, body
+    # routerd's loop lag alone, each family whole
+    types, samples = parse_prometheus(body.decode())
+    assert types["runwarden_loop_lag_seconds"] == "histogram", types
+    assert {ln for n, ln, _ in samples if n == "runwarden_loop_lag_max_seconds"} == \
+        {'{daemon="routerd"}'}, samples
     st, _ = s.http("GET", "/healthz")
     assert st == 200
     s.start_daemon("coordinatord")

@@ -335,20 +335,103 @@ def test_proxy_refuses_names_that_resolve_to_special_addresses(s):
             t, b = call(s, "SANDBOX_PROXY", {"sandbox_id": sb, "run_id": "run-bad",
                                              "allow": allow, "allow_private": ["10.0.0.1/8"]})
             assert t == ERROR and b["code"] == -22 and "allow_private" in b["message"], b
-            # the log: one line per run and class within the minute, the rest counted
+            # the log: the sandbox's first three refusals of the kind (the three
+            # loopback ones), the rest counted and told when its last run ends
             log = s.log("containerd-shim")
             strict_lines = [l for l in log.splitlines()
                             if "RUN_ID=run-strict" in l or "run-strict" in l]
             lo_lines = [l for l in strict_lines if "a loopback address" in l]
-            assert len(lo_lines) == 1, lo_lines
+            assert len(lo_lines) == 3, lo_lines
+            assert not [l for l in log.splitlines() if "resolves to" in l and
+                        ("link-local" in l or "unspecified" in l)], log[-3000:]
             for run_id in ("run-strict", "run-lo"):
                 t, b = call(s, "SANDBOX_UNLISTEN", {"sandbox_id": sb, "run_id": run_id})
                 assert t == REPLY, b
             log = s.log("containerd-shim")
-            assert "2 more CONNECT(s) refused for resolving to loopback addresses" in log, \
-                log[-3000:]
+            assert (f"4 more refusals of class 'non-public address' from sandbox {sb} "
+                    "suppressed") in log, log[-3000:]
     finally:
         srv.close()
+
+
+# Refusals of five kinds, round robin, for `secs` seconds: the answer each
+# got, counted by its status line ("closed" when the proxy closed at once).
+FLOOD = r"""
+import collections, socket, sys, time
+proxy, secs = int(sys.argv[1]), float(sys.argv[2])
+kinds = {
+    "not-connect": b"GET / HTTP/1.1\r\nHost: x\r\n\r\n",
+    "ip-literal": b"CONNECT 10.1.2.3:443 HTTP/1.1\r\n\r\n",
+    "malformed": b"CONNECT\r\n\r\n",
+    "not-allowed": b"CONNECT evil.example:443 HTTP/1.1\r\n\r\n",
+    "too-large": b"CONNECT a:1 HTTP/1.1\r\nX: " + b"y" * 9000,
+}
+got = collections.Counter()
+end = time.time() + secs
+while time.time() < end:
+    for name, req in kinds.items():
+        s = socket.create_connection(("127.0.0.1", proxy), timeout=10)
+        try:
+            s.sendall(req)
+        except OSError:
+            pass
+        data = b""
+        try:
+            while b"\r\n" not in data:
+                c = s.recv(4096)
+                if not c:
+                    break
+                data += c
+        except OSError:
+            pass
+        s.close()
+        got[name + " " + (data.split(b"\r\n")[0].decode() or "closed")] += 1
+for k, v in sorted(got.items()):
+    print(v, k)
+"""
+
+
+def test_a_flood_of_refusals_logs_a_few_lines_and_a_count(s):
+    """Issue 30 item 6: every kind of refusal is still answered, but only the
+    first few per sandbox and kind reach the log; the rest are told as a
+    count per kind when the run's listeners close."""
+    assert sh(s, "net-flood", "true")[0] == 0
+    sb = sandbox_id("net-flood")
+    t, b = call(s, "SANDBOX_PROXY", {"sandbox_id": sb, "run_id": "run-flood",
+                                     "allow": ["allowed.invalid:443"]})
+    assert t == REPLY, b
+    before = len(s.log("containerd-shim").splitlines())
+    r = subprocess.run([SHIMCTL, sock_path(s), "net-flood", "--", "python3", "-c", FLOOD,
+                        str(b["port"]), "3"], capture_output=True, text=True, timeout=60)
+    counts = {}
+    for line in r.stdout.splitlines():
+        n, kind = line.split(" ", 1)
+        counts[kind] = int(n)
+    want = {"not-connect HTTP/1.1 405 Method Not Allowed", "ip-literal HTTP/1.1 403 Forbidden",
+            "malformed HTTP/1.1 400 Bad Request", "not-allowed HTTP/1.1 403 Forbidden",
+            "too-large HTTP/1.1 431 Request Header Fields Too Large"}
+    assert set(counts) == want, (counts, r.stderr)
+    assert min(counts.values()) >= 20, counts
+    total = sum(counts.values())
+    lines = s.log("containerd-shim").splitlines()[before:]
+    mine = [l for l in lines if sb in l and "Proxy:" in l]
+    # three per kind at most, while the flood made hundreds of refusals
+    assert len(mine) <= 5 * 3, mine
+    t, b = call(s, "SANDBOX_UNLISTEN", {"sandbox_id": sb, "run_id": "run-flood"})
+    assert t == REPLY, b
+    lines = s.log("containerd-shim").splitlines()[before:]
+    held = 0
+    for kind in ("not CONNECT", "IP literal", "malformed", "not on the allowlist",
+                 "head too large"):
+        m = [re.search(r"(\d+) more refusals of class '" + kind + "' from sandbox " + sb +
+                       " suppressed", l) for l in lines]
+        m = [x for x in m if x]
+        assert len(m) == 1, (kind, lines[-20:])
+        held += int(m[0].group(1))
+    logged = len([l for l in lines if sb in l and "refused" in l.lower()
+                  and "suppressed" not in l])
+    assert logged + held == total, (logged, held, total)
+    assert len([l for l in lines if sb in l and "Proxy:" in l]) == 5 * 4, lines
 
 
 def test_explicit_port_binds_exactly_that_port_or_fails(s):

@@ -82,7 +82,7 @@ def test_run_routes_without_thread_are_refused(s):
                              ("GET", f"/runs/{run}?lastSeq=3"),
                              ("POST", f"/runs/{run}/cancel?threadId=")):
             st, body = s.http(method, path)
-            want = "bad_request" if path.endswith("threadId=") else "thread_required"
+            want = "invalid_thread_id" if path.endswith("threadId=") else "thread_required"
             assert st == 400 and body["code"] == want, (method, path, st, body)
         r = raw(s, ws_head(f"/runs/{run}/stream", host))
         assert r.status == 400 and r.json()["code"] == "thread_required", r

@@ -123,12 +123,12 @@ def test_bad_bodies_are_400_json(s):
     cases = [
         (b"{not json", "invalid_json"),
         (b"[]", "bad_request"),
-        (b'{"threadId":"","messages":[{"role":"user","content":"x"}]}', "bad_request"),
+        (b'{"threadId":"","messages":[{"role":"user","content":"x"}]}', "invalid_thread_id"),
         (b'{"threadId":"t","messages":[]}', "bad_request"),
         (b'{"threadId":"t","messages":[{"content":"x"}]}', "bad_request"),
         (b'{"threadId":"t","messages":[{"role":"user","content":"x"}],"metadata":[1]}', "bad_request"),
-        (b'{"threadId":"t\\u0001x","messages":[{"role":"user","content":"x"}]}', "bad_request"),
-        (b'{"threadId":"' + b"a" * 300 + b'","messages":[{"role":"user","content":"x"}]}', "bad_request"),
+        (b'{"threadId":"t\\u0001x","messages":[{"role":"user","content":"x"}]}', "invalid_thread_id"),
+        (b'{"threadId":"' + b"a" * 300 + b'","messages":[{"role":"user","content":"x"}]}', "invalid_thread_id"),
     ]
     for raw, code in cases:
         st, body = s.http("POST", "/runs", raw_body=raw, headers={"Content-Type": "application/json"})

@@ -274,7 +274,9 @@ def test_pruning_keeps_the_newest(s):
         sids.append(snapshot(s, t)[0])
     ids = [json.loads(x)["id"] for x in sids]
     names = sorted(os.listdir(backups(s, t)))
-    assert names == sorted([i + ".tar.zst" for i in ids[2:]] + [i + ".pruned" for i in ids[:2]]), names
+    # each kept archive with its record (<uuid>.json, for the list and restores by id)
+    assert names == sorted([i + ".tar.zst" for i in ids[2:]] + [i + ".json" for i in ids[2:]] +
+                           [i + ".pruned" for i in ids[:2]]), names
     assert all(os.path.getsize(os.path.join(backups(s, t), i + ".pruned")) == 0 for i in ids[:2])
     for sid in sids[:2]:
         st, js = restore(s, t, sid)
@@ -290,7 +292,8 @@ def test_pruning_keeps_the_newest(s):
     st, js = restore(s, t, json.dumps(forged))
     assert st == 400 and js["code"] == "not_a_backup_record", (st, js)
     # another thread's backups are its own
-    assert os.listdir(backups(s, other)) == [json.loads(osid)["id"] + ".tar.zst"]
+    assert sorted(os.listdir(backups(s, other))) == [json.loads(osid)["id"] + ".json",
+                                                     json.loads(osid)["id"] + ".tar.zst"]
     assert restore(s, other, osid)[0] == 200
 
 

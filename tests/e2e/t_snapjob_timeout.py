@@ -27,7 +27,7 @@ def test_a_job_over_snapshot_timeout_is_killed(s):
     # small ones still fit
     run_ok(s, t, "rm /workspace/b")
     _, rec = snapshot(s, t)
-    assert os.listdir(backups(s, t)) == [rec["id"] + ".tar.zst"]
+    assert sorted(os.listdir(backups(s, t))) == [rec["id"] + ".json", rec["id"] + ".tar.zst"]
 
 
 def test_shim_stop_kills_a_running_job(s):

@@ -291,7 +291,7 @@ LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 	case OP_WRITE: r = wsfs_write(ws, path, body, blen, 0644); break;
 	case OP_MKDIR: r = wsfs_mkdir(ws, path, 0755); break;
 	case OP_REMOVE: r = wsfs_remove(ws, path); break;
-	case OP_RENAME: r = wsfs_rename(ws, path, to); break;
+	case OP_RENAME: r = wsfs_rename(ws, path, to, false); break;
 	}
 	umask(mask);
 	(void)r;

@@ -156,6 +156,26 @@ try {
     await page.screenshot({ path: path.join(out, 'big.png') });
   }
 
+  // 8. deep links for every valid thread id (issue 30 item 9): '/', '..',
+  // '?', '#', '%', spaces and non-ASCII in the id, in the path of the page
+  await page.setViewportSize({ width: 1200, height: 800 });
+  for (const tid of ['ui-/../b x?y#z%2F%', 'ui-é/ü ?#%25']) {
+    const rid = await startRun(tid, 'echo deep-link-ok > deep.txt; echo deep-line');
+    for (let i = 0; i < 600 && (await api('GET', `/runs/${rid}?threadId=${encodeURIComponent(tid)}`)).status !== 'completed'; i++)
+      await new Promise((r) => setTimeout(r, 100));
+    const href = `/ui/threads/${encodeURIComponent(tid)}/runs/${encodeURIComponent(rid)}`;
+    await page.goto(base + href);
+    await page.waitForFunction(() => [...document.querySelectorAll('#conversation .term')].some((e) => e.textContent.includes('deep-line')), null, { timeout: T });
+    check(await page.textContent('h1 a') === tid, `the run page names the thread: ${await page.textContent('h1 a')}`);
+    check(new URL(page.url()).pathname === href, `the link stays as it is: ${page.url()}`);
+    // the thread page by its link, and a reload of it (a deep link too)
+    await page.click('h1 a');
+    await page.waitForSelector('#workspace li[data-name="deep.txt"] a', { timeout: T });
+    await page.reload();
+    await page.waitForSelector('#workspace li[data-name="deep.txt"] a', { timeout: T });
+    check(await page.textContent('h1') !== null && (await page.textContent('h1')).includes(tid), `the thread page names it: ${await page.textContent('h1')}`);
+  }
+
   check(!logs.some((l) => l.startsWith('pageerror') || /Content Security Policy/.test(l)), `no page error or CSP violation: ${logs.join(' | ')}`);
   result.ok = true;
 } catch (e) {

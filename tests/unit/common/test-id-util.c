@@ -128,6 +128,65 @@ test_thread_id_rules(void **state)
 	assert_false(string_printable("\x1f"));
 }
 
+/* Issue 30 item 9: valid UTF-8, no C0/DEL/C1 controls, no bidi controls,
+ * not a dot segment; everything else is an id (URLs encode it). */
+static void
+test_thread_id_utf8_controls_and_bidi(void **state)
+{
+	static const char *const utf8[] = {
+	    "a-\xff",		  /* not a UTF-8 byte */
+	    "a-\xc0\xaf",	  /* overlong '/' */
+	    "a-\xe0\x80\xaf",	  /* overlong, three bytes */
+	    "a-\xc3",		  /* truncated */
+	    "a-\xe2\x82",	  /* truncated */
+	    "a-\x80",		  /* stray continuation */
+	    "a-\xed\xa0\x80",	  /* surrogate U+D800 */
+	    "a-\xf4\x90\x80\x80", /* past U+10FFFF */
+	    "a-\xf5\x80\x80\x80",
+	};
+	static const char *const controls[] = {
+	    "a-\x01", "a-\x1b[31m", "a-\x7f", "a-\xc2\x80", "a-\xc2\x9f", "\xc2\x85x",
+	};
+	static const char *const bidi[] = {
+	    "a-\xe2\x80\xae"
+	    "evil",	      /* U+202E RIGHT-TO-LEFT OVERRIDE */
+	    "a-\xe2\x80\xaa", /* U+202A */
+	    "a-\xe2\x80\xac", /* U+202C */
+	    "a-\xe2\x80\xad", /* U+202D */
+	    "a-\xe2\x81\xa6", /* U+2066 */
+	    "a-\xe2\x81\xa9", /* U+2069 */
+	    "a-\xe2\x80\x8e", /* U+200E LRM */
+	    "a-\xe2\x80\x8f", /* U+200F RLM */
+	    "a-\xd8\x9c",     /* U+061C ARABIC LETTER MARK */
+	};
+	static const char *const fine[] = {
+	    "a-1",
+	    "a-/../b-x",
+	    "a b?c#d%2F%e",
+	    "caf\xc3\xa9",
+	    "\xc2\xa0nbsp",	/* U+00A0, past C1 */
+	    "\xe2\x80\x8d",	/* U+200D ZWJ (emoji sequences) */
+	    "\xe2\x81\xa5",	/* U+2065, unassigned, between the bidi ranges */
+	    "\xf0\x9f\x98\x80", /* U+1F600 */
+	    "\xf4\x8f\xbf\xbf", /* U+10FFFF */
+	    "...",
+	    ".a",
+	};
+
+	for (size_t i = 0; i < sizeof(utf8) / sizeof(*utf8); i++)
+		assert_string_equal(thread_id_problem(utf8[i]), "threadId must be valid UTF-8");
+	for (size_t i = 0; i < sizeof(controls) / sizeof(*controls); i++)
+		assert_string_equal(thread_id_problem(controls[i]),
+				    "threadId must not contain control characters");
+	for (size_t i = 0; i < sizeof(bidi) / sizeof(*bidi); i++)
+		assert_string_equal(thread_id_problem(bidi[i]),
+				    "threadId must not contain bidirectional control characters");
+	for (size_t i = 0; i < sizeof(fine) / sizeof(*fine); i++)
+		assert_null(thread_id_problem(fine[i]));
+	assert_string_equal(thread_id_problem("."), "threadId must not be '.' or '..'");
+	assert_string_equal(thread_id_problem(".."), "threadId must not be '.' or '..'");
+}
+
 int
 main(void)
 {
@@ -136,6 +195,7 @@ main(void)
 	    cmocka_unit_test(test_uuid_v4_from_bytes_sets_the_bits),
 	    cmocka_unit_test(test_uuid_v4_and_token_are_random_and_well_formed),
 	    cmocka_unit_test(test_thread_id_rules),
+	    cmocka_unit_test(test_thread_id_utf8_controls_and_bidi),
 	};
 	return cmocka_run_group_tests(tests, NULL, NULL);
 }

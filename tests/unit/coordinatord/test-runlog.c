@@ -592,8 +592,10 @@ test_runlog_idempotency(void **state)
 	assert_int_equal(runlog_idem_get(f->l, "thread-1", big, id), -E2BIG);
 }
 
-/* POST /chat: the client's run id is a global alias and the input sits beside
- * the record, both committed with the run and pruned with it. */
+/* POST /chat: the client's run id is an alias of the run in its thread
+ * (issue 30 item 8) and the input sits beside the record, both committed with
+ * the run and pruned with it. Another thread's use of the same id is its own
+ * run: no conflict, and not seen from the first thread. */
 static void
 test_runlog_alias_and_input_commit_and_prune_with_the_run(void **state)
 {
@@ -603,40 +605,81 @@ test_runlog_alias_and_input_commit_and_prune_with_the_run(void **state)
 	char *input = NULL;
 	bool created = false;
 	size_t n = 0;
+	char *scope_a[] = {"a-*", NULL}, *scope_b[] = {"b-*", NULL}, *scope_c[] = {"c", NULL};
 
-	assert_int_equal(runlog_alias_get(f->l, "run-client-1", got), -ENOENT);
-	assert_int_equal(runlog_create_aliased(f->l, id, "t1", "shell", NULL, 100, "run-client-1",
+	assert_int_equal(runlog_alias_get(f->l, "run-client-1", "a-1", got), -ENOENT);
+	assert_int_equal(runlog_create_aliased(f->l, id, "a-1", "shell", NULL, 100, "run-client-1",
 					       "[{\"role\":\"user\",\"content\":\"hi\"}]",
 					       &created),
 			 0);
 	assert_true(created);
-	assert_int_equal(runlog_alias_get(f->l, "run-client-1", got), 0);
+	assert_int_equal(runlog_alias_get(f->l, "run-client-1", "a-1", got), 0);
 	assert_string_equal(got, RUN_A);
 	assert_int_equal(runlog_input_get(f->l, RUN_A, &input), 0);
 	assert_string_equal(input, "[{\"role\":\"user\",\"content\":\"hi\"}]");
 	free(input);
 	input = NULL;
-	/* the retry: the alias names the run, nothing new is created, whatever
-	 * thread asks (the caller checks the owner) */
+	/* the retry in the same thread: the alias names the run, nothing new */
 	snprintf(id, sizeof(id), "%s", RUN_B);
-	assert_int_equal(runlog_create_aliased(f->l, id, "t2", "shell", NULL, 200, "run-client-1",
+	assert_int_equal(runlog_create_aliased(f->l, id, "a-1", "shell", NULL, 150, "run-client-1",
 					       NULL, &created),
 			 0);
 	assert_false(created);
 	assert_string_equal(id, RUN_A);
-	json_t *rec = NULL;
-	assert_int_equal(runlog_get(f->l, RUN_B, &rec), -ENOENT);
-	/* the alias is global, not a key of thread t1: an Idempotency-Key of
-	 * the same text is another thing */
-	assert_int_equal(runlog_idem_get(f->l, "t1", "run-client-1", got), -ENOENT);
-	assert_int_equal(runlog_create_aliased(f->l, id, "t1", NULL, NULL, 1, "", NULL, &created),
+	/* another thread: a run of its own under the same id */
+	snprintf(id, sizeof(id), "%s", RUN_B);
+	assert_int_equal(runlog_create_aliased(f->l, id, "b-1", "shell", NULL, 200, "run-client-1",
+					       NULL, &created),
+			 0);
+	assert_true(created);
+	assert_string_equal(id, RUN_B);
+	assert_int_equal(runlog_alias_get(f->l, "run-client-1", "b-1", got), 0);
+	assert_string_equal(got, RUN_B);
+	assert_int_equal(runlog_alias_get(f->l, "run-client-1", "a-1", got), 0);
+	assert_string_equal(got, RUN_A);
+	assert_int_equal(runlog_alias_get(f->l, "run-client-1", "a-2", got), -ENOENT);
+	/* a join by the id alone: the newest in the caller's scope */
+	assert_int_equal(runlog_alias_find(f->l, "run-client-1", scope_a, got), 0);
+	assert_string_equal(got, RUN_A);
+	assert_int_equal(runlog_alias_find(f->l, "run-client-1", scope_b, got), 0);
+	assert_string_equal(got, RUN_B);
+	assert_int_equal(runlog_alias_find(f->l, "run-client-1", NULL, got), 0);
+	assert_string_equal(got, RUN_B);
+	assert_int_equal(runlog_alias_find(f->l, "run-client-1", scope_c, got), -ENOENT);
+	assert_int_equal(runlog_alias_find(f->l, "run-client-", NULL, got), -ENOENT);
+	/* not an Idempotency-Key of the thread */
+	assert_int_equal(runlog_idem_get(f->l, "a-1", "run-client-1", got), -ENOENT);
+	assert_int_equal(runlog_create_aliased(f->l, id, "a-1", NULL, NULL, 1, "", NULL, &created),
 			 -EINVAL);
+	/* a key of an older log (one namespace): read for its own thread only;
+	 * another thread takes the id anew */
+	snprintf(id, sizeof(id), "%s", RUN_C);
+	assert_int_equal(runlog_create_keyed(f->l, id, "a-2", "shell", NULL, 120, NULL, &created),
+			 0);
+	assert_int_equal(runlog_idem_put(f->l, "", "old-client-1", RUN_C), 0);
+	assert_int_equal(runlog_alias_get(f->l, "old-client-1", "a-2", got), 0);
+	assert_string_equal(got, RUN_C);
+	assert_int_equal(runlog_alias_get(f->l, "old-client-1", "b-1", got), -ENOENT);
+	assert_int_equal(runlog_alias_find(f->l, "old-client-1", scope_b, got), -ENOENT);
+	assert_int_equal(runlog_alias_find(f->l, "old-client-1", scope_a, got), 0);
+	snprintf(id, sizeof(id), "%s", RUN_C);
+	assert_int_equal(runlog_create_aliased(f->l, id, "a-2", "shell", NULL, 250, "old-client-1",
+					       NULL, &created),
+			 0);
+	assert_false(created);
+	snprintf(id, sizeof(id), "%s", RUN_X);
+	assert_int_equal(runlog_create_aliased(f->l, id, "b-1", "shell", NULL, 250, "old-client-1",
+					       NULL, &created),
+			 0);
+	assert_true(created);
+	assert_string_equal(id, RUN_X);
 	/* pruned with the run */
 	assert_int_equal(
 	    runlog_append_finish(f->l, RUN_A, "{}", 2, "completed", NULL, 300, NULL, NULL), 0);
 	assert_int_equal(runlog_prune(f->l, 500, 16, 100, cursor, &n, NULL, NULL), 0);
 	assert_int_equal(n, 1);
-	assert_int_equal(runlog_alias_get(f->l, "run-client-1", got), -ENOENT);
+	assert_int_equal(runlog_alias_get(f->l, "run-client-1", "a-1", got), -ENOENT);
+	assert_int_equal(runlog_alias_get(f->l, "run-client-1", "b-1", got), 0);
 	assert_int_equal(runlog_input_get(f->l, RUN_A, &input), -ENOENT);
 }
 
@@ -1140,6 +1183,27 @@ test_runlog_thread_runs_newest_first(void **state)
 	json_decref(list);
 	/* a thread that is a prefix of another must not see its runs */
 	assert_int_equal(runlog_thread_runs(f->l, "t", NULL, &list), 0);
+	assert_int_equal(json_array_size(list), 0);
+	json_decref(list);
+	/* the newest only, walked from the end (t1 is not the last thread) */
+	assert_int_equal(runlog_thread_runs_newest(f->l, "t1", 1, &list), 0);
+	assert_int_equal(json_array_size(list), 1);
+	assert_string_equal(json_string_value(json_object_get(json_array_get(list, 0), "runId")),
+			    RUN_B);
+	json_decref(list);
+	assert_int_equal(runlog_thread_runs_newest(f->l, "t1", 5, &list), 0);
+	assert_int_equal(json_array_size(list), 2);
+	assert_string_equal(json_string_value(json_object_get(json_array_get(list, 1), "runId")),
+			    RUN_A);
+	json_decref(list);
+	/* the last thread of the index, and one with nothing after it */
+	assert_int_equal(runlog_thread_runs_newest(f->l, "t2", 5, &list), 0);
+	assert_int_equal(json_array_size(list), 1);
+	json_decref(list);
+	assert_int_equal(runlog_thread_runs_newest(f->l, "t3", 5, &list), 0);
+	assert_int_equal(json_array_size(list), 0);
+	json_decref(list);
+	assert_int_equal(runlog_thread_runs_newest(f->l, "t", 5, &list), 0);
 	assert_int_equal(json_array_size(list), 0);
 	json_decref(list);
 }

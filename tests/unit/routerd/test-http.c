@@ -409,6 +409,126 @@ test_ws_idle_session(void **state)
 	assert_int_equal(T.r->n_conns, 0);
 }
 
+/* The sandbox network routes routerd answers alone: without preview_listen
+ * previews are off; a bad port or body is refused before coordinatord. */
+static void
+test_http_sandbox_net_routes(void **state)
+{
+	assert_answer(request("POST /sandboxes/s1/ports/8000 HTTP/1.1\r\nHost: 127.0.0.1:%d\r\n"
+			      "\r\n",
+			      T.port),
+		      501, "ports_disabled");
+	assert_answer(
+	    request("POST /sandboxes/s1/ports/0 HTTP/1.1\r\nHost: 127.0.0.1:%d\r\n\r\n", T.port),
+	    400, "bad_request");
+	assert_answer(request("POST /sandboxes/s1/ports/65536 HTTP/1.1\r\nHost: 127.0.0.1:%d\r\n"
+			      "\r\n",
+			      T.port),
+		      400, "bad_request");
+	assert_answer(
+	    request("GET /sandboxes/s1/ports/80 HTTP/1.1\r\nHost: 127.0.0.1:%d\r\n\r\n", T.port),
+	    405, "method_not_allowed");
+	assert_answer(
+	    request("PUT /sandboxes/s1/egress HTTP/1.1\r\nHost: 127.0.0.1:%d\r\n"
+		    "Content-Type: text/plain\r\nContent-Length: 12\r\n\r\n{\"allow\":[]}",
+		    T.port),
+	    415, NULL);
+	assert_answer(request("PUT /sandboxes/s1/egress HTTP/1.1\r\nHost: 127.0.0.1:%d\r\n"
+			      "Content-Type: application/json\r\nContent-Length: 13\r\n\r\n"
+			      "{\"allow\":\"x\"}",
+			      T.port),
+		      400, "bad_request");
+	assert_answer(request("PUT /sandboxes/s1/egress HTTP/1.1\r\nHost: 127.0.0.1:%d\r\n"
+			      "Content-Type: application/json\r\nContent-Length: 12\r\n\r\n"
+			      "{\"allow\":[]}",
+			      T.port),
+		      503, "unavailable");
+}
+
+/* The sandbox API's routes routerd answers alone: methods, bad queries and
+ * bodies before coordinatord; with it absent, 503. */
+static void
+test_http_sandbox_api_routes(void **state)
+{
+	static const struct {
+		const char *req;
+		int status;
+		const char *code;
+	} cases[] = {
+	    {"POST /capabilities HTTP/1.1\r\nHost: 127.0.0.1:%d\r\n\r\n", 405,
+	     "method_not_allowed"},
+	    {"GET /capabilities HTTP/1.1\r\nHost: 127.0.0.1:%d\r\n\r\n", 503, "unavailable"},
+	    {"POST /sandboxes/s1 HTTP/1.1\r\nHost: 127.0.0.1:%d\r\n\r\n", 405,
+	     "method_not_allowed"},
+	    {"GET /sandboxes/s1/stop HTTP/1.1\r\nHost: 127.0.0.1:%d\r\n\r\n", 405,
+	     "method_not_allowed"},
+	    {"DELETE /sandboxes/s1?keep=all HTTP/1.1\r\nHost: 127.0.0.1:%d\r\n\r\n", 400,
+	     "bad_request"},
+	    {"GET /sandboxes/%%01/watch HTTP/1.1\r\nHost: 127.0.0.1:%d\r\n\r\n", 400,
+	     "invalid_thread_id"},
+	    {"GET /sandboxes/s1/watch?waitMs=60001 HTTP/1.1\r\nHost: 127.0.0.1:%d\r\n\r\n", 400,
+	     "bad_request"},
+	    {"GET /sandboxes/s1/watch?cursor=-1 HTTP/1.1\r\nHost: 127.0.0.1:%d\r\n\r\n", 400,
+	     "bad_request"},
+	    {"GET /sandboxes/s1/watch?cursor=7 HTTP/1.1\r\nHost: 127.0.0.1:%d\r\n\r\n", 503,
+	     "unavailable"},
+	    {"POST /sandboxes/s1/restore HTTP/1.1\r\nHost: 127.0.0.1:%d\r\n"
+	     "Content-Type: application/json\r\nContent-Length: 17\r\n\r\n{\"snapshotId\":\"x\"}",
+	     400, "bad_request"},
+	    {"DELETE /threads/t/snapshots/not-a-uuid HTTP/1.1\r\nHost: 127.0.0.1:%d\r\n\r\n", 404,
+	     "snapshot_not_found"},
+	    {"PUT /threads/t/snapshots HTTP/1.1\r\nHost: 127.0.0.1:%d\r\nContent-Length: 0\r\n\r\n",
+	     405, "method_not_allowed"},
+	    {"GET /sandboxes/s1/files/x?stat=1 HTTP/1.1\r\nHost: 127.0.0.1:%d\r\n\r\n", 503,
+	     "unavailable"},
+	};
+	for (size_t i = 0; i < sizeof(cases) / sizeof(cases[0]); i++)
+		assert_answer(request(cases[i].req, T.port), cases[i].status, cases[i].code);
+}
+
+/* The sandbox exec routes routerd answers alone: the body's shape, the
+ * methods, a GET that is no upgrade; the rest needs coordinatord (503). */
+static void
+test_http_sandbox_exec_routes(void **state)
+{
+	assert_answer(request("POST /sandboxes/s1/exec HTTP/1.1\r\nHost: 127.0.0.1:%d\r\n"
+			      "Content-Type: application/json\r\nContent-Length: 12\r\n\r\n"
+			      "{\"argv\":\"x\"}",
+			      T.port),
+		      400, "bad_request");
+	assert_answer(request("POST /sandboxes/s1/exec HTTP/1.1\r\nHost: 127.0.0.1:%d\r\n"
+			      "Content-Type: text/plain\r\nContent-Length: 2\r\n\r\n{}",
+			      T.port),
+		      415, NULL);
+	assert_answer(request("POST /sandboxes/s1/exec HTTP/1.1\r\nHost: 127.0.0.1:%d\r\n"
+			      "Content-Type: application/json\r\nContent-Length: 15\r\n\r\n"
+			      "{\"argv\":[\"ls\"]}",
+			      T.port),
+		      503, "unavailable");
+	assert_answer(request("POST /sandboxes/bad%%01id/exec HTTP/1.1\r\nHost: 127.0.0.1:%d\r\n"
+			      "Content-Type: application/json\r\nContent-Length: 15\r\n\r\n"
+			      "{\"argv\":[\"ls\"]}",
+			      T.port),
+		      400, "invalid_thread_id");
+	assert_answer(
+	    request("GET /sandboxes/s1/exec HTTP/1.1\r\nHost: 127.0.0.1:%d\r\n\r\n", T.port), 426,
+	    "upgrade_required");
+	assert_answer(
+	    request("PUT /sandboxes/s1/exec HTTP/1.1\r\nHost: 127.0.0.1:%d\r\n\r\n", T.port), 405,
+	    "method_not_allowed");
+	assert_answer(request("POST /sandboxes/s1/processes/x1/kill HTTP/1.1\r\n"
+			      "Host: 127.0.0.1:%d\r\n\r\n",
+			      T.port),
+		      404, "process_not_found");
+	assert_answer(request("POST /sandboxes/s1/processes/7/kill?signal=SIGNOPE HTTP/1.1\r\n"
+			      "Host: 127.0.0.1:%d\r\n\r\n",
+			      T.port),
+		      400, "bad_request");
+	assert_answer(
+	    request("GET /sandboxes/s1/processes HTTP/1.1\r\nHost: 127.0.0.1:%d\r\n\r\n", T.port),
+	    503, "unavailable");
+}
+
 /* A malformed request never stops the next client from being served. */
 static void
 test_http_garbage_then_service(void **state)
@@ -444,6 +564,9 @@ main(void)
 	    cmocka_unit_test(test_ws_handshake),
 	    cmocka_unit_test(test_ws_idle_session),
 	    cmocka_unit_test(test_http_garbage_then_service),
+	    cmocka_unit_test(test_http_sandbox_net_routes),
+	    cmocka_unit_test(test_http_sandbox_api_routes),
+	    cmocka_unit_test(test_http_sandbox_exec_routes),
 	};
 	return cmocka_run_group_tests(tests, setup, teardown);
 }

@@ -12,8 +12,9 @@
  * coordinatord can observe: the bytes routerd queues for a client that stops
  * reading stay bounded by the high mark (half of ws_max_queue) plus one
  * event, routerd stops asking for more, every event arrives exactly once and
- * in order once the client reads again, and a client that never reads is cut
- * off after ws_stall_timeout_ms.
+ * in order once the client reads again, a client that never reads is cut
+ * off after ws_stall_timeout_ms, and all tails together stay under
+ * tails_max_queued_bytes (tail-budget.c: the one backed up longest goes).
  */
 #include "config.h"
 
@@ -483,6 +484,71 @@ test_live_pushes(void **state)
 	assert_int_equal(T.r->n_tails, 0);
 }
 
+/* Whether a tail of routerd serves the client socket fd (its port in the
+ * connection's address). */
+static bool
+tail_of(int fd)
+{
+	struct sockaddr_in sa;
+	socklen_t l = sizeof(sa);
+	char port[16];
+
+	assert_int_equal(getsockname(fd, (struct sockaddr *)&sa, &l), 0);
+	snprintf(port, sizeof(port), ":%u", ntohs(sa.sin_port));
+	for (HttpConn *c = T.r->budget_first; c; c = c->budget_next) {
+		const char *a = c->addr;
+		size_t al = strlen(a), pl = strlen(port);
+		if (al >= pl && streq(a + al - pl, port) && c->tail && !c->tail->finished)
+			return true;
+	}
+	return false;
+}
+
+/* tails_max_queued_bytes: with four clients that do not read and room for
+ * about two, the tail backed up longest is closed first and the total comes
+ * back under the budget; a client that reads still gets every event. */
+static void
+test_total_budget_closes_the_longest_backed_up(void **state)
+{
+	int fds[4];
+	Reader *rd = calloc(1, sizeof(*rd));
+
+	T.n_events = N_EVENTS;
+	T.terminal = true;
+	T.conf.ws_stall_timeout_ms = 60000;
+	T.conf.tails_max_queued_bytes = 80 * 1024; /* each holds ~34 KiB */
+	fds[0] = ws_open(-1);
+	for (int i = 0; i < 300; i++)
+		spin(1); /* the first backs up before the others open */
+	assert_true(T.r->tails_queued > 16 * 1024);
+	for (int k = 1; k < 4; k++) {
+		fds[k] = ws_open(-1);
+		for (int i = 0; i < 100; i++)
+			spin(1);
+	}
+	for (int i = 0; i < 5000 && T.r->tails_budget_closed < 2; i++)
+		spin(1);
+	assert_true(T.r->tails_budget_closed >= 2 && T.r->tails_budget_closed <= 3);
+	assert_true(T.r->tails_queued <= (size_t)T.conf.tails_max_queued_bytes);
+	assert_false(tail_of(fds[0])); /* backed up first, closed first */
+	assert_true(tail_of(fds[3]));
+	/* a reader is not held back by them (it drains below the low mark) */
+	int fd = ws_open(-1);
+	rd->next_seq = 0;
+	reader_run(rd, fd, 5000);
+	assert_int_equal(rd->next_seq, N_EVENTS);
+	assert_int_equal(rd->close_code, 1000);
+	free(rd);
+	close(fd);
+	for (int k = 0; k < 4; k++)
+		close(fds[k]);
+	for (int i = 0; i < 2000 && T.r->n_tails > 0; i++)
+		spin(1);
+	assert_int_equal(T.r->n_tails, 0);
+	assert_int_equal(T.r->tails_queued, 0);
+	T.conf.tails_max_queued_bytes = 64 * 1024 * 1024;
+}
+
 int
 main(void)
 {
@@ -490,6 +556,7 @@ main(void)
 	    cmocka_unit_test(test_backpressure_then_drain),
 	    cmocka_unit_test(test_stalled_client_dropped),
 	    cmocka_unit_test(test_live_pushes),
+	    cmocka_unit_test(test_total_budget_closes_the_longest_backed_up),
 	};
 	return cmocka_run_group_tests(tests, setup, teardown);
 }

@@ -252,11 +252,11 @@ test_stat_list_mkdir_remove_rename(void **state)
 	assert_int_equal(wsfs_list(ws, "link_out", 100, &e, &n), -EXDEV);
 	assert_int_equal(wsfs_mkdir(ws, "sub/d2", 0755), 0);
 	assert_int_equal(wsfs_mkdir(ws, "link_out/d", 0755), -EXDEV);
-	assert_int_equal(wsfs_rename(ws, "sub/f", "sub/d2/g"), 0);
+	assert_int_equal(wsfs_rename(ws, "sub/f", "sub/d2/g", false), 0);
 	assert_string_equal(get("ws/sub/d2/g"), "hello");
 	put("ws/sub/other", "o");
-	assert_int_equal(wsfs_rename(ws, "sub/other", "sub/d2/g"), -EEXIST);
-	assert_int_equal(wsfs_rename(ws, "sub/other", "link_out/x"), -EXDEV);
+	assert_int_equal(wsfs_rename(ws, "sub/other", "sub/d2/g", false), -EEXIST);
+	assert_int_equal(wsfs_rename(ws, "sub/other", "link_out/x", false), -EXDEV);
 	assert_int_equal(wsfs_remove(ws, "sub/d2"), -ENOTEMPTY);
 	assert_int_equal(wsfs_remove(ws, "sub/d2/g"), 0);
 	assert_int_equal(wsfs_remove(ws, "sub/d2"), 0);
@@ -296,6 +296,89 @@ test_symlink_flip_race(void **state)
 	assert_true(ok > 0); /* the test raced for real: some writes went through */
 }
 
+/* mkdir -p, rm -r and rename over: the new operations, under the same rules */
+static void
+test_parents_tree_overwrite(void **state)
+{
+	char p[256], q[256];
+	struct stat st;
+	bool created = false;
+
+	(void)state;
+	path_at(p, sizeof(p), "ws/lo2");
+	assert_int_equal(symlink("../outside", p), 0);
+	assert_int_equal(wsfs_mkdir_parents(ws, "t/a/b/c", 0755, &created), 0);
+	assert_true(created);
+	path_at(p, sizeof(p), "ws/t/a/b/c");
+	assert_int_equal(stat(p, &st), 0);
+	assert_true(S_ISDIR(st.st_mode));
+	assert_int_equal(wsfs_mkdir_parents(ws, "t/a/b/c", 0755, &created), 0);
+	assert_false(created); /* exists: success, not made */
+	assert_int_equal(wsfs_mkdir_parents(ws, "t/a", 0755, &created), 0);
+	assert_false(created);
+	put("ws/t/file", "f");
+	assert_int_equal(wsfs_mkdir_parents(ws, "t/file", 0755, &created), -EEXIST);
+	assert_int_equal(wsfs_mkdir_parents(ws, "t/file/x", 0755, &created), -ENOTDIR);
+	/* never through a symlink out, at any level */
+	assert_int_equal(wsfs_mkdir_parents(ws, "lo2/made/deeper", 0755, &created), -EXDEV);
+	path_at(p, sizeof(p), "outside/made");
+	assert_int_equal(access(p, F_OK), -1);
+	assert_int_equal(wsfs_mkdir_parents(ws, "../x", 0755, &created), -EINVAL);
+
+	/* rm -r: a tree with a symlink to outside/ inside it; the link goes, the
+	 * outside stays */
+	put("ws/t/a/b/c/deep", "d");
+	put("ws/t/a/x", "x");
+	path_at(p, sizeof(p), "ws/t/a/b/out");
+	assert_int_equal(symlink("../../../../outside", p), 0);
+	path_at(p, sizeof(p), "ws/t/a/b/abs");
+	assert_int_equal(symlink("/etc", p), 0);
+	assert_int_equal(wsfs_remove_tree(ws, "t/a", 2), -E2BIG); /* the cap */
+	assert_int_equal(wsfs_remove_tree(ws, "t/a", 1000), 0);
+	path_at(p, sizeof(p), "ws/t/a");
+	assert_int_equal(access(p, F_OK), -1);
+	assert_string_equal(get("outside/secret"), "secret");
+	assert_int_equal(access("/etc/passwd", F_OK), 0);
+	assert_int_equal(wsfs_remove_tree(ws, "t/a", 1000), -ENOENT);
+	assert_int_equal(wsfs_remove_tree(ws, "t/file", 1000), 0); /* a file */
+	/* the path itself a symlink to a directory out: the link alone goes */
+	path_at(p, sizeof(p), "ws/t/lnk");
+	assert_int_equal(symlink("../../outside", p), 0);
+	assert_int_equal(wsfs_remove_tree(ws, "t/lnk", 1000), 0);
+	assert_string_equal(get("outside/secret"), "secret");
+	assert_int_equal(wsfs_remove_tree(ws, "lo2/secret", 1000), -EXDEV);
+	assert_string_equal(get("outside/secret"), "secret");
+
+	/* rename over an existing name, atomically; without overwrite, -EEXIST */
+	put("ws/t/r1", "one");
+	put("ws/t/r2", "two");
+	assert_int_equal(wsfs_rename(ws, "t/r1", "t/r2", false), -EEXIST);
+	assert_int_equal(wsfs_rename(ws, "t/r1", "t/r2", true), 0);
+	assert_string_equal(get("ws/t/r2"), "one");
+	path_at(p, sizeof(p), "ws/t/r1");
+	assert_int_equal(access(p, F_OK), -1);
+	/* over a symlink to outside: the link is replaced, not written through */
+	path_at(q, sizeof(q), "ws/t/l2");
+	assert_int_equal(symlink("../../outside/secret", q), 0);
+	assert_int_equal(wsfs_rename(ws, "t/r2", "t/l2", true), 0);
+	assert_string_equal(get("outside/secret"), "secret");
+	assert_string_equal(get("ws/t/l2"), "one");
+	/* the watch's directory opener: beneath the workspace, directories only */
+	int dfd = wsfs_open_dir(ws, "");
+	assert_true(dfd >= 0);
+	close(dfd);
+	assert_int_equal(wsfs_mkdir_parents(ws, "t/w", 0755, NULL), 0);
+	dfd = wsfs_open_dir(ws, "t/w");
+	assert_true(dfd >= 0);
+	close(dfd);
+	assert_int_equal(wsfs_open_dir(ws, "lo2"), -EXDEV);
+	assert_int_equal(wsfs_open_dir(ws, "t/l2"), -ENOTDIR);
+	assert_int_equal(wsfs_open_dir(ws, "../x"), -EINVAL);
+	assert_int_equal(wsfs_remove_tree(ws, "t", 1000), 0);
+	assert_int_equal(wsfs_remove_tree(ws, "lo2", 1000), 0);
+	assert_string_equal(get("outside/secret"), "secret");
+}
+
 int
 main(void)
 {
@@ -304,6 +387,7 @@ main(void)
 	    cmocka_unit_test(test_read_rejects_escapes_and_special_files),
 	    cmocka_unit_test(test_write_is_atomic_and_never_follows),
 	    cmocka_unit_test(test_stat_list_mkdir_remove_rename),
+	    cmocka_unit_test(test_parents_tree_overwrite),
 	    cmocka_unit_test(test_symlink_flip_race),
 	};
 	return cmocka_run_group_tests(tests, setup, teardown);

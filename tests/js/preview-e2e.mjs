@@ -1,0 +1,23 @@
+// SPDX-License-Identifier: MIT
+// t_sandbox_ports.py: headless Chromium opens a live preview's URL
+// (RW_PREVIEW_URL, http://<token>.preview.localhost:<port>/…: Chromium
+// resolves *.localhost to loopback itself) and prints the page's text and
+// origin as one JSON line.
+import { chromium } from 'playwright-core';
+
+const url = process.env.RW_PREVIEW_URL;
+const browser = await chromium.launch({
+  executablePath: process.env.CHROMIUM || '/usr/bin/chromium',
+  headless: true,
+  args: ['--no-sandbox', '--disable-dev-shm-usage', '--disable-gpu', '--disable-background-networking',
+    '--disable-component-update', '--no-first-run', '--disable-sync'],
+});
+try {
+  const page = await browser.newPage();
+  const res = await page.goto(url, { waitUntil: 'load', timeout: 30000 });
+  const text = await page.textContent('#t');
+  const origin = await page.evaluate(() => window.location.origin);
+  console.log(JSON.stringify({ status: res.status(), text, origin }));
+} finally {
+  await browser.close();
+}
