@@ -896,7 +896,26 @@ MSG_HANDLER(dispatch_sandbox_ctl, SANDBOX_CTL, handle_sandbox_ctl)
 MSG_HANDLER(dispatch_capabilities_get, CAPABILITIES_GET, handle_capabilities_get)
 MSG_HANDLER(dispatch_snapshot_list, SNAPSHOT_LIST, handle_snapshot_list)
 MSG_HANDLER(dispatch_watch_poll, WATCH_POLL, handle_watch_poll)
-MSG_HANDLER(dispatch_sbx_exec, SBX_EXEC, handle_sbx_exec)
+/* SBX_EXEC ensures the thread's sandbox (work in the thread): the thread is
+ * the tenant's (claimed when it has no owner, tenant.c) and its sandbox
+ * counts for the tenant's share of the slots (SANDBOX_ENSURE tenant). The
+ * exec's own checks (sandbox-exec.c) come after. */
+static int
+handle_sbx_exec_tenant(Peer *p, const Frame *f, const Msg_SBX_EXEC *m, void *ud)
+{
+	Client *cl = ud;
+	Msg_SBX_EXEC m2 = *m;
+	int ret = 0;
+
+	if (thread_id_valid(m->thread_id) && !cl->c->cluster) {
+		if (!tenant_request_ok(p, f, &m2.tenant) ||
+		    !tenant_admit(cl->c, p, f, m->thread_id, m2.tenant, false, &ret))
+			return ret;
+	}
+	return handle_sbx_exec(p, f, &m2, ud);
+}
+
+MSG_HANDLER(dispatch_sbx_exec, SBX_EXEC, handle_sbx_exec_tenant)
 MSG_HANDLER(dispatch_sbx_exec_input, SBX_EXEC_INPUT, handle_sbx_exec_input)
 MSG_HANDLER(dispatch_sbx_exec_kill, SBX_EXEC_KILL, handle_sbx_exec_kill)
 MSG_HANDLER(dispatch_sbx_exec_list, SBX_EXEC_LIST, handle_sbx_exec_list)

@@ -344,6 +344,12 @@ bool tenant_request_ok(Peer *p, const Frame *f, const char **tenant);
  * the caller returns (0 otherwise). */
 bool tenant_admit(Coordinator *c, Peer *p, const Frame *f, const char *thread_id,
 		  const char *tenant, bool run, int *ret_err);
+/* For a request that changes or reads from a thread without creating
+ * anything (a sandbox stopped or deleted, the source of a restore): refused
+ * 403 thread_forbidden when another tenant owns it; no claim. false: refused
+ * and answered, or *ret_err a storage error. */
+bool tenant_check(Coordinator *c, Peer *p, const Frame *f, const char *thread_id,
+		  const char *tenant, int *ret_err);
 /* Runs of tenant driven here (not ended). */
 size_t tenant_running(Coordinator *c, const char *tenant);
 /* The /metrics lines by tenant. */

@@ -6,7 +6,8 @@
  * cluster mode claimed for (or forwarded to) the thread's owner first, as
  * files.c's THREAD_FILE. Nothing here touches the run log but the check that
  * no run of the thread is active before a restore and the thread's owner
- * (tenant.c).
+ * (tenant.c: a restore from another thread also needs that thread to be the
+ * tenant's).
  *
  * SNAPSHOT_RESTORE with from_thread restores a snapshot of that thread into
  * this one (the sandbox API's restore into a new id, with fresh: refused when
@@ -111,7 +112,11 @@ handle_snapshot(Peer *p, const Frame *f, void *ud, const char *thread_id, const 
 	if (placement_run_start(c, p, f, thread_id,
 				restore ? dispatch_restore_again : dispatch_create_again, ud))
 		goto out;
+	/* a restore from another thread reads that thread's snapshot: it must
+	 * not be another tenant's (checked before the new thread is claimed) */
 	if (!tenant_request_ok(p, f, &tenant) ||
+	    (rm && rm->from_thread && !streq(rm->from_thread, thread_id) &&
+	     !tenant_check(c, p, f, rm->from_thread, tenant, &ret)) ||
 	    !tenant_admit(c, p, f, thread_id, tenant, false, &ret))
 		goto out;
 	if (c->conf.reuse == REUSE_NONE) {

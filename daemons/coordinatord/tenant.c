@@ -3,11 +3,11 @@
  * tenant.c — tenants in coordinatord (docs/SECURITY.md "Tenants").
  *
  * routerd names the tenant of every request that creates work or data
- * (RUN_START, THREAD_FILE, SNAPSHOT_CREATE/RESTORE: `tenant`; none is
- * TENANT_DEFAULT). A thread belongs to the first tenant that created work or
- * data in it (the run log's `owners`); another tenant is refused 403
- * thread_forbidden there, whatever its token's scope says (scopes separate
- * tenants already: this is defence in depth). Quotas per tenant:
+ * (RUN_START, THREAD_FILE, SNAPSHOT_CREATE/RESTORE, SANDBOX_CTL, SBX_EXEC:
+ * `tenant`; none is TENANT_DEFAULT). A thread belongs to the first tenant
+ * that created work or data in it (the run log's `owners`); another tenant
+ * is refused 403 thread_forbidden there, whatever its token's scope says
+ * (scopes separate tenants already: this is defence in depth). Quotas per tenant:
  * tenant_max_threads threads owned (429 tenant_threads_quota) and
  * tenant_max_running runs driven at once (429 tenant_runs_quota). The run
  * log's share by tenant is size retention's (watchdog.c); sandbox slots are
@@ -160,6 +160,24 @@ tenant_admit(Coordinator *c, Peer *p, const Frame *f, const char *thread_id, con
 	if (fresh)
 		t->threads++;
 	return true;
+}
+
+bool
+tenant_check(Coordinator *c, Peer *p, const Frame *f, const char *thread_id, const char *tenant,
+	     int *ret_err)
+{
+	char owner[TENANT_NAME_MAX + 1];
+	int r = runlog_thread_owner(c->runlog, thread_id, owner);
+
+	*ret_err = 0;
+	if (r == -ENOENT || (r == 0 && streq(owner, tenant)))
+		return true;
+	if (r < 0) {
+		*ret_err = r;
+		return false;
+	}
+	return refuse(p, f, tenant_stat(c, tenant), TENANT_REFUSED_OWNER, -EPERM,
+		      "thread_forbidden", "this thread belongs to another tenant");
 }
 
 static void

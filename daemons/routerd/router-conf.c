@@ -109,7 +109,8 @@ const ConfItem router_conf_items[] = {
     {"routerd", "tenant_rate_per_second", CONF_INT, offsetof(RouterConf, tenant_rate_per_second),
      "20", 0, 1000000,
      "expensive requests (POST /runs, /chat, snapshots, restores, file changes, GET "
-     "/threads and the /chat hydrate) one tenant may make per second, on average, when "
+     "/threads, the /chat hydrate, and the sandbox API's execs, watches and PUT "
+     "/sandboxes/{id}) one tenant may make per second, on average, when "
      "tokens_file names two tenants or more; past it 429 tenant_rate_limited with "
      "Retry-After; 0 = no limit"},
     {"routerd", "tenant_rate_burst", CONF_INT, offsetof(RouterConf, tenant_rate_burst), "40", 1,

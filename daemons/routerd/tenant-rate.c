@@ -9,7 +9,8 @@
  *
  * Expensive: what makes coordinatord or the shim work or write (POST /runs,
  * POST /chat and its hydrate GET /chat?threadId=, snapshots, restores, file
- * changes; on a /chat WebSocket each run it starts, refused with a
+ * changes; the sandbox API's execs, restores, watches and PUT
+ * /sandboxes/{id}; on a /chat WebSocket each run it starts, refused with a
  * tenant_rate_limited frame) and the host-wide listing GET /threads. Reads of
  * one run, tails and cancels are not.
  */
@@ -43,8 +44,15 @@ tenant_rate_expensive(const char *pattern, enum http_method m, bool upgrade)
 		return m == HTTP_GET;
 	if (streq(pattern, "chat"))
 		return !upgrade;
-	if (streq(pattern, "threads/*/files"))
+	if (streq(pattern, "threads/*/files") || streq(pattern, "sandboxes/*/files"))
 		return m != HTTP_GET && m != HTTP_HEAD;
+	/* the sandbox API: an exec (POST, or GET upgraded to a WebSocket), a
+	 * restore, a watch's long poll, a workspace made */
+	if (streq(pattern, "sandboxes/*/exec") || streq(pattern, "sandboxes/*/restore") ||
+	    streq(pattern, "sandboxes/*/watch"))
+		return true;
+	if (streq(pattern, "sandboxes/*"))
+		return m == HTTP_PUT;
 	return false;
 }
 

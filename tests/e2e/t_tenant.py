@@ -8,6 +8,7 @@ tenant_threads_quota), on runs going at once (429 tenant_runs_quota) and on
 backup bytes (429 tenant_backup_quota), nothing of another tenant touched;
 /metrics by tenant."""
 import hashlib
+import json
 import os
 import subprocess
 import tempfile
@@ -16,6 +17,7 @@ from rwtest import BUILD, poll
 
 ADMIN, TA1, TA2, TB = "admin-token-0001", "acme-one.token", "acme-two.token", "bravo.token"
 TQ, TR, TK = "quota.token", "runner.token", "keeper.token"
+TS, TS2 = "sbx-one.token", "sbx-two.token"
 _fd, TOKENS_FILE = tempfile.mkstemp(prefix="rw-tenant-tokens-")
 with os.fdopen(_fd, "w") as f:
     f.write(f"""{ADMIN}
@@ -25,6 +27,8 @@ with os.fdopen(_fd, "w") as f:
 {TQ}   threads=q-* tenant=quota
 {TR}   threads=r-* tenant=runner
 {TK}   threads=k-* tenant=keeper
+{TS}   threads=s-* tenant=sbx
+{TS2}  threads=s-* tenant=sbx
 """)
 
 SUITE_CONF = f"""[routerd]
@@ -209,6 +213,56 @@ def test_backup_bytes_quota(s):
     st, js = s.http("POST", "/threads/b-bk/restore", {"snapshotId": js["snapshotId"]},
                     headers=auth(TB))
     assert st == 200, (st, js)
+
+
+def exec_in(s, tok, thread, command):
+    """POST /sandboxes/{thread}/exec: (status, the NDJSON objects or the error body)."""
+    st, body = s.http("POST", f"/sandboxes/{thread}/exec", {"command": command},
+                      headers=auth(tok))
+    if st != 200:
+        return st, body
+    raw = body if isinstance(body, bytes) else json.dumps(body).encode()
+    return st, [json.loads(line) for line in raw.splitlines() if line.strip()]
+
+
+def test_the_sandbox_api_respects_the_threads_tenant(s):
+    # sbx makes a workspace through the sandbox API: the thread is sbx's
+    st, js = s.http("PUT", "/sandboxes/s-sbx", {}, headers=auth(TS))
+    assert st == 201, (st, js)
+    st, objs = exec_in(s, TS, "s-sbx", "echo tenant-s > mine.txt; echo ok")
+    assert st == 200 and objs[-1]["type"] == "exit" and objs[-1]["exitCode"] == 0, (st, objs)
+    st, snap = s.http("POST", "/threads/s-sbx/snapshots", {}, headers=auth(TS))
+    assert st == 201, (st, snap)
+    # an unscoped token of another tenant: every change is refused, nothing runs
+    st, js = exec_in(s, ADMIN, "s-sbx", "echo admin > evil.txt")
+    assert st == 403 and js["code"] == "thread_forbidden", (st, js)
+    for method, path, body in (("PUT", "/sandboxes/s-sbx", {}),
+                               ("POST", "/sandboxes/s-sbx/stop", None),
+                               ("DELETE", "/sandboxes/s-sbx", None),
+                               ("POST", "/sandboxes/adm-fork/restore",
+                                {"from": "s-sbx", "snapshotId": snap["snapshotId"]})):
+        st, js = s.http(method, path, body, headers=auth(ADMIN))
+        assert st == 403 and js["code"] == "thread_forbidden", (method, path, st, js)
+    # reads are the scope's: the admin still sees the sandbox and sbx's file
+    st, js = s.http("GET", "/sandboxes/s-sbx", headers=auth(ADMIN))
+    assert st == 200, (st, js)
+    st, body = s.http("GET", "/threads/s-sbx/files/mine.txt", headers=auth(ADMIN))
+    assert st == 200 and body == b"tenant-s\n", (st, body)
+    st, js = s.http("GET", "/threads/s-sbx/files/evil.txt?stat=1", headers=auth(TS))
+    assert st == 404, (st, js)
+    # the refused restore made no sandbox; sbx's own restore into a new id works
+    st, js = s.http("GET", "/sandboxes/adm-fork", headers=auth(ADMIN))
+    assert st == 404, (st, js)
+    st, js = s.http("POST", "/sandboxes/s-fork/restore",
+                    {"from": "s-sbx", "snapshotId": snap["snapshotId"]}, headers=auth(TS))
+    assert st in (200, 201), (st, js)
+    st, objs = exec_in(s, TS2, "s-fork", "cat mine.txt")
+    assert st == 200 and objs[-1]["exitCode"] == 0, (st, objs)
+    # the sandbox API's workspaces count in the threads quota (quota holds 4)
+    st, js = s.http("PUT", "/sandboxes/q-sbx", {}, headers=auth(TQ))
+    assert st == 429 and js["code"] == "tenant_threads_quota", (st, js)
+    st, js = exec_in(s, TQ, "q-sbx2", "true")
+    assert st == 429 and js["code"] == "tenant_threads_quota", (st, js)
 
 
 def check_config(text):
