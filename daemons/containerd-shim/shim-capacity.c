@@ -6,9 +6,12 @@
  * ensure_key serves one SANDBOX_ENSURE: reuse the key's sandbox, wait for a
  * starting one, claim one from the pool, create one — or, beyond
  * max_instances, queue the request. The pool keeps pool_size sandboxes started
- * ahead and bound to no key (see "The pool" below). The queue is FIFO per
- * thread, served round robin over threads, pushes SANDBOX_QUEUED with each
- * place that changed and gives up at queue_timeout_ms. The idle scan (every
+ * ahead and bound to no key (see "The pool" below). Once two tenants were
+ * served, a tenant holding its share (tenant_max_instances) waits in the queue
+ * too, while the others are served (docs/SECURITY.md "Tenants"). The queue is
+ * FIFO per thread, served round robin over tenants then threads, pushes
+ * SANDBOX_QUEUED with each place that changed and gives up at
+ * queue_timeout_ms. The idle scan (every
  * IDLE_SCAN_USEC) stops sandboxes idle for sleep_after_ms and, when the queue
  * waits for a slot, the idle sandbox used longest ago (never one with a live
  * exec).
@@ -352,6 +355,7 @@ queued_free(Queued *q)
 	free(q->key);
 	free(q->run_id);
 	free(q->thread_id);
+	free(q->tenant);
 	free(q);
 	return NULL;
 }
@@ -417,7 +421,8 @@ queued_cancelled(PeerDeferred *d, void *userdata)
 
 /* Takes *d (NULL) on success. */
 static int
-queue_add(Shim *s, PeerDeferred **d, const char *key, const char *run_id, const char *thread_id)
+queue_add(Shim *s, PeerDeferred **d, const char *key, const char *run_id, const char *thread_id,
+	  const char *tenant)
 {
 	Queued *q = calloc(1, sizeof(*q)), **pp;
 	struct timeval tv;
@@ -428,8 +433,10 @@ queue_add(Shim *s, PeerDeferred **d, const char *key, const char *run_id, const 
 	q->key = strdup(key);
 	q->run_id = run_id ? strdup(run_id) : NULL;
 	q->thread_id = thread_id ? strdup(thread_id) : NULL;
+	q->tenant = tenant ? strdup(tenant) : NULL;
 	q->timer = evtimer_new(s->base, queue_timeout_cb, q);
-	if (!q->key || (run_id && !q->run_id) || (thread_id && !q->thread_id) || !q->timer) {
+	if (!q->key || (run_id && !q->run_id) || (thread_id && !q->thread_id) ||
+	    (tenant && !q->tenant) || !q->timer) {
 		queued_free(q);
 		return -ENOMEM;
 	}
@@ -466,16 +473,56 @@ thread_sandboxes(Shim *s, const char *thread_id)
 	return n;
 }
 
+/* How many sandboxes (live or being created) tenant holds. */
+static size_t
+tenant_sandboxes(Shim *s, const char *tenant)
+{
+	size_t n = 0;
+
+	if (!tenant)
+		return 0;
+	for (Sandbox *sb = s->sandboxes; sb; sb = sb->next)
+		if (sb->state != SANDBOX_DYING && sb->tenant && streq(sb->tenant, tenant))
+			n++;
+	return n;
+}
+
+/* Does tenant hold its share of the slots (tenant_max_instances, once two
+ * tenants were served)? Its requests for a new sandbox wait then. */
+static bool
+tenant_at_share(Shim *s, const char *tenant)
+{
+	int64_t share = s->conf->tenant_max_instances;
+
+	if (!s->multi_tenant || !tenant)
+		return false;
+	if (share <= 0)
+		share = MAX(1, s->conf->max_instances / 2);
+	return tenant_sandboxes(s, tenant) >= (size_t)share;
+}
+
+/* A queued request that a free slot would serve (its tenant under its share). */
+static bool
+queue_has_eligible(Shim *s)
+{
+	for (Queued *q = s->queue; q; q = q->next)
+		if (!tenant_at_share(s, q->tenant))
+			return true;
+	return false;
+}
+
 /* The queued request to serve next. One whose key has a serving sandbox by now
  * needs no slot (the first of a thread's queued runs created it): it goes
  * first, whatever its place. Otherwise, when a slot is free, round-robin over
- * threads: the oldest request of the thread holding the fewest sandboxes, so
- * that one thread's many runs never hold back another thread's. */
+ * tenants, then threads: among the requests of tenants under their share, the
+ * oldest of the tenant holding the fewest sandboxes, then of the thread
+ * holding the fewest, so that one tenant's (or thread's) many runs never hold
+ * back another's. */
 static Queued *
 queue_next(Shim *s, bool slot_free)
 {
 	Queued *best = NULL;
-	size_t best_n = SIZE_MAX;
+	size_t best_t = SIZE_MAX, best_n = SIZE_MAX;
 
 	for (Queued *q = s->queue; q; q = q->next) {
 		char id[17];
@@ -487,13 +534,53 @@ queue_next(Shim *s, bool slot_free)
 	if (!slot_free)
 		return NULL;
 	for (Queued *q = s->queue; q; q = q->next) {
-		size_t n = thread_sandboxes(s, q->thread_id);
-		if (n < best_n) {
+		if (tenant_at_share(s, q->tenant))
+			continue;
+		size_t t = tenant_sandboxes(s, q->tenant), n = thread_sandboxes(s, q->thread_id);
+		if (t < best_t || (t == best_t && n < best_n)) {
 			best = q;
+			best_t = t;
 			best_n = n;
 		}
 	}
 	return best;
+}
+
+/* The idle sandbox to stop for the queue: the one used longest ago (last_used,
+ * stamped when its exec ends: the periodic scan's idle_since has a 200 ms
+ * grain, and a tie went to whichever came first in the list) — anyone's when a
+ * request under its tenant's share waits, else only one of a tenant at its
+ * share that has a request waiting (its own sandbox makes room for it). NULL:
+ * none, or a slot is being freed already (*ret_dying). */
+static Sandbox *
+queue_victim(Shim *s, bool *ret_dying)
+{
+	bool anyone = queue_has_eligible(s);
+	Sandbox *victim = NULL;
+	usec_t best = 0;
+
+	*ret_dying = false;
+	for (Sandbox *sb = s->sandboxes; sb; sb = sb->next) {
+		if (sb->state == SANDBOX_DYING) {
+			*ret_dying = true;
+			return NULL;
+		}
+		if (!sandbox_idle(sb))
+			continue;
+		if (!anyone) {
+			bool waits = false;
+			for (Queued *q = s->queue; q && !waits; q = q->next)
+				waits = q->tenant && sb->tenant && streq(q->tenant, sb->tenant);
+			if (!waits)
+				continue;
+		}
+		usec_t since = sb->last_used;
+		if (!victim || since < best) {
+			victim = sb;
+			best = since;
+		}
+	}
+	return victim;
 }
 
 /* Serve queued requests while they can be; if there is no slot, stop the
@@ -509,29 +596,18 @@ queue_kick(Shim *s)
 			int k;
 			queue_unlink(s, q);
 			peer_deferred_on_cancel(q->reply, NULL, NULL); /* out of the queue */
-			k = ensure_key(s, &q->reply, q->key, q->run_id, q->thread_id, false);
+			k = ensure_key(s, &q->reply, q->key, q->run_id, q->thread_id, q->tenant,
+				       false);
 			if (k < 0)
 				(void)peer_deferred_error(TAKE_PTR(q->reply), k, NULL,
 							  "sandbox creation failed");
 			queued_free(q);
 			continue;
 		}
-		/* the idle sandbox used longest ago (last_used, stamped when its
-		 * exec ends: the periodic scan's idle_since has a 200 ms grain, and
-		 * a tie went to whichever came first in the list) */
-		Sandbox *victim = NULL;
-		usec_t best = 0;
-		for (Sandbox *sb = s->sandboxes; sb; sb = sb->next) {
-			if (sb->state == SANDBOX_DYING)
-				return; /* a slot is being freed already */
-			if (!sandbox_idle(sb))
-				continue;
-			usec_t since = sb->last_used;
-			if (!victim || since < best) {
-				victim = sb;
-				best = since;
-			}
-		}
+		bool dying;
+		Sandbox *victim = queue_victim(s, &dying);
+		if (dying)
+			return; /* a slot is being freed already */
 		if (victim)
 			sandbox_stop(victim, "idle, its slot is needed by a queued request");
 		break;
@@ -550,8 +626,10 @@ capacity_reensure(Sandbox *sb, Waiter **ret_re)
 	bool ready = false;
 	int r = sandbox_obtain(s, sb->key, sb->id, sb->next_run_id, sb->next_thread_id,
 			       SANDBOX_DIR_UNKNOWN, &nsb, &ready, NULL);
-	if (r >= 0)
+	if (r >= 0) {
 		nsb->reserved_until = now_usec() + ENSURE_RESERVE_USEC;
+		set_str(&nsb->tenant, sb->tenant);
+	}
 	if (r >= 0 && ready) {
 		for (Waiter *w = re; w; w = w->next)
 			answer_ensure(TAKE_PTR(w->reply), nsb->id, true);
@@ -598,7 +676,7 @@ idle_cb(evutil_socket_t fd, short what, void *arg)
  * job) and takes it; < 0 = not taken, the caller answers ERROR. */
 int
 ensure_key(Shim *s, PeerDeferred **d, const char *key, const char *run_id, const char *thread_id,
-	   bool may_queue)
+	   const char *tenant, bool may_queue)
 {
 	char id[17];
 	Sandbox *sb;
@@ -613,6 +691,15 @@ ensure_key(Shim *s, PeerDeferred **d, const char *key, const char *run_id, const
 		return 0;
 	}
 	LogCtx ctx = {.run_id = run_id, .thread_id = thread_id, .sandbox_id = id};
+	if (tenant && !s->multi_tenant) {
+		if (!s->first_tenant)
+			s->first_tenant = strdup(tenant);
+		else if (!streq(s->first_tenant, tenant)) {
+			s->multi_tenant = true;
+			log_info("A second tenant: each holds at most its share of max_instances "
+				 "now (tenant_max_instances)");
+		}
+	}
 	sb = sandbox_find(s, id);
 	if (sb && !streq(sb->key, key))
 		return log_ctx_errno(LOG_ERR, -EEXIST, &ctx, "Sandbox id collision for '%s'", key);
@@ -655,11 +742,15 @@ ensure_key(Shim *s, PeerDeferred **d, const char *key, const char *run_id, const
 				log_ctx(LOG_INFO, &ctx, "Sandbox %s resumed", id);
 			set_str(&sb->run_id, run_id);
 			set_str(&sb->thread_id, thread_id);
+			if (tenant)
+				set_str(&sb->tenant, tenant);
 			answer_ensure(TAKE_PTR(*d), id, false);
 			return 0;
 		case SANDBOX_STARTING:
 			set_str(&sb->run_id, run_id);
 			set_str(&sb->thread_id, thread_id);
+			if (tenant)
+				set_str(&sb->tenant, tenant);
 			return waiter_add(&sb->ensure_waiters, d);
 		case SANDBOX_DYING:
 			set_str(&sb->next_run_id, run_id);
@@ -667,13 +758,17 @@ ensure_key(Shim *s, PeerDeferred **d, const char *key, const char *run_id, const
 			return waiter_add(&sb->reensure_waiters, d);
 		}
 	}
-	if (may_queue && (s->queue || list_count(s->sandboxes) >= (size_t)s->conf->max_instances))
-		return queue_add(s, d, key, run_id, thread_id);
+	if (may_queue && (queue_has_eligible(s) || tenant_at_share(s, tenant) ||
+			  list_count(s->sandboxes) >= (size_t)s->conf->max_instances))
+		return queue_add(s, d, key, run_id, thread_id, tenant);
 	bool ready = false;
 	Reason why = {""};
 	k = sandbox_obtain(s, key, id, run_id, thread_id, dir, &sb, &ready, &why);
-	if (k >= 0)
+	if (k >= 0) {
 		sb->reserved_until = now_usec() + ENSURE_RESERVE_USEC;
+		if (tenant)
+			set_str(&sb->tenant, tenant);
+	}
 	if (k >= 0 && ready) {
 		answer_ensure(TAKE_PTR(*d), id, true);
 		log_ctx(LOG_DEBUG, &ctx, "Sandbox %s served from the pool in %" PRIu64 " us", id,

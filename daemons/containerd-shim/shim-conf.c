@@ -107,6 +107,11 @@ const ConfItem shim_conf_items[] = {
      "most sandboxes alive at once; further requests wait (SANDBOX_QUEUED), served "
      "round-robin over threads, and an idle sandbox (no exec running, whatever processes "
      "linger) is stopped to make room"},
+    {S, "tenant_max_instances", CONF_INT, offsetof(ShimConf, tenant_max_instances), "0", 0, 4096,
+     "one tenant's share of max_instances, once the shim has served two tenants: a request "
+     "of a tenant holding that many sandboxes waits in the queue (never fails for it) while "
+     "other tenants are served; the queue is served round-robin over tenants, then over "
+     "threads; 0 = max(1, max_instances / 2)"},
     {S, "queue_timeout_ms", CONF_INT, offsetof(ShimConf, queue_timeout_ms), "600000", 0,
      7LL * 24 * 3600 * 1000,
      "how long a request waits for a sandbox slot before it fails (run error "
@@ -149,6 +154,11 @@ const ConfItem shim_conf_items[] = {
     {S, "backups_keep", CONF_INT, offsetof(ShimConf, backups_keep), "10", 0, 1000000,
      "newest snapshots kept per thread; older ones are deleted after a snapshot "
      "(restore: 404 backup_not_found); 0 = keep all"},
+    {S, "tenant_max_backup_bytes", CONF_SIZE, offsetof(ShimConf, tenant_max_backup_bytes), "20G", 0,
+     INT64_MAX / 2,
+     "bytes of backups one tenant may hold (all its threads' snapshots, on disk); a snapshot "
+     "asked once its tenant holds that much is refused 429 tenant_backup_quota (the last one "
+     "allowed may pass it by its own size); 0 = no cap"},
     {S, "sandbox_orphan_ms", CONF_INT, offsetof(ShimConf, sandbox_orphan_ms), "60000", 100,
      7LL * 24 * 3600 * 1000,
      "after containerd-shim died (kill -9, crash), how long each sandbox waits for a new "

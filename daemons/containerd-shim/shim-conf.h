@@ -47,23 +47,25 @@ typedef struct ShimConf {
 	int64_t memory_max;	    /* bytes; memory.max / memory.limit_in_bytes per sandbox */
 	int64_t memory_swap_max;    /* bytes of swap on top of memory_max */
 	int64_t pids_max;	    /* pids.max per sandbox */
-	char *cpu_max;		  /* "max" or "QUOTA [PERIOD]" in µs (cgroup v2 cpu.max syntax) */
-	char *cgroup_parent;	  /* "" = the shim's own cgroup; else an absolute cgroup path */
-	char *socket_group;	  /* "" = socket 0600, root/our uid only; else its group (0660) */
-	int64_t pool_size;	  /* pre-started sandboxes waiting to be claimed; 0 = none */
-	int64_t max_instances;	  /* most live sandboxes; further ENSUREs wait in FIFO order */
-	int64_t queue_timeout_ms; /* a queued ENSURE then fails -ETIMEDOUT; 0 = forever */
-	int64_t sleep_after_ms;	  /* idle this long, a sandbox's processes are stopped; 0 = never */
+	char *cpu_max;	       /* "max" or "QUOTA [PERIOD]" in µs (cgroup v2 cpu.max syntax) */
+	char *cgroup_parent;   /* "" = the shim's own cgroup; else an absolute cgroup path */
+	char *socket_group;    /* "" = socket 0600, root/our uid only; else its group (0660) */
+	int64_t pool_size;     /* pre-started sandboxes waiting to be claimed; 0 = none */
+	int64_t max_instances; /* most live sandboxes; further ENSUREs wait in FIFO order */
+	int64_t tenant_max_instances; /* one tenant's share of them; 0 = max(1, max_instances/2) */
+	int64_t queue_timeout_ms;     /* a queued ENSURE then fails -ETIMEDOUT; 0 = forever */
+	int64_t sleep_after_ms; /* idle this long, a sandbox's processes are stopped; 0 = never */
 	int64_t restore_max_bytes;   /* file content bytes one restore may unpack */
 	int64_t restore_max_entries; /* archive entries one restore may unpack */
 	int64_t file_api_max_bytes;  /* largest file read or written by SANDBOX_FILE */
 	int64_t watch_idle_ms;	     /* SANDBOX_WATCH: an unpolled watch is dropped after this */
 	int64_t snapshot_timeout_ms; /* a snapshot/restore job may run this long; 0 = no limit */
 	int64_t backups_keep;	     /* newest backups kept per key; 0 = all */
-	int64_t snapshot_max_jobs;   /* snapshot/restore jobs at once; more: -EAGAIN */
-	char *snapshot_cpu_max;	     /* cpu.max of the job cgroup */
-	int64_t snapshot_io_weight;  /* io.weight of the job cgroup (when io is there) */
-	int64_t sandbox_orphan_ms;   /* how long an init waits for a shim that died (adopt.h) */
+	int64_t tenant_max_backup_bytes; /* a tenant's backups past this: no snapshot; 0 = no cap */
+	int64_t snapshot_max_jobs;	 /* snapshot/restore jobs at once; more: -EAGAIN */
+	char *snapshot_cpu_max;		 /* cpu.max of the job cgroup */
+	int64_t snapshot_io_weight;	 /* io.weight of the job cgroup (when io is there) */
+	int64_t sandbox_orphan_ms;	 /* how long an init waits for a shim that died (adopt.h) */
 	/* derived by shim_conf_load() from cpu_max: quota -1 = unlimited */
 	int64_t cpu_quota_us, cpu_period_us;
 	/* the same from snapshot_cpu_max */

@@ -173,6 +173,7 @@ struct Sandbox {
 	 * run of ENSUREs that wait for a dying one, for its successor. */
 	char *run_id, *thread_id;
 	char *next_run_id, *next_thread_id;
+	char *tenant; /* whose (the last SANDBOX_ENSURE's tenant), NULL: unknown */
 	/* Pool (see "The pool" below): pooled = started ahead, bound to no key yet;
 	 * pool_dir = its workspace mount point, kept (and released on free) after
 	 * it was claimed. */
@@ -193,7 +194,7 @@ typedef struct Queued {
 	struct Queued *next;
 	Shim *shim;
 	PeerDeferred *reply; /* leaves the queue when its connection closes */
-	char *key, *run_id, *thread_id;
+	char *key, *run_id, *thread_id, *tenant;
 	struct event *timer; /* queue_timeout_ms */
 	uint64_t position;   /* last one pushed in SANDBOX_QUEUED */
 } Queued;
@@ -297,6 +298,10 @@ struct Shim {
 	Grave *graves;
 	struct event *grave_timer;
 	Queued *queue;
+	/* the first tenant an ENSURE named, and whether another one came since
+	 * (then tenant_max_instances applies: shim-capacity.c) */
+	char *first_tenant;
+	bool multi_tenant;
 	struct event *idle_timer; /* periodic: sleep_after_ms and evictions for the queue */
 	NetFwd *net;		  /* SANDBOX_FORWARD/PROXY listeners */
 	NetPreview *preview;	  /* $runtime_dir/preview.sock (netpreview.h) */
@@ -398,7 +403,7 @@ void queue_push_positions(Shim *s);
 void queue_kick(Shim *s);
 void idle_cb(evutil_socket_t fd, short what, void *arg);
 int ensure_key(Shim *s, PeerDeferred **d, const char *key, const char *run_id,
-	       const char *thread_id, bool may_queue);
+	       const char *thread_id, const char *tenant, bool may_queue);
 void queue_refuse_all(Shim *s);
 void capacity_reensure(Sandbox *sb, Waiter **ret_re);
 

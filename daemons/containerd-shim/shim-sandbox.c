@@ -199,6 +199,7 @@ sandbox_free(Sandbox *sb)
 	free(sb->key);
 	free(sb->run_id);
 	free(sb->thread_id);
+	free(sb->tenant);
 	free(sb->next_run_id);
 	free(sb->next_thread_id);
 	if (sb->pool_dir) {

@@ -39,9 +39,11 @@
 #include <event2/event.h>
 #include <openssl/evp.h>
 
+#include "backup-tenant.h"
 #include "id-util.h"
 #include "shim-int.h"
 #include "snaprec.h"
+#include "tenant.h"
 
 /* ---------------------------------------------------------------------------
  * Snapshots (snapshot.h), run as jobs (snapjob.h): the archive and the unpack
@@ -88,6 +90,53 @@ backups_dir(Shim *s)
 {
 	char *p = NULL;
 	return asprintf(&p, "%s/backups", s->conf->shared.state_dir) < 0 ? NULL : p;
+}
+
+/* The tenant's backups (backup-tenant.h) under tenant_max_backup_bytes, and
+ * these marked as its: else answered (429 tenant_backup_quota, or the
+ * error) and false. No tenant: no cap. */
+static bool
+backup_quota_ok(Shim *s, Peer *p, const Frame *f, const LogCtx *ctx, const char *bdir,
+		const char *id, const char *tenant)
+{
+	uint64_t used = 0;
+	char msg[160];
+	int k;
+
+	if (!tenant)
+		return true;
+	if (!tenant_name_valid(tenant)) {
+		(void)peer_reply_error(p, f->req_id, -EINVAL,
+				       "tenant must be 1..63 of [A-Za-z0-9_.-]");
+		return false;
+	}
+	if (s->conf->tenant_max_backup_bytes > 0) {
+		k = backup_tenant_bytes(bdir, tenant, &used);
+		if (k < 0) {
+			log_ctx_errno(LOG_WARNING, k, ctx,
+				      "Cannot count the backups of tenant %s: %m", tenant);
+			(void)peer_reply_error(p, f->req_id, k,
+					       "cannot count the tenant's backups");
+			return false;
+		}
+		if (used >= (uint64_t)s->conf->tenant_max_backup_bytes) {
+			snprintf(msg, sizeof(msg),
+				 "this tenant's backups hold %" PRIu64
+				 " bytes (tenant_max_backup_bytes %" PRId64 ")",
+				 used, s->conf->tenant_max_backup_bytes);
+			log_ctx(LOG_INFO, ctx, "Snapshot refused: %s", msg);
+			(void)peer_reply_error_reason(p, f->req_id, -EDQUOT, "tenant_backup_quota",
+						      msg);
+			return false;
+		}
+	}
+	k = backup_tenant_mark(bdir, id, tenant);
+	if (k < 0) {
+		log_ctx_errno(LOG_WARNING, k, ctx, "Cannot mark the backups of %s: %m", id);
+		(void)peer_reply_error(p, f->req_id, k, "cannot mark the backups' tenant");
+		return false;
+	}
+	return true;
 }
 
 static bool
@@ -156,7 +205,7 @@ snap_release_held(Shim *s, SnapJob *j)
 			continue; /* its connection closed meanwhile */
 		int k = s->stopped
 			    ? -ESHUTDOWN
-			    : ensure_key(s, &h->reply, h->key, h->run_id, h->thread_id, true);
+			    : ensure_key(s, &h->reply, h->key, h->run_id, h->thread_id, NULL, true);
 		if (k < 0)
 			(void)peer_deferred_error(TAKE_PTR(h->reply), k, NULL,
 						  k == -ESHUTDOWN ? "containerd-shim is stopping"
@@ -330,6 +379,10 @@ handle_sandbox_snapshot(Peer *p, const Frame *f, const Msg_SANDBOX_SNAPSHOT *m, 
 	o = snapop_new(s, id, key);
 	if (!o || (label && !(o->label = strdup(label)))) {
 		k = -ENOMEM;
+		goto out;
+	}
+	if (!backup_quota_ok(s, p, f, &ctx, o->bdir, id, m->tenant)) {
+		k = 0;
 		goto out;
 	}
 	if (asprintf(&ws, "%s/%s/workspace", s->conf->sandbox_dir, id) < 0) {

@@ -57,7 +57,7 @@ handle_sandbox_ensure(Peer *p, const Frame *f, const Msg_SANDBOX_ENSURE *m, void
 
 	if (!d)
 		return -ENOMEM;
-	k = ensure_key(c->shim, &d, m->key, m->run_id, m->thread_id, true);
+	k = ensure_key(c->shim, &d, m->key, m->run_id, m->thread_id, m->tenant, true);
 	peer_deferred_free(d); /* not taken: answered ERROR k */
 	return k;
 }
@@ -691,6 +691,7 @@ shim_free(Shim *s)
 	free(s->seccomp.filter);
 	free(s->seccomp_exec.filter);
 	free(s->sock_path);
+	free(s->first_tenant);
 	free(s->root_mnt);
 	free(s);
 	return NULL;

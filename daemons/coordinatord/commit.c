@@ -39,6 +39,7 @@ struct Op {
 	PeerDeferred *ack;   /* the client's request to acknowledge, or NULL */
 	char *create_thread; /* RUN_START's run to create first (its thread), or NULL */
 	char *create_harness;
+	char *create_tenant;
 	bool is_run;	   /* queued by a Run driver */
 	bool refused_full; /* refused past chunk_high_water */
 	size_t run_ix;	   /* commit_ops: its run's index among the commit's runs */
@@ -53,6 +54,7 @@ op_free(Op *op)
 	free(op->text);
 	free(op->create_thread);
 	free(op->create_harness);
+	free(op->create_tenant);
 	json_decref(op->fields);
 	json_decref(op->drive);
 	peer_deferred_free(op->ack);
@@ -214,15 +216,17 @@ op_queue_client(Coordinator *c, Client *cl, uint64_t req_id, const char *run_id,
 
 int
 commit_queue_create(Coordinator *c, Client *cl, uint64_t req_id, const char *run_id,
-		    const char *thread_id, const char *harness)
+		    const char *thread_id, const char *harness, const char *tenant)
 {
 	Op *op = op_new(run_id, NULL, NULL, NULL, NULL);
 	if (!op)
 		return -ENOMEM;
 	op->create_thread = strdup(thread_id);
 	op->create_harness = harness ? strdup(harness) : NULL;
+	op->create_tenant = tenant ? strdup(tenant) : NULL;
 	op->ack = peer_defer_id(cl->peer, req_id);
-	if (!op->create_thread || (harness && !op->create_harness) || !op->ack) {
+	if (!op->create_thread || (harness && !op->create_harness) ||
+	    (tenant && !op->create_tenant) || !op->ack) {
 		op_free(op);
 		return -ENOMEM;
 	}
@@ -478,7 +482,7 @@ commit_write(Coordinator *c, Op *ops, RunLogBatch **ret_b)
 			continue; /* its run's creation failed */
 		if (op->create_thread) {
 			op->err = runlog_batch_create(b, op->run_id, op->create_thread,
-						      op->create_harness, now);
+						      op->create_harness, op->create_tenant, now);
 			/* the run's other ops must not land in a run of that id
 			 * that is not this one */
 			for (Op *o = op->next; op->err < 0 && o; o = o->next)

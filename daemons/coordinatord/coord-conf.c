@@ -86,6 +86,20 @@ const ConfItem coord_conf_items[] = {
      offsetof(CoordConf, size_retention_high_water), "75", 0, 99,
      "percent of map_size past which retention deletes the oldest terminal runs, whatever "
      "their age, until the log is below it; 0 turns size retention off"},
+    {"coordinatord", "tenant_log_share", CONF_INT, offsetof(CoordConf, tenant_log_share), "50", 1,
+     100,
+     "a tenant's share of the run log, in percent of the size retention mark: past the mark, "
+     "retention deletes the oldest terminal runs of the tenants over their share first, the "
+     "largest first, and another tenant's only when none of those has one left "
+     "(docs/SECURITY.md \"Tenants\"); 100 = one host-wide oldest-first order"},
+    {"coordinatord", "tenant_max_threads", CONF_INT, offsetof(CoordConf, tenant_max_threads),
+     "10000", 0, 1LL << 40,
+     "threads (and so workspaces) one tenant may own; a request creating one more is refused "
+     "429 tenant_threads_quota; 0 = no cap"},
+    {"coordinatord", "tenant_max_running", CONF_INT, offsetof(CoordConf, tenant_max_running), "64",
+     0, 1 << 20,
+     "runs of one tenant driven at once (queued for a sandbox slot included); one more is "
+     "refused 429 tenant_runs_quota; 0 = no cap"},
     {"coordinatord", "map_warn_percent", CONF_INT, offsetof(CoordConf, map_warn_percent), "80", 1,
      99,
      "percent of map_size at which the journal warns (once per crossing) and /metrics "

@@ -66,6 +66,9 @@ typedef struct CoordConf {
 	int64_t chunk_high_water;	   /* % of the map: running runs' events stop here */
 	int64_t size_retention_high_water; /* % of the map: prune oldest terminal runs; 0 = off */
 	int64_t map_warn_percent;	   /* % of the map: warn once per crossing */
+	int64_t tenant_log_share;	   /* % of the size retention mark a tenant may hold */
+	int64_t tenant_max_threads;	   /* threads one tenant may own; 0 = no cap */
+	int64_t tenant_max_running;	   /* runs of one tenant driven at once; 0 = no cap */
 	ToolCgroup tool_cgroup;		   /* required | auto | off */
 	char *tool_cgroup_parent;	   /* "" = our own cgroup */
 	int64_t tool_memory_max, tool_pids_max;

@@ -183,6 +183,7 @@ handle_run_start(Peer *p, const Frame *f, const Msg_RUN_START *req, void *ud)
 	const char *thread_id = req->thread_id, *metadata = req->metadata;
 	const char *idem = req->idempotency_key, *allowed = req->harnesses;
 	const char *alias = req->client_run_id, *input = req->input;
+	const char *tenant = req->tenant;
 	char run_id[RUN_ID_LEN + 1];
 	json_t *msgs = NULL, *meta = NULL;
 	int ret = 0;
@@ -191,6 +192,8 @@ handle_run_start(Peer *p, const Frame *f, const Msg_RUN_START *req, void *ud)
 		goto out;
 	if (placement_run_start(c, p, f, thread_id, dispatch_run_start, ud))
 		goto out; /* cluster mode: refused, or held while the thread is claimed */
+	if (!tenant_request_ok(p, f, &tenant))
+		goto out;
 	msgs = json_loads(req->messages, 0, NULL);
 	if (!json_is_array(msgs) || json_array_size(msgs) == 0) {
 		peer_reply_error(p, f->req_id, -EINVAL, "messages must be a non-empty array");
@@ -235,6 +238,13 @@ handle_run_start(Peer *p, const Frame *f, const Msg_RUN_START *req, void *ud)
 	if (input && !run_input_ok(c, p, f, input))
 		goto out;
 
+	/* a retry of a run that exists (its key or client run id known) is no
+	 * new run for the quota */
+	char prev[RUN_ID_LEN + 1];
+	bool retry = (idem && runlog_idem_get(c->runlog, thread_id, idem, prev) == 0) ||
+		     (alias && runlog_alias_get(c->runlog, alias, thread_id, prev) == 0);
+	if (!tenant_admit(c, p, f, thread_id, tenant, !retry, &ret))
+		goto out;
 	run_uuid(run_id);
 	/* durable before the 202: without a key or an alias (single host),
 	 * the run is created in the group commit with its first events and the
@@ -246,14 +256,14 @@ handle_run_start(Peer *p, const Frame *f, const Msg_RUN_START *req, void *ud)
 	const CommitHooks *hooks = c->commit_hooks;
 	bool in_commit = !alias && !idem && !(hooks->replicating && hooks->replicating(c));
 	if (in_commit) {
-		ret = commit_queue_create(c, cl, f->req_id, run_id, thread_id, harness);
+		ret = commit_queue_create(c, cl, f->req_id, run_id, thread_id, harness, tenant);
 		created = ret == 0;
 	} else if (alias)
-		ret = runlog_create_aliased(c->runlog, run_id, thread_id, harness, now_epoch_ms(),
-					    alias, input, &created);
+		ret = runlog_create_aliased(c->runlog, run_id, thread_id, harness, tenant,
+					    now_epoch_ms(), alias, input, &created);
 	else
-		ret = runlog_create_keyed(c->runlog, run_id, thread_id, harness, now_epoch_ms(),
-					  idem, &created);
+		ret = runlog_create_keyed(c->runlog, run_id, thread_id, harness, tenant,
+					  now_epoch_ms(), idem, &created);
 	if (ret < 0) {
 		log_error_errno(ret, "Failed to register a run: %m");
 		goto out;
@@ -272,6 +282,10 @@ handle_run_start(Peer *p, const Frame *f, const Msg_RUN_START *req, void *ud)
 		ret = -ENOMEM;
 		goto out;
 	}
+	snprintf(run->tenant, sizeof(run->tenant), "%s", tenant);
+	TenantStat *ts = tenant_stat(c, tenant);
+	if (ts)
+		ts->runs_started++;
 	if (!in_commit)
 		ret = reply_run_id(p, f->req_id, run_id);
 	log_ctx_msgid(LOG_INFO, &run->log, RW_MESSAGE_RUN_STARTED, "Run started (harness %s)",
@@ -882,7 +896,26 @@ MSG_HANDLER(dispatch_sandbox_ctl, SANDBOX_CTL, handle_sandbox_ctl)
 MSG_HANDLER(dispatch_capabilities_get, CAPABILITIES_GET, handle_capabilities_get)
 MSG_HANDLER(dispatch_snapshot_list, SNAPSHOT_LIST, handle_snapshot_list)
 MSG_HANDLER(dispatch_watch_poll, WATCH_POLL, handle_watch_poll)
-MSG_HANDLER(dispatch_sbx_exec, SBX_EXEC, handle_sbx_exec)
+/* SBX_EXEC ensures the thread's sandbox (work in the thread): the thread is
+ * the tenant's (claimed when it has no owner, tenant.c) and its sandbox
+ * counts for the tenant's share of the slots (SANDBOX_ENSURE tenant). The
+ * exec's own checks (sandbox-exec.c) come after. */
+static int
+handle_sbx_exec_tenant(Peer *p, const Frame *f, const Msg_SBX_EXEC *m, void *ud)
+{
+	Client *cl = ud;
+	Msg_SBX_EXEC m2 = *m;
+	int ret = 0;
+
+	if (thread_id_valid(m->thread_id) && !cl->c->cluster) {
+		if (!tenant_request_ok(p, f, &m2.tenant) ||
+		    !tenant_admit(cl->c, p, f, m->thread_id, m2.tenant, false, &ret))
+			return ret;
+	}
+	return handle_sbx_exec(p, f, &m2, ud);
+}
+
+MSG_HANDLER(dispatch_sbx_exec, SBX_EXEC, handle_sbx_exec_tenant)
 MSG_HANDLER(dispatch_sbx_exec_input, SBX_EXEC_INPUT, handle_sbx_exec_input)
 MSG_HANDLER(dispatch_sbx_exec_kill, SBX_EXEC_KILL, handle_sbx_exec_kill)
 MSG_HANDLER(dispatch_sbx_exec_list, SBX_EXEC_LIST, handle_sbx_exec_list)
@@ -1053,6 +1086,9 @@ coordinator_open_runlog(Coordinator *c)
 		    path);
 	(void)runlog_usage(c->runlog, &c->log_used, &c->log_map);
 	c->log_map = (uint64_t)c->conf.map_size;
+	r = tenants_load(c);
+	if (r < 0)
+		return log_error_errno(r, "Failed to read the threads' owners in '%s': %m", path);
 	return 0;
 }
 
@@ -1099,6 +1135,7 @@ coordinator_free(Coordinator *c)
 	if (c->base)
 		event_base_free(c->base);
 	runlog_free(c->runlog);
+	tenants_free(c);
 	if (c->harnesses)
 		harness_set_done(c->harnesses);
 	free(c->harnesses);

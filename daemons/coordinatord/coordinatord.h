@@ -34,6 +34,7 @@
 #include "peer-link.h"
 #include "reason.h"
 #include "runlog.h"
+#include "tenant.h"
 #include "shared-conf.h"
 #include "time-util.h"
 
@@ -90,6 +91,7 @@ struct Run {
 	Coordinator *c;
 	char run_id[RUN_ID_LEN + 1];
 	char *thread_id;
+	char tenant[TENANT_NAME_MAX + 1]; /* whose run (tenant.c); TENANT_DEFAULT when none */
 	char *command;
 	char *sandbox_id;
 	uint64_t exec_id;
@@ -295,6 +297,10 @@ struct Coordinator {
 	ThreadOutput *thread_output;
 	uint64_t log_used, log_map; /* live bytes of the run log after the last commit, map size */
 	bool log_warned;	    /* over map_warn_percent (warned once) */
+	struct TenantStat *tenants; /* tenant.c: one per tenant seen */
+	size_t n_tenants;
+	RunLogTenantUsage *tenant_usage; /* the log by tenant, largest first (watchdog.c) */
+	size_t n_tenant_usage;
 
 	/* cluster mode ([cluster] nats), else NULL */
 	struct Cluster *cluster;     /* [cluster] nats set: JetStream (replicate.c), else NULL */
@@ -311,6 +317,43 @@ struct Coordinator {
 	 * was looked up: route it here, do not look again */
 	bool route_here;
 };
+
+/* tenant.c — tenants (docs/SECURITY.md "Tenants"): who owns a thread, the
+ * per-tenant quotas checked before work or data is created, the counts
+ * /metrics shows by tenant. */
+enum { TENANT_REFUSED_THREADS, TENANT_REFUSED_RUNS, TENANT_REFUSED_OWNER, _TENANT_REFUSED_MAX };
+typedef struct TenantStat {
+	char name[TENANT_NAME_MAX + 1];
+	uint64_t threads;      /* threads it owns (the run log's owners) */
+	uint64_t runs_started; /* since start */
+	uint64_t refused[_TENANT_REFUSED_MAX];
+} TenantStat;
+/* The tenant's entry, made when new (NULL when out of memory). */
+TenantStat *tenant_stat(Coordinator *c, const char *name);
+/* Count the threads each tenant owns and the log by tenant (start-up). */
+int tenants_load(Coordinator *c);
+void tenants_free(Coordinator *c);
+/* The tenant a request names, TENANT_DEFAULT when none; false (answered
+ * -EINVAL) when the name is not one. */
+bool tenant_request_ok(Peer *p, const Frame *f, const char **tenant);
+/* Before a request creates work or data in thread_id for tenant: the thread
+ * is tenant's (claimed when it has no owner, within tenant_max_threads:
+ * else 429 tenant_threads_quota) or 403 thread_forbidden; for a run, the
+ * tenant's runs driven here are under tenant_max_running (else 429
+ * tenant_runs_quota). false: refused and answered; *ret_err a storage error
+ * the caller returns (0 otherwise). */
+bool tenant_admit(Coordinator *c, Peer *p, const Frame *f, const char *thread_id,
+		  const char *tenant, bool run, int *ret_err);
+/* For a request that changes or reads from a thread without creating
+ * anything (a sandbox stopped or deleted, the source of a restore): refused
+ * 403 thread_forbidden when another tenant owns it; no claim. false: refused
+ * and answered, or *ret_err a storage error. */
+bool tenant_check(Coordinator *c, Peer *p, const Frame *f, const char *thread_id,
+		  const char *tenant, int *ret_err);
+/* Runs of tenant driven here (not ended). */
+size_t tenant_running(Coordinator *c, const char *tenant);
+/* The /metrics lines by tenant. */
+void tenant_metrics(Coordinator *c, FILE *out);
 
 /* egress.c: a sandbox's own egress (docs/SANDBOX-API.md "Egress"). */
 typedef struct SandboxEgress SandboxEgress;
@@ -414,7 +457,7 @@ int agui_chunk_check(const json_t *chunk, Reason *why);
  * with that commit's acknowledgements, an error if the creation failed (then
  * the run's other ops of the commit fail -ENOENT). 0 or -ENOMEM. */
 int commit_queue_create(Coordinator *c, Client *cl, uint64_t req_id, const char *run_id,
-			const char *thread_id, const char *harness);
+			const char *thread_id, const char *harness, const char *tenant);
 /* A client's RUN_APPEND / RUN_FINISH: acknowledged after the commit. */
 void op_queue_client(Coordinator *c, Client *cl, uint64_t req_id, const char *run_id, json_t *chunk,
 		     const char *status, json_t *fields);
@@ -711,5 +754,7 @@ void remote_teardown(Coordinator *c);
 /* watchdog.c */
 /* After a commit: warn on crossing map_warn_percent, start size retention past its mark. */
 void watchdog_log_usage(Coordinator *c, uint64_t used);
+/* Count the run log by tenant into c->tenant_usage (size retention, /metrics). */
+int watchdog_tenant_usage(Coordinator *c);
 void watchdog_setup(Coordinator *c);
 void watchdog_teardown(Coordinator *c);

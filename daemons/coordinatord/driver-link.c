@@ -176,6 +176,9 @@ recover_cb(const char *run_id, json_t *record, void *ud)
 		json_decref(drive);
 		return;
 	}
+	const char *tenant = json_string_value(json_object_get(record, "tenant"));
+	if (tenant_name_valid(tenant))
+		snprintf(run->tenant, sizeof(run->tenant), "%s", tenant);
 	rc->n++;
 	/* what the stored stream has open, so it ends valid (agui-guard.c) */
 	if (agui_guard_rebuild(run) < 0)

@@ -6,7 +6,8 @@
  *
  * A thread needs no run for this: a harness may seed files before the first
  * run, and a thread that never had one reads as an empty workspace (the shim
- * decides). Nothing here touches the run log.
+ * decides). Nothing here touches the run log but the thread's owner
+ * (tenant.c).
  */
 #include "config.h"
 
@@ -31,11 +32,18 @@ static const PeerRelayOps file_relay = {
 
 static int dispatch_again(Peer *p, const Frame *f, void *userdata);
 
+static bool
+file_op_reads(const char *op)
+{
+	return streq(op, "get") || streq(op, "read") || streq(op, "list") || streq(op, "lstat");
+}
+
 int
 handle_thread_file(Peer *p, const Frame *f, const Msg_THREAD_FILE *m, void *ud)
 {
 	Client *cl = ud;
 	Coordinator *c = cl->c;
+	const char *tenant = m->tenant;
 	PeerDeferred *d;
 	MpWriter w;
 	int ret = 0;
@@ -45,6 +53,13 @@ handle_thread_file(Peer *p, const Frame *f, const Msg_THREAD_FILE *m, void *ud)
 	/* cluster mode: the thread's workspace is on its owner (a claim, as a
 	 * first run makes) */
 	if (placement_run_start(c, p, f, m->thread_id, dispatch_again, ud))
+		goto out;
+	/* a write or mkdir makes the thread's workspace: the thread becomes the
+	 * tenant's (tenant.c), and only its owner changes it; reads are the
+	 * token's scope's to allow (an operator reads every thread) */
+	if (!tenant_request_ok(p, f, &tenant))
+		goto out;
+	if (!file_op_reads(m->op) && !tenant_admit(c, p, f, m->thread_id, tenant, false, &ret))
 		goto out;
 	if (c->conf.reuse == REUSE_NONE) {
 		peer_reply_error_reason(p, f->req_id, -EBUSY, "reuse_none",

@@ -124,6 +124,7 @@ metrics_text(Coordinator *c, char **ret_text, size_t *ret_active)
 		m->runs_output_limited, m->events_refused_full, m->runs_pruned_size);
 	bridge_metrics(c, mf);
 	cluster_metrics(c, mf);
+	tenant_metrics(c, mf);
 	/* last: routerd adds its samples of these families after ours */
 	loop_lag_format(c->loop_lag, "coordinatord", mf);
 	fclose(mf);

@@ -57,6 +57,7 @@ run_new(Coordinator *c, const char *run_id, const char *thread_id)
 	run->c = c;
 	memcpy(run->run_id, run_id, RUN_ID_LEN + 1);
 	run->thread_id = strdup(thread_id);
+	strcpy(run->tenant, TENANT_DEFAULT);
 	if (!run->thread_id) {
 		free(run);
 		return NULL;

@@ -32,7 +32,7 @@ typedef struct RecCache {
 
 struct RunLog {
 	MDB_env *env;
-	MDB_dbi runs, events, thread_runs, idem, meta, drive, inputs;
+	MDB_dbi runs, events, thread_runs, idem, meta, drive, inputs, owners;
 	char *dir;
 	RunLogOptions opts;
 	bool preallocated;
@@ -132,6 +132,15 @@ static inline bool
 rec_terminal(const json_t *rec)
 {
 	return run_status_terminal(json_string_value(json_object_get(rec, "status")));
+}
+
+/* The record's tenant: its "tenant", else TENANT_DEFAULT (runs created
+ * before tenants, or by a client that names none). */
+static inline const char *
+rec_tenant(const json_t *rec)
+{
+	const char *t = json_string_value(json_object_get(rec, "tenant"));
+	return t ? t : TENANT_DEFAULT;
 }
 
 /* A transaction (flags: 0 or MDB_RDONLY) and a cursor on its run records;

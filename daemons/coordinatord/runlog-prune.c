@@ -2,7 +2,8 @@
 /*
  * runlog-prune.c — retention: deleting terminal runs (record, events,
  * thread index, driver state, input, idempotency keys) by age
- * (runlog_prune) and, past the size mark, oldest first (runlog_prune_oldest);
+ * (runlog_prune) and, past the size mark, oldest first (runlog_prune_oldest,
+ * or a tenant's oldest first: runlog_prune_oldest_of);
  * and how many bytes of the map are live (runlog_usage).
  */
 #include "config.h"
@@ -170,9 +171,9 @@ runlog_prune(RunLog *l, int64_t cutoff_ms, size_t max_pruned, size_t max_scanned
 int
 txn_usage(RunLog *l, MDB_txn *txn, uint64_t *ret_used)
 {
-	const MDB_dbi dbis[] = {0 /* FREE_DBI */, 1 /* MAIN_DBI */, l->runs,
-				l->events,	  l->thread_runs,   l->idem,
-				l->meta,	  l->drive,	    l->inputs};
+	const MDB_dbi dbis[] = {0 /* FREE_DBI */, 1 /* MAIN_DBI */, l->runs, l->events,
+				l->thread_runs,	  l->idem,	    l->meta, l->drive,
+				l->inputs,	  l->owners};
 	uint64_t pages = 2, psize = 4096;
 
 	for (size_t i = 0; i < ELEMENTSOF(dbis); i++) {
@@ -205,6 +206,34 @@ int
 runlog_prune_oldest(RunLog *l, size_t max_pruned, size_t *ret_pruned, RunLogPrunedFn pruned,
 		    void *ud)
 {
+	return runlog_prune_oldest_of(l, NULL, max_pruned, UINT64_MAX, ret_pruned, pruned, ud);
+}
+
+/* The bytes of a run's events (keys and values; sizes from the nodes). */
+static uint64_t
+events_bytes(RunLog *l, MDB_txn *txn, const char *run_id)
+{
+	char key[RUN_ID_LEN + 8];
+	MDB_cursor *cur;
+	MDB_val k, v;
+	uint64_t n = 0;
+
+	if (mdb_cursor_open(txn, l->events, &cur) != 0)
+		return 0;
+	event_key(key, run_id, 0);
+	k = (MDB_val){sizeof(key), key};
+	for (int rc = mdb_cursor_get(cur, &k, &v, MDB_SET_RANGE);
+	     rc == 0 && k.mv_size == sizeof(key) && memcmp(k.mv_data, run_id, RUN_ID_LEN) == 0;
+	     rc = mdb_cursor_get(cur, &k, &v, MDB_NEXT))
+		n += k.mv_size + v.mv_size;
+	mdb_cursor_close(cur);
+	return n;
+}
+
+int
+runlog_prune_oldest_of(RunLog *l, const char *tenant, size_t max_pruned, uint64_t want_bytes,
+		       size_t *ret_pruned, RunLogPrunedFn pruned, void *ud)
+{
 	MDB_txn *txn;
 	MDB_cursor *cur;
 	MDB_val k, v;
@@ -231,7 +260,8 @@ runlog_prune_oldest(RunLog *l, size_t max_pruned, size_t *ret_pruned, RunLogPrun
 			continue;
 		json_t *rec = json_loadb(v.mv_data, v.mv_size, 0, NULL);
 		json_t *fin = json_object_get(rec, "finishedAt");
-		if (!rec || !rec_terminal(rec) || !json_is_integer(fin)) {
+		if (!rec || !rec_terminal(rec) || !json_is_integer(fin) ||
+		    (tenant && !streq(rec_tenant(rec), tenant))) {
 			json_decref(rec);
 			continue;
 		}
@@ -257,6 +287,17 @@ runlog_prune_oldest(RunLog *l, size_t max_pruned, size_t *ret_pruned, RunLogPrun
 	mdb_cursor_close(cur);
 	if (rc != MDB_NOTFOUND)
 		r = mdb_errno(rc);
+	/* no more than want_bytes asks (the last one may pass it) */
+	uint64_t freed = 0;
+	for (size_t i = 0; r == 0 && want_bytes != UINT64_MAX && i < n; i++) {
+		if (freed >= want_bytes) {
+			for (size_t j = i; j < n; j++)
+				json_decref(recs[j]);
+			n = i;
+			break;
+		}
+		freed += events_bytes(l, txn, ids[i]) + RUN_ID_LEN;
+	}
 	r = prune_batch(l, txn, ids, recs, n, r, pruned, ud);
 	if (r == 0)
 		*ret_pruned = n;

@@ -94,7 +94,7 @@ env_open(RunLog *l)
 
 	rc = mdb_env_create(&l->env);
 	if (rc == 0)
-		rc = mdb_env_set_maxdbs(l->env, 8);
+		rc = mdb_env_set_maxdbs(l->env, 9);
 	if (rc == 0)
 		rc = mdb_env_set_mapsize(l->env, l->opts.map_size);
 	if (rc == 0)
@@ -127,6 +127,8 @@ env_open(RunLog *l)
 		rc = mdb_dbi_open(txn, "drive", MDB_CREATE, &l->drive);
 	if (rc == 0)
 		rc = mdb_dbi_open(txn, "inputs", MDB_CREATE, &l->inputs);
+	if (rc == 0)
+		rc = mdb_dbi_open(txn, "owners", MDB_CREATE, &l->owners);
 	if (rc == 0) {
 		MDB_val k = {6, (void *)"schema"}, v;
 		rc = mdb_get(txn, l->meta, &k, &v);
@@ -207,7 +209,7 @@ runlog_create(RunLog *l, const char *run_id, const char *thread_id, const char *
 	if (!valid_run_id(run_id))
 		return -EINVAL;
 	memcpy(id, run_id, RUN_ID_LEN + 1);
-	return runlog_create_keyed(l, id, thread_id, harness, now_ms, NULL, ret_created);
+	return runlog_create_keyed(l, id, thread_id, harness, NULL, now_ms, NULL, ret_created);
 }
 
 static int idem_key(char *buf, size_t bufsz, const char *thread_id, const char *key, MDB_val *ret);
@@ -217,7 +219,7 @@ static int idem_put_txn(MDB_txn *txn, RunLog *l, const MDB_val *k, const char *r
  * txn; *ret_rec gets the record. */
 static int
 new_run_txn(MDB_txn *txn, RunLog *l, const char *run_id, const char *thread_id, const char *harness,
-	    int64_t now_ms, json_t **ret_rec)
+	    const char *tenant, int64_t now_ms, json_t **ret_rec)
 {
 	json_t *rec = json_pack("{s:s, s:s, s:s, s:I, s:I, s:I}", "runId", run_id, "threadId",
 				thread_id, "status", "running", "lastSeq", (json_int_t)-1,
@@ -226,6 +228,8 @@ new_run_txn(MDB_txn *txn, RunLog *l, const char *run_id, const char *thread_id, 
 		return -ENOMEM;
 	if (harness)
 		json_object_set_new(rec, "harness", json_string(harness));
+	if (tenant)
+		json_object_set_new(rec, "tenant", json_string(tenant));
 	int r = put_record(txn, l, run_id, rec);
 	if (r < 0) {
 		json_decref(rec);
@@ -255,7 +259,8 @@ static int idem_key(char *buf, size_t bufsz, const char *thread_id, const char *
 
 static int
 create_txn(RunLog *l, char run_id[RUN_ID_LEN + 1], const char *thread_id, const char *harness,
-	   int64_t now_ms, const MDB_val *idem, const char *input, bool *ret_created)
+	   const char *tenant, int64_t now_ms, const MDB_val *idem, const char *input,
+	   bool *ret_created)
 {
 	MDB_txn *txn;
 	json_t *existing = NULL, *rec = NULL;
@@ -296,7 +301,7 @@ create_txn(RunLog *l, char run_id[RUN_ID_LEN + 1], const char *thread_id, const 
 	if (r != -ENOENT)
 		goto fail;
 
-	r = new_run_txn(txn, l, run_id, thread_id, harness, now_ms, &rec);
+	r = new_run_txn(txn, l, run_id, thread_id, harness, tenant, now_ms, &rec);
 	if (r == 0 && idem)
 		r = idem_put_txn(txn, l, &ik, run_id);
 	if (r == 0 && input) {
@@ -320,7 +325,8 @@ fail:
 
 int
 runlog_create_keyed(RunLog *l, char run_id[RUN_ID_LEN + 1], const char *thread_id,
-		    const char *harness, int64_t now_ms, const char *idem, bool *ret_created)
+		    const char *harness, const char *tenant, int64_t now_ms, const char *idem,
+		    bool *ret_created)
 {
 	char buf[512];
 	MDB_val k;
@@ -330,14 +336,14 @@ runlog_create_keyed(RunLog *l, char run_id[RUN_ID_LEN + 1], const char *thread_i
 		if (r < 0)
 			return r;
 	}
-	return create_txn(l, run_id, thread_id, harness, now_ms, idem ? &k : NULL, NULL,
+	return create_txn(l, run_id, thread_id, harness, tenant, now_ms, idem ? &k : NULL, NULL,
 			  ret_created);
 }
 
 int
 runlog_create_aliased(RunLog *l, char run_id[RUN_ID_LEN + 1], const char *thread_id,
-		      const char *harness, int64_t now_ms, const char *alias, const char *input,
-		      bool *ret_created)
+		      const char *harness, const char *tenant, int64_t now_ms, const char *alias,
+		      const char *input, bool *ret_created)
 {
 	char buf[512];
 	MDB_val k;
@@ -356,7 +362,7 @@ runlog_create_aliased(RunLog *l, char run_id[RUN_ID_LEN + 1], const char *thread
 	r = alias_key(buf, sizeof(buf), alias, thread_id, &k);
 	if (r < 0)
 		return r;
-	return create_txn(l, run_id, thread_id, harness, now_ms, &k, input, ret_created);
+	return create_txn(l, run_id, thread_id, harness, tenant, now_ms, &k, input, ret_created);
 }
 
 int
@@ -633,7 +639,7 @@ batch_append(RunLogBatch *b, const char *run_id, const char *chunk, size_t len, 
 
 int
 runlog_batch_create(RunLogBatch *b, const char *run_id, const char *thread_id, const char *harness,
-		    int64_t now_ms)
+		    const char *tenant, int64_t now_ms)
 {
 	BatchRun *br;
 	json_t *rec = NULL;
@@ -657,7 +663,7 @@ runlog_batch_create(RunLogBatch *b, const char *run_id, const char *thread_id, c
 	}
 	(void)batch_spend(b, 16384); /* the record */
 	(void)batch_spend(b, 1024);  /* the thread index */
-	r = new_run_txn(b->txn, b->l, run_id, thread_id, harness, now_ms, &rec);
+	r = new_run_txn(b->txn, b->l, run_id, thread_id, harness, tenant, now_ms, &rec);
 	if (r < 0)
 		return b->err = r;
 	br = &b->runs[b->n_runs++];

@@ -11,6 +11,8 @@
  *                                                      empty thread, global)
  *   inputs       runId                              → JSON text: the run's new
  *                                                      user messages (/chat hydrate)
+ *   owners       threadId                           → the tenant that first created
+ *                                                      work or data in the thread
  *   meta         "schema"                           → "1"
  *
  * Contract (tanstack-protocol.md §2.3):
@@ -41,6 +43,7 @@
 #include <stdint.h>
 
 #include "id-util.h"
+#include "tenant.h"
 
 typedef struct RunLog RunLog;
 
@@ -68,7 +71,9 @@ int runlog_recover(RunLog *l);
 RunLog *runlog_free(RunLog *l);
 
 /* Create the record {runId, threadId, status:"running", lastSeq:-1, startedAt,
- * updatedAt, harness} unless it exists. *ret_created tells which (may be NULL). */
+ * updatedAt, harness, tenant} unless it exists (tenant, harness: NULL = no
+ * such field; the _keyed, _aliased and batch variants take a tenant). *ret_created tells which (may
+ * be NULL). */
 int runlog_create(RunLog *l, const char *run_id, const char *thread_id, const char *harness,
 		  int64_t now_ms, bool *ret_created);
 
@@ -123,7 +128,8 @@ void runlog_events_done(RunLogEvents *e);
  * key are committed together (a crash can never leave a run without its key,
  * which would let a retry start a second one). idem may be NULL. */
 int runlog_create_keyed(RunLog *l, char run_id[RUN_ID_LEN + 1], const char *thread_id,
-			const char *harness, int64_t now_ms, const char *idem, bool *ret_created);
+			const char *harness, const char *tenant, int64_t now_ms, const char *idem,
+			bool *ret_created);
 
 /* POST /chat: runlog_create_keyed with the client's run id as an alias of
  * the run in its thread (issue 30 item 8: the key is (threadId, alias), so
@@ -132,8 +138,8 @@ int runlog_create_keyed(RunLog *l, char run_id[RUN_ID_LEN + 1], const char *thre
  * transaction. The alias already known in thread_id overwrites run_id with
  * its run (*ret_created false). */
 int runlog_create_aliased(RunLog *l, char run_id[RUN_ID_LEN + 1], const char *thread_id,
-			  const char *harness, int64_t now_ms, const char *alias, const char *input,
-			  bool *ret_created);
+			  const char *harness, const char *tenant, int64_t now_ms,
+			  const char *alias, const char *input, bool *ret_created);
 /* The run alias names in thread_id, or -ENOENT. */
 int runlog_alias_get(RunLog *l, const char *alias, const char *thread_id, char ret[RUN_ID_LEN + 1]);
 /* A join by client run id alone: the newest run (startedAt) alias names in a
@@ -177,7 +183,7 @@ int runlog_batch_append_soft(RunLogBatch *b, const char *run_id, const char *chu
  * runlog_create does in a transaction of its own; later ops of the batch see
  * it. -EEXIST (this op only) when run_id is taken. */
 int runlog_batch_create(RunLogBatch *b, const char *run_id, const char *thread_id,
-			const char *harness, int64_t now_ms);
+			const char *harness, const char *tenant, int64_t now_ms);
 int runlog_batch_finish(RunLogBatch *b, const char *run_id, const char *status,
 			const json_t *fields, int64_t now_ms);
 /* Replace (or, with state NULL, delete) the run's driver state in the batch. */
@@ -269,6 +275,35 @@ int runlog_batch_usage(RunLogBatch *b, uint64_t *ret_used);
  * figure plus the most the batch's puts since can have added (exact the
  * first time). Where the bound is over a mark, ask the exact figure. */
 int runlog_batch_usage_bound(RunLogBatch *b, uint64_t *ret_used);
+
+/* ---------- tenants (docs/SECURITY.md "Tenants") ---------- */
+/* The tenant owning thread_id into ret, or -ENOENT. */
+int runlog_thread_owner(RunLog *l, const char *thread_id, char ret[TENANT_NAME_MAX + 1]);
+/* Record tenant as thread_id's owner unless it has one: 0 when it is tenant's
+ * now (*ret_new: it was not before), -EPERM when another tenant owns it (its
+ * name in other, may be NULL). One transaction. */
+int runlog_thread_claim(RunLog *l, const char *thread_id, const char *tenant, bool *ret_new,
+			char other[TENANT_NAME_MAX + 1]);
+/* Call fn for every thread with an owner (a read snapshot). */
+int runlog_foreach_owner(RunLog *l, void (*fn)(const char *thread_id, const char *tenant, void *ud),
+			 void *ud);
+
+/* What each tenant holds in the log: bytes (its records and events, keys
+ * and values, without LMDB's page overhead) and how many of its runs are
+ * terminal (prunable). A record without "tenant" is TENANT_DEFAULT's. */
+typedef struct RunLogTenantUsage {
+	char tenant[TENANT_NAME_MAX + 1];
+	uint64_t bytes;
+	uint64_t runs;
+	uint64_t prunable;
+} RunLogTenantUsage;
+/* One read transaction; *ret malloc'd (n entries), largest bytes first. */
+int runlog_tenant_usage(RunLog *l, RunLogTenantUsage **ret, size_t *ret_n);
+/* runlog_prune_oldest among tenant's runs only (NULL: any tenant's), and
+ * only as many as free want_bytes of events (the last one may free more;
+ * UINT64_MAX: up to max_pruned). */
+int runlog_prune_oldest_of(RunLog *l, const char *tenant, size_t max_pruned, uint64_t want_bytes,
+			   size_t *ret_pruned, RunLogPrunedFn pruned, void *ud);
 
 /* true for completed, failed, aborted */
 bool run_status_terminal(const char *status);

@@ -452,8 +452,8 @@ handle_sbx_exec(Peer *p, const Frame *f, const Msg_SBX_EXEC *m, void *ud)
 	if (m->argv)
 		k = strv_copy(m->argv, &x->argv);
 	else
-		k = strv_push(&x->argv, c->conf.sandbox_shell) < 0 || strv_push(&x->argv, "-c") < 0 ||
-			    strv_push(&x->argv, m->command) < 0
+		k = strv_push(&x->argv, c->conf.sandbox_shell) < 0 ||
+			    strv_push(&x->argv, "-c") < 0 || strv_push(&x->argv, m->command) < 0
 			? -ENOMEM
 			: 0;
 	if (k >= 0)
@@ -477,7 +477,9 @@ handle_sbx_exec(Peer *p, const Frame *f, const Msg_SBX_EXEC *m, void *ud)
 		sbx_free(x);
 		return k == -EINVAL ? 0 : k;
 	}
-	Msg_SANDBOX_ENSURE en = {.key = x->thread_id, .thread_id = x->thread_id};
+	/* tenant: the tenant's share of the slots (coordinator.c checked it) */
+	Msg_SANDBOX_ENSURE en = {
+	    .key = x->thread_id, .thread_id = x->thread_id, .tenant = m->tenant};
 	/* no deadline: it may wait in the shim's queue (queue_timeout_ms ends it) */
 	k = msg_call_SANDBOX_ENSURE(c->shim, &en, 0, sbx_ensured, x);
 	if (k < 0) {

@@ -76,6 +76,15 @@ handle_sandbox_ctl(Peer *p, const Frame *f, const Msg_SANDBOX_CTL *m, void *ud)
 	/* cluster mode: the thread's workspace is on its owner */
 	if (placement_run_start(c, p, f, m->thread_id, dispatch_ctl_again, ud))
 		return 0;
+	/* put makes the thread's workspace: the thread becomes the tenant's
+	 * (tenant.c, as a file write); stop and delete only by its owner; get is
+	 * the token's scope's to allow */
+	const char *tenant = m->tenant;
+	if (!tenant_request_ok(p, f, &tenant))
+		return 0;
+	if (streq(a, "put") ? !tenant_admit(c, p, f, m->thread_id, tenant, false, &r)
+			    : !streq(a, "get") && !tenant_check(c, p, f, m->thread_id, tenant, &r))
+		return r;
 	if (c->conf.reuse == REUSE_NONE) {
 		peer_reply_error_reason(p, f->req_id, -EBUSY, "reuse_none",
 					"with reuse = none each run has its own workspace and a "

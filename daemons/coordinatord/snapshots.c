@@ -5,7 +5,9 @@
  * and SANDBOX_RESTORE keyed by the thread id (the key of SANDBOX_ENSURE); in
  * cluster mode claimed for (or forwarded to) the thread's owner first, as
  * files.c's THREAD_FILE. Nothing here touches the run log but the check that
- * no run of the thread is active before a restore.
+ * no run of the thread is active before a restore and the thread's owner
+ * (tenant.c: a restore from another thread also needs that thread to be the
+ * tenant's).
  *
  * SNAPSHOT_RESTORE with from_thread restores a snapshot of that thread into
  * this one (the sandbox API's restore into a new id, with fresh: refused when
@@ -92,7 +94,7 @@ thread_busy(Coordinator *c, const char *thread_id)
 /* SNAPSHOT_CREATE (label) and SNAPSHOT_RESTORE (sid): the common part. */
 static int
 handle_snapshot(Peer *p, const Frame *f, void *ud, const char *thread_id, const char *label,
-		const Msg_SNAPSHOT_RESTORE *rm)
+		const char *tenant, const Msg_SNAPSHOT_RESTORE *rm)
 {
 	const char *sid = rm ? rm->snapshot_id : NULL;
 	Client *cl = ud;
@@ -109,6 +111,13 @@ handle_snapshot(Peer *p, const Frame *f, void *ud, const char *thread_id, const 
 	 * first run makes) */
 	if (placement_run_start(c, p, f, thread_id,
 				restore ? dispatch_restore_again : dispatch_create_again, ud))
+		goto out;
+	/* a restore from another thread reads that thread's snapshot: it must
+	 * not be another tenant's (checked before the new thread is claimed) */
+	if (!tenant_request_ok(p, f, &tenant) ||
+	    (rm && rm->from_thread && !streq(rm->from_thread, thread_id) &&
+	     !tenant_check(c, p, f, rm->from_thread, tenant, &ret)) ||
+	    !tenant_admit(c, p, f, thread_id, tenant, false, &ret))
 		goto out;
 	if (c->conf.reuse == REUSE_NONE) {
 		peer_reply_error(p, f->req_id, -EBUSY,
@@ -146,7 +155,8 @@ handle_snapshot(Peer *p, const Frame *f, void *ud, const char *thread_id, const 
 					       .has_fresh = rm->has_fresh && rm->fresh});
 	else
 		msg_encode_SANDBOX_SNAPSHOT(
-		    &w, &(Msg_SANDBOX_SNAPSHOT){.key = thread_id, .label = label});
+		    &w,
+		    &(Msg_SANDBOX_SNAPSHOT){.key = thread_id, .label = label, .tenant = tenant});
 	/* d is answered either way: on a send failure, with that errno */
 	if (peer_relay(c->shim, restore ? MSG_SANDBOX_RESTORE : MSG_SANDBOX_SNAPSHOT, &w, d,
 		       (usec_t)c->conf.snapshot_wait_ms * USEC_PER_MSEC,
@@ -162,13 +172,13 @@ out:
 int
 handle_snapshot_create(Peer *p, const Frame *f, const Msg_SNAPSHOT_CREATE *m, void *ud)
 {
-	return handle_snapshot(p, f, ud, m->thread_id, m->label, NULL);
+	return handle_snapshot(p, f, ud, m->thread_id, m->label, m->tenant, NULL);
 }
 
 int
 handle_snapshot_restore(Peer *p, const Frame *f, const Msg_SNAPSHOT_RESTORE *m, void *ud)
 {
-	return handle_snapshot(p, f, ud, m->thread_id, NULL, m);
+	return handle_snapshot(p, f, ud, m->thread_id, NULL, m->tenant, m);
 }
 
 static const PeerRelayOps list_relay = {

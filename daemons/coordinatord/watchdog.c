@@ -22,8 +22,10 @@
  * batches so appends are never held up for long. Size retention deletes the
  * terminal runs that finished first, whatever their age, while the log's live
  * data is past size_retention_high_water percent of the map (checked after
- * every commit and at every retention tick); the journal warns once when the
- * log crosses map_warn_percent.
+ * every commit and at every retention tick): those of the largest tenant over
+ * its share (tenant_log_share) first, never a tenant's within its share
+ * while one over it holds the log (size_victim); the journal warns once
+ * when the log crosses map_warn_percent.
  */
 #include "config.h"
 
@@ -273,9 +275,56 @@ prune_cb(evutil_socket_t fd, short what, void *arg)
 		event_active(prune_work, 0, 0);
 }
 
+int
+watchdog_tenant_usage(Coordinator *c)
+{
+	RunLogTenantUsage *u = NULL;
+	size_t n = 0;
+	int r = runlog_tenant_usage(c->runlog, &u, &n);
+	if (r < 0)
+		return r;
+	free(c->tenant_usage);
+	c->tenant_usage = u;
+	c->n_tenant_usage = n;
+	return 0;
+}
+
+/* Whose runs size retention deletes now (docs/SECURITY.md "Tenants"): with
+ * data of more than one tenant, a tenant's share is tenant_log_share percent
+ * of the mark; the largest tenant over its share that has a terminal run,
+ * and none when the tenants over their share have none (their running
+ * output fills the log up to chunk_high_water and is refused there: no
+ * other tenant pays for it); with no tenant over its share (or one tenant),
+ * the largest that has one. NULL: nothing to prune. */
+static const char *
+size_victim(Coordinator *c, uint64_t mark)
+{
+	size_t with_data = 0;
+	for (size_t i = 0; i < c->n_tenant_usage; i++)
+		with_data += c->tenant_usage[i].runs > 0;
+	uint64_t share =
+	    with_data > 1 ? mark / 100 * (uint64_t)c->conf.tenant_log_share : UINT64_MAX;
+	bool over = false;
+	for (size_t i = 0; i < c->n_tenant_usage; i++) { /* largest first */
+		const RunLogTenantUsage *u = &c->tenant_usage[i];
+		if (u->bytes <= share)
+			continue;
+		over = true;
+		if (u->prunable)
+			return u->tenant;
+	}
+	if (over)
+		return NULL;
+	for (size_t i = 0; i < c->n_tenant_usage; i++)
+		if (c->tenant_usage[i].prunable)
+			return c->tenant_usage[i].tenant;
+	return NULL;
+}
+
 /* Size retention: while the log's live data is past
- * size_retention_high_water, delete the terminal runs that finished first,
- * a few per transaction and one transaction per loop turn. */
+ * size_retention_high_water, delete the terminal runs that finished first
+ * of the tenant size_victim() names, a few per transaction and one
+ * transaction per loop turn. */
 static void
 prune_size_cb(evutil_socket_t fd, short what, void *arg)
 {
@@ -286,9 +335,27 @@ prune_size_cb(evutil_socket_t fd, short what, void *arg)
 	if (c->conf.size_retention_high_water <= 0 || runlog_usage(c->runlog, &used, &map) < 0)
 		return;
 	c->log_used = used;
-	if (used <= map / 100 * (uint64_t)c->conf.size_retention_high_water)
+	uint64_t mark = map / 100 * (uint64_t)c->conf.size_retention_high_water;
+	if (used <= mark)
 		return;
-	int r = runlog_prune_oldest(c->runlog, 8, &n, pruned, c);
+	int r = watchdog_tenant_usage(c);
+	if (r < 0) {
+		log_warning_errno(r, "Retention: cannot count the log by tenant: %m; trying again "
+				     "later");
+		return;
+	}
+	const char *victim = size_victim(c, mark);
+	if (!victim) {
+		log_debug("Retention: run log at %" PRIu64 "%% of its map; the tenants over their "
+			  "share have no terminal run to prune",
+			  used * 100 / (map ? map : 1));
+		return;
+	}
+	char who[TENANT_NAME_MAX + 1];
+	snprintf(who, sizeof(who), "%s", victim);
+	/* as much as brings the log under the mark, a few runs at most: the
+	 * tenant's newest runs stay while its older ones suffice */
+	r = runlog_prune_oldest_of(c->runlog, who, 8, used - mark, &n, pruned, c);
 	if (r < 0) {
 		log_warning_errno(r, "Retention: pruning by size failed: %m; trying again later");
 		return;
@@ -301,9 +368,9 @@ prune_size_cb(evutil_socket_t fd, short what, void *arg)
 	}
 	c->m.runs_pruned += n;
 	c->m.runs_pruned_size += n;
-	log_info("Retention: pruned the %zu oldest terminal run(s): the run log was at %" PRIu64
-		 "%% of its map",
-		 n, used * 100 / (map ? map : 1));
+	log_info("Retention: pruned the %zu oldest terminal run(s) of tenant %s: the run log was "
+		 "at %" PRIu64 "%% of its map",
+		 n, who, used * 100 / (map ? map : 1));
 	event_active(prune_size_work, 0, 0);
 }
 
@@ -333,6 +400,7 @@ retention_cb(evutil_socket_t fd, short what, void *arg)
 {
 	Coordinator *c = arg;
 	prune_size_cb(-1, 0, c);
+	(void)watchdog_tenant_usage(c); /* /metrics by tenant */
 	if (c->conf.retention_days > 0 && !prune_running) {
 		c->prune_cursor[0] = '\0';
 		prune_cb(-1, 0, c);

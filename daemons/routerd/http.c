@@ -682,6 +682,13 @@ http_respond_error(HttpConn *c, int status, const char *code, const char *messag
 }
 
 void
+http_respond_error_headers(HttpConn *c, int status, const char *code, const char *message,
+			   const char *extra_headers)
+{
+	respond_error(c, status, code, message, extra_headers, false);
+}
+
+void
 http_respond_error_close(HttpConn *c, int status, const char *code, const char *message)
 {
 	respond_error(c, status, code, message, NULL, true);

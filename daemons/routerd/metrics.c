@@ -74,6 +74,7 @@ metrics_format(const Router *r, bool coord_up, char **ret, size_t *ret_len)
 		"# TYPE runwarden_router_coordinator_up gauge\n"
 		"runwarden_router_coordinator_up %d\n",
 		r->conns_refused, coord_up ? 1 : 0);
+	tenant_rate_metrics(r, f);
 	if (fclose(f) != 0) {
 		free(buf);
 		return -ENOMEM;

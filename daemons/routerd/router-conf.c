@@ -13,6 +13,7 @@
 #include <string.h>
 #include <sys/socket.h>
 
+#include "id-util.h"
 #include "log.h"
 #include "macro.h"
 #include "strv.h"
@@ -100,10 +101,22 @@ const ConfItem router_conf_items[] = {
      "the connection is closed (slowloris)"},
     {"routerd", "tokens_file", CONF_STR, offsetof(RouterConf, tokens_file), "", 0, 0,
      "file of bearer tokens, one a line ('#' comments), each optionally followed by "
-     "threads=ID,PREFIX*,... (the threads it may touch) and harnesses=NAME,... (the "
-     "harnesses its runs may use); when set every route but /healthz needs "
-     "'Authorization: Bearer <token>'; empty = no auth, which only a loopback listen "
-     "address allows"},
+     "threads=ID,PREFIX*,... (the threads it may touch), harnesses=NAME,... (the "
+     "harnesses its runs may use) and tenant=NAME (whose quotas it uses; a line without "
+     "one is a tenant of its own, t- and 12 hex digits of the token's SHA-256); when set "
+     "every route but /healthz needs 'Authorization: Bearer <token>'; empty = no auth, "
+     "which only a loopback listen address allows (one tenant, 'default')"},
+    {"routerd", "tenant_rate_per_second", CONF_INT, offsetof(RouterConf, tenant_rate_per_second),
+     "20", 0, 1000000,
+     "expensive requests (POST /runs, /chat, snapshots, restores, file changes, GET "
+     "/threads, the /chat hydrate, and the sandbox API's execs, watches and PUT "
+     "/sandboxes/{id}) one tenant may make per second, on average, when "
+     "tokens_file names two tenants or more; past it 429 tenant_rate_limited with "
+     "Retry-After; 0 = no limit"},
+    {"routerd", "tenant_rate_burst", CONF_INT, offsetof(RouterConf, tenant_rate_burst), "40", 1,
+     1000000,
+     "expensive requests one tenant may make at once before tenant_rate_per_second "
+     "applies"},
     {"routerd", "cors_origins", CONF_STR, offsetof(RouterConf, cors_origins), "", 0, 0,
      "origins (scheme://host:port, space-separated, or *) whose browser pages may call the "
      "API cross-origin; a request with any other Origin (but routerd's own) gets 403 "
@@ -239,6 +252,13 @@ token_scope(RouterConf *c, RouterToken *t, char *words, size_t lineno)
 				return log_error_errno(SYNTHETIC_ERRNO(EINVAL),
 						       "%s:%zu: threads=: %s", c->tokens_file,
 						       lineno, why);
+		} else if (startswith(w, "tenant=") && !t->tenant[0]) {
+			if (!tenant_name_valid(w + 7))
+				return log_error_errno(SYNTHETIC_ERRNO(EINVAL),
+						       "%s:%zu: tenant=: expected 1..%d of "
+						       "[A-Za-z0-9_.-]",
+						       c->tokens_file, lineno, TENANT_NAME_MAX);
+			strcpy(t->tenant, w + 7);
 		} else if (startswith(w, "harnesses=") && !t->harnesses) {
 			char **names = NULL;
 			if (scope_list(w + 10, false, &names, &why) < 0)
@@ -250,10 +270,11 @@ token_scope(RouterConf *c, RouterToken *t, char *words, size_t lineno)
 			if (!t->harnesses)
 				return log_error_errno(SYNTHETIC_ERRNO(ENOMEM), "Out of memory");
 		} else
-			return log_error_errno(SYNTHETIC_ERRNO(EINVAL),
-					       "%s:%zu: after the token only threads=LIST and "
-					       "harnesses=LIST may follow, each once",
-					       c->tokens_file, lineno);
+			return log_error_errno(
+			    SYNTHETIC_ERRNO(EINVAL),
+			    "%s:%zu: after the token only threads=LIST, "
+			    "harnesses=LIST and tenant=NAME may follow, each once",
+			    c->tokens_file, lineno);
 		w[l] = save;
 		w += l;
 		w += strspn(w, " \t");
@@ -263,7 +284,7 @@ token_scope(RouterConf *c, RouterToken *t, char *words, size_t lineno)
 
 /* Read the tokens file: one token a line, blank lines and '#' comments
  * skipped, surrounding whitespace trimmed; after the token, optionally
- * `threads=P,P…` and `harnesses=H,H…` (RouterToken). Only SHA-256 digests
+ * `threads=P,P…`, `harnesses=H,H…` and `tenant=NAME` (RouterToken). Only SHA-256 digests
  * are kept, so the comparison works on equal-length values and no token stays
  * in memory. Never logs a token. */
 static int
@@ -310,11 +331,28 @@ tokens_load(RouterConf *c)
 		r = token_scope(c, tok, t + tl + strspn(t + tl, " \t"), lineno);
 		if (r < 0)
 			return r;
+		if (!tok->tenant[0]) { /* its own tenant, named after its digest */
+			char hex[2 * 6 + 1];
+			hex_encode(tok->digest, 6, hex);
+			snprintf(tok->tenant, sizeof(tok->tenant), "t-%s", hex);
+		}
 	}
 	if (c->n_tokens == 0)
 		return log_error_errno(SYNTHETIC_ERRNO(EINVAL),
 				       "routerd.tokens_file: '%s' holds no token", c->tokens_file);
+	for (size_t i = 0; i < c->n_tokens; i++) {
+		size_t j = 0;
+		while (j < i && !streq(c->tokens[j].tenant, c->tokens[i].tenant))
+			j++;
+		c->n_tenants += j == i;
+	}
 	return 0;
+}
+
+const char *
+router_token_tenant(const RouterToken *t)
+{
+	return t ? t->tenant : TENANT_DEFAULT;
 }
 
 bool

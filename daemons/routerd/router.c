@@ -405,6 +405,7 @@ router_free(Router *r)
 	bridge_unlisten(r);
 	r->preview = preview_free(r->preview);
 	free(r->bridge_path);
+	tenant_rate_free(r);
 	if (r->accept_retry)
 		event_free(r->accept_retry);
 	loop_lag_free(r->loop_lag);

@@ -106,6 +106,8 @@ struct Router {
 	uint64_t conns_refused;	   /* closed at accept: max_unserved_per_address */
 	uint64_t refused_unlogged; /* ... since the last (rate-limited) warning */
 	usec_t refused_logged_at;
+	struct TenantRate *rates; /* tenant-rate.c: one bucket per tenant seen */
+	size_t n_rates;
 	bool stopping;
 	bool ready_sent;
 	int exit_code;
@@ -173,6 +175,15 @@ void router_conn_removed(Router *r, HttpConn *c);
  * a new string (*ret, length *ret_len). coord_up: whether coordinatord
  * answered STATUS_GET. 0 or -ENOMEM. */
 int metrics_format(const Router *r, bool coord_up, char **ret, size_t *ret_len);
+
+/* ---- tenant-rate.c (the buckets; the check is in routes-int.h) ---- */
+
+/* runwarden_router_tenant_rate_limited_total{tenant=} lines. */
+void tenant_rate_metrics(const Router *r, FILE *f);
+/* Take one request from token's tenant's bucket: 0, or the seconds to wait
+ * (refused; a /chat WebSocket's run start, routes-chat.c). */
+unsigned tenant_rate_take(Router *r, const RouterToken *token);
+void tenant_rate_free(Router *r);
 
 /* ---- coord-link.c ---- */
 
@@ -409,6 +420,9 @@ void http_respond(HttpConn *c, int status, const char *content_type, const char 
 /* {"error": message, "code": code} with application/json. */
 void http_respond_error(HttpConn *c, int status, const char *code, const char *message);
 void http_respond_error_close(HttpConn *c, int status, const char *code, const char *message);
+/* The same with extra headers ("Name: value\r\n" lines: Retry-After). */
+void http_respond_error_headers(HttpConn *c, int status, const char *code, const char *message,
+				const char *extra_headers);
 /* A jansson value as the JSON body (steals nothing; j is borrowed). */
 void http_respond_json(HttpConn *c, int status, const json_t *j);
 /* 405 with an Allow header listing allow ("GET"). */

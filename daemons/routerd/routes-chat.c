@@ -318,6 +318,11 @@ chat_start_run(HttpConn *c, json_t *body, const char *header_run_id, int64_t las
 					   "this token may not use this thread");
 		return;
 	}
+	if (ws && tenant_rate_take(c->router, token)) { /* POST /chat: at dispatch */
+		chat_ws_error(c, thread_id, run_id, "tenant_rate_limited",
+			      "this tenant's requests are over tenant_rate_per_second", false);
+		return;
+	}
 	if (!coord_ready(c->router)) {
 		if (ws)
 			chat_ws_error(c, thread_id, run_id, "unavailable",
@@ -357,6 +362,7 @@ chat_start_run(HttpConn *c, json_t *body, const char *header_run_id, int64_t las
 			   .harnesses = harnesses,
 			   .client_run_id = run_id,
 			   .input = input,
+			   .tenant = router_token_tenant(token),
 		       }),
 		       chat_run_reply, c);
 	if (r < 0) {

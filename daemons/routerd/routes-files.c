@@ -330,6 +330,7 @@ route_files(HttpConn *c, const char *thread_id, const char *raw, const char *que
 			   .data = c->req.body ? c->req.body : "",
 			   .data_len = c->req.body_len,
 			   .has_data = m == HTTP_PUT,
+			   .tenant = router_token_tenant(c->req.token),
 			   .mode = mode,
 			   .has_mode = mode >= 0,
 			   .parents = parents,

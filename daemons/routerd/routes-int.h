@@ -74,3 +74,12 @@ bool routes_path_thread_id(HttpConn *c, const char *tid);
 /* The request body as a JSON object; an empty body counts as {} when
  * empty_ok. NULL after answering 400. */
 json_t *routes_body_object(HttpConn *c, bool empty_ok);
+
+/* ---- requests per second per tenant (tenant-rate.c) ---- */
+
+/* Is a request on the route of this pattern, with this method (and an
+ * Upgrade header or not), one of the expensive ones? */
+bool tenant_rate_expensive(const char *pattern, enum http_method m, bool upgrade);
+/* The request's tenant may make it now (its bucket had a token); false after
+ * answering 429 tenant_rate_limited. */
+bool tenant_rate_ok(HttpConn *c);

@@ -42,7 +42,8 @@ typedef struct SbxStream {
 	HttpConn *c;
 	uint64_t id;
 	char thread_id[THREAD_ID_MAX + 1];
-	uint64_t pid; /* 0 until SBX_EXEC was answered */
+	char tenant[TENANT_NAME_MAX + 1]; /* the token's (SBX_EXEC tenant) */
+	uint64_t pid;			  /* 0 until SBX_EXEC was answered */
 	bool ws;
 	bool started; /* the WebSocket's start body was sent */
 	bool background;
@@ -274,6 +275,7 @@ sbx_stream_new(HttpConn *c, const char *thread_id, bool ws)
 	s->ws = ws;
 	s->id = ++c->router->sbx_next_stream;
 	snprintf(s->thread_id, sizeof(s->thread_id), "%s", thread_id);
+	snprintf(s->tenant, sizeof(s->tenant), "%s", router_token_tenant(c->req.token));
 	s->next = c->router->sbx_streams;
 	c->router->sbx_streams = s;
 	c->sbx = s;
@@ -354,6 +356,7 @@ exec_call(SbxStream *s, const SbxExecReq *q)
 			      .has_timeout_ms = q->timeout_ms > 0,
 			      .background = q->background,
 			      .has_background = q->background,
+			      .tenant = s->tenant,
 			  }),
 			  exec_reply, s);
 }

@@ -101,7 +101,8 @@ sandbox_ctl(HttpConn *c, const char *id, const char *action, bool keep)
 			       &((Msg_SANDBOX_CTL){.thread_id = id,
 						   .action = action,
 						   .keep_workspace = keep,
-						   .has_keep_workspace = keep}),
+						   .has_keep_workspace = keep,
+						   .tenant = router_token_tenant(c->req.token)}),
 			       ctl_reply, c, CTL_WAIT_USEC);
 	if (r < 0)
 		routes_unavailable(c);

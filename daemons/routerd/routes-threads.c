@@ -137,7 +137,9 @@ route_snapshot_create(HttpConn *c, Route *rt)
 	}
 	r = COORD_CALL_TIMEOUT(
 	    c->router, SNAPSHOT_CREATE,
-	    &((Msg_SNAPSHOT_CREATE){.thread_id = rt->seg[1], .label = json_string_value(label)}),
+	    &((Msg_SNAPSHOT_CREATE){.thread_id = rt->seg[1],
+				    .label = json_string_value(label),
+				    .tenant = router_token_tenant(c->req.token)}),
 	    snapshot_create_reply, c, snapshot_wait(c));
 	if (r < 0)
 		routes_unavailable(c);
@@ -173,10 +175,12 @@ route_snapshot_restore(HttpConn *c, Route *rt)
 		http_respond_error(c, 400, "bad_request", "snapshotId must be a non-empty string");
 		return;
 	}
-	r = COORD_CALL_TIMEOUT(c->router, SNAPSHOT_RESTORE,
-			       &((Msg_SNAPSHOT_RESTORE){.thread_id = rt->seg[1],
-							.snapshot_id = json_string_value(sid)}),
-			       snapshot_restore_reply, c, snapshot_wait(c));
+	r = COORD_CALL_TIMEOUT(
+	    c->router, SNAPSHOT_RESTORE,
+	    &((Msg_SNAPSHOT_RESTORE){.thread_id = rt->seg[1],
+				     .snapshot_id = json_string_value(sid),
+				     .tenant = router_token_tenant(c->req.token)}),
+	    snapshot_restore_reply, c, snapshot_wait(c));
 	if (r < 0)
 		routes_unavailable(c);
 }
@@ -311,13 +315,15 @@ route_sandbox_restore(HttpConn *c, Route *rt)
 		http_respond_error(c, 500, "internal", "out of memory");
 		return;
 	}
-	r = COORD_CALL_TIMEOUT(c->router, SNAPSHOT_RESTORE,
-			       &((Msg_SNAPSHOT_RESTORE){.thread_id = rt->seg[1],
-							.snapshot_id = json_string_value(sid),
-							.from_thread = json_string_value(from),
-							.fresh = true,
-							.has_fresh = true}),
-			       sandbox_restore_reply, c, snapshot_wait(c));
+	r = COORD_CALL_TIMEOUT(
+	    c->router, SNAPSHOT_RESTORE,
+	    &((Msg_SNAPSHOT_RESTORE){.thread_id = rt->seg[1],
+				     .snapshot_id = json_string_value(sid),
+				     .from_thread = json_string_value(from),
+				     .fresh = true,
+				     .has_fresh = true,
+				     .tenant = router_token_tenant(c->req.token)}),
+	    sandbox_restore_reply, c, snapshot_wait(c));
 	if (r < 0)
 		routes_unavailable(c);
 }

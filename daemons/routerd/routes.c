@@ -227,6 +227,11 @@ static const struct {
     {"overloaded", 503, "overloaded"},
     {"shim_unavailable", 503, "unavailable"},
     {"no_space", 507, "no_space"},
+    /* tenants (coordinatord's tenant.c) */
+    {"thread_forbidden", 403, "thread_forbidden"},
+    {"tenant_threads_quota", 429, "tenant_threads_quota"},
+    {"tenant_runs_quota", 429, "tenant_runs_quota"},
+    {"tenant_backup_quota", 429, "tenant_backup_quota"},
     /* the sandbox API's execs (coordinatord's sandbox-exec.c) */
     {"process_not_found", 404, "process_not_found"},
     {"stdin_too_large", 413, "stdin_too_large"},
@@ -449,6 +454,7 @@ route_runs_post(HttpConn *c, Route *rt)
 			   .metadata = meta,
 			   .idempotency_key = idem,
 			   .harnesses = harnesses,
+			   .tenant = router_token_tenant(c->req.token),
 		       }),
 		       run_start_reply, c);
 	if (r < 0)
@@ -1099,8 +1105,7 @@ static const RouteDef route_table[] = {
     {"threads/*/files", 0, NULL, AUTH_TOKEN, M(PUT), route_files_any},
     {"sandboxes/*/files", 0, NULL, AUTH_TOKEN, M(PUT), route_files_any},
     {"capabilities", M(GET), "GET", AUTH_TOKEN, 0, route_capabilities},
-    {"sandboxes/*", M(GET) | M(PUT) | M(DELETE), "GET, PUT, DELETE", AUTH_TOKEN, 0,
-     route_sandbox},
+    {"sandboxes/*", M(GET) | M(PUT) | M(DELETE), "GET, PUT, DELETE", AUTH_TOKEN, 0, route_sandbox},
     {"sandboxes/*/stop", M(POST), "POST", AUTH_TOKEN, 0, route_sandbox_stop},
     {"sandboxes/*/restore", M(POST), "POST", AUTH_TOKEN, 0, route_sandbox_restore},
     {"sandboxes/*/watch", M(GET), "GET", AUTH_TOKEN, 0, route_sandbox_watch},
@@ -1227,6 +1232,10 @@ routes_dispatch(HttpConn *c)
 		http_respond_error(c, 404, "not_found", "not found");
 	else if (d->methods && !(d->methods & (1u << c->req.method)))
 		http_respond_405(c, d->allow);
+	else if (tenant_rate_expensive(d->pattern, c->req.method,
+				       http_header(c, "Upgrade") != NULL) &&
+		 !tenant_rate_ok(c))
+		return; /* 429 tenant_rate_limited */
 	else
 		d->fn(c, &rt);
 }

@@ -66,6 +66,9 @@ def test_second_node_forwards_a_thread_the_first_owns():
         rec = b.wait_terminal(run, thread="t-js")
         assert rec["status"] == "completed", rec
         assert C.local_record(C.nodes["a"], run), "the run did not run on a"
+        # the tenant routerd named (b's) is in the record on the owner and in rw_runs
+        assert C.local_record(C.nodes["a"], run)["tenant"] == "default"
+        assert poll(lambda: (C.run_record(run) or {}).get("tenant") == "default", timeout=10)
         # a thread of its own is b's
         run = b.start_run("echo mine", thread="t-b")
         _, status, _, _ = b.tail(run, thread="t-b", timeout=30)

@@ -192,7 +192,7 @@ def test_bad_tokens_files_are_refused(s):
     spaced = os.path.join(d, "spaced")
     with open(spaced, "w") as f:
         f.write("two words\n")
-    for path, what in ((empty, "no token"), (spaced, "only threads=LIST and harnesses=LIST"),
+    for path, what in ((empty, "no token"), (spaced, "only threads=LIST, harnesses=LIST and tenant=NAME"),
                        (d + "/missing", "cannot read")):
         rc, out = run_routerd(f"[routerd]\nlisten = 127.0.0.1:8799\ntokens_file = {path}\n", True)
         assert rc != 0 and what in out, (path, out)

@@ -23,6 +23,8 @@ with os.fdopen(_fd, "w") as f:
 SUITE_CONF = f"""[routerd]
 tokens_file = {TOKENS_FILE}
 max_file_body = 4M
+# two tokens are two tenants: not routerd's rate per tenant (t_tenant_rate) here
+tenant_rate_per_second = 0
 
 [containerd-shim]
 file_api_max_bytes = 2M

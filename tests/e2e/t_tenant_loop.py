@@ -28,6 +28,8 @@ with os.fdopen(_fd, "w") as f:
 SUITE_CONF = f"""[routerd]
 server_names = x
 tokens_file = {TOKENS_FILE}
+# the loop's fairness, not routerd's rate per tenant (t_tenant_rate), is tested
+tenant_rate_per_second = 0
 
 [coordinatord]
 sync = no

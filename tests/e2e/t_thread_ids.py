@@ -19,6 +19,8 @@ with os.fdopen(_fd, "w") as f:
 SUITE_CONF = f"""[routerd]
 server_names = x
 tokens_file = {TOKENS_FILE}
+# two tokens are two tenants: not routerd's rate per tenant (t_tenant_rate) here
+tenant_rate_per_second = 0
 """
 
 

@@ -608,7 +608,7 @@ test_runlog_alias_and_input_commit_and_prune_with_the_run(void **state)
 	char *scope_a[] = {"a-*", NULL}, *scope_b[] = {"b-*", NULL}, *scope_c[] = {"c", NULL};
 
 	assert_int_equal(runlog_alias_get(f->l, "run-client-1", "a-1", got), -ENOENT);
-	assert_int_equal(runlog_create_aliased(f->l, id, "a-1", "shell", 100, "run-client-1",
+	assert_int_equal(runlog_create_aliased(f->l, id, "a-1", "shell", NULL, 100, "run-client-1",
 					       "[{\"role\":\"user\",\"content\":\"hi\"}]",
 					       &created),
 			 0);
@@ -621,16 +621,16 @@ test_runlog_alias_and_input_commit_and_prune_with_the_run(void **state)
 	input = NULL;
 	/* the retry in the same thread: the alias names the run, nothing new */
 	snprintf(id, sizeof(id), "%s", RUN_B);
-	assert_int_equal(
-	    runlog_create_aliased(f->l, id, "a-1", "shell", 150, "run-client-1", NULL, &created),
-	    0);
+	assert_int_equal(runlog_create_aliased(f->l, id, "a-1", "shell", NULL, 150, "run-client-1",
+					       NULL, &created),
+			 0);
 	assert_false(created);
 	assert_string_equal(id, RUN_A);
 	/* another thread: a run of its own under the same id */
 	snprintf(id, sizeof(id), "%s", RUN_B);
-	assert_int_equal(
-	    runlog_create_aliased(f->l, id, "b-1", "shell", 200, "run-client-1", NULL, &created),
-	    0);
+	assert_int_equal(runlog_create_aliased(f->l, id, "b-1", "shell", NULL, 200, "run-client-1",
+					       NULL, &created),
+			 0);
 	assert_true(created);
 	assert_string_equal(id, RUN_B);
 	assert_int_equal(runlog_alias_get(f->l, "run-client-1", "b-1", got), 0);
@@ -649,12 +649,13 @@ test_runlog_alias_and_input_commit_and_prune_with_the_run(void **state)
 	assert_int_equal(runlog_alias_find(f->l, "run-client-", NULL, got), -ENOENT);
 	/* not an Idempotency-Key of the thread */
 	assert_int_equal(runlog_idem_get(f->l, "a-1", "run-client-1", got), -ENOENT);
-	assert_int_equal(runlog_create_aliased(f->l, id, "a-1", NULL, 1, "", NULL, &created),
+	assert_int_equal(runlog_create_aliased(f->l, id, "a-1", NULL, NULL, 1, "", NULL, &created),
 			 -EINVAL);
 	/* a key of an older log (one namespace): read for its own thread only;
 	 * another thread takes the id anew */
 	snprintf(id, sizeof(id), "%s", RUN_C);
-	assert_int_equal(runlog_create_keyed(f->l, id, "a-2", "shell", 120, NULL, &created), 0);
+	assert_int_equal(runlog_create_keyed(f->l, id, "a-2", "shell", NULL, 120, NULL, &created),
+			 0);
 	assert_int_equal(runlog_idem_put(f->l, "", "old-client-1", RUN_C), 0);
 	assert_int_equal(runlog_alias_get(f->l, "old-client-1", "a-2", got), 0);
 	assert_string_equal(got, RUN_C);
@@ -662,14 +663,14 @@ test_runlog_alias_and_input_commit_and_prune_with_the_run(void **state)
 	assert_int_equal(runlog_alias_find(f->l, "old-client-1", scope_b, got), -ENOENT);
 	assert_int_equal(runlog_alias_find(f->l, "old-client-1", scope_a, got), 0);
 	snprintf(id, sizeof(id), "%s", RUN_C);
-	assert_int_equal(
-	    runlog_create_aliased(f->l, id, "a-2", "shell", 250, "old-client-1", NULL, &created),
-	    0);
+	assert_int_equal(runlog_create_aliased(f->l, id, "a-2", "shell", NULL, 250, "old-client-1",
+					       NULL, &created),
+			 0);
 	assert_false(created);
 	snprintf(id, sizeof(id), "%s", RUN_X);
-	assert_int_equal(
-	    runlog_create_aliased(f->l, id, "b-1", "shell", 250, "old-client-1", NULL, &created),
-	    0);
+	assert_int_equal(runlog_create_aliased(f->l, id, "b-1", "shell", NULL, 250, "old-client-1",
+					       NULL, &created),
+			 0);
 	assert_true(created);
 	assert_string_equal(id, RUN_X);
 	/* pruned with the run */
@@ -939,10 +940,10 @@ test_runlog_create_keyed_is_one_transaction(void **state)
 	int r = 0, i;
 
 	strcpy(id, RUN_A);
-	assert_int_equal(runlog_create_keyed(f->l, id, "t1", "shell", 1, "k", &created), 0);
+	assert_int_equal(runlog_create_keyed(f->l, id, "t1", "shell", NULL, 1, "k", &created), 0);
 	assert_true(created);
 	strcpy(id, RUN_B);
-	assert_int_equal(runlog_create_keyed(f->l, id, "t1", "shell", 2, "k", &created), 0);
+	assert_int_equal(runlog_create_keyed(f->l, id, "t1", "shell", NULL, 2, "k", &created), 0);
 	assert_false(created);
 	assert_string_equal(id, RUN_A);
 	assert_int_equal(runlog_get(f->l, RUN_B, &list), -ENOENT);
@@ -951,7 +952,7 @@ test_runlog_create_keyed_is_one_transaction(void **state)
 	json_decref(list);
 	/* the same key in another thread is another run */
 	strcpy(id, RUN_C);
-	assert_int_equal(runlog_create_keyed(f->l, id, "t2", NULL, 3, "k", &created), 0);
+	assert_int_equal(runlog_create_keyed(f->l, id, "t2", NULL, NULL, 3, "k", &created), 0);
 	assert_true(created);
 	assert_string_equal(id, RUN_C);
 
@@ -967,7 +968,7 @@ test_runlog_create_keyed_is_one_transaction(void **state)
 		snprintf(id, sizeof(id), "00000000-0000-4000-8000-%012x", i);
 		snprintf(key, 16, "%08x-", i);
 		key[9] = 'k';
-		r = runlog_create_keyed(f->l, id, "thread-with-a-long-name", NULL, i, key,
+		r = runlog_create_keyed(f->l, id, "thread-with-a-long-name", NULL, NULL, i, key,
 					&created);
 		if (r < 0)
 			break;
@@ -1359,6 +1360,79 @@ test_runlog_prune_oldest_takes_first_finished_terminal_runs(void **state)
 	assert_int_equal(n, 0);
 }
 
+/* Tenants: the log counted by tenant (records and events, a record without
+ * one is "default's"), a tenant's oldest pruned first and no one else's, the
+ * threads' owners. */
+static void
+test_runlog_tenants(void **state)
+{
+	Fix *f = *state;
+	char id[RUN_ID_LEN + 1], owner[TENANT_NAME_MAX + 1];
+	RunLogTenantUsage *u = NULL;
+	json_t *rec = NULL;
+	size_t n = 0;
+	bool fresh = false;
+
+	memcpy(id, RUN_A, sizeof(id));
+	assert_int_equal(runlog_create_keyed(f->l, id, "b1", NULL, "bravo", 10, NULL, NULL), 0);
+	memcpy(id, RUN_B, sizeof(id));
+	assert_int_equal(runlog_create_keyed(f->l, id, "a1", NULL, "alpha", 20, NULL, NULL), 0);
+	memcpy(id, RUN_C, sizeof(id));
+	assert_int_equal(runlog_create_keyed(f->l, id, "a2", NULL, "alpha", 30, NULL, NULL), 0);
+	create(f->l, RUN_X, "d1", 40);
+	assert_int_equal(runlog_get(f->l, RUN_B, &rec), 0);
+	assert_string_equal(json_string_value(json_object_get(rec, "tenant")), "alpha");
+	json_decref(rec);
+	char *blob = malloc(100000);
+	assert_non_null(blob);
+	memset(blob, 'y', 100000);
+	blob[0] = blob[99999] = '"';
+	assert_int_equal(runlog_append(f->l, RUN_B, blob, 100000, 40, NULL, NULL), 0);
+	assert_int_equal(runlog_append(f->l, RUN_C, blob, 100000, 40, NULL, NULL), 0);
+	free(blob);
+	/* bravo's run finished first, then alpha's B; alpha's C still runs */
+	assert_int_equal(
+	    runlog_append_finish(f->l, RUN_A, "{}", 2, "completed", NULL, 50, NULL, NULL), 0);
+	assert_int_equal(
+	    runlog_append_finish(f->l, RUN_B, "{}", 2, "completed", NULL, 60, NULL, NULL), 0);
+	assert_int_equal(runlog_tenant_usage(f->l, &u, &n), 0);
+	assert_int_equal(n, 3);
+	assert_string_equal(u[0].tenant, "alpha"); /* largest first */
+	assert_true(u[0].bytes > 200000 && u[0].bytes < 210000);
+	assert_int_equal(u[0].runs, 2);
+	assert_int_equal(u[0].prunable, 1);
+	for (size_t i = 1; i < n; i++) {
+		assert_true(!strcmp(u[i].tenant, "bravo") || !strcmp(u[i].tenant, TENANT_DEFAULT));
+		assert_true(u[i].bytes < 1000);
+		assert_int_equal(u[i].prunable, !strcmp(u[i].tenant, "bravo"));
+	}
+	free(u);
+	/* alpha's oldest, never bravo's older one nor alpha's running one; no
+	 * more than the bytes asked for */
+	assert_int_equal(runlog_prune_oldest_of(f->l, TENANT_DEFAULT, 16, 1, &n, NULL, NULL), 0);
+	assert_int_equal(n, 0); /* its run is still running */
+	assert_int_equal(runlog_prune_oldest_of(f->l, "alpha", 16, UINT64_MAX, &n, NULL, NULL), 0);
+	assert_int_equal(n, 1);
+	assert_int_equal(runlog_get(f->l, RUN_B, &rec), -ENOENT);
+	assert_int_equal(runlog_get(f->l, RUN_A, &rec), 0);
+	json_decref(rec);
+	assert_int_equal(runlog_prune_oldest_of(f->l, "alpha", 16, UINT64_MAX, &n, NULL, NULL), 0);
+	assert_int_equal(n, 0);
+
+	/* owners: the first tenant's, another is refused, named */
+	assert_int_equal(runlog_thread_owner(f->l, "a1", owner), -ENOENT);
+	assert_int_equal(runlog_thread_claim(f->l, "a1", "alpha", &fresh, owner), 0);
+	assert_true(fresh);
+	assert_int_equal(runlog_thread_claim(f->l, "a1", "alpha", &fresh, owner), 0);
+	assert_false(fresh);
+	owner[0] = '\0';
+	assert_int_equal(runlog_thread_claim(f->l, "a1", "bravo", &fresh, owner), -EPERM);
+	assert_string_equal(owner, "alpha");
+	assert_int_equal(runlog_thread_claim(f->l, "a2", "bad/name", &fresh, owner), -EINVAL);
+	assert_int_equal(runlog_thread_owner(f->l, "a1", owner), 0);
+	assert_string_equal(owner, "alpha");
+}
+
 static void
 test_runlog_soft_append_refuses_one_op_not_the_batch(void **state)
 {
@@ -1531,13 +1605,13 @@ test_runlog_batch_create(void **state)
 
 	create(f->l, RUN_B, "t", 1);
 	assert_int_equal(runlog_batch_begin(f->l, &b), 0);
-	assert_int_equal(runlog_batch_create(b, RUN_A, "t", "shell", 5), 0);
+	assert_int_equal(runlog_batch_create(b, RUN_A, "t", "shell", NULL, 5), 0);
 	assert_int_equal(
 	    runlog_batch_append(b, RUN_A, "{\"type\":\"RUN_STARTED\"}", 22, NULL, NULL, 5, &seq),
 	    0);
 	assert_int_equal(seq, 0);
-	assert_int_equal(runlog_batch_create(b, RUN_A, "t", NULL, 5), -EEXIST);
-	assert_int_equal(runlog_batch_create(b, RUN_B, "t", NULL, 5), -EEXIST);
+	assert_int_equal(runlog_batch_create(b, RUN_A, "t", NULL, NULL, 5), -EEXIST);
+	assert_int_equal(runlog_batch_create(b, RUN_B, "t", NULL, NULL, 5), -EEXIST);
 	assert_int_equal(runlog_get(f->l, RUN_A, &rec), -ENOENT); /* not before the commit */
 	assert_int_equal(runlog_batch_commit(b), 0);
 	runlog_batch_free(b);
@@ -1554,7 +1628,7 @@ test_runlog_batch_create(void **state)
 	json_decref(list);
 	/* aborted: nothing */
 	assert_int_equal(runlog_batch_begin(f->l, &b), 0);
-	assert_int_equal(runlog_batch_create(b, RUN_C, "t", NULL, 6), 0);
+	assert_int_equal(runlog_batch_create(b, RUN_C, "t", NULL, NULL, 6), 0);
 	runlog_batch_free(b);
 	assert_int_equal(runlog_get(f->l, RUN_C, &rec), -ENOENT);
 }
@@ -1610,6 +1684,7 @@ main(void)
 					    teardown),
 	    cmocka_unit_test_setup_teardown(
 		test_runlog_prune_oldest_takes_first_finished_terminal_runs, setup, teardown),
+	    cmocka_unit_test_setup_teardown(test_runlog_tenants, setup, teardown),
 	};
 	return cmocka_run_group_tests_name("runlog", tests, NULL, NULL);
 }
