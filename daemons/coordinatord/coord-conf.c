@@ -36,7 +36,8 @@ const ConfItem coord_conf_items[] = {
     {"coordinatord", "shell", CONF_STR, offsetof(CoordConf, shell), "/bin/sh", 0, 0,
      "interpreter of the shell harness, a path inside the sandbox"},
     {"coordinatord", "sandbox_shell", CONF_STR, offsetof(CoordConf, sandbox_shell), "/bin/bash", 0,
-     0, "the sandbox API: the shell an exec's `command` runs in ([sandbox_shell, \"-c\", command]), "
+     0,
+     "the sandbox API: the shell an exec's `command` runs in ([sandbox_shell, \"-c\", command]), "
      "a path inside the sandbox (bash: TanStack's bootstrap reads `export -p` in its quoting)"},
     {"coordinatord", "read_max", CONF_INT, offsetof(CoordConf, read_max), "256", 1, 65536,
      "most events returned by one RUN_READ"},
@@ -100,6 +101,10 @@ const ConfItem coord_conf_items[] = {
      0, 1 << 20,
      "runs of one tenant driven at once (queued for a sandbox slot included); one more is "
      "refused 429 tenant_runs_quota; 0 = no cap"},
+    {"coordinatord", "tenant_max_execs", CONF_INT, offsetof(CoordConf, tenant_max_execs), "64", 0,
+     1 << 20,
+     "the sandbox API: execs of one tenant running at once in all its sandboxes (background "
+     "ones included); one more is refused 429 tenant_execs_quota; 0 = no cap"},
     {"coordinatord", "map_warn_percent", CONF_INT, offsetof(CoordConf, map_warn_percent), "80", 1,
      99,
      "percent of map_size at which the journal warns (once per crossing) and /metrics "

@@ -69,6 +69,7 @@ typedef struct CoordConf {
 	int64_t tenant_log_share;	   /* % of the size retention mark a tenant may hold */
 	int64_t tenant_max_threads;	   /* threads one tenant may own; 0 = no cap */
 	int64_t tenant_max_running;	   /* runs of one tenant driven at once; 0 = no cap */
+	int64_t tenant_max_execs;	   /* the sandbox API: execs of one tenant at once */
 	ToolCgroup tool_cgroup;		   /* required | auto | off */
 	char *tool_cgroup_parent;	   /* "" = our own cgroup */
 	int64_t tool_memory_max, tool_pids_max;

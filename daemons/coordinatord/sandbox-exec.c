@@ -11,7 +11,8 @@
  * that thread ensures it), so a run and an exec share /workspace.
  *
  * Limits: max_execs_per_sandbox execs not ended per thread (429
- * too_many_execs), exec_stdin_max stdin bytes (413 stdin_too_large), a
+ * too_many_execs), tenant_max_execs per tenant in all its sandboxes (429
+ * tenant_execs_quota), exec_stdin_max stdin bytes (413 stdin_too_large), a
  * timeout of at most exec_timeout_max_ms. Output is not buffered here: each
  * EXEC_OUTPUT goes out to routerd as it comes; the shim's backpressure on its
  * own connection bounds what is in flight, and routerd bounds what waits for
@@ -70,6 +71,7 @@ struct SbxExec {
 	Coordinator *c;
 	SbxState state;
 	char thread_id[THREAD_ID_MAX + 1];
+	char tenant[TENANT_NAME_MAX + 1]; /* whose exec (tenant_max_execs) */
 	Client *client; /* the routerd connection that started it; NULL once gone */
 	uint64_t stream_id;
 	uint64_t exec_id; /* the shim's, also the "pid" the API shows; 0 before */
@@ -162,6 +164,17 @@ sbx_count(Coordinator *c, const char *thread_id, bool ended)
 	size_t n = 0;
 	for (SbxExec *x = c->sbx_execs; x; x = x->next)
 		if ((x->state == SBX_ENDED) == ended && streq(x->thread_id, thread_id))
+			n++;
+	return n;
+}
+
+/* Execs of tenant not ended yet, in every sandbox. */
+static size_t
+sbx_count_tenant(Coordinator *c, const char *tenant)
+{
+	size_t n = 0;
+	for (SbxExec *x = c->sbx_execs; x; x = x->next)
+		if (x->state != SBX_ENDED && streq(x->tenant, tenant))
 			n++;
 	return n;
 }
@@ -414,6 +427,11 @@ sbx_exec_problem(Coordinator *c, const Msg_SBX_EXEC *m, const char **ret_reason)
 	*ret_reason = "too_many_execs";
 	if (sbx_count(c, m->thread_id, false) >= (size_t)c->conf.max_execs_per_sandbox)
 		return "this sandbox runs coordinatord.max_execs_per_sandbox execs already";
+	*ret_reason = "tenant_execs_quota";
+	if (c->conf.tenant_max_execs > 0 &&
+	    sbx_count_tenant(c, m->tenant ? m->tenant : TENANT_DEFAULT) >=
+		(size_t)c->conf.tenant_max_execs)
+		return "this tenant runs coordinatord.tenant_max_execs execs already";
 	return NULL;
 }
 
@@ -427,11 +445,12 @@ handle_sbx_exec(Peer *p, const Frame *f, const Msg_SBX_EXEC *m, void *ud)
 	int k;
 
 	if (why) {
-		peer_reply_error_reason(p, f->req_id,
-					streq(reason, "too_many_execs")	   ? -EAGAIN
-					: streq(reason, "stdin_too_large") ? -E2BIG
-									   : -EINVAL,
-					reason, why);
+		peer_reply_error_reason(
+		    p, f->req_id,
+		    streq(reason, "too_many_execs") || streq(reason, "tenant_execs_quota") ? -EAGAIN
+		    : streq(reason, "stdin_too_large")					   ? -E2BIG
+						       : -EINVAL,
+		    reason, why);
 		return 0;
 	}
 	if (!peer_is_ready(c->shim)) {
@@ -449,6 +468,7 @@ handle_sbx_exec(Peer *p, const Frame *f, const Msg_SBX_EXEC *m, void *ud)
 	x->stdin_open = m->stdin_open;
 	x->timeout_ms = m->has_timeout_ms ? m->timeout_ms : c->conf.exec_timeout_max_ms;
 	snprintf(x->thread_id, sizeof(x->thread_id), "%s", m->thread_id);
+	snprintf(x->tenant, sizeof(x->tenant), "%s", m->tenant ? m->tenant : TENANT_DEFAULT);
 	if (m->argv)
 		k = strv_copy(m->argv, &x->argv);
 	else

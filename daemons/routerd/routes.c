@@ -231,6 +231,7 @@ static const struct {
     {"thread_forbidden", 403, "thread_forbidden"},
     {"tenant_threads_quota", 429, "tenant_threads_quota"},
     {"tenant_runs_quota", 429, "tenant_runs_quota"},
+    {"tenant_execs_quota", 429, "tenant_execs_quota"},
     {"tenant_backup_quota", 429, "tenant_backup_quota"},
     /* the sandbox API's execs (coordinatord's sandbox-exec.c) */
     {"process_not_found", 404, "process_not_found"},

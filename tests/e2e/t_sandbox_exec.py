@@ -32,6 +32,7 @@ tenant_rate_per_second = 0
 
 [coordinatord]
 max_execs_per_sandbox = 3
+tenant_max_execs = 4
 exec_stdin_max = 64K
 """
 
@@ -272,6 +273,32 @@ def test_too_many_execs_and_scopes(s):
     assert st == 200 and exit_of(objs)["exitCode"] == 0, objs
     st, js = run_exec(s, "t-x7", {"argv": ["true"]}, token="wrong")
     assert st == 401
+
+
+def test_a_tenants_execs_are_capped_in_all_its_sandboxes(s):
+    """tenant_max_execs counts a tenant's running execs in every sandbox: one
+    more is 429 tenant_execs_quota, while another tenant's exec still runs."""
+    started, refused = [], None
+    for i in range(10):  # two a sandbox: max_execs_per_sandbox is not what stops it
+        thread = f"t-q{i // 2}"
+        st, js = s.http("POST", f"/sandboxes/{thread}/exec",
+                        {"argv": ["sleep", "1007"], "background": True}, headers=H)
+        if st != 202:
+            refused = (st, js)
+            break
+        started.append((thread, js["pid"]))
+    try:
+        assert refused and refused[0] == 429 and refused[1]["code"] == "tenant_execs_quota", refused
+        assert len(started) == 4, started
+        st, objs = run_exec(s, "sx-q", {"argv": ["true"]}, token=SCOPED)
+        assert st == 200 and exit_of(objs)["exitCode"] == 0, objs
+    finally:
+        for thread, pid in started:
+            s.http("POST", f"/sandboxes/{thread}/processes/{pid}/kill", headers=H)
+    assert poll(lambda: all(not p["running"] for t, _ in started
+                            for p in processes(s, t).values()), 10)
+    st, objs = run_exec(s, "t-q0", {"argv": ["true"]})
+    assert st == 200, objs
 
 
 def test_runs_and_execs_share_the_workspace(s):
