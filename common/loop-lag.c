@@ -123,8 +123,12 @@ loop_lag_header(LoopLagFamily f, FILE *out)
 void
 loop_lag_samples(const LoopLag *l, LoopLagFamily f, const char *daemon, FILE *out)
 {
+	static const LoopLag none; /* a loop measured by no timer: all zero */
 	const char *name = families[f].name;
 	uint64_t cum = 0;
+
+	if (!l)
+		l = &none;
 
 	if (f == LOOP_LAG_MAX) {
 		fprintf(out, "%s{daemon=\"%s\"} %.6f\n", name, daemon, l->max);

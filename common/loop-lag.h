@@ -39,6 +39,7 @@ const char *loop_lag_family_name(LoopLagFamily f);
 /* Family f's # HELP and # TYPE lines. */
 void loop_lag_header(LoopLagFamily f, FILE *out);
 /* Family f's samples of l, labelled daemon="<daemon>". */
+/* l may be NULL (a loop no timer measures, as the fuzz targets' daemons): zeros. */
 void loop_lag_samples(const LoopLag *l, LoopLagFamily f, const char *daemon, FILE *out);
 /* Both families whole: header and samples. */
 void loop_lag_format(const LoopLag *l, const char *daemon, FILE *out);
