@@ -60,6 +60,7 @@ async function until(cond, what, ms = 60000) {
 function cuttingProxy(target, cutAfter) {
   const t = new URL(target);
   const stats = { connections: 0, cut: false, requests: [] };
+  let cutConn = 0;
   const server = net.createServer((down) => {
     const n = ++stats.connections;
     const up = net.connect(Number(t.port), t.hostname);
@@ -67,6 +68,9 @@ function cuttingProxy(target, cutAfter) {
     down.on("data", (d) => {
       const line = d.toString("latin1").split("\r\n")[0];
       if (/^(GET|POST) /.test(line)) stats.requests.push(line);
+      // the connection to cut is the one that carries the first request
+      // (not the first accepted: a stray connect may come first under load)
+      if (/^(GET|POST) /.test(line) && cutConn === 0) cutConn = n;
       const lei = /\r\nLast-Event-ID: *([^\r]*)/i.exec(d.toString("latin1"));
       if (lei) stats.requests.push(`Last-Event-ID ${lei[1]}`);
       // routerd checks Host: name itself, not the proxy
@@ -76,7 +80,7 @@ function cuttingProxy(target, cutAfter) {
       down.write(d);
       seen += d.length;
       const body = d.toString("latin1");
-      if (n === 1 && !stats.cut && seen >= cutAfter && /id: |"id":"/.test(body)) {
+      if (n === cutConn && !stats.cut && seen >= cutAfter && /id: |"id":"/.test(body)) {
         stats.cut = true;
         // mid-line: the stock reader sees unterminated data
         down.write("{\"partial");
