@@ -137,9 +137,11 @@ def test_non_reading_tails_are_bounded_in_total(s):
     assert closed >= N_SLOW - 20, closed
     assert queued <= 4 * 1048576, queued
     # without the budget this grows by ~230 MiB (half a ws_max_queue per
-    # tail, plus a 1 MiB read per DS reader); with 4 MiB, by ~25-30 MiB: the
-    # budget, a read in flight per new connection, the allocator's slack
-    assert growth_mib < 64, f"routerd RSS grew by {growth_mib:.0f} MiB"
+    # tail, plus a 1 MiB read per DS reader); with 4 MiB, by 17-64 MiB (seen
+    # in runs of the whole suite): the budget, a read in flight per new
+    # connection, the allocator's slack, more of it when the readers are
+    # fast. The bound sits between the two.
+    assert growth_mib < 128, f"routerd RSS grew by {growth_mib:.0f} MiB"
 
     # a closed WebSocket tail: what reached it is whole events up to some
     # seq; it resumes from there and gets every event after it
