@@ -33,6 +33,8 @@ tenant_rate_per_second = 0
 
 [coordinatord]
 sync = no
+# the victim starts runs as fast as they answer: not its tenant_runs_quota here (t_tenant)
+tenant_max_running = 0
 """
 
 ATTACKERS = 3
