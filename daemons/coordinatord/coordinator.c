@@ -111,6 +111,35 @@ request_shim_ready(Peer *p, const Frame *f, Coordinator *c, const char *reason)
 	return false;
 }
 
+int
+request_shim_relay(Peer *p, const Frame *f, Coordinator *c, const char *reason, int type,
+		   const MpWriter *w, usec_t timeout, const PeerRelayOps *ops, int *ret_relay)
+{
+	PeerDeferred *d;
+	int r = -ENOTCONN;
+
+	if (ret_relay)
+		*ret_relay = r;
+	if (!request_shim_ready(p, f, c, reason))
+		return 0;
+	d = peer_defer(p, f);
+	if (!d)
+		return -ENOMEM;
+	r = peer_relay(c->shim, type, w, d, timeout, ops);
+	if (ret_relay)
+		*ret_relay = r;
+	return 0;
+}
+
+bool
+request_reuse_ok(Peer *p, const Frame *f, Coordinator *c, const char *message)
+{
+	if (c->conf.reuse != REUSE_NONE)
+		return true;
+	peer_reply_error_reason(p, f->req_id, -EBUSY, "reuse_none", message);
+	return false;
+}
+
 /* metadata.sessionId goes into the agent CLI's argv (claude --resume=ID,
  * codex exec resume ID): only an identifier is taken — 1..128 bytes of
  * [A-Za-z0-9._:-], not starting with '-' — so that it can never be read as

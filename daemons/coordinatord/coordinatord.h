@@ -553,6 +553,19 @@ int handle_snapshot_restore(Peer *p, const Frame *f, const Msg_SNAPSHOT_RESTORE 
  * not connected (-ECONNRESET). */
 bool request_thread_id_ok(Peer *p, const Frame *f, const char *thread_id, const char *reason);
 bool request_shim_ready(Peer *p, const Frame *f, Coordinator *c, const char *reason);
+/* with reuse = none (a thread has no workspace of its own): -EBUSY
+ * "reuse_none" with message. */
+bool request_reuse_ok(Peer *p, const Frame *f, Coordinator *c, const char *message);
+/* Answer f later with the shim's outcome of the message in w (type; the
+ * caller encodes and frees w), as ops says; the shim must be ready (else
+ * request_shim_ready's ERROR, now). Returns the handler's result: 0, or
+ * -ENOMEM with nothing answered. *ret_relay (may be NULL): peer_relay's
+ * result (on a failure it answered f), or -ENOTCONN when nothing was sent. */
+int request_shim_relay(Peer *p, const Frame *f, Coordinator *c, const char *reason, int type,
+		       const MpWriter *w, usec_t timeout, const PeerRelayOps *ops, int *ret_relay);
+/* A PeerRelayOps's answer when the shim does not answer. */
+#define SHIM_RELAY_UNAVAILABLE                                                                     \
+	.unavailable_reason = "shim_unavailable", .unavailable = "containerd-shim unavailable"
 
 /* ---- chat.c ---- */
 #define CHAT_HYDRATE_MAX_RUNS 100 /* the newest runs a hydrate rebuilds */
