@@ -36,7 +36,8 @@ const ConfItem coord_conf_items[] = {
     {"coordinatord", "shell", CONF_STR, offsetof(CoordConf, shell), "/bin/sh", 0, 0,
      "interpreter of the shell harness, a path inside the sandbox"},
     {"coordinatord", "sandbox_shell", CONF_STR, offsetof(CoordConf, sandbox_shell), "/bin/bash", 0,
-     0, "the sandbox API: the shell an exec's `command` runs in ([sandbox_shell, \"-c\", command]), "
+     0,
+     "the sandbox API: the shell an exec's `command` runs in ([sandbox_shell, \"-c\", command]), "
      "a path inside the sandbox (bash: TanStack's bootstrap reads `export -p` in its quoting)"},
     {"coordinatord", "read_max", CONF_INT, offsetof(CoordConf, read_max), "256", 1, 65536,
      "most events returned by one RUN_READ"},
