@@ -41,7 +41,7 @@ void route_sandbox(HttpConn *c, Route *rt);
 void route_sandbox_stop(HttpConn *c, Route *rt);
 void route_capabilities(HttpConn *c, Route *rt);
 void route_sandbox_watch(HttpConn *c, Route *rt);
-/* routes-sandbox.c: /sandboxes/{id}/exec (POST: NDJSON, GET: WebSocket),
+/* routes-exec.c: /sandboxes/{id}/exec (POST: NDJSON, GET: WebSocket),
  * /sandboxes/{id}/processes, /sandboxes/{id}/processes/{pid}/kill */
 void route_sbx_exec(HttpConn *c, Route *rt);
 void route_sbx_processes(HttpConn *c, Route *rt);

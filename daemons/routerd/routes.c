@@ -1111,7 +1111,7 @@ static const RouteDef route_table[] = {
     {"sandboxes/*/watch", M(GET), "GET", AUTH_TOKEN, 0, route_sandbox_watch},
     {"sandboxes/*/ports/*", M(POST), "POST", AUTH_TOKEN, 0, route_sandbox_port},
     {"sandboxes/*/egress", M(PUT), "PUT", AUTH_TOKEN, 0, route_sandbox_egress},
-    /* the sandbox API (routes-sandbox.c): a sandbox id is a thread id */
+    /* the sandbox API (routes-exec.c): a sandbox id is a thread id */
     {"sandboxes/*/exec", M(GET) | M(POST), "GET, POST", AUTH_UPGRADE, M(POST), route_sbx_exec},
     {"sandboxes/*/processes", M(GET), "GET", AUTH_TOKEN, 0, route_sbx_processes},
     {"sandboxes/*/processes/*/kill", M(POST), "POST", AUTH_TOKEN, 0, route_sbx_kill},
