@@ -38,6 +38,30 @@ def read_all(sock, timeout=3.0):
         return data, True
 
 
+def rss_kib(s):
+    """routerd's resident set size (VmRSS), in KiB."""
+    with open(f"/proc/{s.procs['routerd'].pid}/status") as f:
+        for line in f:
+            if line.startswith("VmRSS:"):
+                return int(line.split()[1])
+
+
+def slow_tail(s, path, ws=True, rcvbuf=4096):
+    """A client of the tail at path (WebSocket, or SSE) with a tiny receive
+    window that never reads."""
+    k = socket.socket()
+    k.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, rcvbuf)
+    k.connect(("127.0.0.1", s.port))
+    if ws:
+        k.sendall(f"GET {path} HTTP/1.1\r\nHost: x\r\nUpgrade: websocket\r\n"
+                  f"Connection: Upgrade\r\nSec-WebSocket-Version: 13\r\n"
+                  f"Sec-WebSocket-Key: {WS_KEY}\r\n\r\n".encode())
+    else:
+        k.sendall(f"GET {path} HTTP/1.1\r\nHost: x\r\nAccept: text/event-stream\r\n\r\n"
+                  .encode())
+    return k
+
+
 class Response:
     def __init__(self, status, reason, headers, body):
         self.status, self.reason, self.headers, self.body = status, reason, headers, body
