@@ -261,6 +261,24 @@ class Skip(Exception):
     as "skipped", never as passed)."""
 
 
+def text_handler(body):
+    """A quiet http.server handler class that answers every GET 200 with
+    body (bytes): a host-side server for the sandbox tests."""
+    from http.server import BaseHTTPRequestHandler
+
+    class Handler(BaseHTTPRequestHandler):
+        def do_GET(self):
+            self.send_response(200)
+            self.send_header("Content-Length", str(len(body)))
+            self.end_headers()
+            self.wfile.write(body)
+
+        def log_message(self, *a):
+            pass
+
+    return Handler
+
+
 def poll(cond, timeout=10.0, interval=0.02):
     """cond() until it is truthy or timeout seconds passed; its last value."""
     deadline = time.time() + timeout
