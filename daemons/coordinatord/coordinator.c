@@ -14,6 +14,7 @@
 #include <errno.h>
 #include <event2/event.h>
 #include <inttypes.h>
+#include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -172,35 +173,41 @@ static int dispatch_run_cancel(Peer *p, const Frame *f, void *userdata);
 static int dispatch_thread_runs(Peer *p, const Frame *f, void *userdata);
 static int dispatch_chat_hydrate(Peer *p, const Frame *f, void *userdata);
 
+/* An ERROR -EFBIG "too_large" with the message fmt makes (at most 199
+ * bytes); returns false. */
+static bool _printf_(3, 4) reply_too_large(Peer *p, const Frame *f, const char *fmt, ...)
+{
+	char m[200];
+	va_list ap;
+
+	va_start(ap, fmt);
+	vsnprintf(m, sizeof(m), fmt, ap);
+	va_end(ap);
+	peer_reply_error_reason(p, f->req_id, -EFBIG, "too_large", m);
+	return false;
+}
+
 /* A /chat run's input (the user messages it stores for the hydrate): a JSON
  * array within chat_input_max_bytes and chat_input_max_messages; else false,
  * answered (-EFBIG "too_large" past a bound). */
 static bool
 run_input_ok(Coordinator *c, Peer *p, const Frame *f, const char *input)
 {
-	char m[200];
-
-	if ((int64_t)strlen(input) > c->conf.chat_input_max_bytes) {
-		snprintf(m, sizeof(m),
-			 "the run's new user messages exceed coordinatord.chat_input_max_bytes "
-			 "(%" PRId64 " bytes)",
-			 c->conf.chat_input_max_bytes);
-		peer_reply_error_reason(p, f->req_id, -EFBIG, "too_large", m);
-		return false;
-	}
+	if ((int64_t)strlen(input) > c->conf.chat_input_max_bytes)
+		return reply_too_large(p, f,
+				       "the run's new user messages exceed "
+				       "coordinatord.chat_input_max_bytes (%" PRId64 " bytes)",
+				       c->conf.chat_input_max_bytes);
 	json_auto_t *in = json_loads(input, 0, NULL);
 	if (!json_is_array(in)) {
 		peer_reply_error(p, f->req_id, -EINVAL, "input must be a JSON array");
 		return false;
 	}
-	if ((int64_t)json_array_size(in) > c->conf.chat_input_max_messages) {
-		snprintf(m, sizeof(m),
-			 "the run's new user messages are more than "
-			 "coordinatord.chat_input_max_messages (%" PRId64 ")",
-			 c->conf.chat_input_max_messages);
-		peer_reply_error_reason(p, f->req_id, -EFBIG, "too_large", m);
-		return false;
-	}
+	if ((int64_t)json_array_size(in) > c->conf.chat_input_max_messages)
+		return reply_too_large(p, f,
+				       "the run's new user messages are more than "
+				       "coordinatord.chat_input_max_messages (%" PRId64 ")",
+				       c->conf.chat_input_max_messages);
 	return true;
 }
 
