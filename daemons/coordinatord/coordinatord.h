@@ -370,8 +370,15 @@ void sandbox_egress_forget(Coordinator *c, const char *thread_id);
 void sandbox_egress_free_all(Coordinator *c);
 int handle_sandbox_egress(Peer *p, const Frame *f, const Msg_SANDBOX_EGRESS *m, void *ud);
 
+/* run-api.c: the direct run-log API (a client writes a run's log). */
+int handle_run_open(Peer *p, const Frame *f, const Msg_RUN_OPEN *m, void *ud);
+int handle_run_append(Peer *p, const Frame *f, const Msg_RUN_APPEND *m, void *ud);
+int handle_run_finish(Peer *p, const Frame *f, const Msg_RUN_FINISH *m, void *ud);
+
 /* coordinator.c */
 int coordinator_run(const DaemonArgs *args);
+/* A new run id (a UUID v4). */
+void run_uuid(char out[RUN_ID_LEN + 1]);
 /* The watch of run_id by cl (any client's when cl is NULL), or NULL. */
 Watch *watch_find(Coordinator *c, const Client *cl, const char *run_id);
 /* commit.c's way up: the driver (runs) and the watchdog (usage). */
