@@ -75,6 +75,15 @@ bool routes_path_thread_id(HttpConn *c, const char *tid);
  * empty_ok. NULL after answering 400. */
 json_t *routes_body_object(HttpConn *c, bool empty_ok);
 
+/* ---- Host, Origin, CORS (routes-host.c), for routes_dispatch ---- */
+/* Each answers the request (400/421, 403) and returns false when it fails. */
+bool host_ok(HttpConn *c);
+bool origin_ok(HttpConn *c);
+/* Access-Control-Allow-Origin for an allowed Origin, kept on the request. */
+void cors_prepare(HttpConn *c);
+/* The answer to OPTIONS. */
+void route_options(HttpConn *c);
+
 /* ---- requests per second per tenant (tenant-rate.c) ---- */
 
 /* Is a request on the route of this pattern, with this method (and an
