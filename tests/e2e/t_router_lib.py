@@ -5,6 +5,7 @@ has no test_* functions; run.py imports it and finds nothing to run).
 The WebSocket client is written by hand on purpose: it must be able to send
 what a well-behaved library refuses to (unmasked frames, RSV bits, reserved
 opcodes, oversize or fragmented control frames, bad UTF-8, bad close codes)."""
+import asyncio
 import base64
 import hashlib
 import os
@@ -44,6 +45,14 @@ def rss_kib(s):
         for line in f:
             if line.startswith("VmRSS:"):
                 return int(line.split()[1])
+
+
+async def sample_rss(s, peak, stop):
+    """Keep peak[0] at routerd's highest rss_kib until stop (an asyncio.Event)
+    is set."""
+    while not stop.is_set():
+        peak[0] = max(peak[0], rss_kib(s))
+        await asyncio.sleep(0.05)
 
 
 def slow_tail(s, path, ws=True, rcvbuf=4096):

@@ -11,7 +11,7 @@ import time
 import websockets
 
 from rwtest import assert_gapfree
-from t_router_lib import connect, read_all, rss_kib, slow_tail
+from t_router_lib import connect, read_all, rss_kib, sample_rss, slow_tail
 
 SUITE_CONF = """[routerd]
 server_names = x
@@ -47,14 +47,9 @@ def test_slow_reader_is_dropped_others_get_everything(s):
                 pass
             return events, status, ws.close_code
 
-    async def sampler(stop):
-        while not stop.is_set():
-            peak[0] = max(peak[0], rss_kib(s))
-            await asyncio.sleep(0.05)
-
     async def go():
         stop = asyncio.Event()
-        samp = asyncio.create_task(sampler(stop))
+        samp = asyncio.create_task(sample_rss(s, peak, stop))
         res = await asyncio.wait_for(asyncio.gather(*(reader(i) for i in range(100))), 120)
         stop.set()
         await samp

@@ -14,7 +14,7 @@ import time
 
 import websockets
 
-from t_router_lib import read_all, rss_kib, slow_tail
+from t_router_lib import read_all, rss_kib, sample_rss, slow_tail
 
 SUITE_CONF = """[routerd]
 server_names = x
@@ -81,14 +81,9 @@ def test_non_reading_tails_are_bounded_in_total(s):
                 pass
             return seqs, ws.close_code
 
-    async def sampler(stop):
-        while not stop.is_set():
-            peak[0] = max(peak[0], rss_kib(s))
-            await asyncio.sleep(0.05)
-
     async def go():
         stop = asyncio.Event()
-        samp = asyncio.create_task(sampler(stop))
+        samp = asyncio.create_task(sample_rss(s, peak, stop))
         res = await asyncio.wait_for(asyncio.gather(*(reader() for _ in range(3))), 120)
         # the slow tails had time to back up and be closed
         deadline = time.time() + 20
