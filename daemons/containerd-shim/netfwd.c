@@ -57,6 +57,7 @@
 #include <event2/listener.h>
 #include <event2/util.h>
 
+#include "bev-splice.h"
 #include "connect-parse.h"
 #include "fd-util.h"
 #include "macro.h"
@@ -97,7 +98,7 @@ struct NetConn {
 	Listener *listener; /* lives as long as the run's connections */
 	ListenKind kind;
 	ConnState state;
-	struct bufferevent *down, *up;
+	BevSplice sp; /* down: the sandbox side; up: the host side */
 	ConnectTarget t;
 	struct evdns_getaddrinfo_request *dns;
 	bool dns_done;
@@ -336,10 +337,10 @@ static void
 conn_free(NetConn *c)
 {
 	conn_unlink(c);
-	if (c->down)
-		bufferevent_free(c->down);
-	if (c->up)
-		bufferevent_free(c->up);
+	if (c->sp.down)
+		bufferevent_free(c->sp.down);
+	if (c->sp.up)
+		bufferevent_free(c->sp.up);
 	if (c->ai)
 		evutil_freeaddrinfo(c->ai);
 	if (c->step)
@@ -354,9 +355,9 @@ conn_close(NetConn *c)
 	if (c->dns) {
 		struct evdns_getaddrinfo_request *req = c->dns;
 		conn_unlink(c);
-		if (c->down) {
-			bufferevent_free(c->down);
-			c->down = NULL;
+		if (c->sp.down) {
+			bufferevent_free(c->sp.down);
+			c->sp.down = NULL;
 		}
 		evdns_getaddrinfo_cancel(req); /* its callback frees c, maybe right now */
 		return;
@@ -365,18 +366,23 @@ conn_close(NetConn *c)
 }
 
 static void
-close_when_flushed_cb(struct bufferevent *bev, void *arg)
+conn_splice_close(BevSplice *s)
 {
-	NetConn *c = arg;
-
-	if (evbuffer_get_length(bufferevent_get_output(bev)) == 0)
-		conn_close(c);
+	conn_close(container_of(s, NetConn, sp));
 }
 
+/* The proxy's byte counts (netfwd_run_bytes). */
 static void
-close_event_cb(struct bufferevent *bev, short what, void *arg)
+conn_splice_count(BevSplice *s, struct bufferevent *from, size_t len)
 {
-	conn_close(arg);
+	NetConn *c = container_of(s, NetConn, sp);
+
+	if (c->kind == LISTEN_PROXY && c->run) {
+		if (from == c->sp.down)
+			c->run->bytes_out += len;
+		else
+			c->run->bytes_in += len;
+	}
 }
 
 /* One side is done: let the other flush what it has queued, then close. */
@@ -384,21 +390,7 @@ static void
 conn_finish(NetConn *c, struct bufferevent *other)
 {
 	c->state = C_CLOSING;
-	if (!other || evbuffer_get_length(bufferevent_get_output(other)) == 0) {
-		conn_close(c);
-		return;
-	}
-	if (other == c->down && c->up) {
-		bufferevent_free(c->up);
-		c->up = NULL;
-	} else if (other == c->up && c->down) {
-		bufferevent_free(c->down);
-		c->down = NULL;
-	}
-	bufferevent_disable(other, EV_READ);
-	bufferevent_setwatermark(other, EV_WRITE, 0, 0);
-	bufferevent_setcb(other, NULL, close_when_flushed_cb, close_event_cb, c);
-	bufferevent_enable(other, EV_WRITE);
+	bev_splice_finish(&c->sp, other);
 }
 
 /* An HTTP answer from the proxy itself, with an optional text body, then
@@ -406,11 +398,11 @@ conn_finish(NetConn *c, struct bufferevent *other)
 static void
 conn_answer_body(NetConn *c, const char *status, const char *extra, const char *body)
 {
-	struct evbuffer *out = bufferevent_get_output(c->down);
+	struct evbuffer *out = bufferevent_get_output(c->sp.down);
 
-	if (c->up) {
-		bufferevent_free(c->up);
-		c->up = NULL;
+	if (c->sp.up) {
+		bufferevent_free(c->sp.up);
+		c->sp.up = NULL;
 	}
 	body = body ? body : "";
 	evbuffer_add_printf(out, "HTTP/1.1 %s\r\n%s", status, extra ? extra : "");
@@ -418,7 +410,7 @@ conn_answer_body(NetConn *c, const char *status, const char *extra, const char *
 		evbuffer_add_printf(out, "Content-Type: text/plain; charset=utf-8\r\n");
 	evbuffer_add_printf(out, "Content-Length: %zu\r\nConnection: close\r\n\r\n%s", strlen(body),
 			    body);
-	conn_finish(c, c->down);
+	conn_finish(c, c->sp.down);
 }
 
 static void
@@ -427,76 +419,12 @@ conn_answer(NetConn *c, const char *status, const char *extra)
 	conn_answer_body(c, status, extra, NULL);
 }
 
-static void splice_read_cb(struct bufferevent *bev, void *arg);
-static void splice_write_cb(struct bufferevent *bev, void *arg);
-static void splice_event_cb(struct bufferevent *bev, short what, void *arg);
-
-static void
-splice_read_cb(struct bufferevent *bev, void *arg)
-{
-	NetConn *c = arg;
-	struct bufferevent *other = bev == c->down ? c->up : c->down;
-	struct evbuffer *in = bufferevent_get_input(bev), *out;
-	size_t len = evbuffer_get_length(in);
-
-	if (!other || c->state != C_OPEN) {
-		evbuffer_drain(in, len);
-		return;
-	}
-	if (c->kind == LISTEN_PROXY && c->run) {
-		if (bev == c->down)
-			c->run->bytes_out += len;
-		else
-			c->run->bytes_in += len;
-	}
-	out = bufferevent_get_output(other);
-	evbuffer_add_buffer(out, in);
-	if (evbuffer_get_length(out) >= NETFWD_HIGH_WATER) {
-		/* Backpressure: stop reading here until the other side drained. */
-		bufferevent_disable(bev, EV_READ);
-		bufferevent_setwatermark(other, EV_WRITE, NETFWD_HIGH_WATER / 2, 0);
-	}
-}
-
-static void
-splice_write_cb(struct bufferevent *bev, void *arg)
-{
-	NetConn *c = arg;
-	struct bufferevent *other = bev == c->down ? c->up : c->down;
-
-	/* Below the low watermark again: resume the side that feeds us. */
-	bufferevent_setwatermark(bev, EV_WRITE, 0, 0);
-	if (other)
-		bufferevent_enable(other, EV_READ);
-}
-
-static void
-splice_event_cb(struct bufferevent *bev, short what, void *arg)
-{
-	NetConn *c = arg;
-	struct bufferevent *other = bev == c->down ? c->up : c->down;
-
-	if (what & (BEV_EVENT_EOF | BEV_EVENT_ERROR | BEV_EVENT_TIMEOUT)) {
-		/* Pass on what was read before the end, then flush and close. */
-		if (other && evbuffer_get_length(bufferevent_get_input(bev)) > 0)
-			splice_read_cb(bev, c);
-		conn_finish(c, other);
-	}
-}
-
 static void
 conn_open(NetConn *c)
 {
 	c->state = C_OPEN;
-	bufferevent_set_timeouts(c->down, NULL, NULL);
-	bufferevent_set_timeouts(c->up, NULL, NULL);
-	bufferevent_setcb(c->down, splice_read_cb, splice_write_cb, splice_event_cb, c);
-	bufferevent_setcb(c->up, splice_read_cb, splice_write_cb, splice_event_cb, c);
-	bufferevent_enable(c->down, EV_READ | EV_WRITE);
-	bufferevent_enable(c->up, EV_READ | EV_WRITE);
 	/* Bytes the client sent right behind its CONNECT head go first. */
-	if (evbuffer_get_length(bufferevent_get_input(c->down)) > 0)
-		splice_read_cb(c->down, c);
+	bev_splice_open(&c->sp);
 }
 
 static void up_event_cb(struct bufferevent *bev, short what, void *arg);
@@ -507,18 +435,18 @@ conn_connect(NetConn *c, const struct sockaddr *sa, int salen)
 {
 	struct timeval tv = {.tv_sec = CONNECT_TIMEOUT_SEC};
 
-	if (c->up)
-		bufferevent_free(c->up);
-	c->up = bufferevent_socket_new(bufferevent_get_base(c->down), -1,
-				       BEV_OPT_CLOSE_ON_FREE | BEV_OPT_DEFER_CALLBACKS);
-	if (!c->up)
+	if (c->sp.up)
+		bufferevent_free(c->sp.up);
+	c->sp.up = bufferevent_socket_new(bufferevent_get_base(c->sp.down), -1,
+					  BEV_OPT_CLOSE_ON_FREE | BEV_OPT_DEFER_CALLBACKS);
+	if (!c->sp.up)
 		return -ENOMEM;
 	c->state = C_CONNECTING;
-	bufferevent_setcb(c->up, NULL, NULL, up_event_cb, c);
-	bufferevent_set_timeouts(c->up, NULL, &tv);
-	if (bufferevent_socket_connect(c->up, sa, salen) < 0) {
-		bufferevent_free(c->up);
-		c->up = NULL;
+	bufferevent_setcb(c->sp.up, NULL, NULL, up_event_cb, c);
+	bufferevent_set_timeouts(c->sp.up, NULL, &tv);
+	if (bufferevent_socket_connect(c->sp.up, sa, salen) < 0) {
+		bufferevent_free(c->sp.up);
+		c->sp.up = NULL;
 		return -ECONNREFUSED;
 	}
 	return 0;
@@ -589,13 +517,13 @@ up_event_cb(struct bufferevent *bev, short what, void *arg)
 	if (what & BEV_EVENT_CONNECTED) {
 		/* before any byte of the sandbox's: the run the connection belongs to */
 		if (c->kind == LISTEN_FORWARD && c->listener->hello && c->run)
-			evbuffer_add_printf(bufferevent_get_output(c->up),
+			evbuffer_add_printf(bufferevent_get_output(c->sp.up),
 					    "RUNWARDEN-BRIDGE %s\r\n", c->run->run_id);
 		if (c->kind == LISTEN_PROXY) {
 			LogCtx ctx = c->run ? run_ctx(c->run) : (LogCtx){0};
 			log_ctx(LOG_INFO, &ctx, "Proxy: CONNECT %s:%u established", c->t.host,
 				c->t.port);
-			evbuffer_add_printf(bufferevent_get_output(c->down),
+			evbuffer_add_printf(bufferevent_get_output(c->sp.down),
 					    "HTTP/1.1 200 Connection Established\r\n\r\n");
 		}
 		conn_open(c);
@@ -712,7 +640,7 @@ conn_resolve(NetConn *c)
 		return;
 	}
 	c->state = C_RESOLVING;
-	bufferevent_disable(c->down, EV_READ);
+	bufferevent_disable(c->sp.down, EV_READ);
 	snprintf(port, sizeof(port), "%u", c->t.port);
 	req = evdns_getaddrinfo(n->dns, c->t.host, port, &hints, dns_cb, c);
 	if (!c->dns_done)
@@ -808,9 +736,12 @@ accept_cb(struct evconnlistener *lev, evutil_socket_t fd, struct sockaddr *sa, i
 	}
 	c->kind = l->kind;
 	c->listener = l;
-	c->down = bufferevent_socket_new(evconnlistener_get_base(lev), fd,
-					 BEV_OPT_CLOSE_ON_FREE | BEV_OPT_DEFER_CALLBACKS);
-	if (!c->down) {
+	c->sp.high_water = NETFWD_HIGH_WATER;
+	c->sp.close = conn_splice_close;
+	c->sp.count = conn_splice_count;
+	c->sp.down = bufferevent_socket_new(evconnlistener_get_base(lev), fd,
+					    BEV_OPT_CLOSE_ON_FREE | BEV_OPT_DEFER_CALLBACKS);
+	if (!c->sp.down) {
 		close(fd);
 		free(c);
 		return;
@@ -828,10 +759,10 @@ accept_cb(struct evconnlistener *lev, evutil_socket_t fd, struct sockaddr *sa, i
 	{
 		struct timeval tv = {.tv_sec = HEAD_TIMEOUT_SEC};
 		c->state = C_HEAD;
-		bufferevent_setwatermark(c->down, EV_READ, 0, CONNECT_HEAD_MAX);
-		bufferevent_setcb(c->down, head_read_cb, NULL, head_event_cb, c);
-		bufferevent_set_timeouts(c->down, &tv, NULL);
-		bufferevent_enable(c->down, EV_READ | EV_WRITE);
+		bufferevent_setwatermark(c->sp.down, EV_READ, 0, CONNECT_HEAD_MAX);
+		bufferevent_setcb(c->sp.down, head_read_cb, NULL, head_event_cb, c);
+		bufferevent_set_timeouts(c->sp.down, &tv, NULL);
+		bufferevent_enable(c->sp.down, EV_READ | EV_WRITE);
 	}
 }
 

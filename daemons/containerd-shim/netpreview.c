@@ -28,6 +28,7 @@
 #include <event2/event.h>
 #include <event2/listener.h>
 
+#include "bev-splice.h"
 #include "id-util.h"
 #include "log.h"
 #include "macro.h"
@@ -45,7 +46,7 @@ struct PConn {
 	PConn *prev, *next;
 	NetPreview *np;
 	PState state;
-	struct bufferevent *down, *up;
+	BevSplice sp; /* down: the client; up: the sandbox port */
 	char sandbox_id[17];
 	uint16_t port;
 };
@@ -73,24 +74,17 @@ pconn_free(PConn *c)
 	if (c->next)
 		c->next->prev = c->prev;
 	np->n_conns--;
-	if (c->down)
-		bufferevent_free(c->down);
-	if (c->up)
-		bufferevent_free(c->up);
+	if (c->sp.down)
+		bufferevent_free(c->sp.down);
+	if (c->sp.up)
+		bufferevent_free(c->sp.up);
 	free(c);
 }
 
 static void
-flushed_cb(struct bufferevent *bev, void *arg)
+pconn_splice_close(BevSplice *s)
 {
-	if (evbuffer_get_length(bufferevent_get_output(bev)) == 0)
-		pconn_free(arg);
-}
-
-static void
-flush_event_cb(struct bufferevent *bev, short what, void *arg)
-{
-	pconn_free(arg);
+	pconn_free(container_of(s, PConn, sp));
 }
 
 /* One side ended: the other flushes what it holds, then the whole goes. */
@@ -98,77 +92,19 @@ static void
 pconn_finish(PConn *c, struct bufferevent *other)
 {
 	c->state = P_CLOSING;
-	if (!other || evbuffer_get_length(bufferevent_get_output(other)) == 0) {
-		pconn_free(c);
-		return;
-	}
-	if (other == c->down && c->up) {
-		bufferevent_free(c->up);
-		c->up = NULL;
-	} else if (other == c->up && c->down) {
-		bufferevent_free(c->down);
-		c->down = NULL;
-	}
-	bufferevent_disable(other, EV_READ);
-	bufferevent_setwatermark(other, EV_WRITE, 0, 0);
-	bufferevent_setcb(other, NULL, flushed_cb, flush_event_cb, c);
-	bufferevent_enable(other, EV_WRITE);
+	bev_splice_finish(&c->sp, other);
 }
 
 /* "ERR <code>\r\n" to the client, then close. */
 static void
 pconn_refuse(PConn *c, const char *code)
 {
-	if (c->up) {
-		bufferevent_free(c->up);
-		c->up = NULL;
+	if (c->sp.up) {
+		bufferevent_free(c->sp.up);
+		c->sp.up = NULL;
 	}
-	evbuffer_add_printf(bufferevent_get_output(c->down), "ERR %s\r\n", code);
-	pconn_finish(c, c->down);
-}
-
-static void
-splice_read_cb(struct bufferevent *bev, void *arg)
-{
-	PConn *c = arg;
-	struct bufferevent *other = bev == c->down ? c->up : c->down;
-	struct evbuffer *in = bufferevent_get_input(bev), *out;
-
-	if (!other || c->state != P_OPEN) {
-		evbuffer_drain(in, evbuffer_get_length(in));
-		return;
-	}
-	out = bufferevent_get_output(other);
-	evbuffer_add_buffer(out, in);
-	if (evbuffer_get_length(out) >= NETPREVIEW_HIGH_WATER) {
-		/* Backpressure: stop reading here until the other side drained. */
-		bufferevent_disable(bev, EV_READ);
-		bufferevent_setwatermark(other, EV_WRITE, NETPREVIEW_HIGH_WATER / 2, 0);
-	}
-}
-
-static void
-splice_write_cb(struct bufferevent *bev, void *arg)
-{
-	PConn *c = arg;
-	struct bufferevent *other = bev == c->down ? c->up : c->down;
-
-	bufferevent_setwatermark(bev, EV_WRITE, 0, 0);
-	if (other)
-		bufferevent_enable(other, EV_READ);
-}
-
-static void
-splice_event_cb(struct bufferevent *bev, short what, void *arg)
-{
-	PConn *c = arg;
-	struct bufferevent *other = bev == c->down ? c->up : c->down;
-
-	if (what & (BEV_EVENT_EOF | BEV_EVENT_ERROR | BEV_EVENT_TIMEOUT)) {
-		if (other && evbuffer_get_length(bufferevent_get_input(bev)) > 0)
-			splice_read_cb(bev, c);
-		pconn_finish(c, other);
-	}
+	evbuffer_add_printf(bufferevent_get_output(c->sp.down), "ERR %s\r\n", code);
+	pconn_finish(c, c->sp.down);
 }
 
 static void
@@ -183,16 +119,9 @@ up_event_cb(struct bufferevent *bev, short what, void *arg)
 		return;
 	}
 	c->state = P_OPEN;
-	evbuffer_add(bufferevent_get_output(c->down), "OK\r\n", 4);
-	bufferevent_set_timeouts(c->down, NULL, NULL);
-	bufferevent_set_timeouts(c->up, NULL, NULL);
-	bufferevent_setcb(c->down, splice_read_cb, splice_write_cb, splice_event_cb, c);
-	bufferevent_setcb(c->up, splice_read_cb, splice_write_cb, splice_event_cb, c);
-	bufferevent_enable(c->down, EV_READ | EV_WRITE);
-	bufferevent_enable(c->up, EV_READ | EV_WRITE);
+	evbuffer_add(bufferevent_get_output(c->sp.down), "OK\r\n", 4);
 	/* bytes the client sent right behind its hello go first */
-	if (evbuffer_get_length(bufferevent_get_input(c->down)) > 0)
-		splice_read_cb(c->down, c);
+	bev_splice_open(&c->sp);
 }
 
 /* "<key> <port>" after the hello word: 0, or -EINVAL. */
@@ -237,19 +166,19 @@ pconn_connect(PConn *c, const char *key)
 		pconn_refuse(c, "sandbox_not_running");
 		return;
 	}
-	c->up = bufferevent_socket_new(c->np->base, fd,
-				       BEV_OPT_CLOSE_ON_FREE | BEV_OPT_DEFER_CALLBACKS);
-	if (!c->up) {
+	c->sp.up = bufferevent_socket_new(c->np->base, fd,
+					  BEV_OPT_CLOSE_ON_FREE | BEV_OPT_DEFER_CALLBACKS);
+	if (!c->sp.up) {
 		close(fd);
 		pconn_free(c);
 		return;
 	}
 	c->state = P_CONNECTING;
-	bufferevent_disable(c->down, EV_READ);
-	bufferevent_setcb(c->up, NULL, NULL, up_event_cb, c);
-	bufferevent_set_timeouts(c->up, NULL, &tv);
+	bufferevent_disable(c->sp.down, EV_READ);
+	bufferevent_setcb(c->sp.up, NULL, NULL, up_event_cb, c);
+	bufferevent_set_timeouts(c->sp.up, NULL, &tv);
 	/* the socket is the netns's: this connect() reaches the sandbox's lo */
-	if (bufferevent_socket_connect(c->up, (struct sockaddr *)&sa, sizeof(sa)) < 0)
+	if (bufferevent_socket_connect(c->sp.up, (struct sockaddr *)&sa, sizeof(sa)) < 0)
 		pconn_refuse(c, "port_not_listening");
 }
 
@@ -310,9 +239,11 @@ accept_cb(struct evconnlistener *lev, evutil_socket_t fd, struct sockaddr *sa, i
 		return;
 	}
 	c->np = np;
-	c->down =
+	c->sp.high_water = NETPREVIEW_HIGH_WATER;
+	c->sp.close = pconn_splice_close;
+	c->sp.down =
 	    bufferevent_socket_new(np->base, fd, BEV_OPT_CLOSE_ON_FREE | BEV_OPT_DEFER_CALLBACKS);
-	if (!c->down) {
+	if (!c->sp.down) {
 		close(fd);
 		free(c);
 		return;
@@ -323,9 +254,9 @@ accept_cb(struct evconnlistener *lev, evutil_socket_t fd, struct sockaddr *sa, i
 	np->conns = c;
 	np->n_conns++;
 	c->state = P_HELLO;
-	bufferevent_setcb(c->down, hello_read_cb, NULL, hello_event_cb, c);
-	bufferevent_set_timeouts(c->down, &tv, NULL);
-	bufferevent_enable(c->down, EV_READ | EV_WRITE);
+	bufferevent_setcb(c->sp.down, hello_read_cb, NULL, hello_event_cb, c);
+	bufferevent_set_timeouts(c->sp.down, &tv, NULL);
+	bufferevent_enable(c->sp.down, EV_READ | EV_WRITE);
 }
 
 int

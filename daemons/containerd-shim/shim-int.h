@@ -332,6 +332,10 @@ LogCtx sandbox_ctx(const Sandbox *sb);
 LogCtx exec_ctx(const Exec *e);
 /* Appends a waiter holding *d; takes *d (NULL) on success. */
 int waiter_add(Waiter **l, PeerDeferred **d);
+/* Request f is answered once sb is destroyed (a waiter on its
+ * destroy_waiters); purge: its workspace goes then too. 0, or -ENOMEM with
+ * nothing answered. */
+int sandbox_destroy_wait(Sandbox *sb, Peer *p, const Frame *f, bool purge);
 /* These answer d (later) and release it. */
 void answer_ensure(PeerDeferred *d, const char *id, bool created);
 void answer_empty(PeerDeferred *d);

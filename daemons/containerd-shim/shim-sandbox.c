@@ -137,6 +137,20 @@ waiter_add(Waiter **l, PeerDeferred **d)
 	return 0;
 }
 
+int
+sandbox_destroy_wait(Sandbox *sb, Peer *p, const Frame *f, bool purge)
+{
+	PeerDeferred *d = peer_defer(p, f);
+	int k = d ? waiter_add(&sb->destroy_waiters, &d) : -ENOMEM;
+
+	if (k < 0) {
+		peer_deferred_free(d);
+		return k;
+	}
+	sb->purge = sb->purge || purge;
+	return 0;
+}
+
 void
 answer_ensure(PeerDeferred *d, const char *id, bool created)
 {

@@ -172,13 +172,9 @@ handle_sandbox_state(Peer *p, const Frame *f, const Msg_SANDBOX_STATE *m, void *
 		reply_empty(c, f->req_id);
 		return 0;
 	}
-	PeerDeferred *d = peer_defer(p, f);
-	k = d ? waiter_add(&sb->destroy_waiters, &d) : -ENOMEM;
-	if (k < 0) {
-		peer_deferred_free(d);
+	k = sandbox_destroy_wait(sb, p, f, del && !keep);
+	if (k < 0)
 		return k;
-	}
-	sb->purge = sb->purge || (del && !keep);
 	log_ctx(LOG_INFO, &ctx, "Sandbox %s: %s", id, a);
 	sandbox_kill(sb);
 	return 0;

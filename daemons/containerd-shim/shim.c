@@ -86,13 +86,9 @@ handle_sandbox_destroy(Peer *p, const Frame *f, const Msg_SANDBOX_DESTROY *m, vo
 		reply_empty(c, f->req_id);
 		return 0;
 	}
-	PeerDeferred *d = peer_defer(p, f);
-	k = d ? waiter_add(&sb->destroy_waiters, &d) : -ENOMEM;
-	if (k < 0) {
-		peer_deferred_free(d);
+	k = sandbox_destroy_wait(sb, p, f, m->purge);
+	if (k < 0)
 		return k;
-	}
-	sb->purge = sb->purge || m->purge;
 	sandbox_kill(sb);
 	return 0;
 }

@@ -102,18 +102,33 @@ read_record(int dfd, const char *uuid, char **ret)
 	return 0;
 }
 
-int
-snaprec_load(const char *backups_dir, const char *key_id, const char *uuid, char **ret)
+/* The key's directory, when uuid names an archive in it: a fd, -EINVAL (not
+ * a snapshot id), -ENOENT, or open_key_dir's error. */
+static int
+open_archive_dir(const char *backups_dir, const char *key_id, const char *uuid)
 {
-	_cleanup_close_ int dfd = -1;
+	int dfd;
 
 	if (!snapshot_uuid_ok(uuid))
 		return -EINVAL;
 	dfd = open_key_dir(backups_dir, key_id);
 	if (dfd < 0)
 		return dfd;
-	if (!archive_exists(dfd, uuid))
+	if (!archive_exists(dfd, uuid)) {
+		close(dfd);
 		return -ENOENT;
+	}
+	return dfd;
+}
+
+int
+snaprec_load(const char *backups_dir, const char *key_id, const char *uuid, char **ret)
+{
+	_cleanup_close_ int dfd = -1;
+
+	dfd = open_archive_dir(backups_dir, key_id, uuid);
+	if (dfd < 0)
+		return dfd;
 	return read_record(dfd, uuid, ret);
 }
 
@@ -222,13 +237,9 @@ snaprec_delete(const char *backups_dir, const char *key_id, const char *uuid)
 	char name[64];
 	int fd;
 
-	if (!snapshot_uuid_ok(uuid))
-		return -EINVAL;
-	dfd = open_key_dir(backups_dir, key_id);
+	dfd = open_archive_dir(backups_dir, key_id, uuid);
 	if (dfd < 0)
 		return dfd;
-	if (!archive_exists(dfd, uuid))
-		return -ENOENT;
 	/* the tombstone first, as snapshot_prune() does */
 	snprintf(name, sizeof(name), "%s.pruned", uuid);
 	fd = openat(dfd, name, O_WRONLY | O_CREAT | O_NOFOLLOW | O_CLOEXEC, 0600);

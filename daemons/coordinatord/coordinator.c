@@ -1,8 +1,8 @@
 /* SPDX-License-Identifier: MIT */
 /*
  * coordinator.c — the coordinatord event loop and the requests of routerd and
- * of direct run-log clients. See coordinatord.h for how the files divide the
- * work.
+ * of direct run-log clients (their RUN_OPEN, RUN_APPEND, RUN_FINISH in
+ * run-api.c). See coordinatord.h for how the files divide the work.
  */
 #include "config.h"
 
@@ -14,6 +14,7 @@
 #include <errno.h>
 #include <event2/event.h>
 #include <inttypes.h>
+#include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -29,7 +30,7 @@
 
 /* ---------- router requests ---------- */
 
-static void
+void
 run_uuid(char out[RUN_ID_LEN + 1])
 {
 	unsigned char b[16];
@@ -111,6 +112,35 @@ request_shim_ready(Peer *p, const Frame *f, Coordinator *c, const char *reason)
 	return false;
 }
 
+int
+request_shim_relay(Peer *p, const Frame *f, Coordinator *c, const char *reason, int type,
+		   const MpWriter *w, usec_t timeout, const PeerRelayOps *ops, int *ret_relay)
+{
+	PeerDeferred *d;
+	int r = -ENOTCONN;
+
+	if (ret_relay)
+		*ret_relay = r;
+	if (!request_shim_ready(p, f, c, reason))
+		return 0;
+	d = peer_defer(p, f);
+	if (!d)
+		return -ENOMEM;
+	r = peer_relay(c->shim, type, w, d, timeout, ops);
+	if (ret_relay)
+		*ret_relay = r;
+	return 0;
+}
+
+bool
+request_reuse_ok(Peer *p, const Frame *f, Coordinator *c, const char *message)
+{
+	if (c->conf.reuse != REUSE_NONE)
+		return true;
+	peer_reply_error_reason(p, f->req_id, -EBUSY, "reuse_none", message);
+	return false;
+}
+
 /* metadata.sessionId goes into the agent CLI's argv (claude --resume=ID,
  * codex exec resume ID): only an identifier is taken — 1..128 bytes of
  * [A-Za-z0-9._:-], not starting with '-' — so that it can never be read as
@@ -143,35 +173,41 @@ static int dispatch_run_cancel(Peer *p, const Frame *f, void *userdata);
 static int dispatch_thread_runs(Peer *p, const Frame *f, void *userdata);
 static int dispatch_chat_hydrate(Peer *p, const Frame *f, void *userdata);
 
+/* An ERROR -EFBIG "too_large" with the message fmt makes (at most 199
+ * bytes); returns false. */
+static bool _printf_(3, 4) reply_too_large(Peer *p, const Frame *f, const char *fmt, ...)
+{
+	char m[200];
+	va_list ap;
+
+	va_start(ap, fmt);
+	vsnprintf(m, sizeof(m), fmt, ap);
+	va_end(ap);
+	peer_reply_error_reason(p, f->req_id, -EFBIG, "too_large", m);
+	return false;
+}
+
 /* A /chat run's input (the user messages it stores for the hydrate): a JSON
  * array within chat_input_max_bytes and chat_input_max_messages; else false,
  * answered (-EFBIG "too_large" past a bound). */
 static bool
 run_input_ok(Coordinator *c, Peer *p, const Frame *f, const char *input)
 {
-	char m[200];
-
-	if ((int64_t)strlen(input) > c->conf.chat_input_max_bytes) {
-		snprintf(m, sizeof(m),
-			 "the run's new user messages exceed coordinatord.chat_input_max_bytes "
-			 "(%" PRId64 " bytes)",
-			 c->conf.chat_input_max_bytes);
-		peer_reply_error_reason(p, f->req_id, -EFBIG, "too_large", m);
-		return false;
-	}
+	if ((int64_t)strlen(input) > c->conf.chat_input_max_bytes)
+		return reply_too_large(p, f,
+				       "the run's new user messages exceed "
+				       "coordinatord.chat_input_max_bytes (%" PRId64 " bytes)",
+				       c->conf.chat_input_max_bytes);
 	json_auto_t *in = json_loads(input, 0, NULL);
 	if (!json_is_array(in)) {
 		peer_reply_error(p, f->req_id, -EINVAL, "input must be a JSON array");
 		return false;
 	}
-	if ((int64_t)json_array_size(in) > c->conf.chat_input_max_messages) {
-		snprintf(m, sizeof(m),
-			 "the run's new user messages are more than "
-			 "coordinatord.chat_input_max_messages (%" PRId64 ")",
-			 c->conf.chat_input_max_messages);
-		peer_reply_error_reason(p, f->req_id, -EFBIG, "too_large", m);
-		return false;
-	}
+	if ((int64_t)json_array_size(in) > c->conf.chat_input_max_messages)
+		return reply_too_large(p, f,
+				       "the run's new user messages are more than "
+				       "coordinatord.chat_input_max_messages (%" PRId64 ")",
+				       c->conf.chat_input_max_messages);
 	return true;
 }
 
@@ -777,99 +813,6 @@ handle_thread_list(Peer *p, const Frame *f, const Msg_THREAD_LIST *m, void *ud)
 	}
 out:
 	json_decref(list);
-	return ret;
-}
-
-/* ---------- the direct run-log API (RUN_OPEN, RUN_APPEND, RUN_FINISH) ---------- */
-
-static int
-handle_run_open(Peer *p, const Frame *f, const Msg_RUN_OPEN *m, void *ud)
-{
-	Client *cl = ud;
-	Coordinator *c = cl->c;
-	const char *thread_id = m->thread_id, *want = m->run_id;
-	char run_id[RUN_ID_LEN + 1];
-	bool created = false;
-	int ret = 0;
-
-	if (!thread_id_valid(thread_id) || (want && strlen(want) != RUN_ID_LEN))
-		ret = -EINVAL;
-	if (ret == 0) {
-		if (want)
-			memcpy(run_id, want, RUN_ID_LEN + 1);
-		else
-			run_uuid(run_id);
-		ret = runlog_create(c->runlog, run_id, thread_id, NULL, now_epoch_ms(), &created);
-	}
-	if (ret == 0) {
-		ret = reply_send_RUN_OPEN(p, f->req_id,
-					  &(Reply_RUN_OPEN){.run_id = run_id, .created = created});
-		if (created)
-			c->m.runs_started++;
-	}
-	return ret;
-}
-
-static int
-handle_run_append(Peer *p, const Frame *f, const Msg_RUN_APPEND *m, void *ud)
-{
-	Client *cl = ud;
-	bool type = false;
-
-	/* checked here, where it enters, without building it (the rules of
-	 * json_loads); from here on the text travels as opaque bytes */
-	if (!json_object_check(m->chunk, strlen(m->chunk), "type", &type) || !type) {
-		peer_reply_error(p, f->req_id, -EINVAL,
-				 "chunk must be a JSON object with a string 'type'");
-		return 0;
-	}
-	if (strlen(m->run_id) != RUN_ID_LEN)
-		return -ENOENT;
-	op_queue_client_text(cl->c, cl, f->req_id, m->run_id, m->chunk);
-	return 0;
-}
-
-static int
-handle_run_finish(Peer *p, const Frame *f, const Msg_RUN_FINISH *m, void *ud)
-{
-	Client *cl = ud;
-	const char *run_id = m->run_id, *status = m->status, *error = m->error;
-	int ret = 0;
-
-	if (!run_status_terminal(status) || strlen(run_id) != RUN_ID_LEN)
-		ret = -EINVAL;
-	if (ret == 0) {
-		json_t *err = error ? json_loads(error, 0, NULL) : NULL;
-		const char *msg = json_string_value(json_object_get(err, "message"));
-		const char *code = json_string_value(json_object_get(err, "code"));
-		json_t *chunk, *fields = NULL;
-		if (streq(status, "completed")) {
-			chunk = json_pack("{s:s, s:s}", "type", "RUN_FINISHED", "runId", run_id);
-		} else {
-			if (!msg)
-				msg = streq(status, "aborted") ? "run cancelled" : "run failed";
-			chunk = json_pack("{s:s, s:s}", "type", "RUN_ERROR", "message", msg);
-			fields = json_pack("{s:{s:s}}", "error", "message", msg);
-			if (code) {
-				json_object_set_new(chunk, "code", json_string(code));
-				json_object_set_new(json_object_get(fields, "error"), "code",
-						    json_string(code));
-			}
-		}
-		json_decref(err);
-		/* the terminal chunk names its thread and run (RUN_FINISHED
-		 * requires both; RUN_ERROR gets them in metadata.tanstack too) */
-		json_t *rec = NULL;
-		const char *thread = NULL;
-		if (runlog_get(cl->c->runlog, run_id, &rec) == 0)
-			thread = json_string_value(json_object_get(rec, "threadId"));
-		if (chunk && streq(status, "completed"))
-			json_object_set_new(chunk, "threadId", json_string(thread ? thread : ""));
-		else if (chunk)
-			agui_error_ids(chunk, thread, run_id);
-		json_decref(rec);
-		op_queue_client(cl->c, cl, f->req_id, run_id, chunk, status, fields);
-	}
 	return ret;
 }
 

@@ -370,8 +370,15 @@ void sandbox_egress_forget(Coordinator *c, const char *thread_id);
 void sandbox_egress_free_all(Coordinator *c);
 int handle_sandbox_egress(Peer *p, const Frame *f, const Msg_SANDBOX_EGRESS *m, void *ud);
 
+/* run-api.c: the direct run-log API (a client writes a run's log). */
+int handle_run_open(Peer *p, const Frame *f, const Msg_RUN_OPEN *m, void *ud);
+int handle_run_append(Peer *p, const Frame *f, const Msg_RUN_APPEND *m, void *ud);
+int handle_run_finish(Peer *p, const Frame *f, const Msg_RUN_FINISH *m, void *ud);
+
 /* coordinator.c */
 int coordinator_run(const DaemonArgs *args);
+/* A new run id (a UUID v4). */
+void run_uuid(char out[RUN_ID_LEN + 1]);
 /* The watch of run_id by cl (any client's when cl is NULL), or NULL. */
 Watch *watch_find(Coordinator *c, const Client *cl, const char *run_id);
 /* commit.c's way up: the driver (runs) and the watchdog (usage). */
@@ -553,6 +560,19 @@ int handle_snapshot_restore(Peer *p, const Frame *f, const Msg_SNAPSHOT_RESTORE 
  * not connected (-ECONNRESET). */
 bool request_thread_id_ok(Peer *p, const Frame *f, const char *thread_id, const char *reason);
 bool request_shim_ready(Peer *p, const Frame *f, Coordinator *c, const char *reason);
+/* with reuse = none (a thread has no workspace of its own): -EBUSY
+ * "reuse_none" with message. */
+bool request_reuse_ok(Peer *p, const Frame *f, Coordinator *c, const char *message);
+/* Answer f later with the shim's outcome of the message in w (type; the
+ * caller encodes and frees w), as ops says; the shim must be ready (else
+ * request_shim_ready's ERROR, now). Returns the handler's result: 0, or
+ * -ENOMEM with nothing answered. *ret_relay (may be NULL): peer_relay's
+ * result (on a failure it answered f), or -ENOTCONN when nothing was sent. */
+int request_shim_relay(Peer *p, const Frame *f, Coordinator *c, const char *reason, int type,
+		       const MpWriter *w, usec_t timeout, const PeerRelayOps *ops, int *ret_relay);
+/* A PeerRelayOps's answer when the shim does not answer. */
+#define SHIM_RELAY_UNAVAILABLE                                                                     \
+	.unavailable_reason = "shim_unavailable", .unavailable = "containerd-shim unavailable"
 
 /* ---- chat.c ---- */
 #define CHAT_HYDRATE_MAX_RUNS 100 /* the newest runs a hydrate rebuilds */

@@ -310,11 +310,8 @@ handle_sandbox_egress(Peer *p, const Frame *f, const Msg_SANDBOX_EGRESS *m, void
 	 * first run makes) */
 	if (placement_run_start(c, p, f, m->thread_id, dispatch_again, ud))
 		return 0;
-	if (c->conf.reuse == REUSE_NONE) {
-		peer_reply_error_reason(p, f->req_id, -EBUSY, "reuse_none",
-					"with reuse = none a thread has no sandbox of its own");
+	if (!request_reuse_ok(p, f, c, "with reuse = none a thread has no sandbox of its own"))
 		return 0;
-	}
 	if (n > EGRESS_MAX_NAMES) {
 		peer_reply_error_reason(p, f->req_id, -EINVAL, "bad_request",
 					"allow: more than 64 names");

@@ -26,8 +26,7 @@
 /* The shim's reply is the answer, passed on as it is. */
 static const PeerRelayOps file_relay = {
     .fallback = "file operation failed",
-    .unavailable_reason = "shim_unavailable",
-    .unavailable = "containerd-shim unavailable",
+    SHIM_RELAY_UNAVAILABLE,
 };
 
 static int dispatch_again(Peer *p, const Frame *f, void *userdata);
@@ -44,7 +43,6 @@ handle_thread_file(Peer *p, const Frame *f, const Msg_THREAD_FILE *m, void *ud)
 	Client *cl = ud;
 	Coordinator *c = cl->c;
 	const char *tenant = m->tenant;
-	PeerDeferred *d;
 	MpWriter w;
 	int ret = 0;
 
@@ -61,19 +59,10 @@ handle_thread_file(Peer *p, const Frame *f, const Msg_THREAD_FILE *m, void *ud)
 		goto out;
 	if (!file_op_reads(m->op) && !tenant_admit(c, p, f, m->thread_id, tenant, false, &ret))
 		goto out;
-	if (c->conf.reuse == REUSE_NONE) {
-		peer_reply_error_reason(p, f->req_id, -EBUSY, "reuse_none",
-					"with reuse = none each run has its own workspace and a "
-					"thread has none");
+	if (!request_reuse_ok(p, f, c,
+			      "with reuse = none each run has its own workspace and a "
+			      "thread has none"))
 		goto out;
-	}
-	if (!request_shim_ready(p, f, c, "shim_unavailable"))
-		goto out;
-	d = peer_defer(p, f);
-	if (!d) {
-		ret = -ENOMEM;
-		goto out;
-	}
 	Msg_SANDBOX_FILE sf = {
 	    .key = m->thread_id,
 	    .op = m->op,
@@ -98,7 +87,8 @@ handle_thread_file(Peer *p, const Frame *f, const Msg_THREAD_FILE *m, void *ud)
 	};
 	mp_writer_init(&w);
 	msg_encode_SANDBOX_FILE(&w, &sf);
-	(void)peer_relay(c->shim, MSG_SANDBOX_FILE, &w, d, FILE_CALL_TIMEOUT, &file_relay);
+	ret = request_shim_relay(p, f, c, "shim_unavailable", MSG_SANDBOX_FILE, &w,
+				 FILE_CALL_TIMEOUT, &file_relay, NULL);
 	mp_writer_done(&w);
 out:
 	return ret;

@@ -70,8 +70,7 @@ int
 runlog_alias_get(RunLog *l, const char *alias, const char *thread_id, char ret[RUN_ID_LEN + 1])
 {
 	char buf[512];
-	MDB_val k, v;
-	MDB_txn *txn;
+	MDB_val k;
 	int r;
 
 	if (!alias || !*alias || !thread_id || !*thread_id)
@@ -79,16 +78,7 @@ runlog_alias_get(RunLog *l, const char *alias, const char *thread_id, char ret[R
 	r = alias_key(buf, sizeof(buf), alias, thread_id, &k);
 	if (r < 0)
 		return r == -E2BIG ? -ENOENT : r;
-	r = mdb_errno(mdb_txn_begin(l->env, NULL, MDB_RDONLY, &txn));
-	if (r < 0)
-		return r;
-	r = mdb_errno(mdb_get(txn, l->idem, &k, &v));
-	if (r == 0 && v.mv_size == RUN_ID_LEN) {
-		memcpy(ret, v.mv_data, RUN_ID_LEN);
-		ret[RUN_ID_LEN] = '\0';
-	} else if (r == 0)
-		r = -EUCLEAN;
-	mdb_txn_abort(txn);
+	r = idem_lookup(l, &k, ret);
 	if (r == -ENOENT)
 		r = runlog_alias_legacy(l, alias, thread_id, NULL, ret);
 	return r;

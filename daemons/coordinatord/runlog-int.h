@@ -51,6 +51,11 @@ int alias_key(char *buf, size_t bufsz, const char *alias, const char *thread_id,
 int runlog_alias_legacy(RunLog *l, const char *alias, const char *thread_id, char *const *scope,
 			char ret[RUN_ID_LEN + 1]);
 
+/* The run id stored under key k of the idempotency database, in a read
+ * transaction of its own: 0, -ENOENT, -EUCLEAN (not a run id), or an LMDB
+ * error (runlog_idem_get, runlog_alias_get). */
+int idem_lookup(RunLog *l, MDB_val *k, char ret[RUN_ID_LEN + 1]);
+
 /* Free runlog_get_text's cache (runlog_free). */
 void record_cache_free(RunLog *l);
 

@@ -953,18 +953,14 @@ idem_key(char *buf, size_t bufsz, const char *thread_id, const char *key, MDB_va
 }
 
 int
-runlog_idem_get(RunLog *l, const char *thread_id, const char *key, char ret[RUN_ID_LEN + 1])
+idem_lookup(RunLog *l, MDB_val *k, char ret[RUN_ID_LEN + 1])
 {
-	char buf[512];
-	MDB_val k, v;
+	MDB_val v;
 	MDB_txn *txn;
-	int r = idem_key(buf, sizeof(buf), thread_id, key, &k);
+	int r = mdb_errno(mdb_txn_begin(l->env, NULL, MDB_RDONLY, &txn));
 	if (r < 0)
 		return r;
-	r = mdb_errno(mdb_txn_begin(l->env, NULL, MDB_RDONLY, &txn));
-	if (r < 0)
-		return r;
-	r = mdb_errno(mdb_get(txn, l->idem, &k, &v));
+	r = mdb_errno(mdb_get(txn, l->idem, k, &v));
 	if (r == 0 && v.mv_size == RUN_ID_LEN) {
 		memcpy(ret, v.mv_data, RUN_ID_LEN);
 		ret[RUN_ID_LEN] = '\0';
@@ -972,6 +968,17 @@ runlog_idem_get(RunLog *l, const char *thread_id, const char *key, char ret[RUN_
 		r = -EUCLEAN;
 	mdb_txn_abort(txn);
 	return r;
+}
+
+int
+runlog_idem_get(RunLog *l, const char *thread_id, const char *key, char ret[RUN_ID_LEN + 1])
+{
+	char buf[512];
+	MDB_val k;
+	int r = idem_key(buf, sizeof(buf), thread_id, key, &k);
+	if (r < 0)
+		return r;
+	return idem_lookup(l, &k, ret);
 }
 
 static int

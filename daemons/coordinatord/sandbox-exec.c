@@ -16,7 +16,7 @@
  * timeout of at most exec_timeout_max_ms. Output is not buffered here: each
  * EXEC_OUTPUT goes out to routerd as it comes; the shim's backpressure on its
  * own connection bounds what is in flight, and routerd bounds what waits for
- * a slow HTTP reader (it ends that exec, routes-sandbox.c).
+ * a slow HTTP reader (it ends that exec, routes-exec.c).
  *
  * An exec lives in the list from SBX_EXEC until its EXEC_EXIT; a background
  * one stays listed ended (SBX_EXEC_MAX_ENDED per thread, oldest dropped).

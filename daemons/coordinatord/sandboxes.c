@@ -50,8 +50,7 @@ sandbox_exec_limits(const Coordinator *c, Reply_CAPABILITIES_GET *rep)
 
 static const PeerRelayOps ctl_relay = {
     .fallback = "sandbox operation failed",
-    .unavailable_reason = "shim_unavailable",
-    .unavailable = "containerd-shim unavailable",
+    SHIM_RELAY_UNAVAILABLE,
 };
 
 static int dispatch_ctl_again(Peer *p, const Frame *f, void *userdata);
@@ -62,9 +61,8 @@ handle_sandbox_ctl(Peer *p, const Frame *f, const Msg_SANDBOX_CTL *m, void *ud)
 	Client *cl = ud;
 	Coordinator *c = cl->c;
 	const char *a = m->action;
-	PeerDeferred *d;
 	MpWriter w;
-	int r;
+	int r, ret;
 
 	if (!request_thread_id_ok(p, f, m->thread_id, "bad_request"))
 		return 0;
@@ -85,37 +83,30 @@ handle_sandbox_ctl(Peer *p, const Frame *f, const Msg_SANDBOX_CTL *m, void *ud)
 	if (streq(a, "put") ? !tenant_admit(c, p, f, m->thread_id, tenant, false, &r)
 			    : !streq(a, "get") && !tenant_check(c, p, f, m->thread_id, tenant, &r))
 		return r;
-	if (c->conf.reuse == REUSE_NONE) {
-		peer_reply_error_reason(p, f->req_id, -EBUSY, "reuse_none",
-					"with reuse = none each run has its own workspace and a "
-					"thread has no sandbox of its own");
+	if (!request_reuse_ok(p, f, c,
+			      "with reuse = none each run has its own workspace and a "
+			      "thread has no sandbox of its own"))
 		return 0;
-	}
-	if (!request_shim_ready(p, f, c, "shim_unavailable"))
-		return 0;
-	d = peer_defer(p, f);
-	if (!d)
-		return -ENOMEM;
 	mp_writer_init(&w);
-	if (streq(a, "put")) {
+	if (streq(a, "put"))
 		msg_encode_SANDBOX_FILE(
 		    &w, &(Msg_SANDBOX_FILE){
 			    .key = m->thread_id, .op = "create", .path = "", .path_len = 0});
-		r = peer_relay(c->shim, MSG_SANDBOX_FILE, &w, d, CTL_CALL_TIMEOUT, &ctl_relay);
-	} else {
+	else
 		msg_encode_SANDBOX_STATE(
 		    &w, &(Msg_SANDBOX_STATE){.key = m->thread_id,
 					     .action = a,
 					     .keep_workspace = m->keep_workspace,
 					     .has_keep_workspace = m->has_keep_workspace});
-		r = peer_relay(c->shim, MSG_SANDBOX_STATE, &w, d, CTL_CALL_TIMEOUT, &ctl_relay);
-	}
+	ret = request_shim_relay(p, f, c, "shim_unavailable",
+				 streq(a, "put") ? MSG_SANDBOX_FILE : MSG_SANDBOX_STATE, &w,
+				 CTL_CALL_TIMEOUT, &ctl_relay, &r);
 	mp_writer_done(&w);
 	if (r >= 0 && !streq(a, "get")) {
 		LogCtx lc = {.thread_id = m->thread_id};
 		log_ctx(LOG_INFO, &lc, "Sandbox %s requested", a);
 	}
-	return 0;
+	return ret;
 }
 
 MSG_HANDLER(dispatch_ctl_again, SANDBOX_CTL, handle_sandbox_ctl)
@@ -150,8 +141,7 @@ limits_reply(PeerDeferred *d, const msgpack_object *body)
 static const PeerRelayOps limits_relay = {
     .reply = limits_reply,
     .fallback = "capabilities failed",
-    .unavailable_reason = "shim_unavailable",
-    .unavailable = "containerd-shim unavailable",
+    SHIM_RELAY_UNAVAILABLE,
 };
 
 int
@@ -159,26 +149,21 @@ handle_capabilities_get(Peer *p, const Frame *f, const Msg_CAPABILITIES_GET *m, 
 {
 	Client *cl = ud;
 	Coordinator *c = cl->c;
-	PeerDeferred *d;
 	MpWriter w;
+	int r;
 
 	(void)m;
-	if (!request_shim_ready(p, f, c, "shim_unavailable"))
-		return 0;
-	d = peer_defer(p, f);
-	if (!d)
-		return -ENOMEM;
 	mp_writer_init(&w);
 	msg_encode_SHIM_LIMITS(&w, &(Msg_SHIM_LIMITS){});
-	(void)peer_relay(c->shim, MSG_SHIM_LIMITS, &w, d, LIMITS_CALL_TIMEOUT, &limits_relay);
+	r = request_shim_relay(p, f, c, "shim_unavailable", MSG_SHIM_LIMITS, &w,
+			       LIMITS_CALL_TIMEOUT, &limits_relay, NULL);
 	mp_writer_done(&w);
-	return 0;
+	return r;
 }
 
 static const PeerRelayOps watch_relay = {
     .fallback = "watch failed",
-    .unavailable_reason = "shim_unavailable",
-    .unavailable = "containerd-shim unavailable",
+    SHIM_RELAY_UNAVAILABLE,
 };
 
 static int dispatch_watch_again(Peer *p, const Frame *f, void *userdata);
@@ -190,8 +175,8 @@ handle_watch_poll(Peer *p, const Frame *f, const Msg_WATCH_POLL *m, void *ud)
 {
 	Client *cl = ud;
 	Coordinator *c = cl->c;
-	PeerDeferred *d;
 	MpWriter w;
+	int r;
 
 	if (!request_thread_id_ok(p, f, m->thread_id, "bad_request"))
 		return 0;
@@ -202,16 +187,8 @@ handle_watch_poll(Peer *p, const Frame *f, const Msg_WATCH_POLL *m, void *ud)
 	}
 	if (placement_run_start(c, p, f, m->thread_id, dispatch_watch_again, ud))
 		return 0;
-	if (c->conf.reuse == REUSE_NONE) {
-		peer_reply_error_reason(p, f->req_id, -EBUSY, "reuse_none",
-					"with reuse = none a thread has no workspace to watch");
+	if (!request_reuse_ok(p, f, c, "with reuse = none a thread has no workspace to watch"))
 		return 0;
-	}
-	if (!request_shim_ready(p, f, c, "shim_unavailable"))
-		return 0;
-	d = peer_defer(p, f);
-	if (!d)
-		return -ENOMEM;
 	mp_writer_init(&w);
 	msg_encode_SANDBOX_WATCH(&w, &(Msg_SANDBOX_WATCH){.key = m->thread_id,
 							  .path = m->path,
@@ -220,10 +197,10 @@ handle_watch_poll(Peer *p, const Frame *f, const Msg_WATCH_POLL *m, void *ud)
 							  .cursor = m->cursor,
 							  .has_cursor = m->has_cursor,
 							  .wait_ms = m->wait_ms});
-	(void)peer_relay(c->shim, MSG_SANDBOX_WATCH, &w, d,
-			 m->wait_ms * USEC_PER_MSEC + 10 * USEC_PER_SEC, &watch_relay);
+	r = request_shim_relay(p, f, c, "shim_unavailable", MSG_SANDBOX_WATCH, &w,
+			       m->wait_ms * USEC_PER_MSEC + 10 * USEC_PER_SEC, &watch_relay, NULL);
 	mp_writer_done(&w);
-	return 0;
+	return r;
 }
 
 MSG_HANDLER(dispatch_watch_again, WATCH_POLL, handle_watch_poll)

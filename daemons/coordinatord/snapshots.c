@@ -62,15 +62,13 @@ restore_reply(PeerDeferred *d, const msgpack_object *body)
 static const PeerRelayOps snapshot_relay = {
     .reply = snapshot_reply,
     .fallback = "snapshot failed",
-    .unavailable_reason = "shim_unavailable",
-    .unavailable = "containerd-shim unavailable",
+    SHIM_RELAY_UNAVAILABLE,
 };
 
 static const PeerRelayOps restore_relay = {
     .reply = restore_reply,
     .fallback = "restore failed",
-    .unavailable_reason = "shim_unavailable",
-    .unavailable = "containerd-shim unavailable",
+    SHIM_RELAY_UNAVAILABLE,
 };
 
 /* Is a run of the thread active (running in the log, or driven here)? */
@@ -100,9 +98,8 @@ handle_snapshot(Peer *p, const Frame *f, void *ud, const char *thread_id, const 
 	Client *cl = ud;
 	Coordinator *c = cl->c;
 	bool restore = f->type == MSG_SNAPSHOT_RESTORE;
-	PeerDeferred *d;
 	MpWriter w;
-	int ret = 0;
+	int ret = 0, r;
 
 	if (!request_thread_id_ok(p, f, thread_id, NULL) ||
 	    (rm && rm->from_thread && !request_thread_id_ok(p, f, rm->from_thread, NULL)))
@@ -136,15 +133,6 @@ handle_snapshot(Peer *p, const Frame *f, void *ud, const char *thread_id, const 
 			goto out;
 		}
 	}
-	if (!request_shim_ready(p, f, c, NULL)) {
-		ret = 0;
-		goto out;
-	}
-	d = peer_defer(p, f);
-	if (!d) {
-		ret = -ENOMEM;
-		goto out;
-	}
 	mp_writer_init(&w);
 	if (restore)
 		msg_encode_SANDBOX_RESTORE(
@@ -157,10 +145,12 @@ handle_snapshot(Peer *p, const Frame *f, void *ud, const char *thread_id, const 
 		msg_encode_SANDBOX_SNAPSHOT(
 		    &w,
 		    &(Msg_SANDBOX_SNAPSHOT){.key = thread_id, .label = label, .tenant = tenant});
-	/* d is answered either way: on a send failure, with that errno */
-	if (peer_relay(c->shim, restore ? MSG_SANDBOX_RESTORE : MSG_SANDBOX_SNAPSHOT, &w, d,
-		       (usec_t)c->conf.snapshot_wait_ms * USEC_PER_MSEC,
-		       restore ? &restore_relay : &snapshot_relay) >= 0) {
+	/* f is answered either way: on a send failure, with that errno */
+	ret =
+	    request_shim_relay(p, f, c, NULL, restore ? MSG_SANDBOX_RESTORE : MSG_SANDBOX_SNAPSHOT,
+			       &w, (usec_t)c->conf.snapshot_wait_ms * USEC_PER_MSEC,
+			       restore ? &restore_relay : &snapshot_relay, &r);
+	if (r >= 0) {
 		LogCtx lc = {.thread_id = thread_id};
 		log_ctx(LOG_INFO, &lc, "%s requested", restore ? "Restore" : "Snapshot");
 	}
@@ -183,8 +173,7 @@ handle_snapshot_restore(Peer *p, const Frame *f, const Msg_SNAPSHOT_RESTORE *m, 
 
 static const PeerRelayOps list_relay = {
     .fallback = "snapshot list failed",
-    .unavailable_reason = "shim_unavailable",
-    .unavailable = "containerd-shim unavailable",
+    SHIM_RELAY_UNAVAILABLE,
 };
 
 static int dispatch_list_again(Peer *p, const Frame *f, void *userdata);
@@ -195,24 +184,20 @@ handle_snapshot_list(Peer *p, const Frame *f, const Msg_SNAPSHOT_LIST *m, void *
 {
 	Client *cl = ud;
 	Coordinator *c = cl->c;
-	PeerDeferred *d;
 	MpWriter w;
+	int r;
 
 	if (!request_thread_id_ok(p, f, m->thread_id, "bad_request"))
 		return 0;
 	if (placement_run_start(c, p, f, m->thread_id, dispatch_list_again, ud))
 		return 0;
-	if (!request_shim_ready(p, f, c, "shim_unavailable"))
-		return 0;
-	d = peer_defer(p, f);
-	if (!d)
-		return -ENOMEM;
 	mp_writer_init(&w);
 	msg_encode_SANDBOX_SNAPSHOTS(
 	    &w, &(Msg_SANDBOX_SNAPSHOTS){.key = m->thread_id, .delete = m->delete});
-	(void)peer_relay(c->shim, MSG_SANDBOX_SNAPSHOTS, &w, d, 30 * USEC_PER_SEC, &list_relay);
+	r = request_shim_relay(p, f, c, "shim_unavailable", MSG_SANDBOX_SNAPSHOTS, &w,
+			       30 * USEC_PER_SEC, &list_relay, NULL);
 	mp_writer_done(&w);
-	return 0;
+	return r;
 }
 
 MSG_HANDLER(dispatch_list_again, SNAPSHOT_LIST, handle_snapshot_list)

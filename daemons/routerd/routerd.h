@@ -124,7 +124,7 @@ struct Router {
 	PeerLink *coord_link; /* connect, backoff, HELLO deadline (peer-link.h) */
 	bool coord_down_logged;
 	Watch *watches[ROUTER_WATCH_BUCKETS];
-	/* the sandbox API's exec streams (routes-sandbox.c), told through these
+	/* the sandbox API's exec streams (routes-exec.c), told through these
 	 * pointers (set by routes_attach): a push of SBX_EXEC_OUTPUT/EXIT, and
 	 * the link's loss */
 	struct SbxStream *sbx_streams;
@@ -366,7 +366,7 @@ struct HttpConn {
 	bool chat_ws; /* a /chat conversation WebSocket (RunAgentInput frames in) */
 	const RouterToken *chat_token; /* ... and the token it was opened with (conf-owned) */
 	struct DsRead *ds;	       /* routes-ds.c: a Durable Streams read */
-	struct SbxStream *sbx;	       /* routes-sandbox.c: an exec's stream (NDJSON or WS) */
+	struct SbxStream *sbx;	       /* routes-exec.c: an exec's stream (NDJSON or WS) */
 	/* tail-budget.c: a streaming connection in Router.budget_first… */
 	HttpConn *budget_prev, *budget_next;
 	size_t budget_queued;	  /* unsent output as last seen, in tails_queued */
@@ -478,7 +478,7 @@ void route_threads(HttpConn *c, const char *query);
 /* ui_dir, or the installed default when it is empty. */
 const char *routes_ui_dir(const Router *r);
 
-/* ---- routes-sandbox.c ---- */
+/* ---- routes-exec.c ---- */
 /* A data message on an exec WebSocket (inside wslay's receive). */
 void sbx_ws_message(HttpConn *c, bool binary, const uint8_t *data, size_t len);
 void sbx_conn_free(HttpConn *c);

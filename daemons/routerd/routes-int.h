@@ -41,7 +41,7 @@ void route_sandbox(HttpConn *c, Route *rt);
 void route_sandbox_stop(HttpConn *c, Route *rt);
 void route_capabilities(HttpConn *c, Route *rt);
 void route_sandbox_watch(HttpConn *c, Route *rt);
-/* routes-sandbox.c: /sandboxes/{id}/exec (POST: NDJSON, GET: WebSocket),
+/* routes-exec.c: /sandboxes/{id}/exec (POST: NDJSON, GET: WebSocket),
  * /sandboxes/{id}/processes, /sandboxes/{id}/processes/{pid}/kill */
 void route_sbx_exec(HttpConn *c, Route *rt);
 void route_sbx_processes(HttpConn *c, Route *rt);
@@ -74,6 +74,15 @@ bool routes_path_thread_id(HttpConn *c, const char *tid);
 /* The request body as a JSON object; an empty body counts as {} when
  * empty_ok. NULL after answering 400. */
 json_t *routes_body_object(HttpConn *c, bool empty_ok);
+
+/* ---- Host, Origin, CORS (routes-host.c), for routes_dispatch ---- */
+/* Each answers the request (400/421, 403) and returns false when it fails. */
+bool host_ok(HttpConn *c);
+bool origin_ok(HttpConn *c);
+/* Access-Control-Allow-Origin for an allowed Origin, kept on the request. */
+void cors_prepare(HttpConn *c);
+/* The answer to OPTIONS. */
+void route_options(HttpConn *c);
 
 /* ---- requests per second per tenant (tenant-rate.c) ---- */
 

@@ -93,6 +93,26 @@ snapshot_wait(HttpConn *c)
 	return (usec_t)c->router->conf->snapshot_wait_ms * USEC_PER_MSEC;
 }
 
+/* SNAPSHOT_RESTORE of snapshot sid as thread_id's workspace: from (NULL: the
+ * thread itself) names the sandbox whose snapshot it is, restored into a
+ * fresh sandbox. */
+static void
+snapshot_restore_call(HttpConn *c, const char *thread_id, const char *sid, const char *from,
+		      PeerReplyFn cb)
+{
+	int r = COORD_CALL_TIMEOUT(
+	    c->router, SNAPSHOT_RESTORE,
+	    &((Msg_SNAPSHOT_RESTORE){.thread_id = thread_id,
+				     .snapshot_id = sid,
+				     .from_thread = from,
+				     .fresh = from != NULL,
+				     .has_fresh = from != NULL,
+				     .tenant = router_token_tenant(c->req.token)}),
+	    cb, c, snapshot_wait(c));
+	if (r < 0)
+		routes_unavailable(c);
+}
+
 static void
 snapshot_create_reply(Peer *p, int err, const msgpack_object *body, void *userdata)
 {
@@ -162,7 +182,6 @@ void
 route_snapshot_restore(HttpConn *c, Route *rt)
 {
 	json_t *sid;
-	int r;
 
 	if (!routes_path_thread_id(c, rt->seg[1]) || !routes_json_content_type(c, false))
 		return;
@@ -175,14 +194,7 @@ route_snapshot_restore(HttpConn *c, Route *rt)
 		http_respond_error(c, 400, "bad_request", "snapshotId must be a non-empty string");
 		return;
 	}
-	r = COORD_CALL_TIMEOUT(
-	    c->router, SNAPSHOT_RESTORE,
-	    &((Msg_SNAPSHOT_RESTORE){.thread_id = rt->seg[1],
-				     .snapshot_id = json_string_value(sid),
-				     .tenant = router_token_tenant(c->req.token)}),
-	    snapshot_restore_reply, c, snapshot_wait(c));
-	if (r < 0)
-		routes_unavailable(c);
+	snapshot_restore_call(c, rt->seg[1], json_string_value(sid), NULL, snapshot_restore_reply);
 }
 
 /* {"snapshots": [{id, label, createdAt, bytes}]} from the shim's records */
@@ -291,7 +303,6 @@ void
 route_sandbox_restore(HttpConn *c, Route *rt)
 {
 	json_t *from, *sid;
-	int r;
 
 	if (!routes_path_thread_id(c, rt->seg[1]) || !routes_json_content_type(c, false))
 		return;
@@ -315,15 +326,6 @@ route_sandbox_restore(HttpConn *c, Route *rt)
 		http_respond_error(c, 500, "internal", "out of memory");
 		return;
 	}
-	r = COORD_CALL_TIMEOUT(
-	    c->router, SNAPSHOT_RESTORE,
-	    &((Msg_SNAPSHOT_RESTORE){.thread_id = rt->seg[1],
-				     .snapshot_id = json_string_value(sid),
-				     .from_thread = json_string_value(from),
-				     .fresh = true,
-				     .has_fresh = true,
-				     .tenant = router_token_tenant(c->req.token)}),
-	    sandbox_restore_reply, c, snapshot_wait(c));
-	if (r < 0)
-		routes_unavailable(c);
+	snapshot_restore_call(c, rt->seg[1], json_string_value(sid), json_string_value(from),
+			      sandbox_restore_reply);
 }

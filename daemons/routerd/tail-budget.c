@@ -16,7 +16,7 @@
  * connection dropped at once (a close frame behind half a megabyte the
  * client does not read would hold that memory until the close deadline).
  * The client resumes with lastSeq (or its offset) like after any drop.
- * A sandbox exec's stream (routes-sandbox.c, HttpConn.budget_stream) counts
+ * A sandbox exec's stream (routes-exec.c, HttpConn.budget_stream) counts
  * too; dropped, it takes its exec along (nothing resumes it).
  */
 #include "config.h"
@@ -89,7 +89,7 @@ budget_live(const HttpConn *c)
 {
 	if (c->tail)
 		return !c->tail->finished && c->tail->sink->open(c);
-	if (c->budget_stream) /* a sandbox exec's stream (routes-sandbox.c) */
+	if (c->budget_stream) /* a sandbox exec's stream (routes-exec.c) */
 		return c->state == CONN_SSE || c->state == CONN_WS;
 	return c->ds && c->state == CONN_SSE;
 }

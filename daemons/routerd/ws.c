@@ -182,7 +182,7 @@ ws_msg_cb(wslay_event_context_ptr ctx, const struct wslay_event_on_msg_recv_arg 
 	/* /chat's conversation socket takes RunAgentInput and abort frames */
 	else if (arg->opcode == WSLAY_TEXT_FRAME && c->chat_ws)
 		chat_ws_message(c, (const char *)arg->msg, arg->msg_length);
-	/* an exec's socket: its start body, stdin, eof, kill (routes-sandbox.c) */
+	/* an exec's socket: its start body, stdin, eof, kill (routes-exec.c) */
 	else if ((arg->opcode == WSLAY_TEXT_FRAME || arg->opcode == WSLAY_BINARY_FRAME) && c->sbx)
 		sbx_ws_message(c, arg->opcode == WSLAY_BINARY_FRAME, arg->msg, arg->msg_length);
 }

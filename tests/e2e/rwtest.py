@@ -150,9 +150,10 @@ listen = 127.0.0.1:{self.port}
         c.request(method, path, body=data, headers=h)
         return json_response(c)
 
-    def metric(self, name):
-        """The value of an unlabelled line of GET /metrics, or None."""
-        st, text = self.http("GET", "/metrics")
+    def metric(self, name, headers=None):
+        """The value of the line of GET /metrics that name starts (with its
+        labels, if any), or None."""
+        st, text = self.http("GET", "/metrics", headers=headers)
         assert st == 200, st
         for line in (text.decode() if isinstance(text, bytes) else str(text)).splitlines():
             if line.startswith(name + " "):
@@ -259,6 +260,64 @@ def json_response(c):
 class Skip(Exception):
     """Raised by a test that cannot run on this host (run.py counts it apart,
     as "skipped", never as passed)."""
+
+
+def check_tokens_config(text, prefix="rw-tokens-"):
+    """routerd --check-config with a tokens file holding text: (exit code,
+    its output, the tokens file's path)."""
+    d = tempfile.mkdtemp(prefix=prefix)
+    tokens = os.path.join(d, "tokens")
+    with open(tokens, "w") as f:
+        f.write(text)
+    conf = os.path.join(d, "r.conf")
+    with open(conf, "w") as f:
+        f.write(f"[runwarden]\nruntime_dir = {d}/run\nstate_dir = {d}/state\n\n"
+                f"[routerd]\nlisten = 127.0.0.1:8799\ntokens_file = {tokens}\n")
+    p = subprocess.run([os.path.join(BUILD, "routerd"), "--config", conf, "--check-config"],
+                       capture_output=True, text=True, timeout=10)
+    return p.returncode, p.stdout + p.stderr, tokens
+
+
+def auth(tok):
+    """The headers that present token tok."""
+    return {"Authorization": f"Bearer {tok}"}
+
+
+def start_as(s, tok, thread, cmd):
+    """POST /runs of shell command cmd on thread with token tok: its runId."""
+    st, js = s.http("POST", "/runs", {"threadId": thread,
+                                      "messages": [{"role": "user", "content": cmd}]},
+                    headers=auth(tok))
+    assert st == 202, (st, js)
+    return js["runId"]
+
+
+def wait_done_as(s, tok, run, thread, timeout=30):
+    """The record of run once it ended (read with token tok)."""
+    def done():
+        st, rec = s.http("GET", f"/runs/{run}?threadId={thread}", headers=auth(tok))
+        return st == 200 and rec["status"] in ("completed", "failed", "aborted") and rec
+    rec = poll(done, timeout, 0.05)
+    assert rec, run
+    return rec
+
+
+def text_handler(body):
+    """A quiet http.server handler class that answers every GET 200 with
+    body (bytes): a host-side server for the sandbox tests."""
+    from http.server import BaseHTTPRequestHandler
+
+    class Handler(BaseHTTPRequestHandler):
+        def do_GET(self):
+            self.send_response(200)
+            self.send_header("Content-Length", str(len(body)))
+            self.end_headers()
+            self.wfile.write(body)
+
+        def log_message(self, *a):
+            pass
+
+    return Handler
 
 
 def poll(cond, timeout=10.0, interval=0.02):

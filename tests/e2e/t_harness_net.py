@@ -12,9 +12,9 @@ import subprocess
 import tempfile
 import threading
 import time
-from http.server import BaseHTTPRequestHandler, HTTPServer
+from http.server import HTTPServer
 
-from rwtest import free_port, stdout_text
+from rwtest import free_port, stdout_text, text_handler
 from t_sandbox import host_pids
 
 TOOLS = os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "fixtures", "tools")
@@ -104,16 +104,7 @@ print(names, json.loads(res["result"]["content"][0]["text"])["echo"])
 '''
 
 
-class Hello(BaseHTTPRequestHandler):
-    def do_GET(self):
-        body = b"hello from the allowlisted host\n"
-        self.send_response(200)
-        self.send_header("Content-Length", str(len(body)))
-        self.end_headers()
-        self.wfile.write(body)
-
-    def log_message(self, *a):
-        pass
+Hello = text_handler(b"hello from the allowlisted host\n")
 
 
 def tls_server():

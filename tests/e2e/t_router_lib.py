@@ -5,6 +5,7 @@ has no test_* functions; run.py imports it and finds nothing to run).
 The WebSocket client is written by hand on purpose: it must be able to send
 what a well-behaved library refuses to (unmasked frames, RSV bits, reserved
 opcodes, oversize or fragmented control frames, bad UTF-8, bad close codes)."""
+import asyncio
 import base64
 import hashlib
 import os
@@ -36,6 +37,38 @@ def read_all(sock, timeout=3.0):
         return data, False
     except ConnectionResetError:
         return data, True
+
+
+def rss_kib(s):
+    """routerd's resident set size (VmRSS), in KiB."""
+    with open(f"/proc/{s.procs['routerd'].pid}/status") as f:
+        for line in f:
+            if line.startswith("VmRSS:"):
+                return int(line.split()[1])
+
+
+async def sample_rss(s, peak, stop):
+    """Keep peak[0] at routerd's highest rss_kib until stop (an asyncio.Event)
+    is set."""
+    while not stop.is_set():
+        peak[0] = max(peak[0], rss_kib(s))
+        await asyncio.sleep(0.05)
+
+
+def slow_tail(s, path, ws=True, rcvbuf=4096):
+    """A client of the tail at path (WebSocket, or SSE) with a tiny receive
+    window that never reads."""
+    k = socket.socket()
+    k.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, rcvbuf)
+    k.connect(("127.0.0.1", s.port))
+    if ws:
+        k.sendall(f"GET {path} HTTP/1.1\r\nHost: x\r\nUpgrade: websocket\r\n"
+                  f"Connection: Upgrade\r\nSec-WebSocket-Version: 13\r\n"
+                  f"Sec-WebSocket-Key: {WS_KEY}\r\n\r\n".encode())
+    else:
+        k.sendall(f"GET {path} HTTP/1.1\r\nHost: x\r\nAccept: text/event-stream\r\n\r\n"
+                  .encode())
+    return k
 
 
 class Response:

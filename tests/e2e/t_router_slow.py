@@ -5,28 +5,19 @@ ws_max_queue, the others get every event, the producer is not held back, and
 routerd's RSS stays bounded."""
 import asyncio
 import json
-import socket
 import struct
 import time
 
 import websockets
 
 from rwtest import assert_gapfree
-from t_router_lib import WS_KEY, connect
+from t_router_lib import connect, read_all, rss_kib, sample_rss, slow_tail
 
 SUITE_CONF = """[routerd]
 server_names = x
 ws_max_queue = 64K
 ws_stall_timeout_ms = 1000
 """
-
-
-def rss_kib(s):
-    pid = s.procs["routerd"].pid
-    with open(f"/proc/{pid}/status") as f:
-        for line in f:
-            if line.startswith("VmRSS:"):
-                return int(line.split()[1])
 
 
 def test_slow_reader_is_dropped_others_get_everything(s):
@@ -37,11 +28,7 @@ def test_slow_reader_is_dropped_others_get_everything(s):
     rss0 = rss_kib(s)
 
     # The slow reader: a tiny receive window and never a recv().
-    slow = socket.socket()
-    slow.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, 2048)
-    slow.connect(("127.0.0.1", s.port))
-    slow.sendall(f"GET {path} HTTP/1.1\r\nHost: x\r\nUpgrade: websocket\r\nConnection: Upgrade\r\n"
-                 f"Sec-WebSocket-Version: 13\r\nSec-WebSocket-Key: {WS_KEY}\r\n\r\n".encode())
+    slow = slow_tail(s, path, rcvbuf=2048)
 
     peak = [rss0]
 
@@ -60,14 +47,9 @@ def test_slow_reader_is_dropped_others_get_everything(s):
                 pass
             return events, status, ws.close_code
 
-    async def sampler(stop):
-        while not stop.is_set():
-            peak[0] = max(peak[0], rss_kib(s))
-            await asyncio.sleep(0.05)
-
     async def go():
         stop = asyncio.Event()
-        samp = asyncio.create_task(sampler(stop))
+        samp = asyncio.create_task(sample_rss(s, peak, stop))
         res = await asyncio.wait_for(asyncio.gather(*(reader(i) for i in range(100))), 120)
         stop.set()
         await samp
@@ -91,16 +73,7 @@ def test_slow_reader_is_dropped_others_get_everything(s):
     while s.metric('runwarden_router_ws_closes_total{reason="slow_consumer"}') < 1:
         assert time.time() < deadline, "the slow tail was never dropped"
         time.sleep(0.1)
-    slow.settimeout(10)
-    data = b""
-    try:
-        while True:
-            b = slow.recv(1 << 20)
-            if not b:
-                break
-            data += b
-    except (ConnectionResetError, socket.timeout):
-        pass
+    data, _ = read_all(slow, timeout=10)
     slow.close()
     assert data.startswith(b"HTTP/1.1 101"), data[:100]
     # bounded memory: 101 tails at a 64 KiB queue cap, far below the 150 MB

@@ -9,13 +9,12 @@ baseline taken in the same test, the tails that read get every event, and a
 closed slow tail resumes with lastSeq and gets every event after it."""
 import asyncio
 import json
-import socket
 import struct
 import time
 
 import websockets
 
-from t_router_lib import WS_KEY
+from t_router_lib import read_all, rss_kib, sample_rss, slow_tail
 
 SUITE_CONF = """[routerd]
 server_names = x
@@ -24,28 +23,6 @@ ws_stall_timeout_ms = 120000
 """
 
 N_SLOW = 200
-
-
-def rss_kib(s):
-    with open(f"/proc/{s.procs['routerd'].pid}/status") as f:
-        for line in f:
-            if line.startswith("VmRSS:"):
-                return int(line.split()[1])
-
-
-def slow_tail(s, path, ws):
-    """A client with a tiny receive window that never reads."""
-    k = socket.socket()
-    k.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, 4096)
-    k.connect(("127.0.0.1", s.port))
-    if ws:
-        k.sendall(f"GET {path} HTTP/1.1\r\nHost: x\r\nUpgrade: websocket\r\n"
-                  f"Connection: Upgrade\r\nSec-WebSocket-Version: 13\r\n"
-                  f"Sec-WebSocket-Key: {WS_KEY}\r\n\r\n".encode())
-    else:
-        k.sendall(f"GET {path} HTTP/1.1\r\nHost: x\r\nAccept: text/event-stream\r\n\r\n"
-                  .encode())
-    return k
 
 
 def ws_seqs(data):
@@ -104,14 +81,9 @@ def test_non_reading_tails_are_bounded_in_total(s):
                 pass
             return seqs, ws.close_code
 
-    async def sampler(stop):
-        while not stop.is_set():
-            peak[0] = max(peak[0], rss_kib(s))
-            await asyncio.sleep(0.05)
-
     async def go():
         stop = asyncio.Event()
-        samp = asyncio.create_task(sampler(stop))
+        samp = asyncio.create_task(sample_rss(s, peak, stop))
         res = await asyncio.wait_for(asyncio.gather(*(reader() for _ in range(3))), 120)
         # the slow tails had time to back up and be closed
         deadline = time.time() + 20
@@ -146,16 +118,7 @@ def test_non_reading_tails_are_bounded_in_total(s):
     # a closed WebSocket tail: what reached it is whole events up to some
     # seq; it resumes from there and gets every event after it
     k = slow[0]
-    k.settimeout(10)
-    data = b""
-    try:
-        while True:
-            b = k.recv(1 << 20)
-            if not b:
-                break
-            data += b
-    except (ConnectionResetError, socket.timeout):
-        pass
+    data, _ = read_all(k, timeout=10)
     seqs, _ = ws_seqs(data)
     assert seqs == list(range(len(seqs))), seqs[:5]
     assert len(seqs) < n, "the slow tail was not cut off"

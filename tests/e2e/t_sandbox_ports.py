@@ -21,12 +21,12 @@ import subprocess
 import tempfile
 import threading
 import time
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from http.server import ThreadingHTTPServer
 from urllib.parse import urlsplit
 
 import websockets
 
-from rwtest import free_port, poll
+from rwtest import free_port, poll, text_handler
 from t_sandbox import shimctl
 
 ADMIN, TA, TB = "ports-admin-token", "ports-tenant-a", "ports-tenant-b"
@@ -389,16 +389,7 @@ def test_chromium_opens_the_preview(s):
 
 # --- egress ---------------------------------------------------------------------------------
 
-class Hello(BaseHTTPRequestHandler):
-    def do_GET(self):
-        body = b"hello from the host\n"
-        self.send_response(200)
-        self.send_header("Content-Length", str(len(body)))
-        self.end_headers()
-        self.wfile.write(body)
-
-    def log_message(self, *a):
-        pass
+Hello = text_handler(b"hello from the host\n")
 
 
 # CONNECT through the sandbox's proxy, then one GET in the tunnel: prints the

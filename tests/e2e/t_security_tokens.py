@@ -11,7 +11,7 @@ import tempfile
 
 import websockets
 
-from rwtest import BUILD, poll, ws_count
+from rwtest import BUILD, check_tokens_config, poll, wait_done_as, ws_count
 from t_router_lib import connect, parse_responses
 
 ADMIN, TA, TB, TH = "admin-token-0001", "tenant-a.token", "tenant-b.token", "harness-only.token"
@@ -50,12 +50,7 @@ def start(s, tok, thread, harness=None):
 
 
 def wait_done(s, run, thread):
-    def done():
-        st, rec = s.http("GET", f"/runs/{run}?threadId={thread}", headers=auth(ADMIN))
-        return st == 200 and rec["status"] in ("completed", "failed", "aborted") and rec
-    rec = poll(done, 30, 0.05)
-    assert rec, run
-    return rec
+    return wait_done_as(s, ADMIN, run, thread)
 
 
 def runs_of(s, thread):
@@ -157,17 +152,7 @@ def test_a_token_can_be_limited_to_harnesses(s):
 
 
 def check_config(text):
-    d = tempfile.mkdtemp(prefix="rw-scope-")
-    tokens = os.path.join(d, "tokens")
-    with open(tokens, "w") as f:
-        f.write(text)
-    conf = os.path.join(d, "r.conf")
-    with open(conf, "w") as f:
-        f.write(f"[runwarden]\nruntime_dir = {d}/run\nstate_dir = {d}/state\n\n"
-                f"[routerd]\nlisten = 127.0.0.1:8799\ntokens_file = {tokens}\n")
-    p = subprocess.run([os.path.join(BUILD, "routerd"), "--config", conf, "--check-config"],
-                       capture_output=True, text=True, timeout=10)
-    return p.returncode, p.stdout + p.stderr, tokens
+    return check_tokens_config(text, prefix="rw-scope-")
 
 
 def test_bad_scope_lines_are_refused_with_file_and_line(s):

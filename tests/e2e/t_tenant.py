@@ -10,10 +10,9 @@ backup bytes (429 tenant_backup_quota), nothing of another tenant touched;
 import hashlib
 import json
 import os
-import subprocess
 import tempfile
 
-from rwtest import BUILD, poll
+from rwtest import check_tokens_config, poll, wait_done_as
 
 ADMIN, TA1, TA2, TB = "admin-token-0001", "acme-one.token", "acme-two.token", "bravo.token"
 TQ, TR, TK = "quota.token", "runner.token", "keeper.token"
@@ -62,12 +61,7 @@ def start(s, tok, thread, cmd="echo hi"):
 
 
 def wait_done(s, run, thread):
-    def done():
-        st, rec = s.http("GET", f"/runs/{run}?threadId={thread}", headers=auth(ADMIN))
-        return st == 200 and rec["status"] in ("completed", "failed", "aborted") and rec
-    rec = poll(done, 30, 0.05)
-    assert rec, run
-    return rec
+    return wait_done_as(s, ADMIN, run, thread)
 
 
 def metrics(s):
@@ -266,17 +260,7 @@ def test_the_sandbox_api_respects_the_threads_tenant(s):
 
 
 def check_config(text):
-    d = tempfile.mkdtemp(prefix="rw-tenant-")
-    tokens = os.path.join(d, "tokens")
-    with open(tokens, "w") as f:
-        f.write(text)
-    conf = os.path.join(d, "r.conf")
-    with open(conf, "w") as f:
-        f.write(f"[runwarden]\nruntime_dir = {d}/run\nstate_dir = {d}/state\n\n"
-                f"[routerd]\nlisten = 127.0.0.1:8799\ntokens_file = {tokens}\n")
-    p = subprocess.run([os.path.join(BUILD, "routerd"), "--config", conf, "--check-config"],
-                       capture_output=True, text=True, timeout=10)
-    return p.returncode, p.stdout + p.stderr, tokens
+    return check_tokens_config(text, prefix="rw-tenant-")
 
 
 def test_bad_tenant_lines_are_refused_with_file_and_line(s):

@@ -10,7 +10,7 @@ import asyncio
 import os
 import tempfile
 
-from rwtest import poll, ws_count
+from rwtest import auth, poll, start_as, ws_count
 
 TA, TB, OP = "alpha.token", "bravo.token", "operator.token"
 _fd, TOKENS_FILE = tempfile.mkstemp(prefix="rw-retain-tokens-")
@@ -30,18 +30,6 @@ map_warn_percent = 95
 """
 
 FILL = "head -c 5000000 /dev/zero | tr '\\0' a"  # 5 MB of stdout
-
-
-def auth(tok):
-    return {"Authorization": f"Bearer {tok}"}
-
-
-def start(s, tok, thread, cmd):
-    st, js = s.http("POST", "/runs", {"threadId": thread,
-                                      "messages": [{"role": "user", "content": cmd}]},
-                    headers=auth(tok))
-    assert st == 202, (st, js)
-    return js["runId"]
 
 
 def wait_done(s, tok, run, thread):
@@ -66,18 +54,13 @@ def events(s, run, thread):
 
 
 def metric(s, prefix):
-    st, text = s.http("GET", "/metrics", headers=auth(OP))
-    assert st == 200, st
-    for line in text.decode().splitlines():
-        if line.startswith(prefix + " "):
-            return float(line.split()[1])
-    return None
+    return s.metric(prefix, headers=auth(OP))
 
 
 def test_one_tenants_output_never_prunes_another_tenants_history(s):
     assert poll(lambda: s.http("GET", "/readyz", headers=auth(OP))[0] == 200, 15)
     # bravo's history first: the oldest runs of the log
-    b_runs = [start(s, TB, "b-history", f"echo B-IMPORTANT-RESULT-{i}") for i in range(3)]
+    b_runs = [start_as(s, TB, "b-history", f"echo B-IMPORTANT-RESULT-{i}") for i in range(3)]
     for r in b_runs:
         wait_done(s, TB, r, "b-history")
     st, body = s.http("POST", "/chat", {"threadId": "b-chat", "runId": "b-chat-1",
@@ -94,7 +77,7 @@ def test_one_tenants_output_never_prunes_another_tenants_history(s):
     a_runs = []
     for i in range(12):
         thread = f"a-fill{i}"
-        a_runs.append((start(s, TA, thread, FILL), thread))
+        a_runs.append((start_as(s, TA, thread, FILL), thread))
         wait_done(s, TA, *a_runs[-1])
         if metric(s, "runwarden_runs_pruned_size_total") >= 2:
             break

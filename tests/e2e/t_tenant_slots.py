@@ -10,7 +10,7 @@ import os
 import tempfile
 import time
 
-from rwtest import poll
+from rwtest import auth, poll, start_as
 
 TA, TB, OP = "alpha.token", "bravo.token", "operator.token"
 _fd, TOKENS_FILE = tempfile.mkstemp(prefix="rw-slots-tokens-")
@@ -24,18 +24,6 @@ tokens_file = {TOKENS_FILE}
 max_instances = 4
 queue_timeout_ms = 30000
 """
-
-
-def auth(tok):
-    return {"Authorization": f"Bearer {tok}"}
-
-
-def start(s, tok, thread, cmd):
-    st, js = s.http("POST", "/runs", {"threadId": thread,
-                                      "messages": [{"role": "user", "content": cmd}]},
-                    headers=auth(tok))
-    assert st == 202, (st, js)
-    return js["runId"]
 
 
 def record(s, run, thread):
@@ -55,17 +43,12 @@ def wait_done(s, run, thread, timeout=60):
 
 def timed_run(s, tok, thread):
     t0 = time.monotonic()
-    rec = wait_done(s, start(s, tok, thread, "echo served"), thread)
+    rec = wait_done(s, start_as(s, tok, thread, "echo served"), thread)
     return time.monotonic() - t0, rec
 
 
 def metric(s, prefix):
-    st, text = s.http("GET", "/metrics", headers=auth(OP))
-    assert st == 200, st
-    for line in text.decode().splitlines():
-        if line.startswith(prefix + " "):
-            return float(line.split()[1])
-    return None
+    return s.metric(prefix, headers=auth(OP))
 
 
 def test_a_tenant_holds_its_share_and_another_tenant_is_served_at_once(s):
@@ -74,7 +57,7 @@ def test_a_tenant_holds_its_share_and_another_tenant_is_served_at_once(s):
     base, rec = timed_run(s, TB, "b-base")
     assert rec["status"] == "completed", rec
     # alpha asks for every slot
-    held = [(start(s, TA, f"a-{i}", "sleep 60"), f"a-{i}") for i in range(4)]
+    held = [(start_as(s, TA, f"a-{i}", "sleep 60"), f"a-{i}") for i in range(4)]
     assert poll(lambda: sum("sandboxId" in record(s, r, t) for r, t in held) == 2, 20)
     assert poll(lambda: metric(s, 'runwarden_tenant_sandboxes_queued{tenant="alpha"}') == 2, 10)
     time.sleep(0.3)

@@ -8,7 +8,7 @@
 // env: RW_URL, RW_TOKEN, RW_BAD_TOKEN, RW_APP_DIR (= the instance's ui_dir),
 // RW_STATIC_PORT, RW_PROXY_PORT, RW_ARTIFACTS, RW_TRANSPORTS (optional).
 // Prints one JSON line {ok, checks, ...}; exits 1 on a failed check.
-import { chromium } from 'playwright-core'
+import { launchChromium } from './chromium.mjs'
 import * as esbuild from 'esbuild'
 import fs from 'node:fs'
 import http from 'node:http'
@@ -121,12 +121,7 @@ async function waitStatus(thread, want) {
   throw new Error(`check failed: ${thread}: newest run ${last?.status}, wanted ${want}`)
 }
 
-const browser = await chromium.launch({
-  executablePath: process.env.CHROMIUM || '/usr/bin/chromium',
-  headless: true,
-  args: ['--no-sandbox', '--disable-dev-shm-usage', '--disable-gpu', '--disable-background-networking',
-    '--disable-component-update', '--no-first-run', '--disable-sync'],
-})
+const browser = await launchChromium()
 const logs = []
 result.logs = logs
 const uniq = Math.random().toString(36).slice(2, 8)

@@ -3,15 +3,10 @@
 // (RW_PREVIEW_URL, http://<token>.preview.localhost:<port>/…: Chromium
 // resolves *.localhost to loopback itself) and prints the page's text and
 // origin as one JSON line.
-import { chromium } from 'playwright-core';
+import { launchChromium } from './chromium.mjs';
 
 const url = process.env.RW_PREVIEW_URL;
-const browser = await chromium.launch({
-  executablePath: process.env.CHROMIUM || '/usr/bin/chromium',
-  headless: true,
-  args: ['--no-sandbox', '--disable-dev-shm-usage', '--disable-gpu', '--disable-background-networking',
-    '--disable-component-update', '--no-first-run', '--disable-sync'],
-});
+const browser = await launchChromium();
 try {
   const page = await browser.newPage();
   const res = await page.goto(url, { waitUntil: 'load', timeout: 30000 });

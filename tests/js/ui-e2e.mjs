@@ -2,7 +2,7 @@
 // The run viewer (/ui/) in headless Chromium against the real daemons
 // (tests/e2e/t_ui.py starts them). env: RW_URL, RW_TOKEN, RW_ARTIFACTS.
 // Prints one JSON line {ok, foreign, ...}; exits 1 on a failed check.
-import { chromium } from 'playwright-core';
+import { launchChromium } from './chromium.mjs';
 import path from 'node:path';
 
 const base = process.env.RW_URL;
@@ -33,12 +33,7 @@ function check(cond, what) {
 
 const foreign = [];
 const result = { ok: false, foreign };
-const browser = await chromium.launch({
-  executablePath: process.env.CHROMIUM || '/usr/bin/chromium',
-  headless: true,
-  args: ['--no-sandbox', '--disable-dev-shm-usage', '--disable-gpu', '--disable-background-networking',
-    '--disable-component-update', '--no-first-run', '--disable-sync'],
-});
+const browser = await launchChromium();
 try {
   const page = await browser.newPage({ viewport: { width: 1200, height: 800 } });
   const logs = [];

@@ -1,6 +1,6 @@
 /* SPDX-License-Identifier: MIT */
 /*
- * routes-sandbox.c — the sandbox API's execs (docs/SANDBOX-API.md "Exec",
+ * routes-exec.c — the sandbox API's execs (docs/SANDBOX-API.md "Exec",
  * "Processes"): POST /sandboxes/{id}/exec (NDJSON), GET …/exec (WebSocket,
  * full duplex), GET …/processes, POST …/processes/{pid}/kill.
  *
