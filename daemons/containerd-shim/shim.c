@@ -379,6 +379,7 @@ shim_setup_process(const ShimConf *conf)
 	r = check_ro_binds(conf->ro_binds);
 	if (r < 0)
 		return r;
+	log_info("Sandboxes: %s", conf->max_instances_rule);
 	{
 		char msg[512];
 		if (!shim_conf_userns_budget(conf, msg, sizeof(msg)))

@@ -62,7 +62,10 @@ log_level = debug
 listen = 127.0.0.1:{self.port}
 
 {self.extra_conf.replace("@PORT@", str(self.port))}
-""")
+""" + ("" if "max_instances" in self.extra_conf else
+       # the shim's default before it was sized from the host (issue 32),
+       # which the tests written against it still assume
+       "\n[containerd-shim]\nmax_instances = 5\n"))
         for name in DAEMONS:
             self.start_daemon(name)
         self.wait_ready()

@@ -102,6 +102,7 @@ def assert_nothing_left(s, what):
 
 
 def test_destroyed_sandboxes_leave_no_cgroup_or_pool_directory(s):
+    assert "Sandboxes: max_instances = 8 (configured)" in s.log("containerd-shim")
     make_sandboxes(s, "lo-destroy")
     for i in range(3):
         r = shimctl(s, f"lo-destroy-{i}", "--destroy")
