@@ -815,6 +815,23 @@ cgroup_stats(const Cgroup *cg, uint64_t *ret_cpu_usec, uint64_t *ret_procs)
 	return 0;
 }
 
+int
+cgroup_memory(const Cgroup *cg, uint64_t *ret_bytes)
+{
+	char buf[64];
+	int r;
+
+	if (!dir_memory(cg))
+		return -EOPNOTSUPP; /* unified_only: no controllers */
+	r = read_file(dir_memory(cg),
+		      cg->host->mode == CGROUP_MODE_V2 ? "memory.current" : "memory.usage_in_bytes",
+		      buf, sizeof(buf));
+	if (r < 0)
+		return r;
+	*ret_bytes = strtoull(buf, NULL, 10);
+	return 0;
+}
+
 static void
 sleep_ms(long ms)
 {

@@ -121,6 +121,10 @@ void cgroup_spawn_fds(const Cgroup *cg, int *ret_cgroup_fd, const int **ret_proc
 int cgroup_counters(const Cgroup *cg, uint64_t *ret_oom_kills, uint64_t *ret_pids_max);
 /* CPU time used so far (µs) and processes alive. */
 int cgroup_stats(const Cgroup *cg, uint64_t *ret_cpu_usec, uint64_t *ret_procs);
+/* Memory charged to the cgroup (and its exec leaves), bytes: memory.current
+ * (v2) or memory.usage_in_bytes (v1). -EOPNOTSUPP without the memory
+ * controller (unified_only). */
+int cgroup_memory(const Cgroup *cg, uint64_t *ret_bytes);
 /* Number of processes in the cgroup and its exec leaves (0 = empty). */
 int cgroup_count_procs(const Cgroup *cg, uint64_t *ret);
 

@@ -344,6 +344,12 @@ sandbox_idle(Sandbox *sb)
 	return true;
 }
 
+bool
+capacity_sandbox_idle(Sandbox *sb)
+{
+	return sandbox_idle(sb);
+}
+
 Queued *
 queued_free(Queued *q)
 {

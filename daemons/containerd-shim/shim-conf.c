@@ -4,6 +4,9 @@
 #include "shim-conf.h"
 
 #include <errno.h>
+#include <sched.h>
+#include <sys/sysinfo.h>
+#include <unistd.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -103,10 +106,14 @@ const ConfItem shim_conf_items[] = {
     {S, "pool_size", CONF_INT, offsetof(ShimConf, pool_size), "2", 0, 64,
      "sandboxes started ahead for no thread yet: a new sandbox is one of these with its "
      "workspace bound in; not counted in max_instances; 0 = none"},
-    {S, "max_instances", CONF_INT, offsetof(ShimConf, max_instances), "5", 1, 4096,
+    {S, "max_instances", CONF_INT, offsetof(ShimConf, max_instances), "0", 0, 4096,
      "most sandboxes alive at once; further requests wait (SANDBOX_QUEUED), served "
      "round-robin over threads, and an idle sandbox (no exec running, whatever processes "
-     "linger) is stopped to make room"},
+     "linger) is stopped to make room; 0 = from the host, logged at start with its "
+     "arithmetic: the least of half of MemTotal / 4 MiB (an idle sandbox measured at "
+     "about 1 MiB of PSS, memory cgroup, slab and page tables, times 4), 512 per CPU, "
+     "what host_uid's fs.inotify.max_user_instances and max_user_watches allow at the "
+     "userns_max_inotify_* keys (minus pool_size), and 4096; at least 1"},
     {S, "tenant_max_instances", CONF_INT, offsetof(ShimConf, tenant_max_instances), "0", 0, 4096,
      "one tenant's share of max_instances, once the shim has served two tenants: a request "
      "of a tenant holding that many sandboxes waits in the queue (never fails for it) while "
@@ -224,6 +231,11 @@ shim_conf_load(const DaemonArgs *a, ShimConf *c)
 	    cgroup_parse_cpu_max("snapshot_cpu_max", c->snapshot_cpu_max, &c->job_cpu_quota_us,
 				 &c->job_cpu_period_us) < 0)
 		return -EINVAL;
+	if (c->max_instances == 0)
+		shim_conf_size_from_host(c);
+	else
+		snprintf(c->max_instances_rule, sizeof(c->max_instances_rule),
+			 "max_instances = %lld (configured)", (long long)c->max_instances);
 	return 0;
 }
 
@@ -267,6 +279,54 @@ host_limit(const char *path)
 		v = -1;
 	fclose(f);
 	return v;
+}
+
+int64_t
+shim_conf_auto_instances(const ShimConf *c, const HostSize *h, char *msg, size_t len)
+{
+	int64_t by_mem = (int64_t)(h->mem_total / 2 / SHIM_AUTO_BYTES_PER_SANDBOX);
+	int64_t by_cpu = (int64_t)MAX(h->cpus, 1) * SHIM_AUTO_PER_CPU;
+	int64_t by_ino = INT64_MAX, by_watch = INT64_MAX, n;
+
+	if (h->inotify_instances >= 0 && c->userns_max_inotify_instances > 0)
+		by_ino = h->inotify_instances / c->userns_max_inotify_instances - c->pool_size;
+	if (h->inotify_watches >= 0 && c->userns_max_inotify_watches > 0)
+		by_watch = h->inotify_watches / c->userns_max_inotify_watches - c->pool_size;
+	n = MIN(MIN(by_mem, by_cpu), MIN(MIN(by_ino, by_watch), (int64_t)SHIM_AUTO_CAP));
+	n = MAX(n, 1);
+	if (len)
+		snprintf(
+		    msg, len,
+		    "max_instances = %lld from the host: least of memory %llu MiB / 2 / %d MiB "
+		    "= %lld, %ld CPUs x %d = %lld, inotify instances %ld / %lld - pool %lld "
+		    "= %lld, inotify watches %ld / %lld - pool %lld = %lld, cap %d; at least 1",
+		    (long long)n, (unsigned long long)(h->mem_total >> 20),
+		    SHIM_AUTO_BYTES_PER_SANDBOX >> 20, (long long)by_mem, h->cpus,
+		    SHIM_AUTO_PER_CPU, (long long)by_cpu, h->inotify_instances,
+		    (long long)c->userns_max_inotify_instances, (long long)c->pool_size,
+		    (long long)(by_ino == INT64_MAX ? -1 : by_ino), h->inotify_watches,
+		    (long long)c->userns_max_inotify_watches, (long long)c->pool_size,
+		    (long long)(by_watch == INT64_MAX ? -1 : by_watch), SHIM_AUTO_CAP);
+	return n;
+}
+
+void
+shim_conf_size_from_host(ShimConf *c)
+{
+	HostSize h = {.cpus = 1, .inotify_instances = -1, .inotify_watches = -1};
+	struct sysinfo si;
+	cpu_set_t set;
+
+	if (sysinfo(&si) == 0)
+		h.mem_total = (uint64_t)si.totalram * si.mem_unit;
+	if (sched_getaffinity(0, sizeof(set), &set) == 0)
+		h.cpus = CPU_COUNT(&set);
+	else if (sysconf(_SC_NPROCESSORS_ONLN) > 0)
+		h.cpus = sysconf(_SC_NPROCESSORS_ONLN);
+	h.inotify_instances = host_limit("/proc/sys/fs/inotify/max_user_instances");
+	h.inotify_watches = host_limit("/proc/sys/fs/inotify/max_user_watches");
+	c->max_instances =
+	    shim_conf_auto_instances(c, &h, c->max_instances_rule, sizeof(c->max_instances_rule));
 }
 
 bool

@@ -51,7 +51,9 @@ typedef struct ShimConf {
 	char *cgroup_parent;   /* "" = the shim's own cgroup; else an absolute cgroup path */
 	char *socket_group;    /* "" = socket 0600, root/our uid only; else its group (0660) */
 	int64_t pool_size;     /* pre-started sandboxes waiting to be claimed; 0 = none */
-	int64_t max_instances; /* most live sandboxes; further ENSUREs wait in FIFO order */
+	int64_t max_instances; /* most live sandboxes; further ENSUREs wait in FIFO order;
+				* configured 0: shim_conf_size_from_host() sets it */
+	char max_instances_rule[400]; /* how max_instances was found (logged, --doctor) */
 	int64_t tenant_max_instances; /* one tenant's share of them; 0 = max(1, max_instances/2) */
 	int64_t queue_timeout_ms;     /* a queued ENSURE then fails -ETIMEDOUT; 0 = forever */
 	int64_t sleep_after_ms; /* idle this long, a sandbox's processes are stopped; 0 = never */
@@ -86,6 +88,29 @@ int shim_conf_load(const DaemonArgs *a, ShimConf *c);
 void shim_conf_cgroup(const ShimConf *c, CgroupConf *ret);
 /* Free the strings. */
 void shim_conf_done(ShimConf *c);
+
+/* max_instances = 0 ("from the host"): the least of
+ *   MemTotal / 2 / SHIM_AUTO_BYTES_PER_SANDBOX (an idle sandbox measured at
+ *     ~1 MiB: PSS ~0.35 + memory cgroup ~0.2 + slab ~0.26 + page tables ~0.1,
+ *     bench/README.md; x4 margin for what its processes touch; half of the
+ *     host's memory for idle sandboxes),
+ *   SHIM_AUTO_PER_CPU x CPUs (the affinity mask),
+ *   what host_uid's per-user inotify limits allow at the userns_max_inotify_*
+ *     keys, minus pool_size (so the sum never exceeds them, see
+ *     shim_conf_userns_budget),
+ *   SHIM_AUTO_CAP; at least 1. */
+#define SHIM_AUTO_BYTES_PER_SANDBOX (4 << 20)
+#define SHIM_AUTO_PER_CPU 512
+#define SHIM_AUTO_CAP 4096
+typedef struct HostSize {
+	uint64_t mem_total; /* bytes */
+	long cpus;
+	long inotify_instances, inotify_watches; /* host's per-user limits; -1 unknown */
+} HostSize;
+/* The rule above on h; msg gets the arithmetic. */
+int64_t shim_conf_auto_instances(const ShimConf *c, const HostSize *h, char *msg, size_t len);
+/* Read the host and set c->max_instances and c->max_instances_rule. */
+void shim_conf_size_from_host(ShimConf *c);
 
 /* Whether (max_instances + pool_size) sandboxes, each at its own
  * userns_max_inotify_* limit, stay within the host's per-user limits of

@@ -405,6 +405,8 @@ Queued *queued_free(Queued *q);
 void queue_unlink(Shim *s, Queued *q);
 void queue_push_positions(Shim *s);
 void queue_kick(Shim *s);
+/* No exec running or about to come (what idle stops and /metrics count). */
+bool capacity_sandbox_idle(Sandbox *sb);
 void idle_cb(evutil_socket_t fd, short what, void *arg);
 int ensure_key(Shim *s, PeerDeferred **d, const char *key, const char *run_id,
 	       const char *thread_id, const char *tenant, bool may_queue);

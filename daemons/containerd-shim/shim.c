@@ -229,6 +229,33 @@ static const SandboxHooks shim_hooks = {
     .slot_freed = queue_kick,
 };
 
+/* The memory of every sandbox's cgroup, summed by state: busy (an exec runs,
+ * or one is about to: capacity's sandbox_idle) and idle (the rest, pooled
+ * ones included). One read per sandbox: a scrape's cost, on no hot path. */
+static int
+handle_shim_memory(Peer *p, const Frame *f, const Msg_SHIM_MEMORY *m, void *userdata)
+{
+	Conn *c = userdata;
+	Reply_SHIM_MEMORY rep = {};
+	Sandbox *lists[2] = {c->shim->sandboxes, c->shim->pool};
+
+	for (size_t i = 0; i < ELEMENTSOF(lists); i++)
+		for (Sandbox *sb = lists[i]; sb; sb = sb->next) {
+			uint64_t bytes = 0;
+			if (!sb->cg || cgroup_memory(sb->cg, &bytes) < 0)
+				continue;
+			if (!sb->pooled && !capacity_sandbox_idle(sb)) {
+				rep.busy_bytes += bytes;
+				rep.busy++;
+			} else {
+				rep.idle_bytes += bytes;
+				rep.idle++;
+			}
+		}
+	(void)reply_send_SHIM_MEMORY(p, f->req_id, &rep);
+	return 0;
+}
+
 /* The handlers see the decoded request (msg.h); a body that does not decode
  * is answered -EBADMSG before them. */
 MSG_HANDLER(dispatch_sandbox_ensure, SANDBOX_ENSURE, handle_sandbox_ensure)
@@ -249,6 +276,7 @@ MSG_HANDLER(dispatch_sandbox_state, SANDBOX_STATE, handle_sandbox_state)
 MSG_HANDLER(dispatch_shim_limits, SHIM_LIMITS, handle_shim_limits)
 MSG_HANDLER(dispatch_sandbox_snapshots, SANDBOX_SNAPSHOTS, handle_sandbox_snapshots)
 MSG_HANDLER(dispatch_sandbox_watch, SANDBOX_WATCH, handle_sandbox_watch)
+MSG_HANDLER(dispatch_shim_memory, SHIM_MEMORY, handle_shim_memory)
 
 static const PeerHandler shim_handlers[_MSG_TYPE_MAX] = {
     [MSG_SANDBOX_ENSURE] = dispatch_sandbox_ensure,
@@ -269,6 +297,7 @@ static const PeerHandler shim_handlers[_MSG_TYPE_MAX] = {
     [MSG_SHIM_LIMITS] = dispatch_shim_limits,
     [MSG_SANDBOX_SNAPSHOTS] = dispatch_sandbox_snapshots,
     [MSG_SANDBOX_WATCH] = dispatch_sandbox_watch,
+    [MSG_SHIM_MEMORY] = dispatch_shim_memory,
 };
 
 /* ---------------------------------------------------------------------------
@@ -375,6 +404,7 @@ shim_setup_process(const ShimConf *conf)
 	r = check_ro_binds(conf->ro_binds);
 	if (r < 0)
 		return r;
+	log_info("Sandboxes: %s", conf->max_instances_rule);
 	{
 		char msg[512];
 		if (!shim_conf_userns_budget(conf, msg, sizeof(msg)))

@@ -1068,6 +1068,7 @@ coordinator_free(Coordinator *c)
 	c->shim = NULL;
 	sandbox_egress_free_all(c);
 	watchdog_teardown(c);
+	metrics_teardown(c);
 	commit_teardown(c);
 	driver_thread_output_free(c);
 	daemon_teardown_signals();
@@ -1184,6 +1185,7 @@ coordinator_run(const DaemonArgs *args)
 	if (r < 0)
 		return r;
 	watchdog_setup(c);
+	metrics_setup(c);
 	watchdog_log_usage(c, c->log_used); /* a log past its marks since the last start */
 	r = shim_connect_now(c);
 	if (r < 0)

@@ -192,6 +192,9 @@ typedef struct Metrics {
 	uint64_t cluster_publishes;	     /* batches acknowledged by JetStream */
 	uint64_t cluster_publish_usec_sum;   /* their submit → acknowledgement time */
 	uint64_t cluster_publish_buckets[8]; /* ≤ 0.5, 1, 2.5, 5, 10, 25, 100 ms, +Inf */
+	/* the shim's SHIM_MEMORY, polled by metrics.c (sandbox_mem_known: a reply came) */
+	bool sandbox_mem_known;
+	uint64_t sandbox_mem[2], sandbox_count[2]; /* [0] idle, [1] busy */
 } Metrics;
 #define CLUSTER_PUB_BUCKETS 8
 
@@ -593,6 +596,9 @@ void metrics_count_finish(Coordinator *c, const char *status);
 /* The Prometheus text of every counter and gauge (malloc'd, may be NULL after
  * a write error) and the number of runs driven now. -ENOMEM. */
 int metrics_text(Coordinator *c, char **ret_text, size_t *ret_active);
+/* Poll the shim's SHIM_MEMORY every 2 s for /metrics (runwarden_sandbox_*). */
+void metrics_setup(Coordinator *c);
+void metrics_teardown(Coordinator *c);
 
 /* replicate.c — cluster mode (docs/CLUSTER.md): JetStream at the commit's
  * durability point. Every function is a no-op without [cluster] nats. */

@@ -12,8 +12,69 @@
 #include <inttypes.h>
 #include <stdio.h>
 #include <stdlib.h>
+#include <event2/event.h>
 
 #include "macro.h"
+#include "msg.h"
+
+#define SHIM_MEMORY_EVERY_USEC (2 * USEC_PER_SEC)
+
+static struct event *shim_memory_ev; /* one coordinator per process */
+static bool shim_memory_pending;
+
+static void
+shim_memory_reply(Peer *p, int err, const msgpack_object *body, void *ud)
+{
+	Coordinator *c = ud;
+	Reply_SHIM_MEMORY rep = {};
+
+	shim_memory_pending = false;
+	if (err == 0 && reply_decode_SHIM_MEMORY(body, &rep) == 0) {
+		c->m.sandbox_mem[0] = rep.idle_bytes;
+		c->m.sandbox_mem[1] = rep.busy_bytes;
+		c->m.sandbox_count[0] = rep.idle;
+		c->m.sandbox_count[1] = rep.busy;
+		c->m.sandbox_mem_known = true;
+	}
+	reply_done_SHIM_MEMORY(&rep);
+}
+
+static void
+shim_memory_cb(evutil_socket_t fd, short what, void *arg)
+{
+	Coordinator *c = arg;
+
+	if (!c->shim || !peer_is_ready(c->shim)) {
+		c->m.sandbox_mem_known = false; /* no stale figures while it is away */
+		return;
+	}
+	if (shim_memory_pending)
+		return;
+	if (msg_call_SHIM_MEMORY(c->shim, &(Msg_SHIM_MEMORY){}, SHIM_MEMORY_EVERY_USEC,
+				 shim_memory_reply, c) == 0)
+		shim_memory_pending = true;
+}
+
+void
+metrics_setup(Coordinator *c)
+{
+	struct timeval tv;
+
+	shim_memory_ev = event_new(c->base, -1, EV_PERSIST, shim_memory_cb, c);
+	if (shim_memory_ev) {
+		event_priority_set(shim_memory_ev, 2); /* background */
+		event_add(shim_memory_ev, timeval_from_usec(&tv, SHIM_MEMORY_EVERY_USEC));
+	}
+}
+
+void
+metrics_teardown(Coordinator *c)
+{
+	if (shim_memory_ev)
+		event_free(shim_memory_ev);
+	shim_memory_ev = NULL;
+	shim_memory_pending = false;
+}
 
 void
 metrics_count_finish(Coordinator *c, const char *status)
@@ -122,6 +183,22 @@ metrics_text(Coordinator *c, char **ret_text, size_t *ret_active)
 		"runwarden_runs_pruned_size_total %" PRIu64 "\n",
 		c->log_used, c->log_map, c->log_warned ? 1 : 0, m->output_dropped_bytes,
 		m->runs_output_limited, m->events_refused_full, m->runs_pruned_size);
+	if (m->sandbox_mem_known)
+		fprintf(
+		    mf,
+		    "# HELP runwarden_sandbox_memory_bytes Memory charged to the sandboxes' "
+		    "cgroups (memory.current, v1 memory.usage_in_bytes), by state: busy = an exec "
+		    "runs or is about to, idle = the rest, the pool included (containerd-shim, "
+		    "read every 2 s).\n"
+		    "# TYPE runwarden_sandbox_memory_bytes gauge\n"
+		    "runwarden_sandbox_memory_bytes{state=\"idle\"} %" PRIu64 "\n"
+		    "runwarden_sandbox_memory_bytes{state=\"busy\"} %" PRIu64 "\n"
+		    "# HELP runwarden_sandboxes Live sandboxes of containerd-shim by state (as "
+		    "above).\n"
+		    "# TYPE runwarden_sandboxes gauge\n"
+		    "runwarden_sandboxes{state=\"idle\"} %" PRIu64 "\n"
+		    "runwarden_sandboxes{state=\"busy\"} %" PRIu64 "\n",
+		    m->sandbox_mem[0], m->sandbox_mem[1], m->sandbox_count[0], m->sandbox_count[1]);
 	bridge_metrics(c, mf);
 	cluster_metrics(c, mf);
 	tenant_metrics(c, mf);

@@ -62,7 +62,10 @@ log_level = debug
 listen = 127.0.0.1:{self.port}
 
 {self.extra_conf.replace("@PORT@", str(self.port))}
-""")
+""" + ("" if "max_instances" in self.extra_conf else
+       # the shim's default before it was sized from the host (issue 32),
+       # which the tests written against it still assume
+       "\n[containerd-shim]\nmax_instances = 5\n"))
         for name in DAEMONS:
             self.start_daemon(name)
         self.wait_ready()
@@ -128,7 +131,50 @@ listen = 127.0.0.1:{self.port}
                         problems.append(f"{name}: unexpected: {line}")
         return problems
 
+    def cgroup_trees(self):
+        """This suite's instance cgroup directories (cgroup.h's naming:
+        runwarden[-tools].<12 hex of SHA-256(state_dir)>) in every hierarchy."""
+        import hashlib
+        inst = hashlib.sha256(os.path.join(self.dir, "state").encode()).hexdigest()[:12]
+        found = []
+        for root, dirs, _ in os.walk("/sys/fs/cgroup"):
+            for d in list(dirs):
+                if d.startswith(("runwarden.", "runwarden-tools.")):
+                    dirs.remove(d)
+                    if d.endswith("." + inst):
+                        found.append(os.path.join(root, d))
+        return found
+
+    def reap_cgroups(self):
+        """What daemons killed for good (SIGKILL, no restart) leave: their
+        sandboxes' processes and the instance's cgroup directories. Kill
+        (cgroup.kill where it exists) and rmdir deepest first."""
+        trees = self.cgroup_trees()
+        for t in trees:
+            for root, _, files in os.walk(t):
+                if "cgroup.kill" in files:
+                    try:
+                        with open(os.path.join(root, "cgroup.kill"), "w") as f:
+                            f.write("1")
+                    except OSError:
+                        pass
+        for _ in range(100):
+            left = []
+            for t in trees:
+                for root, _, _ in sorted(os.walk(t, topdown=False), key=lambda w: -len(w[0])):
+                    try:
+                        os.rmdir(root)
+                    except FileNotFoundError:
+                        pass
+                    except OSError:
+                        left.append(root)
+            if not left:
+                return
+            time.sleep(0.02)
+
     def cleanup(self):
+        if all(p.poll() is not None for p in self.procs.values()):
+            self.reap_cgroups()
         # what a test mounted beneath the suite's directory (a small tmpfs as
         # state/, say), deepest first: the directory itself is no mount point,
         # so `umount -R` of it unmounts nothing
