@@ -726,6 +726,36 @@ http_conn_upgraded(HttpConn *c, int status, HttpConnState state)
 	bufferevent_enable(c->bev, EV_READ | EV_WRITE);
 }
 
+void
+http_conn_stream_done(HttpConn *c)
+{
+	const RouterConf *conf = c->router->conf;
+	struct timeval tv;
+
+	if (c->state != CONN_SSE)
+		return;
+	if (c->ping_timer) {
+		event_free(c->ping_timer);
+		c->ping_timer = NULL;
+	}
+	c->ops = NULL;
+	c->on_drained = NULL;
+	c->ndjson = c->chunked = c->chunk_end = false;
+	c->state = CONN_HTTP;
+	c->busy = false;
+	if (c->router->stopping ||
+	    !(c->head_timer = evtimer_new(c->router->base, head_timer_cb, c))) {
+		http_conn_close(c);
+		return;
+	}
+	/* as between any two requests (http_conn_new) */
+	timeval_from_usec(&tv, (usec_t)conf->idle_timeout_ms * USEC_PER_MSEC);
+	bufferevent_set_timeouts(c->bev, &tv, &tv);
+	bufferevent_setwatermark(c->bev, EV_WRITE, 0, 0);
+	bufferevent_enable(c->bev, EV_READ | EV_WRITE);
+	conn_process(c); /* a request the client sent meanwhile */
+}
+
 /* A parse failure: the stream cannot be trusted any more, answer and close. */
 static void
 conn_parse_failed(HttpConn *c, enum http_errno e)

@@ -363,7 +363,10 @@ struct HttpConn {
 	struct StreamStart *stream_start; /* routes.c: a tail waiting for RUN_GET */
 	struct ChatStart *chat_start;	  /* routes-chat.c: a /chat run or join on its way */
 	bool ndjson;			  /* CONN_SSE carries NDJSON lines (/chat?format=ndjson) */
-	bool chat_ws; /* a /chat conversation WebSocket (RunAgentInput frames in) */
+	bool chunked;	/* ... in chunked framing (a sandbox exec's): its end is the
+			 * last chunk, and the connection serves requests again */
+	bool chunk_end; /* the last chunk was written (sse_end_line) */
+	bool chat_ws;	/* a /chat conversation WebSocket (RunAgentInput frames in) */
 	const RouterToken *chat_token; /* ... and the token it was opened with (conf-owned) */
 	struct DsRead *ds;	       /* routes-ds.c: a Durable Streams read */
 	struct SbxStream *sbx;	       /* routes-exec.c: an exec's stream (NDJSON or WS) */
@@ -439,6 +442,10 @@ bool http_header_has_token(const HttpConn *c, const char *name, const char *toke
  * status, parsing stops for good; the transport's ping_timer (if it made one)
  * starts, and the write timeout and the write-drained mark of a tail apply. */
 void http_conn_upgraded(HttpConn *c, int status, HttpConnState state);
+/* The end of a chunked CONN_SSE body (its last chunk written): c serves
+ * requests again, as after any keep-alive answer (closed when routerd is
+ * stopping). */
+void http_conn_stream_done(HttpConn *c);
 
 /* ---- routes.c ---- */
 
@@ -543,6 +550,10 @@ int sse_accept(HttpConn *c);
 int sse_send(HttpConn *c, int64_t id, const char *event, const char *text, size_t len);
 /* One line of a /chat?format=ndjson body: text and "\n". */
 int sse_send_line(HttpConn *c, const char *text, size_t len);
+/* The last line of an NDJSON body: with chunked framing, sent in one write
+ * with the last chunk (a client sees the line and the body's end at once,
+ * and keeps the connection). */
+int sse_end_line(HttpConn *c, const char *text, size_t len);
 /* End the stream: an `event: error` for code != 1000, then close (abort
  * for 1008: the reader is too slow to flush to). */
 void sse_close(HttpConn *c, uint16_t code, const char *reason);

@@ -7,8 +7,10 @@
  * An exec's stream (SbxStream) is named by a number of this routerd's
  * (stream_id), sent with SBX_EXEC before coordinatord knows the exec, so
  * its SBX_EXEC_OUTPUT/EXIT pushes find the stream whenever they come. The
- * NDJSON answer is a close-delimited body (as /chat?format=ndjson: no
- * chunked framing; a blank line every ws_ping_interval_ms is a keepalive).
+ * NDJSON answer is chunked when the request allows keep-alive (the exit line
+ * and the last chunk in one write; the connection then serves the client's
+ * next request: sse.c), else close-delimited; a blank line every
+ * ws_ping_interval_ms is a keepalive.
  *
  * A foreground exec dies with its stream: the connection freed before the
  * exit sends SBX_EXEC_KILL (SIGKILL: its exec cgroup), and so does a reader
@@ -102,9 +104,10 @@ sbx_conn_free(HttpConn *c)
 	free(s);
 }
 
-/* One NDJSON line or WebSocket text message. */
+/* One NDJSON line or WebSocket text message; last: the NDJSON body's last
+ * line (with chunked framing, written with the body's end). */
 static int
-sbx_send(SbxStream *s, json_t *j)
+sbx_send_full(SbxStream *s, json_t *j, bool last)
 {
 	_cleanup_free_ char *text = j ? json_dumps(j, JSON_COMPACT) : NULL;
 	int k;
@@ -112,8 +115,9 @@ sbx_send(SbxStream *s, json_t *j)
 	json_decref(j);
 	if (!text)
 		return -ENOMEM;
-	k = s->ws ? ws_send_text(s->c, text, strlen(text))
-		  : sse_send_line(s->c, text, strlen(text));
+	k = s->ws  ? ws_send_text(s->c, text, strlen(text))
+	    : last ? sse_end_line(s->c, text, strlen(text))
+		   : sse_send_line(s->c, text, strlen(text));
 	if (k < 0)
 		return k;
 	size_t pending = http_conn_output_pending(s->c),
@@ -129,18 +133,33 @@ sbx_send(SbxStream *s, json_t *j)
 	return 0;
 }
 
-/* End the transport: a WebSocket close with code; the NDJSON body ends with
- * the connection (its error, if any, was the last line), or is dropped at
- * once for a reader too slow to flush to (1008). */
+static int
+sbx_send(SbxStream *s, json_t *j)
+{
+	return sbx_send_full(s, j, false);
+}
+
+/* End the transport: a WebSocket close with code; the NDJSON body ends (its
+ * error, if any, was the last line) with its last chunk or with the
+ * connection, or is dropped at once for a reader too slow to flush to
+ * (1008). A chunked body's stream is freed here (the connection may carry
+ * another exec next): s is gone after it. */
 static void
 sbx_transport_close(SbxStream *s, uint16_t code, const char *reason)
 {
+	HttpConn *c = s->c;
+
 	if (s->ws)
-		ws_close(s->c, code, reason);
+		ws_close(c, code, reason);
 	else if (code == 1008)
-		http_conn_abort(s->c);
-	else
-		sse_close(s->c, 1000, NULL);
+		http_conn_abort(c);
+	else {
+		if (c->chunked) {
+			s->ended = true; /* nothing to kill: its end was sent */
+			sbx_conn_free(c);
+		}
+		sse_close(c, 1000, NULL);
+	}
 }
 
 /* The end of the stream: after the exit (code 1000), or a failure. */
@@ -224,9 +243,11 @@ sbx_on_exit(Router *r, const Frame *f)
 		(void)sbx_output(s, 1, NULL, 0, true);
 		(void)sbx_output(s, 2, NULL, 0, true);
 		json_t *sig = m.has_signal && m.signal > 0 ? json_integer(m.signal) : json_null();
-		(void)sbx_send(s, json_pack("{s:s, s:I, s:o, s:s}", "type", "exit", "exitCode",
-					    (json_int_t)m.exit_code, "signal", sig, "reason",
-					    m.reason));
+		(void)sbx_send_full(s,
+				    json_pack("{s:s, s:I, s:o, s:s}", "type", "exit", "exitCode",
+					      (json_int_t)m.exit_code, "signal", sig, "reason",
+					      m.reason),
+				    true);
 		s->ended = true;
 		sbx_close(s, 1000, NULL);
 	}
@@ -322,6 +343,8 @@ exec_reply(Peer *p, int err, const msgpack_object *body, void *userdata)
 	}
 	if (!s->ws) {
 		c->ndjson = true;
+		/* keep-alive: chunked (the request is reset by sse_accept) */
+		c->chunked = c->req.keep_alive && c->req.http_minor >= 1 && !c->router->stopping;
 		if (sse_accept(c) < 0) {
 			sbx_kill(s, SIGKILL);
 			s->ended = true;

@@ -10,6 +10,13 @@
  * `event: error` — then the connection is closed. A comment line (`: ping`)
  * every ws_ping_interval_ms keeps proxies from timing the stream out.
  * Flow control is the tail's: the bufferevent output is the queue.
+ *
+ * A sandbox exec's NDJSON (routes-sandbox.c) is chunked instead when the
+ * request allows keep-alive (c->chunked): one chunk per line, the last line
+ * and the last chunk in one write, and the connection then serves requests
+ * again (http_conn_stream_done), so a client's keep-alive agent pays no TCP
+ * set-up and teardown per exec. Bytes the client sends meanwhile wait,
+ * unparsed, for that (at most SSE_HELD_INPUT_MAX of them).
  */
 #include "config.h"
 
@@ -28,6 +35,18 @@
 #include "log.h"
 #include "macro.h"
 
+/* A chunked stream's client may send its next request early (pipelining):
+ * it waits in the input buffer; more than this is no request worth waiting
+ * for. */
+#define SSE_HELD_INPUT_MAX (64 * 1024)
+
+/* The chunk-size line of a chunk of n bytes. */
+static int
+chunk_head(char buf[static 20], size_t n)
+{
+	return snprintf(buf, 20, "%zx\r\n", n);
+}
+
 bool
 sse_wanted(const HttpConn *c)
 {
@@ -44,7 +63,9 @@ sse_ping_cb(evutil_socket_t fd, short what, void *arg)
 	if (c->state != CONN_SSE)
 		return;
 	/* NDJSON readers skip blank lines */
-	if (c->ndjson)
+	if (c->chunked)
+		(void)http_conn_write(c, "1\r\n\n\r\n", 6);
+	else if (c->ndjson)
 		(void)http_conn_write(c, "\n", 1);
 	else
 		(void)http_conn_write(c, ": ping\n\n", 8);
@@ -54,7 +75,14 @@ sse_ping_cb(evutil_socket_t fd, short what, void *arg)
 static void
 sse_on_read(HttpConn *c)
 {
-	evbuffer_drain(bufferevent_get_input(c->bev), SIZE_MAX);
+	struct evbuffer *in = bufferevent_get_input(c->bev);
+
+	if (!c->chunked)
+		evbuffer_drain(in, SIZE_MAX);
+	else if (evbuffer_get_length(in) > SSE_HELD_INPUT_MAX) {
+		log_debug("%s: too much input during a chunked stream, closing", c->addr);
+		http_conn_abort(c);
+	}
 }
 
 static const ConnOps sse_conn_ops = {
@@ -81,11 +109,13 @@ sse_accept(HttpConn *c)
 					 "Cache-Control: no-cache\r\n"
 					 "X-Accel-Buffering: no\r\n"
 					 "%s"
-					 "Connection: close\r\n\r\n"
+					 "%s\r\n"
 					 /* the reconnection delay an EventSource uses */
 					 "%s",
 					 c->ndjson ? "application/x-ndjson" : "text/event-stream",
 					 c->req.cors ? c->req.cors : "",
+					 c->chunked ? "Transfer-Encoding: chunked\r\n"
+						    : "Connection: close\r\n",
 					 c->ndjson ? "" : "retry: 1000\n\n") < 0) {
 		if (head)
 			evbuffer_free(head);
@@ -144,11 +174,38 @@ sse_send(HttpConn *c, int64_t id, const char *event, const char *text, size_t le
 	return r;
 }
 
+static int
+chunk_line(HttpConn *c, const char *text, size_t len, bool last)
+{
+	char head[20];
+	static const char tail[] = "\n\r\n0\r\n\r\n";
+
+	if (c->chunk_end)
+		return -ECONNRESET;
+	c->chunk_end = last;
+	return http_conn_writev(
+	    c,
+	    (const struct iovec[]){{.iov_base = head, .iov_len = (size_t)chunk_head(head, len + 1)},
+				   {.iov_base = (void *)text, .iov_len = len},
+				   {.iov_base = (void *)tail, .iov_len = last ? 8 : 3}},
+	    3);
+}
+
+int
+sse_end_line(HttpConn *c, const char *text, size_t len)
+{
+	if (c->state != CONN_SSE)
+		return -ECONNRESET;
+	return c->chunked ? chunk_line(c, text, len, true) : sse_send_line(c, text, len);
+}
+
 int
 sse_send_line(HttpConn *c, const char *text, size_t len)
 {
 	if (c->state != CONN_SSE)
 		return -ECONNRESET;
+	if (c->chunked)
+		return chunk_line(c, text, len, false);
 	return http_conn_writev(c,
 				(const struct iovec[]){{.iov_base = (void *)text, .iov_len = len},
 						       {.iov_base = "\n", .iov_len = 1}},
@@ -170,12 +227,20 @@ sse_close(HttpConn *c, uint16_t code, const char *reason)
 	}
 	/* /chat: no event the stock client would take for a chunk; it resumes
 	 * with Last-Event-ID */
-	if (code != 1000 && !chat) {
+	if (code != 1000 && !chat && !c->chunked) {
 		json_auto_t *j = json_pack("{s:s, s:s}", "error", reason ? reason : "error", "code",
 					   code == 1001 ? "shutting_down" : "stream_failed");
 		_cleanup_free_ char *s = j ? json_dumps(j, JSON_COMPACT) : NULL;
 		if (s)
 			(void)sse_send(c, -1, "error", s, strlen(s));
+	}
+	if (c->chunked) {
+		/* the body's end (unless sse_end_line wrote it), then the next
+		 * request */
+		if (!c->chunk_end && http_conn_write(c, "0\r\n\r\n", 5) < 0)
+			return;
+		http_conn_stream_done(c);
+		return;
 	}
 	c->state = CONN_HTTP; /* http_conn_close moves on from a serving state */
 	http_conn_close(c);

@@ -12,6 +12,7 @@ import base64
 import http.client
 import json
 import os
+import socket
 import tempfile
 import time
 
@@ -228,6 +229,71 @@ def test_closing_the_connection_kills_a_foreground_exec(s):
     c.close()
     assert poll(lambda: pid not in processes(s, "t-x6"), 10)
     assert poll(lambda: "sleep 1005" not in proc_cmdlines(s, "t-x6"), 10)
+
+
+def test_keep_alive_execs_share_one_connection(s):
+    # HTTP/1.1 keep-alive: a chunked body, and the next exec on the same socket
+    c = http.client.HTTPConnection("127.0.0.1", s.port, timeout=30)
+    hdr = {"Authorization": f"Bearer {ADMIN}", "Content-Type": "application/json"}
+    try:
+        socks = []
+        for i in range(3):
+            c.request("POST", "/sandboxes/t-x6k/exec",
+                      body=json.dumps({"command": f"echo ka-{i}; exit {i}"}).encode(), headers=hdr)
+            r = c.getresponse()
+            assert r.status == 200
+            assert r.getheader("Transfer-Encoding") == "chunked", r.getheaders()
+            assert r.getheader("Connection") is None, r.getheaders()
+            objs = list(lines_of(r))
+            assert output(objs) == f"ka-{i}\n".encode() and exit_of(objs)["exitCode"] == i, objs
+            socks.append(c.sock)
+        assert socks[0] is not None and socks.count(socks[0]) == 3, "the connection was not reused"
+        # a plain request on the same connection after the stream
+        c.request("GET", "/sandboxes/t-x6k/processes", headers=hdr)
+        r = c.getresponse()
+        assert r.status == 200 and json.loads(r.read()) is not None
+    finally:
+        c.close()
+    # Connection: close: a close-delimited body, as before
+    c = http.client.HTTPConnection("127.0.0.1", s.port, timeout=30)
+    try:
+        c.request("POST", "/sandboxes/t-x6k/exec", body=json.dumps({"command": "echo cl"}).encode(),
+                  headers={**hdr, "Connection": "close"})
+        r = c.getresponse()
+        assert r.status == 200 and r.getheader("Transfer-Encoding") is None
+        assert r.getheader("Connection") == "close", r.getheaders()
+        assert output(list(lines_of(r))) == b"cl\n"
+    finally:
+        c.close()
+
+
+def test_a_request_pipelined_behind_an_exec_waits_for_its_end(s):
+    # sent while the exec streams: answered after its last chunk, in order
+    body = json.dumps({"command": "sleep 0.3; echo first"}).encode()
+    req = (f"POST /sandboxes/t-x6p/exec HTTP/1.1\r\nHost: 127.0.0.1:{s.port}\r\n"
+           f"Authorization: Bearer {ADMIN}\r\nContent-Type: application/json\r\n"
+           f"Content-Length: {len(body)}\r\n\r\n").encode() + body
+    last = (f"GET /sandboxes/t-x6p/processes HTTP/1.1\r\nHost: 127.0.0.1:{s.port}\r\n"
+            f"Authorization: Bearer {ADMIN}\r\nConnection: close\r\n\r\n").encode()
+    sk = socket.create_connection(("127.0.0.1", s.port), timeout=30)
+    try:
+        sk.sendall(req)
+        got = b""
+        while b'"type":"started"' not in got:
+            got += sk.recv(65536)
+        sk.sendall(last)  # pipelined behind the stream
+        while True:
+            d = sk.recv(65536)
+            if not d:
+                break
+            got += d
+    finally:
+        sk.close()
+    text = got.decode()
+    assert "Transfer-Encoding: chunked" in text, text
+    end = text.index("\r\n0\r\n\r\n")
+    assert '"data":"first\\n"' in text[:end] and '"type":"exit"' in text[:end], text
+    assert text[end + 7:].startswith("HTTP/1.1 200 "), text
 
 
 def test_a_reader_that_does_not_read_loses_its_exec(s):

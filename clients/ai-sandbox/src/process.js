@@ -130,8 +130,10 @@ export function createProcess(ctx) {
         if (aborted) return { pid, stdout: new Uint8Array(), stderr: new Uint8Array(), exitCode: 137, exit: null }
         throw e
       }
+      let done
       try {
         for await (const m of ndjson(res)) {
+          if (done) continue
           if (m.type === 'started') {
             pid = m.pid
             onStarted?.(m.pid)
@@ -143,14 +145,17 @@ export function createProcess(ctx) {
             if (onStderr) onStderr(m)
             else err.push(chunkBytes(m))
           } else if (m.type === 'exit') {
-            return { pid, stdout: concatBytes(out), stderr: concatBytes(err), exitCode: exitCodeOf(m), exit: m }
+            // read on to the body's end (it follows at once): a chunked body
+            // read to its end leaves the connection to the keep-alive agent
+            done = { pid, stdout: concatBytes(out), stderr: concatBytes(err), exitCode: exitCodeOf(m), exit: m }
           } else if (m.type === 'error') {
             throw new RunwardenError(`runwarden: exec: ${m.code}: ${m.error}`, { code: m.code })
           }
         }
       } catch (e) {
-        if (!aborted) throw e
+        if (!done && !aborted) throw e
       }
+      if (done) return done
       if (aborted) {
         return { pid, stdout: concatBytes(out), stderr: concatBytes(err), exitCode: 137, exit: null }
       }
