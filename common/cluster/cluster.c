@@ -467,7 +467,9 @@ ping_interval_ms(const ClusterOptions *o)
 	if (o->ping_interval_ms > 0)
 		return o->ping_interval_ms;
 	int64_t ttl = o->node_ttl_ms > 0 ? o->node_ttl_ms : 10000;
-	return MAX(ttl / (2 * (out + 1)), (int64_t)100);
+	/* at least 1 s: the main connection reads its PONGs on the event
+	 * loop, which a busy moment may hold for a few hundred ms */
+	return MAX(ttl / (2 * (out + 1)), (int64_t)1000);
 }
 
 /* What both connections share: the servers, reconnection, pings,
