@@ -127,12 +127,11 @@ cluster_conf_check(const ClusterConf *c)
 				       "cluster.heartbeat_ms (%lld)",
 				       (long long)c->loop_stall_max_ms, (long long)c->heartbeat_ms);
 	if (c->ping_interval_ms * (c->max_pings_out + 1) >= c->node_ttl_ms)
-		return log_error_errno(SYNTHETIC_ERRNO(EINVAL),
-				       "cluster.ping_interval_ms (%lld) × (cluster.max_pings_out "
-				       "(%lld) + 1) must be under cluster.node_ttl_ms (%lld): a "
-				       "dead server connection would lose the node",
-				       (long long)c->ping_interval_ms, (long long)c->max_pings_out,
-				       (long long)c->node_ttl_ms);
+		log_warning("cluster.ping_interval_ms (%lld) × (cluster.max_pings_out (%lld) + "
+			    "1) is not under cluster.node_ttl_ms (%lld): a node whose server "
+			    "goes silent is lost before it leaves that server",
+			    (long long)c->ping_interval_ms, (long long)c->max_pings_out,
+			    (long long)c->node_ttl_ms);
 	if (!cluster_conf_enabled(c) &&
 	    (set(c->creds) || set(c->tls_ca) || set(c->tls_cert) || set(c->node)))
 		log_warning("[cluster] has keys but no 'nats': cluster mode is off");

@@ -58,8 +58,9 @@ cluster_conf_enabled(const ClusterConf *c)
 
 /* Keys that bound each other: tls_cert and tls_key together; node_ttl_ms at
  * least 3 × heartbeat_ms (two missed beats are not a loss); loop_stall_max_ms
- * 0 or at least 2 × heartbeat_ms (the loop ticks every heartbeat_ms). 0, or -EINVAL
- * after logging "cluster.KEY: reason". */
+ * 0 or at least 2 × heartbeat_ms (the loop ticks every heartbeat_ms); a warning
+ * when ping_interval_ms × (max_pings_out + 1) reaches node_ttl_ms. 0, or
+ * -EINVAL after logging "cluster.KEY: reason". */
 int cluster_conf_check(const ClusterConf *c);
 
 /* This node's name: node, or the host name cut at its first '.' (with

@@ -1,0 +1,61 @@
+# SPDX-License-Identifier: MIT
+"""Issue 35, D: no takeover of a node that beats again (docs/CLUSTER.md
+"Node loss and takeover"). Two nodes a and b (TTL 4 s, heartbeats 0.5 s);
+a runs a long run on its thread. b's event loop is held (ptrace of its main
+thread, as t_cluster_stall does), then a's coordinatord is stopped
+(SIGSTOP) past the TTL: its key expires. a is let go and beats again, and
+only then is b's loop let go: b handles the loss it was told of late, while
+a is alive. b logs the loss, but takes nothing: a keeps its thread and its
+run ends normally.
+
+Before the fix, b took a's thread over (the loss's steps never looked at
+rw_nodes again) and a's healthy run was fenced."""
+import time
+
+from rwcluster import Cluster
+from rwtest import poll
+from t_cluster_stall import LoopStalled
+
+NO_SUITE = True  # the suites need the NATS cluster's ports: made here
+
+TTL_MS = 4000
+C = Cluster(servers=3, heartbeat_ms=500, node_ttl_ms=TTL_MS)
+
+
+def test_a_node_beating_again_keeps_its_threads():
+    try:
+        # b keeps its NATS connection while its loop is held (a loop held
+        # past 3 pings would reconnect, and the new watch of rw_nodes
+        # would find a alive: no loss to handle)
+        a, b = C.node("a"), C.node("b", "ping_interval_ms = 60000")
+        run = a.start_run("for i in $(seq 1 60); do echo x$i; sleep 0.25; done", thread="t-flap")
+        assert poll(lambda: a.http("GET", f"/runs/{run}?threadId=t-flap")[1].get("status")
+                    == "running", timeout=15)
+        assert C.owner("t-flap", "b") == "a"
+        b_at = len(b.log("coordinatord"))
+        coord = a.procs["coordinatord"]
+        coord.send_signal(19)  # SIGSTOP: every thread, its heartbeats too
+        try:
+            # b finds a's key gone; its loop is held at once, before the
+            # loss's listings and takes (round trips on the loop) are done
+            lost = poll(lambda: "node a lost" in b.log("coordinatord")[b_at:],
+                        timeout=TTL_MS / 1000 + 10, interval=0.005)
+            stall = LoopStalled(b.procs["coordinatord"].pid)
+            stall.__enter__()
+        finally:
+            coord.send_signal(18)  # SIGCONT
+        try:
+            assert lost, b.log("coordinatord")[b_at:][-3000:]
+            # a beats again (its key is back) while b's loop is held
+            assert poll(lambda: "a" in C.status("a")["nodes"], timeout=5), "a does not beat"
+        finally:
+            stall.__exit__(None, None, None)
+        # b now goes on with a's loss, a alive
+        time.sleep(3)
+        since = b.log("coordinatord")[b_at:]
+        assert "Thread taken over" not in since, since[-3000:]
+        assert C.owner("t-flap", "b") == "a"
+        rec = a.wait_terminal(run, thread="t-flap", timeout=60)
+        assert rec["status"] == "completed", (rec, a.log("coordinatord")[-2000:])
+    finally:
+        C.stop_all()
