@@ -143,7 +143,7 @@ typedef struct SharedConf {
 	     "how often each NATS connection pings its server; a server that answered none "       \
 	     "of max_pings_out + 1 pings is left for another of the list (a cut-off server "       \
 	     "keeps the socket open); 0 = node_ttl_ms / (2 x (max_pings_out + 1)), at least "      \
-	     "1 s: a dead connection left within half the TTL"},                                   \
+	     "2 s: a dead connection left within half the TTL"},                                   \
 	    {"cluster", "max_pings_out",                                                           \
 	     CONF_INT,	offsetof(T, m.max_pings_out),                                              \
 	     "2",	1,                                                                         \

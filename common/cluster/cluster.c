@@ -467,9 +467,12 @@ ping_interval_ms(const ClusterOptions *o)
 	if (o->ping_interval_ms > 0)
 		return o->ping_interval_ms;
 	int64_t ttl = o->node_ttl_ms > 0 ? o->node_ttl_ms : 10000;
-	/* at least 1 s: the main connection reads its PONGs on the event
-	 * loop, which a busy moment may hold for a few hundred ms */
-	return MAX(ttl / (2 * (out + 1)), (int64_t)1000);
+	/* at least 2 s: the main connection reads its PONGs on the event
+	 * loop, which a busy moment may hold for a while, and servers that
+	 * come back from a pause answer late (at 1 s, t_cluster_retain's
+	 * paused servers had the restarted node's connections dropped and
+	 * made again while JetStream elected its leaders) */
+	return MAX(ttl / (2 * (out + 1)), (int64_t)2000);
 }
 
 /* What both connections share: the servers, reconnection, pings,

@@ -126,7 +126,7 @@ typedef struct ClusterOptions {
 	/* client pings on every connection: a server that answers no ping for
 	 * max_pings_out + 1 intervals is left for another of the list (a
 	 * silent, cut-off server keeps its socket open); 0 = node_ttl_ms / (2 ×
-	 * (max_pings_out + 1)), at least 1 s, so that a dead connection is
+	 * (max_pings_out + 1)), at least 2 s, so that a dead connection is
 	 * dropped within half the TTL; max_pings_out 0 = 2 */
 	int64_t ping_interval_ms;
 	int max_pings_out;
