@@ -133,6 +133,21 @@ typedef struct SharedConf {
 	     "node; a loop that made no progress this long stops them (the node is lost "          \
 	     "node_ttl_ms later, as a crashed one); 0 = 3 x node_ttl_ms, else at least 2 x "       \
 	     "heartbeat_ms"},                                                                      \
+	    {"cluster",                                                                            \
+	     "ping_interval_ms",                                                                   \
+	     CONF_INT,                                                                             \
+	     offsetof(T, m.ping_interval_ms),                                                      \
+	     "0",                                                                                  \
+	     0,                                                                                    \
+	     600000,                                                                               \
+	     "how often each NATS connection pings its server; a server that answered none "       \
+	     "of max_pings_out + 1 pings is left for another of the list (a cut-off server "       \
+	     "keeps the socket open); 0 = node_ttl_ms / (2 x (max_pings_out + 1)), at least "      \
+	     "2 s: a dead connection left within half the TTL"},                                   \
+	    {"cluster", "max_pings_out",                                                           \
+	     CONF_INT,	offsetof(T, m.max_pings_out),                                              \
+	     "2",	1,                                                                         \
+	     10,	"pings a NATS connection may leave unanswered before it is left"},         \
 	{                                                                                          \
 		"cluster", "max_runs", CONF_INT, offsetof(T, m.max_runs), "0", 0, 1000000,         \
 		    "capacity of this node: with this many runs not done here, a new thread's "    \

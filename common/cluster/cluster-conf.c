@@ -126,6 +126,12 @@ cluster_conf_check(const ClusterConf *c)
 				       "cluster.loop_stall_max_ms (%lld) must be 0 or at least 2 × "
 				       "cluster.heartbeat_ms (%lld)",
 				       (long long)c->loop_stall_max_ms, (long long)c->heartbeat_ms);
+	if (c->ping_interval_ms * (c->max_pings_out + 1) >= c->node_ttl_ms)
+		log_warning("cluster.ping_interval_ms (%lld) × (cluster.max_pings_out (%lld) + "
+			    "1) is not under cluster.node_ttl_ms (%lld): a node whose server "
+			    "goes silent is lost before it leaves that server",
+			    (long long)c->ping_interval_ms, (long long)c->max_pings_out,
+			    (long long)c->node_ttl_ms);
 	if (!cluster_conf_enabled(c) &&
 	    (set(c->creds) || set(c->tls_ca) || set(c->tls_cert) || set(c->node)))
 		log_warning("[cluster] has keys but no 'nats': cluster mode is off");
@@ -169,5 +175,7 @@ cluster_conf_options(const ClusterConf *c, char *const *urls, const char *node)
 	    .heartbeat_ms = c->heartbeat_ms,
 	    .node_ttl_ms = c->node_ttl_ms,
 	    .loop_stall_max_ms = c->loop_stall_max_ms,
+	    .ping_interval_ms = c->ping_interval_ms,
+	    .max_pings_out = (int)c->max_pings_out,
 	};
 }

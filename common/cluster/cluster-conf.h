@@ -30,6 +30,8 @@ typedef struct ClusterConf {
 	int64_t heartbeat_ms;	   /* period of this node's rw_nodes put */
 	int64_t node_ttl_ms;	   /* rw_nodes bucket TTL: a silent node is lost after it */
 	int64_t loop_stall_max_ms; /* no loop progress this long: heartbeats stop; 0 = 3 × TTL */
+	int64_t ping_interval_ms;  /* client pings; 0 = node_ttl_ms / (2 × (max_pings_out + 1)) */
+	int64_t max_pings_out;	   /* unanswered pings before a connection is left */
 	int64_t max_runs; /* runs not done past which new threads go elsewhere; 0 = no limit */
 } ClusterConf;
 
@@ -56,8 +58,9 @@ cluster_conf_enabled(const ClusterConf *c)
 
 /* Keys that bound each other: tls_cert and tls_key together; node_ttl_ms at
  * least 3 × heartbeat_ms (two missed beats are not a loss); loop_stall_max_ms
- * 0 or at least 2 × heartbeat_ms (the loop ticks every heartbeat_ms). 0, or -EINVAL
- * after logging "cluster.KEY: reason". */
+ * 0 or at least 2 × heartbeat_ms (the loop ticks every heartbeat_ms); a warning
+ * when ping_interval_ms × (max_pings_out + 1) reaches node_ttl_ms. 0, or
+ * -EINVAL after logging "cluster.KEY: reason". */
 int cluster_conf_check(const ClusterConf *c);
 
 /* This node's name: node, or the host name cut at its first '.' (with

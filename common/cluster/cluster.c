@@ -459,8 +459,24 @@ set(const char *s)
 	return s && *s;
 }
 
-/* What both connections share: the servers, reconnection, credentials and
- * TLS. */
+/* The client ping interval (ClusterOptions.ping_interval_ms). */
+static int64_t
+ping_interval_ms(const ClusterOptions *o)
+{
+	int out = o->max_pings_out > 0 ? o->max_pings_out : 2;
+	if (o->ping_interval_ms > 0)
+		return o->ping_interval_ms;
+	int64_t ttl = o->node_ttl_ms > 0 ? o->node_ttl_ms : 10000;
+	/* at least 2 s: the main connection reads its PONGs on the event
+	 * loop, which a busy moment may hold for a while, and servers that
+	 * come back from a pause answer late (at 1 s, t_cluster_retain's
+	 * paused servers had the restarted node's connections dropped and
+	 * made again while JetStream elected its leaders) */
+	return MAX(ttl / (2 * (out + 1)), (int64_t)2000);
+}
+
+/* What both connections share: the servers, reconnection, pings,
+ * credentials and TLS. */
 static natsStatus
 options_common(natsOptions **ret, const ClusterOptions *o, const char *name)
 {
@@ -479,6 +495,13 @@ options_common(natsOptions **ret, const ClusterOptions *o, const char *name)
 		s = natsOptions_SetReconnectWait(*ret, CLUSTER_RECONNECT_WAIT_MS);
 	if (s == NATS_OK)
 		s = natsOptions_SetTimeout(*ret, 2000);
+	/* a silent server (cut off, stopped) keeps the socket open: without
+	 * pings of its own, libnats would notice after its 2-minute default;
+	 * a stale connection reconnects to the next server of the list first */
+	if (s == NATS_OK)
+		s = natsOptions_SetPingInterval(*ret, ping_interval_ms(o));
+	if (s == NATS_OK)
+		s = natsOptions_SetMaxPingsOut(*ret, o->max_pings_out > 0 ? o->max_pings_out : 2);
 	if (s == NATS_OK && set(o->creds))
 		s = natsOptions_SetUserCredentialsFromFiles(*ret, o->creds, NULL);
 	if (s == NATS_OK && (set(o->tls_ca) || set(o->tls_cert)))

@@ -123,6 +123,13 @@ typedef struct ClusterOptions {
 	/* heartbeats stop once the event loop made no progress this long (a hung
 	 * loop must lose the node); 0 = 3 × node_ttl_ms */
 	int64_t loop_stall_max_ms;
+	/* client pings on every connection: a server that answers no ping for
+	 * max_pings_out + 1 intervals is left for another of the list (a
+	 * silent, cut-off server keeps its socket open); 0 = node_ttl_ms / (2 ×
+	 * (max_pings_out + 1)), at least 2 s, so that a dead connection is
+	 * dropped within half the TTL; max_pings_out 0 = 2 */
+	int64_t ping_interval_ms;
+	int max_pings_out;
 	int64_t connect_wait_ms; /* 0 = CLUSTER_CONNECT_WAIT_MS */
 	int64_t op_timeout_ms;	 /* 0 = CLUSTER_OP_TIMEOUT_MS */
 	bool watch_nodes;	 /* watch rw_nodes and report lost nodes (on_node_lost) */

@@ -437,6 +437,9 @@ fail_run_local(Coordinator *c, const char *run_id, bool is_run, const char *code
 		 * is another writer's, or unreachable) */
 		if (what == COMMIT_STORAGE_FAILED)
 			commit_publish_committed(c, run_id, seq, &t, &len, 1, rec);
+		else if (c->cluster) /* its tails go on with the cluster's history */
+			remote_watch_divert(c, run_id,
+					    json_string_value(json_object_get(rec, "threadId")));
 		else
 			publish(c, run_id, seq, &t, &len, 1, rec);
 		json_decref(rec);

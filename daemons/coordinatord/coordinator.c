@@ -416,6 +416,14 @@ handle_run_get(Peer *p, const Frame *f, const Msg_RUN_GET *m, void *ud)
 	if (cl->c->cluster || !m->thread_id) {
 		/* the record as far as JetStream acknowledged it (cap_to_replicated) */
 		ret = owned_record(cl->c, m->run_id, m->thread_id, m->scope, &rec);
+		/* a run that diverged here (fenced, replication_failed): the
+		 * cluster's record, not this log's end (a tool's read, naming no
+		 * thread, still gets the local one) */
+		if (ret == 0 && m->thread_id && replicate_diverged(cl->c, rec) &&
+		    remote_run_get(cl->c, p, f, m->run_id, m->thread_id)) {
+			json_decref(rec);
+			return 0;
+		}
 		if (ret == 0) {
 			cap_to_replicated(cl->c, rec, NULL);
 			ret = reply_record(p, f->req_id, rec);

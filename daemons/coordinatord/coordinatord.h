@@ -621,6 +621,14 @@ bool replicate_active(Coordinator *c);
  * replication ended: its log is the local one). Reads serve no event past
  * it: nothing is visible before it is durable in the cluster. */
 int64_t replicate_mark(Coordinator *c, const char *run_id);
+/* The run's last event JetStream acknowledged from this process, dead
+ * replication or not: 0 and its seq and stream seq, or -ENOENT when this
+ * process does not know it (a restart's run, never published). */
+int replicate_acked(Coordinator *c, const char *run_id, int64_t *seq, uint64_t *stream_seq);
+/* Cluster mode: a record whose run ended here fenced or replication_failed
+ * (issue 35, A): its local log past what JetStream acknowledged is another
+ * history than the cluster's, so reads of it are served from JetStream. */
+bool replicate_diverged(Coordinator *c, const json_t *rec);
 int replicate_events(Coordinator *c, const char *run_id, int64_t first_seq,
 		     const char *const *texts, const size_t *lens, size_t n, const json_t *rec,
 		     void (*done)(Coordinator *c, int err, void *arg), void *arg);
@@ -775,6 +783,9 @@ bool remote_run_watch(Coordinator *c, Client *cl, Peer *p, const Frame *f, const
 		      const char *thread_id);
 /* Stop a watch's JetStream consumer (before freeing the Watch). */
 void remote_watch_drop(Coordinator *c, Watch *w);
+/* The run diverged here (replicate_diverged): its local watches go on from
+ * JetStream, from the event after the last one they were sent. */
+void remote_watch_divert(Coordinator *c, const char *run_id, const char *thread_id);
 void remote_teardown(Coordinator *c);
 
 /* watchdog.c */

@@ -300,6 +300,7 @@ on_last(Cluster *cluster, int err, const ClusterRunLast *last, void *userdata)
 
 static void on_watch_event(Cluster *cluster, ClusterWatch *cw, int err, const ClusterReadEvent *ev,
 			   size_t n, void *userdata);
+static void watch_retry(evutil_socket_t fd, short what, void *arg);
 
 static int
 remote_watch_start(RemoteWatch *rw)
@@ -498,17 +499,55 @@ rread_next(RRead *r)
 		rread_fail(r, e);
 }
 
-/* Is run_id this node's (in its run log)? Then it is served locally. */
+/* Is run_id this node's (in its run log)? Then it is served locally —
+ * unless it ended here fenced or replication_failed: its local tail is not
+ * the cluster's history (replicate_diverged). */
 static bool
 local_run(Coordinator *c, const char *run_id)
 {
 	json_t *rec = NULL;
 	char real[RUN_ID_LEN + 1];
 	int r = runlog_get(c->runlog, run_id, &rec);
-	json_decref(rec);
 	if (r == -ENOENT && runlog_alias_find(c->runlog, run_id, NULL, real) == 0)
-		r = 0;
-	return r != -ENOENT;
+		r = runlog_get(c->runlog, real, &rec);
+	bool diverged = r == 0 && replicate_diverged(c, rec);
+	/* its thread is the local record's (a RUN_OPEN run's event 0 names none) */
+	const char *thread = json_string_value(json_object_get(rec, "threadId"));
+	if (diverged && thread && remote_get(c))
+		known_add(c->remote, run_id, thread);
+	json_decref(rec);
+	return r != -ENOENT && !diverged;
+}
+
+void
+remote_watch_divert(Coordinator *c, const char *run_id, const char *thread_id)
+{
+	int64_t seq = -1;
+	uint64_t sseq = 0;
+	/* unknown: nothing of this process's was acknowledged, nothing sent */
+	if (replicate_acked(c, run_id, &seq, &sseq) < 0)
+		seq = -1, sseq = 0;
+	for (Watch *w = c->watches; w; w = w->next) {
+		if (w->remote || !streq(w->run_id, run_id))
+			continue;
+		RemoteWatch *rw = calloc(1, sizeof(*rw));
+		if (!rw || !(rw->thread = strdup(thread_id ?: ""))) {
+			free(rw);
+			continue; /* no memory: the tail gets nothing more */
+		}
+		rw->w = w;
+		rw->c = c;
+		rw->next_seq = seq + 1;
+		rw->next_sseq = seq >= 0 ? sseq + 1 : 0;
+		w->remote = rw;
+		if (remote_watch_start(rw) < 0) {
+			rw->retry = evtimer_new(c->base, watch_retry, rw);
+			if (rw->retry) {
+				struct timeval tv = {1, 0};
+				evtimer_add(rw->retry, &tv);
+			}
+		}
+	}
 }
 
 static RRead *

@@ -918,6 +918,25 @@ replicate_mark(Coordinator *c, const char *run_id)
 	return rr->last_seq;
 }
 
+int
+replicate_acked(Coordinator *c, const char *run_id, int64_t *seq, uint64_t *stream_seq)
+{
+	RunRepl *rr = c->repl ? run_repl_find(c->repl, run_id) : NULL;
+	if (!rr || !rr->known)
+		return -ENOENT;
+	*seq = rr->last_seq;
+	*stream_seq = rr->last_stream_seq;
+	return 0;
+}
+
+bool
+replicate_diverged(Coordinator *c, const json_t *rec)
+{
+	const char *code =
+	    json_string_value(json_object_get(json_object_get(rec, "error"), "code"));
+	return c->cluster && code && (streq(code, "fenced") || streq(code, "replication_failed"));
+}
+
 bool
 replicate_active(Coordinator *c)
 {

@@ -172,13 +172,43 @@ list_again(evutil_socket_t fd, short what, void *arg)
 }
 
 static void
+node_alive_cb(Cluster *cl, const char *node, const char *info, void *userdata)
+{
+	const char **want = userdata;
+	if (*want && streq(node, *want))
+		*want = NULL;
+}
+
+/* Is the lost node beating again (issue 35, D)? The view of rw_nodes the
+ * watch keeps: a put of its key since the loss makes it alive again. Each
+ * take checks it just before it goes to the cluster, the first and every
+ * retry: a node back is not taken over, whatever its loss started. */
+static bool
+node_back(Loss *l)
+{
+	const char *want = l->node;
+	cluster_foreach_node(l->t->c->cluster, node_alive_cb, &want);
+	return want == NULL;
+}
+
+/* A take that does not go ahead: the node beats again. -EALREADY. */
+static int
+take_thread(Taking *tk)
+{
+	Loss *l = tk->loss;
+	Cluster *cl = l->t->c->cluster;
+	if (node_back(l))
+		return -EALREADY;
+	return cluster_take_thread(cl, l->threads[tk->i], cluster_node(cl), l->revs[tk->i],
+				   on_taken, tk);
+}
+
+static void
 take_again(evutil_socket_t fd, short what, void *arg)
 {
 	Taking *tk = arg;
-	Loss *l = tk->loss;
-	Cluster *cl = l->t->c->cluster;
-	int r = cluster_take_thread(cl, l->threads[tk->i], cluster_node(cl), l->revs[tk->i],
-				    on_taken, tk);
+	Cluster *cl = tk->loss->t->c->cluster;
+	int r = take_thread(tk);
 	if (r < 0)
 		on_taken(cl, r, &(ClusterOwner){0}, tk);
 }
@@ -545,14 +575,6 @@ end_run(Loss *l, json_t *rec)
 		on_lost_last(c->cluster, r, &(ClusterRunLast){0}, e);
 }
 
-static void
-node_alive_cb(Cluster *cl, const char *node, const char *info, void *userdata)
-{
-	const char **want = userdata;
-	if (*want && streq(node, *want))
-		*want = NULL;
-}
-
 /* Is node lost, for a run of it on a thread l's take won: reported lost
  * here and not beating since, or without a key in rw_nodes when l listed it
  * (before its takes: a node lost before this process started, whose loss
@@ -612,6 +634,10 @@ on_taken(Cluster *cl, int err, const ClusterOwner *owner, void *userdata)
 	} else if (err == -ESTALE) {
 		log_ctx(LOG_DEBUG, &lc, "Thread of lost node %s: node %s took it", l->node,
 			owner->node[0] ? owner->node : "(another)");
+	} else if (err == -EALREADY) {
+		log_ctx(LOG_NOTICE, &lc,
+			"Thread of node %s not taken over: the node beats again; it keeps it",
+			l->node);
 	} else {
 		if (later(c, &tk->attempts, take_again, tk) == 0)
 			return;
@@ -715,8 +741,7 @@ take_threads(Loss *l)
 			break;
 		tk->loss = loss_ref(l);
 		tk->i = i;
-		int r = cluster_take_thread(c->cluster, l->threads[i], cluster_node(c->cluster),
-					    l->revs[i], on_taken, tk);
+		int r = take_thread(tk);
 		if (r < 0)
 			on_taken(c->cluster, r, &(ClusterOwner){0}, tk);
 	}

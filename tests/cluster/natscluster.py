@@ -12,6 +12,9 @@
                                    crashes leaves no server behind)
     natscluster.py stop DIR        SIGTERM each server, SIGKILL after 5 s
     natscluster.py kill DIR NAME   SIGKILL one server (n1, n2, ...)
+    natscluster.py pause DIR NAME  SIGSTOP one server: a silent server (its sockets
+                                   stay open, nothing is answered), as a cut one
+    natscluster.py resume DIR NAME SIGCONT it
 
 Per server NAME in DIR: NAME.conf, NAME.pid, NAME.port (client port),
 NAME.log, NAME/ (JetStream store). Servers are named (server_name) and
@@ -142,6 +145,7 @@ def stop(d):
     pids = [p for p in (pid_of(d, n) for n in names(d)) if p]
     for p in pids:
         try:
+            os.kill(p, signal.SIGCONT)  # a paused server (pause) would not see SIGTERM
             os.kill(p, signal.SIGTERM)
         except ProcessLookupError:
             pass
@@ -160,6 +164,13 @@ def kill(d, name):
     os.kill(p, signal.SIGKILL)
     while alive(p):
         time.sleep(0.05)
+
+
+def signal_server(d, name, sig):
+    p = pid_of(d, name)
+    if not p:
+        sys.exit(f"natscluster: no pid for {name} in {d}")
+    os.kill(p, sig)
 
 
 def guard(d, owner):
@@ -192,6 +203,8 @@ def main(argv):
         shutil.rmtree(argv[2], ignore_errors=True)
     elif len(argv) == 4 and argv[1] == "kill":
         kill(argv[2], argv[3])
+    elif len(argv) == 4 and argv[1] in ("pause", "resume"):
+        signal_server(argv[2], argv[3], signal.SIGSTOP if argv[1] == "pause" else signal.SIGCONT)
     else:
         sys.exit(__doc__)
 

@@ -18,6 +18,7 @@ import os
 import subprocess
 import sys
 import tempfile
+import urllib.request
 
 import rwtest
 from ipc import Ipc, IpcError
@@ -74,6 +75,34 @@ node_ttl_ms = {self.node_ttl_ms}
     def kill_nats(self, server):
         subprocess.run([sys.executable, NATSCLUSTER, "kill", self.dir, server], timeout=60,
                        check=True)
+
+    def pause_nats(self, server):
+        """SIGSTOP one server: it answers nothing and closes nothing."""
+        subprocess.run([sys.executable, NATSCLUSTER, "pause", self.dir, server], timeout=60,
+                       check=True)
+
+    def resume_nats(self, server):
+        subprocess.run([sys.executable, NATSCLUSTER, "resume", self.dir, server], timeout=60,
+                       check=True)
+
+    def connections(self, server):
+        """The names of the client connections of SERVER (its /connz), or None
+        when it does not answer."""
+        with open(os.path.join(self.dir, server + ".http")) as f:
+            port = int(f.read())
+        try:
+            with urllib.request.urlopen(f"http://127.0.0.1:{port}/connz?limit=1000",
+                                        timeout=2) as r:
+                return [c.get("name", "") for c in json.load(r).get("connections", [])]
+        except OSError:
+            return None
+
+    def server_of(self, conn):
+        """The server (n1, n2, ...) the client connection named CONN is on, or None."""
+        for i in range(self.servers):
+            if conn in (self.connections(f"n{i + 1}") or []):
+                return f"n{i + 1}"
+        return None
 
     def stop_nats(self):
         if self.dir:

@@ -106,9 +106,13 @@ def test_a_fenced_run_is_stopped_and_failed_here():
         assert poll(lambda: "Run fenced" in a.log("coordinatord"), timeout=10), \
             a.log("coordinatord")[-2000:]
         assert poll(lambda: not host_procs("sleep 0.217"), timeout=10), "its processes live on"
+        # the local end is a local diagnostic (a tool's RUN_GET); through the
+        # API the run is the cluster's (issue 35, A): up to the stolen seq
+        loc = C.local_record(a, run)
+        assert loc["status"] == "failed" and loc["error"]["code"] == "fenced", loc
         code, rec = a.http("GET", f"/runs/{run}?threadId=t-fence")
-        assert code == 200 and rec["status"] == "failed", (code, rec)
-        assert rec["error"]["code"] == "fenced", rec
+        assert code == 200 and rec["lastSeq"] == stolen, (code, rec, stolen)
+        assert rec.get("error", {}).get("code") != "fenced", rec
         # JetStream's log: one writer after the steal, gap-free
         remote = poll(lambda: (lambda r: r if r and r[-1][0] >= stolen else None)(jetstream_events(run)),
                       timeout=5) or jetstream_events(run)
@@ -148,6 +152,69 @@ def test_a_fenced_direct_log_run_refuses_its_next_append():
         remote = jetstream_events(run)
         assert [q for q, _ in remote] == [0, 1, 2, 3] and stolen == 3, remote
         assert b"rw.test.steal" in remote[-1][1], remote[-1]
+    except Exception:
+        stop_all()
+        raise
+
+
+def test_a_fenced_run_is_read_from_the_cluster():
+    """Issue 35, A: a run fenced here is read through this node from
+    JetStream — RUN_READ, RUN_GET of its thread, and a watch that was on it
+    when it was fenced — never from the local log, whose refused event and
+    local RUN_ERROR fenced are another history than the cluster's."""
+    try:
+        a = node("a")
+        th = "t-fence-read"
+        run = coord_call(a, "RUN_OPEN", {"thread_id": th})["run_id"]
+        c = Ipc(os.path.join(a.dir, "run", "coordinatord.sock"))
+        watcher = Ipc(os.path.join(a.dir, "run", "coordinatord.sock"))
+        try:
+            watcher.call("RUN_WATCH", {"run_id": run, "thread_id": th})
+            for i in range(3):
+                append_value(c, run, i)
+            assert poll(lambda: len(jetstream_events(run)) == 3, timeout=20)
+            out = subprocess.run([READER, nats(), run, "steal"], capture_output=True,
+                                 text=True, timeout=30)
+            assert out.returncode == 0, out.stderr
+            try:
+                append_value(c, run, 3)
+                raise AssertionError("an append refused by JetStream was acknowledged")
+            except IpcError as e:
+                assert e.reason == "not_owner", e
+            # the local log: the refused event at 3, its local end at 4
+            local = C.local_record(a, run)
+            assert local["error"]["code"] == "fenced" and local["lastSeq"] == 4, local
+            # reads through a: the cluster's history (the stealer's event at 3)
+            body = coord_call(a, "RUN_READ", {"run_id": run, "thread_id": th,
+                                              "from_seq": -1, "max": 100})
+            evs = [e.encode() if isinstance(e, str) else e for e in body["events"]]
+            assert len(evs) == 4 and b"rw.test.steal" in evs[3], evs
+            assert json.loads(body["record"])["lastSeq"] == 3, body["record"]
+            rec = json.loads(coord_call(a, "RUN_GET", {"run_id": run,
+                                                      "thread_id": th})["record"])
+            assert rec["lastSeq"] == 3 and rec.get("error", {}).get("code") != "fenced", rec
+            # the watch that was on it: events 0..2, then the stealer's 3, and
+            # never the local fenced end
+            def pushed():
+                watcher.sock.settimeout(0.5)
+                try:
+                    while True:
+                        t, rid, b = watcher.recv()
+                        watcher.pushes.append((t, rid, b))
+                except (TimeoutError, OSError):
+                    pass
+                seen = {}
+                for _, _, b in watcher.pushes:
+                    if isinstance(b, dict) and "events" in b:
+                        for k, e in enumerate(b["events"]):
+                            seen[b["first_seq"] + k] = e.encode() if isinstance(e, str) else e
+                return seen if 3 in seen else None
+            seen = poll(pushed, timeout=15) or pushed() or {}
+            assert sorted(seen) == [0, 1, 2, 3], seen
+            assert b"rw.test.steal" in seen[3] and b"fenced" not in seen[3], seen
+        finally:
+            c.close()
+            watcher.close()
     except Exception:
         stop_all()
         raise
