@@ -90,11 +90,38 @@ listen = 127.0.0.1:{self.port}
             try:
                 st, _ = self.http("GET", "/healthz")
                 if st == 200 and "ready" in self.log("routerd"):
+                    self._settle_readyz(min(5.0, max(0.0, deadline - time.time())))
                     return
             except OSError:
                 pass
             time.sleep(0.05)
         raise RuntimeError("suite not ready:\n" + "\n".join(self.log(n) for n in DAEMONS))
+
+    def _settle_readyz(self, timeout):
+        """routerd serves before coordinatord has its shim link: give /readyz
+        (all three daemons; with the suite's first token when it has a
+        tokens_file) a few seconds to say 200, so a module's first request
+        does not meet "containerd-shim unavailable" on a loaded machine.
+        A suite that is meant to start unready just goes on after timeout."""
+        headers = {}
+        m = re.search(r"^tokens_file\s*=\s*(\S+)", self.extra_conf, re.M)
+        if m:
+            try:
+                with open(m.group(1)) as f:
+                    tok = next((l.split()[0] for l in f
+                                if l.strip() and not l.lstrip().startswith("#")), None)
+            except OSError:
+                tok = None
+            if tok:
+                headers["Authorization"] = f"Bearer {tok}"
+        deadline = time.time() + timeout
+        while time.time() < deadline:
+            try:
+                if self.http("GET", "/readyz", headers=headers)[0] == 200:
+                    return
+            except OSError:
+                pass
+            time.sleep(0.05)
 
     def log(self, name):
         try:

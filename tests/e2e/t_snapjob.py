@@ -106,7 +106,7 @@ def comm(pid):
     try:
         with open(f"/proc/{pid}/comm") as f:
             return f.read().strip()
-    except FileNotFoundError:
+    except (FileNotFoundError, ProcessLookupError):  # gone, or gone between open and read
         return None
 
 
