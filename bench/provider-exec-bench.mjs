@@ -9,7 +9,12 @@
 // changes hit all three alike; the ratios are the figures.
 //
 //   node bench/provider-exec-bench.mjs [--n 300] [--build build] [--url URL --token T]
-//                                      [--sandbox-shell /bin/sh]
+//                                      [--sandbox-shell /bin/sh] [--command CMD]
+//
+// --command (default `true`) is the shell command runwarden and local-process
+// run (crun exec runs `/bin/true`, or `/bin/sh -c CMD` for another); one with
+// shell syntax (e.g. 'true;') measures an exec that needs the shell, since a
+// plain command runs without bash in the sandbox (exec-direct.h).
 //
 // --sandbox-shell sets [coordinatord] sandbox_shell of the daemons it starts
 // (default /bin/bash, with LANG=C.UTF-8: about 0.4 ms more per exec than the
@@ -35,6 +40,7 @@ function arg(name, dflt) {
   return i > 0 ? process.argv[i + 1] : dflt
 }
 const N = Number(arg('n', '300'))
+const COMMAND = arg('command', 'true')
 const WARM = 20
 
 if (!process.execArgv.includes('--preserve-symlinks')) {
@@ -73,7 +79,7 @@ print("\\n".join(problems), file=sys.stderr)
     'unshare',
     ['-m', '--propagation', 'private', 'sh', '-c', 'umount -l /sys/fs/cgroup/unified 2>/dev/null; exec "$@"', 'sh',
       process.execPath, '--preserve-symlinks', fileURLToPath(import.meta.url), '--url', `http://127.0.0.1:${port}`,
-      '--n', String(N)],
+      '--n', String(N), '--command', COMMAND],
     { stdio: 'inherit' },
   )
   suite.stdin.end()
@@ -132,17 +138,18 @@ async function main() {
   const contenders = {
     runwarden: async () => {
       const t0 = performance.now()
-      const r = await rw.process.exec('true')
+      const r = await rw.process.exec(COMMAND)
       if (r.exitCode !== 0) throw new Error(`runwarden exec: ${r.exitCode} ${r.stderr}`)
       return performance.now() - t0
     },
     'local-process': async () => {
       const t0 = performance.now()
-      const r = await local.process.exec('true')
+      const r = await local.process.exec(COMMAND)
       if (r.exitCode !== 0) throw new Error('local-process exec failed')
       return performance.now() - t0
     },
-    'crun exec': () => runOnce('crun', ['exec', name, '/bin/true']),
+    'crun exec': () =>
+      runOnce('crun', ['exec', name, ...(COMMAND === 'true' ? ['/bin/true'] : ['/bin/sh', '-c', COMMAND])]),
   }
   const names = Object.keys(contenders)
   const times = Object.fromEntries(names.map((n) => [n, []]))
@@ -165,7 +172,7 @@ async function main() {
     names.map((n) => [n, { p50: pct(times[n], 50), p90: pct(times[n], 90), p99: pct(times[n], 99) }]),
   )
   const f = (x) => x.toFixed(2)
-  console.log(`exec round trip of \`true\`, ${N} each, interleaved (load ${load})`)
+  console.log(`exec round trip of \`${COMMAND}\`, ${N} each, interleaved (load ${load})`)
   console.log('contender        p50 ms   p90 ms   p99 ms')
   for (const n of names) {
     console.log(`${n.padEnd(15)} ${f(stats[n].p50).padStart(7)} ${f(stats[n].p90).padStart(8)} ${f(stats[n].p99).padStart(8)}`)
@@ -175,7 +182,7 @@ async function main() {
     const k = ['p50', 'p90', 'p99'].map((q) => `${q} ${f(r('runwarden', ref, q))}×`).join(', ')
     console.log(`runwarden ÷ ${ref}: ${k}`)
   }
-  console.log(JSON.stringify({ n: N, load, at: new Date().toISOString(), stats }))
+  console.log(JSON.stringify({ n: N, command: COMMAND, load, at: new Date().toISOString(), stats }))
 }
 
 if (arg('url')) await main()

@@ -45,6 +45,7 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "exec-direct.h"
 #include "fd-util.h"
 #include "macro.h"
 #include "seccomp-policy.h"
@@ -148,7 +149,8 @@ st_send(InitState *st, const InitMsg *m)
  * (exec_clone): it only makes system calls, writes nothing the init reads
  * after it (environ is put back by the init) and leaves by execve or _exit. */
 static _noreturn_ void
-exec_child(const int *fds, int status_fd, const char *cwd, char **argv, char **envp)
+exec_child(const int *fds, int status_fd, const char *cwd, char **argv, char **envp,
+	   ExecDirect *direct)
 {
 	ExecStatus es = {.stage = 2};
 	sigset_t all;
@@ -190,6 +192,8 @@ exec_child(const int *fds, int status_fd, const char *cwd, char **argv, char **e
 		goto fail;
 	}
 	es.stage = 1;
+	if (direct)
+		exec_direct_try(direct); /* returns when bash must run it after all */
 	execvpe(argv[0], argv, envp);
 fail:
 	es.err = errno;
@@ -203,13 +207,14 @@ typedef struct ExecChildArgs {
 	const char *cwd;
 	char **argv;
 	char **envp;
+	ExecDirect *direct; /* the command without its shell, or NULL */
 } ExecChildArgs;
 
 static _noreturn_ void
 exec_child_run(void *p)
 {
 	ExecChildArgs *a = p;
-	exec_child(a->fds, a->status_fd, a->cwd, a->argv, a->envp);
+	exec_child(a->fds, a->status_fd, a->cwd, a->argv, a->envp, a->direct);
 }
 
 #if defined(__x86_64__)
@@ -326,6 +331,7 @@ init_start_exec(InitState *st, const InitMsg *m, char *payload, size_t len, int 
 	InitMsg r = {.type = INIT_MSG_START_FAILED, .exec_id = m->exec_id};
 	char *p = payload, *end = payload + len, *cwd = NULL;
 	char **argv = NULL, **envp = NULL;
+	ExecDirect direct = {0};
 	char msg[512];
 	int sp[2] = {-1, -1}, po[2] = {-1, -1}, pe[2] = {-1, -1};
 	ExecStatus es;
@@ -381,12 +387,14 @@ init_start_exec(InitState *st, const InitMsg *m, char *payload, size_t len, int 
 	}
 	/* Born in the exec's own cgroup (fds[3], its leaf): no instant in which
 	 * it or a child could escape it. Never a plain fork instead. */
-	pid = exec_clone(&(ExecChildArgs){.fds = {fds[0], po[1], pe[1]},
-					  .status_fd = sp[1],
-					  .cwd = cwd,
-					  .argv = argv,
-					  .envp = envp},
-			 nfds == 4 ? fds[3] : -1);
+	pid = exec_clone(
+	    &(ExecChildArgs){.fds = {fds[0], po[1], pe[1]},
+			     .status_fd = sp[1],
+			     .cwd = cwd,
+			     .argv = argv,
+			     .envp = envp,
+			     .direct = exec_direct_plan(argv, envp, cwd, &direct) ? &direct : NULL},
+	    nfds == 4 ? fds[3] : -1);
 	if (pid < 0) {
 		r.err = -pid;
 		snprintf(msg, sizeof(msg), "%s: %s",
@@ -436,6 +444,7 @@ out:
 	safe_close(pe[1]);
 	free(argv);
 	free(envp);
+	exec_direct_free(&direct);
 }
 
 static InitExec *
