@@ -53,6 +53,7 @@ struct Cgroup {
 	int dir2_fd; /* the cgroup2 directory (v2, or unified on hybrid), or -1 */
 	int procs_fds[_H_MAX];
 	size_t n_procs_fds;
+	int counter_fds[2]; /* the oom_kill and pids max files, opened at first use; -1 */
 };
 
 static int
@@ -463,6 +464,7 @@ cgroup_alloc(CgroupHost *h, const char *name, Cgroup **ret)
 		return -ENOMEM;
 	cg->host = h;
 	cg->dir2_fd = -1;
+	cg->counter_fds[0] = cg->counter_fds[1] = -1;
 	snprintf(cg->name, sizeof(cg->name), "%s", name);
 	for (int i = 0; i < _H_MAX; i++)
 		if (h->base[i] && asprintf(&cg->dir[i], "%s/%s", h->base[i], name) < 0) {
@@ -484,6 +486,8 @@ cgroup_free(Cgroup *cg)
 	for (size_t i = 0; i < cg->n_procs_fds; i++)
 		safe_close(cg->procs_fds[i]);
 	safe_close(cg->dir2_fd);
+	safe_close(cg->counter_fds[0]);
+	safe_close(cg->counter_fds[1]);
 	free(cg);
 	return NULL;
 }
@@ -685,8 +689,47 @@ cgroup_spawn_fds(const Cgroup *cg, int *ret_cgroup_fd, const int **ret_procs_fds
 	*ret_n = cg->n_procs_fds;
 }
 
+/* read_key through *fdp, kept open: the counters are read twice per exec (a
+ * cgroup file reads afresh from offset 0). Opened again once if the file went
+ * (the cgroup was removed and made again). */
+static int
+read_key_kept(int *fdp, const char *dir, const char *file, const char *key, uint64_t *ret)
+{
+	char buf[4096];
+	size_t klen = strlen(key);
+	ssize_t n = -1;
+
+	for (int attempt = 0; attempt < 2 && n < 0; attempt++) {
+		if (*fdp < 0) {
+			_cleanup_free_ char *p = NULL;
+			if (asprintf(&p, "%s/%s", dir, file) < 0)
+				return -ENOMEM;
+			*fdp = open(p, O_RDONLY | O_CLOEXEC);
+			if (*fdp < 0)
+				return -errno;
+		}
+		n = pread(*fdp, buf, sizeof(buf) - 1, 0);
+		if (n < 0)
+			*fdp = safe_close(*fdp);
+	}
+	if (n < 0)
+		return -errno;
+	buf[n] = '\0';
+	for (char *line = buf; *line;) {
+		char *nl = strchr(line, '\n');
+		if (strncmp(line, key, klen) == 0 && line[klen] == ' ') {
+			*ret = strtoull(line + klen + 1, NULL, 10);
+			return 0;
+		}
+		if (!nl)
+			break;
+		line = nl + 1;
+	}
+	return -ENOENT;
+}
+
 int
-cgroup_counters(const Cgroup *cg, uint64_t *ret_oom_kills, uint64_t *ret_pids_max)
+cgroup_counters(Cgroup *cg, uint64_t *ret_oom_kills, uint64_t *ret_pids_max)
 {
 	uint64_t oom = 0, pids = 0;
 	int r;
@@ -694,11 +737,13 @@ cgroup_counters(const Cgroup *cg, uint64_t *ret_oom_kills, uint64_t *ret_pids_ma
 	if (!dir_memory(cg) || !dir_pids(cg))
 		return -EOPNOTSUPP; /* unified_only: no controllers */
 	if (cg->host->mode == CGROUP_MODE_V2)
-		r = read_key(dir_memory(cg), "memory.events", "oom_kill", &oom);
+		r = read_key_kept(&cg->counter_fds[0], dir_memory(cg), "memory.events", "oom_kill",
+				  &oom);
 	else
-		r = read_key(dir_memory(cg), "memory.oom_control", "oom_kill", &oom);
+		r = read_key_kept(&cg->counter_fds[0], dir_memory(cg), "memory.oom_control",
+				  "oom_kill", &oom);
 	if (r >= 0)
-		r = read_key(dir_pids(cg), "pids.events", "max", &pids);
+		r = read_key_kept(&cg->counter_fds[1], dir_pids(cg), "pids.events", "max", &pids);
 	if (r < 0)
 		return r;
 	*ret_oom_kills = oom;

@@ -118,7 +118,7 @@ void cgroup_spawn_fds(const Cgroup *cg, int *ret_cgroup_fd, const int **ret_proc
 /* Monotonic event counters: OOM kills (memory.events oom_kill / memory.oom_control
  * oom_kill) and fork failures at pids.max (pids.events max). -EOPNOTSUPP
  * without the controllers (unified_only). */
-int cgroup_counters(const Cgroup *cg, uint64_t *ret_oom_kills, uint64_t *ret_pids_max);
+int cgroup_counters(Cgroup *cg, uint64_t *ret_oom_kills, uint64_t *ret_pids_max);
 /* CPU time used so far (µs) and processes alive. */
 int cgroup_stats(const Cgroup *cg, uint64_t *ret_cpu_usec, uint64_t *ret_procs);
 /* Memory charged to the cgroup (and its exec leaves), bytes: memory.current

@@ -27,17 +27,17 @@
 /* Reserved words and builtins of bash 5.2 (`compgen -k`, `enable -a`): the
  * first word may be none of them (but see direct_builtin_ok). */
 static const char *const shell_words[] = {
-    "!",	"[[",	    "]]",	"{",	   "}",	      "case",	 "coproc",   "do",
-    "done",	"elif",	    "else",	"esac",	   "fi",      "for",	 "function", "if",
-    "in",	"select",   "then",	"time",	   "until",   "while",	 ".",	     ":",
-    "[",	"alias",    "bg",	"bind",	   "break",   "builtin", "caller",   "cd",
-    "command",	"compgen",  "complete", "compopt", "continue", "declare", "dirs",    "disown",
-    "echo",	"enable",   "eval",	"exec",	   "exit",    "export",	 "false",    "fc",
-    "fg",	"getopts",  "hash",	"help",	   "history", "jobs",	 "kill",     "let",
-    "local",	"logout",   "mapfile",	"popd",	   "printf",  "pushd",	 "pwd",	     "read",
-    "readarray", "readonly", "return",	"set",	   "shift",   "shopt",	 "source",   "suspend",
-    "test",	"times",    "trap",	"true",	   "type",    "typeset", "ulimit",   "umask",
-    "unalias",	"unset",    "wait",
+    "!",	 "[[",	     "]]",	 "{",	    "}",	"case",	   "coproc",   "do",
+    "done",	 "elif",     "else",	 "esac",    "fi",	"for",	   "function", "if",
+    "in",	 "select",   "then",	 "time",    "until",	"while",   ".",	       ":",
+    "[",	 "alias",    "bg",	 "bind",    "break",	"builtin", "caller",   "cd",
+    "command",	 "compgen",  "complete", "compopt", "continue", "declare", "dirs",     "disown",
+    "echo",	 "enable",   "eval",	 "exec",    "exit",	"export",  "false",    "fc",
+    "fg",	 "getopts",  "hash",	 "help",    "history",	"jobs",	   "kill",     "let",
+    "local",	 "logout",   "mapfile",	 "popd",    "printf",	"pushd",   "pwd",      "read",
+    "readarray", "readonly", "return",	 "set",	    "shift",	"shopt",   "source",   "suspend",
+    "test",	 "times",    "trap",	 "true",    "type",	"typeset", "ulimit",   "umask",
+    "unalias",	 "unset",    "wait",
 };
 
 static bool

@@ -297,6 +297,7 @@ pool_dead(Sandbox *sb)
 		s->pool_retry_at =
 		    now_usec() + MIN((usec_t)1 << MIN(s->pool_failures, 6U), 60U) * USEC_PER_SEC;
 	}
+	leafpool_drop(sb);
 	graves_add(s, TAKE_PTR(sb->cg));
 	sandbox_free(sb);
 	pool_kick(s);

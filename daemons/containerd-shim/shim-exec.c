@@ -208,9 +208,16 @@ exec_send_consumed(Exec *e, int stream)
 
 	if (!e->sandbox || e->sandbox->state == SANDBOX_DYING)
 		return;
-	if (fd_send(e->sandbox->sock, &m, sizeof(m), NULL, 0) < 0 &&
-	    !evtimer_pending(e->bp_timer, NULL)) /* full: try again (exec_bp_cb reads) */
-		evtimer_add(e->bp_timer, timeval_from_usec(&tv, BACKPRESSURE_RECHECK_USEC));
+	/* Nothing new read: the init has nothing to punch nor to read on for, and
+	 * a message would only wake it (3 of them per `true` before). */
+	if (e->offset[stream] == e->told[stream])
+		return;
+	if (fd_send(e->sandbox->sock, &m, sizeof(m), NULL, 0) < 0) {
+		if (!evtimer_pending(e->bp_timer, NULL)) /* full: again from exec_bp_cb */
+			evtimer_add(e->bp_timer, timeval_from_usec(&tv, BACKPRESSURE_RECHECK_USEC));
+		return;
+	}
+	e->told[stream] = e->offset[stream];
 }
 
 /* Read one chunk. Returns 2 after data, 1 when more may follow later, 0 when
@@ -637,11 +644,16 @@ handle_exec_start(Peer *p, const Frame *f, const Msg_EXEC_START *m, void *userda
 	k = exec_open_streams(e, child_fds);
 	if (k < 0)
 		goto out;
-	e->id = ++s->next_exec_id;
-	adopt_counter_store(s->counter_fd, e->id);
+	if (leafpool_take(sb, &e->id, &child_fds[3]) > 0) {
+		e->leaf = true; /* made ahead, id counted (shim-leafpool.c) */
+		k = 0;
+	} else {
+		e->id = ++s->next_exec_id;
+		adopt_counter_store(s->counter_fd, e->id);
+		k = exec_leaf_create(e, &child_fds[3], &why);
+	}
 	im.exec_id = e->id;
 	memcpy(msg, &im, sizeof(im));
-	k = exec_leaf_create(e, &child_fds[3], &why);
 	if (k < 0) {
 		char em[400];
 		snprintf(em, sizeof(em), "exec_cgroup: %s", reason_text(&why, k));
@@ -973,9 +985,10 @@ exec_leaf_done(Exec *e)
 	Sandbox *sb = e->sandbox;
 	int r;
 
-	if (!e->leaf || !sb || !sb->cg)
+	if (!e->leaf || e->leaf_gone || !sb || !sb->cg)
 		return;
 	r = cgroup_leaf_remove(sb->cg, e->id);
+	e->leaf_gone = r >= 0;
 	if (r == -EBUSY)
 		sb->leaves_pending = true;
 	else if (r < 0) {
@@ -1026,7 +1039,7 @@ leaf_busy(uint64_t exec_id, void *ud)
 	for (Exec *e = sb->shim->execs; e; e = e->next)
 		if (e->id == exec_id && e->sandbox == sb && !e->ended)
 			return true;
-	return false;
+	return leafpool_has(sb, exec_id); /* made ahead for the next exec */
 }
 
 /* Remove the leaves of ended execs whose last processes have exited since. */

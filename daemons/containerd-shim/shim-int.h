@@ -142,6 +142,9 @@ typedef enum SandboxState {
 	SANDBOX_DYING,	  /* init exiting or killed; waiting for the pidfd */
 } SandboxState;
 
+/* A sandbox that ran an exec keeps this many exec cgroup leaves made ahead. */
+#define LEAF_POOL 2
+
 struct Sandbox {
 	Sandbox *next;
 	Shim *shim;
@@ -187,6 +190,12 @@ struct Sandbox {
 	bool purge;	     /* SANDBOX_DESTROY purge: remove its directory once dead */
 	int landlock_abi;    /* from READY */
 	bool leaves_pending; /* exec cgroup leaves left to remove (idle_cb prunes) */
+	/* Exec leaves made ahead (shim-leafpool.c): leaf_ids[i] is an exec id
+	 * already counted, leaf_fds[i] its open e<id> directory, delegated. */
+	uint64_t leaf_ids[LEAF_POOL];
+	int leaf_fds[LEAF_POOL];
+	unsigned n_leaves;
+	struct event *leaf_ev; /* refills the pool after the exec that took one */
 };
 
 /* An ENSURE waiting for a free slot (max_instances), in FIFO order. */
@@ -224,6 +233,7 @@ struct Exec {
 	int fds[3];		/* stdin write end, stdout/stderr memfds; -1 when closed */
 	struct event *ev[3];	/* [0] only: stdin */
 	uint64_t offset[3];	/* stdout/stderr: read up to here (= memfd offset) */
+	uint64_t told[3];	/* the offset the init was last told (INIT_MSG_CONSUMED) */
 	bool started;		/* STARTED seen (or adopted): output may be pushed */
 	bool done[3];		/* stdout/stderr: read to the end (the memfd stays) */
 	bool eof[3];		/* the init saw EOF on the pipe at eof_at */
@@ -394,6 +404,16 @@ void exec_close_stream(Exec *e, int i);
  * when there is none and it is not kept open (stdin_open). 0 or -ENOMEM. */
 int exec_stdin_start(Exec *e, const void *in, size_t in_len, bool stdin_open);
 void exec_leaves_prune(Sandbox *sb);
+
+/* shim-leafpool.c: exec cgroup leaves made ahead, so that an EXEC_START does
+ * not wait for a mkdir in the cgroupfs. leafpool_take: 1 and a leaf (its exec
+ * id and directory fd, the caller's now), or 0 when none is ready (the caller
+ * makes one); schedules a refill either way. leafpool_has: id is a pooled
+ * leaf's (not to be pruned). leafpool_drop: close the fds (the leaves go with
+ * the sandbox cgroup, or with the next prune). */
+int leafpool_take(Sandbox *sb, uint64_t *ret_id, int *ret_fd);
+bool leafpool_has(const Sandbox *sb, uint64_t id);
+void leafpool_drop(Sandbox *sb);
 void exec_on_init_msg(Sandbox *sb, const InitMsg *m, const char *payload, size_t len);
 void exec_sandbox_lost(Sandbox *sb);
 

@@ -208,6 +208,7 @@ sandbox_free(Sandbox *sb)
 	waiters_free(&sb->ensure_waiters);
 	waiters_free(&sb->destroy_waiters);
 	waiters_free(&sb->reensure_waiters);
+	leafpool_drop(sb);
 	cgroup_free(sb->cg);
 	free(sb->fail_msg);
 	free(sb->key);
@@ -622,6 +623,7 @@ sandbox_start(Shim *s, Sandbox *sb, const char *ws, bool slave, const char *cg_i
 	if (r < 0) {
 		adopt_forget_sandbox(s->rt_dfd, sb->id);
 		reason_set(why, "spawn: %s", strerror(-r));
+		leafpool_drop(sb);
 		graves_add(s, TAKE_PTR(sb->cg));
 		return log_ctx_errno(LOG_ERR, r, ctx, "Failed to spawn the sandbox init: %m");
 	}
@@ -638,6 +640,7 @@ sandbox_start(Shim *s, Sandbox *sb, const char *ws, bool slave, const char *cg_i
 			safe_close(pidfd);
 		}
 		sb->spawning = false;
+		leafpool_drop(sb);
 		graves_add(s, TAKE_PTR(sb->cg));
 		return -ENOMEM;
 	}
@@ -953,6 +956,7 @@ sandbox_dead(Sandbox *sb)
 		log_ctx(LOG_WARNING, &ctx, "Sandbox %s init died unexpectedly", sb->id);
 
 	s->hooks->execs_lost(sb);
+	leafpool_drop(sb);
 	graves_add(s, TAKE_PTR(sb->cg));
 	netfwd_sandbox_gone(s->net, sb->id);
 	if (sb->purge) {

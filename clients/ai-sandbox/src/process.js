@@ -6,7 +6,7 @@
 // message; SIGKILL (the default) kills the exec's whole cgroup, so what the
 // command backgrounded dies with it.
 import { UnsupportedCapabilityError } from '@tanstack/ai-sandbox'
-import { RunwardenError, base64ToBytes, concatBytes, ndjson, seg, toBytes } from './http.js'
+import { RunwardenError, base64ToBytes, concatBytes, seg, toBytes } from './http.js'
 
 const SIGNALS = {
   SIGHUP: 1, SIGINT: 2, SIGQUIT: 3, SIGILL: 4, SIGTRAP: 5, SIGABRT: 6, SIGBUS: 7, SIGFPE: 8,
@@ -123,16 +123,12 @@ export function createProcess(ctx) {
     const out = []
     const err = []
     try {
-      let res
-      try {
-        res = await ctx.client.request('POST', `${base}/exec`, { json: body, signal: ac.signal })
-      } catch (e) {
-        if (aborted) return { pid, stdout: new Uint8Array(), stderr: new Uint8Array(), exitCode: 137, exit: null }
-        throw e
-      }
+      const lines = ctx.client.ndjsonRequest('POST', `${base}/exec`, { json: body, signal: ac.signal })
       let done
+      let first = true
       try {
-        for await (const m of ndjson(res)) {
+        for await (const m of lines) {
+          first = false
           if (done) continue
           if (m.type === 'started') {
             pid = m.pid
@@ -153,6 +149,7 @@ export function createProcess(ctx) {
           }
         }
       } catch (e) {
+        if (first && aborted) return { pid, stdout: new Uint8Array(), stderr: new Uint8Array(), exitCode: 137, exit: null }
         if (!done && !aborted) throw e
       }
       if (done) return done
