@@ -863,13 +863,54 @@ handle_sbx_exec_tenant(Peer *p, const Frame *f, const Msg_SBX_EXEC *m, void *ud)
 		    !tenant_admit(cl->c, p, f, m->thread_id, m2.tenant, false, &ret))
 			return ret;
 	}
+	/* cluster mode: the sandbox is on the thread's owner (sbx-relay.c) */
+	if (sbx_relay_exec(cl, p, f, &m2))
+		return 0;
 	return handle_sbx_exec(p, f, &m2, ud);
 }
 
+static int dispatch_sbx_exec_kill(Peer *p, const Frame *f, void *ud);
+static int dispatch_sbx_exec_list(Peer *p, const Frame *f, void *ud);
+
+/* Cluster mode: stdin and a kill by stream of an exec another node runs go
+ * there (sbx-relay.c); a kill by pid and the list to the thread's owner. */
+static int
+handle_sbx_exec_input_routed(Peer *p, const Frame *f, const Msg_SBX_EXEC_INPUT *m, void *ud)
+{
+	if (sbx_relay_input(ud, p, f, m))
+		return 0;
+	return handle_sbx_exec_input(p, f, m, ud);
+}
+
+static int
+handle_sbx_exec_kill_routed(Peer *p, const Frame *f, const Msg_SBX_EXEC_KILL *m, void *ud)
+{
+	Client *cl = ud;
+
+	if (sbx_relay_kill(cl, p, f, m))
+		return 0;
+	if (m->has_pid && thread_id_valid(m->thread_id) &&
+	    forward_by_thread(cl->c, p, f, m->thread_id, dispatch_sbx_exec_kill, ud))
+		return 0;
+	return handle_sbx_exec_kill(p, f, m, ud);
+}
+
+static int
+handle_sbx_exec_list_routed(Peer *p, const Frame *f, const Msg_SBX_EXEC_LIST *m, void *ud)
+{
+	Client *cl = ud;
+
+	if (thread_id_valid(m->thread_id) &&
+	    forward_by_thread(cl->c, p, f, m->thread_id, dispatch_sbx_exec_list, ud))
+		return 0;
+	return handle_sbx_exec_list(p, f, m, ud);
+}
+
 MSG_HANDLER(dispatch_sbx_exec, SBX_EXEC, handle_sbx_exec_tenant)
-MSG_HANDLER(dispatch_sbx_exec_input, SBX_EXEC_INPUT, handle_sbx_exec_input)
-MSG_HANDLER(dispatch_sbx_exec_kill, SBX_EXEC_KILL, handle_sbx_exec_kill)
-MSG_HANDLER(dispatch_sbx_exec_list, SBX_EXEC_LIST, handle_sbx_exec_list)
+MSG_HANDLER(dispatch_sbx_exec_input, SBX_EXEC_INPUT, handle_sbx_exec_input_routed)
+MSG_HANDLER(dispatch_sbx_exec_kill, SBX_EXEC_KILL, handle_sbx_exec_kill_routed)
+MSG_HANDLER(dispatch_sbx_exec_list, SBX_EXEC_LIST, handle_sbx_exec_list_routed)
+MSG_HANDLER(dispatch_sbx_relay_poll, SBX_RELAY_POLL, handle_sbx_relay_poll)
 MSG_HANDLER(dispatch_sandbox_egress, SANDBOX_EGRESS, handle_sandbox_egress)
 
 static const PeerHandler client_handlers[_MSG_TYPE_MAX] = {
@@ -898,6 +939,7 @@ static const PeerHandler client_handlers[_MSG_TYPE_MAX] = {
     [MSG_SBX_EXEC_INPUT] = dispatch_sbx_exec_input,
     [MSG_SBX_EXEC_KILL] = dispatch_sbx_exec_kill,
     [MSG_SBX_EXEC_LIST] = dispatch_sbx_exec_list,
+    [MSG_SBX_RELAY_POLL] = dispatch_sbx_relay_poll,
     [MSG_SANDBOX_EGRESS] = dispatch_sandbox_egress,
 };
 
@@ -909,6 +951,7 @@ client_closed(Peer *p, int err, void *ud)
 
 	log_debug("routerd connection closed");
 	sbx_exec_client_gone(c, cl);
+	sbx_relay_client_gone(c, cl);
 	for (Watch **pp = &c->watches; *pp;) {
 		if ((*pp)->client == cl) {
 			Watch *w = *pp;
@@ -1059,6 +1102,7 @@ coordinator_free(Coordinator *c)
 	while (c->runs)
 		run_free(c->runs);
 	sbx_exec_free_all(c);
+	sbx_relay_free_all(c);
 	while (c->clients) {
 		Client *cl = c->clients;
 		c->clients = cl->next;

@@ -44,6 +44,7 @@ typedef struct Run Run;
 typedef struct Harness Harness;
 typedef struct Adapter Adapter;
 typedef struct SbxExec SbxExec;
+typedef struct SbxRelay SbxRelay;
 
 struct Client {
 	Client *next;
@@ -267,6 +268,8 @@ struct Coordinator {
 	Watch *watches;
 	Run *runs;
 	SbxExec *sbx_execs; /* the sandbox API's execs (sandbox-exec.c) */
+	SbxRelay
+	    *sbx_relays; /* cluster: execs this node's clients run on other nodes (sbx-relay.c) */
 	/* Undo what the driver attached to a run (bridge, sandbox, listeners, a
 	 * RUN_CANCEL waiting), from run_free(); coordinator_new() sets it to
 	 * driver_run_teardown. NULL: nothing to undo. */
@@ -542,6 +545,25 @@ int handle_sbx_exec(Peer *p, const Frame *f, const Msg_SBX_EXEC *m, void *ud);
 int handle_sbx_exec_input(Peer *p, const Frame *f, const Msg_SBX_EXEC_INPUT *m, void *ud);
 int handle_sbx_exec_kill(Peer *p, const Frame *f, const Msg_SBX_EXEC_KILL *m, void *ud);
 int handle_sbx_exec_list(Peer *p, const Frame *f, const Msg_SBX_EXEC_LIST *m, void *ud);
+/* Cluster mode, on the thread's owner: another node asks for the output and
+ * end of an exec it forwarded (sandbox-exec.c; the asking side is sbx-relay.c). */
+int handle_sbx_relay_poll(Peer *p, const Frame *f, const Msg_SBX_RELAY_POLL *m, void *ud);
+
+/* sbx-relay.c — cluster mode: an exec whose thread another node owns.
+ * sbx_relay_exec: true when it took the SBX_EXEC (forwarded to the owner,
+ * its output relayed to cl; or held for a claim); false: served here.
+ * sbx_relay_input/sbx_relay_kill: true when the stream is such an exec's
+ * (the request forwarded or answered). sbx_relay_forwarded (forward.c): the
+ * owner's answer to the SBX_EXEC of relay id sid (reply NULL: none, or an
+ * error). sbx_relay_pending: sid is a relay's. */
+bool sbx_relay_exec(Client *cl, Peer *p, const Frame *f, const Msg_SBX_EXEC *m);
+bool sbx_relay_input(Client *cl, Peer *p, const Frame *f, const Msg_SBX_EXEC_INPUT *m);
+bool sbx_relay_kill(Client *cl, Peer *p, const Frame *f, const Msg_SBX_EXEC_KILL *m);
+void sbx_relay_forwarded(Coordinator *c, uint64_t sid, const char *owner,
+			 const msgpack_object *reply);
+bool sbx_relay_pending(Coordinator *c, uint64_t sid);
+void sbx_relay_client_gone(Coordinator *c, Client *cl);
+void sbx_relay_free_all(Coordinator *c);
 /* The shim's pushes of an exec that is no run's: true when it was one of these. */
 bool sbx_exec_output(Coordinator *c, const Msg_EXEC_OUTPUT *m);
 bool sbx_exec_exit(Coordinator *c, const Msg_EXEC_EXIT *m);

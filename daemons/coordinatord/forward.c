@@ -71,6 +71,7 @@ typedef struct Outgoing {
 	char *frame;
 	size_t len;
 	char *thread;
+	uint64_t relay_sid; /* an SBX_EXEC whose output sbx-relay.c relays, or 0 */
 } Outgoing;
 
 typedef struct Incoming {
@@ -194,6 +195,8 @@ out_replied(Cluster *cluster, int err, const void *data, size_t len, void *userd
 		return;
 	}
 	d = TAKE_PTR(o->d);
+	if (o->relay_sid && (err < 0 || len < FRAME_HEADER_SIZE))
+		sbx_relay_forwarded(o->fw->c, o->relay_sid, NULL, NULL);
 	if (err == -ETIMEDOUT || err == -EHOSTUNREACH) {
 		if (err == -ETIMEDOUT)
 			snprintf(m, sizeof(m),
@@ -212,8 +215,14 @@ out_replied(Cluster *cluster, int err, const void *data, size_t len, void *userd
 					  "the cluster (NATS) is not reachable");
 	} else if (len < FRAME_HEADER_SIZE || frame_parse((const char *)data + FRAME_HEADER_SIZE,
 							  len - FRAME_HEADER_SIZE, &f) < 0) {
+		if (o->relay_sid)
+			sbx_relay_forwarded(o->fw->c, o->relay_sid, NULL, NULL);
 		(void)peer_deferred_error(d, -EIO, "internal", "malformed answer from a node");
 	} else {
+		/* the relay learns the owner and pid before routerd sees the pid */
+		if (o->relay_sid)
+			sbx_relay_forwarded(o->fw->c, o->relay_sid, o->owner,
+					    f.type == MSG_REPLY ? f.body : NULL);
 		if (f.type == MSG_REPLY) {
 			MpWriter w;
 			mp_writer_init(&w);
@@ -240,6 +249,8 @@ out_cancelled(PeerDeferred *d, void *userdata)
 	Outgoing *o = userdata;
 	cluster_request_cancel(o->rq);
 	out_unlink(o);
+	if (o->relay_sid)
+		sbx_relay_forwarded(o->fw->c, o->relay_sid, NULL, NULL);
 	peer_deferred_free(o->d);
 	out_free(o);
 }
@@ -248,7 +259,8 @@ static int64_t
 forward_timeout(Coordinator *c, int type)
 {
 	switch (type) {
-	case MSG_THREAD_FILE: return FORWARD_FILE_TIMEOUT_MS;
+	case MSG_THREAD_FILE:
+	case MSG_SBX_EXEC: return FORWARD_FILE_TIMEOUT_MS; /* may wait for the sandbox */
 	case MSG_RUN_CANCEL: return FORWARD_CANCEL_TIMEOUT_MS;
 	case MSG_SNAPSHOT_CREATE:
 	case MSG_SNAPSHOT_RESTORE: return c->conf.snapshot_wait_ms + FORWARD_TIMEOUT_MS;
@@ -304,6 +316,16 @@ send_outgoing(Coordinator *c, Outgoing *o, PeerDeferred *d, int type, const char
 	o->fw = fw;
 	o->d = d;
 	o->timeout_ms = forward_timeout(c, type);
+	if (type == MSG_SBX_EXEC && len > FRAME_HEADER_SIZE) {
+		Frame f;
+		if (frame_parse(frame + FRAME_HEADER_SIZE, len - FRAME_HEADER_SIZE, &f) == 0) {
+			const msgpack_object *sid = mp_map_get(f.body, "stream_id");
+			if (sid && sid->type == MSGPACK_OBJECT_POSITIVE_INTEGER &&
+			    sbx_relay_pending(c, sid->via.u64))
+				o->relay_sid = sid->via.u64;
+			frame_done(&f);
+		}
+	}
 	snprintf(o->owner, sizeof(o->owner), "%s", owner);
 	r = cluster_request(c->cluster, owner, frame, len, o->timeout_ms, out_replied, o, &o->rq);
 	if (r == -EMSGSIZE) {
@@ -840,7 +862,12 @@ forwardable(int type)
 	case MSG_SNAPSHOT_CREATE:
 	case MSG_SNAPSHOT_RESTORE:
 	case MSG_THREAD_LIST:
-	case MSG_CHAT_HYDRATE: return true;
+	case MSG_CHAT_HYDRATE:
+	case MSG_SBX_EXEC:
+	case MSG_SBX_EXEC_INPUT:
+	case MSG_SBX_EXEC_KILL:
+	case MSG_SBX_EXEC_LIST:
+	case MSG_SBX_RELAY_POLL: return true;
 	default: return false;
 	}
 }

@@ -41,6 +41,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include <event2/event.h>
 #include <jansson.h>
 
 #include "driver-int.h"
@@ -48,6 +49,7 @@
 #include "log.h"
 #include "macro.h"
 #include "strv.h"
+#include "time-util.h"
 
 /* The run_id of these execs in the shim ("sbx:<thread id>"): no run has it
  * (run ids are uuids), and a coordinatord that does not know such an exec
@@ -88,7 +90,19 @@ struct SbxExec {
 	int64_t timeout_ms;
 	int64_t exit_code, signal;
 	char reason[16];
+	/* Cluster mode, on the thread's owner: started by another node's client
+	 * (its client is the forwarding loopback). Its output and end wait here
+	 * for that node's SBX_RELAY_POLL instead of being pushed (sbx-relay.c). */
+	bool relayed;
+	bool relay_ended; /* ended, the end not handed over yet */
+	char *buf[2];	  /* stdout, stderr not yet acknowledged, from base[i] */
+	size_t len[2];
+	uint64_t base[2];
+	PeerDeferred *poll; /* a poll held until there is something (or POLL_HOLD) */
+	struct event *poll_timer, *lease_timer;
 };
+
+static void relay_release(SbxExec *x);
 
 static int
 reply_empty_map(Peer *p, uint64_t req_id)
@@ -122,6 +136,7 @@ sbx_free(SbxExec *x)
 {
 	if (!x)
 		return NULL;
+	relay_release(x);
 	peer_deferred_free(x->start);
 	free(x->sandbox_id);
 	strv_free(x->argv);
@@ -187,7 +202,8 @@ sbx_trim(Coordinator *c, const char *thread_id, size_t max)
 	SbxExec *oldest = NULL;
 
 	for (SbxExec *y = c->sbx_execs; y; y = y->next)
-		if (y->state == SBX_ENDED && (!thread_id || streq(y->thread_id, thread_id))) {
+		if (y->state == SBX_ENDED && !y->relay_ended &&
+		    (!thread_id || streq(y->thread_id, thread_id))) {
 			n++;
 			oldest = y; /* new ones are at the head: the last is the oldest */
 		}
@@ -197,6 +213,8 @@ sbx_trim(Coordinator *c, const char *thread_id, size_t max)
 
 /* The end of x told to its starter (when it still listens), then x kept
  * (background, for the list) or freed. */
+static void relay_answer(SbxExec *x);
+
 static void
 sbx_end(SbxExec *x, int64_t code, int64_t sig, const char *reason)
 {
@@ -208,7 +226,14 @@ sbx_end(SbxExec *x, int64_t code, int64_t sig, const char *reason)
 	if (x->start)
 		(void)peer_deferred_error(TAKE_PTR(x->start), -EIO, "sandbox_error",
 					  "the exec could not be started");
-	else if (x->client)
+	else if (x->relayed && x->client) {
+		/* kept until the asking node's poll has taken the end */
+		x->state = SBX_ENDED;
+		x->relay_ended = true;
+		strv_free(TAKE_PTR(x->env));
+		relay_answer(x);
+		return;
+	} else if (x->client)
 		(void)msg_push_SBX_EXEC_EXIT(x->client->peer,
 					     &(Msg_SBX_EXEC_EXIT){.stream_id = x->stream_id,
 								  .exit_code = code,
@@ -415,9 +440,6 @@ sbx_exec_problem(Coordinator *c, const Msg_SBX_EXEC *m, const char **ret_reason)
 	if (m->has_timeout_ms &&
 	    (m->timeout_ms <= 0 || m->timeout_ms > c->conf.exec_timeout_max_ms))
 		return "timeoutMs must be > 0 and at most coordinatord.exec_timeout_max_ms";
-	*ret_reason = "not_supported_in_cluster";
-	if (c->cluster)
-		return "the sandbox API's execs are not served in cluster mode yet";
 	*ret_reason = "reuse_none";
 	if (c->conf.reuse == REUSE_NONE)
 		return "with reuse = none each run has its own sandbox and a thread has none";
@@ -463,6 +485,7 @@ handle_sbx_exec(Peer *p, const Frame *f, const Msg_SBX_EXEC *m, void *ud)
 		return -ENOMEM;
 	x->c = c;
 	x->client = cl;
+	x->relayed = cl->forwarded && !(m->background && !m->stdin_open);
 	x->stream_id = m->stream_id;
 	x->background = m->background;
 	x->stdin_open = m->stdin_open;
@@ -630,6 +653,197 @@ handle_sbx_exec_list(Peer *p, const Frame *f, const Msg_SBX_EXEC_LIST *m, void *
 	return reply_send_SBX_EXEC_LIST(p, f->req_id, &(Reply_SBX_EXEC_LIST){.processes = text});
 }
 
+/* ---------- cluster mode: execs another node's client started ----------
+ *
+ * On the thread's owner an exec forwarded from another node (its client is
+ * the forwarding loopback, forward.c) keeps its output and its end here
+ * until that node asks with SBX_RELAY_POLL (sbx-relay.c): offsets say what it
+ * has, the answer carries what follows (at most RELAY_CHUNK per stream) and,
+ * once everything was taken, the end. A poll with nothing to take waits up
+ * to RELAY_HOLD_MS. A node that stops asking for RELAY_LEASE_MS lost its
+ * client: the exec is killed (a background one runs on), as when a routerd
+ * connection goes. More than RELAY_MAX_BUFFER not taken: killed too (the
+ * asking node does not keep up). */
+#define RELAY_CHUNK (256u << 10)
+#define RELAY_MAX_BUFFER (8u << 20)
+#define RELAY_HOLD_MS 1000
+#define RELAY_LEASE_MS 15000
+
+static void
+relay_release(SbxExec *x)
+{
+	for (int i = 0; i < 2; i++) {
+		free(x->buf[i]);
+		x->buf[i] = NULL;
+		x->len[i] = 0;
+	}
+	x->poll = peer_deferred_free(x->poll);
+	if (x->poll_timer) {
+		event_free(x->poll_timer);
+		x->poll_timer = NULL;
+	}
+	if (x->lease_timer) {
+		event_free(x->lease_timer);
+		x->lease_timer = NULL;
+	}
+}
+
+/* Nobody asks any more: as a client gone (sbx_exec_client_gone). */
+static void
+relay_abandon(SbxExec *x)
+{
+	bool ended = x->relay_ended;
+
+	relay_release(x);
+	x->relayed = false;
+	x->relay_ended = false;
+	x->client = NULL;
+	if (ended) {
+		if (!x->background)
+			sbx_drop(x);
+		return;
+	}
+	if (!x->background && x->state == SBX_RUNNING)
+		(void)sbx_kill_exec(x->c, x->exec_id, SIGKILL);
+}
+
+static void
+relay_lease_cb(evutil_socket_t fd, short what, void *arg)
+{
+	SbxExec *x = arg;
+
+	log_ctx(LOG_NOTICE, &(LogCtx){.thread_id = x->thread_id},
+		"Cluster: the node that started exec %" PRIu64 " stopped asking for its output",
+		x->exec_id);
+	relay_abandon(x);
+}
+
+/* Answer the held poll with what there is (and the end once all was taken). */
+static void
+relay_answer(SbxExec *x)
+{
+	Reply_SBX_RELAY_POLL r = {.out_off = x->base[0], .err_off = x->base[1]};
+	bool ended;
+
+	if (!x->poll)
+		return;
+	r.out = x->buf[0];
+	r.out_len = MIN(x->len[0], (size_t)RELAY_CHUNK);
+	r.has_out = r.out_len > 0;
+	r.err = x->buf[1];
+	r.err_len = MIN(x->len[1], (size_t)RELAY_CHUNK);
+	r.has_err = r.err_len > 0;
+	ended = x->relay_ended && r.out_len == x->len[0] && r.err_len == x->len[1];
+	if (!r.has_out && !r.has_err && !ended && x->poll_timer &&
+	    evtimer_pending(x->poll_timer, NULL))
+		return; /* nothing yet: held */
+	if (ended) {
+		r.ended = r.has_ended = true;
+		r.exit_code = x->exit_code;
+		r.has_exit_code = true;
+		r.signal = x->signal;
+		r.has_signal = x->signal > 0;
+		r.reason = x->reason;
+	}
+	if (x->poll_timer)
+		evtimer_del(x->poll_timer);
+	(void)reply_deferred_SBX_RELAY_POLL(TAKE_PTR(x->poll), &r);
+	if (ended) {
+		/* handed over: a lost answer is the asking node's "lost" */
+		x->relay_ended = false;
+		x->relayed = false;
+		x->client = NULL;
+		relay_release(x);
+		if (!x->background) {
+			sbx_drop(x);
+			return;
+		}
+		sbx_trim(x->c, x->thread_id, SBX_EXEC_MAX_ENDED);
+		sbx_trim(x->c, NULL, SBX_EXEC_MAX_ENDED_ALL);
+	}
+}
+
+static void
+relay_poll_cb(evutil_socket_t fd, short what, void *arg)
+{
+	relay_answer(arg); /* the timer is not pending now: answers even empty */
+}
+
+static void
+relay_buffer(SbxExec *x, int stream, const void *data, size_t len)
+{
+	int i = stream == 2 ? 1 : 0;
+	char *nb;
+
+	if (x->len[0] + x->len[1] + len > RELAY_MAX_BUFFER) {
+		if (x->state == SBX_RUNNING && !x->kill_signal) {
+			log_ctx(LOG_WARNING, &(LogCtx){.thread_id = x->thread_id},
+				"Cluster: exec %" PRIu64 " has more output waiting for the node "
+				"that asked than %u bytes; killing it",
+				x->exec_id, RELAY_MAX_BUFFER);
+			x->kill_signal = SIGKILL;
+			(void)sbx_kill_exec(x->c, x->exec_id, SIGKILL);
+		}
+		return;
+	}
+	nb = realloc(x->buf[i], x->len[i] + len);
+	if (!nb)
+		return;
+	memcpy(nb + x->len[i], data, len);
+	x->buf[i] = nb;
+	x->len[i] += len;
+	relay_answer(x);
+}
+
+/* Drop what the asking node has (below off). */
+static void
+relay_ack(SbxExec *x, int i, uint64_t off)
+{
+	size_t n;
+
+	if (off <= x->base[i])
+		return;
+	n = (size_t)MIN(off - x->base[i], (uint64_t)x->len[i]);
+	memmove(x->buf[i], x->buf[i] + n, x->len[i] - n);
+	x->len[i] -= n;
+	x->base[i] += n;
+}
+
+int
+handle_sbx_relay_poll(Peer *p, const Frame *f, const Msg_SBX_RELAY_POLL *m, void *ud)
+{
+	Client *cl = ud;
+	Coordinator *c = cl->c;
+	SbxExec *x = NULL;
+	struct timeval tv;
+
+	for (SbxExec *y = c->sbx_execs; y; y = y->next)
+		if (y->relayed && y->client == cl && y->stream_id == m->stream_id &&
+		    streq(y->thread_id, m->thread_id))
+			x = y;
+	if (!cl->forwarded || !x) {
+		peer_reply_error_reason(p, f->req_id, -ENOENT, "process_not_found",
+					"no exec of another node's on this stream");
+		return 0;
+	}
+	relay_ack(x, 0, m->out_off);
+	relay_ack(x, 1, m->err_off);
+	if (x->poll) /* a poll the asking node gave up on: this one replaces it */
+		(void)reply_deferred_SBX_RELAY_POLL(
+		    TAKE_PTR(x->poll),
+		    &(Reply_SBX_RELAY_POLL){.out_off = x->base[0], .err_off = x->base[1]});
+	if (!x->poll_timer)
+		x->poll_timer = evtimer_new(c->base, relay_poll_cb, x);
+	if (!x->lease_timer)
+		x->lease_timer = evtimer_new(c->base, relay_lease_cb, x);
+	if (!x->poll_timer || !x->lease_timer || !(x->poll = peer_defer(p, f)))
+		return -ENOMEM;
+	evtimer_add(x->lease_timer, timeval_from_usec(&tv, (usec_t)RELAY_LEASE_MS * USEC_PER_MSEC));
+	evtimer_add(x->poll_timer, timeval_from_usec(&tv, (usec_t)RELAY_HOLD_MS * USEC_PER_MSEC));
+	relay_answer(x);
+	return 0;
+}
+
 bool
 sbx_exec_output(Coordinator *c, const Msg_EXEC_OUTPUT *m)
 {
@@ -637,6 +851,10 @@ sbx_exec_output(Coordinator *c, const Msg_EXEC_OUTPUT *m)
 
 	if (!x)
 		return false;
+	if (x->relayed && x->client && m->data_len > 0) {
+		relay_buffer(x, (int)m->stream, m->data, m->data_len);
+		return true;
+	}
 	if (x->client && m->data_len > 0)
 		(void)msg_push_SBX_EXEC_OUTPUT(x->client->peer,
 					       &(Msg_SBX_EXEC_OUTPUT){.stream_id = x->stream_id,

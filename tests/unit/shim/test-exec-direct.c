@@ -46,12 +46,13 @@ test_which(void **state)
 	assert_true(plan("echo a=b c,d", NULL));
 	assert_true(plan("./run.sh x", NULL));
 	/* metacharacters, expansions, quoting, redirections, lists */
-	const char *shell[] = {"true; true", "echo $HOME", "ls *", "echo 'a'", "echo \"a\"",
-			       "a > b", "a | b", "a && b", "echo ~", "echo {a,b}", "x=1 y",
-			       "echo a\\ b", "(true)", "echo `id`", "true # c", "echo é",
-			       "true\nfalse", "", "   ", "!", "cd /tmp", "export A=1", "exit 3",
-			       "true --help", "false x", "echo -n x", "printf x", "pwd", "kill 1",
-			       "test -e x", "[ -e x ]", "source x", ". x", "time ls", "if"};
+	const char *shell[] = {"true; true", "echo $HOME",  "ls *",   "echo 'a'",    "echo \"a\"",
+			       "a > b",	     "a | b",	    "a && b", "echo ~",	     "echo {a,b}",
+			       "x=1 y",	     "echo a\\ b",  "(true)", "echo `id`",   "true # c",
+			       "echo é",     "true\nfalse", "",	      "   ",	     "!",
+			       "cd /tmp",    "export A=1",  "exit 3", "true --help", "false x",
+			       "echo -n x",  "printf x",    "pwd",    "kill 1",	     "test -e x",
+			       "[ -e x ]",   "source x",    ". x",    "time ls",     "if"};
 	for (size_t i = 0; i < sizeof(shell) / sizeof(shell[0]); i++)
 		if (plan(shell[i], NULL))
 			fail_msg("'%s' planned without the shell", shell[i]);
@@ -70,9 +71,12 @@ test_which(void **state)
 					      "rel", &d));
 	}
 	/* environments bash would act on */
-	const char *envs[] = {"BASH_ENV=/x", "BASH_FUNC_ls%%=() { :; }", "SHELLOPTS=xtrace",
-			      "BASHOPTS=xpg_echo", "POSIXLY_CORRECT=1", "OLDPWD=/", "PWD=/elsewhere",
-			      "SHLVL=abc", "SHLVL=007", "SHLVL=999", "noequals"};
+	const char *envs[] = {"BASH_ENV=/x",	   "BASH_FUNC_ls%%=() { :; }",
+			      "SHELLOPTS=xtrace",  "BASHOPTS=xpg_echo",
+			      "POSIXLY_CORRECT=1", "OLDPWD=/",
+			      "PWD=/elsewhere",	   "SHLVL=abc",
+			      "SHLVL=007",	   "SHLVL=999",
+			      "noequals"};
 	for (size_t i = 0; i < sizeof(envs) / sizeof(envs[0]); i++) {
 		char *e[] = {"PATH=/usr/bin:/bin", (char *)envs[i], NULL};
 		if (plan("true", e))
