@@ -1175,6 +1175,7 @@ coordinator_new(const DaemonArgs *args, Coordinator **ret)
 	r = coordinator_open_runlog(c);
 	if (r < 0)
 		return r;
+	sandbox_egress_load(c); /* the sandboxes' egress lists (egress.c) */
 
 	r = replicate_global_init(c); /* before the event base */
 	if (r < 0)

@@ -374,6 +374,20 @@ int sandbox_egress_env(Coordinator *c, const char *thread_id, char ***env);
  * the listener with the sandbox. */
 void sandbox_egress_forget(Coordinator *c, const char *thread_id);
 void sandbox_egress_free_all(Coordinator *c);
+/* The lists kept in <state_dir>/egress, read at start (names the operator no
+ * longer permits dropped). */
+void sandbox_egress_load(Coordinator *c);
+/* The shim's connection is ready (again): proxies opened before may be gone. */
+void sandbox_egress_shim_ready(Coordinator *c);
+/* Whether thread_id has an egress list whose proxy may not be open in its
+ * sandbox sandbox_id now (created: the ENSURE made the sandbox anew). */
+bool sandbox_egress_stale(Coordinator *c, const char *thread_id, const char *sandbox_id,
+			  bool created);
+/* Open it again, one call a step (0: UNLISTEN, 1: PROXY on its port, 2: the
+ * PROXY's reply in body): 0 when the step's call went out (cb(…, ud) then),
+ * 1 when done, a negative errno. */
+int sandbox_egress_reopen(Coordinator *c, const char *thread_id, const char *sandbox_id, int step,
+			  const msgpack_object *body, PeerReplyFn cb, void *ud);
 int handle_sandbox_egress(Peer *p, const Frame *f, const Msg_SANDBOX_EGRESS *m, void *ud);
 
 /* run-api.c: the direct run-log API (a client writes a run's log). */

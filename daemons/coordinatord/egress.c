@@ -14,19 +14,29 @@
  * list closes it. The thread's list and port are kept in memory
  * (Coordinator.egress) for the sandbox API's execs: sandbox_egress_env().
  *
- * Nothing here touches the run log. A coordinatord restart forgets the
- * lists (the proxies the shim holds stay until their sandbox stops).
+ * Nothing here touches the run log. Each thread's list and port are kept in
+ * <state_dir>/egress/<sha256(thread)[0..32]> (its thread id, its port, the
+ * names; written to a temporary file, fsync'd, renamed), loaded at start, so
+ * that the proxy comes back: before an exec of the sandbox API
+ * (sandbox_egress_reapply) whose ENSURE made the sandbox anew (an idle stop,
+ * a destroy), or the first after the shim (re)connected or coordinatord
+ * started, the proxy is opened again on its port (UNLISTEN, PROXY).
  */
 #include "config.h"
 
 #include "coordinatord.h"
 
+#include <dirent.h>
 #include <errno.h>
+#include <fcntl.h>
 #include <inttypes.h>
+#include <openssl/evp.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <strings.h>
+#include <sys/stat.h>
+#include <unistd.h>
 
 #include "log.h"
 #include "macro.h"
@@ -41,8 +51,13 @@ struct SandboxEgress {
 	char *thread_id;
 	char **allow; /* as asked; NULL-terminated, never empty */
 	char sandbox_id[17];
-	uint64_t port; /* the proxy's port inside the sandbox */
+	uint64_t port;	   /* the proxy's port inside the sandbox */
+	uint64_t shim_gen; /* the shim connection it was opened on (0: not since start) */
 };
+
+/* Bumped each time the shim's connection is ready (sandbox_egress_shim_ready):
+ * a proxy opened on an earlier one may be gone with that shim. */
+static uint64_t shim_gen = 1;
 
 /* A SANDBOX_EGRESS on its way: ENSURE, UNLISTEN, PROXY, answer. */
 typedef struct EgressReq {
@@ -95,9 +110,146 @@ egress_free(SandboxEgress *e)
 	free(e);
 }
 
+static bool egress_permitted(char *const *operator_list, const char *name);
+
+/* ---------- the lists on disk ---------- */
+
+static int
+egress_path(Coordinator *c, const char *thread_id, char *buf, size_t len)
+{
+	unsigned char md[EVP_MAX_MD_SIZE];
+	unsigned mdlen = 0;
+	char hex[33];
+
+	if (!EVP_Digest(thread_id, strlen(thread_id), md, &mdlen, EVP_sha256(), NULL) || mdlen < 16)
+		return -EIO;
+	for (int i = 0; i < 16; i++)
+		snprintf(hex + 2 * i, 3, "%02x", md[i]);
+	if (snprintf(buf, len, "%s/egress/%s", c->conf.shared.state_dir, hex) >= (int)len)
+		return -ENAMETOOLONG;
+	return 0;
+}
+
+/* Write (or with port 0 remove) thread_id's file; a failure is logged: the
+ * list then lives until the next restart only. */
+static void
+egress_store(Coordinator *c, const char *thread_id, char *const *allow, uint64_t port)
+{
+	char path[4096], tmp[4120], dir[4096];
+	FILE *f;
+	int r = egress_path(c, thread_id, path, sizeof(path));
+
+	if (r < 0)
+		goto fail;
+	if (port == 0) {
+		if (unlink(path) < 0 && errno != ENOENT)
+			r = -errno;
+		goto done;
+	}
+	snprintf(dir, sizeof(dir), "%s/egress", c->conf.shared.state_dir);
+	if (mkdir(dir, 0700) < 0 && errno != EEXIST) {
+		r = -errno;
+		goto fail;
+	}
+	snprintf(tmp, sizeof(tmp), "%s.tmp", path);
+	f = fopen(tmp, "we");
+	if (!f) {
+		r = -errno;
+		goto fail;
+	}
+	fprintf(f, "%s\n%" PRIu64 "\n", thread_id, port);
+	for (size_t i = 0; allow && allow[i]; i++)
+		fprintf(f, "%s\n", allow[i]);
+	r = fflush(f) == 0 && fsync(fileno(f)) == 0 ? 0 : -errno;
+	if (fclose(f) != 0 && r == 0)
+		r = -errno;
+	if (r == 0 && rename(tmp, path) < 0)
+		r = -errno;
+	if (r < 0)
+		(void)unlink(tmp);
+done:
+	if (r >= 0)
+		return;
+fail:
+	log_ctx_errno(LOG_WARNING, r, &(LogCtx){.thread_id = thread_id},
+		      "Failed to keep the sandbox's egress list on disk: %m");
+}
+
+/* One file: "thread\nport\nname\n…"; names the operator no longer
+ * permits are dropped (never wider than the configuration). */
+static void
+egress_load_one(Coordinator *c, int dfd, const char *name)
+{
+	char line[512], *thread = NULL, **allow = NULL;
+	uint64_t port = 0;
+	int fd = openat(dfd, name, O_RDONLY | O_NOFOLLOW | O_CLOEXEC);
+	FILE *f = fd >= 0 ? fdopen(fd, "re") : NULL;
+	int n = 0;
+
+	if (!f) {
+		if (fd >= 0)
+			close(fd);
+		return;
+	}
+	while (fgets(line, sizeof(line), f)) {
+		line[strcspn(line, "\n")] = '\0';
+		if (n == 0)
+			thread = strdup(line);
+		else if (n == 1)
+			port = strtoull(line, NULL, 10);
+		else if (egress_permitted(c->conf.sandbox_egress_allow, line) &&
+			 vec_len(allow) < EGRESS_MAX_NAMES)
+			(void)strv_push(&allow, line);
+		n++;
+	}
+	fclose(f);
+	if (thread && thread_id_valid(thread) && allow && port > 0 && port < 65536 &&
+	    !egress_find(c, thread)) {
+		SandboxEgress *e = calloc(1, sizeof(*e));
+		if (e) {
+			e->thread_id = TAKE_PTR(thread);
+			e->allow = TAKE_PTR(allow);
+			e->port = port;
+			e->next = c->egress;
+			c->egress = e;
+		}
+	}
+	free(thread);
+	strv_free(allow);
+}
+
+void
+sandbox_egress_load(Coordinator *c)
+{
+	char dir[4096];
+	DIR *d;
+	struct dirent *de;
+	size_t n = 0;
+
+	snprintf(dir, sizeof(dir), "%s/egress", c->conf.shared.state_dir);
+	d = opendir(dir);
+	if (!d)
+		return;
+	while ((de = readdir(d)))
+		if (strlen(de->d_name) == 32 && strspn(de->d_name, "0123456789abcdef") == 32) {
+			egress_load_one(c, dirfd(d), de->d_name);
+			n++;
+		}
+	closedir(d);
+	if (n > 0)
+		log_info("Loaded the egress lists of %zu sandbox(es)", n);
+}
+
+void
+sandbox_egress_shim_ready(Coordinator *c)
+{
+	shim_gen++;
+}
+
 void
 sandbox_egress_forget(Coordinator *c, const char *thread_id)
 {
+	egress_store(c, thread_id, NULL, 0);
 	for (SandboxEgress **pp = &c->egress; *pp; pp = &(*pp)->next)
 		if (streq((*pp)->thread_id, thread_id)) {
 			SandboxEgress *e = *pp;
@@ -207,7 +359,9 @@ egress_done(EgressReq *q, uint64_t port)
 		strv_free(e->allow);
 		e->allow = TAKE_PTR(q->allow);
 		e->port = port;
+		e->shim_gen = shim_gen;
 		memcpy(e->sandbox_id, q->sandbox_id, sizeof(e->sandbox_id));
+		egress_store(c, e->thread_id, e->allow, e->port);
 	}
 	(void)reply_deferred_SANDBOX_EGRESS(TAKE_PTR(q->d),
 					    &(Reply_SANDBOX_EGRESS){
@@ -290,6 +444,64 @@ egress_step(Peer *p, int err, const msgpack_object *body, void *ud)
 	if (r < 0) {
 		peer_deferred_error(TAKE_PTR(q->d), r, NULL, "sandbox egress failed");
 		req_free(q);
+	}
+}
+
+/* ---------- the proxy opened again (sandbox-exec.c, before an exec) ---------- */
+
+bool
+sandbox_egress_stale(Coordinator *c, const char *thread_id, const char *sandbox_id, bool created)
+{
+	SandboxEgress *e = egress_find(c, thread_id);
+
+	return e && e->port > 0 &&
+	       (created || e->shim_gen != shim_gen || !streq(e->sandbox_id, sandbox_id));
+}
+
+int
+sandbox_egress_reopen(Coordinator *c, const char *thread_id, const char *sandbox_id, int step,
+		      const msgpack_object *body, PeerReplyFn cb, void *ud)
+{
+	SandboxEgress *e = egress_find(c, thread_id);
+	char **priv = c->conf.sandbox_egress_allow_private;
+	Reply_SANDBOX_PROXY rep = {};
+	uint64_t port;
+	int r;
+
+	if (!e || e->port == 0)
+		return 1; /* closed meanwhile: nothing to open */
+	switch (step) {
+	case 0:
+		return msg_call_SANDBOX_UNLISTEN(
+		    c->shim,
+		    &(Msg_SANDBOX_UNLISTEN){.sandbox_id = sandbox_id, .run_id = SANDBOX_EGRESS_RUN},
+		    EGRESS_CALL_TIMEOUT, cb, ud);
+	case 1:
+		return msg_call_SANDBOX_PROXY(c->shim,
+					      &(Msg_SANDBOX_PROXY){
+						  .sandbox_id = sandbox_id,
+						  .run_id = SANDBOX_EGRESS_RUN,
+						  .allow = e->allow,
+						  .allow_private = priv && priv[0] ? priv : NULL,
+						  .port = (int64_t)e->port,
+						  .has_port = true,
+					      },
+					      EGRESS_CALL_TIMEOUT, cb, ud);
+	default:
+		r = reply_decode_SANDBOX_PROXY(body, &rep);
+		port = rep.port;
+		reply_done_SANDBOX_PROXY(&rep);
+		if (r < 0 || port == 0 || port > 65535)
+			return r < 0 ? r : -EBADMSG;
+		snprintf(e->sandbox_id, sizeof(e->sandbox_id), "%s", sandbox_id);
+		e->shim_gen = shim_gen;
+		if (port != e->port) {
+			e->port = port;
+			egress_store(c, e->thread_id, e->allow, e->port);
+		}
+		log_ctx(LOG_INFO, &(LogCtx){.thread_id = thread_id},
+			"The sandbox's egress proxy is open again on port %" PRIu64, port);
+		return 1;
 	}
 }
 

@@ -93,6 +93,7 @@ struct SbxExec {
 	/* Cluster mode, on the thread's owner: started by another node's client
 	 * (its client is the forwarding loopback). Its output and end wait here
 	 * for that node's SBX_RELAY_POLL instead of being pushed (sbx-relay.c). */
+	int egress_step; /* sandbox_egress_reopen's, before EXEC_START */
 	bool relayed;
 	bool relay_ended; /* ended, the end not handed over yet */
 	char *buf[2];	  /* stdout, stderr not yet acknowledged, from base[i] */
@@ -317,6 +318,9 @@ sbx_started(Peer *p, int err, const msgpack_object *body, void *ud)
 		(void)sbx_kill_exec(x->c, x->exec_id, SIGKILL); /* its requester left */
 }
 
+static void sbx_egress_step(Peer *p, int err, const msgpack_object *body, void *ud);
+static void sbx_start(SbxExec *x);
+
 static void
 sbx_ensured(Peer *p, int err, const msgpack_object *body, void *ud)
 {
@@ -347,7 +351,45 @@ sbx_ensured(Peer *p, int err, const msgpack_object *body, void *ud)
 		sbx_fail(x, -EIO, "sandbox_error", "sandbox: malformed SANDBOX_ENSURE reply");
 		return;
 	}
+	bool created = rep.created;
 	reply_done_SANDBOX_ENSURE(&rep);
+	/* its egress proxy (PUT …/egress) back first when the sandbox is new or
+	 * the shim or coordinatord restarted (egress.c) */
+	if (sandbox_egress_stale(c, x->thread_id, x->sandbox_id, created)) {
+		x->egress_step = 0;
+		k = sandbox_egress_reopen(c, x->thread_id, x->sandbox_id, 0, NULL, sbx_egress_step,
+					  x);
+		if (k == 0)
+			return;
+	}
+	sbx_start(x);
+}
+
+/* The egress proxy's reopening, a step a reply; then the exec starts
+ * whatever came of it (a failure is logged: HTTPS_PROXY then leads nowhere). */
+static void
+sbx_egress_step(Peer *p, int err, const msgpack_object *body, void *ud)
+{
+	SbxExec *x = ud;
+	int k = err < 0 ? err
+			: sandbox_egress_reopen(x->c, x->thread_id, x->sandbox_id, ++x->egress_step,
+						body, sbx_egress_step, x);
+
+	if (k == 0)
+		return;
+	if (k < 0)
+		log_ctx_errno(LOG_WARNING, k, &(LogCtx){.thread_id = x->thread_id},
+			      "Could not open the sandbox's egress proxy again: %m");
+	sbx_start(x);
+}
+
+/* The sandbox is there: EXEC_START. */
+static void
+sbx_start(SbxExec *x)
+{
+	Coordinator *c = x->c;
+	int k;
+
 	if ((x->kill_signal > 0 || !x->client) && !x->background) {
 		sbx_fail(x, -ECANCELED, NULL, "killed before it started");
 		return;
@@ -378,24 +420,33 @@ sbx_ensured(Peer *p, int err, const msgpack_object *body, void *ud)
 	x->state = SBX_STARTING;
 }
 
-/* The sandbox's base environment, then the request's (K=V each, checked by
- * the decoder: no NUL), a request's key replacing a base one. */
+/* The sandbox's base environment (with its egress proxy's variables), then
+ * the request's (K=V each, checked by the decoder: no NUL), a request's key
+ * replacing a base one. */
 static int
-sbx_env(char *const *req, char ***ret)
+sbx_env(Coordinator *c, const char *thread_id, char *const *req, char ***ret)
 {
 	static const char *const base[] = {"PATH=/usr/local/bin:/usr/bin:/bin", "HOME=/workspace",
 					   "LANG=C.UTF-8", "TERM=dumb"};
-	char **env = NULL;
+	char **env = NULL, **proxy = NULL;
+	size_t nb = ELEMENTSOF(base), np = 0;
 
-	for (size_t i = 0; i < ELEMENTSOF(base); i++) {
-		size_t kl = strcspn(base[i], "=") + 1;
+	/* the sandbox's egress proxy (PUT …/egress): HTTPS_PROXY, https_proxy */
+	if (sandbox_egress_env(c, thread_id, &proxy) < 0)
+		goto oom;
+	while (proxy && proxy[np])
+		np++;
+	for (size_t i = 0; i < nb + np; i++) {
+		const char *b = i < nb ? base[i] : proxy[i - nb];
+		size_t kl = strcspn(b, "=") + 1;
 		bool overridden = false;
 		for (size_t j = 0; req && req[j]; j++)
-			if (strncmp(req[j], base[i], kl) == 0)
+			if (strncmp(req[j], b, kl) == 0)
 				overridden = true;
-		if (!overridden && strv_push(&env, base[i]) < 0)
+		if (!overridden && strv_push(&env, b) < 0)
 			goto oom;
 	}
+	strv_free(TAKE_PTR(proxy));
 	for (size_t j = 0; req && req[j]; j++) {
 		const char *eq = strchr(req[j], '=');
 		if (!eq || eq == req[j]) {
@@ -409,6 +460,7 @@ sbx_env(char *const *req, char ***ret)
 	return 0;
 oom:
 	strv_free(env);
+	strv_free(proxy);
 	return -ENOMEM;
 }
 
@@ -500,7 +552,7 @@ handle_sbx_exec(Peer *p, const Frame *f, const Msg_SBX_EXEC *m, void *ud)
 			? -ENOMEM
 			: 0;
 	if (k >= 0)
-		k = sbx_env(m->env, &x->env);
+		k = sbx_env(c, x->thread_id, m->env, &x->env);
 	if (k >= 0 && !(x->cwd = sbx_cwd(m->cwd)))
 		k = -ENOMEM;
 	if (k >= 0 && m->has_stdin && m->stdin_len > 0) {
@@ -938,6 +990,7 @@ sbx_listed(Peer *p, int err, const msgpack_object *body, void *ud)
 void
 sbx_exec_shim_ready(Coordinator *c)
 {
+	sandbox_egress_shim_ready(c);
 	/* Sent before any EXEC_START of this connection: the list holds only
 	 * execs started before, none of which is ours any more. */
 	(void)msg_call_EXEC_LIST(c->shim, &(Msg_EXEC_LIST){}, SHIM_CALL_TIMEOUT, sbx_listed, c);

@@ -45,7 +45,7 @@
 struct SbxRelay {
 	SbxRelay *next;
 	Coordinator *c;
-	Client *client; /* the routerd connection; NULL once gone */
+	Client *client;		 /* the routerd connection; NULL once gone */
 	uint64_t stream_id, sid; /* the client's stream, the relay id at the owner */
 	char thread_id[THREAD_ID_MAX + 1];
 	char owner[CLUSTER_NODE_MAX]; /* "" until the owner answered */
@@ -238,7 +238,6 @@ sbx_relay_forwarded(Coordinator *c, uint64_t sid, const char *owner, const msgpa
 		relay_send_kill(r, r->kill_signal);
 	relay_poll(r);
 }
-
 
 bool
 sbx_relay_pending(Coordinator *c, uint64_t sid)

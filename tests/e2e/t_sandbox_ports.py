@@ -470,6 +470,72 @@ def test_egress_reaches_an_allowed_name_only(s):
         srv.server_close()
 
 
+def exec_probe(s, thread, port, tok=ADMIN):
+    """The CONNECT probe run by an exec of the sandbox API: (its lines, its HTTPS_PROXY)."""
+    st, body = s.http("POST", f"/sandboxes/{thread}/exec",
+                      {"command": f"cd /workspace && echo $HTTPS_PROXY && "
+                                  f"python3 connect.py {port} localhost:{HOST_PORT}"},
+                      headers=auth(tok))
+    assert st == 200, (st, body)
+    text = body.decode() if isinstance(body, bytes) else body
+    out = "".join(json.loads(l).get("data", "") for l in text.splitlines()
+                  if l.strip() and json.loads(l)["type"] == "stdout")
+    lines = out.splitlines()
+    return lines[1:], lines[0]
+
+
+def test_egress_comes_back_after_stop_and_restarts(s):
+    """Issue 36: the list is kept (coordinatord's state dir) and the proxy
+    opened again before the next exec — after a stop, a coordinatord restart
+    and a shim restart — on the port it had."""
+    import signal
+    srv = ThreadingHTTPServer(("127.0.0.1", HOST_PORT), Hello)
+    threading.Thread(target=srv.serve_forever, daemon=True).start()
+    s.expected_errors += [r"containerd-shim"]
+    try:
+        t = "a-back"
+        st, js = egress(s, t, [f"localhost:{HOST_PORT}"])
+        assert st == 200, (st, js)
+        port = int(js["proxy"].rsplit(":", 1)[1])
+        put_file(s, t, "connect.py", CONNECT_PY)
+        lines, proxy = exec_probe(s, t, port)
+        assert lines == ["HTTP/1.1 200 Connection established", "hello from the host"] or \
+            (lines[0].startswith("HTTP/1.1 200") and lines[1] == "hello from the host"), lines
+        assert proxy == f"http://127.0.0.1:{port}", proxy
+        # stopped (as an idle stop does): the next exec has it again
+        st, _ = s.http("POST", f"/sandboxes/{t}/stop", headers=auth(ADMIN))
+        assert st == 200, st
+        lines, proxy = exec_probe(s, t, port)
+        assert lines[:2] and lines[0].startswith("HTTP/1.1 200") and \
+            lines[1] == "hello from the host", lines
+        # coordinatord restarted (its memory gone; the list is on disk)
+        s.kill("coordinatord")
+        s.start_daemon("coordinatord")
+        assert poll(lambda: s.http("GET", "/readyz", headers=auth(ADMIN))[0] == 200, 15)
+        st, _ = s.http("POST", f"/sandboxes/{t}/stop", headers=auth(ADMIN))
+        assert st == 200, st
+        lines, proxy = exec_probe(s, t, port)
+        assert proxy == f"http://127.0.0.1:{port}", proxy
+        assert lines[0].startswith("HTTP/1.1 200") and lines[1] == "hello from the host", lines
+        # the shim restarted (it keeps the sandbox, not its listeners)
+        s.kill("containerd-shim", signal.SIGKILL)
+        s.start_daemon("containerd-shim")
+        assert poll(lambda: s.http("GET", "/readyz", headers=auth(ADMIN))[0] == 200, 30)
+        lines, proxy = exec_probe(s, t, port)
+        assert lines[0].startswith("HTTP/1.1 200") and lines[1] == "hello from the host", lines
+        # closed: it stays closed across a restart
+        st, js = egress(s, t, [])
+        assert st == 200, (st, js)
+        s.kill("coordinatord")
+        s.start_daemon("coordinatord")
+        assert poll(lambda: s.http("GET", "/readyz", headers=auth(ADMIN))[0] == 200, 15)
+        lines, proxy = exec_probe(s, t, port)
+        assert proxy == "" and lines[0].startswith("refused"), (proxy, lines)
+    finally:
+        srv.shutdown()
+        srv.server_close()
+
+
 def test_egress_never_wider_than_the_operator_allows(s):
     for allow, bad in (([f"localhost:{HOST_PORT}", "api.anthropic.com"], "api.anthropic.com"),
                        (["localhost"], "localhost"),  # port 443, not HOST_PORT
