@@ -906,7 +906,21 @@ handle_sbx_exec_list_routed(Peer *p, const Frame *f, const Msg_SBX_EXEC_LIST *m,
 	return handle_sbx_exec_list(p, f, m, ud);
 }
 
+static int dispatch_sbx_exec_read(Peer *p, const Frame *f, void *ud);
+
+static int
+handle_sbx_exec_read_routed(Peer *p, const Frame *f, const Msg_SBX_EXEC_READ *m, void *ud)
+{
+	Client *cl = ud;
+
+	if (thread_id_valid(m->thread_id) &&
+	    forward_by_thread(cl->c, p, f, m->thread_id, dispatch_sbx_exec_read, ud))
+		return 0;
+	return handle_sbx_exec_read(p, f, m, ud);
+}
+
 MSG_HANDLER(dispatch_sbx_exec, SBX_EXEC, handle_sbx_exec_tenant)
+MSG_HANDLER(dispatch_sbx_exec_read, SBX_EXEC_READ, handle_sbx_exec_read_routed)
 MSG_HANDLER(dispatch_sbx_exec_input, SBX_EXEC_INPUT, handle_sbx_exec_input_routed)
 MSG_HANDLER(dispatch_sbx_exec_kill, SBX_EXEC_KILL, handle_sbx_exec_kill_routed)
 MSG_HANDLER(dispatch_sbx_exec_list, SBX_EXEC_LIST, handle_sbx_exec_list_routed)
@@ -940,6 +954,7 @@ static const PeerHandler client_handlers[_MSG_TYPE_MAX] = {
     [MSG_SBX_EXEC_KILL] = dispatch_sbx_exec_kill,
     [MSG_SBX_EXEC_LIST] = dispatch_sbx_exec_list,
     [MSG_SBX_RELAY_POLL] = dispatch_sbx_relay_poll,
+    [MSG_SBX_EXEC_READ] = dispatch_sbx_exec_read,
     [MSG_SANDBOX_EGRESS] = dispatch_sandbox_egress,
 };
 

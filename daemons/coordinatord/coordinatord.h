@@ -562,6 +562,8 @@ int handle_sbx_exec_list(Peer *p, const Frame *f, const Msg_SBX_EXEC_LIST *m, vo
 /* Cluster mode, on the thread's owner: another node asks for the output and
  * end of an exec it forwarded (sandbox-exec.c; the asking side is sbx-relay.c). */
 int handle_sbx_relay_poll(Peer *p, const Frame *f, const Msg_SBX_RELAY_POLL *m, void *ud);
+/* The last output of a background exec (sandbox-exec.c). */
+int handle_sbx_exec_read(Peer *p, const Frame *f, const Msg_SBX_EXEC_READ *m, void *ud);
 
 /* sbx-relay.c — cluster mode: an exec whose thread another node owns.
  * sbx_relay_exec: true when it took the SBX_EXEC (forwarded to the owner,

@@ -867,7 +867,8 @@ forwardable(int type)
 	case MSG_SBX_EXEC_INPUT:
 	case MSG_SBX_EXEC_KILL:
 	case MSG_SBX_EXEC_LIST:
-	case MSG_SBX_RELAY_POLL: return true;
+	case MSG_SBX_RELAY_POLL:
+	case MSG_SBX_EXEC_READ: return true;
 	default: return false;
 	}
 }

@@ -94,6 +94,11 @@ struct SbxExec {
 	 * (its client is the forwarding loopback). Its output and end wait here
 	 * for that node's SBX_RELAY_POLL instead of being pushed (sbx-relay.c). */
 	int egress_step; /* sandbox_egress_reopen's, before EXEC_START */
+	/* A background exec: the last BG_KEEP bytes of stdout and stderr, for
+	 * SBX_EXEC_READ (GET …/processes/{pid}/output); bg_end: bytes so far. */
+	char *bg[2];
+	size_t bg_len[2];
+	uint64_t bg_end[2];
 	bool relayed;
 	bool relay_ended; /* ended, the end not handed over yet */
 	char *buf[2];	  /* stdout, stderr not yet acknowledged, from base[i] */
@@ -138,6 +143,8 @@ sbx_free(SbxExec *x)
 	if (!x)
 		return NULL;
 	relay_release(x);
+	free(x->bg[0]);
+	free(x->bg[1]);
 	peer_deferred_free(x->start);
 	free(x->sandbox_id);
 	strv_free(x->argv);
@@ -896,6 +903,73 @@ handle_sbx_relay_poll(Peer *p, const Frame *f, const Msg_SBX_RELAY_POLL *m, void
 	return 0;
 }
 
+/* What a background exec printed last (BG_KEEP bytes a stream). */
+#define BG_KEEP (16u << 10)
+
+static void
+bg_keep(SbxExec *x, int stream, const char *data, size_t len)
+{
+	int i = stream == 2 ? 1 : 0;
+
+	x->bg_end[i] += len;
+	if (len >= BG_KEEP) {
+		data += len - BG_KEEP;
+		len = BG_KEEP;
+	}
+	if (!x->bg[i] && !(x->bg[i] = malloc(BG_KEEP)))
+		return;
+	if (x->bg_len[i] + len > BG_KEEP) {
+		size_t drop = x->bg_len[i] + len - BG_KEEP;
+		memmove(x->bg[i], x->bg[i] + drop, x->bg_len[i] - drop);
+		x->bg_len[i] -= drop;
+	}
+	memcpy(x->bg[i] + x->bg_len[i], data, len);
+	x->bg_len[i] += len;
+}
+
+int
+handle_sbx_exec_read(Peer *p, const Frame *f, const Msg_SBX_EXEC_READ *m, void *ud)
+{
+	Client *cl = ud;
+	SbxExec *x = sbx_lookup(cl->c, cl, m->thread_id, m->pid, true, 0, false);
+	Reply_SBX_EXEC_READ r = {0};
+	uint64_t want[2] = {m->has_out_off ? m->out_off : 0, m->has_err_off ? m->err_off : 0};
+	const char *data[2];
+	size_t len[2];
+	uint64_t off[2];
+
+	if (!x || !x->background) {
+		peer_reply_error_reason(p, f->req_id, -ENOENT, "process_not_found",
+					x ? "only a background exec's output is kept"
+					  : "no such process");
+		return 0;
+	}
+	for (int i = 0; i < 2; i++) {
+		uint64_t first = x->bg_end[i] - x->bg_len[i]; /* the oldest byte kept */
+		uint64_t from = want[i] > x->bg_end[i] ? x->bg_end[i] : MAX(want[i], first);
+		off[i] = from;
+		data[i] = x->bg[i] ? x->bg[i] + (from - first) : NULL;
+		len[i] = (size_t)(x->bg_end[i] - from);
+	}
+	r.out_off = off[0];
+	r.out = data[0];
+	r.out_len = len[0];
+	r.has_out = len[0] > 0;
+	r.err_off = off[1];
+	r.err = data[1];
+	r.err_len = len[1];
+	r.has_err = len[1] > 0;
+	r.out_end = x->bg_end[0];
+	r.err_end = x->bg_end[1];
+	r.running = x->state != SBX_ENDED;
+	if (x->state == SBX_ENDED) {
+		r.exit_code = x->exit_code;
+		r.has_exit_code = true;
+		r.reason = x->reason;
+	}
+	return reply_send_SBX_EXEC_READ(p, f->req_id, &r);
+}
+
 bool
 sbx_exec_output(Coordinator *c, const Msg_EXEC_OUTPUT *m)
 {
@@ -903,6 +977,8 @@ sbx_exec_output(Coordinator *c, const Msg_EXEC_OUTPUT *m)
 
 	if (!x)
 		return false;
+	if (x->background && m->data_len > 0)
+		bg_keep(x, (int)m->stream, m->data, m->data_len);
 	if (x->relayed && x->client && m->data_len > 0) {
 		relay_buffer(x, (int)m->stream, m->data, m->data_len);
 		return true;

@@ -643,3 +643,94 @@ route_sbx_kill(HttpConn *c, Route *rt)
 		       kill_reply, c) < 0)
 		routes_unavailable(c);
 }
+
+/* ---- GET /sandboxes/{id}/processes/{pid}/output ---- */
+
+/* A stream's bytes into j: "<name>" when UTF-8, else "<name>Base64". */
+static int
+output_field(json_t *j, const char *name, const void *data, size_t len)
+{
+	char key[32];
+
+	if (utf8_valid(data, len))
+		return json_object_set_new(j, name, json_stringn(data ? data : "", len));
+	_cleanup_free_ char *b64 = malloc((len + 2) / 3 * 4 + 1);
+	if (!b64)
+		return -1;
+	EVP_EncodeBlock((unsigned char *)b64, (const unsigned char *)data, (int)len);
+	snprintf(key, sizeof(key), "%sBase64", name);
+	return json_object_set_new(j, key, json_string(b64));
+}
+
+static void
+read_reply(Peer *p, int err, const msgpack_object *body, void *userdata)
+{
+	HttpConn *c = userdata;
+	_cleanup_(reply_done_SBX_EXEC_READ) Reply_SBX_EXEC_READ rep = {};
+
+	if (err < 0) {
+		routes_coord_error(c, err, body, "no such process");
+		return;
+	}
+	if (reply_decode_SBX_EXEC_READ(body, &rep) < 0) {
+		http_respond_error(c, 500, "internal", "internal error");
+		return;
+	}
+	json_auto_t *j =
+	    json_pack("{s:I, s:I, s:I, s:I, s:b}", "stdoutOffset", (json_int_t)rep.out_off,
+		      "stderrOffset", (json_int_t)rep.err_off, "stdoutEnd", (json_int_t)rep.out_end,
+		      "stderrEnd", (json_int_t)rep.err_end, "running", rep.running);
+	if (!j || output_field(j, "stdout", rep.out, rep.out_len) < 0 ||
+	    output_field(j, "stderr", rep.err, rep.err_len) < 0 ||
+	    (rep.has_exit_code &&
+	     json_object_set_new(j, "exitCode", json_integer(rep.exit_code)) < 0) ||
+	    (rep.reason && json_object_set_new(j, "reason", json_string(rep.reason)) < 0)) {
+		http_respond_error(c, 500, "internal", "internal error");
+		return;
+	}
+	http_respond_json(c, 200, j);
+}
+
+/* ?stdoutOffset=N&stderrOffset=M: the byte offsets the client has. */
+static int
+query_offset(Route *rt, const char *name, uint64_t *ret, bool *ret_has)
+{
+	_cleanup_free_ char *v = NULL;
+	char *end;
+
+	*ret_has = false;
+	if (route_query(rt, name, &v) < 0)
+		return -EINVAL;
+	if (!v)
+		return 0;
+	errno = 0;
+	*ret = strtoull(v, &end, 10);
+	if (!*v || *end || errno || v[0] == '-')
+		return -EINVAL;
+	*ret_has = true;
+	return 0;
+}
+
+void
+route_sbx_output(HttpConn *c, Route *rt)
+{
+	Msg_SBX_EXEC_READ m = {.thread_id = rt->seg[1]};
+	char *end;
+
+	if (!routes_path_thread_id(c, rt->seg[1]))
+		return;
+	errno = 0;
+	m.pid = strtoull(rt->seg[3], &end, 10);
+	if (!*rt->seg[3] || *end || errno || m.pid == 0) {
+		http_respond_error(c, 404, "process_not_found", "no such process");
+		return;
+	}
+	if (query_offset(rt, "stdoutOffset", &m.out_off, &m.has_out_off) < 0 ||
+	    query_offset(rt, "stderrOffset", &m.err_off, &m.has_err_off) < 0) {
+		http_respond_error(c, 400, "bad_request",
+				   "stdoutOffset and stderrOffset are byte offsets (0 or more)");
+		return;
+	}
+	if (COORD_CALL(c->router, SBX_EXEC_READ, &m, read_reply, c) < 0)
+		routes_unavailable(c);
+}

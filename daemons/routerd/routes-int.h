@@ -46,6 +46,7 @@ void route_sandbox_watch(HttpConn *c, Route *rt);
 void route_sbx_exec(HttpConn *c, Route *rt);
 void route_sbx_processes(HttpConn *c, Route *rt);
 void route_sbx_kill(HttpConn *c, Route *rt);
+void route_sbx_output(HttpConn *c, Route *rt);
 /* Router.sbx_push and .sbx_lost */
 void routes_sandbox_attach(Router *r);
 /* routes-net.c */

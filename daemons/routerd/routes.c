@@ -950,6 +950,7 @@ static const RouteDef route_table[] = {
     {"sandboxes/*/exec", M(GET) | M(POST), "GET, POST", AUTH_UPGRADE, M(POST), route_sbx_exec},
     {"sandboxes/*/processes", M(GET), "GET", AUTH_TOKEN, 0, route_sbx_processes},
     {"sandboxes/*/processes/*/kill", M(POST), "POST", AUTH_TOKEN, 0, route_sbx_kill},
+    {"sandboxes/*/processes/*/output", M(GET), "GET", AUTH_TOKEN, 0, route_sbx_output},
     {"ds/v1/threads/*/runs/*", M(GET) | M(HEAD), "GET, HEAD", AUTH_TOKEN, 0, route_ds_read},
     {"_bridge/*", M(POST), "POST", AUTH_RUN, 0, route_bridge_call},
     {"tool-exec/*", M(POST), "POST", AUTH_RUN, 0, route_bridge_call},

@@ -533,3 +533,53 @@ def test_shim_restart_ends_the_stream_and_kills_the_exec(s):
     assert poll(lambda: s.http("GET", "/readyz", headers=H)[0] == 200, 30)
     assert poll(lambda: s.log("coordinatord").count(killed) > before, 30)
     assert poll(lambda: "sleep 1011" not in proc_cmdlines(s, "t-x11"), 10)
+
+
+def test_background_exec_output_can_be_read(s):
+    # a background exec's last output (16 KiB a stream) is kept: GET
+    # …/processes/{pid}/output, from the offsets the client has
+    st, js = s.http("POST", "/sandboxes/t-x12/exec",
+                    {"command": "echo first; echo oops >&2; "
+                                "sleep 0.5; echo second", "background": True}, headers=H)
+    assert st == 202, (st, js)
+    pid = js["pid"]
+
+    def out(q=""):
+        st, o = s.http("GET", f"/sandboxes/t-x12/processes/{pid}/output{q}", headers=H)
+        assert st == 200, (st, o)
+        return o
+
+    assert poll(lambda: out()["stdout"] == "first\n", 10)
+    o = out()
+    assert o["running"] and o["stderr"] == "oops\n" and o["stdoutOffset"] == 0, o
+    assert o["stdoutEnd"] == 6 and o["stderrEnd"] == 5, o
+    assert poll(lambda: not out()["running"], 10)
+    o = out("?stdoutOffset=6&stderrOffset=5")
+    assert (o["stdout"], o["stderr"], o["stdoutOffset"]) == ("second\n", "", 6), o
+    assert (o["exitCode"], o["reason"]) == (0, "exit"), o
+    # more than is kept: the oldest bytes are gone, the offset says so
+    st, js = s.http("POST", "/sandboxes/t-x12/exec",
+                    {"command": "seq 1 10000", "background": True}, headers=H)
+    pid = js["pid"]
+    assert poll(lambda: not out()["running"], 10)
+    o = out()
+    full = "".join(f"{i}\n" for i in range(1, 10001))
+    assert o["stdoutEnd"] == len(full) and o["stdoutOffset"] == len(full) - 16384, o
+    assert o["stdout"] == full[-16384:]
+    # bad offsets, a foreground exec, no such pid
+    st, e = s.http("GET", f"/sandboxes/t-x12/processes/{pid}/output?stdoutOffset=-1", headers=H)
+    assert (st, e["code"]) == (400, "bad_request"), (st, e)
+    st, e = s.http("GET", "/sandboxes/t-x12/processes/999999/output", headers=H)
+    assert (st, e["code"]) == (404, "process_not_found"), (st, e)
+    c, r = exec_open(s, "t-x12", {"command": "sleep 30"})
+    try:
+        fg = next(lines_of(r))["pid"]
+        st, e = s.http("GET", f"/sandboxes/t-x12/processes/{fg}/output", headers=H)
+        assert (st, e["code"]) == (404, "process_not_found"), (st, e)
+    finally:
+        r.close()
+        c.close()
+    # another tenant's token
+    st, e = s.http("GET", f"/sandboxes/t-x12/processes/{pid}/output",
+                   headers={"Authorization": f"Bearer {SCOPED}"})
+    assert st == 403, (st, e)
