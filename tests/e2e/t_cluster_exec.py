@@ -13,6 +13,7 @@ it). Through b:
 - GET …/processes through b lists a's exec, POST …/processes/{pid}/kill
   through b kills it (and what it backgrounded);
 - closing the HTTP connection to b kills the foreground exec on a;
+- a background exec started through b: its output read through a and b;
 - a thread no node owns yet: b's exec claims it (served by b itself)."""
 import json
 import os
@@ -121,6 +122,28 @@ def test_websocket_exec_through_b():
 
         e, code = ws_exec(b, "c-own", kill)
         assert e["type"] == "exit" and e["signal"] == 15, e
+    except Exception:
+        C.stop_all()
+        raise
+
+
+def test_background_exec_through_b_and_its_output():
+    try:
+        a, b = node("a"), node("b")
+        st, js = b.http("POST", "/sandboxes/c-own/exec",
+                        {"command": "echo bg-out; echo bg-err >&2", "background": True})
+        assert st == 202, (st, js)
+        pid = js["pid"]
+
+        def out(via):
+            st, o = via.http("GET", f"/sandboxes/c-own/processes/{pid}/output")
+            assert st == 200, (st, o)
+            return o
+
+        assert poll(lambda: not out(b)["running"], 10)
+        for via in (a, b):
+            o = out(via)
+            assert (o["stdout"], o["stderr"], o["exitCode"]) == ("bg-out\n", "bg-err\n", 0), o
     except Exception:
         C.stop_all()
         raise
