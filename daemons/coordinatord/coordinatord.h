@@ -270,6 +270,8 @@ struct Coordinator {
 	SbxExec *sbx_execs; /* the sandbox API's execs (sandbox-exec.c) */
 	SbxRelay
 	    *sbx_relays; /* cluster: execs this node's clients run on other nodes (sbx-relay.c) */
+	struct StrCache
+	    *sbx_ids; /* thread → its sandbox id, as the last ENSURE said (sandbox-exec.c) */
 	/* Undo what the driver attached to a run (bridge, sandbox, listeners, a
 	 * RUN_CANCEL waiting), from run_free(); coordinator_new() sets it to
 	 * driver_run_teardown. NULL: nothing to undo. */
@@ -377,6 +379,8 @@ void sandbox_egress_free_all(Coordinator *c);
 /* The lists kept in <state_dir>/egress, read at start (names the operator no
  * longer permits dropped). */
 void sandbox_egress_load(Coordinator *c);
+/* Whether thread_id has an egress list. */
+bool sandbox_egress_listed(Coordinator *c, const char *thread_id);
 /* The shim's connection is ready (again): proxies opened before may be gone. */
 void sandbox_egress_shim_ready(Coordinator *c);
 /* Whether thread_id has an egress list whose proxy may not be open in its

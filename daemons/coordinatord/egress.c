@@ -450,6 +450,12 @@ egress_step(Peer *p, int err, const msgpack_object *body, void *ud)
 /* ---------- the proxy opened again (sandbox-exec.c, before an exec) ---------- */
 
 bool
+sandbox_egress_listed(Coordinator *c, const char *thread_id)
+{
+	return egress_find(c, thread_id) != NULL;
+}
+
+bool
 sandbox_egress_stale(Coordinator *c, const char *thread_id, const char *sandbox_id, bool created)
 {
 	SandboxEgress *e = egress_find(c, thread_id);

@@ -48,6 +48,7 @@
 #include "json-util.h"
 #include "log.h"
 #include "macro.h"
+#include "strcache.h"
 #include "strv.h"
 #include "time-util.h"
 
@@ -94,6 +95,15 @@ struct SbxExec {
 	 * (its client is the forwarding loopback). Its output and end wait here
 	 * for that node's SBX_RELAY_POLL instead of being pushed (sbx-relay.c). */
 	int egress_step; /* sandbox_egress_reopen's, before EXEC_START */
+	/* EXEC_START sent right behind the SANDBOX_ENSURE, on the sandbox id the
+	 * thread's last ENSURE gave (sbx_early): early. ensure_pending: the
+	 * ENSURE not answered yet. early_refused: the shim refused that
+	 * EXEC_START (the sandbox not ready, gone) before the ENSURE's answer;
+	 * early_stale: the ENSURE answered another (or a new) sandbox, next_id
+	 * (NULL: it failed, ensure_err) while the EXEC_START was out. */
+	bool early, ensure_pending, early_refused, early_stale, next_created;
+	char *next_id;
+	int ensure_err;
 	/* A background exec: the last BG_KEEP bytes of stdout and stderr, for
 	 * SBX_EXEC_READ (GET …/processes/{pid}/output); bg_end: bytes so far. */
 	char *bg[2];
@@ -143,6 +153,7 @@ sbx_free(SbxExec *x)
 	if (!x)
 		return NULL;
 	relay_release(x);
+	free(x->next_id);
 	free(x->bg[0]);
 	free(x->bg[1]);
 	peer_deferred_free(x->start);
@@ -168,6 +179,8 @@ sbx_unlink(SbxExec *x)
 static void
 sbx_drop(SbxExec *x)
 {
+	if (x->ensure_pending && x->c->shim)
+		peer_cancel_calls(x->c->shim, x); /* the ENSURE behind an early EXEC_START */
 	sbx_unlink(x);
 	sbx_free(x);
 }
@@ -283,6 +296,8 @@ sbx_kill_exec(Coordinator *c, uint64_t exec_id, int sig)
 				  SHIM_CALL_TIMEOUT, sbx_killed, NULL);
 }
 
+static bool sbx_early_refused(SbxExec *x);
+
 static void
 sbx_started(Peer *p, int err, const msgpack_object *body, void *ud)
 {
@@ -294,6 +309,9 @@ sbx_started(Peer *p, int err, const msgpack_object *body, void *ud)
 	MpReader r;
 
 	reply_done_EXEC_START(&rep);
+	if (k < 0 && x->early && (k == -ENOENT || k == -EAGAIN || k == -EBUSY) &&
+	    sbx_early_refused(x))
+		return;
 	if (k < 0) {
 		mp_reader_init(&r, body);
 		mp_read_str_opt(&r, "message", &m, NULL);
@@ -327,6 +345,74 @@ sbx_started(Peer *p, int err, const msgpack_object *body, void *ud)
 
 static void sbx_egress_step(Peer *p, int err, const msgpack_object *body, void *ud);
 static void sbx_start(SbxExec *x);
+static void sbx_after_ensure(SbxExec *x, bool created);
+
+/* The thread's sandbox id as its last ENSURE gave it (this shim connection). */
+#define SBX_IDS_MAX 4096
+
+static void
+sbx_ids_put(Coordinator *c, const char *thread_id, const char *sandbox_id)
+{
+	if (!c->sbx_ids)
+		c->sbx_ids = strcache_new(SBX_IDS_MAX);
+	if (c->sbx_ids)
+		(void)strcache_put(c->sbx_ids, thread_id, sandbox_id);
+}
+
+/* The early EXEC_START was refused (the sandbox was not ready): true when
+ * that is handled here — after the ENSURE's answer, or now with its
+ * sandbox. false: the refusal is the exec's (the ENSURE said this sandbox). */
+static bool
+sbx_early_refused(SbxExec *x)
+{
+	if (x->c->sbx_ids)
+		(void)strcache_drop(x->c->sbx_ids, x->thread_id);
+	if (x->ensure_pending) {
+		x->early_refused = true;
+		x->state = SBX_ENSURING;
+		return true;
+	}
+	if (!x->early_stale)
+		return false;
+	x->early = false;
+	if (!x->next_id) {
+		sbx_fail(x, x->ensure_err ? x->ensure_err : -EIO, "sandbox_error",
+			 "sandbox: it could not be ensured");
+		return true;
+	}
+	free(x->sandbox_id);
+	x->sandbox_id = TAKE_PTR(x->next_id);
+	x->state = SBX_ENSURING;
+	sbx_after_ensure(x, x->next_created);
+	return true;
+}
+
+/* The ENSURE's answer for an exec whose EXEC_START went out early. */
+static void
+sbx_ensured_early(SbxExec *x, int err, const char *sandbox_id, bool created)
+{
+	if (x->early_refused) { /* the sandbox was not ready: now it is */
+		x->early = false;
+		if (err < 0)
+			return; /* answered by the caller's failure path */
+		free(x->sandbox_id);
+		x->sandbox_id = strdup(sandbox_id);
+		if (!x->sandbox_id) {
+			sbx_fail(x, -ENOMEM, "sandbox_error", "out of memory");
+			return;
+		}
+		sbx_after_ensure(x, created);
+		return;
+	}
+	if (err < 0 || created || !streq(sandbox_id, x->sandbox_id)) {
+		/* the EXEC_START out on the old id will be refused: then this */
+		x->early_stale = true;
+		x->ensure_err = err;
+		x->next_created = created;
+		free(x->next_id);
+		x->next_id = err < 0 ? NULL : strdup(sandbox_id);
+	}
+}
 
 static void
 sbx_ensured(Peer *p, int err, const msgpack_object *body, void *ud)
@@ -337,8 +423,23 @@ sbx_ensured(Peer *p, int err, const msgpack_object *body, void *ud)
 	char msg[400];
 	const char *m = NULL;
 	MpReader r;
-	int k;
 
+	x->ensure_pending = false;
+	if (x->early && !x->early_refused) {
+		/* the EXEC_START is out (or done): it decides, this only corrects */
+		if (err < 0) {
+			if (x->state != SBX_RUNNING)
+				sbx_ensured_early(x, err, NULL, false);
+			return;
+		}
+		if (reply_decode_SANDBOX_ENSURE(body, &rep) >= 0) {
+			sbx_ids_put(c, x->thread_id, rep.sandbox_id);
+			if (x->state != SBX_RUNNING)
+				sbx_ensured_early(x, 0, rep.sandbox_id, rep.created);
+		}
+		reply_done_SANDBOX_ENSURE(&rep);
+		return;
+	}
 	if (err < 0) {
 		mp_reader_init(&r, body);
 		mp_read_str_opt(&r, "message", &m, NULL);
@@ -352,14 +453,35 @@ sbx_ensured(Peer *p, int err, const msgpack_object *body, void *ud)
 			 msg);
 		return;
 	}
-	if (reply_decode_SANDBOX_ENSURE(body, &rep) < 0 ||
-	    !(x->sandbox_id = strdup(rep.sandbox_id))) {
+	if (reply_decode_SANDBOX_ENSURE(body, &rep) < 0) {
 		reply_done_SANDBOX_ENSURE(&rep);
 		sbx_fail(x, -EIO, "sandbox_error", "sandbox: malformed SANDBOX_ENSURE reply");
 		return;
 	}
+	sbx_ids_put(c, x->thread_id, rep.sandbox_id);
+	if (x->early_refused) {
+		sbx_ensured_early(x, 0, rep.sandbox_id, rep.created);
+		reply_done_SANDBOX_ENSURE(&rep);
+		return;
+	}
+	free(x->sandbox_id);
+	x->sandbox_id = strdup(rep.sandbox_id);
 	bool created = rep.created;
 	reply_done_SANDBOX_ENSURE(&rep);
+	if (!x->sandbox_id) {
+		sbx_fail(x, -ENOMEM, "sandbox_error", "out of memory");
+		return;
+	}
+	sbx_after_ensure(x, created);
+}
+
+/* The sandbox is there (x->sandbox_id): its egress proxy, then EXEC_START. */
+static void
+sbx_after_ensure(SbxExec *x, bool created)
+{
+	Coordinator *c = x->c;
+	int k;
+
 	/* its egress proxy (PUT …/egress) back first when the sandbox is new or
 	 * the shim or coordinatord restarted (egress.c) */
 	if (sandbox_egress_stale(c, x->thread_id, x->sandbox_id, created)) {
@@ -589,8 +711,19 @@ handle_sbx_exec(Peer *p, const Frame *f, const Msg_SBX_EXEC *m, void *ud)
 		return 0;
 	}
 	x->state = SBX_ENSURING;
+	x->ensure_pending = true;
 	x->next = c->sbx_execs;
 	c->sbx_execs = x;
+	/* The sandbox the thread had (this shim connection): EXEC_START goes out
+	 * right behind the ENSURE, which the shim answers first when that sandbox
+	 * is live — one round trip to the shim instead of two. Not ready, or
+	 * another: refused, and started again after the ENSURE's answer. Not with
+	 * an egress list (its proxy may have to be opened again first). */
+	const char *known = c->sbx_ids ? strcache_get(c->sbx_ids, x->thread_id) : NULL;
+	if (known && !sandbox_egress_listed(c, x->thread_id) && (x->sandbox_id = strdup(known))) {
+		x->early = true;
+		sbx_start(x); /* may drop x */
+	}
 	return 0;
 }
 
@@ -1023,6 +1156,7 @@ sbx_exec_client_gone(Coordinator *c, Client *cl)
 void
 sbx_exec_shim_lost(Coordinator *c)
 {
+	strcache_free(TAKE_PTR(c->sbx_ids)); /* its sandboxes' ids with it */
 	/* from the head each time: an end may drop other (ended) entries */
 	for (;;) {
 		SbxExec *x = c->sbx_execs;
@@ -1075,6 +1209,7 @@ sbx_exec_shim_ready(Coordinator *c)
 void
 sbx_exec_free_all(Coordinator *c)
 {
+	strcache_free(TAKE_PTR(c->sbx_ids));
 	while (c->sbx_execs) {
 		SbxExec *x = c->sbx_execs;
 		c->sbx_execs = x->next;

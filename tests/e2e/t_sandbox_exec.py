@@ -583,3 +583,22 @@ def test_background_exec_output_can_be_read(s):
     st, e = s.http("GET", f"/sandboxes/t-x12/processes/{pid}/output",
                    headers={"Authorization": f"Bearer {SCOPED}"})
     assert st == 403, (st, e)
+
+
+def test_an_exec_after_a_stop_or_destroy_starts_the_sandbox_again(s):
+    # coordinatord sends EXEC_START right behind the ENSURE on the sandbox it
+    # knew: a stopped or destroyed one refuses it, and the exec starts after
+    # the ENSURE made the sandbox again
+    for i, how in enumerate(("stop", "delete", "stop")):
+        st, objs = run_exec(s, "t-x13", {"command": f"echo before{i} > f{i}; cat f{i}"})
+        assert st == 200 and output(objs) == f"before{i}\n".encode(), (how, objs)
+        if how == "stop":
+            st, js = s.http("POST", "/sandboxes/t-x13/stop", headers=H)
+        else:
+            st, js = s.http("DELETE", "/sandboxes/t-x13", headers=H)
+        assert st == (200 if how == "stop" else 204), (how, st, js)
+        st, objs = run_exec(s, "t-x13", {"argv": ["sh", "-c", "echo after; ls"]})
+        assert st == 200 and exit_of(objs)["exitCode"] == 0, (how, objs)
+        assert output(objs).startswith(b"after\n"), (how, objs)
+        # the workspace kept by a stop, gone with a destroy
+        assert (f"f{i}".encode() in output(objs)) == (how == "stop"), (how, objs)
