@@ -95,18 +95,14 @@ read_file(const char *dir, const char *file, char *buf, size_t size)
 	return 0;
 }
 
-/* "key value" lines (memory.events, pids.events, cpu.stat, memory.oom_control). */
+/* The value of key in buf's "key value" lines, or -ENOENT. */
 static int
-read_key(const char *dir, const char *file, const char *key, uint64_t *ret)
+parse_key(const char *buf, const char *key, uint64_t *ret)
 {
-	char buf[4096];
 	size_t klen = strlen(key);
-	int r = read_file(dir, file, buf, sizeof(buf));
 
-	if (r < 0)
-		return r;
-	for (char *line = buf; *line;) {
-		char *nl = strchr(line, '\n');
+	for (const char *line = buf; *line;) {
+		const char *nl = strchr(line, '\n');
 		if (strncmp(line, key, klen) == 0 && line[klen] == ' ') {
 			*ret = strtoull(line + klen + 1, NULL, 10);
 			return 0;
@@ -116,6 +112,16 @@ read_key(const char *dir, const char *file, const char *key, uint64_t *ret)
 		line = nl + 1;
 	}
 	return -ENOENT;
+}
+
+/* "key value" lines (memory.events, pids.events, cpu.stat, memory.oom_control). */
+static int
+read_key(const char *dir, const char *file, const char *key, uint64_t *ret)
+{
+	char buf[4096];
+	int r = read_file(dir, file, buf, sizeof(buf));
+
+	return r < 0 ? r : parse_key(buf, key, ret);
 }
 
 static bool
@@ -696,7 +702,6 @@ static int
 read_key_kept(int *fdp, const char *dir, const char *file, const char *key, uint64_t *ret)
 {
 	char buf[4096];
-	size_t klen = strlen(key);
 	ssize_t n = -1;
 
 	for (int attempt = 0; attempt < 2 && n < 0; attempt++) {
@@ -715,17 +720,7 @@ read_key_kept(int *fdp, const char *dir, const char *file, const char *key, uint
 	if (n < 0)
 		return -errno;
 	buf[n] = '\0';
-	for (char *line = buf; *line;) {
-		char *nl = strchr(line, '\n');
-		if (strncmp(line, key, klen) == 0 && line[klen] == ' ') {
-			*ret = strtoull(line + klen + 1, NULL, 10);
-			return 0;
-		}
-		if (!nl)
-			break;
-		line = nl + 1;
-	}
-	return -ENOENT;
+	return parse_key(buf, key, ret);
 }
 
 int

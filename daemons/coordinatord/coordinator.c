@@ -869,61 +869,7 @@ handle_sbx_exec_tenant(Peer *p, const Frame *f, const Msg_SBX_EXEC *m, void *ud)
 	return handle_sbx_exec(p, f, &m2, ud);
 }
 
-static int dispatch_sbx_exec_kill(Peer *p, const Frame *f, void *ud);
-static int dispatch_sbx_exec_list(Peer *p, const Frame *f, void *ud);
-
-/* Cluster mode: stdin and a kill by stream of an exec another node runs go
- * there (sbx-relay.c); a kill by pid and the list to the thread's owner. */
-static int
-handle_sbx_exec_input_routed(Peer *p, const Frame *f, const Msg_SBX_EXEC_INPUT *m, void *ud)
-{
-	if (sbx_relay_input(ud, p, f, m))
-		return 0;
-	return handle_sbx_exec_input(p, f, m, ud);
-}
-
-static int
-handle_sbx_exec_kill_routed(Peer *p, const Frame *f, const Msg_SBX_EXEC_KILL *m, void *ud)
-{
-	Client *cl = ud;
-
-	if (sbx_relay_kill(cl, p, f, m))
-		return 0;
-	if (m->has_pid && thread_id_valid(m->thread_id) &&
-	    forward_by_thread(cl->c, p, f, m->thread_id, dispatch_sbx_exec_kill, ud))
-		return 0;
-	return handle_sbx_exec_kill(p, f, m, ud);
-}
-
-static int
-handle_sbx_exec_list_routed(Peer *p, const Frame *f, const Msg_SBX_EXEC_LIST *m, void *ud)
-{
-	Client *cl = ud;
-
-	if (thread_id_valid(m->thread_id) &&
-	    forward_by_thread(cl->c, p, f, m->thread_id, dispatch_sbx_exec_list, ud))
-		return 0;
-	return handle_sbx_exec_list(p, f, m, ud);
-}
-
-static int dispatch_sbx_exec_read(Peer *p, const Frame *f, void *ud);
-
-static int
-handle_sbx_exec_read_routed(Peer *p, const Frame *f, const Msg_SBX_EXEC_READ *m, void *ud)
-{
-	Client *cl = ud;
-
-	if (thread_id_valid(m->thread_id) &&
-	    forward_by_thread(cl->c, p, f, m->thread_id, dispatch_sbx_exec_read, ud))
-		return 0;
-	return handle_sbx_exec_read(p, f, m, ud);
-}
-
 MSG_HANDLER(dispatch_sbx_exec, SBX_EXEC, handle_sbx_exec_tenant)
-MSG_HANDLER(dispatch_sbx_exec_read, SBX_EXEC_READ, handle_sbx_exec_read_routed)
-MSG_HANDLER(dispatch_sbx_exec_input, SBX_EXEC_INPUT, handle_sbx_exec_input_routed)
-MSG_HANDLER(dispatch_sbx_exec_kill, SBX_EXEC_KILL, handle_sbx_exec_kill_routed)
-MSG_HANDLER(dispatch_sbx_exec_list, SBX_EXEC_LIST, handle_sbx_exec_list_routed)
 MSG_HANDLER(dispatch_sbx_relay_poll, SBX_RELAY_POLL, handle_sbx_relay_poll)
 MSG_HANDLER(dispatch_sandbox_egress, SANDBOX_EGRESS, handle_sandbox_egress)
 
@@ -950,11 +896,11 @@ static const PeerHandler client_handlers[_MSG_TYPE_MAX] = {
     [MSG_SNAPSHOT_LIST] = dispatch_snapshot_list,
     [MSG_WATCH_POLL] = dispatch_watch_poll,
     [MSG_SBX_EXEC] = dispatch_sbx_exec,
-    [MSG_SBX_EXEC_INPUT] = dispatch_sbx_exec_input,
-    [MSG_SBX_EXEC_KILL] = dispatch_sbx_exec_kill,
-    [MSG_SBX_EXEC_LIST] = dispatch_sbx_exec_list,
+    [MSG_SBX_EXEC_INPUT] = sbx_dispatch_exec_input,
+    [MSG_SBX_EXEC_KILL] = sbx_dispatch_exec_kill,
+    [MSG_SBX_EXEC_LIST] = sbx_dispatch_exec_list,
     [MSG_SBX_RELAY_POLL] = dispatch_sbx_relay_poll,
-    [MSG_SBX_EXEC_READ] = dispatch_sbx_exec_read,
+    [MSG_SBX_EXEC_READ] = sbx_dispatch_exec_read,
     [MSG_SANDBOX_EGRESS] = dispatch_sandbox_egress,
 };
 

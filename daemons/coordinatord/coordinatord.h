@@ -584,6 +584,12 @@ void sbx_relay_forwarded(Coordinator *c, uint64_t sid, const char *owner,
 bool sbx_relay_pending(Coordinator *c, uint64_t sid);
 void sbx_relay_client_gone(Coordinator *c, Client *cl);
 void sbx_relay_free_all(Coordinator *c);
+/* The PeerHandlers of SBX_EXEC_READ, _INPUT, _KILL and _LIST: routed in
+ * cluster mode (sbx-relay.c), then sandbox-exec.c's handlers. */
+int sbx_dispatch_exec_read(Peer *p, const Frame *f, void *ud);
+int sbx_dispatch_exec_input(Peer *p, const Frame *f, void *ud);
+int sbx_dispatch_exec_kill(Peer *p, const Frame *f, void *ud);
+int sbx_dispatch_exec_list(Peer *p, const Frame *f, void *ud);
 /* The shim's pushes of an exec that is no run's: true when it was one of these. */
 bool sbx_exec_output(Coordinator *c, const Msg_EXEC_OUTPUT *m);
 bool sbx_exec_exit(Coordinator *c, const Msg_EXEC_EXIT *m);

@@ -45,80 +45,13 @@
 #include <jansson.h>
 
 #include "driver-int.h"
+#include "sandbox-exec-int.h"
 #include "json-util.h"
 #include "log.h"
 #include "macro.h"
 #include "strcache.h"
 #include "strv.h"
 #include "time-util.h"
-
-/* The run_id of these execs in the shim ("sbx:<thread id>"): no run has it
- * (run ids are uuids), and a coordinatord that does not know such an exec
- * kills it (sbx_exec_shim_ready). */
-#define SBX_RUN_PREFIX "sbx:"
-
-/* Ended background execs kept per thread for SBX_EXEC_LIST, and in all
- * (many threads may not make the list grow without bound). */
-#define SBX_EXEC_MAX_ENDED 16
-#define SBX_EXEC_MAX_ENDED_ALL 1024
-
-typedef enum SbxState {
-	SBX_ENSURING, /* SANDBOX_ENSURE in flight */
-	SBX_STARTING, /* EXEC_START in flight */
-	SBX_RUNNING,
-	SBX_ENDED, /* a background exec's end, kept for the list */
-} SbxState;
-
-struct SbxExec {
-	SbxExec *next;
-	Coordinator *c;
-	SbxState state;
-	char thread_id[THREAD_ID_MAX + 1];
-	char tenant[TENANT_NAME_MAX + 1]; /* whose exec (tenant_max_execs) */
-	Client *client; /* the routerd connection that started it; NULL once gone */
-	uint64_t stream_id;
-	uint64_t exec_id; /* the shim's, also the "pid" the API shows; 0 before */
-	PeerDeferred *start;
-	char *sandbox_id;
-	char **argv, **env; /* env is dropped once EXEC_START went out */
-	char *cwd;
-	void *stdin_data;
-	size_t stdin_len;
-	uint64_t stdin_sent; /* streamed stdin bytes so far (SBX_EXEC_INPUT) */
-	bool stdin_open;
-	bool background;
-	int kill_signal; /* a kill asked before the exec started, else 0 */
-	int64_t timeout_ms;
-	int64_t exit_code, signal;
-	char reason[16];
-	/* Cluster mode, on the thread's owner: started by another node's client
-	 * (its client is the forwarding loopback). Its output and end wait here
-	 * for that node's SBX_RELAY_POLL instead of being pushed (sbx-relay.c). */
-	int egress_step; /* sandbox_egress_reopen's, before EXEC_START */
-	/* EXEC_START sent right behind the SANDBOX_ENSURE, on the sandbox id the
-	 * thread's last ENSURE gave (sbx_early): early. ensure_pending: the
-	 * ENSURE not answered yet. early_refused: the shim refused that
-	 * EXEC_START (the sandbox not ready, gone) before the ENSURE's answer;
-	 * early_stale: the ENSURE answered another (or a new) sandbox, next_id
-	 * (NULL: it failed, ensure_err) while the EXEC_START was out. */
-	bool early, ensure_pending, early_refused, early_stale, next_created;
-	char *next_id;
-	int ensure_err;
-	/* A background exec: the last BG_KEEP bytes of stdout and stderr, for
-	 * SBX_EXEC_READ (GET …/processes/{pid}/output); bg_end: bytes so far. */
-	char *bg[2];
-	size_t bg_len[2];
-	uint64_t bg_end[2];
-	bool relayed;
-	bool relay_ended; /* ended, the end not handed over yet */
-	char *buf[2];	  /* stdout, stderr not yet acknowledged, from base[i] */
-	size_t len[2];
-	uint64_t base[2];
-	PeerDeferred *poll; /* a poll held until there is something (or POLL_HOLD) */
-	struct event *poll_timer, *lease_timer;
-};
-
-static void relay_release(SbxExec *x);
 
 static int
 reply_empty_map(Peer *p, uint64_t req_id)
@@ -152,7 +85,7 @@ sbx_free(SbxExec *x)
 {
 	if (!x)
 		return NULL;
-	relay_release(x);
+	sbx_relay_release(x);
 	free(x->next_id);
 	free(x->bg[0]);
 	free(x->bg[1]);
@@ -176,7 +109,7 @@ sbx_unlink(SbxExec *x)
 		}
 }
 
-static void
+void
 sbx_drop(SbxExec *x)
 {
 	if (x->ensure_pending && x->c->shim)
@@ -216,7 +149,7 @@ sbx_count_tenant(Coordinator *c, const char *tenant)
 }
 
 /* Drop the oldest ended execs of thread_id (all threads: NULL) past max. */
-static void
+void
 sbx_trim(Coordinator *c, const char *thread_id, size_t max)
 {
 	size_t n = 0;
@@ -234,8 +167,6 @@ sbx_trim(Coordinator *c, const char *thread_id, size_t max)
 
 /* The end of x told to its starter (when it still listens), then x kept
  * (background, for the list) or freed. */
-static void relay_answer(SbxExec *x);
-
 static void
 sbx_end(SbxExec *x, int64_t code, int64_t sig, const char *reason)
 {
@@ -252,7 +183,7 @@ sbx_end(SbxExec *x, int64_t code, int64_t sig, const char *reason)
 		x->state = SBX_ENDED;
 		x->relay_ended = true;
 		strv_free(TAKE_PTR(x->env));
-		relay_answer(x);
+		sbx_relay_answer(x);
 		return;
 	} else if (x->client)
 		(void)msg_push_SBX_EXEC_EXIT(x->client->peer,
@@ -287,7 +218,7 @@ sbx_killed(Peer *p, int err, const msgpack_object *body, void *ud)
 	/* -ENOENT: it ended meanwhile; its EXEC_EXIT says how */
 }
 
-static int
+int
 sbx_kill_exec(Coordinator *c, uint64_t exec_id, int sig)
 {
 	if (!peer_is_ready(c->shim))
@@ -728,7 +659,7 @@ handle_sbx_exec(Peer *p, const Frame *f, const Msg_SBX_EXEC *m, void *ud)
 }
 
 /* The exec of thread_id named by pid, or by the stream of the asking client. */
-static SbxExec *
+SbxExec *
 sbx_lookup(Coordinator *c, Client *cl, const char *thread_id, uint64_t pid, bool has_pid,
 	   uint64_t stream_id, bool has_stream)
 {
@@ -845,264 +776,6 @@ handle_sbx_exec_list(Peer *p, const Frame *f, const Msg_SBX_EXEC_LIST *m, void *
 	return reply_send_SBX_EXEC_LIST(p, f->req_id, &(Reply_SBX_EXEC_LIST){.processes = text});
 }
 
-/* ---------- cluster mode: execs another node's client started ----------
- *
- * On the thread's owner an exec forwarded from another node (its client is
- * the forwarding loopback, forward.c) keeps its output and its end here
- * until that node asks with SBX_RELAY_POLL (sbx-relay.c): offsets say what it
- * has, the answer carries what follows (at most RELAY_CHUNK per stream) and,
- * once everything was taken, the end. A poll with nothing to take waits up
- * to RELAY_HOLD_MS. A node that stops asking for RELAY_LEASE_MS lost its
- * client: the exec is killed (a background one runs on), as when a routerd
- * connection goes. More than RELAY_MAX_BUFFER not taken: killed too (the
- * asking node does not keep up). */
-#define RELAY_CHUNK (256u << 10)
-#define RELAY_MAX_BUFFER (8u << 20)
-#define RELAY_HOLD_MS 1000
-#define RELAY_LEASE_MS 15000
-
-static void
-relay_release(SbxExec *x)
-{
-	for (int i = 0; i < 2; i++) {
-		free(x->buf[i]);
-		x->buf[i] = NULL;
-		x->len[i] = 0;
-	}
-	x->poll = peer_deferred_free(x->poll);
-	if (x->poll_timer) {
-		event_free(x->poll_timer);
-		x->poll_timer = NULL;
-	}
-	if (x->lease_timer) {
-		event_free(x->lease_timer);
-		x->lease_timer = NULL;
-	}
-}
-
-/* Nobody asks any more: as a client gone (sbx_exec_client_gone). */
-static void
-relay_abandon(SbxExec *x)
-{
-	bool ended = x->relay_ended;
-
-	relay_release(x);
-	x->relayed = false;
-	x->relay_ended = false;
-	x->client = NULL;
-	if (ended) {
-		if (!x->background)
-			sbx_drop(x);
-		return;
-	}
-	if (!x->background && x->state == SBX_RUNNING)
-		(void)sbx_kill_exec(x->c, x->exec_id, SIGKILL);
-}
-
-static void
-relay_lease_cb(evutil_socket_t fd, short what, void *arg)
-{
-	SbxExec *x = arg;
-
-	log_ctx(LOG_NOTICE, &(LogCtx){.thread_id = x->thread_id},
-		"Cluster: the node that started exec %" PRIu64 " stopped asking for its output",
-		x->exec_id);
-	relay_abandon(x);
-}
-
-/* Answer the held poll with what there is (and the end once all was taken). */
-static void
-relay_answer(SbxExec *x)
-{
-	Reply_SBX_RELAY_POLL r = {.out_off = x->base[0], .err_off = x->base[1]};
-	bool ended;
-
-	if (!x->poll)
-		return;
-	r.out = x->buf[0];
-	r.out_len = MIN(x->len[0], (size_t)RELAY_CHUNK);
-	r.has_out = r.out_len > 0;
-	r.err = x->buf[1];
-	r.err_len = MIN(x->len[1], (size_t)RELAY_CHUNK);
-	r.has_err = r.err_len > 0;
-	ended = x->relay_ended && r.out_len == x->len[0] && r.err_len == x->len[1];
-	if (!r.has_out && !r.has_err && !ended && x->poll_timer &&
-	    evtimer_pending(x->poll_timer, NULL))
-		return; /* nothing yet: held */
-	if (ended) {
-		r.ended = r.has_ended = true;
-		r.exit_code = x->exit_code;
-		r.has_exit_code = true;
-		r.signal = x->signal;
-		r.has_signal = x->signal > 0;
-		r.reason = x->reason;
-	}
-	if (x->poll_timer)
-		evtimer_del(x->poll_timer);
-	(void)reply_deferred_SBX_RELAY_POLL(TAKE_PTR(x->poll), &r);
-	if (ended) {
-		/* handed over: a lost answer is the asking node's "lost" */
-		x->relay_ended = false;
-		x->relayed = false;
-		x->client = NULL;
-		relay_release(x);
-		if (!x->background) {
-			sbx_drop(x);
-			return;
-		}
-		sbx_trim(x->c, x->thread_id, SBX_EXEC_MAX_ENDED);
-		sbx_trim(x->c, NULL, SBX_EXEC_MAX_ENDED_ALL);
-	}
-}
-
-static void
-relay_poll_cb(evutil_socket_t fd, short what, void *arg)
-{
-	relay_answer(arg); /* the timer is not pending now: answers even empty */
-}
-
-static void
-relay_buffer(SbxExec *x, int stream, const void *data, size_t len)
-{
-	int i = stream == 2 ? 1 : 0;
-	char *nb;
-
-	if (x->len[0] + x->len[1] + len > RELAY_MAX_BUFFER) {
-		if (x->state == SBX_RUNNING && !x->kill_signal) {
-			log_ctx(LOG_WARNING, &(LogCtx){.thread_id = x->thread_id},
-				"Cluster: exec %" PRIu64 " has more output waiting for the node "
-				"that asked than %u bytes; killing it",
-				x->exec_id, RELAY_MAX_BUFFER);
-			x->kill_signal = SIGKILL;
-			(void)sbx_kill_exec(x->c, x->exec_id, SIGKILL);
-		}
-		return;
-	}
-	nb = realloc(x->buf[i], x->len[i] + len);
-	if (!nb)
-		return;
-	memcpy(nb + x->len[i], data, len);
-	x->buf[i] = nb;
-	x->len[i] += len;
-	relay_answer(x);
-}
-
-/* Drop what the asking node has (below off). */
-static void
-relay_ack(SbxExec *x, int i, uint64_t off)
-{
-	size_t n;
-
-	if (off <= x->base[i])
-		return;
-	n = (size_t)MIN(off - x->base[i], (uint64_t)x->len[i]);
-	memmove(x->buf[i], x->buf[i] + n, x->len[i] - n);
-	x->len[i] -= n;
-	x->base[i] += n;
-}
-
-int
-handle_sbx_relay_poll(Peer *p, const Frame *f, const Msg_SBX_RELAY_POLL *m, void *ud)
-{
-	Client *cl = ud;
-	Coordinator *c = cl->c;
-	SbxExec *x = NULL;
-	struct timeval tv;
-
-	for (SbxExec *y = c->sbx_execs; y; y = y->next)
-		if (y->relayed && y->client == cl && y->stream_id == m->stream_id &&
-		    streq(y->thread_id, m->thread_id))
-			x = y;
-	if (!cl->forwarded || !x) {
-		peer_reply_error_reason(p, f->req_id, -ENOENT, "process_not_found",
-					"no exec of another node's on this stream");
-		return 0;
-	}
-	relay_ack(x, 0, m->out_off);
-	relay_ack(x, 1, m->err_off);
-	if (x->poll) /* a poll the asking node gave up on: this one replaces it */
-		(void)reply_deferred_SBX_RELAY_POLL(
-		    TAKE_PTR(x->poll),
-		    &(Reply_SBX_RELAY_POLL){.out_off = x->base[0], .err_off = x->base[1]});
-	if (!x->poll_timer)
-		x->poll_timer = evtimer_new(c->base, relay_poll_cb, x);
-	if (!x->lease_timer)
-		x->lease_timer = evtimer_new(c->base, relay_lease_cb, x);
-	if (!x->poll_timer || !x->lease_timer || !(x->poll = peer_defer(p, f)))
-		return -ENOMEM;
-	evtimer_add(x->lease_timer, timeval_from_usec(&tv, (usec_t)RELAY_LEASE_MS * USEC_PER_MSEC));
-	evtimer_add(x->poll_timer, timeval_from_usec(&tv, (usec_t)RELAY_HOLD_MS * USEC_PER_MSEC));
-	relay_answer(x);
-	return 0;
-}
-
-/* What a background exec printed last (BG_KEEP bytes a stream). */
-#define BG_KEEP (16u << 10)
-
-static void
-bg_keep(SbxExec *x, int stream, const char *data, size_t len)
-{
-	int i = stream == 2 ? 1 : 0;
-
-	x->bg_end[i] += len;
-	if (len >= BG_KEEP) {
-		data += len - BG_KEEP;
-		len = BG_KEEP;
-	}
-	if (!x->bg[i] && !(x->bg[i] = malloc(BG_KEEP)))
-		return;
-	if (x->bg_len[i] + len > BG_KEEP) {
-		size_t drop = x->bg_len[i] + len - BG_KEEP;
-		memmove(x->bg[i], x->bg[i] + drop, x->bg_len[i] - drop);
-		x->bg_len[i] -= drop;
-	}
-	memcpy(x->bg[i] + x->bg_len[i], data, len);
-	x->bg_len[i] += len;
-}
-
-int
-handle_sbx_exec_read(Peer *p, const Frame *f, const Msg_SBX_EXEC_READ *m, void *ud)
-{
-	Client *cl = ud;
-	SbxExec *x = sbx_lookup(cl->c, cl, m->thread_id, m->pid, true, 0, false);
-	Reply_SBX_EXEC_READ r = {0};
-	uint64_t want[2] = {m->has_out_off ? m->out_off : 0, m->has_err_off ? m->err_off : 0};
-	const char *data[2];
-	size_t len[2];
-	uint64_t off[2];
-
-	if (!x || !x->background) {
-		peer_reply_error_reason(p, f->req_id, -ENOENT, "process_not_found",
-					x ? "only a background exec's output is kept"
-					  : "no such process");
-		return 0;
-	}
-	for (int i = 0; i < 2; i++) {
-		uint64_t first = x->bg_end[i] - x->bg_len[i]; /* the oldest byte kept */
-		uint64_t from = want[i] > x->bg_end[i] ? x->bg_end[i] : MAX(want[i], first);
-		off[i] = from;
-		data[i] = x->bg[i] ? x->bg[i] + (from - first) : NULL;
-		len[i] = (size_t)(x->bg_end[i] - from);
-	}
-	r.out_off = off[0];
-	r.out = data[0];
-	r.out_len = len[0];
-	r.has_out = len[0] > 0;
-	r.err_off = off[1];
-	r.err = data[1];
-	r.err_len = len[1];
-	r.has_err = len[1] > 0;
-	r.out_end = x->bg_end[0];
-	r.err_end = x->bg_end[1];
-	r.running = x->state != SBX_ENDED;
-	if (x->state == SBX_ENDED) {
-		r.exit_code = x->exit_code;
-		r.has_exit_code = true;
-		r.reason = x->reason;
-	}
-	return reply_send_SBX_EXEC_READ(p, f->req_id, &r);
-}
-
 bool
 sbx_exec_output(Coordinator *c, const Msg_EXEC_OUTPUT *m)
 {
@@ -1111,9 +784,9 @@ sbx_exec_output(Coordinator *c, const Msg_EXEC_OUTPUT *m)
 	if (!x)
 		return false;
 	if (x->background && m->data_len > 0)
-		bg_keep(x, (int)m->stream, m->data, m->data_len);
+		sbx_bg_keep(x, (int)m->stream, m->data, m->data_len);
 	if (x->relayed && x->client && m->data_len > 0) {
-		relay_buffer(x, (int)m->stream, m->data, m->data_len);
+		sbx_relay_buffer(x, (int)m->stream, m->data, m->data_len);
 		return true;
 	}
 	if (x->client && m->data_len > 0)

@@ -410,3 +410,85 @@ sbx_relay_free_all(Coordinator *c)
 	while (c->sbx_relays)
 		relay_free(c->sbx_relays);
 }
+
+static int dispatch_sbx_exec_kill(Peer *p, const Frame *f, void *ud);
+static int dispatch_sbx_exec_list(Peer *p, const Frame *f, void *ud);
+
+/* ---------- routing (coordinator.c's table calls the sbx_dispatch_exec_*) ----------
+ *
+ * Cluster mode: stdin and a kill by stream of an exec another node runs go
+ * there (above); a kill by pid, the list and a background exec's output to
+ * the thread's owner (forward_by_thread). */
+static int
+handle_sbx_exec_input_routed(Peer *p, const Frame *f, const Msg_SBX_EXEC_INPUT *m, void *ud)
+{
+	if (sbx_relay_input(ud, p, f, m))
+		return 0;
+	return handle_sbx_exec_input(p, f, m, ud);
+}
+
+static int
+handle_sbx_exec_kill_routed(Peer *p, const Frame *f, const Msg_SBX_EXEC_KILL *m, void *ud)
+{
+	Client *cl = ud;
+
+	if (sbx_relay_kill(cl, p, f, m))
+		return 0;
+	if (m->has_pid && thread_id_valid(m->thread_id) &&
+	    forward_by_thread(cl->c, p, f, m->thread_id, dispatch_sbx_exec_kill, ud))
+		return 0;
+	return handle_sbx_exec_kill(p, f, m, ud);
+}
+
+static int
+handle_sbx_exec_list_routed(Peer *p, const Frame *f, const Msg_SBX_EXEC_LIST *m, void *ud)
+{
+	Client *cl = ud;
+
+	if (thread_id_valid(m->thread_id) &&
+	    forward_by_thread(cl->c, p, f, m->thread_id, dispatch_sbx_exec_list, ud))
+		return 0;
+	return handle_sbx_exec_list(p, f, m, ud);
+}
+
+static int dispatch_sbx_exec_read(Peer *p, const Frame *f, void *ud);
+
+static int
+handle_sbx_exec_read_routed(Peer *p, const Frame *f, const Msg_SBX_EXEC_READ *m, void *ud)
+{
+	Client *cl = ud;
+
+	if (thread_id_valid(m->thread_id) &&
+	    forward_by_thread(cl->c, p, f, m->thread_id, dispatch_sbx_exec_read, ud))
+		return 0;
+	return handle_sbx_exec_read(p, f, m, ud);
+}
+
+MSG_HANDLER(dispatch_sbx_exec_read, SBX_EXEC_READ, handle_sbx_exec_read_routed)
+MSG_HANDLER(dispatch_sbx_exec_input, SBX_EXEC_INPUT, handle_sbx_exec_input_routed)
+MSG_HANDLER(dispatch_sbx_exec_kill, SBX_EXEC_KILL, handle_sbx_exec_kill_routed)
+MSG_HANDLER(dispatch_sbx_exec_list, SBX_EXEC_LIST, handle_sbx_exec_list_routed)
+
+int
+sbx_dispatch_exec_read(Peer *p, const Frame *f, void *ud)
+{
+	return dispatch_sbx_exec_read(p, f, ud);
+}
+
+int
+sbx_dispatch_exec_input(Peer *p, const Frame *f, void *ud)
+{
+	return dispatch_sbx_exec_input(p, f, ud);
+}
+
+int
+sbx_dispatch_exec_kill(Peer *p, const Frame *f, void *ud)
+{
+	return dispatch_sbx_exec_kill(p, f, ud);
+}
+
+int
+sbx_dispatch_exec_list(Peer *p, const Frame *f, void *ud)
+{
+	return dispatch_sbx_exec_list(p, f, ud);
+}
