@@ -11,7 +11,11 @@ export interface RunwardenSandboxOptions {
   url: string
   /** A bearer token of `[routerd] tokens_file` (none when the server has no tokens file). */
   token?: string
-  /** A fetch implementation (default: `globalThis.fetch`). */
+  /**
+   * A fetch implementation (default: `globalThis.fetch`; under Node without
+   * this option, `process.exec`'s request goes through `node:http(s)` with a
+   * keep-alive agent instead, which is faster).
+   */
   fetch?: typeof globalThis.fetch
   /**
    * Put before every sandbox id on the wire. Default: the prefix of the first
