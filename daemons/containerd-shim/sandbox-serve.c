@@ -7,8 +7,8 @@
  * what was read), reaps the execs (EXITED), and when the shim goes away keeps
  * running orphaned for orphan_ms, listening for a re-adopting shim (adopt.h).
  *
- * Runs only in the forked child, like sandbox-linux.c: it never logs and
- * never returns; a failure it cannot report ends the init (the pidfd tells
+ * Runs only in the sandbox-init helper, like sandbox-setup.c: it never logs
+ * and never returns; a failure it cannot report ends the init (the pidfd tells
  * the shim).
  */
 #include "config.h"
@@ -47,7 +47,7 @@
 
 #include "fd-util.h"
 #include "macro.h"
-#include "seccomp-policy.h"
+#include "clone-run.h"
 #include "sandbox-init.h"
 
 /* ---------------------------------------------------------------------------
@@ -184,7 +184,7 @@ exec_child(const int *fds, int status_fd, const char *cwd, char **argv, char **e
 		errno = EPERM;
 		goto fail;
 	}
-	r = seccomp_policy_load(init_spec->seccomp_exec);
+	r = init_filter_load(init_spec->seccomp_exec);
 	if (r < 0) {
 		errno = -r;
 		goto fail;
@@ -223,41 +223,13 @@ exec_child_run(void *p)
 #define EXEC_STACK_GUARD 4096
 static void *exec_stack;
 
-/* clone3 that runs fn(arg) in the child on the given stack and never returns
- * there (fn does not return); returns the pid or -errno in the parent. Raw,
- * like posix_spawn's: with CLONE_VM the child must not return through the
- * parent's frames. */
-static long
-clone3_run(struct clone_args *ca, void (*fn)(void *), void *arg)
-{
-	register void (*f)(void *) asm("r12") = fn;
-	register void *x asm("r13") = arg;
-	long ret;
-
-	asm volatile("syscall\n\t"
-		     "test %%rax, %%rax\n\t"
-		     "jnz 1f\n\t"
-		     "xor %%ebp, %%ebp\n\t"
-		     "mov %%r13, %%rdi\n\t"
-		     "call *%%r12\n\t"
-		     "mov $127, %%edi\n\t"
-		     "mov %[nr_exit], %%eax\n\t"
-		     "syscall\n\t"
-		     "hlt\n"
-		     "1:"
-		     : "=a"(ret)
-		     : "0"((long)SYS_clone3), "D"(ca), "S"(sizeof(*ca)), "r"(f),
-		       "r"(x), [nr_exit] "i"(SYS_exit)
-		     : "rcx", "r11", "memory");
-	return ret;
-}
 #endif
 
 /* Start the exec child, in the cgroup leaf cgroup_fd unless it is -1. On
  * x86_64 it shares the init's memory until its execve (CLONE_VM, CLONE_VFORK:
  * the init waits for that anyway, on the status pipe), so no exec pays for a
- * copy of the init's address space — a copy of the shim's, as the init is a
- * fork of it — and its teardown at execve (docs: bench/README.md, B6).
+ * copy of the init's address space and its teardown at execve (docs:
+ * bench/README.md, B6).
  * Returns the pid or -errno. */
 static pid_t
 exec_clone(ExecChildArgs *a, int cgroup_fd)

@@ -294,6 +294,7 @@ struct Shim {
 	bool stopped;
 	struct sock_fprog seccomp;	/* the init's variant (seccomp-policy.h) */
 	struct sock_fprog seccomp_exec; /* the layer each exec adds */
+	int init_exe_fd;		/* the sandbox-init helper (sandbox_init_open), or -1 */
 	CgroupHost *cgroups;
 	Grave *graves;
 	struct event *grave_timer;

@@ -613,6 +613,7 @@ sandbox_start(Shim *s, Sandbox *sb, const char *ws, bool slave, const char *cg_i
 	    .rlimit_fsize = c->rlimit_fsize,
 	    .rlimit_memlock = c->rlimit_memlock,
 	    .listen_fd = -1,
+	    .init_exe_fd = s->init_exe_fd,
 	};
 	cgroup_spawn_fds(sb->cg, &spec.cgroup_fd, &spec.procs_fds, &spec.n_procs_fds);
 	r = adopt_prepare_spec(s, sb, &spec, why);

@@ -534,6 +534,11 @@ shim_setup_sandboxing(Shim *s)
 		r = seccomp_policy_compile_variant(SECCOMP_POLICY_EXEC_LAYER, &s->seccomp_exec);
 	if (r < 0)
 		return log_error_errno(r, "Failed to compile the seccomp filter: %m");
+	r = sandbox_init_open(NULL, &s->init_exe_fd);
+	if (r < 0)
+		return log_error_errno(
+		    r, "Failed to open the sandbox-init helper next to the shim "
+		       "(it must be a root-owned executable no one else may write): %m");
 	shim_conf_cgroup(s->conf, &cc);
 	r = cgroup_host_new(&cc, &s->cgroups, &cerr, false);
 	if (r < 0)
@@ -588,7 +593,7 @@ shim_new(struct event_base *base, const ShimConf *conf, Shim **ret)
 	s->base = base;
 	s->hooks = &shim_hooks;
 	s->conf = conf;
-	s->rt_dfd = s->counter_fd = s->spare_dfd = s->sandbox_dfd = -1;
+	s->rt_dfd = s->counter_fd = s->spare_dfd = s->sandbox_dfd = s->init_exe_fd = -1;
 	s->grave_timer = evtimer_new(base, graves_cb, s);
 	s->idle_timer = evtimer_new(base, idle_cb, s);
 	s->pool_ev = evtimer_new(base, pool_refill_cb, s);
@@ -710,6 +715,7 @@ shim_free(Shim *s)
 	}
 	s->cgroups = cgroup_host_free(s->cgroups);
 	safe_close(s->rt_dfd);
+	safe_close(s->init_exe_fd);
 	safe_close(s->counter_fd);
 	spares_free(s);
 	safe_close(s->spare_dfd);
