@@ -18,6 +18,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/mman.h>
 #include <sys/socket.h>
 #include <unistd.h>
 
@@ -26,6 +27,16 @@
 
 static SandboxSpec spec;
 static struct sock_fprog progs[2];
+static void *conf;
+static size_t conf_len;
+
+void
+init_conf_release(void)
+{
+	if (conf)
+		(void)munmap(conf, conf_len);
+	conf = NULL;
+}
 
 int
 main(int argc, char **argv)
@@ -53,8 +64,9 @@ main(int argc, char **argv)
 	while (n < 0 && errno == EINTR);
 	if (n <= 0 || n > INIT_CONF_MAX)
 		goto fail;
-	buf = malloc((size_t)n);
-	if (!buf) {
+	/* Mapped, not malloc'd: init_conf_release() gives it back whole. */
+	buf = mmap(NULL, (size_t)n, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+	if (buf == MAP_FAILED) {
 		m.err = ENOMEM;
 		why = "configuration: out of memory";
 		goto fail;
@@ -62,6 +74,8 @@ main(int argc, char **argv)
 	do
 		k = recv(INIT_SOCK_FD, buf, (size_t)n, 0);
 	while (k < 0 && errno == EINTR);
+	conf = buf;
+	conf_len = (size_t)n;
 	if (k != n || init_conf_decode(buf, (size_t)n, &spec, progs) < 0)
 		goto fail;
 	spawner_main(&spec);

@@ -86,6 +86,10 @@ ssize_t init_conf_encode(const SandboxSpec *spec, void **ret);
  * configuration. */
 int init_conf_decode(void *buf, size_t len, SandboxSpec *spec, struct sock_fprog *progs);
 
+/* Give back the configuration's memory (sandbox-init-main.c): the spec's
+ * strings and programs are gone after it. */
+void init_conf_release(void);
+
 /* seccomp(SECCOMP_SET_MODE_FILTER) of prog on the caller (and its threads). */
 int init_filter_load(const struct sock_fprog *prog);
 

@@ -127,8 +127,8 @@ spawn_child(void *p)
 	int hi[3 + MAX_PROCS_FDS], n = 0, next;
 
 	hi[n++] = (int)syscall(SYS_fcntl, a->sock, F_DUPFD_CLOEXEC, 32);
-	hi[n++] = a->listen_fd >= 0 ? (int)syscall(SYS_fcntl, a->listen_fd, F_DUPFD_CLOEXEC, 32)
-				    : -1;
+	hi[n++] =
+	    a->listen_fd >= 0 ? (int)syscall(SYS_fcntl, a->listen_fd, F_DUPFD_CLOEXEC, 32) : -1;
 	hi[n++] = (int)syscall(SYS_fcntl, a->exe_fd, F_DUPFD_CLOEXEC, 32);
 	for (size_t i = 0; i < a->n_procs_fds; i++)
 		hi[n++] = (int)syscall(SYS_fcntl, a->procs_fds[i], F_DUPFD_CLOEXEC, 32);

@@ -19,6 +19,7 @@
 #include <fcntl.h>
 #include <limits.h>
 #include <linux/capability.h>
+#include <linux/filter.h>
 #include <linux/landlock.h>
 #include <linux/sched.h>
 #include <linux/securebits.h>
@@ -29,6 +30,7 @@
 #include <signal.h>
 #include <stdarg.h>
 #include <stdbool.h>
+#include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -137,6 +139,32 @@ exec_ll_prepare(void)
 	return 0;
 }
 
+/* The seccomp layer every exec adds (init_settle's copy of the spec's). */
+static struct sock_fprog exec_prog;
+
+/* Once the set-up is done: keep what serving needs of the configuration (the
+ * exec layer, a few instructions), give the rest back (init_conf_release), and
+ * the stack pages the set-up touched below ours (path buffers; dead, zero-filled
+ * if ever touched again), so that an idle init keeps only its own few pages. */
+static void
+init_settle(void)
+{
+	size_t n = (size_t)init_spec->seccomp_exec->len * sizeof(struct sock_filter);
+	struct sock_filter *f = malloc(n);
+	char here;
+	uintptr_t top = ((uintptr_t)&here & ~(uintptr_t)4095) - 8192;
+
+	if (!f)
+		_exit(1);
+	memcpy(f, init_spec->seccomp_exec->filter, n);
+	exec_prog = (struct sock_fprog){.len = init_spec->seccomp_exec->len, .filter = f};
+	init_spec = NULL;
+	init_conf_release();
+	/* [top - 256 KiB, top): within the stack or its guard gap; unmapped parts
+	 * are skipped (ENOMEM, ignored). */
+	(void)madvise((void *)(top - 256 * 1024), 256 * 1024, MADV_DONTNEED);
+}
+
 static void
 st_send(InitState *st, const InitMsg *m)
 {
@@ -180,11 +208,11 @@ exec_child(const int *fds, int status_fd, const char *cwd, char **argv, char **e
 		goto fail;
 	/* Last step before execve: from here on only allowlisted syscalls work. */
 	es.stage = 3;
-	if (!init_spec->seccomp_exec) {
+	if (!exec_prog.filter) {
 		errno = EPERM;
 		goto fail;
 	}
-	r = init_filter_load(init_spec->seccomp_exec);
+	r = init_filter_load(&exec_prog);
 	if (r < 0) {
 		errno = -r;
 		goto fail;
@@ -622,6 +650,8 @@ init_serve(int sock, int listen_fd)
 	struct pollfd *pfd = NULL;
 	sigset_t mask;
 	int sfd;
+
+	init_settle();
 
 	/* PID 1 of the namespace: SIGCHLD through a signalfd, nothing else handled
 	 * (signals without a handler are not delivered to a namespace init from inside). */

@@ -49,6 +49,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/ioctl.h>
+#include <sys/mman.h>
 #include <sys/mount.h>
 #include <sys/prctl.h>
 #include <sys/resource.h>
@@ -553,15 +554,18 @@ init_seccomp(void)
 bool landlock_pending; /* pooled: restrict at the first exec */
 
 /* What the spawner captured as host root for the init (inherited memory and
- * fds). */
-static struct {
+ * fds). ~800 KiB of which a few pages are touched: mapped by the spawner,
+ * unmapped by the init once it attached the trees, so that none of it stays
+ * resident in an idle sandbox. */
+typedef struct Captured {
 	Bind binds[MAX_BINDS];
 	size_t n_binds;
 	Bind etc[MAX_ETC];
 	size_t n_etc;
 	int ws_fd;
 	int dev_fds[ELEMENTSOF(dev_nodes)];
-} cap = {.ws_fd = -1};
+} Captured;
+static Captured *cap;
 
 /* The spawner's phase, as host uid 0 in the shim's namespaces: capture every
  * host source as a detached mount tree (the workspace, ro_binds, the carried
@@ -571,19 +575,25 @@ static struct {
 static void
 capture_sources(const SandboxSpec *spec)
 {
-	for (size_t i = 0; i < ELEMENTSOF(cap.dev_fds); i++)
-		cap.dev_fds[i] = -1;
+	void *m = mmap(NULL, sizeof(Captured), PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS,
+		       -1, 0);
+	if (m == MAP_FAILED)
+		init_fail(errno, "map the captured sources");
+	cap = m;
+	cap->ws_fd = -1;
+	for (size_t i = 0; i < ELEMENTSOF(cap->dev_fds); i++)
+		cap->dev_fds[i] = -1;
 	/* A pooled sandbox's workspace stays a slave of the shim's (shared) pool
 	 * mount point, so that the shim can bind the thread's workspace there when
 	 * the sandbox is claimed (sandbox.h). Everything else is private. */
-	cap.ws_fd = tree_clone(spec->workspace, MOUNT_ATTR_NOSUID | MOUNT_ATTR_NODEV, false,
-			       spec->workspace_slave ? MS_SLAVE : MS_PRIVATE);
-	cap.n_binds = binds_capture(spec->ro_binds, cap.binds);
-	cap.n_etc = etc_capture(spec->etc_entries ? spec->etc_entries : "", cap.etc);
+	cap->ws_fd = tree_clone(spec->workspace, MOUNT_ATTR_NOSUID | MOUNT_ATTR_NODEV, false,
+				spec->workspace_slave ? MS_SLAVE : MS_PRIVATE);
+	cap->n_binds = binds_capture(spec->ro_binds, cap->binds);
+	cap->n_etc = etc_capture(spec->etc_entries ? spec->etc_entries : "", cap->etc);
 	for (size_t i = 0; i < ELEMENTSOF(dev_nodes); i++) {
 		char p[64];
 		snprintf(p, sizeof(p), "/dev/%s", dev_nodes[i]);
-		cap.dev_fds[i] =
+		cap->dev_fds[i] =
 		    tree_clone(p, MOUNT_ATTR_NOSUID | MOUNT_ATTR_NOEXEC, false, MS_PRIVATE);
 	}
 	CHECK(chdir(spec->root_mnt), "chdir %s", spec->root_mnt);
@@ -642,12 +652,12 @@ init_setup(const SandboxSpec *spec)
 	if (getgroups(1, groups) != 0)
 		init_fail(EPERM, "supplementary groups present");
 
-	binds_attach(cap.binds, cap.n_binds);
-	etc_build(spec, cap.etc, cap.n_etc);
+	binds_attach(cap->binds, cap->n_binds);
+	etc_build(spec, cap->etc, cap->n_etc);
 
 	mkdir_rel("workspace", 0755);
-	tree_attach(cap.ws_fd, "workspace");
-	cap.ws_fd = -1;
+	tree_attach(cap->ws_fd, "workspace");
+	cap->ws_fd = -1;
 
 	mkdir_rel("tmp", 01777);
 	snprintf(opts, sizeof(opts), "mode=1777,size=%lld,nr_inodes=%lld",
@@ -662,9 +672,11 @@ init_setup(const SandboxSpec *spec)
 		char p[64];
 		snprintf(p, sizeof(p), "dev/%s", dev_nodes[i]);
 		touch_rel(p);
-		tree_attach(cap.dev_fds[i], p);
-		cap.dev_fds[i] = -1;
+		tree_attach(cap->dev_fds[i], p);
+		cap->dev_fds[i] = -1;
 	}
+	(void)munmap(cap, sizeof(Captured)); /* every tree is attached */
+	cap = NULL;
 	CHECK(symlink("/proc/self/fd", "dev/fd"), "symlink /dev/fd");
 	CHECK(symlink("/proc/self/fd/0", "dev/stdin"), "symlink /dev/stdin");
 	CHECK(symlink("/proc/self/fd/1", "dev/stdout"), "symlink /dev/stdout");
