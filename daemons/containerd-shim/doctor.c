@@ -134,6 +134,7 @@ check_userns(Doctor *d, const ShimConf *conf)
 		       "(kernel.unprivileged_userns_clone, AppArmor)? inside a container?)",
 		       (long long)conf->host_uid, r > 0 ? strerror(r) : "the probe died", max);
 	report(d, -1, "max_instances", "%s", conf->max_instances_rule);
+	report(d, -1, "pool_size", "%s", conf->pool_size_rule);
 	report(d, shim_conf_userns_budget(conf, msg, sizeof(msg)) ? 1 : 0, "kernel quotas", "%s",
 	       msg);
 }

@@ -15,6 +15,7 @@
 #include "config.h"
 
 #include <errno.h>
+#include <search.h>
 #include <fcntl.h>
 #include <limits.h>
 #include <grp.h>
@@ -404,7 +405,7 @@ shim_setup_process(const ShimConf *conf)
 	r = check_ro_binds(conf->ro_binds);
 	if (r < 0)
 		return r;
-	log_info("Sandboxes: %s", conf->max_instances_rule);
+	log_info("Sandboxes: %s; %s", conf->max_instances_rule, conf->pool_size_rule);
 	{
 		char msg[512];
 		if (!shim_conf_userns_budget(conf, msg, sizeof(msg)))
@@ -678,17 +679,27 @@ shim_handover(Shim *s)
 		   "the next containerd-shim to re-adopt");
 }
 
+static void
+index_keep(void *p)
+{
+	(void)p; /* the lists own what the indexes point to */
+}
+
 Shim *
 shim_free(Shim *s)
 {
 	if (!s)
 		return NULL;
 	shim_stop(s);
+	tdestroy(s->exec_index, index_keep);
+	s->exec_index = NULL;
 	while (s->execs) {
 		Exec *e = s->execs;
 		s->execs = e->next;
 		exec_free(e);
 	}
+	tdestroy(s->sandbox_index, index_keep);
+	s->sandbox_index = NULL;
 	while (s->conns) {
 		Conn *c = s->conns;
 		s->conns = c->next;
