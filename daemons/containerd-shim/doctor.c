@@ -144,7 +144,8 @@ check_userns(Doctor *d, const ShimConf *conf)
 		else
 			report(d, 0, "sandbox-init",
 			       "the sandbox's init helper next to the shim: %s (it must be a "
-			       "root-owned executable no one else may write)",
+			       "executable owned by root or by the shim's owner, that no one "
+			       "else may write)",
 			       strerror(-k));
 		safe_close(fd);
 	}

@@ -184,8 +184,8 @@ typedef struct SandboxSpec {
 /* Open the sandbox-init helper (O_PATH, CLOEXEC) at path, or when path is NULL
  * next to the running executable (/proc/self/exe's directory: the shim's
  * pkglibexecdir, or the build directory). It must be a regular executable
- * file owned by root and writable by nobody else (it runs as root): -EPERM
- * otherwise, -ENOENT when missing. */
+ * file owned by root (or by the owner of the shim's executable) and writable
+ * by nobody else (it runs as root): -EPERM otherwise, -ENOENT when missing. */
 int sandbox_init_open(const char *path, int *ret_fd);
 
 /* Spawning a sandbox init takes two steps, so that the shim's loop never

@@ -539,7 +539,8 @@ shim_setup_sandboxing(Shim *s)
 	if (r < 0)
 		return log_error_errno(
 		    r, "Failed to open the sandbox-init helper next to the shim "
-		       "(it must be a root-owned executable no one else may write): %m");
+		       "(it must be an executable owned by root or by the shim's owner, "
+		       "that no one else may write): %m");
 	shim_conf_cgroup(s->conf, &cc);
 	r = cgroup_host_new(&cc, &s->cgroups, &cerr, false);
 	if (r < 0)
