@@ -25,11 +25,26 @@ Per sandbox / container, after 2 s of settling:
   /metrics runwarden_sandbox_memory_bytes{state="idle"} / runwarden_sandboxes
            {state="idle"}, the memcg figure as the API shows it.
 Prints one table and the ratios runwarden / crun. Needs root and crun.
+
+  sudo bench/density.py --scale [--n 1000] [--build build]
+
+The daemons with N idle sandboxes (runwarden alone, no crun): a live thread's
+`POST /runs` of `true` → its status on the tail, 60 runs before the N are
+created and 60 with them (p50, p99 of each, same invocation); while the N
+sit idle for 10 s, the shim's CPU (utime + stime) and coordinatord's, and
+the shim's VmRSS; creation time per 100. Then re-adoption: N runs of
+`sleep 3600` (one sandbox each, an exec running: an idle sandbox is not
+re-adopted, see docs/DESIGN.md), the shim leaves by SIGUSR2 (the upgrade's
+hand-over) and a new one starts: the time from its start to the log's
+"Re-adopted" of all N, its VmRSS then, and a live thread's run latency with
+N re-adopted. The host's fs.inotify limits must allow N sandboxes
+(packaging/sysctl: 60-runwarden.conf); max_instances is set to N + 8.
 """
 import argparse
 import json
 import os
 import shutil
+import signal
 import subprocess
 import sys
 import tempfile
@@ -193,12 +208,159 @@ def runwarden(build, n):
         s.cleanup()
 
 
+def run_latency(s, thread, n):
+    """Seconds from POST /runs of `true` to the status frame on the tail, n times."""
+    out = []
+    for _ in range(n):
+        t0 = time.monotonic()
+        r = s.start_run("true", thread=thread)
+        _, st, _, _ = s.tail(r, thread=thread, timeout=60)
+        out.append(time.monotonic() - t0)
+        assert st and st["status"] == "completed", st
+    return out
+
+
+def pct(xs, q):
+    xs = sorted(xs)
+    return xs[min(len(xs) - 1, int(round(q / 100 * (len(xs) - 1))))]
+
+
+def comm(pid):
+    try:
+        with open(f"/proc/{pid}/comm") as f:
+            return f.read().strip()
+    except OSError:
+        return None
+
+
+def cpu_ticks(pid):
+    with open(f"/proc/{pid}/stat") as f:
+        f = f.read().rsplit(")", 1)[1].split()
+    return int(f[11]) + int(f[12])  # utime + stime
+
+
+def vm_rss_kib(pid):
+    with open(f"/proc/{pid}/status") as f:
+        for ln in f:
+            if ln.startswith("VmRSS:"):
+                return int(ln.split()[1])
+    return 0
+
+
+def idle_cpu(s, secs=10.0):
+    """CPU % of the shim and coordinatord over secs of nothing asked."""
+    hz = os.sysconf("SC_CLK_TCK")
+    pids = {n: s.procs[n].pid for n in ("containerd-shim", "coordinatord")}
+    a = {n: cpu_ticks(p) for n, p in pids.items()}
+    time.sleep(secs)
+    return {n: 100.0 * (cpu_ticks(p) - a[n]) / hz / secs for n, p in pids.items()}
+
+
+def scale(build, n, readopt_only=False):
+    os.environ["RW_BUILD_DIR"] = build
+    sys.path.insert(0, os.path.join(HERE, "..", "tests", "e2e"))
+    import rwtest
+    s = rwtest.Suite(f"[containerd-shim]\nmax_instances = {n + 8}\n"
+                     "sleep_after_ms = 86400000\n").start()
+    res = {"n": n}
+    if readopt_only:
+        return readopt(rwtest, n, res)
+    try:
+        s.expected_errors += [r"containerd-shim"]
+        time.sleep(1)
+        run_latency(s, "live", 5)  # its sandbox exists from here on
+        base = run_latency(s, "live", 60)
+        res["base_p50"], res["base_p99"] = pct(base, 50), pct(base, 99)
+        res["idle0_cpu"] = idle_cpu(s, 5)
+        shim = s.procs["containerd-shim"].pid
+        res["rss0"] = vm_rss_kib(shim)
+        per100, t0 = [], time.monotonic()
+        for i in range(n):
+            r = s.start_run("true", thread=f"idle-{i}")
+            _, st, _, _ = s.tail(r, thread=f"idle-{i}", timeout=120)
+            assert st and st["status"] == "completed", (i, st)
+            if (i + 1) % 100 == 0:
+                per100.append(round(time.monotonic() - t0, 2))
+                t0 = time.monotonic()
+        res["create_per100_s"] = per100
+        time.sleep(2)
+        res["idle_cpu"] = idle_cpu(s, 10)
+        res["rss"] = vm_rss_kib(shim)
+        lat = run_latency(s, "live", 60)
+        res["p50"], res["p99"] = pct(lat, 50), pct(lat, 99)
+        st, text = s.http("GET", "/metrics")
+        text = text.decode() if isinstance(text, bytes) else str(text)
+        res["metrics_idle"] = next((ln.split()[1] for ln in text.splitlines()
+                                    if ln.startswith('runwarden_sandboxes{state="idle"}')), None)
+    finally:
+        s.stop()
+        s.cleanup()
+    print(json.dumps(res), flush=True)
+    return readopt(rwtest, n, res)
+
+
+def readopt(rwtest, n, res):
+    """Re-adoption of n sandboxes with an exec running each."""
+    s = rwtest.Suite(f"[containerd-shim]\nmax_instances = {n + 8}\n"
+                     "sleep_after_ms = 86400000\n"
+                     "[coordinatord]\ntenant_max_running = 0\n").start()
+    try:
+        s.expected_errors += [r"containerd-shim"]
+        time.sleep(1)
+        run_latency(s, "live", 3)
+        for i in range(n):
+            s.start_run("sleep 3600", thread=f"busy-{i}")
+        deadline = time.time() + 900
+        while time.time() < deadline:  # every run's sandbox made and its exec started
+            if s.log("coordinatord").count("Sandbox created") >= n + 1:
+                break
+            time.sleep(0.5)
+        time.sleep(3)
+        mark = len(s.log("containerd-shim"))
+        assert s.kill("containerd-shim", signal.SIGUSR2) == 0
+        t0 = time.monotonic()
+        s.start_daemon("containerd-shim")
+        last, since = -1, time.monotonic()
+        while time.monotonic() - t0 < 600:
+            log = s.log("containerd-shim")[mark:]
+            k = log.count("Re-adopted sandbox ")
+            if k >= n:
+                break
+            if k != last:
+                last, since = k, time.monotonic()
+            elif "containerd-shim ready" in log and time.monotonic() - since > 5:
+                break  # ready, and no more come: it adopted k of n
+            time.sleep(0.05)
+        res["readopt_s"] = time.monotonic() - t0
+        res["readopted"] = s.log("containerd-shim")[mark:].count("Re-adopted sandbox ")
+        res["readopt_rss"] = vm_rss_kib(s.procs["containerd-shim"].pid)
+        time.sleep(2)
+        res["busy_cpu"] = idle_cpu(s, 10)
+        lat = run_latency(s, "live", 30)
+        res["readopt_p50"], res["readopt_p99"] = pct(lat, 50), pct(lat, 99)
+    finally:
+        s.stop()
+        s.cleanup()
+    print(json.dumps(res))
+    os.makedirs(os.path.join(HERE, "results"), exist_ok=True)
+    with open(os.path.join(HERE, "results", time.strftime("density-scale-%Y%m%dT%H%M%SZ.json",
+                                                          time.gmtime())), "w") as f:
+        json.dump(res, f, indent=1)
+
+
 def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("--build", default=os.path.join(HERE, "..", "build"))
     ap.add_argument("--n", type=int, default=100)
     ap.add_argument("--crun-child", action="store_true", help=argparse.SUPPRESS)
+    ap.add_argument("--scale", action="store_true",
+                    help="runwarden alone: latency, CPU, RSS and re-adoption with N idle")
+    ap.add_argument("--readopt-only", action="store_true",
+                    help="with --scale: the re-adoption part alone")
     a = ap.parse_args()
+    if a.scale:
+        scale(os.path.abspath(a.build), a.n, a.readopt_only)
+        return
     if a.crun_child:
         crun_child(a.n)
         return

@@ -513,8 +513,10 @@ adopt_scan(int dfd, int (*cb)(Adopted *a, void *ud), void *ud)
 	int dup_fd, n = 0;
 	DIR *d;
 	struct dirent *de;
-	char names[256][17];
-	size_t nn = 0;
+	/* Every sandbox left (no fixed cap: a cap of 256 reaped the rest of a
+	 * thousand, issue 32). */
+	_cleanup_free_ char(*names)[17] = NULL;
+	size_t nn = 0, n_alloc = 0;
 
 	dup_fd = fcntl(dfd, F_DUPFD_CLOEXEC, 3);
 	if (dup_fd < 0)
@@ -524,9 +526,20 @@ adopt_scan(int dfd, int (*cb)(Adopted *a, void *ud), void *ud)
 		close(dup_fd);
 		return -errno;
 	}
-	while ((de = readdir(d)) && nn < ELEMENTSOF(names))
-		if (id_ok(de->d_name))
+	while ((de = readdir(d)))
+		if (id_ok(de->d_name)) {
+			if (nn == n_alloc) {
+				size_t k = n_alloc ? 2 * n_alloc : 256;
+				char(*nw)[17] = reallocarray(names, k, sizeof(*names));
+				if (!nw) {
+					closedir(d);
+					return -ENOMEM;
+				}
+				names = nw;
+				n_alloc = k;
+			}
 			memcpy(names[nn++], de->d_name, sizeof(names[0])); /* 16 + NUL */
+		}
 	closedir(d);
 
 	for (size_t i = 0; i < nn; i++) {

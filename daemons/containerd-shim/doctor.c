@@ -29,6 +29,7 @@
 #include "fd-util.h"
 #include "macro.h"
 #include "quota.h"
+#include "sandbox.h"
 #include "seccomp-policy.h"
 
 typedef struct Doctor {
@@ -134,6 +135,20 @@ check_userns(Doctor *d, const ShimConf *conf)
 		       "(kernel.unprivileged_userns_clone, AppArmor)? inside a container?)",
 		       (long long)conf->host_uid, r > 0 ? strerror(r) : "the probe died", max);
 	report(d, -1, "max_instances", "%s", conf->max_instances_rule);
+	report(d, -1, "pool_size", "%s", conf->pool_size_rule);
+	{
+		int fd = -1, k = sandbox_init_open(NULL, &fd);
+		if (k >= 0)
+			report(d, 1, "sandbox-init",
+			       "the sandbox's init helper is next to the shim");
+		else
+			report(d, 0, "sandbox-init",
+			       "the sandbox's init helper next to the shim: %s (it must be a "
+			       "executable owned by root or by the shim's owner, that no one "
+			       "else may write)",
+			       strerror(-k));
+		safe_close(fd);
+	}
 	report(d, shim_conf_userns_budget(conf, msg, sizeof(msg)) ? 1 : 0, "kernel quotas", "%s",
 	       msg);
 }

@@ -7,8 +7,8 @@
  * what was read), reaps the execs (EXITED), and when the shim goes away keeps
  * running orphaned for orphan_ms, listening for a re-adopting shim (adopt.h).
  *
- * Runs only in the forked child, like sandbox-linux.c: it never logs and
- * never returns; a failure it cannot report ends the init (the pidfd tells
+ * Runs only in the sandbox-init helper, like sandbox-setup.c: it never logs
+ * and never returns; a failure it cannot report ends the init (the pidfd tells
  * the shim).
  */
 #include "config.h"
@@ -19,6 +19,7 @@
 #include <fcntl.h>
 #include <limits.h>
 #include <linux/capability.h>
+#include <linux/filter.h>
 #include <linux/landlock.h>
 #include <linux/sched.h>
 #include <linux/securebits.h>
@@ -29,6 +30,7 @@
 #include <signal.h>
 #include <stdarg.h>
 #include <stdbool.h>
+#include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -48,7 +50,7 @@
 #include "exec-direct.h"
 #include "fd-util.h"
 #include "macro.h"
-#include "seccomp-policy.h"
+#include "clone-run.h"
 #include "sandbox-init.h"
 
 /* ---------------------------------------------------------------------------
@@ -138,6 +140,32 @@ exec_ll_prepare(void)
 	return 0;
 }
 
+/* The seccomp layer every exec adds (init_settle's copy of the spec's). */
+static struct sock_fprog exec_prog;
+
+/* Once the set-up is done: keep what serving needs of the configuration (the
+ * exec layer, a few instructions), give the rest back (init_conf_release), and
+ * the stack pages the set-up touched below ours (path buffers; dead, zero-filled
+ * if ever touched again), so that an idle init keeps only its own few pages. */
+static void
+init_settle(void)
+{
+	size_t n = (size_t)init_spec->seccomp_exec->len * sizeof(struct sock_filter);
+	struct sock_filter *f = malloc(n);
+	char here;
+	uintptr_t top = ((uintptr_t)&here & ~(uintptr_t)4095) - 8192;
+
+	if (!f)
+		_exit(1);
+	memcpy(f, init_spec->seccomp_exec->filter, n);
+	exec_prog = (struct sock_fprog){.len = init_spec->seccomp_exec->len, .filter = f};
+	init_spec = NULL;
+	init_conf_release();
+	/* [top - 256 KiB, top): within the stack or its guard gap; unmapped parts
+	 * are skipped (ENOMEM, ignored). */
+	(void)madvise((void *)(top - 256 * 1024), 256 * 1024, MADV_DONTNEED);
+}
+
 static void
 st_send(InitState *st, const InitMsg *m)
 {
@@ -182,11 +210,11 @@ exec_child(const int *fds, int status_fd, const char *cwd, char **argv, char **e
 		goto fail;
 	/* Last step before execve: from here on only allowlisted syscalls work. */
 	es.stage = 3;
-	if (!init_spec->seccomp_exec) {
+	if (!exec_prog.filter) {
 		errno = EPERM;
 		goto fail;
 	}
-	r = seccomp_policy_load(init_spec->seccomp_exec);
+	r = init_filter_load(&exec_prog);
 	if (r < 0) {
 		errno = -r;
 		goto fail;
@@ -228,41 +256,13 @@ exec_child_run(void *p)
 #define EXEC_STACK_GUARD 4096
 static void *exec_stack;
 
-/* clone3 that runs fn(arg) in the child on the given stack and never returns
- * there (fn does not return); returns the pid or -errno in the parent. Raw,
- * like posix_spawn's: with CLONE_VM the child must not return through the
- * parent's frames. */
-static long
-clone3_run(struct clone_args *ca, void (*fn)(void *), void *arg)
-{
-	register void (*f)(void *) asm("r12") = fn;
-	register void *x asm("r13") = arg;
-	long ret;
-
-	asm volatile("syscall\n\t"
-		     "test %%rax, %%rax\n\t"
-		     "jnz 1f\n\t"
-		     "xor %%ebp, %%ebp\n\t"
-		     "mov %%r13, %%rdi\n\t"
-		     "call *%%r12\n\t"
-		     "mov $127, %%edi\n\t"
-		     "mov %[nr_exit], %%eax\n\t"
-		     "syscall\n\t"
-		     "hlt\n"
-		     "1:"
-		     : "=a"(ret)
-		     : "0"((long)SYS_clone3), "D"(ca), "S"(sizeof(*ca)), "r"(f),
-		       "r"(x), [nr_exit] "i"(SYS_exit)
-		     : "rcx", "r11", "memory");
-	return ret;
-}
 #endif
 
 /* Start the exec child, in the cgroup leaf cgroup_fd unless it is -1. On
  * x86_64 it shares the init's memory until its execve (CLONE_VM, CLONE_VFORK:
  * the init waits for that anyway, on the status pipe), so no exec pays for a
- * copy of the init's address space — a copy of the shim's, as the init is a
- * fork of it — and its teardown at execve (docs: bench/README.md, B6).
+ * copy of the init's address space and its teardown at execve (docs:
+ * bench/README.md, B6).
  * Returns the pid or -errno. */
 static pid_t
 exec_clone(ExecChildArgs *a, int cgroup_fd)
@@ -659,6 +659,8 @@ init_serve(int sock, int listen_fd)
 	struct pollfd *pfd = NULL;
 	sigset_t mask;
 	int sfd;
+
+	init_settle();
 
 	/* PID 1 of the namespace: SIGCHLD through a signalfd, nothing else handled
 	 * (signals without a handler are not delivered to a namespace init from inside). */

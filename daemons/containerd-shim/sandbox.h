@@ -5,7 +5,9 @@
  *
  * A sandbox is one process tree rooted at our own init (PID 1 of a fresh pid
  * namespace), created by sandbox_spawn_begin/finish() through a spawner: a child of the
- * shim (cloned into the sandbox's cgroup2 directory) that captures the host
+ * shim (cloned into the sandbox's cgroup2 directory) that execs the small
+ * sandbox-init helper (installed next to the shim; sandbox-init.h: its fds and
+ * its configuration, the first packet on its socket), which captures the host
  * sources as root, drops to host_uid and makes a single clone3() that asks
  * for user, mount, pid, net, ipc, uts and cgroup namespaces, a pidfd and
  * CLONE_PARENT — so the user namespace is owned by host_uid, never root, and
@@ -175,7 +177,16 @@ typedef struct SandboxSpec {
 	int listen_fd;
 	int64_t orphan_ms;
 	uint64_t output_window;
+	/* The sandbox-init helper (sandbox_init_open), executed by the spawner. */
+	int init_exe_fd;
 } SandboxSpec;
+
+/* Open the sandbox-init helper (O_PATH, CLOEXEC) at path, or when path is NULL
+ * next to the running executable (/proc/self/exe's directory: the shim's
+ * pkglibexecdir, or the build directory). It must be a regular executable
+ * file owned by root (or by the owner of the shim's executable) and writable
+ * by nobody else (it runs as root): -EPERM otherwise, -ENOENT when missing. */
+int sandbox_init_open(const char *path, int *ret_fd);
 
 /* Spawning a sandbox init takes two steps, so that the shim's loop never
  * waits for the spawner (it captures the host sources and makes the clone

@@ -55,7 +55,7 @@ exec_adopt(Shim *s, Sandbox *sb, AdoptedExec *x, uint64_t window)
 		return NULL;
 	e->shim = s;
 	e->id = x->id;
-	e->sandbox = sb;
+	exec_bind_sandbox(e, sb);
 	e->pid = x->pid;
 	e->started = true;
 	e->window = window;
@@ -149,8 +149,7 @@ adopt_cb(Adopted *a, void *ud)
 	}
 	event_add(sb->sock_ev, NULL);
 	event_add(sb->pidfd_ev, NULL);
-	sb->next = s->sandboxes;
-	s->sandboxes = sb;
+	sandbox_link(s, sb);
 	for (size_t i = 0; i < a->n_execs; i++) {
 		AdoptedExec *x = &a->execs[i];
 		Exec *e = exec_adopt(s, sb, x, a->window);
@@ -159,8 +158,7 @@ adopt_cb(Adopted *a, void *ud)
 			(void)fd_send(sb->sock, &m, sizeof(m), NULL, 0);
 			continue;
 		}
-		e->next = s->execs;
-		s->execs = e;
+		exec_link(s, e);
 		s->next_exec_id = MAX(s->next_exec_id, e->id);
 		if (!x->exited)
 			live++;
@@ -190,7 +188,12 @@ adopt_keep_cgroup(const char *name, void *ud)
 	Shim *s = ud;
 	if (strlen(name) <= 3)
 		return false;
-	for (Sandbox *sb = s->sandboxes; sb; sb = sb->next)
+	/* An adopted sandbox's cgroup is sb-<its id> (cg_id = id but for a
+	 * pooled one, whose cg_id is its pool id): the index first. */
+	Sandbox *sb = sandbox_find(s, name + 3);
+	if (sb && streq(sb->cg_id, name + 3))
+		return true;
+	for (sb = s->sandboxes; sb; sb = sb->next)
 		if (streq(sb->cg_id, name + 3))
 			return true;
 	return false;

@@ -254,8 +254,7 @@ pool_claim(Shim *s, const char *key, const char *id, const char *run_id, const c
 	memcpy(sb->id, id, sizeof(sb->id));
 	set_str(&sb->run_id, run_id);
 	set_str(&sb->thread_id, thread_id);
-	sb->next = s->sandboxes;
-	s->sandboxes = sb;
+	sandbox_link(s, sb);
 	log_ctx(LOG_DEBUG, &ctx, "Sandbox %s taken from the pool (init pid %d)", id, (int)sb->pid);
 	/* Refill a little later: building a sandbox keeps this loop busy for a few
 	 * milliseconds, and the exec that follows a claim should not wait for it. */
@@ -339,10 +338,7 @@ sandbox_idle(Sandbox *sb)
 	if (sb->state != SANDBOX_READY || sb->ensure_waiters || now_usec() < sb->reserved_until ||
 	    snapjob_find(sb->shim->jobs, sb->id))
 		return false;
-	for (Exec *e = sb->shim->execs; e; e = e->next)
-		if (e->sandbox == sb && !e->ended)
-			return false;
-	return true;
+	return sb->live_execs == 0;
 }
 
 bool
@@ -459,7 +455,7 @@ queue_add(Shim *s, PeerDeferred **d, const char *key, const char *run_id, const 
 		LogCtx ctx = {.run_id = run_id, .thread_id = thread_id};
 		log_ctx(LOG_INFO, &ctx,
 			"Request for '%s' queued: %zu sandboxes live, max_instances %" PRId64, key,
-			list_count(s->sandboxes), s->conf->max_instances);
+			s->n_sandboxes, s->conf->max_instances);
 	}
 	queue_push_positions(s);
 	queue_kick(s);
@@ -597,8 +593,7 @@ void
 queue_kick(Shim *s)
 {
 	while (s->queue && !s->stopped) {
-		Queued *q =
-		    queue_next(s, list_count(s->sandboxes) < (size_t)s->conf->max_instances);
+		Queued *q = queue_next(s, s->n_sandboxes < (size_t)s->conf->max_instances);
 		if (q) {
 			int k;
 			queue_unlink(s, q);
@@ -766,7 +761,7 @@ ensure_key(Shim *s, PeerDeferred **d, const char *key, const char *run_id, const
 		}
 	}
 	if (may_queue && (queue_has_eligible(s) || tenant_at_share(s, tenant) ||
-			  list_count(s->sandboxes) >= (size_t)s->conf->max_instances))
+			  s->n_sandboxes >= (size_t)s->conf->max_instances))
 		return queue_add(s, d, key, run_id, thread_id, tenant);
 	bool ready = false;
 	Reason why = {""};

@@ -103,9 +103,10 @@ const ConfItem shim_conf_items[] = {
      "CPU bandwidth of each sandbox, cgroup v2 cpu.max syntax: 'max' (unlimited) or "
      "'QUOTA_US [PERIOD_US]', e.g. '200000 100000' for 2 CPUs; the default is one CPU "
      "(on cgroup v1: cpu.cfs_quota_us / cpu.cfs_period_us)"},
-    {S, "pool_size", CONF_INT, offsetof(ShimConf, pool_size), "2", 0, 64,
+    {S, "pool_size", CONF_INT, offsetof(ShimConf, pool_size), "-1", -1, 64,
      "sandboxes started ahead for no thread yet: a new sandbox is one of these with its "
-     "workspace bound in; not counted in max_instances; 0 = none"},
+     "workspace bound in; not counted in max_instances; 0 = none; -1 = from the host, "
+     "logged at start: one per CPU of the shim's affinity mask, at least 2 and at most 16"},
     {S, "max_instances", CONF_INT, offsetof(ShimConf, max_instances), "0", 0, 4096,
      "most sandboxes alive at once; further requests wait (SANDBOX_QUEUED), served "
      "round-robin over threads, and an idle sandbox (no exec running, whatever processes "
@@ -231,11 +232,7 @@ shim_conf_load(const DaemonArgs *a, ShimConf *c)
 	    cgroup_parse_cpu_max("snapshot_cpu_max", c->snapshot_cpu_max, &c->job_cpu_quota_us,
 				 &c->job_cpu_period_us) < 0)
 		return -EINVAL;
-	if (c->max_instances == 0)
-		shim_conf_size_from_host(c);
-	else
-		snprintf(c->max_instances_rule, sizeof(c->max_instances_rule),
-			 "max_instances = %lld (configured)", (long long)c->max_instances);
+	shim_conf_size_from_host(c);
 	return 0;
 }
 
@@ -310,6 +307,18 @@ shim_conf_auto_instances(const ShimConf *c, const HostSize *h, char *msg, size_t
 	return n;
 }
 
+int64_t
+shim_conf_auto_pool(const HostSize *h, char *msg, size_t len)
+{
+	int64_t n = MIN(MAX((int64_t)h->cpus, SHIM_AUTO_POOL_MIN), SHIM_AUTO_POOL_MAX);
+
+	if (len)
+		snprintf(msg, len,
+			 "pool_size = %lld from the host: %ld CPUs, at least %d, at most %d",
+			 (long long)n, h->cpus, SHIM_AUTO_POOL_MIN, SHIM_AUTO_POOL_MAX);
+	return n;
+}
+
 void
 shim_conf_size_from_host(ShimConf *c)
 {
@@ -325,8 +334,19 @@ shim_conf_size_from_host(ShimConf *c)
 		h.cpus = sysconf(_SC_NPROCESSORS_ONLN);
 	h.inotify_instances = host_limit("/proc/sys/fs/inotify/max_user_instances");
 	h.inotify_watches = host_limit("/proc/sys/fs/inotify/max_user_watches");
-	c->max_instances =
-	    shim_conf_auto_instances(c, &h, c->max_instances_rule, sizeof(c->max_instances_rule));
+	/* The pool first: the inotify bound of max_instances leaves room for it. */
+	if (c->pool_size < 0)
+		c->pool_size =
+		    shim_conf_auto_pool(&h, c->pool_size_rule, sizeof(c->pool_size_rule));
+	else
+		snprintf(c->pool_size_rule, sizeof(c->pool_size_rule),
+			 "pool_size = %lld (configured)", (long long)c->pool_size);
+	if (c->max_instances == 0)
+		c->max_instances = shim_conf_auto_instances(c, &h, c->max_instances_rule,
+							    sizeof(c->max_instances_rule));
+	else
+		snprintf(c->max_instances_rule, sizeof(c->max_instances_rule),
+			 "max_instances = %lld (configured)", (long long)c->max_instances);
 }
 
 bool

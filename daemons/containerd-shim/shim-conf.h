@@ -50,10 +50,12 @@ typedef struct ShimConf {
 	char *cpu_max;	       /* "max" or "QUOTA [PERIOD]" in µs (cgroup v2 cpu.max syntax) */
 	char *cgroup_parent;   /* "" = the shim's own cgroup; else an absolute cgroup path */
 	char *socket_group;    /* "" = socket 0600, root/our uid only; else its group (0660) */
-	int64_t pool_size;     /* pre-started sandboxes waiting to be claimed; 0 = none */
+	int64_t pool_size;     /* pre-started sandboxes waiting to be claimed; 0 = none;
+				* configured -1: shim_conf_size_from_host() sets it */
 	int64_t max_instances; /* most live sandboxes; further ENSUREs wait in FIFO order;
 				* configured 0: shim_conf_size_from_host() sets it */
 	char max_instances_rule[400]; /* how max_instances was found (logged, --doctor) */
+	char pool_size_rule[120];     /* how pool_size was found (logged, --doctor) */
 	int64_t tenant_max_instances; /* one tenant's share of them; 0 = max(1, max_instances/2) */
 	int64_t queue_timeout_ms;     /* a queued ENSURE then fails -ETIMEDOUT; 0 = forever */
 	int64_t sleep_after_ms; /* idle this long, a sandbox's processes are stopped; 0 = never */
@@ -109,7 +111,16 @@ typedef struct HostSize {
 } HostSize;
 /* The rule above on h; msg gets the arithmetic. */
 int64_t shim_conf_auto_instances(const ShimConf *c, const HostSize *h, char *msg, size_t len);
-/* Read the host and set c->max_instances and c->max_instances_rule. */
+/* pool_size = -1 ("from the host"): one per CPU (the affinity mask), at least
+ * SHIM_AUTO_POOL_MIN, at most SHIM_AUTO_POOL_MAX: a pooled sandbox is a
+ * creation done ahead, and a burst of new threads is served from the pool
+ * while each CPU refills it (bench/README.md: ~10 ms of CPU per sandbox); an
+ * idle pooled sandbox costs ~0.1 MiB. msg gets the arithmetic. */
+#define SHIM_AUTO_POOL_MIN 2
+#define SHIM_AUTO_POOL_MAX 16
+int64_t shim_conf_auto_pool(const HostSize *h, char *msg, size_t len);
+/* Read the host; set pool_size (when -1) and max_instances (when 0) from it,
+ * and both rules. */
 void shim_conf_size_from_host(ShimConf *c);
 
 /* Whether (max_instances + pool_size) sandboxes, each at its own

@@ -29,6 +29,7 @@
 #include "config.h"
 
 #include <errno.h>
+#include <search.h>
 #include <fcntl.h>
 #include <limits.h>
 #include <grp.h>
@@ -69,13 +70,43 @@ static void exec_leaf_kill(Exec *e);
  * Execs.
  */
 
+static int
+exec_cmp(const void *a, const void *b)
+{
+	uint64_t x = ((const Exec *)a)->id, y = ((const Exec *)b)->id;
+	return x < y ? -1 : x > y;
+}
+
 Exec *
 exec_find(Shim *s, uint64_t id)
 {
-	for (Exec *e = s->execs; e; e = e->next)
-		if (e->id == id)
-			return e;
-	return NULL;
+	Exec key = {.id = id};
+	void **n = tfind(&key, &s->exec_index, exec_cmp);
+	return n ? *n : NULL;
+}
+
+void
+exec_link(Shim *s, Exec *e)
+{
+	void **n;
+
+	e->next = s->execs;
+	s->execs = e;
+	n = tsearch(e, &s->exec_index, exec_cmp);
+	if (n)
+		*n = e;
+	else
+		log_warning("Out of memory indexing exec %" PRIu64, e->id);
+}
+
+void
+exec_bind_sandbox(Exec *e, Sandbox *sb)
+{
+	if (e->sandbox && !e->ended)
+		e->sandbox->live_execs--;
+	e->sandbox = sb;
+	if (sb && !e->ended)
+		sb->live_execs++;
 }
 
 /* stdin: close the pipe. stdout/stderr: nothing more will be read (the memfd
@@ -99,6 +130,7 @@ exec_free(Exec *e)
 {
 	if (!e)
 		return NULL;
+	exec_bind_sandbox(e, NULL);
 	exec_close_stream(e, STREAM_STDIN);
 	for (int i = STREAM_STDOUT; i <= STREAM_STDERR; i++)
 		safe_close(e->fds[i]);
@@ -123,6 +155,10 @@ exec_free(Exec *e)
 static void
 exec_unlink(Exec *e)
 {
+	void **n = tfind(e, &e->shim->exec_index, exec_cmp);
+
+	if (n && *n == e)
+		(void)tdelete(e, &e->shim->exec_index, exec_cmp);
 	for (Exec **pp = &e->shim->execs; *pp; pp = &(*pp)->next)
 		if (*pp == e) {
 			*pp = e->next;
@@ -438,6 +474,8 @@ exec_end(Exec *e, int status, const char *reason)
 
 	if (e->ended)
 		return;
+	if (e->sandbox)
+		e->sandbox->live_execs--;
 	e->ended = true;
 	if (e->sandbox)
 		e->sandbox->last_used = now_usec();
@@ -526,7 +564,7 @@ exec_new(Shim *s, Sandbox *sb, Conn *c, const char *run_id, bool kill_leftovers,
 	if (!e)
 		return -ENOMEM;
 	e->shim = s;
-	e->sandbox = sb;
+	exec_bind_sandbox(e, sb);
 	e->conn = c;
 	e->kill_leftovers = kill_leftovers;
 	sb->idle_since = 0;
@@ -683,8 +721,7 @@ handle_exec_start(Peer *p, const Frame *f, const Msg_EXEC_START *m, void *userda
 	if (k < 0)
 		goto out;
 
-	e->next = s->execs;
-	s->execs = e;
+	exec_link(s, e);
 	if (e->timeout_timer) {
 		struct timeval tv;
 		evtimer_add(e->timeout_timer,
@@ -921,7 +958,7 @@ exec_sandbox_lost(Sandbox *sb)
 		if (e->sandbox != sb)
 			continue;
 		limit = exec_limit_reason(e); /* an OOM group kill takes the init too */
-		e->sandbox = NULL;
+		exec_bind_sandbox(e, NULL);
 		if (e->start)
 			(void)peer_deferred_error(TAKE_PTR(e->start), -ESRCH, NULL,
 						  "the sandbox died before the exec started");
@@ -1035,10 +1072,10 @@ static bool
 leaf_busy(uint64_t exec_id, void *ud)
 {
 	Sandbox *sb = ud;
+	Exec *e = exec_find(sb->shim, exec_id);
 
-	for (Exec *e = sb->shim->execs; e; e = e->next)
-		if (e->id == exec_id && e->sandbox == sb && !e->ended)
-			return true;
+	if (e && e->sandbox == sb && !e->ended)
+		return true;
 	return leafpool_has(sb, exec_id); /* made ahead for the next exec */
 }
 

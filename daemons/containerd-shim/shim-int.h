@@ -151,6 +151,7 @@ struct Sandbox {
 	char id[17];
 	char *key;
 	SandboxState state;
+	unsigned live_execs; /* execs of this sandbox not ended (exec_bind_sandbox) */
 	bool destroy_requested;
 	/* While spawning (sandbox.h: the spawner clones the init), pid and pidfd
 	 * are the spawner's and the socket is not watched yet; the spawner's exit
@@ -300,10 +301,16 @@ struct Shim {
 	Conn *conns;
 	Sandbox *sandboxes;
 	Exec *execs;
+	/* tsearch(3) trees over sandboxes (by id: the newest linked of an id,
+	 * as the list's first) and execs (by id), and the length of sandboxes:
+	 * no request walks the lists (issue 32: a thousand sandboxes). */
+	void *sandbox_index, *exec_index;
+	size_t n_sandboxes;
 	uint64_t next_exec_id;
 	bool stopped;
 	struct sock_fprog seccomp;	/* the init's variant (seccomp-policy.h) */
 	struct sock_fprog seccomp_exec; /* the layer each exec adds */
+	int init_exe_fd;		/* the sandbox-init helper (sandbox_init_open), or -1 */
 	CgroupHost *cgroups;
 	Grave *graves;
 	struct event *grave_timer;
@@ -373,6 +380,13 @@ int sandbox_create(Shim *s, const char *key, const char *id, const char *run_id,
 void pool_dir_release(const char *dir);
 size_t list_count(const Sandbox *head);
 void list_unlink(Sandbox **head, Sandbox *sb);
+/* Link sb first in s->sandboxes (and its index, its count) / unlink it. */
+void sandbox_link(Shim *s, Sandbox *sb);
+void sandbox_unlink(Shim *s, Sandbox *sb);
+/* e->sandbox = sb, keeping both sandboxes' live_execs right. */
+void exec_bind_sandbox(Exec *e, Sandbox *sb);
+/* Link e first in s->execs and its index (exec_find). */
+void exec_link(Shim *s, Exec *e);
 bool sandbox_alive(Sandbox *sb);
 void sandbox_wait_exit(Sandbox *sb);
 void sandbox_kill(Sandbox *sb);

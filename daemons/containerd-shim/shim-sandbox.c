@@ -29,6 +29,7 @@
 #include "config.h"
 
 #include <errno.h>
+#include <search.h>
 #include <fcntl.h>
 #include <limits.h>
 #include <grp.h>
@@ -185,13 +186,63 @@ reply_empty(Conn *c, uint64_t req_id)
  * Sandboxes.
  */
 
+static int
+sandbox_cmp(const void *a, const void *b)
+{
+	return strcmp(((const Sandbox *)a)->id, ((const Sandbox *)b)->id);
+}
+
 Sandbox *
 sandbox_find(Shim *s, const char *id)
 {
-	for (Sandbox *sb = s->sandboxes; sb; sb = sb->next)
-		if (streq(sb->id, id))
-			return sb;
-	return NULL;
+	Sandbox key;
+	void **n;
+
+	if (strlen(id) >= sizeof(key.id))
+		return NULL;
+	memcpy(key.id, id, strlen(id) + 1);
+	n = tfind(&key, &s->sandbox_index, sandbox_cmp);
+	return n ? *n : NULL;
+}
+
+void
+sandbox_link(Shim *s, Sandbox *sb)
+{
+	void **n;
+
+	sb->next = s->sandboxes;
+	s->sandboxes = sb;
+	s->n_sandboxes++;
+	n = tsearch(sb, &s->sandbox_index, sandbox_cmp);
+	if (n)
+		*n = sb; /* the newest of an id, as the list's order has it */
+	else
+		log_warning("Out of memory indexing sandbox %s", sb->id);
+}
+
+void
+sandbox_unlink(Shim *s, Sandbox *sb)
+{
+	void **n = tfind(sb, &s->sandbox_index, sandbox_cmp);
+	bool linked = false;
+
+	for (Sandbox **pp = &s->sandboxes; *pp; pp = &(*pp)->next)
+		if (*pp == sb) {
+			*pp = sb->next;
+			linked = true;
+			break;
+		}
+	if (linked)
+		s->n_sandboxes--;
+	if (!n || *n != sb)
+		return;
+	/* Another sandbox of this id (rare: one dying) takes its place. */
+	for (Sandbox *o = s->sandboxes; o; o = o->next)
+		if (streq(o->id, sb->id)) {
+			*n = o;
+			return;
+		}
+	(void)tdelete(sb, &s->sandbox_index, sandbox_cmp);
 }
 
 Sandbox *
@@ -614,6 +665,7 @@ sandbox_start(Shim *s, Sandbox *sb, const char *ws, bool slave, const char *cg_i
 	    .rlimit_fsize = c->rlimit_fsize,
 	    .rlimit_memlock = c->rlimit_memlock,
 	    .listen_fd = -1,
+	    .init_exe_fd = s->init_exe_fd,
 	};
 	cgroup_spawn_fds(sb->cg, &spec.cgroup_fd, &spec.procs_fds, &spec.n_procs_fds);
 	r = adopt_prepare_spec(s, sb, &spec, why);
@@ -728,8 +780,7 @@ sandbox_create(Shim *s, const char *key, const char *id, const char *run_id, con
 	r = sandbox_start(s, sb, ws, false, id, &ctx, why);
 	if (r < 0)
 		return r;
-	sb->next = s->sandboxes;
-	s->sandboxes = sb;
+	sandbox_link(s, sb);
 	*ret = TAKE_PTR(sb);
 	return 0;
 }
@@ -945,7 +996,7 @@ sandbox_dead(Sandbox *sb)
 	sandbox_sock_cb(sb->sock, EV_READ, sb);
 	if (!sb->adopted) /* else not our child: its parent now reaps it */
 		(void)waitpid(sb->pid, NULL, WNOHANG);
-	list_unlink(&s->sandboxes, sb);
+	sandbox_unlink(s, sb);
 	adopt_forget_sandbox(s->rt_dfd, sb->id);
 	if (sb->destroy_requested)
 		log_ctx_msgid(LOG_INFO, &ctx, RW_MESSAGE_SANDBOX_DESTROYED, "Sandbox %s destroyed",

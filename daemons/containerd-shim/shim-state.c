@@ -74,8 +74,8 @@ state_get(Shim *s, Peer *p, const Frame *f, const char *id)
 	}
 	rep.running = sb && sb->state != SANDBOX_DYING;
 	rep.has_running = true;
-	for (Exec *e = s->execs; e && rep.running; e = e->next)
-		rep.processes += e->sandbox == sb && !e->ended;
+	if (rep.running)
+		rep.processes = sb->live_execs;
 	rep.has_processes = true;
 	(void)reply_send_SANDBOX_STATE(p, f->req_id, &rep);
 	return 0;

@@ -15,6 +15,7 @@
 #include "config.h"
 
 #include <errno.h>
+#include <search.h>
 #include <fcntl.h>
 #include <limits.h>
 #include <grp.h>
@@ -404,7 +405,7 @@ shim_setup_process(const ShimConf *conf)
 	r = check_ro_binds(conf->ro_binds);
 	if (r < 0)
 		return r;
-	log_info("Sandboxes: %s", conf->max_instances_rule);
+	log_info("Sandboxes: %s; %s", conf->max_instances_rule, conf->pool_size_rule);
 	{
 		char msg[512];
 		if (!shim_conf_userns_budget(conf, msg, sizeof(msg)))
@@ -534,6 +535,12 @@ shim_setup_sandboxing(Shim *s)
 		r = seccomp_policy_compile_variant(SECCOMP_POLICY_EXEC_LAYER, &s->seccomp_exec);
 	if (r < 0)
 		return log_error_errno(r, "Failed to compile the seccomp filter: %m");
+	r = sandbox_init_open(NULL, &s->init_exe_fd);
+	if (r < 0)
+		return log_error_errno(
+		    r, "Failed to open the sandbox-init helper next to the shim "
+		       "(it must be an executable owned by root or by the shim's owner, "
+		       "that no one else may write): %m");
 	shim_conf_cgroup(s->conf, &cc);
 	r = cgroup_host_new(&cc, &s->cgroups, &cerr, false);
 	if (r < 0)
@@ -588,7 +595,7 @@ shim_new(struct event_base *base, const ShimConf *conf, Shim **ret)
 	s->base = base;
 	s->hooks = &shim_hooks;
 	s->conf = conf;
-	s->rt_dfd = s->counter_fd = s->spare_dfd = s->sandbox_dfd = -1;
+	s->rt_dfd = s->counter_fd = s->spare_dfd = s->sandbox_dfd = s->init_exe_fd = -1;
 	s->grave_timer = evtimer_new(base, graves_cb, s);
 	s->idle_timer = evtimer_new(base, idle_cb, s);
 	s->pool_ev = evtimer_new(base, pool_refill_cb, s);
@@ -673,17 +680,27 @@ shim_handover(Shim *s)
 		   "the next containerd-shim to re-adopt");
 }
 
+static void
+index_keep(void *p)
+{
+	(void)p; /* the lists own what the indexes point to */
+}
+
 Shim *
 shim_free(Shim *s)
 {
 	if (!s)
 		return NULL;
 	shim_stop(s);
+	tdestroy(s->exec_index, index_keep);
+	s->exec_index = NULL;
 	while (s->execs) {
 		Exec *e = s->execs;
 		s->execs = e->next;
 		exec_free(e);
 	}
+	tdestroy(s->sandbox_index, index_keep);
+	s->sandbox_index = NULL;
 	while (s->conns) {
 		Conn *c = s->conns;
 		s->conns = c->next;
@@ -710,6 +727,7 @@ shim_free(Shim *s)
 	}
 	s->cgroups = cgroup_host_free(s->cgroups);
 	safe_close(s->rt_dfd);
+	safe_close(s->init_exe_fd);
 	safe_close(s->counter_fd);
 	spares_free(s);
 	safe_close(s->spare_dfd);

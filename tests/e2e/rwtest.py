@@ -65,7 +65,10 @@ listen = 127.0.0.1:{self.port}
 """ + ("" if "max_instances" in self.extra_conf else
        # the shim's default before it was sized from the host (issue 32),
        # which the tests written against it still assume
-       "\n[containerd-shim]\nmax_instances = 5\n"))
+       "\n[containerd-shim]\nmax_instances = 5\n")
+  + ("" if "pool_size" in self.extra_conf else
+     # likewise the pool's fixed default of before (from the host since)
+     "\n[containerd-shim]\npool_size = 2\n"))
         for name in DAEMONS:
             self.start_daemon(name)
         self.wait_ready()

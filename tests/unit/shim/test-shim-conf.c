@@ -21,9 +21,8 @@
 static ShimConf
 conf(void)
 {
-	return (ShimConf){.pool_size = 2,
-			  .userns_max_inotify_instances = 16,
-			  .userns_max_inotify_watches = 8192};
+	return (ShimConf){
+	    .pool_size = 2, .userns_max_inotify_instances = 16, .userns_max_inotify_watches = 8192};
 }
 
 static void
@@ -50,6 +49,24 @@ test_each_bound_can_be_the_least(void **state)
 }
 
 static void
+test_pool_from_the_cpus(void **state)
+{
+	char msg[120];
+	HostSize h = {24ULL << 30, 2, 128, 192530};
+
+	assert_int_equal(shim_conf_auto_pool(&h, msg, sizeof(msg)), 2);
+	assert_non_null(strstr(msg, "pool_size = 2 from the host: 2 CPUs"));
+	h.cpus = 1; /* never below 2 */
+	assert_int_equal(shim_conf_auto_pool(&h, NULL, 0), 2);
+	h.cpus = 8;
+	assert_int_equal(shim_conf_auto_pool(&h, NULL, 0), 8);
+	h.cpus = 64; /* never above 16 */
+	assert_int_equal(shim_conf_auto_pool(&h, msg, sizeof(msg)), 16);
+	assert_non_null(strstr(msg, "at most 16"));
+	(void)state;
+}
+
+static void
 test_never_below_one(void **state)
 {
 	ShimConf c = conf();
@@ -64,6 +81,7 @@ main(void)
 {
 	const struct CMUnitTest tests[] = {
 	    cmocka_unit_test(test_each_bound_can_be_the_least),
+	    cmocka_unit_test(test_pool_from_the_cpus),
 	    cmocka_unit_test(test_never_below_one),
 	};
 	return cmocka_run_group_tests(tests, NULL, NULL);
