@@ -155,7 +155,7 @@ image_cmd(const ShimConf *c, int argc, char **argv)
 	static const struct {
 		const char *name;
 		int (*fn)(const ImageStore *, int, char **);
-	} cmds[] = {{"import", cmd_import}, {"ls", cmd_ls},	{"list", cmd_ls},
+	} cmds[] = {{"import", cmd_import},   {"ls", cmd_ls}, {"list", cmd_ls},
 		    {"inspect", cmd_inspect}, {"rm", cmd_rm}, {"gc", cmd_gc}};
 	ImageStore st;
 

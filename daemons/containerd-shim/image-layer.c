@@ -204,7 +204,8 @@ open_parent(Layer *l, char *path, bool create, int *ret_fd, const char **ret_nam
 		*s = '/';
 		close(fd);
 		if (nfd == -ELOOP || nfd == -ENOTDIR || nfd == -EXDEV)
-			return refuse(l, path, "its path goes through a symlink or a non-directory");
+			return refuse(l, path,
+				      "its path goes through a symlink or a non-directory");
 		if (nfd == -ENOENT)
 			return refuse(l, path, "no such directory");
 		if (nfd < 0)
@@ -405,7 +406,8 @@ apply_entry(Layer *l, struct archive_entry *e)
 		if (!t || !t[0] || strlen(t) >= PATH_MAX)
 			return refuse(l, raw, "an empty or overlong symlink target");
 		if (image_symlink_escapes(path, t))
-			return refuse(l, raw, "a symlink whose '..' climbs out of the image's root");
+			return refuse(l, raw,
+				      "a symlink whose '..' climbs out of the image's root");
 		return symlinkat(t, pfd, name) < 0 ? -errno : 0;
 	}
 	default: return write_file(l, pfd, name, raw, e);

@@ -104,7 +104,8 @@ json_read(int fd, const char *what, const char *digest, json_t **ret, Reason *wh
 			return -EIO;
 		hex_encode(md, 32, hex);
 		if (!streq(digest + 7, hex))
-			return reason_set(why, "%s %.80s: digest mismatch (its content is sha256:%s)",
+			return reason_set(why,
+					  "%s %.80s: digest mismatch (its content is sha256:%s)",
 					  what, digest, hex),
 			       -EINVAL;
 	}
@@ -243,8 +244,7 @@ layer_type_ok(const char *mt)
 }
 
 int
-image_oci_unpack(int layout_fd, const char *digest, ImageUnpack *u, ImageConfig *cfg,
-		 Reason *why)
+image_oci_unpack(int layout_fd, const char *digest, ImageUnpack *u, ImageConfig *cfg, Reason *why)
 {
 	_cleanup_close_ int mfd = blob_open(layout_fd, digest, why), cfd = -1;
 	json_t *man = NULL, *config = NULL, *layers, *l;
@@ -256,9 +256,9 @@ image_oci_unpack(int layout_fd, const char *digest, ImageUnpack *u, ImageConfig 
 	r = json_read(mfd, "manifest", digest, &man, why);
 	if (r < 0)
 		goto out;
-	cfd = blob_open(layout_fd,
-			json_string_value(json_object_get(json_object_get(man, "config"), "digest")),
-			why);
+	cfd = blob_open(
+	    layout_fd, json_string_value(json_object_get(json_object_get(man, "config"), "digest")),
+	    why);
 	if (cfd < 0) {
 		r = cfd;
 		goto out;

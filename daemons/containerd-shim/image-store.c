@@ -36,8 +36,8 @@ image_name_ok(const char *name)
 {
 	size_t n = strlen(name);
 
-	if (n == 0 || n > IMAGE_NAME_MAX || !(islower((unsigned char)name[0]) ||
-					      isdigit((unsigned char)name[0])))
+	if (n == 0 || n > IMAGE_NAME_MAX ||
+	    !(islower((unsigned char)name[0]) || isdigit((unsigned char)name[0])))
 		return false;
 	for (const char *p = name; *p; p++)
 		if (!islower((unsigned char)*p) && !isdigit((unsigned char)*p) && *p != '.' &&
@@ -208,7 +208,8 @@ info_load(int dfd, const char *hex, ImageInfo *info, Reason *why)
 	snprintf(path, sizeof(path), "unpacked/%s/image.json", hex);
 	fd = openat(dfd, path, O_RDONLY | O_NOFOLLOW | O_CLOEXEC);
 	if (fd < 0)
-		return reason_set(why, "image sha256:%s is not unpacked (%s)", hex, strerror(errno)),
+		return reason_set(why, "image sha256:%s is not unpacked (%s)", hex,
+				  strerror(errno)),
 		       -ENOENT;
 	j = json_loadfd(fd, 0, &err);
 	if (!json_is_object(j)) {
@@ -245,8 +246,7 @@ info_save(int dfd, const char *dir, const ImageConfig *cfg, const ImageUnpack *u
 	clock_gettime(CLOCK_REALTIME, &now);
 	for (char **e = cfg->env; env && e && *e; e++)
 		json_array_append_new(env, json_string(*e));
-	if (j && env &&
-	    json_object_set_new(j, "digest", json_string(cfg->digest)) == 0 &&
+	if (j && env && json_object_set_new(j, "digest", json_string(cfg->digest)) == 0 &&
 	    json_object_set_new(j, "source", json_string(cfg->source)) == 0 &&
 	    json_object_set_new(j, "bytes", json_integer((json_int_t)u->bytes)) == 0 &&
 	    json_object_set_new(j, "entries", json_integer((json_int_t)u->entries)) == 0 &&
@@ -286,8 +286,8 @@ rootfs_prepare(int root_fd)
 		int fd, r = snapshot_rm_rf(root_fd, etc_files[i]);
 		if (r < 0)
 			return r;
-		fd = openat(root_fd, etc_files[i], O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC,
-			    0644);
+		fd = openat(root_fd, etc_files[i],
+			    O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0644);
 		if (fd < 0)
 			return -errno;
 		close(fd);
@@ -301,7 +301,7 @@ rootfs_prepare(int root_fd)
 
 typedef struct Import {
 	const ImageStore *st;
-	int dfd;	   /* the store */
+	int dfd;	  /* the store */
 	char staging[64]; /* staging/<pid>-<n>, relative to the store */
 	int staging_fd;
 	int cwd_fd; /* the caller's cwd: a relative source is relative to it */
@@ -315,8 +315,8 @@ import_root(Import *im)
 {
 	if (mkdirat(im->staging_fd, "rootfs", 0755) < 0)
 		return -errno;
-	im->u.root_fd = openat(im->staging_fd, "rootfs", O_RDONLY | O_DIRECTORY | O_NOFOLLOW |
-							     O_CLOEXEC);
+	im->u.root_fd =
+	    openat(im->staging_fd, "rootfs", O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
 	return im->u.root_fd < 0 ? -errno : 0;
 }
 
@@ -391,8 +391,9 @@ import_source(Import *im, const char *source)
 			return reason_set(im->why, "%s is a directory, not a %s", path, kind),
 			       -EINVAL;
 		if (faccessat(fd, "oci-layout", F_OK, AT_SYMLINK_NOFOLLOW) < 0)
-			return reason_set(im->why, "%s: a directory without oci-layout is no OCI "
-						   "image layout",
+			return reason_set(im->why,
+					  "%s: a directory without oci-layout is no OCI "
+					  "image layout",
 					  path),
 			       -EINVAL;
 		snprintf(im->cfg.source, sizeof(im->cfg.source), "oci");
@@ -402,7 +403,8 @@ import_source(Import *im, const char *source)
 		return reason_set(im->why, "%s: neither a directory nor a file", path), -EINVAL;
 	if (!kind || streq(kind, "oci")) {
 		if (kind)
-			return reason_set(im->why, "%s is a file, not an OCI layout directory", path),
+			return reason_set(im->why, "%s is a file, not an OCI layout directory",
+					  path),
 			       -EINVAL;
 		r = image_archive_kind(fd, &kind, im->why);
 		if (r < 0)
@@ -413,8 +415,8 @@ import_source(Import *im, const char *source)
 		return import_rootfs(im, fd);
 	r = image_skopeo_to_oci(kind, fd, "layout", im->why);
 	if (r >= 0) { /* skopeo ran in the staging directory (its cwd: see image_import) */
-		_cleanup_close_ int lfd =
-		    openat(im->staging_fd, "layout", O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
+		_cleanup_close_ int lfd = openat(im->staging_fd, "layout",
+						 O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
 		r = lfd < 0 ? -errno : import_layout(im, lfd);
 	}
 	return r;
@@ -459,8 +461,8 @@ image_import(const ImageStore *st, const char *name, const char *source, ImageIn
 	int r;
 
 	im.cwd_fd = cwd >= 0 ? cwd : AT_FDCWD;
-	im.u = (ImageUnpack){.root_fd = -1, .max_bytes = st->max_bytes,
-			     .max_entries = st->max_entries};
+	im.u = (ImageUnpack){
+	    .root_fd = -1, .max_bytes = st->max_bytes, .max_entries = st->max_entries};
 	if (!image_name_ok(name))
 		return reason_set(why, "'%.80s' is no image name (1..64 of a-z 0-9 . _ -)", name),
 		       -EINVAL;
@@ -469,8 +471,8 @@ image_import(const ImageStore *st, const char *name, const char *source, ImageIn
 		return im.dfd;
 	snprintf(im.staging, sizeof(im.staging), "staging/%d-%u", (int)getpid(), seq++);
 	if (mkdirat(im.dfd, im.staging, 0700) < 0 ||
-	    (im.staging_fd = openat(im.dfd, im.staging,
-				    O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC)) < 0) {
+	    (im.staging_fd =
+		 openat(im.dfd, im.staging, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC)) < 0) {
 		r = -errno;
 		reason_set(why, "staging directory: %s", strerror(-r));
 		goto out;
@@ -536,10 +538,10 @@ image_lookup(const ImageStore *st, const char *name, ImageInfo *ret, Reason *why
 
 	*ret = (ImageInfo){0};
 	if (dfd < 0)
-		return errno == ENOENT ? (reason_set(why, "no image '%s' (runwarden image import)",
-						     name),
-					  -ENOENT)
-				       : -errno;
+		return errno == ENOENT
+			   ? (reason_set(why, "no image '%s' (runwarden image import)", name),
+			      -ENOENT)
+			   : -errno;
 	r = name_digest(dfd, name, digest, why);
 	if (r < 0)
 		return r;

@@ -40,6 +40,7 @@
 #include <event2/event.h>
 #include <openssl/evp.h>
 
+#include "image-cmd.h"
 #include "shim-int.h"
 
 Shim *shim_free(Shim *s);
@@ -57,7 +58,7 @@ handle_sandbox_ensure(Peer *p, const Frame *f, const Msg_SANDBOX_ENSURE *m, void
 
 	if (!d)
 		return -ENOMEM;
-	k = ensure_key(c->shim, &d, m->key, m->run_id, m->thread_id, m->tenant, true);
+	k = ensure_key(c->shim, &d, m->key, m->run_id, m->thread_id, m->tenant, m->image, true);
 	peer_deferred_free(d); /* not taken: answered ERROR k */
 	return k;
 }
@@ -589,6 +590,7 @@ shim_new(struct event_base *base, const ShimConf *conf, Shim **ret)
 	s->hooks = &shim_hooks;
 	s->conf = conf;
 	s->rt_dfd = s->counter_fd = s->spare_dfd = s->sandbox_dfd = -1;
+	image_store_from_conf(conf, &s->images);
 	s->grave_timer = evtimer_new(base, graves_cb, s);
 	s->idle_timer = evtimer_new(base, idle_cb, s);
 	s->pool_ev = evtimer_new(base, pool_refill_cb, s);
@@ -719,6 +721,7 @@ shim_free(Shim *s)
 	free(s->sock_path);
 	free(s->first_tenant);
 	free(s->root_mnt);
+	shim_image_picks_free(s);
 	free(s);
 	return NULL;
 }
