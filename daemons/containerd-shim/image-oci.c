@@ -298,7 +298,6 @@ image_oci_unpack(int layout_fd, const char *digest, ImageUnpack *u, ImageConfig 
 			goto out;
 		}
 	}
-	snprintf(cfg->digest, sizeof(cfg->digest), "%s", digest);
 out:
 	json_decref(man);
 	json_decref(config);
