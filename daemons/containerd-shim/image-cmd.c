@@ -89,7 +89,7 @@ cmd_ls(const ImageStore *st, int argc, char **argv)
 	(void)argv;
 	if (argc != 1)
 		return fprintf(stderr, "usage: runwarden image ls\n"), 2;
-	r = image_list(st, &v, &n, &why);
+	r = image_list(st, true, &v, &n, &why);
 	if (r < 0)
 		return fail("ls", &why, r);
 	printf("%-24s %-19s %-14s %12s %6s\n", "NAME", "DIGEST", "SOURCE", "BYTES", "IN USE");

@@ -584,7 +584,7 @@ str_cmp(const void *a, const void *b)
 }
 
 int
-image_list(const ImageStore *st, ImageInfo **ret, size_t *ret_n, Reason *why)
+image_list(const ImageStore *st, bool mounts, ImageInfo **ret, size_t *ret_n, Reason *why)
 {
 	_cleanup_close_ int dfd = open(st->dir, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
 	char **names = NULL;
@@ -612,7 +612,7 @@ image_list(const ImageStore *st, ImageInfo **ret, size_t *ret_n, Reason *why)
 		Reason ignored;
 		if (image_lookup(st, names[i], &v[i], &ignored) < 0)
 			snprintf(v[i].name, sizeof(v[i].name), "%s", names[i]); /* broken: listed */
-		else
+		else if (mounts)
 			v[i].mounts = image_mounts(v[i].digest + 7);
 	}
 	strv_free(names);

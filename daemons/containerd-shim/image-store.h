@@ -66,8 +66,9 @@ int image_import(const ImageStore *st, const char *name, const char *source, Ima
 /* What name stands for: digest, rootfs path, env. -ENOENT: no such image. */
 int image_lookup(const ImageStore *st, const char *name, ImageInfo *ret, Reason *why);
 
-/* Every name, sorted; each with its mounts counted. */
-int image_list(const ImageStore *st, ImageInfo **ret, size_t *ret_n, Reason *why);
+/* Every name, sorted; with mounts, each with its mounts counted (a walk of
+ * /proc: for the command line, not for a daemon's loop). */
+int image_list(const ImageStore *st, bool mounts, ImageInfo **ret, size_t *ret_n, Reason *why);
 
 /* Remove name: -ENOENT, -EBUSY while its image is mounted. The unpacked image
  * goes when no other name points to it. */

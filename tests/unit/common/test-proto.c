@@ -335,7 +335,7 @@ test_proto_undeclared_is_refused(void **state)
 #undef MSG
 #undef F
 	assert_int_equal(n, want);
-	assert_int_equal(want, 51); /* 3 CLIENT_TO_COORD + 48 ALLOW rows */
+	assert_int_equal(want, 52); /* 3 CLIENT_TO_COORD + 49 ALLOW rows */
 }
 
 static void

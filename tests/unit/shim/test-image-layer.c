@@ -68,9 +68,10 @@ test_path_clean(void **state)
 	assert_int_equal(image_path_clean("a/../../etc", out, sizeof(out)), -EINVAL);
 	assert_int_equal(image_path_clean("..", out, sizeof(out)), -EINVAL);
 	assert_int_equal(image_path_clean("a/..b/c", out, sizeof(out)), 0); /* a name, not .. */
-	assert_int_equal(image_path_clean("aaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaa",
-					  out, sizeof(out)),
-			 -ENAMETOOLONG);
+	assert_int_equal(
+	    image_path_clean("aaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaa",
+			     out, sizeof(out)),
+	    -ENAMETOOLONG);
 }
 
 static void
@@ -147,7 +148,8 @@ tar_of(const char *const *spec)
 		}
 		assert_int_equal(archive_write_header(a, e), ARCHIVE_OK);
 		if (kind == 'f')
-			assert_int_equal(archive_write_data(a, arg, strlen(arg)), (ssize_t)strlen(arg));
+			assert_int_equal(archive_write_data(a, arg, strlen(arg)),
+					 (ssize_t)strlen(arg));
 		archive_entry_free(e);
 	}
 	assert_int_equal(archive_write_close(a), ARCHIVE_OK);
@@ -189,10 +191,10 @@ test_layers_and_whiteouts(void **state)
 {
 	ImageUnpack u = fresh_root("wh");
 	Reason why = {""};
-	const char *l1[] = {"d opt", "f opt/gone x", "d opt/old", "f opt/old/a x", "f opt/keep x",
-			    "l bin usr/bin", "h opt/hard opt/keep", NULL};
-	const char *l2[] = {"f opt/.wh.gone", "d opt/old", "f opt/old/.wh..wh..opq",
-			    "f opt/old/b y", "f opt/keep new", NULL};
+	const char *l1[] = {"d opt",	    "f opt/gone x",  "d opt/old",	    "f opt/old/a x",
+			    "f opt/keep x", "l bin usr/bin", "h opt/hard opt/keep", NULL};
+	const char *l2[] = {"f opt/.wh.gone", "d opt/old",	"f opt/old/.wh..wh..opq",
+			    "f opt/old/b y",  "f opt/keep new", NULL};
 
 	(void)state;
 	assert_int_equal(apply(&u, l1, &why), 0);
@@ -254,8 +256,9 @@ test_caps_and_digest(void **state)
 	u.bytes = u.entries = 0;
 	u.max_bytes = 1000;
 	fd = tar_of(files);
-	assert_int_equal(image_layer_apply(&u, fd, "sha256:00000000000000000000000000000000000000"
-						  "00000000000000000000000000",
+	assert_int_equal(image_layer_apply(&u, fd,
+					   "sha256:00000000000000000000000000000000000000"
+					   "00000000000000000000000000",
 					   &why),
 			 -EINVAL);
 	assert_non_null(strstr(why.msg, "digest mismatch"));
@@ -267,9 +270,9 @@ int
 main(void)
 {
 	const struct CMUnitTest tests[] = {
-	    cmocka_unit_test(test_path_clean),	     cmocka_unit_test(test_symlink_escapes),
-	    cmocka_unit_test(test_whiteout_names),     cmocka_unit_test(test_layers_and_whiteouts),
-	    cmocka_unit_test(test_hostile_entries),    cmocka_unit_test(test_caps_and_digest),
+	    cmocka_unit_test(test_path_clean),	    cmocka_unit_test(test_symlink_escapes),
+	    cmocka_unit_test(test_whiteout_names),  cmocka_unit_test(test_layers_and_whiteouts),
+	    cmocka_unit_test(test_hostile_entries), cmocka_unit_test(test_caps_and_digest),
 	};
 	return cmocka_run_group_tests_name("image-layer", tests, setup, teardown);
 }
