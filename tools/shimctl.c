@@ -277,7 +277,7 @@ start_exec(const char *sid, char **cmd, char *const *env, const char *cwd, const
 typedef struct Opts {
 	const char *path, *key, *cwd;
 	const char *image; /* --image NAME: SANDBOX_ENSURE's image (docs/IMAGES.md) */
-	char **env; /* --env entries; def_env when none */
+	char **env;	   /* --env entries; def_env when none */
 	size_t n_env;
 	bool destroy, destroy_after, want_stdin, stats, detach, list;
 	long kill_after, timeout, repeat, fresh, gap_ms;

@@ -182,6 +182,21 @@ shim_image_resolve(Shim *s, Sandbox *sb, ImageInfo *info, Reason *why)
 	return 0;
 }
 
+void
+shim_image_adopted(Shim *s, Sandbox *sb)
+{
+	char name[IMAGE_NAME_MAX + 1];
+	ImageInfo info;
+
+	record_read(s, sb->id, name, sizeof(name));
+	if (!name[0])
+		return;
+	set_str(&sb->image, name);
+	if (image_lookup(&s->images, name, &info, NULL) >= 0) /* gone: no Env, still on it */
+		sb->image_env = TAKE_PTR(info.env);
+	image_info_done(&info);
+}
+
 /* "K=V" → the length of K. */
 static size_t
 key_len(const char *kv)

@@ -223,6 +223,34 @@ def test_hostile_images_are_refused_and_change_nothing(s):
     assert set(os.listdir(store(s, "unpacked"))) == before
 
 
+def custom(ev, name):
+    return [e for e in ev if e["chunk"]["type"] == "CUSTOM" and e["chunk"]["name"] == name]
+
+
+def test_a_shim_restart_keeps_the_image_and_its_use(s):
+    """SIGUSR2 (an upgrade): the next shim re-adopts the sandbox on its image
+    (from the record beside the workspace), `rm` is still refused (in use is
+    a mount, not the shim's memory), and the thread's next run resumes the
+    same sandbox rather than building one on the same image again."""
+    import signal
+    s.expected_errors += [r"containerd-shim"]
+    r = s.start_run("for i in 1 2 3 4 5 6 7 8 9 10 11 12 13 14 15; do echo n$i; sleep 0.1; done",
+                    thread="t-bb", metadata={"harness": "bb"})
+    time.sleep(0.4)  # the run is under way (15 lines over 1.5 s)
+    assert s.kill("containerd-shim", signal.SIGUSR2) == 0
+    time.sleep(0.2)
+    s.start_daemon("containerd-shim")
+    ev, st, _, _ = s.tail(r, thread="t-bb", last_seq=0, timeout=60)
+    assert st["status"] == "completed", (st, ev[-3:])
+    assert stdout_text(ev) == "".join(f"n{i}\n" for i in range(1, 16)), stdout_text(ev)
+    p = image(s, "rm", "busybox", ok=False)
+    assert p.returncode == 3, p
+    st, out, ev = run_on(s, "bb", "t-bb", "cat /etc/os-release")
+    assert "ID=rwbusybox" in out, out
+    assert custom(ev, "sandbox.resumed") and not custom(ev, "sandbox.created"), \
+        [e["chunk"]["name"] for e in ev if e["chunk"]["type"] == "CUSTOM"]
+
+
 def test_rm_after_use_and_gc(s):
     for t in ("t-bb", "t-share-a", "t-share-b", "t-api", "t-oci", "t-dock"):
         st, _ = s.http("DELETE", f"/sandboxes/{t}")
