@@ -439,7 +439,10 @@ import_commit(Import *im, const char *name)
 			r = -errno;
 		snprintf(path, sizeof(path), "unpacked/%s", hex);
 		if (r >= 0 && renameat(im->dfd, im->staging, im->dfd, path) < 0)
-			r = -errno;
+			r = (errno == ENOTEMPTY || errno == EEXIST) &&
+				    unpacked_exists(im->dfd, im->cfg.digest)
+				? 0 /* a concurrent import of the same image was first */
+				: -errno;
 		if (r < 0)
 			return reason_set(im->why, "store the image: %s", strerror(-r)), r;
 	}

@@ -318,6 +318,7 @@ sandbox_obtain(Shim *s, const char *key, const char *id, const char *run_id, con
 	if (r < 0)
 		return r;
 	if (r > 0) {
+		shim_image_claimed(s, id); /* the key is on the host's binds now */
 		*ret_ready = (*ret)->state == SANDBOX_READY;
 		if (*ret_ready)
 			sandbox_log_created(*ret);

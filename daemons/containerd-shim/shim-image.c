@@ -183,6 +183,19 @@ shim_image_resolve(Shim *s, Sandbox *sb, ImageInfo *info, Reason *why)
 }
 
 void
+shim_image_claimed(Shim *s, const char *id)
+{
+	ImagePick **pp = pick_find(s, id);
+
+	if (record_write(s, id, "") >= 0 && *pp) {
+		ImagePick *p = *pp;
+		*pp = p->next;
+		free(p->image);
+		free(p);
+	}
+}
+
+void
 shim_image_adopted(Shim *s, Sandbox *sb)
 {
 	char name[IMAGE_NAME_MAX + 1];

@@ -455,5 +455,7 @@ int shim_image_resolve(Shim *s, Sandbox *sb, ImageInfo *info, Reason *why);
 /* env with sb's image Env under it (*ret NULL: env as it is). */
 int shim_image_env(const Sandbox *sb, char *const *env, char ***ret);
 void shim_image_picks_free(Shim *s);
+/* A pooled sandbox became id's (host binds): the pick and record say so. */
+void shim_image_claimed(Shim *s, const char *id);
 /* A sandbox re-adopted after a restart: its image and Env from its record. */
 void shim_image_adopted(Shim *s, Sandbox *sb);

@@ -174,6 +174,8 @@ def test_the_sandbox_api_puts_a_sandbox_on_an_image(s):
     assert st == 404 and js["code"] == "image_not_found", (st, js)
     st, js = s.http("PUT", "/sandboxes/t-api2", {"image": 7})
     assert st == 400, (st, js)
+    st, js = s.http("PUT", "/sandboxes/t-api2", {"image": "../../etc"})
+    assert st == 400, (st, js)
 
 
 def test_archives_import(s):
