@@ -365,7 +365,7 @@ image_archive_kind(int fd, const char **ret, Reason *why)
 {
 	struct archive *a = archive_read_new();
 	struct archive_entry *e;
-	bool layout = false, index = false, manifest = false;
+	bool layout = false, index = false, manifest = false, archive_like = false;
 	int r = 0;
 
 	if (!a)
@@ -394,12 +394,20 @@ image_archive_kind(int fd, const char **ret, Reason *why)
 		if (p && strncmp(p, "./", 2) == 0)
 			p += 2;
 		if (p) {
+			size_t len = strlen(p);
 			layout |= streq(p, "oci-layout");
 			index |= streq(p, "index.json");
 			manifest |= streq(p, "manifest.json");
+			/* what image archives hold before their manifest: blobs,
+			 * <id>/layer.tar, <id>.json, <digest>.tar, repositories */
+			archive_like |=
+			    strncmp(p, "blobs/", 6) == 0 || streq(p, "repositories") ||
+			    (len > 10 && streq(p + len - 10, "/layer.tar")) ||
+			    (!strchr(p, '/') && len > 5 && streq(p + len - 5, ".json")) ||
+			    (!strchr(p, '/') && len > 4 && streq(p + len - 4, ".tar"));
 		}
-		/* A root filesystem has these early; an image archive never. */
-		if (n >= 64 && !layout && !index && !manifest)
+		/* A root filesystem shows none of that in its first entries. */
+		if (n >= 64 && !layout && !index && !manifest && !archive_like)
 			break;
 	}
 	*ret = layout && index ? "oci-archive" : manifest ? "docker-archive" : "rootfs";
