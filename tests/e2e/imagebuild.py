@@ -65,9 +65,10 @@ def _blob(layout, data):
     return "sha256:" + d, len(data)
 
 
-def oci_layout(layout, env=None, user=None, workdir=None, tamper=False):
+def oci_layout(layout, env=None, user=None, workdir=None, tamper=False, extra_layers=0):
     """Two layers: the second (gzip) replaces os-release, whites out
-    /opt/gone.txt and makes /opt/old opaque. Returns the manifest digest."""
+    /opt/gone.txt and makes /opt/old opaque; extra_layers more add a file
+    /opt/extra/N each. Returns the manifest digest."""
     shutil.rmtree(layout, ignore_errors=True)
     os.makedirs(layout)
     l1 = io.BytesIO()
@@ -88,6 +89,12 @@ def oci_layout(layout, env=None, user=None, workdir=None, tamper=False):
     l2b = gzip.compress(l2raw.getvalue(), mtime=0)
     d1, n1 = _blob(layout, l1b)
     d2, n2 = _blob(layout, l2b)
+    extra = []
+    for i in range(extra_layers):
+        lx = io.BytesIO()
+        with tarfile.open(fileobj=lx, mode="w") as tf:
+            _add(tf, f"opt/extra/{i}", f"{i}\n".encode())
+        extra.append((lx.getvalue(),) + _blob(layout, lx.getvalue()))
     if tamper:  # the layer's bytes no longer match its digest
         with open(os.path.join(layout, "blobs", "sha256", d1[7:]), "r+b") as f:
             f.seek(5000)  # in the data of bin/busybox
@@ -97,7 +104,8 @@ def oci_layout(layout, env=None, user=None, workdir=None, tamper=False):
                       ["PATH=/opt/tools:/bin", "IMG_VAR=from-image"]},
            "rootfs": {"type": "layers", "diff_ids": [
                "sha256:" + hashlib.sha256(l1b).hexdigest(),
-               "sha256:" + hashlib.sha256(l2raw.getvalue()).hexdigest()]}}
+               "sha256:" + hashlib.sha256(l2raw.getvalue()).hexdigest()] +
+               ["sha256:" + hashlib.sha256(x[0]).hexdigest() for x in extra]}}
     if user is not None:
         cfg["config"]["User"] = user
     if workdir is not None:
@@ -109,7 +117,9 @@ def oci_layout(layout, env=None, user=None, workdir=None, tamper=False):
            "layers": [{"mediaType": "application/vnd.oci.image.layer.v1.tar",
                        "digest": d1, "size": n1},
                       {"mediaType": "application/vnd.oci.image.layer.v1.tar+gzip",
-                       "digest": d2, "size": n2}]}
+                       "digest": d2, "size": n2}] +
+           [{"mediaType": "application/vnd.oci.image.layer.v1.tar", "digest": x[1],
+             "size": x[2]} for x in extra]}
     dm, nm = _blob(layout, json.dumps(man).encode())
     index = {"schemaVersion": 2, "manifests": [
         {"mediaType": "application/vnd.oci.image.manifest.v1+json", "digest": dm, "size": nm,

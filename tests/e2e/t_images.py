@@ -17,6 +17,7 @@ import imagebuild
 from rwtest import BUILD, poll, stdout_text
 
 SUITE_CONF = """[containerd-shim]
+max_instances = 16
 image_max_entries = 3000
 image_max_bytes = 8M
 
@@ -191,6 +192,16 @@ def test_archives_import(s):
     assert st in (200, 201), (st, js)
     code, out = sbx_exec(s, "t-dock", ["/bin/sh", "-c", "cat /etc/os-release; ls /opt"])
     assert "ID=rwoci" in out and "gone.txt" not in out, out
+    # 22 layers: ~90 archive entries before its manifest.json, still a docker-archive
+    many = os.path.join(WORK, "layout-many")
+    imagebuild.oci_layout(many, extra_layers=20)
+    da = imagebuild.docker_archive(many, os.path.join(WORK, "img-many.tar"))
+    p = image(s, "import", "many", da)
+    assert "docker-archive" in p.stdout, p.stdout
+    info = json.loads(image(s, "inspect", "many").stdout)
+    assert sorted(os.listdir(os.path.join(info["rootfs"], "opt", "extra"))) == \
+        sorted(str(i) for i in range(20))
+    image(s, "rm", "many")
 
 
 def test_hostile_images_are_refused_and_change_nothing(s):

@@ -21,9 +21,8 @@
 static ShimConf
 conf(void)
 {
-	return (ShimConf){.pool_size = 2,
-			  .userns_max_inotify_instances = 16,
-			  .userns_max_inotify_watches = 8192};
+	return (ShimConf){
+	    .pool_size = 2, .userns_max_inotify_instances = 16, .userns_max_inotify_watches = 8192};
 }
 
 static void
