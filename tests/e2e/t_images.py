@@ -9,6 +9,7 @@ in use; every hostile or broken image refused with nothing of the host
 changed."""
 import json
 import os
+import shutil
 import subprocess
 import tempfile
 import time
@@ -280,4 +281,4 @@ def test_rm_after_use_and_gc(s):
     st, out, ev = run_on(s, "bb", "t-gone", "true")
     assert st["status"] == "failed", st
     assert "no image 'busybox'" in json.dumps(ev), ev
-    s.expected_errors.append("Failed to find the sandbox's image")
+    shutil.rmtree(WORK, ignore_errors=True)
