@@ -397,10 +397,15 @@ apply_entry(Layer *l, struct archive_entry *e)
 	if (r < 0)
 		return r;
 	switch (type) {
-	case AE_IFDIR:
+	case AE_IFDIR: {
+		_cleanup_close_ int dfd = -1;
 		if (!keep && mkdirat(pfd, name, 0700) < 0)
 			return -errno;
-		return fchmodat(pfd, name, perm_of(l, e), 0) < 0 ? -errno : 0;
+		dfd = openat(pfd, name, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
+		if (dfd < 0)
+			return -errno;
+		return fchmod(dfd, perm_of(l, e)) < 0 ? -errno : 0;
+	}
 	case AE_IFLNK: {
 		const char *t = archive_entry_symlink(e);
 		if (!t || !t[0] || strlen(t) >= PATH_MAX)
