@@ -47,6 +47,7 @@ inspect_print(const ImageInfo *i)
 	json_object_set_new(j, "digest", json_string(i->digest));
 	json_object_set_new(j, "source", json_string(i->source));
 	json_object_set_new(j, "bytes", json_integer((json_int_t)i->bytes));
+	json_object_set_new(j, "diskBytes", json_integer((json_int_t)i->disk_bytes));
 	json_object_set_new(j, "entries", json_integer((json_int_t)i->entries));
 	json_object_set_new(j, "suidDropped", json_integer((json_int_t)i->suid_dropped));
 	json_object_set_new(j, "created", json_integer(i->created_ms));
@@ -92,11 +93,12 @@ cmd_ls(const ImageStore *st, int argc, char **argv)
 	r = image_list(st, true, &v, &n, &why);
 	if (r < 0)
 		return fail("ls", &why, r);
-	printf("%-24s %-19s %-14s %12s %6s\n", "NAME", "DIGEST", "SOURCE", "BYTES", "IN USE");
+	printf("%-24s %-19s %-14s %12s %12s %6s\n", "NAME", "DIGEST", "SOURCE", "BYTES", "DISK",
+	       "IN USE");
 	for (size_t i = 0; i < n; i++)
-		printf("%-24s %-19.19s %-14s %12" PRIu64 " %6u\n", v[i].name,
+		printf("%-24s %-19.19s %-14s %12" PRIu64 " %12" PRIu64 " %6u\n", v[i].name,
 		       v[i].digest[0] ? v[i].digest : "(broken)", v[i].source, v[i].bytes,
-		       v[i].mounts);
+		       v[i].disk_bytes, v[i].mounts);
 	image_infos_free(v, n);
 	return 0;
 }

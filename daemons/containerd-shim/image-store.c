@@ -220,6 +220,7 @@ info_load(int dfd, const char *hex, ImageInfo *info, Reason *why)
 	snprintf(info->source, sizeof(info->source), "%s",
 		 json_string_value(json_object_get(j, "source")) ?: "?");
 	info->bytes = (uint64_t)json_integer_value(json_object_get(j, "bytes"));
+	info->disk_bytes = (uint64_t)json_integer_value(json_object_get(j, "diskBytes"));
 	info->entries = (uint64_t)json_integer_value(json_object_get(j, "entries"));
 	info->suid_dropped = (uint64_t)json_integer_value(json_object_get(j, "suidDropped"));
 	info->created_ms = json_integer_value(json_object_get(j, "created"));
@@ -235,8 +236,92 @@ info_load(int dfd, const char *hex, ImageInfo *info, Reason *why)
 	return 0;
 }
 
+/* Disk use of a tree: blocks of everything in it, a file with several names
+ * once. */
+typedef struct Linked {
+	ino_t ino;
+	uint64_t bytes;
+} Linked;
+
+typedef struct Du {
+	uint64_t bytes;
+	Linked *links;
+	size_t n, cap;
+} Du;
+
 static int
-info_save(int dfd, const char *dir, const ImageConfig *cfg, const ImageUnpack *u)
+du_walk(int dir_fd, Du *du, unsigned depth)
+{
+	int fd = openat(dir_fd, ".", O_RDONLY | O_DIRECTORY | O_CLOEXEC), r = 0;
+	struct dirent *de;
+	DIR *d;
+
+	if (fd < 0)
+		return -errno;
+	if (depth > 1024 || !(d = fdopendir(fd))) {
+		close(fd);
+		return depth > 1024 ? -ELOOP : -errno;
+	}
+	while (r >= 0 && (de = readdir(d))) {
+		struct stat st;
+		if (streq(de->d_name, ".") || streq(de->d_name, "..") ||
+		    fstatat(dirfd(d), de->d_name, &st, AT_SYMLINK_NOFOLLOW) < 0)
+			continue;
+		if (S_ISREG(st.st_mode) && st.st_nlink > 1) {
+			if (du->n == du->cap) {
+				Linked *g = realloc(
+				    du->links, (du->cap = du->cap ? du->cap * 2 : 64) * sizeof(*g));
+				if (!g) {
+					r = -ENOMEM;
+					break;
+				}
+				du->links = g;
+			}
+			du->links[du->n++] = (Linked){st.st_ino, (uint64_t)st.st_blocks * 512};
+			continue;
+		}
+		du->bytes += (uint64_t)st.st_blocks * 512;
+		if (S_ISDIR(st.st_mode)) {
+			int c = openat(dirfd(d), de->d_name,
+				       O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
+			if (c >= 0) {
+				r = du_walk(c, du, depth + 1);
+				close(c);
+			}
+		}
+	}
+	closedir(d);
+	return r;
+}
+
+static int
+linked_cmp(const void *a, const void *b)
+{
+	const Linked *x = a, *y = b;
+	return x->ino < y->ino ? -1 : x->ino > y->ino;
+}
+
+static uint64_t
+disk_usage(int root_fd)
+{
+	Du du = {0};
+	struct stat st;
+
+	if (fstat(root_fd, &st) == 0)
+		du.bytes = (uint64_t)st.st_blocks * 512;
+	(void)du_walk(root_fd, &du, 0);
+	if (du.n)
+		qsort(du.links, du.n, sizeof(*du.links), linked_cmp);
+	for (size_t i = 0; i < du.n; i++)
+		if (i == 0 || du.links[i].ino != du.links[i - 1].ino)
+			du.bytes += du.links[i].bytes;
+	free(du.links);
+	return du.bytes;
+}
+
+static int
+info_save(int dfd, const char *dir, const ImageConfig *cfg, const ImageUnpack *u,
+	  uint64_t disk_bytes)
 {
 	json_t *j = json_object(), *env = json_array();
 	char *text = NULL, path[300];
@@ -249,6 +334,7 @@ info_save(int dfd, const char *dir, const ImageConfig *cfg, const ImageUnpack *u
 	if (j && env && json_object_set_new(j, "digest", json_string(cfg->digest)) == 0 &&
 	    json_object_set_new(j, "source", json_string(cfg->source)) == 0 &&
 	    json_object_set_new(j, "bytes", json_integer((json_int_t)u->bytes)) == 0 &&
+	    json_object_set_new(j, "diskBytes", json_integer((json_int_t)disk_bytes)) == 0 &&
 	    json_object_set_new(j, "entries", json_integer((json_int_t)u->entries)) == 0 &&
 	    json_object_set_new(j, "suidDropped", json_integer((json_int_t)u->suid_dropped)) == 0 &&
 	    json_object_set_new(
@@ -434,7 +520,8 @@ import_commit(Import *im, const char *name)
 	if (!unpacked_exists(im->dfd, im->cfg.digest)) {
 		r = rootfs_prepare(im->u.root_fd);
 		if (r >= 0)
-			r = info_save(im->dfd, im->staging, &im->cfg, &im->u);
+			r = info_save(im->dfd, im->staging, &im->cfg, &im->u,
+				      disk_usage(im->u.root_fd));
 		if (r >= 0 && syncfs(im->dfd) < 0)
 			r = -errno;
 		snprintf(path, sizeof(path), "unpacked/%s", hex);

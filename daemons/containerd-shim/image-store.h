@@ -8,8 +8,8 @@
  *   names/<NAME>            "sha256:<hex>\n": the image a name stands for
  *   unpacked/<hex>/rootfs/  the root filesystem (mount points made: workspace,
  *                           tmp, dev, proc, etc/{passwd,group,hosts,hostname})
- *   unpacked/<hex>/image.json  {"digest","source","bytes","entries","env",
- *                           "workingDir","user","suidDropped","created"}
+ *   unpacked/<hex>/image.json  {"digest","source","bytes","diskBytes","entries",
+ *                           "env","suidDropped","created"}
  *   staging/<pid>-<n>/      an import under way (removed when it fails)
  *   trash/                  what rm and gc are deleting
  *   lock                    flock: exclusive while a name or an unpacked
@@ -45,8 +45,10 @@ typedef struct ImageStore {
 typedef struct ImageInfo {
 	char name[IMAGE_NAME_MAX + 1];
 	char digest[IMAGE_DIGEST_MAX + 1];
-	char source[16]; /* rootfs, oci, oci-archive, docker-archive */
-	uint64_t bytes, entries, suid_dropped;
+	char source[16];     /* rootfs, oci, oci-archive, docker-archive */
+	uint64_t bytes;	     /* file content */
+	uint64_t disk_bytes; /* disk use of the unpacked root (blocks; hard links once) */
+	uint64_t entries, suid_dropped;
 	int64_t created_ms;
 	char **env; /* the image config's Env ("K=V"), NULL-terminated; may be NULL */
 	char rootfs[4200];

@@ -258,7 +258,7 @@ handle_shim_memory(Peer *p, const Frame *f, const Msg_SHIM_MEMORY *m, void *user
 	return 0;
 }
 
-/* The images of this host (image-store.h), "NAME BYTES" each, for /metrics:
+/* The images of this host (image-store.h), "NAME DISK_BYTES" each, for /metrics:
  * the names and their records read, a few small files each. */
 static int
 handle_shim_images(Peer *p, const Frame *f, const Msg_SHIM_IMAGES *m, void *userdata)
@@ -274,7 +274,7 @@ handle_shim_images(Peer *p, const Frame *f, const Msg_SHIM_IMAGES *m, void *user
 	r = image_list(&c->shim->images, false, &v, &n, NULL);
 	for (size_t i = 0; r >= 0 && i < n; i++)
 		if (v[i].digest[0])
-			r = strv_pushf(&lines, "%s %" PRIu64, v[i].name, v[i].bytes);
+			r = strv_pushf(&lines, "%s %" PRIu64, v[i].name, v[i].disk_bytes);
 	image_infos_free(v, n);
 	if (r < 0) {
 		strv_free(lines);

@@ -22,7 +22,7 @@
 
 static struct event *shim_memory_ev; /* one coordinator per process */
 static bool shim_memory_pending;
-/* The shim's SHIM_IMAGES, "NAME BYTES" each (docs/IMAGES.md), read with the
+/* The shim's SHIM_IMAGES, "NAME DISK_BYTES" each (docs/IMAGES.md), read with the
  * memory; NULL while the shim is away. */
 static char **shim_images;
 static bool shim_images_pending;
@@ -235,7 +235,7 @@ metrics_text(Coordinator *c, char **ret_text, size_t *ret_active)
 		    "runwarden_sandboxes{state=\"busy\"} %" PRIu64 "\n",
 		    m->sandbox_mem[0], m->sandbox_mem[1], m->sandbox_count[0], m->sandbox_count[1]);
 	if (shim_images) {
-		fprintf(mf, "# HELP runwarden_image_bytes File content of each sandbox image, "
+		fprintf(mf, "# HELP runwarden_image_bytes Disk use of each sandbox image, "
 			    "unpacked once on the shim's host and shared by its sandboxes "
 			    "(docs/IMAGES.md).\n"
 			    "# TYPE runwarden_image_bytes gauge\n");
