@@ -587,11 +587,14 @@ sandbox_start(Shim *s, Sandbox *sb, const char *ws, bool slave, const char *cg_i
 	int r;
 
 	if (!slave) { /* a pooled sandbox is on the host's binds */
-		r = shim_image_resolve(s, sb, &image, why);
-		if (r < 0)
+		Reason iwhy = {""};
+		r = shim_image_resolve(s, sb, &image, &iwhy);
+		if (r < 0) {
+			reason_set(why, "%s", iwhy.msg);
 			return log_ctx_errno(LOG_ERR, r, ctx,
 					     "Failed to find the sandbox's image: %s",
-					     reason_text(why, r));
+					     reason_text(&iwhy, r));
+		}
 	} else
 		image = (ImageInfo){0};
 	snprintf(image_lock, sizeof(image_lock), "%s/lock", s->images.dir);

@@ -69,12 +69,15 @@ tarball(const char *name, const char *const *spec)
 		sscanf(*spec + 2, "%63s %63s", n, arg);
 		archive_entry_set_pathname(e, n);
 		archive_entry_set_perm(e, 0755);
-		archive_entry_set_filetype(e, kind == 'd' ? AE_IFDIR : kind == 'c' ? AE_IFCHR : AE_IFREG);
+		archive_entry_set_filetype(e, kind == 'd'   ? AE_IFDIR
+					      : kind == 'c' ? AE_IFCHR
+							    : AE_IFREG);
 		if (kind == 'f')
 			archive_entry_set_size(e, (la_int64_t)strlen(arg));
 		assert_int_equal(archive_write_header(a, e), ARCHIVE_OK);
 		if (kind == 'f')
-			assert_int_equal(archive_write_data(a, arg, strlen(arg)), (ssize_t)strlen(arg));
+			assert_int_equal(archive_write_data(a, arg, strlen(arg)),
+					 (ssize_t)strlen(arg));
 		archive_entry_free(e);
 	}
 	assert_int_equal(archive_write_close(a), ARCHIVE_OK);
@@ -115,7 +118,8 @@ test_names(void **state)
 	assert_false(image_name_ok("Busybox"));
 	assert_false(image_name_ok("a/b"));
 	assert_false(image_name_ok(".."));
-	assert_false(image_name_ok("aaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaa"));
+	assert_false(
+	    image_name_ok("aaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaa"));
 }
 
 static void
@@ -193,7 +197,8 @@ test_gc(void **state)
 	assert_int_equal(image_gc(&st, NULL), 1);
 	assert_int_equal(count("unpacked"), 0);
 	assert_int_equal(count("trash"), 0);
-	assert_int_equal(image_mounts("0000000000000000000000000000000000000000000000000000000000000000"), 0);
+	assert_int_equal(
+	    image_mounts("0000000000000000000000000000000000000000000000000000000000000000"), 0);
 }
 
 int
