@@ -458,6 +458,8 @@ image_layer_apply(ImageUnpack *u, int fd, const char *digest, Reason *why)
 	}
 	archive_read_support_filter_gzip(l.a);
 	archive_read_support_filter_zstd(l.a);
+	archive_read_support_filter_xz(l.a);
+	archive_read_support_filter_bzip2(l.a);
 	archive_read_support_filter_none(l.a);
 	archive_read_support_format_tar(l.a);
 	if (archive_read_open(l.a, s, NULL, src_read, NULL) != ARCHIVE_OK) {

@@ -4,7 +4,7 @@
  * filesystem tarball, or an OCI image's layers in order) to a root directory,
  * refusing what is hostile or broken (docs/IMAGES.md "What is refused").
  *
- * A layer is a tar (uncompressed, gzip or zstd: libarchive tells) read from
+ * A layer is a tar (uncompressed, gzip, zstd, xz or bzip2: libarchive tells) read from
  * an fd. Each entry's name is cleaned first (image_path_clean: "./" prefixes
  * and "." components dropped; absolute names and ".." components refused).
  * Every parent is opened from the root with openat2(RESOLVE_BENEATH |

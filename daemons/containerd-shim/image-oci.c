@@ -372,6 +372,8 @@ image_archive_kind(int fd, const char **ret, Reason *why)
 		return -ENOMEM;
 	archive_read_support_filter_gzip(a);
 	archive_read_support_filter_zstd(a);
+	archive_read_support_filter_xz(a);
+	archive_read_support_filter_bzip2(a);
 	archive_read_support_filter_none(a);
 	archive_read_support_format_tar(a);
 	if (archive_read_open_fd(a, fd, 128 * 1024) != ARCHIVE_OK) {
