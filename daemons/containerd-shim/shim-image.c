@@ -30,15 +30,23 @@ struct ImagePick {
 	ImagePick *next;
 };
 
+static void
+pick_drop(ImagePick **pp)
+{
+	ImagePick *p = *pp;
+
+	if (!p)
+		return;
+	*pp = p->next;
+	free(p->image);
+	free(p);
+}
+
 void
 shim_image_picks_free(Shim *s)
 {
-	while (s->image_picks) {
-		ImagePick *p = s->image_picks;
-		s->image_picks = p->next;
-		free(p->image);
-		free(p);
-	}
+	while (s->image_picks)
+		pick_drop(&s->image_picks);
 }
 
 static ImagePick **
@@ -117,7 +125,7 @@ int
 shim_image_pick(Shim *s, const char *id, const char *image, Sandbox *live, Reason *why)
 {
 	ImagePick **pp = pick_find(s, id), *p = *pp;
-	const char *cur;
+	char rec[IMAGE_NAME_MAX + 1];
 	size_t n = 0;
 
 	if (image[0]) {
@@ -126,6 +134,20 @@ shim_image_pick(Shim *s, const char *id, const char *image, Sandbox *live, Reaso
 		if (r < 0)
 			return r;
 		image_info_done(&info);
+	}
+	/* Kept only while it changes something: a live sandbox on that image, or
+	 * none and a record that names it, needs no pick (so picks are bounded by
+	 * the sandboxes about to start, not by the threads ever seen). */
+	if (live && streq(live->image ? live->image : "", image)) {
+		pick_drop(pp);
+		return 0;
+	}
+	if (!live) {
+		record_read(s, id, rec, sizeof(rec));
+		if (streq(rec, image)) {
+			pick_drop(pp);
+			return 0;
+		}
 	}
 	if (p) {
 		char *v = strdup(image);
@@ -147,10 +169,7 @@ shim_image_pick(Shim *s, const char *id, const char *image, Sandbox *live, Reaso
 		snprintf(p->id, sizeof(p->id), "%s", id);
 		*pp = p;
 	}
-	if (!live)
-		return 0;
-	cur = live->image ? live->image : "";
-	return streq(cur, image) ? 0 : 1;
+	return live ? 1 : 0;
 }
 
 int
@@ -171,14 +190,8 @@ shim_image_resolve(Shim *s, Sandbox *sb, ImageInfo *info, Reason *why)
 	set_str(&sb->image, name[0] ? name : NULL);
 	strv_free(sb->image_env);
 	sb->image_env = TAKE_PTR(info->env);
-	if (*pp) { /* the pick is recorded now; a failed write keeps it in memory */
-		if (record_write(s, sb->id, name) >= 0) {
-			ImagePick *p = *pp;
-			*pp = p->next;
-			free(p->image);
-			free(p);
-		}
-	}
+	if (*pp && record_write(s, sb->id, name) >= 0) /* recorded now; else kept in memory */
+		pick_drop(pp);
 	return 0;
 }
 
@@ -187,12 +200,8 @@ shim_image_claimed(Shim *s, const char *id)
 {
 	ImagePick **pp = pick_find(s, id);
 
-	if (record_write(s, id, "") >= 0 && *pp) {
-		ImagePick *p = *pp;
-		*pp = p->next;
-		free(p->image);
-		free(p);
-	}
+	if (record_write(s, id, "") >= 0)
+		pick_drop(pp);
 }
 
 void
