@@ -1200,6 +1200,10 @@ help(void)
 	    "  files put THREAD PATH [FILE] [--mode 0644]  write FILE (or stdin) as PATH\n"
 	    "  up [--listen ADDR:PORT] [--state-dir DIR] [--config FILE] [--build-dir DIR]\n"
 	    "                                       run the three daemons in the foreground\n"
+	    "  image [--config FILE]... import NAME SOURCE | ls | inspect NAME | rm NAME | gc\n"
+	    "                                       sandbox images on this host (as root;\n"
+	    "                                       docs/IMAGES.md): SOURCE an OCI layout dir,\n"
+	    "                                       oci-archive, docker-archive or rootfs tar\n"
 	    "  cluster status [--config FILE]... [--threads]  cluster mode: the nodes (alive or\n"
 	    "                                       lost), their load, the threads they own,\n"
 	    "                                       read from NATS with runwarden.conf's "
@@ -1216,6 +1220,40 @@ help(void)
 	    "The token (--token-file, else RUNWARDEN_TOKEN) is sent as 'Authorization: Bearer'.\n"
 	    "Exit status: the run's for\n"
 	    "run and tail; 125 when the CLI fails (server down, HTTP error); 2 on usage.\n");
+}
+
+/* `runwarden image [--config FILE]... COMMAND …`: the image store is the
+ * shim's, on this host (docs/IMAGES.md): run `containerd-shim [--config
+ * FILE]... image COMMAND …` from the daemons' directory, as root. */
+static int
+cmd_image(int argc, char **argv)
+{
+	const char *dir = getenv("RUNWARDEN_LIBEXECDIR") ?: PKGLIBEXECDIR;
+	char bin[4200];
+	char **av = calloc((size_t)argc + 3, sizeof(char *));
+	int n = 0, i = 1;
+
+	if (!av)
+		return error("out of memory");
+	snprintf(bin, sizeof(bin), "%s/containerd-shim", dir);
+	av[n++] = bin;
+	for (; i + 1 < argc && (strcmp(argv[i], "--config") == 0 || strcmp(argv[i], "-c") == 0);
+	     i += 2) {
+		av[n++] = "--config";
+		av[n++] = argv[i + 1];
+	}
+	if (i >= argc) {
+		free(av);
+		return usage_error("image: import NAME SOURCE | ls | inspect NAME | rm NAME | gc");
+	}
+	av[n++] = "image";
+	for (; i < argc; i++)
+		av[n++] = argv[i];
+	av[n] = NULL;
+	execv(bin, av);
+	error("image: cannot run '%s': %m", bin);
+	free(av);
+	return EXIT_CLI;
 }
 
 static int
@@ -1246,6 +1284,7 @@ main(int argc, char **argv)
 	    {"cancel", cmd_cancel, true},   {"snapshot", cmd_snapshot, true},
 	    {"restore", cmd_restore, true}, {"files", cmd_files, true},
 	    {"up", cmd_up, false},	    {"cluster", cmd_cluster_status, false},
+	    {"image", cmd_image, false},
 	};
 	const char *url = getenv("RUNWARDEN_URL");
 	const char *token_file = getenv("RUNWARDEN_TOKEN_FILE");

@@ -20,7 +20,8 @@
  * Options: --cwd DIR (default /workspace), --env K=V (repeatable; replaces the
  * default PATH=/usr/local/bin:/usr/bin:/bin HOME=/workspace), --stdin (send
  * our stdin), --kill-after MS (EXEC_KILL with SIGKILL after MS ms),
- * --timeout MS (EXEC_START timeout_ms), --destroy-after (destroy the sandbox
+ * --timeout MS (EXEC_START timeout_ms), --image NAME (SANDBOX_ENSURE on that
+ * image, docs/IMAGES.md), --destroy-after (destroy the sandbox
  * once the exec ended), --detach (print "exec_id=N" once it started and
  * disconnect: the exec keeps running in the shim), --fresh N [--gap MS] (create
  * N new sandboxes KEY-0… one after the other, time ENSURE → EXIT of ARGV in each,
@@ -275,7 +276,8 @@ start_exec(const char *sid, char **cmd, char *const *env, const char *cwd, const
 /* What the command line asked for (filled from the option table). */
 typedef struct Opts {
 	const char *path, *key, *cwd;
-	char **env; /* --env entries; def_env when none */
+	const char *image; /* --image NAME: SANDBOX_ENSURE's image (docs/IMAGES.md) */
+	char **env;	   /* --env entries; def_env when none */
 	size_t n_env;
 	bool destroy, destroy_after, want_stdin, stats, detach, list;
 	long kill_after, timeout, repeat, fresh, gap_ms;
@@ -309,6 +311,7 @@ static const struct Option {
     {"--destroy-after", OPT_FLAG, offsetof(Opts, destroy_after)},
     {"--stdin", OPT_FLAG, offsetof(Opts, want_stdin)},
     {"--cwd", OPT_STR, offsetof(Opts, cwd)},
+    {"--image", OPT_STR, offsetof(Opts, image)},
     {"--env", OPT_ENV, 0},
     {"--kill-after", OPT_LONG, offsetof(Opts, kill_after)},
 };
@@ -470,7 +473,7 @@ cmd_fresh(Opts *o)
 		if (o->gap_ms > 0)
 			(void)poll(NULL, 0, (int)o->gap_ms);
 		usec_t t0 = now_usec();
-		CALL(SANDBOX_ENSURE, &((Msg_SANDBOX_ENSURE){.key = k}), &f);
+		CALL(SANDBOX_ENSURE, &((Msg_SANDBOX_ENSURE){.key = k, .image = o->image}), &f);
 		frame_done(&f);
 		cur_exec = start_exec(fid, o->cmd, (char *const *)def_env, o->cwd, NULL, 0, -1);
 		status = wait_exit();
@@ -492,7 +495,7 @@ ensure_sandbox(Opts *o)
 	Reply_SANDBOX_ENSURE rep;
 	Frame f;
 
-	CALL(SANDBOX_ENSURE, &((Msg_SANDBOX_ENSURE){.key = o->key}), &f);
+	CALL(SANDBOX_ENSURE, &((Msg_SANDBOX_ENSURE){.key = o->key, .image = o->image}), &f);
 	if (reply_decode_SANDBOX_ENSURE(f.body, &rep) < 0 || !streq(rep.sandbox_id, o->id))
 		die("bad SANDBOX_ENSURE reply");
 	if (getenv("SHIMCTL_VERBOSE"))

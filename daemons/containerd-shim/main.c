@@ -18,6 +18,7 @@
 
 #include "daemon-util.h"
 #include "doctor.h"
+#include "image-cmd.h"
 #include "quota.h"
 #include "log.h"
 #include "shim-conf.h"
@@ -62,7 +63,8 @@ run(int argc, char **argv)
 	Ctx ctx = {0};
 	struct event *handover_ev = NULL;
 	bool doctor = false;
-	int r;
+	char **image_argv = NULL;
+	int image_argc = 0, r;
 
 	log_open("containerd-shim");
 	/* --doctor is ours alone: take it out before the common parser sees it. */
@@ -73,6 +75,15 @@ run(int argc, char **argv)
 			argc--;
 			i--;
 		}
+	/* `image COMMAND ARGS…` (image-cmd.h): everything from "image" on is the
+	 * command's, what comes before it the usual options. */
+	for (int i = 1; i < argc; i++)
+		if (streq(argv[i], "image")) {
+			image_argv = argv + i + 1;
+			image_argc = argc - i - 1;
+			argc = i;
+			break;
+		}
 	r = daemon_parse_args(argc, argv, "containerd-shim",
 			      "runs sandboxed processes for runwarden (--doctor: check the host)",
 			      &args);
@@ -82,6 +93,11 @@ run(int argc, char **argv)
 	if (r < 0 || args.check_config) {
 		shim_conf_done(&conf);
 		return r < 0 ? 1 : 0;
+	}
+	if (image_argv) {
+		r = image_cmd(&conf, image_argc, image_argv);
+		shim_conf_done(&conf);
+		return r;
 	}
 	if (doctor) {
 		r = shim_doctor(&conf);

@@ -27,6 +27,8 @@ conf_str(const SandboxSpec *spec, int i)
 	case INIT_CONF_RO_BINDS: s = spec->ro_binds; break;
 	case INIT_CONF_ETC_ENTRIES: s = spec->etc_entries; break;
 	case INIT_CONF_SANDBOX_USER: s = spec->sandbox_user; break;
+	case INIT_CONF_IMAGE_ROOT: s = spec->image_root; break;
+	case INIT_CONF_IMAGE_LOCK: s = spec->image_lock; break;
 	default: break;
 	}
 	return s ? s : "";
@@ -127,6 +129,8 @@ init_conf_decode(void *buf, size_t len, SandboxSpec *spec, struct sock_fprog *pr
 	    .ro_binds = strs[INIT_CONF_RO_BINDS],
 	    .etc_entries = strs[INIT_CONF_ETC_ENTRIES],
 	    .sandbox_user = strs[INIT_CONF_SANDBOX_USER][0] ? strs[INIT_CONF_SANDBOX_USER] : NULL,
+	    .image_root = strs[INIT_CONF_IMAGE_ROOT][0] ? strs[INIT_CONF_IMAGE_ROOT] : NULL,
+	    .image_lock = strs[INIT_CONF_IMAGE_LOCK][0] ? strs[INIT_CONF_IMAGE_LOCK] : NULL,
 	    .userns_inotify_instances = c.userns_inotify_instances,
 	    .userns_inotify_watches = c.userns_inotify_watches,
 	    .userns_namespaces = c.userns_namespaces,

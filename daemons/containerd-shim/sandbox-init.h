@@ -53,6 +53,8 @@ enum {
 	INIT_CONF_RO_BINDS,
 	INIT_CONF_ETC_ENTRIES,
 	INIT_CONF_SANDBOX_USER,
+	INIT_CONF_IMAGE_ROOT, /* "" without an image */
+	INIT_CONF_IMAGE_LOCK,
 	_INIT_CONF_STR_MAX,
 };
 
@@ -109,6 +111,16 @@ void init_send(int sock, const InitMsg *m, const char *payload, size_t len);
  * _exit()s on failure (fail closed). Returns the ABI applied, 0 without
  * Landlock. */
 int init_landlock(void);
+
+/* Report a setup failure as "what: strerror(err)" to the shim and exit
+ * (sandbox-linux.c; in the spawner, kept for the init to report). */
+_noreturn_ _printf_(2, 3) void init_fail(int err, const char *fmt, ...);
+
+/* A sandbox on an image (sandbox-image.c): the spawner's capture of the
+ * image's root (and the store's lock, shared), then the init's attach of it
+ * with the generated /etc files, entering it (cwd: the root tmpfs). */
+void sandbox_image_capture(const SandboxSpec *spec, int *ret_tree, int *ret_lock);
+void sandbox_image_enter(int tree, int lock);
 
 /* The init's loop as PID 1 (sandbox-serve.c): never returns. */
 _noreturn_ void init_serve(int sock, int listen_fd);

@@ -126,7 +126,7 @@ static int capture_err;
 static char capture_msg[512];
 
 /* Report a setup failure as "what: strerror(err)" and exit: fail closed. */
-static _noreturn_ _printf_(2, 3) void init_fail(int err, const char *fmt, ...)
+_noreturn_ _printf_(2, 3) void init_fail(int err, const char *fmt, ...)
 {
 	char msg[512];
 	InitMsg m = {.type = INIT_MSG_SETUP_FAILED, .err = err};
@@ -564,6 +564,7 @@ typedef struct Captured {
 	size_t n_etc;
 	int ws_fd;
 	int dev_fds[ELEMENTSOF(dev_nodes)];
+	int image_fd, image_lock; /* an image's root and the store's lock (sandbox-image.c) */
 } Captured;
 static Captured *cap;
 
@@ -580,7 +581,7 @@ capture_sources(const SandboxSpec *spec)
 	if (m == MAP_FAILED)
 		init_fail(errno, "map the captured sources");
 	cap = m;
-	cap->ws_fd = -1;
+	cap->ws_fd = cap->image_fd = cap->image_lock = -1;
 	for (size_t i = 0; i < ELEMENTSOF(cap->dev_fds); i++)
 		cap->dev_fds[i] = -1;
 	/* A pooled sandbox's workspace stays a slave of the shim's (shared) pool
@@ -588,8 +589,12 @@ capture_sources(const SandboxSpec *spec)
 	 * the sandbox is claimed (sandbox.h). Everything else is private. */
 	cap->ws_fd = tree_clone(spec->workspace, MOUNT_ATTR_NOSUID | MOUNT_ATTR_NODEV, false,
 				spec->workspace_slave ? MS_SLAVE : MS_PRIVATE);
-	cap->n_binds = binds_capture(spec->ro_binds, cap->binds);
-	cap->n_etc = etc_capture(spec->etc_entries ? spec->etc_entries : "", cap->etc);
+	if (spec->image_root) /* the image instead of the host's binds and /etc entries */
+		sandbox_image_capture(spec, &cap->image_fd, &cap->image_lock);
+	else {
+		cap->n_binds = binds_capture(spec->ro_binds, cap->binds);
+		cap->n_etc = etc_capture(spec->etc_entries ? spec->etc_entries : "", cap->etc);
+	}
 	for (size_t i = 0; i < ELEMENTSOF(dev_nodes); i++) {
 		char p[64];
 		snprintf(p, sizeof(p), "/dev/%s", dev_nodes[i]);
@@ -652,8 +657,14 @@ init_setup(const SandboxSpec *spec)
 	if (getgroups(1, groups) != 0)
 		init_fail(EPERM, "supplementary groups present");
 
-	binds_attach(cap->binds, cap->n_binds);
-	etc_build(spec, cap->etc, cap->n_etc);
+	if (spec->image_root) {
+		etc_build(spec, NULL, 0); /* the generated files, bound over the image's */
+		sandbox_image_enter(cap->image_fd, cap->image_lock);
+		cap->image_fd = cap->image_lock = -1;
+	} else {
+		binds_attach(cap->binds, cap->n_binds);
+		etc_build(spec, cap->etc, cap->n_etc);
+	}
 
 	mkdir_rel("workspace", 0755);
 	tree_attach(cap->ws_fd, "workspace");
@@ -707,15 +718,17 @@ init_setup(const SandboxSpec *spec)
 	/* The file mask: created here, bound over each entry, then unlinked (the
 	 * binds keep it); mode 0 and read-only, so reading a masked file fails. */
 	{
-		int fd = open(".mask", O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC | O_NOFOLLOW, 0);
+		/* An image's root is read-only: the mask is made in /tmp there. */
+		const char *mask = spec->image_root ? "tmp/.mask" : ".mask";
+		int fd = open(mask, O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC | O_NOFOLLOW, 0);
 		struct stat st;
 		if (fd < 0 || fstat(fd, &st) < 0 || !S_ISREG(st.st_mode) || st.st_size != 0 ||
 		    fchmod(fd, 0) < 0)
 			init_fail(errno ? errno : EIO, "create the /proc mask");
 		close(fd);
 		for (size_t i = 0; i < ELEMENTSOF(proc_masked); i++)
-			proc_mask(".mask", proc_masked[i]);
-		CHECK(unlink(".mask"), "remove the /proc mask's name");
+			proc_mask(mask, proc_masked[i]);
+		CHECK(unlink(mask), "remove the /proc mask's name");
 	}
 	for (size_t i = 0; i < ELEMENTSOF(proc_masked_dirs); i++)
 		proc_mask_dir(proc_masked_dirs[i]);
@@ -725,8 +738,10 @@ init_setup(const SandboxSpec *spec)
 	CHECK(syscall(SYS_pivot_root, ".", "."), "pivot_root");
 	CHECK(umount2(".", MNT_DETACH), "detach the old root");
 	CHECK(chdir("/"), "chdir /");
-	CHECK(mount(NULL, "/", NULL, MS_REMOUNT | MS_BIND | MS_RDONLY | MS_NOSUID | MS_NODEV, NULL),
-	      "remount / read-only");
+	if (!spec->image_root) /* an image's root was cloned read-only, nosuid, nodev */
+		CHECK(mount(NULL, "/", NULL,
+			    MS_REMOUNT | MS_BIND | MS_RDONLY | MS_NOSUID | MS_NODEV, NULL),
+		      "remount / read-only");
 
 	CHECK(sethostname("sandbox", STRLEN("sandbox")), "sethostname");
 	CHECK(setdomainname("sandbox", STRLEN("sandbox")), "setdomainname");

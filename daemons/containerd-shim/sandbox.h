@@ -145,6 +145,12 @@ typedef struct SandboxSpec {
 	 * appears inside; every other mount of the sandbox is private. */
 	bool workspace_slave;
 	const char *ro_binds; /* space-separated absolute host paths */
+	/* A sandbox on an image (docs/IMAGES.md, sandbox-image.c): the image's
+	 * unpacked root (a host directory) is the sandbox's root, read-only,
+	 * nosuid, nodev, instead of ro_binds and etc_entries; image_lock is the
+	 * image store's lock file. NULL: the host binds. */
+	const char *image_root;
+	const char *image_lock;
 	/* Space-separated names under the host's /etc carried into the sandbox's
 	 * /etc (read-only binds, symlinks recreated); passwd, group, hosts and
 	 * hostname are always generated (sandbox_user, "sandbox"). */

@@ -114,6 +114,7 @@ adopt_cb(Adopted *a, void *ud)
 	memcpy(sb->cg_id, a->cg_id, sizeof(sb->cg_id));
 	set_str(&sb->run_id, a->run_id);
 	set_str(&sb->thread_id, a->thread_id);
+	shim_image_adopted(s, sb); /* the image it was started on, from its record */
 	sb->state = SANDBOX_READY;
 	sb->adopted = true;
 	sb->pid = a->pid;

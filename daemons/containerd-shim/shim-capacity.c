@@ -313,11 +313,12 @@ sandbox_obtain(Shim *s, const char *key, const char *id, const char *run_id, con
 	LogCtx ctx = {.run_id = run_id, .thread_id = thread_id, .sandbox_id = id};
 	int r = sandbox_workspace(s, &ctx, key, id, dir, &ws, why);
 
-	if (r >= 0)
+	if (r >= 0 && shim_image_on_host(s, id)) /* the pool is on the host's binds */
 		r = pool_claim(s, key, id, run_id, thread_id, ws, ret);
 	if (r < 0)
 		return r;
 	if (r > 0) {
+		shim_image_claimed(s, id); /* the key is on the host's binds now */
 		*ret_ready = (*ret)->state == SANDBOX_READY;
 		if (*ret_ready)
 			sandbox_log_created(*ret);
@@ -599,7 +600,7 @@ queue_kick(Shim *s)
 			queue_unlink(s, q);
 			peer_deferred_on_cancel(q->reply, NULL, NULL); /* out of the queue */
 			k = ensure_key(s, &q->reply, q->key, q->run_id, q->thread_id, q->tenant,
-				       false);
+				       NULL, false);
 			if (k < 0)
 				(void)peer_deferred_error(TAKE_PTR(q->reply), k, NULL,
 							  "sandbox creation failed");
@@ -678,7 +679,7 @@ idle_cb(evutil_socket_t fd, short what, void *arg)
  * job) and takes it; < 0 = not taken, the caller answers ERROR. */
 int
 ensure_key(Shim *s, PeerDeferred **d, const char *key, const char *run_id, const char *thread_id,
-	   const char *tenant, bool may_queue)
+	   const char *tenant, const char *image, bool may_queue)
 {
 	char id[17];
 	Sandbox *sb;
@@ -723,6 +724,19 @@ ensure_key(Shim *s, PeerDeferred **d, const char *key, const char *run_id, const
 	}
 	if (sb && sb->state == SANDBOX_READY && !sandbox_alive(sb))
 		sb->state = SANDBOX_DYING;
+	if (image) { /* a thread's sandbox has one image: another one is a new sandbox */
+		Reason iwhy = {""};
+		k = shim_image_pick(s, id, image, sb && sb->state != SANDBOX_DYING ? sb : NULL,
+				    &iwhy);
+		if (k < 0) {
+			(void)peer_deferred_error(TAKE_PTR(*d), k,
+						  k == -ENOENT ? "image_not_found" : NULL,
+						  reason_text(&iwhy, k));
+			return 0;
+		}
+		if (k > 0)
+			sandbox_stop(sb, "a request asks for another image");
+	}
 	{
 		/* A restore of the key, or a snapshot of it with no serving sandbox:
 		 * wait for its end (snapshot section). */

@@ -138,6 +138,13 @@ const ConfItem shim_conf_items[] = {
      100000000,
      "most archive entries (files, directories, symlinks, hardlinks) a snapshot restore "
      "may unpack; a workspace with more is refused at snapshot time (422 not_restorable)"},
+    {S, "image_max_bytes", CONF_SIZE, offsetof(ShimConf, image_max_bytes), "16G", 1, INT64_MAX / 2,
+     "most bytes of file content an image import unpacks over all its layers "
+     "(runwarden image import; docs/IMAGES.md); a larger image is refused"},
+    {S, "image_max_entries", CONF_INT, offsetof(ShimConf, image_max_entries), "2000000", 1,
+     100000000,
+     "most entries (files, directories, links, whiteouts) an image import reads over "
+     "all its layers; more is refused"},
     {S, "file_api_max_bytes", CONF_SIZE, offsetof(ShimConf, file_api_max_bytes), "8M", 1,
      1024LL * 1024 * 1024,
      "largest file the file API (/threads/{id}/files) reads or writes; larger ones are "

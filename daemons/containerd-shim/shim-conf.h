@@ -61,6 +61,8 @@ typedef struct ShimConf {
 	int64_t sleep_after_ms; /* idle this long, a sandbox's processes are stopped; 0 = never */
 	int64_t restore_max_bytes;   /* file content bytes one restore may unpack */
 	int64_t restore_max_entries; /* archive entries one restore may unpack */
+	int64_t image_max_bytes;     /* file content bytes one image import may unpack */
+	int64_t image_max_entries;   /* entries one image import may read */
 	int64_t file_api_max_bytes;  /* largest file read or written by SANDBOX_FILE */
 	int64_t watch_idle_ms;	     /* SANDBOX_WATCH: an unpolled watch is dropped after this */
 	int64_t snapshot_timeout_ms; /* a snapshot/restore job may run this long; 0 = no limit */

@@ -56,6 +56,7 @@
 #include <openssl/evp.h>
 
 #include "shim-int.h"
+#include "strv.h"
 
 static void exec_maybe_finish(Exec *e);
 static void exec_release(Exec *e);
@@ -628,6 +629,7 @@ handle_exec_start(Peer *p, const Frame *f, const Msg_EXEC_START *m, void *userda
 	const char *id = m->sandbox_id;
 	size_t msg_len = 0;
 	_cleanup_free_ char *msg = NULL;
+	char **image_env = NULL;
 	int child_fds[4] = {-1, -1, -1, -1}; /* [3]: the exec's cgroup leaf */
 	Exec *e = NULL;
 	InitMsg im = {.type = INIT_MSG_EXEC};
@@ -662,7 +664,11 @@ handle_exec_start(Peer *p, const Frame *f, const Msg_EXEC_START *m, void *userda
 		k = 0;
 		goto out;
 	}
-	k = exec_pack(m->cwd, m->argv, m->env, &msg, &msg_len, &im.argc, &im.envc);
+	k = shim_image_env(sb, m->env, &image_env); /* the image's Env under the exec's */
+	if (k < 0)
+		goto out;
+	k = exec_pack(m->cwd, m->argv, image_env ? image_env : m->env, &msg, &msg_len, &im.argc,
+		      &im.envc);
 	if (k < 0) {
 		(void)peer_reply_error(p, f->req_id, k,
 				       k == -E2BIG ? "argv and env too large"
@@ -743,6 +749,7 @@ out:
 	if (e && e->leaf)
 		exec_leaf_done(e); /* never started: remove it again */
 	exec_free(e);
+	strv_free(image_env);
 	safe_close(child_fds[STREAM_STDIN]);
 	safe_close(child_fds[3]);
 	return k;

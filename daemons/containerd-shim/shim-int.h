@@ -78,6 +78,7 @@
 #include "adopt.h"
 #include "cgroup.h"
 #include "fd-util.h"
+#include "image-store.h"
 #include "log.h"
 #include "macro.h"
 #include "msg.h"
@@ -106,6 +107,7 @@
 
 typedef struct Conn Conn;
 typedef struct Sandbox Sandbox;
+typedef struct ImagePick ImagePick;
 typedef struct Exec Exec;
 typedef struct SandboxHooks SandboxHooks;
 typedef struct Spare Spare;
@@ -178,6 +180,10 @@ struct Sandbox {
 	char *run_id, *thread_id;
 	char *next_run_id, *next_thread_id;
 	char *tenant; /* whose (the last SANDBOX_ENSURE's tenant), NULL: unknown */
+	/* The image it runs on (shim-image.c; NULL: the host's binds), and that
+	 * image's Env ("K=V", NULL-terminated or NULL), put under each exec's. */
+	char *image;
+	char **image_env;
 	/* Pool (see "The pool" below): pooled = started ahead, bound to no key yet;
 	 * pool_dir = its workspace mount point, kept (and released on free) after
 	 * it was claimed. */
@@ -340,6 +346,8 @@ struct Shim {
 	int rt_dfd;		   /* <runtime_dir>/sandboxes (adopt.h) */
 	int counter_fd;		   /* <sandbox_dir>/.exec-id */
 	const SandboxHooks *hooks; /* set by shim_new (shim.c) before anything runs */
+	ImageStore images;	   /* <state_dir>/images (image-store.h) */
+	ImagePick *image_picks;	   /* images asked for, not recorded yet (shim-image.c) */
 };
 
 /* shim-sandbox.c */
@@ -442,8 +450,9 @@ void queue_kick(Shim *s);
 /* No exec running or about to come (what idle stops and /metrics count). */
 bool capacity_sandbox_idle(Sandbox *sb);
 void idle_cb(evutil_socket_t fd, short what, void *arg);
+/* image: what SANDBOX_ENSURE asked for (shim-image.c), NULL: the key's own. */
 int ensure_key(Shim *s, PeerDeferred **d, const char *key, const char *run_id,
-	       const char *thread_id, const char *tenant, bool may_queue);
+	       const char *thread_id, const char *tenant, const char *image, bool may_queue);
 void queue_refuse_all(Shim *s);
 void capacity_reensure(Sandbox *sb, Waiter **ret_re);
 
@@ -466,3 +475,21 @@ int handle_sandbox_snapshots(Peer *p, const Frame *f, const Msg_SANDBOX_SNAPSHOT
 bool adopt_keep_cgroup(const char *name, void *ud);
 void pool_dirs_clean(Shim *s);
 int shim_adopt(Shim *s);
+
+/* shim-image.c: which image a sandbox is on (docs/IMAGES.md) */
+/* An ENSURE of id asked for image ("" = the host's binds): kept for id's next
+ * start. -ENOENT (why set) when there is no such image; 1 when live (id's
+ * sandbox, or NULL) is on another image, else 0. */
+int shim_image_pick(Shim *s, const char *id, const char *image, Sandbox *live, Reason *why);
+/* Whether id's next sandbox is on the host's binds (the pool serves only those). */
+bool shim_image_on_host(Shim *s, const char *id);
+/* At sb's start: its image (sb->image, sb->image_env; info->rootfs "" for
+ * the host's binds), the pick recorded beside the workspace. */
+int shim_image_resolve(Shim *s, Sandbox *sb, ImageInfo *info, Reason *why);
+/* env with sb's image Env under it (*ret NULL: env as it is). */
+int shim_image_env(const Sandbox *sb, char *const *env, char ***ret);
+void shim_image_picks_free(Shim *s);
+/* A pooled sandbox became id's (host binds): the pick and record say so. */
+void shim_image_claimed(Shim *s, const char *id);
+/* A sandbox re-adopted after a restart: its image and Env from its record. */
+void shim_image_adopted(Shim *s, Sandbox *sb);

@@ -56,6 +56,7 @@
 
 #include "id-util.h"
 #include "shim-int.h"
+#include "strv.h"
 
 /* ---------------------------------------------------------------------------
  * Small helpers.
@@ -268,6 +269,8 @@ sandbox_free(Sandbox *sb)
 	free(sb->tenant);
 	free(sb->next_run_id);
 	free(sb->next_thread_id);
+	free(sb->image);
+	strv_free(sb->image_env);
 	if (sb->pool_dir) {
 		pool_dir_release(sb->pool_dir);
 		free(sb->pool_dir);
@@ -631,8 +634,22 @@ sandbox_start(Shim *s, Sandbox *sb, const char *ws, bool slave, const char *cg_i
 {
 	const ShimConf *c = s->conf;
 	SandboxSpec spec;
+	ImageInfo image;
+	char image_lock[sizeof(s->images.dir) + 8];
 	int r;
 
+	if (!slave) { /* a pooled sandbox is on the host's binds */
+		Reason iwhy = {""};
+		r = shim_image_resolve(s, sb, &image, &iwhy);
+		if (r < 0) {
+			reason_set(why, "%s", iwhy.msg);
+			return log_ctx_errno(LOG_ERR, r, ctx,
+					     "Failed to find the sandbox's image: %s",
+					     reason_text(&iwhy, r));
+		}
+	} else
+		image = (ImageInfo){0};
+	snprintf(image_lock, sizeof(image_lock), "%s/lock", s->images.dir);
 	{
 		Reason cerr = {""};
 		char name[32];
@@ -650,6 +667,8 @@ sandbox_start(Shim *s, Sandbox *sb, const char *ws, bool slave, const char *cg_i
 	    .workspace = ws,
 	    .workspace_slave = slave,
 	    .ro_binds = c->ro_binds,
+	    .image_root = image.rootfs[0] ? image.rootfs : NULL,
+	    .image_lock = image_lock,
 	    .etc_entries = c->etc_entries,
 	    .sandbox_user = c->sandbox_user,
 	    .userns_inotify_instances = c->userns_max_inotify_instances,

@@ -203,9 +203,9 @@ snap_release_held(Shim *s, SnapJob *j)
 	for (SnapHeld *h = held; h; h = h->next) {
 		if (!peer_deferred_peer(h->reply))
 			continue; /* its connection closed meanwhile */
-		int k = s->stopped
-			    ? -ESHUTDOWN
-			    : ensure_key(s, &h->reply, h->key, h->run_id, h->thread_id, NULL, true);
+		int k = s->stopped ? -ESHUTDOWN
+				   : ensure_key(s, &h->reply, h->key, h->run_id, h->thread_id, NULL,
+						NULL, true);
 		if (k < 0)
 			(void)peer_deferred_error(TAKE_PTR(h->reply), k, NULL,
 						  k == -ESHUTDOWN ? "containerd-shim is stopping"

@@ -41,7 +41,9 @@
 #include <event2/event.h>
 #include <openssl/evp.h>
 
+#include "image-cmd.h"
 #include "shim-int.h"
+#include "strv.h"
 
 Shim *shim_free(Shim *s);
 
@@ -58,7 +60,7 @@ handle_sandbox_ensure(Peer *p, const Frame *f, const Msg_SANDBOX_ENSURE *m, void
 
 	if (!d)
 		return -ENOMEM;
-	k = ensure_key(c->shim, &d, m->key, m->run_id, m->thread_id, m->tenant, true);
+	k = ensure_key(c->shim, &d, m->key, m->run_id, m->thread_id, m->tenant, m->image, true);
 	peer_deferred_free(d); /* not taken: answered ERROR k */
 	return k;
 }
@@ -257,6 +259,34 @@ handle_shim_memory(Peer *p, const Frame *f, const Msg_SHIM_MEMORY *m, void *user
 	return 0;
 }
 
+/* The images of this host (image-store.h), "NAME DISK_BYTES" each, for /metrics:
+ * the names and their records read, a few small files each. */
+static int
+handle_shim_images(Peer *p, const Frame *f, const Msg_SHIM_IMAGES *m, void *userdata)
+{
+	Conn *c = userdata;
+	Reply_SHIM_IMAGES rep = {};
+	ImageInfo *v = NULL;
+	size_t n = 0;
+	char **lines = NULL;
+	int r;
+
+	(void)m;
+	r = image_list(&c->shim->images, false, &v, &n, NULL);
+	for (size_t i = 0; r >= 0 && i < n; i++)
+		if (v[i].digest[0])
+			r = strv_pushf(&lines, "%s %" PRIu64, v[i].name, v[i].disk_bytes);
+	image_infos_free(v, n);
+	if (r < 0) {
+		strv_free(lines);
+		return r;
+	}
+	rep.images = lines ? lines : (char *[]){NULL};
+	(void)reply_send_SHIM_IMAGES(p, f->req_id, &rep);
+	strv_free(lines);
+	return 0;
+}
+
 /* The handlers see the decoded request (msg.h); a body that does not decode
  * is answered -EBADMSG before them. */
 MSG_HANDLER(dispatch_sandbox_ensure, SANDBOX_ENSURE, handle_sandbox_ensure)
@@ -278,6 +308,7 @@ MSG_HANDLER(dispatch_shim_limits, SHIM_LIMITS, handle_shim_limits)
 MSG_HANDLER(dispatch_sandbox_snapshots, SANDBOX_SNAPSHOTS, handle_sandbox_snapshots)
 MSG_HANDLER(dispatch_sandbox_watch, SANDBOX_WATCH, handle_sandbox_watch)
 MSG_HANDLER(dispatch_shim_memory, SHIM_MEMORY, handle_shim_memory)
+MSG_HANDLER(dispatch_shim_images, SHIM_IMAGES, handle_shim_images)
 
 static const PeerHandler shim_handlers[_MSG_TYPE_MAX] = {
     [MSG_SANDBOX_ENSURE] = dispatch_sandbox_ensure,
@@ -299,6 +330,7 @@ static const PeerHandler shim_handlers[_MSG_TYPE_MAX] = {
     [MSG_SANDBOX_SNAPSHOTS] = dispatch_sandbox_snapshots,
     [MSG_SANDBOX_WATCH] = dispatch_sandbox_watch,
     [MSG_SHIM_MEMORY] = dispatch_shim_memory,
+    [MSG_SHIM_IMAGES] = dispatch_shim_images,
 };
 
 /* ---------------------------------------------------------------------------
@@ -596,6 +628,7 @@ shim_new(struct event_base *base, const ShimConf *conf, Shim **ret)
 	s->hooks = &shim_hooks;
 	s->conf = conf;
 	s->rt_dfd = s->counter_fd = s->spare_dfd = s->sandbox_dfd = s->init_exe_fd = -1;
+	image_store_from_conf(conf, &s->images);
 	s->grave_timer = evtimer_new(base, graves_cb, s);
 	s->idle_timer = evtimer_new(base, idle_cb, s);
 	s->pool_ev = evtimer_new(base, pool_refill_cb, s);
@@ -737,6 +770,7 @@ shim_free(Shim *s)
 	free(s->sock_path);
 	free(s->first_tenant);
 	free(s->root_mnt);
+	shim_image_picks_free(s);
 	free(s);
 	return NULL;
 }

@@ -56,6 +56,7 @@ struct Harness {
 	int64_t max_line;
 	bool keep_processes; /* what its process leaves running outlives the run */
 	char **tools;	     /* names of [tool.NAME] host tools offered over the MCP bridge */
+	char *image;	     /* the sandbox image of its runs (docs/IMAGES.md); NULL/"" = host */
 };
 
 /* A host tool ([tool.NAME]): a command run on the host, outside every sandbox,

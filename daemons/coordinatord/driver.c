@@ -386,10 +386,13 @@ run_drive(Run *run)
 	}
 	if (run->wait_timer)
 		event_del(run->wait_timer);
-	Msg_SANDBOX_ENSURE m = {.key = run_sandbox_key(run, keybuf),
-				.run_id = run->run_id,
-				.thread_id = run->thread_id,
-				.tenant = run->tenant};
+	Msg_SANDBOX_ENSURE m = {
+	    .key = run_sandbox_key(run, keybuf),
+	    .run_id = run->run_id,
+	    .thread_id = run->thread_id,
+	    .tenant = run->tenant,
+	    /* "": the host's binds; a thread's sandbox follows its runs' image */
+	    .image = run->harness && run->harness->image ? run->harness->image : ""};
 	/* no deadline: a queued ENSURE may wait for a slot; the shim's queue_timeout_ms ends it */
 	int r = msg_call_SANDBOX_ENSURE(c->shim, &m, 0, sandbox_ensured, run);
 	if (r < 0) {

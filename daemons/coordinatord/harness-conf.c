@@ -81,6 +81,7 @@ harness_done(Harness *h)
 	mp_strv_free(h->egress);
 	mp_strv_free(h->egress_allow_private);
 	mp_strv_free(h->tools);
+	free(h->image);
 	*h = (Harness){0};
 }
 
@@ -176,6 +177,19 @@ valid_tool_name(const char *s)
 	return valid_name(s, 64);
 }
 
+/* An image name (the shim's image_name_ok): 1..64 of a-z 0-9 . _ -, starting
+ * with a letter or digit. */
+static bool
+valid_image_name(const char *s)
+{
+	if (!islower((unsigned char)s[0]) && !isdigit((unsigned char)s[0]))
+		return false;
+	for (const char *p = s; *p; p++)
+		if (isupper((unsigned char)*p))
+			return false;
+	return valid_name(s, 64);
+}
+
 #define H "harness.NAME"
 #define T "tool.NAME"
 
@@ -230,6 +244,15 @@ static const ConfItem harness_conf_items[] = {
      .valid = conf_valid_cidr,
      .expected = "expected IPv4/IPv6 networks (address/prefix with the host bits zero, e.g. "
 		 "10.0.0.0/8 127.0.0.1/32 fd00::/8)"},
+    {.section = H,
+     .key = "image",
+     .type = CONF_STR,
+     .offset = offsetof(Harness, image),
+     .help = "the sandbox image its runs use (runwarden image import; docs/IMAGES.md); empty = "
+	     "the host's ro_binds. A thread's sandbox has one image: a run of another image gets "
+	     "a new sandbox on it, with the same /workspace",
+     .valid = valid_image_name,
+     .expected = "expected an image name (1..64 of a-z 0-9 . _ -)"},
     {.section = H,
      .key = "timeout_ms",
      .type = CONF_INT,

@@ -16,11 +16,37 @@
 
 #include "macro.h"
 #include "msg.h"
+#include "strv.h"
 
 #define SHIM_MEMORY_EVERY_USEC (2 * USEC_PER_SEC)
 
 static struct event *shim_memory_ev; /* one coordinator per process */
 static bool shim_memory_pending;
+/* The shim's SHIM_IMAGES, "NAME DISK_BYTES" each (docs/IMAGES.md), read with the
+ * memory; NULL while the shim is away. */
+static char **shim_images;
+static bool shim_images_pending;
+
+static void
+shim_images_reply(Peer *p, int err, const msgpack_object *body, void *ud)
+{
+	Reply_SHIM_IMAGES rep = {};
+
+	(void)p;
+	(void)ud;
+	shim_images_pending = false;
+	if (err == 0 && reply_decode_SHIM_IMAGES(body, &rep) == 0) {
+		char **v = NULL;
+		bool ok = true;
+		for (char *const *l = rep.images; ok && l && *l; l++)
+			ok = strv_push(&v, *l) >= 0;
+		if (!ok)
+			v = (strv_free(v), NULL);
+		strv_free(shim_images);
+		shim_images = v;
+	}
+	reply_done_SHIM_IMAGES(&rep);
+}
 
 static void
 shim_memory_reply(Peer *p, int err, const msgpack_object *body, void *ud)
@@ -46,8 +72,14 @@ shim_memory_cb(evutil_socket_t fd, short what, void *arg)
 
 	if (!c->shim || !peer_is_ready(c->shim)) {
 		c->m.sandbox_mem_known = false; /* no stale figures while it is away */
+		strv_free(shim_images);
+		shim_images = NULL;
 		return;
 	}
+	if (!shim_images_pending &&
+	    msg_call_SHIM_IMAGES(c->shim, &(Msg_SHIM_IMAGES){}, SHIM_MEMORY_EVERY_USEC,
+				 shim_images_reply, c) == 0)
+		shim_images_pending = true;
 	if (shim_memory_pending)
 		return;
 	if (msg_call_SHIM_MEMORY(c->shim, &(Msg_SHIM_MEMORY){}, SHIM_MEMORY_EVERY_USEC,
@@ -74,6 +106,9 @@ metrics_teardown(Coordinator *c)
 		event_free(shim_memory_ev);
 	shim_memory_ev = NULL;
 	shim_memory_pending = false;
+	strv_free(shim_images);
+	shim_images = NULL;
+	shim_images_pending = false;
 }
 
 void
@@ -199,6 +234,18 @@ metrics_text(Coordinator *c, char **ret_text, size_t *ret_active)
 		    "runwarden_sandboxes{state=\"idle\"} %" PRIu64 "\n"
 		    "runwarden_sandboxes{state=\"busy\"} %" PRIu64 "\n",
 		    m->sandbox_mem[0], m->sandbox_mem[1], m->sandbox_count[0], m->sandbox_count[1]);
+	if (shim_images) {
+		fprintf(mf, "# HELP runwarden_image_bytes Disk use of each sandbox image, "
+			    "unpacked once on the shim's host and shared by its sandboxes "
+			    "(docs/IMAGES.md).\n"
+			    "# TYPE runwarden_image_bytes gauge\n");
+		for (char **l = shim_images; *l; l++) {
+			const char *sp = strchr(*l, ' ');
+			if (sp) /* names are [a-z0-9._-]: nothing to escape in a label */
+				fprintf(mf, "runwarden_image_bytes{image=\"%.*s\"} %s\n",
+					(int)(sp - *l), *l, sp + 1);
+		}
+	}
 	bridge_metrics(c, mf);
 	cluster_metrics(c, mf);
 	tenant_metrics(c, mf);

@@ -2,11 +2,12 @@
 /*
  * sandboxes.c — the sandbox API's lifecycle and capabilities (docs/SANDBOX-API.md):
  *
- *   SANDBOX_CTL {thread_id, action, keep_workspace?}, routerd's
+ *   SANDBOX_CTL {thread_id, action, keep_workspace?, image?}, routerd's
  *     PUT/GET/DELETE /sandboxes/{id} and POST /sandboxes/{id}/stop: "put" is
  *     passed to the shim as SANDBOX_FILE op create (it makes the workspace as a
- *     file write would), "get", "stop" and "delete" as SANDBOX_STATE; the
- *     shim's reply is the answer, as it is.
+ *     file write would), or with an image as SANDBOX_ENSURE with it (the
+ *     sandbox starts on that image: docs/IMAGES.md); "get", "stop" and
+ *     "delete" as SANDBOX_STATE; the shim's reply is the answer, as it is.
  *   CAPABILITIES_GET {}: the shim's SHIM_LIMITS (its file cap) with the exec
  *     limits added (sandbox_exec_limits below).
  *   WATCH_POLL {thread_id, path?, cursor?, wait_ms}: the shim's SANDBOX_WATCH
@@ -88,7 +89,12 @@ handle_sandbox_ctl(Peer *p, const Frame *f, const Msg_SANDBOX_CTL *m, void *ud)
 			      "thread has no sandbox of its own"))
 		return 0;
 	mp_writer_init(&w);
-	if (streq(a, "put"))
+	if (streq(a, "put") && m->image)
+		msg_encode_SANDBOX_ENSURE(&w, &(Msg_SANDBOX_ENSURE){.key = m->thread_id,
+								    .thread_id = m->thread_id,
+								    .tenant = tenant,
+								    .image = m->image});
+	else if (streq(a, "put"))
 		msg_encode_SANDBOX_FILE(
 		    &w, &(Msg_SANDBOX_FILE){
 			    .key = m->thread_id, .op = "create", .path = "", .path_len = 0});
@@ -98,9 +104,11 @@ handle_sandbox_ctl(Peer *p, const Frame *f, const Msg_SANDBOX_CTL *m, void *ud)
 					     .action = a,
 					     .keep_workspace = m->keep_workspace,
 					     .has_keep_workspace = m->has_keep_workspace});
-	ret = request_shim_relay(p, f, c, "shim_unavailable",
-				 streq(a, "put") ? MSG_SANDBOX_FILE : MSG_SANDBOX_STATE, &w,
-				 CTL_CALL_TIMEOUT, &ctl_relay, &r);
+	ret =
+	    request_shim_relay(p, f, c, "shim_unavailable",
+			       streq(a, "put") ? (m->image ? MSG_SANDBOX_ENSURE : MSG_SANDBOX_FILE)
+					       : MSG_SANDBOX_STATE,
+			       &w, CTL_CALL_TIMEOUT, &ctl_relay, &r);
 	mp_writer_done(&w);
 	if (r >= 0 && !streq(a, "get")) {
 		LogCtx lc = {.thread_id = m->thread_id};

@@ -86,7 +86,7 @@ ctl_reply(Peer *p, int err, const msgpack_object *body, void *userdata)
 }
 
 static void
-sandbox_ctl(HttpConn *c, const char *id, const char *action, bool keep)
+sandbox_ctl(HttpConn *c, const char *id, const char *action, bool keep, const char *image)
 {
 	int r;
 
@@ -102,7 +102,8 @@ sandbox_ctl(HttpConn *c, const char *id, const char *action, bool keep)
 						   .action = action,
 						   .keep_workspace = keep,
 						   .has_keep_workspace = keep,
-						   .tenant = router_token_tenant(c->req.token)}),
+						   .tenant = router_token_tenant(c->req.token),
+						   .image = image}),
 			       ctl_reply, c, CTL_WAIT_USEC);
 	if (r < 0)
 		routes_unavailable(c);
@@ -123,16 +124,22 @@ route_sandbox(HttpConn *c, Route *rt)
 		json_auto_t *body = routes_body_object(c, true);
 		if (!body)
 			return;
-		sandbox_ctl(c, id, "put", false);
+		json_t *image = json_object_get(body, "image");
+		if (image && !json_is_null(image) && !json_is_string(image)) {
+			http_respond_error(c, 400, "bad_request", "image must be a string");
+			return;
+		}
+		/* the image's name is checked by the shim (404 image_not_found) */
+		sandbox_ctl(c, id, "put", false, json_string_value(image));
 		return;
 	}
-	case HTTP_GET: sandbox_ctl(c, id, "get", false); return;
+	case HTTP_GET: sandbox_ctl(c, id, "get", false, NULL); return;
 	case HTTP_DELETE:
 		if (route_query(rt, "keep", &keep) < 0 || (keep && !streq(keep, "workspace"))) {
 			http_respond_error(c, 400, "bad_request", "keep must be 'workspace'");
 			return;
 		}
-		sandbox_ctl(c, id, "delete", keep != NULL);
+		sandbox_ctl(c, id, "delete", keep != NULL, NULL);
 		return;
 	default: http_respond_405(c, "GET, PUT, DELETE"); return;
 	}
@@ -142,7 +149,7 @@ void
 route_sandbox_stop(HttpConn *c, Route *rt)
 {
 	if (routes_path_thread_id(c, rt->seg[1]))
-		sandbox_ctl(c, rt->seg[1], "stop", false);
+		sandbox_ctl(c, rt->seg[1], "stop", false, NULL);
 }
 
 static void

@@ -200,6 +200,8 @@ static const struct {
     /* the snapshot/restore jobs (shim) */
     {"not_a_backup_record", 400, "not_a_backup_record"},
     {"backup_not_found", 404, "backup_not_found"},
+    /* a sandbox asked for an image the host does not have (shim, docs/IMAGES.md) */
+    {"image_not_found", 404, "image_not_found"},
     {"thread_busy", 409, "conflict"},
     {"not_restorable", 422, "not_restorable"},
     {"restore_rejected", 422, "restore_rejected"},

@@ -335,7 +335,7 @@ test_proto_undeclared_is_refused(void **state)
 #undef MSG
 #undef F
 	assert_int_equal(n, want);
-	assert_int_equal(want, 53); /* 3 CLIENT_TO_COORD + 50 ALLOW rows */
+	assert_int_equal(want, 54); /* 3 CLIENT_TO_COORD + 51 ALLOW rows */
 }
 
 static void
