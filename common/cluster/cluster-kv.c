@@ -9,8 +9,10 @@
  * anything (nats-server 2.9 has no delete marker for an expiry), so a watch
  * alone never says "gone". The watcher thread reports each heartbeat (and
  * explicit deletes) to the loop; a node silent for node_ttl_ms is then
- * looked up: NOT_FOUND is the server's own verdict that its key expired,
- * and only then is the node reported lost.
+ * looked up: NOT_FOUND (the server expired its key), or the same revision
+ * as the last beat seen node_ttl_ms ago (nothing put since: the bucket's
+ * MaxAge may be an earlier configuration's, and the server expires keys
+ * when it gets to it), reports it lost.
  */
 #include "config.h"
 
@@ -470,11 +472,20 @@ node_checked(Cluster *c, KvJob *j)
 	n->checking = false;
 	if (j->r == -ENOENT)
 		node_lost(c, n);
-	else if (j->r == 0 && j->rev != n->rev) {
+	else if (j->r == 0 && j->rev > n->rev) {
 		/* a beat the watcher has not delivered yet */
 		n->rev = j->rev;
 		n->last_seen = now_usec();
+	} else if (j->r == 0 && j->rev == n->rev &&
+		   now_usec() - n->last_seen >= (usec_t)c->node_ttl_ms * USEC_PER_MSEC) {
+		/* The entry is the one seen node_ttl_ms ago or more: the node put
+		 * nothing since. Its own age decides, not the server's expiry,
+		 * which follows the bucket's MaxAge — set by whichever
+		 * configuration created the bucket (another node_ttl_ms) — and
+		 * comes when the server gets to it (issue 35 I). */
+		node_lost(c, n);
 	}
+	/* an older revision: a lagging replica answered; the next pass asks again */
 }
 
 typedef struct WatchJob {
