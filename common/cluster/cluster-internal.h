@@ -60,7 +60,7 @@ struct Cluster {
 	natsOptions *nopts;
 	natsConnection *nc;
 	jsCtx *js;
-	kvStore *kv_threads, *kv_nodes, *kv_runs, *kv_inputs;
+	kvStore *kv_threads, *kv_nodes, *kv_runs, *kv_inputs, *kv_idem;
 	atomic_int state;
 	bool closing;
 

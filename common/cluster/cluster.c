@@ -720,6 +720,7 @@ cluster_free(Cluster *c)
 	kvStore_Destroy(c->kv_nodes);
 	kvStore_Destroy(c->kv_runs);
 	kvStore_Destroy(c->kv_inputs);
+	kvStore_Destroy(c->kv_idem);
 	jsCtx_Destroy(c->js);
 	natsConnection_Destroy(c->nc);
 	natsOptions_Destroy(c->nopts);
