@@ -7,10 +7,16 @@ loopback and three nodes a, b, c:
   daemon of c is killed -9; a or b takes the thread over; the same key
   posted through a and through b answers c's run, and no second run is
   made (before: the new owner's log did not know the key, a second run);
-- one key posted through a and b at once on a new thread: one run id."""
+- one key posted through a and b at once on a new thread: one run id;
+- (single host) a POST /runs coordinatord does not answer within routerd's
+  coord_timeout_ms (stopped, SIGSTOP) is 503 outcome_unknown, not a
+  failure: the run does start once coordinatord goes on, and the key
+  answers it."""
+import signal
 import threading
 import time
 
+import rwtest
 from rwcluster import Cluster
 from rwtest import poll
 
@@ -68,6 +74,31 @@ def test_one_key_through_two_nodes_at_once_is_one_run():
             t.join(60)
         assert [o[0] for o in out] == [202, 202], out
         assert out[0][1]["runId"] == out[1][1]["runId"], out
+
+
+def test_unanswered_start_is_outcome_unknown():
+    s = rwtest.Suite("[routerd]\ncoord_timeout_ms = 1000\n").start()
+    try:
+        s.expected_errors = [r"RUN_START not answered"]
+        s.procs["coordinatord"].send_signal(signal.SIGSTOP)
+        try:
+            st, body = post(s, "t-unknown", "k-unknown")
+        finally:
+            s.procs["coordinatord"].send_signal(signal.SIGCONT)
+        assert st == 503 and body["code"] == "outcome_unknown", (st, body)
+
+        def listed():
+            st, lst = s.http("GET", "/threads/t-unknown/runs")
+            runs = lst.get("runs", lst) if isinstance(lst, dict) else lst
+            return st == 200 and [r["runId"] for r in runs]
+        ran = poll(listed, timeout=10)
+        assert ran and len(ran) == 1, ran  # it did start: "unknown" was right
+        st, body = post(s, "t-unknown", "k-unknown")
+        assert st == 202 and body["runId"] == ran[0], (st, body, ran)
+    finally:
+        problems = s.stop()
+        s.cleanup()
+    assert not problems, problems
 
 
 def test_zz_stop():
