@@ -48,6 +48,8 @@ ensure_stream(Cluster *c)
 		jsStreamInfo_Destroy(si);
 		return 0;
 	}
+	if (code == JSClusterNotAvailErr) /* no meta leader (yet): transient */
+		return -EAGAIN;
 	if (s != NATS_NOT_FOUND && code != JSStreamNotFoundErr)
 		return cluster_errno(s, code, "stream info " CLUSTER_STREAM);
 
