@@ -426,7 +426,11 @@ ensure_exec(Cluster *c, Job *j)
 {
 	usec_t deadline = now_usec() + (usec_t)c->connect_wait_ms * USEC_PER_MSEC;
 	usec_t next_log = deadline;
-	int r;
+	int r = cluster_check_server_version(c);
+	if (r < 0) {
+		((EnsureJob *)j)->r = r;
+		return;
+	}
 	while ((r = cluster_ensure(c)) < 0 && r != -EACCES && !c->stop &&
 	       (now_usec() < deadline || r == -ETIMEDOUT || r == -ENOTCONN || r == -EAGAIN)) {
 		if (now_usec() >= next_log) {
