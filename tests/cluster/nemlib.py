@@ -2,8 +2,10 @@
 """The nemesis's machinery (tests/cluster/nemesis): network namespaces joined
 by the TUN switch (netsw.py), nats-servers and runwarden nodes inside them,
 clients that run inside a namespace, and a raw NATS direct-get reader.
-Everything made is recorded in Lab.made and undone by Lab.cleanup(), which
-runs on success, failure, SIGINT and SIGTERM."""
+Everything made is recorded in a manifest and undone by Lab.cleanup(), which
+runs on success, failure, SIGINT and SIGTERM; a guard process (guard(), in a
+session of its own) undoes what the manifest lists if the harness dies
+without cleaning up (SIGKILL, a timeout's --kill-after)."""
 import ctypes
 import http.client
 import json
@@ -130,6 +132,21 @@ class Lab:
         self.switch = None
         self.rules = {"blocked": [], "loss": 0, "delay_ms": 0, "jitter_ms": 0}
         self.lock = threading.Lock()
+        self.manifest = os.path.join(tempfile.gettempdir(), f"{self.tag}-{id(self)}.manifest")
+        self.save()
+        self.guard = subprocess.Popen([sys.executable, os.path.abspath(__file__), "--guard",
+                                       str(os.getpid()), self.manifest],
+                                      stdin=subprocess.DEVNULL, start_new_session=True)
+
+    def save(self):
+        """The manifest: what guard() removes if this process dies first."""
+        pg = [p.p.pid for p in self.procs.values()]
+        if self.switch:
+            pg.append(self.switch.pid)
+        tmp = self.manifest + ".new"
+        with open(tmp, "w") as f:
+            json.dump({"pgids": pg, "ns": self.made_ns, "dir": self.dir}, f)
+        os.replace(tmp, self.manifest)
 
     def ns(self, host):
         return f"{self.tag}-{host}"
@@ -138,13 +155,15 @@ class Lab:
 
     def net_up(self):
         for h in self.hosts:
-            subprocess.run(["ip", "netns", "add", self.ns(h)], check=True)
             self.made_ns.append(self.ns(h))
+            self.save()
+            subprocess.run(["ip", "netns", "add", self.ns(h)], check=True)
             subprocess.run(["ip", "-n", self.ns(h), "link", "set", "lo", "up"], check=True)
         args = [f"{self.ns(h)}={ip}" for h, ip in self.hosts.items()]
         self.switch = subprocess.Popen([sys.executable, os.path.join(HERE, "netsw.py"), DEV] + args,
                                        stdin=subprocess.PIPE, stdout=subprocess.PIPE,
                                        text=True, start_new_session=True)
+        self.save()
         assert self.switch.stdout.readline().strip() == "ready", "the switch did not start"
         for h, ip in self.hosts.items():
             subprocess.run(["ip", "-n", self.ns(h), "addr", "add", f"{ip}/24", "dev", DEV],
@@ -211,6 +230,7 @@ cluster {{
 """)
             self.procs[f"s{i}"] = Proc(f"s{i}", ["nats-server", "-c", conf],
                                        os.path.join(d, "nats.log"), self.ns(f"s{i}"))
+            self.save()
         deadline = time.time() + 90
         for i in range(1, self.n + 1):
             while True:
@@ -260,6 +280,7 @@ node_ttl_ms = {self.node_ttl_ms}
             self.procs[f"n{i}/{daemon}"] = Proc(
                 daemon, [os.path.join(self.build, daemon), "--config", conf],
                 os.path.join(d, daemon + ".log"), self.ns(f"n{i}"))
+            self.save()
 
     def wait_ready(self, i, timeout=90):
         deadline = time.time() + timeout
@@ -332,6 +353,14 @@ node_ttl_ms = {self.node_ttl_ms}
         self.made_ns = []
         if not keep_dir:
             shutil.rmtree(self.dir, ignore_errors=True)
+        self.dir_kept = keep_dir
+        try:
+            os.unlink(self.manifest)  # nothing left for the guard
+        except FileNotFoundError:
+            pass
+        if self.guard.poll() is None:
+            self.guard.terminate()
+            self.guard.wait(10)
 
 
 # ---- NATS direct gets (each server answers from its own replica) ----
@@ -461,3 +490,36 @@ def events_of(h, payload):
         rest = rest[n + 1:]
         q += 1
     return out
+
+
+def guard(parent, manifest):
+    """Wait for process parent to end; then undo what manifest lists (its
+    process groups, namespaces and state dir), unless it was removed (the
+    harness cleaned up itself)."""
+    signal.signal(signal.SIGTERM, lambda *a: sys.exit(0))
+    while True:
+        try:
+            os.kill(parent, 0)
+        except ProcessLookupError:
+            break
+        time.sleep(0.5)
+    try:
+        with open(manifest) as f:
+            m = json.load(f)
+    except (OSError, ValueError):
+        return
+    for pg in m["pgids"]:
+        for sig in (signal.SIGCONT, signal.SIGKILL):
+            try:
+                os.killpg(pg, sig)
+            except (ProcessLookupError, PermissionError):
+                pass
+    time.sleep(0.5)
+    for ns in m["ns"]:
+        subprocess.run(["ip", "netns", "del", ns], stderr=subprocess.DEVNULL)
+    shutil.rmtree(m["dir"], ignore_errors=True)
+    os.unlink(manifest)
+
+
+if __name__ == "__main__" and len(sys.argv) == 4 and sys.argv[1] == "--guard":
+    guard(int(sys.argv[2]), sys.argv[3])
