@@ -1027,16 +1027,42 @@ up_probe_token(const Up *u)
 	return read_token_file(path, &g.token);
 }
 
-/* Poll /readyz until it answers 200 (true), a daemon dies or 10 s pass. */
+static int
+up_cluster_key(void *ud, const char *section, const char *key, const char *value)
+{
+	bool *cluster = ud;
+	if (strcmp(section, "cluster") == 0 && strcmp(key, "nats") == 0)
+		*cluster = value[0] != '\0'; /* a later line overrides */
+	return 1;
+}
+
+/* How long `up` waits for /readyz: 10 s; in cluster mode ([cluster] nats)
+ * UP_CLUSTER_READY_S, since the first node ensures the stream and buckets
+ * (R3 creates while the servers elect leaders) and a node waits for NATS
+ * (issue 35 H: 4 of 16 node starts gave up at 10 s). */
+#define UP_READY_S 10
+#define UP_CLUSTER_READY_S 120
+static int
+up_ready_s(const Up *u)
+{
+	bool cluster = false;
+	if (u->conf_abs[0])
+		(void)ini_parse(u->conf_abs, up_cluster_key, &cluster);
+	return cluster ? UP_CLUSTER_READY_S : UP_READY_S;
+}
+
+/* Poll /readyz until it answers 200 (true), a daemon dies or up_ready_s()
+ * pass. */
 static bool
 up_wait_ready(Up *u, const char *url)
 {
 	Client probe;
+	int secs = up_ready_s(u);
 	if (client_init(&probe, url, g.token) < 0) {
 		error("up: %s", probe.err);
 		return false;
 	}
-	for (int k = 0; k < 200 && !up_stop; k++) {
+	for (int k = 0; k < secs * 20 && !up_stop; k++) {
 		Response r;
 		if (client_request(&probe, "GET", "/readyz", NULL, &r) == 0) {
 			bool ready = r.status == 200;
@@ -1053,7 +1079,7 @@ up_wait_ready(Up *u, const char *url)
 		usleep(50 * 1000);
 	}
 	if (!up_stop)
-		error("up: not ready after 10 s");
+		error("up: not ready after %d s", secs);
 	return false;
 }
 

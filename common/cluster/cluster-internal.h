@@ -60,7 +60,7 @@ struct Cluster {
 	natsOptions *nopts;
 	natsConnection *nc;
 	jsCtx *js;
-	kvStore *kv_threads, *kv_nodes, *kv_runs, *kv_inputs;
+	kvStore *kv_threads, *kv_nodes, *kv_runs, *kv_inputs, *kv_idem;
 	atomic_int state;
 	bool closing;
 
@@ -168,6 +168,12 @@ void cluster_watch_free_all(Cluster *c);
 void cluster_rpc_free_all(Cluster *c);
 /* cluster-kv.c */
 int cluster_ensure(Cluster *c); /* worker: stream + buckets */
+/* cluster-version.c: the oldest nats-server a node joins (direct gets, KV
+ * creates: 2.9); the one tested is 2.9.10 (docs/CLUSTER.md "nats-server
+ * versions"). The check: 0, or -EPROTONOSUPPORT (logged) when older. */
+#define CLUSTER_NATS_MIN "2.9.0"
+int cluster_check_server_version(Cluster *c); /* worker */
+int cluster_version_cmp(const char *a, const char *b);
 int cluster_nodes_start(Cluster *c);
 void cluster_nodes_stop(Cluster *c);
 /* cluster-beat.c: the heartbeat thread (after the buckets were ensured); its

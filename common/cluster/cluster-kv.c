@@ -9,8 +9,10 @@
  * anything (nats-server 2.9 has no delete marker for an expiry), so a watch
  * alone never says "gone". The watcher thread reports each heartbeat (and
  * explicit deletes) to the loop; a node silent for node_ttl_ms is then
- * looked up: NOT_FOUND is the server's own verdict that its key expired,
- * and only then is the node reported lost.
+ * looked up: NOT_FOUND (the server expired its key), or the same revision
+ * as the last beat seen node_ttl_ms ago (nothing put since: the bucket's
+ * MaxAge may be an earlier configuration's, and the server expires keys
+ * when it gets to it), reports it lost.
  */
 #include "config.h"
 
@@ -46,6 +48,8 @@ ensure_stream(Cluster *c)
 		jsStreamInfo_Destroy(si);
 		return 0;
 	}
+	if (code == JSClusterNotAvailErr) /* no meta leader (yet): transient */
+		return -EAGAIN;
 	if (s != NATS_NOT_FOUND && code != JSStreamNotFoundErr)
 		return cluster_errno(s, code, "stream info " CLUSTER_STREAM);
 
@@ -128,6 +132,10 @@ cluster_ensure(Cluster *c)
 	if (r >= 0) /* before rw_runs: kv_runs set says every bucket is */
 		r = ensure_bucket(c, CLUSTER_BUCKET_INPUTS, 0, &c->kv_inputs);
 	if (r >= 0)
+		r = ensure_bucket(c, CLUSTER_BUCKET_IDEM, 0, &c->kv_idem);
+	if (r >= 0) /* a refused create is read at the leader (idem_claim) */
+		r = no_direct_gets(c, CLUSTER_BUCKET_IDEM, &c->kv_idem);
+	if (r >= 0)
 		r = ensure_bucket(c, CLUSTER_BUCKET_RUNS, 0, &c->kv_runs);
 	if (r >= 0)
 		r = cluster_apply_max_age(c);
@@ -144,7 +152,8 @@ typedef enum KvOp {
 	KV_GET_RUN,
 	KV_PUT_INPUT,
 	KV_GET_INPUT,
-	KV_CHECK_NODE
+	KV_CHECK_NODE,
+	KV_IDEM_CLAIM
 } KvOp;
 
 typedef struct KvJob {
@@ -256,6 +265,42 @@ take(Cluster *c, KvJob *j)
 	return r == 0 && j->owner.revision != j->expected ? -ESTALE : r < 0 ? r : -EIO;
 }
 
+/* An Idempotency-Key's entry: created with this run id (0), or the run id
+ * of the entry already there (-EEXIST, j->data), read at the leader. */
+static int
+idem_claim(Cluster *c, KvJob *j)
+{
+	uint64_t rev = 0;
+	if (kvStore_Create(&rev, c->kv_idem, j->key, j->data, (int)j->len) == NATS_OK)
+		return 0;
+	usec_t deadline = now_usec() + READ_AFTER_REFUSAL_MS * USEC_PER_MSEC;
+	for (;;) {
+		kvEntry *e = NULL;
+		natsStatus s = kvStore_Get(&e, c->kv_idem, j->key);
+		if (s == NATS_OK) {
+			int n = kvEntry_ValueLen(e);
+			size_t len = n > 0 ? (size_t)n : 0;
+			void *v = realloc(j->data, len + 1);
+			if (!v) {
+				kvEntry_Destroy(e);
+				return -ENOMEM;
+			}
+			memcpy(v, kvEntry_Value(e), len);
+			((char *)v)[len] = '\0';
+			j->data = v;
+			j->len = len;
+			kvEntry_Destroy(e);
+			return -EEXIST;
+		}
+		kvEntry_Destroy(e);
+		if (s != NATS_NOT_FOUND || now_usec() >= deadline)
+			return s == NATS_NOT_FOUND ? -EIO
+						   : cluster_errno(s, 0, "get idempotency key");
+		struct timespec ts = {0, 20 * 1000 * 1000};
+		nanosleep(&ts, NULL);
+	}
+}
+
 static void
 kv_exec(Cluster *c, Job *job)
 {
@@ -264,6 +309,7 @@ kv_exec(Cluster *c, Job *job)
 	switch (j->op) {
 	case KV_CLAIM: j->r = claim(c, j); break;
 	case KV_TAKE: j->r = take(c, j); break;
+	case KV_IDEM_CLAIM: j->r = idem_claim(c, j); break;
 	case KV_OWNER: j->r = get_owner(c, j->key, &j->owner); break;
 	case KV_PUT_RUN:
 	case KV_PUT_INPUT:
@@ -307,7 +353,8 @@ kv_done(Cluster *c, Job *job)
 		if (j->op == KV_CHECK_NODE)
 			node_checked(c, j);
 		else if (j->value_cb)
-			j->value_cb(c, j->r, j->data, j->r < 0 ? 0 : j->len, j->userdata);
+			j->value_cb(c, j->r, j->data, j->r < 0 && j->r != -EEXIST ? 0 : j->len,
+				    j->userdata);
 		else if (j->owner_cb)
 			j->owner_cb(c, j->r, &j->owner, j->userdata);
 		else if (j->done_cb)
@@ -421,6 +468,24 @@ cluster_get_input(Cluster *c, const char *run_id, ClusterValueFn cb, void *userd
 	return kv_get(c, KV_GET_INPUT, run_id, cb, userdata);
 }
 
+int
+cluster_idem_claim(Cluster *c, const char *key, const char *run_id, ClusterValueFn cb,
+		   void *userdata)
+{
+	KvJob *j;
+	int r = kv_submit(c, KV_IDEM_CLAIM, key, NULL, 0, NULL, NULL, userdata, &j);
+	if (r < 0)
+		return r;
+	if (!(j->data = strdup(run_id))) {
+		free(j);
+		return -ENOMEM;
+	}
+	j->len = strlen(run_id);
+	j->value_cb = cb;
+	cluster_submit(c, &j->job);
+	return 0;
+}
+
 /* ---- liveness (loop thread) ---- */
 
 struct NodeSeen {
@@ -470,11 +535,20 @@ node_checked(Cluster *c, KvJob *j)
 	n->checking = false;
 	if (j->r == -ENOENT)
 		node_lost(c, n);
-	else if (j->r == 0 && j->rev != n->rev) {
+	else if (j->r == 0 && j->rev > n->rev) {
 		/* a beat the watcher has not delivered yet */
 		n->rev = j->rev;
 		n->last_seen = now_usec();
+	} else if (j->r == 0 && j->rev == n->rev &&
+		   now_usec() - n->last_seen >= (usec_t)c->node_ttl_ms * USEC_PER_MSEC) {
+		/* The entry is the one seen node_ttl_ms ago or more: the node put
+		 * nothing since. Its own age decides, not the server's expiry,
+		 * which follows the bucket's MaxAge — set by whichever
+		 * configuration created the bucket (another node_ttl_ms) — and
+		 * comes when the server gets to it (issue 35 I). */
+		node_lost(c, n);
 	}
+	/* an older revision: a lagging replica answered; the next pass asks again */
 }
 
 typedef struct WatchJob {

@@ -7,6 +7,7 @@
 #include "config.h"
 
 #include <errno.h>
+#include <inttypes.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -81,6 +82,49 @@ read_msg(ReadJob *j, natsMsg *m, uint64_t sseq)
 	return r;
 }
 
+/* Issue 35 G: a replica that diverged (nats-server 2.9.10 after a partition
+ * or leader churn) may hold events past the run's end at the stream's
+ * leader, or other events at its last seqs — a minority's unreplicated
+ * appends. Direct gets are answered by any replica, so a read that reached
+ * the end of what one replica holds checks its last event against the
+ * leader's last message of the subject (js_GetLastMsg: the leader answers):
+ * past the leader's end, or other bytes at that seq: -EAGAIN (the caller
+ * reads again, maybe from another replica, or fails closed). The leader
+ * ahead of it is a run that goes on. */
+static int
+leader_confirms(Cluster *c, ReadJob *j)
+{
+	const ClusterReadEvent *last = &j->ev[j->n - 1];
+	natsMsg *m = NULL;
+	jsErrCode code = 0;
+	natsStatus s = js_GetLastMsg(&m, c->js, CLUSTER_STREAM, j->subject, NULL, &code);
+	int r;
+	if (s == NATS_NOT_FOUND || code == JSNoMessageFoundErr)
+		r = -EAGAIN; /* the leader has none of what this replica showed */
+	else if (s != NATS_OK)
+		return cluster_errno(s, code, "last message at the leader");
+	else {
+		uint64_t first;
+		ClusterEvent *ev = NULL;
+		size_t n = 0;
+		r = cluster_msg_events(m, &first, &ev, &n);
+		if (r == 0 && last->seq > first + n - 1)
+			r = -EAGAIN;
+		else if (r == 0 && last->seq >= first) {
+			const ClusterEvent *e = &ev[last->seq - first];
+			if (e->len != last->len || memcmp(e->data, last->data, e->len) != 0)
+				r = -EAGAIN;
+		}
+		free(ev);
+	}
+	natsMsg_Destroy(m);
+	if (r == -EAGAIN)
+		log_warning("cluster: %s: a replica's event %" PRIu64
+			    " is not the stream leader's (replicas diverged?); read again",
+			    j->subject, last->seq);
+	return r;
+}
+
 static void
 read_exec(Cluster *c, Job *job)
 {
@@ -88,6 +132,8 @@ read_exec(Cluster *c, Job *job)
 	while (j->n < j->max) {
 		natsMsg *m = NULL;
 		int r = read_one(c, j, &m);
+		if (r == 0 && j->n > 0)
+			r = leader_confirms(c, j);
 		if (r <= 0) {
 			j->r = r;
 			return;

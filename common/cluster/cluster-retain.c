@@ -21,6 +21,7 @@
 
 #define RUNS_KV_STREAM "KV_" CLUSTER_BUCKET_RUNS
 #define INPUTS_KV_STREAM "KV_" CLUSTER_BUCKET_INPUTS
+#define IDEM_KV_STREAM "KV_" CLUSTER_BUCKET_IDEM
 
 /* One stream's MaxAge to max_age_ms (0: none), when it differs. Worker. */
 static int
@@ -61,6 +62,8 @@ cluster_apply_max_age(Cluster *c)
 		r = stream_max_age(c, RUNS_KV_STREAM, c->run_max_age_ms);
 	if (r >= 0)
 		r = stream_max_age(c, INPUTS_KV_STREAM, c->run_max_age_ms);
+	if (r >= 0)
+		r = stream_max_age(c, IDEM_KV_STREAM, c->run_max_age_ms);
 	return r;
 }
 

@@ -416,13 +416,30 @@ typedef struct EnsureJob {
 } EnsureJob;
 
 /* A NATS cluster that is starting too has no JetStream meta leader for a
- * while: retry for as long as a connection may take. */
+ * while: retry for as long as a connection may take, and past that for as
+ * long as the answer is none or "temporarily unavailable" (a timeout, no
+ * responders, no meta leader: JetStream without quorum), logged every 30 s — the node stays not
+ * ready, and is ready once a majority of servers is back (issue 35 H: a node started then used to
+ * stay failed). An error JetStream answers (a bad configuration) fails. */
 static void
 ensure_exec(Cluster *c, Job *j)
 {
 	usec_t deadline = now_usec() + (usec_t)c->connect_wait_ms * USEC_PER_MSEC;
-	int r;
-	while ((r = cluster_ensure(c)) < 0 && r != -EACCES && !c->stop && now_usec() < deadline) {
+	usec_t next_log = deadline;
+	int r = cluster_check_server_version(c);
+	if (r < 0) {
+		((EnsureJob *)j)->r = r;
+		return;
+	}
+	while ((r = cluster_ensure(c)) < 0 && r != -EACCES && !c->stop &&
+	       (now_usec() < deadline || r == -ETIMEDOUT || r == -ENOTCONN || r == -EAGAIN)) {
+		if (now_usec() >= next_log) {
+			log_warning_errno(r,
+					  "cluster: stream %s and its buckets not ensured yet "
+					  "(%m); JetStream has no quorum? retrying",
+					  CLUSTER_STREAM);
+			next_log = now_usec() + 30 * USEC_PER_SEC;
+		}
 		struct timespec ts = {0, 500 * 1000 * 1000};
 		nanosleep(&ts, NULL);
 	}
@@ -720,6 +737,7 @@ cluster_free(Cluster *c)
 	kvStore_Destroy(c->kv_nodes);
 	kvStore_Destroy(c->kv_runs);
 	kvStore_Destroy(c->kv_inputs);
+	kvStore_Destroy(c->kv_idem);
 	jsCtx_Destroy(c->js);
 	natsConnection_Destroy(c->nc);
 	natsOptions_Destroy(c->nopts);

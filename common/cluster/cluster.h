@@ -92,6 +92,7 @@ typedef struct Cluster Cluster;
 #define CLUSTER_BUCKET_NODES "rw_nodes"
 #define CLUSTER_BUCKET_RUNS "rw_runs"
 #define CLUSTER_BUCKET_INPUTS "rw_inputs"
+#define CLUSTER_BUCKET_IDEM "rw_idem"
 #define CLUSTER_DUP_WINDOW_S 120
 #define CLUSTER_CONNECT_WAIT_MS 10000
 #define CLUSTER_RECONNECT_WAIT_MS 250
@@ -335,6 +336,14 @@ int cluster_get_run(Cluster *c, const char *run_id, ClusterValueFn cb, void *use
 int cluster_put_input(Cluster *c, const char *run_id, const void *data, size_t len,
 		      ClusterDoneFn cb, void *userdata);
 int cluster_get_input(Cluster *c, const char *run_id, ClusterValueFn cb, void *userdata);
+
+/* An Idempotency-Key across the cluster (issue 35 F): create the entry key
+ * (a KV key, e.g. a hash of the thread and the client's key) in rw_idem with
+ * run_id as its value, once. cb: 0 (this run id is the key's now), -EEXIST
+ * with data, len the run id the key named already (read at the leader), or
+ * an error (nothing known: the create may or may not have been stored). */
+int cluster_idem_claim(Cluster *c, const char *key, const char *run_id, ClusterValueFn cb,
+		       void *userdata);
 
 /* ---- listing a bucket ---- */
 

@@ -279,9 +279,18 @@ handle_run_start(Peer *p, const Frame *f, const Msg_RUN_START *req, void *ud)
 	char prev[RUN_ID_LEN + 1];
 	bool retry = (idem && runlog_idem_get(c->runlog, thread_id, idem, prev) == 0) ||
 		     (alias && runlog_alias_get(c->runlog, alias, thread_id, prev) == 0);
+	/* cluster mode: a key this log lacks may name another node's run (the
+	 * thread was taken over): held while rw_idem is asked (idem-cluster.c) */
+	if (idem && !retry &&
+	    idem_cluster_run_start(c, p, f, thread_id, idem, dispatch_run_start, ud))
+		goto out;
+	const char *claimed = idem ? idem_cluster_run_id(c, thread_id, idem) : NULL;
 	if (!tenant_admit(c, p, f, thread_id, tenant, !retry, &ret))
 		goto out;
-	run_uuid(run_id);
+	if (claimed)
+		snprintf(run_id, sizeof(run_id), "%s", claimed);
+	else
+		run_uuid(run_id);
 	/* durable before the 202: without a key or an alias (single host),
 	 * the run is created in the group commit with its first events and the
 	 * 202 goes with that commit's acknowledgements (the shim's work starts

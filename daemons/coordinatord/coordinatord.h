@@ -732,6 +732,15 @@ int takeover_thread_runs(Coordinator *c, const char *thread_id, const char *stat
  * owns it); false to go on (no cluster, or this node owns the thread). */
 bool placement_run_start(Coordinator *c, Peer *p, const Frame *f, const char *thread_id,
 			 PeerHandler h, void *ud);
+/* idem-cluster.c — Idempotency-Keys across the cluster (issue 35 F). Before
+ * RUN_START creates a keyed run its log does not know: true when it took the
+ * request (holds it while rw_idem records the key, then calls h(p, f, ud)
+ * again, or answers the run id the key named, or an ERROR); false to go on
+ * (no cluster, or the request is that second call). */
+bool idem_cluster_run_start(Coordinator *c, Peer *p, const Frame *f, const char *thread_id,
+			    const char *key, PeerHandler h, void *ud);
+/* In that second call: the run id rw_idem recorded for the key; else NULL. */
+const char *idem_cluster_run_id(Coordinator *c, const char *thread_id, const char *key);
 /* This node owns thread now (a takeover won it). */
 void placement_own(Coordinator *c, const char *thread);
 /* How many threads this node knows it owns (its cache). */

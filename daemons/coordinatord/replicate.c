@@ -934,7 +934,18 @@ replicate_diverged(Coordinator *c, const json_t *rec)
 {
 	const char *code =
 	    json_string_value(json_object_get(json_object_get(rec, "error"), "code"));
-	return c->cluster && code && (streq(code, "fenced") || streq(code, "replication_failed"));
+	if (!c->cluster)
+		return false;
+	if (code && (streq(code, "fenced") || streq(code, "replication_failed")))
+		return true;
+	/* A run that ended here before its end was refused (another node wrote
+	 * it meanwhile, or the end never got acknowledged): its record keeps
+	 * its first terminal status, completed say, but the cluster's history
+	 * is another — its replication is dead (a dead run's entry stays for
+	 * the process's life). Issue 35 A, seen by the nemesis. */
+	const char *run_id = json_string_value(json_object_get(rec, "runId"));
+	RunRepl *rr = run_id && c->repl ? run_repl_find(c->repl, run_id) : NULL;
+	return rr && rr->dead;
 }
 
 bool

@@ -351,6 +351,17 @@ run_start_reply(Peer *p, int err, const msgpack_object *body, void *userdata)
 	HttpConn *c = userdata;
 	_cleanup_(reply_done_RUN_START) Reply_RUN_START rep = {};
 
+	if (err == -ETIMEDOUT || err == -ECONNRESET) {
+		/* the request went: coordinatord may start the run yet (held in a
+		 * thread's claim, a lease check, an Idempotency-Key look-up in the
+		 * cluster) — not a failure, an unknown outcome (issue 35 F) */
+		log_warning_errno(err, "%s: RUN_START not answered: %m", c->addr);
+		http_respond_error(c, 503, "outcome_unknown",
+				   "coordinatord did not answer in time: the run may have started; "
+				   "post again with the same Idempotency-Key, or list the "
+				   "thread's runs");
+		return;
+	}
 	if (err < 0) {
 		routes_coord_error(c, err, body, "not found");
 		return;

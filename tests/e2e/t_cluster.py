@@ -220,6 +220,44 @@ def test_a_fenced_run_is_read_from_the_cluster():
         raise
 
 
+def test_a_run_finished_here_then_fenced_is_read_from_the_cluster():
+    """Issue 35, A (the nemesis, owner-cut with aggressive server pings): a
+    node ends its run (RUN_FINISH completed) after another node wrote the
+    run in the cluster: the finish's publish is refused, the local record
+    keeps its first terminal status (completed, not fenced), and reads of
+    the run through the node gave its local RUN_FINISHED where the cluster
+    has the other writer's event. They are the cluster's now."""
+    try:
+        a = node("a")
+        th = "t-finish-fenced"
+        run = coord_call(a, "RUN_OPEN", {"thread_id": th})["run_id"]
+        c = Ipc(os.path.join(a.dir, "run", "coordinatord.sock"))
+        try:
+            for i in range(3):
+                append_value(c, run, i)
+            assert poll(lambda: len(jetstream_events(run)) == 3, timeout=20)
+            out = subprocess.run([READER, nats(), run, "steal"], capture_output=True,
+                                 text=True, timeout=30)
+            assert out.returncode == 0, out.stderr
+            try:
+                c.call("RUN_FINISH", {"run_id": run, "status": "completed"})
+            except IpcError:
+                pass  # refused or not: the local commit came first
+            assert poll(lambda: "Run fenced" in a.log("coordinatord") and
+                        run in a.log("coordinatord"), timeout=20)
+            local = C.local_record(a, run)
+            assert local["status"] == "completed" and local["lastSeq"] == 3, local
+            body = coord_call(a, "RUN_READ", {"run_id": run, "thread_id": th,
+                                              "from_seq": -1, "max": 100})
+            evs = [e.encode() if isinstance(e, str) else e for e in body["events"]]
+            assert len(evs) == 4 and b"rw.test.steal" in evs[3], evs
+        finally:
+            c.close()
+    except Exception:
+        C.stop_all()
+        raise
+
+
 def test_nats_down_readyz_fails_and_runs_are_refused():
     try:
         a = node("a")
