@@ -289,8 +289,7 @@ handle_run_start(Peer *p, const Frame *f, const Msg_RUN_START *req, void *ud)
 	 * transaction with its idempotency key (or the /chat client's run id and
 	 * input), fsync'd, now */
 	bool created = false;
-	const CommitHooks *hooks = c->commit_hooks;
-	bool in_commit = !alias && !idem && !(hooks->replicating && hooks->replicating(c));
+	bool in_commit = !alias && !idem && !replicate_active(c);
 	if (in_commit) {
 		ret = commit_queue_create(c, cl, f->req_id, run_id, thread_id, harness, tenant);
 		created = ret == 0;
@@ -505,15 +504,6 @@ out:
 	return ret;
 }
 
-Watch *
-watch_find(Coordinator *c, const Client *cl, const char *run_id)
-{
-	for (Watch *w = c->watches; w; w = w->next)
-		if ((!cl || w->client == cl) && streq(w->run_id, run_id))
-			return w;
-	return NULL;
-}
-
 /* RUN_WATCH (watch) and RUN_UNWATCH: the common part. */
 static int
 handle_watch(Peer *p, const Frame *f, void *ud, bool watch, const char *run_id,
@@ -534,29 +524,10 @@ handle_watch(Peer *p, const Frame *f, void *ud, bool watch, const char *run_id,
 	/* a watch delivers the run's events: only to its thread */
 	if (ret == 0 && watch && thread_id)
 		ret = owned_record(c, run_id, thread_id, NULL, &rec);
-	if (ret == 0 && watch) {
-		if (!watch_find(c, cl, run_id)) {
-			Watch *w = calloc(1, sizeof(*w));
-			if (!w)
-				ret = -ENOMEM;
-			else {
-				memcpy(w->run_id, run_id, RUN_ID_LEN + 1);
-				w->client = cl;
-				w->next = c->watches;
-				c->watches = w;
-			}
-		}
-	} else if (ret == 0) {
-		for (Watch **pp = &c->watches; *pp;) {
-			if ((*pp)->client == cl && streq((*pp)->run_id, run_id)) {
-				Watch *w = *pp;
-				*pp = w->next;
-				remote_watch_drop(c, w);
-				free(w);
-			} else
-				pp = &(*pp)->next;
-		}
-	}
+	if (ret == 0 && watch)
+		ret = watch_add(c, cl, run_id, NULL);
+	else if (ret == 0)
+		watch_remove(c, cl, run_id, remote_watch_drop);
 	if (ret == 0)
 		ret = peer_reply(p, f->req_id, NULL);
 out:
@@ -661,11 +632,9 @@ handle_run_cancel(Peer *p, const Frame *f, const Msg_RUN_CANCEL *m, void *ud)
 			     .thread_id = json_string_value(json_object_get(rec, "threadId"))};
 		log_ctx_msgid(LOG_NOTICE, &lc, RW_MESSAGE_RUN_CANCELLED, "Run cancelled");
 	}
-	json_t *cancel_chunk = json_pack("{s:s, s:s, s:s}", "type", "RUN_ERROR", "message",
-					 "run cancelled", "code", "aborted");
-	if (cancel_chunk)
-		agui_error_ids(cancel_chunk, json_string_value(json_object_get(rec, "threadId")),
-			       run_id);
+	json_t *cancel_chunk =
+	    run_error_chunk("run cancelled", "aborted",
+			    json_string_value(json_object_get(rec, "threadId")), run_id, 0);
 	op_queue_client(c, cl, f->req_id, run_id, cancel_chunk, "aborted",
 			json_pack("{s:b, s:{s:s, s:s}}", "cancelRequested", 1, "error", "message",
 				  "run cancelled", "code", "aborted"));
@@ -909,15 +878,7 @@ client_closed(Peer *p, int err, void *ud)
 
 	log_debug("routerd connection closed");
 	sbx_exec_client_gone(c, cl);
-	for (Watch **pp = &c->watches; *pp;) {
-		if ((*pp)->client == cl) {
-			Watch *w = *pp;
-			*pp = w->next;
-			remote_watch_drop(c, w);
-			free(w);
-		} else
-			pp = &(*pp)->next;
-	}
+	watch_remove(c, cl, NULL, remote_watch_drop);
 	for (Client **pp = &c->clients; *pp; pp = &(*pp)->next)
 		if (*pp == cl) {
 			*pp = cl->next;
@@ -982,18 +943,20 @@ client_refused(PeerServerEvent what, int err, uid_t uid, void *ud)
 
 /* ---------- start-up and shutdown ---------- */
 
+/* Cluster mode's commits are replicated before they are visible. */
+static const struct CommitDelivery *
+commit_delivery(Coordinator *c)
+{
+	return replicate_active(c) ? &commit_delivery_replicated : &commit_delivery_local;
+}
+
 const CommitHooks coordinator_commit_hooks = {
     .flush = driver_flush_all,
     .run_log = driver_run_log,
     .secrets = driver_secrets,
     .committed = driver_committed,
     .log_usage = watchdog_log_usage,
-    .replicating = replicate_active,
-    .replicate = replicate_events,
-    .replicate_flush = replicate_flush,
-    .replicate_linger = replicate_linger,
-    .replicate_early = replicate_early,
-    .replicate_held = replicate_held,
+    .delivery = commit_delivery,
 };
 
 static void

@@ -213,7 +213,8 @@ typedef enum CommitOutcome {
 
 /* The only way commit.c reaches the layers above it (it knows runs by id
  * alone). coordinator.c fills one in (coordinator_commit_hooks: the driver's
- * functions and the watchdog's) and hands it to commit_setup(). Every member is called from within
+ * functions, the watchdog's and the delivery's choice) and hands it to
+ * commit_setup(). Every member is called from within
  * a commit or a queuing call, never re-entering the queue it is called from. */
 typedef struct CommitHooks {
 	/* Queue the buffered output of every driven run (commit_now, before it writes). */
@@ -230,32 +231,10 @@ typedef struct CommitHooks {
 	/* After a commit that succeeded: the bytes of live data in the run log
 	 * (the watchdog warns and starts size retention). */
 	void (*log_usage)(Coordinator *c, uint64_t used);
-	/* Cluster mode's durability point (replicate.c), between the commit and
-	 * visibility. Is this commit's output to be replicated first? (false
-	 * without [cluster] nats: the step is absent.) */
-	bool (*replicating)(Coordinator *c);
-	/* Replicate run_id's committed events first_seq .. first_seq+n-1 (texts
-	 * borrowed until done; n may be 0: a status or driver-state change,
-	 * which only waits for the run's earlier batches). 0: done(err) is
-	 * called once, later, in the run's commit order; 1: nothing to wait
-	 * for, proceed now; < 0: failed now, done never called. rec: the run's
-	 * record after the commit (borrowed; NULL when unknown), mirrored to the
-	 * cluster's rw_runs when its status changed. */
-	int (*replicate)(Coordinator *c, const char *run_id, int64_t first_seq,
-			 const char *const *texts, const size_t *lens, size_t n, const json_t *rec,
-			 void (*done)(Coordinator *c, int err, void *arg), void *arg);
-	/* After a commit's replicate calls: send what they queued now, not on
-	 * the loop's next turn (which may begin with another commit's flush). */
-	void (*replicate_flush)(Coordinator *c);
-	/* How long a commit may wait for the appends the publishes out now are
-	 * about to release: 0 when none is out (or without a cluster). */
-	usec_t (*replicate_linger)(Coordinator *c);
-	/* May run_id's events (a client's, of a run driven nowhere here) go to
-	 * the cluster before the commit's flush? rec: its record as written. */
-	bool (*replicate_early)(Coordinator *c, const char *run_id, const json_t *rec);
-	/* Must run_id's ops wait (its events are being taken back from the
-	 * cluster at start)? run_id NULL: must any run's? */
-	bool (*replicate_held)(Coordinator *c, const char *run_id);
+	/* How this commit's ops become visible (commit-int.h): single-host
+	 * publishing (commit_delivery_local) or, in cluster mode, replication
+	 * first (commit_delivery_replicated). Asked once per commit. */
+	const struct CommitDelivery *(*delivery)(Coordinator *c);
 } CommitHooks;
 
 struct Coordinator {
@@ -382,8 +361,6 @@ int handle_run_finish(Peer *p, const Frame *f, const Msg_RUN_FINISH *m, void *ud
 int coordinator_run(const DaemonArgs *args);
 /* A new run id (a UUID v4). */
 void run_uuid(char out[RUN_ID_LEN + 1]);
-/* The watch of run_id by cl (any client's when cl is NULL), or NULL. */
-Watch *watch_find(Coordinator *c, const Client *cl, const char *run_id);
 /* commit.c's way up: the driver (runs) and the watchdog (usage). */
 extern const CommitHooks coordinator_commit_hooks;
 
@@ -455,8 +432,6 @@ json_t *agui_guard_closers(Run *run, const char *why);
  * chunks that close what they left open, as agui_guard_closers gives. */
 void agui_state_track(json_t **state, const json_t *chunk);
 json_t *agui_state_closers(json_t **state, const char *why);
-/* threadId/runId onto a RUN_ERROR (runId, metadata.tanstack.{threadId,runId}). */
-void agui_error_ids(json_t *chunk, const char *thread_id, const char *run_id);
 /* After a restart: the state from the run's stored chunks. */
 int agui_guard_rebuild(Run *run);
 /* Is chunk an event @ag-ui/core's EventSchemas accepts (its type known, its
@@ -482,16 +457,38 @@ void commit_teardown(Coordinator *c);
  * local log alone with code fenced, and stop its processes (COMMIT_FENCED). */
 void commit_fail_fenced(Coordinator *c, const char *run_id);
 /* Events committed in a transaction of their own, outside the op queue (the
- * watchdog's end of a stalled run): made visible as a commit's are — in
- * cluster mode replicated first (CommitHooks.replicate, in order with the
- * run's other batches; the terminal record mirrored), then RUN_EVENTS to
- * the watchers. Texts and rec are copied. */
+ * watchdog's end of a stalled run): made visible as a commit's are, by the
+ * delivery (CommitDelivery.late: in cluster mode replicated first, in order
+ * with the run's other batches, the terminal record mirrored), then
+ * RUN_EVENTS to the watchers. Texts and rec are copied. */
 void commit_publish_committed(Coordinator *c, const char *run_id, int64_t first_seq,
 			      const char *const *texts, const size_t *lens, size_t n,
 			      const json_t *rec);
+/* The two deliveries of commits (commit-int.h; CommitHooks.delivery). */
+extern const struct CommitDelivery commit_delivery_local, commit_delivery_replicated;
+
+/* watch.c — the watch list (RUN_WATCH): a leaf. */
+/* The watch of run_id by cl (any client's when cl is NULL), or NULL. */
+Watch *watch_find(Coordinator *c, const Client *cl, const char *run_id);
+/* cl watches run_id (once): 0 and the watch in *ret (may be NULL), or -ENOMEM. */
+int watch_add(Coordinator *c, Client *cl, const char *run_id, Watch **ret);
+/* Drop cl's watches of run_id (NULL: all of cl's), drop(c, w) on each first. */
+void watch_remove(Coordinator *c, const Client *cl, const char *run_id,
+		  void (*drop)(Coordinator *c, Watch *w));
 /* RUN_EVENTS to the watchers of run_id. */
 void publish(Coordinator *c, const char *run_id, int64_t first_seq, const char *const *texts,
 	     const size_t *lens, size_t n, const json_t *record);
+
+/* run-error.c — a run's terminal RUN_ERROR, built in one place (a leaf). */
+/* threadId/runId onto a RUN_ERROR (runId, metadata.tanstack.{threadId,runId}). */
+void agui_error_ids(json_t *chunk, const char *thread_id, const char *run_id);
+/* {type RUN_ERROR, message, code[, timestamp]} naming run_id (and its thread)
+ * as agui_error_ids does; run_id NULL: not named (the AG-UI guard does it);
+ * timestamp 0: none (the commit stamps it). NULL when out of memory. */
+json_t *run_error_chunk(const char *message, const char *code, const char *thread_id,
+			const char *run_id, int64_t timestamp);
+/* The record fields of that end: {"error": {message, code}}. */
+json_t *run_error_fields(const char *message, const char *code);
 
 /* driver.c */
 void run_start_driving(Run *run, const json_t *messages, const json_t *metadata);

@@ -226,9 +226,8 @@ run_fail(Run *run, const char *message, const char *code)
 		message = own;
 	else
 		message = "[REDACTED]";
-	json_t *chunk =
-	    json_pack("{s:s, s:s, s:s}", "type", "RUN_ERROR", "message", message, "code", code);
-	json_t *fields = json_pack("{s:{s:s, s:s}}", "error", "message", message, "code", code);
+	json_t *chunk = run_error_chunk(message, code, NULL, NULL, 0);
+	json_t *fields = run_error_fields(message, code);
 	if (run->state != RUN_DONE)
 		log_ctx(LOG_WARNING, &run->log, "Run failed: %s (%s)", message, code);
 	run_end(run, chunk, "failed", fields);
