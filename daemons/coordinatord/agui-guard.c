@@ -25,7 +25,7 @@
  */
 #include "config.h"
 
-#include "coordinatord.h"
+#include "run.h"
 
 #include <errno.h>
 #include <stdio.h>

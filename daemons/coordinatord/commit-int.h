@@ -11,7 +11,7 @@
  */
 #pragma once
 
-#include "coordinatord.h"
+#include "commit.h"
 
 struct Op {
 	Op *next;

@@ -6,7 +6,7 @@
  */
 #include "config.h"
 
-#include "coordinatord.h"
+#include "coordinator.h"
 
 #include <errno.h>
 #include <inttypes.h>
@@ -74,17 +74,6 @@ metrics_teardown(Coordinator *c)
 		event_free(shim_memory_ev);
 	shim_memory_ev = NULL;
 	shim_memory_pending = false;
-}
-
-void
-metrics_count_finish(Coordinator *c, const char *status)
-{
-	if (streq(status, "completed"))
-		c->m.runs_finished[0]++;
-	else if (streq(status, "failed"))
-		c->m.runs_finished[1]++;
-	else if (streq(status, "aborted"))
-		c->m.runs_finished[2]++;
 }
 
 int

@@ -20,6 +20,19 @@
 #include "json-util.h"
 #include "macro.h"
 
+/* Counted here: every terminal status is committed (or ends a run outside
+ * the queue: the watchdog, a takeover), then counted once. */
+void
+metrics_count_finish(Coordinator *c, const char *status)
+{
+	if (streq(status, "completed"))
+		c->m.runs_finished[0]++;
+	else if (streq(status, "failed"))
+		c->m.runs_finished[1]++;
+	else if (streq(status, "aborted"))
+		c->m.runs_finished[2]++;
+}
+
 void
 publish_run(Coordinator *c, const json_t *rec, Op *ops, const char *run_id)
 {

@@ -17,6 +17,7 @@
  */
 #include "config.h"
 
+#include "cluster-mode.h"
 #include "commit-int.h"
 
 #include <errno.h>
@@ -83,9 +84,8 @@ repl_late(Coordinator *c, const char *run_id, int64_t first_seq, const char *con
 			l->n = i + 1;
 		}
 	}
-	int r = ok && l->rec ? replicate_events(c, run_id, first_seq,
-						(const char *const *)l->texts, l->lens, l->n,
-						l->rec, late_replicated, l)
+	int r = ok && l->rec ? replicate_events(c, run_id, first_seq, (const char *const *)l->texts,
+						l->lens, l->n, l->rec, late_replicated, l)
 			     : -ENOMEM;
 	if (r == 1)
 		late_replicated(c, 0, l);

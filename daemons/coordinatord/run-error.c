@@ -8,7 +8,7 @@
  */
 #include "config.h"
 
-#include "coordinatord.h"
+#include "commit.h"
 
 json_t *
 run_error_chunk(const char *message, const char *code, const char *thread_id, const char *run_id,

@@ -16,9 +16,7 @@
  */
 #include "config.h"
 
-#include "coordinatord.h"
-
-#include "adapter.h"
+#include "run.h"
 
 #include <errno.h>
 #include <event2/event.h>

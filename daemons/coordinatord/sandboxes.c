@@ -20,7 +20,7 @@
  */
 #include "config.h"
 
-#include "coordinatord.h"
+#include "coordinator.h"
 
 #include <errno.h>
 #include <stdlib.h>

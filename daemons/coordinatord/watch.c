@@ -11,7 +11,7 @@
  */
 #include "config.h"
 
-#include "coordinatord.h"
+#include "commit.h"
 
 #include <errno.h>
 #include <stdlib.h>
@@ -49,8 +49,8 @@ watch_add(Coordinator *c, Client *cl, const char *run_id, Watch **ret)
 }
 
 void
-watch_remove(Coordinator *c, const Client *cl, const char *run_id, void (*drop)(Coordinator *c,
-									       Watch *w))
+watch_remove(Coordinator *c, const Client *cl, const char *run_id,
+	     void (*drop)(Coordinator *c, Watch *w))
 {
 	for (Watch **pp = &c->watches; *pp;) {
 		if ((*pp)->client == cl && (!run_id || streq((*pp)->run_id, run_id))) {

@@ -29,7 +29,7 @@
  */
 #include "config.h"
 
-#include "coordinatord.h"
+#include "watchdog.h"
 
 #include "adapter.h"
 

@@ -1118,5 +1118,6 @@ http_conn_free(HttpConn *c)
 	c->unserved = addr_unserved_release(c->router->unserved, c->unserved);
 	router_conn_removed(c->router, c);
 	free(c->sandbox_id);
+	free(c->run_thread_id);
 	free(c);
 }

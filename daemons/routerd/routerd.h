@@ -385,6 +385,9 @@ struct HttpConn {
 	 * way (the answer names the id); heap, freed with the connection */
 	char *sandbox_id;
 	char sandbox_action[8];
+	/* routes.c: the threadId of a POST /runs on its way (for the log line
+	 * of its answer); heap, freed with the connection */
+	char *run_thread_id;
 };
 
 /* Accepted socket → new connection (takes the fd). bridge: accepted on the

@@ -47,8 +47,6 @@
 #include "log.h"
 #include "macro.h"
 
-#define CHAT_RUN_ID_MAX 128
-
 typedef enum ChatMode {
 	CHAT_SSE,
 	CHAT_NDJSON,
@@ -86,7 +84,7 @@ printable(const char *s)
 static bool
 client_run_id_ok(const char *s)
 {
-	return s && *s && strlen(s) <= CHAT_RUN_ID_MAX && printable(s);
+	return s && *s && strlen(s) <= CLIENT_RUN_ID_MAX && printable(s);
 }
 
 static int
@@ -353,7 +351,7 @@ chat_start_run(HttpConn *c, json_t *body, const char *header_run_id, int64_t las
 			http_respond_error(c, 500, "internal", "out of memory");
 		return;
 	}
-	const char *harnesses = token ? token->harnesses : NULL;
+	char *const *harnesses = token ? token->harnesses : NULL;
 	r = COORD_CALL(c->router, RUN_START,
 		       &((Msg_RUN_START){
 			   .thread_id = thread_id,

@@ -187,6 +187,25 @@ test_thread_id_utf8_controls_and_bidi(void **state)
 	assert_string_equal(thread_id_problem(".."), "threadId must not be '.' or '..'");
 }
 
+static void
+test_idempotency_key_rules(void **state)
+{
+	char longest[IDEMPOTENCY_KEY_MAX + 2];
+	const char *bad = "Idempotency-Key must be 1 to 256 printable bytes";
+
+	memset(longest, 'k', IDEMPOTENCY_KEY_MAX);
+	longest[IDEMPOTENCY_KEY_MAX] = '\0';
+	assert_null(idempotency_key_problem(longest));
+	assert_null(idempotency_key_problem("k-1 with spaces/and:punct"));
+	longest[IDEMPOTENCY_KEY_MAX] = 'k';
+	longest[IDEMPOTENCY_KEY_MAX + 1] = '\0';
+	assert_string_equal(idempotency_key_problem(longest), bad);
+	assert_string_equal(idempotency_key_problem(NULL), bad);
+	assert_string_equal(idempotency_key_problem(""), bad);
+	assert_string_equal(idempotency_key_problem("a\tb"), bad);
+	assert_string_equal(idempotency_key_problem("a\x7f"), bad);
+}
+
 int
 main(void)
 {
@@ -196,6 +215,7 @@ main(void)
 	    cmocka_unit_test(test_uuid_v4_and_token_are_random_and_well_formed),
 	    cmocka_unit_test(test_thread_id_rules),
 	    cmocka_unit_test(test_thread_id_utf8_controls_and_bidi),
+	    cmocka_unit_test(test_idempotency_key_rules),
 	};
 	return cmocka_run_group_tests(tests, NULL, NULL);
 }
