@@ -30,7 +30,7 @@
  */
 #include "config.h"
 
-#include "routerd.h"
+#include "routes-int.h"
 
 #include <errno.h>
 #include <inttypes.h>
@@ -571,7 +571,7 @@ chat_cancel(HttpConn *c, const char *run_id, const char *thread_id)
 		log_debug("%s: /chat abort: coordinator unavailable", c->addr);
 }
 
-void
+static void
 chat_ws_message(HttpConn *c, const char *text, size_t len)
 {
 	json_auto_t *j = json_loadb(text, len, 0, NULL);
@@ -606,6 +606,22 @@ chat_ws_message(HttpConn *c, const char *text, size_t len)
 	chat_start_run(c, j, NULL, -1, CHAT_WS_CONV);
 }
 
+/* The conversation socket's client messages: RunAgentInput and abort text
+ * frames (binary ones are ignored); the stock webSocket() adapter's
+ * keepalive after each ping. */
+static void
+chat_ws_on_message(HttpConn *c, bool binary, const uint8_t *data, size_t len)
+{
+	if (!binary)
+		chat_ws_message(c, (const char *)data, len);
+}
+
+static const WsAppOps chat_ws_app = {
+    .on_message = chat_ws_on_message,
+    .body_sized = true,
+    .keepalive_text = "{\"type\":\"ping\"}",
+};
+
 static void
 chat_ws_open(HttpConn *c)
 {
@@ -617,8 +633,10 @@ chat_ws_open(HttpConn *c)
 	}
 	c->chat_token = c->req.token; /* the request is reset by the upgrade */
 	c->chat_ws = true;
+	c->ws_app = &chat_ws_app;
 	if (ws_accept(c) < 0) {
 		c->chat_ws = false;
+		c->ws_app = NULL;
 		http_respond_error(c, 500, "internal", "internal error");
 		return;
 	}

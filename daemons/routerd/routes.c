@@ -965,7 +965,9 @@ route_find(const Route *rt)
 	return NULL;
 }
 
-bool
+/* Router.big_body: whether a request of method on url may carry
+ * max_file_body bytes (a file PUT), from the route table. */
+static bool
 routes_file_body(const char *url, size_t len, int method)
 {
 	_cleanup_(route_done) Route rt = {0};
@@ -1060,5 +1062,6 @@ routes_attach(Router *r)
 {
 	r->on_request = routes_dispatch;
 	r->on_conn_free = routes_conn_free;
+	r->big_body = routes_file_body;
 	routes_sandbox_attach(r);
 }

@@ -20,7 +20,7 @@
  */
 #include "config.h"
 
-#include "routerd.h"
+#include "transport.h"
 
 #include <errno.h>
 #include <inttypes.h>
