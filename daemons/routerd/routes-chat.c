@@ -140,7 +140,7 @@ chat_tail_start(HttpConn *c, const char *run_id, const char *thread_id, int64_t 
 {
 	/* SSE: the bare chunk with its seq as id; NDJSON and the WebSocket: the
 	 * stock clients' durable envelope {"id":"<seq>","chunk":…} */
-	const TailSink *sink = mode == CHAT_SSE	     ? &sse_tail_sink
+	const TailSink *sink = mode == CHAT_SSE	     ? &sse_chat_tail_sink
 			       : mode == CHAT_NDJSON ? &ndjson_tail_sink
 						     : &ws_tail_sink;
 	int r = 0;

@@ -10,10 +10,6 @@
 
 /* tail.c */
 
-extern const TailSink ws_tail_sink;	/* ws.c */
-extern const TailSink sse_tail_sink;	/* sse.c */
-extern const TailSink ndjson_tail_sink; /* sse.c: /chat?format=ndjson */
-
 /* A tail on c (upgraded already: it writes through sink, each event in
  * envelope) for run_id (copied) from cursor last_seq; record_json is the
  * record RUN_GET returned (may be NULL). Attaches to the watch. */

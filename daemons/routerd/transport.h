@@ -50,3 +50,9 @@ int sse_end_line(HttpConn *c, const char *text, size_t len);
 /* End the stream: an `event: error` for code != 1000, then close (abort
  * for 1008: the reader is too slow to flush to). */
 void sse_close(HttpConn *c, uint16_t code, const char *reason);
+
+/* The tails' sinks (TailSink, routerd.h). */
+extern const TailSink ws_tail_sink;	  /* ws.c */
+extern const TailSink sse_tail_sink;	  /* sse.c: an error event before an abnormal end */
+extern const TailSink sse_chat_tail_sink; /* sse.c: /chat's SSE (no error event) */
+extern const TailSink ndjson_tail_sink;	  /* sse.c: /chat?format=ndjson (no error event) */
