@@ -164,3 +164,9 @@ idempotency_key_problem(const char *key)
 		return "Idempotency-Key must be 1 to 256 printable bytes";
 	return NULL;
 }
+
+bool
+client_run_id_valid(const char *s)
+{
+	return s && *s && strlen(s) <= CLIENT_RUN_ID_MAX && string_printable(s);
+}

@@ -52,6 +52,9 @@ bool string_printable(const char *s);
 const char *thread_id_problem(const char *s);
 /* NULL when key is a valid Idempotency-Key, else why not (the message). */
 const char *idempotency_key_problem(const char *key);
+/* A /chat client's run id (RUN_START client_run_id): 1..CLIENT_RUN_ID_MAX
+ * printable bytes. */
+bool client_run_id_valid(const char *s);
 static inline bool
 thread_id_valid(const char *s)
 {

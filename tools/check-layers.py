@@ -101,8 +101,8 @@ def definitions(path):
     return out
 
 
-def check(daemon):
-    d = os.path.join(TOP, "daemons", daemon)
+def check(daemon, d=None):
+    d = d or os.path.join(TOP, "daemons", daemon)
     layers_path = os.path.join(d, "LAYERS")
     layers, rank, leaves, allow = parse_layers(layers_path)
     names = {n: layers[i][0] for n, i in rank.items()}
@@ -162,7 +162,46 @@ def check(daemon):
     return problems, allowed_used
 
 
+def self_test():
+    """The check finds what it must: run on a made-up daemon with one of
+    each fault, and on the same daemon without them."""
+    import tempfile
+    files = {
+        "LAYERS": "top: top.h top.c\nbottom: bottom.h bottom.c\n",
+        "top.h": '#include "bottom.h"\nvoid top_fn(void);\n',
+        "top.c": '#include "top.h"\n/* bottom_fn in a comment */\nvoid\ntop_fn(void)\n'
+                 '{\n\tbottom_fn();\n}\n',
+        "bottom.h": "void bottom_fn(void);\n",
+        "bottom.c": '#include "bottom.h"\nvoid\nbottom_fn(void)\n{\n\t'
+                    'const char *s = "top_fn()";\n\t(void)s;\n}\n',
+    }
+    faults = {
+        "bottom.c": '#include "top.h"\nvoid\nbottom_fn(void)\n{\n\ttop_fn();\n}\n',
+        "stray.c": "int x;\n",
+        "LAYERS": files["LAYERS"] + "allow top.c bottom_fn  # not upward: stale\n",
+    }
+    with tempfile.TemporaryDirectory() as d:
+        for name, text in files.items():
+            with open(os.path.join(d, name), "w") as f:
+                f.write(text)
+        clean, _ = check("self-test", d)
+        for name, text in faults.items():
+            with open(os.path.join(d, name), "w") as f:
+                f.write(text)
+        found, _ = check("self-test", d)
+    want = ["bottom.c:1: includes top.h", "bottom.c:5: names top_fn of top.c",
+            "stray.c: not in", "'allow top.c bottom_fn' is not needed"]
+    missing = [w for w in want if not any(w in p for p in found)]
+    if clean or missing or len(found) != len(want):
+        print("check-layers self-test FAILED: clean run found", clean, "; faulty run found",
+              found, "; missing", missing)
+        return False
+    return True
+
+
 def main():
+    if not self_test():
+        return 1
     graph = "--graph" in sys.argv
     only = [a for a in sys.argv[1:] if not a.startswith("-")] or DAEMONS
     failed = False

@@ -159,9 +159,10 @@ run_start_body(Coordinator *c, Peer *p, const Frame *f, const Msg_RUN_START *m, 
 	if (why)
 		return refuse(p, f, -EINVAL, NULL, "%s", why);
 	const char *alias = m->client_run_id;
-	if (alias && (!*alias || strlen(alias) > CLIENT_RUN_ID_MAX || m->idempotency_key))
+	if (alias && (!client_run_id_valid(alias) || m->idempotency_key))
 		return refuse(p, f, -EINVAL, NULL,
-			      "client_run_id must be 1..128 bytes, without an idempotency key");
+			      "client_run_id must be 1 to 128 printable bytes, without an "
+			      "idempotency key");
 	return !m->input || input_ok(c, p, f, m->input);
 }
 

@@ -72,21 +72,6 @@ chat_start_free(HttpConn *c)
 	}
 }
 
-static bool
-printable(const char *s)
-{
-	for (; *s; s++)
-		if ((unsigned char)*s < 0x20 || *s == 0x7f)
-			return false;
-	return true;
-}
-
-static bool
-client_run_id_ok(const char *s)
-{
-	return s && *s && strlen(s) <= CLIENT_RUN_ID_MAX && printable(s);
-}
-
 static int
 chat_set_start(HttpConn *c, const char *thread_id, int64_t last_seq, ChatMode mode)
 {
@@ -257,9 +242,9 @@ chat_body_problem(json_t *body, const char *header_run_id, char *buf, size_t buf
 	rid = json_object_get(body, "runId");
 	if (rid &&
 	    (!json_is_string(rid) || strlen(json_string_value(rid)) != json_string_length(rid) ||
-	     !client_run_id_ok(json_string_value(rid))))
+	     !client_run_id_valid(json_string_value(rid))))
 		return "runId must be 1 to 128 printable bytes";
-	if (header_run_id && !client_run_id_ok(header_run_id))
+	if (header_run_id && !client_run_id_valid(header_run_id))
 		return "X-Run-Id must be 1 to 128 printable bytes";
 	if (header_run_id && rid && !streq(header_run_id, json_string_value(rid)))
 		return "X-Run-Id and the body's runId differ";
@@ -466,7 +451,7 @@ chat_join(HttpConn *c, const char *query, const char *run_id, const char *thread
 		http_respond_error_close(c, 400, "bad_request", msg);
 		return;
 	}
-	if (!client_run_id_ok(run_id)) {
+	if (!client_run_id_valid(run_id)) {
 		http_respond_error(c, 404, "not_found", "unknown run");
 		return;
 	}
@@ -593,7 +578,7 @@ chat_ws_message(HttpConn *c, const char *text, size_t len)
 			c->chat_start->abort = true;
 			return;
 		}
-		if (c->tail && c->tail->thread_id && rid && client_run_id_ok(rid))
+		if (c->tail && c->tail->thread_id && rid && client_run_id_valid(rid))
 			chat_cancel(c, rid, c->tail->thread_id);
 		return;
 	}

@@ -78,8 +78,10 @@ def test_socket_clients_meet_the_same_rules(s):
                 ({"metadata": '"x"'}, "metadata must be an object"),
                 ({"idempotency_key": "a\tb"}, "Idempotency-Key must be 1 to 256 printable bytes"),
                 ({"idempotency_key": ""}, "Idempotency-Key must be 1 to 256 printable bytes"),
-                ({"client_run_id": "c" * 129}, "client_run_id must be 1..128 bytes, without an "
-                 "idempotency key")):
+                ({"client_run_id": "c" * 129}, "client_run_id must be 1 to 128 printable bytes, "
+                 "without an idempotency key"),
+                ({"client_run_id": "c\x01"}, "client_run_id must be 1 to 128 printable bytes, "
+                 "without an idempotency key")):
             try:
                 start_ipc(c, **fields)
                 raise AssertionError(f"accepted: {fields}")

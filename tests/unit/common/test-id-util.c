@@ -206,6 +206,23 @@ test_idempotency_key_rules(void **state)
 	assert_string_equal(idempotency_key_problem("a\x7f"), bad);
 }
 
+static void
+test_client_run_id_rules(void **state)
+{
+	char longest[CLIENT_RUN_ID_MAX + 2];
+
+	memset(longest, 'r', CLIENT_RUN_ID_MAX);
+	longest[CLIENT_RUN_ID_MAX] = '\0';
+	assert_true(client_run_id_valid(longest));
+	longest[CLIENT_RUN_ID_MAX] = 'r';
+	longest[CLIENT_RUN_ID_MAX + 1] = '\0';
+	assert_false(client_run_id_valid(longest));
+	assert_false(client_run_id_valid(NULL));
+	assert_false(client_run_id_valid(""));
+	assert_false(client_run_id_valid("a\nb"));
+	assert_true(client_run_id_valid("run 1/2"));
+}
+
 int
 main(void)
 {
@@ -216,6 +233,7 @@ main(void)
 	    cmocka_unit_test(test_thread_id_rules),
 	    cmocka_unit_test(test_thread_id_utf8_controls_and_bidi),
 	    cmocka_unit_test(test_idempotency_key_rules),
+	    cmocka_unit_test(test_client_run_id_rules),
 	};
 	return cmocka_run_group_tests(tests, NULL, NULL);
 }
