@@ -457,7 +457,8 @@ commit_runs_collect(CommitRuns *runs, Op *ops, RunLogBatch *b)
 		if (i == k) {
 			runs->ids[k] = op->run_id;
 			runs->plain[k] = true;
-			runs->recs[k++] = runlog_batch_get_record(b, op->run_id);
+			/* no batch: it could not begin (the commit fails) */
+			runs->recs[k++] = b ? runlog_batch_get_record(b, op->run_id) : NULL;
 		}
 		if (op->is_run || op->create_thread || op->status[0] || op->drive || !op->text)
 			runs->plain[i] = false;
