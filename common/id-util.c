@@ -156,3 +156,17 @@ thread_id_problem(const char *s)
 	}
 	return NULL;
 }
+
+const char *
+idempotency_key_problem(const char *key)
+{
+	if (!key || !*key || strlen(key) > IDEMPOTENCY_KEY_MAX || !string_printable(key))
+		return "Idempotency-Key must be 1 to 256 printable bytes";
+	return NULL;
+}
+
+bool
+client_run_id_valid(const char *s)
+{
+	return s && *s && strlen(s) <= CLIENT_RUN_ID_MAX && string_printable(s);
+}

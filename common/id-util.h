@@ -37,11 +37,24 @@ int random_hex(size_t n, char *out);
  * spaces included, are fine: clients percent-encode them in URLs. */
 #define THREAD_ID_MAX 256
 
+/* RUN_START's other identifiers (coordinatord checks them, for HTTP and
+ * socket clients alike): an Idempotency-Key is 1..IDEMPOTENCY_KEY_MAX
+ * printable bytes (idempotency_key_problem); a /chat client's run id
+ * 1..CLIENT_RUN_ID_MAX bytes; metadata.sessionId 1..SESSION_ID_MAX bytes. */
+#define IDEMPOTENCY_KEY_MAX 256
+#define CLIENT_RUN_ID_MAX 128
+#define SESSION_ID_MAX 128
+
 /* No C0 control character and no DEL in s. */
 bool string_printable(const char *s);
 /* NULL when s (may be NULL) is a valid thread id, else why not, as routerd
  * tells its clients. */
 const char *thread_id_problem(const char *s);
+/* NULL when key is a valid Idempotency-Key, else why not (the message). */
+const char *idempotency_key_problem(const char *key);
+/* A /chat client's run id (RUN_START client_run_id): 1..CLIENT_RUN_ID_MAX
+ * printable bytes. */
+bool client_run_id_valid(const char *s);
 static inline bool
 thread_id_valid(const char *s)
 {

@@ -22,7 +22,7 @@
  */
 #include "config.h"
 
-#include "adapter.h"
+#include "driver.h"
 
 #include <errno.h>
 #include <inttypes.h>

@@ -126,9 +126,8 @@ void
 ending_fail(RunEnding *e, const char *message, const char *code, int64_t exit_code)
 {
 	ending_done(e);
-	e->chunk =
-	    json_pack("{s:s, s:s, s:s}", "type", "RUN_ERROR", "message", message, "code", code);
-	e->fields = json_pack("{s:{s:s, s:s}}", "error", "message", message, "code", code);
+	e->chunk = run_error_chunk(message, code, NULL, NULL, 0);
+	e->fields = run_error_fields(message, code);
 	if (exit_code >= 0 && e->fields)
 		json_object_set_new(e->fields, "exitCode", json_integer(exit_code));
 	snprintf(e->status, sizeof(e->status), "failed");

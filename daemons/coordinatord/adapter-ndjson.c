@@ -14,7 +14,7 @@
  */
 #include "config.h"
 
-#include "adapter.h"
+#include "driver.h"
 
 #include <errno.h>
 #include <inttypes.h>
@@ -172,9 +172,7 @@ nd_exit(Run *run, int64_t code, int64_t sig, const char *why)
 			 *tail ? ": " : "", tail);
 	else
 		snprintf(m, sizeof(m), "runner ended: %s%s%s", why, *tail ? ": " : "", tail);
-	run_end(run,
-		json_pack("{s:s, s:s, s:s}", "type", "RUN_ERROR", "message", m, "code",
-			  streq(why, "exit") ? "exit_status" : why),
+	run_end(run, run_error_chunk(m, streq(why, "exit") ? "exit_status" : why, NULL, NULL, 0),
 		"failed",
 		json_pack("{s:I, s:{s:s, s:s}}", "exitCode", (json_int_t)code, "error", "message",
 			  m, "code", streq(why, "exit") ? "exit_status" : why));

@@ -17,7 +17,7 @@
  */
 #include "config.h"
 
-#include "adapter.h"
+#include "driver.h"
 
 #include <errno.h>
 #include <inttypes.h>
@@ -200,9 +200,7 @@ shell_exit(Run *run, int64_t code, int64_t sig, const char *why)
 			"completed", json_pack("{s:i}", "exitCode", 0));
 		return;
 	}
-	run_end(run,
-		json_pack("{s:s, s:s, s:s}", "type", "RUN_ERROR", "message", m, "code", errcode),
-		"failed",
+	run_end(run, run_error_chunk(m, errcode, NULL, NULL, 0), "failed",
 		json_pack("{s:I, s:{s:s, s:s}}", "exitCode", (json_int_t)code, "error", "message",
 			  m, "code", errcode));
 }

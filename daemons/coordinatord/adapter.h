@@ -32,103 +32,10 @@
 #include <stdint.h>
 #include <stdio.h>
 
-#include "coordinatord.h"
+#include "run.h"
 #include "strv.h"
 
-typedef enum AdapterKind {
-	ADAPTER_SHELL,
-	ADAPTER_NDJSON,
-	ADAPTER_CLAUDE,
-	ADAPTER_CODEX,
-	_ADAPTER_MAX,
-} AdapterKind;
-
-struct Harness {
-	char *name;
-	AdapterKind adapter;
-	char **command; /* the argv; NULL = the adapter's default */
-	char **env;	/* extra environment, "K=V" */
-	char **secrets; /* names of coordinatord's environment variables handed over */
-	char **egress;	/* host[:port] the harness may reach through the proxy */
-	/* egress_allow_private: networks the proxy may reach although not public */
-	char **egress_allow_private;
-	int64_t timeout_ms;
-	int64_t max_line;
-	bool keep_processes; /* what its process leaves running outlives the run */
-	char **tools;	     /* names of [tool.NAME] host tools offered over the MCP bridge */
-	char *image;	     /* the sandbox image of its runs (docs/IMAGES.md); NULL/"" = host */
-};
-
-/* A host tool ([tool.NAME]): a command run on the host, outside every sandbox,
- * with the call's JSON arguments on stdin; its stdout (JSON, or text) is the
- * result. */
-typedef struct Tool {
-	char *name;
-	char *description;
-	json_t *schema; /* JSON Schema of the arguments (an object) */
-	char **command; /* the argv */
-	int64_t timeout_ms;
-} Tool;
-
-typedef struct HarnessSet {
-	Harness *v;
-	size_t n;
-	Tool *tools;
-	size_t n_tools;
-} HarnessSet;
-
-const Tool *tool_find(const HarnessSet *set, const char *name);
-
-/* Read every [harness.NAME] section of the configuration files (the same
- * files, in the same order, as the daemon's keys); the built-in `shell` is
- * always there. Errors are logged as "file:line: key: reason". */
-int harness_load(const DaemonArgs *a, HarnessSet *ret);
-int harness_load_string(const char *name, const char *text, HarnessSet *ret, char *err,
-			size_t errlen);
-/* Print the keys of [harness.NAME] and [tool.NAME], with their help and
- * defaults, as commented-out template sections (--dump-config). */
-void harness_conf_dump(FILE *f);
-const Harness *harness_find(const HarnessSet *set, const char *name);
-void harness_set_done(HarnessSet *set);
-const char *adapter_name(AdapterKind k);
-
-/* What to exec, filled by the adapter's begin(). */
-typedef struct ExecSpec {
-	char **argv; /* malloc'd vector */
-	char **env;  /* malloc'd vector, "K=V" */
-	char *stdin_data;
-	size_t stdin_len;
-} ExecSpec;
-
 void exec_spec_done(ExecSpec *s);
-
-typedef struct Adapter {
-	AdapterKind kind;
-	/* Does the driver emit RUN_STARTED when the run starts? (claude, codex
-	 * and ndjson runners announce their own.) */
-	bool driver_run_started;
-	/* Allocate run->astate (also for a run re-attached after a restart,
-	 * before load()). May be NULL. */
-	int (*init)(Run *run);
-	/* Emit the opening chunks and describe the exec. 0 or a negative errno
-	 * with the run failed (harness_error). */
-	int (*begin)(Run *run, const json_t *messages, const json_t *metadata, ExecSpec *spec);
-	/* Turn what is buffered in run->out[1..2] into chunks; final at the end. */
-	void (*drain)(Run *run, bool final);
-	/* The process ended (after a final drain). Must end the run (run_end/run_fail)
-	 * or start a post step. */
-	void (*exit)(Run *run, int64_t code, int64_t sig, const char *reason);
-	/* Release run->astate. */
-	void (*free_state)(Run *run);
-	/* The parse state as JSON (open messages and tool calls, the ending
-	 * decided, …: everything drain() left behind), stored with the driver
-	 * state. NULL = nothing to keep (or out of memory: the caller fails
-	 * closed). May be NULL for a stateless adapter. */
-	json_t *(*save)(Run *run);
-	/* Restore, after init(), what save() returned before a restart. 0, or
-	 * -EBADMSG for a state this adapter cannot have written. */
-	int (*load)(Run *run, const json_t *state);
-} Adapter;
 
 const Adapter *adapter_get(AdapterKind k);
 

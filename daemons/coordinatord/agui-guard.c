@@ -25,7 +25,7 @@
  */
 #include "config.h"
 
-#include "coordinatord.h"
+#include "run.h"
 
 #include <errno.h>
 #include <stdio.h>
@@ -268,10 +268,9 @@ agui_guard_end(Run *run, json_t **chunk, const char *status)
 					   "threadId", run->thread_id, "runId", run->run_id,
 					   "outcome", "type", "success");
 		else
-			*chunk =
-			    json_pack("{s:s, s:s, s:s}", "type", "RUN_ERROR", "message",
-				      streq(status, "aborted") ? "run cancelled" : "run failed",
-				      "code", status);
+			*chunk = run_error_chunk(streq(status, "aborted") ? "run cancelled"
+									  : "run failed",
+						 status, NULL, NULL, 0);
 		type = str_of(*chunk, "type");
 		if (!type)
 			return json_array();
@@ -305,31 +304,6 @@ agui_guard_end(Run *run, json_t **chunk, const char *status)
 	}
 	track(run, type, *chunk);
 	return before;
-}
-
-void
-agui_error_ids(json_t *chunk, const char *thread_id, const char *run_id)
-{
-	json_t *md = json_object_get(chunk, "metadata");
-	if (!md) {
-		md = json_object();
-		json_object_set_new(chunk, "metadata", md);
-	}
-	if (!json_is_object(md))
-		return;
-	json_t *ts = json_object_get(md, "tanstack");
-	if (!ts) {
-		ts = json_object();
-		json_object_set_new(md, "tanstack", ts);
-	}
-	if (!json_is_object(ts))
-		return;
-	if (thread_id && *thread_id && !json_object_get(ts, "threadId"))
-		json_object_set_new(ts, "threadId", json_string(thread_id));
-	if (run_id && !json_object_get(ts, "runId"))
-		json_object_set_new(ts, "runId", json_string(run_id));
-	if (!json_object_get(chunk, "runId"))
-		json_object_set_new(chunk, "runId", json_string(run_id));
 }
 
 int

@@ -27,7 +27,7 @@
  */
 #include "config.h"
 
-#include "adapter.h"
+#include "driver.h"
 
 #include <errno.h>
 #include <event2/buffer.h>

@@ -47,7 +47,7 @@
  */
 #include "config.h"
 
-#include "coordinatord.h"
+#include "coordinator.h"
 
 #include <errno.h>
 #include <inttypes.h>

@@ -8,7 +8,7 @@
  */
 #include "config.h"
 
-#include "coordinatord.h"
+#include "cluster-mode.h"
 
 #include <inttypes.h>
 #include <stdio.h>

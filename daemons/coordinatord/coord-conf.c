@@ -8,7 +8,7 @@
 #include <stddef.h>
 #include <stdio.h>
 
-#include "adapter.h"
+#include "harness-conf.h"
 #include "cgroup.h"
 #include "log.h"
 #include "macro.h"

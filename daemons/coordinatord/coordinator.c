@@ -6,7 +6,7 @@
  */
 #include "config.h"
 
-#include "coordinatord.h"
+#include "coordinator.h"
 
 #include "adapter.h"
 
@@ -30,21 +30,6 @@
 
 /* ---------- router requests ---------- */
 
-void
-run_uuid(char out[RUN_ID_LEN + 1])
-{
-	unsigned char b[16];
-
-	if (uuid_v4(out) == 0)
-		return;
-	/* getrandom-backed fallback; RAND_bytes failing is near impossible */
-	FILE *f = fopen("/dev/urandom", "re");
-	if (!f || fread(b, 1, sizeof(b), f) != sizeof(b))
-		abort();
-	fclose(f);
-	uuid_v4_from_bytes(b, out);
-}
-
 #define THREAD_LIST_MAX 1000
 
 /* The {record} reply of RUN_GET and RUN_CANCEL (the same body). */
@@ -61,22 +46,6 @@ static int
 reply_run_id(Peer *p, uint64_t req_id, const char *run_id)
 {
 	return reply_send_RUN_START(p, req_id, &(Reply_RUN_START){.run_id = run_id});
-}
-
-/* Whether name is an item of the comma-separated list. */
-static bool
-name_listed(const char *list, const char *name)
-{
-	size_t nl = strlen(name);
-
-	for (const char *s = list; *s;) {
-		size_t n = strcspn(s, ",");
-		if (n == nl && memcmp(s, name, n) == 0)
-			return true;
-		s += n;
-		s += *s == ',';
-	}
-	return false;
 }
 
 /* A run read, watch or cancel from routerd must name the run's thread: the
@@ -141,29 +110,6 @@ request_reuse_ok(Peer *p, const Frame *f, Coordinator *c, const char *message)
 	return false;
 }
 
-/* metadata.sessionId goes into the agent CLI's argv (claude --resume=ID,
- * codex exec resume ID): only an identifier is taken — 1..128 bytes of
- * [A-Za-z0-9._:-], not starting with '-' — so that it can never be read as
- * an option. NULL when acceptable (or absent), else why not. */
-static const char *
-session_id_check(const json_t *v)
-{
-	if (!v || json_is_null(v))
-		return NULL;
-	const char *s = json_string_value(v);
-	if (!s)
-		return "metadata.sessionId must be a string";
-	size_t n = strlen(s);
-	if (n == 0 || n > 128 || n != json_string_length(v))
-		return "metadata.sessionId must be 1..128 bytes";
-	if (s[0] == '-')
-		return "metadata.sessionId must not start with '-'";
-	for (size_t i = 0; i < n; i++)
-		if (!isalnum((unsigned char)s[i]) && !strchr("._:-", s[i]))
-			return "metadata.sessionId may contain only letters, digits and . _ : -";
-	return NULL;
-}
-
 /* RUN_START's entry in the handler table (below): placement re-dispatches a
  * request it held while the thread was being claimed. */
 static int dispatch_run_start(Peer *p, const Frame *f, void *userdata);
@@ -173,106 +119,26 @@ static int dispatch_run_cancel(Peer *p, const Frame *f, void *userdata);
 static int dispatch_thread_runs(Peer *p, const Frame *f, void *userdata);
 static int dispatch_chat_hydrate(Peer *p, const Frame *f, void *userdata);
 
-/* An ERROR -EFBIG "too_large" with the message fmt makes (at most 199
- * bytes); returns false. */
-static bool _printf_(3, 4) reply_too_large(Peer *p, const Frame *f, const char *fmt, ...)
-{
-	char m[200];
-	va_list ap;
-
-	va_start(ap, fmt);
-	vsnprintf(m, sizeof(m), fmt, ap);
-	va_end(ap);
-	peer_reply_error_reason(p, f->req_id, -EFBIG, "too_large", m);
-	return false;
-}
-
-/* A /chat run's input (the user messages it stores for the hydrate): a JSON
- * array within chat_input_max_bytes and chat_input_max_messages; else false,
- * answered (-EFBIG "too_large" past a bound). */
-static bool
-run_input_ok(Coordinator *c, Peer *p, const Frame *f, const char *input)
-{
-	if ((int64_t)strlen(input) > c->conf.chat_input_max_bytes)
-		return reply_too_large(p, f,
-				       "the run's new user messages exceed "
-				       "coordinatord.chat_input_max_bytes (%" PRId64 " bytes)",
-				       c->conf.chat_input_max_bytes);
-	json_auto_t *in = json_loads(input, 0, NULL);
-	if (!json_is_array(in)) {
-		peer_reply_error(p, f->req_id, -EINVAL, "input must be a JSON array");
-		return false;
-	}
-	if ((int64_t)json_array_size(in) > c->conf.chat_input_max_messages)
-		return reply_too_large(p, f,
-				       "the run's new user messages are more than "
-				       "coordinatord.chat_input_max_messages (%" PRId64 ")",
-				       c->conf.chat_input_max_messages);
-	return true;
-}
-
 static int
 handle_run_start(Peer *p, const Frame *f, const Msg_RUN_START *req, void *ud)
 {
 	Client *cl = ud;
 	Coordinator *c = cl->c;
-	const char *thread_id = req->thread_id, *metadata = req->metadata;
-	const char *idem = req->idempotency_key, *allowed = req->harnesses;
+	const char *thread_id = req->thread_id, *idem = req->idempotency_key;
 	const char *alias = req->client_run_id, *input = req->input;
 	const char *tenant = req->tenant;
 	char run_id[RUN_ID_LEN + 1];
-	json_t *msgs = NULL, *meta = NULL;
+	_cleanup_(run_start_body_done) RunStartBody body = {0};
 	int ret = 0;
 
 	if (!request_thread_id_ok(p, f, thread_id, NULL))
-		goto out;
+		return 0;
 	if (placement_run_start(c, p, f, thread_id, dispatch_run_start, ud))
-		goto out; /* cluster mode: refused, or held while the thread is claimed */
-	if (!tenant_request_ok(p, f, &tenant))
-		goto out;
-	msgs = json_loads(req->messages, 0, NULL);
-	if (!json_is_array(msgs) || json_array_size(msgs) == 0) {
-		peer_reply_error(p, f->req_id, -EINVAL, "messages must be a non-empty array");
-		goto out;
-	}
-	meta = metadata ? json_loads(metadata, 0, NULL) : NULL;
-	if (metadata && !json_is_object(meta)) {
-		peer_reply_error(p, f->req_id, -EINVAL, "metadata must be an object");
-		goto out;
-	}
-	const json_t *h = json_object_get(meta, "harness");
-	const char *harness = h ? json_string_value(h) : c->conf.default_harness;
-	const Harness *hs = harness ? harness_find(c->harnesses, harness) : NULL;
-	if (!hs) {
-		char m[160];
-		snprintf(m, sizeof(m), "unknown harness '%.64s'",
-			 harness ? harness : "(not a string)");
-		peer_reply_error(p, f->req_id, -EINVAL, m);
-		goto out;
-	}
-	if (allowed && !name_listed(allowed, hs->name)) {
-		char m[160];
-		snprintf(m, sizeof(m), "this token may not use harness '%.64s'", hs->name);
-		peer_reply_error(p, f->req_id, -EPERM, m);
-		goto out;
-	}
-	const char *bad = session_id_check(json_object_get(meta, "sessionId"));
-	if (bad) {
-		peer_reply_error(p, f->req_id, -EINVAL, bad);
-		goto out;
-	}
-	if (idem && (!*idem || strlen(idem) > 256)) {
-		peer_reply_error(p, f->req_id, -EINVAL, "Idempotency-Key must be 1..256 bytes");
-		goto out;
-	}
-
-	if (alias && (!*alias || strlen(alias) > 128 || idem)) {
-		peer_reply_error(p, f->req_id, -EINVAL,
-				 "client_run_id must be 1..128 bytes, without an idempotency key");
-		goto out;
-	}
-	if (input && !run_input_ok(c, p, f, input))
-		goto out;
+		return 0; /* cluster mode: refused, or held while the thread is claimed */
+	if (!tenant_request_ok(p, f, &tenant) || !run_start_body(c, p, f, req, &body))
+		return 0;
+	const Harness *hs = body.harness;
+	const char *harness = hs->name;
 
 	/* a retry of a run that exists (its key or client run id known) is no
 	 * new run for the quota */
@@ -283,10 +149,10 @@ handle_run_start(Peer *p, const Frame *f, const Msg_RUN_START *req, void *ud)
 	 * thread was taken over): held while rw_idem is asked (idem-cluster.c) */
 	if (idem && !retry &&
 	    idem_cluster_run_start(c, p, f, thread_id, idem, dispatch_run_start, ud))
-		goto out;
+		return 0;
 	const char *claimed = idem ? idem_cluster_run_id(c, thread_id, idem) : NULL;
 	if (!tenant_admit(c, p, f, thread_id, tenant, !retry, &ret))
-		goto out;
+		return ret;
 	if (claimed)
 		snprintf(run_id, sizeof(run_id), "%s", claimed);
 	else
@@ -298,8 +164,7 @@ handle_run_start(Peer *p, const Frame *f, const Msg_RUN_START *req, void *ud)
 	 * transaction with its idempotency key (or the /chat client's run id and
 	 * input), fsync'd, now */
 	bool created = false;
-	const CommitHooks *hooks = c->commit_hooks;
-	bool in_commit = !alias && !idem && !(hooks->replicating && hooks->replicating(c));
+	bool in_commit = !alias && !idem && !replicate_active(c);
 	if (in_commit) {
 		ret = commit_queue_create(c, cl, f->req_id, run_id, thread_id, harness, tenant);
 		created = ret == 0;
@@ -311,13 +176,13 @@ handle_run_start(Peer *p, const Frame *f, const Msg_RUN_START *req, void *ud)
 					  now_epoch_ms(), idem, &created);
 	if (ret < 0) {
 		log_error_errno(ret, "Failed to register a run: %m");
-		goto out;
+		return ret;
 	}
 	/* the key named an earlier run (an alias: of this thread, runlog-alias.c):
 	 * that is the answer */
 	if (!created) {
 		ret = reply_run_id(p, f->req_id, run_id);
-		goto out;
+		return ret;
 	}
 	c->m.runs_started++;
 	if (input)
@@ -325,7 +190,7 @@ handle_run_start(Peer *p, const Frame *f, const Msg_RUN_START *req, void *ud)
 	Run *run = run_new(c, run_id, thread_id);
 	if (!run) {
 		ret = -ENOMEM;
-		goto out;
+		return ret;
 	}
 	snprintf(run->tenant, sizeof(run->tenant), "%s", tenant);
 	TenantStat *ts = tenant_stat(c, tenant);
@@ -343,10 +208,7 @@ handle_run_start(Peer *p, const Frame *f, const Msg_RUN_START *req, void *ud)
 		 json_pack("{s:s, s:s, s:s}", "type", "RUN_STARTED", "threadId", thread_id, "runId",
 			   run_id),
 		 NULL);
-	run_start_driving(run, msgs, meta);
-out:
-	json_decref(msgs);
-	json_decref(meta);
+	run_start_driving(run, body.messages, body.metadata);
 	return ret;
 }
 
@@ -514,15 +376,6 @@ out:
 	return ret;
 }
 
-Watch *
-watch_find(Coordinator *c, const Client *cl, const char *run_id)
-{
-	for (Watch *w = c->watches; w; w = w->next)
-		if ((!cl || w->client == cl) && streq(w->run_id, run_id))
-			return w;
-	return NULL;
-}
-
 /* RUN_WATCH (watch) and RUN_UNWATCH: the common part. */
 static int
 handle_watch(Peer *p, const Frame *f, void *ud, bool watch, const char *run_id,
@@ -543,29 +396,10 @@ handle_watch(Peer *p, const Frame *f, void *ud, bool watch, const char *run_id,
 	/* a watch delivers the run's events: only to its thread */
 	if (ret == 0 && watch && thread_id)
 		ret = owned_record(c, run_id, thread_id, NULL, &rec);
-	if (ret == 0 && watch) {
-		if (!watch_find(c, cl, run_id)) {
-			Watch *w = calloc(1, sizeof(*w));
-			if (!w)
-				ret = -ENOMEM;
-			else {
-				memcpy(w->run_id, run_id, RUN_ID_LEN + 1);
-				w->client = cl;
-				w->next = c->watches;
-				c->watches = w;
-			}
-		}
-	} else if (ret == 0) {
-		for (Watch **pp = &c->watches; *pp;) {
-			if ((*pp)->client == cl && streq((*pp)->run_id, run_id)) {
-				Watch *w = *pp;
-				*pp = w->next;
-				remote_watch_drop(c, w);
-				free(w);
-			} else
-				pp = &(*pp)->next;
-		}
-	}
+	if (ret == 0 && watch)
+		ret = watch_add(c, cl, run_id, NULL);
+	else if (ret == 0)
+		watch_remove(c, cl, run_id, remote_watch_drop);
 	if (ret == 0)
 		ret = peer_reply(p, f->req_id, NULL);
 out:
@@ -670,11 +504,9 @@ handle_run_cancel(Peer *p, const Frame *f, const Msg_RUN_CANCEL *m, void *ud)
 			     .thread_id = json_string_value(json_object_get(rec, "threadId"))};
 		log_ctx_msgid(LOG_NOTICE, &lc, RW_MESSAGE_RUN_CANCELLED, "Run cancelled");
 	}
-	json_t *cancel_chunk = json_pack("{s:s, s:s, s:s}", "type", "RUN_ERROR", "message",
-					 "run cancelled", "code", "aborted");
-	if (cancel_chunk)
-		agui_error_ids(cancel_chunk, json_string_value(json_object_get(rec, "threadId")),
-			       run_id);
+	json_t *cancel_chunk =
+	    run_error_chunk("run cancelled", "aborted",
+			    json_string_value(json_object_get(rec, "threadId")), run_id, 0);
 	op_queue_client(c, cl, f->req_id, run_id, cancel_chunk, "aborted",
 			json_pack("{s:b, s:{s:s, s:s}}", "cancelRequested", 1, "error", "message",
 				  "run cancelled", "code", "aborted"));
@@ -922,15 +754,7 @@ client_closed(Peer *p, int err, void *ud)
 	log_debug("routerd connection closed");
 	sbx_exec_client_gone(c, cl);
 	sbx_relay_client_gone(c, cl);
-	for (Watch **pp = &c->watches; *pp;) {
-		if ((*pp)->client == cl) {
-			Watch *w = *pp;
-			*pp = w->next;
-			remote_watch_drop(c, w);
-			free(w);
-		} else
-			pp = &(*pp)->next;
-	}
+	watch_remove(c, cl, NULL, remote_watch_drop);
 	for (Client **pp = &c->clients; *pp; pp = &(*pp)->next)
 		if (*pp == cl) {
 			*pp = cl->next;
@@ -995,18 +819,20 @@ client_refused(PeerServerEvent what, int err, uid_t uid, void *ud)
 
 /* ---------- start-up and shutdown ---------- */
 
+/* Cluster mode's commits are replicated before they are visible. */
+static const struct CommitDelivery *
+commit_delivery(Coordinator *c)
+{
+	return replicate_active(c) ? &commit_delivery_replicated : &commit_delivery_local;
+}
+
 const CommitHooks coordinator_commit_hooks = {
     .flush = driver_flush_all,
     .run_log = driver_run_log,
     .secrets = driver_secrets,
     .committed = driver_committed,
     .log_usage = watchdog_log_usage,
-    .replicating = replicate_active,
-    .replicate = replicate_events,
-    .replicate_flush = replicate_flush,
-    .replicate_linger = replicate_linger,
-    .replicate_early = replicate_early,
-    .replicate_held = replicate_held,
+    .delivery = commit_delivery,
 };
 
 static void
@@ -1165,7 +991,8 @@ coordinator_new(const DaemonArgs *args, Coordinator **ret)
 	r = replicate_setup(c); /* cluster mode: connect or fail closed */
 	if (r < 0)
 		return r;
-	r = forward_setup(c); /* cluster mode: serve what other nodes forward */
+	/* cluster mode: serve what other nodes forward, over a loopback client */
+	r = forward_setup(c, coordinator_attach_client);
 	if (r < 0)
 		return r;
 	commit_setup(c, &coordinator_commit_hooks);

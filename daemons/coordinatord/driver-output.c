@@ -13,7 +13,7 @@
  */
 #include "config.h"
 
-#include "coordinatord.h"
+#include "driver.h"
 
 #include "adapter.h"
 

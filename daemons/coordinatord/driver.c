@@ -11,7 +11,7 @@
  */
 #include "config.h"
 
-#include "coordinatord.h"
+#include "driver.h"
 
 #include "adapter.h"
 
@@ -538,10 +538,7 @@ cancel_finish(Run *run)
 		return;
 	}
 	log_ctx_msgid(LOG_NOTICE, &run->log, RW_MESSAGE_RUN_CANCELLED, "Run cancelled");
-	run_end(run,
-		json_pack("{s:s, s:s, s:s}", "type", "RUN_ERROR", "message", "run cancelled",
-			  "code", "aborted"),
-		"aborted",
+	run_end(run, run_error_chunk("run cancelled", "aborted", NULL, NULL, 0), "aborted",
 		json_pack("{s:b, s:{s:s, s:s}}", "cancelRequested", 1, "error", "message",
 			  "run cancelled", "code", "aborted"));
 	/* answer after the commit, with the record: commit right away */

@@ -24,7 +24,7 @@
  */
 #include "config.h"
 
-#include "coordinatord.h"
+#include "coordinator.h"
 
 #include <dirent.h>
 #include <errno.h>

@@ -33,7 +33,7 @@
  */
 #include "config.h"
 
-#include "coordinatord.h"
+#include "cluster-mode.h"
 
 #include <errno.h>
 #include <inttypes.h>
@@ -1013,7 +1013,7 @@ static const PeerOps loop_ops = {
 };
 
 int
-forward_setup(Coordinator *c)
+forward_setup(Coordinator *c, int (*attach_client)(Coordinator *c, int fd, bool forwarded))
 {
 	int sv[2];
 	int r;
@@ -1027,7 +1027,7 @@ forward_setup(Coordinator *c)
 	c->fwd = fw;
 	if (socketpair(AF_UNIX, SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0, sv) < 0)
 		return log_error_errno(-errno, "socketpair: %m");
-	r = coordinator_attach_client(c, sv[0], true);
+	r = attach_client(c, sv[0], true);
 	if (r < 0) {
 		close(sv[1]);
 		return log_error_errno(r, "Cannot attach the forwarding loopback: %m");

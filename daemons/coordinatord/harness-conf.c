@@ -30,7 +30,10 @@
  */
 #include "config.h"
 
-#include "adapter.h"
+#include "harness-conf.h"
+
+#include "coord-conf.h"
+#include "log.h"
 
 #include <ctype.h>
 #include <errno.h>

@@ -17,7 +17,7 @@
  */
 #include "config.h"
 
-#include "coordinatord.h"
+#include "cluster-mode.h"
 
 #include <errno.h>
 #include <openssl/evp.h>

@@ -3,7 +3,7 @@
 
 #include <stdlib.h>
 
-#include "coordinatord.h"
+#include "coordinator.h"
 #include "daemon-util.h"
 #include "log.h"
 

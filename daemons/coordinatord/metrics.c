@@ -6,7 +6,7 @@
  */
 #include "config.h"
 
-#include "coordinatord.h"
+#include "coordinator.h"
 
 #include <errno.h>
 #include <inttypes.h>
@@ -109,17 +109,6 @@ metrics_teardown(Coordinator *c)
 	strv_free(shim_images);
 	shim_images = NULL;
 	shim_images_pending = false;
-}
-
-void
-metrics_count_finish(Coordinator *c, const char *status)
-{
-	if (streq(status, "completed"))
-		c->m.runs_finished[0]++;
-	else if (streq(status, "failed"))
-		c->m.runs_finished[1]++;
-	else if (streq(status, "aborted"))
-		c->m.runs_finished[2]++;
 }
 
 int

@@ -36,7 +36,7 @@
  */
 #include "config.h"
 
-#include "coordinatord.h"
+#include "cluster-mode.h"
 
 #include <errno.h>
 #include <inttypes.h>

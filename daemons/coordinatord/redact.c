@@ -11,7 +11,7 @@
  */
 #include "config.h"
 
-#include "coordinatord.h"
+#include "commit.h"
 
 #include <errno.h>
 #include <stdlib.h>

@@ -28,7 +28,7 @@
  */
 #include "config.h"
 
-#include "coordinatord.h"
+#include "cluster-mode.h"
 
 #include <errno.h>
 #include <event2/event.h>

@@ -5,7 +5,7 @@
  */
 #include "config.h"
 
-#include "coordinatord.h"
+#include "coordinator.h"
 
 #include <errno.h>
 #include <string.h>

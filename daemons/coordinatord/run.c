@@ -16,9 +16,7 @@
  */
 #include "config.h"
 
-#include "coordinatord.h"
-
-#include "adapter.h"
+#include "run.h"
 
 #include <errno.h>
 #include <event2/event.h>
@@ -226,10 +224,25 @@ run_fail(Run *run, const char *message, const char *code)
 		message = own;
 	else
 		message = "[REDACTED]";
-	json_t *chunk =
-	    json_pack("{s:s, s:s, s:s}", "type", "RUN_ERROR", "message", message, "code", code);
-	json_t *fields = json_pack("{s:{s:s, s:s}}", "error", "message", message, "code", code);
+	json_t *chunk = run_error_chunk(message, code, NULL, NULL, 0);
+	json_t *fields = run_error_fields(message, code);
 	if (run->state != RUN_DONE)
 		log_ctx(LOG_WARNING, &run->log, "Run failed: %s (%s)", message, code);
 	run_end(run, chunk, "failed", fields);
+}
+
+/* A new run id (a UUID v4). */
+void
+run_uuid(char out[RUN_ID_LEN + 1])
+{
+	unsigned char b[16];
+
+	if (uuid_v4(out) == 0)
+		return;
+	/* getrandom-backed fallback; RAND_bytes failing is near impossible */
+	FILE *f = fopen("/dev/urandom", "re");
+	if (!f || fread(b, 1, sizeof(b), f) != sizeof(b))
+		abort();
+	fclose(f);
+	uuid_v4_from_bytes(b, out);
 }

@@ -8,7 +8,7 @@
  */
 #include "config.h"
 
-#include "coordinatord.h"
+#include "driver.h"
 
 #include <errno.h>
 #include <inttypes.h>

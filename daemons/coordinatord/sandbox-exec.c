@@ -33,7 +33,7 @@
  */
 #include "config.h"
 
-#include "coordinatord.h"
+#include "driver.h"
 
 #include <errno.h>
 #include <inttypes.h>

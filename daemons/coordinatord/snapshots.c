@@ -16,7 +16,7 @@
  */
 #include "config.h"
 
-#include "coordinatord.h"
+#include "coordinator.h"
 
 #include <errno.h>
 #include <stdlib.h>

@@ -22,7 +22,7 @@
  */
 #include "config.h"
 
-#include "coordinatord.h"
+#include "cluster-mode.h"
 
 #include "replicate-int.h"
 

@@ -12,7 +12,7 @@
  */
 #include "config.h"
 
-#include "coordinatord.h"
+#include "cluster-mode.h"
 
 #include "takeover-int.h"
 

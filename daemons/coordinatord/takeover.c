@@ -52,7 +52,7 @@
  */
 #include "config.h"
 
-#include "coordinatord.h"
+#include "cluster-mode.h"
 
 #include "takeover-int.h"
 
@@ -409,10 +409,7 @@ publish_end(Ending *e)
 
 	snprintf(msg, sizeof(msg), NODE_LOST_MSG_FMT, ending_node(e));
 	json_auto_t *all = agui_state_closers(&e->agui, msg);
-	json_t *chunk = json_pack("{s:s, s:s, s:s, s:I}", "type", "RUN_ERROR", "message", msg,
-				  "code", "node_lost", "timestamp", (json_int_t)now);
-	if (chunk)
-		agui_error_ids(chunk, thread, e->run_id);
+	json_t *chunk = run_error_chunk(msg, "node_lost", thread, e->run_id, now);
 	int r = all && chunk && json_array_append_new(all, chunk) == 0 ? 0 : -ENOMEM;
 	if (r < 0 && !all)
 		json_decref(chunk);

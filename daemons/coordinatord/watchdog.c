@@ -29,7 +29,7 @@
  */
 #include "config.h"
 
-#include "coordinatord.h"
+#include "watchdog.h"
 
 #include "adapter.h"
 
@@ -114,11 +114,8 @@ watchdog_scan(Coordinator *c)
 		/* the RUN_ERROR names its run; a driven run's open messages and
 		 * tool calls are closed before it (agui-guard.c), all in the
 		 * one transaction that checks the run is still stale */
-		json_auto_t *chunk =
-		    json_pack("{s:s, s:s, s:s, s:I}", "type", "RUN_ERROR", "message", WATCHDOG_MSG,
-			      "code", "stalled", "timestamp", (json_int_t)now);
-		if (chunk)
-			agui_error_ids(chunk, run ? run->thread_id : NULL, s.ids[i]);
+		json_auto_t *chunk = run_error_chunk(WATCHDOG_MSG, "stalled",
+						     run ? run->thread_id : NULL, s.ids[i], now);
 		json_auto_t *all = run ? agui_guard_closers(run, WATCHDOG_MSG) : json_array();
 		if (!chunk || !all || json_array_append(all, chunk) < 0)
 			continue;

@@ -20,7 +20,7 @@
  */
 #include "config.h"
 
-#include "routerd.h"
+#include "coord-link.h"
 
 #include <errno.h>
 #include <inttypes.h>
@@ -267,7 +267,7 @@ coord_on_ready(Peer *p, void *userdata)
 	else
 		log_debug("Connected to coordinatord at %s", r->coord_path);
 	r->coord_down_logged = false;
-	router_check_ready(r);
+	r->on_coord_ready(r); /* the lifecycle announces readiness once */
 }
 
 static void

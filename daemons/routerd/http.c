@@ -15,7 +15,7 @@
  */
 #include "config.h"
 
-#include "routerd.h"
+#include "http-conn.h"
 
 #include <errno.h>
 #include <limits.h>
@@ -199,7 +199,7 @@ body_limit(const HttpConn *c, const http_parser *p)
 {
 	const RouterConf *conf = c->router->conf;
 
-	if (routes_file_body(c->req.url, c->req.url_len, p->method))
+	if (c->router->big_body && c->router->big_body(c->req.url, c->req.url_len, p->method))
 		return (uint64_t)MAX(conf->max_body, conf->max_file_body);
 	return (uint64_t)conf->max_body;
 }
@@ -1036,7 +1036,7 @@ http_conn_new(Router *r, int fd, const struct sockaddr *sa, int salen, bool brid
 				evutil_inet_ntop(AF_INET6,
 						 &((const struct sockaddr_in6 *)sa)->sin6_addr, a,
 						 sizeof(a));
-			router_conn_refused(r, a);
+			r->on_conn_refused(r, a);
 			return 0; /* closed: not an error of routerd's */
 		}
 		return rr;
@@ -1091,7 +1091,7 @@ http_conn_new(Router *r, int fd, const struct sockaddr *sa, int salen, bool brid
 	evtimer_add(
 	    c->head_timer,
 	    timeval_from_usec(&tv, (usec_t)r->conf->first_request_timeout_ms * USEC_PER_MSEC));
-	router_conn_added(r, c);
+	r->on_conn_added(r, c);
 	return 0;
 }
 
@@ -1116,7 +1116,8 @@ http_conn_free(HttpConn *c)
 		bufferevent_free(c->bev);
 	req_reset(&c->req);
 	c->unserved = addr_unserved_release(c->router->unserved, c->unserved);
-	router_conn_removed(c->router, c);
+	c->router->on_conn_removed(c->router, c);
 	free(c->sandbox_id);
+	free(c->run_thread_id);
 	free(c);
 }

@@ -5,7 +5,7 @@
 
 #include "daemon-util.h"
 #include "log.h"
-#include "routerd.h"
+#include "router.h"
 
 int
 main(int argc, char **argv)

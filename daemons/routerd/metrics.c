@@ -6,7 +6,7 @@
  */
 #include "config.h"
 
-#include "routerd.h"
+#include "routes.h"
 
 #include <errno.h>
 #include <inttypes.h>

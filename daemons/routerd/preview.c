@@ -44,7 +44,7 @@
 #include "json-util.h"
 #include "log.h"
 #include "macro.h"
-#include "routerd.h"
+#include "tail.h"
 #include "shared-conf.h"
 #include "time-util.h"
 

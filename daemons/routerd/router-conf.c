@@ -265,10 +265,7 @@ token_scope(RouterConf *c, RouterToken *t, char *words, size_t lineno)
 				return log_error_errno(SYNTHETIC_ERRNO(EINVAL),
 						       "%s:%zu: harnesses=: %s", c->tokens_file,
 						       lineno, why);
-			strv_free(names);
-			t->harnesses = strdup(w + 10);
-			if (!t->harnesses)
-				return log_error_errno(SYNTHETIC_ERRNO(ENOMEM), "Out of memory");
+			t->harnesses = names;
 		} else
 			return log_error_errno(
 			    SYNTHETIC_ERRNO(EINVAL),
@@ -456,7 +453,7 @@ router_conf_done(RouterConf *c)
 	conf_free_strings(router_conf_items, router_conf_n_items, c);
 	for (size_t i = 0; i < c->n_tokens; i++) {
 		strv_free(c->tokens[i].threads);
-		free(c->tokens[i].harnesses);
+		strv_free(c->tokens[i].harnesses);
 	}
 	if (c->tokens)
 		OPENSSL_cleanse(c->tokens, c->n_tokens * sizeof(RouterToken));

@@ -24,13 +24,13 @@
 /* One tokens_file line: `TOKEN [threads=P,P…] [harnesses=H,H…]
  * [tenant=NAME]`. Only the SHA-256 of the token is kept. threads: exact
  * thread ids, or prefixes when a pattern ends in '*'; NULL = any thread.
- * harnesses: a comma-separated list of harness names the token's runs may
- * use; NULL = any. tenant: the line's tenant=, else "t-" and the first 12
- * hex digits of the token's SHA-256 (common/tenant.h). */
+ * harnesses: the harness names the token's runs may use (NULL-terminated,
+ * sent as RUN_START's harnesses); NULL = any. tenant: the line's tenant=, else "t-" and the first
+ * 12 hex digits of the token's SHA-256 (common/tenant.h). */
 typedef struct RouterToken {
 	uint8_t digest[32];
-	char **threads; /* NULL-terminated */
-	char *harnesses;
+	char **threads;	  /* NULL-terminated */
+	char **harnesses; /* NULL-terminated */
 	char tenant[TENANT_NAME_MAX + 1];
 } RouterToken;
 

@@ -9,7 +9,7 @@
  */
 #include "config.h"
 
-#include "routerd.h"
+#include "router.h"
 
 #include <errno.h>
 #include <inttypes.h>
@@ -60,7 +60,7 @@ router_update_accepting(Router *r)
 	}
 }
 
-void
+static void
 router_conn_added(Router *r, HttpConn *c)
 {
 	c->prev = NULL;
@@ -72,7 +72,7 @@ router_conn_added(Router *r, HttpConn *c)
 	router_update_accepting(r);
 }
 
-void
+static void
 router_conn_removed(Router *r, HttpConn *c)
 {
 	if (c->prev)
@@ -90,7 +90,7 @@ router_conn_removed(Router *r, HttpConn *c)
 /* A connection closed at accept (max_unserved_per_address): counted, and
  * logged at most once per REFUSED_LOG_USEC with the number since the last. */
 #define REFUSED_LOG_USEC (10 * USEC_PER_SEC)
-void
+static void
 router_conn_refused(Router *r, const char *addr)
 {
 	usec_t now = now_usec();
@@ -145,7 +145,7 @@ accept_retry_cb(evutil_socket_t fd, short what, void *arg)
 	router_update_accepting(arg);
 }
 
-void
+static void
 router_check_ready(Router *r)
 {
 	char status[300];
@@ -268,6 +268,10 @@ router_new(struct event_base *base, RouterConf *conf, Router **ret)
 		return log_error_errno(SYNTHETIC_ERRNO(ENOMEM), "Out of memory");
 	r->conf = conf;
 	r->base = base;
+	r->on_conn_added = router_conn_added;
+	r->on_conn_removed = router_conn_removed;
+	r->on_conn_refused = router_conn_refused;
+	r->on_coord_ready = router_check_ready;
 	routes_attach(r);
 	if (asprintf(&r->coord_path, "%s/%s", conf->shared.runtime_dir, RW_SOCK_COORD) < 0) {
 		r->coord_path = NULL;

@@ -88,6 +88,16 @@ struct Router {
 	 * request; release what it keeps on a connection that is freed. */
 	void (*on_request)(HttpConn *c);
 	void (*on_conn_free)(HttpConn *c);
+	/* ... and whether a request of method on url may carry max_file_body
+	 * bytes (a file PUT), from the route table; NULL: none may */
+	bool (*big_body)(const char *url, size_t len, int method);
+	/* The lifecycle (router.c, router_new): connection accounting, told by
+	 * http.c; the coordinatord link became ready (announce readiness once),
+	 * told by coord-link.c. */
+	void (*on_conn_added)(Router *r, HttpConn *c);
+	void (*on_conn_removed)(Router *r, HttpConn *c);
+	void (*on_conn_refused)(Router *r, const char *addr);
+	void (*on_coord_ready)(Router *r);
 	struct event_base *base;
 	struct evconnlistener *listener;
 	/* $runtime_dir/bridge.sock: the sandboxes' bridge forwards, host tools only */
@@ -145,87 +155,8 @@ struct Router {
 	uint64_t tails_budget_closed;
 };
 
-/* ---- router.c ---- */
-
-/* The daemon: load the configuration (--check-config stops there), set up
- * the loop, serve until SIGTERM/SIGINT. 0 on a clean stop, negative errno
- * (logged) on a startup failure. */
-int router_run(const DaemonArgs *args);
-
-/* Build a router on base for conf (borrowed; must outlive it). Binds the
- * listener (fails hard: returns the negative errno after logging). */
-int router_new(struct event_base *base, RouterConf *conf, Router **ret);
-/* Start the coordinator link; then the loop does the rest. */
-int router_start(Router *r);
-/* NULL-safe; closes every connection at once; returns NULL. */
-Router *router_free(Router *r);
-/* SIGTERM: stop accepting, close WebSockets with 1001, leave the loop once
- * they are gone (bounded by a short deadline). */
-void router_stop(Router *r);
-/* The link became ready or the listener came up: announce readiness once. */
-void router_check_ready(Router *r);
-/* Connection accounting, called by http.c. */
-void router_conn_refused(Router *r, const char *addr);
-void router_conn_added(Router *r, HttpConn *c);
-void router_conn_removed(Router *r, HttpConn *c);
-
-/* ---- metrics.c ---- */
-
-/* routerd's own part of /metrics in the Prometheus text format 0.0.4, into
- * a new string (*ret, length *ret_len). coord_up: whether coordinatord
- * answered STATUS_GET. 0 or -ENOMEM. */
-int metrics_format(const Router *r, bool coord_up, char **ret, size_t *ret_len);
-
-/* ---- tenant-rate.c (the buckets; the check is in routes-int.h) ---- */
-
-/* runwarden_router_tenant_rate_limited_total{tenant=} lines. */
-void tenant_rate_metrics(const Router *r, FILE *f);
-/* Take one request from token's tenant's bucket: 0, or the seconds to wait
- * (refused; a /chat WebSocket's run start, routes-chat.c). */
-unsigned tenant_rate_take(Router *r, const RouterToken *token);
-void tenant_rate_free(Router *r);
-
-/* ---- coord-link.c ---- */
-
-/* Connect now (or schedule a retry with backoff). 0 or -ENOMEM. */
-int coord_start(Router *r);
-/* Drop the link and its retry timer; detach every watch. */
-void coord_stop(Router *r);
-/* true when requests can be sent (HELLO exchanged, not closed). */
-bool coord_ready(Router *r);
-/* peer_call() on the link with the configured deadline; -ECONNRESET when
- * down. On success cb runs exactly once unless coord_cancel(userdata). */
-int coord_call(Router *r, int type, const MpWriter *body, PeerReplyFn cb, void *userdata);
-/* The same with its own deadline (host tools may run for minutes). */
-int coord_call_timeout(Router *r, int type, const MpWriter *body, PeerReplyFn cb, void *userdata,
-		       usec_t timeout);
-/* coord_call() and coord_call_timeout() of a typed request (msg.h), e.g.
- *     COORD_CALL(r, RUN_GET, &(Msg_RUN_GET){.run_id = id}, cb, userdata)
- * The body is encoded by msg_encode_NAME(): a field renamed in messages.def
- * breaks the build here. */
-#define COORD_CALL_TIMEOUT(r, NAME, m, cb, userdata, timeout)                                      \
-	({                                                                                         \
-		MpWriter _w;                                                                       \
-		mp_writer_init(&_w);                                                               \
-		msg_encode_##NAME(&_w, (m));                                                       \
-		int _k = coord_call_timeout((r), MSG_##NAME, &_w, (cb), (userdata), (timeout));    \
-		mp_writer_done(&_w);                                                               \
-		_k;                                                                                \
-	})
-#define COORD_CALL(r, NAME, m, cb, userdata)                                                       \
-	({                                                                                         \
-		MpWriter _w;                                                                       \
-		mp_writer_init(&_w);                                                               \
-		msg_encode_##NAME(&_w, (m));                                                       \
-		int _k = coord_call((r), MSG_##NAME, &_w, (cb), (userdata));                       \
-		mp_writer_done(&_w);                                                               \
-		_k;                                                                                \
-	})
 /* A host tool may run this long before routerd gives up on the answer. */
 #define BRIDGE_TIMEOUT_USEC (15 * 60 * USEC_PER_SEC)
-void coord_cancel(Router *r, void *userdata);
-/* The message of an ERROR reply body, or NULL. Borrowed from the body. */
-const char *coord_error_message(const msgpack_object *body, size_t *ret_len);
 
 /* A run record's JSON text with its lastSeq and status. */
 typedef struct RunRecord {
@@ -234,9 +165,6 @@ typedef struct RunRecord {
 	int64_t last_seq;
 	bool terminal;
 } RunRecord;
-
-/* Parse lastSeq and status out of a record JSON text. 0 or -EBADMSG. */
-int run_record_parse(const char *text, size_t len, RunRecord *ret);
 
 /* One upstream subscription per run, shared by its subscribers (tails). */
 struct Watch {
@@ -250,6 +178,7 @@ struct Watch {
 /* A subscriber of a run's watch, embedded in what subscribes (a Tail): the
  * watch tells it through ops, never by name. */
 typedef struct WatchSub WatchSub;
+
 typedef struct WatchSubOps {
 	/* RUN_WATCH was answered (or already was): pushes follow. */
 	void (*active)(WatchSub *s);
@@ -260,22 +189,12 @@ typedef struct WatchSubOps {
 	/* The watch failed (RUN_WATCH refused, the link lost): s is detached. */
 	void (*lost)(WatchSub *s, const char *reason);
 } WatchSubOps;
+
 struct WatchSub {
 	const WatchSubOps *ops;
 	Watch *watch; /* NULL when detached */
 	WatchSub *prev, *next;
 };
-
-/* Attach s to run_id's shared watch, creating it (RUN_WATCH, owner-checked
- * against thread_id) when it is the first; ops->active once the watch is
- * active. 0 or negative errno. */
-int watch_attach(Router *r, WatchSub *s, const char *run_id, const char *thread_id);
-/* Detach s; the last one leaving sends RUN_UNWATCH. No-op when detached. */
-void watch_detach(WatchSub *s);
-/* Whether s is attached to an active watch. */
-bool watch_active(const WatchSub *s);
-
-/* ---- http.c ---- */
 
 typedef struct HttpHeader {
 	char *name;
@@ -316,6 +235,16 @@ typedef enum HttpConnState {
 
 /* What http.c does with the events of an upgraded connection (CONN_WS,
  * CONN_SSE): set by the transport when it takes the connection over. */
+/* What the route that upgraded a WebSocket does with its client's messages
+ * (routes-chat.c's conversation socket, routes-exec.c's exec socket), set
+ * before ws_accept(); NULL (a tail's socket): they are ignored, nudges only. */
+typedef struct WsAppOps {
+	/* A complete text (binary false) or binary message. */
+	void (*on_message)(HttpConn *c, bool binary, const uint8_t *data, size_t len);
+	bool body_sized;	    /* a message may be as large as a POST body (max_body) */
+	const char *keepalive_text; /* a text frame sent after each ping, or NULL */
+} WsAppOps;
+
 typedef struct ConnOps {
 	void (*on_read)(HttpConn *c); /* input arrived */
 	void (*on_free)(HttpConn *c); /* the connection is freed */
@@ -346,6 +275,7 @@ struct HttpConn {
 	/* An upgraded connection: its transport's handlers (ws.c, sse.c), and
 	 * what wants to hear that its output drained (tail.c) */
 	const ConnOps *ops;
+	const WsAppOps *ws_app; /* the route's use of a WebSocket's messages, or NULL */
 	void (*on_drained)(HttpConn *c);
 	/* WebSocket (ws.c, tail.c) */
 	struct wslay_event_context *ws;
@@ -385,15 +315,10 @@ struct HttpConn {
 	 * way (the answer names the id); heap, freed with the connection */
 	char *sandbox_id;
 	char sandbox_action[8];
+	/* routes.c: the threadId of a POST /runs on its way (for the log line
+	 * of its answer); heap, freed with the connection */
+	char *run_thread_id;
 };
-
-/* Accepted socket → new connection (takes the fd). bridge: accepted on the
- * bridge socket (see HttpConn.bridge). 0 or negative errno. */
-int http_conn_new(Router *r, int fd, const struct sockaddr *sa, int salen, bool bridge);
-/* Release now: only from the top of a libevent callback or teardown. */
-void http_conn_free(HttpConn *c);
-/* Drop the connection from anywhere: I/O off now, freed next turn. */
-void http_conn_abort(HttpConn *c);
 
 /* Write to the client. Straight to the socket while nothing written earlier
  * waits and the socket takes it; what it does not take (EAGAIN, a partial
@@ -402,163 +327,10 @@ void http_conn_abort(HttpConn *c);
  * through these. 0, or negative errno when the connection is gone (a write
  * error such as EPIPE/ECONNRESET aborts it). The buffer variant empties buf. */
 struct iovec;
+
 struct evbuffer;
-int http_conn_writev(HttpConn *c, const struct iovec *iov, int n);
-int http_conn_write(HttpConn *c, const void *data, size_t len);
-int http_conn_write_buffer(HttpConn *c, struct evbuffer *buf);
-/* Gather c's writes until http_conn_uncork(c), which writes them at once (a
- * tail delivering several events: one writev for all of them). One
- * connection at a time: corking another uncorks the first; closing or
- * freeing c uncorks it. uncork: 0 or negative errno, as http_conn_write. */
-void http_conn_cork(HttpConn *c);
-int http_conn_uncork(HttpConn *c);
-/* Bytes written to c that the socket has not taken yet. */
-size_t http_conn_output_pending(const HttpConn *c);
 
-/* Queue a complete response for the current request. body may be NULL/0.
- * extra_headers: already formatted "Name: value\r\n" lines or NULL. Ends the
- * request (logs it, resumes parsing pipelined input unless close). */
-void http_respond(HttpConn *c, int status, const char *content_type, const char *body, size_t len,
-		  const char *extra_headers, bool close);
-/* {"error": message, "code": code} with application/json. */
-void http_respond_error(HttpConn *c, int status, const char *code, const char *message);
-void http_respond_error_close(HttpConn *c, int status, const char *code, const char *message);
-/* The same with extra headers ("Name: value\r\n" lines: Retry-After). */
-void http_respond_error_headers(HttpConn *c, int status, const char *code, const char *message,
-				const char *extra_headers);
-/* A jansson value as the JSON body (steals nothing; j is borrowed). */
-void http_respond_json(HttpConn *c, int status, const json_t *j);
-/* 405 with an Allow header listing allow ("GET"). */
-void http_respond_405(HttpConn *c, const char *allow);
-/* End the connection gracefully: flush output, half-close, discard input for
- * at most 1 s (or until the client closes), then free. */
-void http_conn_close(HttpConn *c);
-/* Value of a request header (case-insensitive name) or NULL. */
-const char *http_header(const HttpConn *c, const char *name);
-/* true when the comma-separated header list contains token (case-insensitive). */
-bool http_header_has_token(const HttpConn *c, const char *name, const char *token);
-/* Switch c to a streaming state (CONN_WS after a 101, CONN_SSE after the
- * 200 head) once its response head was queued: the request is logged with
- * status, parsing stops for good; the transport's ping_timer (if it made one)
- * starts, and the write timeout and the write-drained mark of a tail apply. */
-void http_conn_upgraded(HttpConn *c, int status, HttpConnState state);
-/* The end of a chunked CONN_SSE body (its last chunk written): c serves
- * requests again, as after any keep-alive answer (closed when routerd is
- * stopping). */
-void http_conn_stream_done(HttpConn *c);
-
-/* ---- routes.c ---- */
-
-/* Make r's connections answered by the route table: Router.on_request (answer
- * c->req, complete: eventually http_respond*() or an upgrade) and
- * Router.on_conn_free. */
-void routes_attach(Router *r);
-/* Whether a request of method on url may carry max_file_body bytes (a file
- * PUT), from the route table. */
-bool routes_file_body(const char *url, size_t len, int method);
-/* Percent-decode s[0..len) ('+' a space when plus_space); -EINVAL on a bad
- * escape or %00. */
-int routes_url_decode(const char *s, size_t len, bool plus_space, char **ret);
-/* The decoded value of a query parameter of the raw query (NULL when absent). */
-int routes_query(const char *query, const char *name, char **ret);
-
-/* ---- routes-ds.c ---- */
 typedef struct DsRead DsRead;
-/* GET (head: HEAD) /ds/v1/threads/{thread_id}/runs/{run_id}, the thread
- * already checked against the token. */
-void route_ds(HttpConn *c, bool head, const char *thread_id, const char *run_id, const char *query);
-void ds_read_free(HttpConn *c);
-
-/* ---- routes-files.c ---- */
-
-/* /threads/{thread_id}/files{raw}: raw is the undecoded rest of the path
- * ("" or starting with '/'), query the raw query or NULL. */
-void route_files(HttpConn *c, const char *thread_id, const char *raw, const char *query);
-
-/* ---- routes-ui.c ---- */
-
-/* GET /ui[/…]: seg are the segments after "ui"; trailing_slash: the path
- * ended with '/'. Needs no token. */
-void route_ui(HttpConn *c, char *const *seg, size_t n, bool trailing_slash);
-/* GET /threads (query: the raw query or NULL). */
-void route_threads(HttpConn *c, const char *query);
-/* ui_dir, or the installed default when it is empty. */
-const char *routes_ui_dir(const Router *r);
-
-/* ---- routes-exec.c ---- */
-/* A data message on an exec WebSocket (inside wslay's receive). */
-void sbx_ws_message(HttpConn *c, bool binary, const uint8_t *data, size_t len);
-void sbx_conn_free(HttpConn *c);
-
-/* ---- routes-chat.c ---- */
-
-/* /chat (the query raw or NULL): POST a run, GET a join or the hydrate, or the
- * WebSocket of the stock webSocket() adapter. Auth and Host/Origin are done. */
-void route_chat(HttpConn *c, const char *query);
-/* A text message on a /chat conversation WebSocket (inside wslay's receive:
- * it only queues frames and makes coordinator calls). */
-void chat_ws_message(HttpConn *c, const char *text, size_t len);
-void chat_ws_refuse_unauthorized(HttpConn *c);
-void chat_start_free(HttpConn *c);
-
-/* Helpers routes.c shares with the other route files (see their definitions
- * there; routes-int.h has the rest). */
-bool routes_json_content_type(HttpConn *c, bool empty_ok);
-json_t *routes_body_json(HttpConn *c);
-json_t *routes_json_request(HttpConn *c);
-bool routes_thread_allowed(HttpConn *c, const char *thread_id);
-void routes_coord_error(HttpConn *c, int err, const msgpack_object *body, const char *not_found);
-bool routes_coord_reason(HttpConn *c, const msgpack_object *body);
-bool routes_parse_last_seq(const char *s, int64_t *ret);
-/* The error code of a request body's problem (run_body_problem,
- * chat_body_problem): "invalid_thread_id" for one about its threadId, else
- * "bad_request". */
-const char *routes_problem_code(const char *why);
-
-/* ---- ws.c ---- */
-
-/* Validate the handshake headers of c->req. 0, or -EINVAL with a message
- * for the 400 in *ret_msg (static string). */
-int ws_check_handshake(const HttpConn *c, const char **ret_msg);
-/* Queue the 101 response and set up the wslay session on c. Input already
- * buffered after the request is processed as WebSocket data. 0 or -errno. */
-int ws_accept(HttpConn *c);
-/* The bearer token a browser sends as the WebSocket subprotocol item
- * "bearer.<base64url of the token>" beside "runwarden" (a page cannot set
- * Authorization on a WebSocket, and a token in the URL would land in logs and
- * history): a new string in *ret, NULL when there is none; -EINVAL when the
- * item is malformed. */
-int ws_protocol_token(const HttpConn *c, char **ret);
-/* Queue a text message and push it to the socket. 0 or negative errno. */
-int ws_send_text(HttpConn *c, const char *text, size_t len);
-/* Queue a close frame (once); the TCP connection is closed after the
- * client's answer or after a 1 s deadline, whichever comes first. */
-void ws_close(HttpConn *c, uint16_t code, const char *reason);
-/* Bytes not yet written to the socket for c. */
-size_t ws_output_pending(const HttpConn *c);
-/* Frames the client sent right behind its handshake (the route calls it
- * once the tail exists; later input arrives through ConnOps.on_read). */
-void ws_on_read(HttpConn *c);
-
-/* ---- sse.c ---- */
-
-/* The request asks for text/event-stream. */
-bool sse_wanted(const HttpConn *c);
-/* Queue the 200 head of an event stream and switch c to CONN_SSE. */
-int sse_accept(HttpConn *c);
-/* One event: `id:` when id >= 0, `event:` when event, text as data lines. */
-int sse_send(HttpConn *c, int64_t id, const char *event, const char *text, size_t len);
-/* One line of a /chat?format=ndjson body: text and "\n". */
-int sse_send_line(HttpConn *c, const char *text, size_t len);
-/* The last line of an NDJSON body: with chunked framing, sent in one write
- * with the last chunk (a client sees the line and the body's end at once,
- * and keeps the connection). */
-int sse_end_line(HttpConn *c, const char *text, size_t len);
-/* End the stream: an `event: error` for code != 1000, then close (abort
- * for 1008: the reader is too slow to flush to). */
-void sse_close(HttpConn *c, uint16_t code, const char *reason);
-
-/* ---- tail.c ---- */
 
 /* How a tail writes to its client: the transport (ws.c, sse.c). The tail
  * frames each event (TailEnvelope); the sink frames it for the wire. */
@@ -575,10 +347,6 @@ typedef struct TailSink {
 	 * queued its end, whoever decided it (the client, an error, the tail). */
 	bool (*open)(const HttpConn *c);
 } TailSink;
-
-extern const TailSink ws_tail_sink;	/* ws.c */
-extern const TailSink sse_tail_sink;	/* sse.c */
-extern const TailSink ndjson_tail_sink; /* sse.c: /chat?format=ndjson */
 
 /* What one event looks like on a tail. */
 typedef enum TailEnvelope {
@@ -608,31 +376,3 @@ struct Tail {
 	bool keep_open;		   /* /chat conversation WebSocket: stays open after the run */
 	struct event *stall_timer; /* armed while output stays backed up */
 };
-
-/* A tail on c (upgraded already: it writes through sink, each event in
- * envelope) for run_id (copied) from cursor last_seq; record_json is the
- * record RUN_GET returned (may be NULL). Attaches to the watch. */
-int tail_new(HttpConn *c, const TailSink *sink, TailEnvelope envelope, const char *run_id,
-	     const char *thread_id, int64_t last_seq, const char *record_json, Tail **ret);
-Tail *tail_free(Tail *t);
-/* Continue: read, deliver, or finish, as the state allows. */
-void tail_pump(Tail *t);
-/* Close with code/reason and send nothing more. */
-void tail_fail(Tail *t, uint16_t code, const char *reason);
-
-/* ---- tail-budget.c ---- */
-
-/* The total unsent output of all tails and Durable Streams SSE reads is
- * bounded by tails_max_queued_bytes (besides each one's ws_max_queue).
- * tail_budget_add/_remove keep the list of such connections (c->tail or
- * c->ds set); tail_budget_note() refreshes c's share after it wrote or its
- * output drained and, when the total is over the budget, closes the one
- * backed up longest (then the biggest) with 1013 and drops its connection at
- * once, until the total fits (c itself may be closed: check before writing
- * more). tail_budget_stalled() says whether c's output is backed up now.
- * tail_budget_release() forgets c's share (it sends nothing more). */
-void tail_budget_add(HttpConn *c);
-void tail_budget_remove(HttpConn *c);
-void tail_budget_note(HttpConn *c);
-void tail_budget_stalled(HttpConn *c, bool stalled);
-void tail_budget_release(HttpConn *c);

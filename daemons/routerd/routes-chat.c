@@ -30,7 +30,7 @@
  */
 #include "config.h"
 
-#include "routerd.h"
+#include "routes-int.h"
 
 #include <errno.h>
 #include <inttypes.h>
@@ -46,8 +46,6 @@
 #include "json-util.h"
 #include "log.h"
 #include "macro.h"
-
-#define CHAT_RUN_ID_MAX 128
 
 typedef enum ChatMode {
 	CHAT_SSE,
@@ -72,21 +70,6 @@ chat_start_free(HttpConn *c)
 		free(c->chat_start);
 		c->chat_start = NULL;
 	}
-}
-
-static bool
-printable(const char *s)
-{
-	for (; *s; s++)
-		if ((unsigned char)*s < 0x20 || *s == 0x7f)
-			return false;
-	return true;
-}
-
-static bool
-client_run_id_ok(const char *s)
-{
-	return s && *s && strlen(s) <= CHAT_RUN_ID_MAX && printable(s);
 }
 
 static int
@@ -142,7 +125,7 @@ chat_tail_start(HttpConn *c, const char *run_id, const char *thread_id, int64_t 
 {
 	/* SSE: the bare chunk with its seq as id; NDJSON and the WebSocket: the
 	 * stock clients' durable envelope {"id":"<seq>","chunk":…} */
-	const TailSink *sink = mode == CHAT_SSE	     ? &sse_tail_sink
+	const TailSink *sink = mode == CHAT_SSE	     ? &sse_chat_tail_sink
 			       : mode == CHAT_NDJSON ? &ndjson_tail_sink
 						     : &ws_tail_sink;
 	int r = 0;
@@ -259,9 +242,9 @@ chat_body_problem(json_t *body, const char *header_run_id, char *buf, size_t buf
 	rid = json_object_get(body, "runId");
 	if (rid &&
 	    (!json_is_string(rid) || strlen(json_string_value(rid)) != json_string_length(rid) ||
-	     !client_run_id_ok(json_string_value(rid))))
+	     !client_run_id_valid(json_string_value(rid))))
 		return "runId must be 1 to 128 printable bytes";
-	if (header_run_id && !client_run_id_ok(header_run_id))
+	if (header_run_id && !client_run_id_valid(header_run_id))
 		return "X-Run-Id must be 1 to 128 printable bytes";
 	if (header_run_id && rid && !streq(header_run_id, json_string_value(rid)))
 		return "X-Run-Id and the body's runId differ";
@@ -353,7 +336,7 @@ chat_start_run(HttpConn *c, json_t *body, const char *header_run_id, int64_t las
 			http_respond_error(c, 500, "internal", "out of memory");
 		return;
 	}
-	const char *harnesses = token ? token->harnesses : NULL;
+	char *const *harnesses = token ? token->harnesses : NULL;
 	r = COORD_CALL(c->router, RUN_START,
 		       &((Msg_RUN_START){
 			   .thread_id = thread_id,
@@ -468,7 +451,7 @@ chat_join(HttpConn *c, const char *query, const char *run_id, const char *thread
 		http_respond_error_close(c, 400, "bad_request", msg);
 		return;
 	}
-	if (!client_run_id_ok(run_id)) {
+	if (!client_run_id_valid(run_id)) {
 		http_respond_error(c, 404, "not_found", "unknown run");
 		return;
 	}
@@ -573,7 +556,7 @@ chat_cancel(HttpConn *c, const char *run_id, const char *thread_id)
 		log_debug("%s: /chat abort: coordinator unavailable", c->addr);
 }
 
-void
+static void
 chat_ws_message(HttpConn *c, const char *text, size_t len)
 {
 	json_auto_t *j = json_loadb(text, len, 0, NULL);
@@ -595,7 +578,7 @@ chat_ws_message(HttpConn *c, const char *text, size_t len)
 			c->chat_start->abort = true;
 			return;
 		}
-		if (c->tail && c->tail->thread_id && rid && client_run_id_ok(rid))
+		if (c->tail && c->tail->thread_id && rid && client_run_id_valid(rid))
 			chat_cancel(c, rid, c->tail->thread_id);
 		return;
 	}
@@ -608,6 +591,22 @@ chat_ws_message(HttpConn *c, const char *text, size_t len)
 	chat_start_run(c, j, NULL, -1, CHAT_WS_CONV);
 }
 
+/* The conversation socket's client messages: RunAgentInput and abort text
+ * frames (binary ones are ignored); the stock webSocket() adapter's
+ * keepalive after each ping. */
+static void
+chat_ws_on_message(HttpConn *c, bool binary, const uint8_t *data, size_t len)
+{
+	if (!binary)
+		chat_ws_message(c, (const char *)data, len);
+}
+
+static const WsAppOps chat_ws_app = {
+    .on_message = chat_ws_on_message,
+    .body_sized = true,
+    .keepalive_text = "{\"type\":\"ping\"}",
+};
+
 static void
 chat_ws_open(HttpConn *c)
 {
@@ -619,8 +618,10 @@ chat_ws_open(HttpConn *c)
 	}
 	c->chat_token = c->req.token; /* the request is reset by the upgrade */
 	c->chat_ws = true;
+	c->ws_app = &chat_ws_app;
 	if (ws_accept(c) < 0) {
 		c->chat_ws = false;
+		c->ws_app = NULL;
 		http_respond_error(c, 500, "internal", "internal error");
 		return;
 	}

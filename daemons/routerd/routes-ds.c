@@ -27,7 +27,7 @@
  */
 #include "config.h"
 
-#include "routerd.h"
+#include "routes-int.h"
 
 #include <errno.h>
 #include <inttypes.h>

@@ -421,6 +421,11 @@ route_sbx_exec_post(HttpConn *c, Route *rt)
 
 /* ---- GET /sandboxes/{id}/exec: the WebSocket ---- */
 
+static void sbx_ws_message(HttpConn *c, bool binary, const uint8_t *data, size_t len);
+
+/* The exec socket's client messages: its start body, stdin, eof, kill. */
+static const WsAppOps sbx_ws_app = {.on_message = sbx_ws_message};
+
 static void
 route_sbx_exec_ws(HttpConn *c, Route *rt)
 {
@@ -445,6 +450,7 @@ route_sbx_exec_ws(HttpConn *c, Route *rt)
 		http_respond_error(c, 500, "internal", "out of memory");
 		return;
 	}
+	c->ws_app = &sbx_ws_app;
 	if (ws_accept(c) < 0) {
 		http_conn_abort(c);
 		return;
@@ -539,7 +545,7 @@ sbx_ws_control(SbxStream *s, const uint8_t *data, size_t len)
 					    "bad_request", "error", "unknown message type"));
 }
 
-void
+static void
 sbx_ws_message(HttpConn *c, bool binary, const uint8_t *data, size_t len)
 {
 	SbxStream *s = c->sbx;

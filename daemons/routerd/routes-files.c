@@ -23,7 +23,7 @@
  */
 #include "config.h"
 
-#include "routerd.h"
+#include "routes-int.h"
 
 #include <errno.h>
 #include <stdio.h>

@@ -10,7 +10,7 @@
  */
 #pragma once
 
-#include "routerd.h"
+#include "routes.h"
 
 #define ROUTE_MAX_SEGMENTS 8
 

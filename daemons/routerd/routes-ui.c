@@ -19,7 +19,7 @@
  */
 #include "config.h"
 
-#include "routerd.h"
+#include "routes-int.h"
 
 #include <errno.h>
 #include <fcntl.h>

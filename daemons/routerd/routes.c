@@ -44,8 +44,6 @@
 #include "log.h"
 #include "macro.h"
 
-#define IDEMPOTENCY_KEY_MAX 256
-
 static void
 route_done(Route *rt)
 {
@@ -350,6 +348,7 @@ run_start_reply(Peer *p, int err, const msgpack_object *body, void *userdata)
 {
 	HttpConn *c = userdata;
 	_cleanup_(reply_done_RUN_START) Reply_RUN_START rep = {};
+	_cleanup_free_ char *thread_id = TAKE_PTR(c->run_thread_id);
 
 	if (err == -ETIMEDOUT || err == -ECONNRESET) {
 		/* the request went: coordinatord may start the run yet (held in a
@@ -372,14 +371,9 @@ run_start_reply(Peer *p, int err, const msgpack_object *body, void *userdata)
 		return;
 	}
 	json_auto_t *j = json_pack("{s:s}", "runId", rep.run_id);
-	{
-		/* the run's story in the journal starts here (RUN_ID=, THREAD_ID=) */
-		json_auto_t *req =
-		    json_loadb(c->req.body ? c->req.body : "", c->req.body_len, 0, NULL);
-		LogCtx lc = {.run_id = rep.run_id,
-			     .thread_id = json_string_value(json_object_get(req, "threadId"))};
-		log_ctx(LOG_INFO, &lc, "Run accepted from %s", c->addr);
-	}
+	/* the run's story in the journal starts here (RUN_ID=, THREAD_ID=) */
+	LogCtx lc = {.run_id = rep.run_id, .thread_id = thread_id};
+	log_ctx(LOG_INFO, &lc, "Run accepted from %s", c->addr);
 	if (!j) {
 		http_respond_error(c, 500, "internal", "internal error");
 		return;
@@ -387,87 +381,73 @@ run_start_reply(Peer *p, int err, const msgpack_object *body, void *userdata)
 	http_respond_json(c, 202, j);
 }
 
-/* The API.md checks on a POST /runs body; NULL when valid. */
+/* The thread id of a POST /runs body: the one body rule routerd applies
+ * itself, for the token's thread scope; the others are coordinatord's
+ * (run-start.c), for HTTP and socket clients alike. NULL when valid. */
 static const char *
-run_body_problem(json_t *body, char *buf, size_t bufsz)
+run_body_thread_problem(json_t *body)
 {
-	json_t *tid, *msgs, *meta, *m;
-	size_t i;
-
 	if (!json_is_object(body))
 		return "body must be a JSON object";
-	tid = json_object_get(body, "threadId");
+	json_t *tid = json_object_get(body, "threadId");
 	if (!json_is_string(tid))
 		return "threadId must be a non-empty string";
 	if (strlen(json_string_value(tid)) != json_string_length(tid))
 		return "threadId must not contain control characters";
-	const char *why = thread_id_problem(json_string_value(tid));
-	if (why)
-		return why;
-	msgs = json_object_get(body, "messages");
-	if (!json_is_array(msgs) || json_array_size(msgs) == 0)
-		return "messages must be a non-empty array";
-	json_array_foreach(msgs, i, m)
-	{
-		if (!json_is_object(m)) {
-			snprintf(buf, bufsz, "messages[%zu] must be an object", i);
-			return buf;
-		}
-		if (!json_is_string(json_object_get(m, "role"))) {
-			snprintf(buf, bufsz, "messages[%zu].role must be a string", i);
-			return buf;
-		}
-	}
-	meta = json_object_get(body, "metadata");
-	if (meta && !json_is_object(meta))
-		return "metadata must be an object";
-	return NULL;
+	return thread_id_problem(json_string_value(tid));
 }
 
+/* A member of the body as JSON text for RUN_START (any JSON value: its rules
+ * are coordinatord's); NULL when absent. -ENOMEM when it cannot be. */
+static int
+run_body_member(json_t *body, const char *key, char **ret)
+{
+	json_t *v = json_object_get(body, key);
+
+	*ret = v ? json_dumps(v, JSON_COMPACT | JSON_ENCODE_ANY) : NULL;
+	return v && !*ret ? -ENOMEM : 0;
+}
+
+/* POST /runs: the HTTP facts (the token, the content type, the JSON, the
+ * thread the token may use) are checked here, the body's rules and the
+ * Idempotency-Key by coordinatord (its -EINVAL: 400 bad_request). */
 static void
 route_runs_post(HttpConn *c, Route *rt)
 {
-	const char *idem = http_header(c, "Idempotency-Key");
 	_cleanup_free_ char *msgs = NULL, *meta = NULL;
-	char buf[128];
 	int r;
 
-	if (idem && (!*idem || strlen(idem) > IDEMPOTENCY_KEY_MAX || !string_printable(idem))) {
-		http_respond_error(c, 400, "bad_request",
-				   "Idempotency-Key must be 1 to 256 printable bytes");
-		return;
-	}
 	json_auto_t *body = routes_json_request(c);
 	if (!body)
 		return;
-	const char *why = run_body_problem(body, buf, sizeof(buf));
+	const char *why = run_body_thread_problem(body);
 	if (why) {
 		http_respond_error(c, 400, routes_problem_code(why), why);
 		return;
 	}
-	if (!routes_thread_allowed(c, json_string_value(json_object_get(body, "threadId"))))
+	const char *thread_id = json_string_value(json_object_get(body, "threadId"));
+	if (!routes_thread_allowed(c, thread_id))
 		return;
-	/* the harness is resolved by coordinatord (metadata.harness or its
-	 * default_harness): it gets the token's list and refuses the others */
-	const char *harnesses = c->req.token ? c->req.token->harnesses : NULL;
 	if (!coord_ready(c->router)) {
 		routes_unavailable(c);
 		return;
 	}
-	json_t *meta_j = json_object_get(body, "metadata");
-	msgs = json_dump_compact(json_object_get(body, "messages"));
-	meta = meta_j ? json_dump_compact(meta_j) : NULL;
-	if (!msgs || (meta_j && !meta)) {
+	free(c->run_thread_id);
+	c->run_thread_id = strdup(thread_id);
+	if (!c->run_thread_id || run_body_member(body, "messages", &msgs) < 0 ||
+	    run_body_member(body, "metadata", &meta) < 0) {
 		http_respond_error(c, 500, "internal", "out of memory");
 		return;
 	}
+	/* the harness is resolved by coordinatord (metadata.harness or its
+	 * default_harness): it gets the token's list and refuses the others */
 	r = COORD_CALL(c->router, RUN_START,
 		       &((Msg_RUN_START){
-			   .thread_id = json_string_value(json_object_get(body, "threadId")),
+			   .thread_id = thread_id,
 			   .messages = msgs,
 			   .metadata = meta,
-			   .idempotency_key = idem,
-			   .harnesses = harnesses,
+			   .idempotency_key = http_header(c, "Idempotency-Key"),
+			   .harnesses = c->req.token ? c->req.token->harnesses : NULL,
 			   .tenant = router_token_tenant(c->req.token),
 		       }),
 		       run_start_reply, c);
@@ -999,7 +979,9 @@ route_find(const Route *rt)
 	return NULL;
 }
 
-bool
+/* Router.big_body: whether a request of method on url may carry
+ * max_file_body bytes (a file PUT), from the route table. */
+static bool
 routes_file_body(const char *url, size_t len, int method)
 {
 	_cleanup_(route_done) Route rt = {0};
@@ -1094,5 +1076,6 @@ routes_attach(Router *r)
 {
 	r->on_request = routes_dispatch;
 	r->on_conn_free = routes_conn_free;
+	r->big_body = routes_file_body;
 	routes_sandbox_attach(r);
 }

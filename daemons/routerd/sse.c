@@ -20,7 +20,7 @@
  */
 #include "config.h"
 
-#include "routerd.h"
+#include "transport.h"
 
 #include <errno.h>
 #include <inttypes.h>
@@ -212,11 +212,12 @@ sse_send_line(HttpConn *c, const char *text, size_t len)
 				2);
 }
 
-void
-sse_close(HttpConn *c, uint16_t code, const char *reason)
+/* End the stream; error_event: an abnormal end is told in an `error` event
+ * first (not on /chat's streams: the stock client would take it for a
+ * chunk, and resumes with Last-Event-ID). */
+static void
+sse_end(HttpConn *c, uint16_t code, const char *reason, bool error_event)
 {
-	bool chat = c->tail && c->tail->chat;
-
 	if (c->state != CONN_SSE)
 		return;
 	if (code == 1008 || code == 1013) {
@@ -225,9 +226,7 @@ sse_close(HttpConn *c, uint16_t code, const char *reason)
 		http_conn_abort(c);
 		return;
 	}
-	/* /chat: no event the stock client would take for a chunk; it resumes
-	 * with Last-Event-ID */
-	if (code != 1000 && !chat && !c->chunked) {
+	if (code != 1000 && error_event && !c->chunked) {
 		json_auto_t *j = json_pack("{s:s, s:s}", "error", reason ? reason : "error", "code",
 					   code == 1001 ? "shutting_down" : "stream_failed");
 		_cleanup_free_ char *s = j ? json_dumps(j, JSON_COMPACT) : NULL;
@@ -244,6 +243,19 @@ sse_close(HttpConn *c, uint16_t code, const char *reason)
 	}
 	c->state = CONN_HTTP; /* http_conn_close moves on from a serving state */
 	http_conn_close(c);
+}
+
+void
+sse_close(HttpConn *c, uint16_t code, const char *reason)
+{
+	sse_end(c, code, reason, true);
+}
+
+/* /chat's SSE and NDJSON streams end without an error event. */
+static void
+sse_close_chat(HttpConn *c, uint16_t code, const char *reason)
+{
+	sse_end(c, code, reason, false);
 }
 
 static size_t
@@ -277,9 +289,16 @@ const TailSink sse_tail_sink = {
     .open = sse_open,
 };
 
+const TailSink sse_chat_tail_sink = {
+    .send = sse_sink_send,
+    .close = sse_close_chat,
+    .pending = sse_pending,
+    .open = sse_open,
+};
+
 const TailSink ndjson_tail_sink = {
     .send = ndjson_sink_send,
-    .close = sse_close,
+    .close = sse_close_chat,
     .pending = sse_pending,
     .open = sse_open,
 };

@@ -21,7 +21,7 @@
  */
 #include "config.h"
 
-#include "routerd.h"
+#include "tail.h"
 
 #include <inttypes.h>
 

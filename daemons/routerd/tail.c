@@ -28,7 +28,7 @@
  */
 #include "config.h"
 
-#include "routerd.h"
+#include "tail.h"
 
 #include <errno.h>
 #include <inttypes.h>

@@ -25,7 +25,7 @@
  */
 #include "config.h"
 
-#include "routerd.h"
+#include "transport.h"
 
 #include <errno.h>
 #include <stdio.h>
@@ -179,12 +179,12 @@ ws_msg_cb(wslay_event_context_ptr ctx, const struct wslay_event_on_msg_recv_arg 
 	 * ping (RFC 6455 §5.5.3 allows an unsolicited one as a heartbeat). */
 	if (arg->opcode == WSLAY_PONG)
 		c->ws_ping_outstanding = false;
-	/* /chat's conversation socket takes RunAgentInput and abort frames */
-	else if (arg->opcode == WSLAY_TEXT_FRAME && c->chat_ws)
-		chat_ws_message(c, (const char *)arg->msg, arg->msg_length);
-	/* an exec's socket: its start body, stdin, eof, kill (routes-exec.c) */
-	else if ((arg->opcode == WSLAY_TEXT_FRAME || arg->opcode == WSLAY_BINARY_FRAME) && c->sbx)
-		sbx_ws_message(c, arg->opcode == WSLAY_BINARY_FRAME, arg->msg, arg->msg_length);
+	/* a route's socket (/chat's conversation, an exec's): its messages are
+	 * the route's (HttpConn.ws_app) */
+	else if ((arg->opcode == WSLAY_TEXT_FRAME || arg->opcode == WSLAY_BINARY_FRAME) &&
+		 c->ws_app)
+		c->ws_app->on_message(c, arg->opcode == WSLAY_BINARY_FRAME, arg->msg,
+				      arg->msg_length);
 }
 
 /* wslay echoes a close frame with a 1-byte payload as an empty close; RFC
@@ -239,11 +239,12 @@ ws_session(HttpConn *c)
 		c->ws = NULL;
 		return -ENOMEM;
 	}
-	/* a /chat conversation's RunAgentInput frames carry the whole
-	 * conversation: as much as a POST body may */
+	/* a route's messages may carry a whole body (a /chat conversation's
+	 * RunAgentInput frames): as much as a POST body may */
 	wslay_event_config_set_max_recv_msg_length(
-	    c->ws, c->chat_ws ? (uint64_t)MAX(conf->max_body, (int64_t)WS_MAX_CLIENT_MSG)
-			      : WS_MAX_CLIENT_MSG);
+	    c->ws, c->ws_app && c->ws_app->body_sized
+		       ? (uint64_t)MAX(conf->max_body, (int64_t)WS_MAX_CLIENT_MSG)
+		       : WS_MAX_CLIENT_MSG);
 	return 0;
 }
 
@@ -328,22 +329,23 @@ ws_ping_cb(evutil_socket_t fd, short what, void *arg)
 		ws_close(c, 1011, "pong timeout");
 		return;
 	}
-	/* the stock webSocket() adapter's own keepalive frame follows */
-	static const char ping[] = "{\"type\":\"ping\"}";
+	/* the route's own keepalive frame follows (/chat: the stock
+	 * webSocket() adapter's) */
+	const char *ka = c->ws_app ? c->ws_app->keepalive_text : NULL;
 	if (ws_direct(c)) {
 		if (ws_write_frame(c, WSLAY_PING, NULL, 0) < 0)
 			return;
 		c->ws_ping_outstanding = true;
-		if (c->chat_ws)
-			(void)ws_write_frame(c, WSLAY_TEXT_FRAME, ping, STRLEN(ping));
+		if (ka)
+			(void)ws_write_frame(c, WSLAY_TEXT_FRAME, ka, strlen(ka));
 		return;
 	}
 	if (wslay_event_queue_msg(c->ws, &m) == 0) {
 		c->ws_ping_outstanding = true;
-		if (c->chat_ws) {
+		if (ka) {
 			struct wslay_event_msg t = {.opcode = WSLAY_TEXT_FRAME,
-						    .msg = (const uint8_t *)ping,
-						    .msg_length = STRLEN(ping)};
+						    .msg = (const uint8_t *)ka,
+						    .msg_length = strlen(ka)};
 			(void)wslay_event_queue_msg(c->ws, &t);
 		}
 		ws_flush(c);

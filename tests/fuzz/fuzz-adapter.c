@@ -20,7 +20,7 @@
 
 #include <stdio.h>
 
-#include "adapter.h"
+#include "driver.h"
 
 #if defined(FUZZ_ADAPTER_NDJSON)
 #define KIND ADAPTER_NDJSON

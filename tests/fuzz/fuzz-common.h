@@ -11,7 +11,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
-#include "routerd.h"
+#include "router.h"
 
 /* The process-wide router (built once). */
 Router *fuzz_router(void);

@@ -187,6 +187,42 @@ test_thread_id_utf8_controls_and_bidi(void **state)
 	assert_string_equal(thread_id_problem(".."), "threadId must not be '.' or '..'");
 }
 
+static void
+test_idempotency_key_rules(void **state)
+{
+	char longest[IDEMPOTENCY_KEY_MAX + 2];
+	const char *bad = "Idempotency-Key must be 1 to 256 printable bytes";
+
+	memset(longest, 'k', IDEMPOTENCY_KEY_MAX);
+	longest[IDEMPOTENCY_KEY_MAX] = '\0';
+	assert_null(idempotency_key_problem(longest));
+	assert_null(idempotency_key_problem("k-1 with spaces/and:punct"));
+	longest[IDEMPOTENCY_KEY_MAX] = 'k';
+	longest[IDEMPOTENCY_KEY_MAX + 1] = '\0';
+	assert_string_equal(idempotency_key_problem(longest), bad);
+	assert_string_equal(idempotency_key_problem(NULL), bad);
+	assert_string_equal(idempotency_key_problem(""), bad);
+	assert_string_equal(idempotency_key_problem("a\tb"), bad);
+	assert_string_equal(idempotency_key_problem("a\x7f"), bad);
+}
+
+static void
+test_client_run_id_rules(void **state)
+{
+	char longest[CLIENT_RUN_ID_MAX + 2];
+
+	memset(longest, 'r', CLIENT_RUN_ID_MAX);
+	longest[CLIENT_RUN_ID_MAX] = '\0';
+	assert_true(client_run_id_valid(longest));
+	longest[CLIENT_RUN_ID_MAX] = 'r';
+	longest[CLIENT_RUN_ID_MAX + 1] = '\0';
+	assert_false(client_run_id_valid(longest));
+	assert_false(client_run_id_valid(NULL));
+	assert_false(client_run_id_valid(""));
+	assert_false(client_run_id_valid("a\nb"));
+	assert_true(client_run_id_valid("run 1/2"));
+}
+
 int
 main(void)
 {
@@ -196,6 +232,8 @@ main(void)
 	    cmocka_unit_test(test_uuid_v4_and_token_are_random_and_well_formed),
 	    cmocka_unit_test(test_thread_id_rules),
 	    cmocka_unit_test(test_thread_id_utf8_controls_and_bidi),
+	    cmocka_unit_test(test_idempotency_key_rules),
+	    cmocka_unit_test(test_client_run_id_rules),
 	};
 	return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -29,8 +29,7 @@
 #include <ftw.h>
 #include <jansson.h>
 
-#include "adapter.h"
-#include "coordinatord.h"
+#include "coordinator.h"
 #include "json-util.h"
 #include "macro.h"
 #include "mp-cursor.h"

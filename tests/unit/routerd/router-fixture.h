@@ -22,7 +22,7 @@
 
 #include <event2/event.h>
 
-#include "routerd.h"
+#include "router.h"
 
 /* A free loopback TCP port (libevent's address parser refuses port 0). */
 static inline int

@@ -33,7 +33,7 @@
 
 #include "log.h"
 #include "router-fixture.h"
-#include "routerd.h"
+#include "router.h"
 
 static struct {
 	struct event_base *base;

@@ -31,7 +31,7 @@
 #include "log.h"
 #include "preview.h"
 #include "router-fixture.h"
-#include "routerd.h"
+#include "router.h"
 #include "unix-socket.h"
 
 static struct {

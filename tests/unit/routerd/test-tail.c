@@ -43,7 +43,7 @@
 #include "log.h"
 #include "peer.h"
 #include "router-fixture.h"
-#include "routerd.h"
+#include "router.h"
 #include "unix-socket.h"
 
 #define RUN_ID "0b7d6a3e-5f0c-4d7e-9a51-3c2f1e0d9b8a"
