@@ -45,7 +45,6 @@ size_t tenant_running(Coordinator *c, const char *tenant);
 /* The /metrics lines by tenant. */
 void tenant_metrics(Coordinator *c, FILE *out);
 
-
 /* run-start.c: RUN_START's body rules, for HTTP and socket clients alike. */
 typedef struct RunStartBody {
 	json_t *messages; /* a non-empty array of objects with a string role */
