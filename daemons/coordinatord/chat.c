@@ -616,7 +616,7 @@ hydrate_fail(Hydrate *h, int err)
 					  "the thread's messages exceed read_max_bytes");
 	else if (err == -E2BIG)
 		(void)peer_deferred_error(
-		    TAKE_PTR(h->d), -EFBIG, "too_large",
+		    TAKE_PTR(h->d), -EFBIG, REASON_TOO_LARGE,
 		    "the thread's stored messages and events exceed what one hydrate reads "
 		    "(coordinatord.hydrate_read_max_bytes)");
 	else if (err == -ENOMEM)
@@ -628,7 +628,7 @@ hydrate_fail(Hydrate *h, int err)
 		log_warning_errno(err,
 				  "Cannot read run %s from the cluster for a /chat hydrate: %m",
 				  h->run_id ?: "?");
-		(void)peer_deferred_error(TAKE_PTR(h->d), -EAGAIN, "cluster_unavailable",
+		(void)peer_deferred_error(TAKE_PTR(h->d), -EAGAIN, REASON_CLUSTER_UNAVAILABLE,
 					  "a run of the thread in the cluster cannot be read now");
 	}
 	hydrate_free(h);

@@ -137,7 +137,7 @@ request_reuse_ok(Peer *p, const Frame *f, Coordinator *c, const char *message)
 {
 	if (c->conf.reuse != REUSE_NONE)
 		return true;
-	peer_reply_error_reason(p, f->req_id, -EBUSY, "reuse_none", message);
+	peer_reply_error_reason(p, f->req_id, -EBUSY, REASON_REUSE_NONE, message);
 	return false;
 }
 
@@ -183,7 +183,7 @@ static bool _printf_(3, 4) reply_too_large(Peer *p, const Frame *f, const char *
 	va_start(ap, fmt);
 	vsnprintf(m, sizeof(m), fmt, ap);
 	va_end(ap);
-	peer_reply_error_reason(p, f->req_id, -EFBIG, "too_large", m);
+	peer_reply_error_reason(p, f->req_id, -EFBIG, REASON_TOO_LARGE, m);
 	return false;
 }
 

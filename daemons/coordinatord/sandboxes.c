@@ -64,10 +64,10 @@ handle_sandbox_ctl(Peer *p, const Frame *f, const Msg_SANDBOX_CTL *m, void *ud)
 	MpWriter w;
 	int r, ret;
 
-	if (!request_thread_id_ok(p, f, m->thread_id, "bad_request"))
+	if (!request_thread_id_ok(p, f, m->thread_id, REASON_BAD_REQUEST))
 		return 0;
 	if (!streq(a, "put") && !streq(a, "get") && !streq(a, "stop") && !streq(a, "delete")) {
-		peer_reply_error_reason(p, f->req_id, -EINVAL, "bad_request",
+		peer_reply_error_reason(p, f->req_id, -EINVAL, REASON_BAD_REQUEST,
 					"action must be put, get, stop or delete");
 		return 0;
 	}
@@ -98,7 +98,7 @@ handle_sandbox_ctl(Peer *p, const Frame *f, const Msg_SANDBOX_CTL *m, void *ud)
 					     .action = a,
 					     .keep_workspace = m->keep_workspace,
 					     .has_keep_workspace = m->has_keep_workspace});
-	ret = request_shim_relay(p, f, c, "shim_unavailable",
+	ret = request_shim_relay(p, f, c, REASON_SHIM_UNAVAILABLE,
 				 streq(a, "put") ? MSG_SANDBOX_FILE : MSG_SANDBOX_STATE, &w,
 				 CTL_CALL_TIMEOUT, &ctl_relay, &r);
 	mp_writer_done(&w);
@@ -155,7 +155,7 @@ handle_capabilities_get(Peer *p, const Frame *f, const Msg_CAPABILITIES_GET *m, 
 	(void)m;
 	mp_writer_init(&w);
 	msg_encode_SHIM_LIMITS(&w, &(Msg_SHIM_LIMITS){});
-	r = request_shim_relay(p, f, c, "shim_unavailable", MSG_SHIM_LIMITS, &w,
+	r = request_shim_relay(p, f, c, REASON_SHIM_UNAVAILABLE, MSG_SHIM_LIMITS, &w,
 			       LIMITS_CALL_TIMEOUT, &limits_relay, NULL);
 	mp_writer_done(&w);
 	return r;
@@ -178,10 +178,10 @@ handle_watch_poll(Peer *p, const Frame *f, const Msg_WATCH_POLL *m, void *ud)
 	MpWriter w;
 	int r;
 
-	if (!request_thread_id_ok(p, f, m->thread_id, "bad_request"))
+	if (!request_thread_id_ok(p, f, m->thread_id, REASON_BAD_REQUEST))
 		return 0;
 	if (m->wait_ms > 60000) {
-		peer_reply_error_reason(p, f->req_id, -EINVAL, "bad_request",
+		peer_reply_error_reason(p, f->req_id, -EINVAL, REASON_BAD_REQUEST,
 					"wait_ms must be at most 60000");
 		return 0;
 	}
@@ -197,7 +197,7 @@ handle_watch_poll(Peer *p, const Frame *f, const Msg_WATCH_POLL *m, void *ud)
 							  .cursor = m->cursor,
 							  .has_cursor = m->has_cursor,
 							  .wait_ms = m->wait_ms});
-	r = request_shim_relay(p, f, c, "shim_unavailable", MSG_SANDBOX_WATCH, &w,
+	r = request_shim_relay(p, f, c, REASON_SHIM_UNAVAILABLE, MSG_SANDBOX_WATCH, &w,
 			       m->wait_ms * USEC_PER_MSEC + 10 * USEC_PER_SEC, &watch_relay, NULL);
 	mp_writer_done(&w);
 	return r;

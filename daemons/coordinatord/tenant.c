@@ -128,7 +128,7 @@ tenant_admit(Coordinator *c, Peer *p, const Frame *f, const char *thread_id, con
 	}
 	int r = runlog_thread_owner(c->runlog, thread_id, owner);
 	if (r == 0 && !streq(owner, tenant))
-		return refuse(p, f, t, TENANT_REFUSED_OWNER, -EPERM, "thread_forbidden",
+		return refuse(p, f, t, TENANT_REFUSED_OWNER, -EPERM, REASON_THREAD_FORBIDDEN,
 			      "this thread belongs to another tenant");
 	if (r < 0 && r != -ENOENT) {
 		*ret_err = r;
@@ -139,18 +139,19 @@ tenant_admit(Coordinator *c, Peer *p, const Frame *f, const char *thread_id, con
 		snprintf(m, sizeof(m),
 			 "this tenant has %" PRId64 " runs going (tenant_max_running)",
 			 c->conf.tenant_max_running);
-		return refuse(p, f, t, TENANT_REFUSED_RUNS, -EAGAIN, "tenant_runs_quota", m);
+		return refuse(p, f, t, TENANT_REFUSED_RUNS, -EAGAIN, REASON_TENANT_RUNS_QUOTA, m);
 	}
 	if (r == 0)
 		return true;
 	if (c->conf.tenant_max_threads > 0 && t->threads >= (uint64_t)c->conf.tenant_max_threads) {
 		snprintf(m, sizeof(m), "this tenant owns %" PRIu64 " threads (tenant_max_threads)",
 			 t->threads);
-		return refuse(p, f, t, TENANT_REFUSED_THREADS, -EDQUOT, "tenant_threads_quota", m);
+		return refuse(p, f, t, TENANT_REFUSED_THREADS, -EDQUOT, REASON_TENANT_THREADS_QUOTA,
+			      m);
 	}
 	r = runlog_thread_claim(c->runlog, thread_id, tenant, &fresh, owner);
 	if (r == -EPERM) /* cannot happen on one loop; kept for the claim's contract */
-		return refuse(p, f, t, TENANT_REFUSED_OWNER, -EPERM, "thread_forbidden",
+		return refuse(p, f, t, TENANT_REFUSED_OWNER, -EPERM, REASON_THREAD_FORBIDDEN,
 			      "this thread belongs to another tenant");
 	if (r < 0) {
 		log_warning_errno(r, "Cannot record the owner of a thread: %m");
@@ -177,7 +178,7 @@ tenant_check(Coordinator *c, Peer *p, const Frame *f, const char *thread_id, con
 		return false;
 	}
 	return refuse(p, f, tenant_stat(c, tenant), TENANT_REFUSED_OWNER, -EPERM,
-		      "thread_forbidden", "this thread belongs to another tenant");
+		      REASON_THREAD_FORBIDDEN, "this thread belongs to another tenant");
 }
 
 static void
@@ -190,9 +191,9 @@ void
 tenant_metrics(Coordinator *c, FILE *out)
 {
 	static const char *const codes[_TENANT_REFUSED_MAX] = {
-	    [TENANT_REFUSED_THREADS] = "tenant_threads_quota",
-	    [TENANT_REFUSED_RUNS] = "tenant_runs_quota",
-	    [TENANT_REFUSED_OWNER] = "thread_forbidden",
+	    [TENANT_REFUSED_THREADS] = REASON_TENANT_THREADS_QUOTA,
+	    [TENANT_REFUSED_RUNS] = REASON_TENANT_RUNS_QUOTA,
+	    [TENANT_REFUSED_OWNER] = REASON_THREAD_FORBIDDEN,
 	};
 	if (c->n_tenants == 0 && c->n_tenant_usage == 0)
 		return;
