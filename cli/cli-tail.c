@@ -128,7 +128,8 @@ tail_run(const char *run_id, Tail *t)
 		Response http;
 		snprintf(path, sizeof(path), "/runs/%s/stream?threadId=%s&lastSeq=%lld", rid, tid,
 			 t->last_seq);
-		int r = client_ws_run(&cli.client, path, tail_text, t, &http, reason, sizeof(reason));
+		int r =
+		    client_ws_run(&cli.client, path, tail_text, t, &http, reason, sizeof(reason));
 		if (r == WS_STOPPED || (r == 1000 && t->record)) {
 			rc = 0;
 			break;
@@ -211,7 +212,6 @@ report_end(json_t *record)
 	fprintf(stderr, "%srunwarden: run %s%s%s%s\n", RED(cli.color_err), st ? st : "ended",
 		msg ? ": " : "", msg ? msg : "", RESET(cli.color_err));
 }
-
 
 /* Tail run_id after seq from to its end, report how it ended; the run's exit
  * status as ours (or the tail's error). */

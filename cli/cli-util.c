@@ -183,8 +183,8 @@ print_record(json_t *r)
 	if (e) {
 		const char *m = json_string_value(json_object_get(e, "message"));
 		const char *code = json_string_value(json_object_get(e, "code"));
-		printf("%s%-11s%s %s%s%s%s\n", BOLD(cli.color), "error", RESET(cli.color), m ? m : "",
-		       code ? " (" : "", code ? code : "", code ? ")" : "");
+		printf("%s%-11s%s %s%s%s%s\n", BOLD(cli.color), "error", RESET(cli.color),
+		       m ? m : "", code ? " (" : "", code ? code : "", code ? ")" : "");
 	}
 }
 

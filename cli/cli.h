@@ -70,13 +70,13 @@ void fmt_time(json_t *v, char *buf, size_t n);
  * of the first, or -1 (usage printed). */
 int simple_args(int argc, char **argv, int n, const char *what);
 /* `show` and `cancel`: one request on a run, the record it answers printed. */
-int record_command(int argc, char **argv, const char *method, const char *suffix,
-		   const char *name, const char *usage);
+int record_command(int argc, char **argv, const char *method, const char *suffix, const char *name,
+		   const char *usage);
 /* The start of a command on one thread (snapshot, restore): --json, then
  * THREAD and the rest (min..max arguments in all, else usage), and path =
  * /threads/THREAD/suffix. 0, or the exit code. */
-int thread_cmd_begin(int argc, char **argv, int min, int max, const char *usage,
-		     const char *suffix, char *path, size_t len);
+int thread_cmd_begin(int argc, char **argv, int min, int max, const char *usage, const char *suffix,
+		     char *path, size_t len);
 /* The token of a token file (its first word; never printed). 0 or -1. */
 int read_token_file(const char *path, const char **ret);
 

@@ -5,7 +5,6 @@
  */
 #include "config.h"
 
-
 #include "cli.h"
 
 int

@@ -47,8 +47,8 @@ cmd_run(int argc, char **argv)
 			strcat(cmd, " ");
 		strcat(cmd, argv[i]);
 	}
-	json_t *body = json_pack("{s:s, s:[{s:s, s:s}]}", "threadId", cli.thread, "messages", "role",
-				 "user", "content", cmd);
+	json_t *body = json_pack("{s:s, s:[{s:s, s:s}]}", "threadId", cli.thread, "messages",
+				 "role", "user", "content", cmd);
 	free(cmd);
 	if (harness)
 		json_object_set_new(body, "metadata", json_pack("{s:s}", "harness", harness));

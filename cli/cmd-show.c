@@ -4,7 +4,6 @@
  */
 #include "config.h"
 
-
 #include "cli.h"
 
 int
