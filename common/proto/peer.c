@@ -167,6 +167,8 @@ write_cb(struct bufferevent *bev, void *arg)
 static void
 pending_free(Pending *e)
 {
+	if (!e)
+		return;
 	if (e->timer)
 		event_free(e->timer);
 	free(e);
