@@ -14,39 +14,34 @@
 #include <string.h>
 #include <unistd.h>
 
+#include "buf.h"
 #include "cli.h"
 
 static int
 read_all(int fd, char **ret, size_t *ret_len)
 {
-	size_t len = 0, cap = 65536;
-	char *buf = malloc(cap);
+	Buf b = {0};
 
-	if (!buf)
-		return -ENOMEM;
 	for (;;) {
-		if (len == cap) {
-			char *nb = realloc(buf, cap *= 2);
-			if (!nb) {
-				free(buf);
-				return -ENOMEM;
-			}
-			buf = nb;
+		int r = buf_reserve(&b, 65536);
+		if (r < 0) {
+			buf_done(&b);
+			return r;
 		}
-		ssize_t n = read(fd, buf + len, cap - len);
+		ssize_t n = read(fd, b.data + b.len, b.cap - b.len - 1);
 		if (n < 0 && errno == EINTR)
 			continue;
 		if (n < 0) {
-			int r = -errno;
-			free(buf);
+			r = -errno;
+			buf_done(&b);
 			return r;
 		}
 		if (n == 0)
 			break;
-		len += (size_t)n;
+		b.len += (size_t)n;
 	}
-	*ret = buf;
-	*ret_len = len;
+	*ret = b.data;
+	*ret_len = b.len;
 	return 0;
 }
 

@@ -67,4 +67,3 @@ unix_connect(const char *path)
 		return -errno;
 	return TAKE_FD(fd);
 }
-

@@ -119,21 +119,23 @@ test_end_closes_what_is_open(void **state)
 	json_t *end = NULL; /* no terminal chunk: failed gets a RUN_ERROR */
 	json_auto_t *cl = agui_guard_end(run, &end, "failed");
 	assert_string_equal(
-	    types(cl), "TEXT_MESSAGE_END TOOL_CALL_END TOOL_CALL_RESULT TOOL_CALL_RESULT STEP_FINISHED");
+	    types(cl),
+	    "TEXT_MESSAGE_END TOOL_CALL_END TOOL_CALL_RESULT TOOL_CALL_RESULT STEP_FINISHED");
 	/* the interrupted results: one per call without a result, ids filled */
 	const json_t *r = json_array_get(cl, 2);
 	assert_string_equal(json_string_value(json_object_get(r, "toolCallId")), "c1");
 	assert_string_equal(json_string_value(json_object_get(r, "messageId")), "c1-result");
 	assert_non_null(strstr(json_string_value(json_object_get(r, "content")), "interrupted"));
-	assert_string_equal(json_string_value(json_object_get(
-				json_object_get(json_object_get(r, "metadata"), "tanstack"), "state")),
-			    "output-error");
+	assert_string_equal(
+	    json_string_value(json_object_get(
+		json_object_get(json_object_get(r, "metadata"), "tanstack"), "state")),
+	    "output-error");
 	assert_string_equal(type_of(end), "RUN_ERROR");
 	assert_string_equal(json_string_value(json_object_get(end, "runId")), "run-1");
-	assert_string_equal(json_string_value(json_object_get(
-				json_object_get(json_object_get(end, "metadata"), "tanstack"),
-				"threadId")),
-			    "t-1");
+	assert_string_equal(
+	    json_string_value(json_object_get(
+		json_object_get(json_object_get(end, "metadata"), "tanstack"), "threadId")),
+	    "t-1");
 	json_decref(end);
 }
 
@@ -159,14 +161,18 @@ test_agent_run_finished_gets_the_run_ids(void **state)
 {
 	Run *run = *state;
 	json_t *before = NULL;
-	json_auto_t *s = chunk("{\"type\":\"RUN_STARTED\",\"threadId\":\"t-1\",\"runId\":\"run-1\"}");
+	json_auto_t *s =
+	    chunk("{\"type\":\"RUN_STARTED\",\"threadId\":\"t-1\",\"runId\":\"run-1\"}");
 	assert_int_equal(agui_guard_chunk(run, s, &before), AGUI_KEEP);
-	json_auto_t *t = chunk("{\"type\":\"TOOL_CALL_START\",\"toolCallId\":\"c\",\"toolCallName\":\"x\"}");
+	json_auto_t *t =
+	    chunk("{\"type\":\"TOOL_CALL_START\",\"toolCallId\":\"c\",\"toolCallName\":\"x\"}");
 	assert_int_equal(agui_guard_chunk(run, t, &before), AGUI_KEEP);
-	json_auto_t *res = chunk("{\"type\":\"TOOL_CALL_RESULT\",\"toolCallId\":\"c\",\"content\":\"1\"}");
+	json_auto_t *res =
+	    chunk("{\"type\":\"TOOL_CALL_RESULT\",\"toolCallId\":\"c\",\"content\":\"1\"}");
 	assert_int_equal(agui_guard_chunk(run, res, &before), AGUI_CHANGED);
 	assert_string_equal(json_string_value(json_object_get(res, "messageId")), "c-result");
-	json_auto_t *f = chunk("{\"type\":\"RUN_FINISHED\",\"threadId\":\"own\",\"runId\":\"own\"}");
+	json_auto_t *f =
+	    chunk("{\"type\":\"RUN_FINISHED\",\"threadId\":\"own\",\"runId\":\"own\"}");
 	assert_int_equal(agui_guard_chunk(run, f, &before), AGUI_CHANGED);
 	assert_string_equal(json_string_value(json_object_get(f, "runId")), "run-1");
 	assert_string_equal(json_string_value(json_object_get(f, "threadId")), "t-1");

@@ -108,11 +108,9 @@ test_tool_call_lifecycle(void **state)
 	assert_string_equal(str(json_object_get(call, "input"), "path"), "/w");
 	assert_string_equal(str(call, "state"), "complete");
 	/* the output parsed as JSON */
-	assert_string_equal(
-	    json_string_value(json_array_get(json_object_get(json_object_get(call, "output"),
-							     "files"),
-					     0)),
-	    "a");
+	assert_string_equal(json_string_value(json_array_get(
+				json_object_get(json_object_get(call, "output"), "files"), 0)),
+			    "a");
 	assert_string_equal(str(part(m, 2), "type"), "tool-result");
 	assert_string_equal(str(part(m, 2), "toolCallId"), "c1");
 	assert_string_equal(str(part(m, 2), "state"), "complete");

@@ -59,10 +59,11 @@ test_tree_values_keys_and_numbers(void **state)
 {
 	/* "\u0073k-secret" is the escaped spelling of the secret: the decoded
 	 * tree holds it plainly */
-	json_auto_t *j = json_loads("{\"a\":\"\\u0073k-secret!\",\"n\":4242,\"m\":14242.5,"
-				    "\"sk-secret-key\":1,\"l\":[\"ok\",\"x sk-secret\",{\"d\":4242}],"
-				    "\"keep\":42}",
-				    0, NULL);
+	json_auto_t *j =
+	    json_loads("{\"a\":\"\\u0073k-secret!\",\"n\":4242,\"m\":14242.5,"
+		       "\"sk-secret-key\":1,\"l\":[\"ok\",\"x sk-secret\",{\"d\":4242}],"
+		       "\"keep\":42}",
+		       0, NULL);
 	assert_non_null(j);
 	assert_true(redact_tree(secrets, j));
 	assert_string_equal(json_string_value(json_object_get(j, "a")), "[REDACTED]!");
@@ -83,8 +84,8 @@ test_tree_values_keys_and_numbers(void **state)
 static void
 test_json_in_place(void **state)
 {
-	json_auto_t *j = json_loads("{\"sk-secret\":[\"a sk-secret\",{\"k\":\"sk-secret\"}]}", 0,
-				    NULL);
+	json_auto_t *j =
+	    json_loads("{\"sk-secret\":[\"a sk-secret\",{\"k\":\"sk-secret\"}]}", 0, NULL);
 	assert_int_equal(redact_json(secrets, j), 0);
 	_cleanup_free_ char *s = json_dump_compact(j);
 	assert_string_equal(s, "{\"[REDACTED]\":[\"a [REDACTED]\",{\"k\":\"[REDACTED]\"}]}");
