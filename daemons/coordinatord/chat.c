@@ -199,20 +199,27 @@ build_count(Build *b, size_t n)
 	return *b->bytes > b->max_bytes ? -EFBIG : 0;
 }
 
+/* Set part.key to the string collected in g (valid UTF-8: joined deltas of
+ * valid strings), and empty g. */
+static int
+buf_into(json_t *part, const char *key, Buf *g)
+{
+	int r = json_object_set_new(part, key, json_stringn_nocheck(g->data ?: "", g->len)) < 0
+		    ? -ENOMEM
+		    : 0;
+	buf_done(g);
+	return r;
+}
+
 /* The last part's text, into the part. */
 static int
 text_close(Build *b)
 {
 	if (!b->text_open)
 		return 0;
-	json_t *p = json_array_get(b->parts, json_array_size(b->parts) - 1);
 	b->text_open = false;
-	int r = json_object_set_new(p, "content",
-				    json_stringn_nocheck(b->text.data ?: "", b->text.len)) < 0
-		    ? -ENOMEM
-		    : 0;
-	buf_done(&b->text);
-	return r;
+	return buf_into(json_array_get(b->parts, json_array_size(b->parts) - 1), "content",
+			&b->text);
 }
 
 /* A call's arguments, into its part (deltas of valid UTF-8 strings joined:
@@ -222,13 +229,7 @@ args_close(Build *b, Call *cl)
 {
 	if (!cl->args.data)
 		return 0;
-	json_t *p = json_array_get(b->parts, cl->part);
-	int r = json_object_set_new(p, "arguments",
-				    json_stringn_nocheck(cl->args.data, cl->args.len)) < 0
-		    ? -ENOMEM
-		    : 0;
-	buf_done(&cl->args);
-	return r;
+	return buf_into(json_array_get(b->parts, cl->part), "arguments", &cl->args);
 }
 
 /* Append part (a reference taken, even on failure). */
