@@ -25,7 +25,7 @@
 #include <time.h>
 #include <unistd.h>
 
-#include "cluster/cluster.h"
+#include "cluster.h"
 #include "macro.h"
 #include "time-util.h"
 

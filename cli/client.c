@@ -19,6 +19,8 @@
 #include <unistd.h>
 #include <wslay/wslay.h>
 
+#include "buf.h"
+
 #define HEAD_MAX (64 * 1024)
 
 static int
@@ -147,30 +149,6 @@ build_head(Client *c, const char *method, const char *path, const char *extra, s
 	return head;
 }
 
-typedef struct Buf {
-	char *p;
-	size_t len, cap;
-} Buf;
-
-static int
-buf_add(Buf *b, const char *d, size_t n)
-{
-	if (b->len + n + 1 > b->cap) {
-		size_t cap = b->cap ? b->cap * 2 : 4096;
-		while (cap < b->len + n + 1)
-			cap *= 2;
-		char *np = realloc(b->p, cap);
-		if (!np)
-			return -ENOMEM;
-		b->p = np;
-		b->cap = cap;
-	}
-	memcpy(b->p + b->len, d, n);
-	b->len += n;
-	b->p[b->len] = '\0';
-	return 0;
-}
-
 /* Read until the end of the head. *head_len = its size (with the blank line);
  * bytes after it stay in b. */
 static int
@@ -178,9 +156,9 @@ read_head(int fd, Buf *b, size_t *head_len)
 {
 	char tmp[4096];
 	for (;;) {
-		char *e = b->p ? strstr(b->p, "\r\n\r\n") : NULL;
+		char *e = b->data ? strstr(b->data, "\r\n\r\n") : NULL;
 		if (e) {
-			*head_len = (size_t)(e - b->p) + 4;
+			*head_len = (size_t)(e - b->data) + 4;
 			return 0;
 		}
 		if (b->len > HEAD_MAX)
@@ -192,7 +170,7 @@ read_head(int fd, Buf *b, size_t *head_len)
 			return -errno;
 		if (n == 0)
 			return -ECONNRESET;
-		if (buf_add(b, tmp, (size_t)n) < 0)
+		if (buf_append(b, tmp, (size_t)n) < 0)
 			return -ENOMEM;
 	}
 }
@@ -280,7 +258,7 @@ client_request_raw(Client *c, const char *method, const char *path, const char *
 			}
 			if (n == 0)
 				break;
-			if (buf_add(&b, tmp, (size_t)n) < 0) {
+			if (buf_append(&b, tmp, (size_t)n) < 0) {
 				r = -ENOMEM;
 				break;
 			}
@@ -288,29 +266,29 @@ client_request_raw(Client *c, const char *method, const char *path, const char *
 	}
 	close(fd);
 	if (r < 0) {
-		free(b.p);
+		free(b.data);
 		return fail(c, r, "%s %s: %s", method, c->url, strerror(-r));
 	}
-	if (sscanf(b.p, "HTTP/1.%*d %d", &ret->status) != 1) {
-		free(b.p);
+	if (sscanf(b.data, "HTTP/1.%*d %d", &ret->status) != 1) {
+		free(b.data);
 		return fail(c, -EBADMSG, "%s: not an HTTP response", c->url);
 	}
-	b.p[head_len - 2] = '\0'; /* headers end at the blank line */
-	const char *te = header_value(b.p, "Transfer-Encoding");
-	const char *cl = header_value(b.p, "Content-Length");
+	b.data[head_len - 2] = '\0'; /* headers end at the blank line */
+	const char *te = header_value(b.data, "Transfer-Encoding");
+	const char *cl = header_value(b.data, "Content-Length");
 	size_t blen = b.len - head_len;
 	char *body = malloc(blen + 1);
 	if (!body) {
-		free(b.p);
+		free(b.data);
 		return fail(c, -ENOMEM, "out of memory");
 	}
-	memcpy(body, b.p + head_len, blen);
+	memcpy(body, b.data + head_len, blen);
 	body[blen] = '\0';
 	if (te && strncasecmp(te, "chunked", 7) == 0) {
 		ssize_t n = dechunk(body, blen);
 		if (n < 0) {
 			free(body);
-			free(b.p);
+			free(b.data);
 			return fail(c, -EBADMSG, "%s: bad chunked body", c->url);
 		}
 		blen = (size_t)n;
@@ -322,7 +300,7 @@ client_request_raw(Client *c, const char *method, const char *path, const char *
 			body[blen] = '\0';
 		}
 	}
-	free(b.p);
+	free(b.data);
 	ret->body = body;
 	ret->len = blen;
 	return 0;
@@ -368,7 +346,7 @@ ws_recv_cb(wslay_event_context_ptr ctx, uint8_t *buf, size_t len, int flags, voi
 		size_t n = w->pre.len - w->pre_off;
 		if (n > len)
 			n = len;
-		memcpy(buf, w->pre.p + w->pre_off, n);
+		memcpy(buf, w->pre.data + w->pre_off, n);
 		w->pre_off += n;
 		return (ssize_t)n;
 	}
@@ -480,36 +458,36 @@ client_ws_run(Client *c, const char *path, ws_text_cb on_text, void *userdata, R
 		goto out;
 	}
 	int status = 0;
-	if (sscanf(w.pre.p, "HTTP/1.%*d %d", &status) != 1) {
+	if (sscanf(w.pre.data, "HTTP/1.%*d %d", &status) != 1) {
 		r = fail(c, -EBADMSG, "%s: not an HTTP response", c->url);
 		goto out;
 	}
 	if (status != 101) {
 		/* An HTTP error for the upgrade: hand the JSON body back. */
-		char *nl = w.pre.p + head_len;
+		char *nl = w.pre.data + head_len;
 		const char *cl =
-		    (w.pre.p[head_len - 2] = '\0', header_value(w.pre.p, "Content-Length"));
+		    (w.pre.data[head_len - 2] = '\0', header_value(w.pre.data, "Content-Length"));
 		size_t want = cl ? strtoull(cl, NULL, 10) : 0;
 		char tmp[4096];
 		Buf body = {0};
-		buf_add(&body, nl, w.pre.len - head_len);
+		buf_append(&body, nl, w.pre.len - head_len);
 		while (body.len < want) {
 			ssize_t n = recv(w.fd, tmp, sizeof(tmp), 0);
 			if (n <= 0)
 				break;
-			buf_add(&body, tmp, (size_t)n);
+			buf_append(&body, tmp, (size_t)n);
 		}
 		if (http_ret) {
 			http_ret->status = status;
-			http_ret->body = body.p ? body.p : strdup("");
+			http_ret->body = body.data ? body.data : strdup("");
 			http_ret->len = body.len;
 		} else
-			free(body.p);
+			free(body.data);
 		r = fail(c, -EPROTO, "%s: HTTP %d", c->url, status);
 		goto out;
 	}
 	const char *acc =
-	    (w.pre.p[head_len - 2] = '\0', header_value(w.pre.p, "Sec-WebSocket-Accept"));
+	    (w.pre.data[head_len - 2] = '\0', header_value(w.pre.data, "Sec-WebSocket-Accept"));
 	if (!acc || strncmp(acc, accept_want, strlen(accept_want)) != 0) {
 		r = fail(c, -EPROTO, "%s: bad Sec-WebSocket-Accept", c->url);
 		goto out;
@@ -564,7 +542,7 @@ client_ws_run(Client *c, const char *path, ws_text_cb on_text, void *userdata, R
 out:
 	if (ctx)
 		wslay_event_context_free(ctx);
-	free(w.pre.p);
+	free(w.pre.data);
 	if (w.fd >= 0)
 		close(w.fd);
 	return r;

@@ -326,6 +326,9 @@ typedef struct LoadState {
 	/* line source */
 	FILE *f;
 	const char *text;
+	bool mid_line;	   /* the last chunk read did not end its line */
+	size_t line_len;   /* bytes of the current line read so far */
+	char line_key[64]; /* its start up to '=' (for a too-long line's error) */
 	/* scan mode (conf_scan_file) */
 	const char *prefix;
 	ConfScanFn scan;
@@ -404,27 +407,59 @@ handler(void *user, const char *section, const char *key, const char *value)
 	return 1;
 }
 
+/* One chunk of the text source, as fgets() would read it: up to num - 1
+ * bytes, ending at the first '\n' it takes. */
+static char *
+text_gets(char *str, int num, const char **text)
+{
+	if (!**text || num < 2)
+		return NULL;
+	size_t len = strcspn(*text, "\n");
+	len = MIN(len + ((*text)[len] == '\n'), (size_t)num - 1);
+	memcpy(str, *text, len);
+	str[len] = '\0';
+	*text += len;
+	return str;
+}
+
+/* The key a line starts with (its text up to '=' or ':', trimmed). */
+static void
+line_key(const char *line, char *buf, size_t size)
+{
+	line += strspn(line, " \t");
+	size_t n = strcspn(line, "=:\n");
+	while (n > 0 && (line[n - 1] == ' ' || line[n - 1] == '\t'))
+		n--;
+	snprintf(buf, size, "%.*s", (int)n, line);
+}
+
 /* inih hands us lines through this reader, which lets us count them: the
- * handler for a key always runs right after the reader returned its line. */
+ * handler for a key always runs right after the reader returned its line.
+ * inih reads a line longer than its buffer in chunks (ini_allow_realloc,
+ * conf_load's settings): only the chunk that starts a line counts. A line
+ * over CONF_LINE_MAX bytes is an error of its own line, and the end of the
+ * input for inih (a cut line must not be parsed as the next one). */
 static char *
 reader(char *str, int num, void *stream)
 {
 	LoadState *st = stream;
-	char *r = NULL;
+	char *r = st->f ? fgets(str, num, st->f) : text_gets(str, num, &st->text);
 
-	if (st->f) {
-		r = fgets(str, num, st->f);
-	} else if (*st->text) {
-		size_t len = strcspn(st->text, "\n");
-		size_t take = MIN(len, (size_t)num - 2);
-		memcpy(str, st->text, take);
-		str[take] = '\n';
-		str[take + 1] = '\0';
-		st->text += len + (st->text[len] == '\n');
-		r = str;
-	}
-	if (r)
+	if (!r || st->r < 0)
+		return NULL;
+	if (!st->mid_line) {
 		st->line++;
+		st->line_len = 0;
+		line_key(r, st->line_key, sizeof(st->line_key));
+	}
+	size_t len = strlen(r);
+	st->line_len += len;
+	st->mid_line = len == 0 || r[len - 1] != '\n';
+	if (st->line_len - !st->mid_line > CONF_LINE_MAX) { /* its text, less the newline */
+		line_error(st, -EINVAL, "%s: the line is longer than %d bytes",
+			   st->line_key[0] ? st->line_key : "(no key)", CONF_LINE_MAX);
+		return NULL;
+	}
 	return r;
 }
 
@@ -435,6 +470,11 @@ load(LoadState *st)
 	if (!seen)
 		return -ENOMEM;
 	st->seen = seen;
+	/* Debian's inih reads its settings at run time: a line may be as long
+	 * as CONF_LINE_MAX (a harness command with its arguments), not 200. */
+	ini_use_stack = false;
+	ini_allow_realloc = true;
+	ini_max_line = CONF_LINE_MAX + 3; /* '\r', '\n' and '\0' */
 	int r = ini_parse_stream(reader, st, handler, st);
 	/* inih goes on after a syntax error, so the handler may fail on a later
 	 * line: report whichever came first. */
@@ -622,7 +662,7 @@ conf_dump(FILE *f, const ConfItem *items, size_t n)
 				 it->type == CONF_SIZE ? " bytes; K, M, G suffixes" : "");
 		else
 			snprintf(text, sizeof(text), "%s", it->help);
-		/* Word-wrapped at 80 columns: parsers have line limits (inih: 200). */
+		/* Word-wrapped at 80 columns, to be read. */
 		for (p = strtok_r(text, " ", &save); p; p = strtok_r(NULL, " ", &save)) {
 			size_t l = strlen(p);
 			if (col > 0 && col + 1 + l > 78) {

@@ -9,7 +9,8 @@
  * checks its own sections strictly and skips the sections of the others.
  *
  * Errors are reported as "FILE:LINE: KEY: reason" in the caller's buffer:
- * unknown section, unknown key, bad value, out of range, duplicate key.
+ * unknown section, unknown key, bad value, out of range, duplicate key, a line
+ * longer than CONF_LINE_MAX bytes.
  *
  * Layering: conf_apply_defaults() then conf_load_file() once per file; a later
  * file overrides an earlier one key by key (./dev up layers --config over the
@@ -31,6 +32,10 @@
 #include <stdio.h>
 
 #include "reason.h"
+
+/* The longest line read (its text, without the newline): a harness command
+ * with its arguments fits; a longer line is an error naming its line and key. */
+#define CONF_LINE_MAX 65536
 
 typedef enum ConfType {
 	CONF_STR,    /* char *; "" allowed */

@@ -65,22 +65,9 @@ log_open(const char *ident)
 }
 
 void
-log_force_stderr(int on)
-{
-	if (on)
-		log_use_journal = 0;
-}
-
-void
 log_set_max_level(int level)
 {
 	log_max_level = level;
-}
-
-int
-log_get_max_level(void)
-{
-	return log_max_level;
 }
 
 int

@@ -49,11 +49,8 @@ typedef struct LogCtx {
 void log_open(const char *ident);
 /* Entries above this level (LOG_ERR … LOG_DEBUG) are dropped. Default LOG_INFO. */
 void log_set_max_level(int level);
-int log_get_max_level(void);
 /* "debug", "info", "notice", "warning", "error" → level, or -EINVAL. */
 int log_level_from_string(const char *s);
-/* Force the stderr backend (tests). */
-void log_force_stderr(int on);
 
 /* The one implementation. err may be 0. Returns -abs(err) (0 when err == 0). */
 int log_internal(int level, int err, const LogCtx *ctx, const char *message_id, const char *file,

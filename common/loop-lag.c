@@ -107,12 +107,6 @@ loop_lag_record(LoopLag *l, double lag)
 		l->max = lag;
 }
 
-const char *
-loop_lag_family_name(LoopLagFamily f)
-{
-	return families[f].name;
-}
-
 void
 loop_lag_header(LoopLagFamily f, FILE *out)
 {

@@ -34,8 +34,6 @@ void loop_lag_free(LoopLag *l);
 /* Record one lag (seconds); the timer calls it, tests may. */
 void loop_lag_record(LoopLag *l, double lag);
 
-/* The name of family f ("runwarden_loop_lag_seconds", …). */
-const char *loop_lag_family_name(LoopLagFamily f);
 /* Family f's # HELP and # TYPE lines. */
 void loop_lag_header(LoopLagFamily f, FILE *out);
 /* Family f's samples of l, labelled daemon="<daemon>". */

@@ -9,7 +9,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
-#include "cluster/cluster-conf.h"
+#include "cluster-conf.h"
 #include "conf-parser.h"
 
 typedef struct SharedConf {
@@ -17,7 +17,7 @@ typedef struct SharedConf {
 	char *state_dir;   /* LMDB, sandboxes */
 	int log_level;
 	int64_t max_frame;   /* largest IPC frame accepted, bytes */
-	ClusterConf cluster; /* [cluster]: cluster/cluster-conf.h */
+	ClusterConf cluster; /* [cluster]: cluster-conf.h */
 } SharedConf;
 
 #define RW_DEFAULT_CONF SYSCONFDIR "/runwarden/runwarden.conf"

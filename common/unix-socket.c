@@ -67,17 +67,3 @@ unix_connect(const char *path)
 		return -errno;
 	return TAKE_FD(fd);
 }
-
-int
-unix_peer_uid(int fd, uid_t *ret_uid, pid_t *ret_pid)
-{
-	struct ucred uc;
-	socklen_t l = sizeof(uc);
-	if (getsockopt(fd, SOL_SOCKET, SO_PEERCRED, &uc, &l) < 0)
-		return -errno;
-	if (ret_uid)
-		*ret_uid = uc.uid;
-	if (ret_pid)
-		*ret_pid = uc.pid;
-	return 0;
-}

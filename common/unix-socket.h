@@ -12,5 +12,3 @@
 int unix_listen(const char *path, unsigned mode);
 /* A blocking connection to path. */
 int unix_connect(const char *path);
-/* SO_PEERCRED of a connected Unix socket. */
-int unix_peer_uid(int fd, uid_t *ret_uid, pid_t *ret_pid);

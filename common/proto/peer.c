@@ -167,6 +167,8 @@ write_cb(struct bufferevent *bev, void *arg)
 static void
 pending_free(Pending *e)
 {
+	if (!e)
+		return;
 	if (e->timer)
 		event_free(e->timer);
 	free(e);
@@ -405,7 +407,7 @@ peer_deferred_reply(PeerDeferred *d, const MpWriter *body)
 	if (!d->peer)
 		r = -ECONNRESET;
 	else if ((r = peer_reply(d->peer, d->req_id, body)) < 0 && !d->peer->closed)
-		(void)peer_reply_error_reason(d->peer, d->req_id, -EIO, "internal",
+		(void)peer_reply_error_reason(d->peer, d->req_id, -EIO, REASON_INTERNAL,
 					      "reply too large");
 	peer_deferred_free(d);
 	return r;

@@ -48,6 +48,7 @@
 #include "frame.h"
 #include "mp-cursor.h"
 #include "proto.h"
+#include "reasons.h"
 #include "time-util.h"
 
 struct event_base;

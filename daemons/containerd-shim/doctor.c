@@ -226,7 +226,7 @@ check_seccomp(Doctor *d)
 	if (r == 0)
 		report(d, 1, "seccomp",
 		       "allowlist of %zu rows, %u BPF instructions, loads and enforces (TSYNC)",
-		       seccomp_policy_n_rows, (unsigned)prog.len);
+		       seccomp_policy_n_syscalls(), (unsigned)prog.len);
 	else
 		report(d, 0, "seccomp", "the filter %s",
 		       r == 10 ? "cannot be loaded (kernel without seccomp filters?)"

@@ -50,12 +50,6 @@ static const char *const kind_names[_REFUSE_KIND_MAX] = {
     [REFUSE_FORWARD_FAILED] = "forward target unreachable",
 };
 
-const char *
-refuse_kind_name(RefuseKind k)
-{
-	return k >= 0 && k < _REFUSE_KIND_MAX ? kind_names[k] : "?";
-}
-
 static void
 sandbox_summaries(RefuseLog *rl, SandboxRefusals *s)
 {

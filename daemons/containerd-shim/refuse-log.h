@@ -49,9 +49,6 @@ typedef enum RefuseKind {
 #define REFUSE_BURST 3	       /* lines per sandbox, kind and window */
 #define REFUSE_GLOBAL_BURST 60 /* lines per window, all sandboxes and kinds */
 
-/* The kind's name in the summary lines ("not CONNECT", "IP literal", …). */
-const char *refuse_kind_name(RefuseKind k);
-
 int refuse_log_new(struct event_base *base, usec_t window, unsigned burst, unsigned global_burst,
 		   RefuseLog **ret);
 /* Writes the summaries still held back; NULL-safe; returns NULL. */

@@ -30,446 +30,132 @@
 #include "fd-util.h"
 #include "macro.h"
 
-#define R(n, g, a, h)                                                                              \
-	{                                                                                          \
-		n, g, POLICY_##a, h                                                                \
-	}
+/* clang-format off */
+#define G(grp, act, hlp, ...) \
+	{grp, POLICY_##act, hlp, (const char *const[]){__VA_ARGS__, NULL}}
+/* clang-format on */
 
-/* One row per syscall. Anything not listed gets ENOSYS. */
-const SeccompPolicyRow seccomp_policy_table[] = {
-    /* io: read and write open descriptors */
-    R("read", "io", ALLOW, "read and write open descriptors"),
-    R("write", "io", ALLOW, "read and write open descriptors"),
-    R("readv", "io", ALLOW, "read and write open descriptors"),
-    R("writev", "io", ALLOW, "read and write open descriptors"),
-    R("pread64", "io", ALLOW, "read and write open descriptors"),
-    R("pwrite64", "io", ALLOW, "read and write open descriptors"),
-    R("preadv", "io", ALLOW, "read and write open descriptors"),
-    R("pwritev", "io", ALLOW, "read and write open descriptors"),
-    R("preadv2", "io", ALLOW, "read and write open descriptors"),
-    R("pwritev2", "io", ALLOW, "read and write open descriptors"),
-    R("lseek", "io", ALLOW, "read and write open descriptors"),
-    /* io: zero-copy transfers between descriptors */
-    R("sendfile", "io", ALLOW, "zero-copy transfers between descriptors"),
-    R("splice", "io", ALLOW, "zero-copy transfers between descriptors"),
-    R("tee", "io", ALLOW, "zero-copy transfers between descriptors"),
-    R("vmsplice", "io", ALLOW, "zero-copy transfers between descriptors"),
-    R("copy_file_range", "io", ALLOW, "zero-copy transfers between descriptors"),
-    /* io: flush data to storage */
-    R("fsync", "io", ALLOW, "flush data to storage"),
-    R("fdatasync", "io", ALLOW, "flush data to storage"),
-    R("sync", "io", ALLOW, "flush data to storage"),
-    R("syncfs", "io", ALLOW, "flush data to storage"),
-    R("sync_file_range", "io", ALLOW, "flush data to storage"),
-    /* io: preallocation and read-ahead hints */
-    R("fallocate", "io", ALLOW, "preallocation and read-ahead hints"),
-    R("readahead", "io", ALLOW, "preallocation and read-ahead hints"),
-    R("fadvise64", "io", ALLOW, "preallocation and read-ahead hints"),
-    /* io: descriptor table management */
-    R("close", "io", ALLOW, "descriptor table management"),
-    R("close_range", "io", ALLOW, "descriptor table management"),
-    R("dup", "io", ALLOW, "descriptor table management"),
-    R("dup2", "io", ALLOW, "descriptor table management"),
-    R("dup3", "io", ALLOW, "descriptor table management"),
-    R("fcntl", "io", ALLOW, "descriptor table management"),
-    R("flock", "io", ALLOW, "descriptor table management"),
-    /* io: pipes */
-    R("pipe", "io", ALLOW, "pipes"),
-    R("pipe2", "io", ALLOW, "pipes"),
-    /* io: device control; TIOCSTI/TIOCLINUX (low 32 bits) EPERM */
-    R("ioctl", "io", ARGS, "device control; TIOCSTI/TIOCLINUX (low 32 bits) EPERM"),
-    /* io: legacy POSIX AIO (databases, test suites) */
-    R("io_setup", "io", ALLOW, "legacy POSIX AIO (databases, test suites)"),
-    R("io_destroy", "io", ALLOW, "legacy POSIX AIO (databases, test suites)"),
-    R("io_getevents", "io", ALLOW, "legacy POSIX AIO (databases, test suites)"),
-    R("io_submit", "io", ALLOW, "legacy POSIX AIO (databases, test suites)"),
-    R("io_cancel", "io", ALLOW, "legacy POSIX AIO (databases, test suites)"),
-    R("io_pgetevents", "io", ALLOW, "legacy POSIX AIO (databases, test suites)"),
-    /* fs: open files (paths resolve in the sandbox's own root) */
-    R("open", "fs", ALLOW, "open files (paths resolve in the sandbox's own root)"),
-    R("openat", "fs", ALLOW, "open files (paths resolve in the sandbox's own root)"),
-    R("openat2", "fs", ALLOW, "open files (paths resolve in the sandbox's own root)"),
-    R("creat", "fs", ALLOW, "open files (paths resolve in the sandbox's own root)"),
-    /* fs: file status */
-    R("stat", "fs", ALLOW, "file status"),
-    R("fstat", "fs", ALLOW, "file status"),
-    R("lstat", "fs", ALLOW, "file status"),
-    R("newfstatat", "fs", ALLOW, "file status"),
-    R("statx", "fs", ALLOW, "file status"),
-    R("statfs", "fs", ALLOW, "file status"),
-    R("fstatfs", "fs", ALLOW, "file status"),
-    R("access", "fs", ALLOW, "file status"),
-    R("faccessat", "fs", ALLOW, "file status"),
-    R("faccessat2", "fs", ALLOW, "file status"),
-    /* fs: directories */
-    R("getdents", "fs", ALLOW, "directories"),
-    R("getdents64", "fs", ALLOW, "directories"),
-    R("getcwd", "fs", ALLOW, "directories"),
-    R("chdir", "fs", ALLOW, "directories"),
-    R("fchdir", "fs", ALLOW, "directories"),
-    R("mkdir", "fs", ALLOW, "directories"),
-    R("mkdirat", "fs", ALLOW, "directories"),
-    R("rmdir", "fs", ALLOW, "directories"),
-    /* fs: names and links */
-    R("rename", "fs", ALLOW, "names and links"),
-    R("renameat", "fs", ALLOW, "names and links"),
-    R("renameat2", "fs", ALLOW, "names and links"),
-    R("link", "fs", ALLOW, "names and links"),
-    R("linkat", "fs", ALLOW, "names and links"),
-    R("unlink", "fs", ALLOW, "names and links"),
-    R("unlinkat", "fs", ALLOW, "names and links"),
-    R("symlink", "fs", ALLOW, "names and links"),
-    R("symlinkat", "fs", ALLOW, "names and links"),
-    R("readlink", "fs", ALLOW, "names and links"),
-    R("readlinkat", "fs", ALLOW, "names and links"),
-    /* fs: ownership, modes and times (within the sandbox's uid) */
-    R("chmod", "fs", ALLOW, "ownership, modes and times (within the sandbox's uid)"),
-    R("fchmod", "fs", ALLOW, "ownership, modes and times (within the sandbox's uid)"),
-    R("fchmodat", "fs", ALLOW, "ownership, modes and times (within the sandbox's uid)"),
-    R("chown", "fs", ALLOW, "ownership, modes and times (within the sandbox's uid)"),
-    R("fchown", "fs", ALLOW, "ownership, modes and times (within the sandbox's uid)"),
-    R("lchown", "fs", ALLOW, "ownership, modes and times (within the sandbox's uid)"),
-    R("fchownat", "fs", ALLOW, "ownership, modes and times (within the sandbox's uid)"),
-    R("umask", "fs", ALLOW, "ownership, modes and times (within the sandbox's uid)"),
-    R("truncate", "fs", ALLOW, "ownership, modes and times (within the sandbox's uid)"),
-    R("ftruncate", "fs", ALLOW, "ownership, modes and times (within the sandbox's uid)"),
-    R("utime", "fs", ALLOW, "ownership, modes and times (within the sandbox's uid)"),
-    R("utimes", "fs", ALLOW, "ownership, modes and times (within the sandbox's uid)"),
-    R("utimensat", "fs", ALLOW, "ownership, modes and times (within the sandbox's uid)"),
-    R("futimesat", "fs", ALLOW, "ownership, modes and times (within the sandbox's uid)"),
-    /* fs: FIFOs and sockets (device nodes need CAP_MKNOD: EPERM by the kernel) */
-    R("mknod", "fs", ALLOW, "FIFOs and sockets (device nodes need CAP_MKNOD: EPERM by the kernel)"),
-    R("mknodat", "fs", ALLOW,
-      "FIFOs and sockets (device nodes need CAP_MKNOD: EPERM by the kernel)"),
-    /* fs: extended attributes */
-    R("setxattr", "fs", ALLOW, "extended attributes"),
-    R("lsetxattr", "fs", ALLOW, "extended attributes"),
-    R("fsetxattr", "fs", ALLOW, "extended attributes"),
-    R("getxattr", "fs", ALLOW, "extended attributes"),
-    R("lgetxattr", "fs", ALLOW, "extended attributes"),
-    R("fgetxattr", "fs", ALLOW, "extended attributes"),
-    R("listxattr", "fs", ALLOW, "extended attributes"),
-    R("llistxattr", "fs", ALLOW, "extended attributes"),
-    R("flistxattr", "fs", ALLOW, "extended attributes"),
-    R("removexattr", "fs", ALLOW, "extended attributes"),
-    R("lremovexattr", "fs", ALLOW, "extended attributes"),
-    R("fremovexattr", "fs", ALLOW, "extended attributes"),
-    /* fs: file change notification (build watchers) */
-    R("inotify_init", "fs", ALLOW, "file change notification (build watchers)"),
-    R("inotify_init1", "fs", ALLOW, "file change notification (build watchers)"),
-    R("inotify_add_watch", "fs", ALLOW, "file change notification (build watchers)"),
-    R("inotify_rm_watch", "fs", ALLOW, "file change notification (build watchers)"),
-    /* fs: anonymous memory files (JITs, shared memory) */
-    R("memfd_create", "fs", ALLOW, "anonymous memory files (JITs, shared memory)"),
-    /* mm: memory mappings */
-    R("mmap", "mm", ALLOW, "memory mappings"),
-    R("munmap", "mm", ALLOW, "memory mappings"),
-    R("mprotect", "mm", ALLOW, "memory mappings"),
-    R("mremap", "mm", ALLOW, "memory mappings"),
-    R("msync", "mm", ALLOW, "memory mappings"),
-    R("mincore", "mm", ALLOW, "memory mappings"),
-    R("madvise", "mm", ALLOW, "memory mappings"),
-    R("brk", "mm", ALLOW, "memory mappings"),
-    R("remap_file_pages", "mm", ALLOW, "memory mappings"),
-    /* mm: page locking (bounded by RLIMIT_MEMLOCK) */
-    R("mlock", "mm", ALLOW, "page locking (bounded by RLIMIT_MEMLOCK)"),
-    R("mlock2", "mm", ALLOW, "page locking (bounded by RLIMIT_MEMLOCK)"),
-    R("munlock", "mm", ALLOW, "page locking (bounded by RLIMIT_MEMLOCK)"),
-    R("mlockall", "mm", ALLOW, "page locking (bounded by RLIMIT_MEMLOCK)"),
-    R("munlockall", "mm", ALLOW, "page locking (bounded by RLIMIT_MEMLOCK)"),
-    /* mm: memory protection keys */
-    R("pkey_mprotect", "mm", ALLOW, "memory protection keys"),
-    R("pkey_alloc", "mm", ALLOW, "memory protection keys"),
-    R("pkey_free", "mm", ALLOW, "memory protection keys"),
-    /* mm: NUMA policy of the caller's own memory */
-    R("mbind", "mm", ALLOW, "NUMA policy of the caller's own memory"),
-    R("set_mempolicy", "mm", ALLOW, "NUMA policy of the caller's own memory"),
-    R("get_mempolicy", "mm", ALLOW, "NUMA policy of the caller's own memory"),
-    /* mm: memory barriers across the caller's threads */
-    R("membarrier", "mm", ALLOW, "memory barriers across the caller's threads"),
-    /* process: create processes (fork, vfork) */
-    R("fork", "process", ALLOW, "create processes (fork, vfork)"),
-    R("vfork", "process", ALLOW, "create processes (fork, vfork)"),
-    /* process: threads and processes; namespace flags EPERM */
-    R("clone", "process", ARGS, "threads and processes; namespace flags EPERM"),
-    /* process: flags live in memory the filter cannot read: glibc falls back to clone */
-    R("clone3", "process", ENOSYS,
-      "flags live in memory the filter cannot read: glibc falls back to clone"),
-    /* process: run programs */
-    R("execve", "process", ALLOW, "run programs"),
-    R("execveat", "process", ALLOW, "run programs"),
-    /* process: end and wait for processes */
-    R("exit", "process", ALLOW, "end and wait for processes"),
-    R("exit_group", "process", ALLOW, "end and wait for processes"),
-    R("wait4", "process", ALLOW, "end and wait for processes"),
-    R("waitid", "process", ALLOW, "end and wait for processes"),
-    /* process: signal processes of the sandbox (its own pid namespace) */
-    R("kill", "process", ALLOW, "signal processes of the sandbox (its own pid namespace)"),
-    R("tkill", "process", ALLOW, "signal processes of the sandbox (its own pid namespace)"),
-    R("tgkill", "process", ALLOW, "signal processes of the sandbox (its own pid namespace)"),
-    R("pidfd_open", "process", ALLOW, "signal processes of the sandbox (its own pid namespace)"),
-    R("pidfd_send_signal", "process", ALLOW,
-      "signal processes of the sandbox (its own pid namespace)"),
-    /* process: process ids, groups and sessions */
-    R("getpid", "process", ALLOW, "process ids, groups and sessions"),
-    R("getppid", "process", ALLOW, "process ids, groups and sessions"),
-    R("gettid", "process", ALLOW, "process ids, groups and sessions"),
-    R("getpgid", "process", ALLOW, "process ids, groups and sessions"),
-    R("getpgrp", "process", ALLOW, "process ids, groups and sessions"),
-    R("setpgid", "process", ALLOW, "process ids, groups and sessions"),
-    R("getsid", "process", ALLOW, "process ids, groups and sessions"),
-    R("setsid", "process", ALLOW, "process ids, groups and sessions"),
-    /* process: credentials (only the one mapped id exists; setgroups is denied by the kernel) */
-    R("getuid", "process", ALLOW,
-      "credentials (only the one mapped id exists; setgroups is denied by the kernel)"),
-    R("geteuid", "process", ALLOW,
-      "credentials (only the one mapped id exists; setgroups is denied by the kernel)"),
-    R("getgid", "process", ALLOW,
-      "credentials (only the one mapped id exists; setgroups is denied by the kernel)"),
-    R("getegid", "process", ALLOW,
-      "credentials (only the one mapped id exists; setgroups is denied by the kernel)"),
-    R("getresuid", "process", ALLOW,
-      "credentials (only the one mapped id exists; setgroups is denied by the kernel)"),
-    R("getresgid", "process", ALLOW,
-      "credentials (only the one mapped id exists; setgroups is denied by the kernel)"),
-    R("getgroups", "process", ALLOW,
-      "credentials (only the one mapped id exists; setgroups is denied by the kernel)"),
-    R("setuid", "process", ALLOW,
-      "credentials (only the one mapped id exists; setgroups is denied by the kernel)"),
-    R("setgid", "process", ALLOW,
-      "credentials (only the one mapped id exists; setgroups is denied by the kernel)"),
-    R("setreuid", "process", ALLOW,
-      "credentials (only the one mapped id exists; setgroups is denied by the kernel)"),
-    R("setregid", "process", ALLOW,
-      "credentials (only the one mapped id exists; setgroups is denied by the kernel)"),
-    R("setresuid", "process", ALLOW,
-      "credentials (only the one mapped id exists; setgroups is denied by the kernel)"),
-    R("setresgid", "process", ALLOW,
-      "credentials (only the one mapped id exists; setgroups is denied by the kernel)"),
-    R("setfsuid", "process", ALLOW,
-      "credentials (only the one mapped id exists; setgroups is denied by the kernel)"),
-    R("setfsgid", "process", ALLOW,
-      "credentials (only the one mapped id exists; setgroups is denied by the kernel)"),
-    R("setgroups", "process", ALLOW,
-      "credentials (only the one mapped id exists; setgroups is denied by the kernel)"),
-    /* process: capabilities (all sets are empty; capset can only drop) */
-    R("capget", "process", ALLOW, "capabilities (all sets are empty; capset can only drop)"),
-    R("capset", "process", ALLOW, "capabilities (all sets are empty; capset can only drop)"),
-    /* process: process attributes (no_new_privs is set, capabilities are gone) */
-    R("prctl", "process", ALLOW, "process attributes (no_new_privs is set, capabilities are gone)"),
-    R("arch_prctl", "process", ALLOW,
-      "process attributes (no_new_privs is set, capabilities are gone)"),
-    R("set_tid_address", "process", ALLOW,
-      "process attributes (no_new_privs is set, capabilities are gone)"),
-    R("set_robust_list", "process", ALLOW,
-      "process attributes (no_new_privs is set, capabilities are gone)"),
-    R("get_robust_list", "process", ALLOW,
-      "process attributes (no_new_privs is set, capabilities are gone)"),
-    R("rseq", "process", ALLOW, "process attributes (no_new_privs is set, capabilities are gone)"),
-    R("set_thread_area", "process", ALLOW,
-      "process attributes (no_new_privs is set, capabilities are gone)"),
-    R("get_thread_area", "process", ALLOW,
-      "process attributes (no_new_privs is set, capabilities are gone)"),
-    /* process: resource limits and usage (raising hard limits needs a capability) */
-    R("getrlimit", "process", ALLOW,
-      "resource limits and usage (raising hard limits needs a capability)"),
-    R("setrlimit", "process", ALLOW,
-      "resource limits and usage (raising hard limits needs a capability)"),
-    R("prlimit64", "process", ALLOW,
-      "resource limits and usage (raising hard limits needs a capability)"),
-    R("getrusage", "process", ALLOW,
-      "resource limits and usage (raising hard limits needs a capability)"),
-    R("times", "process", ALLOW,
-      "resource limits and usage (raising hard limits needs a capability)"),
-    /* process: scheduling of the sandbox's own processes */
-    R("getpriority", "process", ALLOW, "scheduling of the sandbox's own processes"),
-    R("setpriority", "process", ALLOW, "scheduling of the sandbox's own processes"),
-    R("sched_yield", "process", ALLOW, "scheduling of the sandbox's own processes"),
-    R("sched_getaffinity", "process", ALLOW, "scheduling of the sandbox's own processes"),
-    R("sched_setaffinity", "process", ALLOW, "scheduling of the sandbox's own processes"),
-    R("sched_getparam", "process", ALLOW, "scheduling of the sandbox's own processes"),
-    R("sched_setparam", "process", ALLOW, "scheduling of the sandbox's own processes"),
-    R("sched_getscheduler", "process", ALLOW, "scheduling of the sandbox's own processes"),
-    R("sched_setscheduler", "process", ALLOW, "scheduling of the sandbox's own processes"),
-    R("sched_get_priority_max", "process", ALLOW, "scheduling of the sandbox's own processes"),
-    R("sched_get_priority_min", "process", ALLOW, "scheduling of the sandbox's own processes"),
-    R("sched_rr_get_interval", "process", ALLOW, "scheduling of the sandbox's own processes"),
-    R("sched_getattr", "process", ALLOW, "scheduling of the sandbox's own processes"),
-    R("sched_setattr", "process", ALLOW, "scheduling of the sandbox's own processes"),
-    R("ioprio_get", "process", ALLOW, "scheduling of the sandbox's own processes"),
-    R("ioprio_set", "process", ALLOW, "scheduling of the sandbox's own processes"),
-    R("getcpu", "process", ALLOW, "scheduling of the sandbox's own processes"),
-    /* process: nested filters can only restrict further */
-    R("seccomp", "process", ALLOW, "nested filters can only restrict further"),
-    /* process: unprivileged Landlock self-restriction */
-    R("landlock_create_ruleset", "process", ALLOW, "unprivileged Landlock self-restriction"),
-    R("landlock_add_rule", "process", ALLOW, "unprivileged Landlock self-restriction"),
-    R("landlock_restrict_self", "process", ALLOW, "unprivileged Landlock self-restriction"),
-    /* process: execution domain: only the default (0) and the query (0xffffffff) */
-    R("personality", "process", ARGS,
-      "execution domain: only the default (0) and the query (0xffffffff)"),
-    /* process: system identity (uts namespace; sethostname needs a capability) */
-    R("uname", "process", ALLOW, "system identity (uts namespace; sethostname needs a capability)"),
-    R("sethostname", "process", ALLOW,
-      "system identity (uts namespace; sethostname needs a capability)"),
-    R("setdomainname", "process", ALLOW,
-      "system identity (uts namespace; sethostname needs a capability)"),
-    R("sysinfo", "process", ALLOW,
-      "system identity (uts namespace; sethostname needs a capability)"),
-    /* process: randomness */
-    R("getrandom", "process", ALLOW, "randomness"),
-    /* sync: futexes */
-    R("futex", "sync", ALLOW, "futexes"),
-    R("futex_waitv", "sync", ALLOW, "futexes"),
-    /* signal: signal handling */
-    R("rt_sigaction", "signal", ALLOW, "signal handling"),
-    R("rt_sigprocmask", "signal", ALLOW, "signal handling"),
-    R("rt_sigreturn", "signal", ALLOW, "signal handling"),
-    R("rt_sigpending", "signal", ALLOW, "signal handling"),
-    R("rt_sigtimedwait", "signal", ALLOW, "signal handling"),
-    R("rt_sigqueueinfo", "signal", ALLOW, "signal handling"),
-    R("rt_tgsigqueueinfo", "signal", ALLOW, "signal handling"),
-    R("rt_sigsuspend", "signal", ALLOW, "signal handling"),
-    R("sigaltstack", "signal", ALLOW, "signal handling"),
-    R("pause", "signal", ALLOW, "signal handling"),
-    R("restart_syscall", "signal", ALLOW, "signal handling"),
-    R("signalfd", "signal", ALLOW, "signal handling"),
-    R("signalfd4", "signal", ALLOW, "signal handling"),
-    /* time: clocks and sleeping */
-    R("nanosleep", "time", ALLOW, "clocks and sleeping"),
-    R("clock_nanosleep", "time", ALLOW, "clocks and sleeping"),
-    R("clock_gettime", "time", ALLOW, "clocks and sleeping"),
-    R("clock_getres", "time", ALLOW, "clocks and sleeping"),
-    R("gettimeofday", "time", ALLOW, "clocks and sleeping"),
-    R("time", "time", ALLOW, "clocks and sleeping"),
-    /* time: timers */
-    R("alarm", "time", ALLOW, "timers"),
-    R("getitimer", "time", ALLOW, "timers"),
-    R("setitimer", "time", ALLOW, "timers"),
-    R("timer_create", "time", ALLOW, "timers"),
-    R("timer_settime", "time", ALLOW, "timers"),
-    R("timer_gettime", "time", ALLOW, "timers"),
-    R("timer_getoverrun", "time", ALLOW, "timers"),
-    R("timer_delete", "time", ALLOW, "timers"),
-    R("timerfd_create", "time", ALLOW, "timers"),
-    R("timerfd_settime", "time", ALLOW, "timers"),
-    R("timerfd_gettime", "time", ALLOW, "timers"),
-    /* event: waiting for descriptors */
-    R("poll", "event", ALLOW, "waiting for descriptors"),
-    R("ppoll", "event", ALLOW, "waiting for descriptors"),
-    R("select", "event", ALLOW, "waiting for descriptors"),
-    R("pselect6", "event", ALLOW, "waiting for descriptors"),
-    R("epoll_create", "event", ALLOW, "waiting for descriptors"),
-    R("epoll_create1", "event", ALLOW, "waiting for descriptors"),
-    R("epoll_ctl", "event", ALLOW, "waiting for descriptors"),
-    R("epoll_wait", "event", ALLOW, "waiting for descriptors"),
-    R("epoll_pwait", "event", ALLOW, "waiting for descriptors"),
-    R("epoll_pwait2", "event", ALLOW, "waiting for descriptors"),
-    R("eventfd", "event", ALLOW, "waiting for descriptors"),
-    R("eventfd2", "event", ALLOW, "waiting for descriptors"),
-    /* net: AF_UNIX, AF_INET, AF_INET6 only; SOCK_RAW EPERM */
-    R("socket", "net", ARGS, "AF_UNIX, AF_INET, AF_INET6 only; SOCK_RAW EPERM"),
-    /* net: socket operations (the netns has only lo) */
-    R("socketpair", "net", ALLOW, "socket operations (the netns has only lo)"),
-    R("connect", "net", ALLOW, "socket operations (the netns has only lo)"),
-    R("accept", "net", ALLOW, "socket operations (the netns has only lo)"),
-    R("accept4", "net", ALLOW, "socket operations (the netns has only lo)"),
-    R("bind", "net", ALLOW, "socket operations (the netns has only lo)"),
-    R("listen", "net", ALLOW, "socket operations (the netns has only lo)"),
-    R("getsockname", "net", ALLOW, "socket operations (the netns has only lo)"),
-    R("getpeername", "net", ALLOW, "socket operations (the netns has only lo)"),
-    R("sendto", "net", ALLOW, "socket operations (the netns has only lo)"),
-    R("recvfrom", "net", ALLOW, "socket operations (the netns has only lo)"),
-    R("sendmsg", "net", ALLOW, "socket operations (the netns has only lo)"),
-    R("recvmsg", "net", ALLOW, "socket operations (the netns has only lo)"),
-    R("sendmmsg", "net", ALLOW, "socket operations (the netns has only lo)"),
-    R("recvmmsg", "net", ALLOW, "socket operations (the netns has only lo)"),
-    R("shutdown", "net", ALLOW, "socket operations (the netns has only lo)"),
-    R("setsockopt", "net", ALLOW, "socket operations (the netns has only lo)"),
-    R("getsockopt", "net", ALLOW, "socket operations (the netns has only lo)"),
-    /* ipc: System V and POSIX IPC (the sandbox's own ipc namespace) */
-    R("shmget", "ipc", ALLOW, "System V and POSIX IPC (the sandbox's own ipc namespace)"),
-    R("shmat", "ipc", ALLOW, "System V and POSIX IPC (the sandbox's own ipc namespace)"),
-    R("shmdt", "ipc", ALLOW, "System V and POSIX IPC (the sandbox's own ipc namespace)"),
-    R("shmctl", "ipc", ALLOW, "System V and POSIX IPC (the sandbox's own ipc namespace)"),
-    R("semget", "ipc", ALLOW, "System V and POSIX IPC (the sandbox's own ipc namespace)"),
-    R("semop", "ipc", ALLOW, "System V and POSIX IPC (the sandbox's own ipc namespace)"),
-    R("semtimedop", "ipc", ALLOW, "System V and POSIX IPC (the sandbox's own ipc namespace)"),
-    R("semctl", "ipc", ALLOW, "System V and POSIX IPC (the sandbox's own ipc namespace)"),
-    R("msgget", "ipc", ALLOW, "System V and POSIX IPC (the sandbox's own ipc namespace)"),
-    R("msgsnd", "ipc", ALLOW, "System V and POSIX IPC (the sandbox's own ipc namespace)"),
-    R("msgrcv", "ipc", ALLOW, "System V and POSIX IPC (the sandbox's own ipc namespace)"),
-    R("msgctl", "ipc", ALLOW, "System V and POSIX IPC (the sandbox's own ipc namespace)"),
-    R("mq_open", "ipc", ALLOW, "System V and POSIX IPC (the sandbox's own ipc namespace)"),
-    R("mq_unlink", "ipc", ALLOW, "System V and POSIX IPC (the sandbox's own ipc namespace)"),
-    R("mq_timedsend", "ipc", ALLOW, "System V and POSIX IPC (the sandbox's own ipc namespace)"),
-    R("mq_timedreceive", "ipc", ALLOW, "System V and POSIX IPC (the sandbox's own ipc namespace)"),
-    R("mq_notify", "ipc", ALLOW, "System V and POSIX IPC (the sandbox's own ipc namespace)"),
-    R("mq_getsetattr", "ipc", ALLOW, "System V and POSIX IPC (the sandbox's own ipc namespace)"),
-    /* deny: tracing and reading other processes' memory */
-    R("ptrace", "deny", EPERM, "tracing and reading other processes' memory"),
-    R("process_vm_readv", "deny", EPERM, "tracing and reading other processes' memory"),
-    R("process_vm_writev", "deny", EPERM, "tracing and reading other processes' memory"),
-    /* deny: mounting (also the new mount API) */
-    R("mount", "deny", EPERM, "mounting (also the new mount API)"),
-    R("umount2", "deny", EPERM, "mounting (also the new mount API)"),
-    R("pivot_root", "deny", EPERM, "mounting (also the new mount API)"),
-    R("chroot", "deny", EPERM, "mounting (also the new mount API)"),
-    R("fsopen", "deny", EPERM, "mounting (also the new mount API)"),
-    R("fsconfig", "deny", EPERM, "mounting (also the new mount API)"),
-    R("fsmount", "deny", EPERM, "mounting (also the new mount API)"),
-    R("fspick", "deny", EPERM, "mounting (also the new mount API)"),
-    R("move_mount", "deny", EPERM, "mounting (also the new mount API)"),
-    R("open_tree", "deny", EPERM, "mounting (also the new mount API)"),
-    R("mount_setattr", "deny", EPERM, "mounting (also the new mount API)"),
-    /* deny: namespaces */
-    R("unshare", "deny", EPERM, "namespaces"),
-    R("setns", "deny", EPERM, "namespaces"),
-    /* deny: kernel attack surface: eBPF, perf, userfaultfd */
-    R("bpf", "deny", EPERM, "kernel attack surface: eBPF, perf, userfaultfd"),
-    R("perf_event_open", "deny", EPERM, "kernel attack surface: eBPF, perf, userfaultfd"),
-    R("userfaultfd", "deny", EPERM, "kernel attack surface: eBPF, perf, userfaultfd"),
-    /* deny: kernel keyrings */
-    R("keyctl", "deny", EPERM, "kernel keyrings"),
-    R("add_key", "deny", EPERM, "kernel keyrings"),
-    R("request_key", "deny", EPERM, "kernel keyrings"),
-    /* deny: io_uring (bypasses this filter) */
-    R("io_uring_setup", "deny", EPERM, "io_uring (bypasses this filter)"),
-    R("io_uring_enter", "deny", EPERM, "io_uring (bypasses this filter)"),
-    R("io_uring_register", "deny", EPERM, "io_uring (bypasses this filter)"),
-    /* deny: file handles (escape the mount namespace) */
-    R("open_by_handle_at", "deny", EPERM, "file handles (escape the mount namespace)"),
-    R("name_to_handle_at", "deny", EPERM, "file handles (escape the mount namespace)"),
-    /* deny: host administration */
-    R("swapon", "deny", EPERM, "host administration"),
-    R("swapoff", "deny", EPERM, "host administration"),
-    R("syslog", "deny", EPERM, "host administration"),
-    R("acct", "deny", EPERM, "host administration"),
-    R("quotactl", "deny", EPERM, "host administration"),
-    R("quotactl_fd", "deny", EPERM, "host administration"),
-    R("lookup_dcookie", "deny", EPERM, "host administration"),
-    R("vhangup", "deny", EPERM, "host administration"),
-    R("fanotify_init", "deny", EPERM, "host administration"),
-    /* deny: raw I/O ports */
-    R("iopl", "deny", EPERM, "raw I/O ports"),
-    R("ioperm", "deny", EPERM, "raw I/O ports"),
-    /* deny: setting the host clock */
-    R("settimeofday", "deny", EPERM, "setting the host clock"),
-    R("clock_settime", "deny", EPERM, "setting the host clock"),
-    R("clock_adjtime", "deny", EPERM, "setting the host clock"),
-    R("adjtimex", "deny", EPERM, "setting the host clock"),
-    /* deny: kernel modules */
-    R("init_module", "deny", KILL, "kernel modules"),
-    R("finit_module", "deny", KILL, "kernel modules"),
-    R("delete_module", "deny", KILL, "kernel modules"),
-    /* deny: reboot and kexec */
-    R("reboot", "deny", KILL, "reboot and kexec"),
-    R("kexec_load", "deny", KILL, "reboot and kexec"),
-    R("kexec_file_load", "deny", KILL, "reboot and kexec"),
+/* One row per group of syscalls with one action and one reason. Anything not
+ * listed gets ENOSYS. */
+const SeccompPolicyGroup seccomp_policy_groups[] = {
+    G("io", ALLOW, "read and write open descriptors", "read", "write", "readv", "writev", "pread64",
+      "pwrite64", "preadv", "pwritev", "preadv2", "pwritev2", "lseek"),
+    G("io", ALLOW, "zero-copy transfers between descriptors", "sendfile", "splice", "tee",
+      "vmsplice", "copy_file_range"),
+    G("io", ALLOW, "flush data to storage", "fsync", "fdatasync", "sync", "syncfs",
+      "sync_file_range"),
+    G("io", ALLOW, "preallocation and read-ahead hints", "fallocate", "readahead", "fadvise64"),
+    G("io", ALLOW, "descriptor table management", "close", "close_range", "dup", "dup2", "dup3",
+      "fcntl", "flock"),
+    G("io", ALLOW, "pipes", "pipe", "pipe2"),
+    G("io", ARGS, "device control; TIOCSTI/TIOCLINUX (low 32 bits) EPERM", "ioctl"),
+    G("io", ALLOW, "legacy POSIX AIO (databases, test suites)", "io_setup", "io_destroy",
+      "io_getevents", "io_submit", "io_cancel", "io_pgetevents"),
+    G("fs", ALLOW, "open files (paths resolve in the sandbox's own root)", "open", "openat",
+      "openat2", "creat"),
+    G("fs", ALLOW, "file status", "stat", "fstat", "lstat", "newfstatat", "statx", "statfs",
+      "fstatfs", "access", "faccessat", "faccessat2"),
+    G("fs", ALLOW, "directories", "getdents", "getdents64", "getcwd", "chdir", "fchdir", "mkdir",
+      "mkdirat", "rmdir"),
+    G("fs", ALLOW, "names and links", "rename", "renameat", "renameat2", "link", "linkat", "unlink",
+      "unlinkat", "symlink", "symlinkat", "readlink", "readlinkat"),
+    G("fs", ALLOW, "ownership, modes and times (within the sandbox's uid)", "chmod", "fchmod",
+      "fchmodat", "chown", "fchown", "lchown", "fchownat", "umask", "truncate", "ftruncate",
+      "utime", "utimes", "utimensat", "futimesat"),
+    G("fs", ALLOW, "FIFOs and sockets (device nodes need CAP_MKNOD: EPERM by the kernel)", "mknod",
+      "mknodat"),
+    G("fs", ALLOW, "extended attributes", "setxattr", "lsetxattr", "fsetxattr", "getxattr",
+      "lgetxattr", "fgetxattr", "listxattr", "llistxattr", "flistxattr", "removexattr",
+      "lremovexattr", "fremovexattr"),
+    G("fs", ALLOW, "file change notification (build watchers)", "inotify_init", "inotify_init1",
+      "inotify_add_watch", "inotify_rm_watch"),
+    G("fs", ALLOW, "anonymous memory files (JITs, shared memory)", "memfd_create"),
+    G("mm", ALLOW, "memory mappings", "mmap", "munmap", "mprotect", "mremap", "msync", "mincore",
+      "madvise", "brk", "remap_file_pages"),
+    G("mm", ALLOW, "page locking (bounded by RLIMIT_MEMLOCK)", "mlock", "mlock2", "munlock",
+      "mlockall", "munlockall"),
+    G("mm", ALLOW, "memory protection keys", "pkey_mprotect", "pkey_alloc", "pkey_free"),
+    G("mm", ALLOW, "NUMA policy of the caller's own memory", "mbind", "set_mempolicy",
+      "get_mempolicy"),
+    G("mm", ALLOW, "memory barriers across the caller's threads", "membarrier"),
+    G("process", ALLOW, "create processes (fork, vfork)", "fork", "vfork"),
+    G("process", ARGS, "threads and processes; namespace flags EPERM", "clone"),
+    G("process", ENOSYS, "flags live in memory the filter cannot read: glibc falls back to clone",
+      "clone3"),
+    G("process", ALLOW, "run programs", "execve", "execveat"),
+    G("process", ALLOW, "end and wait for processes", "exit", "exit_group", "wait4", "waitid"),
+    G("process", ALLOW, "signal processes of the sandbox (its own pid namespace)", "kill", "tkill",
+      "tgkill", "pidfd_open", "pidfd_send_signal"),
+    G("process", ALLOW, "process ids, groups and sessions", "getpid", "getppid", "gettid",
+      "getpgid", "getpgrp", "setpgid", "getsid", "setsid"),
+    G("process", ALLOW,
+      "credentials (only the one mapped id exists; setgroups is denied by the kernel)", "getuid",
+      "geteuid", "getgid", "getegid", "getresuid", "getresgid", "getgroups", "setuid", "setgid",
+      "setreuid", "setregid", "setresuid", "setresgid", "setfsuid", "setfsgid", "setgroups"),
+    G("process", ALLOW, "capabilities (all sets are empty; capset can only drop)", "capget",
+      "capset"),
+    G("process", ALLOW, "process attributes (no_new_privs is set, capabilities are gone)", "prctl",
+      "arch_prctl", "set_tid_address", "set_robust_list", "get_robust_list", "rseq",
+      "set_thread_area", "get_thread_area"),
+    G("process", ALLOW, "resource limits and usage (raising hard limits needs a capability)",
+      "getrlimit", "setrlimit", "prlimit64", "getrusage", "times"),
+    G("process", ALLOW, "scheduling of the sandbox's own processes", "getpriority", "setpriority",
+      "sched_yield", "sched_getaffinity", "sched_setaffinity", "sched_getparam", "sched_setparam",
+      "sched_getscheduler", "sched_setscheduler", "sched_get_priority_max",
+      "sched_get_priority_min", "sched_rr_get_interval", "sched_getattr", "sched_setattr",
+      "ioprio_get", "ioprio_set", "getcpu"),
+    G("process", ALLOW, "nested filters can only restrict further", "seccomp"),
+    G("process", ALLOW, "unprivileged Landlock self-restriction", "landlock_create_ruleset",
+      "landlock_add_rule", "landlock_restrict_self"),
+    G("process", ARGS, "execution domain: only the default (0) and the query (0xffffffff)",
+      "personality"),
+    G("process", ALLOW, "system identity (uts namespace; sethostname needs a capability)", "uname",
+      "sethostname", "setdomainname", "sysinfo"),
+    G("process", ALLOW, "randomness", "getrandom"),
+    G("sync", ALLOW, "futexes", "futex", "futex_waitv"),
+    G("signal", ALLOW, "signal handling", "rt_sigaction", "rt_sigprocmask", "rt_sigreturn",
+      "rt_sigpending", "rt_sigtimedwait", "rt_sigqueueinfo", "rt_tgsigqueueinfo", "rt_sigsuspend",
+      "sigaltstack", "pause", "restart_syscall", "signalfd", "signalfd4"),
+    G("time", ALLOW, "clocks and sleeping", "nanosleep", "clock_nanosleep", "clock_gettime",
+      "clock_getres", "gettimeofday", "time"),
+    G("time", ALLOW, "timers", "alarm", "getitimer", "setitimer", "timer_create", "timer_settime",
+      "timer_gettime", "timer_getoverrun", "timer_delete", "timerfd_create", "timerfd_settime",
+      "timerfd_gettime"),
+    G("event", ALLOW, "waiting for descriptors", "poll", "ppoll", "select", "pselect6",
+      "epoll_create", "epoll_create1", "epoll_ctl", "epoll_wait", "epoll_pwait", "epoll_pwait2",
+      "eventfd", "eventfd2"),
+    G("net", ARGS, "AF_UNIX, AF_INET, AF_INET6 only; SOCK_RAW EPERM", "socket"),
+    G("net", ALLOW, "socket operations (the netns has only lo)", "socketpair", "connect", "accept",
+      "accept4", "bind", "listen", "getsockname", "getpeername", "sendto", "recvfrom", "sendmsg",
+      "recvmsg", "sendmmsg", "recvmmsg", "shutdown", "setsockopt", "getsockopt"),
+    G("ipc", ALLOW, "System V and POSIX IPC (the sandbox's own ipc namespace)", "shmget", "shmat",
+      "shmdt", "shmctl", "semget", "semop", "semtimedop", "semctl", "msgget", "msgsnd", "msgrcv",
+      "msgctl", "mq_open", "mq_unlink", "mq_timedsend", "mq_timedreceive", "mq_notify",
+      "mq_getsetattr"),
+    G("deny", EPERM, "tracing and reading other processes' memory", "ptrace", "process_vm_readv",
+      "process_vm_writev"),
+    G("deny", EPERM, "mounting (also the new mount API)", "mount", "umount2", "pivot_root",
+      "chroot", "fsopen", "fsconfig", "fsmount", "fspick", "move_mount", "open_tree",
+      "mount_setattr"),
+    G("deny", EPERM, "namespaces", "unshare", "setns"),
+    G("deny", EPERM, "kernel attack surface: eBPF, perf, userfaultfd", "bpf", "perf_event_open",
+      "userfaultfd"),
+    G("deny", EPERM, "kernel keyrings", "keyctl", "add_key", "request_key"),
+    G("deny", EPERM, "io_uring (bypasses this filter)", "io_uring_setup", "io_uring_enter",
+      "io_uring_register"),
+    G("deny", EPERM, "file handles (escape the mount namespace)", "open_by_handle_at",
+      "name_to_handle_at"),
+    G("deny", EPERM, "host administration", "swapon", "swapoff", "syslog", "acct", "quotactl",
+      "quotactl_fd", "lookup_dcookie", "vhangup", "fanotify_init"),
+    G("deny", EPERM, "raw I/O ports", "iopl", "ioperm"),
+    G("deny", EPERM, "setting the host clock", "settimeofday", "clock_settime", "clock_adjtime",
+      "adjtimex"),
+    G("deny", KILL, "kernel modules", "init_module", "finit_module", "delete_module"),
+    G("deny", KILL, "reboot and kexec", "reboot", "kexec_load", "kexec_file_load"),
 };
-const size_t seccomp_policy_n_rows = ELEMENTSOF(seccomp_policy_table);
+const size_t seccomp_policy_n_groups = ELEMENTSOF(seccomp_policy_groups);
 
-#undef R
+#undef G
 
 /* clone(2) flags that create namespaces (CLONE_NEWTIME is only valid for
  * unshare/clone3; in clone's flags that bit is part of the exit signal). */
@@ -628,6 +314,31 @@ build_args(scmp_filter_ctx ctx, const char *name, int nr)
 	return -EINVAL; /* an ARGS row without a builder is a bug in the table */
 }
 
+/* One syscall of a group: its action as a rule of ctx. */
+static int
+add_row(scmp_filter_ctx ctx, SeccompPolicyVariant v, SeccompPolicyAction action, const char *name)
+{
+	int nr = seccomp_syscall_resolve_name(name);
+
+	if (nr == __NR_SCMP_ERROR || nr < 0)
+		return -ENOENT;
+	switch (action) {
+	case POLICY_ALLOW: return add(ctx, SCMP_ACT_ALLOW, nr, 0, NULL);
+	case POLICY_EPERM: return add(ctx, SCMP_ACT_ERRNO(EPERM), nr, 0, NULL);
+	case POLICY_ENOSYS:
+		/* The default action already; libseccomp refuses a rule equal to
+		 * it (-EACCES). The row documents the choice, the test checks it.
+		 * The init's own variant allows clone3 (it creates the execs);
+		 * each exec adds the EXEC_LAYER, which gives the row back. */
+		if (v == SECCOMP_POLICY_INIT && nr == __NR_clone3)
+			return add(ctx, SCMP_ACT_ALLOW, nr, 0, NULL);
+		return 0;
+	case POLICY_KILL: return add(ctx, SCMP_ACT_KILL_PROCESS, nr, 0, NULL);
+	case POLICY_ARGS: return build_args(ctx, name, nr);
+	default: return -EINVAL;
+	}
+}
+
 int
 seccomp_policy_build_variant(SeccompPolicyVariant v, void **ret_ctx)
 {
@@ -662,30 +373,9 @@ seccomp_policy_build_variant(SeccompPolicyVariant v, void **ret_ctx)
 		r = seccomp_arch_remove(ctx, SCMP_ARCH_X86);
 	if (r >= 0 && seccomp_arch_exist(ctx, SCMP_ARCH_X32) == 0)
 		r = seccomp_arch_remove(ctx, SCMP_ARCH_X32);
-	for (size_t i = 0; r >= 0 && i < seccomp_policy_n_rows; i++) {
-		const SeccompPolicyRow *row = &seccomp_policy_table[i];
-		int nr = seccomp_syscall_resolve_name(row->name);
-
-		if (nr == __NR_SCMP_ERROR || nr < 0) {
-			r = -ENOENT;
-			break;
-		}
-		switch (row->action) {
-		case POLICY_ALLOW: r = add(ctx, SCMP_ACT_ALLOW, nr, 0, NULL); break;
-		case POLICY_EPERM: r = add(ctx, SCMP_ACT_ERRNO(EPERM), nr, 0, NULL); break;
-		case POLICY_ENOSYS:
-			/* The default action already; libseccomp refuses a rule equal to
-			 * it (-EACCES). The row documents the choice, the test checks it.
-			 * The init's own variant allows clone3 (it creates the execs);
-			 * each exec adds the EXEC_LAYER, which gives the row back. */
-			if (v == SECCOMP_POLICY_INIT && nr == __NR_clone3)
-				r = add(ctx, SCMP_ACT_ALLOW, nr, 0, NULL);
-			break;
-		case POLICY_KILL: r = add(ctx, SCMP_ACT_KILL_PROCESS, nr, 0, NULL); break;
-		case POLICY_ARGS: r = build_args(ctx, row->name, nr); break;
-		default: r = -EINVAL;
-		}
-	}
+	for (size_t i = 0; r >= 0 && i < seccomp_policy_n_groups; i++)
+		for (const char *const *n = seccomp_policy_groups[i].syscalls; r >= 0 && *n; n++)
+			r = add_row(ctx, v, seccomp_policy_groups[i].action, *n);
 	if (r < 0) {
 		seccomp_release(ctx);
 		return r;
@@ -746,4 +436,24 @@ seccomp_policy_load(const struct sock_fprog *prog)
 {
 	return RET_NERRNO(
 	    syscall(SYS_seccomp, SECCOMP_SET_MODE_FILTER, SECCOMP_FILTER_FLAG_TSYNC, prog));
+}
+
+const SeccompPolicyGroup *
+seccomp_policy_find(const char *name)
+{
+	for (size_t i = 0; i < seccomp_policy_n_groups; i++)
+		for (const char *const *n = seccomp_policy_groups[i].syscalls; *n; n++)
+			if (streq(*n, name))
+				return &seccomp_policy_groups[i];
+	return NULL;
+}
+
+size_t
+seccomp_policy_n_syscalls(void)
+{
+	size_t k = 0;
+	for (size_t i = 0; i < seccomp_policy_n_groups; i++)
+		for (const char *const *n = seccomp_policy_groups[i].syscalls; *n; n++)
+			k++;
+	return k;
 }

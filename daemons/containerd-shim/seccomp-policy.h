@@ -8,7 +8,7 @@
  *     x32 syscall numbers (__X32_SYSCALL_BIT) → kill the process;
  *   - a syscall not in the table (or unknown to libseccomp) → ENOSYS, so that
  *     programs fall back the way they do on an older kernel;
- *   - each table row: allow, EPERM, ENOSYS (clone3: glibc then uses clone) or
+ *   - each syscall of a table row: allow, EPERM, ENOSYS (clone3: glibc then uses clone) or
  *     kill the process (module loading, reboot, kexec);
  *   - POLICY_ARGS rows are decided by their arguments:
  *       clone       EPERM when any namespace flag is set, else allowed;
@@ -52,15 +52,22 @@ typedef enum SeccompPolicyAction {
 	_POLICY_ACTION_MAX,
 } SeccompPolicyAction;
 
-typedef struct SeccompPolicyRow {
-	const char *name;  /* syscall name as libseccomp resolves it */
+/* One row of the table: syscalls that share an action and a reason (as
+ * systemd's syscall_filter_sets group theirs). */
+typedef struct SeccompPolicyGroup {
 	const char *group; /* what it is for: "io", "fs", "process", … (documentation) */
 	SeccompPolicyAction action;
-	const char *help; /* one line: why it is allowed or denied */
-} SeccompPolicyRow;
+	const char *help;	     /* one line: why they are allowed or denied */
+	const char *const *syscalls; /* names as libseccomp resolves them; NULL-terminated */
+} SeccompPolicyGroup;
 
-extern const SeccompPolicyRow seccomp_policy_table[];
-extern const size_t seccomp_policy_n_rows;
+extern const SeccompPolicyGroup seccomp_policy_groups[];
+extern const size_t seccomp_policy_n_groups;
+
+/* The group that lists the syscall name, or NULL (it then gets ENOSYS). */
+const SeccompPolicyGroup *seccomp_policy_find(const char *name);
+/* How many syscalls the table names. */
+size_t seccomp_policy_n_syscalls(void);
 
 /* "allow", "EPERM", "ENOSYS", "kill", "args". */
 const char *seccomp_policy_action_name(SeccompPolicyAction a);

@@ -730,7 +730,7 @@ ensure_key(Shim *s, PeerDeferred **d, const char *key, const char *run_id, const
 				    &iwhy);
 		if (k < 0) {
 			(void)peer_deferred_error(TAKE_PTR(*d), k,
-						  k == -ENOENT ? "image_not_found" : NULL,
+						  k == -ENOENT ? REASON_IMAGE_NOT_FOUND : NULL,
 						  reason_text(&iwhy, k));
 			return 0;
 		}

@@ -76,33 +76,25 @@ type_name(mode_t m)
 	}
 }
 
-/* The error code (the ERROR's reason, which routerd maps to a status) of an errno. */
+/* The ERROR's reason of an errno (routerd maps it to a status): the first
+ * file API row of reasons.def that lists it, else "internal". */
 static const char *
 err_code(int err)
 {
-	switch (err) {
-	case -EINVAL:
-	case -ENAMETOOLONG:
-	case -EILSEQ: return "invalid_path";
-	case -EXDEV:
-	case -ELOOP: return "escape";
-	case -ENOENT:
-	case -ENOTDIR: return "not_found";
-	case -EISDIR: return "is_directory";
-	case -ENOTSUP: return "not_a_regular_file";
-	case -EFBIG:
-	case -E2BIG: return "too_large";
-	case -EEXIST: return "exists";
-	case -ENOTEMPTY: return "not_empty";
-	case -EACCES:
-	case -EPERM:
-	case -EROFS: return "permission_denied";
-	case -ENOSPC:
-	case -EDQUOT: return "no_space";
-	case -ESTALE:
-	case -EBUSY: return "busy";
-	default: return "internal";
-	}
+	static const PeerReasonId file_reasons[] = {
+	    PEER_REASON_INVALID_PATH,
+	    PEER_REASON_ESCAPE,
+	    PEER_REASON_NOT_FOUND,
+	    PEER_REASON_IS_DIRECTORY,
+	    PEER_REASON_NOT_A_REGULAR_FILE,
+	    PEER_REASON_TOO_LARGE,
+	    PEER_REASON_EXISTS,
+	    PEER_REASON_NOT_EMPTY,
+	    PEER_REASON_PERMISSION_DENIED,
+	    PEER_REASON_NO_SPACE,
+	    PEER_REASON_BUSY,
+	};
+	return peer_reason_of_errno(err, file_reasons, ELEMENTSOF(file_reasons), REASON_INTERNAL);
 }
 
 static const char *
@@ -410,10 +402,10 @@ job_done(WorkItem *item, bool cancelled)
 		if (k == 0)
 			(void)peer_deferred_reply(TAKE_PTR(j->reply), &j->body);
 		else if (k == -ECANCELED)
-			(void)peer_deferred_error(TAKE_PTR(j->reply), -EBUSY, "unavailable",
+			(void)peer_deferred_error(TAKE_PTR(j->reply), -EBUSY, REASON_UNAVAILABLE,
 						  "containerd-shim is stopping");
 		else {
-			if (streq(err_code(k), "internal"))
+			if (streq(err_code(k), REASON_INTERNAL))
 				log_warning_errno(k, "File API %s on sandbox %s failed: %m",
 						  op_names[j->op], j->id);
 			(void)peer_deferred_error(TAKE_PTR(j->reply), k, err_code(k),
@@ -498,7 +490,7 @@ key_owns_dir(const ShimConf *conf, Peer *p, uint64_t req_id, const char *key, co
 		else
 			log_ctx_errno(LOG_WARNING, k, &kctx,
 				      "Cannot check the key of sandbox %s: %m", id);
-		reply_err(p, req_id, -EIO, "internal",
+		reply_err(p, req_id, -EIO, REASON_INTERNAL,
 			  k == -EEXIST ? "sandbox id collision: the workspace belongs to "
 					 "another key"
 				       : "cannot check the workspace's key");
@@ -532,7 +524,7 @@ shim_files_handle(ShimFiles *fs, Shim *s, const ShimConf *conf, ShimPrepareWorks
 	    (m->parents && op != OP_WRITE && op != OP_MKDIR) ||
 	    ((m->recursive || m->force) && op != OP_REMOVE) || (m->overwrite && op != OP_RENAME) ||
 	    (op == OP_CREATE && plen != 0)) {
-		reply_err(p, f->req_id, -EINVAL, "bad_request",
+		reply_err(p, f->req_id, -EINVAL, REASON_BAD_REQUEST,
 			  "key must be 1..256 bytes, op one of get, read, list, lstat, "
 			  "write, mkdir, remove, rename, create (rename needs to, write data; "
 			  "create the path \"\"), mode 0..07777 for write and mkdir "
@@ -542,7 +534,7 @@ shim_files_handle(ShimFiles *fs, Shim *s, const ShimConf *conf, ShimPrepareWorks
 		goto out;
 	}
 	if (mode > 0777) {
-		reply_err(p, f->req_id, -EINVAL, "bad_request",
+		reply_err(p, f->req_id, -EINVAL, REASON_BAD_REQUEST,
 			  "mode must be permission bits (at most 0777)");
 		k = 0;
 		goto out;
@@ -553,7 +545,7 @@ shim_files_handle(ShimFiles *fs, Shim *s, const ShimConf *conf, ShimPrepareWorks
 	}
 	if (op_writes(op) && busy(s, id)) {
 		/* A change would be half in the archive, or lost with the old tree. */
-		reply_err(p, f->req_id, -EBUSY, "busy",
+		reply_err(p, f->req_id, -EBUSY, REASON_BUSY,
 			  "a snapshot or restore of this workspace is running");
 		k = 0;
 		goto out;
@@ -568,7 +560,7 @@ shim_files_handle(ShimFiles *fs, Shim *s, const ShimConf *conf, ShimPrepareWorks
 	if (k < 0)
 		goto fail;
 	if (workq_in_flight(fs->q) >= SHIM_FILES_MAX_JOBS) {
-		reply_err(p, f->req_id, -EBUSY, "overloaded",
+		reply_err(p, f->req_id, -EBUSY, REASON_OVERLOADED,
 			  "too many file operations in progress; retry later");
 		k = 0;
 		goto out;
@@ -634,7 +626,7 @@ shim_files_handle(ShimFiles *fs, Shim *s, const ShimConf *conf, ShimPrepareWorks
 	k = 0;
 	goto out;
 fail:
-	if (streq(err_code(k), "internal"))
+	if (streq(err_code(k), REASON_INTERNAL))
 		log_warning_errno(k, "File API %s on sandbox %s failed: %m", opname, id);
 	reply_err(p, f->req_id, k, err_code(k), err_text(k, op, cap));
 	k = 0;

@@ -125,8 +125,8 @@ backup_quota_ok(Shim *s, Peer *p, const Frame *f, const LogCtx *ctx, const char 
 				 " bytes (tenant_max_backup_bytes %" PRId64 ")",
 				 used, s->conf->tenant_max_backup_bytes);
 			log_ctx(LOG_INFO, ctx, "Snapshot refused: %s", msg);
-			(void)peer_reply_error_reason(p, f->req_id, -EDQUOT, "tenant_backup_quota",
-						      msg);
+			(void)peer_reply_error_reason(p, f->req_id, -EDQUOT,
+						      REASON_TENANT_BACKUP_QUOTA, msg);
 			return false;
 		}
 	}
@@ -245,7 +245,7 @@ snapshot_child(void *arg, char **ret_text, const char **ret_reason)
 		/* What the restore would refuse is refused now, not at restore time. */
 		if (asprintf(ret_text, "not_restorable: %s", err.msg) < 0)
 			*ret_text = NULL;
-		*ret_reason = "not_restorable";
+		*ret_reason = REASON_NOT_RESTORABLE;
 		return -EINVAL;
 	}
 	if (k < 0) {
@@ -323,7 +323,7 @@ job_may_start(Shim *s, Peer *p, const Frame *f, LogCtx *ctx, const char *id, con
 
 	if (snapjob_find(s->jobs, id)) {
 		(void)peer_reply_error_reason(
-		    p, f->req_id, -EBUSY, "thread_busy",
+		    p, f->req_id, -EBUSY, REASON_THREAD_BUSY,
 		    "busy: a snapshot or restore of this thread is in progress");
 		return false;
 	}
@@ -336,14 +336,14 @@ job_may_start(Shim *s, Peer *p, const Frame *f, LogCtx *ctx, const char *id, con
 		return false;
 	}
 	if (snapjobs_count(s->jobs) >= (size_t)s->conf->snapshot_max_jobs) {
-		(void)peer_reply_error_reason(p, f->req_id, -EAGAIN, "too_many_jobs",
+		(void)peer_reply_error_reason(p, f->req_id, -EAGAIN, REASON_TOO_MANY_JOBS,
 					      "too_many_jobs: snapshot_max_jobs snapshot/restore "
 					      "jobs are running; retry later");
 		return false;
 	}
 	if (shim_files_changing(s->files, id)) {
 		(void)peer_reply_error_reason(
-		    p, f->req_id, -EBUSY, "thread_busy",
+		    p, f->req_id, -EBUSY, REASON_THREAD_BUSY,
 		    "busy: a file API change of this thread is in progress");
 		return false;
 	}
@@ -470,9 +470,9 @@ restore_child(void *arg, char **ret_text, const char **ret_reason)
 	 * restorer refuses; backup_not_found: it was pruned (its message says so
 	 * itself). The message begins with the reason, as clients read it. */
 	k = snapshot_verify(o->bdir, o->src_id, o->record, strlen(o->record), &afd, &err);
-	*ret_reason = k == -EINVAL    ? "not_a_backup_record"
-		      : k == -EBADMSG ? "restore_rejected"
-		      : k == -ENOENT  ? "backup_not_found"
+	*ret_reason = k == -EINVAL    ? REASON_NOT_A_BACKUP_RECORD
+		      : k == -EBADMSG ? REASON_RESTORE_REJECTED
+		      : k == -ENOENT  ? REASON_BACKUP_NOT_FOUND
 				      : NULL;
 	code = k == -EINVAL    ? "not_a_backup_record: "
 	       : k == -EBADMSG ? "restore_rejected: "
@@ -481,7 +481,7 @@ restore_child(void *arg, char **ret_text, const char **ret_reason)
 	if (k >= 0) {
 		k = snapshot_unpack(afd, o->dfd, o->staging, o->uid, o->uid, o->max_bytes,
 				    o->max_entries, &err);
-		*ret_reason = k == -EINVAL ? "restore_rejected" : NULL;
+		*ret_reason = k == -EINVAL ? REASON_RESTORE_REJECTED : NULL;
 		code = k == -EINVAL ? "restore_rejected: " : "restore failed: ";
 	}
 	if (k == -EBADMSG)
@@ -651,7 +651,7 @@ restore_target_exists(Shim *s, Peer *p, const Frame *f, const char *id)
 		ws = NULL;
 	if (ws && faccessat(AT_FDCWD, ws, F_OK, AT_SYMLINK_NOFOLLOW) < 0 && errno == ENOENT)
 		return false;
-	(void)peer_reply_error_reason(p, f->req_id, ws ? -EEXIST : -ENOMEM, "exists",
+	(void)peer_reply_error_reason(p, f->req_id, ws ? -EEXIST : -ENOMEM, REASON_EXISTS,
 				      "the sandbox exists (it has a workspace)");
 	return true;
 }
@@ -671,7 +671,7 @@ restore_record(SnapOp *o, Peer *p, const Frame *f, const char *record)
 	if (k == -ENOMEM)
 		return k;
 	if (k < 0) {
-		(void)peer_reply_error_reason(p, f->req_id, -ENOENT, "snapshot_not_found",
+		(void)peer_reply_error_reason(p, f->req_id, -ENOENT, REASON_SNAPSHOT_NOT_FOUND,
 					      "no such snapshot");
 		return 0;
 	}

@@ -49,7 +49,7 @@ key_ok(Shim *s, Peer *p, const Frame *f, const char *key, const char *id)
 	if (k == 0)
 		return true;
 	log_warning_errno(k, "Sandbox %s: cannot check its key: %m", id);
-	(void)peer_reply_error_reason(p, f->req_id, -EIO, "internal",
+	(void)peer_reply_error_reason(p, f->req_id, -EIO, REASON_INTERNAL,
 				      k == -EEXIST ? "sandbox id collision: the workspace belongs "
 						     "to another key"
 						   : "cannot check the workspace's key");
@@ -68,7 +68,7 @@ state_get(Shim *s, Peer *p, const Frame *f, const char *id)
 	if (faccessat(AT_FDCWD, ws, F_OK, AT_SYMLINK_NOFOLLOW) < 0) {
 		if (errno != ENOENT)
 			return -errno;
-		(void)peer_reply_error_reason(p, f->req_id, -ENOENT, "sandbox_not_found",
+		(void)peer_reply_error_reason(p, f->req_id, -ENOENT, REASON_SANDBOX_NOT_FOUND,
 					      "no such sandbox (it has no workspace)");
 		return 0;
 	}
@@ -138,7 +138,7 @@ handle_sandbox_state(Peer *p, const Frame *f, const Msg_SANDBOX_STATE *m, void *
 
 	if (shim_sandbox_id(m->key, strlen(m->key), id) < 0 ||
 	    !(streq(a, "get") || streq(a, "stop") || del) || (keep && !del)) {
-		(void)peer_reply_error_reason(p, f->req_id, -EINVAL, "bad_request",
+		(void)peer_reply_error_reason(p, f->req_id, -EINVAL, REASON_BAD_REQUEST,
 					      "key must be 1..256 bytes, action get, stop or "
 					      "delete, keep_workspace for delete only");
 		return 0;
@@ -148,7 +148,7 @@ handle_sandbox_state(Peer *p, const Frame *f, const Msg_SANDBOX_STATE *m, void *
 	if (streq(a, "get"))
 		return state_get(s, p, f, id);
 	if (snapjob_find(s->jobs, id)) {
-		(void)peer_reply_error_reason(p, f->req_id, -EBUSY, "busy",
+		(void)peer_reply_error_reason(p, f->req_id, -EBUSY, REASON_BUSY,
 					      "a snapshot or restore of this sandbox is running");
 		return 0;
 	}
@@ -207,7 +207,7 @@ handle_sandbox_snapshots(Peer *p, const Frame *f, const Msg_SANDBOX_SNAPSHOTS *m
 
 	if (shim_sandbox_id(m->key, strlen(m->key), id) < 0 ||
 	    (m->delete &&!snapshot_uuid_ok(m->delete))) {
-		(void)peer_reply_error_reason(p, f->req_id, -EINVAL, "bad_request",
+		(void)peer_reply_error_reason(p, f->req_id, -EINVAL, REASON_BAD_REQUEST,
 					      "key must be 1..256 bytes, delete a snapshot id");
 		return 0;
 	}
@@ -219,8 +219,8 @@ handle_sandbox_snapshots(Peer *p, const Frame *f, const Msg_SANDBOX_SNAPSHOTS *m
 		/* a restore job reading it has its archive open: it goes on */
 		k = snaprec_delete(bdir, id, m->delete);
 		if (k == -ENOENT) {
-			(void)peer_reply_error_reason(p, f->req_id, -ENOENT, "snapshot_not_found",
-						      "no such snapshot");
+			(void)peer_reply_error_reason(
+			    p, f->req_id, -ENOENT, REASON_SNAPSHOT_NOT_FOUND, "no such snapshot");
 			return 0;
 		}
 		if (k < 0)

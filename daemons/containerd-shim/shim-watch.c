@@ -399,7 +399,7 @@ watch_free(Watch *w)
 	while (w->polls) {
 		WPoll *q = w->polls;
 		w->polls = q->next;
-		(void)peer_deferred_error(TAKE_PTR(q->d), -ENOENT, "watch_expired",
+		(void)peer_deferred_error(TAKE_PTR(q->d), -ENOENT, REASON_WATCH_EXPIRED,
 					  "the watch ended (its workspace was replaced, or the "
 					  "shim stops)");
 		poll_free(q);
@@ -594,7 +594,7 @@ watch_start(ShimWatches *ws, const ShimConf *conf, Peer *p, const Frame *f, cons
 	if (!w) {
 		sweep(ws);
 		if (ws->n >= WATCH_MAX || count_of(ws, id) >= WATCH_PER_KEY) {
-			reply_err(p, f, -EAGAIN, "too_many_watches",
+			reply_err(p, f, -EAGAIN, REASON_TOO_MANY_WATCHES,
 				  "too many watches (at most 4 a sandbox, 32 in all); poll or "
 				  "let one expire");
 			return 0;
@@ -603,16 +603,17 @@ watch_start(ShimWatches *ws, const ShimConf *conf, Peer *p, const Frame *f, cons
 			return -ENOMEM;
 		r = watch_new(ws, id, wsp, root, &w);
 		if (r == -ENOENT || r == -ENOTDIR) {
-			reply_err(p, f, -ENOENT, "not_found", "no such directory in the workspace");
+			reply_err(p, f, -ENOENT, REASON_NOT_FOUND,
+				  "no such directory in the workspace");
 			return 0;
 		}
 		if (r == -EXDEV || r == -ELOOP) {
-			reply_err(p, f, r, "escape",
+			reply_err(p, f, r, REASON_ESCAPE,
 				  "the path leaves the workspace (symlink, magic link or mount)");
 			return 0;
 		}
 		if (r == -EAGAIN) {
-			reply_err(p, f, r, "too_many_watches", "no inotify instance is free");
+			reply_err(p, f, r, REASON_TOO_MANY_WATCHES, "no inotify instance is free");
 			return 0;
 		}
 		if (r < 0)
@@ -640,14 +641,14 @@ shim_watch_handle(ShimWatches *ws, const ShimConf *conf, Peer *p, const Frame *f
 	int k;
 
 	if (shim_sandbox_id(m->key, strlen(m->key), id) < 0 || m->wait_ms > WATCH_WAIT_MAX_MS) {
-		reply_err(p, f, -EINVAL, "bad_request",
+		reply_err(p, f, -EINVAL, REASON_BAD_REQUEST,
 			  "key must be 1..256 bytes, wait_ms at most 60000");
 		return 0;
 	}
 	if (m->has_path && m->path_len > 0) {
 		k = wsfs_check_path(m->path, m->path_len);
 		if (k < 0) {
-			reply_err(p, f, k, "invalid_path",
+			reply_err(p, f, k, REASON_INVALID_PATH,
 				  "the path must be relative, without '.', '..', empty components "
 				  "or a trailing slash, valid UTF-8");
 			return 0;
@@ -661,7 +662,7 @@ shim_watch_handle(ShimWatches *ws, const ShimConf *conf, Peer *p, const Frame *f
 	k = dfd < 0 ? -errno
 		    : sandbox_key_claim(dfd, id, m->key, strlen(m->key), SANDBOX_KEY_MAX, false);
 	if (k < 0 && !(k == -ENOENT && dfd < 0)) {
-		reply_err(p, f, -EIO, "internal",
+		reply_err(p, f, -EIO, REASON_INTERNAL,
 			  k == -EEXIST
 			      ? "sandbox id collision: the workspace belongs to another key"
 			      : "cannot check the workspace's key");
@@ -671,7 +672,7 @@ shim_watch_handle(ShimWatches *ws, const ShimConf *conf, Peer *p, const Frame *f
 		return watch_start(ws, conf, p, f, id, root);
 	w = watch_find(ws, id, root);
 	if (!w || m->cursor < w->base || m->cursor > w->last) {
-		reply_err(p, f, -ENOENT, "watch_expired",
+		reply_err(p, f, -ENOENT, REASON_WATCH_EXPIRED,
 			  "no such watch: it expired (not polled for 60 s) or its workspace "
 			  "was replaced; start it again (no cursor)");
 		return 0;

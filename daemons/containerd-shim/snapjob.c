@@ -172,7 +172,7 @@ child_main(SnapJobs *t, const SnapJobSpec *spec, pid_t parent, int result_fd)
 	 * a job seen by name is in it): fail closed. */
 	for (size_t i = 0; i < t->n_cg_fds; i++)
 		if (write(t->cg_fds[i], "0", 1) < 0) {
-			child_result(result_fd, -errno, "job_failed",
+			child_result(result_fd, -errno, REASON_JOB_FAILED,
 				     "job_failed: cannot enter the jobs' cgroup");
 			_exit(1);
 		}
@@ -189,7 +189,7 @@ child_main(SnapJobs *t, const SnapJobSpec *spec, pid_t parent, int result_fd)
 	/* Into the jobs' cgroup before any work: fail closed. */
 	for (size_t i = 0; i < t->n_cg_fds; i++)
 		if (write(t->cg_fds[i], "0", 1) < 0) {
-			child_result(result_fd, -errno, "job_failed",
+			child_result(result_fd, -errno, REASON_JOB_FAILED,
 				     "job_failed: cannot enter the jobs' cgroup");
 			_exit(1);
 		}
@@ -200,7 +200,7 @@ child_main(SnapJobs *t, const SnapJobSpec *spec, pid_t parent, int result_fd)
 	r = close_others(keep, spec->n_keep_fds + 1);
 	null_fd = open("/dev/null", O_RDWR | O_CLOEXEC);
 	if (r < 0 || null_fd < 0 || dup2(null_fd, 0) < 0 || dup2(null_fd, 1) < 0) {
-		child_result(result_fd, r < 0 ? r : -errno, "job_failed",
+		child_result(result_fd, r < 0 ? r : -errno, REASON_JOB_FAILED,
 			     "job_failed: cannot set up the child");
 		_exit(1);
 	}
@@ -273,15 +273,15 @@ job_reap(SnapJob *j, bool block)
 			 "job_timeout: the %s job took longer than snapshot_timeout_ms=%" PRId64
 			 " and was killed",
 			 job_names[j->kind] + 3, j->timeout_ms);
-		job_finish(j, -ETIME, "job_timeout", msg);
+		job_finish(j, -ETIME, REASON_JOB_TIMEOUT, msg);
 	} else if (r >= 0 && (si.si_code == CLD_KILLED || si.si_code == CLD_DUMPED)) {
 		snprintf(msg, sizeof(msg), "job_killed: the %s job was killed by signal %d",
 			 job_names[j->kind] + 3, si.si_status);
-		job_finish(j, -ECANCELED, "job_killed", msg);
+		job_finish(j, -ECANCELED, REASON_JOB_KILLED, msg);
 	} else {
 		snprintf(msg, sizeof(msg), "job_failed: the %s job ended without a result",
 			 job_names[j->kind] + 3);
-		job_finish(j, -EIO, "job_failed", msg);
+		job_finish(j, -EIO, REASON_JOB_FAILED, msg);
 	}
 }
 

@@ -26,7 +26,8 @@
  * read_max_bytes.
  *
  * The rebuild runs on the loop that serves every client, so its cost is
- * linear in the events read (Build: strings grow in buffers, tool calls are
+ * linear in the events read (Build: strings grow in Bufs (buf.h), an append to a jansson string
+ * would copy and validate the whole string each time, tool calls are
  * found by hash, a replaced tool result is nulled and dropped at the end),
  * and it stops as soon as what the answer holds at least — every message's
  * overhead and id, the text taken in — is past read_max_bytes, instead of
@@ -56,6 +57,7 @@
 #include <event2/event.h>
 
 #include "cluster/cluster.h"
+#include "buf.h"
 #include "json-util.h"
 #include "macro.h"
 
@@ -64,64 +66,30 @@ static void hydrate_step(Hydrate *h);
 static void on_hydrate_input(Cluster *cluster, int err, const void *data, size_t len,
 			     void *userdata);
 
-/* A string that grows by appends, in a buffer of its own: an append to a
- * jansson string would copy and validate the whole string each time
- * (quadratic in the deltas of an answer streamed token by token). */
-typedef struct Grow {
-	char *buf;
-	size_t len, cap;
-} Grow;
-
-static int
-grow_add(Grow *g, const char *s, size_t n)
-{
-	if (n > SIZE_MAX / 2 - g->len - 1)
-		return -EFBIG;
-	if (g->len + n + 1 > g->cap) {
-		size_t cap = MAX(g->cap * 2, MAX(g->len + n + 1, (size_t)64));
-		char *b = realloc(g->buf, cap);
-		if (!b)
-			return -ENOMEM;
-		g->buf = b;
-		g->cap = cap;
-	}
-	memcpy(g->buf + g->len, s, n);
-	g->len += n;
-	g->buf[g->len] = 0;
-	return 0;
-}
-
-static void
-grow_done(Grow *g)
-{
-	free(g->buf);
-	*g = (Grow){0};
-}
-
 /* The text of a wire message's content: a string, or the text parts of an
  * array joined. */
 static char *
 content_text(const json_t *content)
 {
-	Grow g = {0};
+	Buf g = {0};
 	size_t i;
 	json_t *part;
 
 	if (json_is_string(content))
 		return strdup(json_string_value(content));
-	if (grow_add(&g, "", 0) < 0)
+	if (buf_append(&g, "", 0) < 0)
 		return NULL;
 	json_array_foreach(content, i, part)
 	{
 		const char *t = json_string_value(json_object_get(part, "text"));
 		if (!t)
 			t = json_string_value(json_object_get(part, "content"));
-		if (t && grow_add(&g, t, strlen(t)) < 0) {
-			grow_done(&g);
+		if (t && buf_append(&g, t, strlen(t)) < 0) {
+			buf_done(&g);
 			return NULL;
 		}
 	}
-	return g.buf;
+	return g.data;
 }
 
 /* What a user message adds to the answer at least, beside its id and text:
@@ -175,14 +143,14 @@ add_user_messages(json_t *out, const char *run_id, const char *input, size_t *by
 /* A tool call of the assistant message being built. */
 typedef struct Call {
 	size_t part;	 /* its tool-call part's index */
-	Grow args;	 /* its arguments while they grow (buf NULL: in the part) */
+	Buf args;	 /* its arguments while they grow (buf NULL: in the part) */
 	bool parsed;	 /* input parsed from the arguments as they are */
 	size_t result;	 /* its tool-result part's index + 1, 0 none */
 	size_t out_size; /* the result's bytes counted in *Build.bytes */
 } Call;
 
 /* The assistant message of one run, built chunk by chunk. Every lookup is
- * by index or hash, every string grows in a Grow, and *Build.bytes (the
+ * by index or hash, every string grows in a Buf, and *Build.bytes (the
  * text taken in for the whole answer: deltas, results, user messages — each
  * one in the answer at least once — a counter of the caller's, across runs)
  * stops the rebuild once it is past read_max_bytes: the answer would be
@@ -192,7 +160,7 @@ typedef struct Build {
 	json_t *parts;
 	char *id;	/* the first TEXT_MESSAGE_START's messageId */
 	bool text_open; /* the last part is text, its content in text */
-	Grow text;
+	Buf text;
 	json_t *call_ix; /* toolCallId → index in calls */
 	Call *calls;
 	size_t n_calls, cap_calls;
@@ -217,9 +185,9 @@ build_done(Build *b)
 	json_decref(b->parts);
 	json_decref(b->call_ix);
 	free(b->id);
-	grow_done(&b->text);
+	buf_done(&b->text);
 	for (size_t i = 0; i < b->n_calls; i++)
-		grow_done(&b->calls[i].args);
+		buf_done(&b->calls[i].args);
 	free(b->calls);
 	*b = (Build){0};
 }
@@ -231,20 +199,27 @@ build_count(Build *b, size_t n)
 	return *b->bytes > b->max_bytes ? -EFBIG : 0;
 }
 
+/* Set part.key to the string collected in g (valid UTF-8: joined deltas of
+ * valid strings), and empty g. */
+static int
+buf_into(json_t *part, const char *key, Buf *g)
+{
+	int r = json_object_set_new(part, key, json_stringn_nocheck(g->data ?: "", g->len)) < 0
+		    ? -ENOMEM
+		    : 0;
+	buf_done(g);
+	return r;
+}
+
 /* The last part's text, into the part. */
 static int
 text_close(Build *b)
 {
 	if (!b->text_open)
 		return 0;
-	json_t *p = json_array_get(b->parts, json_array_size(b->parts) - 1);
 	b->text_open = false;
-	int r = json_object_set_new(p, "content",
-				    json_stringn_nocheck(b->text.buf ?: "", b->text.len)) < 0
-		    ? -ENOMEM
-		    : 0;
-	grow_done(&b->text);
-	return r;
+	return buf_into(json_array_get(b->parts, json_array_size(b->parts) - 1), "content",
+			&b->text);
 }
 
 /* A call's arguments, into its part (deltas of valid UTF-8 strings joined:
@@ -252,15 +227,9 @@ text_close(Build *b)
 static int
 args_close(Build *b, Call *cl)
 {
-	if (!cl->args.buf)
+	if (!cl->args.data)
 		return 0;
-	json_t *p = json_array_get(b->parts, cl->part);
-	int r = json_object_set_new(p, "arguments",
-				    json_stringn_nocheck(cl->args.buf, cl->args.len)) < 0
-		    ? -ENOMEM
-		    : 0;
-	grow_done(&cl->args);
-	return r;
+	return buf_into(json_array_get(b->parts, cl->part), "arguments", &cl->args);
 }
 
 /* Append part (a reference taken, even on failure). */
@@ -314,7 +283,7 @@ on_text_content(Build *b, const json_t *ch, const char *call, Call *cl)
 			return r;
 		b->text_open = true;
 	}
-	return grow_add(&b->text, delta, n);
+	return buf_append(&b->text, delta, n);
 }
 
 static int
@@ -355,12 +324,12 @@ on_tool_call_args(Build *b, const json_t *ch, const char *call, Call *cl)
 	json_t *p = call_part(b, cl);
 	if ((r = build_count(b, n)) < 0)
 		return r;
-	if (!cl->args.buf) { /* from what the part holds (an END came before) */
+	if (!cl->args.data) { /* from what the part holds (an END came before) */
 		const char *old = json_string_value(json_object_get(p, "arguments")) ?: "";
-		if ((r = grow_add(&cl->args, old, strlen(old))) < 0)
+		if ((r = buf_append(&cl->args, old, strlen(old))) < 0)
 			return r;
 	}
-	if ((r = grow_add(&cl->args, delta, n)) < 0)
+	if ((r = buf_append(&cl->args, delta, n)) < 0)
 		return r;
 	cl->parsed = false;
 	if (streq(json_string_value(json_object_get(p, "state")) ?: "", "awaiting-input"))
@@ -616,7 +585,7 @@ hydrate_fail(Hydrate *h, int err)
 					  "the thread's messages exceed read_max_bytes");
 	else if (err == -E2BIG)
 		(void)peer_deferred_error(
-		    TAKE_PTR(h->d), -EFBIG, "too_large",
+		    TAKE_PTR(h->d), -EFBIG, REASON_TOO_LARGE,
 		    "the thread's stored messages and events exceed what one hydrate reads "
 		    "(coordinatord.hydrate_read_max_bytes)");
 	else if (err == -ENOMEM)
@@ -628,7 +597,7 @@ hydrate_fail(Hydrate *h, int err)
 		log_warning_errno(err,
 				  "Cannot read run %s from the cluster for a /chat hydrate: %m",
 				  h->run_id ?: "?");
-		(void)peer_deferred_error(TAKE_PTR(h->d), -EAGAIN, "cluster_unavailable",
+		(void)peer_deferred_error(TAKE_PTR(h->d), -EAGAIN, REASON_CLUSTER_UNAVAILABLE,
 					  "a run of the thread in the cluster cannot be read now");
 	}
 	hydrate_free(h);

@@ -106,7 +106,7 @@ request_reuse_ok(Peer *p, const Frame *f, Coordinator *c, const char *message)
 {
 	if (c->conf.reuse != REUSE_NONE)
 		return true;
-	peer_reply_error_reason(p, f->req_id, -EBUSY, "reuse_none", message);
+	peer_reply_error_reason(p, f->req_id, -EBUSY, REASON_REUSE_NONE, message);
 	return false;
 }
 

@@ -348,7 +348,7 @@ egress_done(EgressReq *q, uint64_t port)
 			e = calloc(1, sizeof(*e));
 			if (!e || !(e->thread_id = strdup(q->thread_id))) {
 				free(e);
-				peer_deferred_error(TAKE_PTR(q->d), -ENOMEM, "internal",
+				peer_deferred_error(TAKE_PTR(q->d), -ENOMEM, REASON_INTERNAL,
 						    "out of memory");
 				req_free(q);
 				return;
@@ -522,7 +522,7 @@ handle_sandbox_egress(Peer *p, const Frame *f, const Msg_SANDBOX_EGRESS *m, void
 	EgressReq *q;
 	int r;
 
-	if (!request_thread_id_ok(p, f, m->thread_id, "bad_request"))
+	if (!request_thread_id_ok(p, f, m->thread_id, REASON_BAD_REQUEST))
 		return 0;
 	/* cluster mode: the thread's sandbox is on its owner (a claim, as a
 	 * first run makes) */
@@ -531,7 +531,7 @@ handle_sandbox_egress(Peer *p, const Frame *f, const Msg_SANDBOX_EGRESS *m, void
 	if (!request_reuse_ok(p, f, c, "with reuse = none a thread has no sandbox of its own"))
 		return 0;
 	if (n > EGRESS_MAX_NAMES) {
-		peer_reply_error_reason(p, f->req_id, -EINVAL, "bad_request",
+		peer_reply_error_reason(p, f->req_id, -EINVAL, REASON_BAD_REQUEST,
 					"allow: more than 64 names");
 		return 0;
 	}
@@ -542,10 +542,10 @@ handle_sandbox_egress(Peer *p, const Frame *f, const Msg_SANDBOX_EGRESS *m, void
 				 "egress_forbidden: '%.256s' is not in the operator's "
 				 "[coordinatord] sandbox_egress_allow",
 				 m->allow[i]);
-			peer_reply_error_reason(p, f->req_id, -EPERM, "egress_forbidden", msg);
+			peer_reply_error_reason(p, f->req_id, -EPERM, REASON_EGRESS_FORBIDDEN, msg);
 			return 0;
 		}
-	if (!request_shim_ready(p, f, c, "shim_unavailable"))
+	if (!request_shim_ready(p, f, c, REASON_SHIM_UNAVAILABLE))
 		return 0;
 	q = calloc(1, sizeof(*q));
 	if (!q)
@@ -562,7 +562,7 @@ handle_sandbox_egress(Peer *p, const Frame *f, const Msg_SANDBOX_EGRESS *m, void
 	    c->shim, &(Msg_SANDBOX_ENSURE){.key = q->thread_id, .thread_id = q->thread_id},
 	    EGRESS_CALL_TIMEOUT, egress_step, q);
 	if (r < 0) {
-		peer_deferred_error(TAKE_PTR(q->d), r, "shim_unavailable",
+		peer_deferred_error(TAKE_PTR(q->d), r, REASON_SHIM_UNAVAILABLE,
 				    "containerd-shim unavailable");
 		req_free(q);
 	}

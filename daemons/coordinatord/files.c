@@ -46,7 +46,7 @@ handle_thread_file(Peer *p, const Frame *f, const Msg_THREAD_FILE *m, void *ud)
 	MpWriter w;
 	int ret = 0;
 
-	if (!request_thread_id_ok(p, f, m->thread_id, "bad_request"))
+	if (!request_thread_id_ok(p, f, m->thread_id, REASON_BAD_REQUEST))
 		goto out;
 	/* cluster mode: the thread's workspace is on its owner (a claim, as a
 	 * first run makes) */
@@ -87,7 +87,7 @@ handle_thread_file(Peer *p, const Frame *f, const Msg_THREAD_FILE *m, void *ud)
 	};
 	mp_writer_init(&w);
 	msg_encode_SANDBOX_FILE(&w, &sf);
-	ret = request_shim_relay(p, f, c, "shim_unavailable", MSG_SANDBOX_FILE, &w,
+	ret = request_shim_relay(p, f, c, REASON_SHIM_UNAVAILABLE, MSG_SANDBOX_FILE, &w,
 				 FILE_CALL_TIMEOUT, &file_relay, NULL);
 	mp_writer_done(&w);
 out:

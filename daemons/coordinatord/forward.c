@@ -10,7 +10,7 @@
  * (REPLY or ERROR) as the owner's handlers produced it, which is relayed to
  * the client. No answer within the timeout, or no coordinatord serving the
  * owner's subject: ERROR reason owner_unreachable (-EHOSTUNREACH; HTTP 503
- * through routerd's coord_reasons). A request that reaches the owner after
+ * through reasons.def). A request that reaches the owner after
  * its deadline (the owner was stopped) is dropped there unexecuted
  * (cluster.h), so a request reported unreachable never runs later.
  *
@@ -149,8 +149,9 @@ refused_not_owner(const void *data, size_t len)
 	    frame_parse((const char *)data + FRAME_HEADER_SIZE, len - FRAME_HEADER_SIZE, &f) < 0)
 		return false;
 	const msgpack_object *why = f.type == MSG_ERROR ? mp_map_get(f.body, "reason") : NULL;
-	r = why && why->type == MSGPACK_OBJECT_STR && why->via.str.size == 9 &&
-	    memcmp(why->via.str.ptr, "not_owner", 9) == 0;
+	r = why && why->type == MSGPACK_OBJECT_STR &&
+	    why->via.str.size == strlen(REASON_NOT_OWNER) &&
+	    memcmp(why->via.str.ptr, REASON_NOT_OWNER, why->via.str.size) == 0;
 	frame_done(&f);
 	return r;
 }
@@ -209,15 +210,15 @@ out_replied(Cluster *cluster, int err, const void *data, size_t len, void *userd
 				 "coordinatord is not running",
 				 o->owner);
 		log_warning("Forwarding to node %s failed: %s", o->owner, m);
-		(void)peer_deferred_error(d, -EHOSTUNREACH, "owner_unreachable", m);
+		(void)peer_deferred_error(d, -EHOSTUNREACH, REASON_OWNER_UNREACHABLE, m);
 	} else if (err < 0) {
-		(void)peer_deferred_error(d, -EAGAIN, "cluster_unavailable",
+		(void)peer_deferred_error(d, -EAGAIN, REASON_CLUSTER_UNAVAILABLE,
 					  "the cluster (NATS) is not reachable");
 	} else if (len < FRAME_HEADER_SIZE || frame_parse((const char *)data + FRAME_HEADER_SIZE,
 							  len - FRAME_HEADER_SIZE, &f) < 0) {
 		if (o->relay_sid)
 			sbx_relay_forwarded(o->fw->c, o->relay_sid, NULL, NULL);
-		(void)peer_deferred_error(d, -EIO, "internal", "malformed answer from a node");
+		(void)peer_deferred_error(d, -EIO, REASON_INTERNAL, "malformed answer from a node");
 	} else {
 		/* the relay learns the owner and pid before routerd sees the pid */
 		if (o->relay_sid)
@@ -329,14 +330,14 @@ send_outgoing(Coordinator *c, Outgoing *o, PeerDeferred *d, int type, const char
 	snprintf(o->owner, sizeof(o->owner), "%s", owner);
 	r = cluster_request(c->cluster, owner, frame, len, o->timeout_ms, out_replied, o, &o->rq);
 	if (r == -EMSGSIZE) {
-		(void)peer_deferred_error(d, -EMSGSIZE, "too_large",
+		(void)peer_deferred_error(d, -EMSGSIZE, REASON_TOO_LARGE,
 					  "the request is larger than the cluster forwards between "
 					  "nodes (NATS max_payload)");
 		out_free(o);
 		return;
 	}
 	if (r < 0) {
-		(void)peer_deferred_error(d, -EAGAIN, "cluster_unavailable",
+		(void)peer_deferred_error(d, -EAGAIN, REASON_CLUSTER_UNAVAILABLE,
 					  "the cluster cannot forward the request now");
 		out_free(o);
 		return;
@@ -369,7 +370,7 @@ on_owner(Cluster *cluster, int err, const ClusterOwner *owner, void *userdata)
 		/* the sender's view (a remembered owner) is stale: it asks again */
 		char m[160];
 		snprintf(m, sizeof(m), "thread is owned by cluster node '%s'", owner->node);
-		(void)peer_deferred_error(TAKE_PTR(l->d), -EREMOTE, "not_owner", m);
+		(void)peer_deferred_error(TAKE_PTR(l->d), -EREMOTE, REASON_NOT_OWNER, m);
 	} else if (err == 0 && !streq(owner->node, cluster_node(cluster))) {
 		placement_remember(c, l->thread, owner->node);
 		forward_deferred(c, TAKE_PTR(l->d), l->type, l->frame, l->len, owner->node);
@@ -389,7 +390,7 @@ on_owner(Cluster *cluster, int err, const ClusterOwner *owner, void *userdata)
 				(void)peer_deferred_error(TAKE_PTR(l->d), r, NULL, NULL);
 		}
 	} else {
-		(void)peer_deferred_error(TAKE_PTR(l->d), -EAGAIN, "cluster_unavailable",
+		(void)peer_deferred_error(TAKE_PTR(l->d), -EAGAIN, REASON_CLUSTER_UNAVAILABLE,
 					  "the cluster did not say who owns the thread");
 	}
 	lookup_free(l);
@@ -439,7 +440,7 @@ forward_by_thread(Coordinator *c, Peer *p, const Frame *f, const char *thread_id
 	}
 	if (r == -EINVAL)
 		return false; /* not a cluster key: no node can own it; the handler answers */
-	(void)peer_reply_error_reason(p, f->req_id, -EAGAIN, "cluster_unavailable",
+	(void)peer_reply_error_reason(p, f->req_id, -EAGAIN, REASON_CLUSTER_UNAVAILABLE,
 				      "the cluster cannot look the thread's owner up now");
 	return true;
 }
@@ -713,9 +714,10 @@ gather_done(Gather *g)
 		snprintf(m, sizeof(m),
 			 "cluster node '%s' did not answer within %d ms: the run may be there",
 			 g->failed, FORWARD_TIMEOUT_MS);
-		(void)peer_deferred_error(TAKE_PTR(g->d), -EHOSTUNREACH, "owner_unreachable", m);
+		(void)peer_deferred_error(TAKE_PTR(g->d), -EHOSTUNREACH, REASON_OWNER_UNREACHABLE,
+					  m);
 	} else if (g->d && g->fail_err < 0 && g->fail_err != -EHOSTUNREACH) {
-		(void)peer_deferred_error(TAKE_PTR(g->d), -EAGAIN, "cluster_unavailable",
+		(void)peer_deferred_error(TAKE_PTR(g->d), -EAGAIN, REASON_CLUSTER_UNAVAILABLE,
 					  "the cluster cannot look the run up now");
 	} else if (g->d) /* no live node has it (one with no coordinatord has no run) */
 		(void)peer_deferred_error(TAKE_PTR(g->d), -ENOENT, NULL, NULL);
@@ -756,7 +758,7 @@ on_join_record(Cluster *cluster, int err, const void *data, size_t len, void *us
 		return;
 	}
 	if (err < 0 && err != -ENOENT) {
-		(void)peer_deferred_error(TAKE_PTR(g->d), -EAGAIN, "cluster_unavailable",
+		(void)peer_deferred_error(TAKE_PTR(g->d), -EAGAIN, REASON_CLUSTER_UNAVAILABLE,
 					  "the cluster cannot look the run up now");
 		gather_free(g);
 		return;
@@ -817,7 +819,7 @@ forward_any_thread(Coordinator *c, Peer *p, const Frame *f, const char *run_id, 
 	if (r == -EINVAL) /* not a key: not a run's own id */
 		gather_ask(g);
 	else if (r < 0) {
-		(void)peer_deferred_error(TAKE_PTR(g->d), -EAGAIN, "cluster_unavailable",
+		(void)peer_deferred_error(TAKE_PTR(g->d), -EAGAIN, REASON_CLUSTER_UNAVAILABLE,
 					  "the cluster cannot look the run up now");
 		gather_free(g);
 	}
@@ -899,7 +901,7 @@ in_answer(Incoming *in, int type, const msgpack_object *body, int err, const cha
 		mp_w_map(&w, 3);
 		mp_w_int(&w, "code", err);
 		mp_w_str(&w, "message", msg);
-		mp_w_str(&w, "reason", "owner_unreachable");
+		mp_w_str(&w, "reason", REASON_OWNER_UNREACHABLE);
 	}
 	if (frame_encode(type, 0, w.sbuf.data, w.sbuf.size, cluster_rpc_max(c->cluster), &buf,
 			 &len) == 0)
@@ -914,7 +916,7 @@ in_answer(Incoming *in, int type, const msgpack_object *body, int err, const cha
 		mp_w_str(&e, "message",
 			 "the answer is larger than the cluster forwards between nodes (NATS "
 			 "max_payload)");
-		mp_w_str(&e, "reason", "too_large");
+		mp_w_str(&e, "reason", REASON_TOO_LARGE);
 		if (frame_encode(MSG_ERROR, 0, e.sbuf.data, e.sbuf.size, SIZE_MAX, &b2, &len) == 0)
 			(void)cluster_rpc_respond(c->cluster, TAKE_PTR(in->req), b2, len);
 		mp_writer_done(&e);

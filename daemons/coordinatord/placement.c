@@ -250,10 +250,10 @@ on_claimed(Cluster *cluster, int err, const ClusterOwner *owner, void *userdata)
 		char m[160];
 		snprintf(m, sizeof(m), "thread is owned by cluster node '%s'",
 			 owner->node[0] ? owner->node : "(unknown)");
-		(void)peer_deferred_error(TAKE_PTR(cl->d), -EREMOTE, "not_owner", m);
+		(void)peer_deferred_error(TAKE_PTR(cl->d), -EREMOTE, REASON_NOT_OWNER, m);
 	} else {
 		log_ctx_errno(LOG_WARNING, err, &lc, "Cannot claim the thread: %m");
-		(void)peer_deferred_error(TAKE_PTR(cl->d), -EAGAIN, "cluster_unavailable",
+		(void)peer_deferred_error(TAKE_PTR(cl->d), -EAGAIN, REASON_CLUSTER_UNAVAILABLE,
 					  "the cluster did not answer the thread's claim");
 	}
 	claim_free(pl, cl);
@@ -330,7 +330,7 @@ placement_refuse_unready(Coordinator *c, Peer *p, const Frame *f)
 {
 	if (cluster_ready(c->cluster))
 		return false;
-	(void)peer_reply_error_reason(p, f->req_id, -EAGAIN, "cluster_unavailable",
+	(void)peer_reply_error_reason(p, f->req_id, -EAGAIN, REASON_CLUSTER_UNAVAILABLE,
 				      "the cluster (NATS) is not reachable");
 	return true;
 }
@@ -383,12 +383,12 @@ placement_run_start(Coordinator *c, Peer *p, const Frame *f, const char *thread_
 		free(cl->frame);
 		free(cl);
 	}
-	(void)peer_reply_error_reason(p, f->req_id, r == -EINVAL ? -EINVAL : -EAGAIN,
-				      r == -EINVAL ? "bad_request" : "cluster_unavailable",
-				      r == -EINVAL
-					  ? "threadId cannot be a cluster key (A-Z a-z 0-9 "
-					    "- _ . = /)"
-					  : "the cluster cannot claim the thread now");
+	(void)peer_reply_error_reason(
+	    p, f->req_id, r == -EINVAL ? -EINVAL : -EAGAIN,
+	    r == -EINVAL ? REASON_BAD_REQUEST : REASON_CLUSTER_UNAVAILABLE,
+	    r == -EINVAL ? "threadId cannot be a cluster key (A-Z a-z 0-9 "
+			   "- _ . = /)"
+			 : "the cluster cannot claim the thread now");
 	return true;
 }
 

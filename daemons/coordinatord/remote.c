@@ -186,7 +186,7 @@ rread_fail(RRead *r, int err)
 	if (err == -ENOENT)
 		(void)peer_deferred_error(TAKE_PTR(r->d), -ENOENT, NULL, NULL);
 	else
-		(void)peer_deferred_error(TAKE_PTR(r->d), -EAGAIN, "cluster_unavailable",
+		(void)peer_deferred_error(TAKE_PTR(r->d), -EAGAIN, REASON_CLUSTER_UNAVAILABLE,
 					  "the run's log in the cluster cannot be read now");
 	rread_free(r);
 }

@@ -176,7 +176,7 @@ sbx_end(SbxExec *x, int64_t code, int64_t sig, const char *reason)
 	x->signal = sig;
 	snprintf(x->reason, sizeof(x->reason), "%s", reason);
 	if (x->start)
-		(void)peer_deferred_error(TAKE_PTR(x->start), -EIO, "sandbox_error",
+		(void)peer_deferred_error(TAKE_PTR(x->start), -EIO, REASON_SANDBOX_ERROR,
 					  "the exec could not be started");
 	else if (x->relayed && x->client) {
 		/* kept until the asking node's poll has taken the end */
@@ -251,9 +251,9 @@ sbx_started(Peer *p, int err, const msgpack_object *body, void *ud)
 		mp_reader_done(&r);
 		/* the shim's -EINVAL/-E2BIG: argv or cwd it refuses (never echoed) */
 		sbx_fail(x, k,
-			 k == -ECONNRESET	       ? "shim_unavailable"
-			 : k == -EINVAL || k == -E2BIG ? "bad_request"
-						       : "sandbox_error",
+			 k == -ECONNRESET	       ? REASON_SHIM_UNAVAILABLE
+			 : k == -EINVAL || k == -E2BIG ? REASON_BAD_REQUEST
+						       : REASON_SANDBOX_ERROR,
 			 msg);
 		return;
 	}
@@ -378,15 +378,15 @@ sbx_ensured(Peer *p, int err, const msgpack_object *body, void *ud)
 		mp_reader_done(&r);
 		/* -ETIMEDOUT: it waited in the shim's queue past queue_timeout_ms */
 		sbx_fail(x, err,
-			 err == -ECONNRESET  ? "shim_unavailable"
-			 : err == -ETIMEDOUT ? "overloaded"
-					     : "sandbox_error",
+			 err == -ECONNRESET  ? REASON_SHIM_UNAVAILABLE
+			 : err == -ETIMEDOUT ? REASON_OVERLOADED
+					     : REASON_SANDBOX_ERROR,
 			 msg);
 		return;
 	}
 	if (reply_decode_SANDBOX_ENSURE(body, &rep) < 0) {
 		reply_done_SANDBOX_ENSURE(&rep);
-		sbx_fail(x, -EIO, "sandbox_error", "sandbox: malformed SANDBOX_ENSURE reply");
+		sbx_fail(x, -EIO, REASON_SANDBOX_ERROR, "sandbox: malformed SANDBOX_ENSURE reply");
 		return;
 	}
 	sbx_ids_put(c, x->thread_id, rep.sandbox_id);
@@ -474,7 +474,7 @@ sbx_start(SbxExec *x)
 	};
 	k = msg_call_EXEC_START(c->shim, &m2, SHIM_CALL_TIMEOUT, sbx_started, x);
 	if (k < 0) {
-		sbx_fail(x, -ECONNRESET, "shim_unavailable", "containerd-shim unavailable");
+		sbx_fail(x, -ECONNRESET, REASON_SHIM_UNAVAILABLE, "containerd-shim unavailable");
 		return;
 	}
 	x->state = SBX_STARTING;
@@ -542,7 +542,7 @@ sbx_cwd(const char *cwd)
 static const char *
 sbx_exec_problem(Coordinator *c, const Msg_SBX_EXEC *m, const char **ret_reason)
 {
-	*ret_reason = "bad_request";
+	*ret_reason = REASON_BAD_REQUEST;
 	if (!thread_id_valid(m->thread_id))
 		return "threadId must be a non-empty printable string of at most 256 bytes";
 	if ((m->argv && m->command) || (!m->argv && !m->command))
@@ -552,16 +552,16 @@ sbx_exec_problem(Coordinator *c, const Msg_SBX_EXEC *m, const char **ret_reason)
 	if (m->has_timeout_ms &&
 	    (m->timeout_ms <= 0 || m->timeout_ms > c->conf.exec_timeout_max_ms))
 		return "timeoutMs must be > 0 and at most coordinatord.exec_timeout_max_ms";
-	*ret_reason = "reuse_none";
+	*ret_reason = REASON_REUSE_NONE;
 	if (c->conf.reuse == REUSE_NONE)
 		return "with reuse = none each run has its own sandbox and a thread has none";
-	*ret_reason = "stdin_too_large";
+	*ret_reason = REASON_STDIN_TOO_LARGE;
 	if (m->has_stdin && (int64_t)m->stdin_len > c->conf.exec_stdin_max)
 		return "stdin is over coordinatord.exec_stdin_max";
-	*ret_reason = "too_many_execs";
+	*ret_reason = REASON_TOO_MANY_EXECS;
 	if (sbx_count(c, m->thread_id, false) >= (size_t)c->conf.max_execs_per_sandbox)
 		return "this sandbox runs coordinatord.max_execs_per_sandbox execs already";
-	*ret_reason = "tenant_execs_quota";
+	*ret_reason = REASON_TENANT_EXECS_QUOTA;
 	if (c->conf.tenant_max_execs > 0 &&
 	    sbx_count_tenant(c, m->tenant ? m->tenant : TENANT_DEFAULT) >=
 		(size_t)c->conf.tenant_max_execs)
@@ -579,16 +579,17 @@ handle_sbx_exec(Peer *p, const Frame *f, const Msg_SBX_EXEC *m, void *ud)
 	int k;
 
 	if (why) {
-		peer_reply_error_reason(
-		    p, f->req_id,
-		    streq(reason, "too_many_execs") || streq(reason, "tenant_execs_quota") ? -EAGAIN
-		    : streq(reason, "stdin_too_large")					   ? -E2BIG
-						       : -EINVAL,
-		    reason, why);
+		peer_reply_error_reason(p, f->req_id,
+					streq(reason, REASON_TOO_MANY_EXECS) ||
+						streq(reason, REASON_TENANT_EXECS_QUOTA)
+					    ? -EAGAIN
+					: streq(reason, REASON_STDIN_TOO_LARGE) ? -E2BIG
+										: -EINVAL,
+					reason, why);
 		return 0;
 	}
 	if (!peer_is_ready(c->shim)) {
-		peer_reply_error_reason(p, f->req_id, -ECONNRESET, "shim_unavailable",
+		peer_reply_error_reason(p, f->req_id, -ECONNRESET, REASON_SHIM_UNAVAILABLE,
 					"containerd-shim unavailable");
 		return 0;
 	}
@@ -627,7 +628,7 @@ handle_sbx_exec(Peer *p, const Frame *f, const Msg_SBX_EXEC *m, void *ud)
 		k = -ENOMEM;
 	if (k < 0) {
 		if (k == -EINVAL)
-			peer_reply_error_reason(p, f->req_id, k, "bad_request",
+			peer_reply_error_reason(p, f->req_id, k, REASON_BAD_REQUEST,
 						"env names must be non-empty and without '='");
 		sbx_free(x);
 		return k == -EINVAL ? 0 : k;
@@ -638,7 +639,7 @@ handle_sbx_exec(Peer *p, const Frame *f, const Msg_SBX_EXEC *m, void *ud)
 	/* no deadline: it may wait in the shim's queue (queue_timeout_ms ends it) */
 	k = msg_call_SANDBOX_ENSURE(c->shim, &en, 0, sbx_ensured, x);
 	if (k < 0) {
-		sbx_fail(x, -ECONNRESET, "shim_unavailable", "containerd-shim unavailable");
+		sbx_fail(x, -ECONNRESET, REASON_SHIM_UNAVAILABLE, "containerd-shim unavailable");
 		return 0;
 	}
 	x->state = SBX_ENSURING;
@@ -682,19 +683,20 @@ handle_sbx_exec_kill(Peer *p, const Frame *f, const Msg_SBX_EXEC_KILL *m, void *
 	SbxExec *x;
 
 	if (m->signal <= 0 || m->signal >= NSIG) {
-		peer_reply_error_reason(p, f->req_id, -EINVAL, "bad_request", "unknown signal");
+		peer_reply_error_reason(p, f->req_id, -EINVAL, REASON_BAD_REQUEST,
+					"unknown signal");
 		return 0;
 	}
 	x = sbx_lookup(c, cl, m->thread_id, m->pid, m->has_pid, m->stream_id, m->has_stream_id);
 	if (!x || x->state == SBX_ENDED) {
-		peer_reply_error_reason(p, f->req_id, -ENOENT, "process_not_found",
+		peer_reply_error_reason(p, f->req_id, -ENOENT, REASON_PROCESS_NOT_FOUND,
 					x ? "the process has ended" : "no such process");
 		return 0;
 	}
 	if (x->state != SBX_RUNNING)
 		x->kill_signal = (int)m->signal; /* sent once it started */
 	else if (sbx_kill_exec(c, x->exec_id, (int)m->signal) < 0) {
-		peer_reply_error_reason(p, f->req_id, -ECONNRESET, "shim_unavailable",
+		peer_reply_error_reason(p, f->req_id, -ECONNRESET, REASON_SHIM_UNAVAILABLE,
 					"containerd-shim unavailable");
 		return 0;
 	}
@@ -716,12 +718,12 @@ handle_sbx_exec_input(Peer *p, const Frame *f, const Msg_SBX_EXEC_INPUT *m, void
 	int k;
 
 	if (!x || x->state != SBX_RUNNING || !x->stdin_open) {
-		peer_reply_error_reason(p, f->req_id, -ENOENT, "process_not_found",
+		peer_reply_error_reason(p, f->req_id, -ENOENT, REASON_PROCESS_NOT_FOUND,
 					"no running exec with open stdin on this stream");
 		return 0;
 	}
 	if (m->has_data && (int64_t)(x->stdin_sent + m->data_len) > c->conf.exec_stdin_max) {
-		peer_reply_error_reason(p, f->req_id, -E2BIG, "stdin_too_large",
+		peer_reply_error_reason(p, f->req_id, -E2BIG, REASON_STDIN_TOO_LARGE,
 					"stdin is over coordinatord.exec_stdin_max");
 		return 0;
 	}
@@ -735,7 +737,7 @@ handle_sbx_exec_input(Peer *p, const Frame *f, const Msg_SBX_EXEC_INPUT *m, void
 						  .has_eof = m->has_eof},
 				SHIM_CALL_TIMEOUT, sbx_input_sent, NULL);
 	if (k < 0) {
-		peer_reply_error_reason(p, f->req_id, -ECONNRESET, "shim_unavailable",
+		peer_reply_error_reason(p, f->req_id, -ECONNRESET, REASON_SHIM_UNAVAILABLE,
 					"containerd-shim unavailable");
 		return 0;
 	}

@@ -65,10 +65,10 @@ handle_sandbox_ctl(Peer *p, const Frame *f, const Msg_SANDBOX_CTL *m, void *ud)
 	MpWriter w;
 	int r, ret;
 
-	if (!request_thread_id_ok(p, f, m->thread_id, "bad_request"))
+	if (!request_thread_id_ok(p, f, m->thread_id, REASON_BAD_REQUEST))
 		return 0;
 	if (!streq(a, "put") && !streq(a, "get") && !streq(a, "stop") && !streq(a, "delete")) {
-		peer_reply_error_reason(p, f->req_id, -EINVAL, "bad_request",
+		peer_reply_error_reason(p, f->req_id, -EINVAL, REASON_BAD_REQUEST,
 					"action must be put, get, stop or delete");
 		return 0;
 	}
@@ -105,7 +105,7 @@ handle_sandbox_ctl(Peer *p, const Frame *f, const Msg_SANDBOX_CTL *m, void *ud)
 					     .keep_workspace = m->keep_workspace,
 					     .has_keep_workspace = m->has_keep_workspace});
 	ret =
-	    request_shim_relay(p, f, c, "shim_unavailable",
+	    request_shim_relay(p, f, c, REASON_SHIM_UNAVAILABLE,
 			       streq(a, "put") ? (m->image ? MSG_SANDBOX_ENSURE : MSG_SANDBOX_FILE)
 					       : MSG_SANDBOX_STATE,
 			       &w, CTL_CALL_TIMEOUT, &ctl_relay, &r);
@@ -163,7 +163,7 @@ handle_capabilities_get(Peer *p, const Frame *f, const Msg_CAPABILITIES_GET *m, 
 	(void)m;
 	mp_writer_init(&w);
 	msg_encode_SHIM_LIMITS(&w, &(Msg_SHIM_LIMITS){});
-	r = request_shim_relay(p, f, c, "shim_unavailable", MSG_SHIM_LIMITS, &w,
+	r = request_shim_relay(p, f, c, REASON_SHIM_UNAVAILABLE, MSG_SHIM_LIMITS, &w,
 			       LIMITS_CALL_TIMEOUT, &limits_relay, NULL);
 	mp_writer_done(&w);
 	return r;
@@ -186,10 +186,10 @@ handle_watch_poll(Peer *p, const Frame *f, const Msg_WATCH_POLL *m, void *ud)
 	MpWriter w;
 	int r;
 
-	if (!request_thread_id_ok(p, f, m->thread_id, "bad_request"))
+	if (!request_thread_id_ok(p, f, m->thread_id, REASON_BAD_REQUEST))
 		return 0;
 	if (m->wait_ms > 60000) {
-		peer_reply_error_reason(p, f->req_id, -EINVAL, "bad_request",
+		peer_reply_error_reason(p, f->req_id, -EINVAL, REASON_BAD_REQUEST,
 					"wait_ms must be at most 60000");
 		return 0;
 	}
@@ -205,7 +205,7 @@ handle_watch_poll(Peer *p, const Frame *f, const Msg_WATCH_POLL *m, void *ud)
 							  .cursor = m->cursor,
 							  .has_cursor = m->has_cursor,
 							  .wait_ms = m->wait_ms});
-	r = request_shim_relay(p, f, c, "shim_unavailable", MSG_SANDBOX_WATCH, &w,
+	r = request_shim_relay(p, f, c, REASON_SHIM_UNAVAILABLE, MSG_SANDBOX_WATCH, &w,
 			       m->wait_ms * USEC_PER_MSEC + 10 * USEC_PER_SEC, &watch_relay, NULL);
 	mp_writer_done(&w);
 	return r;

@@ -127,7 +127,7 @@ handle_snapshot(Peer *p, const Frame *f, void *ud, const char *thread_id, const 
 		if (ret < 0)
 			goto out;
 		if (ret > 0) {
-			peer_reply_error_reason(p, f->req_id, -EBUSY, "thread_busy",
+			peer_reply_error_reason(p, f->req_id, -EBUSY, REASON_THREAD_BUSY,
 						"a run is active on this thread");
 			ret = 0;
 			goto out;
@@ -187,14 +187,14 @@ handle_snapshot_list(Peer *p, const Frame *f, const Msg_SNAPSHOT_LIST *m, void *
 	MpWriter w;
 	int r;
 
-	if (!request_thread_id_ok(p, f, m->thread_id, "bad_request"))
+	if (!request_thread_id_ok(p, f, m->thread_id, REASON_BAD_REQUEST))
 		return 0;
 	if (placement_run_start(c, p, f, m->thread_id, dispatch_list_again, ud))
 		return 0;
 	mp_writer_init(&w);
 	msg_encode_SANDBOX_SNAPSHOTS(
 	    &w, &(Msg_SANDBOX_SNAPSHOTS){.key = m->thread_id, .delete = m->delete});
-	r = request_shim_relay(p, f, c, "shim_unavailable", MSG_SANDBOX_SNAPSHOTS, &w,
+	r = request_shim_relay(p, f, c, REASON_SHIM_UNAVAILABLE, MSG_SANDBOX_SNAPSHOTS, &w,
 			       30 * USEC_PER_SEC, &list_relay, NULL);
 	mp_writer_done(&w);
 	return r;

@@ -128,7 +128,7 @@ tenant_admit(Coordinator *c, Peer *p, const Frame *f, const char *thread_id, con
 	}
 	int r = runlog_thread_owner(c->runlog, thread_id, owner);
 	if (r == 0 && !streq(owner, tenant))
-		return refuse(p, f, t, TENANT_REFUSED_OWNER, -EPERM, "thread_forbidden",
+		return refuse(p, f, t, TENANT_REFUSED_OWNER, -EPERM, REASON_THREAD_FORBIDDEN,
 			      "this thread belongs to another tenant");
 	if (r < 0 && r != -ENOENT) {
 		*ret_err = r;
@@ -139,18 +139,19 @@ tenant_admit(Coordinator *c, Peer *p, const Frame *f, const char *thread_id, con
 		snprintf(m, sizeof(m),
 			 "this tenant has %" PRId64 " runs going (tenant_max_running)",
 			 c->conf.tenant_max_running);
-		return refuse(p, f, t, TENANT_REFUSED_RUNS, -EAGAIN, "tenant_runs_quota", m);
+		return refuse(p, f, t, TENANT_REFUSED_RUNS, -EAGAIN, REASON_TENANT_RUNS_QUOTA, m);
 	}
 	if (r == 0)
 		return true;
 	if (c->conf.tenant_max_threads > 0 && t->threads >= (uint64_t)c->conf.tenant_max_threads) {
 		snprintf(m, sizeof(m), "this tenant owns %" PRIu64 " threads (tenant_max_threads)",
 			 t->threads);
-		return refuse(p, f, t, TENANT_REFUSED_THREADS, -EDQUOT, "tenant_threads_quota", m);
+		return refuse(p, f, t, TENANT_REFUSED_THREADS, -EDQUOT, REASON_TENANT_THREADS_QUOTA,
+			      m);
 	}
 	r = runlog_thread_claim(c->runlog, thread_id, tenant, &fresh, owner);
 	if (r == -EPERM) /* cannot happen on one loop; kept for the claim's contract */
-		return refuse(p, f, t, TENANT_REFUSED_OWNER, -EPERM, "thread_forbidden",
+		return refuse(p, f, t, TENANT_REFUSED_OWNER, -EPERM, REASON_THREAD_FORBIDDEN,
 			      "this thread belongs to another tenant");
 	if (r < 0) {
 		log_warning_errno(r, "Cannot record the owner of a thread: %m");
@@ -177,7 +178,7 @@ tenant_check(Coordinator *c, Peer *p, const Frame *f, const char *thread_id, con
 		return false;
 	}
 	return refuse(p, f, tenant_stat(c, tenant), TENANT_REFUSED_OWNER, -EPERM,
-		      "thread_forbidden", "this thread belongs to another tenant");
+		      REASON_THREAD_FORBIDDEN, "this thread belongs to another tenant");
 }
 
 static void
@@ -186,13 +187,57 @@ label(FILE *out, const char *metric, const char *tenant, uint64_t v)
 	fprintf(out, "%s{tenant=\"%s\"} %" PRIu64 "\n", metric, tenant, v);
 }
 
+static uint64_t
+value_threads(Coordinator *c, const TenantStat *t)
+{
+	return t->threads;
+}
+
+static uint64_t
+value_running(Coordinator *c, const TenantStat *t)
+{
+	return tenant_running(c, t->name);
+}
+
+static uint64_t
+value_sandboxes(Coordinator *c, const TenantStat *t)
+{
+	return tenant_sandboxes(c, t->name, false);
+}
+
+static uint64_t
+value_queued(Coordinator *c, const TenantStat *t)
+{
+	return tenant_sandboxes(c, t->name, true);
+}
+
+static uint64_t
+value_started(Coordinator *c, const TenantStat *t)
+{
+	return t->runs_started;
+}
+
+/* The per-tenant families of /metrics after runwarden_tenant_log_bytes, in
+ * their order. */
+static const struct {
+	const char *name, *help, *type;
+	uint64_t (*value)(Coordinator *c, const TenantStat *t);
+} tenant_families[] = {
+    {"runwarden_tenant_threads", "Threads a tenant owns.", "gauge", value_threads},
+    {"runwarden_tenant_runs_running", "A tenant's runs driven now.", "gauge", value_running},
+    {"runwarden_tenant_sandboxes", "A tenant's runs holding a sandbox.", "gauge", value_sandboxes},
+    {"runwarden_tenant_sandboxes_queued", "A tenant's runs waiting for a sandbox slot.", "gauge",
+     value_queued},
+    {"runwarden_tenant_runs_started_total", "Runs a tenant started.", "counter", value_started},
+};
+
 void
 tenant_metrics(Coordinator *c, FILE *out)
 {
 	static const char *const codes[_TENANT_REFUSED_MAX] = {
-	    [TENANT_REFUSED_THREADS] = "tenant_threads_quota",
-	    [TENANT_REFUSED_RUNS] = "tenant_runs_quota",
-	    [TENANT_REFUSED_OWNER] = "thread_forbidden",
+	    [TENANT_REFUSED_THREADS] = REASON_TENANT_THREADS_QUOTA,
+	    [TENANT_REFUSED_RUNS] = REASON_TENANT_RUNS_QUOTA,
+	    [TENANT_REFUSED_OWNER] = REASON_THREAD_FORBIDDEN,
 	};
 	if (c->n_tenants == 0 && c->n_tenant_usage == 0)
 		return;
@@ -203,36 +248,13 @@ tenant_metrics(Coordinator *c, FILE *out)
 	for (size_t i = 0; i < c->n_tenant_usage; i++)
 		label(out, "runwarden_tenant_log_bytes", c->tenant_usage[i].tenant,
 		      c->tenant_usage[i].bytes);
-	fputs("# HELP runwarden_tenant_threads Threads a tenant owns.\n"
-	      "# TYPE runwarden_tenant_threads gauge\n",
-	      out);
-	for (size_t i = 0; i < c->n_tenants; i++)
-		label(out, "runwarden_tenant_threads", c->tenants[i].name, c->tenants[i].threads);
-	fputs("# HELP runwarden_tenant_runs_running A tenant's runs driven now.\n"
-	      "# TYPE runwarden_tenant_runs_running gauge\n",
-	      out);
-	for (size_t i = 0; i < c->n_tenants; i++)
-		label(out, "runwarden_tenant_runs_running", c->tenants[i].name,
-		      tenant_running(c, c->tenants[i].name));
-	fputs("# HELP runwarden_tenant_sandboxes A tenant's runs holding a sandbox.\n"
-	      "# TYPE runwarden_tenant_sandboxes gauge\n",
-	      out);
-	for (size_t i = 0; i < c->n_tenants; i++)
-		label(out, "runwarden_tenant_sandboxes", c->tenants[i].name,
-		      tenant_sandboxes(c, c->tenants[i].name, false));
-	fputs("# HELP runwarden_tenant_sandboxes_queued A tenant's runs waiting for a sandbox "
-	      "slot.\n"
-	      "# TYPE runwarden_tenant_sandboxes_queued gauge\n",
-	      out);
-	for (size_t i = 0; i < c->n_tenants; i++)
-		label(out, "runwarden_tenant_sandboxes_queued", c->tenants[i].name,
-		      tenant_sandboxes(c, c->tenants[i].name, true));
-	fputs("# HELP runwarden_tenant_runs_started_total Runs a tenant started.\n"
-	      "# TYPE runwarden_tenant_runs_started_total counter\n",
-	      out);
-	for (size_t i = 0; i < c->n_tenants; i++)
-		label(out, "runwarden_tenant_runs_started_total", c->tenants[i].name,
-		      c->tenants[i].runs_started);
+	for (size_t f = 0; f < ELEMENTSOF(tenant_families); f++) {
+		fprintf(out, "# HELP %s %s\n# TYPE %s %s\n", tenant_families[f].name,
+			tenant_families[f].help, tenant_families[f].name, tenant_families[f].type);
+		for (size_t i = 0; i < c->n_tenants; i++)
+			label(out, tenant_families[f].name, c->tenants[i].name,
+			      tenant_families[f].value(c, &c->tenants[i]));
+	}
 	fputs("# HELP runwarden_tenant_refused_total A tenant's requests refused by a quota or "
 	      "the thread's owner, by code.\n"
 	      "# TYPE runwarden_tenant_refused_total counter\n",

@@ -1,8 +1,8 @@
 /* SPDX-License-Identifier: MIT */
 /*
  * routes-chat.c — /chat, the AG-UI endpoint the stock connection adapters of
- * @tanstack/ai-client talk to with no code of the user's (docs/API.md in the
- * README, "Use it from TanStack AI"):
+ * @tanstack/ai-client talk to with no code of the user's (docs/GUIDE.md,
+ * "Use it from TanStack AI"):
  *
  *   POST /chat                 a RunAgentInput body → 200 text/event-stream,
  *                              `id: <seq>` + `data: <the bare chunk>` per event,

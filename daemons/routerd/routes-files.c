@@ -18,8 +18,8 @@
  *
  * The path is everything after "/files/", percent-decoded as one string (%2F is
  * a slash like '/'); a bad escape or %00 is 400 invalid_path here, everything
- * else is checked by the shim, whose ERROR reason picks the status (routes.c,
- * coord_reasons).
+ * else is checked by the shim, whose ERROR reason picks the status
+ * (reasons.def, through routes_coord_reason()).
  */
 #include "config.h"
 

@@ -16,7 +16,7 @@
  * application/json (415). docs/SECURITY.md says why.
  *
  * Coordinator errors map to statuses in one place: an ERROR's reason
- * (docs/PROTOCOL.md "Errors") through the one table coord_reasons, its text
+ * (docs/PROTOCOL.md "Errors") through the one table common/proto/reasons.def, its text
  * the ERROR's message; without a reason known there (routes_coord_error), by
  * errno: -EINVAL 400, -EPERM 403 harness_forbidden (RUN_START with a harness
  * the token may not use), -ENOENT 404, -EBUSY 409 conflict, -ETIME 504
@@ -189,67 +189,10 @@ routes_unavailable(HttpConn *c)
 	http_respond_error(c, 503, "unavailable", "coordinator unavailable");
 }
 
-/* ERROR reasons → HTTP status and JSON code. The text is the ERROR's message. */
-static const struct {
-	const char *reason;
-	int status;
-	const char *code;
-} coord_reasons[] = {
-    /* the snapshot/restore jobs (shim) */
-    {"not_a_backup_record", 400, "not_a_backup_record"},
-    {"backup_not_found", 404, "backup_not_found"},
-    /* a sandbox asked for an image the host does not have (shim, docs/IMAGES.md) */
-    {"image_not_found", 404, "image_not_found"},
-    {"thread_busy", 409, "conflict"},
-    {"not_restorable", 422, "not_restorable"},
-    {"restore_rejected", 422, "restore_rejected"},
-    {"too_many_jobs", 429, "too_many_jobs"},
-    {"job_killed", 500, "job_killed"},
-    {"job_timeout", 504, "job_timeout"},
-    /* the file API (shim, coordinatord) */
-    {"bad_request", 400, "bad_request"},
-    {"invalid_path", 400, "invalid_path"},
-    {"escape", 400, "escape"},
-    {"permission_denied", 403, "permission_denied"},
-    {"not_found", 404, "not_found"},
-    {"is_directory", 409, "is_directory"},
-    {"exists", 409, "exists"},
-    {"not_empty", 409, "not_empty"},
-    {"busy", 409, "busy"},
-    {"reuse_none", 409, "reuse_none"},
-    /* the sandbox API (shim-state.c) */
-    {"sandbox_not_found", 404, "sandbox_not_found"},
-    {"snapshot_not_found", 404, "snapshot_not_found"},
-    {"watch_expired", 410, "watch_expired"},
-    {"too_many_watches", 429, "too_many_watches"},
-    {"too_large", 413, "too_large"},
-    {"not_a_regular_file", 415, "not_a_regular_file"},
-    {"overloaded", 503, "overloaded"},
-    {"shim_unavailable", 503, "unavailable"},
-    {"no_space", 507, "no_space"},
-    /* tenants (coordinatord's tenant.c) */
-    {"thread_forbidden", 403, "thread_forbidden"},
-    {"tenant_threads_quota", 429, "tenant_threads_quota"},
-    {"tenant_runs_quota", 429, "tenant_runs_quota"},
-    {"tenant_execs_quota", 429, "tenant_execs_quota"},
-    {"tenant_backup_quota", 429, "tenant_backup_quota"},
-    /* the sandbox API's execs (coordinatord's sandbox-exec.c) */
-    {"process_not_found", 404, "process_not_found"},
-    {"stdin_too_large", 413, "stdin_too_large"},
-    {"too_many_execs", 429, "too_many_execs"},
-    {"sandbox_error", 500, "sandbox_error"},
-    {"not_supported_in_cluster", 501, "not_supported_in_cluster"},
-    /* the sandbox API (coordinatord's egress.c) */
-    {"egress_forbidden", 403, "egress_forbidden"},
-    /* cluster mode (coordinatord's placement.c, replicate.c) */
-    {"not_owner", 409, "not_owner"},
-    {"cluster_unavailable", 503, "unavailable"},
-    {"owner_unreachable", 503, "owner_unreachable"},
-    {"replication_failed", 503, "unavailable"},
-};
-
-/* Answer an ERROR by its reason; false (nothing sent) when it has none in
- * coord_reasons: the caller falls back to the errno. */
+/* Answer an ERROR by its reason (reasons.def: the HTTP status and code; the
+ * text is the ERROR's message, else the row's help); false (nothing sent)
+ * when it has none or one of a newer peer: the caller falls back to the
+ * errno. */
 bool
 routes_coord_reason(HttpConn *c, const msgpack_object *body)
 {
@@ -258,17 +201,13 @@ routes_coord_reason(HttpConn *c, const msgpack_object *body)
 	size_t ml = 0;
 	const char *m;
 
-	if (!reason)
+	const PeerReasonInfo *row = peer_reason_lookup(reason);
+	if (!row)
 		return false;
-	for (size_t i = 0; i < ELEMENTSOF(coord_reasons); i++)
-		if (streq(reason, coord_reasons[i].reason)) {
-			m = coord_error_message(body, &ml);
-			snprintf(msg, sizeof(msg), "%.*s", (int)(m ? ml : 0), m ? m : "");
-			http_respond_error(c, coord_reasons[i].status, coord_reasons[i].code,
-					   m ? msg : coord_reasons[i].code);
-			return true;
-		}
-	return false;
+	m = coord_error_message(body, &ml);
+	snprintf(msg, sizeof(msg), "%.*s", (int)(m ? ml : 0), m ? m : "");
+	http_respond_error(c, row->status, row->code, m ? msg : row->help);
+	return true;
 }
 
 void

@@ -476,7 +476,7 @@ def replica_view(lab, server):
 
 
 def events_of(h, payload):
-    """[(seq, bytes)] of one RW_RUNS message (common/cluster/cluster-msg.c):
+    """[(seq, bytes)] of one RW_RUNS message (daemons/coordinatord/cluster/cluster-msg.c):
     one event (Rw-Seq), or Rw-Count netstrings from Rw-First."""
     if "Rw-Seq" in h:
         return [(int(h["Rw-Seq"]), payload)]

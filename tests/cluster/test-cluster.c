@@ -1,6 +1,6 @@
 /* SPDX-License-Identifier: MIT */
 /*
- * test-cluster — common/cluster/ against a real 3-server NATS JetStream
+ * test-cluster — daemons/coordinatord/cluster/ against a real 3-server NATS JetStream
  * cluster on loopback (tests/cluster/natscluster.py starts it in the group
  * setup and stops it in the teardown). Without nats-server the setup fails,
  * and so does the program: a cluster test that cannot run is a failure.

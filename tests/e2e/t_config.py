@@ -101,6 +101,25 @@ def test_harness_egress_allow_private():
             (bad, p.stderr)
 
 
+def test_long_lines_are_read_whole_and_a_too_long_one_names_its_line():
+    """A harness command with a few arguments passes inih's default 200 bytes:
+    the line is read whole (a cut one is a JSON array without its end, and
+    its rest a syntax error on the next line); a line over the parser's
+    64 KiB is an error naming its own line and key, not the next."""
+    args = ", ".join(f'"--argument-number-{i}=some-value"' for i in range(12))
+    line = f'command = ["/usr/bin/python3", {args}]'
+    assert len(line) > 400
+    with tempfile.NamedTemporaryFile("w", suffix=".conf", delete=False) as f:
+        f.write(f"[harness.long]\nadapter = shell\n{line}\ntimeout_ms = 1000\n")
+    try:
+        p = run("coordinatord", "--check-config", "--config", f.name)
+        assert p.returncode == 0, p.stderr
+    finally:
+        os.unlink(f.name)
+    check_error("[runwarden]\nlog_level = info\n\nmax_frame = " + "1" * 70000 + "\nnope = 1\n",
+                "4: max_frame: the line is longer than 65536 bytes")
+
+
 def test_missing_explicit_config_is_an_error():
     for d in DAEMONS:
         p = run(d, "--check-config", "--config", "/nonexistent/runwarden.conf")

@@ -15,7 +15,7 @@ import os
 import signal
 import time
 
-from t_snapjob import (Background, backups, comm, job_child, ls, restore, run_ok,
+from t_snapshot_jobs import (Background, backups, comm, job_child, ls, restore, run_ok,
                        sandbox_id, snapshot, workspace_parent)
 
 COORD_TIMEOUT_MS = 3000

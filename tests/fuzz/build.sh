@@ -53,10 +53,10 @@ objs() {
 }
 
 mapfile -t common < <(objs common; objs common/proto)
-# common/cluster: the [cluster] keys' validators (libcommon) and the JetStream
-# layer coordinatord's replicate.c and placement.c call (libnats; no fuzz
-# input reaches it: without [cluster] nats it is never started)
-mapfile -t -O "${#common[@]}" common < <(objs common/cluster)
+# daemons/coordinatord/cluster: the JetStream layer coordinatord's replicate.c
+# and placement.c call (libnats; no fuzz input reaches it: without [cluster]
+# nats it is never started)
+mapfile -t -O "${#common[@]}" common < <(objs daemons/coordinatord/cluster)
 mapfile -t router < <(objs daemons/routerd main.c)
 router+=("$(obj "$top/tests/fuzz/fuzz-common.c" -I"$top/daemons/routerd")")
 # coordinatord without main.c; commit.c and coordinator.c are included by the

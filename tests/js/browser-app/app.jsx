@@ -1,6 +1,6 @@
 // SPDX-License-Identifier: MIT
 // A TanStack AI app as a developer writes it: stock useChat, the connection
-// from @runwarden/tanstack-client (the README's snippets), no other glue.
+// from @runwarden/tanstack-client (docs/GUIDE.md's "Use it from TanStack AI" snippets), no other glue.
 // Query: transport=sse|ndjson|ws, base=<runwarden URL or '' for same origin>,
 // thread=<threadId>, token=<token>.
 import React, { useState } from 'react'

@@ -1,6 +1,6 @@
 /* SPDX-License-Identifier: MIT */
 /*
- * test-cluster-conf.c — common/cluster/cluster-conf.c: the [cluster] values
+ * test-cluster-conf.c — common/cluster-conf.c: the [cluster] values
  * the table accepts (URLs, node names), the keys that bound each other, the
  * node name's default, and the section through the real parser (file:line).
  */
@@ -15,7 +15,7 @@
 
 #include <cmocka.h>
 
-#include "cluster/cluster-conf.h"
+#include "cluster-conf.h"
 #include "conf-parser.h"
 #include "macro.h"
 #include "shared-conf.h"

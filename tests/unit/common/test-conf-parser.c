@@ -9,6 +9,7 @@
 #include "config.h"
 
 #include <errno.h>
+#include <fcntl.h>
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stdbool.h>
@@ -250,6 +251,74 @@ test_conf_parser_line_numbers(void **state)
 		     "t.conf:5: nope: unknown key in [coordinatord]");
 	expect_error(c, "\n\n\n\n\n\n\n\n\n\n[coordinatord]\nport = 70000",
 		     "t.conf:12: port: '70000' out of range (1..65535)");
+}
+
+/* A line of `len` bytes of text: "name = xxx…" (then a newline). */
+static char *
+long_line(const char *key, size_t len)
+{
+	char *l = malloc(len + 1);
+	assert_non_null(l);
+	int k = snprintf(l, len + 1, "%s = ", key);
+	memset(l + k, 'x', len - (size_t)k);
+	l[len] = '\0';
+	return l;
+}
+
+/* Lines longer than inih's default 200 bytes are read whole, up to
+ * CONF_LINE_MAX; a longer one is an error naming its own line and key (not the
+ * next line, as a cut line would), from a string and from a file. */
+static void
+test_conf_parser_long_lines(void **state)
+{
+	TConf *c = *state;
+	char err[256] = "", path[] = "/tmp/test-conf-parser-XXXXXX";
+	static const size_t ok_lens[] = {199, 200, 201, 1000, 4096, CONF_LINE_MAX};
+
+	for (size_t i = 0; i < ELEMENTSOF(ok_lens); i++) {
+		char *l = long_line("name", ok_lens[i]), *text = NULL;
+		assert_true(asprintf(&text, "[coordinatord]\n%s\nport = 9\n", l) > 0);
+		int r = conf_load_string(items, N_ITEMS, c, "t.conf", text, err, sizeof(err));
+		if (r < 0)
+			fail_msg("a line of %zu bytes: %s", ok_lens[i], err);
+		assert_int_equal(strlen(c->name), ok_lens[i] - strlen("name = "));
+		assert_int_equal(c->port, 9);
+		c->port = 1;
+		free(text);
+		free(l);
+	}
+
+	char *l = long_line("name", CONF_LINE_MAX + 1), *text = NULL, want[256];
+	snprintf(want, sizeof(want), "t.conf:3: name: the line is longer than %d bytes",
+		 CONF_LINE_MAX);
+	assert_true(asprintf(&text, "[coordinatord]\n\n%s\nport = 9\n", l) > 0);
+	expect_error(c, text, want);
+	/* and without a newline at its end, from a file */
+	int fd = mkstemp(path);
+	assert_true(fd >= 0);
+	free(text);
+	assert_true(asprintf(&text, "[coordinatord]\nport = 9\n\n%s", l) > 0);
+	assert_int_equal(write(fd, text, strlen(text)), (ssize_t)strlen(text));
+	close(fd);
+	assert_int_equal(conf_load_file(items, N_ITEMS, c, path, err, sizeof(err)), -EINVAL);
+	snprintf(want, sizeof(want), "%s:4: name: the line is longer than %d bytes", path,
+		 CONF_LINE_MAX);
+	assert_string_equal(err, want);
+	/* a long line in a file is read whole */
+	free(l);
+	l = long_line("name", 5000);
+	fd = open(path, O_WRONLY | O_TRUNC | O_CLOEXEC);
+	assert_true(fd >= 0);
+	free(text);
+	assert_true(asprintf(&text, "[coordinatord]\n%s\nport = 77\n", l) > 0);
+	assert_int_equal(write(fd, text, strlen(text)), (ssize_t)strlen(text));
+	close(fd);
+	assert_int_equal(conf_load_file(items, N_ITEMS, c, path, err, sizeof(err)), 0);
+	assert_int_equal(strlen(c->name), 5000 - strlen("name = "));
+	assert_int_equal(c->port, 77);
+	unlink(path);
+	free(text);
+	free(l);
 }
 
 static void
@@ -582,6 +651,7 @@ main(void)
 	    cmocka_unit_test_setup_teardown(test_conf_parser_layering, setup, teardown),
 	    cmocka_unit_test_setup_teardown(test_conf_parser_errors, setup, teardown),
 	    cmocka_unit_test_setup_teardown(test_conf_parser_line_numbers, setup, teardown),
+	    cmocka_unit_test_setup_teardown(test_conf_parser_long_lines, setup, teardown),
 	    cmocka_unit_test_setup_teardown(test_conf_parser_ignores_other_daemons, setup,
 					    teardown),
 	    cmocka_unit_test(test_conf_parser_parse_size),

@@ -1,12 +1,18 @@
 /* SPDX-License-Identifier: MIT */
 /*
- * test-proto.c — common/proto/proto.c and messages.def against docs/PROTOCOL.md.
+ * test-proto.c — common/proto/proto.c and messages.def, and reasons.def,
+ * against docs/PROTOCOL.md.
  *
  * The test expands messages.def itself, so a row added there is checked
  * without touching this file: it must have a name, be valid, keep its
  * direction, and be documented as a "### NAME" heading in docs/PROTOCOL.md.
  * The document is found through $RW_PROTOCOL_MD, else TOP_SRCDIR (set by
  * tests/unit/unit.am).
+ *
+ * reasons.def the same way: every row is a valid wire name with an HTTP
+ * status and code, and stands in one of PROTOCOL.md's reason tables (those
+ * whose header begins "| reason | errno | HTTP |") with that status and
+ * code; every reason those tables name is a row.
  */
 #include "config.h"
 
@@ -26,6 +32,7 @@
 
 #include "macro.h"
 #include "proto.h"
+#include "reasons.h"
 
 #ifndef TOP_SRCDIR
 #define TOP_SRCDIR "."
@@ -354,6 +361,135 @@ test_proto_roles(void **state)
 	assert_int_equal(peer_role_from_name(""), -EINVAL);
 }
 
+static bool
+reason_name_valid(const char *n)
+{
+	size_t len = strlen(n);
+	if (len == 0 || len >= 32)
+		return false;
+	for (size_t i = 0; i < len; i++)
+		if (!(islower((unsigned char)n[i]) || isdigit((unsigned char)n[i]) || n[i] == '_'))
+			return false;
+	return true;
+}
+
+static void
+test_reasons_rows_valid(void **state)
+{
+	for (size_t i = 0; i < _PEER_REASON_MAX; i++) {
+		const PeerReasonInfo *r = &peer_reasons[i];
+		assert_non_null(r->name);
+		if (!reason_name_valid(r->name))
+			fail_msg("reasons.def: '%s' is not a wire name ([a-z0-9_], < 32)", r->name);
+		assert_ptr_equal(peer_reason_lookup(r->name), r); /* unique */
+		assert_true(r->status >= 400 && r->status <= 599);
+		assert_true(reason_name_valid(r->code));
+		assert_true(r->help && r->help[0]);
+		assert_true(r->errnos[0] > 0);
+	}
+	assert_null(peer_reason_lookup("no_such_reason"));
+	assert_null(peer_reason_lookup(NULL));
+	assert_string_equal(REASON_THREAD_BUSY, "thread_busy");
+	assert_int_equal(peer_reason_lookup(REASON_UNAVAILABLE)->status, 503);
+}
+
+static void
+test_reasons_of_errno(void **state)
+{
+	static const PeerReasonId ids[] = {PEER_REASON_INVALID_PATH, PEER_REASON_NOT_FOUND,
+					   PEER_REASON_BUSY, PEER_REASON_OVERLOADED};
+	assert_string_equal(peer_reason_of_errno(-EINVAL, ids, ELEMENTSOF(ids), "x"),
+			    "invalid_path");
+	assert_string_equal(peer_reason_of_errno(-ENOTDIR, ids, ELEMENTSOF(ids), "x"), "not_found");
+	/* the first row that lists it wins: busy before overloaded */
+	assert_string_equal(peer_reason_of_errno(-EBUSY, ids, ELEMENTSOF(ids), "x"), "busy");
+	assert_string_equal(peer_reason_of_errno(EBUSY, ids, ELEMENTSOF(ids), "x"), "busy");
+	assert_string_equal(peer_reason_of_errno(-EIO, ids, ELEMENTSOF(ids), "internal"),
+			    "internal");
+}
+
+/* Check one reason table row of PROTOCOL.md ("| `a`, `b` | errno | 503 `code` |
+ * …"); marks the rows it names in seen[]. The number of problems. */
+static int
+check_reason_line(const char *line, size_t len, bool seen[])
+{
+	char buf[2048];
+	int bad = 0;
+
+	snprintf(buf, sizeof(buf), "%.*s", (int)MIN(len, sizeof(buf) - 1), line);
+	char *c1 = buf + 1, *c2 = strchr(c1, '|'), *c3 = c2 ? strchr(c2 + 1, '|') : NULL;
+	char *c4 = c3 ? strchr(c3 + 1, '|') : NULL;
+	if (!c4) {
+		print_error("docs/PROTOCOL.md: a reason table row without 3 cells: %s\n", buf);
+		return 1;
+	}
+	*c2 = *c4 = '\0';
+	int status = (int)strtol(c3 + 1, NULL, 10);
+	char code[64] = "";
+	const char *q = strchr(c3 + 1, '`');
+	if (q)
+		snprintf(code, sizeof(code), "%.*s", (int)strcspn(q + 1, "`"), q + 1);
+	int names = 0;
+	for (char *p = strchr(c1, '`'); p; p = strchr(p, '`')) {
+		char name[64];
+		size_t n = strcspn(p + 1, "`");
+		snprintf(name, sizeof(name), "%.*s", (int)n, p + 1);
+		p += n + 2;
+		names++;
+		const PeerReasonInfo *r = peer_reason_lookup(name);
+		if (!r) {
+			print_error("docs/PROTOCOL.md documents reason '%s', not in reasons.def\n",
+				    name);
+			bad++;
+			continue;
+		}
+		seen[r - peer_reasons] = true;
+		if (r->status != status || !streq(r->code, code)) {
+			print_error(
+			    "docs/PROTOCOL.md: reason '%s' is HTTP %d '%s' there, %d '%s' in "
+			    "reasons.def\n",
+			    name, status, code, r->status, r->code);
+			bad++;
+		}
+	}
+	if (names == 0) {
+		print_error("docs/PROTOCOL.md: a reason table row names no reason: %s\n", buf);
+		bad++;
+	}
+	return bad;
+}
+
+static void
+test_reasons_documented_in_protocol_md(void **state)
+{
+	char *doc = read_protocol_md();
+	bool seen[_PEER_REASON_MAX] = {false};
+	int bad = 0, tables = 0;
+
+	for (const char *line = strstr(doc, "\n| reason | errno | HTTP |"); line;
+	     line = strstr(line, "\n| reason | errno | HTTP |")) {
+		tables++;
+		line = strchr(line + 1, '\n');		     /* the header */
+		line = line ? strchr(line + 1, '\n') : NULL; /* the |---| line */
+		while (line && line[1] == '|') {
+			const char *end = strchr(line + 1, '\n');
+			size_t len = end ? (size_t)(end - line - 1) : strlen(line + 1);
+			bad += check_reason_line(line + 1, len, seen);
+			line = end;
+		}
+	}
+	assert_true(tables >= 1);
+	for (size_t i = 0; i < _PEER_REASON_MAX; i++)
+		if (!seen[i]) {
+			print_error("docs/PROTOCOL.md: reason '%s' (reasons.def) is in no reason "
+				    "table\n",
+				    peer_reasons[i].name);
+			bad++;
+		}
+	free(doc);
+	assert_int_equal(bad, 0);
+}
+
 int
 main(void)
 {
@@ -362,6 +498,9 @@ main(void)
 	    cmocka_unit_test(test_proto_invalid_types),
 	    cmocka_unit_test(test_proto_heading_matcher),
 	    cmocka_unit_test(test_proto_documented_in_protocol_md),
+	    cmocka_unit_test(test_reasons_rows_valid),
+	    cmocka_unit_test(test_reasons_of_errno),
+	    cmocka_unit_test(test_reasons_documented_in_protocol_md),
 	    cmocka_unit_test(test_proto_msg_allowed_directions),
 	    cmocka_unit_test(test_proto_undeclared_is_refused),
 	    cmocka_unit_test(test_proto_roles),

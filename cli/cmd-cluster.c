@@ -1,6 +1,6 @@
 /* SPDX-License-Identifier: MIT */
 /*
- * cluster-status.c — `runwarden cluster status`: the cluster's nodes, their
+ * cmd-cluster.c — `runwarden cluster status`: the cluster's nodes, their
  * load and the threads each owns, read from NATS JetStream directly
  * (docs/CLUSTER.md "runwarden cluster status").
  *
@@ -29,7 +29,7 @@
 #include <string.h>
 #include <unistd.h>
 
-#include "cluster-status.h"
+#include "cli.h"
 #include "cluster.h"
 #include "conf-parser.h"
 #include "log.h"
@@ -139,7 +139,7 @@ print_text(json_t *nodes, json_t *threads, bool list_threads)
 }
 
 int
-cmd_cluster(int argc, char **argv, bool json_out)
+cmd_cluster(int argc, char **argv)
 {
 	static const struct option opts[] = {
 	    {"config", required_argument, NULL, 'c'},
@@ -161,7 +161,7 @@ cmd_cluster(int argc, char **argv, bool json_out)
 			n_paths++;
 			break;
 		case 'a': list_threads = true; break;
-		case 'j': json_out = true; break;
+		case 'j': cli.json = true; break;
 		default: return 2;
 		}
 	}
@@ -233,7 +233,7 @@ cmd_cluster(int argc, char **argv, bool json_out)
 	if (r < 0)
 		fprintf(stderr, "runwarden: cluster status: cannot read the cluster (%s): %s\n",
 			cc->nats, strerror(-r));
-	else if (json_out) {
+	else if (cli.json) {
 		json_auto_t *out =
 		    json_pack("{s:O, s:O}", "nodes", nodes.kv, "threads", threads.kv);
 		char *s = json_dumps(out, JSON_INDENT(2) | JSON_SORT_KEYS);

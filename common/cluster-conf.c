@@ -160,22 +160,3 @@ cluster_conf_node_name(const ClusterConf *c, char *buf, size_t len)
 	strcpy(buf, host);
 	return 0;
 }
-
-ClusterOptions
-cluster_conf_options(const ClusterConf *c, char *const *urls, const char *node)
-{
-	return (ClusterOptions){
-	    .servers = (const char *const *)urls,
-	    .node = node,
-	    .replicas = (int)c->replicas,
-	    .creds = c->creds,
-	    .tls_ca = c->tls_ca,
-	    .tls_cert = c->tls_cert,
-	    .tls_key = c->tls_key,
-	    .heartbeat_ms = c->heartbeat_ms,
-	    .node_ttl_ms = c->node_ttl_ms,
-	    .loop_stall_max_ms = c->loop_stall_max_ms,
-	    .ping_interval_ms = c->ping_interval_ms,
-	    .max_pings_out = (int)c->max_pings_out,
-	};
-}

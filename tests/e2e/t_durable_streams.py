@@ -1,5 +1,5 @@
 # SPDX-License-Identifier: MIT
-"""Issue 13 part 2: GET|HEAD /ds/v1/threads/{threadId}/runs/{runId} is a
+"""GET|HEAD /ds/v1/threads/{threadId}/runs/{runId} is a
 Durable Streams JSON-mode stream. The real @durable-streams/client (catch-up,
 long-poll, SSE) and @durable-streams/tanstack-ai-transport (snapshot,
 subscribe) read a finished and a live run (tests/js/ds-read.mjs); raw HTTP

@@ -1,6 +1,6 @@
 /* SPDX-License-Identifier: MIT */
 /*
- * cluster-internal.h — shared by the files of common/cluster/ only.
+ * cluster-internal.h — shared by the files of daemons/coordinatord/cluster/ only.
  *
  * Three queues of Jobs: two work lanes (each run by a worker thread of its
  * own: exec, which may block on NATS) — the main lane, in submission order,

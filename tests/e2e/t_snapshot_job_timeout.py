@@ -6,7 +6,7 @@ import json
 import os
 import signal
 
-from t_snapjob import Background, backups, comm, job_child, ls, no_leftovers, run_ok, snapshot
+from t_snapshot_jobs import Background, backups, comm, job_child, ls, no_leftovers, run_ok, snapshot
 
 SUITE_CONF = """[containerd-shim]
 snapshot_timeout_ms = 1500

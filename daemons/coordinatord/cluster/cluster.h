@@ -83,6 +83,8 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include "cluster-conf.h"
+
 struct event_base;
 typedef struct Cluster Cluster;
 
@@ -142,6 +144,12 @@ typedef struct ClusterOptions {
 	bool set_max_age;
 	int64_t max_age_ms;
 } ClusterOptions;
+
+/* The library's options for this configuration (cluster_new()): servers
+ * (urls from cluster_conf_urls(), still the caller's), node, replicas,
+ * credentials and TLS files, heartbeat_ms and node_ttl_ms; the caller sets
+ * what its use differs in (connect_wait_ms, watch_nodes, no heartbeats). */
+ClusterOptions cluster_conf_options(const ClusterConf *c, char *const *urls, const char *node);
 
 typedef struct ClusterCallbacks {
 	/* The readiness changed (any thread's view of it is cluster_state()). */

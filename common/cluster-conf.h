@@ -9,15 +9,14 @@
  * called by each daemon's *_conf_load() after the files are layered.
  *
  * This file has no libnats dependency: it is part of libcommon, so that every
- * daemon validates the section whether or not it links common/cluster/.
+ * daemon validates the section whether or not it links the cluster library
+ * (daemons/coordinatord/cluster/, which turns it into ClusterOptions).
  */
 #pragma once
 
 #include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
-
-#include "cluster.h"
 
 typedef struct ClusterConf {
 	char *nats;		   /* comma-separated nats:// or tls:// URLs; "" = no cluster */
@@ -70,9 +69,3 @@ int cluster_conf_node_name(const ClusterConf *c, char *buf, size_t len);
 /* Split nats into a NULL-terminated vector of URLs (caller frees with
  * strv_free()). 0 or -ENOMEM/-EINVAL. */
 int cluster_conf_urls(const ClusterConf *c, char ***ret);
-
-/* The library's options for this configuration (cluster_new()): servers
- * (urls from cluster_conf_urls(), still the caller's), node, replicas,
- * credentials and TLS files, heartbeat_ms and node_ttl_ms; the caller sets
- * what its use differs in (connect_wait_ms, watch_nodes, no heartbeats). */
-ClusterOptions cluster_conf_options(const ClusterConf *c, char *const *urls, const char *node);

@@ -1,5 +1,5 @@
 # SPDX-License-Identifier: MIT
-"""Issue 2's slice: POST /runs, GET /runs/{id}, the WebSocket tail, the shell
+"""A run end to end: POST /runs, GET /runs/{id}, the WebSocket tail, the shell
 harness in a real sandbox, durable seqs, resume with lastSeq, JSON errors."""
 import json
 import socket

@@ -1,0 +1,70 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * test-buf.c — common/buf.c: appends keep the data NUL-terminated and
+ * whole across growth; reserve leaves room; a size that would overflow is
+ * -EFBIG with the buffer unchanged; done empties it (NULL-safe).
+ */
+#include "config.h"
+
+#include <errno.h>
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <string.h>
+
+#include <cmocka.h>
+
+#include "buf.h"
+
+static void
+test_buf_appends(void **state)
+{
+	Buf b = {0};
+	char chunk[100];
+
+	assert_int_equal(buf_append(&b, "", 0), 0);
+	assert_non_null(b.data);
+	assert_string_equal(b.data, "");
+	for (int i = 0; i < 1000; i++) {
+		memset(chunk, 'a' + i % 26, sizeof(chunk));
+		assert_int_equal(buf_append(&b, chunk, sizeof(chunk)), 0);
+	}
+	assert_int_equal(b.len, 100000);
+	assert_int_equal(strlen(b.data), 100000);
+	assert_true(b.cap > b.len);
+	for (int i = 0; i < 1000; i++)
+		assert_int_equal(b.data[i * 100 + 99], 'a' + i % 26);
+	buf_done(&b);
+	assert_null(b.data);
+	assert_int_equal(b.len, 0);
+	buf_done(NULL);
+}
+
+static void
+test_buf_reserve_and_overflow(void **state)
+{
+	Buf b = {0};
+
+	assert_int_equal(buf_reserve(&b, 5000), 0);
+	assert_true(b.cap >= 5001);
+	assert_int_equal(b.len, 0);
+	size_t cap = b.cap;
+	assert_int_equal(buf_append(&b, "xyz", 3), 0);
+	assert_int_equal(b.cap, cap); /* no growth while it fits */
+	assert_int_equal(buf_reserve(&b, SIZE_MAX - 2), -EFBIG);
+	assert_int_equal(buf_append(&b, "x", SIZE_MAX / 2), -EFBIG);
+	assert_int_equal(b.len, 3);
+	assert_string_equal(b.data, "xyz");
+	buf_done(&b);
+}
+
+int
+main(void)
+{
+	const struct CMUnitTest tests[] = {
+	    cmocka_unit_test(test_buf_appends),
+	    cmocka_unit_test(test_buf_reserve_and_overflow),
+	};
+	return cmocka_run_group_tests(tests, NULL, NULL);
+}
