@@ -21,7 +21,7 @@
 
 #include <cmocka.h>
 
-#include "coordinatord.h"
+#include "run.h"
 #include "json-util.h"
 #include "macro.h"
 

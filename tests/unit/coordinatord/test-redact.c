@@ -17,7 +17,7 @@
 
 #include <cmocka.h>
 
-#include "coordinatord.h"
+#include "commit.h"
 #include "json-util.h"
 #include "macro.h"
 
