@@ -62,6 +62,40 @@ int handle_run_open(Peer *p, const Frame *f, const Msg_RUN_OPEN *m, void *ud);
 int handle_run_append(Peer *p, const Frame *f, const Msg_RUN_APPEND *m, void *ud);
 int handle_run_finish(Peer *p, const Frame *f, const Msg_RUN_FINISH *m, void *ud);
 
+/* egress.c: a sandbox's own egress (docs/SANDBOX-API.md "Egress"). */
+typedef struct SandboxEgress SandboxEgress;
+/* The pseudo run id of a sandbox's egress proxy (SANDBOX_PROXY/UNLISTEN). */
+#define SANDBOX_EGRESS_RUN "sandbox-egress"
+/* For an exec of the sandbox API in thread_id's sandbox: append
+ * HTTPS_PROXY=… and https_proxy=… to the NULL-terminated vector *env when the
+ * thread has an egress proxy (PUT /sandboxes/{id}/egress); 2 when appended,
+ * 0 when it has none, -ENOMEM. */
+int sandbox_egress_env(Coordinator *c, const char *thread_id, char ***env);
+/* Forget thread_id's egress list (its sandbox destroyed); the shim closes
+ * the listener with the sandbox. */
+void sandbox_egress_forget(Coordinator *c, const char *thread_id);
+void sandbox_egress_free_all(Coordinator *c);
+int handle_sandbox_egress(Peer *p, const Frame *f, const Msg_SANDBOX_EGRESS *m, void *ud);
+/* The lists kept in <state_dir>/egress, read at start (names the operator no
+ * longer permits dropped). */
+void sandbox_egress_load(Coordinator *c);
+/* Whether thread_id has an egress list. */
+bool sandbox_egress_listed(Coordinator *c, const char *thread_id);
+/* The shim's connection is ready (again): proxies opened before may be gone. */
+void sandbox_egress_shim_ready(Coordinator *c);
+/* Whether thread_id has an egress list whose proxy may not be open in its
+ * sandbox sandbox_id now (created: the ENSURE made the sandbox anew). */
+bool sandbox_egress_stale(Coordinator *c, const char *thread_id, const char *sandbox_id,
+			  bool created);
+/* Open it again, one call a step (0: UNLISTEN, 1: PROXY on its port, 2: the
+ * PROXY's reply in body): 0 when the step's call went out (cb(…, ud) then),
+ * 1 when done, a negative errno. */
+int sandbox_egress_reopen(Coordinator *c, const char *thread_id, const char *sandbox_id, int step,
+			  const msgpack_object *body, PeerReplyFn cb, void *ud);
+/* The same five for the layers below (sandbox-exec.c), which reach them
+ * through Coordinator.egress: coordinator_new() sets it to these. */
+extern const SandboxEgressOps sandbox_egress_ops;
+
 /* coordinator.c */
 int coordinator_run(const DaemonArgs *args);
 /* commit.c's way up: the driver (runs) and the watchdog (usage). */

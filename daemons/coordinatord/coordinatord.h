@@ -203,6 +203,17 @@ typedef struct Op Op;
 typedef struct CommitHooks CommitHooks;
 typedef struct HarnessSet HarnessSet;
 
+/* What the sandbox API's execs (sandbox-exec.c) ask of a sandbox's egress
+ * proxy (egress.c; coordinator.h says what each does). */
+typedef struct SandboxEgressOps {
+	bool (*stale)(Coordinator *c, const char *thread_id, const char *sandbox_id, bool created);
+	int (*reopen)(Coordinator *c, const char *thread_id, const char *sandbox_id, int step,
+		      const msgpack_object *body, PeerReplyFn cb, void *ud);
+	int (*env)(Coordinator *c, const char *thread_id, char ***env);
+	bool (*listed)(Coordinator *c, const char *thread_id);
+	void (*shim_ready)(Coordinator *c);
+} SandboxEgressOps;
+
 struct Coordinator {
 	struct event_base *base;
 	CoordConf conf;
@@ -220,6 +231,10 @@ struct Coordinator {
 	 * RUN_CANCEL waiting), from run_free(); coordinator_new() sets it to
 	 * driver_run_teardown. NULL: nothing to undo. */
 	void (*run_teardown)(Run *run);
+	/* A sandbox's own egress proxy (egress.c, above the driver), as the
+	 * sandbox API's execs need it: coordinator_new() sets it to
+	 * &sandbox_egress_ops. NULL: no egress lists. */
+	const struct SandboxEgressOps *egress;
 	Peer *shim;	     /* the link's Peer once it said HELLO, else NULL */
 	PeerLink *shim_link; /* to containerd-shim: reconnects, HELLO deadline */
 	char shim_path[4096];

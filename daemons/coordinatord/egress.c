@@ -570,3 +570,11 @@ handle_sandbox_egress(Peer *p, const Frame *f, const Msg_SANDBOX_EGRESS *m, void
 }
 
 MSG_HANDLER(dispatch_again, SANDBOX_EGRESS, handle_sandbox_egress)
+
+const SandboxEgressOps sandbox_egress_ops = {
+    .stale = sandbox_egress_stale,
+    .reopen = sandbox_egress_reopen,
+    .env = sandbox_egress_env,
+    .listed = sandbox_egress_listed,
+    .shim_ready = sandbox_egress_shim_ready,
+};
