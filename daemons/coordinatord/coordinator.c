@@ -971,7 +971,7 @@ coordinator_new(const DaemonArgs *args, Coordinator **ret)
 	r = coordinator_open_runlog(c);
 	if (r < 0)
 		return r;
-	c->egress = &sandbox_egress_ops;
+	c->egress_ops = &sandbox_egress_ops;
 	sandbox_egress_load(c); /* the sandboxes' egress lists (egress.c) */
 
 	r = replicate_global_init(c); /* before the event base */

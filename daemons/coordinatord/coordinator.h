@@ -93,7 +93,7 @@ bool sandbox_egress_stale(Coordinator *c, const char *thread_id, const char *san
 int sandbox_egress_reopen(Coordinator *c, const char *thread_id, const char *sandbox_id, int step,
 			  const msgpack_object *body, PeerReplyFn cb, void *ud);
 /* The same five for the layers below (sandbox-exec.c), which reach them
- * through Coordinator.egress: coordinator_new() sets it to these. */
+ * through Coordinator.egress_ops: coordinator_new() sets it to these. */
 extern const SandboxEgressOps sandbox_egress_ops;
 
 /* coordinator.c */

@@ -234,7 +234,7 @@ struct Coordinator {
 	/* A sandbox's own egress proxy (egress.c, above the driver), as the
 	 * sandbox API's execs need it: coordinator_new() sets it to
 	 * &sandbox_egress_ops. NULL: no egress lists. */
-	const struct SandboxEgressOps *egress;
+	const struct SandboxEgressOps *egress_ops;
 	Peer *shim;	     /* the link's Peer once it said HELLO, else NULL */
 	PeerLink *shim_link; /* to containerd-shim: reconnects, HELLO deadline */
 	char shim_path[4096];

@@ -415,9 +415,10 @@ sbx_after_ensure(SbxExec *x, bool created)
 
 	/* its egress proxy (PUT …/egress) back first when the sandbox is new or
 	 * the shim or coordinatord restarted (egress.c) */
-	if (c->egress && c->egress->stale(c, x->thread_id, x->sandbox_id, created)) {
+	if (c->egress_ops && c->egress_ops->stale(c, x->thread_id, x->sandbox_id, created)) {
 		x->egress_step = 0;
-		k = c->egress->reopen(c, x->thread_id, x->sandbox_id, 0, NULL, sbx_egress_step, x);
+		k = c->egress_ops->reopen(c, x->thread_id, x->sandbox_id, 0, NULL, sbx_egress_step,
+					  x);
 		if (k == 0)
 			return;
 	}
@@ -431,8 +432,8 @@ sbx_egress_step(Peer *p, int err, const msgpack_object *body, void *ud)
 {
 	SbxExec *x = ud;
 	int k = err < 0 ? err
-			: x->c->egress->reopen(x->c, x->thread_id, x->sandbox_id, ++x->egress_step,
-					       body, sbx_egress_step, x);
+			: x->c->egress_ops->reopen(x->c, x->thread_id, x->sandbox_id,
+						   ++x->egress_step, body, sbx_egress_step, x);
 
 	if (k == 0)
 		return;
@@ -491,7 +492,7 @@ sbx_env(Coordinator *c, const char *thread_id, char *const *req, char ***ret)
 	size_t nb = ELEMENTSOF(base), np = 0;
 
 	/* the sandbox's egress proxy (PUT …/egress): HTTPS_PROXY, https_proxy */
-	if (c->egress && c->egress->env(c, thread_id, &proxy) < 0)
+	if (c->egress_ops && c->egress_ops->env(c, thread_id, &proxy) < 0)
 		goto oom;
 	while (proxy && proxy[np])
 		np++;
@@ -651,7 +652,7 @@ handle_sbx_exec(Peer *p, const Frame *f, const Msg_SBX_EXEC *m, void *ud)
 	 * another: refused, and started again after the ENSURE's answer. Not with
 	 * an egress list (its proxy may have to be opened again first). */
 	const char *known = c->sbx_ids ? strcache_get(c->sbx_ids, x->thread_id) : NULL;
-	if (known && !(c->egress && c->egress->listed(c, x->thread_id)) &&
+	if (known && !(c->egress_ops && c->egress_ops->listed(c, x->thread_id)) &&
 	    (x->sandbox_id = strdup(known))) {
 		x->early = true;
 		sbx_start(x); /* may drop x */
@@ -875,8 +876,8 @@ sbx_listed(Peer *p, int err, const msgpack_object *body, void *ud)
 void
 sbx_exec_shim_ready(Coordinator *c)
 {
-	if (c->egress)
-		c->egress->shim_ready(c);
+	if (c->egress_ops)
+		c->egress_ops->shim_ready(c);
 	/* Sent before any EXEC_START of this connection: the list holds only
 	 * execs started before, none of which is ours any more. */
 	(void)msg_call_EXEC_LIST(c->shim, &(Msg_EXEC_LIST){}, SHIM_CALL_TIMEOUT, sbx_listed, c);
