@@ -102,7 +102,7 @@ on_claimed(Cluster *cl, int err, const void *data, size_t len, void *userdata)
 	} else {
 		log_ctx_errno(LOG_WARNING, err, &lc,
 			      "Idempotency-Key not recorded in the cluster: %m");
-		(void)peer_deferred_error(TAKE_PTR(h->d), -EAGAIN, "cluster_unavailable",
+		(void)peer_deferred_error(TAKE_PTR(h->d), -EAGAIN, REASON_CLUSTER_UNAVAILABLE,
 					  "the cluster did not record the Idempotency-Key; the "
 					  "run was not started");
 	}
@@ -145,7 +145,7 @@ idem_cluster_run_start(Coordinator *c, Peer *p, const Frame *f, const char *thre
 	}
 	if (h)
 		hold_free(h);
-	(void)peer_reply_error_reason(p, f->req_id, -EAGAIN, "cluster_unavailable",
+	(void)peer_reply_error_reason(p, f->req_id, -EAGAIN, REASON_CLUSTER_UNAVAILABLE,
 				      "the cluster cannot record the Idempotency-Key now");
 	return true;
 }

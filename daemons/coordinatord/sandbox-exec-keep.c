@@ -193,7 +193,7 @@ handle_sbx_relay_poll(Peer *p, const Frame *f, const Msg_SBX_RELAY_POLL *m, void
 		    streq(y->thread_id, m->thread_id))
 			x = y;
 	if (!cl->forwarded || !x) {
-		peer_reply_error_reason(p, f->req_id, -ENOENT, "process_not_found",
+		peer_reply_error_reason(p, f->req_id, -ENOENT, REASON_PROCESS_NOT_FOUND,
 					"no exec of another node's on this stream");
 		return 0;
 	}
@@ -251,7 +251,7 @@ handle_sbx_exec_read(Peer *p, const Frame *f, const Msg_SBX_EXEC_READ *m, void *
 	uint64_t off[2];
 
 	if (!x || !x->background) {
-		peer_reply_error_reason(p, f->req_id, -ENOENT, "process_not_found",
+		peer_reply_error_reason(p, f->req_id, -ENOENT, REASON_PROCESS_NOT_FOUND,
 					x ? "only a background exec's output is kept"
 					  : "no such process");
 		return 0;

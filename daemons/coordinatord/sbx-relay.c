@@ -344,7 +344,7 @@ sbx_relay_input(Client *cl, Peer *p, const Frame *f, const Msg_SBX_EXEC_INPUT *m
 	if (!r)
 		return false;
 	if (!r->owner[0]) {
-		peer_reply_error_reason(p, f->req_id, -ENOENT, "process_not_found",
+		peer_reply_error_reason(p, f->req_id, -ENOENT, REASON_PROCESS_NOT_FOUND,
 					"the exec has not started yet");
 		return true;
 	}
@@ -372,7 +372,8 @@ sbx_relay_kill(Client *cl, Peer *p, const Frame *f, const Msg_SBX_EXEC_KILL *m)
 	if (!r)
 		return false;
 	if (m->signal <= 0 || m->signal >= NSIG) {
-		peer_reply_error_reason(p, f->req_id, -EINVAL, "bad_request", "unknown signal");
+		peer_reply_error_reason(p, f->req_id, -EINVAL, REASON_BAD_REQUEST,
+					"unknown signal");
 		return true;
 	}
 	if (!r->owner[0])
