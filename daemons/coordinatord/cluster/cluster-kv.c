@@ -68,7 +68,23 @@ ensure_stream(Cluster *c)
 	jsStreamInfo_Destroy(si);
 	if (s == NATS_OK || code == JSStreamNameExistErr) /* or another node was first */
 		return 0;
+	if (code == JSClusterNotAvailErr) /* lost its meta leader meanwhile: transient */
+		return -EAGAIN;
 	return cluster_errno(s, code, "add stream " CLUSTER_STREAM);
+}
+
+/* Whether JetStream answers "temporarily unavailable" (no meta leader: a
+ * cluster without quorum) about bucket's stream. */
+static bool
+js_unavailable(Cluster *c, const char *bucket)
+{
+	char stream[64];
+	jsStreamInfo *si = NULL;
+	jsErrCode code = 0;
+	snprintf(stream, sizeof(stream), "KV_%s", bucket);
+	natsStatus s = js_GetStreamInfo(&si, c->js, stream, NULL, &code);
+	jsStreamInfo_Destroy(si);
+	return s != NATS_OK && (code == JSClusterNotAvailErr || s == NATS_TIMEOUT);
 }
 
 static int
@@ -88,6 +104,8 @@ ensure_bucket(Cluster *c, const char *name, int64_t ttl_ms, kvStore **ret)
 	natsStatus s = js_CreateKeyValue(ret, c->js, &cfg);
 	if (s != NATS_OK && js_KeyValue(ret, c->js, name) == NATS_OK)
 		return 0; /* created meanwhile by another node */
+	if (s != NATS_OK && js_unavailable(c, name))
+		return -EAGAIN; /* no meta leader: transient (the create says no code) */
 	return cluster_errno(s, 0, name);
 }
 
@@ -104,7 +122,7 @@ no_direct_gets(Cluster *c, const char *bucket, kvStore **kv)
 	snprintf(stream, sizeof(stream), "KV_%s", bucket);
 	natsStatus s = js_GetStreamInfo(&si, c->js, stream, NULL, &code);
 	if (s != NATS_OK)
-		return cluster_errno(s, code, stream);
+		return code == JSClusterNotAvailErr ? -EAGAIN : cluster_errno(s, code, stream);
 	if (si->Config->AllowDirect) {
 		si->Config->AllowDirect = false;
 		s = js_UpdateStream(&si2, c->js, si->Config, NULL, &code);
