@@ -267,7 +267,8 @@ coord_on_ready(Peer *p, void *userdata)
 	else
 		log_debug("Connected to coordinatord at %s", r->coord_path);
 	r->coord_down_logged = false;
-	r->on_coord_ready(r); /* the lifecycle announces readiness once */
+	if (r->on_coord_ready)
+		r->on_coord_ready(r); /* the lifecycle announces readiness once */
 }
 
 static void

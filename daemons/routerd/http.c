@@ -1036,7 +1036,8 @@ http_conn_new(Router *r, int fd, const struct sockaddr *sa, int salen, bool brid
 				evutil_inet_ntop(AF_INET6,
 						 &((const struct sockaddr_in6 *)sa)->sin6_addr, a,
 						 sizeof(a));
-			r->on_conn_refused(r, a);
+			if (r->on_conn_refused)
+				r->on_conn_refused(r, a);
 			return 0; /* closed: not an error of routerd's */
 		}
 		return rr;
@@ -1091,7 +1092,8 @@ http_conn_new(Router *r, int fd, const struct sockaddr *sa, int salen, bool brid
 	evtimer_add(
 	    c->head_timer,
 	    timeval_from_usec(&tv, (usec_t)r->conf->first_request_timeout_ms * USEC_PER_MSEC));
-	r->on_conn_added(r, c);
+	if (r->on_conn_added)
+		r->on_conn_added(r, c);
 	return 0;
 }
 
@@ -1116,7 +1118,8 @@ http_conn_free(HttpConn *c)
 		bufferevent_free(c->bev);
 	req_reset(&c->req);
 	c->unserved = addr_unserved_release(c->router->unserved, c->unserved);
-	c->router->on_conn_removed(c->router, c);
+	if (c->router->on_conn_removed)
+		c->router->on_conn_removed(c->router, c);
 	free(c->sandbox_id);
 	free(c->run_thread_id);
 	free(c);

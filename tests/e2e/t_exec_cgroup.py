@@ -98,14 +98,34 @@ def unified_dir(s, key):
     return None
 
 
+LEAF_POOL = 2  # shim-int.h: the exec leaves a sandbox keeps made ahead
+
+
+def leaf_empty(d, name):
+    try:
+        with open(os.path.join(d, name, "cgroup.procs")) as f:
+            return f.read().strip() == ""
+    except FileNotFoundError:
+        return True
+
+
 def leaves(s, key):
+    """The exec leaves of the sandbox, less the ones made ahead for the next
+    execs (shim-leafpool.c): those are empty and hold the highest ids (an
+    exec takes the oldest, and gets a fresh id only when none is left), so
+    up to LEAF_POOL empty leaves at the top are left out. A leaf an ended
+    exec left behind is below them, and still counted."""
     d = unified_dir(s, key)
     if not d:
         return []
     try:
-        return sorted(e for e in os.listdir(d) if re.fullmatch(r"e\d+", e))
+        ids = sorted(int(e[1:]) for e in os.listdir(d) if re.fullmatch(r"e\d+", e))
     except FileNotFoundError:
         return []
+    for _ in range(LEAF_POOL):
+        if ids and leaf_empty(d, f"e{ids[-1]}"):
+            ids.pop()
+    return sorted(f"e{i}" for i in ids)
 
 
 def instance_dirs(s):
