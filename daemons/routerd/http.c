@@ -1092,6 +1092,12 @@ http_conn_new(Router *r, int fd, const struct sockaddr *sa, int salen, bool brid
 	evtimer_add(
 	    c->head_timer,
 	    timeval_from_usec(&tv, (usec_t)r->conf->first_request_timeout_ms * USEC_PER_MSEC));
+	c->prev = NULL;
+	c->next = r->conns;
+	if (r->conns)
+		r->conns->prev = c;
+	r->conns = c;
+	r->n_conns++;
 	if (r->on_conn_added)
 		r->on_conn_added(r, c);
 	return 0;
@@ -1118,6 +1124,13 @@ http_conn_free(HttpConn *c)
 		bufferevent_free(c->bev);
 	req_reset(&c->req);
 	c->unserved = addr_unserved_release(c->router->unserved, c->unserved);
+	if (c->prev)
+		c->prev->next = c->next;
+	else
+		c->router->conns = c->next;
+	if (c->next)
+		c->next->prev = c->prev;
+	c->router->n_conns--;
 	if (c->router->on_conn_removed)
 		c->router->on_conn_removed(c->router, c);
 	free(c->sandbox_id);

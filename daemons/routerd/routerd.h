@@ -93,7 +93,8 @@ struct Router {
 	bool (*big_body)(const char *url, size_t len, int method);
 	/* The lifecycle (router.c, router_new): connection accounting, told by
 	 * http.c; the coordinatord link became ready (announce readiness once),
-	 * told by coord-link.c. NULL (the fuzz targets, unit fixtures): not told. */
+	 * told by coord-link.c (http.c keeps conns and n_conns itself). NULL (the
+	 * fuzz targets, unit fixtures): not told. */
 	void (*on_conn_added)(Router *r, HttpConn *c);
 	void (*on_conn_removed)(Router *r, HttpConn *c);
 	void (*on_conn_refused)(Router *r, const char *addr);

@@ -19,31 +19,6 @@
 static Router *router;
 static RouterConf conf;
 
-/* The connection list, kept as routerd's lifecycle keeps it (router.c's
- * router_conn_added/removed; the fuzz targets link no router.c). */
-static void
-fuzz_conn_added(Router *r, HttpConn *c)
-{
-	c->prev = NULL;
-	c->next = r->conns;
-	if (r->conns)
-		r->conns->prev = c;
-	r->conns = c;
-	r->n_conns++;
-}
-
-static void
-fuzz_conn_removed(Router *r, HttpConn *c)
-{
-	if (c->prev)
-		c->prev->next = c->next;
-	else
-		r->conns = c->next;
-	if (c->next)
-		c->next->prev = c->prev;
-	r->n_conns--;
-}
-
 Router *
 fuzz_router(void)
 {
@@ -66,8 +41,6 @@ fuzz_router(void)
 	conf.server_names = strdup("x");
 	router->conf = &conf;
 	router->base = base;
-	router->on_conn_added = fuzz_conn_added;
-	router->on_conn_removed = fuzz_conn_removed;
 	routes_attach(router);
 	snprintf(router->listen_desc, sizeof(router->listen_desc), "fuzz");
 	return router;
