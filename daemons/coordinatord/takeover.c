@@ -91,6 +91,7 @@ struct Loss {
 	Loss *next;
 	Takeover *t;
 	char node[CLUSTER_NODE_MAX];
+	uint64_t node_rev; /* the revision of its last beat seen before the loss */
 	size_t refs;
 	int attempts;
 	size_t n_threads;
@@ -182,7 +183,10 @@ node_alive_cb(Cluster *cl, const char *node, const char *info, void *userdata)
 /* Is the lost node beating again (issue 35, D)? The view of rw_nodes the
  * watch keeps: a put of its key since the loss makes it alive again. Each
  * take checks it just before it goes to the cluster, the first and every
- * retry: a node back is not taken over, whatever its loss started. */
+ * retry: a node back is not taken over, whatever its loss started. The watch
+ * may lag (after a heal, its consumer catches up late): the take itself
+ * reads the node's key at the bucket's leader too (ClusterLost), and is
+ * refused -EALREADY when the node beat since the revision seen at its loss. */
 static bool
 node_back(Loss *l)
 {
@@ -200,7 +204,7 @@ take_thread(Taking *tk)
 	if (node_back(l))
 		return -EALREADY;
 	return cluster_take_thread(cl, l->threads[tk->i], cluster_node(cl), l->revs[tk->i],
-				   on_taken, tk);
+				   &(ClusterLost){l->node, l->node_rev}, on_taken, tk);
 }
 
 static void
@@ -916,6 +920,7 @@ takeover_node_lost(Coordinator *c, const char *node)
 	l->t = t;
 	l->refs = 1;
 	snprintf(l->node, sizeof(l->node), "%s", node);
+	l->node_rev = cluster_node_revision(c->cluster, node);
 	l->next = t->losses;
 	t->losses = l;
 	loss_list(l, CLUSTER_THREADS);

@@ -293,11 +293,21 @@ typedef void (*ClusterOwnerFn)(Cluster *c, int err, const ClusterOwner *owner, v
  * one gets 0, the others -EEXIST. */
 int cluster_claim_thread(Cluster *c, const char *thread, const char *node, ClusterOwnerFn cb,
 			 void *userdata);
+/* The node a take takes from, and the revision of its last heartbeat seen
+ * before its loss (cluster_node_revision()). */
+typedef struct ClusterLost {
+	const char *node;
+	uint64_t revision;
+} ClusterLost;
 /* Take a thread over from its owner (a lost node): KV update on
  * expected_revision, so of the takers naming one revision exactly one gets
- * 0; the others, and any taker naming an old revision, get -ESTALE. */
+ * 0; the others, and any taker naming an old revision, get -ESTALE. With
+ * lost, the lost node's heartbeat key is read at the bucket's leader just
+ * before: a beat since lost->revision (the node is back) is -EALREADY and
+ * nothing is taken; the node is alive here from then on (on_node_up). */
 int cluster_take_thread(Cluster *c, const char *thread, const char *node,
-			uint64_t expected_revision, ClusterOwnerFn cb, void *userdata);
+			uint64_t expected_revision, const ClusterLost *lost, ClusterOwnerFn cb,
+			void *userdata);
 /* The owner, or -ENOENT. */
 int cluster_owner(Cluster *c, const char *thread, ClusterOwnerFn cb, void *userdata);
 
@@ -320,6 +330,8 @@ uint64_t cluster_lease(Cluster *c);
 /* The nodes alive now (watch_nodes), with their last heartbeat's value. */
 typedef void (*ClusterNodeFn)(Cluster *c, const char *node, const char *info, void *userdata);
 void cluster_foreach_node(Cluster *c, ClusterNodeFn fn, void *userdata);
+/* The revision of node's last heartbeat seen here (alive or lost), 0: none. */
+uint64_t cluster_node_revision(Cluster *c, const char *node);
 
 /* ---- run records (rw_runs) ---- */
 
