@@ -338,8 +338,8 @@ put_end(Ending *e, const char *status, const char *code, const char *message)
 	json_object_set_new(e->rec, "finishedAt", json_integer(now));
 	json_object_set_new(e->rec, "endedBy", json_string(cluster_node(c->cluster)));
 	_cleanup_free_ char *s = json_dump_compact(e->rec);
-	int r =
-	    s ? cluster_put_run(c->cluster, e->run_id, s, strlen(s), on_record_put, e) : -ENOMEM;
+	int r = s ? cluster_put(c->cluster, CLUSTER_RUNS, e->run_id, s, strlen(s), on_record_put, e)
+		  : -ENOMEM;
 	if (r < 0)
 		on_record_put(c->cluster, r, 0, e);
 }

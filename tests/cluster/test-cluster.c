@@ -932,9 +932,10 @@ test_list_last_lease(void **state)
 	snprintf(l.thread_id, sizeof(l.thread_id), "thr-%u-list", tag);
 
 	Done d1 = {0}, d2 = {0};
-	assert_int_equal(cluster_put_run(na, l.run1_id, "{\"s\":\"done\"}x", 13, done_cb, &d1), 0);
-	assert_int_equal(cluster_put_run(na, l.run2_id, "{\"s\":\"running\"}", 15, done_cb, &d2),
-			 0);
+	assert_int_equal(
+	    cluster_put(na, CLUSTER_RUNS, l.run1_id, "{\"s\":\"done\"}x", 13, done_cb, &d1), 0);
+	assert_int_equal(
+	    cluster_put(na, CLUSTER_RUNS, l.run2_id, "{\"s\":\"running\"}", 15, done_cb, &d2), 0);
 	Claim cl = {0};
 	assert_int_equal(cluster_claim_thread(na, l.thread_id, "na", owner_cb, &cl), 0);
 	assert_true(loop_until(&d1.done, 20000));
@@ -1269,7 +1270,7 @@ static int
 input_of(Cluster *c, const char *run, Value *v)
 {
 	*v = (Value){0};
-	assert_int_equal(cluster_get_input(c, run, value_cb, v), 0);
+	assert_int_equal(cluster_get(c, CLUSTER_INPUTS, run, value_cb, v), 0);
 	assert_true(loop_until(&v->done, 20000));
 	return v->err;
 }
@@ -1278,7 +1279,7 @@ static void
 put_input(Cluster *c, const char *run, const char *text)
 {
 	Done d = {0};
-	assert_int_equal(cluster_put_input(c, run, text, strlen(text), done_cb, &d), 0);
+	assert_int_equal(cluster_put(c, CLUSTER_INPUTS, run, text, strlen(text), done_cb, &d), 0);
 	wait_done(&d);
 	assert_int_equal(d.err, 0);
 }
@@ -1312,7 +1313,8 @@ test_purge_run_and_max_age(void **state)
 	assert_int_equal(publish(na, gone, 0, 5, 0).err, 0);
 	assert_int_equal(publish(na, kept, 0, 3, 0).err, 0);
 	Done d = {0};
-	assert_int_equal(cluster_put_run(na, gone, "{\"s\":\"done\"}x", 13, done_cb, &d), 0);
+	assert_int_equal(cluster_put(na, CLUSTER_RUNS, gone, "{\"s\":\"done\"}x", 13, done_cb, &d),
+			 0);
 	wait_done(&d);
 	assert_int_equal(d.err, 0);
 	assert_true(listed(gone));
@@ -1363,7 +1365,8 @@ test_purge_run_and_max_age(void **state)
 	snprintf(old, sizeof(old), "runold-%u", tag);
 	assert_int_equal(publish(na, old, 0, 2, 0).err, 0);
 	Done d2 = {0};
-	assert_int_equal(cluster_put_run(na, old, "{\"s\":\"done\"}x", 13, done_cb, &d2), 0);
+	assert_int_equal(cluster_put(na, CLUSTER_RUNS, old, "{\"s\":\"done\"}x", 13, done_cb, &d2),
+			 0);
 	wait_done(&d2);
 	put_input(na, old, "[]");
 	deadline = now_usec() + 15 * USEC_PER_SEC;

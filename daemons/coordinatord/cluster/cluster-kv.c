@@ -518,29 +518,21 @@ kv_get(Cluster *c, KvOp op, const char *run_id, ClusterValueFn cb, void *userdat
 }
 
 int
-cluster_put_run(Cluster *c, const char *run_id, const void *data, size_t len, ClusterDoneFn cb,
-		void *userdata)
+cluster_put(Cluster *c, ClusterBucket bucket, const char *key, const void *data, size_t len,
+	    ClusterDoneFn cb, void *userdata)
 {
-	return kv_put(c, KV_PUT_RUN, run_id, data, len, cb, userdata);
+	if (bucket != CLUSTER_RUNS && bucket != CLUSTER_INPUTS)
+		return -EINVAL;
+	return kv_put(c, bucket == CLUSTER_RUNS ? KV_PUT_RUN : KV_PUT_INPUT, key, data, len, cb,
+		      userdata);
 }
 
 int
-cluster_get_run(Cluster *c, const char *run_id, ClusterValueFn cb, void *userdata)
+cluster_get(Cluster *c, ClusterBucket bucket, const char *key, ClusterValueFn cb, void *userdata)
 {
-	return kv_get(c, KV_GET_RUN, run_id, cb, userdata);
-}
-
-int
-cluster_put_input(Cluster *c, const char *run_id, const void *data, size_t len, ClusterDoneFn cb,
-		  void *userdata)
-{
-	return kv_put(c, KV_PUT_INPUT, run_id, data, len, cb, userdata);
-}
-
-int
-cluster_get_input(Cluster *c, const char *run_id, ClusterValueFn cb, void *userdata)
-{
-	return kv_get(c, KV_GET_INPUT, run_id, cb, userdata);
+	if (bucket != CLUSTER_RUNS && bucket != CLUSTER_INPUTS)
+		return -EINVAL;
+	return kv_get(c, bucket == CLUSTER_RUNS ? KV_GET_RUN : KV_GET_INPUT, key, cb, userdata);
 }
 
 int
