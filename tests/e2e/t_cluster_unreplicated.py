@@ -101,3 +101,4 @@ def test_run_failed_unreplicated_is_ended_in_the_cluster():
             for s in SERVERS:
                 C.resume_nats(s)
         C.stop_all()
+
