@@ -255,6 +255,12 @@ verify_exec(Cluster *c, Job *j)
 		 * appends no replica held, tails shown a taker's seq). */
 		log_notice("cluster: %s: seq %" PRIu64 " is another writer's (%s): fenced",
 			   v->subject, v->seq, writer);
+	} else if (!v->stream_seq && s != NATS_OK && s != NATS_NOT_FOUND &&
+		   code != JSNoMessageFoundErr) {
+		/* the read failed (no leader during an election, a timeout): no
+		 * verdict — before, "not ours", and an append the stream held
+		 * was refused not_owner (issue 35 F, the nemesis' flap) */
+		v->ack.status = NATS_TIMEOUT;
 	} else if (v->stream_seq) {
 		/* a duplicate the stream does not hold (yet): not an
 		 * acknowledgement; sent again, until the stream stores it,
