@@ -719,7 +719,7 @@ hydrate_step(Hydrate *h)
 		}
 		h->seen = -1;
 		h->lag_tries = 0;
-		if (cluster_get_input(h->c->cluster, run_id, on_hydrate_input, h) < 0)
+		if (cluster_get(h->c->cluster, CLUSTER_INPUTS, run_id, on_hydrate_input, h) < 0)
 			hydrate_fail(h, -EAGAIN);
 		return;
 	}

@@ -78,6 +78,14 @@ void cluster_metrics(Coordinator *c, FILE *mf);
 int takeover_setup(Coordinator *c);
 void takeover_teardown(Coordinator *c);
 void takeover_node_lost(Coordinator *c, const char *node);
+/* This node's own run rec failed locally with replication_failed (its events
+ * not acknowledged: a partition, a NATS failover): its end goes to the
+ * cluster as a takeover's would — RUN_ERROR replication_failed after the
+ * cluster's last event of it, fenced on it, and its record in rw_runs —
+ * retried while JetStream does not answer; nothing when another node ended
+ * it meanwhile (a taker: node_lost). Else the cluster's copy of the run
+ * would stay open (issue 35 H). */
+void takeover_end_unreplicated(Coordinator *c, const json_t *rec);
 /* THREAD_LIST's page of this node's log (list, *more: runlog_threads() for
  * q) with the threads this node took over and has no run of in its log yet
  * (their latest run ran on the lost node): merged, newest first, cut to

@@ -815,7 +815,7 @@ forward_any_thread(Coordinator *c, Peer *p, const Frame *f, const char *run_id, 
 	}
 	g->h = h;
 	g->ud = ud;
-	int r = cluster_get_run(c->cluster, run_id, on_join_record, g);
+	int r = cluster_get(c->cluster, CLUSTER_RUNS, run_id, on_join_record, g);
 	if (r == -EINVAL) /* not a key: not a run's own id */
 		gather_ask(g);
 	else if (r < 0) {

@@ -12,8 +12,12 @@
  * (idem_cluster_run_id() hands it to handle_run_start); a loser, or a
  * poster after a takeover, is answered the run id the key named. A create
  * the cluster did not answer is refused (cluster_unavailable): the run was
- * not started; a retry with the key may find the entry, naming a run that
- * never started (a GET says 404): the key is then spent.
+ * not started. A retry with the key may find the entry naming a run that
+ * never started (the refused create was stored after all, or the old owner
+ * died before the run's start reached the cluster): a key's run that this
+ * node's log, rw_runs and the stream all lack is started here, with the
+ * key's run id (before, it was answered and never existed: a GET said 404
+ * for good — the nemesis' converge check).
  */
 #include "config.h"
 
@@ -69,6 +73,63 @@ hold_free(IdemHold *h)
 	free(h);
 }
 
+/* The request handled again, with h->run_id for the key's run. */
+static void
+redo(IdemHold *h, Peer *p)
+{
+	Frame f;
+	int r = frame_parse(h->frame + 4, h->len - 4, &f);
+	if (r == 0) {
+		redoing = h;
+		r = h->h(p, &f, h->ud);
+		redoing = NULL;
+		frame_done(&f);
+	}
+	/* answered by the handler (a reply to the request's id) */
+	if (r < 0)
+		(void)peer_deferred_error(TAKE_PTR(h->d), r, NULL, NULL);
+}
+
+/* The key names h->run_id, which exists (or may: a look-up failed). */
+static void
+answer_existing(IdemHold *h)
+{
+	log_ctx(LOG_INFO, &(LogCtx){.thread_id = h->thread},
+		"Idempotency-Key known to the cluster: run %s", h->run_id);
+	(void)reply_deferred_RUN_START(TAKE_PTR(h->d), &(Reply_RUN_START){.run_id = h->run_id});
+	hold_free(h);
+}
+
+/* The key's run has no record in rw_runs: has it events in the stream? */
+static void
+on_key_run_last(Cluster *cl, int err, const ClusterRunLast *last, void *userdata)
+{
+	IdemHold *h = userdata;
+	Peer *p = peer_deferred_peer(h->d);
+	if (!p) {
+		hold_free(h);
+		return;
+	}
+	if (err != -ENOENT) {
+		answer_existing(h);
+		return;
+	}
+	LogCtx lc = {.thread_id = h->thread, .run_id = h->run_id};
+	log_ctx(LOG_NOTICE, &lc, "Idempotency-Key names a run that never started: starting it now");
+	redo(h, p);
+	hold_free(h);
+}
+
+static void
+on_key_run_record(Cluster *cl, int err, const void *data, size_t len, void *userdata)
+{
+	IdemHold *h = userdata;
+	if (err == -ENOENT && peer_deferred_peer(h->d) &&
+	    cluster_run_last(cl, h->run_id, on_key_run_last, h) == 0)
+		return;
+	answer_existing(h);
+}
+
 static void
 on_claimed(Cluster *cl, int err, const void *data, size_t len, void *userdata)
 {
@@ -81,24 +142,19 @@ on_claimed(Cluster *cl, int err, const void *data, size_t len, void *userdata)
 		return;
 	}
 	if (err == 0) {
-		Frame f;
-		int r = frame_parse(h->frame + 4, h->len - 4, &f);
-		if (r == 0) {
-			redoing = h;
-			r = h->h(p, &f, h->ud);
-			redoing = NULL;
-			frame_done(&f);
-		}
-		/* answered by the handler (a reply to the request's id) */
-		if (r < 0)
-			(void)peer_deferred_error(TAKE_PTR(h->d), r, NULL, NULL);
+		redo(h, p);
 	} else if (err == -EEXIST && len > 0 && len <= RUN_ID_LEN) {
-		char run_id[RUN_ID_LEN + 1];
-		memcpy(run_id, data, len);
-		run_id[len] = '\0';
-		log_ctx(LOG_INFO, &lc, "Idempotency-Key known to the cluster: run %s", run_id);
-		(void)reply_deferred_RUN_START(TAKE_PTR(h->d),
-					       &(Reply_RUN_START){.run_id = run_id});
+		json_t *rec = NULL;
+		memcpy(h->run_id, data, len);
+		h->run_id[len] = '\0';
+		/* in this node's log, or in rw_runs: it exists; else it may never
+		 * have started */
+		if (runlog_get(h->c->runlog, h->run_id, &rec) == 0 ||
+		    cluster_get(cl, CLUSTER_RUNS, h->run_id, on_key_run_record, h) < 0) {
+			json_decref(rec);
+			answer_existing(h);
+		}
+		return;
 	} else {
 		log_ctx_errno(LOG_WARNING, err, &lc,
 			      "Idempotency-Key not recorded in the cluster: %m");

@@ -166,7 +166,9 @@ check_lease(Coordinator *c, Placement *pl)
 	uint64_t g = cluster_lease(c->cluster);
 	if (g != 0 && g == pl->lease)
 		return;
-	if (pl->owned)
+	/* once per lapse: while it lasts (g 0), what was owned since is
+	 * forgotten at each check, unsaid */
+	if (pl->owned && pl->lease != 0)
 		log_notice("Cluster: this node's lease on its heartbeat key lapsed; its %zu "
 			   "thread(s) are checked again at their next run",
 			   pl->n_owned);

@@ -490,7 +490,8 @@ run_next(RunRepl *rr)
 	}
 	rr->busy = true;
 	if (b->record) {
-		err = cluster_put_run(c->cluster, rr->run_id, b->record, b->record_len, on_put, rr);
+		err = cluster_put(c->cluster, CLUSTER_RUNS, rr->run_id, b->record, b->record_len,
+				  on_put, rr);
 		if (err == -ENOTCONN && r->state != CLUSTER_FAILED)
 			rr->waiting = true; /* connecting: on_state(READY) goes on */
 		else if (err < 0)
@@ -874,7 +875,8 @@ replicate_input(Coordinator *c, const char *run_id, const char *input)
 	snprintf(ip->run_id, sizeof(ip->run_id), "%s", run_id);
 	ip->next = r->inputs;
 	r->inputs = ip;
-	int e = cluster_put_input(c->cluster, run_id, input, strlen(input), on_input_put, ip);
+	int e =
+	    cluster_put(c->cluster, CLUSTER_INPUTS, run_id, input, strlen(input), on_input_put, ip);
 	if (e < 0)
 		on_input_put(c->cluster, e, 0, ip);
 }

@@ -71,6 +71,13 @@
  * failover: no leader for a few seconds) is tried again a second later, this
  * many times. */
 #define TAKEOVER_RETRIES 30
+/* This node's own run that failed replication_failed (not fenced): its end
+ * goes to the cluster once JetStream answers again — tried every
+ * OWN_END_PERIOD_S, for as long as a partition may last, up to
+ * OWN_END_RETRIES times (an hour). */
+#define OWN_END_PERIOD_S 5
+#define OWN_END_RETRIES 720
+#define UNREPLICATED_MSG "the cluster did not acknowledge the run's events"
 
 typedef struct Loss Loss;
 
@@ -91,6 +98,7 @@ struct Loss {
 	Loss *next;
 	Takeover *t;
 	char node[CLUSTER_NODE_MAX];
+	uint64_t node_rev; /* the revision of its last beat seen before the loss */
 	size_t refs;
 	int attempts;
 	size_t n_threads;
@@ -106,6 +114,8 @@ struct Loss {
 	json_t *alive;	       /* the live nodes (rw_nodes) listed before the takes,
 				* when other nodes' runs are on its threads; or NULL */
 	ClusterBucket listing; /* what it lists now (loss_list) */
+	bool own;	       /* not a loss: this node's runs whose replication
+				* failed, ended in the cluster (takeover_end_unreplicated) */
 };
 
 /* One run of a lost node being ended here. */
@@ -138,6 +148,24 @@ later(Coordinator *c, int *attempts, event_callback_fn fn, void *arg)
 	if ((*attempts)++ >= TAKEOVER_RETRIES)
 		return -ETIMEDOUT;
 	return event_base_once(c->base, -1, EV_TIMEOUT, fn, arg, &tv) < 0 ? -ENOMEM : 0;
+}
+
+static void last_again(evutil_socket_t fd, short what, void *arg);
+
+/* An ending's next try, from its last event: a second later for a lost
+ * node's run (TAKEOVER_RETRIES), every OWN_END_PERIOD_S for this node's own
+ * (OWN_END_RETRIES). 0, or < 0 (then not). */
+static int
+ending_later(Ending *e)
+{
+	if (!e->loss->own)
+		return later(e->loss->t->c, &e->attempts, last_again, e);
+	struct timeval tv = {OWN_END_PERIOD_S, 0};
+	if (e->attempts++ >= OWN_END_RETRIES)
+		return -ETIMEDOUT;
+	return event_base_once(e->loss->t->c->base, -1, EV_TIMEOUT, last_again, e, &tv) < 0
+		   ? -ENOMEM
+		   : 0;
 }
 
 static void on_threads(Cluster *cl, int err, const ClusterKv *kv, size_t n, void *userdata);
@@ -182,7 +210,10 @@ node_alive_cb(Cluster *cl, const char *node, const char *info, void *userdata)
 /* Is the lost node beating again (issue 35, D)? The view of rw_nodes the
  * watch keeps: a put of its key since the loss makes it alive again. Each
  * take checks it just before it goes to the cluster, the first and every
- * retry: a node back is not taken over, whatever its loss started. */
+ * retry: a node back is not taken over, whatever its loss started. The watch
+ * may lag (after a heal, its consumer catches up late): the take itself
+ * reads the node's key at the bucket's leader too (ClusterLost), and is
+ * refused -EALREADY when the node beat since the revision seen at its loss. */
 static bool
 node_back(Loss *l)
 {
@@ -200,7 +231,7 @@ take_thread(Taking *tk)
 	if (node_back(l))
 		return -EALREADY;
 	return cluster_take_thread(cl, l->threads[tk->i], cluster_node(cl), l->revs[tk->i],
-				   on_taken, tk);
+				   &(ClusterLost){l->node, l->node_rev}, on_taken, tk);
 }
 
 static void
@@ -281,6 +312,19 @@ ending_node(const Ending *e)
 	return json_string_value(json_object_get(e->rec, "node")) ?: e->loss->node;
 }
 
+/* The code and message of e's end: node_lost, or this node's own
+ * replication_failed (msg: room for the message). */
+static const char *
+ending_code(const Ending *e, char *msg, size_t size)
+{
+	if (e->loss->own) {
+		snprintf(msg, size, "%s", UNREPLICATED_MSG);
+		return "replication_failed";
+	}
+	snprintf(msg, size, NODE_LOST_MSG_FMT, ending_node(e));
+	return "node_lost";
+}
+
 /* e could not be ended: forgotten (a later loss's takeover may end it). */
 static void
 ending_give_up(Ending *e)
@@ -310,10 +354,13 @@ static void
 on_record_put(Cluster *cl, int err, uint64_t revision, void *userdata)
 {
 	Ending *e = userdata;
-	adopted_update(&e->loss->t->adopted, e->run_id, e->rec);
+	char msg[160];
+	const char *code = ending_code(e, msg, sizeof(msg));
+	if (!e->loss->own)
+		adopted_update(&e->loss->t->adopted, e->run_id, e->rec);
 	if (err < 0)
 		log_ctx_errno(LOG_WARNING, err, &(LogCtx){.run_id = e->run_id},
-			      "Run's record (node_lost) not mirrored to the cluster: %m");
+			      "Run's record (%s) not mirrored to the cluster: %m", code);
 	ending_free(e);
 }
 
@@ -334,8 +381,8 @@ put_end(Ending *e, const char *status, const char *code, const char *message)
 	json_object_set_new(e->rec, "finishedAt", json_integer(now));
 	json_object_set_new(e->rec, "endedBy", json_string(cluster_node(c->cluster)));
 	_cleanup_free_ char *s = json_dump_compact(e->rec);
-	int r =
-	    s ? cluster_put_run(c->cluster, e->run_id, s, strlen(s), on_record_put, e) : -ENOMEM;
+	int r = s ? cluster_put(c->cluster, CLUSTER_RUNS, e->run_id, s, strlen(s), on_record_put, e)
+		  : -ENOMEM;
 	if (r < 0)
 		on_record_put(c->cluster, r, 0, e);
 }
@@ -348,15 +395,21 @@ on_lost_published(Cluster *cl, const ClusterPublishResult *res, void *userdata)
 	LogCtx lc = {.run_id = e->run_id,
 		     .thread_id = json_string_value(json_object_get(e->rec, "threadId"))};
 	char msg[160];
+	const char *code = ending_code(e, msg, sizeof(msg));
 
-	snprintf(msg, sizeof(msg), NODE_LOST_MSG_FMT, ending_node(e));
 	/* (a duplicate is this writer's own copy, resent after a lost
 	 * acknowledgement: another writer's would have been refused) */
+	if (res->err == 0 && e->loss->own) {
+		/* failed and counted here already (commit_fail_local) */
+		log_ctx(LOG_NOTICE, &lc, "Run's end (replication_failed) is in the cluster now");
+		put_end(e, "failed", code, msg);
+		return;
+	}
 	if (res->err == 0) {
 		log_ctx(LOG_WARNING, &lc, "Run failed: %s (node_lost)", msg);
 		metrics_count_finish(c, "failed");
 		c->m.cluster_runs_taken_over++;
-		put_end(e, "failed", "node_lost", msg);
+		put_end(e, "failed", code, msg);
 		return;
 	}
 	/* -ESTALE: the log moved on since it was read (the lost node came back
@@ -365,14 +418,14 @@ on_lost_published(Cluster *cl, const ClusterPublishResult *res, void *userdata)
 	 * thread now; its stale owner stops the run by itself (its lease
 	 * check), and is fenced once this end is in. */
 	if (res->err == -ESTALE)
-		log_ctx(LOG_NOTICE, &lc, "Run of lost node %s: its log moved on; reading it again",
+		log_ctx(LOG_NOTICE, &lc, "Run of node %s: its log moved on; reading it again",
 			ending_node(e));
 	ending_reset(e);
 	e->seq = -1;
-	if (later(c, &e->attempts, last_again, e) == 0)
+	if (ending_later(e) == 0)
 		return;
-	log_ctx_errno(LOG_ERR, res->err, &lc, "Run of lost node %s could not be ended: %m",
-		      ending_node(e));
+	log_ctx_errno(LOG_ERR, res->err, &lc,
+		      "Run of node %s could not be ended in the cluster: %m", ending_node(e));
 	ending_give_up(e);
 }
 
@@ -397,8 +450,8 @@ terminal_status(const void *data, size_t len, const char **code)
 
 /* Publish e's end after its last event (e->seq, -1 none; fenced on
  * e->expect): the closers of what its events left open (e->agui), then
- * RUN_ERROR node_lost — a valid AG-UI stream, as agui_guard_end leaves a
- * run ended here. */
+ * RUN_ERROR node_lost (replication_failed for this node's own run) — a
+ * valid AG-UI stream, as agui_guard_end leaves a run ended here. */
 static void
 publish_end(Ending *e)
 {
@@ -406,10 +459,10 @@ publish_end(Ending *e)
 	const char *thread = json_string_value(json_object_get(e->rec, "threadId"));
 	int64_t now = now_epoch_ms();
 	char msg[160];
+	const char *code = ending_code(e, msg, sizeof(msg));
 
-	snprintf(msg, sizeof(msg), NODE_LOST_MSG_FMT, ending_node(e));
 	json_auto_t *all = agui_state_closers(&e->agui, msg);
-	json_t *chunk = run_error_chunk(msg, "node_lost", thread, e->run_id, now);
+	json_t *chunk = run_error_chunk(msg, code, thread, e->run_id, now);
 	int r = all && chunk && json_array_append_new(all, chunk) == 0 ? 0 : -ENOMEM;
 	if (r < 0 && !all)
 		json_decref(chunk);
@@ -447,7 +500,6 @@ on_lost_events(Cluster *cl, int err, const ClusterReadEvent *ev, size_t n, uint6
 	       void *userdata)
 {
 	Ending *e = userdata;
-	Coordinator *c = e->loss->t->c;
 	bool done = false;
 
 	for (size_t i = 0; err == 0 && i < n && !done; i++) {
@@ -473,7 +525,7 @@ on_lost_events(Cluster *cl, int err, const ClusterReadEvent *ev, size_t n, uint6
 	ending_reset(e);
 	e->seq = -1;
 	LogCtx lc = {.run_id = e->run_id};
-	if (later(c, &e->attempts, last_again, e) == 0)
+	if (ending_later(e) == 0)
 		return;
 	log_ctx_errno(LOG_ERR, err ? err : -EAGAIN, &lc,
 		      "Run of lost node %s: its events unread: %m", ending_node(e));
@@ -492,6 +544,12 @@ on_lost_last(Cluster *cl, int err, const ClusterRunLast *last, void *userdata)
 	if (err == 0) {
 		const char *code, *status = terminal_status(last->data, last->len, &code);
 		e->seq = (int64_t)last->seq;
+		if (status && e->loss->own) { /* a taker ended it: its record is its */
+			log_ctx(LOG_NOTICE, &lc, "Run's end in the cluster: %s (%s)", status,
+				code ?: "-");
+			ending_free(e);
+			return;
+		}
 		if (status) { /* its owner ended it, and died before the record */
 			log_ctx(LOG_NOTICE, &lc,
 				"Run of lost node %s had ended (%s); record corrected",
@@ -501,7 +559,7 @@ on_lost_last(Cluster *cl, int err, const ClusterRunLast *last, void *userdata)
 		}
 		expect = last->stream_seq;
 	} else if (err != -ENOENT) {
-		if (later(c, &e->attempts, last_again, e) == 0)
+		if (ending_later(e) == 0)
 			return;
 		log_ctx_errno(LOG_ERR, err, &lc, "Run of lost node %s: its last event unread: %m",
 			      ending_node(e));
@@ -883,6 +941,54 @@ on_threads(Cluster *cl, int err, const ClusterKv *kv, size_t n, void *userdata)
 	loss_list(l, CLUSTER_RUNS);
 }
 
+/* A Loss (refs 1, linked), for node; NULL when out of memory. */
+static Loss *
+loss_new(Takeover *t, const char *node)
+{
+	Loss *l = calloc(1, sizeof(*l));
+	if (!l || !(l->runs = json_array()) || !(l->owners = json_object()) ||
+	    !(l->newest = json_object())) {
+		if (l) {
+			json_decref(l->runs);
+			json_decref(l->owners);
+		}
+		free(l);
+		return NULL;
+	}
+	l->t = t;
+	l->refs = 1;
+	snprintf(l->node, sizeof(l->node), "%s", node);
+	l->next = t->losses;
+	t->losses = l;
+	return l;
+}
+
+void
+takeover_end_unreplicated(Coordinator *c, const json_t *rec)
+{
+	Takeover *t = c->takeover;
+	const char *run_id = json_string_value(json_object_get(rec, "runId"));
+	if (!t || !c->cluster || !run_id)
+		return;
+	Loss *l = NULL;
+	for (Loss *x = t->losses; x && !l; x = x->next)
+		if (x->own)
+			l = loss_ref(x);
+	if (!l && (l = loss_new(t, cluster_node(c->cluster))))
+		l->own = true;
+	json_auto_t *copy = json_deep_copy(rec);
+	if (l && copy &&
+	    json_object_set_new(copy, "node", json_string(cluster_node(c->cluster))) == 0) {
+		log_ctx(LOG_NOTICE, &(LogCtx){.run_id = run_id},
+			"Run failed unreplicated: its end goes to the cluster when it answers");
+		end_run(l, copy);
+	} else
+		log_ctx(LOG_ERR, &(LogCtx){.run_id = run_id},
+			"Out of memory: the run's end (replication_failed) stays local");
+	if (l)
+		loss_unref(l);
+}
+
 void
 takeover_node_lost(Coordinator *c, const char *node)
 {
@@ -902,22 +1008,12 @@ takeover_node_lost(Coordinator *c, const char *node)
 	/* before its listings: a take whose answer comes after this sees it
 	 * lost (on_taken), one that came before is in the listing */
 	(void)json_object_set_new(t->lost, node, json_true());
-	Loss *l = calloc(1, sizeof(*l));
-	if (!l || !(l->runs = json_array()) || !(l->owners = json_object()) ||
-	    !(l->newest = json_object())) {
-		if (l) {
-			json_decref(l->runs);
-			json_decref(l->owners);
-		}
-		free(l);
+	Loss *l = loss_new(t, node);
+	if (!l) {
 		log_error("Cluster: out of memory taking over node %s", node);
 		return;
 	}
-	l->t = t;
-	l->refs = 1;
-	snprintf(l->node, sizeof(l->node), "%s", node);
-	l->next = t->losses;
-	t->losses = l;
+	l->node_rev = cluster_node_revision(c->cluster, node);
 	loss_list(l, CLUSTER_THREADS);
 }
 

@@ -496,8 +496,13 @@ def guard(parent, manifest):
     """Wait for process parent to end; then undo what manifest lists (its
     process groups, namespaces and state dir), unless it was removed (the
     harness cleaned up itself)."""
-    signal.signal(signal.SIGTERM, lambda *a: sys.exit(0))
-    while True:
+    # A SIGTERM does not end it: the manifest does (the harness removes it
+    # when it cleaned up, then terminates this). A SIGTERM to everything at
+    # once (a whole `./dev test` stopped) used to end it before the harness,
+    # which may die before its own clean-up ends: namespaces and servers
+    # were left behind.
+    signal.signal(signal.SIGTERM, lambda *a: None)
+    while os.path.exists(manifest):
         try:
             os.kill(parent, 0)
         except ProcessLookupError:

@@ -18,6 +18,12 @@
  * With steal: append one event to the run as another writer would (a new
  * owner: the run's last event read at the leader, the next seq, fenced on
  * it), so that the run's writer is fenced from then on; prints its seq.
+ *     rw-cluster-read URL[,URL...] KEY idem RUN_ID
+ *
+ * With idem: create the rw_idem entry KEY (sha256 hex of the thread id, a
+ * NUL and the Idempotency-Key) naming RUN_ID, and start no run — as a
+ * create whose answer was lost leaves it (issue 35: a key's run that never
+ * started).
  * Exit status 0, or 1 with the error on stderr.
  */
 #include "config.h"
@@ -172,6 +178,22 @@ purge(struct event_base *base, Cluster *c, const char *run)
 	return r < 0 ? r : rec.err;
 }
 
+static void
+idem_cb(Cluster *c, int err, const void *data, size_t len, void *ud)
+{
+	purge_cb(c, err, ud);
+}
+
+static int
+idem(struct event_base *base, Cluster *c, const char *key, const char *run)
+{
+	Rec rec = {.run = run};
+	int r = cluster_idem_claim(c, key, run, idem_cb, &rec);
+	while (r == 0 && !rec.done)
+		event_base_loop(base, EVLOOP_ONCE);
+	return r < 0 ? r : rec.err;
+}
+
 int
 main(int argc, char **argv)
 {
@@ -180,10 +202,12 @@ main(int argc, char **argv)
 	size_t nu = 0;
 	Cluster *c = NULL;
 
-	if (argc != 3 && !(argc == 4 && (streq(argv[3], "steal") || streq(argv[3], "record") ||
-					 streq(argv[3], "purge")))) {
-		fprintf(stderr,
-			"usage: rw-cluster-read URL[,URL...] RUN_ID [steal|record|purge]\n");
+	if (argc != 3 &&
+	    !(argc == 4 &&
+	      (streq(argv[3], "steal") || streq(argv[3], "record") || streq(argv[3], "purge"))) &&
+	    !(argc == 5 && streq(argv[3], "idem"))) {
+		fprintf(stderr, "usage: rw-cluster-read URL[,URL...] RUN_ID [steal|record|purge]\n"
+				"       rw-cluster-read URL[,URL...] KEY idem RUN_ID\n");
 		return 1;
 	}
 	for (char *s = strtok(argv[1], ","); s && nu < 16; s = strtok(NULL, ","))
@@ -202,6 +226,7 @@ main(int argc, char **argv)
 	int r = argc == 3		  ? read_all(base, c, argv[2])
 		: streq(argv[3], "steal") ? steal(base, c, argv[2])
 		: streq(argv[3], "purge") ? purge(base, c, argv[2])
+		: streq(argv[3], "idem")  ? idem(base, c, argv[2], argv[4])
 					  : record(base, c, argv[2]);
 	if (r < 0)
 		fprintf(stderr, "rw-cluster-read: %s\n", strerror(-r));

@@ -787,18 +787,84 @@ test_heartbeat_expiry_takeover(void **state)
 	(void)str_set;
 
 	Claim t1 = {0}, t2 = {0};
-	assert_int_equal(cluster_take_thread(na, thread, "na", cl.owner.revision, owner_cb, &t1),
+	assert_int_equal(cluster_take_thread(na, thread, "na", cl.owner.revision,
+					     &(ClusterLost){"nx", cluster_node_revision(na, "nx")},
+					     owner_cb, &t1),
 			 0);
 	assert_true(loop_until(&t1.done, 20000));
 	assert_int_equal(t1.err, 0);
 	assert_string_equal(t1.owner.node, "na");
 	assert_true(t1.owner.epoch > cl.owner.epoch);
-	assert_int_equal(cluster_take_thread(nb, thread, "nb", cl.owner.revision, owner_cb, &t2),
-			 0);
+	assert_int_equal(
+	    cluster_take_thread(nb, thread, "nb", cl.owner.revision, NULL, owner_cb, &t2), 0);
 	assert_true(loop_until(&t2.done, 20000));
 	assert_int_equal(t2.err, -ESTALE);
 	assert_string_equal(t2.owner.node, "na");
 	assert_int_equal(t2.owner.revision, t1.owner.revision);
+}
+
+/* (e2) issue 35 D: a lost node that beats again before its thread is taken
+ * keeps it. The take reads the node's key at the bucket's leader: a beat
+ * since the revision seen at the loss refuses it (-EALREADY), whatever this
+ * node's watch shows yet; after the node is lost again, a take naming the
+ * newer revision goes ahead. */
+static bool
+wait_node(const char *which, char *flag)
+{
+	usec_t deadline = now_usec() + (TTL_MS + 10000) * USEC_PER_MSEC;
+	while (strcmp(flag, which) != 0 && now_usec() < deadline)
+		event_base_loop(base, EVLOOP_ONCE);
+	return strcmp(flag, which) == 0;
+}
+
+static void
+test_take_from_node_back(void **state)
+{
+	char thread[64];
+	snprintf(thread, sizeof(thread), "thr-%u-back", tag);
+	up_node[0] = lost_node[0] = 0;
+	Cluster *ny = node_new("ny", false);
+	assert_non_null(ny);
+	assert_true(wait_node("ny", up_node));
+	Claim cl = {0};
+	assert_int_equal(cluster_claim_thread(ny, thread, "ny", owner_cb, &cl), 0);
+	assert_true(loop_until(&cl.done, 20000));
+	assert_int_equal(cl.err, 0);
+
+	ny = cluster_free(ny);
+	assert_true(wait_node("ny", lost_node));
+	uint64_t at_loss = cluster_node_revision(na, "ny");
+	assert_true(at_loss > 0);
+
+	/* back: a new process of the node beats again */
+	up_node[0] = lost_node[0] = 0;
+	ny = node_new("ny", false);
+	assert_non_null(ny);
+	assert_true(wait_node("ny", up_node));
+	Claim t1 = {0};
+	assert_int_equal(cluster_take_thread(nb, thread, "nb", cl.owner.revision,
+					     &(ClusterLost){"ny", at_loss}, owner_cb, &t1),
+			 0);
+	assert_true(loop_until(&t1.done, 20000));
+	assert_int_equal(t1.err, -EALREADY);
+	Claim o = {0};
+	assert_int_equal(cluster_owner(na, thread, owner_cb, &o), 0);
+	assert_true(loop_until(&o.done, 20000));
+	assert_int_equal(o.err, 0);
+	assert_string_equal(o.owner.node, "ny");
+
+	/* gone again: the take naming the revision seen at this loss goes ahead */
+	ny = cluster_free(ny);
+	assert_true(wait_node("ny", lost_node));
+	uint64_t again = cluster_node_revision(na, "ny");
+	assert_true(again > at_loss);
+	Claim t2 = {0};
+	assert_int_equal(cluster_take_thread(nb, thread, "nb", cl.owner.revision,
+					     &(ClusterLost){"ny", again}, owner_cb, &t2),
+			 0);
+	assert_true(loop_until(&t2.done, 20000));
+	assert_int_equal(t2.err, 0);
+	assert_string_equal(t2.owner.node, "nb");
 }
 
 typedef struct Done {
@@ -866,9 +932,10 @@ test_list_last_lease(void **state)
 	snprintf(l.thread_id, sizeof(l.thread_id), "thr-%u-list", tag);
 
 	Done d1 = {0}, d2 = {0};
-	assert_int_equal(cluster_put_run(na, l.run1_id, "{\"s\":\"done\"}x", 13, done_cb, &d1), 0);
-	assert_int_equal(cluster_put_run(na, l.run2_id, "{\"s\":\"running\"}", 15, done_cb, &d2),
-			 0);
+	assert_int_equal(
+	    cluster_put(na, CLUSTER_RUNS, l.run1_id, "{\"s\":\"done\"}x", 13, done_cb, &d1), 0);
+	assert_int_equal(
+	    cluster_put(na, CLUSTER_RUNS, l.run2_id, "{\"s\":\"running\"}", 15, done_cb, &d2), 0);
 	Claim cl = {0};
 	assert_int_equal(cluster_claim_thread(na, l.thread_id, "na", owner_cb, &cl), 0);
 	assert_true(loop_until(&d1.done, 20000));
@@ -1203,7 +1270,7 @@ static int
 input_of(Cluster *c, const char *run, Value *v)
 {
 	*v = (Value){0};
-	assert_int_equal(cluster_get_input(c, run, value_cb, v), 0);
+	assert_int_equal(cluster_get(c, CLUSTER_INPUTS, run, value_cb, v), 0);
 	assert_true(loop_until(&v->done, 20000));
 	return v->err;
 }
@@ -1212,7 +1279,7 @@ static void
 put_input(Cluster *c, const char *run, const char *text)
 {
 	Done d = {0};
-	assert_int_equal(cluster_put_input(c, run, text, strlen(text), done_cb, &d), 0);
+	assert_int_equal(cluster_put(c, CLUSTER_INPUTS, run, text, strlen(text), done_cb, &d), 0);
 	wait_done(&d);
 	assert_int_equal(d.err, 0);
 }
@@ -1246,7 +1313,8 @@ test_purge_run_and_max_age(void **state)
 	assert_int_equal(publish(na, gone, 0, 5, 0).err, 0);
 	assert_int_equal(publish(na, kept, 0, 3, 0).err, 0);
 	Done d = {0};
-	assert_int_equal(cluster_put_run(na, gone, "{\"s\":\"done\"}x", 13, done_cb, &d), 0);
+	assert_int_equal(cluster_put(na, CLUSTER_RUNS, gone, "{\"s\":\"done\"}x", 13, done_cb, &d),
+			 0);
 	wait_done(&d);
 	assert_int_equal(d.err, 0);
 	assert_true(listed(gone));
@@ -1297,7 +1365,8 @@ test_purge_run_and_max_age(void **state)
 	snprintf(old, sizeof(old), "runold-%u", tag);
 	assert_int_equal(publish(na, old, 0, 2, 0).err, 0);
 	Done d2 = {0};
-	assert_int_equal(cluster_put_run(na, old, "{\"s\":\"done\"}x", 13, done_cb, &d2), 0);
+	assert_int_equal(cluster_put(na, CLUSTER_RUNS, old, "{\"s\":\"done\"}x", 13, done_cb, &d2),
+			 0);
 	wait_done(&d2);
 	put_input(na, old, "[]");
 	deadline = now_usec() + 15 * USEC_PER_SEC;
@@ -1349,6 +1418,7 @@ main(void)
 	    cmocka_unit_test(test_request_reply),
 	    cmocka_unit_test(test_claim_race),
 	    cmocka_unit_test(test_heartbeat_expiry_takeover),
+	    cmocka_unit_test(test_take_from_node_back),
 	    cmocka_unit_test(test_list_last_lease),
 	    cmocka_unit_test(test_purge_run_and_max_age),
 	    cmocka_unit_test(test_latency_figures),

@@ -8,16 +8,22 @@ loopback and three nodes a, b, c:
   posted through a and through b answers c's run, and no second run is
   made (before: the new owner's log did not know the key, a second run);
 - one key posted through a and b at once on a new thread: one run id;
+- a key whose rw_idem entry names a run that never started (a create
+  whose answer was lost: the POST was refused, the entry stored all the
+  same) starts that run when the key is posted again; before, the POST
+  answered 202 with its id and the run never existed (404 for good);
 - (single host) a POST /runs coordinatord does not answer within routerd's
   coord_timeout_ms (stopped, SIGSTOP) is 503 outcome_unknown, not a
   failure: the run does start once coordinatord goes on, and the key
   answers it."""
+import hashlib
 import signal
+import subprocess
 import threading
 import time
 
 import rwtest
-from rwcluster import Cluster
+from rwcluster import READER, Cluster
 from rwtest import poll
 
 NO_SUITE = True  # the suites need the NATS cluster's ports: made here
@@ -74,6 +80,24 @@ def test_one_key_through_two_nodes_at_once_is_one_run():
             t.join(60)
         assert [o[0] for o in out] == [202, 202], out
         assert out[0][1]["runId"] == out[1][1]["runId"], out
+
+
+def test_key_of_a_run_that_never_started_starts_it():
+    a = C.node("a")
+    thread, key, run = "t-spent", "k-spent", "0badcafe-0000-4000-8000-00000000beef"
+    h = hashlib.sha256(thread.encode() + b"\0" + key.encode()).hexdigest()
+    out = subprocess.run([READER, C.nats(), h, "idem", run], capture_output=True, text=True,
+                         timeout=30)
+    assert out.returncode == 0, out.stderr
+    st, body = post(a, thread, key)
+    assert st == 202 and body["runId"] == run, (st, body)
+    rec = a.wait_terminal(run, thread=thread)
+    assert rec["status"] == "completed", rec
+    st, again = post(a, thread, key)
+    assert st == 202 and again["runId"] == run, (st, again)
+    st, lst = a.http("GET", f"/threads/{thread}/runs")
+    runs = lst.get("runs", lst) if isinstance(lst, dict) else lst
+    assert [r["runId"] for r in runs] == [run], runs
 
 
 def test_unanswered_start_is_outcome_unknown():

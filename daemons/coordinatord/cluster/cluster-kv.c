@@ -180,6 +180,10 @@ typedef struct KvJob {
 	char key[KEY_MAX + 1];
 	char node[CLUSTER_NODE_MAX];
 	uint64_t expected;
+	/* KV_TAKE: the lost node whose thread it takes, and the revision of its
+	 * last beat seen before the loss (ClusterLost); lost[0] == 0: none */
+	char lost[CLUSTER_NODE_MAX];
+	uint64_t lost_rev;
 	void *data;
 	size_t len;
 	int r;
@@ -270,11 +274,52 @@ claim(Cluster *c, KvJob *j)
 	return r == 0 ? -EEXIST : r == -ENOENT ? -EIO : r;
 }
 
-/* No read first: the update on the revision is the test, done by the
- * stream's leader, where a read could be a replica's older view. */
+/* The revision of a node's heartbeat key, read at rw_nodes' stream leader
+ * (js_GetLastMsg: not a direct get, which any replica may answer with an
+ * older view). 0 and *rev, -ENOENT (expired, deleted, never put), or an
+ * error (no leader: a partition, a failover). */
+static int
+node_rev_at_leader(Cluster *c, const char *node, uint64_t *rev)
+{
+	char subject[KEY_MAX + 32];
+	natsMsg *m = NULL;
+	jsErrCode code = 0;
+	const char *op = NULL;
+
+	snprintf(subject, sizeof(subject), "$KV.%s.%s", CLUSTER_BUCKET_NODES, node);
+	natsStatus s = js_GetLastMsg(&m, c->js, "KV_" CLUSTER_BUCKET_NODES, subject, NULL, &code);
+	if (s == NATS_NOT_FOUND || code == JSNoMessageFoundErr)
+		return -ENOENT;
+	if (s != NATS_OK)
+		return cluster_errno(s, code, "node key at the leader");
+	int r = 0;
+	if (natsMsgHeader_Get(m, "KV-Operation", &op) == NATS_OK && op)
+		r = -ENOENT; /* a delete or purge marker: a node that left */
+	else
+		*rev = natsMsg_GetSequence(m);
+	natsMsg_Destroy(m);
+	return r;
+}
+
+/* No read of the owner first: the update on the revision is the test, done
+ * by the stream's leader, where a read could be a replica's older view. A
+ * take from a lost node reads that node's key at the leader first: a beat
+ * since the loss (a newer revision) means it is back — after a heal, before
+ * this node's watch of rw_nodes shows it (issue 35 D) — and the take does
+ * not go ahead: -EALREADY, j->rev its revision. */
 static int
 take(Cluster *c, KvJob *j)
 {
+	if (j->lost[0]) {
+		uint64_t rev = 0;
+		int r = node_rev_at_leader(c, j->lost, &rev);
+		if (r == 0 && rev > j->lost_rev) {
+			j->rev = rev;
+			return -EALREADY;
+		}
+		if (r < 0 && r != -ENOENT)
+			return r;
+	}
 	if (put_owner(c, j, false) == 0)
 		return 0;
 	int r = get_owner_after(c, j->key, j->expected, &j->owner);
@@ -353,21 +398,22 @@ kv_exec(Cluster *c, Job *job)
 		}
 		kvEntry_Destroy(e);
 		break;
-	case KV_CHECK_NODE:
-		j->r = cluster_errno(kvStore_Get(&e, c->kv_nodes, j->key), 0, "get node");
-		j->rev = e ? kvEntry_Revision(e) : 0;
-		kvEntry_Destroy(e);
+	case KV_CHECK_NODE: /* at the leader: a lagging replica would show an old beat */
+		j->r = node_rev_at_leader(c, j->key, &j->rev);
 		break;
 	}
 }
 
 static void node_checked(Cluster *c, KvJob *j);
+static void node_beats(Cluster *c, const char *name, uint64_t rev, const char *info);
 
 static void
 kv_done(Cluster *c, Job *job)
 {
 	KvJob *j = (KvJob *)job;
 	if (!c->closing) {
+		if (j->op == KV_TAKE && j->r == -EALREADY)
+			node_beats(c, j->lost, j->rev, NULL); /* read at the leader */
 		if (j->op == KV_CHECK_NODE)
 			node_checked(c, j);
 		else if (j->value_cb)
@@ -418,9 +464,20 @@ cluster_claim_thread(Cluster *c, const char *thread, const char *node, ClusterOw
 
 int
 cluster_take_thread(Cluster *c, const char *thread, const char *node, uint64_t expected_revision,
-		    ClusterOwnerFn cb, void *userdata)
+		    const ClusterLost *lost, ClusterOwnerFn cb, void *userdata)
 {
-	return kv_submit(c, KV_TAKE, thread, node, expected_revision, cb, NULL, userdata, NULL);
+	KvJob *j;
+	if (lost && !cluster_valid_token(lost->node, CLUSTER_NODE_MAX - 1))
+		return -EINVAL;
+	int r = kv_submit(c, KV_TAKE, thread, node, expected_revision, cb, NULL, userdata, &j);
+	if (r < 0)
+		return r;
+	if (lost) {
+		snprintf(j->lost, sizeof(j->lost), "%s", lost->node);
+		j->lost_rev = lost->revision;
+	}
+	cluster_submit(c, &j->job);
+	return 0;
 }
 
 int
@@ -461,29 +518,21 @@ kv_get(Cluster *c, KvOp op, const char *run_id, ClusterValueFn cb, void *userdat
 }
 
 int
-cluster_put_run(Cluster *c, const char *run_id, const void *data, size_t len, ClusterDoneFn cb,
-		void *userdata)
+cluster_put(Cluster *c, ClusterBucket bucket, const char *key, const void *data, size_t len,
+	    ClusterDoneFn cb, void *userdata)
 {
-	return kv_put(c, KV_PUT_RUN, run_id, data, len, cb, userdata);
+	if (bucket != CLUSTER_RUNS && bucket != CLUSTER_INPUTS)
+		return -EINVAL;
+	return kv_put(c, bucket == CLUSTER_RUNS ? KV_PUT_RUN : KV_PUT_INPUT, key, data, len, cb,
+		      userdata);
 }
 
 int
-cluster_get_run(Cluster *c, const char *run_id, ClusterValueFn cb, void *userdata)
+cluster_get(Cluster *c, ClusterBucket bucket, const char *key, ClusterValueFn cb, void *userdata)
 {
-	return kv_get(c, KV_GET_RUN, run_id, cb, userdata);
-}
-
-int
-cluster_put_input(Cluster *c, const char *run_id, const void *data, size_t len, ClusterDoneFn cb,
-		  void *userdata)
-{
-	return kv_put(c, KV_PUT_INPUT, run_id, data, len, cb, userdata);
-}
-
-int
-cluster_get_input(Cluster *c, const char *run_id, ClusterValueFn cb, void *userdata)
-{
-	return kv_get(c, KV_GET_INPUT, run_id, cb, userdata);
+	if (bucket != CLUSTER_RUNS && bucket != CLUSTER_INPUTS)
+		return -EINVAL;
+	return kv_get(c, bucket == CLUSTER_RUNS ? KV_GET_RUN : KV_GET_INPUT, key, cb, userdata);
 }
 
 int
@@ -553,12 +602,10 @@ node_checked(Cluster *c, KvJob *j)
 	n->checking = false;
 	if (j->r == -ENOENT)
 		node_lost(c, n);
-	else if (j->r == 0 && j->rev > n->rev) {
-		/* a beat the watcher has not delivered yet */
-		n->rev = j->rev;
-		n->last_seen = now_usec();
-	} else if (j->r == 0 && j->rev == n->rev &&
-		   now_usec() - n->last_seen >= (usec_t)c->node_ttl_ms * USEC_PER_MSEC) {
+	else if (j->r == 0 && j->rev > n->rev)
+		node_beats(c, n->name, j->rev, NULL); /* a beat the watcher has not delivered yet */
+	else if (j->r == 0 && j->rev == n->rev &&
+		 now_usec() - n->last_seen >= (usec_t)c->node_ttl_ms * USEC_PER_MSEC) {
 		/* The entry is the one seen node_ttl_ms ago or more: the node put
 		 * nothing since. Its own age decides, not the server's expiry,
 		 * which follows the bucket's MaxAge — set by whichever
@@ -567,6 +614,29 @@ node_checked(Cluster *c, KvJob *j)
 		node_lost(c, n);
 	}
 	/* an older revision: a lagging replica answered; the next pass asks again */
+}
+
+/* A beat of node name at revision rev (the watch's, or one a take read at the
+ * leader: info NULL, the last one kept): alive from now on. An older revision
+ * than the one seen (a watch that lags a leader read) changes nothing. */
+static void
+node_beats(Cluster *c, const char *name, uint64_t rev, const char *info)
+{
+	NodeSeen *n = node_find(c, name, true);
+	if (!n || rev < n->rev)
+		return;
+	n->last_seen = now_usec();
+	n->rev = rev;
+	char *copy = info ? strdup(info) : NULL;
+	if (copy) {
+		free(n->info);
+		n->info = copy;
+	}
+	if (!n->alive) {
+		n->alive = true;
+		if (c->cbs.on_node_up)
+			c->cbs.on_node_up(c, n->name, c->userdata);
+	}
 }
 
 typedef struct WatchJob {
@@ -581,22 +651,15 @@ static void
 watch_done(Cluster *c, Job *job)
 {
 	WatchJob *w = (WatchJob *)job;
-	NodeSeen *n = c->closing ? NULL : node_find(c, w->name, true);
-	if (n && w->op == kvOp_Put) {
-		n->last_seen = now_usec();
-		n->rev = w->rev;
-		char *info = strdup(w->info);
-		if (info) {
-			free(n->info);
-			n->info = info;
-		}
-		if (!n->alive) {
-			n->alive = true;
-			if (c->cbs.on_node_up)
-				c->cbs.on_node_up(c, n->name, c->userdata);
-		}
-	} else if (n)
-		node_lost(c, n); /* deleted or purged: a node that left */
+	if (c->closing)
+		;
+	else if (w->op == kvOp_Put)
+		node_beats(c, w->name, w->rev, w->info);
+	else {
+		NodeSeen *n = node_find(c, w->name, true);
+		if (n)
+			node_lost(c, n); /* deleted or purged: a node that left */
+	}
 	free(w);
 }
 
@@ -707,6 +770,13 @@ cluster_foreach_node(Cluster *c, ClusterNodeFn fn, void *userdata)
 	for (NodeSeen *n = c->nodes; n; n = n->next)
 		if (n->alive)
 			fn(c, n->name, n->info ? n->info : "", userdata);
+}
+
+uint64_t
+cluster_node_revision(Cluster *c, const char *node)
+{
+	NodeSeen *n = node_find(c, node, false);
+	return n ? n->rev : 0;
 }
 
 /* ---- listing a bucket (worker) ---- */

@@ -60,6 +60,7 @@ typedef struct AckJob {
 	jsErrCode code;
 	uint64_t seq;
 	bool dup;
+	bool confirmed; /* a duplicate's sequence read back at the leader */
 } AckJob;
 
 static ClusterPub **
@@ -179,7 +180,36 @@ typedef struct VerifyJob {
 	AckJob ack;
 	char subject[sizeof(CLUSTER_SUBJECT_PREFIX) + RUN_ID_MAX];
 	uint64_t seq, count; /* the message's first event and how many */
+	uint64_t stream_seq; /* a duplicate's: read there; 0: the subject's last */
+	uint64_t after;	     /* the stream sequence the message was fenced on */
 } VerifyJob;
+
+/* The run's message right after stream sequence after (a direct get: a
+ * replica may lag, never invent): is it ours, with our first seq and count?
+ * 1 ours (*sseq its stream sequence), 0 another writer's, -EAGAIN none
+ * (yet), or an error. */
+static int
+ours_after(Cluster *c, const VerifyJob *v, uint64_t *sseq)
+{
+	jsDirectGetMsgOptions o;
+	natsMsg *m = NULL;
+	const char *writer = NULL;
+	uint64_t first, count;
+	jsDirectGetMsgOptions_Init(&o);
+	o.Sequence = v->after + 1;
+	o.NextBySubject = v->subject;
+	natsStatus s = js_DirectGetMsg(&m, c->js, CLUSTER_STREAM, NULL, &o);
+	if (s != NATS_OK)
+		return s == NATS_NOT_FOUND ? -EAGAIN : cluster_errno(s, 0, "direct get");
+	int r = cluster_msg_span(m, &first, &count) == 0 && first == v->seq &&
+			natsMsgHeader_Get(m, HDR_WRITER, &writer) == NATS_OK && writer &&
+			strcmp(writer, c->writer) == 0 && count == v->count
+		    ? 1
+		    : 0;
+	*sseq = natsMsg_GetSequence(m);
+	natsMsg_Destroy(m);
+	return r;
+}
 
 static void ack_done(Cluster *c, Job *j);
 
@@ -188,17 +218,57 @@ verify_exec(Cluster *c, Job *j)
 {
 	VerifyJob *v = (VerifyJob *)j;
 	natsMsg *m = NULL;
-	const char *writer = NULL;
-	uint64_t first, count;
+	const char *writer = NULL, *subject;
+	uint64_t first = 0, count = 0;
 	jsErrCode code = 0;
-	natsStatus s = js_GetLastMsg(&m, c->js, CLUSTER_STREAM, v->subject, NULL, &code);
-	if (s == NATS_OK && cluster_msg_span(m, &first, &count) == 0 &&
-	    natsMsgHeader_Get(m, HDR_WRITER, &writer) == NATS_OK && writer && first == v->seq &&
-	    count == v->count && strcmp(writer, c->writer) == 0) {
+	natsStatus s = v->stream_seq
+			   ? js_GetMsg(&m, c->js, CLUSTER_STREAM, v->stream_seq, NULL, &code)
+			   : js_GetLastMsg(&m, c->js, CLUSTER_STREAM, v->subject, NULL, &code);
+	bool same = s == NATS_OK && (subject = natsMsg_GetSubject(m)) &&
+		    strcmp(subject, v->subject) == 0 && cluster_msg_span(m, &first, &count) == 0 &&
+		    first == v->seq && natsMsgHeader_Get(m, HDR_WRITER, &writer) == NATS_OK &&
+		    writer;
+	if (same && count == v->count && strcmp(writer, c->writer) == 0) {
 		v->ack.status = NATS_OK; /* ours: a duplicate */
 		v->ack.code = 0;
-		v->ack.dup = true;
+		v->ack.dup = v->ack.confirmed = true;
 		v->ack.seq = natsMsg_GetSequence(m);
+	} else if (!v->stream_seq && s == NATS_OK && first > v->seq) {
+		/* the run went on past our seq since (a writer that read ours as
+		 * the last event, and wrote after it): the message at our seq
+		 * tells whether ours is in (issue 35 F: appends refused
+		 * not_owner that the stream held) */
+		uint64_t sseq = 0;
+		int r = ours_after(c, v, &sseq);
+		if (r == 1) {
+			v->ack.status = NATS_OK;
+			v->ack.code = 0;
+			v->ack.dup = v->ack.confirmed = true;
+			v->ack.seq = sseq;
+		} else if (r < 0)
+			v->ack.status = NATS_TIMEOUT; /* unknown yet: sent again */
+	} else if (v->stream_seq && same) {
+		/* A "duplicate" of another writer's message at our seq: the
+		 * Msg-Id is the run's seq, and a server that checks it before
+		 * the expected last sequence (nats-server 2.10) answers so where
+		 * 2.9 refuses the expectation. Fenced (issue 35: acknowledged
+		 * appends no replica held, tails shown a taker's seq). */
+		log_notice("cluster: %s: seq %" PRIu64 " is another writer's (%s): fenced",
+			   v->subject, v->seq, writer);
+	} else if (!v->stream_seq && s != NATS_OK && s != NATS_NOT_FOUND &&
+		   code != JSNoMessageFoundErr) {
+		/* the read failed (no leader during an election, a timeout): no
+		 * verdict — before, "not ours", and an append the stream held
+		 * was refused not_owner (issue 35 F, the nemesis' flap) */
+		v->ack.status = NATS_TIMEOUT;
+	} else if (v->stream_seq) {
+		/* a duplicate the stream does not hold (yet): not an
+		 * acknowledgement; sent again, until the stream stores it,
+		 * fences it, or the deadline */
+		log_notice("cluster: %s: a duplicate acknowledgement (stream seq %" PRIu64
+			   ") not confirmed at the leader; sent again",
+			   v->subject, v->stream_seq);
+		v->ack.status = NATS_TIMEOUT;
 	}
 	natsMsg_Destroy(m);
 	v->ack.job.done = ack_done; /* refused still when not ours */
@@ -213,11 +283,14 @@ verify(Cluster *c, ClusterPub *p, const AckJob *a)
 	v->ack = *a;
 	v->ack.code = 0; /* as it comes back: a refusal not to verify again */
 	v->ack.status = NATS_ERR;
+	if (a->status == NATS_OK && a->dup)
+		v->stream_seq = a->seq; /* a duplicate: is it there? */
 	v->ack.job.exec = verify_exec;
 	v->ack.job.done = ack_done;
 	snprintf(v->subject, sizeof(v->subject), "%s", p->subject);
 	v->seq = p->first_seq + p->i;
 	v->count = p->m;
+	v->after = p->expected;
 	p->retry_at = p->deadline; /* no resend meanwhile */
 	cluster_submit(c, &v->ack.job);
 	return true;
@@ -231,6 +304,8 @@ ack_done(Cluster *c, Job *j)
 	if (p && p->tag == a->tag) {
 		if (a->code == JSStreamWrongLastSequenceErr && verify(c, p, a))
 			;
+		else if (a->status == NATS_OK && a->dup && !a->confirmed && verify(c, p, a))
+			; /* a duplicate is checked at the leader before it counts */
 		else if (a->status == NATS_OK) {
 			p->n_dup += a->dup ? p->m : 0;
 			p->expected = a->seq;

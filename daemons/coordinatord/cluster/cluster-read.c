@@ -11,6 +11,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 
 #include "cluster-internal.h"
 #include "log.h"
@@ -114,7 +115,8 @@ leader_confirms(Cluster *c, ReadJob *j)
 			const ClusterEvent *e = &ev[last->seq - first];
 			if (e->len != last->len || memcmp(e->data, last->data, e->len) != 0)
 				r = -EAGAIN;
-		}
+		} else if (r == 0)
+			r = 1; /* the leader is ahead */
 		free(ev);
 	}
 	natsMsg_Destroy(m);
@@ -125,15 +127,32 @@ leader_confirms(Cluster *c, ReadJob *j)
 	return r;
 }
 
+/* A replica that answered the direct gets may be a moment behind the
+ * leader (it acknowledged nothing: a quorum did): when the leader is ahead
+ * of what it gave, it is asked again, a little later, this many times. */
+#define LAGGING_TRIES 10
+#define LAGGING_WAIT_MS 20
+
 static void
 read_exec(Cluster *c, Job *job)
 {
 	ReadJob *j = (ReadJob *)job;
+	int lagging = 0;
 	while (j->n < j->max) {
 		natsMsg *m = NULL;
 		int r = read_one(c, j, &m);
-		if (r == 0 && j->n > 0)
+		if (r == 0 && j->n > 0) {
 			r = leader_confirms(c, j);
+			if (r == 1 && lagging++ < LAGGING_TRIES) {
+				/* a run that goes on, or a replica behind the
+				 * leader: read on from where it stopped */
+				struct timespec ts = {0, LAGGING_WAIT_MS * 1000 * 1000};
+				nanosleep(&ts, NULL);
+				continue;
+			}
+			if (r == 1)
+				r = 0;
+		}
 		if (r <= 0) {
 			j->r = r;
 			return;

@@ -10,7 +10,8 @@
  * "handshake_first" sends nothing in clear: the version is then unknown, and
  * only logged so). Older than CLUSTER_NATS_MIN: the cluster fails
  * (-EPROTONOSUPPORT), since what runwarden relies on (direct gets, KV
- * creates, per-subject limits) is not there.
+ * creates, per-subject limits) is not there. Older than
+ * CLUSTER_NATS_RECOMMENDED: a warning (its replicas can diverge: issue 35 G).
  */
 #include "config.h"
 
@@ -135,6 +136,12 @@ cluster_check_server_version(Cluster *c)
 				       "cluster: nats-server %s at %s is older than %s, the "
 				       "minimum (docs/CLUSTER.md \"nats-server versions\")",
 				       v, url, CLUSTER_NATS_MIN);
-	log_info("cluster: nats-server %s at %s", v, url);
+	if (cluster_version_cmp(v, CLUSTER_NATS_RECOMMENDED) < 0)
+		log_warning("cluster: nats-server %s at %s: older than %s, whose stream replicas "
+			    "were not seen to diverge under network partitions (this one's can: "
+			    "docs/CLUSTER.md \"nats-server versions\")",
+			    v, url, CLUSTER_NATS_RECOMMENDED);
+	else
+		log_info("cluster: nats-server %s at %s", v, url);
 	return 0;
 }

@@ -293,11 +293,21 @@ typedef void (*ClusterOwnerFn)(Cluster *c, int err, const ClusterOwner *owner, v
  * one gets 0, the others -EEXIST. */
 int cluster_claim_thread(Cluster *c, const char *thread, const char *node, ClusterOwnerFn cb,
 			 void *userdata);
+/* The node a take takes from, and the revision of its last heartbeat seen
+ * before its loss (cluster_node_revision()). */
+typedef struct ClusterLost {
+	const char *node;
+	uint64_t revision;
+} ClusterLost;
 /* Take a thread over from its owner (a lost node): KV update on
  * expected_revision, so of the takers naming one revision exactly one gets
- * 0; the others, and any taker naming an old revision, get -ESTALE. */
+ * 0; the others, and any taker naming an old revision, get -ESTALE. With
+ * lost, the lost node's heartbeat key is read at the bucket's leader just
+ * before: a beat since lost->revision (the node is back) is -EALREADY and
+ * nothing is taken; the node is alive here from then on (on_node_up). */
 int cluster_take_thread(Cluster *c, const char *thread, const char *node,
-			uint64_t expected_revision, ClusterOwnerFn cb, void *userdata);
+			uint64_t expected_revision, const ClusterLost *lost, ClusterOwnerFn cb,
+			void *userdata);
 /* The owner, or -ENOENT. */
 int cluster_owner(Cluster *c, const char *thread, ClusterOwnerFn cb, void *userdata);
 
@@ -320,30 +330,35 @@ uint64_t cluster_lease(Cluster *c);
 /* The nodes alive now (watch_nodes), with their last heartbeat's value. */
 typedef void (*ClusterNodeFn)(Cluster *c, const char *node, const char *info, void *userdata);
 void cluster_foreach_node(Cluster *c, ClusterNodeFn fn, void *userdata);
+/* The revision of node's last heartbeat seen here (alive or lost), 0: none. */
+uint64_t cluster_node_revision(Cluster *c, const char *node);
 
-/* ---- run records (rw_runs) ---- */
+/* ---- run records (rw_runs) and run inputs (rw_inputs) ---- */
+
+typedef enum ClusterBucket {
+	CLUSTER_THREADS, /* rw_threads: thread → owner node (revision = epoch) */
+	CLUSTER_NODES,	 /* rw_nodes: node → last heartbeat (the live nodes) */
+	CLUSTER_RUNS,	 /* rw_runs: runId → record */
+	CLUSTER_INPUTS,	 /* rw_inputs: runId → the messages it started with (not listed) */
+} ClusterBucket;
 
 typedef void (*ClusterDoneFn)(Cluster *c, int err, uint64_t revision, void *userdata);
-/* Put the record of run_id (bytes copied). */
-int cluster_put_run(Cluster *c, const char *run_id, const void *data, size_t len, ClusterDoneFn cb,
-		    void *userdata);
-/* The record of run_id: err 0 and its bytes (valid during the callback),
- * -ENOENT when the bucket has none, or another negative errno. A KV get
- * (direct: any replica may answer, a moment behind a put). On the worker;
- * cb on the loop thread. 0, or -EINVAL (run_id cannot be a key: then no
- * run has it), -ENOTCONN (the buckets are not ensured yet), -ENOMEM. */
 typedef void (*ClusterValueFn)(Cluster *c, int err, const void *data, size_t len, void *userdata);
-int cluster_get_run(Cluster *c, const char *run_id, ClusterValueFn cb, void *userdata);
-
-/* ---- run inputs (rw_inputs) ---- */
-
-/* The user messages a run was started with (a /chat run's `input`), put once
- * at its start and read by the node that takes its thread over (the /chat
- * hydrate): as cluster_put_run() and cluster_get_run(), in rw_inputs.
- * Purged with the run (cluster_purge_run), under the same max age. */
-int cluster_put_input(Cluster *c, const char *run_id, const void *data, size_t len,
-		      ClusterDoneFn cb, void *userdata);
-int cluster_get_input(Cluster *c, const char *run_id, ClusterValueFn cb, void *userdata);
+/* Put key's value (bytes copied) in bucket CLUSTER_RUNS (a run's record, by
+ * run id) or CLUSTER_INPUTS (the user messages a run was started with — a
+ * /chat run's `input` —, put once at its start and read by the node that
+ * takes its thread over: the /chat hydrate; purged with the run,
+ * cluster_purge_run, under the same max age). */
+int cluster_put(Cluster *c, ClusterBucket bucket, const char *key, const void *data, size_t len,
+		ClusterDoneFn cb, void *userdata);
+/* The value of key in bucket (CLUSTER_RUNS or CLUSTER_INPUTS): err 0 and its
+ * bytes (valid during the callback), -ENOENT when the bucket has none, or
+ * another negative errno. A KV get (direct: any replica may answer, a moment
+ * behind a put). On the worker; cb on the loop thread. 0, or -EINVAL (another
+ * bucket, or key cannot be a key: then no run has it), -ENOTCONN (the buckets
+ * are not ensured yet), -ENOMEM. */
+int cluster_get(Cluster *c, ClusterBucket bucket, const char *key, ClusterValueFn cb,
+		void *userdata);
 
 /* An Idempotency-Key across the cluster (issue 35 F): create the entry key
  * (a KV key, e.g. a hash of the thread and the client's key) in rw_idem with
@@ -355,11 +370,6 @@ int cluster_idem_claim(Cluster *c, const char *key, const char *run_id, ClusterV
 
 /* ---- listing a bucket ---- */
 
-typedef enum ClusterBucket {
-	CLUSTER_THREADS, /* rw_threads: thread → owner node (revision = epoch) */
-	CLUSTER_NODES,	 /* rw_nodes: node → last heartbeat (the live nodes) */
-	CLUSTER_RUNS,	 /* rw_runs: runId → record */
-} ClusterBucket;
 typedef struct ClusterKv {
 	const char *key;
 	const void *value;
