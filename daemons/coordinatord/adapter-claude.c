@@ -44,12 +44,13 @@ typedef struct Block {
 } Block;
 
 typedef struct ClaudeState {
+	/* a.open: toolCallId → true, until their result; a.ending: from the
+	 * result line, applied after git diff */
+	AgentState a;
 	char message_id[128];	  /* Anthropic's message.id of the streaming message */
 	Block blocks[MAX_BLOCKS]; /* by content block index */
 	bool streamed;		  /* partials streamed the current message */
 	bool mid_used;		  /* the message id named a text block already */
-	json_t *open_tools;	  /* toolCallId → true, until their result */
-	RunEnding ending;	  /* from the result line, applied after git diff */
 } ClaudeState;
 
 static void close_open_blocks(Run *run);
@@ -71,7 +72,6 @@ strip_prefix(const char *name)
 static int
 claude_begin(Run *run, const json_t *messages, const json_t *metadata, ExecSpec *spec)
 {
-	_cleanup_free_ char *prompt = NULL;
 	const char *session;
 	static const char *const fixed[] = {"-p",
 					    "--output-format",
@@ -82,7 +82,7 @@ claude_begin(Run *run, const json_t *messages, const json_t *metadata, ExecSpec 
 					    "bypassPermissions",
 					    NULL};
 
-	if (agent_cli_begin(run, "claude-code", messages, metadata, "claude", fixed, spec, &prompt,
+	if (agent_cli_start(run, "claude-code", messages, metadata, "claude", fixed, spec,
 			    &session) < 0)
 		return -EINVAL;
 	if (session) /* glued to its option: never read as an option of its own */
@@ -93,8 +93,6 @@ claude_begin(Run *run, const json_t *messages, const json_t *metadata, ExecSpec 
 	}
 	strv_push(&spec->env, "IS_SANDBOX=1");
 	strv_push(&spec->env, "CLAUDE_CODE_SANDBOXED=1");
-	spec->stdin_len = strlen(prompt);
-	spec->stdin_data = TAKE_PTR(prompt);
 	return 0;
 }
 
@@ -113,7 +111,7 @@ tool_start(Run *run, const char *id, const char *name, const char *parent)
 	if (parent && *parent)
 		json_object_set_new(c, "parentMessageId", json_string(parent));
 	emit(run, c);
-	json_object_set_new(st_of(run)->open_tools, id, json_true());
+	json_object_set_new(st_of(run)->a.open, id, json_true());
 }
 
 /* The END chunks of an open block (nothing for a closed one). */
@@ -327,7 +325,7 @@ user_message(Run *run, const json_t *msg)
 		if (json_is_true(json_object_get(blk, "is_error")))
 			json_object_set_new(c, "state", json_string("output-error"));
 		emit(run, c);
-		json_object_del(st->open_tools, tid);
+		json_object_del(st->a.open, tid);
 	}
 }
 
@@ -339,7 +337,7 @@ interrupt_open_tools(Run *run)
 	json_t *v;
 	void *tmp;
 
-	json_object_foreach_safe(st->open_tools, tmp, tid, v)
+	json_object_foreach_safe(st->a.open, tmp, tid, v)
 	{
 		char mid[64];
 		run_gen_id(run, mid, sizeof(mid));
@@ -350,7 +348,7 @@ interrupt_open_tools(Run *run)
 			       "{\"status\":\"interrupted\",\"error\":\"interrupted: the "
 			       "agent ended its turn before the tool call finished\"}",
 			       "role", "tool", "metadata", "tanstack", "state", "output-error"));
-		json_object_del(st->open_tools, tid);
+		json_object_del(st->a.open, tid);
 	}
 }
 
@@ -391,7 +389,7 @@ result_message(Run *run, const json_t *res)
 			json_object_set_new(
 			    json_object_get(json_object_get(fin, "metadata"), "tanstack"),
 			    "providerUsageDetails", json_pack("{s:O}", "totalCostUsd", cost));
-		ending_complete(&st->ending, fin, usage);
+		ending_complete(&st->a.ending, fin, usage);
 		return;
 	}
 	/* error subtypes: the errors joined, the subtype as the code */
@@ -410,7 +408,7 @@ result_message(Run *run, const json_t *res)
 		const char *r = json_string_value(json_object_get(res, "result"));
 		snprintf(msg, sizeof(msg), "%s", r ? r : subtype);
 	}
-	ending_fail(&st->ending, msg, subtype, -1);
+	ending_fail(&st->a.ending, msg, subtype, -1);
 }
 
 static void
@@ -488,7 +486,7 @@ claude_drain(Run *run, bool final)
 static void
 finish_run(Run *run)
 {
-	ending_apply(run, &st_of(run)->ending);
+	ending_apply(run, &st_of(run)->a.ending);
 }
 
 static void
@@ -521,10 +519,10 @@ claude_exit(Run *run, int64_t code, int64_t sig, const char *why)
 {
 	ClaudeState *st = st_of(run);
 
-	if (!st->ending.chunk) {
+	if (!st->a.ending.chunk) {
 		close_open_blocks(run);
 		interrupt_open_tools(run);
-		ending_fail_exit(run, &st->ending, "claude ended without a result", code, why);
+		ending_fail_exit(run, &st->a.ending, "claude ended without a result", code, why);
 	}
 	/* the whole change set, when the workspace is a git repository */
 	static char *const diff[] = {(char *)"/bin/sh", (char *)"-c",
@@ -538,25 +536,7 @@ claude_exit(Run *run, int64_t code, int64_t sig, const char *why)
 static int
 claude_init(Run *run)
 {
-	ClaudeState *st = calloc(1, sizeof(*st));
-	if (!st || !(st->open_tools = json_object())) {
-		free(st);
-		return -ENOMEM;
-	}
-	run->astate = st;
-	return 0;
-}
-
-static void
-claude_free(Run *run)
-{
-	ClaudeState *st = st_of(run);
-	if (!st)
-		return;
-	json_decref(st->open_tools);
-	ending_done(&st->ending);
-	free(st);
-	run->astate = NULL;
+	return agent_state_new(run, sizeof(ClaudeState));
 }
 
 static const char *const block_names[] = {[BLOCK_NONE] = "none",
@@ -581,7 +561,7 @@ claude_save(Run *run)
 		}
 	return json_pack("{s:s, s:b, s:b, s:o, s:O, s:o}", "messageId", st->message_id, "streamed",
 			 st->streamed, "midUsed", st->mid_used, "blocks", blocks, "openTools",
-			 st->open_tools, "ending", ending_save(&st->ending));
+			 st->a.open, "ending", ending_save(&st->a.ending));
 }
 
 static int
@@ -616,12 +596,7 @@ claude_load(Run *run, const json_t *state)
 		st->blocks[idx].kind = k;
 		snprintf(st->blocks[idx].id, sizeof(st->blocks[idx].id), "%s", id);
 	}
-	json_t *copy = json_deep_copy(tools);
-	if (!copy)
-		return -ENOMEM;
-	json_decref(st->open_tools);
-	st->open_tools = copy;
-	return ending_load(&st->ending, json_object_get(state, "ending"));
+	return agent_state_load(&st->a, tools, state);
 }
 
 const Adapter adapter_claude = {
@@ -631,7 +606,7 @@ const Adapter adapter_claude = {
     .begin = claude_begin,
     .drain = claude_drain,
     .exit = claude_exit,
-    .free_state = claude_free,
+    .free_state = agent_state_free,
     .save = claude_save,
     .load = claude_load,
 };

@@ -38,29 +38,26 @@
 #include "json-util.h"
 #include "macro.h"
 
+/* a.open: item id → {"sent": length of text already emitted, "kind": …};
+ * a.ending: from turn.completed / turn.failed */
 typedef struct CodexState {
-	json_t *items;	  /* item id → {"sent": length of text already emitted, "kind": …} */
-	RunEnding ending; /* from turn.completed / turn.failed */
+	AgentState a;
 } CodexState;
 
 static int
 codex_begin(Run *run, const json_t *messages, const json_t *metadata, ExecSpec *spec)
 {
-	_cleanup_free_ char *prompt = NULL;
 	const char *session;
 	static const char *const fixed[] = {
 	    "exec",	 "--experimental-json", "--skip-git-repo-check",
 	    "--sandbox", "danger-full-access",	NULL};
 
-	if (agent_cli_begin(run, "codex", messages, metadata, "codex", fixed, spec, &prompt,
-			    &session) < 0)
+	if (agent_cli_start(run, "codex", messages, metadata, "codex", fixed, spec, &session) < 0)
 		return -EINVAL;
 	if (session) { /* a positional */
 		strv_push(&spec->argv, "resume");
 		strv_push(&spec->argv, session);
 	}
-	spec->stdin_len = strlen(prompt);
-	spec->stdin_data = TAKE_PTR(prompt);
 	return 0;
 }
 
@@ -75,11 +72,11 @@ emit(Run *run, json_t *chunk)
 static json_t *
 item_state(CodexState *st, const char *id, bool *ret_new)
 {
-	json_t *s = json_object_get(st->items, id);
+	json_t *s = json_object_get(st->a.open, id);
 	*ret_new = !s;
 	if (!s) {
 		s = json_pack("{s:i}", "sent", 0);
-		json_object_set_new(st->items, id, s);
+		json_object_set_new(st->a.open, id, s);
 	}
 	return s;
 }
@@ -314,7 +311,7 @@ codex_line(Run *run, const char *line, size_t len)
 		item_event(run, json_object_get(j, "item"), false);
 	} else if (streq(type, "item.completed")) {
 		item_event(run, json_object_get(j, "item"), true);
-	} else if (streq(type, "turn.completed") && !st->ending.chunk) {
+	} else if (streq(type, "turn.completed") && !st->a.ending.chunk) {
 		const json_t *u = json_object_get(j, "usage");
 		json_int_t in = json_integer_value(json_object_get(u, "input_tokens"));
 		json_int_t out = json_integer_value(json_object_get(u, "output_tokens"));
@@ -322,18 +319,18 @@ codex_line(Run *run, const char *line, size_t len)
 		json_t *usage = json_pack("[{s:I, s:I, s:I, s:I, s:s}]", "inputTokens", in,
 					  "outputTokens", out, "totalTokens", in + out,
 					  "cachedInputTokens", cached, "provider", "openai");
-		ending_complete(&st->ending,
+		ending_complete(&st->a.ending,
 				json_pack("{s:s, s:s, s:s, s:{s:s}, s:O, s:{s:{s:s}}}", "type",
 					  "RUN_FINISHED", "threadId", run->thread_id, "runId",
 					  run->run_id, "outcome", "type", "success", "usage", usage,
 					  "metadata", "tanstack", "finishReason", "stop"),
 				usage);
-	} else if ((streq(type, "turn.failed") || streq(type, "error")) && !st->ending.chunk) {
+	} else if ((streq(type, "turn.failed") || streq(type, "error")) && !st->a.ending.chunk) {
 		const char *m =
 		    json_string_value(json_object_get(json_object_get(j, "error"), "message"));
 		if (!m)
 			m = json_string_value(json_object_get(j, "message"));
-		ending_fail(&st->ending, m ? m : "codex turn failed",
+		ending_fail(&st->a.ending, m ? m : "codex turn failed",
 			    streq(type, "error") ? "codex_error" : "turn_failed", -1);
 	}
 	json_decref(j);
@@ -366,41 +363,23 @@ codex_exit(Run *run, int64_t code, int64_t sig, const char *why)
 {
 	CodexState *st = run->astate;
 
-	if (!st->ending.chunk)
-		ending_fail_exit(run, &st->ending, "codex ended without completing its turn", code,
-				 why);
-	ending_apply(run, &st->ending);
+	if (!st->a.ending.chunk)
+		ending_fail_exit(run, &st->a.ending, "codex ended without completing its turn",
+				 code, why);
+	ending_apply(run, &st->a.ending);
 }
 
 static int
 codex_init(Run *run)
 {
-	CodexState *st = calloc(1, sizeof(*st));
-	if (!st || !(st->items = json_object())) {
-		free(st);
-		return -ENOMEM;
-	}
-	run->astate = st;
-	return 0;
-}
-
-static void
-codex_free(Run *run)
-{
-	CodexState *st = run->astate;
-	if (!st)
-		return;
-	json_decref(st->items);
-	ending_done(&st->ending);
-	free(st);
-	run->astate = NULL;
+	return agent_state_new(run, sizeof(CodexState));
 }
 
 static json_t *
 codex_save(Run *run)
 {
 	CodexState *st = run->astate;
-	return json_pack("{s:O, s:o}", "items", st->items, "ending", ending_save(&st->ending));
+	return json_pack("{s:O, s:o}", "items", st->a.open, "ending", ending_save(&st->a.ending));
 }
 
 static int
@@ -418,12 +397,7 @@ codex_load(Run *run, const json_t *state)
 		if (!json_is_object(v) || !json_is_integer(json_object_get(v, "sent")))
 			return -EBADMSG;
 	}
-	json_t *copy = json_deep_copy(items);
-	if (!copy)
-		return -ENOMEM;
-	json_decref(st->items);
-	st->items = copy;
-	return ending_load(&st->ending, json_object_get(state, "ending"));
+	return agent_state_load(&st->a, items, state);
 }
 
 const Adapter adapter_codex = {
@@ -433,7 +407,7 @@ const Adapter adapter_codex = {
     .begin = codex_begin,
     .drain = codex_drain,
     .exit = codex_exit,
-    .free_state = codex_free,
+    .free_state = agent_state_free,
     .save = codex_save,
     .load = codex_load,
 };

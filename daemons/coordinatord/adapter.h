@@ -70,6 +70,23 @@ void ending_done(RunEnding *e);
 json_t *ending_save(const RunEnding *e);
 int ending_load(RunEnding *e, const json_t *j);
 
+/* The state an agent CLI adapter (claude, codex) keeps, first in its own
+ * state struct: the object of what is open (its save() writes it whole) and
+ * the ending. */
+typedef struct AgentState {
+	json_t *open;	  /* the adapter's: claude's open tool calls, codex's items */
+	RunEnding ending; /* decided by the agent's result, applied after its exit */
+} AgentState;
+
+/* run->astate = a zeroed state of size bytes (an AgentState first) with an
+ * empty object; -ENOMEM. */
+int agent_state_new(Run *run, size_t size);
+/* Frees run->astate (NULL allowed) and clears it. */
+void agent_state_free(Run *run);
+/* load()'s end: a->open becomes a copy of open (checked by the caller), the
+ * ending is state's "ending". 0, -ENOMEM or ending_load()'s -EBADMSG. */
+int agent_state_load(AgentState *a, const json_t *open, const json_t *state);
+
 /* The start of an agent CLI's exec (claude, codex): the last user message's
  * text in *ret_prompt (for stdin), spec->argv the harness's command (or dflt)
  * then fixed (NULL-terminated), spec->env PATH, HOME and LANG, and
@@ -78,6 +95,10 @@ int ending_load(RunEnding *e, const json_t *j);
  * session id starts with '-'. */
 int agent_cli_begin(Run *run, const char *what, const json_t *messages, const json_t *metadata,
 		    const char *dflt, const char *const *fixed, ExecSpec *spec, char **ret_prompt,
+		    const char **ret_session);
+/* agent_cli_begin() with the prompt as the exec's stdin (claude, codex). */
+int agent_cli_start(Run *run, const char *what, const json_t *messages, const json_t *metadata,
+		    const char *dflt, const char *const *fixed, ExecSpec *spec,
 		    const char **ret_session);
 
 /* A run-scoped id: "<runId8>-<n>" (n, run->id_counter, is kept in the

@@ -266,16 +266,27 @@ on_text_start(Build *b, const json_t *ch, const char *call, Call *cl)
 	return 0;
 }
 
+/* A chunk's delta and its length (0 when it has none), counted into the
+ * hydrate's bytes; -EFBIG past them. */
 static int
-on_text_content(Build *b, const json_t *ch, const char *call, Call *cl)
+delta_count(Build *b, const json_t *ch, const char **ret_delta, size_t *ret_n)
 {
 	const char *delta = json_string_value(json_object_get(ch, "delta"));
 	size_t n = delta ? strlen(delta) : 0;
+
+	*ret_delta = delta;
+	*ret_n = n;
+	return n > 0 ? build_count(b, n) : 0;
+}
+
+static int
+on_text_content(Build *b, const json_t *ch, const char *call, Call *cl)
+{
+	const char *delta;
+	size_t n;
 	int r;
 
-	if (n == 0)
-		return 0;
-	if ((r = build_count(b, n)) < 0)
+	if ((r = delta_count(b, ch, &delta, &n)) < 0 || n == 0)
 		return r;
 	if (!b->text_open) {
 		r = part_append(b, json_pack("{s:s, s:s}", "type", "text", "content", ""));
@@ -315,15 +326,15 @@ on_tool_call_start(Build *b, const json_t *ch, const char *call, Call *cl)
 static int
 on_tool_call_args(Build *b, const json_t *ch, const char *call, Call *cl)
 {
-	const char *delta = json_string_value(json_object_get(ch, "delta"));
-	size_t n = delta ? strlen(delta) : 0;
+	const char *delta;
+	size_t n;
 	int r;
 
-	if (!cl || n == 0)
+	if (!cl)
 		return 0;
-	json_t *p = call_part(b, cl);
-	if ((r = build_count(b, n)) < 0)
+	if ((r = delta_count(b, ch, &delta, &n)) < 0 || n == 0)
 		return r;
+	json_t *p = call_part(b, cl);
 	if (!cl->args.data) { /* from what the part holds (an END came before) */
 		const char *old = json_string_value(json_object_get(p, "arguments")) ?: "";
 		if ((r = buf_append(&cl->args, old, strlen(old))) < 0)

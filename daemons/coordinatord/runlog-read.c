@@ -268,6 +268,31 @@ runlog_foreach_running(RunLog *l, void (*fn)(const char *run_id, json_t *record,
 	return rc == MDB_NOTFOUND ? 0 : mdb_errno(rc);
 }
 
+/* A read that lists: the empty list it fills and its read-only transaction. */
+static int
+list_read_begin(RunLog *l, json_t **ret_list, MDB_txn **ret_txn)
+{
+	json_t *list = json_array();
+	int r;
+
+	if (!list)
+		return -ENOMEM;
+	r = mdb_errno(mdb_txn_begin(l->env, NULL, MDB_RDONLY, ret_txn));
+	if (r < 0) {
+		json_decref(list);
+		return r;
+	}
+	*ret_list = list;
+	return 0;
+}
+
+/* The record's status is status (any when NULL). */
+static bool
+status_matches(const json_t *rec, const char *status)
+{
+	return !status || streq(status, json_string_value(json_object_get(rec, "status")) ?: "");
+}
+
 /* The thread's index entries walked from its newest (its keys are
  * thread\0 + startedAt + runId, ascending: the range ends before
  * thread\x01), at most max records kept; no record read past them. */
@@ -285,12 +310,10 @@ thread_runs_walk(RunLog *l, const char *thread_id, const char *status, size_t ma
 		return -EINVAL;
 	memcpy(prefix, thread_id, tl);
 	prefix[tl] = '\0';
-	json_t *out = json_array();
-	if (!out)
-		return -ENOMEM;
-	r = mdb_errno(mdb_txn_begin(l->env, NULL, MDB_RDONLY, &txn));
+	json_t *out;
+	r = list_read_begin(l, &out, &txn);
 	if (r < 0)
-		goto fail;
+		return r;
 	r = mdb_errno(mdb_cursor_open(txn, l->thread_runs, &cur));
 	if (r < 0) {
 		mdb_txn_abort(txn);
@@ -310,8 +333,7 @@ thread_runs_walk(RunLog *l, const char *thread_id, const char *status, size_t ma
 		json_t *rec;
 		if (get_record(txn, l, id, &rec) < 0)
 			continue; /* pruned under us: the index entry goes with the next prune */
-		if (status &&
-		    !streq(status, json_string_value(json_object_get(rec, "status")) ?: "")) {
+		if (!status_matches(rec, status)) {
 			json_decref(rec);
 			continue;
 		}
@@ -563,12 +585,10 @@ runlog_threads(RunLog *l, const RunLogThreadQuery *q, json_t **ret, bool *ret_mo
 	int r;
 
 	*ret_more = false;
-	json_t *out = json_array();
-	if (!out)
-		return -ENOMEM;
-	r = mdb_errno(mdb_txn_begin(l->env, NULL, MDB_RDONLY, &txn));
+	json_t *out;
+	r = list_read_begin(l, &out, &txn);
 	if (r < 0)
-		goto fail;
+		return r;
 	r = thread_heads(l, txn, q->prefix, q->scope, &heads, &n);
 	if (r < 0) {
 		mdb_txn_abort(txn);
@@ -585,8 +605,7 @@ runlog_threads(RunLog *l, const RunLogThreadQuery *q, json_t **ret, bool *ret_mo
 			continue;
 		if (get_record(txn, l, h->run_id, &rec) < 0)
 			continue; /* pruned under us */
-		if (q->status &&
-		    !streq(q->status, json_string_value(json_object_get(rec, "status")) ?: "")) {
+		if (!status_matches(rec, q->status)) {
 			json_decref(rec);
 			continue;
 		}
