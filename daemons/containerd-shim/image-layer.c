@@ -25,6 +25,7 @@
 #include "id-util.h"
 #include "macro.h"
 #include "snapshot.h"
+#include "tar-read.h"
 
 #define WH_PREFIX ".wh."
 #define WH_OPAQUE ".wh..wh..opq"
@@ -297,6 +298,8 @@ write_file(Layer *l, int pfd, const char *name, const char *path, struct archive
 {
 	_cleanup_close_ int fd = -1;
 	int64_t size = archive_entry_size(e);
+	const char *what = NULL;
+	int r;
 
 	if (size < 0 || (uint64_t)size > l->u->max_bytes - l->u->bytes)
 		return refuse(l, path, "the image is over image_max_bytes");
@@ -304,27 +307,11 @@ write_file(Layer *l, int pfd, const char *name, const char *path, struct archive
 	fd = openat(pfd, name, O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0600);
 	if (fd < 0)
 		return -errno;
-	for (;;) {
-		const void *buf;
-		size_t len;
-		la_int64_t off;
-		int r = archive_read_data_block(l->a, &buf, &len, &off);
-		if (r == ARCHIVE_EOF)
-			break;
-		if (r < ARCHIVE_WARN)
-			return refuse(l, path, archive_error_string(l->a) ?: "read error");
-		if (off < 0 || (uint64_t)off + len > (uint64_t)size)
-			return refuse(l, path, "data beyond the entry's size");
-		for (size_t done = 0; done < len;) {
-			ssize_t n = pwrite(fd, (const char *)buf + done, len - done,
-					   (off_t)((uint64_t)off + done));
-			if (n < 0 && errno == EINTR)
-				continue;
-			if (n < 0)
-				return -errno;
-			done += (size_t)n;
-		}
-	}
+	r = tar_read_data(l->a, fd, size, &what);
+	if (r == -EINVAL)
+		return refuse(l, path, what);
+	if (r < 0)
+		return r;
 	if (ftruncate(fd, (off_t)size) < 0 || fchmod(fd, perm_of(l, e)) < 0)
 		return -errno;
 	return 0;
@@ -419,6 +406,19 @@ apply_entry(Layer *l, struct archive_entry *e)
 	}
 }
 
+/* apply_entry() for tar_read_entries(): an error other than a refusal gets
+ * the entry's name. */
+static int
+apply_entry_cb(struct archive_entry *e, void *userdata)
+{
+	Layer *l = userdata;
+	int r = apply_entry(l, e);
+
+	if (r < 0 && r != -EINVAL)
+		reason_set(l->why, "'%.160s': %s", archive_entry_pathname(e) ?: "?", strerror(-r));
+	return r;
+}
+
 static int
 digest_check(Layer *l, Src *s, const char *digest)
 {
@@ -444,7 +444,6 @@ image_layer_apply(ImageUnpack *u, int fd, const char *digest, Reason *why)
 {
 	Layer l = {.u = u, .why = why};
 	_cleanup_free_ Src *s = calloc(1, sizeof(*s));
-	struct archive_entry *e;
 	int r = 0;
 
 	if (!s)
@@ -467,25 +466,9 @@ image_layer_apply(ImageUnpack *u, int fd, const char *digest, Reason *why)
 		r = -EINVAL;
 		goto out;
 	}
-	for (;;) {
-		int k = archive_read_next_header(l.a, &e);
-		if (k == ARCHIVE_EOF)
-			break;
-		if (k < ARCHIVE_WARN) {
-			reason_set(why, "a broken or truncated tar: %s",
-				   archive_error_string(l.a) ?: "corrupt");
-			r = -EINVAL;
-			goto out;
-		}
-		r = apply_entry(&l, e);
-		if (r < 0) {
-			if (r != -EINVAL)
-				reason_set(why, "'%.160s': %s", archive_entry_pathname(e) ?: "?",
-					   strerror(-r));
-			goto out;
-		}
-	}
-	r = digest_check(&l, s, digest);
+	r = tar_read_entries(l.a, apply_entry_cb, &l, "a broken or truncated tar", why);
+	if (r >= 0)
+		r = digest_check(&l, s, digest);
 out:
 	if (l.a)
 		archive_read_free(l.a);
