@@ -138,6 +138,12 @@ src_read(struct archive *a, void *ud, const void **ret)
 	return n;
 }
 
+static int
+src_open(struct archive *a, void *s)
+{
+	return archive_read_open(a, s, NULL, src_read, NULL);
+}
+
 /* What follows the end-of-archive blocks counts for the digest too. */
 static int
 src_drain(Src *s)
@@ -160,16 +166,15 @@ src_drain(Src *s)
  */
 
 typedef struct Layer {
+	Reason *why;
 	ImageUnpack *u;
 	struct archive *a;
-	Reason *why;
 } Layer;
 
 static int
 refuse(Layer *l, const char *path, const char *what)
 {
-	reason_set(l->why, "'%.160s': %s", path ? path : "?", what);
-	return -EINVAL;
+	return tar_refuse(l->why, "", 160, path, what);
 }
 
 static int
@@ -223,18 +228,12 @@ open_parent(Layer *l, char *path, bool create, int *ret_fd, const char **ret_nam
 static int
 empty_dir(int dfd)
 {
-	int fd = openat(dfd, ".", O_RDONLY | O_DIRECTORY | O_CLOEXEC);
 	DIR *d;
 	struct dirent *de;
-	int r = 0;
+	int r = fd_opendir(openat(dfd, ".", O_RDONLY | O_DIRECTORY | O_CLOEXEC), &d);
 
-	if (fd < 0)
-		return -errno;
-	d = fdopendir(fd);
-	if (!d) {
-		close(fd);
-		return -errno;
-	}
+	if (r < 0)
+		return r;
 	while ((de = readdir(d)))
 		if (!streq(de->d_name, ".") && !streq(de->d_name, "..")) {
 			int k = snapshot_rm_rf(dfd, de->d_name);
@@ -450,22 +449,13 @@ image_layer_apply(ImageUnpack *u, int fd, const char *digest, Reason *why)
 		return -ENOMEM;
 	s->fd = fd;
 	s->md = EVP_MD_CTX_new();
-	l.a = archive_read_new();
-	if (!s->md || !l.a || EVP_DigestInit_ex(s->md, EVP_sha256(), NULL) != 1) {
+	if (!s->md || EVP_DigestInit_ex(s->md, EVP_sha256(), NULL) != 1) {
 		r = -ENOMEM;
 		goto out;
 	}
-	archive_read_support_filter_gzip(l.a);
-	archive_read_support_filter_zstd(l.a);
-	archive_read_support_filter_xz(l.a);
-	archive_read_support_filter_bzip2(l.a);
-	archive_read_support_filter_none(l.a);
-	archive_read_support_format_tar(l.a);
-	if (archive_read_open(l.a, s, NULL, src_read, NULL) != ARCHIVE_OK) {
-		reason_set(why, "not a tar archive: %s", archive_error_string(l.a) ?: "unreadable");
-		r = -EINVAL;
+	r = tar_read_open(true, src_open, s, "not a tar archive", why, &l.a);
+	if (r < 0)
 		goto out;
-	}
 	r = tar_read_entries(l.a, apply_entry_cb, &l, "a broken or truncated tar", why);
 	if (r >= 0)
 		r = digest_check(&l, s, digest);

@@ -201,19 +201,14 @@ name_cmp(const void *a, const void *b)
 static int
 list_dir(int dfd, char ***ret, size_t *ret_n)
 {
-	int fd = dup(dfd);
 	char **v = NULL;
 	size_t n = 0, cap = 0;
 	struct dirent *de;
 	DIR *d;
+	int r = fd_opendir(dup(dfd), &d);
 
-	if (fd < 0)
-		return -errno;
-	d = fdopendir(fd);
-	if (!d) {
-		close(fd);
-		return -errno;
-	}
+	if (r < 0)
+		return r;
 	rewinddir(d);
 	while ((errno = 0, de = readdir(d))) {
 		if (streq(de->d_name, ".") || streq(de->d_name, ".."))
@@ -736,8 +731,7 @@ typedef struct Unpacker {
 static int
 reject(Unpacker *u, const char *path, const char *why)
 {
-	reason_set(u->e, "archive rejected: '%.128s': %s", path ? path : "?", why);
-	return -EINVAL;
+	return tar_refuse(u->e, "archive rejected: ", 128, path, why);
 }
 
 /* Open the parent directory of path (creating missing components 0700),
@@ -929,6 +923,12 @@ unpack_entry(Unpacker *u, struct archive_entry *e)
 }
 
 static int
+unpack_open(struct archive *a, void *fd)
+{
+	return archive_read_open_fd(a, *(int *)fd, UNPACK_BLOCK);
+}
+
+static int
 unpack_entry_cb(struct archive_entry *e, void *userdata)
 {
 	return unpack_entry(userdata, e);
@@ -957,21 +957,10 @@ snapshot_unpack(int archive_fd, int parent_fd, const char *name, uid_t uid, gid_
 		r = -errno;
 		goto fail;
 	}
-	u.a = archive_read_new();
-	if (!u.a) {
-		r = -ENOMEM;
-		goto fail;
-	}
 	/* Our archives are zstd (or gzip) pax tars; nothing else is read. */
-	archive_read_support_filter_zstd(u.a);
-	archive_read_support_filter_gzip(u.a);
-	archive_read_support_filter_none(u.a);
-	archive_read_support_format_tar(u.a);
-	if (archive_read_open_fd(u.a, archive_fd, UNPACK_BLOCK) != ARCHIVE_OK) {
-		reason_set(err, "archive rejected: %s", archive_error_string(u.a) ?: "unreadable");
-		r = -EINVAL;
+	r = tar_read_open(false, unpack_open, &archive_fd, "archive rejected", err, &u.a);
+	if (r < 0)
 		goto fail;
-	}
 	r = tar_read_entries(u.a, unpack_entry_cb, &u, "archive rejected", err);
 	if (r < 0) {
 		if (r != -EINVAL)

@@ -12,6 +12,38 @@
 #include <archive.h>
 
 int
+tar_read_open(bool xz_bzip2, TarOpenFn open, void *userdata, const char *unreadable, Reason *why,
+	      struct archive **ret)
+{
+	struct archive *a = archive_read_new();
+
+	if (!a)
+		return -ENOMEM;
+	archive_read_support_filter_gzip(a);
+	archive_read_support_filter_zstd(a);
+	if (xz_bzip2) {
+		archive_read_support_filter_xz(a);
+		archive_read_support_filter_bzip2(a);
+	}
+	archive_read_support_filter_none(a);
+	archive_read_support_format_tar(a);
+	if (open(a, userdata) != ARCHIVE_OK) {
+		reason_set(why, "%s: %s", unreadable, archive_error_string(a) ?: "unreadable");
+		archive_read_free(a);
+		return -EINVAL;
+	}
+	*ret = a;
+	return 0;
+}
+
+int
+tar_refuse(Reason *why, const char *prefix, int max, const char *path, const char *what)
+{
+	reason_set(why, "%s'%.*s': %s", prefix, max, path ? path : "?", what);
+	return -EINVAL;
+}
+
+int
 tar_read_entries(struct archive *a, TarEntryFn fn, void *userdata, const char *broken, Reason *why)
 {
 	struct archive_entry *e;

@@ -8,12 +8,28 @@
  */
 #pragma once
 
+#include <stdbool.h>
 #include <stdint.h>
 
 #include "reason.h"
 
 struct archive;
 struct archive_entry;
+
+/* Opens a on its source (archive_read_open*()): ARCHIVE_OK or libarchive's
+ * error. */
+typedef int (*TarOpenFn)(struct archive *a, void *userdata);
+
+/* A reader of a tar, uncompressed or gzip or zstd (with xz_bzip2, xz and
+ * bzip2 too), opened by open(a, userdata). Returns 0 with *ret (free it with
+ * archive_read_free()), -ENOMEM, or -EINVAL when open fails, with why set to
+ * "<unreadable>: <libarchive's words>". */
+int tar_read_open(bool xz_bzip2, TarOpenFn open, void *userdata, const char *unreadable,
+		  Reason *why, struct archive **ret);
+
+/* An entry refused: why set to "<prefix>'<path, its first max bytes>': <what>"
+ * ("?" for no path). Returns -EINVAL. */
+int tar_refuse(Reason *why, const char *prefix, int max, const char *path, const char *what);
 
 /* Called for each entry: ≥0 goes on, a negative errno stops the loop. */
 typedef int (*TarEntryFn)(struct archive_entry *e, void *userdata);
