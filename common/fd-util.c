@@ -23,6 +23,23 @@ safe_close(int fd)
 }
 
 int
+fd_opendir(int fd, DIR **ret)
+{
+	DIR *d;
+
+	if (fd < 0)
+		return -errno;
+	d = fdopendir(fd);
+	if (!d) {
+		int r = -errno;
+		close(fd);
+		return r;
+	}
+	*ret = d;
+	return 0;
+}
+
+int
 fd_nonblock(int fd, int nonblock)
 {
 	int fl = fcntl(fd, F_GETFL);

@@ -4,6 +4,7 @@
  */
 #pragma once
 
+#include <dirent.h>
 #include <stdio.h>
 
 #include <stddef.h>
@@ -26,6 +27,11 @@ fclosep(FILE **f)
 		(void)fclose(*f);
 }
 #define _cleanup_fclose_ _cleanup_(fclosep)
+
+/* fdopendir(fd) into *ret; fd belongs to the DIR then (closedir() closes it),
+ * and is closed when that fails. A negative fd is the failure of the call that
+ * gave it: its errno is returned. Returns 0 or a negative errno. */
+int fd_opendir(int fd, DIR **ret);
 
 /* Set or clear O_NONBLOCK. Returns 0 or a negative errno. */
 int fd_nonblock(int fd, int nonblock);

@@ -6,6 +6,9 @@
 
 #include "bev-splice.h"
 
+#include <stdlib.h>
+#include <unistd.h>
+
 #include <event2/buffer.h>
 #include <event2/bufferevent.h>
 #include <event2/event.h>
@@ -109,4 +112,24 @@ bev_splice_open(BevSplice *s)
 	bufferevent_enable(s->up, EV_READ | EV_WRITE);
 	if (evbuffer_get_length(bufferevent_get_input(s->down)) > 0)
 		splice_read_cb(s->down, s);
+}
+
+void *
+bev_splice_accept(struct event_base *base, int fd, size_t size, size_t offset)
+{
+	char *owner = calloc(1, size);
+	BevSplice *s;
+
+	if (!owner) {
+		close(fd);
+		return NULL;
+	}
+	s = (BevSplice *)(owner + offset);
+	s->down = bufferevent_socket_new(base, fd, BEV_OPT_CLOSE_ON_FREE | BEV_OPT_DEFER_CALLBACKS);
+	if (!s->down) {
+		close(fd);
+		free(owner);
+		return NULL;
+	}
+	return owner;
 }

@@ -15,6 +15,7 @@
 #include <stddef.h>
 
 struct bufferevent;
+struct event_base;
 
 typedef struct BevSplice BevSplice;
 struct BevSplice {
@@ -34,3 +35,9 @@ void bev_splice_open(BevSplice *s);
 /* One side is done: the other (NULL: none) flushes what it has queued, then
  * s->close(s). The side that is not other is freed now. */
 void bev_splice_finish(BevSplice *s, struct bufferevent *other);
+
+/* A connection accepted on fd: a zeroed owner of size bytes whose BevSplice
+ * stands offset bytes into it, with down a bufferevent on fd (closed with it).
+ * Returns the owner (the caller frees it), or NULL when out of memory: fd is
+ * closed then. */
+void *bev_splice_accept(struct event_base *base, int fd, size_t size, size_t offset);

@@ -60,14 +60,12 @@ inspect_print(const ImageInfo *i)
 }
 
 static int
-cmd_import(const ImageStore *st, int argc, char **argv)
+cmd_import(const ImageStore *st, char **argv)
 {
 	ImageInfo info;
 	Reason why = {""};
 	int r;
 
-	if (argc != 3)
-		return fprintf(stderr, "usage: runwarden image import NAME SOURCE\n"), 2;
 	umask(022);
 	r = image_import(st, argv[1], argv[2], &info, &why);
 	if (r < 0)
@@ -80,7 +78,7 @@ cmd_import(const ImageStore *st, int argc, char **argv)
 }
 
 static int
-cmd_ls(const ImageStore *st, int argc, char **argv)
+cmd_ls(const ImageStore *st, char **argv)
 {
 	ImageInfo *v;
 	size_t n;
@@ -88,8 +86,6 @@ cmd_ls(const ImageStore *st, int argc, char **argv)
 	int r;
 
 	(void)argv;
-	if (argc != 1)
-		return fprintf(stderr, "usage: runwarden image ls\n"), 2;
 	r = image_list(st, true, &v, &n, &why);
 	if (r < 0)
 		return fail("ls", &why, r);
@@ -104,14 +100,12 @@ cmd_ls(const ImageStore *st, int argc, char **argv)
 }
 
 static int
-cmd_inspect(const ImageStore *st, int argc, char **argv)
+cmd_inspect(const ImageStore *st, char **argv)
 {
 	ImageInfo info;
 	Reason why = {""};
 	int r;
 
-	if (argc != 2)
-		return fprintf(stderr, "usage: runwarden image inspect NAME\n"), 2;
 	r = image_lookup(st, argv[1], &info, &why);
 	if (r < 0)
 		return fail("inspect", &why, r);
@@ -122,13 +116,11 @@ cmd_inspect(const ImageStore *st, int argc, char **argv)
 }
 
 static int
-cmd_rm(const ImageStore *st, int argc, char **argv)
+cmd_rm(const ImageStore *st, char **argv)
 {
 	Reason why = {""};
 	int r;
 
-	if (argc != 2)
-		return fprintf(stderr, "usage: runwarden image rm NAME\n"), 2;
 	r = image_remove(st, argv[1], &why);
 	if (r < 0)
 		return fail("rm", &why, r);
@@ -137,12 +129,11 @@ cmd_rm(const ImageStore *st, int argc, char **argv)
 }
 
 static int
-cmd_gc(const ImageStore *st, int argc, char **argv)
+cmd_gc(const ImageStore *st, char **argv)
 {
 	Reason why = {""};
 	int r;
 
-	(void)argc;
 	(void)argv;
 	r = image_gc(st, &why);
 	if (r < 0)
@@ -154,17 +145,29 @@ cmd_gc(const ImageStore *st, int argc, char **argv)
 int
 image_cmd(const ShimConf *c, int argc, char **argv)
 {
+	/* argc: the words a command takes, its name included (-1: any); usage:
+	 * what is said when it is given another number. */
 	static const struct {
 		const char *name;
-		int (*fn)(const ImageStore *, int, char **);
-	} cmds[] = {{"import", cmd_import},   {"ls", cmd_ls}, {"list", cmd_ls},
-		    {"inspect", cmd_inspect}, {"rm", cmd_rm}, {"gc", cmd_gc}};
+		int argc;
+		const char *usage;
+		int (*fn)(const ImageStore *, char **);
+	} cmds[] = {{"import", 3, "import NAME SOURCE", cmd_import},
+		    {"ls", 1, "ls", cmd_ls},
+		    {"list", 1, "ls", cmd_ls},
+		    {"inspect", 2, "inspect NAME", cmd_inspect},
+		    {"rm", 2, "rm NAME", cmd_rm},
+		    {"gc", -1, "gc", cmd_gc}};
 	ImageStore st;
 
 	image_store_from_conf(c, &st);
-	for (size_t i = 0; argc > 0 && i < ELEMENTSOF(cmds); i++)
-		if (streq(argv[0], cmds[i].name))
-			return cmds[i].fn(&st, argc, argv);
+	for (size_t i = 0; argc > 0 && i < ELEMENTSOF(cmds); i++) {
+		if (!streq(argv[0], cmds[i].name))
+			continue;
+		if (cmds[i].argc >= 0 && argc != cmds[i].argc)
+			return fprintf(stderr, "usage: runwarden image %s\n", cmds[i].usage), 2;
+		return cmds[i].fn(&st, argv);
+	}
 	fprintf(stderr, "usage: runwarden image import NAME SOURCE | ls | inspect NAME | rm NAME | "
 			"gc\n");
 	return 2;

@@ -25,6 +25,7 @@
 #include "id-util.h"
 #include "macro.h"
 #include "snapshot.h"
+#include "tar-read.h"
 
 #define WH_PREFIX ".wh."
 #define WH_OPAQUE ".wh..wh..opq"
@@ -137,6 +138,12 @@ src_read(struct archive *a, void *ud, const void **ret)
 	return n;
 }
 
+static int
+src_open(struct archive *a, void *s)
+{
+	return archive_read_open(a, s, NULL, src_read, NULL);
+}
+
 /* What follows the end-of-archive blocks counts for the digest too. */
 static int
 src_drain(Src *s)
@@ -159,16 +166,15 @@ src_drain(Src *s)
  */
 
 typedef struct Layer {
+	Reason *why;
 	ImageUnpack *u;
 	struct archive *a;
-	Reason *why;
 } Layer;
 
 static int
 refuse(Layer *l, const char *path, const char *what)
 {
-	reason_set(l->why, "'%.160s': %s", path ? path : "?", what);
-	return -EINVAL;
+	return tar_refuse(l->why, "", 160, path, what);
 }
 
 static int
@@ -222,18 +228,12 @@ open_parent(Layer *l, char *path, bool create, int *ret_fd, const char **ret_nam
 static int
 empty_dir(int dfd)
 {
-	int fd = openat(dfd, ".", O_RDONLY | O_DIRECTORY | O_CLOEXEC);
 	DIR *d;
 	struct dirent *de;
-	int r = 0;
+	int r = fd_opendir(openat(dfd, ".", O_RDONLY | O_DIRECTORY | O_CLOEXEC), &d);
 
-	if (fd < 0)
-		return -errno;
-	d = fdopendir(fd);
-	if (!d) {
-		close(fd);
-		return -errno;
-	}
+	if (r < 0)
+		return r;
 	while ((de = readdir(d)))
 		if (!streq(de->d_name, ".") && !streq(de->d_name, "..")) {
 			int k = snapshot_rm_rf(dfd, de->d_name);
@@ -297,6 +297,8 @@ write_file(Layer *l, int pfd, const char *name, const char *path, struct archive
 {
 	_cleanup_close_ int fd = -1;
 	int64_t size = archive_entry_size(e);
+	const char *what = NULL;
+	int r;
 
 	if (size < 0 || (uint64_t)size > l->u->max_bytes - l->u->bytes)
 		return refuse(l, path, "the image is over image_max_bytes");
@@ -304,27 +306,11 @@ write_file(Layer *l, int pfd, const char *name, const char *path, struct archive
 	fd = openat(pfd, name, O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0600);
 	if (fd < 0)
 		return -errno;
-	for (;;) {
-		const void *buf;
-		size_t len;
-		la_int64_t off;
-		int r = archive_read_data_block(l->a, &buf, &len, &off);
-		if (r == ARCHIVE_EOF)
-			break;
-		if (r < ARCHIVE_WARN)
-			return refuse(l, path, archive_error_string(l->a) ?: "read error");
-		if (off < 0 || (uint64_t)off + len > (uint64_t)size)
-			return refuse(l, path, "data beyond the entry's size");
-		for (size_t done = 0; done < len;) {
-			ssize_t n = pwrite(fd, (const char *)buf + done, len - done,
-					   (off_t)((uint64_t)off + done));
-			if (n < 0 && errno == EINTR)
-				continue;
-			if (n < 0)
-				return -errno;
-			done += (size_t)n;
-		}
-	}
+	r = tar_read_data(l->a, fd, size, &what);
+	if (r == -EINVAL)
+		return refuse(l, path, what);
+	if (r < 0)
+		return r;
 	if (ftruncate(fd, (off_t)size) < 0 || fchmod(fd, perm_of(l, e)) < 0)
 		return -errno;
 	return 0;
@@ -419,6 +405,19 @@ apply_entry(Layer *l, struct archive_entry *e)
 	}
 }
 
+/* apply_entry() for tar_read_entries(): an error other than a refusal gets
+ * the entry's name. */
+static int
+apply_entry_cb(struct archive_entry *e, void *userdata)
+{
+	Layer *l = userdata;
+	int r = apply_entry(l, e);
+
+	if (r < 0 && r != -EINVAL)
+		reason_set(l->why, "'%.160s': %s", archive_entry_pathname(e) ?: "?", strerror(-r));
+	return r;
+}
+
 static int
 digest_check(Layer *l, Src *s, const char *digest)
 {
@@ -444,48 +443,22 @@ image_layer_apply(ImageUnpack *u, int fd, const char *digest, Reason *why)
 {
 	Layer l = {.u = u, .why = why};
 	_cleanup_free_ Src *s = calloc(1, sizeof(*s));
-	struct archive_entry *e;
 	int r = 0;
 
 	if (!s)
 		return -ENOMEM;
 	s->fd = fd;
 	s->md = EVP_MD_CTX_new();
-	l.a = archive_read_new();
-	if (!s->md || !l.a || EVP_DigestInit_ex(s->md, EVP_sha256(), NULL) != 1) {
+	if (!s->md || EVP_DigestInit_ex(s->md, EVP_sha256(), NULL) != 1) {
 		r = -ENOMEM;
 		goto out;
 	}
-	archive_read_support_filter_gzip(l.a);
-	archive_read_support_filter_zstd(l.a);
-	archive_read_support_filter_xz(l.a);
-	archive_read_support_filter_bzip2(l.a);
-	archive_read_support_filter_none(l.a);
-	archive_read_support_format_tar(l.a);
-	if (archive_read_open(l.a, s, NULL, src_read, NULL) != ARCHIVE_OK) {
-		reason_set(why, "not a tar archive: %s", archive_error_string(l.a) ?: "unreadable");
-		r = -EINVAL;
+	r = tar_read_open(true, src_open, s, "not a tar archive", why, &l.a);
+	if (r < 0)
 		goto out;
-	}
-	for (;;) {
-		int k = archive_read_next_header(l.a, &e);
-		if (k == ARCHIVE_EOF)
-			break;
-		if (k < ARCHIVE_WARN) {
-			reason_set(why, "a broken or truncated tar: %s",
-				   archive_error_string(l.a) ?: "corrupt");
-			r = -EINVAL;
-			goto out;
-		}
-		r = apply_entry(&l, e);
-		if (r < 0) {
-			if (r != -EINVAL)
-				reason_set(why, "'%.160s': %s", archive_entry_pathname(e) ?: "?",
-					   strerror(-r));
-			goto out;
-		}
-	}
-	r = digest_check(&l, s, digest);
+	r = tar_read_entries(l.a, apply_entry_cb, &l, "a broken or truncated tar", why);
+	if (r >= 0)
+		r = digest_check(&l, s, digest);
 out:
 	if (l.a)
 		archive_read_free(l.a);

@@ -741,10 +741,12 @@ unpacked_trash(int dfd, const char *hex)
 	return renameat(dfd, from, dfd, to) < 0 ? -errno : 0;
 }
 
+/* Remove each entry of dfd's directory sub that pick() chooses (names first,
+ * then the trees: removing while reading could skip entries). */
 static void
-trash_empty(int dfd)
+subdir_prune(int dfd, const char *sub, bool (*pick)(const char *name))
 {
-	_cleanup_close_ int fd = openat(dfd, "trash", O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+	_cleanup_close_ int fd = openat(dfd, sub, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
 	char **names = NULL;
 	DIR *d;
 	struct dirent *de;
@@ -753,15 +755,27 @@ trash_empty(int dfd)
 		return;
 	fd = -1;
 	while ((de = readdir(d)))
-		if (de->d_name[0] != '.')
+		if (pick(de->d_name))
 			(void)strv_push(&names, de->d_name);
+	closedir(d);
 	for (char **p = names; p && *p; p++) {
 		char path[400];
-		snprintf(path, sizeof(path), "trash/%s", *p);
+		snprintf(path, sizeof(path), "%s/%s", sub, *p);
 		(void)snapshot_rm_rf(dfd, path);
 	}
-	closedir(d);
 	strv_free(names);
+}
+
+static bool
+trash_pick(const char *name)
+{
+	return name[0] != '.';
+}
+
+static void
+trash_empty(int dfd)
+{
+	subdir_prune(dfd, "trash", trash_pick);
 }
 
 int
@@ -796,29 +810,17 @@ image_remove(const ImageStore *st, const char *name, Reason *why)
 }
 
 /* Staging directories of imports whose process is gone. */
+static bool
+staging_pick(const char *name)
+{
+	int pid = atoi(name);
+	return pid > 0 && kill(pid, 0) < 0 && errno == ESRCH;
+}
+
 static void
 staging_prune(int dfd)
 {
-	_cleanup_close_ int fd = openat(dfd, "staging", O_RDONLY | O_DIRECTORY | O_CLOEXEC);
-	char **names = NULL;
-	DIR *d;
-	struct dirent *de;
-
-	if (fd < 0 || !(d = fdopendir(fd)))
-		return;
-	fd = -1;
-	while ((de = readdir(d))) {
-		int pid = atoi(de->d_name);
-		if (pid > 0 && kill(pid, 0) < 0 && errno == ESRCH)
-			(void)strv_push(&names, de->d_name);
-	}
-	closedir(d);
-	for (char **p = names; p && *p; p++) {
-		char path[400];
-		snprintf(path, sizeof(path), "staging/%s", *p);
-		(void)snapshot_rm_rf(dfd, path);
-	}
-	strv_free(names);
+	subdir_prune(dfd, "staging", staging_pick);
 }
 
 int

@@ -42,6 +42,7 @@
 #include <pthread.h>
 #include <sched.h>
 #include <stdbool.h>
+#include <stddef.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -729,23 +730,14 @@ accept_cb(struct evconnlistener *lev, evutil_socket_t fd, struct sockaddr *sa, i
 		close(fd);
 		return;
 	}
-	c = calloc(1, sizeof(*c));
-	if (!c) {
-		close(fd);
+	c = bev_splice_accept(evconnlistener_get_base(lev), fd, sizeof(*c), offsetof(NetConn, sp));
+	if (!c)
 		return;
-	}
 	c->kind = l->kind;
 	c->listener = l;
 	c->sp.high_water = NETFWD_HIGH_WATER;
 	c->sp.close = conn_splice_close;
 	c->sp.count = conn_splice_count;
-	c->sp.down = bufferevent_socket_new(evconnlistener_get_base(lev), fd,
-					    BEV_OPT_CLOSE_ON_FREE | BEV_OPT_DEFER_CALLBACKS);
-	if (!c->sp.down) {
-		close(fd);
-		free(c);
-		return;
-	}
 	c->run = run;
 	c->next = run->conns;
 	run->conns = c;

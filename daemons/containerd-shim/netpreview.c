@@ -17,6 +17,7 @@
 #include <arpa/inet.h>
 #include <errno.h>
 #include <netinet/in.h>
+#include <stddef.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -233,21 +234,12 @@ accept_cb(struct evconnlistener *lev, evutil_socket_t fd, struct sockaddr *sa, i
 		close(fd);
 		return;
 	}
-	c = calloc(1, sizeof(*c));
-	if (!c) {
-		close(fd);
+	c = bev_splice_accept(np->base, fd, sizeof(*c), offsetof(PConn, sp));
+	if (!c)
 		return;
-	}
 	c->np = np;
 	c->sp.high_water = NETPREVIEW_HIGH_WATER;
 	c->sp.close = pconn_splice_close;
-	c->sp.down =
-	    bufferevent_socket_new(np->base, fd, BEV_OPT_CLOSE_ON_FREE | BEV_OPT_DEFER_CALLBACKS);
-	if (!c->sp.down) {
-		close(fd);
-		free(c);
-		return;
-	}
 	c->next = np->conns;
 	if (np->conns)
 		np->conns->prev = c;

@@ -242,7 +242,6 @@ touch_rel(const char *rel)
 	close(fd);
 }
 
-/* Parse ro_binds and capture each source while we are still host uid 0. */
 /* Capture one host path into *b: a symlink is remembered (recreated as a
  * symlink inside), anything else is cloned read-only. Returns false when the
  * path does not exist. */
@@ -276,49 +275,36 @@ bind_capture(const char *path, Bind *b)
 	return true;
 }
 
-/* Parse ro_binds and capture each source while we are still host uid 0. */
-static size_t
-binds_capture(const char *list, Bind *binds)
+/* An ro_binds entry: absolute, not "/", no "." or ".." components. Checked by
+ * the shim at start-up too, but this is the boundary, so check again. */
+static bool
+bind_path_ok(const char *tok)
 {
-	char buf[4096];
-	size_t n = 0;
-	char *save = NULL;
-
-	if (snprintf(buf, sizeof(buf), "%s", list) >= (int)sizeof(buf))
-		init_fail(ENAMETOOLONG, "ro_binds");
-	for (char *tok = strtok_r(buf, " \t", &save); tok; tok = strtok_r(NULL, " \t", &save)) {
-		/* Absolute, not "/", no "." or ".." components: checked by the shim at start-up
-		 * too, but this is the boundary, so check again. */
-		if (tok[0] != '/' || tok[1] == '\0' || strstr(tok, "/.") || strlen(tok) >= PATH_MAX)
-			init_fail(EINVAL, "ro_binds entry '%s'", tok);
-		if (n >= MAX_BINDS)
-			init_fail(E2BIG, "ro_binds");
-		if (bind_capture(tok, &binds[n])) /* missing: e.g. no /lib64 here */
-			n++;
-	}
-	return n;
+	return tok[0] == '/' && tok[1] != '\0' && !strstr(tok, "/.") && strlen(tok) < PATH_MAX;
 }
 
-/* Parse etc_entries (names directly under /etc) and capture each host
- * /etc/<name> that exists. */
+/* Parse the list of config key key (words split by blanks; each must pass
+ * ok(), at most max of them) and capture each host prefix<word> that exists
+ * into binds, while we are still host uid 0. Returns how many were captured. */
 static size_t
-etc_capture(const char *list, Bind *binds)
+list_capture(const char *key, const char *list, bool (*ok)(const char *tok), const char *prefix,
+	     size_t max, Bind *binds)
 {
 	char buf[4096];
 	size_t n = 0;
 	char *save = NULL;
 
 	if (snprintf(buf, sizeof(buf), "%s", list) >= (int)sizeof(buf))
-		init_fail(ENAMETOOLONG, "etc_entries");
+		init_fail(ENAMETOOLONG, "%s", key);
 	for (char *tok = strtok_r(buf, " \t", &save); tok; tok = strtok_r(NULL, " \t", &save)) {
 		char path[PATH_MAX];
 
-		if (!sandbox_etc_name_ok(tok))
-			init_fail(EINVAL, "etc_entries entry '%s'", tok);
-		if (n >= MAX_ETC)
-			init_fail(E2BIG, "etc_entries");
-		snprintf(path, sizeof(path), "/etc/%s", tok);
-		if (bind_capture(path, &binds[n]))
+		if (!ok(tok))
+			init_fail(EINVAL, "%s entry '%s'", key, tok);
+		if (n >= max)
+			init_fail(E2BIG, "%s", key);
+		snprintf(path, sizeof(path), "%s%s", prefix, tok);
+		if (bind_capture(path, &binds[n])) /* missing: e.g. no /lib64 here */
 			n++;
 	}
 	return n;
@@ -592,8 +578,11 @@ capture_sources(const SandboxSpec *spec)
 	if (spec->image_root) /* the image instead of the host's binds and /etc entries */
 		sandbox_image_capture(spec, &cap->image_fd, &cap->image_lock);
 	else {
-		cap->n_binds = binds_capture(spec->ro_binds, cap->binds);
-		cap->n_etc = etc_capture(spec->etc_entries ? spec->etc_entries : "", cap->etc);
+		cap->n_binds = list_capture("ro_binds", spec->ro_binds, bind_path_ok, "", MAX_BINDS,
+					    cap->binds);
+		/* etc_entries: names directly under /etc */
+		cap->n_etc = list_capture("etc_entries", spec->etc_entries ? spec->etc_entries : "",
+					  sandbox_etc_name_ok, "/etc/", MAX_ETC, cap->etc);
 	}
 	for (size_t i = 0; i < ELEMENTSOF(dev_nodes); i++) {
 		char p[64];

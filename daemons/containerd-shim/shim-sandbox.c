@@ -859,6 +859,22 @@ sandbox_wait_exit(Sandbox *sb)
 			;
 }
 
+/* Kill the init and the cgroup; false while spawning (sandbox_spawned() kills
+ * the init once it exists). */
+static bool
+kill_procs(Sandbox *sb)
+{
+	if (sb->spawning)
+		return false;
+	/* Every process of the namespace dies with its init. ESRCH: already gone.
+	 * cgroup.kill (or freezer + SIGKILL) on top, for anything that escaped the
+	 * pid namespace's teardown. */
+	(void)sandbox_pidfd_kill(sb->pidfd, SIGKILL);
+	if (sb->cg)
+		(void)cgroup_kill(sb->cg);
+	return true;
+}
+
 void
 sandbox_kill(Sandbox *sb)
 {
@@ -866,14 +882,8 @@ sandbox_kill(Sandbox *sb)
 		sb->destroy_requested = true;
 		sb->state = SANDBOX_DYING;
 	}
-	if (sb->spawning)
-		return; /* sandbox_spawned() kills the init once it exists */
-	/* Every process of the namespace dies with its init. ESRCH: already gone.
-	 * cgroup.kill (or freezer + SIGKILL) on top, for anything that escaped the
-	 * pid namespace's teardown. */
-	(void)sandbox_pidfd_kill(sb->pidfd, SIGKILL);
-	if (sb->cg)
-		(void)cgroup_kill(sb->cg);
+	if (!kill_procs(sb))
+		return;
 	for (Exec *e = sb->shim->execs; e; e = e->next)
 		if (e->sandbox == sb)
 			e->kill_requested = true;
@@ -888,11 +898,7 @@ sandbox_stop(Sandbox *sb, const char *why)
 	log_ctx(LOG_INFO, &ctx, "Stopping sandbox %s (%s)", sb->id, why);
 	sb->stopping = true;
 	sb->state = SANDBOX_DYING;
-	if (sb->spawning)
-		return; /* sandbox_spawned() kills the init once it exists */
-	(void)sandbox_pidfd_kill(sb->pidfd, SIGKILL);
-	if (sb->cg)
-		(void)cgroup_kill(sb->cg);
+	(void)kill_procs(sb);
 }
 
 static void

@@ -28,6 +28,7 @@
 #include "id-util.h"
 #include "json-util.h"
 #include "macro.h"
+#include "tar-read.h"
 #include "time-util.h"
 #include "wsfs.h"
 
@@ -200,19 +201,14 @@ name_cmp(const void *a, const void *b)
 static int
 list_dir(int dfd, char ***ret, size_t *ret_n)
 {
-	int fd = dup(dfd);
 	char **v = NULL;
 	size_t n = 0, cap = 0;
 	struct dirent *de;
 	DIR *d;
+	int r = fd_opendir(dup(dfd), &d);
 
-	if (fd < 0)
-		return -errno;
-	d = fdopendir(fd);
-	if (!d) {
-		close(fd);
-		return -errno;
-	}
+	if (r < 0)
+		return r;
 	rewinddir(d);
 	while ((errno = 0, de = readdir(d))) {
 		if (streq(de->d_name, ".") || streq(de->d_name, ".."))
@@ -735,8 +731,7 @@ typedef struct Unpacker {
 static int
 reject(Unpacker *u, const char *path, const char *why)
 {
-	reason_set(u->e, "archive rejected: '%.128s': %s", path ? path : "?", why);
-	return -EINVAL;
+	return tar_refuse(u->e, "archive rejected: ", 128, path, why);
 }
 
 /* Open the parent directory of path (creating missing components 0700),
@@ -798,6 +793,8 @@ unpack_file(Unpacker *u, int pfd, const char *name, const char *path, struct arc
 	_cleanup_close_ int fd = -1;
 	int64_t size = archive_entry_size(e);
 	struct timespec ts[2];
+	const char *what = NULL;
+	int r;
 
 	if (size < 0 || (uint64_t)size > u->max_bytes - u->bytes)
 		return reject(u, path, "over restore_max_bytes");
@@ -805,30 +802,11 @@ unpack_file(Unpacker *u, int pfd, const char *name, const char *path, struct arc
 	fd = openat(pfd, name, O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0600);
 	if (fd < 0)
 		return errno == EEXIST ? reject(u, path, "duplicate entry") : -errno;
-	for (;;) {
-		const void *buf;
-		size_t len;
-		la_int64_t off;
-		int r = archive_read_data_block(u->a, &buf, &len, &off);
-		if (r == ARCHIVE_EOF)
-			break;
-		if (r < ARCHIVE_WARN) {
-			reason_set(u->e, "archive rejected: '%.128s': %s", path,
-				   archive_error_string(u->a) ?: "read error");
-			return -EINVAL;
-		}
-		if (off < 0 || (uint64_t)off + len > (uint64_t)size)
-			return reject(u, path, "data beyond the entry's size");
-		for (size_t done = 0; done < len;) {
-			ssize_t n = pwrite(fd, (const char *)buf + done, len - done,
-					   (off_t)((uint64_t)off + done));
-			if (n < 0 && errno == EINTR)
-				continue;
-			if (n < 0)
-				return -errno;
-			done += (size_t)n;
-		}
-	}
+	r = tar_read_data(u->a, fd, size, &what);
+	if (r == -EINVAL)
+		return reject(u, path, what);
+	if (r < 0)
+		return r;
 	if (ftruncate(fd, (off_t)size) < 0 || fchown(fd, u->uid, u->gid) < 0 ||
 	    fchmod(fd, archive_entry_perm(e) & 0777) < 0)
 		return -errno;
@@ -944,6 +922,18 @@ unpack_entry(Unpacker *u, struct archive_entry *e)
 	}
 }
 
+static int
+unpack_open(struct archive *a, void *fd)
+{
+	return archive_read_open_fd(a, *(int *)fd, UNPACK_BLOCK);
+}
+
+static int
+unpack_entry_cb(struct archive_entry *e, void *userdata)
+{
+	return unpack_entry(userdata, e);
+}
+
 int
 snapshot_unpack(int archive_fd, int parent_fd, const char *name, uid_t uid, gid_t gid,
 		uint64_t max_bytes, uint64_t max_entries, Reason *err)
@@ -954,7 +944,6 @@ snapshot_unpack(int archive_fd, int parent_fd, const char *name, uid_t uid, gid_
 		      .max_entries = max_entries,
 		      .root_fd = -1,
 		      .e = err};
-	struct archive_entry *e;
 	int r;
 
 	if (mkdirat(parent_fd, name, 0700) < 0)
@@ -968,37 +957,15 @@ snapshot_unpack(int archive_fd, int parent_fd, const char *name, uid_t uid, gid_
 		r = -errno;
 		goto fail;
 	}
-	u.a = archive_read_new();
-	if (!u.a) {
-		r = -ENOMEM;
-		goto fail;
-	}
 	/* Our archives are zstd (or gzip) pax tars; nothing else is read. */
-	archive_read_support_filter_zstd(u.a);
-	archive_read_support_filter_gzip(u.a);
-	archive_read_support_filter_none(u.a);
-	archive_read_support_format_tar(u.a);
-	if (archive_read_open_fd(u.a, archive_fd, UNPACK_BLOCK) != ARCHIVE_OK) {
-		reason_set(err, "archive rejected: %s", archive_error_string(u.a) ?: "unreadable");
-		r = -EINVAL;
+	r = tar_read_open(false, unpack_open, &archive_fd, "archive rejected", err, &u.a);
+	if (r < 0)
 		goto fail;
-	}
-	for (;;) {
-		int k = archive_read_next_header(u.a, &e);
-		if (k == ARCHIVE_EOF)
-			break;
-		if (k < ARCHIVE_WARN) {
-			reason_set(err, "archive rejected: %s",
-				   archive_error_string(u.a) ?: "corrupt");
-			r = -EINVAL;
-			goto fail;
-		}
-		r = unpack_entry(&u, e);
-		if (r < 0) {
-			if (r != -EINVAL)
-				reason_set(err, "restore failed: %s", strerror(-r));
-			goto fail;
-		}
+	r = tar_read_entries(u.a, unpack_entry_cb, &u, "archive rejected", err);
+	if (r < 0) {
+		if (r != -EINVAL)
+			reason_set(err, "restore failed: %s", strerror(-r));
+		goto fail;
 	}
 	if (fchown(u.root_fd, uid, gid) < 0 || fchmod(u.root_fd, 0700) < 0 ||
 	    syncfs(u.root_fd) < 0) {

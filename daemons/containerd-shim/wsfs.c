@@ -214,8 +214,9 @@ fail:
 	return r;
 }
 
-int
-wsfs_stat(int ws_fd, const char *path, struct stat *ret)
+/* op(parent fd, last name, arg) on path's parent beneath ws_fd: its result. */
+static int
+at_parent(int ws_fd, const char *path, int (*op)(int pfd, const char *name, void *arg), void *arg)
 {
 	_cleanup_free_ char *copy = NULL;
 	_cleanup_close_ int pfd = -1;
@@ -224,7 +225,19 @@ wsfs_stat(int ws_fd, const char *path, struct stat *ret)
 	pfd = open_parent(ws_fd, path, &copy, &name);
 	if (pfd < 0)
 		return pfd;
+	return op(pfd, name, arg);
+}
+
+static int
+stat_at(int pfd, const char *name, void *ret)
+{
 	return RET_NERRNO(fstatat(pfd, name, ret, AT_SYMLINK_NOFOLLOW));
+}
+
+int
+wsfs_stat(int ws_fd, const char *path, struct stat *ret)
+{
+	return at_parent(ws_fd, path, stat_at, ret);
 }
 
 void
@@ -302,34 +315,32 @@ wsfs_list(int ws_fd, const char *path, size_t max, WsfsEntry **ret, size_t *ret_
 	return 0;
 }
 
-int
-wsfs_mkdir(int ws_fd, const char *path, mode_t mode)
+static int
+mkdir_at(int pfd, const char *name, void *mode)
 {
-	_cleanup_free_ char *copy = NULL;
-	_cleanup_close_ int pfd = -1;
-	const char *name = NULL;
-
-	pfd = open_parent(ws_fd, path, &copy, &name);
-	if (pfd < 0)
-		return pfd;
-	return RET_NERRNO(mkdirat(pfd, name, mode & 0777));
+	return RET_NERRNO(mkdirat(pfd, name, *(mode_t *)mode & 0777));
 }
 
 int
-wsfs_remove(int ws_fd, const char *path)
+wsfs_mkdir(int ws_fd, const char *path, mode_t mode)
 {
-	_cleanup_free_ char *copy = NULL;
-	_cleanup_close_ int pfd = -1;
-	const char *name = NULL;
+	return at_parent(ws_fd, path, mkdir_at, &mode);
+}
 
-	pfd = open_parent(ws_fd, path, &copy, &name);
-	if (pfd < 0)
-		return pfd;
+static int
+remove_at(int pfd, const char *name, void *arg)
+{
 	if (unlinkat(pfd, name, 0) == 0)
 		return 0;
 	if (errno != EISDIR)
 		return -errno;
 	return RET_NERRNO(unlinkat(pfd, name, AT_REMOVEDIR));
+}
+
+int
+wsfs_remove(int ws_fd, const char *path)
+{
+	return at_parent(ws_fd, path, remove_at, NULL);
 }
 
 int

@@ -104,5 +104,6 @@ want files && link files "$F/fuzz-files.c" daemons/routerd "${router[@]}" \
 	"$(obj "$top/$shim_dir/wsfs.c" -I"$top/$shim_dir")" -- -I"$top/$shim_dir"
 want snapshot && link snapshot "$F/fuzz-snapshot.c" $shim_dir \
 	"$(obj "$top/$shim_dir/snapshot.c" -I"$top/$shim_dir" -DUNPACK_BLOCK=65536)" \
+	"$(obj "$top/$shim_dir/tar-read.c" -I"$top/$shim_dir")" \
 	"$(obj "$top/$shim_dir/wsfs.c" -I"$top/$shim_dir")" -- "${shim_libs[@]}"
 exit 0
