@@ -1,0 +1,534 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * test-commit.c — coordinatord's commit core (commit.c) and its outcomes.
+ *
+ * The real op queue commits to a real LMDB run log in a mkdtemp() directory;
+ * the CommitHooks are the test's (they record what each commit meant for each
+ * run), and so is the CommitDelivery: it records each step the core takes
+ * (before_flush, failed, committed) and then does what the single-host
+ * delivery does (commit_delivery_local). A flush that fails is made by
+ * wrapping mdb_txn_commit (-Wl,--wrap, tests/unit/unit.am): MDB_MAP_FULL is
+ * what a full map gives (-ENOSPC), EIO any other write error.
+ */
+#include "config.h"
+
+#include <errno.h>
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include <cmocka.h>
+#include <event2/event.h>
+#include <ftw.h>
+#include <jansson.h>
+#include <lmdb.h>
+
+#include "commit-int.h"
+#include "harness-conf.h"
+#include "json-util.h"
+#include "macro.h"
+
+#define RUN_A "00000000-0000-4000-8000-00000000000a"
+#define RUN_B "00000000-0000-4000-8000-00000000000b"
+#define THREAD "thread-1"
+#define MAX_CALLS 32
+
+/* What the hooks and the delivery heard, in order. */
+typedef struct Outcome {
+	char run_id[RUN_ID_LEN + 1];
+	bool driven;
+	CommitOutcome what;
+} Outcome;
+
+typedef struct Fix {
+	char dir[64];
+	Coordinator c;
+	HarnessSet harnesses;
+	Outcome outcomes[MAX_CALLS];
+	size_t n_outcomes;
+	int n_before_flush, n_committed, n_failed, n_late, n_ended_local;
+	bool writing_before_flush; /* the group was still "writing" in before_flush */
+	int failed_r;
+	bool failed_dealt; /* what the delivery's failed answers */
+	char committed_runs[MAX_CALLS][RUN_ID_LEN + 1];
+	size_t n_committed_runs;
+} Fix;
+
+static Fix *fix; /* the hooks get the Coordinator alone */
+
+/* ---------- a flush that fails on demand ---------- */
+
+static int fail_next_commit; /* an LMDB code for the next top-level commit, or 0 */
+
+int __real_mdb_txn_commit(MDB_txn *txn);
+int __wrap_mdb_txn_commit(MDB_txn *txn);
+
+int
+__wrap_mdb_txn_commit(MDB_txn *txn)
+{
+	int rc = fail_next_commit;
+
+	if (rc == 0)
+		return __real_mdb_txn_commit(txn);
+	fail_next_commit = 0; /* once: the runs' ends after it must commit */
+	mdb_txn_abort(txn);
+	return rc;
+}
+
+/* ---------- the hooks ---------- */
+
+static void
+hook_flush(Coordinator *c)
+{
+}
+
+static bool
+hook_run_log(Coordinator *c, const char *run_id, LogCtx *ret)
+{
+	*ret = (LogCtx){.thread_id = THREAD};
+	return true;
+}
+
+static char **
+hook_secrets(Coordinator *c, const char *run_id, bool *ret_owned)
+{
+	*ret_owned = false;
+	return NULL;
+}
+
+static void
+hook_committed(Coordinator *c, const char *run_id, bool driven, CommitOutcome what)
+{
+	assert_true(fix->n_outcomes < MAX_CALLS);
+	Outcome *o = &fix->outcomes[fix->n_outcomes++];
+	snprintf(o->run_id, sizeof(o->run_id), "%s", run_id);
+	o->driven = driven;
+	o->what = what;
+}
+
+static void
+hook_log_usage(Coordinator *c, uint64_t used)
+{
+}
+
+/* ---------- the delivery: record, then do the single host's ---------- */
+
+static void
+test_before_flush(Coordinator *c, CommitGroup *g, CommitRuns *runs, RunLogBatch *b)
+{
+	fix->n_before_flush++;
+	fix->writing_before_flush = g->writing;
+}
+
+static bool
+test_failed(Coordinator *c, CommitGroup *g, CommitRuns *runs, int r)
+{
+	fix->n_failed++;
+	fix->failed_r = r;
+	return fix->failed_dealt;
+}
+
+static void
+test_committed(Coordinator *c, CommitGroup *g, CommitRuns *runs, RunLogBatch *b)
+{
+	fix->n_committed++;
+	for (size_t i = 0; i < runs->k && fix->n_committed_runs < MAX_CALLS; i++)
+		snprintf(fix->committed_runs[fix->n_committed_runs++], RUN_ID_LEN + 1, "%s",
+			 runs->ids[i]);
+	commit_delivery_local.committed(c, g, runs, b);
+}
+
+static void
+test_late(Coordinator *c, const char *run_id, int64_t first_seq, const char *const *texts,
+	  const size_t *lens, size_t n, const json_t *rec)
+{
+	fix->n_late++;
+	commit_delivery_local.late(c, run_id, first_seq, texts, lens, n, rec);
+}
+
+static void
+test_ended_local(Coordinator *c, const char *run_id, int64_t seq, const char *text, size_t len,
+		 const json_t *rec)
+{
+	fix->n_ended_local++;
+	commit_delivery_local.ended_local(c, run_id, seq, text, len, rec);
+}
+
+static const CommitDelivery test_delivery = {
+    .before_flush = test_before_flush,
+    .failed = test_failed,
+    .committed = test_committed,
+    .late = test_late,
+    .ended_local = test_ended_local, /* a fenced run's end (cluster mode only) */
+};
+
+static const CommitDelivery *
+hook_delivery(Coordinator *c)
+{
+	return &test_delivery;
+}
+
+static const CommitHooks test_hooks = {
+    .flush = hook_flush,
+    .run_log = hook_run_log,
+    .secrets = hook_secrets,
+    .committed = hook_committed,
+    .log_usage = hook_log_usage,
+    .delivery = hook_delivery,
+};
+
+/* ---------- helpers ---------- */
+
+/* Turn the loop until cond holds (at most ~5 s). */
+#define PUMP_UNTIL(f, cond)                                                                        \
+	do {                                                                                       \
+		for (int i_ = 0; i_ < 5000 && !(cond); i_++) {                                     \
+			event_base_loop((f)->c.base, EVLOOP_NONBLOCK);                             \
+			if (!(cond))                                                               \
+				usleep(1000);                                                      \
+		}                                                                                  \
+		assert_true(cond);                                                                 \
+	} while (0)
+
+static void
+create_run(Fix *f, const char *run_id)
+{
+	bool created = false;
+	assert_int_equal(
+	    runlog_create(f->c.runlog, run_id, THREAD, "shell", now_epoch_ms(), &created), 0);
+	assert_true(created);
+}
+
+/* Queue a driver's text chunk {"type":"TEXT_MESSAGE_CONTENT","delta":d}. */
+static void
+queue_delta(Fix *f, const char *run_id, const char *d)
+{
+	assert_int_equal(
+	    commit_queue_run(&f->c, run_id,
+			     json_pack("{s:s, s:s}", "type", "TEXT_MESSAGE_CONTENT", "delta", d),
+			     NULL, 0, NULL, NULL, NULL, NULL),
+	    0);
+}
+
+static void
+queue_end(Fix *f, const char *run_id)
+{
+	assert_int_equal(commit_queue_run(&f->c, run_id, json_pack("{s:s}", "type", "RUN_FINISHED"),
+					  NULL, 0, "completed", NULL, NULL, NULL),
+			 0);
+}
+
+/* run_id's stored events: their "delta" or else "type", comma-separated. */
+static char *
+events(Fix *f, const char *run_id)
+{
+	RunLogEvents ev = {0};
+	char *out = NULL;
+	size_t len = 0;
+	FILE *m = open_memstream(&out, &len);
+
+	assert_non_null(m);
+	assert_int_equal(runlog_read(f->c.runlog, run_id, -1, 1000, &ev, NULL), 0);
+	for (size_t i = 0; i < ev.n; i++) {
+		json_auto_t *j = json_loadb(ev.texts[i], ev.lens[i], 0, NULL);
+		const char *d = json_string_value(json_object_get(j, "delta"));
+		const char *type = json_string_value(json_object_get(j, "type"));
+		fprintf(m, "%s%s", i ? "," : "", d ? d : type ? type : "?");
+	}
+	fclose(m);
+	runlog_events_done(&ev);
+	return out;
+}
+
+static json_t *
+record(Fix *f, const char *run_id)
+{
+	json_t *rec = NULL;
+	assert_int_equal(runlog_get(f->c.runlog, run_id, &rec), 0);
+	return rec;
+}
+
+static const char *
+rec_str(const json_t *rec, const char *key)
+{
+	return json_string_value(json_object_get(rec, key)) ?: "";
+}
+
+static bool
+heard(Fix *f, const char *run_id, CommitOutcome what)
+{
+	for (size_t i = 0; i < f->n_outcomes; i++)
+		if (streq(f->outcomes[i].run_id, run_id) && f->outcomes[i].what == what &&
+		    f->outcomes[i].driven)
+			return true;
+	return false;
+}
+
+/* ---------- fixture ---------- */
+
+static int
+rm_one(const char *path, const struct stat *st, int flag, struct FTW *ftw)
+{
+	return remove(path);
+}
+
+static int
+setup(void **state)
+{
+	Fix *f = calloc(1, sizeof(*f));
+	char conf[128], path[256];
+	FILE *cf;
+
+	if (!f)
+		return -1;
+	log_open("test-commit");
+	snprintf(f->dir, sizeof(f->dir), "/tmp/test-commit-XXXXXX");
+	if (!mkdtemp(f->dir))
+		return -1;
+	snprintf(conf, sizeof(conf), "%s/runwarden.conf", f->dir);
+	cf = fopen(conf, "w");
+	if (!cf)
+		return -1;
+	fprintf(cf,
+		"[runwarden]\nruntime_dir = %s\nstate_dir = %s\n"
+		"[coordinatord]\nsync = no\npreallocate = no\nmap_size = 32M\n",
+		f->dir, f->dir);
+	fclose(cf);
+	DaemonArgs a = {.configs = {conf}, .n_configs = 1};
+	if (coord_conf_load(&a, &f->c.conf, &f->harnesses) < 0)
+		return -1;
+	log_set_max_level(LOG_CRIT);
+	f->c.harnesses = &f->harnesses;
+
+	snprintf(path, sizeof(path), "%s/runlog", f->dir);
+	RunLogOptions o = {.map_size = (size_t)f->c.conf.map_size, .sync = false};
+	if (runlog_open(path, &o, &f->c.runlog) < 0)
+		return -1;
+	f->c.log_map = (uint64_t)f->c.conf.map_size;
+	f->c.base = event_base_new();
+	if (!f->c.base || event_base_priority_init(f->c.base, 3) < 0)
+		return -1;
+	commit_setup(&f->c, &test_hooks);
+	fail_next_commit = 0;
+	fix = f;
+	*state = f;
+	return 0;
+}
+
+static int
+teardown(void **state)
+{
+	Fix *f = *state;
+
+	commit_teardown(&f->c);
+	event_base_free(f->c.base);
+	runlog_free(f->c.runlog);
+	harness_set_done(&f->harnesses);
+	coord_conf_done(&f->c.conf);
+	nftw(f->dir, rm_one, 8, FTW_DEPTH | FTW_PHYS);
+	free(f);
+	fix = NULL;
+	return 0;
+}
+
+/* ---------- tests ---------- */
+
+/* Appends queued in one loop turn share one commit, are stored in the order
+ * they were queued, and only then delivered; the terminal op ends the run
+ * (COMMIT_ENDED) and its status is the record's. */
+static void
+test_appends_in_order(void **state)
+{
+	Fix *f = *state;
+
+	create_run(f, RUN_A);
+	queue_delta(f, RUN_A, "1");
+	queue_delta(f, RUN_A, "2");
+	queue_delta(f, RUN_A, "3");
+	assert_int_equal(f->n_committed, 0); /* nothing before the loop turns */
+	PUMP_UNTIL(f, f->n_committed > 0);
+	assert_int_equal(f->n_committed, 1); /* one group commit */
+	assert_int_equal(f->n_before_flush, 1);
+	assert_true(f->writing_before_flush);
+	assert_int_equal(f->n_failed, 0);
+	_cleanup_free_ char *e = events(f, RUN_A);
+	assert_string_equal(e, "1,2,3");
+	assert_int_equal(f->n_outcomes, 0); /* appends mean nothing more for the run */
+
+	queue_end(f, RUN_A);
+	PUMP_UNTIL(f, f->n_committed == 2);
+	json_auto_t *rec = record(f, RUN_A);
+	assert_string_equal(rec_str(rec, "status"), "completed");
+	assert_int_equal(f->n_outcomes, 1);
+	assert_true(heard(f, RUN_A, COMMIT_ENDED));
+	assert_int_equal(f->c.m.runs_finished[0], 1);
+}
+
+/* Ops of two runs interleaved in one commit: each run's events in its own
+ * order, the runs delivered in the order of their first ops. */
+static void
+test_order_across_runs(void **state)
+{
+	Fix *f = *state;
+
+	create_run(f, RUN_A);
+	create_run(f, RUN_B);
+	queue_delta(f, RUN_B, "b1");
+	queue_delta(f, RUN_A, "a1");
+	queue_delta(f, RUN_B, "b2");
+	queue_delta(f, RUN_A, "a2");
+	queue_end(f, RUN_A);
+	commit_now(&f->c);
+	assert_int_equal(f->n_committed, 1);
+	assert_int_equal(f->n_committed_runs, 2);
+	assert_string_equal(f->committed_runs[0], RUN_B);
+	assert_string_equal(f->committed_runs[1], RUN_A);
+	_cleanup_free_ char *ea = events(f, RUN_A);
+	_cleanup_free_ char *eb = events(f, RUN_B);
+	assert_string_equal(ea, "a1,a2,RUN_FINISHED");
+	assert_string_equal(eb, "b1,b2");
+	json_auto_t *ra = record(f, RUN_A);
+	json_auto_t *rb = record(f, RUN_B);
+	assert_string_equal(rec_str(ra, "status"), "completed");
+	assert_string_equal(rec_str(rb, "status"), "running");
+	/* only A ended */
+	assert_int_equal(f->n_outcomes, 1);
+	assert_true(heard(f, RUN_A, COMMIT_ENDED));
+}
+
+/* A flush that fails: nothing of the commit is stored, the delivery hears it
+ * first, then (the delivery leaving it to the core) each of the commit's runs
+ * is failed in a transaction of its own with code and message, made visible
+ * as a late commit, and the driver hears COMMIT_STORAGE_FAILED. */
+static void
+check_storage_failure(Fix *f, int mdb_rc, int err, const char *code, const char *message)
+{
+	create_run(f, RUN_A);
+	create_run(f, RUN_B);
+	fail_next_commit = mdb_rc;
+	queue_delta(f, RUN_A, "a1");
+	queue_delta(f, RUN_B, "b1");
+	commit_now(&f->c);
+	assert_int_equal(f->n_failed, 1);
+	assert_int_equal(f->failed_r, err);
+	assert_int_equal(f->n_committed, 0);
+	assert_false(f->c.storage_ok);
+	assert_int_equal(f->c.m.commit_failures, 1);
+	assert_int_equal(f->n_late, 2); /* each run's end, made visible */
+	assert_int_equal(f->n_ended_local, 0);
+	assert_int_equal(f->c.m.runs_finished[1], 2);
+	const char *runs[] = {RUN_A, RUN_B};
+	for (size_t i = 0; i < 2; i++) {
+		json_auto_t *rec = record(f, runs[i]);
+		assert_string_equal(rec_str(rec, "status"), "failed");
+		json_t *error = json_object_get(rec, "error");
+		assert_string_equal(rec_str(error, "code"), code);
+		assert_string_equal(rec_str(error, "message"), message);
+		_cleanup_free_ char *e = events(f, runs[i]);
+		assert_string_equal(e, "RUN_ERROR"); /* the delta was never stored */
+		assert_true(heard(f, runs[i], COMMIT_STORAGE_FAILED));
+	}
+	assert_int_equal(f->n_outcomes, 2);
+
+	/* the next commit succeeds again */
+	create_run(f, "00000000-0000-4000-8000-00000000000c");
+	queue_delta(f, "00000000-0000-4000-8000-00000000000c", "c1");
+	commit_now(&f->c);
+	assert_int_equal(f->n_committed, 1);
+	assert_true(f->c.storage_ok);
+}
+
+static void
+test_storage_full(void **state)
+{
+	check_storage_failure(*state, MDB_MAP_FULL, -ENOSPC, "storage_full", "run log is full");
+}
+
+static void
+test_storage_error(void **state)
+{
+	check_storage_failure(*state, EIO, -EIO, "storage_error", "run log write failed");
+}
+
+/* A delivery that deals with the failed flush itself (cluster mode's halt):
+ * the core fails no run and writes nothing more. */
+static void
+test_failure_dealt_by_delivery(void **state)
+{
+	Fix *f = *state;
+
+	create_run(f, RUN_A);
+	f->failed_dealt = true;
+	fail_next_commit = EIO;
+	queue_delta(f, RUN_A, "a1");
+	commit_now(&f->c);
+	assert_int_equal(f->n_failed, 1);
+	assert_int_equal(f->n_committed, 0);
+	assert_int_equal(f->n_late, 0);
+	assert_int_equal(f->n_outcomes, 0);
+	json_auto_t *rec = record(f, RUN_A);
+	assert_string_equal(rec_str(rec, "status"), "running");
+	_cleanup_free_ char *e = events(f, RUN_A);
+	assert_string_equal(e, "");
+}
+
+/* An op on a run already terminal is refused and its driver ends
+ * (COMMIT_REFUSED); the first status stays. */
+static void
+test_refused_after_end(void **state)
+{
+	Fix *f = *state;
+
+	create_run(f, RUN_A);
+	queue_end(f, RUN_A);
+	commit_now(&f->c);
+	queue_delta(f, RUN_A, "late");
+	commit_now(&f->c);
+	assert_int_equal(f->n_outcomes, 2);
+	assert_true(heard(f, RUN_A, COMMIT_ENDED));
+	assert_int_equal(f->outcomes[1].what, COMMIT_REFUSED);
+	_cleanup_free_ char *e = events(f, RUN_A);
+	assert_string_equal(e, "RUN_FINISHED");
+}
+
+/* Past chunk_high_water a running run's events are refused
+ * (COMMIT_REFUSED_FULL) while its terminal op still commits. */
+static void
+test_refused_full(void **state)
+{
+	Fix *f = *state;
+
+	create_run(f, RUN_A);
+	f->c.conf.chunk_high_water = 0; /* every byte used is above the mark */
+	queue_delta(f, RUN_A, "a1");
+	queue_end(f, RUN_A);
+	commit_now(&f->c);
+	assert_int_equal(f->c.m.events_refused_full, 1);
+	assert_true(heard(f, RUN_A, COMMIT_REFUSED_FULL));
+	assert_true(heard(f, RUN_A, COMMIT_ENDED));
+	_cleanup_free_ char *e = events(f, RUN_A);
+	assert_string_equal(e, "RUN_FINISHED");
+	json_auto_t *rec = record(f, RUN_A);
+	assert_string_equal(rec_str(rec, "status"), "completed");
+}
+
+int
+main(void)
+{
+	const struct CMUnitTest tests[] = {
+	    cmocka_unit_test_setup_teardown(test_appends_in_order, setup, teardown),
+	    cmocka_unit_test_setup_teardown(test_order_across_runs, setup, teardown),
+	    cmocka_unit_test_setup_teardown(test_storage_full, setup, teardown),
+	    cmocka_unit_test_setup_teardown(test_storage_error, setup, teardown),
+	    cmocka_unit_test_setup_teardown(test_failure_dealt_by_delivery, setup, teardown),
+	    cmocka_unit_test_setup_teardown(test_refused_after_end, setup, teardown),
+	    cmocka_unit_test_setup_teardown(test_refused_full, setup, teardown),
+	};
+	return cmocka_run_group_tests(tests, NULL, NULL);
+}
