@@ -8,7 +8,9 @@
  * (before_flush, failed, committed) and then does what the single-host
  * delivery does (commit_delivery_local). A flush that fails is made by
  * wrapping mdb_txn_commit (-Wl,--wrap, tests/unit/unit.am): MDB_MAP_FULL is
- * what a full map gives (-ENOSPC), EIO any other write error.
+ * what a full map gives (-ENOSPC), EIO any other write error. A client's
+ * RUN_APPENDs come over a real socketpair (common/proto/peer.h) and are queued
+ * as run-api.c queues them, so each waiter's answer is checked as it arrives.
  */
 #include "config.h"
 
@@ -21,6 +23,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/socket.h>
 #include <unistd.h>
 
 #include <cmocka.h>
@@ -33,6 +36,8 @@
 #include "harness-conf.h"
 #include "json-util.h"
 #include "macro.h"
+#include "msg.h"
+#include "peer.h"
 
 #define RUN_A "00000000-0000-4000-8000-00000000000a"
 #define RUN_B "00000000-0000-4000-8000-00000000000b"
@@ -268,6 +273,75 @@ heard(Fix *f, const char *run_id, CommitOutcome what)
 		    f->outcomes[i].driven)
 			return true;
 	return false;
+}
+
+/* ---------- a client waiting for its answers ---------- */
+
+/* One RUN_APPEND's answer as the client got it. */
+typedef struct Answer {
+	int done;
+	int err;
+	int64_t seq;
+} Answer;
+
+static Client client;	  /* coordinatord's side of the connection */
+static Peer *client_peer; /* the client's side */
+
+/* coordinatord's RUN_APPEND, as run-api.c queues it: acknowledged after the
+ * commit */
+static int
+on_append(Peer *p, const Frame *f, const Msg_RUN_APPEND *m, void *ud)
+{
+	op_queue_client_text(&fix->c, &client, f->req_id, m->run_id, m->chunk);
+	return 0;
+}
+
+MSG_HANDLER(dispatch_append, RUN_APPEND, on_append)
+
+static const PeerHandler coord_handlers[_MSG_TYPE_MAX] = {[MSG_RUN_APPEND] = dispatch_append};
+static const PeerHandler client_handlers[_MSG_TYPE_MAX] = {0};
+static const PeerOps coord_side_ops = {.local_role = ROLE_COORD, .handlers = coord_handlers};
+static const PeerOps client_side_ops = {.local_role = ROLE_CLIENT, .handlers = client_handlers};
+
+static void
+append_answered(Peer *p, int err, const msgpack_object *body, void *ud)
+{
+	Answer *a = ud;
+	Reply_RUN_APPEND rep = {0};
+
+	a->done++;
+	a->err = err;
+	if (err == 0 && reply_decode_RUN_APPEND(body, &rep) == 0)
+		a->seq = rep.seq;
+}
+
+static void
+connect_client(Fix *f)
+{
+	int sv[2];
+	assert_int_equal(socketpair(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0, sv), 0);
+	client = (Client){.c = &f->c};
+	assert_int_equal(
+	    peer_new(f->c.base, sv[0], &coord_side_ops, &client, 1 << 20, &client.peer), 0);
+	assert_int_equal(peer_new(f->c.base, sv[1], &client_side_ops, NULL, 1 << 20, &client_peer),
+			 0);
+}
+
+static void
+send_append(const char *run_id, const char *chunk, Answer *a)
+{
+	assert_int_equal(
+	    msg_call_RUN_APPEND(client_peer,
+				&(Msg_RUN_APPEND){.run_id = (char *)run_id, .chunk = (char *)chunk},
+				5 * USEC_PER_SEC, append_answered, a),
+	    0);
+}
+
+static void
+disconnect_client(void)
+{
+	client.peer = peer_free(client.peer);
+	client_peer = peer_free(client_peer);
 }
 
 /* ---------- fixture ---------- */
@@ -518,6 +592,45 @@ test_refused_full(void **state)
 	assert_string_equal(rec_str(rec, "status"), "completed");
 }
 
+/* Every waiter gets its own op's outcome once the commit is flushed: the
+ * appends their seqs in order, one on a run that does not exist -ENOENT; a
+ * flush that fails answers each of its waiters the error, none success. */
+static void
+test_waiters_answered(void **state)
+{
+	Fix *f = *state;
+	Answer a[3] = {{0}}, gone = {0}, failed[2] = {{0}};
+
+	create_run(f, RUN_A);
+	connect_client(f);
+	send_append(RUN_A, "{\"type\":\"CUSTOM\",\"name\":\"x\",\"value\":0}", &a[0]);
+	send_append(RUN_A, "{\"type\":\"CUSTOM\",\"name\":\"x\",\"value\":1}", &a[1]);
+	send_append(RUN_B, "{\"type\":\"CUSTOM\",\"name\":\"x\",\"value\":2}", &gone);
+	send_append(RUN_A, "{\"type\":\"CUSTOM\",\"name\":\"x\",\"value\":3}", &a[2]);
+	PUMP_UNTIL(f, a[0].done && a[1].done && a[2].done && gone.done);
+	for (size_t i = 0; i < 3; i++) {
+		assert_int_equal(a[i].done, 1);
+		assert_int_equal(a[i].err, 0);
+		if (i > 0)
+			assert_int_equal(a[i].seq, a[i - 1].seq + 1);
+	}
+	assert_int_equal(gone.err, -ENOENT);
+
+	fail_next_commit = EIO;
+	send_append(RUN_A, "{\"type\":\"CUSTOM\",\"name\":\"x\",\"value\":4}", &failed[0]);
+	send_append(RUN_A, "{\"type\":\"CUSTOM\",\"name\":\"x\",\"value\":5}", &failed[1]);
+	PUMP_UNTIL(f, failed[0].done && failed[1].done);
+	assert_int_equal(f->n_failed, 1);
+	assert_int_equal(failed[0].err, -EIO);
+	assert_int_equal(failed[1].err, -EIO);
+	/* a client's run is failed too: its events are not "running" on */
+	json_auto_t *rec = record(f, RUN_A);
+	assert_string_equal(rec_str(rec, "status"), "failed");
+	assert_int_equal(f->n_outcomes, 1);
+	assert_false(f->outcomes[0].driven); /* the client queued it, not the driver */
+	disconnect_client();
+}
+
 int
 main(void)
 {
@@ -529,6 +642,7 @@ main(void)
 	    cmocka_unit_test_setup_teardown(test_failure_dealt_by_delivery, setup, teardown),
 	    cmocka_unit_test_setup_teardown(test_refused_after_end, setup, teardown),
 	    cmocka_unit_test_setup_teardown(test_refused_full, setup, teardown),
+	    cmocka_unit_test_setup_teardown(test_waiters_answered, setup, teardown),
 	};
 	return cmocka_run_group_tests(tests, NULL, NULL);
 }
