@@ -33,7 +33,7 @@
 #include <lmdb.h>
 
 #include "commit-int.h"
-#include "harness-conf.h"
+#include "coord-fixture.h"
 #include "json-util.h"
 #include "macro.h"
 #include "msg.h"
@@ -190,17 +190,6 @@ static const CommitHooks test_hooks = {
 
 /* ---------- helpers ---------- */
 
-/* Turn the loop until cond holds (at most ~5 s). */
-#define PUMP_UNTIL(f, cond)                                                                        \
-	do {                                                                                       \
-		for (int i_ = 0; i_ < 5000 && !(cond); i_++) {                                     \
-			event_base_loop((f)->c.base, EVLOOP_NONBLOCK);                             \
-			if (!(cond))                                                               \
-				usleep(1000);                                                      \
-		}                                                                                  \
-		assert_true(cond);                                                                 \
-	} while (0)
-
 static void
 create_run(Fix *f, const char *run_id)
 {
@@ -229,26 +218,19 @@ queue_end(Fix *f, const char *run_id)
 			 0);
 }
 
+static void
+show_delta(FILE *m, const json_t *j, size_t i)
+{
+	const char *d = json_string_value(json_object_get(j, "delta"));
+	const char *type = json_string_value(json_object_get(j, "type"));
+	fprintf(m, "%s%s", i ? "," : "", d ? d : type ? type : "?");
+}
+
 /* run_id's stored events: their "delta" or else "type", comma-separated. */
 static char *
 events(Fix *f, const char *run_id)
 {
-	RunLogEvents ev = {0};
-	char *out = NULL;
-	size_t len = 0;
-	FILE *m = open_memstream(&out, &len);
-
-	assert_non_null(m);
-	assert_int_equal(runlog_read(f->c.runlog, run_id, -1, 1000, &ev, NULL), 0);
-	for (size_t i = 0; i < ev.n; i++) {
-		json_auto_t *j = json_loadb(ev.texts[i], ev.lens[i], 0, NULL);
-		const char *d = json_string_value(json_object_get(j, "delta"));
-		const char *type = json_string_value(json_object_get(j, "type"));
-		fprintf(m, "%s%s", i ? "," : "", d ? d : type ? type : "?");
-	}
-	fclose(m);
-	runlog_events_done(&ev);
-	return out;
+	return coord_fixture_events(f->c.runlog, run_id, show_delta);
 }
 
 static json_t *
@@ -347,46 +329,11 @@ disconnect_client(void)
 /* ---------- fixture ---------- */
 
 static int
-rm_one(const char *path, const struct stat *st, int flag, struct FTW *ftw)
-{
-	return remove(path);
-}
-
-static int
 setup(void **state)
 {
 	Fix *f = calloc(1, sizeof(*f));
-	char conf[128], path[256];
-	FILE *cf;
 
-	if (!f)
-		return -1;
-	log_open("test-commit");
-	snprintf(f->dir, sizeof(f->dir), "/tmp/test-commit-XXXXXX");
-	if (!mkdtemp(f->dir))
-		return -1;
-	snprintf(conf, sizeof(conf), "%s/runwarden.conf", f->dir);
-	cf = fopen(conf, "w");
-	if (!cf)
-		return -1;
-	fprintf(cf,
-		"[runwarden]\nruntime_dir = %s\nstate_dir = %s\n"
-		"[coordinatord]\nsync = no\npreallocate = no\nmap_size = 32M\n",
-		f->dir, f->dir);
-	fclose(cf);
-	DaemonArgs a = {.configs = {conf}, .n_configs = 1};
-	if (coord_conf_load(&a, &f->c.conf, &f->harnesses) < 0)
-		return -1;
-	log_set_max_level(LOG_CRIT);
-	f->c.harnesses = &f->harnesses;
-
-	snprintf(path, sizeof(path), "%s/runlog", f->dir);
-	RunLogOptions o = {.map_size = (size_t)f->c.conf.map_size, .sync = false};
-	if (runlog_open(path, &o, &f->c.runlog) < 0)
-		return -1;
-	f->c.log_map = (uint64_t)f->c.conf.map_size;
-	f->c.base = event_base_new();
-	if (!f->c.base || event_base_priority_init(f->c.base, 3) < 0)
+	if (!f || coord_fixture_setup(f->dir, &f->c, &f->harnesses, "test-commit", NULL) < 0)
 		return -1;
 	commit_setup(&f->c, &test_hooks);
 	fail_next_commit = 0;
@@ -401,11 +348,7 @@ teardown(void **state)
 	Fix *f = *state;
 
 	commit_teardown(&f->c);
-	event_base_free(f->c.base);
-	runlog_free(f->c.runlog);
-	harness_set_done(&f->harnesses);
-	coord_conf_done(&f->c.conf);
-	nftw(f->dir, rm_one, 8, FTW_DEPTH | FTW_PHYS);
+	coord_fixture_teardown(f->dir, &f->c, &f->harnesses);
 	free(f);
 	fix = NULL;
 	return 0;
