@@ -60,7 +60,8 @@ typedef struct Fix {
 	int n_before_flush, n_committed, n_failed, n_late, n_ended_local;
 	bool writing_before_flush; /* the group was still "writing" in before_flush */
 	int failed_r;
-	bool failed_dealt; /* what the delivery's failed answers */
+	bool failed_dealt;  /* what the delivery's failed answers */
+	bool undeliverable; /* the delivery cannot deliver what was committed */
 	char committed_runs[MAX_CALLS][RUN_ID_LEN + 1];
 	size_t n_committed_runs;
 } Fix;
@@ -146,6 +147,13 @@ test_committed(Coordinator *c, CommitGroup *g, CommitRuns *runs, RunLogBatch *b)
 	for (size_t i = 0; i < runs->k && fix->n_committed_runs < MAX_CALLS; i++)
 		snprintf(fix->committed_runs[fix->n_committed_runs++], RUN_ID_LEN + 1, "%s",
 			 runs->ids[i]);
+	if (fix->undeliverable) { /* as replication that got no acknowledgement */
+		for (size_t i = 0; i < runs->k; i++)
+			commit_fail_local(c, runs->ids[i], true, RUN_ERR_REPLICATION_FAILED,
+					  "the cluster did not acknowledge the events",
+					  COMMIT_FENCED);
+		return;
+	}
 	commit_delivery_local.committed(c, g, runs, b);
 }
 
@@ -495,6 +503,32 @@ test_failure_dealt_by_delivery(void **state)
 	assert_string_equal(e, "");
 }
 
+/* A commit its delivery cannot make visible (commit_fail_local with
+ * COMMIT_FENCED, as replication without an acknowledgement): the run ends
+ * failed in the local log alone, its end handed to the delivery's
+ * ended_local (not made visible as a commit's), the driver hears
+ * COMMIT_FENCED. */
+static void
+test_undeliverable(void **state)
+{
+	Fix *f = *state;
+
+	create_run(f, RUN_A);
+	f->undeliverable = true;
+	queue_delta(f, RUN_A, "a1");
+	commit_now(&f->c);
+	assert_int_equal(f->n_committed, 1);
+	assert_int_equal(f->n_ended_local, 1);
+	assert_int_equal(f->n_late, 0);
+	assert_int_equal(f->n_outcomes, 1);
+	assert_true(heard(f, RUN_A, COMMIT_FENCED));
+	json_auto_t *rec = record(f, RUN_A);
+	assert_string_equal(rec_str(rec, "status"), "failed");
+	assert_string_equal(rec_str(json_object_get(rec, "error"), "code"), "replication_failed");
+	_cleanup_free_ char *e = events(f, RUN_A);
+	assert_string_equal(e, "a1,RUN_ERROR");
+}
+
 /* An op on a run already terminal is refused and its driver ends
  * (COMMIT_REFUSED); the first status stays. */
 static void
@@ -583,6 +617,7 @@ main(void)
 	    cmocka_unit_test_setup_teardown(test_storage_full, setup, teardown),
 	    cmocka_unit_test_setup_teardown(test_storage_error, setup, teardown),
 	    cmocka_unit_test_setup_teardown(test_failure_dealt_by_delivery, setup, teardown),
+	    cmocka_unit_test_setup_teardown(test_undeliverable, setup, teardown),
 	    cmocka_unit_test_setup_teardown(test_refused_after_end, setup, teardown),
 	    cmocka_unit_test_setup_teardown(test_refused_full, setup, teardown),
 	    cmocka_unit_test_setup_teardown(test_waiters_answered, setup, teardown),
