@@ -139,7 +139,7 @@ ending_fail_exit(Run *run, RunEnding *e, const char *what, int64_t code, const c
 	char m[1024];
 	const char *tail = run_stderr_tail(run);
 	snprintf(m, sizeof(m), "%s (%s %" PRId64 ")%s%s", what, why, code, *tail ? ": " : "", tail);
-	ending_fail(e, m, streq(why, "exit") ? "exit_status" : why, code);
+	ending_fail(e, m, streq(why, "exit") ? RUN_ERR_EXIT_STATUS : why, code);
 }
 
 void
@@ -194,7 +194,7 @@ agent_cli_begin(Run *run, const char *what, const json_t *messages, const json_t
 
 	if (shell_command_from_messages(messages, ret_prompt) < 0) {
 		snprintf(m, sizeof(m), "%s harness: the last user message has no text", what);
-		run_fail(run, m, "harness_error");
+		run_fail(run, m, RUN_ERR_HARNESS_ERROR);
 		return -EINVAL;
 	}
 	if (run->harness->command)
@@ -211,7 +211,7 @@ agent_cli_begin(Run *run, const char *what, const json_t *messages, const json_t
 		 * agent could read as an option */
 		if (session[0] == '-') {
 			run_fail(run, "metadata.sessionId must not start with '-'",
-				 "harness_error");
+				 RUN_ERR_HARNESS_ERROR);
 			return -EINVAL;
 		}
 		*ret_session = session;

@@ -40,7 +40,7 @@ nd_begin(Run *run, const json_t *messages, const json_t *metadata, ExecSpec *spe
 	char *text = req ? json_dump_compact(req) : NULL;
 	if (!text) {
 		free(text);
-		run_fail(run, "out of memory", "internal");
+		run_fail(run, "out of memory", RUN_ERR_INTERNAL);
 		return -ENOMEM;
 	}
 	spec->stdin_data = text;
@@ -76,13 +76,13 @@ nd_line(Run *run, char *line, size_t len)
 	if (!j) {
 		char m[300];
 		snprintf(m, sizeof(m), "runner sent unparseable NDJSON: %.200s", line);
-		nd_error(run, m, "harness_error");
+		nd_error(run, m, RUN_ERR_HARNESS_ERROR);
 		return;
 	}
 	const char *type = json_string_value(json_object_get(j, "type"));
 	if (!json_is_object(j) || !type) {
 		json_decref(j);
-		nd_error(run, "runner sent a non-chunk line", "harness_error");
+		nd_error(run, "runner sent a non-chunk line", RUN_ERR_HARNESS_ERROR);
 		return;
 	}
 	Reason why = {""};
@@ -90,12 +90,12 @@ nd_line(Run *run, char *line, size_t len)
 		char m[300];
 		snprintf(m, sizeof(m), "runner sent an invalid AG-UI chunk: %s", why.msg);
 		json_decref(j);
-		nd_error(run, m, "harness_error");
+		nd_error(run, m, RUN_ERR_HARNESS_ERROR);
 		return;
 	}
 	if (st->finished) {
 		json_decref(j);
-		nd_error(run, "runner sent a chunk after RUN_FINISHED", "harness_error");
+		nd_error(run, "runner sent a chunk after RUN_FINISHED", RUN_ERR_HARNESS_ERROR);
 		return;
 	}
 	if (streq(type, "RUN_ERROR")) {
@@ -151,7 +151,7 @@ too_long:;
 	char m[128];
 	snprintf(m, sizeof(m), "runner sent a line longer than %" PRId64 " bytes",
 		 run->harness->max_line);
-	nd_error(run, m, "harness_error");
+	nd_error(run, m, RUN_ERR_HARNESS_ERROR);
 }
 
 static void
@@ -172,10 +172,11 @@ nd_exit(Run *run, int64_t code, int64_t sig, const char *why)
 			 *tail ? ": " : "", tail);
 	else
 		snprintf(m, sizeof(m), "runner ended: %s%s%s", why, *tail ? ": " : "", tail);
-	run_end(run, run_error_chunk(m, streq(why, "exit") ? "exit_status" : why, NULL, NULL, 0),
+	run_end(run,
+		run_error_chunk(m, streq(why, "exit") ? RUN_ERR_EXIT_STATUS : why, NULL, NULL, 0),
 		"failed",
 		json_pack("{s:I, s:{s:s, s:s}}", "exitCode", (json_int_t)code, "error", "message",
-			  m, "code", streq(why, "exit") ? "exit_status" : why));
+			  m, "code", streq(why, "exit") ? RUN_ERR_EXIT_STATUS : why));
 }
 
 static int

@@ -71,7 +71,7 @@ shell_begin(Run *run, const json_t *messages, const json_t *metadata, ExecSpec *
 {
 	if (!run->command && shell_command_from_messages(messages, &run->command) < 0) {
 		run_fail(run, "shell harness: the last user message has no text to run",
-			 "harness_error");
+			 RUN_ERR_HARNESS_ERROR);
 		return -EINVAL;
 	}
 	run_emit(run,
@@ -95,7 +95,7 @@ shell_begin(Run *run, const json_t *messages, const json_t *metadata, ExecSpec *
 	    strv_push(&spec->env, "HOME=/workspace") < 0 ||
 	    strv_push(&spec->env, "LANG=C.UTF-8") < 0 || strv_push(&spec->env, "TERM=dumb") < 0 ||
 	    strv_pushf(&spec->env, "RUNWARDEN_RUN_ID=%s", run->run_id) < 0) {
-		run_fail(run, "out of memory", "internal");
+		run_fail(run, "out of memory", RUN_ERR_INTERNAL);
 		return -ENOMEM;
 	}
 	return 0;
@@ -157,7 +157,7 @@ shell_exit(Run *run, int64_t code, int64_t sig, const char *why)
 	ShellState *st = run->astate;
 	bool ok = code == 0 && streq(why, "exit");
 	char m[160];
-	const char *errcode = "exit_status";
+	const char *errcode = RUN_ERR_EXIT_STATUS;
 	if (streq(why, "exit"))
 		snprintf(m, sizeof(m), "command exited with status %" PRId64, code);
 	else if (streq(why, "timeout") || streq(why, "oom") || streq(why, "pids_limit")) {

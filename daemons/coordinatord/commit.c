@@ -286,7 +286,7 @@ commit_fail_local(Coordinator *c, const char *run_id, bool is_run, const char *c
 static void
 fail_runs_after_storage_error(Coordinator *c, Op *ops, int err)
 {
-	const char *code = err == -ENOSPC ? "storage_full" : "storage_error";
+	const char *code = err == -ENOSPC ? RUN_ERR_STORAGE_FULL : RUN_ERR_STORAGE_ERROR;
 	const char *message = err == -ENOSPC ? "run log is full" : "run log write failed";
 
 	for (Op *op = ops; op; op = op->next)

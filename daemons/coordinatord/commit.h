@@ -8,6 +8,7 @@
 #pragma once
 
 #include "coordinatord.h"
+#include "run-errors.h"
 
 /* What a commit meant for the run an op belongs to (CommitHooks.committed). */
 typedef enum CommitOutcome {

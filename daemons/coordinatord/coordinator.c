@@ -505,11 +505,11 @@ handle_run_cancel(Peer *p, const Frame *f, const Msg_RUN_CANCEL *m, void *ud)
 		log_ctx_msgid(LOG_NOTICE, &lc, RW_MESSAGE_RUN_CANCELLED, "Run cancelled");
 	}
 	json_t *cancel_chunk =
-	    run_error_chunk("run cancelled", "aborted",
+	    run_error_chunk("run cancelled", RUN_ERR_ABORTED,
 			    json_string_value(json_object_get(rec, "threadId")), run_id, 0);
 	op_queue_client(c, cl, f->req_id, run_id, cancel_chunk, "aborted",
 			json_pack("{s:b, s:{s:s, s:s}}", "cancelRequested", 1, "error", "message",
-				  "run cancelled", "code", "aborted"));
+				  "run cancelled", "code", RUN_ERR_ABORTED));
 out:
 	json_decref(rec);
 	return ret;

@@ -96,7 +96,7 @@ exec_attached(Peer *p, int err, const msgpack_object *body, void *ud)
 			 run->state == RUN_SHIM_LOST
 			     ? "the run's sandbox process is gone (containerd-shim restarted)"
 			     : "the run's sandbox process is gone (coordinatord restarted)",
-			 "sandbox_lost");
+			 RUN_ERR_SANDBOX_LOST);
 		return;
 	}
 	log_ctx(LOG_NOTICE, &run->log,
@@ -122,7 +122,7 @@ reattach(Run *run)
 			 run->state == RUN_SHIM_LOST
 			     ? "the run's sandbox process is gone (containerd-shim restarted)"
 			     : "the run's sandbox process is gone (coordinatord restarted)",
-			 "sandbox_lost");
+			 RUN_ERR_SANDBOX_LOST);
 }
 
 /* What the adapter had made of the output consumed (a driver state written
@@ -144,14 +144,15 @@ restore_adapter(Run *run, const json_t *drive)
 	}
 	if (state && (!kind || !streq(kind, adapter_name(run->adapter->kind)))) {
 		run_fail(run, "the run's harness changed its adapter across the restart",
-			 "harness_error");
+			 RUN_ERR_HARNESS_ERROR);
 		return -EINVAL;
 	}
 	if (state && run->adapter->load)
 		r = run->adapter->load(run, state);
 	if (r < 0) {
 		log_ctx_errno(LOG_ERR, r, &run->log, "Cannot restore the adapter's state: %m");
-		run_fail(run, "coordinatord could not restore the run's adapter state", "internal");
+		run_fail(run, "coordinatord could not restore the run's adapter state",
+			 RUN_ERR_INTERNAL);
 	}
 	return r;
 }
@@ -187,7 +188,7 @@ recover_cb(const char *run_id, json_t *record, void *ud)
 	run->harness = harness_find(c->harnesses, hname ? hname : "shell");
 	run->adapter = run->harness ? adapter_get(run->harness->adapter) : NULL;
 	if (!run->adapter || (run->adapter->init && run->adapter->init(run) < 0)) {
-		run_fail(run, "the run's harness is no longer configured", "harness_error");
+		run_fail(run, "the run's harness is no longer configured", RUN_ERR_HARNESS_ERROR);
 		json_decref(drive);
 		return;
 	}
@@ -209,7 +210,7 @@ recover_cb(const char *run_id, json_t *record, void *ud)
 	if (exec_id <= 0 || !run->sandbox_id) {
 		/* it never got as far as a running process we could find again */
 		run_fail(run, "coordinatord restarted before the run's process started",
-			 "sandbox_lost");
+			 RUN_ERR_SANDBOX_LOST);
 		json_decref(drive);
 		return;
 	}
@@ -290,7 +291,8 @@ shim_closed(Peer *p, int err, void *ud)
 				run->exec_id);
 		} else if (run->state == RUN_EXECUTING) {
 			run_flush_output(run, true);
-			run_fail(run, "sandbox: containerd-shim connection lost", "sandbox_lost");
+			run_fail(run, "sandbox: containerd-shim connection lost",
+				 RUN_ERR_SANDBOX_LOST);
 		} else if (run_cancelling(run) && !c->stopping) {
 			cancel_finish(run);
 		}

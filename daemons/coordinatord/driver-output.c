@@ -88,7 +88,7 @@ run_flush_output(Run *run, bool final)
 	json_t *d = drive_state(run);
 	if (!d) {
 		run_kill_exec(run);
-		run_fail(run, "out of memory saving the driver state", "internal");
+		run_fail(run, "out of memory saving the driver state", RUN_ERR_INTERNAL);
 		return;
 	}
 	run->saved_taken[1] = run->out[1].taken;
@@ -226,7 +226,7 @@ output_over_budget(Run *run, OutBuf *b, size_t n)
 	run_kill_exec(run);
 	snprintf(m, sizeof(m), "output over the %s budget of %" PRId64 " bytes",
 		 thread ? "thread's" : "run's", budget);
-	run_fail(run, m, "output_limit");
+	run_fail(run, m, RUN_ERR_OUTPUT_LIMIT);
 }
 
 /* ---------- shim pushes ---------- */

@@ -89,11 +89,11 @@ exec_started(Peer *p, int err, const msgpack_object *body, void *ud)
 		snprintf(m, sizeof(m), "sandbox: could not start the command: %s",
 			 msg ? msg : strerror(-err));
 		mp_reader_done(&r);
-		run_fail(run, m, err == -ECONNRESET ? "sandbox_lost" : "sandbox_error");
+		run_fail(run, m, err == -ECONNRESET ? RUN_ERR_SANDBOX_LOST : RUN_ERR_SANDBOX_ERROR);
 		return;
 	}
 	if (k < 0) {
-		run_fail(run, "sandbox: malformed EXEC_START reply", "sandbox_error");
+		run_fail(run, "sandbox: malformed EXEC_START reply", RUN_ERR_SANDBOX_ERROR);
 		return;
 	}
 	run->exec_id = rep.exec_id;
@@ -133,7 +133,7 @@ exec_start(Run *run, ExecSpec *spec)
 
 	int r = msg_call_EXEC_START(c->shim, &m, SHIM_CALL_TIMEOUT, exec_started, run);
 	if (r < 0) {
-		run_fail(run, "sandbox: containerd-shim connection lost", "sandbox_lost");
+		run_fail(run, "sandbox: containerd-shim connection lost", RUN_ERR_SANDBOX_LOST);
 		return;
 	}
 	run->state = RUN_STARTING;
@@ -156,15 +156,15 @@ sandbox_ensured(Peer *p, int err, const msgpack_object *body, void *ud)
 		snprintf(m, sizeof(m), "sandbox: %s", msg ? msg : strerror(-err));
 		mp_reader_done(&r);
 		run_fail(run, m,
-			 err == -ECONNRESET  ? "sandbox_lost"
-			 : err == -ETIMEDOUT ? "queue_timeout"
-					     : "sandbox_error");
+			 err == -ECONNRESET  ? RUN_ERR_SANDBOX_LOST
+			 : err == -ETIMEDOUT ? RUN_ERR_QUEUE_TIMEOUT
+					     : RUN_ERR_SANDBOX_ERROR);
 		return;
 	}
 	if (reply_decode_SANDBOX_ENSURE(body, &rep) < 0 ||
 	    !(run->sandbox_id = strdup(rep.sandbox_id))) {
 		reply_done_SANDBOX_ENSURE(&rep);
-		run_fail(run, "sandbox: malformed SANDBOX_ENSURE reply", "sandbox_error");
+		run_fail(run, "sandbox: malformed SANDBOX_ENSURE reply", RUN_ERR_SANDBOX_ERROR);
 		return;
 	}
 	created = rep.created;
@@ -209,7 +209,7 @@ prep_reply(Peer *p, int err, const msgpack_object *body, void *ud)
 		char m[160];
 		snprintf(m, sizeof(m), "sandbox: could not set up the %s",
 			 forward ? "bridge forward" : "egress proxy");
-		run_fail(run, m, err == -ECONNRESET ? "sandbox_lost" : "sandbox_error");
+		run_fail(run, m, err == -ECONNRESET ? RUN_ERR_SANDBOX_LOST : RUN_ERR_SANDBOX_ERROR);
 		return;
 	}
 	prep_next(run);
@@ -265,7 +265,7 @@ prep_next(Run *run)
 		return;
 	}
 	if (r < 0)
-		run_fail(run, "sandbox: containerd-shim connection lost", "sandbox_lost");
+		run_fail(run, "sandbox: containerd-shim connection lost", RUN_ERR_SANDBOX_LOST);
 }
 
 /* The bridge's URL and token reach the harness on its fd 3, never through
@@ -326,7 +326,7 @@ start_main(Run *run)
 {
 	ExecSpec spec = {0};
 	if (run->adapter->init && !run->astate && run->adapter->init(run) < 0) {
-		run_fail(run, "out of memory", "internal");
+		run_fail(run, "out of memory", RUN_ERR_INTERNAL);
 		return;
 	}
 	if (run->adapter->begin(run, run->messages, run->metadata, &spec) < 0) {
@@ -342,7 +342,7 @@ start_main(Run *run)
 				 "harness '%s': secret %s is not set for coordinatord",
 				 run->harness->name, run->harness->secrets[i]);
 			exec_spec_done(&spec);
-			run_fail(run, m, "harness_error");
+			run_fail(run, m, RUN_ERR_HARNESS_ERROR);
 			return;
 		}
 		strv_pushf(&spec.env, "%s=%s", run->harness->secrets[i], v);
@@ -352,7 +352,7 @@ start_main(Run *run)
 	if (run->bridge_live && mcp_wrap(run, &spec) < 0) {
 		exec_spec_done(&spec);
 		run_fail(run, "sandbox: could not hand the MCP bridge configuration to the harness",
-			 "sandbox_error");
+			 RUN_ERR_SANDBOX_ERROR);
 		return;
 	}
 	if (run->proxy_port) {
@@ -407,14 +407,15 @@ run_wait_timeout(evutil_socket_t fd, short what, void *arg)
 {
 	Run *run = arg;
 	if (run->state == RUN_WAIT_SHIM)
-		run_fail(run, "sandbox: containerd-shim is not available", "sandbox_unavailable");
+		run_fail(run, "sandbox: containerd-shim is not available",
+			 RUN_ERR_SANDBOX_UNAVAILABLE);
 	else if (run_reattaching(run)) /* the shim never came back to re-attach to */
 		run_fail(run,
 			 run->state == RUN_SHIM_LOST
 			     ? "sandbox: containerd-shim did not come back within "
 			       "sandbox_wait_ms"
 			     : "the run's sandbox process is gone (coordinatord restarted)",
-			 "sandbox_lost");
+			 RUN_ERR_SANDBOX_LOST);
 }
 
 /* The values of every configured secret — of all harnesses, not just one
@@ -534,13 +535,13 @@ cancel_finish(Run *run)
 		char msg[96];
 		snprintf(msg, sizeof(msg), "run exceeded max_run_ms (%" PRId64 " ms)",
 			 c->conf.max_run_ms);
-		run_fail(run, msg, "run_timeout");
+		run_fail(run, msg, RUN_ERR_RUN_TIMEOUT);
 		return;
 	}
 	log_ctx_msgid(LOG_NOTICE, &run->log, RW_MESSAGE_RUN_CANCELLED, "Run cancelled");
-	run_end(run, run_error_chunk("run cancelled", "aborted", NULL, NULL, 0), "aborted",
+	run_end(run, run_error_chunk("run cancelled", RUN_ERR_ABORTED, NULL, NULL, 0), "aborted",
 		json_pack("{s:b, s:{s:s, s:s}}", "cancelRequested", 1, "error", "message",
-			  "run cancelled", "code", "aborted"));
+			  "run cancelled", "code", RUN_ERR_ABORTED));
 	/* answer after the commit, with the record: commit right away */
 	commit_now(c);
 	if (d)
@@ -678,7 +679,7 @@ driver_committed(Coordinator *c, const char *run_id, bool driven, CommitOutcome 
 	case COMMIT_REFUSED_FULL:
 		if (driven && run->state != RUN_DONE) {
 			run_kill_exec(run);
-			run_fail(run, "run log is full", "storage_full");
+			run_fail(run, "run log is full", RUN_ERR_STORAGE_FULL);
 		}
 		break;
 	case COMMIT_STORAGE_FAILED: run_free(run); break;

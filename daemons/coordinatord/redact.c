@@ -24,7 +24,7 @@ bool
 redact_holds(char *const *values, const char *s, size_t len)
 {
 	for (size_t i = 0; values[i]; i++)
-		if (memmem(s, len, values[i], strlen(values[i])))
+		if (values[i][0] && memmem(s, len, values[i], strlen(values[i])))
 			return true;
 	return false;
 }
@@ -40,6 +40,8 @@ redact_string(char *const *values, const char *s, size_t len, size_t *ret_len)
 		size_t sl = strlen(sv);
 		char *hit;
 		size_t from = 0; /* past the last mark: a secret inside "[REDACTED]" ends */
+		if (sl == 0)
+			continue; /* an empty secret is found everywhere: it hides nothing */
 		while (t && (hit = memmem(t + from, len - from, sv, sl))) {
 			size_t pre = (size_t)(hit - t), rest = len - pre - sl;
 			char *n = malloc(pre + sizeof(mark) - 1 + rest + 1);

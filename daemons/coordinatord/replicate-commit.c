@@ -115,7 +115,7 @@ repl_ended_local(Coordinator *c, const char *run_id, int64_t seq, const char *te
 void
 commit_fail_fenced(Coordinator *c, const char *run_id)
 {
-	commit_fail_local(c, run_id, true, "fenced",
+	commit_fail_local(c, run_id, true, RUN_ERR_FENCED,
 			  "another node owns this run now; its processes here were stopped",
 			  COMMIT_FENCED);
 }
@@ -149,11 +149,12 @@ step_end(Coordinator *c, RunStep *st, int err)
 		if (streq(op->run_id, st->run_id)) {
 			is_run |= op->is_run;
 			peer_deferred_error(TAKE_PTR(op->ack), fenced ? -ESTALE : -EIO,
-					    fenced ? "not_owner" : "replication_failed",
+					    fenced ? REASON_NOT_OWNER : REASON_REPLICATION_FAILED,
 					    fenced ? "another node owns this run now (fenced)"
 						   : "the cluster did not acknowledge the events");
 		}
-	commit_fail_local(c, st->run_id, is_run, fenced ? "fenced" : "replication_failed",
+	commit_fail_local(c, st->run_id, is_run,
+			  fenced ? RUN_ERR_FENCED : RUN_ERR_REPLICATION_FAILED,
 			  fenced ? "another node owns this run now; its processes here were stopped"
 				 : "the cluster did not acknowledge the run's events",
 			  COMMIT_FENCED);

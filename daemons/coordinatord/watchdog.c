@@ -114,7 +114,7 @@ watchdog_scan(Coordinator *c)
 		/* the RUN_ERROR names its run; a driven run's open messages and
 		 * tool calls are closed before it (agui-guard.c), all in the
 		 * one transaction that checks the run is still stale */
-		json_auto_t *chunk = run_error_chunk(WATCHDOG_MSG, "stalled",
+		json_auto_t *chunk = run_error_chunk(WATCHDOG_MSG, RUN_ERR_STALLED,
 						     run ? run->thread_id : NULL, s.ids[i], now);
 		json_auto_t *all = run ? agui_guard_closers(run, WATCHDOG_MSG) : json_array();
 		if (!chunk || !all || json_array_append(all, chunk) < 0)

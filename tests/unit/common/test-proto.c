@@ -12,7 +12,9 @@
  * reasons.def the same way: every row is a valid wire name with an HTTP
  * status and code, and stands in one of PROTOCOL.md's reason tables (those
  * whose header begins "| reason | errno | HTTP |") with that status and
- * code; every reason those tables name is a row.
+ * code; every reason those tables name is a row. And run-errors.def: every
+ * code is valid and in PROTOCOL.md's "| run error | when |" table, every code
+ * there is a row.
  */
 #include "config.h"
 
@@ -33,6 +35,7 @@
 #include "macro.h"
 #include "proto.h"
 #include "reasons.h"
+#include "run-errors.h"
 
 #ifndef TOP_SRCDIR
 #define TOP_SRCDIR "."
@@ -490,6 +493,76 @@ test_reasons_documented_in_protocol_md(void **state)
 	assert_int_equal(bad, 0);
 }
 
+/* run-errors.def: every code a valid name, once. */
+static void
+test_run_errors_rows_valid(void **state)
+{
+	assert_true(run_errors_n > 0);
+	for (size_t i = 0; i < run_errors_n; i++) {
+		if (!reason_name_valid(run_errors[i].code))
+			fail_msg("run-errors.def: '%s' is not a code ([a-z0-9_], < 32)",
+				 run_errors[i].code);
+		assert_ptr_equal(run_error_lookup(run_errors[i].code), &run_errors[i]);
+		assert_true(run_errors[i].help && run_errors[i].help[0]);
+	}
+	assert_string_equal(RUN_ERR_STORAGE_FULL, "storage_full");
+	assert_null(run_error_lookup("no_such_code"));
+	assert_null(run_error_lookup(NULL));
+}
+
+/* PROTOCOL.md's "Run errors" table against run-errors.def, both ways. */
+static void
+test_run_errors_documented_in_protocol_md(void **state)
+{
+	char *doc = read_protocol_md();
+	bool seen[64] = {false};
+	int bad = 0;
+	const char *line = strstr(doc, "\n| run error | when |");
+
+	assert_true(run_errors_n <= ELEMENTSOF(seen));
+	assert_non_null(line);
+	line = strchr(line + 1, '\n');		     /* the header */
+	line = line ? strchr(line + 1, '\n') : NULL; /* the |---| line */
+	while (line && line[1] == '|') {
+		const char *end = strchr(line + 1, '\n');
+		size_t len = end ? (size_t)(end - line - 1) : strlen(line + 1);
+		const char *cell_end = memchr(line + 2, '|', len - 1);
+		int names = 0;
+		/* the codes are the first cell's `quoted` words */
+		for (const char *p = memchr(line + 1, '`', len); p && cell_end && p < cell_end;
+		     p = memchr(p, '`', (size_t)(cell_end - p))) {
+			size_t n = strcspn(p + 1, "`");
+			char code[64];
+			snprintf(code, sizeof(code), "%.*s", (int)n, p + 1);
+			p += n + 2;
+			names++;
+			const RunErrorInfo *r = run_error_lookup(code);
+			if (!r) {
+				print_error("docs/PROTOCOL.md documents run error '%s', not in "
+					    "run-errors.def\n",
+					    code);
+				bad++;
+			} else
+				seen[r - run_errors] = true;
+		}
+		if (names == 0) {
+			print_error("docs/PROTOCOL.md: a run error row names no code: %.*s\n",
+				    (int)len, line + 1);
+			bad++;
+		}
+		line = end;
+	}
+	for (size_t i = 0; i < run_errors_n; i++)
+		if (!seen[i]) {
+			print_error("docs/PROTOCOL.md: run error '%s' (run-errors.def) is not in "
+				    "the \"Run errors\" table\n",
+				    run_errors[i].code);
+			bad++;
+		}
+	free(doc);
+	assert_int_equal(bad, 0);
+}
+
 int
 main(void)
 {
@@ -501,6 +574,8 @@ main(void)
 	    cmocka_unit_test(test_reasons_rows_valid),
 	    cmocka_unit_test(test_reasons_of_errno),
 	    cmocka_unit_test(test_reasons_documented_in_protocol_md),
+	    cmocka_unit_test(test_run_errors_rows_valid),
+	    cmocka_unit_test(test_run_errors_documented_in_protocol_md),
 	    cmocka_unit_test(test_proto_msg_allowed_directions),
 	    cmocka_unit_test(test_proto_undeclared_is_refused),
 	    cmocka_unit_test(test_proto_roles),

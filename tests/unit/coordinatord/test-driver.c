@@ -29,6 +29,7 @@
 #include <ftw.h>
 #include <jansson.h>
 
+#include "coord-fixture.h"
 #include "coordinator.h"
 #include "json-util.h"
 #include "macro.h"
@@ -249,17 +250,6 @@ fake_exit(Fix *f, int64_t code, int64_t sig, const char *reason)
 
 /* ---------- the loop ---------- */
 
-/* Turn the loop until cond holds (at most ~5 s). */
-#define PUMP_UNTIL(f, cond)                                                                        \
-	do {                                                                                       \
-		for (int i_ = 0; i_ < 5000 && !(cond); i_++) {                                     \
-			event_base_loop((f)->c.base, EVLOOP_NONBLOCK);                             \
-			if (!(cond))                                                               \
-				usleep(1000);                                                      \
-		}                                                                                  \
-		assert_true(cond);                                                                 \
-	} while (0)
-
 /* A few turns, for what must NOT happen. */
 static void
 pump_a_little(Fix *f)
@@ -283,52 +273,35 @@ state_a(Fix *f)
 	return run ? run->state : RUN_DONE;
 }
 
+static void
+show_type(FILE *m, const json_t *j, size_t i)
+{
+	const char *type = json_string_value(json_object_get(j, "type"));
+	const char *name = json_string_value(json_object_get(j, "name"));
+	fprintf(m, "%s%s%s%s", i ? "," : "", type ? type : "?", name ? ":" : "", name ? name : "");
+}
+
 /* The stored events of RUN_A as "TYPE" or "CUSTOM:name", comma-separated. */
 static char *
 event_types(Fix *f)
 {
-	RunLogEvents ev = {0};
-	char *out = NULL;
-	size_t len = 0;
-	FILE *m = open_memstream(&out, &len);
+	return coord_fixture_events(f->c.runlog, RUN_A, show_type);
+}
 
-	assert_non_null(m);
-	assert_int_equal(runlog_read(f->c.runlog, RUN_A, -1, 1000, &ev, NULL), 0);
-	for (size_t i = 0; i < ev.n; i++) {
-		json_auto_t *j = json_loadb(ev.texts[i], ev.lens[i], 0, NULL);
-		const char *type = json_string_value(json_object_get(j, "type"));
-		const char *name = json_string_value(json_object_get(j, "name"));
-		fprintf(m, "%s%s%s%s", i ? "," : "", type ? type : "?", name ? ":" : "",
-			name ? name : "");
-	}
-	fclose(m);
-	runlog_events_done(&ev);
-	return out;
+static void
+show_stdout(FILE *m, const json_t *j, size_t i)
+{
+	const char *name = json_string_value(json_object_get(j, "name"));
+	if (name && streq(name, "process.stdout"))
+		fputs(json_string_value(json_object_get(json_object_get(j, "value"), "text")) ?: "",
+		      m);
 }
 
 /* The concatenated "text" of RUN_A's process.stdout events. */
 static char *
 stdout_text(Fix *f)
 {
-	RunLogEvents ev = {0};
-	char *out = NULL;
-	size_t len = 0;
-	FILE *m = open_memstream(&out, &len);
-
-	assert_non_null(m);
-	assert_int_equal(runlog_read(f->c.runlog, RUN_A, -1, 1000, &ev, NULL), 0);
-	for (size_t i = 0; i < ev.n; i++) {
-		json_auto_t *j = json_loadb(ev.texts[i], ev.lens[i], 0, NULL);
-		const char *name = json_string_value(json_object_get(j, "name"));
-		if (name && streq(name, "process.stdout"))
-			fputs(
-			    json_string_value(json_object_get(json_object_get(j, "value"), "text"))
-				?: "",
-			    m);
-	}
-	fclose(m);
-	runlog_events_done(&ev);
-	return out;
+	return coord_fixture_events(f->c.runlog, RUN_A, show_stdout);
 }
 
 static char *
@@ -344,52 +317,18 @@ record_status(Fix *f)
 /* ---------- fixture ---------- */
 
 static int
-rm_one(const char *path, const struct stat *st, int flag, struct FTW *ftw)
-{
-	return remove(path);
-}
-
-static int
 setup(void **state)
 {
 	Fix *f = calloc(1, sizeof(*f));
-	char conf[128], path[256];
-	FILE *cf;
+	char path[256];
 
 	if (!f)
 		return -1;
-	log_open("test-driver");
-	snprintf(f->dir, sizeof(f->dir), "/tmp/test-driver-XXXXXX");
-	if (!mkdtemp(f->dir))
+	if (coord_fixture_setup(f->dir, &f->c, &f->harnesses, "test-driver",
+				"tool_cgroup = off\n"
+				"[harness.net]\nadapter = shell\negress = example.com\n") < 0)
 		return -1;
-	/* the real configuration path: defaults, derived values, the built-in
-	 * shell harness */
-	snprintf(conf, sizeof(conf), "%s/runwarden.conf", f->dir);
-	cf = fopen(conf, "w");
-	if (!cf)
-		return -1;
-	fprintf(cf,
-		"[runwarden]\nruntime_dir = %s\nstate_dir = %s\n"
-		"[coordinatord]\nsync = no\npreallocate = no\nmap_size = 32M\n"
-		"tool_cgroup = off\n"
-		"[harness.net]\nadapter = shell\negress = example.com\n",
-		f->dir, f->dir);
-	fclose(cf);
-	DaemonArgs a = {.configs = {conf}, .n_configs = 1};
-	if (coord_conf_load(&a, &f->c.conf, &f->harnesses) < 0)
-		return -1;
-	log_set_max_level(LOG_CRIT);
-	f->c.harnesses = &f->harnesses;
 	f->c.run_teardown = driver_run_teardown;
-
-	snprintf(path, sizeof(path), "%s/runlog", f->dir);
-	RunLogOptions o = {.map_size = (size_t)f->c.conf.map_size, .sync = false};
-	if (runlog_open(path, &o, &f->c.runlog) < 0)
-		return -1;
-	f->c.log_map = (uint64_t)f->c.conf.map_size;
-	f->c.base = event_base_new();
-	if (!f->c.base || event_base_priority_init(f->c.base, 3) < 0)
-		return -1;
 	commit_setup(&f->c, &coordinator_commit_hooks);
 	driver_setup(&f->c);
 
@@ -425,11 +364,7 @@ teardown(void **state)
 	commit_teardown(&f->c);
 	driver_thread_output_free(&f->c);
 	event_free(f->c.flush_ev);
-	event_base_free(f->c.base);
-	runlog_free(f->c.runlog);
-	harness_set_done(&f->harnesses);
-	coord_conf_done(&f->c.conf);
-	nftw(f->dir, rm_one, 8, FTW_DEPTH | FTW_PHYS);
+	coord_fixture_teardown(f->dir, &f->c, &f->harnesses);
 	free(f);
 	return 0;
 }

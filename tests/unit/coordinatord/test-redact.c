@@ -14,6 +14,7 @@
 #include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 #include <cmocka.h>
 
@@ -99,6 +100,33 @@ test_json_in_place(void **state)
 	assert_string_equal(json_string_value(u), "sk-secret");
 }
 
+/* An empty secret is skipped: it would be found everywhere (the search of
+ * redact_string looped forever on it). The alarm makes a hang a failure. */
+static void
+test_empty_secret(void **state)
+{
+	static char *const with_empty[] = {"", "sk-secret", NULL};
+	static char *const only_empty[] = {"", NULL};
+	size_t n;
+
+	alarm(5);
+	assert_false(redact_holds(only_empty, "abc", 3));
+	assert_true(redact_holds(with_empty, "a sk-secret", 11));
+	char *t = redact_string(with_empty, "a sk-secret b", 13, &n);
+	assert_string_equal(t, "a [REDACTED] b");
+	assert_int_equal(n, strlen(t));
+	free(t);
+	t = redact_string(only_empty, "abc", 3, &n);
+	assert_string_equal(t, "abc");
+	free(t);
+	json_auto_t *j = json_loads("{\"k\":\"a sk-secret\",\"n\":1}", 0, NULL);
+	assert_true(redact_tree(with_empty, j));
+	_cleanup_free_ char *s = json_dump_compact(j);
+	assert_string_equal(s, "{\"k\":\"a [REDACTED]\",\"n\":1}");
+	assert_false(redact_tree(only_empty, j));
+	alarm(0);
+}
+
 int
 main(void)
 {
@@ -107,6 +135,7 @@ main(void)
 	    cmocka_unit_test(test_text),
 	    cmocka_unit_test(test_tree_values_keys_and_numbers),
 	    cmocka_unit_test(test_json_in_place),
+	    cmocka_unit_test(test_empty_secret),
 	};
 	return cmocka_run_group_tests(tests, NULL, NULL);
 }
