@@ -331,7 +331,7 @@ codex_line(Run *run, const char *line, size_t len)
 		if (!m)
 			m = json_string_value(json_object_get(j, "message"));
 		ending_fail(&st->a.ending, m ? m : "codex turn failed",
-			    streq(type, "error") ? "codex_error" : "turn_failed", -1);
+			    streq(type, "error") ? RUN_ERR_CODEX_ERROR : RUN_ERR_TURN_FAILED, -1);
 	}
 	json_decref(j);
 }

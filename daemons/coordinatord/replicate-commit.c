@@ -104,7 +104,7 @@ repl_ended_local(Coordinator *c, const char *run_id, int64_t seq, const char *te
 {
 	const char *code =
 	    json_string_value(json_object_get(json_object_get(rec, "error"), "code"));
-	if (c->cluster && code && streq(code, "replication_failed"))
+	if (c->cluster && code && streq(code, RUN_ERR_REPLICATION_FAILED))
 		takeover_end_unreplicated(c, rec); /* fenced: the other writer ends it */
 	if (c->cluster)
 		remote_watch_divert(c, run_id, json_string_value(json_object_get(rec, "threadId")));

@@ -822,7 +822,7 @@ replicate_pruned(Coordinator *c, const char *run_id, const json_t *rec)
 	 * this one (its new owner's record is not this node's to prune) */
 	const char *code =
 	    json_string_value(json_object_get(json_object_get(rec, "error"), "code"));
-	if (code && streq(code, "fenced"))
+	if (code && streq(code, RUN_ERR_FENCED))
 		return;
 	RunRepl *rr = run_repl_get(r, run_id);
 	if (!rr || rr->dead)
@@ -938,7 +938,7 @@ replicate_diverged(Coordinator *c, const json_t *rec)
 	    json_string_value(json_object_get(json_object_get(rec, "error"), "code"));
 	if (!c->cluster)
 		return false;
-	if (code && (streq(code, "fenced") || streq(code, "replication_failed")))
+	if (code && (streq(code, RUN_ERR_FENCED) || streq(code, RUN_ERR_REPLICATION_FAILED)))
 		return true;
 	/* A run that ended here before its end was refused (another node wrote
 	 * it meanwhile, or the end never got acknowledged): its record keeps

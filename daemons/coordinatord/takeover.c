@@ -319,10 +319,10 @@ ending_code(const Ending *e, char *msg, size_t size)
 {
 	if (e->loss->own) {
 		snprintf(msg, size, "%s", UNREPLICATED_MSG);
-		return "replication_failed";
+		return RUN_ERR_REPLICATION_FAILED;
 	}
 	snprintf(msg, size, NODE_LOST_MSG_FMT, ending_node(e));
-	return "node_lost";
+	return RUN_ERR_NODE_LOST;
 }
 
 /* e could not be ended: forgotten (a later loss's takeover may end it). */
