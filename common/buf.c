@@ -47,3 +47,23 @@ buf_done(Buf *b)
 	free(b->data);
 	*b = (Buf){0};
 }
+
+int
+array_grow(void **p, size_t n, size_t *cap, size_t size, size_t min)
+{
+	if (n < *cap)
+		return 0;
+	size_t want = *cap ? *cap : MAX(min, (size_t)1);
+	if (*cap && want > SIZE_MAX / 2 / size)
+		return -EFBIG;
+	if (*cap)
+		want *= 2;
+	if (want > SIZE_MAX / size)
+		return -EFBIG;
+	void *q = realloc(*p, want * size);
+	if (!q)
+		return -ENOMEM;
+	*p = q;
+	*cap = want;
+	return 0;
+}

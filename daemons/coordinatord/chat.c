@@ -305,14 +305,8 @@ on_tool_call_start(Build *b, const json_t *ch, const char *call, Call *cl)
 
 	if (!call || cl) /* a call started twice: the first counts */
 		return 0;
-	if (b->n_calls == b->cap_calls) {
-		size_t cap = b->cap_calls ? b->cap_calls * 2 : 8;
-		Call *cs = realloc(b->calls, cap * sizeof(*cs));
-		if (!cs)
-			return -ENOMEM;
-		b->calls = cs;
-		b->cap_calls = cap;
-	}
+	if (ARRAY_GROW(b->calls, b->n_calls, b->cap_calls, 8) < 0)
+		return -ENOMEM;
 	r = part_append(b, json_pack("{s:s, s:s, s:s, s:s, s:s}", "type", "tool-call", "id", call,
 				     "name", name, "arguments", "", "state", "awaiting-input"));
 	if (r < 0)

@@ -42,6 +42,7 @@
 #include <string.h>
 #include <sys/socket.h>
 
+#include "buf.h"
 #include "cluster/cluster.h"
 #include "frame.h"
 #include "id-util.h"
@@ -533,15 +534,9 @@ list_node(Cluster *cluster, const char *node, const char *info, void *userdata)
 	NodeList *nl = userdata;
 	if (streq(node, nl->me) || strlen(node) >= CLUSTER_NODE_MAX || nl->oom)
 		return;
-	if (nl->n == nl->cap) {
-		size_t cap = nl->cap ? nl->cap * 2 : 8;
-		void *nn = reallocarray(nl->names, cap, sizeof(*nl->names));
-		if (!nn) {
-			nl->oom = true;
-			return;
-		}
-		nl->names = nn;
-		nl->cap = cap;
+	if (ARRAY_GROW(nl->names, nl->n, nl->cap, 8) < 0) {
+		nl->oom = true;
+		return;
 	}
 	snprintf(nl->names[nl->n++], CLUSTER_NODE_MAX, "%s", node);
 }

@@ -14,6 +14,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "buf.h"
 #include "json-util.h"
 #include "log.h"
 #include "macro.h"
@@ -443,14 +444,8 @@ thread_head(MDB_cursor *cur, const char *id, size_t tl, char *const *scope, Head
 	seek[tl] = '\0';
 	if (!runlog_scope_allows(scope, seek))
 		return 0;
-	if (h->n == h->cap) {
-		size_t nc = h->cap ? h->cap * 2 : 64;
-		ThreadHead *nh = reallocarray(h->v, nc, sizeof(*nh));
-		if (!nh)
-			return ENOMEM;
-		h->v = nh;
-		h->cap = nc;
-	}
+	if (ARRAY_GROW(h->v, h->n, h->cap, 64) < 0)
+		return ENOMEM;
 	ThreadHead *t = &h->v[h->n++];
 	const unsigned char *ts = (const unsigned char *)k.mv_data + tl + 1;
 	uint64_t ms = 0;

@@ -17,6 +17,7 @@
 #include <string.h>
 #include <sys/stat.h>
 
+#include "buf.h"
 #include "fd-util.h"
 #include "json-util.h"
 #include "log.h"
@@ -516,15 +517,9 @@ batch_record(RunLogBatch *b, const char *run_id, BatchRun **ret)
 	int r = rec ? 0 : get_record(b->txn, b->l, run_id, &rec);
 	if (r < 0)
 		return r;
-	if (b->n_runs == b->cap_runs) {
-		size_t cap = b->cap_runs ? b->cap_runs * 2 : 8;
-		BatchRun *n = realloc(b->runs, cap * sizeof(*n));
-		if (!n) {
-			json_decref(rec);
-			return -ENOMEM;
-		}
-		b->runs = n;
-		b->cap_runs = cap;
+	if (ARRAY_GROW(b->runs, b->n_runs, b->cap_runs, 8) < 0) {
+		json_decref(rec);
+		return -ENOMEM;
 	}
 	BatchRun *br = &b->runs[b->n_runs++];
 	memcpy(br->run_id, run_id, RUN_ID_LEN + 1);
@@ -653,14 +648,8 @@ runlog_batch_create(RunLogBatch *b, const char *run_id, const char *thread_id, c
 		return -EEXIST; /* this op only */
 	if (r != -ENOENT)
 		return r == -EUCLEAN ? r : (b->err = r);
-	if (b->n_runs == b->cap_runs) {
-		size_t cap = b->cap_runs ? b->cap_runs * 2 : 8;
-		BatchRun *n = realloc(b->runs, cap * sizeof(*n));
-		if (!n)
-			return b->err = -ENOMEM;
-		b->runs = n;
-		b->cap_runs = cap;
-	}
+	if (ARRAY_GROW(b->runs, b->n_runs, b->cap_runs, 8) < 0)
+		return b->err = -ENOMEM;
 	(void)batch_spend(b, 16384); /* the record */
 	(void)batch_spend(b, 1024);  /* the thread index */
 	r = new_run_txn(b->txn, b->l, run_id, thread_id, harness, tenant, now_ms, &rec);

@@ -39,6 +39,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "buf.h"
 #include "json-util.h"
 #include "macro.h"
 #include "mp-cursor.h"
@@ -72,14 +73,8 @@ collect(const char *run_id, json_t *record, void *ud)
 	Stale *s = ud;
 	if (replicate_held(s->c, run_id))
 		return; /* its events are being taken back from the cluster: not stale */
-	if (s->n == s->cap) {
-		size_t cap = s->cap ? s->cap * 2 : 16;
-		void *p = realloc(s->ids, cap * sizeof(*s->ids));
-		if (!p)
-			return;
-		s->ids = p;
-		s->cap = cap;
-	}
+	if (ARRAY_GROW(s->ids, s->n, s->cap, 16) < 0)
+		return;
 	snprintf(s->ids[s->n++], RUN_ID_LEN + 1, "%s", run_id);
 }
 

@@ -25,6 +25,7 @@
 #include <sys/time.h>
 #include <time.h>
 
+#include "buf.h"
 #include "cluster-internal.h"
 #include "log.h"
 #include "macro.h"
@@ -794,14 +795,8 @@ typedef struct ListJob {
 static int
 list_add(ListJob *j, const char *key, const void *value, size_t vl, uint64_t revision)
 {
-	if (j->n == j->cap) {
-		size_t cap = j->cap ? j->cap * 2 : 32;
-		ClusterKv *kv = realloc(j->kv, cap * sizeof(*kv));
-		if (!kv)
-			return -ENOMEM;
-		j->kv = kv;
-		j->cap = cap;
-	}
+	if (ARRAY_GROW(j->kv, j->n, j->cap, 32) < 0)
+		return -ENOMEM;
 	size_t kl = strlen(key) + 1;
 	char *b = malloc(vl + 1 + kl); /* value, NUL, key: one block */
 	if (!b)

@@ -2,7 +2,9 @@
 /*
  * test-buf.c — common/buf.c: appends keep the data NUL-terminated and
  * whole across growth; reserve leaves room; a size that would overflow is
- * -EFBIG with the buffer unchanged; done empties it (NULL-safe).
+ * -EFBIG with the buffer unchanged; done empties it (NULL-safe). And
+ * array_grow(): room for one more element, doubling from its minimum, the
+ * elements kept; an overflowing size refused with the array unchanged.
  */
 #include "config.h"
 
@@ -11,6 +13,7 @@
 #include <stdarg.h>
 #include <stddef.h>
 #include <stdint.h>
+#include <stdlib.h>
 #include <string.h>
 
 #include <cmocka.h>
@@ -59,12 +62,36 @@ test_buf_reserve_and_overflow(void **state)
 	buf_done(&b);
 }
 
+static void
+test_array_grow(void **state)
+{
+	int *a = NULL;
+	size_t n = 0, cap = 0;
+	for (int i = 0; i < 1000; i++) {
+		assert_int_equal(ARRAY_GROW(a, n, cap, 8), 0);
+		assert_true(cap > n);
+		a[n++] = i;
+	}
+	assert_int_equal(cap, 1024); /* 8, 16, … */
+	for (int i = 0; i < 1000; i++)
+		assert_int_equal(a[i], i);
+	/* full, and its doubling would overflow: refused, unchanged */
+	int *keep = a;
+	size_t big = SIZE_MAX / sizeof(*a) / 2 + 1;
+	size_t c2 = big;
+	assert_int_equal(array_grow((void **)&a, big, &c2, sizeof(*a), 8), -EFBIG);
+	assert_ptr_equal(a, keep);
+	assert_int_equal(c2, big);
+	free(a);
+}
+
 int
 main(void)
 {
 	const struct CMUnitTest tests[] = {
 	    cmocka_unit_test(test_buf_appends),
 	    cmocka_unit_test(test_buf_reserve_and_overflow),
+	    cmocka_unit_test(test_array_grow),
 	};
 	return cmocka_run_group_tests(tests, NULL, NULL);
 }
