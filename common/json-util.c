@@ -270,6 +270,17 @@ is_digit(const Scan *s)
 	return s->p < s->end && *s->p >= '0' && *s->p <= '9';
 }
 
+/* [0-9]+: false when no digit is there. */
+static bool
+skip_digits(Scan *s)
+{
+	if (!is_digit(s))
+		return false;
+	while (is_digit(s))
+		s->p++;
+	return true;
+}
+
 /* A number as jansson lexes it: -?(0|[1-9][0-9]*)(.[0-9]+)?([eE][+-]?[0-9]+)?;
  * an integer must fit json_int_t and a real must not overflow a double. */
 static bool
@@ -292,20 +303,16 @@ scan_number(Scan *s)
 	const unsigned char *int_end = s->p;
 	if (s->p < s->end && *s->p == '.') {
 		s->p++;
-		if (!is_digit(s))
+		if (!skip_digits(s))
 			return false;
-		while (is_digit(s))
-			s->p++;
 		real = true;
 	}
 	if (s->p < s->end && (*s->p == 'e' || *s->p == 'E')) {
 		s->p++;
 		if (s->p < s->end && (*s->p == '+' || *s->p == '-'))
 			s->p++;
-		if (!is_digit(s))
+		if (!skip_digits(s))
 			return false;
-		while (is_digit(s))
-			s->p++;
 		real = true;
 	}
 	if (!real) {

@@ -242,6 +242,23 @@ routes_coord_error(HttpConn *c, int err, const msgpack_object *body, const char 
 	}
 }
 
+/* The first checks of the RUN_GET reply to a request whose parameters (start)
+ * waited on the connection: true after answering, 500 when start is gone, or
+ * coordinatord's error ("unknown run" for -ENOENT). */
+bool
+routes_run_get_answered(HttpConn *c, const void *start, int err, const msgpack_object *body)
+{
+	if (!start) {
+		http_respond_error(c, 500, "internal", "internal error");
+		return true;
+	}
+	if (err < 0) {
+		routes_coord_error(c, err, body, "unknown run");
+		return true;
+	}
+	return false;
+}
+
 /* ---- /_bridge/{runId} and /tool-exec/{runId}: host tools ---- */
 
 /* ---- request bodies ---- */
@@ -579,12 +596,7 @@ stream_get_reply(Peer *p, int err, const msgpack_object *body, void *userdata)
 	_cleanup_free_ char *rec_text = NULL;
 	int r;
 
-	if (!s) {
-		http_respond_error(c, 500, "internal", "internal error");
-		return;
-	}
-	if (err < 0) {
-		routes_coord_error(c, err, body, "unknown run");
+	if (routes_run_get_answered(c, s, err, body)) {
 		stream_start_free(s);
 		return;
 	}
