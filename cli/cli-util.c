@@ -237,27 +237,31 @@ record_command(int argc, char **argv, const char *method, const char *suffix, co
 	return 0;
 }
 
-/* The start of a command on one thread (snapshot, restore): --json, then
- * THREAD and the rest (min..max arguments in all, else usage), and path =
- * /threads/THREAD/suffix. 0, or the exit code. */
+/* A command on one thread (snapshot, restore): --json, then THREAD and the
+ * rest (min..max arguments in all, else usage), then a POST of make_body's
+ * body (from THREAD's arguments, argc - optind of them) to
+ * /threads/THREAD/suffix, answered as call() answers. 0, or the exit code. */
 int
-thread_cmd_begin(int argc, char **argv, int min, int max, const char *usage, const char *suffix,
-		 char *path, size_t len)
+thread_cmd_post(int argc, char **argv, const ThreadCmd *cmd, json_t **ret, Response *raw)
 {
 	static const struct option opts[] = {{"json", no_argument, NULL, 'j'}, {}};
-	int c;
+	char path[1024];
+	int c, rc;
 	optind = 0;
 	while ((c = getopt_long(argc, argv, "j", opts, NULL)) >= 0)
 		if (c == 'j')
 			cli.json = true;
 		else
 			return EXIT_USAGE;
-	if (argc - optind < min || argc - optind > max)
-		return usage_error("%s", usage);
+	if (argc - optind < cmd->min || argc - optind > cmd->max)
+		return usage_error("%s", cmd->usage);
 	char *tid = urlenc(argv[optind]);
-	snprintf(path, len, "/threads/%s/%s", tid, suffix);
+	snprintf(path, sizeof(path), "/threads/%s/%s", tid, cmd->suffix);
 	free(tid);
-	return 0;
+	json_t *body = cmd->make_body(argv + optind, argc - optind);
+	rc = call("POST", path, body, cmd->what, ret, raw);
+	json_decref(body);
+	return rc;
 }
 
 /* The token of a token file: the first word of its first line that is not

@@ -72,11 +72,19 @@ int simple_args(int argc, char **argv, int n, const char *what);
 /* `show` and `cancel`: one request on a run, the record it answers printed. */
 int record_command(int argc, char **argv, const char *method, const char *suffix, const char *name,
 		   const char *usage);
-/* The start of a command on one thread (snapshot, restore): --json, then
- * THREAD and the rest (min..max arguments in all, else usage), and path =
- * /threads/THREAD/suffix. 0, or the exit code. */
-int thread_cmd_begin(int argc, char **argv, int min, int max, const char *usage, const char *suffix,
-		     char *path, size_t len);
+/* A command on one thread (snapshot, restore). */
+typedef struct ThreadCmd {
+	int min, max;	    /* arguments from THREAD on */
+	const char *usage;  /* printed when there are fewer or more */
+	const char *suffix; /* the POST goes to /threads/THREAD/suffix */
+	const char *what;   /* call()'s name for the request */
+	/* the request's body from args[0] (THREAD) .. args[n - 1]; released after the call */
+	json_t *(*make_body)(char **args, int n);
+} ThreadCmd;
+/* --json, then THREAD and the rest (cmd->min..max arguments, else usage), then
+ * the POST of cmd->make_body's body, answered as call() answers (ret, raw).
+ * optind is left at THREAD. 0, or the exit code. */
+int thread_cmd_post(int argc, char **argv, const ThreadCmd *cmd, json_t **ret, Response *raw);
 /* The token of a token file (its first word; never printed). 0 or -1. */
 int read_token_file(const char *path, const char **ret);
 

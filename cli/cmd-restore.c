@@ -11,18 +11,20 @@
 
 #include "cli.h"
 
+static json_t *
+restore_body(char **args, int n)
+{
+	return json_pack("{s:s}", "snapshotId", args[1]);
+}
+
 int
 cmd_restore(int argc, char **argv)
 {
-	char path[1024];
-	int rc = thread_cmd_begin(argc, argv, 2, 2, "restore: THREAD SNAPSHOT-ID are required",
-				  "restore", path, sizeof(path));
-	if (rc)
-		return rc;
-	json_t *body = json_pack("{s:s}", "snapshotId", argv[optind + 1]), *reply = NULL;
+	static const ThreadCmd cmd = {
+	    2, 2, "restore: THREAD SNAPSHOT-ID are required", "restore", "restore", restore_body};
+	json_t *reply = NULL;
 	Response raw;
-	rc = call("POST", path, body, "restore", NULL, &raw);
-	json_decref(body);
+	int rc = thread_cmd_post(argc, argv, &cmd, NULL, &raw);
 	if (rc)
 		return rc;
 	if (cli.json)

@@ -11,19 +11,23 @@
 
 #include "cli.h"
 
+static json_t *
+snapshot_body(char **args, int n)
+{
+	json_t *body = json_object();
+
+	if (n == 2)
+		json_object_set_new(body, "label", json_string(args[1]));
+	return body;
+}
+
 int
 cmd_snapshot(int argc, char **argv)
 {
-	char path[1024];
-	int rc = thread_cmd_begin(argc, argv, 1, 2, "snapshot: THREAD [LABEL] is required",
-				  "snapshots", path, sizeof(path));
-	if (rc)
-		return rc;
-	json_t *body = json_object(), *reply;
-	if (argc - optind == 2)
-		json_object_set_new(body, "label", json_string(argv[optind + 1]));
-	rc = call("POST", path, body, "snapshot", &reply, NULL);
-	json_decref(body);
+	static const ThreadCmd cmd = {
+	    1, 2, "snapshot: THREAD [LABEL] is required", "snapshots", "snapshot", snapshot_body};
+	json_t *reply;
+	int rc = thread_cmd_post(argc, argv, &cmd, &reply, NULL);
 	if (rc)
 		return rc;
 	if (cli.json)

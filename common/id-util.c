@@ -47,25 +47,32 @@ uuid_v4_from_bytes(unsigned char b[static 16], char out[static UUID_STRING_LEN +
 	hex_encode(b + 10, 6, out + 24);
 }
 
-int
-uuid_v4(char out[static UUID_STRING_LEN + 1])
+/* Fills b (n >= 16 bytes) with random bytes and writes the UUID of its first 16. */
+static int
+random_uuid(unsigned char *b, size_t n, char out[static UUID_STRING_LEN + 1])
 {
-	unsigned char b[16];
-
-	if (RAND_bytes(b, sizeof(b)) != 1)
+	if (RAND_bytes(b, (int)n) != 1)
 		return -EIO;
 	uuid_v4_from_bytes(b, out);
 	return 0;
 }
 
 int
+uuid_v4(char out[static UUID_STRING_LEN + 1])
+{
+	unsigned char b[16];
+
+	return random_uuid(b, sizeof(b), out);
+}
+
+int
 random_token(char out[static RANDOM_TOKEN_LEN + 1])
 {
 	unsigned char b[32];
+	int r = random_uuid(b, sizeof(b), out);
 
-	if (RAND_bytes(b, sizeof(b)) != 1)
-		return -EIO;
-	uuid_v4_from_bytes(b, out);
+	if (r < 0)
+		return r;
 	set_v4_bits(b + 16);
 	hex_encode(b + 16, 16, out + UUID_STRING_LEN);
 	return 0;

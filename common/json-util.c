@@ -63,34 +63,35 @@ seq_len(const unsigned char *s, size_t avail)
 	return n;
 }
 
-size_t
-utf8_complete_prefix(const char *buf, size_t len)
+/* Walks buf sequence by sequence and returns where it stopped: at a truncated
+ * but so far valid sequence, or (unless skip_invalid, which steps over an invalid
+ * byte) at an invalid one; len when it went through. */
+static size_t
+utf8_scan(const char *buf, size_t len, bool skip_invalid)
 {
 	const unsigned char *s = (const unsigned char *)buf;
 	size_t i = 0;
 
 	while (i < len) {
 		int n = seq_len(s + i, len - i);
-		if (n < 0)
-			return i; /* a truncated but so far valid sequence: hold it back */
+		if (n < 0 || (n == 0 && !skip_invalid))
+			return i;
 		i += n == 0 ? 1 : (size_t)n;
 	}
 	return len;
 }
 
+size_t
+utf8_complete_prefix(const char *buf, size_t len)
+{
+	/* a truncated but so far valid sequence at the end is held back */
+	return utf8_scan(buf, len, true);
+}
+
 bool
 utf8_valid(const char *buf, size_t len)
 {
-	const unsigned char *s = (const unsigned char *)buf;
-	size_t i = 0;
-
-	while (i < len) {
-		int n = seq_len(s + i, len - i);
-		if (n <= 0)
-			return false;
-		i += (size_t)n;
-	}
-	return true;
+	return utf8_scan(buf, len, false) == len;
 }
 
 char *
@@ -269,6 +270,17 @@ is_digit(const Scan *s)
 	return s->p < s->end && *s->p >= '0' && *s->p <= '9';
 }
 
+/* [0-9]+: false when no digit is there. */
+static bool
+skip_digits(Scan *s)
+{
+	if (!is_digit(s))
+		return false;
+	while (is_digit(s))
+		s->p++;
+	return true;
+}
+
 /* A number as jansson lexes it: -?(0|[1-9][0-9]*)(.[0-9]+)?([eE][+-]?[0-9]+)?;
  * an integer must fit json_int_t and a real must not overflow a double. */
 static bool
@@ -291,20 +303,16 @@ scan_number(Scan *s)
 	const unsigned char *int_end = s->p;
 	if (s->p < s->end && *s->p == '.') {
 		s->p++;
-		if (!is_digit(s))
+		if (!skip_digits(s))
 			return false;
-		while (is_digit(s))
-			s->p++;
 		real = true;
 	}
 	if (s->p < s->end && (*s->p == 'e' || *s->p == 'E')) {
 		s->p++;
 		if (s->p < s->end && (*s->p == '+' || *s->p == '-'))
 			s->p++;
-		if (!is_digit(s))
+		if (!skip_digits(s))
 			return false;
-		while (is_digit(s))
-			s->p++;
 		real = true;
 	}
 	if (!real) {

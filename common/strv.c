@@ -46,3 +46,11 @@ strv_free(char **v)
 		free(*p);
 	free(v);
 }
+
+void
+strv_free_n(char **v, size_t n)
+{
+	for (size_t i = 0; i < n; i++)
+		free(v[i]);
+	free(v);
+}

@@ -5,6 +5,8 @@
  */
 #pragma once
 
+#include <stddef.h>
+
 /* Append a copy of s to the NULL-terminated malloc'd vector *v (NULL = empty).
  * 0 or -ENOMEM (then *v may have grown by a NULL slot, still valid). */
 int strv_push(char ***v, const char *s);
@@ -12,3 +14,6 @@ int strv_push(char ***v, const char *s);
 int strv_pushf(char ***v, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
 /* Free v and its strings (NULL-safe). */
 void strv_free(char **v);
+/* Free the n strings of the counted array v and v itself (NULL-safe when n is 0);
+ * for arrays that are not NULL-terminated. */
+void strv_free_n(char **v, size_t n);

@@ -8,6 +8,7 @@
 #include <string.h>
 
 #include "macro.h"
+#include "strv.h"
 
 void
 mp_reader_init(MpReader *r, const msgpack_object *map)
@@ -22,9 +23,7 @@ mp_reader_init(MpReader *r, const msgpack_object *map)
 void
 mp_reader_done(MpReader *r)
 {
-	for (size_t i = 0; i < r->n_strs; i++)
-		free(r->strs[i]);
-	free(r->strs);
+	strv_free_n(r->strs, r->n_strs);
 	r->strs = NULL;
 	r->n_strs = 0;
 }

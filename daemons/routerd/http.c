@@ -80,15 +80,18 @@ req_append(HttpConn *c, char **s, size_t *n, const char *at, size_t len)
 	return 0;
 }
 
-static int
-header_budget(HttpConn *c, size_t len)
+/* Counts len bytes of the head; the connection, or NULL (431 set) over the limit. */
+static HttpConn *
+header_budget(http_parser *p, size_t len)
 {
+	HttpConn *c = p->data;
+
 	c->req.header_bytes += len;
 	if (c->req.header_bytes > (size_t)c->router->conf->max_header_bytes) {
 		c->fail_status = 431;
-		return -1;
+		return NULL;
 	}
-	return 0;
+	return c;
 }
 
 static int
@@ -117,8 +120,8 @@ on_message_begin(http_parser *p)
 static int
 on_url(http_parser *p, const char *at, size_t len)
 {
-	HttpConn *c = p->data;
-	if (header_budget(c, len) < 0)
+	HttpConn *c = header_budget(p, len);
+	if (!c)
 		return -1;
 	return req_append(c, &c->req.url, &c->req.url_len, at, len);
 }
@@ -126,11 +129,12 @@ on_url(http_parser *p, const char *at, size_t len)
 static int
 on_header_field(http_parser *p, const char *at, size_t len)
 {
-	HttpConn *c = p->data;
-	HttpRequest *q = &c->req;
+	HttpConn *c = header_budget(p, len);
+	HttpRequest *q;
 
-	if (header_budget(c, len) < 0)
+	if (!c)
 		return -1;
+	q = &c->req;
 	if (q->n_headers == 0 || q->in_value) {
 		if (q->n_headers >= ROUTER_MAX_HEADERS) {
 			c->fail_status = 431;
@@ -159,15 +163,12 @@ on_header_field(http_parser *p, const char *at, size_t len)
 static int
 on_header_value(http_parser *p, const char *at, size_t len)
 {
-	HttpConn *c = p->data;
-	HttpRequest *q = &c->req;
+	HttpConn *c = header_budget(p, len);
 
-	if (header_budget(c, len) < 0)
+	if (!c || c->req.n_headers == 0)
 		return -1;
-	if (q->n_headers == 0)
-		return -1;
-	q->in_value = true;
-	return req_append(c, &q->headers[q->n_headers - 1].value, &q->n_value, at, len);
+	c->req.in_value = true;
+	return req_append(c, &c->req.headers[c->req.n_headers - 1].value, &c->req.n_value, at, len);
 }
 
 /* RFC 9110 token characters (a header field name). */

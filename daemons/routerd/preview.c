@@ -489,15 +489,17 @@ pv_fail(http_parser *p, int status, const char *code, const char *msg)
 	return 0;
 }
 
-static int
+/* Counts len bytes of the head; the connection, or NULL after refusing a head
+ * over the limit. */
+static PvConn *
 head_budget(http_parser *p, size_t len)
 {
 	PvConn *c = p->data;
 
 	c->head_bytes += len;
 	if (c->head_bytes > PV_HEAD_MAX)
-		return pv_fail(p, 431, "headers_too_large", "request head too large"), -1;
-	return 0;
+		return pv_fail(p, 431, "headers_too_large", "request head too large"), NULL;
+	return c;
 }
 
 static int
@@ -515,9 +517,9 @@ on_message_begin(http_parser *p)
 static int
 on_url(http_parser *p, const char *at, size_t len)
 {
-	PvConn *c = p->data;
+	PvConn *c = head_budget(p, len);
 
-	if (head_budget(p, len) < 0)
+	if (!c)
 		return 0;
 	evbuffer_add(c->url, at, len);
 	return 0;
@@ -536,9 +538,9 @@ header_end(PvConn *c)
 static int
 on_header_field(http_parser *p, const char *at, size_t len)
 {
-	PvConn *c = p->data;
+	PvConn *c = head_budget(p, len);
 
-	if (head_budget(p, len) < 0)
+	if (!c)
 		return 0;
 	if (c->in_value)
 		header_end(c);
@@ -552,9 +554,9 @@ on_header_field(http_parser *p, const char *at, size_t len)
 static int
 on_header_value(http_parser *p, const char *at, size_t len)
 {
-	PvConn *c = p->data;
+	PvConn *c = head_budget(p, len);
 
-	if (head_budget(p, len) < 0)
+	if (!c)
 		return 0;
 	if (!c->in_value) {
 		c->name[c->name_len] = '\0';

@@ -393,12 +393,9 @@ chat_join_reply(Peer *p, int err, const msgpack_object *body, void *userdata)
 	_cleanup_free_ char *rec_text = NULL;
 	json_auto_t *j = NULL;
 
-	if (!s) {
-		http_respond_error(c, 500, "internal", "internal error");
-		return;
-	}
-	if (err < 0) {
-		routes_coord_error(c, err, body, "unknown run");
+	if (routes_run_get_answered(c, s, err, body)) {
+		if (!s)
+			return;
 		goto out;
 	}
 	if (rec && rec->type == MSGPACK_OBJECT_STR && (rec_text = mp_obj_strdup(rec)))

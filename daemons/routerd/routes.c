@@ -242,6 +242,23 @@ routes_coord_error(HttpConn *c, int err, const msgpack_object *body, const char 
 	}
 }
 
+/* The first checks of the RUN_GET reply to a request whose parameters (start)
+ * waited on the connection: true after answering, 500 when start is gone, or
+ * coordinatord's error ("unknown run" for -ENOENT). */
+bool
+routes_run_get_answered(HttpConn *c, const void *start, int err, const msgpack_object *body)
+{
+	if (!start) {
+		http_respond_error(c, 500, "internal", "internal error");
+		return true;
+	}
+	if (err < 0) {
+		routes_coord_error(c, err, body, "unknown run");
+		return true;
+	}
+	return false;
+}
+
 /* ---- /_bridge/{runId} and /tool-exec/{runId}: host tools ---- */
 
 /* ---- request bodies ---- */
@@ -403,10 +420,11 @@ send_run_get(HttpConn *c, const char *run_id, const char *thread_id, PeerReplyFn
 			  &((Msg_RUN_GET){.run_id = run_id, .thread_id = thread_id}), cb, c);
 }
 
+/* A reply carrying a run's "record" (JSON text), answered with status; what names
+ * the request in the log line of a reply without one ("" for none). */
 static void
-run_get_reply(Peer *p, int err, const msgpack_object *body, void *userdata)
+record_reply(HttpConn *c, int err, const msgpack_object *body, int status, const char *what)
 {
-	HttpConn *c = userdata;
 	const msgpack_object *rec = body ? mp_map_get(body, "record") : NULL;
 
 	if (err < 0) {
@@ -414,12 +432,18 @@ run_get_reply(Peer *p, int err, const msgpack_object *body, void *userdata)
 		return;
 	}
 	if (!rec || rec->type != MSGPACK_OBJECT_STR) {
-		log_warning("%s: RUN_GET reply without record", c->addr);
+		log_warning("%s: %sreply without record", c->addr, what);
 		http_respond_error(c, 500, "internal", "internal error");
 		return;
 	}
-	http_respond(c, 200, "application/json; charset=utf-8", rec->via.str.ptr, rec->via.str.size,
-		     NULL, false);
+	http_respond(c, status, "application/json; charset=utf-8", rec->via.str.ptr,
+		     rec->via.str.size, NULL, false);
+}
+
+static void
+run_get_reply(Peer *p, int err, const msgpack_object *body, void *userdata)
+{
+	record_reply(userdata, err, body, 200, "RUN_GET ");
 }
 
 /* threadId from the query (required), validated and within the token's
@@ -572,12 +596,7 @@ stream_get_reply(Peer *p, int err, const msgpack_object *body, void *userdata)
 	_cleanup_free_ char *rec_text = NULL;
 	int r;
 
-	if (!s) {
-		http_respond_error(c, 500, "internal", "internal error");
-		return;
-	}
-	if (err < 0) {
-		routes_coord_error(c, err, body, "unknown run");
+	if (routes_run_get_answered(c, s, err, body)) {
 		stream_start_free(s);
 		return;
 	}
@@ -609,28 +628,9 @@ stream_get_reply(Peer *p, int err, const msgpack_object *body, void *userdata)
 /* ---- POST /runs/{runId}/cancel ---- */
 
 static void
-record_reply(Peer *p, int err, const msgpack_object *body, void *userdata, int status)
-{
-	HttpConn *c = userdata;
-	const msgpack_object *rec = body ? mp_map_get(body, "record") : NULL;
-
-	if (err < 0) {
-		routes_coord_error(c, err, body, "unknown run");
-		return;
-	}
-	if (!rec || rec->type != MSGPACK_OBJECT_STR) {
-		log_warning("%s: reply without record", c->addr);
-		http_respond_error(c, 500, "internal", "internal error");
-		return;
-	}
-	http_respond(c, status, "application/json; charset=utf-8", rec->via.str.ptr,
-		     rec->via.str.size, NULL, false);
-}
-
-static void
 run_cancel_reply(Peer *p, int err, const msgpack_object *body, void *userdata)
 {
-	record_reply(p, err, body, userdata, 202);
+	record_reply(userdata, err, body, 202, "");
 }
 
 static void

@@ -80,6 +80,7 @@ json_t *routes_body_json(HttpConn *c);
 json_t *routes_json_request(HttpConn *c);
 bool routes_thread_allowed(HttpConn *c, const char *thread_id);
 void routes_coord_error(HttpConn *c, int err, const msgpack_object *body, const char *not_found);
+bool routes_run_get_answered(HttpConn *c, const void *start, int err, const msgpack_object *body);
 bool routes_coord_reason(HttpConn *c, const msgpack_object *body);
 bool routes_parse_last_seq(const char *s, int64_t *ret);
 /* The error code of a request body's problem (run_body_problem,
