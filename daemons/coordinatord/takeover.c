@@ -65,6 +65,7 @@
 #include "cluster/cluster.h"
 #include "json-util.h"
 #include "macro.h"
+#include "strv.h"
 
 #define NODE_LOST_MSG_FMT "cluster node '%s' was lost while the run ran there"
 /* A step that failed for another reason than losing the race (a NATS
@@ -285,9 +286,7 @@ loss_unref(Loss *l)
 static void
 ending_reset(Ending *e)
 {
-	for (size_t i = 0; i < e->n_texts; i++)
-		free(e->texts[i]);
-	free(e->texts);
+	strv_free_n(e->texts, e->n_texts);
 	e->texts = NULL;
 	e->n_texts = 0;
 	json_decref(e->agui);
