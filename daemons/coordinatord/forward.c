@@ -64,6 +64,7 @@ typedef struct Outgoing {
 	PeerDeferred *d;
 	ClusterRequest *rq;
 	int64_t timeout_ms;
+	int type; /* the request's message type */
 	char owner[CLUSTER_NODE_MAX];
 	/* sent on a remembered owner (forward_known): handled again when the
 	 * request did not run there */
@@ -211,7 +212,16 @@ out_replied(Cluster *cluster, int err, const void *data, size_t len, void *userd
 				 "coordinatord is not running",
 				 o->owner);
 		log_warning("Forwarding to node %s failed: %s", o->owner, m);
-		(void)peer_deferred_error(d, -EHOSTUNREACH, REASON_OWNER_UNREACHABLE, m);
+		if (err == -ETIMEDOUT && o->type == MSG_RUN_START)
+			/* it reached a coordinatord (a "no responders" is at once),
+			 * which may have started the run: not a failure (issue 35 F,
+			 * the nemesis: a key whose every POST was refused had a run) */
+			(void)peer_deferred_error(d, -ETIMEDOUT, REASON_OUTCOME_UNKNOWN,
+						  "the thread's owner did not answer in time; the run "
+						  "may have started: post again with the same "
+						  "Idempotency-Key, or list the thread's runs");
+		else
+			(void)peer_deferred_error(d, -EHOSTUNREACH, REASON_OWNER_UNREACHABLE, m);
 	} else if (err < 0) {
 		(void)peer_deferred_error(d, -EAGAIN, REASON_CLUSTER_UNAVAILABLE,
 					  "the cluster (NATS) is not reachable");
@@ -317,6 +327,7 @@ send_outgoing(Coordinator *c, Outgoing *o, PeerDeferred *d, int type, const char
 
 	o->fw = fw;
 	o->d = d;
+	o->type = type;
 	o->timeout_ms = forward_timeout(c, type);
 	if (type == MSG_SBX_EXEC && len > FRAME_HEADER_SIZE) {
 		Frame f;

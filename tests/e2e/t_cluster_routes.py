@@ -566,13 +566,14 @@ def test_other_nodes_threads_are_remembered():
         # Until the NATS servers have dropped the killed connection's
         # subscription (its own server at once, the routed servers a moment
         # later) a request can still be routed to it and is answered by the
-        # forwarding timeout instead: also owner_unreachable, but the owner is
-        # kept. The next request finds no responder.
+        # forwarding timeout instead: outcome_unknown (a RUN_START that
+        # timed out may have run), and the owner is kept. The next request
+        # finds no responder: owner_unreachable.
         a.kill("coordinatord")
         for _ in range(3):
             st, js = b.http("POST", "/runs", {"threadId": "t-known", "messages": [
                 {"role": "user", "content": "echo gone"}]})
-            assert st == 503 and js["code"] == "owner_unreachable", (st, js)
+            assert st == 503 and js["code"] in ("owner_unreachable", "outcome_unknown"), (st, js)
             if b.metric("runwarden_cluster_owner_stale_total") >= 1:
                 break
         assert b.metric("runwarden_cluster_owner_stale_total") >= 1, js
@@ -591,6 +592,29 @@ def test_other_nodes_threads_are_remembered():
 
 def coordinatord_pid(s):
     return s.procs["coordinatord"].pid
+
+
+def test_owner_stopped_post_is_outcome_unknown():
+    """A POST /runs forwarded to an owner that does not answer in time is
+    503 outcome_unknown, not owner_unreachable: the request reached a
+    coordinatord, which may have started the run (issue 35 F: the nemesis
+    saw a key whose every POST was refused this way have a run)."""
+    try:
+        a, b = node("a"), node("b")
+        run = a.start_run("echo before", thread="t-stop-post")
+        a.wait_terminal(run, thread="t-stop-post")
+        pid = coordinatord_pid(a)
+        os.kill(pid, signal.SIGSTOP)
+        try:
+            st, body = b.http("POST", "/runs", {"threadId": "t-stop-post", "messages": [
+                {"role": "user", "content": "echo stopped"}]})
+        finally:
+            os.kill(pid, signal.SIGCONT)
+        assert st == 503 and body["code"] == "outcome_unknown", (st, body)
+        assert "Idempotency-Key" in body["error"], body
+    except Exception:
+        stop_all()
+        raise
 
 
 def test_owner_stopped_answers_owner_unreachable():
