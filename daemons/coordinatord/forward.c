@@ -216,10 +216,11 @@ out_replied(Cluster *cluster, int err, const void *data, size_t len, void *userd
 			/* it reached a coordinatord (a "no responders" is at once),
 			 * which may have started the run: not a failure (issue 35 F,
 			 * the nemesis: a key whose every POST was refused had a run) */
-			(void)peer_deferred_error(d, -ETIMEDOUT, REASON_OUTCOME_UNKNOWN,
-						  "the thread's owner did not answer in time; the run "
-						  "may have started: post again with the same "
-						  "Idempotency-Key, or list the thread's runs");
+			(void)peer_deferred_error(
+			    d, -ETIMEDOUT, REASON_OUTCOME_UNKNOWN,
+			    "the thread's owner did not answer in time; the run "
+			    "may have started: post again with the same "
+			    "Idempotency-Key, or list the thread's runs");
 		else
 			(void)peer_deferred_error(d, -EHOSTUNREACH, REASON_OWNER_UNREACHABLE, m);
 	} else if (err < 0) {
