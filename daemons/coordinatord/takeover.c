@@ -33,7 +33,9 @@
  * each thread it took that ran elsewhere, for THREAD_RUNS and THREAD_LIST
  * (takeover-adopted.c).
  * A step that fails otherwise (no JetStream leader during a NATS failover)
- * is tried again a second later, up to TAKEOVER_RETRIES times.
+ * is tried again a second later, up to TAKEOVER_RETRIES times; the end of a
+ * run then goes on every OWN_END_PERIOD_S for up to an hour (the thread is
+ * this node's: nobody else ends it).
  *
  * This node's own lease (cluster_lease()): when it lapsed (a pause or a
  * partition past half the TTL), the threads it owns are checked again
@@ -154,15 +156,20 @@ later(Coordinator *c, int *attempts, event_callback_fn fn, void *arg)
 static void last_again(evutil_socket_t fd, short what, void *arg);
 
 /* An ending's next try, from its last event: a second later for a lost
- * node's run (TAKEOVER_RETRIES), every OWN_END_PERIOD_S for this node's own
- * (OWN_END_RETRIES). 0, or < 0 (then not). */
+ * node's run (TAKEOVER_RETRIES), then — and for this node's own run from the
+ * first — every OWN_END_PERIOD_S, up to OWN_END_RETRIES more. A run ended
+ * here belongs to a thread this node took or claimed: if it gave up after
+ * TAKEOVER_RETRIES (a flapping owner that kept writing while its lease
+ * held; a second loss of that node finds the run "already being ended
+ * here"), nobody would end it (the nemesis, `flap` with 2.10.27: a run left
+ * `running` in the cluster). 0, or < 0 (then not). */
 static int
 ending_later(Ending *e)
 {
-	if (!e->loss->own)
+	if (!e->loss->own && e->attempts < TAKEOVER_RETRIES)
 		return later(e->loss->t->c, &e->attempts, last_again, e);
 	struct timeval tv = {OWN_END_PERIOD_S, 0};
-	if (e->attempts++ >= OWN_END_RETRIES)
+	if (e->attempts++ >= (e->loss->own ? 0 : TAKEOVER_RETRIES) + OWN_END_RETRIES)
 		return -ETIMEDOUT;
 	return event_base_once(e->loss->t->c->base, -1, EV_TIMEOUT, last_again, e, &tv) < 0
 		   ? -ENOMEM
