@@ -164,16 +164,20 @@ static void last_again(evutil_socket_t fd, short what, void *arg);
  * here"), nobody would end it (the nemesis, `flap` with 2.10.27: a run left
  * `running` in the cluster). 0, or < 0 (then not). */
 static int
-ending_later(Ending *e)
+ending_later_fn(Ending *e, event_callback_fn fn)
 {
 	if (!e->loss->own && e->attempts < TAKEOVER_RETRIES)
-		return later(e->loss->t->c, &e->attempts, last_again, e);
+		return later(e->loss->t->c, &e->attempts, fn, e);
 	struct timeval tv = {OWN_END_PERIOD_S, 0};
 	if (e->attempts++ >= (e->loss->own ? 0 : TAKEOVER_RETRIES) + OWN_END_RETRIES)
 		return -ETIMEDOUT;
-	return event_base_once(e->loss->t->c->base, -1, EV_TIMEOUT, last_again, e, &tv) < 0
-		   ? -ENOMEM
-		   : 0;
+	return event_base_once(e->loss->t->c->base, -1, EV_TIMEOUT, fn, e, &tv) < 0 ? -ENOMEM : 0;
+}
+
+static int
+ending_later(Ending *e)
+{
+	return ending_later_fn(e, last_again);
 }
 
 static void on_threads(Cluster *cl, int err, const ClusterKv *kv, size_t n, void *userdata);
@@ -356,18 +360,41 @@ adopt_thread(Loss *l, const char *thread)
 	adopted_set(&l->t->adopted, thread, runs);
 }
 
+static void put_record(Ending *e);
+
+static void
+put_again(evutil_socket_t fd, short what, void *arg)
+{
+	put_record(arg);
+}
+
 static void
 on_record_put(Cluster *cl, int err, uint64_t revision, void *userdata)
 {
 	Ending *e = userdata;
 	char msg[160];
 	const char *code = ending_code(e, msg, sizeof(msg));
+	/* the end is in the stream: its record follows, tried again while
+	 * JetStream does not answer (else rw_runs says running for good) */
+	if (err < 0 && err != -ENOMEM && ending_later_fn(e, put_again) == 0)
+		return;
 	if (!e->loss->own)
 		adopted_update(&e->loss->t->adopted, e->run_id, e->rec);
 	if (err < 0)
 		log_ctx_errno(LOG_WARNING, err, &(LogCtx){.run_id = e->run_id},
 			      "Run's record (%s) not mirrored to the cluster: %m", code);
 	ending_free(e);
+}
+
+static void
+put_record(Ending *e)
+{
+	Coordinator *c = e->loss->t->c;
+	_cleanup_free_ char *s = json_dump_compact(e->rec);
+	int r = s ? cluster_put(c->cluster, CLUSTER_RUNS, e->run_id, s, strlen(s), on_record_put, e)
+		  : -ENOMEM;
+	if (r < 0)
+		on_record_put(c->cluster, r, 0, e);
 }
 
 /* Put e's record with status and error (code, message) as the run's end. */
@@ -386,11 +413,7 @@ put_end(Ending *e, const char *status, const char *code, const char *message)
 	json_object_set_new(e->rec, "updatedAt", json_integer(now));
 	json_object_set_new(e->rec, "finishedAt", json_integer(now));
 	json_object_set_new(e->rec, "endedBy", json_string(cluster_node(c->cluster)));
-	_cleanup_free_ char *s = json_dump_compact(e->rec);
-	int r = s ? cluster_put(c->cluster, CLUSTER_RUNS, e->run_id, s, strlen(s), on_record_put, e)
-		  : -ENOMEM;
-	if (r < 0)
-		on_record_put(c->cluster, r, 0, e);
+	put_record(e);
 }
 
 static void

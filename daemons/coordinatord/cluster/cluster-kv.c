@@ -135,6 +135,8 @@ no_direct_gets(Cluster *c, const char *bucket, kvStore **kv)
 		}
 	}
 	jsStreamInfo_Destroy(si);
+	if (s != NATS_OK && code == JSClusterNotAvailErr)
+		return -EAGAIN; /* no meta leader meanwhile: transient (t_cluster_up) */
 	return cluster_errno(s, code, stream);
 }
 
