@@ -184,31 +184,52 @@ typedef struct VerifyJob {
 	uint64_t after;	     /* the stream sequence the message was fenced on */
 } VerifyJob;
 
+/* Message m against the one v verifies: 2 ours (its subject, first seq,
+ * count, and our writer id), 1 another writer's at our seq (*writer), 0
+ * neither (*first its first seq when it is a message of ours subject). */
+static int
+msg_verdict(Cluster *c, const VerifyJob *v, natsMsg *m, uint64_t *first, const char **writer)
+{
+	const char *subject = natsMsg_GetSubject(m);
+	uint64_t count = 0;
+	*writer = NULL;
+	if (!subject || strcmp(subject, v->subject) != 0 ||
+	    cluster_msg_span(m, first, &count) < 0 || *first != v->seq ||
+	    natsMsgHeader_Get(m, HDR_WRITER, writer) != NATS_OK || !*writer)
+		return 0;
+	return count == v->count && strcmp(*writer, c->writer) == 0 ? 2 : 1;
+}
+
 /* The run's message right after stream sequence after (a direct get: a
- * replica may lag, never invent): is it ours, with our first seq and count?
- * 1 ours (*sseq its stream sequence), 0 another writer's, -EAGAIN none
- * (yet), or an error. */
+ * replica may lag, never invent): is it ours? 1 ours (*sseq its stream
+ * sequence), 0 not, -EAGAIN none (yet), or an error. */
 static int
 ours_after(Cluster *c, const VerifyJob *v, uint64_t *sseq)
 {
 	jsDirectGetMsgOptions o;
 	natsMsg *m = NULL;
-	const char *writer = NULL;
-	uint64_t first, count;
+	const char *writer;
+	uint64_t first = 0;
 	jsDirectGetMsgOptions_Init(&o);
 	o.Sequence = v->after + 1;
 	o.NextBySubject = v->subject;
 	natsStatus s = js_DirectGetMsg(&m, c->js, CLUSTER_STREAM, NULL, &o);
 	if (s != NATS_OK)
 		return s == NATS_NOT_FOUND ? -EAGAIN : cluster_errno(s, 0, "direct get");
-	int r = cluster_msg_span(m, &first, &count) == 0 && first == v->seq &&
-			natsMsgHeader_Get(m, HDR_WRITER, &writer) == NATS_OK && writer &&
-			strcmp(writer, c->writer) == 0 && count == v->count
-		    ? 1
-		    : 0;
+	int r = msg_verdict(c, v, m, &first, &writer) == 2;
 	*sseq = natsMsg_GetSequence(m);
 	natsMsg_Destroy(m);
 	return r;
+}
+
+/* v's message is in the stream at stream sequence seq: acknowledged. */
+static void
+confirmed(VerifyJob *v, uint64_t seq)
+{
+	v->ack.status = NATS_OK;
+	v->ack.code = 0;
+	v->ack.dup = v->ack.confirmed = true;
+	v->ack.seq = seq;
 }
 
 static void ack_done(Cluster *c, Job *j);
@@ -218,21 +239,16 @@ verify_exec(Cluster *c, Job *j)
 {
 	VerifyJob *v = (VerifyJob *)j;
 	natsMsg *m = NULL;
-	const char *writer = NULL, *subject;
-	uint64_t first = 0, count = 0;
+	const char *writer = NULL;
+	uint64_t first = 0;
 	jsErrCode code = 0;
 	natsStatus s = v->stream_seq
 			   ? js_GetMsg(&m, c->js, CLUSTER_STREAM, v->stream_seq, NULL, &code)
 			   : js_GetLastMsg(&m, c->js, CLUSTER_STREAM, v->subject, NULL, &code);
-	bool same = s == NATS_OK && (subject = natsMsg_GetSubject(m)) &&
-		    strcmp(subject, v->subject) == 0 && cluster_msg_span(m, &first, &count) == 0 &&
-		    first == v->seq && natsMsgHeader_Get(m, HDR_WRITER, &writer) == NATS_OK &&
-		    writer;
-	if (same && count == v->count && strcmp(writer, c->writer) == 0) {
-		v->ack.status = NATS_OK; /* ours: a duplicate */
-		v->ack.code = 0;
-		v->ack.dup = v->ack.confirmed = true;
-		v->ack.seq = natsMsg_GetSequence(m);
+	int verdict = s == NATS_OK ? msg_verdict(c, v, m, &first, &writer) : 0;
+	bool same = verdict > 0;
+	if (verdict == 2) {
+		confirmed(v, natsMsg_GetSequence(m)); /* ours: a duplicate */
 	} else if (!v->stream_seq && s == NATS_OK && first > v->seq) {
 		/* the run went on past our seq since (a writer that read ours as
 		 * the last event, and wrote after it): the message at our seq
@@ -240,12 +256,9 @@ verify_exec(Cluster *c, Job *j)
 		 * not_owner that the stream held) */
 		uint64_t sseq = 0;
 		int r = ours_after(c, v, &sseq);
-		if (r == 1) {
-			v->ack.status = NATS_OK;
-			v->ack.code = 0;
-			v->ack.dup = v->ack.confirmed = true;
-			v->ack.seq = sseq;
-		} else if (r < 0)
+		if (r == 1)
+			confirmed(v, sseq);
+		else if (r < 0)
 			v->ack.status = NATS_TIMEOUT; /* unknown yet: sent again */
 	} else if (v->stream_seq && same) {
 		/* A "duplicate" of another writer's message at our seq: the

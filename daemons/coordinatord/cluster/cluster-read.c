@@ -22,6 +22,7 @@ typedef struct ReadJob {
 	char subject[sizeof(CLUSTER_SUBJECT_PREFIX) + 128];
 	uint64_t from_seq, next_stream_seq;
 	size_t max, n;
+	uint64_t leader_last; /* the leader's last seq when it was ahead */
 	ClusterReadEvent *ev; /* max entries; data malloc'ed each */
 	int r;
 	ClusterReadFn cb;
@@ -115,8 +116,10 @@ leader_confirms(Cluster *c, ReadJob *j)
 			const ClusterEvent *e = &ev[last->seq - first];
 			if (e->len != last->len || memcmp(e->data, last->data, e->len) != 0)
 				r = -EAGAIN;
-		} else if (r == 0)
+		} else if (r == 0) {
 			r = 1; /* the leader is ahead */
+			j->leader_last = first + n - 1;
+		}
 		free(ev);
 	}
 	natsMsg_Destroy(m);
@@ -129,7 +132,9 @@ leader_confirms(Cluster *c, ReadJob *j)
 
 /* A replica that answered the direct gets may be a moment behind the
  * leader (it acknowledged nothing: a quorum did): when the leader is ahead
- * of what it gave, it is asked again, a little later, this many times. */
+ * of what it gave, it is asked again, a little later, this many times — up
+ * to the leader's last event as it was then, not after the events of a run
+ * that goes on (they come with the next read). */
 #define LAGGING_TRIES 10
 #define LAGGING_WAIT_MS 20
 
@@ -138,14 +143,19 @@ read_exec(Cluster *c, Job *job)
 {
 	ReadJob *j = (ReadJob *)job;
 	int lagging = 0;
+	uint64_t target = 0; /* the leader's last seq the first time it was ahead */
 	while (j->n < j->max) {
 		natsMsg *m = NULL;
 		int r = read_one(c, j, &m);
 		if (r == 0 && j->n > 0) {
 			r = leader_confirms(c, j);
-			if (r == 1 && lagging++ < LAGGING_TRIES) {
-				/* a run that goes on, or a replica behind the
-				 * leader: read on from where it stopped */
+			if (r == 1 && !target)
+				target = j->leader_last;
+			/* caught up with that: the rest is a run that goes on */
+			bool behind = r == 1 && j->ev[j->n - 1].seq < target;
+			if (behind && lagging++ < LAGGING_TRIES) {
+				/* a replica behind the leader: read on from where
+				 * it stopped */
 				struct timespec ts = {0, LAGGING_WAIT_MS * 1000 * 1000};
 				nanosleep(&ts, NULL);
 				continue;
